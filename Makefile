@@ -1,0 +1,52 @@
+# The book's commands. `make book` builds the site; `make test` is what CI runs (.ci/run).
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+VENV ?= .venv
+PY := $(VENV)/bin/python
+JOBS ?=
+NB ?=
+SEED ?=
+QUICK ?=
+
+RUN_FLAGS := $(if $(QUICK),--quick) $(if $(SEED),--seed $(SEED)) $(if $(JOBS),--jobs $(JOBS))
+
+.PHONY: book test notebook lint unit repo-check sync html clean venv
+
+$(VENV)/.installed: requirements.txt pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -r requirements.txt
+	$(PY) -m pip install -q --no-deps -e .
+	touch $@
+
+venv: $(VENV)/.installed
+
+## make book: execute every notebook (default parameters, cached), build _build/html, print the table
+book: venv
+	$(PY) book/build.py book $(if $(SEED),--seed $(SEED)) $(if $(JOBS),--jobs $(JOBS))
+
+## make notebook NB=<slug> [QUICK=1] [SEED=n]: one notebook into _build/executed (quick: _build/quick/executed)
+notebook: venv
+	@test -n "$(NB)" || { echo "usage: make notebook NB=<slug> [QUICK=1] [SEED=n]"; exit 2; }
+	$(PY) book/build.py run $(NB) $(RUN_FLAGS) --force
+
+## make test: lint, unit tests, notebooks in quick mode, the quick site and its checks (what CI runs)
+test: venv lint repo-check unit
+	$(PY) book/build.py book --quick $(if $(JOBS),--jobs $(JOBS))
+	$(PY) -m pytest -q tests/test_site.py
+
+lint: venv
+	$(VENV)/bin/ruff check helpers tests book notebooks
+
+repo-check: venv
+	$(PY) book/build.py check-repo
+
+unit: venv
+	$(PY) -m pytest -q -x -n 2 --ignore=tests/test_site.py
+
+## make sync: regenerate each notebook's .ipynb from its reviewed .py (outputs stay stripped)
+sync: venv
+	for f in notebooks/*.py; do $(VENV)/bin/jupytext --to ipynb --update "$$f" 2>/dev/null || $(VENV)/bin/jupytext --to ipynb "$$f"; done
+
+clean:
+	rm -rf _build

@@ -1,0 +1,95 @@
+"""Reproducibility: one call seeds every generator, fixes the thread count and picks a device.
+
+A chapter calls :func:`setup` right after its ``parameters`` cell; the same ``seed`` then gives the same numbers on
+the same machine. The book runner sets ``HELPERS_THREADS`` so that notebooks executed in parallel share the cores
+instead of fighting over them.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["Setup", "setup", "seed_everything", "set_threads", "pick_device", "rng"]
+
+
+def _check_seed(seed: int) -> int:
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
+    if not 0 <= int(seed) < 2**32:
+        raise ValueError(f"seed must be in [0, 2**32), got {seed}")
+    return int(seed)
+
+
+def seed_everything(seed: int) -> None:
+    """Seed Python's ``random``, NumPy's legacy global generator and torch (CPU and CUDA)."""
+    seed = _check_seed(seed)
+    random.seed(seed)
+    np.random.seed(seed)
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - torch is a dependency, but keep the core importable without it
+        return
+    torch.manual_seed(seed)
+    if torch.cuda.is_available():  # pragma: no cover - no GPU here
+        torch.cuda.manual_seed_all(seed)
+
+
+def set_threads(n: int | None = None) -> int:
+    """Set torch's intra-op thread count.
+
+    ``n=None`` reads ``HELPERS_THREADS`` (set by the book runner) and falls back to the number of CPUs.
+    Returns the number of threads in force.
+    """
+    if n is None:
+        env = os.environ.get("HELPERS_THREADS")
+        n = int(env) if env else (os.cpu_count() or 1)
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise TypeError(f"n must be an int or None, got {type(n).__name__}")
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    try:
+        import torch
+
+        torch.set_num_threads(n)
+    except ImportError:  # pragma: no cover
+        pass
+    return n
+
+
+def pick_device(prefer: str = "auto") -> str:
+    """Return ``"cuda"`` when asked for (or ``"auto"``) and available, else ``"cpu"``."""
+    if prefer not in ("auto", "cpu", "cuda"):
+        raise ValueError(f"prefer must be 'auto', 'cpu' or 'cuda', got {prefer!r}")
+    import torch
+
+    if prefer in ("auto", "cuda") and torch.cuda.is_available():  # pragma: no cover - no GPU here
+        return "cuda"
+    if prefer == "cuda":
+        raise ValueError("prefer='cuda' but no CUDA device is available")
+    return "cpu"
+
+
+def rng(seed: int, *streams: int) -> np.random.Generator:
+    """An independent NumPy generator for ``seed`` and optional sub-stream ids (e.g. ``rng(seed, trial)``)."""
+    seed = _check_seed(seed)
+    for s in streams:
+        _check_seed(s)
+    return np.random.default_rng([seed, *streams])
+
+
+@dataclass(frozen=True)
+class Setup:
+    seed: int
+    threads: int
+    device: str
+
+
+def setup(seed: int, threads: int | None = None, device: str = "auto") -> Setup:
+    """Seed everything, set threads and pick a device; returns what was chosen (shown in the notebook)."""
+    seed_everything(seed)
+    n = set_threads(threads)
+    return Setup(seed=_check_seed(seed), threads=n, device=pick_device(device))

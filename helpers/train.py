@@ -1,0 +1,138 @@
+"""A small, seeded training loop with a ``tqdm`` progress bar and a loss history.
+
+Every chapter that trains something calls :func:`fit` with its own ``loss_fn(model, batch)`` and a batch source,
+so the optimizer, schedule, clipping and logging are the same (and learned once by the reader) across the book.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+__all__ = ["History", "fit", "lr_at"]
+
+
+@dataclass
+class History:
+    """Losses per step and any evaluation metrics (``evals[name]`` is a list of ``(step, value)``)."""
+
+    loss: list[float] = field(default_factory=list)
+    lr: list[float] = field(default_factory=list)
+    evals: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
+
+    def smoothed(self, window: int = 20) -> list[float]:
+        """Running mean of the loss over ``window`` steps (for plots)."""
+        if window < 1:
+            raise ValueError(f"window must be >= 1, got {window}")
+        out, s = [], 0.0
+        for i, v in enumerate(self.loss):
+            s += v
+            if i >= window:
+                s -= self.loss[i - window]
+            out.append(s / min(i + 1, window))
+        return out
+
+
+def lr_at(step: int, steps: int, lr: float, warmup: int = 0, schedule: str = "cosine", min_ratio: float = 0.1) -> float:
+    """Learning rate at ``step``: linear warm-up, then constant or cosine decay to ``min_ratio * lr``."""
+    if schedule not in ("cosine", "constant"):
+        raise ValueError(f"schedule must be 'cosine' or 'constant', got {schedule!r}")
+    if step < warmup:
+        return lr * (step + 1) / warmup
+    if schedule == "constant":
+        return lr
+    t = (step - warmup) / max(1, steps - warmup)
+    return lr * (min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * min(t, 1.0))))
+
+
+def fit(
+    model: nn.Module,
+    loss_fn: Callable[[nn.Module, Any], torch.Tensor],
+    batches: Callable[[int], Any] | Iterable[Any],
+    steps: int,
+    *,
+    lr: float = 3e-4,
+    weight_decay: float = 0.0,
+    warmup: int = 0,
+    schedule: str = "cosine",
+    grad_clip: float | None = 1.0,
+    seed: int | None = None,
+    optimizer: torch.optim.Optimizer | None = None,
+    eval_fn: Callable[[nn.Module], dict[str, float]] | None = None,
+    eval_every: int = 0,
+    progress: bool = True,
+    desc: str = "train",
+    history: History | None = None,
+) -> History:
+    """Train ``model`` for ``steps`` AdamW steps on ``loss_fn(model, batch)``.
+
+    ``batches`` is either a function ``step -> batch`` (deterministic given the seed) or an iterable, cycled.
+    ``eval_fn(model) -> {name: value}`` runs every ``eval_every`` steps and at the end, under ``torch.no_grad``.
+    """
+    if not isinstance(steps, int) or steps < 0:
+        raise ValueError(f"steps must be a non-negative int, got {steps!r}")
+    if lr <= 0:
+        raise ValueError(f"lr must be > 0, got {lr}")
+    if seed is not None:
+        torch.manual_seed(seed)
+    params = [p for p in model.parameters() if p.requires_grad]
+    if not params:
+        raise ValueError("model has no trainable parameters")
+    opt = optimizer or torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
+    hist = history if history is not None else History()
+
+    if callable(batches):
+        get = batches
+    else:
+        it: Iterator[Any] | None = None
+
+        def get(_step: int) -> Any:
+            nonlocal it
+            if it is None:
+                it = iter(batches)
+            try:
+                return next(it)
+            except StopIteration:
+                it = iter(batches)
+                return next(it)
+
+    def run_eval(step: int) -> dict[str, float]:
+        was = model.training
+        model.eval()
+        with torch.no_grad():
+            out = eval_fn(model)
+        model.train(was)
+        for k, v in out.items():
+            hist.evals.setdefault(k, []).append((step, float(v)))
+        return out
+
+    model.train()
+    bar = tqdm(range(steps), desc=desc, disable=not progress, mininterval=1.0)
+    for step in bar:
+        cur = lr_at(step, steps, lr, warmup, schedule)
+        for g in opt.param_groups:
+            g["lr"] = cur
+        loss = loss_fn(model, get(step))
+        if not torch.isfinite(loss):
+            raise FloatingPointError(f"loss became {loss.item()} at step {step}")
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        if grad_clip is not None:
+            torch.nn.utils.clip_grad_norm_(params, grad_clip)
+        opt.step()
+        hist.loss.append(loss.item())
+        hist.lr.append(cur)
+        if eval_fn is not None and eval_every and (step + 1) % eval_every == 0 and step + 1 < steps:
+            run_eval(step + 1)
+        if step % 10 == 0:
+            bar.set_postfix(loss=f"{hist.loss[-1]:.4f}")
+    model.eval()
+    if eval_fn is not None:
+        run_eval(steps)
+    return hist
