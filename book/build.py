@@ -326,7 +326,7 @@ def vendor_js() -> Path:
     shutil.rmtree(VENDOR, ignore_errors=True)
     VENDOR.mkdir(parents=True)
     with tempfile.TemporaryDirectory() as tmp:
-        for name, spec in NPM_PACKAGES.items():
+        for spec in NPM_PACKAGES.values():
             subprocess.run(["npm", "pack", spec, "--silent"], cwd=tmp, check=True, stdout=subprocess.DEVNULL)
         for name, spec in NPM_PACKAGES.items():
             tgz = _find_tgz(Path(tmp), spec)
@@ -338,6 +338,7 @@ def vendor_js() -> Path:
         (VENDOR / "requirejs").mkdir()
         shutil.copy(pkg / "requirejs/package/require.js", VENDOR / "requirejs/require.js")
         shutil.copytree(pkg / "mathjax/package/es5", VENDOR / "mathjax")
+    shutil.copy(ROOT / "book" / "_ext" / "widgets_path.js", VENDOR / "widgets_path.js")
     marker.write_text("\n".join(NPM_PACKAGES.values()) + "\n")
     return VENDOR
 
@@ -388,7 +389,7 @@ def check_html(quick: bool) -> list[str]:
     for entry in toc_entries():
         page = html_dir / f"{entry}.html"
         if not page.exists():
-            problems.append(f"{entry}: no page {page.relative_to(ROOT)}")
+            problems.append(f"{entry}: no page {page.name} in {html_dir}")
             continue
         text = page.read_text(errors="replace")
         for marker in ERROR_MARKERS:

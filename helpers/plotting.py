@@ -68,9 +68,27 @@ def static_slider(
         return []
 
     anim = FuncAnimation(fig, frame, frames=len(values), interval=400, repeat=False, blit=False)
-    html = anim.to_jshtml(default_mode="once")
+    html = _offline(anim.to_jshtml(default_mode="once"))
     plt.close(fig)
     return HTML(html)
+
+
+# matplotlib's player draws its buttons with Font Awesome from a CDN; the book must work offline, so the
+# stylesheet link is dropped and each icon becomes a plain Unicode symbol.
+_ICONS = {
+    "fa fa-minus": "\u2212", "fa fa-fast-backward": "\u00ab", "fa fa-step-backward": "\u2039",
+    "fa fa-play fa-flip-horizontal": "\u25c1", "fa fa-pause": "||", "fa fa-play": "\u25b7",
+    "fa fa-step-forward": "\u203a", "fa fa-fast-forward": "\u00bb", "fa fa-plus": "+",
+}
+
+
+def _offline(html: str) -> str:
+    import re
+
+    html = re.sub(r"<link[^>]*font-awesome[^>]*>", "", html)
+    for cls, symbol in _ICONS.items():
+        html = html.replace(f'<i class="{cls}"></i>', f"<span>{symbol}</span>")
+    return html
 
 
 def live_controls(fn: Callable[..., Any], **controls: Any) -> Any:

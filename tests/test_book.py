@@ -1,0 +1,181 @@
+"""Tests of the book tooling (book/build.py) and of the committed notebooks' contract."""
+
+import importlib.util
+import json
+import re
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+spec = importlib.util.spec_from_file_location("book_build", ROOT / "book" / "build.py")
+build = importlib.util.module_from_spec(spec)
+sys.modules["book_build"] = build
+spec.loader.exec_module(build)
+
+NOTEBOOK_PYS = sorted((ROOT / "notebooks").glob("*.py"))
+CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
+
+
+# ---- the committed notebooks -----------------------------------------------------------------------------------
+def test_every_notebook_is_in_the_toc_and_every_toc_entry_exists():
+    toc = build.toc_entries()
+    for entry in toc:
+        assert any((ROOT / f"{entry}{ext}").exists() for ext in (".md", ".ipynb")) or entry == "book/scoreboard", entry
+    listed = set(build.toc_notebooks())
+    on_disk = {p.stem for p in (ROOT / "notebooks").glob("*.ipynb")}
+    assert on_disk == listed, f"notebooks not in _toc.yml: {on_disk - listed}; missing: {listed - on_disk}"
+
+
+@pytest.mark.parametrize("py", NOTEBOOK_PYS, ids=[p.stem for p in NOTEBOOK_PYS])
+def test_notebook_contract(py):
+    nb = nbformat.read(py.with_suffix(".ipynb"), as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    # 1. a title first
+    assert nb.cells[0].cell_type == "markdown" and nb.cells[0].source.startswith("# ")
+    # 2. the bootstrap installs from the one URL of _config.yml, only in Colab
+    url = f"git+{CONFIG['repository']['url']}@{CONFIG['repository']['branch']}"
+    boot = [c for c in code if "google.colab" in c.source]
+    assert boot, "no Colab bootstrap cell"
+    assert url in boot[0].source and "find_spec" in boot[0].source
+    assert all(u == url for u in re.findall(r"git\+https?://[^\s\"']+", "\n".join(c.source for c in code)))
+    # 3. a parameters cell with quick = False and seed = 0
+    params = [c for c in code if "parameters" in c.metadata.get("tags", [])]
+    assert len(params) == 1
+    assert re.search(r"^quick\s*=\s*False\b", params[0].source, re.M)
+    assert re.search(r"^seed\s*=\s*0\b", params[0].source, re.M)
+    # 6. the claims record is saved, last
+    assert "ClaimsRecord(" in "\n".join(c.source for c in code)
+    assert "rec.save()" in code[-1].source
+    # the record is named after the notebook
+    assert f'ClaimsRecord("{py.stem}"' in "\n".join(c.source for c in code)
+    # 5. a static interactive element and live controls
+    src = "\n".join(c.source for c in code)
+    assert "static_slider" in src or "to_jshtml" in src
+    assert "live_controls" in src or "interact" in src
+
+
+def test_committed_notebooks_are_in_sync_and_without_outputs():
+    assert build.check_repo() == []
+
+
+# ---- the runner ------------------------------------------------------------------------------------------------
+def test_toc_entries_walks_parts_chapters_sections(tmp_path):
+    toc = tmp_path / "_toc.yml"
+    toc.write_text("format: jb-book\nroot: book/intro\nparts:\n  - caption: A\n    chapters:\n"
+                   "      - file: notebooks/01_a\n        sections:\n          - file: notebooks/02_b.ipynb\n"
+                   "  - caption: B\n    chapters:\n      - file: book/x.md\n")
+    assert build.toc_entries(toc) == ["book/intro", "notebooks/01_a", "notebooks/02_b", "book/x"]
+
+
+def _write_nb(path: Path, cells: list[str]) -> None:
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("quick = False\nseed = 0")]
+    nb.cells[0].metadata["tags"] = ["parameters"]
+    nb.cells += [nbformat.v4.new_code_cell(c) for c in cells]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, path)
+
+
+@pytest.fixture
+def sandbox(tmp_path, monkeypatch):
+    nbdir = tmp_path / "notebooks"
+    nbdir.mkdir()
+    monkeypatch.setattr(build, "NOTEBOOKS", nbdir)
+    monkeypatch.setattr(build, "BUILD", tmp_path / "_build")
+    return nbdir
+
+
+def test_runner_executes_records_caches_and_reruns_on_change(sandbox):
+    save = ("from helpers.claims import ClaimsRecord\nrec = ClaimsRecord('ok_nb', dict(quick=quick, seed=seed))\n"
+            "rec.check('one', 1, 1)\nrec.claim('c', 's', paper=1, measured=seed, holds=seed == 1)\nrec.save()")
+    _write_nb(sandbox / "ok_nb.ipynb", [save])
+    r = build._execute("ok_nb", quick=True, seed=None, threads=1, force=False)
+    assert r.ok and not r.cached and (r.checks, r.claims) == ("1/1", "0/1"), r.error
+    stage = build.Stage(True)
+    out = nbformat.read(stage.executed / "notebooks" / "ok_nb.ipynb", as_version=4)
+    injected = [c for c in out.cells if "injected-parameters" in c.metadata.get("tags", [])]
+    assert injected and "remove-cell" in injected[0].metadata.tags and "quick = True" in injected[0].source
+    rec = json.loads((stage.results / "ok_nb.json").read_text())
+    assert rec["quick"] is True
+    # nothing changed: skipped
+    assert build._execute("ok_nb", True, None, 1, False).cached
+    # another seed is another input
+    r2 = build._execute("ok_nb", True, 1, 1, False)
+    assert not r2.cached and r2.claims == "1/1"
+
+
+def test_runner_names_the_failing_cell_and_error(sandbox):
+    _write_nb(sandbox / "bad_nb.ipynb", ["x = 1", "raise RuntimeError('boom here')"])
+    r = build._execute("bad_nb", True, None, 1, False)
+    assert not r.ok and "RuntimeError" in r.error and "boom here" in r.error and "cell" in r.error
+
+
+def test_runner_fails_a_notebook_without_a_record(sandbox):
+    _write_nb(sandbox / "norec.ipynb", ["x = 1"])
+    r = build._execute("norec", True, None, 1, False)
+    assert not r.ok and "claims record" in r.error
+
+
+def test_input_key_changes_with_params_and_source(sandbox):
+    _write_nb(sandbox / "k.ipynb", ["x = 1"])
+    a = build.input_key("k", {"quick": True})
+    assert a == build.input_key("k", {"quick": True})
+    assert a != build.input_key("k", {"quick": False})
+    _write_nb(sandbox / "k.ipynb", ["x = 2"])
+    assert a != build.input_key("k", {"quick": True})
+
+
+def test_scoreboard_is_generated_from_records(sandbox, tmp_path):
+    _write_nb(sandbox / "s.ipynb", ["x = 1"])
+    nb = nbformat.read(sandbox / "s.ipynb", as_version=4)
+    nb.cells.insert(0, nbformat.v4.new_markdown_cell("# A title here"))
+    nbformat.write(nb, sandbox / "s.ipynb")
+    res = tmp_path / "res"
+    res.mkdir()
+    (res / "s.json").write_text(json.dumps({
+        "notebook": "s", "params": {"seed": 0}, "quick": True, "seconds": 3.0,
+        "checks": [{"id": "k", "value": 1, "bound": 1, "op": "==", "ok": True}],
+        "claims": [{"id": "c1", "statement": "faster", "paper": 6.2, "measured": 2.0, "unit": "x", "holds": False}],
+    }))
+    md = build.scoreboard_markdown(["s"], res, quick=True)
+    assert "\n## A title here\n" in md
+    assert "quick mode" in md and "6.2" in md and "did not hold" in md and "0 of 1 claims held" in md
+    assert "No record" in build.scoreboard_markdown(["s"], tmp_path, quick=False)
+
+
+def test_check_html_finds_missing_pages_errors_and_chapters_without_figures(tmp_path, monkeypatch):
+    html = tmp_path / "_build" / "html"
+    (html / "book").mkdir(parents=True)
+    (html / "notebooks").mkdir()
+    monkeypatch.setattr(build, "BUILD", tmp_path / "_build")
+    monkeypatch.setattr(build, "toc_entries",
+                        lambda: ["book/intro", "book/gone", "notebooks/a", "notebooks/b", "notebooks/c"])
+    (html / "book/intro.html").write_text("<p>hi</p>")
+    (html / "notebooks/a.html").write_text('<img src="x.png"><p>fine</p>')
+    (html / "notebooks/b.html").write_text('<img src="x.png"><div class="output traceback">Traceback (most recent '
+                                           "call last)</div>")
+    (html / "notebooks/c.html").write_text("<p>no figure</p>")
+    problems = build.check_html(quick=False)
+    assert len(problems) == 3
+    assert any("book/gone" in p for p in problems)
+    assert any("notebooks/b" in p and "error" in p for p in problems)
+    assert any("notebooks/c" in p and "figure" in p for p in problems)
+
+
+def test_check_repo_finds_outputs_and_drift(sandbox):
+    py = sandbox / "x.py"
+    py.write_text("# %% tags=[\"parameters\"]\nquick = False\nseed = 0\n")
+    _write_nb(sandbox / "x.ipynb", [])
+    problems = build.check_repo()
+    assert any("out of sync" in p for p in problems)
+    nb = nbformat.read(sandbox / "x.ipynb", as_version=4)
+    nb.cells[0].outputs = [nbformat.v4.new_output("stream", text="hi")]
+    nb.cells[0].execution_count = 1
+    nbformat.write(nb, sandbox / "x.ipynb")
+    assert any("carries outputs" in p for p in build.check_repo())
+    (sandbox / "lonely.py").write_text("x = 1\n")
+    assert any("lonely" in p and "pair" in p for p in build.check_repo())

@@ -1,0 +1,47 @@
+import numpy as np
+import pytest
+import torch
+
+from helpers import repro
+
+
+def test_same_seed_same_numbers():
+    repro.seed_everything(3)
+    a = (np.random.rand(3), torch.rand(3))
+    repro.seed_everything(3)
+    b = (np.random.rand(3), torch.rand(3))
+    assert np.array_equal(a[0], b[0]) and torch.equal(a[1], b[1])
+
+
+def test_different_seed_different_numbers():
+    repro.seed_everything(1)
+    a = torch.rand(5)
+    repro.seed_everything(2)
+    assert not torch.equal(a, torch.rand(5))
+
+
+def test_rng_streams_are_independent_and_reproducible():
+    assert repro.rng(0, 1).random() == repro.rng(0, 1).random()
+    assert repro.rng(0, 1).random() != repro.rng(0, 2).random()
+
+
+def test_setup_reads_thread_env(monkeypatch):
+    monkeypatch.setenv("HELPERS_THREADS", "1")
+    s = repro.setup(0)
+    assert s.threads == 1 and torch.get_num_threads() == 1 and s.device == "cpu" and s.seed == 0
+
+
+@pytest.mark.parametrize("bad,exc", [(-1, ValueError), (2**32, ValueError), (1.5, TypeError), ("0", TypeError),
+                                     (True, TypeError)])
+def test_bad_seed(bad, exc):
+    with pytest.raises(exc):
+        repro.seed_everything(bad)
+
+
+def test_bad_threads_and_device():
+    with pytest.raises(ValueError):
+        repro.set_threads(0)
+    with pytest.raises(TypeError):
+        repro.set_threads(1.0)
+    with pytest.raises(ValueError):
+        repro.pick_device("tpu")

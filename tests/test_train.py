@@ -1,0 +1,58 @@
+import pytest
+import torch
+
+from helpers.train import History, fit, lr_at
+
+
+def regression(seed=0):
+    torch.manual_seed(seed)
+    w = torch.randn(4, 1)
+    x = torch.randn(256, 4)
+    return x, x @ w
+
+
+def test_fit_learns_and_is_reproducible():
+    x, y = regression()
+    loss_fn = lambda m, b: ((m(b[0]) - b[1]) ** 2).mean()
+    batches = lambda step: (x[(step * 32) % 256:][:32], y[(step * 32) % 256:][:32])
+    runs = []
+    for _ in range(2):
+        torch.manual_seed(1)
+        m = torch.nn.Linear(4, 1)
+        h = fit(m, loss_fn, batches, 200, lr=0.05, seed=1, progress=False,
+                eval_fn=lambda mm: {"mse": loss_fn(mm, (x, y)).item()}, eval_every=50)
+        runs.append(h)
+    assert runs[0].loss == runs[1].loss
+    assert runs[0].evals["mse"][-1][1] < 1e-3 < runs[0].loss[0]
+    assert [s for s, _ in runs[0].evals["mse"]] == [50, 100, 150, 200]
+
+
+def test_fit_cycles_an_iterable():
+    x, y = regression()
+    m = torch.nn.Linear(4, 1)
+    h = fit(m, lambda mm, b: ((mm(b[0]) - b[1]) ** 2).mean(), [(x, y)], 5, progress=False)
+    assert len(h.loss) == 5 and len(h.lr) == 5
+
+
+def test_schedule():
+    assert lr_at(0, 100, 1.0, warmup=10) == pytest.approx(0.1)
+    assert lr_at(10, 100, 1.0, warmup=10) == pytest.approx(1.0)
+    assert lr_at(100, 100, 1.0, warmup=10) == pytest.approx(0.1)
+    assert lr_at(50, 100, 1.0, schedule="constant") == 1.0
+    with pytest.raises(ValueError):
+        lr_at(0, 10, 1.0, schedule="step")
+
+
+def test_nonfinite_loss_raises_and_bad_args():
+    m = torch.nn.Linear(2, 1)
+    with pytest.raises(FloatingPointError):
+        fit(m, lambda mm, b: mm.weight.sum() * float("nan"), lambda s: None, 3, progress=False)
+    with pytest.raises(ValueError):
+        fit(m, lambda mm, b: mm.weight.sum(), lambda s: None, -1, progress=False)
+    with pytest.raises(ValueError):
+        fit(m, lambda mm, b: mm.weight.sum(), lambda s: None, 1, lr=0, progress=False)
+
+
+def test_smoothed():
+    h = History(loss=[1.0, 3.0, 5.0])
+    assert h.smoothed(2) == [1.0, 2.0, 4.0]
