@@ -1,0 +1,1117 @@
+"""A domain-specific language and its verifier as an agent's action space: three measured case studies.
+
+The paper (a position paper) argues that a DSL plus its verifier *compresses* the path from intent to action,
+*prunes* invalid actions before they run and gives a *checkable* learning signal. This module builds the pieces
+the chapter measures; the case studies themselves are ours.
+
+* **Case 1, data queries.** A real SQLite database made by :func:`make_database`; a small typed query DSL
+  (``from orders join customers select sum orders.total where orders.year >= 2021 by customers.city order desc
+  limit 5``) with a left-to-right verifier (:func:`verify`: syntax, schema, scope, joins, types, operators,
+  values, aggregation, read-only) that also yields the verifier-valid next tokens (:func:`allowed_next`, used for
+  constrained decoding and for counting well-formed programs, :func:`count_programs`); a compiler to SQL
+  (:func:`compile_sql`); a noisy policy with a per-decision error rate (:func:`corrupt`) for three interfaces.
+* **Case 2, planning.** Blocksworld with raw ``move(x, y)`` actions vs a verifier that masks actions whose
+  preconditions fail (:func:`bw_check`, :func:`bw_bfs`, :func:`bw_episode`).
+* **Case 3, learning.** Rewards for a policy that writes DSL programs: sparse success vs verifier feedback
+  (:func:`valid_prefix_length`).
+"""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cache
+
+import numpy as np
+
+__all__ = [
+    "SCHEMA", "FOREIGN_KEYS", "DSL_VOCAB", "END", "ERROR_KINDS", "Column", "VerifierError", "Verdict", "Program",
+    "make_database", "verify", "allowed_next", "parse", "compile_sql", "execute", "results_equal",
+    "count_programs", "make_intents", "Intent", "render_request", "corrupt", "free_decisions", "inject_error",
+    "sql_vocab", "valid_prefix_length", "binomial_z", "Episode", "agent_episode", "reinforce_program",
+    "steps_to_level", "ARMS",
+    "bw_blocks", "bw_states", "bw_raw_actions", "bw_check", "bw_apply", "bw_bfs", "bw_distances", "bw_episode",
+    "bw_graph",
+]
+
+# ----------------------------------------------------------------------------------------------------------------
+# Schema and database
+# ----------------------------------------------------------------------------------------------------------------
+CITIES = ("Berlin", "Lagos", "Lima", "Osaka", "Paris", "Quito")
+SEGMENTS = ("business", "retail", "student")
+CATEGORIES = ("books", "games", "garden", "music", "tools")
+
+
+@dataclass(frozen=True)
+class Column:
+    """A column the DSL may name: ``table.name`` of type ``int``, ``real`` or ``text`` (text: a closed domain)."""
+
+    table: str
+    name: str
+    type: str
+    domain: tuple[str, ...] = ()
+
+    @property
+    def ref(self) -> str:
+        return f"{self.table}.{self.name}"
+
+    @property
+    def numeric(self) -> bool:
+        return self.type in ("int", "real")
+
+
+SCHEMA: dict[str, Column] = {c.ref: c for c in [
+    Column("customers", "city", "text", CITIES),
+    Column("customers", "segment", "text", SEGMENTS),
+    Column("customers", "age", "int"),
+    Column("products", "category", "text", CATEGORIES),
+    Column("products", "price", "real"),
+    Column("products", "rating", "int"),
+    Column("orders", "quantity", "int"),
+    Column("orders", "total", "real"),
+    Column("orders", "year", "int"),
+]}
+TABLES = ("customers", "orders", "products")
+# join keys (both directions); the DSL's join needs no ON clause, the schema supplies it
+FOREIGN_KEYS: dict[tuple[str, str], tuple[str, str]] = {
+    ("orders", "customers"): ("orders.customer_id", "customers.id"),
+    ("orders", "products"): ("orders.product_id", "products.id"),
+}
+FOREIGN_KEYS.update({(b, a): (kb, ka) for (a, b), (ka, kb) in list(FOREIGN_KEYS.items())})
+
+
+def make_database(seed: int = 0, n_customers: int = 300, n_products: int = 40, n_orders: int = 3000
+                  ) -> sqlite3.Connection:
+    """An in-memory SQLite shop (customers, products, orders) made from ``seed``; the connection is read-only.
+
+    ``PRAGMA query_only`` is the sandbox: a destructive statement that reaches it is *counted* by the harness
+    (it would have run on a real database) but cannot change the data.
+    """
+    for name, v in (("n_customers", n_customers), ("n_products", n_products), ("n_orders", n_orders)):
+        if not isinstance(v, int) or v < 1:
+            raise ValueError(f"{name} must be a positive int, got {v!r}")
+    rng = np.random.default_rng(seed)
+    con = sqlite3.connect(":memory:")
+    con.execute("CREATE TABLE customers (id INTEGER PRIMARY KEY, city TEXT, segment TEXT, age INTEGER)")
+    con.execute("CREATE TABLE products (id INTEGER PRIMARY KEY, category TEXT, price REAL, rating INTEGER)")
+    con.execute("CREATE TABLE orders (id INTEGER PRIMARY KEY, customer_id INTEGER, product_id INTEGER, "
+                "quantity INTEGER, total REAL, year INTEGER)")
+    city_p = rng.dirichlet(np.full(len(CITIES), 3.0))
+    cust = [(i, CITIES[rng.choice(len(CITIES), p=city_p)], SEGMENTS[rng.integers(len(SEGMENTS))],
+             int(rng.integers(18, 75))) for i in range(1, n_customers + 1)]
+    prices = np.round(rng.lognormal(3.0, 0.7, n_products), 2)
+    prod = [(i, CATEGORIES[rng.integers(len(CATEGORIES))], float(prices[i - 1]), int(rng.integers(1, 6)))
+            for i in range(1, n_products + 1)]
+    orders = []
+    for i in range(1, n_orders + 1):
+        c, p, q = int(rng.integers(1, n_customers + 1)), int(rng.integers(1, n_products + 1)), int(rng.integers(1, 6))
+        orders.append((i, c, p, q, round(q * prod[p - 1][2], 2), int(rng.integers(2019, 2025))))
+    con.executemany("INSERT INTO customers VALUES (?, ?, ?, ?)", cust)
+    con.executemany("INSERT INTO products VALUES (?, ?, ?, ?)", prod)
+    con.executemany("INSERT INTO orders VALUES (?, ?, ?, ?, ?, ?)", orders)
+    con.commit()
+    con.execute("PRAGMA query_only = ON")
+    return con
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The DSL: tokens, a left-to-right verifier, constrained decoding
+# ----------------------------------------------------------------------------------------------------------------
+KEYWORDS = ("from", "join", "select", "where", "by", "order", "limit")
+FUNCS = ("val", "count", "sum", "avg", "min", "max")
+OPS = ("=", "!=", "<", "<=", ">", ">=")
+ORDER_OPS = ("<", "<=", ">", ">=")
+DIRS = ("asc", "desc")
+INT_LITERALS = ("1", "2", "3", "5", "10", "20", "30", "40", "50", "100", "2020", "2021", "2022", "2023")
+TEXT_LITERALS = tuple(f"'{v}'" for v in CITIES + SEGMENTS + CATEGORIES)
+WRITE_WORDS = ("drop", "delete", "update", "insert")
+BAD_OPS = ("=>", "==", "=<", "like", "<>")
+END = "<end>"
+DSL_VOCAB: tuple[str, ...] = (KEYWORDS + TABLES + FUNCS + tuple(SCHEMA) + OPS + DIRS + INT_LITERALS
+                              + TEXT_LITERALS)
+
+ERROR_KINDS = ("syntax", "missing_clause", "write_forbidden", "unknown_table", "unknown_function",
+               "unknown_column", "column_not_in_scope", "bad_join", "type_mismatch", "bad_operator",
+               "unknown_value", "aggregation_error")
+
+
+@dataclass(frozen=True)
+class VerifierError:
+    """One finding of the verifier: its ``kind`` (one of :data:`ERROR_KINDS`), the token ``position`` and a message."""
+
+    kind: str
+    position: int
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.kind} at token {self.position}: {self.message}"
+
+
+@dataclass
+class Verdict:
+    ok: bool
+    errors: list[VerifierError] = field(default_factory=list)
+
+
+def _lex(tok: str) -> str:
+    if tok in KEYWORDS:
+        return "kw"
+    if tok in WRITE_WORDS:
+        return "write"
+    if tok in TABLES:
+        return "table"
+    if tok in FUNCS:
+        return "func"
+    if tok in OPS:
+        return "op"
+    if tok in BAD_OPS:
+        return "badop"
+    if tok in DIRS:
+        return "dir"
+    if tok == END:
+        return "end"
+    if len(tok) >= 2 and tok[0] == tok[-1] == "'":
+        return "text"
+    if tok.isdigit():
+        return "int"
+    if "." in tok:
+        return "col"
+    return "word"
+
+
+# A parser state is a hashable tuple: (phase, table, join, func, where_col, n_where, stage, halt), where
+# stage 0 = where allowed, 1 = after by, 2 = after order, 3 = after limit; halt = a fatal error stopped parsing.
+_START = ("start", None, None, None, None, 0, 0, False)
+_Err = tuple[str, str] | None
+
+
+def _col_checks(state: tuple, tok: str) -> _Err:
+    col = SCHEMA.get(tok)
+    if col is None:
+        return "unknown_column", f"{tok!r} is not a column of the schema (columns: {', '.join(SCHEMA)})"
+    if col.table not in (state[1], state[2]):
+        scope = " and ".join(t for t in (state[1], state[2]) if t)
+        return "column_not_in_scope", f"{tok} belongs to {col.table}, which is not joined (in scope: {scope})"
+    return None
+
+
+def _step(state: tuple, tok: str) -> tuple[tuple, _Err]:
+    """One token of the left-to-right verifier: the next state and the error this token makes (or None)."""
+    phase, table, join, func, wcol, n_where, stage, halt = state
+    if halt:
+        return state, None
+    kind = _lex(tok)
+
+    def fatal(k: str, msg: str):
+        return (phase, table, join, func, wcol, n_where, stage, True), (k, msg)
+
+    def go(ph: str, **kw):
+        s = dict(phase=ph, table=table, join=join, func=func, wcol=wcol, n_where=n_where, stage=stage)
+        s.update(kw)
+        return (s["phase"], s["table"], s["join"], s["func"], s["wcol"], s["n_where"], s["stage"], False)
+
+    if kind == "write":
+        return fatal("write_forbidden", f"{tok!r}: the query language is read-only")
+    if phase == "start":
+        if tok == "from":
+            return go("table"), None
+        if kind == "kw" or kind == "end":
+            return fatal("missing_clause", "a program starts with 'from <table>'")
+        return fatal("syntax", f"expected 'from', got {tok!r}")
+    if phase == "table":
+        if kind == "table":
+            return go("after_table", table=tok), None
+        if kind == "word":
+            return fatal("unknown_table", f"{tok!r} is not a table (tables: {', '.join(TABLES)})")
+        return fatal("syntax", f"expected a table name, got {tok!r}")
+    if phase == "after_table":
+        if tok == "join" and join is None:
+            return go("join_table"), None
+        if tok == "select":
+            return go("func"), None
+        if kind == "end" or kind == "kw":
+            return fatal("missing_clause", f"expected 'select' after the tables, got {tok!r}")
+        return fatal("syntax", f"expected 'join' or 'select', got {tok!r}")
+    if phase == "join_table":
+        if kind == "table":
+            nxt = go("after_table", join=tok)
+            if (table, tok) not in FOREIGN_KEYS:
+                return nxt, ("bad_join", f"no foreign key links {table} and {tok}")
+            return nxt, None
+        if kind == "word":
+            return fatal("unknown_table", f"{tok!r} is not a table (tables: {', '.join(TABLES)})")
+        return fatal("syntax", f"expected a table to join, got {tok!r}")
+    if phase == "func":
+        if kind == "func":
+            return go("sel_col", func=tok), None
+        if kind == "word":
+            return fatal("unknown_function", f"{tok!r} is not a function (functions: {', '.join(FUNCS)})")
+        return fatal("syntax", f"expected a function ({', '.join(FUNCS)}), got {tok!r}")
+    if phase == "sel_col":
+        if kind != "col":
+            return fatal("syntax", f"expected a column after {func!r}, got {tok!r}")
+        err = _col_checks(state, tok)
+        if err is None and func in ("sum", "avg") and not SCHEMA[tok].numeric:
+            err = ("type_mismatch", f"{func} needs a numeric column, {tok} is text")
+        return go("clauses"), err
+    if phase == "clauses":
+        if kind == "end":
+            return go("done"), None
+        if tok == "where" and stage == 0 and n_where < 2:
+            return go("where_col"), None
+        if tok == "by" and stage == 0:
+            nxt = go("by_col", stage=1)
+            if func == "val":
+                return nxt, ("aggregation_error", "'by' groups rows: the select needs an aggregate, not 'val'")
+            return nxt, None
+        if tok == "order" and stage <= 1:
+            return go("order_dir", stage=2), None
+        if tok == "limit" and stage <= 2:
+            return go("limit_n", stage=3), None
+        return fatal("syntax", f"unexpected {tok!r}: clauses come as where (at most 2), by, order, limit")
+    if phase == "where_col":
+        if kind != "col":
+            return fatal("syntax", f"expected a column after 'where', got {tok!r}")
+        return go("where_op", wcol=tok), _col_checks(state, tok)
+    if phase == "where_op":
+        col = SCHEMA.get(wcol)
+        if kind == "badop":
+            return go("where_val", wcol=wcol), ("bad_operator", f"{tok!r} is not an operator ({' '.join(OPS)})")
+        if kind != "op":
+            return fatal("syntax", f"expected an operator, got {tok!r}")
+        if col is not None and not col.numeric and tok in ORDER_OPS:
+            return go("where_val"), ("bad_operator", f"{tok!r} compares numbers; {wcol} is text (use = or !=)")
+        return go("where_val"), None
+    if phase == "where_val":
+        col = SCHEMA.get(wcol)
+        nxt = go("clauses", n_where=n_where + 1, wcol=None)
+        if kind == "text":
+            if col is None:
+                return nxt, None
+            if col.numeric:
+                return nxt, ("type_mismatch", f"{wcol} is {col.type}, got the text value {tok}")
+            if tok[1:-1] not in col.domain:
+                return nxt, ("unknown_value", f"{tok} is not a value of {wcol} ({', '.join(col.domain)})")
+            return nxt, None
+        if kind == "int":
+            if col is not None and not col.numeric:
+                return nxt, ("type_mismatch", f"{wcol} is text, got the number {tok}")
+            return nxt, None
+        return fatal("syntax", f"expected a value, got {tok!r}")
+    if phase == "by_col":
+        if kind != "col":
+            return fatal("syntax", f"expected a column after 'by', got {tok!r}")
+        return go("clauses"), _col_checks(state, tok)
+    if phase == "order_dir":
+        if kind == "dir":
+            return go("clauses"), None
+        return fatal("syntax", f"expected asc or desc, got {tok!r}")
+    if phase == "limit_n":
+        if kind == "int" and int(tok) > 0:
+            return go("clauses"), None
+        if kind == "text":
+            return go("clauses"), ("type_mismatch", f"limit needs a positive number, got {tok}")
+        return fatal("syntax", f"expected a positive number after 'limit', got {tok!r}")
+    if phase == "done":
+        return fatal("syntax", f"unexpected {tok!r} after the end of the program")
+    raise AssertionError(f"unknown phase {phase}")  # pragma: no cover
+
+
+def _check_tokens(tokens: Sequence[str]) -> list[str]:
+    if isinstance(tokens, str):
+        raise TypeError("tokens must be a sequence of token strings, not one string (use str.split())")
+    tokens = list(tokens)
+    if not all(isinstance(t, str) for t in tokens):
+        raise TypeError("every token must be a str")
+    return tokens
+
+
+def verify(tokens: Sequence[str]) -> Verdict:
+    """Check a DSL program (a token sequence, without :data:`END`) against grammar, schema and types.
+
+    Returns a :class:`Verdict`; every error names its kind, token position and what was expected. Fatal errors
+    (syntax, unknown table/function, writes) stop the parse; the others are collected and parsing goes on.
+    """
+    tokens = _check_tokens(tokens)
+    state, errors = _START, []
+    for i, tok in enumerate([*tokens, END]):
+        state, err = _step(state, tok)
+        if err is not None:
+            errors.append(VerifierError(err[0], i, err[1]))
+        if state[7]:
+            break
+    return Verdict(ok=not errors, errors=errors)
+
+
+def _state_of(tokens: Sequence[str]) -> tuple:
+    state = _START
+    for i, tok in enumerate(tokens):
+        state, err = _step(state, tok)
+        if err is not None:
+            raise ValueError(f"the prefix is not verifier-valid: {err[0]} at token {i}: {err[1]}")
+    return state
+
+
+@cache
+def _allowed(state: tuple) -> tuple[str, ...]:
+    return tuple(t for t in (*DSL_VOCAB, END) if _step(state, t)[1] is None and not _step(state, t)[0][7])
+
+
+def allowed_next(prefix: Sequence[str]) -> tuple[str, ...]:
+    """Constrained decoding: the tokens (and :data:`END`) that keep ``prefix`` verifier-valid.
+
+    Every verifier-valid prefix can be completed into a verified program, so a decoder that only picks from this
+    set emits only programs that pass :func:`verify`. Raises ValueError if ``prefix`` itself is invalid.
+    """
+    return _allowed(_state_of(_check_tokens(prefix)))
+
+
+def free_decisions(tokens: Sequence[str]) -> int:
+    """How many tokens of a valid program (its END included) had an alternative under constrained decoding."""
+    tokens = _check_tokens(tokens)
+    state, n = _START, 0
+    for tok in [*tokens, END]:
+        n += len(_allowed(state)) > 1
+        state, err = _step(state, tok)
+        if err is not None:
+            raise ValueError(f"not a valid program: {err[1]}")
+    return n
+
+
+def count_programs(max_len: int) -> list[int]:
+    """``out[n]`` = number of verifier-valid programs of exactly ``n`` tokens (END not counted), ``n <= max_len``.
+
+    A dynamic programme over the verifier's states (each state's completions are counted once).
+    """
+    if not isinstance(max_len, int) or max_len < 0:
+        raise ValueError(f"max_len must be a non-negative int, got {max_len!r}")
+
+    @cache
+    def f(state: tuple, r: int) -> int:  # completions of exactly r tokens, then END
+        total = 0
+        for t in _allowed(state):
+            if t == END:
+                total += r == 0
+            elif r > 0:
+                total += f(_step(state, t)[0], r - 1)
+        return total
+
+    return [f(_START, n) for n in range(max_len + 1)]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# From a verified program to SQL, and execution
+# ----------------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Program:
+    table: str
+    join: str | None
+    func: str
+    col: str
+    where: tuple[tuple[str, str, str], ...]
+    by: str | None
+    order: str | None
+    limit: str | None
+
+
+def parse(tokens: Sequence[str]) -> Program:
+    """The abstract syntax of a verified program (raises ValueError naming the first error otherwise)."""
+    v = verify(tokens)
+    if not v.ok:
+        raise ValueError(f"program does not verify: {v.errors[0]}")
+    t = list(tokens)
+    i = 2
+    join = None
+    if t[i] == "join":
+        join, i = t[i + 1], i + 2
+    func, col, i = t[i + 1], t[i + 2], i + 3
+    where, by, order, limit = [], None, None, None
+    while i < len(t):
+        if t[i] == "where":
+            where.append((t[i + 1], t[i + 2], t[i + 3]))
+            i += 4
+        else:
+            val = t[i + 1]
+            if t[i] == "by":
+                by = val
+            elif t[i] == "order":
+                order = val
+            else:
+                limit = val
+            i += 2
+    return Program(t[1], join, func, col, tuple(where), by, order, limit)
+
+
+def compile_sql(tokens: Sequence[str]) -> list[str]:
+    """Compile a verified DSL program into SQL tokens (join on the schema's foreign key)."""
+    p = parse(tokens)
+    sel = [p.col] if p.func == "val" else [p.func.upper(), "(", p.col, ")"]
+    out = ["SELECT"] + ([p.by, ","] if p.by else []) + sel + ["FROM", p.table]
+    if p.join:
+        a, b = FOREIGN_KEYS[(p.table, p.join)]
+        out += ["JOIN", p.join, "ON", a, "=", b]
+    for k, (c, op, v) in enumerate(p.where):
+        out += ["WHERE" if k == 0 else "AND", c, op, v]
+    if p.by:
+        out += ["GROUP", "BY", p.by]
+    if p.order:
+        out += ["ORDER", "BY", "2" if p.by else "1", p.order.upper()]
+    if p.limit:
+        out += ["LIMIT", p.limit]
+    return out
+
+
+WRITE_SQL = ("DROP", "DELETE", "UPDATE", "INSERT", "ALTER", "CREATE")
+
+
+def execute(con: sqlite3.Connection, sql: str | Sequence[str]) -> tuple[str, object]:
+    """Run SQL: ``("ok", rows)``, ``("error", message)`` or ``("harmful", message)`` for a write that reached it."""
+    if not isinstance(con, sqlite3.Connection):
+        raise TypeError("con must be a sqlite3.Connection")
+    text = sql if isinstance(sql, str) else " ".join(sql)
+    harmful = text.split(maxsplit=1)[0].upper() in WRITE_SQL if text.strip() else False
+    try:
+        rows = con.execute(text).fetchall()
+    except sqlite3.Error as e:
+        return ("harmful" if harmful else "error"), str(e)
+    return ("harmful", "write executed") if harmful else ("ok", rows)
+
+
+def results_equal(a: object, b: object) -> bool:
+    """Equal query results as multisets of rows (floats rounded to 6 digits)."""
+    def norm(rows):
+        return sorted(tuple(round(x, 6) if isinstance(x, float) else x for x in r) for r in rows)
+    return isinstance(a, list) and isinstance(b, list) and norm(a) == norm(b)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Intents with gold programs, and the noisy policy
+# ----------------------------------------------------------------------------------------------------------------
+WORDS = {"customers.city": "city", "customers.segment": "segment", "customers.age": "age",
+         "products.category": "category", "products.price": "price", "products.rating": "rating",
+         "orders.quantity": "quantity", "orders.total": "order value", "orders.year": "year",
+         "val": "list", "count": "count of", "sum": "total", "avg": "average", "min": "smallest",
+         "max": "largest", "asc": "lowest first", "desc": "highest first",
+         "=": "is", "!=": "is not", "<": "below", "<=": "at most", ">": "above", ">=": "at least"}
+
+
+def render_request(tokens: Sequence[str]) -> str:
+    """A templated English request for a program (what a user would ask)."""
+    p = parse(tokens)
+    s = f"{WORDS[p.func]} {WORDS[p.col]}"
+    if p.by:
+        s += f" per {WORDS[p.by]}"
+    s += f" from {p.table}" + (f" with {p.join}" if p.join else "")
+    for c, op, v in p.where:
+        s += f", where {WORDS[c]} {WORDS[op]} {v.strip(chr(39))}"
+    if p.order:
+        s += f", {WORDS[p.order]}"
+    if p.limit:
+        s += f", top {p.limit}"
+    return s
+
+
+@dataclass(frozen=True)
+class Intent:
+    request: str
+    program: tuple[str, ...]
+    sql: tuple[str, ...]
+    result: list = field(compare=False, hash=False, repr=False)
+
+
+_SENSIBLE = {"customers.age": ("20", "30", "40", "50"), "products.price": ("10", "20", "50", "100"),
+             "products.rating": ("1", "2", "3"), "orders.quantity": ("1", "2", "3", "5"),
+             "orders.total": ("20", "50", "100"), "orders.year": ("2020", "2021", "2022", "2023")}
+_GROUPABLE = ("customers.city", "customers.segment", "products.category", "products.rating", "orders.year")
+
+
+def make_intents(con: sqlite3.Connection, n: int, seed: int = 0, max_rows: int = 30) -> list[Intent]:
+    """``n`` distinct intents: random verifier-valid programs (a shaped distribution over clauses) whose result is
+    non-empty and has at most ``max_rows`` rows; each with its request text, gold SQL and gold result."""
+    if not isinstance(n, int) or n < 1:
+        raise ValueError(f"n must be a positive int, got {n!r}")
+    rng = np.random.default_rng([seed, 7])
+    out, seen = [], set()
+    for _ in range(200 * n):
+        if len(out) == n:
+            break
+        toks = ["from", str(rng.choice(TABLES, p=[0.25, 0.5, 0.25]))]
+        joinable = [b for (a, b) in FOREIGN_KEYS if a == toks[1]]
+        if rng.random() < 0.5:
+            toks += ["join", str(rng.choice(joinable))]
+        f = str(rng.choice(FUNCS, p=[0.05, 0.2, 0.3, 0.25, 0.1, 0.1]))
+        toks += ["select", f]
+        cols = [t for t in allowed_next(toks) if t in SCHEMA and (f in ("val", "count") or SCHEMA[t].numeric)]
+        toks.append(str(rng.choice(cols)))
+        for _w in range(int(rng.choice(3, p=[0.3, 0.45, 0.25]))):
+            c = str(rng.choice([t for t in allowed_next(toks + ["where"]) if t in SCHEMA]))
+            if SCHEMA[c].numeric:
+                op, v = str(rng.choice(OPS)), str(rng.choice(_SENSIBLE[c]))
+            else:
+                op, v = str(rng.choice(["=", "!="], p=[0.8, 0.2])), str(rng.choice(allowed_next(toks + ["where", c, "="])))
+            toks += ["where", c, op, v]
+        if f != "val" and rng.random() < 0.6:
+            groups = [t for t in allowed_next(toks + ["by"]) if t in _GROUPABLE and t != toks[-1]]
+            if groups:
+                toks += ["by", str(rng.choice(groups))]
+        if rng.random() < 0.4:
+            toks += ["order", str(rng.choice(DIRS))]
+        if rng.random() < 0.3 or f == "val":
+            toks += ["limit", str(rng.choice(["1", "3", "5", "10"]))]
+        toks_t = tuple(toks)
+        if toks_t in seen or not verify(toks_t).ok:
+            continue
+        sql = compile_sql(toks_t)
+        status, rows = execute(con, sql)
+        if status != "ok" or not rows or len(rows) > max_rows or any(None in r for r in rows):
+            continue
+        seen.add(toks_t)
+        out.append(Intent(render_request(toks_t), toks_t, tuple(sql), rows))
+    if len(out) < n:
+        raise ValueError(f"could only make {len(out)} distinct intents, asked for {n}")
+    return out
+
+
+# Plausible mistakes per token class: "near" confusions stay in the vocabulary (and may be silently wrong),
+# hallucinations and slips are outside it.
+_DSL_HALLUC = {
+    "kw": ["filter", "group", "sort", "top"], "table": ["customer", "order", "product", "sales"],
+    "func": ["average", "total", "mean"], "col": ["orders.amount", "customer.city", "products.name", "orders.date"],
+    "op": ["=>", "==", "like"], "text": ["'Pariss'", "'book'", "'retial'"], "int": ["'2021'", "'5'"],
+    "dir": ["descending", "up"],
+}
+_SQL_SLIPS = {"SELECT": "SELCT", "FROM": "FORM", "WHERE": "WHER", "GROUP": "GRUOP", "ORDER": "ODER", "BY": "BYY",
+              "JOIN": "JION", "ON": "ONN", "AND": "ADN", "LIMIT": "LIMT", "ASC": "ASCE", "DESC": "DSEC",
+              "COUNT": "CNT", "SUM": "SUMM", "AVG": "AVERAGE", "MIN": "MINIMUM", "MAX": "MAXIMUM",
+              "(": "[", ")": "]", ",": ";"}
+_SQL_KW = tuple(k for k in _SQL_SLIPS if k.isalpha())
+_SQL_PUNCT = ("(", ")", ",")
+_SQL_COLS = tuple(SCHEMA) + ("orders.id", "orders.customer_id", "orders.product_id", "customers.id", "products.id")
+_DESTRUCTIVE_SQL = (["DROP", "TABLE", "orders"], ["DELETE", "FROM", "customers"],
+                    ["UPDATE", "products", "SET", "price", "=", "0"])
+
+
+def sql_vocab() -> tuple[str, ...]:
+    """The token vocabulary of the free-SQL interface (keywords, punctuation, identifiers, operators, literals)."""
+    return (_SQL_KW + _SQL_PUNCT + TABLES + _SQL_COLS + OPS + INT_LITERALS + TEXT_LITERALS)
+
+
+def _sql_class(tok: str) -> str:
+    if tok in _SQL_KW:
+        return "kw"
+    if tok in _SQL_PUNCT:
+        return "punct"
+    if tok in TABLES:
+        return "table"
+    if tok in _SQL_COLS:
+        return "col"
+    if tok in OPS:
+        return "op"
+    if tok[0] == "'":
+        return "text"
+    return "int"
+
+
+_SQL_NEAR = {"kw": _SQL_KW, "punct": _SQL_PUNCT, "table": TABLES, "col": _SQL_COLS, "op": OPS,
+             "text": TEXT_LITERALS, "int": INT_LITERALS}
+_SQL_HALLUC = {"table": ["customer", "product", "sales"], "col": _DSL_HALLUC["col"], "op": ["=>", "=<"],
+               "text": _DSL_HALLUC["text"], "int": ["'2021'", "2O21"]}
+_DSL_NEAR = {"kw": KEYWORDS, "table": TABLES, "func": FUNCS, "col": tuple(SCHEMA), "op": OPS,
+             "text": TEXT_LITERALS, "int": INT_LITERALS, "dir": DIRS}
+
+
+def _wrong(rng: np.random.Generator, gold: str, near: Sequence[str], halluc: Sequence[str]) -> str:
+    """A wrong token: half the time a confusion inside the vocabulary, else a hallucination or slip."""
+    pool = [t for t in near if t != gold]
+    if halluc and (not pool or rng.random() < 0.5):
+        return str(rng.choice(halluc))
+    return str(rng.choice(pool))
+
+
+def corrupt(tokens: Sequence[str], eps: float, rng: np.random.Generator, interface: str,
+            destructive_rate: float | None = None) -> tuple[list[str], int]:
+    """The noisy policy: each decision of the gold action ``tokens`` is wrong with probability ``eps``.
+
+    ``interface``: ``"sql"`` (free SQL text; a whole program is replaced by a destructive statement with
+    probability ``destructive_rate``, default ``eps / 10``), ``"dsl"`` (DSL tokens; a destructive intent becomes a
+    ``drop`` token) or ``"constrained"`` (DSL with constrained decoding: a wrong decision is drawn among the
+    verifier-valid alternatives only, and writes are not expressible). Returns ``(action, n_wrong_decisions)``.
+    """
+    if not 0.0 <= eps <= 1.0:
+        raise ValueError(f"eps must be in [0, 1], got {eps}")
+    if interface not in ("sql", "dsl", "constrained"):
+        raise ValueError(f"interface must be 'sql', 'dsl' or 'constrained', got {interface!r}")
+    tokens = _check_tokens(tokens)
+    delta = eps / 10 if destructive_rate is None else destructive_rate
+    if interface == "constrained":
+        gold, out, n, state = [*tokens, END], [], 0, _START
+        while True:
+            allowed = _allowed(state)
+            i = len(out)
+            if i < len(gold) and gold[i] in allowed:
+                intended = gold[i]
+            else:  # off the gold path: finish as soon as the grammar allows
+                intended = END if END in allowed else allowed[0]
+            alts = [t for t in allowed if t != intended]
+            tok = intended
+            if alts and rng.random() < eps:
+                tok, n = str(rng.choice(alts)), n + 1
+            if tok == END:
+                return out, n
+            out.append(tok)
+            state = _step(state, tok)[0]
+    if rng.random() < delta:
+        return (list(_DESTRUCTIVE_SQL[rng.integers(len(_DESTRUCTIVE_SQL))]) if interface == "sql"
+                else ["drop", str(tokens[1]) if len(tokens) > 1 else "orders"]), 1
+    out, n = [], 0
+    for tok in tokens:
+        if rng.random() < eps:
+            n += 1
+            if interface == "sql":
+                c = _sql_class(tok)
+                halluc = [_SQL_SLIPS[tok]] if tok in _SQL_SLIPS else _SQL_HALLUC.get(c, [])
+                tok = _wrong(rng, tok, _SQL_NEAR[c], halluc)
+            else:
+                c = _lex(tok)
+                tok = _wrong(rng, tok, _DSL_NEAR[c], _DSL_HALLUC[c])
+        out.append(tok)
+    return out, n
+
+
+# Error injection: one function per error class, each turning a gold program into one with exactly that error.
+def inject_error(tokens: Sequence[str], kind: str, rng: np.random.Generator) -> list[str] | None:
+    """A copy of the valid program ``tokens`` with one injected error of class ``kind`` (None if not applicable)."""
+    if kind not in ERROR_KINDS:
+        raise ValueError(f"kind must be one of {ERROR_KINDS}, got {kind!r}")
+    t = _check_tokens(tokens)
+    p = parse(t)
+    i_col = t.index("select") + 2
+    scope = {p.table, p.join}
+    if kind == "syntax":
+        return t[:i_col] + [t[i_col - 1]] + t[i_col:]  # a repeated function name
+    if kind == "missing_clause":
+        return t[:t.index("select")]
+    if kind == "write_forbidden":
+        return ["drop", p.table]
+    if kind == "unknown_table":
+        return [t[0], {"customers": "customer", "orders": "purchases", "products": "product"}[p.table]] + t[2:]
+    if kind == "unknown_function":
+        return t[:i_col - 1] + ["average"] + t[i_col:]
+    if kind == "unknown_column":
+        return t[:i_col] + [p.col.split(".")[0] + ".amount"] + t[i_col + 1:]
+    if kind == "column_not_in_scope":
+        out_cols = [c for c in SCHEMA if SCHEMA[c].table not in scope and (p.func not in ("sum", "avg")
+                                                                           or SCHEMA[c].numeric)]
+        return t[:i_col] + [str(rng.choice(out_cols))] + t[i_col + 1:] if out_cols else None
+    if kind == "bad_join":
+        if p.join:
+            return None
+        bad = [x for x in TABLES if (p.table, x) not in FOREIGN_KEYS]
+        return t[:2] + ["join", bad[0]] + t[2:]
+    if kind == "type_mismatch":
+        texts = [c for c in SCHEMA if SCHEMA[c].table in scope and not SCHEMA[c].numeric]
+        if not texts:
+            return None
+        return t[:i_col - 1] + ["sum", str(rng.choice(texts))] + t[i_col + 1:]
+    if kind == "bad_operator":
+        if p.where:
+            i = t.index("where")
+            return t[:i + 2] + ["=>"] + t[i + 3:]
+        num = [c for c in SCHEMA if SCHEMA[c].table in scope and SCHEMA[c].numeric]
+        return _insert_where(t, p, ["where", num[0], "=>", "1"])
+    if kind == "unknown_value":
+        texts = [c for c in SCHEMA if SCHEMA[c].table in scope and not SCHEMA[c].numeric]
+        if not texts:
+            return None
+        clause = ["where", texts[0], "=", "'Atlantis'"]
+        return _insert_where(t, p, clause)
+    if kind == "aggregation_error":
+        if p.by is None:
+            return None
+        return t[:i_col - 1] + ["val"] + t[i_col:]
+    raise AssertionError(kind)  # pragma: no cover
+
+
+def _insert_where(t: list[str], p: Program, clause: list[str]) -> list[str] | None:
+    if len(p.where) >= 2:
+        return None
+    i = len(t)
+    for kw in ("by", "order", "limit"):
+        if kw in t:
+            i = min(i, t.index(kw))
+    return t[:i] + clause + t[i:]
+
+
+def valid_prefix_length(tokens: Sequence[str]) -> int:
+    """The verifier's dense feedback: how many tokens (END included) come before the first error.
+
+    A verified program of ``n`` tokens scores ``n + 1``.
+    """
+    tokens = _check_tokens(tokens)
+    state = _START
+    seq = [*tokens, END]
+    for i, tok in enumerate(seq):
+        state, err = _step(state, tok)
+        if err is not None or state[7]:
+            return i
+    return len(seq)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Case 2: Blocksworld, raw actions vs a precondition-checking verifier
+# ----------------------------------------------------------------------------------------------------------------
+State = frozenset  # a frozenset of towers, each a tuple of blocks from bottom to top
+
+
+def bw_blocks(n: int) -> tuple[str, ...]:
+    if not isinstance(n, int) or not 1 <= n <= 8:
+        raise ValueError(f"n must be an int in [1, 8], got {n!r}")
+    return tuple("ABCDEFGH"[:n])
+
+
+def _partitions(items: list[str]):
+    if not items:
+        yield []
+        return
+    first, rest = items[0], items[1:]
+    for part in _partitions(rest):
+        for i in range(len(part)):
+            yield part[:i] + [[first, *part[i]]] + part[i + 1:]
+        yield [[first], *part]
+
+
+def bw_states(n: int) -> list[State]:
+    """Every Blocksworld state with ``n`` blocks (sets of ordered towers)."""
+    from itertools import permutations
+
+    blocks = list(bw_blocks(n))
+    out = set()
+    for part in _partitions(blocks):
+        for perms in _product([list(permutations(g)) for g in part]):
+            out.add(frozenset(perms))
+    return sorted(out, key=lambda s: sorted(s))
+
+
+def _product(lists):
+    if not lists:
+        yield ()
+        return
+    for x in lists[0]:
+        for rest in _product(lists[1:]):
+            yield (x, *rest)
+
+
+def bw_raw_actions(n: int) -> list[tuple[str, str]]:
+    """The raw action space: every ``move(x, y)`` with ``y`` a block or ``"table"``, ``x != y`` (n*n actions)."""
+    b = bw_blocks(n)
+    return [(x, y) for x in b for y in (*b, "table") if x != y]
+
+
+def bw_check(state: State, action: tuple[str, str]) -> str | None:
+    """The plan verifier: None if ``move(x, y)`` is applicable in ``state``, else which precondition fails."""
+    x, y = action
+    tops = {t[-1] for t in state}
+    where = {b: (t, i) for t in state for i, b in enumerate(t)}
+    if x not in where:
+        return f"unknown block {x!r}"
+    if y != "table" and y not in where:
+        return f"unknown destination {y!r}"
+    if x not in tops:
+        return f"{x} is not clear"
+    if y != "table" and y not in tops:
+        return f"{y} is not clear"
+    t, i = where[x]
+    if y == "table" and i == 0:
+        return f"{x} is already on the table"
+    return None
+
+
+def bw_apply(state: State, action: tuple[str, str]) -> State:
+    """Apply a valid move (raises ValueError with the failed precondition otherwise)."""
+    err = bw_check(state, action)
+    if err:
+        raise ValueError(f"invalid action move{action}: {err}")
+    x, y = action
+    towers = [list(t) for t in state]
+    for t in towers:
+        if t[-1] == x:
+            t.pop()
+    towers = [t for t in towers if t]
+    if y == "table":
+        towers.append([x])
+    else:
+        next(t for t in towers if t[-1] == y).append(x)
+    return frozenset(tuple(t) for t in towers)
+
+
+def bw_bfs(start: State, goal: State, masked: bool) -> tuple[list[tuple[str, str]], int, int]:
+    """Breadth-first planning: ``(plan, nodes_expanded, invalid_actions_executed)``.
+
+    Unmasked, every raw action of an expanded node is sent to the simulator, and the invalid ones fail there;
+    masked, the verifier removes them before they are tried.
+    """
+    n = sum(len(t) for t in start)
+    actions = bw_raw_actions(n)
+    parent: dict[State, tuple] = {start: (None, None)}
+    queue, expanded, invalid = deque([start]), 0, 0
+    while queue:
+        s = queue.popleft()
+        if s == goal:
+            plan = []
+            while parent[s][0] is not None:
+                s, a = parent[s]
+                plan.append(a)
+            return plan[::-1], expanded, invalid
+        expanded += 1
+        for a in actions:
+            if bw_check(s, a) is not None:
+                invalid += not masked
+                continue
+            s2 = bw_apply(s, a)
+            if s2 not in parent:
+                parent[s2] = (s, a)
+                queue.append(s2)
+    raise ValueError("goal unreachable")  # pragma: no cover
+
+
+def bw_graph(n: int) -> dict[State, dict[tuple[str, str], State]]:
+    """The verifier-valid moves of every state: ``graph[s][action] = next state``."""
+    actions = bw_raw_actions(n)
+    return {s: {a: bw_apply(s, a) for a in actions if bw_check(s, a) is None} for s in bw_states(n)}
+
+
+def bw_distances(goal: State, graph: dict | None = None) -> dict[State, int]:
+    """Shortest-plan length from every state to ``goal`` (BFS on the reversible move graph)."""
+    graph = bw_graph(sum(len(t) for t in goal)) if graph is None else graph
+    dist, queue = {goal: 0}, deque([goal])
+    while queue:
+        s = queue.popleft()
+        for s2 in graph[s].values():
+            if s2 not in dist:
+                dist[s2] = dist[s] + 1
+                queue.append(s2)
+    return dist
+
+
+def bw_episode(start: State, goal: State, dist: dict[State, int], eps: float, masked: bool,
+               rng: np.random.Generator, max_steps: int | None = None, graph: dict | None = None
+               ) -> tuple[bool, int, int]:
+    """A noisy planner: each step takes an optimal move with probability ``1 - eps``, else a random action from
+    its action space (raw: all ``move(x, y)``; masked: only verifier-valid moves).
+
+    An invalid raw action reaches the simulator and ends the episode (the environment errors). Returns
+    ``(reached_goal, invalid_actions_executed, invalid_actions_masked)``.
+    """
+    if not 0.0 <= eps <= 1.0:
+        raise ValueError(f"eps must be in [0, 1], got {eps}")
+    n = sum(len(t) for t in start)
+    actions = bw_raw_actions(n)
+    graph = bw_graph(n) if graph is None else graph
+    max_steps = 3 * dist[start] + 2 * n if max_steps is None else max_steps
+    s, masked_out = start, 0
+    for _ in range(max_steps):
+        if s == goal:
+            return True, 0, masked_out
+        valid = list(graph[s])
+        if rng.random() < eps:
+            if masked:
+                masked_out += len(actions) - len(valid)
+                a = valid[rng.integers(len(valid))]
+            else:
+                a = actions[rng.integers(len(actions))]
+        else:
+            best = [a for a in valid if dist[graph[s][a]] == dist[s] - 1]
+            a = best[rng.integers(len(best))]
+        if a not in graph[s]:
+            return False, 1, masked_out
+        s = graph[s][a]
+    return s == goal, 0, masked_out
+
+
+def binomial_z(successes: int, probs: Sequence[float]) -> float:
+    """z-score of ``successes`` against independent Bernoulli trials with success probabilities ``probs``."""
+    p = np.asarray(probs, dtype=float)
+    var = float((p * (1 - p)).sum())
+    mean = float(p.sum())
+    if var == 0:
+        return 0.0 if successes == mean else math.inf
+    return (successes - mean) / math.sqrt(var)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Case 1: one episode of the noisy agent behind an interface (retries with feedback)
+# ----------------------------------------------------------------------------------------------------------------
+@dataclass
+class Episode:
+    """What happened: ``success_at`` = attempt index of the first correct result (None: never), ``exact`` = the
+    first action equals the gold action, counts of invalid actions that reached execution / were caught before,
+    harmful writes that reached the database, and verified programs that still failed at execution."""
+
+    success_at: int | None
+    exact: bool
+    invalid_executed: int = 0
+    caught: int = 0
+    harmful: int = 0
+    verified_failed: int = 0
+
+
+def _cached_execute(con, sql: list[str], cache: dict | None):
+    key = " ".join(sql)
+    if cache is not None and key in cache:
+        return cache[key]
+    out = execute(con, key)
+    if cache is not None:
+        cache[key] = out
+    return out
+
+
+def agent_episode(con: sqlite3.Connection, intent: Intent, interface: str, eps: float, rng: np.random.Generator,
+                  retries: int = 0, cache: dict | None = None) -> Episode:
+    """The noisy agent answers ``intent`` through ``interface`` with up to ``retries`` retries.
+
+    * ``"sql"``: the SQL text goes straight to the database; an execution error comes back as an unstructured
+      message and the agent writes the whole query again; a write that reaches the database ends the episode.
+    * ``"dsl"``: the verifier runs first; an invalid program never executes, and its structured errors name the
+      token positions, so the agent redraws only those tokens (the whole program for a missing clause or write).
+    * ``"constrained"``: the decoder only emits verifier-valid tokens, so there is nothing to catch or retry.
+    """
+    if retries < 0:
+        raise ValueError(f"retries must be >= 0, got {retries}")
+    gold = list(intent.sql if interface == "sql" else intent.program)
+    prog, _ = corrupt(gold, eps, rng, interface)
+    ep = Episode(success_at=None, exact=prog == gold)
+    for attempt in range(retries + 1):
+        if interface == "sql":
+            status, out = _cached_execute(con, prog, cache)
+            if status == "harmful":
+                ep.harmful += 1
+                ep.invalid_executed += 1
+                return ep
+            if status == "error":
+                ep.invalid_executed += 1
+                prog, _ = corrupt(gold, eps, rng, "sql")
+                continue
+        else:
+            v = verify(prog)
+            if not v.ok:
+                ep.caught += 1
+                fatal = {"write_forbidden", "missing_clause"} & {e.kind for e in v.errors}
+                if fatal or len(prog) != len(gold):
+                    prog, _ = corrupt(gold, eps, rng, interface)
+                else:  # structured feedback: redraw only the flagged tokens
+                    for e in v.errors:
+                        i = min(e.position, len(gold) - 1)
+                        prog[i] = corrupt([gold[i]], eps, rng, "dsl", destructive_rate=0.0)[0][0]
+                continue
+            status, out = _cached_execute(con, compile_sql(prog), cache)
+            if status != "ok":
+                ep.verified_failed += 1
+                ep.invalid_executed += 1
+                return ep
+        if results_equal(out, intent.result):
+            ep.success_at = attempt
+        return ep  # a wrong but valid answer is not noticed by the agent
+    return ep
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Case 3: learning to write one program with REINFORCE, sparse reward vs verifier feedback
+# ----------------------------------------------------------------------------------------------------------------
+_OUT_VOCAB = (*DSL_VOCAB, END)
+_OUT_INDEX = {t: i for i, t in enumerate(_OUT_VOCAB)}
+ARMS = ("sparse", "verifier_reward", "verifier_filter")
+
+
+def reinforce_program(con: sqlite3.Connection, intent: Intent, arm: str, steps: int, batch: int = 16,
+                      lr: float = 1.0, seed: int = 0, cache: dict | None = None) -> dict[str, np.ndarray]:
+    """Tabular REINFORCE (one softmax per output position over the DSL tokens and END, mean baseline) learning
+    to write ``intent``'s program from its outcome.
+
+    ``arm``: ``"sparse"`` (reward 1 when the executed result is correct, else 0); ``"verifier_reward"`` (plus the
+    verifier's dense feedback, ``0.5 * min(valid_prefix_length, L + 1) / (L + 1)`` for a gold length ``L``);
+    ``"verifier_filter"`` (the sparse reward, but samples are drawn only among verifier-valid continuations).
+    Returns per-step ``success`` and ``valid`` rates of the sampled batch.
+    """
+    if arm not in ARMS:
+        raise ValueError(f"arm must be one of {ARMS}, got {arm!r}")
+    if not isinstance(steps, int) or steps < 1 or not isinstance(batch, int) or batch < 2:
+        raise ValueError(f"steps must be >= 1 and batch >= 2, got {steps!r}, {batch!r}")
+    rng = np.random.default_rng([seed, 3])
+    n_pos, V = MAX_PROGRAM_LEN + 1, len(_OUT_VOCAB)  # every valid program fits, END included
+    L1 = len(intent.program) + 1
+    theta = np.zeros((n_pos, V))  # the policy: one row of logits per output position
+    succ, valid = np.zeros(steps), np.zeros(steps)
+    end = _OUT_INDEX[END]
+    for step in range(steps):
+        if arm == "verifier_filter":
+            traces, programs = [], []
+            for _ in range(batch):
+                toks, trace, state = [], [], _START
+                for pos in range(n_pos):
+                    idx = _allowed_idx(state)  # the verifier as a filter: only valid continuations
+                    p = np.exp(theta[pos, idx] - theta[pos, idx].max())
+                    p /= p.sum()
+                    k = min(int(np.searchsorted(np.cumsum(p), rng.random())), len(idx) - 1)
+                    trace.append((pos, idx, p, k))
+                    if idx[k] == end:
+                        break
+                    toks.append(_OUT_VOCAB[idx[k]])
+                    state = _step(state, toks[-1])[0]
+                traces.append(trace)
+                programs.append(toks)
+        else:  # unconstrained: every position's token drawn at once, the program ends at the first END
+            P = np.exp(theta - theta.max(1, keepdims=True))
+            P /= P.sum(1, keepdims=True)
+            draws = (P.cumsum(1)[None] < rng.random((batch, n_pos, 1))).sum(2).clip(max=V - 1)  # (batch, n_pos)
+            is_end = draws == end
+            used = np.where(is_end.any(1), is_end.argmax(1) + 1, n_pos)  # positions that were decided
+            programs = [[_OUT_VOCAB[k] for k in draws[b_, :used[b_]] if k != end] for b_ in range(batch)]
+        rewards = np.zeros(batch)
+        for b_, toks in enumerate(programs):
+            ok = verify(toks).ok
+            good = ok and results_equal(_cached_execute(con, compile_sql(toks), cache)[1], intent.result)
+            rewards[b_] = float(good)
+            if arm == "verifier_reward":  # dense feedback: how far the program got before its first error
+                rewards[b_] += 0.5 * min(valid_prefix_length(toks), L1) / L1
+            succ[step] += good / batch
+            valid[step] += ok / batch
+        adv = rewards - rewards.mean()  # REINFORCE with the batch mean as baseline
+        if not adv.any():
+            continue
+        if arm == "verifier_filter":
+            for trace, a in zip(traces, adv):
+                for pos, idx, p, k in trace:  # grad of log softmax: onehot(k) - p
+                    g = -p * a
+                    g[k] += a
+                    theta[pos, idx] += lr * g / batch
+        else:
+            mask = np.arange(n_pos)[None] < used[:, None]  # (batch, n_pos)
+            grad = np.zeros_like(theta)
+            bi, pi = np.nonzero(mask)
+            np.add.at(grad, (pi, draws[bi, pi]), adv[bi])
+            grad -= (adv[:, None] * mask).sum(0)[:, None] * P
+            theta += lr * grad / batch
+    return {"success": succ, "valid": valid}
+
+
+MAX_PROGRAM_LEN = 21  # from T join T select F C, two where clauses, by, order, limit
+_ALL_IDX = np.arange(len(_OUT_VOCAB))
+
+
+@cache
+def _allowed_idx(state: tuple) -> np.ndarray:
+    return np.array([_OUT_INDEX[t] for t in _allowed(state)])
+
+
+def steps_to_level(curve: Sequence[float], level: float, window: int = 20) -> int | None:
+    """First step at which the running mean of ``curve`` over ``window`` steps reaches ``level`` (None: never)."""
+    c = np.asarray(curve, dtype=float)
+    if c.ndim != 1 or window < 1:
+        raise ValueError("curve must be 1-D and window >= 1")
+    run = np.convolve(c, np.ones(window) / window, mode="full")[:len(c)]
+    run[:window - 1] = np.cumsum(c[:window - 1]) / np.arange(1, min(window, len(c) + 1))[:window - 1]
+    hit = np.nonzero(run >= level)[0]
+    return int(hit[0]) + 1 if len(hit) else None

@@ -1,0 +1,259 @@
+"""Tests of helpers.dsl_harness: the query DSL's verifier, constrained decoding, counting, SQL, Blocksworld."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from helpers import dsl_harness as d
+
+
+@pytest.fixture(scope="module")
+def con():
+    return d.make_database(0, n_customers=60, n_products=12, n_orders=400)
+
+
+@pytest.fixture(scope="module")
+def intents(con):
+    return d.make_intents(con, 40, seed=1)
+
+
+# -- the verifier --------------------------------------------------------------------------------------------
+def test_gold_programs_verify_and_execute(con, intents):
+    for it in intents:
+        assert d.verify(it.program).ok
+        status, rows = d.execute(con, d.compile_sql(it.program))
+        assert status == "ok" and d.results_equal(rows, it.result)
+
+
+@pytest.mark.parametrize("tokens, kind", [
+    ("select sum orders.total", "missing_clause"),
+    ("from orders", "missing_clause"),
+    ("drop orders", "write_forbidden"),
+    ("from order select count orders.year", "syntax"),  # 'order' is a keyword, not a table
+    ("from sales select count orders.year", "unknown_table"),
+    ("from orders select average orders.total", "unknown_function"),
+    ("from orders select sum orders.amount", "unknown_column"),
+    ("from orders select sum products.price", "column_not_in_scope"),
+    ("from customers join products select count products.price", "bad_join"),
+    ("from customers select sum customers.city", "type_mismatch"),
+    ("from orders select count orders.year where orders.year = 'Paris'", "type_mismatch"),
+    ("from customers select count customers.age where customers.city < 'Paris'", "bad_operator"),
+    ("from customers select count customers.age where customers.age => 3", "bad_operator"),
+    ("from customers select count customers.age where customers.city = 'Pariss'", "unknown_value"),
+    ("from customers select val customers.age by customers.city", "aggregation_error"),
+    ("from orders select sum orders.total limit 3 where orders.year = 2021", "syntax"),
+    ("from orders select sum orders.total where orders.year = 2021 where orders.year = 2022 "
+     "where orders.year = 2023", "syntax"),
+])
+def test_each_error_kind_is_named(tokens, kind):
+    v = d.verify(tokens.split())
+    assert not v.ok
+    assert kind in {e.kind for e in v.errors}, v.errors
+    assert all(e.kind in d.ERROR_KINDS and e.message for e in v.errors)
+
+
+def test_valid_program_accepted():
+    toks = "from orders join customers select sum orders.total where customers.city = 'Paris' by orders.year order desc limit 3"
+    assert d.verify(toks.split()).ok
+    sql = " ".join(d.compile_sql(toks.split()))
+    assert "JOIN customers ON orders.customer_id = customers.id" in sql and sql.endswith("LIMIT 3")
+
+
+def test_injected_errors_are_caught(intents):
+    rng = np.random.default_rng(0)
+    applied = {k: 0 for k in d.ERROR_KINDS}
+    for it in intents:
+        for kind in d.ERROR_KINDS:
+            bad = d.inject_error(it.program, kind, rng)
+            if bad is None:
+                continue
+            applied[kind] += 1
+            assert kind in {e.kind for e in d.verify(bad).errors}, (kind, bad)
+    assert all(applied.values()), applied
+
+
+def test_bad_inputs():
+    with pytest.raises(TypeError):
+        d.verify("from orders select count orders.year")
+    with pytest.raises(TypeError):
+        d.verify(["from", 3])
+    with pytest.raises(ValueError):
+        d.allowed_next(["select"])
+    with pytest.raises(ValueError):
+        d.compile_sql(["from", "orders"])
+    with pytest.raises(ValueError):
+        d.count_programs(-1)
+    with pytest.raises(ValueError):
+        d.corrupt(["from"], 1.5, np.random.default_rng(0), "dsl")
+    with pytest.raises(ValueError):
+        d.corrupt(["from"], 0.1, np.random.default_rng(0), "python")
+    with pytest.raises(ValueError):
+        d.inject_error(["from"], "nonsense", np.random.default_rng(0))
+    with pytest.raises(ValueError):
+        d.make_database(n_orders=0)
+    with pytest.raises(TypeError):
+        d.execute("not a connection", "SELECT 1")
+    with pytest.raises(ValueError):
+        d.reinforce_program(None, None, "magic", 10)
+    with pytest.raises(ValueError):
+        d.bw_blocks(0)
+
+
+# -- hypothesis: random programs either verify and run, or are rejected with a named error -------------------
+_TOKENS = list(d.DSL_VOCAB) + ["drop", "orders.amount", "=>", "sales", "average", "'Pariss'"]
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.sampled_from(_TOKENS), min_size=0, max_size=14))
+def test_random_token_strings(con, toks):
+    v = d.verify(toks)
+    if v.ok:
+        assert d.execute(con, d.compile_sql(toks))[0] == "ok"
+    else:
+        assert v.errors and all(e.kind in d.ERROR_KINDS and 0 <= e.position <= len(toks) for e in v.errors)
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.integers(0, 10**6))
+def test_constrained_random_walks_verify_and_execute(con, s):
+    rng = np.random.default_rng(s)
+    toks: list[str] = []
+    while True:
+        allowed = d.allowed_next(toks)
+        tok = allowed[rng.integers(len(allowed))]
+        if tok == d.END:
+            break
+        toks.append(tok)
+    assert d.verify(toks).ok
+    assert d.execute(con, d.compile_sql(toks))[0] == "ok"
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 10**6), st.floats(0.0, 0.5))
+def test_constrained_noisy_policy_only_valid(intents, s, eps):
+    rng = np.random.default_rng(s)
+    it = intents[s % len(intents)]
+    prog, n_wrong = d.corrupt(it.program, eps, rng, "constrained")
+    assert d.verify(prog).ok
+    assert (n_wrong == 0) == (prog == list(it.program)) or n_wrong > 0
+
+
+def test_allowed_next_matches_verifier_one_step():
+    """A token is allowed after a valid prefix iff the extended prefix has no verifier error there."""
+    prefix = "from orders join customers select sum".split()
+    allowed = set(d.allowed_next(prefix))
+    assert "orders.total" in allowed and "customers.city" not in allowed and "products.price" not in allowed
+    assert d.allowed_next([]) == ("from",)
+
+
+# -- counting well-formed programs --------------------------------------------------------------------------
+def test_count_programs_matches_enumeration():
+    counts = d.count_programs(7)
+    brute = [0] * 8
+
+    def walk(prefix):
+        for tok in d.allowed_next(prefix):
+            if tok == d.END:
+                brute[len(prefix)] += 1
+            elif len(prefix) < 7:
+                walk([*prefix, tok])
+
+    walk([])
+    assert counts == brute
+    # closed form for length 5 ("from T select F C"): per table, sum over functions of compatible columns
+    closed = 0
+    for t in d.TABLES:
+        cols = [c for c in d.SCHEMA.values() if c.table == t]
+        closed += sum(len(cols) if f in ("val", "count", "min", "max") else sum(c.numeric for c in cols)
+                      for f in d.FUNCS)
+    assert counts[5] == closed
+
+
+def test_analytic_exact_match_rate(intents):
+    """The noisy policy's exact-match probability is (1 - eps/10) (1 - eps)^L for the DSL interface."""
+    it = intents[0]
+    eps, n = 0.1, 4000
+    rng = np.random.default_rng(3)
+    hits = sum(d.corrupt(it.program, eps, rng, "dsl")[0] == list(it.program) for _ in range(n))
+    p = (1 - eps / 10) * (1 - eps) ** len(it.program)
+    assert abs(d.binomial_z(hits, [p] * n)) < 4
+    hits_c = sum(d.corrupt(it.program, eps, rng, "constrained")[0] == list(it.program) for _ in range(n))
+    pc = (1 - eps) ** d.free_decisions(it.program)
+    assert abs(d.binomial_z(hits_c, [pc] * n)) < 4
+
+
+def test_agent_episode_dsl_never_executes_invalid(con, intents):
+    rng = np.random.default_rng(0)
+    for it in intents[:20]:
+        for _ in range(5):
+            ep = d.agent_episode(con, it, "dsl", 0.3, rng, retries=2)
+            assert ep.invalid_executed == 0 and ep.harmful == 0
+            ep = d.agent_episode(con, it, "constrained", 0.3, rng)
+            assert ep.caught == 0 and ep.invalid_executed == 0
+    eps0 = d.agent_episode(con, intents[0], "sql", 0.0, rng)
+    assert eps0.exact and eps0.success_at == 0
+
+
+def test_execute_counts_writes_without_doing_them(con):
+    status, _ = d.execute(con, "DROP TABLE orders")
+    assert status == "harmful"
+    assert d.execute(con, "SELECT COUNT(*) FROM orders")[0] == "ok"
+    assert d.execute(con, "SELEC 1")[0] == "error"
+
+
+def test_reinforce_filter_learns_and_sparse_is_flat(con, intents):
+    it = min(intents, key=lambda i: len(i.program))
+    r = d.reinforce_program(con, it, "verifier_filter", 80, 8, lr=20.0, seed=0)
+    assert r["valid"].min() == 1.0  # the filter only samples valid programs
+    s = d.reinforce_program(con, it, "sparse", 5, 4, seed=0)
+    assert s["success"].shape == (5,)
+    assert d.steps_to_level([0, 0, 1, 1, 1], 1.0, window=2) == 4
+    assert d.steps_to_level([0, 0, 0], 0.5) is None
+
+
+# -- Blocksworld ------------------------------------------------------------------------------------------
+def test_blocksworld_state_counts_and_actions():
+    assert [len(d.bw_states(n)) for n in (1, 2, 3, 4)] == [1, 3, 13, 73]  # OEIS A000262
+    assert len(d.bw_raw_actions(4)) == 16
+
+
+def test_bw_check_preconditions():
+    s = frozenset({("A", "B"), ("C",)})
+    assert d.bw_check(s, ("A", "C")) == "A is not clear"
+    assert d.bw_check(s, ("C", "A")) == "A is not clear"
+    assert d.bw_check(s, ("B", "table")) is None
+    assert d.bw_check(s, ("C", "table")) == "C is already on the table"
+    assert d.bw_check(s, ("B", "A")) == "A is not clear"  # B sits on A already
+    assert d.bw_apply(s, ("B", "C")) == frozenset({("A",), ("C", "B")})
+    with pytest.raises(ValueError):
+        d.bw_apply(s, ("A", "C"))
+
+
+def test_masked_bfs_same_optimal_length():
+    states = d.bw_states(3)
+    for start, goal in itertools.islice(itertools.product(states, states), 0, 169, 7):
+        plan_raw, exp_raw, inv_raw = d.bw_bfs(start, goal, masked=False)
+        plan_m, exp_m, inv_m = d.bw_bfs(start, goal, masked=True)
+        assert len(plan_raw) == len(plan_m) == d.bw_distances(goal)[start]
+        assert inv_m == 0 and (inv_raw > 0 or start == goal)
+        s = start
+        for a in plan_m:
+            s = d.bw_apply(s, a)
+        assert s == goal
+
+
+def test_bw_episode_masked_never_executes_invalid():
+    states = d.bw_states(4)
+    goal = states[0]
+    dist = d.bw_distances(goal)
+    rng = np.random.default_rng(0)
+    for start in states[:20]:
+        ok, inv, _ = d.bw_episode(start, goal, dist, 0.3, True, rng)
+        assert inv == 0
+        ok, _, _ = d.bw_episode(start, goal, dist, 0.0, False, rng)
+        assert ok
