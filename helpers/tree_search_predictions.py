@@ -1,0 +1,613 @@
+"""Searching a tree for a hidden target with a predicted location, in O(k log eta) queries (k = pathwidth).
+
+The query model: asking vertex ``v`` answers "found" (``None``) if ``v`` is the target, otherwise the neighbour of
+``v`` on the path to the target. :class:`Oracle` answers in O(log deg) time (Euler-tour intervals) and counts.
+
+* :func:`pathwidth` is the exact pathwidth of a tree (Ellis-Sudborough-Turner-style labels, bottom up, O(n k));
+  :func:`pathwidth_bruteforce` is the vertex-separation subset DP it is tested against.
+* :class:`Decomposition` removes a *spine* (a path whose removal leaves components of smaller pathwidth) from the
+  tree, then from every remaining component, recursively: at most ``pw`` levels.
+* :func:`search_with_prediction` queries the prediction (its answer is kept: on a spine it gives the first
+  direction for free), then on every level gallops along the spine from the
+  prediction's attachment point (doubling, then binary search), and descends into the component an answer points
+  to. :func:`centroid_search` (no prediction, O(log n)), :func:`walk_search` (eta + 1 queries) and
+  :func:`doubling_search_path` (the sorted-array case) are the baselines.
+
+The query model is standard; the search algorithm is our reconstruction from the paper's abstract and the
+pathwidth characterisation of trees.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import os
+from bisect import bisect_right
+from collections import deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = [
+    "Tree", "Oracle", "pathwidth", "pathwidth_bruteforce", "spine", "Decomposition", "SearchResult",
+    "search_with_prediction", "centroid_search", "CentroidTree", "walk_search", "doubling_search_path",
+    "query_bound", "path_tree", "star_tree", "caterpillar_tree", "complete_tree", "random_tree",
+    "ast_tree", "directory_tree", "exception_tree", "save_edges", "load_edges",
+]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Trees and the query oracle
+# ---------------------------------------------------------------------------------------------------------------
+class Tree:
+    """An undirected tree on vertices ``0..n-1``, rooted at 0 for the oracle's Euler-tour intervals."""
+
+    def __init__(self, n: int, edges: Iterable[tuple[int, int]], names: Sequence[str] | None = None):
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+            raise ValueError(f"n must be a positive int, got {n!r}")
+        n = int(n)
+        edges = [(int(a), int(b)) for a, b in edges]
+        if len(edges) != n - 1:
+            raise ValueError(f"a tree on {n} vertices has {n - 1} edges, got {len(edges)}: not a tree")
+        self.n = n
+        self.adj: list[list[int]] = [[] for _ in range(n)]
+        for a, b in edges:
+            if not (0 <= a < n and 0 <= b < n) or a == b:
+                raise ValueError(f"edge ({a}, {b}) is not between two distinct vertices of 0..{n - 1}")
+            self.adj[a].append(b)
+            self.adj[b].append(a)
+        self.edges = edges
+        self.names = list(names) if names is not None else None
+        # BFS from 0: parent, depth, order; connectivity check
+        parent = [-1] * n
+        depth = [0] * n
+        order = [0]
+        seen = [False] * n
+        seen[0] = True
+        for v in order:
+            for u in self.adj[v]:
+                if not seen[u]:
+                    seen[u] = True
+                    parent[u] = v
+                    depth[u] = depth[v] + 1
+                    order.append(u)
+        if len(order) != n:
+            raise ValueError("the graph is not connected (it has a cycle or a duplicate edge): not a tree")
+        self.parent, self.depth, self.order = parent, depth, order
+        self.children = [[u for u in self.adj[v] if u != parent[v]] for v in range(n)]
+        # Euler tour (iterative DFS): tin/tout, children sorted by tin for the oracle's bisect
+        tin, tout, t = [0] * n, [0] * n, 0
+        stack = [(0, 0)]
+        while stack:
+            v, i = stack.pop()
+            if i == 0:
+                tin[v] = t
+                t += 1
+            if i < len(self.children[v]):
+                stack.append((v, i + 1))
+                stack.append((self.children[v][i], 0))
+            else:
+                tout[v] = t
+        self.tin, self.tout = tin, tout
+        self._child_tin = [[tin[c] for c in self.children[v]] for v in range(n)]
+
+    @classmethod
+    def from_networkx(cls, g) -> Tree:
+        """From a networkx graph (any hashable nodes; names kept as strings)."""
+        nodes = list(g.nodes)
+        idx = {u: i for i, u in enumerate(nodes)}
+        return cls(len(nodes), [(idx[a], idx[b]) for a, b in g.edges], [str(u) for u in nodes])
+
+    def check_vertex(self, v) -> int:
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 0 <= v < self.n:
+            raise ValueError(f"unknown vertex {v!r}: vertices are 0..{self.n - 1}")
+        return int(v)
+
+    def in_subtree(self, v: int, t: int) -> bool:
+        return self.tin[v] <= self.tin[t] < self.tout[v]
+
+    def next_hop(self, v: int, t: int) -> int:
+        """The neighbour of ``v`` on the path to ``t`` (``v != t``)."""
+        if self.in_subtree(v, t):
+            return self.children[v][bisect_right(self._child_tin[v], self.tin[t]) - 1]
+        return self.parent[v]
+
+    def distances(self, source: int) -> np.ndarray:
+        """BFS distances from ``source`` to every vertex."""
+        d = np.full(self.n, -1)
+        d[source] = 0
+        q = deque([source])
+        while q:
+            v = q.popleft()
+            for u in self.adj[v]:
+                if d[u] < 0:
+                    d[u] = d[v] + 1
+                    q.append(u)
+        return d
+
+    def to_networkx(self):
+        import networkx as nx
+
+        g = nx.Graph()
+        g.add_nodes_from(range(self.n))
+        g.add_edges_from(self.edges)
+        return g
+
+
+class Oracle:
+    """The hidden target behind the query model: ``query(v)`` returns ``None`` when ``v`` is the target, else the
+    neighbour of ``v`` towards it. Every call is counted; anything that is not a vertex is refused."""
+
+    def __init__(self, tree: Tree, target: int):
+        if not isinstance(tree, Tree):
+            raise TypeError(f"tree must be a Tree, got {type(tree).__name__}")
+        self.tree = tree
+        self._target = tree.check_vertex(target)
+        self.queries = 0
+        self.log: list[int] = []  # the queried vertices, in order
+
+    def query(self, v: int) -> int | None:
+        v = self.tree.check_vertex(v)
+        self.queries += 1
+        self.log.append(v)
+        return None if v == self._target else self.tree.next_hop(v, self._target)
+
+
+class _CachedAsk:
+    """Ask the oracle, never twice about the same vertex (answers are deterministic)."""
+
+    def __init__(self, oracle: Oracle):
+        self.oracle, self.cache = oracle, {}
+
+    def __call__(self, v: int) -> int | None:
+        if v not in self.cache:
+            self.cache[v] = self.oracle.query(v)
+        return self.cache[v]
+
+
+@dataclass
+class SearchResult:
+    found: int
+    queries: int
+
+
+def query_bound(k: int, eta: int) -> int:
+    """The proven shape of our bound: ``1 + k * (2 ceil(log2(eta + 1)) + 3)``."""
+    return 1 + k * (2 * math.ceil(math.log2(eta + 1)) + 3)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Pathwidth
+# ---------------------------------------------------------------------------------------------------------------
+def _combine(v: int, cl: list[list[tuple[int, int | None]]]) -> list[tuple[int, int | None]]:
+    """Label of the subtree rooted at ``v`` from its children's labels. A label is ``[(value, critical), ...]``:
+    the first value is the subtree's pathwidth; a critical vertex ``w`` has two children of that pathwidth, and
+    the rest of the label describes the subtree with ``T_w`` removed."""
+    if not cl:
+        return [(0, None)]
+    k = max(lab[0][0] for lab in cl)
+    if k == 0:
+        return [(1, None)]
+    top = [lab for lab in cl if lab[0][0] == k]
+    if len(top) >= 3:
+        return [(k + 1, None)]
+    if len(top) == 2:
+        if top[0][0][1] is not None or top[1][0][1] is not None:
+            return [(k + 1, None)]
+        return [(k, v)]
+    lab = top[0]
+    if lab[0][1] is None:
+        return [(k, None)]
+    w = lab[0][1]
+    others = [m for m in cl if m is not lab]
+    tail = lab[1:]
+    U = _combine(v, others + ([tail] if tail else []))
+    return [(k + 1, None)] if U[0][0] >= k else [(k, w)] + U
+
+
+def _labels(adj: list[list[int]], root: int, inside: set[int] | None = None) -> tuple[dict, dict, list[int]]:
+    """Labels of every rooted subtree of the component of ``root`` (restricted to ``inside``)."""
+    parent = {root: -1}
+    order = [root]
+    for v in order:
+        for u in adj[v]:
+            if u != parent[v] and (inside is None or u in inside):
+                parent[u] = v
+                order.append(u)
+    kids: dict[int, list[int]] = {v: [] for v in order}
+    for v in order[1:]:
+        kids[parent[v]].append(v)
+    lab: dict[int, list] = {}
+    for v in reversed(order):
+        lab[v] = _combine(v, [lab[c] for c in kids[v]])
+    return lab, kids, order
+
+
+def pathwidth(tree: Tree) -> int:
+    """Exact pathwidth of a tree (a single vertex has pathwidth 0, a path with an edge 1)."""
+    if not isinstance(tree, Tree):
+        raise TypeError(f"tree must be a Tree, got {type(tree).__name__}")
+    return _labels(tree.adj, 0)[0][0][0][0]
+
+
+def pathwidth_bruteforce(tree: Tree) -> int:
+    """Vertex separation number by a DP over vertex subsets (equal to pathwidth; n <= 16)."""
+    n = tree.n
+    if n > 16:
+        raise ValueError("pathwidth_bruteforce enumerates subsets: use n <= 16")
+    nb = [sum(1 << u for u in tree.adj[v]) for v in range(n)]
+    full = (1 << n) - 1
+    best = [math.inf] * (1 << n)
+    best[0] = 0
+    for S in range(1, 1 << n):
+        # vertices of S with a neighbour outside S
+        boundary = sum(1 for v in range(n) if S >> v & 1 and nb[v] & (full ^ S))
+        m = min(best[S ^ (1 << v)] for v in range(n) if S >> v & 1)
+        best[S] = max(m, boundary)
+    return int(best[full])
+
+
+def spine(adj: list[list[int]], root: int, inside: set[int] | None = None) -> tuple[list[int], int]:
+    """A path ``P`` of the component of ``root`` whose removal leaves components of smaller pathwidth, and the
+    component's pathwidth ``k``."""
+    lab, kids, _ = _labels(adj, root, inside)
+    k, crit = lab[root][0]
+
+    def chain(u: int) -> list[int]:
+        out = [u]
+        while True:
+            nxt = [c for c in kids[out[-1]] if lab[c][0][0] == k]
+            if not nxt:
+                return out
+            out.append(nxt[0])
+
+    if crit is None:
+        if k == 0:
+            return [root], 0
+        return chain(root), k
+    c1, c2 = [c for c in kids[crit] if lab[c][0][0] == k][:2]
+    return chain(c1)[::-1] + [crit] + chain(c2), k
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The spine decomposition and the search with a prediction
+# ---------------------------------------------------------------------------------------------------------------
+@dataclass
+class _Component:
+    spine: list[int]
+    pos: dict[int, int]  # spine vertex -> index
+    attach: dict[int, int]  # every vertex of the component -> index of the spine vertex it hangs from
+    k: int
+    level: int
+    children: dict[int, int] = field(default_factory=dict)  # off-spine vertex adjacent to spine -> child comp
+
+
+class Decomposition:
+    """The hierarchical spine decomposition of a tree, computed once: ``comps[c]`` holds a component's spine and
+    every member's attachment index; ``comp_of[v]`` lists the components containing ``v``, from the whole tree
+    down to the one whose spine contains ``v``."""
+
+    def __init__(self, tree: Tree):
+        if not isinstance(tree, Tree):
+            raise TypeError(f"tree must be a Tree, got {type(tree).__name__}")
+        self.tree = tree
+        self.comps: list[_Component] = []
+        self.comp_of: list[list[int]] = [[] for _ in range(tree.n)]
+        adj = tree.adj
+        todo = [(0, None, 0, -1, -1)]  # (a vertex, member set or None for all, level, parent comp, entry vertex)
+        while todo:
+            root, members, level, parent, entry = todo.pop()
+            P, k = spine(adj, root, members)
+            cid = len(self.comps)
+            comp = _Component(P, {v: i for i, v in enumerate(P)}, {}, k, level)
+            self.comps.append(comp)
+            if parent >= 0:
+                self.comps[parent].children[entry] = cid
+            on = set(P)
+            for i, v in enumerate(P):
+                comp.attach[v] = i
+                self.comp_of[v].append(cid)
+            for i, v in enumerate(P):
+                for u in adj[v]:
+                    if u in on or (members is not None and u not in members) or u in comp.attach:
+                        continue
+                    sub = [u]
+                    comp.attach[u] = i
+                    for x in sub:
+                        self.comp_of[x].append(cid)
+                        for y in adj[x]:
+                            if y not in on and y not in comp.attach and (members is None or y in members):
+                                comp.attach[y] = i
+                                sub.append(y)
+                    todo.append((u, set(sub), level + 1, cid, u))
+        self.levels = 1 + max(c.level for c in self.comps)
+
+    def members(self, cid: int) -> list[int]:
+        """Vertices of component ``cid``."""
+        return list(self.comps[cid].attach)
+
+    def components_off_spine(self, cid: int) -> list[list[int]]:
+        """Vertex lists of the components of ``comps[cid]`` minus its spine."""
+        return [self.members(child) for child in self.comps[cid].children.values()]
+
+
+def _search_spine(ask: _CachedAsk, P: list[int], j: int) -> tuple[str, int, int | None]:
+    """Doubling search along the spine ``P`` from index ``j``. Returns ``("found", i, None)`` when ``P[i]`` is
+    the target, or ``("off", i, u)`` when the target hangs from ``P[i]`` in the component containing ``u``."""
+    m = len(P)
+    lo, hi = -1, m  # the target's attachment index lies strictly between lo and hi
+
+    def probe(i: int) -> tuple[str, int | None]:
+        a = ask(P[i])
+        if a is None:
+            return "found", None
+        if i > 0 and a == P[i - 1]:
+            return "left", None
+        if i + 1 < m and a == P[i + 1]:
+            return "right", None
+        return "off", a
+
+    i = j
+    r, u = probe(i)
+    if r in ("left", "right"):  # gallop from j: j+-1, j+-2, j+-4, ... while the answers point away from j
+        d, step = (1 if r == "right" else -1), 1
+        while r == ("right" if d > 0 else "left"):
+            lo, hi = (i, hi) if d > 0 else (lo, i)
+            i = min(j + step, hi - 1) if d > 0 else max(j - step, lo + 1)
+            r, u = probe(i)
+            step *= 2
+    while r in ("left", "right"):  # binary search inside the bracket (lo, hi)
+        lo, hi = (i, hi) if r == "right" else (lo, i)
+        if hi - lo <= 1:
+            raise RuntimeError("inconsistent answers from the oracle")  # pragma: no cover
+        i = (lo + hi) // 2
+        r, u = probe(i)
+    return r, i, u
+
+
+def search_with_prediction(tree: Tree, dec: Decomposition, oracle: Oracle, prediction: int) -> SearchResult:
+    """Find the oracle's target, starting from a predicted vertex, in at most ``1 + k (2 ceil(log2(eta+1)) + 3)``
+    queries (``k`` = pathwidth, ``eta`` = distance from prediction to target)."""
+    p = tree.check_vertex(prediction)
+    if dec.tree is not tree or oracle.tree is not tree:
+        raise ValueError("the decomposition and the oracle must be built on this tree")
+    start = oracle.queries
+    ask = _CachedAsk(oracle)
+    if ask(p) is None:  # eta = 0: one query
+        return SearchResult(p, oracle.queries - start)
+    cid = 0
+    while True:
+        comp = dec.comps[cid]
+        r, i, u = _search_spine(ask, comp.spine, comp.attach[p])  # from where the prediction hangs
+        if r == "found":
+            return SearchResult(comp.spine[i], oracle.queries - start)
+        cid = comp.children[u]  # the target lies in the component of (component - spine) containing u
+        if p not in dec.comps[cid].attach:
+            p = u  # the path from p to the target enters that component through u: d(u, t) < d(p, t)
+
+
+class CentroidTree:
+    """Centroid decomposition, precomputed once: ``child[(c, u)]`` is the centroid of the component of
+    ``C - c`` that contains the neighbour ``u`` of centroid ``c``."""
+
+    def __init__(self, tree: Tree):
+        if not isinstance(tree, Tree):
+            raise TypeError(f"tree must be a Tree, got {type(tree).__name__}")
+        self.tree = tree
+        self.child: dict[tuple[int, int], int] = {}
+        removed = [False] * tree.n
+        adj = tree.adj
+        self.root = -1
+        stack = [(0, -1, -1)]  # (a vertex of the component, parent centroid, neighbour of parent centroid)
+        while stack:
+            start, pc, pu = stack.pop()
+            # the component's vertices, BFS order with parents
+            order, par = [start], {start: -1}
+            for v in order:
+                for u in adj[v]:
+                    if not removed[u] and u != par[v]:
+                        par[u] = v
+                        order.append(u)
+            size = {v: 1 for v in order}
+            for v in reversed(order[1:]):
+                size[par[v]] += size[v]
+            total = len(order)
+            c = start
+            while True:  # walk towards the heavy child until no part exceeds total / 2
+                heavy = [u for u in adj[c] if not removed[u] and u != par[c] and size[u] > total // 2]
+                if not heavy:
+                    break
+                c = heavy[0]
+            if pc < 0:
+                self.root = c
+            else:
+                self.child[(pc, pu)] = c
+            removed[c] = True
+            for u in adj[c]:
+                if not removed[u]:
+                    stack.append((u, c, u))
+
+
+def centroid_search(tree: Tree, ctree: CentroidTree, oracle: Oracle) -> SearchResult:
+    """The classical search without prediction: query the centroid of the remaining component (<= log2 n + 1)."""
+    if ctree.tree is not tree or oracle.tree is not tree:
+        raise ValueError("the centroid tree and the oracle must be built on this tree")
+    start = oracle.queries
+    c = ctree.root
+    while True:
+        a = oracle.query(c)
+        if a is None:
+            return SearchResult(c, oracle.queries - start)
+        c = ctree.child[(c, a)]
+
+
+def walk_search(tree: Tree, oracle: Oracle, prediction: int) -> SearchResult:
+    """Walk from the prediction along the answers: ``eta + 1`` queries."""
+    v = tree.check_vertex(prediction)
+    start = oracle.queries
+    while (a := oracle.query(v)) is not None:
+        v = a
+    return SearchResult(v, oracle.queries - start)
+
+
+def doubling_search_path(n: int, target: int, prediction: int) -> SearchResult:
+    """Doubling binary search in a sorted array of length ``n`` (a path): query the prediction, gallop with steps
+    1, 2, 4, ... in the direction of the target, then binary-search the bracket."""
+    if n < 1 or not (0 <= target < n) or not (0 <= prediction < n):
+        raise ValueError(f"need 0 <= target, prediction < n, got n={n}, target={target}, prediction={prediction}")
+    q = 0
+
+    def cmp(i: int) -> int:
+        nonlocal q
+        q += 1
+        return (target > i) - (target < i)
+
+    s = cmp(prediction)
+    if s == 0:
+        return SearchResult(prediction, q)
+    lo, hi = (prediction, n) if s > 0 else (-1, prediction)
+    step = 1
+    while True:
+        i = prediction + s * step
+        if not lo < i < hi:
+            break
+        c = cmp(i)
+        if c == 0:
+            return SearchResult(i, q)
+        if c == s:
+            lo, hi = (i, hi) if s > 0 else (lo, i)
+            step *= 2
+        else:
+            lo, hi = (lo, i) if s > 0 else (i, hi)
+            break
+    while True:
+        i = (lo + hi) // 2
+        c = cmp(i)
+        if c == 0:
+            return SearchResult(i, q)
+        lo, hi = (i, hi) if c > 0 else (lo, i)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Tree families and real trees
+# ---------------------------------------------------------------------------------------------------------------
+def path_tree(n: int) -> Tree:
+    return Tree(n, [(i, i + 1) for i in range(n - 1)])
+
+
+def star_tree(n: int) -> Tree:
+    return Tree(n, [(0, i) for i in range(1, n)])
+
+
+def caterpillar_tree(spine_len: int, legs: int) -> Tree:
+    """A path of ``spine_len`` vertices, each with ``legs`` pendant leaves (pathwidth 1)."""
+    edges = [(i, i + 1) for i in range(spine_len - 1)]
+    n = spine_len
+    for i in range(spine_len):
+        for _ in range(legs):
+            edges.append((i, n))
+            n += 1
+    return Tree(n, edges)
+
+
+def complete_tree(arity: int, height: int) -> Tree:
+    """Complete ``arity``-ary tree of the given height (height 0 = one vertex); vertex 0 is the root."""
+    if arity < 1 or height < 0:
+        raise ValueError("need arity >= 1 and height >= 0")
+    edges, frontier, n = [], [0], 1
+    for _ in range(height):
+        nxt = []
+        for v in frontier:
+            for _ in range(arity):
+                edges.append((v, n))
+                nxt.append(n)
+                n += 1
+        frontier = nxt
+    return Tree(n, edges)
+
+
+def random_tree(n: int, seed: int = 0) -> Tree:
+    """A uniformly random labelled tree (random Pruefer sequence)."""
+    import networkx as nx
+
+    if n < 2:
+        return Tree(1, [])
+    rng = np.random.default_rng(seed)
+    return Tree(n, nx.from_prufer_sequence(rng.integers(0, n, n - 2).tolist()).edges)
+
+
+def ast_tree(source: str) -> Tree:
+    """The abstract syntax tree of Python ``source``; vertices numbered by a counter (``id()`` would merge the
+    shared ``Load``/``Store`` singletons into a DAG), ``expr_context`` nodes skipped."""
+    edges, names = [], []
+    stack = [(ast.parse(source), -1)]
+    while stack:
+        node, par = stack.pop()
+        v = len(names)
+        names.append(type(node).__name__)
+        if par >= 0:
+            edges.append((par, v))
+        for ch in reversed(list(ast.iter_child_nodes(node))):
+            if not isinstance(ch, ast.expr_context):
+                stack.append((ch, v))
+    return Tree(len(names), edges, names)
+
+
+def directory_tree(root: str, skip: Sequence[str] = ("__pycache__", "test", "tests", "site-packages", "idlelib")
+                   ) -> Tree:
+    """Directories and files under ``root`` (sorted, symlinks not followed, names in ``skip`` left out)."""
+    names, edges = [root], []
+    stack = [(root, 0)]
+    while stack:
+        path, v = stack.pop()
+        try:
+            entries = sorted(os.scandir(path), key=lambda e: e.name)
+        except OSError:
+            continue
+        for e in entries:
+            if e.name in skip or e.is_symlink():
+                continue
+            u = len(names)
+            names.append(os.path.relpath(e.path, root))
+            edges.append((v, u))
+            if e.is_dir(follow_symlinks=False):
+                stack.append((e.path, u))
+    return Tree(len(names), edges, names)
+
+
+def exception_tree() -> Tree:
+    """The built-in exception hierarchy (``BaseException`` and its subclasses among the builtins), as a tree by
+    first parent."""
+    import builtins
+
+    classes = list({c for c in vars(builtins).values() if isinstance(c, type) and issubclass(c, BaseException)})
+    names = {c: c.__name__ for c in classes}
+    order = sorted(classes, key=lambda c: (len(c.__mro__), c.__name__))
+    idx = {c: i for i, c in enumerate(order)}
+    edges = []
+    for c in order[1:]:
+        parent = next(b for b in c.__mro__[1:] if b in idx)
+        edges.append((idx[parent], idx[c]))
+    return Tree(len(order), edges, [names[c] for c in order])
+
+
+def save_edges(tree: Tree, path: str) -> None:
+    """Write ``n`` then one ``a b`` edge per line (gzip if the name ends in .gz)."""
+    import gzip
+
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "wt") as f:
+        f.write(f"{tree.n}\n")
+        f.writelines(f"{a} {b}\n" for a, b in tree.edges)
+
+
+def load_edges(path: str) -> Tree:
+    """Read a tree written by :func:`save_edges`."""
+    import gzip
+
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt") as f:
+        n = int(f.readline())
+        edges = [tuple(map(int, line.split())) for line in f if line.strip()]
+    return Tree(n, edges)

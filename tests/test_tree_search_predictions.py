@@ -1,0 +1,142 @@
+import math
+
+import networkx as nx
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from helpers import tree_search_predictions as ts
+
+
+def _sub(tree, members):
+    idx = {v: i for i, v in enumerate(members)}
+    inside = set(members)
+    return ts.Tree(len(members), [(idx[a], idx[b]) for a in members for b in tree.adj[a] if b in inside and a < b])
+
+
+@settings(max_examples=50, deadline=None)
+@given(n=st.integers(1, 12), seed=st.integers(0, 10**6))
+def test_pathwidth_equals_bruteforce(n, seed):
+    t = ts.random_tree(n, seed)
+    assert ts.pathwidth(t) == ts.pathwidth_bruteforce(t)
+
+
+def test_pathwidth_closed_forms():
+    assert ts.pathwidth(ts.Tree(1, [])) == 0
+    assert ts.pathwidth(ts.path_tree(10)) == 1
+    assert ts.pathwidth(ts.star_tree(10)) == 1
+    assert ts.pathwidth(ts.caterpillar_tree(6, 3)) == 1
+    spider = ts.Tree(7, [(0, 1), (1, 2), (0, 3), (3, 4), (0, 5), (5, 6)])  # three legs of length 2
+    assert ts.pathwidth(spider) == 2
+    for h in range(1, 9):
+        assert ts.pathwidth(ts.complete_tree(2, h)) == math.ceil(h / 2)
+    for h in range(1, 6):
+        assert ts.pathwidth(ts.complete_tree(3, h)) == h
+
+
+@settings(max_examples=30, deadline=None)
+@given(n=st.integers(2, 60), seed=st.integers(0, 10**6))
+def test_spine_is_a_path_and_lowers_pathwidth(n, seed):
+    t = ts.random_tree(n, seed)
+    dec = ts.Decomposition(t)
+    assert dec.levels <= ts.pathwidth(t) + 1
+    for cid, comp in enumerate(dec.comps):
+        P = comp.spine
+        assert all(P[i + 1] in t.adj[P[i]] for i in range(len(P) - 1)) and len(set(P)) == len(P)
+        assert comp.k == ts.pathwidth(_sub(t, dec.members(cid)))
+        for mem in dec.components_off_spine(cid):
+            assert ts.pathwidth(_sub(t, mem)) < comp.k
+
+
+@settings(max_examples=50, deadline=None)
+@given(n=st.integers(1, 80), seed=st.integers(0, 10**6), data=st.data())
+def test_search_finds_target_within_bound(n, seed, data):
+    t = ts.random_tree(n, seed)
+    dec, ct, k = ts.Decomposition(t), ts.CentroidTree(t), ts.pathwidth(t)
+    target = data.draw(st.integers(0, n - 1))
+    pred = data.draw(st.integers(0, n - 1))
+    eta = int(t.distances(pred)[target])
+    r = ts.search_with_prediction(t, dec, ts.Oracle(t, target), pred)
+    assert r.found == target
+    assert r.queries <= ts.query_bound(k, eta)
+    if eta == 0:
+        assert r.queries == 1
+    c = ts.centroid_search(t, ct, ts.Oracle(t, target))
+    assert c.found == target and c.queries <= int(math.log2(n)) + 1
+    w = ts.walk_search(t, ts.Oracle(t, target), pred)
+    assert w.found == target and w.queries == eta + 1
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(1, 300), data=st.data())
+def test_doubling_on_a_path_matches_the_array_case(n, data):
+    target = data.draw(st.integers(0, n - 1))
+    pred = data.draw(st.integers(0, n - 1))
+    arr = ts.doubling_search_path(n, target, pred)
+    assert arr.found == target
+    assert arr.queries <= 2 * math.ceil(math.log2(abs(target - pred) + 1)) + 2
+    t = ts.path_tree(n)
+    tree = ts.search_with_prediction(t, ts.Decomposition(t), ts.Oracle(t, target), pred)
+    assert tree.found == target and tree.queries <= ts.query_bound(1, abs(target - pred))
+
+
+def test_oracle_answers_a_closer_neighbour():
+    t = ts.random_tree(50, 3)
+    for target in range(0, 50, 7):
+        d = t.distances(target)
+        o = ts.Oracle(t, target)
+        for v in range(50):
+            a = o.query(v)
+            if v == target:
+                assert a is None
+            else:
+                assert a in t.adj[v] and d[a] == d[v] - 1
+        assert o.queries == 50
+
+
+def test_lower_bound_on_complete_binary_trees():
+    # with the prediction at the root, the 2**eta vertices at depth eta need >= eta/2 queries in the worst case
+    t = ts.complete_tree(2, 7)
+    dec = ts.Decomposition(t)
+    depth = np.array(t.depth)
+    for eta in range(1, 8):
+        worst = max(ts.search_with_prediction(t, dec, ts.Oracle(t, int(v)), 0).queries
+                    for v in np.flatnonzero(depth == eta))
+        assert worst >= math.ceil(eta / 2)
+
+
+def test_bad_input():
+    with pytest.raises(ValueError, match="not a tree"):
+        ts.Tree(3, [(0, 1), (1, 2), (2, 0)])
+    with pytest.raises(ValueError, match="not connected"):
+        ts.Tree(4, [(0, 1), (0, 1), (2, 3)])
+    with pytest.raises(ValueError, match="distinct"):
+        ts.Tree(2, [(0, 0)])
+    t = ts.path_tree(5)
+    with pytest.raises(ValueError, match="unknown vertex"):
+        ts.Oracle(t, 9)
+    o = ts.Oracle(t, 2)
+    with pytest.raises(ValueError, match="unknown vertex"):
+        o.query(-1)
+    with pytest.raises(ValueError, match="unknown vertex"):
+        ts.search_with_prediction(t, ts.Decomposition(t), o, 5)
+    with pytest.raises(TypeError):
+        ts.pathwidth(nx.path_graph(3))
+    with pytest.raises(ValueError):
+        ts.pathwidth_bruteforce(ts.path_tree(20))
+    with pytest.raises(ValueError):
+        ts.search_with_prediction(t, ts.Decomposition(ts.path_tree(5)), o, 0)
+
+
+def test_real_tree_builders(tmp_path):
+    a = ts.ast_tree("def f(x):\n    return x + 1\n")
+    assert a.names[0] == "Module" and "Load" not in a.names
+    e = ts.exception_tree()
+    assert e.names[0] == "BaseException" and "ValueError" in e.names
+    p = str(tmp_path / "t.txt.gz")
+    ts.save_edges(a, p)
+    b = ts.load_edges(p)
+    assert b.n == a.n and b.edges == a.edges
+    g = ts.Tree.from_networkx(nx.balanced_tree(2, 3))
+    assert ts.pathwidth(g) == 2
