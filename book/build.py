@@ -235,7 +235,10 @@ def run_notebooks(slugs: list[str], quick: bool, seed: int | None = None, jobs: 
         raise SystemExit(f"no such notebook: {', '.join(f'notebooks/{m}.ipynb' for m in missing)}")
     cores = os.cpu_count() or 1
     jobs = max(1, min(jobs or cores, len(slugs) or 1))
-    threads = max(1, cores // jobs)
+    # One torch thread per notebook by default: notebooks run side by side across the cores, the same seed gives
+    # the same numbers whatever the number of jobs (reduction order depends on threads), and small models lose
+    # nothing. Oversubscribed OpenMP threads are catastrophically slow on a loaded machine (seen here: >50x).
+    threads = int(os.environ.get("BOOK_THREADS", "1"))
     print(f"running {len(slugs)} notebook(s), {'quick' if quick else 'default'} parameters, "
           f"{jobs} at a time, {threads} torch thread(s) each", flush=True)
     results: dict[str, RunResult] = {}

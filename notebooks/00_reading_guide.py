@@ -53,7 +53,7 @@ if "google.colab" in sys.modules and importlib.util.find_spec("helpers") is None
 quick = False
 seed = 0
 seq_len = 8  # digits to reverse
-steps = 600  # training steps per model
+steps = 400  # training steps per model
 batch_size = 64
 
 # %%
@@ -123,7 +123,7 @@ def run(pos: str):
         return {"accuracy": accuracy(m)}
 
     hist = train.fit(model, loss_fn, make_batch, steps, lr=3e-3, warmup=steps // 10, seed=seed,
-                     eval_fn=snapshot, eval_every=max(1, steps // 12), desc=f"pos={pos}")
+                     eval_fn=snapshot, eval_every=max(1, steps // 10), desc=f"pos={pos}")
     return model, hist, snaps
 
 
