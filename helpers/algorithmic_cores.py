@@ -1,0 +1,404 @@
+"""Algorithmic Core Extraction (ACE): subspaces of a layer that are necessary, sufficient and shared.
+
+ACE treats a layer as the hand-over point of a linear system: the activations ``H`` (N x D) are what the front of
+the network *puts into* the layer, and the tail ``f: R^D -> R^K`` (the rest of the network) is what *reads* it.
+
+* controllability Gramian ``Wc = Cov(H)``                    (which directions carry variance)
+* observability Gramian   ``Wo = E_h[J(h)^T J(h)]``, ``J = df/dh`` (which directions move the output; ``W^T W``
+  exactly for a linear head)
+* balanced truncation (Moore 1981): with ``Wc = Lc Lc^T`` and ``Wo = Lo Lo^T``, ``svd(Lc^T Lo) = U S V^T``; the core
+  basis is ``orth(Lc U[:, :r])`` and ``S**2`` are the energies (Hankel singular values squared).
+
+Causal hooks (keep / remove / flip) test necessity and sufficiency; small fits recover the mechanism in the core
+(linear dynamics for a Markov chain, a cyclic shift for modular addition); principal angles, projector overlaps
+and CCA compare cores across independently trained models. Everything numerical runs in float64.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.linalg
+import torch
+from torch import nn
+
+__all__ = [
+    "Core", "controllability_gramian", "observability_gramian", "linear_observability", "balanced_core",
+    "energy_rank", "ace", "intervene_array", "intervene", "refine_rank",
+    "fit_linear_dynamics", "transition_spectrum", "markov_oracle_r2", "shift_operator_eigs", "ring_fraction",
+    "mode_count", "principal_angles_deg", "projector_overlap", "cca", "grok_step", "loglog_slope",
+    "markov_sequences", "cyclic_transition", "modadd_split",
+]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# input validation
+def _as_matrix(x, name: str, ncols: int | None = None) -> np.ndarray:
+    if isinstance(x, torch.Tensor):
+        x = x.detach().cpu().numpy()
+    if not isinstance(x, np.ndarray):
+        raise TypeError(f"{name} must be a numpy array or torch tensor, got {type(x).__name__}")
+    if x.ndim != 2:
+        raise ValueError(f"{name} must be 2-D, got shape {x.shape}")
+    if ncols is not None and x.shape[1] != ncols:
+        raise ValueError(f"{name} must have {ncols} columns, got shape {x.shape}")
+    if not np.all(np.isfinite(x)):
+        raise ValueError(f"{name} contains NaN or inf")
+    return x.astype(np.float64)
+
+
+def _check_basis(Q, D: int | None = None) -> np.ndarray:
+    Q = _as_matrix(Q, "Q")
+    if D is not None and Q.shape[0] != D:
+        raise ValueError(f"Q must have {D} rows (the layer width), got shape {Q.shape}")
+    if Q.shape[1] > Q.shape[0]:
+        raise ValueError(f"Q must be tall (D x r with r <= D), got shape {Q.shape}")
+    return Q
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Gramians and balanced truncation
+def controllability_gramian(H) -> np.ndarray:
+    """``Cov(H) = (H - mu)^T (H - mu) / (N - 1)`` in float64 for activations ``H`` (N x D), N >= 2."""
+    H = _as_matrix(H, "H")
+    if H.shape[0] < 2:
+        raise ValueError(f"H needs at least 2 rows, got {H.shape[0]}")
+    Hc = H - H.mean(0)
+    return Hc.T @ Hc / (H.shape[0] - 1)
+
+
+def linear_observability(W) -> np.ndarray:
+    """Exact observability Gramian ``W^T W`` of a linear tail ``f(h) = W h + b`` (``W`` is K x D)."""
+    W = _as_matrix(W, "W")
+    return W.T @ W
+
+
+def observability_gramian(tail: Callable[[torch.Tensor], torch.Tensor], H, samples: int = 128,
+                          seed: int = 0) -> np.ndarray:
+    """``E_h[J(h)^T J(h)]`` with ``J = d tail / d h`` by autograd (``vmap(jacrev)``) on up to ``samples`` rows of H.
+
+    ``tail`` maps a batch (n, D) to outputs (n, K) (or (n,) for a scalar readout).
+    """
+    if not callable(tail):
+        raise TypeError("tail must be a callable mapping a (n, D) tensor to (n, K) outputs")
+    H = _as_matrix(H, "H")
+    if not isinstance(samples, int) or samples < 1:
+        raise ValueError(f"samples must be a positive int, got {samples!r}")
+    rows = np.random.default_rng(seed).choice(H.shape[0], size=min(samples, H.shape[0]), replace=False)
+    x = torch.as_tensor(H[np.sort(rows)], dtype=torch.float32)
+
+    def single(h: torch.Tensor) -> torch.Tensor:
+        return tail(h[None]).reshape(-1)
+
+    J = torch.func.vmap(torch.func.jacrev(single))(x).detach().double()  # (S, K, D)
+    if J.shape[-1] != H.shape[1]:
+        raise ValueError(f"tail's Jacobian has {J.shape[-1]} input dims, H has {H.shape[1]}")
+    return torch.einsum("skd,ske->de", J, J).numpy() / J.shape[0]
+
+
+def _sqrt_factor(A: np.ndarray, eps: float) -> np.ndarray:
+    """``L`` with ``L L^T = A + jitter I`` (eigendecomposition; jitter = eps * tr(A) / D)."""
+    A = (A + A.T) / 2
+    jitter = eps * max(np.trace(A), 1e-300) / A.shape[0]
+    lam, U = np.linalg.eigh(A)
+    return U * np.sqrt(np.clip(lam, 0.0, None) + jitter)
+
+
+@dataclass
+class Core:
+    """The result of ACE: an ordered orthonormal basis (D x D), Hankel singular values and the chosen rank."""
+
+    basis: np.ndarray
+    hsv: np.ndarray
+    rank: int
+    mean: np.ndarray
+
+    @property
+    def Q(self) -> np.ndarray:
+        """The core basis (D x rank), orthonormal columns."""
+        return self.basis[:, : self.rank]
+
+    @property
+    def energy(self) -> np.ndarray:
+        """Cumulative energy fraction ``sum_{i<=r} s_i^2 / sum s_i^2`` for r = 1..D."""
+        w = self.hsv**2
+        return np.cumsum(w) / w.sum()
+
+    def with_rank(self, r: int) -> Core:
+        if not 0 <= r <= self.basis.shape[1]:
+            raise ValueError(f"rank must be in [0, {self.basis.shape[1]}], got {r}")
+        return Core(self.basis, self.hsv, int(r), self.mean)
+
+
+def energy_rank(hsv, threshold: float) -> int:
+    """Smallest r whose cumulative energy ``sum s_i^2`` reaches ``threshold`` of the total."""
+    hsv = np.asarray(hsv, dtype=np.float64)
+    if hsv.ndim != 1 or hsv.size == 0:
+        raise ValueError("hsv must be a non-empty 1-D array")
+    if not 0.0 < threshold <= 1.0:
+        raise ValueError(f"threshold must be in (0, 1], got {threshold}")
+    w = hsv**2
+    frac = np.cumsum(w) / w.sum()
+    return int(min(np.searchsorted(frac, threshold - 1e-12) + 1, hsv.size))
+
+
+def balanced_core(cov, obs, threshold: float = 0.999, eps: float = 1e-8, mean=None) -> Core:
+    """Balanced truncation of (controllability ``cov``, observability ``obs``), both D x D, in float64."""
+    cov, obs = _as_matrix(cov, "cov"), _as_matrix(obs, "obs")
+    D = cov.shape[0]
+    if cov.shape != (D, D) or obs.shape != (D, D):
+        raise ValueError(f"cov and obs must both be square D x D, got {cov.shape} and {obs.shape}")
+    Lc, Lo = _sqrt_factor(cov, eps), _sqrt_factor(obs, eps)
+    U, s, _ = np.linalg.svd(Lc.T @ Lo)
+    basis, R = np.linalg.qr(Lc @ U)  # nested: the first r columns span Lc U[:, :r]
+    basis = basis * np.sign(np.diag(R))  # a deterministic sign per column
+    mu = np.zeros(D) if mean is None else np.asarray(mean, dtype=np.float64).reshape(D)
+    return Core(basis=basis, hsv=s, rank=energy_rank(s, threshold), mean=mu)
+
+
+def ace(H, tail: Callable[[torch.Tensor], torch.Tensor] | None = None, W=None, threshold: float = 0.999,
+        samples: int = 128, seed: int = 0) -> Core:
+    """ACE on activations ``H`` (N x D) for a tail: a callable (autograd Gramian) or a linear head ``W`` (K x D)."""
+    H = _as_matrix(H, "H")
+    if (tail is None) == (W is None):
+        raise ValueError("give exactly one of tail (a callable) or W (a linear head, K x D)")
+    if W is not None:
+        obs = linear_observability(_as_matrix(W, "W", ncols=H.shape[1]))
+    else:
+        obs = observability_gramian(tail, H, samples=samples, seed=seed)
+    return balanced_core(controllability_gramian(H), obs, threshold=threshold, mean=H.mean(0))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# causal hooks
+MODES = ("keep", "remove", "flip")
+
+
+def intervene_array(h, Q, mode: str, mean=None):
+    """keep: ``Q Q^T h``; remove: ``h - Q Q^T h``; flip: ``h - 2 Q Q^T (h - mean)`` (reflection in the core).
+
+    ``h`` is (..., D), numpy or torch; returns the same type.
+    """
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    is_t = isinstance(h, torch.Tensor)
+    D = h.shape[-1]
+    Qn = _check_basis(Q, D)
+    mu = np.zeros(D) if mean is None else np.asarray(mean, dtype=np.float64).reshape(D)
+    if is_t:
+        Qt = torch.as_tensor(Qn, dtype=h.dtype, device=h.device)
+        P = lambda v: (v @ Qt) @ Qt.T
+        m = torch.as_tensor(mu, dtype=h.dtype, device=h.device)
+    else:
+        P = lambda v: (v @ Qn) @ Qn.T
+        m = mu
+    if mode == "keep":
+        return P(h)
+    if mode == "remove":
+        return h - P(h)
+    return h - 2 * P(h - m)
+
+
+@contextlib.contextmanager
+def intervene(module: nn.Module, Q, mode: str, mean=None) -> Iterator[None]:
+    """Within the ``with`` block, ``module``'s output (a tensor, ..., D) is replaced by ``intervene_array``."""
+    if not isinstance(module, nn.Module):
+        raise TypeError(f"module must be a torch.nn.Module, got {type(module).__name__}")
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+
+    def hook(_m, _inp, out):
+        if not isinstance(out, torch.Tensor):
+            raise TypeError("the hooked module must return a tensor")
+        return intervene_array(out, Q, mode, mean)
+
+    handle = module.register_forward_hook(hook)
+    try:
+        yield
+    finally:
+        handle.remove()
+
+
+def refine_rank(core: Core, keep_acc: Callable[[np.ndarray], float], remove_acc: Callable[[np.ndarray], float],
+                base: float, chance: float, tol: float = 1e-3, r_max: int | None = None) -> dict[str, int]:
+    """Necessity/sufficiency scans upward from the energy rank.
+
+    ``r_nec_strict``: smallest r with remove-accuracy <= ``chance``; ``r_suf_strict``: smallest r with keep-accuracy
+    >= ``base - tol``; the operational ranks are ``max(r_energy, strict)``. A scan that never succeeds gives r_max.
+    """
+    D = core.basis.shape[1]
+    r_max = D if r_max is None else min(int(r_max), D)
+    if r_max < 1:
+        raise ValueError("r_max must be >= 1")
+    r0 = max(core.rank, 1)
+    out = {"r_energy": core.rank, "r_nec": r_max, "r_suf": r_max}
+    for r in range(r0, r_max + 1):
+        if remove_acc(core.basis[:, :r]) <= chance:
+            out["r_nec"] = r
+            break
+    for r in range(r0, r_max + 1):
+        if keep_acc(core.basis[:, :r]) >= base - tol:
+            out["r_suf"] = r
+            break
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# mechanism recovery
+def fit_linear_dynamics(z_now, z_next) -> tuple[np.ndarray, np.ndarray, float]:
+    """Least squares ``z_next - mean ~ (z_now - mean) A`` on centered data; returns (A, eig(A), R^2)."""
+    X, Y = _as_matrix(z_now, "z_now"), _as_matrix(z_next, "z_next")
+    if X.shape != Y.shape:
+        raise ValueError(f"z_now and z_next must have the same shape, got {X.shape} and {Y.shape}")
+    Xc, Yc = X - X.mean(0), Y - Y.mean(0)
+    A = np.linalg.lstsq(Xc, Yc, rcond=None)[0]
+    resid = Yc - Xc @ A
+    r2 = 1.0 - float((resid**2).sum() / max((Yc**2).sum(), 1e-300))
+    return A, np.linalg.eigvals(A), r2
+
+
+def transition_spectrum(T) -> np.ndarray:
+    """Eigenvalues of a row-stochastic transition matrix, the unit eigenvalue first."""
+    T = _as_matrix(T, "T")
+    if T.shape[0] != T.shape[1] or not np.allclose(T.sum(1), 1) or (T < 0).any():
+        raise ValueError("T must be a square row-stochastic matrix")
+    ev = np.linalg.eigvals(T)
+    return ev[np.argsort(np.abs(ev - 1), kind="stable")]
+
+
+def markov_oracle_r2(T) -> float:
+    """Best R^2 of predicting the next one-hot from the current state: ``1 - (1/V) sum_i m_i / v_i``."""
+    T = _as_matrix(T, "T")
+    V = T.shape[0]
+    w, vl = np.linalg.eig(T.T)
+    pi = np.real(vl[:, np.argmin(np.abs(w - 1))])
+    pi = pi / pi.sum()
+    m = (np.diag(pi) @ (T * (1 - T))).sum(0)
+    v = pi * (1 - pi)
+    return float(1 - (m / v).sum() / V)
+
+
+def shift_operator_eigs(reps, tol: float = 1e-3, k_max: int | None = None) -> np.ndarray:
+    """Eigenvalues of the shift ``reps[c] -> reps[(c+1) mod p]`` fitted on centered class means ``reps`` (p x r).
+
+    The class means are expressed in their top-k principal directions (singular values above ``tol`` times the
+    largest, at most ``k_max`` = p - 1), and ``A`` is the least-squares map X A ~ roll(X, -1).
+    """
+    R = _as_matrix(reps, "reps")
+    p = R.shape[0]
+    if p < 3:
+        raise ValueError(f"reps needs at least 3 classes, got {p}")
+    k_max = p - 1 if k_max is None else int(k_max)
+    Rc = R - R.mean(0)
+    U, s, _ = np.linalg.svd(Rc, full_matrices=False)
+    if s[0] <= 0:
+        return np.zeros(0, dtype=complex)
+    k = int(min(k_max, (s > tol * s[0]).sum()))
+    X = U[:, :k] * s[:k]
+    A = np.linalg.lstsq(X, np.roll(X, -1, axis=0), rcond=None)[0]
+    return np.linalg.eigvals(A)
+
+
+def ring_fraction(eigs, p: int) -> float:
+    """Fraction of eigenvalues with ``| 1 - |lambda| | <= sin(pi / p)`` (on the unit circle)."""
+    eigs = np.asarray(eigs)
+    if eigs.size == 0:
+        return 0.0
+    return float(np.mean(np.abs(1 - np.abs(eigs)) <= np.sin(np.pi / p)))
+
+
+def mode_count(eigs, p: int) -> int:
+    """Number of distinct Fourier frequencies ``min(k, p - k)``, ``k = round(angle p / 2 pi)``, among ring eigenvalues."""
+    eigs = np.asarray(eigs)
+    eigs = eigs[np.abs(1 - np.abs(eigs)) <= np.sin(np.pi / p)]
+    k = np.round(np.angle(eigs) * p / (2 * np.pi)).astype(int) % p
+    return int(len(set(np.minimum(k, p - k).tolist())))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# cross-model comparison
+def principal_angles_deg(Q1, Q2) -> np.ndarray:
+    """Principal angles (degrees, ascending) between the column spaces of Q1 and Q2 (same number of rows)."""
+    A, B = _as_matrix(Q1, "Q1"), _as_matrix(Q2, "Q2")
+    if A.shape[0] != B.shape[0]:
+        raise ValueError(f"Q1 and Q2 must have the same number of rows, got {A.shape} and {B.shape}")
+    return np.sort(np.degrees(scipy.linalg.subspace_angles(A, B)))
+
+
+def projector_overlap(Q1, Q2) -> float:
+    """``||Q1^T Q2||_F^2 / r`` (1 = same subspace, ~ r/D for random subspaces), r = min rank."""
+    A, B = _check_basis(Q1), _check_basis(Q2)
+    if A.shape[0] != B.shape[0]:
+        raise ValueError(f"Q1 and Q2 must have the same number of rows, got {A.shape} and {B.shape}")
+    return float(np.sum((A.T @ B) ** 2) / min(A.shape[1], B.shape[1]))
+
+
+def cca(X, Y, reg: float = 1e-9) -> np.ndarray:
+    """Canonical correlations (descending) between paired samples X (N x a) and Y (N x b)."""
+    X, Y = _as_matrix(X, "X"), _as_matrix(Y, "Y")
+    if X.shape[0] != Y.shape[0]:
+        raise ValueError(f"X and Y must have the same number of rows, got {X.shape} and {Y.shape}")
+
+    def whiten(M: np.ndarray) -> np.ndarray:
+        M = M - M.mean(0)
+        U, s, _ = np.linalg.svd(M, full_matrices=False)
+        return U[:, s > max(reg, 1e-10) * max(s[0], 1e-300)]
+
+    return np.clip(np.linalg.svd(whiten(X).T @ whiten(Y), compute_uv=False), 0.0, 1.0)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# tasks and grokking summaries
+def cyclic_transition(V: int = 4, stay: float = 0.75) -> np.ndarray:
+    """The cyclic chain of the paper: row i stays with ``stay``, advances to i+1 mod V otherwise."""
+    if V < 2 or not 0 <= stay <= 1:
+        raise ValueError("need V >= 2 and 0 <= stay <= 1")
+    return stay * np.eye(V) + (1 - stay) * np.roll(np.eye(V), 1, axis=1)
+
+
+def markov_sequences(T, n: int, length: int, seed: int = 0) -> np.ndarray:
+    """``n`` sequences of ``length`` states, started from the uniform distribution, stepped with ``T``."""
+    T = _as_matrix(T, "T")
+    if n < 1 or length < 2:
+        raise ValueError("need n >= 1 and length >= 2")
+    rng = np.random.default_rng(seed)
+    V = T.shape[0]
+    x = np.empty((n, length), dtype=np.int64)
+    x[:, 0] = rng.integers(0, V, n)
+    cdf = np.cumsum(T, axis=1)
+    for t in range(1, length):
+        u = rng.random(n)[:, None]
+        x[:, t] = np.minimum((u > cdf[x[:, t - 1]]).sum(1), V - 1)
+    return x
+
+
+def modadd_split(p: int, train_frac: float = 0.5, seed: int = 42) -> tuple[np.ndarray, np.ndarray]:
+    """All pairs (a, b, (a+b) mod p) split at random into train and test rows (each n x 3)."""
+    if p < 2 or not 0 < train_frac < 1:
+        raise ValueError("need p >= 2 and 0 < train_frac < 1")
+    a, b = np.meshgrid(np.arange(p), np.arange(p), indexing="ij")
+    data = np.stack([a.ravel(), b.ravel(), (a + b).ravel() % p], 1)
+    perm = np.random.RandomState(seed).permutation(len(data))
+    n_train = int(round(train_frac * len(data)))
+    return data[perm[:n_train]], data[perm[n_train:]]
+
+
+def grok_step(steps: Sequence[int], test_acc: Sequence[float], threshold: float = 0.99) -> int | None:
+    """First logged step whose test accuracy reaches ``threshold`` (None if never)."""
+    if len(steps) != len(test_acc):
+        raise ValueError("steps and test_acc must have the same length")
+    for s, a in zip(steps, test_acc):
+        if a >= threshold:
+            return int(s)
+    return None
+
+
+def loglog_slope(x, y) -> float:
+    """Least-squares slope of log y on log x (x, y > 0, at least 2 points)."""
+    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    if x.shape != y.shape or x.size < 2 or (x <= 0).any() or (y <= 0).any():
+        raise ValueError("x and y must be positive, the same length, with at least 2 points")
+    return float(np.polyfit(np.log(x), np.log(y), 1)[0])

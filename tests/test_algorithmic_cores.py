@@ -1,0 +1,194 @@
+"""Tests for helpers.algorithmic_cores (ACE): Gramians, balanced truncation, hooks, mechanism fits, comparisons."""
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from helpers import algorithmic_cores as ac
+
+
+def planted(seed=0, N=20000, D=24, r=3, distract=2.0, noise=0.05):
+    """H with a planted r-D core read by a linear tail, plus high-variance distractors the tail ignores."""
+    rng = np.random.default_rng(seed)
+    M = np.linalg.qr(rng.normal(size=(D, D)))[0]
+    S, Dis = M[:, :r], M[:, r:r + 5]
+    H = rng.normal(size=(N, r)) @ S.T + distract * rng.normal(size=(N, 5)) @ Dis.T + noise * rng.normal(size=(N, D))
+    W = np.linalg.qr(rng.normal(size=(6, r)))[0] @ S.T
+    return H, W, S
+
+
+def test_ace_recovers_planted_core_and_pca_does_not():
+    H, W, S = planted()
+    core = ac.ace(H, W=W, threshold=0.999)
+    assert core.rank == 3
+    assert ac.principal_angles_deg(core.Q, S).max() < 5.0
+    pca = np.linalg.svd(H - H.mean(0), full_matrices=False)[2][:3].T
+    assert ac.principal_angles_deg(pca, S).max() > 45.0  # the distractors dominate the variance
+
+
+def test_autograd_gramian_equals_linear_gramian():
+    H, W, _ = planted(N=500)
+    Wt = torch.tensor(W, dtype=torch.float32)
+    obs = ac.observability_gramian(lambda h: h @ Wt.T, H, samples=32)
+    np.testing.assert_allclose(obs, ac.linear_observability(W), atol=1e-5)
+
+
+def test_autograd_gramian_through_a_module_with_parameters():
+    torch.manual_seed(0)
+    head = torch.nn.Linear(5, 3)
+    H = np.random.default_rng(0).normal(size=(40, 5))
+    obs = ac.observability_gramian(head, H, samples=10)
+    np.testing.assert_allclose(obs, ac.linear_observability(head.weight.detach().numpy()), atol=1e-5)
+
+
+def test_autograd_gramian_nonlinear_matches_finite_differences():
+    rng = np.random.default_rng(1)
+    H = rng.normal(size=(5, 4))
+    Wt = torch.tensor(rng.normal(size=(3, 4)), dtype=torch.float64)
+    tail = lambda h: torch.tanh(h.double() @ Wt.T)
+    obs = ac.observability_gramian(tail, H, samples=5)
+    ref = np.zeros((4, 4))
+    for h in H:
+        J = (1 - np.tanh(h @ Wt.numpy().T) ** 2)[:, None] * Wt.numpy()
+        ref += J.T @ J / 5
+    np.testing.assert_allclose(obs, ref, atol=1e-4)
+
+
+def test_basis_orthonormal_and_nested():
+    H, W, _ = planted(N=3000)
+    core = ac.ace(H, W=W)
+    np.testing.assert_allclose(core.basis.T @ core.basis, np.eye(H.shape[1]), atol=1e-8)
+    assert core.energy[-1] == pytest.approx(1.0)
+    assert np.all(np.diff(core.hsv) <= 1e-12)
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10_000))
+def test_basis_invariance_under_rotation(seed):
+    """ACE(H R, W R) = R^T ACE(H, W): the core is a property of the computation, not the coordinates."""
+    H, W, _ = planted(seed=seed, N=2000, D=12)
+    R = np.linalg.qr(np.random.default_rng(seed + 1).normal(size=(12, 12)))[0]
+    a, b = ac.ace(H, W=W), ac.ace(H @ R, W=W @ R)
+    assert a.rank == b.rank
+    P1, P2 = R.T @ a.Q @ a.Q.T @ R, b.Q @ b.Q.T
+    np.testing.assert_allclose(P1, P2, atol=1e-6)
+
+
+def test_energy_rank():
+    assert ac.energy_rank([1.0, 0.0, 0.0], 0.999) == 1
+    assert ac.energy_rank([1.0, 1.0, 1.0, 1.0], 0.5) == 2
+    assert ac.energy_rank([1.0, 1.0], 1.0) == 2
+    with pytest.raises(ValueError):
+        ac.energy_rank([1.0], 0.0)
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 10_000), r=st.integers(1, 6))
+def test_hooks_algebra(seed, r):
+    rng = np.random.default_rng(seed)
+    D = 8
+    Q = np.linalg.qr(rng.normal(size=(D, r)))[0]
+    h, mu = rng.normal(size=(5, D)), rng.normal(size=D)
+    keep, rem = ac.intervene_array(h, Q, "keep"), ac.intervene_array(h, Q, "remove")
+    np.testing.assert_allclose(keep + rem, h, atol=1e-12)
+    np.testing.assert_allclose((keep * rem).sum(1), 0, atol=1e-10)  # orthogonal parts
+    flip = ac.intervene_array(h, Q, "flip", mu)
+    np.testing.assert_allclose(ac.intervene_array(flip, Q, "flip", mu), h, atol=1e-10)  # a reflection
+    np.testing.assert_allclose((flip - mu) @ Q, -((h - mu) @ Q), atol=1e-10)
+    np.testing.assert_allclose(flip @ (np.eye(D) - Q @ Q.T), h @ (np.eye(D) - Q @ Q.T), atol=1e-10)
+
+
+def test_intervene_hook_on_module():
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(4, 4)
+    x = torch.randn(3, 4)
+    full = np.eye(4)
+    with ac.intervene(lin, full, "keep"):
+        y = lin(x)
+    assert torch.equal(y, lin(x)) or torch.allclose(y, lin(x), atol=1e-6)
+    with ac.intervene(lin, full, "remove"):
+        assert torch.allclose(lin(x), torch.zeros(3, 4), atol=1e-6)
+    assert not lin._forward_hooks  # removed on exit
+
+
+def test_linear_dynamics_and_markov_oracle():
+    T = ac.cyclic_transition(4, 0.75)
+    true = ac.transition_spectrum(T)
+    assert true[0] == pytest.approx(1.0)
+    x = ac.markov_sequences(T, 4000, 20, seed=0)
+    E = np.eye(4)[:, :3]  # any affine function of the state; drop one coordinate of the one-hot
+    onehot = np.eye(4)[x]
+    z_now, z_next = onehot[:, :-1].reshape(-1, 4) @ E, onehot[:, 1:].reshape(-1, 4) @ E
+    _, eig, r2 = ac.fit_linear_dynamics(z_now, z_next)
+    err = [np.min(np.abs(eig - t)) for t in true[1:]]
+    assert max(err) < 0.02
+    _, _, r2_full = ac.fit_linear_dynamics(onehot[:, :-1].reshape(-1, 4), onehot[:, 1:].reshape(-1, 4))
+    assert r2_full == pytest.approx(ac.markov_oracle_r2(T), abs=0.01)
+
+
+def test_shift_operator_on_fourier_reps():
+    p = 13
+    ang = 2 * np.pi * np.arange(p) / p
+    rng = np.random.default_rng(0)
+    reps = np.stack([np.cos(ang), np.sin(ang), np.cos(4 * ang), np.sin(4 * ang)], 1) @ rng.normal(size=(4, 10))
+    eigs = ac.shift_operator_eigs(reps)
+    assert len(eigs) == 4 and ac.ring_fraction(eigs, p) == 1.0 and ac.mode_count(eigs, p) == 2
+    assert ac.ring_fraction(0.3 * eigs, p) == 0.0
+    noise = ac.shift_operator_eigs(rng.normal(size=(p, 6)))
+    assert ac.ring_fraction(noise, p) < 1.0
+
+
+def test_comparisons():
+    rng = np.random.default_rng(0)
+    Q = np.linalg.qr(rng.normal(size=(20, 3)))[0]
+    assert ac.projector_overlap(Q, Q) == pytest.approx(1.0)
+    assert ac.principal_angles_deg(Q, Q @ np.linalg.qr(rng.normal(size=(3, 3)))[0]).max() < 1e-5
+    rand = [ac.projector_overlap(Q, np.linalg.qr(rng.normal(size=(20, 3)))[0]) for _ in range(300)]
+    assert np.mean(rand) == pytest.approx(3 / 20, abs=0.02)
+    X = rng.normal(size=(500, 3))
+    c = ac.cca(X, X @ rng.normal(size=(3, 3)) + 5)
+    np.testing.assert_allclose(c, 1.0, atol=1e-8)
+    assert ac.cca(X, rng.normal(size=(500, 2))).max() < 0.2
+
+
+def test_grok_and_slope():
+    assert ac.grok_step([10, 20, 30], [0.1, 0.99, 1.0]) == 20
+    assert ac.grok_step([10], [0.1]) is None
+    x = np.array([0.5, 1, 2, 4])
+    assert ac.loglog_slope(x, 3 / x) == pytest.approx(-1.0)
+
+
+def test_modadd_split():
+    tr, te = ac.modadd_split(7, 0.5)
+    assert len(tr) + len(te) == 49
+    assert np.all((tr[:, 0] + tr[:, 1]) % 7 == tr[:, 2])
+    assert not {tuple(r) for r in tr} & {tuple(r) for r in te}
+
+
+def test_bad_input():
+    H, W, _ = planted(N=100)
+    with pytest.raises(ValueError, match="columns"):
+        ac.ace(H, W=W[:, :-1])
+    with pytest.raises(ValueError, match="exactly one"):
+        ac.ace(H)
+    with pytest.raises(ValueError, match="2-D"):
+        ac.controllability_gramian(H[0])
+    with pytest.raises(TypeError):
+        ac.controllability_gramian([[1.0, 2.0]])
+    with pytest.raises(ValueError, match="square"):
+        ac.balanced_core(np.eye(3), np.eye(4))
+    with pytest.raises(ValueError, match="rows"):
+        ac.intervene_array(np.zeros((2, 5)), np.eye(4)[:, :2], "keep")
+    with pytest.raises(ValueError, match="mode"):
+        ac.intervene_array(np.zeros((2, 4)), np.eye(4)[:, :2], "swap")
+    with pytest.raises(ValueError, match="same shape"):
+        ac.fit_linear_dynamics(np.zeros((5, 2)), np.zeros((5, 3)))
+    with pytest.raises(ValueError, match="NaN"):
+        ac.controllability_gramian(np.full((3, 2), np.nan))
+    with pytest.raises(ValueError, match="row-stochastic"):
+        ac.transition_spectrum(np.ones((2, 2)))
+    with pytest.raises(TypeError):
+        with ac.intervene("not a module", np.eye(2), "keep"):
+            pass
