@@ -1,0 +1,647 @@
+"""Transolver-GMsFEM: a neural operator predicts the local spectral basis of the Generalized Multiscale FEM.
+
+The pieces, in the order a reader meets them:
+
+* **Fine-scale FEM** for ``-div(kappa grad u) = f`` on the unit square with ``u = 0`` on the boundary: bilinear Q1
+  elements on a structured grid (:func:`structured_mesh`) or linear P1 triangles on an irregular Delaunay mesh
+  (:func:`jittered_mesh`); vectorised sparse assembly (:func:`stiffness`, :func:`mass`) and a sparse solve
+  (:func:`solve_fine`). ``kappa`` is piecewise constant per element, read from a pixel map (:func:`kappa_field`).
+* **GMsFEM** (Efendiev-Galvis-Hou 2013): coarse grid, neighbourhoods ``omega_i`` of interior coarse nodes
+  (:func:`neighbourhoods`), the local spectral problem ``A_omega phi = lambda S_omega phi`` with a lumped
+  kappa-weighted mass, solved in standard form with LAPACK's subset driver (:func:`local_spectral`), bilinear
+  partition of unity, the multiscale basis ``psi = chi * phi`` (:func:`multiscale_basis`), the Galerkin coarse solve
+  (:func:`gmsfem_solve`) and a parabolic variant with implicit Euler (:func:`parabolic`).
+* **Transolver** with Physics-Attention (:class:`Transolver`), mapping a neighbourhood's point cloud to its local
+  eigenfunctions, trained with a subspace-alignment loss (:func:`sal_loss`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.linalg as sla
+import scipy.sparse as sp
+import scipy.sparse.linalg as spla
+import torch
+from scipy.spatial import Delaunay
+from torch import Tensor, nn
+
+__all__ = [
+    "Mesh", "structured_mesh", "jittered_mesh", "kappa_field", "forcing", "stiffness", "mass", "load",
+    "solve_fine", "rel_errors", "l2_error", "Neighbourhood", "neighbourhoods", "local_spectral",
+    "eigen_residual", "multiscale_basis", "gmsfem_solve", "parabolic", "coarse_hats", "coarse_q1_fem",
+    "patch_features", "pad_patches", "PhysicsAttention", "TransolverBlock", "Transolver", "sal_loss",
+    "predict_basis", "dihedral", "s_orthonormalize", "with_constant",
+]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Reference elements
+# ----------------------------------------------------------------------------------------------------------------
+_G = np.array([-1.0, 1.0]) / math.sqrt(3.0)  # 2-point Gauss on [-1, 1], exact for the Q1 matrices
+_Q1_CORNERS = np.array([[0, 0], [1, 0], [1, 1], [0, 1]], dtype=float)  # counter-clockwise
+
+
+def _q1_reference(hx: float, hy: float) -> tuple[np.ndarray, np.ndarray]:
+    """Exact element stiffness (kappa = 1) and consistent mass of a hx-by-hy bilinear rectangle."""
+    K, M = np.zeros((4, 4)), np.zeros((4, 4))
+    sx, sy = 2 * _Q1_CORNERS[:, 0] - 1, 2 * _Q1_CORNERS[:, 1] - 1  # corner signs
+    for xi in _G:
+        for eta in _G:
+            N = 0.25 * (1 + sx * xi) * (1 + sy * eta)
+            dx = 0.25 * sx * (1 + sy * eta) * 2 / hx
+            dy = 0.25 * sy * (1 + sx * xi) * 2 / hy
+            w = hx * hy / 4
+            K += w * (np.outer(dx, dx) + np.outer(dy, dy))
+            M += w * np.outer(N, N)
+    return K, M
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Meshes and coefficients
+# ----------------------------------------------------------------------------------------------------------------
+@dataclass
+class Mesh:
+    """A fine mesh of the unit square. ``cells`` are quads (Q1) or triangles (P1); ``kappa`` is per cell.
+
+    ``Ke``/``Me`` hold each cell's unit-coefficient stiffness and consistent mass, so that assembling any subset of
+    cells (a neighbourhood) is a gather and a scatter.
+    """
+
+    points: np.ndarray
+    cells: np.ndarray
+    kind: str
+    Ke: np.ndarray
+    Me: np.ndarray
+    kappa: np.ndarray = field(default=None)  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        if self.kappa is None:
+            self.kappa = np.ones(len(self.cells))
+        self.kappa = np.asarray(self.kappa, dtype=float)
+        if self.kappa.shape != (len(self.cells),) or not np.all(self.kappa > 0):
+            raise ValueError(f"kappa must be positive with shape ({len(self.cells)},)")
+
+    @property
+    def n(self) -> int:
+        return len(self.points)
+
+    @property
+    def boundary(self) -> np.ndarray:
+        p = self.points
+        return (np.abs(p) < 1e-12).any(1) | (np.abs(p - 1) < 1e-12).any(1)
+
+    @property
+    def centroids(self) -> np.ndarray:
+        return self.points[self.cells].mean(1)
+
+    def with_kappa(self, pixels: np.ndarray) -> Mesh:
+        """The same mesh with ``kappa`` read from a pixel map of the unit square (row = y) at cell centroids."""
+        pixels = np.asarray(pixels, dtype=float)
+        if pixels.ndim != 2 or not np.all(pixels > 0):
+            raise ValueError("pixels must be a 2-D array of positive values")
+        c = self.centroids
+        ny, nx = pixels.shape
+        ix = np.clip((c[:, 0] * nx).astype(int), 0, nx - 1)
+        iy = np.clip((c[:, 1] * ny).astype(int), 0, ny - 1)
+        return Mesh(self.points, self.cells, self.kind, self.Ke, self.Me, pixels[iy, ix])
+
+    def node_log_kappa(self) -> np.ndarray:
+        """log10 kappa at each node: the mean over the cells touching it."""
+        k = self.cells.shape[1]
+        s = np.bincount(self.cells.ravel(), np.repeat(np.log10(self.kappa), k), self.n)
+        c = np.bincount(self.cells.ravel(), minlength=self.n)
+        return s / c
+
+
+def structured_mesh(n: int) -> Mesh:
+    """An ``n`` x ``n`` grid of bilinear (Q1) squares on the unit square; node ``(i, j)`` has index ``j*(n+1)+i``."""
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise ValueError(f"n must be a positive int, got {n!r}")
+    n = int(n)
+    x = np.linspace(0, 1, n + 1)
+    X, Y = np.meshgrid(x, x)
+    pts = np.column_stack([X.ravel(), Y.ravel()])
+    i, j = np.meshgrid(np.arange(n), np.arange(n))
+    i, j = i.ravel(), j.ravel()
+    base = j * (n + 1) + i
+    cells = np.column_stack([base, base + 1, base + n + 2, base + n + 1])
+    K, M = _q1_reference(1 / n, 1 / n)
+    ne = len(cells)
+    return Mesh(pts, cells, "q1", np.broadcast_to(K, (ne, 4, 4)), np.broadcast_to(M, (ne, 4, 4)))
+
+
+def jittered_mesh(n: int, jitter: float = 0.3, seed: int = 0) -> Mesh:
+    """An irregular P1 mesh: the ``(n+1)^2`` grid nodes moved at random by up to ``jitter`` h, then Delaunay.
+
+    Boundary nodes stay on the boundary (they slide along it), so the mesh still covers the unit square.
+    """
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 2:
+        raise ValueError(f"n must be an int >= 2, got {n!r}")
+    if not 0 <= jitter < 0.5:
+        raise ValueError(f"jitter must be in [0, 0.5), got {jitter}")
+    rng = np.random.default_rng(seed)
+    x = np.linspace(0, 1, n + 1)
+    X, Y = np.meshgrid(x, x)
+    pts = np.column_stack([X.ravel(), Y.ravel()])
+    d = rng.uniform(-jitter / n, jitter / n, pts.shape)
+    on_x = (np.abs(pts[:, 0]) < 1e-12) | (np.abs(pts[:, 0] - 1) < 1e-12)
+    on_y = (np.abs(pts[:, 1]) < 1e-12) | (np.abs(pts[:, 1] - 1) < 1e-12)
+    d[on_x, 0] = 0
+    d[on_y, 1] = 0
+    pts = pts + d
+    tri = Delaunay(pts).simplices
+    P = pts[tri]  # (ne, 3, 2)
+    e1, e2 = P[:, 1] - P[:, 0], P[:, 2] - P[:, 0]
+    det = e1[:, 0] * e2[:, 1] - e1[:, 1] * e2[:, 0]
+    flip = det < 0
+    tri[flip] = tri[flip][:, [0, 2, 1]]
+    P = pts[tri]
+    area = 0.5 * np.abs(det)
+    keep = area > 1e-14
+    tri, P, area = tri[keep], P[keep], area[keep]
+    # gradients of the barycentric coordinates: grad l_a = rot90(opposite edge) / (2 area)
+    edges = np.stack([P[:, 2] - P[:, 1], P[:, 0] - P[:, 2], P[:, 1] - P[:, 0]], 1)  # (ne, 3, 2)
+    grads = np.stack([-edges[..., 1], edges[..., 0]], -1) / (2 * area[:, None, None])
+    Ke = area[:, None, None] * np.einsum("eak,ebk->eab", grads, grads)
+    Me = area[:, None, None] / 12 * (np.ones((3, 3)) + np.eye(3))
+    return Mesh(pts, tri, "p1", Ke, Me)
+
+
+def kappa_field(seed: int, n_pix: int = 64, contrast: float = 1e4, geometry: str = "channels") -> np.ndarray:
+    """A high-contrast coefficient as a pixel map (rows = y): background 1, channels and inclusions = ``contrast``.
+
+    ``geometry="channels"``: 2-4 straight horizontal or vertical channels (1-2 pixels wide) and 4-8 small square
+    inclusions (the training distribution). ``"curved"``: sinusoidal and diagonal channels and 10-14 larger
+    inclusions (an out-of-distribution geometry).
+    """
+    if geometry not in ("channels", "curved"):
+        raise ValueError(f"geometry must be 'channels' or 'curved', got {geometry!r}")
+    if contrast <= 1:
+        raise ValueError(f"contrast must be > 1, got {contrast}")
+    if n_pix < 16:
+        raise ValueError(f"n_pix must be >= 16, got {n_pix}")
+    rng = np.random.default_rng(seed)
+    P = np.ones((n_pix, n_pix))
+    s = n_pix / 64  # geometry is defined at 64 pixels and scales with n_pix
+    idx = np.arange(n_pix)
+    if geometry == "channels":
+        for _ in range(rng.integers(2, 5)):
+            w = max(1, round(rng.integers(1, 3) * s))
+            a = rng.integers(int(4 * s), n_pix - int(4 * s) - w)
+            lo = rng.integers(0, n_pix // 3)
+            hi = rng.integers(2 * n_pix // 3, n_pix + 1)
+            if rng.random() < 0.5:
+                P[a:a + w, lo:hi] = contrast
+            else:
+                P[lo:hi, a:a + w] = contrast
+        n_inc, size = rng.integers(4, 9), max(1, round(2 * s))
+    else:
+        for _ in range(rng.integers(2, 4)):
+            w = max(1, round(rng.integers(1, 3) * s))
+            y0, amp, ph = rng.uniform(0.2, 0.8), rng.uniform(0.05, 0.15), rng.uniform(0, 2 * np.pi)
+            yc = ((y0 + amp * np.sin(2 * np.pi * idx / n_pix * rng.uniform(1, 2) + ph)) * n_pix).astype(int)
+            for x, y in zip(idx, yc):
+                P[np.clip(y, 0, n_pix - 1):np.clip(y + w, 0, n_pix), x] = contrast
+        d = idx + rng.integers(-n_pix // 3, n_pix // 3)  # one diagonal channel
+        ok = (d >= 0) & (d < n_pix)
+        P[d[ok], idx[ok]] = contrast
+        n_inc, size = rng.integers(10, 15), max(1, round(3 * s))
+    for _ in range(n_inc):
+        x, y = rng.integers(0, n_pix - size, 2)
+        P[y:y + size, x:x + size] = contrast
+    return P
+
+
+def forcing(points: np.ndarray, kind: str = "constant", seed: int = 0) -> np.ndarray:
+    """A source term at the nodes: ``constant`` (f = 1, the training forcing), ``sine`` or ``sources``."""
+    x, y = points[:, 0], points[:, 1]
+    if kind == "constant":
+        return np.ones(len(points))
+    if kind == "sine":
+        return 2 * np.sin(2 * np.pi * x) * np.sin(np.pi * y) + 1
+    if kind == "sources":
+        rng = np.random.default_rng(seed)
+        f = np.zeros(len(points))
+        for _ in range(4):
+            c, a = rng.uniform(0.15, 0.85, 2), rng.choice([-1, 1]) * rng.uniform(1, 3)
+            f += a * np.exp(-((x - c[0]) ** 2 + (y - c[1]) ** 2) / (2 * 0.06**2)) * 5
+        return f
+    raise ValueError(f"kind must be 'constant', 'sine' or 'sources', got {kind!r}")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Fine-scale FEM
+# ----------------------------------------------------------------------------------------------------------------
+def _assemble(mesh: Mesh, local: np.ndarray, weight: np.ndarray | None) -> sp.csr_matrix:
+    k = mesh.cells.shape[1]
+    vals = local if weight is None else local * weight[:, None, None]
+    rows = np.repeat(mesh.cells, k, axis=1).ravel()
+    cols = np.tile(mesh.cells, (1, k)).ravel()
+    return sp.csr_matrix((vals.ravel(), (rows, cols)), shape=(mesh.n, mesh.n))
+
+
+def stiffness(mesh: Mesh) -> sp.csr_matrix:
+    """The global stiffness matrix ``A_ij = int kappa grad phi_i . grad phi_j`` (no boundary conditions)."""
+    if not isinstance(mesh, Mesh):
+        raise TypeError(f"mesh must be a Mesh, got {type(mesh).__name__}")
+    return _assemble(mesh, mesh.Ke, mesh.kappa)
+
+
+def mass(mesh: Mesh) -> sp.csr_matrix:
+    """The consistent mass matrix ``M_ij = int phi_i phi_j``."""
+    if not isinstance(mesh, Mesh):
+        raise TypeError(f"mesh must be a Mesh, got {type(mesh).__name__}")
+    return _assemble(mesh, mesh.Me, None)
+
+
+def load(mesh: Mesh, f_nodes: np.ndarray) -> np.ndarray:
+    """The load vector ``b = M f_h`` for a source given by its nodal values (its FE interpolant)."""
+    f_nodes = np.asarray(f_nodes, dtype=float)
+    if f_nodes.shape != (mesh.n,):
+        raise ValueError(f"f_nodes must have shape ({mesh.n},), got {f_nodes.shape}")
+    return mass(mesh) @ f_nodes
+
+
+def solve_fine(mesh: Mesh, f_nodes: np.ndarray, A: sp.spmatrix | None = None) -> np.ndarray:
+    """The fine-scale FEM solution with ``u = 0`` on the boundary (sparse direct solve)."""
+    A = stiffness(mesh) if A is None else A
+    b = load(mesh, f_nodes)
+    inner = ~mesh.boundary
+    u = np.zeros(mesh.n)
+    u[inner] = spla.spsolve(A[inner][:, inner].tocsc(), b[inner])
+    return u
+
+
+def rel_errors(A: sp.spmatrix, M: sp.spmatrix, u: np.ndarray, v: np.ndarray) -> tuple[float, float]:
+    """Relative energy and L2 errors of ``v`` against the reference ``u``: ``(|u-v|_A/|u|_A, |u-v|_M/|u|_M)``."""
+    e = u - v
+    return float(np.sqrt(e @ (A @ e) / (u @ (A @ u)))), float(np.sqrt(e @ (M @ e) / (u @ (M @ u))))
+
+
+def l2_error(mesh: Mesh, u_nodes: np.ndarray, exact) -> float:
+    """``||u_h - u||_L2`` by Gauss quadrature (3x3 points per square, 7-point rule per triangle)."""
+    if mesh.kind == "q1":
+        g, w = np.polynomial.legendre.leggauss(3)
+        g, w = (g + 1) / 2, w / 2
+        xi, eta = np.meshgrid(g, g)
+        xi, eta, wq = xi.ravel(), eta.ravel(), np.outer(w, w).ravel()
+        N = np.stack([(1 - xi) * (1 - eta), xi * (1 - eta), xi * eta, (1 - xi) * eta], 1)
+        p0 = mesh.points[mesh.cells[:, 0]]
+        h = mesh.points[mesh.cells[:, 2]] - p0
+        X = p0[:, None, 0] + xi[None] * h[:, None, 0]
+        Y = p0[:, None, 1] + eta[None] * h[:, None, 1]
+        jac = h[:, 0] * h[:, 1]
+    else:
+        a, b = 0.470142064105115, 0.101286507323456
+        L = np.array([[1 / 3, 1 / 3], [a, a], [1 - 2 * a, a], [a, 1 - 2 * a], [b, b], [1 - 2 * b, b], [b, 1 - 2 * b]])
+        wq = np.array([0.225, *[0.132394152788506] * 3, *[0.125939180544827] * 3]) / 2
+        N = np.column_stack([1 - L.sum(1), L[:, 0], L[:, 1]])
+        P = mesh.points[mesh.cells]
+        X = P[:, :, 0] @ N.T
+        Y = P[:, :, 1] @ N.T
+        e1, e2 = P[:, 1] - P[:, 0], P[:, 2] - P[:, 0]
+        jac = np.abs(e1[:, 0] * e2[:, 1] - e1[:, 1] * e2[:, 0])
+    uh = u_nodes[mesh.cells] @ N.T
+    return float(np.sqrt(np.sum(jac[:, None] * wq[None] * (uh - exact(X, Y)) ** 2)))
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# GMsFEM
+# ----------------------------------------------------------------------------------------------------------------
+@dataclass
+class Neighbourhood:
+    """A coarse neighbourhood ``omega_i``: its fine nodes, the partition of unity there and the local matrices."""
+
+    center: np.ndarray
+    nodes: np.ndarray
+    chi: np.ndarray
+    A: np.ndarray  # dense Neumann stiffness on omega_i (with kappa)
+    s: np.ndarray  # lumped kappa-weighted mass (the diagonal of S_omega)
+    neumann: bool = True  # pure Neumann problem (first eigenfunction constant); False at boundary coarse nodes
+
+
+def coarse_hats(points: np.ndarray, n_coarse: int, boundary: bool = False) -> tuple[np.ndarray, sp.csr_matrix]:
+    """Coarse nodes (interior only, or all with ``boundary=True``) and their bilinear hats at ``points``."""
+    H = 1 / n_coarse
+    c = np.arange(0, n_coarse + 1) * H if boundary else np.arange(1, n_coarse) * H
+    cx, cy = np.meshgrid(c, c)
+    centers = np.column_stack([cx.ravel(), cy.ravel()])
+    hx = np.clip(1 - np.abs(points[:, None, 0] - centers[None, :, 0]) / H, 0, None)
+    hy = np.clip(1 - np.abs(points[:, None, 1] - centers[None, :, 1]) / H, 0, None)
+    return centers, sp.csr_matrix(hx * hy)
+
+
+def neighbourhoods(mesh: Mesh, n_coarse: int, boundary: bool = True) -> list[Neighbourhood]:
+    """The neighbourhoods ``omega_i`` of the nodes of an ``n_coarse`` x ``n_coarse`` coarse grid.
+
+    ``omega_i`` is the union of the fine cells with a vertex where the coarse hat ``chi_i`` is positive; its local
+    stiffness is assembled with natural (Neumann) conditions on the part of its boundary inside the domain. With
+    ``boundary=True`` the coarse nodes on the domain's boundary get a neighbourhood too, whose local problem has
+    the Dirichlet condition ``u = 0`` on the domain's boundary (those fine nodes are removed; interior coarse nodes
+    keep pure Neumann problems, their ``chi_i`` vanishes there anyway), so that high-contrast
+    channels near the boundary are not pinned to zero; ``boundary=False`` keeps interior coarse nodes only (the
+    space of standard coarse FEM when ``n_bf = 1`` and ``kappa = 1``).
+    """
+    if not isinstance(mesh, Mesh):
+        raise TypeError(f"mesh must be a Mesh, got {type(mesh).__name__}")
+    if isinstance(n_coarse, bool) or not isinstance(n_coarse, (int, np.integer)) or n_coarse < 2:
+        raise ValueError(f"n_coarse must be an int >= 2, got {n_coarse!r}")
+    centers, chi = coarse_hats(mesh.points, n_coarse, boundary)
+    chi = chi.tocsc()
+    on_boundary = mesh.boundary
+    lumped = mesh.Me.sum(2) * mesh.kappa[:, None]  # (ne, k): kappa-weighted lumped mass per cell
+    k = mesh.cells.shape[1]
+    out = []
+    for i, c in enumerate(centers):
+        col = chi[:, i]
+        positive = np.zeros(mesh.n, bool)
+        positive[col.indices[col.data > 0]] = True
+        cells = np.nonzero(positive[mesh.cells].any(1))[0]
+        nodes, inv = np.unique(mesh.cells[cells], return_inverse=True)
+        inv = inv.reshape(len(cells), k)
+        nl = len(nodes)
+        A = np.zeros((nl, nl))
+        rows, cols = np.repeat(inv, k, axis=1).ravel(), np.tile(inv, (1, k)).ravel()
+        np.add.at(A, (rows, cols), (mesh.Ke[cells] * mesh.kappa[cells, None, None]).ravel())
+        s = np.bincount(inv.ravel(), lumped[cells].ravel(), nl)
+        neumann = not np.any((c < 1e-12) | (c > 1 - 1e-12))
+        if not neumann:  # a boundary coarse node: u = 0 on the domain boundary
+            keep = ~on_boundary[nodes]
+            nodes, A, s = nodes[keep], A[np.ix_(keep, keep)], s[keep]
+        out.append(Neighbourhood(c, nodes, col.toarray().ravel()[nodes], A, s, neumann))
+    return out
+
+
+def local_spectral(A: np.ndarray, s: np.ndarray, n_bf: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ``n_bf`` smallest eigenpairs of ``A phi = lambda diag(s) phi`` (the fast path).
+
+    With a diagonal mass the generalized problem is the standard one ``S^-1/2 A S^-1/2 y = lambda y``; LAPACK's
+    ``evr`` driver computes only the requested subset. ``phi = S^-1/2 y`` is S-orthonormal.
+    """
+    A, s = np.asarray(A, dtype=float), np.asarray(s, dtype=float)
+    if A.ndim != 2 or A.shape[0] != A.shape[1] or s.shape != (A.shape[0],):
+        raise ValueError(f"A must be square (n, n) and s of shape (n,), got {A.shape} and {s.shape}")
+    if not np.all(s > 0):
+        raise ValueError("s (the lumped mass) must be positive")
+    if isinstance(n_bf, bool) or not isinstance(n_bf, (int, np.integer)) or not 1 <= n_bf <= len(s):
+        raise ValueError(f"n_bf must be an int in [1, {len(s)}], got {n_bf!r}")
+    r = 1 / np.sqrt(s)
+    B = A * r[:, None] * r[None, :]
+    lam, y = sla.eigh(B, subset_by_index=[0, int(n_bf) - 1], driver="evr", check_finite=False)
+    return lam, y * r[:, None]
+
+
+def eigen_residual(A: np.ndarray, s: np.ndarray, lam: np.ndarray, phi: np.ndarray) -> float:
+    """``max_k ||A phi_k - lambda_k S phi_k|| / (||A||_inf ||phi_k||)``: the relative residual of the eigenpairs."""
+    R = A @ phi - s[:, None] * phi * lam[None]
+    return float((np.linalg.norm(R, axis=0) / (np.abs(A).sum(1).max() * np.linalg.norm(phi, axis=0))).max())
+
+
+def multiscale_basis(mesh: Mesh, nbhds: list[Neighbourhood], phis: list[np.ndarray]) -> sp.csr_matrix:
+    """The multiscale basis ``R = [chi_i phi_i^k]`` (``n_fine`` x ``sum_i n_bf_i``), zero on the boundary."""
+    if len(nbhds) != len(phis):
+        raise ValueError(f"need one basis per neighbourhood: {len(nbhds)} neighbourhoods, {len(phis)} bases")
+    rows, cols, vals, j = [], [], [], 0
+    for nb, phi in zip(nbhds, phis):
+        phi = np.asarray(phi, dtype=float)
+        if phi.ndim != 2 or phi.shape[0] != len(nb.nodes):
+            raise ValueError(f"each basis must have shape ({len(nb.nodes)}, n_bf), got {phi.shape}")
+        psi = nb.chi[:, None] * phi
+        kk = phi.shape[1]
+        rows.append(np.repeat(nb.nodes, kk))
+        cols.append(np.tile(np.arange(j, j + kk), len(nb.nodes)))
+        vals.append(psi.ravel())
+        j += kk
+    R = sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(mesh.n, j))
+    keep = sp.diags((~mesh.boundary).astype(float))
+    return (keep @ R).tocsr()
+
+
+def gmsfem_solve(A: sp.spmatrix, b: np.ndarray, R: sp.spmatrix) -> tuple[np.ndarray, np.ndarray]:
+    """The Galerkin coarse solve: ``A_0 = R^T A R``, ``A_0 c = R^T b``; returns ``(u_ms = R c, A_0)``."""
+    if A.shape[0] != R.shape[0] or b.shape != (A.shape[0],):
+        raise ValueError(f"shapes do not match: A {A.shape}, b {b.shape}, R {R.shape}")
+    A0 = (R.T @ A @ R).toarray()
+    A0 = 0.5 * (A0 + A0.T)
+    c = sla.solve(A0, R.T @ b, assume_a="pos")
+    return R @ c, A0
+
+
+def parabolic(A: sp.spmatrix, M: sp.spmatrix, b: np.ndarray, u0: np.ndarray, dt: float, steps: int,
+              R: sp.spmatrix | None = None, inner: np.ndarray | None = None) -> np.ndarray:
+    """Implicit Euler for ``u_t - div(kappa grad u) = f``: ``(M + dt A) u^{n+1} = M u^n + dt b``.
+
+    With ``R`` the same step runs in the multiscale space (``R^T M R`` and ``R^T A R``, the basis reused at every
+    step); without it, on the fine interior nodes ``inner``. Returns the ``(steps + 1, n)`` trajectory.
+    """
+    if dt <= 0 or steps < 1:
+        raise ValueError(f"dt must be > 0 and steps >= 1, got {dt}, {steps}")
+    out = np.zeros((steps + 1, A.shape[0]))
+    out[0] = u0
+    if R is not None:
+        M0, A0 = (R.T @ M @ R).toarray(), (R.T @ A @ R).toarray()
+        lu = sla.cho_factor(M0 + dt * A0)
+        c = sla.cho_solve(sla.cho_factor(M0), R.T @ (M @ u0))
+        for t in range(steps):
+            c = sla.cho_solve(lu, M0 @ c + dt * (R.T @ b))
+            out[t + 1] = R @ c
+        return out
+    if inner is None:
+        raise ValueError("inner (the fine interior nodes) is needed when R is None")
+    Mi, Ai = M[inner][:, inner], A[inner][:, inner]
+    lu = spla.splu((Mi + dt * Ai).tocsc())
+    u = u0[inner].copy()
+    for t in range(steps):
+        u = lu.solve(Mi @ u + dt * b[inner])
+        out[t + 1, inner] = u
+    return out
+
+
+def coarse_q1_fem(n_coarse: int, n_fine: int, f: float = 1.0) -> np.ndarray:
+    """Standard coarse Q1 FEM with ``kappa = 1`` and constant ``f``, interpolated onto the fine grid's nodes."""
+    cm = structured_mesh(n_coarse)
+    uc = solve_fine(cm, np.full(cm.n, float(f)))
+    fm = structured_mesh(n_fine)
+    centers, chi = coarse_hats(fm.points, n_coarse)
+    inner_c = ~cm.boundary
+    # interior coarse nodes in the same order as coarse_hats' centers
+    order = np.lexsort((cm.points[inner_c, 0], cm.points[inner_c, 1]))
+    return chi @ uc[inner_c][order]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Learning the local basis: features, Transolver, subspace-alignment loss
+# ----------------------------------------------------------------------------------------------------------------
+LOGK_SCALE = 4.0  # log10 kappa is divided by this fixed constant (the same for every field, no per-field stats)
+
+
+def patch_features(mesh: Mesh, nb: Neighbourhood, H: float, node_logk: np.ndarray | None = None) -> np.ndarray:
+    """Per-node features of a neighbourhood's point cloud: ``[dx/H, dy/H, log10 kappa / 4, chi, 1]``."""
+    logk = mesh.node_log_kappa() if node_logk is None else node_logk
+    d = (mesh.points[nb.nodes] - nb.center) / H
+    return np.column_stack([d, logk[nb.nodes] / LOGK_SCALE, nb.chi, np.ones(len(nb.nodes))]).astype(np.float32)
+
+
+def pad_patches(arrays: list[np.ndarray], n_max: int | None = None) -> tuple[Tensor, Tensor]:
+    """Stack variable-size point clouds into ``(B, n_max, ...)`` with zeros and a boolean mask ``(B, n_max)``."""
+    if not arrays:
+        raise ValueError("arrays must be non-empty")
+    n_max = max(len(a) for a in arrays) if n_max is None else n_max
+    shape = (len(arrays), n_max, *arrays[0].shape[1:])
+    out = np.zeros(shape, np.float32)
+    mask = np.zeros((len(arrays), n_max), bool)
+    for i, a in enumerate(arrays):
+        out[i, :len(a)] = a
+        mask[i, :len(a)] = True
+    return torch.from_numpy(out), torch.from_numpy(mask)
+
+
+def dihedral(feats: Tensor, g: Tensor) -> Tensor:
+    """Apply one of the 8 symmetries of the square (``g`` in 0..7 per patch) to the coordinate features.
+
+    The PDE is isotropic and ``chi`` is symmetric, so a rotated or reflected patch has the same eigenfunctions at
+    the same nodes: only ``(dx, dy)`` change. Used for data augmentation.
+    """
+    x, y = feats[..., 0], feats[..., 1]
+    g = g.view(-1, *([1] * (x.dim() - 1)))
+    swap = (g // 4) == 1
+    sx = torch.where(g % 2 == 1, -1.0, 1.0)
+    sy = torch.where((g // 2) % 2 == 1, -1.0, 1.0)
+    nx, ny = torch.where(swap, y, x) * sx, torch.where(swap, x, y) * sy
+    return torch.cat([nx[..., None], ny[..., None], feats[..., 2:]], -1)
+
+
+class PhysicsAttention(nn.Module):
+    """Transolver's Physics-Attention: points -> soft slices -> attention among slice tokens -> back to points.
+
+    Per head: slice weights ``w = softmax(W_slice x_mid / tau)`` over ``G`` slices; slice tokens are the
+    ``w``-weighted means of ``fx_mid``; the ``G`` tokens attend to each other; each point gets ``sum_g w_g z'_g``.
+    Cost is linear in the number of points.
+    """
+
+    def __init__(self, dim: int, heads: int = 4, slices: int = 32) -> None:
+        super().__init__()
+        if dim % heads:
+            raise ValueError(f"dim ({dim}) must be divisible by heads ({heads})")
+        self.h, self.d = heads, dim // heads
+        self.in_x, self.in_fx = nn.Linear(dim, dim), nn.Linear(dim, dim)
+        self.slice = nn.Linear(self.d, slices)
+        nn.init.orthogonal_(self.slice.weight)
+        self.temperature = nn.Parameter(torch.full((1, heads, 1, 1), 0.5))
+        self.q, self.k, self.v = (nn.Linear(self.d, self.d, bias=False) for _ in range(3))
+        self.out = nn.Linear(dim, dim)
+
+    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+        B, N, _ = x.shape
+        x_mid = self.in_x(x).view(B, N, self.h, self.d).transpose(1, 2)  # B,H,N,D
+        fx_mid = self.in_fx(x).view(B, N, self.h, self.d).transpose(1, 2)
+        w = torch.softmax(self.slice(x_mid) / self.temperature.clamp(0.1, 5.0), dim=-1)  # B,H,N,G
+        if mask is not None:
+            w = w * mask[:, None, :, None]
+        z = torch.einsum("bhng,bhnd->bhgd", w, fx_mid) / (w.sum(2)[..., None] + 1e-5)  # slice tokens
+        att = torch.softmax(self.q(z) @ self.k(z).transpose(-1, -2) / math.sqrt(self.d), dim=-1)
+        z = att @ self.v(z)  # attention among slices
+        out = torch.einsum("bhgd,bhng->bhnd", z, w)  # de-slice
+        return self.out(out.transpose(1, 2).reshape(B, N, self.h * self.d))
+
+
+class TransolverBlock(nn.Module):
+    """``x + PhysAttn(LN x)``, then ``x + MLP(LN x)``."""
+
+    def __init__(self, dim: int, heads: int, slices: int, mlp_ratio: int = 2) -> None:
+        super().__init__()
+        self.ln1, self.ln2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
+        self.attn = PhysicsAttention(dim, heads, slices)
+        self.mlp = nn.Sequential(nn.Linear(dim, mlp_ratio * dim), nn.GELU(), nn.Linear(mlp_ratio * dim, dim))
+
+    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+        x = x + self.attn(self.ln1(x), mask)
+        return x + self.mlp(self.ln2(x))
+
+
+class Transolver(nn.Module):
+    """A point-cloud Transolver: lift features, ``layers`` Physics-Attention blocks, project to ``out_dim``."""
+
+    def __init__(self, in_dim: int, out_dim: int, dim: int = 64, layers: int = 4, heads: int = 4,
+                 slices: int = 32) -> None:
+        super().__init__()
+        for name, v in dict(in_dim=in_dim, out_dim=out_dim, dim=dim, layers=layers, heads=heads, slices=slices).items():
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"{name} must be a positive int, got {v!r}")
+        self.lift = nn.Sequential(nn.Linear(in_dim, 2 * dim), nn.GELU(), nn.Linear(2 * dim, dim))
+        self.blocks = nn.ModuleList(TransolverBlock(dim, heads, slices) for _ in range(layers))
+        self.head = nn.Sequential(nn.LayerNorm(dim), nn.Linear(dim, out_dim))
+
+    def forward(self, feats: Tensor, mask: Tensor | None = None) -> Tensor:
+        x = self.lift(feats)
+        for blk in self.blocks:
+            x = blk(x, mask)
+        return self.head(x)
+
+    @property
+    def n_params(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+
+def sal_loss(phi_hat: Tensor, phi: Tensor, s: Tensor, mask: Tensor | None = None, nested: bool = True,
+             eps: float = 1e-6) -> Tensor:
+    """Subspace-alignment loss: ``sum_k sin^2 theta_k`` between ``span(phi_hat)`` and ``span(phi)`` in ``<.,.>_S``.
+
+    ``phi`` (``B, n, K``) is S-orthonormal (``S = diag(s)``, ``s`` normalised to sum 1 per patch). ``phi_hat`` is
+    S-orthonormalised by a Cholesky factor of its Gram matrix, ``Q = phi_hat L^-T``; then
+    ``K - ||phi^T S Q||_F^2`` is the sum of squared sines of the principal angles. It is invariant to any
+    invertible recombination of ``phi_hat``'s columns (sign flips, rotations inside degenerate eigenspaces).
+    ``nested=True`` averages the loss of the leading ``k = 2..K`` columns, so the prediction is ordered like the
+    eigenvalues and truncating it to ``k`` functions still makes sense; returns the mean over patches.
+    """
+    if phi_hat.shape != phi.shape or phi.dim() != 3 or s.shape != phi.shape[:2]:
+        raise ValueError(f"need phi_hat, phi of shape (B, n, K) and s of shape (B, n); got "
+                         f"{tuple(phi_hat.shape)}, {tuple(phi.shape)}, {tuple(s.shape)}")
+    if mask is not None:
+        phi_hat = phi_hat * mask[..., None]
+    K = phi.shape[-1]
+    ks = range(2, K + 1) if nested and K > 1 else [K]
+    total = 0.0
+    for k in ks:
+        P, T = phi_hat[..., :k], phi[..., :k]
+        G = P.transpose(1, 2) @ (s[..., None] * P)
+        G = G + eps * torch.diagonal(G, dim1=1, dim2=2).mean(-1)[:, None, None] * torch.eye(k, dtype=G.dtype)
+        L = torch.linalg.cholesky(G)
+        C = T.transpose(1, 2) @ (s[..., None] * P)  # (B, k, k)
+        C = torch.linalg.solve_triangular(L, C.transpose(1, 2), upper=False).transpose(1, 2)  # C L^-T
+        total = total + (k - (C**2).sum((1, 2)))
+    return (total / len(ks)).mean()
+
+
+def with_constant(out: Tensor, mask: Tensor, neumann: Tensor) -> Tensor:
+    """The predicted basis: on pure-Neumann patches the first function is hard-wired to the constant (the exact
+    first eigenfunction there); on Dirichlet (boundary) patches all ``K`` network outputs are used."""
+    if out.dim() != 3 or mask.shape != out.shape[:2] or neumann.shape != out.shape[:1]:
+        raise ValueError("need out (B, n, K), mask (B, n) and neumann (B,)")
+    const = torch.cat([mask[..., None].to(out.dtype), out[..., 1:]], -1)
+    return torch.where(neumann[:, None, None], const, out) * mask[..., None]
+
+
+@torch.no_grad()
+def predict_basis(model: nn.Module, feats: Tensor, mask: Tensor, neumann: Tensor, batch: int = 256) -> list[np.ndarray]:
+    """Predicted local bases (see :func:`with_constant`), one ``(n_i, K)`` array per patch."""
+    model.eval()
+    outs = []
+    for i in range(0, len(feats), batch):
+        sl = slice(i, i + batch)
+        outs.append(with_constant(model(feats[sl], mask[sl]), mask[sl], neumann[sl]))
+    out = torch.cat(outs).double().numpy()
+    m = mask.numpy()
+    return [o[mi] for o, mi in zip(out, m)]
+
+
+def s_orthonormalize(phi: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """Make the columns of ``phi`` orthonormal in ``<u, v> = u^T diag(s) v`` (same span; Cholesky of the Gram)."""
+    phi = np.asarray(phi, dtype=float)
+    G = phi.T @ (s[:, None] * phi)
+    G += 1e-12 * np.trace(G) * np.eye(len(G))
+    L = np.linalg.cholesky(G)
+    return sla.solve_triangular(L, phi.T, lower=True).T
