@@ -128,12 +128,39 @@ def _hash_tree(h: hashlib._Hash, path: Path) -> None:
             h.update(p.read_bytes())
 
 
+def _chapter_module(slug: str) -> str:
+    """The helpers module of a chapter: ``02_tree_training`` -> ``tree_training``."""
+    return slug.split("_", 1)[1] if re.match(r"^\d+_", slug) else slug
+
+
 def input_key(slug: str, params: dict) -> str:
-    """A hash of everything a notebook's output depends on: its source, helpers/, data/, parameters and pins."""
+    """A hash of everything a notebook's output depends on: its source, helpers/, data/, parameters and pins.
+
+    A paper module never imports another paper's module, so the other chapters' modules are left out: editing one
+    chapter does not re-execute the others. Everything else in helpers/ (the shared core) is in.
+    """
     h = hashlib.sha256()
     h.update((NOTEBOOKS / f"{slug}.ipynb").read_bytes())
-    _hash_tree(h, ROOT / "helpers")
-    _hash_tree(h, ROOT / "data")
+    others = {_chapter_module(p.stem) for p in NOTEBOOKS.glob("*.ipynb")} - {_chapter_module(slug)}
+    helpers_dir = ROOT / "helpers"
+    for p in sorted(helpers_dir.iterdir()) if helpers_dir.exists() else []:
+        if p.name == "__pycache__" or p.stem in others or p.name in others:
+            continue
+        if p.is_dir():
+            _hash_tree(h, p)
+        else:
+            h.update(p.name.encode())
+            h.update(p.read_bytes())
+    other_slugs = {p.stem for p in NOTEBOOKS.glob("*.ipynb")} - {slug}
+    data_dir = ROOT / "data"
+    for p in sorted(data_dir.iterdir()) if data_dir.exists() else []:
+        if p.name in other_slugs:  # data/<slug>/ belongs to that chapter
+            continue
+        if p.is_dir():
+            _hash_tree(h, p)
+        else:
+            h.update(p.name.encode())
+            h.update(p.read_bytes())
     h.update(json.dumps(params, sort_keys=True).encode())
     h.update((ROOT / "requirements.txt").read_bytes())
     return h.hexdigest()

@@ -129,6 +129,26 @@ def test_input_key_changes_with_params_and_source(sandbox):
     assert a != build.input_key("k", {"quick": True})
 
 
+def test_input_key_ignores_other_chapters_modules_but_not_the_core(sandbox, monkeypatch, tmp_path):
+    root = tmp_path / "root"
+    (root / "helpers").mkdir(parents=True)
+    (root / "requirements.txt").write_text("x==1\n")
+    monkeypatch.setattr(build, "ROOT", root)
+    for slug in ("01_alpha", "02_beta"):
+        _write_nb(sandbox / f"{slug}.ipynb", ["x = 1"])
+    (root / "helpers" / "alpha.py").write_text("a = 1\n")
+    (root / "helpers" / "beta.py").write_text("b = 1\n")
+    (root / "helpers" / "core.py").write_text("c = 1\n")
+    key = build.input_key("01_alpha", {})
+    (root / "helpers" / "beta.py").write_text("b = 2\n")  # another chapter's module
+    assert build.input_key("01_alpha", {}) == key
+    (root / "helpers" / "alpha.py").write_text("a = 2\n")  # its own module
+    key2 = build.input_key("01_alpha", {})
+    assert key2 != key
+    (root / "helpers" / "core.py").write_text("c = 2\n")  # the shared core
+    assert build.input_key("01_alpha", {}) != key2
+
+
 def test_scoreboard_is_generated_from_records(sandbox, tmp_path):
     _write_nb(sandbox / "s.ipynb", ["x = 1"])
     nb = nbformat.read(sandbox / "s.ipynb", as_version=4)
