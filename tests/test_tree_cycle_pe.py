@@ -1,0 +1,194 @@
+"""Tests for helpers.tree_cycle_pe: alignment, invariance of the encodings, cycle basis, baselines, bad input."""
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from rdkit import Chem
+
+from helpers import tree_cycle_pe as tc
+
+RING_MOLS = ["CC(=O)Oc1ccccc1C(=O)O", "C1CCC2CCCCC2C1", "C1CCC(C1)C1CCCC1", "C1CC2CCC1CC2",
+             "Cn1cnc2c1c(=O)n(C)c(=O)n2C", "C12C3C4C1C5C2C3C45", "C1CCC2(CC1)CCCC2", "c1ccc2ccccc2c1"]
+ACYCLIC_MOLS = ["CC(C)CC(N)C(=O)O", "CCCCN(CC)C(=O)OCC", "OCC(O)CO", "CC(C)(C)OC(=O)NCCN", "C"]
+
+
+def variants(smi: str, n_random: int = 6) -> list[str]:
+    mol = tc.parse_smiles(smi)
+    return [tc.rooted_smiles(mol, r) for r in range(mol.GetNumAtoms())] + tc.random_smiles(mol, n_random, 0)
+
+
+def spread(smi: str, what: str) -> float:
+    rows = []
+    for s in variants(smi):
+        f = tc.featurize(s)
+        rows.append(tc.sorted_rows(f.atom_keys, getattr(f, what)))
+    return max(tc.multiset_diff(rows[0], r) for r in rows)
+
+
+# -- parsing and alignment ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("bad", ["C1CC", "not a smiles", "", "C(C", "c1cccc1X"])
+def test_invalid_smiles_raises_value_error(bad):
+    with pytest.raises(ValueError, match="SMILES"):
+        tc.parse_smiles(bad)
+    with pytest.raises(ValueError):
+        tc.featurize(bad)
+
+
+def test_bad_types_and_arguments():
+    with pytest.raises(TypeError):
+        tc.parse_smiles(3)
+    with pytest.raises(ValueError):
+        tc.rooted_smiles("CCO", 5)
+    with pytest.raises(ValueError):
+        tc.random_smiles("CCO", 0, 0)
+    with pytest.raises(TypeError):
+        tc.tree_paths("CCO")
+    with pytest.raises(ValueError):
+        tc.SeqEncoder(10, pe="rope")
+    with pytest.raises(ValueError):
+        tc.collate([])
+    with pytest.raises(ValueError):
+        tc.random_ring_system(np.random.default_rng(0), kind="cage")
+
+
+def test_alignment_of_aspirin_by_hand():
+    ser = tc.serialize("CC(=O)Oc1ccccc1C(=O)O")
+    pairs = list(zip(ser.tokens, ser.token_atom.tolist()))
+    assert pairs[:6] == [("C", 0), ("C", 1), ("(", 1), ("=", 2), ("O", 2), (")", 1)]
+    assert pairs[7:9] == [("c", 4), ("1", 4)]  # the ring digit belongs to the atom carrying it
+    assert ser.closures == [(4, 9)]
+    assert ser.tree_parent.tolist() == [-1, 0, 1, 1, 3, 4, 5, 6, 7, 8, 9, 10, 10]
+
+
+@pytest.mark.parametrize("smi", RING_MOLS + ACYCLIC_MOLS + ["CC.O", "C[NH3+].[Cl-]", "C=1CCCCC1", "C%10CC%10"])
+def test_each_atom_once_and_tree_plus_closures_is_the_graph(smi):
+    for s in variants(smi, 3):
+        ser = tc.serialize(s)
+        assert sorted(ser.token_atom[ser.is_atom].tolist()) == list(range(ser.n_atoms))
+        assert (ser.token_atom >= 0).all()
+        tree = {frozenset((v, int(p))) for v, p in enumerate(ser.tree_parent) if p >= 0}
+        bonds = {frozenset((b.GetBeginAtomIdx(), b.GetEndAtomIdx())) for b in ser.mol.GetBonds()}
+        assert tree | {frozenset(c) for c in ser.closures} == bonds
+        assert len(tree) + len(ser.closures) == len(bonds)
+        assert Chem.MolToSmiles(ser.mol) == Chem.MolToSmiles(tc.parse_smiles(smi))
+
+
+# -- the encodings -----------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("smi", ACYCLIC_MOLS)
+def test_tree_pe_invariant_on_acyclic(smi):
+    assert spread(smi, "tree") == 0.0
+
+
+@pytest.mark.parametrize("smi", RING_MOLS + ACYCLIC_MOLS)
+def test_cycle_pe_invariant_for_every_rooting(smi):
+    assert spread(smi, "cycle") == 0.0
+
+
+def test_tree_pe_not_invariant_on_a_ring():
+    assert spread("Cc1ccccc1", "tree") > 0  # which ring bond is opened changes the spanning tree
+
+
+def test_tree_paths_of_a_chain():
+    # propane written from an end: canonical root is a terminal carbon (rank 0); path lengths 0, 1, 2
+    f = tc.featurize("CCC")
+    depths = sorted((row >= 0).sum() for row in f.tree)
+    assert depths == [0, 1, 2]
+
+
+@pytest.mark.parametrize("smi,sizes", [
+    ("C1CCC2CCCCC2C1", [6, 6]), ("C1CCC(C1)C1CCCC1", [5, 5]), ("C1CC2CCC1CC2", [6, 6]),
+    ("C12C3C4C1C5C2C3C45", [4, 4, 4, 4, 4]), ("CCO", []), ("C1CC1.C1CCCCCCCC1", [3, 9]),
+])
+def test_cycle_basis_size_and_sizes(smi, sizes):
+    mol = tc.parse_smiles(smi)
+    basis = tc.canonical_cycle_basis(mol)
+    assert len(basis) == mol.GetNumBonds() - mol.GetNumAtoms() + len(Chem.GetMolFrags(mol))
+    assert sorted(len(r) for r in basis) == sizes
+
+
+def test_ring_count_targets_and_features():
+    np.testing.assert_array_equal(tc.ring_count_targets("C1CCC2CCCCC2C1"), [0, 0, 0, 2, 0, 0])
+    np.testing.assert_array_equal(tc.ring_count_targets("C1CC1.C1CCCCCCCC1"), [1, 0, 0, 0, 0, 1])
+    f = tc.cycle_features(tc.parse_smiles("c1ccc2ccccc2c1"))
+    assert f[:, 0].max() == 2 and f[:, 0].min() == 1  # fusion atoms are in two rings
+    assert (f[:, 7] == 1).all()  # every atom in an aromatic ring
+    assert np.allclose(f[:, 9] ** 2 + f[:, 10] ** 2, 1.0)  # sin^2 + cos^2 of the first ring position
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 10**6), st.sampled_from(["fused", "spiro", "bridged", "chain", "mixed"]))
+def test_property_random_ring_systems(s, kind):
+    smi = tc.random_ring_system(np.random.default_rng(s), kind)
+    mol = tc.parse_smiles(smi)
+    assert len(tc.canonical_cycle_basis(mol)) == tc.cycle_rank(mol)
+    assert (kind == "chain") == (tc.cycle_rank(mol) == 0)
+    rows = []
+    for v in tc.random_smiles(mol, 4, s):
+        f = tc.featurize(v)
+        rows.append((tc.sorted_rows(f.atom_keys, f.cycle), tc.sorted_rows(f.atom_keys, f.tree)))
+    assert max(tc.multiset_diff(rows[0][0], r[0]) for r in rows) == 0.0
+    if kind == "chain":
+        assert max(tc.multiset_diff(rows[0][1], r[1]) for r in rows) == 0.0
+
+
+# -- models --------------------------------------------------------------------------------------------------------
+def _vocab():
+    keys = {tc.atom_key(a) for s in RING_MOLS + ACYCLIC_MOLS for a in tc.parse_smiles(s).GetAtoms()}
+    return tc.Vocab(keys)
+
+
+@pytest.mark.parametrize("smi,parts", [("C1CCC2CCCCC2C1", ("cycle",)), ("CC(=O)Oc1ccccc1C(=O)O", ("cycle",)),
+                                       ("CC(C)CC(N)C(=O)O", ("tree", "cycle"))])
+def test_exact_invariance_atoms_only(smi, parts):
+    vocab = _vocab()
+    torch.manual_seed(0)
+    model = tc.SeqEncoder(len(vocab), pe="tree_cycle").eval()
+    items = [tc.featurize(s, vocab) for s in variants(smi)]
+    with torch.no_grad():
+        z = model.encode(tc.collate(items, atoms_only=True), parts)[:, 0]
+        full = model.encode(tc.collate(items), parts)[:, 0]
+    assert (z - z[:1]).abs().max().item() <= 1e-5
+    assert (full - full[:1]).abs().max().item() > 1e-5  # structural tokens break exactness
+
+
+def test_sinusoidal_is_not_invariant():
+    vocab = _vocab()
+    torch.manual_seed(0)
+    model = tc.SeqEncoder(len(vocab), pe="sinusoidal").eval()
+    items = [tc.featurize(s, vocab) for s in variants("CC(C)CC(N)C(=O)O")]
+    with torch.no_grad():
+        z = model.encode(tc.collate(items, atoms_only=True))[:, 0]
+    assert (z - z[:1]).abs().max().item() > 1e-4
+
+
+def test_gin_cannot_separate_1wl_pair_but_cycle_pe_can():
+    vocab = _vocab()
+    pair = [tc.featurize("C1CCC2CCCCC2C1", vocab), tc.featurize("C1CCC(C1)C1CCCC1", vocab)]
+    torch.manual_seed(0)
+    gin = tc.GIN(len(vocab)).eval()
+    seq = tc.SeqEncoder(len(vocab), pe="tree_cycle").eval()
+    with torch.no_grad():
+        g = gin.embed(tc.graph_batch(pair, vocab))[0]
+        z = seq.encode(tc.collate(pair, atoms_only=True), ("cycle",))[:, 0]
+    assert (g[0] - g[1]).abs().max().item() <= 1e-5
+    assert (z[0] - z[1]).abs().max().item() > 1e-3
+
+
+def test_models_shapes_and_graphormer_bias():
+    vocab = _vocab()
+    items = [tc.featurize(s, vocab) for s in RING_MOLS[:3]]
+    seq = tc.SeqEncoder(len(vocab), n_out=6, n_node=1)
+    out, node = seq(tc.collate(items))
+    assert out.shape == (3, 6) and node.shape[-1] == 1
+    g = tc.graph_batch(items, vocab)
+    gf = tc.GraphormerLite(len(vocab), n_out=2)
+    assert gf(g).shape == (3, 2) and torch.isfinite(gf(g)).all()
+    assert tc.GIN(len(vocab), n_out=2)(g).shape == (3, 2)
+    assert g.dense_spd[0, 1, 1] == 1 and g.dense_spd[0, 0, 1] == 0  # self distance 0 -> bucket 1; [CLS] -> 0
+
+
+def test_alert_atoms():
+    assert tc.alert_atoms("O=[N+]([O-])c1ccccc1")  # nitro aromatic is a BRENK alert
+    assert tc.alert_atoms("CCO") == set()
