@@ -1,0 +1,659 @@
+"""Depth-first search inside a transformer: the task, the hand-built constructions, look-ahead, training data.
+
+The setting (reconstructed from the paper's abstract and prior work on graph search in transformers):
+
+* A directed graph on nodes ``0..n-1`` is given as edge tokens ``(a, b)``, then the **DFS trace** so far.
+* The trace starts at the source ``s``. Each step emits an **unvisited child** of the current node (tie-break: the
+  largest index) or, when there is none, **backtracks** to the current node's DFS parent. It stops when the target
+  is emitted, or when the source has no unvisited child left (the target is unreachable).
+* The DFS state is read from the trace alone: current node = last token, visited = every emitted node, parent of
+  ``u`` = the token just before ``u``'s first occurrence.
+
+:class:`TwoLayerDFS` implements one DFS step with two attention layers whose weights are set by hand:
+layer 1 marks each edge ``(a, b)`` whose head ``b`` is visited (edge tokens attend to the trace) and copies each
+trace token's predecessor; layer 2 selects an unvisited child of the current node (hard attention, largest index
+wins) and looks up the parent for backtracking. :class:`OneLayerDFS` is the one-layer counterpart: it can only
+subtract the average visited embedding from the average child embedding, which needs width ~ N on dense graphs.
+:func:`lookahead_trace` simulates the L-layer model with look-ahead horizon ``2**(L-3)``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import networkx as nx
+import numpy as np
+import torch
+from torch import Tensor
+
+__all__ = [
+    "check_graph", "random_digraph", "edge_list", "dfs_trace", "networkx_dfs_walk", "dfs_state", "next_step",
+    "is_valid_step", "sample_states", "lookahead_trace", "sign_embeddings", "one_hot_embeddings",
+    "TwoLayerDFS", "OneLayerDFS", "full_attention", "rollout", "child_accuracy", "width_needed", "fit_exponent",
+    "TokenCodec", "make_state_pool", "collate",
+]
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Graphs and the reference DFS
+# --------------------------------------------------------------------------------------------------------------
+def check_graph(n: int, edges: Sequence[tuple[int, int]] | np.ndarray) -> np.ndarray:
+    """Validate a graph given as ``n`` nodes and edges ``(a, b)``; return the edges as an (m, 2) int array.
+
+    Raises ``ValueError`` for node ids outside ``0..n-1``, self-loops or duplicate edges.
+    """
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise ValueError(f"n must be a positive int, got {n!r}")
+    e = np.asarray(edges, dtype=np.int64).reshape(-1, 2) if len(edges) else np.zeros((0, 2), dtype=np.int64)
+    if e.size and (e.min() < 0 or e.max() >= n):
+        bad = e[(e < 0).any(1) | (e >= n).any(1)][0].tolist()
+        raise ValueError(f"edge {tuple(bad)} has a node id outside 0..{n - 1}")
+    if (e[:, 0] == e[:, 1]).any():
+        raise ValueError("self-loops are not allowed")
+    if len(np.unique(e[:, 0] * n + e[:, 1])) != len(e):
+        raise ValueError("duplicate edges are not allowed")
+    return e
+
+
+def _check_node(x: int, n: int, name: str) -> int:
+    if isinstance(x, bool) or not isinstance(x, (int, np.integer)):
+        raise TypeError(f"{name} must be an int node id, got {type(x).__name__}")
+    if not 0 <= x < n:
+        raise ValueError(f"{name} must be a node id in 0..{n - 1}, got {x}")
+    return int(x)
+
+
+def random_digraph(n: int, rng: np.random.Generator, p: float | None = None,
+                   out_degree: tuple[int, int] | None = None) -> np.ndarray:
+    """A random directed graph as an (n, n) boolean adjacency matrix without self-loops.
+
+    Either Erdős–Rényi with edge probability ``p`` or each node gets a uniform number of children in
+    ``out_degree = (lo, hi)`` (inclusive).
+    """
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 2:
+        raise ValueError(f"n must be an int >= 2, got {n!r}")
+    if (p is None) == (out_degree is None):
+        raise ValueError("give exactly one of p or out_degree")
+    if p is not None:
+        if not 0.0 <= p <= 1.0:
+            raise ValueError(f"p must be in [0, 1], got {p}")
+        adj = rng.random((n, n)) < p
+    else:
+        lo, hi = out_degree
+        if not 0 <= lo <= hi <= n - 1:
+            raise ValueError(f"out_degree must satisfy 0 <= lo <= hi <= n-1, got {out_degree}")
+        adj = np.zeros((n, n), dtype=bool)
+        for a in range(n):
+            others = np.delete(np.arange(n), a)
+            adj[a, rng.choice(others, size=rng.integers(lo, hi + 1), replace=False)] = True
+    np.fill_diagonal(adj, False)
+    return adj
+
+
+def edge_list(adj: np.ndarray) -> np.ndarray:
+    """The edges ``(a, b)`` of a boolean adjacency matrix, as an (m, 2) int array (row-major order)."""
+    adj = np.asarray(adj)
+    if adj.ndim != 2 or adj.shape[0] != adj.shape[1]:
+        raise ValueError(f"adj must be a square matrix, got shape {adj.shape}")
+    return np.argwhere(adj.astype(bool)).astype(np.int64)
+
+
+def _adjacency(n: int, edges) -> np.ndarray:
+    e = check_graph(n, edges)
+    adj = np.zeros((n, n), dtype=bool)
+    adj[e[:, 0], e[:, 1]] = True
+    return adj
+
+
+def dfs_state(trace: Sequence[int]) -> tuple[int, set[int], dict[int, int | None]]:
+    """(current node, visited set, parent of every visited node) read from a trace, as the model reads it."""
+    if len(trace) == 0:
+        raise ValueError("trace must contain at least the source")
+    parent: dict[int, int | None] = {}
+    for i, v in enumerate(trace):
+        if v not in parent:
+            parent[int(v)] = int(trace[i - 1]) if i > 0 else None
+    return int(trace[-1]), set(parent), parent
+
+
+def next_step(adj: np.ndarray, trace: Sequence[int]) -> int | None:
+    """The reference DFS move: largest-index unvisited child, else the parent; ``None`` when DFS is exhausted."""
+    u, visited, parent = dfs_state(trace)
+    children = np.flatnonzero(adj[u])
+    fresh = [int(c) for c in children if int(c) not in visited]
+    if fresh:
+        return max(fresh)
+    return parent[u]
+
+
+def dfs_trace(n: int, edges, s: int, t: int | None = None) -> list[int]:
+    """The reference DFS trace from ``s`` until ``t`` is emitted (or the search is exhausted; ``t=None``: full)."""
+    adj = _adjacency(n, edges)
+    s = _check_node(s, n, "s")
+    if t is not None:
+        t = _check_node(t, n, "t")
+    trace = [s]
+    while trace[-1] != t:
+        nxt = next_step(adj, trace)
+        if nxt is None:
+            break
+        trace.append(nxt)
+    return trace
+
+
+def networkx_dfs_walk(n: int, edges, s: int, t: int | None = None) -> list[int]:
+    """The same walk read off networkx's DFS (``dfs_labeled_edges``), children visited largest index first."""
+    e = check_graph(n, edges)
+    s = _check_node(s, n, "s")
+    g = nx.DiGraph()
+    g.add_nodes_from(range(n))
+    for a in range(n):  # insertion order = neighbour order of the DFS: largest index first
+        for b in sorted(e[e[:, 0] == a, 1].tolist(), reverse=True):
+            g.add_edge(a, b)
+    walk = [s]
+    if s == t:
+        return walk
+    for u, v, kind in nx.dfs_labeled_edges(g, s):
+        if kind == "forward" and u != v:
+            walk.append(v)
+        elif kind == "reverse" and u != v:
+            walk.append(u)
+        else:
+            continue
+        if walk[-1] == t:
+            break
+    return walk
+
+
+def is_valid_step(adj: np.ndarray, trace: Sequence[int], nxt: int | None) -> bool:
+    """Is ``nxt`` a valid DFS move: some unvisited child if one exists, else the parent (None if exhausted)?"""
+    u, visited, parent = dfs_state(trace)
+    fresh = {int(c) for c in np.flatnonzero(adj[u])} - visited
+    if fresh:
+        return nxt in fresh
+    return nxt == parent[u]
+
+
+def sample_states(adj: np.ndarray, rng: np.random.Generator, n_states: int, kind: str = "any") -> list[list[int]]:
+    """Random DFS states (trace prefixes of full DFS runs from random sources).
+
+    ``kind``: ``"any"`` (a move exists), ``"child"`` (the current node has an unvisited child) or ``"backtrack"``.
+    """
+    if kind not in ("any", "child", "backtrack"):
+        raise ValueError(f"kind must be 'any', 'child' or 'backtrack', got {kind!r}")
+    n = adj.shape[0]
+    edges = edge_list(adj)
+    out: list[list[int]] = []
+    for _ in range(200 * n_states):
+        if len(out) == n_states:
+            break
+        trace = dfs_trace(n, edges, int(rng.integers(n)))
+        cut = int(rng.integers(1, len(trace) + 1))
+        prefix = trace[:cut]
+        nxt = next_step(adj, prefix)
+        if nxt is None:
+            continue
+        is_child = nxt not in dfs_state(prefix)[1]
+        if kind == "any" or (kind == "child") == is_child:
+            out.append(prefix)
+    if len(out) < n_states:
+        raise ValueError(f"could only find {len(out)} states of kind {kind!r} in this graph")
+    return out
+
+
+def lookahead_trace(adj: np.ndarray, s: int, t: int, horizon: int) -> list[int]:
+    """DFS with look-ahead: prefer unvisited children from which ``t`` is reachable within the horizon.
+
+    The horizon counts edges from the current node: horizon ``h`` sees whether ``u -> c -> ... -> t`` exists
+    with at most ``h`` edges through unvisited nodes. An L-layer transformer gets ``h = 2**(L-3)`` by repeated
+    squaring of the (unvisited) reachability relation, so it holds the relations for horizons 1, 2, 4, ..., h;
+    it prefers the children seen at the smallest such horizon (largest index among them), and falls back to
+    plain DFS when no child reaches ``t`` within ``h``. ``h = 0`` is plain DFS. This simulates that model.
+    """
+    n = adj.shape[0]
+    s, t = _check_node(s, n, "s"), _check_node(t, n, "t")
+    if isinstance(horizon, bool) or not isinstance(horizon, (int, np.integer)) or horizon < 0:
+        raise ValueError(f"horizon must be a non-negative int, got {horizon!r}")
+    trace = [s]
+    while trace[-1] != t:
+        u, visited, parent = dfs_state(trace)
+        fresh = [int(c) for c in np.flatnonzero(adj[u]) if int(c) not in visited]
+        if not fresh:
+            if parent[u] is None:
+                break
+            trace.append(parent[u])
+            continue
+        good = fresh
+        if horizon > 0:
+            # dist[c] = edges from c to t through unvisited nodes (breadth-first, at most horizon - 1 of them)
+            alive = np.ones(n, dtype=bool)
+            alive[list(visited)] = False
+            alive[t] = True
+            dist = np.full(n, np.inf)
+            dist[t] = 0
+            frontier = np.zeros(n, dtype=bool)
+            frontier[t] = True
+            for k in range(1, horizon):
+                frontier = adj[:, frontier].any(1) & alive & np.isinf(dist)
+                dist[frontier] = k
+            # level of a child = the doubling layer that first sees t: smallest j with dist + 1 <= 2**j
+            level = {c: math.ceil(math.log2(dist[c] + 1)) for c in fresh if dist[c] + 1 <= horizon}
+            if level:
+                best = min(level.values())
+                good = [c for c, lv in level.items() if lv == best]
+        trace.append(max(good))
+    return trace
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Node embeddings
+# --------------------------------------------------------------------------------------------------------------
+def sign_embeddings(n: int, d: int, rng: np.random.Generator) -> np.ndarray:
+    """Random node embeddings ``e_v in {+-1/sqrt(d)}^d`` (unit norm, nearly orthogonal for d = O(log n))."""
+    if n < 1 or d < 1:
+        raise ValueError(f"n and d must be >= 1, got n={n}, d={d}")
+    return rng.choice([-1.0, 1.0], size=(n, d)) / math.sqrt(d)
+
+
+def one_hot_embeddings(n: int) -> np.ndarray:
+    """Exact embeddings: ``e_v`` is the v-th unit vector (d = n)."""
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    return np.eye(n)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The hand-built transformers
+# --------------------------------------------------------------------------------------------------------------
+class _Slots:
+    """Named blocks of the residual stream: vector slots of width d and scalar slots of width 1."""
+
+    def __init__(self, d: int, vectors: Sequence[str], scalars: Sequence[str]) -> None:
+        self.idx: dict[str, slice] = {}
+        off = 0
+        for name in vectors:
+            self.idx[name] = slice(off, off + d)
+            off += d
+        for name in scalars:
+            self.idx[name] = slice(off, off + 1)
+            off += 1
+        self.width = off
+
+    def __getitem__(self, name: str) -> slice:
+        return self.idx[name]
+
+
+@dataclass
+class Head:
+    """One attention head: ``softmax((X Wq)(X Wk)^T | mask) (X Wv) Wo`` with hand-set matrices (scale folded in).
+
+    ``keys`` names the token types the head may attend to (its boolean attention mask, like a causal mask):
+    masked keys get weight exactly 0, so only the allowed key columns are computed. Returns the head's output
+    and ``(weights over the allowed keys, allowed-key mask)``; :func:`full_attention` expands them.
+    """
+
+    wq: Tensor
+    wk: Tensor
+    wv: Tensor
+    wo: Tensor
+    keys: tuple[str, ...]
+
+    def __call__(self, xq: Tensor, xk: Tensor, slots: _Slots) -> tuple[Tensor, tuple[Tensor, Tensor]]:
+        allowed = torch.zeros(len(xk), dtype=torch.bool)
+        for name in self.keys:
+            allowed |= xk[:, slots[name]][:, 0] > 0.5
+        xa = xk[allowed]
+        att = ((xq @ self.wq) @ (xa @ self.wk).T).softmax(-1)
+        return att @ (xa @ self.wv) @ self.wo, (att, allowed)
+
+
+def full_attention(att: Tensor, allowed: Tensor) -> Tensor:
+    """Expand a head's weights over its allowed keys to all keys (masked keys: exactly 0)."""
+    out = torch.zeros(att.shape[0], allowed.shape[0], dtype=att.dtype)
+    out[:, allowed] = att
+    return out
+
+
+def _mat(D: int, k: int) -> Tensor:
+    return torch.zeros(D, k, dtype=torch.float64)
+
+
+def _embed_common(emb: np.ndarray, slots: _Slots, n_edges_src, n_edges_dst, trace) -> Tensor:
+    """Residual stream at input: [sink] [edge tokens] [trace tokens]."""
+    E = torch.as_tensor(emb, dtype=torch.float64)
+    n = E.shape[0]
+    m, k = len(n_edges_src), len(trace)
+    x = torch.zeros(1 + m + k, slots.width, dtype=torch.float64)
+    x[:, slots["one"]] = 1.0
+    x[0, slots["is_sink"]] = 1.0
+    src = torch.as_tensor(np.asarray(n_edges_src, dtype=np.int64))
+    dst = torch.as_tensor(np.asarray(n_edges_dst, dtype=np.int64))
+    tr = torch.as_tensor(np.asarray(trace, dtype=np.int64))
+    if m:
+        x[1:1 + m, slots["src"]] = E[src]
+        x[1:1 + m, slots["dst"]] = E[dst]
+        x[1:1 + m, slots["is_edge"]] = 1.0
+        if "idx_dst" in slots.idx:
+            x[1:1 + m, slots["idx_dst"]] = (dst.to(torch.float64) / n)[:, None]
+    x[1 + m:, slots["node"]] = E[tr]
+    x[1 + m:, slots["is_trace"]] = 1.0
+    if "pos" in slots.idx:
+        p = torch.arange(1, k + 1, dtype=torch.float64)
+        x[1 + m:, slots["pos"]] = p[:, None]
+        x[1 + m:, slots["pos2"]] = (p * p)[:, None]
+    return x
+
+
+class TwoLayerDFS:
+    """Two attention layers (plus a thresholding MLP) that execute one DFS step; weights set by hand.
+
+    Residual stream (width ``5d + 11``): vector slots ``src, dst`` (edge tokens), ``node`` (trace tokens),
+    ``prev`` (written by layer 1), ``out`` (written by layer 2); scalars ``one, is_sink, is_edge, is_trace,
+    pos, pos2, idx_dst, flag_raw, flag, stop``.
+
+    * Layer 1, head *visited*: an edge ``(a, b)`` attends to trace tokens with score ``beta1 <e_b, e_v>`` and to a
+      sink with ``beta1 * 3/4``; the value is 1 on trace tokens, so ``flag_raw ~ 1[b visited]``. The MLP thresholds
+      it to ``flag in {0, 1}``.
+    * Layer 1, head *previous*: trace token j attends to position j-1 (score ``-c (i - (j-1))^2``, bilinear in
+      the ``pos, pos2`` features) and copies its node embedding into ``prev``.
+    * Layer 2, head *child*: the current node u attends to edges with score
+      ``beta2 (<e_u, e_a> - 2 flag_ab) + tau * b / n`` and to the sink with ``beta2 * 3/4``; value ``e_b``.
+    * Layer 2, head *parent*: u attends to its own first occurrence in the trace (score ``beta3 <e_u, e_v> -
+      lam * pos``) and adds ``prev / 4``: the parent. A child found by the first head (weight ~1) outvotes it.
+    * Readout: logits ``E out`` over nodes, plus a constant ``1/8`` for STOP (search exhausted).
+    """
+
+    def __init__(self, emb: np.ndarray, beta1: float = 100.0, c_prev: float = 30.0, beta2: float | None = None,
+                 tau: float | None = None, lam: float = 30.0) -> None:
+        emb = np.asarray(emb, dtype=np.float64)
+        if emb.ndim != 2:
+            raise ValueError(f"emb must be an (n, d) array, got shape {emb.shape}")
+        self.emb = emb
+        self.n, self.d = emb.shape
+        n, d = self.n, self.d
+        tau = 20.0 * n if tau is None else tau  # consecutive children differ by tau/n = 20 in score: hard choice
+        beta2 = 10.0 * tau if beta2 is None else beta2
+        beta3 = 4.0 * lam * (2 * n + 2)  # a match beats a non-match even at the last position
+        S = self.slots = _Slots(d, ["src", "dst", "node", "prev", "out"],
+                                ["one", "is_sink", "is_edge", "is_trace", "pos", "pos2", "idx_dst", "flag_raw",
+                                 "flag", "stop"])
+        D = S.width
+        eye = torch.eye(d, dtype=torch.float64)
+
+        # ---- layer 1, head "visited": edge (a,b) -> trace tokens v with e_v = e_b, else the sink
+        wq, wk = _mat(D, d + 1), _mat(D, d + 1)
+        wq[S["dst"], :d] = beta1 * eye
+        wk[S["node"], :d] = eye
+        wq[S["one"], d] = 0.75 * beta1
+        wk[S["is_sink"], d] = 1.0
+        wv, wo = _mat(D, 1), _mat(1, D)
+        wv[S["is_trace"], 0] = 1.0
+        wo[0, S["flag_raw"]] = 1.0
+        self.visited = Head(wq, wk, wv, wo, keys=("is_sink", "is_trace"))
+
+        # ---- layer 1, head "previous": trace token j -> position j-1; score -c (i - (j-1))^2 + const(j)
+        wq, wk = _mat(D, 2), _mat(D, 2)
+        wq[S["pos"], 0] = 2 * c_prev
+        wq[S["one"], 0] = -2 * c_prev
+        wk[S["pos"], 0] = 1.0
+        wq[S["one"], 1] = -c_prev
+        wk[S["pos2"], 1] = 1.0
+        wv, wo = _mat(D, d), _mat(d, D)
+        wv[S["node"], :] = eye
+        wo[:, S["prev"]] = eye
+        self.previous = Head(wq, wk, wv, wo, keys=("is_sink", "is_trace"))
+
+        # ---- layer 1, MLP: flag = relu(2 raw - 1/2) - relu(2 raw - 3/2)  (0 below 1/4, 1 above 3/4)
+        self.mlp_w1 = _mat(D, 2)
+        self.mlp_w1[S["flag_raw"], :] = 2.0
+        self.mlp_b1 = torch.tensor([-0.5, -1.5], dtype=torch.float64)
+        self.mlp_w2 = _mat(2, D)
+        self.mlp_w2[0, S["flag"]] = 1.0
+        self.mlp_w2[1, S["flag"]] = -1.0
+
+        # ---- layer 2, head "child": u -> edge (u, b) with b unvisited, largest b; else the sink
+        wq, wk = _mat(D, d + 3), _mat(D, d + 3)
+        wq[S["node"], :d] = beta2 * eye
+        wk[S["src"], :d] = eye
+        wq[S["one"], d] = -2 * beta2
+        wk[S["flag"], d] = 1.0
+        wq[S["one"], d + 1] = tau
+        wk[S["idx_dst"], d + 1] = 1.0
+        wq[S["one"], d + 2] = 0.75 * beta2
+        wk[S["is_sink"], d + 2] = 1.0
+        wv, wo = _mat(D, d), _mat(d, D)
+        wv[S["dst"], :] = eye
+        wo[:, S["out"]] = eye
+        self.child = Head(wq, wk, wv, wo, keys=("is_sink", "is_edge"))
+
+        # ---- layer 2, head "parent": u -> its first occurrence in the trace; adds prev / 4
+        wq, wk = _mat(D, d + 1), _mat(D, d + 1)
+        wq[S["node"], :d] = beta3 * eye
+        wk[S["node"], :d] = eye
+        wq[S["one"], d] = -lam
+        wk[S["pos"], d] = 1.0
+        wv, wo = _mat(D, d), _mat(d, D)
+        wv[S["prev"], :] = eye
+        wo[:, S["out"]] = 0.25 * eye
+        self.parent = Head(wq, wk, wv, wo, keys=("is_trace",))
+
+        # ---- readout: node logits E out, STOP logit 1/8
+        self.readout = torch.as_tensor(emb, dtype=torch.float64)
+
+    @property
+    def n_params(self) -> int:
+        """Nonzero parameters: embeddings (n d) plus the hand-set matrices (O(d) nonzeros each)."""
+        mats = [h.wq for h in (self.visited, self.previous, self.child, self.parent)]
+        mats += [h.wk for h in (self.visited, self.previous, self.child, self.parent)]
+        mats += [h.wv for h in (self.visited, self.previous, self.child, self.parent)]
+        mats += [h.wo for h in (self.visited, self.previous, self.child, self.parent)]
+        return self.n * self.d + sum(int((m != 0).sum()) for m in mats) + 6
+
+    def embed(self, edges: np.ndarray, trace: Sequence[int]) -> Tensor:
+        e = check_graph(self.n, edges)
+        for v in trace:
+            _check_node(int(v), self.n, "trace node")
+        return _embed_common(self.emb, self.slots, e[:, 0], e[:, 1], trace)
+
+    def forward(self, edges: np.ndarray, trace: Sequence[int], record: bool = False):
+        """Logits over ``n`` nodes + STOP for the next trace token (and, with ``record``, the attention maps)."""
+        S, x = self.slots, self.embed(edges, trace)
+        # layer 1: every position is a query (edges need their flags, trace tokens their predecessor)
+        h_vis, a_vis = self.visited(x, x, S)
+        h_prev, a_prev = self.previous(x, x, S)
+        x = x + h_vis + h_prev
+        x = x + torch.relu(x @ self.mlp_w1 + self.mlp_b1) @ self.mlp_w2
+        # layer 2: only the last position's output is read, so only it is computed
+        q = x[-1:]
+        h_child, a_child = self.child(q, x, S)
+        h_par, a_par = self.parent(q, x, S)
+        y = q + h_child + h_par
+        out = y[0, self.slots["out"]]
+        logits = torch.cat([self.readout @ out, torch.tensor([0.125], dtype=torch.float64)])
+        if record:
+            return logits, {"visited": full_attention(*a_vis), "previous": full_attention(*a_prev),
+                            "child": full_attention(*a_child)[0], "parent": full_attention(*a_par)[0],
+                            "flag": x[:, S["flag"]][:, 0]}
+        return logits
+
+    def step(self, edges: np.ndarray, trace: Sequence[int]) -> int | None:
+        """The next trace token (``None`` = STOP)."""
+        k = int(self.forward(edges, trace).argmax())
+        return None if k == self.n else k
+
+
+class OneLayerDFS:
+    """The one-layer counterpart: one attention layer, two heads, linear readout.
+
+    Head *children*: the current node u attends (hard, ``beta <e_u, e_a>``) to its out-edges and averages their
+    heads ``e_b``. Head *visited*: u attends uniformly to the trace and averages the visited ``e_v``. Readout:
+    ``logits = E (children - gamma * visited)``. No token can learn within one layer whether an edge's head is
+    visited, so the visited average must be subtracted in the residual stream, where its cross-talk with the
+    children signal (~1/deg) needs width ~ N on dense graphs.
+    """
+
+    def __init__(self, emb: np.ndarray, gamma: float = 4.0, beta: float = 60.0) -> None:
+        emb = np.asarray(emb, dtype=np.float64)
+        if emb.ndim != 2:
+            raise ValueError(f"emb must be an (n, d) array, got shape {emb.shape}")
+        if gamma < 0:
+            raise ValueError(f"gamma must be >= 0, got {gamma}")
+        self.emb, (self.n, self.d), self.gamma = emb, emb.shape, float(gamma)
+        d = self.d
+        S = self.slots = _Slots(d, ["src", "dst", "node", "out"], ["one", "is_sink", "is_edge", "is_trace"])
+        D = S.width
+        eye = torch.eye(d, dtype=torch.float64)
+        wq, wk = _mat(D, d), _mat(D, d)
+        wq[S["node"], :d] = beta * eye
+        wk[S["src"], :d] = eye
+        wv, wo = _mat(D, d), _mat(d, D)
+        wv[S["dst"], :] = eye
+        wo[:, S["out"]] = eye
+        self.children = Head(wq, wk, wv, wo, keys=("is_edge",))
+        wq, wk = _mat(D, 1), _mat(D, 1)  # all-zero scores: a uniform average over the trace
+        wv, wo = _mat(D, d), _mat(d, D)
+        wv[S["node"], :] = eye
+        wo[:, S["out"]] = -self.gamma * eye
+        self.visited = Head(wq, wk, wv, wo, keys=("is_trace",))
+        self.readout = torch.as_tensor(emb, dtype=torch.float64)
+
+    def forward(self, edges: np.ndarray, trace: Sequence[int]) -> Tensor:
+        e = check_graph(self.n, edges)
+        x = _embed_common(self.emb, self.slots, e[:, 0], e[:, 1], trace)
+        q = x[-1:]
+        y = q + self.children(q, x, self.slots)[0] + self.visited(q, x, self.slots)[0]
+        return self.readout @ y[0, self.slots["out"]]
+
+    def step(self, edges: np.ndarray, trace: Sequence[int]) -> int:
+        return int(self.forward(edges, trace).argmax())
+
+
+def rollout(model: TwoLayerDFS, n: int, edges, s: int, t: int | None = None, max_steps: int | None = None
+            ) -> list[int]:
+    """Run the constructed model autoregressively from ``s`` until it emits ``t`` or STOP."""
+    e = check_graph(n, edges)
+    trace = [_check_node(s, n, "s")]
+    for _ in range(max_steps or 2 * n + 2):
+        if trace[-1] == t:
+            break
+        nxt = model.step(e, trace)
+        if nxt is None:
+            break
+        trace.append(nxt)
+    return trace
+
+
+def child_accuracy(model, adj: np.ndarray, states: Sequence[Sequence[int]]) -> float:
+    """Fraction of states where the model's move is a valid DFS move (an unvisited child when one exists)."""
+    if not states:
+        raise ValueError("states must be non-empty")
+    e = edge_list(adj)
+    return float(np.mean([is_valid_step(adj, s, model.step(e, s)) for s in states]))
+
+
+def width_needed(dims: Sequence[int], accs: Sequence[float], target: float = 0.95) -> float:
+    """The smallest width whose accuracy reaches ``target`` (``nan`` if none does)."""
+    for d, a in zip(dims, accs):
+        if a >= target:
+            return float(d)
+    return float("nan")
+
+
+def fit_exponent(ns: Sequence[float], ws: Sequence[float]) -> float:
+    """Least-squares slope of log(width) against log(N) (``nan`` if fewer than two finite points)."""
+    x, y = np.log(np.asarray(ns, float)), np.log(np.asarray(ws, float))
+    ok = np.isfinite(y)
+    if ok.sum() < 2:
+        return float("nan")
+    return float(np.polyfit(x[ok], y[ok], 1)[0])
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Training data for small trained transformers
+# --------------------------------------------------------------------------------------------------------------
+class TokenCodec:
+    """Token ids for the trained models: nodes ``0..V-1``, edge ``(a, b)`` -> ``V + a V + b``, PAD last."""
+
+    def __init__(self, V: int) -> None:
+        if V < 2:
+            raise ValueError(f"V must be >= 2, got {V}")
+        self.V = V
+        self.pad = V + V * V
+        self.vocab_size = self.pad + 1
+
+    def encode(self, edges: np.ndarray, trace: Sequence[int]) -> tuple[list[int], list[int]]:
+        """Token ids and position ids (edges at position 0, trace tokens at 1, 2, ...)."""
+        e = check_graph(self.V, edges)
+        ids = [self.V + int(a) * self.V + int(b) for a, b in e] + [int(v) for v in trace]
+        pos = [0] * len(e) + list(range(1, len(trace) + 1))
+        return ids, pos
+
+
+def make_state_pool(n_graphs: int, V: int, n_range: tuple[int, int], p: float, rng: np.random.Generator,
+                    balanced: bool = True, exclude: set | None = None) -> list[dict]:
+    """DFS states on random graphs whose ``n`` nodes carry random labels from ``0..V-1``.
+
+    Each item: ``edges`` (shuffled), ``trace`` (prefix), ``target`` (next move), ``kind`` ("child"/"backtrack"),
+    ``key`` (the graph's edge set, to keep train and test graphs apart). ``balanced`` keeps equally many child and
+    backtrack states per graph (curated data); otherwise every prefix of the full trace is used.
+    """
+    lo, hi = n_range
+    if not 2 <= lo <= hi <= V:
+        raise ValueError(f"n_range must satisfy 2 <= lo <= hi <= V={V}, got {n_range}")
+    pool: list[dict] = []
+    for _ in range(n_graphs):
+        n = int(rng.integers(lo, hi + 1))
+        adj_small = random_digraph(n, rng, p=p)
+        labels = rng.choice(V, size=n, replace=False)
+        e = np.array([(labels[a], labels[b]) for a, b in edge_list(adj_small)], dtype=np.int64).reshape(-1, 2)
+        key = frozenset(map(tuple, e.tolist()))
+        if exclude is not None and key in exclude:
+            continue
+        e = e[rng.permutation(len(e))]
+        trace = dfs_trace(V, e, int(labels[rng.integers(n)]))
+        items = {"child": [], "backtrack": []}
+        for cut in range(1, len(trace)):
+            prefix = trace[:cut]
+            nxt = trace[cut]
+            kind = "backtrack" if nxt in dfs_state(prefix)[1] else "child"
+            items[kind].append({"edges": e, "trace": prefix, "target": nxt, "kind": kind, "key": key})
+        if balanced:
+            k = min(len(items["child"]), len(items["backtrack"]))
+            if k == 0:
+                continue
+            for kind in items:
+                sel = rng.choice(len(items[kind]), size=k, replace=False)
+                pool += [items[kind][i] for i in sel]
+        else:
+            pool += items["child"] + items["backtrack"]
+    return pool
+
+
+def collate(items: Sequence[dict], codec: TokenCodec) -> dict[str, Tensor]:
+    """Pad a list of states into tensors: ``ids, pos`` (B, T), attention ``mask`` (B, T, T), ``last`` (B,) the
+    index of the current node, ``target`` (B,) the next move, ``is_child`` (B,) bool.
+
+    Edge tokens and trace tokens all see each other (the state is re-read at every step); padding is masked out.
+    """
+    if not items:
+        raise ValueError("items must be non-empty")
+    enc = [codec.encode(it["edges"], it["trace"]) for it in items]
+    T_ = max(len(ids) for ids, _ in enc)
+    B = len(items)
+    ids = torch.full((B, T_), codec.pad, dtype=torch.long)
+    pos = torch.zeros(B, T_, dtype=torch.long)
+    real = torch.zeros(B, T_, dtype=torch.bool)
+    for i, (tok, p) in enumerate(enc):
+        ids[i, :len(tok)] = torch.tensor(tok)
+        pos[i, :len(p)] = torch.tensor(p)
+        real[i, :len(tok)] = True
+    mask = real[:, None, :] & real[:, :, None]
+    mask[:, :, 0] |= ~real  # padded queries look at token 0 (their output is never read)
+    return {
+        "ids": ids, "pos": pos, "mask": mask,
+        "last": torch.tensor([len(t) - 1 for t, _ in enc]),
+        "target": torch.tensor([int(it["target"]) for it in items]),
+        "is_child": torch.tensor([it["kind"] == "child" for it in items]),
+    }

@@ -1,0 +1,190 @@
+"""Tests for helpers.transformer_dfs: reference DFS, the hand-built transformers, look-ahead, training data."""
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from helpers import transformer_dfs as T
+
+torch.set_num_threads(1)  # tiny matrices: one thread is fastest on a shared machine
+
+
+@st.composite
+def graphs(draw, n_min=2, n_max=12):
+    n = draw(st.integers(n_min, n_max))
+    seed = draw(st.integers(0, 2**31 - 1))
+    p = draw(st.sampled_from([0.15, 0.3, 0.5, 0.8]))
+    rng = np.random.default_rng(seed)
+    return T.random_digraph(n, rng, p=p), rng
+
+
+@settings(max_examples=25, deadline=None)
+@given(graphs())
+def test_reference_trace_matches_networkx(g):
+    adj, rng = g
+    n = adj.shape[0]
+    e = T.edge_list(adj)
+    s, t = int(rng.integers(n)), int(rng.integers(n))
+    assert T.dfs_trace(n, e, s, t) == T.networkx_dfs_walk(n, e, s, t)
+    full = T.dfs_trace(n, e, s)
+    assert T.networkx_dfs_walk(n, e, s) == full
+
+
+@settings(max_examples=25, deadline=None)
+@given(graphs())
+def test_reference_trace_properties(g):
+    adj, rng = g
+    n = adj.shape[0]
+    e = T.edge_list(adj)
+    s, t = int(rng.integers(n)), int(rng.integers(n))
+    trace = T.dfs_trace(n, e, s, t)
+    for i in range(1, len(trace)):  # every step is a valid DFS move
+        assert T.is_valid_step(adj, trace[:i], trace[i])
+    import networkx as nx
+    graph = nx.DiGraph()
+    graph.add_nodes_from(range(n))
+    graph.add_edges_from(e.tolist())
+    reachable = t in nx.descendants(graph, s)
+    assert (t in trace) == (reachable or s == t)
+    assert len(trace) <= 2 * n - 1
+
+
+@settings(max_examples=20, deadline=None)
+@given(graphs(n_max=10))
+def test_two_layer_one_hot_is_exact(g):
+    """One-hot embeddings: the constructed model reproduces the reference DFS exactly, step by step."""
+    adj, rng = g
+    n = adj.shape[0]
+    e = T.edge_list(adj)
+    model = T.TwoLayerDFS(T.one_hot_embeddings(n))
+    s = int(rng.integers(n))
+    trace = T.dfs_trace(n, e, s)
+    assert T.rollout(model, n, e, s) == trace
+    t = int(rng.integers(n))
+    assert T.rollout(model, n, e, s, t) == T.dfs_trace(n, e, s, t)
+
+
+def test_two_layer_random_embeddings_accurate():
+    rng = np.random.default_rng(0)
+    n = 16
+    adj = T.random_digraph(n, rng, p=0.5)
+    states = T.sample_states(adj, rng, 100)
+    model = T.TwoLayerDFS(T.sign_embeddings(n, 8 * 4, rng))
+    assert T.child_accuracy(model, adj, states) >= 0.99
+
+
+def test_two_layer_too_narrow_fails():
+    """The accuracy measure can fail: width 4 is far too small."""
+    rng = np.random.default_rng(0)
+    adj = T.random_digraph(16, rng, p=0.5)
+    states = T.sample_states(adj, rng, 60, kind="child")
+    assert T.child_accuracy(T.TwoLayerDFS(T.sign_embeddings(16, 4, rng)), adj, states) < 0.9
+
+
+def test_one_layer_exact_with_one_hot_but_weak_when_narrow():
+    rng = np.random.default_rng(1)
+    n = 32
+    adj = T.random_digraph(n, rng, p=0.5)
+    states = T.sample_states(adj, rng, 80, kind="child")
+    assert T.child_accuracy(T.OneLayerDFS(T.one_hot_embeddings(n), gamma=4.0), adj, states) == 1.0
+    narrow = max(T.child_accuracy(T.OneLayerDFS(T.sign_embeddings(n, 40, rng), gamma=g), adj, states)
+                 for g in (0.5, 1.0, 2.0))
+    two = T.child_accuracy(T.TwoLayerDFS(T.sign_embeddings(n, 40, rng)), adj, states)
+    assert narrow < two
+
+
+def test_attention_record_and_masks():
+    rng = np.random.default_rng(2)
+    adj = T.random_digraph(8, rng, p=0.4)
+    e = T.edge_list(adj)
+    model = T.TwoLayerDFS(T.one_hot_embeddings(8))
+    trace = T.dfs_trace(8, e, 0)[:4]
+    logits, rec = model.forward(e, trace, record=True)
+    m = len(e)
+    assert logits.shape == (9,)
+    assert torch.allclose(rec["visited"].sum(-1), torch.ones(1 + m + len(trace), dtype=torch.float64))
+    assert float(rec["visited"][:, 1:1 + m].abs().max()) == 0.0  # edges never attend to edges
+    visited = set(trace)
+    flags = rec["flag"][1:1 + m].numpy()
+    np.testing.assert_allclose(flags, [float(b in visited) for _, b in e], atol=1e-9)
+    # the previous-token head: trace token j looks at j-1
+    prev = rec["previous"][1 + m + 1:, 1 + m:]
+    assert (prev.argmax(-1) == torch.arange(len(trace) - 1)).all()
+
+
+@settings(max_examples=20, deadline=None)
+@given(graphs(n_min=4, n_max=14))
+def test_lookahead_properties(g):
+    adj, rng = g
+    n = adj.shape[0]
+    e = T.edge_list(adj)
+    s, t = int(rng.integers(n)), int(rng.integers(n))
+    assert T.lookahead_trace(adj, s, t, 0) == T.dfs_trace(n, e, s, t)
+    full = T.lookahead_trace(adj, s, t, n)
+    if t in T.dfs_trace(n, e, s, t):  # with an unbounded horizon there is no backtracking
+        assert len(full) == len(set(full))
+        assert full[-1] == t
+    for h in (1, 2, 4):
+        tr = T.lookahead_trace(adj, s, t, h)
+        for i in range(1, len(tr)):
+            assert T.is_valid_step(adj, tr[:i], tr[i])
+
+
+def test_width_needed_and_exponent():
+    assert T.width_needed([4, 8, 16], [0.5, 0.96, 1.0]) == 8.0
+    assert np.isnan(T.width_needed([4, 8], [0.1, 0.2]))
+    assert T.fit_exponent([8, 16, 32], [8, 16, 32]) == pytest.approx(1.0)
+    assert T.fit_exponent([8, 16, 32], [5, 5, 5]) == pytest.approx(0.0, abs=1e-12)
+
+
+def test_state_pool_and_collate():
+    rng = np.random.default_rng(0)
+    codec = T.TokenCodec(8)
+    pool = T.make_state_pool(30, 8, (4, 6), 0.4, rng)
+    kinds = [it["kind"] for it in pool]
+    assert kinds.count("child") == kinds.count("backtrack") > 0
+    keys = {it["key"] for it in pool}
+    other = T.make_state_pool(60, 8, (4, 6), 0.4, np.random.default_rng(0), exclude=keys)
+    assert not {it["key"] for it in other} & keys  # graphs seen before are excluded
+    b = T.collate(pool[:5], codec)
+    assert b["ids"].shape == b["pos"].shape and b["mask"].shape[1:] == (b["ids"].shape[1],) * 2
+    assert bool(b["mask"].any(-1).all())
+    for i, it in enumerate(pool[:5]):
+        assert int(b["ids"][i, b["last"][i]]) == it["trace"][-1]
+        assert T.is_valid_step(_adj(8, it["edges"]), it["trace"], it["target"])
+
+
+def _adj(n, e):
+    a = np.zeros((n, n), dtype=bool)
+    a[e[:, 0], e[:, 1]] = True
+    return a
+
+
+def test_bad_inputs():
+    with pytest.raises(ValueError, match="outside 0..3"):
+        T.check_graph(4, [(0, 1), (2, 7)])
+    with pytest.raises(ValueError, match="outside"):
+        T.dfs_trace(3, [(0, -1)], 0)
+    with pytest.raises(ValueError, match="self-loops"):
+        T.check_graph(3, [(1, 1)])
+    with pytest.raises(ValueError, match="duplicate"):
+        T.check_graph(3, [(0, 1), (0, 1)])
+    with pytest.raises(ValueError, match="node id in 0..2"):
+        T.dfs_trace(3, [(0, 1)], 5)
+    with pytest.raises(TypeError):
+        T.dfs_trace(3, [(0, 1)], 0.5)
+    model = T.TwoLayerDFS(T.one_hot_embeddings(4))
+    with pytest.raises(ValueError, match="outside 0..3"):
+        model.step(np.array([[0, 9]]), [0])
+    with pytest.raises(ValueError, match="trace node"):
+        model.step(np.array([[0, 1]]), [0, 6])
+    with pytest.raises(ValueError):
+        T.random_digraph(5, np.random.default_rng(0))
+    with pytest.raises(ValueError):
+        T.lookahead_trace(np.zeros((3, 3), bool), 0, 1, -1)
+    with pytest.raises(ValueError):
+        T.sample_states(np.zeros((3, 3), bool), np.random.default_rng(0), 2, kind="sideways")
+    with pytest.raises(ValueError):
+        T.make_state_pool(3, 5, (4, 9), 0.3, np.random.default_rng(0))
