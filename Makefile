@@ -12,10 +12,11 @@ RUN_FLAGS := $(if $(QUICK),--quick) $(if $(SEED),--seed $(SEED)) $(if $(JOBS),--
 
 .PHONY: book test notebook lint unit repo-check sync html clean venv
 
-$(VENV)/.installed: requirements.txt pyproject.toml
+$(VENV)/.installed: requirements.txt requirements-data.txt pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -r requirements.txt
+	$(PY) -m pip install -q --no-deps -r requirements-data.txt
 	$(PY) -m pip install -q --no-deps -e .
 	touch $@
 
