@@ -1,0 +1,563 @@
+"""Flow-VQ: quantization through a learned flow, with transported even-quantile codes.
+
+The construction (reconstructed from the paper's abstract; see the chapter ``08_flow_vq``):
+
+1. A small flow-matching model ``v(z, t)`` learns the latent distribution: Gaussian source ``z0 ~ N(0, I)``,
+   linear path ``z_t = (1 - t) z0 + t z1``, target velocity ``z1 - z0``. The ODE flow map ``Psi`` (RK4 or Heun)
+   transports the source onto the latents and back (integrate backwards for ``Psi^{-1}``).
+2. Prior codes ``C0``: the source is cut into ``K = prod(m_j)`` equal-mass cells by per-dimension Gaussian
+   quantiles ``Phi^{-1}(i / m_j)``; each cell's code is its conditional mean.
+3. Codebook ``C1``: push the cells through ``Psi`` and take each transported cell's centroid (Monte Carlo), then
+   optionally a few Lloyd steps on the model samples. The codebook has no trainable parameters; it is a function
+   of the flow, refreshed every ``R`` steps.
+4. Nearest-code quantization with a straight-through estimator.
+
+Baselines for the chapter: VQ-VAE (commitment loss), VQ with EMA updates and dead-code restarts, FSQ, a plain
+Gaussian-quantile grid and k-means (the distortion reference).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from scipy import stats
+from torch import Tensor, nn
+
+__all__ = [
+    "split_levels", "check_levels", "gaussian_bin_edges", "gaussian_bin_means", "prior_codes", "source_cells",
+    "VelocityField", "flow_matching_loss", "integrate", "flow_map", "flow_inverse",
+    "nearest", "distortion", "lloyd", "TransportedCodes", "transport_codes", "quantize_ste", "usage",
+    "equal_mass_test", "QuantOut", "FlowQuantizer", "VectorQuantizer", "EMAVectorQuantizer", "FSQ",
+    "GaussianGridQuantizer", "kmeans_codes", "Tokenizer", "TOY_DISTRIBUTIONS", "toy_latents", "lorenz_states",
+]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Prior codes: an even-quantile partition of N(0, I)
+# ----------------------------------------------------------------------------------------------------------------
+def check_levels(levels: Sequence[int]) -> list[int]:
+    """Validate per-dimension level counts (each an int >= 2) and return them as a list."""
+    if isinstance(levels, (str, bytes)) or not isinstance(levels, Sequence) or len(levels) == 0:
+        raise TypeError(f"levels must be a non-empty sequence of ints, got {levels!r}")
+    out = []
+    for m in levels:
+        if isinstance(m, bool) or not isinstance(m, (int, np.integer)):
+            raise TypeError(f"levels must be ints, got {m!r}")
+        if m < 2:
+            raise ValueError(f"every level count must be >= 2, got {list(levels)}")
+        out.append(int(m))
+    return out
+
+
+def split_levels(K: int, d: int) -> list[int]:
+    """Per-dimension level counts ``m_1 >= ... >= m_d >= 2`` with ``prod(m) == K``, as equal as possible.
+
+    Raises ValueError when ``K`` is not a product of ``d`` factors >= 2 (e.g. ``K=7, d=2``).
+    """
+    for name, v in (("K", K), ("d", d)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+            raise TypeError(f"{name} must be an int, got {v!r}")
+    if d < 1:
+        raise ValueError(f"d must be >= 1, got {d}")
+    if K < 2**d:
+        raise ValueError(f"K={K} is not a product of {d} per-dimension levels >= 2 (needs K >= {2**d})")
+
+    best: list[int] | None = None
+
+    def search(rem: int, k: int, cap: int, acc: list[int]) -> None:
+        nonlocal best
+        if k == 0:
+            if rem == 1 and (best is None or max(acc) - min(acc) < max(best) - min(best)):
+                best = list(acc)
+            return
+        for m in range(min(cap, rem), 1, -1):
+            if rem % m == 0 and m ** k >= rem:  # m is the largest remaining factor, so m**k must reach rem
+                search(rem // m, k - 1, m, acc + [m])
+
+    search(int(K), int(d), int(K), [])
+    if best is None:
+        raise ValueError(f"K={K} is not a product of {d} per-dimension levels >= 2; pick K = m_1 * ... * m_{d}")
+    return best
+
+
+def gaussian_bin_edges(m: int) -> np.ndarray:
+    """The ``m + 1`` equal-mass bin edges ``Phi^{-1}(i / m)`` of N(0, 1), from ``-inf`` to ``inf``."""
+    check_levels([m])
+    return stats.norm.ppf(np.arange(m + 1) / m)
+
+
+def gaussian_bin_means(m: int) -> np.ndarray:
+    """Conditional means ``E[Z | a < Z < b] = (phi(a) - phi(b)) / (Phi(b) - Phi(a))`` of the ``m`` equal-mass bins."""
+    e = gaussian_bin_edges(m)
+    return (stats.norm.pdf(e[:-1]) - stats.norm.pdf(e[1:])) * m  # Phi(b) - Phi(a) = 1/m
+
+
+def prior_codes(levels: Sequence[int]) -> Tensor:
+    """The ``K = prod(levels)`` prior codes C0 (row-major: the last dimension varies fastest), shape (K, d)."""
+    levels = check_levels(levels)
+    axes = [torch.tensor(gaussian_bin_means(m), dtype=torch.float32) for m in levels]
+    grid = torch.meshgrid(*axes, indexing="ij")
+    return torch.stack([g.reshape(-1) for g in grid], dim=-1)
+
+
+def source_cells(z0: Tensor, levels: Sequence[int]) -> Tensor:
+    """Index of the equal-mass source cell of each row of ``z0`` (N, d), in the order of :func:`prior_codes`."""
+    levels = check_levels(levels)
+    if not isinstance(z0, Tensor) or z0.dim() != 2 or z0.shape[1] != len(levels):
+        raise ValueError(f"z0 must be a tensor of shape (N, {len(levels)})")
+    u = torch.special.ndtr(z0.double())
+    m = torch.tensor(levels, dtype=torch.float64)
+    bins = (u * m).floor().long().clamp_(min=0)
+    bins = torch.minimum(bins, (m - 1).long())
+    idx = torch.zeros(len(z0), dtype=torch.long)
+    for j, mj in enumerate(levels):
+        idx = idx * mj + bins[:, j]
+    return idx
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Flow matching and the ODE flow map
+# ----------------------------------------------------------------------------------------------------------------
+class VelocityField(nn.Module):
+    """A small MLP ``v(z, t)``: the input is ``z`` and Fourier features of ``t``."""
+
+    def __init__(self, d: int, hidden: int = 128, depth: int = 3, t_freqs: int = 6) -> None:
+        super().__init__()
+        if d < 1 or hidden < 1 or depth < 1:
+            raise ValueError("d, hidden and depth must be >= 1")
+        self.d = d
+        self.register_buffer("freqs", math.pi * 2.0 ** torch.arange(t_freqs, dtype=torch.float32) / 2)
+        layers: list[nn.Module] = []
+        width = d + 2 * t_freqs + 1
+        for _ in range(depth):
+            layers += [nn.Linear(width, hidden), nn.SiLU()]
+            width = hidden
+        layers.append(nn.Linear(width, d))
+        self.net = nn.Sequential(*layers)
+
+    def forward(self, z: Tensor, t: Tensor | float) -> Tensor:
+        t = torch.as_tensor(t, dtype=z.dtype, device=z.device)
+        if t.dim() == 0:
+            t = t.expand(z.shape[0])
+        tf = t[:, None] * self.freqs
+        return self.net(torch.cat([z, t[:, None], tf.sin(), tf.cos()], dim=-1))
+
+
+def flow_matching_loss(v: nn.Module, z1: Tensor, generator: torch.Generator | None = None) -> Tensor:
+    """Conditional flow matching, Gaussian source, linear path: ``|| v(z_t, t) - (z1 - z0) ||^2``.
+
+    ``z1`` should be detached (stop-gradient latents); the loss trains only ``v``.
+    """
+    if z1.dim() != 2:
+        raise ValueError(f"z1 must have shape (N, d), got {tuple(z1.shape)}")
+    z0 = torch.randn(z1.shape, generator=generator, dtype=z1.dtype)
+    t = torch.rand(z1.shape[0], generator=generator, dtype=z1.dtype)
+    zt = (1 - t[:, None]) * z0 + t[:, None] * z1
+    return (v(zt, t) - (z1 - z0)).pow(2).sum(-1).mean()
+
+
+def integrate(v: nn.Module, z: Tensor, t0: float = 0.0, t1: float = 1.0, steps: int = 32,
+              method: str = "rk4") -> Tensor:
+    """Solve ``dz/dt = v(z, t)`` from ``t0`` to ``t1`` (backwards if ``t1 < t0``) with fixed steps."""
+    if method not in ("rk4", "heun", "euler"):
+        raise ValueError(f"method must be 'rk4', 'heun' or 'euler', got {method!r}")
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        raise ValueError(f"steps must be an int >= 1, got {steps!r}")
+    h = (t1 - t0) / steps
+    for i in range(steps):
+        t = t0 + i * h
+        if method == "euler":
+            z = z + h * v(z, t)
+        elif method == "heun":
+            k1 = v(z, t)
+            k2 = v(z + h * k1, t + h)
+            z = z + h / 2 * (k1 + k2)
+        else:
+            k1 = v(z, t)
+            k2 = v(z + h / 2 * k1, t + h / 2)
+            k3 = v(z + h / 2 * k2, t + h / 2)
+            k4 = v(z + h * k3, t + h)
+            z = z + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
+    return z
+
+
+def flow_map(v: nn.Module, z0: Tensor, steps: int = 32, method: str = "rk4") -> Tensor:
+    """``Psi(z0)``: source to latent space (t: 0 -> 1)."""
+    return integrate(v, z0, 0.0, 1.0, steps, method)
+
+
+def flow_inverse(v: nn.Module, z1: Tensor, steps: int = 32, method: str = "rk4") -> Tensor:
+    """``Psi^{-1}(z1)``: latent to source space (t: 1 -> 0)."""
+    return integrate(v, z1, 1.0, 0.0, steps, method)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Voronoi centroids, Lloyd, nearest-code quantization
+# ----------------------------------------------------------------------------------------------------------------
+def nearest(z: Tensor, codes: Tensor, chunk: int = 8192) -> Tensor:
+    """Index of the nearest code (Euclidean) for each row of ``z``."""
+    if z.dim() != 2 or codes.dim() != 2 or z.shape[1] != codes.shape[1]:
+        raise ValueError(f"z (N, d) and codes (K, d) must agree in d, got {tuple(z.shape)} and {tuple(codes.shape)}")
+    c2 = codes.pow(2).sum(-1)
+    out = [(c2 - 2 * zc @ codes.T).argmin(-1) for zc in z.split(chunk)]  # |z|^2 does not change the argmin
+    return torch.cat(out) if out else torch.zeros(0, dtype=torch.long)
+
+
+def distortion(z: Tensor, codes: Tensor) -> float:
+    """Mean squared error (summed over dimensions) of nearest-code quantization."""
+    return (z - codes[nearest(z, codes)]).pow(2).sum(-1).mean().item()
+
+
+def _cell_means(x: Tensor, idx: Tensor, K: int, fallback: Tensor) -> Tensor:
+    sums = torch.zeros(K, x.shape[1], dtype=x.dtype).index_add_(0, idx, x)
+    counts = torch.bincount(idx, minlength=K).to(x.dtype)
+    return torch.where(counts[:, None] > 0, sums / counts.clamp(min=1)[:, None], fallback)
+
+
+def lloyd(samples: Tensor, codes: Tensor, iters: int = 1) -> tuple[Tensor, list[float]]:
+    """``iters`` Lloyd steps (assign to nearest, move to the mean; empty cells keep their code).
+
+    Returns the new codes and the distortion before and after each step (``iters + 1`` values, non-increasing).
+    """
+    if iters < 0:
+        raise ValueError(f"iters must be >= 0, got {iters}")
+    mse = [distortion(samples, codes)]
+    for _ in range(iters):
+        codes = _cell_means(samples, nearest(samples, codes), len(codes), codes)
+        mse.append(distortion(samples, codes))
+    return codes, mse
+
+
+@dataclass
+class TransportedCodes:
+    """The codebook and how it was made: prior codes, pushed prior codes, transported-cell centroids, Lloyd."""
+
+    prior: Tensor  # C0, (K, d)
+    pushed: Tensor  # Psi(C0)
+    centroids: Tensor  # E[Psi(z0) | z0 in cell k], Monte Carlo
+    codes: Tensor  # the codebook C1 (centroids after the Lloyd steps)
+    mse: list[float]  # distortion on the model samples: centroids, then after each Lloyd step
+    samples: Tensor  # the model samples Psi(z0)
+    cells: Tensor  # their source cells
+
+
+@torch.no_grad()
+def transport_codes(v: nn.Module, levels: Sequence[int], n_samples: int, steps: int = 32, method: str = "rk4",
+                    lloyd_steps: int = 0, generator: torch.Generator | None = None) -> TransportedCodes:
+    """Build the codebook C1: transport the even-quantile cells of N(0, I) through the flow, take centroids."""
+    levels = check_levels(levels)
+    K, d = math.prod(levels), len(levels)
+    if n_samples < K:
+        raise ValueError(f"n_samples must be >= K={K}, got {n_samples}")
+    c0 = prior_codes(levels)
+    z0 = torch.randn(n_samples, d, generator=generator)
+    cells = source_cells(z0, levels)
+    z1 = flow_map(v, z0, steps, method)
+    pushed = flow_map(v, c0, steps, method)
+    centroids = _cell_means(z1, cells, K, pushed)
+    codes, mse = lloyd(z1, centroids, lloyd_steps)
+    return TransportedCodes(prior=c0, pushed=pushed, centroids=centroids, codes=codes, mse=mse, samples=z1,
+                            cells=cells)
+
+
+def quantize_ste(z: Tensor, codes: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """Nearest-code quantization with a straight-through estimator.
+
+    Returns ``(z + sg(c - z), idx, c)``: the forward value is the code, the gradient flows to ``z`` unchanged.
+    """
+    idx = nearest(z.detach(), codes)
+    zq = codes[idx]
+    return z + (zq - z).detach(), idx, zq
+
+
+def usage(idx: Tensor | np.ndarray, K: int) -> dict[str, float]:
+    """Codebook usage: fraction of codes used, perplexity ``exp(H)``, perplexity / K."""
+    idx = torch.as_tensor(idx).reshape(-1)
+    if len(idx) == 0:
+        raise ValueError("idx is empty")
+    if idx.min() < 0 or idx.max() >= K:
+        raise ValueError(f"indices must lie in [0, {K})")
+    p = torch.bincount(idx, minlength=K).double() / len(idx)
+    h = -(p[p > 0] * p[p > 0].log()).sum().item()
+    return {"utilization": (p > 0).double().mean().item(), "perplexity": math.exp(h),
+            "perplexity_ratio": math.exp(h) / K}
+
+
+def equal_mass_test(idx: Tensor, K: int) -> tuple[float, float]:
+    """Chi-squared test of equal cell counts: returns (p-value, max count / min count)."""
+    counts = torch.bincount(torch.as_tensor(idx).reshape(-1), minlength=K).numpy()
+    p = float(stats.chisquare(counts).pvalue)
+    return p, float(counts.max() / max(counts.min(), 1))
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Quantizers (same interface: forward(z) -> QuantOut)
+# ----------------------------------------------------------------------------------------------------------------
+class QuantOut(NamedTuple):
+    z_q: Tensor  # straight-through quantized latents (forward value = code)
+    idx: Tensor  # code index per row
+    loss: Tensor  # the quantizer's own loss terms (commitment, codebook, flow matching)
+
+
+class FlowQuantizer(nn.Module):
+    """Flow-VQ: the codebook is the transported even-quantile partition, refreshed every ``refresh_every`` steps.
+
+    Only the velocity field has parameters (trained by flow matching on stop-gradient latents); the codebook is a
+    buffer. ``loss = beta * ||z - sg(z_q)||^2 + lam_fm * L_FM``.
+    """
+
+    def __init__(self, levels: Sequence[int], hidden: int = 128, depth: int = 3, refresh_every: int = 100,
+                 n_samples: int | None = None, ode_steps: int = 16, lloyd_steps: int = 1, beta: float = 0.25,
+                 lam_fm: float = 1.0, seed: int = 0) -> None:
+        super().__init__()
+        self.levels = check_levels(levels)
+        self.K, self.d = math.prod(self.levels), len(self.levels)
+        if refresh_every < 1:
+            raise ValueError(f"refresh_every must be >= 1, got {refresh_every}")
+        self.refresh_every, self.ode_steps, self.lloyd_steps = refresh_every, ode_steps, lloyd_steps
+        self.n_samples = n_samples or 32 * self.K
+        self.beta, self.lam_fm = beta, lam_fm
+        self.velocity = VelocityField(self.d, hidden, depth)
+        self.gen = torch.Generator().manual_seed(seed)
+        self.register_buffer("codes", prior_codes(self.levels))
+        self.steps_done = 0
+
+    @property
+    def codebook(self) -> Tensor:
+        return self.codes
+
+    def refresh(self) -> TransportedCodes:
+        """Recompute the codebook from the current flow."""
+        out = transport_codes(self.velocity, self.levels, self.n_samples, self.ode_steps, "rk4", self.lloyd_steps,
+                              self.gen)
+        self.codes.copy_(out.codes)
+        return out
+
+    def forward(self, z: Tensor) -> QuantOut:
+        if self.training:
+            if self.steps_done > 0 and self.steps_done % self.refresh_every == 0:
+                self.refresh()
+            self.steps_done += 1
+        z_ste, idx, zq = quantize_ste(z, self.codes)
+        loss = self.beta * (z - zq).pow(2).sum(-1).mean()
+        if self.training:
+            loss = loss + self.lam_fm * flow_matching_loss(self.velocity, z.detach(), self.gen)
+        return QuantOut(z_ste, idx, loss)
+
+    @torch.no_grad()
+    def source_assign(self, z: Tensor) -> Tensor:
+        """The variant assignment: the source cell of ``Psi^{-1}(z)`` (exact equal mass under the flow model)."""
+        return source_cells(flow_inverse(self.velocity, z, self.ode_steps), self.levels)
+
+
+class VectorQuantizer(nn.Module):
+    """VQ-VAE: a learned codebook, ``||sg(z) - e||^2 + beta ||z - sg(e)||^2``, straight-through."""
+
+    def __init__(self, K: int, d: int, beta: float = 0.25, init_scale: float = 1.0) -> None:
+        super().__init__()
+        self.K, self.d, self.beta = K, d, beta
+        # the reference VQ-VAE initialisation: uniform in (-1/K, 1/K), scaled by init_scale
+        self.embed = nn.Parameter((torch.rand(K, d) * 2 - 1) / K * init_scale)
+
+    @property
+    def codebook(self) -> Tensor:
+        return self.embed.detach()
+
+    def forward(self, z: Tensor) -> QuantOut:
+        idx = nearest(z.detach(), self.embed.detach())
+        e = self.embed[idx]
+        loss = (z.detach() - e).pow(2).sum(-1).mean() + self.beta * (z - e.detach()).pow(2).sum(-1).mean()
+        return QuantOut(z + (e - z).detach(), idx, loss)
+
+
+class EMAVectorQuantizer(nn.Module):
+    """VQ with an exponential-moving-average codebook and dead-code restarts (codes unused for ``patience``
+    steps jump to random current latents)."""
+
+    def __init__(self, K: int, d: int, beta: float = 0.25, decay: float = 0.99, patience: int = 50,
+                 init_scale: float = 1.0, seed: int = 0) -> None:
+        super().__init__()
+        self.K, self.d, self.beta, self.decay, self.patience = K, d, beta, decay, patience
+        init = (torch.rand(K, d, generator=torch.Generator().manual_seed(seed)) * 2 - 1) / K * init_scale
+        self.register_buffer("embed", init)
+        self.register_buffer("ema_count", torch.ones(K))
+        self.register_buffer("ema_sum", init.clone())
+        self.register_buffer("idle", torch.zeros(K, dtype=torch.long))
+        self.gen = torch.Generator().manual_seed(seed + 1)
+        self.restarts = 0
+
+    @property
+    def codebook(self) -> Tensor:
+        return self.embed
+
+    def forward(self, z: Tensor) -> QuantOut:
+        idx = nearest(z.detach(), self.embed)
+        if self.training:
+            with torch.no_grad():
+                onehot = F.one_hot(idx, self.K).to(z.dtype)
+                n = onehot.sum(0)
+                self.ema_count.mul_(self.decay).add_(n, alpha=1 - self.decay)
+                self.ema_sum.mul_(self.decay).add_(onehot.T @ z.detach(), alpha=1 - self.decay)
+                self.embed.copy_(self.ema_sum / self.ema_count.clamp(min=1e-5)[:, None])
+                self.idle.add_(1).masked_fill_(n > 0, 0)
+                dead = (self.idle >= self.patience).nonzero().reshape(-1)
+                if len(dead):
+                    pick = torch.randint(len(z), (len(dead),), generator=self.gen)
+                    self.embed[dead] = z.detach()[pick]
+                    self.ema_sum[dead] = z.detach()[pick]
+                    self.ema_count[dead] = 1.0
+                    self.idle[dead] = 0
+                    self.restarts += len(dead)
+        e = self.embed[idx]
+        return QuantOut(z + (e - z).detach(), idx, self.beta * (z - e).pow(2).sum(-1).mean())
+
+
+class FSQ(nn.Module):
+    """Finite scalar quantization (Mentzer et al. 2023): bound each dimension with tanh, round to ``levels``."""
+
+    def __init__(self, levels: Sequence[int], eps: float = 1e-3) -> None:
+        super().__init__()
+        self.levels = check_levels(levels)
+        self.K, self.d = math.prod(self.levels), len(self.levels)
+        L = torch.tensor(self.levels, dtype=torch.float32)
+        self.register_buffer("half_l", (L - 1) * (1 + eps) / 2)
+        self.register_buffer("offset", torch.where(L % 2 == 0, 0.5, 0.0))
+        self.register_buffer("shift", torch.atanh(self.offset / self.half_l))
+        self.register_buffer("half_w", (L // 2).float())
+        self.register_buffer("L", L)
+
+    def bound(self, z: Tensor) -> Tensor:
+        return (z + self.shift).tanh() * self.half_l - self.offset
+
+    def forward(self, z: Tensor) -> QuantOut:
+        b = self.bound(z)
+        q = b + (b.round() - b).detach()  # straight-through rounding
+        digits = (b.round().detach() + self.half_w).long()  # 0 .. L-1 per dimension
+        idx = torch.zeros(len(z), dtype=torch.long)
+        for j, m in enumerate(self.levels):
+            idx = idx * m + digits[:, j]
+        return QuantOut(q / self.half_w, idx, z.new_zeros(()))
+
+    @property
+    def codebook(self) -> Tensor:
+        """The K output values (row-major), each dimension ``(k - L // 2) / (L // 2)`` for ``k = 0 .. L-1``."""
+        axes = [(torch.arange(m, dtype=torch.float32) - m // 2) / (m // 2) for m in self.levels]
+        grid = torch.meshgrid(*axes, indexing="ij")
+        return torch.stack([g.reshape(-1) for g in grid], dim=-1)
+
+
+class GaussianGridQuantizer(nn.Module):
+    """The plain Gaussian-quantile grid: the prior codes C0 as a fixed codebook (no flow), with commitment."""
+
+    def __init__(self, levels: Sequence[int], beta: float = 0.25) -> None:
+        super().__init__()
+        self.levels = check_levels(levels)
+        self.K, self.d, self.beta = math.prod(self.levels), len(self.levels), beta
+        self.register_buffer("codes", prior_codes(self.levels))
+
+    @property
+    def codebook(self) -> Tensor:
+        return self.codes
+
+    def forward(self, z: Tensor) -> QuantOut:
+        z_ste, idx, zq = quantize_ste(z, self.codes)
+        return QuantOut(z_ste, idx, self.beta * (z - zq).pow(2).sum(-1).mean())
+
+
+def kmeans_codes(x: Tensor | np.ndarray, K: int, seed: int = 0, max_iter: int = 100) -> Tensor:
+    """k-means centroids (scikit-learn, k-means++ init): the distortion reference."""
+    from sklearn.cluster import KMeans
+
+    x = np.asarray(x, dtype=np.float64)
+    if x.ndim != 2 or len(x) < K:
+        raise ValueError(f"x must be (N, d) with N >= K={K}")
+    km = KMeans(K, n_init=1, max_iter=max_iter, random_state=seed).fit(x)
+    return torch.tensor(km.cluster_centers_, dtype=torch.float32)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# A small image tokenizer
+# ----------------------------------------------------------------------------------------------------------------
+class Tokenizer(nn.Module):
+    """MLP autoencoder with ``n_tokens`` latent tokens of dimension ``d`` per image and a swappable quantizer."""
+
+    def __init__(self, n_pixels: int, n_tokens: int, d: int, quantizer: nn.Module, hidden: int = 256) -> None:
+        super().__init__()
+        self.n_tokens, self.d = n_tokens, d
+        self.enc = nn.Sequential(nn.Linear(n_pixels, hidden), nn.GELU(), nn.Linear(hidden, hidden), nn.GELU(),
+                                 nn.Linear(hidden, n_tokens * d))
+        self.dec = nn.Sequential(nn.Linear(n_tokens * d, hidden), nn.GELU(), nn.Linear(hidden, hidden), nn.GELU(),
+                                 nn.Linear(hidden, n_pixels))
+        self.quantizer = quantizer
+
+    def encode(self, x: Tensor) -> Tensor:
+        """Latent tokens, shape (B * n_tokens, d)."""
+        return self.enc(x).reshape(-1, self.d)
+
+    def decode(self, zq: Tensor) -> Tensor:
+        return self.dec(zq.reshape(-1, self.n_tokens * self.d))
+
+    def forward(self, x: Tensor) -> tuple[Tensor, QuantOut]:
+        out = self.quantizer(self.encode(x))
+        return self.decode(out.z_q), out
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Data: 2-D latent distributions and Lorenz-63 states
+# ----------------------------------------------------------------------------------------------------------------
+TOY_DISTRIBUTIONS = ("rings", "moons", "checkerboard", "heavy_tails")
+
+
+def toy_latents(name: str, n: int, seed: int = 0) -> Tensor:
+    """``n`` standardized 2-D samples (zero mean, unit variance per dimension) of a named distribution:
+    three concentric rings, two moons, a 4x4 checkerboard, or a Student-t with 3 degrees of freedom."""
+    if name not in TOY_DISTRIBUTIONS:
+        raise ValueError(f"name must be one of {TOY_DISTRIBUTIONS}, got {name!r}")
+    if isinstance(n, bool) or not isinstance(n, int) or n < 2:
+        raise ValueError(f"n must be an int >= 2, got {n!r}")
+    rng = np.random.default_rng(seed)
+    if name == "rings":
+        r = rng.choice([1.0, 2.0, 3.0], n)
+        a = rng.uniform(0, 2 * np.pi, n)
+        x = np.c_[r * np.cos(a), r * np.sin(a)] + 0.15 * rng.standard_normal((n, 2))
+    elif name == "moons":
+        a = rng.uniform(0, np.pi, n)
+        upper = rng.random(n) < 0.5
+        x = np.where(upper[:, None], np.c_[np.cos(a), np.sin(a)], np.c_[1 - np.cos(a), 0.5 - np.sin(a)])
+        x = x + 0.06 * rng.standard_normal((n, 2))
+    elif name == "checkerboard":
+        u = rng.uniform(0, 1, (n, 2))
+        cell = rng.integers(0, 8, n)  # 8 black cells of a 4x4 board
+        row = cell // 2
+        col = 2 * (cell % 2) + row % 2
+        x = np.c_[col + u[:, 0], row + u[:, 1]] - 2.0
+    else:
+        x = rng.standard_t(3, (n, 2))
+    x = (x - x.mean(0)) / x.std(0)
+    return torch.tensor(x, dtype=torch.float32)
+
+
+def lorenz_states(n: int, dt: float = 0.02, seed: int = 0, burn_in: float = 20.0) -> np.ndarray:
+    """``n`` states (x, y, z) of the Lorenz-63 system (sigma=10, rho=28, beta=8/3) every ``dt`` time units,
+    integrated with scipy (DOP853, rtol 1e-10) from a seeded start after a burn-in."""
+    from scipy.integrate import solve_ivp
+
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"n must be an int >= 1, got {n!r}")
+    if dt <= 0:
+        raise ValueError(f"dt must be > 0, got {dt}")
+
+    def f(_t: float, s: np.ndarray) -> list[float]:
+        x, y, z = s
+        return [10.0 * (y - x), x * (28.0 - z) - y, x * y - 8.0 / 3.0 * z]
+
+    s0 = np.random.default_rng(seed).normal(size=3) + np.array([1.0, 1.0, 20.0])
+    t = burn_in + dt * np.arange(n)
+    sol = solve_ivp(f, (0.0, t[-1]), s0, t_eval=t, method="DOP853", rtol=1e-10, atol=1e-10)
+    return sol.y.T.copy()
