@@ -1,0 +1,285 @@
+"""Transfer entropy (TE) between hidden states of a transformer, with depth as time and inputs as trials.
+
+For a target representation ``Y_l`` at layer ``l`` and a source ``X_l`` (pooled image tokens, one token, or one
+head's write into the residual stream), ``TE_{X->Y}(l) = I(Y_{l+1}; X_l | Y_l)``: what the source at depth ``l``
+tells about the target's next state beyond the target's own past. The expectation runs over inputs (an ensemble
+estimator, Gomez-Herrero et al. 2015), so no stationarity in depth is needed.
+
+Estimators (in nats):
+
+* :func:`gaussian_cmi`: the closed form for jointly Gaussian variables (= Granger causality, Barnett et al. 2009),
+  ``1/2 [ln|S_AC| + ln|S_BC| - ln|S_C| - ln|S_ABC|]``; invariant to invertible linear maps of each variable.
+* :func:`ksg_cmi`: the Frenzel-Pompe k-nearest-neighbour estimator (KSG for conditional MI), max-norm, cKDTree.
+* :func:`permutation_null`: shuffle the source across trials to get the estimator's null distribution.
+
+High-dimensional states are first reduced with :func:`pca_reduce`. Head masking and head writes for the model
+hooks are here too; :class:`TinyVLM` is the small vision-language transformer of the chapter.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from scipy.spatial import cKDTree
+from scipy.special import digamma
+from torch import nn
+
+from helpers import nn as hnn
+
+__all__ = [
+    "gaussian_cmi", "gaussian_te", "ksg_cmi", "permutation_null", "pca_reduce", "linear_gaussian_te_truth",
+    "linear_gaussian_system", "head_mask", "head_writes", "TinyVLM", "digits_patches",
+]
+
+
+def _mat(x, name: str) -> np.ndarray:
+    if isinstance(x, torch.Tensor):
+        x = x.detach().cpu().numpy()
+    if not isinstance(x, np.ndarray):
+        raise TypeError(f"{name} must be a numpy array or torch tensor, got {type(x).__name__}")
+    if x.ndim == 1:
+        x = x[:, None]
+    if x.ndim != 2:
+        raise ValueError(f"{name} must be 1-D or 2-D (trials x dims), got shape {x.shape}")
+    if not np.all(np.isfinite(x)):
+        raise ValueError(f"{name} contains NaN or inf")
+    return x.astype(np.float64)
+
+
+def _triple(A, B, C) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    A, B = _mat(A, "A"), _mat(B, "B")
+    C = np.zeros((A.shape[0], 0)) if C is None else _mat(C, "C")
+    n = A.shape[0]
+    if B.shape[0] != n or C.shape[0] != n:
+        raise ValueError(f"A, B, C must have the same number of trials, got {A.shape[0]}, {B.shape[0]}, {C.shape[0]}")
+    if n < 3:
+        raise ValueError(f"need at least 3 trials, got {n}")
+    return A, B, C
+
+
+def _logdet_cov(X: np.ndarray, ridge: float) -> float:
+    if X.shape[1] == 0:
+        return 0.0
+    S = np.cov(X, rowvar=False).reshape(X.shape[1], X.shape[1])
+    S = S + ridge * np.eye(len(S)) * max(np.trace(S) / len(S), 1e-300)
+    sign, ld = np.linalg.slogdet(S)
+    if sign <= 0:
+        raise ValueError("a covariance matrix is singular; reduce the dimension (pca_reduce) or raise ridge")
+    return float(ld)
+
+
+def gaussian_cmi(A, B, C=None, ridge: float = 0.0) -> float:
+    """Gaussian conditional mutual information ``I(A; B | C)`` in nats (C=None gives ``I(A; B)``)."""
+    A, B, C = _triple(A, B, C)
+    if ridge < 0:
+        raise ValueError(f"ridge must be >= 0, got {ridge}")
+    ld = lambda *xs: _logdet_cov(np.hstack(xs), ridge)
+    return 0.5 * (ld(A, C) + ld(B, C) - ld(C) - ld(A, B, C)) if C.shape[1] else 0.5 * (ld(A) + ld(B) - ld(A, B))
+
+
+def gaussian_te(source, target_now, target_next, ridge: float = 0.0) -> float:
+    """``TE = I(target_next; source | target_now)`` under the Gaussian model."""
+    return gaussian_cmi(target_next, source, target_now, ridge=ridge)
+
+
+def ksg_cmi(A, B, C=None, k: int = 4) -> float:
+    """Frenzel-Pompe kNN estimate of ``I(A; B | C)`` in nats (max-norm; each dimension standardized).
+
+    ``psi(k) - < psi(n_AC + 1) + psi(n_BC + 1) - psi(n_C + 1) >``, with ``n`` the neighbours strictly inside the
+    distance to the k-th neighbour in the joint space. Without C it is KSG estimator 1 for ``I(A; B)``.
+    """
+    A, B, C = _triple(A, B, C)
+    if not isinstance(k, int) or k < 1 or k >= A.shape[0]:
+        raise ValueError(f"k must be an int in [1, n_trials), got {k!r}")
+    z = lambda X: (X - X.mean(0)) / np.where(X.std(0) > 0, X.std(0), 1.0)
+    A, B, C = z(A), z(B), z(C)
+    # tiny noise breaks ties (discrete-valued inputs) without changing continuous results
+    jitter = np.random.default_rng(0).normal(scale=1e-10, size=(A.shape[0], A.shape[1] + B.shape[1] + C.shape[1]))
+    J = np.hstack([A, B, C]) + jitter
+    a, b = A.shape[1], A.shape[1] + B.shape[1]
+    eps = cKDTree(J).query(J, k=k + 1, p=np.inf)[0][:, -1]
+    r = np.nextafter(eps, 0)
+
+    def count(X: np.ndarray) -> np.ndarray:
+        return cKDTree(X).query_ball_point(X, r=r, p=np.inf, return_length=True) - 1
+
+    if C.shape[1] == 0:
+        n_a, n_b = count(J[:, :a]), count(J[:, a:b])
+        return float(digamma(k) + digamma(len(J)) - np.mean(digamma(n_a + 1) + digamma(n_b + 1)))
+    n_ac = count(np.hstack([J[:, :a], J[:, b:]]))
+    n_bc = count(J[:, a:])
+    n_c = count(J[:, b:])
+    return float(digamma(k) - np.mean(digamma(n_ac + 1) + digamma(n_bc + 1) - digamma(n_c + 1)))
+
+
+def permutation_null(estimator: Callable[..., float], A, B, C=None, n_perm: int = 50,
+                     seed: int = 0) -> tuple[float, np.ndarray, float]:
+    """``(estimate, null values, p-value)``: B is shuffled across trials ``n_perm`` times (A and C kept paired)."""
+    if not callable(estimator):
+        raise TypeError("estimator must be callable estimator(A, B, C)")
+    if not isinstance(n_perm, int) or n_perm < 1:
+        raise ValueError(f"n_perm must be a positive int, got {n_perm!r}")
+    A, B, C = _triple(A, B, C)
+    est = estimator(A, B, C)
+    rng = np.random.default_rng(seed)
+    null = np.array([estimator(A, B[rng.permutation(len(B))], C) for _ in range(n_perm)])
+    return est, null, float((1 + np.sum(null >= est)) / (1 + n_perm))
+
+
+def pca_reduce(X, k: int, fit_on: np.ndarray | None = None, rtol: float = 1e-6) -> np.ndarray:
+    """Project trials X (n x d) onto their top-``k`` principal directions.
+
+    Directions with no variance (singular value below ``rtol`` times the largest) are dropped, so a constant
+    variable becomes an (n x 0) array: conditioning on it is conditioning on nothing.
+    """
+    X = _mat(X, "X")
+    if not isinstance(k, int) or k < 1:
+        raise ValueError(f"k must be a positive int, got {k!r}")
+    ref = X if fit_on is None else _mat(fit_on, "fit_on")
+    mu = ref.mean(0)
+    _, s, Vt = np.linalg.svd(ref - mu, full_matrices=False)
+    keep = int(min(k, np.sum(s > max(rtol * (s[0] if s.size else 0.0), 1e-12))))
+    return (X - mu) @ Vt[:keep].T
+
+
+def linear_gaussian_te_truth(b, sigma: float) -> float:
+    """Exact TE of ``Y' = a Y + b^T X + sigma eps`` with independent standard normal X, Y: ``1/2 ln(1+|b|^2/s^2)``."""
+    b = np.atleast_1d(np.asarray(b, dtype=np.float64))
+    if sigma <= 0:
+        raise ValueError(f"sigma must be > 0, got {sigma}")
+    return 0.5 * float(np.log((b @ b + sigma**2) / sigma**2))
+
+
+def linear_gaussian_system(n: int, b, a: float = 0.5, sigma: float = 1.0, seed: int = 0):
+    """Trials ``(X, Y, Y_next)`` of the linear-Gaussian system above (X is n x len(b))."""
+    b = np.atleast_1d(np.asarray(b, dtype=np.float64))
+    if n < 3:
+        raise ValueError(f"n must be >= 3, got {n}")
+    rng = np.random.default_rng(seed)
+    X, Y = rng.normal(size=(n, len(b))), rng.normal(size=(n, 1))
+    Yn = a * Y + (X @ b)[:, None] + sigma * rng.normal(size=(n, 1))
+    return X, Y, Yn
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# head masking and head writes (forward pre-hooks on each attention block's output projection)
+def _attn_modules(model: nn.Module) -> list[hnn.Attention]:
+    mods = [m for m in model.modules() if isinstance(m, hnn.Attention)]
+    if not mods:
+        raise TypeError("model has no helpers.nn.Attention modules")
+    return mods
+
+
+@contextlib.contextmanager
+def head_mask(model: nn.Module, mask) -> Iterator[None]:
+    """Multiply each head's output by ``mask[layer, head]`` (0 = pruned) before the output projection."""
+    attns = _attn_modules(model)
+    m = torch.as_tensor(np.asarray(mask, dtype=np.float32))
+    if m.shape != (len(attns), attns[0].n_head):
+        raise ValueError(f"mask must have shape (n_layer, n_head) = {(len(attns), attns[0].n_head)}, got {tuple(m.shape)}")
+    handles = []
+    for layer, att in enumerate(attns):
+        if bool((m[layer] == 1).all()):
+            continue  # leave the layer untouched: an all-ones mask is exactly the identity
+
+        def pre(_mod, inputs, layer=layer, att=att):
+            (y,) = inputs
+            B, T, C = y.shape
+            y = y.view(B, T, att.n_head, att.head_dim) * m[layer].to(y.dtype)[:, None]
+            return (y.reshape(B, T, C),)
+
+        handles.append(att.proj.register_forward_pre_hook(pre))
+    try:
+        yield
+    finally:
+        for h in handles:
+            h.remove()
+
+
+@contextlib.contextmanager
+def head_writes(model: nn.Module, store: list) -> Iterator[None]:
+    """Record, per layer, each head's additive write ``W_O^(h) z_h`` into the residual: (B, T, n_head, D) tensors."""
+    if not isinstance(store, list):
+        raise TypeError("store must be a list (filled with one tensor per layer)")
+    handles = []
+    for att in _attn_modules(model):
+
+        def pre(mod, inputs, att=att):
+            (y,) = inputs
+            B, T, C = y.shape
+            z = y.view(B, T, att.n_head, att.head_dim)
+            W = mod.weight.view(C, att.n_head, att.head_dim)  # (D, H, Dh)
+            store.append(torch.einsum("bthe,dhe->bthd", z, W).detach())
+
+        handles.append(att.proj.register_forward_pre_hook(pre))
+    try:
+        yield
+    finally:
+        for h in handles:
+            h.remove()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# a tiny vision-language model
+def digits_patches(images, patch: int = 2) -> np.ndarray:
+    """8x8 digit images (n, 8, 8) -> patch features (n, (8/patch)^2, patch^2), scaled to [0, 1]."""
+    images = np.asarray(images, dtype=np.float64)
+    if images.ndim != 3 or images.shape[1:] != (8, 8):
+        raise ValueError(f"images must have shape (n, 8, 8), got {images.shape}")
+    if 8 % patch:
+        raise ValueError(f"patch must divide 8, got {patch}")
+    g = 8 // patch
+    x = images.reshape(-1, g, patch, g, patch).transpose(0, 1, 3, 2, 4).reshape(-1, g * g, patch * patch)
+    return x / 16.0
+
+
+class TinyVLM(nn.Module):
+    """Image patches + a question token + an [ASK] token through ``helpers.nn`` blocks (bidirectional attention).
+
+    ``forward(patches, question, record=False)``: patches (B, P, F) floats, question (B,) ints; returns the answer
+    logits read at [ASK] (the last token), and with ``record=True`` also the residual stream after the embedding
+    and after each block, (B, T, D) each. A list passed as ``attn`` receives each block's attention (B, H, T, T).
+    """
+
+    def __init__(self, n_patches: int, patch_dim: int, n_questions: int, n_answers: int, d_model: int = 64,
+                 n_layer: int = 4, n_head: int = 4) -> None:
+        super().__init__()
+        self.cfg = hnn.TransformerConfig(vocab_size=n_questions + 1, n_layer=n_layer, n_head=n_head,
+                                         d_model=d_model, max_len=n_patches + 2, pos="none")
+        self.n_patches = n_patches
+        self.patch = nn.Linear(patch_dim, d_model)
+        self.text = nn.Embedding(n_questions + 1, d_model)  # question types, then [ASK]
+        self.pos = nn.Parameter(torch.randn(n_patches + 2, d_model) * 0.02)
+        self.blocks = nn.ModuleList([hnn.Block(self.cfg) for _ in range(n_layer)])
+        self.ln_f = nn.LayerNorm(d_model)
+        self.head = nn.Linear(d_model, n_answers)
+        self.ask = n_questions
+
+    def forward(self, patches: torch.Tensor, question: torch.Tensor, record: bool = False,
+                attn: list | None = None):
+        if patches.dim() != 3 or patches.shape[1] != self.n_patches:
+            raise ValueError(f"patches must be (B, {self.n_patches}, F), got {tuple(patches.shape)}")
+        if question.shape != patches.shape[:1]:
+            raise ValueError(f"question must be (B,) = {tuple(patches.shape[:1])}, got {tuple(question.shape)}")
+        B = patches.shape[0]
+        txt = self.text(torch.stack([question, torch.full_like(question, self.ask)], 1))
+        x = torch.cat([self.patch(patches.float()), txt], 1) + self.pos
+        T = x.shape[1]
+        mask = torch.ones(T, T, dtype=torch.bool)[None, None].expand(B, 1, T, T)
+        hidden = [x.detach()]
+        rec = {} if attn is not None else None
+        for blk in self.blocks:
+            x = blk(x, mask, None, None, rec)
+            hidden.append(x.detach())
+        if attn is not None:
+            attn.extend(rec["attn"])
+        logits = self.head(self.ln_f(x[:, -1]))
+        return (logits, hidden) if record else logits
+
+    def loss(self, batch) -> torch.Tensor:
+        patches, question, answer = batch
+        return F.cross_entropy(self(patches, question), answer)

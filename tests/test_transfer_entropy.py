@@ -1,0 +1,161 @@
+"""Tests for helpers.transfer_entropy: estimators against analytic values, nulls, invariance, head hooks."""
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from helpers import transfer_entropy as te
+
+
+@pytest.mark.parametrize("dx", [1, 3, 8])
+def test_gaussian_te_matches_analytic(dx):
+    b = np.linspace(0.3, 1.0, dx)
+    X, Y, Yn = te.linear_gaussian_system(20000, b, sigma=1.0, seed=dx)
+    assert te.gaussian_te(X, Y, Yn) == pytest.approx(te.linear_gaussian_te_truth(b, 1.0), abs=0.02)
+
+
+def test_gaussian_mi_bivariate_closed_form():
+    rng = np.random.default_rng(0)
+    rho = 0.8
+    x = rng.normal(size=50000)
+    y = rho * x + np.sqrt(1 - rho**2) * rng.normal(size=50000)
+    assert te.gaussian_cmi(x, y) == pytest.approx(-0.5 * np.log(1 - rho**2), abs=0.01)
+
+
+def test_ksg_matches_analytic_low_dim():
+    X, Y, Yn = te.linear_gaussian_system(3000, [0.8], seed=1)
+    truth = te.linear_gaussian_te_truth([0.8], 1.0)
+    assert te.ksg_cmi(Yn, X, Y, k=4) == pytest.approx(truth, abs=0.1)
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=3000)
+    y = 0.6 * x + 0.8 * rng.normal(size=3000)
+    assert te.ksg_cmi(x, y, k=4) == pytest.approx(-0.5 * np.log(1 - 0.36), abs=0.05)
+
+
+def test_ksg_sees_nonlinear_dependence_gaussian_misses():
+    rng = np.random.default_rng(3)
+    n = 3000
+    X, Y = rng.normal(size=(n, 1)), rng.normal(size=(n, 1))
+    Yn = 0.5 * Y + np.abs(X) + 0.3 * rng.normal(size=(n, 1))  # even in X: no linear trace
+    assert te.gaussian_te(X, Y, Yn) < 0.02
+    assert te.ksg_cmi(Yn, X, Y) > 0.3
+
+
+def test_conditioning_matters():
+    """Y' = Y exactly copies the past: X carries no *new* information even though X correlates with Y."""
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(5000, 1))
+    Y = X + 0.5 * rng.normal(size=(5000, 1))
+    Yn = Y + 0.1 * rng.normal(size=(5000, 1))
+    assert te.gaussian_cmi(Yn, X) > 0.5
+    assert te.gaussian_te(X, Y, Yn) < 0.01
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10_000))
+def test_gaussian_te_linear_invariance(seed):
+    rng = np.random.default_rng(seed)
+    X, Y, Yn = te.linear_gaussian_system(500, rng.normal(size=3), seed=seed)
+    Mx = rng.normal(size=(3, 3)) + 3 * np.eye(3)
+    # invertible affine maps of the source and of the target at each depth leave TE unchanged
+    a = te.gaussian_te(X, Y, Yn)
+    b = te.gaussian_te(X @ Mx + 1.0, 2.0 * Y - 3, -0.5 * Yn + 7)
+    assert a == pytest.approx(b, abs=1e-8)
+
+
+def test_data_processing():
+    X, Y, Yn = te.linear_gaussian_system(50000, [0.7, 0.7], seed=5)
+    noisy = X + np.random.default_rng(6).normal(size=X.shape)
+    assert te.gaussian_te(noisy, Y, Yn) < te.gaussian_te(X, Y, Yn)
+
+
+def test_permutation_null_is_calibrated_under_independence():
+    inside = 0
+    for s in range(20):
+        X, Y, Yn = te.linear_gaussian_system(400, [0.0], seed=100 + s)
+        _, _, pval = te.permutation_null(te.gaussian_cmi, Yn, X, Y, n_perm=40, seed=s)
+        inside += pval > 0.05
+    assert inside >= 16
+    X, Y, Yn = te.linear_gaussian_system(400, [0.5], seed=7)
+    assert te.permutation_null(te.gaussian_cmi, Yn, X, Y, 40, 0)[2] < 0.05
+
+
+def test_pca_reduce():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 2)) @ rng.normal(size=(2, 10))
+    Z = te.pca_reduce(X, 2)
+    assert Z.shape == (200, 2)
+    assert np.allclose((Z**2).sum(), ((X - X.mean(0)) ** 2).sum())
+
+
+def small_vlm(seed=0):
+    torch.manual_seed(seed)
+    return te.TinyVLM(n_patches=16, patch_dim=4, n_questions=3, n_answers=14, d_model=32, n_layer=2, n_head=4)
+
+
+def test_head_mask_identity_and_effect():
+    m = small_vlm().eval()
+    x, q = torch.rand(5, 16, 4), torch.tensor([0, 1, 2, 0, 1])
+    with torch.no_grad():
+        ref = m(x, q)
+        with te.head_mask(m, np.ones((2, 4))):
+            same = m(x, q)
+        with te.head_mask(m, np.array([[1, 1, 1, 1], [0, 1, 1, 1]])):
+            pruned = m(x, q)
+    assert torch.equal(ref, same)
+    assert not torch.allclose(ref, pruned)
+    assert not m.blocks[1].attn.proj._forward_pre_hooks
+
+
+def test_head_writes_sum_to_attention_output():
+    m = small_vlm().eval()
+    x, q = torch.rand(3, 16, 4), torch.tensor([0, 1, 2])
+    store, outs = [], []
+    h = m.blocks[0].attn.register_forward_hook(lambda mod, i, o: outs.append(o.detach()))
+    with torch.no_grad(), te.head_writes(m, store):
+        m(x, q)
+    h.remove()
+    assert len(store) == 2 and store[0].shape == (3, 18, 4, 32)
+    torch.testing.assert_close(store[0].sum(2) + m.blocks[0].attn.proj.bias, outs[0], atol=1e-5, rtol=1e-5)
+
+
+def test_digits_patches():
+    img = np.arange(64).reshape(1, 8, 8)
+    p = te.digits_patches(img)
+    assert p.shape == (1, 16, 4)
+    assert np.allclose(p[0, 0] * 16, [0, 1, 8, 9])
+
+
+def test_bad_input():
+    with pytest.raises(ValueError, match="same number of trials"):
+        te.gaussian_cmi(np.zeros((10, 1)), np.zeros((9, 1)))
+    with pytest.raises(ValueError, match="NaN"):
+        te.gaussian_cmi(np.full((10, 1), np.nan), np.zeros((10, 1)))
+    with pytest.raises(TypeError):
+        te.gaussian_cmi([1, 2, 3], np.zeros(3))
+    with pytest.raises(ValueError, match="k must"):
+        te.ksg_cmi(np.zeros((5, 1)), np.zeros((5, 1)), k=5)
+    with pytest.raises(ValueError, match="singular"):
+        te.gaussian_cmi(np.ones((10, 1)), np.random.default_rng(0).normal(size=(10, 1)))
+    with pytest.raises(ValueError, match="mask must have shape"):
+        with te.head_mask(small_vlm(), np.ones((3, 4))):
+            pass
+    with pytest.raises(ValueError, match="sigma"):
+        te.linear_gaussian_te_truth([1.0], 0.0)
+    with pytest.raises(ValueError, match="patches"):
+        small_vlm()(torch.rand(2, 15, 4), torch.tensor([0, 1]))
+
+
+def test_pca_drops_constant_and_attention_recorded():
+    assert te.pca_reduce(np.ones((20, 3)), 2).shape == (20, 0)
+    rng = np.random.default_rng(0)
+    X, Y = rng.normal(size=(300, 1)), rng.normal(size=(300, 1))
+    assert te.gaussian_cmi(X, Y, te.pca_reduce(np.ones((300, 2)), 2)) == pytest.approx(te.gaussian_cmi(X, Y))
+    m = small_vlm().eval()
+    att = []
+    with torch.no_grad():
+        m(torch.rand(2, 16, 4), torch.tensor([0, 1]), attn=att)
+    assert len(att) == 2 and att[0].shape == (2, 4, 18, 18)
+    torch.testing.assert_close(att[0].sum(-1), torch.ones(2, 4, 18))
