@@ -1,0 +1,139 @@
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from helpers import nn as hnn
+from helpers import tree_rope as tr
+
+SETTINGS = settings(max_examples=40, deadline=None)
+
+
+@SETTINGS
+@given(st.integers(2, 20), st.integers(1, 4))
+def test_digits_bijection(B, L):
+    p = torch.arange(B**L)
+    c = tr.digits(p, B, L)
+    assert c.min() >= 0 and c.max() < B
+    assert torch.equal(tr.from_digits(c, B), p)
+    assert len(torch.unique(c, dim=0)) == B**L
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="radix"):
+        tr.digits(torch.arange(4), 1, 2)
+    with pytest.raises(ValueError, match="levels"):
+        tr.digits(torch.arange(4), 4, 0)
+    with pytest.raises(ValueError, match=r"\[0, 64\)"):
+        tr.digits(torch.tensor([64]), 4, 3)
+    with pytest.raises(ValueError, match="lie in"):
+        tr.TreeRotaryEmbedding(16, 4, 2).angles(torch.arange(17))
+    with pytest.raises(TypeError):
+        tr.digits(torch.tensor([1.5]), 4, 2)
+    with pytest.raises(ValueError, match="groups"):
+        tr.TreeRotaryEmbedding(16, 4, 2, groups=[3, 3])
+    with pytest.raises(ValueError, match="rotary pair per level"):
+        tr.TreeRotaryEmbedding(4, 4, 3)
+    with pytest.raises(ValueError, match="target"):
+        tr.opt_position_ids(np.random.default_rng(0), 2, 64, 16, 32)
+    with pytest.raises(ValueError, match="radix"):
+        tr.opt_position_ids(np.random.default_rng(0), 2, 64, 1, 128)
+    with pytest.raises(ValueError, match="n_chunks"):
+        tr.skip_position_ids(np.random.default_rng(0), 2, 8, 64, n_chunks=9)
+
+
+def test_tpe_L1_equals_rope():
+    rope = hnn.RotaryEmbedding(32)
+    tpe = tr.TreeRotaryEmbedding(32, 4096, 1, bases=[10000.0])
+    p = torch.arange(4096)
+    q = torch.randn(1, 2, 4096, 32)
+    assert (rope(q, q, p)[0] - tpe(q, q, p)[0]).abs().max() <= 1e-6
+
+
+@SETTINGS
+@given(st.integers(0, 4095))
+def test_rotation_orthogonal(p):
+    R = tr.rotation_matrix(tr.TreeRotaryEmbedding(32, 16, 3), p)
+    assert torch.allclose(R.T @ R, torch.eye(32), atol=1e-6)
+    x = torch.randn(32)
+    assert torch.isclose((R @ x).norm(), x.norm(), rtol=1e-5)
+
+
+def _score(rot, q, k, m, n):
+    a = hnn.apply_rotary(q[None], rot.angles(torch.tensor([m])))
+    b = hnn.apply_rotary(k[None], rot.angles(torch.tensor([n])))
+    return (a * b).sum().item()
+
+
+@SETTINGS
+@given(st.integers(0, 10**6))
+def test_relative_per_component(seed):
+    B, L = 8, 3
+    rot = tr.TreeRotaryEmbedding(24, B, L)
+    g = np.random.default_rng(seed)
+    q, k = torch.as_tensor(g.normal(size=24), dtype=torch.float32), torch.as_tensor(g.normal(size=24),
+                                                                                    dtype=torch.float32)
+    m, n = g.integers(0, B**L, 2)
+    cm, cn = tr.digits(torch.tensor([int(m), int(n)]), B, L)
+    s = torch.as_tensor([int(g.integers(-int(min(a, b)), B - int(max(a, b)))) for a, b in zip(cm, cn)])
+    m2, n2 = int(tr.from_digits(cm + s, B)), int(tr.from_digits(cn + s, B))
+    assert abs(_score(rot, q, k, int(m), int(n)) - _score(rot, q, k, m2, n2)) < 1e-4
+
+
+def test_translation_invariance_and_carries():
+    B, L = 8, 2
+    rot = tr.TreeRotaryEmbedding(16, B, L)
+    rope = hnn.RotaryEmbedding(16)
+    q, k = torch.randn(16), torch.randn(16)
+    assert abs(_score(rope, q, k, 3, 40) - _score(rope, q, k, 3 + 17, 40 + 17)) < 1e-4
+    # a shift by B that crosses no carry of the upper digit keeps the score; one that does changes it
+    assert abs(_score(rot, q, k, 1, 10) - _score(rot, q, k, 1 + 8, 10 + 8)) < 1e-5
+    assert abs(_score(rot, q, k, 1, 6) - _score(rot, q, k, 1 + 3, 6 + 3)) > 1e-4  # 6+3 = 9 carries
+
+
+@SETTINGS
+@given(st.integers(0, 10**6), st.integers(2, 16), st.integers(8, 64), st.integers(1, 8))
+def test_opt_ids(seed, B, n, chunks):
+    g = np.random.default_rng(seed)
+    target = n + 10 * B
+    ids = tr.opt_position_ids(g, 5, n, B, target, min(chunks, n))
+    assert ids.shape == (5, n)
+    assert (np.diff(ids, axis=1) > 0).all() and ids.min() >= 0 and ids.max() < target
+    assert ((ids - np.arange(n)) % B == 0).all()
+    skips = tr.skip_position_ids(g, 5, n, target, min(chunks, n))
+    assert (np.diff(skips, axis=1) > 0).all() and skips.max() < target
+
+
+def test_opt_covers_more_tuples():
+    g = np.random.default_rng(0)
+    B, L, n = 16, 3, 64
+    test = np.arange(1024)[None]
+    plain = np.tile(np.arange(n), (64, 1))
+    opt = tr.opt_position_ids(g, 64, n, B, 4096)
+    assert tr.coverage(opt, test, B, L) > tr.coverage(plain, test, B, L)
+    # sanity: a window covers itself
+    assert tr.coverage(test, test, B, L) == 1.0
+
+
+def test_codes_match_brute_force():
+    B, L = 4, 2
+    pos = np.array([[0, 3, 5, 9]])
+    codes = set(tr.digit_difference_codes(pos, B, L).tolist())
+    c = [tr.digits(torch.tensor(int(p)), B, L).numpy() for p in pos[0]]
+    brute = set()
+    for i in range(4):
+        for j in range(i + 1):
+            d = c[i] - c[j] + (B - 1)
+            brute.add(int(d[0] + d[1] * (2 * B - 1)))
+    assert codes == brute
+
+
+def test_corpus_split_is_disjoint_and_deterministic():
+    a, b = tr.stdlib_corpus(50_000, 10_000)
+    a2, b2 = tr.stdlib_corpus(50_000, 10_000)
+    assert len(a) == 50_000 and len(b) == 10_000
+    assert np.array_equal(a, a2) and np.array_equal(b, b2)
+    assert not np.array_equal(a[:10_000], b)
+    with pytest.raises(ValueError):
+        tr.stdlib_corpus(0, 10)
