@@ -1,0 +1,146 @@
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from helpers import explainability_vector as ev
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+def sd(seed, shapes=None):
+    g = torch.Generator().manual_seed(seed)
+    shapes = shapes or {"a": (3, 2), "b": (4,)}
+    return {k: torch.randn(*s, generator=g) for k, s in shapes.items()}
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 10**6), st.floats(-3, 3))
+def test_task_arithmetic_roundtrip(seed, lam):
+    base, ft = sd(seed), sd(seed + 1)
+    tau = ev.task_vector(ft, base)
+    out = ev.add_vector(base, tau, lam)
+    for k in base:
+        assert torch.allclose(out[k], base[k] + lam * (ft[k] - base[k]), atol=1e-6)
+    assert torch.equal(ev.add_vector(base, tau, 0.0)["a"], base["a"])
+    assert torch.allclose(ev.add_vector(base, tau, 1.0)["b"], ft["b"], atol=1e-6)
+    assert ev.flat(tau).numel() == 10
+
+
+def test_task_vector_errors():
+    with pytest.raises(ValueError, match="different keys"):
+        ev.task_vector(sd(0), sd(1, {"a": (3, 2)}))
+    with pytest.raises(ValueError, match="shapes"):
+        ev.task_vector(sd(0), sd(1, {"a": (2, 3), "b": (4,)}))
+    with pytest.raises(ValueError, match="lacks"):
+        ev.add_vector(sd(0, {"a": (3, 2)}), sd(1), 1.0)
+    with pytest.raises(TypeError):
+        ev.add_vector(sd(0), sd(1), float("nan"))
+    with pytest.raises(TypeError):
+        ev.task_vector([1], sd(0))
+
+
+def test_model_vector_on_real_state_dicts():
+    torch.manual_seed(0)
+    a, b = ev.TinyViT(), ev.TinyViT()
+    tau = ev.task_vector(b.state_dict(), a.state_dict())
+    m = ev.TinyViT()
+    m.load_state_dict(ev.add_vector(a.state_dict(), tau, 1.0))
+    x = torch.rand(2, 3, ev.IMG, ev.IMG)
+    with torch.no_grad():
+        assert torch.allclose(m(x, [0, 1, 2])[0], b(x, [0, 1, 2])[0], atol=1e-5)
+    # the frozen class embeddings are a buffer: identical in every model, zero in every task vector
+    assert torch.equal(a.text, b.text) and "text" in tau and float(tau["text"].abs().max()) == 0.0
+
+
+def test_patch_auroc_and_pointing():
+    mask = torch.zeros(5, ev.N_PATCH)
+    mask[:, :4] = 1.0
+    perfect = mask + 0.01 * torch.rand(5, ev.N_PATCH)
+    assert ev.patch_auroc(perfect, mask) == pytest.approx(1.0)
+    assert ev.patch_auroc(-perfect, mask) == pytest.approx(0.0)
+    assert ev.pointing_game(perfect, mask) == 1.0
+    rand = torch.as_tensor(np.random.default_rng(0).random((400, ev.N_PATCH)))
+    m2 = torch.as_tensor(np.random.default_rng(1).random((400, ev.N_PATCH)) > 0.7).float()
+    assert abs(ev.patch_auroc(rand, m2) - 0.5) < 0.03
+    with pytest.raises(ValueError, match="both"):
+        ev.patch_auroc(perfect[:, :3], mask)
+    with pytest.raises(ValueError, match="relevant"):
+        ev.patch_auroc(perfect, torch.zeros_like(mask))
+
+
+def _additive_prob(weights):
+    """A 'model' whose output is a weighted sum of the patches' mean intensities: Shapley values are exact."""
+    def f(x):
+        p = x.mean(1).unfold(1, ev.PATCH, ev.PATCH).unfold(2, ev.PATCH, ev.PATCH).mean((-1, -2)).reshape(len(x), -1)
+        return p @ weights
+    return f
+
+
+def test_kernel_shap_recovers_additive_model():
+    g = torch.Generator().manual_seed(0)
+    w = torch.randn(ev.N_PATCH, generator=g)
+    x = torch.rand(3, 3, ev.IMG, ev.IMG, generator=g)
+    f = _additive_prob(w)
+    phi = ev.kernel_shap(f, x, n_coalitions=150, seed=0)
+    fill = x.mean((2, 3), keepdim=True)
+    base = f(fill.expand_as(x))
+    patch = x.mean(1).unfold(1, 4, 4).unfold(2, 4, 4).mean((-1, -2)).reshape(3, -1)
+    exact = (patch - fill.mean(1).reshape(3, 1)) * w
+    assert torch.allclose(phi, exact, atol=1e-3)
+    assert torch.allclose(phi.sum(1), f(x) - base, atol=1e-3)  # efficiency
+    with pytest.raises(ValueError):
+        ev.kernel_shap(f, x, n_coalitions=2)
+
+
+def test_deletion_insertion_order_matters():
+    w = torch.zeros(ev.N_PATCH)
+    w[:6] = 1.0
+    x = torch.zeros(4, 3, ev.IMG, ev.IMG)
+    x[:, :, :ev.PATCH, :] = 1.0  # the first row of patches (patches 0-5) is bright, the rest dark
+    f = _additive_prob(w)
+    good = w.expand(4, -1) + 0.01 * torch.rand(4, ev.N_PATCH)
+    d_good, i_good = ev.deletion_insertion(f, x, good)
+    d_bad, i_bad = ev.deletion_insertion(f, x, -good)
+    assert d_good < d_bad and i_good > i_bad
+
+
+def test_cka_and_spearman():
+    X = torch.randn(50, 5)
+    assert ev.linear_cka(X, X) == pytest.approx(1.0, abs=1e-6)
+    assert ev.linear_cka(X, 3 * X @ torch.linalg.qr(torch.randn(5, 5))[0]) == pytest.approx(1.0, abs=1e-5)
+    with pytest.raises(ValueError):
+        ev.linear_cka(X, X[:10])
+    rho, p = ev.spearman_perm([1, 2, 3, 4, 5, 6, 7, 8], [2, 4, 6, 8, 10, 12, 14, 16], n_perm=2000)
+    assert rho == pytest.approx(1.0) and p < 0.01
+    with pytest.raises(ValueError):
+        ev.spearman_perm([1, 2], [1, 2])
+
+
+def test_domains_and_masks():
+    d = ev.make_domain("source", 20, 0)
+    assert d.images.shape == (20, 3, ev.IMG, ev.IMG) and d.mask.shape == (20, ev.N_PATCH)
+    assert 0 <= d.images.min() and d.images.max() <= 1
+    assert torch.equal(d.images, ev.make_domain("source", 20, 0).images)  # deterministic
+    bg = ev.make_domain("background label", 10, 0)
+    assert bg.mask.mean() > 0.5  # the relevance is the background there
+    assert [ev.CLASS_NAMES[c] for c in bg.classes] == ["texture:brick", "texture:grass", "texture:gravel"]
+    with pytest.raises(ValueError, match="unknown domain"):
+        ev.make_domain("imagenet", 5, 0)
+
+
+def test_explanation_loss_zero_for_matching_map():
+    mask = torch.rand(4, ev.N_PATCH)
+    scores = torch.rand(4, ev.N_PATCH, 3)
+    labels = torch.tensor([0, 1, 2, 0])
+    scores[torch.arange(4), :, labels] = 2 * mask + 1
+    assert ev.explanation_loss(scores, labels, mask) < 1e-6
+    with pytest.raises(ValueError):
+        ev.TinyViT()(torch.rand(2, 3, 8, 8), [0, 1])
