@@ -4,7 +4,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from helpers.nn import (
-    Attention, RotaryEmbedding, Transformer, TransformerConfig, apply_rotary, causal_mask, sinusoidal_table,
+    Attention,
+    RotaryEmbedding,
+    Transformer,
+    TransformerConfig,
+    apply_rotary,
+    causal_mask,
+    sinusoidal_table,
 )
 
 
