@@ -116,7 +116,11 @@ class TransformerConfig:
 
 
 class Attention(nn.Module):
-    """Multi-head self-attention with an arbitrary boolean mask and optional rotary positions."""
+    """Multi-head self-attention with an arbitrary mask and optional rotary positions.
+
+    ``mask`` is boolean (``True`` = may attend) or a float additive bias on the attention logits (``-inf`` where a
+    query may not attend), broadcastable to (B, H, T, T); graph encoders pass structural biases this way.
+    """
 
     def __init__(self, d_model: int, n_head: int, bias: bool = True, dropout: float = 0.0) -> None:
         super().__init__()
@@ -142,7 +146,8 @@ class Attention(nn.Module):
             )
         else:
             att = (q @ k.transpose(-2, -1)) / math.sqrt(self.head_dim)
-            att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
+            att = att.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else att + mask
+            att = att.softmax(dim=-1)
             y = att @ v
             record.setdefault("attn", []).append(att.detach())
             record.setdefault("heads", []).append(y.detach())  # (B, H, T, Dh): each head's output before proj

@@ -117,3 +117,17 @@ def test_generate_is_greedy_and_deterministic():
     x = torch.randint(0, 13, (2, 3))
     a, b = m.generate(x, 4), m.generate(x, 4)
     assert a.shape == (2, 7) and torch.equal(a, b) and torch.equal(a[:, :3], x)
+
+
+def test_attention_accepts_a_float_bias_equal_to_the_boolean_mask():
+    torch.manual_seed(0)
+    att = Attention(16, 2)
+    x = torch.randn(2, 5, 16)
+    mask = causal_mask(5)
+    bias = torch.zeros(5, 5).masked_fill(~mask, float("-inf"))
+    with torch.no_grad():
+        a = att(x, mask)
+        b = att(x, bias)
+        rec: dict = {}
+        c = att(x, bias, record=rec)
+    assert torch.allclose(a, b, atol=1e-6) and torch.allclose(a, c, atol=1e-5)
