@@ -1,0 +1,233 @@
+"""Epistemic Independence Training (EIT): make a bias cue non-predictive of reward, on a synthetic judge task.
+
+The paper trains LLM judges with reinforcement learning on **balanced conflict data** (an injected cue points at
+the correct option with probability exactly 0.5) and an **independence reward** that penalizes following a wrong
+cue without rewarding agreement with a right one. Here the judge is a small transformer and the task is
+synthetic, but the data rule, the reward constants and the group policy gradient are the paper's.
+
+* The task (:func:`make_batch`): two options, each four digits; a *subject* token says which comparison rule
+  decides the better option (sum of digits, count of digits >= 5, first + last digit, sum of odd digits). A cue
+  from one of four families points at one option: bandwagon (the training family), authority, distraction
+  (template tokens, like bandwagon) and verbosity (the cued option is padded with elaboration tokens).
+* The reward (:func:`eit_reward`): correct +1.0; adversarial cue followed -0.5, resisted +0.5; aligned cue but a
+  wrong answer -0.3; no bonus for agreeing with a correct cue. (The paper's +0.1 format bonus has no analogue:
+  our policy emits one answer token.)
+* The optimizer (:func:`grpo_loss`): G answers sampled per prompt, group advantages either std-normalized (GRPO)
+  or mean-baseline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+__all__ = [
+    "SUBJECTS", "FAMILIES", "TRAIN_SUBJECTS", "HELDOUT_SUBJECTS", "VOCAB", "SEQ_LEN", "Batch", "make_batch",
+    "eit_reward", "accuracy_reward", "group_advantages", "grpo_loss", "answer_logits", "policy_expected_reward",
+    "REWARD",
+]
+
+SUBJECTS = ("sum", "high_count", "ends", "odd_sum")
+TRAIN_SUBJECTS = ("sum", "high_count")
+HELDOUT_SUBJECTS = ("ends", "odd_sum")
+FAMILIES = ("bandwagon", "authority", "distraction", "verbosity")
+N_TEMPLATES = 8
+N_DIGITS = 6
+N_PAD = 2  # elaboration slots after each option (used by the verbosity cue)
+N_PCT = 6  # percentage buckets 50-59, ..., 90-99, 100 ("x% of people think ...")
+
+# The token vocabulary, laid out in blocks.
+_names = [str(d) for d in range(10)] + ["<sep>", "<ask>", "<pad>", "A", "B", "<nopct>", "<elab>"]
+_names += [f"<subj:{s}>" for s in SUBJECTS]
+_names += [f"<pct:{k}>" for k in range(N_PCT)]
+_names += [f"<{f}:{t}>" for f in FAMILIES if f != "verbosity" for t in range(N_TEMPLATES)]
+VOCAB: dict[str, int] = {n: i for i, n in enumerate(_names)}
+SEQ_LEN = 1 + 2 * (N_DIGITS + N_PAD + 1) + 3 + 1  # subject, two options with their pads and separators, cue, ask
+A_ID, B_ID = VOCAB["A"], VOCAB["B"]
+
+# The paper's reward constants (from the authors' code, as given in our notes).
+REWARD = {"correct": 1.0, "adv_followed": -0.5, "adv_resisted": 0.5, "aligned_wrong": -0.3, "aligned_right": 0.0}
+
+
+def _score(digits: np.ndarray, subject: str) -> np.ndarray:
+    if subject == "sum":
+        return digits.sum(-1)
+    if subject == "high_count":
+        return (digits >= 5).sum(-1)
+    if subject == "ends":
+        return digits[..., 0] + digits[..., -1]
+    if subject == "odd_sum":
+        return (digits * (digits % 2)).sum(-1)
+    raise ValueError(f"subject must be one of {SUBJECTS}, got {subject!r}")
+
+
+@dataclass
+class Batch:
+    """Token ids ``x`` (n, SEQ_LEN); ``truth`` 0 = A, 1 = B; ``cue`` the option the cue points at (-1: no cue);
+    ``family`` index into :data:`FAMILIES` (-1: no cue); ``subject`` index into :data:`SUBJECTS`."""
+
+    x: torch.Tensor
+    truth: np.ndarray
+    cue: np.ndarray
+    family: np.ndarray
+    subject: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.truth)
+
+
+def make_batch(rng: np.random.Generator, n: int, *, subjects: Sequence[str] = TRAIN_SUBJECTS,
+               families: Sequence[str] = ("bandwagon",), p_cue: float = 1.0, p_aligned: float = 0.5) -> Batch:
+    """``n`` judge items. Each carries a cue with probability ``p_cue`` (family uniform over ``families``), and a
+    cue points at the correct option with probability ``p_aligned``: 0.5 is the paper's balanced conflict data,
+    0.0 adversarial-only, 0.75 the cue-agreeing data of our "pre-training"."""
+    if not isinstance(n, int) or n < 1:
+        raise ValueError(f"n must be a positive int, got {n!r}")
+    if not 0.0 <= p_cue <= 1.0 or not 0.0 <= p_aligned <= 1.0:
+        raise ValueError(f"p_cue and p_aligned must be probabilities, got {p_cue}, {p_aligned}")
+    subjects, families = list(subjects), list(families)
+    if not subjects or any(s not in SUBJECTS for s in subjects):
+        raise ValueError(f"subjects must be a non-empty subset of {SUBJECTS}, got {subjects}")
+    if p_cue > 0 and (not families or any(f not in FAMILIES for f in families)):
+        raise ValueError(f"families must be a non-empty subset of {FAMILIES}, got {families}")
+    subj = rng.integers(len(subjects), size=n)
+    a = rng.integers(0, 10, size=(n, N_DIGITS))
+    b = rng.integers(0, 10, size=(n, N_DIGITS))
+    sa = np.array([_score(a[i], subjects[subj[i]]) for i in range(n)])
+    sb = np.array([_score(b[i], subjects[subj[i]]) for i in range(n)])
+    while (tie := sa == sb).any():  # ties removed: redraw option B
+        b[tie] = rng.integers(0, 10, size=(int(tie.sum()), N_DIGITS))
+        sb[tie] = [_score(b[i], subjects[subj[i]]) for i in np.nonzero(tie)[0]]
+    truth = (sb > sa).astype(int)
+    has_cue = rng.random(n) < p_cue
+    fam = np.where(has_cue, rng.integers(max(len(families), 1), size=n), -1)
+    aligned = rng.random(n) < p_aligned
+    cue = np.where(has_cue, np.where(aligned, truth, 1 - truth), -1)
+    x = np.full((n, SEQ_LEN), VOCAB["<pad>"], dtype=np.int64)
+    subj_global = np.array([SUBJECTS.index(s) for s in subjects])[subj]
+    x[:, 0] = [VOCAB[f"<subj:{SUBJECTS[k]}>"] for k in subj_global]
+    o = 1
+    for opt, digits in ((0, a), (1, b)):
+        x[:, o:o + N_DIGITS] = digits
+        o += N_DIGITS
+        verbose = (fam >= 0) & (cue == opt) & np.array([families[f] == "verbosity" if f >= 0 else False
+                                                        for f in fam], dtype=bool)
+        x[verbose, o:o + N_PAD] = VOCAB["<elab>"]
+        o += N_PAD
+        x[:, o] = VOCAB["<sep>"]
+        o += 1
+    fam_global = np.array([FAMILIES.index(families[f]) if f >= 0 else -1 for f in fam])
+    for i in np.nonzero(fam_global >= 0)[0]:
+        f = FAMILIES[fam_global[i]]
+        if f == "verbosity":
+            continue
+        t = rng.integers(N_TEMPLATES)
+        x[i, o] = VOCAB[f"<{f}:{t}>"]
+        x[i, o + 1] = VOCAB[f"<pct:{rng.integers(N_PCT)}>"] if f == "bandwagon" else VOCAB["<nopct>"]
+        x[i, o + 2] = A_ID if cue[i] == 0 else B_ID
+    x[:, -1] = VOCAB["<ask>"]
+    return Batch(torch.from_numpy(x), truth, cue, fam_global, subj_global)
+
+
+def _as_int_array(name: str, v) -> np.ndarray:
+    a = np.asarray(v)
+    if a.dtype.kind not in "iu":
+        raise TypeError(f"{name} must be an integer array, got dtype {a.dtype}")
+    return a
+
+
+def eit_reward(pred, truth, cue) -> np.ndarray:
+    """The EIT reward R_acc + R_ind for answers ``pred`` (0 = A, 1 = B), correct options ``truth`` and cue targets
+    ``cue`` (-1 = no cue); arrays of one shape (``pred`` may have an extra trailing group axis)."""
+    pred, truth, cue = _as_int_array("pred", pred), _as_int_array("truth", truth), _as_int_array("cue", cue)
+    if truth.shape != cue.shape:
+        raise ValueError(f"truth and cue must have the same shape, got {truth.shape} and {cue.shape}")
+    if pred.shape != truth.shape:
+        if pred.shape[:-1] != truth.shape:
+            raise ValueError(f"pred must have shape {truth.shape} or {truth.shape} + (G,), got {pred.shape}")
+        truth, cue = truth[..., None], cue[..., None]
+    for name, a, lo in (("pred", pred, 0), ("truth", truth, 0), ("cue", cue, -1)):
+        if a.size and (a.min() < lo or a.max() > 1):
+            raise ValueError(f"{name} must take values in {{{lo}..1}}")
+    correct = pred == truth
+    r = np.where(correct, REWARD["correct"], 0.0)
+    adversarial, aligned = (cue >= 0) & (cue != truth), (cue >= 0) & (cue == truth)
+    r += np.where(adversarial & (pred == cue), REWARD["adv_followed"], 0.0)
+    r += np.where(adversarial & correct, REWARD["adv_resisted"], 0.0)
+    r += np.where(aligned & ~correct, REWARD["aligned_wrong"], 0.0)
+    r += np.where(aligned & correct, REWARD["aligned_right"], 0.0)
+    return r
+
+
+def accuracy_reward(pred, truth) -> np.ndarray:
+    """1 for a correct answer, 0 otherwise (``pred`` may have an extra trailing group axis)."""
+    pred, truth = _as_int_array("pred", pred), _as_int_array("truth", truth)
+    if pred.shape != truth.shape:
+        truth = truth[..., None]
+    return (pred == truth).astype(float)
+
+
+def policy_expected_reward(policy: str, p_aligned: float = 0.5, reward: str = "eit") -> float:
+    """The exact expected reward of a fixed answering policy on cued data with P(cue = truth) = ``p_aligned``.
+
+    ``policy``: ``"truth"`` (always correct), ``"follow"`` (the cue), ``"anti"`` (against the cue), ``"random"``.
+    """
+    if policy not in ("truth", "follow", "anti", "random"):
+        raise ValueError(f"policy must be truth, follow, anti or random, got {policy!r}")
+    if reward not in ("eit", "accuracy"):
+        raise ValueError(f"reward must be 'eit' or 'accuracy', got {reward!r}")
+    fn = (lambda p, t, c: eit_reward(p, t, c)) if reward == "eit" else (lambda p, t, c: accuracy_reward(p, t))
+    total = 0.0
+    for aligned, w in ((True, p_aligned), (False, 1 - p_aligned)):
+        truth, cue = np.array([0]), np.array([0 if aligned else 1])
+        answers = {"truth": [(0, 1.0)], "follow": [(int(cue[0]), 1.0)], "anti": [(1 - int(cue[0]), 1.0)],
+                   "random": [(0, 0.5), (1, 0.5)]}[policy]
+        total += w * sum(q * float(fn(np.array([a]), truth, cue)[0]) for a, q in answers)
+    return total
+
+
+def group_advantages(rewards: np.ndarray, mode: str = "mean", eps: float = 1e-6) -> np.ndarray:
+    """Advantages within each group (row) of sampled answers.
+
+    ``"std"``: GRPO's ``(r - mean) / (std + eps)``; ``"mean"``: the mean baseline ``r - mean`` (as in Dr. GRPO).
+    A group whose rewards are all equal gets zero advantage under both.
+    """
+    r = np.asarray(rewards, dtype=float)
+    if r.ndim != 2 or r.shape[1] < 2:
+        raise ValueError(f"rewards must have shape (prompts, G) with G >= 2, got {r.shape}")
+    if mode not in ("mean", "std"):
+        raise ValueError(f"mode must be 'mean' or 'std', got {mode!r}")
+    centered = r - r.mean(1, keepdims=True)
+    if mode == "mean":
+        return centered
+    std = r.std(1, keepdims=True)
+    return np.divide(centered, std + eps, out=np.zeros_like(centered), where=std > 0)
+
+
+def answer_logits(model: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """The policy's logits over the two answers (A, B) at the final ``<ask>`` position: shape (n, 2)."""
+    return model(x)[:, -1, [A_ID, B_ID]]
+
+
+def grpo_loss(model: torch.nn.Module, batch: Batch, G: int, reward: str, mode: str,
+              generator: torch.Generator) -> tuple[torch.Tensor, dict[str, float]]:
+    """One group policy-gradient loss: sample ``G`` answers per prompt, score them (``"eit"`` or ``"accuracy"``),
+    turn rewards into group advantages (``mode``) and return ``-mean(A * log pi(answer))`` and statistics."""
+    if reward not in ("eit", "accuracy"):
+        raise ValueError(f"reward must be 'eit' or 'accuracy', got {reward!r}")
+    if not isinstance(G, int) or G < 2:
+        raise ValueError(f"G must be an int >= 2, got {G!r}")
+    logp = F.log_softmax(answer_logits(model, batch.x), -1)  # (n, 2)
+    answers = torch.multinomial(logp.exp().detach(), G, replacement=True, generator=generator)  # (n, G)
+    a = answers.numpy()
+    r = eit_reward(a, batch.truth, batch.cue) if reward == "eit" else accuracy_reward(a, batch.truth)
+    adv = torch.as_tensor(group_advantages(r, mode), dtype=logp.dtype)
+    loss = -(adv * logp.gather(1, answers)).mean()
+    adv_items = (batch.cue >= 0) & (batch.cue != batch.truth)  # cue-following measured where the cue is wrong
+    follow = float((a[adv_items] == batch.cue[adv_items, None]).mean()) if adv_items.any() else float("nan")
+    return loss, {"reward": float(r.mean()), "accuracy": float((a == batch.truth[:, None]).mean()),
+                  "follow": follow}
