@@ -188,7 +188,7 @@ print(f"components off a spine with pathwidth not smaller than the spine's compo
 # the target enters through `u`, so `u` becomes the prediction (still within `η`). These are the key lines of
 # `ts.search_with_prediction`:
 #
-# ```python
+# ```text
 # if ask(p) is None: return p                       # eta = 0: one query (its answer is cached)
 # while True:
 #     P = comp.spine; j = comp.attach[p]            # where the prediction hangs from the spine
