@@ -39,7 +39,7 @@ def seed_everything(seed: int) -> None:
 
 
 def set_threads(n: int | None = None) -> int:
-    """Set torch's intra-op thread count.
+    """Set torch's intra-op thread count and the BLAS thread count of NumPy/SciPy.
 
     ``n=None`` reads ``HELPERS_THREADS`` (set by the book runner) and falls back to the number of CPUs.
     Returns the number of threads in force.
@@ -55,6 +55,12 @@ def set_threads(n: int | None = None) -> int:
         import torch
 
         torch.set_num_threads(n)
+    except ImportError:  # pragma: no cover
+        pass
+    try:  # NumPy/SciPy's BLAS too: small matrices run much faster on one thread than on oversubscribed ones
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(n)
     except ImportError:  # pragma: no cover
         pass
     return n

@@ -26,9 +26,12 @@ def test_rng_streams_are_independent_and_reproducible():
 
 
 def test_setup_reads_thread_env(monkeypatch):
+    from threadpoolctl import threadpool_info
+
     monkeypatch.setenv("HELPERS_THREADS", "1")
     s = repro.setup(0)
     assert s.threads == 1 and torch.get_num_threads() == 1 and s.device == "cpu" and s.seed == 0
+    assert all(p["num_threads"] == 1 for p in threadpool_info() if p["user_api"] == "blas")
 
 
 @pytest.mark.parametrize("bad,exc", [(-1, ValueError), (2**32, ValueError), (1.5, TypeError), ("0", TypeError),
