@@ -350,6 +350,7 @@ def vendor_js() -> Path:
     """Fetch the widget manager, RequireJS and MathJax from the npm registry once (git-ignored ``book/_vendor``)."""
     marker = VENDOR / ".complete"
     if marker.exists():
+        shutil.copy(ROOT / "book" / "_ext" / "widgets_path.js", VENDOR / "widgets_path.js")  # our glue, kept fresh
         return VENDOR
     if shutil.which("npm") is None:
         raise SystemExit("npm is needed once to vendor the site's JavaScript (widgets, MathJax) for offline use")
@@ -368,8 +369,8 @@ def vendor_js() -> Path:
         (VENDOR / "requirejs").mkdir()
         shutil.copy(pkg / "requirejs/package/require.js", VENDOR / "requirejs/require.js")
         shutil.copytree(pkg / "mathjax/package/es5", VENDOR / "mathjax")
-    shutil.copy(ROOT / "book" / "_ext" / "widgets_path.js", VENDOR / "widgets_path.js")
     marker.write_text("\n".join(NPM_PACKAGES.values()) + "\n")
+    shutil.copy(ROOT / "book" / "_ext" / "widgets_path.js", VENDOR / "widgets_path.js")
     return VENDOR
 
 

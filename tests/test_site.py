@@ -106,3 +106,22 @@ def test_reading_guide_page_works_in_a_browser(server, browser):
     assert page.locator(".widget-progress, .jupyter-widgets").count() >= 1
     page.close()
     assert external == [], f"the page reached for the network: {external}"
+
+
+def test_every_chapter_page_loads_without_javascript_errors(server, browser):
+    """Widgets, maths and sliders together on every chapter page: no uncaught error, nothing fetched from outside."""
+    pages = sorted((SITE / "notebooks").glob("*.html"))
+    assert pages
+    problems = {}
+    for path in pages:
+        page = browser.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda e, errors=errors: errors.append(str(e)))
+        page.route("**/*", lambda r, errors=errors: r.continue_() if r.request.url.startswith(server)
+                   or r.request.url.startswith("data:") else (errors.append(f"network: {r.request.url}"), r.abort()))
+        page.goto(f"{server}/notebooks/{path.name}", wait_until="load")
+        page.wait_for_timeout(1500)
+        if errors:
+            problems[path.stem] = errors[:3]
+        page.close()
+    assert problems == {}, problems
