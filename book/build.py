@@ -128,6 +128,18 @@ def _hash_tree(h: hashlib._Hash, path: Path) -> None:
             h.update(p.read_bytes())
 
 
+def _hash_entries(h: hashlib._Hash, folder: Path, skip) -> None:
+    """Hash the files and subfolders directly in ``folder``, leaving out those for which ``skip(path)`` is true."""
+    for p in sorted(folder.iterdir()) if folder.exists() else []:
+        if skip(p):
+            continue
+        if p.is_dir():
+            _hash_tree(h, p)
+        else:
+            h.update(p.name.encode())
+            h.update(p.read_bytes())
+
+
 def _chapter_module(slug: str) -> str:
     """The helpers module of a chapter: ``02_tree_training`` -> ``tree_training``."""
     return slug.split("_", 1)[1] if re.match(r"^\d+_", slug) else slug
@@ -141,26 +153,10 @@ def input_key(slug: str, params: dict) -> str:
     """
     h = hashlib.sha256()
     h.update((NOTEBOOKS / f"{slug}.ipynb").read_bytes())
-    others = {_chapter_module(p.stem) for p in NOTEBOOKS.glob("*.ipynb")} - {_chapter_module(slug)}
-    helpers_dir = ROOT / "helpers"
-    for p in sorted(helpers_dir.iterdir()) if helpers_dir.exists() else []:
-        if p.name == "__pycache__" or p.stem in others or p.name in others:
-            continue
-        if p.is_dir():
-            _hash_tree(h, p)
-        else:
-            h.update(p.name.encode())
-            h.update(p.read_bytes())
-    other_slugs = {p.stem for p in NOTEBOOKS.glob("*.ipynb")} - {slug}
-    data_dir = ROOT / "data"
-    for p in sorted(data_dir.iterdir()) if data_dir.exists() else []:
-        if p.name in other_slugs:  # data/<slug>/ belongs to that chapter
-            continue
-        if p.is_dir():
-            _hash_tree(h, p)
-        else:
-            h.update(p.name.encode())
-            h.update(p.read_bytes())
+    slugs = {p.stem for p in NOTEBOOKS.glob("*.ipynb")}
+    other_modules = {_chapter_module(s) for s in slugs} - {_chapter_module(slug)}
+    _hash_entries(h, ROOT / "helpers", skip=lambda p: p.name == "__pycache__" or p.stem in other_modules)
+    _hash_entries(h, ROOT / "data", skip=lambda p: p.name in slugs - {slug})  # data/<slug>/ is that chapter's
     h.update(json.dumps(params, sort_keys=True).encode())
     h.update((ROOT / "requirements.txt").read_bytes())
     return h.hexdigest()
