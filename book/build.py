@@ -45,7 +45,10 @@ NPM_PACKAGES = {
 
 QUICK_TIMEOUT_S = 60  # the contract: quick mode runs in at most 60 s ...
 DEFAULT_TIMEOUT_S = 300  # ... and the default in at most 5 minutes (on 2 cores, alone)
-CELL_TIMEOUT_S = {True: 600, False: 1200}  # a hung cell is killed after this long and the notebook retried once
+# A hung cell is killed after this long and the notebook retried once. Papermill still hangs now and then on an
+# ipywidgets `interactive` cell (seen here with ipykernel 6.31 too), so quick mode, where no cell needs more than a
+# minute, gives up after 3 minutes rather than 10.
+CELL_TIMEOUT_S = {True: 180, False: 1200}
 
 
 # --------------------------------------------------------------------------------------------------------------
