@@ -161,7 +161,9 @@ def input_key(slug: str, params: dict) -> str:
     _hash_entries(h, ROOT / "helpers", skip=lambda p: p.name == "__pycache__" or p.stem in other_modules)
     _hash_entries(h, ROOT / "data", skip=lambda p: p.name in slugs - {slug})  # data/<slug>/ is that chapter's
     h.update(json.dumps(params, sort_keys=True).encode())
-    h.update((ROOT / "requirements.txt").read_bytes())
+    for pins in ("requirements.txt", "requirements-data.txt"):
+        if (ROOT / pins).exists():
+            h.update((ROOT / pins).read_bytes())
     return h.hexdigest()
 
 
