@@ -2,28 +2,37 @@
 
 * A **check** is a property that must hold at any size. :meth:`ClaimsRecord.check` raises :class:`CheckFailed`
   when it does not, so the notebook (and the book build) fails.
-* A **claim** is a finding of the paper: the paper's number, our measured number and whether it held at our
-  scale. A claim that does not hold is recorded as such; it never fails the build.
+* A **claim** is a finding of the paper measured at our scale. The chapter gives the measured number (or one number
+  per seed), a comparison ``op`` and a ``target``; the record, never the caller, computes the verdict:
+  **held** (at every seed), **mixed** (at some), **not held** (at none). A claim that cannot be tested at our scale
+  is recorded with :meth:`ClaimsRecord.untested` and a reason. A claim never fails the build.
 
 ``rec.save()`` writes ``<results dir>/<notebook>.json`` (the book runner sets ``HELPERS_RESULTS_DIR``) and displays
-the table. The scoreboard page of the book is generated from these files.
+the tables and a short summary. The scoreboard page of the book is generated from these files and recomputes every
+verdict with :func:`verdict_of`. The JSON layout is ``SCHEMA`` 2, documented in ``book/how_to_run.md``.
 """
 
 from __future__ import annotations
 
+import html as _html
 import json
 import math
+import numbers
 import operator
 import os
 import time
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CheckFailed", "Check", "Claim", "ClaimsRecord", "results_dir", "OPS"]
+__all__ = [
+    "SCHEMA", "OPS", "VERDICTS", "CheckFailed", "Check", "Claim", "ClaimsRecord", "results_dir", "verdict_of",
+    "render_markdown", "render_html", "summary_text",
+]
 
+SCHEMA = 2
 OPS = {
     "<=": operator.le,
     "<": operator.lt,
@@ -32,6 +41,7 @@ OPS = {
     "==": operator.eq,
     "!=": operator.ne,
 }
+VERDICTS = ("held", "mixed", "not held", "untested")
 
 _PACKAGES = (
     "numpy", "scipy", "torch", "scikit-learn", "networkx", "matplotlib", "rdkit", "pyscf", "ase", "scikit-image",
@@ -54,19 +64,97 @@ class Check:
 
 @dataclass
 class Claim:
+    """One claim as stored in the record (schema 2). ``measured`` is a number or a per-seed list."""
+
     id: str
     statement: str
     paper: Any
-    measured: Any
-    unit: str
-    holds: bool | None
+    measured: float | list[float] | None
+    mean: float | None
+    min: float | None
+    max: float | None
+    n: int
+    op: str | None
+    target: float | None
+    unit: str = ""
+    baseline: float | list[float] | None = None
     note: str = ""
+    verdict: str = "untested"
+    reason: str = ""
+    holds_per_seed: list[bool] = field(default_factory=list)
 
 
 def results_dir() -> Path:
     """Where records are written: ``$HELPERS_RESULTS_DIR`` if set, else ``./_results`` (Colab, a local Jupyter)."""
     env = os.environ.get("HELPERS_RESULTS_DIR")
     return Path(env) if env else Path.cwd() / "_results"
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Numbers
+# ----------------------------------------------------------------------------------------------------------------
+def _scalar(x: Any) -> Any:
+    """numpy / torch 0-d values to Python scalars; anything else unchanged."""
+    if hasattr(x, "ndim") and hasattr(x, "item") and callable(x.item):
+        if getattr(x, "ndim", 0) == 0:
+            return x.item()
+    elif hasattr(x, "item") and callable(x.item) and not isinstance(x, (list, tuple, str)):
+        try:
+            return x.item()
+        except (TypeError, ValueError):
+            return x
+    return x
+
+
+def _real(what: str, x: Any) -> float:
+    """``x`` as a finite float, or a TypeError/ValueError that names ``what``."""
+    x = _scalar(x)
+    if isinstance(x, bool):
+        raise TypeError(f"{what} must be a real number, got a bool ({x}); record a count, a fraction or a "
+                        "difference instead, so that the verdict is computed from a number")
+    if isinstance(x, str):
+        raise TypeError(f"{what} must be a real number, got the string {x!r}; put a number here and the words "
+                        "in note=")
+    if not isinstance(x, numbers.Real):
+        raise TypeError(f"{what} must be a real number, got {type(x).__name__}")
+    x = float(x)
+    if not math.isfinite(x):
+        raise ValueError(f"{what} must be finite, got {x}")
+    return x
+
+
+def _values(what: str, x: Any) -> tuple[float | list[float], list[float]]:
+    """A number or a 1-d sequence of numbers (one per seed): (as stored, as a list)."""
+    if hasattr(x, "ndim") and hasattr(x, "tolist"):
+        if x.ndim > 1:
+            raise TypeError(f"{what} must be a number or a 1-d sequence (one value per seed), got an array "
+                            f"with {x.ndim} dimensions")
+        x = x.tolist()
+    if isinstance(x, (list, tuple)):
+        if len(x) == 0:
+            raise ValueError(f"{what} is an empty sequence: give one value per seed")
+        vals = [_real(f"{what}[{i}]", v) for i, v in enumerate(x)]
+        return vals, vals
+    if isinstance(x, Sequence) and not isinstance(x, str):
+        return _values(what, list(x))
+    v = _real(what, x)
+    return v, [v]
+
+
+def verdict_of(measured: float | Sequence[float], op: str, target: float) -> str:
+    """``"held"`` if ``measured <op> target`` at every value, ``"mixed"`` at some, ``"not held"`` at none.
+
+    A scalar ``measured`` gives ``"held"`` or ``"not held"``. This is the only place a verdict is decided; the
+    scoreboard calls it again on each stored record and refuses a record whose stored verdict differs.
+    """
+    if op not in OPS:
+        raise ValueError(f"op must be one of {sorted(OPS)}, got {op!r}")
+    _, vals = _values("measured", measured)
+    t = _real("target", target)
+    ok = [bool(OPS[op](v, t)) for v in vals]
+    if all(ok):
+        return "held"
+    return "mixed" if any(ok) else "not held"
 
 
 def _jsonable(x: Any) -> Any:
@@ -96,17 +184,33 @@ def _versions() -> dict[str, str]:
     return out
 
 
+def _text(what: str, x: Any, *, required: bool) -> str:
+    if not isinstance(x, str):
+        raise TypeError(f"{what} must be a string, got {type(x).__name__}")
+    if required and not x.strip():
+        raise ValueError(f"{what} must be a non-empty string")
+    return x
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The record
+# ----------------------------------------------------------------------------------------------------------------
 class ClaimsRecord:
-    """Collects a chapter's checks and claims; ``save()`` writes the JSON record and shows the table.
+    """Collects a chapter's checks and claims; ``save()`` writes the JSON record and shows the tables.
 
     >>> rec = ClaimsRecord("00_reading_guide", {"quick": True, "seed": 0})
     >>> rec.check("loss_finite", 0.3, 1e9, op="<")
     True
+    >>> rec.claim("acc", "The model learns the task", paper=">= 0.95", measured=[0.97, 0.99, 0.93],
+    ...           op=">=", target=0.95)
+    'mixed'
     """
 
     def __init__(self, notebook: str, params: Mapping[str, Any] | None = None) -> None:
         if not isinstance(notebook, str) or not notebook:
             raise TypeError("notebook must be a non-empty string, the chapter's slug")
+        if params is not None and not isinstance(params, Mapping):
+            raise TypeError(f"params must be a mapping of parameter names to values, got {type(params).__name__}")
         params = dict(params or {})
         self.notebook = notebook
         self.params = {k: _jsonable(v) for k, v in params.items()}
@@ -120,18 +224,24 @@ class ClaimsRecord:
         """Record ``value <op> bound`` and raise :class:`CheckFailed` if it is false.
 
         ``rec.check("exact", max_abs_diff, 1e-10, op="<=")``; a boolean property is ``rec.check("valid", flag)``.
+        NaN or inf (of any numeric type) never passes; an array is refused (reduce it to one number first).
         """
         self._new_id(id, self.checks)
         if op not in OPS:
-            raise ValueError(f"op must be one of {sorted(OPS)}, got {op!r}")
-        v, b = _jsonable(value), _jsonable(bound)
+            raise ValueError(f"check {id!r}: op must be one of {sorted(OPS)}, got {op!r}")
+        _text(f"check {id!r}: note", note, required=False)
+        value, bound = _scalar(value), _scalar(bound)
+        for what, x in (("value", value), ("bound", bound)):
+            if hasattr(x, "ndim") or isinstance(x, (list, tuple, dict, set)):
+                raise TypeError(f"check {id!r}: {what} must be a single number or bool, got {type(x).__name__} "
+                                "(reduce an array with max(), all(), ... first)")
         try:
             ok = bool(OPS[op](value, bound))
         except TypeError as e:
             raise TypeError(f"check {id!r}: cannot compare {value!r} {op} {bound!r}") from e
-        if isinstance(value, float) and math.isnan(value):
+        if any(isinstance(x, numbers.Real) and not math.isfinite(float(x)) for x in (value, bound)):
             ok = False
-        self.checks.append(Check(id=id, value=v, bound=b, op=op, ok=ok, note=note))
+        self.checks.append(Check(id=id, value=_jsonable(value), bound=_jsonable(bound), op=op, ok=ok, note=note))
         if not ok:
             raise CheckFailed(f"check {id!r} failed: {value!r} {op} {bound!r} is false. {note}".strip())
         return ok
@@ -144,28 +254,45 @@ class ClaimsRecord:
         *,
         paper: Any,
         measured: Any,
+        op: str,
+        target: Any,
         unit: str = "",
-        holds: bool | None,
+        baseline: Any = None,
         note: str = "",
-    ) -> bool | None:
-        """Record one of the paper's findings next to our measurement.
+    ) -> str:
+        """Record one of the paper's findings and return the verdict the record computed.
 
-        ``holds`` must be computed from ``measured`` (never typed in); ``None`` means "not testable at our scale",
-        and ``note`` should then say why.
+        ``measured`` is a number, or a 1-d sequence with one number per seed; ``op`` and ``target`` state the
+        comparison that decides the verdict (``target`` is the paper's number or our stated bar). A comparison with
+        a baseline is recorded as a number (a ratio or a difference) in ``measured``, with the baseline's own value
+        (or per-seed values) in ``baseline``. ``paper`` is free text for the paper's wording or number.
         """
         self._new_id(id, self.claims)
-        if not isinstance(statement, str) or not statement:
-            raise TypeError("statement must be a non-empty string")
-        if holds is not None and not isinstance(holds, bool):
-            if hasattr(holds, "item"):
-                holds = bool(holds.item())
-            else:
-                raise TypeError(f"holds must be a bool or None, got {type(holds).__name__}")
-        self.claims.append(
-            Claim(id=id, statement=statement, paper=_jsonable(paper), measured=_jsonable(measured),
-                  unit=unit, holds=holds, note=note)
-        )
-        return holds
+        statement = _text(f"claim {id!r}: statement", statement, required=True)
+        unit = _text(f"claim {id!r}: unit", unit, required=False)
+        note = _text(f"claim {id!r}: note", note, required=False)
+        if op not in OPS:
+            raise ValueError(f"claim {id!r}: op must be one of {sorted(OPS)}, got {op!r}")
+        stored, vals = _values(f"claim {id!r}: measured", measured)
+        t = _real(f"claim {id!r}: target", target)
+        base = None if baseline is None else _values(f"claim {id!r}: baseline", baseline)[0]
+        per_seed = [bool(OPS[op](v, t)) for v in vals]
+        verdict = verdict_of(vals if isinstance(stored, list) else stored, op, t)
+        self.claims.append(Claim(
+            id=id, statement=statement, paper=_jsonable(paper), measured=stored,
+            mean=sum(vals) / len(vals), min=min(vals), max=max(vals), n=len(vals), op=op, target=t, unit=unit,
+            baseline=base, note=note, verdict=verdict, holds_per_seed=per_seed,
+        ))
+        return verdict
+
+    def untested(self, id: str, statement: str, *, paper: Any, reason: str) -> str:
+        """Record a claim that cannot be tested at our scale; ``reason`` says why (required)."""
+        self._new_id(id, self.claims)
+        statement = _text(f"claim {id!r}: statement", statement, required=True)
+        reason = _text(f"claim {id!r}: reason", reason, required=True)
+        self.claims.append(Claim(id=id, statement=statement, paper=_jsonable(paper), measured=None, mean=None,
+                                 min=None, max=None, n=0, op=None, target=None, verdict="untested", reason=reason))
+        return "untested"
 
     def _new_id(self, id: str, items: list) -> None:
         if not isinstance(id, str) or not id:
@@ -178,8 +305,13 @@ class ClaimsRecord:
     def seconds(self) -> float:
         return time.perf_counter() - self._t0
 
+    def counts(self) -> dict[str, int]:
+        """How many claims have each verdict."""
+        return {v: sum(1 for c in self.claims if c.verdict == v) for v in VERDICTS}
+
     def to_dict(self) -> dict[str, Any]:
         return {
+            "schema": SCHEMA,
             "notebook": self.notebook,
             "params": self.params,
             "quick": self.quick,
@@ -190,7 +322,7 @@ class ClaimsRecord:
         }
 
     def save(self, directory: str | os.PathLike | None = None, display: bool = True) -> Path:
-        """Write ``<directory>/<notebook>.json`` and, in a notebook, show the checks and claims tables."""
+        """Write ``<directory>/<notebook>.json`` and, in a notebook, show the tables and the summary."""
         d = Path(directory) if directory is not None else results_dir()
         d.mkdir(parents=True, exist_ok=True)
         path = d / f"{self.notebook}.json"
@@ -212,29 +344,85 @@ class ClaimsRecord:
         return render_markdown(self.to_dict())
 
 
+# ----------------------------------------------------------------------------------------------------------------
+# Rendering (the chapter's table, the scoreboard)
+# ----------------------------------------------------------------------------------------------------------------
 def _fmt(x: Any) -> str:
     if isinstance(x, float):
         return f"{x:.4g}"
     if isinstance(x, list) and len(x) > 6:
         return "[" + ", ".join(_fmt(v) for v in x[:6]) + ", …]"
+    if isinstance(x, list):
+        return "[" + ", ".join(_fmt(v) for v in x) + "]"
     return str(x)
 
 
-def _held(h: bool | None) -> str:
-    return {True: "✅ held", False: "❌ did not hold", None: "— not testable"}[h]
+_BADGE = {"held": "✅ held", "mixed": "🟨 mixed", "not held": "❌ not held", "untested": "— untested"}
+
+
+def _measured(c: Mapping[str, Any]) -> str:
+    """``0.93`` for one value; ``0.95 (0.91–0.99, n=3)`` for per-seed values."""
+    if c.get("verdict") == "untested" or c.get("measured") is None:
+        return "—"
+    unit = f" {c['unit']}" if c.get("unit") else ""
+    if isinstance(c["measured"], list):
+        return f"{_fmt(c['mean'])} ({_fmt(c['min'])}–{_fmt(c['max'])}, n={c['n']}){unit}"
+    return f"{_fmt(c['measured'])}{unit}"
+
+
+def _rule(c: Mapping[str, Any]) -> str:
+    return "—" if c.get("op") is None else f"{c['op']} {_fmt(c['target'])}"
+
+
+def _baseline(c: Mapping[str, Any]) -> str:
+    b = c.get("baseline")
+    if b is None:
+        return "—"
+    if isinstance(b, list):
+        return f"{_fmt(sum(b) / len(b))} (n={len(b)})" if len(b) > 1 else _fmt(b[0])
+    return _fmt(b)
+
+
+def _why(c: Mapping[str, Any]) -> str:
+    return c.get("reason") or c.get("note") or ""
+
+
+def summary_text(rec: Mapping[str, Any]) -> str:
+    """One paragraph, generated from the record: what held, what was mixed or did not hold, and why."""
+    claims = rec.get("claims", [])
+    if not claims:
+        return "This chapter records no claims."
+    by = {v: [c for c in claims if c.get("verdict") == v] for v in VERDICTS}
+    parts = [f"Of {len(claims)} claim(s), {len(by['held'])} held, {len(by['mixed'])} mixed, "
+             f"{len(by['not held'])} did not hold and {len(by['untested'])} could not be tested at our scale."]
+    if by["held"]:
+        parts.append("Held: " + "; ".join(f"{c['id']} ({_measured(c)} {_rule(c)})" for c in by["held"]) + ".")
+    for v, word in (("mixed", "Mixed across seeds"), ("not held", "Not held"), ("untested", "Untested")):
+        for c in by[v]:
+            why = _why(c)
+            detail = "" if v == "untested" else f" ({_measured(c)}, needed {_rule(c)})"
+            parts.append(f"{word}: {c['id']}{detail}" + (f" — {why}" if why else "") + ".")
+    if rec.get("quick"):
+        parts.append("This run was in quick mode: tiny sizes, a smoke test, not results.")
+    return " ".join(parts)
+
+
+def _md_cell(s: str) -> str:
+    return s.replace("|", "\\|").replace("\n", " ")
 
 
 def render_markdown(rec: Mapping[str, Any]) -> str:
     """The record as Markdown tables (used by the scoreboard generator)."""
     lines = []
     if rec.get("claims"):
-        lines += ["| claim | paper | measured here | held? |", "|---|---|---|---|"]
+        lines += ["| claim | paper | measured here | rule | baseline | verdict |", "|---|---|---|---|---|---|"]
         for c in rec["claims"]:
-            unit = f" {c['unit']}" if c.get("unit") else ""
-            note = f" <br><small>{c['note']}</small>" if c.get("note") else ""
+            why = _why(c)
+            note = f" <br><small>{_md_cell(why)}</small>" if why else ""
             lines.append(
-                f"| **{c['id']}**: {c['statement']}{note} | {_fmt(c['paper'])} | {_fmt(c['measured'])}{unit} "
-                f"| {_held(c['holds'])} |"
+                f"| **{_md_cell(c['id'])}**: {_md_cell(c['statement'])}{note} | {_md_cell(_fmt(c['paper']))} "
+                f"| {_md_cell(_measured(c))} | {_md_cell(_rule(c))} | {_md_cell(_baseline(c))} "
+                f"| {_BADGE[c['verdict']]} |"
             )
     if rec.get("checks"):
         n_ok = sum(1 for c in rec["checks"] if c["ok"])
@@ -243,23 +431,24 @@ def render_markdown(rec: Mapping[str, Any]) -> str:
 
 
 def render_html(rec: Mapping[str, Any]) -> str:
-    """The record as two HTML tables, as shown at the end of each chapter."""
-    import html
-
-    e = lambda x: html.escape(_fmt(x))  # noqa: E731
+    """The record as two HTML tables and a summary paragraph, as shown at the end of each chapter."""
+    e = lambda x: _html.escape(_fmt(x))  # noqa: E731
+    h = _html.escape
     mode = " (quick mode: tiny sizes, not results)" if rec.get("quick") else ""
     out = [f"<div class='claims-record'><h4>Claims{mode}</h4>",
-           "<table><thead><tr><th>id</th><th>statement</th><th>paper</th><th>measured here</th>"
-           "<th>held?</th></tr></thead><tbody>"]
+           "<table><thead><tr><th>id</th><th>statement</th><th>paper</th><th>measured here</th><th>rule</th>"
+           "<th>baseline</th><th>verdict</th></tr></thead><tbody>"]
     for c in rec.get("claims", []):
-        unit = f" {html.escape(c['unit'])}" if c.get("unit") else ""
-        note = f"<br><small>{html.escape(c['note'])}</small>" if c.get("note") else ""
-        out.append(f"<tr><td><code>{html.escape(c['id'])}</code></td><td>{html.escape(c['statement'])}{note}</td>"
-                   f"<td>{e(c['paper'])}</td><td>{e(c['measured'])}{unit}</td><td>{_held(c['holds'])}</td></tr>")
+        why = _why(c)
+        note = f"<br><small>{h(why)}</small>" if why else ""
+        out.append(f"<tr><td><code>{h(c['id'])}</code></td><td>{h(c['statement'])}{note}</td>"
+                   f"<td>{e(c['paper'])}</td><td>{h(_measured(c))}</td><td>{h(_rule(c))}</td>"
+                   f"<td>{h(_baseline(c))}</td><td>{_BADGE[c['verdict']]}</td></tr>")
     out.append("</tbody></table><h4>Checks</h4><table><thead><tr><th>id</th><th>value</th><th>op</th>"
                "<th>bound</th><th>ok</th></tr></thead><tbody>")
     for c in rec.get("checks", []):
-        out.append(f"<tr><td><code>{html.escape(c['id'])}</code></td><td>{e(c['value'])}</td>"
-                   f"<td>{html.escape(c['op'])}</td><td>{e(c['bound'])}</td><td>{'✅' if c['ok'] else '❌'}</td></tr>")
-    out.append(f"</tbody></table><p>Run time: {rec.get('seconds', 0):.1f} s.</p></div>")
+        out.append(f"<tr><td><code>{h(c['id'])}</code></td><td>{e(c['value'])}</td>"
+                   f"<td>{h(c['op'])}</td><td>{e(c['bound'])}</td><td>{'✅' if c['ok'] else '❌'}</td></tr>")
+    out.append(f"</tbody></table><h4>What held, what did not, and why</h4><p>{h(summary_text(rec))}</p>"
+               f"<p>Run time: {rec.get('seconds', 0):.1f} s.</p></div>")
     return "".join(out)

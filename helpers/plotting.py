@@ -14,7 +14,7 @@ from typing import Any
 import matplotlib
 import matplotlib.pyplot as plt
 
-__all__ = ["use_style", "static_slider", "live_controls", "PALETTE"]
+__all__ = ["use_style", "static_slider", "live_controls", "has_front_end", "PALETTE"]
 
 PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#17becf", "#7f7f7f"]
 
@@ -91,10 +91,40 @@ def _offline(html: str) -> str:
     return html
 
 
+def has_front_end() -> bool:
+    """Whether a notebook front end can show live widgets.
+
+    False when the book runner executes the notebook (it sets ``HELPERS_NO_FRONTEND=1``: papermill has no front end
+    to render widgets, and an ``interactive`` cell there is known to hang now and then) or outside an IPython
+    kernel; True in Jupyter, JupyterLab and Colab.
+    """
+    import os
+
+    if os.environ.get("HELPERS_NO_FRONTEND", "") not in ("", "0"):
+        return False
+    try:
+        from IPython import get_ipython
+    except ImportError:  # pragma: no cover
+        return False
+    shell = get_ipython()
+    return shell is not None and getattr(shell, "kernel", None) is not None
+
+
 def live_controls(fn: Callable[..., Any], **controls: Any) -> Any:
-    """Live ``ipywidgets`` controls (a kernel recomputes on change): ``live_controls(plot, k=(1, 10))``."""
+    """Live ``ipywidgets`` controls (a kernel recomputes on change): ``live_controls(plot, k=(1, 10))``.
+
+    Without a front end (the book's own run, a script) no widget is created: a short static note takes its place,
+    naming the controls, so the page says what a reader can do live.
+    """
+    if not callable(fn):
+        raise TypeError(f"fn must be callable, got {type(fn).__name__}")
+    if not has_front_end():
+        from IPython.display import HTML
+
+        names = ", ".join(f"<code>{k}</code>" for k in controls) or "none"
+        return HTML("<div class='live-controls-placeholder'><p><em>Live controls</em> (" + names + "): open this "
+                    "chapter in Jupyter or Colab to move them; the static page shows the precomputed slider "
+                    "above.</p></div>")
     import ipywidgets as widgets
 
-    if not callable(fn):
-        raise TypeError("fn must be callable")
     return widgets.interactive(fn, **controls)

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import os
 import random
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Setup", "setup", "seed_everything", "set_threads", "pick_device", "rng"]
+__all__ = ["Setup", "setup", "seed_everything", "seeded", "set_threads", "pick_device", "rng"]
 
 
 def _check_seed(seed: int) -> int:
@@ -36,6 +38,28 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
     if torch.cuda.is_available():  # pragma: no cover - no GPU here
         torch.cuda.manual_seed_all(seed)
+
+
+@contextmanager
+def seeded(seed: int) -> Iterator[int]:
+    """Build and train under one seed, whatever random numbers were drawn before.
+
+    ``with repro.seeded(s): model = make_model(); hist = train.fit(model, ...)`` gives the same initial weights and
+    the same training run for the same ``s``, even after unrelated cells consumed random numbers. The generators'
+    previous states (Python, NumPy's global one, torch) are restored on exit, so the block does not shift the random
+    numbers drawn after it.
+    """
+    seed = _check_seed(seed)
+    import torch
+
+    state = (random.getstate(), np.random.get_state(), torch.random.get_rng_state())
+    seed_everything(seed)
+    try:
+        yield seed
+    finally:
+        random.setstate(state[0])
+        np.random.set_state(state[1])
+        torch.random.set_rng_state(state[2])
 
 
 def set_threads(n: int | None = None) -> int:

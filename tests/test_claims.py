@@ -3,10 +3,25 @@ import math
 
 import numpy as np
 import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
 
-from helpers.claims import CheckFailed, ClaimsRecord, render_html, render_markdown
+from helpers.claims import (
+    OPS,
+    SCHEMA,
+    CheckFailed,
+    ClaimsRecord,
+    render_html,
+    render_markdown,
+    summary_text,
+    verdict_of,
+)
+
+finite = st.floats(allow_nan=False, allow_infinity=False, width=64, min_value=-1e12, max_value=1e12)
 
 
+# -- checks ----------------------------------------------------------------------------------------------------
 def test_check_passes_and_fails():
     rec = ClaimsRecord("nb", {"quick": True, "seed": 0})
     assert rec.check("small", 0.1, 1.0, op="<=")
@@ -16,10 +31,20 @@ def test_check_passes_and_fails():
     assert [c.ok for c in rec.checks] == [True, True, False]
 
 
-def test_nan_never_passes():
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), np.float32("nan"), np.float64("-inf"),
+                                 torch.tensor(float("nan")), np.array(float("nan"))])
+def test_nan_or_inf_of_any_type_never_passes(bad):
     rec = ClaimsRecord("nb")
     with pytest.raises(CheckFailed):
-        rec.check("nan", float("nan"), 1.0, op="!=")
+        rec.check("nan", bad, 1.0, op="!=")
+    with pytest.raises(CheckFailed):
+        rec.check("nan_bound", 1.0, bad, op="!=")
+
+
+@pytest.mark.parametrize("arr", [np.zeros(3), torch.zeros(2, 2), [1, 2]])
+def test_check_refuses_arrays(arr):
+    with pytest.raises(TypeError, match="single number"):
+        ClaimsRecord("nb").check("arr", arr, 1.0, op="<")
 
 
 @pytest.mark.parametrize("op,value,bound,ok", [("<", 1, 2, True), ("<", 2, 2, False), (">=", 2, 2, True),
@@ -33,7 +58,7 @@ def test_ops(op, value, bound, ok):
             rec.check("c", value, bound, op=op)
 
 
-def test_bad_inputs():
+def test_bad_record_inputs():
     rec = ClaimsRecord("nb")
     with pytest.raises(ValueError):
         rec.check("c", 1, 2, op="=<")
@@ -41,27 +66,101 @@ def test_bad_inputs():
     with pytest.raises(ValueError, match="twice"):
         rec.check("dup", 1, 1)
     with pytest.raises(TypeError):
-        rec.claim("x", "s", paper=1, measured=1, holds="yes")
-    with pytest.raises(TypeError):
         ClaimsRecord("")
+    with pytest.raises(TypeError):
+        ClaimsRecord("nb", params=[1, 2])
 
 
-def test_save_writes_the_documented_json(tmp_path):
+# -- claims: the verdict is computed, never passed in ----------------------------------------------------------
+def test_holds_is_not_an_argument_any_more():
+    with pytest.raises(TypeError):
+        ClaimsRecord("nb").claim("x", "s", paper=1, measured=1.0, op=">=", target=0.5, holds=True)
+
+
+@given(st.lists(finite, min_size=1, max_size=6), finite, st.sampled_from(sorted(OPS)))
+def test_verdict_is_held_at_all_mixed_at_some_not_at_none(values, target, op):
+    ok = [OPS[op](v, target) for v in values]
+    expected = "held" if all(ok) else ("mixed" if any(ok) else "not held")
+    assert verdict_of(values, op, target) == expected
+    rec = ClaimsRecord("nb")
+    assert rec.claim("c", "s", paper="p", measured=values, op=op, target=target) == expected
+    c = rec.claims[0]
+    assert c.n == len(values) and c.min == min(values) and c.max == max(values)
+    assert math.isclose(c.mean, sum(values) / len(values), rel_tol=1e-9, abs_tol=1e-9)
+    assert c.holds_per_seed == ok
+
+
+@given(finite, finite, st.sampled_from(sorted(OPS)))
+def test_scalar_verdict_is_held_or_not(value, target, op):
+    v = verdict_of(value, op, target)
+    assert v == ("held" if OPS[op](value, target) else "not held")
+
+
+def test_numpy_and_torch_scalars_are_numbers():
+    rec = ClaimsRecord("nb")
+    assert rec.claim("a", "s", paper=1, measured=np.float64(0.3), op=">", target=0.5) == "not held"
+    assert rec.claim("b", "s", paper=1, measured=torch.tensor(0.7), op=">", target=np.float32(0.5)) == "held"
+    assert rec.claim("c", "s", paper=1, measured=np.array([0.7, 0.2]), op=">", target=0.5) == "mixed"
+
+
+@pytest.mark.parametrize("measured,err,match", [
+    ("0.819 vs 0.798", TypeError, "string"),
+    (True, TypeError, "bool"),
+    (np.bool_(True), TypeError, "bool"),
+    (float("nan"), ValueError, "finite"),
+    (np.float64("inf"), ValueError, "finite"),
+    (torch.tensor(float("nan")), ValueError, "finite"),
+    ([1.0, float("nan")], ValueError, "finite"),
+    ([], ValueError, "empty"),
+    (np.zeros((2, 2)), TypeError, "dimensions"),
+    (None, TypeError, "real number"),
+    ({"a": 1}, TypeError, "real number"),
+])
+def test_rejected_measurements_name_the_claim(measured, err, match):
+    with pytest.raises(err, match=match) as e:
+        ClaimsRecord("nb").claim("my_claim", "s", paper=1, measured=measured, op=">=", target=0.5)
+    assert "my_claim" in str(e.value)
+
+
+@pytest.mark.parametrize("kw,err", [
+    (dict(op="=>"), ValueError), (dict(target="0.5"), TypeError), (dict(target=float("nan")), ValueError),
+    (dict(baseline="strong"), TypeError), (dict(baseline=[0.1, float("inf")]), ValueError),
+    (dict(statement=""), ValueError), (dict(note=3), TypeError),
+])
+def test_rejected_claim_arguments(kw, err):
+    args = dict(statement="s", paper=1, measured=1.0, op=">=", target=0.5) | kw
+    with pytest.raises(err, match="c1"):
+        ClaimsRecord("nb").claim("c1", **args)
+
+
+def test_untested_needs_a_reason():
+    rec = ClaimsRecord("nb")
+    with pytest.raises(ValueError, match="reason"):
+        rec.untested("u", "needs a GPU cluster", paper="yes", reason=" ")
+    assert rec.untested("u", "needs a GPU cluster", paper="yes", reason="8 GPUs for a week") == "untested"
+    assert rec.claims[0].verdict == "untested" and rec.claims[0].measured is None
+
+
+def test_save_writes_schema_2(tmp_path):
     rec = ClaimsRecord("02_tree_training", {"quick": False, "seed": 4, "n": np.int64(3)})
     rec.check("exact", np.float64(1e-12), 1e-9, op="<=")
-    rec.claim("speedup", "Tree training is faster", paper=6.2, measured=np.float32(2.5), unit="x",
-              holds=np.bool_(False), note="small model")
-    rec.claim("untestable", "Needs a GPU cluster", paper="yes", measured=float("inf"), holds=None)
+    rec.claim("speedup", "Tree training is faster", paper="6.2x", measured=[np.float32(2.5), 7.0, 6.5],
+              op=">=", target=6.2, unit="x", baseline=[1.0, 1.0, 1.0], note="small model")
+    rec.untested("cluster", "Needs a GPU cluster", paper="yes", reason="no GPU here")
     path = rec.save(tmp_path, display=False)
     data = json.loads(path.read_text())
     assert path.name == "02_tree_training.json"
-    assert set(data) == {"notebook", "params", "quick", "seconds", "packages", "checks", "claims"}
+    assert data["schema"] == SCHEMA == 2
+    assert set(data) == {"schema", "notebook", "params", "quick", "seconds", "packages", "checks", "claims"}
     assert data["params"] == {"quick": False, "seed": 4, "n": 3} and data["quick"] is False
     assert data["checks"][0] == {"id": "exact", "value": 1e-12, "bound": 1e-9, "op": "<=", "ok": True, "note": ""}
     c = data["claims"][0]
-    assert (c["id"], c["paper"], c["unit"], c["holds"]) == ("speedup", 6.2, "x", False)
-    assert math.isclose(c["measured"], 2.5)
-    assert data["claims"][1]["measured"] == "inf" and data["claims"][1]["holds"] is None
+    assert {"id", "statement", "paper", "measured", "mean", "min", "max", "n", "op", "target", "unit", "baseline",
+            "note", "verdict"} <= set(c)
+    assert (c["verdict"], c["n"], c["op"], c["target"], c["baseline"]) == ("mixed", 3, ">=", 6.2, [1, 1, 1])
+    assert data["claims"][1]["verdict"] == "untested" and data["claims"][1]["reason"] == "no GPU here"
+    for c in data["claims"][:1]:  # the stored verdict is what verdict_of recomputes
+        assert verdict_of(c["measured"], c["op"], c["target"]) == c["verdict"]
     assert "numpy" in data["packages"] and data["seconds"] >= 0
 
 
@@ -71,12 +170,17 @@ def test_results_dir_from_env(tmp_path, monkeypatch):
     assert path == tmp_path / "r" / "nb.json" and path.exists()
 
 
-def test_renderers_show_every_claim_and_mark_quick():
+def test_renderers_show_every_claim_seed_range_target_and_summary():
     rec = ClaimsRecord("nb", {"quick": True})
     rec.check("c", 1, 1)
-    rec.claim("a<b", "x < y", paper=1, measured=2, holds=True)
-    rec.claim("b", "y", paper=1, measured=0, holds=False)
+    rec.claim("a<b", "x < y", paper=1, measured=[0.2, 0.4, 0.9], op="<", target=0.5, baseline=[1, 2, 3])
+    rec.claim("b", "y", paper=1, measured=0.0, op=">", target=1, note="too small a model")
+    rec.untested("u", "z", paper=1, reason="needs a cluster")
     d = rec.to_dict()
     md, html = render_markdown(d), render_html(d)
-    assert "held" in md and "did not hold" in md and "Checks: 1/1" in md
-    assert "quick mode" in html and "a&lt;b" in html
+    assert "mixed" in md and "not held" in md and "untested" in md and "Checks: 1/1" in md
+    assert "n=3" in md and "< 0.5" in md and "0.2–0.9" in md and "2 (n=3)" in md
+    assert "quick mode" in html and "a&lt;b" in html and "What held" in html
+    s = summary_text(d)
+    assert "0 held, 1 mixed, 1 did not hold and 1 could not be tested" in s
+    assert "too small a model" in s and "needs a cluster" in s

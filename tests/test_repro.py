@@ -48,3 +48,48 @@ def test_bad_threads_and_device():
         repro.set_threads(1.0)
     with pytest.raises(ValueError):
         repro.pick_device("tpu")
+
+
+def test_seeded_builds_and_trains_the_same_model_after_unrelated_rng_use():
+    import torch
+
+    from helpers import nn, train
+
+    cfg = nn.TransformerConfig(vocab_size=7, n_layer=1, n_head=2, d_model=16, max_len=8)
+
+    def batch(step):
+        g = torch.Generator().manual_seed(step)
+        return torch.randint(0, 7, (4, 8), generator=g)
+
+    def loss(m, x):
+        return torch.nn.functional.cross_entropy(m(x[:, :-1]).reshape(-1, 7), x[:, 1:].reshape(-1))
+
+    def build_and_train(seed):
+        with repro.seeded(seed):
+            m = nn.Transformer(cfg)
+            h = train.fit(m, loss, batch, 3, lr=1e-2, progress=False)
+        return h.loss, torch.cat([p.detach().flatten() for p in m.parameters()])
+
+    la, pa = build_and_train(5)
+    torch.rand(13), np.random.rand(3)  # unrelated random numbers drawn in between
+    lb, pb = build_and_train(5)
+    assert la == lb and torch.equal(pa, pb)
+    lc, pc = build_and_train(6)
+    assert not torch.equal(pa, pc)
+
+
+def test_seeded_restores_the_outer_stream_and_checks_the_seed():
+    import torch
+
+    torch.manual_seed(1)
+    expected = torch.rand(3)
+    torch.manual_seed(1)
+    with repro.seeded(9):
+        torch.rand(100)
+    assert torch.equal(torch.rand(3), expected)
+    with pytest.raises(TypeError):
+        with repro.seeded(1.5):
+            pass
+    with pytest.raises(ValueError):
+        with repro.seeded(-1):
+            pass
