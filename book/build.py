@@ -4,14 +4,18 @@ Used by the Makefile::
 
     python book/build.py book [--quick] [--jobs N]          # everything: run, scoreboard, html, checks, table
     python book/build.py run NB [NB ...] [--quick] [--seed N] [--force]
-    python book/build.py html [--quick]                      # scoreboard + jupyter-book build of the stage
+    python book/build.py html [--quick] [--seed N]           # scoreboard + jupyter-book build of the stage
     python book/build.py check-html [--quick]                # the built site: pages, no errors, figures
     python book/build.py check-repo                          # jupytext pairs in sync, no committed outputs
 
 The committed notebooks are never executed in place: papermill writes into a *stage*, a copy of the book
 (``_build/executed`` at default parameters, ``_build/quick/executed`` in quick mode), and the stage is what
 ``jupyter-book build`` renders, with execution off. Each notebook's claims record lands in the stage's
-``results/`` folder (``_build/results`` and ``_build/quick/results``).
+``results/`` folder (``_build/results`` and ``_build/quick/results``). A run with ``--seed N`` has a stage of its
+own (``_build/seed<N>``, ``_build/quick/seed<N>``), so it never overwrites the default stage's numbers.
+
+A notebook whose ``.ipynb`` is out of sync with its reviewed ``.py`` twin is refused (``make sync`` fixes it). A
+chapter over its time budget (60 s quick, 300 s default) fails ``make book`` unless ``ALLOW_SLOW=1``.
 """
 
 from __future__ import annotations
@@ -45,10 +49,10 @@ NPM_PACKAGES = {
 
 QUICK_TIMEOUT_S = 60  # the contract: quick mode runs in at most 60 s ...
 DEFAULT_TIMEOUT_S = 300  # ... and the default in at most 5 minutes (on 2 cores, alone)
-# A hung cell is killed after this long and the notebook retried once. Papermill still hangs now and then on an
-# ipywidgets `interactive` cell (seen here with ipykernel 6.31 too), so quick mode, where no cell needs more than a
-# minute, gives up after 3 minutes rather than 10.
-CELL_TIMEOUT_S = {True: 180, False: 1200}
+# A hung cell is killed after this long and the notebook retried once. (The known hang, papermill on an ipywidgets
+# `interactive` cell, is gone: the runner sets HELPERS_NO_FRONTEND=1 and `plotting.live_controls` then creates no
+# widget.) No cell of a 5-minute chapter may need 10 minutes.
+CELL_TIMEOUT_S = {True: 180, False: 600}
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -57,10 +61,12 @@ CELL_TIMEOUT_S = {True: 180, False: 1200}
 @dataclass(frozen=True)
 class Stage:
     quick: bool
+    seed: int | None = None
 
     @property
     def base(self) -> Path:
-        return BUILD / "quick" if self.quick else BUILD
+        base = BUILD / "quick" if self.quick else BUILD
+        return base / f"seed{self.seed}" if self.seed is not None else base
 
     @property
     def executed(self) -> Path:
@@ -120,6 +126,7 @@ class RunResult:
     claims: str = ""
     error: str = ""
     over_budget: bool = False
+    counts: dict | None = None
 
 
 def _hash_tree(h: hashlib._Hash, path: Path) -> None:
@@ -161,25 +168,90 @@ def input_key(slug: str, params: dict) -> str:
     _hash_entries(h, ROOT / "helpers", skip=lambda p: p.name == "__pycache__" or p.stem in other_modules)
     _hash_entries(h, ROOT / "data", skip=lambda p: p.name in slugs - {slug})  # data/<slug>/ is that chapter's
     h.update(json.dumps(params, sort_keys=True).encode())
+    h.update(f"threads={os.environ.get('BOOK_THREADS', '1')}".encode())  # reduction order depends on threads
     for pins in ("requirements.txt", "requirements-data.txt"):
         if (ROOT / pins).exists():
             h.update((ROOT / pins).read_bytes())
     return h.hexdigest()
 
 
-def _summarise_record(path: Path) -> tuple[str, str, list[str]]:
+VERDICTS = ("held", "mixed", "not held", "untested")
+
+
+def _summarise_record(path: Path) -> tuple[str, dict[str, int], list[str]]:
+    """(checks passed, claim counts by verdict, failed check ids) of a record; a bad record raises SystemExit."""
     rec = json.loads(path.read_text())
+    problems = record_problems(rec)
+    if problems:
+        raise SystemExit(f"{path}: " + "; ".join(problems))
     checks, claims = rec.get("checks", []), rec.get("claims", [])
     failed = [c["id"] for c in checks if not c.get("ok")]
-    n_held = sum(1 for c in claims if c.get("holds") is True)
-    return f"{len(checks) - len(failed)}/{len(checks)}", f"{n_held}/{len(claims)}", failed
+    counts = {v: sum(1 for c in claims if c.get("verdict") == v) for v in VERDICTS}
+    return f"{len(checks) - len(failed)}/{len(checks)}", counts, failed
+
+
+def record_problems(rec: dict) -> list[str]:
+    """Why a claims record cannot be shown: not schema 2, or a stored verdict that its numbers do not give."""
+    sys.path.insert(0, str(ROOT))
+    from helpers.claims import SCHEMA, verdict_of
+
+    if rec.get("schema") != SCHEMA:
+        return [f"claims record schema {rec.get('schema')!r}, expected {SCHEMA} (port the chapter to rec.claim("
+                "..., op=, target=) and rec.untested(...))"]
+    problems = []
+    for c in rec.get("claims", []):
+        v = c.get("verdict")
+        if v not in VERDICTS:
+            problems.append(f"claim {c.get('id')!r}: unknown verdict {v!r}")
+        elif v == "untested":
+            if not c.get("reason"):
+                problems.append(f"claim {c.get('id')!r}: untested without a reason")
+        else:
+            try:
+                again = verdict_of(c["measured"], c["op"], c["target"])
+            except (KeyError, TypeError, ValueError) as e:
+                problems.append(f"claim {c.get('id')!r}: cannot recompute its verdict ({e})")
+                continue
+            if again != v:
+                problems.append(f"claim {c.get('id')!r}: stored verdict {v!r} but measured {c['measured']!r} "
+                                f"{c['op']} {c['target']!r} gives {again!r}")
+    return problems
+
+
+def _file_hash(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _format_counts(counts: dict[str, int] | None) -> str:
+    if not counts:
+        return "-"
+    return " / ".join(str(counts[v]) for v in VERDICTS)
+
+
+def sync_problem(slug: str) -> str | None:
+    """Why ``notebooks/<slug>.ipynb`` may not be run: it differs from its reviewed ``.py`` twin (else None)."""
+    py, ipynb = NOTEBOOKS / f"{slug}.py", NOTEBOOKS / f"{slug}.ipynb"
+    if not py.exists():
+        return None  # a notebook without a .py twin: check-repo reports it
+    jupytext = Path(sys.executable).parent / "jupytext"
+    proc = subprocess.run(
+        [str(jupytext), "--to", "py:percent", "--opt", f"notebook_metadata_filter={NB_META_FILTER}",
+         "--opt", f"cell_metadata_filter={CELL_META_FILTER}", "-o", "-", str(ipynb)],
+        capture_output=True, text=True,
+    )
+    if proc.returncode != 0:
+        return f"notebooks/{slug}.ipynb: jupytext cannot read it: {proc.stderr.strip()[:300]}"
+    if proc.stdout.strip() != py.read_text().strip():
+        return (f"notebooks/{slug}.ipynb is out of sync with notebooks/{slug}.py (the reviewed source): "
+                "run `make sync` to regenerate the .ipynb")
+    return None
 
 
 def _execute(slug: str, quick: bool, seed: int | None, threads: int, force: bool) -> RunResult:
     """Run one notebook into the stage (called in a worker process)."""
     import papermill as pm
 
-    stage = Stage(quick)
+    stage = Stage(quick, seed)
     src = NOTEBOOKS / f"{slug}.ipynb"
     out = stage.executed / "notebooks" / f"{slug}.ipynb"
     record = stage.results / f"{slug}.json"
@@ -190,9 +262,12 @@ def _execute(slug: str, quick: bool, seed: int | None, threads: int, force: bool
     cache_file = stage.cache / f"{slug}.json"
     if not force and cache_file.exists() and out.exists() and record.exists():
         cached = json.loads(cache_file.read_text())
-        if cached.get("key") == key:
-            checks, claims, _ = _summarise_record(record)
-            return RunResult(slug, True, cached.get("seconds", 0.0), cached=True, checks=checks, claims=claims)
+        # the cache serves a result only if the record and executed notebook are the very files it stored
+        if (cached.get("key") == key and cached.get("record_sha256") == _file_hash(record)
+                and cached.get("notebook_sha256") == _file_hash(out)):
+            checks, counts, _ = _summarise_record(record)
+            return RunResult(slug, True, cached.get("seconds", 0.0), cached=True, checks=checks,
+                             claims=_format_counts(counts), counts=counts)
 
     out.parent.mkdir(parents=True, exist_ok=True)
     stage.results.mkdir(parents=True, exist_ok=True)
@@ -206,10 +281,11 @@ def _execute(slug: str, quick: bool, seed: int | None, threads: int, force: bool
         "MPLBACKEND": "module://matplotlib_inline.backend_inline",
         "PYDEVD_DISABLE_FILE_VALIDATION": "1",
         "TQDM_MININTERVAL": "1",
+        "HELPERS_NO_FRONTEND": "1",  # papermill has no front end: live controls become a static note
     })
     res = RunResult(slug, False)
+    t0 = time.perf_counter()
     for attempt in (1, 2):
-        t0 = time.perf_counter()
         try:
             pm.execute_notebook(
                 str(src), str(out), parameters=params, cwd=str(NOTEBOOKS), kernel_name="python3",
@@ -228,19 +304,26 @@ def _execute(slug: str, quick: bool, seed: int | None, threads: int, force: bool
             res.ok, res.error = True, ""
             break
         finally:
-            res.seconds = round(time.perf_counter() - t0, 1)
+            res.seconds = round(time.perf_counter() - t0, 1)  # both attempts, after a retry
     if res.ok:
         _tag_injected_cell(out)
         if not record.exists():
             res.ok, res.error = False, "the notebook did not save its claims record (rec.save())"
         else:
-            res.checks, res.claims, failed = _summarise_record(record)
+            try:
+                res.checks, res.counts, failed = _summarise_record(record)
+            except SystemExit as e:
+                res.ok, res.error, failed = False, str(e), []
+            res.claims = _format_counts(res.counts)
             if failed:
                 res.ok, res.error = False, f"checks failed: {', '.join(failed)}"
     res.over_budget = res.ok and res.seconds > (QUICK_TIMEOUT_S if quick else DEFAULT_TIMEOUT_S)
     if res.ok:
         stage.cache.mkdir(parents=True, exist_ok=True)
-        cache_file.write_text(json.dumps({"key": key, "seconds": res.seconds, "retried": res.retried}))
+        cache_file.write_text(json.dumps({
+            "key": key, "seconds": res.seconds, "retried": res.retried,
+            "record_sha256": _file_hash(record), "notebook_sha256": _file_hash(out),
+        }))
     return res
 
 
@@ -261,6 +344,9 @@ def run_notebooks(slugs: list[str], quick: bool, seed: int | None = None, jobs: 
     missing = [s for s in slugs if not (NOTEBOOKS / f"{s}.ipynb").exists()]
     if missing:
         raise SystemExit(f"no such notebook: {', '.join(f'notebooks/{m}.ipynb' for m in missing)}")
+    stale = [p for p in (sync_problem(s) for s in slugs) if p]
+    if stale:
+        raise SystemExit("refusing to run a stale notebook:\n  " + "\n  ".join(stale))
     cores = os.cpu_count() or 1
     jobs = max(1, min(jobs or cores, len(slugs) or 1))
     # One torch thread per notebook by default: notebooks run side by side across the cores, the same seed gives
@@ -286,7 +372,7 @@ def run_notebooks(slugs: list[str], quick: bool, seed: int | None = None, jobs: 
 
 def print_table(results: list[RunResult], quick: bool) -> None:
     budget = QUICK_TIMEOUT_S if quick else DEFAULT_TIMEOUT_S
-    rows = [("notebook", "seconds", "checks passed", "claims held", "status")]
+    rows = [("notebook", "seconds", "checks passed", "held / mixed / not held / untested", "status")]
     for r in results:
         status = "cached" if r.cached else ("ok" if r.ok else "FAILED")
         if r.retried:
@@ -299,6 +385,8 @@ def print_table(results: list[RunResult], quick: bool) -> None:
         print("  ".join(c.ljust(w) for c, w in zip(row, widths)))
         if i == 0:
             print("  ".join("-" * w for w in widths))
+    totals = {v: sum((r.counts or {}).get(v, 0) for r in results) for v in VERDICTS}
+    print("claims: " + ", ".join(f"{n} {v}" for v, n in totals.items()))
     for r in results:
         if not r.ok:
             print(f"FAILED {r.slug}: {r.error}")
@@ -317,34 +405,87 @@ def _title_of(slug: str) -> str:
     return slug
 
 
+def _chapter_label(slug: str) -> str:
+    return "score-" + re.sub(r"[^a-z0-9-]", "-", slug.lower())
+
+
 def scoreboard_markdown(slugs: list[str], results_dir: Path, quick: bool) -> str:
-    """The scoreboard page, generated from the claims records (never hand-written)."""
+    """The scoreboard page, generated from the claims records (never hand-written).
+
+    A summary table first (one row per chapter), then each chapter's claims. Every verdict is recomputed from the
+    record's numbers; a record that is not schema 2 or whose verdict disagrees stops the build.
+    """
     sys.path.insert(0, str(ROOT))
-    from helpers.claims import render_markdown
+    from helpers.claims import render_markdown, summary_text
 
     lines = ["# Scoreboard", ""]
     if quick:
         lines += [":::{warning}", "This build ran every notebook in **quick mode** (tiny sizes, a smoke test). "
                   "The numbers below are not results; `make book` produces the real scoreboard.", ":::", ""]
     lines += ["Every number on this page comes from a chapter's claims record, written when the notebook ran. "
-              "A *claim* is a finding of the paper measured at our scale; *held* says whether it held here. "
-              "A *check* is a property asserted at any size: a notebook whose check fails does not build.", ""]
-    total_claims = held = 0
+              "A *claim* is a finding of the paper measured at our scale, with the comparison that decides it "
+              "(the *rule*: measured `op` target). Measured over several seeds, it is **held** if the rule holds "
+              "at every seed, **mixed** if at some, **not held** if at none; *untested* claims say why. A "
+              "*check* is a property asserted at any size: a notebook whose check fails does not build.", ""]
+    totals = dict.fromkeys(VERDICTS, 0)
+    summary = ["| chapter | run time | checks passed | held | mixed | not held | untested |",
+               "|---|---:|---:|---:|---:|---:|---:|"]
     body: list[str] = []
+    bad: list[str] = []
     for slug in slugs:
         path = results_dir / f"{slug}.json"
-        body += [f"## {_title_of(slug)}", "", f"Chapter: [{slug}](../notebooks/{slug}.ipynb)", ""]
+        title = _title_of(slug)
+        body += [f"({_chapter_label(slug)})=", f"## {title}", "", f"Chapter: [{slug}](../notebooks/{slug}.ipynb)",
+                 ""]
         if not path.exists():
             body += ["*No record: the notebook did not run successfully in this build.*", ""]
+            summary.append(f"| {{ref}}`{slug} <{_chapter_label(slug)}>` | – | – | – | – | – | – |")
             continue
         rec = json.loads(path.read_text())
-        total_claims += len(rec.get("claims", []))
-        held += sum(1 for c in rec.get("claims", []) if c.get("holds") is True)
+        problems = record_problems(rec)
+        if problems:
+            bad += [f"{slug}: {p}" for p in problems]
+            continue
+        counts = {v: sum(1 for c in rec.get("claims", []) if c.get("verdict") == v) for v in VERDICTS}
+        for v in VERDICTS:
+            totals[v] += counts[v]
+        checks = rec.get("checks", [])
+        n_ok = sum(1 for c in checks if c.get("ok"))
+        summary.append(f"| {{ref}}`{slug} <{_chapter_label(slug)}>` | {rec.get('seconds', 0):.0f} s "
+                       f"| {n_ok}/{len(checks)} | " + " | ".join(str(counts[v]) for v in VERDICTS) + " |")
         mode = "quick mode, not a result" if rec.get("quick") else "default parameters"
         body += [f"Run time: {rec.get('seconds', 0):.0f} s ({mode}), seed {rec.get('params', {}).get('seed')}.",
-                 "", render_markdown(rec), ""]
-    lines += [f"**{held} of {total_claims} claims held** across {len(slugs)} chapter(s).", ""] + body
+                 "", render_markdown(rec), "", summary_text(rec), ""]
+    if bad:
+        raise SystemExit("claims records that cannot be shown:\n  " + "\n  ".join(bad))
+    n = sum(totals.values())
+    summary.append(f"| **all {len(slugs)} chapters** | | | **{totals['held']}** | **{totals['mixed']}** "
+                   f"| **{totals['not held']}** | **{totals['untested']}** |")
+    lines += [f"**{n} claims**: {totals['held']} held, {totals['mixed']} mixed, {totals['not held']} not held, "
+              f"{totals['untested']} untested, across {len(slugs)} chapter(s).", "", "## Summary", ""]
+    lines += summary + [""] + body
     return "\n".join(lines) + "\n"
+
+
+def stage_problems(stage: Stage, slugs: list[str]) -> list[str]:
+    """Executed notebooks and records of a stage that disagree on their parameters (quick, seed)."""
+    problems = []
+    for slug in slugs:
+        nb_path, rec_path = stage.executed / "notebooks" / f"{slug}.ipynb", stage.results / f"{slug}.json"
+        if not (nb_path.exists() and rec_path.exists()):
+            continue
+        injected = json.loads(nb_path.read_text()).get("metadata", {}).get("papermill", {}).get("parameters", {})
+        rec = json.loads(rec_path.read_text())
+        rec_params = dict(rec.get("params", {}), quick=rec.get("quick"))
+        if bool(injected.get("quick", False)) != bool(stage.quick) or bool(rec.get("quick")) != bool(stage.quick):
+            problems.append(f"{slug}: quick mode of the notebook ({injected.get('quick')}) or record "
+                            f"({rec.get('quick')}) is not the stage's ({stage.quick})")
+        for k, v in injected.items():
+            if k in rec_params and rec_params[k] != v:
+                problems.append(f"{slug}: executed notebook has {k}={v!r} but its record has {k}={rec_params[k]!r}")
+        if stage.seed is not None and rec_params.get("seed") != stage.seed:
+            problems.append(f"{slug}: the seed{stage.seed} stage holds a record of seed {rec_params.get('seed')}")
+    return problems
 
 
 def vendor_js() -> Path:
@@ -380,10 +521,14 @@ def _find_tgz(tmp: Path, spec: str) -> Path:
     return next(tmp.glob(f"{name}-*.tgz"))
 
 
-def build_html(quick: bool, slugs: list[str] | None = None) -> Path:
+def build_html(quick: bool, slugs: list[str] | None = None, seed: int | None = None) -> Path:
     """Assemble the stage (config, toc, book pages, scoreboard) and build it with jupyter-book, execution off."""
-    stage = Stage(quick)
+    stage = Stage(quick, seed)
     slugs = slugs if slugs is not None else toc_notebooks()
+    disagree = stage_problems(stage, slugs)
+    if disagree:
+        raise SystemExit("the stage's executed notebooks and records disagree (re-run them):\n  "
+                         + "\n  ".join(disagree))
     vendor_js()
     stage.executed.mkdir(parents=True, exist_ok=True)
     for name in ("_config.yml", "_toc.yml"):
@@ -414,9 +559,9 @@ def build_html(quick: bool, slugs: list[str] | None = None) -> Path:
 ERROR_MARKERS = ("Traceback (most recent call last)", 'class="output traceback', "output error")
 
 
-def check_html(quick: bool) -> list[str]:
+def check_html(quick: bool, seed: int | None = None) -> list[str]:
     """Problems with the built site: a missing page, an error output or traceback, a chapter without a figure."""
-    html_dir = Stage(quick).html
+    html_dir = Stage(quick, seed).html
     problems: list[str] = []
     for entry in toc_entries():
         page = html_dir / f"{entry}.html"
@@ -474,8 +619,8 @@ def main(argv: list[str] | None = None) -> int:
     for name in ("book", "run", "html", "check-html"):
         p = sub.add_parser(name)
         p.add_argument("--quick", action="store_true", help="tiny sizes (quick = True), a smoke test")
+        p.add_argument("--seed", type=int, default=None, help="override the notebooks' seed (a stage of its own)")
         if name in ("book", "run"):
-            p.add_argument("--seed", type=int, default=None, help="override the notebooks' seed")
             p.add_argument("--jobs", type=int, default=None, help="notebooks run in parallel (default: cores)")
             p.add_argument("--force", action="store_true", help="re-execute even if nothing changed")
         if name == "run":
@@ -491,19 +636,19 @@ def main(argv: list[str] | None = None) -> int:
               f"{'ok' if not problems else f'{len(problems)} problem(s)'}")
         return 1 if problems else 0
     if args.cmd == "check-html":
-        problems = check_html(args.quick)
+        problems = check_html(args.quick, args.seed)
         for p in problems:
             print("PROBLEM", p)
         print(f"checked {len(toc_entries())} page(s): {'ok' if not problems else f'{len(problems)} problem(s)'}")
         return 1 if problems else 0
     if args.cmd == "html":
-        print("site:", build_html(args.quick))
+        print("site:", build_html(args.quick, seed=args.seed))
         return 0
     if args.cmd == "run":
         slugs = [Path(s).stem for s in args.notebooks]
         results = run_notebooks(slugs, args.quick, args.seed, args.jobs, args.force)
         print_table(results, args.quick)
-        stage = Stage(args.quick)
+        stage = Stage(args.quick, args.seed)
         for r in results:
             if r.ok:
                 print(f"{r.slug}: {stage.executed.relative_to(ROOT)}/notebooks/{r.slug}.ipynb, "
@@ -513,10 +658,16 @@ def main(argv: list[str] | None = None) -> int:
     slugs = toc_notebooks()
     results = run_notebooks(slugs, args.quick, args.seed, args.jobs, args.force)
     failed = [r for r in results if not r.ok]
+    slow = [r for r in results if r.over_budget]
+    if slow and os.environ.get("ALLOW_SLOW", "") in ("", "0"):
+        budget = QUICK_TIMEOUT_S if args.quick else DEFAULT_TIMEOUT_S
+        for r in slow:
+            failed.append(RunResult(r.slug, False, error=f"{r.seconds:.0f} s is over the {budget} s budget "
+                                    "(ALLOW_SLOW=1 lets it pass)"))
     index = None
-    if not failed:
-        index = build_html(args.quick, slugs)
-        problems = check_html(args.quick)
+    if all(r.ok for r in results):  # a slow chapter still builds, but fails the command
+        index = build_html(args.quick, slugs, args.seed)
+        problems = check_html(args.quick, args.seed)
         for p in problems:
             print("PROBLEM", p)
         if problems:

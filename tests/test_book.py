@@ -89,12 +89,14 @@ def sandbox(tmp_path, monkeypatch):
     return nbdir
 
 
+SAVE = ("from helpers.claims import ClaimsRecord\nrec = ClaimsRecord('ok_nb', dict(quick=quick, seed=seed))\n"
+        "rec.check('one', 1, 1)\nrec.claim('c', 's', paper=1, measured=seed, op='==', target=1)\nrec.save()")
+
+
 def test_runner_executes_records_caches_and_reruns_on_change(sandbox):
-    save = ("from helpers.claims import ClaimsRecord\nrec = ClaimsRecord('ok_nb', dict(quick=quick, seed=seed))\n"
-            "rec.check('one', 1, 1)\nrec.claim('c', 's', paper=1, measured=seed, holds=seed == 1)\nrec.save()")
-    _write_nb(sandbox / "ok_nb.ipynb", [save])
+    _write_nb(sandbox / "ok_nb.ipynb", [SAVE])
     r = build._execute("ok_nb", quick=True, seed=None, threads=1, force=False)
-    assert r.ok and not r.cached and (r.checks, r.claims) == ("1/1", "0/1"), r.error
+    assert r.ok and not r.cached and (r.checks, r.claims) == ("1/1", "0 / 0 / 1 / 0"), r.error
     stage = build.Stage(True)
     out = nbformat.read(stage.executed / "notebooks" / "ok_nb.ipynb", as_version=4)
     injected = [c for c in out.cells if "injected-parameters" in c.metadata.get("tags", [])]
@@ -103,9 +105,79 @@ def test_runner_executes_records_caches_and_reruns_on_change(sandbox):
     assert rec["quick"] is True
     # nothing changed: skipped
     assert build._execute("ok_nb", True, None, 1, False).cached
-    # another seed is another input
+    # another seed is another input, in a stage of its own: the default stage's record is untouched
+    before = (stage.results / "ok_nb.json").read_text()
     r2 = build._execute("ok_nb", True, 1, 1, False)
-    assert not r2.cached and r2.claims == "1/1"
+    assert not r2.cached and r2.claims == "1 / 0 / 0 / 0"
+    seed_stage = build.Stage(True, 1)
+    assert seed_stage.base == build.BUILD / "quick" / "seed1"
+    assert json.loads((seed_stage.results / "ok_nb.json").read_text())["params"]["seed"] == 1
+    assert (stage.results / "ok_nb.json").read_text() == before
+    assert build.stage_problems(stage, ["ok_nb"]) == [] and build.stage_problems(seed_stage, ["ok_nb"]) == []
+    # a record edited behind the cache's back is not served: the notebook runs again
+    rec_path = stage.results / "ok_nb.json"
+    rec_path.write_text(rec_path.read_text().replace('"seconds"', '"seconds" ', 1))
+    assert not build._execute("ok_nb", True, None, 1, False).cached
+    # the threads are part of the key
+    assert build.input_key("ok_nb", {"quick": True}) != _key_with_threads("ok_nb", "2")
+
+
+def _key_with_threads(slug, n):
+    import os
+
+    old = os.environ.get("BOOK_THREADS")
+    os.environ["BOOK_THREADS"] = n
+    try:
+        return build.input_key(slug, {"quick": True})
+    finally:
+        if old is None:
+            del os.environ["BOOK_THREADS"]
+        else:
+            os.environ["BOOK_THREADS"] = old
+
+
+def test_html_refuses_a_stage_whose_record_and_notebook_disagree(sandbox):
+    _write_nb(sandbox / "ok_nb.ipynb", [SAVE])
+    assert build._execute("ok_nb", True, None, 1, False).ok
+    stage = build.Stage(True)
+    rec_path = stage.results / "ok_nb.json"
+    rec = json.loads(rec_path.read_text())
+    rec["params"]["seed"], rec["quick"] = 3, False  # e.g. a record left by another run
+    rec_path.write_text(json.dumps(rec))
+    problems = build.stage_problems(stage, ["ok_nb"])
+    assert any("quick" in p for p in problems)
+    with pytest.raises(SystemExit, match="disagree"):
+        build.build_html(True, ["ok_nb"])
+
+
+def test_runner_refuses_a_stale_ipynb(sandbox):
+    (sandbox / "st.py").write_text("# %% tags=[\"parameters\"]\nquick = False\nseed = 0\n\n# %%\nx = 2\n")
+    _write_nb(sandbox / "st.ipynb", ["x = 1"])
+    problem = build.sync_problem("st")
+    assert problem and "out of sync" in problem and "make sync" in problem and "st.py" in problem
+    with pytest.raises(SystemExit, match="make sync"):
+        build.run_notebooks(["st"], quick=True)
+
+
+def test_a_retry_counts_both_attempts(sandbox, monkeypatch):
+    import papermill as pm
+
+    calls = []
+
+    def flaky(*a, **k):
+        import time as _t
+
+        calls.append(1)
+        _t.sleep(0.3)
+        if len(calls) == 1:
+            raise TimeoutError("cell timed out")
+        return build._real_execute(*a, **k)
+
+    build._real_execute = pm.execute_notebook
+    monkeypatch.setattr(pm, "execute_notebook", flaky)
+    _write_nb(sandbox / "ok_nb.ipynb", [SAVE])
+    r = build._execute("ok_nb", True, None, 1, True)
+    assert r.ok and r.retried and r.seconds >= 0.6 and len(calls) == 2
 
 
 def test_runner_names_the_failing_cell_and_error(sandbox):
@@ -156,15 +228,31 @@ def test_scoreboard_is_generated_from_records(sandbox, tmp_path):
     nbformat.write(nb, sandbox / "s.ipynb")
     res = tmp_path / "res"
     res.mkdir()
-    (res / "s.json").write_text(json.dumps({
-        "notebook": "s", "params": {"seed": 0}, "quick": True, "seconds": 3.0,
-        "checks": [{"id": "k", "value": 1, "bound": 1, "op": "==", "ok": True}],
-        "claims": [{"id": "c1", "statement": "faster", "paper": 6.2, "measured": 2.0, "unit": "x", "holds": False}],
-    }))
+    from helpers.claims import ClaimsRecord
+
+    rec = ClaimsRecord("s", {"seed": 0, "quick": True})
+    rec.check("k", 1, 1)
+    rec.claim("c1", "faster", paper="6.2x", measured=[2.0, 7.0, 1.0], op=">=", target=6.2, unit="x",
+              baseline=[1.0, 1.0, 1.0])
+    rec.claim("c2", "exact", paper="exact", measured=0.0, op="<=", target=1e-9)
+    path = rec.save(res, display=False)
     md = build.scoreboard_markdown(["s"], res, quick=True)
     assert "\n## A title here\n" in md
-    assert "quick mode" in md and "6.2" in md and "did not hold" in md and "0 of 1 claims held" in md
+    assert "quick mode" in md and "6.2" in md and "mixed" in md and "n=3" in md
+    assert "2 claims**: 1 held, 1 mixed, 0 not held, 0 untested" in md
+    summary_at, detail_at = md.index("## Summary"), md.index("## A title here")
+    assert summary_at < detail_at and "{ref}`s <score-s>`" in md[summary_at:detail_at]
     assert "No record" in build.scoreboard_markdown(["s"], tmp_path, quick=False)
+    # a verdict that its numbers do not give stops the build, and so does an old (schema 1) record
+    data = json.loads(path.read_text())
+    data["claims"][0]["verdict"] = "held"
+    path.write_text(json.dumps(data))
+    with pytest.raises(SystemExit, match="c1.*mixed"):
+        build.scoreboard_markdown(["s"], res, quick=True)
+    data["schema"] = 1
+    path.write_text(json.dumps(data))
+    with pytest.raises(SystemExit, match="schema"):
+        build.scoreboard_markdown(["s"], res, quick=True)
 
 
 def test_check_html_finds_missing_pages_errors_and_chapters_without_figures(tmp_path, monkeypatch):
@@ -199,3 +287,18 @@ def test_check_repo_finds_outputs_and_drift(sandbox):
     assert any("carries outputs" in p for p in build.check_repo())
     (sandbox / "lonely.py").write_text("x = 1\n")
     assert any("lonely" in p and "pair" in p for p in build.check_repo())
+
+
+def test_a_chapter_over_its_budget_fails_the_book_unless_allowed(monkeypatch, capsys):
+    slow = build.RunResult("slow_nb", True, seconds=75.0, checks="1/1", claims="1 / 0 / 0 / 0",
+                           over_budget=True, counts={"held": 1, "mixed": 0, "not held": 0, "untested": 0})
+    monkeypatch.setattr(build, "toc_notebooks", lambda: ["slow_nb"])
+    monkeypatch.setattr(build, "run_notebooks", lambda *a, **k: [slow])
+    monkeypatch.setattr(build, "build_html", lambda *a, **k: "index.html")
+    monkeypatch.setattr(build, "check_html", lambda *a, **k: [])
+    monkeypatch.delenv("ALLOW_SLOW", raising=False)
+    assert build.main(["book", "--quick"]) == 1
+    out = capsys.readouterr().out
+    assert "over the 60 s budget" in out and "1 held, 0 mixed" in out
+    monkeypatch.setenv("ALLOW_SLOW", "1")
+    assert build.main(["book", "--quick"]) == 0
