@@ -17,6 +17,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from helpers import validate as V
+
 __all__ = [
     "TransformerConfig", "RotaryEmbedding", "apply_rotary", "sinusoidal_table", "causal_mask",
     "Attention", "MLP", "Block", "Transformer",
@@ -27,15 +29,17 @@ POS_KINDS = ("none", "learned", "sinusoidal", "rope")
 
 def causal_mask(T: int, device: torch.device | str | None = None) -> Tensor:
     """Lower-triangular boolean mask of shape (T, T): position i may attend to j <= i."""
-    if T < 1:
-        raise ValueError(f"T must be >= 1, got {T}")
+    T = V.integer("T", T, min=1)
     return torch.ones(T, T, dtype=torch.bool, device=device).tril()
 
 
 def sinusoidal_table(pos: Tensor, d_model: int, base: float = 10000.0) -> Tensor:
     """The sinusoidal encoding of Vaswani et al. for (possibly non-contiguous) positions ``pos`` (..., T)."""
+    V.tensor("pos", pos, dtype="numeric")
+    d_model = V.integer("d_model", d_model, min=2)
     if d_model % 2:
         raise ValueError(f"d_model must be even for sinusoidal encoding, got {d_model}")
+    base = V.number("base", base, min=1, strict_min=True)
     inv = base ** (-torch.arange(0, d_model, 2, dtype=torch.float32, device=pos.device) / d_model)
     ang = pos.to(torch.float32)[..., None] * inv
     out = torch.stack([ang.sin(), ang.cos()], dim=-1)
@@ -51,10 +55,10 @@ class RotaryEmbedding(nn.Module):
 
     def __init__(self, head_dim: int, base: float = 10000.0) -> None:
         super().__init__()
+        head_dim = V.integer("head_dim", head_dim, min=2)
         if head_dim % 2:
             raise ValueError(f"head_dim must be even for rotary embedding, got {head_dim}")
-        if base <= 1:
-            raise ValueError(f"base must be > 1, got {base}")
+        base = V.number("base", base, min=1, strict_min=True)
         self.head_dim = head_dim
         self.base = base
         inv_freq = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
@@ -74,6 +78,8 @@ class RotaryEmbedding(nn.Module):
 
 def apply_rotary(x: Tensor, angles: Tensor) -> Tensor:
     """Rotate consecutive halves ``(x[..., :D/2], x[..., D/2:])`` of ``x`` (..., T, D) by ``angles`` (..., T, D/2)."""
+    V.tensor("x", x, dtype="float", finite=False)
+    V.tensor("angles", angles, dtype="float", finite=False)
     d2 = x.shape[-1] // 2
     if angles.shape[-1] != d2:
         raise ValueError(f"angles last dim must be {d2}, got {angles.shape[-1]}")
@@ -103,12 +109,14 @@ class TransformerConfig:
                 raise ValueError(f"{name} must be a positive int, got {v!r}")
         if self.d_model % self.n_head:
             raise ValueError(f"d_model ({self.d_model}) must be divisible by n_head ({self.n_head})")
-        if self.pos not in POS_KINDS:
-            raise ValueError(f"pos must be one of {POS_KINDS}, got {self.pos!r}")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        V.one_of("pos", self.pos, POS_KINDS)
+        self.rope_base = V.number("rope_base", self.rope_base, min=1, strict_min=True)
+        self.dropout = V.number("dropout", self.dropout, min=0, max=1, strict_max=True)
+        V.boolean("bias", self.bias)
+        V.boolean("tie_weights", self.tie_weights)
         if self.d_ff is None:
             self.d_ff = 4 * self.d_model
+        self.d_ff = V.integer("d_ff", self.d_ff, min=1)
 
     @property
     def head_dim(self) -> int:
@@ -124,6 +132,8 @@ class Attention(nn.Module):
 
     def __init__(self, d_model: int, n_head: int, bias: bool = True, dropout: float = 0.0) -> None:
         super().__init__()
+        d_model, n_head = V.integer("d_model", d_model, min=1), V.integer("n_head", n_head, min=1)
+        dropout = V.number("dropout", dropout, min=0, max=1, strict_max=True)
         if d_model % n_head:
             raise ValueError(f"d_model ({d_model}) must be divisible by n_head ({n_head})")
         self.n_head, self.head_dim = n_head, d_model // n_head
@@ -158,6 +168,8 @@ class Attention(nn.Module):
 class MLP(nn.Module):
     def __init__(self, d_model: int, d_ff: int, bias: bool = True, dropout: float = 0.0) -> None:
         super().__init__()
+        d_model, d_ff = V.integer("d_model", d_model, min=1), V.integer("d_ff", d_ff, min=1)
+        dropout = V.number("dropout", dropout, min=0, max=1, strict_max=True)
         self.fc = nn.Linear(d_model, d_ff, bias=bias)
         self.out = nn.Linear(d_ff, d_model, bias=bias)
         self.drop = nn.Dropout(dropout)
@@ -171,6 +183,7 @@ class Block(nn.Module):
 
     def __init__(self, cfg: TransformerConfig) -> None:
         super().__init__()
+        V.instance("cfg", cfg, TransformerConfig)
         self.ln1 = nn.LayerNorm(cfg.d_model, bias=cfg.bias)
         self.attn = Attention(cfg.d_model, cfg.n_head, cfg.bias, cfg.dropout)
         self.ln2 = nn.LayerNorm(cfg.d_model, bias=cfg.bias)
@@ -192,6 +205,8 @@ class Transformer(nn.Module):
 
     def __init__(self, cfg: TransformerConfig, rotary: RotaryEmbedding | None = None) -> None:
         super().__init__()
+        V.instance("cfg", cfg, TransformerConfig)
+        V.optional(V.instance, "rotary", rotary, RotaryEmbedding)
         self.cfg = cfg
         self.tok = nn.Embedding(cfg.vocab_size, cfg.d_model)
         self.pos_emb = nn.Embedding(cfg.max_len, cfg.d_model) if cfg.pos == "learned" else None
@@ -222,17 +237,25 @@ class Transformer(nn.Module):
         return sum(p.numel() for p in self.parameters())
 
     def _prepare(self, idx: Tensor, mask: Tensor | None, pos: Tensor | None) -> tuple[Tensor, Tensor]:
+        V.instance("idx", idx, Tensor)
         if idx.dim() != 2 or idx.dtype not in (torch.int64, torch.int32):
             raise ValueError(f"idx must be an integer tensor of shape (B, T), got {tuple(idx.shape)} {idx.dtype}")
         B, T = idx.shape
+        if T < 1:
+            raise ValueError(f"idx must have at least one position (T >= 1), got shape {tuple(idx.shape)}")
+        if B and not (0 <= int(idx.min()) and int(idx.max()) < self.cfg.vocab_size):
+            raise ValueError(f"idx must hold token ids in [0, vocab_size={self.cfg.vocab_size}), "
+                             f"got values in [{int(idx.min())}, {int(idx.max())}]")
         if pos is None:
             pos = torch.arange(T, device=idx.device)
+        V.tensor("pos", pos, dtype="numeric")
         if pos.shape[-1] != T or pos.dim() not in (1, 2):
             raise ValueError(f"pos must have shape (T,) or (B, T) with T={T}, got {tuple(pos.shape)}")
         if self.cfg.pos in ("learned",) and (pos.min() < 0 or pos.max() >= self.cfg.max_len):
             raise ValueError(f"learned positions must lie in [0, {self.cfg.max_len}), got [{pos.min()}, {pos.max()}]")
         if mask is None:
             mask = causal_mask(T, idx.device)
+        V.instance("mask", mask, Tensor)
         if mask.dtype != torch.bool:
             raise TypeError(f"mask must be boolean (True = may attend), got {mask.dtype}")
         if mask.shape[-2:] != (T, T):
@@ -265,6 +288,10 @@ class Transformer(nn.Module):
     def generate(self, idx: Tensor, n_new: int, greedy: bool = True, temperature: float = 1.0,
                  generator: torch.Generator | None = None) -> Tensor:
         """Append ``n_new`` tokens (causal mask, default positions)."""
+        V.tensor("idx", idx, ndim=2, dtype="int")
+        n_new = V.integer("n_new", n_new, min=0)
+        V.boolean("greedy", greedy)
+        temperature = V.positive("temperature", temperature)
         for _ in range(n_new):
             logits = self(idx[:, -self.cfg.max_len:])[:, -1]
             if greedy:

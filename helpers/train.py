@@ -15,6 +15,8 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from helpers import validate as V
+
 __all__ = ["History", "fit", "lr_at"]
 
 
@@ -28,8 +30,7 @@ class History:
 
     def smoothed(self, window: int = 20) -> list[float]:
         """Running mean of the loss over ``window`` steps (for plots)."""
-        if window < 1:
-            raise ValueError(f"window must be >= 1, got {window}")
+        window = V.integer("window", window, min=1)
         out, s = [], 0.0
         for i, v in enumerate(self.loss):
             s += v
@@ -41,8 +42,15 @@ class History:
 
 def lr_at(step: int, steps: int, lr: float, warmup: int = 0, schedule: str = "cosine", min_ratio: float = 0.1) -> float:
     """Learning rate at ``step``: linear warm-up, then constant or cosine decay to ``min_ratio * lr``."""
-    if schedule not in ("cosine", "constant"):
-        raise ValueError(f"schedule must be 'cosine' or 'constant', got {schedule!r}")
+    step, steps = V.integer("step", step, min=0), V.integer("steps", steps, min=0)
+    lr = V.nonnegative("lr", lr)
+    warmup = V.integer("warmup", warmup, min=0)
+    V.one_of("schedule", schedule, ("cosine", "constant"))
+    min_ratio = V.probability("min_ratio", min_ratio)
+    return _lr_at(step, steps, lr, warmup, schedule, min_ratio)
+
+
+def _lr_at(step: int, steps: int, lr: float, warmup: int, schedule: str, min_ratio: float = 0.1) -> float:
     if step < warmup:
         return lr * (step + 1) / warmup
     if schedule == "constant":
@@ -75,10 +83,30 @@ def fit(
     ``batches`` is either a function ``step -> batch`` (deterministic given the seed) or an iterable, cycled.
     ``eval_fn(model) -> {name: value}`` runs every ``eval_every`` steps and at the end, under ``torch.no_grad``.
     """
-    if not isinstance(steps, int) or steps < 0:
-        raise ValueError(f"steps must be a non-negative int, got {steps!r}")
-    if lr <= 0:
-        raise ValueError(f"lr must be > 0, got {lr}")
+    V.instance("model", model, nn.Module)
+    V.function("loss_fn", loss_fn)
+    steps = V.integer("steps", steps, min=0)
+    lr = V.positive("lr", lr)
+    weight_decay = V.nonnegative("weight_decay", weight_decay)
+    warmup = V.integer("warmup", warmup, min=0)
+    V.one_of("schedule", schedule, ("cosine", "constant"))
+    grad_clip = V.optional(V.positive, "grad_clip", grad_clip)
+    seed = V.optional(V.seed, "seed", seed)
+    V.optional(V.instance, "optimizer", optimizer, torch.optim.Optimizer)
+    V.optional(V.function, "eval_fn", eval_fn)
+    eval_every = V.integer("eval_every", eval_every, min=0)
+    V.boolean("progress", progress)
+    V.instance("desc", desc, str)
+    V.optional(V.instance, "history", history, History)
+    if not callable(batches):
+        try:
+            iter(batches)
+        except TypeError:
+            raise TypeError(
+                f"batches must be a function step -> batch or an iterable, got {V.describe(batches)}"
+            ) from None
+        if hasattr(batches, "__len__") and len(batches) == 0:
+            raise ValueError("batches must hold at least one batch, got an empty collection")
     if seed is not None:
         torch.manual_seed(seed)
     params = [p for p in model.parameters() if p.requires_grad]
@@ -100,7 +128,13 @@ def fit(
                 return next(it)
             except StopIteration:
                 it = iter(batches)
-                return next(it)
+                try:
+                    return next(it)
+                except StopIteration:
+                    raise ValueError(
+                        "batches yielded no batch: an empty iterable, or a one-shot iterator already exhausted "
+                        "(pass a list or a function step -> batch)"
+                    ) from None
 
     def run_eval(step: int) -> dict[str, float]:
         was = model.training
@@ -115,7 +149,7 @@ def fit(
     model.train()
     bar = tqdm(range(steps), desc=desc, disable=not progress, mininterval=1.0)
     for step in bar:
-        cur = lr_at(step, steps, lr, warmup, schedule)
+        cur = _lr_at(step, steps, lr, warmup, schedule)
         for g in opt.param_groups:
             g["lr"] = cur
         loss = loss_fn(model, get(step))

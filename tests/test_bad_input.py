@@ -1,0 +1,246 @@
+"""Bad input at the door of public functions (issue 46): a clear ValueError/TypeError naming the argument, no hang.
+
+Each module has a table of valid calls of its public functions (tiny sizes). For every argument of every call, the
+exhaustive test replaces that one argument with bad values of the kinds that fit its valid value (None, a string,
+bool for an int, a float for an int, negative, zero, NaN, inf, an empty array, a wrong ndim) and asserts a
+ValueError/TypeError whose message names the argument, under a per-call time limit (SIGALRM) so a hang fails.
+A hypothesis test then draws random bad numbers (random negative values, NaN/inf at random array positions).
+
+``skip`` in a case lists kinds that are legitimately valid for an argument (with the reason next to it); ``more``
+adds kinds (``"zero"``, ``"neg"`` for floats) or explicit bad values.
+"""
+
+from __future__ import annotations
+
+import math
+import signal
+from collections.abc import Callable
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from helpers import nn as hnn
+from helpers import train
+
+LIMIT_S = 5  # a call that runs longer than this with one bad argument counts as a hang
+
+
+class Hang(Exception):
+    pass
+
+
+@contextmanager
+def time_limit(seconds: float = LIMIT_S):
+    def handler(signum, frame):
+        raise Hang(f"call still running after {seconds} s")
+
+    old = signal.signal(signal.SIGALRM, handler)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+@dataclass
+class Case:
+    """``fn(**kwargs())`` is a valid call; ``skip[arg]``: kinds valid for that argument; ``more[arg]``: extras."""
+
+    name: str
+    fn: Callable[..., Any]
+    kwargs: Callable[[], dict[str, Any]]
+    skip: dict[str, set[str]] = field(default_factory=dict)
+    more: dict[str, list[Any]] = field(default_factory=dict)
+    only: tuple[str, ...] | None = None  # arguments to vary (default: all)
+
+
+def _kinds(v: Any) -> dict[str, Any]:
+    """Bad values of the kinds that fit the valid value ``v``."""
+    if isinstance(v, bool):
+        return {"none": None, "str": "yes"}
+    if isinstance(v, (int, np.integer)):
+        return {"none": None, "str": "3", "bool": True, "float": 2.5, "nan": math.nan, "neg": -1}
+    if isinstance(v, float):
+        return {"none": None, "str": "1.0", "bool": True, "nan": math.nan, "inf": math.inf}
+    if isinstance(v, str):
+        return {"none": None, "int": 3, "unknown": "no-such-choice"}
+    if isinstance(v, torch.Tensor):
+        out: dict[str, Any] = {"none": None, "str": "x", "empty": v.reshape(-1)[:0], "ndim": v[None]}
+        if v.dtype.is_floating_point and v.numel():
+            w = v.clone()
+            w.view(-1)[0] = math.nan
+            out["nan"] = w
+        return out
+    if isinstance(v, np.ndarray):
+        out = {"none": None, "str": "x", "empty": v.reshape(-1)[:0], "ndim": v[None]}
+        if v.dtype.kind == "f" and v.size:
+            w = v.copy()
+            w.flat[0] = np.nan
+            out["nan"] = w
+        return out
+    if isinstance(v, (list, tuple)):
+        return {"none": None, "str": "x"}
+    return {"none": None, "str": "x"}
+
+
+def _extra(kind: Any, v: Any) -> tuple[str, Any]:
+    if isinstance(kind, str) and kind == "zero":
+        return "zero", type(v)(0) if not isinstance(v, (torch.Tensor, np.ndarray)) else v * 0
+    if isinstance(kind, str) and kind == "neg":
+        return "neg", -abs(v) - 1 if not isinstance(v, (torch.Tensor, np.ndarray)) else -abs(v) - 1
+    return f"value {kind!r}"[:40], kind
+
+
+CASES: list[Case] = []
+
+
+def case(name: str, fn: Callable[..., Any], kwargs: Callable[[], dict[str, Any]], **kw: Any) -> None:
+    CASES.append(Case(name, fn, kwargs, **kw))
+
+
+def bad_calls() -> list[tuple[Case, str, str, Any]]:
+    out = []
+    for c in CASES:
+        for arg, v in c.kwargs().items():
+            if c.only is not None and arg not in c.only:
+                continue
+            kinds = {k: b for k, b in _kinds(v).items() if k not in c.skip.get(arg, set())}
+            for extra in c.more.get(arg, []):
+                k, b = _extra(extra, v)
+                kinds[k] = b
+            out.extend((c, arg, k, b) for k, b in kinds.items())
+    return out
+
+
+def _call_bad(c: Case, arg: str, bad: Any) -> BaseException:
+    kw = c.kwargs()
+    kw[arg] = bad
+    with time_limit():
+        try:
+            c.fn(**kw)
+        except (ValueError, TypeError) as e:
+            return e
+    raise AssertionError(f"{c.name}: {arg}={bad!r:.60} was accepted")
+
+
+# ---------------------------------------------------------------------------------------------------------- nn
+def _tiny_cfg(**kw: Any) -> hnn.TransformerConfig:
+    return hnn.TransformerConfig(**{**dict(vocab_size=7, n_layer=1, n_head=2, d_model=8, max_len=16), **kw})
+
+
+_MODEL = hnn.Transformer(_tiny_cfg())
+_CFG_KW = dict(vocab_size=7, n_layer=1, n_head=2, d_model=8, max_len=16, pos="rope", rope_base=100.0, d_ff=16,
+               dropout=0.0, bias=True, tie_weights=True)
+
+case("nn.causal_mask", hnn.causal_mask, lambda: dict(T=4), more={"T": ["zero"]})
+case("nn.sinusoidal_table", hnn.sinusoidal_table, lambda: dict(pos=torch.arange(4), d_model=8, base=100.0),
+     skip={"pos": {"empty", "ndim"}},  # pos is (..., T): any rank, and no positions gives an empty table
+     more={"d_model": ["zero", 7], "base": ["neg", 1.0]})
+case("nn.RotaryEmbedding", hnn.RotaryEmbedding, lambda: dict(head_dim=4, base=100.0),
+     more={"head_dim": ["zero", 3], "base": ["neg", 1.0]})
+case("nn.apply_rotary", hnn.apply_rotary, lambda: dict(x=torch.zeros(1, 1, 3, 4), angles=torch.zeros(3, 2)),
+     only=("x", "angles"), skip={"x": {"empty", "nan", "ndim"}, "angles": {"empty", "nan", "ndim"}})
+# (apply_rotary is a building block called inside every forward: NaN passes through like any tensor op)
+case("nn.TransformerConfig", hnn.TransformerConfig, lambda: dict(_CFG_KW),
+     skip={"d_ff": {"none"}}, more={"vocab_size": ["zero"], "n_head": [3], "pos": [], "dropout": [1.0, -0.1]})
+case("nn.Attention", hnn.Attention, lambda: dict(d_model=8, n_head=2, dropout=0.0), more={"n_head": [3, "zero"]})
+case("nn.MLP", hnn.MLP, lambda: dict(d_model=8, d_ff=16, dropout=0.0), more={"d_ff": ["zero"]})
+case("nn.Block", hnn.Block, lambda: dict(cfg=_tiny_cfg()))
+case("nn.Transformer", hnn.Transformer, lambda: dict(cfg=_tiny_cfg()))
+case("nn.Transformer.forward", _MODEL.forward,
+     lambda: dict(idx=torch.tensor([[1, 2, 3]]), mask=hnn.causal_mask(3), pos=torch.arange(3)),
+     skip={"mask": {"none", "ndim"}, "pos": {"none", "ndim"}},  # None: the default causal mask / 0..T-1
+     # (ndim: a batch axis in front, (B, T, T) masks and (B, T) positions, is valid)
+     more={"idx": [torch.tensor([[1, 7]]), torch.tensor([[-1, 2]]), torch.tensor([[1.0, 2.0]])],
+           "mask": [torch.zeros(3, 3, dtype=torch.bool), torch.ones(3, 3)]})
+case("nn.Transformer.generate", _MODEL.generate,
+     lambda: dict(idx=torch.tensor([[1, 2]]), n_new=2, greedy=False, temperature=1.0),
+     skip={"n_new": set()}, more={"temperature": ["zero", "neg"], "idx": [torch.tensor([[9]])]})
+
+# -------------------------------------------------------------------------------------------------------- train
+
+
+def _lin() -> torch.nn.Module:
+    return torch.nn.Linear(2, 1)
+
+
+def _loss(model, batch):
+    return (model(batch) ** 2).mean()
+
+
+_FIT = dict(model=None, loss_fn=_loss, batches=[torch.ones(3, 2)], steps=2, lr=1e-2, weight_decay=0.0, warmup=1,
+            schedule="cosine", grad_clip=1.0, seed=0, eval_fn=lambda m: {"a": 1.0}, eval_every=1, progress=False,
+            desc="t")
+case("train.fit", train.fit, lambda: {**_FIT, "model": _lin()}, only=tuple(k for k in _FIT if k != "desc"),
+     skip={"grad_clip": {"none"}, "seed": {"none"}, "eval_fn": {"none"},  # None: no clipping / seeding / eval
+           "batches": {"str"}},  # a string is an iterable of batches; the loss function decides
+     more={"batches": [[], 3], "lr": ["zero", "neg"], "weight_decay": ["neg"], "grad_clip": ["zero", "neg"],
+           "eval_fn": [3], "loss_fn": [3], "model": [3]})  # desc: any string is a valid label
+case("train.fit(desc)", train.fit, lambda: {**_FIT, "model": _lin()}, only=("desc",), skip={"desc": {"unknown"}})
+case("train.lr_at", train.lr_at, lambda: dict(step=1, steps=10, lr=0.1, warmup=2, schedule="cosine", min_ratio=0.1),
+     more={"lr": ["neg"], "min_ratio": ["neg", 1.5]})
+case("train.History.smoothed", train.History(loss=[1.0, 2.0]).smoothed, lambda: dict(window=2),
+     more={"window": ["zero"]})
+
+
+# -------------------------------------------------------------------------------------------------------- tests
+_BAD = bad_calls()
+
+
+@pytest.mark.parametrize("c", CASES, ids=[c.name for c in CASES])
+def test_valid_call_runs(c: Case) -> None:
+    with time_limit():
+        c.fn(**c.kwargs())
+
+
+@pytest.mark.parametrize(("c", "arg", "kind", "bad"), _BAD, ids=[f"{c.name}-{a}-{k}" for c, a, k, _ in _BAD])
+def test_bad_argument_is_named(c: Case, arg: str, kind: str, bad: Any) -> None:
+    e = _call_bad(c, arg, bad)
+    assert arg in str(e), f"{c.name}: {arg}={kind}: message does not name the argument: {e!r}"
+
+
+def _numeric_args() -> list[tuple[Case, str]]:
+    out = []
+    for c in CASES:
+        for arg, v in c.kwargs().items():
+            if c.only is not None and arg not in c.only:
+                continue
+            if isinstance(v, float) or isinstance(v, (np.ndarray, torch.Tensor)) and v.dtype in (
+                np.float64, np.float32, torch.float32, torch.float64
+            ) and "nan" not in c.skip.get(arg, set()):
+                out.append((c, arg))
+    return out
+
+
+_NUMERIC = _numeric_args()
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_random_nan_or_inf_is_named(data: st.DataObject) -> None:
+    """NaN or ±inf at a random place of a float argument (scalar or array) is refused with the argument's name."""
+    c, arg = data.draw(st.sampled_from(_NUMERIC))
+    if "nan" in c.skip.get(arg, set()):
+        return
+    v = c.kwargs()[arg]
+    bad_val = data.draw(st.sampled_from([math.nan, math.inf, -math.inf]))
+    if isinstance(v, float):
+        if bad_val != math.nan and "inf" in c.skip.get(arg, set()):
+            return
+        bad: Any = bad_val
+    else:
+        bad = v.copy() if isinstance(v, np.ndarray) else v.clone()
+        if bad.size == 0 if isinstance(bad, np.ndarray) else bad.numel() == 0:
+            return
+        n = bad.size if isinstance(bad, np.ndarray) else bad.numel()
+        i = data.draw(st.integers(0, n - 1))
+        bad.reshape(-1)[i] = bad_val
+    e = _call_bad(c, arg, bad)
+    assert arg in str(e)
