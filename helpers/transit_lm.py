@@ -16,6 +16,8 @@ from typing import Any
 import networkx as nx
 import numpy as np
 
+from helpers import validate as V
+
 __all__ = [
     "TRANSFER", "City", "make_city", "haversine", "route", "diverse_routes", "route_cost", "brute_force_cost",
     "state_graph", "parse_distance", "parse_time", "format_distance", "format_time", "reachable", "grounded",
@@ -37,8 +39,24 @@ GROUND_MAX = {WALK: 3.0, "": 3.0, BIKE: 5.0}  # the paper's grounding thresholds
 PREFS = (0, 2, 5, 7, 8)  # 0 optimal, 2 fewer transfers, 5 no subway, 7 subway first, 8 fastest
 
 
+def _point(name: str, p: Any) -> tuple[float, float]:
+    """A (lat, lon) pair of finite degrees, lat in [-90, 90], lon in [-180, 180]."""
+    if isinstance(p, (str, bytes)) or not isinstance(p, (tuple, list, np.ndarray)) or len(p) != 2:
+        raise TypeError(f"{name} must be a (lat, lon) pair of numbers, got {V.describe(p)}")
+    return (V.number(f"{name} latitude", p[0], min=-90, max=90), V.number(f"{name} longitude", p[1], min=-180, max=180))
+
+
+def _city(city: Any) -> City:
+    return V.instance("city", city, City)
+
+
+def _pref(pref: Any) -> int:
+    return V.one_of("pref", V.integer("pref", pref), PREFS)
+
+
 def haversine(a: tuple[float, float], b: tuple[float, float]) -> float:
     """Great-circle distance in km between (lat, lon) points."""
+    a, b = _point("a", a), _point("b", b)
     (la1, lo1), (la2, lo2) = (tuple(map(math.radians, p)) for p in (a, b))
     h = math.sin((la2 - la1) / 2) ** 2 + math.cos(la1) * math.cos(la2) * math.sin((lo2 - lo1) / 2) ** 2
     return 2 * 6371.0088 * math.asin(math.sqrt(min(1.0, h)))
@@ -55,9 +73,18 @@ class City:
     next_hop: dict[str, set[str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        for name in ("stations", "lines", "kind", "next_hop"):
+            V.instance(name, getattr(self, name), dict)
+        self.size_km = V.positive("size_km", self.size_km)
+        for sid, p in self.stations.items():
+            _point(f"stations[{sid!r}]", p)
+        for name, k in self.kind.items():
+            V.one_of(f"kind[{name!r}]", k, tuple(SPEED))
         for name, stops in self.lines.items():
+            if name not in self.kind:
+                raise ValueError(f"kind must give the kind of every line, line {name!r} has none")
             if len(stops) < 2 or any(s not in self.stations for s in stops):
-                raise ValueError(f"line {name} must have >= 2 known stations")
+                raise ValueError(f"lines[{name!r}] must list >= 2 known stations, got {stops!r}")
         if not self.next_hop:
             self.next_hop = {s: {s} for s in self.stations}
             for stops in self.lines.values():
@@ -84,11 +111,12 @@ class City:
 def make_city(seed: int, grid: int = 7, spacing_km: float = 1.6, n_metro: int = 3, n_bus: int = 4) -> City:
     """A seeded city on a ``grid`` x ``grid`` lattice: metro lines are straight rows/columns, bus lines L-shapes;
     lines crossing at a node share that station (a transfer station)."""
-    for name, v in (("grid", grid), ("n_metro", n_metro), ("n_bus", n_bus)):
-        if not isinstance(v, int) or v < (3 if name == "grid" else 0):
-            raise ValueError(f"{name} must be an int (grid >= 3, counts >= 0), got {v!r}")
-    if n_metro + n_bus < 1 or spacing_km <= 0:
-        raise ValueError("need at least one line and a positive spacing")
+    seed = V.seed("seed", seed)
+    grid = V.integer("grid", grid, min=3)
+    n_metro, n_bus = V.integer("n_metro", n_metro, min=0), V.integer("n_bus", n_bus, min=0)
+    spacing_km = V.positive("spacing_km", spacing_km)
+    if n_metro + n_bus < 1:
+        raise ValueError(f"need at least one line: n_metro + n_bus must be >= 1, got {n_metro} + {n_bus}")
     rng = np.random.default_rng(seed)
     paths: list[tuple[str, list[tuple[int, int]]]] = []
     rows = rng.permutation(np.arange(1, grid - 1))
@@ -130,16 +158,30 @@ def make_city(seed: int, grid: int = 7, spacing_km: float = 1.6, n_metro: int = 
 
 def nearest_station(city: City, p: tuple[float, float]) -> tuple[str, float]:
     """The station nearest to ``p`` and its distance (km)."""
+    _city(city)
+    p = _point("p", p)
     return min(((s, haversine(p, q)) for s, q in city.stations.items()), key=lambda t: t[1])
 
 
 def sample_od(city: City, n: int, seed: int, min_km: float = 3.0) -> list[tuple[tuple[float, float], ...]]:
-    """``n`` origin/destination pairs, uniform in the city, each within cycling range of a station."""
-    if not isinstance(n, int) or n < 0:
-        raise ValueError(f"n must be a non-negative int, got {n!r}")
+    """``n`` origin/destination pairs, uniform in the city, each within cycling range of a station.
+
+    Rejection sampling with a bound: ValueError if ``1000 * n + 10000`` draws do not give ``n`` pairs (``min_km``
+    too large for the city)."""
+    _city(city)
+    n, seed = V.integer("n", n, min=0), V.seed("seed", seed)
+    min_km = V.nonnegative("min_km", min_km)
+    diag = math.sqrt(2) * city.size_km
+    if n and min_km > diag:
+        raise ValueError(f"min_km must be at most the city's diagonal ({diag:.1f} km), got {min_km}")
     rng = np.random.default_rng(seed)
-    out = []
+    out: list[tuple[tuple[float, float], ...]] = []
+    tries = 1000 * n + 10000
     while len(out) < n:
+        tries -= 1
+        if tries < 0:
+            raise ValueError(f"sample_od found only {len(out)} of n={n} pairs at least min_km={min_km} km apart "
+                             f"near stations after {1000 * n + 10000} draws; lower min_km")
         o, d = (city.from_xy(*rng.uniform(0, city.size_km, 2)) for _ in range(2))
         if haversine(o, d) >= min_km and nearest_station(city, o)[1] <= BIKE_MAX \
                 and nearest_station(city, d)[1] <= BIKE_MAX:
@@ -167,8 +209,11 @@ def state_graph(city: City, o: tuple[float, float], d: tuple[float, float], pref
     """The (station, line) state graph from origin "O" to destination "D"; edge attribute ``w`` is the score
     (expert score T_sec/300 + lines + cycling legs + fare, re-weighted by the preference), plus minutes,
     kilometres, fare and boardings for the label."""
-    if pref not in PREFS:
-        raise ValueError(f"pref must be one of {PREFS}, got {pref!r}")
+    _city(city)
+    o, d, pref = _point("o", o), _point("d", d), _pref(pref)
+    if penalty is not None:
+        V.instance("penalty", penalty, dict)
+        penalty = {k: V.number(f"penalty[{k!r}]", v) for k, v in penalty.items()}
     penalty = penalty or {}
     G = nx.DiGraph()
 
@@ -212,21 +257,29 @@ def state_graph(city: City, o: tuple[float, float], d: tuple[float, float], pref
 
 def route_cost(G: nx.DiGraph, path: list) -> float:
     """Sum of edge scores along a state path."""
+    V.instance("G", G, nx.DiGraph)
+    path = V.sequence("path", path)
+    missing = [(u, v) for u, v in itertools.pairwise(path) if not G.has_edge(u, v)]
+    if missing:
+        raise ValueError(f"path must follow edges of G, but {missing[0]} is not an edge")
     return float(sum(G.edges[u, v]["w"] for u, v in itertools.pairwise(path)))
 
 
 def brute_force_cost(G: nx.DiGraph) -> float:
     """Minimum score over every simple O->D path (exponential: tiny cities only)."""
+    V.instance("G", G, nx.DiGraph)
     return min((route_cost(G, p) for p in nx.all_simple_paths(G, "O", "D")), default=math.inf)
 
 
 def format_distance(km: float) -> str:
     """Paper style: "344米" under 1 km, else "27.8公里"."""
+    km = V.nonnegative("km", km)
     return f"{round(km * 1000)}米" if km < 1 else f"{km:.1f}公里"
 
 
 def format_time(minutes: float) -> str:
     """Paper style: "1小时7分钟" or "37分钟"."""
+    minutes = V.nonnegative("minutes", minutes)
     m = max(1, round(minutes))
     return f"{m // 60}小时{m % 60}分钟" if m >= 60 else f"{m}分钟"
 
@@ -234,22 +287,22 @@ def format_time(minutes: float) -> str:
 def parse_distance(s: str) -> float:
     """"344米" -> 0.344, "27.8公里" -> 27.8 (km); "" -> 0."""
     if not isinstance(s, str):
-        raise TypeError(f"distance must be a str, got {type(s).__name__}")
+        raise TypeError(f"s (a distance) must be a str, got {type(s).__name__}")
     if s == "":
         return 0.0
     m = re.fullmatch(r"(\d+(?:\.\d+)?)(米|公里)", s.strip())
     if not m:
-        raise ValueError(f"cannot parse distance {s!r}")
+        raise ValueError(f"s must be a distance like '344米' or '27.8公里', got {s!r}")
     return float(m[1]) / (1000 if m[2] == "米" else 1)
 
 
 def parse_time(s: str) -> float:
     """"1小时7分钟" -> 67, "37分钟" -> 37 (minutes)."""
     if not isinstance(s, str):
-        raise TypeError(f"time must be a str, got {type(s).__name__}")
+        raise TypeError(f"s (a time) must be a str, got {type(s).__name__}")
     m = re.fullmatch(r"(?:(\d+)小时)?(?:(\d+)分钟)?", s.strip())
     if not m or not s.strip():
-        raise ValueError(f"cannot parse time {s!r}")
+        raise ValueError(f"s must be a time like '1小时7分钟' or '37分钟', got {s!r}")
     return 60 * float(m[1] or 0) + float(m[2] or 0)
 
 
@@ -297,6 +350,9 @@ def route(city: City, o: tuple[float, float], d: tuple[float, float], pref: int 
 def diverse_routes(city: City, o: tuple[float, float], d: tuple[float, float], k: int = 3,
                    penalty: float = 5.0) -> dict[str, dict[str, Any]]:
     """Task 3: ``k`` routes, each re-planned with a score penalty on every line used so far."""
+    _city(city)
+    o, d = _point("o", o), _point("d", d)
+    k, penalty = V.integer("k", k, min=0, max=3), V.nonnegative("penalty", penalty)
     used: dict[str, float] = {}
     out: dict[str, dict[str, Any]] = {}
     for name in ("first", "second", "third")[:k]:
@@ -324,6 +380,7 @@ def _well_formed(r: Any) -> bool:
 
 def reachable(city: City, r: Any) -> bool:
     """R1: after removing transfer markers, every next station is in the previous one's next-hop set."""
+    _city(city)
     if not _well_formed(r):
         return False
     seq = [s for s in r["station_sequence"] if s != TRANSFER]
@@ -342,6 +399,8 @@ def _plausible(stated: str, geo: float) -> bool:
 
 def grounded(city: City, r: Any, o: tuple[float, float], d: tuple[float, float]) -> bool:
     """R2: first/last station within the access mode's threshold of origin/destination, stated distances plausible."""
+    _city(city)
+    o, d = _point("o", o), _point("d", d)
     if not _well_formed(r):
         return False
     seq = [s for s in r["station_sequence"] if s != TRANSFER]
@@ -357,6 +416,9 @@ def grounded(city: City, r: Any, o: tuple[float, float], d: tuple[float, float])
 
 def iou(a: Any, b: Any) -> float:
     """|A ∩ B| / |A ∪ B| of two collections as sets (1 for two empty sets)."""
+    for name, x in (("a", a), ("b", b)):
+        if isinstance(x, (str, bytes)) or not hasattr(x, "__iter__"):
+            raise TypeError(f"{name} must be a collection (list, tuple or set), got {V.describe(x)}")
     A, B = set(a), set(b)
     return 1.0 if not A | B else len(A & B) / len(A | B)
 
@@ -368,8 +430,11 @@ def _close(p: float, t: float, rel: float, tol: float) -> bool:
 def evaluate(city: City, pred: Any, label: dict, o: tuple[float, float], d: tuple[float, float]) -> dict[str, Any]:
     """The funnel for one prediction: r1, r2, line/station IoU, exact, and R4 estimates (on exact routes only).
     A malformed prediction (not a dict, missing fields, unparsable numbers) fails every metric; it never raises."""
+    _city(city)
+    o, d = _point("o", o), _point("d", d)
     if not _well_formed(label):
-        raise ValueError("label must be a well-formed TransitLM record")
+        raise ValueError(f"label must be a well-formed TransitLM record (a dict with keys {_KEYS}), "
+                         f"got {V.describe(label)}")
     out = dict(r1=False, r2=False, line_iou=0.0, station_iou=0.0, exact=False, distance_ok=False, time_ok=False,
                fare_ok=False, overall=False, access_ok=False)
     if not _well_formed(pred):
@@ -404,8 +469,10 @@ def _is_metro(line: str, city: City | None) -> bool:
 
 def preference_ok(pred: Any, label: dict, pref: int, city: City | None = None) -> bool:
     """R5: type 2 no more transfers than the label; 5 no subway; 7 some subway; 8 time <= 1.1 x label's."""
-    if pref not in PREFS:
-        raise ValueError(f"pref must be one of {PREFS}, got {pref!r}")
+    pref = _pref(pref)
+    V.optional(V.instance, "city", city, City)
+    if not _well_formed(label):
+        raise ValueError(f"label must be a well-formed TransitLM record, got {V.describe(label)}")
     if not _well_formed(pred):
         return False
     lines = pred["line_sequence"]
@@ -425,8 +492,11 @@ def preference_ok(pred: Any, label: dict, pref: int, city: City | None = None) -
 
 def route_diversity(routes: list[dict]) -> float:
     """B3 RD: mean over route pairs of 1 - IoU of line sets, access modes included as "接驳:<mode>" items."""
+    routes = V.sequence("routes", routes)
     if len(routes) < 2:
-        raise ValueError("route diversity needs at least two routes")
+        raise ValueError(f"routes must hold at least two routes for a diversity, got {len(routes)}")
+    if not all(_well_formed(r) for r in routes):
+        raise ValueError("routes must all be well-formed TransitLM records")
     items = [set(r["line_sequence"]) | {f"接驳:{r['start_transfer_mode']}", f"接驳:{r['end_transfer_mode']}"}
              for r in routes]
     return float(np.mean([1 - iou(a, b) for a, b in itertools.combinations(items, 2)]))
@@ -448,8 +518,7 @@ class Tokenizer:
     PAD, BOS, EOS, SEP = "<pad>", "<bos>", "<eos>", "<sep>"
 
     def __init__(self, city: City) -> None:
-        if not isinstance(city, City):
-            raise TypeError("Tokenizer needs a City")
+        _city(city)
         self.city = city
         vocab = [self.PAD, self.BOS, self.EOS, self.SEP, "<O>", "<D>", "<line>"] + [f"<req{p}>" for p in PREFS]
         vocab += _FIELDS + [TRANSFER, WALK, BIKE] + _UNITS + list("0123456789.")
@@ -474,15 +543,14 @@ class Tokenizer:
 
     def prompt(self, o: tuple[float, float], d: tuple[float, float], pref: int = 0) -> list[int]:
         """<bos> <reqK> <O> xxx yyy <D> xxx yyy <sep>."""
-        if pref not in PREFS:
-            raise ValueError(f"pref must be one of {PREFS}, got {pref!r}")
+        o, d, pref = _point("o", o), _point("d", d), _pref(pref)
         toks = [self.BOS, f"<req{pref}>", "<O>", *self._coord(o), "<D>", *self._coord(d), self.SEP]
         return [self.stoi[t] for t in toks]
 
     def encode_label(self, r: dict) -> list[int]:
         """A TransitLM record -> token ids, ending in <eos>."""
         if not _well_formed(r):
-            raise ValueError("not a well-formed TransitLM record")
+            raise ValueError(f"r must be a well-formed TransitLM record, got {V.describe(r)}")
         toks: list[str] = []
         for f, k in zip(_FIELDS, _FIELD_KEYS, strict=True):
             toks.append(f)
@@ -501,13 +569,16 @@ class Tokenizer:
 
     def encode_line(self, line: str, reverse: bool = False) -> list[int]:
         """CPT itinerary text: <bos> <line> NAME s1 s2 ... <eos>."""
+        V.instance("line", line, str)
+        V.boolean("reverse", reverse)
         if line not in self.city.lines:
-            raise ValueError(f"unknown line {line!r}")
+            raise ValueError(f"line must be one of the city's lines {sorted(self.city.lines)}, got {line!r}")
         stops = self.city.lines[line][::-1] if reverse else self.city.lines[line]
         return [self.stoi[t] for t in [self.BOS, "<line>", line, *stops, self.EOS]]
 
     def decode_label(self, ids: list[int]) -> dict[str, Any]:
         """Token ids (from the first field token; stops at <eos>) -> record; ValueError if malformed."""
+        ids = V.sequence("ids", ids, of=V.integer)
         toks = [self.itos[i] if 0 <= i < len(self.itos) else "?" for i in ids]
         if self.EOS in toks:
             toks = toks[:toks.index(self.EOS)]

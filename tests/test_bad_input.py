@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 
 from helpers import nn as hnn
 from helpers import train
+from helpers import transit_lm as tlm
 
 LIMIT_S = 5  # a call that runs longer than this with one bad argument counts as a hang
 
@@ -188,6 +189,52 @@ case("train.lr_at", train.lr_at, lambda: dict(step=1, steps=10, lr=0.1, warmup=2
      more={"lr": ["neg"], "min_ratio": ["neg", 1.5]})
 case("train.History.smoothed", train.History(loss=[1.0, 2.0]).smoothed, lambda: dict(window=2),
      more={"window": ["zero"]})
+
+
+# --------------------------------------------------------------------------------------------------- transit_lm
+_CITY = tlm.make_city(0, grid=4, n_metro=2, n_bus=1)
+_O, _D = (31.1859, 121.4598), (31.1704, 121.4171)
+_LAB = tlm.route(_CITY, _O, _D)
+_TOK = tlm.Tokenizer(_CITY)
+_PT = {"none", "str"}  # points are (lat, lon) tuples: their kinds are given explicitly
+_BADPT = [(math.nan, 121.0), (31.0, math.inf), (91.0, 0.0), (31.0,), "x", None]
+
+case("transit_lm.haversine", tlm.haversine, lambda: dict(a=_O, b=_D), more={"a": _BADPT, "b": _BADPT})
+case("transit_lm.make_city", tlm.make_city, lambda: dict(seed=0, grid=3, spacing_km=1.0, n_metro=1, n_bus=1),
+     skip={"n_metro": {"neg"}}, more={"grid": [2], "spacing_km": ["zero", "neg"], "n_metro": [-1]})
+case("transit_lm.City", tlm.City, lambda: dict(stations=dict(_CITY.stations), lines=dict(_CITY.lines),
+                                                kind=dict(_CITY.kind), size_km=_CITY.size_km),
+     more={"size_km": ["zero", "neg"], "kind": [{"M1": "tram"}], "lines": [{"M1": ["S000"]}],
+           "stations": [{"S000": (math.nan, 0.0)}]})
+case("transit_lm.nearest_station", tlm.nearest_station, lambda: dict(city=_CITY, p=_O), more={"p": _BADPT})
+case("transit_lm.sample_od", tlm.sample_od, lambda: dict(city=_CITY, n=2, seed=0, min_km=1.0),
+     more={"min_km": ["neg", 1000.0, 9.5]})  # 9.5 km: below the diagonal but (almost) never drawn: bounded loop
+case("transit_lm.state_graph", tlm.state_graph, lambda: dict(city=_CITY, o=_O, d=_D, pref=0, penalty={"M1": 1.0}),
+     skip={"penalty": {"none"}, "pref": {"neg"}},  # None: no penalty
+     more={"o": _BADPT, "d": _BADPT, "pref": [3, False], "penalty": [{"M1": math.nan}]})
+case("transit_lm.route", tlm.route, lambda: dict(city=_CITY, o=_O, d=_D, pref=0), more={"o": _BADPT, "pref": [1]})
+case("transit_lm.diverse_routes", tlm.diverse_routes, lambda: dict(city=_CITY, o=_O, d=_D, k=2, penalty=5.0),
+     more={"k": [4], "penalty": ["neg"], "d": _BADPT})
+case("transit_lm.format_distance", tlm.format_distance, lambda: dict(km=1.5), more={"km": ["neg"]})
+case("transit_lm.format_time", tlm.format_time, lambda: dict(minutes=12.0), more={"minutes": ["neg"]})
+case("transit_lm.parse_distance", tlm.parse_distance, lambda: dict(s="1.5公里"), more={"s": ["1.5 km", ""[:0] + "x"]})
+case("transit_lm.parse_time", tlm.parse_time, lambda: dict(s="37分钟"), more={"s": [""]})
+case("transit_lm.grounded", tlm.grounded, lambda: dict(city=_CITY, r=_LAB, o=_O, d=_D),
+     only=("city", "o", "d"), more={"o": _BADPT})  # r: anything; a malformed record is simply not grounded
+case("transit_lm.evaluate", tlm.evaluate, lambda: dict(city=_CITY, pred=_LAB, label=_LAB, o=_O, d=_D),
+     only=("city", "label", "o", "d"), more={"label": [{}], "d": _BADPT})  # pred: anything, by design
+case("transit_lm.iou", tlm.iou, lambda: dict(a=[1, 2], b=[2]), more={"a": [3]})
+case("transit_lm.preference_ok", tlm.preference_ok, lambda: dict(pred=_LAB, label=_LAB, pref=2, city=_CITY),
+     only=("label", "pref", "city"), skip={"city": {"none"}},  # city None: guess the kind from the line name
+     more={"pref": [3], "label": [{}]})
+case("transit_lm.route_diversity", tlm.route_diversity, lambda: dict(routes=[_LAB, _LAB]),
+     more={"routes": [[_LAB], [_LAB, {}]]})
+case("transit_lm.Tokenizer", tlm.Tokenizer, lambda: dict(city=_CITY))
+case("transit_lm.Tokenizer.prompt", _TOK.prompt, lambda: dict(o=_O, d=_D, pref=5), more={"o": _BADPT, "pref": [1]})
+case("transit_lm.Tokenizer.encode_label", _TOK.encode_label, lambda: dict(r=_LAB), more={"r": [{}]})
+case("transit_lm.Tokenizer.encode_line", _TOK.encode_line, lambda: dict(line="M1", reverse=True))
+case("transit_lm.Tokenizer.decode_label", _TOK.decode_label, lambda: dict(ids=_TOK.encode_label(_LAB)[:-1]),
+     more={"ids": [[1.5], [True]]})
 
 
 # -------------------------------------------------------------------------------------------------------- tests
