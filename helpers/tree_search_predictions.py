@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from helpers import validate as V
+
 __all__ = [
     "Tree", "Oracle", "pathwidth", "pathwidth_bruteforce", "spine", "Decomposition", "SearchResult",
     "search_with_prediction", "centroid_search", "CentroidTree", "walk_search", "doubling_search_path",
@@ -47,7 +49,13 @@ class Tree:
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
             raise ValueError(f"n must be a positive int, got {n!r}")
         n = int(n)
-        edges = [(int(a), int(b)) for a, b in edges]
+        if isinstance(edges, (str, bytes)) or not hasattr(edges, "__iter__"):
+            raise TypeError(f"edges must be an iterable of (a, b) vertex pairs, got {V.describe(edges)}")
+        edges = list(edges)
+        for i, e in enumerate(edges):
+            if isinstance(e, (str, bytes)) or not hasattr(e, "__len__") or len(e) != 2:
+                raise TypeError(f"edges[{i}] must be an (a, b) pair of vertices, got {V.describe(e)}")
+        edges = [(V.integer(f"edges[{i}][0]", a), V.integer(f"edges[{i}][1]", b)) for i, (a, b) in enumerate(edges)]
         if len(edges) != n - 1:
             raise ValueError(f"a tree on {n} vertices has {n - 1} edges, got {len(edges)}: not a tree")
         self.n = n
@@ -58,6 +66,10 @@ class Tree:
             self.adj[a].append(b)
             self.adj[b].append(a)
         self.edges = edges
+        if names is not None:
+            names = V.sequence("names", names)
+            if len(names) != n:
+                raise ValueError(f"names must give one name per vertex ({n}), got {len(names)}")
         self.names = list(names) if names is not None else None
         # BFS from 0: parent, depth, order; connectivity check
         parent = [-1] * n
@@ -95,26 +107,41 @@ class Tree:
     @classmethod
     def from_networkx(cls, g) -> Tree:
         """From a networkx graph (any hashable nodes; names kept as strings)."""
+        import networkx as nx
+
+        V.instance("g", g, nx.Graph)
+        if g.is_directed():
+            g = g.to_undirected()
         nodes = list(g.nodes)
         idx = {u: i for i, u in enumerate(nodes)}
         return cls(len(nodes), [(idx[a], idx[b]) for a, b in g.edges], [str(u) for u in nodes])
 
-    def check_vertex(self, v) -> int:
+    def check_vertex(self, v, name: str = "v") -> int:
+        """``v`` as an int if it is a vertex (an int in ``0..n-1``), else ValueError naming ``name``."""
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 0 <= v < self.n:
-            raise ValueError(f"unknown vertex {v!r}: vertices are 0..{self.n - 1}")
+            raise ValueError(f"{name} is an unknown vertex {V.describe(v)}: vertices are ints 0..{self.n - 1}")
         return int(v)
 
     def in_subtree(self, v: int, t: int) -> bool:
+        """Whether ``t`` lies in the subtree of ``v`` (rooted at 0)."""
+        v, t = self.check_vertex(v, "v"), self.check_vertex(t, "t")
         return self.tin[v] <= self.tin[t] < self.tout[v]
 
     def next_hop(self, v: int, t: int) -> int:
         """The neighbour of ``v`` on the path to ``t`` (``v != t``)."""
-        if self.in_subtree(v, t):
+        v, t = self.check_vertex(v, "v"), self.check_vertex(t, "t")
+        if v == t:
+            raise ValueError(f"t must differ from v for a next hop, got v = t = {v}")
+        return self._next_hop(v, t)
+
+    def _next_hop(self, v: int, t: int) -> int:
+        if self.tin[v] <= self.tin[t] < self.tout[v]:
             return self.children[v][bisect_right(self._child_tin[v], self.tin[t]) - 1]
         return self.parent[v]
 
     def distances(self, source: int) -> np.ndarray:
         """BFS distances from ``source`` to every vertex."""
+        source = self.check_vertex(source, "source")
         d = np.full(self.n, -1)
         d[source] = 0
         q = deque([source])
@@ -143,7 +170,7 @@ class Oracle:
         if not isinstance(tree, Tree):
             raise TypeError(f"tree must be a Tree, got {type(tree).__name__}")
         self.tree = tree
-        self._target = tree.check_vertex(target)
+        self._target = tree.check_vertex(target, "target")
         self.queries = 0
         self.log: list[int] = []  # the queried vertices, in order
 
@@ -151,7 +178,7 @@ class Oracle:
         v = self.tree.check_vertex(v)
         self.queries += 1
         self.log.append(v)
-        return None if v == self._target else self.tree.next_hop(v, self._target)
+        return None if v == self._target else self.tree._next_hop(v, self._target)
 
 
 class _CachedAsk:
@@ -174,6 +201,7 @@ class SearchResult:
 
 def query_bound(k: int, eta: int) -> int:
     """The proven shape of our bound: ``1 + k * (2 ceil(log2(eta + 1)) + 3)``."""
+    k, eta = V.integer("k", k, min=0), V.integer("eta", eta, min=0)
     return 1 + k * (2 * math.ceil(math.log2(eta + 1)) + 3)
 
 
@@ -233,9 +261,10 @@ def pathwidth(tree: Tree) -> int:
 
 def pathwidth_bruteforce(tree: Tree) -> int:
     """Vertex separation number by a DP over vertex subsets (equal to pathwidth; n <= 16)."""
+    V.instance("tree", tree, Tree)
     n = tree.n
     if n > 16:
-        raise ValueError("pathwidth_bruteforce enumerates subsets: use n <= 16")
+        raise ValueError(f"tree must have n <= 16 vertices (pathwidth_bruteforce enumerates subsets), got {n}")
     nb = [sum(1 << u for u in tree.adj[v]) for v in range(n)]
     full = (1 << n) - 1
     best = [math.inf] * (1 << n)
@@ -251,6 +280,10 @@ def pathwidth_bruteforce(tree: Tree) -> int:
 def spine(adj: list[list[int]], root: int, inside: set[int] | None = None) -> tuple[list[int], int]:
     """A path ``P`` of the component of ``root`` whose removal leaves components of smaller pathwidth, and the
     component's pathwidth ``k``."""
+    adj = V.sequence("adj", adj, min_len=1)
+    root = V.index("root", root, len(adj))
+    if inside is not None and root not in inside:
+        raise ValueError(f"inside must contain root {root}")
     lab, kids, _ = _labels(adj, root, inside)
     k, crit = lab[root][0]
 
@@ -369,9 +402,12 @@ def _search_spine(ask: _CachedAsk, P: list[int], j: int) -> tuple[str, int, int 
 def search_with_prediction(tree: Tree, dec: Decomposition, oracle: Oracle, prediction: int) -> SearchResult:
     """Find the oracle's target, starting from a predicted vertex, in at most ``1 + k (2 ceil(log2(eta+1)) + 3)``
     queries (``k`` = pathwidth, ``eta`` = distance from prediction to target)."""
-    p = tree.check_vertex(prediction)
+    V.instance("tree", tree, Tree)
+    V.instance("dec", dec, Decomposition)
+    V.instance("oracle", oracle, Oracle)
+    p = tree.check_vertex(prediction, "prediction")
     if dec.tree is not tree or oracle.tree is not tree:
-        raise ValueError("the decomposition and the oracle must be built on this tree")
+        raise ValueError("dec and oracle must be built on this tree")
     start = oracle.queries
     ask = _CachedAsk(oracle)
     if ask(p) is None:  # eta = 0: one query
@@ -431,8 +467,11 @@ class CentroidTree:
 
 def centroid_search(tree: Tree, ctree: CentroidTree, oracle: Oracle) -> SearchResult:
     """The classical search without prediction: query the centroid of the remaining component (<= log2 n + 1)."""
+    V.instance("tree", tree, Tree)
+    V.instance("ctree", ctree, CentroidTree)
+    V.instance("oracle", oracle, Oracle)
     if ctree.tree is not tree or oracle.tree is not tree:
-        raise ValueError("the centroid tree and the oracle must be built on this tree")
+        raise ValueError("ctree and oracle must be built on this tree")
     start = oracle.queries
     c = ctree.root
     while True:
@@ -444,7 +483,11 @@ def centroid_search(tree: Tree, ctree: CentroidTree, oracle: Oracle) -> SearchRe
 
 def walk_search(tree: Tree, oracle: Oracle, prediction: int) -> SearchResult:
     """Walk from the prediction along the answers: ``eta + 1`` queries."""
-    v = tree.check_vertex(prediction)
+    V.instance("tree", tree, Tree)
+    V.instance("oracle", oracle, Oracle)
+    if oracle.tree is not tree:
+        raise ValueError("oracle must be built on this tree")
+    v = tree.check_vertex(prediction, "prediction")
     start = oracle.queries
     while (a := oracle.query(v)) is not None:
         v = a
@@ -454,8 +497,8 @@ def walk_search(tree: Tree, oracle: Oracle, prediction: int) -> SearchResult:
 def doubling_search_path(n: int, target: int, prediction: int) -> SearchResult:
     """Doubling binary search in a sorted array of length ``n`` (a path): query the prediction, gallop with steps
     1, 2, 4, ... in the direction of the target, then binary-search the bracket."""
-    if n < 1 or not (0 <= target < n) or not (0 <= prediction < n):
-        raise ValueError(f"need 0 <= target, prediction < n, got n={n}, target={target}, prediction={prediction}")
+    n = V.integer("n", n, min=1)
+    target, prediction = V.index("target", target, n), V.index("prediction", prediction, n)
     q = 0
 
     def cmp(i: int) -> int:
@@ -493,15 +536,20 @@ def doubling_search_path(n: int, target: int, prediction: int) -> SearchResult:
 # Tree families and real trees
 # ---------------------------------------------------------------------------------------------------------------
 def path_tree(n: int) -> Tree:
+    """The path 0 - 1 - ... - n-1."""
+    n = V.integer("n", n, min=1)
     return Tree(n, [(i, i + 1) for i in range(n - 1)])
 
 
 def star_tree(n: int) -> Tree:
+    """Vertex 0 joined to each of 1..n-1."""
+    n = V.integer("n", n, min=1)
     return Tree(n, [(0, i) for i in range(1, n)])
 
 
 def caterpillar_tree(spine_len: int, legs: int) -> Tree:
     """A path of ``spine_len`` vertices, each with ``legs`` pendant leaves (pathwidth 1)."""
+    spine_len, legs = V.integer("spine_len", spine_len, min=1), V.integer("legs", legs, min=0)
     edges = [(i, i + 1) for i in range(spine_len - 1)]
     n = spine_len
     for i in range(spine_len):
@@ -513,8 +561,9 @@ def caterpillar_tree(spine_len: int, legs: int) -> Tree:
 
 def complete_tree(arity: int, height: int) -> Tree:
     """Complete ``arity``-ary tree of the given height (height 0 = one vertex); vertex 0 is the root."""
-    if arity < 1 or height < 0:
-        raise ValueError("need arity >= 1 and height >= 0")
+    arity, height = V.integer("arity", arity, min=1), V.integer("height", height, min=0)
+    if (arity ** (height + 1) if arity > 1 else height + 1) > 10**8:
+        raise ValueError(f"arity={arity}, height={height} gives more than 1e8 vertices; lower height")
     edges, frontier, n = [], [0], 1
     for _ in range(height):
         nxt = []
@@ -531,6 +580,7 @@ def random_tree(n: int, seed: int = 0) -> Tree:
     """A uniformly random labelled tree (random Pruefer sequence)."""
     import networkx as nx
 
+    n, seed = V.integer("n", n, min=1), V.seed("seed", seed)
     if n < 2:
         return Tree(1, [])
     rng = np.random.default_rng(seed)
@@ -540,8 +590,13 @@ def random_tree(n: int, seed: int = 0) -> Tree:
 def ast_tree(source: str) -> Tree:
     """The abstract syntax tree of Python ``source``; vertices numbered by a counter (``id()`` would merge the
     shared ``Load``/``Store`` singletons into a DAG), ``expr_context`` nodes skipped."""
+    V.instance("source", source, str)
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as e:
+        raise ValueError(f"source must be valid Python, got a syntax error at line {e.lineno}: {e.msg}") from None
     edges, names = [], []
-    stack = [(ast.parse(source), -1)]
+    stack = [(tree, -1)]
     while stack:
         node, par = stack.pop()
         v = len(names)
@@ -557,6 +612,9 @@ def ast_tree(source: str) -> Tree:
 def directory_tree(root: str, skip: Sequence[str] = ("__pycache__", "test", "tests", "site-packages", "idlelib")
                    ) -> Tree:
     """Directories and files under ``root`` (sorted, symlinks not followed, names in ``skip`` left out)."""
+    V.existing_dir("root", root)
+    root = os.fspath(root)
+    skip = V.sequence("skip", skip, of=lambda name, x: V.instance(name, x, str))
     names, edges = [root], []
     stack = [(root, 0)]
     while stack:
@@ -596,6 +654,10 @@ def save_edges(tree: Tree, path: str) -> None:
     """Write ``n`` then one ``a b`` edge per line (gzip if the name ends in .gz)."""
     import gzip
 
+    V.instance("tree", tree, Tree)
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"path must be a str or os.PathLike, got {V.describe(path)}")
+    path = os.fspath(path)
     opener = gzip.open if path.endswith(".gz") else open
     with opener(path, "wt") as f:
         f.write(f"{tree.n}\n")
@@ -603,11 +665,39 @@ def save_edges(tree: Tree, path: str) -> None:
 
 
 def load_edges(path: str) -> Tree:
-    """Read a tree written by :func:`save_edges`."""
+    """Read a tree written by :func:`save_edges`: ``n`` on the first line, then one ``a b`` edge per line.
+
+    A missing, empty, malformed or (for ``.gz``) non-gzip file raises ValueError naming the file and the line."""
     import gzip
 
+    path = os.fspath(V.existing_file("path", path))
     opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt") as f:
-        n = int(f.readline())
-        edges = [tuple(map(int, line.split())) for line in f if line.strip()]
-    return Tree(n, edges)
+    form = "a vertex count n on line 1, then one 'a b' edge per line"
+    edges = []
+    try:
+        with opener(path, "rt") as f:
+            first = f.readline()
+            if not first.strip():
+                raise ValueError(f"path {path!r}: line 1 is empty; expected {form}")
+            try:
+                n = int(first)
+            except ValueError:
+                raise ValueError(f"path {path!r}: line 1 must be the vertex count n, got {first.strip()[:40]!r}") from None
+            for lineno, line in enumerate(f, start=2):
+                if not line.strip():
+                    continue
+                parts = line.split()
+                try:
+                    if len(parts) != 2:
+                        raise ValueError
+                    edges.append((int(parts[0]), int(parts[1])))
+                except ValueError:
+                    raise ValueError(f"path {path!r}: line {lineno} must be an edge 'a b' of two ints, "
+                                     f"got {line.strip()[:40]!r}") from None
+    except (OSError, EOFError, UnicodeDecodeError) as e:
+        raise ValueError(f"path {path!r}: cannot be read as {'gzip ' if path.endswith('.gz') else ''}text ({e}); "
+                         f"expected {form}") from None
+    try:
+        return Tree(n, edges)
+    except (ValueError, TypeError) as e:
+        raise ValueError(f"path {path!r}: not a tree: {e}") from None

@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 from helpers import nn as hnn
 from helpers import train
 from helpers import transit_lm as tlm
+from helpers import tree_search_predictions as tsp
 
 LIMIT_S = 5  # a call that runs longer than this with one bad argument counts as a hang
 
@@ -235,6 +236,83 @@ case("transit_lm.Tokenizer.encode_label", _TOK.encode_label, lambda: dict(r=_LAB
 case("transit_lm.Tokenizer.encode_line", _TOK.encode_line, lambda: dict(line="M1", reverse=True))
 case("transit_lm.Tokenizer.decode_label", _TOK.decode_label, lambda: dict(ids=_TOK.encode_label(_LAB)[:-1]),
      more={"ids": [[1.5], [True]]})
+
+
+# -------------------------------------------------------------------------------------- tree_search_predictions
+_T5 = tsp.path_tree(5)
+_DEC5, _CT5 = tsp.Decomposition(_T5), tsp.CentroidTree(_T5)
+_VTX = [5, 2.0, np.float64(1.0)]  # out of range, and floats that look like vertices
+
+
+def _bad_files() -> list[str]:
+    import gzip
+    import tempfile
+
+    d = tempfile.mkdtemp()
+    out = []
+    for name, data in (("empty.txt", b""), ("bad.txt", b"3\n0 1\n1 x\n"), ("notgz.gz", b"3\n0 1\n1 2\n"),
+                       ("cycle.txt", b"3\n0 1\n1 2\n2 0\n"), ("head.txt", b"three\n")):
+        path = f"{d}/{name}"
+        with open(path, "wb") as f:
+            f.write(data)
+        out.append(path)
+    good = f"{d}/good.txt.gz"
+    with gzip.open(good, "wt") as f:
+        f.write("2\n0 1\n")
+    return [good, *out, f"{d}/missing.txt", d]
+
+
+_GOOD_EDGES, *_BAD_EDGE_FILES = _bad_files()
+_DIR = _BAD_EDGE_FILES[-1]
+
+case("tree_search_predictions.Tree", tsp.Tree, lambda: dict(n=3, edges=[(0, 1), (1, 2)], names=["a", "b", "c"]),
+     skip={"names": {"none"}}, more={"n": ["zero"], "edges": [[(0, 1.5), (1, 2)], [(0,), (1, 2)], 3],
+                                     "names": [["a"]]})
+case("tree_search_predictions.Tree.from_networkx", tsp.Tree.from_networkx, lambda: dict(g=_T5.to_networkx()))
+case("tree_search_predictions.Tree.next_hop", _T5.next_hop, lambda: dict(v=0, t=3), more={"v": _VTX, "t": _VTX + [0]})
+case("tree_search_predictions.Tree.distances", _T5.distances, lambda: dict(source=1), more={"source": _VTX})
+case("tree_search_predictions.Oracle", tsp.Oracle, lambda: dict(tree=_T5, target=3), more={"target": _VTX})
+case("tree_search_predictions.Oracle.query", tsp.Oracle(_T5, 2).query, lambda: dict(v=1), more={"v": _VTX})
+case("tree_search_predictions.query_bound", tsp.query_bound, lambda: dict(k=2, eta=3))
+case("tree_search_predictions.pathwidth", tsp.pathwidth, lambda: dict(tree=_T5))
+case("tree_search_predictions.pathwidth_bruteforce", tsp.pathwidth_bruteforce, lambda: dict(tree=_T5),
+     more={"tree": [tsp.path_tree(17)]})
+case("tree_search_predictions.spine", tsp.spine, lambda: dict(adj=_T5.adj, root=0), more={"root": [5], "adj": [[]]})
+case("tree_search_predictions.Decomposition", tsp.Decomposition, lambda: dict(tree=_T5))
+case("tree_search_predictions.CentroidTree", tsp.CentroidTree, lambda: dict(tree=_T5))
+case("tree_search_predictions.search_with_prediction", tsp.search_with_prediction,
+     lambda: dict(tree=_T5, dec=_DEC5, oracle=tsp.Oracle(_T5, 4), prediction=1),
+     more={"prediction": _VTX, "dec": [tsp.Decomposition(tsp.path_tree(5))]})
+case("tree_search_predictions.centroid_search", tsp.centroid_search,
+     lambda: dict(tree=_T5, ctree=_CT5, oracle=tsp.Oracle(_T5, 4)), more={"ctree": [tsp.CentroidTree(tsp.path_tree(5))]})
+case("tree_search_predictions.walk_search", tsp.walk_search,
+     lambda: dict(tree=_T5, oracle=tsp.Oracle(_T5, 4), prediction=1), more={"prediction": _VTX})
+case("tree_search_predictions.doubling_search_path", tsp.doubling_search_path,
+     lambda: dict(n=20, target=3, prediction=4), more={"n": ["zero"], "target": [20, 2.5], "prediction": [4.0, 20]})
+case("tree_search_predictions.path_tree", tsp.path_tree, lambda: dict(n=3), more={"n": ["zero"]})
+case("tree_search_predictions.star_tree", tsp.star_tree, lambda: dict(n=3), more={"n": ["zero"]})
+case("tree_search_predictions.caterpillar_tree", tsp.caterpillar_tree, lambda: dict(spine_len=3, legs=1),
+     more={"spine_len": ["zero"]})
+case("tree_search_predictions.complete_tree", tsp.complete_tree, lambda: dict(arity=2, height=2),
+     more={"arity": ["zero"], "height": [40]})
+case("tree_search_predictions.random_tree", tsp.random_tree, lambda: dict(n=6, seed=1), more={"n": ["zero"]})
+case("tree_search_predictions.ast_tree", tsp.ast_tree, lambda: dict(source="x = 1\n"), skip={"source": {"unknown"}},
+     more={"source": ["def (:"]})  # "no-such-choice" is a valid Python expression
+case("tree_search_predictions.directory_tree", tsp.directory_tree, lambda: dict(root=_DIR, skip=("x",)),
+     skip={"root": {"unknown"}, "skip": {"str"}},  # handled below; a str is a sequence of 1-char names
+     more={"root": ["/no/such/dir", __file__], "skip": [(3,)]})
+case("tree_search_predictions.load_edges", tsp.load_edges, lambda: dict(path=_GOOD_EDGES),
+     skip={"path": {"unknown"}}, more={"path": _BAD_EDGE_FILES})
+case("tree_search_predictions.save_edges", tsp.save_edges, lambda: dict(tree=_T5, path=_GOOD_EDGES + ".out"),
+     skip={"path": {"unknown", "str"}})  # any file name is valid
+
+
+def test_load_edges_names_file_and_line() -> None:
+    bad = next(p for p in _BAD_EDGE_FILES if p.endswith("bad.txt"))
+    with pytest.raises(ValueError, match=r"bad\.txt': line 3 must be an edge 'a b'"):
+        tsp.load_edges(bad)
+    with pytest.raises(ValueError, match=r"notgz\.gz': cannot be read as gzip"):
+        tsp.load_edges(next(p for p in _BAD_EDGE_FILES if p.endswith("notgz.gz")))
 
 
 # -------------------------------------------------------------------------------------------------------- tests
