@@ -23,12 +23,14 @@ import torch
 from scipy.optimize import brentq
 from torch import Tensor, nn
 
+from helpers import validate as V_
 from helpers.nn import Block, TransformerConfig
 
 __all__ = [
     "stable_rank", "power_spectrum", "alpha_for_stable_rank", "random_orthonormal", "class_centers",
-    "label_priors", "prompt_labels", "sample_prompts", "lsa_forward", "reduced_scores", "LinearICL",
-    "SoftmaxICL", "accuracy_by_class", "lda_scores",
+    "label_priors", "prompt_labels", "class_centers_batch", "sample_prompts", "lsa_forward", "reduced_scores", "LinearICL",
+    "SoftmaxICL", "accuracy_by_class", "lda_scores", "bayes_scores", "subspace_oracle_scores", "matrix_cosine",
+    "subspace_alignment", "examples_to_reach", "predicted_margins",
 ]
 
 
@@ -130,27 +132,73 @@ def prompt_labels(N: int, pi: np.ndarray, rng: np.random.Generator) -> np.ndarra
     return rng.permutation(np.repeat(np.arange(len(pi)), counts))
 
 
+def class_centers_batch(B: int, d: int, C: int, sigma: Sequence[float], R2: float, rng: np.random.Generator,
+                        U: np.ndarray | None = None) -> np.ndarray:
+    """``B`` independent tasks at once: (B, d, C) center matrices, each as :func:`class_centers` makes one.
+
+    A fresh ``U`` per task unless ``U`` (d x r, orthonormal) is given: then every task lies in that shared
+    r-dimensional subspace and only ``V`` (the arrangement of the centers inside it) changes.
+    """
+    B = V_.integer("B", B, min=1)
+    d = V_.integer("d", d, min=1)
+    C = V_.integer("C", C, min=2)
+    sigma = V_.array("sigma", sigma, ndim=1, dtype="float", nonempty=True, min=0, strict_min=True)
+    R2 = V_.positive("R2", R2)
+    r = len(sigma)
+    if r > min(d, C - 1):
+        raise ValueError(f"rank r={r} must be <= min(d, C-1) = {min(d, C - 1)}")
+    if U is None:
+        U = _orthonormal_batch(B, d, r, rng)
+    else:
+        U = V_.array("U", U, shape=(d, r), dtype="float")[None]
+    A = rng.standard_normal((B, C, r))
+    A -= A.mean(1, keepdims=True)  # columns orthogonal to the ones vector: centers sum to zero
+    Vm = _qr_signed(A)
+    s = sigma * math.sqrt(C * R2 / float((sigma ** 2).sum()))
+    return (U * s) @ Vm.transpose(0, 2, 1)
+
+
+def _qr_signed(A: np.ndarray) -> np.ndarray:
+    Q, R = np.linalg.qr(A)
+    return Q * np.sign(np.diagonal(R, axis1=-2, axis2=-1))[..., None, :]
+
+
+def _orthonormal_batch(B: int, n: int, k: int, rng: np.random.Generator) -> np.ndarray:
+    return _qr_signed(rng.standard_normal((B, n, k)))
+
+
 def sample_prompts(B: int, N: int, d: int, C: int, sigma: Sequence[float], R2: float, rng: np.random.Generator,
                    pi: np.ndarray | None = None, query_pi: np.ndarray | None = None,
-                   U: np.ndarray | None = None) -> dict[str, Tensor]:
-    """B prompts, each a fresh task: context ``X`` (B, N, d), labels ``Y`` (B, N), query ``xq`` (B, d), ``yq`` (B,).
+                   U: np.ndarray | None = None, task: np.ndarray | None = None) -> dict[str, Tensor]:
+    """B prompts, each a fresh task (or all of one fixed ``task``, a d x C center matrix): context ``X`` (B, N, d), labels ``Y`` (B, N), query ``xq`` (B, d), ``yq`` (B,)
+    and the task's centers ``M`` (B, d, C), for references that know them (the Bayes rule).
 
     Context label counts follow ``pi`` exactly; the query label is drawn from ``query_pi`` (default uniform, so
-    every class is tested equally often).
+    every class is tested equally often). A given ``U`` (d x r) puts every task in one shared subspace.
+    Vectorised over prompts (one batched QR for the tasks, one draw for all the noise).
     """
+    B = V_.integer("B", B, min=1)
+    N = V_.integer("N", N, min=1)
     pi = label_priors(C) if pi is None else np.asarray(pi, float)
     qpi = label_priors(C) if query_pi is None else np.asarray(query_pi, float)
-    X = np.empty((B, N, d))
-    Y = np.empty((B, N), dtype=np.int64)
-    xq = np.empty((B, d))
+    if qpi.shape != (C,) or (qpi < 0).any() or abs(qpi.sum() - 1) > 1e-9:
+        raise ValueError(f"query_pi must be a probability vector of length C={C}, got {qpi!r}")
+    if pi.shape != (C,):
+        raise ValueError(f"pi must be a probability vector of length C={C}, got {pi!r}")
+    if task is None:
+        M = class_centers_batch(B, d, C, sigma, R2, rng, U)  # (B, d, C)
+    else:
+        M = np.broadcast_to(V_.array("task", task, shape=(d, C), dtype="float"), (B, d, C))
+    base = prompt_labels(N, pi, rng)
+    Y = rng.permuted(np.broadcast_to(base, (B, N)), axis=1)
     yq = rng.choice(C, size=B, p=qpi)
-    for b in range(B):
-        M = class_centers(d, C, sigma, R2, rng, U)
-        Y[b] = prompt_labels(N, pi, rng)
-        X[b] = M.T[Y[b]] + rng.standard_normal((N, d))
-        xq[b] = M[:, yq[b]] + rng.standard_normal(d)
-    return {"X": torch.tensor(X, dtype=torch.float32), "Y": torch.tensor(Y), "xq": torch.tensor(xq, dtype=torch.float32),
-            "yq": torch.tensor(yq)}
+    centers = M.transpose(0, 2, 1).astype(np.float32)  # (B, C, d)
+    rows = np.arange(B)
+    X = centers[rows[:, None], Y]
+    X += rng.standard_normal((B, N, d), dtype=np.float32)
+    xq = centers[rows, yq] + rng.standard_normal((B, d), dtype=np.float32)
+    return {"X": torch.from_numpy(X), "Y": torch.from_numpy(Y), "xq": torch.from_numpy(xq),
+            "yq": torch.from_numpy(yq), "M": torch.from_numpy(M.astype(np.float32))}
 
 
 def lsa_forward(X: Tensor, Y: Tensor, xq: Tensor, W_kq: Tensor, W_pv: Tensor, C: int) -> Tensor:
@@ -226,3 +274,78 @@ def accuracy_by_class(scores: Tensor, yq: Tensor, C: int) -> np.ndarray:
     """Accuracy for queries of each class (nan for a class never queried)."""
     ok = (scores.argmax(-1) == yq).float()
     return np.array([ok[yq == c].mean().item() if (yq == c).any() else float("nan") for c in range(C)])
+
+
+def bayes_scores(M: Tensor, xq: Tensor, pi: np.ndarray | None = None) -> Tensor:
+    """The Bayes rule of a task whose centers ``M`` (B, d, C) are known: ``mu_c^T x - ||mu_c||^2 / 2 + log pi_c``.
+
+    The data's own ceiling: no learner that sees only the context can beat it on average.
+    """
+    V_.tensor("M", M, ndim=3, dtype="float")
+    V_.tensor("xq", xq, shape=(M.shape[0], M.shape[1]), dtype="float")
+    C = M.shape[2]
+    logp = torch.zeros(C, dtype=M.dtype) if pi is None else torch.log(torch.as_tensor(pi, dtype=M.dtype))
+    return torch.einsum("bdc,bd->bc", M, xq) - 0.5 * (M ** 2).sum(1) + logp
+
+
+def subspace_oracle_scores(X: Tensor, Y: Tensor, xq: Tensor, C: int, U: np.ndarray | Tensor,
+                           pi: np.ndarray | None = None) -> Tensor:
+    """Plug-in LDA after projecting features onto a known subspace ``U`` (d x k): the reference for a learner that
+    knows the shared subspace but, like the transformer, sees only the prompt's examples of the task."""
+    Ut = torch.as_tensor(np.asarray(U), dtype=X.dtype) if not isinstance(U, Tensor) else U.to(X.dtype)
+    if Ut.ndim != 2 or Ut.shape[0] != X.shape[-1]:
+        raise ValueError(f"U must have shape ({X.shape[-1]}, k), got {tuple(Ut.shape)}")
+    return lda_scores(X @ Ut, Y, xq @ Ut, C, pi)
+
+
+def matrix_cosine(A: np.ndarray | Tensor, B: np.ndarray | Tensor) -> float:
+    """``<A, B>_F / (||A||_F ||B||_F)``: 1 when A is a positive multiple of B."""
+    A = V_.array("A", A, ndim=2, dtype="float").astype(np.float64)
+    B = V_.array("B", B, shape=A.shape, dtype="float").astype(np.float64)
+    na, nb = np.linalg.norm(A), np.linalg.norm(B)
+    if not (na > 0 and nb > 0):
+        raise ValueError("matrix_cosine needs two non-zero matrices")
+    return float((A * B).sum() / (na * nb))
+
+
+def subspace_alignment(W: np.ndarray | Tensor, U: np.ndarray) -> np.ndarray:
+    """Cosines of the principal angles between the top-k eigenvectors of ``(W + W^T) / 2`` (largest eigenvalues)
+    and the columns of ``U`` (d x k, orthonormal); all ones when W's leading eigenspace is span(U)."""
+    W = V_.array("W", W, ndim=2, dtype="float").astype(np.float64)
+    U = V_.array("U", U, ndim=2, dtype="float").astype(np.float64)
+    d, k = U.shape
+    if W.shape != (d, d) or not 1 <= k <= d:
+        raise ValueError(f"W must be (d, d) and U (d, k) with k <= d, got W {W.shape} and U {U.shape}")
+    ev, vecs = np.linalg.eigh((W + W.T) / 2)
+    top = vecs[:, np.argsort(-ev)[:k]]
+    Qu, _ = np.linalg.qr(U)
+    return np.clip(np.linalg.svd(top.T @ Qu, compute_uv=False), 0.0, 1.0)
+
+
+def examples_to_reach(grid: Sequence[float], accs: Sequence[float], target: float) -> float:
+    """Examples (per label) at which an accuracy curve first reaches ``target``, interpolated linearly in
+    log(examples) between grid points; ``grid[0]`` if already reached there (an upper bound), ``nan`` if never."""
+    g = V_.array("grid", grid, ndim=1, dtype="float", nonempty=True, min=0, strict_min=True)
+    a = V_.array("accs", accs, shape=(len(g),), dtype="float")
+    target = V_.number("target", target)
+    if (np.diff(g) <= 0).any():
+        raise ValueError(f"grid must be increasing, got {g.tolist()}")
+    for i in range(len(g)):
+        if a[i] >= target:
+            if i == 0:
+                return float(g[0])
+            f = (target - a[i - 1]) / (a[i] - a[i - 1])
+            return float(np.exp(np.log(g[i - 1]) + f * (np.log(g[i]) - np.log(g[i - 1]))))
+    return float("nan")
+
+
+def predicted_margins(M: np.ndarray, pi: np.ndarray) -> np.ndarray:
+    """For each class y, the linear transformer's (W = I) expected score margin over its closest rival,
+    ``min_{c != y} pi_y ||mu_y||^2 - pi_c mu_c^T mu_y``; a negative margin means queries of y are mostly lost."""
+    M = V_.array("M", M, ndim=2, dtype="float").astype(np.float64)
+    C = M.shape[1]
+    pi = V_.array("pi", pi, shape=(C,), dtype="float", min=0)
+    G = M.T @ M  # Gram matrix: G[c, y] = mu_c^T mu_y
+    m = pi[:, None] * np.diag(G)[:, None] - pi[None, :] * G  # m[y, c] = pi_y ||mu_y||^2 - pi_c mu_c^T mu_y
+    np.fill_diagonal(m, np.inf)
+    return m.min(1)
