@@ -32,15 +32,24 @@
 # In Colab, the first code cell installs this book's `helpers` package from the repository named in
 # `_config.yml`; anywhere else it does nothing.
 
-# %%
+# %% tags=["hide-input"]
 # Colab bootstrap: install this book's `helpers` package in Colab; do nothing elsewhere.
 import importlib.util
 import subprocess
 import sys
 
 if "google.colab" in sys.modules and importlib.util.find_spec("helpers") is None:
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q",
-                    "git+https://github.com/neurips2026-executed/book@main"], check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "git+https://github.com/neurips2026-executed/book@main",
+        ],
+        check=True,
+    )
 
 # %% [markdown]
 # ## 2. Parameters
@@ -56,7 +65,7 @@ seq_len = 8  # digits to reverse
 steps = 400  # training steps per model
 batch_size = 64
 
-# %%
+# %% tags=["hide-input"]
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
@@ -69,8 +78,10 @@ if quick:
 
 env = repro.setup(seed)
 plotting.use_style()
-rec = claims.ClaimsRecord("00_reading_guide", dict(quick=quick, seed=seed, seq_len=seq_len, steps=steps,
-                                                    batch_size=batch_size))
+rec = claims.ClaimsRecord(
+    "00_reading_guide",
+    dict(quick=quick, seed=seed, seq_len=seq_len, steps=steps, batch_size=batch_size),
+)
 print(env)
 
 # %% [markdown]
@@ -96,24 +107,34 @@ def make_batch(step: int, n: int = batch_size, L: int = seq_len) -> torch.Tensor
 def loss_fn(model, seq):
     logits = model(seq[:, :-1])
     answer = slice(seq_len, None)  # predict only the reversed half
-    return F.cross_entropy(logits[:, answer].reshape(-1, VOCAB), seq[:, 1:][:, answer].reshape(-1))
+    return F.cross_entropy(
+        logits[:, answer].reshape(-1, VOCAB), seq[:, 1:][:, answer].reshape(-1)
+    )
 
 
 @torch.no_grad()
 def accuracy(model, n: int = 512) -> float:
     seq = make_batch(10**6, n)  # a held-out batch (steps never reach this id)
     pred = model(seq[:, :-1])[:, seq_len:].argmax(-1)
-    return (pred == seq[:, seq_len + 1:]).float().mean().item()
+    return (pred == seq[:, seq_len + 1 :]).float().mean().item()
 
 
 # %% [markdown]
 # The training loop records a snapshot of the first layer's attention every few steps, for the interactive figure
 # below. Both models see the same batches.
 
+
 # %%
 def run(pos: str):
     torch.manual_seed(seed)
-    cfg = nn.TransformerConfig(vocab_size=VOCAB, n_layer=2, n_head=2, d_model=64, max_len=2 * seq_len + 1, pos=pos)
+    cfg = nn.TransformerConfig(
+        vocab_size=VOCAB,
+        n_layer=2,
+        n_head=2,
+        d_model=64,
+        max_len=2 * seq_len + 1,
+        pos=pos,
+    )
     model = nn.Transformer(cfg)
     snaps = []
 
@@ -122,15 +143,27 @@ def run(pos: str):
         snaps.append(r["attn"][0][0, 0].numpy())
         return {"accuracy": accuracy(m)}
 
-    hist = train.fit(model, loss_fn, make_batch, steps, lr=3e-3, warmup=steps // 10, seed=seed,
-                     eval_fn=snapshot, eval_every=max(1, steps // 10), desc=f"pos={pos}")
+    hist = train.fit(
+        model,
+        loss_fn,
+        make_batch,
+        steps,
+        lr=3e-3,
+        warmup=steps // 10,
+        seed=seed,
+        eval_fn=snapshot,
+        eval_every=max(1, steps // 10),
+        desc=f"pos={pos}",
+    )
     return model, hist, snaps
 
 
 rope_model, rope_hist, rope_snaps = run("rope")
 nope_model, nope_hist, _ = run("none")
 acc_rope, acc_nope = accuracy(rope_model), accuracy(nope_model)
-print(f"answer-token accuracy: RoPE {acc_rope:.3f}, no positional encoding {acc_nope:.3f}")
+print(
+    f"answer-token accuracy: RoPE {acc_rope:.3f}, no positional encoding {acc_nope:.3f}"
+)
 
 # %% [markdown]
 # ## 4. Checks: properties that must hold at any size
@@ -147,10 +180,32 @@ with torch.no_grad():
     leak = (rope_model(seq)[:, :-1] - rope_model(changed)[:, :-1]).abs().max().item()
 rec.check("causal_mask_hides_future", leak, 1e-6, op="<=")
 
-again = train.fit(nn.Transformer(rope_model.cfg), loss_fn, make_batch, 5, lr=3e-3, seed=seed, progress=False)
-first = train.fit(nn.Transformer(rope_model.cfg), loss_fn, make_batch, 5, lr=3e-3, seed=seed, progress=False)
-rec.check("same_seed_same_losses", float(np.max(np.abs(np.array(again.loss) - np.array(first.loss)))), 0.0)
-rec.check("training_reduces_loss", rope_hist.smoothed(10)[-1], rope_hist.loss[0], op="<")
+again = train.fit(
+    nn.Transformer(rope_model.cfg),
+    loss_fn,
+    make_batch,
+    5,
+    lr=3e-3,
+    seed=seed,
+    progress=False,
+)
+first = train.fit(
+    nn.Transformer(rope_model.cfg),
+    loss_fn,
+    make_batch,
+    5,
+    lr=3e-3,
+    seed=seed,
+    progress=False,
+)
+rec.check(
+    "same_seed_same_losses",
+    float(np.max(np.abs(np.array(again.loss) - np.array(first.loss)))),
+    0.0,
+)
+rec.check(
+    "training_reduces_loss", rope_hist.smoothed(10)[-1], rope_hist.loss[0], op="<"
+)
 
 # %% [markdown]
 # ## 5. Figures
@@ -187,19 +242,21 @@ def draw(fig, i):
     ax.grid(False)
 
 
-plotting.static_slider(range(len(rope_snaps)), draw, figsize=(4.2, 4.2), label="snapshot",
-                       fmt="{}")
+plotting.static_slider(
+    range(len(rope_snaps)), draw, figsize=(4.2, 4.2), label="snapshot", fmt="{}"
+)
 
 # %% [markdown]
 # In Jupyter or Colab, live `ipywidgets` controls recompute on demand: here, the RoPE model's prediction for a
 # digit string you pick.
+
 
 # %%
 def predict(digits: str = "31415926"):
     d = [int(c) for c in digits if c.isdigit()][:seq_len]
     d += [0] * (seq_len - len(d))
     x = torch.tensor([d + [SEP]])
-    out = rope_model.generate(x, seq_len)[0, seq_len + 1:].tolist()
+    out = rope_model.generate(x, seq_len)[0, seq_len + 1 :].tolist()
     print("input   ", d, "\nreversed", out, "\ncorrect ", d[::-1] == out)
 
 
@@ -214,10 +271,22 @@ plotting.live_controls(predict, digits="31415926"[:seq_len])
 # scoreboard is generated from these files.
 
 # %%
-rec.claim("rope_learns_reversal", "With RoPE, the 2-layer transformer reverses the sequence almost perfectly",
-          paper=">= 0.95 accuracy", measured=round(acc_rope, 3), unit="accuracy", holds=acc_rope >= 0.95)
-rec.claim("position_needed", "Without positional encoding the same model does markedly worse",
-          paper="lower accuracy than RoPE", measured=round(acc_nope, 3), unit="accuracy",
-          holds=acc_nope < acc_rope - 0.05,
-          note="A causal decoder can infer positions without any encoding, so this need not hold.")
+rec.claim(
+    "rope_learns_reversal",
+    "With RoPE, the 2-layer transformer reverses the sequence almost perfectly",
+    paper=">= 0.95 accuracy",
+    measured=round(acc_rope, 3),
+    unit="accuracy",
+    holds=acc_rope >= 0.95,
+)
+rec.claim(
+    "position_needed",
+    "Without positional encoding the same model does markedly worse",
+    paper="lower accuracy than RoPE",
+    measured=round(acc_nope, 3),
+    unit="accuracy",
+    holds=acc_nope < acc_rope - 0.05,
+    note="A causal decoder can infer positions without any encoding, so this need not "
+    "hold.",
+)
 rec.save()

@@ -44,15 +44,24 @@
 # numbers measure the *interfaces*, not any model.
 # :::
 
-# %%
+# %% tags=["hide-input"]
 # Colab bootstrap: install this book's `helpers` package in Colab; do nothing elsewhere.
 import importlib.util
 import subprocess
 import sys
 
 if "google.colab" in sys.modules and importlib.util.find_spec("helpers") is None:
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q",
-                    "git+https://github.com/neurips2026-executed/book@main"], check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "git+https://github.com/neurips2026-executed/book@main",
+        ],
+        check=True,
+    )
 
 # %% [markdown]
 # ## Parameters
@@ -74,7 +83,7 @@ rl_steps = 1000  # REINFORCE steps per run
 rl_batch = 16
 rl_lr = 20.0
 
-# %%
+# %% tags=["hide-input"]
 import inspect
 import math
 import time
@@ -96,10 +105,24 @@ if quick:
 
 env = repro.setup(seed)
 plotting.use_style()
-rec = claims.ClaimsRecord("05_dsl_harness", dict(
-    quick=quick, seed=seed, n_intents=n_intents, samples_per_intent=samples_per_intent, eps_grid=list(eps_grid),
-    retries=retries, bw_n=bw_n, bw_episodes=bw_episodes, bw_bfs_pairs=bw_bfs_pairs, rl_intents=rl_intents,
-    rl_steps=rl_steps, rl_batch=rl_batch, rl_lr=rl_lr))
+rec = claims.ClaimsRecord(
+    "05_dsl_harness",
+    dict(
+        quick=quick,
+        seed=seed,
+        n_intents=n_intents,
+        samples_per_intent=samples_per_intent,
+        eps_grid=list(eps_grid),
+        retries=retries,
+        bw_n=bw_n,
+        bw_episodes=bw_episodes,
+        bw_bfs_pairs=bw_bfs_pairs,
+        rl_intents=rl_intents,
+        rl_steps=rl_steps,
+        rl_batch=rl_batch,
+        rl_lr=rl_lr,
+    ),
+)
 print(env)
 
 # %% [markdown]
@@ -125,7 +148,10 @@ for t in dsl.TABLES:
     cols = [c.name + ":" + c.type for c in dsl.SCHEMA.values() if c.table == t]
     print(f"{t:10s} {n_rows:5d} rows   DSL columns: {', '.join(cols)}")
 
-example = "from orders join customers select sum orders.total where orders.year >= 2022 by customers.city order desc limit 3"
+example = (
+    "from orders join customers select sum orders.total where orders.year >= 2022 by "
+    "customers.city order desc limit 3"
+)
 print("\nDSL :", example)
 print("SQL :", " ".join(dsl.compile_sql(example.split())))
 print("rows:", dsl.execute(con, dsl.compile_sql(example.split()))[1])
@@ -143,16 +169,24 @@ print("rows:", dsl.execute(con, dsl.compile_sql(example.split()))[1])
 # %%
 print(inspect.getsource(dsl._col_checks))
 src = inspect.getsource(dsl._step)
-print(src[src.index('    if phase == "where_val":'):src.index('    if phase == "by_col":')])
+print(
+    src[
+        src.index('    if phase == "where_val":') : src.index(
+            '    if phase == "by_col":'
+        )
+    ]
+)
 
 # %%
-for bad in ["from orders select sum orders.amount",
-            "from orders select sum products.price",
-            "from customers join products select count customers.age",
-            "from customers select avg customers.city",
-            "from customers select count customers.age where customers.city = 'Pariss'",
-            "from customers select val customers.age by customers.city",
-            "drop orders"]:
+for bad in [
+    "from orders select sum orders.amount",
+    "from orders select sum products.price",
+    "from customers join products select count customers.age",
+    "from customers select avg customers.city",
+    "from customers select count customers.age where customers.city = 'Pariss'",
+    "from customers select val customers.age by customers.city",
+    "drop orders",
+]:
     v = dsl.verify(bad.split())
     print(f"{bad}\n   -> {v.errors[0]}")
 
@@ -162,9 +196,17 @@ for bad in ["from orders select sum orders.amount",
 # prefix can be completed, so a decoder that only picks allowed tokens can only emit verified programs.
 
 # %%
-for prefix in ["", "from customers", "from customers select avg", "from customers select count customers.age where customers.city"]:
+for prefix in [
+    "",
+    "from customers",
+    "from customers select avg",
+    "from customers select count customers.age where customers.city",
+]:
     nxt = dsl.allowed_next(prefix.split())
-    print(f"{prefix!r:75s} -> {len(nxt):2d} allowed: {' '.join(nxt[:9])}{' …' if len(nxt) > 9 else ''}")
+    print(
+        f"{prefix!r:75s} -> {len(nxt):2d} allowed: "
+        f"{' '.join(nxt[:9])}{' …' if len(nxt) > 9 else ''}"
+    )
 
 # %% [markdown]
 # ### Gold programs
@@ -175,15 +217,30 @@ for prefix in ["", "from customers", "from customers select avg", "from customer
 
 # %%
 intents = dsl.make_intents(con, n_intents, seed=seed)
-gold_ok = sum(dsl.verify(it.program).ok and dsl.results_equal(dsl.execute(con, dsl.compile_sql(it.program))[1],
-                                                               it.result) for it in intents)
-rec.check("gold_programs_verify", gold_ok, len(intents), note="every gold program verifies and executes")
+gold_ok = sum(
+    dsl.verify(it.program).ok
+    and dsl.results_equal(dsl.execute(con, dsl.compile_sql(it.program))[1], it.result)
+    for it in intents
+)
+rec.check(
+    "gold_programs_verify",
+    gold_ok,
+    len(intents),
+    note="every gold program verifies and executes",
+)
 L_dsl = np.array([len(it.program) for it in intents])
 L_sql = np.array([len(it.sql) for it in intents])
 L_free = np.array([dsl.free_decisions(it.program) for it in intents])
-print(pd.DataFrame([{"request": it.request, "DSL": " ".join(it.program)} for it in intents[:5]]).to_string())
-print(f"\ndecisions per intent (mean): free SQL {L_sql.mean():.1f} tokens, DSL {L_dsl.mean():.1f} tokens, "
-      f"DSL with constrained decoding {L_free.mean():.1f} real choices (END included)")
+print(
+    pd.DataFrame(
+        [{"request": it.request, "DSL": " ".join(it.program)} for it in intents[:5]]
+    ).to_string()
+)
+print(
+    f"\ndecisions per intent (mean): free SQL {L_sql.mean():.1f} tokens, DSL "
+    f"{L_dsl.mean():.1f} tokens, "
+    f"DSL with constrained decoding {L_free.mean():.1f} real choices (END included)"
+)
 
 # %% [markdown]
 # ### Compression: how many actions of a given length are there?
@@ -197,22 +254,41 @@ print(f"\ndecisions per intent (mean): free SQL {L_sql.mean():.1f} tokens, DSL {
 counts = dsl.count_programs(dsl.MAX_PROGRAM_LEN)
 V_sql, V_dsl = len(dsl.sql_vocab()), len(dsl.DSL_VOCAB)
 lengths = np.arange(1, dsl.MAX_PROGRAM_LEN + 1)
-log_raw = np.array([math.log10(sum(V_sql ** k for k in range(1, n + 1))) for n in lengths])
-log_dsl_strings = np.array([math.log10(sum(V_dsl ** k for k in range(1, n + 1))) for n in lengths])
+log_raw = np.array(
+    [math.log10(sum(V_sql**k for k in range(1, n + 1))) for n in lengths]
+)
+log_dsl_strings = np.array(
+    [math.log10(sum(V_dsl**k for k in range(1, n + 1))) for n in lengths]
+)
 cum_valid = np.cumsum(counts)[1:]
 log_valid = np.log10(np.maximum(cum_valid, 1))
 n_ref = int(np.median(L_dsl))
 log_ratio = log_raw[n_ref - 1] - log_valid[n_ref - 1]
 print(f"vocabularies: free SQL {V_sql} tokens, DSL {V_dsl} tokens")
-print(f"up to {n_ref} tokens (the median gold DSL length): {10 ** log_raw[n_ref - 1]:.2e} SQL token strings, "
-      f"{cum_valid[n_ref - 1]:,} well-formed DSL programs; ratio 10^{log_ratio:.1f}")
+print(
+    f"up to {n_ref} tokens (the median gold DSL length): "
+    f"{10 ** log_raw[n_ref - 1]:.2e} SQL token strings, "
+    f"{cum_valid[n_ref - 1]:,} well-formed DSL programs; ratio 10^{log_ratio:.1f}"
+)
 
 fig, ax = plt.subplots(figsize=(6.4, 3.4))
 ax.plot(lengths, log_raw, label=f"free SQL: any string of its {V_sql} tokens")
-ax.plot(lengths, log_dsl_strings, ls="--", label=f"DSL tokens, unchecked ({V_dsl} tokens)")
-ax.plot(lengths, np.where(cum_valid > 0, log_valid, np.nan), marker="o", ms=3, label="DSL programs the verifier accepts")
+ax.plot(
+    lengths, log_dsl_strings, ls="--", label=f"DSL tokens, unchecked ({V_dsl} tokens)"
+)
+ax.plot(
+    lengths,
+    np.where(cum_valid > 0, log_valid, np.nan),
+    marker="o",
+    ms=3,
+    label="DSL programs the verifier accepts",
+)
 ax.axvline(n_ref, color="grey", lw=0.8)
-ax.set(xlabel="length (tokens)", ylabel="log10 # actions up to this length", title="Action space size")
+ax.set(
+    xlabel="length (tokens)",
+    ylabel="log10 # actions up to this length",
+    title="Action space size",
+)
 ax.legend()
 plt.show()
 
@@ -243,14 +319,26 @@ print("request :", it.request)
 print("gold    :", " ".join(it.program))
 for attempt in range(retries + 1):
     verdict = dsl.verify(prog)
-    print(f"attempt {attempt}:", " ".join(prog), "->", "verified" if verdict.ok else f"rejected: {verdict.errors[0]}")
+    print(
+        f"attempt {attempt}:",
+        " ".join(prog),
+        "->",
+        "verified" if verdict.ok else f"rejected: {verdict.errors[0]}",
+    )
     if verdict.ok:
         status, rows = dsl.execute(con, dsl.compile_sql(prog))
-        print("   executed:", status, "| correct result:", dsl.results_equal(rows, it.result))
+        print(
+            "   executed:",
+            status,
+            "| correct result:",
+            dsl.results_equal(rows, it.result),
+        )
         break
     for e in verdict.errors:  # structured feedback: redraw only the flagged token
         i = min(e.position, len(it.program) - 1)
-        prog[i] = dsl.corrupt([it.program[i]], 0.25, rng, "dsl", destructive_rate=0.0)[0][0]
+        prog[i] = dsl.corrupt([it.program[i]], 0.25, rng, "dsl", destructive_rate=0.0)[
+            0
+        ][0]
 
 # %% [markdown]
 # ### The sweep
@@ -261,19 +349,37 @@ for attempt in range(retries + 1):
 # that reached the database.
 
 # %%
-INTERFACES = {"sql": "free SQL", "dsl": "DSL + verifier", "constrained": "DSL + constrained decoding"}
+INTERFACES = {
+    "sql": "free SQL",
+    "dsl": "DSL + verifier",
+    "constrained": "DSL + constrained decoding",
+}
 cache: dict = {}
 rows = []
 t0 = time.process_time()
 for iface in INTERFACES:
     for e_i, eps in enumerate(eps_grid):
         rng = repro.rng(seed, 1, e_i, list(INTERFACES).index(iface))
-        for j, it in enumerate(tqdm(intents, desc=f"{iface} eps={eps}", leave=False, mininterval=2)):
+        for j, it in enumerate(
+            tqdm(intents, desc=f"{iface} eps={eps}", leave=False, mininterval=2)
+        ):
             for _ in range(samples_per_intent):
-                ep = dsl.agent_episode(con, it, iface, eps, rng, retries=retries, cache=cache)
-                rows.append(dict(iface=iface, eps=eps, intent=j, exact=ep.exact, success_at=ep.success_at,
-                                 invalid_executed=ep.invalid_executed, caught=ep.caught, harmful=ep.harmful,
-                                 verified_failed=ep.verified_failed))
+                ep = dsl.agent_episode(
+                    con, it, iface, eps, rng, retries=retries, cache=cache
+                )
+                rows.append(
+                    dict(
+                        iface=iface,
+                        eps=eps,
+                        intent=j,
+                        exact=ep.exact,
+                        success_at=ep.success_at,
+                        invalid_executed=ep.invalid_executed,
+                        caught=ep.caught,
+                        harmful=ep.harmful,
+                        verified_failed=ep.verified_failed,
+                    )
+                )
 sweep = pd.DataFrame(rows)
 print(f"{len(sweep):,} episodes in {time.process_time() - t0:.0f} s CPU")
 
@@ -288,8 +394,12 @@ print(f"{len(sweep):,} episodes in {time.process_time() - t0:.0f} s CPU")
 #   interval with a Bonferroni correction over the cells.
 
 # %%
-rec.check("verified_programs_execute", int(sweep["verified_failed"].sum()), 0,
-          note="verified programs that failed when executed, all interfaces and error rates")
+rec.check(
+    "verified_programs_execute",
+    int(sweep["verified_failed"].sum()),
+    0,
+    note="verified programs that failed when executed, all interfaces and error rates",
+)
 
 inj_rng = repro.rng(seed, 2)
 inj = {k: [0, 0] for k in dsl.ERROR_KINDS}
@@ -300,13 +410,21 @@ for it in intents:
             inj[kind][0] += 1
             inj[kind][1] += kind in {e.kind for e in dsl.verify(bad).errors}
 print(pd.DataFrame(inj, index=["injected", "flagged"]).T.to_string())
-rec.check("injected_errors_caught", min(f / n for n, f in inj.values()), 1.0,
-          note=f"{len(inj)} error classes, each flagged with its own kind on every program it applies to")
+rec.check(
+    "injected_errors_caught",
+    min(f / n for n, f in inj.values()),
+    1.0,
+    note=f"{len(inj)} error classes, each flagged with its own kind on every program "
+    "it applies to",
+)
 
 n_constrained_invalid = int(sweep.loc[sweep.iface == "constrained", "caught"].sum())
 
-analytic = {"sql": lambda e: (1 - e / 10) * (1 - e) ** L_sql, "dsl": lambda e: (1 - e / 10) * (1 - e) ** L_dsl,
-            "constrained": lambda e: (1 - e) ** L_free}
+analytic = {
+    "sql": lambda e: (1 - e / 10) * (1 - e) ** L_sql,
+    "dsl": lambda e: (1 - e / 10) * (1 - e) ** L_dsl,
+    "constrained": lambda e: (1 - e) ** L_free,
+}
 n_cells = len(INTERFACES) * len(eps_grid)
 z_crit = stats.norm.ppf(1 - 0.01 / (2 * n_cells))
 table = []
@@ -314,16 +432,29 @@ for iface in INTERFACES:
     for eps in eps_grid:
         s = sweep[(sweep.iface == iface) & (sweep.eps == eps)]
         p = analytic[iface](eps)[s["intent"].to_numpy()]
-        table.append(dict(interface=INTERFACES[iface], eps=eps, simulated=s["exact"].mean(), analytic=p.mean(),
-                          z=dsl.binomial_z(int(s["exact"].sum()), p),
-                          success_K0=(s["success_at"] == 0).mean(),
-                          success_K=s["success_at"].notna().mean(),
-                          invalid_executed=s["invalid_executed"].sum(), caught=s["caught"].sum(),
-                          harmful=s["harmful"].sum()))
+        table.append(
+            dict(
+                interface=INTERFACES[iface],
+                eps=eps,
+                simulated=s["exact"].mean(),
+                analytic=p.mean(),
+                z=dsl.binomial_z(int(s["exact"].sum()), p),
+                success_K0=(s["success_at"] == 0).mean(),
+                success_K=s["success_at"].notna().mean(),
+                invalid_executed=s["invalid_executed"].sum(),
+                caught=s["caught"].sum(),
+                harmful=s["harmful"].sum(),
+            )
+        )
 res = pd.DataFrame(table)
 display(res.round(3))
-rec.check("simulation_matches_analytic", float(res["z"].abs().max()), float(z_crit), op="<=",
-          note=f"max |z| over {n_cells} cells vs the Bonferroni 99% bound")
+rec.check(
+    "simulation_matches_analytic",
+    float(res["z"].abs().max()),
+    float(z_crit),
+    op="<=",
+    note=f"max |z| over {n_cells} cells vs the Bonferroni 99% bound",
+)
 
 # %% [markdown]
 # ### Success vs per-decision error
@@ -336,11 +467,28 @@ fig, ax = plt.subplots(1, 2, figsize=(11.5, 3.6), layout="constrained")
 eps_fine = np.linspace(0, max(eps_grid), 60)
 for c, iface in zip(plotting.PALETTE, INTERFACES):
     r = res[res.interface == INTERFACES[iface]]
-    ax[0].plot(eps_fine, [analytic[iface](e).mean() for e in eps_fine], color=c, label=INTERFACES[iface])
+    ax[0].plot(
+        eps_fine,
+        [analytic[iface](e).mean() for e in eps_fine],
+        color=c,
+        label=INTERFACES[iface],
+    )
     ax[0].plot(r["eps"], r["simulated"], "o", color=c)
-    ax[1].plot(r["eps"], r["success_K0"], "o-", color=c, label=f"{INTERFACES[iface]}, no retry")
-    ax[1].plot(r["eps"], r["success_K"], "s--", color=c, label=f"{INTERFACES[iface]}, {retries} retries")
-ax[0].set(xlabel="per-decision error ε", ylabel="first action = gold", title="closed form (lines) vs simulation")
+    ax[1].plot(
+        r["eps"], r["success_K0"], "o-", color=c, label=f"{INTERFACES[iface]}, no retry"
+    )
+    ax[1].plot(
+        r["eps"],
+        r["success_K"],
+        "s--",
+        color=c,
+        label=f"{INTERFACES[iface]}, {retries} retries",
+    )
+ax[0].set(
+    xlabel="per-decision error ε",
+    ylabel="first action = gold",
+    title="closed form (lines) vs simulation",
+)
 ax[1].set(xlabel="per-decision error ε", ylabel="correct result", title="task success")
 ax[0].legend()
 ax[1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
@@ -348,16 +496,31 @@ plt.show()
 
 r_mid = res.set_index(["interface", "eps"])
 e_mid = eps_grid[len(eps_grid) // 2]
-display(Markdown(
-    f"**Reading the figure.** At ε = {e_mid}, the first action is right for "
-    + ", ".join(f"{name} {r_mid.loc[(name, e_mid), 'success_K0']:.0%}" for name in INTERFACES.values())
-    + f" of the episodes, and with {retries} retries for "
-    + ", ".join(f"{name} {r_mid.loc[(name, e_mid), 'success_K']:.0%}" for name in INTERFACES.values())
-    + ". The DSL needs fewer decisions than SQL, so fewer of them go wrong, and the verifier turns wrong "
-      "decisions into caught errors that a retry of one token can repair. Every error of constrained decoding is "
-      "a valid but wrong program that no check notices, so retries cannot help it"
-    + (" and it falls behind the verifier with retries." if r_mid.loc[(INTERFACES["constrained"], e_mid), "success_K"]
-       < r_mid.loc[(INTERFACES["dsl"], e_mid), "success_K"] else ".")))
+display(
+    Markdown(
+        f"**Reading the figure.** At ε = {e_mid}, the first action is right for "
+        + ", ".join(
+            f"{name} {r_mid.loc[(name, e_mid), 'success_K0']:.0%}"
+            for name in INTERFACES.values()
+        )
+        + f" of the episodes, and with {retries} retries for "
+        + ", ".join(
+            f"{name} {r_mid.loc[(name, e_mid), 'success_K']:.0%}"
+            for name in INTERFACES.values()
+        )
+        + ". The DSL needs fewer decisions than SQL, so fewer of them go wrong, "
+        "and the verifier turns wrong "
+        "decisions into caught errors that a retry of one token can repair. "
+        "Every error of constrained decoding is "
+        "a valid but wrong program that no check notices, so retries cannot help it"
+        + (
+            " and it falls behind the verifier with retries."
+            if r_mid.loc[(INTERFACES["constrained"], e_mid), "success_K"]
+            < r_mid.loc[(INTERFACES["dsl"], e_mid), "success_K"]
+            else "."
+        )
+    )
+)
 
 # %% [markdown]
 # ### Where do invalid actions end up?
@@ -366,18 +529,27 @@ display(Markdown(
 # that reached the database (all error rates together).
 
 # %%
-inv = sweep.groupby("iface")[["invalid_executed", "caught", "harmful"]].sum().reindex(list(INTERFACES))
+inv = (
+    sweep.groupby("iface")[["invalid_executed", "caught", "harmful"]]
+    .sum()
+    .reindex(list(INTERFACES))
+)
 inv["attempted invalid"] = inv["invalid_executed"] + inv["caught"]
-inv["share caught before execution"] = inv["caught"] / inv["attempted invalid"].replace(0, np.nan)
+inv["share caught before execution"] = inv["caught"] / inv["attempted invalid"].replace(
+    0, np.nan
+)
 inv.index = [INTERFACES[i] for i in inv.index]
 display(inv)
 share_caught_dsl = float(inv.loc["DSL + verifier", "share caught before execution"])
-share_caught_sql = float(np.nan_to_num(inv.loc["free SQL", "share caught before execution"]))
+share_caught_sql = float(
+    np.nan_to_num(inv.loc["free SQL", "share caught before execution"])
+)
 
 # %% [markdown]
 # The slider below shows, for each error rate, where the episodes of each interface end: correct on the first
 # try, correct after a retry, a wrong result that no check noticed (a valid but wrong action), an invalid action
 # that reached the database, or rejected every time.
+
 
 # %%
 def outcomes(eps):
@@ -387,14 +559,29 @@ def outcomes(eps):
         first = (s.success_at == 0).mean()
         later = (s.success_at > 0).mean()
         invalid_run = ((s.invalid_executed > 0) & s.success_at.isna()).mean()
-        rejected = ((s.caught > 0) & (s.invalid_executed == 0) & s.success_at.isna()
-                    & (s.caught == retries + 1)).mean()
-        out[INTERFACES[iface]] = [first, later, 1 - first - later - invalid_run - rejected, invalid_run, rejected]
+        rejected = (
+            (s.caught > 0)
+            & (s.invalid_executed == 0)
+            & s.success_at.isna()
+            & (s.caught == retries + 1)
+        ).mean()
+        out[INTERFACES[iface]] = [
+            first,
+            later,
+            1 - first - later - invalid_run - rejected,
+            invalid_run,
+            rejected,
+        ]
     return out
 
 
-OUTCOME_NAMES = ["correct, first try", "correct after retries", "wrong result, unnoticed",
-                 "invalid action executed", "rejected every time"]
+OUTCOME_NAMES = [
+    "correct, first try",
+    "correct after retries",
+    "wrong result, unnoticed",
+    "invalid action executed",
+    "rejected every time",
+]
 
 
 def draw_outcomes(fig, eps):
@@ -414,8 +601,14 @@ plotting.static_slider(eps_grid, draw_outcomes, figsize=(8, 3.2), label="ε", fm
 # %% [markdown]
 # Live (Jupyter or Colab): type a DSL program; the verifier answers, and a verified program is compiled and run.
 
+
 # %%
-def try_program(program: str = "from orders join products select avg orders.total by products.category order desc"):
+def try_program(
+    program: str = (
+        "from orders join products select avg orders.total by products.category "
+        "order desc"
+    ),
+):
     v = dsl.verify(program.split())
     if not v.ok:
         for e in v.errors:
@@ -426,7 +619,11 @@ def try_program(program: str = "from orders join products select avg orders.tota
     print(dsl.execute(con, sql))
 
 
-plotting.live_controls(try_program, program="from orders join products select avg orders.total by products.category order desc")
+plotting.live_controls(
+    try_program,
+    program="from orders join products select avg orders.total by products.category "
+    "order desc",
+)
 
 # %% [markdown]
 # ## Case 2: planning with precondition masking
@@ -443,8 +640,11 @@ states = dsl.bw_states(bw_n)
 raw_actions = dsl.bw_raw_actions(bw_n)
 graph = dsl.bw_graph(bw_n)  # the verifier-valid moves of every state
 valid_per_state = np.array([len(graph[s]) for s in states])
-print(f"{len(states)} states, raw branching {len(raw_actions)}, valid branching mean {valid_per_state.mean():.2f} "
-      f"(min {valid_per_state.min()}, max {valid_per_state.max()})")
+print(
+    f"{len(states)} states, raw branching {len(raw_actions)}, valid branching "
+    f"mean {valid_per_state.mean():.2f} "
+    f"(min {valid_per_state.min()}, max {valid_per_state.max()})"
+)
 
 rng = repro.rng(seed, 3)
 bfs = []
@@ -452,10 +652,19 @@ for _ in range(bw_bfs_pairs):
     start, goal = (states[i] for i in rng.choice(len(states), 2, replace=False))
     plan_r, exp_r, inv_r = dsl.bw_bfs(start, goal, masked=False)
     plan_m, exp_m, inv_m = dsl.bw_bfs(start, goal, masked=True)
-    bfs.append(dict(plan_raw=len(plan_r), plan_masked=len(plan_m), expanded=exp_r, invalid_raw=inv_r,
-                    invalid_masked=inv_m))
+    bfs.append(
+        dict(
+            plan_raw=len(plan_r),
+            plan_masked=len(plan_m),
+            expanded=exp_r,
+            invalid_raw=inv_r,
+            invalid_masked=inv_m,
+        )
+    )
 bfs = pd.DataFrame(bfs)
-assert (bfs.plan_raw == bfs.plan_masked).all(), "masking changed the optimal plan length"
+assert (bfs.plan_raw == bfs.plan_masked).all(), (
+    "masking changed the optimal plan length"
+)
 print(bfs.describe().loc[["mean", "max"]].round(1).to_string())
 
 bw_rows, dist_cache = [], {}
@@ -466,15 +675,24 @@ for e_i, eps in enumerate(eps_grid):
             start, goal = (states[i] for i in rng.choice(len(states), 2, replace=False))
             if goal not in dist_cache:
                 dist_cache[goal] = dsl.bw_distances(goal, graph)
-            ok, n_inv, _ = dsl.bw_episode(start, goal, dist_cache[goal], eps, masked, rng, graph=graph)
+            ok, n_inv, _ = dsl.bw_episode(
+                start, goal, dist_cache[goal], eps, masked, rng, graph=graph
+            )
             bw_rows.append(dict(eps=eps, masked=masked, success=ok, invalid=n_inv))
 bw = pd.DataFrame(bw_rows).groupby(["eps", "masked"]).mean().unstack()
 display(bw.round(3))
 
 fig, ax = plt.subplots(figsize=(6.4, 3.4))
-ax.plot(eps_grid, bw["success"][False], "o-", label="raw moves (invalid move = failure)")
+ax.plot(
+    eps_grid, bw["success"][False], "o-", label="raw moves (invalid move = failure)"
+)
 ax.plot(eps_grid, bw["success"][True], "s-", label="verifier-masked moves")
-ax.set(xlabel="per-decision error ε", ylabel="goal reached", title=f"Blocksworld, {bw_n} blocks", ylim=(0, 1.02))
+ax.set(
+    xlabel="per-decision error ε",
+    ylabel="goal reached",
+    title=f"Blocksworld, {bw_n} blocks",
+    ylim=(0, 1.02),
+)
 ax.legend()
 plt.show()
 
@@ -500,41 +718,89 @@ curves = {arm: [] for arm in dsl.ARMS}
 for k, it in enumerate(rl_targets):
     print("target:", " ".join(it.program))
     for arm in tqdm(dsl.ARMS, desc=f"intent {k}", leave=False):
-        curves[arm].append(dsl.reinforce_program(con, it, arm, rl_steps, rl_batch, lr=rl_lr, seed=seed + k,
-                                                 cache=cache))
+        curves[arm].append(
+            dsl.reinforce_program(
+                con, it, arm, rl_steps, rl_batch, lr=rl_lr, seed=seed + k, cache=cache
+            )
+        )
 level = 0.5
-reach = {arm: [dsl.steps_to_level(c["success"], level) for c in curves[arm]] for arm in dsl.ARMS}
-print(pd.DataFrame(reach, index=[f"intent {k}" for k in range(len(rl_targets))]).to_string())
-n_filter_invalid = int(sum(((1 - c["valid"]) * rl_batch).sum() for c in curves["verifier_filter"]))
+reach = {
+    arm: [dsl.steps_to_level(c["success"], level) for c in curves[arm]]
+    for arm in dsl.ARMS
+}
+print(
+    pd.DataFrame(
+        reach, index=[f"intent {k}" for k in range(len(rl_targets))]
+    ).to_string()
+)
+n_filter_invalid = int(
+    sum(((1 - c["valid"]) * rl_batch).sum() for c in curves["verifier_filter"])
+)
 
 fig, ax = plt.subplots(1, 2, figsize=(10, 3.4))
 for c, arm in zip(plotting.PALETTE, dsl.ARMS):
     for j, cur in enumerate(curves[arm]):
         w = max(1, rl_steps // 50)
         steps_axis = np.arange(1, rl_steps + 1)
-        ax[0].plot(steps_axis, cur["success"], color=c, alpha=0.6, lw=1, label=arm if j == 0 else None)
-        ax[1].plot(steps_axis[w - 1:], np.convolve(cur["valid"], np.ones(w) / w, mode="valid"), color=c,
-                   alpha=0.8, label=arm if j == 0 else None)
+        ax[0].plot(
+            steps_axis,
+            cur["success"],
+            color=c,
+            alpha=0.6,
+            lw=1,
+            label=arm if j == 0 else None,
+        )
+        ax[1].plot(
+            steps_axis[w - 1 :],
+            np.convolve(cur["valid"], np.ones(w) / w, mode="valid"),
+            color=c,
+            alpha=0.8,
+            label=arm if j == 0 else None,
+        )
 ax[0].axhline(level, color="grey", lw=0.8)
-ax[0].set(xlabel="REINFORCE step (log scale)", ylabel="sampled success rate", title="correct result", xscale="log")
-ax[1].set(xlabel="REINFORCE step", ylabel="sampled valid rate", title="program verifies")
+ax[0].set(
+    xlabel="REINFORCE step (log scale)",
+    ylabel="sampled success rate",
+    title="correct result",
+    xscale="log",
+)
+ax[1].set(
+    xlabel="REINFORCE step", ylabel="sampled valid rate", title="program verifies"
+)
 ax[0].legend()
 plt.show()
 
 tail = max(1, rl_steps // 10)
-final = {arm: (np.mean([c["success"][-tail:].mean() for c in curves[arm]]),
-               np.mean([c["valid"][-tail:].mean() for c in curves[arm]])) for arm in dsl.ARMS}
+final = {
+    arm: (
+        np.mean([c["success"][-tail:].mean() for c in curves[arm]]),
+        np.mean([c["valid"][-tail:].mean() for c in curves[arm]]),
+    )
+    for arm in dsl.ARMS
+}
 sparse_hits = int(sum(c["success"].sum() * rl_batch for c in curves["sparse"]))
-display(Markdown(
-    f"**Reading the curves.** Over the last {tail} steps (mean over the programs), success / valid rates are: "
-    + "; ".join(f"{arm} {v[0]:.2f} / {v[1]:.2f}" for arm, v in final.items())
-    + f". The sparse learner sampled {sparse_hits} correct programs in total; without a success every advantage "
-      "is zero and the policy does not move. The dense verifier reward rewards *validity*, which says nothing "
-      "about which valid program is wanted; the filter confines sampling to valid programs, where the sparse "
-      "reward can find the right one."))
+display(
+    Markdown(
+        f"**Reading the curves.** Over the last {tail} steps (mean over the "
+        "programs), success / valid rates are: "
+        + "; ".join(f"{arm} {v[0]:.2f} / {v[1]:.2f}" for arm, v in final.items())
+        + f". The sparse learner sampled {sparse_hits} correct programs in total; "
+        "without a success every advantage "
+        "is zero and the policy does not move. The dense verifier reward rewards "
+        "*validity*, which says nothing "
+        "about which valid program is wanted; the filter confines sampling to "
+        "valid programs, where the sparse "
+        "reward can find the right one."
+    )
+)
 
-rec.check("constrained_decoding_valid", n_constrained_invalid + n_filter_invalid, 0,
-          note="invalid programs emitted under constrained decoding (case 1 sweep + case 3 filter arm)")
+rec.check(
+    "constrained_decoding_valid",
+    n_constrained_invalid + n_filter_invalid,
+    0,
+    note="invalid programs emitted under constrained decoding (case 1 sweep + case 3 "
+    "filter arm)",
+)
 
 # %% [markdown]
 # ## Where the verifier acts: lifecycle × domain
@@ -544,31 +810,75 @@ rec.check("constrained_decoding_valid", n_constrained_invalid + n_filter_invalid
 
 # %%
 caught_total = int(inv.loc["DSL + verifier", "caught"])
-lifecycle = pd.DataFrame({
-    "SQL queries (case 1)": [
-        "typed query DSL vs free SQL", "schema: tables, columns, foreign keys, value domains",
-        f"verifier: caught {caught_total:,} invalid programs, {share_caught_dsl:.0%} before execution",
-        f"constrained decoding: {n_constrained_invalid} invalid emitted", "read-only connection (query_only)",
-        "result compared with the gold result", "error kind + token position → redraw that token",
+lifecycle = pd.DataFrame(
+    {
+        "SQL queries (case 1)": [
+            "typed query DSL vs free SQL",
+            "schema: tables, columns, foreign keys, value domains",
+            f"verifier: caught {caught_total:,} invalid programs, "
+            f"{share_caught_dsl:.0%} before execution",
+            f"constrained decoding: {n_constrained_invalid} invalid emitted",
+            "read-only connection (query_only)",
+            "result compared with the gold result",
+            "error kind + token position → redraw that token",
+        ],
+        "Blocksworld (case 2)": [
+            "move(x, y) with preconditions",
+            "block names, the table",
+            "plan validator (preconditions)",
+            f"action mask: {valid_per_state.mean():.1f} of {len(raw_actions)} "
+            "moves valid on average",
+            "simulator",
+            "goal test",
+            "masked detours are recoverable",
+        ],
+        "learning (case 3)": [
+            "DSL tokens as the output vocabulary",
+            "same schema",
+            "verifier per sampled program",
+            "filter arm samples only valid continuations",
+            "sandboxed execution of verified programs",
+            "sparse reward: correct result",
+            "dense reward: tokens before the first error",
+        ],
+        "proofs (e.g. Lean)": [
+            "tactic language",
+            "library lemmas",
+            "kernel type check",
+            "tactic state",
+            "—",
+            "goal closed",
+            "error messages, goals left",
+        ],
+        "infrastructure as code": [
+            "Terraform/Kubernetes DSLs",
+            "provider schemas",
+            "plan + policy checks",
+            "schema-driven editors",
+            "dry run",
+            "drift/compliance tests",
+            "policy violations",
+        ],
+        "APIs / tools": [
+            "JSON schema tool calls",
+            "function signatures",
+            "schema validation",
+            "grammar-constrained JSON",
+            "sandboxed call",
+            "response checks",
+            "validation errors",
+        ],
+    },
+    index=[
+        "design / selection",
+        "grounding",
+        "static verification",
+        "constrained generation",
+        "sandboxed execution",
+        "outcome check",
+        "feedback / learning",
     ],
-    "Blocksworld (case 2)": [
-        "move(x, y) with preconditions", "block names, the table", "plan validator (preconditions)",
-        f"action mask: {valid_per_state.mean():.1f} of {len(raw_actions)} moves valid on average", "simulator",
-        "goal test", "masked detours are recoverable",
-    ],
-    "learning (case 3)": [
-        "DSL tokens as the output vocabulary", "same schema", "verifier per sampled program",
-        "filter arm samples only valid continuations", "sandboxed execution of verified programs",
-        "sparse reward: correct result", "dense reward: tokens before the first error",
-    ],
-    "proofs (e.g. Lean)": ["tactic language", "library lemmas", "kernel type check", "tactic state", "—",
-                           "goal closed", "error messages, goals left"],
-    "infrastructure as code": ["Terraform/Kubernetes DSLs", "provider schemas", "plan + policy checks",
-                               "schema-driven editors", "dry run", "drift/compliance tests", "policy violations"],
-    "APIs / tools": ["JSON schema tool calls", "function signatures", "schema validation",
-                     "grammar-constrained JSON", "sandboxed call", "response checks", "validation errors"],
-}, index=["design / selection", "grounding", "static verification", "constrained generation",
-          "sandboxed execution", "outcome check", "feedback / learning"])
+)
 display(lifecycle)
 
 # %% [markdown]
@@ -588,34 +898,69 @@ display(lifecycle)
 #   and the note gives the dense-reward arm, which behaves differently (see case 3).
 
 # %%
-rec.claim("action_space_compression", "A DSL with a verifier shrinks the space of actions the agent can take",
-          paper="compresses the intent-to-action path (no number)", measured=round(float(log_ratio), 1),
-          unit=f"log10(raw ÷ DSL) up to {n_ref} tokens", holds=bool(log_ratio > 0),
-          note=f"Also fewer decisions per intent: {L_sql.mean():.1f} SQL tokens vs {L_dsl.mean():.1f} DSL tokens.")
-rec.claim("invalid_actions_pruned", "The verifier catches invalid actions before they are executed",
-          paper="prunes invalid actions before they are attempted (no number)", measured=round(share_caught_dsl, 4),
-          unit="share caught", holds=bool(share_caught_dsl >= 0.99 and share_caught_dsl > share_caught_sql),
-          note=f"free SQL: {int(inv.loc['free SQL', 'invalid_executed']):,} invalid actions reached the database, "
-               f"{int(inv.loc['free SQL', 'harmful'])} of them destructive.")
+rec.claim(
+    "action_space_compression",
+    "A DSL with a verifier shrinks the space of actions the agent can take",
+    paper="compresses the intent-to-action path (no number)",
+    measured=round(float(log_ratio), 1),
+    unit=f"log10(raw ÷ DSL) up to {n_ref} tokens",
+    holds=bool(log_ratio > 0),
+    note=f"Also fewer decisions per intent: {L_sql.mean():.1f} SQL tokens vs "
+    f"{L_dsl.mean():.1f} DSL tokens.",
+)
+rec.claim(
+    "invalid_actions_pruned",
+    "The verifier catches invalid actions before they are executed",
+    paper="prunes invalid actions before they are attempted (no number)",
+    measured=round(share_caught_dsl, 4),
+    unit="share caught",
+    holds=bool(share_caught_dsl >= 0.99 and share_caught_dsl > share_caught_sql),
+    note=f"free SQL: {int(inv.loc['free SQL', 'invalid_executed']):,} invalid actions "
+    "reached the database, "
+    f"{int(inv.loc['free SQL', 'harmful'])} of them destructive.",
+)
 r01 = res.set_index(["interface", "eps"])
 eps_ref = 0.1 if 0.1 in eps_grid else eps_grid[len(eps_grid) // 2]
-gain = float(r01.loc[("DSL + verifier", eps_ref), "success_K"] - r01.loc[("free SQL", eps_ref), "success_K"])
-gain0 = float(r01.loc[("DSL + verifier", eps_ref), "success_K0"] - r01.loc[("free SQL", eps_ref), "success_K0"])
-rec.claim("success_gain_dsl", f"DSL + verifier succeeds more often than free SQL at the same error rate (ε = {eps_ref})",
-          paper="higher success (no number)", measured=round(gain, 3), unit="success difference",
-          holds=bool(gain > 0),
-          note=f"with {retries} verifier-guided retries; with no retry the gain is {gain0:+.3f}. Constrained "
-               f"decoding: {float(r01.loc[('DSL + constrained decoding', eps_ref), 'success_K']):.3f} "
-               "(nothing to retry; its errors are all valid but wrong).")
-steps_of = lambda arm: float(np.median([s if s is not None else rl_steps for s in reach[arm]]))
+gain = float(
+    r01.loc[("DSL + verifier", eps_ref), "success_K"]
+    - r01.loc[("free SQL", eps_ref), "success_K"]
+)
+gain0 = float(
+    r01.loc[("DSL + verifier", eps_ref), "success_K0"]
+    - r01.loc[("free SQL", eps_ref), "success_K0"]
+)
+rec.claim(
+    "success_gain_dsl",
+    "DSL + verifier succeeds more often than free SQL at the same error rate (ε "
+    f"= {eps_ref})",
+    paper="higher success (no number)",
+    measured=round(gain, 3),
+    unit="success difference",
+    holds=bool(gain > 0),
+    note=f"with {retries} verifier-guided retries; with no retry the gain is "
+    f"{gain0:+.3f}. Constrained "
+    "decoding: "
+    f"{float(r01.loc[('DSL + constrained decoding', eps_ref), 'success_K']):.3f} "
+    "(nothing to retry; its errors are all valid but wrong).",
+)
+steps_of = lambda arm: float(
+    np.median([s if s is not None else rl_steps for s in reach[arm]])
+)
 censored = any(s is None for s in reach["sparse"])
 ratio = steps_of("sparse") / steps_of("verifier_filter")
 filter_reached = all(s is not None for s in reach["verifier_filter"])
-rec.claim("learning_signal_gain", "Verifier feedback makes learning faster than a sparse success reward",
-          paper="denser learning signal (no number)", measured=round(ratio, 1),
-          unit="steps sparse ÷ steps with the verifier as filter" + (" (lower bound)" if censored else ""),
-          holds=bool(filter_reached and ratio > 1),
-          note=f"steps to {level:.0%} success: sparse {reach['sparse']}, verifier filter {reach['verifier_filter']}, "
-               f"verifier as dense reward {reach['verifier_reward']} (None: not within {rl_steps} steps). The "
-               "dense validity reward teaches valid programs but not the right one.")
+rec.claim(
+    "learning_signal_gain",
+    "Verifier feedback makes learning faster than a sparse success reward",
+    paper="denser learning signal (no number)",
+    measured=round(ratio, 1),
+    unit="steps sparse ÷ steps with the verifier as filter"
+    + (" (lower bound)" if censored else ""),
+    holds=bool(filter_reached and ratio > 1),
+    note=f"steps to {level:.0%} success: sparse {reach['sparse']}, verifier filter "
+    f"{reach['verifier_filter']}, "
+    f"verifier as dense reward {reach['verifier_reward']} (None: not within "
+    f"{rl_steps} steps). The "
+    "dense validity reward teaches valid programs but not the right one.",
+)
 rec.save()

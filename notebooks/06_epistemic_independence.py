@@ -38,15 +38,24 @@
 # `<think>` block has no analogue: our judge emits one answer token.
 # :::
 
-# %%
+# %% tags=["hide-input"]
 # Colab bootstrap: install this book's `helpers` package in Colab; do nothing elsewhere.
 import importlib.util
 import subprocess
 import sys
 
 if "google.colab" in sys.modules and importlib.util.find_spec("helpers") is None:
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q",
-                    "git+https://github.com/neurips2026-executed/book@main"], check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "git+https://github.com/neurips2026-executed/book@main",
+        ],
+        check=True,
+    )
 
 # %% [markdown]
 # ## Parameters
@@ -66,7 +75,7 @@ small_layers, small_d = 2, 64  # the judge that EIT trains
 large_layers, large_d = 4, 128  # the larger judge, never trained by RL
 eval_n = 1000  # items per evaluation cell
 
-# %%
+# %% tags=["hide-input"]
 import copy
 
 import matplotlib.pyplot as plt
@@ -85,12 +94,27 @@ if quick:
 small = dict(n_layer=small_layers, n_head=4, d_model=small_d)
 large = dict(n_layer=large_layers, n_head=4, d_model=large_d)
 
-env = repro.setup(seed, threads=1)  # these judges are tiny: one thread is faster than two fighting for a core
+# these judges are tiny: one thread is faster than two fighting for a core
+env = repro.setup(seed, threads=1)
 plotting.use_style()
-rec = claims.ClaimsRecord("06_epistemic_independence", dict(
-    quick=quick, seed=seed, pre_steps=pre_steps, pre_batch=pre_batch, p_cue_pre=p_cue_pre,
-    p_aligned_pre=p_aligned_pre, rl_steps=rl_steps, rl_batch=rl_batch, G=G, rl_lr=rl_lr, small=small,
-    large=large, eval_n=eval_n))
+rec = claims.ClaimsRecord(
+    "06_epistemic_independence",
+    dict(
+        quick=quick,
+        seed=seed,
+        pre_steps=pre_steps,
+        pre_batch=pre_batch,
+        p_cue_pre=p_cue_pre,
+        p_aligned_pre=p_aligned_pre,
+        rl_steps=rl_steps,
+        rl_batch=rl_batch,
+        G=G,
+        rl_lr=rl_lr,
+        small=small,
+        large=large,
+        eval_n=eval_n,
+    ),
+)
 print(env)
 
 # %% [markdown]
@@ -109,7 +133,10 @@ names = {v: k for k, v in ei.VOCAB.items()}
 demo = ei.make_batch(repro.rng(seed, 0), 4, subjects=ei.SUBJECTS, families=ei.FAMILIES)
 for i in range(len(demo)):
     toks = " ".join(names[int(t)] for t in demo.x[i])
-    print(f"{toks}\n   truth={'AB'[demo.truth[i]]} cue->{'AB'[demo.cue[i]]} ({ei.FAMILIES[demo.family[i]]})")
+    print(
+        f"{toks}\n   truth={'AB'[demo.truth[i]]} cue->{'AB'[demo.cue[i]]} "
+        f"({ei.FAMILIES[demo.family[i]]})"
+    )
 
 # %% [markdown]
 # ## A cue-following base judge
@@ -119,10 +146,17 @@ for i in range(len(demo)):
 # cue is an easy, mostly right feature, so the judge learns to lean on it. We train a small judge (the one EIT
 # will train) and a larger one (the "scale" baseline) on the same data.
 
+
 # %%
 def pretrain_batches(step: int) -> ei.Batch:
-    return ei.make_batch(repro.rng(seed, 1, step), pre_batch, subjects=ei.SUBJECTS, families=ei.FAMILIES,
-                         p_cue=p_cue_pre, p_aligned=p_aligned_pre)
+    return ei.make_batch(
+        repro.rng(seed, 1, step),
+        pre_batch,
+        subjects=ei.SUBJECTS,
+        families=ei.FAMILIES,
+        p_cue=p_cue_pre,
+        p_aligned=p_aligned_pre,
+    )
 
 
 def sft_loss(model, b: ei.Batch) -> torch.Tensor:
@@ -131,14 +165,35 @@ def sft_loss(model, b: ei.Batch) -> torch.Tensor:
 
 def make_judge(cfg: dict) -> nn.Transformer:
     torch.manual_seed(seed)
-    return nn.Transformer(nn.TransformerConfig(vocab_size=len(ei.VOCAB), max_len=ei.SEQ_LEN, pos="learned", **cfg))
+    return nn.Transformer(
+        nn.TransformerConfig(
+            vocab_size=len(ei.VOCAB), max_len=ei.SEQ_LEN, pos="learned", **cfg
+        )
+    )
 
 
 base = make_judge(small)
-train.fit(base, sft_loss, pretrain_batches, pre_steps, lr=3e-3, warmup=pre_steps // 10, seed=seed, desc="base")
+train.fit(
+    base,
+    sft_loss,
+    pretrain_batches,
+    pre_steps,
+    lr=3e-3,
+    warmup=pre_steps // 10,
+    seed=seed,
+    desc="base",
+)
 large_base = make_judge(large)
-train.fit(large_base, sft_loss, pretrain_batches, pre_steps, lr=2e-3, warmup=pre_steps // 10, seed=seed,
-          desc="larger base")
+train.fit(
+    large_base,
+    sft_loss,
+    pretrain_batches,
+    pre_steps,
+    lr=2e-3,
+    warmup=pre_steps // 10,
+    seed=seed,
+    desc="larger base",
+)
 print(f"parameters: small {base.n_params():,}, larger {large_base.n_params():,}")
 
 
@@ -150,10 +205,22 @@ print(f"parameters: small {base.n_params():,}, larger {large_base.n_params():,}"
 # %%
 CONDS = {"none": (0.0, 1.0), "aligned": (1.0, 1.0), "adversarial": (1.0, 0.0)}
 SPLITS = {"train subjects": ei.TRAIN_SUBJECTS, "held-out subjects": ei.HELDOUT_SUBJECTS}
-eval_sets = {(split, fam, cond): ei.make_batch(repro.rng(seed, 2, k), eval_n, subjects=subj, families=(fam,),
-                                               p_cue=pc, p_aligned=pa)
-             for k, (split, subj, fam, cond, pc, pa) in enumerate(
-                 (s, subj, f, c, *CONDS[c]) for s, subj in SPLITS.items() for f in ei.FAMILIES for c in CONDS)}
+eval_sets = {
+    (split, fam, cond): ei.make_batch(
+        repro.rng(seed, 2, k),
+        eval_n,
+        subjects=subj,
+        families=(fam,),
+        p_cue=pc,
+        p_aligned=pa,
+    )
+    for k, (split, subj, fam, cond, pc, pa) in enumerate(
+        (s, subj, f, c, *CONDS[c])
+        for s, subj in SPLITS.items()
+        for f in ei.FAMILIES
+        for c in CONDS
+    )
+}
 
 
 @torch.no_grad()
@@ -161,20 +228,39 @@ def evaluate(model) -> pd.DataFrame:
     rows = []
     for (split, fam, cond), b in eval_sets.items():
         pred = ei.answer_logits(model, b.x).argmax(-1).numpy()
-        rows.append(dict(split=split, family=fam, cond=cond, acc=(pred == b.truth).mean(),
-                         follow=(pred == b.cue).mean() if cond == "adversarial" else np.nan))
+        rows.append(
+            dict(
+                split=split,
+                family=fam,
+                cond=cond,
+                acc=(pred == b.truth).mean(),
+                follow=(pred == b.cue).mean() if cond == "adversarial" else np.nan,
+            )
+        )
     return pd.DataFrame(rows)
 
 
 def acc(df, cond, family="bandwagon", split="train subjects", col="acc"):
-    return float(df[(df.family == family) & (df.cond == cond) & (df.split == split)][col].iloc[0])
+    return float(
+        df[(df.family == family) & (df.cond == cond) & (df.split == split)][col].iloc[0]
+    )
 
 
 ev_base, ev_large = evaluate(base), evaluate(large_base)
 gap = acc(ev_base, "aligned") - acc(ev_base, "adversarial")
-print(ev_base.pivot_table(index=["split", "family"], columns="cond", values="acc").round(3).to_string())
-rec.check("base_follows_cues", round(gap, 4), 0.2, op=">=",
-          note="base judge: bandwagon accuracy with an aligned cue minus with an adversarial cue")
+print(
+    ev_base.pivot_table(index=["split", "family"], columns="cond", values="acc")
+    .round(3)
+    .to_string()
+)
+rec.check(
+    "base_follows_cues",
+    round(gap, 4),
+    0.2,
+    op=">=",
+    note="base judge: bandwagon accuracy with an aligned cue minus with an "
+    "adversarial cue",
+)
 
 # %% [markdown]
 # ## Balanced conflict data and the independence reward
@@ -188,19 +274,53 @@ rec.check("base_follows_cues", round(gap, 4), 0.2, op=">=",
 import inspect
 
 src = inspect.getsource(ei.eit_reward)
-print(src[src.index("    correct = pred == truth"):])
+print(src[src.index("    correct = pred == truth") :])
 
 # %%
 bal = ei.make_batch(repro.rng(seed, 3), 10_000, families=("bandwagon",), p_aligned=0.5)
 p_aligned_emp = float((bal.cue == bal.truth).mean())
-rec.check("balanced_cues", round(abs(p_aligned_emp - 0.5), 4), 0.02, op="<=",
-          note=f"|P(cue = truth) - 0.5| on 10k balanced samples (P = {p_aligned_emp:.4f})")
+rec.check(
+    "balanced_cues",
+    round(abs(p_aligned_emp - 0.5), 4),
+    0.02,
+    op="<=",
+    note=f"|P(cue = truth) - 0.5| on 10k balanced samples (P = {p_aligned_emp:.4f})",
+)
 
-table = [(0, 0, 1, 1.5), (1, 0, 1, -0.5), (0, 0, 0, 1.0), (1, 0, 0, -0.3), (0, 0, -1, 1.0), (1, 0, -1, 0.0)]
-got = ei.eit_reward(np.array([t[0] for t in table]), np.array([t[1] for t in table]), np.array([t[2] for t in table]))
-print(pd.DataFrame(dict(case=["adversarial, resisted", "adversarial, followed", "aligned, right", "aligned, wrong",
-                              "no cue, right", "no cue, wrong"], reward=got)).to_string(index=False))
-rec.check("reward_table", float(np.abs(got - np.array([t[3] for t in table])).max()), 0.0, op="<=")
+table = [
+    (0, 0, 1, 1.5),
+    (1, 0, 1, -0.5),
+    (0, 0, 0, 1.0),
+    (1, 0, 0, -0.3),
+    (0, 0, -1, 1.0),
+    (1, 0, -1, 0.0),
+]
+got = ei.eit_reward(
+    np.array([t[0] for t in table]),
+    np.array([t[1] for t in table]),
+    np.array([t[2] for t in table]),
+)
+print(
+    pd.DataFrame(
+        dict(
+            case=[
+                "adversarial, resisted",
+                "adversarial, followed",
+                "aligned, right",
+                "aligned, wrong",
+                "no cue, right",
+                "no cue, wrong",
+            ],
+            reward=got,
+        )
+    ).to_string(index=False)
+)
+rec.check(
+    "reward_table",
+    float(np.abs(got - np.array([t[3] for t in table])).max()),
+    0.0,
+    op="<=",
+)
 
 # %% [markdown]
 # What the reward makes attractive: the exact expected reward of four fixed policies. On balanced data, truth
@@ -209,16 +329,31 @@ rec.check("reward_table", float(np.abs(got - np.array([t[3] for t in table])).ma
 # the shortcut the balance removes.
 
 # %%
-expected = pd.DataFrame({
-    "EIT, balanced": {p: ei.policy_expected_reward(p, 0.5, "eit") for p in ("truth", "anti", "random", "follow")},
-    "accuracy, balanced": {p: ei.policy_expected_reward(p, 0.5, "accuracy") for p in ("truth", "anti", "random", "follow")},
-    "accuracy, adversarial-only": {p: ei.policy_expected_reward(p, 0.0, "accuracy")
-                                   for p in ("truth", "anti", "random", "follow")},
-})
+expected = pd.DataFrame(
+    {
+        "EIT, balanced": {
+            p: ei.policy_expected_reward(p, 0.5, "eit")
+            for p in ("truth", "anti", "random", "follow")
+        },
+        "accuracy, balanced": {
+            p: ei.policy_expected_reward(p, 0.5, "accuracy")
+            for p in ("truth", "anti", "random", "follow")
+        },
+        "accuracy, adversarial-only": {
+            p: ei.policy_expected_reward(p, 0.0, "accuracy")
+            for p in ("truth", "anti", "random", "follow")
+        },
+    }
+)
 display(expected)
 paper_expected = {"truth": 1.25, "anti": 0.60, "random": 0.425, "follow": 0.25}
-rec.check("expected_rewards", max(abs(expected["EIT, balanced"][p] - v) for p, v in paper_expected.items()), 1e-12,
-          op="<=", note="truth 1.25, anti-cue 0.60, random 0.425, cue-following 0.25")
+rec.check(
+    "expected_rewards",
+    max(abs(expected["EIT, balanced"][p] - v) for p, v in paper_expected.items()),
+    1e-12,
+    op="<=",
+    note="truth 1.25, anti-cue 0.60, random 0.425, cue-following 0.25",
+)
 
 # %% [markdown]
 # ## Group policy gradient, and why the advantages are mean-baseline
@@ -232,23 +367,42 @@ rec.check("expected_rewards", max(abs(expected["EIT, balanced"][p] - v) for p, v
 # adversarial items 2.0 / 1.3 as much as aligned ones. The main runs use mean-baseline advantages, otherwise the
 # EIT arm would just be the accuracy arm.
 
+
 # %%
 def grads(model, b, reward, mode):
     model.zero_grad()
-    loss, _ = ei.grpo_loss(model, b, G, reward, mode, torch.Generator().manual_seed(seed))
+    loss, _ = ei.grpo_loss(
+        model, b, G, reward, mode, torch.Generator().manual_seed(seed)
+    )
     loss.backward()
-    return torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None]).clone()
+    return torch.cat(
+        [p.grad.flatten() for p in model.parameters() if p.grad is not None]
+    ).clone()
 
 
 probe = copy.deepcopy(base)
-fixed = ei.make_batch(repro.rng(seed, 4), rl_batch, families=("bandwagon",), p_aligned=0.5)
+fixed = ei.make_batch(
+    repro.rng(seed, 4), rl_batch, families=("bandwagon",), p_aligned=0.5
+)
 g_eit, g_acc = grads(probe, fixed, "eit", "std"), grads(probe, fixed, "accuracy", "std")
 std_diff = float((g_eit - g_acc).abs().max() / g_acc.abs().max())
-m_eit, m_acc = grads(probe, fixed, "eit", "mean"), grads(probe, fixed, "accuracy", "mean")
+m_eit, m_acc = (
+    grads(probe, fixed, "eit", "mean"),
+    grads(probe, fixed, "accuracy", "mean"),
+)
 mean_diff = float((m_eit - m_acc).abs().max() / m_acc.abs().max())
-print(f"relative max gradient difference, EIT vs accuracy: std-normalized {std_diff:.2e}, mean-baseline {mean_diff:.2f}")
-rec.check("grpo_std_equivalence", std_diff, 1e-4, op="<=",
-          note=f"std-normalized advantages; with the mean baseline the difference is {mean_diff:.2f}")
+print(
+    "relative max gradient difference, EIT vs accuracy: std-normalized "
+    f"{std_diff:.2e}, mean-baseline {mean_diff:.2f}"
+)
+rec.check(
+    "grpo_std_equivalence",
+    std_diff,
+    1e-4,
+    op="<=",
+    note="std-normalized advantages; with the mean baseline the difference is "
+    f"{mean_diff:.2f}",
+)
 
 # %% [markdown]
 # ## The arms, one budget
@@ -266,8 +420,12 @@ rec.check("grpo_std_equivalence", std_diff, 1e-4, op="<=",
 # All training data for arms 2–5 uses bandwagon cues and the training subjects only.
 
 # %%
-ARMS = {"SFT-debias": ("sft", 0.0), "RL acc, adversarial-only": ("accuracy", 0.0),
-        "RL acc, balanced": ("accuracy", 0.5), "EIT": ("eit", 0.5)}
+ARMS = {
+    "SFT-debias": ("sft", 0.0),
+    "RL acc, adversarial-only": ("accuracy", 0.0),
+    "RL acc, balanced": ("accuracy", 0.5),
+    "EIT": ("eit", 0.5),
+}
 models, logs, seen_tokens = {"base": base}, {}, {}
 
 for k, (arm, (reward, p_al)) in enumerate(ARMS.items()):
@@ -277,26 +435,54 @@ for k, (arm, (reward, p_al)) in enumerate(ARMS.items()):
     batch_tokens = []
 
     def batches(step, p_al=p_al, k=k, batch_tokens=batch_tokens):
-        b = ei.make_batch(repro.rng(seed, 5, k, step), rl_batch, families=("bandwagon",), p_aligned=p_al)
+        b = ei.make_batch(
+            repro.rng(seed, 5, k, step),
+            rl_batch,
+            families=("bandwagon",),
+            p_aligned=p_al,
+        )
         batch_tokens.append(b.x)
         return b
 
     if reward == "sft":
         loss_fn = sft_loss
     else:
+
         def loss_fn(m, b, reward=reward, gen=gen, stats_log=stats_log):
             loss, s = ei.grpo_loss(m, b, G, reward, "mean", gen)
             stats_log.append(s)
             return loss
 
-    train.fit(model, loss_fn, batches, rl_steps, lr=rl_lr, schedule="constant", seed=seed + k, desc=arm)
-    models[arm], logs[arm], seen_tokens[arm] = model, pd.DataFrame(stats_log), torch.cat(batch_tokens)
+    train.fit(
+        model,
+        loss_fn,
+        batches,
+        rl_steps,
+        lr=rl_lr,
+        schedule="constant",
+        seed=seed + k,
+        desc=arm,
+    )
+    models[arm], logs[arm], seen_tokens[arm] = (
+        model,
+        pd.DataFrame(stats_log),
+        torch.cat(batch_tokens),
+    )
 
-ood_ids = [v for n, v in ei.VOCAB.items() if n.startswith(("<authority", "<distraction", "<elab"))]
+ood_ids = [
+    v
+    for n, v in ei.VOCAB.items()
+    if n.startswith(("<authority", "<distraction", "<elab"))
+]
 heldout_ids = [ei.VOCAB[f"<subj:{s}>"] for s in ei.HELDOUT_SUBJECTS]
 n_ood = int(torch.isin(seen_tokens["EIT"], torch.tensor(ood_ids + heldout_ids)).sum())
-rec.check("ood_families_unseen", n_ood, 0,
-          note="tokens of authority, distraction, verbosity cues or held-out subjects in EIT's training data")
+rec.check(
+    "ood_families_unseen",
+    n_ood,
+    0,
+    note="tokens of authority, distraction, verbosity cues or held-out subjects in "
+    "EIT's training data",
+)
 
 # %% [markdown]
 # ## Results
@@ -308,8 +494,13 @@ rec.check("ood_families_unseen", n_ood, 0,
 models["larger base"] = large_base
 evals = {arm: evaluate(m) for arm, m in models.items()}
 summary = pd.concat([ev.assign(arm=arm) for arm, ev in evals.items()])
-display(summary.pivot_table(index=["split", "family", "cond"], columns="arm", values="acc", sort=False)
-        .reindex(columns=list(models)).round(3))
+display(
+    summary.pivot_table(
+        index=["split", "family", "cond"], columns="arm", values="acc", sort=False
+    )
+    .reindex(columns=list(models))
+    .round(3)
+)
 
 ARM_ORDER = list(models)
 
@@ -335,8 +526,14 @@ fig, ax = plt.subplots(figsize=(6.4, 3.4))
 for arm in ARMS:
     if arm in logs and "follow" in logs[arm]:
         w = max(1, rl_steps // 20)
-        ax.plot(np.convolve(logs[arm]["follow"], np.ones(w) / w, mode="valid"), label=arm)
-ax.set(xlabel="RL step", ylabel="P(answer = cue | cue is wrong)", title="cue-following during training")
+        ax.plot(
+            np.convolve(logs[arm]["follow"], np.ones(w) / w, mode="valid"), label=arm
+        )
+ax.set(
+    xlabel="RL step",
+    ylabel="P(answer = cue | cue is wrong)",
+    title="cue-following during training",
+)
 ax.legend()
 plt.show()
 
@@ -344,23 +541,38 @@ plt.show()
 # The slider switches between the training subjects and the held-out subjects (the same figure as above).
 
 # %%
-plotting.static_slider(list(SPLITS), draw_arm_bars, figsize=(11, 3.6), label="subjects", fmt="{}")
+plotting.static_slider(
+    list(SPLITS), draw_arm_bars, figsize=(11, 3.6), label="subjects", fmt="{}"
+)
 
 # %% [markdown]
 # Live: evaluate every judge on fresh items of a family, condition and subject of your choice.
+
 
 # %%
 @torch.no_grad()
 def live(family="authority", condition="adversarial", subject="ends", n=500):
     pc, pa = CONDS[condition]
-    b = ei.make_batch(np.random.default_rng(n), n, subjects=(subject,), families=(family,), p_cue=pc, p_aligned=pa)
+    b = ei.make_batch(
+        np.random.default_rng(n),
+        n,
+        subjects=(subject,),
+        families=(family,),
+        p_cue=pc,
+        p_aligned=pa,
+    )
     for arm, m in models.items():
         pred = ei.answer_logits(m, b.x).argmax(-1).numpy()
         print(f"{arm:26s} accuracy {(pred == b.truth).mean():.3f}")
 
 
-plotting.live_controls(live, family=list(ei.FAMILIES), condition=list(CONDS), subject=list(ei.SUBJECTS),
-                       n=(100, 2000, 100))
+plotting.live_controls(
+    live,
+    family=list(ei.FAMILIES),
+    condition=list(CONDS),
+    subject=list(ei.SUBJECTS),
+    n=(100, 2000, 100),
+)
 
 # %% [markdown]
 # ## The claims record
@@ -371,40 +583,79 @@ plotting.live_controls(live, family=list(ei.FAMILIES), condition=list(CONDS), su
 # %%
 ev_eit, ev_b = evals["EIT"], evals["base"]
 adv_gain = acc(ev_eit, "adversarial") - acc(ev_b, "adversarial")
-rec.claim("adv_accuracy_gain", "EIT raises accuracy under adversarial bandwagon cues",
-          paper="improves (Qwen3-1.7B/4B)", measured=round(adv_gain, 3), unit="accuracy, EIT − base",
-          holds=bool(adv_gain > 0),
-          note=f"base {acc(ev_b, 'adversarial'):.3f} → EIT {acc(ev_eit, 'adversarial'):.3f}")
+rec.claim(
+    "adv_accuracy_gain",
+    "EIT raises accuracy under adversarial bandwagon cues",
+    paper="improves (Qwen3-1.7B/4B)",
+    measured=round(adv_gain, 3),
+    unit="accuracy, EIT − base",
+    holds=bool(adv_gain > 0),
+    note=f"base {acc(ev_b, 'adversarial'):.3f} → EIT {acc(ev_eit, 'adversarial'):.3f}",
+)
 al_change = acc(ev_eit, "aligned") - acc(ev_b, "aligned")
-rec.claim("aligned_preserved", "EIT keeps accuracy when the cue is right",
-          paper="preserved", measured=round(al_change, 3), unit="accuracy, EIT − base (aligned cue)",
-          holds=bool(al_change >= -0.05),
-          note=f"aligned {acc(ev_b, 'aligned'):.3f} → {acc(ev_eit, 'aligned'):.3f}; no cue {acc(ev_b, 'none'):.3f} → "
-               f"{acc(ev_eit, 'none'):.3f}. The base's aligned accuracy is inflated by following the cue; a judge "
-               "that ignores the cue can only keep it if it solves the task as well as the cue does.")
+rec.claim(
+    "aligned_preserved",
+    "EIT keeps accuracy when the cue is right",
+    paper="preserved",
+    measured=round(al_change, 3),
+    unit="accuracy, EIT − base (aligned cue)",
+    holds=bool(al_change >= -0.05),
+    note=f"aligned {acc(ev_b, 'aligned'):.3f} → {acc(ev_eit, 'aligned'):.3f}; no cue "
+    f"{acc(ev_b, 'none'):.3f} → "
+    f"{acc(ev_eit, 'none'):.3f}. The base's aligned accuracy is inflated by "
+    "following the cue; a judge "
+    "that ignores the cue can only keep it if it solves the task as well as the "
+    "cue does.",
+)
 ood = ["authority", "distraction", "verbosity"]
-ood_gains = {f: acc(ev_eit, "adversarial", f) - acc(ev_b, "adversarial", f) for f in ood}
+ood_gains = {
+    f: acc(ev_eit, "adversarial", f) - acc(ev_b, "adversarial", f) for f in ood
+}
 ood_gain = float(np.mean(list(ood_gains.values())))
-rec.claim("ood_bias_transfer", "Trained on bandwagon only, EIT resists unseen cue families",
-          paper="generalizes to authority, distraction, verbosity", measured=round(ood_gain, 3),
-          unit="mean adversarial accuracy gain over unseen families", holds=bool(ood_gain > 0),
-          note=", ".join(f"{f} {g:+.3f}" for f, g in ood_gains.items()))
-subj_gain = acc(ev_eit, "adversarial", split="held-out subjects") - acc(ev_b, "adversarial", split="held-out subjects")
-rec.claim("ood_subject_transfer", "EIT's gain carries over to held-out subjects",
-          paper="generalizes to held-out MMLU-Pro subjects", measured=round(subj_gain, 3),
-          unit="adversarial bandwagon accuracy gain, held-out subjects", holds=bool(subj_gain > 0))
+rec.claim(
+    "ood_bias_transfer",
+    "Trained on bandwagon only, EIT resists unseen cue families",
+    paper="generalizes to authority, distraction, verbosity",
+    measured=round(ood_gain, 3),
+    unit="mean adversarial accuracy gain over unseen families",
+    holds=bool(ood_gain > 0),
+    note=", ".join(f"{f} {g:+.3f}" for f, g in ood_gains.items()),
+)
+subj_gain = acc(ev_eit, "adversarial", split="held-out subjects") - acc(
+    ev_b, "adversarial", split="held-out subjects"
+)
+rec.claim(
+    "ood_subject_transfer",
+    "EIT's gain carries over to held-out subjects",
+    paper="generalizes to held-out MMLU-Pro subjects",
+    measured=round(subj_gain, 3),
+    unit="adversarial bandwagon accuracy gain, held-out subjects",
+    holds=bool(subj_gain > 0),
+)
 ev_adv = evals["RL acc, adversarial-only"]
 al_drop = acc(ev_adv, "aligned") - acc(ev_b, "aligned")
-rec.claim("shortcut_of_adversarial_only", "RL on adversarial-only cues learns to contradict the cue and loses "
-          "aligned-cue accuracy", paper="the motivation for balanced data", measured=round(al_drop, 3),
-          unit="aligned accuracy, adversarial-only arm − base",
-          holds=bool(al_drop < -0.05 and acc(ev_adv, "aligned") < acc(ev_eit, "aligned")),
-          note=f"EIT aligned accuracy {acc(ev_eit, 'aligned'):.3f}")
-resist = {arm: float(np.mean([acc(evals[arm], "adversarial", f) for f in ei.FAMILIES])) for arm in evals}
-rec.claim("beats_larger_model", "The small judge with EIT resists bias better than a larger judge without it",
-          paper="EIT Qwen3-4B beats untrained 8B and 14B", measured=round(resist["EIT"] - resist["larger base"], 3),
-          unit="adversarial accuracy (mean over families), small+EIT − larger base",
-          holds=bool(resist["EIT"] > resist["larger base"]),
-          note=f"small+EIT {resist['EIT']:.3f}, larger base {resist['larger base']:.3f} "
-               f"({large_base.n_params():,} vs {base.n_params():,} parameters)")
+rec.claim(
+    "shortcut_of_adversarial_only",
+    "RL on adversarial-only cues learns to contradict the cue and loses "
+    "aligned-cue accuracy",
+    paper="the motivation for balanced data",
+    measured=round(al_drop, 3),
+    unit="aligned accuracy, adversarial-only arm − base",
+    holds=bool(al_drop < -0.05 and acc(ev_adv, "aligned") < acc(ev_eit, "aligned")),
+    note=f"EIT aligned accuracy {acc(ev_eit, 'aligned'):.3f}",
+)
+resist = {
+    arm: float(np.mean([acc(evals[arm], "adversarial", f) for f in ei.FAMILIES]))
+    for arm in evals
+}
+rec.claim(
+    "beats_larger_model",
+    "The small judge with EIT resists bias better than a larger judge without it",
+    paper="EIT Qwen3-4B beats untrained 8B and 14B",
+    measured=round(resist["EIT"] - resist["larger base"], 3),
+    unit="adversarial accuracy (mean over families), small+EIT − larger base",
+    holds=bool(resist["EIT"] > resist["larger base"]),
+    note=f"small+EIT {resist['EIT']:.3f}, larger base {resist['larger base']:.3f} "
+    f"({large_base.n_params():,} vs {base.n_params():,} parameters)",
+)
 rec.save()

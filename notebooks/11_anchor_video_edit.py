@@ -37,16 +37,25 @@
 # degradations, the metrics and every size.
 # :::
 
-# %%
+# %% tags=["hide-input"]
 # Colab bootstrap: install this book's `helpers` package in Colab; do nothing elsewhere.
 import importlib.util
 import subprocess
 import sys
 
 if "google.colab" in sys.modules and importlib.util.find_spec("helpers") is None:
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q",
-                    "neurips2026-executed-helpers[image] @ git+https://github.com/neurips2026-executed/book@main"],
-                   check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "neurips2026-executed-helpers[image] @ "
+            "git+https://github.com/neurips2026-executed/book@main",
+        ],
+        check=True,
+    )
 
 # %% [markdown]
 # ## Parameters
@@ -62,7 +71,7 @@ train_steps = 900
 n_test_clips = 8
 n_anchors = 3
 
-# %%
+# %% tags=["hide-input"]
 import math
 
 import matplotlib.pyplot as plt
@@ -80,12 +89,23 @@ from helpers import claims, plotting, repro, train
 if quick:
     n_train_clips, n_pairs, train_steps, n_test_clips = 16, 160, 40, 2
 
-env = repro.setup(seed, threads=1)  # small convolutions: one thread is as fast and does not fight for cores
+# small convolutions: one thread is as fast and does not fight for cores
+env = repro.setup(seed, threads=1)
 plotting.use_style()
-rec = claims.ClaimsRecord("11_anchor_video_edit", dict(quick=quick, seed=seed, T=T, size=size,
-                                                        n_train_clips=n_train_clips, n_pairs=n_pairs,
-                                                        train_steps=train_steps, n_test_clips=n_test_clips,
-                                                        n_anchors=n_anchors))
+rec = claims.ClaimsRecord(
+    "11_anchor_video_edit",
+    dict(
+        quick=quick,
+        seed=seed,
+        T=T,
+        size=size,
+        n_train_clips=n_train_clips,
+        n_pairs=n_pairs,
+        train_steps=train_steps,
+        n_test_clips=n_test_clips,
+        n_anchors=n_anchors,
+    ),
+)
 print(env)
 
 # %% [markdown]
@@ -99,13 +119,29 @@ print(env)
 # %%
 TRAIN_IMAGES = ["astronaut", "rocket", "immunohistochemistry", "motorcycle_left"]
 TEST_IMAGES = ["coffee", "chelsea"]
-train_clips = [ave.make_clip(TRAIN_IMAGES[i % 4], T, size, seed=seed * 10_000 + i) for i in range(n_train_clips)]
-test_clips = [ave.make_clip(TEST_IMAGES[i % 2], T, size, seed=seed * 10_000 + 5000 + i) for i in range(n_test_clips)]
+train_clips = [
+    ave.make_clip(TRAIN_IMAGES[i % 4], T, size, seed=seed * 10_000 + i)
+    for i in range(n_train_clips)
+]
+test_clips = [
+    ave.make_clip(TEST_IMAGES[i % 2], T, size, seed=seed * 10_000 + 5000 + i)
+    for i in range(n_test_clips)
+]
 
-# Check: warping frame t with the ground-truth flow reproduces frame t+1 on visible pixels.
-gt_psnr = min(min(ave.psnr(c.frames[t + 1], ave.warp(c.frames[t], c.flow[t]), c.valid[t]), 100.0)
-              for c in test_clips for t in range(T - 1))
-rec.check("gt_flow_warp", gt_psnr, 35.0, op=">", note="min over test frames, PSNR capped at 100 dB (exact = inf)")
+# Check: warping frame t with the ground-truth flow reproduces frame t+1 on visible
+# pixels.
+gt_psnr = min(
+    min(ave.psnr(c.frames[t + 1], ave.warp(c.frames[t], c.flow[t]), c.valid[t]), 100.0)
+    for c in test_clips
+    for t in range(T - 1)
+)
+rec.check(
+    "gt_flow_warp",
+    gt_psnr,
+    35.0,
+    op=">",
+    note="min over test frames, PSNR capped at 100 dB (exact = inf)",
+)
 static = ave.make_clip("coffee", T, size, seed=seed, static=True)
 rec.check("warp_error_zero_static", ave.warp_error(static.frames, static), 0.0, op="==")
 
@@ -132,13 +168,25 @@ plt.show()
 keys = ave.motion_keyframes(c, n_anchors)
 print("uniform keyframes", ave.uniform_keyframes(T, n_anchors), "| motion-based", keys)
 editor = ave.Editor(seed)
-kf_edit, p = editor.edit(c.frames[keys], c.masks[keys], "recolor_object")  # ONE call on the tiled keyframes
-shared_err = max((kf_edit[i] - ave.apply_edit(c.frames[k], c.masks[k], p)).abs().max().item()
-                 for i, k in enumerate(keys))
+# ONE call on the tiled keyframes
+kf_edit, p = editor.edit(c.frames[keys], c.masks[keys], "recolor_object")
+shared_err = max(
+    (kf_edit[i] - ave.apply_edit(c.frames[k], c.masks[k], p)).abs().max().item()
+    for i, k in enumerate(keys)
+)
 separate = {editor.edit(c.frames[k], c.masks[k], "recolor_object")[1] for k in keys}
-print(f"composed: one parameter set explains every keyframe (max deviation {shared_err}); "
-      f"separate calls drew {len(separate)} different sets")
-_ = rec.check("composed_edit_shared", shared_err, 0.0, op="==", note=f"separate calls: {len(separate)} parameter sets")
+print(
+    "composed: one parameter set explains every keyframe (max deviation "
+    f"{shared_err}); "
+    f"separate calls drew {len(separate)} different sets"
+)
+_ = rec.check(
+    "composed_edit_shared",
+    shared_err,
+    0.0,
+    op="==",
+    note=f"separate calls: {len(separate)} parameter sets",
+)
 
 # %% [markdown]
 # ## 3. Stage 2: the motion-guided propagator, trained on unedited clips
@@ -161,7 +209,11 @@ for i in tqdm(range(n_pairs), desc="training pairs"):
     clip = train_clips[i % n_train_clips]
     target = ave.random_appearance_edit(clip.frames, clip.masks, rng)
     m = int(rng.integers(1, 5))
-    anchors_k = ave.uniform_keyframes(T, m) if rng.random() < 0.5 else sorted(rng.choice(T, m, replace=False))
+    anchors_k = (
+        ave.uniform_keyframes(T, m)
+        if rng.random() < 0.5
+        else sorted(rng.choice(T, m, replace=False))
+    )
     t = int(rng.choice([u for u in range(T) if u not in anchors_k]))
     xs.append(ave.propagator_inputs({k: target[k] for k in anchors_k}, clip, t))
     ys.append(target[t])
@@ -177,10 +229,21 @@ def batch(step):
     return X[i], Y[i]
 
 
-hist = train.fit(prop, lambda mdl, b: (mdl(b[0]) - b[1]).abs().mean(), batch, train_steps, lr=2e-3,
-                 warmup=train_steps // 20, seed=seed, desc="propagator")
-print(f"{sum(q.numel() for q in prop.parameters())} parameters; L1 loss {hist.loss[0]:.4f} -> "
-      f"{np.mean(hist.loss[-20:]):.4f}")
+hist = train.fit(
+    prop,
+    lambda mdl, b: (mdl(b[0]) - b[1]).abs().mean(),
+    batch,
+    train_steps,
+    lr=2e-3,
+    warmup=train_steps // 20,
+    seed=seed,
+    desc="propagator",
+)
+print(
+    f"{sum(q.numel() for q in prop.parameters())} parameters; L1 loss "
+    f"{hist.loss[0]:.4f} -> "
+    f"{np.mean(hist.loss[-20:]):.4f}"
+)
 
 # %% [markdown]
 # ## 4. Editing test videos: AVE against the baselines
@@ -196,6 +259,7 @@ print(f"{sum(q.numel() for q in prop.parameters())} parameters; L1 loss {hist.lo
 # pixels. *Content fidelity*: PSNR and SSIM against the source outside the edited region. *Video quality*: PSNR
 # against the ground-truth edited video, i.e. the composed call's parameters applied to every frame.
 
+
 # %%
 def region(clip, instruction):
     return clip.masks if instruction == "recolor_object" else ~clip.masks
@@ -203,25 +267,50 @@ def region(clip, instruction):
 
 def metrics(video, clip, instruction, gt):
     reg = region(clip, instruction)
-    ideal = torch.stack([ave.apply_edit(f, m, ave.Editor.ideal(instruction)) for f, m in zip(clip.frames, clip.masks)])
+    ideal = torch.stack(
+        [
+            ave.apply_edit(f, m, ave.Editor.ideal(instruction))
+            for f, m in zip(clip.frames, clip.masks)
+        ]
+    )
     diff = (video - ideal).abs().mean(1)
     outside = ~reg
-    ssim = np.mean([structural_similarity(video[t].permute(1, 2, 0).numpy(), clip.frames[t].permute(1, 2, 0).numpy(),
-                                          channel_axis=2, data_range=1.0) for t in range(T)])
+    ssim = np.mean(
+        [
+            structural_similarity(
+                video[t].permute(1, 2, 0).numpy(),
+                clip.frames[t].permute(1, 2, 0).numpy(),
+                channel_axis=2,
+                data_range=1.0,
+            )
+            for t in range(T)
+        ]
+    )
     out3 = outside[:, None].expand_as(video)
-    return dict(instruction_err=diff[reg].mean().item(), warp_err=ave.warp_error(video, clip),
-                fidelity_mse=(video - clip.frames)[out3].pow(2).mean().item(), ssim=ssim,
-                video_mse=(video - gt).pow(2).mean().item())
+    return dict(
+        instruction_err=diff[reg].mean().item(),
+        warp_err=ave.warp_error(video, clip),
+        fidelity_mse=(video - clip.frames)[out3].pow(2).mean().item(),
+        ssim=ssim,
+        video_mse=(video - gt).pow(2).mean().item(),
+    )
 
 
 def run_methods(clip, instruction, editor, m=n_anchors):
     keys = ave.motion_keyframes(clip, m)
     kf, p = editor.edit(clip.frames[keys], clip.masks[keys], instruction)
     anchors = dict(zip(keys, kf))
-    gt = torch.stack([ave.apply_edit(f, mk, p) for f, mk in zip(clip.frames, clip.masks)])
+    gt = torch.stack(
+        [ave.apply_edit(f, mk, p) for f, mk in zip(clip.frames, clip.masks)]
+    )
     f0, _ = editor.edit(clip.frames[:1], clip.masks[:1], instruction)
     videos = {
-        "per-frame": torch.cat([editor.edit(f, mk, instruction)[0] for f, mk in zip(clip.frames, clip.masks)]),
+        "per-frame": torch.cat(
+            [
+                editor.edit(f, mk, instruction)[0]
+                for f, mk in zip(clip.frames, clip.masks)
+            ]
+        ),
         "first-frame": ave.propagate(prop, {0: f0[0]}, clip),
         "flow warp": ave.flow_warp_propagate(anchors, clip),
         "AVE": ave.propagate(prop, anchors, clip),
@@ -236,23 +325,43 @@ editor = ave.Editor(seed + 1)
 for i, clip in enumerate(tqdm(test_clips, desc="test clips")):
     for ins in INSTR:
         videos, anchors, gt, _ = run_methods(clip, ins, editor)
-        anchor_dev = max(anchor_dev, max((videos["AVE"][k] - a).abs().max().item() for k, a in anchors.items()))
+        anchor_dev = max(
+            anchor_dev,
+            max((videos["AVE"][k] - a).abs().max().item() for k, a in anchors.items()),
+        )
         for mth, vid in videos.items():
-            rows.append(dict(clip=i, instruction=ins, method=mth, **metrics(vid, clip, ins, gt)))
+            rows.append(
+                dict(clip=i, instruction=ins, method=mth, **metrics(vid, clip, ins, gt))
+            )
         if i == 0:
             examples[ins] = (videos, gt)
-rec.check("anchors_fixed", anchor_dev, 0.0, op="==", note="max |AVE[k] - edited keyframe k| over all test videos")
+rec.check(
+    "anchors_fixed",
+    anchor_dev,
+    0.0,
+    op="==",
+    note="max |AVE[k] - edited keyframe k| over all test videos",
+)
 res = pd.DataFrame(rows)
-summary = res.groupby("method")[["instruction_err", "warp_err", "fidelity_mse", "ssim", "video_mse"]].mean()
-# PSNR of the pooled MSE (a method that is exact on some videos would otherwise give infinite averages)
+summary = res.groupby("method")[
+    ["instruction_err", "warp_err", "fidelity_mse", "ssim", "video_mse"]
+].mean()
+# PSNR of the pooled MSE (a method that is exact on some videos would otherwise give
+# infinite averages)
 summary["fidelity_psnr"] = 10 * np.log10(1 / summary["fidelity_mse"].clip(lower=1e-12))
 summary["video_psnr"] = 10 * np.log10(1 / summary["video_mse"].clip(lower=1e-12))
 display(summary.loc[METHODS].round(4))
 
 # %%
 fig, axes = plt.subplots(1, 3, figsize=(11, 3))
-for ax, (col, lab) in zip(axes, [("instruction_err", "edit error in region (↓)"), ("warp_err", "warping error (↓)"),
-                                 ("video_psnr", "PSNR vs GT edited video (↑)")]):
+for ax, (col, lab) in zip(
+    axes,
+    [
+        ("instruction_err", "edit error in region (↓)"),
+        ("warp_err", "warping error (↓)"),
+        ("video_psnr", "PSNR vs GT edited video (↑)"),
+    ],
+):
     ax.bar(METHODS, summary.loc[METHODS, col], color=plotting.PALETTE[:4])
     ax.set_title(lab, fontsize=9)
     ax.tick_params(axis="x", labelsize=8, rotation=20)
@@ -274,11 +383,18 @@ plt.show()
 # video. Per-frame editing flickers (each frame gets a different style); first-frame propagation loses what
 # frame 0 never showed.
 
+
 # %%
 def filmstrip(ins, frames_idx=range(0, T, 2)):
     videos, gt = examples[ins]
-    rows_ = [("source", test_clips[0].frames)] + [(m, videos[m]) for m in METHODS] + [("GT edit", gt)]
-    fig, axes = plt.subplots(len(rows_), len(frames_idx), figsize=(1.35 * len(frames_idx), 1.35 * len(rows_)))
+    rows_ = (
+        [("source", test_clips[0].frames)]
+        + [(m, videos[m]) for m in METHODS]
+        + [("GT edit", gt)]
+    )
+    fig, axes = plt.subplots(
+        len(rows_), len(frames_idx), figsize=(1.35 * len(frames_idx), 1.35 * len(rows_))
+    )
     for r, (name, vid) in enumerate(rows_):
         for j, t in enumerate(frames_idx):
             axes[r, j].imshow(vid[t].permute(1, 2, 0).clamp(0, 1))
@@ -300,10 +416,15 @@ filmstrip("recolor_object")
 # The slider plays the first test clip's edited videos (background restyle) one frame at a time; it works in the
 # static page.
 
+
 # %%
 def draw_frame(fig, t):
     videos, gt = examples["restyle_background"]
-    rows_ = [("source", test_clips[0].frames)] + [(m, videos[m]) for m in METHODS] + [("GT edit", gt)]
+    rows_ = (
+        [("source", test_clips[0].frames)]
+        + [(m, videos[m]) for m in METHODS]
+        + [("GT edit", gt)]
+    )
     axes = fig.subplots(1, len(rows_))
     for ax, (name, vid) in zip(axes, rows_):
         ax.imshow(vid[t].permute(1, 2, 0).clamp(0, 1))
@@ -329,9 +450,14 @@ for clip in test_clips:
         for m in anchor_counts:
             keys = ave.uniform_keyframes(T, m)
             kf, p = ed.edit(clip.frames[keys], clip.masks[keys], ins)
-            gt = torch.stack([ave.apply_edit(f, mk, p) for f, mk in zip(clip.frames, clip.masks)])
+            gt = torch.stack(
+                [ave.apply_edit(f, mk, p) for f, mk in zip(clip.frames, clip.masks)]
+            )
             vid = ave.propagate(prop, dict(zip(keys, kf)), clip)
-            far = max((t for t in range(T) if t not in keys), key=lambda t: min(abs(t - k) for k in keys))
+            far = max(
+                (t for t in range(T) if t not in keys),
+                key=lambda t: min(abs(t - k) for k in keys),
+            )
             drift[m].append(min(ave.psnr(vid[far], gt[far]), 100.0))
 drift_mean = {m: float(np.mean(v)) for m, v in drift.items()}
 fig, ax = plt.subplots(figsize=(4.5, 3))
@@ -356,21 +482,33 @@ for qi, q in enumerate(tqdm(qualities, desc="editor quality")):
         for ins in INSTR:
             keys = ave.motion_keyframes(clip, n_anchors)
             kf, p = ed.edit(clip.frames[keys], clip.masks[keys], ins)
-            clean = torch.stack([ave.apply_edit(clip.frames[k], clip.masks[k], p) for k in keys])
-            gt = torch.stack([ave.apply_edit(f, mk, p) for f, mk in zip(clip.frames, clip.masks)])
+            clean = torch.stack(
+                [ave.apply_edit(clip.frames[k], clip.masks[k], p) for k in keys]
+            )
+            gt = torch.stack(
+                [ave.apply_edit(f, mk, p) for f, mk in zip(clip.frames, clip.masks)]
+            )
             vid = ave.propagate(prop, dict(zip(keys, kf)), clip)
-            pts.append((q, min(ave.psnr(kf, clean), 100.0), min(ave.psnr(vid, gt), 100.0)))
+            pts.append(
+                (q, min(ave.psnr(kf, clean), 100.0), min(ave.psnr(vid, gt), 100.0))
+            )
 pts = np.array(pts)
-finite = pts[:, 1] < 100  # quality 1 gives exact keyframes (infinite PSNR): leave them out of r
+# quality 1 gives exact keyframes (infinite PSNR): leave them out of r
+finite = pts[:, 1] < 100
 r_quality, p_quality = stats.pearsonr(pts[finite, 1], pts[finite, 2])
 fig, ax = plt.subplots(figsize=(4.8, 3.4))
 sc = ax.scatter(pts[finite, 1], pts[finite, 2], c=pts[finite, 0], cmap="viridis", s=14)
 plt.colorbar(sc, label="editor quality")
-ax.set(xlabel="keyframe PSNR (dB)", ylabel="final video PSNR (dB)", title=f"Pearson r = {r_quality:.3f}")
+ax.set(
+    xlabel="keyframe PSNR (dB)",
+    ylabel="final video PSNR (dB)",
+    title=f"Pearson r = {r_quality:.3f}",
+)
 plt.show()
 
 # %% [markdown]
 # Live (Jupyter, Colab): pick a test clip, an instruction, the number of anchors and the editor quality.
+
 
 # %%
 def live(clip_id=0, instruction="restyle_background", anchors=3, quality=1.0):
@@ -389,8 +527,13 @@ def live(clip_id=0, instruction="restyle_background", anchors=3, quality=1.0):
     plt.show()
 
 
-plotting.live_controls(live, clip_id=(0, max(0, n_test_clips - 1)), instruction=INSTR, anchors=(1, 6),
-                       quality=(0.0, 1.0, 0.1))
+plotting.live_controls(
+    live,
+    clip_id=(0, max(0, n_test_clips - 1)),
+    instruction=INSTR,
+    anchors=(1, 6),
+    quality=(0.0, 1.0, 0.1),
+)
 
 # %% [markdown]
 # ## 7. The claims record
@@ -398,28 +541,59 @@ plotting.live_controls(live, clip_id=(0, max(0, n_test_clips - 1)), instruction=
 # %%
 s = summary
 tc_ratio = s.loc["AVE", "warp_err"] / s.loc["per-frame", "warp_err"]
-rec.claim("temporal_consistency_vs_per_frame", "AVE is temporally more consistent than per-frame editing",
-          paper="strong temporal consistency", measured=round(tc_ratio, 4), unit="warp error AVE / per-frame",
-          holds=tc_ratio < 1.0, note=f"first-frame {s.loc['first-frame', 'warp_err']:.4f}, flow warp "
-                                     f"{s.loc['flow warp', 'warp_err']:.4f}, AVE {s.loc['AVE', 'warp_err']:.4f}")
+rec.claim(
+    "temporal_consistency_vs_per_frame",
+    "AVE is temporally more consistent than per-frame editing",
+    paper="strong temporal consistency",
+    measured=round(tc_ratio, 4),
+    unit="warp error AVE / per-frame",
+    holds=tc_ratio < 1.0,
+    note=f"first-frame {s.loc['first-frame', 'warp_err']:.4f}, flow warp "
+    f"{s.loc['flow warp', 'warp_err']:.4f}, AVE {s.loc['AVE', 'warp_err']:.4f}",
+)
 if_ratio = s.loc["AVE", "instruction_err"] / s.loc["per-frame", "instruction_err"]
-rec.claim("instruction_following", "AVE follows the instruction about as well as editing every frame",
-          paper="strong instruction following", measured=round(if_ratio, 4),
-          unit="edit-region error AVE / per-frame", holds=if_ratio <= 1.2,
-          note=f"first-frame: {s.loc['first-frame', 'instruction_err'] / s.loc['per-frame', 'instruction_err']:.3f}")
+ff_ratio = (
+    s.loc["first-frame", "instruction_err"] / s.loc["per-frame", "instruction_err"]
+)
+rec.claim(
+    "instruction_following",
+    "AVE follows the instruction about as well as editing every frame",
+    paper="strong instruction following",
+    measured=round(if_ratio, 4),
+    unit="edit-region error AVE / per-frame",
+    holds=if_ratio <= 1.2,
+    note=f"first-frame: {ff_ratio:.3f}",
+)
 fid = s.loc["AVE", "fidelity_psnr"]
-rec.claim("content_fidelity", "AVE leaves content outside the edit intact (PSNR vs source outside the edit)",
-          paper="strong content fidelity", measured=round(fid, 2), unit="dB", holds=fid >= 30.0,
-          note=f"SSIM (whole frame, vs source) {s.loc['AVE', 'ssim']:.3f}; per-frame editing is exact outside "
-               "the region at quality 1")
-rec.claim("editor_quality_correlation", "Final video quality tracks image-editor quality",
-          paper="strongly correlated", measured=round(float(r_quality), 4), unit="Pearson r",
-          holds=bool(r_quality >= 0.7),
-          note=f"{int(finite.sum())} points, p = {p_quality:.2g}. Partly by construction: the anchors are frames "
-               "of the video and the propagator carries their artefacts to the other frames.")
-rec.claim("anchors_reduce_drift", f"More anchors reduce drift ({anchor_counts[-1]} vs 1 anchors)",
-          paper="anchors keep the video on the edit", measured=round(drift_mean[anchor_counts[-1]] -
-                                                                     drift_mean[1], 2),
-          unit="dB gained at the farthest frame", holds=drift_mean[anchor_counts[-1]] > drift_mean[1],
-          note="; ".join(f"{m} anchors: {v:.2f} dB" for m, v in drift_mean.items()))
+rec.claim(
+    "content_fidelity",
+    "AVE leaves content outside the edit intact (PSNR vs source outside the edit)",
+    paper="strong content fidelity",
+    measured=round(fid, 2),
+    unit="dB",
+    holds=fid >= 30.0,
+    note=f"SSIM (whole frame, vs source) {s.loc['AVE', 'ssim']:.3f}; per-frame "
+    "editing is exact outside "
+    "the region at quality 1",
+)
+rec.claim(
+    "editor_quality_correlation",
+    "Final video quality tracks image-editor quality",
+    paper="strongly correlated",
+    measured=round(float(r_quality), 4),
+    unit="Pearson r",
+    holds=bool(r_quality >= 0.7),
+    note=f"{int(finite.sum())} points, p = {p_quality:.2g}. Partly by construction: "
+    "the anchors are frames "
+    "of the video and the propagator carries their artefacts to the other frames.",
+)
+rec.claim(
+    "anchors_reduce_drift",
+    f"More anchors reduce drift ({anchor_counts[-1]} vs 1 anchors)",
+    paper="anchors keep the video on the edit",
+    measured=round(drift_mean[anchor_counts[-1]] - drift_mean[1], 2),
+    unit="dB gained at the farthest frame",
+    holds=drift_mean[anchor_counts[-1]] > drift_mean[1],
+    note="; ".join(f"{m} anchors: {v:.2f} dB" for m, v in drift_mean.items()),
+)
 rec.save()

@@ -36,15 +36,24 @@
 # constructions; they are not a proof of the lower bound.
 # :::
 
-# %%
+# %% tags=["hide-input"]
 # Colab bootstrap: install this book's `helpers` package in Colab; do nothing elsewhere.
 import importlib.util
 import subprocess
 import sys
 
 if "google.colab" in sys.modules and importlib.util.find_spec("helpers") is None:
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q",
-                    "git+https://github.com/neurips2026-executed/book@main"], check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "git+https://github.com/neurips2026-executed/book@main",
+        ],
+        check=True,
+    )
 
 # %% tags=["parameters"]
 quick = False
@@ -54,10 +63,12 @@ n_states = 100  # DFS states per (N, width)
 dims_two = [4, 8, 12, 16, 24, 32, 48, 64]  # widths tried for the two-layer construction
 dims_one = [8, 16, 32, 64, 128, 256, 512]  # widths tried for the one-layer construction
 N_look, look_pairs = 64, 300  # look-ahead experiment: graph size, (s, t) pairs
-V = 8  # trained models: node vocabulary (graphs of 4-6 nodes for training, 8 for the larger test)
+# trained models: node vocabulary (graphs of 4-6 nodes for training, 8 for the larger
+# test)
+V = 8
 train_graphs, steps, batch_size = 2000, 3000, 64
 
-# %%
+# %% tags=["hide-input"]
 import time
 
 import matplotlib.pyplot as plt
@@ -74,12 +85,26 @@ if quick:
     N_look, look_pairs, train_graphs, steps = 24, 40, 200, 60
 
 env = repro.setup(seed)
-torch.set_num_threads(1)  # every matrix here is tiny: one thread is fastest, and fair to a shared machine
+# every matrix here is tiny: one thread is fastest, and fair to a shared machine
+torch.set_num_threads(1)
 plotting.use_style()
-rec = claims.ClaimsRecord("12_transformer_dfs", dict(quick=quick, seed=seed, Ns=Ns, n_states=n_states,
-                                                      dims_two=dims_two, dims_one=dims_one, N_look=N_look,
-                                                      look_pairs=look_pairs, V=V, train_graphs=train_graphs,
-                                                      steps=steps, batch_size=batch_size))
+rec = claims.ClaimsRecord(
+    "12_transformer_dfs",
+    dict(
+        quick=quick,
+        seed=seed,
+        Ns=Ns,
+        n_states=n_states,
+        dims_two=dims_two,
+        dims_one=dims_one,
+        N_look=N_look,
+        look_pairs=look_pairs,
+        V=V,
+        train_graphs=train_graphs,
+        steps=steps,
+        batch_size=batch_size,
+    ),
+)
 print(env)
 
 # %% [markdown]
@@ -151,10 +176,23 @@ print("traces that differ from networkx's DFS:", mismatch, "of 200")
 # %%
 model = dfs.TwoLayerDFS(dfs.one_hot_embeddings(8))
 S = model.slots
-print("residual stream width:", S.width, "  slots:", {k: (v.start, v.stop) for k, v in S.idx.items()})
-print("child head, query weights on 'node':", model.child.wq[S["node"], :8].diag().tolist()[:3], "...")
-print("child head, query constant on flag / tie-break / sink:",
-      model.child.wq[S["one"], 8:].tolist(), " keys allowed:", model.child.keys)
+print(
+    "residual stream width:",
+    S.width,
+    "  slots:",
+    {k: (v.start, v.stop) for k, v in S.idx.items()},
+)
+print(
+    "child head, query weights on 'node':",
+    model.child.wq[S["node"], :8].diag().tolist()[:3],
+    "...",
+)
+print(
+    "child head, query constant on flag / tie-break / sink:",
+    model.child.wq[S["one"], 8:].tolist(),
+    " keys allowed:",
+    model.child.keys,
+)
 logits, att = model.forward(edges, dfs.dfs_trace(8, edges, 0)[:5], record=True)
 print("next-token logits (nodes 0..7, STOP):", np.round(logits.numpy(), 3))
 
@@ -177,7 +215,10 @@ for i in tqdm(range(12 if quick else 40), desc="one-hot construction"):
     rollouts += 1
     rollouts_ok += dfs.rollout(m, n, e, s_, t_) == dfs.dfs_trace(n, e, s_, t_)
 exact_frac = exact_states / exact_total
-print(f"one-hot: {exact_states}/{exact_total} states exact, {rollouts_ok}/{rollouts} rollouts identical")
+print(
+    f"one-hot: {exact_states}/{exact_total} states exact, "
+    f"{rollouts_ok}/{rollouts} rollouts identical"
+)
 
 # %% [markdown]
 # ## 3. How wide must each model be? One layer vs two layers
@@ -201,24 +242,40 @@ for N in Ns:
     adj_N = dfs.random_digraph(N, g, p=0.5)
     test_states = dfs.sample_states(adj_N, g, n_states, kind="child")
     calib_states = dfs.sample_states(adj_N, g, n_states // 2, kind="child")
-    acc_two[N] = [dfs.child_accuracy(dfs.TwoLayerDFS(dfs.sign_embeddings(N, d, g)), adj_N, test_states)
-                  for d in tqdm(dims_two, desc=f"two-layer N={N}", leave=False)]
+    acc_two[N] = [
+        dfs.child_accuracy(
+            dfs.TwoLayerDFS(dfs.sign_embeddings(N, d, g)), adj_N, test_states
+        )
+        for d in tqdm(dims_two, desc=f"two-layer N={N}", leave=False)
+    ]
     acc_one[N], gamma_used[N] = [], []
     for d in tqdm(dims_one, desc=f"one-layer N={N}", leave=False):
         E = dfs.sign_embeddings(N, d, g)
-        best = max(gammas, key=lambda gm: dfs.child_accuracy(dfs.OneLayerDFS(E, gamma=gm), adj_N, calib_states))
+        best = max(
+            gammas,
+            key=lambda gm: dfs.child_accuracy(
+                dfs.OneLayerDFS(E, gamma=gm), adj_N, calib_states
+            ),
+        )
         gamma_used[N].append(best)
-        acc_one[N].append(dfs.child_accuracy(dfs.OneLayerDFS(E, gamma=best), adj_N, test_states))
-    print(f"N={N:3d}  two-layer {np.round(acc_two[N], 2)}\n       one-layer {np.round(acc_one[N], 2)}"
-          f"  (gamma {gamma_used[N]})")
+        acc_one[N].append(
+            dfs.child_accuracy(dfs.OneLayerDFS(E, gamma=best), adj_N, test_states)
+        )
+    print(
+        f"N={N:3d}  two-layer {np.round(acc_two[N], 2)}\n       one-layer "
+        f"{np.round(acc_one[N], 2)}"
+        f"  (gamma {gamma_used[N]})"
+    )
 print(f"width sweep: {time.process_time() - t0:.1f} s CPU")
 
 width_two = [dfs.width_needed(dims_two, acc_two[N]) for N in Ns]
 width_one = [dfs.width_needed(dims_one, acc_one[N]) for N in Ns]
 exp_two, exp_one = dfs.fit_exponent(Ns, width_two), dfs.fit_exponent(Ns, width_one)
 print("width for 95 %: two-layer", width_two, " one-layer", width_one)
-print(f"fitted d ~ N^a: two-layer a = {exp_two:.2f}, one-layer a = {exp_one:.2f} "
-      f"(size N·d ~ N^{1 + exp_two:.2f} vs N^{1 + exp_one:.2f})")
+print(
+    f"fitted d ~ N^a: two-layer a = {exp_two:.2f}, one-layer a = {exp_one:.2f} "
+    f"(size N·d ~ N^{1 + exp_two:.2f} vs N^{1 + exp_one:.2f})"
+)
 
 # %% [markdown]
 # **Check: random embeddings of width `8⌈log₂N⌉` suffice for the two-layer model** (≥ 99 % valid moves, child
@@ -230,17 +287,35 @@ for N in Ns:
     g = repro.rng(seed, 5, N)
     adj_N = dfs.random_digraph(N, g, p=0.5)
     d = 8 * int(np.ceil(np.log2(N)))
-    acc_log[N] = dfs.child_accuracy(dfs.TwoLayerDFS(dfs.sign_embeddings(N, d, g)), adj_N,
-                                    dfs.sample_states(adj_N, g, n_states))
+    acc_log[N] = dfs.child_accuracy(
+        dfs.TwoLayerDFS(dfs.sign_embeddings(N, d, g)),
+        adj_N,
+        dfs.sample_states(adj_N, g, n_states),
+    )
     print(f"N={N}: d={d}, valid moves {acc_log[N]:.3f}")
 
 # %%
 fig, ax = plt.subplots(1, 2, figsize=(10, 3.6))
 for i, N in enumerate(Ns):
-    ax[0].plot(dims_two, acc_two[N], marker="o", color=plotting.PALETTE[i], label=f"2 layers, N={N}")
-    ax[0].plot(dims_one, acc_one[N], marker="s", ls="--", color=plotting.PALETTE[i], label=f"1 layer, N={N}")
+    ax[0].plot(
+        dims_two,
+        acc_two[N],
+        marker="o",
+        color=plotting.PALETTE[i],
+        label=f"2 layers, N={N}",
+    )
+    ax[0].plot(
+        dims_one,
+        acc_one[N],
+        marker="s",
+        ls="--",
+        color=plotting.PALETTE[i],
+        label=f"1 layer, N={N}",
+    )
 ax[0].axhline(0.95, color="k", lw=0.8)
-ax[0].set(xscale="log", xlabel="width d", ylabel="valid child selection", ylim=(0, 1.02))
+ax[0].set(
+    xscale="log", xlabel="width d", ylabel="valid child selection", ylim=(0, 1.02)
+)
 ax[0].legend(fontsize=7, ncol=2)
 ax[1].plot(Ns, width_two, marker="o", label=f"2 layers (d ~ N^{exp_two:.2f})")
 ax[1].plot(Ns, width_one, marker="s", label=f"1 layer (d ~ N^{exp_one:.2f})")
@@ -276,17 +351,31 @@ for h in horizons:
     bs = [x[boot.integers(len(x), size=len(x))].mean() for _ in range(300)]
     ci.append(np.percentile(bs, [2.5, 97.5]))
 for h, m_, c in zip(horizons, mean_len, ci):
-    print(f"horizon {h:2d} (L = {'2' if h == 0 else int(np.log2(h)) + 3}): mean trace length {m_:.1f} "
-          f"[{c[0]:.1f}, {c[1]:.1f}]")
+    print(
+        f"horizon {h:2d} (L = {'2' if h == 0 else int(np.log2(h)) + 3}): mean "
+        f"trace length {m_:.1f} "
+        f"[{c[0]:.1f}, {c[1]:.1f}]"
+    )
 print(f"{len(lengths[0])} reachable (s, t) pairs")
 
 # %%
 fig, ax = plt.subplots(figsize=(5.5, 3.4))
 ci = np.array(ci)
-ax.errorbar(range(len(horizons)), mean_len, yerr=[np.array(mean_len) - ci[:, 0], ci[:, 1] - np.array(mean_len)],
-            marker="o", capsize=3)
-ax.set_xticks(range(len(horizons)), [f"h={h}\nL={'2' if h == 0 else int(np.log2(h)) + 3}" for h in horizons])
-ax.set(ylabel="mean steps until t", title=f"DFS with look-ahead, N={N_look}, out-degree 1–3")
+ax.errorbar(
+    range(len(horizons)),
+    mean_len,
+    yerr=[np.array(mean_len) - ci[:, 0], ci[:, 1] - np.array(mean_len)],
+    marker="o",
+    capsize=3,
+)
+ax.set_xticks(
+    range(len(horizons)),
+    [f"h={h}\nL={'2' if h == 0 else int(np.log2(h)) + 3}" for h in horizons],
+)
+ax.set(
+    ylabel="mean steps until t",
+    title=f"DFS with look-ahead, N={N_look}, out-degree 1–3",
+)
 plt.show()
 
 # %% [markdown]
@@ -305,10 +394,16 @@ codec = dfs.TokenCodec(V)
 g = repro.rng(seed, 8)
 train_pool = dfs.make_state_pool(train_graphs, V, (4, 6), 0.35, g)
 seen = {it["key"] for it in train_pool}
-test_pool = dfs.make_state_pool(max(60, train_graphs // 8), V, (4, 6), 0.35, g, exclude=seen)
-big_pool = dfs.make_state_pool(max(60, train_graphs // 8), V, (V, V), 0.35, g, exclude=seen)
-print(f"{len(train_pool)} training states, {len(test_pool)} test states (unseen graphs), "
-      f"{len(big_pool)} states on {V}-node graphs")
+test_pool = dfs.make_state_pool(
+    max(60, train_graphs // 8), V, (4, 6), 0.35, g, exclude=seen
+)
+big_pool = dfs.make_state_pool(
+    max(60, train_graphs // 8), V, (V, V), 0.35, g, exclude=seen
+)
+print(
+    f"{len(train_pool)} training states, {len(test_pool)} test states (unseen graphs), "
+    f"{len(big_pool)} states on {V}-node graphs"
+)
 
 
 def batches(step: int):
@@ -318,7 +413,8 @@ def batches(step: int):
 
 def next_logits(model, b):
     out = model(b["ids"], mask=b["mask"], pos=b["pos"])
-    return out[torch.arange(len(b["last"])), b["last"], :V]  # node tokens only, at the current node
+    # node tokens only, at the current node
+    return out[torch.arange(len(b["last"])), b["last"], :V]
 
 
 def loss_fn(model, b):
@@ -329,29 +425,60 @@ def loss_fn(model, b):
 def evaluate(model, pool):
     b = dfs.collate(pool, codec)
     ok = next_logits(model, b).argmax(-1) == b["target"]
-    return {"all": ok.float().mean().item(), "child": ok[b["is_child"]].float().mean().item(),
-            "backtrack": ok[~b["is_child"]].float().mean().item()}
+    return {
+        "all": ok.float().mean().item(),
+        "child": ok[b["is_child"]].float().mean().item(),
+        "backtrack": ok[~b["is_child"]].float().mean().item(),
+    }
 
 
 def make_model(n_layer: int, d_model: int):
     torch.manual_seed(seed)
-    return nn.Transformer(nn.TransformerConfig(vocab_size=codec.vocab_size, n_layer=n_layer, n_head=2,
-                                               d_model=d_model, max_len=2 * V + 2, pos="learned"))
+    return nn.Transformer(
+        nn.TransformerConfig(
+            vocab_size=codec.vocab_size,
+            n_layer=n_layer,
+            n_head=2,
+            d_model=d_model,
+            max_len=2 * V + 2,
+            pos="learned",
+        )
+    )
 
 
 two = make_model(2, 32)
-d_one = min(range(32, 80, 2), key=lambda d: abs(make_model(1, d).n_params() - two.n_params()))
+d_one = min(
+    range(32, 80, 2), key=lambda d: abs(make_model(1, d).n_params() - two.n_params())
+)
 one = make_model(1, d_one)
-print(f"parameters: two-layer (d=32) {two.n_params()}, one-layer (d={d_one}) {one.n_params()}")
+print(
+    f"parameters: two-layer (d=32) {two.n_params()}, one-layer (d={d_one}) "
+    f"{one.n_params()}"
+)
 hist = {}
 for name, m in [("two-layer", two), ("one-layer", one)]:
-    hist[name] = train.fit(m, loss_fn, batches, steps, lr=3e-3, warmup=max(1, steps // 15), weight_decay=0.01,
-                           seed=seed, eval_fn=lambda mm: {"test": evaluate(mm, test_pool)["all"]},
-                           eval_every=max(1, steps // 6), desc=name)
-res = {name: {"unseen": evaluate(m, test_pool), "larger": evaluate(m, big_pool)}
-       for name, m in [("two-layer", two), ("one-layer", one)]}
+    hist[name] = train.fit(
+        m,
+        loss_fn,
+        batches,
+        steps,
+        lr=3e-3,
+        warmup=max(1, steps // 15),
+        weight_decay=0.01,
+        seed=seed,
+        eval_fn=lambda mm: {"test": evaluate(mm, test_pool)["all"]},
+        eval_every=max(1, steps // 6),
+        desc=name,
+    )
+res = {
+    name: {"unseen": evaluate(m, test_pool), "larger": evaluate(m, big_pool)}
+    for name, m in [("two-layer", two), ("one-layer", one)]
+}
 for name, r in res.items():
-    print(f"{name:9s} unseen graphs: {r['unseen']}\n{'':9s} {V}-node graphs: {r['larger']}")
+    print(
+        f"{name:9s} unseen graphs: {r['unseen']}\n{'':9s} {V}-node graphs: "
+        f"{r['larger']}"
+    )
 
 # %%
 fig, ax = plt.subplots(1, 2, figsize=(10, 3.4))
@@ -382,8 +509,16 @@ _, rc = cons.forward(ex["edges"], ex["trace"], record=True)
 edge_lbl = [f"{a}→{b_}" for a, b_ in ex["edges"].tolist()]
 trace_lbl = [str(v) for v in ex["trace"]]
 panels = [
-    ("trained L1 (head avg): edges → trace", r["attn"][0][0].mean(0)[:m_e, m_e:m_e + k_t].numpy(), trace_lbl),
-    ("constructed L1 visited head", rc["visited"][1:1 + m_e, 1 + m_e:].numpy(), trace_lbl),
+    (
+        "trained L1 (head avg): edges → trace",
+        r["attn"][0][0].mean(0)[:m_e, m_e : m_e + k_t].numpy(),
+        trace_lbl,
+    ),
+    (
+        "constructed L1 visited head",
+        rc["visited"][1 : 1 + m_e, 1 + m_e :].numpy(),
+        trace_lbl,
+    ),
 ]
 fig, ax = plt.subplots(1, 3, figsize=(11, 4), gridspec_kw={"width_ratios": [1, 1, 1.6]})
 for a_, (title, mat, xl) in zip(ax[:2], panels):
@@ -393,22 +528,39 @@ for a_, (title, mat, xl) in zip(ax[:2], panels):
     a_.set_yticklabels(edge_lbl, fontsize=6)
     a_.grid(False)
 l2_trained = r["attn"][1][0][:, m_e + k_t - 1, :m_e].numpy()
-l2_cons = rc["child"][1:1 + m_e].numpy()
-ax[2].imshow(np.vstack([l2_trained, l2_cons[None]]), cmap="viridis", vmin=0, vmax=1, aspect="auto")
-ax[2].set(title=f"L2: current node {ex['trace'][-1]} → edges", yticks=range(3), xticks=range(m_e))
+l2_cons = rc["child"][1 : 1 + m_e].numpy()
+ax[2].imshow(
+    np.vstack([l2_trained, l2_cons[None]]),
+    cmap="viridis",
+    vmin=0,
+    vmax=1,
+    aspect="auto",
+)
+ax[2].set(
+    title=f"L2: current node {ex['trace'][-1]} → edges",
+    yticks=range(3),
+    xticks=range(m_e),
+)
 ax[2].set_yticklabels(["trained head 0", "trained head 1", "constructed child"])
 ax[2].set_xticklabels(edge_lbl, rotation=90, fontsize=6)
 ax[2].grid(False)
 plt.tight_layout()
 plt.show()
-print("trace:", ex["trace"], " next move:", ex["target"],
-      " trained model says:", int(next_logits(two, b).argmax()))
+print(
+    "trace:",
+    ex["trace"],
+    " next move:",
+    ex["target"],
+    " trained model says:",
+    int(next_logits(two, b).argmax()),
+)
 
 # %% [markdown]
 # ## 6. Interaction
 #
 # The slider steps through the graph sizes of the width sweep: accuracy against width for both constructions.
 # The frames were computed when the notebook ran, so it works in the static page.
+
 
 # %%
 def draw(fig, N):
@@ -417,7 +569,9 @@ def draw(fig, N):
     ax.plot(dims_one, acc_one[N], marker="s", label="one layer (γ tuned)")
     ax.axvline(8 * np.ceil(np.log2(N)), color="k", ls=":", label="8⌈log₂N⌉")
     ax.axhline(0.95, color="k", lw=0.8)
-    ax.set(xscale="log", xlabel="width d", ylabel="valid child selection", ylim=(0, 1.02))
+    ax.set(
+        xscale="log", xlabel="width d", ylabel="valid child selection", ylim=(0, 1.02)
+    )
     ax.legend(loc="lower right")
 
 
@@ -426,6 +580,7 @@ plotting.static_slider(Ns, draw, label="N", fmt="{}")
 # %% [markdown]
 # In Jupyter or Colab, roll out the constructed two-layer model on a random graph of your choice and compare it
 # with the reference DFS.
+
 
 # %%
 def play(N: int = 12, p: float = 0.3, width: int = 32, graph_seed: int = 0):
@@ -438,7 +593,9 @@ def play(N: int = 12, p: float = 0.3, width: int = 32, graph_seed: int = 0):
     print(f"model:     {got}\nreference: {ref}\nidentical: {got == ref}")
 
 
-plotting.live_controls(play, N=(4, 40), p=(0.05, 0.9, 0.05), width=(4, 64, 4), graph_seed=(0, 20))
+plotting.live_controls(
+    play, N=(4, 40), p=(0.05, 0.9, 0.05), width=(4, 64, 4), graph_seed=(0, 20)
+)
 
 # %% [markdown]
 # ## 7. The claims record
@@ -450,38 +607,86 @@ plotting.live_controls(play, N=(4, 40), p=(0.05, 0.9, 0.05), width=(4, 64, 4), g
 # generalisation.
 
 # %%
-rec.check("trace_valid", mismatch, 0, op="==", note="reference DFS walk vs networkx's DFS on 200 random graphs")
-rec.check("construction_exact", exact_frac, 1.0, op="==",
-          note=f"one-hot two-layer construction: {exact_states}/{exact_total} states, "
-               f"{rollouts_ok}/{rollouts} rollouts identical to the reference")
-rec.check("construction_random_embed", min(acc_log.values()), 0.99, op=">=",
-          note="random sign embeddings of width 8⌈log₂N⌉, worst N of " + str(Ns))
-rec.check("lookahead_monotone", float(np.max(np.diff(mean_len))), 0.0, op="<=",
-          note=f"largest increase of the mean trace length between consecutive horizons {horizons}")
+rec.check(
+    "trace_valid",
+    mismatch,
+    0,
+    op="==",
+    note="reference DFS walk vs networkx's DFS on 200 random graphs",
+)
+rec.check(
+    "construction_exact",
+    exact_frac,
+    1.0,
+    op="==",
+    note=f"one-hot two-layer construction: {exact_states}/{exact_total} states, "
+    f"{rollouts_ok}/{rollouts} rollouts identical to the reference",
+)
+rec.check(
+    "construction_random_embed",
+    min(acc_log.values()),
+    0.99,
+    op=">=",
+    note="random sign embeddings of width 8⌈log₂N⌉, worst N of " + str(Ns),
+)
+rec.check(
+    "lookahead_monotone",
+    float(np.max(np.diff(mean_len))),
+    0.0,
+    op="<=",
+    note="largest increase of the mean trace length between consecutive horizons "
+    f"{horizons}",
+)
 
 finite_one = [w for w in width_one if np.isfinite(w)]
-rec.claim("one_layer_width_growth", "One layer needs width ~N (size ~N²) for DFS child selection on dense graphs",
-          paper="size Ω(N²) (width exponent 1)", measured=round(exp_one, 2), unit="fitted exponent of d vs N",
-          holds=bool(np.isfinite(exp_one) and exp_one >= 0.75),
-          note=f"widths for 95 %: {dict(zip(Ns, width_one))}; γ tuned per (N, d); illustration for our "
-               f"one-layer construction, not a lower-bound proof"
-               + ("" if len(finite_one) == len(Ns) else "; some N never reached 95 % in the grid (left out)"))
-rec.claim("two_layer_width_growth", "Two layers need only width O(log N) (size O(N log N))",
-          paper="size O(N log N) (width exponent ≈ 0)", measured=round(exp_two, 2),
-          unit="fitted exponent of d vs N", holds=bool(np.isfinite(exp_two) and exp_two <= 0.5),
-          note=f"widths for 95 %: {dict(zip(Ns, width_two))}")
+rec.claim(
+    "one_layer_width_growth",
+    "One layer needs width ~N (size ~N²) for DFS child selection on dense graphs",
+    paper="size Ω(N²) (width exponent 1)",
+    measured=round(exp_one, 2),
+    unit="fitted exponent of d vs N",
+    holds=bool(np.isfinite(exp_one) and exp_one >= 0.75),
+    note=f"widths for 95 %: {dict(zip(Ns, width_one))}; γ tuned per (N, d); "
+    "illustration for our "
+    f"one-layer construction, not a lower-bound proof"
+    + (
+        ""
+        if len(finite_one) == len(Ns)
+        else "; some N never reached 95 % in the grid (left out)"
+    ),
+)
+rec.claim(
+    "two_layer_width_growth",
+    "Two layers need only width O(log N) (size O(N log N))",
+    paper="size O(N log N) (width exponent ≈ 0)",
+    measured=round(exp_two, 2),
+    unit="fitted exponent of d vs N",
+    holds=bool(np.isfinite(exp_two) and exp_two <= 0.5),
+    note=f"widths for 95 %: {dict(zip(Ns, width_two))}",
+)
 gap = res["two-layer"]["unseen"]["all"] - res["one-layer"]["unseen"]["all"]
-rec.claim("trained_two_vs_one", "A trained two-layer transformer beats a one-layer one of equal size",
-          paper="a second layer is necessary", measured=round(gap, 3), unit="accuracy gap (unseen graphs)",
-          holds=gap >= 0.10,
-          note=f"two-layer {res['two-layer']['unseen']['all']:.3f} vs one-layer "
-               f"{res['one-layer']['unseen']['all']:.3f}; {steps} Adam steps, {two.n_params()} vs "
-               f"{one.n_params()} parameters")
+rec.claim(
+    "trained_two_vs_one",
+    "A trained two-layer transformer beats a one-layer one of equal size",
+    paper="a second layer is necessary",
+    measured=round(gap, 3),
+    unit="accuracy gap (unseen graphs)",
+    holds=gap >= 0.10,
+    note=f"two-layer {res['two-layer']['unseen']['all']:.3f} vs one-layer "
+    f"{res['one-layer']['unseen']['all']:.3f}; {steps} Adam steps, {two.n_params()} vs "
+    f"{one.n_params()} parameters",
+)
 acc2 = res["two-layer"]["unseen"]["all"]
-rec.claim("generalizes_unseen", "The trained two-layer model executes DFS on unseen graphs",
-          paper="provably learns DFS and generalises (gradient flow)", measured=round(acc2, 3),
-          unit="next-move accuracy", holds=acc2 >= 0.95,
-          note=f"child {res['two-layer']['unseen']['child']:.3f}, backtrack "
-               f"{res['two-layer']['unseen']['backtrack']:.3f}; on {V}-node graphs "
-               f"{res['two-layer']['larger']['all']:.3f}. Trained with Adam for {steps} steps, not gradient flow")
+rec.claim(
+    "generalizes_unseen",
+    "The trained two-layer model executes DFS on unseen graphs",
+    paper="provably learns DFS and generalises (gradient flow)",
+    measured=round(acc2, 3),
+    unit="next-move accuracy",
+    holds=acc2 >= 0.95,
+    note=f"child {res['two-layer']['unseen']['child']:.3f}, backtrack "
+    f"{res['two-layer']['unseen']['backtrack']:.3f}; on {V}-node graphs "
+    f"{res['two-layer']['larger']['all']:.3f}. Trained with Adam for {steps} "
+    "steps, not gradient flow",
+)
 rec.save()

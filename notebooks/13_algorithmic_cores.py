@@ -37,15 +37,24 @@
 # paper, with a higher learning rate.
 # :::
 
-# %%
+# %% tags=["hide-input"]
 # Colab bootstrap: install this book's `helpers` package in Colab; do nothing elsewhere.
 import importlib.util
 import subprocess
 import sys
 
 if "google.colab" in sys.modules and importlib.util.find_spec("helpers") is None:
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q",
-                    "git+https://github.com/neurips2026-executed/book@main"], check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "git+https://github.com/neurips2026-executed/book@main",
+        ],
+        check=True,
+    )
 
 # %% [markdown]
 # ## Parameters
@@ -64,7 +73,7 @@ wd_values = (0.5, 1.0, 2.0, 4.0)  # weight decays for the grokking-time law
 sweep_max_steps = 2000  # step budget per weight decay
 sva_steps = 600  # training steps per agreement LM
 
-# %%
+# %% tags=["hide-input"]
 import copy
 
 import matplotlib.pyplot as plt
@@ -81,12 +90,24 @@ if quick:
     markov_models, markov_steps, p, modadd_steps, eval_every = 2, 150, 13, 100, 25
     wd_values, sweep_max_steps, sva_steps = (1.0, 2.0), 100, 120
 
-env = repro.setup(seed, threads=1)  # tiny models: one thread is as fast, and does not fight over shared cores
+# tiny models: one thread is as fast, and does not fight over shared cores
+env = repro.setup(seed, threads=1)
 plotting.use_style()
-rec = claims.ClaimsRecord("13_algorithmic_cores", dict(
-    quick=quick, seed=seed, markov_models=markov_models, markov_steps=markov_steps, p=p,
-    modadd_steps=modadd_steps, eval_every=eval_every, wd_values=list(wd_values),
-    sweep_max_steps=sweep_max_steps, sva_steps=sva_steps))
+rec = claims.ClaimsRecord(
+    "13_algorithmic_cores",
+    dict(
+        quick=quick,
+        seed=seed,
+        markov_models=markov_models,
+        markov_steps=markov_steps,
+        p=p,
+        modadd_steps=modadd_steps,
+        eval_every=eval_every,
+        wd_values=list(wd_values),
+        sweep_max_steps=sweep_max_steps,
+        sva_steps=sva_steps,
+    ),
+)
 print(env)
 
 # %% [markdown]
@@ -112,11 +133,16 @@ rng = repro.rng(seed, 1)
 D_syn, N_syn = 24, 20000
 M = np.linalg.qr(rng.normal(size=(D_syn, D_syn)))[0]
 S_true, distract = M[:, :3], M[:, 3:8]
-H_syn = (rng.normal(size=(N_syn, 3)) @ S_true.T + 2.0 * rng.normal(size=(N_syn, 5)) @ distract.T
-         + 0.05 * rng.normal(size=(N_syn, D_syn)))
-W_syn = np.linalg.qr(rng.normal(size=(6, 3)))[0] @ S_true.T  # the tail reads only the planted core
+H_syn = (
+    rng.normal(size=(N_syn, 3)) @ S_true.T
+    + 2.0 * rng.normal(size=(N_syn, 5)) @ distract.T
+    + 0.05 * rng.normal(size=(N_syn, D_syn))
+)
+# the tail reads only the planted core
+W_syn = np.linalg.qr(rng.normal(size=(6, 3)))[0] @ S_true.T
 
-# the key lines of ACE (helpers.algorithmic_cores.balanced_core does exactly this, with a tiny jitter)
+# the key lines of ACE (helpers.algorithmic_cores.balanced_core does exactly this, with
+# a tiny jitter)
 Wc = np.cov(H_syn, rowvar=False)
 Wo = W_syn.T @ W_syn
 lam_c, U_c = np.linalg.eigh(Wc)
@@ -131,11 +157,24 @@ core_syn = ac.ace(H_syn, W=W_syn, threshold=0.999)
 Q_pca = np.linalg.svd(H_syn - H_syn.mean(0), full_matrices=False)[2][:3].T
 ang_ace = ac.principal_angles_deg(core_syn.Q, S_true)
 ang_pca = ac.principal_angles_deg(Q_pca, S_true)
-print(f"energy rank {r_syn} (helper: {core_syn.rank}); the inline and helper cores agree: "
-      f"{ac.projector_overlap(Q_syn, core_syn.Q):.6f}")
-print("principal angles to the planted core, ACE:", np.round(ang_ace, 2), " PCA:", np.round(ang_pca, 1))
+print(
+    f"energy rank {r_syn} (helper: {core_syn.rank}); the inline and helper cores "
+    "agree: "
+    f"{ac.projector_overlap(Q_syn, core_syn.Q):.6f}"
+)
+print(
+    "principal angles to the planted core, ACE:",
+    np.round(ang_ace, 2),
+    " PCA:",
+    np.round(ang_pca, 1),
+)
 rec.check("ace_recovers_planted", float(ang_ace.max()), 5.0, op="<")
-rec.check("basis_orthonormal", float(np.abs(core_syn.basis.T @ core_syn.basis - np.eye(D_syn)).max()), 1e-6, op="<=")
+rec.check(
+    "basis_orthonormal",
+    float(np.abs(core_syn.basis.T @ core_syn.basis - np.eye(D_syn)).max()),
+    1e-6,
+    op="<=",
+)
 
 # %% [markdown]
 # ## 2. Markov-chain transformers: a 3-D core with the chain's spectrum
@@ -149,7 +188,9 @@ rec.check("basis_orthonormal", float(np.abs(core_syn.basis.T @ core_syn.basis - 
 T_markov = ac.cyclic_transition(4, 0.75)
 true_eigs = ac.transition_spectrum(T_markov)
 train_seqs = torch.tensor(ac.markov_sequences(T_markov, 1000, 32, seed=seed))
-test_seqs = torch.tensor(ac.markov_sequences(T_markov, 1000 if not quick else 300, 32, seed=seed + 10_000))
+test_seqs = torch.tensor(
+    ac.markov_sequences(T_markov, 1000 if not quick else 300, 32, seed=seed + 10_000)
+)
 print("true spectrum of T:", np.round(true_eigs, 3))
 
 
@@ -171,18 +212,39 @@ def next_token_acc(model, seqs) -> float:
 markov = []
 for i in range(markov_models):
     torch.manual_seed(seed + 100 * i)  # the paper's seeds 0, 100, 200
-    cfg = nn.TransformerConfig(vocab_size=4, n_layer=1, n_head=4, d_model=64, d_ff=256, max_len=32, pos="learned")
+    cfg = nn.TransformerConfig(
+        vocab_size=4,
+        n_layer=1,
+        n_head=4,
+        d_model=64,
+        d_ff=256,
+        max_len=32,
+        pos="learned",
+    )
     model = nn.Transformer(cfg)
-    train.fit(model, lm_loss, markov_batch, markov_steps, lr=3e-3, warmup=20, seed=seed + 100 * i,
-              desc=f"Markov model {i}")
+    train.fit(
+        model,
+        lm_loss,
+        markov_batch,
+        markov_steps,
+        lr=3e-3,
+        warmup=20,
+        seed=seed + 100 * i,
+        desc=f"Markov model {i}",
+    )
     markov.append(model)
-print("test accuracy:", [round(next_token_acc(m, test_seqs), 4) for m in markov], "(Bayes optimum 0.75)")
+print(
+    "test accuracy:",
+    [round(next_token_acc(m, test_seqs), 4) for m in markov],
+    "(Bayes optimum 0.75)",
+)
 
 # %% [markdown]
 # ACE runs on the layer output at every position. The tail is the model's own `ln_f` + `head`, so the
 # observability Gramian comes from autograd on 128 sampled rows. Then the causal tests: a forward hook on the block
 # replaces its output by `Q Q^T h` (keep) or `h - Q Q^T h` (remove). As baselines, the same hooks with a random
 # subspace and with the top principal components, both of the same rank.
+
 
 # %%
 def layer_states(model, seqs):
@@ -210,18 +272,32 @@ for i, model in enumerate(markov):
     Q_rand = np.linalg.qr(repro.rng(seed, 2, i).normal(size=(D_m, core.rank)))[0]
     Q_pc = np.linalg.svd(H - H.mean(0), full_matrices=False)[2][: core.rank].T
     base = next_token_acc(model, test_seqs)
-    rows.append(dict(model=i, rank=core.rank, base=base,
-                     keep=acc_with(model, Q, "keep", test_seqs), remove=acc_with(model, Q, "remove", test_seqs),
-                     keep_random=acc_with(model, Q_rand, "keep", test_seqs),
-                     remove_random=acc_with(model, Q_rand, "remove", test_seqs),
-                     keep_pca=acc_with(model, Q_pc, "keep", test_seqs),
-                     remove_pca=acc_with(model, Q_pc, "remove", test_seqs)))
+    rows.append(
+        dict(
+            model=i,
+            rank=core.rank,
+            base=base,
+            keep=acc_with(model, Q, "keep", test_seqs),
+            remove=acc_with(model, Q, "remove", test_seqs),
+            keep_random=acc_with(model, Q_rand, "keep", test_seqs),
+            remove_random=acc_with(model, Q_rand, "remove", test_seqs),
+            keep_pca=acc_with(model, Q_pc, "keep", test_seqs),
+            remove_pca=acc_with(model, Q_pc, "remove", test_seqs),
+        )
+    )
     cores.append((core, H))
 
-print(f"{'model':>5} {'rank':>4} {'base':>6} {'keep':>6} {'remove':>7} | {'keep/rm random':>15} | {'keep/rm PCA':>12}")
+print(
+    f"{'model':>5} {'rank':>4} {'base':>6} {'keep':>6} {'remove':>7} | "
+    f"{'keep/rm random':>15} | {'keep/rm PCA':>12}"
+)
 for r in rows:
-    print(f"{r['model']:>5} {r['rank']:>4} {r['base']:>6.3f} {r['keep']:>6.3f} {r['remove']:>7.3f} | "
-          f"{r['keep_random']:>6.3f} / {r['remove_random']:.3f} | {r['keep_pca']:.3f} / {r['remove_pca']:.3f}")
+    print(
+        f"{r['model']:>5} {r['rank']:>4} {r['base']:>6.3f} {r['keep']:>6.3f} "
+        f"{r['remove']:>7.3f} | "
+        f"{r['keep_random']:>6.3f} / {r['remove_random']:.3f} | "
+        f"{r['keep_pca']:.3f} / {r['remove_pca']:.3f}"
+    )
 
 # keep with the full basis must be the identity (the hook itself changes nothing)
 full_diff = 0.0
@@ -230,11 +306,25 @@ with torch.no_grad():
     with ac.intervene(markov[0].blocks[-1], np.eye(D_m), "keep"):
         full_diff = (markov[0](test_seqs[:50, :-1]) - ref).abs().max().item()
 rec.check("keep_full_is_identity", full_diff, 1e-5, op="<=")
-chance = float(np.bincount(test_seqs[:, 1:].reshape(-1).numpy(), minlength=4).max() / test_seqs[:, 1:].numel())
-rec.check("markov_rank", [r["rank"] for r in rows], [3] * markov_models, op="==",
-          note="energy rank at 0.999 of every model")
+chance = float(
+    np.bincount(test_seqs[:, 1:].reshape(-1).numpy(), minlength=4).max()
+    / test_seqs[:, 1:].numel()
+)
+rec.check(
+    "markov_rank",
+    [r["rank"] for r in rows],
+    [3] * markov_models,
+    op="==",
+    note="energy rank at 0.999 of every model",
+)
 rec.check("markov_keep", max(abs(r["keep"] - r["base"]) for r in rows), 0.01, op="<=")
-rec.check("markov_remove", max(r["remove"] for r in rows), chance + 0.05, op="<=", note=f"chance = {chance:.3f}")
+rec.check(
+    "markov_remove",
+    max(r["remove"] for r in rows),
+    chance + 0.05,
+    op="<=",
+    note=f"chance = {chance:.3f}",
+)
 
 # %% [markdown]
 # **Mechanism.** In core coordinates `z_t = Q^T h_t`, fit a linear map `z_{t+1} ~ A z_t` on centered data. If the
@@ -246,7 +336,9 @@ rec.check("markov_remove", max(r["remove"] for r in rows), chance + 0.05, op="<=
 fits = []
 for core, H in cores:
     Z = ((H - core.mean) @ core.Q).reshape(len(test_seqs), 31, -1)
-    A, eig, r2 = ac.fit_linear_dynamics(Z[:, :-1].reshape(-1, core.rank), Z[:, 1:].reshape(-1, core.rank))
+    A, eig, r2 = ac.fit_linear_dynamics(
+        Z[:, :-1].reshape(-1, core.rank), Z[:, 1:].reshape(-1, core.rank)
+    )
     target = true_eigs[1:]
     if len(eig) == len(target):
         ri, ci = linear_sum_assignment(np.abs(eig[:, None] - target[None]))
@@ -254,7 +346,10 @@ for core, H in cores:
     else:
         err = float("inf")
     fits.append(dict(eig=eig, r2=r2, err=err))
-    print(f"eigenvalues {np.round(np.sort_complex(eig), 3)}  max error {err:.4f}  R^2 of the linear fit {r2:.3f}")
+    print(
+        f"eigenvalues {np.round(np.sort_complex(eig), 3)}  max error {err:.4f}  "
+        f"R^2 of the linear fit {r2:.3f}"
+    )
 
 # %% [markdown]
 # **Shared, but not aligned.** Principal angles and the projector overlap `||Q_i^T Q_j||_F^2 / r` compare the
@@ -269,23 +364,43 @@ for i, j in pairs:
     overlaps.append(ac.projector_overlap(ci.Q, cj.Q))
     angles.append(ac.principal_angles_deg(ci.Q, cj.Q))
     ccas.append(ac.cca(Hi @ ci.Q, Hj @ cj.Q))
-    print(f"models {i},{j}: overlap {overlaps[-1]:.3f} (random {3 / D_m:.3f}), principal angles "
-          f"{np.round(angles[-1], 1)} deg, CCA {np.round(ccas[-1], 3)}")
+    print(
+        f"models {i},{j}: overlap {overlaps[-1]:.3f} (random {3 / D_m:.3f}), "
+        "principal angles "
+        f"{np.round(angles[-1], 1)} deg, CCA {np.round(ccas[-1], 3)}"
+    )
 
 fig, ax = plt.subplots(1, 2, figsize=(9, 3.6))
 t = np.linspace(0, 2 * np.pi, 200)
 ax[0].plot(np.cos(t), np.sin(t), color="0.8", lw=1)
-ax[0].scatter(true_eigs.real, true_eigs.imag, s=160, facecolors="none", edgecolors="k", label="spectrum of T")
+ax[0].scatter(
+    true_eigs.real,
+    true_eigs.imag,
+    s=160,
+    facecolors="none",
+    edgecolors="k",
+    label="spectrum of T",
+)
 for i, f in enumerate(fits):
-    ax[0].scatter(f["eig"].real, f["eig"].imag, marker="x", s=50, label=f"model {i} core")
-ax[0].set(xlabel="Re", ylabel="Im", aspect="equal", title="fitted core dynamics vs chain")
+    ax[0].scatter(
+        f["eig"].real, f["eig"].imag, marker="x", s=50, label=f"model {i} core"
+    )
+ax[0].set(
+    xlabel="Re", ylabel="Im", aspect="equal", title="fitted core dynamics vs chain"
+)
 ax[0].legend(fontsize=8)
 labels = [f"{i},{j}" for i, j in pairs]
 x = np.arange(len(pairs))
 ax[1].bar(x - 0.2, overlaps, 0.4, label="projector overlap")
 ax[1].bar(x + 0.2, [c[:3].mean() for c in ccas], 0.4, label="mean top-3 CCA")
 ax[1].axhline(3 / D_m, color="k", ls="--", lw=1, label="random overlap r/D")
-ax[1].set(xticks=x, xticklabels=labels, xlabel="model pair", ylim=(0, 1.05), title="different subspaces, same code")
+ax[1].set(
+    xticks=x,
+    xticklabels=labels,
+    xlabel="model pair",
+    ylim=(0, 1.05),
+    title="different subspaces, same code",
+)
 ax[1].legend(fontsize=8)
 plt.tight_layout()
 plt.show()
@@ -301,12 +416,21 @@ plt.show()
 
 # %%
 train_rows, test_rows = (torch.tensor(a) for a in ac.modadd_split(p, 0.5, seed=42))
-all_pairs = torch.tensor(np.stack(np.meshgrid(np.arange(p), np.arange(p), indexing="ij"), -1).reshape(-1, 2))
+all_pairs = torch.tensor(
+    np.stack(np.meshgrid(np.arange(p), np.arange(p), indexing="ij"), -1).reshape(-1, 2)
+)
 
 
 def modadd_model(d: int = 64) -> nn.Transformer:
-    cfg = nn.TransformerConfig(vocab_size=p, n_layer=2, n_head=4, d_model=d, max_len=2, pos="learned",
-                               tie_weights=False)
+    cfg = nn.TransformerConfig(
+        vocab_size=p,
+        n_layer=2,
+        n_head=4,
+        d_model=d,
+        max_len=2,
+        pos="learned",
+        tie_weights=False,
+    )
     return nn.Transformer(cfg)
 
 
@@ -320,7 +444,9 @@ def modadd_acc(model, rows=test_rows) -> float:
 
 
 def adamw(model, wd, lr=3e-3):
-    return torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=wd, betas=(0.9, 0.98))
+    return torch.optim.AdamW(
+        model.parameters(), lr=lr, weight_decay=wd, betas=(0.9, 0.98)
+    )
 
 
 torch.manual_seed(seed)
@@ -333,13 +459,25 @@ def snapshot(m):
     return {"test_acc": modadd_acc(m), "train_acc": modadd_acc(m, train_rows)}
 
 
-mod_hist = train.fit(mod_model, modadd_loss, lambda s: train_rows, modadd_steps, lr=3e-3, weight_decay=1.0,
-                     schedule="constant", seed=seed, optimizer=adamw(mod_model, 1.0), eval_fn=snapshot,
-                     eval_every=eval_every, desc="modular addition")
+mod_hist = train.fit(
+    mod_model,
+    modadd_loss,
+    lambda s: train_rows,
+    modadd_steps,
+    lr=3e-3,
+    weight_decay=1.0,
+    schedule="constant",
+    seed=seed,
+    optimizer=adamw(mod_model, 1.0),
+    eval_fn=snapshot,
+    eval_every=eval_every,
+    desc="modular addition",
+)
 ck_steps = [s for s, _ in mod_hist.evals["test_acc"]]
 test_curve = [v for _, v in mod_hist.evals["test_acc"]]
 t_grok = ac.grok_step(ck_steps, test_curve, 0.95)
 print("grokking step (test acc >= 0.95):", t_grok)
+
 
 # %%
 def analyse_checkpoint(state) -> dict:
@@ -365,8 +503,15 @@ def analyse_checkpoint(state) -> dict:
     z = (H - core.mean) @ Q
     reps = np.stack([z[test_rows[:, 2].numpy() == c].mean(0) for c in range(p)])
     eigs = ac.shift_operator_eigs(reps)
-    return dict(base=base, keep=keep(Q), remove=remove(core.basis[:, : ranks["r_nec"]]), eigs=eigs,
-                ring=ac.ring_fraction(eigs, p), modes=ac.mode_count(eigs, p), **ranks)
+    return dict(
+        base=base,
+        keep=keep(Q),
+        remove=remove(core.basis[:, : ranks["r_nec"]]),
+        eigs=eigs,
+        ring=ac.ring_fraction(eigs, p),
+        modes=ac.mode_count(eigs, p),
+        **ranks,
+    )
 
 
 ck = [analyse_checkpoint(s) for s in tqdm(snapshots, desc="ACE per checkpoint")]
@@ -376,14 +521,24 @@ for name, i in [("before", i_before), ("at grokking", i_grok), ("end", len(ck) -
     if i is None:
         continue
     c = ck[i]
-    print(f"{name:>12} (step {ck_steps[i]:>5}): test acc {c['base']:.3f}  r_energy {c['r_energy']:>2}  "
-          f"r_nec {c['r_nec']:>2}  r_suf {c['r_suf']:>2}  keep {c['keep']:.3f}  remove {c['remove']:.3f}  "
-          f"ring {c['ring']:.2f}  modes {c['modes']}/{p // 2 + 1}")
+    print(
+        f"{name:>12} (step {ck_steps[i]:>5}): test acc {c['base']:.3f}  r_energy "
+        f"{c['r_energy']:>2}  "
+        f"r_nec {c['r_nec']:>2}  r_suf {c['r_suf']:>2}  keep {c['keep']:.3f}  "
+        f"remove {c['remove']:.3f}  "
+        f"ring {c['ring']:.2f}  modes {c['modes']}/{p // 2 + 1}"
+    )
 
 # %%
 fig, ax = plt.subplots(1, 2, figsize=(10, 3.6))
 ax[0].plot(ck_steps, test_curve, color="k", label="test accuracy")
-ax[0].plot(ck_steps, [v for _, v in mod_hist.evals["train_acc"]], color="0.6", ls=":", label="train accuracy")
+ax[0].plot(
+    ck_steps,
+    [v for _, v in mod_hist.evals["train_acc"]],
+    color="0.6",
+    ls=":",
+    label="train accuracy",
+)
 ax[0].set(xlabel="step", ylabel="accuracy", ylim=(0, 1.05))
 ax2 = ax[0].twinx()
 for key, c in [("r_energy", "C0"), ("r_nec", "C1"), ("r_suf", "C2")]:
@@ -397,7 +552,9 @@ h2, l2 = ax2.get_legend_handles_labels()
 ax[0].legend(h1 + h2, l1 + l2, fontsize=7, loc="lower right", ncol=2)
 ax[0].set_title("accuracy and core rank over training")
 ax[1].plot(ck_steps, [x["ring"] for x in ck], label="eigenvalues on the unit circle")
-ax[1].plot(ck_steps, [x["modes"] / (p // 2 + 1) for x in ck], label="Fourier modes / (p//2+1)")
+ax[1].plot(
+    ck_steps, [x["modes"] / (p // 2 + 1) for x in ck], label="Fourier modes / (p//2+1)"
+)
 if t_grok is not None:
     ax[1].axvline(t_grok, color="C3", ls="--", lw=1, label="grokking")
 ax[1].set(xlabel="step", ylim=(0, 1.05), title="cyclic structure of the core")
@@ -410,21 +567,29 @@ plt.show()
 # move from inside the unit disc onto the unit circle when the model groks (precomputed frames; works in the static
 # page).
 
+
 # %%
 def draw_eigs(fig, i):
     axs = fig.subplots(1, 2)
     axs[0].plot(np.cos(t), np.sin(t), color="0.8", lw=1)
     e = ck[i]["eigs"]
     axs[0].scatter(e.real, e.imag, s=14)
-    axs[0].set(xlim=(-1.4, 1.4), ylim=(-1.4, 1.4), aspect="equal", xlabel="Re", ylabel="Im",
-               title=f"shift-operator eigenvalues (r_suf = {ck[i]['r_suf']})")
+    axs[0].set(
+        xlim=(-1.4, 1.4),
+        ylim=(-1.4, 1.4),
+        aspect="equal",
+        xlabel="Re",
+        ylabel="Im",
+        title=f"shift-operator eigenvalues (r_suf = {ck[i]['r_suf']})",
+    )
     axs[1].plot(ck_steps, test_curve, color="k")
     axs[1].axvline(ck_steps[i], color="C3")
     axs[1].set(xlabel="step", ylabel="test accuracy", ylim=(0, 1.05))
 
 
-plotting.static_slider(range(len(ck)), draw_eigs, figsize=(8.5, 3.6), label="checkpoint",
-                       fmt="{}")
+plotting.static_slider(
+    range(len(ck)), draw_eigs, figsize=(8.5, 3.6), label="checkpoint", fmt="{}"
+)
 
 # %% [markdown]
 # ## 4. Grokking time against weight decay
@@ -433,14 +598,24 @@ plotting.static_slider(range(len(ck)), draw_eigs, figsize=(8.5, 3.6), label="che
 # inverse law. We train one model per weight decay (same seed and data) in chunks of `eval_every` steps and stop at
 # the first checkpoint with test accuracy >= 0.95, then fit the slope of log tau against log wd.
 
+
 # %%
 def time_to_grok(wd: float) -> int | None:
     torch.manual_seed(seed)
     m = modadd_model()
     opt = adamw(m, wd)
     for done in range(eval_every, sweep_max_steps + 1, eval_every):
-        train.fit(m, modadd_loss, lambda s: train_rows, eval_every, lr=3e-3, weight_decay=wd, schedule="constant",
-                  optimizer=opt, progress=False)
+        train.fit(
+            m,
+            modadd_loss,
+            lambda s: train_rows,
+            eval_every,
+            lr=3e-3,
+            weight_decay=wd,
+            schedule="constant",
+            optimizer=opt,
+            progress=False,
+        )
         if modadd_acc(m) >= 0.95:
             return done
     return None
@@ -474,14 +649,39 @@ plt.show()
 # %%
 nouns = ["cat", "dog", "bird", "boy", "girl", "tree"]
 verbs = ["run", "sleep", "eat", "sing"]
-words = (["<bos>", "the", ".", "near", "behind", "with", "quickly", "here", "often", "happy", "tired", "big",
-          "it", "they", "is", "are"] + nouns + [n + "s" for n in nouns] + [v + "s" for v in verbs] + verbs)
+words = (
+    [
+        "<bos>",
+        "the",
+        ".",
+        "near",
+        "behind",
+        "with",
+        "quickly",
+        "here",
+        "often",
+        "happy",
+        "tired",
+        "big",
+        "it",
+        "they",
+        "is",
+        "are",
+    ]
+    + nouns
+    + [n + "s" for n in nouns]
+    + [v + "s" for v in verbs]
+    + verbs
+)
 tok = {w: i for i, w in enumerate(words)}
 SG_N, PL_N = [tok[n] for n in nouns], [tok[n + "s"] for n in nouns]
 SG_V, PL_V = [tok[v + "s"] for v in verbs], [tok[v] for v in verbs]
 SG_ALL, PL_ALL = SG_V + [tok["it"], tok["is"]], PL_V + [tok["they"], tok["are"]]
-PREPS, ADVS, ADJS = [tok[w] for w in ("near", "behind", "with")], [tok[w] for w in ("quickly", "here", "often")], \
-    [tok[w] for w in ("happy", "tired", "big")]
+PREPS, ADVS, ADJS = (
+    [tok[w] for w in ("near", "behind", "with")],
+    [tok[w] for w in ("quickly", "here", "often")],
+    [tok[w] for w in ("happy", "tired", "big")],
+)
 SV_LEN = 17
 
 
@@ -493,14 +693,24 @@ def sentence(rng, plural: bool, n_attr: int) -> tuple[list[int], int]:
         s += [rng.choice(PREPS), tok["the"], rng.choice(PL_N if attr_plural else SG_N)]
     n_prompt = len(s)
     k = rng.integers(len(verbs))
-    s += [PL_V[k] if plural else SG_V[k], rng.choice(ADVS), tok["."],
-          tok["they"] if plural else tok["it"], tok["are"] if plural else tok["is"], rng.choice(ADJS), tok["."]]
+    s += [
+        PL_V[k] if plural else SG_V[k],
+        rng.choice(ADVS),
+        tok["."],
+        tok["they"] if plural else tok["it"],
+        tok["are"] if plural else tok["is"],
+        rng.choice(ADJS),
+        tok["."],
+    ]
     return s, n_prompt
 
 
 def sv_batch(step: int, n: int = 64):
     rng = repro.rng(seed, 3, step)
-    seqs = [sentence(rng, bool(rng.integers(2)), int(rng.integers(0, 3)))[0] for _ in range(n)]
+    seqs = [
+        sentence(rng, bool(rng.integers(2)), int(rng.integers(0, 3)))[0]
+        for _ in range(n)
+    ]
     out = torch.full((n, SV_LEN), tok["."])
     for i, s in enumerate(seqs):
         out[i, : len(s)] = torch.tensor(s)
@@ -508,17 +718,40 @@ def sv_batch(step: int, n: int = 64):
 
 
 sv_models = {}
-for name, (n_layer, d) in {"small (2L, d=64)": (2, 64), "larger (3L, d=96)": (3, 96)}.items():
+for name, (n_layer, d) in {
+    "small (2L, d=64)": (2, 64),
+    "larger (3L, d=96)": (3, 96),
+}.items():
     torch.manual_seed(seed)
-    cfg = nn.TransformerConfig(vocab_size=len(words), n_layer=n_layer, n_head=4, d_model=d, max_len=SV_LEN,
-                               pos="learned")
+    cfg = nn.TransformerConfig(
+        vocab_size=len(words),
+        n_layer=n_layer,
+        n_head=4,
+        d_model=d,
+        max_len=SV_LEN,
+        pos="learned",
+    )
     sv_models[name] = nn.Transformer(cfg)
-    train.fit(sv_models[name], lm_loss, sv_batch, sva_steps, lr=3e-3, warmup=30, seed=seed, desc=name)
+    train.fit(
+        sv_models[name],
+        lm_loss,
+        sv_batch,
+        sva_steps,
+        lr=3e-3,
+        warmup=30,
+        seed=seed,
+        desc=name,
+    )
 
 # held-out prompts: (tokens, prompt length, plural?) with one or two attractors
 prng = repro.rng(seed, 4)
-prompts = [(*sentence(prng, pl, n_attr), pl) for pl, n_attr in
-           zip(prng.integers(0, 2, 200 if not quick else 40).astype(bool), prng.integers(1, 3, 200 if not quick else 40))]
+prompts = [
+    (*sentence(prng, pl, n_attr), pl)
+    for pl, n_attr in zip(
+        prng.integers(0, 2, 200 if not quick else 40).astype(bool),
+        prng.integers(1, 3, 200 if not quick else 40),
+    )
+]
 
 # %% [markdown]
 # Agreement is measured in **free greedy generation**: from the prompt `the N PREP the N' ...` the model writes
@@ -526,20 +759,30 @@ prompts = [(*sentence(prng, pl, n_attr), pl) for pl, n_attr in
 # hook reflects the final-layer state along the core axis at every position, for every generated token. Baseline:
 # the same flip along a random direction.
 
+
 # %%
 def sv_tail(model):
     sg, pl = torch.tensor(SG_ALL), torch.tensor(PL_ALL)
-    return lambda h: (model.head(model.ln_f(h))[:, pl] - model.head(model.ln_f(h))[:, sg]).sum(-1, keepdim=True)
+    return lambda h: (
+        model.head(model.ln_f(h))[:, pl] - model.head(model.ln_f(h))[:, sg]
+    ).sum(-1, keepdim=True)
 
 
 def number_states(model):
-    """Final-layer states at positions that predict a number-bearing word, and the subject's number there."""
+    """Final-layer states at positions that predict a number-bearing word, and the
+    subject's number there.
+    """
     H, y = [], []
     for s, n_prompt, pl in prompts:
         with torch.no_grad():
             _, r = model(torch.tensor([s]), record=True)
         hid = r["hidden"][-1][0]
-        for pos in (n_prompt - 1, n_prompt + 2, n_prompt + 3):  # predicts the verb, the pronoun, is/are
+        # predicts the verb, the pronoun, is/are
+        for pos in (
+            n_prompt - 1,
+            n_prompt + 2,
+            n_prompt + 3,
+        ):
             H.append(hid[pos].numpy())
             y.append(pl)
     return np.array(H), np.array(y)
@@ -567,31 +810,57 @@ for name, model in sv_models.items():
     core = ac.ace(H, tail=sv_tail(model), threshold=0.99, samples=128, seed=seed)
     axis = core.basis[:, :1]
     rand_axis = np.linalg.qr(repro.rng(seed, 5).normal(size=(model.cfg.d_model, 1)))[0]
-    sva[name] = dict(rank=core.rank, energy1=float(core.energy[0]), H=H, y=y, axis=axis, mean=core.mean,
-                     base=agreement(model), flip=agreement(model, axis, "flip", core.mean),
-                     remove=agreement(model, axis, "remove"),
-                     flip_random=agreement(model, rand_axis, "flip", core.mean))
+    sva[name] = dict(
+        rank=core.rank,
+        energy1=float(core.energy[0]),
+        H=H,
+        y=y,
+        axis=axis,
+        mean=core.mean,
+        base=agreement(model),
+        flip=agreement(model, axis, "flip", core.mean),
+        remove=agreement(model, axis, "remove"),
+        flip_random=agreement(model, rand_axis, "flip", core.mean),
+    )
     s = sva[name]
-    print(f"{name}: core rank {s['rank']} (first axis holds {s['energy1']:.3f} of the energy); agreement "
-          f"base {s['base']:.3f}, flip {s['flip']:.3f}, remove {s['remove']:.3f}, random-axis flip "
-          f"{s['flip_random']:.3f}")
+    print(
+        f"{name}: core rank {s['rank']} (first axis holds {s['energy1']:.3f} of "
+        "the energy); agreement "
+        f"base {s['base']:.3f}, flip {s['flip']:.3f}, remove {s['remove']:.3f}, "
+        "random-axis flip "
+        f"{s['flip_random']:.3f}"
+    )
 
 (n1, s1), (n2, s2) = sva.items()
 z1 = (s1["H"] - s1["mean"]) @ s1["axis"][:, 0]
 z2 = (s2["H"] - s2["mean"]) @ s2["axis"][:, 0]
 cross_corr = abs(float(np.corrcoef(z1, z2)[0, 1]))
-print(f"|corr| of the two models' axis coordinates on the same prompts: {cross_corr:.3f}")
+print(
+    f"|corr| of the two models' axis coordinates on the same prompts: {cross_corr:.3f}"
+)
 
 fig, ax = plt.subplots(1, 2, figsize=(9, 3.4))
 ax[0].scatter(z1[~s1["y"]], z2[~s1["y"]], s=8, label="singular subject")
 ax[0].scatter(z1[s1["y"]], z2[s1["y"]], s=8, label="plural subject")
-ax[0].set(xlabel=f"axis coordinate, {n1}", ylabel=f"axis coordinate, {n2}", title=f"|corr| = {cross_corr:.2f}")
+ax[0].set(
+    xlabel=f"axis coordinate, {n1}",
+    ylabel=f"axis coordinate, {n2}",
+    title=f"|corr| = {cross_corr:.2f}",
+)
 ax[0].legend(fontsize=8)
 x = np.arange(len(sva))
-for k, (key, lab) in enumerate([("base", "no intervention"), ("flip", "flip core axis"),
-                                ("flip_random", "flip random axis"), ("remove", "remove core axis")]):
+for k, (key, lab) in enumerate(
+    [
+        ("base", "no intervention"),
+        ("flip", "flip core axis"),
+        ("flip_random", "flip random axis"),
+        ("remove", "remove core axis"),
+    ]
+):
     ax[1].bar(x + (k - 1.5) * 0.2, [v[key] for v in sva.values()], 0.2, label=lab)
-ax[1].set(xticks=x, xticklabels=list(sva), ylabel="agreement in generation", ylim=(0, 1.05))
+ax[1].set(
+    xticks=x, xticklabels=list(sva), ylabel="agreement in generation", ylim=(0, 1.05)
+)
 ax[1].legend(fontsize=7)
 plt.tight_layout()
 plt.show()
@@ -599,10 +868,22 @@ plt.show()
 # %% [markdown]
 # Live controls (Jupyter / Colab): pick a subject and attractor, and generate with or without the flip.
 
+
 # %%
 def generate_live(subject="cats", attractor="dog", flip=True, model_name=n1):
     model, s = sv_models[model_name], sva[model_name]
-    x = torch.tensor([[tok["<bos>"], tok["the"], tok[subject], tok["near"], tok["the"], tok[attractor]]])
+    x = torch.tensor(
+        [
+            [
+                tok["<bos>"],
+                tok["the"],
+                tok[subject],
+                tok["near"],
+                tok["the"],
+                tok[attractor],
+            ]
+        ]
+    )
     if flip:
         with ac.intervene(model.blocks[-1], s["axis"], "flip", s["mean"]):
             out = model.generate(x, 7)
@@ -611,48 +892,102 @@ def generate_live(subject="cats", attractor="dog", flip=True, model_name=n1):
     print(" ".join(words[t] for t in out[0, 1:].tolist()))
 
 
-plotting.live_controls(generate_live, subject=nouns + [n + "s" for n in nouns],
-                       attractor=nouns + [n + "s" for n in nouns], flip=True, model_name=list(sv_models))
+plotting.live_controls(
+    generate_live,
+    subject=nouns + [n + "s" for n in nouns],
+    attractor=nouns + [n + "s" for n in nouns],
+    flip=True,
+    model_name=list(sv_models),
+)
 
 # %% [markdown]
 # ## 6. The claims record
 
 # %%
 max_err = max(f["err"] for f in fits)
-rec.claim("markov_spectra_match", "Cores of independently trained Markov transformers carry the chain's transition "
-          "spectrum (largest eigenvalue error over models)", paper="identical spectra (< 1% error)",
-          measured=round(max_err, 4), unit="abs. eigenvalue error", holds=bool(max_err <= 0.05),
-          note="held if every fitted non-unit eigenvalue is within 0.05 of the truth")
+rec.claim(
+    "markov_spectra_match",
+    "Cores of independently trained Markov transformers carry the chain's transition "
+    "spectrum (largest eigenvalue error over models)",
+    paper="identical spectra (< 1% error)",
+    measured=round(max_err, 4),
+    unit="abs. eigenvalue error",
+    holds=bool(max_err <= 0.05),
+    note="held if every fitted non-unit eigenvalue is within 0.05 of the truth",
+)
 mean_overlap = float(np.mean(overlaps)) if overlaps else float("nan")
-rec.claim("markov_subspaces_orthogonal", "The cores lie in nearly orthogonal subspaces (mean projector overlap; "
-          f"random baseline r/D = {3 / D_m:.3f})", paper="0.02-0.04", measured=round(mean_overlap, 4),
-          unit="overlap", holds=bool(mean_overlap < 3 * 3 / D_m),
-          note=f"held if below 3 r/D; mean top-3 CCA between cores {np.mean([c[:3].mean() for c in ccas]):.3f}")
+rec.claim(
+    "markov_subspaces_orthogonal",
+    "The cores lie in nearly orthogonal subspaces (mean projector overlap; "
+    f"random baseline r/D = {3 / D_m:.3f})",
+    paper="0.02-0.04",
+    measured=round(mean_overlap, 4),
+    unit="overlap",
+    holds=bool(mean_overlap < 3 * 3 / D_m),
+    note="held if below 3 r/D; mean top-3 CCA between cores "
+    f"{np.mean([c[:3].mean() for c in ccas]):.3f}",
+)
 ring_at = ck[i_grok]["ring"] if i_grok is not None else float("nan")
-rec.claim("modadd_core_cyclic", "At grokking the core's shift operator has its eigenvalues on the unit circle "
-          "(fraction within sin(pi/p) of the circle)", paper="on the unit circle", measured=round(ring_at, 3),
-          unit="fraction", holds=bool(ring_at >= 0.8) if i_grok is not None else None,
-          note=(f"before grokking (step {ck_steps[i_before]}): {ck[i_before]['ring']:.2f}" if i_grok is not None
-                else "the model did not grok within the step budget"))
+rec.claim(
+    "modadd_core_cyclic",
+    "At grokking the core's shift operator has its eigenvalues on the unit circle "
+    "(fraction within sin(pi/p) of the circle)",
+    paper="on the unit circle",
+    measured=round(ring_at, 3),
+    unit="fraction",
+    holds=bool(ring_at >= 0.8) if i_grok is not None else None,
+    note=(
+        f"before grokking (step {ck_steps[i_before]}): {ck[i_before]['ring']:.2f}"
+        if i_grok is not None
+        else "the model did not grok within the step budget"
+    ),
+)
 r_at = ck[i_grok]["r_energy"] if i_grok is not None else None
 r_end = ck[-1]["r_energy"]
-rec.claim("modadd_core_inflates", "Under continued weight decay the core inflates after grokking "
-          "(energy rank at the end vs at grokking)", paper="~15 -> ~60 at p=53",
-          measured=f"{r_at} -> {r_end}", unit="rank", holds=bool(r_end > r_at) if r_at is not None else None,
-          note=f"modes at the end {ck[-1]['modes']}/{p // 2 + 1}; trained {modadd_steps} steps, "
-               f"{modadd_steps - (t_grok or 0)} after grokking (the paper trains ~2.5x longer past grokking)")
-rec.claim("grok_time_slope", "Grokking time falls inversely with weight decay (log-log slope)", paper=-1.02,
-          measured=round(slope, 3), unit="slope",
-          holds=bool(-1.5 <= slope <= -0.5) if np.isfinite(slope) else None,
-          note=f"steps to grok per weight decay: {tau}")
+rec.claim(
+    "modadd_core_inflates",
+    "Under continued weight decay the core inflates after grokking "
+    "(energy rank at the end vs at grokking)",
+    paper="~15 -> ~60 at p=53",
+    measured=f"{r_at} -> {r_end}",
+    unit="rank",
+    holds=bool(r_end > r_at) if r_at is not None else None,
+    note=f"modes at the end {ck[-1]['modes']}/{p // 2 + 1}; trained {modadd_steps} "
+    "steps, "
+    f"{modadd_steps - (t_grok or 0)} after grokking (the paper trains ~2.5x "
+    "longer past grokking)",
+)
+rec.claim(
+    "grok_time_slope",
+    "Grokking time falls inversely with weight decay (log-log slope)",
+    paper=-1.02,
+    measured=round(slope, 3),
+    unit="slope",
+    holds=bool(-1.5 <= slope <= -0.5) if np.isfinite(slope) else None,
+    note=f"steps to grok per weight decay: {tau}",
+)
 ranks_sva = [s["rank"] for s in sva.values()]
-rec.claim("sva_single_axis", "Agreement is governed by a rank-1 core (energy rank at 0.99, per model)", paper=1,
-          measured=ranks_sva, unit="rank", holds=all(r == 1 for r in ranks_sva),
-          note="first-axis energy " + ", ".join(f"{s['energy1']:.3f}" for s in sva.values())
-               + f"; cross-model |corr| of the axis coordinates {cross_corr:.3f}")
+rec.claim(
+    "sva_single_axis",
+    "Agreement is governed by a rank-1 core (energy rank at 0.99, per model)",
+    paper=1,
+    measured=ranks_sva,
+    unit="rank",
+    holds=all(r == 1 for r in ranks_sva),
+    note="first-axis energy "
+    + ", ".join(f"{s['energy1']:.3f}" for s in sva.values())
+    + f"; cross-model |corr| of the axis coordinates {cross_corr:.3f}",
+)
 drops = [s["base"] - s["flip"] for s in sva.values()]
-rec.claim("sva_flip_inverts", "Flipping the axis inverts number in open-ended generation (agreement drop, "
-          "smaller model first)", paper="inverts number", measured=[round(d, 3) for d in drops],
-          unit="agreement drop", holds=all(d >= 0.5 for d in drops),
-          note="random-axis flip: " + ", ".join(f"{s['base'] - s['flip_random']:.3f}" for s in sva.values()))
+rec.claim(
+    "sva_flip_inverts",
+    "Flipping the axis inverts number in open-ended generation (agreement drop, "
+    "smaller model first)",
+    paper="inverts number",
+    measured=[round(d, 3) for d in drops],
+    unit="agreement drop",
+    holds=all(d >= 0.5 for d in drops),
+    note="random-axis flip: "
+    + ", ".join(f"{s['base'] - s['flip_random']:.3f}" for s in sva.values()),
+)
 rec.save()

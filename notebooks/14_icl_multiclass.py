@@ -34,29 +34,46 @@
 # can be run offline, so the "consistent with LLMs" part is replaced by a small softmax transformer trained here.
 # :::
 
-# %%
+# %% tags=["hide-input"]
 # Colab bootstrap: install this book's `helpers` package in Colab; do nothing elsewhere.
 import importlib.util
 import subprocess
 import sys
 
 if "google.colab" in sys.modules and importlib.util.find_spec("helpers") is None:
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q",
-                    "git+https://github.com/neurips2026-executed/book@main"], check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "git+https://github.com/neurips2026-executed/book@main",
+        ],
+        check=True,
+    )
 
 # %% tags=["parameters"]
 quick = False
 seed = 0
 d, C, R2 = 16, 5, 9.0  # feature dimension, classes, mean squared center norm
 per_label = 8  # context examples per label
-alphas = [0.0, 0.25, 0.5, 1.0, 2.0, 4.0]  # spectral decay: stable rank from C-1 down to ~1
+# spectral decay: stable rank from C-1 down to ~1
+alphas = [
+    0.0,
+    0.25,
+    0.5,
+    1.0,
+    2.0,
+    4.0,
+]
 lt_steps, tf_steps, batch_size = 400, 1000, 128
 n_eval = 3000  # test prompts per point
 majority = 0.6  # context prior of class 0 in the imbalance test
 per_label_grid = [1, 2, 4, 8, 16]
 class_grid = [3, 5, 8]
 
-# %%
+# %% tags=["hide-input"]
 import time
 
 import matplotlib.pyplot as plt
@@ -75,11 +92,26 @@ if quick:
     per_label_grid, class_grid = [1, 4, 16], [3, 5]
 
 env = repro.setup(seed)
-torch.set_num_threads(1)  # small matrices: one thread is fastest, and fair to a shared machine
+# small matrices: one thread is fastest, and fair to a shared machine
+torch.set_num_threads(1)
 plotting.use_style()
-rec = claims.ClaimsRecord("14_icl_multiclass", dict(quick=quick, seed=seed, d=d, C=C, R2=R2, per_label=per_label,
-                                                     alphas=alphas, lt_steps=lt_steps, tf_steps=tf_steps,
-                                                     batch_size=batch_size, n_eval=n_eval, majority=majority))
+rec = claims.ClaimsRecord(
+    "14_icl_multiclass",
+    dict(
+        quick=quick,
+        seed=seed,
+        d=d,
+        C=C,
+        R2=R2,
+        per_label=per_label,
+        alphas=alphas,
+        lt_steps=lt_steps,
+        tf_steps=tf_steps,
+        batch_size=batch_size,
+        n_eval=n_eval,
+        majority=majority,
+    ),
+)
 N = per_label * C
 print(env)
 
@@ -100,13 +132,21 @@ srank_err = 0.0
 for a, target in zip(alphas, srank_target):
     M = icl.class_centers(d, C, icl.power_spectrum(r, a), R2, rng)
     srank_err = max(srank_err, abs(icl.stable_rank(M) - target))
-    print(f"alpha={a:4.2f}: prescribed stable rank {target:.4f}, generated {icl.stable_rank(M):.4f}, "
-          f"||M||_F^2 = {np.linalg.norm(M) ** 2:.3f}")
+    print(
+        f"alpha={a:4.2f}: prescribed stable rank {target:.4f}, generated "
+        f"{icl.stable_rank(M):.4f}, "
+        f"||M||_F^2 = {np.linalg.norm(M) ** 2:.3f}"
+    )
 
 pi_imb = icl.label_priors(C, majority)
 y = icl.prompt_labels(N, pi_imb, rng)
 prior_err = float(np.abs(np.bincount(y, minlength=C) / N - pi_imb).max())
-print("imbalanced context label shares:", np.bincount(y, minlength=C) / N, "prescribed", pi_imb)
+print(
+    "imbalanced context label shares:",
+    np.bincount(y, minlength=C) / N,
+    "prescribed",
+    pi_imb,
+)
 
 # %% [markdown]
 # ## 2. The linear transformer and its reduced form
@@ -125,7 +165,9 @@ print("imbalanced context label shares:", np.bincount(y, minlength=C) / N, "pres
 
 # %%
 p = icl.sample_prompts(64, N, d, C, icl.power_spectrum(r, 1.0), R2, rng)
-W_test = torch.randn(d, d, dtype=torch.float64, generator=torch.Generator().manual_seed(seed))
+W_test = torch.randn(
+    d, d, dtype=torch.float64, generator=torch.Generator().manual_seed(seed)
+)
 W_kq = torch.zeros(d + C, d + C, dtype=torch.float64)
 W_kq[:d, :d] = W_test
 W_pv = torch.zeros(d + C, d + C, dtype=torch.float64)
@@ -141,9 +183,12 @@ print(f"max |full forward - reduced form| = {red_err:.2e}")
 # tasks. Next to it we train a 2-layer softmax transformer (`helpers.nn.Block`, no positional encoding, tokens
 # `(x_i, y_i)` and a query token) on the same stream of tasks.
 
+
 # %%
 def task_batch(step: int):
-    return icl.sample_prompts(batch_size, N, d, C, icl.power_spectrum(r, 0.0), R2, repro.rng(seed, 2, step))
+    return icl.sample_prompts(
+        batch_size, N, d, C, icl.power_spectrum(r, 0.0), R2, repro.rng(seed, 2, step)
+    )
 
 
 def loss_fn(model, b):
@@ -152,11 +197,21 @@ def loss_fn(model, b):
 
 t0 = time.process_time()
 lt = icl.LinearICL(d)
-lt_hist = train.fit(lt, loss_fn, task_batch, lt_steps, lr=1e-2, seed=seed, desc="linear transformer")
+lt_hist = train.fit(
+    lt, loss_fn, task_batch, lt_steps, lr=1e-2, seed=seed, desc="linear transformer"
+)
 torch.manual_seed(seed)
 tf = icl.SoftmaxICL(d, C, d_model=64, n_layer=2, n_head=4)
-tf_hist = train.fit(tf, loss_fn, task_batch, tf_steps, lr=1e-3, warmup=tf_steps // 10, seed=seed,
-                    desc="softmax transformer")
+tf_hist = train.fit(
+    tf,
+    loss_fn,
+    task_batch,
+    tf_steps,
+    lr=1e-3,
+    warmup=tf_steps // 10,
+    seed=seed,
+    desc="softmax transformer",
+)
 W = lt.W.detach()
 cos_I = float((W * torch.eye(d)).sum() / (W.norm() * np.sqrt(d)))
 print(f"training: {time.process_time() - t0:.1f} s CPU;  cos(W, I) = {cos_I:.3f}")
@@ -167,14 +222,25 @@ print(f"training: {time.process_time() - t0:.1f} s CPU;  cos(W, I) = {cos_I:.3f}
 # For each α we draw `n_eval` fresh prompts and score them with the trained linear transformer, with `W = I`, with
 # the softmax transformer, and with a plug-in Bayes rule from the context (class means + log shares; a reference).
 
+
 # %%
 @torch.no_grad()
 def evaluate(alpha, pi=None, n=n_eval, C_=C, per=per_label, stream=3):
-    p_ = icl.sample_prompts(n, per * C_, d, C_, icl.power_spectrum(C_ - 1, alpha), R2,
-                            repro.rng(seed, stream, int(alpha * 100), C_, per), pi=pi)
-    out = {"trained LT": lt(p_["X"], p_["Y"], p_["xq"], C_),
-           "W = I": icl.reduced_scores(p_["X"], p_["Y"], p_["xq"], torch.eye(d), C_),
-           "plug-in Bayes": icl.lda_scores(p_["X"], p_["Y"], p_["xq"], C_)}
+    p_ = icl.sample_prompts(
+        n,
+        per * C_,
+        d,
+        C_,
+        icl.power_spectrum(C_ - 1, alpha),
+        R2,
+        repro.rng(seed, stream, int(alpha * 100), C_, per),
+        pi=pi,
+    )
+    out = {
+        "trained LT": lt(p_["X"], p_["Y"], p_["xq"], C_),
+        "W = I": icl.reduced_scores(p_["X"], p_["Y"], p_["xq"], torch.eye(d), C_),
+        "plug-in Bayes": icl.lda_scores(p_["X"], p_["Y"], p_["xq"], C_),
+    }
     if C_ == C:
         out["softmax TF"] = tf(p_["X"], p_["Y"], p_["xq"])
     return {k: icl.accuracy_by_class(v, p_["yq"], C_) for k, v in out.items()}
@@ -187,7 +253,9 @@ for m in models:
     print(f"{m:14s}", np.round(acc_bal[m], 3))
 rho_lt = spearmanr(srank_target, acc_bal["trained LT"]).statistic
 rho_tf = spearmanr(srank_target, acc_bal["softmax TF"]).statistic
-print(f"Spearman(stable rank, accuracy): trained LT {rho_lt:.2f}, softmax TF {rho_tf:.2f}")
+print(
+    f"Spearman(stable rank, accuracy): trained LT {rho_lt:.2f}, softmax TF {rho_tf:.2f}"
+)
 
 # %% [markdown]
 # ## 4. Label imbalance at test time
@@ -198,7 +266,9 @@ print(f"Spearman(stable rank, accuracy): trained LT {rho_lt:.2f}, softmax TF {rh
 
 # %%
 imb = {a: evaluate(a, pi=pi_imb, stream=4) for a in tqdm(alphas, desc="imbalanced")}
-gap = {m: [float(imb[a][m][0] - np.mean(imb[a][m][1:])) for a in alphas] for m in models}
+gap = {
+    m: [float(imb[a][m][0] - np.mean(imb[a][m][1:])) for a in alphas] for m in models
+}
 for m in models:
     print(f"{m:14s} majority - minority accuracy:", np.round(gap[m], 3))
 
@@ -223,9 +293,14 @@ plt.show()
 target_acc = 0.8
 acc_pl = {}
 for C_ in class_grid:
-    acc_pl[C_] = [float(np.mean(evaluate(0.0, C_=C_, per=m_, stream=5)["trained LT"]))
-                  for m_ in per_label_grid]
-    print(f"C={C_}: accuracy vs examples per label {per_label_grid}: {np.round(acc_pl[C_], 3)}")
+    acc_pl[C_] = [
+        float(np.mean(evaluate(0.0, C_=C_, per=m_, stream=5)["trained LT"]))
+        for m_ in per_label_grid
+    ]
+    print(
+        f"C={C_}: accuracy vs examples per label {per_label_grid}: "
+        f"{np.round(acc_pl[C_], 3)}"
+    )
 
 
 def needed(accs):
@@ -250,7 +325,11 @@ print("examples per label for 80 %:", {k: round(v, 2) for k, v in need.items()})
 
 # %%
 real = {}
-for name, loader in [("iris", datasets.load_iris), ("wine", datasets.load_wine), ("digits", datasets.load_digits)]:
+for name, loader in [
+    ("iris", datasets.load_iris),
+    ("wine", datasets.load_wine),
+    ("digits", datasets.load_digits),
+]:
     Xr, yr = loader(return_X_y=True)
     Xr = (Xr - Xr.mean(0)) / (Xr.std(0) + 1e-9)
     means = np.stack([Xr[yr == c].mean(0) for c in np.unique(yr)], 1)
@@ -265,7 +344,12 @@ for C_ in class_grid:
 ax[0].axhline(target_acc, color="k", lw=0.8)
 ax[0].set(xscale="log", xlabel="examples per label", ylabel="accuracy (trained LT)")
 ax[0].legend()
-ax[1].plot(np.array(srank_target) / r, acc_bal["trained LT"], marker="o", label="synthetic sweep (LT)")
+ax[1].plot(
+    np.array(srank_target) / r,
+    acc_bal["trained LT"],
+    marker="o",
+    label="synthetic sweep (LT)",
+)
 for name, (sr, mx) in real.items():
     ax[1].axvline(sr / mx, ls=":", color="gray")
     ax[1].text(sr / mx, 0.05, name, rotation=90)
@@ -278,11 +362,22 @@ plt.show()
 # The slider walks through the stable-rank sweep: per-class accuracy of the trained linear transformer under the
 # imbalanced context (class 0 is the majority).
 
+
 # %%
 def draw(fig, alpha):
     ax = fig.add_subplot(111)
-    ax.bar(np.arange(C) - 0.2, bal[alpha]["trained LT"], width=0.4, label="balanced context")
-    ax.bar(np.arange(C) + 0.2, imb[alpha]["trained LT"], width=0.4, label=f"class 0 share {majority}")
+    ax.bar(
+        np.arange(C) - 0.2,
+        bal[alpha]["trained LT"],
+        width=0.4,
+        label="balanced context",
+    )
+    ax.bar(
+        np.arange(C) + 0.2,
+        imb[alpha]["trained LT"],
+        width=0.4,
+        label=f"class 0 share {majority}",
+    )
     sr = float((icl.power_spectrum(r, alpha) ** 2).sum())
     ax.set_title(f"stable rank {sr:.2f}")
     ax.set(xlabel="query class", ylabel="accuracy", ylim=(0, 1), xticks=range(C))
@@ -293,6 +388,7 @@ plotting.static_slider(alphas, draw, label="spectral decay α", fmt="{:.2f}")
 
 # %% [markdown]
 # Live: pick a decay α and a majority share and see the per-class accuracy of the trained linear transformer.
+
 
 # %%
 def play(alpha: float = 1.0, share: float = 0.6):
@@ -313,37 +409,92 @@ plotting.live_controls(play, alpha=(0.0, 4.0, 0.25), share=(0.2, 0.9, 0.05))
 # and a positive majority gap.
 
 # %%
-rec.check("stable_rank_exact", srank_err, 1e-9, op="<=", note="generated vs prescribed stable rank, all α")
-rec.check("reduction_matches_forward", red_err, 1e-6, op="<=", note="full LSA forward vs reduced form, float64")
-rec.check("label_priors_exact", prior_err, 0.0, op="==", note="context label shares vs prescribed priors")
-rec.check("trained_weights_structure", cos_I, 0.9, op=">=", note="cosine between trained W and the identity")
+rec.check(
+    "stable_rank_exact",
+    srank_err,
+    1e-9,
+    op="<=",
+    note="generated vs prescribed stable rank, all α",
+)
+rec.check(
+    "reduction_matches_forward",
+    red_err,
+    1e-6,
+    op="<=",
+    note="full LSA forward vs reduced form, float64",
+)
+rec.check(
+    "label_priors_exact",
+    prior_err,
+    0.0,
+    op="==",
+    note="context label shares vs prescribed priors",
+)
+rec.check(
+    "trained_weights_structure",
+    cos_I,
+    0.9,
+    op=">=",
+    note="cosine between trained W and the identity",
+)
 
-rec.claim("accuracy_increases_with_stable_rank", "Isotropic class centers (high stable rank) improve ICL",
-          paper="accuracy increases with stable rank", measured=round(float(rho_lt), 3), unit="Spearman ρ",
-          holds=bool(rho_lt >= 0.9), note=f"trained LT accuracy {np.round(acc_bal['trained LT'], 3).tolist()} "
-                                          f"at stable ranks {np.round(srank_target, 2).tolist()}")
+rec.claim(
+    "accuracy_increases_with_stable_rank",
+    "Isotropic class centers (high stable rank) improve ICL",
+    paper="accuracy increases with stable rank",
+    measured=round(float(rho_lt), 3),
+    unit="Spearman ρ",
+    holds=bool(rho_lt >= 0.9),
+    note=f"trained LT accuracy {np.round(acc_bal['trained LT'], 3).tolist()} "
+    f"at stable ranks {np.round(srank_target, 2).tolist()}",
+)
 g0 = gap["trained LT"][0]
-rec.claim("majority_easier", "Under context imbalance, majority-class queries are easier than minority ones",
-          paper="minority classes more error-prone", measured=round(g0, 3),
-          unit="majority − minority accuracy (isotropic)", holds=g0 >= 0.05)
+rec.claim(
+    "majority_easier",
+    "Under context imbalance, majority-class queries are easier than minority ones",
+    paper="minority classes more error-prone",
+    measured=round(g0, 3),
+    unit="majority − minority accuracy (isotropic)",
+    holds=g0 >= 0.05,
+)
 shrink = gap["trained LT"][-1] - gap["trained LT"][0]
-rec.claim("imbalance_gap_shrinks", "Robustness to imbalance improves with stable rank",
-          paper="gap smaller at high stable rank", measured=round(shrink, 3),
-          unit="gap(lowest srank) − gap(highest srank)", holds=shrink > 0,
-          note=f"gaps {np.round(gap['trained LT'], 3).tolist()} from high to low stable rank")
+rec.claim(
+    "imbalance_gap_shrinks",
+    "Robustness to imbalance improves with stable rank",
+    paper="gap smaller at high stable rank",
+    measured=round(shrink, 3),
+    unit="gap(lowest srank) − gap(highest srank)",
+    holds=shrink > 0,
+    note=f"gaps {np.round(gap['trained LT'], 3).tolist()} from high to low stable rank",
+)
 vals = [need[c] for c in class_grid]
 ratio = vals[-1] / vals[0] if all(np.isfinite(vals)) else float("nan")
-rec.claim("per_label_sample_complexity", "Examples per label needed barely grow with the number of classes",
-          paper="near-optimal per-label sample complexity", measured=round(ratio, 2),
-          unit=f"ratio of per-label counts for 80 %, C={class_grid[-1]} vs C={class_grid[0]}",
-          holds=bool(np.isfinite(ratio) and ratio <= 2.0),
-          note=f"per-label counts {({k: round(v, 2) for k, v in need.items()})}"
-               + ("; the smallest C already reaches 80 % at the first grid point, so its count is an upper bound "
-                  "and the ratio a lower bound" if acc_pl[class_grid[0]][0] >= target_acc else ""))
+rec.claim(
+    "per_label_sample_complexity",
+    "Examples per label needed barely grow with the number of classes",
+    paper="near-optimal per-label sample complexity",
+    measured=round(ratio, 2),
+    unit=f"ratio of per-label counts for 80 %, C={class_grid[-1]} vs C={class_grid[0]}",
+    holds=bool(np.isfinite(ratio) and ratio <= 2.0),
+    note=f"per-label counts { ({k: round(v, 2) for k, v in need.items()}) }"
+    + (
+        "; the smallest C already reaches 80 % at the first grid point, so its "
+        "count is an upper bound "
+        "and the ratio a lower bound"
+        if acc_pl[class_grid[0]][0] >= target_acc
+        else ""
+    ),
+)
 tf_ok = bool(rho_tf >= 0.9 and gap["softmax TF"][0] > 0)
-rec.claim("softmax_transformer_agrees", "A softmax transformer trained from scratch shows the same trends",
-          paper="consistent with trained transformers and LLMs", measured=round(float(rho_tf), 3),
-          unit="Spearman ρ (softmax TF)", holds=tf_ok,
-          note=f"softmax TF accuracy {np.round(acc_bal['softmax TF'], 3).tolist()}, majority gap "
-               f"{gap['softmax TF'][0]:.3f}; no pretrained LLM offline")
+rec.claim(
+    "softmax_transformer_agrees",
+    "A softmax transformer trained from scratch shows the same trends",
+    paper="consistent with trained transformers and LLMs",
+    measured=round(float(rho_tf), 3),
+    unit="Spearman ρ (softmax TF)",
+    holds=tf_ok,
+    note=f"softmax TF accuracy {np.round(acc_bal['softmax TF'], 3).tolist()}, "
+    "majority gap "
+    f"{gap['softmax TF'][0]:.3f}; no pretrained LLM offline",
+)
 rec.save()

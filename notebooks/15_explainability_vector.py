@@ -36,16 +36,25 @@
 # (no pretrained weights are available offline).
 # :::
 
-# %%
+# %% tags=["hide-input"]
 # Colab bootstrap: install this book's `helpers` package in Colab; do nothing elsewhere.
 import importlib.util
 import subprocess
 import sys
 
 if "google.colab" in sys.modules and importlib.util.find_spec("helpers") is None:
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q",
-                    "neurips2026-executed-helpers[image] @ git+https://github.com/neurips2026-executed/book@main"],
-                   check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "neurips2026-executed-helpers[image] @ "
+            "git+https://github.com/neurips2026-executed/book@main",
+        ],
+        check=True,
+    )
 
 # %% [markdown]
 # ## Parameters
@@ -64,7 +73,7 @@ lam = 1.0  # the transfer coefficient, fixed in advance
 n_shap = 32  # images per target explained by Kernel SHAP
 n_coalitions = 150
 
-# %%
+# %% tags=["hide-input"]
 import time
 
 import matplotlib.pyplot as plt
@@ -77,8 +86,17 @@ from IPython.display import display
 from helpers import claims, plotting, repro, train
 from helpers import explainability_vector as ev
 
-TARGETS = ["digits 5-9", "inverted", "rotated", "small digits", "shapes", "cluttered", "coloured", "letters",
-           "background label"]
+TARGETS = [
+    "digits 5-9",
+    "inverted",
+    "rotated",
+    "small digits",
+    "shapes",
+    "cluttered",
+    "coloured",
+    "letters",
+    "background label",
+]
 if quick:
     n_train, n_test, pretrain_steps, source_steps, target_steps = 300, 80, 60, 40, 30
     n_shap, n_coalitions = 8, 40
@@ -86,12 +104,27 @@ if quick:
 UNRELATED = "background label"
 lams = [0.0, 0.25, 0.5, 1.0, 1.5, 2.0]
 
-env = repro.setup(seed, threads=1)  # small ops: one thread wastes nothing on a shared machine
+# small ops: one thread wastes nothing on a shared machine
+env = repro.setup(seed, threads=1)
 plotting.use_style()
-rec = claims.ClaimsRecord("15_explainability_vector", dict(
-    quick=quick, seed=seed, n_train=n_train, n_test=n_test, batch_size=batch_size, pretrain_steps=pretrain_steps,
-    source_steps=source_steps, target_steps=target_steps, beta=beta, lam=lam, n_shap=n_shap,
-    n_coalitions=n_coalitions, targets=TARGETS))
+rec = claims.ClaimsRecord(
+    "15_explainability_vector",
+    dict(
+        quick=quick,
+        seed=seed,
+        n_train=n_train,
+        n_test=n_test,
+        batch_size=batch_size,
+        pretrain_steps=pretrain_steps,
+        source_steps=source_steps,
+        target_steps=target_steps,
+        beta=beta,
+        lam=lam,
+        n_shap=n_shap,
+        n_coalitions=n_coalitions,
+        targets=TARGETS,
+    ),
+)
 print(env)
 
 # %% [markdown]
@@ -102,8 +135,10 @@ print(env)
 # a vector that teaches "look at the object" should not help there.
 
 # %%
-data = {name: (ev.make_domain(name, n_train, seed), ev.make_domain(name, n_test, seed + 1))
-        for name in ["pretrain", "source", *TARGETS]}
+data = {
+    name: (ev.make_domain(name, n_train, seed), ev.make_domain(name, n_test, seed + 1))
+    for name in ["pretrain", "source", *TARGETS]
+}
 fig, ax = plt.subplots(2, len(data), figsize=(1.3 * len(data), 2.8))
 for j, (name, (tr_, _)) in enumerate(data.items()):
     ax[0, j].imshow(tr_.images[0].permute(1, 2, 0).numpy())
@@ -127,11 +162,15 @@ plt.show()
 # the same pre-trained θ₀ with the same batches; **transfer** is `θ_T + λτ`, with θ_T the target's prediction-only
 # model (fine-tuned from θ₀ with β = 0, no explanation labels).
 
+
 # %%
 def batches(dom):
     def get(step):
-        idx = torch.as_tensor(repro.rng(seed, 7, step).integers(0, len(dom), batch_size))
+        idx = torch.as_tensor(
+            repro.rng(seed, 7, step).integers(0, len(dom), batch_size)
+        )
         return dom.images[idx], dom.labels[idx], dom.mask[idx]
+
     return get
 
 
@@ -145,8 +184,17 @@ def fine_tune(init_state, dom, steps, beta_, desc, lr=1e-3):
         loss = F.cross_entropy(logits, y)
         return loss + beta_ * ev.explanation_loss(patches, y, mask) if beta_ else loss
 
-    train.fit(model, loss_fn, batches(dom), steps, lr=lr, warmup=steps // 10, seed=seed, desc=desc,
-              progress=not quick)
+    train.fit(
+        model,
+        loss_fn,
+        batches(dom),
+        steps,
+        lr=lr,
+        warmup=steps // 10,
+        seed=seed,
+        desc=desc,
+        progress=not quick,
+    )
     return model
 
 
@@ -161,7 +209,10 @@ def evaluate(model, dom):
 
 def prob_fn(model, dom, idx):
     def f(x):
-        return model(x, dom.classes)[0].softmax(1)[torch.arange(len(idx)), dom.labels[idx]]
+        return model(x, dom.classes)[0].softmax(1)[
+            torch.arange(len(idx)), dom.labels[idx]
+        ]
+
     return f
 
 
@@ -172,7 +223,8 @@ theta0 = {k: v.clone() for k, v in pre.state_dict().items()}
 src_tr, src_te = data["source"]
 src_pred = fine_tune(theta0, src_tr, source_steps, 0.0, "source, β=0")
 src_se = fine_tune(theta0, src_tr, source_steps, beta, f"source, β={beta}")
-tau = ev.task_vector(src_se.state_dict(), src_pred.state_dict())  # the explainability vector: the key line
+# the explainability vector: the key line
+tau = ev.task_vector(src_se.state_dict(), src_pred.state_dict())
 print(f"‖τ‖ = {ev.flat(tau).norm():.3f}, ‖θ0‖ = {ev.flat(theta0).norm():.1f}")
 
 # %% [markdown]
@@ -183,16 +235,43 @@ print(f"‖τ‖ = {ev.flat(tau).norm():.3f}, ‖θ0‖ = {ev.flat(theta0).norm(
 # %%
 again_a = fine_tune(theta0, src_tr, 20, 0.0, "repeat a")
 again_b = fine_tune(theta0, src_tr, 20, 0.0, "repeat b")
-rec.check("zero_vector_when_same", float(ev.flat(ev.task_vector(again_a.state_dict(), again_b.state_dict()))
-                                         .abs().max()), 0.0, op="==", note="two identical β=0 runs: τ = 0 exactly")
-rand_auc = ev.patch_auroc(torch.as_tensor(repro.rng(seed, 3).random(src_te.mask.shape)), src_te.mask)
-rec.check("random_map_auroc", abs(rand_auc - 0.5), 0.05, op="<=", note=f"random maps AUROC {rand_auc:.3f}")
+rec.check(
+    "zero_vector_when_same",
+    float(
+        ev.flat(ev.task_vector(again_a.state_dict(), again_b.state_dict())).abs().max()
+    ),
+    0.0,
+    op="==",
+    note="two identical β=0 runs: τ = 0 exactly",
+)
+rand_auc = ev.patch_auroc(
+    torch.as_tensor(repro.rng(seed, 3).random(src_te.mask.shape)), src_te.mask
+)
+rec.check(
+    "random_map_auroc",
+    abs(rand_auc - 0.5),
+    0.05,
+    op="<=",
+    note=f"random maps AUROC {rand_auc:.3f}",
+)
 acc_sp, maps_sp, _ = evaluate(src_pred, src_te)
 acc_se, maps_se, _ = evaluate(src_se, src_te)
-auc_sp, auc_se = ev.patch_auroc(maps_sp, src_te.mask), ev.patch_auroc(maps_se, src_te.mask)
-print(f"source: prediction-only acc {acc_sp:.3f}, AUROC {auc_sp:.3f} | self-explaining acc {acc_se:.3f}, "
-      f"AUROC {auc_se:.3f}")
-rec.check("source_se_better", auc_se, auc_sp, op=">", note="source self-explaining AUROC > prediction-only")
+auc_sp, auc_se = (
+    ev.patch_auroc(maps_sp, src_te.mask),
+    ev.patch_auroc(maps_se, src_te.mask),
+)
+print(
+    f"source: prediction-only acc {acc_sp:.3f}, AUROC {auc_sp:.3f} | "
+    f"self-explaining acc {acc_se:.3f}, "
+    f"AUROC {auc_se:.3f}"
+)
+rec.check(
+    "source_se_better",
+    auc_se,
+    auc_sp,
+    op=">",
+    note="source self-explaining AUROC > prediction-only",
+)
 
 # %% [markdown]
 # ## 3. Transfer to the targets, λ sweep
@@ -213,14 +292,36 @@ for name in TARGETS:
         m = ev.TinyViT()
         m.load_state_dict(ev.add_vector(base, tau, lm))  # θ_T + λ τ
         acc, maps, _ = evaluate(m, te_)
-        rows.append(dict(target=name, lam=lm, acc=acc, auroc=ev.patch_auroc(maps, te_.mask),
-                         pointing=ev.pointing_game(maps, te_.mask)))
+        rows.append(
+            dict(
+                target=name,
+                lam=lm,
+                acc=acc,
+                auroc=ev.patch_auroc(maps, te_.mask),
+                pointing=ev.pointing_game(maps, te_.mask),
+            )
+        )
     acc_o, maps_o, _ = evaluate(oracles[name], te_)
-    rows.append(dict(target=name, lam="oracle", acc=acc_o, auroc=ev.patch_auroc(maps_o, te_.mask),
-                     pointing=ev.pointing_game(maps_o, te_.mask)))
+    rows.append(
+        dict(
+            target=name,
+            lam="oracle",
+            acc=acc_o,
+            auroc=ev.patch_auroc(maps_o, te_.mask),
+            pointing=ev.pointing_game(maps_o, te_.mask),
+        )
+    )
 sweep = pd.DataFrame(rows)
-display(sweep.pivot(index="target", columns="lam", values="auroc").round(3).style.set_caption("patch AUROC"))
-display(sweep.pivot(index="target", columns="lam", values="acc").round(3).style.set_caption("accuracy"))
+display(
+    sweep.pivot(index="target", columns="lam", values="auroc")
+    .round(3)
+    .style.set_caption("patch AUROC")
+)
+display(
+    sweep.pivot(index="target", columns="lam", values="acc")
+    .round(3)
+    .style.set_caption("accuracy")
+)
 
 # %% [markdown]
 # `lambda_zero_identity`: adding the vector with λ = 0 gives back the prediction-only model exactly.
@@ -230,9 +331,13 @@ name0 = TARGETS[0]
 m0 = ev.TinyViT()
 m0.load_state_dict(ev.add_vector(models_T[name0].state_dict(), tau, 0.0))
 with torch.no_grad():
-    same = torch.equal(m0(data[name0][1].images, data[name0][1].classes)[0],
-                       models_T[name0](data[name0][1].images, data[name0][1].classes)[0])
-rec.check("lambda_zero_identity", same, True, note="θ_T + 0·τ gives bit-identical logits")
+    same = torch.equal(
+        m0(data[name0][1].images, data[name0][1].classes)[0],
+        models_T[name0](data[name0][1].images, data[name0][1].classes)[0],
+    )
+rec.check(
+    "lambda_zero_identity", same, True, note="θ_T + 0·τ gives bit-identical logits"
+)
 
 # %%
 sw = sweep[sweep.lam != "oracle"].astype({"lam": float})
@@ -269,22 +374,42 @@ for name in TARGETS:
     transferred = ev.TinyViT()
     transferred.load_state_dict(ev.add_vector(models_T[name].state_dict(), tau, lam))
     maps = {}
-    for label, m in [("prediction-only", models_T[name]), ("transferred", transferred), ("oracle", oracles[name])]:
+    for label, m in [
+        ("prediction-only", models_T[name]),
+        ("transferred", transferred),
+        ("oracle", oracles[name]),
+    ]:
         m.eval()
         with torch.no_grad():
             maps[label] = m(x, te_.classes)[1][idx, :, te_.labels[idx]]
     t0 = time.process_time()
-    maps["Kernel SHAP"] = ev.kernel_shap(prob_fn(models_T[name], te_, idx), x, n_coalitions, seed)
+    maps["Kernel SHAP"] = ev.kernel_shap(
+        prob_fn(models_T[name], te_, idx), x, n_coalitions, seed
+    )
     t_shap = time.process_time() - t0
-    maps["random"] = torch.as_tensor(repro.rng(seed, 9).random(msk.shape), dtype=torch.float32)
+    maps["random"] = torch.as_tensor(
+        repro.rng(seed, 9).random(msk.shape), dtype=torch.float32
+    )
     shap_maps[name] = (x, msk, maps)
     for label, mp in maps.items():
         d, i = ev.deletion_insertion(prob_fn(models_T[name], te_, idx), x, mp)
-        faith.append(dict(target=name, map=label, auroc=ev.patch_auroc(mp, msk), deletion=d, insertion=i,
-                          inferences=n_coalitions if label == "Kernel SHAP" else 1,
-                          cpu_s=t_shap if label == "Kernel SHAP" else float("nan")))
+        faith.append(
+            dict(
+                target=name,
+                map=label,
+                auroc=ev.patch_auroc(mp, msk),
+                deletion=d,
+                insertion=i,
+                inferences=n_coalitions if label == "Kernel SHAP" else 1,
+                cpu_s=t_shap if label == "Kernel SHAP" else float("nan"),
+            )
+        )
 faith = pd.DataFrame(faith)
-display(faith.groupby("map")[["auroc", "deletion", "insertion", "inferences"]].mean().round(3))
+display(
+    faith.groupby("map")[["auroc", "deletion", "insertion", "inferences"]]
+    .mean()
+    .round(3)
+)
 
 # %% [markdown]
 # Deletion/insertion here always probe the *prediction-only* target model (the one a user has), so the maps are
@@ -293,7 +418,9 @@ display(faith.groupby("map")[["auroc", "deletion", "insertion", "inferences"]].m
 # %%
 show = [t for t in TARGETS if t != UNRELATED][:2] + [UNRELATED]
 labels_ = ["prediction-only", "transferred", "oracle", "Kernel SHAP"]
-fig, ax = plt.subplots(len(show), 2 + len(labels_), figsize=(1.6 * (2 + len(labels_)), 1.7 * len(show)))
+fig, ax = plt.subplots(
+    len(show), 2 + len(labels_), figsize=(1.6 * (2 + len(labels_)), 1.7 * len(show))
+)
 for r, name in enumerate(show):
     x, msk, maps = shap_maps[name]
     ax[r, 0].imshow(x[0].permute(1, 2, 0).numpy())
@@ -320,8 +447,13 @@ plt.show()
 # this is a small sample, and five predictors are tried, so the p-values are Bonferroni-corrected.
 
 # %%
-gain = {t: float(sw[(sw.target == t) & (sw.lam == lam)].auroc.iloc[0] - sw[(sw.target == t) & (sw.lam == 0)]
-                 .auroc.iloc[0]) for t in TARGETS}
+gain = {
+    t: float(
+        sw[(sw.target == t) & (sw.lam == lam)].auroc.iloc[0]
+        - sw[(sw.target == t) & (sw.lam == 0)].auroc.iloc[0]
+    )
+    for t in TARGETS
+}
 feat = {}
 tau_flat = ev.flat(tau)
 for name in TARGETS:
@@ -342,13 +474,17 @@ for name in TARGETS:
         "cos(τ, τ_T)": float(F.cosine_similarity(tau_flat, vT, dim=0)),
         "‖τ_T‖/‖τ‖": float(vT.norm() / tau_flat.norm()),
         "CKA before/after": ev.linear_cka(h0, h1),
-        "Δ map entropy": ev.map_entropy(p1[ar, :, pred1]) - ev.map_entropy(p0[ar, :, pred0]),
+        "Δ map entropy": ev.map_entropy(p1[ar, :, pred1])
+        - ev.map_entropy(p0[ar, :, pred0]),
         "unchanged predictions": float((pred0 == pred1).float().mean()),
     }
 feat = pd.DataFrame(feat).T
 feat["AUROC gain"] = pd.Series(gain)
 display(feat.round(3))
-stats = {c: ev.spearman_perm(feat[c].values, feat["AUROC gain"].values, seed=seed) for c in feat.columns[:-1]}
+stats = {
+    c: ev.spearman_perm(feat[c].values, feat["AUROC gain"].values, seed=seed)
+    for c in feat.columns[:-1]
+}
 stats = pd.DataFrame(stats, index=["spearman ρ", "perm p"]).T
 stats["Bonferroni p"] = (stats["perm p"] * len(stats)).clip(upper=1.0)
 display(stats.round(3))
@@ -357,11 +493,20 @@ best = stats["spearman ρ"].abs().idxmax()
 fig, ax = plt.subplots(figsize=(5.2, 3.4))
 ax.scatter(feat[best], feat["AUROC gain"])
 for t in TARGETS:
-    ax.annotate(t, (feat.loc[t, best], feat.loc[t, "AUROC gain"]), fontsize=7, xytext=(3, 3),
-                textcoords="offset points")
+    ax.annotate(
+        t,
+        (feat.loc[t, best], feat.loc[t, "AUROC gain"]),
+        fontsize=7,
+        xytext=(3, 3),
+        textcoords="offset points",
+    )
 ax.axhline(0, color="gray", lw=0.8)
-ax.set(xlabel=best, ylabel=f"AUROC gain at λ={lam}",
-       title=f"best predictor: ρ = {stats.loc[best, 'spearman ρ']:.2f} (n = {len(TARGETS)})")
+ax.set(
+    xlabel=best,
+    ylabel=f"AUROC gain at λ={lam}",
+    title=f"best predictor: ρ = {stats.loc[best, 'spearman ρ']:.2f} (n = "
+    f"{len(TARGETS)})",
+)
 plt.show()
 
 # %% [markdown]
@@ -380,7 +525,11 @@ for lm in lams:
         m.load_state_dict(ev.add_vector(models_T[name].state_dict(), tau, lm))
         m.eval()
         with torch.no_grad():
-            row.append(m(te_.images[:1], te_.classes)[1][0, :, te_.labels[0]].view(6, 6).numpy())
+            row.append(
+                m(te_.images[:1], te_.classes)[1][0, :, te_.labels[0]]
+                .view(6, 6)
+                .numpy()
+            )
     frames[lm] = row
 
 
@@ -395,7 +544,9 @@ def draw(fig, lm):
             a.grid(False)
 
 
-plotting.static_slider(lams, draw, figsize=(1.2 * len(TARGETS), 2.8), label="λ", fmt="{:.2f}")
+plotting.static_slider(
+    lams, draw, figsize=(1.2 * len(TARGETS), 2.8), label="λ", fmt="{:.2f}"
+)
 
 
 # %%
@@ -405,12 +556,14 @@ def live(target=TARGETS[0], lam_=1.0, image=0):
     m.load_state_dict(ev.add_vector(models_T[target].state_dict(), tau, lam_))
     m.eval()
     with torch.no_grad():
-        logits, patches = m(te_.images[image:image + 1], te_.classes)
+        logits, patches = m(te_.images[image : image + 1], te_.classes)
     fig, ax = plt.subplots(1, 3, figsize=(6, 2))
     ax[0].imshow(te_.images[image].permute(1, 2, 0).numpy())
     ax[1].imshow(te_.mask[image].view(6, 6).numpy(), cmap="magma")
     ax[2].imshow(patches[0, :, te_.labels[image]].view(6, 6).numpy(), cmap="magma")
-    ax[2].set_title(f"p(true) = {logits.softmax(1)[0, te_.labels[image]]:.2f}", fontsize=8)
+    ax[2].set_title(
+        f"p(true) = {logits.softmax(1)[0, te_.labels[image]]:.2f}", fontsize=8
+    )
     for a in ax:
         a.set(xticks=[], yticks=[])
         a.grid(False)
@@ -434,29 +587,66 @@ improved = sum(gain[t] > 0 for t in related)
 at = sw[sw.lam == lam].set_index("target")
 at0 = sw[sw.lam == 0].set_index("target")
 acc_change = float((at.loc[related, "acc"] - at0.loc[related, "acc"]).mean())
-rec.claim("targets_improved", f"Adding the explainability vector (λ={lam}) raises explanation AUROC on most related "
-          "targets (holds for at least two thirds)", paper="consistent gains on 10 targets (predecessor: 9/10)",
-          measured=f"{improved}/{len(related)}", unit="targets", holds=bool(improved >= 2 * len(related) / 3),
-          note="mean AUROC gain on related targets " + f"{np.mean([gain[t] for t in related]):+.3f}")
-rec.claim("accuracy_preserved", "Accuracy is largely preserved (mean change within 3 points)",
-          paper="largely preserved", measured=round(acc_change, 4), unit="accuracy change (related targets)",
-          holds=bool(acc_change >= -0.03))
-rec.claim("unrelated_domain_no_gain", "No gain on the less-related domain (label = background)",
-          paper="transfer fails between less-related domains", measured=round(gain[UNRELATED], 4),
-          unit="AUROC gain", holds=bool(gain[UNRELATED] <= 0.02),
-          note="the relevance there is the background; the source vector teaches 'look at the object'")
+rec.claim(
+    "targets_improved",
+    f"Adding the explainability vector (λ={lam}) raises explanation AUROC on "
+    "most related "
+    "targets (holds for at least two thirds)",
+    paper="consistent gains on 10 targets (predecessor: 9/10)",
+    measured=f"{improved}/{len(related)}",
+    unit="targets",
+    holds=bool(improved >= 2 * len(related) / 3),
+    note="mean AUROC gain on related targets "
+    + f"{np.mean([gain[t] for t in related]):+.3f}",
+)
+rec.claim(
+    "accuracy_preserved",
+    "Accuracy is largely preserved (mean change within 3 points)",
+    paper="largely preserved",
+    measured=round(acc_change, 4),
+    unit="accuracy change (related targets)",
+    holds=bool(acc_change >= -0.03),
+)
+rec.claim(
+    "unrelated_domain_no_gain",
+    "No gain on the less-related domain (label = background)",
+    paper="transfer fails between less-related domains",
+    measured=round(gain[UNRELATED], 4),
+    unit="AUROC gain",
+    holds=bool(gain[UNRELATED] <= 0.02),
+    note="the relevance there is the background; the source vector teaches 'look at "
+    "the object'",
+)
 fm = faith.groupby("map").auroc.mean()
-rec.claim("vs_kernel_shap", "The transferred one-inference map is comparable to Kernel SHAP with ~150 inferences "
-          "(holds if its AUROC is at least Kernel SHAP's − 0.05)", paper="comparable (predecessor)",
-          measured={"transferred": round(float(fm["transferred"]), 3), "Kernel SHAP": round(float(fm["Kernel SHAP"]), 3),
-                    "inferences": f"1 vs {n_coalitions}"},
-          unit="mean patch AUROC over targets", holds=bool(fm["transferred"] >= fm["Kernel SHAP"] - 0.05),
-          note="AUROC against the object mask, which favours object-centred maps; see deletion/insertion for "
-               "faithfulness to the model")
-rec.claim("apriori_signal", "A model-internal feature computed without target explanations predicts the gain "
-          "(holds if its Bonferroni-corrected permutation p < 0.05)", paper="non-trivial signal",
-          measured={"feature": best, "rho": round(float(stats.loc[best, "spearman ρ"]), 3),
-                    "p_bonferroni": round(float(stats.loc[best, "Bonferroni p"]), 3)},
-          unit="Spearman ρ", holds=bool(stats.loc[best, "Bonferroni p"] < 0.05),
-          note=f"n = {len(TARGETS)} targets: a small sample")
+rec.claim(
+    "vs_kernel_shap",
+    "The transferred one-inference map is comparable to Kernel SHAP with ~150 "
+    "inferences "
+    "(holds if its AUROC is at least Kernel SHAP's − 0.05)",
+    paper="comparable (predecessor)",
+    measured={
+        "transferred": round(float(fm["transferred"]), 3),
+        "Kernel SHAP": round(float(fm["Kernel SHAP"]), 3),
+        "inferences": f"1 vs {n_coalitions}",
+    },
+    unit="mean patch AUROC over targets",
+    holds=bool(fm["transferred"] >= fm["Kernel SHAP"] - 0.05),
+    note="AUROC against the object mask, which favours object-centred maps; see "
+    "deletion/insertion for "
+    "faithfulness to the model",
+)
+rec.claim(
+    "apriori_signal",
+    "A model-internal feature computed without target explanations predicts the gain "
+    "(holds if its Bonferroni-corrected permutation p < 0.05)",
+    paper="non-trivial signal",
+    measured={
+        "feature": best,
+        "rho": round(float(stats.loc[best, "spearman ρ"]), 3),
+        "p_bonferroni": round(float(stats.loc[best, "Bonferroni p"]), 3),
+    },
+    unit="Spearman ρ",
+    holds=bool(stats.loc[best, "Bonferroni p"] < 0.05),
+    note=f"n = {len(TARGETS)} targets: a small sample",
+)
 rec.save()

@@ -45,15 +45,24 @@
 # algebra, verified here against the sequential simulator.
 # :::
 
-# %%
+# %% tags=["hide-input"]
 # Colab bootstrap: install this book's `helpers` package in Colab; do nothing elsewhere.
 import importlib.util
 import subprocess
 import sys
 
 if "google.colab" in sys.modules and importlib.util.find_spec("helpers") is None:
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q",
-                    "git+https://github.com/neurips2026-executed/book@main"], check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "git+https://github.com/neurips2026-executed/book@main",
+        ],
+        check=True,
+    )
 
 # %% [markdown]
 # ## Parameters
@@ -68,7 +77,7 @@ steps = 400  # training steps for each river model
 geo_counts = [1, 3, 7, 15]  # training geometries in the cross-geometry sweep
 geo_steps = 150
 
-# %%
+# %% tags=["hide-input"]
 import time
 
 import matplotlib.pyplot as plt
@@ -84,9 +93,19 @@ if quick:
 
 env = repro.setup(seed, threads=1)
 plotting.use_style()
-rec = claims.ClaimsRecord("16_space_time_operators", dict(
-    quick=quick, seed=seed, n_train_nodes=n_train_nodes, T=T, n_events=n_events, steps=steps,
-    geo_counts=geo_counts, geo_steps=geo_steps))
+rec = claims.ClaimsRecord(
+    "16_space_time_operators",
+    dict(
+        quick=quick,
+        seed=seed,
+        n_train_nodes=n_train_nodes,
+        T=T,
+        n_events=n_events,
+        steps=steps,
+        geo_counts=geo_counts,
+        geo_steps=geo_steps,
+    ),
+)
 print(env)
 
 # %% [markdown]
@@ -112,13 +131,21 @@ basins = {
 }
 K = {name: rng.uniform(1, 4, p.size) for name, p in basins.items()}
 n_test = 8 if not quick else 3
-events = {name: st.lateral_inflow(p.size, T, n_events if name == "train" else n_test, rng)
-          for name, p in basins.items()}
+events = {
+    name: st.lateral_inflow(p.size, T, n_events if name == "train" else n_test, rng)
+    for name, p in basins.items()
+}
 t0 = time.process_time()
-flows = {name: st.route_sequential(p, K[name], events[name], nonlinear=True) for name, p in basins.items()}
+flows = {
+    name: st.route_sequential(p, K[name], events[name], nonlinear=True)
+    for name, p in basins.items()
+}
 print(f"simulated in {time.process_time() - t0:.1f} s CPU")
 for name, p in basins.items():
-    print(f"{name:10s} N={p.size:5d}  depth={len(st.levels(p)) - 1:3d}  peak outlet flow={flows[name][:, 0].max():.1f}")
+    print(
+        f"{name:10s} N={p.size:5d}  depth={len(st.levels(p)) - 1:3d}  peak "
+        f"outlet flow={flows[name][:, 0].max():.1f}"
+    )
 
 # %% [markdown]
 # ### The time-parallel solution of linear routing
@@ -139,13 +166,17 @@ spec = st.route_spectral(p_tr, K_tr, q_tr)
 spectral_err = float(np.abs(seq - spec).max() / np.abs(seq).max())
 print(f"max |spectral - sequential| / max |Q| = {spectral_err:.2e}")
 
-long = np.concatenate([q_tr, np.zeros((4, p_tr.size, 40 * T))], axis=-1)  # let the flood drain
+# let the flood drain
+long = np.concatenate([q_tr, np.zeros((4, p_tr.size, 40 * T))], axis=-1)
 mass = {}
 for nonlinear in (False, True):
     out = st.route_sequential(p_tr, K_tr, long, nonlinear=nonlinear)
     mass[nonlinear] = abs(out[:, 0].sum() - long.sum()) / long.sum()
-    print(f"{'nonlinear' if nonlinear else 'linear':9s}: lateral inflow {long.sum():.3f}, outlet outflow "
-          f"{out[:, 0].sum():.3f}")
+    print(
+        f"{'nonlinear' if nonlinear else 'linear':9s}: lateral inflow "
+        f"{long.sum():.3f}, outlet outflow "
+        f"{out[:, 0].sum():.3f}"
+    )
 c = st.muskingum_coeffs(K_tr)
 print("max |C0 + C1 + C2 - 1| =", np.abs(sum(c) - 1).max())
 
@@ -171,10 +202,13 @@ print("max |C0 + C1 + C2 - 1| =", np.abs(sum(c) - 1).max())
 Q0 = 0.3  # one fixed flow scale for every basin (leak 3: shared standardization)
 
 
-class Block(torch.nn.Module):  # the same computation as one block of st.SepOperator, spelled out
+# the same computation as one block of st.SepOperator, spelled out
+class Block(torch.nn.Module):
     def __init__(self, width, modes, order):
         super().__init__()
-        self.R = torch.nn.Parameter(torch.randn(modes, width, width, dtype=torch.cfloat) / width)
+        self.R = torch.nn.Parameter(
+            torch.randn(modes, width, width, dtype=torch.cfloat) / width
+        )
         self.theta = torch.nn.Parameter(torch.randn(order + 1, width, width) / width)
         self.W = torch.nn.Linear(width, width)
 
@@ -182,30 +216,52 @@ class Block(torch.nn.Module):  # the same computation as one block of st.SepOper
         Tn, m = h.shape[2], self.R.shape[0]
         hf = torch.fft.rfft(h, n=2 * Tn, dim=2)  # per node, over time
         temporal = torch.zeros_like(hf)
-        temporal[:, :, :m] = torch.einsum("nbfc,fcd->nbfd", hf[:, :, :m], self.R)  # shared R(w)
+        # shared R(w)
+        temporal[:, :, :m] = torch.einsum("nbfc,fcd->nbfd", hf[:, :, :m], self.R)
         temporal = torch.fft.irfft(temporal, n=2 * Tn, dim=2)[:, :, :Tn]
-        spatial = sum(tk @ self.theta[k] for k, tk in enumerate(st.chebyshev_apply(P, h, len(self.theta) - 1)))
+        spatial = sum(
+            tk @ self.theta[k]
+            for k, tk in enumerate(st.chebyshev_apply(P, h, len(self.theta) - 1))
+        )
         return F.gelu(temporal + spatial + self.W(h))
 
 
 def features(p, K_nodes, q):
-    """(N, B, T, 4) inputs and the area vector; nothing here is normalized by a graph-level statistic."""
+    """(N, B, T, 4) inputs and the area vector; nothing here is normalized by a
+    graph-level statistic.
+    """
     a = st.upstream_area(p)
     q = torch.tensor(q, dtype=torch.float32).permute(1, 0, 2)  # (N, B, T)
     at = torch.tensor(a, dtype=torch.float32)[:, None, None]
-    static = torch.tensor(np.stack([K_nodes / 4, np.log(a) / 5], -1), dtype=torch.float32)[:, None, None]
-    x = torch.cat([(q / Q0)[..., None], (q / (at * Q0))[..., None], static.expand(-1, *q.shape[1:], -1)], -1)
+    static = torch.tensor(
+        np.stack([K_nodes / 4, np.log(a) / 5], -1), dtype=torch.float32
+    )[:, None, None]
+    x = torch.cat(
+        [
+            (q / Q0)[..., None],
+            (q / (at * Q0))[..., None],
+            static.expand(-1, *q.shape[1:], -1),
+        ],
+        -1,
+    )
     return x, at
 
 
 graph = {}
 for name, p in basins.items():
     x, at = features(p, K[name], events[name])
-    y = torch.tensor(flows[name], dtype=torch.float32).permute(1, 0, 2)[..., None] / (at[..., None] * Q0)
-    graph[name] = dict(x=x, y=y, a=at, P=st.to_torch_sparse(st.area_weighted_operator(p)))
+    y = torch.tensor(flows[name], dtype=torch.float32).permute(1, 0, 2)[..., None] / (
+        at[..., None] * Q0
+    )
+    graph[name] = dict(
+        x=x, y=y, a=at, P=st.to_torch_sparse(st.area_weighted_operator(p))
+    )
 
 blk = Block(8, 4, 2)
-print("one block on the training basin:", tuple(blk(torch.randn(n_train_nodes, 2, T, 8), graph["train"]["P"]).shape))
+print(
+    "one block on the training basin:",
+    tuple(blk(torch.randn(n_train_nodes, 2, T, 8), graph["train"]["P"]).shape),
+)
 
 # %% [markdown]
 # ### Training: factorized operator vs recurrent message passing
@@ -228,6 +284,7 @@ def make_loss(P):
     def loss_fn(model, batch):
         x, y = batch
         return F.mse_loss(model(x, P), y)
+
     return loss_fn
 
 
@@ -236,12 +293,32 @@ sep = st.SepOperator(4, width=16, blocks=4, modes=12, order=4, mixer="cheb")
 torch.manual_seed(seed)
 rnn = st.RecurrentMP(4, hidden=32)
 loss_fn = make_loss(graph["train"]["P"])
-sep_hist = train.fit(sep, loss_fn, batches, steps, lr=3e-3, warmup=steps // 10, seed=seed, desc="factorized")
-rnn_hist = train.fit(rnn, loss_fn, batches, steps, lr=3e-3, warmup=steps // 10, seed=seed, desc="recurrent MP")
+sep_hist = train.fit(
+    sep,
+    loss_fn,
+    batches,
+    steps,
+    lr=3e-3,
+    warmup=steps // 10,
+    seed=seed,
+    desc="factorized",
+)
+rnn_hist = train.fit(
+    rnn,
+    loss_fn,
+    batches,
+    steps,
+    lr=3e-3,
+    warmup=steps // 10,
+    seed=seed,
+    desc="recurrent MP",
+)
 
 
 def step_time(model, repeats):
-    """Median CPU seconds of one training step (forward + backward + AdamW), after a warm-up."""
+    """Median CPU seconds of one training step (forward + backward + AdamW), after a
+    warm-up.
+    """
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     ts = []
     for r in range(repeats + 1):
@@ -258,8 +335,11 @@ repeats = 5 if not quick else 2
 t_sep, t_rnn = step_time(sep, repeats), step_time(rnn, repeats)
 epoch = n_events // batch_events
 speedup = t_rnn / t_sep
-print(f"time per epoch ({epoch} steps): factorized {t_sep * epoch:.2f} s, recurrent {t_rnn * epoch:.2f} s, "
-      f"ratio {speedup:.2f}x")
+print(
+    f"time per epoch ({epoch} steps): factorized {t_sep * epoch:.2f} s, "
+    f"recurrent {t_rnn * epoch:.2f} s, "
+    f"ratio {speedup:.2f}x"
+)
 n_params = st.count_params(sep)
 print(f"parameters: factorized {n_params}, recurrent {st.count_params(rnn)}")
 
@@ -269,24 +349,30 @@ print(f"parameters: factorized {n_params}, recurrent {st.count_params(rnn)}")
 # The trained weights run unchanged on the zero-shot basin and on the 5x basin; only `P` and the inputs change.
 # R² is pooled over every reach and hour of the held-out events, on discharge `O`.
 
+
 # %%
 @torch.no_grad()
 def predict(model, name):
     d = graph[name]
     n_ev = d["x"].shape[1]
-    ys = [model(d["x"][:, i:i + 2], d["P"]) for i in range(0 if name != "train" else n_events - n_test,
-                                                             n_ev, 2)]
+    ys = [
+        model(d["x"][:, i : i + 2], d["P"])
+        for i in range(0 if name != "train" else n_events - n_test, n_ev, 2)
+    ]
     return (torch.cat(ys, 1)[..., 0] * d["a"] * Q0).permute(1, 0, 2).numpy()
 
 
 r2 = {}
 preds = {}
 for name in basins:
-    truth = flows[name] if name != "train" else flows[name][n_events - n_test:]
+    truth = flows[name] if name != "train" else flows[name][n_events - n_test :]
     for mname, model in (("factorized", sep), ("recurrent", rnn)):
         preds[name, mname] = predict(model, name)
         r2[name, mname] = st.r2_score(preds[name, mname], truth)
-    print(f"{name:10s} R2 factorized {r2[name, 'factorized']:.4f}   recurrent {r2[name, 'recurrent']:.4f}")
+    print(
+        f"{name:10s} R2 factorized {r2[name, 'factorized']:.4f}   recurrent "
+        f"{r2[name, 'recurrent']:.4f}"
+    )
 
 # %% [markdown]
 # ## 3. Checks
@@ -296,7 +382,13 @@ for name in basins:
 # equals the dense polynomial `T_k(P)` built from its power-series coefficients.
 
 # %%
-rec.check("mass_balance", max(mass.values()), 1e-3, op="<=", note="linear and nonlinear routing, long horizon")
+rec.check(
+    "mass_balance",
+    max(mass.values()),
+    1e-3,
+    op="<=",
+    note="linear and nonlinear routing, long horizon",
+)
 rec.check("spectral_equals_sequential", spectral_err, 1e-10, op="<=")
 
 shapes = {k: tuple(v.shape) for k, v in sep.state_dict().items()}
@@ -308,19 +400,29 @@ with torch.no_grad():
         d = graph[name]
         ran.append(clone(d["x"][:, :1], d["P"]).shape[0] == d["x"].shape[0])
 same = all(ran) and shapes == {k: tuple(v.shape) for k, v in clone.state_dict().items()}
-rec.check("graph_independent_params", same, True, note=f"one state dict on N = {[p.size for p in basins.values()]}")
+rec.check(
+    "graph_independent_params",
+    same,
+    True,
+    note=f"one state dict on N = {[p.size for p in basins.values()]}",
+)
 
 perm = torch.randperm(n_train_nodes, generator=torch.Generator().manual_seed(seed))
 Pd = st.area_weighted_operator(basins["train"]).toarray()
 Pperm = torch.tensor(Pd[perm.numpy()][:, perm.numpy()], dtype=torch.float32)
 with torch.no_grad():
     x1 = graph["train"]["x"][:, :2]
-    eq_err = (sep(x1[perm], Pperm) - sep(x1, graph["train"]["P"])[perm]).abs().max().item()
+    eq_err = (
+        (sep(x1[perm], Pperm) - sep(x1, graph["train"]["P"])[perm]).abs().max().item()
+    )
 rec.check("permutation_equivariance", eq_err, 1e-5, op="<=")
 
 xd = torch.randn(n_train_nodes, 3, dtype=torch.float64)
 recursion = st.chebyshev_apply(torch.tensor(Pd), xd, 4)
-cheb_err = max(float(np.abs(recursion[k].numpy() - st.chebyshev_dense(Pd, k) @ xd.numpy()).max()) for k in range(5))
+cheb_err = max(
+    float(np.abs(recursion[k].numpy() - st.chebyshev_dense(Pd, k) @ xd.numpy()).max())
+    for k in range(5)
+)
 rec.check("chebyshev_recursion", cheb_err, 1e-10, op="<=")
 
 # %% [markdown]
@@ -330,7 +432,9 @@ rec.check("chebyshev_recursion", cheb_err, 1e-10, op="<=")
 fig, ax = plt.subplots(1, 3, figsize=(13, 3.4))
 p_zs = basins["zero-shot"]
 mid = int(np.argsort(np.abs(st.upstream_area(p_zs) - p_zs.size / 4))[0])
-for k, (node, title) in enumerate([(0, "zero-shot outlet"), (mid, f"zero-shot reach {mid}")]):
+for k, (node, title) in enumerate(
+    [(0, "zero-shot outlet"), (mid, f"zero-shot reach {mid}")]
+):
     ax[k].plot(flows["zero-shot"][0, node], "k", label="truth (nonlinear Muskingum)")
     ax[k].plot(preds["zero-shot", "factorized"][0, node], "--", label="factorized")
     ax[k].plot(preds["zero-shot", "recurrent"][0, node], ":", label="recurrent MP")
@@ -338,8 +442,12 @@ for k, (node, title) in enumerate([(0, "zero-shot outlet"), (mid, f"zero-shot re
 ax[0].legend(fontsize=8)
 names = list(basins)
 xs = np.arange(len(names))
-ax[2].bar(xs - 0.2, [max(r2[n, "factorized"], 0) for n in names], 0.4, label="factorized")
-ax[2].bar(xs + 0.2, [max(r2[n, "recurrent"], 0) for n in names], 0.4, label="recurrent MP")
+ax[2].bar(
+    xs - 0.2, [max(r2[n, "factorized"], 0) for n in names], 0.4, label="factorized"
+)
+ax[2].bar(
+    xs + 0.2, [max(r2[n, "recurrent"], 0) for n in names], 0.4, label="recurrent MP"
+)
 ax[2].set(xticks=xs, xticklabels=names, ylabel="R² (clipped at 0)", ylim=(0, 1.05))
 ax[2].legend(fontsize=8)
 plt.show()
@@ -372,16 +480,37 @@ for _ in range(n_geo_train + n_geo_test):
     s = st.lateral_inflow(L.shape[0], T_geo, ev_geo, grng, base=0.0)
     u = st.diffuse(L, np.zeros((ev_geo, L.shape[0])), s)
     deg = np.asarray((L != 0).sum(1)).ravel() - 1
-    x = torch.tensor(np.concatenate([s[..., None], np.broadcast_to((deg / 4)[None, :, None, None],
-                                                                  (*s.shape, 1))], -1), dtype=torch.float32)
-    geos.append(dict(mask=mask, P=st.to_torch_sparse(Lt), x=x.permute(1, 0, 2, 3),
-                     y=torch.tensor(u, dtype=torch.float32).permute(1, 0, 2)[..., None]))
+    x = torch.tensor(
+        np.concatenate(
+            [
+                s[..., None],
+                np.broadcast_to((deg / 4)[None, :, None, None], (*s.shape, 1)),
+            ],
+            -1,
+        ),
+        dtype=torch.float32,
+    )
+    geos.append(
+        dict(
+            mask=mask,
+            P=st.to_torch_sparse(Lt),
+            x=x.permute(1, 0, 2, 3),
+            y=torch.tensor(u, dtype=torch.float32).permute(1, 0, 2)[..., None],
+        )
+    )
 train_geos, test_geos = geos[:n_geo_train], geos[n_geo_train:]
 
 
 def geo_error(model, gs):
     with torch.no_grad():
-        return float(np.mean([((model(g["x"], g["P"]) - g["y"]).norm() / g["y"].norm()).item() for g in gs]))
+        return float(
+            np.mean(
+                [
+                    ((model(g["x"], g["P"]) - g["y"]).norm() / g["y"].norm()).item()
+                    for g in gs
+                ]
+            )
+        )
 
 
 geo_err = {}
@@ -393,16 +522,33 @@ for mixer in ("cheb", "attention"):
         def geo_loss(model, g):
             return F.mse_loss(model(g["x"], g["P"]), g["y"])
 
-        train.fit(model, geo_loss, lambda step, G=G: train_geos[step % G], geo_steps, lr=3e-3,
-                  warmup=geo_steps // 10, seed=seed, desc=f"{mixer} G={G}", progress=False)
+        train.fit(
+            model,
+            geo_loss,
+            lambda step, G=G: train_geos[step % G],
+            geo_steps,
+            lr=3e-3,
+            warmup=geo_steps // 10,
+            seed=seed,
+            desc=f"{mixer} G={G}",
+            progress=False,
+        )
         geo_err[mixer, G] = geo_error(model, test_geos)
         print(f"{mixer:9s} G={G:2d}: held-out relative L2 {geo_err[mixer, G]:.3f}")
 
 # %%
 fig, ax = plt.subplots(figsize=(5, 3.2))
-for mixer, label in (("cheb", "Chebyshev (fixed-spectral)"), ("attention", "Physics-Attention")):
+for mixer, label in (
+    ("cheb", "Chebyshev (fixed-spectral)"),
+    ("attention", "Physics-Attention"),
+):
     ax.plot(geo_counts, [geo_err[mixer, G] for G in geo_counts], "o-", label=label)
-ax.set(xscale="log", yscale="log", xlabel="training geometries", ylabel="held-out relative L2")
+ax.set(
+    xscale="log",
+    yscale="log",
+    xlabel="training geometries",
+    ylabel="held-out relative L2",
+)
 ax.legend()
 plt.show()
 
@@ -423,8 +569,11 @@ def draw(fig, node):
     ax.plot(flows["zero-shot"][0, node], "k", label="truth")
     ax.plot(preds["zero-shot", "factorized"][0, node], "--", label="factorized")
     ax.plot(preds["zero-shot", "recurrent"][0, node], ":", label="recurrent MP")
-    ax.set(xlabel="hour", ylabel="discharge",
-           title=f"reach {node}, upstream area {int(st.upstream_area(p_zs)[node])}")
+    ax.set(
+        xlabel="hour",
+        ylabel="discharge",
+        title=f"reach {node}, upstream area {int(st.upstream_area(p_zs)[node])}",
+    )
     ax.legend(fontsize=8)
 
 
@@ -433,11 +582,12 @@ plotting.static_slider(list(picks), draw, figsize=(6, 3.4), label="reach", fmt="
 # %% [markdown]
 # Live controls (Jupyter or Colab): any event and reach of any basin.
 
+
 # %%
 def show(basin: str = "zero-shot", event: int = 0, reach: int = 0):
     n = basins[basin].size
     reach, event = min(max(reach, 0), n - 1), min(max(event, 0), n_test - 1)
-    truth = flows[basin] if basin != "train" else flows[basin][n_events - n_test:]
+    truth = flows[basin] if basin != "train" else flows[basin][n_events - n_test :]
     fig, ax = plt.subplots(figsize=(6, 3))
     ax.plot(truth[event, reach], "k", label="truth")
     ax.plot(preds[basin, "factorized"][event, reach], "--", label="factorized")
@@ -447,41 +597,84 @@ def show(basin: str = "zero-shot", event: int = 0, reach: int = 0):
     plt.show()
 
 
-plotting.live_controls(show, basin=list(basins), event=(0, n_test - 1), reach=(0, 5 * n_train_nodes - 1))
+plotting.live_controls(
+    show, basin=list(basins), event=(0, n_test - 1), reach=(0, 5 * n_train_nodes - 1)
+)
 
 # %% [markdown]
 # ## 7. The claims record
 
 # %%
-rec.claim("zero_shot_r2", "A model trained on one basin transfers zero-shot to a basin with another topology",
-          paper=0.998, measured=round(r2["zero-shot", "factorized"], 4), unit="R²",
-          holds=r2["zero-shot", "factorized"] >= 0.95,
-          note="Synthetic basins: bushy (train) -> long-main-stem (zero-shot), nonlinear Muskingum; target R² >= 0.95. "
-               f"Recurrent baseline zero-shot R² {r2['zero-shot', 'recurrent']:.4f}. The zero-shot basin is deeper "
-               f"(depth {len(st.levels(basins['zero-shot'])) - 1} vs {len(st.levels(basins['train'])) - 1} hops), so "
-               "the spatial polynomials meet longer upstream chains than in training; with our small step budget "
-               "and a single training basin the factorized model may not have learned an operator that extrapolates "
-               "(the paper trains far longer on a real basin).")
-rec.claim("train_speedup_vs_recurrent", "The factorized model trains faster per epoch than recurrent message passing",
-          paper="28x", measured=round(speedup, 2), unit="x (recurrent / factorized CPU time per epoch)",
-          holds=speedup > 1.0,
-          note="Median CPU time of a training step, one thread, same batches. On one CPU thread with a short "
-               f"window (T={T}) the time-parallel model has no parallel hardware to exploit and does more arithmetic "
-               "per step (FFTs, 4 blocks of order-4 polynomials) than a 1-hop GRU; the paper's ratio is on a GPU "
-               "with long windows.")
-rec.claim("scales_5x", "The same weights run on a 5x larger graph with high accuracy",
-          paper="5x larger graphs", measured=round(r2["5x", "factorized"], 4), unit="R²",
-          holds=r2["5x", "factorized"] >= 0.95, note=f"Basin of {5 * n_train_nodes} reaches; target R² >= 0.95.")
-rec.claim("param_count", "A small model (tens of thousands of parameters) suffices",
-          paper=27_000, measured=n_params, unit="parameters", holds=13_500 <= n_params <= 54_000,
-          note="Holds if within a factor 2 of the paper's count; the count does not depend on the graph.")
-acc = {m: geo_err[m, geo_counts[-1]] / geo_err[m, geo_counts[0]] for m in ("cheb", "attention")}
-rec.claim("geometry_accumulation", "Cross-geometry error falls as the number of training geometries grows",
-          paper="error decreases with training geometries; rate depends on mixer",
-          measured={m: round(v, 3) for m, v in acc.items()}, unit=f"error(G={geo_counts[-1]}) / error(G=1)",
-          holds=all(v < 1.0 for v in acc.values()),
-          note="Diffusion on masked grids stands in for Navier-Stokes. Ratio < 1 means held-out error fell; the "
-               "ratio per mixer is its rate of accumulation. Every G gets the same number of optimisation steps "
-               f"({geo_steps}), so a larger G means fewer passes over each geometry; at this budget the extra "
-               "geometries need not help.")
+rec.claim(
+    "zero_shot_r2",
+    "A model trained on one basin transfers zero-shot to a basin with another topology",
+    paper=0.998,
+    measured=round(r2["zero-shot", "factorized"], 4),
+    unit="R²",
+    holds=r2["zero-shot", "factorized"] >= 0.95,
+    note="Synthetic basins: bushy (train) -> long-main-stem (zero-shot), nonlinear "
+    "Muskingum; target R² >= 0.95. "
+    f"Recurrent baseline zero-shot R² {r2['zero-shot', 'recurrent']:.4f}. The "
+    "zero-shot basin is deeper "
+    f"(depth {len(st.levels(basins['zero-shot'])) - 1} vs "
+    f"{len(st.levels(basins['train'])) - 1} hops), so "
+    "the spatial polynomials meet longer upstream chains than in training; with "
+    "our small step budget "
+    "and a single training basin the factorized model may not have learned an "
+    "operator that extrapolates "
+    "(the paper trains far longer on a real basin).",
+)
+rec.claim(
+    "train_speedup_vs_recurrent",
+    "The factorized model trains faster per epoch than recurrent message passing",
+    paper="28x",
+    measured=round(speedup, 2),
+    unit="x (recurrent / factorized CPU time per epoch)",
+    holds=speedup > 1.0,
+    note="Median CPU time of a training step, one thread, same batches. On one CPU "
+    "thread with a short "
+    f"window (T={T}) the time-parallel model has no parallel hardware to exploit "
+    "and does more arithmetic "
+    "per step (FFTs, 4 blocks of order-4 polynomials) than a 1-hop GRU; the "
+    "paper's ratio is on a GPU "
+    "with long windows.",
+)
+rec.claim(
+    "scales_5x",
+    "The same weights run on a 5x larger graph with high accuracy",
+    paper="5x larger graphs",
+    measured=round(r2["5x", "factorized"], 4),
+    unit="R²",
+    holds=r2["5x", "factorized"] >= 0.95,
+    note=f"Basin of {5 * n_train_nodes} reaches; target R² >= 0.95.",
+)
+rec.claim(
+    "param_count",
+    "A small model (tens of thousands of parameters) suffices",
+    paper=27_000,
+    measured=n_params,
+    unit="parameters",
+    holds=13_500 <= n_params <= 54_000,
+    note="Holds if within a factor 2 of the paper's count; the count does not depend "
+    "on the graph.",
+)
+acc = {
+    m: geo_err[m, geo_counts[-1]] / geo_err[m, geo_counts[0]]
+    for m in ("cheb", "attention")
+}
+rec.claim(
+    "geometry_accumulation",
+    "Cross-geometry error falls as the number of training geometries grows",
+    paper="error decreases with training geometries; rate depends on mixer",
+    measured={m: round(v, 3) for m, v in acc.items()},
+    unit=f"error(G={geo_counts[-1]}) / error(G=1)",
+    holds=all(v < 1.0 for v in acc.values()),
+    note="Diffusion on masked grids stands in for Navier-Stokes. Ratio < 1 means "
+    "held-out error fell; the "
+    "ratio per mixer is its rate of accumulation. Every G gets the same number "
+    "of optimisation steps "
+    f"({geo_steps}), so a larger G means fewer passes over each geometry; at "
+    "this budget the extra "
+    "geometries need not help.",
+)
 rec.save()

@@ -47,16 +47,25 @@
 # In Colab, the first code cell installs this book's `helpers` package with its chemistry extra (PySCF, RDKit,
 # ASE); anywhere else it does nothing.
 
-# %%
+# %% tags=["hide-input"]
 # Colab bootstrap: install this book's `helpers` package in Colab; do nothing elsewhere.
 import importlib.util
 import subprocess
 import sys
 
 if "google.colab" in sys.modules and importlib.util.find_spec("helpers") is None:
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q",
-                    "neurips2026-executed-helpers[chem] @ git+https://github.com/neurips2026-executed/book@main"],
-                   check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "neurips2026-executed-helpers[chem] @ "
+            "git+https://github.com/neurips2026-executed/book@main",
+        ],
+        check=True,
+    )
 
 # %% tags=["parameters"]
 quick = False
@@ -69,10 +78,19 @@ steps_surrogate = 200
 steps_sail = 120
 batch_mols = 4
 n_timing = 3  # repeats of the wall-time benchmark
-ood_names = ["benzene", "pyridine", "toluene", "phenol", "indole", "naphthalene", "paracetamol", "aspirin",
-             "caffeine"]
+ood_names = [
+    "benzene",
+    "pyridine",
+    "toluene",
+    "phenol",
+    "indole",
+    "naphthalene",
+    "paracetamol",
+    "aspirin",
+    "caffeine",
+]
 
-# %%
+# %% tags=["hide-input"]
 import time
 
 import matplotlib.pyplot as plt
@@ -85,21 +103,50 @@ from helpers import claims, plotting, repro, train
 from helpers import sail_scf as ss
 
 OOD_SMILES = {
-    "benzene": "c1ccccc1", "pyridine": "c1ccncc1", "toluene": "Cc1ccccc1", "phenol": "Oc1ccccc1",
-    "indole": "c1ccc2[nH]ccc2c1", "naphthalene": "c1ccc2ccccc2c1", "paracetamol": "CC(=O)Nc1ccc(O)cc1",
-    "aspirin": "CC(=O)Oc1ccccc1C(=O)O", "caffeine": "Cn1cnc2c1c(=O)n(C)c(=O)n2C",
+    "benzene": "c1ccccc1",
+    "pyridine": "c1ccncc1",
+    "toluene": "Cc1ccccc1",
+    "phenol": "Oc1ccccc1",
+    "indole": "c1ccc2[nH]ccc2c1",
+    "naphthalene": "c1ccc2ccccc2c1",
+    "paracetamol": "CC(=O)Nc1ccc(O)cc1",
+    "aspirin": "CC(=O)Oc1ccccc1C(=O)O",
+    "caffeine": "Cn1cnc2c1c(=O)n(C)c(=O)n2C",
 }
 if quick:
-    n_test_id, n_perturb, unroll, steps_surrogate, steps_sail, batch_mols, n_timing = 4, 0, 4, 20, 8, 2, 1
+    n_test_id, n_perturb, unroll, steps_surrogate, steps_sail, batch_mols, n_timing = (
+        4,
+        0,
+        4,
+        20,
+        8,
+        2,
+        1,
+    )
     ood_names = ["benzene", "pyridine"]
 
-env = repro.setup(seed, threads=1)  # these matrices are small: one intra-op thread is fastest
-lib.num_threads(1)  # PySCF: these molecules are small; one OpenMP thread avoids spin-waiting on a shared CPU
+# these matrices are small: one intra-op thread is fastest
+env = repro.setup(seed, threads=1)
+# PySCF: these molecules are small; one OpenMP thread avoids spin-waiting on a
+# shared CPU
+lib.num_threads(1)
 plotting.use_style()
-rec = claims.ClaimsRecord("17_sail_scf", dict(
-    quick=quick, seed=seed, max_heavy=max_heavy, n_test_id=n_test_id, n_perturb=n_perturb, unroll=unroll,
-    steps_surrogate=steps_surrogate, steps_sail=steps_sail, batch_mols=batch_mols, n_timing=n_timing,
-    ood_names=ood_names))
+rec = claims.ClaimsRecord(
+    "17_sail_scf",
+    dict(
+        quick=quick,
+        seed=seed,
+        max_heavy=max_heavy,
+        n_test_id=n_test_id,
+        n_perturb=n_perturb,
+        unroll=unroll,
+        steps_surrogate=steps_surrogate,
+        steps_sail=steps_sail,
+        batch_mols=batch_mols,
+        n_timing=n_timing,
+        ood_names=ood_names,
+    ),
+)
 print(env)
 
 # %% [markdown]
@@ -108,6 +155,7 @@ print(env)
 # Training and in-distribution test molecules come from ASE's bundled G2 set (closed shell, H/C/N/O/F, at most
 # `max_heavy` heavy atoms); each training molecule also appears with `n_perturb` randomly displaced geometries
 # (σ = 0.03 Å). The out-of-distribution (OOD) molecules are embedded by RDKit (ETKDG with a fixed seed, then MMFF).
+
 
 # %%
 def heavy(mol):
@@ -127,11 +175,23 @@ for name in train_names:
     train_mols.append(m)
     sym = [m.atom_symbol(i) for i in range(m.natm)]
     for _ in range(n_perturb):
-        train_mols.append(ss.build_molecule(sym, m.atom_coords(unit="Angstrom") + rng.normal(0, 0.03, (m.natm, 3))))
+        train_mols.append(
+            ss.build_molecule(
+                sym, m.atom_coords(unit="Angstrom") + rng.normal(0, 0.03, (m.natm, 3))
+            )
+        )
 ood = {n: ss.rdkit_molecule(OOD_SMILES[n], seed=seed) for n in ood_names}
-print(f"{len(train_mols)} training geometries ({len(train_names)} molecules, up to {max(map(heavy, train_mols))} heavy "
-      f"atoms, up to {max(m.nao for m in train_mols)} basis functions); {len(test_names)} held-out G2 molecules")
-print("OOD:", {n: (heavy(m), m.nao) for n, m in ood.items()}, "(heavy atoms, basis functions)")
+print(
+    f"{len(train_mols)} training geometries ({len(train_names)} molecules, up to "
+    f"{max(map(heavy, train_mols))} heavy "
+    f"atoms, up to {max(m.nao for m in train_mols)} basis functions); "
+    f"{len(test_names)} held-out G2 molecules"
+)
+print(
+    "OOD:",
+    {n: (heavy(m), m.nao) for n, m in ood.items()},
+    "(heavy atoms, basis functions)",
+)
 
 # %% [markdown]
 # ## 3. A differentiable SCF
@@ -144,14 +204,20 @@ print("OOD:", {n: (heavy(m), m.nao) for n, m in ood.items()}, "(heavy atoms, bas
 # of water:
 
 # %%
-water = ss.build_molecule(["O", "H", "H"], [[0, 0, 0.117], [0, 0.757, -0.467], [0, -0.757, -0.467]])
+water = ss.build_molecule(
+    ["O", "H", "H"], [[0, 0, 0.117], [0, 0.757, -0.467], [0, -0.757, -0.467]]
+)
 ints = ss.integrals(water)
-P = ss.density_from_hamiltonian(ints.H, ints)  # the "1e" guess: occupy the core Hamiltonian
+# the "1e" guess: occupy the core Hamiltonian
+P = ss.density_from_hamiltonian(ints.H, ints)
 J = torch.einsum("ijkl,kl->ij", ints.eri, P)
 K = torch.einsum("ikjl,kl->ij", ints.eri, P)
 F = ints.H + J - 0.5 * K  # one Fock build
 g = ints.X.T @ (F @ P @ ints.S - ints.S @ P @ F) @ ints.X  # orbital gradient
-print(f"E = {ss.energy(P, F, ints).item():.6f} Ha, RMS orbital gradient = {g.pow(2).mean().sqrt().item():.4f}")
+print(
+    f"E = {ss.energy(P, F, ints).item():.6f} Ha, RMS orbital gradient = "
+    f"{g.pow(2).mean().sqrt().item():.4f}"
+)
 print("electrons: Tr(P S) =", torch.trace(P @ ints.S).item())
 
 # %% [markdown]
@@ -169,7 +235,9 @@ print("electrons: Tr(P S) =", torch.trace(P @ ints.S).item())
 
 # %%
 F_orth = (ints.X.T @ F @ ints.X).detach().requires_grad_(True)
-ok = torch.autograd.gradcheck(lambda A: ss.occupied_projector(0.5 * (A + A.T), ints.n_occ), (F_orth,))
+ok = torch.autograd.gradcheck(
+    lambda A: ss.occupied_projector(0.5 * (A + A.T), ints.n_occ), (F_orth,)
+)
 rec.check("projector_gradcheck", bool(ok), True)
 
 # %% [markdown]
@@ -185,7 +253,9 @@ for m in tqdm(check_mols, desc="torch SCF vs PySCF"):
     mf.conv_tol = 1e-11
     e_ref = mf.kernel()
     it = ss.integrals(m)
-    trace = ss.scf_unrolled(torch.from_numpy(ss.pyscf_guess(m, "minao")), it, 80, tol=1e-9)
+    trace = ss.scf_unrolled(
+        torch.from_numpy(ss.pyscf_guess(m, "minao")), it, 80, tol=1e-9
+    )
     scf_gap = max(scf_gap, abs(trace.energies[-1].item() - e_ref))
 print(f"largest |E_torch - E_PySCF| over {len(check_mols)} molecules: {scf_gap:.2e} Ha")
 rec.check("scf_matches_pyscf", scf_gap, 1e-6, "<=")
@@ -223,12 +293,17 @@ for m in tqdm(train_mols, desc="converged Fock targets"):
 
 
 def batches(step):
-    idx = repro.rng(seed, 3, step).choice(len(train_mols), size=min(batch_mols, len(train_mols)), replace=False)
+    idx = repro.rng(seed, 3, step).choice(
+        len(train_mols), size=min(batch_mols, len(train_mols)), replace=False
+    )
     return [train_mols[i] for i in idx]
 
 
 def surrogate_loss(model, mols):
-    return sum(((model(feats[id(m)], train_ints[id(m)]) - targets[id(m)]) ** 2).mean() for m in mols) / len(mols)
+    return sum(
+        ((model(feats[id(m)], train_ints[id(m)]) - targets[id(m)]) ** 2).mean()
+        for m in mols
+    ) / len(mols)
 
 
 def sail_loss(model, mols):
@@ -237,26 +312,47 @@ def sail_loss(model, mols):
         it = train_ints[id(m)]
         P0 = model.density(feats[id(m)], it)
         trace = ss.scf_unrolled(P0, it, unroll)  # T cycles, DIIS, all in autograd
-        total = total + torch.stack(trace.grad_norms).sum()  # label-free: the solver's own residuals
+        # label-free: the solver's own residuals
+        total = total + torch.stack(trace.grad_norms).sum()
     return total / len(mols)
 
 
 torch.manual_seed(seed)
 surrogate = ss.HuckelGuess()
-hist_sur = train.fit(surrogate, surrogate_loss, batches, steps_surrogate, lr=1e-2, warmup=10, seed=seed,
-                     desc="(a) surrogate")
+hist_sur = train.fit(
+    surrogate,
+    surrogate_loss,
+    batches,
+    steps_surrogate,
+    lr=1e-2,
+    warmup=10,
+    seed=seed,
+    desc="(a) surrogate",
+)
 torch.manual_seed(seed)
 sail = ss.HuckelGuess()
-hist_sail = train.fit(sail, sail_loss, batches, steps_sail, lr=3e-3, warmup=10, seed=seed, desc="(b) SAIL")
+hist_sail = train.fit(
+    sail, sail_loss, batches, steps_sail, lr=3e-3, warmup=10, seed=seed, desc="(b) SAIL"
+)
 sail_ft = ss.HuckelGuess()
 sail_ft.load_state_dict(surrogate.state_dict())
-hist_ft = train.fit(sail_ft, sail_loss, batches, steps_sail, lr=3e-3, warmup=10, seed=seed,
-                    desc="(c) SAIL from surrogate")
+hist_ft = train.fit(
+    sail_ft,
+    sail_loss,
+    batches,
+    steps_sail,
+    lr=3e-3,
+    warmup=10,
+    seed=seed,
+    desc="(c) SAIL from surrogate",
+)
 models = {"surrogate": surrogate, "SAIL": sail, "SAIL from surrogate": sail_ft}
 
 fig, ax = plt.subplots(1, 2, figsize=(9, 3))
 ax[0].plot(hist_sur.smoothed(10))
-ax[0].set(xlabel="step", ylabel="||H_pred - F*||² (mean)", yscale="log", title="(a) surrogate")
+ax[0].set(
+    xlabel="step", ylabel="||H_pred - F*||² (mean)", yscale="log", title="(a) surrogate"
+)
 ax[1].plot(hist_sail.smoothed(10), label="(b) SAIL")
 ax[1].plot(hist_ft.smoothed(10), label="(c) SAIL from surrogate")
 ax[1].set(xlabel="step", ylabel="Σ_t RMS orbital gradient", title="SAIL loss")
@@ -284,7 +380,8 @@ PYSCF_GUESSES = ("minao", "atom", "huckel", "sap", "1e")
 
 
 def model_guess(model, m):
-    it = ss.integrals(m, eri=False)  # the guess needs only S and H_core: no two-electron integrals
+    # the guess needs only S and H_core: no two-electron integrals
+    it = ss.integrals(m, eri=False)
     with torch.no_grad():
         H = model(ss.features(m), it)
         return ss.density_from_hamiltonian(H, it).numpy(), H, it
@@ -304,7 +401,9 @@ for name, m in tqdm(eval_mols.items(), desc="PySCF runs"):
     for g in PYSCF_GUESSES:
         dm0 = ss.pyscf_guess(m, g)
         runs[g] = ss.run_pyscf(mf, dm0)
-        pyscf_count_gap[g] = max(pyscf_count_gap[g], abs(np.trace(dm0 @ S) - m.nelectron))
+        pyscf_count_gap[g] = max(
+            pyscf_count_gap[g], abs(np.trace(dm0 @ S) - m.nelectron)
+        )
     for mname, model in models.items():
         dm0, H, _ = model_guess(model, m)
         runs[mname] = ss.run_pyscf(mf, dm0)
@@ -313,14 +412,30 @@ for name, m in tqdm(eval_mols.items(), desc="PySCF runs"):
     minao_ratio.append(runs["minao"].fock_builds / default.fock_builds)
     results[name], fit_err[name] = runs, errs
 guesses = list(next(iter(results.values())))
-eric = {name: {g: r.fock_builds / runs_["minao"].fock_builds for g, r in runs_.items()}
-        for name, runs_ in results.items()}
+eric = {
+    name: {g: r.fock_builds / runs_["minao"].fock_builds for g, r in runs_.items()}
+    for name, runs_ in results.items()
+}
 rec.check("eric_minao_is_one", float(max(abs(r - 1) for r in minao_ratio)), 0.0, "==")
-rec.check("electron_count", float(e_count_gap), 1e-8, "<=",
-          note="max |Tr(P0 S) - N| over the three models' guesses on every evaluated molecule")
-print("PySCF's own guesses, max |Tr(P0 S) - N|:", {g: round(v, 4) for g, v in pyscf_count_gap.items()})
-unconverged = [(n, g) for n, runs_ in results.items() for g, r in runs_.items() if not r.converged]
-print("runs that did not converge in 100 cycles (counted at 100 cycles):", unconverged or "none")
+rec.check(
+    "electron_count",
+    float(e_count_gap),
+    1e-8,
+    "<=",
+    note="max |Tr(P0 S) - N| over the three models' guesses on every evaluated "
+    "molecule",
+)
+print(
+    "PySCF's own guesses, max |Tr(P0 S) - N|:",
+    {g: round(v, 4) for g, v in pyscf_count_gap.items()},
+)
+unconverged = [
+    (n, g) for n, runs_ in results.items() for g, r in runs_.items() if not r.converged
+]
+print(
+    "runs that did not converge in 100 cycles (counted at 100 cycles):",
+    unconverged or "none",
+)
 
 
 def median_eric(group, g):
@@ -336,6 +451,7 @@ for g, (a, b) in table.items():
 # **Check `rotation_invariance`**: rotating a molecule must not change what the model predicts, up to the
 # rotation of the p orbitals: the generalized eigenvalues of `(H_pred, S)`, the guess energy and the SCF's number
 # of Fock builds. We rotate each OOD molecule with a random rotation.
+
 
 # %%
 def random_rotation(r):
@@ -355,9 +471,16 @@ for name in ood_names[:2]:
         P0, it = torch.from_numpy(dm0), ss.integrals(mol)
         e0 = ss.energy(P0, ss.fock(P0, it), it)
         out.append((eps, e0, ss.run_pyscf(scf.RHF(mol), dm0).fock_builds))
-    rot_gap = max(rot_gap, (out[0][0] - out[1][0]).abs().max().item(), abs(out[0][1] - out[1][1]).item())
+    rot_gap = max(
+        rot_gap,
+        (out[0][0] - out[1][0]).abs().max().item(),
+        abs(out[0][1] - out[1][1]).item(),
+    )
     rot_builds += out[0][2] != out[1][2]
-print(f"largest change under rotation: {rot_gap:.2e}; Fock-build counts changed for {rot_builds} molecules")
+print(
+    f"largest change under rotation: {rot_gap:.2e}; Fock-build counts changed "
+    f"for {rot_builds} molecules"
+)
 rec.check("rotation_invariance", rot_gap, 1e-8, "<=")
 
 # %% [markdown]
@@ -373,19 +496,41 @@ order = sorted(eval_mols, key=lambda n: (heavy(eval_mols[n]), n))
 x = [heavy(eval_mols[n]) for n in order]
 jit = {g: (i - len(guesses) / 2) * 0.06 for i, g in enumerate(guesses)}
 for i, g in enumerate(guesses):
-    style = dict(marker="o" if g in models else ".", ls="none", ms=7 if g in models else 5,
-                 color=plotting.PALETTE[i % len(plotting.PALETTE)])
+    style = dict(
+        marker="o" if g in models else ".",
+        ls="none",
+        ms=7 if g in models else 5,
+        color=plotting.PALETTE[i % len(plotting.PALETTE)],
+    )
     ax[0].plot(np.array(x) + jit[g], [eric[n][g] for n in order], label=g, **style)
 ax[0].axhline(1, color="k", lw=1, ls=":")
 ax[0].axvline(max_heavy + 0.5, color="grey", lw=1)
-ax[0].text(max_heavy + 0.6, ax[0].get_ylim()[1] * 0.95, "out of distribution ->", fontsize=8, va="top")
-ax[0].set(xlabel="heavy atoms", ylabel="ERIC (Fock builds / MINAO's)", title="ERIC vs molecule size")
+ax[0].text(
+    max_heavy + 0.6,
+    ax[0].get_ylim()[1] * 0.95,
+    "out of distribution ->",
+    fontsize=8,
+    va="top",
+)
+ax[0].set(
+    xlabel="heavy atoms",
+    ylabel="ERIC (Fock builds / MINAO's)",
+    title="ERIC vs molecule size",
+)
 ax[0].legend(fontsize=7, ncol=2)
 for mname in models:
-    ax[1].scatter([fit_err[n][mname] for n in ood_names], [eric[n][mname] for n in ood_names], label=mname,
-                  color=plotting.PALETTE[(guesses.index(mname)) % len(plotting.PALETTE)])
+    ax[1].scatter(
+        [fit_err[n][mname] for n in ood_names],
+        [eric[n][mname] for n in ood_names],
+        label=mname,
+        color=plotting.PALETTE[(guesses.index(mname)) % len(plotting.PALETTE)],
+    )
 ax[1].axhline(1, color="k", lw=1, ls=":")
-ax[1].set(xlabel="||H_pred - F*|| / ||F*|| (OOD)", ylabel="ERIC (OOD)", title="target fit vs solver cost")
+ax[1].set(
+    xlabel="||H_pred - F*|| / ||F*|| (OOD)",
+    ylabel="ERIC (OOD)",
+    title="target fit vs solver cost",
+)
 ax[1].legend(fontsize=8)
 fig.tight_layout()
 plt.show()
@@ -396,14 +541,26 @@ plt.show()
 # The slider steps through the OOD molecules (precomputed; it works in the static page): PySCF's orbital-gradient
 # norm per cycle from every starting guess.
 
+
 # %%
 def draw_trace(fig, name):
     ax = fig.add_subplot(111)
     for i, g in enumerate(guesses):
         norms = results[name][g].grad_norms
-        ax.semilogy(range(1, len(norms) + 1), norms, marker="o" if g in models else ".", ms=3, label=g,
-                    color=plotting.PALETTE[i % len(plotting.PALETTE)], lw=2 if g in models else 1)
-    ax.set(xlabel="SCF cycle", ylabel="||orbital gradient||", title=f"{name}: {heavy(ood[name])} heavy atoms")
+        ax.semilogy(
+            range(1, len(norms) + 1),
+            norms,
+            marker="o" if g in models else ".",
+            ms=3,
+            label=g,
+            color=plotting.PALETTE[i % len(plotting.PALETTE)],
+            lw=2 if g in models else 1,
+        )
+    ax.set(
+        xlabel="SCF cycle",
+        ylabel="||orbital gradient||",
+        title=f"{name}: {heavy(ood[name])} heavy atoms",
+    )
     ax.legend(fontsize=7, ncol=2)
 
 
@@ -413,6 +570,7 @@ plotting.static_slider(ood_names, draw_trace, figsize=(7, 3.8), label="molecule"
 # Wall time, including the model: for the largest OOD molecules we time (MINAO guess + SCF) against (features +
 # SAIL model + aufbau + SCF), after a warm-up, `n_timing` repeats, median; the integrals are computed once
 # beforehand and shared, so both sides time exactly the guess plus the iterations.
+
 
 # %%
 def timed(fn, repeats):
@@ -441,11 +599,15 @@ for name in big:
     t_minao += timed(with_minao, n_timing)
     t_sail += timed(with_sail, n_timing)
 speedup = t_minao / t_sail
-print(f"{big}: MINAO {t_minao:.2f} s, SAIL {t_sail:.2f} s (wall, summed medians): speedup {speedup:.2f}x")
+print(
+    f"{big}: MINAO {t_minao:.2f} s, SAIL {t_sail:.2f} s (wall, summed medians): "
+    f"speedup {speedup:.2f}x"
+)
 
 
 # %% [markdown]
 # Live (Jupyter or Colab): pick a molecule by SMILES and compare the solver's cost from MINAO and from each model.
+
 
 # %%
 def compare(smiles="c1ccc2ccccc2c1"):
@@ -470,24 +632,49 @@ plotting.live_controls(compare, smiles="c1ccc2ccccc2c1")
 # %%
 e_sail, e_sur = table["SAIL"][1], table["surrogate"][1]
 e_ft = table["SAIL from surrogate"][1]
-rec.claim("eric_sail_ood", "SAIL guesses need fewer Fock builds than MINAO on larger molecules (median ERIC)",
-          paper="-28% to -37% (ERIC 0.63-0.72)", measured=round(e_sail, 3), unit="median ERIC, OOD",
-          holds=bool(e_sail <= 0.72),
-          note=f"Held if at least the paper's smallest reduction (28%). SAIL from surrogate {e_ft:.3f}; "
-               f"PySCF guesses: " + ", ".join(f"{g} {table[g][1]:.2f}" for g in PYSCF_GUESSES)
-               + ". RHF/STO-3G, molecules 1.5-3.5x larger than training.")
+rec.claim(
+    "eric_sail_ood",
+    "SAIL guesses need fewer Fock builds than MINAO on larger molecules (median ERIC)",
+    paper="-28% to -37% (ERIC 0.63-0.72)",
+    measured=round(e_sail, 3),
+    unit="median ERIC, OOD",
+    holds=bool(e_sail <= 0.72),
+    note="Held if at least the paper's smallest reduction (28%). SAIL from surrogate "
+    f"{e_ft:.3f}; "
+    f"PySCF guesses: "
+    + ", ".join(f"{g} {table[g][1]:.2f}" for g in PYSCF_GUESSES)
+    + ". RHF/STO-3G, molecules 1.5-3.5x larger than training.",
+)
 fit_sur = float(np.median([fit_err[n]["surrogate"] for n in ood_names]))
 fit_sail = float(np.median([fit_err[n]["SAIL"] for n in ood_names]))
-rec.claim("eric_surrogate_ood", "A model trained to fit the converged Fock matrix slows convergence out of "
-          "distribution (median ERIC above 1) although it fits its target",
-          paper="matrix-fitting models slow convergence OOD", measured=round(e_sur, 3), unit="median ERIC, OOD",
-          holds=bool(e_sur > 1.0),
-          note=f"median target-fit error OOD: surrogate {fit_sur:.3f}, SAIL {fit_sail:.3f} (||H - F*|| / ||F*||).")
-rec.claim("sail_beats_surrogate", "SAIL needs fewer Fock builds than the surrogate on larger molecules",
-          paper="SAIL < surrogate", measured=f"{e_sail:.3f} vs {e_sur:.3f}", unit="median ERIC, OOD",
-          holds=bool(e_sail < e_sur))
-rec.claim("wall_time_speedup", "Wall-time speedup of SAIL over MINAO on the largest molecules, model included",
-          paper="1.35x (10x larger, B3LYP)", measured=round(speedup, 2), unit="x", holds=bool(speedup >= 1.35),
-          note=f"{', '.join(big)}; warm-up + {n_timing} repeats, median; RHF/STO-3G cycles are cheap, so the "
-               f"guess's own cost weighs more than at the paper's hybrid-DFT level.")
+rec.claim(
+    "eric_surrogate_ood",
+    "A model trained to fit the converged Fock matrix slows convergence out of "
+    "distribution (median ERIC above 1) although it fits its target",
+    paper="matrix-fitting models slow convergence OOD",
+    measured=round(e_sur, 3),
+    unit="median ERIC, OOD",
+    holds=bool(e_sur > 1.0),
+    note=f"median target-fit error OOD: surrogate {fit_sur:.3f}, SAIL {fit_sail:.3f} "
+    "(||H - F*|| / ||F*||).",
+)
+rec.claim(
+    "sail_beats_surrogate",
+    "SAIL needs fewer Fock builds than the surrogate on larger molecules",
+    paper="SAIL < surrogate",
+    measured=f"{e_sail:.3f} vs {e_sur:.3f}",
+    unit="median ERIC, OOD",
+    holds=bool(e_sail < e_sur),
+)
+rec.claim(
+    "wall_time_speedup",
+    "Wall-time speedup of SAIL over MINAO on the largest molecules, model included",
+    paper="1.35x (10x larger, B3LYP)",
+    measured=round(speedup, 2),
+    unit="x",
+    holds=bool(speedup >= 1.35),
+    note=f"{', '.join(big)}; warm-up + {n_timing} repeats, median; RHF/STO-3G cycles "
+    "are cheap, so the "
+    f"guess's own cost weighs more than at the paper's hybrid-DFT level.",
+)
 rec.save()

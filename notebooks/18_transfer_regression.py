@@ -33,22 +33,32 @@
 # (least squares with a penalty on the distance to the scaled pretrained models) is the abstract's.
 # :::
 
-# %%
+# %% tags=["hide-input"]
 # Colab bootstrap: install this book's `helpers` package in Colab; do nothing elsewhere.
 import importlib.util
 import subprocess
 import sys
 
 if "google.colab" in sys.modules and importlib.util.find_spec("helpers") is None:
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q",
-                    "git+https://github.com/neurips2026-executed/book@main"], check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "git+https://github.com/neurips2026-executed/book@main",
+        ],
+        check=True,
+    )
 
 # %% tags=["parameters"]
 quick = False
 seed = 0
 d = 100  # parameters
 n = 40  # target samples (n < d: the target problem alone is underdetermined)
-n_s_over = 25  # samples per source when the pretrained models are overparameterized (rho = n_s / d)
+# samples per source when the pretrained models are overparameterized (rho = n_s / d)
+n_s_over = 25
 n_s_under = 200  # samples per source when they are underparameterized
 tau = 0.5  # task mismatch between each source and the target
 sigma = 0.5  # target noise
@@ -57,7 +67,7 @@ ms = [1, 2, 4, 8, 16, 32, 64]  # numbers of pretrained models
 lam = 1.0  # the penalty weight per pretrained model, besides the limit lam -> 0
 trials = 1000  # Monte Carlo trials per point
 
-# %%
+# %% tags=["hide-input"]
 import matplotlib.pyplot as plt
 import numpy as np
 
@@ -69,13 +79,30 @@ if quick:
 
 env = repro.setup(seed)
 plotting.use_style()
-rec = claims.ClaimsRecord("18_transfer_regression", dict(
-    quick=quick, seed=seed, d=d, n=n, n_s_over=n_s_over, n_s_under=n_s_under, tau=tau, sigma=sigma,
-    sigma_s=sigma_s, ms=ms, lam=lam, trials=trials))
+rec = claims.ClaimsRecord(
+    "18_transfer_regression",
+    dict(
+        quick=quick,
+        seed=seed,
+        d=d,
+        n=n,
+        n_s_over=n_s_over,
+        n_s_under=n_s_under,
+        tau=tau,
+        sigma=sigma,
+        sigma_s=sigma_s,
+        ms=ms,
+        lam=lam,
+        trials=trials,
+    ),
+)
 over = tr.Setting(d=d, n=n, n_s=n_s_over, sigma=sigma, sigma_s=sigma_s, tau=tau)
 under = over.with_(n_s=n_s_under)
 print(env)
-print(f"overparameterized sources: rho = {over.rho:.2f}; underparameterized sources: n_s = {n_s_under} > d = {d}")
+print(
+    f"overparameterized sources: rho = {over.rho:.2f}; underparameterized "
+    f"sources: n_s = {n_s_under} > d = {d}"
+)
 
 # %% [markdown]
 # ## 1. The pretrained models and the target learner
@@ -104,17 +131,36 @@ closed_err = 0.0
 for lam_ in [0.1, 1.0, 10.0]:
     for c in [1.0, 1 / over.rho]:
         for m in [1, 8]:
-            closed_err = max(closed_err, float(np.abs(tr.transfer_fit(X, y, thetas[:m], lam_, c)
-                                                      - tr.transfer_fit_stacked(X, y, thetas[:m], lam_, c)).max()))
+            closed_err = max(
+                closed_err,
+                float(
+                    np.abs(
+                        tr.transfer_fit(X, y, thetas[:m], lam_, c)
+                        - tr.transfer_fit_stacked(X, y, thetas[:m], lam_, c)
+                    ).max()
+                ),
+            )
 Xs = rng.normal(size=(4, n_s_over, d))
 ys = rng.normal(size=(4, n_s_over))
-closed_err = max(closed_err, float(np.abs(tr.batched_min_norm(Xs, ys)
-                                          - np.array([tr.min_norm_lstsq(a, b) for a, b in zip(Xs, ys)])).max()))
+closed_err = max(
+    closed_err,
+    float(
+        np.abs(
+            tr.batched_min_norm(Xs, ys)
+            - np.array([tr.min_norm_lstsq(a, b) for a, b in zip(Xs, ys)])
+        ).max()
+    ),
+)
 b0 = tr.transfer_fit(X, y, thetas, 0.0, 1.0)
 interp_err = float(np.abs(X @ b0 - y).max())
-print(f"closed form vs stacked least squares: max |diff| = {closed_err:.1e}; "
-      f"lam -> 0 solution interpolates: max |X b - y| = {interp_err:.1e}")
-print(f"shrinkage: <theta_j, beta> / ||beta||^2 averages {np.mean(thetas @ beta):.3f} (rho = {over.rho:.3f})")
+print(
+    f"closed form vs stacked least squares: max |diff| = {closed_err:.1e}; "
+    f"lam -> 0 solution interpolates: max |X b - y| = {interp_err:.1e}"
+)
+print(
+    "shrinkage: <theta_j, beta> / ||beta||^2 averages "
+    f"{np.mean(thetas @ beta):.3f} (rho = {over.rho:.3f})"
+)
 
 # %% [markdown]
 # ## 2. The test error in closed form (our derivation)
@@ -155,13 +201,20 @@ def factor(rule: str, m: int, s: tr.Setting) -> float:
 
 
 eig = {s.n_s: tr.target_eigenvalues(s, 4000, seed) for s in (over, under)}
-analytic = {(s.n_s, r, m, l_): tr.test_error(s, m, factor(r, m, s), l_, eigs=eig[s.n_s])
-            for s in (over, under) for r in rules for m in ms for l_ in (0.0, lam)}
+analytic = {
+    (s.n_s, r, m, l_): tr.test_error(s, m, factor(r, m, s), l_, eigs=eig[s.n_s])
+    for s in (over, under)
+    for r in rules
+    for m in ms
+    for l_ in (0.0, lam)
+}
 target_only = tr.test_error_target_only(over)
 for s in (over, under):
     rho, V = tr.source_moments(s)
-    print(f"n_s={s.n_s}: rho={rho:.2f}, V={V:.3f}; c* at m={ms[0]}..{ms[-1]}: "
-          + ", ".join(f"{tr.c_star(m, s):.2f}" for m in ms))
+    print(
+        f"n_s={s.n_s}: rho={rho:.2f}, V={V:.3f}; c* at m={ms[0]}..{ms[-1]}: "
+        + ", ".join(f"{tr.c_star(m, s):.2f}" for m in ms)
+    )
 print(f"target only: {target_only:.4f}")
 
 # %% [markdown]
@@ -172,23 +225,35 @@ print(f"target only: {target_only:.4f}")
 # `σ² + ‖β̂ − β‖²`.
 
 # %%
-mc = {s.n_s: tr.monte_carlo(s, ms, [0.0, lam], trials, seed=seed + i, progress=True)
-      for i, s in enumerate((over, under))}
+mc = {
+    s.n_s: tr.monte_carlo(s, ms, [0.0, lam], trials, seed=seed + i, progress=True)
+    for i, s in enumerate((over, under))
+}
 worst_dev, rows = 0.0, []
 for (ns, r, m, l_), a in analytic.items():
     mean, se = mc[ns][(r, m, l_)]
     dev = abs(mean - a) / a
     worst_dev = max(worst_dev, dev)
     rows.append((ns, r, m, l_, a, mean, se, dev))
-print(f"{'n_s':>4} {'c':>6} {'m':>3} {'lam':>4} {'analytic':>9} {'Monte Carlo':>16} {'dev':>6}")
+print(
+    f"{'n_s':>4} {'c':>6} {'m':>3} {'lam':>4} {'analytic':>9} "
+    f"{'Monte Carlo':>16} {'dev':>6}"
+)
 for ns, r, m, l_, a, mean, se, dev in rows:
     if m in (ms[0], ms[len(ms) // 2], ms[-1]):
-        print(f"{ns:>4} {r:>6} {m:>3} {l_:>4} {a:>9.4f} {mean:>9.4f} ± {se:.4f} {dev:>6.2%}")
+        print(
+            f"{ns:>4} {r:>6} {m:>3} {l_:>4} {a:>9.4f} {mean:>9.4f} ± {se:.4f} "
+            f"{dev:>6.2%}"
+        )
 print(f"largest relative deviation over all {len(rows)} points: {worst_dev:.2%}")
 
 # %%
-styles = {"1": ("c = 1 (no correction)", plotting.PALETTE[0]), "1/rho": ("c = 1/ρ", plotting.PALETTE[1]),
-          "c*": ("c = c*", plotting.PALETTE[2]), "c_hat": ("c = ĉ (data-driven)", plotting.PALETTE[3])}
+styles = {
+    "1": ("c = 1 (no correction)", plotting.PALETTE[0]),
+    "1/rho": ("c = 1/ρ", plotting.PALETTE[1]),
+    "c*": ("c = c*", plotting.PALETTE[2]),
+    "c_hat": ("c = ĉ (data-driven)", plotting.PALETTE[3]),
+}
 fig, axes = plt.subplots(2, 2, figsize=(11, 7), sharex=True)
 for col, s in enumerate((over, under)):
     for row, l_ in enumerate((0.0, lam)):
@@ -197,15 +262,34 @@ for col, s in enumerate((over, under)):
             name, color = styles[r]
             mean = np.array([mc[s.n_s][(r, m, l_)][0] for m in ms])
             se = np.array([mc[s.n_s][(r, m, l_)][1] for m in ms])
-            ax.errorbar(ms, mean, yerr=2 * se, fmt="o", color=color, ms=4, capsize=2,
-                        label=f"{name}, Monte Carlo" if r == "c_hat" else None)
+            ax.errorbar(
+                ms,
+                mean,
+                yerr=2 * se,
+                fmt="o",
+                color=color,
+                ms=4,
+                capsize=2,
+                label=f"{name}, Monte Carlo" if r == "c_hat" else None,
+            )
             if r != "c_hat":
-                ax.plot(ms, [analytic[(s.n_s, r, m, l_)] for m in ms], color=color, label=f"{name}, analytic")
+                ax.plot(
+                    ms,
+                    [analytic[(s.n_s, r, m, l_)] for m in ms],
+                    color=color,
+                    label=f"{name}, analytic",
+                )
         ax.axhline(target_only, ls="--", color="gray", label="target data only (λ → 0)")
-        kind = f"overparameterized sources, ρ = {s.rho:.2f}" if s.overparameterized else \
-            f"underparameterized sources, n_s = {s.n_s}"
-        ax.set(xscale="log", title=f"{kind}, λ {'→ 0' if l_ == 0 else '= ' + str(l_)}",
-               ylim=(0, 1.6 * target_only))
+        kind = (
+            f"overparameterized sources, ρ = {s.rho:.2f}"
+            if s.overparameterized
+            else f"underparameterized sources, n_s = {s.n_s}"
+        )
+        ax.set(
+            xscale="log",
+            title=f"{kind}, λ {'→ 0' if l_ == 0 else '= ' + str(l_)}",
+            ylim=(0, 1.6 * target_only),
+        )
         ax.set_xticks(ms, [str(m) for m in ms])
 for ax in axes[-1]:
     ax.set_xlabel("number of pretrained models m")
@@ -239,13 +323,20 @@ for r in ("1", "c*"):
         for j, m in enumerate(m_grid):
             G[i, j] = target_only - tr.test_error(s, int(m), factor(r, int(m), s), 0.0)
     gain[r] = G
-vmax = max(float(g.max()) for g in gain.values())  # colours saturate below -vmax (near n_s = d the loss is large)
+# colours saturate below -vmax (near n_s = d the loss is large)
+vmax = max(float(g.max()) for g in gain.values())
 fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), sharey=True)
 for ax, r in zip(axes, ("1", "c*")):
-    im = ax.pcolormesh(m_grid, ns_grid, gain[r], cmap="RdBu", vmin=-vmax, vmax=vmax, shading="nearest")
+    im = ax.pcolormesh(
+        m_grid, ns_grid, gain[r], cmap="RdBu", vmin=-vmax, vmax=vmax, shading="nearest"
+    )
     ax.contour(m_grid, ns_grid, gain[r], levels=[0], colors="k", linewidths=1)
     ax.axhline(d, color="gray", ls=":")
-    ax.set(xscale="log", xlabel="number of pretrained models m", title=f"gain of transfer, {styles[r][0]}")
+    ax.set(
+        xscale="log",
+        xlabel="number of pretrained models m",
+        title=f"gain of transfer, {styles[r][0]}",
+    )
 axes[0].set_ylabel("source samples n_s (d dotted)")
 fig.colorbar(im, ax=axes, label="target-only error − transfer error")
 plt.show()
@@ -262,10 +353,24 @@ fig, ax = plt.subplots(figsize=(7, 3.6))
 for k, m in enumerate([ms[0], ms[len(ms) // 2], ms[-1]]):
     for r, ls in (("1", "--"), ("c*", "-")):
         c = factor(r, m, over)
-        errs = [tr.test_error(over, m, c, float(l_), eigs=eig[over.n_s][:1000]) for l_ in lams]
-        ax.plot(lams, errs, ls=ls, color=plotting.PALETTE[k], label=f"m = {m}, {styles[r][0]}")
+        errs = [
+            tr.test_error(over, m, c, float(l_), eigs=eig[over.n_s][:1000])
+            for l_ in lams
+        ]
+        ax.plot(
+            lams,
+            errs,
+            ls=ls,
+            color=plotting.PALETTE[k],
+            label=f"m = {m}, {styles[r][0]}",
+        )
         ls_ = tr.lambda_star(m, c, over)
-        ax.plot([ls_], [tr.test_error(over, m, c, ls_, eigs=eig[over.n_s][:1000])], "o", color=plotting.PALETTE[k])
+        ax.plot(
+            [ls_],
+            [tr.test_error(over, m, c, ls_, eigs=eig[over.n_s][:1000])],
+            "o",
+            color=plotting.PALETTE[k],
+        )
 ax.axhline(target_only, ls=":", color="gray")
 ax.set(xscale="log", xlabel="λ (per pretrained model)", ylabel="test error")
 ax.legend(fontsize=7, ncol=2)
@@ -287,8 +392,12 @@ def draw_tau(fig, t):
     ax = fig.add_subplot(111)
     s = over.with_(tau=t)
     for r in rules:
-        ax.plot(m_line, [tr.test_error(s, int(m), factor(r, int(m), s), 0.0) for m in m_line],
-                color=styles[r][1], label=styles[r][0])
+        ax.plot(
+            m_line,
+            [tr.test_error(s, int(m), factor(r, int(m), s), 0.0) for m in m_line],
+            color=styles[r][1],
+            label=styles[r][0],
+        )
     ax.axhline(target_only, ls="--", color="gray", label="target only")
     ax.set(xscale="log", xlabel="m", ylabel="test error", ylim=(0, 2 * target_only))
     ax.legend(fontsize=8)
@@ -299,6 +408,7 @@ plotting.static_slider(taus, draw_tau, figsize=(6, 3.6), label="τ", fmt="{}")
 # %% [markdown]
 # Live: choose the source size, mismatch and number of models.
 
+
 # %%
 def live(n_s: int = n_s_over, tau_: float = tau, m: int = 16):
     if abs(n_s - d) <= 1:
@@ -306,7 +416,10 @@ def live(n_s: int = n_s_over, tau_: float = tau, m: int = 16):
         return
     s = over.with_(n_s=n_s, tau=tau_)
     for r in rules:
-        print(f"{styles[r][0]:24} c = {factor(r, m, s):6.3f}   test error {tr.test_error(s, m, factor(r, m, s), 0.0):.4f}")
+        print(
+            f"{styles[r][0]:24} c = {factor(r, m, s):6.3f}   test error "
+            f"{tr.test_error(s, m, factor(r, m, s), 0.0):.4f}"
+        )
     print(f"{'target data only':24} {'':10}   test error {target_only:.4f}")
 
 
@@ -316,14 +429,29 @@ plotting.live_controls(live, n_s=(2, 3 * d), tau_=(0.0, 3.0, 0.1), m=(1, 256))
 # ## 7. Checks
 
 # %%
-d_excess = max(tr.bias_D(tr.c_star(int(m), s), int(m), s) - min(tr.bias_D(1.0, int(m), s),
-                                                                  tr.bias_D(1 / s.rho, int(m), s))
-               for s in [over.with_(n_s=ns) for ns in ns_grid] for m in m_grid)
+d_excess = max(
+    tr.bias_D(tr.c_star(int(m), s), int(m), s)
+    - min(tr.bias_D(1.0, int(m), s), tr.bias_D(1 / s.rho, int(m), s))
+    for s in [over.with_(n_s=ns) for ns in ns_grid]
+    for m in m_grid
+)
 rec.check("closed_form_matches_lstsq", closed_err, 1e-8, op="<=")
-rec.check("analytic_matches_monte_carlo", worst_dev, 0.03, op="<=",
-          note=f"{len(rows)} points (c = 1, 1/ρ, c*; λ → 0 and λ = {lam}; over- and underparameterized sources), "
-               f"{trials} trials each")
-rec.check("debias_optimal", d_excess, 0.0, op="<=", note="max over the phase-diagram grid of D(c*) − min(D(1), D(1/ρ))")
+rec.check(
+    "analytic_matches_monte_carlo",
+    worst_dev,
+    0.03,
+    op="<=",
+    note=f"{len(rows)} points (c = 1, 1/ρ, c*; λ → 0 and λ = {lam}; over- and "
+    "underparameterized sources), "
+    f"{trials} trials each",
+)
+rec.check(
+    "debias_optimal",
+    d_excess,
+    0.0,
+    op="<=",
+    note="max over the phase-diagram grid of D(c*) − min(D(1), D(1/ρ))",
+)
 rec.check("interpolates_at_zero_lambda", interp_err, 1e-8, op="<=")
 
 # %% [markdown]
@@ -337,27 +465,50 @@ eh, seh = mc[over.n_s][("c_hat", M, 0.0)]
 e1_small = mc[over.n_s][("1", ms[0], 0.0)][0]
 rho, V = tr.source_moments(over)
 m_needed = V / (rho * (2 - rho) * over.B)
-floor = over.sigma**2 + (1 - n / d) * (1 - rho) ** 2 * over.B + sigma**2 * n / (d - n - 1)
+floor = (
+    over.sigma**2 + (1 - n / d) * (1 - rho) ** 2 * over.B + sigma**2 * n / (d - n - 1)
+)
 diff_se = float(np.hypot(se1, sec))
-rec.claim("more_models_need_debiasing",
-          "With overparameterized pretrained models, many models are needed and, without correction, the "
-          "shrinkage bias limits them: at the largest m, c = 1 is clearly worse than c*",
-          paper="many models important; bias limits them", measured=f"{e1:.4f} vs {ec:.4f}",
-          unit=f"test error at m = {M}, c = 1 vs c* (λ → 0)", holds=e1 - ec > 2 * diff_se,
-          note=f"c = 1 needs m > {m_needed:.1f} models to beat the target alone ({target_only:.4f}); its error "
-               f"went {e1_small:.4f} (m = {ms[0]}) -> {e1:.4f} (m = {M}) towards the analytic floor {floor:.4f}.")
+rec.claim(
+    "more_models_need_debiasing",
+    "With overparameterized pretrained models, many models are needed and, "
+    "without correction, the "
+    "shrinkage bias limits them: at the largest m, c = 1 is clearly worse than c*",
+    paper="many models important; bias limits them",
+    measured=f"{e1:.4f} vs {ec:.4f}",
+    unit=f"test error at m = {M}, c = 1 vs c* (λ → 0)",
+    holds=e1 - ec > 2 * diff_se,
+    note=f"c = 1 needs m > {m_needed:.1f} models to beat the target alone "
+    f"({target_only:.4f}); its error "
+    f"went {e1_small:.4f} (m = {ms[0]}) -> {e1:.4f} (m = {M}) towards the "
+    f"analytic floor {floor:.4f}.",
+)
 gain_rel = (e1 - ec) / e1
-rec.claim("debiasing_gain", "The multiplicative correction c* reduces the test error at the largest m",
-          paper="debiasing reduces the overparameterization bias", measured=round(gain_rel, 4),
-          unit=f"relative error reduction at m = {M} (λ → 0)", holds=e1 - ec > 2 * diff_se,
-          note=f"c* = {tr.c_star(M, over):.2f} (1/ρ = {1 / rho:.2f}); at λ = {lam}: "
-               f"{mc[over.n_s][('1', M, lam)][0]:.4f} -> {mc[over.n_s][('c*', M, lam)][0]:.4f}")
+rec.claim(
+    "debiasing_gain",
+    "The multiplicative correction c* reduces the test error at the largest m",
+    paper="debiasing reduces the overparameterization bias",
+    measured=round(gain_rel, 4),
+    unit=f"relative error reduction at m = {M} (λ → 0)",
+    holds=e1 - ec > 2 * diff_se,
+    note=f"c* = {tr.c_star(M, over):.2f} (1/ρ = {1 / rho:.2f}); at λ = {lam}: "
+    f"{mc[over.n_s][('1', M, lam)][0]:.4f} -> {mc[over.n_s][('c*', M, lam)][0]:.4f}",
+)
 ratio = eh / ec
-rec.claim("data_driven_factor_close", "The factor estimated from the target data alone is nearly as good as the "
-          "oracle c* (error ratio <= 1.05)",
-          paper="simple debiasing factor (ours: data-driven ĉ)", measured=round(ratio, 4),
-          unit=f"error(ĉ) / error(c*) at m = {M}", holds=ratio <= 1.05,
-          note=f"mean ĉ = {mc[over.n_s]['c_hat'][M]:.2f} vs c* = {tr.c_star(M, over):.2f}; ratios at every m: "
-               + ", ".join(f"{m}: {mc[over.n_s][('c_hat', m, 0.0)][0] / mc[over.n_s][('c*', m, 0.0)][0]:.3f}"
-                           for m in ms))
+rec.claim(
+    "data_driven_factor_close",
+    "The factor estimated from the target data alone is nearly as good as the "
+    "oracle c* (error ratio <= 1.05)",
+    paper="simple debiasing factor (ours: data-driven ĉ)",
+    measured=round(ratio, 4),
+    unit=f"error(ĉ) / error(c*) at m = {M}",
+    holds=ratio <= 1.05,
+    note=f"mean ĉ = {mc[over.n_s]['c_hat'][M]:.2f} vs c* = {tr.c_star(M, over):.2f}; "
+    "ratios at every m: "
+    + ", ".join(
+        f"{m}: "
+        f"{mc[over.n_s][('c_hat', m, 0.0)][0] / mc[over.n_s][('c*', m, 0.0)][0]:.3f}"
+        for m in ms
+    ),
+)
 rec.save()

@@ -37,15 +37,24 @@
 # trained in this notebook is analysed.
 # :::
 
-# %%
+# %% tags=["hide-input"]
 # Colab bootstrap: install this book's `helpers` package in Colab; do nothing elsewhere.
 import importlib.util
 import subprocess
 import sys
 
 if "google.colab" in sys.modules and importlib.util.find_spec("helpers") is None:
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q",
-                    "git+https://github.com/neurips2026-executed/book@main"], check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "git+https://github.com/neurips2026-executed/book@main",
+        ],
+        check=True,
+    )
 
 # %% [markdown]
 # ## Parameters
@@ -61,7 +70,7 @@ batch_size = 128
 pca_k = 4  # PCA dimensions per variable for the Gaussian TE
 n_random_orders = 10  # random pruning orders
 
-# %%
+# %% tags=["hide-input"]
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
@@ -74,11 +83,23 @@ from helpers import transfer_entropy as te
 if quick:
     null_seeds, train_steps, n_random_orders = 60, 80, 4
 
-env = repro.setup(seed, threads=1)  # a tiny model: one thread is as fast, and does not fight over shared cores
+# a tiny model: one thread is as fast, and does not fight over shared cores
+env = repro.setup(seed, threads=1)
 plotting.use_style()
-rec = claims.ClaimsRecord("19_transfer_entropy", dict(
-    quick=quick, seed=seed, n_gauss=n_gauss, null_seeds=null_seeds, n_perm=n_perm, train_steps=train_steps,
-    batch_size=batch_size, pca_k=pca_k, n_random_orders=n_random_orders))
+rec = claims.ClaimsRecord(
+    "19_transfer_entropy",
+    dict(
+        quick=quick,
+        seed=seed,
+        n_gauss=n_gauss,
+        null_seeds=null_seeds,
+        n_perm=n_perm,
+        train_steps=train_steps,
+        batch_size=batch_size,
+        pca_k=pca_k,
+        n_random_orders=n_random_orders,
+    ),
+)
 print(env)
 
 # %% [markdown]
@@ -93,10 +114,15 @@ print(env)
 # The kNN estimator (Frenzel-Pompe) makes no Gaussian assumption: it counts neighbours in the joint and marginal
 # spaces with the max-norm, `I = psi(k) - < psi(n_AC + 1) + psi(n_BC + 1) - psi(n_C + 1) >`.
 
+
 # %%
 def gaussian_cmi_inline(A, B, C):
-    """The key line of the Gaussian estimator (helpers.transfer_entropy.gaussian_cmi adds validation)."""
-    ld = lambda *xs: np.linalg.slogdet(np.atleast_2d(np.cov(np.hstack(xs), rowvar=False)))[1]
+    """The key line of the Gaussian estimator (helpers.transfer_entropy.gaussian_cmi
+    adds validation).
+    """
+    ld = lambda *xs: np.linalg.slogdet(
+        np.atleast_2d(np.cov(np.hstack(xs), rowvar=False))
+    )[1]
     return 0.5 * (ld(A, C) + ld(B, C) - ld(C) - ld(A, B, C))
 
 
@@ -104,26 +130,44 @@ b_true = np.array([0.6, -0.4, 0.3, 0.2])
 X, Y, Yn = te.linear_gaussian_system(n_gauss, b_true, a=0.5, sigma=1.0, seed=seed)
 truth = te.linear_gaussian_te_truth(b_true, 1.0)
 est = te.gaussian_te(X, Y, Yn)
-print(f"TE truth {truth:.4f} nats, Gaussian estimate {est:.4f} (inline {gaussian_cmi_inline(Yn, X, Y):.4f}), "
-      f"KSG on 3000 trials {te.ksg_cmi(Yn[:3000], X[:3000], Y[:3000]):.4f}")
+print(
+    f"TE truth {truth:.4f} nats, Gaussian estimate {est:.4f} (inline "
+    f"{gaussian_cmi_inline(Yn, X, Y):.4f}), "
+    f"KSG on 3000 trials {te.ksg_cmi(Yn[:3000], X[:3000], Y[:3000]):.4f}"
+)
 rec.check("gaussian_te_exact", abs(est - truth), 0.02, op="<=", note=f"N = {n_gauss}")
 
-# invariance: invertible affine maps of the source and of the target at each depth leave TE unchanged
+# invariance: invertible affine maps of the source and of the target at each depth leave
+# TE unchanged
 rng = repro.rng(seed, 1)
 Mx = rng.normal(size=(4, 4)) + 2 * np.eye(4)
 est_mapped = te.gaussian_te(X @ Mx + 3.0, -2.0 * Y + 1.0, 0.7 * Yn - 5.0)
 rec.check("te_linear_invariance", abs(est_mapped - est), 1e-8, op="<=")
 
-# calibration: with b = 0 the permutation test at level 0.05 (p-value (1 + #{null >= estimate}) / (1 + n_perm),
-# exact for exchangeable trials) should accept about 95% of the time. The check asks for >= 90%; with 100 systems a
-# calibrated test misses that bound about 1% of the time (with 20 systems it would be about 7%).
+# calibration: with b = 0 the permutation test at level 0.05 (p-value (1 + #{null >=
+# estimate}) / (1 + n_perm),
+# exact for exchangeable trials) should accept about 95% of the time. The check asks for
+# >= 90%; with 100 systems a
+# calibrated test misses that bound about 1% of the time (with 20 systems it would be
+# about 7%).
 inside = []
 for s in tqdm(range(null_seeds), desc="null calibration"):
     Xs, Ys, Yns = te.linear_gaussian_system(500, [0.0, 0.0], seed=1000 + s)
-    _, _, pval = te.permutation_null(te.gaussian_cmi, Yns, Xs, Ys, n_perm=n_perm, seed=s)
+    _, _, pval = te.permutation_null(
+        te.gaussian_cmi, Yns, Xs, Ys, n_perm=n_perm, seed=s
+    )
     inside.append(pval > 0.05)
-rec.check("te_null_calibrated", float(np.mean(inside)), 0.9, op=">=", note=f"{null_seeds} null systems")
-print(f"null systems accepted at level 0.05 (inside the 95% permutation band): {np.mean(inside):.2f}")
+rec.check(
+    "te_null_calibrated",
+    float(np.mean(inside)),
+    0.9,
+    op=">=",
+    note=f"{null_seeds} null systems",
+)
+print(
+    "null systems accepted at level 0.05 (inside the 95% permutation band): "
+    f"{np.mean(inside):.2f}"
+)
 
 # %% [markdown]
 # A nonlinear system shows why a kNN estimator is worth having: `Y' = 0.5 Y + |b X| + noise` depends on `X` only
@@ -134,7 +178,13 @@ scales = [0.0, 0.25, 0.5, 1.0, 1.5]
 lin_rows, nl_rows = [], []
 for bs in scales:
     Xs, Ys, Yns = te.linear_gaussian_system(3000, [bs], seed=seed + 7)
-    lin_rows.append((te.linear_gaussian_te_truth([bs], 1.0), te.gaussian_te(Xs, Ys, Yns), te.ksg_cmi(Yns, Xs, Ys)))
+    lin_rows.append(
+        (
+            te.linear_gaussian_te_truth([bs], 1.0),
+            te.gaussian_te(Xs, Ys, Yns),
+            te.ksg_cmi(Yns, Xs, Ys),
+        )
+    )
     r = repro.rng(seed, 8)
     Xn, Y0 = r.normal(size=(3000, 1)), r.normal(size=(3000, 1))
     Y1 = 0.5 * Y0 + np.abs(bs * Xn) + 0.3 * r.normal(size=(3000, 1))
@@ -175,11 +225,18 @@ def answers(q: int, y: torch.Tensor) -> torch.Tensor:
 
 perm = torch.tensor(repro.rng(seed, 2).permutation(len(labels)))
 n_tr, n_cal = int(0.7 * len(perm)), int(0.1 * len(perm))
-splits = {"train": perm[:n_tr], "cal": perm[n_tr:n_tr + n_cal], "test": perm[n_tr + n_cal:]}
+splits = {
+    "train": perm[:n_tr],
+    "cal": perm[n_tr : n_tr + n_cal],
+    "test": perm[n_tr + n_cal :],
+}
 
 
 def dataset(idx):
-    """Every image of a split paired with every question: (patches, question, answer)."""
+    """Every image of a split paired with every question.
+
+    Returns (patches, question, answer).
+    """
     q = torch.arange(3).repeat_interleave(len(idx))
     img = idx.repeat(3)
     ans = torch.cat([answers(k, labels[idx]) for k in range(3)])
@@ -196,9 +253,26 @@ def batch(step: int):
 
 
 torch.manual_seed(seed)
-vlm = te.TinyVLM(n_patches=16, patch_dim=4, n_questions=3, n_answers=14, d_model=64, n_layer=4, n_head=4)
-train.fit(vlm, lambda m, b: m.loss(b), batch, train_steps, lr=3e-3, warmup=30, weight_decay=0.01, seed=seed,
-          desc="vision-language model")
+vlm = te.TinyVLM(
+    n_patches=16,
+    patch_dim=4,
+    n_questions=3,
+    n_answers=14,
+    d_model=64,
+    n_layer=4,
+    n_head=4,
+)
+train.fit(
+    vlm,
+    lambda m, b: m.loss(b),
+    batch,
+    train_steps,
+    lr=3e-3,
+    warmup=30,
+    weight_decay=0.01,
+    seed=seed,
+    desc="vision-language model",
+)
 
 
 @torch.no_grad()
@@ -212,7 +286,10 @@ def accuracy(model, data=test_set, mask=None) -> float:
 
 for k, name in enumerate(QUESTIONS):
     sel = test_set[1] == k
-    print(f"test accuracy, {name:>7}: {accuracy(vlm, tuple(t[sel] for t in test_set)):.3f}")
+    print(
+        f"test accuracy, {name:>7}: "
+        f"{accuracy(vlm, tuple(t[sel] for t in test_set)):.3f}"
+    )
 base_acc = accuracy(vlm)
 print(f"test accuracy, all: {base_acc:.3f}")
 
@@ -240,12 +317,19 @@ red = lambda x: te.pca_reduce(x, pca_k)
 
 
 def layer_te(src_of, tgt_of, sel, estimator=te.gaussian_cmi, perm_n=n_perm):
-    """TE from src to tgt at each depth l -> l+1 (trials: calibration inputs in sel), with the null's 95th pct."""
+    """TE from src to tgt at each depth l -> l+1 (trials: calibration inputs in sel),
+    with the null's 95th pct.
+    """
     out, band = [], []
     for layer in range(L):
-        X_l, Y_l, Y_next = (red(src_of(hidden[layer])[sel]), red(tgt_of(hidden[layer])[sel]),
-                            red(tgt_of(hidden[layer + 1])[sel]))
-        e, null, _ = te.permutation_null(estimator, Y_next, X_l, Y_l, n_perm=perm_n, seed=seed + layer)
+        X_l, Y_l, Y_next = (
+            red(src_of(hidden[layer])[sel]),
+            red(tgt_of(hidden[layer])[sel]),
+            red(tgt_of(hidden[layer + 1])[sel]),
+        )
+        e, null, _ = te.permutation_null(
+            estimator, Y_next, X_l, Y_l, n_perm=perm_n, seed=seed + layer
+        )
         out.append(e)
         band.append(np.quantile(null, 0.95))
     return np.array(out), np.array(band)
@@ -258,19 +342,31 @@ flow = {}
 for k, name in enumerate(["all"] + QUESTIONS):
     sel = np.ones(len(q_cal), bool) if k == 0 else q_cal == k - 1
     flow[name] = dict(v2t=layer_te(vision, text, sel), t2v=layer_te(text, vision, sel))
-    print(f"{name:>7}: vision->text {np.round(flow[name]['v2t'][0], 3)}  text->vision "
-          f"{np.round(flow[name]['t2v'][0], 3)}")
+    print(
+        f"{name:>7}: vision->text {np.round(flow[name]['v2t'][0], 3)}  text->vision "
+        f"{np.round(flow[name]['t2v'][0], 3)}"
+    )
 
-# a cross-check with the kNN estimator on 2 PCA dimensions (slower, so fewer permutations)
+# a cross-check with the kNN estimator on 2 PCA dimensions (slower, so fewer
+# permutations)
 red_knn = lambda x: te.pca_reduce(x, 2)
-ksg_v2t = [te.ksg_cmi(red_knn(text(hidden[layer + 1])), red_knn(vision(hidden[layer])), red_knn(text(hidden[layer])))
-           for layer in range(L)]
+ksg_v2t = [
+    te.ksg_cmi(
+        red_knn(text(hidden[layer + 1])),
+        red_knn(vision(hidden[layer])),
+        red_knn(text(hidden[layer])),
+    )
+    for layer in range(L)
+]
 print("vision->text, KSG on 2 PCA dims:", np.round(ksg_v2t, 3))
 
 # %%
 fig, ax = plt.subplots(1, 2, figsize=(10, 3.4), sharey=True)
 layers = np.arange(1, L + 1)
-for a, key, title in [(ax[0], "v2t", "vision -> text ([ASK])"), (ax[1], "t2v", "text ([ASK]) -> vision")]:
+for a, key, title in [
+    (ax[0], "v2t", "vision -> text ([ASK])"),
+    (ax[1], "t2v", "text ([ASK]) -> vision"),
+]:
     for name, f in flow.items():
         a.plot(layers, f[key][0], marker="o", label=name, lw=2 if name == "all" else 1)
     a.fill_between(layers, 0, flow["all"][key][1], color="0.85", label="95% null (all)")
@@ -297,8 +393,14 @@ pix_var = patches_all.var(0).mean(-1).numpy().reshape(4, 4)
 
 fig, ax = plt.subplots(figsize=(8, 2.6))
 im = ax.imshow(patch_te, cmap="magma", aspect="auto")
-ax.set(xlabel="patch (row-major over the 4x4 grid)", ylabel="block", xticks=range(16), yticks=range(L),
-       yticklabels=range(1, L + 1), title="patch -> [ASK] TE (nats), patch x layer")
+ax.set(
+    xlabel="patch (row-major over the 4x4 grid)",
+    ylabel="block",
+    xticks=range(16),
+    yticks=range(L),
+    yticklabels=range(1, L + 1),
+    title="patch -> [ASK] TE (nats), patch x layer",
+)
 ax.grid(False)
 fig.colorbar(im, ax=ax, fraction=0.03)
 plt.show()
@@ -306,7 +408,9 @@ plt.show()
 
 def draw_layer(fig, layer):
     axs = fig.subplots(1, 2)
-    im = axs[0].imshow(patch_te[layer].reshape(4, 4), cmap="magma", vmin=0, vmax=patch_te.max())
+    im = axs[0].imshow(
+        patch_te[layer].reshape(4, 4), cmap="magma", vmin=0, vmax=patch_te.max()
+    )
     axs[0].set(title=f"patch -> [ASK] TE, block {layer + 1}", xticks=[], yticks=[])
     fig.colorbar(im, ax=axs[0], fraction=0.046)
     axs[1].imshow(pix_var, cmap="gray")
@@ -315,7 +419,9 @@ def draw_layer(fig, layer):
         a.grid(False)
 
 
-plotting.static_slider(range(L), draw_layer, figsize=(7, 3.2), label="layer index", fmt="{}")
+plotting.static_slider(
+    range(L), draw_layer, figsize=(7, 3.2), label="layer index", fmt="{}"
+)
 
 # %% [markdown]
 # ## 5. Head level, and TE-guided pruning
@@ -337,14 +443,22 @@ head_te = np.zeros((L, 4))
 for layer in range(L):
     Y_l, Y_next = red(text(hidden[layer])), red(text(hidden[layer + 1]))
     for h in range(4):
-        head_te[layer, h] = te.gaussian_cmi(Y_next, red(writes[layer][:, ASK, h].numpy()), Y_l)
-attn_score = np.array([[a[:, h, ASK, :16].sum(-1).mean().item() for h in range(4)] for a in attn])
-norm_score = np.array([[w[:, ASK, h].norm(dim=-1).mean().item() for h in range(4)] for w in writes])
+        head_te[layer, h] = te.gaussian_cmi(
+            Y_next, red(writes[layer][:, ASK, h].numpy()), Y_l
+        )
+attn_score = np.array(
+    [[a[:, h, ASK, :16].sum(-1).mean().item() for h in range(4)] for a in attn]
+)
+norm_score = np.array(
+    [[w[:, ASK, h].norm(dim=-1).mean().item() for h in range(4)] for w in writes]
+)
 print("head TE (rows: layers):\n", np.round(head_te, 3))
 
 flat = np.sort(head_te.ravel())[::-1]
 top_share = float(flat[: len(flat) // 4].sum() / flat.sum())
-print(f"share of head TE in the top 25% of heads: {top_share:.3f} (uniform would be 0.25)")
+print(
+    f"share of head TE in the top 25% of heads: {top_share:.3f} (uniform would be 0.25)"
+)
 
 
 def order_from(score: np.ndarray) -> np.ndarray:
@@ -361,24 +475,48 @@ def prune_curve(order: np.ndarray, budgets) -> list[float]:
 
 
 budgets = [0, 2, 4, 6, 8, 10, 12]
-curves = {"TE, lowest first": prune_curve(order_from(head_te), budgets),
-          "TE, highest first": prune_curve(order_from(-head_te), budgets),
-          "attention weight": prune_curve(order_from(attn_score), budgets),
-          "head norm": prune_curve(order_from(norm_score), budgets)}
-rand = np.array([prune_curve(repro.rng(seed, 10, i).permutation(16), budgets)
-                 for i in tqdm(range(n_random_orders), desc="random orders")])
+curves = {
+    "TE, lowest first": prune_curve(order_from(head_te), budgets),
+    "TE, highest first": prune_curve(order_from(-head_te), budgets),
+    "attention weight": prune_curve(order_from(attn_score), budgets),
+    "head norm": prune_curve(order_from(norm_score), budgets),
+}
+rand = np.array(
+    [
+        prune_curve(repro.rng(seed, 10, i).permutation(16), budgets)
+        for i in tqdm(range(n_random_orders), desc="random orders")
+    ]
+)
 
 fig, ax = plt.subplots(1, 2, figsize=(10, 3.6))
 im = ax[0].imshow(head_te, cmap="viridis")
-ax[0].set(xlabel="head", ylabel="layer", title="head TE at [ASK] (nats)", xticks=range(4), yticks=range(4))
+ax[0].set(
+    xlabel="head",
+    ylabel="layer",
+    title="head TE at [ASK] (nats)",
+    xticks=range(4),
+    yticks=range(4),
+)
 ax[0].grid(False)
 fig.colorbar(im, ax=ax[0], fraction=0.046)
 sparsity = np.array(budgets) / 16
 for name, c in curves.items():
     ax[1].plot(sparsity, c, marker="o", label=name)
-ax[1].errorbar(sparsity, rand.mean(0), yerr=rand.std(0), color="0.5", marker=".", capsize=3, label="random")
-ax[1].set(xlabel="fraction of heads pruned", ylabel="test accuracy", ylim=(0, 1.02),
-          title="pruning at equal budgets")
+ax[1].errorbar(
+    sparsity,
+    rand.mean(0),
+    yerr=rand.std(0),
+    color="0.5",
+    marker=".",
+    capsize=3,
+    label="random",
+)
+ax[1].set(
+    xlabel="fraction of heads pruned",
+    ylabel="test accuracy",
+    ylim=(0, 1.02),
+    title="pruning at equal budgets",
+)
 ax[1].legend(fontsize=8)
 plt.tight_layout()
 plt.show()
@@ -392,19 +530,29 @@ plt.show()
 #
 # Live controls (Jupyter / Colab): prune a number of heads in a chosen order and see the accuracy per question.
 
+
 # %%
 def live_prune(n_pruned=8, order="TE, lowest first"):
-    score = {"TE, lowest first": head_te, "TE, highest first": -head_te, "attention weight": attn_score,
-             "head norm": norm_score}[order]
+    score = {
+        "TE, lowest first": head_te,
+        "TE, highest first": -head_te,
+        "attention weight": attn_score,
+        "head norm": norm_score,
+    }[order]
     mask = np.ones(16)
     mask[order_from(score)[:n_pruned]] = 0
     for k, name in enumerate(QUESTIONS):
         sel = test_set[1] == k
-        print(f"{name:>7}: {accuracy(vlm, tuple(t[sel] for t in test_set), mask.reshape(4, 4)):.3f}")
+        print(
+            f"{name:>7}: "
+            f"{accuracy(vlm, tuple(t[sel] for t in test_set), mask.reshape(4, 4)):.3f}"
+        )
     print("mask (rows: layers)\n", mask.reshape(4, 4).astype(int))
 
 
-plotting.live_controls(live_prune, n_pruned=(0, 16), order=list(curves)[:1] + list(curves)[1:])
+plotting.live_controls(
+    live_prune, n_pruned=(0, 16), order=list(curves)[:1] + list(curves)[1:]
+)
 
 # %% [markdown]
 # ## 6. The claims record
@@ -412,19 +560,48 @@ plotting.live_controls(live_prune, n_pruned=(0, 16), order=list(curves)[:1] + li
 # %%
 v2t = flow["all"]["v2t"][0]
 fusion = int(np.argmax(v2t)) + 1
-rec.claim("fusion_depth", "Vision -> text TE peaks in the upper layers (block with the largest pooled TE)",
-          paper="upper decoder layers", measured=f"block {fusion} of {L}", unit="",
-          holds=bool(fusion > L / 2), note="TE per block: " + ", ".join(f"{v:.3f}" for v in v2t))
-rec.claim("head_te_sparse", "Head TE is concentrated in a few heads (share held by the top 25% of heads)",
-          paper="sparse (no number)", measured=round(top_share, 3), unit="share of TE",
-          holds=bool(top_share >= 0.5), note="held if at least half of the TE sits in a quarter of the heads")
+rec.claim(
+    "fusion_depth",
+    "Vision -> text TE peaks in the upper layers (block with the largest pooled TE)",
+    paper="upper decoder layers",
+    measured=f"block {fusion} of {L}",
+    unit="",
+    holds=bool(fusion > L / 2),
+    note="TE per block: " + ", ".join(f"{v:.3f}" for v in v2t),
+)
+rec.claim(
+    "head_te_sparse",
+    "Head TE is concentrated in a few heads (share held by the top 25% of heads)",
+    paper="sparse (no number)",
+    measured=round(top_share, 3),
+    unit="share of TE",
+    holds=bool(top_share >= 0.5),
+    note="held if at least half of the TE sits in a quarter of the heads",
+)
 i50 = budgets.index(8)
-acc_te, acc_att, acc_rand = curves["TE, lowest first"][i50], curves["attention weight"][i50], rand[:, i50].mean()
-rec.claim("te_pruning_beats_attention", "At 50% of heads pruned, TE-guided pruning keeps more accuracy than "
-          "attention-weight pruning", paper="TE > attention heuristics", measured=f"{acc_te:.3f} vs {acc_att:.3f}",
-          unit="test accuracy", holds=bool(acc_te > acc_att),
-          note=f"head-norm order {curves['head norm'][i50]:.3f}; TE highest first {curves['TE, highest first'][i50]:.3f}")
-rec.claim("te_pruning_beats_random", "At 50% of heads pruned, TE-guided pruning keeps more accuracy than random "
-          "pruning", paper="TE > random", measured=f"{acc_te:.3f} vs {acc_rand:.3f}", unit="test accuracy",
-          holds=bool(acc_te > acc_rand), note=f"random: mean of {n_random_orders} orders, std {rand[:, i50].std():.3f}")
+acc_te, acc_att, acc_rand = (
+    curves["TE, lowest first"][i50],
+    curves["attention weight"][i50],
+    rand[:, i50].mean(),
+)
+rec.claim(
+    "te_pruning_beats_attention",
+    "At 50% of heads pruned, TE-guided pruning keeps more accuracy than "
+    "attention-weight pruning",
+    paper="TE > attention heuristics",
+    measured=f"{acc_te:.3f} vs {acc_att:.3f}",
+    unit="test accuracy",
+    holds=bool(acc_te > acc_att),
+    note=f"head-norm order {curves['head norm'][i50]:.3f}; TE highest first "
+    f"{curves['TE, highest first'][i50]:.3f}",
+)
+rec.claim(
+    "te_pruning_beats_random",
+    "At 50% of heads pruned, TE-guided pruning keeps more accuracy than random pruning",
+    paper="TE > random",
+    measured=f"{acc_te:.3f} vs {acc_rand:.3f}",
+    unit="test accuracy",
+    holds=bool(acc_te > acc_rand),
+    note=f"random: mean of {n_random_orders} orders, std {rand[:, i50].std():.3f}",
+)
 rec.save()
