@@ -29,6 +29,8 @@ import torch.nn.functional as F
 from scipy import stats
 from torch import Tensor, nn
 
+from helpers import validate as V
+
 __all__ = [
     "split_levels", "check_levels", "gaussian_bin_edges", "gaussian_bin_means", "prior_codes", "source_cells",
     "VelocityField", "flow_matching_loss", "integrate", "flow_map", "flow_inverse",
@@ -50,7 +52,7 @@ def check_levels(levels: Sequence[int]) -> list[int]:
         if isinstance(m, bool) or not isinstance(m, (int, np.integer)):
             raise TypeError(f"levels must be ints, got {m!r}")
         if m < 2:
-            raise ValueError(f"every level count must be >= 2, got {list(levels)}")
+            raise ValueError(f"levels must all be >= 2, got {list(levels)}")
         out.append(int(m))
     return out
 
@@ -88,7 +90,7 @@ def split_levels(K: int, d: int) -> list[int]:
 
 def gaussian_bin_edges(m: int) -> np.ndarray:
     """The ``m + 1`` equal-mass bin edges ``Phi^{-1}(i / m)`` of N(0, 1), from ``-inf`` to ``inf``."""
-    check_levels([m])
+    m = V.integer("m", m, min=2)
     return stats.norm.ppf(np.arange(m + 1) / m)
 
 
@@ -109,8 +111,7 @@ def prior_codes(levels: Sequence[int]) -> Tensor:
 def source_cells(z0: Tensor, levels: Sequence[int]) -> Tensor:
     """Index of the equal-mass source cell of each row of ``z0`` (N, d), in the order of :func:`prior_codes`."""
     levels = check_levels(levels)
-    if not isinstance(z0, Tensor) or z0.dim() != 2 or z0.shape[1] != len(levels):
-        raise ValueError(f"z0 must be a tensor of shape (N, {len(levels)})")
+    V.tensor("z0", z0, shape=(None, len(levels)), dtype="float")
     u = torch.special.ndtr(z0.double())
     m = torch.tensor(levels, dtype=torch.float64)
     bins = (u * m).floor().long().clamp_(min=0)
@@ -129,8 +130,8 @@ class VelocityField(nn.Module):
 
     def __init__(self, d: int, hidden: int = 128, depth: int = 3, t_freqs: int = 6) -> None:
         super().__init__()
-        if d < 1 or hidden < 1 or depth < 1:
-            raise ValueError("d, hidden and depth must be >= 1")
+        d, hidden, depth = V.integer("d", d, min=1), V.integer("hidden", hidden, min=1), V.integer("depth", depth, min=1)
+        t_freqs = V.integer("t_freqs", t_freqs, min=0)
         self.d = d
         self.register_buffer("freqs", math.pi * 2.0 ** torch.arange(t_freqs, dtype=torch.float32) / 2)
         layers: list[nn.Module] = []
@@ -142,6 +143,10 @@ class VelocityField(nn.Module):
         self.net = nn.Sequential(*layers)
 
     def forward(self, z: Tensor, t: Tensor | float) -> Tensor:
+        if not isinstance(z, Tensor) or z.dim() != 2 or z.shape[1] != self.d:
+            raise ValueError(f"z must be a tensor of shape (N, {self.d}), got {V.describe(z)}")
+        if not isinstance(t, Tensor):
+            t = V.number("t", t)
         t = torch.as_tensor(t, dtype=z.dtype, device=z.device)
         if t.dim() == 0:
             t = t.expand(z.shape[0])
@@ -154,8 +159,9 @@ def flow_matching_loss(v: nn.Module, z1: Tensor, generator: torch.Generator | No
 
     ``z1`` should be detached (stop-gradient latents); the loss trains only ``v``.
     """
-    if z1.dim() != 2:
-        raise ValueError(f"z1 must have shape (N, d), got {tuple(z1.shape)}")
+    V.function("v", v)
+    V.tensor("z1", z1, ndim=2, dtype="float", nonempty=True)
+    V.optional(V.instance, "generator", generator, torch.Generator)
     z0 = torch.randn(z1.shape, generator=generator, dtype=z1.dtype)
     t = torch.rand(z1.shape[0], generator=generator, dtype=z1.dtype)
     zt = (1 - t[:, None]) * z0 + t[:, None] * z1
@@ -165,6 +171,9 @@ def flow_matching_loss(v: nn.Module, z1: Tensor, generator: torch.Generator | No
 def integrate(v: nn.Module, z: Tensor, t0: float = 0.0, t1: float = 1.0, steps: int = 32,
               method: str = "rk4") -> Tensor:
     """Solve ``dz/dt = v(z, t)`` from ``t0`` to ``t1`` (backwards if ``t1 < t0``) with fixed steps."""
+    V.function("v", v)
+    V.tensor("z", z, dtype="float")
+    t0, t1 = V.number("t0", t0), V.number("t1", t1)
     if method not in ("rk4", "heun", "euler"):
         raise ValueError(f"method must be 'rk4', 'heun' or 'euler', got {method!r}")
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
@@ -189,11 +198,13 @@ def integrate(v: nn.Module, z: Tensor, t0: float = 0.0, t1: float = 1.0, steps: 
 
 def flow_map(v: nn.Module, z0: Tensor, steps: int = 32, method: str = "rk4") -> Tensor:
     """``Psi(z0)``: source to latent space (t: 0 -> 1)."""
+    V.tensor("z0", z0, dtype="float")
     return integrate(v, z0, 0.0, 1.0, steps, method)
 
 
 def flow_inverse(v: nn.Module, z1: Tensor, steps: int = 32, method: str = "rk4") -> Tensor:
     """``Psi^{-1}(z1)``: latent to source space (t: 1 -> 0)."""
+    V.tensor("z1", z1, dtype="float")
     return integrate(v, z1, 1.0, 0.0, steps, method)
 
 
@@ -201,7 +212,10 @@ def flow_inverse(v: nn.Module, z1: Tensor, steps: int = 32, method: str = "rk4")
 # Voronoi centroids, Lloyd, nearest-code quantization
 # ----------------------------------------------------------------------------------------------------------------
 def nearest(z: Tensor, codes: Tensor, chunk: int = 8192) -> Tensor:
-    """Index of the nearest code (Euclidean) for each row of ``z``."""
+    """Index of the nearest code (Euclidean) for each row of ``z``; NaN/inf rows or codes raise ValueError."""
+    V.tensor("z", z, ndim=2, dtype="float")
+    V.tensor("codes", codes, ndim=2, dtype="float", nonempty=True)
+    chunk = V.integer("chunk", chunk, min=1)
     if z.dim() != 2 or codes.dim() != 2 or z.shape[1] != codes.shape[1]:
         raise ValueError(f"z (N, d) and codes (K, d) must agree in d, got {tuple(z.shape)} and {tuple(codes.shape)}")
     c2 = codes.pow(2).sum(-1)
@@ -211,6 +225,7 @@ def nearest(z: Tensor, codes: Tensor, chunk: int = 8192) -> Tensor:
 
 def distortion(z: Tensor, codes: Tensor) -> float:
     """Mean squared error (summed over dimensions) of nearest-code quantization."""
+    V.tensor("z", z, ndim=2, dtype="float", nonempty=True)
     return (z - codes[nearest(z, codes)]).pow(2).sum(-1).mean().item()
 
 
@@ -225,8 +240,8 @@ def lloyd(samples: Tensor, codes: Tensor, iters: int = 1) -> tuple[Tensor, list[
 
     Returns the new codes and the distortion before and after each step (``iters + 1`` values, non-increasing).
     """
-    if iters < 0:
-        raise ValueError(f"iters must be >= 0, got {iters}")
+    iters = V.integer("iters", iters, min=0)
+    V.tensor("samples", samples, ndim=2, dtype="float", nonempty=True)
     mse = [distortion(samples, codes)]
     for _ in range(iters):
         codes = _cell_means(samples, nearest(samples, codes), len(codes), codes)
@@ -251,8 +266,13 @@ class TransportedCodes:
 def transport_codes(v: nn.Module, levels: Sequence[int], n_samples: int, steps: int = 32, method: str = "rk4",
                     lloyd_steps: int = 0, generator: torch.Generator | None = None) -> TransportedCodes:
     """Build the codebook C1: transport the even-quantile cells of N(0, I) through the flow, take centroids."""
+    V.function("v", v)
     levels = check_levels(levels)
     K, d = math.prod(levels), len(levels)
+    n_samples = V.integer("n_samples", n_samples)
+    steps, lloyd_steps = V.integer("steps", steps, min=1), V.integer("lloyd_steps", lloyd_steps, min=0)
+    V.one_of("method", method, ("rk4", "heun", "euler"))
+    V.optional(V.instance, "generator", generator, torch.Generator)
     if n_samples < K:
         raise ValueError(f"n_samples must be >= K={K}, got {n_samples}")
     c0 = prior_codes(levels)
@@ -271,6 +291,7 @@ def quantize_ste(z: Tensor, codes: Tensor) -> tuple[Tensor, Tensor, Tensor]:
 
     Returns ``(z + sg(c - z), idx, c)``: the forward value is the code, the gradient flows to ``z`` unchanged.
     """
+    V.tensor("z", z, dtype="float")
     idx = nearest(z.detach(), codes)
     zq = codes[idx]
     return z + (zq - z).detach(), idx, zq
@@ -278,11 +299,10 @@ def quantize_ste(z: Tensor, codes: Tensor) -> tuple[Tensor, Tensor, Tensor]:
 
 def usage(idx: Tensor | np.ndarray, K: int) -> dict[str, float]:
     """Codebook usage: fraction of codes used, perplexity ``exp(H)``, perplexity / K."""
-    idx = torch.as_tensor(idx).reshape(-1)
+    K = V.integer("K", K, min=1)
+    idx = torch.as_tensor(V.token_ids("idx", idx, K)).reshape(-1)
     if len(idx) == 0:
-        raise ValueError("idx is empty")
-    if idx.min() < 0 or idx.max() >= K:
-        raise ValueError(f"indices must lie in [0, {K})")
+        raise ValueError("idx must not be empty")
     p = torch.bincount(idx, minlength=K).double() / len(idx)
     h = -(p[p > 0] * p[p > 0].log()).sum().item()
     return {"utilization": (p > 0).double().mean().item(), "perplexity": math.exp(h),
@@ -291,6 +311,10 @@ def usage(idx: Tensor | np.ndarray, K: int) -> dict[str, float]:
 
 def equal_mass_test(idx: Tensor, K: int) -> tuple[float, float]:
     """Chi-squared test of equal cell counts: returns (p-value, max count / min count)."""
+    K = V.integer("K", K, min=1)
+    idx = V.token_ids("idx", idx, K)
+    if idx.size == 0 if isinstance(idx, np.ndarray) else idx.numel() == 0:
+        raise ValueError("idx must not be empty")
     counts = torch.bincount(torch.as_tensor(idx).reshape(-1), minlength=K).numpy()
     p = float(stats.chisquare(counts).pvalue)
     return p, float(counts.max() / max(counts.min(), 1))
@@ -318,8 +342,11 @@ class FlowQuantizer(nn.Module):
         super().__init__()
         self.levels = check_levels(levels)
         self.K, self.d = math.prod(self.levels), len(self.levels)
-        if refresh_every < 1:
-            raise ValueError(f"refresh_every must be >= 1, got {refresh_every}")
+        refresh_every = V.integer("refresh_every", refresh_every, min=1)
+        ode_steps, lloyd_steps = V.integer("ode_steps", ode_steps, min=1), V.integer("lloyd_steps", lloyd_steps, min=0)
+        V.optional(V.integer, "n_samples", n_samples, min=self.K)
+        beta, lam_fm = V.nonnegative("beta", beta), V.nonnegative("lam_fm", lam_fm)
+        seed = V.seed("seed", seed)
         self.refresh_every, self.ode_steps, self.lloyd_steps = refresh_every, ode_steps, lloyd_steps
         self.n_samples = n_samples or 32 * self.K
         self.beta, self.lam_fm = beta, lam_fm
@@ -361,6 +388,8 @@ class VectorQuantizer(nn.Module):
 
     def __init__(self, K: int, d: int, beta: float = 0.25, init_scale: float = 1.0) -> None:
         super().__init__()
+        K, d = V.integer("K", K, min=1), V.integer("d", d, min=1)
+        beta, init_scale = V.nonnegative("beta", beta), V.positive("init_scale", init_scale)
         self.K, self.d, self.beta = K, d, beta
         # the reference VQ-VAE initialisation: uniform in (-1/K, 1/K), scaled by init_scale
         self.embed = nn.Parameter((torch.rand(K, d) * 2 - 1) / K * init_scale)
@@ -383,6 +412,10 @@ class EMAVectorQuantizer(nn.Module):
     def __init__(self, K: int, d: int, beta: float = 0.25, decay: float = 0.99, patience: int = 50,
                  init_scale: float = 1.0, seed: int = 0) -> None:
         super().__init__()
+        K, d = V.integer("K", K, min=1), V.integer("d", d, min=1)
+        beta, init_scale = V.nonnegative("beta", beta), V.positive("init_scale", init_scale)
+        decay = V.number("decay", decay, min=0, max=1, strict_max=True)
+        patience, seed = V.integer("patience", patience, min=1), V.integer("seed", seed, min=0, max=2**32 - 2)
         self.K, self.d, self.beta, self.decay, self.patience = K, d, beta, decay, patience
         init = (torch.rand(K, d, generator=torch.Generator().manual_seed(seed)) * 2 - 1) / K * init_scale
         self.register_buffer("embed", init)
@@ -423,6 +456,7 @@ class FSQ(nn.Module):
 
     def __init__(self, levels: Sequence[int], eps: float = 1e-3) -> None:
         super().__init__()
+        eps = V.positive("eps", eps)  # eps = 0 puts an even level's offset at atanh(1) = inf
         self.levels = check_levels(levels)
         self.K, self.d = math.prod(self.levels), len(self.levels)
         L = torch.tensor(self.levels, dtype=torch.float32)
@@ -436,6 +470,7 @@ class FSQ(nn.Module):
         return (z + self.shift).tanh() * self.half_l - self.offset
 
     def forward(self, z: Tensor) -> QuantOut:
+        V.tensor("z", z, shape=(None, self.d), dtype="float")
         b = self.bound(z)
         q = b + (b.round() - b).detach()  # straight-through rounding
         digits = (b.round().detach() + self.half_w).long()  # 0 .. L-1 per dimension
@@ -457,6 +492,7 @@ class GaussianGridQuantizer(nn.Module):
 
     def __init__(self, levels: Sequence[int], beta: float = 0.25) -> None:
         super().__init__()
+        beta = V.nonnegative("beta", beta)
         self.levels = check_levels(levels)
         self.K, self.d, self.beta = math.prod(self.levels), len(self.levels), beta
         self.register_buffer("codes", prior_codes(self.levels))
@@ -474,9 +510,11 @@ def kmeans_codes(x: Tensor | np.ndarray, K: int, seed: int = 0, max_iter: int = 
     """k-means centroids (scikit-learn, k-means++ init): the distortion reference."""
     from sklearn.cluster import KMeans
 
-    x = np.asarray(x, dtype=np.float64)
-    if x.ndim != 2 or len(x) < K:
-        raise ValueError(f"x must be (N, d) with N >= K={K}")
+    x = V.array("x", x, ndim=2, dtype="float").astype(np.float64)
+    K, seed = V.integer("K", K, min=1), V.seed("seed", seed)
+    max_iter = V.integer("max_iter", max_iter, min=1)
+    if len(x) < K:
+        raise ValueError(f"x must have at least K={K} rows, got shape {x.shape}")
     km = KMeans(K, n_init=1, max_iter=max_iter, random_state=seed).fit(x)
     return torch.tensor(km.cluster_centers_, dtype=torch.float32)
 
@@ -489,6 +527,9 @@ class Tokenizer(nn.Module):
 
     def __init__(self, n_pixels: int, n_tokens: int, d: int, quantizer: nn.Module, hidden: int = 256) -> None:
         super().__init__()
+        n_pixels, n_tokens = V.integer("n_pixels", n_pixels, min=1), V.integer("n_tokens", n_tokens, min=1)
+        d, hidden = V.integer("d", d, min=1), V.integer("hidden", hidden, min=1)
+        V.instance("quantizer", quantizer, nn.Module)
         self.n_tokens, self.d = n_tokens, d
         self.enc = nn.Sequential(nn.Linear(n_pixels, hidden), nn.GELU(), nn.Linear(hidden, hidden), nn.GELU(),
                                  nn.Linear(hidden, n_tokens * d))
@@ -519,8 +560,7 @@ def toy_latents(name: str, n: int, seed: int = 0) -> Tensor:
     three concentric rings, two moons, a 4x4 checkerboard, or a Student-t with 3 degrees of freedom."""
     if name not in TOY_DISTRIBUTIONS:
         raise ValueError(f"name must be one of {TOY_DISTRIBUTIONS}, got {name!r}")
-    if isinstance(n, bool) or not isinstance(n, int) or n < 2:
-        raise ValueError(f"n must be an int >= 2, got {n!r}")
+    n, seed = V.integer("n", n, min=2), V.seed("seed", seed)
     rng = np.random.default_rng(seed)
     if name == "rings":
         r = rng.choice([1.0, 2.0, 3.0], n)
@@ -548,10 +588,8 @@ def lorenz_states(n: int, dt: float = 0.02, seed: int = 0, burn_in: float = 20.0
     integrated with scipy (DOP853, rtol 1e-10) from a seeded start after a burn-in."""
     from scipy.integrate import solve_ivp
 
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"n must be an int >= 1, got {n!r}")
-    if dt <= 0:
-        raise ValueError(f"dt must be > 0, got {dt}")
+    n, seed = V.integer("n", n, min=1), V.seed("seed", seed)
+    dt, burn_in = V.positive("dt", dt), V.nonnegative("burn_in", burn_in)
 
     def f(_t: float, s: np.ndarray) -> list[float]:
         x, y, z = s

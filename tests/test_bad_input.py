@@ -25,6 +25,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from helpers import flow_vq as fvq
 from helpers import nn as hnn
 from helpers import train
 from helpers import transit_lm as tlm
@@ -313,6 +314,58 @@ def test_load_edges_names_file_and_line() -> None:
         tsp.load_edges(bad)
     with pytest.raises(ValueError, match=r"notgz\.gz': cannot be read as gzip"):
         tsp.load_edges(next(p for p in _BAD_EDGE_FILES if p.endswith("notgz.gz")))
+
+
+# ------------------------------------------------------------------------------------------------------ flow_vq
+_VF = fvq.VelocityField(2, hidden=4, depth=1, t_freqs=1)
+_Z = torch.randn(6, 2, generator=torch.Generator().manual_seed(0))
+_C = fvq.prior_codes([2, 2])
+_NOSTR = {"unknown"}
+
+case("flow_vq.check_levels", fvq.check_levels, lambda: dict(levels=[2, 3]), more={"levels": [[], [1], [2.0]]})
+case("flow_vq.split_levels", fvq.split_levels, lambda: dict(K=6, d=2), more={"K": [7], "d": ["zero"]})
+case("flow_vq.gaussian_bin_edges", fvq.gaussian_bin_edges, lambda: dict(m=3), more={"m": [1]})
+case("flow_vq.prior_codes", fvq.prior_codes, lambda: dict(levels=[2, 2]))
+case("flow_vq.source_cells", fvq.source_cells, lambda: dict(z0=_Z, levels=[2, 2]), skip={"z0": {"empty"}})
+case("flow_vq.VelocityField", fvq.VelocityField, lambda: dict(d=2, hidden=4, depth=1, t_freqs=1),
+     more={"d": ["zero"]})
+case("flow_vq.VelocityField.forward", _VF.forward, lambda: dict(z=_Z, t=0.5), skip={"z": {"empty", "nan"}},
+     more={"z": [torch.zeros(3, 5)]})  # (NaN z flows through like any network input)
+case("flow_vq.flow_matching_loss", fvq.flow_matching_loss, lambda: dict(v=_VF, z1=_Z), more={"v": [3]})
+case("flow_vq.integrate", fvq.integrate, lambda: dict(v=_VF, z=_Z, t0=0.0, t1=1.0, steps=2, method="euler"),
+     skip={"z": {"empty", "ndim"}}, more={"steps": ["zero"]})  # (ndim/empty: the velocity field decides)
+case("flow_vq.nearest", fvq.nearest, lambda: dict(z=_Z, codes=_C, chunk=4),
+     skip={"z": {"empty"}}, more={"chunk": ["zero"], "codes": [torch.zeros(4, 3)]})
+case("flow_vq.distortion", fvq.distortion, lambda: dict(z=_Z, codes=_C))
+case("flow_vq.lloyd", fvq.lloyd, lambda: dict(samples=_Z, codes=_C, iters=1))
+case("flow_vq.transport_codes", fvq.transport_codes,
+     lambda: dict(v=_VF, levels=[2, 2], n_samples=8, steps=1, method="euler", lloyd_steps=0),
+     more={"n_samples": [3], "steps": ["zero"]})
+case("flow_vq.quantize_ste", fvq.quantize_ste, lambda: dict(z=_Z, codes=_C), skip={"z": {"empty"}})
+case("flow_vq.usage", fvq.usage, lambda: dict(idx=torch.tensor([0, 1, 1]), K=2),
+     skip={"idx": {"ndim"}},  # any shape is flattened
+     more={"K": ["zero"], "idx": [torch.tensor([0, 2]), torch.tensor([0.0])]})
+case("flow_vq.equal_mass_test", fvq.equal_mass_test, lambda: dict(idx=torch.tensor([0, 1, 1]), K=2),
+     skip={"idx": {"ndim"}}, more={"idx": [torch.tensor([-1])]})
+case("flow_vq.FlowQuantizer", fvq.FlowQuantizer,
+     lambda: dict(levels=[2, 2], hidden=4, depth=1, refresh_every=2, n_samples=8, ode_steps=1, lloyd_steps=0,
+                  beta=0.25, lam_fm=1.0, seed=0),
+     skip={"n_samples": {"none"}}, more={"n_samples": [3], "beta": ["neg"], "refresh_every": ["zero"]})
+case("flow_vq.VectorQuantizer", fvq.VectorQuantizer, lambda: dict(K=4, d=2, beta=0.25, init_scale=1.0),
+     more={"K": ["zero"], "init_scale": ["zero"]})
+case("flow_vq.EMAVectorQuantizer", fvq.EMAVectorQuantizer,
+     lambda: dict(K=4, d=2, beta=0.25, decay=0.9, patience=5, init_scale=1.0, seed=0), more={"decay": [1.0]})
+case("flow_vq.FSQ", fvq.FSQ, lambda: dict(levels=[2, 3], eps=1e-3), more={"eps": ["zero"]})
+case("flow_vq.FSQ.forward", fvq.FSQ([2, 2]).forward, lambda: dict(z=_Z), skip={"z": {"empty"}})
+case("flow_vq.GaussianGridQuantizer.forward", fvq.GaussianGridQuantizer([2, 2]).forward, lambda: dict(z=_Z),
+     skip={"z": {"empty"}})
+case("flow_vq.kmeans_codes", fvq.kmeans_codes, lambda: dict(x=_Z.numpy(), K=2, seed=0, max_iter=5),
+     more={"K": [7, "zero"]})
+case("flow_vq.Tokenizer", fvq.Tokenizer,
+     lambda: dict(n_pixels=4, n_tokens=2, d=2, quantizer=fvq.FSQ([2, 2]), hidden=4), more={"quantizer": [3]})
+case("flow_vq.toy_latents", fvq.toy_latents, lambda: dict(name="moons", n=10, seed=0), more={"n": [1]})
+case("flow_vq.lorenz_states", fvq.lorenz_states, lambda: dict(n=5, dt=0.01, seed=0, burn_in=0.5),
+     more={"dt": ["zero", "neg"], "burn_in": ["neg"]})
 
 
 # -------------------------------------------------------------------------------------------------------- tests
