@@ -1,0 +1,471 @@
+"""Checkpoints: weights trained once by a chapter's own script, stored as safetensors plus a JSON manifest.
+
+Training that does not fit a chapter's 5-minute default run happens in ``data/<slug>/make_<name>.py``, which calls
+:func:`save`; the notebook calls :func:`load` with the config it expects and evaluates what it gets::
+
+    ckpt = checkpoints.load("04_tree_rope", "arms", config=tr.checkpoint_config())
+    ckpt.load_into(model, prefix="RoPE/0.")       # strict: every key must match
+    checkpoints.plot_history(ckpt.manifest)       # the training curve the notebook did not run
+
+* ``data/<slug>/<name>.safetensors`` holds the tensors (no pickle: loading a checkpoint cannot run code).
+* ``data/<slug>/<name>.json`` is the manifest: slug, name, config, seed, steps, wall seconds and machine, final
+  metrics, the training curves (each at most :data:`MAX_POINTS` points), the weights' sha256, and the sha256 of the
+  source files that produced them (the chapter's module and the script).
+
+:func:`load` never trains. It raises :class:`CheckpointError` (a ``ValueError``) when a file is missing, the
+manifest belongs to another checkpoint, the weights' hash differs (truncated or edited file) or the config differs
+(:class:`ConfigMismatch`, naming the differing keys); every message ends with the command that rebuilds the
+checkpoint. A changed source file only warns (:class:`StaleCheckpointWarning`): the weights may be stale.
+
+Convention for the test that keeps committed checkpoints in step with their chapter: a manifest names the chapter's
+module (``module``), and that module exposes ``checkpoint_config(name) -> dict``, the config the chapter's default
+parameters ask for; the script trains with exactly that config and the notebook loads with it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import re
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from helpers import validate as V
+
+__all__ = [
+    "MAX_POINTS", "FORMAT", "Checkpoint", "CheckpointError", "ConfigMismatch", "StaleCheckpointWarning",
+    "data_dir", "paths", "rebuild_command", "normalize", "diff_config", "sha256_file", "source_hash",
+    "subsample", "save", "load_manifest", "load", "plot_history",
+]
+
+MAX_POINTS = 500  # a curve in a manifest has at most this many points
+FORMAT = 1  # manifest format version
+REPO = Path(__file__).resolve().parents[1]
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be used: missing, corrupted, from another chapter or for another config."""
+
+
+class ConfigMismatch(CheckpointError):
+    """The manifest's config differs from the config the caller asked for."""
+
+
+class StaleCheckpointWarning(UserWarning):
+    """The source files that produced a checkpoint have changed since: its weights may be stale."""
+
+
+@dataclass
+class Checkpoint:
+    """What :func:`load` returns: the tensors (as stored) and the manifest."""
+
+    tensors: dict[str, torch.Tensor]
+    manifest: dict[str, Any]
+
+    def state_dict(self, prefix: str = "") -> dict[str, torch.Tensor]:
+        """The tensors whose key starts with ``prefix``, with the prefix removed."""
+        V.instance("prefix", prefix, str)
+        out = {k[len(prefix):]: v for k, v in self.tensors.items() if k.startswith(prefix)}
+        if not out:
+            raise KeyError(f"no tensor key starts with {prefix!r}; prefixes present: {sorted(_prefixes(self.tensors))}")
+        return out
+
+    def load_into(self, model: nn.Module, prefix: str = "") -> nn.Module:
+        """Copy the tensors under ``prefix`` into ``model`` (strict; cast to the model's dtype); returns the model."""
+        V.instance("model", model, nn.Module)
+        model.load_state_dict(self.state_dict(prefix), strict=True)
+        return model
+
+
+def _prefixes(tensors: Mapping[str, Any]) -> set[str]:
+    return {k.split(".", 1)[0] + "." for k in tensors if "." in k}
+
+
+def _check_names(slug: Any, name: Any) -> tuple[str, str]:
+    for what, x in (("slug", slug), ("name", name)):
+        V.instance(what, x, str)
+        if not _NAME.match(x):
+            raise ValueError(f"{what} must be a file-name-safe string (letters, digits, _ . -), got {x!r}")
+    return slug, name
+
+
+def data_dir() -> Path:
+    """The folder that holds ``<slug>/`` data folders: ``$HELPERS_DATA`` if set, else the repository's ``data/``."""
+    env = os.environ.get("HELPERS_DATA")
+    return Path(env) if env else REPO / "data"
+
+
+def paths(slug: str, name: str, root: str | os.PathLike | None = None) -> tuple[Path, Path]:
+    """``(weights, manifest)`` paths of checkpoint ``name`` of chapter ``slug`` under ``root`` (default :func:`data_dir`)."""
+    slug, name = _check_names(slug, name)
+    folder = Path(root) if root is not None else data_dir()
+    base = folder / slug / name
+    return base.with_suffix(".safetensors"), base.with_suffix(".json")
+
+
+def rebuild_command(slug: str, name: str) -> str:
+    """The command that rebuilds a checkpoint (all of a chapter's checkpoints)."""
+    slug, name = _check_names(slug, name)
+    return f"make data NB={slug}   (or: .venv/bin/python data/{slug}/make_{name}.py)"
+
+
+def normalize(x: Any) -> Any:
+    """A JSON round trip of ``x`` (tuples become lists, NumPy scalars Python numbers); raises on what JSON cannot hold."""
+    try:
+        return json.loads(json.dumps(x, default=_json_default, allow_nan=False))
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"config/metrics must be JSON-serializable (finite numbers), got {V.describe(x)}: {e}") from None
+
+
+def _json_default(x: Any) -> Any:
+    if isinstance(x, np.generic):
+        return x.item()
+    if isinstance(x, np.ndarray):
+        return x.tolist()
+    if isinstance(x, torch.Tensor):
+        return x.tolist()
+    if isinstance(x, Path):
+        return str(x)
+    raise TypeError(f"{type(x).__name__} is not JSON-serializable")
+
+
+def diff_config(expected: Mapping[str, Any], actual: Mapping[str, Any]) -> list[str]:
+    """The keys (dotted for nested mappings) whose values differ between two configs, or that one lacks."""
+    V.instance("expected", expected, Mapping)
+    V.instance("actual", actual, Mapping)
+    return _diff(normalize(dict(expected)), normalize(dict(actual)), "")
+
+
+def _diff(a: Any, b: Any, path: str) -> list[str]:
+    if isinstance(a, dict) and isinstance(b, dict):
+        out = []
+        for k in sorted(set(a) | set(b)):
+            p = f"{path}.{k}" if path else str(k)
+            if k not in a or k not in b:
+                out.append(p)
+            else:
+                out.extend(_diff(a[k], b[k], p))
+        return out
+    return [] if (a == b and type(a) is type(b)) or (_num(a) and _num(b) and a == b) else [path or "<root>"]
+
+
+def _num(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def sha256_file(path: str | os.PathLike) -> str:
+    """Hex sha256 of a file's bytes."""
+    p = V.existing_file("path", path)
+    h = hashlib.sha256()
+    with open(p, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _rel(p: Path) -> str:
+    p = p.resolve()
+    try:
+        return p.relative_to(REPO).as_posix()
+    except ValueError:
+        return str(p)
+
+
+def source_hash(files: Sequence[str | os.PathLike]) -> dict[str, Any]:
+    """``{"files": {path: sha256}, "hash": sha256 of them all}`` for the source files that produce a checkpoint."""
+    files = V.sequence("sources", files)
+    shas = {}
+    for f in files:
+        p = V.existing_file("source file", f)
+        shas[_rel(p)] = sha256_file(p)
+    total = hashlib.sha256("".join(f"{k}:{v}\n" for k, v in sorted(shas.items())).encode()).hexdigest()
+    return {"files": shas, "hash": total}
+
+
+def subsample(values: Sequence[float], max_points: int = MAX_POINTS) -> dict[str, list[float]]:
+    """A per-step curve as at most ``max_points`` points ``{"step": [...], "value": [...]}``: the mean over equal
+    bins of steps, at each bin's last step (a curve that already fits is kept as it is, steps ``1..n``)."""
+    max_points = V.integer("max_points", max_points, min=1)
+    v = np.asarray(values, dtype=np.float64).ravel()
+    n = len(v)
+    if n <= max_points:
+        return {"step": list(range(1, n + 1)), "value": [float(x) for x in v]}
+    edges = np.linspace(0, n, max_points + 1).round().astype(int)
+    return {"step": [int(e) for e in edges[1:]],
+            "value": [float(v[a:b].mean()) for a, b in zip(edges[:-1], edges[1:])]}
+
+
+def _curves(history: Any) -> dict[str, dict[str, list[float]]]:
+    """Normalize ``history`` into named curves ``{name: {"step": [...], "value": [...]}}``."""
+    if history is None:
+        return {}
+    if hasattr(history, "loss") and hasattr(history, "evals"):  # a helpers.train.History
+        out = {"loss": subsample(history.loss)}
+        for k, pts in history.evals.items():
+            out[k] = _points(pts, f"history.evals[{k!r}]")
+        return out
+    V.instance("history", history, Mapping)
+    out = {}
+    for key, val in history.items():
+        V.instance("history key", key, str)
+        if hasattr(val, "loss") and hasattr(val, "evals"):
+            for k, c in _curves(val).items():
+                out[f"{key}/{k}"] = c
+        elif isinstance(val, Mapping) and set(val) == {"step", "value"}:
+            out[key] = _points(list(zip(val["step"], val["value"])), f"history[{key!r}]")
+        else:
+            seq = list(val)
+            if seq and isinstance(seq[0], (tuple, list)):
+                out[key] = _points(seq, f"history[{key!r}]")
+            else:
+                out[key] = subsample([V.number(f"history[{key!r}] value", x, finite=False) for x in seq])
+    return out
+
+
+def _points(pts: Sequence[Sequence[float]], what: str) -> dict[str, list[float]]:
+    pts = list(pts)
+    for p in pts:
+        if len(p) != 2:
+            raise ValueError(f"{what} must hold (step, value) pairs, got {p!r}")
+    if len(pts) > MAX_POINTS:
+        idx = np.linspace(0, len(pts) - 1, MAX_POINTS).round().astype(int)
+        pts = [pts[i] for i in idx]
+    return {"step": [int(s) for s, _ in pts], "value": [float(v) for _, v in pts]}
+
+
+def _tensors(obj: Any, dtype: torch.dtype | None) -> dict[str, torch.Tensor]:
+    """A flat ``{key: contiguous CPU tensor}`` from a module, a mapping of tensors, or a mapping of modules."""
+    if isinstance(obj, nn.Module):
+        flat = dict(obj.state_dict())
+    elif isinstance(obj, Mapping):
+        if not obj:
+            raise ValueError("model_or_tensors must hold at least one tensor, got an empty mapping")
+        flat = {}
+        for k, v in obj.items():
+            V.instance("tensor key", k, str)
+            if isinstance(v, nn.Module):
+                flat.update({f"{k}.{kk}": vv for kk, vv in v.state_dict().items()})
+            elif isinstance(v, torch.Tensor):
+                flat[k] = v
+            else:
+                raise TypeError(f"model_or_tensors[{k!r}] must be a Tensor or a Module, got {V.describe(v)}")
+    else:
+        raise TypeError(f"model_or_tensors must be an nn.Module or a mapping of tensors/modules, got {V.describe(obj)}")
+    out = {}
+    for k in sorted(flat):
+        t = flat[k].detach().cpu()
+        if dtype is not None and t.is_floating_point():
+            t = t.to(dtype)
+        if t.is_floating_point() and not bool(torch.isfinite(t).all()):
+            raise ValueError(f"tensor {k!r} holds NaN or inf (after the cast to {t.dtype}): refusing to save it")
+        out[k] = t.clone().contiguous()  # clone: tied weights share memory, which safetensors refuses
+    return out
+
+
+def save(
+    slug: str,
+    name: str,
+    model_or_tensors: nn.Module | Mapping[str, Any],
+    *,
+    config: Mapping[str, Any],
+    metrics: Mapping[str, Any],
+    history: Any = None,
+    seed: int | Sequence[int] | None = None,
+    steps: int | None = None,
+    wall_seconds: float | None = None,
+    sources: Sequence[str | os.PathLike] = (),
+    module: str | None = None,
+    dtype: torch.dtype | None = None,
+    extra: Mapping[str, Any] | None = None,
+    root: str | os.PathLike | None = None,
+) -> Path:
+    """Write ``<root>/<slug>/<name>.safetensors`` and its manifest ``<name>.json``; returns the manifest's path.
+
+    ``model_or_tensors``: a module (its ``state_dict``), a mapping ``key -> tensor``, or ``key -> module`` (keys
+    become ``key.<param>``). ``config``, ``metrics`` and ``extra`` must be JSON-serializable. ``history``: a
+    :class:`helpers.train.History`, or a mapping ``curve name -> per-step values | (step, value) pairs | History``;
+    every curve is stored with at most :data:`MAX_POINTS` points. ``dtype`` (e.g. ``torch.float16``) casts floating
+    tensors to save space. ``sources``: the files whose hash marks the checkpoint stale when they change (the
+    chapter's module and the script). ``module``: the chapter module whose ``checkpoint_config(name)`` gives the
+    config its default parameters ask for. The weights file is byte-identical for identical tensors.
+    """
+    from safetensors.torch import save_file
+
+    w_path, m_path = paths(slug, name, root)
+    V.instance("config", config, Mapping)
+    V.instance("metrics", metrics, Mapping)
+    if seed is not None:
+        seed = [V.seed("seed", s) for s in seed] if isinstance(seed, Sequence) else V.seed("seed", seed)
+    steps = V.optional(V.integer, "steps", steps, min=0)
+    wall_seconds = V.optional(V.nonnegative, "wall_seconds", wall_seconds)
+    V.optional(V.instance, "module", module, str)
+    V.optional(V.instance, "dtype", dtype, torch.dtype)
+    if dtype is not None and not dtype.is_floating_point:
+        raise ValueError(f"dtype must be a floating dtype (e.g. torch.float16), got {dtype}")
+    V.optional(V.instance, "extra", extra, Mapping)
+    tensors = _tensors(model_or_tensors, dtype)
+    manifest = {
+        "format": FORMAT,
+        "slug": slug,
+        "name": name,
+        "module": module,
+        "command": rebuild_command(slug, name),
+        "config": normalize(dict(config)),
+        "seed": seed,
+        "steps": steps,
+        "wall_seconds": None if wall_seconds is None else round(wall_seconds, 1),
+        "machine": {
+            "cores": os.cpu_count(),
+            "torch_threads": torch.get_num_threads(),
+            "torch": torch.__version__,
+            "python": platform.python_version(),
+            "platform": platform.platform(terse=True),
+        },
+        "metrics": normalize(dict(metrics)),
+        "history": _curves(history),
+        "extra": normalize(dict(extra or {})),
+        "source": source_hash(sources) if sources else {"files": {}, "hash": None},
+    }
+    w_path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = w_path.with_suffix(".safetensors.tmp")
+    # one metadata key only: safetensors writes a hash map, whose order of several keys varies from run to run
+    save_file(tensors, str(tmp), metadata={"checkpoint": f"{slug}/{name}"})
+    os.replace(tmp, w_path)
+    manifest["weights"] = {
+        "file": w_path.name,
+        "sha256": sha256_file(w_path),
+        "bytes": w_path.stat().st_size,
+        "tensors": len(tensors),
+        "dtypes": sorted({str(t.dtype).removeprefix("torch.") for t in tensors.values()}),
+    }
+    m_path.write_text(json.dumps(manifest, indent=1, allow_nan=False) + "\n")
+    return m_path
+
+
+def load_manifest(slug: str, name: str, root: str | os.PathLike | None = None) -> dict[str, Any]:
+    """Read and sanity-check a manifest (it must exist, parse, and name this slug and checkpoint)."""
+    _, m_path = paths(slug, name, root)
+    cmd = rebuild_command(slug, name)
+    if not m_path.is_file():
+        raise CheckpointError(f"checkpoint manifest {m_path} is missing; rebuild it with: {cmd}")
+    try:
+        manifest = json.loads(m_path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise CheckpointError(f"checkpoint manifest {m_path} is not valid JSON ({e}); rebuild it with: {cmd}") from None
+    if not isinstance(manifest, dict) or "config" not in manifest or "weights" not in manifest:
+        raise CheckpointError(f"{m_path} is not a checkpoint manifest (no config/weights); rebuild it with: {cmd}")
+    if manifest.get("slug") != slug or manifest.get("name") != name:
+        raise CheckpointError(
+            f"{m_path} is the manifest of {manifest.get('slug')!r}/{manifest.get('name')!r}, not {slug!r}/{name!r}; "
+            f"rebuild it with: {cmd}")
+    return manifest
+
+
+def load(
+    slug: str, name: str, *, config: Mapping[str, Any], root: str | os.PathLike | None = None,
+    check_sources: bool = True,
+) -> Checkpoint:
+    """Load a checkpoint written by :func:`save`, after checking it (never trains).
+
+    Raises :class:`CheckpointError` when a file is missing, the manifest is another checkpoint's, or the weights'
+    sha256 differs from the manifest's; :class:`ConfigMismatch` when ``config`` differs from the manifest's
+    config, naming the differing keys. Warns (:class:`StaleCheckpointWarning`) when a source file changed since.
+    """
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    w_path, m_path = paths(slug, name, root)
+    V.instance("config", config, Mapping)
+    V.boolean("check_sources", check_sources)
+    cmd = rebuild_command(slug, name)
+    manifest = load_manifest(slug, name, root)
+    diff = diff_config(config, manifest["config"])
+    if diff:
+        want, have = normalize(dict(config)), manifest["config"]
+        shown = "; ".join(f"{k}: asked {_get(want, k)!r}, stored {_get(have, k)!r}" for k in diff[:8])
+        raise ConfigMismatch(
+            f"checkpoint {slug}/{name} was trained with another config; differing keys: {', '.join(diff)} ({shown}). "
+            f"Rebuild it with: {cmd}")
+    if not w_path.is_file():
+        raise CheckpointError(f"checkpoint weights {w_path} are missing; rebuild them with: {cmd}")
+    sha = sha256_file(w_path)
+    if sha != manifest["weights"].get("sha256"):
+        raise CheckpointError(
+            f"checkpoint weights {w_path} do not match their manifest (sha256 {sha[:12]}… != "
+            f"{str(manifest['weights'].get('sha256'))[:12]}…, {w_path.stat().st_size} bytes vs "
+            f"{manifest['weights'].get('bytes')}): the file is truncated, edited or from another run; "
+            f"rebuild it with: {cmd}")
+    try:
+        tensors = load_file(str(w_path))
+    except SafetensorError as e:  # pragma: no cover - the hash check catches corruption first
+        raise CheckpointError(f"cannot read {w_path}: {e}; rebuild it with: {cmd}") from None
+    if check_sources:
+        _check_sources(manifest, slug, name)
+    return Checkpoint(tensors=tensors, manifest=manifest)
+
+
+def _get(d: Any, dotted: str) -> Any:
+    for part in dotted.split("."):
+        if not isinstance(d, dict) or part not in d:
+            return "<missing>"
+        d = d[part]
+    return d
+
+
+def _check_sources(manifest: Mapping[str, Any], slug: str, name: str) -> None:
+    changed = []
+    for rel, sha in manifest.get("source", {}).get("files", {}).items():
+        p = Path(rel) if Path(rel).is_absolute() else REPO / rel
+        if not p.is_file():
+            continue  # e.g. an installed package without the scripts: nothing to compare
+        if sha256_file(p) != sha:
+            changed.append(rel)
+    if changed:
+        warnings.warn(
+            f"checkpoint {slug}/{name} may be stale: {', '.join(changed)} changed since it was made; "
+            f"rebuild it with: {rebuild_command(slug, name)}", StaleCheckpointWarning, stacklevel=3)
+
+
+def plot_history(
+    manifest: Mapping[str, Any], keys: Sequence[str] | None = None, ax: Any = None, *, logy: bool = False,
+    title: str | None = None,
+) -> Any:
+    """Plot a manifest's training curves (all, or those named in ``keys``, or those matching a key as a prefix);
+    returns the matplotlib axes."""
+    import matplotlib.pyplot as plt
+
+    V.instance("manifest", manifest, Mapping)
+    hist = manifest.get("history")
+    if not isinstance(hist, Mapping) or not hist:
+        raise ValueError("manifest has no training curves (its 'history' is empty or missing)")
+    if keys is None:
+        chosen = list(hist)
+    else:
+        keys = V.sequence("keys", keys, min_len=1, of=lambda n, k: V.instance(n, k, str))
+        chosen = [k for k in hist if any(k == q or k.startswith(q) for q in keys)]
+        if not chosen:
+            raise ValueError(f"keys {keys} match no curve; curves: {sorted(hist)[:12]}")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6.4, 3.4))
+    for k in chosen:
+        c = hist[k]
+        y = np.asarray(c["value"], dtype=float)
+        ax.plot(c["step"], y, label=k, lw=1)
+    if logy:
+        ax.set_yscale("log")
+    ax.set(xlabel="step", ylabel="value",
+           title=title or f"{manifest.get('slug')}/{manifest.get('name')}: training curves")
+    if len(chosen) <= 12:
+        ax.legend(fontsize=7)
+    return ax
+

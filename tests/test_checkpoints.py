@@ -1,0 +1,245 @@
+import importlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from helpers import checkpoints as ck
+from helpers import nn as hnn
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = REPO / "data"
+SETTINGS = settings(max_examples=30, deadline=None)
+
+scalars = st.one_of(st.integers(-10**6, 10**6), st.floats(allow_nan=False, allow_infinity=False, width=32),
+                    st.booleans(), st.text(max_size=5), st.none())
+json_values = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=3),
+                                                            st.dictionaries(st.text(min_size=1, max_size=4), inner,
+                                                                            max_size=3)), max_leaves=8)
+configs = st.dictionaries(st.text(alphabet="abcdefgh_", min_size=1, max_size=6), json_values, max_size=5)
+
+
+def _model(seed=0):
+    torch.manual_seed(seed)
+    return hnn.Transformer(hnn.TransformerConfig(vocab_size=16, n_layer=1, n_head=2, d_model=8, max_len=32))
+
+
+def _save(tmp_path, config=None, **kw):
+    args = dict(config=config or {"d": 8, "arms": ["a", "b"]}, metrics={"loss": 1.25}, history={"a": [3.0, 2.0, 1.0]},
+                seed=0, steps=3, root=tmp_path)
+    args.update(kw)
+    return ck.save("99_test", "m", _model(), **args)
+
+
+def test_round_trip_module(tmp_path):
+    m = _model(1)
+    mp = ck.save("99_test", "m", m, config={"d": 8}, metrics={"loss": 1.0}, history=None, root=tmp_path)
+    man = json.loads(mp.read_text())
+    assert man["slug"] == "99_test" and man["weights"]["sha256"] == ck.sha256_file(tmp_path / "99_test" / "m.safetensors")
+    got = ck.load("99_test", "m", config={"d": 8}, root=tmp_path).load_into(_model(2))
+    x = torch.randint(0, 16, (2, 5))
+    assert torch.equal(got(x), m(x))
+
+
+def test_mapping_of_modules_prefixes_and_fp16(tmp_path):
+    ms = {"RoPE/0": _model(0), "TPE/0": _model(1)}
+    ck.save("99_test", "m", ms, config={}, metrics={}, root=tmp_path, dtype=torch.float16)
+    c = ck.load("99_test", "m", config={}, root=tmp_path)
+    assert all(t.dtype == torch.float16 for t in c.tensors.values() if t.is_floating_point())
+    m = c.load_into(_model(5), prefix="TPE/0.")
+    assert torch.allclose(m.tok.weight, ms["TPE/0"].tok.weight, atol=1e-3)
+    with pytest.raises(KeyError, match="prefixes present"):
+        c.state_dict("NoPE/0.")
+
+
+def test_weights_byte_identical(tmp_path):
+    _save(tmp_path / "a")
+    _save(tmp_path / "b")
+    a, b = (ck.sha256_file(tmp_path / d / "99_test" / "m.safetensors") for d in "ab")
+    assert a == b
+
+
+@SETTINGS
+@given(configs)
+def test_manifest_config_round_trip(cfg):
+    # what is stored is the JSON form, and the JSON form compares equal to the original config
+    assert ck.diff_config(cfg, ck.normalize(cfg)) == []
+    assert ck.normalize(ck.normalize(cfg)) == ck.normalize(cfg)
+
+
+@SETTINGS
+@given(configs, st.text(alphabet="abcdefgh_", min_size=1, max_size=6), json_values)
+def test_diff_config_names_changed_key(cfg, key, value):
+    changed = dict(cfg)
+    changed[key] = value
+    diff = ck.diff_config(cfg, changed)
+    same = key in cfg and ck.normalize(cfg[key]) == ck.normalize(value) and type(ck.normalize(cfg[key])) is type(
+        ck.normalize(value))
+    if same:
+        assert not any(d == key or d.startswith(key + ".") for d in diff)
+    else:
+        assert any(d == key or d.startswith(key + ".") for d in diff)
+
+
+def test_diff_config_nested_and_types():
+    assert ck.diff_config({"a": {"b": 1, "c": 2}}, {"a": {"b": 1, "c": 3}}) == ["a.c"]
+    assert ck.diff_config({"a": 1}, {"a": 1.0}) == []  # 1 == 1.0 for numbers
+    assert ck.diff_config({"a": True}, {"a": 1}) == ["a"]  # but a bool is not a number
+    assert ck.diff_config({"a": (1, 2)}, {"a": [1, 2]}) == []
+    assert ck.diff_config({"a": 1}, {"b": 1}) == ["a", "b"]
+
+
+def test_config_mismatch_names_keys_and_command(tmp_path):
+    _save(tmp_path, config={"d": 8, "steps": 100})
+    with pytest.raises(ck.ConfigMismatch, match=r"steps.*asked 200, stored 100.*make data NB=99_test"):
+        ck.load("99_test", "m", config={"d": 8, "steps": 200}, root=tmp_path)
+    with pytest.raises(ck.ConfigMismatch, match="differing keys: extra"):
+        ck.load("99_test", "m", config={"d": 8, "steps": 100, "extra": 1}, root=tmp_path)
+
+
+def test_corrupted_missing_and_foreign(tmp_path):
+    cfg = {"d": 8, "arms": ["a", "b"]}
+    _save(tmp_path, config=cfg)
+    w = tmp_path / "99_test" / "m.safetensors"
+    data = w.read_bytes()
+    w.write_bytes(data[: len(data) // 2])  # truncated
+    with pytest.raises(ck.CheckpointError, match="truncated, edited"):
+        ck.load("99_test", "m", config=cfg, root=tmp_path)
+    edited = bytearray(data)
+    edited[-3] ^= 1
+    w.write_bytes(bytes(edited))  # one bit flipped inside a tensor
+    with pytest.raises(ck.CheckpointError, match="do not match their manifest"):
+        ck.load("99_test", "m", config=cfg, root=tmp_path)
+    w.unlink()
+    with pytest.raises(ck.CheckpointError, match="missing.*make data NB=99_test"):
+        ck.load("99_test", "m", config=cfg, root=tmp_path)
+    with pytest.raises(ck.CheckpointError, match="manifest .* is missing"):
+        ck.load("99_test", "other", config=cfg, root=tmp_path)
+    # a manifest copied from another checkpoint
+    (tmp_path / "98_other").mkdir()
+    (tmp_path / "98_other" / "m.json").write_text((tmp_path / "99_test" / "m.json").read_text())
+    with pytest.raises(ck.CheckpointError, match="is the manifest of '99_test'/'m'"):
+        ck.load("98_other", "m", config=cfg, root=tmp_path)
+    (tmp_path / "98_other" / "m.json").write_text("{not json")
+    with pytest.raises(ck.CheckpointError, match="not valid JSON"):
+        ck.load("98_other", "m", config=cfg, root=tmp_path)
+    assert issubclass(ck.CheckpointError, ValueError)
+
+
+def test_stale_source_warns(tmp_path):
+    src = tmp_path / "module.py"
+    src.write_text("x = 1\n")
+    _save(tmp_path, sources=[src])
+    ck.load("99_test", "m", config={"d": 8, "arms": ["a", "b"]}, root=tmp_path)  # no warning
+    src.write_text("x = 2\n")
+    with pytest.warns(ck.StaleCheckpointWarning, match="may be stale"):
+        ck.load("99_test", "m", config={"d": 8, "arms": ["a", "b"]}, root=tmp_path)
+
+
+def test_history_subsampled_and_plotted(tmp_path):
+    from helpers.train import History
+
+    h = History(loss=[float(i) for i in range(2000)], evals={"val": [(i * 10, 1.0 / (i + 1)) for i in range(700)]})
+    _save(tmp_path, history={"arm": h, "plain": list(range(10))})
+    man = ck.load_manifest("99_test", "m", root=tmp_path)
+    assert set(man["history"]) == {"arm/loss", "arm/val", "plain"}
+    c = man["history"]["arm/loss"]
+    assert len(c["step"]) == ck.MAX_POINTS and c["step"][-1] == 2000
+    assert abs(c["value"][0] - 1.5) < 1e-9  # mean of the first bin (steps 0..3)
+    assert len(man["history"]["arm/val"]["step"]) <= ck.MAX_POINTS
+    assert man["history"]["plain"]["value"] == list(range(10))
+    ax = ck.plot_history(man, keys=["arm/"])
+    assert len(ax.lines) == 2
+    with pytest.raises(ValueError, match="match no curve"):
+        ck.plot_history(man, keys=["nothing"])
+
+
+def test_bad_arguments(tmp_path):
+    with pytest.raises(ValueError, match="file-name-safe"):
+        ck.paths("../x", "m")
+    with pytest.raises(TypeError, match="slug"):
+        ck.paths(4, "m")
+    with pytest.raises(TypeError, match="JSON-serializable"):
+        ck.save("99_test", "m", _model(), config={"f": object()}, metrics={}, root=tmp_path)
+    with pytest.raises(TypeError, match="JSON-serializable"):
+        ck.save("99_test", "m", _model(), config={}, metrics={"x": float("nan")}, root=tmp_path)
+    with pytest.raises(TypeError, match="model_or_tensors"):
+        ck.save("99_test", "m", [1, 2], config={}, metrics={}, root=tmp_path)
+    with pytest.raises(ValueError, match="NaN or inf"):
+        ck.save("99_test", "m", {"w": torch.tensor([float("nan")])}, config={}, metrics={}, root=tmp_path)
+    with pytest.raises(ValueError, match="floating dtype"):
+        ck.save("99_test", "m", _model(), config={}, metrics={}, root=tmp_path, dtype=torch.int8)
+    with pytest.raises(ValueError, match="steps"):
+        ck.save("99_test", "m", _model(), config={}, metrics={}, root=tmp_path, steps=-1)
+    with pytest.raises(FileNotFoundError, match="source file"):
+        ck.save("99_test", "m", _model(), config={}, metrics={}, root=tmp_path, sources=[tmp_path / "nope.py"])
+    with pytest.raises(ValueError, match="no training curves"):
+        ck.plot_history({"history": {}})
+
+
+# ---- the book's own checkpoint scripts and committed checkpoints ----------------------------------------------
+
+def _checkpoint_scripts():
+    return sorted(p for p in DATA.glob("*/make_*.py") if "helpers.checkpoints" in p.read_text()
+                  or "import checkpoints" in p.read_text())
+
+
+def _manifests():
+    out = []
+    for p in sorted(DATA.glob("*/*.json")):
+        try:
+            m = json.loads(p.read_text())
+        except json.JSONDecodeError:
+            continue
+        if isinstance(m, dict) and m.get("format") == ck.FORMAT and "weights" in m:
+            out.append(p)
+    return out
+
+
+@pytest.mark.parametrize("script", _checkpoint_scripts(), ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_script_tiny_runs_and_is_deterministic(script, tmp_path):
+    assert "--tiny" in script.read_text(), f"{script} must accept --tiny (a run of seconds into a temporary folder)"
+    shas = []
+    for run in ("a", "b"):
+        out = tmp_path / run
+        r = subprocess.run([sys.executable, str(script), "--tiny", "--out", str(out)], cwd=REPO,
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr[-2000:]
+        weights = sorted(out.rglob("*.safetensors"))
+        assert weights, f"{script} --tiny wrote no .safetensors under {out}"
+        shas.append({w.relative_to(out).as_posix(): ck.sha256_file(w) for w in weights})
+    assert shas[0] == shas[1], "the same script and seed must write byte-identical weights"
+
+
+@pytest.mark.parametrize("manifest", _manifests(), ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_committed_manifest_matches_chapter_defaults(manifest):
+    m = json.loads(manifest.read_text())
+    slug, name = manifest.parent.name, manifest.stem
+    assert (m["slug"], m["name"]) == (slug, name), f"{manifest} names {m['slug']}/{m['name']}"
+    assert m.get("module"), f"{manifest} does not name its chapter module"
+    mod = importlib.import_module(m["module"])
+    want = mod.checkpoint_config(name)
+    diff = ck.diff_config(want, m["config"])
+    assert not diff, (f"{slug}/{name}: the chapter's default config differs from the committed checkpoint's in "
+                      f"{diff}; rebuild with: {ck.rebuild_command(slug, name)}")
+    w = manifest.with_name(m["weights"]["file"])
+    assert w.is_file() and ck.sha256_file(w) == m["weights"]["sha256"], f"{w} does not match {manifest}"
+
+
+def test_data_sizes():
+    per_chapter = {}
+    for f in DATA.rglob("*"):
+        if f.is_file():
+            chapter = f.relative_to(DATA).parts[0]
+            per_chapter[chapter] = per_chapter.get(chapter, 0) + f.stat().st_size
+    big = {k: v for k, v in per_chapter.items() if v > 8 * 2**20}
+    assert not big, f"chapters over 8 MB in data/: {big}"
+    assert sum(per_chapter.values()) <= 50 * 2**20, "data/ is over 50 MB"
