@@ -10,7 +10,7 @@ QUICK ?=
 
 RUN_FLAGS := $(if $(QUICK),--quick) $(if $(SEED),--seed $(SEED)) $(if $(JOBS),--jobs $(JOBS))
 
-.PHONY: book test notebook lint unit repo-check sync html clean venv
+.PHONY: book test notebook lint unit repo-check sync html clean venv lab
 
 $(VENV)/.installed: requirements.txt requirements-data.txt pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -48,6 +48,11 @@ unit: venv
 ## make sync: regenerate each notebook's .ipynb from its reviewed .py (outputs stay stripped)
 sync: venv
 	for f in notebooks/*.py; do $(VENV)/bin/jupytext --to ipynb --update "$$f" 2>/dev/null || $(VENV)/bin/jupytext --to ipynb "$$f"; done
+
+## make lab [LAB_ARGS=...]: JupyterLab on notebooks/ with the venv's kernel (helpers importable), on localhost
+LAB_ARGS ?=
+lab: venv
+	cd notebooks && $(abspath $(VENV))/bin/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
 
 clean:
 	rm -rf _build
