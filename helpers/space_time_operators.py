@@ -23,6 +23,8 @@ first axis and sparse graph operators act with one ``torch.sparse.mm``.
 
 from __future__ import annotations
 
+from typing import Any
+
 import networkx as nx
 import numpy as np
 import scipy.sparse as sp
@@ -30,6 +32,8 @@ import scipy.sparse.linalg as spla
 import torch
 from numpy.polynomial import chebyshev as npcheb
 from torch import Tensor, nn
+
+from helpers import validate as V
 
 __all__ = [
     "random_river_tree", "validate_tree", "tree_from_edges", "upstream_area", "upstream_adjacency", "levels",
@@ -50,10 +54,9 @@ def random_river_tree(n: int, rng: np.random.Generator, recent_bias: float = 0.0
     into an existing reach with a free slot: uniformly at random (``recent_bias = 0``, bushy) or, with probability
     ``recent_bias``, into the most recently added reach with a free slot (long main stems).
     """
-    if not isinstance(n, int | np.integer) or n < 1:
-        raise ValueError(f"n must be a positive int, got {n!r}")
-    if not 0.0 <= recent_bias <= 1.0:
-        raise ValueError(f"recent_bias must be in [0, 1], got {recent_bias}")
+    n = V.integer("n", n, min=1)
+    V.instance("rng", rng, np.random.Generator)
+    recent_bias = V.probability("recent_bias", recent_bias)
     parents = np.full(n, -1, dtype=np.int64)
     indeg = np.zeros(n, dtype=np.int64)
     free = [0]
@@ -73,29 +76,36 @@ def validate_tree(parents: np.ndarray) -> np.ndarray:
 
     Raises ValueError on a cycle, several outlets or an out-of-range parent.
     """
-    p = np.asarray(parents)
+    p = V.array("parents", parents)
     if p.ndim != 1 or p.size == 0 or not np.issubdtype(p.dtype, np.integer):
-        raise TypeError("parents must be a non-empty 1-D integer array")
+        raise TypeError(f"parents must be a non-empty 1-D integer array, got {V.describe(p)}")
     n = p.size
     if np.any((p < -1) | (p >= n)):
-        raise ValueError("parents entries must be -1 (outlet) or a node index in [0, n)")
+        raise ValueError(f"parents entries must be -1 (outlet) or a node index in [0, n={n}), got {p.tolist()[:20]}")
     if np.count_nonzero(p == -1) != 1:
-        raise ValueError(f"a river tree has exactly one outlet (parent -1), got {np.count_nonzero(p == -1)}")
+        raise ValueError(f"parents must have exactly one outlet (parent -1), got {np.count_nonzero(p == -1)}")
     g = nx.DiGraph([(i, int(p[i])) for i in range(n) if p[i] >= 0])
     g.add_nodes_from(range(n))
     if not nx.is_directed_acyclic_graph(g):
-        raise ValueError(f"the river graph has a cycle: {nx.find_cycle(g)}; a tree is required")
+        raise ValueError(f"parents must form a tree, but the river graph has a cycle: {nx.find_cycle(g)}")
     return p.astype(np.int64)
 
 
 def tree_from_edges(edges: list[tuple[int, int]], n: int) -> np.ndarray:
     """``parents`` from downstream edges ``(upstream, downstream)``; raises ValueError unless they form a tree."""
+    n = V.integer("n", n, min=1)
+    edges = V.sequence("edges", edges)
+    for i, e in enumerate(edges):
+        if isinstance(e, (str, bytes)) or not hasattr(e, "__len__") or len(e) != 2:
+            raise TypeError(f"edges[{i}] must be an (upstream, downstream) pair, got {V.describe(e)}")
+        V.integer(f"edges[{i}][0]", e[0])
+        V.integer(f"edges[{i}][1]", e[1])
     parents = np.full(n, -1, dtype=np.int64)
     for u, v in edges:
         if not (0 <= u < n and 0 <= v < n):
-            raise ValueError(f"edge {(u, v)} out of range for n={n}")
+            raise ValueError(f"edges entry {(u, v)} out of range for n={n}")
         if parents[u] != -1:
-            raise ValueError(f"reach {u} drains into two reaches; a tree is required")
+            raise ValueError(f"edges must form a tree, but reach {u} drains into two reaches")
         parents[u] = v
     return validate_tree(parents)
 
@@ -139,9 +149,9 @@ def upstream_adjacency(parents: np.ndarray) -> sp.csr_matrix:
 # ---------------------------------------------------------------------------------------------------------------
 def muskingum_coeffs(K: np.ndarray, X: float = 0.1, dt: float = 1.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Muskingum ``C0, C1, C2`` (they sum to 1); all are >= 0 when ``dt/(2(1-X)) <= K <= dt/(2X)``."""
-    K = np.asarray(K, dtype=float)
-    if np.any(K <= 0) or not 0 <= X < 0.5 or dt <= 0:
-        raise ValueError("need K > 0, 0 <= X < 0.5 and dt > 0")
+    K = V.array("K", K, dtype="float", nonempty=True, min=0, strict_min=True).astype(float)
+    X = V.number("X", X, min=0, max=0.5, strict_max=True)
+    dt = V.positive("dt", dt)
     D = 2 * K * (1 - X) + dt
     return (dt - 2 * K * X) / D, (dt + 2 * K * X) / D, (2 * K * (1 - X) - dt) / D
 
@@ -151,8 +161,9 @@ def lateral_inflow(n: int, T: int, n_events: int, rng: np.random.Generator, base
 
     The distribution does not depend on the graph (leak 3 controlled): only ``n`` and ``T`` enter.
     """
-    if n < 1 or T < 2 or n_events < 1:
-        raise ValueError("need n >= 1, T >= 2, n_events >= 1")
+    n, T, n_events = V.integer("n", n, min=1), V.integer("T", T, min=2), V.integer("n_events", n_events, min=1)
+    V.instance("rng", rng, np.random.Generator)
+    base = V.nonnegative("base", base)
     t = np.arange(T)
     q = np.full((n_events, n, T), base)
     for e in range(n_events):
@@ -161,6 +172,14 @@ def lateral_inflow(n: int, T: int, n_events: int, rng: np.random.Generator, base
             shape = np.where(np.abs(t - t0) < w / 2, np.cos(np.pi * (t - t0) / w) ** 2, 0.0)
             q[e] += amp * rng.uniform(0, 1, n)[:, None] ** 2 * shape[None]
     return q
+
+
+def _reach_K(K: Any, n: int) -> np.ndarray:
+    """``K`` as one finite positive routing time per reach (a scalar is broadcast)."""
+    K = V.array("K", K, dtype="float", min=0, strict_min=True).astype(float)
+    if K.ndim > 1 or K.ndim == 1 and K.size not in (1, n):
+        raise ValueError(f"K must be a scalar or one value per reach ({n}), got shape {K.shape}")
+    return np.broadcast_to(K, (n,))
 
 
 def route_sequential(parents: np.ndarray, K: np.ndarray, q: np.ndarray, X: float = 0.1, dt: float = 1.0,
@@ -175,10 +194,17 @@ def route_sequential(parents: np.ndarray, K: np.ndarray, q: np.ndarray, X: float
     is conserved exactly even though ``K`` changes in time (with constant ``K`` this is the linear scheme).
     """
     p = validate_tree(parents)
-    q = np.asarray(q, dtype=float)
+    q = V.array("q", q, dtype="float").astype(float)
     if q.ndim < 2 or q.shape[-2] != p.size:
         raise ValueError(f"q must have shape (..., N={p.size}, T), got {q.shape}")
-    K = np.broadcast_to(np.asarray(K, dtype=float), (p.size,))
+    K = _reach_K(K, p.size)
+    V.boolean("nonlinear", nonlinear)
+    q_ref = V.positive("q_ref", q_ref)
+    if not (isinstance(K_range, (tuple, list)) and len(K_range) == 2):
+        raise TypeError(f"K_range must be a (low, high) pair, got {V.describe(K_range)}")
+    lo = V.positive("K_range[0]", K_range[0])
+    if not (V.number("K_range[1]", K_range[1]) >= lo):
+        raise ValueError(f"K_range must have low <= high, got {K_range}")
     lead, T = q.shape[:-2], q.shape[-1]
     qf = q.reshape(-1, p.size, T).transpose(1, 0, 2)  # (N, B, T)
     out_q = np.zeros_like(qf)
@@ -221,11 +247,14 @@ def route_spectral(parents: np.ndarray, K: np.ndarray, q: np.ndarray, X: float =
     (sum of K along a path to the outlet), which leaves a tail below double precision.
     """
     p = validate_tree(parents)
-    q = np.asarray(q, dtype=float)
+    q = V.array("q", q, dtype="float").astype(float)
     if q.ndim < 2 or q.shape[-2] != p.size:
         raise ValueError(f"q must have shape (..., N={p.size}, T), got {q.shape}")
-    K = np.broadcast_to(np.asarray(K, dtype=float), (p.size,))
+    K = _reach_K(K, p.size)
+    V.optional(V.integer, "pad_factor", pad_factor)
     lead, T = q.shape[:-2], q.shape[-1]
+    if q.size == 0:
+        raise ValueError(f"q must not be empty, got shape {q.shape}")
     if pad_factor is None:
         travel = K.copy()
         for i in _topo(p)[::-1]:  # downstream first
@@ -267,6 +296,8 @@ def area_weighted_operator(parents: np.ndarray) -> sp.csr_matrix:
 
 def to_torch_sparse(M: sp.spmatrix) -> Tensor:
     """A scipy sparse matrix as a float32 torch COO tensor."""
+    if not (sp.issparse(M) or isinstance(M, np.ndarray)):
+        raise TypeError(f"M must be a scipy sparse matrix, got {V.describe(M)}")
     M = sp.coo_matrix(M)
     idx = torch.tensor(np.vstack([M.row, M.col]), dtype=torch.long)
     return torch.sparse_coo_tensor(idx, torch.tensor(M.data, dtype=torch.float32), M.shape).coalesce()
@@ -282,8 +313,14 @@ def _spmm(op: Tensor | np.ndarray | sp.spmatrix, x: Tensor) -> Tensor:
 
 def chebyshev_apply(op: Tensor, x: Tensor, order: int) -> list[Tensor]:
     """``[T_0(op) x, ..., T_order(op) x]`` by the recursion ``T_{k+1} = 2 op T_k - T_{k-1}`` (node-first ``x``)."""
-    if order < 0:
-        raise ValueError("order must be >= 0")
+    order = V.integer("order", order, min=0)
+    V.tensor("x", x, dtype="float")
+    if not isinstance(op, (Tensor, np.ndarray)) and not sp.issparse(op):
+        raise TypeError(f"op must be a tensor, array or sparse matrix, got {V.describe(op)}")
+    if len(op.shape) != 2 or op.shape[1] != x.shape[0]:
+        raise ValueError(f"op must be a (N, N) operator with N = x.shape[0] = {x.shape[0]}, got {V.describe(op)}")
+    if isinstance(op, Tensor) and not op.is_sparse:
+        V.tensor("op", op, dtype="float")
     out = [x]
     if order >= 1:
         out.append(_spmm(op, x))
@@ -294,7 +331,10 @@ def chebyshev_apply(op: Tensor, x: Tensor, order: int) -> list[Tensor]:
 
 def chebyshev_dense(op: np.ndarray, k: int) -> np.ndarray:
     """``T_k(op)`` as a dense matrix from the power-basis coefficients of ``T_k`` (the reference for the recursion)."""
-    op = np.asarray(op, dtype=float)
+    op = V.array("op", op, ndim=2, dtype="float").astype(float)
+    if op.shape[0] != op.shape[1]:
+        raise ValueError(f"op must be square, got shape {op.shape}")
+    k = V.integer("k", k, min=0)
     coef = npcheb.cheb2poly(np.eye(k + 1)[k])
     out = np.zeros_like(op)
     power = np.eye(op.shape[0])
@@ -315,6 +355,7 @@ class SpectralConv1d(nn.Module):
 
     def __init__(self, channels: int, modes: int) -> None:
         super().__init__()
+        channels, modes = V.integer("channels", channels, min=1), V.integer("modes", modes, min=1)
         self.modes = modes
         scale = 1 / channels
         self.w = nn.Parameter(scale * torch.randn(modes, channels, channels, 2))
@@ -333,6 +374,7 @@ class ChebMixer(nn.Module):
 
     def __init__(self, channels: int, order: int) -> None:
         super().__init__()
+        channels, order = V.integer("channels", channels, min=1), V.integer("order", order, min=0)
         self.order = order
         self.theta = nn.Parameter(torch.randn(order + 1, channels, channels) / (channels * (order + 1)) ** 0.5)
 
@@ -349,6 +391,8 @@ class PhysicsAttentionMixer(nn.Module):
 
     def __init__(self, channels: int, slices: int = 8, tau: float = 1.0) -> None:
         super().__init__()
+        channels, slices = V.integer("channels", channels, min=1), V.integer("slices", slices, min=1)
+        tau = V.positive("tau", tau)
         self.slice = nn.Linear(channels, slices)
         self.qkv = nn.Linear(channels, 3 * channels)
         self.out = nn.Linear(channels, channels)
@@ -372,8 +416,10 @@ class SepOperator(nn.Module):
     def __init__(self, c_in: int, c_out: int = 1, width: int = 16, blocks: int = 4, modes: int = 12,
                  order: int = 4, mixer: str = "cheb", slices: int = 8) -> None:
         super().__init__()
-        if mixer not in ("cheb", "attention"):
-            raise ValueError(f"mixer must be 'cheb' or 'attention', got {mixer!r}")
+        V.one_of("mixer", mixer, ("cheb", "attention"))
+        c_in, c_out, width = V.integer("c_in", c_in, min=1), V.integer("c_out", c_out, min=1), V.integer("width", width, min=1)
+        blocks, modes = V.integer("blocks", blocks, min=1), V.integer("modes", modes, min=1)
+        order, slices = V.integer("order", order, min=0), V.integer("slices", slices, min=1)
         self.lift = nn.Linear(c_in, width)
         self.temporal = nn.ModuleList(SpectralConv1d(width, modes) for _ in range(blocks))
         self.spatial = nn.ModuleList(
@@ -383,8 +429,9 @@ class SepOperator(nn.Module):
         self.proj = nn.Sequential(nn.Linear(width, width), nn.GELU(), nn.Linear(width, c_out))
 
     def forward(self, x: Tensor, op: Tensor | None) -> Tensor:
-        if x.ndim != 4:
-            raise ValueError(f"x must be (N, B, T, C), got shape {tuple(x.shape)}")
+        V.tensor("x", x, ndim=4, dtype="float")
+        if x.shape[-1] != self.lift.in_features:
+            raise ValueError(f"x must have c_in={self.lift.in_features} channels last, got shape {tuple(x.shape)}")
         h = self.lift(x)
         for temporal, spatial, w in zip(self.temporal, self.spatial, self.pointwise, strict=True):
             h = torch.nn.functional.gelu(temporal(h) + spatial(h, op) + w(h))
@@ -396,12 +443,15 @@ class RecurrentMP(nn.Module):
 
     def __init__(self, c_in: int, c_out: int = 1, hidden: int = 32) -> None:
         super().__init__()
+        c_in, c_out = V.integer("c_in", c_in, min=1), V.integer("c_out", c_out, min=1)
+        hidden = V.integer("hidden", hidden, min=1)
         self.msg = nn.Linear(hidden, hidden)
         self.cell = nn.GRUCell(c_in + hidden, hidden)
         self.head = nn.Linear(hidden, c_out)
         self.hidden = hidden
 
     def forward(self, x: Tensor, op: Tensor) -> Tensor:  # x: (N, B, T, C)
+        V.tensor("x", x, ndim=4, dtype="float")
         N, B, T, _ = x.shape
         h = x.new_zeros(N, B, self.hidden)
         outs = []
@@ -419,9 +469,12 @@ def count_params(model: nn.Module) -> int:
 
 def r2_score(pred: np.ndarray, truth: np.ndarray) -> float:
     """Coefficient of determination, pooled over all entries."""
-    pred, truth = np.asarray(pred, dtype=float), np.asarray(truth, dtype=float)
+    pred = V.array("pred", pred, dtype="float", nonempty=True).astype(float)
+    truth = V.array("truth", truth, dtype="float", nonempty=True).astype(float)
     if pred.shape != truth.shape:
-        raise ValueError(f"shapes differ: {pred.shape} vs {truth.shape}")
+        raise ValueError(f"pred and truth must have the same shape, got {pred.shape} vs {truth.shape}")
+    if not (np.ptp(truth) > 0):
+        raise ValueError("truth must not be constant (R^2 divides by its variance)")
     return float(1 - np.sum((pred - truth) ** 2) / np.sum((truth - truth.mean()) ** 2))
 
 
@@ -430,8 +483,9 @@ def r2_score(pred: np.ndarray, truth: np.ndarray) -> float:
 # ---------------------------------------------------------------------------------------------------------------
 def masked_grid(size: int, rng: np.random.Generator, n_obstacles: int = 3) -> np.ndarray:
     """A ``size x size`` boolean fluid mask with random rectangular obstacles; keeps the largest connected part."""
-    if size < 4:
-        raise ValueError("size must be >= 4")
+    size = V.integer("size", size, min=4)
+    V.instance("rng", rng, np.random.Generator)
+    n_obstacles = V.integer("n_obstacles", n_obstacles, min=0)
     mask = np.ones((size, size), dtype=bool)
     for _ in range(n_obstacles):
         h, w = rng.integers(2, size // 2, 2)
@@ -452,6 +506,9 @@ def grid_laplacian_operator(mask: np.ndarray) -> tuple[sp.csr_matrix, sp.csr_mat
     ``L~`` is rescaled with the bound ``lambda_max <= 8`` shared by every 4-neighbour grid graph, not with this
     graph's own ``lambda_max`` (a graph-specific quantity: leak 2).
     """
+    mask = V.array("mask", mask, ndim=2, dtype="bool")
+    if not mask.any():
+        raise ValueError("mask must have at least one fluid cell (True)")
     idx = -np.ones(mask.shape, dtype=np.int64)
     idx[mask] = np.arange(mask.sum())
     rows, cols = [], []
@@ -475,11 +532,18 @@ def diffuse(L: sp.spmatrix, u0: np.ndarray, s: np.ndarray, kappa: float = 0.2, d
     Returns ``(B, N, T)``: the state after each of the ``T`` forcing steps (``substeps`` sub-steps each, dt = 1 /
     substeps; stable for ``kappa * 8 * dt < 2``).
     """
-    s = np.asarray(s, dtype=float)
+    if not (sp.issparse(L) or isinstance(L, np.ndarray)) or L.ndim != 2 or L.shape[0] != L.shape[1]:
+        raise TypeError(f"L must be a square sparse matrix, got {V.describe(L)}")
+    u0 = V.array("u0", u0, ndim=2, dtype="float")
+    s = V.array("s", s, ndim=3, dtype="float").astype(float)
+    if u0.shape[1] != L.shape[0] or s.shape[:2] != u0.shape:
+        raise ValueError(f"u0 must be (B, N={L.shape[0]}) and s (B, N, T), got {u0.shape} and {s.shape}")
+    kappa, decay = V.nonnegative("kappa", kappa), V.nonnegative("decay", decay)
+    substeps = V.integer("substeps", substeps, min=1)
     u = np.asarray(u0, dtype=float).T.copy()
     dt = 1 / substeps
     if kappa * 8 * dt >= 2:
-        raise ValueError("unstable: need kappa * 8 / substeps < 2")
+        raise ValueError(f"kappa and substeps are unstable: need kappa * 8 / substeps < 2, got {kappa}, {substeps}")
     out = np.empty((s.shape[2], *u.shape))
     for t in range(s.shape[2]):
         for _ in range(substeps):

@@ -163,7 +163,7 @@ def array(
     """A NumPy array (anything ``np.asarray`` takes, except None, strings and ragged/object data).
 
     ``ndim``: an int or a collection of allowed ranks. ``shape``: a tuple with ``None`` (or -1) for any size.
-    ``dtype``: ``"float"`` (any real numeric; integers and bools are converted to float64, float32 stays),
+    ``dtype``: ``"float"`` (any real numeric, not bool; integers are converted to float64, float32 stays),
     ``"int"`` (an integer dtype, not bool), ``"bool"``, ``"numeric"`` (int or float, not bool), or a NumPy
     dtype to convert to. ``finite``: reject NaN/inf. ``nonempty``: reject size 0. ``min``/``max``: value range.
     """
@@ -180,7 +180,7 @@ def array(
     if dtype is not None:
         kind = a.dtype.kind
         if dtype == "float":
-            if kind not in "biuf":
+            if kind not in "iuf":
                 raise TypeError(f"{name} must be a real (float) array, got dtype {a.dtype}")
             if kind != "f":
                 a = a.astype(np.float64)

@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 
 from helpers import flow_vq as fvq
 from helpers import nn as hnn
+from helpers import space_time_operators as sto
 from helpers import train
 from helpers import transit_lm as tlm
 from helpers import tree_search_predictions as tsp
@@ -366,6 +367,59 @@ case("flow_vq.Tokenizer", fvq.Tokenizer,
 case("flow_vq.toy_latents", fvq.toy_latents, lambda: dict(name="moons", n=10, seed=0), more={"n": [1]})
 case("flow_vq.lorenz_states", fvq.lorenz_states, lambda: dict(n=5, dt=0.01, seed=0, burn_in=0.5),
      more={"dt": ["zero", "neg"], "burn_in": ["neg"]})
+
+
+# ------------------------------------------------------------------------------------------- space_time_operators
+_PAR = np.array([-1, 0, 0, 1, 1])
+_Q = np.abs(np.random.default_rng(0).normal(size=(5, 8)))
+_RNG = lambda: np.random.default_rng(0)  # noqa: E731
+_MASK = np.ones((4, 4), dtype=bool)
+_LG = sto.grid_laplacian_operator(_MASK)[0]
+_BADPAR = [np.array([0, 0]), np.array([-1, 5]), np.array([1.0, -1.0]), np.array([-1, -1])]
+
+case("space_time_operators.random_river_tree", sto.random_river_tree,
+     lambda: dict(n=5, rng=_RNG(), recent_bias=0.5), more={"n": ["zero"], "recent_bias": ["neg", 1.5], "rng": [3]})
+case("space_time_operators.validate_tree", sto.validate_tree, lambda: dict(parents=_PAR), more={"parents": _BADPAR})
+case("space_time_operators.tree_from_edges", sto.tree_from_edges, lambda: dict(edges=[(1, 0), (2, 0)], n=3),
+     more={"edges": [[(1, 0.5)], [(1, 0), (1, 2)], [(1,)]], "n": ["zero"]})
+case("space_time_operators.upstream_area", sto.upstream_area, lambda: dict(parents=_PAR), more={"parents": _BADPAR})
+case("space_time_operators.muskingum_coeffs", sto.muskingum_coeffs, lambda: dict(K=np.array([1.0, 2.0]), X=0.1, dt=1.0),
+     skip={"K": {"ndim"}}, more={"K": [np.array([0.0]), -1.0], "X": [0.5, "neg"], "dt": ["zero"]})
+case("space_time_operators.lateral_inflow", sto.lateral_inflow,
+     lambda: dict(n=3, T=8, n_events=1, rng=_RNG(), base=0.05), more={"T": [1], "base": ["neg"]})
+case("space_time_operators.route_sequential", sto.route_sequential,
+     lambda: dict(parents=_PAR, K=np.full(5, 1.5), q=_Q, X=0.1, dt=1.0, nonlinear=True, q_ref=0.3, K_range=(0.6, 5.0)),
+     skip={"q": {"ndim"}},  # q is (..., N, T): leading batch axes are valid
+     more={"K": [np.zeros(5), np.ones(3)], "q": [_Q[:3]], "K_range": [(0.6,), (5.0, 0.6), (math.nan, 1.0)],
+           "q_ref": ["zero"], "dt": ["zero"]})
+case("space_time_operators.route_spectral", sto.route_spectral,
+     lambda: dict(parents=_PAR, K=1.5, q=_Q, X=0.1, dt=1.0, pad_factor=4),
+     skip={"q": {"ndim"}, "pad_factor": {"none"}}, more={"pad_factor": ["zero"], "K": ["neg"]})
+case("space_time_operators.chebyshev_apply", sto.chebyshev_apply,
+     lambda: dict(op=torch.eye(3), x=torch.ones(3, 2), order=2), skip={"x": {"empty", "ndim", "nan"}})
+case("space_time_operators.chebyshev_dense", sto.chebyshev_dense, lambda: dict(op=np.eye(3) / 2, k=2),
+     more={"op": [np.ones((2, 3))]})
+case("space_time_operators.SepOperator", sto.SepOperator,
+     lambda: dict(c_in=2, c_out=1, width=4, blocks=1, modes=2, order=1, mixer="cheb", slices=2),
+     more={"width": ["zero"]})
+case("space_time_operators.SepOperator.forward", sto.SepOperator(2, width=4, blocks=1, modes=2, order=1).forward,
+     lambda: dict(x=torch.ones(3, 1, 4, 2), op=torch.eye(3)), only=("x",), skip={"x": {"empty"}})
+case("space_time_operators.r2_score", sto.r2_score, lambda: dict(pred=np.array([1.0, 2.0]), truth=np.array([1.0, 3.0])),
+     skip={"pred": {"ndim"}, "truth": {"ndim"}}, more={"truth": [np.ones(2), np.ones(3)]})
+case("space_time_operators.masked_grid", sto.masked_grid, lambda: dict(size=6, rng=_RNG(), n_obstacles=1),
+     more={"size": [3]})
+case("space_time_operators.grid_laplacian_operator", sto.grid_laplacian_operator, lambda: dict(mask=_MASK),
+     more={"mask": [np.zeros((3, 3), bool), np.ones((3, 3))]})
+case("space_time_operators.diffuse", sto.diffuse,
+     lambda: dict(L=_LG, u0=np.zeros((1, 16)), s=np.ones((1, 16, 3)), kappa=0.2, decay=0.02, substeps=2),
+     more={"kappa": [1.0, "neg"], "substeps": ["zero"], "u0": [np.zeros((1, 5))]})
+
+
+def test_route_sequential_refuses_a_nan_inflow() -> None:
+    q = _Q.copy()
+    q[2, 3] = np.nan
+    with pytest.raises(ValueError, match="^q must be finite"):
+        sto.route_sequential(_PAR, 1.5, q)
 
 
 # -------------------------------------------------------------------------------------------------------- tests
