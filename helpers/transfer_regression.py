@@ -9,25 +9,36 @@ towards zero: ``E[theta_j] = rho beta`` with ``rho = n_s / d`` (the overparamete
 
 The target learner penalises the distance to the scaled pretrained models::
 
-    beta_hat = argmin_b ||y - X b||^2 + lam * sum_j ||b - c theta_j||^2
-             = (X^T X + lam m I)^{-1} (X^T y + lam m c theta_bar)
+    beta_hat = argmin_b ||y - X b||^2 + sum_j lam_j ||b - c theta_j||^2
+             = (X^T X + L I)^{-1} (X^T y + L c theta_w),   L = sum_j lam_j,  theta_w = sum_j lam_j theta_j / L
 
-and, as ``lam -> 0``, the interpolator closest to ``c theta_bar``: ``c theta_bar + X^+ (y - X c theta_bar)``.
+(``lam_j = lam`` for all ``j`` gives ``L = lam m`` and the plain average) and, as ``L -> 0``, the interpolator
+closest to ``c theta_w``: ``c theta_w + X^+ (y - X c theta_w)``. With the anchor ``a = 0`` the same formula is
+ridge regression on the target data alone: the baseline.
 
-The test-error expression and the correction factors (``c* ``, ``1/rho``, the data-driven ``c_hat``) are our
-derivation from this setup; the paper's own formulas are not public.
+Because ``X`` is rotation invariant and ``beta`` isotropic, the expected test error depends on the anchor only
+through ``D = E||a - beta||^2`` and increases with it, at every ``L``. The test-error expression, the correction
+factors (``c*``, ``1/rho``, the data-driven ``c_hat``) and the leave-one-out tuning are our derivation from this
+setup; the paper's own formulas are not public.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
 
+from helpers import validate
+
 __all__ = [
-    "Setting", "min_norm_lstsq", "batched_min_norm", "pretrain", "transfer_fit", "transfer_fit_stacked", "source_moments",
-    "bias_D", "c_star", "test_error", "target_eigenvalues", "test_error_target_only", "data_driven_c", "monte_carlo", "lambda_star",
+    "Setting", "min_norm_lstsq", "batched_min_norm", "pretrain", "transfer_fit", "transfer_fit_stacked",
+    "source_moments", "bias_D", "bias_D_weighted", "c_star", "test_error", "test_error_D", "test_error_mp",
+    "target_eigenvalues", "test_error_target_only", "ridge_error", "optimal_L", "data_driven_c", "loo_cv",
+    "cv_fit", "monte_carlo", "paired", "lambda_star", "models_needed", "RULES",
 ]
+
+RULES = ("1", "1/rho", "c*", "c_hat")
 
 
 @dataclass(frozen=True)
@@ -44,12 +55,10 @@ class Setting:
 
     def __post_init__(self) -> None:
         for name in ("d", "n", "n_s"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-                raise ValueError(f"{name} must be a positive int, got {v!r}")
-        for name in ("sigma", "sigma_s", "tau", "B"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+            object.__setattr__(self, name, validate.integer(name, getattr(self, name), min=1))
+        for name in ("sigma", "sigma_s", "tau"):
+            object.__setattr__(self, name, validate.nonnegative(name, getattr(self, name)))
+        object.__setattr__(self, "B", validate.positive("B", self.B))
         if abs(self.n_s - self.d) <= 1:
             raise ValueError(f"n_s = {self.n_s} is within 1 of d = {self.d}: the min-norm source fit has "
                              "unbounded variance there")
@@ -61,87 +70,105 @@ class Setting:
 
     @property
     def overparameterized(self) -> bool:
+        """True when each source has fewer samples than parameters (``n_s < d``)."""
         return self.n_s < self.d
 
     def with_(self, **kw) -> Setting:
+        """A copy with some fields replaced (validated again)."""
         return replace(self, **kw)
 
 
-def _check_lam(lam: float) -> float:
-    if not np.isscalar(lam) or not np.isfinite(lam) or lam < 0:
-        raise ValueError(f"lam must be a finite number >= 0, got {lam!r}")
-    return float(lam)
+def _setting(s: object) -> Setting:
+    return validate.instance("s", s, Setting)
+
+
+def _lam(name: str, lam: object) -> float:
+    return validate.nonnegative(name, lam)
+
+
+def _m(m: object) -> int:
+    return validate.integer("m", m, min=1)
 
 
 def min_norm_lstsq(X: np.ndarray, y: np.ndarray) -> np.ndarray:
     """The minimum-L2-norm least-squares solution ``X^+ y`` (interpolates when ``n < d``)."""
-    X, y = np.asarray(X, float), np.asarray(y, float)
-    if X.ndim != 2 or y.shape != (X.shape[0],):
-        raise ValueError(f"need X of shape (n, d) and y of shape (n,), got {X.shape} and {y.shape}")
+    X = validate.array("X", X, ndim=2, dtype="float", nonempty=True)
+    y = validate.array("y", y, shape=(X.shape[0],), dtype="float")
     return np.linalg.lstsq(X, y, rcond=None)[0]
 
 
 def pretrain(beta: np.ndarray, m: int, s: Setting, rng: np.random.Generator) -> np.ndarray:
     """``m`` pretrained models (rows), each the min-norm least-squares fit on its own related source task."""
-    beta = np.asarray(beta, float)
-    if beta.shape != (s.d,):
-        raise ValueError(f"beta must have shape ({s.d},), got {beta.shape}")
-    if m < 1:
-        raise ValueError(f"m must be >= 1, got {m}")
+    s = _setting(s)
+    beta = validate.array("beta", beta, shape=(s.d,), dtype="float")
+    m = _m(m)
+    rng = validate.instance("rng", rng, np.random.Generator)
     betas = beta + rng.normal(0, s.tau / np.sqrt(s.d), (m, s.d))
     Xs = rng.normal(size=(m, s.n_s, s.d))
-    ys = np.einsum("jnd,jd->jn", Xs, betas) + rng.normal(0, s.sigma_s, (m, s.n_s))
+    ys = (Xs @ betas[..., None])[..., 0] + rng.normal(0, s.sigma_s, (m, s.n_s))
     return batched_min_norm(Xs, ys)
 
 
 def batched_min_norm(Xs: np.ndarray, ys: np.ndarray) -> np.ndarray:
     """Min-norm least squares for a batch of full-rank problems, via the normal equations: ``X^T (X X^T)^{-1} y``
     when ``n < d``, ``(X^T X)^{-1} X^T y`` otherwise (equal to :func:`min_norm_lstsq`, much faster)."""
-    Xs, ys = np.asarray(Xs, float), np.asarray(ys, float)
-    if Xs.ndim != 3 or ys.shape != Xs.shape[:2]:
-        raise ValueError(f"need Xs of shape (m, n, d) and ys of shape (m, n), got {Xs.shape} and {ys.shape}")
+    Xs = validate.array("Xs", Xs, ndim=3, dtype="float", nonempty=True)
+    ys = validate.array("ys", ys, shape=Xs.shape[:2], dtype="float")
     n, d = Xs.shape[1:]
     if n < d:
         G = Xs @ Xs.transpose(0, 2, 1)
-        return np.einsum("jnd,jn->jd", Xs, np.linalg.solve(G, ys[..., None])[..., 0])
+        return (Xs.transpose(0, 2, 1) @ np.linalg.solve(G, ys[..., None]))[..., 0]
     G = Xs.transpose(0, 2, 1) @ Xs
-    return np.linalg.solve(G, np.einsum("jnd,jn->jd", Xs, ys)[..., None])[..., 0]
+    return np.linalg.solve(G, Xs.transpose(0, 2, 1) @ ys[..., None])[..., 0]
 
 
 def _check_target(X, y, thetas) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    X, y = np.asarray(X, float), np.asarray(y, float)
-    thetas = np.atleast_2d(np.asarray(thetas, float))
-    if X.ndim != 2 or y.shape != (X.shape[0],):
-        raise ValueError(f"need X of shape (n, d) and y of shape (n,), got {X.shape} and {y.shape}")
-    if thetas.shape[1] != X.shape[1]:
-        raise ValueError(f"pretrained models must have d = {X.shape[1]} entries, got shape {thetas.shape}")
+    X = validate.array("X", X, ndim=2, dtype="float", nonempty=True)
+    y = validate.array("y", y, shape=(X.shape[0],), dtype="float")
+    thetas = validate.array("thetas", np.atleast_2d(validate.array("thetas", thetas, ndim=(1, 2), dtype="float")),
+                            shape=(None, X.shape[1]), nonempty=True)
     return X, y, thetas
 
 
-def transfer_fit(X: np.ndarray, y: np.ndarray, thetas: np.ndarray, lam: float, c: float = 1.0) -> np.ndarray:
-    """Closed form of ``argmin ||y - X b||^2 + lam sum_j ||b - c theta_j||^2``; ``lam = 0`` gives the limit
-    ``lam -> 0+`` (the interpolator nearest to ``c theta_bar`` when ``n < d``)."""
+def _weights(lam: object, m: int) -> tuple[float, np.ndarray]:
+    """``(L, w)``: the total penalty ``sum_j lam_j`` and the weights ``lam_j / L`` (uniform if ``L = 0``)."""
+    if np.ndim(lam) == 0:
+        lam = _lam("lam", lam)
+        return lam * m, np.full(m, 1.0 / m)
+    lam = validate.array("lam", lam, shape=(m,), dtype="float", min=0)
+    L = float(lam.sum())
+    return L, (lam / L if L > 0 else np.full(m, 1.0 / m))
+
+
+def transfer_fit(X: np.ndarray, y: np.ndarray, thetas: np.ndarray, lam: float | np.ndarray, c: float = 1.0
+                 ) -> np.ndarray:
+    """Closed form of ``argmin ||y - X b||^2 + sum_j lam_j ||b - c theta_j||^2``.
+
+    ``lam``: one weight for every pretrained model, or an array with one per model. ``lam = 0`` gives the limit
+    ``lam -> 0+`` (the interpolator nearest to ``c theta_bar`` when ``n < d``).
+    """
     X, y, thetas = _check_target(X, y, thetas)
-    lam = _check_lam(lam)
+    c = validate.number("c", c)
     m, d = thetas.shape
-    anchor = c * thetas.mean(axis=0)
-    if lam == 0:
+    L, w = _weights(lam, m)
+    anchor = c * (w @ thetas)
+    if L == 0:
         return anchor + min_norm_lstsq(X, y - X @ anchor)
-    L = lam * m
     return np.linalg.solve(X.T @ X + L * np.eye(d), X.T @ y + L * anchor)
 
 
-def transfer_fit_stacked(X: np.ndarray, y: np.ndarray, thetas: np.ndarray, lam: float, c: float = 1.0
-                         ) -> np.ndarray:
-    """The same estimate by brute force: ordinary least squares on ``[X; sqrt(lam) I; ...]`` against
-    ``[y; sqrt(lam) c theta_1; ...]`` (one block per pretrained model). The reference for :func:`transfer_fit`."""
+def transfer_fit_stacked(X: np.ndarray, y: np.ndarray, thetas: np.ndarray, lam: float | np.ndarray,
+                         c: float = 1.0) -> np.ndarray:
+    """The same estimate by brute force: ordinary least squares on ``[X; sqrt(lam_1) I; ...]`` against
+    ``[y; sqrt(lam_1) c theta_1; ...]`` (one block per pretrained model). The reference for :func:`transfer_fit`."""
     X, y, thetas = _check_target(X, y, thetas)
-    lam = _check_lam(lam)
-    if lam == 0:
-        raise ValueError("the stacked form needs lam > 0")
-    d = X.shape[1]
-    A = np.vstack([X] + [np.sqrt(lam) * np.eye(d)] * len(thetas))
-    b = np.concatenate([y] + [np.sqrt(lam) * c * t for t in thetas])
+    c = validate.number("c", c)
+    m, d = thetas.shape
+    lams = np.full(m, _lam("lam", lam)) if np.ndim(lam) == 0 else validate.array("lam", lam, shape=(m,), min=0)
+    if not (lams.min() > 0):
+        raise ValueError(f"the stacked form needs lam > 0 for every model, got min {lams.min()}")
+    A = np.vstack([X] + [np.sqrt(lj) * np.eye(d) for lj in lams])
+    b = np.concatenate([y] + [np.sqrt(lj) * c * t for lj, t in zip(lams, thetas)])
     return np.linalg.lstsq(A, b, rcond=None)[0]
 
 
@@ -151,6 +178,7 @@ def source_moments(s: Setting) -> tuple[float, float]:
     Overparameterised (``n_s < d - 1``): ``V = rho (1 - rho) B + rho tau^2 + sigma_s^2 n_s / (d - n_s - 1)``.
     Underparameterised (``n_s > d + 1``): ``rho = 1`` and ``V = tau^2 + sigma_s^2 d / (n_s - d - 1)``.
     """
+    s = _setting(s)
     if s.overparameterized:
         rho = s.n_s / s.d
         return rho, rho * (1 - rho) * s.B + rho * s.tau**2 + s.sigma_s**2 * s.n_s / (s.d - s.n_s - 1)
@@ -159,29 +187,31 @@ def source_moments(s: Setting) -> tuple[float, float]:
 
 def bias_D(c: float, m: int, s: Setting) -> float:
     """``D = E||c theta_bar - beta||^2 = (c rho - 1)^2 B + c^2 V / m``."""
-    if m < 1:
-        raise ValueError(f"m must be >= 1, got {m}")
+    c, m = validate.number("c", c), _m(m)
     rho, V = source_moments(s)
     return (c * rho - 1) ** 2 * s.B + c**2 * V / m
 
 
+def bias_D_weighted(c: float, weights: Sequence[float], sources: Sequence[Setting]) -> float:
+    """``D`` for a weighted anchor ``c sum_j w_j theta_j`` from heterogeneous sources (same ``d`` and ``B``):
+    ``(c sum_j w_j rho_j - 1)^2 B + c^2 sum_j w_j^2 V_j`` (the deviations ``theta_j - rho_j beta`` are
+    independent with mean zero given ``beta``)."""
+    c = validate.number("c", c)
+    sources = validate.sequence("sources", sources, min_len=1, of=lambda k, v: validate.instance(k, v, Setting))
+    w = validate.array("weights", weights, shape=(len(sources),), dtype="float", min=0)
+    if not (abs(w.sum() - 1) < 1e-9):
+        raise ValueError(f"weights must sum to 1, got {w.sum()}")
+    if len({(t.d, t.B) for t in sources}) != 1:
+        raise ValueError("sources must share d and B")
+    mom = np.array([source_moments(t) for t in sources])
+    return float((c * (w @ mom[:, 0]) - 1) ** 2 * sources[0].B + c**2 * (w**2 @ mom[:, 1]))
+
+
 def c_star(m: int, s: Setting) -> float:
     """The factor minimising ``D``: ``rho B / (rho^2 B + V / m)`` (tends to ``1/rho`` as ``m`` grows)."""
-    if m < 1:
-        raise ValueError(f"m must be >= 1, got {m}")
+    m = _m(m)
     rho, V = source_moments(s)
     return rho * s.B / (rho**2 * s.B + V / m)
-
-
-def _eigs(s: Setting, draws: int, rng: np.random.Generator) -> np.ndarray:
-    """Nonzero eigenvalues of ``X^T X`` for ``draws`` target design matrices, shape (draws, min(n, d))."""
-    out = []
-    with _one_thread():
-        for _ in range(draws):
-            X = rng.normal(size=(s.n, s.d))
-            G = X @ X.T if s.n <= s.d else X.T @ X
-            out.append(np.linalg.eigvalsh(G))
-    return np.array(out)
 
 
 def _one_thread():
@@ -197,47 +227,140 @@ def _one_thread():
 
 
 def target_eigenvalues(s: Setting, draws: int = 2000, seed: int = 0) -> np.ndarray:
-    """Nonzero eigenvalues of ``X^T X`` for ``draws`` random target designs (reuse them across calls of
-    :func:`test_error`)."""
-    return _eigs(s, draws, np.random.default_rng(seed))
+    """Nonzero eigenvalues of ``X^T X`` for ``draws`` random target designs, shape ``(draws, min(n, d))`` (reuse
+    them across calls of :func:`test_error`)."""
+    s = _setting(s)
+    draws = validate.integer("draws", draws, min=1)
+    rng = np.random.default_rng(validate.seed("seed", seed))
+    out = []
+    with _one_thread():
+        for _ in range(draws):
+            X = rng.normal(size=(s.n, s.d))
+            out.append(np.linalg.eigvalsh(X @ X.T if s.n <= s.d else X.T @ X))
+    return np.array(out)
 
 
-def test_error(s: Setting, m: int, c: float, lam: float, *, draws: int = 2000, seed: int = 0,
-               eigs: np.ndarray | None = None) -> float:
-    """Expected test error ``sigma^2 + E||beta_hat - beta||^2`` of the transfer learner.
+def test_error_D(s: Setting, D: float, L: float, *, eigs: np.ndarray | None = None, draws: int = 2000,
+                 seed: int = 0) -> float:
+    """Expected test error of ``(X^T X + L I)^{-1}(X^T y + L a)`` for an anchor with ``E||a - beta||^2 = D``
+    (independent of the target data, isotropic given its norm).
 
-    ``lam = 0`` (the limit) with ``n < d - 1``: exact, ``sigma^2 + (1 - n/d) D + sigma^2 n / (d - n - 1)``.
-    ``lam > 0``: ``sigma^2 + E_X[sigma^2 sum s_i/(s_i+L)^2 + L^2 (D/d) sum_{i<=d} 1/(s_i+L)^2]`` with ``L = lam m``,
-    exact given the eigenvalues ``s_i`` of ``X^T X``; the expectation over ``X`` is averaged over ``draws`` random
-    designs (a semi-analytic estimate).
+    ``L = 0`` (the limit) with ``n < d - 1``: exact, ``sigma^2 + (1 - n/d) D + sigma^2 n / (d - n - 1)``.
+    ``L > 0``: ``sigma^2 + E_X[sigma^2 sum s_i/(s_i+L)^2 + L^2 (D/d) sum_{i<=d} 1/(s_i+L)^2]``, exact given the
+    eigenvalues ``s_i`` of ``X^T X``; the expectation over ``X`` is averaged over random designs (``eigs``, or
+    ``draws`` fresh ones).
     """
-    lam = _check_lam(lam)
-    D = bias_D(c, m, s)
-    if lam == 0:
-        if s.n >= s.d - 1:
-            raise ValueError("the lam -> 0 formula needs an overparameterised target, n < d - 1")
+    s = _setting(s)
+    D, L = validate.nonnegative("D", D), _lam("L", L)
+    if L == 0:
+        if not (s.n < s.d - 1):
+            raise ValueError(f"the L -> 0 formula needs an overparameterised target, n < d - 1; got n = {s.n}, "
+                             f"d = {s.d}")
         return s.sigma**2 + (1 - s.n / s.d) * D + s.sigma**2 * s.n / (s.d - s.n - 1)
-    L = lam * m
-    ev = _eigs(s, draws, np.random.default_rng(seed)) if eigs is None else np.asarray(eigs, float)
-    if ev.ndim != 2 or ev.shape[1] != min(s.n, s.d):
-        raise ValueError(f"eigs must have shape (draws, {min(s.n, s.d)}) for this setting, got {ev.shape}")
+    ev = target_eigenvalues(s, draws, seed) if eigs is None else validate.array(
+        "eigs", eigs, shape=(None, min(s.n, s.d)), dtype="float", min=0, nonempty=True)
     noise = s.sigma**2 * np.sum(ev / (ev + L) ** 2, axis=1)
     zeros = s.d - ev.shape[1]  # eigenvalues of X^T X that are exactly zero
     shrink = L**2 * (D / s.d) * (np.sum(1 / (ev + L) ** 2, axis=1) + zeros / L**2)
     return float(s.sigma**2 + np.mean(noise + shrink))
 
 
+def test_error(s: Setting, m: int, c: float, lam: float, *, draws: int = 2000, seed: int = 0,
+               eigs: np.ndarray | None = None) -> float:
+    """Expected test error ``sigma^2 + E||beta_hat - beta||^2`` of the transfer learner with ``m`` models, factor
+    ``c`` and penalty ``lam`` per model (``L = lam m``); see :func:`test_error_D`."""
+    m, lam = _m(m), _lam("lam", lam)
+    return test_error_D(s, bias_D(c, m, s), lam * m, eigs=eigs, draws=draws, seed=seed)
+
+
+def _mp_stieltjes(s: Setting, L: float) -> tuple[float, float]:
+    """``(t1, t2)`` with ``t1 = E tr (X^T X + L)^{-1}`` and ``t2 = E tr (X^T X + L)^{-2}`` under the
+    Marchenko-Pastur limit (``d x d`` matrix, zero eigenvalues included)."""
+    g = s.d / s.n
+    z = -L / s.n  # Stieltjes transform of S = X^T X / n at z: g z m^2 - (1 - g - z) m + 1 = 0
+    a, b = g * z, -(1 - g - z)
+    disc = np.sqrt(b * b - 4 * a)
+    roots = [(-b + disc) / (2 * a), (-b - disc) / (2 * a)]
+    mz = min(r for r in roots if r > 0)  # the Stieltjes transform at z < 0 is positive and at most -1/z
+    dm = -(g * mz**2 + mz) / (2 * g * z * mz - (1 - g - z))  # implicit differentiation in z
+    t1 = s.d * mz / s.n
+    t2 = s.d * dm / s.n**2
+    return t1, t2
+
+
+def test_error_mp(s: Setting, D: float, L: float) -> float:
+    """:func:`test_error_D` for ``L > 0`` with the expectation over ``X`` in closed form: the Marchenko-Pastur
+    limit of the spectrum of ``X^T X`` (``n, d -> infinity`` with ``d/n`` fixed); no random draws."""
+    s = _setting(s)
+    D, L = validate.nonnegative("D", D), validate.positive("L", L)
+    t1, t2 = _mp_stieltjes(s, L)
+    # sum s/(s+L)^2 = sum 1/(s+L) - L sum 1/(s+L)^2 over all d eigenvalues (zeros contribute 0)
+    return float(s.sigma**2 + s.sigma**2 * (t1 - L * t2) + L**2 * (D / s.d) * t2)
+
+
 def test_error_target_only(s: Setting) -> float:
     """Min-norm least squares on the target data alone (``n < d - 1``): ``sigma^2 + (1 - n/d) B +
     sigma^2 n / (d - n - 1)``."""
-    if s.n >= s.d - 1:
-        raise ValueError("needs n < d - 1")
-    return s.sigma**2 + (1 - s.n / s.d) * s.B + s.sigma**2 * s.n / (s.d - s.n - 1)
+    s = _setting(s)
+    return test_error_D(s, s.B, 0.0)
+
+
+def ridge_error(s: Setting, L: float, *, eigs: np.ndarray | None = None) -> float:
+    """Expected test error of ridge regression ``(X^T X + L I)^{-1} X^T y`` on the target data alone: the anchor
+    is 0, so ``D = B``."""
+    s = _setting(s)
+    return test_error_D(s, s.B, L, eigs=eigs)
+
+
+def optimal_L(s: Setting, D: float, *, eigs: np.ndarray | None = None, bounds: tuple[float, float] = (1e-4, 1e5)
+              ) -> tuple[float, float]:
+    """``(L*, error)``: the total penalty minimising the expected test error :func:`test_error_D` for anchor error
+    ``D``, found numerically (bounded search over ``log L``; ``eigs`` as in :func:`test_error_D`, or the
+    Marchenko-Pastur closed form when ``eigs`` is None)."""
+    from scipy.optimize import minimize_scalar
+
+    s = _setting(s)
+    D = validate.nonnegative("D", D)
+    lo, hi = validate.positive("bounds[0]", bounds[0]), validate.positive("bounds[1]", bounds[1])
+    if not lo < hi:
+        raise ValueError(f"bounds must be increasing, got {bounds}")
+
+    def f(t: float) -> float:
+        L = float(np.exp(t))
+        return test_error_D(s, D, L, eigs=eigs) if eigs is not None else test_error_mp(s, D, L)
+
+    res = minimize_scalar(f, bounds=(np.log(lo), np.log(hi)), method="bounded", options={"xatol": 1e-4})
+    return float(np.exp(res.x)), float(res.fun)
 
 
 def lambda_star(m: int, c: float, s: Setting) -> float:
     """``lam`` with ``lam m = sigma^2 d / D`` (optimal if ``c theta_bar - beta`` were isotropic Gaussian)."""
+    m = _m(m)
     return s.sigma**2 * s.d / bias_D(c, m, s) / m
+
+
+def models_needed(s: Setting, c: float | str, *, m_max: int = 10**6) -> int | None:
+    """The smallest ``m`` with ``D(c, m) < B``: from there on the transfer learner beats learning from the target
+    data alone, at every common ``L`` (the error increases with ``D``), hence also with both penalties tuned.
+    ``c`` is a number or one of ``"1"``, ``"1/rho"``, ``"c*"``. None if no ``m <= m_max`` does."""
+    s = _setting(s)
+    m_max = validate.integer("m_max", m_max, min=1)
+    rho, V = source_moments(s)
+    if isinstance(c, str):
+        validate.one_of("c", c, ("1", "1/rho", "c*"))
+        if c == "c*":  # D(c*, m) = B (V/m) / (rho^2 B + V/m) < B for every m
+            return 1
+        c = 1.0 if c == "1" else 1 / rho
+    c = validate.number("c", c)
+    bias = (c * rho - 1) ** 2 * s.B
+    if not bias < s.B:  # the bias alone is at least B: no number of models helps
+        return None
+    m = max(1, int(np.floor(c**2 * V / (s.B - bias))) + 1)  # smallest m with bias + c^2 V / m < B
+    while m > 1 and bias_D(c, m - 1, s) < s.B:  # guard against rounding at the boundary
+        m -= 1
+    while bias_D(c, m, s) >= s.B:
+        m += 1
+    return m if m <= m_max else None
 
 
 def data_driven_c(X: np.ndarray, y: np.ndarray, thetas: np.ndarray) -> float:
@@ -248,58 +371,148 @@ def data_driven_c(X: np.ndarray, y: np.ndarray, thetas: np.ndarray) -> float:
     return float(z @ y / zz) if zz > 0 else 1.0
 
 
-def monte_carlo(s: Setting, ms: list[int], lams: list[float], trials: int, seed: int = 0,
-                rules: tuple[str, ...] = ("1", "1/rho", "c*", "c_hat"), progress: bool = False) -> dict:
+def _svd(X: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    U, S, Vt = np.linalg.svd(X, full_matrices=False)
+    return U, S, Vt
+
+
+def _loo(U: np.ndarray, S: np.ndarray, r: np.ndarray, Ls: np.ndarray) -> np.ndarray:
+    """Leave-one-out mean squared error of ridge on residual ``r`` for each ``L`` in ``Ls`` (thin SVD of ``X``)."""
+    F = S**2 / (S**2 + Ls[:, None])  # (K, k) shrinkage of each singular direction
+    z = U.T @ r
+    fitted = (F * z) @ U.T  # (K, n): H r
+    lev = F @ (U**2).T  # (K, n): diag H
+    return np.mean(((r - fitted) / (1 - lev)) ** 2, axis=1)
+
+
+def loo_cv(X: np.ndarray, y: np.ndarray, Ls: Sequence[float], anchor: np.ndarray | None = None) -> np.ndarray:
+    """Leave-one-out cross-validation error on the target data of ``(X^T X + L I)^{-1}(X^T y + L anchor)`` for
+    each total penalty ``L`` in ``Ls`` (closed form: ``e_i = r_i - (H r)_i`` over ``1 - H_ii`` with
+    ``r = y - X anchor`` and ``H = X (X^T X + L I)^{-1} X^T``). ``anchor = None`` is plain ridge."""
+    X = validate.array("X", X, ndim=2, dtype="float", nonempty=True)
+    y = validate.array("y", y, shape=(X.shape[0],), dtype="float")
+    Ls = validate.array("Ls", Ls, ndim=1, dtype="float", nonempty=True, min=0, strict_min=True)
+    a = np.zeros(X.shape[1]) if anchor is None else validate.array("anchor", anchor, shape=(X.shape[1],),
+                                                                   dtype="float")
+    U, S, _ = _svd(X)
+    return _loo(U, S, y - X @ a, Ls)
+
+
+def cv_fit(X: np.ndarray, y: np.ndarray, Ls: Sequence[float], anchor: np.ndarray | None = None
+           ) -> tuple[np.ndarray, float]:
+    """``(estimate, L)``: the penalised fit towards ``anchor`` (ridge if None) at the ``L`` in ``Ls`` with the
+    smallest leave-one-out error on the target data (:func:`loo_cv`)."""
+    cv = loo_cv(X, y, Ls, anchor)
+    L = float(np.asarray(Ls, float)[int(np.argmin(cv))])
+    a = np.zeros(X.shape[1]) if anchor is None else np.asarray(anchor, float)
+    U, S, Vt = _svd(np.asarray(X, float))
+    return a + Vt.T @ (S / (S**2 + L) * (U.T @ (np.asarray(y, float) - X @ a))), L
+
+
+def monte_carlo(s: Setting, ms: Sequence[int], lams: Sequence[float], trials: int, seed: int = 0,
+                rules: Sequence[str] = RULES, cv_Ls: Sequence[float] | None = None, progress: bool = False) -> dict:
     """Monte Carlo test error over ``trials`` independent draws of ``beta``, sources and target data.
 
     Each trial draws ``max(ms)`` pretrained models and uses the first ``m`` of them for every ``m`` in ``ms``, so
-    the curves over ``m`` share randomness. Returns ``{(rule, m, lam): (mean, standard error)}`` plus
-    ``"c_hat"``: ``{m: mean data-driven factor}``. The test error is computed exactly given the estimate:
+    the curves over ``m`` share randomness (and differences between rules are paired). Keys ``(rule, m, lam)``
+    with ``lam`` a penalty per model (``L = lam m``; 0 is the limit) and, if ``cv_Ls`` is given, ``(rule, m,
+    "cv")`` with ``L`` chosen from ``cv_Ls`` by leave-one-out on the target data, plus the baselines
+    ``("ridge", 0, "cv")`` (ridge tuned the same way) and ``("ridge", 0, "oracle")`` (ridge at the Bayes-optimal
+    ``L = sigma^2 d / B``). Returns ``{key: (mean, standard error)}``, ``"samples"``: ``{key: per-trial errors}``
+    and ``"c_hat"``: ``{m: mean data-driven factor}``. The test error is exact given the estimate:
     ``sigma^2 + ||beta_hat - beta||^2``.
     """
-    if trials < 2:
-        raise ValueError("trials must be >= 2")
-    if not ms or min(ms) < 1:
-        raise ValueError("ms must be a non-empty list of positive ints")
-    for lam in lams:
-        _check_lam(lam)
+    s = _setting(s)
+    trials = validate.integer("trials", trials, min=2)
+    ms = validate.sequence("ms", ms, min_len=1, of=lambda k, v: validate.integer(k, v, min=1))
+    lams = validate.sequence("lams", lams, of=_lam)
+    seed = validate.seed("seed", seed)
+    rules = validate.sequence("rules", rules, min_len=1, of=lambda k, v: validate.one_of(k, v, RULES))
+    if cv_Ls is not None:
+        cv_Ls = validate.array("cv_Ls", cv_Ls, ndim=1, dtype="float", nonempty=True, min=0, strict_min=True)
+    progress = validate.boolean("progress", progress)
     with _one_thread():
-        return _monte_carlo(s, ms, lams, trials, seed, rules, progress)
+        return _monte_carlo(s, ms, lams, trials, seed, tuple(rules), cv_Ls, progress)
 
 
-def _monte_carlo(s, ms, lams, trials, seed, rules, progress) -> dict:
+def _monte_carlo(s, ms, lams, trials, seed, rules, cv_Ls, progress) -> dict:
     rng = np.random.default_rng(seed)
     rho = s.rho
-    errs = {(r, m, lam): [] for r in rules for m in ms for lam in lams}
-    chat = {m: [] for m in ms}
+    keys = [(r, m, lam) for r in rules for m in ms for lam in lams]
+    if cv_Ls is not None:
+        keys += [(r, m, "cv") for r in rules for m in ms] + [("ridge", 0, "cv"), ("ridge", 0, "oracle")]
+    errs = {k: np.empty(trials) for k in keys}
+    chat = {m: np.empty(trials) for m in ms}
     it = range(trials)
     if progress:
         from tqdm.auto import tqdm
 
         it = tqdm(it, desc=f"Monte Carlo n_s={s.n_s}")
-    for _ in it:
+    ms_arr = np.array(ms)
+    cstar = np.array([c_star(m, s) for m in ms])
+    pairs = [(r, i) for i in range(len(ms)) for r in rules]  # one row per (rule, m)
+    L_oracle = s.sigma**2 * s.d / s.B
+    for t in it:
         beta = rng.normal(size=s.d)
         beta *= np.sqrt(s.B) / np.linalg.norm(beta)
         thetas = pretrain(beta, max(ms), s, rng)
         X = rng.normal(size=(s.n, s.d))
         y = X @ beta + rng.normal(0, s.sigma, s.n)
-        pinv = np.linalg.pinv(X)
-        ev, U = np.linalg.eigh(X.T @ X)
-        Xty = X.T @ y
-        for m in ms:
-            tbar = thetas[:m].mean(axis=0)
-            ch = data_driven_c(X, y, thetas[:m])
-            chat[m].append(ch)
-            cs = {"1": 1.0, "1/rho": 1 / rho, "c*": c_star(m, s), "c_hat": ch}
-            for r in rules:
-                anchor = cs[r] * tbar
-                for lam in lams:
-                    if lam == 0:
-                        b = anchor + pinv @ (y - X @ anchor)
-                    else:
-                        L = lam * m
-                        b = U @ ((U.T @ (Xty + L * anchor)) / (ev + L))
-                    errs[(r, m, lam)].append(s.sigma**2 + float(np.sum((b - beta) ** 2)))
+        U, S, Vt = _svd(X)
+        tbar = np.cumsum(thetas, axis=0)[ms_arr - 1] / ms_arr[:, None]  # (M, d): mean of the first m models
+        Xt = tbar @ X.T  # (M, n)
+        zz = np.einsum("mn,mn->m", Xt, Xt)
+        ch = np.where(zz > 0, Xt @ y / np.where(zz > 0, zz, 1), 1.0)
+        for i, m in enumerate(ms):
+            chat[m][t] = ch[i]
+        factors = {"1": np.ones(len(ms)), "1/rho": np.full(len(ms), 1 / rho), "c*": cstar, "c_hat": ch}
+        c = np.array([factors[r][i] for r, i in pairs])
+        rows = np.array([i for _, i in pairs])
+        A = c[:, None] * tbar[rows]  # anchors, (P, d)
+        resid = y - c[:, None] * Xt[rows]  # (P, n)
+        Z = resid @ U  # U^T (y - X a), per row
+        dev = A - beta
+        N = np.einsum("pd,pd->p", dev, dev)
+        Pv = dev @ Vt.T  # (P, n)
+
+        def err(g: np.ndarray) -> np.ndarray:
+            # ||a + V g - beta||^2 = ||a - beta||^2 + 2 <V^T (a - beta), g> + ||g||^2  (V has orthonormal columns)
+            return s.sigma**2 + N + 2 * np.einsum("pn,pn->p", Pv, g) + np.einsum("pn,pn->p", g, g)  # noqa: B023
+
+        mrow = ms_arr[rows].astype(float)
+        for lam in lams:
+            shrink = 1 / S if lam == 0 else S / (S**2 + lam * mrow[:, None])
+            e = err(Z * shrink)
+            for k, (r, i) in enumerate(pairs):
+                errs[(r, ms[i], lam)][t] = e[k]
+        if cv_Ls is not None:
+            F = S**2 / (S**2 + cv_Ls[:, None])  # (K, n)
+            lev = F @ (U**2).T  # (K, n): diag of the hat matrix
+            fitted = (Z[:, None, :] * F[None]) @ U.T  # (P, K, n): H r
+            cv = np.mean(((resid[:, None, :] - fitted) / (1 - lev)) ** 2, axis=2)  # (P, K)
+            Lb = cv_Ls[np.argmin(cv, axis=1)]
+            e = err(Z * (S / (S**2 + Lb[:, None])))
+            for k, (r, i) in enumerate(pairs):
+                errs[(r, ms[i], "cv")][t] = e[k]
+            zy = U.T @ y
+            Lr = float(cv_Ls[np.argmin(_loo(U, S, y, cv_Ls))])
+            for key, L in ((("ridge", 0, "cv"), Lr), (("ridge", 0, "oracle"), L_oracle)):
+                b = Vt.T @ (zy * S / (S**2 + L))
+                errs[key][t] = s.sigma**2 + float(np.sum((b - beta) ** 2))
     out: dict = {k: (float(np.mean(v)), float(np.std(v, ddof=1) / np.sqrt(len(v)))) for k, v in errs.items()}
+    out["samples"] = errs
     out["c_hat"] = {m: float(np.mean(v)) for m, v in chat.items()}
     return out
+
+
+def paired(mc: dict, key_a: tuple, key_b: tuple) -> tuple[float, float]:
+    """``(mean, standard error)`` of the per-trial difference ``error[key_a] - error[key_b]`` in a
+    :func:`monte_carlo` result (the trials are shared, so the difference is paired)."""
+    validate.instance("mc", mc, dict)
+    if "samples" not in mc:
+        raise ValueError("mc must be a result of monte_carlo (no 'samples' entry)")
+    for name, k in (("key_a", key_a), ("key_b", key_b)):
+        if k not in mc["samples"]:
+            raise ValueError(f"{name} = {k!r} is not a key of this Monte Carlo result")
+    diff = mc["samples"][key_a] - mc["samples"][key_b]
+    return float(diff.mean()), float(diff.std(ddof=1) / np.sqrt(len(diff)))

@@ -21,6 +21,18 @@ def test_closed_form_equals_stacked_lstsq(seed, lam, c, m, n):
     assert np.abs(a - b).max() <= 1e-8 * max(1.0, np.abs(b).max())
 
 
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 10**6), c=st.floats(-2, 4), m=st.integers(1, 5))
+def test_per_model_weights_equal_stacked_lstsq(seed, c, m):
+    X, y, th = _problem(seed, m=m)
+    lam = np.random.default_rng(seed).uniform(0.05, 5.0, m)
+    a = tr.transfer_fit(X, y, th, lam, c)
+    b = tr.transfer_fit_stacked(X, y, th, lam, c)
+    assert np.abs(a - b).max() <= 1e-8 * max(1.0, np.abs(b).max())
+    # equal weights are the scalar case
+    assert np.allclose(tr.transfer_fit(X, y, th, np.full(m, 0.7), c), tr.transfer_fit(X, y, th, 0.7, c))
+
+
 def test_zero_lambda_is_the_limit_and_interpolates():
     X, y, th = _problem(1)
     b0 = tr.transfer_fit(X, y, th, 0.0, 1.7)
@@ -67,7 +79,7 @@ def test_analytic_matches_monte_carlo_small():
     s = tr.Setting(d=40, n=15, n_s=10, tau=0.5)
     mc = tr.monte_carlo(s, [1, 8], [0.0, 2.0], trials=600, seed=1, rules=("1", "c*"))
     eig = tr.target_eigenvalues(s, 3000)
-    for (rule, m, lam), (mean, se) in ((k, v) for k, v in mc.items() if k != "c_hat"):
+    for (rule, m, lam), (mean, se) in ((k, v) for k, v in mc.items() if isinstance(k, tuple)):
         c = 1.0 if rule == "1" else tr.c_star(m, s)
         a = tr.test_error(s, m, c, lam, eigs=eig)
         assert abs(mean - a) <= 4 * se + 0.01 * a
@@ -80,19 +92,102 @@ def test_lambda_positive_formula_tends_to_limit():
     assert abs(e_small - e0) / e0 < 0.02
 
 
+def test_marchenko_pastur_close_to_eigenvalue_average():
+    s = tr.Setting(d=100, n=40, n_s=25)
+    eig = tr.target_eigenvalues(s, 1500)
+    for D in (0.1, 1.0, 3.0):
+        for L in (0.5, 5.0, 50.0):
+            semi, mp = tr.test_error_D(s, D, L, eigs=eig), tr.test_error_mp(s, D, L)
+            assert abs(mp - semi) / semi < 0.01
+    # and the MP error tends to the exact L -> 0 formula up to its O(1/d) finite-size term
+    assert abs(tr.test_error_mp(s, 1.0, 1e-6) - tr.test_error_D(s, 1.0, 0.0)) < 0.01
+
+
+def test_optimal_L_of_ridge_is_bayes_and_error_grows_with_D():
+    s = tr.Setting(d=60, n=20, n_s=15)
+    eig = tr.target_eigenvalues(s, 800)
+    L, e = tr.optimal_L(s, s.B, eigs=eig)
+    assert abs(L / (s.sigma**2 * s.d / s.B) - 1) < 0.01  # posterior mean under an isotropic prior
+    assert e <= tr.ridge_error(s, 0.5 * L, eigs=eig) and e <= tr.ridge_error(s, 2 * L, eigs=eig)
+    Ds = [0.2, 0.5, 1.0, 2.0]
+    for L_ in (0.0, 1.0, 20.0):
+        errs = [tr.test_error_D(s, D, L_, eigs=eig) for D in Ds]
+        assert all(a < b for a, b in zip(errs, errs[1:]))
+    assert [tr.optimal_L(s, D)[1] for D in Ds] == sorted(tr.optimal_L(s, D)[1] for D in Ds)
+
+
+def test_models_needed_matches_brute_force():
+    for n_s, tau in [(25, 0.5), (10, 1.5), (40, 2.0), (300, 0.5)]:
+        s = tr.Setting(d=100, n=40, n_s=n_s, tau=tau)
+        for c in ["1", "1/rho", 0.5, 1.3]:
+            cv = {"1": 1.0, "1/rho": 1 / s.rho}.get(c, c)
+            brute = next((m for m in range(1, 5000) if tr.bias_D(cv, m, s) < s.B), None)
+            assert tr.models_needed(s, c) == brute
+        assert tr.models_needed(s, "c*") == 1
+        assert tr.bias_D(tr.c_star(1, s), 1, s) < s.B
+    assert tr.models_needed(tr.Setting(n_s=25), 9.0) is None  # (9 * 0.25 - 1)^2 > 1: the bias alone is too big
+
+
+def test_loo_cv_equals_refitting_without_each_sample():
+    X, y, th = _problem(3, n=10, d=15)
+    anchor = th[0]
+    Ls = np.array([0.3, 3.0])
+    cv = tr.loo_cv(X, y, Ls, anchor)
+    for k, L in enumerate(Ls):
+        res = []
+        for i in range(len(y)):
+            keep = np.arange(len(y)) != i
+            b = tr.transfer_fit(X[keep], y[keep], anchor, L)  # one model with weight L
+            res.append(y[i] - X[i] @ b)
+        assert abs(cv[k] - np.mean(np.square(res))) < 1e-9
+    b, L = tr.cv_fit(X, y, Ls, anchor)
+    assert L == Ls[np.argmin(cv)]
+    assert np.allclose(b, tr.transfer_fit(X, y, anchor, L))
+    assert np.allclose(tr.cv_fit(X, y, Ls)[0], tr.transfer_fit(X, y, np.zeros(15), tr.cv_fit(X, y, Ls)[1]))
+
+
+def test_bias_D_weighted_reduces_and_matches_sampling():
+    s1, s2 = tr.Setting(d=40, n_s=10, tau=0.5), tr.Setting(d=40, n_s=25, tau=1.0, sigma_s=0.2)
+    assert abs(tr.bias_D_weighted(1.3, [1.0], [s1]) - tr.bias_D(1.3, 1, s1)) < 1e-12
+    rng = np.random.default_rng(0)
+    w, c, acc = np.array([0.3, 0.7]), 1.5, []
+    for _ in range(1500):
+        beta = rng.normal(size=40)
+        beta /= np.linalg.norm(beta)
+        th = np.vstack([tr.pretrain(beta, 1, s1, rng), tr.pretrain(beta, 1, s2, rng)])
+        acc.append(np.sum((c * (w @ th) - beta) ** 2))
+    se = np.std(acc) / np.sqrt(len(acc))
+    assert abs(np.mean(acc) - tr.bias_D_weighted(c, w, [s1, s2])) < 4 * se
+
+
+def test_monte_carlo_tuned_baselines_and_paired():
+    s = tr.Setting(d=40, n=15, n_s=10)
+    mc = tr.monte_carlo(s, [1, 4], [0.0], trials=400, seed=2, rules=("1", "c*"), cv_Ls=np.logspace(-1, 3, 17))
+    L = s.sigma**2 * s.d / s.B
+    mean, se = mc[("ridge", 0, "oracle")]
+    assert abs(mean - tr.ridge_error(s, L, eigs=tr.target_eigenvalues(s, 2000))) <= 4 * se + 0.01 * mean
+    # the oracle-tuned ridge is the Bayes estimator: leave-one-out tuning cannot beat it on average
+    d, se_d = tr.paired(mc, ("ridge", 0, "cv"), ("ridge", 0, "oracle"))
+    assert d > -2 * se_d
+    d, _ = tr.paired(mc, ("1", 4, "cv"), ("c*", 4, "cv"))
+    assert abs(d - (mc[("1", 4, "cv")][0] - mc[("c*", 4, "cv")][0])) < 1e-12
+    with pytest.raises(ValueError, match="key_a"):
+        tr.paired(mc, ("1", 9, "cv"), ("c*", 4, "cv"))
+
+
 def test_bad_input():
     X, y, th = _problem(0)
     with pytest.raises(ValueError, match="lam"):
         tr.transfer_fit(X, y, th, -1.0)
-    with pytest.raises(ValueError, match="shape"):
-        tr.transfer_fit(X, y[:-1], th, 1.0)
-    with pytest.raises(ValueError, match="d = 20"):
+    with pytest.raises(ValueError, match=r"thetas must have shape \(\*, 20\)"):
         tr.transfer_fit(X, y, th[:, :5], 1.0)
     with pytest.raises(ValueError, match="lam > 0"):
         tr.transfer_fit_stacked(X, y, th, 0.0)
+    with pytest.raises(ValueError, match="must have shape"):
+        tr.transfer_fit(X, y[:-1], th, 1.0)
     with pytest.raises(ValueError, match="within 1"):
         tr.Setting(d=50, n_s=50)
-    with pytest.raises(ValueError, match="positive int"):
+    with pytest.raises(ValueError, match="d must be an integer >= 1"):
         tr.Setting(d=0)
     with pytest.raises(ValueError, match="overparameterised target"):
         tr.test_error(tr.Setting(d=20, n=30, n_s=5), 1, 1.0, 0.0)
@@ -100,3 +195,45 @@ def test_bad_input():
         tr.c_star(0, tr.Setting())
     with pytest.raises(ValueError, match="beta"):
         tr.pretrain(np.zeros(3), 2, tr.Setting(), np.random.default_rng(0))
+    with pytest.raises(TypeError, match="rng"):
+        tr.pretrain(np.zeros(100), 2, tr.Setting(), 0)
+    with pytest.raises(ValueError, match="lam"):
+        tr.transfer_fit(X, y, th, np.nan)
+    with pytest.raises(ValueError, match="lam"):
+        tr.transfer_fit(X, y, th, np.array([1.0, -1.0, 1.0]))
+    with pytest.raises(ValueError, match="lam"):
+        tr.transfer_fit(X, y, th, np.ones(2))
+    with pytest.raises(ValueError, match="X"):
+        tr.transfer_fit(X[:, :, None], y, th, 1.0)
+    with pytest.raises(ValueError, match="finite"):
+        tr.transfer_fit(np.full_like(X, np.nan), y, th, 1.0)
+    with pytest.raises(TypeError, match="c"):
+        tr.transfer_fit(X, y, th, 1.0, c="2")
+    with pytest.raises(ValueError, match="sigma"):
+        tr.Setting(sigma=-0.1)
+    with pytest.raises(ValueError, match="B"):
+        tr.Setting(B=float("nan"))
+    with pytest.raises(TypeError, match="n_s"):
+        tr.Setting(n_s=25.0)
+    with pytest.raises(TypeError, match="s must be a Setting"):
+        tr.c_star(3, {"d": 100})
+    with pytest.raises(ValueError, match="L"):
+        tr.test_error_mp(tr.Setting(), 1.0, 0.0)
+    with pytest.raises(ValueError, match="D"):
+        tr.test_error_D(tr.Setting(), -1.0, 1.0)
+    with pytest.raises(ValueError, match="eigs"):
+        tr.test_error_D(tr.Setting(), 1.0, 1.0, eigs=np.ones((3, 7)))
+    with pytest.raises(ValueError, match="trials"):
+        tr.monte_carlo(tr.Setting(), [1], [0.0], trials=1)
+    with pytest.raises(ValueError, match=r"ms\[1\]"):
+        tr.monte_carlo(tr.Setting(), [1, 0], [0.0], trials=5)
+    with pytest.raises(ValueError, match="rules"):
+        tr.monte_carlo(tr.Setting(), [1], [0.0], trials=5, rules=("2",))
+    with pytest.raises(ValueError, match="cv_Ls"):
+        tr.monte_carlo(tr.Setting(), [1], [0.0], trials=5, cv_Ls=[0.0, 1.0])
+    with pytest.raises(ValueError, match="Ls"):
+        tr.loo_cv(X, y, [])
+    with pytest.raises(ValueError, match="weights"):
+        tr.bias_D_weighted(1.0, [0.5, 0.6], [tr.Setting(), tr.Setting()])
+    with pytest.raises(ValueError, match="c must be one of"):
+        tr.models_needed(tr.Setting(), "2")
