@@ -58,6 +58,73 @@ def test_notebook_contract(py):
     assert "live_controls" in src or "interact" in src
 
 
+COLLAPSE_TAGS = {"hide-input", "hide-cell"}  # rendered collapsed by the book, still in the notebook
+
+
+def collapse_problems(nb: nbformat.NotebookNode) -> list[str]:
+    """The Colab bootstrap cell(s) before the parameters cell and the setup cell right after it must carry a
+    collapse tag (``hide-input`` or ``hide-cell``); nothing may be removed, and the parameters stay visible."""
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    params = [i for i, c in enumerate(code) if "parameters" in c.metadata.get("tags", [])]
+    if len(params) != 1:
+        return [f"expected one parameters cell, found {len(params)}"]
+    p = params[0]
+    problems = []
+    if p == 0:
+        problems.append("no Colab bootstrap cell before the parameters cell")
+    if p + 1 >= len(code):
+        problems.append("no setup cell after the parameters cell")
+    for i, c in enumerate(code):
+        tags = set(c.metadata.get("tags", []))
+        name = "parameters" if i == p else "bootstrap" if i < p else "setup" if i == p + 1 else None
+        if any(t.startswith("remove") for t in tags) and name:
+            problems.append(f"{name} cell {i} is removed from the page ({sorted(tags)}), not collapsed")
+        if name in ("bootstrap", "setup") and not tags & COLLAPSE_TAGS:
+            problems.append(f"{name} cell {i} ({c.source.splitlines()[0][:50] if c.source else ''!r}) "
+                            f"has no collapse tag ({' or '.join(sorted(COLLAPSE_TAGS))})")
+        if name == "parameters" and tags & COLLAPSE_TAGS:
+            problems.append("the parameters cell is collapsed: readers should see what they can change")
+    return problems
+
+
+@pytest.mark.parametrize("py", NOTEBOOK_PYS, ids=[p.stem for p in NOTEBOOK_PYS])
+def test_bootstrap_and_setup_cells_render_collapsed(py):
+    # the .ipynb is what the book renders (check_repo keeps it in sync with the .py)
+    assert collapse_problems(nbformat.read(py.with_suffix(".ipynb"), as_version=4)) == []
+
+
+def _tagged_nb(tags: list[list[str]]) -> nbformat.NotebookNode:
+    nb = nbformat.v4.new_notebook()
+    sources = ["# Colab bootstrap\nimport sys", "quick = False\nseed = 0", "import numpy as np\nrec = 1", "x = 1"]
+    nb.cells = [nbformat.v4.new_markdown_cell("# Title")]
+    for src, t in zip(sources, tags, strict=True):
+        cell = nbformat.v4.new_code_cell(src)
+        cell.metadata["tags"] = t
+        nb.cells.append(cell)
+    return nb
+
+
+def test_collapse_checker_passes_a_tagged_notebook_and_fails_untagged_ones():
+    ok = [["hide-input"], ["parameters"], ["hide-cell"], []]
+    assert collapse_problems(_tagged_nb(ok)) == []
+    # the setup cell without a tag
+    p = collapse_problems(_tagged_nb([["hide-input"], ["parameters"], [], []]))
+    assert len(p) == 1 and "setup cell 2" in p[0]
+    # the bootstrap without a tag
+    p = collapse_problems(_tagged_nb([[], ["parameters"], ["hide-input"], []]))
+    assert len(p) == 1 and "bootstrap cell 0" in p[0]
+    # removed instead of collapsed
+    p = collapse_problems(_tagged_nb([["remove-cell"], ["parameters"], ["hide-input"], []]))
+    assert any("removed" in x for x in p) and any("bootstrap" in x for x in p)
+    # the parameters cell hidden, or missing
+    assert collapse_problems(_tagged_nb([["hide-input"], ["parameters", "hide-input"], ["hide-input"], []]))
+    assert collapse_problems(_tagged_nb([["hide-input"], [], ["hide-input"], []]))
+    # an untagged committed notebook, written to disk and read back the way the test above reads it
+    src = (ROOT / "notebooks" / "00_reading_guide.py").read_text().replace('# %% tags=["hide-input"]', "# %%")
+    jupytext = pytest.importorskip("jupytext")
+    assert len(collapse_problems(jupytext.reads(src, fmt="py:percent"))) == 2
+
+
 def test_committed_notebooks_are_in_sync_and_without_outputs():
     assert build.check_repo() == []
 
