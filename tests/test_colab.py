@@ -1,0 +1,394 @@
+"""Colab, checked offline: an import audit of every chapter and a rehearsal of the bootstrap cell.
+
+Colab cannot be reached from here, so two things stand in for it:
+
+* **Import audit.** For each chapter (the committed ``.ipynb``, which is what Colab opens), every third-party
+  module it imports, directly or through the ``helpers`` modules it uses (followed transitively), is either in
+  ``COLAB_PROVIDES`` (what Colab's image ships) or installed by that chapter's bootstrap cells: the ``helpers``
+  package with the dependencies and extras named in ``pyproject.toml``, or a package named in the cell. The
+  bootstrap must install no pinned ``torch`` or ``numpy`` (Colab's own builds must stay), must not upgrade or
+  force-reinstall, and every ``pip`` call must sit under ``if "google.colab" in sys.modules``.
+* **Bootstrap rehearsal.** The package is built and installed from a ``git+file://`` URL of this repository (at
+  ``HEAD``: pip clones committed content) into a fresh virtual environment, offline (no index, no build isolation,
+  no dependencies); a chapter's bootstrap cell is then executed there with a fake ``google.colab`` module and the
+  URL substituted, which is the code path Colab runs; ``import helpers`` must then find the installed package.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+import tomllib
+from importlib import metadata
+from pathlib import Path
+
+import nbformat
+import pytest
+import yaml
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
+ROOT = Path(__file__).resolve().parent.parent
+CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
+URL = f"git+{CONFIG['repository']['url']}@{CONFIG['repository']['branch']}"
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+PROJECT = canonicalize_name(PYPROJECT["name"])
+CHAPTERS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+
+# Import names that Colab's default (CPU and GPU) runtime provides. Source: googlecolab/backend-info,
+# pip-freeze.txt (the runtime's `pip freeze`), read 2026-12-03; every name below has been in that file since its
+# 2023 versions (Python 3.10 runtimes) and is still there (PyTorch, NumPy 2, scikit-learn, ...). Deliberately
+# conservative: a package we are not sure of (safetensors, rdkit, pyscf, ase, dalex, ...) is treated as missing,
+# so the chapter's bootstrap must install it.
+COLAB_PROVIDES = frozenset({
+    "IPython", "ipywidgets", "matplotlib", "networkx", "numpy", "pandas", "PIL", "requests", "scipy", "skimage",
+    "sklearn", "sympy", "threadpoolctl", "torch", "tqdm", "yaml", "h5py", "joblib", "tabulate",
+})
+NEVER_PINNED = {"torch", "numpy"}  # Colab's own builds (CUDA, ABI of everything else) must stay
+FORBIDDEN_FLAGS = {"-U", "--upgrade", "--force-reinstall", "-I", "--ignore-installed"}
+
+
+# ---- reading a notebook ------------------------------------------------------------------------------------------
+def _code_cells(nb_path: Path) -> list[str]:
+    """Code cells as Python (IPython magics and shell escapes dropped, as IPython would transform them away)."""
+    nb = nbformat.read(nb_path, as_version=4)
+    cells = []
+    for c in nb.cells:
+        if c.cell_type == "code":
+            lines = [ln for ln in c.source.splitlines() if not ln.lstrip().startswith(("%", "!"))]
+            cells.append("\n".join(lines))
+    return cells
+
+
+def _guarded_imports(tree: ast.AST) -> set[int]:
+    """ids of import nodes inside ``try: ... except ImportError`` (optional imports)."""
+    optional: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Try):
+            names = set()
+            for h in node.handlers:
+                for t in (h.type.elts if isinstance(h.type, ast.Tuple) else [h.type]):
+                    if isinstance(t, ast.Name):
+                        names.add(t.id)
+            if names & {"ImportError", "ModuleNotFoundError"}:
+                optional |= {id(n) for b in node.body for n in ast.walk(b)
+                             if isinstance(n, (ast.Import, ast.ImportFrom))}
+    return optional
+
+
+def imports(source: str, package: str | None = None) -> tuple[set[str], set[str]]:
+    """(top-level third-party modules, ``helpers`` submodules) that ``source`` imports, anywhere in the code.
+
+    ``package="helpers"`` resolves relative imports (``from .nn import Block``) inside the package.
+    """
+    tree = ast.parse(source)
+    optional = _guarded_imports(tree)
+    tops: set[str] = set()
+    subs: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in optional:
+            continue
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                parts = a.name.split(".")
+                tops.add(parts[0])
+                if parts[0] == "helpers" and len(parts) > 1:
+                    subs.add(parts[1])
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                if package != "helpers":
+                    continue
+                mod = ["helpers", *(node.module.split(".") if node.module else [])]
+            else:
+                mod = node.module.split(".")
+            tops.add(mod[0])
+            if mod[0] == "helpers":
+                if len(mod) > 1:
+                    subs.add(mod[1])
+                else:  # from helpers import claims, nn: submodules (attributes of __init__ are not modules)
+                    subs |= {a.name for a in node.names}
+    return {t for t in tops if t not in sys.stdlib_module_names}, subs
+
+
+def helpers_closure(subs: set[str], root: Path = ROOT) -> tuple[set[str], set[str]]:
+    """The ``helpers`` modules that importing ``subs`` loads (``__init__`` included) and their third-party modules."""
+    seen: set[str] = set()
+    third: set[str] = set()
+    todo = ["__init__", *subs]
+    while todo:
+        name = todo.pop()
+        path = root / "helpers" / f"{name}.py"
+        if name in seen or not path.exists():
+            continue
+        seen.add(name)
+        tops, more = imports(path.read_text(), package="helpers")
+        third |= tops - {"helpers"}
+        todo.extend(more - seen)
+    return seen, third
+
+
+# ---- reading a bootstrap cell ------------------------------------------------------------------------------------
+def pip_calls(cell: str) -> list[tuple[list[str], bool]]:
+    """Each ``pip install`` in a cell: (its arguments after ``install``, whether it sits under a google.colab test)."""
+    tree = ast.parse(cell)
+    parents = {id(ch): p for p in ast.walk(tree) for ch in ast.iter_child_nodes(p)}
+    calls = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.List):
+            continue
+        words = [e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+        if "pip" not in words or "install" not in words:
+            continue
+        if len(words) != len([e for e in node.elts if not (isinstance(e, ast.Attribute) and e.attr == "executable")]):
+            raise AssertionError(f"a pip argument that is not a plain string: {ast.unparse(node)}")
+        guarded, p = False, parents.get(id(node))
+        while p is not None:
+            if isinstance(p, ast.If) and "google.colab" in ast.unparse(p.test):
+                guarded = True
+            p = parents.get(id(p))
+        calls.append((words[words.index("install") + 1:], guarded))
+    return calls
+
+
+def _deps(reqs: list[str]) -> set[str]:
+    out = set()
+    for r in reqs:
+        req = Requirement(r)
+        if req.marker is None or req.marker.evaluate():
+            out.add(canonicalize_name(req.name))
+    return out
+
+
+def bootstrap_installs(cells: list[str]) -> tuple[set[str], list[str]]:
+    """(distributions the chapter's bootstrap cells install, problems found in them)."""
+    installed: set[str] = set()
+    problems: list[str] = []
+    for cell in cells:
+        if "google.colab" not in cell:
+            continue
+        for args, guarded in pip_calls(cell):
+            if not guarded:
+                problems.append(f"pip install outside `if 'google.colab' in sys.modules`: {args}")
+            flags = {a for a in args if a.startswith("-")}
+            if flags & FORBIDDEN_FLAGS:
+                problems.append(f"the bootstrap must not upgrade or reinstall: {sorted(flags & FORBIDDEN_FLAGS)}")
+            no_deps = "--no-deps" in flags
+            for spec in (a for a in args if not a.startswith("-")):
+                if spec.startswith("git+"):
+                    name, extras, url = PROJECT, set(), spec
+                else:
+                    try:
+                        req = Requirement(spec)
+                    except InvalidRequirement as e:
+                        problems.append(f"not a requirement: {spec!r} ({e})")
+                        continue
+                    name, extras, url = canonicalize_name(req.name), set(req.extras), req.url
+                    if name in NEVER_PINNED and (req.specifier or req.url):
+                        problems.append(f"the bootstrap pins {spec!r}: Colab's own {name} must stay")
+                if name == PROJECT:
+                    if url != URL:
+                        problems.append(f"installs the package from {url!r}, not {URL!r} (_config.yml)")
+                    installed.add(PROJECT)
+                    if not no_deps:
+                        installed |= _deps(PYPROJECT.get("dependencies", []))
+                        for extra in extras:
+                            if extra not in PYPROJECT.get("optional-dependencies", {}):
+                                problems.append(f"no extra [{extra}] in pyproject.toml")
+                            installed |= _deps(PYPROJECT.get("optional-dependencies", {}).get(extra, []))
+                else:
+                    installed.add(name)
+    return installed, problems
+
+
+@functools.cache
+def _providers() -> dict[str, set[str]]:
+    return {mod: {canonicalize_name(d) for d in dists} for mod, dists in metadata.packages_distributions().items()}
+
+
+def audit(cells: list[str], root: Path = ROOT) -> list[str]:
+    """Problems that would stop the chapter in Colab: modules neither in Colab nor installed, bad bootstrap."""
+    tops: set[str] = set()
+    subs: set[str] = set()
+    for cell in cells:
+        t, s = imports(cell)
+        tops |= t
+        subs |= s
+    problems: list[str] = []
+    if "helpers" in tops:
+        _, third = helpers_closure(subs, root)
+        tops = (tops - {"helpers"}) | third
+    installed, problems = bootstrap_installs(cells)
+    if (subs or "helpers" in tops) and PROJECT not in installed:
+        problems.append("imports helpers but the bootstrap does not install the package")
+    providers = _providers()
+    for mod in sorted(tops - {"helpers"}):
+        if mod in COLAB_PROVIDES:
+            continue
+        dists = providers.get(mod, set())
+        if not dists & installed:
+            problems.append(f"imports {mod} (from {sorted(dists) or 'an unknown distribution'}), which Colab lacks "
+                            "and the bootstrap does not install")
+    # what the bootstrap installs with dependencies must not pin torch or numpy either
+    if PROJECT in installed:
+        for extra_reqs in [PYPROJECT.get("dependencies", []), *PYPROJECT.get("optional-dependencies", {}).values()]:
+            for r in extra_reqs:
+                req = Requirement(r)
+                if canonicalize_name(req.name) in NEVER_PINNED and (req.specifier or req.url):
+                    problems.append(f"pyproject.toml pins {r!r}: the bootstrap would replace Colab's {req.name}")
+    return problems
+
+
+# ---- the audit on every chapter ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("nb", CHAPTERS, ids=[p.stem for p in CHAPTERS])
+def test_every_import_is_in_colab_or_installed_by_the_bootstrap(nb):
+    problems = audit(_code_cells(nb))
+    assert problems == [], f"{nb.stem} would fail in Colab:\n  " + "\n  ".join(problems)
+
+
+# ---- the audit can fail ------------------------------------------------------------------------------------------
+def _boot(*specs: str, flags: tuple[str, ...] = ("-q",), guarded: bool = True) -> str:
+    """A bootstrap cell installing ``specs``."""
+    args = ", ".join(repr(a) for a in ["-m", "pip", "install", *flags, *specs])
+    call = f"subprocess.run([sys.executable, {args}], check=True)"
+    if guarded:
+        return f"import subprocess, sys\nif 'google.colab' in sys.modules:\n    {call}\n"
+    return f"import subprocess, sys\n{call}  # google.colab\n"
+
+
+def test_audit_flags_a_module_that_colab_lacks_and_accepts_it_once_installed():
+    uses = "from helpers import claims\nimport rdkit\nimport numpy as np"
+    problems = audit([_boot(URL), uses])
+    assert any("rdkit" in p for p in problems), problems
+    assert audit([_boot(URL), _boot("rdkit==2026.9.1"), uses]) == []  # installed by name
+    chem = PYPROJECT.get("optional-dependencies", {}).get("chem", [])
+    if "rdkit" in _deps(chem):  # installed through the package's extra
+        assert audit([_boot(f"{PYPROJECT['name']}[chem] @ {URL}"), uses]) == []
+    assert any("no_such_module_xyz" in p for p in audit([_boot(URL), "import no_such_module_xyz"]))
+    assert any("does not install the package" in p for p in audit(["from helpers import claims"]))
+
+
+def test_audit_follows_helpers_modules_transitively(tmp_path):
+    (tmp_path / "helpers").mkdir()
+    (tmp_path / "helpers" / "__init__.py").write_text("")
+    (tmp_path / "helpers" / "paper.py").write_text("from . import core\nimport numpy\n")
+    (tmp_path / "helpers" / "core.py").write_text("def f():\n    import pyscf\n")
+    (tmp_path / "helpers" / "opt.py").write_text("try:\n    import ase\nexcept ImportError:\n    ase = None\n")
+    mods, third = helpers_closure({"paper", "opt"}, tmp_path)
+    assert mods == {"__init__", "paper", "core", "opt"}
+    assert third == {"numpy", "pyscf"}  # the optional (guarded) import is not required
+    problems = audit([_boot(URL), "from helpers import paper"], tmp_path)
+    assert any("pyscf" in p for p in problems), problems
+
+
+def test_audit_rejects_pinned_torch_unguarded_pip_upgrades_and_other_urls():
+    assert any("pins" in p for p in audit([_boot(URL), _boot("torch==2.1.0")]))
+    assert any("pins" in p for p in audit([_boot(URL, "numpy<2")]))
+    assert any("outside" in p for p in audit([_boot(URL, guarded=False)]))
+    assert any("upgrade" in p for p in audit([_boot(URL, flags=("-q", "-U"))]))
+    assert any("_config.yml" in p for p in audit([_boot("git+https://example.org/x@main")]))
+    assert audit([_boot(URL)]) == []
+
+
+# ---- the bootstrap rehearsal -------------------------------------------------------------------------------------
+# One chapter whose bootstrap installs the package with an extra (the `name[extra] @ url` form) and the reading
+# guide (the bare URL), so both spellings Colab sees are executed.
+REHEARSED = ["00_reading_guide", "17_sail_scf"]
+
+RUNNER = textwrap.dedent("""\
+    import importlib.util, json, subprocess, sys, types
+    cells = json.loads(sys.argv[1])
+    real_run, calls = subprocess.run, []
+
+    def recording_run(cmd, *a, **k):
+        calls.append([str(c) for c in cmd])
+        return real_run(cmd, *a, **k)
+
+    subprocess.run = recording_run
+    # 1. outside Colab the cells do nothing
+    for cell in cells:
+        exec(compile(cell, "<bootstrap>", "exec"), {"__name__": "__main__"})
+    assert calls == [], f"the bootstrap ran pip outside Colab: {calls}"
+    assert importlib.util.find_spec("helpers") is None, "helpers importable before the bootstrap ran"
+    # 2. in (a fake) Colab they install the package
+    sys.modules["google"] = types.ModuleType("google")
+    sys.modules["google.colab"] = types.ModuleType("google.colab")
+    for cell in cells:
+        exec(compile(cell, "<bootstrap>", "exec"), {"__name__": "__main__"})
+    assert calls and calls[0][1:4] == ["-m", "pip", "install"], calls
+    importlib.invalidate_caches()
+    import helpers
+    print(json.dumps({"file": helpers.__file__, "calls": calls}))
+    # 3. a second run (the reader runs all cells again) installs nothing
+    n = len(calls)
+    for cell in cells:
+        exec(compile(cell, "<bootstrap>", "exec"), {"__name__": "__main__"})
+    assert len(calls) == n, f"the bootstrap reinstalled: {calls[n:]}"
+    """)
+
+
+def _tool_dirs() -> list[Path]:
+    """Where this interpreter's pip and setuptools live (installed, with their metadata), for the new venv."""
+    paths = []
+    for dist_name, mods in [("pip", ["pip"]), ("setuptools", ["setuptools", "pkg_resources", "_distutils_hack"])]:
+        dist = metadata.distribution(dist_name)
+        base = Path(dist.locate_file(""))
+        paths += [base / m for m in mods if (base / m).exists()]
+        paths.append(Path(dist._path))  # the .dist-info folder
+    return paths
+
+
+@pytest.fixture(scope="module")
+def head():
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("needs git and this repository's .git (pip clones the git+file:// URL)")
+    st = metadata.version("setuptools")
+    if tuple(int(x) for x in re.findall(r"\d+", st)[:2]) < (70, 1):
+        pytest.skip(f"setuptools {st} < 70.1 needs `wheel` to build; the venv's pins have a newer one")
+    return subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
+@pytest.mark.parametrize("slug", REHEARSED)
+def test_bootstrap_cell_installs_the_package_from_git(slug, head, tmp_path):
+    cells = [c for c in _code_cells(ROOT / "notebooks" / f"{slug}.ipynb") if "google.colab" in c]
+    assert cells and all(URL in c for c in cells if "helpers" in c), f"{slug}: no bootstrap cell with {URL}"
+    local = f"git+file://{ROOT}@{head}"
+    cells = [c.replace(URL, local) for c in cells]
+    # a plain venv without pip; this interpreter's pip and setuptools are lent to it through a .pth file (offline)
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=60)
+    py = venv / "bin" / "python"
+    site = Path(subprocess.run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                               capture_output=True, text=True, check=True).stdout.strip())
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    for p in _tool_dirs():
+        (tools / p.name).symlink_to(p, target_is_directory=p.is_dir())
+    (site / "lent_tools.pth").write_text(f"{tools}\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "PYTHON"))}
+    env.update(
+        PIP_CONFIG_FILE=os.devnull,  # no user or site pip configuration
+        PIP_NO_INDEX="1", PIP_NO_DEPS="1",  # offline: Colab has the dependencies; here nothing is fetched
+        PIP_NO_BUILD_ISOLATION="0",  # (pip reads this one inverted: "0" turns build isolation off)
+        PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_NO_INPUT="1",
+    )
+    r = subprocess.run([py, "-c", RUNNER, json.dumps(cells)], cwd=tmp_path, env=env, capture_output=True,
+                       text=True, timeout=180)
+    assert r.returncode == 0, f"the bootstrap failed:\n{r.stdout[-3000:]}\n{r.stderr[-5000:]}"
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    installed = Path(out["file"]).resolve()
+    assert installed.is_relative_to(site.resolve()), f"helpers imported from {installed}, not the new venv"
+    assert any(local in " ".join(c) for c in out["calls"]), out["calls"]
+    # the wheel carries every module of the package at HEAD and its type marker
+    tracked = subprocess.run(["git", "-C", str(ROOT), "ls-tree", "--name-only", head, "helpers/"],
+                             capture_output=True, text=True, check=True).stdout.split()
+    for path in tracked:
+        if path.endswith((".py", "py.typed")):
+            assert (installed.parent / Path(path).name).exists(), f"{path} is missing from the installed package"
