@@ -10,7 +10,7 @@ QUICK ?=
 
 RUN_FLAGS := $(if $(QUICK),--quick) $(if $(SEED),--seed $(SEED)) $(if $(JOBS),--jobs $(JOBS))
 
-.PHONY: book test notebook lint unit repo-check sync html clean venv lab
+.PHONY: book test notebook lint unit repo-check sync html clean venv data lab
 
 $(VENV)/.installed: requirements.txt requirements-data.txt pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -30,6 +30,12 @@ book: venv
 notebook: venv
 	@test -n "$(NB)" || { echo "usage: make notebook NB=<slug> [QUICK=1] [SEED=n]"; exit 2; }
 	$(PY) book/build.py run $(NB) $(RUN_FLAGS) --force
+
+## make data NB=<slug>: rebuild a chapter's checkpoints and data files (runs every data/<slug>/make_*.py)
+data: venv
+	@test -n "$(NB)" || { echo "usage: make data NB=<slug>"; exit 2; }
+	@ls data/$(NB)/make_*.py >/dev/null 2>&1 || { echo "no script data/$(NB)/make_*.py"; exit 2; }
+	for f in data/$(NB)/make_*.py; do $(PY) "$$f"; done
 
 ## make test: lint, unit tests, notebooks in quick mode, the quick site and its checks (what CI runs)
 test: venv lint repo-check unit

@@ -10,6 +10,9 @@
   integer offsets (PoSE-style skips for RoPE).
 * :func:`digit_difference_codes` / :func:`coverage` -- which digit-difference tuples a set of windows contains.
 * :func:`stdlib_corpus` -- bytes of the CPython standard library's source, split by file (offline, real text).
+* The chapter's experiment: :func:`checkpoint_config` (the arms and the training config the chapter's checkpoint
+  must have), :func:`make_model`, :func:`batch_fn`, :func:`lm_loss`, :func:`shared_tail_windows` (windows of every
+  length that end on the same tokens), :func:`token_losses`, :func:`paired_bootstrap_ratio`.
 """
 
 from __future__ import annotations
@@ -17,24 +20,25 @@ from __future__ import annotations
 import sysconfig
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 from torch import Tensor
 
 from helpers import nn as hnn
+from helpers import validate as V
 
 __all__ = [
     "digits", "from_digits", "TreeRotaryEmbedding", "split_pairs", "rotation_matrix", "opt_position_ids",
-    "skip_position_ids", "digit_difference_codes", "coverage", "stdlib_corpus",
+    "skip_position_ids", "digit_difference_codes", "coverage", "stdlib_corpus", "checkpoint_config", "make_model",
+    "train_position_ids", "batch_fn", "lm_loss", "shared_tail_windows", "token_losses", "paired_bootstrap_ratio",
 ]
 
 
 def _check_radix(B: int, L: int) -> None:
-    if isinstance(B, bool) or not isinstance(B, (int, np.integer)) or B < 2:
-        raise ValueError(f"radix B must be an int >= 2, got {B!r}")
-    if isinstance(L, bool) or not isinstance(L, (int, np.integer)) or L < 1:
-        raise ValueError(f"number of levels L must be an int >= 1, got {L!r}")
+    V.integer("radix B", B, min=2)
+    V.integer("number of levels L", L, min=1)
 
 
 def digits(p: Tensor | np.ndarray | int, B: int, L: int) -> Tensor:
@@ -51,13 +55,15 @@ def digits(p: Tensor | np.ndarray | int, B: int, L: int) -> Tensor:
 
 def from_digits(c: Tensor, B: int) -> Tensor:
     """Inverse of :func:`digits`."""
-    _check_radix(B, c.shape[-1])
+    V.tensor("c", c, dtype="int")
+    _check_radix(B, c.shape[-1] if c.dim() else 0)
     scale = torch.tensor([B**lv for lv in range(c.shape[-1])], dtype=torch.int64)
     return (c.to(torch.int64) * scale).sum(-1)
 
 
 def split_pairs(n_pairs: int, L: int) -> list[int]:
     """How many rotary pairs each level drives: as equal as possible, the lowest level gets the extra ones."""
+    n_pairs, L = V.integer("n_pairs", n_pairs, min=1), V.integer("number of levels L", L, min=1)
     if n_pairs < L:
         raise ValueError(f"need at least one rotary pair per level: {n_pairs} pairs < L={L}")
     base, extra = divmod(n_pairs, L)
@@ -79,8 +85,9 @@ class TreeRotaryEmbedding(hnn.RotaryEmbedding):
         groups = list(groups) if groups is not None else split_pairs(n_pairs, L)
         if len(groups) != L or sum(groups) != n_pairs or min(groups) < 1:
             raise ValueError(f"groups must be L={L} positive sizes summing to {n_pairs}, got {groups}")
-        bases = list(bases) if bases is not None else [2.0 * B] * L
-        if len(bases) != L or min(bases) <= 1:
+        bases = [V.number(f"bases[{i}]", x, min=1, strict_min=True)
+                 for i, x in enumerate(V.sequence("bases", bases))] if bases is not None else [2.0 * B] * L
+        if len(bases) != L:
             raise ValueError(f"bases must be L={L} numbers > 1, got {bases}")
         self.B, self.L, self.groups, self.bases = int(B), int(L), groups, bases
         level = torch.cat([torch.full((g,), lv, dtype=torch.int64) for lv, g in enumerate(groups)])
@@ -96,12 +103,17 @@ class TreeRotaryEmbedding(hnn.RotaryEmbedding):
 
 def rotation_matrix(rotary: hnn.RotaryEmbedding, p: int) -> Tensor:
     """The (head_dim, head_dim) orthogonal matrix R(p) that ``rotary`` applies at position ``p``."""
+    V.instance("rotary", rotary, hnn.RotaryEmbedding)
+    p = V.integer("p", p, min=0)
     eye = torch.eye(rotary.head_dim)[None, None]  # rows are basis vectors, as (B=1, H=1, T=D, D)
     ang = rotary.angles(torch.tensor([p]))  # (1, D/2)
     return hnn.apply_rotary(eye, ang.expand(rotary.head_dim, -1)[None, None])[0, 0].T
 
 
 def _check_lengths(n: int, target: int, n_chunks: int) -> None:
+    V.integer("n", n)
+    V.integer("target", target)
+    V.integer("n_chunks", n_chunks)
     if n < 1 or n_chunks < 1 or n_chunks > n:
         raise ValueError(f"need 1 <= n_chunks <= n, got n={n}, n_chunks={n_chunks}")
     if target < n:
@@ -120,6 +132,8 @@ def opt_position_ids(rng: np.random.Generator, batch: int, n: int, B: int, targe
     """OPT position ids ``(batch, n)``: chunk r of the window is shifted by a non-decreasing random offset ``O_r``
     that is a multiple of B, with the largest id below ``target``. ``p mod B == i mod B`` (the lowest digit is
     contiguous) while the higher digits see jumps of any size up to the target."""
+    V.instance("rng", rng, np.random.Generator)
+    V.integer("batch", batch, min=1)
     _check_radix(B, 1)
     _check_lengths(n, target, n_chunks)
     budget = (target - n) // B  # the largest offset, in units of B
@@ -129,6 +143,8 @@ def opt_position_ids(rng: np.random.Generator, batch: int, n: int, B: int, targe
 
 def skip_position_ids(rng: np.random.Generator, batch: int, n: int, target: int, n_chunks: int = 4) -> np.ndarray:
     """The control: the same chunked skips with arbitrary integer offsets (PoSE-style), below ``target``."""
+    V.instance("rng", rng, np.random.Generator)
+    V.integer("batch", batch, min=1)
     _check_lengths(n, target, n_chunks)
     off = np.sort(rng.integers(0, target - n + 1, size=(batch, n_chunks)), axis=1)
     return _chunked(n, off)
@@ -137,7 +153,8 @@ def skip_position_ids(rng: np.random.Generator, batch: int, n: int, target: int,
 def digit_difference_codes(pos: np.ndarray, B: int, L: int) -> np.ndarray:
     """Integer codes of the digit-difference tuples ``c(p_n) - c(p_m)`` of all causal pairs m <= n in each row of
     ``pos`` (rows are windows); ``B**L`` must exceed every position (``L=1, B > max`` codes the plain distance)."""
-    pos = np.atleast_2d(np.asarray(pos, dtype=np.int64))
+    pos = np.atleast_2d(V.array("pos", pos, ndim=(1, 2), dtype="int", nonempty=True, min=0)).astype(np.int64)
+    _check_radix(B, L)
     c = digits(torch.as_tensor(pos), B, L).numpy()  # (W, T, L)
     n_idx, m_idx = np.tril_indices(pos.shape[1])  # rows n >= columns m
     d = c[:, n_idx] - c[:, m_idx] + (B - 1)  # in [0, 2B-1)
@@ -155,8 +172,9 @@ def stdlib_corpus(train_bytes: int = 2_000_000, test_bytes: int = 200_000, every
                   root: str | Path | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Bytes (uint8) of the standard library's ``*.py`` files: every ``every``-th file (sorted by path) is held
     out. Tests and the site-packages tree are skipped. Deterministic for a given Python installation."""
-    if train_bytes < 1 or test_bytes < 1 or every < 2:
-        raise ValueError("train_bytes, test_bytes must be >= 1 and every >= 2")
+    train_bytes = V.integer("train_bytes", train_bytes, min=1)
+    test_bytes = V.integer("test_bytes", test_bytes, min=1)
+    every = V.integer("every", every, min=2)
     root = Path(root or sysconfig.get_paths()["stdlib"])
     files = sorted(p for p in root.rglob("*.py")
                    if not any(part in ("test", "tests", "site-packages", "idle_test") for part in p.parts))
@@ -176,3 +194,155 @@ def stdlib_corpus(train_bytes: int = 2_000_000, test_bytes: int = 200_000, every
         else:
             nt += len(b)
     return np.concatenate(train)[:train_bytes], np.concatenate(test)[:test_bytes]
+
+
+# ---- the chapter's experiment: arms, training, shared-tail evaluation, paired bootstrap ----------------------
+
+ARM_KINDS = ("none", "rope", "tpe")  # positional encodings
+ID_KINDS = ("plain", "skips", "opt")  # training position ids
+
+
+def checkpoint_config(name: str = "arms") -> dict:
+    """The training config the chapter's default run expects of checkpoint ``name`` (used by the script that trains
+    it, by the notebook that loads it, and by the test that keeps them in step).
+
+    Arms: ``{label: {"enc": none|rope|tpe, "ids": plain|skips|opt, "B", "L", "bases"}}``; the first seven are the
+    claims' arms and the cross arms, the rest ablate the reconstruction's free choices (radix/levels, bases)."""
+    V.one_of("name", name, ("arms",))
+    B, L = 16, 3
+    tpe = dict(enc="tpe", B=B, L=L, bases=None)
+    arms = {
+        "NoPE": dict(enc="none", ids="plain"),
+        "RoPE": dict(enc="rope", ids="plain"),
+        "RoPE + skips": dict(enc="rope", ids="skips"),
+        "RoPE + OPT offsets": dict(enc="rope", ids="opt", B=B),
+        "TPE": dict(tpe, ids="plain"),
+        "TPE + skips": dict(tpe, ids="skips"),
+        "TPE + OPT": dict(tpe, ids="opt"),
+        "TPE + OPT, B=8 L=4": dict(enc="tpe", ids="opt", B=8, L=4, bases=None),
+        "TPE + OPT, B=64 L=2": dict(enc="tpe", ids="opt", B=64, L=2, bases=None),
+        "TPE + OPT, bases 10000": dict(tpe, ids="opt", bases=[10000.0] * L),
+    }
+    return dict(
+        d_model=32, n_layer=2, n_head=2, vocab_size=256, train_len=32, target_len=2048, n_chunks=4,
+        batch_size=32, steps=1000, lr=3e-3, warmup=50, weight_decay=0.0, val_every=50, val_windows=64,
+        seeds=[0, 1, 2], ablation_seeds=[0], ablations=[a for a in arms if "," in a], arms=arms,
+        corpus=dict(train_bytes=2_000_000, test_bytes=200_000, every=10),
+        eval=dict(lengths=[32, 128, 512, 2048], windows=64, tail=32, stream=20),
+    )
+
+
+def _check_arm(arm: Any) -> dict:
+    V.instance("arm", arm, dict)
+    V.one_of("arm['enc']", arm.get("enc"), ARM_KINDS)
+    V.one_of("arm['ids']", arm.get("ids"), ID_KINDS)
+    if arm["enc"] == "tpe":
+        _check_radix(arm.get("B"), arm.get("L"))
+    if arm["ids"] == "opt":
+        V.integer("arm['B']", arm.get("B"), min=2)
+    return arm
+
+
+def make_model(arm: dict, cfg: dict) -> hnn.Transformer:
+    """The arm's transformer (``cfg``: a :func:`checkpoint_config`-like dict). Build it under ``repro.seeded``."""
+    arm = _check_arm(arm)
+    V.instance("cfg", cfg, dict)
+    tcfg = hnn.TransformerConfig(vocab_size=cfg["vocab_size"], n_layer=cfg["n_layer"], n_head=cfg["n_head"],
+                                 d_model=cfg["d_model"], max_len=max(cfg["target_len"], max(cfg["eval"]["lengths"])),
+                                 pos="none" if arm["enc"] == "none" else "rope")
+    rot = None
+    if arm["enc"] == "tpe":
+        rot = TreeRotaryEmbedding(tcfg.head_dim, arm["B"], arm["L"], bases=arm.get("bases"))
+    return hnn.Transformer(tcfg, rotary=rot)
+
+
+def train_position_ids(arm: dict, rng: np.random.Generator, batch: int, n: int, target: int,
+                       n_chunks: int) -> np.ndarray:
+    """Training position ids ``(batch, n)`` of an arm: contiguous, PoSE-style skips, or OPT (multiples of B)."""
+    arm = _check_arm(arm)
+    V.instance("rng", rng, np.random.Generator)
+    batch, n = V.integer("batch", batch, min=1), V.integer("n", n, min=1)
+    if arm["ids"] == "opt":
+        return opt_position_ids(rng, batch, n, arm["B"], target, n_chunks)
+    if arm["ids"] == "skips":
+        return skip_position_ids(rng, batch, n, target, n_chunks)
+    return np.tile(np.arange(n), (batch, 1))
+
+
+def batch_fn(arm: dict, corpus: np.ndarray, cfg: dict, seed: int):
+    """``step -> (tokens (batch, n+1), position ids (batch, n+1))``: the same windows for every arm and seed
+    ``seed`` (stream 10), arm-specific ids (stream 11)."""
+    arm = _check_arm(arm)
+    seed = V.seed("seed", seed)
+    data = torch.as_tensor(V.array("corpus", corpus, ndim=1, dtype="int", nonempty=True).astype(np.int64))
+    n, bs = cfg["train_len"], cfg["batch_size"]
+    if len(data) < n + 2:
+        raise ValueError(f"corpus must hold more than train_len + 1 = {n + 1} tokens, got {len(data)}")
+    idx = torch.arange(n + 1)
+
+    def get(step: int) -> tuple[Tensor, Tensor]:
+        g = np.random.default_rng([seed, 10, step])
+        starts = torch.as_tensor(g.integers(0, len(data) - n - 1, bs))
+        pos = train_position_ids(arm, np.random.default_rng([seed, 11, step]), bs, n + 1, cfg["target_len"],
+                                 cfg["n_chunks"])
+        return data[starts[:, None] + idx], torch.as_tensor(pos)
+
+    return get
+
+
+def lm_loss(model: torch.nn.Module, batch: tuple[Tensor, Tensor]) -> Tensor:
+    """Next-token cross-entropy of a ``(tokens, position ids)`` batch."""
+    x, pos = batch
+    logits = model(x[:, :-1], pos=pos[:, :-1])
+    return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), x[:, 1:].reshape(-1))
+
+
+def shared_tail_windows(corpus: np.ndarray, lengths: Sequence[int], n_windows: int,
+                        rng: np.random.Generator) -> dict[int, Tensor]:
+    """``{n: tokens (n_windows, n + 1)}``: for every length the windows **end at the same tokens** (window ``i``
+    of length n is ``corpus[e_i - n : e_i + 1]``), so the last tokens scored are identical across lengths."""
+    data = V.array("corpus", corpus, ndim=1, dtype="int", nonempty=True).astype(np.int64)
+    lengths = V.sequence("lengths", lengths, min_len=1, of=lambda nm, x: V.integer(nm, x, min=1))
+    n_windows = V.integer("n_windows", n_windows, min=1)
+    V.instance("rng", rng, np.random.Generator)
+    top = max(lengths)
+    if len(data) < top + 2:
+        raise ValueError(f"corpus must hold more than max(lengths) + 1 = {top + 1} tokens, got {len(data)}")
+    ends = np.sort(rng.choice(np.arange(top, len(data) - 1), size=n_windows, replace=False))
+    t = torch.as_tensor(data)
+    return {int(n): torch.stack([t[e - n: e + 1] for e in ends]) for n in lengths}
+
+
+@torch.no_grad()
+def token_losses(model: torch.nn.Module, windows: Tensor, chunk: int = 8) -> Tensor:
+    """Per-token loss ``(windows, n)`` of next-token prediction over windows ``(windows, n + 1)`` (positions 0..n-1)."""
+    V.tensor("windows", windows, ndim=2, dtype="int")
+    chunk = V.integer("chunk", chunk, min=1)
+    was = model.training
+    model.eval()
+    out = []
+    for i in range(0, len(windows), chunk):
+        x = windows[i: i + chunk]
+        logits = model(x[:, :-1])
+        out.append(torch.nn.functional.cross_entropy(logits.transpose(1, 2), x[:, 1:], reduction="none"))
+    model.train(was)
+    return torch.cat(out)
+
+
+def paired_bootstrap_ratio(loss_a: np.ndarray, loss_b: np.ndarray, n_boot: int = 2000,
+                           rng: np.random.Generator | None = None, level: float = 0.95) -> tuple[float, float, float]:
+    """Perplexity ratio ``exp(mean(a) - mean(b))`` of two arms scored on the **same** windows (per-window mean
+    losses), with a paired bootstrap interval over windows: ``(ratio, low, high)``."""
+    a = V.array("loss_a", loss_a, ndim=1, dtype="float", nonempty=True)
+    b = V.array("loss_b", loss_b, ndim=1, dtype="float", nonempty=True)
+    if a.shape != b.shape:
+        raise ValueError(f"loss_a and loss_b must be paired (same windows), got shapes {a.shape} and {b.shape}")
+    n_boot = V.integer("n_boot", n_boot, min=1)
+    level = V.number("level", level, min=0, max=1, strict_min=True, strict_max=True)
+    rng = rng if rng is not None else np.random.default_rng(0)
+    V.instance("rng", rng, np.random.Generator)
+    d = a - b
+    idx = rng.integers(0, len(d), size=(n_boot, len(d)))
+    boots = np.exp(d[idx].mean(1))
+    lo, hi = np.quantile(boots, [(1 - level) / 2, (1 + level) / 2])
+    return float(np.exp(d.mean())), float(lo), float(hi)

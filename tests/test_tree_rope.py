@@ -137,3 +137,88 @@ def test_corpus_split_is_disjoint_and_deterministic():
     assert not np.array_equal(a[:10_000], b)
     with pytest.raises(ValueError):
         tr.stdlib_corpus(0, 10)
+
+
+def test_bases_validated():
+    with pytest.raises(ValueError, match=r"bases\[1\]"):
+        tr.TreeRotaryEmbedding(16, 4, 2, bases=[8.0, float("nan")])
+    with pytest.raises(ValueError, match="bases must be L=2"):
+        tr.TreeRotaryEmbedding(16, 4, 2, bases=[8.0])
+
+
+def test_checkpoint_config_arms_build_and_train_one_step():
+    cfg = tr.checkpoint_config("arms")
+    assert cfg == tr.checkpoint_config("arms")  # a fresh, deterministic dict
+    corpus = np.random.default_rng(0).integers(0, 256, 5000)
+    small = dict(cfg, d_model=16, n_head=2, batch_size=2)
+    for arm, spec in cfg["arms"].items():
+        model = tr.make_model(spec, small)
+        x, pos = tr.batch_fn(spec, corpus, small, 0)(0)
+        assert x.shape == pos.shape == (2, cfg["train_len"] + 1)
+        assert int(pos.max()) < cfg["target_len"], arm
+        if spec["ids"] == "opt":
+            assert ((pos - torch.arange(x.shape[1])) % spec["B"] == 0).all()
+        if spec["enc"] == "tpe":
+            assert spec["B"] ** spec["L"] >= max(cfg["eval"]["lengths"]) and spec["B"] ** spec["L"] >= cfg["target_len"]
+        assert torch.isfinite(tr.lm_loss(model, (x, pos)))
+    with pytest.raises(ValueError, match="name"):
+        tr.checkpoint_config("other")
+    with pytest.raises(ValueError, match="enc"):
+        tr.make_model({"enc": "alibi", "ids": "plain"}, small)
+
+
+def test_batches_shared_across_arms():
+    cfg = tr.checkpoint_config()
+    corpus = np.random.default_rng(1).integers(0, 256, 5000)
+    arms = cfg["arms"]
+    a = tr.batch_fn(arms["RoPE"], corpus, cfg, 3)(7)
+    b = tr.batch_fn(arms["TPE + OPT"], corpus, cfg, 3)(7)
+    assert torch.equal(a[0], b[0]) and not torch.equal(a[1], b[1])
+    assert not torch.equal(a[0], tr.batch_fn(arms["RoPE"], corpus, cfg, 4)(7)[0])  # another seed, other windows
+
+
+@SETTINGS
+@given(st.integers(0, 10**6), st.lists(st.integers(1, 300), min_size=1, max_size=4, unique=True))
+def test_shared_tail_windows(seed, lengths):
+    corpus = np.random.default_rng(seed).integers(0, 256, 2000)
+    w = tr.shared_tail_windows(corpus, lengths, 5, np.random.default_rng(seed))
+    top = max(lengths)
+    for n in lengths:
+        assert w[n].shape == (5, n + 1)
+        assert torch.equal(w[n][:, -min(n, 8) - 1:], w[top][:, -min(n, 8) - 1:])  # the same last tokens
+    with pytest.raises(ValueError, match="corpus"):
+        tr.shared_tail_windows(corpus[:50], [64], 2, np.random.default_rng(0))
+
+
+@SETTINGS
+@given(st.integers(0, 10**6), st.floats(-1, 1))
+def test_paired_bootstrap_ratio(seed, shift):
+    g = np.random.default_rng(seed)
+    a = g.normal(2, 0.3, 64)
+    r, lo, hi = tr.paired_bootstrap_ratio(a, a, rng=g)
+    assert r == lo == hi == 1.0
+    r, lo, hi = tr.paired_bootstrap_ratio(a + shift, a, rng=g)  # a constant shift: no spread in the pairs
+    assert np.isclose(r, np.exp(shift)) and np.isclose(lo, r) and np.isclose(hi, r)
+    b = a + g.normal(0, 0.5, 64)
+    r, lo, hi = tr.paired_bootstrap_ratio(b, a, rng=g)
+    assert lo <= r <= hi and lo < hi
+
+
+def test_paired_bootstrap_bad_input():
+    with pytest.raises(ValueError, match="paired"):
+        tr.paired_bootstrap_ratio(np.ones(3), np.ones(4))
+    with pytest.raises(ValueError, match="finite"):
+        tr.paired_bootstrap_ratio(np.array([1.0, np.nan]), np.ones(2))
+    with pytest.raises(ValueError, match="level"):
+        tr.paired_bootstrap_ratio(np.ones(3), np.ones(3), level=1.0)
+
+
+def test_token_losses_match_mean_loss():
+    torch.manual_seed(0)
+    spec = tr.checkpoint_config()["arms"]["TPE"]
+    model = tr.make_model(spec, dict(tr.checkpoint_config(), d_model=16, n_head=2))
+    w = torch.randint(0, 256, (3, 41))
+    tl = tr.token_losses(model, w, chunk=2)
+    assert tl.shape == (3, 40)
+    full = torch.nn.functional.cross_entropy(model(w[:, :-1]).reshape(-1, 256), w[:, 1:].reshape(-1))
+    assert torch.isclose(tl.mean(), full, atol=1e-5)
