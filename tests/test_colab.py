@@ -42,11 +42,11 @@ PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 PROJECT = canonicalize_name(PYPROJECT["name"])
 CHAPTERS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 
-# Import names that Colab's default (CPU and GPU) runtime provides. Source: googlecolab/backend-info,
-# pip-freeze.txt (the runtime's `pip freeze`), read 2026-12-03; every name below has been in that file since its
-# 2023 versions (Python 3.10 runtimes) and is still there (PyTorch, NumPy 2, scikit-learn, ...). Deliberately
-# conservative: a package we are not sure of (safetensors, rdkit, pyscf, ase, dalex, ...) is treated as missing,
-# so the chapter's bootstrap must install it.
+# Import names that Colab's default runtime provides. Source: github.com/googlecolab/backend-info, pip-freeze.txt
+# (the runtime's `pip freeze`), read 2026-12-03 in the versions we could reach (2023, Python 3.10 runtimes), whose
+# README describes the 2025.07 runtime (Python 3.11, numpy 2.0.2, PyTorch 2.6.0). Only long-standing packages of
+# the scientific stack are listed. Deliberately conservative: a package we are not sure of (safetensors, rdkit,
+# pyscf, ase, dalex, ...) is treated as missing, so the chapter's bootstrap must install it.
 COLAB_PROVIDES = frozenset({
     "IPython", "ipywidgets", "matplotlib", "networkx", "numpy", "pandas", "PIL", "requests", "scipy", "skimage",
     "sklearn", "sympy", "threadpoolctl", "torch", "tqdm", "yaml", "h5py", "joblib", "tabulate",
