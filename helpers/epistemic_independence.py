@@ -25,6 +25,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from helpers import validate as V
+
 __all__ = [
     "SUBJECTS", "FAMILIES", "TRAIN_SUBJECTS", "HELDOUT_SUBJECTS", "VOCAB", "SEQ_LEN", "Batch", "make_batch",
     "eit_reward", "accuracy_reward", "group_advantages", "grpo_loss", "answer_logits", "policy_expected_reward",
@@ -134,7 +136,7 @@ def make_batch(rng: np.random.Generator, n: int, *, subjects: Sequence[str] = TR
 
 
 def _as_int_array(name: str, v) -> np.ndarray:
-    a = np.asarray(v)
+    a = V.array(name, v)
     if a.dtype.kind not in "iu":
         raise TypeError(f"{name} must be an integer array, got dtype {a.dtype}")
     return a
@@ -176,6 +178,7 @@ def policy_expected_reward(policy: str, p_aligned: float = 0.5, reward: str = "e
 
     ``policy``: ``"truth"`` (always correct), ``"follow"`` (the cue), ``"anti"`` (against the cue), ``"random"``.
     """
+    p_aligned = V.probability("p_aligned", p_aligned)
     if policy not in ("truth", "follow", "anti", "random"):
         raise ValueError(f"policy must be truth, follow, anti or random, got {policy!r}")
     if reward not in ("eit", "accuracy"):
@@ -196,11 +199,12 @@ def group_advantages(rewards: np.ndarray, mode: str = "mean", eps: float = 1e-6)
     ``"std"``: GRPO's ``(r - mean) / (std + eps)``; ``"mean"``: the mean baseline ``r - mean`` (as in Dr. GRPO).
     A group whose rewards are all equal gets zero advantage under both.
     """
-    r = np.asarray(rewards, dtype=float)
+    r = V.array("rewards", rewards, dtype="float").astype(float)  # NaN/inf rewards raise, never zero a group
     if r.ndim != 2 or r.shape[1] < 2:
         raise ValueError(f"rewards must have shape (prompts, G) with G >= 2, got {r.shape}")
     if mode not in ("mean", "std"):
         raise ValueError(f"mode must be 'mean' or 'std', got {mode!r}")
+    eps = V.nonnegative("eps", eps)
     centered = r - r.mean(1, keepdims=True)
     if mode == "mean":
         return centered
@@ -210,6 +214,8 @@ def group_advantages(rewards: np.ndarray, mode: str = "mean", eps: float = 1e-6)
 
 def answer_logits(model: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
     """The policy's logits over the two answers (A, B) at the final ``<ask>`` position: shape (n, 2)."""
+    V.function("model", model)
+    V.tensor("x", x, ndim=2, dtype="int")
     return model(x)[:, -1, [A_ID, B_ID]]
 
 
@@ -219,8 +225,10 @@ def grpo_loss(model: torch.nn.Module, batch: Batch, G: int, reward: str, mode: s
     turn rewards into group advantages (``mode``) and return ``-mean(A * log pi(answer))`` and statistics."""
     if reward not in ("eit", "accuracy"):
         raise ValueError(f"reward must be 'eit' or 'accuracy', got {reward!r}")
-    if not isinstance(G, int) or G < 2:
-        raise ValueError(f"G must be an int >= 2, got {G!r}")
+    G = V.integer("G", G, min=2)
+    V.one_of("mode", mode, ("mean", "std"))
+    V.instance("batch", batch, Batch)
+    V.optional(V.instance, "generator", generator, torch.Generator)
     logp = F.log_softmax(answer_logits(model, batch.x), -1)  # (n, 2)
     answers = torch.multinomial(logp.exp().detach(), G, replacement=True, generator=generator)  # (n, G)
     a = answers.numpy()

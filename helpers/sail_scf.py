@@ -26,6 +26,8 @@ import torch
 from pyscf import ao2mo, gto, scf
 from torch import Tensor, nn
 
+from helpers import validate as V
+
 __all__ = [
     "ELEMENTS", "SHELLS", "build_molecule", "g2_molecules", "rdkit_molecule", "Integrals", "integrals",
     "occupied_projector", "density_from_hamiltonian", "fock", "energy", "orbital_gradient", "scf_unrolled",
@@ -42,16 +44,24 @@ _SHELL_PAIRS = {(a, b): i for i, (a, b) in enumerate([(0, 0), (0, 1), (0, 2), (1
 # --------------------------------------------------------------------------------------------------------------
 def build_molecule(symbols: Sequence[str], coords: np.ndarray, basis: str = "sto-3g") -> gto.Mole:
     """A closed-shell PySCF molecule (coordinates in Angstrom); raise ``ValueError`` for an odd electron count."""
-    symbols = list(symbols)
-    coords = np.asarray(coords, dtype=np.float64)
+    symbols = V.sequence("symbols", symbols, min_len=1)
+    coords = V.array("coords", coords, dtype="float").astype(np.float64)  # NaN/inf refused
     if coords.shape != (len(symbols), 3):
-        raise ValueError(f"coords must have shape ({len(symbols)}, 3), got {coords.shape}")
+        raise ValueError(f"coords must have shape (len(symbols)={len(symbols)}, 3), got {coords.shape}")
+    if len(coords) > 1:
+        d = np.sqrt(((coords[:, None] - coords[None]) ** 2).sum(-1))
+        d[np.diag_indices(len(coords))] = np.inf
+        i, j = np.unravel_index(np.argmin(d), d.shape)
+        if not (d[i, j] >= 0.1):
+            raise ValueError(f"coords must keep atoms apart (>= 0.1 Angstrom), but atoms {i} and {j} are "
+                             f"{d[i, j]:.3g} Angstrom apart")
+    V.instance("basis", basis, str)
     bad = [s for s in symbols if s not in ELEMENTS]
     if bad:
-        raise ValueError(f"elements must be among {ELEMENTS}, got {bad}")
+        raise ValueError(f"symbols must be elements among {ELEMENTS}, got {bad}")
     n_elec = sum(gto.charge(s) for s in symbols)
     if n_elec % 2:
-        raise ValueError(f"RHF needs an even number of electrons, got {n_elec}")
+        raise ValueError(f"symbols must give an even number of electrons (closed-shell RHF), got {n_elec}")
     mol = gto.M(atom=list(zip(symbols, coords.tolist())), basis=basis, unit="Angstrom", verbose=0,
                 symmetry=False)
     return mol
