@@ -18,19 +18,27 @@
 # noise but not this shrinkage, so the benefit saturates; a **multiplicative correction** `c` undoes it and lets
 # more models keep helping.
 #
+# The questions this chapter measures, each against **ridge regression on the target data tuned to its best
+# penalty** (the strongest learner that ignores the pretrained models): how many pretrained models are needed
+# before transfer pays off, with and without the correction; does the uncorrected error stop improving; how much
+# does the correction gain; and can the factor be estimated from the target data alone.
+#
 # | | the paper | this notebook |
 # |---|---|---|
 # | setting | linear regression, Gaussian data, several min-norm pretrained models | the same, `d = 100` parameters, `n = 40` target samples |
 # | pretrained models | over- or underparameterized | `n_s = 25` (`ρ = 0.25`) and `n_s = 200` source samples, up to `m = 64` models |
-# | evaluation | analytic test error + empirical evaluation | our closed-form error next to 1,000 Monte Carlo trials per point |
-# | hardware | not stated | 2 CPU cores, under a minute |
+# | evaluation | analytic test error + empirical evaluation | our closed-form error next to 1,000 Monte Carlo trials per point, 3 seeds for every claim |
+# | penalty `λ` | analytic optimum | the limit `λ → 0`, a fixed `λ`, the numerical optimum of our closed form, and leave-one-out cross-validation on the target data |
+# | baseline | target data only | ridge on the target data at its Bayes-optimal penalty (oracle-tuned; stronger than any tuning from data) and tuned by leave-one-out |
+# | hardware | not stated | 2 CPU cores, a few minutes |
 #
 # :::{note}
 # **What is ours.** Only the paper's abstract is public. The data model (isotropic Gaussian inputs, sources
 # `βⱼ = β + δⱼ` with mismatch `τ`), the **test-error expression** below, the optimal factor `c*`, the full
 # correction `1/ρ` and the **data-driven factor** `ĉ` estimated from the target data are our derivation and
-# proposal from the abstract's setup; the paper's formulas, regimes and numbers may differ. The learner itself
-# (least squares with a penalty on the distance to the scaled pretrained models) is the abstract's.
+# proposal from the abstract's setup; the paper's formulas, regimes and numbers may differ; so is the
+# Marchenko–Pastur form of the error and the cross-validated tuning. The learner itself (least squares with a
+# penalty on the distance to the scaled pretrained models) is the abstract's.
 # :::
 
 # %% tags=["hide-input"]
@@ -52,6 +60,7 @@ if "google.colab" in sys.modules and importlib.util.find_spec("helpers") is None
         check=True,
     )
 
+
 # %% tags=["parameters"]
 quick = False
 seed = 0
@@ -63,11 +72,30 @@ n_s_under = 200  # samples per source when they are underparameterized
 tau = 0.5  # task mismatch between each source and the target
 sigma = 0.5  # target noise
 sigma_s = 0.5  # source noise
-ms = [1, 2, 4, 8, 16, 32, 64]  # numbers of pretrained models
+ms = [
+    1,
+    2,
+    3,
+    4,
+    5,
+    6,
+    7,
+    8,
+    10,
+    12,
+    16,
+    24,
+    32,
+    48,
+    64,
+]  # numbers of pretrained models
 lam = 1.0  # the penalty weight per pretrained model, besides the limit lam -> 0
 trials = 1000  # Monte Carlo trials per point
+n_seeds = 3  # Monte Carlo repetitions (seed, seed + 1, ...) behind every claim
 
 # %% tags=["hide-input"]
+import time
+
 import matplotlib.pyplot as plt
 import numpy as np
 
@@ -75,7 +103,13 @@ from helpers import claims, plotting, repro
 from helpers import transfer_regression as tr
 
 if quick:
-    d, n, n_s_over, n_s_under, ms, trials = 60, 24, 15, 120, [1, 4, 16], 300
+    d, n, n_s_over, n_s_under, trials, n_seeds = 60, 24, 15, 120, 300, 1
+    ms = [1, 2, 3, 4, 6, 8, 16]
+seeds = [seed + k for k in range(n_seeds)]
+cv_Ls = np.logspace(
+    -2, 4, 49
+)  # the grid of total penalties L that cross-validation picks from
+t_start = time.perf_counter()
 
 env = repro.setup(seed)
 plotting.use_style()
@@ -84,6 +118,7 @@ rec = claims.ClaimsRecord(
     dict(
         quick=quick,
         seed=seed,
+        seeds=seeds,
         d=d,
         n=n,
         n_s_over=n_s_over,
@@ -101,7 +136,7 @@ under = over.with_(n_s=n_s_under)
 print(env)
 print(
     f"overparameterized sources: rho = {over.rho:.2f}; underparameterized "
-    f"sources: n_s = {n_s_under} > d = {d}"
+    f"sources: n_s = {n_s_under} > d = {d}; Monte Carlo seeds {seeds}"
 )
 
 # %% [markdown]
@@ -111,14 +146,17 @@ print(
 # pretrained model is the minimum-norm least-squares fit `θⱼ = Xⱼ⁺ yⱼ`. When `n_s < d`, `θⱼ = Pⱼβⱼ + Xⱼ⁺εⱼ` with
 # `Pⱼ` the projection onto the `n_s`-dimensional row space of `Xⱼ`, and `E[Pⱼ] = ρI`: the shrinkage.
 #
-# Because `Σⱼ ‖b − cθⱼ‖² = m‖b − cθ̄‖² + const`, the learner has the closed form
+# With a weight `λⱼ` per model, `Σⱼ λⱼ‖b − cθⱼ‖² = L‖b − cθ_w‖² + const` with `L = Σⱼ λⱼ` and `θ_w` the
+# `λ`-weighted average, so the learner has the closed form
 #
 # ```
-# β̂ = (XᵀX + λm I)⁻¹ (Xᵀy + λm c θ̄)          λ → 0:  β̂ = cθ̄ + X⁺(y − X cθ̄)
+# β̂ = (XᵀX + L I)⁻¹ (Xᵀy + L c θ_w)          L → 0:  β̂ = cθ_w + X⁺(y − X cθ_w)
 # ```
 #
-# (the interpolator of the target data closest to `cθ̄`). We check it against brute-force least squares on the
-# stacked system `[X; √λ I; …; √λ I] b ≈ [y; √λ cθ₁; …; √λ cθ_m]`.
+# (the interpolator of the target data closest to `cθ_w`). Equal weights `λ` give `L = λm` and the plain average
+# `θ̄`; the **anchor** `a = 0` gives ridge regression on the target data alone, our baseline. We check the closed
+# form against brute-force least squares on the stacked system
+# `[X; √λ₁ I; …; √λ_m I] b ≈ [y; √λ₁ cθ₁; …; √λ_m cθ_m]`.
 
 # %%
 rng = repro.rng(seed, 1)
@@ -128,29 +166,18 @@ thetas = tr.pretrain(beta, 8, over, rng)
 X = rng.normal(size=(n, d))
 y = X @ beta + rng.normal(0, sigma, n)
 closed_err = 0.0
-for lam_ in [0.1, 1.0, 10.0]:
+weight_sets = [0.1, 1.0, 10.0, rng.uniform(0.1, 5.0, 8)]  # equal and per-model weights
+for lam_ in weight_sets:
     for c in [1.0, 1 / over.rho]:
         for m in [1, 8]:
-            closed_err = max(
-                closed_err,
-                float(
-                    np.abs(
-                        tr.transfer_fit(X, y, thetas[:m], lam_, c)
-                        - tr.transfer_fit_stacked(X, y, thetas[:m], lam_, c)
-                    ).max()
-                ),
-            )
+            w = lam_ if np.ndim(lam_) == 0 else lam_[:m]
+            fast = tr.transfer_fit(X, y, thetas[:m], w, c)
+            slow = tr.transfer_fit_stacked(X, y, thetas[:m], w, c)
+            closed_err = max(closed_err, float(np.abs(fast - slow).max()))
 Xs = rng.normal(size=(4, n_s_over, d))
 ys = rng.normal(size=(4, n_s_over))
-closed_err = max(
-    closed_err,
-    float(
-        np.abs(
-            tr.batched_min_norm(Xs, ys)
-            - np.array([tr.min_norm_lstsq(a, b) for a, b in zip(Xs, ys)])
-        ).max()
-    ),
-)
+slow = np.array([tr.min_norm_lstsq(a, b) for a, b in zip(Xs, ys)])
+closed_err = max(closed_err, float(np.abs(tr.batched_min_norm(Xs, ys) - slow).max()))
 b0 = tr.transfer_fit(X, y, thetas, 0.0, 1.0)
 interp_err = float(np.abs(X @ b0 - y).max())
 print(
@@ -174,15 +201,20 @@ print(
 # V = τ² + σ_s² d/(n_s − d − 1),  ρ = 1             (underparameterized sources, n_s > d + 1)
 # ```
 #
-# The target learner then has test error (exact as `λ → 0`, with `n < d − 1`)
+# The target learner then has test error (exact as `L → 0`, with `n < d − 1`)
 #
 # ```
 # E = σ² + (1 − n/d) D + σ² n/(d − n − 1)
 # ```
 #
-# and for `λ > 0`, with `sᵢ` the eigenvalues of `XᵀX` and `L = λm`,
-# `E = σ² + E_X[σ² Σᵢ sᵢ/(sᵢ+L)² + L² (D/d) Σᵢ 1/(sᵢ+L)²]`, where we average over random designs. Learning the
-# target alone gives `σ² + (1 − n/d) B + σ² n/(d − n − 1)`. Minimising `D` over `c`:
+# and for `L > 0`, with `sᵢ` the eigenvalues of `XᵀX`, `E = σ² + E_X[σ² Σᵢ sᵢ/(sᵢ+L)² + L² (D/d) Σᵢ 1/(sᵢ+L)²]`.
+# We evaluate the expectation over `X` two ways: averaging over random designs, and in closed form from the
+# Marchenko–Pastur limit of the spectrum (no sampling; exact as `n, d → ∞`).
+#
+# **One consequence decides the comparison with ridge.** Because `X` is rotation invariant, the error depends on
+# the anchor only through `D`, and it increases with `D` at every `L`. Ridge is the anchor `a = 0`, i.e. `D = B`.
+# So the transfer learner beats ridge, both at their best `L`, **exactly when `D(c, m) < B`**. With `c = 1` this
+# needs `m > V / (ρ(2 − ρ)B)` models. Minimising `D` over `c`:
 #
 # ```
 # c* = ρB / (ρ²B + V/m)   →  1/ρ  as m → ∞;    D(c*) → 0,   but   D(1) → (1 − ρ)² B
@@ -190,7 +222,12 @@ print(
 #
 # So with `c = 1` the error of overparameterized sources is stuck at a floor set by the shrinkage, however many
 # models we average; `c = 1/ρ` removes the bias but multiplies the variance by `1/ρ²` (bad for small `m`); `c*`
-# balances both. The data-driven `ĉ = ⟨Xθ̄, y⟩ / ‖Xθ̄‖²` is the least-squares fit of the scalar on the target data.
+# balances both and, since `D(c*) < B` for every `m`, beats ridge from the first model **by construction** (a
+# check below, not a claim). `c*` needs `B`, `τ` and `σ_s`, which a practitioner does not know; the data-driven
+# `ĉ = ⟨Xθ̄, y⟩ / ‖Xθ̄‖²` is the least-squares fit of the scalar on the target data, which estimates `c*`.
+#
+# The cell computes the analytic errors at `λ → 0`, at the fixed `λ`, and at the `L` that minimises the closed
+# form (found numerically), and compares the two evaluations of the expectation.
 
 # %%
 rules = ["1", "1/rho", "c*"]
@@ -208,44 +245,87 @@ analytic = {
     for m in ms
     for l_ in (0.0, lam)
 }
-target_only = tr.test_error_target_only(over)
+# at the best penalty (numerical minimum of the closed form, Marchenko-Pastur)
+best = {
+    (s.n_s, r, m): tr.optimal_L(s, tr.bias_D(factor(r, m, s), m, s))
+    for s in (over, under)
+    for r in rules
+    for m in ms
+}
+target_only = tr.test_error_target_only(over)  # min-norm least squares, L -> 0
+L_ridge, ridge_best = tr.optimal_L(over, over.B, eigs=eig[over.n_s])
+ridge_oracle = tr.ridge_error(over, over.sigma**2 * d / over.B, eigs=eig[over.n_s])
+mp_dev = max(
+    abs(tr.test_error_mp(over, D, L) - tr.test_error_D(over, D, L, eigs=eig[over.n_s]))
+    / tr.test_error_D(over, D, L, eigs=eig[over.n_s])
+    for D in (0.1, 0.5, 1.0, 3.0)
+    for L in (0.3, 3.0, 30.0, 300.0)
+)
 for s in (over, under):
     rho, V = tr.source_moments(s)
     print(
         f"n_s={s.n_s}: rho={rho:.2f}, V={V:.3f}; c* at m={ms[0]}..{ms[-1]}: "
-        + ", ".join(f"{tr.c_star(m, s):.2f}" for m in ms)
+        + ", ".join(f"{tr.c_star(m, s):.2f}" for m in ms[:: max(1, len(ms) // 6)])
     )
-print(f"target only: {target_only:.4f}")
+print(f"target data only, min-norm (L -> 0): {target_only:.4f}")
+print(
+    f"target data only, ridge at its best L = {L_ridge:.2f} (numerical minimum; "
+    f"sigma^2 d / B = {over.sigma**2 * d / over.B:.2f}): {ridge_best:.4f}"
+)
+print(f"Marchenko-Pastur vs eigenvalue average: largest relative gap {mp_dev:.2%}")
 
 # %% [markdown]
 # ## 3. Monte Carlo, side by side
 #
 # Every trial draws a fresh `β`, `max(m)` source tasks with their pretrained models, and target data; the curves
-# over `m` use the first `m` models of the same draw. The error of each estimate is exact given it:
-# `σ² + ‖β̂ − β‖²`.
+# over `m` use the first `m` models of the same draw, so differences between factors are paired. The error of
+# each estimate is exact given it: `σ² + ‖β̂ − β‖²`. Besides `λ → 0` and the fixed `λ`, each learner is
+# **tuned on the target data by leave-one-out cross-validation** (closed form, over a grid of `L`), which a
+# practitioner can do; ridge is run the same way and at its Bayes-optimal `L = σ²d/B` (an oracle no tuning from
+# data beats on average). The overparameterized setting, which the claims use, is repeated for every seed.
 
 # %%
-mc = {
-    s.n_s: tr.monte_carlo(s, ms, [0.0, lam], trials, seed=seed + i, progress=True)
-    for i, s in enumerate((over, under))
+mcs = {
+    sd: tr.monte_carlo(
+        over, ms, [0.0, lam], trials, seed=sd, cv_Ls=cv_Ls, progress=True
+    )
+    for sd in seeds
 }
+mc_under = tr.monte_carlo(
+    under, ms, [0.0, lam], trials, seed=seed + 100, cv_Ls=cv_Ls, progress=True
+)
+mc = {over.n_s: mcs[seed], under.n_s: mc_under}
 worst_dev, rows = 0.0, []
 for (ns, r, m, l_), a in analytic.items():
-    mean, se = mc[ns][(r, m, l_)]
-    dev = abs(mean - a) / a
-    worst_dev = max(worst_dev, dev)
-    rows.append((ns, r, m, l_, a, mean, se, dev))
+    for sd, res in [(seed, mc_under)] if ns == under.n_s else mcs.items():
+        mean, se = res[(r, m, l_)]
+        dev = abs(mean - a) / a
+        worst_dev = max(worst_dev, dev)
+        rows.append((ns, sd, r, m, l_, a, mean, se, dev))
 print(
     f"{'n_s':>4} {'c':>6} {'m':>3} {'lam':>4} {'analytic':>9} "
-    f"{'Monte Carlo':>16} {'dev':>6}"
+    f"{'Monte Carlo':>16} {'dev':>6}   (seed {seed})"
 )
-for ns, r, m, l_, a, mean, se, dev in rows:
-    if m in (ms[0], ms[len(ms) // 2], ms[-1]):
+for ns, sd, r, m, l_, a, mean, se, dev in rows:
+    if sd == seed and m in (ms[0], ms[len(ms) // 2], ms[-1]):
         print(
             f"{ns:>4} {r:>6} {m:>3} {l_:>4} {a:>9.4f} {mean:>9.4f} ± {se:.4f} "
             f"{dev:>6.2%}"
         )
-print(f"largest relative deviation over all {len(rows)} points: {worst_dev:.2%}")
+print(
+    f"largest relative deviation over all {len(rows)} points and seeds: {worst_dev:.2%}"
+)
+for s in (over, under):
+    r_cv, r_or = mc[s.n_s][("ridge", 0, "cv")], mc[s.n_s][("ridge", 0, "oracle")]
+    print(
+        f"n_s={s.n_s}, ridge on the target data: tuned by leave-one-out "
+        f"{r_cv[0]:.4f} ± {r_cv[1]:.4f}, at L = sigma^2 d / B {r_or[0]:.4f} ± {r_or[1]:.4f}"
+    )
+
+# %% [markdown]
+# The figure shows seed 0. Top row: `λ → 0`, where the analytic lines are exact. Bottom row: each learner tuned
+# by leave-one-out (dots) next to the analytic error at the best `L` (lines), which tuning from 40 samples cannot
+# quite reach. The dashed grey line is ridge at its best `L`, the baseline every claim uses.
 
 # %%
 styles = {
@@ -254,9 +334,9 @@ styles = {
     "c*": ("c = c*", plotting.PALETTE[2]),
     "c_hat": ("c = ĉ (data-driven)", plotting.PALETTE[3]),
 }
-fig, axes = plt.subplots(2, 2, figsize=(11, 7), sharex=True)
+fig, axes = plt.subplots(2, 2, figsize=(11, 7.5), sharex=True)
 for col, s in enumerate((over, under)):
-    for row, l_ in enumerate((0.0, lam)):
+    for row, l_ in enumerate((0.0, "cv")):
         ax = axes[row, col]
         for r in rules + ["c_hat"]:
             name, color = styles[r]
@@ -268,29 +348,28 @@ for col, s in enumerate((over, under)):
                 yerr=2 * se,
                 fmt="o",
                 color=color,
-                ms=4,
+                ms=3,
                 capsize=2,
                 label=f"{name}, Monte Carlo" if r == "c_hat" else None,
             )
             if r != "c_hat":
-                ax.plot(
-                    ms,
-                    [analytic[(s.n_s, r, m, l_)] for m in ms],
-                    color=color,
-                    label=f"{name}, analytic",
-                )
-        ax.axhline(target_only, ls="--", color="gray", label="target data only (λ → 0)")
+                line = [
+                    analytic[(s.n_s, r, m, 0.0)]
+                    if l_ == 0.0
+                    else best[(s.n_s, r, m)][1]
+                    for m in ms
+                ]
+                ax.plot(ms, line, color=color, label=f"{name}, analytic")
+        ax.axhline(ridge_best, ls="--", color="gray", label="ridge, target data only")
         kind = (
             f"overparameterized sources, ρ = {s.rho:.2f}"
             if s.overparameterized
             else f"underparameterized sources, n_s = {s.n_s}"
         )
-        ax.set(
-            xscale="log",
-            title=f"{kind}, λ {'→ 0' if l_ == 0 else '= ' + str(l_)}",
-            ylim=(0, 1.6 * target_only),
-        )
-        ax.set_xticks(ms, [str(m) for m in ms])
+        how = "λ → 0" if l_ == 0.0 else "λ tuned (leave-one-out)"
+        ax.set(xscale="log", title=f"{kind}, {how}", ylim=(0, 1.6 * target_only))
+        ax.set_xticks([m for m in ms if m in (1, 2, 4, 8, 16, 32, 64)])
+        ax.set_xticklabels([str(m) for m in ms if m in (1, 2, 4, 8, 16, 32, 64)])
 for ax in axes[-1]:
     ax.set_xlabel("number of pretrained models m")
 for ax in axes[:, 0]:
@@ -304,27 +383,90 @@ plt.show()
 # correction (`c = 1`) more models help, then stall at the shrinkage floor; `c = 1/ρ` is terrible with one model
 # (it amplifies one model's noise by `1/ρ`) and best with many; `c*` is never worse than either, and the
 # data-driven `ĉ` follows it closely. With underparameterized pretrained models there is no shrinkage, `c* ≤ 1`,
-# and `c = 1` keeps improving with `m`.
+# and `c = 1` keeps improving with `m`. Tuning `λ` lowers every curve but leaves their order unchanged.
 #
-# ## 4. When does transfer beat learning the target alone?
+# ## 4. How many pretrained models are needed?
 #
-# As `λ → 0`, transfer wins exactly when `D < B`. With `c = 1` that needs `m > V / (ρ(2 − ρ)B)` models, and for
-# `ρ` small the achievable gain is capped; with `c*` any `m` helps a little and many models help a lot. The phase
-# diagram shows the analytic gain `E_target only − E_transfer` over the source size `n_s` (hence `ρ`) and `m`.
+# The smallest `m` at which each learner beats ridge on the target data at its best `L`: analytically (both at
+# their best `L`, where the answer is the smallest `m` with `D(c, m) < B`; and with the transfer learner at
+# `λ → 0`), and in Monte Carlo with the transfer learner tuned by leave-one-out against the oracle-tuned ridge,
+# per seed (the first `m` of the grid whose mean error is lower).
+
+# %%
+noise_term = sigma**2 * n / (d - n - 1)
+
+
+def crossing(rule: str, tuned: bool) -> int | None:
+    """Analytic smallest m at which the rule beats ridge at its best L."""
+    if tuned:
+        return tr.models_needed(over, rule)
+    for m in range(1, 100_000):
+        if tr.test_error(over, m, factor(rule, m, over), 0.0) < ridge_best:
+            return m
+    return None
+
+
+def mc_crossing(res: dict, rule: str, base: tuple) -> int | None:
+    """Smallest m in the grid where the tuned rule's Monte Carlo mean beats `base`."""
+    return next((m for m in ms if tr.paired(res, (rule, m, "cv"), base)[0] < 0), None)
+
+
+oracle_key, cv_key = ("ridge", 0, "oracle"), ("ridge", 0, "cv")
+need = {}
+print(
+    f"{'factor':>8} {'analytic, both tuned':>21} {'analytic, λ → 0':>16} "
+    f"{'MC vs oracle ridge':>19} {'MC vs LOO ridge':>16}"
+)
+for r in rules + ["c_hat"]:
+    a_t = crossing(r, True) if r != "c_hat" else "—"
+    a_0 = crossing(r, False) if r != "c_hat" else "—"
+    mc_o = [mc_crossing(mcs[sd], r, oracle_key) for sd in seeds]
+    mc_c = [mc_crossing(mcs[sd], r, cv_key) for sd in seeds]
+    need[r] = mc_o
+    print(f"{r:>8} {a_t!s:>21} {a_0!s:>16} {mc_o!s:>19} {mc_c!s:>16}")
+rho, V = tr.source_moments(over)
+print(
+    f"c = 1 beats ridge (both tuned) iff m > V / (rho (2 - rho) B) = "
+    f"{V / (rho * (2 - rho) * over.B):.2f}"
+)
+
+# %% [markdown]
+# ## 5. Where more models help: the phase diagram
+#
+# The analytic gain of transfer over ridge, both at their best `L`, over the source size `n_s` (hence `ρ`) and
+# `m`; the black contour is `D(c, m) = B`, where transfer starts to pay off. Dots are Monte Carlo spot checks
+# (seed 0, both tuned by leave-one-out): filled where the sampled transfer error is lower than the sampled ridge
+# error, open where it is not.
 
 # %%
 ns_grid = [k for k in range(4, 2 * d, max(1, d // 25)) if abs(k - d) > 2]
-m_grid = np.unique(np.round(np.logspace(0, np.log10(4 * ms[-1]), 30)).astype(int))
+m_grid = np.unique(np.round(np.logspace(0, np.log10(4 * ms[-1]), 24)).astype(int))
 gain = {}
 for r in ("1", "c*"):
     G = np.zeros((len(ns_grid), len(m_grid)))
     for i, ns in enumerate(ns_grid):
         s = over.with_(n_s=ns)
         for j, m in enumerate(m_grid):
-            G[i, j] = target_only - tr.test_error(s, int(m), factor(r, int(m), s), 0.0)
+            G[i, j] = (
+                ridge_best
+                - tr.optimal_L(s, tr.bias_D(factor(r, int(m), s), int(m), s))[1]
+            )
     gain[r] = G
-# colours saturate below -vmax (near n_s = d the loss is large)
-vmax = max(float(g.max()) for g in gain.values())
+spots = [(ns, m) for ns in (max(4, d // 20), n_s_over, d // 2) for m in (1, 4, 16)]
+spot_mc = {}
+for ns, m in spots:
+    res = tr.monte_carlo(
+        over.with_(n_s=ns),
+        [m],
+        [],
+        max(100, trials // 5),
+        seed=seed + 200 + ns,
+        rules=("1", "c*"),
+        cv_Ls=cv_Ls,
+    )
+    for r in ("1", "c*"):
+        spot_mc[(r, ns, m)] = tr.paired(res, (r, m, "cv"), cv_key)
+vmax = max(float(np.abs(g).max()) for g in gain.values())
 fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), sharey=True)
 for ax, r in zip(axes, ("1", "c*")):
     im = ax.pcolormesh(
@@ -332,24 +474,36 @@ for ax, r in zip(axes, ("1", "c*")):
     )
     ax.contour(m_grid, ns_grid, gain[r], levels=[0], colors="k", linewidths=1)
     ax.axhline(d, color="gray", ls=":")
-    ax.set(
-        xscale="log",
-        xlabel="number of pretrained models m",
-        title=f"gain of transfer, {styles[r][0]}",
-    )
+    for ns, m in spots:
+        wins = spot_mc[(r, ns, m)][0] < 0
+        ax.plot(m, ns, "o", ms=6, mec="k", mfc="k" if wins else "none")
+    ax.set(xscale="log", xlabel="number of pretrained models m")
+    ax.set_title(f"gain over tuned ridge, {styles[r][0]}")
 axes[0].set_ylabel("source samples n_s (d dotted)")
-fig.colorbar(im, ax=axes, label="target-only error − transfer error")
+fig.colorbar(im, ax=axes, label="ridge error − transfer error")
 plt.show()
+spot_agree = sum(
+    (spot_mc[(r, ns, m)][0] < 0)
+    == (tr.bias_D(factor(r, m, over.with_(n_s=ns)), m, over.with_(n_s=ns)) < over.B)
+    for r in ("1", "c*")
+    for ns, m in spots
+)
+print(
+    f"Monte Carlo spot checks agreeing with the sign of the analytic gain: "
+    f"{spot_agree} of {2 * len(spots)}"
+)
 
 # %% [markdown]
-# ## 5. The penalty weight
+# ## 6. The penalty weight
 #
-# Analytic test error against `λ` for a few `m` (overparameterized sources, `c = 1` and `c*`); the marker is
-# `λ* = σ²d / (m D)`, optimal if `cθ̄ − β` were isotropic Gaussian.
+# Analytic test error against `λ` for a few `m` (overparameterized sources, `c = 1` and `c*`). The filled marker
+# is the numerical minimum of the closed form; the cross is the shortcut `λ* = σ²d / (m D)`, which would be
+# optimal if `cθ̄ − β` were isotropic Gaussian.
 
 # %%
 lams = np.logspace(-3, 2, 30)
 fig, ax = plt.subplots(figsize=(7, 3.6))
+shortcut_gap = 0.0
 for k, m in enumerate([ms[0], ms[len(ms) // 2], ms[-1]]):
     for r, ls in (("1", "--"), ("c*", "-")):
         c = factor(r, m, over)
@@ -364,24 +518,28 @@ for k, m in enumerate([ms[0], ms[len(ms) // 2], ms[-1]]):
             color=plotting.PALETTE[k],
             label=f"m = {m}, {styles[r][0]}",
         )
-        ls_ = tr.lambda_star(m, c, over)
-        ax.plot(
-            [ls_],
-            [tr.test_error(over, m, c, ls_, eigs=eig[over.n_s][:1000])],
-            "o",
-            color=plotting.PALETTE[k],
+        L_opt, e_opt = tr.optimal_L(
+            over, tr.bias_D(c, m, over), eigs=eig[over.n_s][:1000]
         )
-ax.axhline(target_only, ls=":", color="gray")
+        ax.plot([L_opt / m], [e_opt], "o", color=plotting.PALETTE[k])
+        ls_ = tr.lambda_star(m, c, over)
+        e_ls = tr.test_error(over, m, c, ls_, eigs=eig[over.n_s][:1000])
+        ax.plot([ls_], [e_ls], "x", color=plotting.PALETTE[k])
+        shortcut_gap = max(shortcut_gap, e_ls - e_opt)
+ax.axhline(ridge_best, ls=":", color="gray", label="ridge at its best L")
 ax.set(xscale="log", xlabel="λ (per pretrained model)", ylabel="test error")
 ax.legend(fontsize=7, ncol=2)
 plt.show()
+print(
+    f"the shortcut lambda* loses at most {shortcut_gap:.1e} against the numerical optimum"
+)
 
 # %% [markdown]
-# ## 6. Interaction
+# ## 7. Interaction
 #
 # The slider moves the task mismatch `τ`: analytic error against `m` for the three factors (overparameterized
-# sources, `λ → 0`). A larger mismatch adds variance `ρτ²/m` per model, so more models are needed before the
-# correction pays off.
+# sources, `λ → 0`) and ridge at its best `L` (dashed). A larger mismatch adds variance `ρτ²/m` per model, so
+# more models are needed before transfer, and before the correction, pays off.
 
 # %%
 taus = [0.0, 0.25, 0.5, 1.0, 1.5, 2.0]
@@ -398,7 +556,7 @@ def draw_tau(fig, t):
             color=styles[r][1],
             label=styles[r][0],
         )
-    ax.axhline(target_only, ls="--", color="gray", label="target only")
+    ax.axhline(ridge_best, ls="--", color="gray", label="ridge, target only")
     ax.set(xscale="log", xlabel="m", ylabel="test error", ylim=(0, 2 * target_only))
     ax.legend(fontsize=8)
 
@@ -416,17 +574,24 @@ def live(n_s: int = n_s_over, tau_: float = tau, m: int = 16):
         return
     s = over.with_(n_s=n_s, tau=tau_)
     for r in rules:
+        c = factor(r, m, s)
         print(
-            f"{styles[r][0]:24} c = {factor(r, m, s):6.3f}   test error "
-            f"{tr.test_error(s, m, factor(r, m, s), 0.0):.4f}"
+            f"{styles[r][0]:24} c = {c:6.3f}   test error λ → 0 "
+            f"{tr.test_error(s, m, c, 0.0):.4f}, best λ "
+            f"{tr.optimal_L(s, tr.bias_D(c, m, s))[1]:.4f}"
         )
-    print(f"{'target data only':24} {'':10}   test error {target_only:.4f}")
+    print(f"{'ridge, target data only':24} {'':10}   best λ {ridge_best:.4f}")
 
 
 plotting.live_controls(live, n_s=(2, 3 * d), tau_=(0.0, 3.0, 0.1), m=(1, 256))
 
 # %% [markdown]
-# ## 7. Checks
+# ## 8. Checks
+#
+# Properties that hold at any size, asserted: the closed form, the analytic error against sampling, the
+# Marchenko–Pastur form, the optimality of `c*`, and the two facts that make statements true by construction
+# here (so they are checks, not claims): `c*` beats ridge from the first model, and ridge's best `L` is the
+# Bayes-optimal `σ²d/B`.
 
 # %%
 d_excess = max(
@@ -435,15 +600,32 @@ d_excess = max(
     for s in [over.with_(n_s=ns) for ns in ns_grid]
     for m in m_grid
 )
-rec.check("closed_form_matches_lstsq", closed_err, 1e-8, op="<=")
+c_star_margin = max(
+    tr.bias_D(tr.c_star(int(m), s), int(m), s) - s.B
+    for s in [over.with_(n_s=ns) for ns in ns_grid]
+    for m in m_grid
+)
+rec.check(
+    "closed_form_matches_lstsq",
+    closed_err,
+    1e-8,
+    op="<=",
+    note="equal and per-model weights; batched min-norm vs lstsq",
+)
 rec.check(
     "analytic_matches_monte_carlo",
     worst_dev,
     0.03,
     op="<=",
     note=f"{len(rows)} points (c = 1, 1/ρ, c*; λ → 0 and λ = {lam}; over- and "
-    "underparameterized sources), "
-    f"{trials} trials each",
+    f"underparameterized sources; {len(seeds)} seeds), {trials} trials each",
+)
+rec.check(
+    "marchenko_pastur_matches_eigen_average",
+    mp_dev,
+    0.02,
+    op="<=",
+    note="relative gap at D in {0.1, 0.5, 1, 3}, L in {0.3, 3, 30, 300}",
 )
 rec.check(
     "debias_optimal",
@@ -452,63 +634,132 @@ rec.check(
     op="<=",
     note="max over the phase-diagram grid of D(c*) − min(D(1), D(1/ρ))",
 )
+rec.check(
+    "c_star_beats_ridge_from_one_model",
+    c_star_margin,
+    0.0,
+    op="<",
+    note="max over the phase-diagram grid of D(c*, m) − B: true by construction",
+)
+rec.check(
+    "ridge_best_L_is_bayes",
+    abs(L_ridge / (sigma**2 * d / over.B) - 1),
+    0.01,
+    op="<=",
+    note=f"numerical optimum {L_ridge:.3f} vs σ²d/B = {sigma**2 * d / over.B:.3f}",
+)
 rec.check("interpolates_at_zero_lambda", interp_err, 1e-8, op="<=")
 
 # %% [markdown]
-# ## 8. The claims record
+# ## 9. The claims record
+#
+# Each claim is measured once per seed (Monte Carlo with `trials` trials) against ridge on the target data at
+# its Bayes-optimal penalty, which is stronger than any ridge tuned from the data. Each uses its own
+# measurement: the crossing of `c = 1`, the crossing of the data-driven correction, the gain at the largest `m`
+# with `λ` tuned, the plateau at `λ → 0`, and the data-driven factor against the oracle `c*` at `λ → 0`.
 
 # %%
 M = ms[-1]
-e1, se1 = mc[over.n_s][("1", M, 0.0)]
-ec, sec = mc[over.n_s][("c*", M, 0.0)]
-eh, seh = mc[over.n_s][("c_hat", M, 0.0)]
-e1_small = mc[over.n_s][("1", ms[0], 0.0)][0]
-rho, V = tr.source_moments(over)
-m_needed = V / (rho * (2 - rho) * over.B)
-floor = (
-    over.sigma**2 + (1 - n / d) * (1 - rho) ** 2 * over.B + sigma**2 * n / (d - n - 1)
-)
-diff_se = float(np.hypot(se1, sec))
+M4 = max(m for m in ms if m <= M // 4)
+ridge_per_seed = [mcs[sd][oracle_key][0] for sd in seeds]
+floor = tr.test_error_D(
+    over, (1 - over.rho) ** 2 * over.B, 0.0
+)  # c = 1 as m -> infinity
+plateau, plateau_notes = [], []
+for sd in seeds:
+    e1, se1 = mcs[sd][("1", M, 0.0)]
+    gain_cs, gain_se = tr.paired(mcs[sd], ("c*", M4, 0.0), ("c*", M, 0.0))
+    ok = abs(e1 - floor) <= 2 * se1 and gain_cs > 2 * gain_se
+    plateau.append(int(ok))
+    plateau_notes.append(
+        f"seed {sd}: c = 1 {e1:.4f} ± {se1:.4f} vs floor {floor:.4f}; "
+        f"c* gains {gain_cs:.4f} ± {gain_se:.4f} from m = {M4} to {M}"
+    )
+gain_rel = [
+    (mcs[sd][("1", M, "cv")][0] - mcs[sd][("c_hat", M, "cv")][0])
+    / mcs[sd][("1", M, "cv")][0]
+    for sd in seeds
+]
+ratio = [mcs[sd][("c_hat", M, 0.0)][0] / mcs[sd][("c*", M, 0.0)][0] for sd in seeds]
+need_c1_analytic = crossing("1", True)
+big = 10**6  # "never within the grid", so that the comparison can still be made
+
+
+def or_big(v):
+    return big if v is None else v
+
+
 rec.claim(
-    "more_models_need_debiasing",
-    "With overparameterized pretrained models, many models are needed and, "
-    "without correction, the "
-    "shrinkage bias limits them: at the largest m, c = 1 is clearly worse than c*",
-    paper="many models important; bias limits them",
-    measured=f"{e1:.4f} vs {ec:.4f}",
-    unit=f"test error at m = {M}, c = 1 vs c* (λ → 0)",
-    holds=e1 - ec > 2 * diff_se,
-    note=f"c = 1 needs m > {m_needed:.1f} models to beat the target alone "
-    f"({target_only:.4f}); its error "
-    f"went {e1_small:.4f} (m = {ms[0]}) -> {e1:.4f} (m = {M}) towards the "
-    f"analytic floor {floor:.4f}.",
+    "models_needed_c1",
+    "With overparameterized pretrained models and no correction (c = 1), more than "
+    "one model is needed before transfer beats tuned ridge on the target data",
+    paper="if the pretrained models are overparameterized, using sufficiently many "
+    "of them is important for beneficial transfer",
+    measured=[or_big(v) for v in need["1"]],
+    op=">=",
+    target=2,
+    unit="smallest m at which c = 1 (λ tuned by leave-one-out) beats ridge (Monte Carlo)",
+    baseline=ridge_per_seed,
+    note=f"analytic, both at their best L: m = {need_c1_analytic} (needs m > V/(ρ(2−ρ)B) = "
+    f"{V / (rho * (2 - rho) * over.B):.2f}); with the transfer learner at λ → 0: "
+    f"m = {crossing('1', False)}; the full correction 1/ρ needs "
+    f"{crossing('1/rho', True)} (both tuned), Monte Carlo {need['1/rho']}. "
+    f"More than one model is needed only when τ² + σ_s² d/(d − n_s − 1) > B.",
 )
-gain_rel = (e1 - ec) / e1
+rec.claim(
+    "models_needed_debiased",
+    "With the correction estimated from the target data (ĉ), transfer beats tuned "
+    "ridge from no more pretrained models than the uncorrected c = 1 needs",
+    paper="debiasing lets more pretrained models be leveraged",
+    measured=[or_big(v) for v in need["c_hat"]],
+    op="<=",
+    target=need_c1_analytic,
+    unit="smallest m at which ĉ (λ tuned by leave-one-out) beats ridge (Monte Carlo)",
+    baseline=ridge_per_seed,
+    note="the oracle c* beats ridge from m = 1 by construction (checked above); "
+    f"the full correction 1/ρ needs {crossing('1/rho', True)} models (analytic, "
+    f"both tuned), Monte Carlo {need['1/rho']}",
+)
 rec.claim(
     "debiasing_gain",
-    "The multiplicative correction c* reduces the test error at the largest m",
+    f"At m = {M}, the data-driven correction reduces the test error of the uncorrected "
+    "learner by at least 20% (both with λ tuned by leave-one-out)",
     paper="debiasing reduces the overparameterization bias",
-    measured=round(gain_rel, 4),
-    unit=f"relative error reduction at m = {M} (λ → 0)",
-    holds=e1 - ec > 2 * diff_se,
-    note=f"c* = {tr.c_star(M, over):.2f} (1/ρ = {1 / rho:.2f}); at λ = {lam}: "
-    f"{mc[over.n_s][('1', M, lam)][0]:.4f} -> {mc[over.n_s][('c*', M, lam)][0]:.4f}",
+    measured=[round(g, 4) for g in gain_rel],
+    op=">=",
+    target=0.2,
+    unit=f"relative error reduction at m = {M}, ĉ vs c = 1",
+    baseline=[mcs[sd][("1", M, "cv")][0] for sd in seeds],
+    note=f"analytic, oracle c* at the best L: "
+    f"{1 - best[(over.n_s, 'c*', M)][1] / best[(over.n_s, '1', M)][1]:.3f}",
 )
-ratio = eh / ec
+rec.claim(
+    "uncorrected_plateaus",
+    f"Without correction the error has reached its shrinkage floor at m = {M} "
+    f"(within 2 SE) while c* still improves from m = {M4} (by more than 2 SE)",
+    paper="the learning may be compromised by the overparameterization bias",
+    measured=plateau,
+    op="==",
+    target=1,
+    unit="1 if both hold (λ → 0), per seed",
+    note="; ".join(plateau_notes),
+)
 rec.claim(
     "data_driven_factor_close",
     "The factor estimated from the target data alone is nearly as good as the "
     "oracle c* (error ratio <= 1.05)",
     paper="simple debiasing factor (ours: data-driven ĉ)",
-    measured=round(ratio, 4),
-    unit=f"error(ĉ) / error(c*) at m = {M}",
-    holds=ratio <= 1.05,
-    note=f"mean ĉ = {mc[over.n_s]['c_hat'][M]:.2f} vs c* = {tr.c_star(M, over):.2f}; "
-    "ratios at every m: "
+    measured=[round(r_, 4) for r_ in ratio],
+    op="<=",
+    target=1.05,
+    unit=f"error(ĉ) / error(c*) at m = {M}, λ → 0",
+    baseline=[mcs[sd][("c*", M, 0.0)][0] for sd in seeds],
+    note=f"mean ĉ = {mcs[seed]['c_hat'][M]:.2f} vs c* = {tr.c_star(M, over):.2f} "
+    "(seed 0); ratios at every m (seed 0): "
     + ", ".join(
-        f"{m}: "
-        f"{mc[over.n_s][('c_hat', m, 0.0)][0] / mc[over.n_s][('c*', m, 0.0)][0]:.3f}"
+        f"{m}: {mc[over.n_s][('c_hat', m, 0.0)][0] / mc[over.n_s][('c*', m, 0.0)][0]:.3f}"
         for m in ms
     ),
 )
 rec.save()
+print(f"notebook ran in {time.perf_counter() - t_start:.0f} s")
