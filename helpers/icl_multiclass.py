@@ -16,7 +16,8 @@ Vardi 2025; Zhang, Frei & Bartlett 2024):
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -30,8 +31,11 @@ __all__ = [
     "stable_rank", "power_spectrum", "alpha_for_stable_rank", "random_orthonormal", "class_centers",
     "label_priors", "prompt_labels", "class_centers_batch", "sample_prompts", "lsa_forward", "reduced_scores", "LinearICL",
     "SoftmaxICL", "accuracy_by_class", "lda_scores", "bayes_scores", "subspace_oracle_scores", "matrix_cosine",
-    "subspace_alignment", "examples_to_reach", "predicted_margins",
+    "subspace_alignment", "examples_to_reach", "predicted_margins", "task_stream", "icl_loss", "train_icl",
+    "checkpoint_config", "CHECKPOINT_SLUG",
 ]
+
+CHECKPOINT_SLUG = "14_icl_multiclass"
 
 
 def stable_rank(M: np.ndarray) -> float:
@@ -349,3 +353,47 @@ def predicted_margins(M: np.ndarray, pi: np.ndarray) -> np.ndarray:
     m = pi[:, None] * np.diag(G)[:, None] - pi[None, :] * G  # m[y, c] = pi_y ||mu_y||^2 - pi_c mu_c^T mu_y
     np.fill_diagonal(m, np.inf)
     return m.min(1)
+
+
+def task_stream(seed: int, stream: int, B: int, N: int, d: int, C: int, sigma: Sequence[float], R2: float,
+                U: np.ndarray | None = None) -> Callable[[int], dict[str, Tensor]]:
+    """``step -> batch`` of fresh prompts for :func:`helpers.train.fit`, deterministic in (seed, stream, step)."""
+    V_.seed("seed", seed)
+    V_.seed("stream", stream)
+
+    def batch(step: int) -> dict[str, Tensor]:
+        return sample_prompts(B, N, d, C, sigma, R2, np.random.default_rng([seed, stream, step]), U=U)
+
+    return batch
+
+
+def icl_loss(model: nn.Module, b: Mapping[str, Tensor]) -> Tensor:
+    """Softmax cross-entropy of the query's class scores (the number of classes is read off the centers)."""
+    return nn.functional.cross_entropy(model(b["X"], b["Y"], b["xq"], b["M"].shape[-1]), b["yq"])
+
+
+def train_icl(model: nn.Module, batches: Callable[[int], dict[str, Tensor]], steps: int, *, optimizer: str,
+              lr: float, seed: int, warmup: int = 0, desc: str = "train", progress: bool = True) -> Any:
+    """Train ``model`` on ``batches`` with :func:`helpers.train.fit`: ``optimizer="sgd"`` is plain gradient descent
+    on fresh tasks (the linear transformer: the theory's algorithm, and rotation-equivariant, so the learned W does
+    not depend on the basis), ``"adamw"`` the usual transformer optimizer. Returns the training history."""
+    from helpers import train
+
+    V_.one_of("optimizer", optimizer, ("sgd", "adamw"))
+    lr = V_.positive("lr", lr)
+    opt = torch.optim.SGD(model.parameters(), lr=lr) if optimizer == "sgd" else None
+    return train.fit(model, icl_loss, batches, steps, lr=lr, warmup=warmup, seed=seed, optimizer=opt,
+                     grad_clip=None if optimizer == "sgd" else 1.0, desc=desc, progress=progress)
+
+
+def checkpoint_config(name: str) -> dict:
+    """The training config of the chapter's checkpoints (what ``data/14_icl_multiclass/make_models.py`` trains and
+    the default run loads): ``shared_lt`` (linear transformers on tasks in a shared k-dim subspace, per d and
+    seed) and ``softmax_tf`` (2-layer softmax transformers on isotropic tasks, per seed)."""
+    if name == "shared_lt":
+        return dict(k=4, C=5, R2=4.0, per_label=8, dims=[16, 64, 256], seeds=[0, 1, 2], steps=800, batch=256,
+                    optimizer="sgd", lr=1.0, subspace_stream=7, train_stream=8)
+    if name == "softmax_tf":
+        return dict(d=16, C=5, R2=9.0, per_label=8, seeds=[0, 1, 2], steps=1500, batch=128, optimizer="adamw",
+                    lr=1e-3, warmup=150, d_model=64, n_layer=2, n_head=4, train_stream=2)
+    raise ValueError(f"name must be 'shared_lt' or 'softmax_tf', got {name!r}")

@@ -112,3 +112,116 @@ def test_bad_inputs():
         I.stable_rank(np.zeros((3, 3)))
     with pytest.raises(ValueError):
         I.power_spectrum(0, 1.0)
+
+
+# --- the shared subspace, references and read-outs (#40) ---------------------------------------------------------
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(3, 7), st.floats(0.0, 3.0), st.integers(0, 10**6), st.booleans())
+def test_batched_centers_match_the_spectrum(C, alpha, seed, shared):
+    rng = np.random.default_rng(seed)
+    d, r = 10, C - 1
+    s = I.power_spectrum(r, alpha)
+    U = I.random_orthonormal(d, r, rng) if shared else None
+    Ms = I.class_centers_batch(6, d, C, s, 2.0, rng, U)
+    assert Ms.shape == (6, d, C)
+    for M in Ms:
+        assert I.stable_rank(M) == pytest.approx(float((s ** 2).sum() / s[0] ** 2), abs=1e-9)
+        assert np.linalg.norm(M) ** 2 == pytest.approx(2.0 * C, rel=1e-12)
+        np.testing.assert_allclose(M.sum(1), 0, atol=1e-10)
+        if shared:
+            np.testing.assert_allclose(U @ (U.T @ M), M, atol=1e-10)  # every task lies in span(U)
+    if not shared:  # fresh tasks differ
+        assert not np.allclose(Ms[0], Ms[1])
+
+
+def test_vectorised_prompts_statistics():
+    rng = np.random.default_rng(3)
+    d, C, N = 6, 4, 12
+    p = I.sample_prompts(4000, N, d, C, I.power_spectrum(3, 0.5), 4.0, rng, pi=I.label_priors(C, 0.5))
+    counts = torch.nn.functional.one_hot(p["Y"], C).sum(1)
+    assert (counts == torch.tensor([6, 2, 2, 2])).all()  # exact context counts in every prompt
+    centers = p["M"].transpose(1, 2)
+    Z = p["X"] - torch.gather(centers, 1, p["Y"][..., None].expand(-1, -1, d))
+    zq = p["xq"] - centers[torch.arange(4000), p["yq"]]
+    assert abs(Z.mean().item()) < 0.01 and abs(Z.var().item() - 1) < 0.02  # unit Gaussian noise
+    assert abs(zq.var().item() - 1) < 0.05
+    assert np.abs(np.bincount(p["yq"].numpy(), minlength=C) / 4000 - 0.25).max() < 0.03  # uniform queries
+    task = I.class_centers(d, C, I.power_spectrum(3, 0.0), 4.0, rng)
+    q = I.sample_prompts(5, N, d, C, None, 1.0, rng, task=task)
+    assert torch.allclose(q["M"], torch.tensor(task, dtype=torch.float32).expand(5, d, C))
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, 10**6))
+def test_bayes_is_nearest_center_and_oracle_projects(seed):
+    rng = np.random.default_rng(seed)
+    d, C = 5, 4
+    p = I.sample_prompts(50, 8, d, C, I.power_spectrum(3, 0.0), 3.0, rng)
+    dist = ((p["xq"][:, :, None] - p["M"]) ** 2).sum(1)  # (B, C) squared distances to the true centers
+    assert (I.bayes_scores(p["M"], p["xq"]).argmax(-1) == dist.argmin(-1)).all()
+    # the subspace oracle with the whole space is plain plug-in LDA; with a subspace it is LDA on projections
+    assert torch.allclose(I.subspace_oracle_scores(p["X"], p["Y"], p["xq"], C, np.eye(d)),
+                          I.lda_scores(p["X"], p["Y"], p["xq"], C), atol=1e-5)
+    U = I.random_orthonormal(d, 2, rng)
+    Ut = torch.tensor(U, dtype=torch.float32)
+    assert torch.allclose(I.subspace_oracle_scores(p["X"], p["Y"], p["xq"], C, U),
+                          I.lda_scores(p["X"] @ Ut, p["Y"], p["xq"] @ Ut, C), atol=1e-5)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 10**6), st.floats(0.1, 10.0))
+def test_matrix_cosine_and_alignment(seed, scale):
+    rng = np.random.default_rng(seed)
+    d, k = 9, 3
+    U = I.random_orthonormal(d, k, rng)
+    P = U @ U.T
+    assert I.matrix_cosine(scale * P, P) == pytest.approx(1.0, abs=1e-12)
+    assert I.matrix_cosine(-P, P) == pytest.approx(-1.0, abs=1e-12)
+    assert I.matrix_cosine(np.eye(d), P) == pytest.approx(np.sqrt(k / d), abs=1e-12)
+    W = U @ np.diag(scale * (1 + rng.random(k))) @ U.T  # positive spectrum inside span(U)
+    np.testing.assert_allclose(I.subspace_alignment(W, U), 1.0, atol=1e-9)
+    Q = I.random_orthonormal(d, d, rng)
+    Uperp = Q[:, :k] - U @ (U.T @ Q[:, :k])
+    Uperp, _ = np.linalg.qr(Uperp)
+    np.testing.assert_allclose(I.subspace_alignment(Uperp @ Uperp.T + 0.5 * P, U), 0.0, atol=1e-9)  # wrong space
+    # alignment is about the eigenspace, not the basis: a rotated U inside the same span gives the same cosines
+    R = I.random_orthonormal(k, k, rng)
+    np.testing.assert_allclose(I.subspace_alignment(W, U @ R), 1.0, atol=1e-9)
+
+
+def test_examples_to_reach():
+    grid = [1, 2, 4, 8]
+    accs = [0.2, 0.4, 0.6, 0.8]  # linear in log2(examples)
+    assert I.examples_to_reach(grid, accs, 0.5) == pytest.approx(2 * np.sqrt(2), rel=1e-12)
+    assert I.examples_to_reach(grid, accs, 0.6) == pytest.approx(4.0, rel=1e-12)
+    assert I.examples_to_reach(grid, accs, 0.1) == 1.0  # reached at the first point: an upper bound
+    assert np.isnan(I.examples_to_reach(grid, accs, 0.9))
+    with pytest.raises(ValueError, match="increasing"):
+        I.examples_to_reach([1, 1, 2, 3], accs, 0.5)
+
+
+def test_predicted_margins():
+    M = np.array([[2.0, -2.0, 0.0], [0.0, 0.0, 1.0]])  # mu_0 = (2, 0), mu_1 = (-2, 0), mu_2 = (0, 1)
+    pi = np.array([0.5, 0.25, 0.25])
+    m = I.predicted_margins(M, pi)
+    # class 0: min(0.5*4 - 0.25*(-4), 0.5*4 - 0.25*0) = 2; class 1: min(0.25*4 + 0.5*4, 0.25*4 - 0) = 1;
+    # class 2: min(0.25*1 - 0, 0.25*1 - 0) = 0.25
+    np.testing.assert_allclose(m, [2.0, 1.0, 0.25])
+    # a collinear class pushed outward takes the inner class's queries: a negative margin
+    assert I.predicted_margins(np.array([[1.0, 3.0, -4.0]]), np.full(3, 1 / 3))[0] < 0
+
+
+def test_new_functions_refuse_bad_input():
+    with pytest.raises(ValueError):
+        I.class_centers_batch(0, 4, 3, [1.0], 1.0, np.random.default_rng(0))
+    with pytest.raises(ValueError, match="rank r"):
+        I.class_centers_batch(2, 4, 3, [1.0, 1.0, 1.0], 1.0, np.random.default_rng(0))
+    with pytest.raises(ValueError):
+        I.class_centers_batch(2, 4, 3, [1.0], float("nan"), np.random.default_rng(0))
+    with pytest.raises(ValueError):
+        I.matrix_cosine(np.zeros((2, 2)), np.eye(2))
+    with pytest.raises(ValueError):
+        I.subspace_alignment(np.eye(3), np.ones((4, 2)))
+    with pytest.raises(ValueError):
+        I.sample_prompts(2, 4, 3, 3, [1.0], 1.0, np.random.default_rng(0), query_pi=np.array([0.5, 0.5]))

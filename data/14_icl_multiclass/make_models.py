@@ -1,0 +1,108 @@
+"""Train the models of chapter 14_icl_multiclass that do not fit its 5-minute default run, and write them with
+:mod:`helpers.checkpoints`:
+
+* ``shared_lt``: linear transformers (one d x d matrix W, gradient descent) on tasks whose class centers all lie in
+  one k-dimensional subspace U, for each ambient dimension d and seed (W and U stored per (d, seed));
+* ``softmax_tf``: 2-layer softmax transformers on isotropic tasks, one per seed.
+
+Run from the repository root: ``.venv/bin/python data/14_icl_multiclass/make_models.py`` (or
+``make data NB=14_icl_multiclass``); ``--only shared_lt`` trains one of them. ``--tiny`` trains tiny configs for a
+few steps into a temporary folder (seconds; what the tests run). One torch thread: the same seed on the same machine
+writes byte-identical weights.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from helpers import checkpoints, repro
+from helpers import icl_multiclass as icl
+
+SLUG = icl.CHECKPOINT_SLUG
+HERE = Path(__file__).resolve()
+SOURCES = [HERE, Path(icl.__file__).resolve()]
+
+
+def tiny(name: str) -> dict:
+    cfg = copy.deepcopy(icl.checkpoint_config(name))
+    if name == "shared_lt":
+        cfg.update(dims=[8], seeds=[0], steps=4, batch=8)
+    else:
+        cfg.update(seeds=[0], steps=4, batch=8, warmup=1, d_model=16, n_layer=1, n_head=2)
+    return cfg
+
+
+def make_shared_lt(cfg: dict, out: Path | None) -> Path:
+    tensors, history, metrics = {}, {}, {}
+    t0 = time.time()
+    sigma = icl.power_spectrum(cfg["k"], 0.0)
+    for d in cfg["dims"]:
+        for s in cfg["seeds"]:
+            U = icl.random_orthonormal(d, cfg["k"], repro.rng(s, cfg["subspace_stream"], d))
+            batches = icl.task_stream(s, cfg["train_stream"] * 1000 + d, cfg["batch"], cfg["per_label"] * cfg["C"],
+                                      d, cfg["C"], sigma, cfg["R2"], U=U)
+            with repro.seeded(s):
+                lt = icl.LinearICL(d)
+                hist = icl.train_icl(lt, batches, cfg["steps"], optimizer=cfg["optimizer"], lr=cfg["lr"], seed=s,
+                                     desc=f"shared LT d={d} seed {s}")
+            W = lt.W.detach()
+            tensors[f"W/{d}/{s}"] = W
+            tensors[f"U/{d}/{s}"] = torch.tensor(U, dtype=torch.float32)
+            history[f"loss/{d}/{s}"] = hist.loss
+            metrics[f"cos_UUt/{d}/{s}"] = icl.matrix_cosine(W, U @ U.T)
+            metrics[f"min_principal_cos/{d}/{s}"] = float(icl.subspace_alignment(W, U).min())
+            print(f"d={d} seed={s}: loss {np.mean(hist.loss[-20:]):.3f}, cos(W, UU^T) "
+                  f"{metrics[f'cos_UUt/{d}/{s}']:.3f}, min principal cosine {metrics[f'min_principal_cos/{d}/{s}']:.4f}")
+    return checkpoints.save(SLUG, "shared_lt", tensors, config=cfg, metrics=metrics, history=history,
+                            seed=cfg["seeds"], steps=cfg["steps"], wall_seconds=time.time() - t0, sources=SOURCES,
+                            module="helpers.icl_multiclass", root=out)
+
+
+def make_softmax_tf(cfg: dict, out: Path | None) -> Path:
+    tensors, history, metrics = {}, {}, {}
+    t0 = time.time()
+    for s in cfg["seeds"]:
+        batches = icl.task_stream(s, cfg["train_stream"], cfg["batch"], cfg["per_label"] * cfg["C"], cfg["d"],
+                                  cfg["C"], icl.power_spectrum(cfg["C"] - 1, 0.0), cfg["R2"])
+        with repro.seeded(s):
+            tf = icl.SoftmaxICL(cfg["d"], cfg["C"], d_model=cfg["d_model"], n_layer=cfg["n_layer"],
+                                n_head=cfg["n_head"])
+            hist = icl.train_icl(tf, batches, cfg["steps"], optimizer=cfg["optimizer"], lr=cfg["lr"],
+                                 warmup=cfg["warmup"], seed=s, desc=f"softmax TF seed {s}")
+        for k, v in tf.state_dict().items():
+            tensors[f"{s}.{k}"] = v
+        history[f"loss/{s}"] = hist.loss
+        metrics[f"final_loss/{s}"] = float(np.mean(hist.loss[-50:]))
+        print(f"softmax TF seed {s}: final loss {metrics[f'final_loss/{s}']:.3f}")
+    return checkpoints.save(SLUG, "softmax_tf", tensors, config=cfg, metrics=metrics, history=history,
+                            seed=cfg["seeds"], steps=cfg["steps"], wall_seconds=time.time() - t0, sources=SOURCES,
+                            module="helpers.icl_multiclass", root=out)
+
+
+def main(argv: list[str] | None = None) -> list[Path]:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--tiny", action="store_true", help="a few steps of tiny configs, into a temporary folder")
+    ap.add_argument("--out", type=Path, default=None, help="data root to write <slug>/<name>.* into")
+    ap.add_argument("--only", choices=["shared_lt", "softmax_tf"], default=None, help="train one checkpoint")
+    args = ap.parse_args(argv)
+    torch.set_num_threads(1)
+    repro.set_threads(1)
+    out = args.out if args.out is not None else (Path(tempfile.mkdtemp(prefix="icl_multiclass_")) if args.tiny else None)
+    made = []
+    for name, make in (("shared_lt", make_shared_lt), ("softmax_tf", make_softmax_tf)):
+        if args.only in (None, name):
+            cfg = tiny(name) if args.tiny else icl.checkpoint_config(name)
+            made.append(make(cfg, out))
+            print("wrote", made[-1])
+    return made
+
+
+if __name__ == "__main__":
+    main()
