@@ -32,7 +32,7 @@ __all__ = [
     "label_priors", "prompt_labels", "class_centers_batch", "sample_prompts", "lsa_forward", "reduced_scores", "LinearICL",
     "SoftmaxICL", "accuracy_by_class", "lda_scores", "bayes_scores", "subspace_oracle_scores", "matrix_cosine",
     "subspace_alignment", "examples_to_reach", "predicted_margins", "task_stream", "icl_loss", "train_icl",
-    "checkpoint_config", "CHECKPOINT_SLUG",
+    "checkpoint_config", "CHECKPOINT_SLUG", "dataset_prompts",
 ]
 
 CHECKPOINT_SLUG = "14_icl_multiclass"
@@ -397,3 +397,40 @@ def checkpoint_config(name: str) -> dict:
         return dict(d=16, C=5, R2=9.0, per_label=8, seeds=[0, 1, 2], steps=1500, batch=128, optimizer="adamw",
                     lr=1e-3, warmup=150, d_model=64, n_layer=2, n_head=4, train_stream=2)
     raise ValueError(f"name must be 'shared_lt' or 'softmax_tf', got {name!r}")
+
+
+def dataset_prompts(features: np.ndarray, labels: np.ndarray, B: int, per_label: int, rng: np.random.Generator,
+                    d: int | None = None) -> dict[str, Tensor]:
+    """Prompts from a labelled dataset: per prompt, ``per_label`` context examples of every class and one query of a
+    uniformly drawn class (distinct from the context), all turned by a fresh random rotation of R^d (features are
+    zero-padded to ``d`` first), so that no prompt can be solved by remembering a fixed direction.
+
+    Returns ``X``, ``Y``, ``xq``, ``yq`` like :func:`sample_prompts` (no ``M``: the centers are unknown).
+    """
+    F_ = V_.array("features", features, ndim=2, dtype="float")
+    y = V_.array("labels", labels, shape=(F_.shape[0],), dtype="int")
+    B = V_.integer("B", B, min=1)
+    per_label = V_.integer("per_label", per_label, min=1)
+    d = F_.shape[1] if d is None else V_.integer("d", d, min=F_.shape[1])
+    classes = np.unique(y)
+    C = len(classes)
+    pools = [np.flatnonzero(y == c) for c in classes]
+    if min(len(p) for p in pools) < per_label + 1:
+        raise ValueError(f"every class needs at least per_label + 1 = {per_label + 1} examples")
+    Fp = np.zeros((F_.shape[0], d))
+    Fp[:, : F_.shape[1]] = F_
+    yq = rng.integers(0, C, size=B)
+    ctx = np.empty((B, C * per_label), dtype=np.int64)
+    q = np.empty(B, dtype=np.int64)
+    for b in range(B):
+        picks = [rng.choice(p, per_label + 1, replace=False) for p in pools]
+        ctx[b] = np.concatenate([p[:per_label] for p in picks])
+        q[b] = picks[yq[b]][per_label]
+    Y = np.repeat(np.arange(C), per_label)[None].repeat(B, 0)
+    order = rng.permuted(np.broadcast_to(np.arange(C * per_label), (B, C * per_label)), axis=1)
+    ctx, Y = np.take_along_axis(ctx, order, 1), np.take_along_axis(Y, order, 1)
+    Q = _orthonormal_batch(B, d, d, rng)  # a Haar rotation per prompt
+    X = np.einsum("bnd,bed->bne", Fp[ctx], Q)
+    xq = np.einsum("bd,bed->be", Fp[q], Q)
+    return {"X": torch.tensor(X, dtype=torch.float32), "Y": torch.from_numpy(Y), "xq": torch.tensor(xq, dtype=torch.float32),
+            "yq": torch.from_numpy(yq)}

@@ -152,7 +152,7 @@ def test_vectorised_prompts_statistics():
     assert torch.allclose(q["M"], torch.tensor(task, dtype=torch.float32).expand(5, d, C))
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=10, deadline=None)
 @given(st.integers(0, 10**6))
 def test_bayes_is_nearest_center_and_oracle_projects(seed):
     rng = np.random.default_rng(seed)
@@ -225,3 +225,21 @@ def test_new_functions_refuse_bad_input():
         I.subspace_alignment(np.eye(3), np.ones((4, 2)))
     with pytest.raises(ValueError):
         I.sample_prompts(2, 4, 3, 3, [1.0], 1.0, np.random.default_rng(0), query_pi=np.array([0.5, 0.5]))
+
+
+def test_dataset_prompts_rotate_and_keep_labels():
+    rng = np.random.default_rng(0)
+    feats = np.concatenate([rng.normal(0, 1, (20, 3)), rng.normal(5, 1, (20, 3)), rng.normal(-5, 1, (20, 3))])
+    labels = np.repeat([0, 1, 2], 20)
+    p = I.dataset_prompts(feats, labels, 30, 4, rng, d=6)
+    assert p["X"].shape == (30, 12, 6) and p["xq"].shape == (30, 6)
+    assert (torch.nn.functional.one_hot(p["Y"], 3).sum(1) == 4).all()
+    # a rotation keeps norms (features were zero-padded), and each prompt has its own rotation
+    norms = np.sort(np.linalg.norm(feats, axis=1))
+    got = p["X"].norm(dim=-1).numpy().ravel()
+    assert np.abs(norms[np.searchsorted(norms, got).clip(0, 59)] - got).min() < 1e-4
+    assert not torch.allclose(p["X"][0].mean(0), p["X"][1].mean(0))
+    # the classes stay separable: plug-in LDA on these prompts is nearly perfect
+    assert (I.lda_scores(p["X"], p["Y"], p["xq"], 3).argmax(-1) == p["yq"]).float().mean() > 0.9
+    with pytest.raises(ValueError, match="per_label"):
+        I.dataset_prompts(feats, labels, 2, 20, rng)
