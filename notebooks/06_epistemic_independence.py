@@ -587,9 +587,11 @@ rec.claim(
     "adv_accuracy_gain",
     "EIT raises accuracy under adversarial bandwagon cues",
     paper="improves (Qwen3-1.7B/4B)",
-    measured=round(adv_gain, 3),
+    measured=adv_gain,
+    op=">",
+    target=0.0,
     unit="accuracy, EIT − base",
-    holds=bool(adv_gain > 0),
+    baseline=acc(ev_b, "adversarial"),
     note=f"base {acc(ev_b, 'adversarial'):.3f} → EIT {acc(ev_eit, 'adversarial'):.3f}",
 )
 al_change = acc(ev_eit, "aligned") - acc(ev_b, "aligned")
@@ -597,9 +599,11 @@ rec.claim(
     "aligned_preserved",
     "EIT keeps accuracy when the cue is right",
     paper="preserved",
-    measured=round(al_change, 3),
+    measured=al_change,
+    op=">=",
+    target=-0.05,
     unit="accuracy, EIT − base (aligned cue)",
-    holds=bool(al_change >= -0.05),
+    baseline=acc(ev_b, "aligned"),
     note=f"aligned {acc(ev_b, 'aligned'):.3f} → {acc(ev_eit, 'aligned'):.3f}; no cue "
     f"{acc(ev_b, 'none'):.3f} → "
     f"{acc(ev_eit, 'none'):.3f}. The base's aligned accuracy is inflated by "
@@ -616,9 +620,11 @@ rec.claim(
     "ood_bias_transfer",
     "Trained on bandwagon only, EIT resists unseen cue families",
     paper="generalizes to authority, distraction, verbosity",
-    measured=round(ood_gain, 3),
+    measured=ood_gain,
+    op=">",
+    target=0.0,
     unit="mean adversarial accuracy gain over unseen families",
-    holds=bool(ood_gain > 0),
+    baseline=float(np.mean([acc(ev_b, "adversarial", f) for f in ood])),
     note=", ".join(f"{f} {g:+.3f}" for f, g in ood_gains.items()),
 )
 subj_gain = acc(ev_eit, "adversarial", split="held-out subjects") - acc(
@@ -628,9 +634,11 @@ rec.claim(
     "ood_subject_transfer",
     "EIT's gain carries over to held-out subjects",
     paper="generalizes to held-out MMLU-Pro subjects",
-    measured=round(subj_gain, 3),
+    measured=subj_gain,
+    op=">",
+    target=0.0,
     unit="adversarial bandwagon accuracy gain, held-out subjects",
-    holds=bool(subj_gain > 0),
+    baseline=acc(ev_b, "adversarial", split="held-out subjects"),
 )
 ev_adv = evals["RL acc, adversarial-only"]
 al_drop = acc(ev_adv, "aligned") - acc(ev_b, "aligned")
@@ -639,10 +647,22 @@ rec.claim(
     "RL on adversarial-only cues learns to contradict the cue and loses "
     "aligned-cue accuracy",
     paper="the motivation for balanced data",
-    measured=round(al_drop, 3),
+    measured=al_drop,
+    op="<",
+    target=-0.05,
     unit="aligned accuracy, adversarial-only arm − base",
-    holds=bool(al_drop < -0.05 and acc(ev_adv, "aligned") < acc(ev_eit, "aligned")),
+    baseline=acc(ev_b, "aligned"),
     note=f"EIT aligned accuracy {acc(ev_eit, 'aligned'):.3f}",
+)
+rec.claim(
+    "balanced_beats_adversarial_only",
+    "Balanced EIT keeps more aligned-cue accuracy than RL on adversarial-only cues",
+    paper="the motivation for balanced data",
+    measured=acc(ev_eit, "aligned") - acc(ev_adv, "aligned"),
+    op=">",
+    target=0.0,
+    unit="aligned accuracy, EIT − adversarial-only arm",
+    baseline=acc(ev_adv, "aligned"),
 )
 resist = {
     arm: float(np.mean([acc(evals[arm], "adversarial", f) for f in ei.FAMILIES]))
@@ -652,9 +672,11 @@ rec.claim(
     "beats_larger_model",
     "The small judge with EIT resists bias better than a larger judge without it",
     paper="EIT Qwen3-4B beats untrained 8B and 14B",
-    measured=round(resist["EIT"] - resist["larger base"], 3),
+    measured=resist["EIT"] - resist["larger base"],
+    op=">",
+    target=0.0,
     unit="adversarial accuracy (mean over families), small+EIT − larger base",
-    holds=bool(resist["EIT"] > resist["larger base"]),
+    baseline=resist["larger base"],
     note=f"small+EIT {resist['EIT']:.3f}, larger base {resist['larger base']:.3f} "
     f"({large_base.n_params():,} vs {base.n_params():,} parameters)",
 )
