@@ -7,11 +7,16 @@ The query model: asking vertex ``v`` answers "found" (``None``) if ``v`` is the 
   :func:`pathwidth_bruteforce` is the vertex-separation subset DP it is tested against.
 * :class:`Decomposition` removes a *spine* (a path whose removal leaves components of smaller pathwidth) from the
   tree, then from every remaining component, recursively: at most ``pw`` levels.
-* :func:`search_with_prediction` queries the prediction (its answer is kept: on a spine it gives the first
-  direction for free), then on every level gallops along the spine from the
-  prediction's attachment point (doubling, then binary search), and descends into the component an answer points
-  to. :func:`centroid_search` (no prediction, O(log n)), :func:`walk_search` (eta + 1 queries) and
-  :func:`doubling_search_path` (the sorted-array case) are the baselines.
+* :func:`search_with_prediction` queries the prediction, then by default starts in the prediction's own (deepest)
+  component and escalates outward: on each level it gallops along the spine from where the prediction hangs
+  (doubling, then binary search); an answer leaving the component sends it one level up, an answer into a part
+  off the spine sends it down, top-down, into that part. ``start="top"`` is the top-down variant (every level
+  from the whole tree's spine down). :func:`centroid_search` (no prediction, O(log n)), :func:`walk_search`
+  (eta + 1 queries), :func:`interleaved_search` (ours and centroid taking turns, sharing answers) and
+  :func:`doubling_search_path` (the sorted-array case) are the baselines. Searches are generators of queries
+  driven against the oracle, so that two can take turns.
+* :func:`minimax_queries` (brute force, small trees) and :func:`binary_minimax` (a DP over tree shapes) give the
+  exact fewest worst-case queries of *any* algorithm: the lower bound is measured, not assumed.
 
 The query model is standard; the search algorithm is our reconstruction from the paper's abstract and the
 pathwidth characterisation of trees.
@@ -20,11 +25,12 @@ pathwidth characterisation of trees.
 from __future__ import annotations
 
 import ast
+import functools
 import math
 import os
 from bisect import bisect_right
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Generator, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -33,9 +39,10 @@ from helpers import validate as V
 
 __all__ = [
     "Tree", "Oracle", "pathwidth", "pathwidth_bruteforce", "spine", "Decomposition", "SearchResult",
-    "search_with_prediction", "centroid_search", "CentroidTree", "walk_search", "doubling_search_path",
-    "query_bound", "path_tree", "star_tree", "caterpillar_tree", "complete_tree", "random_tree",
-    "ast_tree", "directory_tree", "exception_tree", "save_edges", "load_edges",
+    "search_with_prediction", "interleaved_search", "centroid_search", "CentroidTree", "walk_search",
+    "doubling_search_path", "query_bound", "query_bound_from_prediction", "minimax_queries", "binary_minimax", "path_tree", "star_tree", "caterpillar_tree", "complete_tree", "random_tree",
+    "ast_tree", "directory_tree", "exception_tree", "dendrogram_tree", "grid_mst_tree", "neighbor_joining_tree",
+    "bfs_tree", "save_edges", "load_edges",
 ]
 
 
@@ -181,18 +188,6 @@ class Oracle:
         return None if v == self._target else self.tree._next_hop(v, self._target)
 
 
-class _CachedAsk:
-    """Ask the oracle, never twice about the same vertex (answers are deterministic)."""
-
-    def __init__(self, oracle: Oracle):
-        self.oracle, self.cache = oracle, {}
-
-    def __call__(self, v: int) -> int | None:
-        if v not in self.cache:
-            self.cache[v] = self.oracle.query(v)
-        return self.cache[v]
-
-
 @dataclass
 class SearchResult:
     found: int
@@ -203,6 +198,16 @@ def query_bound(k: int, eta: int) -> int:
     """The proven shape of our bound: ``1 + k * (2 ceil(log2(eta + 1)) + 3)``."""
     k, eta = V.integer("k", k, min=0), V.integer("eta", eta, min=0)
     return 1 + k * (2 * math.ceil(math.log2(eta + 1)) + 3)
+
+
+def query_bound_from_prediction(k: int, eta: int) -> int:
+    """Our bound for the search that starts at the prediction: at most ``2k + 1`` spine searches (up from the
+    prediction's level, then down to the target's), each within ``2 ceil(log2(eta + 1)) + 3`` queries, plus at most
+    ``k`` queries at entry vertices: ``1 + (2k + 1)(2 ceil(log2(eta + 1)) + 3) + k``; 1 when ``eta = 0``."""
+    k, eta = V.integer("k", k, min=0), V.integer("eta", eta, min=0)
+    if eta == 0:
+        return 1
+    return 1 + (2 * k + 1) * (2 * math.ceil(math.log2(eta + 1)) + 3) + k
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -314,6 +319,9 @@ class _Component:
     k: int
     level: int
     children: dict[int, int] = field(default_factory=dict)  # off-spine vertex adjacent to spine -> child comp
+    parent: int = -1  # the component this one hangs from (-1 for the whole tree)
+    entry: int = -1  # the vertex of this component adjacent to the parent's spine (its only way out)
+    exit_vertex: int = -1  # the parent's spine vertex that ``entry`` is adjacent to
 
 
 class Decomposition:
@@ -337,6 +345,8 @@ class Decomposition:
             self.comps.append(comp)
             if parent >= 0:
                 self.comps[parent].children[entry] = cid
+                pc = self.comps[parent]
+                comp.parent, comp.entry, comp.exit_vertex = parent, entry, pc.spine[pc.attach[entry]]
             on = set(P)
             for i, v in enumerate(P):
                 comp.attach[v] = i
@@ -365,62 +375,149 @@ class Decomposition:
         return [self.members(child) for child in self.comps[cid].children.values()]
 
 
-def _search_spine(ask: _CachedAsk, P: list[int], j: int) -> tuple[str, int, int | None]:
-    """Doubling search along the spine ``P`` from index ``j``. Returns ``("found", i, None)`` when ``P[i]`` is
-    the target, or ``("off", i, u)`` when the target hangs from ``P[i]`` in the component containing ``u``."""
+def _spine_steps(P: list[int], j: int) -> Generator[int, int, tuple[int, int]]:
+    """Doubling search along the spine ``P`` from index ``j``, as a generator: it yields the vertices to ask and is
+    sent the answers (never "found": the driver stops there). Returns ``(i, u)`` when the answer at ``P[i]`` points
+    off the spine, to the neighbour ``u``."""
     m = len(P)
-    lo, hi = -1, m  # the target's attachment index lies strictly between lo and hi
+    lo, hi = -1, m  # the index where the answers leave the spine lies strictly between lo and hi
 
-    def probe(i: int) -> tuple[str, int | None]:
-        a = ask(P[i])
-        if a is None:
-            return "found", None
+    def kind(i: int, a: int) -> str:
         if i > 0 and a == P[i - 1]:
-            return "left", None
+            return "left"
         if i + 1 < m and a == P[i + 1]:
-            return "right", None
-        return "off", a
+            return "right"
+        return "off"
 
     i = j
-    r, u = probe(i)
-    if r in ("left", "right"):  # gallop from j: j+-1, j+-2, j+-4, ... while the answers point away from j
+    a = yield P[i]
+    r = kind(i, a)
+    if r != "off":  # gallop from j: j+-1, j+-2, j+-4, ... while the answers point away from j
         d, step = (1 if r == "right" else -1), 1
         while r == ("right" if d > 0 else "left"):
             lo, hi = (i, hi) if d > 0 else (lo, i)
             i = min(j + step, hi - 1) if d > 0 else max(j - step, lo + 1)
-            r, u = probe(i)
+            a = yield P[i]
+            r = kind(i, a)
             step *= 2
-    while r in ("left", "right"):  # binary search inside the bracket (lo, hi)
+    while r != "off":  # binary search inside the bracket (lo, hi)
         lo, hi = (i, hi) if r == "right" else (lo, i)
         if hi - lo <= 1:
             raise RuntimeError("inconsistent answers from the oracle")  # pragma: no cover
         i = (lo + hi) // 2
-        r, u = probe(i)
-    return r, i, u
+        a = yield P[i]
+        r = kind(i, a)
+    return i, a
 
 
-def search_with_prediction(tree: Tree, dec: Decomposition, oracle: Oracle, prediction: int) -> SearchResult:
-    """Find the oracle's target, starting from a predicted vertex, in at most ``1 + k (2 ceil(log2(eta+1)) + 3)``
-    queries (``k`` = pathwidth, ``eta`` = distance from prediction to target)."""
+def _descend_steps(dec: Decomposition, p: int, cid: int) -> Generator[int, int, None]:
+    """Top-down from component ``cid``, which contains the target and ``p`` (a vertex within eta of it): search the
+    spine from where ``p`` hangs, step into the component the answer points to, repeat."""
+    while True:
+        comp = dec.comps[cid]
+        _, u = yield from _spine_steps(comp.spine, comp.attach[p])
+        cid = comp.children[u]  # the target lies in the component of (component - spine) containing u
+        if p not in dec.comps[cid].attach:
+            p = u  # the path from p to the target enters that component through u: d(u, t) < d(p, t)
+
+
+def _top_down_steps(dec: Decomposition, p: int) -> Generator[int, int, None]:
+    """The top-down variant: ask ``p``, then search every level from the whole tree's spine down."""
+    yield p
+    yield from _descend_steps(dec, p, 0)
+
+
+def _from_prediction_steps(dec: Decomposition, p: int) -> Generator[int, int, None]:
+    """Start in the prediction's own component (the one whose spine holds ``p``) and escalate outward.
+
+    On a level, gallop along the spine from where ``p`` hangs. The component's ways out are the entry edges of
+    itself and of the enclosing components whose entry vertex lies in it. An answer that leaves through one of them
+    sends the search up to the component that edge enters. An answer into a part off the spine that holds no way
+    out puts the target there: descend top-down from it. A part that holds ways out is settled by asking their
+    entry vertices (each at most once in the whole search).
+    """
+    yield p
+    chain = dec.comp_of[p]  # the components holding p, from the whole tree down to the one whose spine holds p
+    lvl = len(chain) - 1
+    while True:
+        comp = dec.comps[chain[lvl]]
+        exits = [(a.entry, a.exit_vertex, lv) for lv in range(1, lvl + 1)
+                 if (a := dec.comps[chain[lv]]).entry in comp.attach]
+        i, u = yield from _spine_steps(comp.spine, comp.attach[p])
+        up = -1
+        if u not in comp.attach:  # left the component through the entry edge (P[i], u) of some level
+            up = next(lv for x, y, lv in exits if x == comp.spine[i] and y == u) - 1
+        else:
+            child = comp.children[u]
+            if lvl + 1 < len(chain) and child == chain[lvl + 1]:  # known not to hold the target: it is outside
+                up = lvl - 1
+            else:
+                for x, y, lv in exits:
+                    if child in dec.comp_of[x] and (yield x) == y:  # the target lies beyond this way out
+                        up = lv - 1
+                        break
+                if up < 0:
+                    yield from _descend_steps(dec, u, child)
+        if up < 0:
+            raise RuntimeError("inconsistent answers from the oracle")  # pragma: no cover
+        lvl = up
+
+
+def _centroid_steps(ctree: CentroidTree) -> Generator[int, int, None]:
+    c = ctree.root
+    while True:
+        a = yield c
+        c = ctree.child[(c, a)]
+
+
+def _drive(oracle: Oracle, *searches: Generator[int, int, None]) -> SearchResult:
+    """Run searches (generators of queries) against the oracle, taking turns query by query, until one finds the
+    target. Answers are shared: a vertex already asked (by any of them) is answered again for free."""
+    start = oracle.queries
+    cache: dict[int, int | None] = {}
+    wants = [next(g) for g in searches]
+    turn = 0
+    while True:
+        g, v = searches[turn], wants[turn]
+        while v in cache:
+            v = g.send(cache[v])
+        a = cache[v] = oracle.query(v)
+        if a is None:
+            return SearchResult(v, oracle.queries - start)
+        wants[turn] = g.send(a)
+        turn = (turn + 1) % len(searches)
+
+
+def search_with_prediction(tree: Tree, dec: Decomposition, oracle: Oracle, prediction: int,
+                           start: str = "prediction") -> SearchResult:
+    """Find the oracle's target from a predicted vertex at distance ``eta`` from it.
+
+    ``start="prediction"`` (default) begins in the prediction's own component and escalates outward, within
+    :func:`query_bound_from_prediction` queries; ``start="top"`` is the top-down variant (from the whole tree's
+    spine down), within :func:`query_bound`. Both ask the prediction first: ``eta = 0`` costs one query."""
     V.instance("tree", tree, Tree)
     V.instance("dec", dec, Decomposition)
     V.instance("oracle", oracle, Oracle)
     p = tree.check_vertex(prediction, "prediction")
+    V.one_of("start", start, ("prediction", "top"))
     if dec.tree is not tree or oracle.tree is not tree:
         raise ValueError("dec and oracle must be built on this tree")
-    start = oracle.queries
-    ask = _CachedAsk(oracle)
-    if ask(p) is None:  # eta = 0: one query
-        return SearchResult(p, oracle.queries - start)
-    cid = 0
-    while True:
-        comp = dec.comps[cid]
-        r, i, u = _search_spine(ask, comp.spine, comp.attach[p])  # from where the prediction hangs
-        if r == "found":
-            return SearchResult(comp.spine[i], oracle.queries - start)
-        cid = comp.children[u]  # the target lies in the component of (component - spine) containing u
-        if p not in dec.comps[cid].attach:
-            p = u  # the path from p to the target enters that component through u: d(u, t) < d(p, t)
+    steps = _from_prediction_steps(dec, p) if start == "prediction" else _top_down_steps(dec, p)
+    return _drive(oracle, steps)
+
+
+def interleaved_search(tree: Tree, dec: Decomposition, ctree: CentroidTree, oracle: Oracle,
+                       prediction: int) -> SearchResult:
+    """The robust strategy: alternate queries of :func:`search_with_prediction` and :func:`centroid_search`,
+    sharing answers, until either finds the target: at most ``2 min(ours, centroid)`` queries."""
+    V.instance("tree", tree, Tree)
+    V.instance("dec", dec, Decomposition)
+    V.instance("ctree", ctree, CentroidTree)
+    V.instance("oracle", oracle, Oracle)
+    p = tree.check_vertex(prediction, "prediction")
+    if dec.tree is not tree or ctree.tree is not tree or oracle.tree is not tree:
+        raise ValueError("dec, ctree and oracle must be built on this tree")
+    return _drive(oracle, _from_prediction_steps(dec, p), _centroid_steps(ctree))
 
 
 class CentroidTree:
@@ -472,13 +569,7 @@ def centroid_search(tree: Tree, ctree: CentroidTree, oracle: Oracle) -> SearchRe
     V.instance("oracle", oracle, Oracle)
     if ctree.tree is not tree or oracle.tree is not tree:
         raise ValueError("ctree and oracle must be built on this tree")
-    start = oracle.queries
-    c = ctree.root
-    while True:
-        a = oracle.query(c)
-        if a is None:
-            return SearchResult(c, oracle.queries - start)
-        c = ctree.child[(c, a)]
+    return _drive(oracle, _centroid_steps(ctree))
 
 
 def walk_search(tree: Tree, oracle: Oracle, prediction: int) -> SearchResult:
@@ -530,6 +621,121 @@ def doubling_search_path(n: int, target: int, prediction: int) -> SearchResult:
         if c == 0:
             return SearchResult(i, q)
         lo, hi = (i, hi) if c > 0 else (lo, i)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Exact minimax: the fewest queries any algorithm needs in the worst case
+# ---------------------------------------------------------------------------------------------------------------
+def minimax_queries(tree: Tree, candidates: Iterable[int]) -> int:
+    """The exact minimax number of queries to find a target known to lie in ``candidates``, over every adaptive
+    algorithm (the last query is the one answered "found"). A brute-force recursion over candidate sets, memoised;
+    for small trees (``n <= 24``)."""
+    V.instance("tree", tree, Tree)
+    cand = sorted({tree.check_vertex(v, "candidates[...]") for v in candidates})
+    if not cand:
+        raise ValueError("candidates must name at least one vertex, got none")
+    if tree.n > 24:
+        raise ValueError(f"tree must have n <= 24 vertices for the brute-force minimax, got {tree.n}")
+    n = tree.n
+    # side[v][u] = bitmask of vertices in the component of T - v containing the neighbour u
+    side = []
+    for v in range(n):
+        parts = {}
+        for u in tree.adj[v]:
+            mask, stack, seen = 0, [u], {v, u}
+            while stack:
+                x = stack.pop()
+                mask |= 1 << x
+                for y in tree.adj[x]:
+                    if y not in seen:
+                        seen.add(y)
+                        stack.append(y)
+            parts[u] = mask
+        side.append(list(parts.values()))
+    memo: dict[int, int] = {}
+
+    def f(S: int) -> int:
+        if S & (S - 1) == 0:
+            return 1  # one candidate left: ask it
+        if S in memo:
+            return memo[S]
+        best = math.inf
+        for v in range(n):
+            worst = 0
+            split = False
+            for mask in side[v]:
+                sub = S & mask
+                if sub == S:
+                    break  # the answer could be "all of them are that way": no progress from v
+                if sub:
+                    split = True
+                    worst = max(worst, f(sub))
+                    if worst + 1 >= best:
+                        break
+            else:
+                if split or S >> v & 1:
+                    best = min(best, 1 + worst)
+        memo[S] = best
+        return best
+
+    return int(f(sum(1 << v for v in cand)))
+
+
+def binary_minimax(eta: int) -> int:
+    """The exact minimax number of queries on a complete binary tree with the prediction at the root and the target
+    anywhere at depth ``eta`` (every such vertex is at distance ``eta``): a lower bound for every algorithm, ours
+    included, on every complete binary tree of height ``>= eta``.
+
+    Only the Steiner tree of the remaining candidates matters, and a vertex with one child there is never better
+    to ask than its nearest descendant with two (or a candidate), so a state is an unordered full binary tree shape
+    (``()`` a candidate leaf, ``(a, b)`` a branching): asking a leaf answers found / the rest; asking a branching
+    answers its left part / its right part / the rest."""
+    eta = V.integer("eta", eta, min=0, max=7)
+
+    def node(a, b):
+        return (a, b) if a <= b else (b, a)
+
+    def without(s, path):  # the shape with the subtree at ``path`` (a tuple of 0/1 steps) removed, compressed
+        if len(path) == 1:
+            return s[1 - path[0]]
+        kids = list(s)
+        kids[path[0]] = without(s[path[0]], path[1:])
+        return node(*kids)
+
+    def nodes(s, path=()):
+        yield path, s
+        if s:
+            yield from nodes(s[0], path + (0,))
+            yield from nodes(s[1], path + (1,))
+
+    @functools.cache
+    def height(s) -> int:
+        return 0 if s == () else 1 + max(height(s[0]), height(s[1]))
+
+    @functools.cache
+    def f(s) -> int:
+        if s == ():
+            return 1
+        lower = max(f(s[0]), f(s[1]))  # fewer candidates are never harder
+        best = height(s) + 1  # asking down from the top always works
+        for path, sub in nodes(s):
+            if best <= lower:
+                break
+            parts = [sub[0], sub[1]] if sub else []
+            if path:
+                parts.append(without(s, path))
+            worst = 0
+            for part in sorted(parts, key=height, reverse=True):
+                worst = max(worst, f(part))
+                if 1 + worst >= best:
+                    break
+            best = min(best, 1 + worst)
+        return best
+
+    full = ()
+    for _ in range(eta):
+        full = (full, full)
+    return int(f(full))
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -650,6 +856,83 @@ def exception_tree() -> Tree:
     return Tree(len(order), edges, [names[c] for c in order])
 
 
+def dendrogram_tree(X: np.ndarray, method: str = "ward") -> Tree:
+    """The hierarchical-clustering dendrogram of the rows of ``X`` (scipy ``linkage``): ``2m - 1`` vertices for
+    ``m`` rows, leaves ``0..m-1``, merge ``i`` is vertex ``m + i``; every internal vertex has two children."""
+    from scipy.cluster.hierarchy import linkage
+
+    X = V.array("X", X, ndim=2)
+    if X.shape[0] < 2:
+        raise ValueError(f"X must have at least 2 rows to cluster, got {X.shape[0]}")
+    V.one_of("method", method, ("ward", "average", "complete", "single"))
+    Z = linkage(X, method=method)
+    m = X.shape[0]
+    edges = [(m + i, int(c)) for i, row in enumerate(Z) for c in row[:2]]
+    return Tree(2 * m - 1, edges)
+
+
+def grid_mst_tree(rows: int, cols: int, seed: int = 0) -> Tree:
+    """A road-like tree: the minimum spanning tree of a ``rows x cols`` grid graph with i.i.d. uniform edge
+    weights (maximum degree 4)."""
+    import networkx as nx
+
+    rows, cols = V.integer("rows", rows, min=1), V.integer("cols", cols, min=1)
+    seed = V.seed("seed", seed)
+    g = nx.grid_2d_graph(rows, cols)
+    rng = np.random.default_rng(seed)
+    for (a, b), w in zip(g.edges, rng.random(g.number_of_edges())):
+        g.edges[a, b]["weight"] = float(w)
+    mst = nx.minimum_spanning_tree(g)
+    idx = {(r, c): r * cols + c for r in range(rows) for c in range(cols)}
+    return Tree(rows * cols, [(idx[a], idx[b]) for a, b in mst.edges])
+
+
+def neighbor_joining_tree(D: np.ndarray) -> Tree:
+    """A phylogeny-shaped tree: neighbour joining (Saitou & Nei 1987) on a symmetric distance matrix of ``m >= 3``
+    taxa; leaves ``0..m-1``, ``m - 2`` internal vertices of degree 3 (``2m - 2`` vertices)."""
+    D = V.array("D", D, ndim=2)
+    m = D.shape[0]
+    if m < 3 or D.shape[1] != m:
+        raise ValueError(f"D must be a square distance matrix of at least 3 taxa, got shape {D.shape}")
+    if not np.allclose(D, D.T) or not np.all(np.isfinite(D)):
+        raise ValueError("D must be symmetric and finite")
+    D = D.astype(float).copy()
+    active = list(range(m))  # tree vertex of each row of D
+    edges, nxt = [], m
+    while len(active) > 3:
+        r = len(active)
+        S = D.sum(1)
+        Q = (r - 2) * D - S[:, None] - S[None, :]
+        np.fill_diagonal(Q, np.inf)
+        i, j = np.unravel_index(int(np.argmin(Q)), Q.shape)
+        u = nxt
+        nxt += 1
+        edges += [(u, active[i]), (u, active[j])]
+        du = 0.5 * (D[i] + D[j] - D[i, j])
+        keep = [x for x in range(r) if x not in (i, j)]
+        D = np.vstack([np.hstack([D[np.ix_(keep, keep)], du[keep, None]]), np.append(du[keep], 0.0)])
+        active = [active[x] for x in keep] + [u]
+    u = nxt
+    edges += [(u, a) for a in active]
+    return Tree(nxt + 1, edges)
+
+
+def bfs_tree(g, root=None) -> Tree:
+    """The breadth-first-search tree of a connected networkx graph from ``root`` (default: a vertex of largest
+    degree); names kept as strings."""
+    import networkx as nx
+
+    V.instance("g", g, nx.Graph)
+    if g.number_of_nodes() == 0 or not nx.is_connected(g.to_undirected()):
+        raise ValueError("g must be a non-empty connected graph")
+    if root is None:
+        root = max(g.degree, key=lambda x: x[1])[0]
+    elif root not in g:
+        raise ValueError(f"root must be a node of g, got {V.describe(root)}")
+    t = nx.bfs_tree(g.to_undirected(), root).to_undirected()
+    return Tree.from_networkx(t)
+
+
 def save_edges(tree: Tree, path: str) -> None:
     """Write ``n`` then one ``a b`` edge per line (gzip if the name ends in .gz)."""
     import gzip
@@ -658,10 +941,13 @@ def save_edges(tree: Tree, path: str) -> None:
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"path must be a str or os.PathLike, got {V.describe(path)}")
     path = os.fspath(path)
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "wt") as f:
-        f.write(f"{tree.n}\n")
-        f.writelines(f"{a} {b}\n" for a, b in tree.edges)
+    text = f"{tree.n}\n" + "".join(f"{a} {b}\n" for a, b in tree.edges)
+    if path.endswith(".gz"):  # mtime 0: the same tree gives the same bytes
+        with open(path, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") as f:
+            f.write(text.encode())
+    else:
+        with open(path, "w") as f:
+            f.write(text)
 
 
 def load_edges(path: str) -> Tree:

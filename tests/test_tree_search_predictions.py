@@ -57,15 +57,61 @@ def test_search_finds_target_within_bound(n, seed, data):
     target = data.draw(st.integers(0, n - 1))
     pred = data.draw(st.integers(0, n - 1))
     eta = int(t.distances(pred)[target])
-    r = ts.search_with_prediction(t, dec, ts.Oracle(t, target), pred)
-    assert r.found == target
-    assert r.queries <= ts.query_bound(k, eta)
+    top = ts.search_with_prediction(t, dec, ts.Oracle(t, target), pred, start="top")
+    assert top.found == target
+    assert top.queries <= ts.query_bound(k, eta)
+    o = ts.Oracle(t, target)
+    r = ts.search_with_prediction(t, dec, o, pred)
+    assert r.found == target and o.queries == r.queries == len(set(o.log))  # never asks a vertex twice
+    assert r.queries <= ts.query_bound_from_prediction(k, eta)
     if eta == 0:
-        assert r.queries == 1
+        assert r.queries == top.queries == 1
     c = ts.centroid_search(t, ct, ts.Oracle(t, target))
     assert c.found == target and c.queries <= int(math.log2(n)) + 1
     w = ts.walk_search(t, ts.Oracle(t, target), pred)
     assert w.found == target and w.queries == eta + 1
+    i = ts.interleaved_search(t, dec, ct, ts.Oracle(t, target), pred)
+    assert i.found == target and i.queries <= 2 * min(r.queries, c.queries)
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(2, 14), seed=st.integers(0, 10**6), data=st.data())
+def test_no_search_beats_the_exact_minimax(n, seed, data):
+    # the worst case over every target at distance eta from the prediction is at least the minimax optimum
+    t = ts.random_tree(n, seed)
+    dec, ct = ts.Decomposition(t), ts.CentroidTree(t)
+    pred = data.draw(st.integers(0, n - 1))
+    dist = t.distances(pred)
+    eta = data.draw(st.integers(0, int(dist.max())))
+    ring = [int(v) for v in np.flatnonzero(dist == eta)]
+    opt = ts.minimax_queries(t, ring)
+    assert 1 <= opt <= len(ring) and opt <= eta + 1  # walking from the prediction is one algorithm
+    for start in ("prediction", "top"):
+        worst = max(ts.search_with_prediction(t, dec, ts.Oracle(t, v), pred, start=start).queries for v in ring)
+        assert worst >= opt
+    assert max(ts.centroid_search(t, ct, ts.Oracle(t, v)).queries for v in ring) >= opt
+
+
+def test_minimax_closed_forms():
+    # every vertex a candidate on a path: binary search, ceil(log2(n + 1))
+    for n in (1, 2, 3, 6, 7, 8, 15, 20):
+        assert ts.minimax_queries(ts.path_tree(n), range(n)) == math.ceil(math.log2(n + 1))
+    # a star with every leaf a candidate: one query per leaf but the last, which the centre's answer names
+    assert ts.minimax_queries(ts.star_tree(6), range(1, 6)) == 2
+    assert ts.minimax_queries(ts.star_tree(6), [3]) == 1
+
+
+def test_binary_minimax_equals_brute_force():
+    # the shape DP against the brute-force recursion on complete binary trees small enough for it
+    for h in range(0, 4):
+        t = ts.complete_tree(2, h)
+        for eta in range(0, h + 1):
+            ring = [v for v in range(t.n) if t.depth[v] == eta]
+            assert ts.binary_minimax(eta) == ts.minimax_queries(t, ring)
+    # monotone, and at least the counting bound ceil(eta / 2)
+    vals = [ts.binary_minimax(eta) for eta in range(0, 6)]
+    assert all(a <= b for a, b in zip(vals, vals[1:]))
+    assert all(v >= math.ceil(eta / 2) for eta, v in enumerate(vals))
 
 
 @settings(max_examples=40, deadline=None)
@@ -140,3 +186,31 @@ def test_real_tree_builders(tmp_path):
     assert b.n == a.n and b.edges == a.edges
     g = ts.Tree.from_networkx(nx.balanced_tree(2, 3))
     assert ts.pathwidth(g) == 2
+    # low-degree builders
+    X = np.random.default_rng(0).normal(size=(30, 4))
+    d = ts.dendrogram_tree(X)
+    assert d.n == 59 and max(len(a) for a in d.adj) <= 3 and sum(len(a) == 1 for a in d.adj) == 30
+    D = np.linalg.norm(X[:, None] - X[None], axis=-1)
+    nj = ts.neighbor_joining_tree(D)
+    degs = sorted(len(a) for a in nj.adj)
+    assert nj.n == 58 and degs.count(1) == 30 and degs.count(3) == 28
+    gm = ts.grid_mst_tree(6, 7, seed=1)
+    assert gm.n == 42 and max(len(a) for a in gm.adj) <= 4
+    assert ts.grid_mst_tree(6, 7, seed=1).edges == gm.edges
+    b = ts.bfs_tree(nx.karate_club_graph())
+    assert b.n == 34 and max(len(a) for a in b.adj) == 17
+    with pytest.raises(ValueError):
+        ts.neighbor_joining_tree(D[:2, :2])
+    with pytest.raises(ValueError):
+        ts.bfs_tree(nx.empty_graph(3))
+
+
+def test_search_from_prediction_is_cheap_near_the_prediction():
+    # eta = 1: ask the prediction, whose answer is the target itself, then at most a few more
+    for t in (ts.random_tree(300, 5), ts.complete_tree(2, 8), ts.complete_tree(3, 4), ts.caterpillar_tree(40, 3)):
+        dec = ts.Decomposition(t)
+        worst = 0
+        for p in range(0, t.n, 7):
+            for target in t.adj[p]:
+                worst = max(worst, ts.search_with_prediction(t, dec, ts.Oracle(t, target), p).queries)
+        assert 2 <= worst <= 4
