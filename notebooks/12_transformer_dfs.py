@@ -600,11 +600,12 @@ plotting.live_controls(
 # %% [markdown]
 # ## 7. The claims record
 #
-# Checks first (they fail the notebook if false), then the paper's claims next to our measurements. Thresholds
-# for "holds" were fixed before running: a one-layer width exponent of at least 0.75 counts as quadratic size
-# (`N·d ≳ N^1.75`); a two-layer width exponent of at most 0.5 counts as near-linear size; a trained gap of at
-# least 10 points counts as "a second layer is necessary"; unseen-graph accuracy of at least 95 % counts as
-# generalisation.
+# Checks first (they fail the notebook if false), then the paper's claims next to our measurements. The record
+# computes each claim's verdict (held / not held) from the measured number and a target fixed before running: a
+# one-layer width exponent of at least 0.75 counts as quadratic size (`N·d ≳ N^1.75`); a two-layer width exponent
+# of at most 0.5 counts as near-linear size; a trained gap of at least 10 points counts as "a second layer is
+# necessary"; unseen-graph accuracy of at least 95 % counts as generalisation. A width exponent that cannot be
+# fitted (fewer than two N reach 95 % in the width grid) is recorded as untested, with the widths.
 
 # %%
 rec.check(
@@ -639,39 +640,68 @@ rec.check(
 )
 
 finite_one = [w for w in width_one if np.isfinite(w)]
-rec.claim(
-    "one_layer_width_growth",
-    "One layer needs width ~N (size ~N²) for DFS child selection on dense graphs",
-    paper="size Ω(N²) (width exponent 1)",
-    measured=round(exp_one, 2),
-    unit="fitted exponent of d vs N",
-    holds=bool(np.isfinite(exp_one) and exp_one >= 0.75),
-    note=f"widths for 95 %: {dict(zip(Ns, width_one))}; γ tuned per (N, d); "
-    "illustration for our "
-    f"one-layer construction, not a lower-bound proof"
+one_statement = (
+    "One layer needs width ~N (size ~N²) for DFS child selection on dense graphs"
+)
+one_note = (
+    f"widths for 95 %: {dict(zip(Ns, width_one))}; γ tuned per (N, d); "
+    "illustration for our one-layer construction, not a lower-bound proof"
     + (
         ""
         if len(finite_one) == len(Ns)
         else "; some N never reached 95 % in the grid (left out)"
-    ),
+    )
 )
-rec.claim(
-    "two_layer_width_growth",
-    "Two layers need only width O(log N) (size O(N log N))",
-    paper="size O(N log N) (width exponent ≈ 0)",
-    measured=round(exp_two, 2),
-    unit="fitted exponent of d vs N",
-    holds=bool(np.isfinite(exp_two) and exp_two <= 0.5),
-    note=f"widths for 95 %: {dict(zip(Ns, width_two))}",
-)
+if np.isfinite(exp_one):
+    rec.claim(
+        "one_layer_width_growth",
+        one_statement,
+        paper="size Ω(N²) (width exponent 1)",
+        measured=exp_one,
+        op=">=",
+        target=0.75,
+        unit="fitted exponent of d vs N",
+        note=one_note,
+    )
+else:
+    rec.untested(
+        "one_layer_width_growth",
+        one_statement,
+        paper="size Ω(N²) (width exponent 1)",
+        reason="fewer than two N reached 95 % within the width grid, so no exponent "
+        "can be fitted; " + one_note,
+    )
+two_statement = "Two layers need only width O(log N) (size O(N log N))"
+two_note = f"widths for 95 %: {dict(zip(Ns, width_two))}"
+if np.isfinite(exp_two):
+    rec.claim(
+        "two_layer_width_growth",
+        two_statement,
+        paper="size O(N log N) (width exponent ≈ 0)",
+        measured=exp_two,
+        op="<=",
+        target=0.5,
+        unit="fitted exponent of d vs N",
+        note=two_note,
+    )
+else:
+    rec.untested(
+        "two_layer_width_growth",
+        two_statement,
+        paper="size O(N log N) (width exponent ≈ 0)",
+        reason="fewer than two N reached 95 % within the width grid, so no exponent "
+        "can be fitted; " + two_note,
+    )
 gap = res["two-layer"]["unseen"]["all"] - res["one-layer"]["unseen"]["all"]
 rec.claim(
     "trained_two_vs_one",
     "A trained two-layer transformer beats a one-layer one of equal size",
     paper="a second layer is necessary",
-    measured=round(gap, 3),
-    unit="accuracy gap (unseen graphs)",
-    holds=gap >= 0.10,
+    measured=gap,
+    op=">=",
+    target=0.10,
+    unit="accuracy gap (unseen graphs), two-layer − one-layer",
+    baseline=res["one-layer"]["unseen"]["all"],
     note=f"two-layer {res['two-layer']['unseen']['all']:.3f} vs one-layer "
     f"{res['one-layer']['unseen']['all']:.3f}; {steps} Adam steps, {two.n_params()} vs "
     f"{one.n_params()} parameters",
@@ -681,9 +711,10 @@ rec.claim(
     "generalizes_unseen",
     "The trained two-layer model executes DFS on unseen graphs",
     paper="provably learns DFS and generalises (gradient flow)",
-    measured=round(acc2, 3),
+    measured=acc2,
+    op=">=",
+    target=0.95,
     unit="next-move accuracy",
-    holds=acc2 >= 0.95,
     note=f"child {res['two-layer']['unseen']['child']:.3f}, backtrack "
     f"{res['two-layer']['unseen']['backtrack']:.3f}; on {V}-node graphs "
     f"{res['two-layer']['larger']['all']:.3f}. Trained with Adam for {steps} "
