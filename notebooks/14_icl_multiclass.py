@@ -403,10 +403,11 @@ plotting.live_controls(play, alpha=(0.0, 4.0, 0.25), share=(0.2, 0.9, 0.05))
 # %% [markdown]
 # ## 8. The claims record
 #
-# "Holds" thresholds, fixed before running: Spearman ρ ≥ 0.9 for a monotone trend; a majority-minority gap of at
-# least 5 points at the isotropic end; the gap at the lowest stable rank larger than at the highest; the per-label
-# count for 80 % growing by at most 2× from the smallest to the largest C; the softmax transformer with ρ ≥ 0.9
-# and a positive majority gap.
+# The record computes each verdict (held / not held) from the measured number and a target fixed before running:
+# Spearman ρ ≥ 0.9 for a monotone trend; a majority-minority gap of at least 5 points at the isotropic end; the gap
+# at the lowest stable rank larger than at the highest; the per-label count for 80 % growing by at most 2× from
+# the smallest to the largest C; the softmax transformer with ρ ≥ 0.9 (`softmax_transformer_agrees`) and a
+# positive majority gap (`softmax_majority_easier`).
 
 # %%
 rec.check(
@@ -442,9 +443,10 @@ rec.claim(
     "accuracy_increases_with_stable_rank",
     "Isotropic class centers (high stable rank) improve ICL",
     paper="accuracy increases with stable rank",
-    measured=round(float(rho_lt), 3),
+    measured=float(rho_lt),
+    op=">=",
+    target=0.9,
     unit="Spearman ρ",
-    holds=bool(rho_lt >= 0.9),
     note=f"trained LT accuracy {np.round(acc_bal['trained LT'], 3).tolist()} "
     f"at stable ranks {np.round(srank_target, 2).tolist()}",
 )
@@ -453,48 +455,87 @@ rec.claim(
     "majority_easier",
     "Under context imbalance, majority-class queries are easier than minority ones",
     paper="minority classes more error-prone",
-    measured=round(g0, 3),
+    measured=g0,
+    op=">=",
+    target=0.05,
     unit="majority − minority accuracy (isotropic)",
-    holds=g0 >= 0.05,
 )
 shrink = gap["trained LT"][-1] - gap["trained LT"][0]
 rec.claim(
     "imbalance_gap_shrinks",
     "Robustness to imbalance improves with stable rank",
     paper="gap smaller at high stable rank",
-    measured=round(shrink, 3),
+    measured=shrink,
+    op=">",
+    target=0.0,
     unit="gap(lowest srank) − gap(highest srank)",
-    holds=shrink > 0,
     note=f"gaps {np.round(gap['trained LT'], 3).tolist()} from high to low stable rank",
 )
 vals = [need[c] for c in class_grid]
-ratio = vals[-1] / vals[0] if all(np.isfinite(vals)) else float("nan")
-rec.claim(
-    "per_label_sample_complexity",
-    "Examples per label needed barely grow with the number of classes",
-    paper="near-optimal per-label sample complexity",
-    measured=round(ratio, 2),
-    unit=f"ratio of per-label counts for 80 %, C={class_grid[-1]} vs C={class_grid[0]}",
-    holds=bool(np.isfinite(ratio) and ratio <= 2.0),
-    note=f"per-label counts { ({k: round(v, 2) for k, v in need.items()}) }"
-    + (
-        "; the smallest C already reaches 80 % at the first grid point, so its "
-        "count is an upper bound "
-        "and the ratio a lower bound"
-        if acc_pl[class_grid[0]][0] >= target_acc
-        else ""
-    ),
-)
-tf_ok = bool(rho_tf >= 0.9 and gap["softmax TF"][0] > 0)
+pl_statement = "Examples per label needed barely grow with the number of classes"
+pl_paper = "near-optimal per-label sample complexity"
+pl_unit = f"ratio of per-label counts for 80 %, C={class_grid[-1]} vs C={class_grid[0]}"
+pl_counts = f"per-label counts { ({k: round(v, 2) for k, v in need.items()}) }"
+# a C that never reaches 80 % needs more than the largest grid count: a lower bound
+pl_bound = per_label_grid[-1] / vals[0] if np.isfinite(vals[0]) else float("nan")
+if all(np.isfinite(vals)):
+    rec.claim(
+        "per_label_sample_complexity",
+        pl_statement,
+        paper=pl_paper,
+        measured=vals[-1] / vals[0],
+        op="<=",
+        target=2.0,
+        unit=pl_unit,
+        note=pl_counts
+        + (
+            "; the smallest C already reaches 80 % at the first grid point, so its "
+            "count is an upper bound "
+            "and the ratio a lower bound"
+            if acc_pl[class_grid[0]][0] >= target_acc
+            else ""
+        ),
+    )
+elif not np.isfinite(vals[-1]) and pl_bound > 2.0:
+    rec.claim(
+        "per_label_sample_complexity",
+        pl_statement,
+        paper=pl_paper,
+        measured=pl_bound,
+        op="<=",
+        target=2.0,
+        unit=pl_unit + " (lower bound)",
+        note=pl_counts + f"; C={class_grid[-1]} never reached 80 % within "
+        f"{per_label_grid[-1]} examples per label, so the ratio is at least "
+        f"{per_label_grid[-1]} ÷ the count of C={class_grid[0]}",
+    )
+else:
+    rec.untested(
+        "per_label_sample_complexity",
+        pl_statement,
+        paper=pl_paper,
+        reason=pl_counts + "; nan: never reached 80 % within the grid of examples "
+        "per label, so the ratio cannot be measured",
+    )
 rec.claim(
     "softmax_transformer_agrees",
-    "A softmax transformer trained from scratch shows the same trends",
+    "A softmax transformer trained from scratch shows the same trend with stable rank",
     paper="consistent with trained transformers and LLMs",
-    measured=round(float(rho_tf), 3),
+    measured=float(rho_tf),
+    op=">=",
+    target=0.9,
     unit="Spearman ρ (softmax TF)",
-    holds=tf_ok,
     note=f"softmax TF accuracy {np.round(acc_bal['softmax TF'], 3).tolist()}, "
-    "majority gap "
-    f"{gap['softmax TF'][0]:.3f}; no pretrained LLM offline",
+    f"majority gap {gap['softmax TF'][0]:.3f}; no pretrained LLM offline",
+)
+rec.claim(
+    "softmax_majority_easier",
+    "In the softmax transformer too, majority-class queries are easier than "
+    "minority ones",
+    paper="consistent with trained transformers and LLMs",
+    measured=gap["softmax TF"][0],
+    op=">",
+    target=0.0,
+    unit="majority − minority accuracy (isotropic, softmax TF)",
 )
 rec.save()
