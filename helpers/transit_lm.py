@@ -108,9 +108,35 @@ class City:
                 CENTRE[1] - half / (KM_PER_DEG_LAT * math.cos(math.radians(CENTRE[0]))))
 
 
+def _bus_path(rng: np.random.Generator, grid: int) -> list[tuple[int, int]]:
+    """An L-shaped bus line between two random nodes at least ``grid // 2`` apart (Manhattan)."""
+    x0, y0 = (int(v) for v in rng.integers(0, grid, 2))
+    x1, y1 = (int(v) for v in rng.integers(0, grid, 2))
+    while abs(x1 - x0) + abs(y1 - y0) < grid // 2:
+        x1, y1 = (int(v) for v in rng.integers(0, grid, 2))
+    sx, sy = (1 if x1 >= x0 else -1), (1 if y1 >= y0 else -1)
+    horiz = [(x, y0) for x in range(x0, x1 + sx, sx)]
+    vert = [(x1, y) for y in range(y0 + sy, y1 + sy, sy)] if y1 != y0 else []
+    return horiz + vert
+
+
+def _stray_lines(paths: list[list[tuple[int, int]]]) -> list[int]:
+    """Indices of the lines that share no station, directly or through other lines, with line 0."""
+    reached, seen, grew = {0}, set(paths[0]), True
+    while grew:
+        grew = False
+        for i, p in enumerate(paths):
+            if i not in reached and not seen.isdisjoint(p):
+                reached.add(i)
+                seen.update(p)
+                grew = True
+    return [i for i in range(len(paths)) if i not in reached]
+
+
 def make_city(seed: int, grid: int = 7, spacing_km: float = 1.6, n_metro: int = 3, n_bus: int = 4) -> City:
     """A seeded city on a ``grid`` x ``grid`` lattice: metro lines are straight rows/columns, bus lines L-shapes;
-    lines crossing at a node share that station (a transfer station)."""
+    lines crossing at a node share that station (a transfer station). The network is connected: a bus line that
+    meets no other line is redrawn, so every station can reach every other one."""
     seed = V.seed("seed", seed)
     grid = V.integer("grid", grid, min=3)
     n_metro, n_bus = V.integer("n_metro", n_metro, min=0), V.integer("n_bus", n_bus, min=0)
@@ -128,15 +154,17 @@ def make_city(seed: int, grid: int = 7, spacing_km: float = 1.6, n_metro: int = 
         else:
             c = int(cols[(k // 2) % len(cols)])
             paths.append(("metro", [(c, r) for r in range(grid)]))
-    for _ in range(n_bus):
-        x0, y0 = (int(v) for v in rng.integers(0, grid, 2))
-        x1, y1 = (int(v) for v in rng.integers(0, grid, 2))
-        while abs(x1 - x0) + abs(y1 - y0) < grid // 2:
-            x1, y1 = (int(v) for v in rng.integers(0, grid, 2))
-        sx, sy = (1 if x1 >= x0 else -1), (1 if y1 >= y0 else -1)
-        horiz = [(x, y0) for x in range(x0, x1 + sx, sx)]
-        vert = [(x1, y) for y in range(y0 + sy, y1 + sy, sy)] if y1 != y0 else []
-        paths.append(("bus", horiz + vert))
+    paths.extend(("bus", _bus_path(rng, grid)) for _ in range(n_bus))
+    # a bus line that crosses no other line would be an island no route can leave (issue: sample_od drew a pair
+    # that route() could not connect); redraw the lines outside the first line's component, with a bound
+    for _ in range(1000):
+        stray = _stray_lines([p for _, p in paths])
+        if not stray:
+            break
+        for i in stray:
+            paths[i] = ("bus", _bus_path(rng, grid))
+    else:  # pragma: no cover - a metro line exists or the bus lines meet long before this
+        raise ValueError(f"make_city could not connect {n_bus} bus line(s) to the network on a {grid}x{grid} grid")
     nodes = sorted({n for _, p in paths for n in p}, key=lambda n: (n[1], n[0]))
     ids = {n: f"S{i:03d}" for i, n in enumerate(nodes)}
     city = City({}, {}, {}, size_km=(grid - 1) * spacing_km + 2.0)

@@ -2,7 +2,7 @@ import math
 
 import networkx as nx
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from helpers import transit_lm as T
@@ -135,6 +135,7 @@ def test_tokenizer_roundtrip_and_errors():
 
 @settings(max_examples=30, deadline=None)
 @given(st.integers(0, 10_000), st.integers(0, 10_000))
+@example(398, 974)  # bus line B2 met no other line: an island that sample_od drew a destination next to
 def test_property_engine_labels_valid(city_seed, od_seed):
     city = T.make_city(city_seed, grid=5, n_metro=2, n_bus=2)
     tok = T.Tokenizer(city)
@@ -143,3 +144,17 @@ def test_property_engine_labels_valid(city_seed, od_seed):
     assert lab is not None
     assert T.reachable(city, lab) and T.grounded(city, lab, o, d)
     assert tok.decode_label(tok.encode_label(lab)) == lab
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 10_000), st.integers(3, 7), st.integers(0, 3), st.integers(0, 4))
+@example(398, 5, 2, 2)
+def test_property_city_network_connected(seed, grid, n_metro, n_bus):
+    if n_metro + n_bus == 0:
+        return
+    city = T.make_city(seed, grid=grid, n_metro=n_metro, n_bus=n_bus)
+    g = nx.Graph()
+    g.add_nodes_from(city.stations)
+    for stops in city.lines.values():
+        nx.add_path(g, stops)
+    assert nx.is_connected(g)
