@@ -69,6 +69,8 @@ def build_molecule(symbols: Sequence[str], coords: np.ndarray, basis: str = "sto
 
 def g2_molecules(max_heavy: int = 4, min_atoms: int = 2) -> dict[str, gto.Mole]:
     """Closed-shell molecules of ASE's bundled G2 set made of H, C, N, O, F with at most ``max_heavy`` heavy atoms."""
+    max_heavy = V.integer("max_heavy", max_heavy, min=0)
+    min_atoms = V.integer("min_atoms", min_atoms, min=1)
     from ase.collections import g2
 
     out = {}
@@ -86,29 +88,46 @@ def g2_molecules(max_heavy: int = 4, min_atoms: int = 2) -> dict[str, gto.Mole]:
 
 def rdkit_molecule(smiles: str, seed: int = 0, basis: str = "sto-3g") -> gto.Mole:
     """A 3D geometry from RDKit (ETKDG embedding with a fixed seed, then MMFF), as a PySCF molecule."""
+    V.instance("smiles", smiles, str)
+    seed = V.integer("seed", seed, min=0, max=2**31 - 1)  # RDKit's randomSeed is a signed 32-bit int
+    V.instance("basis", basis, str)
     from rdkit import Chem
-    from rdkit.Chem import AllChem
+    from rdkit.Chem import AllChem, rdBase
 
-    mol = Chem.MolFromSmiles(smiles)
+    with rdBase.BlockLogs():
+        mol = Chem.MolFromSmiles(smiles) if smiles.strip() else None
     if mol is None:
-        raise ValueError(f"invalid SMILES: {smiles!r}")
+        raise ValueError(f"smiles must be a valid SMILES string, got {smiles!r}")
     mol = Chem.AddHs(mol)
     params = AllChem.ETKDGv3()
     params.randomSeed = int(seed)
-    if AllChem.EmbedMolecule(mol, params) != 0:
-        raise ValueError(f"RDKit could not embed {smiles!r}")
-    AllChem.MMFFOptimizeMolecule(mol)
     sym = [a.GetSymbol() for a in mol.GetAtoms()]
-    return build_molecule(sym, mol.GetConformer().GetPositions(), basis)
+    if set(sym) - set(ELEMENTS):
+        raise ValueError(f"smiles must contain only the elements {ELEMENTS}, got {sorted(set(sym) - set(ELEMENTS))}"
+                         f" in {smiles!r}")
+    if AllChem.EmbedMolecule(mol, params) != 0:
+        raise ValueError(f"smiles {smiles!r}: RDKit could not embed the molecule in 3D")
+    AllChem.MMFFOptimizeMolecule(mol)
+    try:
+        return build_molecule(sym, mol.GetConformer().GetPositions(), basis)
+    except ValueError as e:
+        raise ValueError(f"smiles {smiles!r} gives no valid molecule: {e}") from None
 
 
 def rotate(mol: gto.Mole, R: np.ndarray) -> gto.Mole:
     """The same molecule with every coordinate rotated by the 3x3 matrix ``R``."""
-    R = np.asarray(R, dtype=np.float64)
-    if R.shape != (3, 3) or not np.allclose(R @ R.T, np.eye(3), atol=1e-10):
-        raise ValueError("R must be a 3x3 rotation matrix")
+    _mol(mol)
+    R = V.array("R", R, shape=(3, 3), dtype="float").astype(np.float64)
+    if not (np.allclose(R @ R.T, np.eye(3), atol=1e-10) and np.linalg.det(R) > 0):
+        raise ValueError(f"R must be a 3x3 rotation matrix (R R^T = I, det R = +1), got {R.tolist()}")
     coords = mol.atom_coords(unit="Angstrom") @ R.T
     return build_molecule([mol.atom_symbol(i) for i in range(mol.natm)], coords, mol.basis)
+
+
+def _mol(mol: object) -> gto.Mole:
+    if not isinstance(mol, gto.Mole):
+        raise TypeError(f"mol must be a pyscf Mole, got {V.describe(mol)}")
+    return mol
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -123,6 +142,16 @@ class Integrals:
     n_occ: int
     e_nuc: float
 
+    def __post_init__(self) -> None:
+        V.tensor("S", self.S, ndim=2, dtype="float", nonempty=True)
+        n = self.S.shape[0]
+        for name in ("S", "H", "X"):
+            V.tensor(name, getattr(self, name), shape=(n, n), dtype="float")
+        if V.tensor("eri", self.eri, dtype="float").numel():  # eri=False keeps an empty tensor
+            V.tensor("eri", self.eri, shape=(n, n, n, n), dtype="float")
+        self.n_occ = V.integer("n_occ", self.n_occ, min=1, max=max(n - 1, 1))
+        self.e_nuc = V.number("e_nuc", self.e_nuc)
+
     @property
     def n_ao(self) -> int:
         return self.S.shape[0]
@@ -131,8 +160,8 @@ class Integrals:
 def integrals(mol: gto.Mole, eri: bool = True) -> Integrals:
     """PySCF's one- and two-electron integrals as float64 torch tensors (``eri=False``: skip the 4-index tensor,
     enough for making a guess)."""
-    if not isinstance(mol, gto.Mole):
-        raise TypeError(f"mol must be a pyscf Mole, got {type(mol).__name__}")
+    _mol(mol)
+    V.boolean("eri", eri)
     if mol.nelectron % 2:
         raise ValueError(f"RHF needs an even number of electrons, got {mol.nelectron}")
     S = torch.from_numpy(mol.intor("int1e_ovlp"))
@@ -175,21 +204,42 @@ class _OccProjector(torch.autograd.Function):
 
 def occupied_projector(A: Tensor, n_occ: int) -> Tensor:
     """Projector on the ``n_occ`` lowest eigenvectors of the symmetric matrix ``A`` (differentiable, stable)."""
-    if A.dim() != 2 or A.shape[0] != A.shape[1]:
+    V.tensor("A", A, ndim=2, dtype="float")
+    if A.shape[0] != A.shape[1]:
         raise ValueError(f"A must be a square matrix, got shape {tuple(A.shape)}")
-    if not 0 < n_occ < A.shape[0]:
-        raise ValueError(f"n_occ must be in (0, {A.shape[0]}), got {n_occ}")
+    n_occ = V.integer("n_occ", n_occ, min=1, max=A.shape[0] - 1)
     return _OccProjector.apply(A, n_occ)
+
+
+def _ints(ints: object) -> Integrals:
+    return V.instance("ints", ints, Integrals)
+
+
+def _matrix(name: str, M: object, ints: Integrals) -> Tensor:
+    """An (n_ao, n_ao) finite float tensor (checked at the door of the public functions, not in the SCF loop)."""
+    return V.tensor(name, M, shape=(ints.n_ao, ints.n_ao), dtype="float")
 
 
 def density_from_hamiltonian(H: Tensor, ints: Integrals) -> Tensor:
     """Aufbau: occupy the lowest ``n_occ`` solutions of ``H C = S C eps``; returns ``P = 2 C_occ C_occ^T``."""
-    Q = occupied_projector(ints.X.T @ H @ ints.X, ints.n_occ)
+    _matrix("H", H, _ints(ints))
+    return _density(H, ints)
+
+
+def _density(H: Tensor, ints: Integrals) -> Tensor:
+    Q = _OccProjector.apply(ints.X.T @ H @ ints.X, ints.n_occ)
     return 2 * ints.X @ Q @ ints.X.T
 
 
 def fock(P: Tensor, ints: Integrals) -> Tensor:
     """``F = H + J(P) - K(P) / 2``."""
+    _matrix("P", P, _ints(ints))
+    if ints.eri.numel() == 0:
+        raise ValueError("ints must carry the two-electron integrals (built with integrals(mol, eri=True))")
+    return _fock(P, ints)
+
+
+def _fock(P: Tensor, ints: Integrals) -> Tensor:
     J = torch.einsum("ijkl,kl->ij", ints.eri, P)
     K = torch.einsum("ikjl,kl->ij", ints.eri, P)
     return ints.H + J - 0.5 * K
@@ -197,11 +247,23 @@ def fock(P: Tensor, ints: Integrals) -> Tensor:
 
 def energy(P: Tensor, F: Tensor, ints: Integrals) -> Tensor:
     """RHF energy ``E = Tr[P (H + F)] / 2 + E_nuc``."""
+    _matrix("P", P, _ints(ints))
+    _matrix("F", F, ints)
+    return _energy(P, F, ints)
+
+
+def _energy(P: Tensor, F: Tensor, ints: Integrals) -> Tensor:
     return 0.5 * torch.sum(P * (ints.H + F)) + ints.e_nuc
 
 
 def orbital_gradient(F: Tensor, P: Tensor, ints: Integrals) -> Tensor:
     """The orthogonalized commutator ``X^T (F P S - S P F) X`` (zero at self-consistency)."""
+    _matrix("F", F, _ints(ints))
+    _matrix("P", P, ints)
+    return _orbital_gradient(F, P, ints)
+
+
+def _orbital_gradient(F: Tensor, P: Tensor, ints: Integrals) -> Tensor:
     FPS = F @ P @ ints.S
     return ints.X.T @ (FPS - FPS.T) @ ints.X
 
@@ -221,8 +283,12 @@ def scf_unrolled(P0: Tensor, ints: Integrals, n_cycles: int, diis: int = 8, tol:
     matrix from the last ``diis`` cycles (Pulay: minimize ``|sum c_i e_i|`` with ``sum c_i = 1``) and occupies its
     lowest orbitals. ``tol`` stops early once ``g_t < tol`` (for converged reference runs).
     """
-    if n_cycles < 1:
-        raise ValueError(f"n_cycles must be >= 1, got {n_cycles}")
+    _matrix("P0", P0, _ints(ints))
+    if ints.eri.numel() == 0:
+        raise ValueError("ints must carry the two-electron integrals (built with integrals(mol, eri=True))")
+    n_cycles = V.integer("n_cycles", n_cycles, min=1)
+    diis = V.integer("diis", diis, min=1)
+    tol = V.optional(V.positive, "tol", tol)
     n = ints.n_ao
     P = P0
     Fs: list[Tensor] = []
@@ -230,9 +296,9 @@ def scf_unrolled(P0: Tensor, ints: Integrals, n_cycles: int, diis: int = 8, tol:
     energies, norms = [], []
     F = None
     for _ in range(n_cycles):
-        F = fock(P, ints)
-        g = orbital_gradient(F, P, ints)
-        energies.append(energy(P, F, ints))
+        F = _fock(P, ints)
+        g = _orbital_gradient(F, P, ints)
+        energies.append(_energy(P, F, ints))
         norms.append(torch.sqrt(torch.sum(g * g) / n**2 + 1e-20))  # + tiny: finite gradient when g == 0 exactly
         if tol is not None and norms[-1].item() < tol:
             break
@@ -250,7 +316,7 @@ def scf_unrolled(P0: Tensor, ints: Integrals, n_cycles: int, diis: int = 8, tol:
             F_ext = torch.einsum("i,ijk->jk", c, torch.stack(Fs))
         else:
             F_ext = F
-        P = density_from_hamiltonian(F_ext, ints)
+        P = _density(F_ext, ints)
     return ScfTrace(energies, norms, P, F)
 
 
@@ -277,8 +343,10 @@ def _rbf(r: Tensor) -> Tensor:
 
 def features(mol: gto.Mole) -> Features:
     """Rotation-invariant features: element one-hots, per-element radial environments, pair distances."""
-    if not isinstance(mol, gto.Mole):
-        raise TypeError(f"mol must be a pyscf Mole, got {type(mol).__name__}")
+    _mol(mol)
+    bad = sorted({mol.atom_pure_symbol(i) for i in range(mol.natm)} - set(ELEMENTS))
+    if bad:
+        raise ValueError(f"mol must contain only the elements {ELEMENTS}, got {bad}")
     xyz = torch.from_numpy(mol.atom_coords(unit="Angstrom"))
     r = torch.cdist(xyz, xyz)
     Z = torch.tensor([ELEMENTS.index(mol.atom_pure_symbol(i)) for i in range(mol.natm)])
@@ -303,6 +371,7 @@ class HuckelGuess(nn.Module):
     """
 
     def __init__(self, hidden: int = 32) -> None:
+        hidden = V.integer("hidden", hidden, min=1)
         super().__init__()
         n_atom = len(ELEMENTS) * (1 + len(RBF_CENTERS))
         n_pair = 2 * n_atom + len(RBF_CENTERS)
@@ -314,6 +383,11 @@ class HuckelGuess(nn.Module):
         self.double()
 
     def forward(self, f: Features, ints: Integrals) -> Tensor:
+        V.instance("f", f, Features)
+        _ints(ints)
+        if f.ao_atom.shape[0] != ints.n_ao:
+            raise ValueError(f"f and ints must describe the same molecule: f has {f.ao_atom.shape[0]} AOs, "
+                             f"ints has {ints.n_ao}")
         a = self.onsite(f.atom)  # (natm, 3)
         na = f.atom.shape[0]
         ai, bj = f.atom[:, None].expand(na, na, -1), f.atom[None].expand(na, na, -1)
@@ -325,7 +399,8 @@ class HuckelGuess(nn.Module):
         return ints.H + torch.diag(diag) + off
 
     def density(self, f: Features, ints: Integrals) -> Tensor:
-        return density_from_hamiltonian(self(f, ints), ints)
+        """The aufbau density of the predicted Hamiltonian."""
+        return _density(self(f, ints), ints)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -333,9 +408,8 @@ class HuckelGuess(nn.Module):
 # --------------------------------------------------------------------------------------------------------------
 def pyscf_guess(mol: gto.Mole, kind: str) -> np.ndarray:
     """PySCF's own initial density: ``minao``, ``atom``, ``huckel``, ``sap`` or ``1e``."""
-    kinds = ("minao", "atom", "huckel", "sap", "1e")
-    if kind not in kinds:
-        raise ValueError(f"kind must be one of {kinds}, got {kind!r}")
+    _mol(mol)
+    kind = V.one_of("kind", kind, ("minao", "atom", "huckel", "sap", "1e"))
     return np.asarray(scf.RHF(mol).get_init_guess(mol, key=kind))
 
 
@@ -355,10 +429,11 @@ def run_pyscf(mf: scf.hf.RHF, dm0: np.ndarray | None, max_cycle: int = 100) -> S
     ``dm0=None`` lets PySCF build its own guess (``mf.init_guess``) inside ``kernel``.
     """
     if not isinstance(mf, scf.hf.RHF):
-        raise TypeError(f"mf must be a pyscf RHF object, got {type(mf).__name__}")
+        raise TypeError(f"mf must be a pyscf RHF object, got {V.describe(mf)}")
     n = mf.mol.nao
-    if dm0 is not None and np.shape(dm0) != (n, n):
-        raise ValueError(f"dm0 must have shape ({n}, {n}), got {np.shape(dm0)}")
+    if dm0 is not None:
+        dm0 = V.array("dm0", dm0, shape=(n, n), dtype="float")
+    max_cycle = V.integer("max_cycle", max_cycle, min=0)
     count = [0]
     cls_veff = type(mf).get_veff
     norms: list[float] = []

@@ -82,7 +82,7 @@ def _kinds(v: Any) -> dict[str, Any]:
     if isinstance(v, torch.Tensor):
         out: dict[str, Any] = {"none": None, "str": "x", "empty": v.reshape(-1)[:0], "ndim": v[None]}
         if v.dtype.is_floating_point and v.numel():
-            w = v.clone()
+            w = v.clone(memory_format=torch.contiguous_format)
             w.view(-1)[0] = math.nan
             out["nan"] = w
         return out
@@ -449,6 +449,46 @@ def _sail_cases() -> None:
          skip={"basis": {"unknown"}},  # pyscf decides which basis names exist
          more={"coords": [np.zeros((2, 3)), np.array([[0.0, 0, 0], [0, 0, 1e-3]]), np.zeros((3, 3))],
                "symbols": [["H"], ["H", "Xx"], []]})
+    from pyscf import scf as pscf
+
+    mol = scf.build_molecule(**h2)
+    ints = scf.integrals(mol)
+    P = scf.density_from_hamiltonian(ints.H, ints)
+    F = scf.fock(P, ints)
+    f = scf.features(mol)
+    model = scf.HuckelGuess(hidden=4)
+    ints_kw = dict(S=ints.S, H=ints.H, eri=ints.eri, X=ints.X, n_occ=ints.n_occ, e_nuc=ints.e_nuc)
+    sq = {"P": [torch.zeros(3, 3, dtype=torch.float64), torch.zeros(2, 2, dtype=torch.int64)]}
+    case("sail_scf.g2_molecules", scf.g2_molecules, lambda: dict(max_heavy=0, min_atoms=2),
+         skip={"max_heavy": {"neg"}}, more={"max_heavy": [-1], "min_atoms": ["zero"]})
+    case("sail_scf.rdkit_molecule", scf.rdkit_molecule, lambda: dict(smiles="O", seed=0, basis="sto-3g"),
+         skip={"basis": {"unknown"}}, more={"smiles": ["C1CC", "", "[Na+].[Cl-]"]})
+    case("sail_scf.rotate", scf.rotate, lambda: dict(mol=mol, R=np.eye(3)),
+         more={"R": [np.ones((3, 3)), -np.eye(3), np.eye(2)], "mol": [3]})
+    case("sail_scf.Integrals", scf.Integrals, lambda: dict(ints_kw), skip={"eri": {"empty"}},  # empty: no ERIs
+         more={"n_occ": [2, "zero"], "H": [torch.zeros(3, 3, dtype=torch.float64)]})
+    case("sail_scf.integrals", scf.integrals, lambda: dict(mol=mol, eri=True), more={"eri": [1]})
+    case("sail_scf.occupied_projector", scf.occupied_projector,
+         lambda: dict(A=torch.diag(torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64)), n_occ=1),
+         more={"n_occ": [3, "zero"], "A": [torch.zeros(2, 3, dtype=torch.float64)]})
+    case("sail_scf.density_from_hamiltonian", scf.density_from_hamiltonian, lambda: dict(H=ints.H, ints=ints),
+         more={"H": sq["P"]})
+    case("sail_scf.fock", scf.fock, lambda: dict(P=P, ints=ints), more=sq)
+    case("sail_scf.energy", scf.energy, lambda: dict(P=P, F=F, ints=ints), more={**sq, "F": sq["P"]})
+    case("sail_scf.orbital_gradient", scf.orbital_gradient, lambda: dict(F=F, P=P, ints=ints), more=sq)
+    case("sail_scf.scf_unrolled", scf.scf_unrolled, lambda: dict(P0=P, ints=ints, n_cycles=2, diis=2, tol=1e-8),
+         skip={"tol": {"none"}},  # None: run all cycles
+         more={"n_cycles": ["zero"], "diis": ["zero"], "tol": ["zero", "neg"], "P0": sq["P"],
+               "ints": [scf.integrals(mol, eri=False)]})
+    case("sail_scf.HuckelGuess", scf.HuckelGuess, lambda: dict(hidden=4), more={"hidden": ["zero"]})
+    case("sail_scf.HuckelGuess.forward", model.forward, lambda: dict(f=f, ints=ints),
+         more={"ints": [scf.integrals(scf.build_molecule(["H", "H", "H", "H"], np.eye(4, 3) * 1.5))]})
+    case("sail_scf.HuckelGuess.density", model.density, lambda: dict(f=f, ints=ints))
+    case("sail_scf.features", scf.features, lambda: dict(mol=mol))
+    case("sail_scf.pyscf_guess", scf.pyscf_guess, lambda: dict(mol=mol, kind="minao"))
+    case("sail_scf.run_pyscf", scf.run_pyscf, lambda: dict(mf=pscf.RHF(mol), dm0=P.numpy(), max_cycle=3),
+         skip={"dm0": {"none"}},  # None: PySCF's own guess
+         more={"dm0": [np.zeros((3, 3))], "mf": [pscf.UHF(mol)]})
 
 
 _sail_cases()
@@ -517,7 +557,7 @@ def test_random_nan_or_inf_is_named(data: st.DataObject) -> None:
             return
         bad: Any = bad_val
     else:
-        bad = v.copy() if isinstance(v, np.ndarray) else v.clone()
+        bad = v.copy() if isinstance(v, np.ndarray) else v.clone(memory_format=torch.contiguous_format)
         if bad.size == 0 if isinstance(bad, np.ndarray) else bad.numel() == 0:
             return
         n = bad.size if isinstance(bad, np.ndarray) else bad.numel()

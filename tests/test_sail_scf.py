@@ -37,8 +37,11 @@ def test_bad_input():
         ss.occupied_projector(torch.eye(3, dtype=torch.float64), 0)
     with pytest.raises(ValueError):
         ss.pyscf_guess(ss.build_molecule(*WATER), "random")
-    with pytest.raises(ValueError):
-        ss.scf_unrolled(torch.zeros(2, 2), None, 0)
+    with pytest.raises(TypeError, match="ints"):
+        ss.scf_unrolled(torch.zeros(2, 2), None, 1)
+    ints = ss.integrals(ss.build_molecule(*WATER))
+    with pytest.raises(ValueError, match="n_cycles"):
+        ss.scf_unrolled(ss.density_from_hamiltonian(ints.H, ints), ints, 0)
 
 
 @pytest.mark.parametrize("which", ["water", "formaldehyde"])
