@@ -33,6 +33,8 @@ __all__ = [
     "is_valid_step", "sample_states", "lookahead_trace", "sign_embeddings", "one_hot_embeddings",
     "TwoLayerDFS", "OneLayerDFS", "full_attention", "rollout", "child_accuracy", "width_needed", "fit_exponent",
     "TokenCodec", "make_state_pool", "collate",
+    "STATE_DATA", "structured_states", "structured_batch", "StructuredDFS", "StructuredOneLayer", "matrix_cosine",
+    "move_accuracy", "gradient_flow",
 ]
 
 
@@ -657,3 +659,286 @@ def collate(items: Sequence[dict], codec: TokenCodec) -> dict[str, Tensor]:
         "target": torch.tensor([int(it["target"]) for it in items]),
         "is_child": torch.tensor([it["kind"] == "child" for it in items]),
     }
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Gradient flow on the construction's architecture
+# --------------------------------------------------------------------------------------------------------------
+STATE_DATA = ("curated", "naive", "full")
+
+
+def _labelled_graph(n: int, V: int, p: float, rng: np.random.Generator) -> np.ndarray:
+    """Edges of a G(n, p) graph whose nodes carry distinct random labels from ``0..V-1`` (shuffled order)."""
+    adj = random_digraph(n, rng, p=p)
+    labels = rng.choice(V, size=n, replace=False)
+    e = np.array([(labels[a], labels[b]) for a, b in edge_list(adj)], dtype=np.int64).reshape(-1, 2)
+    return e[rng.permutation(len(e))]
+
+
+def structured_states(n_states: int, V: int, n_range: tuple[int, int], p: float, rng: np.random.Generator,
+                      data: str = "curated", exclude: set | None = None) -> list[dict]:
+    """``n_states`` DFS states on random labelled graphs, for the structured model (:class:`StructuredDFS`).
+
+    ``data``:
+
+    * ``"curated"``: per graph, a full DFS from a random source; all its backtrack states plus as many
+      child-selection states, half of them states whose current node already has a *visited* child (where the
+      visited flag decides the move). Balanced, and every decision of the construction is exercised.
+    * ``"naive"``: every prefix of the path-finding trace from a random ``s`` to a random ``t`` (what the task
+      itself produces: mostly forward steps, few backtracks).
+    * ``"full"``: every prefix of a full DFS from a random source (the test distribution).
+
+    Each item: ``edges``, ``trace``, ``target`` (next move), ``parent`` (DFS parent of the current node, -1 for
+    the source), ``kind`` (``"child"``, ``"child_flag"``: a child step where some child is visited, or
+    ``"backtrack"``) and ``key`` (the edge set, to keep train and test graphs apart). Graphs whose key is in
+    ``exclude`` are skipped. Whole graphs are added until ``n_states`` is reached; the list is cut there.
+    """
+    if isinstance(n_states, bool) or not isinstance(n_states, (int, np.integer)) or n_states < 1:
+        raise ValueError(f"n_states must be a positive int, got {n_states!r}")
+    if data not in STATE_DATA:
+        raise ValueError(f"data must be one of {STATE_DATA}, got {data!r}")
+    lo, hi = n_range
+    if not 2 <= lo <= hi <= V:
+        raise ValueError(f"n_range must satisfy 2 <= lo <= hi <= V={V}, got {n_range}")
+    if not 0.0 < p <= 1.0:
+        raise ValueError(f"p must be in (0, 1], got {p}")
+    out: list[dict] = []
+    for _ in range(1000 * n_states):
+        if len(out) >= n_states:
+            break
+        e = _labelled_graph(int(rng.integers(lo, hi + 1)), V, p, rng)
+        if len(e) == 0:
+            continue
+        key = frozenset(map(tuple, e.tolist()))
+        if exclude is not None and key in exclude:
+            continue
+        nodes = np.unique(e)
+        if data == "naive":
+            s, t = (int(x) for x in rng.choice(nodes, 2, replace=False))
+            trace = dfs_trace(V, e, s, t)
+        else:
+            trace = dfs_trace(V, e, int(rng.choice(nodes)))
+        children: dict[int, set[int]] = {}
+        for a, b in e.tolist():
+            children.setdefault(a, set()).add(b)
+        items: dict[str, list[dict]] = {"child": [], "child_flag": [], "backtrack": []}
+        for cut in range(1, len(trace)):
+            prefix, nxt = trace[:cut], trace[cut]
+            u, visited, parent = dfs_state(prefix)
+            if nxt in visited:
+                kind = "backtrack"
+            else:
+                kind = "child_flag" if children.get(u, set()) & visited else "child"
+            items[kind].append({"edges": e, "trace": prefix, "target": int(nxt),
+                                "parent": -1 if parent[u] is None else int(parent[u]), "kind": kind, "key": key})
+        if data != "curated":
+            out += sorted(items["child"] + items["child_flag"] + items["backtrack"], key=lambda it: len(it["trace"]))
+            continue
+        k = len(items["backtrack"])
+        if k == 0:
+            continue
+        chosen = list(items["backtrack"])
+        flag_pick = items["child_flag"][:(k + 1) // 2]
+        rest = items["child"] + items["child_flag"][(k + 1) // 2:]
+        n_rest = min(len(rest), k - len(flag_pick))
+        chosen += flag_pick + [rest[i] for i in np.sort(rng.choice(len(rest), n_rest, replace=False))]
+        out += chosen
+    if len(out) < n_states:
+        raise ValueError(f"could only build {len(out)} states of kind {data!r}")
+    return out[:n_states]
+
+
+def structured_batch(items: Sequence[dict]) -> dict[str, Tensor]:
+    """Pad states (from :func:`structured_states`) into tensors: edges ``src, dst`` (B, M) with ``edge_mask``,
+    ``trace`` (B, K) with ``trace_mask``, ``current, parent, target`` (B,) and ``is_backtrack`` (B,) bool."""
+    if len(items) == 0:
+        raise ValueError("items must be non-empty")
+    B = len(items)
+    M = max(len(it["edges"]) for it in items)
+    K = max(len(it["trace"]) for it in items)
+    src, dst = torch.zeros(B, M, dtype=torch.long), torch.zeros(B, M, dtype=torch.long)
+    edge_mask = torch.zeros(B, M, dtype=torch.bool)
+    trace, trace_mask = torch.zeros(B, K, dtype=torch.long), torch.zeros(B, K, dtype=torch.bool)
+    for i, it in enumerate(items):
+        e = np.asarray(it["edges"], dtype=np.int64).reshape(-1, 2)
+        src[i, :len(e)] = torch.from_numpy(e[:, 0].copy())
+        dst[i, :len(e)] = torch.from_numpy(e[:, 1].copy())
+        edge_mask[i, :len(e)] = True
+        trace[i, :len(it["trace"])] = torch.tensor(list(it["trace"]), dtype=torch.long)
+        trace_mask[i, :len(it["trace"])] = True
+    return {
+        "src": src, "dst": dst, "edge_mask": edge_mask, "trace": trace, "trace_mask": trace_mask,
+        "current": torch.tensor([int(it["trace"][-1]) for it in items]),
+        "parent": torch.tensor([int(it["parent"]) for it in items]),
+        "target": torch.tensor([int(it["target"]) for it in items]),
+        "is_backtrack": torch.tensor([it["kind"] == "backtrack" for it in items]),
+    }
+
+
+class StructuredDFS(torch.nn.Module):
+    """The construction's two-layer architecture with learnable attention matrices ``W1, W2`` (gradient flow).
+
+    Node embeddings ``E`` (V, d) are fixed. For a state with edges ``(a, b)``, trace ``v_1..v_k`` and current node
+    ``u``:
+
+    * layer 1, *visited* head: edge ``(a, b)`` attends to the trace with scores ``e_b^T W1 e_v`` and reads
+      ``f_ab = sum_v att_v <e_b, e_v>`` (the construction: ``W1 = beta1 I``, so ``f_ab ~ 1[b visited]``);
+    * layer 2, *child* head: ``u`` attends to edges with scores ``e_u^T W2 e_a - gamma f_ab + tau b / V`` and to a
+      sink with score ``sink`` (the construction: ``W2 = beta2 I, gamma = 2 beta2, sink = 3/4 beta2``); edges
+      carry ``e_b``, the sink carries the parent's embedding (the construction's exact parent head, given);
+    * readout ``logits = rho E out``.
+
+    Learnable: ``W1, W2`` (d x d), and the scalars ``gamma`` and ``sink``; all start at ``init`` (default 0).
+    Differences from :class:`TwoLayerDFS` (stated, not hidden): no sink/threshold in layer 1 (the flag reads the
+    overlap with the attended node instead), and the parent enters through the child head's sink.
+    """
+
+    def __init__(self, emb: np.ndarray, tau: float = 1.0, rho: float = 10.0, init: float = 0.0) -> None:
+        super().__init__()
+        emb = np.asarray(emb, dtype=np.float64)
+        if emb.ndim != 2:
+            raise ValueError(f"emb must be an (n, d) array, got shape {emb.shape}")
+        if not (np.isfinite(tau) and np.isfinite(rho) and rho > 0 and np.isfinite(init)):
+            raise ValueError(f"tau, init must be finite and rho > 0, got tau={tau}, rho={rho}, init={init}")
+        self.register_buffer("E", torch.as_tensor(emb, dtype=torch.float32))
+        d = emb.shape[1]
+        self.W1 = torch.nn.Parameter(torch.full((d, d), float(init)))
+        self.W2 = torch.nn.Parameter(torch.full((d, d), float(init)))
+        self.gamma = torch.nn.Parameter(torch.tensor(float(init)))
+        self.sink = torch.nn.Parameter(torch.tensor(float(init)))
+        self.tau, self.rho = float(tau), float(rho)
+
+    def set_construction(self, beta: float) -> StructuredDFS:
+        """Set the weights to the hand-built point ``W1 = W2 = beta I, gamma = 2 beta, sink = 3/4 beta``."""
+        with torch.no_grad():
+            eye = torch.eye(self.W1.shape[0])
+            self.W1.copy_(beta * eye)
+            self.W2.copy_(beta * eye)
+            self.gamma.fill_(2.0 * beta)
+            self.sink.fill_(0.75 * beta)
+        return self
+
+    def forward(self, b: dict[str, Tensor], record: bool = False):
+        """Logits (B, V) over the next node (and, with ``record``, the flags and the child-head weights)."""
+        E = self.E
+        eb, ev, ea, eu = E[b["dst"]], E[b["trace"]], E[b["src"]], E[b["current"]]
+        # layer 1: every edge looks at the trace (score e_b W1 e_v) and reads the overlap of b with what it found
+        s1 = torch.bmm(eb @ self.W1, ev.transpose(1, 2)).masked_fill(~b["trace_mask"][:, None, :], -1e9)
+        flag = (s1.softmax(-1) * torch.bmm(eb, ev.transpose(1, 2))).sum(-1)
+        # layer 2: the current node picks an edge (a, b) with a = u, b unvisited, largest b; else the sink
+        s2 = ((eu @ self.W2)[:, None, :] * ea).sum(-1) - self.gamma * flag + self.tau * b["dst"] / E.shape[0]
+        s2 = s2.masked_fill(~b["edge_mask"], -1e9)
+        att = torch.cat([s2, self.sink.expand(len(s2), 1)], 1).softmax(-1)
+        has_parent = (b["parent"] >= 0)[:, None]
+        e_par = torch.where(has_parent, E[b["parent"].clamp(min=0)], torch.zeros_like(eu))
+        out = (att[:, :-1, None] * eb).sum(1) + att[:, -1:] * e_par
+        logits = self.rho * out @ E.T
+        if record:
+            return logits, {"flag": flag.detach(), "child": att.detach()}
+        return logits
+
+
+def matrix_cosine(W: Tensor | np.ndarray, M: Tensor | np.ndarray | None = None) -> float:
+    """Cosine between two matrices in the Frobenius inner product (``M`` default: the identity); 0 for ``W = 0``."""
+    W = torch.as_tensor(W, dtype=torch.float64).detach()
+    if W.ndim != 2:
+        raise ValueError(f"W must be a matrix, got shape {tuple(W.shape)}")
+    M = torch.eye(W.shape[0], W.shape[1], dtype=torch.float64) if M is None else torch.as_tensor(
+        M, dtype=torch.float64)
+    if M.shape != W.shape:
+        raise ValueError(f"M must have W's shape {tuple(W.shape)}, got {tuple(M.shape)}")
+    den = float(W.norm() * M.norm())
+    return float((W * M).sum()) / den if den > 0 else 0.0
+
+
+def move_accuracy(logits: Tensor, b: dict[str, Tensor]) -> dict[str, float]:
+    """Next-move accuracy over all states, child-selection states and backtrack states (``nan`` if none)."""
+    ok = (logits.argmax(-1) == b["target"]).float()
+    bt = b["is_backtrack"]
+
+    def mean(x: Tensor) -> float:
+        return float(x.mean()) if len(x) else float("nan")
+
+    return {"all": mean(ok), "child": mean(ok[~bt]), "backtrack": mean(ok[bt])}
+
+
+def gradient_flow(model: torch.nn.Module, batch: dict[str, Tensor], steps: int, lr: float,
+                  evals: dict[str, dict[str, Tensor]] | None = None, eval_every: int = 25,
+                  progress: bool = False) -> dict[str, list]:
+    """Full-batch gradient descent (Euler steps of gradient flow) on the cross-entropy of the next move.
+
+    Returns the history: ``step``, ``loss``, ``cos_W1``, ``cos_W2`` (cosine with the identity), ``gamma``, ``sink``
+    and, for each named eval batch, ``<name>/all``, ``<name>/child``, ``<name>/backtrack`` (every ``eval_every``
+    steps and at the end).
+    """
+    if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 0:
+        raise ValueError(f"steps must be a non-negative int, got {steps!r}")
+    if not (lr > 0 and math.isfinite(lr)):
+        raise ValueError(f"lr must be a positive finite number, got {lr!r}")
+    if isinstance(eval_every, bool) or not isinstance(eval_every, (int, np.integer)) or eval_every < 1:
+        raise ValueError(f"eval_every must be a positive int, got {eval_every!r}")
+    evals = evals or {}
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    hist: dict[str, list] = {"step": [], "loss": [], "cos_W1": [], "cos_W2": [], "gamma": [], "sink": []}
+    rng_steps = range(steps + 1)
+    if progress:
+        from tqdm.auto import tqdm
+        rng_steps = tqdm(rng_steps, desc="gradient flow", leave=False)
+    for step in rng_steps:
+        loss = torch.nn.functional.cross_entropy(model(batch), batch["target"])
+        if step % eval_every == 0 or step == steps:
+            hist["step"].append(step)
+            hist["loss"].append(float(loss.detach()))
+            hist["cos_W1"].append(matrix_cosine(model.W1))
+            hist["cos_W2"].append(matrix_cosine(model.W2))
+            hist["gamma"].append(float(model.gamma.detach()))
+            hist["sink"].append(float(model.sink.detach()))
+            with torch.no_grad():
+                for name, eb in evals.items():
+                    for k, v in move_accuracy(model(eb), eb).items():
+                        hist.setdefault(f"{name}/{k}", []).append(v)
+        if step == steps:
+            break
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return hist
+
+
+class StructuredOneLayer(torch.nn.Module):
+    """The one-layer counterpart of :class:`StructuredDFS`, with the same learnable parameters.
+
+    One attention layer, read at the current node ``u``: a *child* head (scores ``e_u^T W2 e_a + tau b / V``
+    over the edges and ``sink`` for a sink carrying the parent; value ``e_b``) and a *visited* head (scores
+    ``e_u^T W1 e_v`` over the trace; value ``e_v``), combined as ``logits = rho E (child - gamma visited)``. No
+    edge can see the trace within one layer, so visited children can only be cancelled in the residual stream
+    (the construction :class:`OneLayerDFS`), where the cross-talk of ``d``-dimensional embeddings limits it.
+    Learnable: ``W1, W2, gamma, sink``, the same count as :class:`StructuredDFS`.
+    """
+
+    def __init__(self, emb: np.ndarray, tau: float = 1.0, rho: float = 10.0, init: float = 0.0) -> None:
+        super().__init__()
+        emb = np.asarray(emb, dtype=np.float64)
+        if emb.ndim != 2:
+            raise ValueError(f"emb must be an (n, d) array, got shape {emb.shape}")
+        if not (np.isfinite(tau) and np.isfinite(rho) and rho > 0 and np.isfinite(init)):
+            raise ValueError(f"tau, init must be finite and rho > 0, got tau={tau}, rho={rho}, init={init}")
+        self.register_buffer("E", torch.as_tensor(emb, dtype=torch.float32))
+        d = emb.shape[1]
+        self.W1 = torch.nn.Parameter(torch.full((d, d), float(init)))
+        self.W2 = torch.nn.Parameter(torch.full((d, d), float(init)))
+        self.gamma = torch.nn.Parameter(torch.tensor(float(init)))
+        self.sink = torch.nn.Parameter(torch.tensor(float(init)))
+        self.tau, self.rho = float(tau), float(rho)
+
+    def forward(self, b: dict[str, Tensor]) -> Tensor:
+        """Logits (B, V) over the next node."""
+        E = self.E
+        eb, ev, ea, eu = E[b["dst"]], E[b["trace"]], E[b["src"]], E[b["current"]]
+        s2 = ((eu @ self.W2)[:, None, :] * ea).sum(-1) + self.tau * b["dst"] / E.shape[0]
+        att = torch.cat([s2.masked_fill(~b["edge_mask"], -1e9), self.sink.expand(len(s2), 1)], 1).softmax(-1)
+        e_par = torch.where((b["parent"] >= 0)[:, None], E[b["parent"].clamp(min=0)], torch.zeros_like(eu))
+        child = (att[:, :-1, None] * eb).sum(1) + att[:, -1:] * e_par
+        s1 = ((eu @ self.W1)[:, None, :] * ev).sum(-1).masked_fill(~b["trace_mask"], -1e9)
+        visited = (s1.softmax(-1)[:, :, None] * ev).sum(1)
+        return self.rho * (child - self.gamma * visited) @ E.T

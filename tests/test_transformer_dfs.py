@@ -188,3 +188,87 @@ def test_bad_inputs():
         T.sample_states(np.zeros((3, 3), bool), np.random.default_rng(0), 2, kind="sideways")
     with pytest.raises(ValueError):
         T.make_state_pool(3, 5, (4, 9), 0.3, np.random.default_rng(0))
+
+
+# ---- gradient flow on the construction's architecture -----------------------------------------------------------
+def test_structured_states_kinds_and_targets():
+    rng = np.random.default_rng(3)
+    cur = T.structured_states(300, 10, (6, 10), 0.3, rng, "curated")
+    assert len(cur) == 300
+    kinds = [it["kind"] for it in cur]
+    assert 0.4 <= kinds.count("backtrack") / len(kinds) <= 0.6  # balanced child / backtrack
+    assert kinds.count("child_flag") > 0
+    for it in cur[:60]:
+        e = it["edges"]
+        adj = _adj(10, e)
+        assert T.next_step(adj, it["trace"]) == it["target"]
+        u, visited, parent = T.dfs_state(it["trace"])
+        assert it["parent"] == (-1 if parent[u] is None else parent[u])
+        assert (it["kind"] == "backtrack") == (it["target"] in visited)
+        if it["kind"] == "child_flag":
+            assert set(np.flatnonzero(adj[u]).tolist()) & visited
+    naive = T.structured_states(300, 10, (6, 10), 0.3, np.random.default_rng(3), "naive")
+    assert [it["kind"] for it in naive].count("backtrack") < kinds.count("backtrack")
+    keys = {it["key"] for it in cur}
+    other = T.structured_states(100, 10, (6, 10), 0.3, np.random.default_rng(3), "full", exclude=keys)
+    assert not {it["key"] for it in other} & keys
+    with pytest.raises(ValueError, match="data must be"):
+        T.structured_states(5, 10, (6, 10), 0.3, rng, "clever")
+    with pytest.raises(ValueError, match="n_states"):
+        T.structured_states(0, 10, (6, 10), 0.3, rng)
+
+
+def test_structured_model_exact_at_construction_and_poor_at_zero():
+    rng = np.random.default_rng(4)
+    test = T.structured_states(200, 12, (12, 12), 0.3, rng, "full")
+    b = T.structured_batch(test)
+    model = T.StructuredDFS(np.eye(12))
+    assert T.move_accuracy(model(b), b)["all"] < 0.5  # W = 0: no mechanism, the metric can fail
+    acc = T.move_accuracy(model.set_construction(30.0)(b), b)
+    assert acc == {"all": 1.0, "child": 1.0, "backtrack": 1.0}
+    assert T.matrix_cosine(model.W1) == pytest.approx(1.0) and T.matrix_cosine(model.W2) == pytest.approx(1.0)
+
+
+def test_gradient_flow_learns_the_construction_direction():
+    rng = np.random.default_rng(5)
+    b = T.structured_batch(T.structured_states(150, 8, (5, 8), 0.35, rng, "curated"))
+    model = T.StructuredDFS(np.eye(8))
+    hist = T.gradient_flow(model, b, 40, 2.0, {"train": b}, eval_every=20)
+    assert hist["step"] == [0, 20, 40]
+    assert hist["loss"][-1] < 0.7 * hist["loss"][0]
+    assert hist["cos_W1"][0] == 0.0 and hist["cos_W1"][-1] > 0.5 and hist["cos_W2"][-1] > 0.5
+    assert hist["train/all"][-1] > hist["train/all"][0] + 0.3
+    with pytest.raises(ValueError, match="lr"):
+        T.gradient_flow(model, b, 1, float("nan"))
+
+
+def test_structured_one_layer_same_size_exact_children_with_one_hot_only():
+    rng = np.random.default_rng(6)
+    n = 16
+    states = [it for it in T.structured_states(300, n, (n, n), 0.5, rng, "full") if it["kind"] != "backtrack"]
+    b = T.structured_batch(states)
+    one, two = T.StructuredOneLayer(np.eye(n)), T.StructuredDFS(np.eye(n))
+    assert sum(p.numel() for p in one.parameters()) == sum(p.numel() for p in two.parameters())
+    with torch.no_grad():
+        one.W2.copy_(30.0 * torch.eye(n))
+        one.gamma.fill_(100.0)
+        one.sink.fill_(-30.0)
+    assert T.move_accuracy(one(b), b)["child"] == 1.0
+    narrow = T.StructuredOneLayer(T.sign_embeddings(n, 4, rng))
+    with torch.no_grad():
+        narrow.W2.copy_(30.0 * torch.eye(4))
+        narrow.gamma.fill_(100.0)
+        narrow.sink.fill_(-30.0)
+    assert T.move_accuracy(narrow(b), b)["child"] < 0.9
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 6), st.floats(0.1, 10.0), st.integers(0, 2**31 - 1))
+def test_matrix_cosine_properties(d, scale, seed):
+    W = np.random.default_rng(seed).normal(size=(d, d))
+    c = T.matrix_cosine(W)
+    assert -1.0 - 1e-12 <= c <= 1.0 + 1e-12
+    assert T.matrix_cosine(scale * W) == pytest.approx(c)
+    assert T.matrix_cosine(scale * np.eye(d)) == pytest.approx(1.0)
+    assert T.matrix_cosine(W, W) == pytest.approx(1.0)
+    assert T.matrix_cosine(np.zeros((d, d))) == 0.0
