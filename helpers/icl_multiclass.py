@@ -394,8 +394,8 @@ def checkpoint_config(name: str) -> dict:
         return dict(k=4, C=5, R2=4.0, per_label=8, dims=[16, 64, 256], seeds=[0, 1, 2], steps=800, batch=256,
                     optimizer="sgd", lr=1.0, subspace_stream=7, train_stream=8)
     if name == "softmax_tf":
-        return dict(d=16, C=5, R2=9.0, per_label=8, seeds=[0, 1, 2], steps=1500, batch=128, optimizer="adamw",
-                    lr=1e-3, warmup=150, d_model=64, n_layer=2, n_head=4, train_stream=2)
+        return dict(d=16, C=5, R2=9.0, per_label=8, seeds=[0, 1, 2], steps=600, batch=128, optimizer="adamw",
+                    lr=1e-3, warmup=60, d_model=64, n_layer=2, n_head=4, train_stream=2)
     raise ValueError(f"name must be 'shared_lt' or 'softmax_tf', got {name!r}")
 
 

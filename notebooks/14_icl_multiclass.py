@@ -13,25 +13,30 @@
 # and labels a query. The paper studies when this works for **many classes**, and singles out the geometry of
 # the class centers: stacked into a matrix `M`, their **stable rank** `‖M‖_F² / ‖M‖₂²` measures how isotropic
 # (spread in many directions) they are. Its findings: isotropy (high stable rank) improves in-context
-# generalisation; linear transformers learn the task with near-optimal **per-label** sample complexity; under
-# label imbalance at test time, majority classes are easier and minority classes more error-prone, and higher
-# stable rank makes the model more robust; trained transformers (and LLMs) follow the same trends. We generate
-# tasks with a prescribed spectrum, train a linear transformer and a small softmax transformer, and measure each
-# trend.
+# generalisation; linear transformers trained over many tasks learn the task with near-optimal **per-label**
+# sample complexity (after meta-training on tasks that share a k-dimensional class subspace, the examples needed
+# per label depend on k, not on the ambient dimension d); under label imbalance at test time, majority classes
+# are easier and minority classes more error-prone, and higher stable rank makes the model more robust; trained
+# transformers follow the same trends. We generate tasks with a prescribed spectrum, train linear and softmax
+# transformers, and measure each finding **against the data's own references**: the Bayes rule that knows the
+# centers, plug-in LDA that sees only the prompt, and a plug-in rule told the shared subspace. A trend that the
+# Bayes rule shows too is a property of the data, not of in-context learning.
 #
 # | | paper | this notebook |
 # |---|---|---|
-# | data | spectral class-center generator, real datasets | the same generator (d = 16, C = 5, R² = 9); class means of iris, wine, digits (scikit-learn) |
-# | models | linear transformers (theory), trained transformers, pretrained LLMs | a trained linear transformer (reduced form, d×d weights); a 2-layer softmax transformer trained from scratch; no LLM |
-# | training | gradient-based, many random tasks | Adam on fresh random tasks, a few hundred to a thousand steps |
+# | data | spectral class-center generator, real datasets | the same generator (d = 16, C = 5, R² = 9; shared subspace k = 4 in d ∈ {16, 64, 256}); iris, wine, digits prompts (scikit-learn) |
+# | models | linear transformers (theory), trained transformers, pretrained LLMs | linear transformers (reduced form, d×d weights, gradient descent); a 2-layer softmax transformer trained from scratch; no LLM |
+# | training | gradient-based, many random tasks | fresh random tasks: live for d = 16; the d ∈ {16, 64, 256} shared-subspace models and the softmax transformers from checkpoints made by `data/14_icl_multiclass/make_models.py` |
+# | seeds | not stated | 3 seeds for every trained or sampled claim (1 in quick mode) |
 # | hardware | not stated | 2 CPU cores, ≤ 5 min |
 #
 # :::{note}
 # **What is reconstructed.** Only the abstract was available to us. The data generator (`M = U diag(σ) Vᵀ` with
 # `σ_i ∝ i^(−α)`, scaled to `‖M‖_F² = C R²`, Gaussian features), the linear-transformer parameterisation and its
-# reduced form, and all experimental settings are **our reconstruction** from the abstract and prior work on
-# in-context classification (Frei & Vardi 2024; Magen & Vardi 2025; Zhang, Frei & Bartlett 2024). No pretrained LLM
-# can be run offline, so the "consistent with LLMs" part is replaced by a small softmax transformer trained here.
+# reduced form, the shared-subspace meta-learning setting (from Magen & Vardi 2025), and all experimental
+# settings are **our reconstruction** from the abstract and prior work on in-context classification (Frei &
+# Vardi 2024; Magen & Vardi 2025; Zhang, Frei & Bartlett 2024). No pretrained LLM can be run offline, so the
+# "consistent with LLMs" part is replaced by a small softmax transformer trained here.
 # :::
 
 # %% tags=["hide-input"]
@@ -59,19 +64,17 @@ seed = 0
 d, C, R2 = 16, 5, 9.0  # feature dimension, classes, mean squared center norm
 per_label = 8  # context examples per label
 # spectral decay: stable rank from C-1 down to ~1
-alphas = [
-    0.0,
-    0.25,
-    0.5,
-    1.0,
-    2.0,
-    4.0,
-]
-lt_steps, tf_steps, batch_size = 400, 1000, 128
+alphas = [0.0, 0.25, 0.5, 1.0, 2.0, 4.0]
+# the live linear transformers (d = 16, isotropic tasks): SGD steps, tasks per step
+lt_steps, batch_size = 400, 128
 n_eval = 3000  # test prompts per point
 majority = 0.6  # context prior of class 0 in the imbalance test
-per_label_grid = [1, 2, 4, 8, 16]
+n_tasks_margin = 40  # fixed tasks for the margin test
+# a harder R² for the per-label sweep, so that C = 3 does not saturate
+R2_small = 3.0
+per_label_grid = [1, 2, 4, 8, 16, 32]
 class_grid = [3, 5, 8]
+n_curve = 1000  # test prompts per point of the per-label curves
 
 # %% tags=["hide-input"]
 import time
@@ -79,18 +82,19 @@ import time
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
-import torch.nn.functional as F
 from scipy.stats import spearmanr
 from sklearn import datasets
+from sklearn.decomposition import PCA
 from tqdm.auto import tqdm
 
-from helpers import claims, plotting, repro, train
+from helpers import checkpoints, claims, plotting, repro
 from helpers import icl_multiclass as icl
 
 if quick:
-    alphas, lt_steps, tf_steps, n_eval = [0.0, 1.0, 4.0], 200, 40, 300
-    per_label_grid, class_grid = [1, 4, 16], [3, 5]
+    alphas, lt_steps, n_eval, n_tasks_margin = [0.0, 1.0, 4.0], 100, 600, 15
+    per_label_grid, class_grid, n_curve = [1, 4, 16], [3, 5], 300
 
+seeds = [seed] if quick else [seed, seed + 1, seed + 2]
 env = repro.setup(seed)
 # small matrices: one thread is fastest, and fair to a shared machine
 torch.set_num_threads(1)
@@ -100,20 +104,24 @@ rec = claims.ClaimsRecord(
     dict(
         quick=quick,
         seed=seed,
+        seeds=seeds,
         d=d,
         C=C,
         R2=R2,
         per_label=per_label,
         alphas=alphas,
         lt_steps=lt_steps,
-        tf_steps=tf_steps,
         batch_size=batch_size,
         n_eval=n_eval,
         majority=majority,
+        R2_small=R2_small,
+        per_label_grid=per_label_grid,
+        class_grid=class_grid,
     ),
 )
 N = per_label * C
-print(env)
+t_start = time.time()
+print(env, "| seeds", seeds)
 
 # %% [markdown]
 # ## 1. Tasks with a prescribed spectrum
@@ -122,7 +130,8 @@ print(env)
 # orthonormal columns orthogonal to the ones vector (the centers sum to zero, so the rank is at most C − 1), and
 # `σ_i = i^(−α)` rescaled so that `‖M‖_F² = C R²` (the average squared center norm is R² whatever α). The stable
 # rank is then `Σσ_i² / σ_1²`: α = 0 gives the maximum C − 1 (isotropic centers), large α gives 1 (collinear
-# centers). Features are `x = μ_y + N(0, I)`. Every prompt draws a fresh task.
+# centers). Features are `x = μ_y + N(0, I)`. Every prompt draws a fresh task; `icl.sample_prompts` draws a whole
+# batch of tasks at once (one batched QR for the `U`s and `V`s, one draw for the noise).
 
 # %%
 rng = repro.rng(seed, 1)
@@ -134,19 +143,14 @@ for a, target in zip(alphas, srank_target):
     srank_err = max(srank_err, abs(icl.stable_rank(M) - target))
     print(
         f"alpha={a:4.2f}: prescribed stable rank {target:.4f}, generated "
-        f"{icl.stable_rank(M):.4f}, "
-        f"||M||_F^2 = {np.linalg.norm(M) ** 2:.3f}"
+        f"{icl.stable_rank(M):.4f}, ||M||_F^2 = {np.linalg.norm(M) ** 2:.3f}"
     )
 
 pi_imb = icl.label_priors(C, majority)
 y = icl.prompt_labels(N, pi_imb, rng)
 prior_err = float(np.abs(np.bincount(y, minlength=C) / N - pi_imb).max())
-print(
-    "imbalanced context label shares:",
-    np.bincount(y, minlength=C) / N,
-    "prescribed",
-    pi_imb,
-)
+print("imbalanced context label shares:", np.bincount(y, minlength=C) / N)
+print("prescribed                     :", pi_imb)
 
 # %% [markdown]
 # ## 2. The linear transformer and its reduced form
@@ -160,8 +164,9 @@ print(
 # the **class share times the class mean**, dotted with `W x_q`; the prediction is `argmax_c s_c`. Two things
 # follow. Without imbalance, the margin of the true class `y` over `c` is about `‖μ_y‖² − μ_cᵀμ_y` (for W = I):
 # nearly collinear centers (low stable rank) shrink it. With imbalance the share `π̂_c` multiplies each score, so
-# majority classes gain and minority classes lose, more so when centers overlap. We check that the reduction
-# equals the full forward pass.
+# majority classes gain and minority classes lose, more so when centers overlap. Unlike the Bayes rule
+# `μ_cᵀx − ‖μ_c‖²/2 + log π_c`, the score has no bias terms. We check that the reduction equals the full forward
+# pass.
 
 # %%
 p = icl.sample_prompts(64, N, d, C, icl.power_spectrum(r, 1.0), R2, rng)
@@ -178,153 +183,469 @@ red_err = (full - reduced).abs().max().item()
 print(f"max |full forward - reduced form| = {red_err:.2e}")
 
 # %% [markdown]
-# **Training.** `W` starts at zero and is trained with softmax cross-entropy on the scores, by Adam over fresh
-# isotropic tasks (α = 0), with the shared loop `helpers.train.fit`. The theory predicts `W ∝ I` for isotropic
-# tasks. Next to it we train a 2-layer softmax transformer (`helpers.nn.Block`, no positional encoding, tokens
-# `(x_i, y_i)` and a query token) on the same stream of tasks.
-
+# **Training.** `W` starts at zero and is trained by gradient descent (SGD, the algorithm the theory analyses;
+# unlike Adam it does not depend on the basis of feature space) on the softmax cross-entropy of the scores, over
+# fresh isotropic tasks (α = 0), one model per seed. The theory predicts `W ∝ I` for isotropic tasks: with a fresh
+# `U` per task, no direction of feature space is special. Next to it, a 2-layer softmax transformer
+# (`helpers.nn.Block`, no positional encoding, tokens `(x_i, y_i)` and a query token) trained with AdamW on the
+# same kind of tasks; its three seeds come from a checkpoint (its training curves are shown below), quick mode
+# trains a tiny one live.
 
 # %%
-def task_batch(step: int):
-    return icl.sample_prompts(
-        batch_size, N, d, C, icl.power_spectrum(r, 0.0), R2, repro.rng(seed, 2, step)
+sigma_iso = icl.power_spectrum(r, 0.0)
+lts, cos_I = {}, []
+for s in seeds:
+    with repro.seeded(s):
+        lt = icl.LinearICL(d)
+        hist = icl.train_icl(
+            lt,
+            icl.task_stream(s, 2, batch_size, N, d, C, sigma_iso, R2),
+            lt_steps,
+            optimizer="sgd",
+            lr=1.0,
+            seed=s,
+            desc=f"linear transformer, seed {s}",
+        )
+    lts[s] = lt
+    cos_I.append(icl.matrix_cosine(lt.W.detach(), np.eye(d)))
+print("cos(W, I) per seed:", np.round(cos_I, 4))
+
+tf_cfg = icl.checkpoint_config("softmax_tf")
+tfs = {}
+if quick:
+    for s in seeds:
+        with repro.seeded(s):
+            tf = icl.SoftmaxICL(d, C, d_model=32, n_layer=1, n_head=2)
+            icl.train_icl(
+                tf,
+                icl.task_stream(s, 2, 32, N, d, C, sigma_iso, R2),
+                100,
+                optimizer="adamw",
+                lr=3e-3,
+                warmup=10,
+                seed=s,
+                desc="tiny softmax transformer",
+            )
+        tfs[s] = tf.eval()
+else:
+    ck_tf = checkpoints.load(icl.CHECKPOINT_SLUG, "softmax_tf", config=tf_cfg)
+    for s in seeds:
+        tf = icl.SoftmaxICL(
+            d, C, tf_cfg["d_model"], tf_cfg["n_layer"], tf_cfg["n_head"]
+        )
+        tf.load_state_dict(
+            {
+                k[len(f"{s}.") :]: v
+                for k, v in ck_tf.tensors.items()
+                if k.startswith(f"{s}.")
+            }
+        )
+        tfs[s] = tf.eval()
+    print(
+        f"softmax TF checkpoint: {tf_cfg['steps']} AdamW steps of {tf_cfg['batch']} "
+        "tasks "
+        f"per seed; final losses {ck_tf.manifest['metrics']}"
     )
-
-
-def loss_fn(model, b):
-    return F.cross_entropy(model(b["X"], b["Y"], b["xq"], C), b["yq"])
-
-
-t0 = time.process_time()
-lt = icl.LinearICL(d)
-lt_hist = train.fit(
-    lt, loss_fn, task_batch, lt_steps, lr=1e-2, seed=seed, desc="linear transformer"
-)
-torch.manual_seed(seed)
-tf = icl.SoftmaxICL(d, C, d_model=64, n_layer=2, n_head=4)
-tf_hist = train.fit(
-    tf,
-    loss_fn,
-    task_batch,
-    tf_steps,
-    lr=1e-3,
-    warmup=tf_steps // 10,
-    seed=seed,
-    desc="softmax transformer",
-)
-W = lt.W.detach()
-cos_I = float((W * torch.eye(d)).sum() / (W.norm() * np.sqrt(d)))
-print(f"training: {time.process_time() - t0:.1f} s CPU;  cos(W, I) = {cos_I:.3f}")
+    checkpoints.plot_history(
+        ck_tf.manifest, title="softmax transformers: training loss"
+    )
+    plt.show()
 
 # %% [markdown]
-# ## 3. Accuracy against stable rank (balanced prompts)
+# ## 3. Accuracy against stable rank, next to the data's own references
 #
-# For each α we draw `n_eval` fresh prompts and score them with the trained linear transformer, with `W = I`, with
-# the softmax transformer, and with a plug-in Bayes rule from the context (class means + log shares; a reference).
+# For each α and seed we draw `n_eval` fresh prompts and score them with the trained linear transformer (LT),
+# `W = I`, the softmax transformer, **plug-in LDA** (class means and shares from the prompt: the natural learner
+# that sees only the prompt) and the **Bayes rule** that knows the task's centers (the ceiling). If accuracy
+# falls with the stable rank for the Bayes rule too, that fall is a property of the data; what is specific to the
+# transformer is how far it stays from the references.
 
 
 # %%
 @torch.no_grad()
-def evaluate(alpha, pi=None, n=n_eval, C_=C, per=per_label, stream=3):
+def evaluate(s, alpha, pi=None, n=n_eval, C_=C, per=per_label, R2_=R2, stream=3):
+    """Per-class accuracy of every model on n fresh prompts (seed s)."""
+    key = (int(alpha * 100), C_, per, int(R2_ * 10))
     p_ = icl.sample_prompts(
         n,
         per * C_,
         d,
         C_,
         icl.power_spectrum(C_ - 1, alpha),
-        R2,
-        repro.rng(seed, stream, int(alpha * 100), C_, per),
+        R2_,
+        repro.rng(s, stream, *key),
         pi=pi,
     )
+    X, Y, xq = p_["X"], p_["Y"], p_["xq"]
     out = {
-        "trained LT": lt(p_["X"], p_["Y"], p_["xq"], C_),
-        "W = I": icl.reduced_scores(p_["X"], p_["Y"], p_["xq"], torch.eye(d), C_),
-        "plug-in Bayes": icl.lda_scores(p_["X"], p_["Y"], p_["xq"], C_),
+        "trained LT": lts[s](X, Y, xq, C_),
+        "W = I": icl.reduced_scores(X, Y, xq, torch.eye(d), C_),
+        "plug-in LDA": icl.lda_scores(X, Y, xq, C_),
+        "Bayes": icl.bayes_scores(p_["M"], xq, pi),
     }
     if C_ == C:
-        out["softmax TF"] = tf(p_["X"], p_["Y"], p_["xq"])
+        out["softmax TF"] = tfs[s](X, Y, xq)
     return {k: icl.accuracy_by_class(v, p_["yq"], C_) for k, v in out.items()}
 
 
-bal = {a: evaluate(a) for a in tqdm(alphas, desc="balanced")}
-models = list(bal[alphas[0]])
-acc_bal = {m: [float(np.mean(bal[a][m])) for a in alphas] for m in models}
+bal = {s: {a: evaluate(s, a) for a in alphas} for s in tqdm(seeds, desc="balanced")}
+models = list(bal[seed][alphas[0]])
+acc_bal = {  # acc_bal[model][seed index] = accuracy per alpha
+    m: np.array([[bal[s][a][m].mean() for a in alphas] for s in seeds]) for m in models
+}
+print("mean over seeds; stable rank:", np.round(srank_target, 2))
 for m in models:
-    print(f"{m:14s}", np.round(acc_bal[m], 3))
-rho_lt = spearmanr(srank_target, acc_bal["trained LT"]).statistic
-rho_tf = spearmanr(srank_target, acc_bal["softmax TF"]).statistic
-print(
-    f"Spearman(stable rank, accuracy): trained LT {rho_lt:.2f}, softmax TF {rho_tf:.2f}"
+    print(f"{m:12s}", np.round(acc_bal[m].mean(0), 3))
+
+
+def rho(x, ys):
+    """Spearman correlation of x with each row of ys (one per seed)."""
+    return [float(spearmanr(x, y_).statistic) for y_ in ys]
+
+
+rho_lt, rho_bayes = (
+    rho(srank_target, acc_bal["trained LT"]),
+    rho(srank_target, acc_bal["Bayes"]),
 )
+rho_tf = rho(srank_target, acc_bal["softmax TF"])
+gap_lda = acc_bal["trained LT"] - acc_bal["plug-in LDA"]  # LT minus plug-in LDA
+rho_gap = rho(srank_target, gap_lda)
+print(f"Spearman(stable rank, accuracy): LT {np.round(rho_lt, 2)}, ")
+print(f"  softmax TF {np.round(rho_tf, 2)}, Bayes rule {np.round(rho_bayes, 2)}")
+print(f"LT - plug-in LDA accuracy (mean over seeds): {np.round(gap_lda.mean(0), 3)}")
+print(f"Spearman(stable rank, LT - plug-in LDA): {np.round(rho_gap, 2)}")
 
 # %% [markdown]
 # ## 4. Label imbalance at test time
 #
 # The context now has class 0 with share `majority` and the other classes sharing the rest; queries are drawn
-# uniformly so every class is tested equally. We compare majority-class and minority-class accuracy, for each
-# stable rank.
+# uniformly so every class is tested equally. We compare majority-class and minority-class accuracy for each
+# stable rank, for the models and for the Bayes rule told the imbalanced prior (which also favours the majority,
+# through `log π_c`).
 
 # %%
-imb = {a: evaluate(a, pi=pi_imb, stream=4) for a in tqdm(alphas, desc="imbalanced")}
-gap = {
-    m: [float(imb[a][m][0] - np.mean(imb[a][m][1:])) for a in alphas] for m in models
+imb = {
+    s: {a: evaluate(s, a, pi=pi_imb, stream=4) for a in alphas}
+    for s in tqdm(seeds, desc="imbalanced")
+}
+gap = {  # gap[model][seed index] = majority - minority accuracy per alpha
+    m: np.array(
+        [[imb[s][a][m][0] - imb[s][a][m][1:].mean() for a in alphas] for s in seeds]
+    )
+    for m in models
 }
 for m in models:
-    print(f"{m:14s} majority - minority accuracy:", np.round(gap[m], 3))
+    print(f"{m:12s} majority - minority accuracy:", np.round(gap[m].mean(0), 3))
 
 # %%
-fig, ax = plt.subplots(1, 2, figsize=(10, 3.6))
+fig, ax = plt.subplots(1, 2, figsize=(11, 3.8))
 for m in models:
-    ax[0].plot(srank_target, acc_bal[m], marker="o", label=m)
-    ax[1].plot(srank_target, gap[m], marker="o", label=m)
+    ax[0].plot(srank_target, acc_bal[m].mean(0), marker="o", label=m)
+    ax[1].plot(srank_target, gap[m].mean(0), marker="o", label=m)
 ax[0].set(xlabel="stable rank of M", ylabel="accuracy (balanced prompts)", ylim=(0, 1))
 ax[1].set(xlabel="stable rank of M", ylabel="majority − minority accuracy")
-ax[0].legend()
+ax[0].legend(fontsize=8)
+ax[0].set_title("balanced context (mean of seeds)")
+ax[1].set_title(f"class 0 has share {majority} of the context")
 plt.show()
 
 # %% [markdown]
-# ## 5. Per-label sample complexity
+# ## 5. Do the predicted margins explain per-class accuracy?
 #
-# How many examples **per label** does the trained linear transformer need as the number of classes grows? We
-# sweep the per-label count for several C (isotropic tasks, same R²) and read off the count needed for 80 %
-# accuracy by log-linear interpolation. Near-optimal per-label complexity means this count barely grows with C.
+# The reduced form predicts, for a query of class y, the expected score margin over the closest rival,
+# `min_c π_y‖μ_y‖² − π_c μ_cᵀμ_y` (`icl.predicted_margins`). We fix `n_tasks_margin` tasks with stable ranks
+# across the sweep, use the imbalanced context, measure each class's accuracy on 500 prompts per task, and rank
+# the (task, class) pairs by predicted margin and by measured accuracy. The same margins set against the Bayes
+# rule's per-class accuracy show how much of the ranking is just "this class is hard in this task".
 
 # %%
-target_acc = 0.8
-acc_pl = {}
-for C_ in class_grid:
-    acc_pl[C_] = [
-        float(np.mean(evaluate(0.0, C_=C_, per=m_, stream=5)["trained LT"]))
-        for m_ in per_label_grid
-    ]
-    print(
-        f"C={C_}: accuracy vs examples per label {per_label_grid}: "
-        f"{np.round(acc_pl[C_], 3)}"
-    )
+margin_rho, margin_rho_bayes = [], []
+for s in tqdm(seeds, desc="margins"):
+    rng_m = repro.rng(s, 10)
+    mg, acc_c, acc_c_bayes = [], [], []
+    for t in range(n_tasks_margin):
+        a = alphas[t % len(alphas)]
+        M = icl.class_centers(d, C, icl.power_spectrum(r, a), R2, rng_m)
+        p_ = icl.sample_prompts(
+            500, N, d, C, None, R2, repro.rng(s, 11, t), pi=pi_imb, task=M
+        )
+        with torch.no_grad():
+            sc = lts[s](p_["X"], p_["Y"], p_["xq"], C)
+        acc_c += list(icl.accuracy_by_class(sc, p_["yq"], C))
+        sb = icl.bayes_scores(p_["M"], p_["xq"], pi_imb)
+        acc_c_bayes += list(icl.accuracy_by_class(sb, p_["yq"], C))
+        mg += list(icl.predicted_margins(M, pi_imb))
+    margin_rho.append(float(spearmanr(mg, acc_c).statistic))
+    margin_rho_bayes.append(float(spearmanr(mg, acc_c_bayes).statistic))
+print("Spearman(predicted margin, LT per-class accuracy):", np.round(margin_rho, 3))
+print(
+    "Spearman(predicted margin, Bayes per-class accuracy):",
+    np.round(margin_rho_bayes, 3),
+)
 
-
-def needed(accs):
-    for i, a_ in enumerate(accs):
-        if a_ >= target_acc:
-            if i == 0:
-                return float(per_label_grid[0])
-            x0, x1 = np.log(per_label_grid[i - 1]), np.log(per_label_grid[i])
-            f = (target_acc - accs[i - 1]) / (a_ - accs[i - 1])
-            return float(np.exp(x0 + f * (x1 - x0)))
-    return float("nan")
-
-
-need = {C_: needed(acc_pl[C_]) for C_ in class_grid}
-print("examples per label for 80 %:", {k: round(v, 2) for k, v in need.items()})
+fig, ax = plt.subplots(figsize=(6, 3.6))
+ax.scatter(mg, acc_c, s=10, label="trained LT")
+ax.scatter(mg, acc_c_bayes, s=10, marker="x", label="Bayes rule")
+ax.axvline(0, color="k", lw=0.6)
+ax.set(xlabel="predicted margin  min_c π_y‖μ_y‖² − π_c μ_cᵀμ_y", ylabel="accuracy")
+ax.set_title(f"per-class accuracy over {n_tasks_margin} fixed tasks (seed {seeds[-1]})")
+ax.legend()
+plt.show()
 
 # %% [markdown]
-# ## 6. Real datasets on the same axis
+# ## 6. Meta-learning a shared class subspace
 #
-# The stable rank of the (centered, per-feature standardised) class-mean matrix of three datasets that ship with
-# scikit-learn, divided by its maximum C − 1 so the datasets are comparable with our sweep.
+# Now every task's centers lie in **one** k-dimensional subspace `U` of R^d (k = 4, fixed for the whole training
+# run; only the arrangement `V` inside it changes from task to task). A learner that sees only the prompt cannot
+# know `U`: plug-in LDA and `W = I` pay for noise in all d directions, so the examples they need per label grow
+# with d. The theory (Magen & Vardi 2025, extended to C classes by the paper) says that a linear transformer
+# trained over many such tasks learns `W ∝ UUᵀ`, a projection on the class subspace, after which the examples it
+# needs per label depend on k and not on d. The fair reference for it is the **subspace oracle**: plug-in LDA
+# after projecting on the true `U`. We train one LT per d ∈ {16, 64, 256} and seed (SGD on fresh tasks, in
+# `make_models.py`, whose settings are printed below; quick mode trains smaller ones live), then measure (i) how `W` aligns with `UUᵀ`:
+# the cosines of the principal angles between W's top-k eigenvectors and `U`, and the matrix cosines
+# `cos(W, UUᵀ)` and `cos(W, I)`; (ii) accuracy against examples per label for every d.
 
 # %%
-real = {}
+sh_cfg = icl.checkpoint_config("shared_lt")
+k_sub, C_sh, R2_sh = sh_cfg["k"], sh_cfg["C"], sh_cfg["R2"]
+sigma_sh = icl.power_spectrum(k_sub, 0.0)
+if quick:
+    dims = [16, 64]
+    W_sh, U_sh = {}, {}
+    for dd in dims:
+        for s in seeds:
+            U_ = icl.random_orthonormal(
+                dd, k_sub, repro.rng(s, sh_cfg["subspace_stream"], dd)
+            )
+            stream = icl.task_stream(
+                s,
+                8000 + dd,
+                128,
+                sh_cfg["per_label"] * C_sh,
+                dd,
+                C_sh,
+                sigma_sh,
+                R2_sh,
+                U=U_,
+            )
+            with repro.seeded(s):
+                lt_ = icl.LinearICL(dd)
+                icl.train_icl(
+                    lt_, stream, 100, optimizer="sgd", lr=1.0, seed=s, desc=f"d={dd}"
+                )
+            W_sh[dd, s], U_sh[dd, s] = lt_.W.detach(), U_
+else:
+    dims = sh_cfg["dims"]
+    ck_sh = checkpoints.load(icl.CHECKPOINT_SLUG, "shared_lt", config=sh_cfg)
+    W_sh = {(dd, s): ck_sh.tensors[f"W/{dd}/{s}"] for dd in dims for s in seeds}
+    U_sh = {
+        (dd, s): ck_sh.tensors[f"U/{dd}/{s}"].double().numpy()
+        for dd in dims
+        for s in seeds
+    }
+    print(
+        f"checkpoint: {sh_cfg['steps']} SGD steps of {sh_cfg['batch']} fresh tasks "
+        f"(lr {sh_cfg['lr']}) per model; "
+        f"{ck_sh.manifest['wall_seconds']} s to train all"
+    )
+    checkpoints.plot_history(ck_sh.manifest, title="shared-subspace LTs: training loss")
+    plt.show()
+
+
+def UUt(dd, s):
+    """The projection on the shared subspace of seed s at dimension dd."""
+    return U_sh[dd, s] @ U_sh[dd, s].T
+
+
+align = {key: icl.subspace_alignment(W_sh[key], U_sh[key]) for key in W_sh}
+for dd in dims:
+    for s in seeds:
+        W_, U_ = W_sh[dd, s], U_sh[dd, s]
+        print(
+            f"d={dd:3d} seed {s}: principal cosines {np.round(align[dd, s], 4)}, "
+            f"cos(W, UU^T) = {icl.matrix_cosine(W_, U_ @ U_.T):.3f}, "
+            f"cos(W, I) = {icl.matrix_cosine(W_, np.eye(dd)):.3f}"
+        )
+min_cos = [min(float(align[dd, s].min()) for dd in dims) for s in seeds]
+cos_UU = {
+    dd: np.mean([icl.matrix_cosine(W_sh[dd, s], UUt(dd, s)) for s in seeds])
+    for dd in dims
+}
+
+
+# %%
+@torch.no_grad()
+def shared_curves(dd, s):
+    """Accuracy against examples per label on tasks in the shared subspace (d = dd)."""
+    U_ = U_sh[dd, s]
+    out = {
+        m: []
+        for m in ("trained LT", "W = I", "plug-in LDA", "subspace oracle", "Bayes")
+    }
+    for n_ in per_label_grid:
+        p_ = icl.sample_prompts(
+            n_curve,
+            n_ * C_sh,
+            dd,
+            C_sh,
+            sigma_sh,
+            R2_sh,
+            repro.rng(s, 12, dd, n_),
+            U=U_,
+        )
+        X, Y, xq = p_["X"], p_["Y"], p_["xq"]
+        sc = {
+            "trained LT": icl.reduced_scores(X, Y, xq, W_sh[dd, s].float(), C_sh),
+            "W = I": icl.reduced_scores(X, Y, xq, torch.eye(dd), C_sh),
+            "plug-in LDA": icl.lda_scores(X, Y, xq, C_sh),
+            "subspace oracle": icl.subspace_oracle_scores(X, Y, xq, C_sh, U_),
+            "Bayes": icl.bayes_scores(p_["M"], xq),
+        }
+        for m, v in sc.items():
+            out[m].append(float((v.argmax(-1) == p_["yq"]).float().mean()))
+    return out
+
+
+curves = {
+    (dd, s): shared_curves(dd, s) for dd in dims for s in tqdm(seeds, desc=f"d={dd}")
+}
+need_sh = {}  # examples per label to reach 90 % of the Bayes accuracy
+for (dd, s), cv in curves.items():
+    target = 0.9 * float(np.mean(cv["Bayes"]))
+    for m in ("trained LT", "W = I", "plug-in LDA", "subspace oracle"):
+        need_sh[m, dd, s] = icl.examples_to_reach(per_label_grid, cv[m], target)
+for m in ("trained LT", "W = I", "plug-in LDA", "subspace oracle"):
+    row = [np.round([need_sh[m, dd, s] for s in seeds], 2).tolist() for dd in dims]
+    print(f"{m:15s} examples per label for 90 % of Bayes, d = {dims}: {row}")
+
+# %% [markdown]
+# The curves for each d (mean over seeds): the trained LT's curves should lie on top of each other and on the
+# subspace oracle's, while `W = I` and plug-in LDA slide to the right as d grows. The horizontal line is 90 % of
+# the Bayes accuracy, the bar for "examples needed".
+
+# %%
+fig, axs = plt.subplots(1, len(dims), figsize=(4 * len(dims), 3.6), sharey=True)
+styles = {
+    "trained LT": "-o",
+    "W = I": "--s",
+    "plug-in LDA": ":^",
+    "subspace oracle": "-.",
+}
+for ax, dd in zip(axs, dims):
+    for m, st in styles.items():
+        ax.plot(
+            per_label_grid, np.mean([curves[dd, s][m] for s in seeds], 0), st, label=m
+        )
+    ax.axhline(
+        0.9 * np.mean([curves[dd, s]["Bayes"] for s in seeds]), color="k", lw=0.7
+    )
+    ax.set(xscale="log", xlabel="examples per label", title=f"d = {dd}, k = {k_sub}")
+axs[0].set_ylabel("accuracy")
+axs[0].legend(fontsize=8)
+plt.show()
+
+
+# %%
+def ratio_or_bound(num, den):
+    """num / den, where a curve that never reached the bar counts the grid's end
+    (a missing numerator gives a lower bound, a missing denominator an upper one)."""
+    end = per_label_grid[-1]
+    return (end if np.isnan(num) else num) / (end if np.isnan(den) else den)
+
+
+d_lo, d_hi = dims[0], dims[-1]
+lt_d_ratio = [
+    ratio_or_bound(need_sh["trained LT", d_hi, s], need_sh["trained LT", d_lo, s])
+    for s in seeds
+]
+wi_d_ratio = [
+    ratio_or_bound(need_sh["W = I", d_hi, s], need_sh["W = I", d_lo, s]) for s in seeds
+]
+lda_d_ratio = [
+    ratio_or_bound(need_sh["plug-in LDA", d_hi, s], need_sh["plug-in LDA", d_lo, s])
+    for s in seeds
+]
+lt_vs_oracle = [
+    max(
+        ratio_or_bound(need_sh["trained LT", dd, s], need_sh["subspace oracle", dd, s])
+        for dd in dims
+    )
+    for s in seeds
+]
+print(f"examples per label, d = {d_hi} over d = {d_lo}:")
+print(f"  trained LT {np.round(lt_d_ratio, 2)}, W = I {np.round(wi_d_ratio, 2)}, ")
+print(
+    f"  plug-in LDA {np.round(lda_d_ratio, 2)}"
+    "  (W = I, LDA: lower bounds if never reached)"
+)
+print(f"trained LT over subspace oracle, worst d per seed: {np.round(lt_vs_oracle, 2)}")
+
+# %% [markdown]
+# ## 7. Per-label sample complexity across the number of classes
+#
+# Back to isotropic tasks with a fresh subspace each (nothing to meta-learn), at a smaller R² (`R2_small`) so
+# that even C = 3 needs more than one example per label. For C ∈ `class_grid` we sweep the examples per label,
+# and read off how many each learner needs to reach 90 % of the Bayes accuracy for that C. Near-optimal
+# per-label complexity means: the trained LT needs about as many examples per label as plug-in LDA, the
+# learner that uses the prompt as well as a context-only learner can, at every C.
+
+# %%
+need_C = {}
+for s in tqdm(seeds, desc="per-label sweep"):
+    for C_ in class_grid:
+        cv = {m: [] for m in ("trained LT", "plug-in LDA", "Bayes")}
+        for n_ in per_label_grid:
+            e = evaluate(s, 0.0, n=n_curve, C_=C_, per=n_, R2_=R2_small, stream=5)
+            for m in cv:
+                cv[m].append(float(e[m].mean()))
+        target = 0.9 * float(np.mean(cv["Bayes"]))
+        for m in ("trained LT", "plug-in LDA"):
+            need_C[m, C_, s] = icl.examples_to_reach(per_label_grid, cv[m], target)
+        need_C["curves", C_, s] = cv
+for C_ in class_grid:
+    lt_n = [need_C["trained LT", C_, s] for s in seeds]
+    lda_n = [need_C["plug-in LDA", C_, s] for s in seeds]
+    print(f"C={C_}: examples per label for 90 % of Bayes: LT {np.round(lt_n, 2)}, ")
+    print(f"       plug-in LDA {np.round(lda_n, 2)}")
+lt_vs_lda = [
+    max(
+        ratio_or_bound(need_C["trained LT", C_, s], need_C["plug-in LDA", C_, s])
+        for C_ in class_grid
+    )
+    for s in seeds
+]
+print("LT over plug-in LDA, worst C per seed:", np.round(lt_vs_lda, 2))
+
+fig, ax = plt.subplots(figsize=(6.4, 3.6))
+for C_ in class_grid:
+    cv = need_C["curves", C_, seeds[0]]
+    (ln,) = ax.plot(per_label_grid, cv["trained LT"], "-o", label=f"LT, C = {C_}")
+    ax.plot(
+        per_label_grid,
+        cv["plug-in LDA"],
+        ":^",
+        color=ln.get_color(),
+        label="plug-in LDA",
+    )
+    ax.axhline(0.9 * np.mean(cv["Bayes"]), color=ln.get_color(), lw=0.6)
+ax.set(xscale="log", xlabel="examples per label", ylabel="accuracy")
+ax.set_title(f"isotropic tasks, R² = {R2_small}, seed {seeds[0]}")
+ax.legend(fontsize=7, ncol=2)
+plt.show()
+
+# %% [markdown]
+# ## 8. Real datasets
+#
+# Three datasets that ship with scikit-learn, standardised per feature: iris (C = 3), wine (C = 3) and digits
+# (C = 10, reduced to 16 principal components). First the stable rank of their class-mean matrix, divided by its
+# maximum C − 1 so that they sit on one axis with our sweep. Then prompts made from them
+# (`icl.dataset_prompts`: `per_label` examples of every class, a query, all turned by a fresh random rotation of
+# R^16, zero-padding the features first), scored by the trained LT, `W = I` and plug-in LDA. The real classes do
+# not have unit isotropic noise, so these numbers show where each dataset sits, not a test of the theory.
+
+# %%
+real, real_acc = {}, {}
 for name, loader in [
     ("iris", datasets.load_iris),
     ("wine", datasets.load_wine),
@@ -332,35 +653,59 @@ for name, loader in [
 ]:
     Xr, yr = loader(return_X_y=True)
     Xr = (Xr - Xr.mean(0)) / (Xr.std(0) + 1e-9)
+    if Xr.shape[1] > d:
+        Xr = PCA(d, random_state=0).fit_transform(Xr)
     means = np.stack([Xr[yr == c].mean(0) for c in np.unique(yr)], 1)
     means -= means.mean(1, keepdims=True)
-    real[name] = (icl.stable_rank(means), len(np.unique(yr)) - 1)
-    print(f"{name:6s}: stable rank {real[name][0]:.2f} of at most {real[name][1]}")
+    Cr = len(np.unique(yr))
+    real[name] = (icl.stable_rank(means), Cr - 1)
+    accs = {m: [] for m in ("trained LT", "W = I", "plug-in LDA")}
+    for s in seeds:
+        p_ = icl.dataset_prompts(Xr, yr, 500, per_label, repro.rng(s, 13, Cr), d=d)
+        with torch.no_grad():
+            sc = {
+                "trained LT": lts[s](p_["X"], p_["Y"], p_["xq"], Cr),
+                "W = I": icl.reduced_scores(
+                    p_["X"], p_["Y"], p_["xq"], torch.eye(d), Cr
+                ),
+                "plug-in LDA": icl.lda_scores(p_["X"], p_["Y"], p_["xq"], Cr),
+            }
+        for m, v in sc.items():
+            accs[m].append(float((v.argmax(-1) == p_["yq"]).float().mean()))
+    real_acc[name] = {m: float(np.mean(v)) for m, v in accs.items()}
+    print(
+        f"{name:6s}: stable rank {real[name][0]:.2f} of at most {real[name][1]}; "
+        + ", ".join(f"{m} {v:.3f}" for m, v in real_acc[name].items())
+    )
 
 # %%
-fig, ax = plt.subplots(1, 2, figsize=(10, 3.4))
-for C_ in class_grid:
-    ax[0].plot(per_label_grid, acc_pl[C_], marker="o", label=f"C = {C_}")
-ax[0].axhline(target_acc, color="k", lw=0.8)
-ax[0].set(xscale="log", xlabel="examples per label", ylabel="accuracy (trained LT)")
-ax[0].legend()
-ax[1].plot(
-    np.array(srank_target) / r,
-    acc_bal["trained LT"],
-    marker="o",
-    label="synthetic sweep (LT)",
+fig, ax = plt.subplots(figsize=(6.4, 3.6))
+x_syn = np.array(srank_target) / r
+ax.plot(x_syn, acc_bal["trained LT"].mean(0), "-o", label="synthetic sweep: LT")
+ax.plot(
+    x_syn, acc_bal["plug-in LDA"].mean(0), ":^", label="synthetic sweep: plug-in LDA"
 )
 for name, (sr, mx) in real.items():
-    ax[1].axvline(sr / mx, ls=":", color="gray")
-    ax[1].text(sr / mx, 0.05, name, rotation=90)
-ax[1].set(xlabel="stable rank / (C − 1)", ylabel="accuracy", ylim=(0, 1))
+    ax.scatter([sr / mx], [real_acc[name]["trained LT"]], color="C0", zorder=3)
+    ax.scatter(
+        [sr / mx], [real_acc[name]["plug-in LDA"]], color="C1", marker="^", zorder=3
+    )
+    ax.annotate(
+        name,
+        (sr / mx, real_acc[name]["trained LT"]),
+        xytext=(4, -12),
+        textcoords="offset points",
+    )
+ax.set(xlabel="stable rank / (C − 1)", ylabel="accuracy", ylim=(0, 1.02))
+ax.set_title("synthetic sweep (C = 5) and real-data prompts (dots)")
+ax.legend(fontsize=8)
 plt.show()
 
 # %% [markdown]
-# ## 7. Interaction
+# ## 9. Interaction
 #
-# The slider walks through the stable-rank sweep: per-class accuracy of the trained linear transformer under the
-# imbalanced context (class 0 is the majority).
+# The slider walks through the stable-rank sweep: per-class accuracy of the trained linear transformer (first
+# seed) with a balanced and with the imbalanced context (class 0 is the majority).
 
 
 # %%
@@ -368,13 +713,13 @@ def draw(fig, alpha):
     ax = fig.add_subplot(111)
     ax.bar(
         np.arange(C) - 0.2,
-        bal[alpha]["trained LT"],
+        bal[seed][alpha]["trained LT"],
         width=0.4,
         label="balanced context",
     )
     ax.bar(
         np.arange(C) + 0.2,
-        imb[alpha]["trained LT"],
+        imb[seed][alpha]["trained LT"],
         width=0.4,
         label=f"class 0 share {majority}",
     )
@@ -393,7 +738,7 @@ plotting.static_slider(alphas, draw, label="spectral decay α", fmt="{:.2f}")
 # %%
 def play(alpha: float = 1.0, share: float = 0.6):
     pi_ = icl.label_priors(C, max(share, 1.0 / C))
-    acc = evaluate(alpha, pi=pi_, n=600, stream=6)["trained LT"]
+    acc = evaluate(seed, alpha, pi=pi_, n=600, stream=6)["trained LT"]
     sr = float((icl.power_spectrum(r, alpha) ** 2).sum())
     print(f"stable rank {sr:.2f}; per-class accuracy {np.round(acc, 3)}")
 
@@ -401,13 +746,16 @@ def play(alpha: float = 1.0, share: float = 0.6):
 plotting.live_controls(play, alpha=(0.0, 4.0, 0.25), share=(0.2, 0.9, 0.05))
 
 # %% [markdown]
-# ## 8. The claims record
+# ## 10. The claims record
 #
-# The record computes each verdict (held / not held) from the measured number and a target fixed before running:
-# Spearman ρ ≥ 0.9 for a monotone trend; a majority-minority gap of at least 5 points at the isotropic end; the gap
-# at the lowest stable rank larger than at the highest; the per-label count for 80 % growing by at most 2× from
-# the smallest to the largest C; the softmax transformer with ρ ≥ 0.9 (`softmax_transformer_agrees`) and a
-# positive majority gap (`softmax_majority_easier`).
+# The record computes each verdict (held / mixed / not held over the seeds) from the measured numbers and a bar
+# fixed before running. Trends: Spearman ρ ≥ 0.9 over the stable-rank sweep (≥ 0.7 for the margin test,
+# which ranks noisy per-class accuracies). Imbalance: a majority-minority gap of at least 5 points at the
+# isotropic end, larger at the lowest stable rank than at the highest. Shared subspace: every principal cosine
+# ≥ 0.9; examples per label at the largest d at most 1.5× those at d = 16, and at most 1.5× the subspace
+# oracle's. Per-label complexity: at most 1.5× plug-in LDA's at every C. The softmax transformer: the same trend
+# (ρ ≥ 0.9) and a positive majority gap. Each claim records, as its baseline, the same number for the reference
+# that tells whether the finding belongs to the transformer or to the data (the Bayes rule, `W = I`).
 
 # %%
 rec.check(
@@ -433,34 +781,48 @@ rec.check(
 )
 rec.check(
     "trained_weights_structure",
-    cos_I,
+    min(cos_I),
     0.9,
     op=">=",
-    note="cosine between trained W and the identity",
+    note="cosine between the trained W (isotropic tasks) and the identity, worst seed",
 )
 
 rec.claim(
     "accuracy_increases_with_stable_rank",
     "Isotropic class centers (high stable rank) improve ICL",
     paper="accuracy increases with stable rank",
-    measured=float(rho_lt),
+    measured=rho_lt,
     op=">=",
     target=0.9,
-    unit="Spearman ρ",
-    note=f"trained LT accuracy {np.round(acc_bal['trained LT'], 3).tolist()} "
-    f"at stable ranks {np.round(srank_target, 2).tolist()}",
+    unit="Spearman ρ (stable rank, LT accuracy)",
+    baseline=rho_bayes,
+    note="baseline: the Bayes rule's own ρ; it falls with stable rank too, so this "
+    "trend is a property "
+    "of the data; see isotropy_helps_lt_beyond_the_data for the transformer's part",
 )
-g0 = gap["trained LT"][0]
+rec.claim(
+    "isotropy_helps_lt_beyond_the_data",
+    "The LT's shortfall against plug-in LDA grows as the stable rank falls",
+    paper="stable rank improves ICL (margin ‖μ_y‖² − μ_cᵀμ_y, no bias terms)",
+    measured=rho_gap,
+    op=">=",
+    target=0.9,
+    unit="Spearman ρ (stable rank, LT − LDA accuracy)",
+    note=f"LT − LDA accuracy from high to low stable rank (mean of seeds): "
+    f"{np.round(gap_lda.mean(0), 3).tolist()}",
+)
 rec.claim(
     "majority_easier",
     "Under context imbalance, majority-class queries are easier than minority ones",
     paper="minority classes more error-prone",
-    measured=g0,
+    measured=gap["trained LT"][:, 0],
     op=">=",
     target=0.05,
     unit="majority − minority accuracy (isotropic)",
+    baseline=gap["Bayes"][:, 0],
+    note="baseline: the Bayes rule told the prior",
 )
-shrink = gap["trained LT"][-1] - gap["trained LT"][0]
+shrink = gap["trained LT"][:, -1] - gap["trained LT"][:, 0]
 rec.claim(
     "imbalance_gap_shrinks",
     "Robustness to imbalance improves with stable rank",
@@ -469,73 +831,97 @@ rec.claim(
     op=">",
     target=0.0,
     unit="gap(lowest srank) − gap(highest srank)",
-    note=f"gaps {np.round(gap['trained LT'], 3).tolist()} from high to low stable rank",
+    baseline=gap["Bayes"][:, -1] - gap["Bayes"][:, 0],
+    note=f"LT gaps from high to low stable rank (mean of seeds) "
+    f"{np.round(gap['trained LT'].mean(0), 3).tolist()}; "
+    "baseline: the Bayes rule's own difference",
 )
-vals = [need[c] for c in class_grid]
-pl_statement = "Examples per label needed barely grow with the number of classes"
-pl_paper = "near-optimal per-label sample complexity"
-pl_unit = f"ratio of per-label counts for 80 %, C={class_grid[-1]} vs C={class_grid[0]}"
-pl_counts = f"per-label counts { ({k: round(v, 2) for k, v in need.items()}) }"
-# a C that never reaches 80 % needs more than the largest grid count: a lower bound
-pl_bound = per_label_grid[-1] / vals[0] if np.isfinite(vals[0]) else float("nan")
-if all(np.isfinite(vals)):
-    rec.claim(
-        "per_label_sample_complexity",
-        pl_statement,
-        paper=pl_paper,
-        measured=vals[-1] / vals[0],
-        op="<=",
-        target=2.0,
-        unit=pl_unit,
-        note=pl_counts
-        + (
-            "; the smallest C already reaches 80 % at the first grid point, so its "
-            "count is an upper bound "
-            "and the ratio a lower bound"
-            if acc_pl[class_grid[0]][0] >= target_acc
-            else ""
-        ),
-    )
-elif not np.isfinite(vals[-1]) and pl_bound > 2.0:
-    rec.claim(
-        "per_label_sample_complexity",
-        pl_statement,
-        paper=pl_paper,
-        measured=pl_bound,
-        op="<=",
-        target=2.0,
-        unit=pl_unit + " (lower bound)",
-        note=pl_counts + f"; C={class_grid[-1]} never reached 80 % within "
-        f"{per_label_grid[-1]} examples per label, so the ratio is at least "
-        f"{per_label_grid[-1]} ÷ the count of C={class_grid[0]}",
-    )
-else:
-    rec.untested(
-        "per_label_sample_complexity",
-        pl_statement,
-        paper=pl_paper,
-        reason=pl_counts + "; nan: never reached 80 % within the grid of examples "
-        "per label, so the ratio cannot be measured",
-    )
 rec.claim(
-    "softmax_transformer_agrees",
-    "A softmax transformer trained from scratch shows the same trend with stable rank",
-    paper="consistent with trained transformers and LLMs",
-    measured=float(rho_tf),
+    "margin_predicts_accuracy",
+    "The predicted margin π_y‖μ_y‖² − π_c μ_cᵀμ_y ranks per-class accuracy",
+    paper="majority classes easier, minority error-prone, via the margin",
+    measured=margin_rho,
+    op=">=",
+    target=0.7,
+    unit="Spearman ρ over (task, class)",
+    baseline=margin_rho_bayes,
+    note="baseline: the same margins against the Bayes rule's per-class accuracy",
+)
+rec.claim(
+    "learns_shared_subspace",
+    "Trained on tasks in a shared k-dim subspace, the LT's W aligns with UUᵀ",
+    paper="W → UUᵀ (meta-learning)",
+    measured=min_cos,
     op=">=",
     target=0.9,
-    unit="Spearman ρ (softmax TF)",
-    note=f"softmax TF accuracy {np.round(acc_bal['softmax TF'], 3).tolist()}, "
-    f"majority gap {gap['softmax TF'][0]:.3f}; no pretrained LLM offline",
+    unit=f"min principal cosine (top-{k_sub} eigvecs of W vs U), worst d",
+    note="cos(W, UUᵀ) at d = "
+    + ", ".join(f"{dd}: {cos_UU[dd]:.3f}" for dd in dims)
+    + " (mean of seeds)",
+)
+rec.claim(
+    "complexity_independent_of_d",
+    "After meta-training, the examples needed per label do not grow with d",
+    paper="Õ(k/R⁴) examples, independent of d",
+    measured=lt_d_ratio,
+    op="<=",
+    target=1.5,
+    unit=f"examples per label for 90 % of Bayes, d = {d_hi} ÷ d = {d_lo}",
+    baseline=wi_d_ratio,
+    note=f"baseline: W = I (a lower bound where it never reaches the bar); plug-in LDA "
+    f"{np.round(lda_d_ratio, 2).tolist()}",
+)
+rec.claim(
+    "per_label_vs_subspace_oracle",
+    "The meta-trained LT needs about as many examples per label as a learner told "
+    "the subspace",
+    paper="near-optimal per-label sample complexity",
+    measured=lt_vs_oracle,
+    op="<=",
+    target=1.5,
+    unit="examples per label, LT ÷ subspace-oracle LDA, worst d",
+)
+rec.claim(
+    "per_label_vs_lda",
+    "On isotropic tasks the LT needs about as many examples per label as plug-in "
+    "LDA, at every C",
+    paper="near-optimal per-label sample complexity beyond binary",
+    measured=lt_vs_lda,
+    op="<=",
+    target=1.5,
+    unit=f"examples per label, LT ÷ plug-in LDA, worst C in {class_grid}",
+    note=f"R² = {R2_small}; examples per label for 90 % of Bayes, LT per C: "
+    + str(
+        {
+            C_: round(float(np.mean([need_C["trained LT", C_, s] for s in seeds])), 2)
+            for C_ in class_grid
+        }
+    ),
+)
+rec.claim(
+    "softmax_transformer_agrees",
+    "A softmax transformer trained from scratch shows the same stable-rank trend",
+    paper="consistent with trained transformers and LLMs",
+    measured=rho_tf,
+    op=">=",
+    target=0.9,
+    unit="Spearman ρ (stable rank, softmax TF accuracy)",
+    baseline=rho_bayes,
+    note="softmax TF accuracy (mean of seeds) "
+    f"{np.round(acc_bal['softmax TF'].mean(0), 3).tolist()}, majority gap "
+    f"{np.round(gap['softmax TF'][:, 0], 3).tolist()}; no pretrained LLM offline",
 )
 rec.claim(
     "softmax_majority_easier",
     "In the softmax transformer too, majority-class queries are easier than "
     "minority ones",
     paper="consistent with trained transformers and LLMs",
-    measured=gap["softmax TF"][0],
+    measured=gap["softmax TF"][:, 0],
     op=">",
     target=0.0,
     unit="majority − minority accuracy (isotropic, softmax TF)",
+    baseline=gap["Bayes"][:, 0],
+    note="baseline: the Bayes rule told the prior",
 )
 rec.save()
+print(f"notebook time {time.time() - t_start:.0f} s")
