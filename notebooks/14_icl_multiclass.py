@@ -310,8 +310,9 @@ rho_lt, rho_bayes = (
 rho_tf = rho(srank_target, acc_bal["softmax TF"])
 gap_lda = acc_bal["trained LT"] - acc_bal["plug-in LDA"]  # LT minus plug-in LDA
 rho_gap = rho(srank_target, gap_lda)
-print(f"Spearman(stable rank, accuracy): LT {np.round(rho_lt, 2)}, ")
-print(f"  softmax TF {np.round(rho_tf, 2)}, Bayes rule {np.round(rho_bayes, 2)}")
+print("Spearman(stable rank, accuracy) per seed:")
+print(f"  LT {np.round(rho_lt, 2)}, softmax TF {np.round(rho_tf, 2)}")
+print(f"  Bayes rule {np.round(rho_bayes, 2)}")
 print(f"LT - plug-in LDA accuracy (mean over seeds): {np.round(gap_lda.mean(0), 3)}")
 print(f"Spearman(stable rank, LT - plug-in LDA): {np.round(rho_gap, 2)}")
 
@@ -574,7 +575,7 @@ lt_vs_oracle = [
     for s in seeds
 ]
 print(f"examples per label, d = {d_hi} over d = {d_lo}:")
-print(f"  trained LT {np.round(lt_d_ratio, 2)}, W = I {np.round(wi_d_ratio, 2)}, ")
+print(f"  trained LT {np.round(lt_d_ratio, 2)}, W = I {np.round(wi_d_ratio, 2)},")
 print(
     f"  plug-in LDA {np.round(lda_d_ratio, 2)}"
     "  (W = I, LDA: lower bounds if never reached)"
@@ -606,8 +607,8 @@ for s in tqdm(seeds, desc="per-label sweep"):
 for C_ in class_grid:
     lt_n = [need_C["trained LT", C_, s] for s in seeds]
     lda_n = [need_C["plug-in LDA", C_, s] for s in seeds]
-    print(f"C={C_}: examples per label for 90 % of Bayes: LT {np.round(lt_n, 2)}, ")
-    print(f"       plug-in LDA {np.round(lda_n, 2)}")
+    print(f"C={C_}: examples per label for 90 % of Bayes (per seed):")
+    print(f"  LT {np.round(lt_n, 2)}, plug-in LDA {np.round(lda_n, 2)}")
 lt_vs_lda = [
     max(
         ratio_or_bound(need_C["trained LT", C_, s], need_C["plug-in LDA", C_, s])
