@@ -564,18 +564,20 @@ rec.claim(
     "fusion_depth",
     "Vision -> text TE peaks in the upper layers (block with the largest pooled TE)",
     paper="upper decoder layers",
-    measured=f"block {fusion} of {L}",
-    unit="",
-    holds=bool(fusion > L / 2),
-    note="TE per block: " + ", ".join(f"{v:.3f}" for v in v2t),
+    measured=fusion / L,
+    op=">",
+    target=0.5,
+    unit="peak block ÷ number of blocks",
+    note=f"block {fusion} of {L}; TE per block: " + ", ".join(f"{v:.3f}" for v in v2t),
 )
 rec.claim(
     "head_te_sparse",
     "Head TE is concentrated in a few heads (share held by the top 25% of heads)",
     paper="sparse (no number)",
-    measured=round(top_share, 3),
+    measured=top_share,
+    op=">=",
+    target=0.5,
     unit="share of TE",
-    holds=bool(top_share >= 0.5),
     note="held if at least half of the TE sits in a quarter of the heads",
 )
 i50 = budgets.index(8)
@@ -589,19 +591,25 @@ rec.claim(
     "At 50% of heads pruned, TE-guided pruning keeps more accuracy than "
     "attention-weight pruning",
     paper="TE > attention heuristics",
-    measured=f"{acc_te:.3f} vs {acc_att:.3f}",
-    unit="test accuracy",
-    holds=bool(acc_te > acc_att),
-    note=f"head-norm order {curves['head norm'][i50]:.3f}; TE highest first "
+    measured=acc_te - acc_att,
+    op=">",
+    target=0.0,
+    unit="test accuracy, TE − attention weight",
+    baseline=acc_att,
+    note=f"TE {acc_te:.3f} vs attention weight {acc_att:.3f}; head-norm order "
+    f"{curves['head norm'][i50]:.3f}; TE highest first "
     f"{curves['TE, highest first'][i50]:.3f}",
 )
 rec.claim(
     "te_pruning_beats_random",
     "At 50% of heads pruned, TE-guided pruning keeps more accuracy than random pruning",
     paper="TE > random",
-    measured=f"{acc_te:.3f} vs {acc_rand:.3f}",
-    unit="test accuracy",
-    holds=bool(acc_te > acc_rand),
-    note=f"random: mean of {n_random_orders} orders, std {rand[:, i50].std():.3f}",
+    measured=acc_te - acc_rand,
+    op=">",
+    target=0.0,
+    unit="test accuracy, TE − random (mean over orders)",
+    baseline=float(acc_rand),
+    note=f"TE {acc_te:.3f} vs random {acc_rand:.3f}: mean of {n_random_orders} "
+    f"orders, std {rand[:, i50].std():.3f}",
 )
 rec.save()
