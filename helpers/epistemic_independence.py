@@ -78,6 +78,15 @@ class Batch:
     family: np.ndarray
     subject: np.ndarray
 
+    def __post_init__(self) -> None:
+        self.x = V.tensor("x", self.x, ndim=2, dtype="int", min=0, max=len(VOCAB), strict_max=True)
+        if self.x.shape[1] != SEQ_LEN:
+            raise ValueError(f"x must have shape (n, {SEQ_LEN}), got {tuple(self.x.shape)}")
+        n = self.x.shape[0]
+        for name, lo, hi in (("truth", 0, 1), ("cue", -1, 1), ("family", -1, len(FAMILIES) - 1),
+                             ("subject", 0, len(SUBJECTS) - 1)):
+            setattr(self, name, V.array(name, getattr(self, name), shape=(n,), dtype="int", min=lo, max=hi))
+
     def __len__(self) -> int:
         return len(self.truth)
 
@@ -87,23 +96,24 @@ def make_batch(rng: np.random.Generator, n: int, *, subjects: Sequence[str] = TR
     """``n`` judge items. Each carries a cue with probability ``p_cue`` (family uniform over ``families``), and a
     cue points at the correct option with probability ``p_aligned``: 0.5 is the paper's balanced conflict data,
     0.0 adversarial-only, 0.75 the cue-agreeing data of our "pre-training"."""
-    if not isinstance(n, int) or n < 1:
-        raise ValueError(f"n must be a positive int, got {n!r}")
-    if not 0.0 <= p_cue <= 1.0 or not 0.0 <= p_aligned <= 1.0:
-        raise ValueError(f"p_cue and p_aligned must be probabilities, got {p_cue}, {p_aligned}")
-    subjects, families = list(subjects), list(families)
-    if not subjects or any(s not in SUBJECTS for s in subjects):
-        raise ValueError(f"subjects must be a non-empty subset of {SUBJECTS}, got {subjects}")
-    if p_cue > 0 and (not families or any(f not in FAMILIES for f in families)):
-        raise ValueError(f"families must be a non-empty subset of {FAMILIES}, got {families}")
+    V.instance("rng", rng, np.random.Generator)
+    n = V.integer("n", n, min=1)
+    p_cue, p_aligned = V.probability("p_cue", p_cue), V.probability("p_aligned", p_aligned)
+    subjects = V.sequence("subjects", subjects, min_len=1, of=lambda k, v: V.one_of(k, v, SUBJECTS))
+    families = V.sequence("families", families, min_len=1 if p_cue > 0 else 0,
+                          of=lambda k, v: V.one_of(k, v, FAMILIES))
     subj = rng.integers(len(subjects), size=n)
     a = rng.integers(0, 10, size=(n, N_DIGITS))
     b = rng.integers(0, 10, size=(n, N_DIGITS))
     sa = np.array([_score(a[i], subjects[subj[i]]) for i in range(n)])
     sb = np.array([_score(b[i], subjects[subj[i]]) for i in range(n)])
-    while (tie := sa == sb).any():  # ties removed: redraw option B
+    for _ in range(10_000):  # ties removed: redraw option B (a tie has probability < 1/2 per draw)
+        if not (tie := sa == sb).any():
+            break
         b[tie] = rng.integers(0, 10, size=(int(tie.sum()), N_DIGITS))
         sb[tie] = [_score(b[i], subjects[subj[i]]) for i in np.nonzero(tie)[0]]
+    else:  # pragma: no cover - (1/2)**10_000
+        raise RuntimeError("make_batch: option B still ties with option A after 10000 redraws")
     truth = (sb > sa).astype(int)
     has_cue = rng.random(n) < p_cue
     fam = np.where(has_cue, rng.integers(max(len(families), 1), size=n), -1)
@@ -150,7 +160,7 @@ def eit_reward(pred, truth, cue) -> np.ndarray:
         raise ValueError(f"truth and cue must have the same shape, got {truth.shape} and {cue.shape}")
     if pred.shape != truth.shape:
         if pred.shape[:-1] != truth.shape:
-            raise ValueError(f"pred must have shape {truth.shape} or {truth.shape} + (G,), got {pred.shape}")
+            raise ValueError(f"pred must have the shape of truth, {truth.shape}, or that + (G,), got {pred.shape}")
         truth, cue = truth[..., None], cue[..., None]
     for name, a, lo in (("pred", pred, 0), ("truth", truth, 0), ("cue", cue, -1)):
         if a.size and (a.min() < lo or a.max() > 1):
@@ -169,7 +179,12 @@ def accuracy_reward(pred, truth) -> np.ndarray:
     """1 for a correct answer, 0 otherwise (``pred`` may have an extra trailing group axis)."""
     pred, truth = _as_int_array("pred", pred), _as_int_array("truth", truth)
     if pred.shape != truth.shape:
+        if pred.shape[:-1] != truth.shape:
+            raise ValueError(f"pred must have the shape of truth, {truth.shape}, or that + (G,), got {pred.shape}")
         truth = truth[..., None]
+    for name, a in (("pred", pred), ("truth", truth)):
+        if a.size and (a.min() < 0 or a.max() > 1):
+            raise ValueError(f"{name} must take values in {{0..1}}")
     return (pred == truth).astype(float)
 
 
@@ -179,10 +194,8 @@ def policy_expected_reward(policy: str, p_aligned: float = 0.5, reward: str = "e
     ``policy``: ``"truth"`` (always correct), ``"follow"`` (the cue), ``"anti"`` (against the cue), ``"random"``.
     """
     p_aligned = V.probability("p_aligned", p_aligned)
-    if policy not in ("truth", "follow", "anti", "random"):
-        raise ValueError(f"policy must be truth, follow, anti or random, got {policy!r}")
-    if reward not in ("eit", "accuracy"):
-        raise ValueError(f"reward must be 'eit' or 'accuracy', got {reward!r}")
+    V.one_of("policy", policy, ("truth", "follow", "anti", "random"))
+    V.one_of("reward", reward, ("eit", "accuracy"))
     fn = (lambda p, t, c: eit_reward(p, t, c)) if reward == "eit" else (lambda p, t, c: accuracy_reward(p, t))
     total = 0.0
     for aligned, w in ((True, p_aligned), (False, 1 - p_aligned)):

@@ -436,6 +436,26 @@ case("epistemic_independence.eit_reward", epi.eit_reward,
      more={"pred": [np.array([0, 2]), np.array([0.0, 1.0])], "cue": [np.array([-2, 0])]})
 case("epistemic_independence.policy_expected_reward", epi.policy_expected_reward,
      lambda: dict(policy="follow", p_aligned=0.5, reward="eit"), more={"p_aligned": [1.5, "neg"]})
+case("epistemic_independence.accuracy_reward", epi.accuracy_reward,
+     lambda: dict(pred=np.array([[0, 1], [1, 1]]), truth=np.array([0, 1])), skip={"pred": {"ndim"}},
+     more={"pred": [np.array([0, 1, 1]), np.array([[0, 2]])], "truth": [np.array([0, 3])]})
+_EPI_B = epi.make_batch(np.random.default_rng(0), 3, families=("bandwagon", "verbosity"))
+_EPI_M = hnn.Transformer(_tiny_cfg(vocab_size=len(epi.VOCAB), max_len=epi.SEQ_LEN))
+case("epistemic_independence.make_batch", epi.make_batch,
+     lambda: dict(rng=np.random.default_rng(0), n=3, subjects=["sum"], families=["authority"], p_cue=0.5,
+                  p_aligned=0.5),
+     more={"rng": [0], "n": ["zero"], "subjects": [[], ["nope"]], "families": [[], ["nope"]],
+           "p_cue": [1.5, "neg"], "p_aligned": [-0.1]})
+case("epistemic_independence.Batch", epi.Batch,
+     lambda: dict(x=_EPI_B.x, truth=_EPI_B.truth, cue=_EPI_B.cue, family=_EPI_B.family, subject=_EPI_B.subject),
+     more={"x": [_EPI_B.x[:, :4], _EPI_B.x + 100], "truth": [np.array([0, 1]), np.array([0, 1, 2])],
+           "cue": [np.array([-2, 0, 0])], "family": [np.array([0, 9, 0])]})
+case("epistemic_independence.answer_logits", epi.answer_logits, lambda: dict(model=_EPI_M, x=_EPI_B.x),
+     more={"x": [_EPI_B.x.float()]})
+case("epistemic_independence.grpo_loss", epi.grpo_loss,
+     lambda: dict(model=_EPI_M, batch=_EPI_B, G=2, reward="eit", mode="std",
+                  generator=torch.Generator().manual_seed(0)),
+     skip={"generator": {"none"}}, more={"G": [1], "batch": [3]})  # generator None: torch's global RNG
 
 
 def _sail_cases() -> None:
