@@ -22,6 +22,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from helpers import validate as V
+
 __all__ = [
     "IMAGES", "load_image", "Clip", "make_clip", "warp", "warp_chain", "psnr", "warp_error",
     "uniform_keyframes", "motion_keyframes", "EditParams", "Editor", "apply_edit", "Propagator",
@@ -39,8 +41,8 @@ def load_image(name: str) -> np.ndarray:
     from skimage import data
     from skimage.util import img_as_float
 
-    if name not in IMAGES:
-        raise ValueError(f"name must be one of {IMAGES}, got {name!r}")
+    V.instance("name", name, str)
+    V.one_of("name", name, IMAGES)
     if name == "motorcycle_left":
         img = data.stereo_motorcycle()[0]
     else:
@@ -57,6 +59,36 @@ class Clip:
     flow: Tensor  # (T-1, 2, H, W) backward flow t+1 -> t, pixels
     valid: Tensor  # (T-1, H, W) bool: visible in frame t at the flow's source
     info: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        V.tensor("frames", self.frames, ndim=4, dtype="float", nonempty=True)
+        T, C, H, W = self.frames.shape
+        if T < 2 or C != 3:
+            raise ValueError(f"frames must have shape (T >= 2, 3, H, W), got {tuple(self.frames.shape)}")
+        V.tensor("masks", self.masks, shape=(T, H, W), dtype="bool")
+        V.tensor("flow", self.flow, shape=(T - 1, 2, H, W), dtype="float")
+        V.tensor("valid", self.valid, shape=(T - 1, H, W), dtype="bool")
+        V.instance("info", self.info, dict)
+
+
+def _clip(clip: object) -> Clip:
+    return V.instance("clip", clip, Clip)
+
+
+def _image(name: str, x: object, clip: Clip) -> Tensor:
+    """A finite float (3, H, W) image of the clip's size."""
+    return V.tensor(name, x, shape=(3, *clip.frames.shape[-2:]), dtype="float")
+
+
+def _anchors(anchors: object, clip: Clip) -> dict[int, Tensor]:
+    V.instance("anchors", anchors, dict)
+    if not anchors:
+        raise ValueError("anchors must hold at least one anchor image (frame index -> (3, H, W)), got {}")
+    T = len(clip.frames)
+    for k, img in anchors.items():
+        V.index("anchors key", k, T)
+        _image(f"anchors[{k}]", img, clip)
+    return anchors
 
 
 def _sprite(size: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -77,12 +109,17 @@ def make_clip(image: str | np.ndarray, T: int = 12, size: int = 32, seed: int = 
     Pan and sprite velocities are integers, so the flow is exact and warping with it is exact on visible pixels.
     ``static=True`` gives a clip whose frames are all equal (no pan, no sprite motion).
     """
-    if T < 2 or size < 8:
-        raise ValueError(f"need T >= 2 and size >= 8, got T={T}, size={size}")
+    T, size = V.integer("T", T, min=2), V.integer("size", size, min=8)
+    seed = V.seed("seed", seed)
+    sprite_size = V.optional(V.integer, "sprite_size", sprite_size, min=1, max=size)
+    static = V.boolean("static", static)
     rng = np.random.default_rng(seed)
-    img = load_image(image) if isinstance(image, str) else np.asarray(image, dtype=np.float32)
-    if img.ndim != 3 or img.shape[2] != 3:
-        raise ValueError("image must be (H, W, 3)")
+    if isinstance(image, str):
+        img = load_image(image) if image in IMAGES else V.one_of("image", image, IMAGES)
+    else:
+        img = V.array("image", image, ndim=3, dtype="float", min=0, max=1).astype(np.float32)
+        if img.shape[2] != 3:
+            raise ValueError(f"image must have shape (H, W, 3), got {img.shape}")
     scale = max(1, min(img.shape[0], img.shape[1]) // (3 * size))
     img = img[::scale, ::scale]  # keep some texture at our small size
     H0, W0 = img.shape[:2]
@@ -91,7 +128,8 @@ def make_clip(image: str | np.ndarray, T: int = 12, size: int = 32, seed: int = 
         pan[0] = 1
     span = np.abs(pan) * (T - 1)
     if H0 < size + span[1] + 1 or W0 < size + span[0] + 1:
-        raise ValueError("image too small for this clip")
+        raise ValueError(f"image too small for this clip: {H0}x{W0} pixels after subsampling, the window of "
+                         f"size={size} panning over T={T} frames needs {size + span[1] + 1}x{size + span[0] + 1}")
     x0 = rng.integers(0, W0 - size - span[0]) + (span[0] if pan[0] < 0 else 0)
     y0 = rng.integers(0, H0 - size - span[1]) + (span[1] if pan[1] < 0 else 0)
     s = sprite_size or size // 3
@@ -143,9 +181,17 @@ def warp(img: Tensor, flow: Tensor) -> Tensor:
 
     img (..., C, H, W); flow (2, H, W) or (..., 2, H, W).
     """
+    V.tensor("img", img, dtype="float", nonempty=True)
+    V.tensor("flow", flow, dtype="float")
     if img.dim() < 3 or flow.dim() < 3 or flow.shape[-3] != 2 or flow.shape[-2:] != img.shape[-2:]:
         raise ValueError(f"img (..., C, H, W) and flow (..., 2, H, W) must agree, got {tuple(img.shape)}, "
                          f"{tuple(flow.shape)}")
+    if flow.dim() > 3 and flow.shape[:-3] != img.shape[:-3]:
+        raise ValueError(f"flow's leading axes must match img's, got {tuple(flow.shape)} and {tuple(img.shape)}")
+    return _warp(img, flow)
+
+
+def _warp(img: Tensor, flow: Tensor) -> Tensor:
     H, W = img.shape[-2:]
     lead = img.shape[:-3]
     im = img.reshape(-1, *img.shape[-3:])
@@ -169,15 +215,19 @@ def warp_chain(img: Tensor, clip: Clip, src: int, dst: int) -> tuple[Tensor, Ten
 
     Returns the warped image (3, H, W) and where it is valid (H, W): pixels whose whole path stayed visible.
     """
+    _image("img", img, _clip(clip))
     T = len(clip.frames)
-    if not (0 <= src < T and 0 <= dst < T):
-        raise ValueError(f"src and dst must lie in [0, {T})")
+    src, dst = V.index("src", src, T), V.index("dst", dst, T)
+    return _warp_chain(img, clip, src, dst)
+
+
+def _warp_chain(img: Tensor, clip: Clip, src: int, dst: int) -> tuple[Tensor, Tensor]:
     out = img
     ok = torch.ones(img.shape[-2:], dtype=torch.bool)
     if dst > src:
         for t in range(src, dst):  # frame t -> t+1 with the backward flow t+1 -> t
-            out = warp(out, clip.flow[t])
-            ok = (warp(ok[None].float(), clip.flow[t])[0] > 0.999) & clip.valid[t]
+            out = _warp(out, clip.flow[t])
+            ok = (_warp(ok[None].float(), clip.flow[t])[0] > 0.999) & clip.valid[t]
     else:
         for t in range(src, dst, -1):  # frame t -> t-1: invert the integer flow by scattering
             out, ok = _forward_scatter(out, ok, clip.flow[t - 1], clip.valid[t - 1])
@@ -199,13 +249,21 @@ def _forward_scatter(img: Tensor, ok: Tensor, flow: Tensor, valid: Tensor) -> tu
 
 def psnr(a: Tensor, b: Tensor, mask: Tensor | None = None) -> float:
     """PSNR in dB for images in [0, 1], optionally over a mask (H, W); ``inf`` when they are equal."""
+    V.tensor("a", a, dtype="float", nonempty=True)
+    V.tensor("b", b, dtype="float")
     if a.shape != b.shape:
-        raise ValueError(f"shapes differ: {tuple(a.shape)} vs {tuple(b.shape)}")
+        raise ValueError(f"a and b must have the same shape, got {tuple(a.shape)} vs {tuple(b.shape)}")
     d = (a - b).pow(2)
     if mask is not None:
-        m = mask.expand_as(d) if mask.dim() < d.dim() else mask
+        V.tensor("mask", mask, dtype="bool")
+        try:
+            m = mask.expand_as(d) if mask.dim() < d.dim() else mask
+        except RuntimeError:
+            m = None
+        if m is None or m.shape != d.shape:
+            raise ValueError(f"mask must have shape (H, W) = {tuple(d.shape[-2:])} or a's, got {tuple(mask.shape)}")
         if m.sum() == 0:
-            raise ValueError("mask is empty")
+            raise ValueError("mask must select at least one pixel, got an all-False mask")
         mse = d[m.bool()].mean().item()
     else:
         mse = d.mean().item()
@@ -214,14 +272,15 @@ def psnr(a: Tensor, b: Tensor, mask: Tensor | None = None) -> float:
 
 def warp_error(video: Tensor, clip: Clip) -> float:
     """Temporal consistency: mean over t of the L1 error ``|M_t * (y_{t+1} - W(y_t))|`` on visible pixels."""
-    if video.shape != clip.frames.shape:
-        raise ValueError("video must have the clip's shape (T, 3, H, W)")
+    V.tensor("video", video, dtype="float")
+    if video.shape != _clip(clip).frames.shape:
+        raise ValueError(f"video must have the clip's shape {tuple(clip.frames.shape)}, got {tuple(video.shape)}")
     errs = []
     for t in range(len(video) - 1):
         m = clip.valid[t]
         if m.sum() == 0:
             continue
-        d = (video[t + 1] - warp(video[t], clip.flow[t])).abs().mean(0)
+        d = (video[t + 1] - _warp(video[t], clip.flow[t])).abs().mean(0)
         errs.append(d[m].mean().item())
     return float(np.mean(errs)) if errs else 0.0
 
@@ -231,8 +290,8 @@ def warp_error(video: Tensor, clip: Clip) -> float:
 # ----------------------------------------------------------------------------------------------------------------
 def uniform_keyframes(T: int, m: int) -> list[int]:
     """``m`` keyframes spread evenly over ``T`` frames, always including the first (and the last when m > 1)."""
-    if not 1 <= m <= T:
-        raise ValueError(f"need 1 <= m <= T, got m={m}, T={T}")
+    T = V.integer("T", T, min=1)
+    m = V.integer("m", m, min=1, max=T)
     if m == 1:
         return [0]
     return sorted({round(i * (T - 1) / (m - 1)) for i in range(m)})
@@ -240,9 +299,8 @@ def uniform_keyframes(T: int, m: int) -> list[int]:
 
 def motion_keyframes(clip: Clip, m: int) -> list[int]:
     """``m`` keyframes at equal steps of cumulative motion (mean flow magnitude plus disoccluded fraction)."""
-    T = len(clip.frames)
-    if not 1 <= m <= T:
-        raise ValueError(f"need 1 <= m <= T, got m={m}, T={T}")
+    T = len(_clip(clip).frames)
+    m = V.integer("m", m, min=1, max=T)
     step = clip.flow.norm(dim=1).mean((1, 2)) + 10 * (~clip.valid).float().mean((1, 2))
     cum = torch.cat([torch.zeros(1), step.cumsum(0)]).numpy()
     if m == 1:
@@ -272,6 +330,12 @@ class EditParams:
     gain: float  # saturation/brightness gain
     levels: int  # posterization levels (background restyle)
 
+    def __post_init__(self) -> None:
+        V.one_of("instruction", self.instruction, INSTRUCTIONS)
+        object.__setattr__(self, "hue", V.number("hue", self.hue))
+        object.__setattr__(self, "gain", V.nonnegative("gain", self.gain))
+        object.__setattr__(self, "levels", V.integer("levels", self.levels, min=1))
+
 
 def _hue_rotate(x: Tensor, turns: float | Tensor) -> Tensor:
     """Rotate colours (3, ...) about the grey axis by ``turns`` of a full turn (a linear map in RGB)."""
@@ -289,6 +353,15 @@ def _hue_rotate(x: Tensor, turns: float | Tensor) -> Tensor:
 
 def apply_edit(frame: Tensor, mask: Tensor, p: EditParams) -> Tensor:
     """Apply edit ``p`` to one frame (3, H, W) with the object's mask (H, W): a deterministic, pixelwise map."""
+    V.tensor("frame", frame, ndim=3, dtype="float")
+    if frame.shape[0] != 3:
+        raise ValueError(f"frame must have shape (3, H, W), got {tuple(frame.shape)}")
+    V.tensor("mask", mask, shape=frame.shape[1:], dtype="bool")
+    V.instance("p", p, EditParams)
+    return _apply_edit(frame, mask, p)
+
+
+def _apply_edit(frame: Tensor, mask: Tensor, p: EditParams) -> Tensor:
     if p.instruction == "recolor_object":
         grey = frame.mean(0, keepdim=True)
         rec = (grey + p.gain * (_hue_rotate(frame, p.hue) - grey)).clamp(0, 1)
@@ -310,15 +383,15 @@ class Editor:
     """
 
     def __init__(self, seed: int = 0, quality: float = 1.0) -> None:
-        if not 0.0 <= quality <= 1.0:
-            raise ValueError(f"quality must be in [0, 1], got {quality}")
+        seed = V.seed("seed", seed)
+        quality = V.probability("quality", quality)
         self.rng = np.random.default_rng(seed)
         self.quality = quality
         self.calls: list[EditParams] = []
 
     def draw(self, instruction: str) -> EditParams:
-        if instruction not in INSTRUCTIONS:
-            raise ValueError(f"instruction must be one of {INSTRUCTIONS}, got {instruction!r}")
+        """Draw one call's parameters for ``instruction``."""
+        V.one_of("instruction", instruction, INSTRUCTIONS)
         hue = 0.33 + self.rng.uniform(-0.08, 0.08)
         gain = 1.3 + self.rng.uniform(-0.2, 0.2)
         levels = int(self.rng.integers(3, 6))
@@ -331,6 +404,9 @@ class Editor:
 
     def degrade(self, img: Tensor) -> Tensor:
         """The weak-editor artefacts at this quality (a no-op at quality 1)."""
+        V.tensor("img", img, ndim=3, dtype="float")
+        if img.shape[0] != 3:
+            raise ValueError(f"img must have shape (3, H, W), got {tuple(img.shape)}")
         bad = 1.0 - self.quality
         if bad == 0:
             return img
@@ -343,16 +419,22 @@ class Editor:
 
     def edit(self, frames: Tensor, masks: Tensor, instruction: str) -> tuple[Tensor, EditParams]:
         """One editor call on (n, 3, H, W) frames tiled side by side; returns the edited frames and the params."""
+        V.tensor("frames", frames, ndim=(3, 4), dtype="float", nonempty=True)
+        V.tensor("masks", masks, dtype="bool")
+        V.one_of("instruction", instruction, INSTRUCTIONS)
         if frames.dim() == 3:
             frames, masks = frames[None], masks[None]
-        if frames.dim() != 4 or masks.shape != (frames.shape[0], *frames.shape[2:]):
-            raise ValueError("frames must be (n, 3, H, W) and masks (n, H, W)")
+        if frames.shape[1] != 3:
+            raise ValueError(f"frames must have shape (n, 3, H, W), got {tuple(frames.shape)}")
+        if masks.shape != (frames.shape[0], *frames.shape[2:]):
+            raise ValueError(f"masks must have shape (n, H, W) = {(frames.shape[0], *frames.shape[2:])}, "
+                             f"got {tuple(masks.shape)}")
         n, _, H, W = frames.shape
         canvas = torch.cat(list(frames), dim=-1)  # tile: (3, H, n*W)
         cmask = torch.cat(list(masks), dim=-1)
         p = self.draw(instruction)
         self.calls.append(p)
-        out = self.degrade(apply_edit(canvas, cmask, p))
+        out = self.degrade(_apply_edit(canvas, cmask, p))
         return torch.stack(out.split(W, dim=-1)), p
 
 
@@ -375,6 +457,9 @@ class Propagator(nn.Module):
     IN_CH = 18
 
     def __init__(self, width: int = 24) -> None:
+        width = V.integer("width", width, min=4)
+        if width % 4:
+            raise ValueError(f"width must be a multiple of 4 (GroupNorm with 4 groups), got {width}")
         super().__init__()
         self.d1 = _conv(self.IN_CH, width)
         self.d2 = _conv(width, 2 * width)
@@ -383,6 +468,10 @@ class Propagator(nn.Module):
         self.out = nn.Conv2d(width, 3, 1)
 
     def forward(self, x: Tensor) -> Tensor:
+        """Frames (n, 3, H, W) from inputs (n, 18, H, W), H and W even."""
+        V.tensor("x", x, ndim=4, dtype="float")
+        if x.shape[1] != self.IN_CH or x.shape[2] % 2 or x.shape[3] % 2:
+            raise ValueError(f"x must have shape (n, {self.IN_CH}, H, W) with H, W even, got {tuple(x.shape)}")
         h1 = self.d1(x)
         h2 = self.mid(self.d2(F.avg_pool2d(h1, 2)))
         h = self.u1(torch.cat([h1, F.interpolate(h2, scale_factor=2, mode="nearest")], 1))
@@ -398,8 +487,12 @@ def _base(x: Tensor) -> Tensor:
 
 def propagator_inputs(anchors: dict[int, Tensor], clip: Clip, t: int) -> Tensor:
     """The propagator's input for frame ``t`` (18, H, W) from anchor images keyed by frame index."""
-    if not anchors:
-        raise ValueError("need at least one anchor")
+    _anchors(anchors, _clip(clip))
+    t = V.index("t", t, len(clip.frames))
+    return _propagator_inputs(anchors, clip, t)
+
+
+def _propagator_inputs(anchors: dict[int, Tensor], clip: Clip, t: int) -> Tensor:
     keys = sorted(anchors)
     prev = max([k for k in keys if k <= t], default=None)
     nxt = min([k for k in keys if k >= t], default=None)
@@ -407,8 +500,8 @@ def propagator_inputs(anchors: dict[int, Tensor], clip: Clip, t: int) -> Tensor:
     nxt = nxt if nxt is not None else prev
     parts = []
     for k in (prev, nxt):
-        img, ok = warp_chain(anchors[k], clip, k, t)
-        src_img, _ = warp_chain(clip.frames[k], clip, k, t)
+        img, ok = _warp_chain(anchors[k], clip, k, t)
+        src_img, _ = _warp_chain(clip.frames[k], clip, k, t)
         parts.append((img * ok, ok.float()[None], src_img * ok))
     frac = torch.full((1, *clip.frames.shape[-2:]), (t - prev) / (nxt - prev) if nxt != prev else 0.0)
     return torch.cat([parts[0][0], parts[1][0], parts[0][1], parts[1][1], clip.frames[t], parts[0][2],
@@ -418,11 +511,13 @@ def propagator_inputs(anchors: dict[int, Tensor], clip: Clip, t: int) -> Tensor:
 @torch.no_grad()
 def propagate(model: Propagator, anchors: dict[int, Tensor], clip: Clip) -> Tensor:
     """Generate every frame; anchor frames are held fixed (returned exactly as given)."""
+    V.instance("model", model, Propagator)
+    _anchors(anchors, _clip(clip))
     T = len(clip.frames)
     out = torch.empty_like(clip.frames)
     rest = [t for t in range(T) if t not in anchors]
     if rest:
-        x = torch.stack([propagator_inputs(anchors, clip, t) for t in rest])
+        x = torch.stack([_propagator_inputs(anchors, clip, t) for t in rest])
         out[rest] = model.eval()(x)
     for k, img in anchors.items():
         out[k] = img
@@ -432,16 +527,22 @@ def propagate(model: Propagator, anchors: dict[int, Tensor], clip: Clip) -> Tens
 @torch.no_grad()
 def flow_warp_propagate(anchors: dict[int, Tensor], clip: Clip) -> Tensor:
     """Baseline: blend the two nearest anchors warped along the flow; the source frame fills holes."""
+    _anchors(anchors, _clip(clip))
     out = torch.empty_like(clip.frames)
     for t in range(len(clip.frames)):
-        out[t] = anchors[t] if t in anchors else _base(propagator_inputs(anchors, clip, t)[None])[0]
+        out[t] = anchors[t] if t in anchors else _base(_propagator_inputs(anchors, clip, t)[None])[0]
     return out
 
 
 def random_appearance_edit(frames: Tensor, masks: Tensor, rng: np.random.Generator) -> Tensor:
     """Self-supervised training target: one random pixelwise appearance change (hue, gain, posterize) applied to
     the object or the background of a whole *unedited* clip. No editor and no edited pairs are involved."""
+    V.tensor("frames", frames, ndim=4, dtype="float")
+    if frames.shape[1] != 3:
+        raise ValueError(f"frames must have shape (T, 3, H, W), got {tuple(frames.shape)}")
+    V.tensor("masks", masks, shape=(frames.shape[0], *frames.shape[2:]), dtype="bool")
+    V.instance("rng", rng, np.random.Generator)
     p = EditParams(str(rng.choice(INSTRUCTIONS)), float(rng.uniform(0, 1)), float(rng.uniform(0.6, 1.6)),
                    int(rng.integers(3, 8)))
-    return torch.stack([apply_edit(f, m, p) for f, m in zip(frames, masks)])
+    return torch.stack([_apply_edit(f, m, p) for f, m in zip(frames, masks)])
 

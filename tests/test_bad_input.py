@@ -514,6 +514,72 @@ def _sail_cases() -> None:
 _sail_cases()
 
 
+# -------------------------------------------------------------------------------------------- anchor_video_edit
+from helpers import anchor_video_edit as ave  # noqa: E402
+
+_IMG = np.random.default_rng(0).uniform(0, 1, (40, 40, 3)).astype(np.float32)
+_CLIP = ave.make_clip(_IMG, T=3, size=8, seed=0)
+_F0 = _CLIP.frames[0]
+_ANCH = {0: _F0.clone(), 2: _CLIP.frames[2].clone()}
+_EP = ave.EditParams("recolor_object", 0.3, 1.2, 4)
+_PROP = ave.Propagator(width=4)
+_BADANCH = [{}, {5: _F0}, {0: _F0[:, :4]}, {0.5: _F0}, {0: "x"}]
+_CLIP_KW = lambda: dict(frames=_CLIP.frames, masks=_CLIP.masks, flow=_CLIP.flow, valid=_CLIP.valid,  # noqa: E731
+                        info={})
+
+case("anchor_video_edit.load_image", ave.load_image, lambda: dict(name="coffee"), only=("name",),
+     skip={"name": set()})
+case("anchor_video_edit.make_clip", ave.make_clip,
+     lambda: dict(image=_IMG, T=3, size=8, seed=0, sprite_size=3, static=False),
+     skip={"sprite_size": {"none"}, "image": {"ndim"}},  # None: size // 3; (ndim: a wrong shape, below)
+     more={"T": [1], "size": [7], "sprite_size": ["zero", 9], "image": ["nope", np.zeros((40, 40)),
+                                                                       np.zeros((40, 40, 4)), _IMG * 3,
+                                                                       np.zeros((9, 9, 3))]})
+case("anchor_video_edit.Clip", ave.Clip, _CLIP_KW,
+     more={"frames": [_CLIP.frames[:1], _CLIP.frames[:, :2]], "masks": [_CLIP.masks.float(), _CLIP.masks[:2]],
+           "flow": [_CLIP.flow[:, :1]], "valid": [_CLIP.valid[:1]], "info": [3]})
+case("anchor_video_edit.warp", ave.warp, lambda: dict(img=_F0, flow=_CLIP.flow[0]),
+     skip={"img": {"ndim"}, "flow": {"ndim"}},  # leading batch axes are valid (and broadcast for flow)
+     more={"img": [_F0[:, :4]], "flow": [_CLIP.flow[0, :1], torch.zeros(5, 2, 8, 8)]})
+case("anchor_video_edit.warp_chain", ave.warp_chain, lambda: dict(img=_F0, clip=_CLIP, src=0, dst=2),
+     more={"src": [3], "dst": [-1, 3], "clip": [3]})
+case("anchor_video_edit.psnr", ave.psnr, lambda: dict(a=_F0, b=_CLIP.frames[1], mask=_CLIP.masks[0] | True),
+     skip={"a": {"ndim"}, "b": {"ndim"}, "mask": {"none", "ndim"}},  # any shape; None: no mask
+     more={"b": [_F0[:2]], "mask": [torch.zeros(8, 8, dtype=torch.bool), torch.ones(3, 3, dtype=torch.bool),
+                                     torch.ones(8, 8)]})
+case("anchor_video_edit.warp_error", ave.warp_error, lambda: dict(video=_CLIP.frames, clip=_CLIP),
+     more={"video": [_CLIP.frames[:2]]})
+case("anchor_video_edit.uniform_keyframes", ave.uniform_keyframes, lambda: dict(T=5, m=2),
+     more={"m": [6, "zero"], "T": ["zero"]})
+case("anchor_video_edit.motion_keyframes", ave.motion_keyframes, lambda: dict(clip=_CLIP, m=2),
+     more={"m": [4, "zero"]})
+case("anchor_video_edit.EditParams", ave.EditParams,
+     lambda: dict(instruction="recolor_object", hue=0.3, gain=1.2, levels=4), more={"gain": ["neg"],
+                                                                                   "levels": ["zero"]})
+case("anchor_video_edit.apply_edit", ave.apply_edit, lambda: dict(frame=_F0, mask=_CLIP.masks[0], p=_EP),
+     more={"frame": [_F0[:2]], "mask": [_CLIP.masks[0].float(), _CLIP.masks[0, :3]]})
+case("anchor_video_edit.Editor", ave.Editor, lambda: dict(seed=0, quality=0.5), more={"quality": [1.5, "neg"]})
+case("anchor_video_edit.Editor.draw", ave.Editor().draw, lambda: dict(instruction="restyle_background"))
+case("anchor_video_edit.Editor.ideal", ave.Editor.ideal, lambda: dict(instruction="restyle_background"))
+case("anchor_video_edit.Editor.degrade", ave.Editor(quality=0.5).degrade, lambda: dict(img=_F0),
+     more={"img": [_F0[:2]]})
+case("anchor_video_edit.Editor.edit", ave.Editor().edit,
+     lambda: dict(frames=_CLIP.frames, masks=_CLIP.masks, instruction="recolor_object"),
+     more={"masks": [_CLIP.masks[:2], _CLIP.masks.float()], "frames": [_CLIP.frames[:, :2]]})
+case("anchor_video_edit.Propagator", ave.Propagator, lambda: dict(width=4), more={"width": ["zero", 6]})
+case("anchor_video_edit.Propagator.forward", _PROP.forward, lambda: dict(x=torch.zeros(1, 18, 8, 8)),
+     more={"x": [torch.zeros(1, 17, 8, 8), torch.zeros(1, 18, 7, 8)]})
+case("anchor_video_edit.propagator_inputs", ave.propagator_inputs, lambda: dict(anchors=_ANCH, clip=_CLIP, t=1),
+     more={"anchors": _BADANCH, "t": [3]})
+case("anchor_video_edit.propagate", ave.propagate, lambda: dict(model=_PROP, anchors=_ANCH, clip=_CLIP),
+     more={"anchors": _BADANCH, "model": [torch.nn.Identity()]})
+case("anchor_video_edit.flow_warp_propagate", ave.flow_warp_propagate, lambda: dict(anchors=_ANCH, clip=_CLIP),
+     more={"anchors": _BADANCH})
+case("anchor_video_edit.random_appearance_edit", ave.random_appearance_edit,
+     lambda: dict(frames=_CLIP.frames, masks=_CLIP.masks, rng=np.random.default_rng(0)),
+     more={"masks": [_CLIP.masks[:2]], "rng": [0]})
+
+
 # -------------------------------------------------------------------------------------------------------- tests
 _BAD = bad_calls()
 
