@@ -19,8 +19,12 @@ The pieces, in the order the chapter ``02_tree_training`` shows them:
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import math
-from collections.abc import Sequence
+import time
+import weakref
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -29,13 +33,16 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from helpers import nn as hnn
+from helpers import validate as V
 
 __all__ = [
     "Node", "TrajectoryTree", "Serialized", "serialize", "tree_mask_dense", "tree_mask_horizon",
     "token_weights", "path_token_index", "random_tree", "random_tree_by_parents", "split_long_nodes",
-    "TreeLMConfig", "TreeLM", "Gateway", "NodeBlocks", "node_blocks", "tree_logits", "tree_logprobs", "path_logprobs", "tree_loss", "branch_avg_loss",
+    "TreeLMConfig", "TreeLM", "Gateway", "NodeBlocks", "node_blocks", "tree_logits", "tree_logprobs",
+    "path_logprobs", "tree_loss", "branch_avg_loss",
     "Partition", "partition_tree", "partition_tokens", "naive_partition_tokens", "partitioned_backward",
-    "saved_bytes",
+    "naive_partitioned_backward", "accumulate_gateway_grads", "chain_bound", "count_tokens", "track_memory",
+    "heap_in_use", "interleaved_times",
 ]
 
 
@@ -158,14 +165,46 @@ class TrajectoryTree:
         return [[t for n in p for t in self.nodes[n].tokens] for p in self.paths()]
 
 
+def _seg_range(seg_len: Sequence[int]) -> tuple[int, int]:
+    lo_hi = V.sequence("seg_len", seg_len, of=lambda n, x: V.integer(n, x, min=1))
+    if len(lo_hi) != 2 or lo_hi[1] < lo_hi[0]:
+        raise ValueError(f"seg_len must be (lo, hi) with 1 <= lo <= hi, got {seg_len!r}")
+    return lo_hi[0], lo_hi[1]
+
+
+def _tree_ser(tree: TrajectoryTree, ser: Serialized | None) -> Serialized:
+    """Validate a tree and (optionally) its serialization; serialize when ``ser`` is None."""
+    V.instance("tree", tree, TrajectoryTree)
+    if ser is None:
+        return serialize(tree)
+    V.instance("ser", ser, Serialized)
+    if len(ser) != tree.n_tree or len(ser.order) != len(tree):
+        raise ValueError(f"ser does not belong to tree: {len(ser)} tokens / {len(ser.order)} nodes for a tree of "
+                         f"{tree.n_tree} tokens / {len(tree)} nodes")
+    return ser
+
+
+def _model_tree(model: TreeLM, tree: TrajectoryTree) -> None:
+    V.instance("model", model, TreeLM)
+    V.instance("tree", tree, TrajectoryTree)
+    top = max(max(nd.tokens) for nd in tree.nodes)
+    if top >= model.cfg.vocab_size:
+        raise ValueError(f"tree has token id {top}, outside the model's vocabulary [0, {model.cfg.vocab_size})")
+
+
+def _weights(weights: np.ndarray | Tensor, n: int) -> np.ndarray:
+    return V.array("weights", weights, ndim=1, shape=(n,), dtype="float")
+
+
 def random_tree(rng: np.random.Generator, root_len: int, branching: Sequence[int], seg_len: tuple[int, int],
                 vocab: int) -> TrajectoryTree:
     """A layered tree: a root prompt of ``root_len`` tokens, then ``branching[d]`` children per node at level d,
     each with a segment of ``seg_len[0]..seg_len[1]`` tokens. The root prompt is masked out of the loss."""
-    if root_len < 1 or seg_len[0] < 1 or seg_len[1] < seg_len[0] or vocab < 2:
-        raise ValueError(f"bad sizes: root_len={root_len}, seg_len={seg_len}, vocab={vocab}")
-    if any(b < 1 for b in branching):
-        raise ValueError(f"branching factors must be >= 1, got {list(branching)}")
+    V.instance("rng", rng, np.random.Generator)
+    root_len = V.integer("root_len", root_len, min=1)
+    branching = V.sequence("branching", branching, of=lambda n, x: V.integer(n, x, min=1))
+    seg_len = _seg_range(seg_len)
+    vocab = V.integer("vocab", vocab, min=2)
     nodes = [Node(rng.integers(0, vocab, root_len).tolist(), None, [False] * root_len)]
     level = [0]
     for b in branching:
@@ -182,8 +221,12 @@ def random_tree(rng: np.random.Generator, root_len: int, branching: Sequence[int
 def random_tree_by_parents(rng: np.random.Generator, n_nodes: int, max_seg: int, vocab: int,
                            mask_prob: float = 0.0, coefs: bool = False) -> TrajectoryTree:
     """An arbitrary-shape tree: node i's parent is uniform in [0, i). For property tests."""
-    if n_nodes < 1 or max_seg < 1:
-        raise ValueError(f"n_nodes and max_seg must be >= 1, got {n_nodes}, {max_seg}")
+    V.instance("rng", rng, np.random.Generator)
+    n_nodes = V.integer("n_nodes", n_nodes, min=1)
+    max_seg = V.integer("max_seg", max_seg, min=1)
+    vocab = V.integer("vocab", vocab, min=2)
+    mask_prob = V.probability("mask_prob", mask_prob)
+    coefs = V.boolean("coefs", coefs)
     nodes = []
     for i in range(n_nodes):
         L = int(rng.integers(1, max_seg + 1))
@@ -198,8 +241,8 @@ def random_tree_by_parents(rng: np.random.Generator, n_nodes: int, max_seg: int,
 
 def split_long_nodes(tree: TrajectoryTree, max_len: int) -> TrajectoryTree:
     """Split every node longer than ``max_len`` into a parent->child chain (same branches, same tokens)."""
-    if max_len < 1:
-        raise ValueError(f"max_len must be >= 1, got {max_len}")
+    V.instance("tree", tree, TrajectoryTree)
+    max_len = V.integer("max_len", max_len, min=1)
     new: list[Node] = []
     last_of: dict[int, int] = {}
     for i in tree.dfs_order():
@@ -271,6 +314,7 @@ def serialize(tree: TrajectoryTree) -> Serialized:
 
 def tree_mask_dense(tree: TrajectoryTree, ser: Serialized) -> np.ndarray:
     """Reference mask by brute force: i may attend j iff j <= i and node(j) is an ancestor-or-self of node(i)."""
+    ser = _tree_ser(tree, ser)
     anc = {n: set(tree.ancestors(n)) for n in range(len(tree))}
     N = len(ser)
     m = np.zeros((N, N), bool)
@@ -283,9 +327,11 @@ def tree_mask_dense(tree: TrajectoryTree, ser: Serialized) -> np.ndarray:
 
 def tree_mask_horizon(horizon: np.ndarray | Tensor) -> Tensor:
     """The O(N) form of the tree mask, expanded to a dense bool (N, N): ``j <= i < horizon[j]``."""
-    h = torch.as_tensor(np.asarray(horizon) if not isinstance(horizon, Tensor) else horizon)
-    if h.dim() != 1:
-        raise ValueError(f"horizon must be 1-D, got shape {tuple(h.shape)}")
+    hn = V.array("horizon", horizon, ndim=1, dtype="int", nonempty=True)
+    idx_np = np.arange(len(hn))
+    if not ((hn > idx_np) & (hn <= len(hn))).all():
+        raise ValueError(f"horizon must satisfy j < horizon[j] <= N (the end of node(j)'s subtree), got {hn[:8]}...")
+    h = torch.as_tensor(hn)
     idx = torch.arange(len(h))
     qi, kj = idx[:, None], idx[None, :]
     return (kj <= qi) & (qi < h[None, :])
@@ -297,8 +343,8 @@ def token_weights(tree: TrajectoryTree, ser: Serialized, mode: str = "sum") -> n
     ``mode="sum"``: c_k = coef_k (1 unless a leaf sets ``coef``: SFT with a summed loss, or RL advantages).
     ``mode="mean"``: c_k = coef_k / |P_k ∩ mask| (each branch's loss is its token mean).
     """
-    if mode not in ("sum", "mean"):
-        raise ValueError(f"mode must be 'sum' or 'mean', got {mode!r}")
+    ser = _tree_ser(tree, ser)
+    V.one_of("mode", mode, ("sum", "mean"))
     paths = tree.paths()
     K = len(paths)
     node_c = np.zeros(len(tree))
@@ -314,6 +360,7 @@ def token_weights(tree: TrajectoryTree, ser: Serialized, mode: str = "sum") -> n
 
 def path_token_index(tree: TrajectoryTree, ser: Serialized) -> list[np.ndarray]:
     """For each branch, the serialized index of each of its tokens, in path order."""
+    ser = _tree_ser(tree, ser)
     return [np.concatenate([np.arange(ser.start[n], ser.end[n]) for n in p]) for p in tree.paths()]
 
 
@@ -334,15 +381,11 @@ class TreeLMConfig:
 
     def __post_init__(self) -> None:
         for k in ("vocab_size", "n_layer", "n_head", "d_model", "d_state", "d_conv", "expand"):
-            v = getattr(self, k)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise ValueError(f"{k} must be a positive int, got {v!r}")
+            setattr(self, k, V.integer(k, getattr(self, k), min=1))
+        self.ssm_every = V.integer("ssm_every", self.ssm_every, min=0)
+        self.init_std = V.positive("init_std", self.init_std)
         if self.d_model % self.n_head or (self.d_model // self.n_head) % 2:
             raise ValueError(f"d_model/n_head must be an even integer, got {self.d_model}/{self.n_head}")
-        if not self.init_std > 0:
-            raise ValueError(f"init_std must be > 0, got {self.init_std}")
-        if self.ssm_every < 0:
-            raise ValueError(f"ssm_every must be >= 0, got {self.ssm_every}")
 
     def is_ssm(self, layer: int) -> bool:
         return self.ssm_every > 0 and (layer + 1) % self.ssm_every == 0
@@ -387,6 +430,7 @@ class NodeBlocks:
 
 def node_blocks(tree: TrajectoryTree, ser: Serialized) -> NodeBlocks:
     """The per-node block layout of a serialized tree (an exact, sparse alternative to the dense tree mask)."""
+    ser = _tree_ser(tree, ser)
     starts, ends, keys, masks = [], [], [], []
     for n in ser.order:
         s, e = ser.start[n], ser.end[n]
@@ -571,9 +615,12 @@ def _tree_inputs(tree: TrajectoryTree, ser: Serialized, device=None):
 def tree_logits(model: TreeLM, tree: TrajectoryTree, ser: Serialized | None = None, *, mask: Tensor | None = None,
                 pos: Tensor | None = None, route_state: bool = True, route_conv: bool = True) -> Tensor:
     """Logits (N_tree, vocab) of the serialized tree in one pass (tree mask, depth positions, routed SSM)."""
-    if not isinstance(model, TreeLM):
-        raise TypeError(f"model must be a TreeLM, got {type(model).__name__}")
-    ser = ser or serialize(tree)
+    _model_tree(model, tree)
+    ser = _tree_ser(tree, ser)
+    if pos is not None:
+        V.tensor("pos", pos, ndim=1, shape=(len(ser),), dtype="int", min=0)
+    if mask is not None and not isinstance(mask, NodeBlocks):
+        V.tensor("mask", mask, shape=(len(ser), len(ser)), dtype="bool")
     idx, dpos, seg = _tree_inputs(tree, ser)
     mask = tree_mask_horizon(ser.horizon) if mask is None else mask
     logits, _ = model(idx, dpos if pos is None else pos, mask, seg, None, route_state, route_conv)
@@ -587,7 +634,9 @@ def tree_logprobs(model: TreeLM, tree: TrajectoryTree, ser: Serialized | None = 
 
     ``mask``, ``pos`` and ``pred`` default to the tree mask, depth positions and the ``pred`` label map; the
     ablations pass the wrong ones."""
-    ser = ser or serialize(tree)
+    ser = _tree_ser(tree, ser)
+    if pred is not None:
+        pred = V.array("pred", pred, ndim=1, shape=(len(ser),), dtype="int", min=-1, max=len(ser) - 1)
     logits = tree_logits(model, tree, ser, mask=mask, pos=pos, route_state=route_state, route_conv=route_conv)
     logp = logits.log_softmax(-1)
     pr = torch.as_tensor(ser.pred if pred is None else pred)
@@ -597,6 +646,7 @@ def tree_logprobs(model: TreeLM, tree: TrajectoryTree, ser: Serialized | None = 
 
 def path_logprobs(model: TreeLM, tree: TrajectoryTree) -> list[Tensor]:
     """Baseline: each branch linearized and run on its own (causal mask, positions 0..L-1)."""
+    _model_tree(model, tree)
     out = []
     for toks in tree.path_tokens():
         idx = torch.tensor(toks)[None]
@@ -609,12 +659,16 @@ def path_logprobs(model: TreeLM, tree: TrajectoryTree) -> list[Tensor]:
 def tree_loss(model: TreeLM, tree: TrajectoryTree, weights: np.ndarray, ser: Serialized | None = None,
               mask: Tensor | None = None) -> Tensor:
     """L_tree = -sum_t w_t log p(x_t | ancestors)."""
+    ser = _tree_ser(tree, ser)
+    weights = _weights(weights, len(ser))
     lp = tree_logprobs(model, tree, ser, mask=mask)
     return -(torch.as_tensor(weights, dtype=lp.dtype) * lp).sum()
 
 
 def branch_avg_loss(model: TreeLM, tree: TrajectoryTree, mode: str = "sum") -> Tensor:
     """Baseline: L = (1/K) sum_k c_k * (sum or mean over P_k's loss tokens) of -log p, each branch run alone."""
+    _model_tree(model, tree)
+    V.one_of("mode", mode, ("sum", "mean"))
     ser = serialize(tree)
     idxs = path_token_index(tree, ser)
     lps = path_logprobs(model, tree)
@@ -652,8 +706,8 @@ def partition_tree(tree: TrajectoryTree, budget: int) -> list[Partition]:
     subtree in DFS pre-order while they fit; a node that does not fit (with its subtree) becomes a cut node, the
     root of a child partition. Every node must be at most ``budget`` long (see :func:`split_long_nodes`).
     """
-    if not isinstance(budget, int) or budget < 1:
-        raise ValueError(f"budget must be a positive int, got {budget!r}")
+    V.instance("tree", tree, TrajectoryTree)
+    budget = V.integer("budget", budget, min=1)
     too_long = [i for i, nd in enumerate(tree.nodes) if len(nd.tokens) > budget]
     if too_long:
         raise ValueError(f"nodes {too_long[:5]} are longer than the budget {budget}; use split_long_nodes first")
@@ -678,65 +732,85 @@ def partition_tree(tree: TrajectoryTree, budget: int) -> list[Partition]:
     return parts
 
 
+def _check_partitions(tree: TrajectoryTree, parts: Sequence[Partition], cover: bool) -> list[Partition]:
+    """Partitions are connected subtrees whose roots hang below their parent partition; ``cover``: every node once."""
+    V.instance("tree", tree, TrajectoryTree)
+    parts = V.sequence("parts", parts, min_len=1, of=lambda n, x: V.instance(n, x, Partition))
+    n = len(tree)
+    owner: dict[int, int] = {}
+    for k, P in enumerate(parts):
+        if cover and P.id != k:
+            raise ValueError(f"parts[{k}].id must be {k} (partitions are indexed by id), got {P.id}")
+        if not P.nodes or any(not isinstance(x, (int, np.integer)) or not 0 <= x < n for x in P.nodes):
+            raise ValueError(f"parts[{k}].nodes must be a non-empty list of node indices in [0, {n}), got {P.nodes}")
+        for x in P.nodes:
+            owner.setdefault(int(x), k)
+    if cover and (sorted(owner) != list(range(n)) or sum(len(P.nodes) for P in parts) != n):
+        raise ValueError("partitions must cover every node exactly once")
+    if cover:
+        for P in parts:
+            for x in P.nodes[1:]:
+                if owner[int(tree.nodes[x].parent)] != P.id:
+                    raise ValueError(f"partition {P.id} is not connected: node {x}'s parent lies elsewhere")
+            par = tree.nodes[P.root].parent
+            if (P.parent is None) != (par is None) or (par is not None and owner[int(par)] != P.parent):
+                raise ValueError(f"partition {P.id}: its root's parent must lie in its parent partition {P.parent}")
+    return parts
+
+
 def partition_tokens(tree: TrajectoryTree, parts: Sequence[Partition]) -> int:
-    """Tokens processed by the redundancy-free partitioning (each token once)."""
+    """Tokens in the partitions' own nodes (what a redundancy-free schedule should process)."""
+    parts = _check_partitions(tree, parts, cover=False)
     return sum(len(tree.nodes[n].tokens) for P in parts for n in P.nodes)
 
 
 def naive_partition_tokens(tree: TrajectoryTree, parts: Sequence[Partition]) -> int:
     """Tokens processed when each partition re-prepends (recomputes) its ancestors instead of a gateway."""
+    parts = _check_partitions(tree, parts, cover=False)
     return sum(len(tree.nodes[n].tokens) for P in parts for n in P.nodes + tree.ancestors(P.root, False))
 
 
-def _param_ptrs(model: nn.Module) -> set[int]:
-    return {p.data_ptr() for p in model.parameters()}
+def accumulate_gateway_grads(grads: Sequence[Tensor | None], like: Tensor,
+                             acc_dtype: torch.dtype | None = None) -> Tensor:
+    """Sum the gradients several children relay to one gateway tensor in ``acc_dtype`` (default: fp32 or wider
+    than ``like``) and round once to ``like``'s dtype. Summing bf16 gradients in bf16 rounds after every child."""
+    V.tensor("like", like, dtype="float", finite=False)
+    acc_dtype = torch.promote_types(like.dtype, torch.float32) if acc_dtype is None else acc_dtype
+    acc = torch.zeros_like(like, dtype=acc_dtype)
+    for g in V.sequence("grads", grads):
+        if g is not None:
+            acc += g.to(acc_dtype)
+    return acc.to(like.dtype)
 
 
-class saved_bytes:
-    """Context manager counting the bytes autograd saves for backward (parameters excluded) into ``self.bytes``."""
-
-    def __init__(self, model: nn.Module, counter: list[int] | None = None) -> None:
-        self.ptrs = _param_ptrs(model)
-        self.bytes = 0
-        self.counter = counter
-
-    def _pack(self, t: Tensor) -> Tensor:
-        if t.data_ptr() not in self.ptrs:
-            b = t.numel() * t.element_size()
-            self.bytes += b
-            if self.counter is not None:
-                self.counter[0] += b
-        return t
-
-    def __enter__(self):
-        self._ctx = torch.autograd.graph.saved_tensors_hooks(self._pack, lambda t: t)
-        self._ctx.__enter__()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._ctx.__exit__(*exc)
+def _notify(on_event: Callable[[str, int], None] | None, what: str, pid: int) -> None:
+    if on_event is not None:
+        on_event(what, pid)
 
 
 def partitioned_backward(model: TreeLM, tree: TrajectoryTree, parts: Sequence[Partition], weights: np.ndarray,
-                         ser: Serialized | None = None) -> dict:
+                         ser: Serialized | None = None, *, acc_dtype: torch.dtype | None = None,
+                         on_event: Callable[[str, int], None] | None = None) -> dict:
     """Forward+backward of L_tree partition by partition, depth-first, accumulating parameter gradients.
 
     Each child partition gets the gateway (ancestor K/V per attention layer, SSM end state and conv context of the
-    cut node's parent) as detached leaves; their gradients are relayed to the parent's tensors (accumulated in
-    fp32 or wider) before the parent's backward. Returns the loss, tokens processed, saved bytes per partition,
-    the peak of live saved bytes and the chain bound.
+    cut node's parent) as detached leaves. After the child's backward, its leaves' gradients are relayed into
+    accumulators (``acc_dtype``, default fp32 or wider) over the parent's K/V, states and received gateway, rounded
+    once to the model dtype, and the parent runs one ``backward([loss, *sources], [1, *relayed])``.
+    ``on_event(what, pid)`` is called with ``"forward"`` / ``"forward_done"`` / ``"backward_done"`` around each
+    partition (for outside measurements). Returns the loss, the tokens it fed the model and the gateway bytes.
     """
-    ser = ser or serialize(tree)
-    node_part = {n: P.id for P in parts for n in P.nodes}
-    if sorted(node_part) != list(range(len(tree))) or sum(len(P.nodes) for P in parts) != len(tree):
-        raise ValueError("partitions must cover every node exactly once")
+    _model_tree(model, tree)
+    ser = _tree_ser(tree, ser)
+    parts = _check_partitions(tree, parts, cover=True)
+    w_np = _weights(weights, len(ser))
+    V.optional(V.function, "on_event", on_event)
     dtype = next(model.parameters()).dtype
-    acc_dtype = torch.promote_types(dtype, torch.float32)
-    w_all = torch.as_tensor(weights, dtype=dtype)
+    acc_dtype = torch.promote_types(dtype, torch.float32) if acc_dtype is None else acc_dtype
+    w_all = torch.as_tensor(w_np, dtype=dtype)
     tok_all = torch.as_tensor(ser.tokens)
     ssm_layers = [i for i, b in enumerate(model.blocks) if b.is_ssm]
-    live = [0]
-    stats = {"loss": 0.0, "tokens": 0, "saved": {}, "peak_live": 0, "gateway_bytes": {}}
+    stats: dict = {"loss": 0.0, "tokens": 0, "gateway_bytes": {}}
 
     def run(P: Partition, gw: Gateway | None) -> None:
         gidx = np.concatenate([np.arange(ser.start[n], ser.end[n]) for n in P.nodes])
@@ -750,56 +824,269 @@ def partitioned_backward(model: TreeLM, tree: TrajectoryTree, parts: Sequence[Pa
         seg_par = [-1 if (tree.nodes[n].parent is None or int(tree.nodes[n].parent) not in P.nodes)
                    else P.nodes.index(int(tree.nodes[n].parent)) for n in P.nodes]
         seg = Segments([local[ser.start[n]] for n in P.nodes], [local[ser.end[n] - 1] + 1 for n in P.nodes], seg_par)
-        counter = saved_bytes(model, live)
-        with counter:
-            logits, cache = model(idx, pos, mask, seg, gw)
-            # the labels this partition owns: every token whose predicting position lies in it
-            owned = np.nonzero(np.isin(ser.pred, gidx) & (ser.pred >= 0))[0]
-            lp = logits[0].log_softmax(-1)[[local[int(p)] for p in ser.pred[owned]], tok_all[owned]]
-            loss = -(w_all[owned] * lp).sum()
-        stats["saved"][P.id] = counter.bytes
+        _notify(on_event, "forward", P.id)
+        logits, cache = model(idx, pos, mask, seg, gw)
+        # the labels this partition owns: every token whose predicting position lies in it
+        owned = np.nonzero(np.isin(ser.pred, gidx) & (ser.pred >= 0))[0]
+        lp = logits[0].log_softmax(-1)[[local[int(p)] for p in ser.pred[owned]], tok_all[owned]]
+        loss = -(w_all[owned] * lp).sum()
+        del logits
+        _notify(on_event, "forward_done", P.id)
         stats["tokens"] += T
-        stats["peak_live"] = max(stats["peak_live"], live[0])
         in_P = set(P.nodes)
-        srcs: list[Tensor] = []
-        grads: list[Tensor] = []
+        acc_kv = {li: [torch.zeros(t.shape, dtype=acc_dtype) for t in kv] for li, kv in cache["kv"].items()}
+        acc_gw = {li: [torch.zeros(t.shape, dtype=acc_dtype) for t in kv] for li, kv in gw.kv.items()} if gw else {}
+        acc_ssm: dict[tuple[int, int], list[Tensor]] = {}
         for cid in P.children:
             C = parts[cid]
             pn = int(tree.nodes[C.root].parent)  # the cut node's parent lives in P
             anc = [n for n in tree.ancestors(pn) if n in in_P]
             aidx = torch.as_tensor(np.concatenate([np.arange(local[ser.start[n]], local[ser.end[n] - 1] + 1)
                                                    for n in anc]))
-            src = Gateway()
+            kv = {}
             for li, (k, v) in cache["kv"].items():
-                pk = gw.kv[li] if gw is not None and li in gw.kv else None
-                kk, vv = k[:, :, aidx], v[:, :, aidx]
-                src.kv[li] = (torch.cat([pk[0], kk], 2), torch.cat([pk[1], vv], 2)) if pk else (kk, vv)
+                pk = gw.kv.get(li) if gw is not None else None
+                kk, vv = k[:, :, aidx].detach(), v[:, :, aidx].detach()
+                if pk is not None:
+                    kk, vv = torch.cat([pk[0].detach(), kk], 2), torch.cat([pk[1].detach(), vv], 2)
+                kv[li] = (kk.requires_grad_(True), vv.requires_grad_(True))
             si = P.nodes.index(pn)
-            for li in ssm_layers:
-                st = cache["ssm"][li]
-                src.ssm[li] = (st["state"][si], st["ctx"][si])
-            s_t = src.tensors()
-            leaves = [t.detach().requires_grad_(True) for t in s_t]
-            it = iter(leaves)
-            child_gw = Gateway({li: (next(it), next(it)) for li in sorted(src.kv)},
-                               {li: (next(it), next(it)) for li in sorted(src.ssm)})
+            ssm = {li: (cache["ssm"][li]["state"][si].detach().requires_grad_(True),
+                        cache["ssm"][li]["ctx"][si].detach().requires_grad_(True)) for li in ssm_layers}
+            child_gw = Gateway(kv, ssm)
             stats["gateway_bytes"][cid] = child_gw.nbytes()
             run(C, child_gw)
-            acc = [torch.zeros_like(t, dtype=acc_dtype) for t in s_t]
-            for a, leaf in zip(acc, leaves):
-                if leaf.grad is not None:
-                    a += leaf.grad.to(acc_dtype)
-            srcs += s_t
-            grads += [a.to(t.dtype) for a, t in zip(acc, s_t)]
-        torch.autograd.backward([loss, *srcs], [torch.ones_like(loss), *grads])
-        live[0] -= counter.bytes
+            # relay the child's gateway gradients into the accumulators (the ancestors' K/V: own part by index)
+            for li, leaves in kv.items():
+                for j, leaf in enumerate(leaves):
+                    if leaf.grad is not None:
+                        g = leaf.grad.to(acc_dtype)
+                        if G:
+                            acc_gw[li][j] += g[:, :, :G]
+                        acc_kv[li][j].index_add_(2, aidx, g[:, :, G:])
+            for li, leaves in ssm.items():
+                acc = acc_ssm.setdefault((li, si), [torch.zeros(t.shape, dtype=acc_dtype) for t in leaves])
+                for a, leaf in zip(acc, leaves):
+                    if leaf.grad is not None:
+                        a += leaf.grad.to(acc_dtype)
+            del child_gw, kv, ssm
+        outs, grads = [loss], [torch.ones_like(loss)]
+        if P.children:
+            for li, (k, v) in cache["kv"].items():
+                outs += [k, v]
+                grads += [a.to(dtype) for a in acc_kv[li]]
+            for (li, si), acc in acc_ssm.items():
+                outs += [cache["ssm"][li]["state"][si], cache["ssm"][li]["ctx"][si]]
+                grads += [a.to(dtype) for a in acc]
+            for li, leaves in (gw.kv.items() if gw is not None else []):
+                outs += list(leaves)
+                grads += [a.to(dtype) for a in acc_gw[li]]
+        del cache, acc_kv, acc_gw, acc_ssm
+        torch.autograd.backward(outs, grads)
+        del outs, grads
+        _notify(on_event, "backward_done", P.id)
         stats["loss"] += float(loss.detach())
 
     run(parts[0], None)
-    # the bound: the largest sum of saved bytes (+ gateway bytes) along a root-to-leaf chain of partitions
-    def chain(pid: int) -> int:
-        own = stats["saved"][pid] + stats["gateway_bytes"].get(pid, 0)
-        return own + max((chain(c) for c in parts[pid].children), default=0)
-
-    stats["chain_bound"] = chain(0)
     return stats
+
+
+def naive_partitioned_backward(model: TreeLM, tree: TrajectoryTree, parts: Sequence[Partition],
+                               weights: np.ndarray, ser: Serialized | None = None, *,
+                               on_event: Callable[[str, int], None] | None = None) -> dict:
+    """The naive baseline of partitioning: each partition re-prepends its ancestors' tokens and recomputes them
+    (no gateway), then runs its own forward+backward; partitions run one at a time. The gradients equal the full
+    tree's (each partition's loss covers its own nodes' tokens, ancestors weighted 0); the tokens do not."""
+    _model_tree(model, tree)
+    ser = _tree_ser(tree, ser)
+    parts = _check_partitions(tree, parts, cover=True)
+    w_np = _weights(weights, len(ser))
+    V.optional(V.function, "on_event", on_event)
+    stats: dict = {"loss": 0.0, "tokens": 0}
+    for P in parts:
+        nodes = tree.ancestors(P.root, include_self=False) + list(P.nodes)
+        remap = {n: i for i, n in enumerate(nodes)}
+        sub = TrajectoryTree([Node(list(tree.nodes[n].tokens), None if i == 0 else remap[int(tree.nodes[n].parent)])
+                              for i, n in enumerate(nodes)])
+        sser = serialize(sub)
+        w_sub = np.zeros(len(sser))
+        for n in P.nodes:
+            w_sub[sser.start[remap[n]]:sser.end[remap[n]]] = w_np[ser.start[n]:ser.end[n]]
+        _notify(on_event, "forward", P.id)
+        loss = tree_loss(model, sub, w_sub, sser)
+        _notify(on_event, "forward_done", P.id)
+        loss.backward()
+        _notify(on_event, "backward_done", P.id)
+        stats["tokens"] += sub.n_tree
+        stats["loss"] += float(loss.detach())
+    return stats
+
+
+def chain_bound(parts: Sequence[Partition], own_bytes: dict[int, int]) -> int:
+    """The largest sum of ``own_bytes[pid]`` along a root-to-leaf chain of the partition tree."""
+    parts = V.sequence("parts", parts, min_len=1, of=lambda n, x: V.instance(n, x, Partition))
+    V.instance("own_bytes", own_bytes, dict)
+    missing = [P.id for P in parts if P.id not in own_bytes]
+    if missing:
+        raise ValueError(f"own_bytes has no entry for partitions {missing[:5]}")
+
+    def chain(pid: int) -> int:
+        return int(own_bytes[pid]) + max((chain(c) for c in parts[pid].children), default=0)
+
+    return chain(0)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Measurements from outside the method: tokens the model embeds, memory that is really held, interleaved timing
+# ----------------------------------------------------------------------------------------------------------------
+class count_tokens:
+    """Context manager counting the tokens a :class:`TreeLM` actually embeds (a forward pre-hook on its token
+    embedding), whatever code calls it: ``with count_tokens(model) as c: ...; c.tokens, c.calls``."""
+
+    def __init__(self, model: TreeLM) -> None:
+        self.model = V.instance("model", model, TreeLM)
+        self.tokens = 0
+        self.calls = 0
+
+    def _hook(self, module: nn.Module, args: tuple) -> None:
+        self.tokens += int(args[0].numel())
+        self.calls += 1
+
+    def __enter__(self) -> count_tokens:
+        self._handle = self.model.tok.register_forward_pre_hook(self._hook)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._handle.remove()
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_size_t) for n in
+                ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks",
+                 "keepcost")]
+
+
+def _libc_mallinfo2() -> Callable[[], _MallInfo2] | None:
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        fn = libc.mallinfo2
+    except (OSError, AttributeError):
+        return None
+    fn.restype = _MallInfo2
+    return fn
+
+
+_MALLINFO2 = _libc_mallinfo2()
+
+
+def heap_in_use() -> int | None:
+    """Bytes of the C heap in use (glibc ``mallinfo2``: arena chunks in use + mmapped chunks), which holds every
+    torch CPU tensor; ``None`` where glibc's ``mallinfo2`` is not available (macOS, musl, glibc < 2.33)."""
+    if _MALLINFO2 is None:
+        return None
+    m = _MALLINFO2()
+    return int(m.uordblks + m.hblkhd)
+
+
+class _Saved:
+    """What autograd holds instead of a saved tensor while :class:`track_memory` is active."""
+
+    __slots__ = ("t", "__weakref__")
+
+    def __init__(self, t: Tensor) -> None:
+        self.t = t
+
+
+class track_memory:
+    """Context manager measuring the memory autograd really holds, independently of the code being measured.
+
+    * ``saved_live`` / ``saved_peak``: bytes of the **distinct storages** kept alive by tensors saved for backward
+      (parameters excluded). Each saved tensor is packed into a holder; a finalizer fires when autograd drops the
+      holder (after that node's backward, or when the graph is freed), and a storage counts while any holder of
+      it is alive.
+    * ``heap_peak``: the C heap in use (:func:`heap_in_use`) sampled at every pack, unpack and :meth:`mark`, minus
+      the heap at entry (``None`` without ``mallinfo2``). Transients inside a single op are not sampled.
+    """
+
+    def __init__(self, model: nn.Module | None = None) -> None:
+        V.optional(V.instance, "model", model, nn.Module)
+        self.skip = {p.untyped_storage().data_ptr() for p in model.parameters()} if model is not None else set()
+        self._refs: dict[int, int] = {}
+        self._size: dict[int, int] = {}
+        self.saved_live = 0
+        self.saved_peak = 0
+        self.packed = 0
+        self.heap0 = None
+        self.heap_peak = None
+
+    def _release(self, key: int) -> None:
+        self._refs[key] -= 1
+        if self._refs[key] == 0:
+            del self._refs[key]
+            self.saved_live -= self._size.pop(key)
+
+    def mark(self) -> None:
+        """Sample the heap now."""
+        if self.heap0 is not None:
+            h = heap_in_use() - self.heap0
+            self.heap_peak = max(self.heap_peak, h)
+
+    def _pack(self, t: Tensor) -> object:
+        st = t.untyped_storage()
+        key = st.data_ptr()
+        if key in self.skip or st.nbytes() == 0:
+            return t
+        h = _Saved(t.detach())  # detached: holding an output with its grad_fn would make a reference cycle
+        if key not in self._refs:
+            self._refs[key] = 0
+            self._size[key] = st.nbytes()
+            self.saved_live += st.nbytes()
+            self.saved_peak = max(self.saved_peak, self.saved_live)
+        self._refs[key] += 1
+        self.packed += 1
+        weakref.finalize(h, self._release, key)
+        self.mark()
+        return h
+
+    def _unpack(self, h: object) -> Tensor:
+        self.mark()
+        return h.t if isinstance(h, _Saved) else h
+
+    def __enter__(self) -> track_memory:
+        self.heap0 = heap_in_use()
+        self.heap_peak = 0 if self.heap0 is not None else None
+        self._ctx = torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
+        self._ctx.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.mark()
+        self._ctx.__exit__(*exc)
+
+
+def interleaved_times(fns: dict[str, Callable[[], object]], repeats: int, warmup: int = 1
+                      ) -> dict[str, dict[str, np.ndarray]]:
+    """Time several functions in one run: ``warmup`` untimed calls each, then ``repeats`` rounds in which every
+    function runs once (the order rotating each round, so a burst of load hits all sides alike).
+
+    Returns ``{"cpu": {name: seconds per round}, "wall": {...}}`` (process CPU time and wall time)."""
+    V.instance("fns", fns, dict)
+    if not fns:
+        raise ValueError("fns must name at least one function")
+    for k, f in fns.items():
+        V.function(f"fns[{k!r}]", f)
+    repeats = V.integer("repeats", repeats, min=1)
+    warmup = V.integer("warmup", warmup, min=0)
+    names = list(fns)
+    for _ in range(warmup):
+        for k in names:
+            fns[k]()
+    cpu = {k: np.zeros(repeats) for k in names}
+    wall = {k: np.zeros(repeats) for k in names}
+    for r in range(repeats):
+        for k in names[r % len(names):] + names[:r % len(names)]:
+            c, w = time.process_time(), time.perf_counter()
+            fns[k]()
+            cpu[k][r] = time.process_time() - c
+            wall[k][r] = time.perf_counter() - w
+    return {"cpu": cpu, "wall": wall}

@@ -28,15 +28,16 @@
 # | data | real agentic rollouts and synthetic trees, up to ~100k tokens | random trees: a 384-token prompt, 2 levels of branching, segments of 32–96 tokens |
 # | attention kernel | FlashAttention-3 with a node-level shared-prefix mask | PyTorch SDPA: per-node block attention (exact pairs only) and a dense tree mask |
 # | hardware | 64 Hopper GPUs, Megatron-Core with sequence packing | 2 shared CPU cores; time measured as process CPU time of a 1-thread run |
-# | partitioning | trees beyond GPU memory | a tree of ~3× a 256-token budget, memory counted in saved-tensor bytes |
+# | partitioning | trees beyond GPU memory | a tree of ~3× a 256-token budget; memory measured as the storages autograd holds and as the C heap in use |
+# | seeds | | every sampled quantity (trees, timings, memory) over 3 seeds; timings as medians of interleaved repeats |
 #
 # :::{note}
 # **What is reconstructed.** The loss identity, DFS serialization, tree mask, depth positions, label map, SSM state
 # and conv-context routing, and the gateway mechanism of the partitioning follow the paper (via a detailed third-party
 # write-up of its v5). **Reconstructed by us:** the *choice* of partitions (a greedy depth-first fill under the token
 # budget; the paper's heuristic is not public), the small SSM (a Mamba-style selective scan, not the paper's
-# models), the CPU node-block attention used in place of the paper's GPU kernel, and the memory accounting (bytes of
-# tensors saved for backward, counted with `saved_tensors_hooks`, instead of GPU memory).
+# models), the CPU node-block attention used in place of the paper's GPU kernel, and the memory measurement (CPU
+# heap and the storages held by autograd's saved tensors, instead of GPU memory).
 # :::
 
 # %% tags=["hide-input"]
@@ -75,9 +76,12 @@ seg_len = (32, 96)  # tokens per rollout segment
 # b children per node at each of 2 levels: K = b^2 leaves
 branchings = [1, 2, 3, 4]
 repeats = 5  # timed repeats per configuration (after one warm-up)
-n_exact_trees = 5
+n_seeds = 3  # seeds seed, seed+1, seed+2 for everything sampled
+n_exact_trees = 2  # random trees per seed
 train_steps = 20
 budget = 256  # token budget of a partition
+d_sweep = [128, 256, 384]  # widths of the 2-layer sweep on the largest tree
+sweep_repeats = 3
 
 # %% tags=["hide-input"]
 import time
@@ -96,6 +100,8 @@ from helpers import tree_training as tt
 if quick:
     d_model, n_layer, root_len, seg_len, branchings = 32, 2, 48, (8, 16), [1, 2, 3]
     repeats, n_exact_trees, train_steps, budget = 2, 2, 5, 48
+    n_seeds, d_sweep, sweep_repeats = 1, [32, 64], 2
+seeds = [seed + i for i in range(n_seeds)]
 
 # this chapter's ops are small: one thread wastes nothing on a shared machine
 env = repro.setup(seed, threads=1)
@@ -113,7 +119,10 @@ rec = claims.ClaimsRecord(
         seg_len=list(seg_len),
         branchings=branchings,
         repeats=repeats,
+        n_seeds=n_seeds,
         n_exact_trees=n_exact_trees,
+        d_sweep=d_sweep,
+        sweep_repeats=sweep_repeats,
         train_steps=train_steps,
         budget=budget,
     ),
@@ -227,16 +236,16 @@ def branch_inputs(tree, ser):
 # %% [markdown]
 # ## 2. Exactness: tree vs independent branches
 #
-# On random trees of arbitrary shape (random parents, random segment lengths, part of the tokens masked out of the
+# For each seed, on random trees of arbitrary shape (random parents, random segment lengths, part of the tokens masked out of the
 # loss, a random advantage per branch), we compare per-token log-probs, the loss, every parameter gradient, and the
 # parameters after one AdamW step, for the attention-only model and for the hybrid SSM model, in float64 and
-# float32. The models use the usual initialization (weights with std 0.02, as in GPT-2), the same model as in the
+# float32 (the model's initialization also follows the seed). The models use the usual initialization (weights with std 0.02, as in GPT-2), the same model as in the
 # speed and training sections.
 
 
 # %%
-def make_model(ssm_every, dtype, init_std=0.02, d=d_model, layers=n_layer):
-    torch.manual_seed(seed)
+def make_model(ssm_every, dtype, init_std=0.02, d=d_model, layers=n_layer, s=seed):
+    torch.manual_seed(s)
     cfg = tt.TreeLMConfig(
         vocab_size=vocab,
         n_layer=layers,
@@ -295,47 +304,131 @@ def compare(model, tree, mode="sum"):
     )
 
 
-rng = repro.rng(seed, 1)
-exact_trees = [
-    tt.random_tree_by_parents(
-        rng, 10, 12 if quick else 24, vocab, mask_prob=0.2, coefs=True
-    )
-    for _ in range(n_exact_trees)
-]
+exact_trees = {}
+for s in seeds:
+    g = repro.rng(s, 1)
+    exact_trees[s] = [
+        tt.random_tree_by_parents(
+            g, 10, 12 if quick else 24, vocab, mask_prob=0.2, coefs=True
+        )
+        for _ in range(n_exact_trees)
+    ]
 rows = []
+bar = tqdm(total=4 * len(seeds) * n_exact_trees, desc="exactness")
 for dtype in (torch.float64, torch.float32):
     for ssm_every, arch in [(0, "attention"), (2, "hybrid SSM")]:
-        model = make_model(ssm_every, dtype)
-        for i, tree in enumerate(tqdm(exact_trees, desc=f"{arch} {str(dtype)[6:]}")):
-            rows.append(
-                dict(
-                    dtype=str(dtype)[6:],
-                    arch=arch,
-                    tree=i,
-                    N_tree=tree.n_tree,
-                    K=len(tree.leaves()),
-                    **compare(model, tree, mode="mean" if i % 2 else "sum"),
+        for s in seeds:
+            model = make_model(ssm_every, dtype, s=s)
+            for i, tree in enumerate(exact_trees[s]):
+                rows.append(
+                    dict(
+                        dtype=str(dtype)[6:],
+                        arch=arch,
+                        seed=s,
+                        tree=i,
+                        N_tree=tree.n_tree,
+                        K=len(tree.leaves()),
+                        **compare(model, tree, mode="mean" if i % 2 else "sum"),
+                    )
                 )
-            )
+                bar.update()
+bar.close()
 exact = pd.DataFrame(rows)
 summary = exact.groupby(["dtype", "arch"])[
     ["max_dlogprob", "loss_rel", "grad_rel", "adamw_step_diff_lr"]
 ].max()
 display(summary.style.format("{:.1e}"))
-
 # %% [markdown]
-# Float64 agrees to rounding (~1e-15). Float32 agrees to ~1e-7 in log-probs and ~1e-6 relative in gradients: the
-# tree and the branches sum the same numbers in a different order (longer SDPA rows, different batch shapes), so
-# bit-equality is not expected in float32. The AdamW column is the largest parameter difference after one step,
-# in units of the learning rate: tiny, because Adam's first step divides by |g| and the gradients agree.
-#
-# How large float32 differences get depends on how much the network amplifies rounding: a model with weights 10×
-# larger (std 0.2, used below because it makes positions matter sharply) gives log-probs of magnitude ~15 and float32
-# differences up to a few 1e-5, while float64 still agrees to ~1e-15. We print that too; the checks use the
-# standard model.
+# Float64 agrees to rounding. Float32 does not agree bit for bit: the tree and the branches sum the same numbers
+# in a different order (longer SDPA rows, different batch shapes). The AdamW column is the largest parameter
+# difference after one step, in units of the learning rate, and in float32 it is **not** small:
 
 # %%
 f32, f64 = exact[exact.dtype == "float32"], exact[exact.dtype == "float64"]
+print(
+    f"float64: max |Δ log p| {f64.max_dlogprob.max():.1e}, max relative gradient "
+    f"difference {f64.grad_rel.max():.1e}, AdamW step {f64.adamw_step_diff_lr.max():.1e} lr"
+)
+print(
+    f"float32: max |Δ log p| {f32.max_dlogprob.max():.1e}, max relative gradient "
+    f"difference {f32.grad_rel.max():.1e}, AdamW step {f32.adamw_step_diff_lr.max():.2f} lr"
+)
+
+# %% [markdown]
+# **Why one float32 AdamW step can differ by about a learning rate.** Adam's first step (bias-corrected, so
+# `m̂ = g`, `v̂ = g²`) moves each weight by `lr · g / (|g| + ε)` (plus the weight decay, the same on both sides).
+# For `|g| ≫ ε = 1e-8` that is ±lr whatever |g| is; for `|g|` near ε it swings from −lr to +lr as g crosses zero.
+# A gradient entry whose true value is no larger than its float32 rounding error (relative ~1e-7 of the tensor's
+# larger entries) can take steps of different size or sign in the tree and in the branches: Adam turns a rounding
+# difference into a step difference of order lr. Below, for every parameter entry of one float32 comparison
+# (attention model, first tree): the step difference against |g|, and the same difference predicted from the two
+# gradients by the formula.
+
+
+# %%
+def adamw_step(model, loss_fn, lr=1e-3):
+    """The gradient and the parameter change of one AdamW step, flattened."""
+    m = make_model(0, torch.float32)
+    m.load_state_dict(model.state_dict())
+    opt = torch.optim.AdamW(m.parameters(), lr=lr)
+    before = torch.cat([p.detach().flatten() for p in m.parameters()])
+    loss_fn(m).backward()
+    g = torch.cat([p.grad.flatten() for p in m.parameters()])
+    opt.step()
+    return g, torch.cat([p.detach().flatten() for p in m.parameters()]) - before
+
+
+lr_demo, eps = 1e-3, 1e-8
+m32 = make_model(0, torch.float32)
+tree = exact_trees[seed][0]
+ser = tt.serialize(tree)
+w0 = tt.token_weights(tree, ser)
+g_t, d_t = adamw_step(m32, lambda m: tt.tree_loss(m, tree, w0, ser))
+g_b, d_b = adamw_step(m32, lambda m: tt.branch_avg_loss(m, tree))
+diff = (d_t - d_b).abs() / lr_demo
+pred = (g_t / (g_t.abs() + eps) - g_b / (g_b.abs() + eps)).abs()
+big = diff > 0.1
+g_big = f"{g_b.abs()[big].max():.1e}" if big.any() else "—"
+print(
+    f"{int(big.sum())} of {len(diff)} entries differ by more than 0.1 lr (max "
+    f"{diff.max():.2f} lr); their |g| is at most {g_big} (ε = {eps:.0e}); "
+    f"{int((torch.sign(g_t) != torch.sign(g_b))[big].sum())} of them flip sign"
+)
+print(
+    "entries with |g| > 1e-6: max step difference "
+    f"{diff[g_b.abs() > 1e-6].max():.1e} lr"
+)
+print(
+    "formula lr·g/(|g|+ε) vs torch's AdamW: max |predicted − measured| "
+    f"{(pred - diff).abs().max():.1e} lr"
+)
+fig, ax = plt.subplots(figsize=(6, 3.4))
+x = g_b.abs().clamp_min(1e-14).numpy()
+ax.scatter(
+    x, diff.clamp_min(1e-9).numpy(), s=4, alpha=0.4, label="measured (torch AdamW)"
+)
+ax.scatter(x, pred.clamp_min(1e-9).numpy(), s=1, color="k", label="formula")
+ax.axvline(eps, color="gray", ls=":", label="ε")
+ax.set(
+    xscale="log",
+    yscale="log",
+    xlabel="|gradient entry| (branches, float32)",
+    ylabel="|Δ step| tree vs branches (lr)",
+    title="Adam's first step amplifies rounding where |g| ≲ ε",
+)
+ax.legend(fontsize=8)
+plt.tight_layout()
+plt.show()
+rec.check(
+    "adam_step_explained",
+    float((pred - diff).abs().max()),
+    1e-2,
+    op="<=",
+    note="fp32 AdamW step difference (in lr) equals lr·(g/(|g|+ε)) evaluated on the two "
+    "gradients",
+)
+
+# %%
 rec.check(
     "logprob_equal_attention",
     float(f32[f32.arch == "attention"].max_dlogprob.max()),
@@ -375,7 +468,7 @@ print(
     {
         str(next(m_.parameters()).dtype)[
             6:
-        ]: f"{compare(m_, exact_trees[0])['max_dlogprob']:.1e}"
+        ]: f"{compare(m_, exact_trees[seed][0])['max_dlogprob']:.1e}"
         for m_ in (hyb, sharp32)
     },
 )
@@ -410,7 +503,7 @@ rec.check(
 # hybrid model, the first exactness tree).
 
 # %%
-tree = exact_trees[0]
+tree = exact_trees[seed][0]
 ser = tt.serialize(tree)
 ref = tt.path_logprobs(hyb, tree)
 idx_k = tt.path_token_index(tree, ser)
@@ -443,84 +536,99 @@ assert (breaks.iloc[1:].values > 1e-4).all(), "every ablation must break exactne
 # %% [markdown]
 # ## 4. Speed: one pass over the tree vs linearized branches
 #
-# For trees with K ∈ {1, 4, 9, 16} leaves (a 384-token prompt, two levels of branching), we time one full training
-# step (forward, backward, AdamW) of the d=128, 4-layer attention model: the linearized baseline (each branch a
-# causal micro-batch, gradients accumulated; no padding work, and on a CPU as fast as a padded batch),
-# and the tree with two attention layouts:
+# For trees with K = b² leaves (a prompt, then b children per node at each of two levels; sizes in the parameters
+# cell), we time one full training step (forward, backward, AdamW) of the attention model: the linearized baseline
+# (each branch a causal micro-batch, gradients accumulated; no padding work, and on a CPU as fast as a padded
+# batch), and the tree with two attention layouts:
 #
 # * **node blocks**: each node's queries attend to its ancestor path's keys plus its own (causal); exactly the
 #   needed query-key pairs, like the paper's node-level kernel;
 # * **dense mask**: one SDPA over the whole serialized tree with the N×N boolean tree mask, which also computes
 #   every masked-out pair.
 #
-# The machine is shared by several jobs, so wall time is noisy: each step is timed by the **process CPU time** of a
-# 1-thread run (warm-up, then the median of `repeats`); the wall time is shown too.
+# **How it is timed.** The machine is shared and loaded, so all sides of a configuration are timed in **one run,
+# interleaved** (`tt.interleaved_times`): one warm-up call each, then `repeats` rounds in which every side runs once,
+# in a rotating order, so a burst of load from other jobs hits all sides alike. Each call is timed by the process
+# CPU time of a 1-thread run (wall time is shown too). The speedup is the **median over rounds of the per-round
+# ratio** and the error bars its interquartile range.
 
 
 # %%
-def timed(fn, *args):
-    fn(*args)  # warm-up
-    cpu, wall = [], []
-    for _ in range(repeats):
-        c, w = time.process_time(), time.perf_counter()
-        fn(*args)
-        cpu.append(time.process_time() - c)
-        wall.append(time.perf_counter() - w)
-    return float(np.median(cpu)), float(np.median(wall))
-
-
 def attention_pairs(tree, ser):
     flat = sum(len(p) * (len(p) + 1) // 2 for p in tree.path_tokens())
     return flat, int((ser.pos + 1).sum()), len(ser) ** 2
 
 
-speed_model = make_model(0, torch.float32, init_std=0.02)
-opt = torch.optim.AdamW(speed_model.parameters(), lr=1e-4)
-speed_rows = []
-for b in tqdm(branchings, desc="speed"):
-    tree = tt.random_tree(repro.rng(seed, 10 + b), root_len, [b, b], seg_len, vocab)
+def ratio(num, den):
+    """Median and interquartile range of per-round time ratios."""
+    r = np.asarray(num) / np.asarray(den)
+    return float(np.median(r)), float(np.percentile(r, 25)), float(np.percentile(r, 75))
+
+
+def speed_tree(s, b):
+    return tt.random_tree(repro.rng(s, 10 + b), root_len, [b, b], seg_len, vocab)
+
+
+def bench(s, b, model, n_rep, dense=True):
+    """Time linearized vs tree steps on the tree of seed s with b×b leaves."""
+    tree = speed_tree(s, b)
     ser = tt.serialize(tree)
     w = torch.as_tensor(tt.token_weights(tree, ser), dtype=torch.float32)
     paths, masks = branch_inputs(tree, ser)
     K = len(paths)
-    blocks, dense = tt.node_blocks(tree, ser), tt.tree_mask_horizon(ser.horizon)
-    t_lin = timed(linear_step, speed_model, opt, paths, masks, K)
-    t_blk = timed(tree_step, speed_model, opt, ser, blocks, w)
-    t_den = timed(tree_step, speed_model, opt, ser, dense, w)
+    blocks, dense_mask = tt.node_blocks(tree, ser), tt.tree_mask_horizon(ser.horizon)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    fns = {
+        "linear": lambda: linear_step(model, opt, paths, masks, K),
+        "blocks": lambda: tree_step(model, opt, ser, blocks, w),
+    }
+    if dense:
+        fns["dense"] = lambda: tree_step(model, opt, ser, dense_mask, w)
+    t = tt.interleaved_times(fns, n_rep)
     pf, pt, pd_ = attention_pairs(tree, ser)
-    speed_rows.append(
-        dict(
-            b=b,
-            K=K,
-            N_tree=tree.n_tree,
-            N_flat=tree.n_flat,
-            POR=tree.overlap_ratio,
-            ideal=tree.ideal_speedup,
-            t_linear=t_lin[0],
-            t_tree_blocks=t_blk[0],
-            t_tree_dense=t_den[0],
-            wall_linear=t_lin[1],
-            wall_tree_blocks=t_blk[1],
-            pairs_flat=pf,
-            pairs_tree=pt,
-            pairs_dense=pd_,
-        )
+    row = dict(
+        seed=s,
+        b=b,
+        K=K,
+        N_tree=tree.n_tree,
+        N_flat=tree.n_flat,
+        POR=tree.overlap_ratio,
+        ideal=tree.ideal_speedup,
+        pairs_flat=pf,
+        pairs_tree=pt,
+        pairs_dense=pd_,
     )
-speed = pd.DataFrame(speed_rows)
-speed["speedup_blocks"] = speed.t_linear / speed.t_tree_blocks
-speed["speedup_dense"] = speed.t_linear / speed.t_tree_dense
-speed["speedup_wall"] = speed.wall_linear / speed.wall_tree_blocks
-speed["of_ideal"] = speed.speedup_blocks / speed.ideal
+    for side in fns:
+        row[f"t_{side}"] = float(np.median(t["cpu"][side]))
+        if side != "linear":
+            r = ratio(t["cpu"]["linear"], t["cpu"][side])
+            row[f"speedup_{side}"], row[f"{side}_q25"], row[f"{side}_q75"] = r
+    row["speedup_wall"] = ratio(t["wall"]["linear"], t["wall"]["blocks"])[0]
+    row["of_ideal"] = row["speedup_blocks"] / row["ideal"]
+    ctx = (tree, ser, w, paths, masks, K, blocks, dense_mask, opt)
+    return row, ctx
 
-# a FLOP model: per token, the linear layers (12 d^2 per layer) and the head (d *
-# vocab); per query-key pair,
-# 2 d per layer (q·k and the weighted sum of v). Forward and backward scale alike, so
-# the ratio is what matters.
-a_tok = n_layer * 12 * d_model**2 + d_model * vocab
-b_pair = n_layer * 2 * d_model
-speed["flop_model"] = (a_tok * speed.N_flat + b_pair * speed.pairs_flat) / (
-    a_tok * speed.N_tree + b_pair * speed.pairs_tree
-)
+
+def flop_ratio(df, d, layers):
+    """A FLOP model of the speedup: per token the linear layers (12 d² per layer) and
+    the head (d · vocab); per query-key pair 2 d per layer (q·k and the weighted sum
+    of v). Forward and backward scale alike, so the ratio is what matters."""
+    a_tok = layers * 12 * d**2 + d * vocab
+    b_pair = layers * 2 * d
+    return (a_tok * df.N_flat + b_pair * df.pairs_flat) / (
+        a_tok * df.N_tree + b_pair * df.pairs_tree
+    )
+
+
+speed_model = make_model(0, torch.float32)
+speed_rows = []
+for b in tqdm(branchings, desc="speed"):
+    row, ctx = bench(seed, b, speed_model, repeats)
+    speed_rows.append(row)
+# the largest tree's inputs, profiled below
+tree, ser, w, paths, masks, K, blocks, dense, opt = ctx
+speed = pd.DataFrame(speed_rows)
+speed["flop_model"] = flop_ratio(speed, d_model, n_layer)
 display(
     speed[
         [
@@ -531,15 +639,18 @@ display(
             "ideal",
             "flop_model",
             "t_linear",
-            "t_tree_blocks",
-            "t_tree_dense",
+            "t_blocks",
+            "t_dense",
             "speedup_blocks",
+            "blocks_q25",
+            "blocks_q75",
             "speedup_dense",
             "speedup_wall",
             "of_ideal",
         ]
     ].round(3)
 )
+
 
 # %%
 fig, ax = plt.subplots(1, 2, figsize=(10, 3.6))
@@ -552,12 +663,18 @@ ax[0].plot(
     marker="s",
     label="FLOP model (tokens + attention pairs)",
 )
-ax[0].plot(
-    speed.POR, speed.speedup_blocks, marker="o", label="measured: tree, node blocks"
-)
-ax[0].plot(
-    speed.POR, speed.speedup_dense, marker="^", label="measured: tree, dense mask"
-)
+for side, mk, lab in [("blocks", "o", "node blocks"), ("dense", "^", "dense mask")]:
+    ax[0].errorbar(
+        speed.POR,
+        speed[f"speedup_{side}"],
+        yerr=[
+            speed[f"speedup_{side}"] - speed[f"{side}_q25"],
+            speed[f"{side}_q75"] - speed[f"speedup_{side}"],
+        ],
+        marker=mk,
+        capsize=3,
+        label=f"measured: tree, {lab} (median, IQR)",
+    )
 for _, r in speed.iterrows():
     ax[0].annotate(
         f"K={int(r.K)}",
@@ -569,7 +686,7 @@ for _, r in speed.iterrows():
 ax[0].set(
     xlabel="overlap ratio  POR = 1 − N_tree/N_flat",
     ylabel="speedup over linearized branches",
-    title="one training step, CPU time",
+    title=f"one training step, CPU time (seed {seed})",
 )
 ax[0].legend(fontsize=8)
 x = np.arange(len(speed))
@@ -595,7 +712,7 @@ plt.show()
 # **Where the time goes.** The ideal `N_flat/N_tree` counts tokens, i.e. it assumes every token costs the same.
 # Attention does not: a branch of length L costs ~L²/2 pairs, and the tree removes fewer *pairs* than tokens
 # (right panel: the shared prompt's pairs are saved, but each leaf token still attends to its whole ancestor
-# path). At d=128 the attention pairs are a sizeable part of the work, so the FLOP model (grey) sits below the
+# path). At our width the attention pairs are a sizeable part of the work, so the FLOP model (grey) sits below the
 # token ratio, and the measurement follows the FLOP model, not the token ratio. On the paper's 8B–32B models the
 # per-token matrix products dominate (d ≥ 4096), which is why they get close to the token ratio. The dense mask
 # wastes the masked-out pairs (N_tree² of them), and falls further behind at large K.
@@ -640,6 +757,107 @@ prof_tab = pd.DataFrame(
 )
 display((prof_tab / prof_tab.sum()).round(3).style.format("{:.1%}"))
 print(f"ms per step (profiled, K={K}):", prof_tab.sum().round(1).to_dict())
+
+# %% [markdown]
+# **Testing the explanation: a width sweep.** If the gap to the ideal comes from attention pairs (and per-node
+# overhead) that do not shrink with the tree, then making the per-token matrix products heavier should close it:
+# the fraction of the ideal should rise with `d_model`. We time the largest tree (K = b² for the largest b) with a
+# 2-layer model at each width in `d_sweep`, for each seed (its own tree and initialization), interleaved as above,
+# and fit a line to fraction-of-ideal against d per seed. The FLOP model's prediction is drawn for comparison.
+
+# %%
+sweep_rows = []
+bar = tqdm(total=len(seeds) * len(d_sweep), desc="d sweep")
+for s in seeds:
+    for d in d_sweep:
+        m_d = make_model(0, torch.float32, d=d, layers=2, s=s)
+        row = bench(s, max(branchings), m_d, sweep_repeats, dense=False)[0]
+        sweep_rows.append(dict(row, d_model=d))
+        bar.update()
+bar.close()
+sweep = pd.DataFrame(sweep_rows)
+sweep["flop_of_ideal"] = flop_ratio(sweep, sweep.d_model, 2) / sweep.ideal
+# slope of the fraction of the ideal per 100 units of d, one per seed
+slopes = {
+    s: 100 * np.polyfit(g.d_model, g.of_ideal, 1)[0] for s, g in sweep.groupby("seed")
+}
+display(
+    sweep[
+        [
+            "seed",
+            "d_model",
+            "ideal",
+            "t_linear",
+            "t_blocks",
+            "speedup_blocks",
+            "blocks_q25",
+            "blocks_q75",
+            "of_ideal",
+            "flop_of_ideal",
+        ]
+    ].round(3)
+)
+print(
+    "slope of fraction-of-ideal per +100 d, by seed:",
+    {s: round(v, 3) for s, v in slopes.items()},
+)
+
+fig, ax = plt.subplots(figsize=(6, 3.4))
+for s, g in sweep.groupby("seed"):
+    ax.errorbar(
+        g.d_model,
+        g.of_ideal,
+        yerr=[
+            (g.speedup_blocks - g.blocks_q25) / g.ideal,
+            (g.blocks_q75 - g.speedup_blocks) / g.ideal,
+        ],
+        marker="o",
+        capsize=3,
+        label=f"measured, seed {s}",
+    )
+flop = sweep.groupby("d_model").flop_of_ideal.mean()
+ax.plot(flop.index, flop.values, "k:", marker="s", label="FLOP model (mean over seeds)")
+ax.axhline(1, color="gray", lw=0.8)
+ax.set(
+    xlabel="d_model (2 layers)",
+    ylabel="speedup ÷ ideal N_flat/N_tree",
+    title=f"largest tree (K={int(sweep.K.iloc[0])}): fraction of the ideal vs width",
+    xticks=d_sweep,
+)
+ax.legend(fontsize=8)
+plt.tight_layout()
+plt.show()
+
+# %% [markdown]
+# **Over seeds.** The claim below uses the largest tree of the first sweep (the 4-layer model) for each seed: a
+# different random tree and initialization per seed, timed the same way.
+
+# %%
+big = pd.DataFrame(
+    [speed_rows[-1]]
+    + [
+        bench(s, max(branchings), make_model(0, torch.float32, s=s), repeats, False)[0]
+        for s in tqdm(seeds[1:], desc="seeds")
+    ]
+)
+display(
+    big[
+        [
+            "seed",
+            "K",
+            "N_tree",
+            "N_flat",
+            "ideal",
+            "t_linear",
+            "t_blocks",
+            "speedup_blocks",
+            "blocks_q25",
+            "blocks_q75",
+            "speedup_wall",
+            "of_ideal",
+        ]
+    ].round(3)
+)
 
 # %% [markdown]
 # ## 5. Training equivalence
@@ -725,105 +943,231 @@ plt.show()
 # attention layer the (rotated) keys and values of all ancestor tokens of the cut node, per SSM layer the parent
 # node's end state and conv context, and the depth offset of its positions. In the child these are fresh leaves
 # (`g.detach().requires_grad_()`); after the child's backward their gradients are relayed to the parent's tensors
-# (accumulated in fp32 or wider) and the parent runs `torch.autograd.backward([loss_P, *gateway], [1, *grads])`.
+# (accumulated in fp32 or wider, rounded once) and the parent runs
+# `torch.autograd.backward([loss_P, *sources], [1, *relayed])`.
 # Partitions run depth-first (forward P → each child subtree, forward and backward → backward P), so only the graphs
 # of **one chain** of partitions are alive at a time. Each partition owns the labels whose predicting position lies
 # in it (so the first token of a cut node is scored in its parent's partition).
 #
-# A *naive* partitioning re-prepends every ancestor to each partition instead, and recomputes them.
+# A *naive* partitioning re-prepends every ancestor to each partition instead, recomputes them, and runs each
+# partition's forward and backward on its own. We run it for real (`tt.naive_partitioned_backward`) next to the full
+# tree and the redundancy-free schedule.
 #
-# The test tree has about three times the budget; we use the hybrid model (float64) so that the gateway carries
-# SSM states and conv contexts too.
+# **Measured from outside the method.** The schedule's own bookkeeping is not evidence, so:
+#
+# * **tokens**: a forward hook on the model's token embedding counts what the model actually processes
+#   (`tt.count_tokens`);
+# * **memory**, two ways (`tt.track_memory`): (i) the distinct storages kept alive by the tensors autograd saved
+#   for backward: each is handed to autograd in a holder whose finalizer fires when autograd drops it, so a graph
+#   that is never freed stays counted; (ii) the C heap in use (glibc's `mallinfo2`, which holds every torch CPU
+#   tensor: activations, gateway copies, gradient accumulators, gradients), sampled at every save, every use in
+#   backward and every partition boundary, minus the heap before the step. Transients inside a single op are not
+#   sampled, on all sides alike.
+#
+# The test tree has about three times the budget (one per seed); we use the hybrid model (float64) so that the
+# gateway carries SSM states and conv contexts too.
 
 # %%
-p_tree = tt.random_tree(
-    repro.rng(seed, 3),
-    budget * 3 // 4,
-    [2, 3],
-    (budget * 3 // 16, budget * 3 // 8),
-    vocab,
-)
-p_tree = tt.split_long_nodes(p_tree, budget)
-for i, leaf in enumerate(p_tree.leaves()):
-    # an RL-style weighting, to be general
-    p_tree.nodes[leaf].coef = [1.0, -0.5, 0.25, 2.0, -1.0, 0.5][i % 6]
-p_ser = tt.serialize(p_tree)
-p_w = tt.token_weights(p_tree, p_ser)
-parts = tt.partition_tree(p_tree, budget)
+pm = make_model(2, torch.float64, d=64, layers=4)
+METHODS = {"full tree": None, "redundancy-free": tt.partitioned_backward}
+METHODS["naive partition"] = tt.naive_partitioned_backward
+
+
+def partition_case(s):
+    tr = tt.random_tree(
+        repro.rng(s, 3),
+        budget * 3 // 4,
+        [2, 3],
+        (budget * 3 // 16, budget * 3 // 8),
+        vocab,
+    )
+    tr = tt.split_long_nodes(tr, budget)
+    for i, leaf in enumerate(tr.leaves()):
+        # an RL-style weighting, to be general
+        tr.nodes[leaf].coef = [1.0, -0.5, 0.25, 2.0, -1.0, 0.5][i % 6]
+    sr = tt.serialize(tr)
+    return tr, sr, tt.token_weights(tr, sr), tt.partition_tree(tr, budget)
+
+
+def run_method(name, tr, sr, wt, prt, on_event=None):
+    fn = METHODS[name]
+    if fn is None:
+        loss = tt.tree_loss(pm, tr, wt, sr)
+        loss.backward()
+        return loss.item()
+    return fn(pm, tr, prt, wt, sr, on_event=on_event)["loss"]
+
+
+def measure(name, tr, sr, wt, prt):
+    """One forward+backward, with tokens, memory and gradients measured outside."""
+    pm.zero_grad(set_to_none=True)
+    own, before = {}, {}
+    with tt.count_tokens(pm) as c, tt.track_memory(pm) as mem:
+
+        def on_event(what, pid):
+            mem.mark()
+            if what == "forward":
+                before[pid] = mem.saved_live
+            elif what == "forward_done":
+                own[pid] = mem.saved_live - before[pid]
+
+        loss = run_method(name, tr, sr, wt, prt, on_event)
+    return dict(
+        method=name,
+        loss=loss,
+        tokens=c.tokens,
+        saved_peak=mem.saved_peak,
+        saved_left=mem.saved_live,
+        heap_peak=mem.heap_peak,
+        chain_bound=tt.chain_bound(prt, own) if own else np.nan,
+        grads=[p.grad.clone() for p in pm.parameters()],
+    )
+
+
+def rel_diff(ga, gb):
+    return max(
+        ((a - b).norm() / b.norm().clamp_min(1e-30)).item() for a, b in zip(ga, gb)
+    )
+
+
+mem_rows = []
+for s in tqdm(seeds, desc="partitioning"):
+    p_tree, p_ser, p_w, parts = partition_case(s)
+    names = list(METHODS) if s == seed else ["full tree", "redundancy-free"]
+    res = {n: measure(n, p_tree, p_ser, p_w, parts) for n in names}
+    for r in res.values():
+        mem_rows.append(
+            dict(
+                {k: v for k, v in r.items() if k != "grads"},
+                seed=s,
+                N_tree=p_tree.n_tree,
+                N_flat=p_tree.n_flat,
+                naive_formula=tt.naive_partition_tokens(p_tree, parts),
+                n_parts=len(parts),
+                loss_rel=abs(r["loss"] - res["full tree"]["loss"])
+                / abs(res["full tree"]["loss"]),
+                grad_rel=rel_diff(r["grads"], res["full tree"]["grads"]),
+            )
+        )
+    if s == seed:  # keep the first seed's tree for the timing and the figure
+        t_case = (p_tree, p_ser, p_w, parts)
+mem_tab = pd.DataFrame(mem_rows)
+p_tree, p_ser, p_w, parts = t_case
 print(
-    f"N_tree = {p_tree.n_tree} (≈ {p_tree.n_tree / budget:.1f}× the budget "
+    f"seed {seed}: N_tree = {p_tree.n_tree} (≈ {p_tree.n_tree / budget:.1f}× the budget "
     f"{budget}), {len(parts)} partitions:",
     [sum(len(p_tree.nodes[n].tokens) for n in P.nodes) for P in parts],
 )
-
-pm = make_model(2, torch.float64, d=64, layers=4)
-pm.zero_grad()
-with tt.saved_bytes(pm) as full_count:
-    full_loss = tt.tree_loss(pm, p_tree, p_w, p_ser)
-full_loss.backward()
-g_full = [p.grad.clone() for p in pm.parameters()]
-pm.zero_grad()
-pstats = tt.partitioned_backward(pm, p_tree, parts, p_w, p_ser)
-g_part = [p.grad.clone() for p in pm.parameters()]
-part_grad_rel = max(
-    ((a - b).norm() / b.norm().clamp_min(1e-30)).item() for a, b in zip(g_part, g_full)
+# time the three schedules in one interleaved run (no measuring hooks attached)
+pt = tt.interleaved_times(
+    {n: (lambda n=n: run_method(n, p_tree, p_ser, p_w, parts)) for n in METHODS},
+    sweep_repeats,
 )
+p_time = {n: float(np.median(v)) for n, v in pt["cpu"].items()}
+mem_tab["cpu_s"] = [
+    p_time[r.method] if r.seed == seed else np.nan for r in mem_tab.itertuples()
+]
+MiB = 2**20
+show = mem_tab.assign(
+    saved_peak_MiB=mem_tab.saved_peak / MiB,
+    chain_bound_MiB=mem_tab.chain_bound / MiB,
+    heap_peak_MiB=mem_tab.heap_peak.astype(float) / MiB,
+)
+display(
+    show[
+        [
+            "seed",
+            "method",
+            "tokens",
+            "N_tree",
+            "cpu_s",
+            "saved_peak_MiB",
+            "chain_bound_MiB",
+            "heap_peak_MiB",
+            "grad_rel",
+        ]
+    ].style.format(precision=3, na_rep="")
+)
+
+first = mem_tab[mem_tab.seed == seed].set_index("method")
 tokens = {
     "flat (branches)": p_tree.n_flat,
-    "tree (one pass)": p_tree.n_tree,
-    "naive partition": tt.naive_partition_tokens(p_tree, parts),
-    "redundancy-free partition": pstats["tokens"],
+    "tree (one pass)": int(first.tokens["full tree"]),
+    "naive partition": int(first.tokens["naive partition"]),
+    "redundancy-free partition": int(first.tokens["redundancy-free"]),
 }
-mem = {
-    "full tree": full_count.bytes,
-    "chain bound": pstats["chain_bound"],
-    "peak live (partitioned)": pstats["peak_live"],
-}
-print(
-    f"loss: partitioned {pstats['loss']:.12f} vs full tree "
-    f"{full_loss.item():.12f}; max relative grad diff "
-    f"{part_grad_rel:.1e}"
-)
-
-fig, ax = plt.subplots(1, 2, figsize=(10, 3.4))
+fig, ax = plt.subplots(1, 3, figsize=(12, 3.6))
 ax[0].bar(list(tokens), list(tokens.values()), color=plotting.PALETTE[:4])
-ax[0].set(ylabel="tokens processed", title="one training step on the tree")
-ax[0].tick_params(axis="x", labelrotation=20)
-ax[1].bar(list(mem), [v / 2**20 for v in mem.values()], color=plotting.PALETTE[4:7])
-ax[1].set(ylabel="saved activations (MiB)", title="memory for backward")
-ax[1].tick_params(axis="x", labelrotation=20)
+ax[0].set(ylabel="tokens the model processed", title="tokens (counted by a hook)")
+x = np.arange(len(first))
+heap = first.heap_peak.astype(float) / MiB
+ax[1].bar(x - 0.2, heap, 0.4, label="C heap in use (peak)")
+ax[1].bar(x + 0.2, first.saved_peak / MiB, 0.4, label="storages saved for backward")
+ax[1].set(
+    xticks=x, xticklabels=first.index, ylabel="MiB", title="peak memory of one step"
+)
+ax[1].legend(fontsize=8)
+ax[2].bar(first.index, [p_time[n] for n in first.index], color=plotting.PALETTE[4:7])
+ax[2].set(ylabel="CPU s (median)", title="time of one forward+backward")
+for a in ax:
+    a.tick_params(axis="x", labelrotation=20)
 plt.tight_layout()
 plt.show()
 
 # %%
+rf = mem_tab[mem_tab.method == "redundancy-free"]
+naive = mem_tab[mem_tab.method == "naive partition"]
+full = mem_tab[mem_tab.method == "full tree"].set_index("seed")
 rec.check(
     "partition_tokens",
-    pstats["tokens"],
-    p_tree.n_tree,
+    int((rf.tokens - rf.N_tree).abs().max()),
+    0,
     op="==",
-    note="tokens processed by the redundancy-free partitioning == N_tree",
+    note="tokens the model embedded (forward hook) during the redundancy-free step == "
+    "N_tree, every seed",
+)
+rec.check(
+    "naive_partition_tokens",
+    bool(
+        (naive.tokens == naive.naive_formula).all()
+        and (naive.tokens > naive.N_tree).all()
+    ),
+    True,
+    note="the naive partitioning really processes its formula's count, above N_tree",
 )
 rec.check(
     "partition_grad_equal",
-    part_grad_rel,
+    float(mem_tab.grad_rel.max()),
     1e-8,
     op="<=",
-    note="float64 hybrid model, max relative parameter-gradient difference vs the "
-    "unpartitioned tree",
+    note="float64 hybrid model, max relative parameter-gradient difference of both "
+    "partitionings vs the unpartitioned tree",
 )
-peak_ok = (
-    pstats["peak_live"] <= 1.01 * pstats["chain_bound"]
-    and pstats["peak_live"] < full_count.bytes
+rf_i = rf.set_index("seed")
+peak_ok = bool(
+    (rf_i.saved_peak <= 1.01 * rf_i.chain_bound).all()
+    and (rf_i.saved_peak < full.saved_peak).all()
+    and (mem_tab.saved_left == 0).all()
 )
 rec.check(
     "partition_peak_memory",
     peak_ok,
     True,
-    note=f"peak live {pstats['peak_live']} B <= chain bound {pstats['chain_bound']} B "
-    "and < full tree "
-    f"{full_count.bytes} B",
+    note="storages held by saved tensors (finalizer-tracked): peak <= chain bound "
+    "(sum along a chain of each partition's own, measured at its forward) and < full "
+    "tree; nothing left alive after the step",
 )
-
+heap_known = rf_i.heap_peak.notna().all()
+mem_ratio = (
+    rf_i.heap_peak.astype(float) / full.heap_peak.astype(float)
+    if heap_known
+    else rf_i.saved_peak / full.saved_peak
+)
+print(
+    "peak ratio redundancy-free ÷ full tree, by seed:",
+    mem_ratio.round(3).to_dict(),
+    "(C heap)" if heap_known else "(saved storages; no mallinfo2 here)",
+)
 # %% [markdown]
 # ## 7. Interaction: how the branching factor changes the tree
 #
@@ -904,54 +1248,83 @@ plotting.live_controls(live, b=(1, 5), depth=(1, 3))
 # %% [markdown]
 # ## 8. The claims record
 #
-# The speedup claim uses the largest tree of the sweep (K = 16 in the default run, overlap ratio ≈ 0.79), the
-# node-block layout (the analogue of the paper's node-level kernel) and the per-branch micro-batch baseline. The
-# paper's 6.2× is on 64 GPUs with real rollouts whose ideal was ~6.5×; the comparable quantity at our scale is the
-# fraction of the ideal.
+# The speedup claims use the largest tree of the sweep for each seed, the node-block layout (the analogue of the
+# paper's node-level kernel) and the per-branch micro-batch baseline. The paper's 6.2× is on 64 GPUs with real
+# rollouts whose ideal was ~6.5×; the comparable quantity at our scale is the fraction of the ideal. The trend
+# claim tests our explanation of the gap (the width sweep); the memory claim uses the measured C heap.
 
 # %%
-last = speed.iloc[-1]
-exact_max = float(exact[exact.dtype == "float64"].max_dlogprob.max())
+f64_by_seed = f64.groupby("seed").max_dlogprob.max()
 rec.claim(
     "speedup",
     "Tree Training speeds up a training step over linearized branches",
     paper="up to 6.2× end to end (64 GPUs, ideal ≈ 6.5×)",
-    measured=float(last.speedup_blocks),
+    measured=big.speedup_blocks.tolist(),
     op=">",
     target=1.0,
-    unit="× (CPU time, one step; tree ÷ per-branch baseline)",
-    note=f"K={int(last.K)}, POR={last.POR:.2f}, ideal {last.ideal:.2f}×; dense-mask "
-    "tree "
-    f"{last.speedup_dense:.2f}×; wall-time ratio {last.speedup_wall:.2f}× on a "
-    "shared machine",
+    unit="× (CPU time per step, median of interleaved rounds)",
+    baseline=big.t_linear.round(4).tolist(),
+    note=f"K={int(big.K.iloc[0])}, ideal per seed {big.ideal.round(2).tolist()}; "
+    f"IQR per seed {list(zip(big.blocks_q25.round(2), big.blocks_q75.round(2)))}; "
+    f"wall-time ratios {big.speedup_wall.round(2).tolist()}; baseline = per-branch "
+    "step, CPU s",
 )
 rec.claim(
     "speedup_vs_ideal",
     "The measured speedup captures most of the ideal N_flat/N_tree",
-    paper="≈ 0.95 of the bound",
-    measured=float(last.of_ideal),
+    paper="≈ 0.95 of the bound (6.2× of ≈ 6.5×)",
+    measured=big.of_ideal.tolist(),
     op=">=",
-    target=0.7,
+    target=0.8,
     unit="fraction of ideal",
-    note="target at our scale ≥ 0.7 on POR ≥ 0.75. The FLOP model predicts "
-    f"{last.flop_model:.2f}× "
-    f"({last.flop_model / last.ideal:.2f} of ideal): at d={d_model} attention "
-    "pairs, which the tree "
-    "saves less of than tokens, are a large share of the work; the rest of the "
-    "gap is the per-node "
-    "gather/scatter of ancestor K/V on CPU (see the profile)",
+    baseline=big.ideal.round(3).tolist(),
+    note=f"d={d_model}, {n_layer} layers; FLOP model predicts "
+    f"{(flop_ratio(big, d_model, n_layer) / big.ideal).round(2).tolist()} of ideal; "
+    "baseline = the ideal N_flat/N_tree per seed",
+)
+rec.claim(
+    "speedup_vs_ideal_trend",
+    "The gap to the ideal closes as per-token matrix products dominate (wider model)",
+    paper="≈ 0.95 of the bound on 8B–32B models (d ≥ 4096); the slope is our "
+    "explanation of the gap, tested",
+    measured=[slopes[s] for s in seeds],
+    op=">",
+    target=0.0,
+    unit="Δ fraction of ideal per +100 d_model",
+    note=f"2 layers, d in {d_sweep}, {sweep_repeats} interleaved rounds each; "
+    "fractions by seed and d: "
+    + "; ".join(
+        f"{s}: {g.of_ideal.round(2).tolist()}" for s, g in sweep.groupby("seed")
+    ),
 )
 rec.claim(
     "exact_equivalence",
     "Tree log-probs, losses and gradients equal per-branch computation exactly",
     paper="exact",
-    measured=exact_max,
+    measured=f64_by_seed.tolist(),
     op="<=",
     target=1e-10,
     unit="max |Δ log p| (float64)",
-    note=f"float32: {f32.max_dlogprob.max():.1e} (rounding order); gradients fp64 rel "
-    f"{f64.grad_rel.max():.1e}; "
-    "20-step training fp64 max |Δθ| "
+    note=f"{n_exact_trees} random trees per seed, attention and hybrid SSM; float32: "
+    f"{f32.max_dlogprob.max():.1e} (rounding order); gradients fp64 rel "
+    f"{f64.grad_rel.max():.1e}; 20-step training fp64 max |Δθ| "
     f"{max(v for k, v in final_diff.items() if k[1] == 'float64'):.1e}",
+)
+naive_ratio = (
+    naive.set_index("seed").heap_peak.astype(float) / full.heap_peak.astype(float)
+).dropna()
+rec.claim(
+    "partition_memory_ratio",
+    "Redundancy-free partitioning lowers the peak memory of a step below the full tree's",
+    paper="peak memory bounded by a single root-to-leaf path of partitions",
+    measured=mem_ratio.tolist(),
+    op="<",
+    target=1.0,
+    unit="peak (partitioned) ÷ peak (full tree)"
+    + (", C heap" if heap_known else ", saved storages"),
+    baseline=(full.heap_peak.astype(float) / MiB).round(2).tolist(),
+    note=f"baseline = full-tree peak, MiB; tree ≈ {p_tree.n_tree / budget:.1f}× the "
+    f"budget; naive partitioning's ratio {naive_ratio.round(3).tolist()} at "
+    f"{(naive.tokens / naive.N_tree).round(2).tolist()}× the tokens",
 )
 rec.save()

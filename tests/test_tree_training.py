@@ -220,27 +220,140 @@ def test_split_long_nodes_keeps_branches():
         tt.partition_tree(tree, 0)
 
 
-@pytest.mark.parametrize("ssm_every", [0, 2])
-def test_partitioned_backward_equals_full_tree(ssm_every):
-    m = model(ssm_every)
+def partition_case(ssm_every, dtype=torch.float64):
+    m = model(ssm_every, dtype)
     tree = tt.split_long_nodes(make_tree(11, 10, max_seg=6, coefs=True), 6)
     ser = tt.serialize(tree)
-    w = tt.token_weights(tree, ser)
-    parts = tt.partition_tree(tree, 8)
-    assert len(parts) >= 2
+    return m, tree, ser, tt.token_weights(tree, ser), tt.partition_tree(tree, 8)
+
+
+def full_tree_grads(m, tree, w, ser):
     m.zero_grad()
-    st_ = tt.partitioned_backward(m, tree, parts, w, ser)
-    gp = grads(m)
-    m.zero_grad()
-    with tt.saved_bytes(m) as full:
+    with tt.count_tokens(m) as c, tt.track_memory(m) as mem:
         loss = tt.tree_loss(m, tree, w, ser)
-    loss.backward()
-    assert st_["loss"] == pytest.approx(loss.item(), rel=1e-10)
-    for x, y in zip(gp, grads(m)):
+        loss.backward()
+    return loss.item(), grads(m), c.tokens, mem
+
+
+@pytest.mark.parametrize("ssm_every", [0, 2])
+def test_partitioned_backward_equals_full_tree(ssm_every):
+    m, tree, ser, w, parts = partition_case(ssm_every)
+    assert len(parts) >= 2
+    loss, g_full, full_tokens, full_mem = full_tree_grads(m, tree, w, ser)
+    assert full_tokens == tree.n_tree
+    m.zero_grad()
+    with tt.count_tokens(m) as c:
+        st_ = tt.partitioned_backward(m, tree, parts, w, ser)
+    assert st_["loss"] == pytest.approx(loss, rel=1e-10)
+    for x, y in zip(grads(m), g_full):
         assert torch.allclose(x, y, rtol=1e-8, atol=1e-12)
-    assert st_["tokens"] == tree.n_tree
-    assert st_["peak_live"] <= st_["chain_bound"] * 1.01
-    assert st_["peak_live"] < full.bytes
+    # the tokens the model actually embedded, counted by a hook outside the method
+    assert c.tokens == tree.n_tree and c.calls == len(parts)
+    # the naive partitioning (ancestors re-prepended) gives the same gradients with more tokens
+    m.zero_grad()
+    with tt.count_tokens(m) as cn:
+        sn = tt.naive_partitioned_backward(m, tree, parts, w, ser)
+    assert sn["loss"] == pytest.approx(loss, rel=1e-10)
+    for x, y in zip(grads(m), g_full):
+        assert torch.allclose(x, y, rtol=1e-8, atol=1e-12)
+    assert cn.tokens == tt.naive_partition_tokens(tree, parts) > tree.n_tree
+
+
+def test_token_counter_sees_recomputation():
+    """The hook counts what the model processes: running the tree twice, or per branch, shows up."""
+    m, tree, ser, w, _ = partition_case(0)
+    with tt.count_tokens(m) as c:
+        tt.tree_logits(m, tree, ser)
+        tt.tree_logits(m, tree, ser)
+    assert c.tokens == 2 * tree.n_tree
+    with tt.count_tokens(m) as c:
+        tt.path_logprobs(m, tree)
+    assert c.tokens == tree.n_flat
+
+
+def partition_memory(m, tree, parts, w, ser, fn=tt.partitioned_backward):
+    """Peak live saved bytes of a partitioned step and each partition's own saved bytes, measured outside."""
+    m.zero_grad()
+    own, before = {}, {}
+    with tt.track_memory(m) as mem:
+
+        def on_event(what, pid):
+            if what == "forward":
+                before[pid] = mem.saved_live
+            elif what == "forward_done":
+                own[pid] = mem.saved_live - before[pid]
+
+        fn(m, tree, parts, w, ser, on_event=on_event)
+    return mem, tt.chain_bound(parts, own), own
+
+
+def test_memory_tracker_follows_real_storage():
+    m, tree, ser, w, _ = partition_case(2)
+    with tt.track_memory(m) as mem:
+        a = tt.tree_loss(m, tree, w, ser)
+        one = mem.saved_live
+        b = tt.tree_loss(m, tree, w, ser)  # a second graph alive at the same time
+        assert mem.saved_live == pytest.approx(2 * one, rel=0.01)
+        a.backward()  # autograd frees a's saved tensors
+        assert mem.saved_live == pytest.approx(one, rel=0.01)
+        b.backward(retain_graph=True)  # ... but not b's while b's graph is retained
+        assert mem.saved_live == pytest.approx(one, rel=0.01)
+        del b
+        assert mem.saved_live == 0
+    assert mem.saved_peak == pytest.approx(2 * one, rel=0.01)
+    assert mem.heap_peak is None or mem.heap_peak >= one
+
+
+@pytest.mark.parametrize("ssm_every", [0, 2])
+def test_partition_peak_memory_within_chain(ssm_every):
+    m, tree, ser, w, parts = partition_case(ssm_every)
+    full = full_tree_grads(m, tree, w, ser)[3]
+    mem, bound, _ = partition_memory(m, tree, parts, w, ser)
+    assert mem.saved_live == 0
+    assert mem.saved_peak <= bound * 1.01
+    assert mem.saved_peak < full.saved_peak
+
+
+def test_partition_peak_check_fails_when_graphs_leak(monkeypatch):
+    """A schedule that keeps every partition's graph alive breaks the chain bound: the check can fail."""
+    m, tree, ser, w, parts = partition_case(2)
+    mem_ok, _, _ = partition_memory(m, tree, parts, w, ser)
+    kept = []
+    m.register_forward_hook(lambda mod, args, out: kept.append(out))
+    orig = torch.autograd.backward
+    monkeypatch.setattr(torch.autograd, "backward", lambda *a, **k: orig(*a, retain_graph=True, **k))
+    mem, bound, _ = partition_memory(m, tree, parts, w, ser)
+    assert mem.saved_peak > bound * 1.01 and mem.saved_peak > mem_ok.saved_peak
+    assert mem.saved_live > 0
+
+
+def test_naive_partitioning_peak_is_one_partition_at_a_time():
+    m, tree, ser, w, parts = partition_case(0)
+    mem, bound, own = partition_memory(m, tree, parts, w, ser, tt.naive_partitioned_backward)
+    assert mem.saved_live == 0 and mem.saved_peak > 0
+    assert mem.saved_peak <= max(own.values()) * 1.01 < bound
+
+
+def test_gateway_accumulation_in_fp32_is_bf16_exact():
+    """Relayed bf16 gradients summed in fp32 round once: equal to the exact sum rounded to bf16; in bf16 not."""
+    g = torch.Generator().manual_seed(0)
+    parts = [torch.randn(4096, generator=g).to(torch.bfloat16) for _ in range(8)]
+    like = torch.zeros(4096, dtype=torch.bfloat16)
+    exact = torch.stack([p.double() for p in parts]).sum(0).to(torch.bfloat16)
+    assert torch.equal(tt.accumulate_gateway_grads(parts, like), exact)
+    in_bf16 = tt.accumulate_gateway_grads(parts, like, acc_dtype=torch.bfloat16)
+    assert not torch.equal(in_bf16, exact)
+
+
+def test_partitioned_backward_runs_in_bf16():
+    m, tree, ser, w, parts = partition_case(0, torch.bfloat16)
+    m.zero_grad()
+    tt.tree_loss(m, tree, w, ser).backward()
+    g_full = grads(m)
+    m.zero_grad()
+    tt.partitioned_backward(m, tree, parts, w, ser)
+    rel = max(((a - b).float().norm() / b.float().norm().clamp_min(1e-30)).item() for a, b in zip(grads(m), g_full))
+    assert rel < 0.05
 
 
 def test_partitioned_backward_rejects_bad_cover():
@@ -249,6 +362,52 @@ def test_partitioned_backward_rejects_bad_cover():
     ser = tt.serialize(tree)
     with pytest.raises(ValueError, match="cover"):
         tt.partitioned_backward(m, tree, [tt.Partition(0, [tree.root], None)], tt.token_weights(tree, ser), ser)
+
+
+def test_interleaved_times():
+    out = tt.interleaved_times({"a": lambda: sum(range(1000)), "b": lambda: None}, repeats=3)
+    assert set(out) == {"cpu", "wall"} and out["wall"]["a"].shape == (3,) and (out["wall"]["a"] >= 0).all()
+    with pytest.raises(ValueError, match="repeats"):
+        tt.interleaved_times({"a": lambda: None}, repeats=0)
+    with pytest.raises(TypeError, match="fns"):
+        tt.interleaved_times({"a": 3}, repeats=1)
+
+
+def test_bad_input():
+    tree = make_tree(0)
+    ser = tt.serialize(tree)
+    rng = np.random.default_rng(0)
+    m = model()
+    cases = [
+        (TypeError, "rng", lambda: tt.random_tree(0, 4, [2], (1, 2), 9)),
+        (ValueError, "root_len", lambda: tt.random_tree(rng, 0, [2], (1, 2), 9)),
+        (TypeError, "root_len", lambda: tt.random_tree(rng, 2.5, [2], (1, 2), 9)),
+        (ValueError, "branching", lambda: tt.random_tree(rng, 4, [0], (1, 2), 9)),
+        (ValueError, "seg_len", lambda: tt.random_tree(rng, 4, [2], (3, 2), 9)),
+        (ValueError, "vocab", lambda: tt.random_tree(rng, 4, [2], (1, 2), 1)),
+        (ValueError, "mask_prob", lambda: tt.random_tree_by_parents(rng, 3, 2, 9, mask_prob=float("nan"))),
+        (TypeError, "coefs", lambda: tt.random_tree_by_parents(rng, 3, 2, 9, coefs=1)),
+        (ValueError, "max_len", lambda: tt.split_long_nodes(tree, 0)),
+        (ValueError, "horizon", lambda: tt.tree_mask_horizon(np.zeros(3, int))),
+        (TypeError, "horizon", lambda: tt.tree_mask_horizon(np.ones(3))),
+        (ValueError, "ser", lambda: tt.token_weights(tree, tt.serialize(make_tree(1, 3)))),
+        (ValueError, "mode", lambda: tt.branch_avg_loss(m, tree, "max")),
+        (ValueError, "vocabulary", lambda: tt.tree_logits(model(vocab=5), tree)),
+        (ValueError, "weights", lambda: tt.tree_loss(m, tree, np.ones(3), ser)),
+        (ValueError, "weights", lambda: tt.tree_loss(m, tree, np.full(len(ser), np.nan), ser)),
+        (ValueError, "pos", lambda: tt.tree_logits(m, tree, ser, pos=torch.arange(len(ser) + 1))),
+        (ValueError, "pred", lambda: tt.tree_logprobs(m, tree, ser, pred=np.arange(len(ser)) - 2)),
+        (TypeError, "budget", lambda: tt.partition_tree(tree, 2.0)),
+        (TypeError, r"parts\[0\]", lambda: tt.partition_tokens(tree, ["P"])),
+        (ValueError, "own_bytes", lambda: tt.chain_bound([tt.Partition(0, [0], None)], {})),
+        (TypeError, "model", lambda: tt.count_tokens(torch.nn.Linear(2, 2))),
+        (TypeError, "like", lambda: tt.accumulate_gateway_grads([], np.zeros(3))),
+        (TypeError, "n_head", lambda: tt.TreeLMConfig(n_head=2.0)),
+        (ValueError, "init_std", lambda: tt.TreeLMConfig(init_std=float("nan"))),
+    ]
+    for exc, word, fn in cases:
+        with pytest.raises(exc, match=word):
+            fn()
 
 
 def test_config_validation():
