@@ -32,9 +32,11 @@ __all__ = [
     "check_graph", "random_digraph", "edge_list", "dfs_trace", "networkx_dfs_walk", "dfs_state", "next_step",
     "is_valid_step", "sample_states", "lookahead_trace", "sign_embeddings", "one_hot_embeddings",
     "TwoLayerDFS", "OneLayerDFS", "full_attention", "rollout", "child_accuracy", "width_needed", "fit_exponent",
+    "width_bisect",
     "TokenCodec", "make_state_pool", "collate",
     "STATE_DATA", "structured_states", "structured_batch", "StructuredDFS", "StructuredOneLayer", "matrix_cosine",
-    "move_accuracy", "gradient_flow",
+    "move_accuracy", "gradient_flow", "CHECKPOINT_SLUG", "checkpoint_config", "width_limited_data",
+    "make_structured",
 ]
 
 
@@ -485,6 +487,53 @@ class TwoLayerDFS:
         k = int(self.forward(edges, trace).argmax())
         return None if k == self.n else k
 
+    def fast_logits(self, edges: np.ndarray, trace: Sequence[int]) -> np.ndarray:
+        """The same logits as :meth:`forward`, computed in closed form with NumPy (for large graphs).
+
+        Layer 1's *visited* head reads only the edge's head ``b``, so its flag is computed once per node instead of
+        once per edge; layer 2 is evaluated at the last position only. The constants are read off the heads.
+        """
+        e = check_graph(self.n, edges)
+        tr = np.asarray([_check_node(int(v), self.n, "trace node") for v in trace], dtype=np.int64)
+        if len(tr) == 0:
+            raise ValueError("trace must contain at least the source")
+        S, d, E = self.slots, self.d, self.emb
+        one, dst, node = S["one"].start, S["dst"].start, S["node"].start
+        beta1, sink1 = float(self.visited.wq[dst, 0]), float(self.visited.wq[one, d])
+        c_prev = -float(self.previous.wq[one, 1])
+        beta2 = float(self.child.wq[node, 0])
+        flag_w, tau, sink2 = (float(self.child.wq[one, d + j]) for j in range(3))
+        beta3, lam = float(self.parent.wq[node, 0]), -float(self.parent.wq[one, d])
+
+        def softmax(z: np.ndarray) -> np.ndarray:
+            z = np.exp(z - z.max(-1, keepdims=True))
+            return z / z.sum(-1, keepdims=True)
+
+        # layer 1, visited head, per node b: weight on the trace vs the sink; MLP threshold
+        ev = E[tr]
+        att1 = softmax(np.concatenate([np.full((self.n, 1), sink1), beta1 * E @ ev.T], 1))
+        raw = att1[:, 1:].sum(1)
+        flag = np.maximum(2 * raw - 0.5, 0) - np.maximum(2 * raw - 1.5, 0)
+        # layer 1, previous-token head: trace position p attends to positions 0 (sink) .. k
+        k = len(tr)
+        pos = np.arange(k + 1, dtype=np.float64)
+        prev_src = np.vstack([np.zeros((1, d)), ev])
+        p = np.arange(1, k + 1, dtype=np.float64)[:, None]
+        prev = softmax(2 * c_prev * (p - 1) * pos[None] - c_prev * pos[None] ** 2) @ prev_src
+        # layer 2 at the current node u: child head over edges + sink, parent head over the trace
+        eu = E[tr[-1]]
+        s_child = beta2 * (E @ eu)[e[:, 0]] + flag_w * flag[e[:, 1]] + tau * e[:, 1] / self.n
+        att2 = softmax(np.concatenate([[sink2], s_child]))
+        out = att2[1:] @ E[e[:, 1]] if len(e) else np.zeros(d)
+        att3 = softmax(beta3 * ev @ eu - lam * pos[1:])
+        out = out + 0.25 * att3 @ prev
+        return np.concatenate([E @ out, [0.125]])
+
+    def fast_step(self, edges: np.ndarray, trace: Sequence[int]) -> int | None:
+        """:meth:`step` computed with :meth:`fast_logits`."""
+        k = int(np.argmax(self.fast_logits(edges, trace)))
+        return None if k == self.n else k
+
 
 class OneLayerDFS:
     """The one-layer counterpart: one attention layer, two heads, linear readout.
@@ -547,12 +596,15 @@ def rollout(model: TwoLayerDFS, n: int, edges, s: int, t: int | None = None, max
     return trace
 
 
-def child_accuracy(model, adj: np.ndarray, states: Sequence[Sequence[int]]) -> float:
-    """Fraction of states where the model's move is a valid DFS move (an unvisited child when one exists)."""
+def child_accuracy(model, adj: np.ndarray, states: Sequence[Sequence[int]], fast: bool = False) -> float:
+    """Fraction of states where the model's move is a valid DFS move (an unvisited child when one exists).
+
+    ``fast``: use the model's closed-form ``fast_step`` (the same moves, for large graphs)."""
     if not states:
         raise ValueError("states must be non-empty")
     e = edge_list(adj)
-    return float(np.mean([is_valid_step(adj, s, model.step(e, s)) for s in states]))
+    step = model.fast_step if fast else model.step
+    return float(np.mean([is_valid_step(adj, s, step(e, s)) for s in states]))
 
 
 def width_needed(dims: Sequence[int], accs: Sequence[float], target: float = 0.95) -> float:
@@ -561,6 +613,29 @@ def width_needed(dims: Sequence[int], accs: Sequence[float], target: float = 0.9
         if a >= target:
             return float(d)
     return float("nan")
+
+
+def width_bisect(acc_at, dims: Sequence[int], target: float = 0.95) -> float:
+    """The smallest width in the increasing grid ``dims`` with ``acc_at(d) >= target``, found by bisection.
+
+    Assumes accuracy grows with width (it calls ``acc_at`` about log2(len(dims)) + 1 times); ``nan`` when even
+    the largest width misses the target.
+    """
+    dims = [int(d) for d in dims]
+    if not dims or any(b <= a for a, b in zip(dims, dims[1:])):
+        raise ValueError(f"dims must be a non-empty increasing sequence, got {dims}")
+    if not callable(acc_at):
+        raise TypeError(f"acc_at must be a function width -> accuracy, got {type(acc_at).__name__}")
+    if not acc_at(dims[-1]) >= target:
+        return float("nan")
+    lo, hi = -1, len(dims) - 1  # invariant: dims[hi] reaches the target, dims[lo] (if any) does not
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if acc_at(dims[mid]) >= target:
+            hi = mid
+        else:
+            lo = mid
+    return float(dims[hi])
 
 
 def fit_exponent(ns: Sequence[float], ws: Sequence[float]) -> float:
@@ -822,9 +897,10 @@ class StructuredDFS(torch.nn.Module):
         """Logits (B, V) over the next node (and, with ``record``, the flags and the child-head weights)."""
         E = self.E
         eb, ev, ea, eu = E[b["dst"]], E[b["trace"]], E[b["src"]], E[b["current"]]
-        # layer 1: every edge looks at the trace (score e_b W1 e_v) and reads the overlap of b with what it found
-        s1 = torch.bmm(eb @ self.W1, ev.transpose(1, 2)).masked_fill(~b["trace_mask"][:, None, :], -1e9)
-        flag = (s1.softmax(-1) * torch.bmm(eb, ev.transpose(1, 2))).sum(-1)
+        # layer 1: every edge looks at the trace (score e_b W1 e_v) and reads the overlap of b with what it found.
+        # The flag depends on the edge's head b only: computed once per node, then gathered for the edges.
+        s1 = ((E @ self.W1) @ ev.transpose(1, 2)).masked_fill(~b["trace_mask"][:, None, :], -1e9)  # (B, V, K)
+        flag = (s1.softmax(-1) * (E @ ev.transpose(1, 2))).sum(-1).gather(1, b["dst"])
         # layer 2: the current node picks an edge (a, b) with a = u, b unvisited, largest b; else the sink
         s2 = ((eu @ self.W2)[:, None, :] * ea).sum(-1) - self.gamma * flag + self.tau * b["dst"] / E.shape[0]
         s2 = s2.masked_fill(~b["edge_mask"], -1e9)
@@ -864,8 +940,10 @@ def move_accuracy(logits: Tensor, b: dict[str, Tensor]) -> dict[str, float]:
 
 def gradient_flow(model: torch.nn.Module, batch: dict[str, Tensor], steps: int, lr: float,
                   evals: dict[str, dict[str, Tensor]] | None = None, eval_every: int = 25,
-                  progress: bool = False) -> dict[str, list]:
+                  progress: bool = False, method: str = "gd") -> dict[str, list]:
     """Full-batch gradient descent (Euler steps of gradient flow) on the cross-entropy of the next move.
+
+    ``method="adam"`` uses full-batch Adam instead (to train to convergence; not gradient flow).
 
     Returns the history: ``step``, ``loss``, ``cos_W1``, ``cos_W2`` (cosine with the identity), ``gamma``, ``sink``
     and, for each named eval batch, ``<name>/all``, ``<name>/child``, ``<name>/backtrack`` (every ``eval_every``
@@ -877,8 +955,10 @@ def gradient_flow(model: torch.nn.Module, batch: dict[str, Tensor], steps: int, 
         raise ValueError(f"lr must be a positive finite number, got {lr!r}")
     if isinstance(eval_every, bool) or not isinstance(eval_every, (int, np.integer)) or eval_every < 1:
         raise ValueError(f"eval_every must be a positive int, got {eval_every!r}")
+    if method not in ("gd", "adam"):
+        raise ValueError(f"method must be 'gd' or 'adam', got {method!r}")
     evals = evals or {}
-    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    opt = (torch.optim.SGD if method == "gd" else torch.optim.Adam)(model.parameters(), lr=lr)
     hist: dict[str, list] = {"step": [], "loss": [], "cos_W1": [], "cos_W2": [], "gamma": [], "sink": []}
     rng_steps = range(steps + 1)
     if progress:
@@ -942,3 +1022,43 @@ class StructuredOneLayer(torch.nn.Module):
         s1 = ((eu @ self.W1)[:, None, :] * ev).sum(-1).masked_fill(~b["trace_mask"], -1e9)
         visited = (s1.softmax(-1)[:, :, None] * ev).sum(1)
         return self.rho * (child - self.gamma * visited) @ E.T
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The width-limited trained comparison (checkpoint: data/12_transformer_dfs/make_models.py)
+# --------------------------------------------------------------------------------------------------------------
+CHECKPOINT_SLUG = "12_transformer_dfs"
+
+
+def checkpoint_config(name: str = "width_limited") -> dict:
+    """The config of the chapter's checkpoint ``width_limited``: :class:`StructuredDFS` vs
+    :class:`StructuredOneLayer` (same parameter count) on N-node graphs with sign embeddings of width
+    ``d = N / 2``, trained by full-batch Adam on curated states, one run per seed."""
+    if name != "width_limited":
+        raise ValueError(f"name must be 'width_limited', got {name!r}")
+    return dict(N=16, d=8, p=0.3, n_train=800, n_test=600, steps=600, lr=0.1, method="adam", tau=1.0, rho=10.0,
+                seeds=[0, 1, 2], models=["two", "one"], stream=11, eval_every=50)
+
+
+def width_limited_data(cfg: dict, seed: int) -> tuple[list[dict], list[dict], np.ndarray]:
+    """(training states, test states on unseen graphs, sign embeddings) of one seed of the width-limited run."""
+    for key in ("N", "d", "p", "n_train", "n_test", "stream"):
+        if key not in cfg:
+            raise ValueError(f"cfg must have key {key!r}; got keys {sorted(cfg)}")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed must be a non-negative int, got {seed!r}")
+    rng = np.random.default_rng([int(seed), int(cfg["stream"])])
+    N = int(cfg["N"])
+    train_items = structured_states(int(cfg["n_train"]), N, (N, N), float(cfg["p"]), rng, "curated")
+    test_items = structured_states(int(cfg["n_test"]), N, (N, N), float(cfg["p"]), rng, "full",
+                                   exclude={it["key"] for it in train_items})
+    emb = np.eye(N) if int(cfg["d"]) == N else sign_embeddings(N, int(cfg["d"]), rng)
+    return train_items, test_items, emb
+
+
+def make_structured(kind: str, emb: np.ndarray, cfg: dict) -> torch.nn.Module:
+    """A fresh :class:`StructuredDFS` (``kind="two"``) or :class:`StructuredOneLayer` (``"one"``)."""
+    if kind not in ("two", "one"):
+        raise ValueError(f"kind must be 'two' or 'one', got {kind!r}")
+    cls = StructuredDFS if kind == "two" else StructuredOneLayer
+    return cls(emb, tau=float(cfg.get("tau", 1.0)), rho=float(cfg.get("rho", 10.0)))

@@ -272,3 +272,36 @@ def test_matrix_cosine_properties(d, scale, seed):
     assert T.matrix_cosine(scale * np.eye(d)) == pytest.approx(1.0)
     assert T.matrix_cosine(W, W) == pytest.approx(1.0)
     assert T.matrix_cosine(np.zeros((d, d))) == 0.0
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(1, 200), min_size=1, max_size=12, unique=True), st.integers(0, 250))
+def test_width_bisect_matches_scan_for_monotone_accuracy(dims, threshold):
+    dims = sorted(dims)
+    calls = []
+
+    def acc_at(d):
+        calls.append(d)
+        return 1.0 if d >= threshold else 0.0
+
+    want = next((float(d) for d in dims if d >= threshold), float("nan"))
+    got = T.width_bisect(acc_at, dims)
+    assert (np.isnan(got) and np.isnan(want)) or got == want
+    assert len(calls) <= int(np.ceil(np.log2(len(dims)))) + 2
+
+
+def test_fast_logits_equal_forward():
+    rng = np.random.default_rng(7)
+    for _ in range(6):
+        n = int(rng.integers(3, 14))
+        adj = T.random_digraph(n, rng, p=0.4)
+        if not adj.any():
+            continue
+        model = T.TwoLayerDFS(T.sign_embeddings(n, int(rng.integers(2, 10)), rng))
+        e = T.edge_list(adj)
+        for st_ in T.sample_states(adj, rng, 4):
+            fast = model.fast_logits(e, st_)
+            np.testing.assert_allclose(fast, model.forward(e, st_).numpy(), atol=1e-9)
+            top2 = np.sort(fast)[-2:]
+            if top2[1] - top2[0] > 1e-6:  # equal logits (identical narrow embeddings) may break ties differently
+                assert model.fast_step(e, st_) == model.step(e, st_)
