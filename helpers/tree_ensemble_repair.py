@@ -32,6 +32,8 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.optimize import Bounds, LinearConstraint, milp
 
+from helpers import validate as V
+
 __all__ = [
     "Tree", "TreeEnsemble", "from_sklearn", "reference_scores", "to_sklearn",
     "FairPair", "SafeState", "VerifyResult", "verify_fairness", "verify_box", "fairness_cells_bruteforce",
@@ -53,8 +55,22 @@ class Tree:
     right: np.ndarray
     leaves: np.ndarray  # node ids of the leaves, in order (local leaf index = position here)
 
+    def __post_init__(self) -> None:
+        self.feature = V.array("feature", self.feature, ndim=1, dtype="int", nonempty=True)
+        n = len(self.feature)
+        self.threshold = V.array("threshold", self.threshold, shape=(n,), dtype="float")
+        self.left = V.array("left", self.left, shape=(n,), dtype="int", min=-1, max=n - 1)
+        self.right = V.array("right", self.right, shape=(n,), dtype="int", min=-1, max=n - 1)
+        self.leaves = V.array("leaves", self.leaves, ndim=1, dtype="int", nonempty=True, min=0, max=n - 1)
+        inner = self.feature >= 0
+        if np.any(self.left[inner] < 0) or np.any(self.right[inner] < 0):
+            raise ValueError("left and right must give both children of every inner node (feature >= 0)")
+        if not np.array_equal(np.sort(self.leaves), np.flatnonzero(~inner)):
+            raise ValueError("leaves must list the nodes with feature < 0, in order")
+
     def leaves_under(self, node: int) -> list[int]:
         """Local leaf indices of the leaves in the subtree of ``node``."""
+        node = V.index("node", node, len(self.feature))
         pos = {int(n): i for i, n in enumerate(self.leaves)}
         out, stack = [], [node]
         while stack:
@@ -87,6 +103,23 @@ class TreeEnsemble:
     leaf_offset: np.ndarray = field(init=False)
 
     def __post_init__(self) -> None:
+        V.sequence("trees", self.trees, min_len=1, of=lambda k, t: V.instance(k, t, Tree))
+        self.n_features = V.integer("n_features", self.n_features, min=1)
+        self.base = V.array("base", self.base, ndim=1, dtype="float", nonempty=True)
+        self.values = V.array("values", self.values, ndim=1, dtype="float")
+        n_leaves = sum(len(t.leaves) for t in self.trees)
+        self.slot_leaf = V.array("slot_leaf", self.slot_leaf, shape=self.values.shape, dtype="int", min=0,
+                                 max=n_leaves - 1)
+        self.slot_out = V.array("slot_out", self.slot_out, shape=self.values.shape, dtype="int", min=0,
+                                max=len(self.base) - 1)
+        self.classes = V.array("classes", self.classes, ndim=1) if not isinstance(self.classes, np.ndarray) \
+            or self.classes.dtype.kind not in "USO" else self.classes
+        if len(self.classes) < 2 or len(self.classes) < len(self.base):
+            raise ValueError(f"classes must hold >= 2 classes (and one per output), got {len(self.classes)}")
+        V.instance("source", self.source, str)
+        for t in self.trees:
+            if t.feature.max(initial=-1) >= self.n_features:
+                raise ValueError(f"trees split on feature {t.feature.max()}, but n_features={self.n_features}")
         self.leaf_offset = np.concatenate([[0], np.cumsum([len(t.leaves) for t in self.trees])]).astype(int)
 
     @property
@@ -103,20 +136,21 @@ class TreeEnsemble:
 
     def with_values(self, values: np.ndarray) -> TreeEnsemble:
         """A copy with other leaf values (same structure)."""
-        values = np.asarray(values, dtype=float)
-        if values.shape != self.values.shape:
-            raise ValueError(f"values must have shape {self.values.shape}, got {values.shape}")
+        values = self._check_values(values)
         out = copy.copy(self)
         out.values = values.copy()
         return out
 
-    def _check_X(self, X: np.ndarray) -> np.ndarray:
-        X = np.asarray(X, dtype=float)
+    def _check_X(self, X: np.ndarray, name: str = "X") -> np.ndarray:
+        X = V.array(name, X, ndim=(1, 2), dtype="float").astype(float)
         if X.ndim == 1:
             X = X[None, :]
-        if X.ndim != 2 or X.shape[1] != self.n_features:
-            raise ValueError(f"X must have shape (n, {self.n_features}), got {X.shape}")
+        if X.shape[1] != self.n_features:
+            raise ValueError(f"{name} must have shape (n, {self.n_features}), got {X.shape}")
         return X
+
+    def _check_values(self, values: np.ndarray, name: str = "values") -> np.ndarray:
+        return V.array(name, values, shape=self.values.shape, dtype="float").astype(float)
 
     def apply(self, X: np.ndarray) -> np.ndarray:
         """Local leaf index reached in every tree, shape (n, n_trees). Compares in float32 like scikit-learn."""
@@ -148,7 +182,7 @@ class TreeEnsemble:
 
     def decision(self, X: np.ndarray, values: np.ndarray | None = None) -> np.ndarray:
         """Scores: shape (n,) for a binary model, (n, K) for a multiclass one."""
-        v = self.values if values is None else np.asarray(values, dtype=float)
+        v = self.values if values is None else self._check_values(values)
         F = np.stack([R @ v for R in self.design(X)], axis=1) + self.base
         return F[:, 0] if self.n_outputs == 1 else F
 
@@ -259,6 +293,9 @@ def from_sklearn(model) -> TreeEnsemble:
 def reference_scores(model, X: np.ndarray) -> np.ndarray:
     """What :meth:`TreeEnsemble.decision` must reproduce, computed by scikit-learn itself."""
     kind = _kind(model)
+    X = V.array("X", X, ndim=2, dtype="float")
+    if X.shape[1] != model.n_features_in_:
+        raise ValueError(f"X must have shape (n, {model.n_features_in_}), got {X.shape}")
     if kind == "gb":
         return model.decision_function(X)
     P = model.predict_proba(X)
@@ -270,9 +307,11 @@ def to_sklearn(model, ens: TreeEnsemble, values: np.ndarray):
     if _kind(model) != "gb":
         raise ValueError("only gradient boosting can take arbitrary leaf values back (a forest's leaves are "
                          "normalised class frequencies)")
-    values = np.asarray(values, dtype=float)
-    if values.shape != ens.values.shape:
-        raise ValueError(f"values must have shape {ens.values.shape}, got {values.shape}")
+    _check_ens(ens)
+    if ens.source != type(model).__name__ or len(ens.trees) != model.estimators_.size:
+        raise ValueError(f"ens must be from_sklearn(model): it has {len(ens.trees)} trees from {ens.source!r}, "
+                         f"model has {model.estimators_.size} from {type(model).__name__}")
+    values = ens._check_values(values)
     new = copy.deepcopy(model)
     lr = float(model.learning_rate)
     t = 0
@@ -294,6 +333,10 @@ class FairPair:
     x: np.ndarray
     x_prime: np.ndarray
 
+    def __post_init__(self) -> None:
+        self.x = V.array("x", self.x, ndim=1, dtype="float", nonempty=True).astype(float)
+        self.x_prime = V.array("x_prime", self.x_prime, shape=self.x.shape, dtype="float").astype(float)
+
 
 @dataclass
 class SafeState:
@@ -301,6 +344,10 @@ class SafeState:
 
     x: np.ndarray
     safe: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        self.x = V.array("x", self.x, ndim=1, dtype="float", nonempty=True).astype(float)
+        self.safe = tuple(V.sequence("safe", self.safe, of=lambda k, a: V.integer(k, a, min=0)))  # () allowed
 
 
 @dataclass
@@ -314,12 +361,41 @@ class VerifyResult:
 def _domain(ens: TreeEnsemble, domain) -> tuple[np.ndarray, np.ndarray]:
     if domain is None:
         return np.full(ens.n_features, -np.inf), np.full(ens.n_features, np.inf)
-    lo, hi = (np.asarray(d, dtype=float) for d in domain)
-    if lo.shape != (ens.n_features,) or hi.shape != (ens.n_features,):
-        raise ValueError(f"domain must be (lo, hi) with {ens.n_features} entries each")
-    if np.any(lo > hi):
-        raise ValueError("domain lo must be <= hi")
+    if isinstance(domain, (str, bytes)) or not isinstance(domain, (tuple, list)) or len(domain) != 2:
+        raise TypeError(f"domain must be a pair (lo, hi) of arrays, got {V.describe(domain)}")
+    return _bounds(ens, *domain, names=("domain lo", "domain hi"))
+
+
+def _bounds(ens: TreeEnsemble, lo, hi, names: tuple[str, str] = ("lo", "hi")) -> tuple[np.ndarray, np.ndarray]:
+    """Per-feature bounds (±inf allowed, NaN not), lo <= hi."""
+    lo, hi = (V.array(n, d, shape=(ens.n_features,), dtype="float", finite=False).astype(float)
+              for n, d in zip(names, (lo, hi)))
+    for n, d in zip(names, (lo, hi)):
+        if np.isnan(d).any():
+            raise ValueError(f"{n} must not contain NaN")
+    if not np.all(lo <= hi):
+        raise ValueError(f"{names[0]} must be <= {names[1]} in every feature, got {lo.tolist()} > {hi.tolist()}")
     return lo, hi
+
+
+def _mask(ens: TreeEnsemble, name: str, x) -> np.ndarray:
+    """A per-feature boolean mask (None: all False)."""
+    if x is None:
+        return np.zeros(ens.n_features, bool)
+    a = V.array(name, x, shape=(ens.n_features,))
+    if a.dtype.kind not in "biu" or not np.isin(a, (0, 1)).all():
+        raise TypeError(f"{name} must be a boolean mask of {ens.n_features} features, got {V.describe(x)}")
+    return a.astype(bool)
+
+
+def _pair(name: str, values) -> tuple[float, float]:
+    """Two finite numbers (the protected attribute's two values)."""
+    if isinstance(values, (str, bytes)) or not isinstance(values, (tuple, list, np.ndarray)) or len(values) != 2:
+        raise TypeError(f"{name} must be a pair of numbers, got {V.describe(values)}")
+    a, b = V.number(f"{name}[0]", values[0]), V.number(f"{name}[1]", values[1])
+    if a == b:
+        raise ValueError(f"{name} must be two different values, got {a} twice")
+    return a, b
 
 
 class _Encoding:
@@ -443,9 +519,10 @@ def _lin(*terms: tuple[float, dict[int, float]]) -> dict[int, float]:
     return out
 
 
-def _check_ens(ens) -> None:
+def _check_ens(ens) -> TreeEnsemble:
     if not isinstance(ens, TreeEnsemble):
-        raise TypeError(f"ens must be a TreeEnsemble (see from_sklearn), got {type(ens).__name__}")
+        raise TypeError(f"ens must be a TreeEnsemble (see from_sklearn), got {V.describe(ens)}")
+    return ens
 
 
 def verify_fairness(ens: TreeEnsemble, protected: int, values: tuple[float, float] = (0.0, 1.0), *,
@@ -463,13 +540,15 @@ def verify_fairness(ens: TreeEnsemble, protected: int, values: tuple[float, floa
     _check_ens(ens)
     if ens.n_outputs != 1:
         raise ValueError("verify_fairness needs a binary ensemble (one output)")
-    if not 0 <= protected < ens.n_features:
-        raise ValueError(f"protected must be a feature index in [0, {ens.n_features}), got {protected}")
-    if max_count < 1:
-        raise ValueError("max_count must be >= 1")
+    protected = V.index("protected", protected, ens.n_features)
+    values = _pair("values", values)
+    max_count = V.integer("max_count", max_count, min=1)
+    eps, time_limit = V.positive("eps", eps), V.positive("time_limit", time_limit)
+    most_violating = V.boolean("most_violating", most_violating)
     lo, hi = _domain(ens, domain)
-    integer = np.zeros(ens.n_features, bool) if integer is None else np.asarray(integer, bool)
-    fill = np.where(np.isfinite(lo), lo, 0.0) if fill is None else np.asarray(fill, dtype=float)
+    integer = _mask(ens, "integer", integer)
+    fill = np.where(np.isfinite(lo), lo, 0.0) if fill is None else V.array(
+        "fill", fill, shape=(ens.n_features,), dtype="float").astype(float)
     t0 = time.perf_counter()
     found, statuses, verified = [], [], True
     for a, b in [values, values[::-1]]:
@@ -508,10 +587,11 @@ def verify_box(ens: TreeEnsemble, action: int, lo, hi, *, integer=None, max_coun
     _check_ens(ens)
     if ens.n_outputs < 2:
         raise ValueError("verify_box needs a multiclass ensemble")
-    if not 0 <= action < ens.n_outputs:
-        raise ValueError(f"action must be in [0, {ens.n_outputs}), got {action}")
-    lo, hi = _domain(ens, (lo, hi))
-    integer = np.zeros(ens.n_features, bool) if integer is None else np.asarray(integer, bool)
+    action = V.index("action", action, ens.n_outputs)
+    lo, hi = _bounds(ens, lo, hi)
+    integer = _mask(ens, "integer", integer)
+    max_count = V.integer("max_count", max_count, min=1)
+    eps, time_limit = V.positive("eps", eps), V.positive("time_limit", time_limit)
     t0 = time.perf_counter()
     enc = _Encoding(ens, [{}], lo, hi)
     fa, ba = enc.score(0, action)
@@ -568,8 +648,14 @@ def fairness_cells_bruteforce(ens: TreeEnsemble, protected: int, values=(0.0, 1.
                               eps: float = 1e-4) -> np.ndarray:
     """All threshold cells (one point each, protected = ``values[0]``) whose pair is a counterexample, by
     enumeration; the reference the verifier MILP is compared against on small ensembles."""
+    _check_ens(ens)
+    if ens.n_outputs != 1:
+        raise ValueError("fairness_cells_bruteforce needs a binary ensemble (one output)")
+    protected = V.index("protected", protected, ens.n_features)
+    values = _pair("values", values)
+    eps = V.positive("eps", eps)
     lo, hi = _domain(ens, domain)
-    integer = np.zeros(ens.n_features, bool) if integer is None else np.asarray(integer, bool)
+    integer = _mask(ens, "integer", integer)
     X = _cells(ens, {protected}, lo, hi, integer, np.where(np.isfinite(lo), lo, 0.0))
     X0, X1 = X.copy(), X.copy()
     X0[:, protected], X1[:, protected] = values
@@ -580,8 +666,13 @@ def fairness_cells_bruteforce(ens: TreeEnsemble, protected: int, values=(0.0, 1.
 
 def box_bruteforce(ens: TreeEnsemble, action: int, lo, hi, *, integer=None, eps: float = 1e-4) -> np.ndarray:
     """All threshold cells in the box where ``action`` wins by ``eps`` (one point each), by enumeration."""
-    lo, hi = _domain(ens, (lo, hi))
-    integer = np.zeros(ens.n_features, bool) if integer is None else np.asarray(integer, bool)
+    _check_ens(ens)
+    if ens.n_outputs < 2:
+        raise ValueError("box_bruteforce needs a multiclass ensemble")
+    action = V.index("action", action, ens.n_outputs)
+    eps = V.positive("eps", eps)
+    lo, hi = _bounds(ens, lo, hi)
+    integer = _mask(ens, "integer", integer)
     X = _cells(ens, set(), lo, hi, integer, np.clip(np.zeros(ens.n_features), lo, hi))
     F = ens.decision(X)
     others = np.delete(F, action, axis=1)
@@ -590,7 +681,10 @@ def box_bruteforce(ens: TreeEnsemble, action: int, lo, hi, *, integer=None, eps:
 
 def flip_rate(predict, X: np.ndarray, protected: int, values=(0.0, 1.0)) -> float:
     """Share of rows whose prediction changes when the protected attribute is set to each of ``values``."""
-    X = np.asarray(X, dtype=float)
+    V.function("predict", predict)
+    X = V.array("X", X, ndim=2, dtype="float", nonempty=True).astype(float)
+    protected = V.index("protected", protected, X.shape[1])
+    values = _pair("values", values)
     X0, X1 = X.copy(), X.copy()
     X0[:, protected], X1[:, protected] = values
     return float(np.mean(predict(X0) != predict(X1)))
@@ -600,9 +694,12 @@ def safety_counterexamples(ens: TreeEnsemble, states: np.ndarray, safe: Sequence
                            values: np.ndarray | None = None) -> list[SafeState]:
     """Exhaustive safety verifier over a finite state set: the states whose chosen action is not safe."""
     _check_ens(ens)
-    states = ens._check_X(states)
+    states = ens._check_X(states, "states")
+    safe = V.sequence("safe", safe, of=lambda k, a: V.sequence(k, a, of=lambda k2, b: V.integer(k2, b, min=0)))
     if len(safe) != len(states):
-        raise ValueError(f"safe must list the safe actions of each of the {len(states)} states")
+        raise ValueError(f"safe must list the safe actions of each of the {len(states)} states, got {len(safe)}")
+    if values is not None:
+        values = ens._check_values(values)
     act = ens.predict_index(states, values)
     return [SafeState(states[i], tuple(int(a) for a in safe[i])) for i in range(len(states))
             if act[i] not in set(safe[i])]
@@ -666,10 +763,14 @@ class _Rows:
 
 
 def _targets_index(ens: TreeEnsemble, y) -> np.ndarray:
+    if y is None or isinstance(y, (str, bytes)):
+        raise TypeError(f"y_keep must be an array of class labels, got {V.describe(y)}")
     y = np.asarray(y)
+    if y.dtype.kind == "f" and not np.isfinite(y).all():
+        raise ValueError("y_keep must not contain NaN/inf labels")
     idx = np.searchsorted(ens.classes, y)
     if np.any(idx >= len(ens.classes)) or np.any(ens.classes[np.minimum(idx, len(ens.classes) - 1)] != y):
-        raise ValueError(f"labels must be among the model's classes {ens.classes.tolist()}")
+        raise ValueError(f"y_keep labels must be among the model's classes {ens.classes.tolist()}")
     return idx
 
 
@@ -716,22 +817,33 @@ def repair(ens: TreeEnsemble, X_keep: np.ndarray, y_keep=None, *, pairs: Sequenc
     incumbent on a busy machine).
     """
     _check_ens(ens)
-    X_keep = ens._check_X(X_keep)
-    if delta <= 0 or eps <= 0 or mu < 0:
-        raise ValueError("need delta > 0, eps > 0, mu >= 0")
+    X_keep = ens._check_X(X_keep, "X_keep")
+    delta, eps, mu = V.positive("delta", delta), V.positive("eps", eps), V.nonnegative("mu", mu)
+    relax = V.boolean("relax", relax)
+    time_limit, mip_rel_gap = V.positive("time_limit", time_limit), V.nonnegative("mip_rel_gap", mip_rel_gap)
+    node_limit = V.optional(V.integer, "node_limit", node_limit, min=1)
+    pairs = V.sequence("pairs", pairs, of=lambda k, x: V.instance(k, x, FairPair))
+    unsafe = V.sequence("unsafe", unsafe, of=lambda k, x: V.instance(k, x, SafeState))
+    for i, pr in enumerate(pairs):
+        if pr.x.shape != (ens.n_features,):
+            raise ValueError(f"pairs[{i}] must hold inputs of {ens.n_features} features, got {pr.x.shape}")
+    for i, st in enumerate(unsafe):
+        if st.x.shape != (ens.n_features,):
+            raise ValueError(f"unsafe[{i}] must hold a state of {ens.n_features} features, got {st.x.shape}")
     if pairs and ens.n_outputs != 1:
-        raise ValueError("fairness pairs need a binary ensemble")
+        raise ValueError("pairs: fairness pairs need a binary ensemble")
     if unsafe and ens.n_outputs < 2:
-        raise ValueError("safety states need a multiclass ensemble")
+        raise ValueError("unsafe: safety states need a multiclass ensemble")
     for st in unsafe:
         if not st.safe or not all(0 <= a < ens.n_outputs for a in st.safe):
-            raise ValueError(f"each state needs a non-empty set of safe action indices in [0, {ens.n_outputs})")
+            raise ValueError(f"unsafe: each state needs a non-empty set of safe action indices in "
+                             f"[0, {ens.n_outputs}), got {st.safe}")
     t0 = time.perf_counter()
     v0 = ens.values.copy()
     S, P, J = ens.n_slots, len(X_keep), len(pairs)
     target = ens.predict_index(X_keep) if y_keep is None else _targets_index(ens, y_keep)
-    if len(target) != P:
-        raise ValueError(f"y_keep must have {P} labels")
+    if target.shape != (P,):
+        raise ValueError(f"y_keep must have shape ({P},), one label per row of X_keep, got {target.shape}")
     U_index = [(s, a) for s, st in enumerate(unsafe) for a in st.safe]
     U = 0 if relax else len(U_index)
     Jz = 0 if relax else J
@@ -845,8 +957,12 @@ def check_repair(ens: TreeEnsemble, result: RepairResult) -> float:
     ``eps``, both inputs of every pair in the chosen common class with margin, every unsafe state taking the chosen
     safe action with margin, and the MILP rows themselves. Returns the maximal violation (0 when all hold).
     """
+    _check_ens(ens)
+    V.instance("result", result, RepairResult)
     if not result.ok:
-        raise ValueError("the repair found no solution; nothing to check")
+        raise ValueError("result holds no solution (the repair found none); nothing to check")
+    if result.values.shape != ens.values.shape:
+        raise ValueError(f"result must be a repair of ens: {result.values.shape} values, ens has {ens.values.shape}")
     pr, v, eps = result.problem, result.values, result.problem["eps"]
     worst = [0.0, float(np.max(np.abs(v - ens.values)) - pr["delta"])]
     x = pr["x"]
@@ -891,6 +1007,10 @@ def fixed_fraction(ens: TreeEnsemble, values: np.ndarray, pairs: Sequence[FairPa
     ``predict`` (e.g. a repaired scikit-learn model's ``predict``) evaluates with the real model; by default the
     additive model with ``values`` is used.
     """
+    values = _check_ens(ens)._check_values(values)
+    pairs = V.sequence("pairs", pairs, of=lambda k, x: V.instance(k, x, FairPair))
+    unsafe = V.sequence("unsafe", unsafe, of=lambda k, x: V.instance(k, x, SafeState))
+    V.optional(V.function, "predict", predict)
     pred = predict if predict is not None else (lambda X: ens.predict(X, values))
     ok = []
     if pairs:
@@ -920,6 +1040,17 @@ class GridWorld:
     start: tuple[int, int]
     gamma: float = 0.95
 
+    def __post_init__(self) -> None:
+        self.size = V.integer("size", self.size, min=2)
+        self.lava = V.array("lava", self.lava, shape=(self.size, self.size), dtype="bool")
+        self.goal, self.start = self._cell("goal", self.goal), self._cell("start", self.start)
+        self.gamma = V.number("gamma", self.gamma, min=0, max=1, strict_min=True, strict_max=True)
+
+    def _cell(self, name: str, rc) -> tuple[int, int]:
+        if isinstance(rc, (str, bytes)) or not isinstance(rc, (tuple, list, np.ndarray)) or len(rc) != 2:
+            raise TypeError(f"{name} must be a (row, col) pair, got {V.describe(rc)}")
+        return V.index(f"{name} row", rc[0], self.size), V.index(f"{name} col", rc[1], self.size)
+
     def states(self) -> np.ndarray:
         """All cells as (row, col) feature rows."""
         return np.array([(r, c) for r in range(self.size) for c in range(self.size)], dtype=float)
@@ -940,21 +1071,22 @@ class GridWorld:
 
     def expert(self, iters: int = 500) -> np.ndarray:
         """Optimal action per cell by value iteration (reward +1 at the goal, -1 in lava, discount gamma)."""
-        V = np.zeros((self.size, self.size))
+        iters = V.integer("iters", iters, min=1)
+        V_ = np.zeros((self.size, self.size))
         for _ in range(iters):
-            new = V.copy()
+            new = V_.copy()
             for r in range(self.size):
                 for c in range(self.size):
                     if not self.terminal(r, c):
-                        new[r, c] = max(self.reward(*s) + self.gamma * V[s] * (not self.terminal(*s))
+                        new[r, c] = max(self.reward(*s) + self.gamma * V_[s] * (not self.terminal(*s))
                                         for s in (self.step(r, c, a) for a in range(4)))
-            if np.allclose(new, V, atol=1e-12):
+            if np.allclose(new, V_, atol=1e-12):
                 break
-            V = new
+            V_ = new
         pol = np.zeros((self.size, self.size), dtype=int)
         for r in range(self.size):
             for c in range(self.size):
-                q = [self.reward(*s) + self.gamma * V[s] * (not self.terminal(*s))
+                q = [self.reward(*s) + self.gamma * V_[s] * (not self.terminal(*s))
                      for s in (self.step(r, c, a) for a in range(4))]
                 pol[r, c] = int(np.argmax(q))
         return pol
@@ -962,7 +1094,8 @@ class GridWorld:
     def rollout(self, policy: np.ndarray, start: tuple[int, int] | None = None) -> tuple[float, list]:
         """Discounted return of a deterministic policy (a (size, size) action grid) from ``start``, and its path.
         A path that revisits a cell loops for ever and returns 0."""
-        r, c = self.start if start is None else start
+        policy = V.array("policy", policy, shape=(self.size, self.size), dtype="int", min=0, max=3)
+        r, c = self.start if start is None else self._cell("start", start)
         path, seen, ret, disc = [(r, c)], {(r, c)}, 0.0, 1.0
         while not self.terminal(r, c):
             r, c = self.step(r, c, int(policy[r, c]))
@@ -978,8 +1111,9 @@ class GridWorld:
 def make_gridworld(size: int = 8, n_lava: int = 8, seed: int = 0) -> GridWorld:
     """A random ``size`` x ``size`` grid with ``n_lava`` lava cells, start top-left, goal bottom-right, where the
     goal stays reachable from the start."""
-    if size < 3 or not 0 <= n_lava <= size * size - 2:
-        raise ValueError("need size >= 3 and 0 <= n_lava <= size*size - 2")
+    size = V.integer("size", size, min=3)
+    n_lava = V.integer("n_lava", n_lava, min=0, max=size * size - 2)
+    seed = V.seed("seed", seed)
     rng = np.random.default_rng(seed)
     start, goal = (0, 0), (size - 1, size - 1)
     for _ in range(1000):

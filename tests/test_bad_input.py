@@ -580,6 +580,98 @@ case("anchor_video_edit.random_appearance_edit", ave.random_appearance_edit,
      more={"masks": [_CLIP.masks[:2]], "rng": [0]})
 
 
+# ------------------------------------------------------------------------------------------ tree_ensemble_repair
+from sklearn.ensemble import GradientBoostingClassifier  # noqa: E402
+
+from helpers import tree_ensemble_repair as ter  # noqa: E402
+
+_XT = np.random.default_rng(0).integers(0, 3, (40, 2)).astype(float)
+_GB2 = GradientBoostingClassifier(n_estimators=2, max_depth=2, random_state=0).fit(_XT, _XT[:, 0] > _XT[:, 1])
+_GB3 = GradientBoostingClassifier(n_estimators=2, max_depth=2, random_state=0).fit(_XT, _XT.sum(1).astype(int) % 3)
+_E2, _E3 = ter.from_sklearn(_GB2), ter.from_sklearn(_GB3)
+_TR0 = _E2.trees[0]
+_FP = ter.FairPair(np.array([0.0, 1.0]), np.array([1.0, 1.0]))
+_SS = ter.SafeState(np.array([0.0, 1.0]), (0, 1))
+_REP = ter.repair(_E2, _XT[:5], delta=1.0)
+_GW = ter.make_gridworld(3, 1, seed=0)
+_BADX = [np.zeros((2, 3)), np.zeros((2, 2, 2))]
+
+case("tree_ensemble_repair.Tree", ter.Tree,
+     lambda: dict(feature=_TR0.feature, threshold=_TR0.threshold, left=_TR0.left, right=_TR0.right,
+                  leaves=_TR0.leaves),
+     more={"left": [_TR0.left + 100], "leaves": [_TR0.leaves[:1]], "feature": [_TR0.feature.astype(float)]})
+case("tree_ensemble_repair.Tree.leaves_under", _TR0.leaves_under, lambda: dict(node=0),
+     more={"node": [len(_TR0.feature)]})
+case("tree_ensemble_repair.TreeEnsemble", ter.TreeEnsemble,
+     lambda: dict(trees=_E2.trees, n_features=2, base=_E2.base, values=_E2.values, slot_leaf=_E2.slot_leaf,
+                  slot_out=_E2.slot_out, classes=_E2.classes, source="x"),
+     skip={"values": {"empty"}, "source": {"unknown"}},  # (empty values: slot_leaf mismatches; any source label)
+     more={"trees": [[], [3]], "n_features": [1, "zero"], "slot_leaf": [_E2.slot_leaf + 1000],
+           "slot_out": [_E2.slot_out + 1], "classes": [_E2.classes[:1]]})
+for _m in ("apply", "incidence", "design"):
+    case(f"tree_ensemble_repair.TreeEnsemble.{_m}", getattr(_E2, _m), lambda: dict(X=_XT[:3]), more={"X": _BADX})
+case("tree_ensemble_repair.TreeEnsemble.decision", _E2.decision, lambda: dict(X=_XT[:3], values=_E2.values),
+     skip={"values": {"none"}, "X": {"ndim"}}, more={"X": _BADX, "values": [_E2.values[:2]]})
+case("tree_ensemble_repair.TreeEnsemble.with_values", _E2.with_values, lambda: dict(values=_E2.values),
+     more={"values": [_E2.values[:2]]})
+case("tree_ensemble_repair.from_sklearn", ter.from_sklearn, lambda: dict(model=_GB2),
+     more={"model": [GradientBoostingClassifier()]})
+case("tree_ensemble_repair.reference_scores", ter.reference_scores, lambda: dict(model=_GB2, X=_XT[:3]),
+     more={"X": [np.zeros((2, 3))]})
+case("tree_ensemble_repair.to_sklearn", ter.to_sklearn, lambda: dict(model=_GB2, ens=_E2, values=_E2.values),
+     more={"ens": [_E3], "values": [_E2.values[:1]]})
+case("tree_ensemble_repair.FairPair", ter.FairPair, lambda: dict(x=np.zeros(2), x_prime=np.ones(2)),
+     more={"x_prime": [np.ones(3)]})
+case("tree_ensemble_repair.SafeState", ter.SafeState, lambda: dict(x=np.zeros(2), safe=(0, 1)),
+     more={"safe": [(0.5,), (-1,)]})
+case("tree_ensemble_repair.verify_fairness", ter.verify_fairness,
+     lambda: dict(ens=_E2, protected=0, values=(0.0, 1.0), domain=(np.zeros(2), np.full(2, 2.0)),
+                  integer=np.ones(2, bool), fill=np.zeros(2), max_count=2, eps=1e-4, most_violating=False,
+                  time_limit=10.0),
+     skip={"domain": {"none"}, "integer": {"none", "ndim"}, "fill": {"none"}},  # None: defaults
+     more={"ens": [_E3], "protected": [2], "values": [(0.0,), (1.0, 1.0), (0.0, math.nan)],
+           "domain": [(np.ones(2), np.zeros(2)), (np.zeros(3), np.ones(3)), (np.full(2, math.nan), np.ones(2))],
+           "integer": [np.full(2, 0.5), np.ones(3, bool)], "max_count": ["zero"], "eps": ["zero", "neg"]})
+case("tree_ensemble_repair.verify_box", ter.verify_box,
+     lambda: dict(ens=_E3, action=0, lo=np.zeros(2), hi=np.full(2, 2.0), integer=None, max_count=2, eps=1e-4,
+                  time_limit=10.0),
+     skip={"integer": {"none"}}, more={"ens": [_E2], "action": [3], "lo": [np.full(2, 5.0)], "max_count": ["zero"]})
+case("tree_ensemble_repair.fairness_cells_bruteforce", ter.fairness_cells_bruteforce,
+     lambda: dict(ens=_E2, protected=0, values=(0.0, 1.0), domain=None, integer=None, eps=1e-4),
+     skip={"domain": {"none"}, "integer": {"none"}}, more={"protected": [2], "ens": [_E3], "values": [(1.0, 1.0)]})
+case("tree_ensemble_repair.box_bruteforce", ter.box_bruteforce,
+     lambda: dict(ens=_E3, action=1, lo=np.zeros(2), hi=np.ones(2), integer=None, eps=1e-4),
+     skip={"integer": {"none"}}, more={"action": [3], "ens": [_E2], "hi": [-np.ones(2)]})
+case("tree_ensemble_repair.flip_rate", ter.flip_rate,
+     lambda: dict(predict=_GB2.predict, X=_XT[:4], protected=0, values=(0.0, 1.0)),
+     more={"predict": [3], "protected": [2]})
+case("tree_ensemble_repair.safety_counterexamples", ter.safety_counterexamples,
+     lambda: dict(ens=_E3, states=_XT[:2], safe=[(0,), (1, 2)], values=_E3.values),
+     skip={"values": {"none"}}, more={"safe": [[(0,)], [(0,), ("a",)]], "states": [np.zeros((2, 3))]})
+case("tree_ensemble_repair.repair", ter.repair,
+     lambda: dict(ens=_E2, X_keep=_XT[:5], y_keep=None, pairs=[_FP], unsafe=(), delta=1.0, mu=1e-3, eps=1e-3,
+                  relax=True, time_limit=10.0, mip_rel_gap=1e-2, node_limit=100),
+     skip={"y_keep": {"none"}, "node_limit": {"none"}},  # None: keep the model's own predictions / no node cap
+     more={"y_keep": [np.array([0, 1]), np.array([5, 5, 5, 5, 5])], "pairs": [[3], [_FP, "x"]],
+           "unsafe": [[_SS]], "delta": ["zero", "neg"], "eps": ["zero"], "mu": ["neg"], "node_limit": ["zero"],
+           "X_keep": _BADX})
+case("tree_ensemble_repair.check_repair", ter.check_repair, lambda: dict(ens=_E2, result=_REP),
+     more={"ens": [_E3]})
+case("tree_ensemble_repair.fixed_fraction", ter.fixed_fraction,
+     lambda: dict(ens=_E2, values=_E2.values, pairs=[_FP], unsafe=(), predict=None),
+     skip={"predict": {"none"}}, more={"values": [_E2.values[:1]], "pairs": [[3]], "predict": [3]})
+case("tree_ensemble_repair.GridWorld", ter.GridWorld,
+     lambda: dict(size=3, lava=np.zeros((3, 3), bool), goal=(2, 2), start=(0, 0), gamma=0.9),
+     more={"size": [1], "lava": [np.zeros((2, 2), bool), np.zeros((3, 3))], "goal": [(3, 0), (0,)],
+           "gamma": [1.0, "neg"]})
+case("tree_ensemble_repair.GridWorld.expert", _GW.expert, lambda: dict(iters=5), more={"iters": ["zero"]})
+case("tree_ensemble_repair.GridWorld.rollout", _GW.rollout,
+     lambda: dict(policy=np.ones((3, 3), int), start=(0, 0)),
+     skip={"start": {"none"}}, more={"policy": [np.full((3, 3), 4), np.ones((2, 2), int)], "start": [(5, 5)]})
+case("tree_ensemble_repair.make_gridworld", ter.make_gridworld, lambda: dict(size=3, n_lava=1, seed=0),
+     more={"size": [2], "n_lava": [8]})
+
+
 # -------------------------------------------------------------------------------------------------------- tests
 _BAD = bad_calls()
 
