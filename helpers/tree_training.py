@@ -14,7 +14,10 @@ The pieces, in the order the chapter ``02_tree_training`` shows them:
   K/V, SSM state, conv context) so a subtree can be run on its own.
 * :func:`partition_tree` / :func:`partitioned_backward` -- Redundancy-Free Tree Partitioning: connected subtrees
   under a token budget, processed depth-first with detached gateway leaves whose gradients are relayed back and
-  accumulated in fp32; tokens processed == N_tree and only one chain of partitions is alive at a time.
+  accumulated in fp32; :func:`naive_partitioned_backward` is the baseline that re-prepends the ancestors.
+* Measurements made from outside the method, so that a check on them can fail: :class:`count_tokens` (a forward
+  hook on the token embedding), :class:`track_memory` (storages kept alive by saved tensors, released by
+  finalizers, and the C heap in use), :func:`interleaved_times` (all sides of a benchmark in one run).
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ __all__ = [
     "Node", "TrajectoryTree", "Serialized", "serialize", "tree_mask_dense", "tree_mask_horizon",
     "token_weights", "path_token_index", "random_tree", "random_tree_by_parents", "split_long_nodes",
     "TreeLMConfig", "TreeLM", "Gateway", "NodeBlocks", "node_blocks", "tree_logits", "tree_logprobs",
-    "path_logprobs", "tree_loss", "branch_avg_loss",
+    "path_logprobs", "tree_loss", "branch_avg_loss", "tree_ppo_loss", "branch_ppo_loss",
     "Partition", "partition_tree", "partition_tokens", "naive_partition_tokens", "partitioned_backward",
     "naive_partitioned_backward", "accumulate_gateway_grads", "chain_bound", "count_tokens", "track_memory",
     "heap_in_use", "interleaved_times",
@@ -680,6 +683,58 @@ def branch_avg_loss(model: TreeLM, tree: TrajectoryTree, mode: str = "sum") -> T
         s = -(m * lp).sum()
         total = total + c * (s / max(1.0, float(m.sum())) if mode == "mean" else s)
     return total / len(lps)
+
+
+def _ppo_args(model: TreeLM, tree: TrajectoryTree, old_logprobs: np.ndarray, clip_eps: float,
+              ser: Serialized | None) -> tuple[Serialized, np.ndarray, float]:
+    _model_tree(model, tree)
+    ser = _tree_ser(tree, ser)
+    old = V.array("old_logprobs", old_logprobs, ndim=1, shape=(len(ser),), dtype="float", max=0)
+    return ser, old, V.number("clip_eps", clip_eps, min=0, max=1, strict_min=True, strict_max=True)
+
+
+def _clipped(ratio: Tensor, adv: Tensor, eps: float) -> Tensor:
+    return torch.minimum(ratio * adv, ratio.clamp(1 - eps, 1 + eps) * adv)
+
+
+def tree_ppo_loss(model: TreeLM, tree: TrajectoryTree, old_logprobs: np.ndarray, clip_eps: float = 0.2,
+                  ser: Serialized | None = None) -> Tensor:
+    """PPO-clip on a tree with one ratio per token: ``-(1/K) sum_t sum_{k: t in P_k} min(r_t A_k,
+    clip(r_t, 1±eps) A_k)`` over loss-mask tokens, ``r_t = exp(lp_t - old_t)``, ``A_k`` the leaf's ``coef``.
+
+    The min sits inside the sum over branches, so the loss is *not* a fixed per-token weight times ``r_t`` once
+    clipping is active; it still needs one log-prob per token. ``old_logprobs`` is indexed like the serialization.
+    """
+    ser, old, eps = _ppo_args(model, tree, old_logprobs, clip_eps, ser)
+    lp = tree_logprobs(model, tree, ser)
+    ratio = torch.exp(lp - torch.as_tensor(old, dtype=lp.dtype))
+    adv: list[list[float]] = [[] for _ in range(len(tree))]
+    paths = tree.paths()
+    for p in paths:
+        c = tree.nodes[p[-1]].coef
+        for n in p:
+            adv[n].append(1.0 if c is None else float(c))
+    total = lp.new_zeros(())
+    for n in ser.order:
+        ix = np.arange(ser.start[n], ser.end[n])[ser.loss_mask[ser.start[n]:ser.end[n]]]
+        if len(ix):
+            a = torch.as_tensor(adv[n], dtype=lp.dtype)
+            total = total + _clipped(ratio[torch.as_tensor(ix)][:, None], a[None, :], eps).sum()
+    return -total / len(paths)
+
+
+def branch_ppo_loss(model: TreeLM, tree: TrajectoryTree, old_logprobs: np.ndarray, clip_eps: float = 0.2
+                    ) -> Tensor:
+    """Baseline PPO-clip: each branch run alone, ``-(1/K) sum_k sum_{t in P_k} min(r_t A_k, clip(r_t) A_k)``."""
+    ser, old, eps = _ppo_args(model, tree, old_logprobs, clip_eps, None)
+    total = 0.0
+    paths = tree.paths()
+    for p, ix, lp in zip(paths, path_token_index(tree, ser), path_logprobs(model, tree)):
+        m = torch.as_tensor(ser.loss_mask[ix], dtype=lp.dtype)
+        c = tree.nodes[p[-1]].coef
+        r = torch.exp(lp - torch.as_tensor(old[ix], dtype=lp.dtype))
+        total = total + (m * _clipped(r, torch.tensor(1.0 if c is None else float(c), dtype=lp.dtype), eps)).sum()
+    return -total / len(paths)
 
 
 # ----------------------------------------------------------------------------------------------------------------

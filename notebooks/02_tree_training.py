@@ -360,15 +360,15 @@ print(
 # For `|g| ≫ ε = 1e-8` that is ±lr whatever |g| is; for `|g|` near ε it swings from −lr to +lr as g crosses zero.
 # A gradient entry whose true value is no larger than its float32 rounding error (relative ~1e-7 of the tensor's
 # larger entries) can take steps of different size or sign in the tree and in the branches: Adam turns a rounding
-# difference into a step difference of order lr. Below, for every parameter entry of one float32 comparison
-# (attention model, first tree): the step difference against |g|, and the same difference predicted from the two
+# difference into a step difference of order lr. Below, for every parameter entry of the float32 comparison with
+# the largest step difference: the step difference against |g|, and the same difference predicted from the two
 # gradients by the formula.
 
 
 # %%
 def adamw_step(model, loss_fn, lr=1e-3):
     """The gradient and the parameter change of one AdamW step, flattened."""
-    m = make_model(0, torch.float32)
+    m = make_model(model.cfg.ssm_every, torch.float32)
     m.load_state_dict(model.state_dict())
     opt = torch.optim.AdamW(m.parameters(), lr=lr)
     before = torch.cat([p.detach().flatten() for p in m.parameters()])
@@ -378,13 +378,22 @@ def adamw_step(model, loss_fn, lr=1e-3):
     return g, torch.cat([p.detach().flatten() for p in m.parameters()]) - before
 
 
+# the float32 comparison with the largest step difference in the table above
+worst = f32.loc[f32.adamw_step_diff_lr.idxmax()]
+print(
+    f"largest float32 step difference: {worst.adamw_step_diff_lr:.2f} lr "
+    f"({worst.arch}, seed {worst.seed}, tree {worst.tree})"
+)
 lr_demo, eps = 1e-3, 1e-8
-m32 = make_model(0, torch.float32)
-tree = exact_trees[seed][0]
+mode = "mean" if worst.tree % 2 else "sum"
+m32 = make_model(
+    0 if worst.arch == "attention" else 2, torch.float32, s=int(worst.seed)
+)
+tree = exact_trees[int(worst.seed)][int(worst.tree)]
 ser = tt.serialize(tree)
-w0 = tt.token_weights(tree, ser)
+w0 = tt.token_weights(tree, ser, mode)
 g_t, d_t = adamw_step(m32, lambda m: tt.tree_loss(m, tree, w0, ser))
-g_b, d_b = adamw_step(m32, lambda m: tt.branch_avg_loss(m, tree))
+g_b, d_b = adamw_step(m32, lambda m: tt.branch_avg_loss(m, tree, mode))
 diff = (d_t - d_b).abs() / lr_demo
 pred = (g_t / (g_t.abs() + eps) - g_b / (g_b.abs() + eps)).abs()
 big = diff > 0.1
@@ -934,6 +943,57 @@ for j, rl in enumerate((False, True)):
     ax[j].legend(fontsize=8)
 plt.tight_layout()
 plt.show()
+
+# %% [markdown]
+# **PPO-clip on a tree.** With a clipped objective the per-token loss is `−(1/K) Σ_{k∋t} min(r_t A_k,
+# clip(r_t, 1±ε) A_k)` with one ratio `r_t = exp(lp_t − lp_t^old)` per token. The min sits inside the sum over
+# branches, so once clipping is active it is no longer a fixed weight times `r_t` (folding the advantages into
+# `w_t` first is wrong when branches through a token have advantages of both signs); it still needs only one
+# log-prob per token. `tt.tree_ppo_loss` against `tt.branch_ppo_loss` (float64, old log-probs perturbed so that
+# ratios leave the clip range, advantages of both signs):
+
+# %%
+ppo_tree = exact_trees[seed][0]
+for i, leaf in enumerate(ppo_tree.leaves()):
+    ppo_tree.nodes[leaf].coef = [1.0, -0.5, 0.25, -1.0][i % 4]
+ppo_ser = tt.serialize(ppo_tree)
+ppo_m = make_model(2, torch.float64)
+with torch.no_grad():
+    lp_now = tt.tree_logprobs(ppo_m, ppo_tree, ppo_ser).numpy()
+old_lp = np.minimum(lp_now + repro.rng(seed, 4).normal(0, 0.3, len(lp_now)), 0)
+ppo_out = {}
+for name, fn in [
+    ("tree", lambda m: tt.tree_ppo_loss(m, ppo_tree, old_lp, 0.2, ppo_ser)),
+    ("branches", lambda m: tt.branch_ppo_loss(m, ppo_tree, old_lp, 0.2)),
+]:
+    ppo_m.zero_grad()
+    loss = fn(ppo_m)
+    loss.backward()
+    ppo_out[name] = (loss.item(), [p.grad.clone() for p in ppo_m.parameters()])
+with torch.no_grad():
+    r = torch.exp(tt.tree_logprobs(ppo_m, ppo_tree, ppo_ser) - torch.as_tensor(old_lp))
+    wk = torch.as_tensor(tt.token_weights(ppo_tree, ppo_ser)) * len(ppo_tree.leaves())
+    folded = -torch.minimum(r * wk, r.clamp(0.8, 1.2) * wk)[
+        torch.as_tensor(ppo_ser.loss_mask)
+    ].sum().item() / len(ppo_tree.leaves())
+ppo_grad_rel = max(
+    ((a - b).norm() / b.norm().clamp_min(1e-30)).item()
+    for a, b in zip(ppo_out["tree"][1], ppo_out["branches"][1])
+)
+clipped = float(((r < 0.8) | (r > 1.2)).double().mean())
+print(
+    f"PPO-clip loss: tree {ppo_out['tree'][0]:.12f}, branches "
+    f"{ppo_out['branches'][0]:.12f}; max relative grad difference {ppo_grad_rel:.1e}; "
+    f"{clipped:.0%} of ratios outside the clip range; advantages folded into w_t "
+    f"first: {folded:.6f}"
+)
+rec.check(
+    "ppo_clip_equal",
+    ppo_grad_rel,
+    1e-8,
+    op="<=",
+    note="float64 hybrid model, PPO-clip with one ratio per token, tree vs branches",
+)
 
 # %% [markdown]
 # ## 6. Redundancy-Free Tree Partitioning

@@ -188,6 +188,35 @@ def test_each_fix_is_necessary(ssm_every):
         assert err(tt.tree_logprobs(m, tree, ser, route_conv=False)) > 1e-4
 
 
+@pytest.mark.parametrize("ssm_every", [0, 2])
+def test_ppo_clip_tree_equals_branches(ssm_every):
+    """One shared ratio per token, the min inside the sum over branches: equal loss and gradients."""
+    m = model(ssm_every)
+    tree = make_tree(4, 8)
+    for i, leaf in enumerate(tree.leaves()):  # advantages of both signs share prefixes
+        tree.nodes[leaf].coef = [1.0, -0.5][i % 2]
+    ser = tt.serialize(tree)
+    with torch.no_grad():
+        lp0 = tt.tree_logprobs(m, tree, ser).numpy()
+    old = np.minimum(lp0 + np.random.default_rng(0).normal(0, 0.3, len(lp0)), 0)  # ratios far from 1
+    m.zero_grad()
+    a = tt.tree_ppo_loss(m, tree, old, 0.2, ser)
+    a.backward()
+    ga = grads(m)
+    m.zero_grad()
+    b = tt.branch_ppo_loss(m, tree, old, 0.2)
+    b.backward()
+    assert a.item() == pytest.approx(b.item(), rel=1e-10)
+    for x, y in zip(ga, grads(m)):
+        assert torch.allclose(x, y, rtol=1e-8, atol=1e-12)
+    # a fixed per-token weight (advantages summed before the min) is not PPO-clip once clipping is active
+    with torch.no_grad():
+        r = torch.exp(tt.tree_logprobs(m, tree, ser) - torch.as_tensor(old))
+        w = torch.as_tensor(tt.token_weights(tree, ser)) * len(tree.leaves())
+        folded = -torch.minimum(r * w, r.clamp(0.8, 1.2) * w)[torch.as_tensor(ser.loss_mask)].sum()
+    assert abs(folded.item() / len(tree.leaves()) - b.item()) > 1e-6
+
+
 # -- partitioning -----------------------------------------------------------------------------------------------
 @SETTINGS
 @given(st.integers(0, 10**6), st.integers(1, 12), st.integers(1, 12))
@@ -403,6 +432,8 @@ def test_bad_input():
         (TypeError, "model", lambda: tt.count_tokens(torch.nn.Linear(2, 2))),
         (TypeError, "like", lambda: tt.accumulate_gateway_grads([], np.zeros(3))),
         (TypeError, "n_head", lambda: tt.TreeLMConfig(n_head=2.0)),
+        (ValueError, "old_logprobs", lambda: tt.tree_ppo_loss(m, tree, np.zeros(3))),
+        (ValueError, "clip_eps", lambda: tt.branch_ppo_loss(m, tree, np.zeros(len(ser)), 1.5)),
         (ValueError, "init_std", lambda: tt.TreeLMConfig(init_std=float("nan"))),
     ]
     for exc, word, fn in cases:
