@@ -28,6 +28,8 @@ import torch
 from scipy.spatial import Delaunay
 from torch import Tensor, nn
 
+from helpers import validate as V
+
 __all__ = [
     "Mesh", "structured_mesh", "jittered_mesh", "kappa_field", "forcing", "stiffness", "mass", "load",
     "solve_fine", "rel_errors", "l2_error", "Neighbourhood", "neighbourhoods", "local_spectral",
@@ -78,11 +80,19 @@ class Mesh:
     kappa: np.ndarray = field(default=None)  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
+        self.points = V.array("points", self.points, ndim=2, shape=(None, 2), dtype="float", nonempty=True)
+        self.kind = V.one_of("kind", self.kind, ("q1", "p1"))
+        k = 4 if self.kind == "q1" else 3
+        self.cells = V.array("cells", self.cells, ndim=2, dtype="int", nonempty=True, min=0,
+                             max=len(self.points) - 1)
+        if self.cells.shape[1] != k:
+            raise ValueError(f"cells must have {k} corners per cell for kind={self.kind!r}, got {self.cells.shape}")
+        ne = len(self.cells)
+        self.Ke = V.array("Ke", self.Ke, shape=(ne, k, k), dtype="float")
+        self.Me = V.array("Me", self.Me, shape=(ne, k, k), dtype="float")
         if self.kappa is None:
-            self.kappa = np.ones(len(self.cells))
-        self.kappa = np.asarray(self.kappa, dtype=float)
-        if self.kappa.shape != (len(self.cells),) or not np.all(self.kappa > 0):
-            raise ValueError(f"kappa must be positive with shape ({len(self.cells)},)")
+            self.kappa = np.ones(ne)
+        self.kappa = V.array("kappa", self.kappa, shape=(ne,), dtype="float", min=0, strict_min=True).astype(float)
 
     @property
     def n(self) -> int:
@@ -99,9 +109,7 @@ class Mesh:
 
     def with_kappa(self, pixels: np.ndarray) -> Mesh:
         """The same mesh with ``kappa`` read from a pixel map of the unit square (row = y) at cell centroids."""
-        pixels = np.asarray(pixels, dtype=float)
-        if pixels.ndim != 2 or not np.all(pixels > 0):
-            raise ValueError("pixels must be a 2-D array of positive values")
+        pixels = V.array("pixels", pixels, ndim=2, dtype="float", nonempty=True, min=0, strict_min=True)
         c = self.centroids
         ny, nx = pixels.shape
         ix = np.clip((c[:, 0] * nx).astype(int), 0, nx - 1)
@@ -118,9 +126,7 @@ class Mesh:
 
 def structured_mesh(n: int) -> Mesh:
     """An ``n`` x ``n`` grid of bilinear (Q1) squares on the unit square; node ``(i, j)`` has index ``j*(n+1)+i``."""
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise ValueError(f"n must be a positive int, got {n!r}")
-    n = int(n)
+    n = V.integer("n", n, min=1)
     x = np.linspace(0, 1, n + 1)
     X, Y = np.meshgrid(x, x)
     pts = np.column_stack([X.ravel(), Y.ravel()])
@@ -138,10 +144,9 @@ def jittered_mesh(n: int, jitter: float = 0.3, seed: int = 0) -> Mesh:
 
     Boundary nodes stay on the boundary (they slide along it), so the mesh still covers the unit square.
     """
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 2:
-        raise ValueError(f"n must be an int >= 2, got {n!r}")
-    if not 0 <= jitter < 0.5:
-        raise ValueError(f"jitter must be in [0, 0.5), got {jitter}")
+    n = V.integer("n", n, min=2)
+    jitter = V.number("jitter", jitter, min=0, max=0.5, strict_max=True)
+    seed = V.seed("seed", seed)
     rng = np.random.default_rng(seed)
     x = np.linspace(0, 1, n + 1)
     X, Y = np.meshgrid(x, x)
@@ -177,12 +182,10 @@ def kappa_field(seed: int, n_pix: int = 64, contrast: float = 1e4, geometry: str
     inclusions (the training distribution). ``"curved"``: sinusoidal and diagonal channels and 10-14 larger
     inclusions (an out-of-distribution geometry).
     """
-    if geometry not in ("channels", "curved"):
-        raise ValueError(f"geometry must be 'channels' or 'curved', got {geometry!r}")
-    if contrast <= 1:
-        raise ValueError(f"contrast must be > 1, got {contrast}")
-    if n_pix < 16:
-        raise ValueError(f"n_pix must be >= 16, got {n_pix}")
+    seed = V.seed("seed", seed)
+    V.one_of("geometry", geometry, ("channels", "curved"))
+    contrast = V.number("contrast", contrast, min=1, strict_min=True)
+    n_pix = V.integer("n_pix", n_pix, min=16)
     rng = np.random.default_rng(seed)
     P = np.ones((n_pix, n_pix))
     s = n_pix / 64  # geometry is defined at 64 pixels and scales with n_pix
@@ -217,6 +220,9 @@ def kappa_field(seed: int, n_pix: int = 64, contrast: float = 1e4, geometry: str
 
 def forcing(points: np.ndarray, kind: str = "constant", seed: int = 0) -> np.ndarray:
     """A source term at the nodes: ``constant`` (f = 1, the training forcing), ``sine`` or ``sources``."""
+    points = V.array("points", points, shape=(None, 2), dtype="float")
+    V.one_of("kind", kind, ("constant", "sine", "sources"))
+    seed = V.seed("seed", seed)
     x, y = points[:, 0], points[:, 1]
     if kind == "constant":
         return np.ones(len(points))
@@ -243,31 +249,49 @@ def _assemble(mesh: Mesh, local: np.ndarray, weight: np.ndarray | None) -> sp.cs
     return sp.csr_matrix((vals.ravel(), (rows, cols)), shape=(mesh.n, mesh.n))
 
 
+def _mesh(mesh: object) -> Mesh:
+    return V.instance("mesh", mesh, Mesh)
+
+
+def _sparse(name: str, A: object, shape: tuple[int | None, int | None]) -> sp.spmatrix:
+    """A scipy sparse matrix of the given shape (None: any size)."""
+    if not sp.issparse(A):
+        raise TypeError(f"{name} must be a scipy sparse matrix, got {V.describe(A)}")
+    if any(w is not None and w != d for d, w in zip(A.shape, shape)):
+        raise ValueError(f"{name} must have shape {tuple('*' if w is None else w for w in shape)}, got {A.shape}")
+    if A.dtype.kind == "f" and not np.isfinite(A.data).all():
+        raise ValueError(f"{name} must be finite, got NaN/inf entries")
+    return A
+
+
+def _rhs(b: object, n: int) -> np.ndarray:
+    b = V.array("b", b, ndim=1, dtype="float")
+    if len(b) != n:
+        raise ValueError(f"b must have one entry per row of A ({n}), got shape {b.shape}")
+    return b
+
+
 def stiffness(mesh: Mesh) -> sp.csr_matrix:
     """The global stiffness matrix ``A_ij = int kappa grad phi_i . grad phi_j`` (no boundary conditions)."""
-    if not isinstance(mesh, Mesh):
-        raise TypeError(f"mesh must be a Mesh, got {type(mesh).__name__}")
+    _mesh(mesh)
     return _assemble(mesh, mesh.Ke, mesh.kappa)
 
 
 def mass(mesh: Mesh) -> sp.csr_matrix:
     """The consistent mass matrix ``M_ij = int phi_i phi_j``."""
-    if not isinstance(mesh, Mesh):
-        raise TypeError(f"mesh must be a Mesh, got {type(mesh).__name__}")
+    _mesh(mesh)
     return _assemble(mesh, mesh.Me, None)
 
 
 def load(mesh: Mesh, f_nodes: np.ndarray) -> np.ndarray:
     """The load vector ``b = M f_h`` for a source given by its nodal values (its FE interpolant)."""
-    f_nodes = np.asarray(f_nodes, dtype=float)
-    if f_nodes.shape != (mesh.n,):
-        raise ValueError(f"f_nodes must have shape ({mesh.n},), got {f_nodes.shape}")
+    f_nodes = V.array("f_nodes", f_nodes, shape=(_mesh(mesh).n,), dtype="float").astype(float)
     return mass(mesh) @ f_nodes
 
 
 def solve_fine(mesh: Mesh, f_nodes: np.ndarray, A: sp.spmatrix | None = None) -> np.ndarray:
     """The fine-scale FEM solution with ``u = 0`` on the boundary (sparse direct solve)."""
-    A = stiffness(mesh) if A is None else A
+    A = stiffness(mesh) if A is None else _sparse("A", A, (_mesh(mesh).n, mesh.n))
     b = load(mesh, f_nodes)
     inner = ~mesh.boundary
     u = np.zeros(mesh.n)
@@ -277,12 +301,20 @@ def solve_fine(mesh: Mesh, f_nodes: np.ndarray, A: sp.spmatrix | None = None) ->
 
 def rel_errors(A: sp.spmatrix, M: sp.spmatrix, u: np.ndarray, v: np.ndarray) -> tuple[float, float]:
     """Relative energy and L2 errors of ``v`` against the reference ``u``: ``(|u-v|_A/|u|_A, |u-v|_M/|u|_M)``."""
+    u = V.array("u", u, ndim=1, dtype="float", nonempty=True)
+    n = len(u)
+    A, M = _sparse("A", A, (n, n)), _sparse("M", M, (n, n))
+    v = V.array("v", v, shape=(n,), dtype="float")
+    if not (u @ (A @ u) > 0 and u @ (M @ u) > 0):
+        raise ValueError("u must have positive A- and M-norms (a nonzero reference), got a zero norm")
     e = u - v
     return float(np.sqrt(e @ (A @ e) / (u @ (A @ u)))), float(np.sqrt(e @ (M @ e) / (u @ (M @ u))))
 
 
 def l2_error(mesh: Mesh, u_nodes: np.ndarray, exact) -> float:
     """``||u_h - u||_L2`` by Gauss quadrature (3x3 points per square, 7-point rule per triangle)."""
+    u_nodes = V.array("u_nodes", u_nodes, shape=(_mesh(mesh).n,), dtype="float")
+    V.function("exact", exact)
     if mesh.kind == "q1":
         g, w = np.polynomial.legendre.leggauss(3)
         g, w = (g + 1) / 2, w / 2
@@ -322,9 +354,21 @@ class Neighbourhood:
     s: np.ndarray  # lumped kappa-weighted mass (the diagonal of S_omega)
     neumann: bool = True  # pure Neumann problem (first eigenfunction constant); False at boundary coarse nodes
 
+    def __post_init__(self) -> None:
+        self.center = V.array("center", self.center, shape=(2,), dtype="float")
+        self.nodes = V.array("nodes", self.nodes, ndim=1, dtype="int", nonempty=True, min=0)
+        n = len(self.nodes)
+        self.chi = V.array("chi", self.chi, shape=(n,), dtype="float")
+        self.A = V.array("A", self.A, shape=(n, n), dtype="float")
+        self.s = V.array("s", self.s, shape=(n,), dtype="float", min=0, strict_min=True)
+        self.neumann = V.boolean("neumann", self.neumann)
+
 
 def coarse_hats(points: np.ndarray, n_coarse: int, boundary: bool = False) -> tuple[np.ndarray, sp.csr_matrix]:
     """Coarse nodes (interior only, or all with ``boundary=True``) and their bilinear hats at ``points``."""
+    points = V.array("points", points, shape=(None, 2), dtype="float")
+    n_coarse = V.integer("n_coarse", n_coarse, min=1 if boundary is True else 2)
+    V.boolean("boundary", boundary)
     H = 1 / n_coarse
     c = np.arange(0, n_coarse + 1) * H if boundary else np.arange(1, n_coarse) * H
     cx, cy = np.meshgrid(c, c)
@@ -345,10 +389,9 @@ def neighbourhoods(mesh: Mesh, n_coarse: int, boundary: bool = True) -> list[Nei
     channels near the boundary are not pinned to zero; ``boundary=False`` keeps interior coarse nodes only (the
     space of standard coarse FEM when ``n_bf = 1`` and ``kappa = 1``).
     """
-    if not isinstance(mesh, Mesh):
-        raise TypeError(f"mesh must be a Mesh, got {type(mesh).__name__}")
-    if isinstance(n_coarse, bool) or not isinstance(n_coarse, (int, np.integer)) or n_coarse < 2:
-        raise ValueError(f"n_coarse must be an int >= 2, got {n_coarse!r}")
+    _mesh(mesh)
+    n_coarse = V.integer("n_coarse", n_coarse, min=2)
+    V.boolean("boundary", boundary)
     centers, chi = coarse_hats(mesh.points, n_coarse, boundary)
     chi = chi.tocsc()
     on_boundary = mesh.boundary
@@ -381,13 +424,11 @@ def local_spectral(A: np.ndarray, s: np.ndarray, n_bf: int) -> tuple[np.ndarray,
     With a diagonal mass the generalized problem is the standard one ``S^-1/2 A S^-1/2 y = lambda y``; LAPACK's
     ``evr`` driver computes only the requested subset. ``phi = S^-1/2 y`` is S-orthonormal.
     """
-    A, s = np.asarray(A, dtype=float), np.asarray(s, dtype=float)
-    if A.ndim != 2 or A.shape[0] != A.shape[1] or s.shape != (A.shape[0],):
-        raise ValueError(f"A must be square (n, n) and s of shape (n,), got {A.shape} and {s.shape}")
-    if not np.all(s > 0):
-        raise ValueError("s (the lumped mass) must be positive")
-    if isinstance(n_bf, bool) or not isinstance(n_bf, (int, np.integer)) or not 1 <= n_bf <= len(s):
-        raise ValueError(f"n_bf must be an int in [1, {len(s)}], got {n_bf!r}")
+    A = V.array("A", A, ndim=2, dtype="float", nonempty=True).astype(float)
+    if A.shape[0] != A.shape[1]:
+        raise ValueError(f"A must be square (n, n), got {A.shape}")
+    s = V.array("s", s, shape=(A.shape[0],), dtype="float", min=0, strict_min=True).astype(float)  # lumped mass
+    n_bf = V.integer("n_bf", n_bf, min=1, max=len(s))
     r = 1 / np.sqrt(s)
     B = A * r[:, None] * r[None, :]
     lam, y = sla.eigh(B, subset_by_index=[0, int(n_bf) - 1], driver="evr", check_finite=False)
@@ -396,19 +437,31 @@ def local_spectral(A: np.ndarray, s: np.ndarray, n_bf: int) -> tuple[np.ndarray,
 
 def eigen_residual(A: np.ndarray, s: np.ndarray, lam: np.ndarray, phi: np.ndarray) -> float:
     """``max_k ||A phi_k - lambda_k S phi_k|| / (||A||_inf ||phi_k||)``: the relative residual of the eigenpairs."""
+    A = V.array("A", A, ndim=2, dtype="float", nonempty=True)
+    n = A.shape[0]
+    if A.shape != (n, n):
+        raise ValueError(f"A must be square (n, n), got {A.shape}")
+    s = V.array("s", s, shape=(n,), dtype="float")
+    phi = V.array("phi", phi, shape=(n, None), dtype="float", nonempty=True)
+    lam = V.array("lam", lam, shape=(phi.shape[1],), dtype="float")
+    if not (np.abs(A).sum(1).max() > 0 and np.all(np.linalg.norm(phi, axis=0) > 0)):
+        raise ValueError("A and every column of phi must be nonzero (the residual is relative)")
     R = A @ phi - s[:, None] * phi * lam[None]
     return float((np.linalg.norm(R, axis=0) / (np.abs(A).sum(1).max() * np.linalg.norm(phi, axis=0))).max())
 
 
 def multiscale_basis(mesh: Mesh, nbhds: list[Neighbourhood], phis: list[np.ndarray]) -> sp.csr_matrix:
     """The multiscale basis ``R = [chi_i phi_i^k]`` (``n_fine`` x ``sum_i n_bf_i``), zero on the boundary."""
+    _mesh(mesh)
+    nbhds = V.sequence("nbhds", nbhds, min_len=1, of=lambda k, x: V.instance(k, x, Neighbourhood))
+    phis = V.sequence("phis", phis, min_len=1)
     if len(nbhds) != len(phis):
         raise ValueError(f"need one basis per neighbourhood: {len(nbhds)} neighbourhoods, {len(phis)} bases")
     rows, cols, vals, j = [], [], [], 0
-    for nb, phi in zip(nbhds, phis):
-        phi = np.asarray(phi, dtype=float)
-        if phi.ndim != 2 or phi.shape[0] != len(nb.nodes):
-            raise ValueError(f"each basis must have shape ({len(nb.nodes)}, n_bf), got {phi.shape}")
+    for i, (nb, phi) in enumerate(zip(nbhds, phis)):
+        phi = V.array(f"phis[{i}]", phi, shape=(len(nb.nodes), None), dtype="float").astype(float)
+        if nb.nodes.max() >= mesh.n:
+            raise ValueError(f"nbhds must belong to mesh: node {nb.nodes.max()} >= mesh.n = {mesh.n}")
         psi = nb.chi[:, None] * phi
         kk = phi.shape[1]
         rows.append(np.repeat(nb.nodes, kk))
@@ -422,8 +475,11 @@ def multiscale_basis(mesh: Mesh, nbhds: list[Neighbourhood], phis: list[np.ndarr
 
 def gmsfem_solve(A: sp.spmatrix, b: np.ndarray, R: sp.spmatrix) -> tuple[np.ndarray, np.ndarray]:
     """The Galerkin coarse solve: ``A_0 = R^T A R``, ``A_0 c = R^T b``; returns ``(u_ms = R c, A_0)``."""
-    if A.shape[0] != R.shape[0] or b.shape != (A.shape[0],):
-        raise ValueError(f"shapes do not match: A {A.shape}, b {b.shape}, R {R.shape}")
+    A = _sparse("A", A, (None, None))
+    n = A.shape[0]
+    _sparse("A", A, (n, n))
+    b = _rhs(b, n)
+    R = _sparse("R", R, (n, None))
     A0 = (R.T @ A @ R).toarray()
     A0 = 0.5 * (A0 + A0.T)
     c = sla.solve(A0, R.T @ b, assume_a="pos")
@@ -437,8 +493,17 @@ def parabolic(A: sp.spmatrix, M: sp.spmatrix, b: np.ndarray, u0: np.ndarray, dt:
     With ``R`` the same step runs in the multiscale space (``R^T M R`` and ``R^T A R``, the basis reused at every
     step); without it, on the fine interior nodes ``inner``. Returns the ``(steps + 1, n)`` trajectory.
     """
-    if dt <= 0 or steps < 1:
-        raise ValueError(f"dt must be > 0 and steps >= 1, got {dt}, {steps}")
+    A = _sparse("A", A, (None, None))
+    n = A.shape[0]
+    _sparse("A", A, (n, n))
+    M = _sparse("M", M, (n, n))
+    b = _rhs(b, n)
+    u0 = V.array("u0", u0, shape=(n,), dtype="float")
+    dt, steps = V.positive("dt", dt), V.integer("steps", steps, min=1)
+    if R is not None:
+        _sparse("R", R, (n, None))
+    if inner is not None:
+        inner = V.array("inner", inner, shape=(n,), dtype="bool")
     out = np.zeros((steps + 1, A.shape[0]))
     out[0] = u0
     if R is not None:
@@ -462,6 +527,7 @@ def parabolic(A: sp.spmatrix, M: sp.spmatrix, b: np.ndarray, u0: np.ndarray, dt:
 
 def coarse_q1_fem(n_coarse: int, n_fine: int, f: float = 1.0) -> np.ndarray:
     """Standard coarse Q1 FEM with ``kappa = 1`` and constant ``f``, interpolated onto the fine grid's nodes."""
+    n_coarse, n_fine, f = V.integer("n_coarse", n_coarse, min=2), V.integer("n_fine", n_fine, min=1), V.number("f", f)
     cm = structured_mesh(n_coarse)
     uc = solve_fine(cm, np.full(cm.n, float(f)))
     fm = structured_mesh(n_fine)
@@ -480,16 +546,24 @@ LOGK_SCALE = 4.0  # log10 kappa is divided by this fixed constant (the same for 
 
 def patch_features(mesh: Mesh, nb: Neighbourhood, H: float, node_logk: np.ndarray | None = None) -> np.ndarray:
     """Per-node features of a neighbourhood's point cloud: ``[dx/H, dy/H, log10 kappa / 4, chi, 1]``."""
-    logk = mesh.node_log_kappa() if node_logk is None else node_logk
+    _mesh(mesh)
+    V.instance("nb", nb, Neighbourhood)
+    if nb.nodes.max() >= mesh.n:
+        raise ValueError(f"nb must belong to mesh: node {nb.nodes.max()} >= mesh.n = {mesh.n}")
+    H = V.positive("H", H)
+    logk = mesh.node_log_kappa() if node_logk is None else V.array("node_logk", node_logk, shape=(mesh.n,),
+                                                                   dtype="float")
     d = (mesh.points[nb.nodes] - nb.center) / H
     return np.column_stack([d, logk[nb.nodes] / LOGK_SCALE, nb.chi, np.ones(len(nb.nodes))]).astype(np.float32)
 
 
 def pad_patches(arrays: list[np.ndarray], n_max: int | None = None) -> tuple[Tensor, Tensor]:
     """Stack variable-size point clouds into ``(B, n_max, ...)`` with zeros and a boolean mask ``(B, n_max)``."""
-    if not arrays:
-        raise ValueError("arrays must be non-empty")
-    n_max = max(len(a) for a in arrays) if n_max is None else n_max
+    arrays = V.sequence("arrays", arrays, min_len=1, of=lambda k, a: V.array(k, a, ndim=(1, 2, 3), dtype="float"))
+    if any(a.shape[1:] != arrays[0].shape[1:] for a in arrays):
+        raise ValueError(f"arrays must share their trailing shape, got {sorted({a.shape[1:] for a in arrays})}")
+    longest = max(len(a) for a in arrays)
+    n_max = longest if n_max is None else V.integer("n_max", n_max, min=longest)
     shape = (len(arrays), n_max, *arrays[0].shape[1:])
     out = np.zeros(shape, np.float32)
     mask = np.zeros((len(arrays), n_max), bool)
@@ -505,6 +579,10 @@ def dihedral(feats: Tensor, g: Tensor) -> Tensor:
     The PDE is isotropic and ``chi`` is symmetric, so a rotated or reflected patch has the same eigenfunctions at
     the same nodes: only ``(dx, dy)`` change. Used for data augmentation.
     """
+    V.tensor("feats", feats, dtype="float")
+    if feats.dim() < 2 or feats.shape[-1] < 2:
+        raise ValueError(f"feats must have shape (B, ..., F >= 2), got {tuple(feats.shape)}")
+    g = V.tensor("g", g, shape=(feats.shape[0],), dtype="int", min=0, max=7)
     x, y = feats[..., 0], feats[..., 1]
     g = g.view(-1, *([1] * (x.dim() - 1)))
     swap = (g // 4) == 1
@@ -512,6 +590,15 @@ def dihedral(feats: Tensor, g: Tensor) -> Tensor:
     sy = torch.where((g // 2) % 2 == 1, -1.0, 1.0)
     nx, ny = torch.where(swap, y, x) * sx, torch.where(swap, x, y) * sy
     return torch.cat([nx[..., None], ny[..., None], feats[..., 2:]], -1)
+
+
+def _points(name: str, x: object, mask: object, dim: int) -> None:
+    """Shape checks of a point-cloud batch (B, N, dim) and its optional (B, N) bool mask (no value checks)."""
+    V.tensor(name, x, ndim=3, dtype="float", finite=False)
+    if x.shape[-1] != dim:
+        raise ValueError(f"{name} must have shape (B, N, {dim}), got {tuple(x.shape)}")
+    if mask is not None:
+        V.tensor("mask", mask, shape=x.shape[:2], dtype="bool")
 
 
 class PhysicsAttention(nn.Module):
@@ -523,6 +610,8 @@ class PhysicsAttention(nn.Module):
     """
 
     def __init__(self, dim: int, heads: int = 4, slices: int = 32) -> None:
+        dim, heads = V.integer("dim", dim, min=1), V.integer("heads", heads, min=1)
+        slices = V.integer("slices", slices, min=1)
         super().__init__()
         if dim % heads:
             raise ValueError(f"dim ({dim}) must be divisible by heads ({heads})")
@@ -535,6 +624,8 @@ class PhysicsAttention(nn.Module):
         self.out = nn.Linear(dim, dim)
 
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+        """Points (B, N, dim) -> (B, N, dim); ``mask`` (B, N) bool marks real points (shapes only: a hot path)."""
+        _points("x", x, mask, self.h * self.d)
         B, N, _ = x.shape
         x_mid = self.in_x(x).view(B, N, self.h, self.d).transpose(1, 2)  # B,H,N,D
         fx_mid = self.in_fx(x).view(B, N, self.h, self.d).transpose(1, 2)
@@ -552,12 +643,15 @@ class TransolverBlock(nn.Module):
     """``x + PhysAttn(LN x)``, then ``x + MLP(LN x)``."""
 
     def __init__(self, dim: int, heads: int, slices: int, mlp_ratio: int = 2) -> None:
+        mlp_ratio = V.integer("mlp_ratio", mlp_ratio, min=1)
         super().__init__()
         self.ln1, self.ln2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
         self.attn = PhysicsAttention(dim, heads, slices)
         self.mlp = nn.Sequential(nn.Linear(dim, mlp_ratio * dim), nn.GELU(), nn.Linear(mlp_ratio * dim, dim))
 
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+        """Points (B, N, dim) -> (B, N, dim)."""
+        _points("x", x, mask, self.ln1.normalized_shape[0])
         x = x + self.attn(self.ln1(x), mask)
         return x + self.mlp(self.ln2(x))
 
@@ -569,13 +663,14 @@ class Transolver(nn.Module):
                  slices: int = 32) -> None:
         super().__init__()
         for name, v in dict(in_dim=in_dim, out_dim=out_dim, dim=dim, layers=layers, heads=heads, slices=slices).items():
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"{name} must be a positive int, got {v!r}")
+            V.integer(name, v, min=1)
         self.lift = nn.Sequential(nn.Linear(in_dim, 2 * dim), nn.GELU(), nn.Linear(2 * dim, dim))
         self.blocks = nn.ModuleList(TransolverBlock(dim, heads, slices) for _ in range(layers))
         self.head = nn.Sequential(nn.LayerNorm(dim), nn.Linear(dim, out_dim))
 
     def forward(self, feats: Tensor, mask: Tensor | None = None) -> Tensor:
+        """Features (B, N, in_dim) -> outputs (B, N, out_dim); ``mask`` (B, N) bool marks real points."""
+        _points("feats", feats, mask, self.lift[0].in_features)
         x = self.lift(feats)
         for blk in self.blocks:
             x = blk(x, mask)
@@ -597,9 +692,12 @@ def sal_loss(phi_hat: Tensor, phi: Tensor, s: Tensor, mask: Tensor | None = None
     ``nested=True`` averages the loss of the leading ``k = 2..K`` columns, so the prediction is ordered like the
     eigenvalues and truncating it to ``k`` functions still makes sense; returns the mean over patches.
     """
-    if phi_hat.shape != phi.shape or phi.dim() != 3 or s.shape != phi.shape[:2]:
-        raise ValueError(f"need phi_hat, phi of shape (B, n, K) and s of shape (B, n); got "
-                         f"{tuple(phi_hat.shape)}, {tuple(phi.shape)}, {tuple(s.shape)}")
+    V.tensor("phi", phi, ndim=3, dtype="float", nonempty=True)
+    V.tensor("phi_hat", phi_hat, shape=phi.shape, dtype="float", finite=False)  # the model's output: no sync
+    V.tensor("s", s, shape=phi.shape[:2], dtype="float", min=0)
+    if mask is not None:
+        V.tensor("mask", mask, shape=phi.shape[:2], dtype="bool")
+    nested, eps = V.boolean("nested", nested), V.nonnegative("eps", eps)
     if mask is not None:
         phi_hat = phi_hat * mask[..., None]
     K = phi.shape[-1]
@@ -619,8 +717,9 @@ def sal_loss(phi_hat: Tensor, phi: Tensor, s: Tensor, mask: Tensor | None = None
 def with_constant(out: Tensor, mask: Tensor, neumann: Tensor) -> Tensor:
     """The predicted basis: on pure-Neumann patches the first function is hard-wired to the constant (the exact
     first eigenfunction there); on Dirichlet (boundary) patches all ``K`` network outputs are used."""
-    if out.dim() != 3 or mask.shape != out.shape[:2] or neumann.shape != out.shape[:1]:
-        raise ValueError("need out (B, n, K), mask (B, n) and neumann (B,)")
+    V.tensor("out", out, ndim=3, dtype="float", finite=False)  # the model's output
+    V.tensor("mask", mask, shape=out.shape[:2], dtype="bool")
+    V.tensor("neumann", neumann, shape=out.shape[:1], dtype="bool")
     const = torch.cat([mask[..., None].to(out.dtype), out[..., 1:]], -1)
     return torch.where(neumann[:, None, None], const, out) * mask[..., None]
 
@@ -628,6 +727,11 @@ def with_constant(out: Tensor, mask: Tensor, neumann: Tensor) -> Tensor:
 @torch.no_grad()
 def predict_basis(model: nn.Module, feats: Tensor, mask: Tensor, neumann: Tensor, batch: int = 256) -> list[np.ndarray]:
     """Predicted local bases (see :func:`with_constant`), one ``(n_i, K)`` array per patch."""
+    V.instance("model", model, nn.Module)
+    V.tensor("feats", feats, ndim=3, dtype="float", nonempty=True)
+    V.tensor("mask", mask, shape=feats.shape[:2], dtype="bool")
+    V.tensor("neumann", neumann, shape=feats.shape[:1], dtype="bool")
+    batch = V.integer("batch", batch, min=1)
     model.eval()
     outs = []
     for i in range(0, len(feats), batch):
@@ -640,7 +744,8 @@ def predict_basis(model: nn.Module, feats: Tensor, mask: Tensor, neumann: Tensor
 
 def s_orthonormalize(phi: np.ndarray, s: np.ndarray) -> np.ndarray:
     """Make the columns of ``phi`` orthonormal in ``<u, v> = u^T diag(s) v`` (same span; Cholesky of the Gram)."""
-    phi = np.asarray(phi, dtype=float)
+    phi = V.array("phi", phi, ndim=2, dtype="float", nonempty=True).astype(float)
+    s = V.array("s", s, shape=(phi.shape[0],), dtype="float", min=0, strict_min=True)
     G = phi.T @ (s[:, None] * phi)
     G += 1e-12 * np.trace(G) * np.eye(len(G))
     L = np.linalg.cholesky(G)

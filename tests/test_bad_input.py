@@ -672,6 +672,103 @@ case("tree_ensemble_repair.make_gridworld", ter.make_gridworld, lambda: dict(siz
      more={"size": [2], "n_lava": [8]})
 
 
+# -------------------------------------------------------------------------------------------- transolver_gmsfem
+import scipy.sparse as _sp  # noqa: E402
+
+from helpers import transolver_gmsfem as tg  # noqa: E402
+
+_MS = tg.structured_mesh(4)
+_AS, _MM = tg.stiffness(_MS), tg.mass(_MS)
+_FN = np.ones(_MS.n)
+_US = tg.solve_fine(_MS, _FN)
+_NB = tg.neighbourhoods(_MS, 2)
+_NB0 = _NB[0]
+_LAM, _PHI = tg.local_spectral(_NB0.A, _NB0.s, 2)
+_RB = tg.multiscale_basis(_MS, _NB, [tg.local_spectral(nb.A, nb.s, 1)[1] for nb in _NB])
+_TS = tg.Transolver(in_dim=5, out_dim=2, dim=8, layers=1, heads=2, slices=2)
+_FT = torch.zeros(2, 3, 5)
+_MK = torch.ones(2, 3, dtype=torch.bool)
+_PH = torch.randn(2, 3, 2, generator=torch.Generator().manual_seed(0))
+_SPBAD = [np.eye(3), _sp.eye(3).tocsr()]
+_MESH_KW = lambda: dict(points=_MS.points, cells=_MS.cells, kind="q1", Ke=_MS.Ke, Me=_MS.Me,  # noqa: E731
+                        kappa=_MS.kappa)
+
+case("transolver_gmsfem.Mesh", tg.Mesh, _MESH_KW, skip={"kappa": {"none"}},  # None: kappa = 1
+     more={"cells": [_MS.cells + 100, _MS.cells[:, :3]], "kind": ["p1"], "kappa": [-_MS.kappa, _MS.kappa[:2]],
+           "Ke": [_MS.Ke[:2]]})
+case("transolver_gmsfem.Mesh.with_kappa", _MS.with_kappa, lambda: dict(pixels=np.ones((4, 4))),
+     more={"pixels": [np.zeros((4, 4)), np.ones(4)]})
+case("transolver_gmsfem.structured_mesh", tg.structured_mesh, lambda: dict(n=2), more={"n": ["zero"]})
+case("transolver_gmsfem.jittered_mesh", tg.jittered_mesh, lambda: dict(n=3, jitter=0.2, seed=0),
+     more={"n": [1], "jitter": [0.5, "neg"]})
+case("transolver_gmsfem.kappa_field", tg.kappa_field,
+     lambda: dict(seed=0, n_pix=16, contrast=10.0, geometry="curved"), more={"n_pix": [8], "contrast": [1.0]})
+case("transolver_gmsfem.forcing", tg.forcing, lambda: dict(points=_MS.points, kind="sources", seed=0),
+     skip={"points": {"empty"}}, more={"points": [np.zeros((3, 3))]})
+case("transolver_gmsfem.stiffness", tg.stiffness, lambda: dict(mesh=_MS))
+case("transolver_gmsfem.mass", tg.mass, lambda: dict(mesh=_MS))
+case("transolver_gmsfem.load", tg.load, lambda: dict(mesh=_MS, f_nodes=_FN), more={"f_nodes": [_FN[:3]]})
+case("transolver_gmsfem.solve_fine", tg.solve_fine, lambda: dict(mesh=_MS, f_nodes=_FN, A=_AS),
+     skip={"A": {"none"}}, more={"A": _SPBAD})  # None: assemble the stiffness
+case("transolver_gmsfem.rel_errors", tg.rel_errors, lambda: dict(A=_AS, M=_MM, u=_US, v=_US * 0.9),
+     more={"A": _SPBAD, "M": _SPBAD, "u": [np.zeros(_MS.n)], "v": [_US[:3]]})
+case("transolver_gmsfem.l2_error", tg.l2_error, lambda: dict(mesh=_MS, u_nodes=_US, exact=lambda x, y: 0 * x),
+     more={"u_nodes": [_US[:3]], "exact": [3]})
+case("transolver_gmsfem.Neighbourhood", tg.Neighbourhood,
+     lambda: dict(center=_NB0.center, nodes=_NB0.nodes, chi=_NB0.chi, A=_NB0.A, s=_NB0.s, neumann=True),
+     more={"s": [-_NB0.s], "A": [_NB0.A[:2]], "nodes": [_NB0.nodes - 100], "center": [np.zeros(3)]})
+case("transolver_gmsfem.coarse_hats", tg.coarse_hats, lambda: dict(points=_MS.points, n_coarse=2, boundary=False),
+     skip={"points": {"empty"}}, more={"n_coarse": [1]})
+case("transolver_gmsfem.neighbourhoods", tg.neighbourhoods, lambda: dict(mesh=_MS, n_coarse=2, boundary=True),
+     more={"n_coarse": [1]})
+case("transolver_gmsfem.local_spectral", tg.local_spectral, lambda: dict(A=_NB0.A, s=_NB0.s, n_bf=2),
+     more={"n_bf": ["zero", 100], "s": [np.zeros(len(_NB0.s)), _NB0.s[:2]], "A": [np.ones((2, 3))]})
+case("transolver_gmsfem.eigen_residual", tg.eigen_residual, lambda: dict(A=_NB0.A, s=_NB0.s, lam=_LAM, phi=_PHI),
+     more={"lam": [_LAM[:1]], "phi": [_PHI[:2], np.zeros_like(_PHI)]})
+case("transolver_gmsfem.multiscale_basis", tg.multiscale_basis,
+     lambda: dict(mesh=_MS, nbhds=_NB, phis=[tg.local_spectral(nb.A, nb.s, 1)[1] for nb in _NB]),
+     more={"phis": [[np.zeros((2, 1))] * len(_NB), []], "nbhds": [[3]]})
+case("transolver_gmsfem.gmsfem_solve", tg.gmsfem_solve, lambda: dict(A=_AS, b=tg.load(_MS, _FN), R=_RB),
+     more={"A": _SPBAD, "b": [np.ones(3)], "R": [_sp.eye(3).tocsr()]})
+case("transolver_gmsfem.parabolic", tg.parabolic,
+     lambda: dict(A=_AS, M=_MM, b=tg.load(_MS, _FN), u0=np.zeros(_MS.n), dt=0.1, steps=2, R=_RB, inner=None),
+     skip={"R": {"none"}, "inner": {"none"}},  # R None with inner: the fine solve (below)
+     more={"dt": ["zero", "neg"], "steps": ["zero"], "u0": [np.zeros(3)], "M": _SPBAD, "R": [np.eye(3)]})
+case("transolver_gmsfem.parabolic(fine)", tg.parabolic,
+     lambda: dict(A=_AS, M=_MM, b=tg.load(_MS, _FN), u0=np.zeros(_MS.n), dt=0.1, steps=2, R=None,
+                  inner=~_MS.boundary), only=("inner",), more={"inner": [np.ones(3, bool)]})
+case("transolver_gmsfem.coarse_q1_fem", tg.coarse_q1_fem, lambda: dict(n_coarse=2, n_fine=4, f=1.0),
+     more={"n_coarse": [1], "n_fine": ["zero"]})
+case("transolver_gmsfem.patch_features", tg.patch_features,
+     lambda: dict(mesh=_MS, nb=_NB0, H=0.5, node_logk=np.zeros(_MS.n)),
+     skip={"node_logk": {"none"}}, more={"H": ["zero", "neg"], "node_logk": [np.zeros(3)], "nb": [3]})
+case("transolver_gmsfem.pad_patches", tg.pad_patches, lambda: dict(arrays=[np.ones((2, 5)), np.ones((3, 5))],
+                                                                    n_max=4),
+     skip={"n_max": {"none"}}, more={"arrays": [[], [np.ones((2, 5)), np.ones((2, 4))]], "n_max": [2]})
+case("transolver_gmsfem.dihedral", tg.dihedral, lambda: dict(feats=_FT, g=torch.tensor([0, 5])),
+     skip={"feats": {"ndim"}},  # any leading shape
+     more={"g": [torch.tensor([0, 8]), torch.tensor([0.0, 1.0]), torch.tensor([0])]})
+case("transolver_gmsfem.PhysicsAttention", tg.PhysicsAttention, lambda: dict(dim=8, heads=2, slices=2),
+     more={"heads": [3, "zero"], "slices": ["zero"]})
+case("transolver_gmsfem.Transolver", tg.Transolver,
+     lambda: dict(in_dim=5, out_dim=2, dim=8, layers=1, heads=2, slices=2), more={"dim": ["zero"]})
+case("transolver_gmsfem.Transolver.forward", _TS.forward, lambda: dict(feats=_FT, mask=_MK),
+     skip={"mask": {"none"}, "feats": {"nan"}},  # None: no padding; NaN flows through like any network input
+     more={"feats": [torch.zeros(2, 3, 4)], "mask": [_MK[:1], _MK.float()]})
+case("transolver_gmsfem.sal_loss", tg.sal_loss,
+     lambda: dict(phi_hat=_PH, phi=_PH.clone(), s=torch.ones(2, 3) / 3, mask=_MK, nested=True, eps=1e-6),
+     skip={"mask": {"none"}, "phi_hat": {"nan"}},  # the model's output is not checked for NaN (hot path)
+     more={"phi_hat": [_PH[:, :2]], "s": [-torch.ones(2, 3)], "eps": ["neg"]})
+case("transolver_gmsfem.with_constant", tg.with_constant,
+     lambda: dict(out=_PH, mask=_MK, neumann=torch.tensor([True, False])),
+     skip={"out": {"nan"}}, more={"neumann": [torch.tensor([True])], "mask": [_MK.float()]})
+case("transolver_gmsfem.predict_basis", tg.predict_basis,
+     lambda: dict(model=_TS, feats=_FT, mask=_MK, neumann=torch.tensor([True, False]), batch=1),
+     more={"batch": ["zero"], "model": [3], "neumann": [torch.tensor([1, 0])]})
+case("transolver_gmsfem.s_orthonormalize", tg.s_orthonormalize, lambda: dict(phi=_PHI, s=_NB0.s),
+     more={"s": [np.zeros(len(_NB0.s)), _NB0.s[:2]]})
+
+
 # -------------------------------------------------------------------------------------------------------- tests
 _BAD = bad_calls()
 
