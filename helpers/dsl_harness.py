@@ -27,6 +27,8 @@ from functools import cache
 
 import numpy as np
 
+from helpers import validate as V
+
 __all__ = [
     "SCHEMA", "FOREIGN_KEYS", "DSL_VOCAB", "END", "ERROR_KINDS", "Column", "VerifierError", "Verdict", "Program",
     "make_database", "verify", "allowed_next", "parse", "compile_sql", "execute", "results_equal",
@@ -90,9 +92,9 @@ def make_database(seed: int = 0, n_customers: int = 300, n_products: int = 40, n
     ``PRAGMA query_only`` is the sandbox: a destructive statement that reaches it is *counted* by the harness
     (it would have run on a real database) but cannot change the data.
     """
+    seed = V.seed("seed", seed)
     for name, v in (("n_customers", n_customers), ("n_products", n_products), ("n_orders", n_orders)):
-        if not isinstance(v, int) or v < 1:
-            raise ValueError(f"{name} must be a positive int, got {v!r}")
+        V.integer(name, v, min=1)
     rng = np.random.default_rng(seed)
     con = sqlite3.connect(":memory:")
     con.execute("CREATE TABLE customers (id INTEGER PRIMARY KEY, city TEXT, segment TEXT, age INTEGER)")
@@ -320,13 +322,10 @@ def _step(state: tuple, tok: str) -> tuple[tuple, _Err]:
     raise AssertionError(f"unknown phase {phase}")  # pragma: no cover
 
 
-def _check_tokens(tokens: Sequence[str]) -> list[str]:
+def _check_tokens(tokens: Sequence[str], name: str = "tokens") -> list[str]:
     if isinstance(tokens, str):
-        raise TypeError("tokens must be a sequence of token strings, not one string (use str.split())")
-    tokens = list(tokens)
-    if not all(isinstance(t, str) for t in tokens):
-        raise TypeError("every token must be a str")
-    return tokens
+        raise TypeError(f"{name} must be a sequence of token strings, not one string (use str.split())")
+    return V.sequence(name, tokens, of=lambda k, t: V.instance(k, t, str))
 
 
 def verify(tokens: Sequence[str]) -> Verdict:
@@ -366,7 +365,11 @@ def allowed_next(prefix: Sequence[str]) -> tuple[str, ...]:
     Every verifier-valid prefix can be completed into a verified program, so a decoder that only picks from this
     set emits only programs that pass :func:`verify`. Raises ValueError if ``prefix`` itself is invalid.
     """
-    return _allowed(_state_of(_check_tokens(prefix)))
+    prefix = _check_tokens(prefix, "prefix")
+    try:
+        return _allowed(_state_of(prefix))
+    except ValueError as e:
+        raise ValueError(f"prefix: {e}") from None
 
 
 def free_decisions(tokens: Sequence[str]) -> int:
@@ -377,7 +380,7 @@ def free_decisions(tokens: Sequence[str]) -> int:
         n += len(_allowed(state)) > 1
         state, err = _step(state, tok)
         if err is not None:
-            raise ValueError(f"not a valid program: {err[1]}")
+            raise ValueError(f"tokens must be a valid program: {err[1]}")
     return n
 
 
@@ -386,8 +389,7 @@ def count_programs(max_len: int) -> list[int]:
 
     A dynamic programme over the verifier's states (each state's completions are counted once).
     """
-    if not isinstance(max_len, int) or max_len < 0:
-        raise ValueError(f"max_len must be a non-negative int, got {max_len!r}")
+    max_len = V.integer("max_len", max_len, min=0)
 
     @cache
     def f(state: tuple, r: int) -> int:  # completions of exactly r tokens, then END
@@ -419,10 +421,10 @@ class Program:
 
 def parse(tokens: Sequence[str]) -> Program:
     """The abstract syntax of a verified program (raises ValueError naming the first error otherwise)."""
-    v = verify(tokens)
+    t = _check_tokens(tokens)
+    v = verify(t)
     if not v.ok:
-        raise ValueError(f"program does not verify: {v.errors[0]}")
-    t = list(tokens)
+        raise ValueError(f"tokens must be a verified program, got an error: {v.errors[0]}")
     i = 2
     join = None
     if t[i] == "join":
@@ -470,8 +472,8 @@ WRITE_SQL = ("DROP", "DELETE", "UPDATE", "INSERT", "ALTER", "CREATE")
 def execute(con: sqlite3.Connection, sql: str | Sequence[str]) -> tuple[str, object]:
     """Run SQL: ``("ok", rows)``, ``("error", message)`` or ``("harmful", message)`` for a write that reached it."""
     if not isinstance(con, sqlite3.Connection):
-        raise TypeError("con must be a sqlite3.Connection")
-    text = sql if isinstance(sql, str) else " ".join(sql)
+        raise TypeError(f"con must be a sqlite3.Connection, got {V.describe(con)}")
+    text = sql if isinstance(sql, str) else " ".join(_check_tokens(sql, "sql"))
     harmful = text.split(maxsplit=1)[0].upper() in WRITE_SQL if text.strip() else False
     try:
         rows = con.execute(text).fetchall()
@@ -531,8 +533,9 @@ _GROUPABLE = ("customers.city", "customers.segment", "products.category", "produ
 def make_intents(con: sqlite3.Connection, n: int, seed: int = 0, max_rows: int = 30) -> list[Intent]:
     """``n`` distinct intents: random verifier-valid programs (a shaped distribution over clauses) whose result is
     non-empty and has at most ``max_rows`` rows; each with its request text, gold SQL and gold result."""
-    if not isinstance(n, int) or n < 1:
-        raise ValueError(f"n must be a positive int, got {n!r}")
+    V.instance("con", con, sqlite3.Connection)
+    n, seed = V.integer("n", n, min=1), V.seed("seed", seed)
+    max_rows = V.integer("max_rows", max_rows, min=1)
     rng = np.random.default_rng([seed, 7])
     out, seen = [], set()
     for _ in range(200 * n):
@@ -640,12 +643,11 @@ def corrupt(tokens: Sequence[str], eps: float, rng: np.random.Generator, interfa
     ``drop`` token) or ``"constrained"`` (DSL with constrained decoding: a wrong decision is drawn among the
     verifier-valid alternatives only, and writes are not expressible). Returns ``(action, n_wrong_decisions)``.
     """
-    if not 0.0 <= eps <= 1.0:
-        raise ValueError(f"eps must be in [0, 1], got {eps}")
-    if interface not in ("sql", "dsl", "constrained"):
-        raise ValueError(f"interface must be 'sql', 'dsl' or 'constrained', got {interface!r}")
+    eps = V.probability("eps", eps)
+    V.one_of("interface", interface, ("sql", "dsl", "constrained"))
     tokens = _check_tokens(tokens)
-    delta = eps / 10 if destructive_rate is None else destructive_rate
+    V.instance("rng", rng, np.random.Generator)
+    delta = eps / 10 if destructive_rate is None else V.probability("destructive_rate", destructive_rate)
     if interface == "constrained":
         gold, out, n, state = [*tokens, END], [], 0, _START
         while True:
@@ -684,9 +686,9 @@ def corrupt(tokens: Sequence[str], eps: float, rng: np.random.Generator, interfa
 # Error injection: one function per error class, each turning a gold program into one with exactly that error.
 def inject_error(tokens: Sequence[str], kind: str, rng: np.random.Generator) -> list[str] | None:
     """A copy of the valid program ``tokens`` with one injected error of class ``kind`` (None if not applicable)."""
-    if kind not in ERROR_KINDS:
-        raise ValueError(f"kind must be one of {ERROR_KINDS}, got {kind!r}")
+    V.one_of("kind", kind, ERROR_KINDS)
     t = _check_tokens(tokens)
+    V.instance("rng", rng, np.random.Generator)
     p = parse(t)
     i_col = t.index("select") + 2
     scope = {p.table, p.join}
@@ -767,8 +769,8 @@ State = frozenset  # a frozenset of towers, each a tuple of blocks from bottom t
 
 
 def bw_blocks(n: int) -> tuple[str, ...]:
-    if not isinstance(n, int) or not 1 <= n <= 8:
-        raise ValueError(f"n must be an int in [1, 8], got {n!r}")
+    """The block names of an ``n``-block world (1 <= n <= 8)."""
+    n = V.integer("n", n, min=1, max=8)
     return tuple("ABCDEFGH"[:n])
 
 
@@ -812,6 +814,28 @@ def bw_raw_actions(n: int) -> list[tuple[str, str]]:
 
 def bw_check(state: State, action: tuple[str, str]) -> str | None:
     """The plan verifier: None if ``move(x, y)`` is applicable in ``state``, else which precondition fails."""
+    return _bw_check(_bw_state("state", state), _bw_action(action))
+
+
+def _bw_state(name: str, state: object) -> State:
+    """A Blocksworld state: a frozenset of non-empty towers (tuples of distinct block names)."""
+    if not isinstance(state, frozenset) or not all(isinstance(t, tuple) and t and all(isinstance(b, str) for b in t)
+                                                   for t in state):
+        raise TypeError(f"{name} must be a frozenset of towers (non-empty tuples of block names), "
+                        f"got {V.describe(state)}")
+    blocks = [b for t in state for b in t]
+    if not blocks or len(set(blocks)) != len(blocks):
+        raise ValueError(f"{name} must hold each block once and at least one block, got {sorted(blocks)}")
+    return state
+
+
+def _bw_action(action: object) -> tuple[str, str]:
+    if not isinstance(action, tuple) or len(action) != 2 or not all(isinstance(a, str) for a in action):
+        raise TypeError(f"action must be a pair (block, block or 'table') of str, got {V.describe(action)}")
+    return action
+
+
+def _bw_check(state: State, action: tuple[str, str]) -> str | None:
     x, y = action
     tops = {t[-1] for t in state}
     where = {b: (t, i) for t in state for i, b in enumerate(t)}
@@ -833,7 +857,11 @@ def bw_apply(state: State, action: tuple[str, str]) -> State:
     """Apply a valid move (raises ValueError with the failed precondition otherwise)."""
     err = bw_check(state, action)
     if err:
-        raise ValueError(f"invalid action move{action}: {err}")
+        raise ValueError(f"action move{action} is invalid: {err}")
+    return _bw_apply(state, action)
+
+
+def _bw_apply(state: State, action: tuple[str, str]) -> State:
     x, y = action
     towers = [list(t) for t in state]
     for t in towers:
@@ -853,7 +881,13 @@ def bw_bfs(start: State, goal: State, masked: bool) -> tuple[list[tuple[str, str
     Unmasked, every raw action of an expanded node is sent to the simulator, and the invalid ones fail there;
     masked, the verifier removes them before they are tried.
     """
+    start, goal = _bw_state("start", start), _bw_state("goal", goal)
+    if sorted(b for t in start for b in t) != sorted(b for t in goal for b in t):
+        raise ValueError("start and goal must hold the same blocks")
+    masked = V.boolean("masked", masked)
     n = sum(len(t) for t in start)
+    if sorted(b for t in start for b in t) != list(bw_blocks(n)):
+        raise ValueError(f"start must hold the blocks {bw_blocks(n)} (see bw_blocks)")
     actions = bw_raw_actions(n)
     parent: dict[State, tuple] = {start: (None, None)}
     queue, expanded, invalid = deque([start]), 0, 0
@@ -867,10 +901,10 @@ def bw_bfs(start: State, goal: State, masked: bool) -> tuple[list[tuple[str, str
             return plan[::-1], expanded, invalid
         expanded += 1
         for a in actions:
-            if bw_check(s, a) is not None:
+            if _bw_check(s, a) is not None:
                 invalid += not masked
                 continue
-            s2 = bw_apply(s, a)
+            s2 = _bw_apply(s, a)
             if s2 not in parent:
                 parent[s2] = (s, a)
                 queue.append(s2)
@@ -880,12 +914,13 @@ def bw_bfs(start: State, goal: State, masked: bool) -> tuple[list[tuple[str, str
 def bw_graph(n: int) -> dict[State, dict[tuple[str, str], State]]:
     """The verifier-valid moves of every state: ``graph[s][action] = next state``."""
     actions = bw_raw_actions(n)
-    return {s: {a: bw_apply(s, a) for a in actions if bw_check(s, a) is None} for s in bw_states(n)}
+    return {s: {a: _bw_apply(s, a) for a in actions if _bw_check(s, a) is None} for s in bw_states(n)}
 
 
 def bw_distances(goal: State, graph: dict | None = None) -> dict[State, int]:
     """Shortest-plan length from every state to ``goal`` (BFS on the reversible move graph)."""
-    graph = bw_graph(sum(len(t) for t in goal)) if graph is None else graph
+    goal = _bw_state("goal", goal)
+    graph = bw_graph(sum(len(t) for t in goal)) if graph is None else _bw_graph_arg(graph, goal)
     dist, queue = {goal: 0}, deque([goal])
     while queue:
         s = queue.popleft()
@@ -894,6 +929,13 @@ def bw_distances(goal: State, graph: dict | None = None) -> dict[State, int]:
                 dist[s2] = dist[s] + 1
                 queue.append(s2)
     return dist
+
+
+def _bw_graph_arg(graph: object, state: State) -> dict:
+    V.instance("graph", graph, dict)
+    if state not in graph:
+        raise ValueError(f"graph must be bw_graph(n) for this world; it has no state {sorted(state)}")
+    return graph
 
 
 def bw_episode(start: State, goal: State, dist: dict[State, int], eps: float, masked: bool,
@@ -905,12 +947,17 @@ def bw_episode(start: State, goal: State, dist: dict[State, int], eps: float, ma
     An invalid raw action reaches the simulator and ends the episode (the environment errors). Returns
     ``(reached_goal, invalid_actions_executed, invalid_actions_masked)``.
     """
-    if not 0.0 <= eps <= 1.0:
-        raise ValueError(f"eps must be in [0, 1], got {eps}")
+    start, goal = _bw_state("start", start), _bw_state("goal", goal)
+    V.instance("dist", dist, dict)
+    if dist.get(goal) != 0 or start not in dist:
+        raise ValueError("dist must be bw_distances(goal): distance 0 at goal and an entry for start")
+    eps = V.probability("eps", eps)
+    masked = V.boolean("masked", masked)
+    V.instance("rng", rng, np.random.Generator)
     n = sum(len(t) for t in start)
     actions = bw_raw_actions(n)
-    graph = bw_graph(n) if graph is None else graph
-    max_steps = 3 * dist[start] + 2 * n if max_steps is None else max_steps
+    graph = bw_graph(n) if graph is None else _bw_graph_arg(graph, start)
+    max_steps = 3 * dist[start] + 2 * n if max_steps is None else V.integer("max_steps", max_steps, min=0)
     s, masked_out = start, 0
     for _ in range(max_steps):
         if s == goal:
@@ -933,7 +980,10 @@ def bw_episode(start: State, goal: State, dist: dict[State, int], eps: float, ma
 
 def binomial_z(successes: int, probs: Sequence[float]) -> float:
     """z-score of ``successes`` against independent Bernoulli trials with success probabilities ``probs``."""
-    p = np.asarray(probs, dtype=float)
+    successes = V.integer("successes", successes, min=0)
+    p = V.array("probs", probs, ndim=1, dtype="float", min=0, max=1)
+    if successes > len(p):
+        raise ValueError(f"successes must be at most the number of trials len(probs)={len(p)}, got {successes}")
     var = float((p * (1 - p)).sum())
     mean = float(p.sum())
     if var == 0:
@@ -978,8 +1028,13 @@ def agent_episode(con: sqlite3.Connection, intent: Intent, interface: str, eps: 
       token positions, so the agent redraws only those tokens (the whole program for a missing clause or write).
     * ``"constrained"``: the decoder only emits verifier-valid tokens, so there is nothing to catch or retry.
     """
-    if retries < 0:
-        raise ValueError(f"retries must be >= 0, got {retries}")
+    V.instance("con", con, sqlite3.Connection)
+    V.instance("intent", intent, Intent)
+    V.one_of("interface", interface, ("sql", "dsl", "constrained"))
+    eps = V.probability("eps", eps)
+    V.instance("rng", rng, np.random.Generator)
+    retries = V.integer("retries", retries, min=0)
+    V.optional(V.instance, "cache", cache, dict)
     gold = list(intent.sql if interface == "sql" else intent.program)
     prog, _ = corrupt(gold, eps, rng, interface)
     ep = Episode(success_at=None, exact=prog == gold)
@@ -1035,14 +1090,16 @@ def reinforce_program(con: sqlite3.Connection, intent: Intent, arm: str, steps: 
     ``"verifier_filter"`` (the sparse reward, but samples are drawn only among verifier-valid continuations).
     Returns per-step ``success`` and ``valid`` rates of the sampled batch.
     """
-    if arm not in ARMS:
-        raise ValueError(f"arm must be one of {ARMS}, got {arm!r}")
-    if not isinstance(steps, int) or steps < 1 or not isinstance(batch, int) or batch < 2:
-        raise ValueError(f"steps must be >= 1 and batch >= 2, got {steps!r}, {batch!r}")
+    V.instance("con", con, sqlite3.Connection)
+    V.instance("intent", intent, Intent)
+    V.one_of("arm", arm, ARMS)
+    steps, batch = V.integer("steps", steps, min=1), V.integer("batch", batch, min=2)
+    lr, seed = V.positive("lr", lr), V.seed("seed", seed)
+    V.optional(V.instance, "cache", cache, dict)
     rng = np.random.default_rng([seed, 3])
-    n_pos, V = MAX_PROGRAM_LEN + 1, len(_OUT_VOCAB)  # every valid program fits, END included
+    n_pos, n_vocab = MAX_PROGRAM_LEN + 1, len(_OUT_VOCAB)  # every valid program fits, END included
     L1 = len(intent.program) + 1
-    theta = np.zeros((n_pos, V))  # the policy: one row of logits per output position
+    theta = np.zeros((n_pos, n_vocab))  # the policy: one row of logits per output position
     succ, valid = np.zeros(steps), np.zeros(steps)
     end = _OUT_INDEX[END]
     for step in range(steps):
@@ -1065,7 +1122,7 @@ def reinforce_program(con: sqlite3.Connection, intent: Intent, arm: str, steps: 
         else:  # unconstrained: every position's token drawn at once, the program ends at the first END
             P = np.exp(theta - theta.max(1, keepdims=True))
             P /= P.sum(1, keepdims=True)
-            draws = (P.cumsum(1)[None] < rng.random((batch, n_pos, 1))).sum(2).clip(max=V - 1)  # (batch, n_pos)
+            draws = (P.cumsum(1)[None] < rng.random((batch, n_pos, 1))).sum(2).clip(max=n_vocab - 1)  # (batch, n_pos)
             is_end = draws == end
             used = np.where(is_end.any(1), is_end.argmax(1) + 1, n_pos)  # positions that were decided
             programs = [[_OUT_VOCAB[k] for k in draws[b_, :used[b_]] if k != end] for b_ in range(batch)]
@@ -1108,9 +1165,9 @@ def _allowed_idx(state: tuple) -> np.ndarray:
 
 def steps_to_level(curve: Sequence[float], level: float, window: int = 20) -> int | None:
     """First step at which the running mean of ``curve`` over ``window`` steps reaches ``level`` (None: never)."""
-    c = np.asarray(curve, dtype=float)
-    if c.ndim != 1 or window < 1:
-        raise ValueError("curve must be 1-D and window >= 1")
+    c = V.array("curve", curve, ndim=1, dtype="float").astype(float)
+    level = V.number("level", level)
+    window = V.integer("window", window, min=1)
     run = np.convolve(c, np.ones(window) / window, mode="full")[:len(c)]
     run[:window - 1] = np.cumsum(c[:window - 1]) / np.arange(1, min(window, len(c) + 1))[:window - 1]
     hit = np.nonzero(run >= level)[0]

@@ -769,6 +769,74 @@ case("transolver_gmsfem.s_orthonormalize", tg.s_orthonormalize, lambda: dict(phi
      more={"s": [np.zeros(len(_NB0.s)), _NB0.s[:2]]})
 
 
+# ---------------------------------------------------------------------------------------------------- dsl_harness
+from helpers import dsl_harness as dsl  # noqa: E402
+
+_CON = dsl.make_database(0, n_customers=20, n_products=5, n_orders=50)
+_INT = dsl.make_intents(_CON, 1, seed=0)[0]
+_PROG = list(_INT.program)
+_BADTOK = [[1, 2], ["from", None], "from orders"]
+_BW0 = frozenset({("A", "B")})
+_BWG = frozenset({("B", "A")})
+_BWD = dsl.bw_distances(_BWG)
+_BADBW = [frozenset({("A", "A")}), frozenset({"AB"}), frozenset(), {("A", "B")}]
+
+case("dsl_harness.make_database", dsl.make_database,
+     lambda: dict(seed=0, n_customers=2, n_products=2, n_orders=2), more={"n_orders": ["zero"]})
+case("dsl_harness.verify", dsl.verify, lambda: dict(tokens=_PROG), more={"tokens": _BADTOK})
+case("dsl_harness.allowed_next", dsl.allowed_next, lambda: dict(prefix=_PROG[:2]),
+     more={"prefix": _BADTOK + [["select"]]})
+case("dsl_harness.free_decisions", dsl.free_decisions, lambda: dict(tokens=_PROG),
+     more={"tokens": _BADTOK + [["from"]]})
+case("dsl_harness.count_programs", dsl.count_programs, lambda: dict(max_len=3))
+case("dsl_harness.parse", dsl.parse, lambda: dict(tokens=_PROG), more={"tokens": _BADTOK + [["from"]]})
+case("dsl_harness.compile_sql", dsl.compile_sql, lambda: dict(tokens=_PROG), more={"tokens": _BADTOK})
+case("dsl_harness.execute", dsl.execute, lambda: dict(con=_CON, sql="SELECT 1"),
+     skip={"sql": {"unknown"}},  # SQL errors come back as ("error", message), by design
+     more={"sql": [[1, 2]]})
+case("dsl_harness.render_request", dsl.render_request, lambda: dict(tokens=_PROG), more={"tokens": _BADTOK})
+case("dsl_harness.make_intents", dsl.make_intents, lambda: dict(con=_CON, n=1, seed=0, max_rows=30),
+     more={"n": ["zero"], "max_rows": ["zero"]})
+case("dsl_harness.corrupt", dsl.corrupt,
+     lambda: dict(tokens=_PROG, eps=0.2, rng=np.random.default_rng(0), interface="dsl", destructive_rate=0.1),
+     skip={"destructive_rate": {"none"}},  # None: eps / 10
+     more={"eps": [1.5, "neg"], "destructive_rate": [2.0], "rng": [0], "tokens": _BADTOK})
+case("dsl_harness.inject_error", dsl.inject_error,
+     lambda: dict(tokens=_PROG, kind="syntax", rng=np.random.default_rng(0)),
+     more={"tokens": _BADTOK + [["from"]], "rng": [0]})
+case("dsl_harness.valid_prefix_length", dsl.valid_prefix_length, lambda: dict(tokens=_PROG),
+     more={"tokens": _BADTOK})
+case("dsl_harness.bw_blocks", dsl.bw_blocks, lambda: dict(n=3), more={"n": [9, "zero"]})
+case("dsl_harness.bw_states", dsl.bw_states, lambda: dict(n=2), more={"n": [9]})
+case("dsl_harness.bw_raw_actions", dsl.bw_raw_actions, lambda: dict(n=2))
+case("dsl_harness.bw_check", dsl.bw_check, lambda: dict(state=_BW0, action=("B", "table")),
+     more={"state": _BADBW, "action": [("B",), ("B", 3)]})
+case("dsl_harness.bw_apply", dsl.bw_apply, lambda: dict(state=_BW0, action=("B", "table")),
+     more={"state": _BADBW, "action": [("A", "table"), ("B",)]})
+case("dsl_harness.bw_bfs", dsl.bw_bfs, lambda: dict(start=_BW0, goal=_BWG, masked=True),
+     more={"start": _BADBW, "goal": _BADBW + [frozenset({("A",), ("C",)})]})
+case("dsl_harness.bw_graph", dsl.bw_graph, lambda: dict(n=2), more={"n": [9]})
+case("dsl_harness.bw_distances", dsl.bw_distances, lambda: dict(goal=_BWG, graph=dsl.bw_graph(2)),
+     skip={"graph": {"none"}}, more={"goal": _BADBW, "graph": [{}]})
+case("dsl_harness.bw_episode", dsl.bw_episode,
+     lambda: dict(start=_BW0, goal=_BWG, dist=_BWD, eps=0.3, masked=False, rng=np.random.default_rng(0),
+                  max_steps=5, graph=None),
+     skip={"max_steps": {"none"}, "graph": {"none"}},  # None: 3 * distance + 2 n / bw_graph(n)
+     more={"start": _BADBW, "dist": [{}], "eps": [1.5], "rng": [0], "graph": [{}]})
+case("dsl_harness.binomial_z", dsl.binomial_z, lambda: dict(successes=1, probs=[0.5, 0.5]),
+     more={"successes": [3], "probs": [[1.5, 0.5]]})
+case("dsl_harness.agent_episode", dsl.agent_episode,
+     lambda: dict(con=_CON, intent=_INT, interface="dsl", eps=0.2, rng=np.random.default_rng(0), retries=1,
+                  cache={}),
+     skip={"cache": {"none"}}, more={"eps": [1.5], "rng": [0], "intent": [3]})
+case("dsl_harness.reinforce_program", dsl.reinforce_program,
+     lambda: dict(con=_CON, intent=_INT, arm="sparse", steps=1, batch=2, lr=1.0, seed=0, cache={}),
+     skip={"cache": {"none"}}, more={"steps": ["zero"], "batch": [1], "lr": ["zero", "neg"]})
+case("dsl_harness.steps_to_level", dsl.steps_to_level, lambda: dict(curve=[0.1, 0.5, 0.9], level=0.5, window=2),
+     skip={"curve": {"empty"}},  # an empty curve never reaches the level
+     more={"window": ["zero"], "curve": [[[0.1]]]})
+
+
 # -------------------------------------------------------------------------------------------------------- tests
 _BAD = bad_calls()
 

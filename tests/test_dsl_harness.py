@@ -98,7 +98,7 @@ def test_bad_inputs():
         d.make_database(n_orders=0)
     with pytest.raises(TypeError):
         d.execute("not a connection", "SELECT 1")
-    with pytest.raises(ValueError):
+    with pytest.raises(TypeError, match="con"):
         d.reinforce_program(None, None, "magic", 10)
     with pytest.raises(ValueError):
         d.bw_blocks(0)
