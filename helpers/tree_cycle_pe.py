@@ -36,6 +36,7 @@ from rdkit.Chem import FilterCatalog
 from torch import Tensor, nn
 
 from helpers import nn as hnn
+from helpers import validate as V
 
 __all__ = [
     "RING_SIZES", "N_CHILD", "DEPTH", "CYCLE_DIM", "parse_smiles", "rooted_smiles", "random_smiles",
@@ -65,36 +66,40 @@ STRUCT_TOKENS = ("(", ")", ".", "-", "=", "#", ":", "/", "\\", "~", *[str(i) for
 # --------------------------------------------------------------------------------------------------------------
 def parse_smiles(smiles: str) -> Chem.Mol:
     """Parse a SMILES string into an RDKit molecule without stereochemistry; raise ``ValueError`` if invalid."""
-    if not isinstance(smiles, str):
-        raise TypeError(f"smiles must be a str, got {type(smiles).__name__}")
+    V.instance("smiles", smiles, str)
     mol = Chem.MolFromSmiles(smiles) if smiles.strip() else None
     if mol is None:
-        raise ValueError(f"invalid SMILES: {smiles!r}")
+        raise ValueError(f"smiles must be a valid SMILES string, got {smiles!r}")
     Chem.RemoveStereochemistry(mol)
     return mol
 
 
 def _as_mol(mol: Chem.Mol | str) -> Chem.Mol:
     if isinstance(mol, str):
-        return parse_smiles(mol)
+        try:
+            return parse_smiles(mol)
+        except ValueError as e:
+            raise ValueError(f"mol: {e}") from None
+    return _mol(mol)
+
+
+def _mol(mol: object) -> Chem.Mol:
     if not isinstance(mol, Chem.Mol):
-        raise TypeError(f"expected an RDKit Mol or a SMILES str, got {type(mol).__name__}")
+        raise TypeError(f"mol must be an RDKit Mol (or, where stated, a SMILES str), got {V.describe(mol)}")
     return mol
 
 
 def rooted_smiles(mol: Chem.Mol | str, root: int) -> str:
     """The (non-canonical) SMILES of ``mol`` whose depth-first walk starts at atom ``root``."""
     mol = _as_mol(mol)
-    if not isinstance(root, (int, np.integer)) or not 0 <= root < mol.GetNumAtoms():
-        raise ValueError(f"root must be an atom index in [0, {mol.GetNumAtoms()}), got {root!r}")
+    root = V.index("root", root, mol.GetNumAtoms())
     return Chem.MolToSmiles(mol, rootedAtAtom=int(root), canonical=False, isomericSmiles=False)
 
 
 def random_smiles(mol: Chem.Mol | str, n: int, seed: int) -> list[str]:
     """``n`` randomized SMILES of ``mol`` (random root and branch order; Bjerrum 2017), seeded."""
     mol = _as_mol(mol)
-    if not isinstance(n, int) or n < 1:
-        raise ValueError(f"n must be a positive int, got {n!r}")
+    n, seed = V.integer("n", n, min=1), V.integer("seed", seed, min=0, max=2**31 - 2)
     mol = Chem.Mol(mol)
     Chem.RemoveStereochemistry(mol)
     return list(Chem.MolToRandomSmilesVect(mol, n, randomSeed=int(seed) + 1))
@@ -102,16 +107,16 @@ def random_smiles(mol: Chem.Mol | str, n: int, seed: int) -> list[str]:
 
 def tokenize(smiles: str) -> list[str]:
     """Split a SMILES string into atom, bond, ring-closure, branch and dot tokens; raise on leftover characters."""
-    if not isinstance(smiles, str):
-        raise TypeError(f"smiles must be a str, got {type(smiles).__name__}")
+    V.instance("smiles", smiles, str)
     toks = _TOKEN_RE.findall(smiles)
     if "".join(toks) != smiles:
-        raise ValueError(f"cannot tokenize SMILES {smiles!r}")
+        raise ValueError(f"smiles must consist of SMILES tokens, cannot tokenize {smiles!r}")
     return toks
 
 
 def atom_key(atom: Chem.Atom) -> str:
     """A traversal-invariant atom token: element, aromaticity, charge and hydrogen count (not the written string)."""
+    V.instance("atom", atom, Chem.Atom)
     return f"{atom.GetSymbol()}{'~ar' if atom.GetIsAromatic() else ''}{atom.GetFormalCharge():+d}H{atom.GetTotalNumHs()}"
 
 
@@ -123,6 +128,7 @@ def cycle_rank(mol: Chem.Mol | str) -> int:
 
 def canonical_ranks(mol: Chem.Mol) -> np.ndarray:
     """RDKit's canonical atom ranks with ties broken (rank 0 is the root of the canonical SMILES)."""
+    _mol(mol)
     return np.asarray(list(Chem.CanonicalRankAtoms(mol, breakTies=True)), dtype=np.int64)
 
 
@@ -207,8 +213,7 @@ def tree_paths(ser: Serialization, n_child: int = N_CHILD, depth: int = DEPTH) -
     """
     if not isinstance(ser, Serialization):
         raise TypeError(f"ser must be a Serialization, got {type(ser).__name__}")
-    if n_child < 1 or depth < 1:
-        raise ValueError(f"n_child and depth must be >= 1, got {n_child}, {depth}")
+    n_child, depth = V.integer("n_child", n_child, min=1), V.integer("depth", depth, min=1)
     N, ranks = ser.n_atoms, ser.ranks
     adj: list[list[int]] = [[] for _ in range(N)]
     for v, p in enumerate(ser.tree_parent):
@@ -247,6 +252,15 @@ def _ordered_ring(ring: Sequence[int], ranks: np.ndarray) -> tuple[int, ...]:
     return tuple(ring)
 
 
+def _ranks(ranks: object, mol: Chem.Mol) -> np.ndarray:
+    """A permutation of 0..N-1 (canonical ranks of mol's atoms)."""
+    N = mol.GetNumAtoms()
+    r = V.array("ranks", ranks, shape=(N,), dtype="int")
+    if not np.array_equal(np.sort(r), np.arange(N)):
+        raise ValueError(f"ranks must be a permutation of 0..{N - 1} (see canonical_ranks)")
+    return r
+
+
 def canonical_cycle_basis(mol: Chem.Mol, ranks: np.ndarray | None = None) -> list[tuple[int, ...]]:
     """A canonical minimum cycle basis: E - V + (components) rings, each as an ordered atom tuple.
 
@@ -255,9 +269,8 @@ def canonical_cycle_basis(mol: Chem.Mol, ranks: np.ndarray | None = None) -> lis
     symmetric rings (e.g. bicyclo[2.2.2]octane) are broken by canonical rank, so the result is canonical up to
     the molecule's automorphisms.
     """
-    if not isinstance(mol, Chem.Mol):
-        raise TypeError(f"mol must be an RDKit Mol, got {type(mol).__name__}")
-    ranks = canonical_ranks(mol) if ranks is None else ranks
+    _mol(mol)
+    ranks = canonical_ranks(mol) if ranks is None else _ranks(ranks, mol)
     m = cycle_rank(mol)
     cands = [_ordered_ring(list(r), ranks) for r in Chem.GetSymmSSSR(mol)]
     cands.sort(key=lambda r: (len(r), sorted(int(ranks[a]) for a in r)))
@@ -293,10 +306,14 @@ def cycle_features(mol: Chem.Mol, ranks: np.ndarray | None = None,
     canonical order, ``sin, cos`` of ``2 pi p / |C|`` (``p`` = position along the canonically oriented ring) and
     ``|C| / 8``.
     """
-    if not isinstance(mol, Chem.Mol):
-        raise TypeError(f"mol must be an RDKit Mol, got {type(mol).__name__}")
-    ranks = canonical_ranks(mol) if ranks is None else ranks
-    basis = canonical_cycle_basis(mol, ranks) if basis is None else basis
+    _mol(mol)
+    ranks = canonical_ranks(mol) if ranks is None else _ranks(ranks, mol)
+    N = mol.GetNumAtoms()
+    if basis is None:
+        basis = canonical_cycle_basis(mol, ranks)
+    else:
+        basis = V.sequence("basis", basis, of=lambda k, r: tuple(V.sequence(
+            k, r, min_len=3, of=lambda k2, a: V.index(k2, a, N))))
     N = mol.GetNumAtoms()
     out = np.zeros((N, CYCLE_DIM), dtype=np.float64)
     bonds = [{frozenset(e) for e in zip(r, r[1:] + r[:1])} for r in basis]
@@ -323,12 +340,22 @@ def cycle_features(mol: Chem.Mol, ranks: np.ndarray | None = None,
 # --------------------------------------------------------------------------------------------------------------
 def sorted_rows(keys: Sequence[str], feats: np.ndarray, decimals: int = 9) -> list[tuple]:
     """The multiset {(atom key, feature row)} as a sorted list, for comparing serializations of one molecule."""
-    feats = np.round(np.asarray(feats, dtype=np.float64), decimals) + 0.0  # +0.0 folds -0.0 into 0.0
+    keys = V.sequence("keys", keys, of=lambda k, x: V.instance(k, x, str))
+    feats = V.array("feats", feats, ndim=2, dtype="float")
+    if len(feats) != len(keys):
+        raise ValueError(f"feats must have one row per key ({len(keys)}), got shape {feats.shape}")
+    decimals = V.integer("decimals", decimals, min=0)
+    feats = np.round(feats.astype(np.float64), decimals) + 0.0  # +0.0 folds -0.0 into 0.0
     return sorted((k, tuple(row.tolist())) for k, row in zip(keys, feats))
 
 
 def multiset_diff(a: list[tuple], b: list[tuple]) -> float:
     """Largest absolute difference between two sorted multisets of (key, row); ``inf`` if keys differ."""
+    V.instance("a", a, list)
+    V.instance("b", b, list)
+    for name, m in (("a", a), ("b", b)):
+        if not all(isinstance(x, tuple) and len(x) == 2 for x in m):
+            raise TypeError(f"{name} must be a list of (key, row) pairs (see sorted_rows)")
     if len(a) != len(b) or any(x[0] != y[0] for x, y in zip(a, b)):
         return math.inf
     if not a:
@@ -345,6 +372,10 @@ class Vocab:
     PAD, CLS, UNK = 0, 1, 2
 
     def __init__(self, atom_keys: Sequence[str]) -> None:
+        if isinstance(atom_keys, str):
+            raise TypeError("atom_keys must be a sequence of atom keys, not one str")
+        atom_keys = V.sequence("atom_keys", list(atom_keys) if isinstance(atom_keys, (set, frozenset)) else atom_keys,
+                               of=lambda k, x: V.instance(k, x, str))
         self.itos = ["<pad>", "<cls>", "<unk>", *STRUCT_TOKENS, *sorted(set(atom_keys))]
         self.stoi = {s: i for i, s in enumerate(self.itos)}
 
@@ -352,6 +383,8 @@ class Vocab:
         return len(self.itos)
 
     def id(self, s: str) -> int:
+        """The id of token ``s`` (UNK for an unknown token)."""
+        V.instance("s", s, str)
         return self.stoi.get(s, self.UNK)
 
 
@@ -377,6 +410,7 @@ class Featurized:
 
 def featurize(smiles: str, vocab: Vocab | None = None) -> Featurized:
     """Serialize, align and encode one SMILES string (tree paths, cycle features, graph for the baselines)."""
+    V.optional(V.instance, "vocab", vocab, Vocab)
     ser = serialize(smiles)
     mol = ser.mol
     keys = [atom_key(a) for a in mol.GetAtoms()]
@@ -404,8 +438,9 @@ def collate(items: Sequence[Featurized], atoms_only: bool = False, max_len: int 
     ``tree`` (B, T, DEPTH), ``cycle`` (B, T, CYCLE_DIM), ``atom`` (aligned atom, -1 for [CLS]/padding) and
     ``is_atom``.
     """
-    if not items:
-        raise ValueError("items must be a non-empty sequence of Featurized")
+    items = V.sequence("items", items, min_len=1, of=lambda k, x: V.instance(k, x, Featurized))
+    atoms_only = V.boolean("atoms_only", atoms_only)
+    max_len = V.optional(V.integer, "max_len", max_len, min=2)
     sel = [np.flatnonzero(f.is_atom) if atoms_only else np.arange(len(f.tokens)) for f in items]
     if max_len is not None:
         sel = [s[: max_len - 1] for s in sel]
@@ -446,8 +481,8 @@ class GraphBatch:
 
 def graph_batch(items: Sequence[Featurized], vocab: Vocab) -> GraphBatch:
     """Batch graphs: flat (with node offsets) for GIN, dense (padded, with distances) for Graphormer."""
-    if not items:
-        raise ValueError("items must be a non-empty sequence of Featurized")
+    items = V.sequence("items", items, min_len=1, of=lambda k, x: V.instance(k, x, Featurized))
+    V.instance("vocab", vocab, Vocab)
     xs, es, gs = [], [], []
     off = 0
     n_max = max(len(f.atom_keys) for f in items)
@@ -473,6 +508,20 @@ def graph_batch(items: Sequence[Featurized], vocab: Vocab) -> GraphBatch:
 # --------------------------------------------------------------------------------------------------------------
 # Models
 # --------------------------------------------------------------------------------------------------------------
+def _parts(parts: object) -> tuple[str, ...]:
+    if isinstance(parts, str):
+        raise TypeError(f"parts must be a sequence such as ('tree', 'cycle'), not the str {parts!r}")
+    parts = tuple(V.sequence("parts", parts, min_len=1, of=lambda k, x: V.one_of(k, x, ("tree", "cycle"))))
+    return parts
+
+
+def _tree_cycle(tree: object, cycle: object) -> None:
+    V.tensor("tree", tree, dtype="int", min=-1, max=N_CHILD - 1)
+    if tree.dim() < 1 or tree.shape[-1] != DEPTH:
+        raise ValueError(f"tree must have shape (..., {DEPTH}), got {tuple(tree.shape)}")
+    V.tensor("cycle", cycle, shape=(*tree.shape[:-1], CYCLE_DIM), dtype="float")
+
+
 class TreeCyclePE(nn.Module):
     """``PE(token) = W_t tree(v) + W_c cycle(v)`` for the atom ``v`` a token is aligned to (zero for [CLS]).
 
@@ -481,9 +530,9 @@ class TreeCyclePE(nn.Module):
     """
 
     def __init__(self, d_model: int, parts: Sequence[str] = ("tree", "cycle"), copies: int = 2) -> None:
+        d_model, copies = V.integer("d_model", d_model, min=1), V.integer("copies", copies, min=1)
+        parts = _parts(parts)
         super().__init__()
-        if not set(parts) <= {"tree", "cycle"} or not parts:
-            raise ValueError(f"parts must be a non-empty subset of ('tree', 'cycle'), got {parts!r}")
         self.parts, self.d_model = tuple(parts), d_model
         self.raw_p = nn.Parameter(torch.linspace(0.0, 2.0, copies))  # p = sigmoid(raw): decays 0.5 .. 0.88
         self.W_t = nn.Linear(copies * DEPTH * N_CHILD, d_model, bias=False)
@@ -491,6 +540,9 @@ class TreeCyclePE(nn.Module):
 
     def tree_vector(self, tree: Tensor) -> Tensor:
         """(..., DEPTH) child-index paths -> (..., copies * DEPTH * N_CHILD) decayed one-hot stacks."""
+        V.tensor("tree", tree, dtype="int", min=-1, max=N_CHILD - 1)
+        if tree.dim() < 1 or tree.shape[-1] != DEPTH:
+            raise ValueError(f"tree must have shape (..., {DEPTH}), got {tuple(tree.shape)}")
         onehot = F.one_hot(tree.clamp(min=0), N_CHILD).float() * (tree >= 0)[..., None]  # (..., k, n)
         p = torch.sigmoid(self.raw_p)  # (h,)
         j = torch.arange(DEPTH, dtype=torch.float32)
@@ -499,7 +551,9 @@ class TreeCyclePE(nn.Module):
         return x.flatten(-3)
 
     def forward(self, tree: Tensor, cycle: Tensor, parts: Sequence[str] | None = None) -> Tensor:
-        parts = self.parts if parts is None else parts
+        """The positional encoding (..., d_model) of tokens with tree paths (..., DEPTH) and ring features."""
+        _tree_cycle(tree, cycle)
+        parts = self.parts if parts is None else _parts(parts)
         out = 0.0
         if "tree" in parts:
             out = out + self.W_t(self.tree_vector(tree))
@@ -518,9 +572,12 @@ class SeqEncoder(nn.Module):
 
     def __init__(self, vocab_size: int, pe: str = "tree_cycle", d_model: int = 64, n_layer: int = 3,
                  n_head: int = 4, d_ff: int = 128, n_out: int = 1, n_node: int = 0) -> None:
+        V.one_of("pe", pe, ("sinusoidal", "tree", "cycle", "tree_cycle"))
+        for name, v in dict(vocab_size=vocab_size, d_model=d_model, n_layer=n_layer, n_head=n_head, d_ff=d_ff,
+                            n_out=n_out).items():
+            V.integer(name, v, min=1)
+        n_node = V.integer("n_node", n_node, min=0)
         super().__init__()
-        if pe not in ("sinusoidal", "tree", "cycle", "tree_cycle"):
-            raise ValueError(f"pe must be 'sinusoidal', 'tree', 'cycle' or 'tree_cycle', got {pe!r}")
         self.pe_kind, self.d_model = pe, d_model
         cfg = hnn.TransformerConfig(vocab_size=vocab_size, n_layer=n_layer, n_head=n_head, d_model=d_model,
                                     d_ff=d_ff, pos="none")
@@ -533,7 +590,27 @@ class SeqEncoder(nn.Module):
         self.node_head = nn.Linear(d_model, n_node) if n_node else None
         self.apply(hnn.Transformer._init)
 
+    def _batch(self, batch: object) -> dict[str, Tensor]:
+        """A batch from :func:`collate`: the keys, shapes and token ids the encoder reads."""
+        V.instance("batch", batch, dict)
+        missing = {"ids", "pad", "pos", "tree", "cycle", "atom"} - set(batch)
+        if missing:
+            raise ValueError(f"batch must come from collate(); it lacks {sorted(missing)}")
+        ids = V.token_ids("batch['ids']", batch["ids"], self.tok.num_embeddings)
+        if not isinstance(ids, Tensor) or ids.dim() != 2:
+            raise ValueError(f"batch['ids'] must be a (B, T) tensor, got {V.describe(batch['ids'])}")
+        B, T = ids.shape
+        V.tensor("batch['pad']", batch["pad"], shape=(B, T), dtype="bool")
+        V.tensor("batch['pos']", batch["pos"], shape=(B, T), dtype="int", min=0)
+        V.tensor("batch['atom']", batch["atom"], shape=(B, T), dtype="int", min=-1)
+        _tree_cycle(batch["tree"], batch["cycle"])
+        if batch["tree"].shape[:2] != (B, T):
+            raise ValueError(f"batch['tree'] must have shape ({B}, {T}, {DEPTH}), got {tuple(batch['tree'].shape)}")
+        return batch
+
     def positional(self, batch: dict[str, Tensor], parts: Sequence[str] | None = None) -> Tensor:
+        """The positional encoding of a batch (B, T, d_model)."""
+        batch = self._batch(batch)
         if self.pe is None:
             return hnn.sinusoidal_table(batch["pos"], self.d_model) * batch["pad"][..., None]
         return self.pe(batch["tree"], batch["cycle"], parts) * (batch["atom"] >= 0)[..., None]
@@ -541,6 +618,10 @@ class SeqEncoder(nn.Module):
     def encode(self, batch: dict[str, Tensor], parts: Sequence[str] | None = None,
                inputs_embeds: Tensor | None = None) -> Tensor:
         """Hidden states (B, T, d) after the final norm; ``inputs_embeds`` replaces the token embedding."""
+        batch = self._batch(batch)
+        if inputs_embeds is not None:
+            V.tensor("inputs_embeds", inputs_embeds, shape=(*batch["ids"].shape, self.d_model), dtype="float",
+                     finite=False)
         x = self.tok(batch["ids"]) if inputs_embeds is None else inputs_embeds
         x = x + self.positional(batch, parts)
         pad = batch["pad"]
@@ -557,10 +638,20 @@ class SeqEncoder(nn.Module):
         return out, self.node_head(h)
 
 
+def _graph_batch(g: object, vocab_size: int) -> GraphBatch:
+    V.instance("g", g, GraphBatch)
+    V.token_ids("g.x", g.x, vocab_size)
+    V.token_ids("g.dense_ids", g.dense_ids, vocab_size)
+    return g
+
+
 class GIN(nn.Module):
     """Graph Isomorphism Network (Xu et al. 2019): ``h <- MLP((1 + eps) h + sum of neighbours)``, sum pooling."""
 
     def __init__(self, vocab_size: int, d: int = 64, n_layer: int = 5, n_out: int = 1, n_node: int = 0) -> None:
+        for name, v in dict(vocab_size=vocab_size, d=d, n_layer=n_layer, n_out=n_out).items():
+            V.integer(name, v, min=1)
+        n_node = V.integer("n_node", n_node, min=0)
         super().__init__()
         self.emb = nn.Embedding(vocab_size, d)
         self.eps = nn.Parameter(torch.zeros(n_layer))
@@ -573,6 +664,7 @@ class GIN(nn.Module):
 
     def embed(self, g: GraphBatch) -> tuple[Tensor, Tensor]:
         """(graph embeddings (B, d * (L + 1)) from summed nodes of every layer, final node states)."""
+        _graph_batch(g, self.emb.num_embeddings)
         h = self.emb(g.x)
         pooled = [torch.zeros(g.n_graphs, h.shape[1]).index_add_(0, g.graph, h)]
         src, dst = g.edges
@@ -598,6 +690,10 @@ class GraphormerLite(nn.Module):
 
     def __init__(self, vocab_size: int, d_model: int = 64, n_layer: int = 3, n_head: int = 4, d_ff: int = 128,
                  n_out: int = 1, n_node: int = 0) -> None:
+        for name, v in dict(vocab_size=vocab_size, d_model=d_model, n_layer=n_layer, n_head=n_head, d_ff=d_ff,
+                            n_out=n_out).items():
+            V.integer(name, v, min=1)
+        n_node = V.integer("n_node", n_node, min=0)
         super().__init__()
         cfg = hnn.TransformerConfig(vocab_size=vocab_size, n_layer=n_layer, n_head=n_head, d_model=d_model,
                                     d_ff=d_ff, pos="none")
@@ -612,6 +708,8 @@ class GraphormerLite(nn.Module):
         self.apply(hnn.Transformer._init)
 
     def forward(self, g: GraphBatch):
+        """Graph-level outputs (B, n_out) (and per-atom outputs when ``n_node``)."""
+        _graph_batch(g, self.tok.num_embeddings)
         x = self.tok(g.dense_ids) + self.deg(g.dense_deg)
         spd = g.dense_spd
         bias = self.spd_bias(spd.clamp(min=0)).permute(0, 3, 1, 2)  # (B, H, T, T)
@@ -632,10 +730,11 @@ def random_ring_system(rng: np.random.Generator, kind: str | None = None, n_ops:
     """A random saturated molecule built from rings of size 3..8: ``kind`` in fused / spiro / bridged / chain
     (acyclic) / mixed. Some carbons become N or O. Returns its canonical SMILES."""
     kinds = ("fused", "spiro", "bridged", "chain", "mixed")
+    V.instance("rng", rng, np.random.Generator)
+    V.optional(V.one_of, "kind", kind, kinds)
+    n_ops = V.optional(V.integer, "n_ops", n_ops, min=0, max=50)
     if kind is None:
         kind = kinds[int(rng.integers(len(kinds)))]
-    if kind not in kinds:
-        raise ValueError(f"kind must be one of {kinds}, got {kind!r}")
     n_ops = int(rng.integers(1, 4)) if n_ops is None else n_ops
     rw = Chem.RWMol()
     rings: list[list[int]] = []
@@ -743,6 +842,7 @@ def alert_atoms(mol: Chem.Mol | str) -> set[int]:
 
 def graph_of(mol: Chem.Mol) -> nx.Graph:
     """The molecular graph as a networkx graph (atoms labelled by their invariant key)."""
+    _mol(mol)
     g = nx.Graph()
     g.add_nodes_from((a.GetIdx(), {"key": atom_key(a)}) for a in mol.GetAtoms())
     g.add_edges_from((b.GetBeginAtomIdx(), b.GetEndAtomIdx()) for b in mol.GetBonds())
@@ -763,6 +863,8 @@ def load_bioactivity(name: str = "CHEMBL204_Ki", threshold: float = 7.0) -> tupl
     import importlib.util
     from pathlib import Path
 
+    V.instance("name", name, str)
+    threshold = V.number("threshold", threshold)
     spec = importlib.util.find_spec("MoleculeACE")
     if spec is not None and spec.submodule_search_locations:
         path = Path(spec.submodule_search_locations[0]) / "Data" / "benchmark_data" / f"{name}.csv"

@@ -837,6 +837,81 @@ case("dsl_harness.steps_to_level", dsl.steps_to_level, lambda: dict(curve=[0.1, 
      more={"window": ["zero"], "curve": [[[0.1]]]})
 
 
+# --------------------------------------------------------------------------------------------------- tree_cycle_pe
+from helpers import tree_cycle_pe as tcp  # noqa: E402
+
+_MOL = tcp.parse_smiles("C1CC1O")
+_SER = tcp.serialize("C1CC1O")
+_FZ = [tcp.featurize("C1CC1O"), tcp.featurize("CCO")]
+_VOC = tcp.Vocab([k for f in _FZ for k in f.atom_keys])
+_FZV = [tcp.featurize(f.smiles, _VOC) for f in _FZ]
+_CB = tcp.collate(_FZV)
+_GB = tcp.graph_batch(_FZV, _VOC)
+_SEQ = tcp.SeqEncoder(len(_VOC), pe="tree_cycle", d_model=8, n_layer=1, n_head=2, d_ff=8)
+_GIN = tcp.GIN(len(_VOC), d=8, n_layer=1)
+_GRL = tcp.GraphormerLite(len(_VOC), d_model=8, n_layer=1, n_head=2, d_ff=8)
+_TPE = tcp.TreeCyclePE(8)
+_SMI_BAD = ["C1CC", "", "C(("]
+_BADBATCH = [{"ids": _CB["ids"]}, {**_CB, "ids": _CB["ids"] + 100}, {**_CB, "pad": _CB["pad"].long()}]
+
+case("tree_cycle_pe.parse_smiles", tcp.parse_smiles, lambda: dict(smiles="CCO"), more={"smiles": _SMI_BAD})
+case("tree_cycle_pe.rooted_smiles", tcp.rooted_smiles, lambda: dict(mol=_MOL, root=1),
+     more={"root": [4], "mol": ["C1CC"]})
+case("tree_cycle_pe.random_smiles", tcp.random_smiles, lambda: dict(mol="CCO", n=2, seed=0),
+     more={"n": ["zero"], "mol": [_SMI_BAD[0]]})
+case("tree_cycle_pe.tokenize", tcp.tokenize, lambda: dict(smiles="CCO"), skip={"smiles": {"unknown"}},
+     more={"smiles": ["C?C"]})  # (tokenizing does not check chemistry)
+case("tree_cycle_pe.atom_key", tcp.atom_key, lambda: dict(atom=_MOL.GetAtomWithIdx(0)))
+case("tree_cycle_pe.cycle_rank", tcp.cycle_rank, lambda: dict(mol=_MOL), more={"mol": _SMI_BAD})
+case("tree_cycle_pe.canonical_ranks", tcp.canonical_ranks, lambda: dict(mol=_MOL))
+case("tree_cycle_pe.serialize", tcp.serialize, lambda: dict(smiles="CCO"), more={"smiles": _SMI_BAD})
+case("tree_cycle_pe.tree_paths", tcp.tree_paths, lambda: dict(ser=_SER, n_child=4, depth=8),
+     more={"n_child": ["zero"], "depth": ["zero"]})
+case("tree_cycle_pe.canonical_cycle_basis", tcp.canonical_cycle_basis,
+     lambda: dict(mol=_MOL, ranks=tcp.canonical_ranks(_MOL)),
+     skip={"ranks": {"none"}}, more={"ranks": [np.zeros(4, int), np.arange(3), np.arange(4.0)]})
+case("tree_cycle_pe.cycle_features", tcp.cycle_features,
+     lambda: dict(mol=_MOL, ranks=None, basis=tcp.canonical_cycle_basis(_MOL)),
+     skip={"basis": {"none"}, "ranks": {"none"}}, more={"basis": [[(0, 1, 9)], [(0, 1)], ["x"]]})
+case("tree_cycle_pe.sorted_rows", tcp.sorted_rows,
+     lambda: dict(keys=["a", "b"], feats=np.ones((2, 3)), decimals=3),
+     more={"keys": [[1, 2]], "feats": [np.ones((3, 3))]})
+case("tree_cycle_pe.multiset_diff", tcp.multiset_diff,
+     lambda: dict(a=tcp.sorted_rows(["a"], np.ones((1, 2))), b=tcp.sorted_rows(["a"], np.zeros((1, 2)))),
+     more={"a": [[1, 2]]})
+case("tree_cycle_pe.Vocab", tcp.Vocab, lambda: dict(atom_keys=["C+0H3"]), more={"atom_keys": [[1]]})
+case("tree_cycle_pe.Vocab.id", _VOC.id, lambda: dict(s="C+0H3"), skip={"s": {"unknown"}})  # unknown -> UNK
+case("tree_cycle_pe.featurize", tcp.featurize, lambda: dict(smiles="CCO", vocab=_VOC),
+     skip={"vocab": {"none"}}, more={"smiles": _SMI_BAD})
+case("tree_cycle_pe.collate", tcp.collate, lambda: dict(items=_FZV, atoms_only=False, max_len=8),
+     skip={"max_len": {"none"}}, more={"items": [[], [3]], "max_len": [1]})
+case("tree_cycle_pe.graph_batch", tcp.graph_batch, lambda: dict(items=_FZV, vocab=_VOC), more={"items": [[]]})
+case("tree_cycle_pe.TreeCyclePE", tcp.TreeCyclePE, lambda: dict(d_model=8, parts=("tree",), copies=2),
+     more={"parts": [(), ("nope",)], "copies": ["zero"]})
+case("tree_cycle_pe.TreeCyclePE.forward", _TPE.forward,
+     lambda: dict(tree=_CB["tree"], cycle=_CB["cycle"], parts=("cycle",)),
+     skip={"parts": {"none"}, "tree": {"ndim"}, "cycle": {"ndim", "empty"}},  # (any leading shape)
+     more={"tree": [_CB["tree"] + 9, _CB["tree"].float()], "cycle": [_CB["cycle"][..., :3]]})
+case("tree_cycle_pe.SeqEncoder", tcp.SeqEncoder,
+     lambda: dict(vocab_size=10, pe="tree", d_model=8, n_layer=1, n_head=2, d_ff=8, n_out=1, n_node=0),
+     more={"n_head": [3], "vocab_size": ["zero"]})
+case("tree_cycle_pe.SeqEncoder.forward", _SEQ.forward, lambda: dict(batch=_CB, parts=None),
+     more={"batch": _BADBATCH}, only=("batch",))
+case("tree_cycle_pe.GIN", tcp.GIN, lambda: dict(vocab_size=10, d=8, n_layer=1, n_out=1, n_node=0),
+     more={"d": ["zero"]})
+case("tree_cycle_pe.GIN.forward", _GIN.forward, lambda: dict(g=_GB))
+case("tree_cycle_pe.GraphormerLite", tcp.GraphormerLite,
+     lambda: dict(vocab_size=10, d_model=8, n_layer=1, n_head=2, d_ff=8, n_out=1, n_node=0),
+     more={"n_head": [3]})
+case("tree_cycle_pe.GraphormerLite.forward", _GRL.forward, lambda: dict(g=_GB))
+case("tree_cycle_pe.random_ring_system", tcp.random_ring_system,
+     lambda: dict(rng=np.random.default_rng(0), kind="fused", n_ops=1),
+     skip={"kind": {"none"}, "n_ops": {"none"}}, more={"rng": [0], "n_ops": [100]})  # None: drawn at random
+case("tree_cycle_pe.ring_count_targets", tcp.ring_count_targets, lambda: dict(mol="C1CC1"),
+     more={"mol": _SMI_BAD})
+case("tree_cycle_pe.alert_atoms", tcp.alert_atoms, lambda: dict(mol="CCO"), more={"mol": _SMI_BAD})
+
+
 # -------------------------------------------------------------------------------------------------------- tests
 _BAD = bad_calls()
 
