@@ -443,9 +443,11 @@ print(
 # **When is one model not enough?** With `c = 1`, transfer beats ridge from `m = 1` exactly when
 # `V < ρ(2 − ρ)B`, which for overparameterized sources reads `τ² + σ_s² d/(d − n_s − 1) < B`: the mismatch plus
 # the source noise, both measured on the scale of `‖β‖²`. Our default mismatch is below that line. To test this
-# explanation rather than assume it, the next cell repeats the Monte Carlo comparison (seed 0, both tuned by
-# leave-one-out against the oracle-tuned ridge) at a larger mismatch `τ`, where the theory says more models are
-# needed.
+# explanation rather than assume it, the next cell repeats the Monte Carlo comparison (seed 0, the transfer
+# learners tuned by leave-one-out, against the oracle-tuned ridge) at a larger mismatch `τ`, where the theory says
+# `c = 1` needs more than one model. It runs the corrections there too: this is the setting where a correction
+# *could* lower the number of models needed. The oracle `c*` beats ridge from one model by construction; whether
+# the data-driven `ĉ`, estimated from 40 samples, does so is the open question.
 
 # %%
 tau_hi = 1.0
@@ -453,18 +455,26 @@ hi = over.with_(tau=tau_hi)
 need_hi = tr.models_needed(hi, "1")
 ms_hi = sorted({1, need_hi - 1, need_hi, need_hi + 1} - {0})
 res_hi = tr.monte_carlo(
-    hi, ms_hi, [], trials, seed=seed + 300, rules=("1",), cv_Ls=cv_Ls
+    hi, ms_hi, [], trials, seed=seed + 300, rules=("1", "c*", "c_hat"), cv_Ls=cv_Ls
 )
 print(
     f"tau = {tau_hi}: tau^2 + sigma_s^2 d/(d - n_s - 1) = "
     f"{tau_hi**2 + sigma_s**2 * d / (d - n_s_over - 1):.2f} (B = {over.B:.0f}); "
-    f"analytic: c = 1 needs m = {need_hi}"
+    f"analytic: c = 1 needs m = {need_hi}, c* needs {tr.models_needed(hi, 'c*')}"
 )
-for m in ms_hi:
-    diff, se_ = tr.paired(res_hi, ("1", m, "cv"), oracle_key)
-    print(f"  m = {m}: transfer − ridge = {diff:+.4f} ± {se_:.4f}")
-mc_need_hi = mc_crossing_in(res_hi, ms_hi, "1", oracle_key)
-print(f"Monte Carlo: c = 1 first beats ridge at m = {mc_need_hi}")
+need_hi_mc = {}
+for r in ("1", "c*", "c_hat"):
+    cells = [tr.paired(res_hi, (r, m, "cv"), oracle_key) for m in ms_hi]
+    print(
+        f"  {r:>5}, transfer − ridge: "
+        + ", ".join(f"m = {m}: {a:+.4f} ± {b:.4f}" for m, (a, b) in zip(ms_hi, cells))
+    )
+    need_hi_mc[r] = mc_crossing_in(res_hi, ms_hi, r, oracle_key)
+mc_need_hi = need_hi_mc["1"]
+print(
+    "Monte Carlo: first beats ridge at m = "
+    + ", ".join(f"{r}: {v}" for r, v in need_hi_mc.items())
+)
 
 # %% [markdown]
 # ## 5. Where more models help: the phase diagram
@@ -702,10 +712,13 @@ rec.check("interpolates_at_zero_lambda", interp_err, 1e-8, op="<=")
 # %% [markdown]
 # ## 9. The claims record
 #
-# Each claim is measured once per seed (Monte Carlo with `trials` trials) against ridge on the target data at
-# its Bayes-optimal penalty, which is stronger than any ridge tuned from the data. Each uses its own
-# measurement: the crossing of `c = 1`, the crossing of the data-driven correction, the gain at the largest `m`
-# with `λ` tuned, the plateau at `λ → 0`, and the data-driven factor against the oracle `c*` at `λ → 0`.
+# Each claim is measured once per seed (Monte Carlo with `trials` trials). The two "how many models" claims
+# compare the transfer learner, tuned by leave-one-out, with ridge on the target data at its Bayes-optimal
+# penalty, which is stronger than any ridge tuned from the data (the comparison with leave-one-out ridge, the
+# fair one, gives the same counts in the table of section 4). The other three compare the learners with each
+# other. Each uses its own measurement: the crossing of `c = 1`, the crossing of the data-driven correction, the
+# gain at the largest `m` with `λ` tuned, the gains from `m/4` to `m` models at `λ → 0` (the plateau), and the
+# data-driven factor against the oracle `c*` at `λ → 0`.
 
 # %%
 M = ms[-1]
@@ -714,21 +727,34 @@ ridge_per_seed = [mcs[sd][oracle_key][0] for sd in seeds]
 floor = tr.test_error_D(
     over, (1 - over.rho) ** 2 * over.B, 0.0
 )  # c = 1 as m -> infinity
-plateau, plateau_notes = [], []
+
+
+def gains(res: dict) -> tuple[float, float, float]:
+    """Paired error reductions from M4 to M models at lam -> 0: (c = 1, its SE, c*)."""
+    g1, se1 = tr.paired(res, ("1", M4, 0.0), ("1", M, 0.0))
+    return g1, se1, tr.paired(res, ("c*", M4, 0.0), ("c*", M, 0.0))[0]
+
+
+def gain_ratio_analytic(s: tr.Setting) -> float:
+    g = {
+        r: tr.test_error(s, M4, factor(r, M4, s), 0.0)
+        - tr.test_error(s, M, factor(r, M, s), 0.0)
+        for r in ("1", "c*")
+    }
+    return g["1"] / g["c*"]
+
+
+plateau, plateau_base, plateau_notes = [], [], []
 for sd in seeds:
     e1, se1 = mcs[sd][("1", M, 0.0)]
-    gain_cs, gain_se = tr.paired(mcs[sd], ("c*", M4, 0.0), ("c*", M, 0.0))
-    gain_c1, gain_c1_se = tr.paired(mcs[sd], ("1", M4, 0.0), ("1", M, 0.0))
-    ok = abs(e1 - floor) <= 2 * se1 and gain_cs > 2 * gain_se
-    plateau.append(int(ok))
+    gain_c1, gain_c1_se, gain_cs = gains(mcs[sd])
+    plateau.append(round(gain_c1 / gain_cs, 4))
+    plateau_base.append(round(gain_cs, 4))
     plateau_notes.append(
-        f"seed {sd}: c = 1 {e1:.4f} ± {se1:.4f} vs floor {floor:.4f}; "
-        f"c* gains {gain_cs:.4f} ± {gain_se:.4f} from m = {M4} to {M}, "
-        f"c = 1 gains {gain_c1:.4f} ± {gain_c1_se:.4f}"
+        f"seed {sd}: c = 1 gains {gain_c1:.4f} ± {gain_c1_se:.4f}, c* gains "
+        f"{gain_cs:.4f}; c = 1 at m = {M}: {e1:.4f} ± {se1:.4f} (floor {floor:.4f})"
     )
-plateau_gap_se = (tr.test_error(over, M, 1.0, 0.0) - floor) / mcs[seed][("1", M, 0.0)][
-    1
-]
+g1_u, _, gs_u = gains(mc_under)
 gain_rel = [
     (mcs[sd][("1", M, "cv")][0] - mcs[sd][("c_hat", M, "cv")][0])
     / mcs[sd][("1", M, "cv")][0]
@@ -765,16 +791,22 @@ rec.claim(
 rec.claim(
     "models_needed_debiased",
     "With the correction estimated from the target data (ĉ), transfer beats tuned "
-    "ridge from no more pretrained models than the uncorrected c = 1 needs",
+    "ridge from no more pretrained models than the uncorrected c = 1 needs "
+    f"(analytically {need_c1_analytic} at the default mismatch)",
     paper="debiasing lets more pretrained models be leveraged",
     measured=[or_big(v) for v in need["c_hat"]],
     op="<=",
     target=need_c1_analytic,
     unit="smallest m at which ĉ (λ tuned by leave-one-out) beats ridge (Monte Carlo)",
     baseline=ridge_per_seed,
-    note="the oracle c* beats ridge from m = 1 by construction (checked above); "
-    f"the full correction 1/ρ needs {crossing('1/rho', True)} models (analytic, "
-    f"both tuned), Monte Carlo {need['1/rho']}",
+    note=f"the target is the analytic count for c = 1; where it is 1, the smallest m "
+    "of the grid, this claim says only that ĉ does not lose to ridge with one model "
+    "and cannot show the correction lowering the count. The oracle c* beats ridge "
+    "from m = 1 by construction (checked above). At τ = "
+    f"{tau_hi}, where c = 1 needs {need_hi}, Monte Carlo (seed {seed}) finds c = 1: "
+    f"{need_hi_mc['1']}, c*: {need_hi_mc['c*']}, ĉ: {need_hi_mc['c_hat']}. The full "
+    f"correction 1/ρ needs {crossing('1/rho', True)} models (analytic, both tuned), "
+    f"Monte Carlo {need['1/rho']}",
 )
 rec.claim(
     "debiasing_gain",
@@ -791,17 +823,24 @@ rec.claim(
 )
 rec.claim(
     "uncorrected_plateaus",
-    f"Without correction the error has reached its shrinkage floor at m = {M} "
-    f"(within 2 SE) while c* still improves from m = {M4} (by more than 2 SE)",
+    f"With overparameterized pretrained models and no correction, going from m = {M4} "
+    f"to {M} models buys less than half the error reduction that the optimal "
+    "correction c* gets from the same models: the uncorrected learner has stalled at "
+    "its shrinkage floor",
     paper="the learning may be compromised by the overparameterization bias",
     measured=plateau,
-    op="==",
-    target=1,
-    unit="1 if both hold (λ → 0), per seed",
+    op="<",
+    target=0.5,
+    unit=f"error reduction of c = 1 / that of c*, m = {M4} → {M}, λ → 0 (paired)",
+    baseline=plateau_base,
     note="; ".join(plateau_notes)
-    + f". Analytic: c = 1 at m = {M} is still {tr.test_error(over, M, 1.0, 0.0) - floor:.4f} "
-    f"= (1 − n/d) V / m above its floor, {plateau_gap_se:.1f} standard errors of one "
-    "seed's estimate, so the 2-SE test passes or fails with the sampling noise.",
+    + f". Analytic ratio {gain_ratio_analytic(over):.3f}. The control without "
+    f"shrinkage, underparameterized sources (n_s = {n_s_under}): analytic "
+    f"{gain_ratio_analytic(under):.3f}, Monte Carlo {g1_u / gs_u:.3f} (seed "
+    f"{seed + 100}), so the ratio can fail. An earlier version asked c = 1 at m = {M} "
+    "to lie within 2 SE of its m → ∞ floor; it sits (1 − n/d) V / m = "
+    f"{tr.test_error(over, M, 1.0, 0.0) - floor:.4f} above it, so that test passed or "
+    "failed with the sampling noise and would fail for sure with more trials.",
 )
 rec.claim(
     "data_driven_factor_close",

@@ -237,3 +237,38 @@ def test_bad_input():
         tr.bias_D_weighted(1.0, [0.5, 0.6], [tr.Setting(), tr.Setting()])
     with pytest.raises(ValueError, match="c must be one of"):
         tr.models_needed(tr.Setting(), "2")
+
+
+def test_monte_carlo_tuned_errors_replay_exactly():
+    """Replays the Monte Carlo's draws and recomputes each tuned estimate with cv_fit / transfer_fit."""
+    s = tr.Setting(d=30, n=12, n_s=8)
+    ms, Ls, trials = [1, 3], np.logspace(-1, 3, 9), 5
+    mc = tr.monte_carlo(s, ms, [], trials=trials, seed=4, rules=("1", "c_hat"), cv_Ls=Ls)
+    rng = np.random.default_rng(4)
+    for t in range(trials):
+        beta = rng.normal(size=s.d)
+        beta *= np.sqrt(s.B) / np.linalg.norm(beta)
+        thetas = tr.pretrain(beta, max(ms), s, rng)
+        X = rng.normal(size=(s.n, s.d))
+        y = X @ beta + rng.normal(0, s.sigma, s.n)
+
+        def err(b, beta=beta):
+            return s.sigma**2 + float(np.sum((b - beta) ** 2))
+
+        for m in ms:
+            for rule in ("1", "c_hat"):
+                c = 1.0 if rule == "1" else tr.data_driven_c(X, y, thetas[:m])
+                b, _ = tr.cv_fit(X, y, Ls, c * thetas[:m].mean(axis=0))
+                assert abs(mc["samples"][(rule, m, "cv")][t] - err(b)) < 1e-9
+        assert abs(mc["samples"][("ridge", 0, "cv")][t] - err(tr.cv_fit(X, y, Ls)[0])) < 1e-9
+        oracle = tr.transfer_fit(X, y, np.zeros(s.d), s.sigma**2 * s.d / s.B)
+        assert abs(mc["samples"][("ridge", 0, "oracle")][t] - err(oracle)) < 1e-9
+
+
+def test_zero_lambda_noise_term_is_inverse_wishart():
+    """E tr (X X^T)^{-1} = n / (d - n - 1): the L -> 0 formula, sampled where d - n is small (large effect)."""
+    s = tr.Setting(d=12, n=6, n_s=3)
+    eig = tr.target_eigenvalues(s, 20000, seed=1)
+    sampled = s.sigma**2 * np.mean(np.sum(1 / eig, axis=1))
+    exact = tr.test_error_D(s, 0.0, 0.0) - s.sigma**2
+    assert abs(sampled / exact - 1) < 0.03
