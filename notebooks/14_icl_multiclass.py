@@ -621,6 +621,21 @@ print(f"trained LT over subspace oracle, worst d per seed: {np.round(lt_vs_oracl
 print("diagnostic, the trained W restricted to U:")
 print(f"  d = {d_hi} over d = {d_lo}: {np.round(on_U_d_ratio, 2)}")
 print(f"  over the subspace oracle, worst d: {np.round(on_U_vs_oracle, 2)}")
+bar_ok = [x <= 1.5 for x in lt_d_ratio + lt_vs_oracle]
+diag_ok = [x <= 1.5 for x in on_U_d_ratio + on_U_vs_oracle]
+print(
+    f"Ratios within 1.5x (both ratios, every seed): trained W {sum(bar_ok)} of "
+    f"{len(bar_ok)}, restricted to U {sum(diag_ok)} of {len(diag_ok)}. "
+    f"Mean cos(W, UU^T) at d = {d_hi}: {cos_UU[d_hi]:.3f}."
+)
+
+# %% [markdown]
+# How to read the two lines above: where the trained W misses the 1.5× bar but the same W restricted to `U` meets
+# it, the eigenspace W learned is right (the principal cosines) and what costs examples is the off-subspace
+# residue left by SGD noise from a finite number of training tasks; its share of W grows with d (the falling
+# `cos(W, UUᵀ)`), and the training curves above show that longer training at this step size does not lower the
+# loss, it only lets that residue wander. More tasks per step, a decaying step size or weight decay would shrink
+# it; we report the trained W as it is.
 
 # %% [markdown]
 # ## 7. Per-label sample complexity across the number of classes
