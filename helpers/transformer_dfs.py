@@ -28,6 +28,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from helpers import validate as V
+
 __all__ = [
     "check_graph", "random_digraph", "edge_list", "dfs_trace", "networkx_dfs_walk", "dfs_state", "next_step",
     "is_valid_step", "sample_states", "lookahead_trace", "sign_embeddings", "one_hot_embeddings",
@@ -48,17 +50,38 @@ def check_graph(n: int, edges: Sequence[tuple[int, int]] | np.ndarray) -> np.nda
 
     Raises ``ValueError`` for node ids outside ``0..n-1``, self-loops or duplicate edges.
     """
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise ValueError(f"n must be a positive int, got {n!r}")
-    e = np.asarray(edges, dtype=np.int64).reshape(-1, 2) if len(edges) else np.zeros((0, 2), dtype=np.int64)
+    n = V.integer("n", n, min=1)
+    e = V.array("edges", edges, dtype="int") if not (isinstance(edges, (list, tuple)) and len(edges) == 0) \
+        else np.zeros((0, 2), dtype=np.int64)
+    if e.size == 0:
+        e = np.zeros((0, 2), dtype=np.int64)
+    if e.ndim != 2 or e.shape[1] != 2:
+        raise ValueError(f"edges must be pairs (a, b), an (m, 2) array, got shape {e.shape}")
+    e = e.astype(np.int64)
     if e.size and (e.min() < 0 or e.max() >= n):
         bad = e[(e < 0).any(1) | (e >= n).any(1)][0].tolist()
-        raise ValueError(f"edge {tuple(bad)} has a node id outside 0..{n - 1}")
+        raise ValueError(f"edges: edge {tuple(bad)} has a node id outside 0..{n - 1}")
     if (e[:, 0] == e[:, 1]).any():
-        raise ValueError("self-loops are not allowed")
+        raise ValueError("edges must not contain self-loops")
     if len(np.unique(e[:, 0] * n + e[:, 1])) != len(e):
-        raise ValueError("duplicate edges are not allowed")
+        raise ValueError("edges must not contain duplicate edges")
     return e
+
+
+def _adj(adj: object) -> np.ndarray:
+    """A square boolean (or 0/1 integer) adjacency matrix, as bool."""
+    a = V.array("adj", adj, ndim=2, nonempty=True)
+    if a.shape[0] != a.shape[1] or a.dtype.kind not in "biu" or not np.isin(a, (0, 1)).all():
+        raise ValueError(f"adj must be a square boolean adjacency matrix, got {V.describe(adj)}")
+    return a.astype(bool)
+
+
+def _trace(trace: object, n: int, name: str = "trace") -> list[int]:
+    """A non-empty sequence of node ids in 0..n-1."""
+    if isinstance(trace, np.ndarray):
+        trace = trace.tolist()
+    items = V.sequence(name, trace, min_len=1)
+    return [_check_node(v, n, f"{name} node at position {i}") for i, v in enumerate(items)]
 
 
 def _check_node(x: int, n: int, name: str) -> int:
@@ -76,16 +99,17 @@ def random_digraph(n: int, rng: np.random.Generator, p: float | None = None,
     Either Erdős–Rényi with edge probability ``p`` or each node gets a uniform number of children in
     ``out_degree = (lo, hi)`` (inclusive).
     """
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 2:
-        raise ValueError(f"n must be an int >= 2, got {n!r}")
+    n = V.integer("n", n, min=2)
+    V.instance("rng", rng, np.random.Generator)
     if (p is None) == (out_degree is None):
         raise ValueError("give exactly one of p or out_degree")
     if p is not None:
-        if not 0.0 <= p <= 1.0:
-            raise ValueError(f"p must be in [0, 1], got {p}")
+        p = V.probability("p", p)
         adj = rng.random((n, n)) < p
     else:
-        lo, hi = out_degree
+        if isinstance(out_degree, (str, bytes)) or not isinstance(out_degree, (tuple, list)) or len(out_degree) != 2:
+            raise TypeError(f"out_degree must be a pair (lo, hi) of ints, got {V.describe(out_degree)}")
+        lo, hi = (V.integer("out_degree", v) for v in out_degree)
         if not 0 <= lo <= hi <= n - 1:
             raise ValueError(f"out_degree must satisfy 0 <= lo <= hi <= n-1, got {out_degree}")
         adj = np.zeros((n, n), dtype=bool)
@@ -98,10 +122,7 @@ def random_digraph(n: int, rng: np.random.Generator, p: float | None = None,
 
 def edge_list(adj: np.ndarray) -> np.ndarray:
     """The edges ``(a, b)`` of a boolean adjacency matrix, as an (m, 2) int array (row-major order)."""
-    adj = np.asarray(adj)
-    if adj.ndim != 2 or adj.shape[0] != adj.shape[1]:
-        raise ValueError(f"adj must be a square matrix, got shape {adj.shape}")
-    return np.argwhere(adj.astype(bool)).astype(np.int64)
+    return np.argwhere(_adj(adj)).astype(np.int64)
 
 
 def _adjacency(n: int, edges) -> np.ndarray:
@@ -113,8 +134,11 @@ def _adjacency(n: int, edges) -> np.ndarray:
 
 def dfs_state(trace: Sequence[int]) -> tuple[int, set[int], dict[int, int | None]]:
     """(current node, visited set, parent of every visited node) read from a trace, as the model reads it."""
-    if len(trace) == 0:
-        raise ValueError("trace must contain at least the source")
+    return _dfs_state(V.sequence("trace", trace.tolist() if isinstance(trace, np.ndarray) else trace, min_len=1,
+                                 of=lambda k, v: V.integer(k, v, min=0)))
+
+
+def _dfs_state(trace: Sequence[int]) -> tuple[int, set[int], dict[int, int | None]]:
     parent: dict[int, int | None] = {}
     for i, v in enumerate(trace):
         if v not in parent:
@@ -124,7 +148,12 @@ def dfs_state(trace: Sequence[int]) -> tuple[int, set[int], dict[int, int | None
 
 def next_step(adj: np.ndarray, trace: Sequence[int]) -> int | None:
     """The reference DFS move: largest-index unvisited child, else the parent; ``None`` when DFS is exhausted."""
-    u, visited, parent = dfs_state(trace)
+    adj = _adj(adj)
+    return _next_step(adj, _trace(trace, len(adj)))
+
+
+def _next_step(adj: np.ndarray, trace: Sequence[int]) -> int | None:
+    u, visited, parent = _dfs_state(trace)
     children = np.flatnonzero(adj[u])
     fresh = [int(c) for c in children if int(c) not in visited]
     if fresh:
@@ -140,7 +169,7 @@ def dfs_trace(n: int, edges, s: int, t: int | None = None) -> list[int]:
         t = _check_node(t, n, "t")
     trace = [s]
     while trace[-1] != t:
-        nxt = next_step(adj, trace)
+        nxt = _next_step(adj, trace)
         if nxt is None:
             break
         trace.append(nxt)
@@ -151,6 +180,8 @@ def networkx_dfs_walk(n: int, edges, s: int, t: int | None = None) -> list[int]:
     """The same walk read off networkx's DFS (``dfs_labeled_edges``), children visited largest index first."""
     e = check_graph(n, edges)
     s = _check_node(s, n, "s")
+    if t is not None:
+        t = _check_node(t, n, "t")
     g = nx.DiGraph()
     g.add_nodes_from(range(n))
     for a in range(n):  # insertion order = neighbour order of the DFS: largest index first
@@ -173,7 +204,11 @@ def networkx_dfs_walk(n: int, edges, s: int, t: int | None = None) -> list[int]:
 
 def is_valid_step(adj: np.ndarray, trace: Sequence[int], nxt: int | None) -> bool:
     """Is ``nxt`` a valid DFS move: some unvisited child if one exists, else the parent (None if exhausted)?"""
-    u, visited, parent = dfs_state(trace)
+    adj = _adj(adj)
+    trace = _trace(trace, len(adj))
+    if nxt is not None:
+        nxt = V.integer("nxt", nxt)
+    u, visited, parent = _dfs_state(trace)
     fresh = {int(c) for c in np.flatnonzero(adj[u])} - visited
     if fresh:
         return nxt in fresh
@@ -185,8 +220,10 @@ def sample_states(adj: np.ndarray, rng: np.random.Generator, n_states: int, kind
 
     ``kind``: ``"any"`` (a move exists), ``"child"`` (the current node has an unvisited child) or ``"backtrack"``.
     """
-    if kind not in ("any", "child", "backtrack"):
-        raise ValueError(f"kind must be 'any', 'child' or 'backtrack', got {kind!r}")
+    adj = _adj(adj)
+    V.instance("rng", rng, np.random.Generator)
+    n_states = V.integer("n_states", n_states, min=1)
+    V.one_of("kind", kind, ("any", "child", "backtrack"))
     n = adj.shape[0]
     edges = edge_list(adj)
     out: list[list[int]] = []
@@ -196,10 +233,10 @@ def sample_states(adj: np.ndarray, rng: np.random.Generator, n_states: int, kind
         trace = dfs_trace(n, edges, int(rng.integers(n)))
         cut = int(rng.integers(1, len(trace) + 1))
         prefix = trace[:cut]
-        nxt = next_step(adj, prefix)
+        nxt = _next_step(adj, prefix)
         if nxt is None:
             continue
-        is_child = nxt not in dfs_state(prefix)[1]
+        is_child = nxt not in _dfs_state(prefix)[1]
         if kind == "any" or (kind == "child") == is_child:
             out.append(prefix)
     if len(out) < n_states:
@@ -216,13 +253,13 @@ def lookahead_trace(adj: np.ndarray, s: int, t: int, horizon: int) -> list[int]:
     it prefers the children seen at the smallest such horizon (largest index among them), and falls back to
     plain DFS when no child reaches ``t`` within ``h``. ``h = 0`` is plain DFS. This simulates that model.
     """
+    adj = _adj(adj)
     n = adj.shape[0]
     s, t = _check_node(s, n, "s"), _check_node(t, n, "t")
-    if isinstance(horizon, bool) or not isinstance(horizon, (int, np.integer)) or horizon < 0:
-        raise ValueError(f"horizon must be a non-negative int, got {horizon!r}")
+    horizon = V.integer("horizon", horizon, min=0)
     trace = [s]
     while trace[-1] != t:
-        u, visited, parent = dfs_state(trace)
+        u, visited, parent = _dfs_state(trace)
         fresh = [int(c) for c in np.flatnonzero(adj[u]) if int(c) not in visited]
         if not fresh:
             if parent[u] is None:
@@ -256,15 +293,14 @@ def lookahead_trace(adj: np.ndarray, s: int, t: int, horizon: int) -> list[int]:
 # --------------------------------------------------------------------------------------------------------------
 def sign_embeddings(n: int, d: int, rng: np.random.Generator) -> np.ndarray:
     """Random node embeddings ``e_v in {+-1/sqrt(d)}^d`` (unit norm, nearly orthogonal for d = O(log n))."""
-    if n < 1 or d < 1:
-        raise ValueError(f"n and d must be >= 1, got n={n}, d={d}")
+    n, d = V.integer("n", n, min=1), V.integer("d", d, min=1)
+    V.instance("rng", rng, np.random.Generator)
     return rng.choice([-1.0, 1.0], size=(n, d)) / math.sqrt(d)
 
 
 def one_hot_embeddings(n: int) -> np.ndarray:
     """Exact embeddings: ``e_v`` is the v-th unit vector (d = n)."""
-    if n < 1:
-        raise ValueError(f"n must be >= 1, got {n}")
+    n = V.integer("n", n, min=1)
     return np.eye(n)
 
 
@@ -350,6 +386,11 @@ def _embed_common(emb: np.ndarray, slots: _Slots, n_edges_src, n_edges_dst, trac
     return x
 
 
+def _emb(emb: object) -> np.ndarray:
+    """Node embeddings: a finite float (n, d) array."""
+    return V.array("emb", emb, ndim=2, dtype="float", nonempty=True).astype(np.float64)
+
+
 class TwoLayerDFS:
     """Two attention layers (plus a thresholding MLP) that execute one DFS step; weights set by hand.
 
@@ -371,9 +412,9 @@ class TwoLayerDFS:
 
     def __init__(self, emb: np.ndarray, beta1: float = 100.0, c_prev: float = 30.0, beta2: float | None = None,
                  tau: float | None = None, lam: float = 30.0) -> None:
-        emb = np.asarray(emb, dtype=np.float64)
-        if emb.ndim != 2:
-            raise ValueError(f"emb must be an (n, d) array, got shape {emb.shape}")
+        emb = _emb(emb)
+        beta1, c_prev, lam = V.positive("beta1", beta1), V.positive("c_prev", c_prev), V.positive("lam", lam)
+        beta2, tau = V.optional(V.positive, "beta2", beta2), V.optional(V.positive, "tau", tau)
         self.emb = emb
         self.n, self.d = emb.shape
         n, d = self.n, self.d
@@ -456,13 +497,14 @@ class TwoLayerDFS:
         return self.n * self.d + sum(int((m != 0).sum()) for m in mats) + 6
 
     def embed(self, edges: np.ndarray, trace: Sequence[int]) -> Tensor:
+        """The input residual stream: one token per edge, a sink, one token per trace node."""
         e = check_graph(self.n, edges)
-        for v in trace:
-            _check_node(int(v), self.n, "trace node")
+        trace = _trace(trace, self.n)
         return _embed_common(self.emb, self.slots, e[:, 0], e[:, 1], trace)
 
     def forward(self, edges: np.ndarray, trace: Sequence[int], record: bool = False):
         """Logits over ``n`` nodes + STOP for the next trace token (and, with ``record``, the attention maps)."""
+        record = V.boolean("record", record)
         S, x = self.slots, self.embed(edges, trace)
         # layer 1: every position is a query (edges need their flags, trace tokens their predecessor)
         h_vis, a_vis = self.visited(x, x, S)
@@ -494,9 +536,7 @@ class TwoLayerDFS:
         once per edge; layer 2 is evaluated at the last position only. The constants are read off the heads.
         """
         e = check_graph(self.n, edges)
-        tr = np.asarray([_check_node(int(v), self.n, "trace node") for v in trace], dtype=np.int64)
-        if len(tr) == 0:
-            raise ValueError("trace must contain at least the source")
+        tr = np.asarray(_trace(trace, self.n), dtype=np.int64)
         S, d, E = self.slots, self.d, self.emb
         one, dst, node = S["one"].start, S["dst"].start, S["node"].start
         beta1, sink1 = float(self.visited.wq[dst, 0]), float(self.visited.wq[one, d])
@@ -546,11 +586,8 @@ class OneLayerDFS:
     """
 
     def __init__(self, emb: np.ndarray, gamma: float = 4.0, beta: float = 60.0) -> None:
-        emb = np.asarray(emb, dtype=np.float64)
-        if emb.ndim != 2:
-            raise ValueError(f"emb must be an (n, d) array, got shape {emb.shape}")
-        if gamma < 0:
-            raise ValueError(f"gamma must be >= 0, got {gamma}")
+        emb = _emb(emb)
+        gamma, beta = V.nonnegative("gamma", gamma), V.positive("beta", beta)
         self.emb, (self.n, self.d), self.gamma = emb, emb.shape, float(gamma)
         d = self.d
         S = self.slots = _Slots(d, ["src", "dst", "node", "out"], ["one", "is_sink", "is_edge", "is_trace"])
@@ -571,21 +608,29 @@ class OneLayerDFS:
         self.readout = torch.as_tensor(emb, dtype=torch.float64)
 
     def forward(self, edges: np.ndarray, trace: Sequence[int]) -> Tensor:
+        """Logits over the ``n`` nodes for the next trace token."""
         e = check_graph(self.n, edges)
+        trace = _trace(trace, self.n)
         x = _embed_common(self.emb, self.slots, e[:, 0], e[:, 1], trace)
         q = x[-1:]
         y = q + self.children(q, x, self.slots)[0] + self.visited(q, x, self.slots)[0]
         return self.readout @ y[0, self.slots["out"]]
 
     def step(self, edges: np.ndarray, trace: Sequence[int]) -> int:
+        """The next trace token."""
         return int(self.forward(edges, trace).argmax())
 
 
 def rollout(model: TwoLayerDFS, n: int, edges, s: int, t: int | None = None, max_steps: int | None = None
             ) -> list[int]:
     """Run the constructed model autoregressively from ``s`` until it emits ``t`` or STOP."""
+    if not callable(getattr(model, "step", None)):
+        raise TypeError(f"model must have a step(edges, trace) method, got {V.describe(model)}")
     e = check_graph(n, edges)
     trace = [_check_node(s, n, "s")]
+    if t is not None:
+        t = _check_node(t, n, "t")
+    max_steps = V.optional(V.integer, "max_steps", max_steps, min=1)
     for _ in range(max_steps or 2 * n + 2):
         if trace[-1] == t:
             break
@@ -600,8 +645,12 @@ def child_accuracy(model, adj: np.ndarray, states: Sequence[Sequence[int]], fast
     """Fraction of states where the model's move is a valid DFS move (an unvisited child when one exists).
 
     ``fast``: use the model's closed-form ``fast_step`` (the same moves, for large graphs)."""
-    if not states:
-        raise ValueError("states must be non-empty")
+    fast = V.boolean("fast", fast)
+    if not callable(getattr(model, "fast_step" if fast else "step", None)):
+        raise TypeError(f"model must have a {'fast_step' if fast else 'step'}(edges, trace) method, "
+                        f"got {V.describe(model)}")
+    adj = _adj(adj)
+    states = V.sequence("states", states, min_len=1, of=lambda k, x: _trace(x, len(adj), k))
     e = edge_list(adj)
     step = model.fast_step if fast else model.step
     return float(np.mean([is_valid_step(adj, s, step(e, s)) for s in states]))
@@ -609,6 +658,11 @@ def child_accuracy(model, adj: np.ndarray, states: Sequence[Sequence[int]], fast
 
 def width_needed(dims: Sequence[int], accs: Sequence[float], target: float = 0.95) -> float:
     """The smallest width whose accuracy reaches ``target`` (``nan`` if none does)."""
+    dims = V.sequence("dims", dims, of=lambda k, x: V.integer(k, x, min=1))
+    accs = V.sequence("accs", accs, of=lambda k, x: V.number(k, x, min=0, max=1))
+    if len(dims) != len(accs):
+        raise ValueError(f"accs must have one accuracy per width in dims ({len(dims)}), got {len(accs)}")
+    target = V.number("target", target, min=0, max=1)
     for d, a in zip(dims, accs):
         if a >= target:
             return float(d)
@@ -621,11 +675,12 @@ def width_bisect(acc_at, dims: Sequence[int], target: float = 0.95) -> float:
     Assumes accuracy grows with width (it calls ``acc_at`` about log2(len(dims)) + 1 times); ``nan`` when even
     the largest width misses the target.
     """
-    dims = [int(d) for d in dims]
-    if not dims or any(b <= a for a, b in zip(dims, dims[1:])):
-        raise ValueError(f"dims must be a non-empty increasing sequence, got {dims}")
     if not callable(acc_at):
         raise TypeError(f"acc_at must be a function width -> accuracy, got {type(acc_at).__name__}")
+    dims = V.sequence("dims", dims, min_len=1, of=lambda k, x: V.integer(k, x, min=1))
+    if any(b <= a for a, b in zip(dims, dims[1:])):
+        raise ValueError(f"dims must be a non-empty increasing sequence, got {dims}")
+    target = V.number("target", target, min=0, max=1)
     if not acc_at(dims[-1]) >= target:
         return float("nan")
     lo, hi = -1, len(dims) - 1  # invariant: dims[hi] reaches the target, dims[lo] (if any) does not
@@ -640,7 +695,11 @@ def width_bisect(acc_at, dims: Sequence[int], target: float = 0.95) -> float:
 
 def fit_exponent(ns: Sequence[float], ws: Sequence[float]) -> float:
     """Least-squares slope of log(width) against log(N) (``nan`` if fewer than two finite points)."""
-    x, y = np.log(np.asarray(ns, float)), np.log(np.asarray(ws, float))
+    ns = V.array("ns", ns, ndim=1, dtype="float", min=0, strict_min=True)
+    ws = V.array("ws", ws, shape=ns.shape, dtype="float", finite=False)  # nan: no width reached the target
+    if (ws[~np.isnan(ws)] <= 0).any() or np.isinf(ws).any():
+        raise ValueError("ws must be positive widths (or nan for a missing one)")
+    x, y = np.log(ns), np.log(ws)
     ok = np.isfinite(y)
     if ok.sum() < 2:
         return float("nan")
@@ -650,12 +709,32 @@ def fit_exponent(ns: Sequence[float], ws: Sequence[float]) -> float:
 # --------------------------------------------------------------------------------------------------------------
 # Training data for small trained transformers
 # --------------------------------------------------------------------------------------------------------------
+def _count(name: str, x: object, lo: int) -> int:
+    return V.integer(name, x, min=lo)
+
+
+def _vocab_nodes(v: object) -> int:
+    return V.integer("V", v, min=2)
+
+
+def _labelled_args(V_: object, n_range: object, p: object, rng: object, *, p_min_strict: bool) -> tuple:
+    """Shared checks of the labelled-graph generators (``V`` is a parameter name there, hence this helper)."""
+    V_ = _vocab_nodes(V_)
+    if isinstance(n_range, (str, bytes)) or not isinstance(n_range, (tuple, list)) or len(n_range) != 2:
+        raise TypeError(f"n_range must be a pair (lo, hi) of ints, got {V.describe(n_range)}")
+    lo, hi = (V.integer("n_range", x) for x in n_range)
+    if not 2 <= lo <= hi <= V_:
+        raise ValueError(f"n_range must satisfy 2 <= lo <= hi <= V={V_}, got {n_range}")
+    p = V.number("p", p, min=0, max=1, strict_min=p_min_strict)
+    V.instance("rng", rng, np.random.Generator)
+    return V_, (lo, hi), p
+
+
 class TokenCodec:
     """Token ids for the trained models: nodes ``0..V-1``, edge ``(a, b)`` -> ``V + a V + b``, PAD last."""
 
     def __init__(self, V: int) -> None:
-        if V < 2:
-            raise ValueError(f"V must be >= 2, got {V}")
+        V = _vocab_nodes(V)
         self.V = V
         self.pad = V + V * V
         self.vocab_size = self.pad + 1
@@ -663,6 +742,7 @@ class TokenCodec:
     def encode(self, edges: np.ndarray, trace: Sequence[int]) -> tuple[list[int], list[int]]:
         """Token ids and position ids (edges at position 0, trace tokens at 1, 2, ...)."""
         e = check_graph(self.V, edges)
+        trace = _trace(trace, self.V)
         ids = [self.V + int(a) * self.V + int(b) for a, b in e] + [int(v) for v in trace]
         pos = [0] * len(e) + list(range(1, len(trace) + 1))
         return ids, pos
@@ -676,9 +756,12 @@ def make_state_pool(n_graphs: int, V: int, n_range: tuple[int, int], p: float, r
     ``key`` (the graph's edge set, to keep train and test graphs apart). ``balanced`` keeps equally many child and
     backtrack states per graph (curated data); otherwise every prefix of the full trace is used.
     """
-    lo, hi = n_range
-    if not 2 <= lo <= hi <= V:
-        raise ValueError(f"n_range must satisfy 2 <= lo <= hi <= V={V}, got {n_range}")
+    n_graphs = _count("n_graphs", n_graphs, 0)
+    V, (lo, hi), p = _labelled_args(V, n_range, p, rng, p_min_strict=False)
+    if not isinstance(balanced, (bool, np.bool_)):
+        raise TypeError(f"balanced must be a bool, got {balanced!r}")
+    if exclude is not None and not isinstance(exclude, (set, frozenset)):
+        raise TypeError(f"exclude must be a set of graph keys, got {type(exclude).__name__}")
     pool: list[dict] = []
     for _ in range(n_graphs):
         n = int(rng.integers(lo, hi + 1))
@@ -694,7 +777,7 @@ def make_state_pool(n_graphs: int, V: int, n_range: tuple[int, int], p: float, r
         for cut in range(1, len(trace)):
             prefix = trace[:cut]
             nxt = trace[cut]
-            kind = "backtrack" if nxt in dfs_state(prefix)[1] else "child"
+            kind = "backtrack" if nxt in _dfs_state(prefix)[1] else "child"
             items[kind].append({"edges": e, "trace": prefix, "target": nxt, "kind": kind, "key": key})
         if balanced:
             k = min(len(items["child"]), len(items["backtrack"]))
@@ -708,14 +791,23 @@ def make_state_pool(n_graphs: int, V: int, n_range: tuple[int, int], p: float, r
     return pool
 
 
+def _item(name: str, it: object, keys: tuple[str, ...]) -> dict:
+    V.instance(name, it, dict)
+    missing = [k for k in keys if k not in it]
+    if missing:
+        raise ValueError(f"{name} must be a state dict with keys {keys}, it lacks {missing}")
+    return it
+
+
 def collate(items: Sequence[dict], codec: TokenCodec) -> dict[str, Tensor]:
     """Pad a list of states into tensors: ``ids, pos`` (B, T), attention ``mask`` (B, T, T), ``last`` (B,) the
     index of the current node, ``target`` (B,) the next move, ``is_child`` (B,) bool.
 
     Edge tokens and trace tokens all see each other (the state is re-read at every step); padding is masked out.
     """
-    if not items:
-        raise ValueError("items must be non-empty")
+    V.instance("codec", codec, TokenCodec)
+    items = V.sequence("items", items, min_len=1, of=lambda k, it: _item(k, it, ("edges", "trace", "target",
+                                                                                   "kind")))
     enc = [codec.encode(it["edges"], it["trace"]) for it in items]
     T_ = max(len(ids) for ids, _ in enc)
     B = len(items)
@@ -768,15 +860,12 @@ def structured_states(n_states: int, V: int, n_range: tuple[int, int], p: float,
     ``"backtrack"``) and ``key`` (the edge set, to keep train and test graphs apart). Graphs whose key is in
     ``exclude`` are skipped. Whole graphs are added until ``n_states`` is reached; the list is cut there.
     """
-    if isinstance(n_states, bool) or not isinstance(n_states, (int, np.integer)) or n_states < 1:
-        raise ValueError(f"n_states must be a positive int, got {n_states!r}")
-    if data not in STATE_DATA:
+    n_states = _count("n_states", n_states, 1)
+    if not isinstance(data, str) or data not in STATE_DATA:
         raise ValueError(f"data must be one of {STATE_DATA}, got {data!r}")
-    lo, hi = n_range
-    if not 2 <= lo <= hi <= V:
-        raise ValueError(f"n_range must satisfy 2 <= lo <= hi <= V={V}, got {n_range}")
-    if not 0.0 < p <= 1.0:
-        raise ValueError(f"p must be in (0, 1], got {p}")
+    V, (lo, hi), p = _labelled_args(V, n_range, p, rng, p_min_strict=True)
+    if exclude is not None and not isinstance(exclude, (set, frozenset)):
+        raise TypeError(f"exclude must be a set of graph keys, got {type(exclude).__name__}")
     out: list[dict] = []
     for _ in range(1000 * n_states):
         if len(out) >= n_states:
@@ -799,7 +888,7 @@ def structured_states(n_states: int, V: int, n_range: tuple[int, int], p: float,
         items: dict[str, list[dict]] = {"child": [], "child_flag": [], "backtrack": []}
         for cut in range(1, len(trace)):
             prefix, nxt = trace[:cut], trace[cut]
-            u, visited, parent = dfs_state(prefix)
+            u, visited, parent = _dfs_state(prefix)
             if nxt in visited:
                 kind = "backtrack"
             else:
@@ -826,8 +915,8 @@ def structured_states(n_states: int, V: int, n_range: tuple[int, int], p: float,
 def structured_batch(items: Sequence[dict]) -> dict[str, Tensor]:
     """Pad states (from :func:`structured_states`) into tensors: edges ``src, dst`` (B, M) with ``edge_mask``,
     ``trace`` (B, K) with ``trace_mask``, ``current, parent, target`` (B,) and ``is_backtrack`` (B,) bool."""
-    if len(items) == 0:
-        raise ValueError("items must be non-empty")
+    items = V.sequence("items", items, min_len=1, of=lambda k, it: _item(k, it, ("edges", "trace", "target",
+                                                                                   "parent", "kind")))
     B = len(items)
     M = max(len(it["edges"]) for it in items)
     K = max(len(it["trace"]) for it in items)
@@ -850,6 +939,19 @@ def structured_batch(items: Sequence[dict]) -> dict[str, Tensor]:
     }
 
 
+def _structured_batch_arg(b: object, n: int) -> dict[str, Tensor]:
+    """A batch from :func:`structured_batch` whose node ids index the ``n`` embeddings."""
+    V.instance("b", b, dict)
+    keys = ("src", "dst", "edge_mask", "trace", "trace_mask", "current", "parent", "target")
+    missing = [k for k in keys if k not in b]
+    if missing:
+        raise ValueError(f"b must come from structured_batch(); it lacks {missing}")
+    for k in ("src", "dst", "trace", "current"):
+        V.tensor(f"b[{k!r}]", b[k], dtype="int", min=0, max=n - 1)
+    V.tensor("b['parent']", b["parent"], dtype="int", min=-1, max=n - 1)
+    return b
+
+
 class StructuredDFS(torch.nn.Module):
     """The construction's two-layer architecture with learnable attention matrices ``W1, W2`` (gradient flow).
 
@@ -869,12 +971,9 @@ class StructuredDFS(torch.nn.Module):
     """
 
     def __init__(self, emb: np.ndarray, tau: float = 1.0, rho: float = 10.0, init: float = 0.0) -> None:
+        emb = _emb(emb)
+        tau, rho, init = V.number("tau", tau), V.positive("rho", rho), V.number("init", init)
         super().__init__()
-        emb = np.asarray(emb, dtype=np.float64)
-        if emb.ndim != 2:
-            raise ValueError(f"emb must be an (n, d) array, got shape {emb.shape}")
-        if not (np.isfinite(tau) and np.isfinite(rho) and rho > 0 and np.isfinite(init)):
-            raise ValueError(f"tau, init must be finite and rho > 0, got tau={tau}, rho={rho}, init={init}")
         self.register_buffer("E", torch.as_tensor(emb, dtype=torch.float32))
         d = emb.shape[1]
         self.W1 = torch.nn.Parameter(torch.full((d, d), float(init)))
@@ -885,6 +984,7 @@ class StructuredDFS(torch.nn.Module):
 
     def set_construction(self, beta: float) -> StructuredDFS:
         """Set the weights to the hand-built point ``W1 = W2 = beta I, gamma = 2 beta, sink = 3/4 beta``."""
+        beta = V.number("beta", beta)
         with torch.no_grad():
             eye = torch.eye(self.W1.shape[0])
             self.W1.copy_(beta * eye)
@@ -895,6 +995,8 @@ class StructuredDFS(torch.nn.Module):
 
     def forward(self, b: dict[str, Tensor], record: bool = False):
         """Logits (B, V) over the next node (and, with ``record``, the flags and the child-head weights)."""
+        _structured_batch_arg(b, self.E.shape[0])
+        record = V.boolean("record", record)
         E = self.E
         eb, ev, ea, eu = E[b["dst"]], E[b["trace"]], E[b["src"]], E[b["current"]]
         # layer 1: every edge looks at the trace (score e_b W1 e_v) and reads the overlap of b with what it found.
@@ -916,11 +1018,9 @@ class StructuredDFS(torch.nn.Module):
 
 def matrix_cosine(W: Tensor | np.ndarray, M: Tensor | np.ndarray | None = None) -> float:
     """Cosine between two matrices in the Frobenius inner product (``M`` default: the identity); 0 for ``W = 0``."""
-    W = torch.as_tensor(W, dtype=torch.float64).detach()
-    if W.ndim != 2:
-        raise ValueError(f"W must be a matrix, got shape {tuple(W.shape)}")
+    W = torch.as_tensor(V.array("W", W, ndim=2, dtype="float"), dtype=torch.float64)
     M = torch.eye(W.shape[0], W.shape[1], dtype=torch.float64) if M is None else torch.as_tensor(
-        M, dtype=torch.float64)
+        V.array("M", M, dtype="float"), dtype=torch.float64)
     if M.shape != W.shape:
         raise ValueError(f"M must have W's shape {tuple(W.shape)}, got {tuple(M.shape)}")
     den = float(W.norm() * M.norm())
@@ -929,6 +1029,14 @@ def matrix_cosine(W: Tensor | np.ndarray, M: Tensor | np.ndarray | None = None) 
 
 def move_accuracy(logits: Tensor, b: dict[str, Tensor]) -> dict[str, float]:
     """Next-move accuracy over all states, child-selection states and backtrack states (``nan`` if none)."""
+    V.tensor("logits", logits, ndim=2, dtype="float", finite=False)
+    V.instance("b", b, dict)
+    if "target" not in b or "is_backtrack" not in b:
+        raise ValueError("b must come from structured_batch() (keys 'target' and 'is_backtrack')")
+    V.tensor("b['target']", b["target"], ndim=1, dtype="int")
+    V.tensor("b['is_backtrack']", b["is_backtrack"], shape=b["target"].shape, dtype="bool")
+    if len(logits) != len(b["target"]):
+        raise ValueError(f"logits must have one row per state of b ({len(b['target'])}), got {tuple(logits.shape)}")
     ok = (logits.argmax(-1) == b["target"]).float()
     bt = b["is_backtrack"]
 
@@ -949,14 +1057,14 @@ def gradient_flow(model: torch.nn.Module, batch: dict[str, Tensor], steps: int, 
     and, for each named eval batch, ``<name>/all``, ``<name>/child``, ``<name>/backtrack`` (every ``eval_every``
     steps and at the end).
     """
-    if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 0:
-        raise ValueError(f"steps must be a non-negative int, got {steps!r}")
-    if not (lr > 0 and math.isfinite(lr)):
-        raise ValueError(f"lr must be a positive finite number, got {lr!r}")
-    if isinstance(eval_every, bool) or not isinstance(eval_every, (int, np.integer)) or eval_every < 1:
-        raise ValueError(f"eval_every must be a positive int, got {eval_every!r}")
-    if method not in ("gd", "adam"):
-        raise ValueError(f"method must be 'gd' or 'adam', got {method!r}")
+    V.instance("model", model, torch.nn.Module)
+    V.instance("batch", batch, dict)
+    steps, lr = V.integer("steps", steps, min=0), V.positive("lr", lr)
+    eval_every = V.integer("eval_every", eval_every, min=1)
+    V.boolean("progress", progress)
+    V.one_of("method", method, ("gd", "adam"))
+    if evals is not None:
+        V.instance("evals", evals, dict)
     evals = evals or {}
     opt = (torch.optim.SGD if method == "gd" else torch.optim.Adam)(model.parameters(), lr=lr)
     hist: dict[str, list] = {"step": [], "loss": [], "cos_W1": [], "cos_W2": [], "gamma": [], "sink": []}
@@ -997,12 +1105,9 @@ class StructuredOneLayer(torch.nn.Module):
     """
 
     def __init__(self, emb: np.ndarray, tau: float = 1.0, rho: float = 10.0, init: float = 0.0) -> None:
+        emb = _emb(emb)
+        tau, rho, init = V.number("tau", tau), V.positive("rho", rho), V.number("init", init)
         super().__init__()
-        emb = np.asarray(emb, dtype=np.float64)
-        if emb.ndim != 2:
-            raise ValueError(f"emb must be an (n, d) array, got shape {emb.shape}")
-        if not (np.isfinite(tau) and np.isfinite(rho) and rho > 0 and np.isfinite(init)):
-            raise ValueError(f"tau, init must be finite and rho > 0, got tau={tau}, rho={rho}, init={init}")
         self.register_buffer("E", torch.as_tensor(emb, dtype=torch.float32))
         d = emb.shape[1]
         self.W1 = torch.nn.Parameter(torch.full((d, d), float(init)))
@@ -1013,6 +1118,7 @@ class StructuredOneLayer(torch.nn.Module):
 
     def forward(self, b: dict[str, Tensor]) -> Tensor:
         """Logits (B, V) over the next node."""
+        _structured_batch_arg(b, self.E.shape[0])
         E = self.E
         eb, ev, ea, eu = E[b["dst"]], E[b["trace"]], E[b["src"]], E[b["current"]]
         s2 = ((eu @ self.W2)[:, None, :] * ea).sum(-1) + self.tau * b["dst"] / E.shape[0]
@@ -1042,11 +1148,11 @@ def checkpoint_config(name: str = "width_limited") -> dict:
 
 def width_limited_data(cfg: dict, seed: int) -> tuple[list[dict], list[dict], np.ndarray]:
     """(training states, test states on unseen graphs, sign embeddings) of one seed of the width-limited run."""
+    V.instance("cfg", cfg, dict)
     for key in ("N", "d", "p", "n_train", "n_test", "stream"):
         if key not in cfg:
             raise ValueError(f"cfg must have key {key!r}; got keys {sorted(cfg)}")
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"seed must be a non-negative int, got {seed!r}")
+    seed = V.seed("seed", seed)
     rng = np.random.default_rng([int(seed), int(cfg["stream"])])
     N = int(cfg["N"])
     train_items = structured_states(int(cfg["n_train"]), N, (N, N), float(cfg["p"]), rng, "curated")
@@ -1058,7 +1164,7 @@ def width_limited_data(cfg: dict, seed: int) -> tuple[list[dict], list[dict], np
 
 def make_structured(kind: str, emb: np.ndarray, cfg: dict) -> torch.nn.Module:
     """A fresh :class:`StructuredDFS` (``kind="two"``) or :class:`StructuredOneLayer` (``"one"``)."""
-    if kind not in ("two", "one"):
-        raise ValueError(f"kind must be 'two' or 'one', got {kind!r}")
+    V.one_of("kind", kind, ("two", "one"))
+    V.instance("cfg", cfg, dict)
     cls = StructuredDFS if kind == "two" else StructuredOneLayer
     return cls(emb, tau=float(cfg.get("tau", 1.0)), rho=float(cfg.get("rho", 10.0)))

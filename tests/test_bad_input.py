@@ -912,6 +912,120 @@ case("tree_cycle_pe.ring_count_targets", tcp.ring_count_targets, lambda: dict(mo
 case("tree_cycle_pe.alert_atoms", tcp.alert_atoms, lambda: dict(mol="CCO"), more={"mol": _SMI_BAD})
 
 
+# ------------------------------------------------------------------------------------------------- transformer_dfs
+from helpers import transformer_dfs as tdfs  # noqa: E402
+
+_E4 = np.array([[0, 1], [1, 2], [0, 3]])
+_A4 = np.zeros((4, 4), bool)
+_A4[_E4[:, 0], _E4[:, 1]] = True
+_EMB4 = tdfs.one_hot_embeddings(4)
+_TWO, _ONE = tdfs.TwoLayerDFS(_EMB4), tdfs.OneLayerDFS(_EMB4)
+_SST = tdfs.structured_states(4, 6, (4, 6), 0.5, np.random.default_rng(0), "full")
+_SB = tdfs.structured_batch(_SST)
+_SDFS = tdfs.StructuredDFS(np.eye(6))
+_SONE = tdfs.StructuredOneLayer(np.eye(6))
+_POOL = tdfs.make_state_pool(2, 6, (4, 6), 0.5, np.random.default_rng(0), balanced=False)
+_CODEC = tdfs.TokenCodec(6)
+_BADE = [[(0, 9)], [(1, 1)], [(0, 1), (0, 1)], [(0, 1.5)], [(0, 1, 2)], "x"]
+_BADTR = [[], [0, 9], [0.5], [None]]
+_BADADJ = [np.ones((3, 4), bool), np.full((4, 4), 0.5), np.zeros((0, 0), bool)]
+
+case("transformer_dfs.check_graph", tdfs.check_graph, lambda: dict(n=4, edges=_E4),
+     skip={"edges": {"empty", "ndim"}},  # no edges is a graph; (ndim: wrong shapes below)
+     more={"edges": _BADE + [np.zeros((2, 3), int)]})
+case("transformer_dfs.random_digraph", tdfs.random_digraph,
+     lambda: dict(n=4, rng=np.random.default_rng(0), p=0.5, out_degree=None),
+     skip={"p": {"none"}, "out_degree": {"none"}}, more={"n": [1], "p": [1.5, "neg"], "rng": [0]})
+case("transformer_dfs.random_digraph(out_degree)", tdfs.random_digraph,
+     lambda: dict(n=4, rng=np.random.default_rng(0), p=None, out_degree=(1, 2)), only=("out_degree",),
+     more={"out_degree": [(2, 1), (1, 5), (1,), (1.5, 2)]})
+case("transformer_dfs.edge_list", tdfs.edge_list, lambda: dict(adj=_A4), skip={"adj": {"ndim"}},
+     more={"adj": _BADADJ})
+case("transformer_dfs.dfs_trace", tdfs.dfs_trace, lambda: dict(n=4, edges=_E4, s=0, t=3),
+     skip={"edges": {"empty", "ndim"}, "t": {"none"}}, more={"s": [4], "t": [4], "edges": _BADE})
+case("transformer_dfs.networkx_dfs_walk", tdfs.networkx_dfs_walk, lambda: dict(n=4, edges=_E4, s=0, t=3),
+     skip={"edges": {"empty", "ndim"}, "t": {"none"}}, more={"s": [4], "t": [4]})
+case("transformer_dfs.dfs_state", tdfs.dfs_state, lambda: dict(trace=[0, 1]), more={"trace": [[], [-1], [0.5]]})
+case("transformer_dfs.next_step", tdfs.next_step, lambda: dict(adj=_A4, trace=[0, 1]),
+     skip={"adj": {"ndim"}}, more={"adj": _BADADJ, "trace": _BADTR})
+case("transformer_dfs.is_valid_step", tdfs.is_valid_step, lambda: dict(adj=_A4, trace=[0, 1], nxt=2),
+     skip={"adj": {"ndim"}, "nxt": {"none", "neg"}},  # None = STOP, -1 = not a node: both are just invalid moves
+     more={"adj": _BADADJ, "trace": _BADTR})
+case("transformer_dfs.sample_states", tdfs.sample_states,
+     lambda: dict(adj=_A4, rng=np.random.default_rng(0), n_states=2, kind="any"),
+     skip={"adj": {"ndim"}}, more={"n_states": ["zero"], "rng": [0], "adj": _BADADJ})
+case("transformer_dfs.lookahead_trace", tdfs.lookahead_trace, lambda: dict(adj=_A4, s=0, t=3, horizon=2),
+     skip={"adj": {"ndim"}}, more={"s": [4], "adj": _BADADJ})
+case("transformer_dfs.sign_embeddings", tdfs.sign_embeddings, lambda: dict(n=4, d=2, rng=np.random.default_rng(0)),
+     more={"d": ["zero"], "rng": [0]})
+case("transformer_dfs.one_hot_embeddings", tdfs.one_hot_embeddings, lambda: dict(n=4), more={"n": ["zero"]})
+case("transformer_dfs.TwoLayerDFS", tdfs.TwoLayerDFS,
+     lambda: dict(emb=_EMB4, beta1=100.0, c_prev=30.0, beta2=50.0, tau=80.0, lam=30.0),
+     skip={"beta2": {"none"}, "tau": {"none"}},  # None: the construction's defaults
+     more={"emb": [np.ones(4)], "beta1": ["zero", "neg"], "beta2": ["neg"], "tau": ["zero"]})
+for _nm in ("forward", "step", "fast_logits", "fast_step", "embed"):
+    case(f"transformer_dfs.TwoLayerDFS.{_nm}", getattr(_TWO, _nm), lambda: dict(edges=_E4, trace=[0, 1]),
+         skip={"edges": {"empty", "ndim"}}, more={"edges": _BADE, "trace": _BADTR})
+case("transformer_dfs.OneLayerDFS", tdfs.OneLayerDFS, lambda: dict(emb=_EMB4, gamma=4.0, beta=60.0),
+     more={"gamma": ["neg"], "beta": ["zero"]})
+for _nm in ("forward", "step"):
+    case(f"transformer_dfs.OneLayerDFS.{_nm}", getattr(_ONE, _nm), lambda: dict(edges=_E4, trace=[0, 1]),
+         skip={"edges": {"empty", "ndim"}}, more={"edges": _BADE, "trace": _BADTR})
+case("transformer_dfs.rollout", tdfs.rollout, lambda: dict(model=_TWO, n=4, edges=_E4, s=0, t=3, max_steps=10),
+     skip={"edges": {"empty", "ndim"}, "t": {"none"}, "max_steps": {"none"}},
+     more={"model": [3], "s": [4], "t": [9], "max_steps": ["zero"]})
+case("transformer_dfs.child_accuracy", tdfs.child_accuracy,
+     lambda: dict(model=_TWO, adj=_A4, states=[[0], [0, 1]], fast=True),
+     skip={"adj": {"ndim"}}, more={"states": [[], [[0, 9]]], "model": [3], "adj": _BADADJ})
+case("transformer_dfs.width_needed", tdfs.width_needed, lambda: dict(dims=[2, 4], accs=[0.5, 0.99], target=0.95),
+     more={"accs": [[0.5], [0.5, 1.5]], "dims": [[0, 4]], "target": [1.5]})
+case("transformer_dfs.width_bisect", tdfs.width_bisect,
+     lambda: dict(acc_at=lambda d: float(d >= 4), dims=[2, 4, 8], target=0.95),
+     more={"dims": [[], [4, 2]], "acc_at": [3], "target": [2.0]})
+case("transformer_dfs.fit_exponent", tdfs.fit_exponent, lambda: dict(ns=[4.0, 8.0, 16.0], ws=[2.0, 4.0, 8.0]),
+     skip={"ns": {"empty"}, "ws": {"nan"}},  # (a nan width: the target was never reached; an empty fit is nan)
+     more={"ns": [[0.0, 1.0, 2.0]], "ws": [[1.0, 2.0], [-1.0, 2.0, 3.0]]})
+case("transformer_dfs.TokenCodec", tdfs.TokenCodec, lambda: dict(V=6), more={"V": [1]})
+case("transformer_dfs.TokenCodec.encode", _CODEC.encode, lambda: dict(edges=_E4, trace=[0, 1]),
+     skip={"edges": {"empty", "ndim"}}, more={"edges": _BADE, "trace": _BADTR})
+case("transformer_dfs.make_state_pool", tdfs.make_state_pool,
+     lambda: dict(n_graphs=1, V=6, n_range=(4, 6), p=0.5, rng=np.random.default_rng(0), balanced=True,
+                  exclude=set()),
+     skip={"exclude": {"none"}, "n_graphs": {"zero"}},
+     more={"n_range": [(1, 3), (4, 9), (4,)], "p": [1.5], "rng": [0], "V": [1], "exclude": [[1]]})
+case("transformer_dfs.collate", tdfs.collate, lambda: dict(items=_POOL[:2], codec=_CODEC),
+     more={"items": [[], [{}], [3]], "codec": [3]})
+case("transformer_dfs.structured_states", tdfs.structured_states,
+     lambda: dict(n_states=2, V=6, n_range=(4, 6), p=0.5, rng=np.random.default_rng(0), data="full",
+                  exclude=None),
+     skip={"exclude": {"none"}}, more={"n_states": ["zero"], "p": ["zero"], "n_range": [(4, 9)], "rng": [0]})
+case("transformer_dfs.structured_batch", tdfs.structured_batch, lambda: dict(items=_SST),
+     more={"items": [[], [{}]]})
+for _nm, _m in (("StructuredDFS", tdfs.StructuredDFS), ("StructuredOneLayer", tdfs.StructuredOneLayer)):
+    case(f"transformer_dfs.{_nm}", _m, lambda: dict(emb=np.eye(6), tau=1.0, rho=10.0, init=0.0),
+         more={"rho": ["zero", "neg"], "emb": [np.ones(6)]})
+_BADSB = [{"src": _SB["src"]}, {**_SB, "dst": _SB["dst"] + 10}, {**_SB, "parent": _SB["parent"] - 5}]
+case("transformer_dfs.StructuredDFS.forward", _SDFS.forward, lambda: dict(b=_SB, record=False),
+     more={"b": _BADSB})
+case("transformer_dfs.StructuredDFS.set_construction", _SDFS.set_construction, lambda: dict(beta=5.0))
+case("transformer_dfs.StructuredOneLayer.forward", _SONE.forward, lambda: dict(b=_SB), more={"b": _BADSB})
+case("transformer_dfs.matrix_cosine", tdfs.matrix_cosine, lambda: dict(W=np.eye(3), M=np.ones((3, 3))),
+     skip={"M": {"none"}}, more={"M": [np.ones((2, 2))], "W": [np.ones(3)]})
+case("transformer_dfs.move_accuracy", tdfs.move_accuracy,
+     lambda: dict(logits=torch.zeros(len(_SST), 6), b=_SB),
+     skip={"logits": {"nan"}}, more={"logits": [torch.zeros(2, 6)], "b": [{}]})
+case("transformer_dfs.gradient_flow", tdfs.gradient_flow,
+     lambda: dict(model=tdfs.StructuredDFS(np.eye(6)), batch=_SB, steps=1, lr=0.1, evals=None, eval_every=1,
+                  progress=False, method="gd"),
+     skip={"evals": {"none"}}, more={"lr": ["zero", "neg"], "eval_every": ["zero"], "evals": [3]})
+case("transformer_dfs.checkpoint_config", tdfs.checkpoint_config, lambda: dict(name="width_limited"))
+case("transformer_dfs.width_limited_data", tdfs.width_limited_data,
+     lambda: dict(cfg={**tdfs.checkpoint_config(), "n_train": 2, "n_test": 2}, seed=0),
+     more={"cfg": [{}]})
+case("transformer_dfs.make_structured", tdfs.make_structured,
+     lambda: dict(kind="two", emb=np.eye(6), cfg={"tau": 1.0}))
+
+
 # -------------------------------------------------------------------------------------------------------- tests
 _BAD = bad_calls()
 
