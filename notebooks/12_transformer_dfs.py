@@ -67,6 +67,15 @@ N_look, look_pairs = 64, 300  # look-ahead experiment: graph size, (s, t) pairs
 # test)
 V = 8
 train_graphs, steps, batch_size = 2000, 3000, 64
+# two-layer width scaling: graph sizes, embedding draws per (N, d), widths tried
+Ns_scale, n_draws = [8, 16, 32, 64, 128, 256], 5
+dims_scale = [4, 6, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 64, 80, 96, 128]
+scale_states = 40  # child-selection states per (N, draw)
+# gradient flow: node labels 0..gf_V-1 (training graphs of gf_range nodes, test graphs of
+# gf_V nodes), states per training set, full-batch GD steps and step size
+gf_V, gf_states, gf_test, gf_steps, gf_lr = 16, 800, 600, 150, 2.0
+gf_range = (6, 12)  # sizes of the training graphs
+n_seeds = 3  # seeds for everything trained (seed, seed+1, ...)
 
 # %% tags=["hide-input"]
 import time
@@ -77,12 +86,16 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from helpers import claims, nn, plotting, repro, train
+from helpers import checkpoints, claims, nn, plotting, repro, train
 from helpers import transformer_dfs as dfs
 
 if quick:
     Ns, n_states, dims_one = [8, 16], 30, [8, 16, 32, 64, 128]
     N_look, look_pairs, train_graphs, steps = 24, 40, 200, 60
+    Ns_scale, n_draws, scale_states = [8, 16, 32], 2, 20
+    gf_V, gf_states, gf_test, gf_steps, n_seeds = 10, 200, 200, 40, 1
+    gf_range = (5, 8)
+seeds = [seed + i for i in range(n_seeds)]
 
 env = repro.setup(seed)
 # every matrix here is tiny: one thread is fastest, and fair to a shared machine
@@ -103,6 +116,19 @@ rec = claims.ClaimsRecord(
         train_graphs=train_graphs,
         steps=steps,
         batch_size=batch_size,
+        Ns_scale=Ns_scale,
+        n_draws=n_draws,
+        dims_scale=dims_scale,
+        scale_states=scale_states,
+        gf=dict(
+            V=gf_V,
+            states=gf_states,
+            test=gf_test,
+            steps=gf_steps,
+            lr=gf_lr,
+            range=gf_range,
+        ),
+        seeds=seeds,
     ),
 )
 print(env)
@@ -325,6 +351,64 @@ ax[1].legend()
 plt.show()
 
 # %% [markdown]
+# **The two-layer width, measured robustly.** The exponent above rests on one embedding draw per `(N, d)` and a
+# coarse grid, and it is fragile: a lucky or unlucky draw moves the width needed by a grid step. Here, for each `N`
+# up to 256, we draw `n_draws` independent sign embeddings and find, for each, the smallest width in a fine grid
+# that reaches 95 % child selection (by bisection over the grid; the model is evaluated with `fast_logits`, the
+# same forward pass in closed form, which computes the visited flag once per node instead of once per edge). The
+# construction predicts `d = O(log N)`: the width should grow linearly in `log N`, so a fit `d = a + b·log₂N`
+# should beat a fit `d = a + b·N`.
+
+# %%
+width_draws = {}
+t0 = time.process_time()
+for N in tqdm(Ns_scale, desc="two-layer width vs N"):
+    g = repro.rng(seed, 11, N)
+    adj_N = dfs.random_digraph(N, g, p=0.5)
+    states_N = dfs.sample_states(adj_N, g, scale_states, kind="child")
+    width_draws[N] = []
+    for r in range(n_draws):
+        g_r = repro.rng(seed, 12, N, r)
+
+        def acc_at(d, N=N, adj_N=adj_N, states_N=states_N, g_r=g_r):
+            m_d = dfs.TwoLayerDFS(dfs.sign_embeddings(N, d, g_r))
+            return dfs.child_accuracy(m_d, adj_N, states_N, fast=True)
+
+        width_draws[N].append(dfs.width_bisect(acc_at, dims_scale))
+    print(f"N={N:3d}: widths for 95 % over {n_draws} draws {width_draws[N]}")
+print(f"scaling sweep: {time.process_time() - t0:.1f} s CPU")
+
+xs = np.array([N for N in Ns_scale for _ in width_draws[N]], dtype=float)
+ys = np.array([w for N in Ns_scale for w in width_draws[N]], dtype=float)
+ok = np.isfinite(ys)
+(b_log, a_log), cov_log = np.polyfit(np.log2(xs[ok]), ys[ok], 1, cov=True)
+b_lin, a_lin = np.polyfit(xs[ok], ys[ok], 1)
+sse_log = float(np.sum((ys[ok] - (a_log + b_log * np.log2(xs[ok]))) ** 2))
+sse_lin = float(np.sum((ys[ok] - (a_lin + b_lin * xs[ok])) ** 2))
+half = 1.96 * float(np.sqrt(cov_log[0, 0]))
+print(
+    f"fit d = {a_log:.1f} + {b_log:.2f}·log2 N  (slope 95 % interval "
+    f"[{b_log - half:.2f}, {b_log + half:.2f}]), squared error {sse_log:.0f}"
+)
+print(
+    f"fit d = {a_lin:.1f} + {b_lin:.3f}·N, squared error {sse_lin:.0f}; "
+    f"ratio linear/log {sse_lin / max(sse_log, 1e-9):.2f}; "
+    f"{int((~ok).sum())} draws never reached 95 % (left out)"
+)
+
+# %%
+fig, ax = plt.subplots(figsize=(5.5, 3.4))
+ax.scatter(xs, ys, s=14, alpha=0.6, label=f"{n_draws} embedding draws per N")
+grid_N = np.geomspace(min(Ns_scale), max(Ns_scale), 50)
+ax.plot(
+    grid_N, a_log + b_log * np.log2(grid_N), label=f"{a_log:.1f} + {b_log:.2f}·log₂N"
+)
+ax.plot(grid_N, a_lin + b_lin * grid_N, ls="--", label=f"{a_lin:.1f} + {b_lin:.3f}·N")
+ax.set(xscale="log", xlabel="N (dense G(N, 1/2))", ylabel="two-layer width for 95 %")
+ax.legend(fontsize=8)
+plt.show()
+
+# %% [markdown]
 # ## 4. Depth buys look-ahead
 #
 # With more layers, the model can compute, before choosing a child, whether the target is reachable from it
@@ -379,7 +463,224 @@ ax.set(
 plt.show()
 
 # %% [markdown]
-# ## 5. Learning DFS: trained one-layer vs two-layer transformers
+# ## 5. Learning DFS by gradient flow, on curated and on naive data
+#
+# The paper's learning result is about the construction's own architecture: with *curated* training data, gradient
+# flow on its attention matrices finds the DFS mechanism and generalises to unseen graphs. We rebuild that setting
+# (reconstructed: the paper's model and data recipe are not public). `StructuredDFS` keeps the two-layer
+# architecture of section 2 with fixed one-hot node embeddings (`d = gf_V`) and makes its two bilinear forms
+# learnable, together with two scalars:
+#
+# * layer 1, *visited* head: edge `(a, b)` attends to the trace with scores `e_bᵀ W1 e_v` and reads the flag
+#   `f_ab = Σ_v att_v ⟨e_b, e_v⟩` (the construction has `W1 = β₁I`);
+# * layer 2, *child* head: the current node `u` attends to edges with scores `e_uᵀ W2 e_a − γ f_ab + τ·b/V` and to a
+#   sink with score `σ` whose value is the parent (from the exact parent head); readout `ρ·E·out`.
+#
+# Everything starts at zero (`W1 = W2 = 0`, `γ = σ = 0`) and moves by full-batch gradient descent on the
+# cross-entropy of the next move: Euler steps of gradient flow. Two training sets of equal size, on graphs of
+# 6–12 nodes (5–8 in quick mode):
+#
+# * **curated**: from full searches, every backtrack state and as many child-selection states, half of them states
+#   whose current node already has a *visited* child (where the flag decides the move);
+# * **naive**: every prefix of the path-finding trace from a random `s` to a random `t`, the traces the task
+#   itself produces (mostly forward steps, few backtracks).
+#
+# The test set is every state of full searches on **unseen graphs with `gf_V` nodes** (larger than any training
+# graph). We follow `cos(W, I)`, the direction the construction predicts, and the held-out accuracy.
+
+# %%
+gf_hist, gf_mix, gf_models = {}, {}, {}
+for s_ in seeds:
+    g = repro.rng(s_, 13)
+    pools = {
+        data: dfs.structured_states(gf_states, gf_V, gf_range, 0.3, g, data)
+        for data in ("curated", "naive")
+    }
+    seen = {it["key"] for pool in pools.values() for it in pool}
+    test_gf = dfs.structured_states(gf_test, gf_V, (gf_V, gf_V), 0.3, g, "full", seen)
+    test_b = dfs.structured_batch(test_gf)
+    for data, pool in pools.items():
+        b = dfs.structured_batch(pool)
+        gf_mix[data, s_] = float(b["is_backtrack"].float().mean())
+        with repro.seeded(s_):
+            m = dfs.StructuredDFS(dfs.one_hot_embeddings(gf_V))
+            gf_hist[data, s_] = dfs.gradient_flow(
+                m, b, gf_steps, gf_lr, {"test": test_b, "train": b}, eval_every=10
+            )
+        gf_models[data, s_] = m
+        h = gf_hist[data, s_]
+        print(
+            f"seed {s_} {data:7s} ({gf_mix[data, s_]:.0%} backtracks): train "
+            f"{h['train/all'][-1]:.3f}, unseen {gf_V}-node graphs {h['test/all'][-1]:.3f} "
+            f"(child {h['test/child'][-1]:.3f}, backtrack {h['test/backtrack'][-1]:.3f}), "
+            f"cos(W1, I) {h['cos_W1'][-1]:.2f}, cos(W2, I) {h['cos_W2'][-1]:.2f}"
+        )
+    if s_ == seeds[0]:
+        m_cur = dfs.StructuredDFS(dfs.one_hot_embeddings(gf_V)).set_construction(30.0)
+        cons_acc = dfs.move_accuracy(m_cur(test_b), test_b)["all"]
+        print(f"the same architecture at the hand-built point: {cons_acc:.3f}")
+gf_acc = {
+    data: [gf_hist[data, s_]["test/all"][-1] for s_ in seeds]
+    for data in ("curated", "naive")
+}
+
+# %%
+fig, ax = plt.subplots(1, 3, figsize=(12, 3.4))
+for data, ls in (("curated", "-"), ("naive", "--")):
+    for i, s_ in enumerate(seeds):
+        h = gf_hist[data, s_]
+        lab = data if i == 0 else None
+        ax[0].plot(h["step"], h["cos_W1"], ls=ls, color=plotting.PALETTE[0], label=lab)
+        ax[0].plot(h["step"], h["cos_W2"], ls=ls, color=plotting.PALETTE[1])
+        ax[1].plot(
+            h["step"], h["test/child"], ls=ls, color=plotting.PALETTE[2], label=lab
+        )
+        ax[1].plot(h["step"], h["test/backtrack"], ls=ls, color=plotting.PALETTE[3])
+        ax[2].plot(
+            h["step"], h["test/all"], ls=ls, color=plotting.PALETTE[4], label=lab
+        )
+ax[0].set(xlabel="GD step", ylabel="cos(W, I)", title="W1 (blue), W2 (orange)")
+ax[1].set(xlabel="GD step", ylabel="accuracy", title="child (green), backtrack (red)")
+ax[2].set(
+    xlabel="GD step", ylabel="next-move accuracy", title=f"unseen {gf_V}-node graphs"
+)
+for a_ in ax:
+    a_.legend(fontsize=8)
+plt.tight_layout()
+plt.show()
+
+# %% [markdown]
+# **Why does naive data fall short, and where?** A guess to test, not to assume: naive traces are short and
+# rarely backtrack, so the learned layer-1 attention stays too soft to mark a visited child as visited once the
+# trace grows long, and the child head then prefers a visited child over backtracking. If that is the cause, the
+# naive model's errors sit at long traces and on backtrack states, and its flags for visited children are lower
+# there than the curated model's.
+
+# %%
+# the last seed's models and unseen-graph test states (from the loop above)
+lengths_t = test_b["trace_mask"].sum(1)
+bins = [(1, 6), (6, 12), (12, 40)]
+diag = {}
+for data in ("curated", "naive"):
+    with torch.no_grad():
+        logits, r = gf_models[data, seeds[-1]](test_b, record=True)
+    ok = logits.argmax(-1) == test_b["target"]
+    # flag of the edge u -> b for visited children b of the current node
+    vis = torch.zeros(len(test_gf), gf_V, dtype=torch.bool)
+    vis.scatter_(1, test_b["trace"], test_b["trace_mask"])
+    from_u = (test_b["src"] == test_b["current"][:, None]) & test_b["edge_mask"]
+    vis_child = from_u & vis.gather(1, test_b["dst"])
+    row = []
+    for lo, hi in bins:
+        sel = (lengths_t >= lo) & (lengths_t < hi)
+        sel_f = vis_child & sel[:, None]
+        row.append(
+            (
+                float(ok[sel].float().mean()),
+                float(r["flag"][sel_f].mean()) if sel_f.any() else float("nan"),
+            )
+        )
+    diag[data] = row
+    print(
+        f"{data:7s} "
+        + "  ".join(
+            f"trace {lo}-{hi - 1}: acc {a:.2f}, flag of visited children {f:.2f}"
+            for (lo, hi), (a, f) in zip(bins, row)
+        )
+    )
+
+# %% [markdown]
+# ## 6. A width-limited trained comparison: one layer vs two layers
+#
+# The separation is about width: a single layer can only cancel visited children in the residual stream, which
+# needs `d ~ N`; two layers mark them with a flag and need only `d = O(log N)`. A trained comparison can only show
+# this when the one-layer model is *narrower than N*. We train both architectures with the **same parameters**
+# (`W1, W2 ∈ R^{d×d}`, `γ`, `σ`): the two-layer `StructuredDFS` above and its one-layer counterpart
+# `StructuredOneLayer` (a child head over the edges, a visited head over the trace, `logits = ρE(child − γ·visited)`,
+# the construction `OneLayerDFS` made learnable). Graphs have `N = 16` nodes (G(16, 0.3)), node embeddings are
+# random signs of width `d = 8 = N/2`, training data is curated, and both are trained to a plateau by full-batch
+# Adam, one run per seed. The training does not fit the 5-minute run: `data/12_transformer_dfs/make_models.py`
+# trained it once and the default run loads the weights, regenerates the same data from the seed and evaluates;
+# quick mode trains a smaller pair live.
+
+# %%
+wl_cfg = dfs.checkpoint_config("width_limited")
+if quick:
+    wl_cfg.update(N=10, d=5, n_train=200, n_test=200, steps=80, seeds=[seed])
+    wl_ck = None
+else:
+    wl_cfg["seeds"] = seeds
+    wl_ck = checkpoints.load(dfs.CHECKPOINT_SLUG, "width_limited", config=wl_cfg)
+wl_res, wl_models = {}, {}
+for s_ in wl_cfg["seeds"]:
+    train_items, test_items, emb = dfs.width_limited_data(wl_cfg, s_)
+    tb, b = dfs.structured_batch(test_items), dfs.structured_batch(train_items)
+    if wl_ck is not None:
+        rec.check(
+            f"width_limited_data_{s_}",
+            float((wl_ck.tensors[f"emb/{s_}"] - torch.tensor(emb).float()).abs().max()),
+            0.0,
+            op="==",
+            note="the regenerated embeddings equal the checkpoint's (same data, same seed)",
+        )
+    for kind in wl_cfg["models"]:
+        model = dfs.make_structured(kind, emb, wl_cfg)
+        if wl_ck is None:
+            with repro.seeded(s_):
+                dfs.gradient_flow(
+                    model, b, wl_cfg["steps"], wl_cfg["lr"], method=wl_cfg["method"]
+                )
+        else:
+            model.load_state_dict({**wl_ck.state_dict(f"{kind}/{s_}."), "E": model.E})
+        wl_models[kind, s_] = model
+        with torch.no_grad():
+            wl_res[kind, s_] = {
+                "train": dfs.move_accuracy(model(b), b),
+                "test": dfs.move_accuracy(model(tb), tb),
+            }
+        r_ = wl_res[kind, s_]
+        print(
+            f"seed {s_} {kind}-layer (d={wl_cfg['d']}, N={wl_cfg['N']}): train "
+            f"{r_['train']['all']:.3f}; unseen graphs {r_['test']['all']:.3f} (child "
+            f"{r_['test']['child']:.3f}, backtrack {r_['test']['backtrack']:.3f})"
+        )
+n_par = {
+    k: sum(p.numel() for p in wl_models[k, wl_cfg["seeds"][0]].parameters())
+    for k in wl_cfg["models"]
+}
+print("learnable parameters:", n_par)
+wl_two = [wl_res["two", s_]["test"]["all"] for s_ in wl_cfg["seeds"]]
+wl_one = [wl_res["one", s_]["test"]["all"] for s_ in wl_cfg["seeds"]]
+if wl_ck is not None:
+    checkpoints.plot_history(wl_ck.manifest)
+
+# %% [markdown]
+# **Control: is it the width?** The same pair trained live with one-hot embeddings (`d = N`, one seed, fewer
+# steps): if the one-layer model's child selection recovers at full width, its failure above is the width limit,
+# not an optimisation failure of the architecture.
+
+# %%
+ctl_cfg = dict(wl_cfg, d=wl_cfg["N"], steps=wl_cfg["steps"] // 2)
+train_items, test_items, emb = dfs.width_limited_data(ctl_cfg, seeds[0])
+tb, b = dfs.structured_batch(test_items), dfs.structured_batch(train_items)
+ctl = {}
+for kind in ctl_cfg["models"]:
+    model = dfs.make_structured(kind, emb, ctl_cfg)
+    with repro.seeded(seeds[0]):
+        dfs.gradient_flow(model, b, ctl_cfg["steps"], ctl_cfg["lr"], method="adam")
+    with torch.no_grad():
+        ctl[kind] = dfs.move_accuracy(model(tb), tb)
+    print(
+        f"d = N = {ctl_cfg['N']}, {kind}-layer: unseen graphs {ctl[kind]['all']:.3f} "
+        f"(child {ctl[kind]['child']:.3f}, backtrack {ctl[kind]['backtrack']:.3f})"
+    )
+
+# %% [markdown]
+# ## 7. Generic transformers (not width-limited): an illustration
+#
+# For comparison with common practice, a generic transformer (`helpers.nn.Transformer`, one edge token per pair)
+# trained with Adam. Its width (32 and more) exceeds the graphs' 4–8 nodes, so no width separation can show here;
+# this section illustrates how far a small generic model gets, and compares its attention with the construction.
 #
 # Now the weights are learned. Each training example is a DFS state: the edge tokens of a random graph
 # (4–6 nodes with random labels from `0..V−1`, edge tokens `(a, b)` as single tokens), then the trace so far;
@@ -556,7 +857,7 @@ print(
 )
 
 # %% [markdown]
-# ## 6. Interaction
+# ## 8. Interaction
 #
 # The slider steps through the graph sizes of the width sweep: accuracy against width for both constructions.
 # The frames were computed when the notebook ran, so it works in the static page.
@@ -598,14 +899,15 @@ plotting.live_controls(
 )
 
 # %% [markdown]
-# ## 7. The claims record
+# ## 9. The claims record
 #
 # Checks first (they fail the notebook if false), then the paper's claims next to our measurements. The record
-# computes each claim's verdict (held / not held) from the measured number and a target fixed before running: a
-# one-layer width exponent of at least 0.75 counts as quadratic size (`N·d ≳ N^1.75`); a two-layer width exponent
-# of at most 0.5 counts as near-linear size; a trained gap of at least 10 points counts as "a second layer is
-# necessary"; unseen-graph accuracy of at least 95 % counts as generalisation. A width exponent that cannot be
-# fitted (fewer than two N reach 95 % in the width grid) is recorded as untested, with the widths.
+# computes each claim's verdict (held / mixed / not held) from the measured number, one per seed where training is
+# involved, and a target fixed before running: a one-layer width exponent of at least 0.75 counts as quadratic
+# size (`N·d ≳ N^1.75`); for two layers, width growing like `log N` means a fit linear in `log N` beats one linear
+# in `N`; halving the mean search length at horizon 2 counts as a large look-ahead gain; 95 % on unseen graphs
+# counts as learning DFS; 10 points count as "curation matters" and as "a second layer is necessary". A width
+# exponent that cannot be fitted (fewer than two N reach 95 % in the width grid) is recorded as untested.
 
 # %%
 rec.check(
@@ -671,53 +973,88 @@ else:
         reason="fewer than two N reached 95 % within the width grid, so no exponent "
         "can be fitted; " + one_note,
     )
-two_statement = "Two layers need only width O(log N) (size O(N log N))"
-two_note = f"widths for 95 %: {dict(zip(Ns, width_two))}"
-if np.isfinite(exp_two):
-    rec.claim(
-        "two_layer_width_growth",
-        two_statement,
-        paper="size O(N log N) (width exponent ≈ 0)",
-        measured=exp_two,
-        op="<=",
-        target=0.5,
-        unit="fitted exponent of d vs N",
-        note=two_note,
-    )
-else:
-    rec.untested(
-        "two_layer_width_growth",
-        two_statement,
-        paper="size O(N log N) (width exponent ≈ 0)",
-        reason="fewer than two N reached 95 % within the width grid, so no exponent "
-        "can be fitted; " + two_note,
-    )
-gap = res["two-layer"]["unseen"]["all"] - res["one-layer"]["unseen"]["all"]
-rec.claim(
-    "trained_two_vs_one",
-    "A trained two-layer transformer beats a one-layer one of equal size",
-    paper="a second layer is necessary",
-    measured=gap,
-    op=">=",
-    target=0.10,
-    unit="accuracy gap (unseen graphs), two-layer − one-layer",
-    baseline=res["one-layer"]["unseen"]["all"],
-    note=f"two-layer {res['two-layer']['unseen']['all']:.3f} vs one-layer "
-    f"{res['one-layer']['unseen']['all']:.3f}; {steps} Adam steps, {two.n_params()} vs "
-    f"{one.n_params()} parameters",
+rec.check(
+    "structured_construction_exact",
+    cons_acc,
+    1.0,
+    op="==",
+    note="the gradient-flow architecture at the hand-built point (W1 = W2 = 30 I, "
+    f"γ = 60, σ = 22.5) on the unseen {gf_V}-node test states",
 )
-acc2 = res["two-layer"]["unseen"]["all"]
 rec.claim(
-    "generalizes_unseen",
-    "The trained two-layer model executes DFS on unseen graphs",
-    paper="provably learns DFS and generalises (gradient flow)",
-    measured=acc2,
+    "two_layer_width_log",
+    "Two layers need only width O(log N) (size O(N log N))",
+    paper="size O(N log N)",
+    measured=sse_lin / max(sse_log, 1e-9),
+    op=">",
+    target=1.0,
+    unit="squared error of a fit linear in N ÷ that of a fit linear in log₂N",
+    note=f"width for 95 % child selection, N = {Ns_scale}, {n_draws} embedding draws "
+    f"per N (one graph per N): d ≈ {a_log:.1f} + {b_log:.2f}·log₂N, slope 95 % "
+    f"interval [{b_log - half:.2f}, {b_log + half:.2f}]; linear fit "
+    f"{a_lin:.1f} + {b_lin:.3f}·N; {int((~ok).sum())} draws never reached 95 % in "
+    f"the grid (left out). The draws are the replication (one seed)",
+)
+gain = mean_len[horizons.index(0)] / mean_len[horizons.index(2)]
+rec.claim(
+    "lookahead_gain",
+    "Depth buys look-ahead: horizon 2 (L = 4) shortens the search a lot",
+    paper="L layers give look-ahead 2^(L−3): an exponential gain in search efficiency",
+    measured=gain,
+    op=">",
+    target=2.0,
+    unit="mean trace length, horizon 0 ÷ horizon 2",
+    baseline=mean_len[horizons.index(0)],
+    note=f"{len(lengths[0])} reachable (s, t) pairs on sparse random graphs, N = "
+    f"{N_look}; mean lengths {dict(zip(horizons, np.round(mean_len, 1)))}; an "
+    "algorithmic simulation of the look-ahead rule, not constructed L-layer networks",
+)
+rec.claim(
+    "gradient_flow_learns_curated",
+    "Gradient flow on the two-layer architecture, with curated data, learns DFS that "
+    "generalises to unseen (larger) graphs",
+    paper="two-layer transformers provably learn DFS via gradient flow with curated data",
+    measured=gf_acc["curated"],
     op=">=",
     target=0.95,
-    unit="next-move accuracy",
-    note=f"child {res['two-layer']['unseen']['child']:.3f}, backtrack "
-    f"{res['two-layer']['unseen']['backtrack']:.3f}; on {V}-node graphs "
-    f"{res['two-layer']['larger']['all']:.3f}. Trained with Adam for {steps} "
-    "steps, not gradient flow",
+    unit=f"next-move accuracy, unseen {gf_V}-node graphs",
+    note=f"{gf_steps} full-batch GD steps (lr {gf_lr}) from W = 0 on {gf_states} states "
+    f"of {gf_range[0]}–{gf_range[1]}-node graphs; final cos(W1, I) "
+    f"{[round(gf_hist['curated', s_]['cos_W1'][-1], 2) for s_ in seeds]}, cos(W2, I) "
+    f"{[round(gf_hist['curated', s_]['cos_W2'][-1], 2) for s_ in seeds]}; "
+    "reconstructed architecture (one-hot embeddings, exact parent head given)",
+)
+rec.claim(
+    "naive_data_fails",
+    "Without curation (the task's own s→t traces) gradient flow generalises worse",
+    paper="curated data is what makes the learning provable",
+    measured=[a - b for a, b in zip(gf_acc["curated"], gf_acc["naive"])],
+    op=">",
+    target=0.10,
+    unit="accuracy, curated − naive (unseen graphs)",
+    baseline=gf_acc["naive"],
+    note="naive backtrack accuracy "
+    f"{[round(gf_hist['naive', s_]['test/backtrack'][-1], 3) for s_ in seeds]}, child "
+    f"{[round(gf_hist['naive', s_]['test/child'][-1], 3) for s_ in seeds]}; naive "
+    f"training accuracy {[round(gf_hist['naive', s_]['train/all'][-1], 3) for s_ in seeds]}",
+)
+rec.claim(
+    "trained_two_vs_one",
+    "Trained at equal size and width d = N/2, two layers beat one layer",
+    paper="a second layer is necessary (one layer needs size Ω(N²))",
+    measured=[a - b for a, b in zip(wl_two, wl_one)],
+    op=">",
+    target=0.10,
+    unit="next-move accuracy gap on unseen graphs, two-layer − one-layer",
+    baseline=wl_one,
+    note=f"N = {wl_cfg['N']}, d = {wl_cfg['d']}, {n_par['two']} learnable parameters each; "
+    f"two-layer {np.round(wl_two, 3).tolist()}, one-layer {np.round(wl_one, 3).tolist()}; "
+    "training accuracy two "
+    f"{[round(wl_res['two', s_]['train']['all'], 3) for s_ in wl_cfg['seeds']]}, one "
+    f"{[round(wl_res['one', s_]['train']['all'], 3) for s_ in wl_cfg['seeds']]}; one-layer "
+    "child selection "
+    f"{[round(wl_res['one', s_]['test']['child'], 3) for s_ in wl_cfg['seeds']]}; "
+    f"control at d = N: two {ctl['two']['all']:.3f}, one {ctl['one']['all']:.3f} (child "
+    f"{ctl['one']['child']:.3f})",
 )
 rec.save()
