@@ -25,6 +25,8 @@ import scipy.linalg
 import torch
 from torch import nn
 
+from helpers import validate as V
+
 __all__ = [
     "Core", "controllability_gramian", "observability_gramian", "linear_observability", "balanced_core",
     "energy_rank", "ace", "intervene_array", "intervene", "refine_rank",
@@ -41,22 +43,38 @@ def _as_matrix(x, name: str, ncols: int | None = None) -> np.ndarray:
         x = x.detach().cpu().numpy()
     if not isinstance(x, np.ndarray):
         raise TypeError(f"{name} must be a numpy array or torch tensor, got {type(x).__name__}")
+    if x.dtype.kind not in "biuf":
+        raise TypeError(f"{name} must be a real numeric array, got dtype {x.dtype}")
     if x.ndim != 2:
         raise ValueError(f"{name} must be 2-D, got shape {x.shape}")
     if ncols is not None and x.shape[1] != ncols:
         raise ValueError(f"{name} must have {ncols} columns, got shape {x.shape}")
+    if x.shape[0] == 0:
+        raise ValueError(f"{name} must have at least one row, got shape {x.shape}")
     if not np.all(np.isfinite(x)):
         raise ValueError(f"{name} contains NaN or inf")
     return x.astype(np.float64)
 
 
-def _check_basis(Q, D: int | None = None) -> np.ndarray:
-    Q = _as_matrix(Q, "Q")
+def _check_basis(Q, D: int | None = None, name: str = "Q") -> np.ndarray:
+    Q = _as_matrix(Q, name)
     if D is not None and Q.shape[0] != D:
-        raise ValueError(f"Q must have {D} rows (the layer width), got shape {Q.shape}")
+        raise ValueError(f"{name} must have {D} rows (the layer width), got shape {Q.shape}")
     if Q.shape[1] > Q.shape[0]:
-        raise ValueError(f"Q must be tall (D x r with r <= D), got shape {Q.shape}")
+        raise ValueError(f"{name} must be tall (D x r with r <= D), got shape {Q.shape}")
     return Q
+
+
+def _mean(mean, D: int) -> np.ndarray:
+    """An optional centre (D,) for the flip; None: zeros."""
+    return np.zeros(D) if mean is None else V.array("mean", mean, shape=(D,), dtype="float").astype(np.float64)
+
+
+def _stochastic(T) -> np.ndarray:
+    T = _as_matrix(T, "T")
+    if T.shape[0] != T.shape[1] or not np.allclose(T.sum(1), 1) or (T < 0).any():
+        raise ValueError(f"T must be a square row-stochastic matrix, got shape {T.shape}")
+    return T
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -85,8 +103,7 @@ def observability_gramian(tail: Callable[[torch.Tensor], torch.Tensor], H, sampl
     if not callable(tail):
         raise TypeError("tail must be a callable mapping a (n, D) tensor to (n, K) outputs")
     H = _as_matrix(H, "H")
-    if not isinstance(samples, int) or samples < 1:
-        raise ValueError(f"samples must be a positive int, got {samples!r}")
+    samples, seed = V.integer("samples", samples, min=1), V.seed("seed", seed)
     rows = np.random.default_rng(seed).choice(H.shape[0], size=min(samples, H.shape[0]), replace=False)
     x = torch.as_tensor(H[np.sort(rows)], dtype=torch.float32)
 
@@ -116,6 +133,15 @@ class Core:
     rank: int
     mean: np.ndarray
 
+    def __post_init__(self) -> None:
+        self.basis = V.array("basis", self.basis, ndim=2, dtype="float", nonempty=True)
+        D, m = self.basis.shape
+        if m > D:
+            raise ValueError(f"basis must be tall (D x m, m <= D), got shape {self.basis.shape}")
+        self.hsv = V.array("hsv", self.hsv, ndim=1, dtype="float", min=0)
+        self.rank = V.integer("rank", self.rank, min=0, max=m)
+        self.mean = V.array("mean", self.mean, shape=(D,), dtype="float")
+
     @property
     def Q(self) -> np.ndarray:
         """The core basis (D x rank), orthonormal columns."""
@@ -128,18 +154,17 @@ class Core:
         return np.cumsum(w) / w.sum()
 
     def with_rank(self, r: int) -> Core:
-        if not 0 <= r <= self.basis.shape[1]:
-            raise ValueError(f"rank must be in [0, {self.basis.shape[1]}], got {r}")
+        """The same core with rank ``r``."""
+        r = V.integer("r", r, min=0, max=self.basis.shape[1])
         return Core(self.basis, self.hsv, int(r), self.mean)
 
 
 def energy_rank(hsv, threshold: float) -> int:
     """Smallest r whose cumulative energy ``sum s_i^2`` reaches ``threshold`` of the total."""
-    hsv = np.asarray(hsv, dtype=np.float64)
-    if hsv.ndim != 1 or hsv.size == 0:
-        raise ValueError("hsv must be a non-empty 1-D array")
-    if not 0.0 < threshold <= 1.0:
-        raise ValueError(f"threshold must be in (0, 1], got {threshold}")
+    hsv = V.array("hsv", hsv, ndim=1, dtype="float", nonempty=True, min=0).astype(np.float64)
+    if not hsv.any():
+        raise ValueError("hsv must not be all zero (no energy to rank)")
+    threshold = V.number("threshold", threshold, min=0, max=1, strict_min=True)
     w = hsv**2
     frac = np.cumsum(w) / w.sum()
     return int(min(np.searchsorted(frac, threshold - 1e-12) + 1, hsv.size))
@@ -151,12 +176,14 @@ def balanced_core(cov, obs, threshold: float = 0.999, eps: float = 1e-8, mean=No
     D = cov.shape[0]
     if cov.shape != (D, D) or obs.shape != (D, D):
         raise ValueError(f"cov and obs must both be square D x D, got {cov.shape} and {obs.shape}")
+    threshold = V.number("threshold", threshold, min=0, max=1, strict_min=True)
+    eps = V.positive("eps", eps)
+    mean = _mean(mean, D)
     Lc, Lo = _sqrt_factor(cov, eps), _sqrt_factor(obs, eps)
     U, s, _ = np.linalg.svd(Lc.T @ Lo)
     basis, R = np.linalg.qr(Lc @ U)  # nested: the first r columns span Lc U[:, :r]
     basis = basis * np.sign(np.diag(R))  # a deterministic sign per column
-    mu = np.zeros(D) if mean is None else np.asarray(mean, dtype=np.float64).reshape(D)
-    return Core(basis=basis, hsv=s, rank=energy_rank(s, threshold), mean=mu)
+    return Core(basis=basis, hsv=s, rank=energy_rank(s, threshold), mean=mean)
 
 
 def ace(H, tail: Callable[[torch.Tensor], torch.Tensor] | None = None, W=None, threshold: float = 0.999,
@@ -165,6 +192,8 @@ def ace(H, tail: Callable[[torch.Tensor], torch.Tensor] | None = None, W=None, t
     H = _as_matrix(H, "H")
     if (tail is None) == (W is None):
         raise ValueError("give exactly one of tail (a callable) or W (a linear head, K x D)")
+    threshold = V.number("threshold", threshold, min=0, max=1, strict_min=True)
+    samples, seed = V.integer("samples", samples, min=1), V.seed("seed", seed)
     if W is not None:
         obs = linear_observability(_as_matrix(W, "W", ncols=H.shape[1]))
     else:
@@ -182,12 +211,17 @@ def intervene_array(h, Q, mode: str, mean=None):
 
     ``h`` is (..., D), numpy or torch; returns the same type.
     """
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    V.one_of("mode", mode, MODES)
     is_t = isinstance(h, torch.Tensor)
+    if is_t:
+        V.tensor("h", h, dtype="float", finite=False)  # activations inside a forward hook: shapes only
+    else:
+        h = V.array("h", h, dtype="float")
+    if h.ndim < 1:
+        raise ValueError("h must have shape (..., D), got a scalar")
     D = h.shape[-1]
     Qn = _check_basis(Q, D)
-    mu = np.zeros(D) if mean is None else np.asarray(mean, dtype=np.float64).reshape(D)
+    mu = _mean(mean, D)
     if is_t:
         Qt = torch.as_tensor(Qn, dtype=h.dtype, device=h.device)
         P = lambda v: (v @ Qt) @ Qt.T
@@ -207,8 +241,9 @@ def intervene(module: nn.Module, Q, mode: str, mean=None) -> Iterator[None]:
     """Within the ``with`` block, ``module``'s output (a tensor, ..., D) is replaced by ``intervene_array``."""
     if not isinstance(module, nn.Module):
         raise TypeError(f"module must be a torch.nn.Module, got {type(module).__name__}")
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    V.one_of("mode", mode, MODES)
+    Qn = _check_basis(Q)
+    _mean(mean, Qn.shape[0])
 
     def hook(_m, _inp, out):
         if not isinstance(out, torch.Tensor):
@@ -229,10 +264,12 @@ def refine_rank(core: Core, keep_acc: Callable[[np.ndarray], float], remove_acc:
     ``r_nec_strict``: smallest r with remove-accuracy <= ``chance``; ``r_suf_strict``: smallest r with keep-accuracy
     >= ``base - tol``; the operational ranks are ``max(r_energy, strict)``. A scan that never succeeds gives r_max.
     """
+    V.instance("core", core, Core)
+    V.function("keep_acc", keep_acc)
+    V.function("remove_acc", remove_acc)
+    base, chance, tol = V.number("base", base), V.number("chance", chance), V.nonnegative("tol", tol)
     D = core.basis.shape[1]
-    r_max = D if r_max is None else min(int(r_max), D)
-    if r_max < 1:
-        raise ValueError("r_max must be >= 1")
+    r_max = D if r_max is None else min(V.integer("r_max", r_max, min=1), D)
     r0 = max(core.rank, 1)
     out = {"r_energy": core.rank, "r_nec": r_max, "r_suf": r_max}
     for r in range(r0, r_max + 1):
@@ -262,23 +299,23 @@ def fit_linear_dynamics(z_now, z_next) -> tuple[np.ndarray, np.ndarray, float]:
 
 def transition_spectrum(T) -> np.ndarray:
     """Eigenvalues of a row-stochastic transition matrix, the unit eigenvalue first."""
-    T = _as_matrix(T, "T")
-    if T.shape[0] != T.shape[1] or not np.allclose(T.sum(1), 1) or (T < 0).any():
-        raise ValueError("T must be a square row-stochastic matrix")
+    T = _stochastic(T)
     ev = np.linalg.eigvals(T)
     return ev[np.argsort(np.abs(ev - 1), kind="stable")]
 
 
 def markov_oracle_r2(T) -> float:
     """Best R^2 of predicting the next one-hot from the current state: ``1 - (1/V) sum_i m_i / v_i``."""
-    T = _as_matrix(T, "T")
-    V = T.shape[0]
+    T = _stochastic(T)
+    n_states = T.shape[0]
     w, vl = np.linalg.eig(T.T)
     pi = np.real(vl[:, np.argmin(np.abs(w - 1))])
     pi = pi / pi.sum()
     m = (np.diag(pi) @ (T * (1 - T))).sum(0)
     v = pi * (1 - pi)
-    return float(1 - (m / v).sum() / V)
+    if not np.all(v > 0):
+        raise ValueError("T must have a stationary distribution with 0 < pi_i < 1 for every state")
+    return float(1 - (m / v).sum() / n_states)
 
 
 def shift_operator_eigs(reps, tol: float = 1e-3, k_max: int | None = None) -> np.ndarray:
@@ -291,7 +328,8 @@ def shift_operator_eigs(reps, tol: float = 1e-3, k_max: int | None = None) -> np
     p = R.shape[0]
     if p < 3:
         raise ValueError(f"reps needs at least 3 classes, got {p}")
-    k_max = p - 1 if k_max is None else int(k_max)
+    tol = V.positive("tol", tol)
+    k_max = p - 1 if k_max is None else V.integer("k_max", k_max, min=1)
     Rc = R - R.mean(0)
     U, s, _ = np.linalg.svd(Rc, full_matrices=False)
     if s[0] <= 0:
@@ -302,9 +340,14 @@ def shift_operator_eigs(reps, tol: float = 1e-3, k_max: int | None = None) -> np
     return np.linalg.eigvals(A)
 
 
+def _eigs(eigs) -> np.ndarray:
+    """Finite (complex or real) eigenvalues as a 1-D array."""
+    return V.array("eigs", eigs, ndim=1)
+
+
 def ring_fraction(eigs, p: int) -> float:
     """Fraction of eigenvalues with ``| 1 - |lambda| | <= sin(pi / p)`` (on the unit circle)."""
-    eigs = np.asarray(eigs)
+    eigs, p = _eigs(eigs), V.integer("p", p, min=2)
     if eigs.size == 0:
         return 0.0
     return float(np.mean(np.abs(1 - np.abs(eigs)) <= np.sin(np.pi / p)))
@@ -312,7 +355,7 @@ def ring_fraction(eigs, p: int) -> float:
 
 def mode_count(eigs, p: int) -> int:
     """Number of distinct Fourier frequencies ``min(k, p - k)``, ``k = round(angle p / 2 pi)``, among ring eigenvalues."""
-    eigs = np.asarray(eigs)
+    eigs, p = _eigs(eigs), V.integer("p", p, min=2)
     eigs = eigs[np.abs(1 - np.abs(eigs)) <= np.sin(np.pi / p)]
     k = np.round(np.angle(eigs) * p / (2 * np.pi)).astype(int) % p
     return int(len(set(np.minimum(k, p - k).tolist())))
@@ -330,7 +373,7 @@ def principal_angles_deg(Q1, Q2) -> np.ndarray:
 
 def projector_overlap(Q1, Q2) -> float:
     """``||Q1^T Q2||_F^2 / r`` (1 = same subspace, ~ r/D for random subspaces), r = min rank."""
-    A, B = _check_basis(Q1), _check_basis(Q2)
+    A, B = _check_basis(Q1, name="Q1"), _check_basis(Q2, name="Q2")
     if A.shape[0] != B.shape[0]:
         raise ValueError(f"Q1 and Q2 must have the same number of rows, got {A.shape} and {B.shape}")
     return float(np.sum((A.T @ B) ** 2) / min(A.shape[1], B.shape[1]))
@@ -339,6 +382,7 @@ def projector_overlap(Q1, Q2) -> float:
 def cca(X, Y, reg: float = 1e-9) -> np.ndarray:
     """Canonical correlations (descending) between paired samples X (N x a) and Y (N x b)."""
     X, Y = _as_matrix(X, "X"), _as_matrix(Y, "Y")
+    reg = V.nonnegative("reg", reg)
     if X.shape[0] != Y.shape[0]:
         raise ValueError(f"X and Y must have the same number of rows, got {X.shape} and {Y.shape}")
 
@@ -352,33 +396,36 @@ def cca(X, Y, reg: float = 1e-9) -> np.ndarray:
 
 # ---------------------------------------------------------------------------------------------------------------
 # tasks and grokking summaries
+def _cyclic_args(n: object, stay: object) -> tuple[int, float]:
+    return V.integer("V", n, min=2), V.probability("stay", stay)
+
+
 def cyclic_transition(V: int = 4, stay: float = 0.75) -> np.ndarray:
     """The cyclic chain of the paper: row i stays with ``stay``, advances to i+1 mod V otherwise."""
-    if V < 2 or not 0 <= stay <= 1:
-        raise ValueError("need V >= 2 and 0 <= stay <= 1")
+    V, stay = _cyclic_args(V, stay)
     return stay * np.eye(V) + (1 - stay) * np.roll(np.eye(V), 1, axis=1)
 
 
 def markov_sequences(T, n: int, length: int, seed: int = 0) -> np.ndarray:
     """``n`` sequences of ``length`` states, started from the uniform distribution, stepped with ``T``."""
-    T = _as_matrix(T, "T")
-    if n < 1 or length < 2:
-        raise ValueError("need n >= 1 and length >= 2")
-    rng = np.random.default_rng(seed)
-    V = T.shape[0]
+    T = _stochastic(T)
+    n, length = V.integer("n", n, min=1), V.integer("length", length, min=2)
+    rng = np.random.default_rng(V.seed("seed", seed))
+    n_states = T.shape[0]
     x = np.empty((n, length), dtype=np.int64)
-    x[:, 0] = rng.integers(0, V, n)
+    x[:, 0] = rng.integers(0, n_states, n)
     cdf = np.cumsum(T, axis=1)
     for t in range(1, length):
         u = rng.random(n)[:, None]
-        x[:, t] = np.minimum((u > cdf[x[:, t - 1]]).sum(1), V - 1)
+        x[:, t] = np.minimum((u > cdf[x[:, t - 1]]).sum(1), n_states - 1)
     return x
 
 
 def modadd_split(p: int, train_frac: float = 0.5, seed: int = 42) -> tuple[np.ndarray, np.ndarray]:
     """All pairs (a, b, (a+b) mod p) split at random into train and test rows (each n x 3)."""
-    if p < 2 or not 0 < train_frac < 1:
-        raise ValueError("need p >= 2 and 0 < train_frac < 1")
+    p = V.integer("p", p, min=2)
+    train_frac = V.number("train_frac", train_frac, min=0, max=1, strict_min=True, strict_max=True)
+    seed = V.seed("seed", seed)
     a, b = np.meshgrid(np.arange(p), np.arange(p), indexing="ij")
     data = np.stack([a.ravel(), b.ravel(), (a + b).ravel() % p], 1)
     perm = np.random.RandomState(seed).permutation(len(data))
@@ -388,8 +435,11 @@ def modadd_split(p: int, train_frac: float = 0.5, seed: int = 42) -> tuple[np.nd
 
 def grok_step(steps: Sequence[int], test_acc: Sequence[float], threshold: float = 0.99) -> int | None:
     """First logged step whose test accuracy reaches ``threshold`` (None if never)."""
+    steps = V.sequence("steps", steps, of=lambda k, x: V.integer(k, x))
+    test_acc = V.sequence("test_acc", test_acc, of=lambda k, x: V.number(k, x))
     if len(steps) != len(test_acc):
-        raise ValueError("steps and test_acc must have the same length")
+        raise ValueError(f"steps and test_acc must have the same length, got {len(steps)} and {len(test_acc)}")
+    threshold = V.number("threshold", threshold)
     for s, a in zip(steps, test_acc):
         if a >= threshold:
             return int(s)
@@ -398,7 +448,10 @@ def grok_step(steps: Sequence[int], test_acc: Sequence[float], threshold: float 
 
 def loglog_slope(x, y) -> float:
     """Least-squares slope of log y on log x (x, y > 0, at least 2 points)."""
-    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
-    if x.shape != y.shape or x.size < 2 or (x <= 0).any() or (y <= 0).any():
-        raise ValueError("x and y must be positive, the same length, with at least 2 points")
+    x = V.array("x", x, ndim=1, dtype="float", min=0, strict_min=True).astype(np.float64)
+    y = V.array("y", y, ndim=1, dtype="float", min=0, strict_min=True).astype(np.float64)
+    if x.shape != y.shape:
+        raise ValueError(f"x and y must have the same length, got {x.size} and {y.size}")
+    if x.size < 2:
+        raise ValueError(f"x and y must have at least 2 points, got {x.size}")
     return float(np.polyfit(np.log(x), np.log(y), 1)[0])

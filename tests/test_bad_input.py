@@ -1026,6 +1026,79 @@ case("transformer_dfs.make_structured", tdfs.make_structured,
      lambda: dict(kind="two", emb=np.eye(6), cfg={"tau": 1.0}))
 
 
+# ----------------------------------------------------------------------------------------------- algorithmic_cores
+from helpers import algorithmic_cores as acx  # noqa: E402
+
+_H = np.random.default_rng(0).normal(size=(20, 3))
+_WH = np.random.default_rng(1).normal(size=(2, 3))
+_COV, _OBS = acx.controllability_gramian(_H), acx.linear_observability(_WH)
+_CORE = acx.balanced_core(_COV, _OBS, mean=_H.mean(0))
+_Q2 = _CORE.basis[:, :2]
+_TC = acx.cyclic_transition(4, 0.75)
+_LIN = torch.nn.Linear(3, 3)
+_BADMAT = [np.ones(3), np.zeros((0, 3)), np.array([["a"]])]
+
+case("algorithmic_cores.controllability_gramian", acx.controllability_gramian, lambda: dict(H=_H),
+     more={"H": _BADMAT + [_H[:1]]})
+case("algorithmic_cores.linear_observability", acx.linear_observability, lambda: dict(W=_WH), more={"W": _BADMAT})
+case("algorithmic_cores.observability_gramian", acx.observability_gramian,
+     lambda: dict(tail=lambda h: h @ torch.ones(3, 2), H=_H, samples=4, seed=0),
+     more={"tail": [3], "samples": ["zero"], "H": _BADMAT})
+case("algorithmic_cores.Core", acx.Core, lambda: dict(basis=_CORE.basis, hsv=_CORE.hsv, rank=1, mean=np.zeros(3)),
+     skip={"hsv": {"empty"}},  # (no singular values: a degenerate but consistent record)
+     more={"rank": [4], "hsv": [-_CORE.hsv], "mean": [np.zeros(2)], "basis": [np.ones((2, 3))]})
+case("algorithmic_cores.Core.with_rank", _CORE.with_rank, lambda: dict(r=1), more={"r": [4]})
+case("algorithmic_cores.energy_rank", acx.energy_rank, lambda: dict(hsv=_CORE.hsv, threshold=0.9),
+     more={"threshold": ["zero", 1.5], "hsv": [np.zeros(3), -np.ones(3)]})
+case("algorithmic_cores.balanced_core", acx.balanced_core,
+     lambda: dict(cov=_COV, obs=_OBS, threshold=0.99, eps=1e-8, mean=np.zeros(3)),
+     skip={"mean": {"none"}}, more={"obs": [np.eye(2)], "threshold": ["zero"], "eps": ["zero"],
+                                   "mean": [np.zeros(2)]})
+case("algorithmic_cores.ace", acx.ace, lambda: dict(H=_H, tail=None, W=_WH, threshold=0.99, samples=4, seed=0),
+     skip={"W": {"none"}, "tail": {"none"}},  # None: the other one of tail / W is used
+     more={"W": [np.ones((2, 4))], "threshold": [1.5]})
+case("algorithmic_cores.intervene_array", acx.intervene_array,
+     lambda: dict(h=_H, Q=_Q2, mode="flip", mean=np.zeros(3)),
+     skip={"mean": {"none"}, "h": {"ndim", "empty"}},  # h is (..., D); (no rows: nothing to change)
+     more={"Q": [np.ones((4, 2)), np.ones((3, 4))], "h": [np.ones((2, 5))], "mean": [np.zeros(2)]})
+case("algorithmic_cores.intervene", lambda **kw: acx.intervene(**kw).__enter__(),
+     lambda: dict(module=_LIN, Q=_Q2, mode="keep", mean=None), skip={"mean": {"none"}},
+     more={"module": [3], "Q": [np.ones((2, 3))], "mean": [np.zeros(2)]})
+case("algorithmic_cores.refine_rank", acx.refine_rank,
+     lambda: dict(core=_CORE, keep_acc=lambda Q: 1.0, remove_acc=lambda Q: 0.0, base=1.0, chance=0.5, tol=1e-3,
+                  r_max=3),
+     skip={"r_max": {"none"}}, more={"core": [3], "keep_acc": [3], "tol": ["neg"], "r_max": ["zero"]})
+case("algorithmic_cores.fit_linear_dynamics", acx.fit_linear_dynamics, lambda: dict(z_now=_H, z_next=_H * 2),
+     more={"z_next": [_H[:3]]})
+case("algorithmic_cores.transition_spectrum", acx.transition_spectrum, lambda: dict(T=_TC),
+     more={"T": [np.ones((2, 2)), np.ones((2, 3)) / 3]})
+case("algorithmic_cores.markov_oracle_r2", acx.markov_oracle_r2, lambda: dict(T=_TC),
+     more={"T": [np.ones((2, 2)), np.eye(1)]})
+case("algorithmic_cores.shift_operator_eigs", acx.shift_operator_eigs,
+     lambda: dict(reps=np.random.default_rng(0).normal(size=(5, 3)), tol=1e-3, k_max=3),
+     skip={"k_max": {"none"}}, more={"reps": [np.ones((2, 3))], "tol": ["zero"], "k_max": ["zero"]})
+case("algorithmic_cores.ring_fraction", acx.ring_fraction, lambda: dict(eigs=np.array([1.0, 0.5]), p=5),
+     skip={"eigs": {"empty"}}, more={"p": [1]})
+case("algorithmic_cores.mode_count", acx.mode_count, lambda: dict(eigs=np.array([1.0, 0.5]), p=5),
+     skip={"eigs": {"empty"}}, more={"p": [1]})
+case("algorithmic_cores.principal_angles_deg", acx.principal_angles_deg, lambda: dict(Q1=_Q2, Q2=_Q2),
+     more={"Q2": [np.ones((4, 2))]})
+case("algorithmic_cores.projector_overlap", acx.projector_overlap, lambda: dict(Q1=_Q2, Q2=_Q2),
+     more={"Q2": [np.ones((4, 2)), np.ones((2, 3))]})
+case("algorithmic_cores.cca", acx.cca, lambda: dict(X=_H, Y=_H[:, :2], reg=1e-9),
+     more={"Y": [_H[:3]], "reg": ["neg"]})
+case("algorithmic_cores.cyclic_transition", acx.cyclic_transition, lambda: dict(V=4, stay=0.5),
+     more={"V": [1], "stay": [1.5, "neg"]})
+case("algorithmic_cores.markov_sequences", acx.markov_sequences, lambda: dict(T=_TC, n=2, length=3, seed=0),
+     more={"n": ["zero"], "length": [1], "T": [np.ones((2, 2))]})
+case("algorithmic_cores.modadd_split", acx.modadd_split, lambda: dict(p=5, train_frac=0.5, seed=0),
+     more={"p": [1], "train_frac": [1.0, "zero"]})
+case("algorithmic_cores.grok_step", acx.grok_step, lambda: dict(steps=[1, 2], test_acc=[0.5, 1.0], threshold=0.9),
+     more={"test_acc": [[0.5]], "steps": [[1.5, 2]]})
+case("algorithmic_cores.loglog_slope", acx.loglog_slope, lambda: dict(x=[1.0, 2.0, 4.0], y=[1.0, 2.0, 4.0]),
+     more={"x": [[0.0, 1.0, 2.0], [1.0]], "y": [[1.0, 2.0]]})
+
+
 # -------------------------------------------------------------------------------------------------------- tests
 _BAD = bad_calls()
 
