@@ -16,23 +16,25 @@
 # **two layers do full DFS with O(N log N) size**; **L layers buy a look-ahead horizon 2^(L−3)**, so depth makes
 # search exponentially more efficient; and two-layer transformers **learn** DFS from curated traces and generalise
 # to unseen graphs. This chapter builds the constructions with weights set by hand (real attention in torch),
-# measures how wide each must be as N grows, simulates the deeper look-ahead, and trains small 1- and 2-layer
-# transformers side by side.
+# measures how wide each must be as N grows, simulates the deeper look-ahead, runs gradient descent on the
+# construction's own architecture (curated vs naive data), and trains one- and two-layer models of equal size at
+# a width where the one-layer model is limited.
 #
 # | | paper | this notebook |
 # |---|---|---|
-# | one- vs two-layer size | proofs (Ω(N²) vs O(N log N)) | hand-built models; width needed for 95 % child-selection accuracy, N = 8 … 64 |
-# | L-layer look-ahead | a construction with horizon 2^(L−3) | its algorithmic simulation on sparse random graphs |
-# | learning | gradient-flow analysis, two-layer model | Adam on curated DFS states, 1- vs 2-layer at equal parameter count, ~28 k parameters |
+# | one- vs two-layer size | proofs (Ω(N²) vs O(N log N)) | hand-built models; width needed for 95 % child-selection accuracy, N = 8 … 64 (one layer), 8 … 256 with 5 embedding draws (two layers) |
+# | L-layer look-ahead | a construction with horizon 2^(L−3) | its algorithmic simulation on sparse random graphs (no constructed L-layer networks) |
+# | learning | gradient-flow analysis, two-layer model | full-batch gradient descent on the construction's architecture (learnable `W1, W2`), graphs of 6–12 nodes, tested on 16; 3 seeds |
+# | one vs two layers, trained | — | the same architecture vs its one-layer counterpart, equal parameters, N = 16, width 8; checkpoint, 3 seeds; plus generic transformers (~28 k parameters) as an illustration |
 # | data | synthetic graphs | synthetic graphs (G(N, p) and fixed out-degree), generated here |
 # | hardware | not stated | 2 CPU cores, ≤ 5 min |
 #
 # :::{note}
 # **What is reconstructed.** The paper's text was not available to us; only its abstract. The trace format, the
 # two-layer construction (a *visited* head and a *previous-token* head in layer 1, a *child* head and a *parent*
-# head in layer 2), the one-layer counterpart, the look-ahead rule and the training setup are **our
-# reconstruction** from the abstract and prior work on graph search in transformers (ALPINE; Saparov et al. 2025;
-# Yang et al. 2026). The width measurements illustrate the Ω(N²)-vs-O(N log N) separation for *these*
+# head in layer 2), the one-layer counterpart, the look-ahead rule, the learnable architecture of the
+# gradient-flow experiment, what "curated" data means, and the training setup are **our reconstruction** from the
+# abstract and prior work on graph search in transformers (ALPINE; Saparov et al. 2025; Yang et al. 2026). The width measurements illustrate the Ω(N²)-vs-O(N log N) separation for *these*
 # constructions; they are not a proof of the lower bound.
 # :::
 
@@ -380,11 +382,11 @@ print(f"scaling sweep: {time.process_time() - t0:.1f} s CPU")
 
 xs = np.array([N for N in Ns_scale for _ in width_draws[N]], dtype=float)
 ys = np.array([w for N in Ns_scale for w in width_draws[N]], dtype=float)
-ok = np.isfinite(ys)
-(b_log, a_log), cov_log = np.polyfit(np.log2(xs[ok]), ys[ok], 1, cov=True)
-b_lin, a_lin = np.polyfit(xs[ok], ys[ok], 1)
-sse_log = float(np.sum((ys[ok] - (a_log + b_log * np.log2(xs[ok]))) ** 2))
-sse_lin = float(np.sum((ys[ok] - (a_lin + b_lin * xs[ok])) ** 2))
+fin = np.isfinite(ys)
+(b_log, a_log), cov_log = np.polyfit(np.log2(xs[fin]), ys[fin], 1, cov=True)
+b_lin, a_lin = np.polyfit(xs[fin], ys[fin], 1)
+sse_log = float(np.sum((ys[fin] - (a_log + b_log * np.log2(xs[fin]))) ** 2))
+sse_lin = float(np.sum((ys[fin] - (a_lin + b_lin * xs[fin])) ** 2))
 half = 1.96 * float(np.sqrt(cov_log[0, 0]))
 print(
     f"fit d = {a_log:.1f} + {b_log:.2f}·log2 N  (slope 95 % interval "
@@ -393,7 +395,7 @@ print(
 print(
     f"fit d = {a_lin:.1f} + {b_lin:.3f}·N, squared error {sse_lin:.0f}; "
     f"ratio linear/log {sse_lin / max(sse_log, 1e-9):.2f}; "
-    f"{int((~ok).sum())} draws never reached 95 % (left out)"
+    f"{int((~fin).sum())} draws never reached 95 % (left out)"
 )
 
 # %%
@@ -992,7 +994,7 @@ rec.claim(
     note=f"width for 95 % child selection, N = {Ns_scale}, {n_draws} embedding draws "
     f"per N (one graph per N): d ≈ {a_log:.1f} + {b_log:.2f}·log₂N, slope 95 % "
     f"interval [{b_log - half:.2f}, {b_log + half:.2f}]; linear fit "
-    f"{a_lin:.1f} + {b_lin:.3f}·N; {int((~ok).sum())} draws never reached 95 % in "
+    f"{a_lin:.1f} + {b_lin:.3f}·N; {int((~fin).sum())} draws never reached 95 % in "
     f"the grid (left out). The draws are the replication (one seed)",
 )
 gain = mean_len[horizons.index(0)] / mean_len[horizons.index(2)]
@@ -1006,7 +1008,7 @@ rec.claim(
     unit="mean trace length, horizon 0 ÷ horizon 2",
     baseline=mean_len[horizons.index(0)],
     note=f"{len(lengths[0])} reachable (s, t) pairs on sparse random graphs, N = "
-    f"{N_look}; mean lengths {dict(zip(horizons, np.round(mean_len, 1)))}; an "
+    f"{N_look}; mean lengths {dict(zip(horizons, np.round(mean_len, 1).tolist()))}; an "
     "algorithmic simulation of the look-ahead rule, not constructed L-layer networks",
 )
 rec.claim(
