@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -23,6 +22,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from helpers import nn as hnn
+from helpers import validate as V
 
 __all__ = [
     "IMG", "PATCH", "CLASS_NAMES", "Domain", "make_domain", "TinyViT", "class_embeddings", "explanation_loss",
@@ -127,6 +127,17 @@ class Domain:
     mask: Tensor
     classes: list[int]
 
+    def __post_init__(self) -> None:
+        V.instance("name", self.name, str)
+        V.tensor("images", self.images, dtype="float")
+        n = len(self.images)
+        if tuple(self.images.shape[1:]) != (3, IMG, IMG):
+            raise ValueError(f"images must have shape (n, 3, {IMG}, {IMG}), got {tuple(self.images.shape)}")
+        self.classes = V.sequence("classes", self.classes, min_len=1,
+                                  of=lambda k, c: V.index(k, c, len(CLASS_NAMES)))
+        V.tensor("labels", self.labels, shape=(n,), dtype="int", min=0, max=len(self.classes) - 1)
+        V.tensor("mask", self.mask, shape=(n, N_PATCH), dtype="float", min=0, max=1)
+
     def __len__(self) -> int:
         return len(self.labels)
 
@@ -149,10 +160,10 @@ DOMAINS = {
 
 def make_domain(name: str, n: int, seed: int) -> Domain:
     """``n`` images of domain ``name`` (see ``DOMAINS``), deterministic for a seed."""
+    V.instance("name", name, str)
     if name not in DOMAINS:
-        raise ValueError(f"unknown domain {name!r}; expected one of {sorted(DOMAINS)}")
-    if n < 1:
-        raise ValueError(f"n must be >= 1, got {n}")
+        raise ValueError(f"name: unknown domain {name!r}; expected one of {sorted(DOMAINS)}")
+    n, seed = V.integer("n", n, min=1), V.seed("seed", seed)
     kind, names, textures, opt = DOMAINS[name]
     rng = np.random.default_rng([seed, sum(map(ord, name))])
     imgs = np.zeros((n, 3, IMG, IMG), np.float32)
@@ -201,8 +212,16 @@ def make_domain(name: str, n: int, seed: int) -> Domain:
 # ----------------------------------------------------------------------------------------------------------------
 def class_embeddings(dim: int, seed: int = 1234) -> Tensor:
     """Frozen unit "class-name" embeddings for all of ``CLASS_NAMES`` (a stand-in for a VLM's text tower)."""
+    dim, seed = V.integer("dim", dim, min=1), V.seed("seed", seed)
     g = torch.Generator().manual_seed(seed)
     return F.normalize(torch.randn(len(CLASS_NAMES), dim, generator=g), dim=-1)
+
+
+def _images(x: object, name: str = "x") -> Tensor:
+    V.tensor(name, x, ndim=4, dtype="float")
+    if tuple(x.shape[1:]) != (3, IMG, IMG):
+        raise ValueError(f"{name} must be (B, 3, {IMG}, {IMG}), got {tuple(x.shape)}")
+    return x
 
 
 class TinyViT(nn.Module):
@@ -213,6 +232,9 @@ class TinyViT(nn.Module):
     """
 
     def __init__(self, d_model: int = 64, depth: int = 3, n_head: int = 4, emb_dim: int = 32, scale: float = 10.0):
+        for name, v in dict(d_model=d_model, depth=depth, n_head=n_head, emb_dim=emb_dim).items():
+            V.integer(name, v, min=1)
+        scale = V.positive("scale", scale)
         super().__init__()
         cfg = hnn.TransformerConfig(vocab_size=1, n_layer=depth, n_head=n_head, d_model=d_model, pos="none")
         self.patch = nn.Linear(3 * PATCH * PATCH, d_model)
@@ -226,6 +248,8 @@ class TinyViT(nn.Module):
         self._mask = torch.ones(N_PATCH + 1, N_PATCH + 1, dtype=torch.bool)
 
     def tokens(self, x: Tensor) -> Tensor:
+        """Final hidden states (B, 1 + N_PATCH, d_model) of images (B, 3, IMG, IMG): CLS first."""
+        _images(x)
         B = x.shape[0]
         p = x.unfold(2, PATCH, PATCH).unfold(3, PATCH, PATCH)  # (B, 3, 6, 6, 4, 4)
         p = p.permute(0, 2, 3, 1, 4, 5).reshape(B, N_PATCH, -1)
@@ -235,8 +259,10 @@ class TinyViT(nn.Module):
         return self.ln(h)
 
     def forward(self, x: Tensor, classes: Sequence[int]) -> tuple[Tensor, Tensor]:
-        if x.dim() != 4 or x.shape[1:] != (3, IMG, IMG):
-            raise ValueError(f"x must be (B, 3, {IMG}, {IMG}), got {tuple(x.shape)}")
+        _images(x)
+        if isinstance(classes, Tensor):
+            classes = classes.tolist()
+        classes = V.sequence("classes", classes, min_len=1, of=lambda k, c: V.index(k, c, len(CLASS_NAMES)))
         z = F.normalize(self.proj(self.tokens(x)), dim=-1)
         t = self.text[list(classes)]
         sims = z @ t.T  # (B, 1 + P, C)
@@ -245,6 +271,10 @@ class TinyViT(nn.Module):
 
 def explanation_loss(patch_scores: Tensor, labels: Tensor, mask: Tensor) -> Tensor:
     """MSE between the per-image standardized explanation for the true class and the standardized mask."""
+    V.tensor("patch_scores", patch_scores, ndim=3, dtype="float", finite=False)  # the model's output (hot path)
+    B, P, C = patch_scores.shape
+    V.tensor("labels", labels, shape=(B,), dtype="int", min=0, max=C - 1)
+    V.tensor("mask", mask, shape=(B, P), dtype="float")
     e = patch_scores[torch.arange(len(labels)), :, labels]  # (B, P)
 
     def z(v):
@@ -256,14 +286,27 @@ def explanation_loss(patch_scores: Tensor, labels: Tensor, mask: Tensor) -> Tens
 # ----------------------------------------------------------------------------------------------------------------
 # Task arithmetic
 # ----------------------------------------------------------------------------------------------------------------
+def _state(name: str, sd: object) -> Mapping[str, Tensor]:
+    """A state dict: a mapping of str -> tensor (floating entries finite)."""
+    if not isinstance(sd, Mapping):
+        raise TypeError(f"{name} must be a state dict (a mapping of name -> tensor), got {V.describe(sd)}")
+    for k, v in sd.items():
+        if not isinstance(v, Tensor):
+            raise TypeError(f"{name}[{k!r}] must be a tensor, got {V.describe(v)}")
+        if v.is_floating_point() and not bool(torch.isfinite(v).all()):
+            raise ValueError(f"{name}[{k!r}] must be finite, got NaN/inf entries")
+    return sd
+
+
 def _check_pair(a: Mapping[str, Tensor], b: Mapping[str, Tensor]) -> None:
-    if not isinstance(a, Mapping) or not isinstance(b, Mapping):
-        raise TypeError("state dicts must be mappings of name -> tensor")
+    _state("finetuned", a)
+    _state("base", b)
     if set(a) != set(b):
-        raise ValueError(f"state dicts have different keys: {sorted(set(a) ^ set(b))[:5]}")
+        raise ValueError(f"finetuned and base have different keys: {sorted(set(a) ^ set(b))[:5]}")
     for k in a:
         if a[k].shape != b[k].shape:
-            raise ValueError(f"parameter {k!r}: shapes {tuple(a[k].shape)} and {tuple(b[k].shape)} differ")
+            raise ValueError(f"finetuned and base: parameter {k!r} shapes {tuple(a[k].shape)} and "
+                             f"{tuple(b[k].shape)} differ")
 
 
 def task_vector(finetuned: Mapping[str, Tensor], base: Mapping[str, Tensor]) -> dict[str, Tensor]:
@@ -274,28 +317,34 @@ def task_vector(finetuned: Mapping[str, Tensor], base: Mapping[str, Tensor]) -> 
 
 def add_vector(base: Mapping[str, Tensor], tau: Mapping[str, Tensor], lam: float) -> dict[str, Tensor]:
     """theta = theta_base + lam * tau (entries without a task vector are copied)."""
-    if not isinstance(lam, (int, float)) or not math.isfinite(lam):
-        raise TypeError(f"lam must be a finite number, got {lam!r}")
+    _state("base", base)
+    _state("tau", tau)
+    lam = V.number("lam", lam)
     missing = set(tau) - set(base)
     if missing:
-        raise ValueError(f"task vector has keys the model lacks: {sorted(missing)[:5]}")
+        raise ValueError(f"tau has keys the base model lacks: {sorted(missing)[:5]}")
     for k in tau:
         if tau[k].shape != base[k].shape:
-            raise ValueError(f"parameter {k!r}: shapes {tuple(tau[k].shape)} and {tuple(base[k].shape)} differ")
+            raise ValueError(f"tau[{k!r}] has shape {tuple(tau[k].shape)}, base has {tuple(base[k].shape)}")
     return {k: (base[k] + lam * tau[k]) if k in tau else base[k].clone() for k in base}
 
 
 def flat(tau: Mapping[str, Tensor]) -> Tensor:
     """All entries of a task vector as one vector (sorted by name)."""
+    if not _state("tau", tau):
+        raise ValueError("tau must hold at least one entry")
     return torch.cat([tau[k].reshape(-1).float() for k in sorted(tau)])
 
 
 # ----------------------------------------------------------------------------------------------------------------
 # Explanation metrics
 # ----------------------------------------------------------------------------------------------------------------
-def _check_maps(maps: Tensor, mask: Tensor) -> None:
-    if maps.shape != mask.shape or maps.dim() != 2:
+def _check_maps(maps: Tensor, mask: Tensor, thresh: float) -> None:
+    V.tensor("maps", maps, ndim=2, dtype="float", nonempty=True)
+    V.tensor("mask", mask, dtype="float")
+    if maps.shape != mask.shape:
         raise ValueError(f"maps and mask must both be (n, patches), got {tuple(maps.shape)} and {tuple(mask.shape)}")
+    V.number("thresh", thresh)
 
 
 def patch_auroc(maps: Tensor, mask: Tensor, thresh: float = 0.25) -> float:
@@ -303,7 +352,7 @@ def patch_auroc(maps: Tensor, mask: Tensor, thresh: float = 0.25) -> float:
     relevant and irrelevant patches only)."""
     from sklearn.metrics import roc_auc_score
 
-    _check_maps(maps, mask)
+    _check_maps(maps, mask, thresh)
     pos = (mask > thresh).numpy()
     m = maps.detach().numpy()
     vals = [roc_auc_score(p, s) for p, s in zip(pos, m) if 0 < p.sum() < len(p)]
@@ -314,7 +363,7 @@ def patch_auroc(maps: Tensor, mask: Tensor, thresh: float = 0.25) -> float:
 
 def pointing_game(maps: Tensor, mask: Tensor, thresh: float = 0.25) -> float:
     """Fraction of images whose highest-scoring patch is relevant."""
-    _check_maps(maps, mask)
+    _check_maps(maps, mask, thresh)
     top = maps.argmax(1)
     return float((mask[torch.arange(len(mask)), top] > thresh).float().mean())
 
@@ -332,6 +381,10 @@ def deletion_insertion(prob_fn: Callable[[Tensor], Tensor], x: Tensor, maps: Ten
                        ) -> tuple[float, float]:
     """Deletion AUC (lower is better) and insertion AUC (higher is better) of the true-class probability as the
     patches are removed (replaced by the image mean) / revealed in order of decreasing score."""
+    V.function("prob_fn", prob_fn)
+    _images(x)
+    V.tensor("maps", maps, shape=(len(x), N_PATCH), dtype="float")
+    steps = V.integer("steps", steps, min=1)
     n, P = maps.shape
     order = maps.argsort(1, descending=True)
     fill = x.mean((2, 3), keepdim=True)
@@ -351,8 +404,9 @@ def kernel_shap(prob_fn: Callable[[Tensor], Tensor], x: Tensor, n_coalitions: in
     """Kernel SHAP values (n, P) of the true-class probability over patches: ``n_coalitions`` sampled coalitions per
     image (sizes drawn from the Shapley kernel), masked patches replaced by the image mean, a weighted least-squares
     fit with the efficiency constraint enforced by two heavily weighted rows (empty and full coalition)."""
-    if n_coalitions < 4:
-        raise ValueError(f"n_coalitions must be >= 4, got {n_coalitions}")
+    V.function("prob_fn", prob_fn)
+    _images(x)
+    n_coalitions, seed = V.integer("n_coalitions", n_coalitions, min=4), V.seed("seed", seed)
     n, P = x.shape[0], N_PATCH
     g = np.random.default_rng(seed)
     sizes = np.arange(1, P)
@@ -374,15 +428,21 @@ def kernel_shap(prob_fn: Callable[[Tensor], Tensor], x: Tensor, n_coalitions: in
 
 def map_entropy(maps: Tensor, temperature: float = 0.1) -> float:
     """Mean entropy (nats) of softmax(maps / temperature) over patches: how concentrated the explanations are."""
+    V.tensor("maps", maps, ndim=2, dtype="float", nonempty=True)
+    temperature = V.positive("temperature", temperature)
     p = (maps / temperature).softmax(1)
     return float(-(p * p.clamp_min(1e-12).log()).sum(1).mean())
 
 
 def linear_cka(X: Tensor, Y: Tensor) -> float:
     """Linear CKA between feature matrices (n, d1) and (n, d2)."""
+    V.tensor("X", X, ndim=2, dtype="float", nonempty=True)
+    V.tensor("Y", Y, ndim=2, dtype="float", nonempty=True)
     if X.shape[0] != Y.shape[0]:
         raise ValueError(f"X and Y need the same number of rows, got {X.shape[0]} and {Y.shape[0]}")
     X, Y = X - X.mean(0), Y - Y.mean(0)
+    if not (X.norm() > 0 and Y.norm() > 0):
+        raise ValueError("X and Y must vary across rows (a constant feature matrix has no CKA)")
     hsic = (X.T @ Y).norm() ** 2
     return float(hsic / ((X.T @ X).norm() * (Y.T @ Y).norm()))
 
@@ -391,9 +451,11 @@ def spearman_perm(x: Sequence[float], y: Sequence[float], n_perm: int = 5000, se
     """Spearman rho and a two-sided permutation p-value (with the +1 correction)."""
     from scipy.stats import rankdata
 
-    x, y = np.asarray(x, float), np.asarray(y, float)
+    x = V.array("x", x, ndim=1, dtype="float")
+    y = V.array("y", y, ndim=1, dtype="float")
+    n_perm, seed = V.integer("n_perm", n_perm, min=1), V.seed("seed", seed)
     if len(x) != len(y) or len(x) < 3:
-        raise ValueError(f"need two sequences of equal length >= 3, got {len(x)} and {len(y)}")
+        raise ValueError(f"x and y must be two sequences of equal length >= 3, got {len(x)} and {len(y)}")
     rx, ry = rankdata(x), rankdata(y)
     rho = float(np.corrcoef(rx, ry)[0, 1])
     g = np.random.default_rng(seed)

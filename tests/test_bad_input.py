@@ -1099,6 +1099,66 @@ case("algorithmic_cores.loglog_slope", acx.loglog_slope, lambda: dict(x=[1.0, 2.
      more={"x": [[0.0, 1.0, 2.0], [1.0]], "y": [[1.0, 2.0]]})
 
 
+# ------------------------------------------------------------------------------------------- explainability_vector
+from helpers import explainability_vector as xv  # noqa: E402
+
+_DOM = xv.make_domain("shapes", 3, 0)
+_VIT = xv.TinyViT(d_model=8, depth=1, n_head=2, emb_dim=4)
+_PS = torch.randn(3, xv.N_PATCH, 2, generator=torch.Generator().manual_seed(0))
+_SD0 = {"a": torch.zeros(2, 3), "b": torch.ones(4)}
+_SD1 = {"a": torch.ones(2, 3), "b": torch.zeros(4)}
+_MAPS = torch.randn(3, xv.N_PATCH, generator=torch.Generator().manual_seed(1))
+
+
+def _prob(x: torch.Tensor) -> torch.Tensor:
+    return x.mean((1, 2, 3))
+
+
+case("explainability_vector.make_domain", xv.make_domain, lambda: dict(name="shapes", n=2, seed=0),
+     more={"n": ["zero"]})
+case("explainability_vector.Domain", xv.Domain,
+     lambda: dict(name="d", images=_DOM.images, labels=_DOM.labels, mask=_DOM.mask, classes=_DOM.classes),
+     skip={"name": {"unknown"}},  # any label
+     more={"images": [_DOM.images[:, :2]], "labels": [_DOM.labels + 9, _DOM.labels[:1]], "mask": [_DOM.mask * 3],
+           "classes": [[], [99]]})
+case("explainability_vector.class_embeddings", xv.class_embeddings, lambda: dict(dim=4, seed=0),
+     more={"dim": ["zero"]})
+case("explainability_vector.TinyViT", xv.TinyViT,
+     lambda: dict(d_model=8, depth=1, n_head=2, emb_dim=4, scale=10.0),
+     more={"n_head": [3], "scale": ["zero", "neg"]})
+case("explainability_vector.TinyViT.forward", _VIT.forward, lambda: dict(x=_DOM.images, classes=_DOM.classes),
+     more={"x": [_DOM.images[:, :, :8]], "classes": [[], [99], [0.5]]})
+case("explainability_vector.TinyViT.tokens", _VIT.tokens, lambda: dict(x=_DOM.images),
+     more={"x": [_DOM.images[:, :1]]})
+case("explainability_vector.explanation_loss", xv.explanation_loss,
+     lambda: dict(patch_scores=_PS, labels=torch.tensor([0, 1, 1]), mask=_DOM.mask),
+     skip={"patch_scores": {"nan"}},  # the model's output is not scanned for NaN (a hot path)
+     more={"labels": [torch.tensor([0, 1, 5]), torch.tensor([0, 1])], "mask": [_DOM.mask[:, :3]]})
+case("explainability_vector.task_vector", xv.task_vector, lambda: dict(finetuned=_SD1, base=_SD0),
+     more={"base": [{"a": torch.zeros(2, 3)}, {"a": torch.zeros(3, 2), "b": torch.ones(4)},
+                    {"a": torch.full((2, 3), math.nan), "b": torch.ones(4)}, {"a": 1, "b": 2}]})
+case("explainability_vector.add_vector", xv.add_vector, lambda: dict(base=_SD0, tau=_SD1, lam=0.5),
+     more={"tau": [{"c": torch.zeros(1)}, {"a": torch.zeros(3)}]})
+case("explainability_vector.flat", xv.flat, lambda: dict(tau=_SD1), more={"tau": [{}, {"a": "x"}]})
+case("explainability_vector.patch_auroc", xv.patch_auroc, lambda: dict(maps=_MAPS, mask=_DOM.mask, thresh=0.25),
+     more={"mask": [_DOM.mask[:2]]})
+case("explainability_vector.pointing_game", xv.pointing_game,
+     lambda: dict(maps=_MAPS, mask=_DOM.mask, thresh=0.25), more={"mask": [_DOM.mask[:, :3]]})
+case("explainability_vector.deletion_insertion", xv.deletion_insertion,
+     lambda: dict(prob_fn=_prob, x=_DOM.images, maps=_MAPS, steps=2),
+     more={"steps": ["zero"], "prob_fn": [3], "maps": [_MAPS[:2]]})
+case("explainability_vector.kernel_shap", xv.kernel_shap,
+     lambda: dict(prob_fn=_prob, x=_DOM.images, n_coalitions=6, seed=0),
+     more={"n_coalitions": [3], "prob_fn": [3]})
+case("explainability_vector.map_entropy", xv.map_entropy, lambda: dict(maps=_MAPS, temperature=0.1),
+     more={"temperature": ["zero", "neg"]})
+case("explainability_vector.linear_cka", xv.linear_cka, lambda: dict(X=_MAPS, Y=_MAPS[:, :3] * 2),
+     more={"Y": [_MAPS[:2], torch.ones(3, 2)]})
+case("explainability_vector.spearman_perm", xv.spearman_perm,
+     lambda: dict(x=[1.0, 2.0, 3.0, 4.0], y=[1.0, 3.0, 2.0, 4.0], n_perm=10, seed=0),
+     skip={"x": {"empty"}}, more={"y": [[1.0, 2.0]], "n_perm": ["zero"]})
+
+
 # -------------------------------------------------------------------------------------------------------- tests
 _BAD = bad_calls()
 

@@ -41,7 +41,7 @@ def test_task_vector_errors():
         ev.task_vector(sd(0), sd(1, {"a": (2, 3), "b": (4,)}))
     with pytest.raises(ValueError, match="lacks"):
         ev.add_vector(sd(0, {"a": (3, 2)}), sd(1), 1.0)
-    with pytest.raises(TypeError):
+    with pytest.raises(ValueError, match="lam"):
         ev.add_vector(sd(0), sd(1), float("nan"))
     with pytest.raises(TypeError):
         ev.task_vector([1], sd(0))
