@@ -29,6 +29,7 @@ from scipy.special import digamma
 from torch import nn
 
 from helpers import nn as hnn
+from helpers import validate as V
 
 __all__ = [
     "gaussian_cmi", "gaussian_te", "ksg_cmi", "permutation_null", "pca_reduce", "linear_gaussian_te_truth",
@@ -41,6 +42,8 @@ def _mat(x, name: str) -> np.ndarray:
         x = x.detach().cpu().numpy()
     if not isinstance(x, np.ndarray):
         raise TypeError(f"{name} must be a numpy array or torch tensor, got {type(x).__name__}")
+    if x.dtype.kind not in "biuf":
+        raise TypeError(f"{name} must be a real numeric array, got dtype {x.dtype}")
     if x.ndim == 1:
         x = x[:, None]
     if x.ndim != 2:
@@ -75,14 +78,18 @@ def _logdet_cov(X: np.ndarray, ridge: float) -> float:
 def gaussian_cmi(A, B, C=None, ridge: float = 0.0) -> float:
     """Gaussian conditional mutual information ``I(A; B | C)`` in nats (C=None gives ``I(A; B)``)."""
     A, B, C = _triple(A, B, C)
-    if ridge < 0:
-        raise ValueError(f"ridge must be >= 0, got {ridge}")
+    ridge = V.nonnegative("ridge", ridge)
     ld = lambda *xs: _logdet_cov(np.hstack(xs), ridge)
     return 0.5 * (ld(A, C) + ld(B, C) - ld(C) - ld(A, B, C)) if C.shape[1] else 0.5 * (ld(A) + ld(B) - ld(A, B))
 
 
 def gaussian_te(source, target_now, target_next, ridge: float = 0.0) -> float:
     """``TE = I(target_next; source | target_now)`` under the Gaussian model."""
+    source, target_now = _mat(source, "source"), _mat(target_now, "target_now")
+    target_next = _mat(target_next, "target_next")
+    if not len(source) == len(target_now) == len(target_next):
+        raise ValueError(f"source, target_now and target_next must have the same number of trials, got "
+                         f"{len(source)}, {len(target_now)}, {len(target_next)}")
     return gaussian_cmi(target_next, source, target_now, ridge=ridge)
 
 
@@ -93,8 +100,7 @@ def ksg_cmi(A, B, C=None, k: int = 4) -> float:
     distance to the k-th neighbour in the joint space. Without C it is KSG estimator 1 for ``I(A; B)``.
     """
     A, B, C = _triple(A, B, C)
-    if not isinstance(k, int) or k < 1 or k >= A.shape[0]:
-        raise ValueError(f"k must be an int in [1, n_trials), got {k!r}")
+    k = V.integer("k", k, min=1, max=A.shape[0] - 1)
     z = lambda X: (X - X.mean(0)) / np.where(X.std(0) > 0, X.std(0), 1.0)
     A, B, C = z(A), z(B), z(C)
     # tiny noise breaks ties (discrete-valued inputs) without changing continuous results
@@ -121,8 +127,7 @@ def permutation_null(estimator: Callable[..., float], A, B, C=None, n_perm: int 
     """``(estimate, null values, p-value)``: B is shuffled across trials ``n_perm`` times (A and C kept paired)."""
     if not callable(estimator):
         raise TypeError("estimator must be callable estimator(A, B, C)")
-    if not isinstance(n_perm, int) or n_perm < 1:
-        raise ValueError(f"n_perm must be a positive int, got {n_perm!r}")
+    n_perm, seed = V.integer("n_perm", n_perm, min=1), V.seed("seed", seed)
     A, B, C = _triple(A, B, C)
     est = estimator(A, B, C)
     rng = np.random.default_rng(seed)
@@ -137,9 +142,11 @@ def pca_reduce(X, k: int, fit_on: np.ndarray | None = None, rtol: float = 1e-6) 
     variable becomes an (n x 0) array: conditioning on it is conditioning on nothing.
     """
     X = _mat(X, "X")
-    if not isinstance(k, int) or k < 1:
-        raise ValueError(f"k must be a positive int, got {k!r}")
+    k = V.integer("k", k, min=1)
+    rtol = V.nonnegative("rtol", rtol)
     ref = X if fit_on is None else _mat(fit_on, "fit_on")
+    if ref.shape[1] != X.shape[1] or len(ref) == 0:
+        raise ValueError(f"fit_on must have X's {X.shape[1]} columns and at least one row, got {ref.shape}")
     mu = ref.mean(0)
     _, s, Vt = np.linalg.svd(ref - mu, full_matrices=False)
     keep = int(min(k, np.sum(s > max(rtol * (s[0] if s.size else 0.0), 1e-12))))
@@ -148,17 +155,16 @@ def pca_reduce(X, k: int, fit_on: np.ndarray | None = None, rtol: float = 1e-6) 
 
 def linear_gaussian_te_truth(b, sigma: float) -> float:
     """Exact TE of ``Y' = a Y + b^T X + sigma eps`` with independent standard normal X, Y: ``1/2 ln(1+|b|^2/s^2)``."""
-    b = np.atleast_1d(np.asarray(b, dtype=np.float64))
-    if sigma <= 0:
-        raise ValueError(f"sigma must be > 0, got {sigma}")
+    b = V.array("b", np.atleast_1d(V.array("b", b, ndim=(0, 1), dtype="float")), nonempty=True).astype(np.float64)
+    sigma = V.positive("sigma", sigma)
     return 0.5 * float(np.log((b @ b + sigma**2) / sigma**2))
 
 
 def linear_gaussian_system(n: int, b, a: float = 0.5, sigma: float = 1.0, seed: int = 0):
     """Trials ``(X, Y, Y_next)`` of the linear-Gaussian system above (X is n x len(b))."""
-    b = np.atleast_1d(np.asarray(b, dtype=np.float64))
-    if n < 3:
-        raise ValueError(f"n must be >= 3, got {n}")
+    b = V.array("b", np.atleast_1d(V.array("b", b, ndim=(0, 1), dtype="float")), nonempty=True).astype(np.float64)
+    n, seed = V.integer("n", n, min=3), V.seed("seed", seed)
+    a, sigma = V.number("a", a), V.nonnegative("sigma", sigma)
     rng = np.random.default_rng(seed)
     X, Y = rng.normal(size=(n, len(b))), rng.normal(size=(n, 1))
     Yn = a * Y + (X @ b)[:, None] + sigma * rng.normal(size=(n, 1))
@@ -168,9 +174,10 @@ def linear_gaussian_system(n: int, b, a: float = 0.5, sigma: float = 1.0, seed: 
 # ---------------------------------------------------------------------------------------------------------------
 # head masking and head writes (forward pre-hooks on each attention block's output projection)
 def _attn_modules(model: nn.Module) -> list[hnn.Attention]:
+    V.instance("model", model, nn.Module)
     mods = [m for m in model.modules() if isinstance(m, hnn.Attention)]
     if not mods:
-        raise TypeError("model has no helpers.nn.Attention modules")
+        raise TypeError("model must contain helpers.nn.Attention modules, it has none")
     return mods
 
 
@@ -178,7 +185,7 @@ def _attn_modules(model: nn.Module) -> list[hnn.Attention]:
 def head_mask(model: nn.Module, mask) -> Iterator[None]:
     """Multiply each head's output by ``mask[layer, head]`` (0 = pruned) before the output projection."""
     attns = _attn_modules(model)
-    m = torch.as_tensor(np.asarray(mask, dtype=np.float32))
+    m = torch.as_tensor(V.array("mask", mask, dtype="float").astype(np.float32))
     if m.shape != (len(attns), attns[0].n_head):
         raise ValueError(f"mask must have shape (n_layer, n_head) = {(len(attns), attns[0].n_head)}, got {tuple(m.shape)}")
     handles = []
@@ -205,6 +212,7 @@ def head_writes(model: nn.Module, store: list) -> Iterator[None]:
     """Record, per layer, each head's additive write ``W_O^(h) z_h`` into the residual: (B, T, n_head, D) tensors."""
     if not isinstance(store, list):
         raise TypeError("store must be a list (filled with one tensor per layer)")
+    _attn_modules(model)
     handles = []
     for att in _attn_modules(model):
 
@@ -227,9 +235,10 @@ def head_writes(model: nn.Module, store: list) -> Iterator[None]:
 # a tiny vision-language model
 def digits_patches(images, patch: int = 2) -> np.ndarray:
     """8x8 digit images (n, 8, 8) -> patch features (n, (8/patch)^2, patch^2), scaled to [0, 1]."""
-    images = np.asarray(images, dtype=np.float64)
-    if images.ndim != 3 or images.shape[1:] != (8, 8):
+    images = V.array("images", images, ndim=3, dtype="float").astype(np.float64)
+    if images.shape[1:] != (8, 8):
         raise ValueError(f"images must have shape (n, 8, 8), got {images.shape}")
+    patch = V.integer("patch", patch, min=1)
     if 8 % patch:
         raise ValueError(f"patch must divide 8, got {patch}")
     g = 8 // patch
@@ -247,6 +256,9 @@ class TinyVLM(nn.Module):
 
     def __init__(self, n_patches: int, patch_dim: int, n_questions: int, n_answers: int, d_model: int = 64,
                  n_layer: int = 4, n_head: int = 4) -> None:
+        for name, v in dict(n_patches=n_patches, patch_dim=patch_dim, n_questions=n_questions, n_answers=n_answers,
+                            d_model=d_model, n_layer=n_layer, n_head=n_head).items():
+            V.integer(name, v, min=1)
         super().__init__()
         self.cfg = hnn.TransformerConfig(vocab_size=n_questions + 1, n_layer=n_layer, n_head=n_head,
                                          d_model=d_model, max_len=n_patches + 2, pos="none")
@@ -261,10 +273,15 @@ class TinyVLM(nn.Module):
 
     def forward(self, patches: torch.Tensor, question: torch.Tensor, record: bool = False,
                 attn: list | None = None):
-        if patches.dim() != 3 or patches.shape[1] != self.n_patches:
-            raise ValueError(f"patches must be (B, {self.n_patches}, F), got {tuple(patches.shape)}")
+        V.tensor("patches", patches, ndim=3, dtype="float", nonempty=True)
+        if patches.shape[1:] != (self.n_patches, self.patch.in_features):
+            raise ValueError(f"patches must be (B, {self.n_patches}, {self.patch.in_features}), "
+                             f"got {tuple(patches.shape)}")
+        V.tensor("question", question, dtype="int", min=0, max=self.ask - 1)
         if question.shape != patches.shape[:1]:
             raise ValueError(f"question must be (B,) = {tuple(patches.shape[:1])}, got {tuple(question.shape)}")
+        record = V.boolean("record", record)
+        V.optional(V.instance, "attn", attn, list)
         B = patches.shape[0]
         txt = self.text(torch.stack([question, torch.full_like(question, self.ask)], 1))
         x = torch.cat([self.patch(patches.float()), txt], 1) + self.pos
@@ -281,5 +298,10 @@ class TinyVLM(nn.Module):
         return (logits, hidden) if record else logits
 
     def loss(self, batch) -> torch.Tensor:
+        """Cross-entropy of the answer logits for a batch ``(patches, question, answer)``."""
+        if not isinstance(batch, (tuple, list)) or len(batch) != 3:
+            raise TypeError(f"batch must be a triple (patches, question, answer), got {V.describe(batch)}")
         patches, question, answer = batch
+        V.tensor("batch answer", answer, shape=question.shape if isinstance(question, torch.Tensor) else None,
+                 dtype="int", min=0, max=self.head.out_features - 1)
         return F.cross_entropy(self(patches, question), answer)

@@ -1159,6 +1159,52 @@ case("explainability_vector.spearman_perm", xv.spearman_perm,
      skip={"x": {"empty"}}, more={"y": [[1.0, 2.0]], "n_perm": ["zero"]})
 
 
+# ------------------------------------------------------------------------------------------------ transfer_entropy
+from helpers import transfer_entropy as te  # noqa: E402
+
+_TX, _TY, _TYN = te.linear_gaussian_system(30, [0.5, 0.2], seed=0)
+_VLM = te.TinyVLM(n_patches=4, patch_dim=3, n_questions=2, n_answers=3, d_model=8, n_layer=1, n_head=2)
+_PATCHES = torch.zeros(2, 4, 3)
+_QN = torch.tensor([0, 1])
+_BADTR3 = [_TX[:5], np.full((30, 2), math.nan), np.zeros((30, 2, 2))]
+
+case("transfer_entropy.gaussian_cmi", te.gaussian_cmi, lambda: dict(A=_TYN, B=_TX, C=_TY, ridge=1e-6),
+     skip={"A": {"ndim"}, "B": {"ndim"}, "C": {"ndim", "none"}},  # 1-D = one dimension; C None: I(A; B)
+     more={"ridge": ["neg"], "B": _BADTR3, "A": [_TYN[:2]]})
+case("transfer_entropy.gaussian_te", te.gaussian_te,
+     lambda: dict(source=_TX, target_now=_TY, target_next=_TYN, ridge=0.0),
+     skip={"source": {"ndim"}, "target_now": {"ndim"}, "target_next": {"ndim"}},
+     more={"source": _BADTR3, "ridge": ["neg"]})
+case("transfer_entropy.ksg_cmi", te.ksg_cmi, lambda: dict(A=_TYN, B=_TX, C=_TY, k=3),
+     skip={"A": {"ndim"}, "B": {"ndim"}, "C": {"ndim", "none"}}, more={"k": ["zero", 30], "B": _BADTR3})
+case("transfer_entropy.permutation_null", te.permutation_null,
+     lambda: dict(estimator=te.gaussian_cmi, A=_TYN, B=_TX, C=_TY, n_perm=3, seed=0),
+     skip={"A": {"ndim"}, "B": {"ndim"}, "C": {"ndim", "none"}}, more={"estimator": [3], "n_perm": ["zero"]})
+case("transfer_entropy.pca_reduce", te.pca_reduce, lambda: dict(X=_TX, k=1, fit_on=_TX, rtol=1e-6),
+     skip={"X": {"ndim"}, "fit_on": {"ndim", "none"}}, more={"k": ["zero"], "rtol": ["neg"],
+                                                           "fit_on": [np.ones((3, 5))]})
+case("transfer_entropy.linear_gaussian_te_truth", te.linear_gaussian_te_truth, lambda: dict(b=[0.5, 0.2], sigma=1.0),
+     more={"sigma": ["zero", "neg"], "b": [[[0.5]], [math.nan], []]})
+case("transfer_entropy.linear_gaussian_system", te.linear_gaussian_system,
+     lambda: dict(n=5, b=[0.5], a=0.5, sigma=1.0, seed=0), more={"n": [2], "sigma": ["neg"], "b": [[math.inf]]})
+case("transfer_entropy.head_mask", lambda **kw: te.head_mask(**kw).__enter__(),
+     lambda: dict(model=_VLM, mask=np.ones((1, 2))), more={"mask": [np.ones((2, 2))], "model": [torch.nn.Linear(2, 2)]})
+case("transfer_entropy.head_writes", lambda **kw: te.head_writes(**kw).__enter__(),
+     lambda: dict(model=_VLM, store=[]), more={"model": [torch.nn.Linear(2, 2)]})
+case("transfer_entropy.digits_patches", te.digits_patches, lambda: dict(images=np.zeros((2, 8, 8)), patch=2),
+     more={"patch": [3, "zero"], "images": [np.zeros((2, 7, 8))]})
+case("transfer_entropy.TinyVLM", te.TinyVLM,
+     lambda: dict(n_patches=4, patch_dim=3, n_questions=2, n_answers=3, d_model=8, n_layer=1, n_head=2),
+     more={"n_head": [3], "n_answers": ["zero"]})
+case("transfer_entropy.TinyVLM.forward", _VLM.forward,
+     lambda: dict(patches=_PATCHES, question=_QN, record=False, attn=[]),
+     skip={"attn": {"none"}, "question": {"ndim"}},  # (ndim: caught as a shape mismatch below)
+     more={"patches": [torch.zeros(2, 5, 3)], "question": [torch.tensor([0, 2]), torch.tensor([0]),
+                                                            torch.tensor([0.0, 1.0])], "attn": [3]})
+case("transfer_entropy.TinyVLM.loss", _VLM.loss, lambda: dict(batch=(_PATCHES, _QN, torch.tensor([0, 2]))),
+     more={"batch": [(_PATCHES, _QN), (_PATCHES, _QN, torch.tensor([0, 3])), (_PATCHES, _QN, torch.tensor([0]))]})
+
+
 # -------------------------------------------------------------------------------------------------------- tests
 _BAD = bad_calls()
 
