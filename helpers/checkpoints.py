@@ -80,10 +80,13 @@ class Checkpoint:
             raise KeyError(f"no tensor key starts with {prefix!r}; prefixes present: {sorted(_prefixes(self.tensors))}")
         return out
 
-    def load_into(self, model: nn.Module, prefix: str = "") -> nn.Module:
-        """Copy the tensors under ``prefix`` into ``model`` (strict; cast to the model's dtype); returns the model."""
+    def load_into(self, model: nn.Module, prefix: str = "", *, ignore: Sequence[str] = ()) -> nn.Module:
+        """Copy the tensors under ``prefix`` into ``model`` (strict; cast to the model's dtype); returns the model.
+        Keys (after the prefix) that start with one of ``ignore`` are left out (e.g. stored evaluation results)."""
         V.instance("model", model, nn.Module)
-        model.load_state_dict(self.state_dict(prefix), strict=True)
+        ignore = V.sequence("ignore", ignore, of=lambda n, x: V.instance(n, x, str))
+        sd = {k: v for k, v in self.state_dict(prefix).items() if not any(k.startswith(i) for i in ignore)}
+        model.load_state_dict(sd, strict=True)
         return model
 
 

@@ -210,8 +210,9 @@ def checkpoint_config(name: str = "arms") -> dict:
     Arms: ``{label: {"enc": none|rope|tpe, "ids": plain|skips|opt, "B", "L", "bases"}}``; the first seven are the
     claims' arms, NoPE and the cross arms, the rest ablate the reconstruction's free choices (radix/levels, bases).
     The claims' arms (:data:`CLAIM_ARMS`) are trained with every seed in ``seeds``, the others (``one_seed_arms``)
-    with the first seed only, to fit the CPU budget."""
-    V.one_of("name", name, ("arms",))
+    with the first seed only, to fit the CPU budget. ``"arms_long"``: the claims' arms, seed 0, 2.5x the steps
+    (does a longer training change the comparison?)."""
+    V.one_of("name", name, ("arms", "arms_long"))
     B, L = 16, 3
     tpe = dict(enc="tpe", B=B, L=L, bases=None)
     arms = {
@@ -226,6 +227,10 @@ def checkpoint_config(name: str = "arms") -> dict:
         "TPE + OPT, B=64 L=2": dict(enc="tpe", ids="opt", B=64, L=2, bases=None),
         "TPE + OPT, bases 10000": dict(tpe, ids="opt", bases=[10000.0] * L),
     }
+    if name == "arms_long":  # the convergence probe: the claims' arms, one seed, 2.5x the steps
+        cfg = checkpoint_config("arms")
+        cfg.update(steps=1500, seeds=[0], one_seed_arms=[], arms={a: cfg["arms"][a] for a in CLAIM_ARMS})
+        return cfg
     return dict(
         d_model=32, n_layer=2, n_head=2, vocab_size=256, train_len=32, target_len=2048, n_chunks=4,
         batch_size=32, steps=600, lr=3e-3, warmup=30, weight_decay=0.0, val_every=50, val_windows=64,

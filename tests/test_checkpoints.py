@@ -56,6 +56,13 @@ def test_mapping_of_modules_prefixes_and_fp16(tmp_path):
     assert all(t.dtype == torch.float16 for t in c.tensors.values() if t.is_floating_point())
     m = c.load_into(_model(5), prefix="TPE/0.")
     assert torch.allclose(m.tok.weight, ms["TPE/0"].tok.weight, atol=1e-3)
+    ms2 = {"A.w": _model(0).state_dict()["tok.weight"], "A.eval_x": torch.ones(3)}
+    ck.save("99_test", "n", {**{f"A.{k}": v for k, v in _model(0).state_dict().items()}, "A.eval_x": ms2["A.eval_x"]},
+            config={}, metrics={}, root=tmp_path)
+    c2 = ck.load("99_test", "n", config={}, root=tmp_path)
+    with pytest.raises(RuntimeError, match="eval_x"):
+        c2.load_into(_model(3), prefix="A.")
+    assert torch.equal(c2.load_into(_model(3), prefix="A.", ignore=["eval_"]).tok.weight, _model(0).tok.weight)
     with pytest.raises(KeyError, match="prefixes present"):
         c.state_dict("NoPE/0.")
 
