@@ -792,7 +792,8 @@ sweep = pd.DataFrame(sweep_rows)
 sweep["flop_of_ideal"] = flop_ratio(sweep, sweep.d_model, 2) / sweep.ideal
 # slope of the fraction of the ideal per 100 units of d, one per seed
 slopes = {
-    s: 100 * np.polyfit(g.d_model, g.of_ideal, 1)[0] for s, g in sweep.groupby("seed")
+    s: float(100 * np.polyfit(g.d_model, g.of_ideal, 1)[0])
+    for s, g in sweep.groupby("seed")
 }
 display(
     sweep[
@@ -812,7 +813,7 @@ display(
 )
 print(
     "slope of fraction-of-ideal per +100 d, by seed:",
-    {s: round(v, 3) for s, v in slopes.items()},
+    {int(s): round(float(v), 3) for s, v in slopes.items()},
 )
 
 fig, ax = plt.subplots(figsize=(6, 3.4))
