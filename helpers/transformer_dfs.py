@@ -620,6 +620,26 @@ class OneLayerDFS:
         """The next trace token."""
         return int(self.forward(edges, trace).argmax())
 
+    def fast_logits(self, edges: np.ndarray, trace: Sequence[int]) -> np.ndarray:
+        """The same logits as :meth:`forward`, in closed form with NumPy: ``E (softmax(beta <e_u, e_a>) e_b -
+        gamma mean_v e_v)``."""
+        e = check_graph(self.n, edges)
+        tr = np.asarray([_check_node(int(v), self.n, "trace node") for v in trace], dtype=np.int64)
+        if len(tr) == 0:
+            raise ValueError("trace must contain at least the source")
+        E = self.emb
+        beta = float(self.children.wq[self.slots["node"].start, 0])
+        child = np.zeros(self.d)
+        if len(e):
+            z = beta * (E @ E[tr[-1]])[e[:, 0]]
+            att = np.exp(z - z.max())
+            child = (att / att.sum()) @ E[e[:, 1]]
+        return E @ (child - self.gamma * E[tr].mean(0))
+
+    def fast_step(self, edges: np.ndarray, trace: Sequence[int]) -> int:
+        """:meth:`step` computed with :meth:`fast_logits`."""
+        return int(np.argmax(self.fast_logits(edges, trace)))
+
 
 def rollout(model: TwoLayerDFS, n: int, edges, s: int, t: int | None = None, max_steps: int | None = None
             ) -> list[int]:

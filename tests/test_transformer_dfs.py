@@ -305,3 +305,16 @@ def test_fast_logits_equal_forward():
             top2 = np.sort(fast)[-2:]
             if top2[1] - top2[0] > 1e-6:  # equal logits (identical narrow embeddings) may break ties differently
                 assert model.fast_step(e, st_) == model.step(e, st_)
+
+
+def test_one_layer_fast_logits_equal_forward():
+    rng = np.random.default_rng(8)
+    for _ in range(5):
+        n = int(rng.integers(3, 14))
+        adj = T.random_digraph(n, rng, p=0.4)
+        if not adj.any():
+            continue
+        model = T.OneLayerDFS(T.sign_embeddings(n, int(rng.integers(2, 10)), rng), gamma=float(rng.uniform(0, 4)))
+        e = T.edge_list(adj)
+        for st_ in T.sample_states(adj, rng, 4):
+            np.testing.assert_allclose(model.fast_logits(e, st_), model.forward(e, st_).numpy(), atol=1e-9)
