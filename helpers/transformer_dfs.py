@@ -1151,7 +1151,7 @@ class StructuredOneLayer(torch.nn.Module):
 
 
 # --------------------------------------------------------------------------------------------------------------
-# The width-limited trained comparison (checkpoint: data/12_transformer_dfs/make_models.py)
+# The width-limited trained comparison (checkpoint: data/12_transformer_dfs/make_width_limited.py)
 # --------------------------------------------------------------------------------------------------------------
 CHECKPOINT_SLUG = "12_transformer_dfs"
 

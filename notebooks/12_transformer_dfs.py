@@ -604,7 +604,7 @@ for data in ("curated", "naive"):
 # `StructuredOneLayer` (a child head over the edges, a visited head over the trace, `logits = ρE(child − γ·visited)`,
 # the construction `OneLayerDFS` made learnable). Graphs have `N = 16` nodes (G(16, 0.3)), node embeddings are
 # random signs of width `d = 8 = N/2`, training data is curated, and both are trained to a plateau by full-batch
-# Adam, one run per seed. The training does not fit the 5-minute run: `data/12_transformer_dfs/make_models.py`
+# Adam, one run per seed. The training does not fit the 5-minute run: `data/12_transformer_dfs/make_width_limited.py`
 # trained it once and the default run loads the weights, regenerates the same data from the seed and evaluates;
 # quick mode trains a smaller pair live.
 

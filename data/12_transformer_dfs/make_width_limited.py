@@ -6,7 +6,7 @@ and write it with :mod:`helpers.checkpoints`:
   ``W1, W2, gamma, sink``) on 16-node graphs with sign embeddings of width 8 = N/2, trained by full-batch Adam on
   curated DFS states, one run per seed (tensors ``<model>/<seed>.<param>`` and the embeddings ``emb/<seed>``).
 
-Run from the repository root: ``.venv/bin/python data/12_transformer_dfs/make_models.py`` (or
+Run from the repository root: ``.venv/bin/python data/12_transformer_dfs/make_width_limited.py`` (or
 ``make data NB=12_transformer_dfs``). ``--tiny`` trains a tiny config for a few steps into a temporary folder
 (seconds; what the tests run). One torch thread: the same seed on the same machine writes byte-identical weights.
 """
