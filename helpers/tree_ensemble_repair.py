@@ -39,6 +39,7 @@ __all__ = [
     "FairPair", "SafeState", "VerifyResult", "verify_fairness", "verify_box", "fairness_cells_bruteforce",
     "box_bruteforce", "flip_rate", "safety_counterexamples",
     "RepairResult", "repair", "check_repair", "fixed_fraction", "GridWorld", "make_gridworld", "load_german_credit",
+    "bias_labels", "data_counterexamples", "evaluate_policy", "reach_avoid_counterexamples",
 ]
 
 
@@ -719,6 +720,10 @@ class RepairResult:
     safe_action: np.ndarray  # per unsafe state: the safe action chosen
     objective: float
     problem: dict = field(repr=False, default_factory=dict)
+    mip_gap: float = float("nan")  # HiGHS's relative optimality gap of the returned solution (0 for the LP)
+    nodes: int = 0  # branch-and-bound nodes explored
+    n_keep_vars: int = 0  # preservation binaries after merging rows with identical leaf patterns
+    n_pair_vars: int = 0  # pair binaries after merging pairs with identical leaf patterns
 
     @property
     def ok(self) -> bool:
@@ -844,6 +849,21 @@ def repair(ens: TreeEnsemble, X_keep: np.ndarray, y_keep=None, *, pairs: Sequenc
     target = ens.predict_index(X_keep) if y_keep is None else _targets_index(ens, y_keep)
     if target.shape != (P,):
         raise ValueError(f"y_keep must have shape ({P},), one label per row of X_keep, got {target.shape}")
+    # Rows with the same reached leaves (and target) give identical constraints: one variable per distinct pattern,
+    # weighted by how many rows share it. The optimum is unchanged; the MILP is much smaller.
+    n_keep_all, n_pairs_all = P, J
+    _, keep_first, keep_inv, keep_count = np.unique(
+        np.hstack([ens.apply(X_keep), target[:, None]]), axis=0, return_index=True, return_inverse=True,
+        return_counts=True) if P else (None, np.zeros(0, int), np.zeros(0, int), np.zeros(0, int))
+    keep_inv = np.asarray(keep_inv).ravel()
+    Xk_u, target_u = X_keep[keep_first], target[keep_first]
+    pair_first, pair_inv = np.zeros(0, int), np.zeros(0, int)
+    if J:
+        pk = np.hstack([ens.apply(np.array([p.x for p in pairs])), ens.apply(np.array([p.x_prime for p in pairs]))])
+        _, pair_first, pair_inv = np.unique(pk, axis=0, return_index=True, return_inverse=True)
+        pair_inv = np.asarray(pair_inv).ravel()
+    pairs_u = [pairs[i] for i in pair_first]
+    P, J = len(keep_first), len(pairs_u)
     U_index = [(s, a) for s, st in enumerate(unsafe) for a in st.safe]
     U = 0 if relax else len(U_index)
     Jz = 0 if relax else J
@@ -854,7 +874,7 @@ def repair(ens: TreeEnsemble, X_keep: np.ndarray, y_keep=None, *, pairs: Sequenc
     n_vars = iu + U
     rows = _Rows(S, v0, delta)
     # preservation
-    R, const, owner = _margin_rows(ens, X_keep, target)
+    R, const, owner = _margin_rows(ens, Xk_u, target_u)
     if relax:  # hinge: r v + xi_owner >= eps - const
         xi = sp.csr_matrix((np.ones(len(owner)), (np.arange(len(owner)), ic + owner)), shape=(len(owner), n_vars))
         rows.add_raw(sp.hstack([R, sp.csr_matrix((len(owner), n_vars - S))]).tocsr() + xi,
@@ -864,7 +884,7 @@ def repair(ens: TreeEnsemble, X_keep: np.ndarray, y_keep=None, *, pairs: Sequenc
     # fairness pairs
     F_orig = {}
     if J:
-        Xp = np.array([p.x for p in pairs] + [p.x_prime for p in pairs])
+        Xp = np.array([p.x for p in pairs_u] + [p.x_prime for p in pairs_u])
         R0 = ens.design(Xp)[0]
         b = ens.base[0]
         F_orig = ens.decision(Xp)
@@ -916,9 +936,9 @@ def repair(ens: TreeEnsemble, X_keep: np.ndarray, y_keep=None, *, pairs: Sequenc
     integrality = np.zeros(n_vars)
     if relax:
         ub[ic:ic + P] = np.inf
-        cvec[ic:ic + P] = 1.0
+        cvec[ic:ic + P] = keep_count
     else:
-        cvec[ic:ic + P] = -1.0
+        cvec[ic:ic + P] = -keep_count
         integrality[ic:] = 1
     options = {"time_limit": float(time_limit), "mip_rel_gap": float(mip_rel_gap), "disp": False}
     if node_limit is not None:
@@ -928,18 +948,21 @@ def repair(ens: TreeEnsemble, X_keep: np.ndarray, y_keep=None, *, pairs: Sequenc
     seconds = time.perf_counter() - t0
     problem = dict(X_keep=X_keep, target=target, pairs=list(pairs), unsafe=list(unsafe), delta=delta, eps=eps,
                    relax=relax, A=A, lo=lo, hi=hi, lb=lb, ub=ub, integrality=integrality)
+    gap = getattr(res, "mip_gap", None)
+    stats = dict(mip_gap=0.0 if relax else (float(gap) if gap is not None else float("nan")),
+                 nodes=int(getattr(res, "mip_node_count", 0) or 0), n_keep_vars=P, n_pair_vars=J)
     if res.x is None:
-        return RepairResult(None, int(res.status), str(res.message), seconds, np.zeros(P), np.zeros(J, int),
-                            np.zeros(len(unsafe), int), float("nan"), problem)
+        return RepairResult(None, int(res.status), str(res.message), seconds, np.zeros(n_keep_all, int),
+                            np.zeros(n_pairs_all, int), np.zeros(len(unsafe), int), float("nan"), problem, **stats)
     x = res.x
     v = x[:S].copy()
     if relax:
-        kept = (np.asarray(x[ic:ic + P]) <= 1e-9).astype(int)
-        pair_class = ((F_orig[:J] + F_orig[J:]) > 0).astype(int) if J else np.zeros(0, int)
+        kept = (np.asarray(x[ic:ic + P]) <= 1e-9).astype(int)[keep_inv]
+        pair_class = (((F_orig[:J] + F_orig[J:]) > 0).astype(int) if J else np.zeros(0, int))[pair_inv]
         safe_action = chosen_relax
     else:
-        kept = np.round(x[ic:ic + P]).astype(int)
-        pair_class = np.round(x[iz:iz + J]).astype(int)
+        kept = np.round(x[ic:ic + P]).astype(int)[keep_inv]
+        pair_class = np.round(x[iz:iz + J]).astype(int)[pair_inv]
         u = np.round(x[iu:iu + U])
         safe_action = np.zeros(len(unsafe), dtype=int)
         for k, (s, a) in enumerate(U_index):
@@ -947,7 +970,7 @@ def repair(ens: TreeEnsemble, X_keep: np.ndarray, y_keep=None, *, pairs: Sequenc
                 safe_action[s] = a
     problem["x"] = x
     return RepairResult(v, int(res.status), str(res.message), seconds, kept, pair_class, safe_action,
-                        float(res.fun), problem)
+                        float(res.fun), problem, **stats)
 
 
 def check_repair(ens: TreeEnsemble, result: RepairResult) -> float:
@@ -1156,3 +1179,91 @@ def load_german_credit() -> tuple[np.ndarray, np.ndarray, list[str], dict[str, l
         cats[c] = [str(v) for v in col.cat.categories]
         df[c] = col.cat.codes
     return df[GERMAN_COLUMNS].to_numpy(dtype=float), y, list(GERMAN_COLUMNS), cats
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Harder experiments: label bias, data counterexamples, exact policy evaluation, reach-avoid traces
+# ---------------------------------------------------------------------------------------------------------------
+def bias_labels(X: np.ndarray, y: np.ndarray, protected: int, group: float, rate: float,
+                rng: np.random.Generator) -> np.ndarray:
+    """Inject label bias: each positive label (``y == 1``) of a row whose ``protected`` value is ``group`` becomes 0
+    with probability ``rate``. Returns a new label vector; the original ``y`` is untouched."""
+    X = V.array("X", X, ndim=2, dtype="float", nonempty=True)
+    y = V.array("y", y, shape=(len(X),), dtype="int", min=0, max=1)
+    protected = V.index("protected", protected, X.shape[1])
+    group, rate = V.number("group", group), V.probability("rate", rate)
+    V.instance("rng", rng, np.random.Generator)
+    out = y.astype(int).copy()
+    hit = (X[:, protected] == group) & (out == 1) & (rng.random(len(out)) < rate)
+    out[hit] = 0
+    return out
+
+
+def data_counterexamples(ens: TreeEnsemble, X: np.ndarray, protected: int, values=(0.0, 1.0),
+                         values_v: np.ndarray | None = None) -> list[FairPair]:
+    """Fairness counterexamples among data rows: every row whose decision (with leaf values ``values_v``) changes
+    when the protected attribute is set to ``values[0]`` vs ``values[1]``."""
+    _check_ens(ens)
+    X = ens._check_X(X)
+    protected = V.index("protected", protected, ens.n_features)
+    values = _pair("values", values)
+    X0, X1 = X.copy(), X.copy()
+    X0[:, protected], X1[:, protected] = values
+    bad = ens.predict_index(X0, values_v) != ens.predict_index(X1, values_v)
+    return [FairPair(a, b) for a, b in zip(X0[bad], X1[bad])]
+
+
+def evaluate_policy(world: GridWorld, policy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Exact evaluation of a deterministic policy (a (size, size) action grid) from every cell.
+
+    Returns ``(value, reach)``: the discounted return (by solving the Bellman equation ``(I - gamma P) V = r``, so a
+    policy that loops for ever gets 0 from the loop) and whether the goal is reached (1) or not (0: lava or a loop).
+    Terminal cells get 0 and 1 (goal) / 0 (lava)."""
+    V.instance("world", world, GridWorld)
+    policy = V.array("policy", policy, shape=(world.size, world.size), dtype="int", min=0, max=3)
+    n = world.size * world.size
+    nxt = np.arange(n)
+    r = np.zeros(n)
+    term = np.array([world.terminal(i // world.size, i % world.size) for i in range(n)])
+    for i in np.flatnonzero(~term):
+        rr, cc = world.step(i // world.size, i % world.size, int(policy.flat[i]))
+        nxt[i] = rr * world.size + cc
+        r[i] = world.reward(rr, cc)
+    P = sp.csr_matrix((np.where(term[nxt] | term, 0.0, 1.0), (np.arange(n), nxt)), shape=(n, n))
+    from scipy.sparse.linalg import spsolve
+
+    value = spsolve(sp.csc_matrix(sp.identity(n) - world.gamma * P), r)
+    goal = world.goal[0] * world.size + world.goal[1]
+    reach = np.zeros(n, dtype=bool)
+    reach[goal] = True
+    for _ in range(n):  # a deterministic path reaches the goal within n steps or never
+        new = reach | (~term & reach[nxt])
+        if np.array_equal(new, reach):
+            break
+        reach = new
+    value[term] = 0.0
+    return value.reshape(world.size, world.size), reach.reshape(world.size, world.size).astype(int)
+
+
+def reach_avoid_counterexamples(world: GridWorld, policy: np.ndarray) -> list[tuple[list, str]]:
+    """Every start cell whose trajectory under ``policy`` violates reach-avoid: ``(path, "lava")`` if it ends in
+    lava, ``(path, "loop")`` if it revisits a cell without reaching the goal. Paths are lists of (row, col)."""
+    V.instance("world", world, GridWorld)
+    policy = V.array("policy", policy, shape=(world.size, world.size), dtype="int", min=0, max=3)
+    out = []
+    for r in range(world.size):
+        for c in range(world.size):
+            if world.terminal(r, c):
+                continue
+            path, seen = [(r, c)], {(r, c)}
+            while not world.terminal(*path[-1]):
+                nxt = world.step(*path[-1], int(policy[path[-1]]))
+                path.append(nxt)
+                if nxt in seen and not world.terminal(*nxt):
+                    break
+                seen.add(nxt)
+            if world.lava[path[-1]]:
+                out.append((path, "lava"))
+            elif path[-1] != world.goal:
+                out.append((path, "loop"))
+    return out

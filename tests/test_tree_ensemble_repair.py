@@ -179,3 +179,109 @@ def test_flip_rate():
     X = np.array([[0, 1.0], [1, 2.0]])
     assert ter.flip_rate(lambda Z: Z[:, 0] > 0, X, 0) == 1.0
     assert ter.flip_rate(lambda Z: Z[:, 1] > 1.5, X, 0) == 0.0
+
+
+def _bruteforce_repair_optimum(ens, X_keep, target, pairs, delta, mu, eps):
+    """min -sum c + mu |v - v0|_1 by enumerating every (c, z) and solving the LP in v for each."""
+    import itertools
+
+    from scipy.optimize import linprog
+
+    v0, S = ens.values, ens.n_slots
+    R = ens.design(X_keep)[0].toarray()
+    Rp = ens.design(np.array([p.x for p in pairs] + [p.x_prime for p in pairs]))[0].toarray() if pairs else None
+    b = ens.base[0]
+    best = np.inf
+    for c in itertools.product([0, 1], repeat=len(X_keep)):
+        for z in itertools.product([0, 1], repeat=len(pairs)):
+            rows, rhs = [], []  # rows @ v <= rhs (v part only; w handled below)
+            for i in np.flatnonzero(c):
+                sgn = 2 * target[i] - 1
+                rows.append(-sgn * R[i])
+                rhs.append(sgn * b - eps)
+            for j, zj in enumerate(z):
+                sgn = 2 * zj - 1
+                for r in (Rp[j], Rp[len(pairs) + j]):
+                    rows.append(-sgn * r)
+                    rhs.append(sgn * b - eps)
+            # variables [v, w]: w >= v - v0, w >= v0 - v
+            A = [np.concatenate([r, np.zeros(S)]) for r in rows]
+            A += [np.concatenate([e, -e]) for e in np.eye(S)]
+            A += [np.concatenate([-e, -e]) for e in np.eye(S)]
+            ub = rhs + list(v0) + list(-v0)
+            res = linprog(np.concatenate([np.zeros(S), np.full(S, mu)]), A_ub=np.array(A), b_ub=np.array(ub),
+                          bounds=[(a - delta, a + delta) for a in v0] + [(0, None)] * S, method="highs")
+            if res.status == 0:
+                best = min(best, -sum(c) + res.fun)
+    return best
+
+
+@settings(max_examples=12, deadline=None)
+@given(seed=st.integers(0, 10_000), labels=st.booleans(), n_pairs=st.integers(0, 2))
+def test_repair_milp_is_optimal_against_bruteforce(seed, labels, n_pairs):
+    X, y = _data(seed, n=120)
+    m = GradientBoostingClassifier(n_estimators=2, max_depth=2, learning_rate=0.5, random_state=0).fit(X, y)
+    ens = ter.from_sklearn(m)
+    rng = np.random.default_rng(seed)
+    X_keep = X[rng.choice(len(X), 7, replace=False)]
+    y_keep = None
+    target = ens.predict_index(X_keep)
+    if labels:
+        y_keep = rng.integers(0, 2, len(X_keep))
+        target = y_keep
+    cells = ter.fairness_cells_bruteforce(ens, 0, domain=(np.zeros(3), np.full(3, 5.0)), integer=np.ones(3, bool))
+    pool = [ter.FairPair(x, np.where(np.arange(3) == 0, 1.0, x)) for x in cells]
+    pool += [ter.FairPair(np.where(np.arange(3) == 0, 0.0, x), np.where(np.arange(3) == 0, 1.0, x)) for x in X[:5]]
+    pairs = pool[:n_pairs]
+    delta, mu, eps = 0.3, 1e-2, 1e-3
+    res = ter.repair(ens, X_keep, y_keep, pairs=pairs, delta=delta, mu=mu, eps=eps, mip_rel_gap=0.0)
+    best = _bruteforce_repair_optimum(ens, X_keep, target, pairs, delta, mu, eps)
+    if not np.isfinite(best):
+        assert not res.ok
+        return
+    assert res.ok and res.status == 0
+    assert res.objective == pytest.approx(best, abs=1e-6)
+    assert ter.check_repair(ens, res) <= 1e-6
+
+
+def test_rows_with_identical_leaves_are_merged():
+    X, y = _data(4, n=200)
+    m = GradientBoostingClassifier(n_estimators=2, max_depth=2, random_state=0).fit(X, y)
+    ens = ter.from_sklearn(m)
+    X_keep = np.repeat(X[:10], 5, axis=0)  # every row five times
+    res = ter.repair(ens, X_keep, None)
+    assert res.n_keep_vars <= 10 and len(res.kept) == len(X_keep)
+    assert res.kept.sum() == len(X_keep)  # no counterexample: every point keeps its prediction
+    assert res.objective == pytest.approx(-len(X_keep), abs=1e-9)
+
+
+def test_bias_labels_and_data_counterexamples():
+    X, y = _data(5, n=400)
+    y2 = ter.bias_labels(X, y, 0, 0.0, 1.0, np.random.default_rng(0))
+    assert np.all(y2[(X[:, 0] == 0)] == 0) and np.array_equal(y2[X[:, 0] == 1], y[X[:, 0] == 1])
+    assert np.array_equal(ter.bias_labels(X, y, 0, 0.0, 0.0, np.random.default_rng(0)), y)
+    m = GradientBoostingClassifier(n_estimators=5, max_depth=2, random_state=0).fit(X, y2)
+    ens = ter.from_sklearn(m)
+    pairs = ter.data_counterexamples(ens, X, 0)
+    assert len(pairs) == round(ter.flip_rate(m.predict, X, 0) * len(X))
+    for p in pairs:
+        assert m.predict(p.x[None])[0] != m.predict(p.x_prime[None])[0]
+    with pytest.raises(ValueError, match="rate"):
+        ter.bias_labels(X, y, 0, 0.0, float("nan"), np.random.default_rng(0))
+
+
+def test_evaluate_policy_matches_rollouts():
+    world = ter.make_gridworld(6, 5, seed=1)
+    rng = np.random.default_rng(0)
+    for policy in [world.expert(), rng.integers(0, 4, (6, 6))]:
+        value, reach = ter.evaluate_policy(world, policy)
+        ces = {p[0]: o for p, o in ter.reach_avoid_counterexamples(world, policy)}
+        for r in range(6):
+            for c in range(6):
+                if world.terminal(r, c):
+                    continue
+                ret, path = world.rollout(policy, (r, c))
+                assert value[r, c] == pytest.approx(ret, abs=1e-9)  # loops return 0 in both
+                assert reach[r, c] == (path[-1] == world.goal)
+                assert ((r, c) in ces) == (path[-1] != world.goal)
+    assert ter.evaluate_policy(world, world.expert())[1][world.start] == 1
