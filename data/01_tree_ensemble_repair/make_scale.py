@@ -3,7 +3,7 @@
 For each ensemble size (trees x depth), number of counterexamples and preservation objective, one repair MILP is
 solved by HiGHS with a node limit and a wall-clock time limit; the record keeps status, wall and CPU seconds,
 optimality gap, nodes and the machine's load. Run: ``.venv/bin/python data/01_tree_ensemble_repair/make_scale.py``
-(about 20 minutes of wall clock on the shared 2-core machine). Writes ``scale.json`` next to this file.
+(about 13 minutes of wall clock on the shared 2-core machine at load average 1-2). Writes ``scale.json`` next to this file.
 """
 
 from __future__ import annotations
