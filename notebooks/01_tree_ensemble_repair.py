@@ -83,7 +83,7 @@ quick = False
 seed = 0
 n_trees = 10  # boosting stages of the credit model
 depth = 3  # tree depth
-bias_rate = 0.3  # share of women's "good risk" training labels turned to "bad risk"
+bias_rate = 0.5  # share of women's "good risk" training labels turned to "bad risk"
 n_keep = 250  # preservation points (training applicants whose predictions are kept)
 max_rounds = 6  # verify -> repair rounds (the stated budget of the loop)
 ce_per_round = 10  # counterexamples the box verifier returns per round
@@ -460,7 +460,10 @@ for run in fair_runs:
 # Reading the tables: the first row is the biased model, whose decisions flip with sex for a large share of the
 # test applicants. The loop's repair is judged on the same test applicants it never saw. "acc women" isolates the
 # group the bias was injected against; the last line says which side the repair chose for the repaired pairs
-# (the men's decision, which the biased labels did not touch, or the women's).
+# (the men's decision, which the biased labels did not touch, or the women's). An LP row of `nan` means the LP
+# relaxation was infeasible: it fixes each pair's class in advance (the side the original scores lean to), and for
+# some pairs that class cannot be reached within the trust region, while the MILP, free to choose the class, found
+# a repair for the same pairs and the same trust region.
 
 # %%
 run0 = fair_runs[0]
@@ -792,7 +795,8 @@ cfg = scale["config"]
 rows_ = scale["rows"]
 print(
     f"{scale_source}; time limit {cfg['time_limit']} s, node limit {cfg['node_limit']}, "
-    f"gap tolerance {cfg['mip_rel_gap']}"
+    f"gap tolerance {cfg['mip_rel_gap']}; label bias rate "
+    f"{cfg.get('bias_rate', bias_rate)}"
 )
 print(
     f"{'seed':>4} {'trees':>5} {'depth':>5} {'leaves':>6} {'cex':>4} {'objective':>17} "
@@ -1079,16 +1083,18 @@ rec.claim(
     f"At the largest size ({big_size[0]} trees of depth {big_size[1]}), a repair MILP is solved "
     f"to optimality (gap {cfg['mip_rel_gap']}) in under {tl:.0f} s (median)",
     paper="MILP repair can be feasible computationally",
-    measured=[float(np.median(v)) for v in by_seed.values()],
+    measured=[float(np.quantile(v, 0.5, method="higher")) for v in by_seed.values()],
     op="<",
     target=float(tl),
-    unit="s per repair (median; a solve stopped by a limit counts as the time limit)",
+    unit="s per repair (upper median; a solve stopped by a limit counts as the limit)",
     note=f"{scale_source}; per seed, {len(big_rows) // max(1, len(by_seed))} solves "
     f"(20/200 counterexamples x 2 objectives); stopped by a limit at the largest size: "
     f"{sum(r['status'] != 0 for r in big_rows)} of {len(big_rows)}; over the whole sweep "
     f"{np.mean(hit):.0%}. Wall clock on a shared 2-core machine; load average "
     f"{np.mean([r['load'] for r in big_rows]):.1f} during these solves. The issue asked for "
-    "op <= 60; a solve stopped at the limit would meet <=, so the claim uses <.",
+    "op <= 60; a solve stopped at the limit would meet <=, so the claim uses <. With an even "
+    "number of solves the plain median would average a limit hit with a finished solve, so the "
+    "upper median is used. The sweep's model uses the label bias rate printed above.",
 )
 rec.save()
 print(
