@@ -40,7 +40,7 @@ from helpers import validate as V
 __all__ = [
     "Tree", "Oracle", "pathwidth", "pathwidth_bruteforce", "spine", "Decomposition", "SearchResult",
     "search_with_prediction", "interleaved_search", "centroid_search", "CentroidTree", "walk_search",
-    "doubling_search_path", "query_bound", "query_bound_from_prediction", "minimax_queries", "binary_minimax", "path_tree", "star_tree", "caterpillar_tree", "complete_tree", "random_tree",
+    "doubling_search_path", "query_bound", "query_bound_from_prediction", "minimax_queries", "binary_minimax", "spine_runs", "binary_height_at", "path_tree", "star_tree", "caterpillar_tree", "complete_tree", "random_tree",
     "ast_tree", "directory_tree", "exception_tree", "dendrogram_tree", "grid_mst_tree", "neighbor_joining_tree",
     "bfs_tree", "save_edges", "load_edges",
 ]
@@ -463,6 +463,30 @@ def _from_prediction_steps(dec: Decomposition, p: int) -> Generator[int, int, No
         lvl = up
 
 
+def spine_runs(dec: Decomposition, a: int, b: int) -> list[int]:
+    """Lengths (in edges) of the maximal stretches of the ``a``-``b`` path that run along one spine, in path order.
+    The other edges of the path step from one component's spine to another's. A galloping spine search can only save
+    queries over walking on a long stretch: on stretches of one or two edges it costs what walking costs."""
+    V.instance("dec", dec, Decomposition)
+    t = dec.tree
+    a, b = t.check_vertex(a, "a"), t.check_vertex(b, "b")
+    path = [a]
+    while path[-1] != b:
+        path.append(t._next_hop(path[-1], b))
+    home = [dec.comp_of[v][-1] for v in path]  # the component whose spine holds v
+    out, cur = [], 0
+    for x, y in zip(home, home[1:]):
+        if x == y:
+            cur += 1
+        else:
+            if cur:
+                out.append(cur)
+            cur = 0
+    if cur:
+        out.append(cur)
+    return out
+
+
 def _centroid_steps(ctree: CentroidTree) -> Generator[int, int, None]:
     c = ctree.root
     while True:
@@ -736,6 +760,25 @@ def binary_minimax(eta: int) -> int:
     for _ in range(eta):
         full = (full, full)
     return int(f(full))
+
+
+def binary_height_at(tree: Tree, p: int) -> int:
+    """The height of the largest complete binary tree that the tree contains rooted at ``p`` (edges pointing away
+    from ``p``). For every ``eta`` up to it, the targets at depth ``eta`` of that subtree are at distance ``eta``
+    from ``p``, so by :func:`binary_minimax` every algorithm needs ``eta + 1`` queries on one of them."""
+    V.instance("tree", tree, Tree)
+    p = tree.check_vertex(p, "p")
+    par, order = {p: -1}, [p]
+    for v in order:
+        for u in tree.adj[v]:
+            if u != par[v]:
+                par[u] = v
+                order.append(u)
+    h: dict[int, int] = {}
+    for v in reversed(order):
+        hs = sorted((h[u] for u in tree.adj[v] if u != par[v]), reverse=True)
+        h[v] = 1 + hs[1] if len(hs) >= 2 else 0
+    return h[p]
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -479,16 +479,78 @@ for q in [q for q in etas if q > 0]:
 
 # %% [markdown]
 # **Reading the two tables.** Starting at the prediction makes a close prediction cheap: at `η = 1` ours costs
-# about what walking costs, and the top-down variant pays roughly a query per level of the decomposition above the
-# target instead. But compare ours with **walking**: at small and moderate `η` the search that escalates from the
-# prediction's component costs about what walking costs, and it pulls away from walking only at the larger `η`
-# of our grid. The reason is in the shape of the decomposition: near the prediction the components are small and
-# their spines short, so each level's galloping search covers only one or two spine vertices, and a spine search
-# of one or two steps plus the step off the spine costs what walking those steps costs. Escalating crosses one
-# such level after another. The top-down variant, which pays one query per level above the target's level and
-# gallops only from there, is the cheaper of
-# the two at larger `η`, and the interleaving with centroid search inherits the better of ours and centroid within
-# a factor of two.
+# what walking costs, and the top-down variant pays roughly a query per level of the decomposition above the target
+# instead. But at small and moderate `η` ours also costs *no less* than walking: it pulls away from walking only
+# at the larger `η` of our grid, where centroid search is cheaper than both. Why? A galloping spine search saves
+# queries over walking only where the path from the prediction to the target runs along one spine for several
+# edges; on a stretch of one or two edges, galloping asks the same vertices walking asks. The experiment below
+# splits each path from the prediction to the target (low-degree trees, first seed) into its maximal stretches
+# along one spine (`ts.spine_runs`); the other edges step from one component's spine to another's.
+
+# %%
+runs_rng = repro.rng(seed, 6)
+print(
+    f"{'η':>3} {'on a spine':>10} {'longest':>7} {'ours = walk':>11} | ours − walk when the "
+    "longest stretch is ≤ 2 edges | ≥ 3 edges"
+)
+run_stats = {}
+for q in [q for q in (4, 8, 16) if q in etas]:
+    rows = []
+    for nm in LOW:
+        t, dec = trees[nm], info[nm]["dec"]
+        for target in runs_rng.integers(0, t.n, n_targets):
+            ring = np.flatnonzero(t.distances(int(target)) == q)
+            if len(ring) == 0:
+                continue
+            p = int(ring[runs_rng.integers(len(ring))])
+            ours_q = ts.search_with_prediction(
+                t, dec, ts.Oracle(t, int(target)), p
+            ).queries
+            r = ts.spine_runs(dec, p, int(target))
+            rows.append((ours_q - (q + 1), max(r, default=0), sum(r) / q))
+    a = np.array(rows)
+    short = a[:, 1] <= 2
+    run_stats[q] = dict(
+        on_spine=a[:, 2].mean(),
+        longest=a[:, 1].mean(),
+        equal=np.mean(a[:, 0] == 0),
+        short=short.mean(),
+        d_short=a[short, 0].mean() if short.any() else np.nan,
+        d_long=a[~short, 0].mean() if (~short).any() else np.nan,
+    )
+    st_ = run_stats[q]
+    print(
+        f"{q:3d} {st_['on_spine']:10.0%} {st_['longest']:7.1f} {st_['equal']:11.0%} | "
+        f"{st_['d_short']:+.2f} on {st_['short']:.0%} of searches"
+        f"{'':>18} | {st_['d_long']:+.2f}"
+    )
+
+# %%
+if 4 in run_stats:
+    r4 = run_stats[4]
+    print(
+        f"At η = 4 only {r4['on_spine']:.0%} of the path's edges lie along spines, the "
+        f"longest stretch is {r4['longest']:.1f} edges on average, and on the "
+        f"{r4['short']:.0%} of searches whose longest stretch is at most 2 edges ours − "
+        f"walking is {r4['d_short']:+.2f} queries; on the others it is "
+        f"{r4['d_long']:+.2f} (galloping over 3 or 4 spine edges overshoots and bisects "
+        "back)."
+    )
+if 16 in run_stats:
+    r16 = run_stats[16]
+    print(
+        f"At η = 16 the longest stretch averages {r16['longest']:.1f} edges and "
+        f"ours − walking is {r16['d_long']:+.2f} queries on the searches with a stretch "
+        "of 3 or more edges."
+    )
+
+# %% [markdown]
+# So the mechanism is not that the spines near the prediction are short (they need not be), but that on these
+# trees the path from the prediction to the target leaves a spine every one or two edges: a large share of its
+# edges (printed above) step between components, each costing the one query walking pays too, and the stretches along a spine are too
+# short for galloping to gain. The top-down variant, which pays one query per level above the target's level and
+# gallops only from there, is the cheaper of the two at larger `η`, and the interleaving with centroid search
+# inherits the better of ours and centroid within a factor of two.
 #
 # ### The gain at small prediction errors, per tree, and its dependence on degree
 #
@@ -615,13 +677,14 @@ def fit_shape(e, y):
 t0 = time.perf_counter()
 pos_etas = [q for q in etas if q > 0]
 adv = {}  # seed -> name -> start -> {eta: mean over predictions of the worst case}
+adv_preds = {}  # seed -> name -> the predictions
 for s in SEEDS:
     rng = repro.rng(s, 5)
     adv[s] = {}
     for name, t in tqdm(trees.items(), desc=f"worst cases, seed {s}"):
         dec = info[name]["dec"]
         adv[s][name] = {}
-        preds = rng.integers(0, t.n, n_adversarial)
+        preds = adv_preds.setdefault(s, {})[name] = rng.integers(0, t.n, n_adversarial)
         for start in ("prediction", "top"):
             w = {q: [] for q in pos_etas}
             for p in preds:
@@ -701,6 +764,37 @@ plt.tight_layout()
 plt.show()
 
 # %% [markdown]
+# **Why the log fit loses on most trees.** Our bound for pathwidth `k ≥ 2` is far above walking's `η + 1` over
+# the whole grid of `η`, so the theorem does not predict a visible `log η` shape at this scale. One possible
+# reason a worst case is linear is the lower bound of §8: if the tree contains a complete binary tree of height
+# `h` rooted at the prediction, then *every* algorithm needs `η + 1` queries for some target at distance `η ≤ h`.
+# Below, for the trees of pathwidth ≤ 3 (first seed): that height at each prediction (`ts.binary_height_at`), and
+# our worst case minus walking's `η + 1`, per `η`.
+
+# %%
+print(
+    f"{'tree':14} {'binary height at the predictions':>33}   ours worst − (η + 1), by η"
+)
+for name in show:
+    hts = [ts.binary_height_at(trees[name], int(p)) for p in adv_preds[SEEDS[0]][name]]
+    w = adv[SEEDS[0]][name]["prediction"]
+    print(
+        f"{name:14} {str(hts):>33}   "
+        + "  ".join(f"{q}: {v - q - 1:+.1f}" for q, v in w.items())
+    )
+    beyond = [v - q - 1 for q, v in w.items() if q > max(hts)]
+    print(
+        f"{'':14} η beyond the largest height {max(hts)}: no algorithm is forced to η + 1 "
+        f"by the binary-tree bound; ours − walking there, mean "
+        f"{np.mean(beyond) if beyond else float('nan'):+.2f}"
+    )
+
+# %% [markdown]
+# Where the binary-tree bound stops (η beyond the printed height), a worst case close to `η + 1` is not forced on
+# every algorithm by that argument: it is the cost of our search on the worst target, for the reason measured in
+# §6 (the path to that target leaves a spine every one or two edges). Whether some other algorithm does better
+# there we cannot say: the exact minimax is out of reach on trees of this size.
+#
 # ## 8. The lower bound, for every algorithm: exact minimax on complete binary trees
 #
 # Put the prediction at the root of a complete binary tree. The `2^η` vertices at depth `η` are all at distance
@@ -953,6 +1047,14 @@ rec.check(
     note="shape DP vs brute-force recursion, complete binary tree of height 3",
 )
 rec.check(
+    "minimax_at_least_counting_bound",
+    float(ratio_lb.min()),
+    1.0,
+    op=">=",
+    note="min over η of exact minimax ÷ (η/2): the counting bound (≤ 4 answers per query, "
+    "2^η candidates) holds for any correct DP",
+)
+rec.check(
     "no_algorithm_below_minimax",
     int(
         np.min(np.minimum(worst_b["prediction"], worst_b["top"])[: len(mm_etas)] - opt)
@@ -968,12 +1070,16 @@ rec.check(
 # Four claims, each measured per seed where it depends on the random targets and predictions:
 #
 # * `real_tree_gain`: on the **low-degree** real trees, the mean over trees of centroid queries ÷ our queries at
-#   `1 ≤ η ≤ 4` is above 1 (the paper: "notably better than the simple non-prediction based algorithm").
-# * `small_eta_cost`: a close prediction is cheap: mean queries at `η = 1` over all trees at most 3.
+#   `1 ≤ η ≤ 4` is above 1 (the paper: "notably better than the simple non-prediction based algorithm"). Centroid
+#   search is the paper's comparison; the strongest baseline at these `η` is walking from the prediction, which
+#   ties ours (§6): its own gain over centroid search is recorded in the note.
+# * `small_eta_cost`: a close prediction is cheap: at `η = 1` our mean queries exceed walking's (the optimal 2) by
+#   at most one.
 # * `log_eta_shape`: among trees of pathwidth ≤ 3, the fraction on which the worst case over targets is fitted
 #   better by `log η` than by `η` is at least 0.8.
-# * `binary_lower_bound`: on complete binary trees the exact minimax optimum divided by `η/2` is at least 1 for
-#   every `η` computed: no algorithm is `O(log η)` there.
+# * `binary_lower_bound`: on complete binary trees the exact minimax optimum of any algorithm divided by walking's
+#   `η + 1` is at least 1 for every `η` computed: no algorithm beats walking there, so none is `O(log η)`. (That
+#   the minimax is at least `η/2` follows from counting and is a check.)
 
 
 # %%
@@ -983,6 +1089,18 @@ def gain_of(name, s):
 
 gain_low = [float(np.mean([gain_of(nm, s) for nm in LOW])) for s in SEEDS]
 gain_high = [float(np.mean([gain_of(nm, s) for nm in HIGH])) for s in SEEDS]
+gain_walk_low = [
+    float(
+        np.mean(
+            [
+                small_eta(nm, "centroid", [s]).mean()
+                / small_eta(nm, "walk", [s]).mean()
+                for nm in LOW
+            ]
+        )
+    )
+    for s in SEEDS
+]
 cen_low = [
     float(np.mean([small_eta(nm, "centroid", [s]).mean() for nm in LOW])) for s in SEEDS
 ]
@@ -1016,7 +1134,10 @@ rec.claim(
     + "; ".join(f"{nm} " + "/".join(f"{v:.2f}" for v in per_tree[nm]) for nm in HIGH)
     + "). Mean queries on the low-degree trees at 1 ≤ η ≤ 4: "
     + base_txt
-    + ".",
+    + ". Walking from the prediction, the strongest baseline at these η, gains as much over "
+    "centroid search (centroid ÷ walk, per seed: "
+    + "/".join(f"{v:.2f}" for v in gain_walk_low)
+    + "): the gain is the prediction's, not our search's.",
 )
 
 eta1 = {
@@ -1028,19 +1149,21 @@ eta1 = {
 }
 rec.claim(
     "small_eta_cost",
-    "A close prediction is cheap: mean queries of our search at η = 1, over all trees "
-    "(real and synthetic), at most 3",
+    "A close prediction is cheap: at η = 1, over all trees (real and synthetic), our search needs "
+    "at most one query more on average than walking from the prediction (the strongest baseline at "
+    "η = 1, which needs the optimal 2)",
     paper="O(k log η) queries (the paper gives no constant)",
-    measured=[eta1[s]["ours"] for s in SEEDS],
+    measured=[eta1[s]["ours"] - eta1[s]["walk"] for s in SEEDS],
     op="<=",
-    target=3.0,
-    unit="queries",
+    target=1.0,
+    unit="queries more than walking",
     baseline=[eta1[s]["walk"] for s in SEEDS],
-    note="baseline = walking from the prediction (η + 1 = 2, the strongest baseline at η = 1). "
-    "Others at η = 1, per seed: "
+    note="measured = ours − walking, mean queries at η = 1; baseline = walking's mean queries. "
+    "The top-down variant, which pays a query per level, misses this bar. Mean queries at η = 1, "
+    "per seed: "
     + "; ".join(
         f"{m} " + "/".join(f"{eta1[s][m]:.2f}" for s in SEEDS)
-        for m in ("top-down", "centroid", "interleaved")
+        for m in ("ours", "top-down", "centroid", "interleaved")
     ),
 )
 
@@ -1075,17 +1198,20 @@ rec.claim(
     ),
 )
 
+ratio_walk = opt / (np.array(mm_etas) + 1)
 rec.claim(
     "binary_lower_bound",
     "No algorithm achieves O(log η) on general trees: on complete binary trees with the prediction "
-    "at the root, the exact minimax optimum over all algorithms, divided by η/2, is at least 1 for "
-    f"every η = 1..{minimax_max_eta}",
+    "at the root, the exact minimax optimum over all algorithms (that know η) needs as many queries "
+    f"as walking, η + 1, for every η = 1..{minimax_max_eta}",
     paper="there is no search algorithm that uses O(log η) queries",
-    measured=float(ratio_lb.min()),
+    measured=float(ratio_walk.min()),
     op=">=",
     target=1.0,
-    unit="min over η of minimax ÷ (η/2)",
-    note="exact minimax per η: "
+    unit="min over η of minimax ÷ (η + 1)",
+    note="the counting bound η/2 holds for every algorithm by construction and is a check "
+    "(minimax_at_least_counting_bound); this claim asks for more: that no algorithm beats walking. "
+    "Exact minimax per η: "
     + ", ".join(f"{q}: {v}" for q, v in zip(mm_etas, opt))
     + "; ours, worst case: "
     + ", ".join(f"{q}: {v}" for q, v in zip(mm_etas, worst_b["prediction"]))

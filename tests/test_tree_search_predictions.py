@@ -214,3 +214,36 @@ def test_search_from_prediction_is_cheap_near_the_prediction():
             for target in t.adj[p]:
                 worst = max(worst, ts.search_with_prediction(t, dec, ts.Oracle(t, target), p).queries)
         assert 2 <= worst <= 4
+
+
+@settings(max_examples=30, deadline=None)
+@given(n=st.integers(1, 60), seed=st.integers(0, 10**6), data=st.data())
+def test_spine_runs_partition_the_path(n, seed, data):
+    t = ts.random_tree(n, seed)
+    dec = ts.Decomposition(t)
+    a, b = data.draw(st.integers(0, n - 1)), data.draw(st.integers(0, n - 1))
+    runs = ts.spine_runs(dec, a, b)
+    assert all(r >= 1 for r in runs) and sum(runs) <= int(t.distances(a)[b])
+
+
+def test_spine_runs_known_shapes():
+    p = ts.path_tree(30)
+    assert ts.spine_runs(ts.Decomposition(p), 3, 20) == [17]  # a path is one spine: one stretch
+    assert ts.spine_runs(ts.Decomposition(p), 7, 7) == []
+    star = ts.star_tree(6)  # the spine is the centre alone: leaf to leaf never runs along a spine
+    assert ts.spine_runs(ts.Decomposition(star), 1, 2) == []
+    cat = ts.caterpillar_tree(8, 2)  # body 0..7 is the spine; leg 8 hangs from 0, leg 20 from 6
+    assert ts.spine_runs(ts.Decomposition(cat), 8, 20) == [6]
+
+
+def test_binary_height_at():
+    for h in range(0, 6):
+        assert ts.binary_height_at(ts.complete_tree(2, h), 0) == h
+    assert ts.binary_height_at(ts.path_tree(10), 0) == 0
+    assert ts.binary_height_at(ts.path_tree(10), 5) == 1  # two neighbours, neither branching further
+    assert ts.binary_height_at(ts.star_tree(5), 0) == 1
+    t = ts.complete_tree(2, 4)
+    leaf = max(range(t.n), key=lambda v: t.depth[v])
+    assert ts.binary_height_at(t, leaf) == 0  # a leaf has one neighbour
+    with pytest.raises(ValueError):
+        ts.binary_height_at(t, t.n)
