@@ -819,7 +819,6 @@ rec.claim(
     " the cos/sin tables are recomputed every call in helpers.nn, TPE adds the digit"
     " split",
 )
-rec.save()
 
 # %% [markdown]
 # ## 9. What the numbers say
@@ -874,3 +873,4 @@ lines.append(
     "attending to far keys."
 )
 print("\n".join(lines))
+rec.save()

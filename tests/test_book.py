@@ -51,7 +51,11 @@ def test_notebook_contract(py):
     assert "ClaimsRecord(" in "\n".join(c.source for c in code)
     assert "rec.save()" in code[-1].source
     # the record is named after the notebook
-    assert f'ClaimsRecord("{py.stem}"' in "\n".join(c.source for c in code)
+    joined = "\n".join(c.source for c in code)
+    assert re.search(rf'ClaimsRecord\(\s*"{py.stem}"', joined) or (
+        re.search(rf'^SLUG\s*=\s*"{py.stem}"', joined, re.M) and re.search(r"ClaimsRecord\(\s*SLUG\b", joined)
+    ), "the claims record must be named after the notebook"
+
     # 5. a static interactive element and live controls
     src = "\n".join(c.source for c in code)
     assert "static_slider" in src or "to_jshtml" in src
