@@ -582,6 +582,9 @@ NB_META_FILTER = "kernelspec,-jupytext"
 CELL_META_FILTER = "-papermill,-execution,-ExecuteTime,-collapsed,-scrolled"
 
 
+CODE_WIDTH = 88  # columns a code cell shows at 1280 px without scrolling (tests/test_site.py measures it)
+
+
 def check_repo() -> list[str]:
     """Problems with the committed notebooks: unpaired, out of sync, carrying outputs, no parameters cell."""
     problems: list[str] = []
@@ -598,6 +601,15 @@ def check_repo() -> list[str]:
                 break
         if not any("parameters" in c.get("metadata", {}).get("tags", []) for c in nb["cells"]):
             problems.append(f"notebooks/{s}.ipynb: no cell tagged 'parameters'")
+        for i, cell in enumerate(nb["cells"]):
+            src = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
+            long = [n for n, line in enumerate(src.splitlines(), 1) if len(line) > CODE_WIDTH]
+            if cell["cell_type"] == "code" and long:
+                problems.append(
+                    f"notebooks/{s}.py: code cell {i} has lines longer than {CODE_WIDTH} columns (line "
+                    f"{', '.join(map(str, long[:5]))} of the cell): they scroll sideways in the book; "
+                    f"split them (`ruff format --config notebooks/ruff.toml` does most)"
+                )
         proc = subprocess.run(
             [str(jupytext), "--to", "py:percent", "--opt", f"notebook_metadata_filter={NB_META_FILTER}",
              "--opt", f"cell_metadata_filter={CELL_META_FILTER}", "-o", "-", str(NOTEBOOKS / f"{s}.ipynb")],
