@@ -329,7 +329,7 @@ METHODS = ["ours", "top-down", "centroid", "walk", "interleaved"]
 
 
 def run_all(t, inf, target, p):
-    """Queries of each method for one (target, prediction) pair, and the found vertices."""
+    """Queries of each method for one (target, prediction) pair; the found vertices."""
     dec, ctree = inf["dec"], inf["ctree"]
     r = {
         "ours": ts.search_with_prediction(t, dec, ts.Oracle(t, target), p),
@@ -454,14 +454,17 @@ def cell(name, eta, m):
 
 
 print(
-    f"{'tree':21} {'Δ':>4} {'pw':>3} {'centroid':>8} | ours η=1 {'η=4':>5} {'η=16':>5} | "
+    f"{'tree':21} {'Δ':>4} {'pw':>3} {'centroid':>8} | ours η=1 {'η=4':>5} {'η=16':>5} "
+    "| "
     f"top-down η=1 {'η=4':>5} {'η=16':>5} | {'η*':>4}"
 )
 for name in names:
     cen = np.concatenate([pooled(name, q, "centroid") for q in results[SEEDS[0]][name]])
     print(
-        f"{name:21} {info[name]['max_deg']:4d} {info[name]['pw']:3d} {cen.mean():8.2f} | "
-        f"{cell(name, 1, 'ours'):>8} {cell(name, 4, 'ours'):>5} {cell(name, 16, 'ours'):>5} | "
+        f"{name:21} {info[name]['max_deg']:4d} {info[name]['pw']:3d} {cen.mean():8.2f} "
+        "| "
+        f"{cell(name, 1, 'ours'):>8} {cell(name, 4, 'ours'):>5} "
+        f"{cell(name, 16, 'ours'):>5} | "
         f"{cell(name, 1, 'top-down'):>12} {cell(name, 4, 'top-down'):>5} "
         f"{cell(name, 16, 'top-down'):>5} | {str(crossover(name)):>4}"
     )
@@ -490,7 +493,8 @@ for q in [q for q in etas if q > 0]:
 # %%
 runs_rng = repro.rng(seed, 6)
 print(
-    f"{'η':>3} {'on a spine':>10} {'longest':>7} {'ours = walk':>11} | ours − walk when the "
+    f"{'η':>3} {'on a spine':>10} {'longest':>7} {'ours = walk':>11} | ours − walk "
+    "when the "
     "longest stretch is ≤ 2 edges | ≥ 3 edges"
 )
 run_stats = {}
@@ -531,16 +535,19 @@ if 4 in run_stats:
     print(
         f"At η = 4 only {r4['on_spine']:.0%} of the path's edges lie along spines, the "
         f"longest stretch is {r4['longest']:.1f} edges on average, and on the "
-        f"{r4['short']:.0%} of searches whose longest stretch is at most 2 edges ours − "
+        f"{r4['short']:.0%} of searches whose longest stretch is at most 2 edges ours "
+        "− "
         f"walking is {r4['d_short']:+.2f} queries; on the others it is "
-        f"{r4['d_long']:+.2f} (galloping over 3 or 4 spine edges overshoots and bisects "
+        f"{r4['d_long']:+.2f} (galloping over 3 or 4 spine edges overshoots and "
+        "bisects "
         "back)."
     )
 if 16 in run_stats:
     r16 = run_stats[16]
     print(
         f"At η = 16 the longest stretch averages {r16['longest']:.1f} edges and "
-        f"ours − walking is {r16['d_long']:+.2f} queries on the searches with a stretch "
+        f"ours − walking is {r16['d_long']:+.2f} queries on the searches with a "
+        "stretch "
         "of 3 or more edges."
     )
 
@@ -635,8 +642,10 @@ tre = [
     for t_, p_ in pairs
 ]
 print(
-    f"path of {n_path}, the same {len(pairs)} (target, prediction) pairs: mean queries, "
-    f"doubling search on the array {np.mean(arr):.2f}, our tree search {np.mean(tre):.2f}; "
+    f"path of {n_path}, the same {len(pairs)} (target, prediction) pairs: mean "
+    "queries, "
+    f"doubling search on the array {np.mean(arr):.2f}, our tree search "
+    f"{np.mean(tre):.2f}; "
     f"identical counts on {np.mean(np.array(arr) == np.array(tre)):.0%} of pairs"
 )
 
@@ -706,7 +715,8 @@ for s in SEEDS:
                 shape[s][start][name] = fit_shape(list(w), list(w.values()))
 LOWPW = [nm for nm in names if info[nm]["pw"] <= 3]
 print(
-    f"{'tree':21} {'pw':>3}  ours: log fit wins (seeds)   top-down: log fit wins (seeds)"
+    f"{'tree':21} {'pw':>3}  ours: log fit wins (seeds)   top-down: log fit wins "
+    "(seeds)"
 )
 for name in names:
     row = []
@@ -784,7 +794,8 @@ for name in show:
     )
     beyond = [v - q - 1 for q, v in w.items() if q > max(hts)]
     print(
-        f"{'':14} η beyond the largest height {max(hts)}: no algorithm is forced to η + 1 "
+        f"{'':14} η beyond the largest height {max(hts)}: no algorithm is forced to η "
+        "+ 1 "
         f"by the binary-tree bound; ours − walking there, mean "
         f"{np.mean(beyond) if beyond else float('nan'):+.2f}"
     )
@@ -878,7 +889,8 @@ print("top-down, worst:  ", " ".join(f"{v:3d}" for v in worst_b["top"][: len(mm_
 ratio_lb = opt / (np.array(mm_etas) / 2)
 h_pw = ts.pathwidth(ts.complete_tree(2, minimax_max_eta))
 print(
-    f"a complete binary tree of height {minimax_max_eta} has pathwidth {h_pw}: any tree "
+    f"a complete binary tree of height {minimax_max_eta} has pathwidth {h_pw}: any "
+    "tree "
     f"containing one (rooted at the prediction) forces every algorithm to "
     f"{opt[-1]} queries at η = {mm_etas[-1]}"
 )
@@ -1051,7 +1063,8 @@ rec.check(
     float(ratio_lb.min()),
     1.0,
     op=">=",
-    note="min over η of exact minimax ÷ (η/2): the counting bound (≤ 4 answers per query, "
+    note="min over η of exact minimax ÷ (η/2): the counting bound (≤ 4 answers per "
+    "query, "
     "2^η candidates) holds for any correct DP",
 )
 rec.check(
@@ -1117,15 +1130,19 @@ base_txt = "; ".join(
 print("low-degree trees, mean queries at 1 ≤ η ≤ 4 (mean over seeds): " + base_txt)
 rec.claim(
     "real_tree_gain",
-    "On low-degree real-life trees, search with a prediction needs fewer queries than search "
-    "without one: mean over the low-degree trees of (centroid queries ÷ our queries) at 1 ≤ η ≤ 4",
-    paper="notably better than the simple non-prediction based algorithm (no number given)",
+    "On low-degree real-life trees, search with a prediction needs fewer queries than "
+    "search "
+    "without one: mean over the low-degree trees of (centroid queries ÷ our queries) "
+    "at 1 ≤ η ≤ 4",
+    paper="notably better than the simple non-prediction based algorithm (no number "
+    "given)",
     measured=gain_low,
     op=">",
     target=1.0,
     unit="× fewer queries than centroid search",
     baseline=cen_low,
-    note="baseline = centroid search's mean queries on these trees at 1 ≤ η ≤ 4, per seed. "
+    note="baseline = centroid search's mean queries on these trees at 1 ≤ η ≤ 4, per "
+    "seed. "
     "Per tree (per seed): "
     + "; ".join(f"{nm} " + "/".join(f"{v:.2f}" for v in per_tree[nm]) for nm in LOW)
     + ". High-degree trees, for comparison (mean over trees per seed): "
@@ -1134,7 +1151,8 @@ rec.claim(
     + "; ".join(f"{nm} " + "/".join(f"{v:.2f}" for v in per_tree[nm]) for nm in HIGH)
     + "). Mean queries on the low-degree trees at 1 ≤ η ≤ 4: "
     + base_txt
-    + ". Walking from the prediction, the strongest baseline at these η, gains as much over "
+    + ". Walking from the prediction, the strongest baseline at these η, gains as much "
+    "over "
     "centroid search (centroid ÷ walk, per seed: "
     + "/".join(f"{v:.2f}" for v in gain_walk_low)
     + "): the gain is the prediction's, not our search's.",
@@ -1149,8 +1167,10 @@ eta1 = {
 }
 rec.claim(
     "small_eta_cost",
-    "A close prediction is cheap: at η = 1, over all trees (real and synthetic), our search needs "
-    "at most one query more on average than walking from the prediction (the strongest baseline at "
+    "A close prediction is cheap: at η = 1, over all trees (real and synthetic), our "
+    "search needs "
+    "at most one query more on average than walking from the prediction (the strongest "
+    "baseline at "
     "η = 1, which needs the optimal 2)",
     paper="O(k log η) queries (the paper gives no constant)",
     measured=[eta1[s]["ours"] - eta1[s]["walk"] for s in SEEDS],
@@ -1158,8 +1178,10 @@ rec.claim(
     target=1.0,
     unit="queries more than walking",
     baseline=[eta1[s]["walk"] for s in SEEDS],
-    note="measured = ours − walking, mean queries at η = 1; baseline = walking's mean queries. "
-    "The top-down variant, which pays a query per level, misses this bar. Mean queries at η = 1, "
+    note="measured = ours − walking, mean queries at η = 1; baseline = walking's mean "
+    "queries. "
+    "The top-down variant, which pays a query per level, misses this bar. Mean queries "
+    "at η = 1, "
     "per seed: "
     + "; ".join(
         f"{m} " + "/".join(f"{eta1[s][m]:.2f}" for s in SEEDS)
@@ -1179,16 +1201,20 @@ frac = {
 }
 rec.claim(
     "log_eta_shape",
-    "Queries grow like log η: on trees of pathwidth ≤ 3, the worst case over all targets at "
-    "distance η is fitted better by a + b log2(η+1) than by a + b η (fraction of trees)",
+    "Queries grow like log η: on trees of pathwidth ≤ 3, the worst case over all "
+    "targets at "
+    "distance η is fitted better by a + b log2(η+1) than by a + b η (fraction of "
+    "trees)",
     paper="O(k log η)",
     measured=frac["prediction"],
     op=">=",
     target=0.8,
     unit="fraction of trees",
     baseline=frac["top"],
-    note=f"trees: {', '.join(fitted)}; baseline = the same fraction for the top-down variant. "
-    f"Worst case over up to {ring_cap} targets per ring, mean over {n_adversarial} random "
+    note=f"trees: {', '.join(fitted)}; baseline = the same fraction for the top-down "
+    "variant. "
+    f"Worst case over up to {ring_cap} targets per ring, mean over {n_adversarial} "
+    "random "
     "predictions per tree and seed. Squared errors (log, linear) per tree, first seed: "
     + "; ".join(
         f"{nm} {shape[SEEDS[0]]['prediction'][nm][0]:.1f}, "
@@ -1201,16 +1227,20 @@ rec.claim(
 ratio_walk = opt / (np.array(mm_etas) + 1)
 rec.claim(
     "binary_lower_bound",
-    "No algorithm achieves O(log η) on general trees: on complete binary trees with the prediction "
-    "at the root, the exact minimax optimum over all algorithms (that know η) needs as many queries "
+    "No algorithm achieves O(log η) on general trees: on complete binary trees with "
+    "the prediction "
+    "at the root, the exact minimax optimum over all algorithms (that know η) needs as "
+    "many queries "
     f"as walking, η + 1, for every η = 1..{minimax_max_eta}",
     paper="there is no search algorithm that uses O(log η) queries",
     measured=float(ratio_walk.min()),
     op=">=",
     target=1.0,
     unit="min over η of minimax ÷ (η + 1)",
-    note="the counting bound η/2 holds for every algorithm by construction and is a check "
-    "(minimax_at_least_counting_bound); this claim asks for more: that no algorithm beats walking. "
+    note="the counting bound η/2 holds for every algorithm by construction and is a "
+    "check "
+    "(minimax_at_least_counting_bound); this claim asks for more: that no algorithm "
+    "beats walking. "
     "Exact minimax per η: "
     + ", ".join(f"{q}: {v}" for q, v in zip(mm_etas, opt))
     + "; ours, worst case: "
@@ -1221,8 +1251,10 @@ rec.claim(
 rec.untested(
     "k_log_eta_optimal",
     "The O(k log η) bound is existentially optimal (a matching Ω(k log η) lower bound)",
-    paper="a lower bound showing that our algorithm has existentially optimal query complexity",
-    reason="the paper's lower-bound construction is not recoverable from its abstract; the exact "
+    paper="a lower bound showing that our algorithm has existentially optimal query "
+    "complexity",
+    reason="the paper's lower-bound construction is not recoverable from its abstract; "
+    "the exact "
     "minimax DP is feasible only for complete binary trees of height ≤ "
     f"{minimax_max_eta}, too small to separate k log η from other shapes",
 )

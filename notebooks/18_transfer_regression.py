@@ -187,7 +187,8 @@ print(
 proj = thetas @ beta  # <theta_j, beta> with ||beta|| = 1
 print(
     f"shrinkage: <theta_j, beta> / ||beta||^2 over {len(proj)} models averages "
-    f"{proj.mean():.3f} ± {proj.std(ddof=1) / np.sqrt(len(proj)):.3f} (rho = {over.rho:.3f})"
+    f"{proj.mean():.3f} ± {proj.std(ddof=1) / np.sqrt(len(proj)):.3f} (rho = "
+    f"{over.rho:.3f})"
 )
 
 # %% [markdown]
@@ -316,14 +317,16 @@ for ns, sd, r, m, l_, a, mean, se, dev in rows:
             f"{dev:>6.2%}"
         )
 print(
-    f"largest relative deviation over all {len(rows)} points and seeds: {worst_dev:.2%}; "
+    f"largest relative deviation over all {len(rows)} points and seeds: "
+    f"{worst_dev:.2%}; "
     f"beyond 4 standard errors: {max(worst_excess, 0.0):.2%}"
 )
 for s in (over, under):
     r_cv, r_or = mc[s.n_s][("ridge", 0, "cv")], mc[s.n_s][("ridge", 0, "oracle")]
     print(
         f"n_s={s.n_s}, ridge on the target data: tuned by leave-one-out "
-        f"{r_cv[0]:.4f} ± {r_cv[1]:.4f}, at L = sigma^2 d / B {r_or[0]:.4f} ± {r_or[1]:.4f}"
+        f"{r_cv[0]:.4f} ± {r_cv[1]:.4f}, at L = sigma^2 d / B {r_or[0]:.4f} ± "
+        f"{r_or[1]:.4f}"
     )
 
 # %% [markdown]
@@ -668,7 +671,8 @@ rec.check(
     worst_excess,
     0.01,
     op="<=",
-    note=f"largest |MC − analytic| beyond 4 SE, relative (largest raw gap {worst_dev:.2%}); "
+    note="largest |MC − analytic| beyond 4 SE, relative (largest raw gap "
+    f"{worst_dev:.2%}); "
     f"{len(rows)} points (c = 1, 1/ρ, c*; λ → 0 and λ = {lam}; over- and "
     f"underparameterized sources; {len(seeds)} seeds), {trials} trials each",
 )
@@ -778,9 +782,11 @@ rec.claim(
     measured=[or_big(v) for v in need["1"]],
     op=">=",
     target=2,
-    unit="smallest m at which c = 1 (λ tuned by leave-one-out) beats ridge (Monte Carlo)",
+    unit="smallest m at which c = 1 (λ tuned by leave-one-out) beats ridge (Monte "
+    "Carlo)",
     baseline=ridge_per_seed,
-    note=f"analytic, both at their best L: m = {need_c1_analytic} (needs m > V/(ρ(2−ρ)B) = "
+    note=f"analytic, both at their best L: m = {need_c1_analytic} (needs m > "
+    "V/(ρ(2−ρ)B) = "
     f"{V / (rho * (2 - rho) * over.B):.2f}); with the transfer learner at λ → 0: "
     f"m = {crossing('1', False)}; the full correction 1/ρ needs "
     f"{crossing('1/rho', True)} (both tuned), Monte Carlo {need['1/rho']}. "
@@ -855,7 +861,9 @@ rec.claim(
     note=f"mean ĉ = {mcs[seed]['c_hat'][M]:.2f} vs c* = {tr.c_star(M, over):.2f} "
     "(seed 0); ratios at every m (seed 0): "
     + ", ".join(
-        f"{m}: {mc[over.n_s][('c_hat', m, 0.0)][0] / mc[over.n_s][('c*', m, 0.0)][0]:.3f}"
+        "{}: {:.3f}".format(
+            m, mc[over.n_s][("c_hat", m, 0.0)][0] / mc[over.n_s][("c*", m, 0.0)][0]
+        )
         for m in ms
     ),
 )
