@@ -31,7 +31,7 @@ __all__ = [
     "stable_rank", "power_spectrum", "alpha_for_stable_rank", "random_orthonormal", "class_centers",
     "label_priors", "prompt_labels", "class_centers_batch", "sample_prompts", "lsa_forward", "reduced_scores", "LinearICL",
     "SoftmaxICL", "accuracy_by_class", "lda_scores", "bayes_scores", "subspace_oracle_scores", "matrix_cosine",
-    "subspace_alignment", "examples_to_reach", "predicted_margins", "task_stream", "icl_loss", "train_icl",
+    "subspace_alignment", "pca_subspace", "offsubspace_residue", "examples_to_reach", "predicted_margins", "task_stream", "icl_loss", "train_icl",
     "checkpoint_config", "CHECKPOINT_SLUG", "dataset_prompts",
 ]
 
@@ -324,6 +324,44 @@ def subspace_alignment(W: np.ndarray | Tensor, U: np.ndarray) -> np.ndarray:
     top = vecs[:, np.argsort(-ev)[:k]]
     Qu, _ = np.linalg.qr(U)
     return np.clip(np.linalg.svd(top.T @ Qu, compute_uv=False), 0.0, 1.0)
+
+
+def pca_subspace(features: np.ndarray | Tensor, k: int) -> np.ndarray:
+    """The top-k principal directions (d x k, orthonormal) of pooled features (n x d, uncentred second moment):
+    how a practitioner would estimate a shared class subspace from the training tasks' examples."""
+    F_ = V_.array("features", features, ndim=2, dtype="float", nonempty=True).astype(np.float64)
+    k = V_.integer("k", k, min=1, max=F_.shape[1])
+    ev, vecs = np.linalg.eigh(F_.T @ F_ / len(F_))
+    return vecs[:, np.argsort(-ev)[:k]]
+
+
+def offsubspace_residue(W: np.ndarray | Tensor, U: np.ndarray) -> dict[str, float]:
+    """How ``W`` (d x d) splits into its part on span(U) (``S = P W P``, P = UU^T) and the rest ``R = W - S``.
+
+    Returns ``ratio`` = ||R||_F^2 / ||S||_F^2; ``per_entry`` = ratio / (d^2 - k^2) (the same at every d when R is
+    i.i.d. noise of fixed size per entry relative to S); ``eig_mean`` and ``eig_sd``, the mean and spread of the
+    eigenvalues of the symmetric part of W on the orthogonal complement (a systematic part c (I - P) shows as
+    ``eig_mean = c`` with no spread; noise as mean ~ 0); ``antisym_share``, the antisymmetric share of that block's
+    squared norm (1/2 for an i.i.d. Gaussian matrix, 0 for a symmetric one)."""
+    W = V_.array("W", W, ndim=2, dtype="float").astype(np.float64)
+    U = V_.array("U", U, ndim=2, dtype="float").astype(np.float64)
+    d, k = U.shape
+    if W.shape != (d, d) or not 1 <= k < d:
+        raise ValueError(f"W must be (d, d) and U (d, k) with k < d, got W {W.shape} and U {U.shape}")
+    Qu, _ = np.linalg.qr(U)
+    P = Qu @ Qu.T
+    S = P @ W @ P
+    R = W - S
+    nS = float((S ** 2).sum())
+    if nS <= 1e-20 * float((W ** 2).sum()):
+        raise ValueError("W has no part on span(U): the residue ratio is undefined")
+    Qc = np.linalg.svd(np.eye(d) - P)[0][:, : d - k]  # orthonormal basis of the complement
+    B = Qc.T @ W @ Qc
+    ev = np.linalg.eigvalsh((B + B.T) / 2)
+    nB = float((B ** 2).sum())
+    ratio = float((R ** 2).sum()) / nS
+    return dict(ratio=ratio, per_entry=ratio / (d * d - k * k), eig_mean=float(ev.mean()), eig_sd=float(ev.std()),
+                antisym_share=float((((B - B.T) / 2) ** 2).sum() / nB) if nB > 0 else 0.0)
 
 
 def examples_to_reach(grid: Sequence[float], accs: Sequence[float], target: float) -> float:

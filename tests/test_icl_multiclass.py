@@ -243,3 +243,33 @@ def test_dataset_prompts_rotate_and_keep_labels():
     assert (I.lda_scores(p["X"], p["Y"], p["xq"], 3).argmax(-1) == p["yq"]).float().mean() > 0.9
     with pytest.raises(ValueError, match="per_label"):
         I.dataset_prompts(feats, labels, 2, 20, rng)
+
+
+def test_pca_subspace_and_residue():
+    rng = np.random.default_rng(0)
+    d, k = 12, 3
+    U = I.random_orthonormal(d, k, rng)
+    feats = rng.standard_normal((4000, k)) * 3 @ U.T + rng.standard_normal((4000, d))
+    assert I.subspace_alignment(I.pca_subspace(feats, k) @ I.pca_subspace(feats, k).T, U).min() > 0.95
+    with pytest.raises(ValueError):
+        I.pca_subspace(feats, d + 1)
+    P = U @ U.T
+    r0 = I.offsubspace_residue(2 * P, U)
+    assert r0["ratio"] == pytest.approx(0.0, abs=1e-20)
+    # a systematic part c (I - P): mean eigenvalue c, no spread, symmetric
+    r1 = I.offsubspace_residue(P + 0.1 * (np.eye(d) - P), U)
+    assert r1["eig_mean"] == pytest.approx(0.1, abs=1e-12) and r1["eig_sd"] < 1e-12
+    assert r1["antisym_share"] == pytest.approx(0.0, abs=1e-12)
+    assert r1["ratio"] == pytest.approx(0.01 * (d - k) / k, rel=1e-9)
+    # i.i.d. noise: mean ~ 0, antisymmetric share ~ 1/2, per-entry size the same at any d
+    per = []
+    for dd in (12, 48):
+        Ud = I.random_orthonormal(dd, k, rng)
+        r = I.offsubspace_residue(Ud @ Ud.T + 0.01 * rng.standard_normal((dd, dd)), Ud)
+        assert abs(r["eig_mean"]) < 0.3 * r["eig_sd"] and abs(r["antisym_share"] - 0.5) < 0.15
+        per.append(r["per_entry"])
+    assert per[1] / per[0] == pytest.approx(1.0, abs=0.35)
+    with pytest.raises(ValueError, match="no part"):
+        I.offsubspace_residue(np.eye(d) - P, U)
+    with pytest.raises(ValueError):
+        I.offsubspace_residue(np.eye(d), np.eye(d))
