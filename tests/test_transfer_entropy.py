@@ -107,6 +107,12 @@ def test_head_mask_identity_and_effect():
     assert torch.equal(ref, same)
     assert not torch.allclose(ref, pruned)
     assert not m.blocks[1].attn.proj._forward_pre_hooks
+    calls = []
+    m.blocks[0].attn.proj.register_forward_pre_hook(lambda *a: calls.append(1))
+    with torch.no_grad(), te.head_mask(m, np.ones((2, 4))):
+        assert m.blocks[0].attn.proj._forward_pre_hooks and len(m.blocks[0].attn.proj._forward_pre_hooks) == 2
+        m(x, q)
+    assert calls == [1]
 
 
 def test_head_writes_sum_to_attention_output():
@@ -159,3 +165,72 @@ def test_pca_drops_constant_and_attention_recorded():
         m(torch.rand(2, 16, 4), torch.tensor([0, 1]), attn=att)
     assert len(att) == 2 and att[0].shape == (2, 4, 18, 18)
     torch.testing.assert_close(att[0].sum(-1), torch.ones(2, 4, 18))
+
+
+@pytest.fixture(scope="module")
+def minilm():
+    return te.load_minilm()
+
+
+def test_wordpiece_tokenizer():
+    vocab = {t: i for i, t in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "un", "##aff", "##able", "!", "cafe"])}
+    tok = te.WordPiece(vocab)
+    assert tok.tokenize("Unaffable! Café") == ["un", "##aff", "##able", "!", "cafe"]
+    assert tok.tokenize("xyz") == ["[UNK]"]
+    ids, att = tok(["unaffable", "cafe cafe cafe"], max_len=4)
+    assert ids.tolist() == [[2, 4, 5, 6, 3][:3] + [3], [2, 8, 8, 3]] and att.tolist() == [[1] * 4, [1] * 4]
+    ids, att = tok(["cafe", "cafe cafe"])
+    assert ids.tolist() == [[2, 8, 3, 0], [2, 8, 8, 3]] and att[0].tolist() == [1, 1, 1, 0]
+    with pytest.raises(TypeError, match="list of strings"):
+        tok("cafe")
+    with pytest.raises(ValueError, match="special token"):
+        te.WordPiece({"a": 0})
+
+
+def test_minilm_loads_and_embeds(minilm):
+    model, tok = minilm
+    ids, att = tok(["A man is eating food.", "A man is eating a piece of bread.", "The girl is carrying a baby."])
+    with torch.no_grad():
+        e = model(ids, att)
+        rec = {}
+        e2 = model(ids, att, head_mask=np.ones((6, 12)), record=rec)
+    assert e.shape == (3, 384)
+    torch.testing.assert_close(e.norm(dim=-1), torch.ones(3))
+    assert torch.equal(e, e2)
+    sims = (e @ e.T).numpy()
+    assert sims[0, 1] == pytest.approx(0.755, abs=0.01)  # the value sentence-transformers gives for this pair
+    assert sims[0, 1] > sims[0, 2] + 0.5
+    assert len(rec["hidden"]) == 7 and rec["writes"][0].shape == (3, ids.shape[1], 12, 384)
+    # the per-head writes add up to the attention output before its bias and residual
+    lay = model.encoder.layer[0]
+    pre = lay.attention.output.LayerNorm
+    resid = rec["hidden"][0]
+    total = rec["writes"][0].sum(2) + lay.attention.output.dense.bias + resid
+    after = pre(total)
+    lay_out = lay.output.LayerNorm(lay.output.dense(torch.nn.functional.gelu(lay.intermediate.dense(after))) + after)
+    torch.testing.assert_close(lay_out, rec["hidden"][1], atol=1e-4, rtol=1e-4)
+    mask = np.ones((6, 12))
+    mask[0, :6] = 0
+    with torch.no_grad():
+        assert not torch.allclose(model(ids, att, head_mask=mask), e)
+    with pytest.raises(ValueError, match="head_mask must be"):
+        model(ids, att, head_mask=np.ones((5, 12)))
+    with pytest.raises(ValueError, match="att"):
+        model(ids, att[:, :-1])
+
+
+def test_minilm_random_control_differs(minilm):
+    model, tok = minilm
+    rnd, _ = te.load_minilm(random_init_seed=0)
+    ids, att = tok(["A man is eating food."])
+    with torch.no_grad():
+        assert not torch.allclose(model(ids, att), rnd(ids, att))
+    assert float(rnd.encoder.layer[0].attention.self.query.weight.detach().std()) == pytest.approx(0.02, rel=0.05)
+
+
+def test_stdlib_sentences():
+    s = te.stdlib_sentences(["json", "textwrap"], max_per_module=3)
+    assert 1 <= len(s) <= 6 and {m for m, _ in s} <= {"json", "textwrap"}
+    assert all(5 <= len(x.split()) <= 30 for _, x in s)
+    with pytest.raises(TypeError, match="modules"):
+        te.stdlib_sentences("json")
