@@ -187,7 +187,10 @@ print(f"max |full forward - reduced form| = {red_err:.2e}")
 # **Training.** `W` starts at zero and is trained by gradient descent (SGD, the algorithm the theory analyses;
 # unlike Adam it does not depend on the basis of feature space) on the softmax cross-entropy of the scores, over
 # fresh isotropic tasks (α = 0), one model per seed. The theory predicts `W ∝ I` for isotropic tasks: with a fresh
-# `U` per task, no direction of feature space is special. Next to it, a 2-layer softmax transformer
+# `U` per task, no direction of feature space is special, and the expected gradient from `W = 0` is a multiple of
+# the identity; the check below confirms it (cos ≥ 0.998 in the default run). So on isotropic tasks the "trained
+# LT" of sections 3–5 and 7 is the closed-form rule `W = I` plus a little noise. Next to it, a 2-layer softmax
+# transformer
 # (`helpers.nn.Block`, no positional encoding, tokens `(x_i, y_i)` and a query token) trained with AdamW on the
 # same kind of tasks; its three seeds come from a checkpoint (its training curves are shown below), quick mode
 # trains a tiny one live.
@@ -362,14 +365,24 @@ plt.show()
 # The reduced form predicts, for a query of class y, the expected score margin over the closest rival,
 # `min_c π_y‖μ_y‖² − π_c μ_cᵀμ_y` (`icl.predicted_margins`). We fix `n_tasks_margin` tasks with stable ranks
 # across the sweep, use the imbalanced context, measure each class's accuracy on 500 prompts per task, and rank
-# the (task, class) pairs by predicted margin and by measured accuracy. The same margins set against the Bayes
-# rule's per-class accuracy show how much of the ranking is just "this class is hard in this task".
+# the (task, class) pairs by predicted margin and by measured accuracy. The trained LT here is, to three decimals,
+# `W = I` (section 2), the rule the margin is derived for, so a good ranking is expected; the question is whether
+# the margin says more than simpler predictors of the same accuracies. We set three against it: the Bayes rule's
+# own per-class accuracy ("this class is hard in this task"), the margin of a *balanced* context (the geometry
+# without the priors) and the prior alone (majority or minority). The strongest of them is the claim's baseline.
+# Pooled over classes, the majority class alone drives much of any ranking, so we also rank the minority classes
+# on their own.
 
 # %%
 margin_rho, margin_rho_bayes = [], []
+# other predictors of the LT's per-class accuracy, to see what the margin adds:
+# the Bayes rule's accuracy (how hard the class is), the margin of a balanced
+# context (no priors) and the prior alone (majority or not)
+alt_rho = {"Bayes accuracy": [], "balanced margin": [], "prior": []}
+minority_rho, minority_rho_bayes_acc = [], []  # the same, minority classes only
 for s in tqdm(seeds, desc="margins"):
     rng_m = repro.rng(s, 10)
-    mg, acc_c, acc_c_bayes = [], [], []
+    mg, mg_bal, acc_c, acc_c_bayes = [], [], [], []
     for t in range(n_tasks_margin):
         a = alphas[t % len(alphas)]
         M = icl.class_centers(d, C, icl.power_spectrum(r, a), R2, rng_m)
@@ -382,12 +395,32 @@ for s in tqdm(seeds, desc="margins"):
         sb = icl.bayes_scores(p_["M"], p_["xq"], pi_imb)
         acc_c_bayes += list(icl.accuracy_by_class(sb, p_["yq"], C))
         mg += list(icl.predicted_margins(M, pi_imb))
+        mg_bal += list(icl.predicted_margins(M, icl.label_priors(C)))
     margin_rho.append(float(spearmanr(mg, acc_c).statistic))
     margin_rho_bayes.append(float(spearmanr(mg, acc_c_bayes).statistic))
+    prior_c = np.tile(pi_imb, n_tasks_margin)
+    for name_, pred in [
+        ("Bayes accuracy", acc_c_bayes),
+        ("balanced margin", mg_bal),
+        ("prior", prior_c),
+    ]:
+        alt_rho[name_].append(float(spearmanr(pred, acc_c).statistic))
+    minor = prior_c < pi_imb.max()
+    a_, m_, b_ = (np.array(v)[minor] for v in (acc_c, mg, acc_c_bayes))
+    minority_rho.append(float(spearmanr(m_, a_).statistic))
+    minority_rho_bayes_acc.append(float(spearmanr(b_, a_).statistic))
+best_alt = max(alt_rho, key=lambda k_: np.mean(alt_rho[k_]))
 print("Spearman(predicted margin, LT per-class accuracy):", np.round(margin_rho, 3))
 print(
     "Spearman(predicted margin, Bayes per-class accuracy):",
     np.round(margin_rho_bayes, 3),
+)
+print("other predictors of the LT's per-class accuracy (Spearman per seed):")
+for k_, v in alt_rho.items():
+    print(f"  {k_:16s} {np.round(v, 3)}")
+print(
+    f"minority classes only: margin {np.round(minority_rho, 3)}, "
+    f"Bayes accuracy {np.round(minority_rho_bayes_acc, 3)}"
 )
 
 fig, ax = plt.subplots(figsize=(6, 3.6))
@@ -480,6 +513,32 @@ cos_UU = {
     for dd in dims
 }
 
+# the practitioner's route to the same subspace: PCA of the pooled features of
+# n_pca training-like tasks (one training batch; the LT saw steps x batch tasks)
+n_pca = 128 if quick else sh_cfg["batch"]
+U_pca, align_pca = {}, {}
+for dd in dims:
+    for s in seeds:
+        p_ = icl.sample_prompts(
+            n_pca,
+            sh_cfg["per_label"] * C_sh,
+            dd,
+            C_sh,
+            sigma_sh,
+            R2_sh,
+            repro.rng(s, 14, dd),
+            U=U_sh[dd, s],
+        )
+        U_pca[dd, s] = icl.pca_subspace(p_["X"].reshape(-1, dd), k_sub)
+        align_pca[dd, s] = icl.subspace_alignment(
+            U_pca[dd, s] @ U_pca[dd, s].T, U_sh[dd, s]
+        )
+min_cos_pca = [min(float(align_pca[dd, s].min()) for dd in dims) for s in seeds]
+print(
+    f"PCA of {n_pca} tasks' features, min principal cosine per seed (worst d): "
+    f"{np.round(min_cos_pca, 4)}; trained LT {np.round(min_cos, 4)}"
+)
+
 
 # %%
 names = (
@@ -487,6 +546,7 @@ names = (
     "LT, W on U only",
     "W = I",
     "plug-in LDA",
+    "PCA + LDA",
     "subspace oracle",
     "Bayes",
 )
@@ -516,6 +576,7 @@ def shared_curves(dd, s):
             "LT, W on U only": icl.reduced_scores(X, Y, xq, W_on_U, C_sh),
             "W = I": icl.reduced_scores(X, Y, xq, torch.eye(dd), C_sh),
             "plug-in LDA": icl.lda_scores(X, Y, xq, C_sh),
+            "PCA + LDA": icl.subspace_oracle_scores(X, Y, xq, C_sh, U_pca[dd, s]),
             "subspace oracle": icl.subspace_oracle_scores(X, Y, xq, C_sh, U_),
             "Bayes": icl.bayes_scores(p_["M"], xq),
         }
@@ -553,6 +614,7 @@ styles = {
     "LT, W on U only": "-",
     "W = I": "--s",
     "plug-in LDA": ":^",
+    "PCA + LDA": ":",
     "subspace oracle": "-.",
 }
 for ax, dd in zip(axs, dims):
@@ -589,35 +651,43 @@ lda_d_ratio = [
     ratio_or_bound(need_sh["plug-in LDA", d_hi, s], need_sh["plug-in LDA", d_lo, s])
     for s in seeds
 ]
-lt_vs_oracle = [
-    max(
-        ratio_or_bound(need_sh["trained LT", dd, s], need_sh["subspace oracle", dd, s])
-        for dd in dims
-    )
+pca_d_ratio = [
+    ratio_or_bound(need_sh["PCA + LDA", d_hi, s], need_sh["PCA + LDA", d_lo, s])
     for s in seeds
 ]
+
+
+def worst_over_oracle(m):
+    """Per seed: examples per label of m over the subspace oracle's, worst d."""
+    return [
+        max(
+            ratio_or_bound(need_sh[m, dd, s], need_sh["subspace oracle", dd, s])
+            for dd in dims
+        )
+        for s in seeds
+    ]
+
+
+lt_vs_oracle = worst_over_oracle("trained LT")
+pca_vs_oracle = worst_over_oracle("PCA + LDA")
 on_U_d_ratio = [
     ratio_or_bound(
         need_sh["LT, W on U only", d_hi, s], need_sh["LT, W on U only", d_lo, s]
     )
     for s in seeds
 ]
-on_U_vs_oracle = [
-    max(
-        ratio_or_bound(
-            need_sh["LT, W on U only", dd, s], need_sh["subspace oracle", dd, s]
-        )
-        for dd in dims
-    )
-    for s in seeds
-]
+on_U_vs_oracle = worst_over_oracle("LT, W on U only")
 print(f"examples per label, d = {d_hi} over d = {d_lo}:")
 print(f"  trained LT {np.round(lt_d_ratio, 2)}, W = I {np.round(wi_d_ratio, 2)},")
 print(
     f"  plug-in LDA {np.round(lda_d_ratio, 2)}"
     "  (W = I, LDA: lower bounds if never reached)"
 )
-print(f"trained LT over subspace oracle, worst d per seed: {np.round(lt_vs_oracle, 2)}")
+print(f"  PCA + LDA {np.round(pca_d_ratio, 2)}")
+print(
+    f"over the subspace oracle, worst d per seed: trained LT {np.round(lt_vs_oracle, 2)}"
+)
+print(f"  PCA + LDA {np.round(pca_vs_oracle, 2)}")
 print("diagnostic, the trained W restricted to U:")
 print(f"  d = {d_hi} over d = {d_lo}: {np.round(on_U_d_ratio, 2)}")
 print(f"  over the subspace oracle, worst d: {np.round(on_U_vs_oracle, 2)}")
@@ -631,11 +701,61 @@ print(
 
 # %% [markdown]
 # How to read the two lines above: where the trained W misses the 1.5× bar but the same W restricted to `U` meets
-# it, the eigenspace W learned is right (the principal cosines) and what costs examples is the off-subspace
-# residue left by SGD noise from a finite number of training tasks; its share of W grows with d (the falling
-# `cos(W, UUᵀ)`), and the training curves above show that longer training at this step size does not lower the
-# loss, it only lets that residue wander. More tasks per step, a decaying step size or weight decay would shrink
-# it; we report the trained W as it is.
+# it, the eigenspace W learned is right (the principal cosines) and what costs examples is the part of W *off* the
+# subspace, `R = W − UUᵀ W UUᵀ`; that is an ablation, and it says *where* the cost sits. It does not yet say what
+# `R` is. Two readings: a **systematic** part (say `c (I − UUᵀ)`, an identity-like leak that training converges
+# to) or **noise** (SGD's gradient noise from a finite number of training tasks, accumulated entry by entry). They
+# predict different things, measured next (`icl.offsubspace_residue`): noise of a fixed size per entry makes
+# `‖R‖²/‖UUᵀWUUᵀ‖²` grow like the number of off-subspace entries `d² − k²` (slope 1 on a log-log plot against
+# `d² − k²`), gives the symmetric part of `R` on the complement eigenvalues of mean ≈ 0, and puts half of that
+# block's norm in its antisymmetric part; a systematic `c (I − UUᵀ)` grows like `d − k` (slope ½), has eigenvalue
+# mean `c` with no spread, and is symmetric.
+
+# %%
+res = {(dd, s): icl.offsubspace_residue(W_sh[dd, s], U_sh[dd, s]) for dd, s in W_sh}
+for dd in dims:
+    r_ = {f: np.mean([res[dd, s][f] for s in seeds]) for f in res[dd, seeds[0]]}
+    print(
+        f"d={dd:3d}: |R|^2/|S|^2 {r_['ratio']:.4f}, per off-subspace entry "
+        f"{r_['per_entry']:.2e}; complement eigenvalues mean {r_['eig_mean']:+.4f}, "
+        f"sd {r_['eig_sd']:.4f}; antisymmetric share {r_['antisym_share']:.3f}"
+    )
+res_slope = [
+    float(
+        np.polyfit(
+            np.log([dd * dd - k_sub**2 for dd in dims]),
+            np.log([res[dd, s]["ratio"] for dd in dims]),
+            1,
+        )[0]
+    )
+    for s in seeds
+]
+res_mean_over_sd = max(abs(res[key]["eig_mean"]) / res[key]["eig_sd"] for key in res)
+print(
+    f"log-log slope of |R|^2/|S|^2 against d^2 - k^2, per seed: {np.round(res_slope, 3)}"
+)
+print(f"largest |eigenvalue mean| / sd over all (d, seed): {res_mean_over_sd:.3f}")
+noise_like = bool(
+    all(abs(x - 1) < abs(x - 0.5) for x in res_slope) and res_mean_over_sd < 0.5
+)
+print(
+    "reading: the residue behaves like "
+    + (
+        "unstructured per-entry noise (slope nearer 1 than 1/2, eigenvalue mean "
+        "well inside the spread)"
+        if noise_like
+        else "something other than i.i.d. noise: see the numbers above"
+    )
+)
+
+# %% [markdown]
+# Where the line above reads "unstructured per-entry noise", the residue is not a systematic leak: its size per
+# entry is fixed, and with `d² − k²` entries to live in its share of W grows with d (the falling `cos(W, UUᵀ)`),
+# until at d = 256 it costs examples. Note also the PCA + LDA line: a practitioner who estimates the subspace by
+# PCA from a single batch of training tasks and then runs plug-in LDA in it gets at least as close to the oracle
+# as the meta-trained LT, so the LT's meta-learning is real but not the cheapest route to the subspace. What this does not test is the remedy: more tasks per step, a
+# decaying step size or weight decay should shrink noise of this kind, but retraining the d = 256 models does not
+# fit the run, so that stays a prediction (see *Known limits*). We report the trained W as it is.
 
 # %% [markdown]
 # ## 7. Per-label sample complexity across the number of classes
@@ -809,11 +929,29 @@ plotting.live_controls(play, alpha=(0.0, 4.0, 0.25), share=(0.2, 0.9, 0.05))
 # The record computes each verdict (held / mixed / not held over the seeds) from the measured numbers and a bar
 # fixed before running. Trends: Spearman ρ ≥ 0.9 over the stable-rank sweep (≥ 0.7 for the margin test,
 # which ranks noisy per-class accuracies). Imbalance: a majority-minority gap of at least 5 points at the
-# isotropic end, larger at the lowest stable rank than at the highest. Shared subspace: every principal cosine
-# ≥ 0.9; examples per label at the largest d at most 1.5× those at d = 16, and at most 1.5× the subspace
-# oracle's. Per-label complexity: at most 1.5× plug-in LDA's at every C. The softmax transformer: the same trend
-# (ρ ≥ 0.9) and a positive majority gap. Each claim records, as its baseline, the same number for the reference
-# that tells whether the finding belongs to the transformer or to the data (the Bayes rule, `W = I`).
+# isotropic end (for both transformers), larger at the lowest stable rank than at the highest. Shared subspace:
+# every principal cosine ≥ 0.9; examples per label at the largest d at most 1.5× those at d = 16, and at most
+# 1.5× the subspace oracle's. Per-label complexity: at most 1.5× plug-in LDA's at every C. Each claim records as
+# its baseline the same number for the strongest reference we have for that question: the Bayes rule where the
+# question is "is this the data or the model?", PCA + LDA (a practitioner's meta-learner) for the shared
+# subspace, the best other predictor for the margins.
+#
+# **How to read the held claims.** Three of them the Bayes rule shows just as strongly
+# (`accuracy_increases_with_stable_rank`, `imbalance_gap_shrinks`, `softmax_transformer_agrees`): they confirm the
+# paper's trends at our scale, but they are properties of the spectral data, not evidence about in-context
+# learning. The ICL-specific findings are the LT's growing shortfall against plug-in LDA at low stable rank, its
+# majority gap far above the Bayes rule's, and the shared-subspace results. On isotropic tasks the trained LT *is*
+# `W = I` (the check `trained_weights_structure`), so the claims of sections 3–5 and 7 test that closed-form rule;
+# training matters only in section 6.
+#
+# **Known limits.** (i) The d = 256 off-subspace residue is diagnosed as SGD noise (section 6), but the remedy
+# (more tasks per step, a decaying step size, weight decay) is not run: it needs the checkpoint retrained.
+# (ii) The per-label references are plug-in rules (LDA, the subspace oracle, PCA + LDA); the Bayes-optimal
+# context-only learner for this task prior (centers forming a randomly rotated simplex of known norm) is not
+# computed, and on isotropic tasks `W = I` itself is the plug-in rule that knows the center norms are equal, which
+# is why it can need fewer examples than LDA. Multinomial logistic regression on the context is not run; for
+# Gaussian classes with identity covariance plug-in LDA is the better-specified learner. (iii) The PCA baseline
+# sees one training batch, far less than the LT; with more it would only get closer to the oracle.
 
 # %%
 rec.check(
@@ -902,8 +1040,13 @@ rec.claim(
     op=">=",
     target=0.7,
     unit="Spearman ρ over (task, class)",
-    baseline=margin_rho_bayes,
-    note="baseline: the same margins against the Bayes rule's per-class accuracy",
+    baseline=alt_rho[best_alt],
+    note=f"baseline: the strongest other predictor of the LT's per-class accuracy "
+    f"({best_alt}); others (mean of seeds): "
+    + ", ".join(f"{k_} {np.mean(v):.3f}" for k_, v in alt_rho.items())
+    + f"; minority classes only: margin {np.round(minority_rho, 3).tolist()}, "
+    f"Bayes accuracy {np.round(minority_rho_bayes_acc, 3).tolist()}; the margins "
+    f"against the Bayes rule's accuracy {np.round(margin_rho_bayes, 3).tolist()}",
 )
 rec.claim(
     "learns_shared_subspace",
@@ -913,7 +1056,9 @@ rec.claim(
     op=">=",
     target=0.9,
     unit=f"min principal cosine (top-{k_sub} eigvecs of W vs U), worst d",
-    note="cos(W, UUᵀ) at d = "
+    baseline=min_cos_pca,
+    note=f"baseline: PCA of the pooled features of {n_pca} tasks (one training batch; "
+    f"the LT saw {sh_cfg['steps']} batches). cos(W, UUᵀ) at d = "
     + ", ".join(f"{dd}: {cos_UU[dd]:.3f}" for dd in dims)
     + " (mean of seeds)",
 )
@@ -925,10 +1070,13 @@ rec.claim(
     op="<=",
     target=1.5,
     unit=f"examples per label for 90 % of Bayes, d = {d_hi} ÷ d = {d_lo}",
-    baseline=wi_d_ratio,
-    note=f"baseline: W = I (a lower bound where it never reaches the bar); plug-in LDA "
+    baseline=pca_d_ratio,
+    note=f"baseline: PCA + LDA (subspace from {n_pca} tasks' features, then plug-in "
+    f"LDA); context-only learners, lower bounds where they never reach the bar: "
+    f"W = I {np.round(wi_d_ratio, 2).tolist()}, plug-in LDA "
     f"{np.round(lda_d_ratio, 2).tolist()}; diagnostic, W restricted to U: "
-    f"{np.round(on_U_d_ratio, 2).tolist()}",
+    f"{np.round(on_U_d_ratio, 2).tolist()}; the residue off U is unstructured "
+    f"noise (log-log slope vs d² − k² {np.round(res_slope, 2).tolist()})",
 )
 rec.claim(
     "per_label_vs_subspace_oracle",
@@ -939,7 +1087,9 @@ rec.claim(
     op="<=",
     target=1.5,
     unit="examples per label, LT ÷ subspace-oracle LDA, worst d",
-    note=f"diagnostic, W restricted to U: {np.round(on_U_vs_oracle, 2).tolist()}",
+    baseline=pca_vs_oracle,
+    note=f"baseline: PCA + LDA ÷ the oracle; diagnostic, W restricted to U: "
+    f"{np.round(on_U_vs_oracle, 2).tolist()}",
 )
 rec.claim(
     "per_label_vs_lda",
@@ -977,11 +1127,12 @@ rec.claim(
     "minority ones",
     paper="consistent with trained transformers and LLMs",
     measured=gap["softmax TF"][:, 0],
-    op=">",
-    target=0.0,
+    op=">=",
+    target=0.05,
     unit="majority − minority accuracy (isotropic, softmax TF)",
     baseline=gap["Bayes"][:, 0],
-    note="baseline: the Bayes rule told the prior",
+    note="baseline: the Bayes rule told the prior; the bar is majority_easier's 0.05 "
+    "(a bar of 0, used before, is one the Bayes rule clears too)",
 )
 rec.save()
 print(f"notebook time {time.time() - t_start:.0f} s")
