@@ -685,7 +685,8 @@ print(
 )
 print(f"  PCA + LDA {np.round(pca_d_ratio, 2)}")
 print(
-    f"over the subspace oracle, worst d per seed: trained LT {np.round(lt_vs_oracle, 2)}"
+    "over the subspace oracle, worst d per seed: "
+    f"trained LT {np.round(lt_vs_oracle, 2)}"
 )
 print(f"  PCA + LDA {np.round(pca_vs_oracle, 2)}")
 print("diagnostic, the trained W restricted to U:")
@@ -732,7 +733,8 @@ res_slope = [
 ]
 res_mean_over_sd = max(abs(res[key]["eig_mean"]) / res[key]["eig_sd"] for key in res)
 print(
-    f"log-log slope of |R|^2/|S|^2 against d^2 - k^2, per seed: {np.round(res_slope, 3)}"
+    "log-log slope of |R|^2/|S|^2 against d^2 - k^2, per seed: "
+    f"{np.round(res_slope, 3)}"
 )
 print(f"largest |eigenvalue mean| / sd over all (d, seed): {res_mean_over_sd:.3f}")
 noise_like = bool(
