@@ -347,11 +347,13 @@ display(summary.style.format("{:.1e}"))
 f32, f64 = exact[exact.dtype == "float32"], exact[exact.dtype == "float64"]
 print(
     f"float64: max |Δ log p| {f64.max_dlogprob.max():.1e}, max relative gradient "
-    f"difference {f64.grad_rel.max():.1e}, AdamW step {f64.adamw_step_diff_lr.max():.1e} lr"
+    f"difference {f64.grad_rel.max():.1e}, AdamW step "
+    f"{f64.adamw_step_diff_lr.max():.1e} lr"
 )
 print(
     f"float32: max |Δ log p| {f32.max_dlogprob.max():.1e}, max relative gradient "
-    f"difference {f32.grad_rel.max():.1e}, AdamW step {f32.adamw_step_diff_lr.max():.2f} lr"
+    f"difference {f32.grad_rel.max():.1e}, AdamW step "
+    f"{f32.adamw_step_diff_lr.max():.2f} lr"
 )
 
 # %% [markdown]
@@ -433,8 +435,8 @@ rec.check(
     float((pred - diff).abs().max()),
     1e-2,
     op="<=",
-    note="fp32 AdamW step difference (in lr) equals lr·(g/(|g|+ε)) evaluated on the two "
-    "gradients",
+    note="fp32 AdamW step difference (in lr) equals lr·(g/(|g|+ε)) evaluated on "
+    "the two gradients",
 )
 
 # %%
@@ -1125,8 +1127,9 @@ for s in tqdm(seeds, desc="partitioning"):
 mem_tab = pd.DataFrame(mem_rows)
 p_tree, p_ser, p_w, parts = t_case
 print(
-    f"seed {seed}: N_tree = {p_tree.n_tree} (≈ {p_tree.n_tree / budget:.1f}× the budget "
-    f"{budget}), {len(parts)} partitions:",
+    f"seed {seed}: N_tree = {p_tree.n_tree} "
+    f"(≈ {p_tree.n_tree / budget:.1f}× the budget {budget}), "
+    f"{len(parts)} partitions:",
     [sum(len(p_tree.nodes[n].tokens) for n in P.nodes) for P in parts],
 )
 # time the three schedules in one interleaved run (no measuring hooks attached)
@@ -1394,7 +1397,8 @@ naive_ratio = (
 ).dropna()
 rec.claim(
     "partition_memory_ratio",
-    "Redundancy-free partitioning lowers the peak memory of a step below the full tree's",
+    "Redundancy-free partitioning lowers the peak memory of a step below the full "
+    "tree's",
     paper="peak memory bounded by a single root-to-leaf path of partitions",
     measured=mem_ratio.tolist(),
     op="<",
