@@ -34,7 +34,8 @@ from helpers import validate as V
 __all__ = [
     "gaussian_cmi", "gaussian_te", "ksg_cmi", "permutation_null", "pca_reduce", "linear_gaussian_te_truth",
     "linear_gaussian_system", "head_mask", "head_writes", "TinyVLM", "digits_patches", "minilm_dir", "WordPiece",
-    "MiniBert", "load_minilm", "stdlib_sentences",
+    "MiniBert", "load_minilm", "stdlib_sentences", "encode_pooled", "embedding_saliency", "head_te", "curve_auc",
+    "prune_curve", "QUESTIONS", "digits_vqa", "train_vlm", "VLM_CONFIG",
 ]
 
 
@@ -253,6 +254,7 @@ class TinyVLM(nn.Module):
     ``forward(patches, question, record=False)``: patches (B, P, F) floats, question (B,) ints; returns the answer
     logits read at [ASK] (the last token), and with ``record=True`` also the residual stream after the embedding
     and after each block, (B, T, D) each. A list passed as ``attn`` receives each block's attention (B, H, T, T).
+    ``keep_patches`` ((P,) or (B, P) bool) prunes image tokens: a dropped patch is hidden from every query.
     """
 
     def __init__(self, n_patches: int, patch_dim: int, n_questions: int, n_answers: int, d_model: int = 64,
@@ -273,7 +275,7 @@ class TinyVLM(nn.Module):
         self.ask = n_questions
 
     def forward(self, patches: torch.Tensor, question: torch.Tensor, record: bool = False,
-                attn: list | None = None):
+                attn: list | None = None, keep_patches: torch.Tensor | None = None):
         V.tensor("patches", patches, ndim=3, dtype="float", nonempty=True)
         if patches.shape[1:] != (self.n_patches, self.patch.in_features):
             raise ValueError(f"patches must be (B, {self.n_patches}, {self.patch.in_features}), "
@@ -288,6 +290,13 @@ class TinyVLM(nn.Module):
         x = torch.cat([self.patch(patches.float()), txt], 1) + self.pos
         T = x.shape[1]
         mask = torch.ones(T, T, dtype=torch.bool)[None, None].expand(B, 1, T, T)
+        if keep_patches is not None:  # token pruning: dropped patches are hidden from every query
+            keep = V.tensor("keep_patches", keep_patches, dtype="bool")
+            if keep.shape not in ((self.n_patches,), (B, self.n_patches)):
+                raise ValueError(f"keep_patches must be ({self.n_patches},) or (B, {self.n_patches}), "
+                                 f"got {tuple(keep.shape)}")
+            keys = torch.cat([keep.expand(B, -1), torch.ones(B, 2, dtype=torch.bool)], 1)
+            mask = mask & keys[:, None, None, :]
         hidden = [x.detach()]
         rec = {} if attn is not None else None
         for blk in self.blocks:
@@ -413,7 +422,9 @@ class MiniBert(nn.Module):
     ``forward(ids, att, head_mask=None, record=None)``: ``head_mask`` (n_layer, n_head) or (B, n_layer, n_head)
     multiplies each head's context vector before the output projection; a dict passed as ``record`` receives
     ``hidden`` (embedding output and each layer's output, (B, T, D)), ``writes`` (each layer's per-head write
-    ``W_O^(h) z_h``, (B, T, H, D)) and ``attn`` ((B, H, T, T) per layer).
+    ``W_O^(h) z_h``, (B, T, H, D)) and ``attn`` ((B, H, T, T) per layer). With ``record["pooled"] = True`` the
+    hidden states and writes are averaged over the real tokens ((B, D) and (B, H, D)) and ``attn`` holds the
+    attention each key receives, averaged over queries ((B, H, T)).
     """
 
     def __init__(self, vocab_size: int = 30522, d_model: int = 384, n_layer: int = 6, n_head: int = 12,
@@ -481,8 +492,11 @@ class MiniBert(nn.Module):
         pos = torch.arange(T)
         x = e.LayerNorm(e.word_embeddings(ids) + e.position_embeddings(pos) + e.token_type_embeddings.weight[0])
         bias = (1.0 - att[:, None, None, :].float()) * torch.finfo(torch.float32).min
+        m = att[..., None].float()
+        pool = lambda h: (h * m).sum(1) / m.sum(1)
+        pooled = bool(record.get("pooled", False)) if record is not None else False
         if record is not None:
-            record.update(hidden=[x], writes=[], attn=[])
+            record.update(hidden=[pool(x) if pooled else x], writes=[], attn=[])
         for li, lay in enumerate(self.encoder.layer):
             s = lay.attention.self
             q, k, v = (f(x).view(B, T, H, Dh).transpose(1, 2) for f in (s.query, s.key, s.value))
@@ -495,11 +509,16 @@ class MiniBert(nn.Module):
             x = lay.output.LayerNorm(lay.output.dense(F.gelu(lay.intermediate.dense(x))) + x)
             if record is not None:
                 W = o.dense.weight.view(-1, H, Dh)
-                record["writes"].append(torch.einsum("bthe,dhe->bthd", z, W))
-                record["attn"].append(a)
-                record["hidden"].append(x)
-        m = att[..., None].float()
-        return F.normalize((x * m).sum(1) / m.sum(1), dim=-1)
+                if pooled:  # mean over real tokens (keeps memory at (B, H, D) per layer)
+                    zp = torch.einsum("bthe,bt->bhe", z, att.float()) / att.sum(1).float()[:, None, None]
+                    record["writes"].append(torch.einsum("bhe,dhe->bhd", zp, W))
+                    record["hidden"].append(pool(x))
+                    record["attn"].append(a.mean(2))  # attention received per key, averaged over queries
+                else:
+                    record["writes"].append(torch.einsum("bthe,dhe->bthd", z, W))
+                    record["attn"].append(a)
+                    record["hidden"].append(x)
+        return F.normalize(pool(x), dim=-1)
 
 
 def load_minilm(random_init_seed: int | None = None) -> tuple[MiniBert, WordPiece]:
@@ -550,3 +569,156 @@ def stdlib_sentences(modules: list[str], max_per_module: int = 10_000, min_words
             if got >= max_per_module:
                 break
     return out
+
+
+@torch.no_grad()
+def encode_pooled(model: MiniBert, tok: WordPiece, texts: list[str], batch: int = 128, max_len: int = 32,
+                  head_mask=None) -> dict[str, list[torch.Tensor]]:
+    """Sentence embeddings and pooled records (see :class:`MiniBert`) for many texts, in length-sorted batches
+    (less padding); rows come back in the order of ``texts``. Keys: ``emb`` (N, D), ``hidden``, ``writes``,
+    ``attn_special`` (per layer: (N, H) attention mass on [CLS] and [SEP], averaged over queries)."""
+    V.instance("model", model, MiniBert)
+    batch = V.integer("batch", batch, min=1)
+    if isinstance(texts, str) or not texts:
+        raise TypeError("texts must be a non-empty list of strings")
+    order = np.argsort([len(tok.tokenize(t)) for t in texts], kind="stable")
+    parts: dict[str, list] = {"emb": [], "hidden": [], "writes": [], "attn_special": []}
+    for i in range(0, len(texts), batch):
+        idx = order[i : i + batch]
+        ids, att = tok([texts[j] for j in idx], max_len=max_len)
+        rec = {"pooled": True}
+        parts["emb"].append(model(ids, att, head_mask=head_mask, record=rec))
+        parts["hidden"].append(rec["hidden"])
+        parts["writes"].append(rec["writes"])
+        last = att.sum(1) - 1  # position of [SEP]
+        parts["attn_special"].append([a[:, :, 0] + a.gather(2, last[:, None, None].expand(-1, a.shape[1], 1))[..., 0]
+                                      for a in rec["attn"]])
+    inv = torch.as_tensor(np.argsort(order, kind="stable"))
+    cat = lambda xs: torch.cat(xs)[inv]
+    return {"emb": cat(parts["emb"]),
+            "hidden": [cat([p[k] for p in parts["hidden"]]) for k in range(len(parts["hidden"][0]))],
+            "writes": [cat([p[k] for p in parts["writes"]]) for k in range(len(parts["writes"][0]))],
+            "attn_special": [cat([p[k] for p in parts["attn_special"]]) for k in range(len(parts["attn_special"][0]))]}
+
+
+def embedding_saliency(model: MiniBert, ids: torch.Tensor, att: torch.Tensor, n_probe: int = 4,
+                       seed: int = 0) -> np.ndarray:
+    """Gradient saliency of each head for the sentence embedding, ``E_s ||d e_s / d m_h||`` (n_layer, n_head).
+
+    The first-order change of sentence ``s``'s embedding when head ``h``'s mask ``m_h`` moves from 1, the
+    Taylor-expansion importance of Michel et al. (2019) for the objective the pruning is scored on (embedding
+    similarity). The Jacobian norm comes from random projections: ``E_r (r . d e/d m_h)^2 = ||d e/d m_h||^2``.
+    """
+    V.instance("model", model, MiniBert)
+    n_probe, seed = V.integer("n_probe", n_probe, min=1), V.seed("seed", seed)
+    B = ids.shape[0]
+    g = torch.Generator().manual_seed(seed)
+    sq = torch.zeros(B, model.n_layer, model.n_head)
+    for _ in range(n_probe):
+        m = torch.ones(B, model.n_layer, model.n_head, requires_grad=True)
+        e = model(ids, att, head_mask=m)
+        r = torch.randn(e.shape, generator=g)
+        (grad,) = torch.autograd.grad((e * r).sum(), m)
+        sq += grad.detach() ** 2
+    return (sq / n_probe).sqrt().mean(0).numpy()
+
+
+def head_te(Y_now, Y_next, writes, k: int = 4, unique: bool = False) -> np.ndarray:
+    """Gaussian TE of each head's write into the target, ``I(Y_next; o_h | Y_now)`` after PCA to ``k`` dims.
+
+    ``writes`` is (N, H, D) (trials, heads, dims). With ``unique=True`` the condition also holds the summed write of
+    the layer's other heads, ``I(Y_next; o_h | Y_now, sum_{h' != h} o_h')``: what the head adds that its neighbours
+    do not already carry (redundant heads then score low)."""
+    W = writes.detach().cpu().numpy() if isinstance(writes, torch.Tensor) else writes
+    W = V.array("writes", W, ndim=3, dtype="float").astype(np.float64)
+    k, unique = V.integer("k", k, min=1), V.boolean("unique", unique)
+    Yn, Yc = pca_reduce(Y_next, k), pca_reduce(Y_now, k)
+    if len(Yn) != len(W) or len(Yc) != len(W):
+        raise ValueError(f"Y_now, Y_next and writes must have the same number of trials, got {len(Yc)}, {len(Yn)}, "
+                         f"{len(W)}")
+    out = np.zeros(W.shape[1])
+    for h in range(W.shape[1]):
+        cond = Yc
+        if unique:
+            cond = np.hstack([Yc, pca_reduce(W.sum(1) - W[:, h], k)])
+        out[h] = gaussian_cmi(Yn, pca_reduce(W[:, h], k), cond, ridge=1e-9)
+    return out
+
+
+def prune_curve(evaluate: Callable[[np.ndarray], float], order, n_units: int, counts) -> np.ndarray:
+    """Score ``evaluate(keep)`` after removing the first ``c`` units of ``order`` for each ``c`` in ``counts``
+    (``keep`` is a 0/1 float vector of length ``n_units``)."""
+    if not callable(evaluate):
+        raise TypeError("evaluate must be callable evaluate(keep) -> float")
+    n_units = V.integer("n_units", n_units, min=1)
+    order = V.array("order", order, ndim=1, dtype="int")
+    if sorted(order.tolist()) != list(range(n_units)):
+        raise ValueError(f"order must be a permutation of range({n_units})")
+    out = []
+    for c in counts:
+        c = V.integer("count", c, min=0, max=n_units)
+        keep = np.ones(n_units)
+        keep[order[:c]] = 0.0
+        out.append(float(evaluate(keep)))
+    return np.array(out)
+
+
+def curve_auc(fractions, values) -> float:
+    """Area under a pruning curve (trapezoid) divided by the fraction range: the mean score over budgets."""
+    x = V.array("fractions", fractions, ndim=1, dtype="float").astype(np.float64)
+    y = V.array("values", values, ndim=1, dtype="float").astype(np.float64)
+    if len(x) != len(y) or len(x) < 2:
+        raise ValueError(f"fractions and values must have the same length >= 2, got {len(x)} and {len(y)}")
+    if np.any(np.diff(x) <= 0):
+        raise ValueError("fractions must be strictly increasing")
+    return float(np.sum((y[1:] + y[:-1]) / 2 * np.diff(x)) / (x[-1] - x[0]))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the toy vision-language task and its training (shared by the notebook and data/19_transfer_entropy/make_vlms.py)
+QUESTIONS = ("digit?", "even?", "> 4?")
+VLM_CONFIG = dict(n_patches=16, patch_dim=4, n_questions=3, n_answers=14, d_model=64, n_layer=4, n_head=4,
+                  steps=600, batch_size=128, lr=3e-3, warmup=30, weight_decay=0.01)
+
+
+def digits_vqa(seed: int = 0) -> dict[str, tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+    """``load_digits`` as visual questions: every image with each of :data:`QUESTIONS`, answers 0-9 (digit),
+    10/11 (even: no/yes), 12/13 (> 4: no/yes); images split 70/10/20 into ``train``, ``cal`` and ``test`` by
+    ``seed``. Each split is ``(patches (N, 16, 4), question (N,), answer (N,))``."""
+    from sklearn.datasets import load_digits
+
+    seed = V.seed("seed", seed)
+    d = load_digits()
+    patches = torch.tensor(digits_patches(d.images), dtype=torch.float32)
+    y = torch.tensor(d.target)
+    perm = torch.tensor(np.random.default_rng([seed, 2]).permutation(len(y)))
+    n_tr, n_cal = int(0.7 * len(perm)), int(0.1 * len(perm))
+    out = {}
+    for name, idx in (("train", perm[:n_tr]), ("cal", perm[n_tr : n_tr + n_cal]), ("test", perm[n_tr + n_cal :])):
+        yy = y[idx]
+        ans = torch.cat([yy, 10 + (yy % 2 == 0).long(), 12 + (yy > 4).long()])
+        out[name] = (patches[idx.repeat(3)], torch.arange(3).repeat_interleave(len(idx)), ans)
+    return out
+
+
+def train_vlm(data: tuple, seed: int, cfg: dict | None = None, progress: bool = True):
+    """A :class:`TinyVLM` trained on ``data`` (a ``digits_vqa`` train split) under ``seed`` with ``cfg``
+    (default :data:`VLM_CONFIG`); returns ``(model, losses)``."""
+    from helpers import repro, train
+
+    cfg = dict(VLM_CONFIG if cfg is None else cfg)
+    seed = V.seed("seed", seed)
+    if not isinstance(data, (tuple, list)) or len(data) != 3:
+        raise TypeError("data must be a (patches, question, answer) triple")
+
+    def batch(step: int):
+        g = torch.Generator().manual_seed(seed * 7919 + step)
+        i = torch.randint(0, len(data[0]), (cfg["batch_size"],), generator=g)
+        return tuple(t[i] for t in data)
+
+    with repro.seeded(seed):
+        model = TinyVLM(**{k: cfg[k] for k in ("n_patches", "patch_dim", "n_questions", "n_answers", "d_model",
+                                                "n_layer", "n_head")})
+        hist = train.fit(model, lambda m, b: m.loss(b), batch, cfg["steps"], lr=cfg["lr"], warmup=cfg["warmup"],
+                         weight_decay=cfg["weight_decay"], seed=seed, progress=progress, desc=f"VLM seed {seed}")
+    return model.eval(), list(hist.loss)

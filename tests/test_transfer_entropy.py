@@ -234,3 +234,80 @@ def test_stdlib_sentences():
     assert all(5 <= len(x.split()) <= 30 for _, x in s)
     with pytest.raises(TypeError, match="modules"):
         te.stdlib_sentences("json")
+
+
+def test_encode_pooled_keeps_order_and_matches_embedding(minilm):
+    model, tok = minilm
+    texts = ["A short one.", "A much longer sentence with quite a few more words in it.", "Mid length here ok."]
+    out = te.encode_pooled(model, tok, texts, batch=2)
+    with torch.no_grad():
+        direct = torch.cat([model(*tok([t])) for t in texts])
+    torch.testing.assert_close(out["emb"], direct, atol=1e-5, rtol=1e-5)
+    assert len(out["hidden"]) == 7 and out["writes"][0].shape == (3, 12, 384)
+    assert out["attn_special"][0].shape == (3, 12) and float(out["attn_special"][0].max()) <= 1 + 1e-6
+
+
+def test_embedding_saliency_matches_finite_difference(minilm):
+    model, tok = minilm
+    ids, att = tok(["The quick brown fox jumps over the lazy dog."])
+    sal = te.embedding_saliency(model, ids, att, n_probe=64, seed=0)
+    assert sal.shape == (6, 12) and np.all(sal >= 0)
+    m = torch.ones(1, 6, 12)
+    m[0, 2, 3] = 1 - 1e-3
+    with torch.no_grad():
+        fd = float((model(ids, att, head_mask=m) - model(ids, att)).norm() / 1e-3)
+    assert sal[2, 3] == pytest.approx(fd, rel=0.3)
+
+
+def test_head_te_unique_discounts_redundant_heads():
+    rng = np.random.default_rng(0)
+    n = 3000
+    Y = rng.normal(size=(n, 2))
+    s = rng.normal(size=(n, 2))
+    quiet = lambda: 0.05 * rng.normal(size=(n, 2))
+    writes = np.stack([s, s + 0.01 * rng.normal(size=(n, 2)), quiet(), quiet()], 1)
+    Yn = Y + writes[:, 0] + 0.5 * rng.normal(size=(n, 2))
+    plain = te.head_te(Y, Yn, writes, k=2)
+    uniq = te.head_te(Y, Yn, writes, k=2, unique=True)
+    assert plain[0] > 0.5 and plain[1] > 0.5 and plain[3] < 0.01  # both copies look important alone
+    assert uniq[0] < 0.2 * plain[0] and uniq[1] < 0.2 * plain[1]  # neither adds anything beyond the other
+    with pytest.raises(ValueError, match="same number of trials"):
+        te.head_te(Y[:10], Yn, writes)
+
+
+def test_prune_curve_and_auc():
+    calls = []
+    curve = te.prune_curve(lambda keep: calls.append(keep.copy()) or keep.sum(), [2, 0, 1, 3], 4, [0, 1, 3])
+    assert curve.tolist() == [4, 3, 1] and calls[1].tolist() == [1, 1, 0, 1]
+    assert te.curve_auc([0, 0.5, 1], [1, 1, 1]) == pytest.approx(1.0)
+    assert te.curve_auc([0, 1], [1, 0]) == pytest.approx(0.5)
+    with pytest.raises(ValueError, match="permutation"):
+        te.prune_curve(lambda k: 0.0, [0, 0, 1, 2], 4, [1])
+    with pytest.raises(ValueError, match="increasing"):
+        te.curve_auc([0, 0], [1, 1])
+    with pytest.raises(TypeError, match="callable"):
+        te.prune_curve(None, [0], 1, [0])
+
+
+def test_keep_patches_hides_tokens():
+    m = small_vlm().eval()
+    x, q = torch.rand(3, 16, 4), torch.tensor([0, 1, 2])
+    keep = torch.ones(16, dtype=torch.bool)
+    keep[:5] = False
+    x2 = x.clone()
+    x2[:, :5] = torch.rand(3, 5, 4)  # what a dropped patch shows must not matter
+    with torch.no_grad():
+        torch.testing.assert_close(m(x, q, keep_patches=keep), m(x2, q, keep_patches=keep))
+        assert torch.equal(m(x, q, keep_patches=torch.ones(16, dtype=torch.bool)), m(x, q))
+        assert not torch.allclose(m(x, q), m(x2, q))
+    with pytest.raises(ValueError, match="keep_patches"):
+        m(x, q, keep_patches=torch.ones(15, dtype=torch.bool))
+
+
+def test_digits_vqa_splits():
+    d = te.digits_vqa(0)
+    n = sum(len(d[k][0]) for k in d)
+    assert n == 3 * 1797 and d["train"][0].shape[1:] == (16, 4)
+    p, q, a = d["test"]
+    assert set(q.tolist()) == {0, 1, 2} and a[q == 1].min() >= 10 and a[q == 2].min() >= 12
+    assert not torch.equal(te.digits_vqa(1)["test"][2], a)
