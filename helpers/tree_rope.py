@@ -12,7 +12,10 @@
 * :func:`stdlib_corpus` -- bytes of the CPython standard library's source, split by file (offline, real text).
 * The chapter's experiment: :func:`checkpoint_config` (the arms and the training config the chapter's checkpoint
   must have), :func:`make_model`, :func:`batch_fn`, :func:`lm_loss`, :func:`shared_tail_windows` (windows of every
-  length that end on the same tokens), :func:`token_losses`, :func:`paired_bootstrap_ratio`.
+  length that end on the same tokens), :func:`token_losses`, :func:`paired_bootstrap_ratio`,
+  :func:`far_attention_mass` (how much attention the last queries put on keys far back),
+  :func:`attention_by_distance` (the attention profile over key distance), :func:`tail_loss_with_keys` (the tail
+  loss when every query sees only its last ``keys`` keys).
 """
 
 from __future__ import annotations
@@ -31,8 +34,10 @@ from helpers import validate as V
 
 __all__ = [
     "digits", "from_digits", "TreeRotaryEmbedding", "split_pairs", "rotation_matrix", "opt_position_ids",
-    "skip_position_ids", "digit_difference_codes", "coverage", "stdlib_corpus", "CLAIM_ARMS", "checkpoint_config", "make_model",
+    "skip_position_ids", "digit_difference_codes", "coverage", "stdlib_corpus", "CLAIM_ARMS", "checkpoint_config",
+    "make_model",
     "train_position_ids", "batch_fn", "lm_loss", "shared_tail_windows", "token_losses", "paired_bootstrap_ratio",
+    "far_attention_mass", "attention_by_distance", "tail_loss_with_keys",
 ]
 
 
@@ -354,3 +359,67 @@ def paired_bootstrap_ratio(loss_a: np.ndarray, loss_b: np.ndarray, n_boot: int =
     boots = np.exp(d[idx].mean(1))
     lo, hi = np.quantile(boots, [(1 - level) / 2, (1 + level) / 2])
     return float(np.exp(d.mean())), float(lo), float(hi)
+
+
+@torch.no_grad()
+def far_attention_mass(model: hnn.Transformer, windows: Tensor, n_queries: int, min_dist: int) -> np.ndarray:
+    """Per layer, the mean attention weight (over windows, heads and the last ``n_queries`` queries) on keys at
+    least ``min_dist`` positions back, under the causal mask. Uniform attention over all keys gives the fraction of
+    keys that far back; 0 means the queries look only at the last ``min_dist`` keys."""
+    T, n_queries = _check_model_windows(model, windows, n_queries)
+    min_dist = V.integer("min_dist", min_dist, min=1)
+    was = model.training
+    model.eval()
+    q = torch.arange(T - n_queries, T)
+    far = (q[:, None] - torch.arange(T)[None]) >= min_dist  # (n_queries, T)
+    per_window = []
+    for x in windows:  # one window at a time: the attention maps are (heads, T, T) per layer
+        _, rec = model(x[None], record=True)
+        per_window.append([float((att[0, :, -n_queries:] * far).sum(-1).mean()) for att in rec["attn"]])
+    model.train(was)
+    return np.asarray(per_window).mean(0)
+
+
+def _check_model_windows(model: Any, windows: Tensor, n_queries: int, name: str = "n_queries") -> tuple[int, int]:
+    V.instance("model", model, hnn.Transformer)
+    V.tensor("windows", windows, ndim=2, dtype="int")
+    T = windows.shape[1]
+    return T, V.integer(name, n_queries, min=1, max=T)
+
+
+@torch.no_grad()
+def attention_by_distance(model: hnn.Transformer, windows: Tensor, n_queries: int, max_dist: int,
+                          pos: Tensor | None = None) -> np.ndarray:
+    """``(layers, max_dist)``: the mean attention weight (over windows, heads and the last ``n_queries`` queries)
+    on the key ``d = 0 .. max_dist-1`` positions back, under the causal mask; ``pos`` as in the model's forward.
+    A peak at ``d = B + 1`` next to one at ``d = 1`` means the keys one period apart look alike to the model."""
+    T, n_queries = _check_model_windows(model, windows, n_queries)
+    max_dist = V.integer("max_dist", max_dist, min=1, max=T - n_queries + 1)
+    was = model.training
+    model.eval()
+    q = torch.arange(T - n_queries, T)
+    keys = q[:, None] - torch.arange(max_dist)[None]  # (n_queries, max_dist): key index at distance d
+    out = []
+    for x in windows:
+        _, rec = model(x[None], pos=pos, record=True)
+        out.append([att[0][:, q[:, None], keys].mean((0, 1)).numpy() for att in rec["attn"]])
+    model.train(was)
+    return np.asarray(out).mean(0)
+
+
+@torch.no_grad()
+def tail_loss_with_keys(model: hnn.Transformer, windows: Tensor, tail: int, keys: int,
+                        pos: Tensor | None = None) -> Tensor:
+    """Per-window mean loss ``(windows,)`` on the last ``tail`` next-token predictions of windows ``(windows, n+1)``
+    when every query may attend only to its last ``keys`` keys (itself included); ``pos`` as in the forward."""
+    _, tail = _check_model_windows(model, windows[:, :-1], tail, "tail")
+    keys = V.integer("keys", keys, min=1)
+    T = windows.shape[1] - 1
+    i = torch.arange(T)
+    band = (i[None] <= i[:, None]) & (i[:, None] - i[None] < keys)
+    was = model.training
+    model.eval()
+    logits = model(windows[:, :-1], mask=band, pos=pos)
+    model.train(was)
+    return torch.nn.functional.cross_entropy(logits[:, -tail:].transpose(1, 2), windows[:, -tail:],
+                                             reduction="none").mean(1)

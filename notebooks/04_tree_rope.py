@@ -576,25 +576,18 @@ display(pd.DataFrame(abl).round(3))
 # When an arm degrades at long lengths, there are two explanations: its encoding of *near* keys at large absolute
 # positions is off-distribution, or it attends to *far* keys it should ignore. To tell them apart we re-score the
 # tail of the longest windows with attention **limited to the last 32 keys** (the training length): the near keys
-# keep their true, large positions, the far ones are hidden. If an arm's loss returns to its training-length level
-# under this mask, its encoding of large positions is fine and the damage came from the far context.
+# keep their true, large positions, the far ones are hidden. Both encodings are relative (RoPE exactly; TPE per
+# digit, and the digit differences inside this band are the same as in a band at small positions), so this masked
+# number is what the arm would score on the same bytes at small positions: if it is far below the full-context
+# number, the damage came from the far keys. It need not equal the training-length number: there, the tail bytes
+# see 1 to 32 keys (a window starting at position 0); under the mask every tail byte sees exactly 32.
 
 # %%
 n_diag = 8 if quick else 16
 w = windows[longest][:n_diag]
-T = w.shape[1] - 1
-i_idx = torch.arange(T)
-band = (i_idx[None, :] <= i_idx[:, None]) & (
-    i_idx[:, None] - i_idx[None, :] < train_len
-)
 diag = []
 for arm in tr.CLAIM_ARMS:
-    m = models[(arm, s0)]
-    with torch.no_grad():
-        logits = m(w[:, :-1], mask=band)
-    local = torch.nn.functional.cross_entropy(
-        logits[:, -tail:].transpose(1, 2), w[:, -tail:], reduction="none"
-    ).mean(1)
+    local = tr.tail_loss_with_keys(models[(arm, s0)], w, tail, keys=train_len)
     diag.append(
         dict(
             arm=arm,
@@ -607,6 +600,157 @@ diag = pd.DataFrame(diag).set_index("arm")
 display(
     diag.round(3).style.set_caption(
         f"tail perplexity at {longest}, seed {s0}, {n_diag} windows"
+    )
+)
+
+# %% [markdown]
+# **How many keys does each arm use, and which ones hurt?** The same tail bytes, at their true positions at the end
+# of the longest windows, now with every query limited to its last k keys, k from 4 to 64 (mean over the arm's
+# seeds). An arm that reads its context well gets better or stays level as k grows; a rise means that the extra
+# keys mislead it.
+
+# %%
+ks = [4, 8, 16, 32, 64]
+w_k = windows[longest][:n_diag, -(tail + 64 + 1) :]  # the last 96 inputs and the tail
+pos_k = torch.arange(longest - (w_k.shape[1] - 1), longest)  # their true positions
+k_rows = []
+for arm in tr.CLAIM_ARMS:
+    for s in seeds_of(arm):
+        for k in ks:
+            lk = tr.tail_loss_with_keys(models[(arm, s)], w_k, tail, keys=k, pos=pos_k)
+            k_rows.append(
+                dict(arm=arm, seed=s, keys=k, ppl=float(torch.exp(lk.mean())))
+            )
+k_tab = pd.DataFrame(k_rows).groupby(["arm", "keys"], sort=False).ppl.mean().unstack()
+display(
+    k_tab.round(2).style.set_caption(
+        f"tail perplexity with the last k keys visible (positions {longest - 96}–"
+        f"{longest - 1}, {n_diag} windows, mean over seeds)"
+    )
+)
+
+# %% [markdown]
+# **Which keys does the last layer look at?** The attention weight on the key d positions back, d = 0…63, for the
+# same queries (full causal context inside these 96 bytes, true positions, mean over heads, windows and seeds).
+# Vertical lines mark multiples of B = 16.
+
+# %%
+prof = {
+    arm: np.mean(
+        [
+            tr.attention_by_distance(
+                models[(arm, s)], w_k[:, :-1], tail, 64, pos=pos_k
+            )[-1]
+            for s in seeds_of(arm)
+        ],
+        axis=0,
+    )
+    for arm in tr.CLAIM_ARMS
+}
+fig, ax = plt.subplots(figsize=(7.5, 3.2))
+for arm, pr in prof.items():
+    ax.plot(np.arange(64), pr, marker=".", ms=3, lw=1, label=arm)
+for j in range(B, 64, B):
+    ax.axvline(j, color="gray", ls=":", lw=1)
+ax.set(
+    xlabel="key distance d (positions back)",
+    ylabel="attention weight",
+    yscale="log",
+    title=f"last layer, tail queries at positions {longest - tail}–{longest - 1}",
+)
+ax.legend(fontsize=7)
+plt.show()
+alias = pd.DataFrame(
+    {
+        arm: {
+            "d = 1": pr[1],
+            f"d = {B + 1}": pr[B + 1],
+            f"d = {2 * B + 1}": pr[2 * B + 1],
+            "median over d": float(np.median(pr)),
+        }
+        for arm, pr in prof.items()
+    }
+).T
+display(alias.round(4).style.set_caption("last-layer attention at selected distances"))
+
+# %% [markdown]
+# Reading the two tables (the generated summary in section 9 gives the numbers): if TPE + OPT's perplexity rises
+# once keys 16 or more back become visible, and its attention has secondary peaks one period B after its main
+# peak, then the arm reads distance from the lowest digit alone. That is what OPT as reconstructed teaches: the
+# offsets are multiples of B, so in training the upper digits of a key jump at random and say nothing about how
+# far back it is in the text, while the lowest digit always does. The lowest digit repeats every B positions, so
+# at test time a key B + 1 back looks like a key 1 back. The offsets reach every upper-digit combination (the
+# coverage in section 5), but they also make those digits uninformative.
+
+# %% [markdown]
+# The mask shows *that* the far keys do the damage; the next measurement shows *how much attention* each arm gives
+# them. For the last 32 queries of the longest windows we sum the attention weight on keys at least 32 positions
+# back (full causal context), per layer, averaged over heads, windows and the arm's seeds. Attention spread evenly
+# over all keys would put almost all of it there; an arm that learned to ignore the far keys puts little.
+
+# %%
+n_far = 2
+w_far = windows[longest][:n_far, :-1]
+uniform = float(
+    np.mean([(t + 1 - train_len) / (t + 1) for t in range(longest - tail, longest)])
+)
+far_rows = []
+for arm in tr.CLAIM_ARMS + ("NoPE",):
+    for s in seeds_of(arm):
+        if (arm, s) not in models:
+            continue
+        mass = tr.far_attention_mass(models[(arm, s)], w_far, tail, train_len)
+        far_rows.append(
+            dict(arm=arm, seed=s, **{f"layer {i + 1}": v for i, v in enumerate(mass)})
+        )
+far_tab = pd.DataFrame(far_rows).groupby("arm", sort=False).mean().drop(columns="seed")
+far_tab["tail ppl at longest"] = [
+    float(np.mean([np.exp(tails[(a, s)][-1].mean()) for s in seeds_of(a)]))
+    for a in far_tab.index
+]
+display(
+    far_tab.round(3).style.set_caption(
+        f"attention mass on keys ≥ {train_len} back, last {tail} queries, windows of"
+        f" {longest} (uniform attention: {uniform:.3f})"
+    )
+)
+
+# %% [markdown]
+# ### Diagnosis: where does TPE + OPT lose at the training length?
+#
+# TPE + OPT changes two things against RoPE: the encoding (the 8 rotary pairs split over 3 digits, so the lowest
+# digit drives only 3 of them) and the training position ids (chunks with jumps between them, so a key's position
+# says little about how far back it is in the text beyond its own chunk). The paired ratios below, at the training
+# length, separate the two costs, and do the same for the skips on RoPE; the radix ablation (one seed) shows what a
+# lowest digit spanning the whole training window (B = 64) changes.
+
+# %%
+ID_COST = {
+    "TPE ÷ RoPE (the encoding)": ("TPE", "RoPE"),
+    "TPE + OPT ÷ TPE (the offsets, on TPE)": ("TPE + OPT", "TPE"),
+    "RoPE + skips ÷ RoPE (the skips, on RoPE)": ("RoPE + skips", "RoPE"),
+    "TPE + OPT, B=64 L=2 ÷ RoPE (radix 64, one seed)": ("TPE + OPT, B=64 L=2", "RoPE"),
+}
+id_cost = {
+    k: ratio(a, b, train_len) for k, (a, b) in ID_COST.items() if (a, s0) in tails
+}
+display(
+    pd.DataFrame(
+        [
+            dict(
+                comparison=k,
+                seeds=len(r),
+                ratio=r[:, 0].mean(),
+                low=r[:, 1].min(),
+                high=r[:, 2].max(),
+            )
+            for k, r in id_cost.items()
+        ]
+    )
+    .round(3)
+    .style.set_caption(
+        f"tail perplexity ratios at the training length {train_len} (mean ratio;"
+        " low/high: the widest 95% paired interval over the seeds)"
     )
 )
 
@@ -756,6 +900,15 @@ def ppl_of(arm, n):
 
 
 x = longest // train_len
+a_tpe = alias.loc["TPE + OPT"]
+why_opt = (
+    f"diagnosis (section 4): TPE + OPT's last layer attends to the key {B + 1} back "
+    f"{a_tpe[f'd = {B + 1}'] / a_tpe['d = 1']:.2f}× as much as to the key 1 back, "
+    "and its "
+    f"tail perplexity with 32 keys visible is {k_tab.loc['TPE + OPT', 32]:.2f} against "
+    f"{k_tab.loc['TPE + OPT', 8]:.2f} with 8: OPT leaves only the lowest digit "
+    "informative, and it repeats every B positions"
+)
 rec.claim(
     "extrapolation_ppl_ratio",
     f"At {x}× the training length ({longest} bytes), RoPE's perplexity on the shared "
@@ -768,7 +921,8 @@ rec.claim(
     baseline=ppl_of("RoPE", longest),
     note="ratio [95% interval] per seed: "
     + fmt_r("extrapolation_ppl_ratio")
-    + f"; TPE+OPT ppl {ppl_of('TPE + OPT', longest)}; baseline = RoPE's ppl",
+    + f"; TPE+OPT ppl {ppl_of('TPE + OPT', longest)}; baseline = RoPE's ppl; "
+    + why_opt,
 )
 rec.claim(
     "in_distribution_parity",
@@ -780,7 +934,12 @@ rec.claim(
     target=1.05,
     unit="TPE+OPT ppl / RoPE ppl (upper 95% bound)",
     baseline=ppl_of("RoPE", train_len),
-    note="ratio [95% interval] per seed: " + fmt_r("in_distribution_parity"),
+    note="ratio [95% interval] per seed: "
+    + fmt_r("in_distribution_parity")
+    + "; at the training length TPE ÷ RoPE = "
+    + f"{id_cost['TPE ÷ RoPE (the encoding)'][:, 0].mean():.3f}, TPE + OPT ÷ TPE = "
+    + f"{id_cost['TPE + OPT ÷ TPE (the offsets, on TPE)'][:, 0].mean():.3f} (mean "
+    "over seeds): both parts cost; " + why_opt,
 )
 rec.claim(
     "needs_both_parts",
@@ -804,7 +963,10 @@ rec.claim(
     target=1.0,
     unit="RoPE+skips ppl / TPE+OPT ppl (lower 95% bound)",
     baseline=ppl_of("RoPE + skips", longest),
-    note="ratio [95% interval] per seed: " + fmt_r("beats_skip_control"),
+    note="ratio [95% interval] per seed: "
+    + fmt_r("beats_skip_control")
+    + "; "
+    + why_opt,
 )
 rec.claim(
     "inference_cost",
@@ -819,6 +981,24 @@ rec.claim(
     " the cos/sin tables are recomputed every call in helpers.nn, TPE adds the digit"
     " split",
 )
+
+# %% [markdown]
+# ### Known limits
+#
+# * **Not converged.** The issue asked for arms trained to convergence; these are not. The held-out loss still
+#   falls over the last quarter of training (table in section 3), and the 2.5× longer probe (one seed) moves every
+#   ratio (section 9): RoPE falls further behind TPE + OPT at the longest length, but TPE + OPT's
+#   in-distribution cost and the skip control's lead grow too. The verdicts describe 600 steps. Training the
+#   eighteen runs to a plateau would take hours on these CPUs.
+# * **A model too small to use long context.** With 32 dimensions and 8 rotary pairs per head (3/3/2 over the
+#   digits), no arm gains from keys more than about 16 bytes back (the k sweep in section 4). At 64× the test can
+#   therefore show only how much unseen positions *hurt*, never whether the long context *helps*, which is what
+#   the paper's 1.2B model shows. That is also why NoPE, which cannot be misled by positions, does well here.
+# * **One reconstruction of OPT.** Offsets that are multiples of B on chunks of 8 bytes (shorter than B = 16) make
+#   the upper digits uninformative in training; the diagnosis in section 4 shows the model then reads distance
+#   from the lowest digit alone and confuses keys one period apart. The paper's OPT may avoid this (offsets on
+#   several levels, chunks longer than B, or plain windows mixed in); we did not test such variants.
+# * The stored checkpoint took 29 minutes to build on one shared core, above the book's ~15-minute guideline.
 
 # %% [markdown]
 # ## 9. What the numbers say
@@ -836,14 +1016,17 @@ lines = [
     f"{mean_ratio('extrapolation_ppl_ratio'):.2f}× TPE + OPT's (mean over seeds; the "
     "paper reports about 30× for a 1.2B model at 64×).",
     f"- TPE without OPT is {mean_ratio('needs_both_parts'):.2f}× worse than TPE + OPT:"
-    " "
-    "the offsets are what make the tree encoding extrapolate.",
+    f" without the offsets the tree encoding is no help at {longest} (TPE "
+    f"{np.mean(ppl_of('TPE', longest)):.1f}, "
+    f"RoPE {np.mean(ppl_of('RoPE', longest)):.1f}).",
     f"- RoPE + skips ÷ TPE + OPT = {mean_ratio('beats_skip_control'):.2f}: "
     + (
         "the single-index control with PoSE-style skips extrapolates better than "
-        "the reconstructed TPE + OPT."
-        if mean_ratio("beats_skip_control") < 1
-        else "TPE + OPT beats the skip control."
+        "the reconstructed TPE + OPT (every seed's 95% interval below 1)."
+        if (ratios["beats_skip_control"][:, 2] < 1).all()
+        else "TPE + OPT beats the skip control (every seed's 95% interval above 1)."
+        if (ratios["beats_skip_control"][:, 1] > 1).all()
+        else "no clear difference (an interval reaches parity)."
     ),
     "- At the training length TPE + OPT costs "
     f"{mean_ratio('in_distribution_parity'):.2f}× RoPE's perplexity.",
@@ -858,6 +1041,64 @@ if not quick:
         )
         + "."
     )
+if ("NoPE", s0) in tails:
+    nope = float(np.exp(tails[("NoPE", s0)][-1].mean()))
+    lines.append(
+        f"- NoPE (seed {s0}) scores {nope:.1f} at {longest} against TPE + OPT's "
+        f"{np.exp(tails[('TPE + OPT', s0)][-1].mean()):.1f} and RoPE + skips' "
+        f"{np.exp(tails[('RoPE + skips', s0)][-1].mean()):.1f}: "
+        + (
+            "the reconstructed TPE + OPT extrapolates worse than no positional "
+            "encoding at all."
+            if nope < np.exp(tails[("TPE + OPT", s0)][-1].mean())
+            else "TPE + OPT does better than no positional encoding."
+        )
+    )
+lines.append(
+    "- At the training length (mean ratio, and whether every seed's 95% interval "
+    "lies above 1): "
+    + "; ".join(
+        f"{k} {r[:, 0].mean():.3f} "
+        + ("(a cost)" if (r[:, 1] > 1).all() else "(no clear cost)")
+        for k, r in id_cost.items()
+    )
+    + "."
+)
+lines.append(
+    "- Tail perplexity with the last 8 / 32 / 64 keys visible (best k): "
+    + "; ".join(
+        f"{a} {k_tab.loc[a, 8]:.2f} / {k_tab.loc[a, 32]:.2f} / {k_tab.loc[a, 64]:.2f}"
+        f" (k = {k_tab.loc[a].idxmin()})"
+        for a in k_tab.index
+    )
+    + ". Arms whose perplexity at 32 keys is more than 5% above their best: "
+    + (
+        ", ".join(
+            a for a in k_tab.index if k_tab.loc[a, 32] > 1.05 * k_tab.loc[a].min()
+        )
+        or "none"
+    )
+    + " (misled by keys inside the training length)."
+)
+lines.append(
+    f"- Last-layer attention at d = {B + 1} ÷ d = 1 (one period B further back): "
+    + ", ".join(
+        f"{a} {alias.loc[a, f'd = {B + 1}'] / alias.loc[a, 'd = 1']:.2f}"
+        for a in alias.index
+    )
+    + "."
+)
+ft = far_tab
+least_far = ft.iloc[:, cfg["n_layer"] - 1].idxmin()
+best_tail = ft["tail ppl at longest"].idxmin()
+lines.append(
+    f"- Attention of the last {tail} queries on keys ≥ {train_len} back (last layer, "
+    f"uniform would be {uniform:.2f}): "
+    + ", ".join(f"{a} {ft.loc[a].iloc[cfg['n_layer'] - 1]:.2f}" for a in ft.index)
+    + f". The arm with the least attention on far keys ({least_far}) is "
+    + ("also" if least_far == best_tail else "not")
+    + f" the one with the lowest tail perplexity at {longest} ({best_tail})."
+)
 d = diag
 lines.append(
     "- With attention limited to the last 32 keys, the tail perplexity at "
@@ -868,9 +1109,8 @@ lines.append(
         f"{d.loc[a, 'at_train_len']:.2f})"
         for a in d.index
     )
-    + ": where the masked number is back at the training-length level, the arm "
-    "encodes near keys at large positions correctly and the damage comes from "
-    "attending to far keys."
+    + ": where the masked number is far below the full-context one, the damage "
+    "comes from attending to far keys, not from the near keys' large positions."
 )
 print("\n".join(lines))
 rec.save()

@@ -222,3 +222,61 @@ def test_token_losses_match_mean_loss():
     assert tl.shape == (3, 40)
     full = torch.nn.functional.cross_entropy(model(w[:, :-1]).reshape(-1, 256), w[:, 1:].reshape(-1))
     assert torch.isclose(tl.mean(), full, atol=1e-5)
+
+
+def test_far_attention_mass():
+    torch.manual_seed(0)
+    spec = tr.checkpoint_config()["arms"]["RoPE"]
+    model = tr.make_model(spec, dict(tr.checkpoint_config(), d_model=16, n_head=2))
+    w = torch.randint(0, 256, (2, 40))
+    with torch.no_grad():  # zero queries and keys: uniform attention over the causal keys
+        for blk in model.blocks:
+            blk.attn.qkv.weight[:32] = 0
+            blk.attn.qkv.bias[:32] = 0
+    m = tr.far_attention_mass(model, w, n_queries=4, min_dist=8)
+    # query t (0-based) has t + 1 keys, of which t + 1 - 8 lie at least 8 back
+    expect = np.mean([(t + 1 - 8) / (t + 1) for t in range(36, 40)])
+    assert m.shape == (model.cfg.n_layer,) and np.allclose(m, expect, atol=1e-6)
+    assert np.allclose(tr.far_attention_mass(model, w, n_queries=4, min_dist=100), 0)
+    with pytest.raises(ValueError, match="n_queries"):
+        tr.far_attention_mass(model, w, n_queries=41, min_dist=8)
+    with pytest.raises(ValueError, match="min_dist"):
+        tr.far_attention_mass(model, w, n_queries=4, min_dist=0)
+
+
+def _uniform_model():
+    torch.manual_seed(0)
+    model = tr.make_model(tr.checkpoint_config()["arms"]["RoPE"], dict(tr.checkpoint_config(), d_model=16, n_head=2))
+    with torch.no_grad():  # zero queries and keys: uniform attention over the visible keys
+        for blk in model.blocks:
+            blk.attn.qkv.weight[:32] = 0
+            blk.attn.qkv.bias[:32] = 0
+    return model
+
+
+def test_attention_by_distance():
+    model = _uniform_model()
+    w = torch.randint(0, 256, (2, 20))
+    prof = tr.attention_by_distance(model, w, n_queries=2, max_dist=6)
+    assert prof.shape == (2, 6)
+    assert np.allclose(prof, np.mean([1 / 19, 1 / 20]), atol=1e-6)  # queries 18, 19 see 19, 20 keys
+    with pytest.raises(ValueError, match="max_dist"):
+        tr.attention_by_distance(model, w, n_queries=2, max_dist=20)  # query 18 has no key 19 back
+    with pytest.raises(TypeError):
+        tr.attention_by_distance(model, w.float(), n_queries=2, max_dist=6)
+
+
+def test_tail_loss_with_keys():
+    model = _uniform_model()
+    torch.manual_seed(1)
+    for blk in model.blocks:  # back to ordinary attention
+        torch.nn.init.normal_(blk.attn.qkv.weight, std=0.2)
+    w = torch.randint(0, 256, (3, 30))
+    full = tr.token_losses(model, w)[:, -5:].mean(1)
+    assert torch.allclose(tr.tail_loss_with_keys(model, w, tail=5, keys=1000), full, atol=1e-5)
+    one = tr.tail_loss_with_keys(model, w, tail=5, keys=1)
+    assert not torch.allclose(one, full, atol=1e-3)
+    with pytest.raises(ValueError, match="keys"):
+        tr.tail_loss_with_keys(model, w, tail=5, keys=0)
+    with pytest.raises(ValueError, match="tail"):
+        tr.tail_loss_with_keys(model, w, tail=40, keys=4)
