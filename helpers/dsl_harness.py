@@ -26,8 +26,10 @@ from dataclasses import dataclass, field
 from functools import cache
 
 import numpy as np
+import torch
 
 from helpers import validate as V
+from helpers.nn import Transformer, TransformerConfig
 
 __all__ = [
     "SCHEMA", "FOREIGN_KEYS", "DSL_VOCAB", "END", "ERROR_KINDS", "Column", "VerifierError", "Verdict", "Program",
@@ -36,7 +38,9 @@ __all__ = [
     "sql_vocab", "valid_prefix_length", "binomial_z", "Episode", "agent_episode", "reinforce_program",
     "steps_to_level", "ARMS",
     "bw_blocks", "bw_states", "bw_raw_actions", "bw_check", "bw_apply", "bw_bfs", "bw_distances", "bw_episode",
-    "bw_graph",
+    "bw_graph", "COVERAGE_GROUPS", "AGENT_INTERFACES", "request_tokens", "agent_vocab", "encode", "make_agent",
+    "train_agent", "decode", "sqlite_error_position", "AgentResult", "agent_answer", "bits_per_intent",
+    "checkpoint_config",
 ]
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -328,17 +332,38 @@ def _check_tokens(tokens: Sequence[str], name: str = "tokens") -> list[str]:
     return V.sequence(name, tokens, of=lambda k, t: V.instance(k, t, str))
 
 
-def verify(tokens: Sequence[str]) -> Verdict:
+# Checks that can be switched off (coverage ablation): each group names the non-fatal error kinds it reports.
+COVERAGE_GROUPS: dict[str, tuple[str, ...]] = {
+    "type": ("type_mismatch", "bad_operator"),
+    "domain": ("unknown_value",),
+    "scope": ("column_not_in_scope", "bad_join"),
+}
+
+
+def _check_disabled(disabled: object) -> frozenset[str]:
+    if isinstance(disabled, str) or not isinstance(disabled, (tuple, list, set, frozenset)):
+        raise TypeError(f"disabled must be a collection of error kinds, got {V.describe(disabled)}")
+    optional = {k for g in COVERAGE_GROUPS.values() for k in g}
+    bad = [k for k in disabled if k not in optional]
+    if bad:
+        raise ValueError(f"disabled may only name the non-fatal kinds {sorted(optional)}, got {bad}")
+    return frozenset(disabled)
+
+
+def verify(tokens: Sequence[str], disabled: Sequence[str] = ()) -> Verdict:
     """Check a DSL program (a token sequence, without :data:`END`) against grammar, schema and types.
 
     Returns a :class:`Verdict`; every error names its kind, token position and what was expected. Fatal errors
     (syntax, unknown table/function, writes) stop the parse; the others are collected and parsing goes on.
+    ``disabled``: error kinds the verifier does not report (a verifier with less coverage, see
+    :data:`COVERAGE_GROUPS`).
     """
     tokens = _check_tokens(tokens)
+    off = _check_disabled(disabled)
     state, errors = _START, []
     for i, tok in enumerate([*tokens, END]):
         state, err = _step(state, tok)
-        if err is not None:
+        if err is not None and err[0] not in off:
             errors.append(VerifierError(err[0], i, err[1]))
         if state[7]:
             break
@@ -355,8 +380,13 @@ def _state_of(tokens: Sequence[str]) -> tuple:
 
 
 @cache
-def _allowed(state: tuple) -> tuple[str, ...]:
-    return tuple(t for t in (*DSL_VOCAB, END) if _step(state, t)[1] is None and not _step(state, t)[0][7])
+def _allowed(state: tuple, off: frozenset = frozenset()) -> tuple[str, ...]:
+    out = []
+    for t in (*DSL_VOCAB, END):
+        nxt, err = _step(state, t)
+        if not nxt[7] and (err is None or err[0] in off):
+            out.append(t)
+    return tuple(out)
 
 
 def allowed_next(prefix: Sequence[str]) -> tuple[str, ...]:
@@ -419,10 +449,11 @@ class Program:
     limit: str | None
 
 
-def parse(tokens: Sequence[str]) -> Program:
-    """The abstract syntax of a verified program (raises ValueError naming the first error otherwise)."""
+def parse(tokens: Sequence[str], disabled: Sequence[str] = ()) -> Program:
+    """The abstract syntax of a verified program (raises ValueError naming the first error otherwise);
+    ``disabled`` as in :func:`verify`."""
     t = _check_tokens(tokens)
-    v = verify(t)
+    v = verify(t, disabled)
     if not v.ok:
         raise ValueError(f"tokens must be a verified program, got an error: {v.errors[0]}")
     i = 2
@@ -447,14 +478,17 @@ def parse(tokens: Sequence[str]) -> Program:
     return Program(t[1], join, func, col, tuple(where), by, order, limit)
 
 
-def compile_sql(tokens: Sequence[str]) -> list[str]:
-    """Compile a verified DSL program into SQL tokens (join on the schema's foreign key)."""
-    p = parse(tokens)
+def compile_sql(tokens: Sequence[str], disabled: Sequence[str] = ()) -> list[str]:
+    """Compile a verified DSL program into SQL tokens (join on the schema's foreign key; a join without one, which
+    only a verifier with ``disabled`` scope checks lets through, becomes a cross join)."""
+    p = parse(tokens, disabled)
     sel = [p.col] if p.func == "val" else [p.func.upper(), "(", p.col, ")"]
     out = ["SELECT"] + ([p.by, ","] if p.by else []) + sel + ["FROM", p.table]
-    if p.join:
+    if p.join and (p.table, p.join) in FOREIGN_KEYS:
         a, b = FOREIGN_KEYS[(p.table, p.join)]
         out += ["JOIN", p.join, "ON", a, "=", b]
+    elif p.join:
+        out += ["JOIN", p.join]
     for k, (c, op, v) in enumerate(p.where):
         out += ["WHERE" if k == 0 else "AND", c, op, v]
     if p.by:
@@ -1172,3 +1206,227 @@ def steps_to_level(curve: Sequence[float], level: float, window: int = 20) -> in
     run[:window - 1] = np.cumsum(c[:window - 1]) / np.arange(1, min(window, len(c) + 1))[:window - 1]
     hit = np.nonzero(run >= level)[0]
     return int(hit[0]) + 1 if len(hit) else None
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Case 4: a learned agent (a small transformer from request to program), decoding, repair, bits per intent
+# ----------------------------------------------------------------------------------------------------------------
+AGENT_INTERFACES = ("dsl", "sql")
+SEP, PAD = "<sep>", "<pad>"
+_REQUEST_WORDS = tuple(sorted(
+    {w for v in WORDS.values() for w in v.split()} | set(TABLES) | {v.strip("'") for v in TEXT_LITERALS}
+    | set(INT_LITERALS) | {"1", "3", "5", "10", "per", "from", "with", "where", "top", ","}))
+
+
+def request_tokens(text: str) -> list[str]:
+    """The words of a request made by :func:`render_request` (commas are their own token)."""
+    V.instance("text", text, str)
+    toks = text.replace(",", " ,").split()
+    bad = [t for t in toks if t not in _REQUEST_WORDS]
+    if bad:
+        raise ValueError(f"text holds words outside the request vocabulary: {bad[:5]}")
+    return toks
+
+
+def agent_vocab(interface: str) -> tuple[str, ...]:
+    """The agent's token vocabulary: request words, ``<sep>``, the interface's output tokens, END and ``<pad>``."""
+    V.one_of("interface", interface, AGENT_INTERFACES)
+    out = DSL_VOCAB if interface == "dsl" else tuple(dict.fromkeys(sql_vocab()))
+    return (*_REQUEST_WORDS, SEP, *out, END, PAD)
+
+
+def _gold(intent: Intent, interface: str) -> list[str]:
+    return list(intent.program if interface == "dsl" else intent.sql)
+
+
+def encode(intents: Sequence[Intent], interface: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """Teacher-forcing batch: token ids ``(B, T)`` of ``request <sep> output END`` (right-padded) and a boolean
+    mask ``(B, T)`` of the positions whose *next* token is an output token (where the loss is taken)."""
+    V.one_of("interface", interface, AGENT_INTERFACES)
+    V.sequence("intents", intents, of=lambda k, x: V.instance(k, x, Intent), min_len=1)
+    vocab = {t: i for i, t in enumerate(agent_vocab(interface))}
+    seqs, starts = [], []
+    for it in intents:
+        req = request_tokens(it.request)
+        seqs.append([vocab[t] for t in [*req, SEP, *_gold(it, interface), END]])
+        starts.append(len(req))
+    T = max(map(len, seqs))
+    ids = torch.full((len(seqs), T), vocab[PAD], dtype=torch.long)
+    loss_at = torch.zeros((len(seqs), T), dtype=torch.bool)
+    for b, (s, st) in enumerate(zip(seqs, starts)):
+        ids[b, :len(s)] = torch.tensor(s)
+        loss_at[b, st:len(s) - 1] = True
+    return ids, loss_at
+
+
+def make_agent(interface: str, d_model: int = 64, n_layer: int = 2, n_head: int = 4) -> Transformer:
+    """A small decoder-only transformer (learned positions) over :func:`agent_vocab`; build it under a seed."""
+    V.one_of("interface", interface, AGENT_INTERFACES)
+    cfg = TransformerConfig(vocab_size=len(agent_vocab(interface)), n_layer=n_layer, n_head=n_head,
+                            d_model=d_model, max_len=96, pos="learned")
+    return Transformer(cfg)
+
+
+def train_agent(model: torch.nn.Module, intents: Sequence[Intent], interface: str, steps: int, batch: int = 32,
+                lr: float = 3e-3, seed: int = 0) -> list[float]:
+    """Supervised training (cross-entropy on the output tokens, AdamW, cosine decay); returns the loss per step."""
+    V.instance("model", model, torch.nn.Module)
+    steps, batch = V.integer("steps", steps, min=1), V.integer("batch", batch, min=1)
+    lr, seed = V.positive("lr", lr), V.seed("seed", seed)
+    ids, loss_at = encode(intents, interface)
+    g = torch.Generator().manual_seed(seed)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * s / steps)))
+    losses = []
+    model.train()
+    for _ in range(steps):
+        b = torch.randint(len(ids), (min(batch, len(ids)),), generator=g)
+        x, m = ids[b], loss_at[b]
+        T = int(m.nonzero()[:, 1].max()) + 2
+        logits = model(x[:, :T - 1])
+        loss = torch.nn.functional.cross_entropy(logits[m[:, :T - 1]], x[:, 1:T][m[:, :T - 1]])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        sched.step()
+        losses.append(loss.item())
+    model.eval()
+    return losses
+
+
+@torch.no_grad()
+def decode(model: torch.nn.Module, intent: Intent, interface: str, constrained: bool = False,
+           disabled: Sequence[str] = (), prefix: Sequence[str] = (), banned: dict | None = None,
+           max_new: int = 48) -> list[str]:
+    """Greedy decoding of the output after ``intent``'s request, continuing ``prefix``.
+
+    ``constrained`` (DSL only): the logits are masked to the verifier-valid next tokens (:func:`allowed_next`,
+    with ``disabled`` checks off). ``banned[i]``: tokens not allowed at output position ``i`` (the repair loop's
+    memory). Returns the output tokens without END.
+    """
+    V.instance("model", model, torch.nn.Module)
+    V.instance("intent", intent, Intent)
+    V.one_of("interface", interface, AGENT_INTERFACES)
+    constrained = V.boolean("constrained", constrained)
+    if constrained and interface != "dsl":
+        raise ValueError("constrained decoding needs the DSL's verifier (interface='dsl')")
+    off = _check_disabled(disabled)
+    banned = {} if banned is None else V.instance("banned", banned, dict)
+    max_new = V.integer("max_new", max_new, min=1)
+    vocab = agent_vocab(interface)
+    index = {t: i for i, t in enumerate(vocab)}
+    out = list(_check_tokens(prefix, "prefix"))
+    ids = [index[t] for t in [*request_tokens(intent.request), SEP, *out]]
+    first_out = index[SEP] + 1
+    state = _START
+    if constrained:
+        for t in out:
+            state = _step(state, t)[0]
+    while len(out) < max_new:
+        logits = model(torch.tensor([ids[-model.cfg.max_len:]]))[0, -1].clone()
+        logits[:first_out] = -math.inf  # never a request word or <sep>
+        logits[index[PAD]] = -math.inf
+        if constrained:
+            keep = torch.full_like(logits, -math.inf)
+            keep[[index[t] for t in _allowed(state, off)]] = 0.0
+            logits += keep
+        for t in banned.get(len(out), ()):
+            logits[index[t]] = -math.inf
+        if not torch.isfinite(logits).any():
+            break
+        tok = vocab[int(logits.argmax())]
+        if tok == END:
+            break
+        out.append(tok)
+        ids.append(index[tok])
+        if constrained:
+            state = _step(state, tok)[0]
+    return out
+
+
+_SQLITE_NAMES = (r'near "([^"]+)"', r"no such column: (\S+)", r"no such table: (\S+)", r"no such function: (\S+)",
+                 r"ambiguous column name: (\S+)")
+
+
+def sqlite_error_position(sql: Sequence[str], message: str) -> int | None:
+    """The output position that SQLite's error ``message`` names: the first token equal to the name it quotes
+    (``len(sql)``, i.e. END, for an incomplete input); None when the message names no token of ``sql``."""
+    import re
+
+    sql = _check_tokens(sql, "sql")
+    V.instance("message", message, str)
+    if "incomplete input" in message:
+        return len(sql)
+    for pat in _SQLITE_NAMES:
+        m = re.search(pat, message)
+        if m:
+            name = m.group(1).lower()
+            for i, t in enumerate(sql):
+                if t.lower() == name or t.lower().split(".")[-1] == name.split(".")[-1] and "." in name:
+                    return i
+    return None
+
+
+@dataclass
+class AgentResult:
+    """One answer of the learned agent: ``success`` (correct rows), ``executed_invalid`` (an action that fails
+    at the database or that the full verifier rejects reached execution), ``repairs`` used, the final output."""
+
+    success: bool
+    executed_invalid: bool
+    repairs: int
+    output: list[str]
+
+
+def agent_answer(model: torch.nn.Module, con: sqlite3.Connection, intent: Intent, interface: str,
+                 constrained: bool = False, repairs: int = 0, disabled: Sequence[str] = ()) -> AgentResult:
+    """Answer ``intent`` with the learned agent, with up to ``repairs`` verifier-guided repairs.
+
+    DSL: the verifier (with ``disabled`` checks off) runs before execution; on an error the token at its
+    position is banned there and decoding resumes from that position. SQL: the query runs; when SQLite's message
+    names a token (:func:`sqlite_error_position`) the same repair is made there; otherwise the agent stops.
+    """
+    V.instance("con", con, sqlite3.Connection)
+    repairs = V.integer("repairs", repairs, min=0)
+    off = _check_disabled(disabled)
+    banned: dict[int, set] = {}
+    out = decode(model, intent, interface, constrained, off)
+    for attempt in range(repairs + 1):
+        if interface == "dsl":
+            v = verify(out, off)
+            if v.ok:
+                status, rows = execute(con, compile_sql(out, off))
+                invalid = status != "ok" or not verify(out).ok
+                return AgentResult(status == "ok" and results_equal(rows, intent.result), invalid, attempt, out)
+            pos = min(e.position for e in v.errors)
+        else:
+            status, rows = execute(con, out)
+            if status == "ok":
+                return AgentResult(results_equal(rows, intent.result), False, attempt, out)
+            pos = sqlite_error_position(out, rows)
+            if pos is None:
+                return AgentResult(False, True, attempt, out)
+        if attempt == repairs:
+            break
+        banned.setdefault(pos, set()).add(out[pos] if pos < len(out) else END)
+        out = decode(model, intent, interface, constrained, off, prefix=out[:pos], banned=banned)
+    return AgentResult(False, interface == "sql", repairs, out)
+
+
+@torch.no_grad()
+def bits_per_intent(model: torch.nn.Module, intents: Sequence[Intent], interface: str) -> np.ndarray:
+    """Per intent, the bits the model needs to write the gold output: ``-sum log2 p(token | request, prefix)``
+    over the output tokens and END (teacher forcing)."""
+    V.instance("model", model, torch.nn.Module)
+    ids, loss_at = encode(intents, interface)
+    logp = torch.log_softmax(model(ids[:, :-1]), -1)
+    tok_lp = logp.gather(-1, ids[:, 1:, None])[..., 0] * loss_at[:, :-1]
+    return (-tok_lp.sum(1) / math.log(2)).numpy()
+
+
+def checkpoint_config(name: str = "agents") -> dict:
+    """The config of the chapter's checkpoint ``agents`` (what the default run asks for)."""
+    V.one_of("name", name, ("agents",))
+    return {"db_seed": 0, "intent_seed": 0, "n_train": 300, "n_test": 60, "seeds": [0, 1, 2],
+            "interfaces": list(AGENT_INTERFACES), "d_model": 64, "n_layer": 2, "n_head": 4,
+            "steps": 1000, "batch": 32, "lr": 3e-3}

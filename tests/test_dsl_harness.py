@@ -6,6 +6,7 @@ import itertools
 
 import numpy as np
 import pytest
+import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -257,3 +258,70 @@ def test_bw_episode_masked_never_executes_invalid():
         assert inv == 0
         ok, _, _ = d.bw_episode(start, goal, dist, 0.0, False, rng)
         assert ok
+
+
+# ---------------------------------------------------------------- case 4: the learned agent
+@pytest.fixture(scope="module")
+def small_world():
+    con = d.make_database(0)
+    return con, d.make_intents(con, 12, seed=0)
+
+
+def test_disabled_checks_switch_off_one_group():
+    toks = "from orders select sum customers.city".split()
+    assert not d.verify(toks).ok
+    assert {e.kind for e in d.verify(toks, ("type_mismatch",)).errors} == {"column_not_in_scope"}
+    assert d.verify(toks, d.COVERAGE_GROUPS["type"] + d.COVERAGE_GROUPS["scope"]).ok
+    with pytest.raises(ValueError, match="non-fatal"):
+        d.verify(toks, ("syntax",))
+    with pytest.raises(TypeError):
+        d.verify(toks, "type_mismatch")
+    bad_join = "from customers join products select count products.price".split()
+    assert d.compile_sql(bad_join, d.COVERAGE_GROUPS["scope"])[7:] == ["JOIN", "products"]
+
+
+def test_request_tokens_and_encode(small_world):
+    con, its = small_world
+    for it in its:
+        assert all(t in d.agent_vocab("dsl") for t in d.request_tokens(it.request))
+    with pytest.raises(ValueError, match="vocabulary"):
+        d.request_tokens("drop the table")
+    with pytest.raises(TypeError):
+        d.request_tokens(3)
+    ids, at = d.encode(its[:3], "sql")
+    assert ids.shape[0] == 3 and at.sum() == sum(len(it.sql) + 1 for it in its[:3])
+    with pytest.raises(ValueError):
+        d.encode(its[:3], "python")
+    with pytest.raises(ValueError):
+        d.encode([], "dsl")
+
+
+def test_agent_learns_and_constrained_decoding_verifies(small_world):
+    con, its = small_world
+    torch.manual_seed(0)
+    m = d.make_agent("dsl", d_model=32, n_layer=1, n_head=2)
+    losses = d.train_agent(m, its, "dsl", steps=150, batch=12, lr=1e-2)
+    assert losses[-1] < 0.2 * losses[0]
+    for it in its[:4]:
+        out = d.decode(m, it, "dsl", constrained=True)
+        assert d.verify(out).ok
+        r = d.agent_answer(m, con, it, "dsl", constrained=True, repairs=2)
+        assert r.success == d.results_equal(d.execute(con, d.compile_sql(r.output))[1], it.result)
+    b = d.bits_per_intent(m, its, "dsl")
+    assert b.shape == (len(its),) and (b >= 0).all()
+    with pytest.raises(ValueError, match="constrained"):
+        d.decode(m, its[0], "sql", constrained=True)
+    with pytest.raises(ValueError):
+        d.agent_answer(m, con, its[0], "dsl", repairs=-1)
+    with pytest.raises(ValueError):
+        d.train_agent(m, its, "dsl", steps=0)
+
+
+def test_sqlite_error_position():
+    sql = "SELECT COUNT ( orders.totl ) FROM orders".split()
+    assert d.sqlite_error_position(sql, "no such column: orders.totl") == 3
+    assert d.sqlite_error_position(["SELCT", "1"], 'near "SELCT": syntax error') == 0
+    assert d.sqlite_error_position(sql, "incomplete input") == len(sql)
+    assert d.sqlite_error_position(sql, "something else") is None
+    with pytest.raises(TypeError):
+        d.sqlite_error_position(sql, 3)
