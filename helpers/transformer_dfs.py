@@ -14,7 +14,8 @@ layer 1 marks each edge ``(a, b)`` whose head ``b`` is visited (edge tokens atte
 trace token's predecessor; layer 2 selects an unvisited child of the current node (hard attention, largest index
 wins) and looks up the parent for backtracking. :class:`OneLayerDFS` is the one-layer counterpart: it can only
 subtract the average visited embedding from the average child embedding, which needs width ~ N on dense graphs.
-:func:`lookahead_trace` simulates the L-layer model with look-ahead horizon ``2**(L-3)``.
+:func:`lookahead_trace` simulates the L-layer model with look-ahead horizon ``2**(L-3)``; :class:`LookaheadDFS`
+builds it by hand for horizons 1 and 2.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from helpers import validate as V
 __all__ = [
     "check_graph", "random_digraph", "edge_list", "dfs_trace", "networkx_dfs_walk", "dfs_state", "next_step",
     "is_valid_step", "sample_states", "lookahead_trace", "sign_embeddings", "one_hot_embeddings",
-    "TwoLayerDFS", "OneLayerDFS", "full_attention", "rollout", "child_accuracy", "width_needed", "fit_exponent",
+    "TwoLayerDFS", "LookaheadDFS", "OneLayerDFS", "full_attention", "rollout", "child_accuracy", "width_needed", "fit_exponent",
     "width_bisect",
     "TokenCodec", "make_state_pool", "collate",
     "STATE_DATA", "structured_states", "structured_batch", "StructuredDFS", "StructuredOneLayer", "matrix_cosine",
@@ -410,6 +411,9 @@ class TwoLayerDFS:
     * Readout: logits ``E out`` over nodes, plus a constant ``1/8`` for STOP (search exhausted).
     """
 
+    _extra_vectors: tuple[str, ...] = ()  # residual-stream slots a subclass adds
+    _extra_scalars: tuple[str, ...] = ()
+
     def __init__(self, emb: np.ndarray, beta1: float = 100.0, c_prev: float = 30.0, beta2: float | None = None,
                  tau: float | None = None, lam: float = 30.0) -> None:
         emb = _emb(emb)
@@ -421,9 +425,9 @@ class TwoLayerDFS:
         tau = 20.0 * n if tau is None else tau  # consecutive children differ by tau/n = 20 in score: hard choice
         beta2 = 10.0 * tau if beta2 is None else beta2
         beta3 = 4.0 * lam * (2 * n + 2)  # a match beats a non-match even at the last position
-        S = self.slots = _Slots(d, ["src", "dst", "node", "prev", "out"],
+        S = self.slots = _Slots(d, ["src", "dst", "node", "prev", "out", *self._extra_vectors],
                                 ["one", "is_sink", "is_edge", "is_trace", "pos", "pos2", "idx_dst", "flag_raw",
-                                 "flag", "stop"])
+                                 "flag", "stop", *self._extra_scalars])
         D = S.width
         eye = torch.eye(d, dtype=torch.float64)
 
@@ -505,24 +509,28 @@ class TwoLayerDFS:
     def forward(self, edges: np.ndarray, trace: Sequence[int], record: bool = False):
         """Logits over ``n`` nodes + STOP for the next trace token (and, with ``record``, the attention maps)."""
         record = V.boolean("record", record)
-        S, x = self.slots, self.embed(edges, trace)
-        # layer 1: every position is a query (edges need their flags, trace tokens their predecessor)
+        x, maps = self._layer1(self.embed(edges, trace))
+        logits, maps2 = self._last_layer(x)
+        return (logits, {**maps, **maps2}) if record else logits
+
+    def _layer1(self, x: Tensor, extra: Sequence[Head] = ()) -> tuple[Tensor, dict[str, Tensor]]:
+        """Layer 1 (visited and previous-token heads, plus ``extra`` heads) and its MLP, at every position."""
+        S = self.slots
         h_vis, a_vis = self.visited(x, x, S)
         h_prev, a_prev = self.previous(x, x, S)
-        x = x + h_vis + h_prev
+        x = x + h_vis + h_prev + sum((h(x, x, S)[0] for h in extra), torch.zeros_like(x))
         x = x + torch.relu(x @ self.mlp_w1 + self.mlp_b1) @ self.mlp_w2
-        # layer 2: only the last position's output is read, so only it is computed
-        q = x[-1:]
+        return x, {"visited": full_attention(*a_vis), "previous": full_attention(*a_prev),
+                   "flag": x[:, S["flag"]][:, 0]}
+
+    def _last_layer(self, x: Tensor) -> tuple[Tensor, dict[str, Tensor]]:
+        """The child and parent heads at the last position (the only output read), and the readout."""
+        S, q = self.slots, x[-1:]
         h_child, a_child = self.child(q, x, S)
         h_par, a_par = self.parent(q, x, S)
-        y = q + h_child + h_par
-        out = y[0, self.slots["out"]]
+        out = (q + h_child + h_par)[0, S["out"]]
         logits = torch.cat([self.readout @ out, torch.tensor([0.125], dtype=torch.float64)])
-        if record:
-            return logits, {"visited": full_attention(*a_vis), "previous": full_attention(*a_prev),
-                            "child": full_attention(*a_child)[0], "parent": full_attention(*a_par)[0],
-                            "flag": x[:, S["flag"]][:, 0]}
-        return logits
+        return logits, {"child": full_attention(*a_child)[0], "parent": full_attention(*a_par)[0]}
 
     def step(self, edges: np.ndarray, trace: Sequence[int]) -> int | None:
         """The next trace token (``None`` = STOP)."""
@@ -573,6 +581,118 @@ class TwoLayerDFS:
         """:meth:`step` computed with :meth:`fast_logits`."""
         k = int(np.argmax(self.fast_logits(edges, trace)))
         return None if k == self.n else k
+
+
+class LookaheadDFS(TwoLayerDFS):
+    """:class:`TwoLayerDFS` with a look-ahead toward the target ``t``, horizon 1 or 2; weights set by hand.
+
+    The input gets one more token carrying ``e_t`` (slot ``tgt``). The child head then prefers the children seen
+    at the smallest horizon, as :func:`lookahead_trace` does: first ``t`` itself, then (horizon 2) a child with an
+    edge to ``t``, then the largest unvisited child. Added pieces:
+
+    * Layer 1, head *target*: every token attends to the target token and copies ``e_t`` into ``tgt``.
+    * Horizon 2 only, a middle layer, head *near*: an edge ``(a, b)`` attends to the edge tokens ``(x, y)`` with
+      score ``beta1 (<e_b, e_x> + <e_t, e_y>)`` and to the sink with ``1.5 beta1``; the value is 1 on edges, so
+      ``near_raw ~ 1[(b, t) is an edge]``; an MLP thresholds it to ``near``.
+    * Last layer, child head: two more score terms, ``kappa0 <e_t, e_b>`` (the child is ``t``) and
+      ``kappa1 near_ab`` (horizon 2), with ``kappa0 = 4 tau > kappa1 + tau = 3 tau``, so the levels stay ordered
+      and the index tie-break acts within a level; ``beta2`` grows with the extra terms to keep the sink margins.
+
+    Layers: horizon 1 needs 2, horizon 2 needs 3 (``t`` is an input token here). Horizon 4 would need the
+    reachability relation between node pairs that are not edges, which this construction does not hold.
+    """
+
+    needs_target = True
+    _extra_vectors = ("tgt",)
+    _extra_scalars = ("is_target", "near_raw", "near")
+
+    def __init__(self, emb: np.ndarray, horizon: int = 2, beta1: float = 100.0, c_prev: float = 30.0,
+                 lam: float = 30.0) -> None:
+        emb = _emb(emb)
+        self.horizon = V.integer("horizon", horizon, min=1, max=2)
+        n = emb.shape[0]
+        tau = 20.0 * n
+        self.kappa0, self.kappa1 = 4.0 * tau, (2.0 * tau if self.horizon == 2 else 0.0)
+        super().__init__(emb, beta1=beta1, c_prev=c_prev, tau=tau, lam=lam,
+                         beta2=10.0 * (tau + self.kappa0 + self.kappa1))
+        S, D, d = self.slots, self.slots.width, self.d
+        eye = torch.eye(d, dtype=torch.float64)
+        # ---- layer 1, head "target": every token -> the target token (the only allowed key); copy e_t
+        wv, wo = _mat(D, d), _mat(d, D)
+        wv[S["tgt"], :] = eye
+        wo[:, S["tgt"]] = eye
+        self.target = Head(_mat(D, 1), _mat(D, 1), wv, wo, keys=("is_target",))
+        # ---- middle layer (horizon 2), head "near": edge (a, b) -> edge (b, t) if there is one, else the sink
+        wq, wk = _mat(D, 2 * d + 1), _mat(D, 2 * d + 1)
+        wq[S["dst"], :d] = beta1 * eye
+        wk[S["src"], :d] = eye
+        wq[S["tgt"], d:2 * d] = beta1 * eye
+        wk[S["dst"], d:2 * d] = eye
+        wq[S["one"], 2 * d] = 1.5 * beta1
+        wk[S["is_sink"], 2 * d] = 1.0
+        wv, wo = _mat(D, 1), _mat(1, D)
+        wv[S["is_edge"], 0] = 1.0
+        wo[0, S["near_raw"]] = 1.0
+        self.near = Head(wq, wk, wv, wo, keys=("is_sink", "is_edge"))
+        self.mlp2_w1 = _mat(D, 2)
+        self.mlp2_w1[S["near_raw"], :] = 2.0
+        self.mlp2_w2 = _mat(2, D)
+        self.mlp2_w2[0, S["near"]] = 1.0
+        self.mlp2_w2[1, S["near"]] = -1.0
+        # ---- last layer, child head: + kappa0 <e_t, e_b> + kappa1 near_ab
+        wq, wk = _mat(D, d + 1), _mat(D, d + 1)
+        wq[S["tgt"], :d] = self.kappa0 * eye
+        wk[S["dst"], :d] = eye
+        wq[S["one"], d] = self.kappa1
+        wk[S["near"], d] = 1.0
+        c = self.child
+        self.child = Head(torch.cat([c.wq, wq], 1), torch.cat([c.wk, wk], 1), c.wv, c.wo, c.keys)
+
+    @property
+    def n_layers(self) -> int:
+        """Attention layers: 2 for horizon 1, 3 for horizon 2."""
+        return 1 + self.horizon
+
+    @property
+    def n_params(self) -> int:
+        """Nonzero parameters, as for :class:`TwoLayerDFS`, plus the target and near heads and the second MLP."""
+        extra = [m for h in (self.target, self.near) for m in (h.wq, h.wk, h.wv, h.wo)]
+        extra += [self.mlp2_w1, self.mlp2_w2]
+        return super().n_params + sum(int((m != 0).sum()) for m in extra) + 2
+
+    def embed(self, edges: np.ndarray, trace: Sequence[int], t: int) -> Tensor:
+        """The input residual stream: sink, edge tokens, the target token, trace tokens."""
+        x = super().embed(edges, trace)
+        t = _check_node(t, self.n, "t")
+        S = self.slots
+        m = int((x[:, S["is_edge"]] > 0.5).sum())
+        tok = torch.zeros(1, S.width, dtype=torch.float64)
+        tok[0, S["one"]] = 1.0
+        tok[0, S["is_target"]] = 1.0
+        tok[0, S["tgt"]] = torch.as_tensor(self.emb[t])
+        return torch.cat([x[:1 + m], tok, x[1 + m:]])
+
+    def forward(self, edges: np.ndarray, trace: Sequence[int], t: int, record: bool = False):
+        """Logits over ``n`` nodes + STOP for the next trace token (and, with ``record``, the attention maps)."""
+        record = V.boolean("record", record)
+        S = self.slots
+        x, maps = self._layer1(self.embed(edges, trace, t), extra=(self.target,))
+        if self.horizon >= 2:
+            h_near, a_near = self.near(x, x, S)
+            x = x + h_near
+            x = x + torch.relu(x @ self.mlp2_w1 + self.mlp_b1) @ self.mlp2_w2
+            maps["near"] = x[:, S["near"]][:, 0]
+        logits, maps2 = self._last_layer(x)
+        return (logits, {**maps, **maps2}) if record else logits
+
+    def step(self, edges: np.ndarray, trace: Sequence[int], t: int) -> int | None:
+        """The next trace token (``None`` = STOP)."""
+        k = int(self.forward(edges, trace, t).argmax())
+        return None if k == self.n else k
+
+    def fast_logits(self, edges: np.ndarray, trace: Sequence[int]) -> np.ndarray:
+        """Not available: the look-ahead model needs the target (use :meth:`forward`)."""
+        raise NotImplementedError("LookaheadDFS has no closed-form logits; use forward(edges, trace, t)")
 
 
 class OneLayerDFS:
@@ -651,10 +771,13 @@ def rollout(model: TwoLayerDFS, n: int, edges, s: int, t: int | None = None, max
     if t is not None:
         t = _check_node(t, n, "t")
     max_steps = V.optional(V.integer, "max_steps", max_steps, min=1)
+    needs_target = bool(getattr(model, "needs_target", False))
+    if needs_target and t is None:
+        raise ValueError("this model looks ahead toward a target: give t")
     for _ in range(max_steps or 2 * n + 2):
         if trace[-1] == t:
             break
-        nxt = model.step(e, trace)
+        nxt = model.step(e, trace, t) if needs_target else model.step(e, trace)
         if nxt is None:
             break
         trace.append(nxt)

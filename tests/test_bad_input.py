@@ -966,6 +966,11 @@ case("transformer_dfs.TwoLayerDFS", tdfs.TwoLayerDFS,
 for _nm in ("forward", "step", "fast_logits", "fast_step", "embed"):
     case(f"transformer_dfs.TwoLayerDFS.{_nm}", getattr(_TWO, _nm), lambda: dict(edges=_E4, trace=[0, 1]),
          skip={"edges": {"empty", "ndim"}}, more={"edges": _BADE, "trace": _BADTR})
+case("transformer_dfs.LookaheadDFS", tdfs.LookaheadDFS, lambda: dict(emb=_EMB4, horizon=2, beta1=100.0),
+     more={"emb": [np.ones(4)], "horizon": [0, 3], "beta1": ["zero"]})
+case("transformer_dfs.LookaheadDFS.forward", tdfs.LookaheadDFS(_EMB4).forward,
+     lambda: dict(edges=_E4, trace=[0, 1], t=3), skip={"edges": {"empty", "ndim"}},
+     more={"edges": _BADE, "trace": _BADTR, "t": [4]})
 case("transformer_dfs.OneLayerDFS", tdfs.OneLayerDFS, lambda: dict(emb=_EMB4, gamma=4.0, beta=60.0),
      more={"gamma": ["neg"], "beta": ["zero"]})
 for _nm in ("forward", "step"):

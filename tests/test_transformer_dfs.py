@@ -318,3 +318,39 @@ def test_one_layer_fast_logits_equal_forward():
         e = T.edge_list(adj)
         for st_ in T.sample_states(adj, rng, 4):
             np.testing.assert_allclose(model.fast_logits(e, st_), model.forward(e, st_).numpy(), atol=1e-9)
+
+
+
+def _lookahead_cases(seed0: int, k: int):
+    """k random graphs of 6-10 nodes with out-degree 1-3, each with a pair s != t."""
+    for i in range(k):
+        rng = np.random.default_rng(seed0 + i)
+        n = int(rng.integers(6, 11))
+        adj = T.random_digraph(n, rng, out_degree=(1, 3))
+        s, t = (int(x) for x in rng.choice(n, 2, replace=False))
+        yield n, adj, T.edge_list(adj), s, t
+
+
+def test_lookahead_network_matches_simulation():
+    """The hand-built look-ahead networks (horizons 1, 2) write the simulated rule's traces exactly."""
+    diff_from_dfs = 0
+    for n, adj, e, s, t in _lookahead_cases(100, 6):
+        for h in (1, 2):
+            model = T.LookaheadDFS(T.one_hot_embeddings(n), horizon=h)
+            got = T.rollout(model, n, e, s, t)
+            assert got == T.lookahead_trace(adj, s, t, h)
+            diff_from_dfs += got != T.dfs_trace(n, e, s, t)
+    assert diff_from_dfs > 0  # the look-ahead changes some searches: the check can tell the two apart
+    assert T.LookaheadDFS(T.one_hot_embeddings(4), horizon=2).n_layers == 3
+
+
+def test_lookahead_network_broken_terms_fail():
+    """Without the near term (kappa1 = 0) the horizon-2 network falls back to horizon 1 and differs somewhere."""
+    differ = 0
+    for n, adj, e, s, t in _lookahead_cases(200, 8):
+        model = T.LookaheadDFS(T.one_hot_embeddings(n), horizon=2)
+        model.child.wq[model.slots["one"], -1] = 0.0  # drop kappa1 * near
+        differ += T.rollout(model, n, e, s, t) != T.lookahead_trace(adj, s, t, 2)
+    assert differ > 0
+    with pytest.raises(ValueError, match="target"):
+        T.rollout(T.LookaheadDFS(T.one_hot_embeddings(4), horizon=1), 4, np.array([[0, 1]]), 0)
