@@ -266,7 +266,10 @@ def flips_of(e, v, X_):
 
 
 def cegar_fairness(model, ens, X_tr, X_keep):
-    """The verify -> repair loop; returns the final leaves, the counterexamples, the rounds."""
+    """The verify -> repair loop.
+
+    Returns the final leaves, the counterexamples and the rounds.
+    """
     v0 = ens.values.copy()
     cex, rounds, results, v = [], [], [], v0.copy()
     for r in range(max_rounds + 1):
@@ -346,34 +349,33 @@ for s_ in tqdm(seeds, desc="fairness: seeds"):
     women = X_te[:, S] == 0
     table = {}
 
-    def add(name, acc, flip, changed, acc_women, table=table):
-        table[name] = dict(acc=acc, flip=flip, changed=changed, acc_women=acc_women)
+    def add(name, predict, changed, table=table, X_te=X_te, y_te=y_te, w=women):
+        """One row: accuracy (all, women, men) on the original labels, flip rate."""
+        ok = predict(X_te) == y_te
+        table[name] = dict(
+            acc=float(ok.mean()),
+            flip=ter.flip_rate(predict, X_te, S),
+            changed=changed,
+            acc_women=float(ok[w].mean()),
+            acc_men=float(ok[~w].mean()),
+        )
 
-    add(
-        "original (biased labels)",
-        accuracy(model, X_te, y_te),
-        ter.flip_rate(model.predict, X_te, S),
-        0,
-        accuracy(model, X_te[women], y_te[women]),
-    )
-    add(
-        "MILP repair (loop)",
-        accuracy(fixed, X_te, y_te),
-        ter.flip_rate(fixed.predict, X_te, S),
-        int(np.sum(np.abs(v_fair - v0) > 1e-9)),
-        accuracy(fixed, X_te[women], y_te[women]),
-    )
+    add("original (biased labels)", model.predict, 0)
+    add("MILP repair (loop)", fixed.predict, int(np.sum(np.abs(v_fair - v0) > 1e-9)))
+
+    def as_male(X_, m=model):
+        """The biased model, scoring every applicant as a man (sex set to 1)."""
+        X1 = X_.copy()
+        X1[:, S] = 1
+        return m.predict(X1)
+
+    # diagnostic: the same biased trees, everyone scored as a man (fair by design)
+    add("original, all scored as men", as_male, 0)
     # reference: the same ensemble trained on the original (unbiased) labels
     clean = GradientBoostingClassifier(
         n_estimators=n_trees, max_depth=depth, random_state=s_
     ).fit(X_tr, y_tr)
-    add(
-        "trained on unbiased labels",
-        accuracy(clean, X_te, y_te),
-        ter.flip_rate(clean.predict, X_te, S),
-        ens.n_slots,
-        accuracy(clean, X_te[women], y_te[women]),
-    )
+    add("trained on unbiased labels", clean.predict, ens.n_slots)
     # baseline 1: retrain without the protected attribute
     cols = [j for j in range(X.shape[1]) if j != S]
     drop = GradientBoostingClassifier(
@@ -381,27 +383,23 @@ for s_ in tqdm(seeds, desc="fairness: seeds"):
     ).fit(X_tr[:, cols], y_bias)
     add(
         "retrain without sex",
-        accuracy(drop, X_te[:, cols], y_te),
-        0.0,
+        lambda X_, m=drop, c=cols: m.predict(X_[:, c]),
         ens.n_slots,
-        accuracy(drop, X_te[women][:, cols], y_te[women]),
     )
     # baseline 2: retrain on data augmented with the counterexamples
     row_of = {tuple(np.delete(x, S)): lab for x, lab in zip(X_tr, y_bias)}
-    F0 = lambda p, e=ens: e.decision(p.x[None])[0] + e.decision(p.x_prime[None])[0]  # noqa: E731
-    lab = [row_of.get(tuple(np.delete(p.x, S)), int(F0(p) > 0)) for p in cex]
+
+    def lean(p, e=ens):
+        """The class the original scores of the pair lean to."""
+        return int(e.decision(p.x[None])[0] + e.decision(p.x_prime[None])[0] > 0)
+
+    lab = [row_of.get(tuple(np.delete(p.x, S)), lean(p)) for p in cex]
     X_aug = np.vstack([X_tr] + [np.array([p.x, p.x_prime]) for p in cex])
     y_aug = np.concatenate([y_bias, np.repeat(lab, 2)]).astype(int)
     aug = GradientBoostingClassifier(
         n_estimators=n_trees, max_depth=depth, random_state=s_
     ).fit(X_aug, y_aug)
-    add(
-        "retrain + counterexamples",
-        accuracy(aug, X_te, y_te),
-        ter.flip_rate(aug.predict, X_te, S),
-        ens.n_slots,
-        accuracy(aug, X_te[women], y_te[women]),
-    )
+    add("retrain + counterexamples", aug.predict, ens.n_slots)
     # baseline 3: the LP relaxation on the final counterexample set
     lp = ter.repair(
         ens, X_tr[keep], None, pairs=cex, delta=delta, mu=mu, eps=eps, relax=True
@@ -409,15 +407,11 @@ for s_ in tqdm(seeds, desc="fairness: seeds"):
     results.append((lp, list(cex)))
     if lp.ok:
         lpm = ter.to_sklearn(model, ens, lp.values)
-        add(
-            "LP relaxation",
-            accuracy(lpm, X_te, y_te),
-            ter.flip_rate(lpm.predict, X_te, S),
-            int(np.sum(np.abs(lp.values - v0) > 1e-9)),
-            accuracy(lpm, X_te[women], y_te[women]),
-        )
+        add("LP relaxation", lpm.predict, int(np.sum(np.abs(lp.values - v0) > 1e-9)))
     else:  # the classes fixed in advance cannot all be reached within the trust region
-        add("LP relaxation", np.nan, np.nan, 0, np.nan)
+        table["LP relaxation"] = dict(
+            acc=np.nan, flip=np.nan, changed=0, acc_women=np.nan, acc_men=np.nan
+        )
         print(f"seed {s_}: LP relaxation infeasible ({lp.message})")
     final = [res for res, _ in results if res.ok and not res.problem["relax"]]
     if final:  # share of pairs given the decision men got before repair
@@ -438,18 +432,20 @@ for run in fair_runs:
             f"{row['round']:>5} {row['box_cex']:>4} {row['data_cex']:>5} "
             f"{row['verified']!s:>9} {row.get('total_cex', ''):>6} "
             f"{row.get('distinct', ''):>8} {row.get('status', ''):>6} "
-            f"{row.get('repair_s', float('nan')):>9.2f} {row.get('gap', float('nan')):>7.3g}"
+            f"{row.get('repair_s', float('nan')):>9.2f} "
+            f"{row.get('gap', float('nan')):>7.3g}"
         )
     print(
-        f"{'':28} {'test acc':>9} {'acc women':>10} {'flip rate':>10} {'leaves changed':>15}"
+        f"{'':28} {'test acc':>9} {'acc women':>10} {'acc men':>8} {'flip rate':>10} "
+        f"{'leaves changed':>15}"
     )
     for name, d in run["table"].items():
         changed = (
             "all (retrain)" if "retrain" in name or "trained" in name else d["changed"]
         )
         print(
-            f"{name:28} {d['acc']:>9.3f} {d['acc_women']:>10.3f} {d['flip']:>10.3f} "
-            f"{changed!s:>15}"
+            f"{name:28} {d['acc']:>9.3f} {d['acc_women']:>10.3f} {d['acc_men']:>8.3f} "
+            f"{d['flip']:>10.3f} {changed!s:>15}"
         )
     print(
         f"loop: {run['loop_s']:.1f} s; repaired pairs given the class men got before "
@@ -459,8 +455,12 @@ for run in fair_runs:
 # %% [markdown]
 # Reading the tables: the first row is the biased model, whose decisions flip with sex for a large share of the
 # test applicants. The loop's repair is judged on the same test applicants it never saw. "acc women" isolates the
-# group the bias was injected against; the last line says which side the repair chose for the repaired pairs
-# (the men's decision, which the biased labels did not touch, or the women's). An LP row of `nan` means the LP
+# group the bias was injected against, "acc men" the rest; the last line says which side the repair chose for
+# the repaired pairs (the men's decision, which the biased labels did not touch, or the women's). The row
+# "original, all scored as men" is a diagnostic, not a method we propose: the biased trees, unchanged, with every
+# applicant's sex set to male (fair by design, since sex no longer varies). Comparing it with the repair and with
+# retraining without sex separates what the biased trees can do at all from what the repair's choices cost. An
+# LP row of `nan` means the LP
 # relaxation was infeasible: it fixes each pair's class in advance (the side the original scores lean to), and for
 # some pairs that class cannot be reached within the trust region, while the MILP, free to choose the class, found
 # a repair for the same pairs and the same trust region.
@@ -539,7 +539,10 @@ def policy_metrics(world, act, live_mask):
 
 
 def cegar_safety(world, policy, pens, S_live, safe_of, y_keep):
-    """Verify reach-avoid from every start; repair the last decision of each lava trace."""
+    """Verify reach-avoid from every start cell.
+
+    Repair the last decision of each trace that ends in lava.
+    """
     unsafe, v, log = {}, pens.values.copy(), []
     for r in range(max_rounds + 1):
         act = action_grid(world, lambda X_, v=v: pens.predict_index(X_, v))
@@ -623,7 +626,8 @@ for s_ in tqdm(seeds, desc="safety: seeds"):
 cols_ = ["value", "reach", "lava", "loops"]
 for run in safe_runs:
     print(
-        f"\nseed {run['seed']}: {len(run['S_live'])} start cells, {run['pens'].n_slots} "
+        f"\nseed {run['seed']}: {len(run['S_live'])} start cells, "
+        f"{run['pens'].n_slots} "
         f"leaf values; unsafe state-action choices of the policy: {run['unsafe_pairs']}"
     )
     print(
@@ -735,11 +739,22 @@ print(
 # labels). Every solve has a node limit and a wall-clock time limit; we record the status, the optimality gap
 # HiGHS reports, and whether a limit stopped it. These 20 solves take about 13 minutes, too long for this
 # notebook, so they ran once in `data/01_tree_ensemble_repair/make_scale.py` (the machine's load is recorded per
-# solve) and are loaded here; quick mode runs a tiny sweep live through the same calls.
+# solve) and are loaded here; quick mode runs a tiny sweep live through the same calls (so does the default run
+# if the file was made with another label bias than this notebook's). HiGHS's time limit is wall clock: on a
+# busy machine a solve gets less than the full limit in CPU time, so the table shows CPU seconds and the load
+# next to the wall clock.
 
 # %%
 scale_file = Path("../data/01_tree_ensemble_repair/scale.json")
-if quick or not scale_file.exists():
+scale = json.loads(scale_file.read_text()) if scale_file.exists() else None
+if scale is not None and scale["config"].get("bias_rate") != bias_rate:
+    print(
+        f"{scale_file.name} was made with label bias "
+        f"{scale['config'].get('bias_rate')}, "
+        f"not {bias_rate}: running the tiny sweep live instead"
+    )
+    scale = None
+if quick or scale is None:
     rows_ = []
     X_tr, X_te, y_tr, y_te = train_test_split(
         X, y, test_size=0.3, random_state=seed, stratify=y
@@ -758,6 +773,7 @@ if quick or not scale_file.exists():
                 ("keep predictions", None),
                 ("keep labels", y_bias[keep]),
             ]:
+                c0 = time.process_time()
                 res = ter.repair(
                     e,
                     X_tr[keep],
@@ -779,35 +795,39 @@ if quick or not scale_file.exists():
                         objective=obj,
                         status=res.status,
                         wall_s=res.seconds,
+                        cpu_s=time.process_time() - c0,
                         mip_gap=res.mip_gap,
                         kept=int(res.kept.sum()),
                         load=os.getloadavg()[0],
                     )
                 )
     scale = dict(
-        config=dict(time_limit=10.0, node_limit=200, mip_rel_gap=1e-2), rows=rows_
+        config=dict(
+            time_limit=10.0, node_limit=200, mip_rel_gap=1e-2, bias_rate=bias_rate
+        ),
+        rows=rows_,
     )
-    scale_source = "live (quick mode: a tiny sweep)"
+    scale_source = "live (a tiny sweep)"
 else:
-    scale = json.loads(scale_file.read_text())
     scale_source = f"loaded from {scale_file.name} (made by make_scale.py)"
 cfg = scale["config"]
 rows_ = scale["rows"]
 print(
-    f"{scale_source}; time limit {cfg['time_limit']} s, node limit {cfg['node_limit']}, "
-    f"gap tolerance {cfg['mip_rel_gap']}; label bias rate "
-    f"{cfg.get('bias_rate', bias_rate)}"
+    f"{scale_source}; time limit {cfg['time_limit']} s (wall clock), node limit "
+    f"{cfg['node_limit']}, gap tolerance {cfg['mip_rel_gap']}; label bias rate "
+    f"{cfg['bias_rate']}"
 )
 print(
-    f"{'seed':>4} {'trees':>5} {'depth':>5} {'leaves':>6} {'cex':>4} {'objective':>17} "
-    f"{'status':>6} {'wall s':>7} {'gap':>9} {'kept':>5} {'load':>5}"
+    f"{'seed':>4} {'trees':>5} {'depth':>5} {'leaves':>6} {'cex':>4} "
+    f"{'objective':>17} {'status':>6} {'wall s':>7} {'CPU s':>6} {'gap':>9} "
+    f"{'kept':>5} {'load':>5}"
 )
 for r in rows_:
     gap = r["mip_gap"] if r["mip_gap"] is not None else float("nan")
     print(
-        f"{r['seed']:>4} {r['trees']:>5} {r['depth']:>5} {r['leaves']:>6} {r['cex']:>4} "
-        f"{r['objective']:>17} {r['status']:>6} {r['wall_s']:>7.1f} {gap:>9.3g} "
-        f"{r['kept']:>5} {r['load']:>5.1f}"
+        f"{r['seed']:>4} {r['trees']:>5} {r['depth']:>5} {r['leaves']:>6} "
+        f"{r['cex']:>4} {r['objective']:>17} {r['status']:>6} {r['wall_s']:>7.1f} "
+        f"{r['cpu_s']:>6.1f} {gap:>9.3g} {r['kept']:>5} {r['load']:>5.1f}"
     )
 hit = [r["status"] != 0 for r in rows_]
 print(f"\nshare of solves stopped by a limit: {np.mean(hit):.0%} of {len(rows_)}")
@@ -816,9 +836,15 @@ big_rows = [r for r in rows_ if (r["trees"], r["depth"]) == big_size]
 for n_ in sorted({r["cex"] for r in big_rows}):
     sub = [r for r in big_rows if r["cex"] == n_]
     print(
-        f"largest size {big_size[0]} trees x depth {big_size[1]}, {n_} counterexamples: "
-        f"{sum(r['status'] != 0 for r in sub)} of {len(sub)} solves stopped by a limit"
+        f"largest size {big_size[0]} trees x depth {big_size[1]}, {n_} "
+        f"counterexamples: {sum(r['status'] != 0 for r in sub)} of {len(sub)} solves "
+        "stopped by a limit"
     )
+cpu_share = [r["cpu_s"] / r["wall_s"] for r in big_rows]
+print(
+    f"CPU share of the wall clock at the largest size: {np.median(cpu_share):.0%} "
+    f"(median; below ~90% the machine's load, not the MILP, ate the time limit)"
+)
 
 fig, ax = plt.subplots(1, 2, figsize=(11, 3.6))
 for k, n_ in enumerate(sorted({r["cex"] for r in rows_})):
@@ -966,7 +992,8 @@ rec.check(
     tiny_mismatch + box_mismatch,
     0,
     op="==",
-    note="disagreements: tiny fairness ensembles (cells) + policy box MILP vs exhaustive",
+    note="disagreements: tiny fairness ensembles (cells) + policy box MILP vs "
+    "exhaustive evaluation",
 )
 rec.check("counterexamples_real", float(np.mean(real_flags)), 1.0, op="==")
 rec.check(
@@ -990,6 +1017,30 @@ print(
 )
 
 # %% [markdown]
+# ## Known limits
+#
+# * **Load on the scale sweep.** The committed sweep (`scale.json`, label bias 0.5) ran on 2 CPU cores shared
+#   with other jobs at a load average of 7–12 during the largest size: a solve stopped by the 60 s wall-clock
+#   limit had received only 8–20 s of CPU time (the "CPU s" column), and every solve at the largest size
+#   stopped at the limit. `solve_seconds` therefore measures this machine as much as the MILP. An earlier
+#   sweep of the same script at load 1–2 (label bias 0.3; CPU ≈ wall) gave the same verdict at the largest
+#   size for a reason that is the MILP's own: solves with 20 counterexamples finished in 17–39 s, but every
+#   solve with 108–165 counterexamples stopped at the limit after a full minute of CPU with no
+#   branch-and-bound node explored and a huge gap, so the upper median was the limit. The incumbents those
+#   stopped solves return are degenerate (the 200-pair incumbents here keep 1 of 250 preservation points and
+#   call every applicant a bad risk: flip rate 0, accuracy 0.30). A fair timing needs a quiet machine or a
+#   CPU-time budget (HiGHS offers only a wall-clock one).
+# * **A stronger fair baseline than the issue's.** Scoring every applicant as a man with the biased trees
+#   unchanged (the diagnostic row of the fairness tables) was more accurate than the repair at every seed of
+#   the default run (0.730 / 0.697 / 0.717 vs 0.700 / 0.690 / 0.670) and is fair by design. It works here
+#   because the injected bias only touched women's labels; `beats_drop_attribute` keeps the issue's baseline,
+#   and the diagnostic is reported in its note, not claimed.
+# * **The LP relaxation** fixes each pair's class in advance and was infeasible at every seed of the default
+#   run; we did not try other rules for fixing the classes.
+# * **The safety repair** constrains only the last decision of a trace into lava; it does not forbid loops, so
+#   a repaired policy can trade lava for loops (counted as failures to reach the goal).
+
+# %% [markdown]
 # ## 9. The claims record
 #
 # Every claim is measured per seed (one number per seed). The notes are written from the numbers above.
@@ -1002,6 +1053,7 @@ orig, rep_, drop_ = (
     T("retrain without sex"),
 )
 aug_, lp_ = T("retrain + counterexamples"), T("LP relaxation")
+male_ = T("original, all scored as men")
 fmt = lambda xs: ", ".join(f"{x:.3f}" for x in xs)  # noqa: E731
 verified = [
     r["rounds"][-1]["verified"] and r["rounds"][-1]["data_cex"] == 0 for r in fair_runs
@@ -1016,47 +1068,74 @@ rec.claim(
     target=0.01,
     unit="test flip rate after repair",
     baseline=[d["flip"] for d in orig],
-    note=f"flip rate of the biased model {fmt([d['flip'] for d in orig])} -> repaired "
-    f"{fmt([d['flip'] for d in rep_])} on {len(run0['X_te'])} test applicants per seed; "
-    f"repairs done {n_rep} (budget {max_rounds}); proven fair over the whole box at the end: "
-    f"{verified}. The LP relaxation on the same counterexamples: {fmt([d['flip'] for d in lp_])}; "
+    note=f"flip rate of the biased model {fmt([d['flip'] for d in orig])} -> "
+    f"repaired {fmt([d['flip'] for d in rep_])} on {len(run0['X_te'])} test "
+    f"applicants per seed; repairs done {n_rep} (budget {max_rounds}); proven fair "
+    f"over the whole box at the end: {verified}. The LP relaxation on the same "
+    f"counterexamples: {fmt([d['flip'] for d in lp_])} (nan = infeasible: the "
+    "classes it fixes in advance cannot all be reached within the trust region); "
     f"retraining with the counterexamples: {fmt([d['flip'] for d in aug_])}.",
 )
 rec.claim(
     "accuracy_change",
-    "The repair does not lower test accuracy (on the original labels) by more than 0.02",
+    "The repair does not lower test accuracy (on the original labels) by more "
+    "than 0.02",
     paper="often without degrading performance",
     measured=[a["acc"] - o["acc"] for a, o in zip(rep_, orig)],
     op=">=",
     target=-0.02,
     unit="accuracy repaired - original",
     baseline=[o["acc"] for o in orig],
-    note=f"accuracy {fmt([o['acc'] for o in orig])} -> {fmt([a['acc'] for a in rep_])}; "
-    f"on women only {fmt([o['acc_women'] for o in orig])} -> "
-    f"{fmt([a['acc_women'] for a in rep_])}. Leaves changed "
-    f"{[a['changed'] for a in rep_]} of {run0['ens'].n_slots}.",
+    note=f"accuracy {fmt([o['acc'] for o in orig])} -> "
+    f"{fmt([a['acc'] for a in rep_])}; on women only "
+    f"{fmt([o['acc_women'] for o in orig])} -> {fmt([a['acc_women'] for a in rep_])}. "
+    f"Leaves changed {[a['changed'] for a in rep_]} of {run0['ens'].n_slots}. "
+    "Measured on the original labels, so undoing the injected bias can raise it.",
 )
 men = [r.get("men_side", float("nan")) for r in fair_runs]
+gap_w = [a["acc_women"] - d["acc_women"] for a, d in zip(rep_, drop_)]
+gap_m = [a["acc_men"] - d["acc_men"] for a, d in zip(rep_, drop_)]
+k_drop = sum(m["acc"] > d["acc"] for m, d in zip(male_, drop_))
+k_rep = sum(m["acc"] > a["acc"] for m, a in zip(male_, rep_))
+diagnosis = (
+    f"Scored as men, the biased trees beat the repair at {k_rep} of {len(rep_)} seeds "
+    f"and retraining without sex at {k_drop}: "
+    + (
+        "the trees fitted to biased labels are not what holds the repair back; the "
+        "accuracy is lost in the repair's own choices (it keeps the biased predictions "
+        "on the preservation set, and gives some pairs the women's decision, which "
+        "also changes men's decisions)."
+        if k_rep == len(rep_)
+        else "no single cause is supported at every seed."
+    )
+)
 rec.claim(
     "beats_drop_attribute",
-    "The repaired model is more accurate than retraining without the protected attribute",
+    "The repaired model is more accurate than retraining without the protected "
+    "attribute",
     paper="(our baseline; the paper compares no retraining)",
     measured=[a["acc"] - d["acc"] for a, d in zip(rep_, drop_)],
     op=">",
     target=0.0,
     unit="accuracy repaired - retrained without sex",
     baseline=[d["acc"] for d in drop_],
-    note=f"repaired {fmt([a['acc'] for a in rep_])} (flip {fmt([a['flip'] for a in rep_])}) vs "
-    f"without sex {fmt([d['acc'] for d in drop_])} (flip 0 by construction); women only "
-    f"{fmt([a['acc_women'] for a in rep_])} vs {fmt([d['acc_women'] for d in drop_])}. "
-    f"Share of repaired pairs given the men's original decision: {fmt(men)}. The repair keeps "
-    "the biased model's predictions everywhere else, so it cannot undo the bias away from the "
-    "counterexamples; retraining without sex spreads the biased labels over the other features.",
+    note=f"repaired {fmt([a['acc'] for a in rep_])} (flip "
+    f"{fmt([a['flip'] for a in rep_])}) vs without sex "
+    f"{fmt([d['acc'] for d in drop_])} "
+    f"(flip {fmt([d['flip'] for d in drop_])}). By sex, repaired - without sex: "
+    f"{fmt(gap_w)} on women, {fmt(gap_m)} on men; men's accuracy "
+    f"{fmt([o['acc_men'] for o in orig])} before repair -> "
+    f"{fmt([a['acc_men'] for a in rep_])} after. Share of repaired pairs given the "
+    f"men's original decision: {fmt(men)}. Diagnostic: the biased trees, unchanged, "
+    f"with every applicant scored as a man (fair by design) reach "
+    f"{fmt([d['acc'] for d in male_])}. {diagnosis} Differences of 0.02 are about "
+    "one standard error on 300 test applicants.",
 )
 reach_diff = [r["keep policy"]["reach"] - r["original"]["reach"] for r in safe_runs]
 rec.claim(
     "goal_reach_after",
-    "The repaired policy reaches the goal from at least as many start cells as the original",
+    "The repaired policy reaches the goal from at least as many start cells as the "
+    "original",
     paper="safety improved without degrading performance",
     measured=reach_diff,
     op=">=",
@@ -1064,15 +1143,16 @@ rec.claim(
     unit="goal-reach rate repaired - original (all start cells)",
     baseline=[r["original"]["reach"] for r in safe_runs],
     note="goal reach (loops count as failures) original "
-    f"{fmt([r['original']['reach'] for r in safe_runs])} -> repaired keeping the policy "
-    f"{fmt([r['keep policy']['reach'] for r in safe_runs])}, keeping the expert's actions "
-    f"{fmt([r['keep expert']['reach'] for r in safe_runs])}; mean return "
-    f"{fmt([r['original']['value'] for r in safe_runs])} -> "
+    f"{fmt([r['original']['reach'] for r in safe_runs])} -> repaired keeping the "
+    f"policy {fmt([r['keep policy']['reach'] for r in safe_runs])}, keeping the "
+    f"expert's actions {fmt([r['keep expert']['reach'] for r in safe_runs])}; mean "
+    f"return {fmt([r['original']['value'] for r in safe_runs])} -> "
     f"{fmt([r['keep policy']['value'] for r in safe_runs])}; loops after repair "
     f"{[r['keep policy']['loops'] for r in safe_runs]} (before "
     f"{[r['original']['loops'] for r in safe_runs]}); unsafe choices "
     f"{[r['unsafe_pairs'] for r in safe_runs]} -> "
-    f"{[r['keep policy']['unsafe_after'] for r in safe_runs]}.",
+    f"{[r['keep policy']['unsafe_after'] for r in safe_runs]}. The repair constrains "
+    "only the last decision before lava, so many traces that ended in lava now loop.",
 )
 tl = cfg["time_limit"]
 by_seed = {}
@@ -1080,21 +1160,24 @@ for r in big_rows:
     by_seed.setdefault(r["seed"], []).append(r["wall_s"] if r["status"] == 0 else tl)
 rec.claim(
     "solve_seconds",
-    f"At the largest size ({big_size[0]} trees of depth {big_size[1]}), a repair MILP is solved "
-    f"to optimality (gap {cfg['mip_rel_gap']}) in under {tl:.0f} s (median)",
+    f"At the largest size ({big_size[0]} trees of depth {big_size[1]}), a repair "
+    f"MILP is solved to optimality (gap {cfg['mip_rel_gap']}) in under {tl:.0f} s "
+    "(median)",
     paper="MILP repair can be feasible computationally",
     measured=[float(np.quantile(v, 0.5, method="higher")) for v in by_seed.values()],
     op="<",
     target=float(tl),
     unit="s per repair (upper median; a solve stopped by a limit counts as the limit)",
     note=f"{scale_source}; per seed, {len(big_rows) // max(1, len(by_seed))} solves "
-    f"(20/200 counterexamples x 2 objectives); stopped by a limit at the largest size: "
-    f"{sum(r['status'] != 0 for r in big_rows)} of {len(big_rows)}; over the whole sweep "
-    f"{np.mean(hit):.0%}. Wall clock on a shared 2-core machine; load average "
-    f"{np.mean([r['load'] for r in big_rows]):.1f} during these solves. The issue asked for "
-    "op <= 60; a solve stopped at the limit would meet <=, so the claim uses <. With an even "
-    "number of solves the plain median would average a limit hit with a finished solve, so the "
-    "upper median is used. The sweep's model uses the label bias rate printed above.",
+    "(20/200 counterexamples x 2 objectives); stopped by a limit at the largest "
+    f"size: {sum(r['status'] != 0 for r in big_rows)} of {len(big_rows)}; over the "
+    f"whole sweep {np.mean(hit):.0%}. Wall clock on a shared 2-core machine; load "
+    f"average {np.mean([r['load'] for r in big_rows]):.1f} during these solves, "
+    f"CPU share of the wall clock {np.median(cpu_share):.0%} (median), so the load "
+    "shortened the limit in CPU time. The issue asked for op <= 60; a solve "
+    "stopped at the limit would meet <=, so the claim uses <. With an even number "
+    "of solves the plain median would average a limit hit with a finished solve, "
+    "so the upper median is used.",
 )
 rec.save()
 print(
