@@ -26,11 +26,12 @@
 # The paper has no experiments with numbers, so this chapter turns the three mechanisms into **case studies of
 # our own** and measures them: data queries over a real SQLite database (free SQL vs a small typed query DSL with
 # a verifier vs the DSL with constrained decoding), Blocksworld planning (raw moves vs precondition masking),
-# and a learner trained with a sparse success reward vs the verifier's feedback.
+# a learner trained with a sparse success reward vs the verifier's feedback, and a trained transformer that
+# writes DSL or SQL for held-out requests.
 #
 # | | the paper | this notebook |
 # |---|---|---|
-# | agent | LLM agents (discussed, not run) | a **noisy policy**: the gold action with each decision wrong with probability ε (its success has a closed form), and a tabular REINFORCE policy |
+# | agent | LLM agents (discussed, not run) | a **noisy policy**: the gold action with each decision wrong with probability ε (its success has a closed form), a tabular REINFORCE policy, and a **learned agent**: a 2-layer transformer (≈0.1 M parameters) trained on 300 request → program pairs, tested on 60 held-out requests |
 # | domains | a lifecycle × domain analysis (SQL, planning, proofs, infrastructure, …) | SQLite queries (300 intents), Blocksworld with 5 blocks, learning to write one query |
 # | evidence | argument and targeted case studies | measured success rates, invalid actions reaching execution, retries, learning curves |
 # | hardware | none | 2 CPU cores, a few minutes |
@@ -40,8 +41,10 @@
 # abstract is. Every case study here is **our construction** from the abstract's three mechanisms: the shop
 # database, the query DSL and its verifier, the error model of the noisy policy (confusions inside the
 # vocabulary, hallucinated names, slips, and destructive statements at rate ε/10), the Blocksworld comparison and
-# the learning task. No language model runs here: the "agents" are stand-ins whose error rate we set, so the
-# numbers measure the *interfaces*, not any model.
+# the learning task. No large language model runs here: in cases 1–3 the "agents" are stand-ins whose error rate
+# we set, so those numbers measure the *interfaces* under our error model. Case 4 replaces the stand-in by a small
+# transformer trained on templated requests (our own), so its errors are a learner's, not ours; it is still far
+# smaller than an LLM and its requests are far more regular than a user's.
 # :::
 
 # %% tags=["hide-input"]
@@ -82,6 +85,7 @@ rl_intents = 5  # programs learned in case 3
 rl_steps = 1000  # REINFORCE steps per run
 rl_batch = 16
 rl_lr = 20.0
+agent_repairs = 3  # verifier-guided repairs of the learned agent (case 4)
 
 # %% tags=["hide-input"]
 import inspect
@@ -95,13 +99,14 @@ from IPython.display import Markdown, display
 from scipy import stats
 from tqdm.auto import tqdm
 
-from helpers import claims, plotting, repro
+from helpers import checkpoints, claims, plotting, repro
 from helpers import dsl_harness as dsl
 
 if quick:
     n_intents, samples_per_intent, retries = 40, 3, 3
     bw_n, bw_episodes, bw_bfs_pairs = 4, 30, 5
     rl_intents, rl_steps, rl_batch = 1, 60, 8
+    agent_repairs = 1
 
 env = repro.setup(seed)
 plotting.use_style()
@@ -121,6 +126,7 @@ rec = claims.ClaimsRecord(
         rl_steps=rl_steps,
         rl_batch=rl_batch,
         rl_lr=rl_lr,
+        agent_repairs=agent_repairs,
     ),
 )
 print(env)
@@ -803,6 +809,309 @@ rec.check(
 )
 
 # %% [markdown]
+# ## Case 4: a learned agent
+#
+# Cases 1–3 set the agent's errors by hand, so their gaps between interfaces follow from the error model we chose.
+# Here the errors come from a **trained model**: a small decoder-only transformer (`helpers.nn`, 2 layers, width
+# 64) reads the request's words and writes the action token by token. One model per interface and seed learns
+# request → DSL program, another request → SQL, on the same **300 training intents**; we score them on **60
+# held-out intents** whose programs never appear in training (held-out success = the executed rows equal the gold
+# rows). Nothing about the interfaces is built into the learner: both see the same requests and the same
+# training budget (1000 AdamW steps of 32 examples); the SQL model has more tokens to write, the DSL model fewer.
+#
+# Four ways to answer, all greedy:
+#
+# * **free decoding**: the model's argmax token at every step;
+# * **constrained decoding** (DSL only): the logits are masked to the verifier's valid next tokens
+#   (`allowed_next`), so every emitted program verifies;
+# * **verifier-guided repair** (up to `agent_repairs` times): the DSL verifier names the first error's
+#   position; SQL is run and **SQLite's error message names the offending token** (`near "X"`, `no such column:
+#   X`), which is as much position information as SQLite gives. Both repairs do the same thing with it: ban that
+#   token at that position and let the model decode again from there.
+#
+# The default run loads the trained weights (`data/05_dsl_harness/make_agents.py`, a few minutes on one core);
+# quick mode trains tiny models live, so its numbers say nothing.
+
+# %%
+agent_cfg = dsl.checkpoint_config("agents")
+if quick:
+    agent_cfg.update(n_train=60, n_test=8, steps=30, d_model=32, n_layer=1, n_head=2)
+agent_con = dsl.make_database(agent_cfg["db_seed"])
+agent_intents = dsl.make_intents(
+    agent_con, agent_cfg["n_train"] + agent_cfg["n_test"], seed=agent_cfg["intent_seed"]
+)
+a_train = agent_intents[: agent_cfg["n_train"]]
+a_test = agent_intents[agent_cfg["n_train"] :]
+assert not {it.program for it in a_train} & {it.program for it in a_test}
+agent_seeds = agent_cfg["seeds"]
+agents, agent_loss = {}, {}
+if quick:  # tiny models trained live: the pipeline runs, the numbers mean nothing
+    for iface in dsl.AGENT_INTERFACES:
+        for s in agent_seeds:
+            with repro.seeded(s):
+                m = dsl.make_agent(
+                    iface,
+                    agent_cfg["d_model"],
+                    agent_cfg["n_layer"],
+                    agent_cfg["n_head"],
+                )
+                agent_loss[iface, s] = dsl.train_agent(
+                    m,
+                    a_train,
+                    iface,
+                    agent_cfg["steps"],
+                    agent_cfg["batch"],
+                    agent_cfg["lr"],
+                    seed=s,
+                )
+            agents[iface, s] = m
+else:
+    ck = checkpoints.load("05_dsl_harness", "agents", config=agent_cfg)
+    for iface in dsl.AGENT_INTERFACES:
+        for s in agent_seeds:
+            m = dsl.make_agent(
+                iface, agent_cfg["d_model"], agent_cfg["n_layer"], agent_cfg["n_head"]
+            )
+            pre = f"{iface}/{s}."
+            m.load_state_dict(
+                {k[len(pre) :]: v for k, v in ck.tensors.items() if k.startswith(pre)}
+            )
+            m.eval()
+            agents[iface, s] = m
+    checkpoints.plot_history(ck.manifest, logy=True)
+    plt.show()
+print(
+    f"{len(a_train)} training and {len(a_test)} held-out intents; "
+    f"{agents['dsl', agent_seeds[0]].n_params():,} parameters (DSL model), "
+    f"{agents['sql', agent_seeds[0]].n_params():,} (SQL model)"
+)
+
+# %% [markdown]
+# The repair loop, as it runs for the DSL (the SQL branch differs only in where the position comes from):
+#
+# ```python
+# v = dsl.verify(out)                                    # structured errors with token positions
+# pos = min(e.position for e in v.errors)                # the first one
+# banned.setdefault(pos, set()).add(out[pos])            # that token is not allowed there again
+# out = dsl.decode(model, intent, "dsl", prefix=out[:pos], banned=banned)   # decode on from there
+# ```
+#
+# Each answer runs once with `agent_repairs` repairs; its success *without* repair is read off the same run
+# (correct at the first attempt).
+
+
+# %%
+answers = {}  # every answer, for the error analysis below
+
+
+def run_arm(iface, constrained, disabled=()):
+    """Per seed: success without / with repair and executed-invalid share on the held-out intents."""
+    out = []
+    for s in agent_seeds:
+        res = [
+            dsl.agent_answer(
+                agents[iface, s],
+                agent_con,
+                it,
+                iface,
+                constrained,
+                agent_repairs,
+                disabled,
+            )
+            for it in a_test
+        ]
+        answers[iface, constrained, tuple(disabled), s] = res
+        out.append(
+            dict(
+                seed=s,
+                success_K0=np.mean([r.success and r.repairs == 0 for r in res]),
+                success_K=np.mean([r.success for r in res]),
+                executed_invalid=np.mean([r.executed_invalid for r in res]),
+            )
+        )
+    return pd.DataFrame(out)
+
+
+agent_arms = {
+    "SQL, free decoding": ("sql", False),
+    "DSL, free decoding": ("dsl", False),
+    "DSL, constrained decoding": ("dsl", True),
+}
+agent_res = {
+    name: run_arm(*arm) for name, arm in tqdm(agent_arms.items(), desc="learned agent")
+}
+agent_table = pd.DataFrame(
+    {
+        name: {
+            "success, no repair": df.success_K0.mean(),
+            f"success, ≤ {agent_repairs} repairs": df.success_K.mean(),
+            "executed invalid": df.executed_invalid.mean(),
+            "per-seed success (repair)": ", ".join(f"{x:.2f}" for x in df.success_K),
+        }
+        for name, df in agent_res.items()
+    }
+).T
+display(agent_table)
+
+# %%
+fig, ax = plt.subplots(figsize=(8, 3.2))
+xs = np.arange(len(agent_res))
+for j, (col, lab) in enumerate(
+    [("success_K0", "no repair"), ("success_K", "with repair")]
+):
+    means = [df[col].mean() for df in agent_res.values()]
+    ax.bar(xs + (j - 0.5) * 0.38, means, 0.38, label=lab, alpha=0.8)
+    for i, df in enumerate(agent_res.values()):
+        ax.plot(np.full(len(df), i + (j - 0.5) * 0.38), df[col], "k.", ms=4)
+ax.set_xticks(xs, list(agent_res))
+ax.set_ylabel(f"held-out success ({len(a_test)} intents)")
+ax.set_ylim(0, 1)
+ax.legend(loc="lower right")
+ax.set_title(
+    "A learned agent behind each interface (bars: mean of 3 seeds; dots: seeds)"
+)
+plt.show()
+
+# %% [markdown]
+# ### Where the learned agents go wrong
+#
+# A diagnosis of the failures above: for every held-out answer that is still wrong after repair, the first token
+# where it departs from the gold action, by the kind of decision that token is. Errors in columns, values and
+# functions are failures to *understand* the request (no interface can catch a valid but unwanted choice);
+# keywords, punctuation and join keys are failures of *form*, which only the SQL agent has to get right.
+
+# %%
+KIND = {
+    "kw": "keyword / clause",
+    "punct": "punctuation",
+    "table": "table",
+    "func": "function",
+    "col": "column",
+    "op": "operator",
+    "text": "text value",
+    "int": "number",
+    "dir": "order direction",
+}
+SQL_FUNCS = ("COUNT", "SUM", "AVG", "MIN", "MAX")
+
+
+def miss_kind(out, gold, iface):
+    """The kind of the first gold token the output gets wrong."""
+    for i, g in enumerate(gold):
+        if i >= len(out) or out[i] != g:
+            if iface == "dsl":
+                return KIND[dsl._lex(g)]
+            if g in SQL_FUNCS:
+                return "function"
+            if g.endswith(".id") or g.endswith("_id"):
+                return "join key"
+            return KIND[dsl._sql_class(g)]
+    return "too long"
+
+
+miss = []
+for name, (iface, constrained) in agent_arms.items():
+    for s in agent_seeds:
+        for it, r in zip(a_test, answers[iface, constrained, (), s]):
+            if not r.success:
+                gold = list(it.program if iface == "dsl" else it.sql)
+                miss.append(dict(arm=name, kind=miss_kind(r.output, gold, iface)))
+miss = pd.DataFrame(miss, columns=["arm", "kind"])
+miss_table = (
+    pd.crosstab(miss.arm, miss.kind) / len(agent_seeds) if len(miss) else pd.DataFrame()
+)
+display(Markdown("Failures per seed, by the first wrong decision:"))
+display(miss_table.round(1))
+
+# %% [markdown]
+# **Reading the tables.** The learned agents fail mostly by choosing a valid but unwanted operator, number or
+# text value: misreadings of the request, which no grammar, schema or type check can catch, and which both
+# interfaces share. Form errors (keywords, punctuation, join keys) are rare even for SQL at this scale, so the
+# verifier and the constrained decoder have only a small share of the failures to act on; the claims below
+# measure how much of it they recover, seed by seed.
+
+# %% [markdown]
+# ### Bits per intent
+#
+# Compression, measured on what a learner pays rather than on counting strings: the bits the trained model needs
+# to write the gold action of a held-out intent, $-\sum_t \log_2 p(a_t \mid \text{request}, a_{<t})$, for the SQL
+# the DSL compiles to (grammatical SQL of the same query family) and for the DSL program. The SQL is a
+# deterministic function of the program, so a perfect model would pay the same bits for both; the ratio measures
+# how much of the longer surface form a model trained on 300 examples has *not* learned to predict.
+
+# %%
+bits = {
+    iface: np.array(
+        [
+            dsl.bits_per_intent(agents[iface, s], a_test, iface).mean()
+            for s in agent_seeds
+        ]
+    )
+    for iface in dsl.AGENT_INTERFACES
+}
+bits_ratio = bits["sql"] / bits["dsl"]
+display(
+    pd.DataFrame(
+        {
+            "DSL bits/intent": bits["dsl"],
+            "SQL bits/intent": bits["sql"],
+            "SQL ÷ DSL": bits_ratio,
+        },
+        index=pd.Index(agent_seeds, name="seed"),
+    ).round(2)
+)
+
+# %% [markdown]
+# ### Verifier coverage
+#
+# How much of the verifier matters? We switch off one group of its checks at a time (type: `sum` over text,
+# text compared with `<`; domain: a value outside the column's values; scope: a column of a table not joined, a
+# join without a foreign key) and rerun the DSL agent with constrained decoding and repair: the switched-off
+# errors are no longer masked or repaired, and reach SQLite. First, what SQLite itself does with each of these
+# errors injected into the held-out gold programs: the errors it *accepts* return wrong rows silently.
+
+# %%
+sem_rows = []
+inj_rng4 = repro.rng(seed, 4)
+all_off = tuple(k for g in dsl.COVERAGE_GROUPS.values() for k in g)
+for group, kinds in dsl.COVERAGE_GROUPS.items():
+    for kind in kinds:
+        n = accepted = flagged = 0
+        for it in a_test:
+            bad = dsl.inject_error(list(it.program), kind, inj_rng4)
+            if bad is None:
+                continue
+            n += 1
+            flagged += not dsl.verify(bad).ok
+            accepted += dsl.execute(agent_con, dsl.compile_sql(bad, all_off))[0] == "ok"
+        sem_rows.append(
+            dict(
+                group=group,
+                error=kind,
+                injected=n,
+                verifier_recall=flagged / max(n, 1),
+                sqlite_recall=1 - accepted / max(n, 1),
+            )
+        )
+sem = pd.DataFrame(sem_rows)
+display(sem.round(2))
+
+cov_res = {"full verifier": agent_res["DSL, constrained decoding"]}
+for group, kinds in tqdm(dsl.COVERAGE_GROUPS.items(), desc="coverage"):
+    cov_res[f"{group} checks off"] = run_arm("dsl", True, kinds)
+cov_table = pd.DataFrame(
+    {
+        k: {
+            "success (repair)": df.success_K.mean(),
+            "executed invalid": df.executed_invalid.mean(),
+            "per-seed success": ", ".join(f"{x:.2f}" for x in df.success_K),
+        }
+        for k, df in cov_res.items()
+    }
+).T
+display(cov_table)
+
+# %% [markdown]
 # ## Where the verifier acts: lifecycle × domain
 #
 # Our three case studies (measured above) and, for orientation, other domains the position covers (not measured
@@ -886,44 +1195,46 @@ display(lifecycle)
 #
 # The paper's claims are qualitative; its "number" column says so. Our measurements:
 #
-# * `action_space_compression`: free-SQL token strings ÷ well-formed DSL programs, both up to the median gold
-#   DSL length (log10 of the ratio);
-# * `invalid_actions_pruned`: the share of the DSL agent's invalid actions that the verifier caught before
-#   execution (free SQL: none can be);
-# * `success_gain_dsl`: DSL + verifier minus free-SQL task success at ε = 0.1 with `retries` retries (fixed in
-#   advance, the middle of the grid);
+# Two former claims are now **checks**, because they hold by construction: `action_space_compression` (any
+# string over the SQL vocabulary vs verified DSL programs) and `invalid_actions_pruned` (the DSL path executes
+# only verified programs). Claims from the hand-set error model (cases 1 and 3):
+#
+# * `success_gain_dsl`: DSL + verifier minus free-SQL task success at ε = 0.1 with `retries` retries. It follows
+#   largely from our error model (every SQL token, boilerplate included, errs at the same rate), which is why
+#   case 4 tests the same comparison with a learned agent;
 # * `learning_signal_gain`: REINFORCE steps to a 50 % success rate, sparse ÷ verifier feedback, median over the
 #   learned programs; a run that never reaches the level counts as the full budget, so the ratio is then a lower
 #   bound. The issue names the verifier's feedback "as reward/filters"; the claim's number is the **filter** arm,
 #   and the note gives the dense-reward arm, which behaves differently (see case 3);
 # * `filter_reaches_level`: the share of learned programs whose filter arm reaches the level at all (a ratio of
 #   a censored count is not a speedup, so both must hold).
+#
+# Claims from the learned agent (case 4; three seeds each, on the held-out intents):
+#
+# * `learned_success_gain`: success of the DSL agent with constrained decoding and verifier repair minus the SQL
+#   agent with SQLite-guided repair (its strongest setting);
+# * `constrained_decoding_gain`: DSL agent, constrained minus free decoding, no repair;
+# * `coverage_matters`: success drop of the full DSL harness when its type checks are switched off;
+# * `bits_per_intent_ratio`: bits the trained model needs for the gold SQL ÷ for the gold DSL program;
+# * `structured_credit_speedup`: not built in this version (untested, see its reason).
 
 # %%
-rec.claim(
+# Both hold by construction (any string vs verified programs; the DSL path executes only verified
+# programs), so they are checks, not claims; the learned agent below tests the mechanisms.
+rec.check(
     "action_space_compression",
-    "A DSL with a verifier shrinks the space of actions the agent can take",
-    paper="compresses the intent-to-action path (no number)",
-    measured=float(log_ratio),
+    float(log_ratio),
+    0.0,
     op=">",
-    target=0.0,
-    unit=f"log10(raw ÷ DSL) up to {n_ref} tokens",
-    note=f"Also fewer decisions per intent: {L_sql.mean():.1f} SQL tokens vs "
-    f"{L_dsl.mean():.1f} DSL tokens.",
+    note=f"log10(raw SQL-vocabulary strings ÷ DSL programs) up to {n_ref} tokens; "
+    f"{L_sql.mean():.1f} SQL vs {L_dsl.mean():.1f} DSL tokens per intent",
 )
-rec.claim(
+rec.check(
     "invalid_actions_pruned",
-    "The verifier catches invalid actions before they are executed",
-    paper="prunes invalid actions before they are attempted (no number)",
-    measured=share_caught_dsl,
-    op=">=",
-    target=0.99,
-    unit="share caught",
-    baseline=share_caught_sql,
-    note=f"free SQL catches {share_caught_sql:.0%}: "
-    f"{int(inv.loc['free SQL', 'invalid_executed']):,} invalid actions "
-    "reached the database, "
-    f"{int(inv.loc['free SQL', 'harmful'])} of them destructive.",
+    share_caught_dsl,
+    1.0,
+    note=f"share of the noisy DSL agent's invalid actions caught before execution "
+    f"(free SQL: {share_caught_sql:.0%})",
 )
 r01 = res.set_index(["interface", "eps"])
 eps_ref = 0.1 if 0.1 in eps_grid else eps_grid[len(eps_grid) // 2]
@@ -984,5 +1295,74 @@ rec.claim(
     unit="share of programs that reach the level",
     note="the other half of learning_signal_gain: an arm that never reaches the "
     "level has no step count, so its ratio is not a speedup.",
+)
+dsl_c = agent_res["DSL, constrained decoding"]
+dsl_f = agent_res["DSL, free decoding"]
+sql_f = agent_res["SQL, free decoding"]
+rec.claim(
+    "learned_success_gain",
+    "A learned agent answers held-out requests more often through the DSL (constrained "
+    "decoding + verifier repair) than through SQL (with SQLite-guided repair)",
+    paper="higher success through a DSL + verifier (no number)",
+    measured=list(dsl_c.success_K - sql_f.success_K),
+    op=">",
+    target=0.0,
+    unit=f"held-out success difference ({len(a_test)} intents)",
+    baseline=list(sql_f.success_K),
+    note=f"without repair: DSL constrained {dsl_c.success_K0.mean():.3f}, DSL free "
+    f"{dsl_f.success_K0.mean():.3f}, SQL {sql_f.success_K0.mean():.3f}; with repair: "
+    f"DSL free {dsl_f.success_K.mean():.3f}, SQL {sql_f.success_K.mean():.3f}.",
+)
+rec.claim(
+    "constrained_decoding_gain",
+    "Constrained decoding raises the learned DSL agent's held-out success (no repair)",
+    paper="a constrained decoder never emits invalid actions (no number)",
+    measured=list(dsl_c.success_K0 - dsl_f.success_K0),
+    op=">",
+    target=0.0,
+    unit="held-out success difference",
+    baseline=list(dsl_f.success_K0),
+    note=f"with up to {agent_repairs} verifier repairs: constrained "
+    f"{dsl_c.success_K.mean():.3f} vs free {dsl_f.success_K.mean():.3f}.",
+)
+cov_full, cov_type = cov_res["full verifier"], cov_res["type checks off"]
+rec.claim(
+    "coverage_matters",
+    "Switching off the verifier's type checks lowers the learned DSL agent's success",
+    paper="the harness's coverage shapes failure modes (no number)",
+    measured=list(cov_full.success_K - cov_type.success_K),
+    op=">",
+    target=0.0,
+    unit="held-out success drop",
+    baseline=list(cov_type.success_K),
+    note="domain checks off: drop "
+    f"{(cov_full.success_K - cov_res['domain checks off'].success_K).mean():+.3f}, "
+    "scope checks off: "
+    f"{(cov_full.success_K - cov_res['scope checks off'].success_K).mean():+.3f}. "
+    "SQLite rejects "
+    f"{sem.loc[sem.error == 'type_mismatch', 'sqlite_recall'].iloc[0]:.0%} of injected "
+    "type errors, the verifier 100 %.",
+)
+rec.claim(
+    "bits_per_intent_ratio",
+    "A trained model needs more bits to write the SQL of a held-out intent than its DSL "
+    "program",
+    paper="the DSL compresses the intent-to-action path (no number)",
+    measured=list(bits_ratio),
+    op=">",
+    target=1.0,
+    unit="bits per intent, SQL ÷ DSL",
+    baseline=list(bits["dsl"]),
+    note=f"DSL {bits['dsl'].mean():.2f} bits, SQL {bits['sql'].mean():.2f} bits per "
+    "held-out intent (mean over seeds).",
+)
+rec.untested(
+    "structured_credit_speedup",
+    "Per-token credit from the verifier's error position trains a request-conditioned "
+    "policy over twice as fast as a sparse reward",
+    paper="denser learning signal (no number)",
+    reason="not built yet: case 3 compares sparse reward, verifier reward and filtering "
+    "for a per-position policy learning single programs, not a request-conditioned "
+    "policy with per-token credit.",
 )
 rec.save()
