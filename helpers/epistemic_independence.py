@@ -5,15 +5,22 @@ the correct option with probability exactly 0.5) and an **independence reward** 
 cue without rewarding agreement with a right one. Here the judge is a small transformer and the task is
 synthetic, but the data rule, the reward constants and the group policy gradient are the paper's.
 
-* The task (:func:`make_batch`): two options, each four digits; a *subject* token says which comparison rule
+* The task (:func:`make_batch`): two options, each six digits; a *subject* token says which comparison rule
   decides the better option (sum of digits, count of digits >= 5, first + last digit, sum of odd digits). A cue
-  from one of four families points at one option: bandwagon (the training family), authority, distraction
-  (template tokens, like bandwagon) and verbosity (the cued option is padded with elaboration tokens).
+  from one of seven families points at one option. Bandwagon (the training family), authority and distraction are
+  template tokens in one *cue slot* after the options, ending in the option's letter (:data:`SLOT_FAMILIES`).
+  The others share neither that slot nor the letter token: verbosity (the cued option's padding holds
+  elaboration tokens), digits (its padding holds irrelevant digits), expert (a preamble before the options
+  quotes the cued option's first digits: it names the option by content) and order (option-order bias: the cue is
+  "being listed first", no token at all).
 * The reward (:func:`eit_reward`): correct +1.0; adversarial cue followed -0.5, resisted +0.5; aligned cue but a
   wrong answer -0.3; no bonus for agreeing with a correct cue. (The paper's +0.1 format bonus has no analogue:
   our policy emits one answer token.)
 * The optimizer (:func:`grpo_loss`): G answers sampled per prompt, group advantages either std-normalized (GRPO)
-  or mean-baseline.
+  or mean-baseline, with an optional exact KL penalty to a frozen reference (the base judge).
+* The base judge (:func:`pretrain`): supervised training on all subjects and cue families where the cues are
+  mostly right, long enough to be competent without cues; ``data/06_epistemic_independence/make_base.py``
+  stores it (:func:`checkpoint_config`).
 """
 
 from __future__ import annotations
@@ -30,25 +37,32 @@ from helpers import validate as V
 __all__ = [
     "SUBJECTS", "FAMILIES", "TRAIN_SUBJECTS", "HELDOUT_SUBJECTS", "VOCAB", "SEQ_LEN", "Batch", "make_batch",
     "eit_reward", "accuracy_reward", "group_advantages", "grpo_loss", "answer_logits", "policy_expected_reward",
-    "REWARD",
+    "REWARD", "SLOT_FAMILIES", "NEW_FAMILIES", "reweighted_reward", "kl_to_reference", "CHECKPOINT_SLUG",
+    "checkpoint_config", "make_judge", "REWARDS", "sft_loss", "pretrain_batch", "pretrain", "OPTION_START",
 ]
 
 SUBJECTS = ("sum", "high_count", "ends", "odd_sum")
 TRAIN_SUBJECTS = ("sum", "high_count")
 HELDOUT_SUBJECTS = ("ends", "odd_sum")
-FAMILIES = ("bandwagon", "authority", "distraction", "verbosity")
+FAMILIES = ("bandwagon", "authority", "distraction", "verbosity", "digits", "expert", "order")
+SLOT_FAMILIES = ("bandwagon", "authority", "distraction")  # template token + letter in the cue slot
+NEW_FAMILIES = ("digits", "expert", "order")  # neither the cue slot nor the letter token
 N_TEMPLATES = 8
+N_PRE = 4  # preamble slots before the options (the expert cue: <expert> and three quoted digits)
+N_QUOTE = N_PRE - 1
 N_DIGITS = 6
 N_PAD = 2  # elaboration slots after each option (used by the verbosity cue)
 N_PCT = 6  # percentage buckets 50-59, ..., 90-99, 100 ("x% of people think ...")
 
 # The token vocabulary, laid out in blocks.
-_names = [str(d) for d in range(10)] + ["<sep>", "<ask>", "<pad>", "A", "B", "<nopct>", "<elab>"]
+_names = [str(d) for d in range(10)] + ["<sep>", "<ask>", "<pad>", "A", "B", "<nopct>", "<elab>", "<expert>"]
 _names += [f"<subj:{s}>" for s in SUBJECTS]
 _names += [f"<pct:{k}>" for k in range(N_PCT)]
-_names += [f"<{f}:{t}>" for f in FAMILIES if f != "verbosity" for t in range(N_TEMPLATES)]
+_names += [f"<{f}:{t}>" for f in SLOT_FAMILIES for t in range(N_TEMPLATES)]
 VOCAB: dict[str, int] = {n: i for i, n in enumerate(_names)}
-SEQ_LEN = 1 + 2 * (N_DIGITS + N_PAD + 1) + 3 + 1  # subject, two options with their pads and separators, cue, ask
+# subject, preamble, two options with their pads and separators, cue slot, ask
+SEQ_LEN = 1 + N_PRE + 2 * (N_DIGITS + N_PAD + 1) + 3 + 1
+OPTION_START = (1 + N_PRE, 1 + N_PRE + N_DIGITS + N_PAD + 1)  # first digit of option A, of option B
 A_ID, B_ID = VOCAB["A"], VOCAB["B"]
 
 # The paper's reward constants (from the authors' code, as given in our notes).
@@ -118,24 +132,32 @@ def make_batch(rng: np.random.Generator, n: int, *, subjects: Sequence[str] = TR
     has_cue = rng.random(n) < p_cue
     fam = np.where(has_cue, rng.integers(max(len(families), 1), size=n), -1)
     aligned = rng.random(n) < p_aligned
+    fam_global = np.array([FAMILIES.index(families[f]) if f >= 0 else -1 for f in fam], dtype=np.int64)
+    # option-order cue: it always points at the first option, A; swap the options where the truth disagrees
+    swap = (fam_global == FAMILIES.index("order")) & (truth != np.where(aligned, 0, 1))
+    a[swap], b[swap] = b[swap].copy(), a[swap].copy()
+    truth = np.where(swap, 1 - truth, truth)
     cue = np.where(has_cue, np.where(aligned, truth, 1 - truth), -1)
     x = np.full((n, SEQ_LEN), VOCAB["<pad>"], dtype=np.int64)
     subj_global = np.array([SUBJECTS.index(s) for s in subjects])[subj]
     x[:, 0] = [VOCAB[f"<subj:{SUBJECTS[k]}>"] for k in subj_global]
-    o = 1
+    expert = fam_global == FAMILIES.index("expert")
+    x[expert, 1] = VOCAB["<expert>"]  # "an expert points out the option whose digits start d1 d2 d3"
+    x[expert, 2:2 + N_QUOTE] = np.where(cue[expert, None] == 0, a[expert, :N_QUOTE], b[expert, :N_QUOTE])
+    o = 1 + N_PRE
     for opt, digits in ((0, a), (1, b)):
         x[:, o:o + N_DIGITS] = digits
         o += N_DIGITS
-        verbose = (fam >= 0) & (cue == opt) & np.array([families[f] == "verbosity" if f >= 0 else False
-                                                        for f in fam], dtype=bool)
-        x[verbose, o:o + N_PAD] = VOCAB["<elab>"]
+        cued = cue == opt
+        x[cued & (fam_global == FAMILIES.index("verbosity")), o:o + N_PAD] = VOCAB["<elab>"]
+        noisy = cued & (fam_global == FAMILIES.index("digits"))
+        x[noisy, o:o + N_PAD] = rng.integers(0, 10, size=(int(noisy.sum()), N_PAD))
         o += N_PAD
         x[:, o] = VOCAB["<sep>"]
         o += 1
-    fam_global = np.array([FAMILIES.index(families[f]) if f >= 0 else -1 for f in fam])
     for i in np.nonzero(fam_global >= 0)[0]:
         f = FAMILIES[fam_global[i]]
-        if f == "verbosity":
+        if f not in SLOT_FAMILIES:
             continue
         t = rng.integers(N_TEMPLATES)
         x[i, o] = VOCAB[f"<{f}:{t}>"]
@@ -232,12 +254,19 @@ def answer_logits(model: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
     return model(x)[:, -1, [A_ID, B_ID]]
 
 
+REWARDS = ("eit", "accuracy", "reweighted")
+
+
 def grpo_loss(model: torch.nn.Module, batch: Batch, G: int, reward: str, mode: str,
-              generator: torch.Generator) -> tuple[torch.Tensor, dict[str, float]]:
-    """One group policy-gradient loss: sample ``G`` answers per prompt, score them (``"eit"`` or ``"accuracy"``),
-    turn rewards into group advantages (``mode``) and return ``-mean(A * log pi(answer))`` and statistics."""
-    if reward not in ("eit", "accuracy"):
-        raise ValueError(f"reward must be 'eit' or 'accuracy', got {reward!r}")
+              generator: torch.Generator, ref: torch.nn.Module | None = None,
+              beta: float = 0.0) -> tuple[torch.Tensor, dict[str, float]]:
+    """One group policy-gradient loss: sample ``G`` answers per prompt, score them (``"eit"``, ``"accuracy"`` or
+    ``"reweighted"``), turn rewards into group advantages (``mode``) and return ``-mean(A * log pi(answer))``
+    plus ``beta`` times the exact KL to the frozen reference policy ``ref`` (if given), and statistics."""
+    if reward not in REWARDS:
+        raise ValueError(f"reward must be one of {REWARDS}, got {reward!r}")
+    beta = V.nonnegative("beta", beta)
+    V.optional(V.function, "ref", ref)
     G = V.integer("G", G, min=2)
     V.one_of("mode", mode, ("mean", "std"))
     V.instance("batch", batch, Batch)
@@ -245,10 +274,100 @@ def grpo_loss(model: torch.nn.Module, batch: Batch, G: int, reward: str, mode: s
     logp = F.log_softmax(answer_logits(model, batch.x), -1)  # (n, 2)
     answers = torch.multinomial(logp.exp().detach(), G, replacement=True, generator=generator)  # (n, G)
     a = answers.numpy()
-    r = eit_reward(a, batch.truth, batch.cue) if reward == "eit" else accuracy_reward(a, batch.truth)
+    r = {"eit": lambda: eit_reward(a, batch.truth, batch.cue), "accuracy": lambda: accuracy_reward(a, batch.truth),
+         "reweighted": lambda: reweighted_reward(a, batch.truth, batch.cue)}[reward]()
     adv = torch.as_tensor(group_advantages(r, mode), dtype=logp.dtype)
     loss = -(adv * logp.gather(1, answers)).mean()
+    kl = torch.zeros(())
+    if ref is not None:
+        with torch.no_grad():
+            ref_logp = F.log_softmax(answer_logits(ref, batch.x), -1)
+        kl = kl_to_reference(logp, ref_logp).mean()
+        loss = loss + beta * kl
     adv_items = (batch.cue >= 0) & (batch.cue != batch.truth)  # cue-following measured where the cue is wrong
     follow = float((a[adv_items] == batch.cue[adv_items, None]).mean()) if adv_items.any() else float("nan")
     return loss, {"reward": float(r.mean()), "accuracy": float((a == batch.truth[:, None]).mean()),
-                  "follow": follow}
+                  "follow": follow, "kl": float(kl.detach())}
+
+
+def reweighted_reward(pred, truth, cue, w_adversarial: float = 2.0, w_aligned: float = 1.3) -> np.ndarray:
+    """Accuracy reward scaled by the cue condition: ``w_adversarial`` (cue wrong), ``w_aligned`` (cue right), 1 (no
+    cue). With the default weights its within-prompt differences equal the EIT reward's (same mean-baseline
+    advantages): EIT is a reweighted accuracy reward."""
+    w_adversarial, w_aligned = V.nonnegative("w_adversarial", w_adversarial), V.nonnegative("w_aligned", w_aligned)
+    pred, truth, cue = _as_int_array("pred", pred), _as_int_array("truth", truth), _as_int_array("cue", cue)
+    if truth.shape != cue.shape:
+        raise ValueError(f"truth and cue must have the same shape, got {truth.shape} and {cue.shape}")
+    if cue.size and (cue.min() < -1 or cue.max() > 1):
+        raise ValueError("cue must take values in {-1..1}")
+    acc = accuracy_reward(pred, truth)
+    w = np.where(cue < 0, 1.0, np.where(cue == truth, w_aligned, w_adversarial))
+    return acc * (w[..., None] if acc.ndim > w.ndim else w)
+
+
+def kl_to_reference(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
+    """Exact KL(pi || pi_ref) per prompt over the answers, from log-probabilities of shape (n, answers)."""
+    V.tensor("logp", logp, ndim=2)
+    V.tensor("ref_logp", ref_logp, ndim=2)
+    if logp.shape != ref_logp.shape:
+        raise ValueError(f"logp and ref_logp must have the same shape, got {tuple(logp.shape)} and "
+                         f"{tuple(ref_logp.shape)}")
+    return (logp.exp() * (logp - ref_logp)).sum(-1)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The base judge: supervised "pre-training" on cue-agreeing data (stored by data/<slug>/make_base.py)
+# ----------------------------------------------------------------------------------------------------------------
+CHECKPOINT_SLUG = "06_epistemic_independence"
+
+
+def checkpoint_config(name: str = "base") -> dict:
+    """The config of checkpoint ``base``: a small judge (the one EIT trains) and a larger one, per seed, trained
+    on every subject and cue family, 70 % of items cued and the cue always right (``p_aligned`` = 1: a judge whose
+    trust in cues was never punished). One larger judge (seed ``large_seeds``) is the untrained-scale baseline."""
+    if name != "base":
+        raise ValueError(f"name must be 'base', got {name!r}")
+    return dict(seeds=[0, 1, 2], small=dict(n_layer=2, n_head=4, d_model=64),
+                large=dict(n_layer=3, n_head=4, d_model=64), large_seeds=[0], steps=1000, batch=128, lr=3e-3, lr_large=2e-3,
+                warmup=100, p_cue=0.7, p_aligned=1.0, stream=1, families=list(FAMILIES),
+                subjects=list(SUBJECTS), seq_len=SEQ_LEN, vocab=len(VOCAB))
+
+
+def make_judge(arch: dict, seed: int) -> torch.nn.Module:
+    """A judge transformer (learned positions) of architecture ``arch`` (n_layer, n_head, d_model), seeded."""
+    from helpers import nn as hnn
+
+    V.instance("arch", arch, dict)
+    seed = V.seed("seed", seed)
+    torch.manual_seed(seed)
+    return hnn.Transformer(hnn.TransformerConfig(vocab_size=len(VOCAB), max_len=SEQ_LEN, pos="learned", **arch))
+
+
+def sft_loss(model: torch.nn.Module, b: Batch) -> torch.Tensor:
+    """Cross-entropy of the answer at ``<ask>`` against the correct option."""
+    V.instance("b", b, Batch)
+    return F.cross_entropy(answer_logits(model, b.x), torch.as_tensor(b.truth))
+
+
+def pretrain_batch(cfg: dict, seed: int, step: int) -> Batch:
+    """Pre-training batch ``step`` of seed ``seed``: all subjects and families, cues right ``p_aligned`` of the time."""
+    V.instance("cfg", cfg, dict)
+    for key in ("batch", "p_cue", "p_aligned", "stream"):
+        if key not in cfg:
+            raise ValueError(f"cfg must have key {key!r}; got keys {sorted(cfg)}")
+    seed, step = V.seed("seed", seed), V.integer("step", step, min=0)
+    rng = np.random.default_rng([seed, int(cfg["stream"]), step])
+    return make_batch(rng, int(cfg["batch"]), subjects=cfg.get("subjects", SUBJECTS),
+                      families=cfg.get("families", FAMILIES), p_cue=cfg["p_cue"], p_aligned=cfg["p_aligned"])
+
+
+def pretrain(model: torch.nn.Module, cfg: dict, seed: int, *, lr: float | None = None, steps: int | None = None,
+             eval_fn=None, eval_every: int = 0, progress: bool = True, desc: str = "base"):
+    """Supervised pre-training of a judge (``helpers.train.fit``, cosine schedule); returns the history."""
+    from helpers import train
+
+    V.instance("model", model, torch.nn.Module)
+    steps = int(cfg["steps"]) if steps is None else V.integer("steps", steps, min=0)
+    return train.fit(model, sft_loss, lambda step: pretrain_batch(cfg, seed, step), steps,
+                     lr=float(cfg["lr"]) if lr is None else lr, warmup=min(int(cfg["warmup"]), steps // 10),
+                     seed=seed, eval_fn=eval_fn, eval_every=eval_every, progress=progress, desc=desc)

@@ -24,18 +24,21 @@
 # |---|---|---|
 # | judge | Qwen3-1.7B / 4B (and untrained 8B / 14B) | a 2-layer transformer (and an untrained larger one), trained from scratch here |
 # | task | MMLU-Pro questions reduced to two options | two lists of digits; a subject token names the comparison rule |
-# | cues | bandwagon (train); authority, distraction, verbosity (held out) | the same four families, as template tokens or padding |
-# | "pre-training" | the LLM's own | supervised training on data where cues agree with the truth 85 % of the time |
-# | optimizer | GRPO in verl | group sampling (G answers per prompt) with std-normalized or mean-baseline advantages |
+# | cues | bandwagon (train); authority, distraction, verbosity (held out) | bandwagon (train); six held-out families, three of which share no token or position with bandwagon |
+# | "pre-training" | the LLM's own | 1000 supervised steps on data where every cue is right, stored as a checkpoint (quick mode: a short live run) |
+# | optimizer | GRPO in verl | group sampling (G answers per prompt), std-normalized (GRPO) or mean-baseline advantages, KL to the base |
+# | seeds | one run per model | three RL seeds per arm, one base judge per seed |
 # | hardware | GPUs | 2 CPU cores, a few minutes |
 #
 # :::{note}
 # **What is reconstructed.** The data rule (P(cue = truth) = 0.5), the reward constants and the bandwagon-only
 # training come from the authors' code as described in our notes. Ours: the synthetic judge task and its four
 # comparison rules, the token-level cue templates (the paper uses 24 natural-language bandwagon templates), the
-# "pre-training" that makes the base model cue-following (standing in for an LLM's learned sycophancy), and the
-# choice of mean-baseline advantages for the main runs (explained below). The paper's +0.1 format bonus for a
-# `<think>` block has no analogue: our judge emits one answer token.
+# three cue families that share nothing with bandwagon (irrelevant digits, a content-quoting "expert", option
+# order), the "pre-training" that makes the base judge competent *and* cue-following (standing in for an LLM's
+# learned sycophancy), the KL penalty's weight, and the choice of mean-baseline advantages for the main runs
+# (explained below; the paper's std-normalized GRPO is an arm of the ablation). The paper's +0.1 format bonus
+# for a `<think>` block has no analogue: our judge emits one answer token.
 # :::
 
 # %% tags=["hide-input"]
@@ -63,36 +66,33 @@ if "google.colab" in sys.modules and importlib.util.find_spec("helpers") is None
 # %% tags=["parameters"]
 quick = False
 seed = 0
-pre_steps = 200  # supervised "pre-training" steps of the base judges
-pre_batch = 128
-p_cue_pre = 0.7  # share of pre-training items with a cue ...
-p_aligned_pre = 0.85  # ... and how often that cue is right
-rl_steps = 300  # steps per arm (every arm gets the same budget)
-rl_batch = 64  # prompts per step
+n_seeds = 3  # RL seeds (seed, seed + 1, ...), each from its own base judge
+rl_steps = 150  # steps per arm (every arm gets the same budget)
+rl_batch = 32  # prompts per step
 G = 8  # answers sampled per prompt
 rl_lr = 1e-3
-small_layers, small_d = 2, 64  # the judge that EIT trains
-large_layers, large_d = 4, 128  # the larger judge, never trained by RL
-eval_n = 1000  # items per evaluation cell
+beta = 0.02  # weight of the KL penalty to the base judge (every RL arm)
+eval_n = 300  # items per evaluation cell
+quick_pre_steps = 60  # quick mode only: live pre-training of the stand-ins
 
 # %% tags=["hide-input"]
 import copy
+import inspect
+import time
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import torch
-import torch.nn.functional as F
-from IPython.display import Markdown, display
+from IPython.display import display
 
-from helpers import claims, nn, plotting, repro, train
+from helpers import checkpoints, claims, plotting, repro, train
 from helpers import epistemic_independence as ei
 
 if quick:
-    pre_steps, rl_steps, rl_batch, eval_n = 40, 20, 16, 100
-    large_layers, large_d = 2, 96
-small = dict(n_layer=small_layers, n_head=4, d_model=small_d)
-large = dict(n_layer=large_layers, n_head=4, d_model=large_d)
+    n_seeds, rl_steps, rl_batch, eval_n = 1, 20, 16, 100
+SEEDS = [seed + k for k in range(n_seeds)]
+cfg = ei.checkpoint_config("base")
 
 # these judges are tiny: one thread is faster than two fighting for a core
 env = repro.setup(seed, threads=1)
@@ -102,17 +102,14 @@ rec = claims.ClaimsRecord(
     dict(
         quick=quick,
         seed=seed,
-        pre_steps=pre_steps,
-        pre_batch=pre_batch,
-        p_cue_pre=p_cue_pre,
-        p_aligned_pre=p_aligned_pre,
+        n_seeds=n_seeds,
         rl_steps=rl_steps,
         rl_batch=rl_batch,
         G=G,
         rl_lr=rl_lr,
-        small=small,
-        large=large,
+        beta=beta,
         eval_n=eval_n,
+        base=cfg,
     ),
 )
 print(env)
@@ -120,114 +117,117 @@ print(env)
 # %% [markdown]
 # ## The judge task
 #
-# Each item shows a **subject** token (which rule decides), option A and option B (six digits each, with two
-# padding slots), an optional **cue**, and `<ask>`. The rules: larger digit sum (`sum`), more digits ≥ 5
+# Each item shows a **subject** token (which rule decides), a preamble, option A and option B (six digits each,
+# with two padding slots), a **cue slot** and `<ask>`. The rules: larger digit sum (`sum`), more digits ≥ 5
 # (`high_count`), larger first + last digit (`ends`), larger sum of odd digits (`odd_sum`). The first two are the
-# training subjects of the RL arms; `ends` and `odd_sum` are held out (seen in pre-training, never in EIT). Cue
-# families: **bandwagon** ("x % of people prefer B": a template token, a percentage bucket and the letter),
-# **authority** and **distraction** (their own template tokens and the letter), and **verbosity** (the cued
-# option's padding is filled with elaboration tokens; no letter at all).
+# training subjects of the RL arms; `ends` and `odd_sum` are held out (seen in pre-training, never in RL).
+#
+# Seven cue families point at one option. Three share the cue slot: **bandwagon** ("x % of people prefer B": a
+# template token, a percentage bucket and the letter; the only family RL trains on), **authority** and
+# **distraction** (their own template tokens, the same letter). Transfer to these two is cheap: a judge that
+# learns to ignore the letter in the cue slot ignores them too. The other four share neither the slot nor the
+# letter: **verbosity** (the cued option's padding holds elaboration tokens), **digits** (it holds two
+# irrelevant digits), **expert** (the preamble quotes the first three digits of the cued option, so the cue names
+# its option by content, not by letter) and **order** (option-order bias: the cue is "being listed first"; the
+# item carries no cue token at all, and the adversarial cell is the items whose correct option is B).
 
 # %%
 names = {v: k for k, v in ei.VOCAB.items()}
-demo = ei.make_batch(repro.rng(seed, 0), 4, subjects=ei.SUBJECTS, families=ei.FAMILIES)
-for i in range(len(demo)):
-    toks = " ".join(names[int(t)] for t in demo.x[i])
-    print(
-        f"{toks}\n   truth={'AB'[demo.truth[i]]} cue->{'AB'[demo.cue[i]]} "
-        f"({ei.FAMILIES[demo.family[i]]})"
-    )
+for f in ei.FAMILIES:
+    demo = ei.make_batch(repro.rng(seed, 0), 1, subjects=ei.SUBJECTS, families=(f,))
+    toks = " ".join(names[int(t)] for t in demo.x[0] if int(t) != ei.VOCAB["<pad>"])
+    print(f"{f:12s} {toks}   truth={'AB'[demo.truth[0]]} cue->{'AB'[demo.cue[0]]}")
 
 # %% [markdown]
-# ## A cue-following base judge
+# ## A competent, cue-following base judge
 #
-# An LLM arrives at EIT already sycophantic. Our stand-in: train a transformer (`helpers.nn`) on all subjects
-# and all cue families, where 70 % of items carry a cue that is right 85 % of the time, for a short budget. The
-# cue is an easy, mostly right feature, so the judge learns to lean on it. We train a small judge (the one EIT
-# will train) and a larger one (the "scale" baseline) on the same data.
-
+# An LLM arrives at EIT already able to do the task and already sycophantic. Our stand-in: a transformer
+# (`helpers.nn`) trained with supervision on every subject and cue family, where 70 % of the items carry a cue
+# and **every cue is right**: the cue is a free shortcut that was never punished. The 30 % of items without a cue
+# force the judge to learn the task itself. The default run loads these judges (one small judge per seed, the one
+# RL trains, and one larger judge, the "scale" baseline) from a checkpoint made by
+# `data/06_epistemic_independence/make_base.py` (1000 steps each, too long for this run); quick mode trains a
+# stand-in for a few steps.
 
 # %%
-def pretrain_batches(step: int) -> ei.Batch:
-    return ei.make_batch(
-        repro.rng(seed, 1, step),
-        pre_batch,
-        subjects=ei.SUBJECTS,
-        families=ei.FAMILIES,
-        p_cue=p_cue_pre,
-        p_aligned=p_aligned_pre,
-    )
-
-
-def sft_loss(model, b: ei.Batch) -> torch.Tensor:
-    return F.cross_entropy(ei.answer_logits(model, b.x), torch.as_tensor(b.truth))
-
-
-def make_judge(cfg: dict) -> nn.Transformer:
-    torch.manual_seed(seed)
-    return nn.Transformer(
-        nn.TransformerConfig(
-            vocab_size=len(ei.VOCAB), max_len=ei.SEQ_LEN, pos="learned", **cfg
+bases, large_base = {}, None
+if quick:
+    for s in SEEDS:
+        with repro.seeded(s):
+            bases[s] = ei.make_judge(cfg["small"], s)
+            ei.pretrain(bases[s], cfg, s, steps=quick_pre_steps, desc=f"base {s}")
+    with repro.seeded(seed):
+        large_base = ei.make_judge(cfg["large"], seed)
+        ei.pretrain(
+            large_base,
+            cfg,
+            seed,
+            lr=cfg["lr_large"],
+            steps=quick_pre_steps // 2,
+            desc="larger base",
         )
+else:
+    ckpt = checkpoints.load(ei.CHECKPOINT_SLUG, "base", config=cfg)
+    for s in SEEDS:
+        bases[s] = ckpt.load_into(ei.make_judge(cfg["small"], s), prefix=f"small/{s}.")
+    large_seed = cfg["large_seeds"][0]
+    large_base = ckpt.load_into(
+        ei.make_judge(cfg["large"], large_seed), prefix=f"large/{large_seed}."
     )
-
-
-base = make_judge(small)
-train.fit(
-    base,
-    sft_loss,
-    pretrain_batches,
-    pre_steps,
-    lr=3e-3,
-    warmup=pre_steps // 10,
-    seed=seed,
-    desc="base",
-)
-large_base = make_judge(large)
-train.fit(
-    large_base,
-    sft_loss,
-    pretrain_batches,
-    pre_steps,
-    lr=2e-3,
-    warmup=pre_steps // 10,
-    seed=seed,
-    desc="larger base",
-)
-print(f"parameters: small {base.n_params():,}, larger {large_base.n_params():,}")
-
+    fig, axs = plt.subplots(1, 2, figsize=(11, 3.4))
+    checkpoints.plot_history(
+        ckpt.manifest,
+        keys=["small/0/loss", "large/0/loss"],
+        ax=axs[0],
+        logy=True,
+        title="pre-training loss",
+    )
+    checkpoints.plot_history(
+        ckpt.manifest,
+        keys=[f"small/0/{k}" for k in ("none", "aligned", "adversarial")],
+        ax=axs[1],
+        title="small judge, seed 0: accuracy by cue",
+    )
+    plt.show()
+for m in [*bases.values(), large_base]:
+    m.eval()
+print(f"parameters: small {bases[seed].n_params():,}, larger {large_base.n_params():,}")
 
 # %% [markdown]
-# Evaluation: for each cue family and subject split, accuracy with no cue, with an aligned cue (pointing at the
-# truth) and with an adversarial cue (pointing at the wrong option), and the **cue-following rate** (answers equal
-# to an adversarial cue's target). The evaluation items are fixed by the seed and shared by every model.
+# Evaluation: for each subject split, accuracy with no cue, and for each cue family accuracy with an aligned cue
+# (pointing at the truth) and with an adversarial cue (pointing at the wrong option), plus the **cue-following
+# rate** (answers equal to an adversarial cue's target). The evaluation items are fixed by `seed` and shared by
+# every model and RL seed.
 
 # %%
-CONDS = {"none": (0.0, 1.0), "aligned": (1.0, 1.0), "adversarial": (1.0, 0.0)}
+CONDS = {"aligned": 1.0, "adversarial": 0.0}
 SPLITS = {"train subjects": ei.TRAIN_SUBJECTS, "held-out subjects": ei.HELDOUT_SUBJECTS}
-eval_sets = {
-    (split, fam, cond): ei.make_batch(
-        repro.rng(seed, 2, k),
-        eval_n,
-        subjects=subj,
-        families=(fam,),
-        p_cue=pc,
-        p_aligned=pa,
+eval_sets = {}
+for k, (split, subj) in enumerate(SPLITS.items()):
+    eval_sets[(split, "none", "none")] = ei.make_batch(
+        repro.rng(seed, 2, k), eval_n, subjects=subj, p_cue=0.0
     )
-    for k, (split, subj, fam, cond, pc, pa) in enumerate(
-        (s, subj, f, c, *CONDS[c])
-        for s, subj in SPLITS.items()
-        for f in ei.FAMILIES
-        for c in CONDS
-    )
-}
+    for j, fam in enumerate(ei.FAMILIES):
+        for c, (cond, pa) in enumerate(CONDS.items()):
+            eval_sets[(split, fam, cond)] = ei.make_batch(
+                repro.rng(seed, 2, k, j, c),
+                eval_n,
+                subjects=subj,
+                families=(fam,),
+                p_cue=1.0,
+                p_aligned=pa,
+            )
+
+
+EVAL_X = torch.cat([b.x for b in eval_sets.values()])  # one forward pass per model
 
 
 @torch.no_grad()
 def evaluate(model) -> pd.DataFrame:
-    rows = []
+    preds = ei.answer_logits(model, EVAL_X).argmax(-1).numpy()
+    rows, o = [], 0
     for (split, fam, cond), b in eval_sets.items():
-        pred = ei.answer_logits(model, b.x).argmax(-1).numpy()
+        pred, o = preds[o : o + len(b)], o + len(b)
         rows.append(
             dict(
                 split=split,
@@ -241,26 +241,43 @@ def evaluate(model) -> pd.DataFrame:
 
 
 def acc(df, cond, family="bandwagon", split="train subjects", col="acc"):
-    return float(
-        df[(df.family == family) & (df.cond == cond) & (df.split == split)][col].iloc[0]
-    )
+    family = "none" if cond == "none" else family
+    sel = (df.family == family) & (df.cond == cond) & (df.split == split)
+    return float(df[sel][col].iloc[0])
 
 
-ev_base, ev_large = evaluate(base), evaluate(large_base)
-gap = acc(ev_base, "aligned") - acc(ev_base, "adversarial")
-print(
-    ev_base.pivot_table(index=["split", "family"], columns="cond", values="acc")
-    .round(3)
-    .to_string()
+ev_bases = {s: evaluate(m) for s, m in bases.items()}
+ev_large = evaluate(large_base)
+base_table = pd.DataFrame(
+    {
+        (f"seed {s}" if s != "larger" else "larger judge", c): [
+            acc(ev, c, f, sp) for sp in SPLITS for f in ei.FAMILIES
+        ]
+        for s, ev in [*ev_bases.items(), ("larger", ev_large)]
+        for c in ("aligned", "adversarial")
+    },
+    index=pd.MultiIndex.from_tuples([(sp, f) for sp in SPLITS for f in ei.FAMILIES]),
 )
+display(base_table.round(3))
+base_none = [acc(ev_bases[s], "none") for s in SEEDS]
+gaps = [acc(ev_bases[s], "aligned") - acc(ev_bases[s], "adversarial") for s in SEEDS]
+print("no-cue accuracy of the base judges (train subjects):", np.round(base_none, 3))
 rec.check(
     "base_follows_cues",
-    round(gap, 4),
+    round(min(gaps), 4),
     0.2,
     op=">=",
-    note="base judge: bandwagon accuracy with an aligned cue minus with an "
+    note="base judges, worst seed: bandwagon accuracy with an aligned cue minus with an "
     "adversarial cue",
 )
+if not quick:
+    rec.check(
+        "base_competent",
+        round(min(base_none), 4),
+        0.9,
+        op=">=",
+        note="base judges, worst seed: no-cue accuracy on the training subjects",
+    )
 
 # %% [markdown]
 # ## Balanced conflict data and the independence reward
@@ -271,8 +288,6 @@ rec.check(
 # agreeing. The key lines:
 
 # %%
-import inspect
-
 src = inspect.getsource(ei.eit_reward)
 print(src[src.index("    correct = pred == truth") :])
 
@@ -295,26 +310,16 @@ table = [
     (0, 0, -1, 1.0),
     (1, 0, -1, 0.0),
 ]
-got = ei.eit_reward(
-    np.array([t[0] for t in table]),
-    np.array([t[1] for t in table]),
-    np.array([t[2] for t in table]),
-)
-print(
-    pd.DataFrame(
-        dict(
-            case=[
-                "adversarial, resisted",
-                "adversarial, followed",
-                "aligned, right",
-                "aligned, wrong",
-                "no cue, right",
-                "no cue, wrong",
-            ],
-            reward=got,
-        )
-    ).to_string(index=False)
-)
+got = ei.eit_reward(*(np.array([t[i] for t in table]) for i in range(3)))
+cases = [
+    "adversarial, resisted",
+    "adversarial, followed",
+    "aligned, right",
+    "aligned, wrong",
+    "no cue, right",
+    "no cue, wrong",
+]
+print(pd.DataFrame(dict(case=cases, reward=got)).to_string(index=False))
 rec.check(
     "reward_table",
     float(np.abs(got - np.array([t[3] for t in table])).max()),
@@ -329,19 +334,17 @@ rec.check(
 # the shortcut the balance removes.
 
 # %%
+POLICIES = ("truth", "anti", "random", "follow")
 expected = pd.DataFrame(
     {
         "EIT, balanced": {
-            p: ei.policy_expected_reward(p, 0.5, "eit")
-            for p in ("truth", "anti", "random", "follow")
+            p: ei.policy_expected_reward(p, 0.5, "eit") for p in POLICIES
         },
         "accuracy, balanced": {
-            p: ei.policy_expected_reward(p, 0.5, "accuracy")
-            for p in ("truth", "anti", "random", "follow")
+            p: ei.policy_expected_reward(p, 0.5, "accuracy") for p in POLICIES
         },
         "accuracy, adversarial-only": {
-            p: ei.policy_expected_reward(p, 0.0, "accuracy")
-            for p in ("truth", "anti", "random", "follow")
+            p: ei.policy_expected_reward(p, 0.0, "accuracy") for p in POLICIES
         },
     }
 )
@@ -356,16 +359,23 @@ rec.check(
 )
 
 # %% [markdown]
-# ## Group policy gradient, and why the advantages are mean-baseline
+# ## Group policy gradient: what the reward can and cannot change
 #
 # For each prompt the judge samples `G` answers; each gets a reward; the group's advantages weight the log
-# probabilities (`ei.grpo_loss`). GRPO normalizes advantages by the group's standard deviation. With only two
-# possible answers, the EIT reward is, within one prompt, an affine function of "correct" with a positive slope
-# (1 + 0.5 + 0.5 = 2.0 under an adversarial cue, 1.3 under an aligned one, 1.0 without a cue), and standardizing
-# removes exactly that slope: **the EIT reward and plain accuracy give identical gradients**. We check it on a
-# fixed batch. With mean-baseline advantages `r − mean(r)` (as in Dr. GRPO) the slopes survive: EIT weighs
-# adversarial items 2.0 / 1.3 as much as aligned ones. The main runs use mean-baseline advantages, otherwise the
-# EIT arm would just be the accuracy arm.
+# probabilities (`ei.grpo_loss`), and every RL arm adds `beta` times the exact KL divergence from the frozen base
+# judge (two answers, so the KL is a two-term sum), the usual guard against forgetting what RL does not train.
+#
+# With only two possible answers, the EIT reward is, within one prompt, an affine function of "correct": slope
+# 1 + 0.5 + 0.5 = 2.0 under an adversarial cue, 1.3 under an aligned one, 1.0 without a cue. Two consequences,
+# both checked on a fixed batch below:
+#
+# * **GRPO's std-normalized advantages remove the slope**: the EIT reward and plain accuracy give *identical*
+#   gradients. With the paper's optimizer, EIT can only differ from the accuracy reward through the data.
+# * **Mean-baseline advantages** `r − mean(r)` (as in Dr. GRPO) keep the slope but drop the intercept: EIT is
+#   then *exactly* an accuracy reward reweighted 2.0 on adversarial and 1.3 on aligned items
+#   (`ei.reweighted_reward`). Whatever EIT adds over accuracy on balanced data, it adds as a per-item step size.
+#
+# The main runs use mean-baseline advantages; the std-normalized arm is in the ablation.
 
 
 # %%
@@ -380,155 +390,194 @@ def grads(model, b, reward, mode):
     ).clone()
 
 
-probe = copy.deepcopy(base)
+probe = copy.deepcopy(bases[seed])
 fixed = ei.make_batch(
     repro.rng(seed, 4), rl_batch, families=("bandwagon",), p_aligned=0.5
 )
-g_eit, g_acc = grads(probe, fixed, "eit", "std"), grads(probe, fixed, "accuracy", "std")
-std_diff = float((g_eit - g_acc).abs().max() / g_acc.abs().max())
-m_eit, m_acc = (
-    grads(probe, fixed, "eit", "mean"),
-    grads(probe, fixed, "accuracy", "mean"),
-)
-mean_diff = float((m_eit - m_acc).abs().max() / m_acc.abs().max())
+g = {
+    (r, m): grads(probe, fixed, r, m)
+    for r in ("eit", "accuracy", "reweighted")
+    for m in ("std", "mean")
+}
+
+
+def rel_diff(a, b):
+    return float((a - b).abs().max() / b.abs().max().clamp_min(1e-30))
+
+
+std_diff = rel_diff(g["eit", "std"], g["accuracy", "std"])
+mean_diff = rel_diff(g["eit", "mean"], g["accuracy", "mean"])
+rew_diff = rel_diff(g["eit", "mean"], g["reweighted", "mean"])
 print(
-    "relative max gradient difference, EIT vs accuracy: std-normalized "
-    f"{std_diff:.2e}, mean-baseline {mean_diff:.2f}"
+    f"relative max gradient difference: EIT vs accuracy, std-normalized {std_diff:.2e}; "
+    f"EIT vs accuracy, mean-baseline {mean_diff:.2f}; EIT vs reweighted accuracy, "
+    f"mean-baseline {rew_diff:.2e}"
 )
 rec.check(
     "grpo_std_equivalence",
     std_diff,
     1e-4,
     op="<=",
-    note="std-normalized advantages; with the mean baseline the difference is "
-    f"{mean_diff:.2f}",
+    note=f"std-normalized advantages; with the mean baseline the difference is {mean_diff:.2f}",
+)
+rec.check(
+    "eit_is_reweighted_accuracy",
+    rew_diff,
+    1e-5,
+    op="<=",
+    note="mean-baseline advantages: EIT vs accuracy reweighted 2.0 (adversarial) / 1.3 "
+    "(aligned)",
 )
 
 # %% [markdown]
-# ## The arms, one budget
+# ## The arms, one budget, three seeds
 #
-# Every arm starts from the same base judge and gets `rl_steps` steps of `rl_batch` prompts (RL arms: `G`
-# sampled answers per prompt), with the same optimizer and learning rate, through `helpers.train.fit`:
+# Every arm starts from its seed's base judge and gets `rl_steps` steps of `rl_batch` prompts (RL arms: `G`
+# sampled answers per prompt and the KL penalty), with the same optimizer and learning rate, through
+# `helpers.train.fit`. The training data of every arm uses bandwagon cues and the training subjects only.
 #
-# 1. **base**: no further training;
-# 2. **SFT-debias** (the paper's SFT baseline): supervised training on adversarial bandwagon items with their
+# 1. **SFT-debias** (the paper's SFT baseline): supervised training on adversarial bandwagon items with their
 #    correct labels;
-# 3. **RL, accuracy, adversarial-only**: accuracy reward, every cue wrong;
-# 4. **RL, accuracy, balanced**: accuracy reward on balanced conflict data;
-# 5. **EIT**: balanced conflict data and the EIT reward.
+# 2. **RL acc, adversarial-only**: accuracy reward, every cue wrong;
+# 3. **RL acc, balanced**: accuracy reward on balanced conflict data, the arm that isolates the data from the
+#    reward;
+# 4. **EIT**: balanced conflict data and the EIT reward, mean-baseline advantages;
+# 5. **EIT, GRPO-std**: the same with the paper's std-normalized advantages (identical to accuracy reward with
+#    std-normalized advantages, by the check above).
 #
-# All training data for arms 2–5 uses bandwagon cues and the training subjects only.
+# The reweighted-accuracy arm the ablation would add is arm 4 itself: its advantages are EIT's to the last bit
+# (the check above), so with the same seed it would retrace arm 4's run exactly.
 
 # %%
 ARMS = {
-    "SFT-debias": ("sft", 0.0),
-    "RL acc, adversarial-only": ("accuracy", 0.0),
-    "RL acc, balanced": ("accuracy", 0.5),
-    "EIT": ("eit", 0.5),
+    "SFT-debias": ("sft", 0.0, None),
+    "RL acc, adversarial-only": ("accuracy", 0.0, "mean"),
+    "RL acc, balanced": ("accuracy", 0.5, "mean"),
+    "EIT": ("eit", 0.5, "mean"),
+    "EIT, GRPO-std": ("eit", 0.5, "std"),
 }
-models, logs, seen_tokens = {"base": base}, {}, {}
+models, logs, seen_tokens = {}, {}, []
+t_rl = time.time()
+for s in SEEDS:
+    models["base", s], models["larger base", s] = bases[s], large_base
+    for k, (arm, (reward, p_al, mode)) in enumerate(ARMS.items()):
+        model = copy.deepcopy(bases[s]).train()
+        gen = torch.Generator().manual_seed(1000 * s + k)
+        stats_log = []
 
-for k, (arm, (reward, p_al)) in enumerate(ARMS.items()):
-    model = copy.deepcopy(base)
-    gen = torch.Generator().manual_seed(seed + k)
-    stats_log = []
-    batch_tokens = []
+        def batches(step, p_al=p_al, k=k, s=s, arm=arm):
+            b = ei.make_batch(
+                repro.rng(s, 5, k, step),
+                rl_batch,
+                families=("bandwagon",),
+                p_aligned=p_al,
+            )
+            if arm == "EIT":
+                seen_tokens.append(b.x)
+            return b
 
-    def batches(step, p_al=p_al, k=k, batch_tokens=batch_tokens):
-        b = ei.make_batch(
-            repro.rng(seed, 5, k, step),
-            rl_batch,
-            families=("bandwagon",),
-            p_aligned=p_al,
-        )
-        batch_tokens.append(b.x)
-        return b
+        if reward == "sft":
+            loss_fn = ei.sft_loss
+        else:
 
-    if reward == "sft":
-        loss_fn = sft_loss
-    else:
+            def loss_fn(
+                m, b, reward=reward, mode=mode, gen=gen, ref=bases[s], log=stats_log
+            ):
+                loss, st = ei.grpo_loss(m, b, G, reward, mode, gen, ref=ref, beta=beta)
+                log.append(st)
+                return loss
 
-        def loss_fn(m, b, reward=reward, gen=gen, stats_log=stats_log):
-            loss, s = ei.grpo_loss(m, b, G, reward, "mean", gen)
-            stats_log.append(s)
-            return loss
-
-    train.fit(
-        model,
-        loss_fn,
-        batches,
-        rl_steps,
-        lr=rl_lr,
-        schedule="constant",
-        seed=seed + k,
-        desc=arm,
-    )
-    models[arm], logs[arm], seen_tokens[arm] = (
-        model,
-        pd.DataFrame(stats_log),
-        torch.cat(batch_tokens),
-    )
+        with repro.seeded(s):
+            train.fit(
+                model,
+                loss_fn,
+                batches,
+                rl_steps,
+                lr=rl_lr,
+                schedule="constant",
+                seed=s,
+                desc=f"{arm} (seed {s})",
+            )
+        models[arm, s], logs[arm, s] = model.eval(), pd.DataFrame(stats_log)
+print(f"RL arms: {time.time() - t_rl:.0f} s")
 
 ood_ids = [
     v
     for n, v in ei.VOCAB.items()
-    if n.startswith(("<authority", "<distraction", "<elab"))
+    if n.startswith(("<authority", "<distraction", "<elab", "<expert"))
 ]
-heldout_ids = [ei.VOCAB[f"<subj:{s}>"] for s in ei.HELDOUT_SUBJECTS]
-n_ood = int(torch.isin(seen_tokens["EIT"], torch.tensor(ood_ids + heldout_ids)).sum())
+heldout_ids = [ei.VOCAB[f"<subj:{x}>"] for x in ei.HELDOUT_SUBJECTS]
+seen = torch.cat(seen_tokens)
+n_ood = int(torch.isin(seen, torch.tensor(ood_ids + heldout_ids)).sum())
+pad_digits = int(
+    (seen[:, ei.OPTION_START[0] + ei.N_DIGITS] < 10).sum()
+    + (seen[:, ei.OPTION_START[1] + ei.N_DIGITS] < 10).sum()
+)
 rec.check(
     "ood_families_unseen",
-    n_ood,
+    n_ood + pad_digits,
     0,
-    note="tokens of authority, distraction, verbosity cues or held-out subjects in "
+    note="tokens of other cue families (incl. digits in padding) or held-out subjects in "
     "EIT's training data",
 )
 
 # %% [markdown]
 # ## Results
 #
-# Accuracy under an adversarial and an aligned cue, per arm and cue family (training subjects); bandwagon is
-# in-domain, the others were never seen by the trained arms. The larger untrained judge is shown too.
+# Accuracy per arm, cue family and condition, averaged over the seeds (training subjects, then held-out
+# subjects); bandwagon is in-domain, every other family was never seen by the RL arms. The larger untrained
+# judge is shown too.
 
 # %%
-models["larger base"] = large_base
-evals = {arm: evaluate(m) for arm, m in models.items()}
-summary = pd.concat([ev.assign(arm=arm) for arm, ev in evals.items()])
-display(
-    summary.pivot_table(
-        index=["split", "family", "cond"], columns="arm", values="acc", sort=False
-    )
-    .reindex(columns=list(models))
-    .round(3)
-)
+ARM_ORDER = ["base", "larger base", *ARMS]
+evals = {key: evaluate(m) for key, m in models.items()}
 
-ARM_ORDER = list(models)
+
+def mean_acc(arm, cond, family="bandwagon", split="train subjects"):
+    return float(np.mean([acc(evals[arm, s], cond, family, split) for s in SEEDS]))
+
+
+rows = [(sp, "none", "none") for sp in SPLITS]
+rows += [(sp, f, c) for sp in SPLITS for f in ei.FAMILIES for c in CONDS]
+summary = pd.DataFrame(
+    {arm: [mean_acc(arm, c, f, sp) for sp, f, c in rows] for arm in ARM_ORDER},
+    index=pd.MultiIndex.from_tuples(rows, names=["split", "family", "cond"]),
+)
+display(summary.round(3))
 
 
 def draw_arm_bars(fig, split):
     axs = fig.subplots(1, 2, sharey=True)
     width = 0.8 / len(ARM_ORDER)
+    fams = ["none", *ei.FAMILIES]
     for ax, cond in zip(axs, ("adversarial", "aligned")):
         for j, (arm, c) in enumerate(zip(ARM_ORDER, plotting.PALETTE)):
-            vals = [acc(evals[arm], cond, f, split) for f in ei.FAMILIES]
-            ax.bar(np.arange(4) + j * width, vals, width, color=c, label=arm)
-        ax.set_xticks(np.arange(4) + 0.4 - width / 2, ei.FAMILIES)
-        ax.set(title=f"{cond} cue", ylim=(0, 1))
-    axs[0].set_ylabel("accuracy")
+            vals = [
+                mean_acc(arm, "none" if f == "none" else cond, f, split) for f in fams
+            ]
+            ax.bar(np.arange(len(fams)) + j * width, vals, width, color=c, label=arm)
+        ax.set_xticks(np.arange(len(fams)) + 0.4 - width / 2, fams, rotation=30)
+        ax.set(title=f"{cond} cue ({split})", ylim=(0, 1))
+    axs[0].set_ylabel(f"accuracy (mean of {len(SEEDS)} seeds)")
     axs[1].legend(fontsize=7, loc="lower right")
 
 
-fig = plt.figure(figsize=(11, 3.6))
+fig = plt.figure(figsize=(12, 3.8))
 draw_arm_bars(fig, "train subjects")
 plt.show()
 
+# %% [markdown]
+# Cue-following while training: the share of sampled answers that agree with a wrong bandwagon cue, per RL
+# arm (mean over seeds, smoothed). The adversarial-only arm sees a wrong cue on every item; the balanced arms on
+# half of them.
+
+# %%
 fig, ax = plt.subplots(figsize=(6.4, 3.4))
+w = max(1, rl_steps // 20)
 for arm in ARMS:
-    if arm in logs and "follow" in logs[arm]:
-        w = max(1, rl_steps // 20)
-        ax.plot(
-            np.convolve(logs[arm]["follow"], np.ones(w) / w, mode="valid"), label=arm
-        )
+    if (arm, seed) in logs and "follow" in logs[arm, seed]:
+        curve = np.mean([logs[arm, s]["follow"].to_numpy() for s in SEEDS], axis=0)
+        ax.plot(np.convolve(curve, np.ones(w) / w, mode="valid"), label=arm)
 ax.set(
     xlabel="RL step",
     ylabel="P(answer = cue | cue is wrong)",
@@ -542,17 +591,17 @@ plt.show()
 
 # %%
 plotting.static_slider(
-    list(SPLITS), draw_arm_bars, figsize=(11, 3.6), label="subjects", fmt="{}"
+    list(SPLITS), draw_arm_bars, figsize=(12, 3.8), label="subjects", fmt="{}"
 )
 
 # %% [markdown]
-# Live: evaluate every judge on fresh items of a family, condition and subject of your choice.
+# Live: evaluate every judge of seed `seed` on fresh items of a family, condition and subject of your choice.
 
 
 # %%
 @torch.no_grad()
-def live(family="authority", condition="adversarial", subject="ends", n=500):
-    pc, pa = CONDS[condition]
+def live(family="expert", condition="adversarial", subject="ends", n=500):
+    pc, pa = (0.0, 1.0) if condition == "none" else (1.0, CONDS[condition])
     b = ei.make_batch(
         np.random.default_rng(n),
         n,
@@ -561,123 +610,251 @@ def live(family="authority", condition="adversarial", subject="ends", n=500):
         p_cue=pc,
         p_aligned=pa,
     )
-    for arm, m in models.items():
-        pred = ei.answer_logits(m, b.x).argmax(-1).numpy()
+    for arm in ARM_ORDER:
+        pred = ei.answer_logits(models[arm, seed], b.x).argmax(-1).numpy()
         print(f"{arm:26s} accuracy {(pred == b.truth).mean():.3f}")
 
 
 plotting.live_controls(
     live,
     family=list(ei.FAMILIES),
-    condition=list(CONDS),
+    condition=["none", *CONDS],
     subject=list(ei.SUBJECTS),
     n=(100, 2000, 100),
 )
 
 # %% [markdown]
-# ## The claims record
+# ## The reward ablation
 #
-# Numbers are accuracies on the fixed evaluation items (training subjects unless said otherwise). "Bias
-# resistance" for the scale comparison is the adversarial-cue accuracy averaged over the four families.
+# The paper's central point is that the *reward* makes the cue non-predictive. On balanced data, though, the
+# cue already predicts nothing about the accuracy reward (the table of expected rewards above). So the decisive
+# comparison is EIT against the accuracy reward on the same balanced data, seed by seed, on adversarial, aligned
+# and no-cue items, and the paper's own optimizer (std-normalized), under which the two rewards coincide.
 
 # %%
-ev_eit, ev_b = evals["EIT"], evals["base"]
-adv_gain = acc(ev_eit, "adversarial") - acc(ev_b, "adversarial")
+ABL = ["RL acc, balanced", "EIT", "EIT, GRPO-std"]
+ablation = pd.DataFrame(
+    {
+        (arm, cond): [acc(evals[arm, s], cond) for s in SEEDS]
+        for arm in ["base", *ABL]
+        for cond in ("none", "aligned", "adversarial")
+    },
+    index=[f"seed {s}" for s in SEEDS],
+)
+display(ablation.round(3))
+
+# %% [markdown]
+# Two diagnostics read from the same runs. Under mean-baseline advantages EIT *is* accuracy reweighted 2.0 / 1.3,
+# so what it can change is speed: how soon the sampled answers stop following a wrong cue (first step where the
+# smoothed cue-following rate drops under 0.2). And a judge that ignores the cue has aligned accuracy equal to
+# its no-cue accuracy: the aligned − no-cue gap says how much each arm still leans on a right cue.
+
+
+# %%
+def first_below(curve, level=0.2):
+    sm = np.convolve(curve, np.ones(w) / w, mode="valid")
+    hit = np.nonzero(sm < level)[0]
+    return int(hit[0]) + w if len(hit) else np.nan
+
+
+speed = pd.DataFrame(
+    {
+        "steps until cue-following < 0.2": {
+            arm: np.mean(
+                [first_below(logs[arm, s]["follow"].to_numpy()) for s in SEEDS]
+            )
+            for arm in ["RL acc, adversarial-only", *ABL]
+        },
+        "aligned − no-cue accuracy": {
+            arm: np.mean(
+                [
+                    acc(evals[arm, s], "aligned") - acc(evals[arm, s], "none")
+                    for s in SEEDS
+                ]
+            )
+            for arm in ["base", "RL acc, adversarial-only", *ABL]
+        },
+    }
+)
+display(speed.round(3))
+
+# %% [markdown]
+# ## The claims record
+#
+# Numbers are accuracies on the fixed evaluation items (training subjects unless said otherwise), one per RL
+# seed. "Bias resistance" for the scale comparison is the adversarial-cue accuracy averaged over every family.
+
+
+# %%
+def per_seed(arm, cond, family="bandwagon", split="train subjects"):
+    return [acc(evals[arm, s], cond, family, split) for s in SEEDS]
+
+
+def diff(a, b):
+    return [round(x - y, 4) for x, y in zip(a, b)]
+
+
+def fmt(xs):
+    return "/".join(f"{x:.3f}" for x in xs)
+
+
+eit_adv, acc_adv = (
+    per_seed("EIT", "adversarial"),
+    per_seed("RL acc, balanced", "adversarial"),
+)
+std_adv = per_seed("EIT, GRPO-std", "adversarial")
+rec.claim(
+    "eit_vs_accuracy_reward",
+    "On the same balanced data, the EIT reward beats the plain accuracy reward under adversarial cues",
+    paper="the reward, not only the data, makes the cue non-predictive",
+    measured=diff(eit_adv, acc_adv),
+    op=">",
+    target=0.02,
+    unit="adversarial bandwagon accuracy, EIT − accuracy reward",
+    baseline=acc_adv,
+    note=f"EIT {fmt(eit_adv)}, accuracy reward {fmt(acc_adv)}, EIT with GRPO-std advantages "
+    f"{fmt(std_adv)} (per seed); aligned EIT {fmt(per_seed('EIT', 'aligned'))} vs accuracy "
+    f"{fmt(per_seed('RL acc, balanced', 'aligned'))}",
+)
+base_adv, base_al = per_seed("base", "adversarial"), per_seed("base", "aligned")
 rec.claim(
     "adv_accuracy_gain",
     "EIT raises accuracy under adversarial bandwagon cues",
-    paper="improves (Qwen3-1.7B/4B)",
-    measured=adv_gain,
-    op=">",
-    target=0.0,
+    paper="improves (Qwen3-1.7B/4B; +13.2 % reported)",
+    measured=diff(eit_adv, base_adv),
+    op=">=",
+    target=0.1,
     unit="accuracy, EIT − base",
-    baseline=acc(ev_b, "adversarial"),
-    note=f"base {acc(ev_b, 'adversarial'):.3f} → EIT {acc(ev_eit, 'adversarial'):.3f}",
+    baseline=base_adv,
+    note=f"base {fmt(base_adv)} → EIT {fmt(eit_adv)}",
 )
-al_change = acc(ev_eit, "aligned") - acc(ev_b, "aligned")
+eit_al, eit_none = per_seed("EIT", "aligned"), per_seed("EIT", "none")
 rec.claim(
     "aligned_preserved",
     "EIT keeps accuracy when the cue is right",
     paper="preserved",
-    measured=al_change,
+    measured=diff(eit_al, base_al),
     op=">=",
-    target=-0.05,
+    target=-0.02,
     unit="accuracy, EIT − base (aligned cue)",
-    baseline=acc(ev_b, "aligned"),
-    note=f"aligned {acc(ev_b, 'aligned'):.3f} → {acc(ev_eit, 'aligned'):.3f}; no cue "
-    f"{acc(ev_b, 'none'):.3f} → "
-    f"{acc(ev_eit, 'none'):.3f}. The base's aligned accuracy is inflated by "
-    "following the cue; a judge "
-    "that ignores the cue can only keep it if it solves the task as well as the "
-    "cue does.",
+    baseline=base_al,
+    note=f"aligned {fmt(base_al)} → {fmt(eit_al)}; no cue {fmt(per_seed('base', 'none'))} → "
+    f"{fmt(eit_none)}. The base's aligned accuracy comes from the cue; a judge that ignores the "
+    "cue keeps it only as far as it solves the task as well as the cue does.",
 )
-ood = ["authority", "distraction", "verbosity"]
-ood_gains = {
-    f: acc(ev_eit, "adversarial", f) - acc(ev_b, "adversarial", f) for f in ood
-}
-ood_gain = float(np.mean(list(ood_gains.values())))
+new_gain = [
+    float(
+        np.mean(
+            [
+                acc(evals["EIT", s], "adversarial", f)
+                - acc(evals["base", s], "adversarial", f)
+                for f in ei.NEW_FAMILIES
+            ]
+        )
+    )
+    for s in SEEDS
+]
+
+
+def cells(arm, fams, split="train subjects"):
+    return ", ".join(
+        f"{f} {mean_acc(arm, 'none', f, split):.2f}/{mean_acc(arm, 'aligned', f, split):.2f}/"
+        f"{mean_acc(arm, 'adversarial', f, split):.2f}"
+        for f in fams
+    )
+
+
 rec.claim(
-    "ood_bias_transfer",
-    "Trained on bandwagon only, EIT resists unseen cue families",
-    paper="generalizes to authority, distraction, verbosity",
-    measured=ood_gain,
+    "ood_transfer_new_families",
+    "Trained on bandwagon only, EIT resists cue families that share no token or position with it",
+    paper="generalizes to unseen bias types (+39.1 % on distraction reported)",
+    measured=[round(x, 4) for x in new_gain],
     op=">",
-    target=0.0,
-    unit="mean adversarial accuracy gain over unseen families",
-    baseline=float(np.mean([acc(ev_b, "adversarial", f) for f in ood])),
-    note=", ".join(f"{f} {g:+.3f}" for f, g in ood_gains.items()),
+    target=0.05,
+    unit="mean adversarial accuracy gain over digits, expert, order (EIT − base)",
+    baseline=[
+        float(
+            np.mean([acc(evals["base", s], "adversarial", f) for f in ei.NEW_FAMILIES])
+        )
+        for s in SEEDS
+    ],
+    note="no-cue/aligned/adversarial, mean of seeds — base: "
+    + cells("base", ei.NEW_FAMILIES)
+    + "; EIT: "
+    + cells("EIT", ei.NEW_FAMILIES)
+    + ". Verbosity (base → EIT adversarial): "
+    f"{mean_acc('base', 'adversarial', 'verbosity'):.2f} → "
+    f"{mean_acc('EIT', 'adversarial', 'verbosity'):.2f}; slot families authority, distraction: "
+    + cells("EIT", ["authority", "distraction"]),
 )
-subj_gain = acc(ev_eit, "adversarial", split="held-out subjects") - acc(
-    ev_b, "adversarial", split="held-out subjects"
+HO = "held-out subjects"
+rec.claim(
+    "no_forgetting_heldout",
+    "EIT does not lose no-cue accuracy on subjects it was not trained on",
+    paper="generalizes to held-out MMLU-Pro subjects",
+    measured=diff(
+        per_seed("EIT", "none", split=HO), per_seed("base", "none", split=HO)
+    ),
+    op=">=",
+    target=-0.03,
+    unit="no-cue accuracy, EIT − base, held-out subjects",
+    baseline=per_seed("base", "none", split=HO),
+    note=f"no cue {fmt(per_seed('base', 'none', split=HO))} → {fmt(per_seed('EIT', 'none', split=HO))}"
+    f"; aligned {fmt(per_seed('base', 'aligned', split=HO))} → "
+    f"{fmt(per_seed('EIT', 'aligned', split=HO))}",
 )
 rec.claim(
     "ood_subject_transfer",
-    "EIT's gain carries over to held-out subjects",
+    "EIT's gain under adversarial cues carries over to held-out subjects",
     paper="generalizes to held-out MMLU-Pro subjects",
-    measured=subj_gain,
+    measured=diff(
+        per_seed("EIT", "adversarial", split=HO),
+        per_seed("base", "adversarial", split=HO),
+    ),
     op=">",
-    target=0.0,
+    target=0.05,
     unit="adversarial bandwagon accuracy gain, held-out subjects",
-    baseline=acc(ev_b, "adversarial", split="held-out subjects"),
+    baseline=per_seed("base", "adversarial", split=HO),
+    note=f"no-cue/aligned/adversarial — base: {cells('base', ['bandwagon'], HO)}; EIT: "
+    f"{cells('EIT', ['bandwagon'], HO)}",
 )
-ev_adv = evals["RL acc, adversarial-only"]
-al_drop = acc(ev_adv, "aligned") - acc(ev_b, "aligned")
+adv_al = per_seed("RL acc, adversarial-only", "aligned")
 rec.claim(
     "shortcut_of_adversarial_only",
-    "RL on adversarial-only cues learns to contradict the cue and loses "
-    "aligned-cue accuracy",
+    "RL on adversarial-only cues learns to contradict the cue and loses aligned-cue accuracy",
     paper="the motivation for balanced data",
-    measured=al_drop,
+    measured=diff(adv_al, base_al),
     op="<",
     target=-0.05,
     unit="aligned accuracy, adversarial-only arm − base",
-    baseline=acc(ev_b, "aligned"),
-    note=f"EIT aligned accuracy {acc(ev_eit, 'aligned'):.3f}",
+    baseline=base_al,
+    note=f"EIT aligned accuracy {fmt(eit_al)}",
 )
 rec.claim(
     "balanced_beats_adversarial_only",
     "Balanced EIT keeps more aligned-cue accuracy than RL on adversarial-only cues",
     paper="the motivation for balanced data",
-    measured=acc(ev_eit, "aligned") - acc(ev_adv, "aligned"),
+    measured=diff(eit_al, adv_al),
     op=">",
     target=0.0,
     unit="aligned accuracy, EIT − adversarial-only arm",
-    baseline=acc(ev_adv, "aligned"),
+    baseline=adv_al,
 )
-resist = {
-    arm: float(np.mean([acc(evals[arm], "adversarial", f) for f in ei.FAMILIES]))
-    for arm in evals
-}
+resist_large = float(np.mean([acc(ev_large, "adversarial", f) for f in ei.FAMILIES]))
+resist_eit = [
+    float(np.mean([acc(evals["EIT", s], "adversarial", f) for f in ei.FAMILIES]))
+    for s in SEEDS
+]
 rec.claim(
     "beats_larger_model",
     "The small judge with EIT resists bias better than a larger judge without it",
     paper="EIT Qwen3-4B beats untrained 8B and 14B",
-    measured=resist["EIT"] - resist["larger base"],
+    measured=[round(r - resist_large, 4) for r in resist_eit],
     op=">",
     target=0.0,
     unit="adversarial accuracy (mean over families), small+EIT − larger base",
-    baseline=resist["larger base"],
-    note=f"small+EIT {resist['EIT']:.3f}, larger base {resist['larger base']:.3f} "
-    f"({large_base.n_params():,} vs {base.n_params():,} parameters)",
+    baseline=resist_large,
+    note=f"small+EIT {fmt(resist_eit)}, larger base {resist_large:.3f} "
+    f"({large_base.n_params():,} vs {bases[seed].n_params():,} parameters)",
 )
 rec.save()

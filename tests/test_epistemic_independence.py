@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 import torch
@@ -30,7 +32,8 @@ def test_balanced_cues_and_independence():
 def test_truth_follows_the_subject_rule():
     b = ei.make_batch(rng(2), 500, subjects=ei.SUBJECTS, p_cue=0.0)
     x = b.x.numpy()
-    a, bb = x[:, 1:1 + ei.N_DIGITS], x[:, 1 + ei.N_DIGITS + ei.N_PAD + 1:][:, :ei.N_DIGITS]
+    a = x[:, ei.OPTION_START[0]:ei.OPTION_START[0] + ei.N_DIGITS]
+    bb = x[:, ei.OPTION_START[1]:ei.OPTION_START[1] + ei.N_DIGITS]
     for i in range(len(b)):
         s = ei.SUBJECTS[b.subject[i]]
         sa, sb = ei._score(a[i], s), ei._score(bb[i], s)
@@ -39,24 +42,55 @@ def test_truth_follows_the_subject_rule():
 
 
 def test_cue_tokens_and_families():
-    b = ei.make_batch(rng(3), 2000, families=ei.FAMILIES, p_aligned=0.0)
+    b = ei.make_batch(rng(3), 4000, families=ei.FAMILIES, p_aligned=0.0)
     x = b.x.numpy()
     assert (b.cue == 1 - b.truth).all()  # adversarial-only
     letters = x[:, -2]
-    for f in range(4):
+    pads = [x[:, o + ei.N_DIGITS:o + ei.N_DIGITS + ei.N_PAD] for o in ei.OPTION_START]
+    for f, fam in enumerate(ei.FAMILIES):
         sel = b.family == f
-        if ei.FAMILIES[f] == "verbosity":
-            assert (letters[sel] == ei.VOCAB["<pad>"]).all()
-            assert (x[sel] == ei.VOCAB["<elab>"]).sum(1).min() == ei.N_PAD
-        else:
+        assert sel.sum() > 300
+        if fam in ei.SLOT_FAMILIES:
             assert (letters[sel] == np.where(b.cue[sel] == 0, ei.A_ID, ei.B_ID)).all()
-    assert x.shape == (2000, ei.SEQ_LEN) and x.max() < len(ei.VOCAB)
+        else:  # the other families touch neither the cue slot nor the letter token
+            assert (x[sel, -4:-1] == ei.VOCAB["<pad>"]).all()
+        cued = np.where(b.cue[sel, None] == 0, pads[0][sel], pads[1][sel])
+        other = np.where(b.cue[sel, None] == 0, pads[1][sel], pads[0][sel])
+        assert (other == ei.VOCAB["<pad>"]).all()
+        if fam == "verbosity":
+            assert (cued == ei.VOCAB["<elab>"]).all()
+        elif fam == "digits":
+            assert (cued < 10).all()
+        else:
+            assert (cued == ei.VOCAB["<pad>"]).all()
+        if fam == "expert":  # the preamble quotes the cued option's first digits
+            start = np.array(ei.OPTION_START)[b.cue[sel]]
+            quoted = np.stack([x[sel][i, st:st + ei.N_QUOTE] for i, st in enumerate(start)])
+            assert (x[sel, 1] == ei.VOCAB["<expert>"]).all() and (x[sel, 2:2 + ei.N_QUOTE] == quoted).all()
+        else:
+            assert (x[sel, 1:1 + ei.N_PRE] == ei.VOCAB["<pad>"]).all()
+        if fam == "order":  # the cue is the first position: adversarial means the truth is B
+            assert (b.cue[sel] == 0).all() and (b.truth[sel] == 1).all()
+    assert x.shape == (4000, ei.SEQ_LEN) and x.max() < len(ei.VOCAB)
+
+
+def test_order_cue_balanced_and_truth_correct():
+    b = ei.make_batch(rng(8), 2000, subjects=ei.SUBJECTS, families=("order",), p_aligned=0.5)
+    assert (b.cue == 0).all() and abs((b.truth == 0).mean() - 0.5) < 0.05
+    x = b.x.numpy()
+    for i in range(200):  # the swap keeps the truth right
+        s = ei.SUBJECTS[b.subject[i]]
+        sa = ei._score(x[i, ei.OPTION_START[0]:ei.OPTION_START[0] + ei.N_DIGITS], s)
+        sb = ei._score(x[i, ei.OPTION_START[1]:ei.OPTION_START[1] + ei.N_DIGITS], s)
+        assert b.truth[i] == int(sb > sa)
 
 
 def test_bandwagon_only_data_has_no_ood_tokens():
     b = ei.make_batch(rng(4), 3000, families=("bandwagon",))
-    ood = [v for k, v in ei.VOCAB.items() if k.startswith(("<authority", "<distraction", "<elab"))]
+    ood = [v for k, v in ei.VOCAB.items() if k.startswith(("<authority", "<distraction", "<elab", "<expert"))]
     assert not np.isin(b.x.numpy(), ood).any()
+    pads = np.concatenate([b.x.numpy()[:, o + ei.N_DIGITS:o + ei.N_DIGITS + ei.N_PAD] for o in ei.OPTION_START], 1)
+    assert (pads == ei.VOCAB["<pad>"]).all()
 
 
 def test_generator_bad_inputs():
@@ -169,3 +203,64 @@ def test_policy_gradient_on_a_bandit_improves():
             grad[k] = (adv * ((a == k).astype(float) - p[k])).sum()
         theta += 0.05 * grad / a.size
     assert value(theta) > start + 0.5
+
+
+# -- reweighted reward, KL, pre-training ----------------------------------------------------------------------
+def test_reweighted_reward_matches_eit_advantages():
+    r_ = rng(11)
+    truth, cue = r_.integers(0, 2, 50), r_.integers(-1, 2, 50)
+    pred = r_.integers(0, 2, (50, 8))
+    w = ei.reweighted_reward(pred, truth, cue)
+    assert set(np.unique(w)) <= {0.0, 1.0, 1.3, 2.0}
+    assert np.allclose(ei.group_advantages(w, "mean"), ei.group_advantages(ei.eit_reward(pred, truth, cue), "mean"))
+    with pytest.raises(ValueError):
+        ei.reweighted_reward(pred, truth, cue[:-1])
+    with pytest.raises(ValueError):
+        ei.reweighted_reward(pred, truth, cue, w_adversarial=-1.0)
+    with pytest.raises(ValueError):
+        ei.reweighted_reward(pred, truth, np.full(50, 2))
+
+
+def test_kl_to_reference():
+    lp = torch.log_softmax(torch.randn(5, 2), -1)
+    assert torch.allclose(ei.kl_to_reference(lp, lp), torch.zeros(5), atol=1e-7)
+    ref = torch.log_softmax(torch.randn(5, 2), -1)
+    kl = ei.kl_to_reference(lp, ref)
+    assert (kl >= -1e-7).all() and kl.shape == (5,)
+    with pytest.raises(ValueError):
+        ei.kl_to_reference(lp, ref[:3])
+
+
+def test_grpo_loss_kl_term():
+    torch.manual_seed(0)
+    model = nn.Transformer(nn.TransformerConfig(vocab_size=len(ei.VOCAB), n_layer=1, n_head=2, d_model=16,
+                                                max_len=ei.SEQ_LEN, pos="learned"))
+    b = ei.make_batch(rng(5), 16)
+    l0, s0 = ei.grpo_loss(model, b, 4, "eit", "mean", torch.Generator().manual_seed(1), ref=model, beta=1.0)
+    assert s0["kl"] == pytest.approx(0.0, abs=1e-7)
+    ref = copy.deepcopy(model)
+    with torch.no_grad():
+        ref.head.weight.add_(0.5)
+    l1, s1 = ei.grpo_loss(model, b, 4, "eit", "mean", torch.Generator().manual_seed(1), ref=ref, beta=1.0)
+    assert s1["kl"] > 0 and float(l1.detach()) == pytest.approx(float(l0.detach()) + s1["kl"], rel=1e-5)
+    with pytest.raises(ValueError):
+        ei.grpo_loss(model, b, 4, "eit", "mean", torch.Generator(), ref=ref, beta=-0.1)
+
+
+def test_checkpoint_config_and_pretrain():
+    cfg = ei.checkpoint_config("base")
+    assert cfg["p_aligned"] == 1.0 and cfg["seq_len"] == ei.SEQ_LEN and cfg["families"] == list(ei.FAMILIES)
+    with pytest.raises(ValueError):
+        ei.checkpoint_config("arms")
+    b1, b2 = ei.pretrain_batch(cfg, 0, 3), ei.pretrain_batch(cfg, 0, 3)
+    assert torch.equal(b1.x, b2.x) and len(b1) == cfg["batch"]
+    cued = b1.cue >= 0
+    assert (b1.cue[cued] == b1.truth[cued]).all()  # every pre-training cue is right
+    with pytest.raises(ValueError):
+        ei.pretrain_batch({"batch": 4}, 0, 0)
+    tiny = dict(cfg, steps=3, batch=8, warmup=1)
+    m = ei.make_judge(dict(n_layer=1, n_head=2, d_model=16), 0)
+    hist = ei.pretrain(m, tiny, 0, progress=False)
+    assert len(hist.loss) == 3 and np.isfinite(hist.loss).all()
+    with pytest.raises(TypeError):
+        ei.make_judge([2, 4, 64], 0)

@@ -1,0 +1,110 @@
+"""Pre-train the base judges of chapter 06_epistemic_independence, which do not fit its 5-minute default run, and
+write them with :mod:`helpers.checkpoints`:
+
+* ``base``: per seed, the small judge (the one the RL arms train) and a larger judge (the "scale" baseline, never
+  trained by RL), supervised on every subject and cue family, 70 % of items cued and the cue right all the
+  time (the cue is a free shortcut), until the small judge is competent without cues (tensors
+  ``small/<seed>.<param>`` and ``large/<seed>.<param>``, float16; the larger judge for one seed).
+
+Run from the repository root: ``.venv/bin/python data/06_epistemic_independence/make_base.py`` (or
+``make data NB=06_epistemic_independence``). ``--tiny`` trains a tiny config for a few steps into a temporary
+folder (seconds; what the tests run). One torch thread: the same seed on the same machine writes byte-identical
+weights.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import multiprocessing
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from helpers import checkpoints, repro
+from helpers import epistemic_independence as ei
+
+SLUG = ei.CHECKPOINT_SLUG
+HERE = Path(__file__).resolve()
+SOURCES = [HERE, Path(ei.__file__).resolve()]
+
+
+def tiny() -> dict:
+    cfg = copy.deepcopy(ei.checkpoint_config("base"))
+    cfg.update(seeds=[0], large_seeds=[0], small=dict(n_layer=1, n_head=2, d_model=16), large=dict(n_layer=1, n_head=2, d_model=24),
+               steps=6, batch=16, warmup=2)
+    return cfg
+
+
+def eval_sets(n: int) -> dict[str, ei.Batch]:
+    """No-cue items of every subject, and aligned / adversarial bandwagon items (training subjects)."""
+    rng = np.random.default_rng([0, 99])
+    return {"none": ei.make_batch(rng, n, subjects=ei.SUBJECTS, p_cue=0.0),
+            "aligned": ei.make_batch(rng, n, p_cue=1.0, p_aligned=1.0),
+            "adversarial": ei.make_batch(rng, n, p_cue=1.0, p_aligned=0.0)}
+
+
+def train_one(cfg: dict, kind: str, s: int, eval_n: int) -> tuple[dict, object, dict]:
+    """Pre-train one judge (``kind`` small or large, seed ``s``) on one torch thread: (state, history, metrics)."""
+    torch.set_num_threads(1)
+    sets = eval_sets(eval_n)
+
+    @torch.no_grad()
+    def evaluate(model) -> dict[str, float]:
+        return {k: float((ei.answer_logits(model, b.x).argmax(-1).numpy() == b.truth).mean())
+                for k, b in sets.items()}
+
+    t0 = time.time()
+    with repro.seeded(s):
+        model = ei.make_judge(cfg[kind], s)
+        hist = ei.pretrain(model, cfg, s, lr=cfg["lr"] if kind == "small" else cfg["lr_large"],
+                           eval_fn=evaluate, eval_every=max(1, cfg["steps"] // 10), progress=False,
+                           desc=f"{kind} {s}")
+    final = evaluate(model)
+    print(f"seed {s} {kind}: " + ", ".join(f"{k} {v:.3f}" for k, v in final.items())
+          + f" ({time.time() - t0:.0f} s)", flush=True)
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}, hist, final
+
+
+def make_base(cfg: dict, out: Path | None, eval_n: int = 1000, workers: int = 1) -> Path:
+    jobs = [(kind, s) for s in cfg["seeds"] for kind in ("small", "large")
+            if kind == "small" or s in cfg["large_seeds"]]
+    t0 = time.time()
+    if workers > 1:  # one process per judge: each run is the same as alone (one thread, its own seed)
+        ctx = multiprocessing.get_context("fork")
+        with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
+            results = list(pool.map(train_one, *zip(*[(cfg, k, s, eval_n) for k, s in jobs])))
+    else:
+        results = [train_one(cfg, k, s, eval_n) for k, s in jobs]
+    tensors, history, metrics = {}, {}, {}
+    for (kind, s), (state, hist, final) in zip(jobs, results):
+        tensors.update({f"{kind}/{s}.{k}": v for k, v in state.items()})
+        history[f"{kind}/{s}"] = hist
+        metrics.update({f"{k}/{kind}/{s}": v for k, v in final.items()})
+    return checkpoints.save(SLUG, "base", tensors, config=cfg, metrics=metrics, history=history,
+                            seed=cfg["seeds"], steps=cfg["steps"], wall_seconds=time.time() - t0, sources=SOURCES,
+                            module="helpers.epistemic_independence", dtype=torch.float16, root=out)
+
+
+def main(argv: list[str] | None = None) -> list[Path]:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--tiny", action="store_true", help="a few steps of a tiny config, into a temporary folder")
+    ap.add_argument("--out", type=Path, default=None, help="data root to write <slug>/<name>.* into")
+    ap.add_argument("--workers", type=int, default=4, help="processes training judges side by side")
+    args = ap.parse_args(argv)
+    torch.set_num_threads(1)
+    repro.set_threads(1)
+    out = args.out if args.out is not None else (Path(tempfile.mkdtemp(prefix="epistemic_")) if args.tiny
+                                                 else None)
+    cfg = tiny() if args.tiny else ei.checkpoint_config("base")
+    made = [make_base(cfg, out, eval_n=50 if args.tiny else 1000, workers=1 if args.tiny else args.workers)]
+    print("wrote", made[-1])
+    return made
+
+
+if __name__ == "__main__":
+    main()
