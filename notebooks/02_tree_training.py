@@ -1276,11 +1276,12 @@ print(
 # noisier, which is why the memory claim is recorded per seed with its verdict as measured, not averaged away.
 #
 # **Known limits.** (i) The heap is process-wide and sampled only every 8th save/use (to keep the default run
-# short), so a full-tree peak can be missed or another thread's allocation counted: in one loaded run a seed whose
-# saved-storage ratio was well below 1 gave a heap ratio above 1. Sampling at every event, in a process with no
-# other threads, would be the cleaner measure. (ii) The width sweep stops at d = 256 (see its reading above), so the
-# trend claim does not reach the regime the paper's models are in. (iii) Trees are random, not sampled from a
-# trained LM as the issue asks.
+# short). At seed 1 the heap ratio came out above 1 (1.34) in two runs, identically, while that seed's saved-storage
+# ratio is well below 1 (≈ 0.56): being reproducible, it is not load noise. We have not isolated whether the sparse
+# sampling misses the full tree's heap peak or the partitioned step's transients (gradient buffers inside backward,
+# the fp32 relay accumulators, gateway copies) really exceed it at that tree; sampling at every event would decide
+# it. (ii) The width sweep stops at d = 256 (see its reading above), so the trend claim does not reach the regime
+# the paper's models are in. (iii) Trees are random, not sampled from a trained LM as the issue asks.
 
 # %% [markdown]
 # ## 7. Interaction: how the branching factor changes the tree
