@@ -224,7 +224,8 @@ EVAL_X = torch.cat([b.x for b in eval_sets.values()])  # one forward pass per mo
 
 @torch.no_grad()
 def evaluate(model) -> pd.DataFrame:
-    preds = ei.answer_logits(model, EVAL_X).argmax(-1).numpy()
+    chunks = [EVAL_X[i : i + 2048] for i in range(0, len(EVAL_X), 2048)]
+    preds = torch.cat([ei.answer_logits(model, c).argmax(-1) for c in chunks]).numpy()
     rows, o = [], 0
     for (split, fam, cond), b in eval_sets.items():
         pred, o = preds[o : o + len(b)], o + len(b)
@@ -530,7 +531,14 @@ rec.check(
 
 # %%
 ARM_ORDER = ["base", "larger base", *ARMS]
-evals = {key: evaluate(m) for key, m in models.items()}
+shared = {
+    "base": ev_bases,
+    "larger base": dict.fromkeys(SEEDS, ev_large),
+}  # already evaluated
+evals = {
+    (arm, s): shared[arm][s] if arm in shared else evaluate(m)
+    for (arm, s), m in models.items()
+}
 
 
 def mean_acc(arm, cond, family="bandwagon", split="train subjects"):
@@ -679,6 +687,60 @@ speed = pd.DataFrame(
 display(speed.round(3))
 
 # %% [markdown]
+# Forgetting on the held-out subjects: is the KL penalty too weak? A sweep of its weight `beta` for EIT (seed
+# `seed`, the same batches and samples as the main EIT run), with no-cue and adversarial accuracy on both
+# subject splits.
+
+# %%
+betas = sorted({0.0, beta, 0.2, 1.0}) if not quick else [0.0, beta]
+beta_rows = {}
+for bk in betas:
+    if bk == beta:
+        m_b = models["EIT", seed]
+    else:
+        m_b = copy.deepcopy(bases[seed]).train()
+        gen_b = torch.Generator().manual_seed(1000 * seed + 3)  # the EIT arm's sampler
+
+        def loss_b(m, b, gen=gen_b, bk=bk):
+            return ei.grpo_loss(m, b, G, "eit", "mean", gen, ref=bases[seed], beta=bk)[
+                0
+            ]
+
+        def batches_b(step):
+            return ei.make_batch(
+                repro.rng(seed, 5, 3, step),
+                rl_batch,
+                families=("bandwagon",),
+                p_aligned=0.5,
+            )
+
+        with repro.seeded(seed):
+            train.fit(
+                m_b,
+                loss_b,
+                batches_b,
+                rl_steps,
+                lr=rl_lr,
+                schedule="constant",
+                seed=seed,
+                desc=f"EIT, beta {bk}",
+            )
+        m_b.eval()
+    ev_b = evaluate(m_b)
+    beta_rows[bk] = {
+        f"{c} ({sp.split()[0]})": acc(ev_b, c, split=sp)
+        for sp in SPLITS
+        for c in ("none", "adversarial")
+    }
+beta_sweep = pd.DataFrame(beta_rows).T.rename_axis("beta")
+display(beta_sweep.round(3))
+
+# %% [markdown]
+# How to read the sweep: a weight that stops the held-out no-cue accuracy from falling without also stopping
+# the adversarial accuracy from rising would make forgetting a matter of tuning; if the two move together, the
+# KL penalty only trades one for the other at this budget.
+
+# %% [markdown]
 # ## The claims record
 #
 # Numbers are accuracies on the fixed evaluation items (training subjects unless said otherwise), one per RL
@@ -785,7 +847,13 @@ rec.claim(
     + ". Verbosity (base → EIT adversarial): "
     f"{mean_acc('base', 'adversarial', 'verbosity'):.2f} → "
     f"{mean_acc('EIT', 'adversarial', 'verbosity'):.2f}; slot families authority, distraction: "
-    + cells("EIT", ["authority", "distraction"]),
+    + cells("EIT", ["authority", "distraction"])
+    + ". Base aligned − adversarial gap (how much the base follows each new family): "
+    + ", ".join(
+        f"{f} {mean_acc('base', 'aligned', f) - mean_acc('base', 'adversarial', f):+.2f}"
+        for f in ei.NEW_FAMILIES
+    )
+    + "; a family the base does not follow leaves nothing to transfer.",
 )
 HO = "held-out subjects"
 rec.claim(
@@ -801,7 +869,11 @@ rec.claim(
     baseline=per_seed("base", "none", split=HO),
     note=f"no cue {fmt(per_seed('base', 'none', split=HO))} → {fmt(per_seed('EIT', 'none', split=HO))}"
     f"; aligned {fmt(per_seed('base', 'aligned', split=HO))} → "
-    f"{fmt(per_seed('EIT', 'aligned', split=HO))}",
+    f"{fmt(per_seed('EIT', 'aligned', split=HO))}; beta sweep (seed {seed}), held-out no-cue "
+    "accuracy: "
+    + ", ".join(
+        f"beta {b_} {v:.3f}" for b_, v in beta_sweep["none (held-out)"].items()
+    ),
 )
 rec.claim(
     "ood_subject_transfer",
