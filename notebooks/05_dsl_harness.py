@@ -905,7 +905,7 @@ answers = {}  # every answer, for the error analysis below
 
 
 def run_arm(iface, constrained, disabled=()):
-    """Per seed: success without / with repair and executed-invalid share on the held-out intents."""
+    """Per seed: held-out success without / with repair, executed-invalid share."""
     out = []
     for s in agent_seeds:
         res = [
@@ -1219,8 +1219,8 @@ display(lifecycle)
 # * `structured_credit_speedup`: not built in this version (untested, see its reason).
 
 # %%
-# Both hold by construction (any string vs verified programs; the DSL path executes only verified
-# programs), so they are checks, not claims; the learned agent below tests the mechanisms.
+# Both hold by construction (any string vs verified programs; the DSL path executes
+# only verified programs), so they are checks, not claims; case 4 tests the mechanisms.
 rec.check(
     "action_space_compression",
     float(log_ratio),
@@ -1345,8 +1345,8 @@ rec.claim(
 )
 rec.claim(
     "bits_per_intent_ratio",
-    "A trained model needs more bits to write the SQL of a held-out intent than its DSL "
-    "program",
+    "A trained model needs more bits to write the SQL of a held-out intent than "
+    "its DSL program",
     paper="the DSL compresses the intent-to-action path (no number)",
     measured=list(bits_ratio),
     op=">",
@@ -1361,8 +1361,8 @@ rec.untested(
     "Per-token credit from the verifier's error position trains a request-conditioned "
     "policy over twice as fast as a sparse reward",
     paper="denser learning signal (no number)",
-    reason="not built yet: case 3 compares sparse reward, verifier reward and filtering "
-    "for a per-position policy learning single programs, not a request-conditioned "
-    "policy with per-token credit.",
+    reason="not built yet: case 3 compares sparse reward, verifier reward and "
+    "filtering for a per-position policy learning single programs, not a "
+    "request-conditioned policy with per-token credit.",
 )
 rec.save()

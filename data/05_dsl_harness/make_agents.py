@@ -49,15 +49,17 @@ def make_agents(cfg: dict, root: Path | None) -> Path:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--tiny", action="store_true", help="tiny config, a few steps, into a temporary folder")
+    ap.add_argument("--out", type=Path, default=None, help="data root to write <slug>/<name>.* into")
     args = ap.parse_args()
     repro.set_threads(1)
     cfg = dsl.checkpoint_config("agents")
     if args.tiny:
         cfg.update(n_train=20, n_test=5, seeds=[0], steps=3, batch=4, d_model=16, n_layer=1, n_head=2)
-        with tempfile.TemporaryDirectory() as tmp:
-            print(make_agents(cfg, Path(tmp)))
-        return
-    print(make_agents(cfg, None))
+        if args.out is None:
+            with tempfile.TemporaryDirectory() as tmp:
+                print(make_agents(cfg, Path(tmp)))
+            return
+    print(make_agents(cfg, args.out))
 
 
 if __name__ == "__main__":
