@@ -268,7 +268,8 @@ rec.check(
     round(min(gaps), 4),
     0.2,
     op=">=",
-    note="base judges, worst seed: bandwagon accuracy with an aligned cue minus with an "
+    note="base judges, worst seed: bandwagon accuracy with an aligned cue minus with "
+    "an "
     "adversarial cue",
 )
 if not quick:
@@ -410,7 +411,8 @@ std_diff = rel_diff(g["eit", "std"], g["accuracy", "std"])
 mean_diff = rel_diff(g["eit", "mean"], g["accuracy", "mean"])
 rew_diff = rel_diff(g["eit", "mean"], g["reweighted", "mean"])
 print(
-    f"relative max gradient difference: EIT vs accuracy, std-normalized {std_diff:.2e}; "
+    "relative max gradient difference: EIT vs accuracy, std-normalized "
+    f"{std_diff:.2e}; "
     f"EIT vs accuracy, mean-baseline {mean_diff:.2f}; EIT vs reweighted accuracy, "
     f"mean-baseline {rew_diff:.2e}"
 )
@@ -419,7 +421,8 @@ rec.check(
     std_diff,
     1e-4,
     op="<=",
-    note=f"std-normalized advantages; with the mean baseline the difference is {mean_diff:.2f}",
+    note="std-normalized advantages; with the mean baseline the difference is "
+    f"{mean_diff:.2f}",
 )
 rec.check(
     "eit_is_reweighted_accuracy",
@@ -518,7 +521,8 @@ rec.check(
     "ood_families_unseen",
     n_ood + pad_digits,
     0,
-    note="tokens of other cue families (incl. digits in padding) or held-out subjects in "
+    note="tokens of other cue families (incl. digits in padding) or held-out subjects "
+    "in "
     "EIT's training data",
 )
 
@@ -767,15 +771,18 @@ eit_adv, acc_adv = (
 std_adv = per_seed("EIT, GRPO-std", "adversarial")
 rec.claim(
     "eit_vs_accuracy_reward",
-    "On the same balanced data, the EIT reward beats the plain accuracy reward under adversarial cues",
+    "On the same balanced data, the EIT reward beats the plain accuracy reward under "
+    "adversarial cues",
     paper="the reward, not only the data, makes the cue non-predictive",
     measured=diff(eit_adv, acc_adv),
     op=">",
     target=0.02,
     unit="adversarial bandwagon accuracy, EIT − accuracy reward",
     baseline=acc_adv,
-    note=f"EIT {fmt(eit_adv)}, accuracy reward {fmt(acc_adv)}, EIT with GRPO-std advantages "
-    f"{fmt(std_adv)} (per seed); aligned EIT {fmt(per_seed('EIT', 'aligned'))} vs accuracy "
+    note=f"EIT {fmt(eit_adv)}, accuracy reward {fmt(acc_adv)}, EIT with GRPO-std "
+    "advantages "
+    f"{fmt(std_adv)} (per seed); aligned EIT {fmt(per_seed('EIT', 'aligned'))} vs "
+    "accuracy "
     f"{fmt(per_seed('RL acc, balanced', 'aligned'))}",
 )
 base_adv, base_al = per_seed("base", "adversarial"), per_seed("base", "aligned")
@@ -800,8 +807,10 @@ rec.claim(
     target=-0.02,
     unit="accuracy, EIT − base (aligned cue)",
     baseline=base_al,
-    note=f"aligned {fmt(base_al)} → {fmt(eit_al)}; no cue {fmt(per_seed('base', 'none'))} → "
-    f"{fmt(eit_none)}. The base's aligned accuracy comes from the cue; a judge that ignores the "
+    note=f"aligned {fmt(base_al)} → {fmt(eit_al)}; no cue "
+    f"{fmt(per_seed('base', 'none'))} → "
+    f"{fmt(eit_none)}. The base's aligned accuracy comes from the cue; a judge that "
+    "ignores the "
     "cue keeps it only as far as it solves the task as well as the cue does.",
 )
 new_gain = [
@@ -820,7 +829,8 @@ new_gain = [
 
 def cells(arm, fams, split="train subjects"):
     return ", ".join(
-        f"{f} {mean_acc(arm, 'none', f, split):.2f}/{mean_acc(arm, 'aligned', f, split):.2f}/"
+        f"{f} {mean_acc(arm, 'none', f, split):.2f}/"
+        f"{mean_acc(arm, 'aligned', f, split):.2f}/"
         f"{mean_acc(arm, 'adversarial', f, split):.2f}"
         for f in fams
     )
@@ -828,7 +838,8 @@ def cells(arm, fams, split="train subjects"):
 
 rec.claim(
     "ood_transfer_new_families",
-    "Trained on bandwagon only, EIT resists cue families that share no token or position with it",
+    "Trained on bandwagon only, EIT resists cue families that share no token or "
+    "position with it",
     paper="generalizes to unseen bias types (+39.1 % on distraction reported)",
     measured=[round(x, 4) for x in new_gain],
     op=">",
@@ -846,11 +857,13 @@ rec.claim(
     + cells("EIT", ei.NEW_FAMILIES)
     + ". Verbosity (base → EIT adversarial): "
     f"{mean_acc('base', 'adversarial', 'verbosity'):.2f} → "
-    f"{mean_acc('EIT', 'adversarial', 'verbosity'):.2f}; slot families authority, distraction: "
+    f"{mean_acc('EIT', 'adversarial', 'verbosity'):.2f}; slot families authority, "
+    "distraction: "
     + cells("EIT", ["authority", "distraction"])
     + ". Base aligned − adversarial gap (how much the base follows each new family): "
     + ", ".join(
-        f"{f} {mean_acc('base', 'aligned', f) - mean_acc('base', 'adversarial', f):+.2f}"
+        f"{f} "
+        f"{mean_acc('base', 'aligned', f) - mean_acc('base', 'adversarial', f):+.2f}"
         for f in ei.NEW_FAMILIES
     )
     + "; a family the base does not follow leaves nothing to transfer.",
@@ -867,9 +880,11 @@ rec.claim(
     target=-0.03,
     unit="no-cue accuracy, EIT − base, held-out subjects",
     baseline=per_seed("base", "none", split=HO),
-    note=f"no cue {fmt(per_seed('base', 'none', split=HO))} → {fmt(per_seed('EIT', 'none', split=HO))}"
+    note=f"no cue {fmt(per_seed('base', 'none', split=HO))} → "
+    f"{fmt(per_seed('EIT', 'none', split=HO))}"
     f"; aligned {fmt(per_seed('base', 'aligned', split=HO))} → "
-    f"{fmt(per_seed('EIT', 'aligned', split=HO))}; beta sweep (seed {seed}), held-out no-cue "
+    f"{fmt(per_seed('EIT', 'aligned', split=HO))}; beta sweep (seed {seed}), held-out "
+    "no-cue "
     "accuracy: "
     + ", ".join(
         f"beta {b_} {v:.3f}" for b_, v in beta_sweep["none (held-out)"].items()
@@ -887,13 +902,14 @@ rec.claim(
     target=0.05,
     unit="adversarial bandwagon accuracy gain, held-out subjects",
     baseline=per_seed("base", "adversarial", split=HO),
-    note=f"no-cue/aligned/adversarial — base: {cells('base', ['bandwagon'], HO)}; EIT: "
-    f"{cells('EIT', ['bandwagon'], HO)}",
+    note=f"no-cue/aligned/adversarial — base: {cells('base', ['bandwagon'], HO)}; "
+    f"EIT: {cells('EIT', ['bandwagon'], HO)}",
 )
 adv_al = per_seed("RL acc, adversarial-only", "aligned")
 rec.claim(
     "shortcut_of_adversarial_only",
-    "RL on adversarial-only cues learns to contradict the cue and loses aligned-cue accuracy",
+    "RL on adversarial-only cues learns to contradict the cue and loses aligned-cue "
+    "accuracy",
     paper="the motivation for balanced data",
     measured=diff(adv_al, base_al),
     op="<",
