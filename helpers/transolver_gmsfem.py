@@ -35,7 +35,9 @@ __all__ = [
     "solve_fine", "rel_errors", "l2_error", "Neighbourhood", "neighbourhoods", "local_spectral",
     "eigen_residual", "multiscale_basis", "gmsfem_solve", "parabolic", "coarse_hats", "coarse_q1_fem",
     "patch_features", "pad_patches", "PhysicsAttention", "TransolverBlock", "Transolver", "sal_loss",
-    "predict_basis", "dihedral", "s_orthonormalize", "with_constant",
+    "predict_basis", "dihedral", "s_orthonormalize", "with_constant", "local_spectral_arpack",
+    "local_spectral_lobpcg", "inverse_iteration", "spectral_cuts", "patch_cells", "energy_loss",
+    "checkpoint_config", "CHECKPOINT_SLUG",
 ]
 
 
@@ -219,9 +221,10 @@ def kappa_field(seed: int, n_pix: int = 64, contrast: float = 1e4, geometry: str
 
 
 def forcing(points: np.ndarray, kind: str = "constant", seed: int = 0) -> np.ndarray:
-    """A source term at the nodes: ``constant`` (f = 1, the training forcing), ``sine`` or ``sources``."""
+    """A source term at the nodes: ``constant`` (f = 1), ``sine``, ``sources`` (four Gaussians of both signs) or
+    ``smooth`` (``1`` plus random low sine modes ``m, n <= 3``: the pure solver's training forcings)."""
     points = V.array("points", points, shape=(None, 2), dtype="float")
-    V.one_of("kind", kind, ("constant", "sine", "sources"))
+    V.one_of("kind", kind, ("constant", "sine", "sources", "smooth"))
     seed = V.seed("seed", seed)
     x, y = points[:, 0], points[:, 1]
     if kind == "constant":
@@ -235,7 +238,14 @@ def forcing(points: np.ndarray, kind: str = "constant", seed: int = 0) -> np.nda
             c, a = rng.uniform(0.15, 0.85, 2), rng.choice([-1, 1]) * rng.uniform(1, 3)
             f += a * np.exp(-((x - c[0]) ** 2 + (y - c[1]) ** 2) / (2 * 0.06**2)) * 5
         return f
-    raise ValueError(f"kind must be 'constant', 'sine' or 'sources', got {kind!r}")
+    if kind == "smooth":
+        rng = np.random.default_rng(seed)
+        f = np.ones(len(points))
+        for m in range(1, 4):
+            for n in range(1, 4):
+                f += rng.normal(0, 2 / (m * m + n * n)) * np.sin(m * np.pi * x) * np.sin(n * np.pi * y)
+        return f
+    raise ValueError(f"kind must be 'constant', 'sine', 'sources' or 'smooth', got {kind!r}")
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -353,6 +363,8 @@ class Neighbourhood:
     A: np.ndarray  # dense Neumann stiffness on omega_i (with kappa)
     s: np.ndarray  # lumped kappa-weighted mass (the diagonal of S_omega)
     neumann: bool = True  # pure Neumann problem (first eigenfunction constant); False at boundary coarse nodes
+    cells: np.ndarray | None = None  # (nc, k) local node indices of omega_i's fine cells, -1 for removed nodes
+    cell_K: np.ndarray | None = None  # (nc, k, k) each cell's stiffness with kappa (A = sum over cells)
 
     def __post_init__(self) -> None:
         self.center = V.array("center", self.center, shape=(2,), dtype="float")
@@ -362,6 +374,14 @@ class Neighbourhood:
         self.A = V.array("A", self.A, shape=(n, n), dtype="float")
         self.s = V.array("s", self.s, shape=(n,), dtype="float", min=0, strict_min=True)
         self.neumann = V.boolean("neumann", self.neumann)
+        if self.cells is not None:
+            self.cells = V.array("cells", self.cells, ndim=2, dtype="int", min=-1, max=n - 1)
+            self.cell_K = V.array("cell_K", self.cell_K, shape=(len(self.cells), self.cells.shape[1],
+                                                                 self.cells.shape[1]), dtype="float")
+
+    def A_sparse(self) -> sp.csc_matrix:
+        """The local stiffness as a sparse (CSC) matrix, for the sparse eigensolvers."""
+        return sp.csc_matrix(self.A)
 
 
 def coarse_hats(points: np.ndarray, n_coarse: int, boundary: bool = False) -> tuple[np.ndarray, sp.csr_matrix]:
@@ -411,10 +431,14 @@ def neighbourhoods(mesh: Mesh, n_coarse: int, boundary: bool = True) -> list[Nei
         np.add.at(A, (rows, cols), (mesh.Ke[cells] * mesh.kappa[cells, None, None]).ravel())
         s = np.bincount(inv.ravel(), lumped[cells].ravel(), nl)
         neumann = not np.any((c < 1e-12) | (c > 1 - 1e-12))
+        loc = inv
         if not neumann:  # a boundary coarse node: u = 0 on the domain boundary
             keep = ~on_boundary[nodes]
             nodes, A, s = nodes[keep], A[np.ix_(keep, keep)], s[keep]
-        out.append(Neighbourhood(c, nodes, col.toarray().ravel()[nodes], A, s, neumann))
+            new = np.where(keep, np.cumsum(keep) - 1, -1)
+            loc = new[inv]
+        out.append(Neighbourhood(c, nodes, col.toarray().ravel()[nodes], A, s, neumann, loc,
+                                 mesh.Ke[cells] * mesh.kappa[cells, None, None]))
     return out
 
 
@@ -448,6 +472,83 @@ def eigen_residual(A: np.ndarray, s: np.ndarray, lam: np.ndarray, phi: np.ndarra
         raise ValueError("A and every column of phi must be nonzero (the residual is relative)")
     R = A @ phi - s[:, None] * phi * lam[None]
     return float((np.linalg.norm(R, axis=0) / (np.abs(A).sum(1).max() * np.linalg.norm(phi, axis=0))).max())
+
+
+def _shift(A: sp.spmatrix, s: np.ndarray) -> float:
+    """A small positive shift ``sigma`` (relative to ``A``'s scale) that makes ``A + sigma S`` definite."""
+    return 1e-6 * float(A.diagonal().sum() / s.sum())
+
+
+def _sparse_local(A: object, s: object) -> tuple[sp.csc_matrix, np.ndarray]:
+    A = _sparse("A", A, (None, None))
+    n = A.shape[0]
+    _sparse("A", A, (n, n))
+    s = V.array("s", s, shape=(n,), dtype="float", min=0, strict_min=True).astype(float)
+    return sp.csc_matrix(A, dtype=float), s
+
+
+def local_spectral_arpack(A: sp.spmatrix, s: np.ndarray, n_bf: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ``n_bf`` smallest eigenpairs by ARPACK in shift-invert mode (``scipy.sparse.linalg.eigsh``).
+
+    The standard form ``S^-1/2 A S^-1/2`` is shifted by ``-sigma`` (``sigma`` tiny and negative, so the shifted
+    matrix is definite even for the singular Neumann ``A``); ARPACK then iterates with one sparse LU of it and
+    converges to the eigenvalues nearest ``sigma``: the smallest. ``phi`` is S-orthonormal, sorted by ``lambda``.
+    """
+    A, s = _sparse_local(A, s)
+    n_bf = V.integer("n_bf", n_bf, min=1, max=len(s) - 2)
+    r = sp.diags(1 / np.sqrt(s))
+    B = (r @ A @ r).tocsc()
+    v0 = np.full(len(s), 1 / math.sqrt(len(s)))  # a fixed start vector: deterministic
+    lam, y = spla.eigsh(B, k=n_bf, sigma=-_shift(A, s), which="LM", v0=v0)
+    order = np.argsort(lam)
+    return lam[order], y[:, order] / np.sqrt(s)[:, None]
+
+
+def local_spectral_lobpcg(A: sp.spmatrix, s: np.ndarray, n_bf: int, seed: int = 0, tol: float = 1e-8,
+                          maxiter: int = 500) -> tuple[np.ndarray, np.ndarray]:
+    """The ``n_bf`` smallest eigenpairs by LOBPCG (``scipy.sparse.linalg.lobpcg``) with ``B = S`` and a Jacobi
+    preconditioner; a random start (``seed``). High contrast makes it slow; check the residual."""
+    A, s = _sparse_local(A, s)
+    n_bf = V.integer("n_bf", n_bf, min=1, max=max(1, len(s) // 5))
+    seed, tol, maxiter = V.seed("seed", seed), V.positive("tol", tol), V.integer("maxiter", maxiter, min=1)
+    X = np.random.default_rng(seed).standard_normal((len(s), n_bf))
+    d = 1 / (A.diagonal() + _shift(A, s) * s)
+    lam, phi = spla.lobpcg(A, X, B=sp.diags(s), M=sp.diags(d), largest=False, tol=tol, maxiter=maxiter)
+    order = np.argsort(lam)
+    phi = phi[:, order]
+    phi = phi / np.sqrt((s[:, None] * phi**2).sum(0))
+    return lam[order], phi
+
+
+def inverse_iteration(A: sp.spmatrix, s: np.ndarray, phi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """One step of block inverse iteration and Rayleigh-Ritz on a guessed basis ``phi`` (n, K).
+
+    ``Y = (A + sigma S)^-1 S phi`` damps every component along eigenvector ``j`` by ``1 / (lambda_j + sigma)``, so
+    the high-energy parts of a predicted basis shrink most; Rayleigh-Ritz then picks the best ``K`` functions in
+    ``span(Y)`` (``Y^T A Y v = mu Y^T S Y v``). Returns the Ritz values and S-orthonormal Ritz vectors.
+    """
+    A, s = _sparse_local(A, s)
+    phi = V.array("phi", phi, shape=(len(s), None), dtype="float", nonempty=True).astype(float)
+    Y = spla.splu(A + _shift(A, s) * sp.diags(s, format="csc")).solve(s[:, None] * phi)
+    Y = s_orthonormalize(Y, s)
+    Ar = Y.T @ (A @ Y)
+    mu, v = np.linalg.eigh(0.5 * (Ar + Ar.T))
+    return mu, Y @ v
+
+
+def spectral_cuts(lam: np.ndarray, rel_gap: float = 0.1) -> np.ndarray:
+    """Which truncations ``k = 1..K`` sit at a spectral gap: ``lambda_{k+1} - lambda_k > rel_gap * lambda_{k+1}``.
+
+    ``lam`` holds ``K + 1`` ascending eigenvalues per patch (``(B, K + 1)`` or ``(K + 1,)``); returns a bool
+    ``(B, K)`` (or ``(K,)``) mask. A cut inside a (near-)degenerate eigenspace has no unique target subspace.
+    """
+    lam = V.array("lam", lam, ndim=(1, 2), dtype="float")
+    if lam.shape[-1] < 2:
+        raise ValueError(f"lam needs K + 1 >= 2 eigenvalues per patch, got shape {lam.shape}")
+    rel_gap = V.nonnegative("rel_gap", rel_gap)
+    if np.any(np.diff(lam, axis=-1) < -1e-9 * np.abs(lam).max()):
+        raise ValueError("lam must be ascending along its last axis")
+    return (lam[..., 1:] - lam[..., :-1]) > rel_gap * np.abs(lam[..., 1:])
 
 
 def multiscale_basis(mesh: Mesh, nbhds: list[Neighbourhood], phis: list[np.ndarray]) -> sp.csr_matrix:
@@ -681,16 +782,24 @@ class Transolver(nn.Module):
         return sum(p.numel() for p in self.parameters())
 
 
+def _cut_mask(cuts: object, B: int, K: int) -> Tensor:
+    if cuts is None:
+        return torch.ones(B, K, dtype=torch.bool)
+    return V.tensor("cuts", cuts, shape=(B, K), dtype="bool")
+
+
 def sal_loss(phi_hat: Tensor, phi: Tensor, s: Tensor, mask: Tensor | None = None, nested: bool = True,
-             eps: float = 1e-6) -> Tensor:
+             eps: float = 1e-6, cuts: Tensor | None = None) -> Tensor:
     """Subspace-alignment loss: ``sum_k sin^2 theta_k`` between ``span(phi_hat)`` and ``span(phi)`` in ``<.,.>_S``.
 
     ``phi`` (``B, n, K``) is S-orthonormal (``S = diag(s)``, ``s`` normalised to sum 1 per patch). ``phi_hat`` is
     S-orthonormalised by a Cholesky factor of its Gram matrix, ``Q = phi_hat L^-T``; then
     ``K - ||phi^T S Q||_F^2`` is the sum of squared sines of the principal angles. It is invariant to any
     invertible recombination of ``phi_hat``'s columns (sign flips, rotations inside degenerate eigenspaces).
-    ``nested=True`` averages the loss of the leading ``k = 2..K`` columns, so the prediction is ordered like the
-    eigenvalues and truncating it to ``k`` functions still makes sense; returns the mean over patches.
+    ``nested=True`` averages the loss of the leading ``k = 1..K`` columns (``k = 1`` matters on Dirichlet patches,
+    where the first function is learned), so that truncating the prediction to ``k`` functions still makes sense;
+    ``cuts`` (``B, K`` bool, see :func:`spectral_cuts`) keeps only the truncations at a spectral gap, where the
+    target subspace is unique. Returns the mean over patches.
     """
     V.tensor("phi", phi, ndim=3, dtype="float", nonempty=True)
     V.tensor("phi_hat", phi_hat, shape=phi.shape, dtype="float", finite=False)  # the model's output: no sync
@@ -698,20 +807,80 @@ def sal_loss(phi_hat: Tensor, phi: Tensor, s: Tensor, mask: Tensor | None = None
     if mask is not None:
         V.tensor("mask", mask, shape=phi.shape[:2], dtype="bool")
     nested, eps = V.boolean("nested", nested), V.nonnegative("eps", eps)
+    B, _, K = phi.shape
+    use = _cut_mask(cuts, B, K) if nested else torch.zeros(B, K, dtype=torch.bool)
+    if not nested:
+        use[:, -1] = True
     if mask is not None:
         phi_hat = phi_hat * mask[..., None]
-    K = phi.shape[-1]
-    ks = range(2, K + 1) if nested and K > 1 else [K]
-    total = 0.0
-    for k in ks:
+    total = torch.zeros(B, dtype=phi_hat.dtype)
+    for k in range(1, K + 1):
+        if not bool(use[:, k - 1].any()):
+            continue
         P, T = phi_hat[..., :k], phi[..., :k]
         G = P.transpose(1, 2) @ (s[..., None] * P)
         G = G + eps * torch.diagonal(G, dim1=1, dim2=2).mean(-1)[:, None, None] * torch.eye(k, dtype=G.dtype)
         L = torch.linalg.cholesky(G)
         C = T.transpose(1, 2) @ (s[..., None] * P)  # (B, k, k)
         C = torch.linalg.solve_triangular(L, C.transpose(1, 2), upper=False).transpose(1, 2)  # C L^-T
-        total = total + (k - (C**2).sum((1, 2)))
-    return (total / len(ks)).mean()
+        total = total + use[:, k - 1] * (k - (C**2).sum((1, 2)))
+    return (total / use.sum(1).clamp(min=1)).mean()
+
+
+def patch_cells(nbhds: list[Neighbourhood], n_max: int) -> tuple[Tensor, Tensor]:
+    """Padded local cells of some neighbourhoods for :func:`energy_loss`: indices ``(B, C, k)`` (removed nodes and
+    padding point at ``n_max``, a zero row) and each cell's stiffness ``(B, C, k, k)`` (zero for padding)."""
+    nbhds = V.sequence("nbhds", nbhds, min_len=1, of=lambda k, x: V.instance(k, x, Neighbourhood))
+    if any(b.cells is None for b in nbhds):
+        raise ValueError("every neighbourhood needs its cells (made by neighbourhoods())")
+    n_max = V.integer("n_max", n_max, min=max(len(b.nodes) for b in nbhds))
+    k = nbhds[0].cells.shape[1]
+    C = max(len(b.cells) for b in nbhds)
+    idx = np.full((len(nbhds), C, k), n_max, np.int64)
+    Ks = np.zeros((len(nbhds), C, k, k), np.float32)
+    for i, b in enumerate(nbhds):
+        idx[i, :len(b.cells)] = np.where(b.cells < 0, n_max, b.cells)
+        Ks[i, :len(b.cells)] = b.cell_K
+    return torch.from_numpy(idx), torch.from_numpy(Ks)
+
+
+def energy_loss(phi_hat: Tensor, lam: Tensor, s: Tensor, cells: Tensor, cell_K: Tensor,
+                mask: Tensor | None = None, eps: float = 1e-6) -> Tensor:
+    """Energy-aware loss: the Rayleigh-Ritz excess of every truncation ``k = 1..K``, relative to ``lambda_{k+1}``.
+
+    With ``Q_k`` an S-orthonormal basis of the leading ``k`` predicted functions, ``tr(Q_k^T A Q_k) - sum_{i<=k}
+    lambda_i >= 0`` (Ky Fan), with equality exactly when ``span(Q_k)`` is an optimal (lowest-energy) k-dimensional
+    space: a component along eigenvector ``j`` costs ``lambda_j - lambda_i``, so high-energy contamination, which
+    ruins the Galerkin solve, costs most, while rotations inside a degenerate eigenspace cost nothing. We take
+    ``log(1 + excess / lambda_{k+1})`` and average over ``k``. ``lam`` (``B, K + 1``) are the exact eigenvalues
+    for ``s`` as given; ``A`` is applied cell by cell (:func:`patch_cells`), never stored densely.
+    """
+    V.tensor("phi_hat", phi_hat, ndim=3, dtype="float", finite=False)
+    B, n, K = phi_hat.shape
+    V.tensor("lam", lam, shape=(B, K + 1), dtype="float")
+    V.tensor("s", s, shape=(B, n), dtype="float", min=0)
+    V.tensor("cells", cells, ndim=3, dtype="int", min=0, max=n)
+    if cells.shape[0] != B:
+        raise ValueError(f"cells must have one row per patch ({B}), got {tuple(cells.shape)}")
+    c, k = cells.shape[1:]
+    V.tensor("cell_K", cell_K, shape=(B, c, k, k), dtype="float")
+    if mask is not None:
+        V.tensor("mask", mask, shape=(B, n), dtype="bool")
+        phi_hat = phi_hat * mask[..., None]
+    eps = V.nonnegative("eps", eps)
+    Pp = torch.cat([phi_hat, torch.zeros(B, 1, K, dtype=phi_hat.dtype)], 1)
+    Pg = Pp.gather(1, cells.reshape(B, -1, 1).expand(-1, -1, K)).view(B, c, k, K)
+    E = torch.einsum("bcik,bcij,bcjl->bkl", Pg, cell_K.to(phi_hat.dtype), Pg)  # P^T A P
+    G = phi_hat.transpose(1, 2) @ (s[..., None] * phi_hat)  # P^T S P
+    lam = lam.to(phi_hat.dtype)
+    total = torch.zeros(B, dtype=phi_hat.dtype)
+    for j in range(1, K + 1):
+        Gj = G[:, :j, :j]
+        Gj = Gj + eps * torch.diagonal(Gj, dim1=1, dim2=2).mean(-1)[:, None, None] * torch.eye(j, dtype=G.dtype)
+        tr = torch.diagonal(torch.linalg.solve(Gj, E[:, :j, :j]), dim1=1, dim2=2).sum(-1)
+        excess = (tr - lam[:, :j].sum(-1)).clamp(min=0)
+        total = total + torch.log1p(excess / (lam[:, j] + 1e-6 * lam[:, -1]))
+    return (total / K).mean()
 
 
 def with_constant(out: Tensor, mask: Tensor, neumann: Tensor) -> Tensor:
@@ -750,3 +919,152 @@ def s_orthonormalize(phi: np.ndarray, s: np.ndarray) -> np.ndarray:
     G += 1e-12 * np.trace(G) * np.eye(len(G))
     L = np.linalg.cholesky(G)
     return sla.solve_triangular(L, phi.T, lower=True).T
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Data, training and checkpoints (shared by data/09_transolver_gmsfem/make_*.py and the notebook's quick mode)
+# ----------------------------------------------------------------------------------------------------------------
+CHECKPOINT_SLUG = "09_transolver_gmsfem"
+U_SCALE = 0.05  # the pure solver predicts u / U_SCALE
+
+
+def checkpoint_config(name: str) -> dict:
+    """The config the chapter's default run asks for: ``basis`` (the basis networks) or ``pure`` (pure solvers)."""
+    V.one_of("name", name, ("basis", "pure"))
+    net = dict(dim=48, layers=3, heads=4, slices=16)
+    if name == "basis":
+        return dict(n_fine=64, n_coarse=8, n_bf=4, fields=50, field_seed0=500, **net, steps=600, batch=16, lr=2e-3,
+                    rel_gap=0.1, energy_weight=1.0, seeds=[0, 1, 2])
+    return dict(n_fine=64, pairs=200, field_seed0=2000, forcing="smooth", **net, steps=400, batch=2, lr=2e-3,
+                u_scale=U_SCALE, seeds=[0, 1, 2])
+
+
+def field_setup(pixels: np.ndarray, mesh: Mesh, n_coarse: int) -> dict:
+    """Everything the solvers need for one coefficient field: mesh with kappa, A, M, neighbourhoods, log kappa."""
+    mk = _mesh(mesh).with_kappa(pixels)
+    return dict(mesh=mk, A=stiffness(mk), M=mass(mk), nb=neighbourhoods(mk, n_coarse), logk=mk.node_log_kappa())
+
+
+def basis_dataset(fields: list[dict], n_bf: int, n_coarse: int, rel_gap: float = 0.1) -> dict[str, Tensor]:
+    """Padded training tensors of every neighbourhood of some fields (``field_setup`` dicts; their ``eig``, the
+    ``n_bf + 1`` exact pairs per patch, is computed when missing): features, mask, S-normalised eigenfunctions,
+    normalised masses, Neumann flags, eigenvalues, gap cuts, cells and cell stiffnesses."""
+    fields = V.sequence("fields", fields, min_len=1, of=lambda k, x: V.instance(k, x, dict))
+    n_bf, n_coarse = V.integer("n_bf", n_bf, min=1), V.integer("n_coarse", n_coarse, min=2)
+    F, PHI, S, NEU, LAM, NB = [], [], [], [], [], []
+    for fd in fields:
+        if "eig" not in fd or fd["eig"][0][0].shape[0] < n_bf + 1:
+            fd["eig"] = [local_spectral(b.A, b.s, n_bf + 1) for b in fd["nb"]]
+        for b, (lam, phi) in zip(fd["nb"], fd["eig"]):
+            tot = b.s.sum()
+            NEU.append(b.neumann)
+            F.append(patch_features(fd["mesh"], b, 1 / n_coarse, fd["logk"]))
+            PHI.append(phi[:, :n_bf] * np.sqrt(tot))
+            S.append((b.s / tot)[:, None])
+            LAM.append(lam[:n_bf + 1] * tot)
+            NB.append(b)
+    feats, mask = pad_patches(F)
+    lam = np.array(LAM)
+    cells, cell_K = patch_cells(NB, feats.shape[1])
+    return dict(feats=feats, mask=mask, phi=pad_patches(PHI)[0], s=pad_patches(S)[0][..., 0],
+                neumann=torch.tensor(NEU), lam=torch.tensor(lam), cuts=torch.from_numpy(spectral_cuts(lam, rel_gap)),
+                cells=cells, cell_K=cell_K)
+
+
+def make_basis_net(cfg: dict) -> Transolver:
+    """The basis network of a ``basis`` config: 5 point features in, ``n_bf`` functions out."""
+    return Transolver(5, cfg["n_bf"], dim=cfg["dim"], layers=cfg["layers"], heads=cfg["heads"], slices=cfg["slices"])
+
+
+def basis_loss(model: nn.Module, batch: dict[str, Tensor], energy_weight: float = 1.0) -> Tensor:
+    """Gap-cut nested subspace alignment (mass norm) + ``energy_weight`` x the energy-aware loss."""
+    energy_weight = V.nonnegative("energy_weight", energy_weight)
+    b = batch
+    phi_hat = with_constant(model(b["feats"], b["mask"]), b["mask"], b["neumann"])
+    loss = sal_loss(phi_hat, b["phi"], b["s"], b["mask"], cuts=b["cuts"])
+    if energy_weight:
+        loss = loss + energy_weight * energy_loss(phi_hat, b["lam"], b["s"], b["cells"], b["cell_K"], b["mask"])
+    return loss
+
+
+def _take(data: dict[str, Tensor], idx: Tensor) -> dict[str, Tensor]:
+    return {k: v[idx] for k, v in data.items()}
+
+
+def train_basis(cfg: dict, data: dict[str, Tensor], seed: int, test: dict[str, Tensor] | None = None,
+                progress: bool = True) -> tuple[Transolver, object]:
+    """Train one basis network (8-fold symmetry augmentation) under ``repro.seeded(seed)``; returns it and its
+    history (``test_sal`` / ``test_energy`` evaluated 8 times when ``test`` is given)."""
+    from helpers import repro, train
+
+    seed = V.seed("seed", seed)
+    n = len(data["feats"])
+
+    def batches(step: int) -> dict[str, Tensor]:
+        g = torch.Generator().manual_seed(seed * 7919 + step)
+        idx = torch.randint(0, n, (cfg["batch"],), generator=g)
+        b = _take(data, idx)
+        b["feats"] = dihedral(b["feats"], torch.randint(0, 8, (cfg["batch"],), generator=g))
+        return b
+
+    def evals(model: nn.Module) -> dict[str, float]:
+        out = with_constant(model(test["feats"], test["mask"]), test["mask"], test["neumann"])
+        return dict(test_sal=float(sal_loss(out, test["phi"], test["s"], test["mask"], nested=False)),
+                    test_energy=float(energy_loss(out, test["lam"], test["s"], test["cells"], test["cell_K"],
+                                                  test["mask"])))
+
+    with repro.seeded(seed):
+        model = make_basis_net(cfg)
+        hist = train.fit(model, lambda m, b: basis_loss(m, b, cfg["energy_weight"]), batches, cfg["steps"],
+                         lr=cfg["lr"], warmup=max(1, cfg["steps"] // 10), seed=seed,
+                         eval_fn=evals if test is not None else None, eval_every=max(1, cfg["steps"] // 8),
+                         progress=progress, desc=f"basis network, seed {seed}")
+    return model, hist
+
+
+def pure_features(mesh: Mesh, logk: np.ndarray, f: np.ndarray) -> np.ndarray:
+    """The pure solver's per-node input ``[x, y, log10 kappa / 4, f]``."""
+    _mesh(mesh)
+    logk = V.array("logk", logk, shape=(mesh.n,), dtype="float")
+    f = V.array("f", f, shape=(mesh.n,), dtype="float")
+    return np.column_stack([mesh.points, logk / LOGK_SCALE, f]).astype(np.float32)
+
+
+def pure_dataset(cfg: dict, pairs: int) -> tuple[Tensor, Tensor]:
+    """``pairs`` (kappa, f) -> u training pairs on the fine grid: training coefficients, ``smooth`` forcings."""
+    pairs = V.integer("pairs", pairs, min=1)
+    mesh = structured_mesh(cfg["n_fine"])
+    X, Y = [], []
+    for i in range(pairs):
+        mk = mesh.with_kappa(kappa_field(cfg["field_seed0"] + i, n_pix=cfg["n_fine"]))
+        f = forcing(mk.points, cfg["forcing"], seed=cfg["field_seed0"] + i)
+        X.append(pure_features(mk, mk.node_log_kappa(), f))
+        Y.append(solve_fine(mk, f) / cfg["u_scale"])
+    return torch.tensor(np.stack(X)), torch.tensor(np.stack(Y), dtype=torch.float32)
+
+
+def make_pure_net(cfg: dict) -> Transolver:
+    """The pure neural solver of a ``pure`` config: 4 node features in, ``u / u_scale`` out."""
+    return Transolver(4, 1, dim=cfg["dim"], layers=cfg["layers"], heads=cfg["heads"], slices=cfg["slices"])
+
+
+def train_pure(cfg: dict, X: Tensor, Y: Tensor, seed: int, progress: bool = True) -> tuple[Transolver, object]:
+    """Train one pure solver on relative squared error under ``repro.seeded(seed)``; returns it and its history."""
+    from helpers import repro, train
+
+    seed = V.seed("seed", seed)
+
+    def loss(model: nn.Module, b: tuple[Tensor, Tensor]) -> Tensor:
+        x, y = b
+        return ((model(x)[..., 0] - y) ** 2).mean() / (y**2).mean()
+
+    def batches(step: int) -> tuple[Tensor, Tensor]:
+        g = torch.Generator().manual_seed(seed * 104_729 + step)
+        idx = torch.randint(0, len(X), (cfg["batch"],), generator=g)
+        return X[idx], Y[idx]
+
+    with repro.seeded(seed):
+        model = make_pure_net(cfg)
+        hist = train.fit(model, loss, batches, cfg["steps"], lr=cfg["lr"], warmup=max(1, cfg["steps"] // 10),
+                         seed=seed, progress=progress, desc=f"pure solver, seed {seed}")
+    return model, hist

@@ -146,3 +146,101 @@ def test_bad_input():
         tg.sal_loss(torch.zeros(1, 5, 2), torch.zeros(1, 5, 3), torch.ones(1, 5))
     with pytest.raises(ValueError):
         tg.Transolver(5, 0)
+
+
+def small_patch(seed=3, idx=12, n_fine=32, n_coarse=4):
+    m = tg.structured_mesh(n_fine).with_kappa(tg.kappa_field(seed, n_pix=n_fine))
+    return tg.neighbourhoods(m, n_coarse)[idx]
+
+
+@pytest.mark.parametrize("idx", [0, 12])  # a Dirichlet (corner) and a Neumann (interior) neighbourhood
+def test_sparse_eigensolvers_match_evr(idx):
+    nb = small_patch(idx=idx)
+    lam, phi = tg.local_spectral(nb.A, nb.s, 4)
+    for solver in (tg.local_spectral_arpack, tg.local_spectral_lobpcg):
+        lam2, phi2 = solver(nb.A_sparse(), nb.s, 4)
+        assert np.allclose(lam2, lam, rtol=1e-7, atol=1e-9 * lam.max())
+        assert np.allclose(phi2.T @ (nb.s[:, None] * phi2), np.eye(4), atol=1e-6)
+        assert tg.eigen_residual(nb.A, nb.s, lam2, phi2) < 1e-6
+
+
+def test_inverse_iteration_fixes_contamination_and_keeps_exact_basis():
+    nb = small_patch()
+    lam, phi = tg.local_spectral(nb.A, nb.s, 8)
+    mu, _ = tg.inverse_iteration(nb.A_sparse(), nb.s, phi[:, :4])
+    assert np.allclose(mu, lam[:4], rtol=1e-8, atol=1e-8 * lam[3])
+    bad = phi[:, :4] + 0.3 * phi[:, 4:8]  # mixed with higher eigenvectors
+    Q = tg.s_orthonormalize(bad, nb.s)
+    mu_bad = np.linalg.eigvalsh(Q.T @ nb.A @ Q)
+    mu_fix, _ = tg.inverse_iteration(nb.A_sparse(), nb.s, bad)
+    assert np.sum(mu_fix - lam[:4]) < 0.1 * np.sum(mu_bad - lam[:4])
+
+
+def test_spectral_cuts():
+    lam = np.array([[0.0, 1.0, 1.01, 3.0, 5.0], [0.0, 2.0, 4.0, 4.0, 9.0]])
+    assert tg.spectral_cuts(lam).tolist() == [[True, False, True, True], [True, True, False, True]]
+    with pytest.raises(ValueError):
+        tg.spectral_cuts(np.array([3.0, 1.0]))
+    with pytest.raises(ValueError):
+        tg.spectral_cuts(np.array([1.0]))
+
+
+def patch_batch(nb, k=4, extra=4):
+    lam, phi = tg.local_spectral(nb.A, nb.s, k + extra)
+    tot = nb.s.sum()
+    cells, cK = tg.patch_cells([nb], len(nb.nodes))
+    t = lambda a: torch.tensor(np.asarray(a)[None])
+    return lam * tot, phi * np.sqrt(tot), t(nb.s / tot), cells, cK.double(), t
+
+
+def test_energy_loss_zero_at_exact_invariant_and_energy_weighted():
+    nb = small_patch()
+    lam, phi, s, cells, cK, t = patch_batch(nb)
+    L = t(lam[:5])
+    loss = lambda p: tg.energy_loss(t(p), L, s, cells, cK, eps=0.0).item()
+    tri = np.triu(np.random.default_rng(0).standard_normal((4, 4))) + 3 * np.eye(4)
+    assert abs(loss(phi[:, :4])) < 1e-6 and abs(loss(phi[:, :4] @ tri)) < 1e-6
+    low, high = phi[:, :4].copy(), phi[:, :4].copy()
+    low[:, 3] += 0.2 * phi[:, 4]  # contamination by the next eigenvector ...
+    high[:, 3] += 0.2 * phi[:, 7]  # ... or by a higher one: the same sin^2, more energy
+    assert 0 < loss(low) < loss(high)
+    sal = lambda p: tg.sal_loss(t(p), t(phi[:, :4]), s, nested=False, eps=0.0).item()
+    assert abs(sal(low) - sal(high)) < 1e-9  # the mass-norm loss cannot tell them apart
+
+
+def test_nested_sal_supervises_k1_and_cuts_skip_degenerate_spaces():
+    rng = np.random.default_rng(1)
+    phi, s = random_orthonormal_basis(rng, 40, 4)
+    t = lambda a: torch.tensor(a[None])
+    swapped = phi[:, [1, 0, 2, 3]]  # right span for k >= 2, wrong first function
+    assert tg.sal_loss(t(swapped), t(phi), t(s), eps=0.0).item() > 0.1
+    only_k1 = torch.tensor([[True, False, False, False]])
+    assert tg.sal_loss(t(swapped), t(phi), t(s), eps=0.0, cuts=only_k1).item() > 0.9
+    rot = phi.copy()  # a rotation inside span(phi_2, phi_3), as if lambda_2 = lambda_3
+    rot[:, 1], rot[:, 2] = (phi[:, 1] + phi[:, 2]) / np.sqrt(2), (phi[:, 1] - phi[:, 2]) / np.sqrt(2)
+    assert tg.sal_loss(t(rot), t(phi), t(s), eps=0.0).item() > 0.05  # k = 2 sits inside the pair
+    cuts = torch.tensor([[True, False, True, True]])
+    assert abs(tg.sal_loss(t(rot), t(phi), t(s), eps=0.0, cuts=cuts).item()) < 1e-9
+
+
+def test_new_functions_reject_bad_input():
+    nb = small_patch()
+    with pytest.raises(TypeError):
+        tg.local_spectral_arpack(nb.A, nb.s, 2)  # dense, not sparse
+    with pytest.raises(ValueError):
+        tg.local_spectral_arpack(nb.A_sparse(), nb.s[:-1], 2)
+    with pytest.raises(ValueError):
+        tg.local_spectral_lobpcg(nb.A_sparse(), nb.s, 0)
+    with pytest.raises(ValueError):
+        tg.inverse_iteration(nb.A_sparse(), nb.s, np.ones((3, 2)))
+    with pytest.raises(ValueError):
+        tg.patch_cells([nb], 3)
+    lam, phi, s, cells, cK, t = patch_batch(nb)
+    with pytest.raises(ValueError):
+        tg.energy_loss(t(phi[:, :4]), t(lam[:4]), s, cells, cK)  # needs K + 1 eigenvalues
+    with pytest.raises(ValueError):
+        tg.sal_loss(t(phi[:, :4]), t(phi[:, :4]), s, cuts=torch.ones(1, 3, dtype=torch.bool))
+    with pytest.raises(ValueError):
+        tg.checkpoint_config("other")
+    with pytest.raises(ValueError):
+        tg.forcing(np.zeros((3, 2)), "noise")

@@ -1,0 +1,72 @@
+"""Train the pure neural solvers of chapter 09_transolver_gmsfem (the baseline), which do not fit its 5-minute
+default run, and write them with :mod:`helpers.checkpoints`:
+
+* ``pure``: one Transolver per seed (0, 1, 2) mapping ``[x, y, log10 kappa / 4, f]`` at every fine node to
+  ``u / 0.05``, trained on relative squared error over 200 fine solutions whose forcing is varied (``1`` plus
+  random low sine modes, :func:`helpers.transolver_gmsfem.forcing` ``"smooth"``) and whose coefficients come from
+  the training distribution; tensors ``pure/<seed>.<param>``.
+
+Run from the repository root: ``.venv/bin/python data/09_transolver_gmsfem/make_pure.py`` (or
+``make data NB=09_transolver_gmsfem``). ``--tiny`` trains a tiny config for a few steps into a temporary folder
+(seconds; what the tests run). One torch thread: the same seed on the same machine writes byte-identical weights.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from helpers import checkpoints, repro
+from helpers import transolver_gmsfem as tg
+
+SLUG = tg.CHECKPOINT_SLUG
+HERE = Path(__file__).resolve()
+SOURCES = [HERE, Path(tg.__file__).resolve()]
+
+
+def tiny() -> dict:
+    cfg = copy.deepcopy(tg.checkpoint_config("pure"))
+    cfg.update(n_fine=16, pairs=3, dim=16, layers=1, slices=4, steps=3, seeds=[0])
+    return cfg
+
+
+def make_pure(cfg: dict, out: Path | None) -> Path:
+    t0 = time.time()
+    X, Y = tg.pure_dataset(cfg, cfg["pairs"])
+    print(f"{len(X)} training pairs ({time.time() - t0:.0f} s)", flush=True)
+    tensors, history, metrics = {}, {}, {}
+    for s in cfg["seeds"]:
+        model, hist = tg.train_pure(cfg, X, Y, s)
+        for k, v in model.state_dict().items():
+            tensors[f"pure/{s}.{k}"] = v.detach().clone()
+        history[f"loss/{s}"] = hist.loss
+        metrics[f"final_loss/{s}"] = sum(hist.loss[-20:]) / len(hist.loss[-20:])
+        print(f"seed {s}: loss (last 20 steps) {metrics[f'final_loss/{s}']:.4f} ({time.time() - t0:.0f} s)",
+              flush=True)
+    return checkpoints.save(SLUG, "pure", tensors, config=cfg, metrics=metrics, history=history,
+                            seed=cfg["seeds"], steps=cfg["steps"], wall_seconds=time.time() - t0, sources=SOURCES,
+                            module="helpers.transolver_gmsfem", root=out)
+
+
+def main(argv: list[str] | None = None) -> list[Path]:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--tiny", action="store_true", help="a few steps of a tiny config, into a temporary folder")
+    ap.add_argument("--out", type=Path, default=None, help="data root to write <slug>/<name>.* into")
+    args = ap.parse_args(argv)
+    torch.set_num_threads(1)
+    repro.set_threads(1)
+    out = args.out if args.out is not None else (Path(tempfile.mkdtemp(prefix="transolver_")) if args.tiny
+                                                 else None)
+    cfg = tiny() if args.tiny else tg.checkpoint_config("pure")
+    made = [make_pure(cfg, out)]
+    print("wrote", made[-1])
+    return made
+
+
+if __name__ == "__main__":
+    main()
