@@ -7,6 +7,7 @@ route diversity) follow the paper's description; the city, its costs and the tok
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import math
 import re
@@ -22,6 +23,8 @@ __all__ = [
     "TRANSFER", "City", "make_city", "haversine", "route", "diverse_routes", "route_cost", "brute_force_cost",
     "state_graph", "parse_distance", "parse_time", "format_distance", "format_time", "reachable", "grounded",
     "iou", "evaluate", "preference_ok", "route_diversity", "Tokenizer", "sample_od", "nearest_station",
+    "planned_city", "zone", "heldout_pairs", "shortest_path", "expert_score", "first_station", "checkpoint_config",
+    "Data", "make_data", "corpora", "make_model", "train_lm", "generate", "decode", "lookup",
 ]
 
 TRANSFER = "【换乘】"
@@ -34,7 +37,7 @@ BASE_FARE = {"metro": 2.0, "bus": 2.0}
 KM_FARE = {"metro": 0.2, "bus": 0.0}  # additive per-km fare keeps the score additive (exact Dijkstra)
 DWELL, TRANSFER_MIN = 0.5, 4.0  # min
 WALK_KMH, BIKE_KMH, DETOUR = 5.0, 12.0, 1.3
-WALK_MAX, BIKE_MAX = 1.2, 3.0  # km of straight-line access distance per mode
+WALK_MAX, BIKE_MAX = 1.0, 2.0  # km of straight-line access distance per mode (short: routes must ride)
 GROUND_MAX = {WALK: 3.0, "": 3.0, BIKE: 5.0}  # the paper's grounding thresholds (km)
 PREFS = (0, 2, 5, 7, 8)  # 0 optimal, 2 fewer transfers, 5 no subway, 7 subway first, 8 fastest
 
@@ -71,6 +74,7 @@ class City:
     kind: dict[str, str]
     size_km: float
     next_hop: dict[str, set[str]] = field(default_factory=dict)
+    _cache: dict = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         for name in ("stations", "lines", "kind", "next_hop"):
@@ -108,12 +112,13 @@ class City:
                 CENTRE[1] - half / (KM_PER_DEG_LAT * math.cos(math.radians(CENTRE[0]))))
 
 
-def _bus_path(rng: np.random.Generator, grid: int) -> list[tuple[int, int]]:
-    """An L-shaped bus line between two random nodes at least ``grid // 2`` apart (Manhattan)."""
-    x0, y0 = (int(v) for v in rng.integers(0, grid, 2))
-    x1, y1 = (int(v) for v in rng.integers(0, grid, 2))
-    while abs(x1 - x0) + abs(y1 - y0) < grid // 2:
-        x1, y1 = (int(v) for v in rng.integers(0, grid, 2))
+def _bus_path(rng: np.random.Generator, grid: int, span: tuple[int, int]) -> list[tuple[int, int]]:
+    """An L-shaped bus line between two random nodes whose Manhattan distance lies in ``span``."""
+    lo, hi = span
+    while True:
+        x0, y0, x1, y1 = (int(v) for v in rng.integers(0, grid, 4))
+        if lo <= abs(x1 - x0) + abs(y1 - y0) <= hi:
+            break
     sx, sy = (1 if x1 >= x0 else -1), (1 if y1 >= y0 else -1)
     horiz = [(x, y0) for x in range(x0, x1 + sx, sx)]
     vert = [(x1, y) for y in range(y0 + sy, y1 + sy, sy)] if y1 != y0 else []
@@ -133,14 +138,24 @@ def _stray_lines(paths: list[list[tuple[int, int]]]) -> list[int]:
     return [i for i in range(len(paths)) if i not in reached]
 
 
-def make_city(seed: int, grid: int = 7, spacing_km: float = 1.6, n_metro: int = 3, n_bus: int = 4) -> City:
-    """A seeded city on a ``grid`` x ``grid`` lattice: metro lines are straight rows/columns, bus lines L-shapes;
-    lines crossing at a node share that station (a transfer station). The network is connected: a bus line that
-    meets no other line is redrawn, so every station can reach every other one."""
+def make_city(seed: int, grid: int = 7, spacing_km: float = 1.6, n_metro: int = 3, n_bus: int = 4,
+              metro_len: int | None = None, bus_span: tuple[int, int] | None = None) -> City:
+    """A seeded city on a ``grid`` x ``grid`` lattice: metro lines run along rows/columns (``metro_len`` stops,
+    default the whole row), bus lines are L-shapes spanning ``bus_span`` grid steps (default ``grid // 2`` to
+    ``2 * grid``); lines crossing at a node share that station (a transfer station). The network is connected: a
+    line that meets no other line is redrawn as a bus line, so every station can reach every other one."""
     seed = V.seed("seed", seed)
     grid = V.integer("grid", grid, min=3)
     n_metro, n_bus = V.integer("n_metro", n_metro, min=0), V.integer("n_bus", n_bus, min=0)
     spacing_km = V.positive("spacing_km", spacing_km)
+    metro_len = grid if metro_len is None else V.integer("metro_len", metro_len, min=2, max=grid)
+    if bus_span is None:
+        bus_span = (grid // 2, 2 * grid)
+    if not isinstance(bus_span, (tuple, list)) or len(bus_span) != 2:
+        raise TypeError(f"bus_span must be a (min, max) pair of grid steps, got {V.describe(bus_span)}")
+    span = (V.integer("bus_span[0]", bus_span[0], min=1), V.integer("bus_span[1]", bus_span[1], min=1))
+    if span[0] > span[1] or span[0] > 2 * (grid - 1):
+        raise ValueError(f"bus_span must satisfy 1 <= min <= max and min <= 2*(grid-1)={2 * (grid - 1)}, got {span}")
     if n_metro + n_bus < 1:
         raise ValueError(f"need at least one line: n_metro + n_bus must be >= 1, got {n_metro} + {n_bus}")
     rng = np.random.default_rng(seed)
@@ -148,21 +163,22 @@ def make_city(seed: int, grid: int = 7, spacing_km: float = 1.6, n_metro: int = 
     rows = rng.permutation(np.arange(1, grid - 1))
     cols = rng.permutation(np.arange(1, grid - 1))
     for k in range(n_metro):
+        start = int(rng.integers(0, grid - metro_len + 1))
         if k % 2 == 0:
             r = int(rows[(k // 2) % len(rows)])
-            paths.append(("metro", [(c, r) for c in range(grid)]))
+            paths.append(("metro", [(c, r) for c in range(start, start + metro_len)]))
         else:
             c = int(cols[(k // 2) % len(cols)])
-            paths.append(("metro", [(c, r) for r in range(grid)]))
-    paths.extend(("bus", _bus_path(rng, grid)) for _ in range(n_bus))
-    # a bus line that crosses no other line would be an island no route can leave (issue: sample_od drew a pair
+            paths.append(("metro", [(c, r) for r in range(start, start + metro_len)]))
+    paths.extend(("bus", _bus_path(rng, grid, span)) for _ in range(n_bus))
+    # a line that crosses no other line would be an island no route can leave (issue: sample_od drew a pair
     # that route() could not connect); redraw the lines outside the first line's component, with a bound
     for _ in range(1000):
         stray = _stray_lines([p for _, p in paths])
         if not stray:
             break
         for i in stray:
-            paths[i] = ("bus", _bus_path(rng, grid))
+            paths[i] = ("bus", _bus_path(rng, grid, span))
     else:  # pragma: no cover - a metro line exists or the bus lines meet long before this
         raise ValueError(f"make_city could not connect {n_bus} bus line(s) to the network on a {grid}x{grid} grid")
     nodes = sorted({n for _, p in paths for n in p}, key=lambda n: (n[1], n[0]))
@@ -184,37 +200,101 @@ def make_city(seed: int, grid: int = 7, spacing_km: float = 1.6, n_metro: int = 
     return City(city.stations, city.lines, city.kind, city.size_km)
 
 
+PLANNED = dict(grid=12, spacing_km=1.2, n_metro=4, n_bus=18, metro_len=7, bus_span=(4, 8))
+
+
+def planned_city(seed: int = 1) -> City:
+    """The chapter's city: a 12 x 12 lattice (about 15 km across), four metro lines of 7 stops and eighteen short
+    bus lines (L-shapes of 4 to 8 steps), so most trips across town need two or three lines."""
+    return make_city(seed, **PLANNED)
+
+
+def zone(city: City, p: tuple[float, float], k: int = 3) -> int:
+    """Index (row-major, from the south-west) of the cell of a ``k`` x ``k`` partition of the city holding ``p``."""
+    _city(city)
+    p, k = _point("p", p), V.integer("k", k, min=1)
+    x, y = city.to_xy(p)
+    cx, cy = (min(k - 1, max(0, int(v / city.size_km * k))) for v in (x, y))
+    return cy * k + cx
+
+
+def heldout_pairs(k: int, n_pairs: int, seed: int) -> set[tuple[int, int]]:
+    """``n_pairs`` unordered pairs of distinct, non-adjacent zones of a ``k`` x ``k`` partition, returned in both
+    directions: the held-out (origin zone, destination zone) combinations."""
+    k, seed = V.integer("k", k, min=2), V.seed("seed", seed)
+    cand = [(a, b) for a in range(k * k) for b in range(a + 1, k * k)
+            if max(abs(a % k - b % k), abs(a // k - b // k)) > 1]
+    n_pairs = V.integer("n_pairs", n_pairs, min=0, max=len(cand))
+    rng = np.random.default_rng(seed)
+    pick = [cand[i] for i in rng.choice(len(cand), n_pairs, replace=False)]
+    return {(a, b) for a, b in pick} | {(b, a) for a, b in pick}
+
+
 def nearest_station(city: City, p: tuple[float, float]) -> tuple[str, float]:
     """The station nearest to ``p`` and its distance (km)."""
     _city(city)
     p = _point("p", p)
-    return min(((s, haversine(p, q)) for s, q in city.stations.items()), key=lambda t: t[1])
+    dist = _hav_all(city, p)
+    i = int(dist.argmin())
+    return city._cache["ids"][i], float(dist[i])
 
 
-def sample_od(city: City, n: int, seed: int, min_km: float = 3.0) -> list[tuple[tuple[float, float], ...]]:
+def sample_od(city: City, n: int, seed: int, min_km: float = 3.0, pairs: set | None = None,
+              exclude: bool = False, k: int = 3) -> list[tuple[tuple[float, float], ...]]:
     """``n`` origin/destination pairs, uniform in the city, each within cycling range of a station.
 
-    Rejection sampling with a bound: ValueError if ``1000 * n + 10000`` draws do not give ``n`` pairs (``min_km``
-    too large for the city)."""
+    ``pairs`` (a set of (origin zone, destination zone) of the ``k`` x ``k`` partition) keeps only those zone
+    pairs, or with ``exclude=True`` all others. Rejection sampling with a bound: ValueError if ``1000 * n + 10000``
+    draws do not give ``n`` pairs (``min_km`` too large for the city)."""
     _city(city)
     n, seed = V.integer("n", n, min=0), V.seed("seed", seed)
     min_km = V.nonnegative("min_km", min_km)
+    V.boolean("exclude", exclude)
+    k = V.integer("k", k, min=1)
+    if pairs is not None:
+        V.instance("pairs", pairs, (set, frozenset))
+        if any(not (isinstance(z, tuple) and len(z) == 2) for z in pairs):
+            raise TypeError("pairs must be a set of (origin zone, destination zone) tuples")
     diag = math.sqrt(2) * city.size_km
     if n and min_km > diag:
         raise ValueError(f"min_km must be at most the city's diagonal ({diag:.1f} km), got {min_km}")
     rng = np.random.default_rng(seed)
+    xy = _station_xy(city)
     out: list[tuple[tuple[float, float], ...]] = []
     tries = 1000 * n + 10000
     while len(out) < n:
         tries -= 1
         if tries < 0:
             raise ValueError(f"sample_od found only {len(out)} of n={n} pairs at least min_km={min_km} km apart "
-                             f"near stations after {1000 * n + 10000} draws; lower min_km")
-        o, d = (city.from_xy(*rng.uniform(0, city.size_km, 2)) for _ in range(2))
-        if haversine(o, d) >= min_km and nearest_station(city, o)[1] <= BIKE_MAX \
-                and nearest_station(city, d)[1] <= BIKE_MAX:
+                             f"near stations (in the zone pairs asked for) after {1000 * n + 10000} draws")
+        po, pd = rng.uniform(0, city.size_km, 2), rng.uniform(0, city.size_km, 2)
+        if math.dist(po, pd) < 0.98 * min_km or np.hypot(*(xy - po).T).min() > BIKE_MAX * 1.02 \
+                or np.hypot(*(xy - pd).T).min() > BIKE_MAX * 1.02:  # cheap planar pre-filter
+            continue
+        o, d = city.from_xy(*po), city.from_xy(*pd)
+        if pairs is not None and ((zone(city, o, k), zone(city, d, k)) in pairs) == exclude:
+            continue
+        if haversine(o, d) >= min_km and _hav_all(city, o).min() <= BIKE_MAX \
+                and _hav_all(city, d).min() <= BIKE_MAX:
             out.append((o, d))
     return out
+
+
+def _station_xy(city: City) -> np.ndarray:
+    if "xy" not in city._cache:
+        city._cache["ids"] = list(city.stations)
+        city._cache["xy"] = np.array([city.to_xy(p) for p in city.stations.values()])
+        city._cache["ll"] = np.radians(np.array(list(city.stations.values())))
+    return city._cache["xy"]
+
+
+def _hav_all(city: City, p: tuple[float, float]) -> np.ndarray:
+    """Haversine km from ``p`` to every station (in ``city.stations`` order), vectorized."""
+    _station_xy(city)
+    ll = city._cache["ll"]
+    la, lo = math.radians(p[0]), math.radians(p[1])
+    h = np.sin((ll[:, 0] - la) / 2) ** 2 + np.cos(la) * np.cos(ll[:, 0]) * np.sin((ll[:, 1] - lo) / 2) ** 2
+    return 2 * 6371.0088 * np.arcsin(np.sqrt(np.minimum(1.0, h)))
 
 
 # --------------------------------------------------------------------------------------------- the engine
@@ -232,6 +312,63 @@ def _ride(city: City, a: str, b: str, line: str) -> tuple[float, float]:
     return km, km / SPEED[city.kind[line]] * 60 + DWELL
 
 
+def _w(pref: int, minutes: float, lines: int, bikes: int, fare: float, kind: str | None = None) -> float:
+    """Edge score: expert score T_sec/300 + lines + cycling legs + fare, re-weighted by the preference."""
+    if pref == 8:
+        return minutes
+    s = minutes * 60 / 300 + lines + bikes + fare
+    if pref == 2:
+        s += 10 * lines
+    if pref == 7 and kind == "bus":
+        s += 10
+    return s
+
+
+def _static_edges(city: City, pref: int, penalty: dict[str, float]):
+    """Boarding, riding and alighting edges (u, v, attrs): everything that does not depend on the request."""
+    for line, stops in city.lines.items():
+        kind = city.kind[line]
+        if pref == 5 and kind == "metro":
+            continue
+        for s in stops:
+            mins = HEADWAY[kind] / 2
+            yield ("in", s), ("on", s, line), dict(t=mins, km=0.0, fare=BASE_FARE[kind],
+                                                   w=_w(pref, mins, 1, 0, BASE_FARE[kind], kind) + penalty.get(line, 0.0))
+            yield ("on", s, line), ("in", s), dict(t=TRANSFER_MIN, km=0.0, fare=0.0, w=_w(pref, TRANSFER_MIN, 0, 0, 0))
+        for seq in (stops, stops[::-1]):
+            for a, b in itertools.pairwise(seq):
+                km, mins = _ride(city, a, b, line)
+                yield ("on", a, line), ("on", b, line), dict(t=mins, km=km, fare=KM_FARE[kind] * km,
+                                                             w=_w(pref, mins, 0, 0, KM_FARE[kind] * km))
+
+
+def _access_edges(city: City, o: tuple[float, float], d: tuple[float, float], pref: int):
+    """Access edges O -> (in, s) and egress edges (on, s, L) -> D for one request."""
+    ids = list(city.stations)
+    for s, km in zip(ids, _hav_all(city, o), strict=True):
+        acc = _access(float(km))
+        if acc is not None:
+            mode, mins = acc
+            yield "O", ("in", s), dict(w=_w(pref, mins, 0, mode == BIKE, 0), t=mins, km=float(km), fare=0.0, mode=mode)
+    to_d = dict(zip(ids, _hav_all(city, d), strict=True))
+    for line, stops in city.lines.items():
+        if pref == 5 and city.kind[line] == "metro":
+            continue
+        for s in stops:
+            acc = _access(float(to_d[s]))
+            if acc is not None:
+                mode, am = acc
+                yield ("on", s, line), "D", dict(t=am, km=float(to_d[s]), fare=0.0, mode=mode,
+                                                 w=_w(pref, am, 0, mode == BIKE, 0))
+
+
+def _penalty(penalty: Any) -> dict[str, float]:
+    if penalty is None:
+        return {}
+    V.instance("penalty", penalty, dict)
+    return {k: V.number(f"penalty[{k!r}]", v) for k, v in penalty.items()}
+
+
 def state_graph(city: City, o: tuple[float, float], d: tuple[float, float], pref: int = 0,
                 penalty: dict[str, float] | None = None) -> nx.DiGraph:
     """The (station, line) state graph from origin "O" to destination "D"; edge attribute ``w`` is the score
@@ -239,48 +376,70 @@ def state_graph(city: City, o: tuple[float, float], d: tuple[float, float], pref
     kilometres, fare and boardings for the label."""
     _city(city)
     o, d, pref = _point("o", o), _point("d", d), _pref(pref)
-    if penalty is not None:
-        V.instance("penalty", penalty, dict)
-        penalty = {k: V.number(f"penalty[{k!r}]", v) for k, v in penalty.items()}
-    penalty = penalty or {}
+    penalty = _penalty(penalty)
     G = nx.DiGraph()
-
-    def w(minutes: float, lines: int, bikes: int, fare: float, kind: str | None = None) -> float:
-        if pref == 8:
-            return minutes
-        s = minutes * 60 / 300 + lines + bikes + fare
-        if pref == 2:
-            s += 10 * lines
-        if pref == 7 and kind == "bus":
-            s += 10
-        return s
-
-    for s, p in city.stations.items():  # access: origin -> station, by walking or cycling
-        km = haversine(p, o)
-        acc = _access(km)
-        if acc is not None:
-            mode, mins = acc
-            G.add_edge("O", ("in", s), w=w(mins, 0, mode == BIKE, 0), t=mins, km=km, fare=0.0, mode=mode)
-    for line, stops in city.lines.items():
-        kind = city.kind[line]
-        if pref == 5 and kind == "metro":
-            continue
-        for s in stops:
-            mins = HEADWAY[kind] / 2
-            G.add_edge(("in", s), ("on", s, line), t=mins, km=0.0, fare=BASE_FARE[kind],
-                       w=w(mins, 1, 0, BASE_FARE[kind], kind) + penalty.get(line, 0.0))
-            G.add_edge(("on", s, line), ("in", s), t=TRANSFER_MIN, km=0.0, fare=0.0, w=w(TRANSFER_MIN, 0, 0, 0))
-            acc = _access(haversine(city.stations[s], d))
-            if acc is not None:
-                mode, am = acc
-                G.add_edge(("on", s, line), "D", t=am, km=haversine(city.stations[s], d), fare=0.0, mode=mode,
-                           w=w(am, 0, mode == BIKE, 0))
-        for seq in (stops, stops[::-1]):
-            for a, b in itertools.pairwise(seq):
-                km, mins = _ride(city, a, b, line)
-                G.add_edge(("on", a, line), ("on", b, line), t=mins, km=km, fare=KM_FARE[kind] * km,
-                           w=w(mins, 0, 0, KM_FARE[kind] * km))
+    for u, v, e in itertools.chain(_access_edges(city, o, d, pref), _static_edges(city, pref, penalty)):
+        G.add_edge(u, v, **e)
     return G
+
+
+def _adjacency(city: City, pref: int, penalty: dict[str, float]) -> dict:
+    key = ("adj", pref, tuple(sorted(penalty.items())))
+    if key not in city._cache:
+        adj: dict = {}
+        for u, v, e in _static_edges(city, pref, penalty):
+            adj.setdefault(u, []).append((v, e))
+        city._cache[key] = adj
+    return city._cache[key]
+
+
+def shortest_path(city: City, o: tuple[float, float], d: tuple[float, float], pref: int = 0,
+                  penalty: dict[str, float] | None = None) -> tuple[float, list, list[dict]] | None:
+    """Dijkstra on the state graph without building it (the request-free part is cached on the city): the best
+    score, the state path from "O" to "D" and its edges' attributes; None if D is unreachable. Same scores as
+    ``networkx`` on :func:`state_graph` (a unit test compares them)."""
+    _city(city)
+    o, d, pref = _point("o", o), _point("d", d), _pref(pref)
+    penalty = _penalty(penalty)
+    adj = _adjacency(city, pref, penalty)
+    start, egress = [], {}
+    for u, v, e in _access_edges(city, o, d, pref):
+        if u == "O":
+            start.append((v, e))
+        else:
+            egress[u] = e
+    dist: dict = {"O": 0.0}
+    prev: dict = {}
+    heap: list = []
+    count = itertools.count()
+    for v, e in start:
+        if e["w"] < dist.get(v, math.inf):
+            dist[v], prev[v] = e["w"], ("O", e)
+            heapq.heappush(heap, (e["w"], next(count), v))
+    done = set()
+    while heap:
+        du, _, u = heapq.heappop(heap)
+        if u in done:
+            continue
+        done.add(u)
+        if u == "D":
+            break
+        out = adj.get(u, [])
+        if u in egress:
+            out = [*out, ("D", egress[u])]
+        for v, e in out:
+            nd = du + e["w"]
+            if nd < dist.get(v, math.inf):
+                dist[v], prev[v] = nd, (u, e)
+                heapq.heappush(heap, (nd, next(count), v))
+    if "D" not in done:
+        return None
+    path, edges, node = ["D"], [], "D"
+    while node != "O":
+        node, e = prev[node]
+        path.append(node)
+        edges.append(e)
+    return dist["D"], path[::-1], edges[::-1]
 
 
 def route_cost(G: nx.DiGraph, path: list) -> float:
@@ -334,7 +493,7 @@ def parse_time(s: str) -> float:
     return 60 * float(m[1] or 0) + float(m[2] or 0)
 
 
-def _label(city: City, G: nx.DiGraph, path: list) -> dict[str, Any]:
+def _label(city: City, path: list, edges: list[dict]) -> dict[str, Any]:
     legs: list[tuple[str, list[str]]] = []
     for prev, node in itertools.pairwise(path[:-1]):
         if node[0] != "on":
@@ -343,7 +502,6 @@ def _label(city: City, G: nx.DiGraph, path: list) -> dict[str, Any]:
             legs.append((node[2], [node[1]]))
         else:  # riding on
             legs[-1][1].append(node[1])
-    edges = [G.edges[u, v] for u, v in itertools.pairwise(path)]
     stations: list[str] = []
     for i, (_, stops) in enumerate(legs):
         stations += ([TRANSFER] if i else []) + stops
@@ -361,18 +519,10 @@ def _label(city: City, G: nx.DiGraph, path: list) -> dict[str, Any]:
     }
 
 
-def _dijkstra(G: nx.DiGraph) -> tuple[float, list]:
-    return nx.single_source_dijkstra(G, "O", "D", weight="w")
-
-
 def route(city: City, o: tuple[float, float], d: tuple[float, float], pref: int = 0) -> dict[str, Any] | None:
     """The engine's best route as a TransitLM label (None if unreachable); ``pref`` is the paper's req_type."""
-    G = state_graph(city, o, d, pref)
-    try:
-        _, path = _dijkstra(G)
-    except (nx.NetworkXNoPath, nx.NodeNotFound):
-        return None
-    return _label(city, G, path)
+    best = shortest_path(city, o, d, pref)
+    return None if best is None else _label(city, best[1], best[2])
 
 
 def diverse_routes(city: City, o: tuple[float, float], d: tuple[float, float], k: int = 3,
@@ -384,12 +534,10 @@ def diverse_routes(city: City, o: tuple[float, float], d: tuple[float, float], k
     used: dict[str, float] = {}
     out: dict[str, dict[str, Any]] = {}
     for name in ("first", "second", "third")[:k]:
-        G = state_graph(city, o, d, 0, used)
-        try:
-            _, path = _dijkstra(G)
-        except (nx.NetworkXNoPath, nx.NodeNotFound):
+        best = shortest_path(city, o, d, 0, used)
+        if best is None:
             break
-        lab = _label(city, G, path)
+        lab = _label(city, best[1], best[2])
         out[name] = lab
         for line in lab["line_sequence"]:
             used[line] = used.get(line, 0.0) + penalty
@@ -407,12 +555,13 @@ def _well_formed(r: Any) -> bool:
 
 
 def reachable(city: City, r: Any) -> bool:
-    """R1: after removing transfer markers, every next station is in the previous one's next-hop set."""
+    """R1: after removing transfer markers, at least two stations, every next one in the previous one's next-hop
+    set (a one-station "route" would pass the next-hop test trivially, so it fails R1)."""
     _city(city)
     if not _well_formed(r):
         return False
     seq = [s for s in r["station_sequence"] if s != TRANSFER]
-    if not seq or any(s not in city.stations for s in seq):
+    if len(seq) < 2 or any(s not in city.stations for s in seq):  # a route rides at least one hop
         return False
     return all(b in city.next_hop[a] for a, b in itertools.pairwise(seq))
 
@@ -548,7 +697,8 @@ class Tokenizer:
     def __init__(self, city: City) -> None:
         _city(city)
         self.city = city
-        vocab = [self.PAD, self.BOS, self.EOS, self.SEP, "<O>", "<D>", "<line>"] + [f"<req{p}>" for p in PREFS]
+        vocab = [self.PAD, self.BOS, self.EOS, self.SEP, "<O>", "<D>", "<line>", "<at>"]
+        vocab += [f"<req{p}>" for p in PREFS]
         vocab += _FIELDS + [TRANSFER, WALK, BIKE] + _UNITS + list("0123456789.")
         vocab += sorted(city.stations) + sorted(city.lines)
         self.itos = vocab
@@ -604,6 +754,16 @@ class Tokenizer:
         stops = self.city.lines[line][::-1] if reverse else self.city.lines[line]
         return [self.stoi[t] for t in [self.BOS, "<line>", line, *stops, self.EOS]]
 
+    def encode_station(self, station: str, coords_first: bool = True) -> list[int]:
+        """CPT station text: <bos> <at> xxx yyy S037 <eos> (coordinates -> station), or the station first."""
+        V.instance("station", station, str)
+        V.boolean("coords_first", coords_first)
+        if station not in self.city.stations:
+            raise ValueError(f"station must be one of the city's stations, got {station!r}")
+        at = ["<at>", *self._coord(self.city.stations[station])]
+        toks = [self.BOS, *(at + [station] if coords_first else [station] + at), self.EOS]
+        return [self.stoi[t] for t in toks]
+
     def decode_label(self, ids: list[int]) -> dict[str, Any]:
         """Token ids (from the first field token; stops at <eos>) -> record; ValueError if malformed."""
         ids = V.sequence("ids", ids, of=V.integer)
@@ -634,3 +794,230 @@ class Tokenizer:
                 r[k] = "".join(seg)
         return r
 
+
+
+# --------------------------------------------------------------------------------------------- model metrics
+def expert_score(r: dict) -> float:
+    """The paper's expert score of a record from its own fields: T_sec/300 + N_lines + #cycling legs + fare."""
+    if not _well_formed(r):
+        raise ValueError(f"r must be a well-formed TransitLM record, got {V.describe(r)}")
+    bikes = (r["start_transfer_mode"] == BIKE) + (r["end_transfer_mode"] == BIKE)
+    return parse_time(r["total_time"]) * 60 / 300 + len(r["line_sequence"]) + bikes + float(r["total_fare"])
+
+
+def first_station(city: City, r: Any, o: tuple[float, float], label: dict | None = None) -> dict[str, float]:
+    """Grounding of the origin: ``km`` from ``o`` to the record's first station, ``ok`` (1.0/0.0) whether that is
+    within the R2 threshold of the record's access mode, and ``to_engine`` km to ``label``'s first station.
+    A record without a station gives km = to_engine = NaN and ok = 0."""
+    _city(city)
+    o = _point("o", o)
+    seq = [s for s in r["station_sequence"] if s in city.stations] if _well_formed(r) else []
+    out = {"km": math.nan, "ok": 0.0, "to_engine": math.nan}
+    if not seq:
+        return out
+    p = city.stations[seq[0]]
+    out["km"] = haversine(o, p)
+    out["ok"] = float(out["km"] <= GROUND_MAX.get(r["start_transfer_mode"], 10.0))
+    if label is not None:
+        if not _well_formed(label):
+            raise ValueError(f"label must be a well-formed TransitLM record, got {V.describe(label)}")
+        eng = [s for s in label["station_sequence"] if s != TRANSFER][0]
+        out["to_engine"] = haversine(p, city.stations[eng])
+    return out
+
+
+# --------------------------------------------------------------------------------------------- data and model
+def checkpoint_config(name: str = "models") -> dict:
+    """The config of the chapter's checkpoint ``models`` (what the default run asks for): city, split, corpora,
+    a 4-layer d=64 model (the width that trains six arms within the build budget on shared CPUs), CPT and SFT
+    steps, three seeds."""
+    V.one_of("name", name, ("models",))
+    return {"city_seed": 1, "zones": 3, "heldout_pairs": 4, "split_seed": 0, "min_km": 5.0, "data_seed": 0,
+            "n_sft": 6000, "n_cpt_routes": 3000, "cpt_repeat": 8, "max_len": 112,
+            "n_layer": 4, "d_model": 64, "n_head": 4, "batch": 32, "lr": 3e-3,
+            "cpt_steps": 400, "sft_steps": 900, "seeds": [0, 1, 2]}
+
+
+@dataclass
+class Data:
+    """A city, its tokenizer, the held-out zone pairs and the records (o, d, label) of each split."""
+
+    city: City
+    tok: Tokenizer
+    heldout: set
+    sft: list
+    cpt: list
+    test_id: list
+    test_heldout: list
+
+
+def make_data(cfg: dict, n_test: int = 0) -> Data:
+    """The records of a config: SFT and CPT routes and an in-distribution test set from the training zone pairs,
+    and a held-out test set whose (origin zone, destination zone) pairs never occur in SFT or CPT."""
+    V.instance("cfg", cfg, dict)
+    n_test = V.integer("n_test", n_test, min=0)
+    city = planned_city(cfg["city_seed"])
+    held = heldout_pairs(cfg["zones"], cfg["heldout_pairs"], cfg["split_seed"])
+    base = cfg["data_seed"] * 1000
+
+    def records(n: int, s: int, exclude: bool) -> list:
+        ods = sample_od(city, n, base + s, cfg["min_km"], held, exclude, cfg["zones"])
+        return [(o, d, lab) for o, d in ods if (lab := route(city, o, d)) is not None]
+
+    return Data(city, Tokenizer(city), held, records(cfg["n_sft"], 1, True), records(cfg["n_cpt_routes"], 2, True),
+                records(n_test, 3, True), records(n_test, 4, False))
+
+
+def _pad(seqs: list[list[int]], starts: list[int], max_len: int, pad: int) -> tuple[Any, Any]:
+    """Inputs and next-token targets, padded to ``max_len``; targets before ``starts[i]`` and on padding are -100."""
+    import torch
+
+    x = torch.full((len(seqs), max_len), pad)
+    y = torch.full((len(seqs), max_len), -100)
+    for i, (s, start) in enumerate(zip(seqs, starts, strict=True)):
+        t = torch.tensor(s[: max_len + 1])
+        x[i, : len(t) - 1] = t[:-1]
+        y[i, start - 1: len(t) - 1] = t[start:]
+    return x, y
+
+
+def corpora(data: Data, cfg: dict) -> dict[str, tuple[Any, Any]]:
+    """Token tensors (x, y) of the SFT set (loss on the label only) and the CPT corpus (loss on every token):
+    every line's itinerary both ways and every station's coordinates both ways (``cpt_repeat`` times each), and
+    the CPT routes with their endpoints (prompt and label as one text)."""
+    V.instance("data", data, Data)
+    tok, n = data.tok, cfg["max_len"]
+    sft = [tok.prompt(o, d) + tok.encode_label(lab) for o, d, lab in data.sft]
+    p_len = len(tok.prompt(*data.sft[0][:2]))
+    texts = [tok.encode_line(line, rev) for line in data.city.lines for rev in (False, True)]
+    texts += [tok.encode_station(s, first) for s in data.city.stations for first in (True, False)]
+    texts = texts * cfg["cpt_repeat"] + [tok.prompt(o, d) + tok.encode_label(lab) for o, d, lab in data.cpt]
+    too_long = sum(len(s) > n + 1 for s in sft + texts)
+    if too_long:
+        raise ValueError(f"cfg max_len={n} is too short for {too_long} sequences (longest {max(map(len, sft))})")
+    return {"sft": _pad(sft, [p_len] * len(sft), n, tok.pad_id), "cpt": _pad(texts, [1] * len(texts), n, tok.pad_id)}
+
+
+def make_model(cfg: dict, vocab_size: int) -> Any:
+    """The chapter's decoder-only transformer (rotary positions)."""
+    from helpers import nn as hnn
+
+    return hnn.Transformer(hnn.TransformerConfig(vocab_size=vocab_size, n_layer=cfg["n_layer"], n_head=cfg["n_head"],
+                                                 d_model=cfg["d_model"], max_len=cfg["max_len"], pos="rope"))
+
+
+def _loss(model: Any, batch: tuple) -> Any:
+    import torch.nn.functional as F
+
+    x, y = batch
+    logits = model(x)
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1), ignore_index=-100)
+
+
+def train_lm(cfg: dict, tensors: dict, vocab_size: int, seed: int, cpt: bool, progress: bool = True) -> tuple:
+    """One arm: ``cpt_steps`` of CPT (if ``cpt``) then ``sft_steps`` of SFT, AdamW with warm-up and cosine decay.
+    The SFT stage draws the same batches in both arms. Returns (model in eval mode, {stage: History})."""
+    import torch
+
+    from helpers import train
+
+    seed = V.seed("seed", seed)
+    V.boolean("cpt", cpt)
+    torch.manual_seed(seed)
+    model = make_model(cfg, vocab_size)
+
+    def batches(x: Any, y: Any, offset: int) -> Any:
+        def get(step: int) -> tuple:
+            g = torch.Generator().manual_seed(seed * 1_000_003 + offset + step)
+            i = torch.randint(0, len(x), (cfg["batch"],), generator=g)
+            n = int((y[i] != -100).any(0).nonzero().max()) + 1  # trim the padding every row of the batch shares
+            return x[i, :n], y[i, :n]
+        return get
+
+    hists = {}
+    stages = ([("cpt", cfg["cpt_steps"], 10**7)] if cpt else []) + [("sft", cfg["sft_steps"], 0)]
+    for name, steps, offset in stages:
+        hists[name] = train.fit(model, _loss, batches(*tensors[name], offset), steps, lr=cfg["lr"],
+                                warmup=max(1, steps // 10), seed=seed + offset, desc=name.upper(), progress=progress)
+    return model.eval(), hists
+
+
+def generate(model: Any, prompts: Any, n_new: int, eos_id: int, temperature: float = 0.0,
+             generator: Any = None) -> Any:
+    """Decode ``n_new`` tokens after equal-length ``prompts`` (B, T) with a key/value cache: the prompt is read once,
+    then each step feeds only the newest token and attends to the cached keys and values. Greedy when
+    ``temperature`` is 0; stops early once every row has produced ``eos_id``. Returns the new tokens (B, <= n_new);
+    greedy output equals ``model.generate`` (a unit test checks it)."""
+    import torch
+    import torch.nn.functional as F
+
+    from helpers import nn as hnn
+
+    V.instance("model", model, hnn.Transformer)
+    if model.cfg.pos != "rope":
+        raise ValueError(f"generate needs a rotary-position model, got pos={model.cfg.pos!r}")
+    V.tensor("prompts", prompts, ndim=2, dtype="int")
+    n_new = V.integer("n_new", n_new, min=0)
+    eos_id = V.integer("eos_id", eos_id, min=0)
+    temperature = V.nonnegative("temperature", temperature)
+    B, T0 = prompts.shape
+    H, C = model.cfg.n_head, model.cfg.d_model
+    cache: list = [None] * len(model.blocks)
+    x, pos = prompts, torch.arange(T0)
+    out, done = [], torch.zeros(B, dtype=torch.bool)
+    with torch.no_grad():
+        for step in range(n_new):
+            h = model.tok(x)
+            T = x.shape[1]
+            for i, blk in enumerate(model.blocks):
+                q, k, v = blk.attn.qkv(blk.ln1(h)).split(C, dim=-1)
+                q, k, v = (t.view(B, T, H, C // H).transpose(1, 2) for t in (q, k, v))
+                q, k = model.rotary(q, k, pos)
+                if cache[i] is not None:
+                    k, v = torch.cat([cache[i][0], k], 2), torch.cat([cache[i][1], v], 2)
+                cache[i] = (k, v)
+                y = F.scaled_dot_product_attention(q, k, v, is_causal=step == 0 and T > 1)
+                h = h + blk.attn.proj(y.transpose(1, 2).reshape(B, T, C))
+                h = h + blk.mlp(blk.ln2(h))
+            logits = model.head(model.ln_f(h[:, -1]))
+            if temperature == 0:
+                nxt = logits.argmax(-1)
+            else:
+                nxt = torch.multinomial((logits / temperature).softmax(-1), 1, generator=generator)[:, 0]
+            out.append(nxt)
+            done |= nxt == eos_id
+            if bool(done.all()):
+                break
+            x, pos = nxt[:, None], torch.tensor([T0 + step])
+    return torch.stack(out, 1) if out else prompts[:, :0]
+
+
+def decode(model: Any, tok: Tokenizer, ods: list, n_new: int = 100, chunk: int = 256, temperature: float = 0.0,
+           generator: Any = None) -> list[dict | None]:
+    """Records generated for [(o, d), ...] (optimal-route prompts); None where the output is malformed."""
+    import torch
+
+    V.instance("tok", tok, Tokenizer)
+    ods = V.sequence("ods", ods)
+    out: list[dict | None] = []
+    for k in range(0, len(ods), chunk):
+        x = torch.tensor([tok.prompt(o, d) for o, d in ods[k: k + chunk]])
+        for row in generate(model, x, n_new, tok.eos_id, temperature, generator).tolist():
+            try:
+                out.append(tok.decode_label(row))
+            except ValueError:
+                out.append(None)
+    return out
+
+
+def lookup(city: City, train: list, ods: list) -> list[dict]:
+    """The nearest-record baseline: for each (o, d) the label of the training record (o', d', label) minimising
+    |o - o'|^2 + |d - d'|^2 (planar km). It memorises, it does not plan."""
+    _city(city)
+    train, ods = V.sequence("train", train, min_len=1), V.sequence("ods", ods)
+    if not ods:
+        return []
+    t = np.array([[*city.to_xy(o), *city.to_xy(d)] for o, d, *_ in train])
+    q = np.array([[*city.to_xy(o), *city.to_xy(d)] for o, d, *_ in ods])
+    idx = ((q[:, None] - t[None]) ** 2).sum(-1).argmin(1)
+    return [train[i][-1] for i in idx]

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from helpers import transit_lm as T
 
 CITY = T.make_city(0)
-OD = T.sample_od(CITY, 40, 1)
+OD = T.sample_od(CITY, 40, 1, min_km=2 * T.BIKE_MAX + 0.1)  # one station cannot serve both ends
 LABELS = [T.route(CITY, o, d) for o, d in OD]
 
 
@@ -139,7 +139,7 @@ def test_tokenizer_roundtrip_and_errors():
 def test_property_engine_labels_valid(city_seed, od_seed):
     city = T.make_city(city_seed, grid=5, n_metro=2, n_bus=2)
     tok = T.Tokenizer(city)
-    (o, d), = T.sample_od(city, 1, od_seed)
+    (o, d), = T.sample_od(city, 1, od_seed, min_km=2 * T.BIKE_MAX + 0.1)  # too far for one station to serve both
     lab = T.route(city, o, d)
     assert lab is not None
     assert T.reachable(city, lab) and T.grounded(city, lab, o, d)
@@ -158,3 +158,126 @@ def test_property_city_network_connected(seed, grid, n_metro, n_bus):
     for stops in city.lines.values():
         nx.add_path(g, stops)
     assert nx.is_connected(g)
+
+
+PLAN = T.planned_city()
+TINY_CFG = dict(T.checkpoint_config(), n_sft=30, n_cpt_routes=10, cpt_repeat=1, d_model=16, n_layer=2, n_head=2,
+                batch=4, cpt_steps=2, sft_steps=2)
+
+
+def test_planned_city_needs_transfers():
+    assert 90 <= len(PLAN.stations) <= 130 and len(PLAN.lines) == 22
+    labs = [T.route(PLAN, o, d) for o, d in T.sample_od(PLAN, 60, 3, min_km=5.0)]
+    assert sum(len(lab["line_sequence"]) >= 2 for lab in labs) > 0.6 * len(labs)
+    with pytest.raises(ValueError):
+        T.make_city(0, grid=5, bus_span=(5, 2))
+    with pytest.raises(TypeError):
+        T.make_city(0, bus_span=4)
+
+
+def test_shortest_path_equals_networkx():
+    for o, d in T.sample_od(PLAN, 8, 4, min_km=5.0):
+        for pref in T.PREFS:
+            G = T.state_graph(PLAN, o, d, pref)
+            try:
+                want = nx.single_source_dijkstra(G, "O", "D", weight="w")[0]
+            except (nx.NodeNotFound, nx.NetworkXNoPath):
+                want = None
+            got = T.shortest_path(PLAN, o, d, pref)
+            assert (want is None) == (got is None)
+            if got is not None:
+                assert math.isclose(got[0], want, rel_tol=1e-12)
+                assert math.isclose(T.route_cost(G, got[1]), want, rel_tol=1e-12)
+
+
+def test_reachability_needs_two_stations():
+    lab = LABELS[0]
+    assert T.reachable(CITY, lab)
+    assert not T.reachable(CITY, dict(lab, station_sequence=lab["station_sequence"][:1]))
+
+
+def test_zones_and_heldout_split():
+    held = T.heldout_pairs(3, 4, 0)
+    assert len(held) == 8 and all((b, a) in held and a != b for a, b in held)
+    assert all(max(abs(a % 3 - b % 3), abs(a // 3 - b // 3)) > 1 for a, b in held)
+    ods = T.sample_od(PLAN, 20, 1, min_km=5.0, pairs=held)
+    assert all((T.zone(PLAN, o), T.zone(PLAN, d)) in held for o, d in ods)
+    ods = T.sample_od(PLAN, 20, 1, min_km=5.0, pairs=held, exclude=True)
+    assert all((T.zone(PLAN, o), T.zone(PLAN, d)) not in held for o, d in ods)
+    assert T.zone(PLAN, PLAN.from_xy(0.1, 0.1)) == 0 and T.zone(PLAN, PLAN.from_xy(15.0, 15.0)) == 8
+    with pytest.raises(ValueError):
+        T.heldout_pairs(3, 99, 0)
+    with pytest.raises(TypeError):
+        T.sample_od(PLAN, 2, 0, pairs=[(0, 8)])
+
+
+def test_make_data_keeps_heldout_pairs_out_of_training():
+    data = T.make_data(TINY_CFG, n_test=10)
+    zp = lambda recs: {(T.zone(data.city, o), T.zone(data.city, d)) for o, d, _ in recs}  # noqa: E731
+    assert not (zp(data.sft) | zp(data.cpt) | zp(data.test_id)) & data.heldout
+    assert zp(data.test_heldout) <= data.heldout
+    ten = T.corpora(data, TINY_CFG)
+    x, y = ten["sft"]
+    p_len = len(data.tok.prompt(*data.sft[0][:2]))
+    assert (y[:, : p_len - 1] == -100).all() and (y[:, p_len - 1] != -100).all()
+    assert ten["cpt"][0].shape[0] == 2 * len(data.city.lines) + 2 * len(data.city.stations) + len(data.cpt)
+    with pytest.raises(ValueError, match="max_len"):
+        T.corpora(data, dict(TINY_CFG, max_len=20))
+
+
+def test_kv_cache_generate_equals_full_forward():
+    torch = pytest.importorskip("torch")
+    tok = T.Tokenizer(CITY)
+    torch.manual_seed(0)
+    model = T.make_model(TINY_CFG, len(tok)).eval()
+    x = torch.tensor([tok.prompt(o, d) for o, d in OD[:5]])
+    assert torch.equal(T.generate(model, x, 12, 10**6), model.generate(x, 12)[:, x.shape[1]:])
+    short = T.generate(model, x, 12, int(model.generate(x, 1)[0, -1]))  # row 0 stops at once ...
+    assert short.shape[1] <= 12
+    with pytest.raises(TypeError):
+        T.generate("model", x, 3, 0)
+    with pytest.raises(ValueError):
+        T.generate(model, x, -1, 0)
+    out = T.decode(model, tok, OD[:3])
+    assert len(out) == 3 and all(r is None or isinstance(r, dict) for r in out)
+
+
+def test_train_lm_runs_and_is_deterministic():
+    data = T.make_data(TINY_CFG)
+    ten = T.corpora(data, TINY_CFG)
+    m1, h1 = T.train_lm(TINY_CFG, ten, len(data.tok), 0, True, progress=False)
+    m2, _ = T.train_lm(TINY_CFG, ten, len(data.tok), 0, True, progress=False)
+    assert set(h1) == {"cpt", "sft"} and len(h1["sft"].loss) == TINY_CFG["sft_steps"]
+    assert all((a == b).all() for a, b in zip(m1.state_dict().values(), m2.state_dict().values(), strict=True))
+    with pytest.raises(ValueError):
+        T.checkpoint_config("other")
+
+
+def test_first_station_expert_score_and_lookup():
+    o, d = OD[0]
+    lab = LABELS[0]
+    g = T.first_station(CITY, lab, o, lab)
+    assert g["ok"] == 1.0 and g["to_engine"] == 0.0 and g["km"] <= T.BIKE_MAX
+    far = max(CITY.stations, key=lambda s: T.haversine(o, CITY.stations[s]))
+    g = T.first_station(CITY, dict(lab, station_sequence=[far], start_transfer_mode=T.WALK), o, lab)
+    assert g["ok"] == 0.0 and g["to_engine"] > 0
+    assert math.isnan(T.first_station(CITY, None, o)["km"])
+    s = T.expert_score(dict(lab, total_time="10分钟", total_fare="3", line_sequence=["M1", "B1"],
+                            start_transfer_mode=T.BIKE, end_transfer_mode=T.WALK))
+    assert s == pytest.approx(2 + 2 + 1 + 3)
+    with pytest.raises(ValueError):
+        T.expert_score({})
+    train = [(o, d, lab) for (o, d), lab in zip(OD, LABELS, strict=True)]
+    assert T.lookup(CITY, train, OD[:5]) == LABELS[:5]
+    with pytest.raises(ValueError):
+        T.lookup(CITY, [], OD[:1])
+
+
+def test_encode_station():
+    tok = T.Tokenizer(CITY)
+    s = next(iter(CITY.stations))
+    ids = tok.encode_station(s)
+    assert tok.itos[ids[1]] == "<at>" and tok.itos[ids[-2]] == s and len(ids) == 10
+    assert tok.itos[tok.encode_station(s, coords_first=False)[1]] == s
+    with pytest.raises(ValueError):
+        tok.encode_station("nowhere")
