@@ -20,25 +20,28 @@
 # planner's route (line and station IoU, exact match), and are its distance, time and fare estimates right.
 # It reports 97.0% reachability and 71.0% exact match for the fine-tuned model.
 #
-# This chapter rebuilds every piece at laptop scale: a city, a routing engine that writes records in the paper's
-# format, the funnel, and a tiny language model trained the paper's way, with CPT+SFT against SFT-only.
+# Whether a model *plans* or *remembers* only shows when the test asks for trips it has not seen. So this chapter
+# builds a city where routing is hard (most trips need two to four lines), holds out whole regions of the
+# origin/destination space, and puts a map-free **nearest-record lookup** next to the model: on trips like the
+# training ones a lookup can copy a neighbour's route; on the held-out trips it cannot.
 #
 # | | paper | this notebook |
 # |---|---|---|
-# | data | 13.9M records, 4 real cities, 120,845 stations, 13,666 lines | a seeded synthetic city (about 30 stations, 7 lines), a few thousand engine records |
+# | data | 13.9M records, 4 real cities, 120,845 stations, 13,666 lines | a seeded synthetic "planned" city: 105 stations, 4 metro and 18 bus lines, 6,000 SFT and 3,000 CPT records |
 # | labels | Amap's production planner | our Dijkstra on a (station, line) state graph under the paper's expert score |
-# | model | Qwen3-4B, CPT then SFT | a 2-layer decoder-only transformer (`helpers.nn`, ~0.23M parameters), CPT then SFT |
-# | tasks | optimal route, 4 preferences, 3 diverse routes | the same three; the model is trained on the first two, diversity is shown for the engine |
-# | metrics | the paper's funnel | the same funnel and thresholds, re-implemented from the description |
-# | hardware | GPUs | 1 CPU thread, about 4 minutes |
+# | test | held-out requests | in-distribution requests, and requests whose (origin zone, destination zone) pair never occurs in training |
+# | model | Qwen3-4B, CPT then SFT | a 4-layer, d = 64 decoder-only transformer (`helpers.nn`, ~0.2M parameters) per arm and seed, from a checkpoint |
+# | tasks | optimal route, 4 preferences, 3 diverse routes | the optimal route; three sampled routes for route diversity |
+# | metrics | the paper's funnel | the same funnel and thresholds, re-implemented from the description; R1 needs at least two stations |
+# | hardware | GPUs | training: `data/10_transit_lm/make_models.py` on shared CPUs; this notebook evaluates, in about 2 minutes |
 #
 # :::{note}
 # **What is reconstructed.** The paper's corpus, tokenizer and exact prompt text are not available offline. The
-# city, its speeds, headways, fares and access rules, the CPT corpus (line itineraries plus route descriptions),
-# the tokenizer (station, line, field and digit tokens; coordinates as 100 m grid offsets) and the way the engine
-# draws three diverse routes (a score penalty on lines already used) are ours. The evaluation funnel and its
-# thresholds (3/5 km grounding by access mode, 10% or 0.5 km / 5 min / 1 CNY estimate tolerances, preference
-# rules, route diversity) follow the paper's description; we wrote them from that description.
+# city, its speeds, headways, fares and access rules (walk up to 1 km, cycle up to 2 km), the spatial split, the CPT
+# corpus (line itineraries, station coordinates, routes with their endpoints), the tokenizer (station, line, field
+# and digit tokens; coordinates as 100 m grid offsets) and the way we sample several routes are ours. The
+# evaluation funnel and its thresholds (3/5 km grounding by access mode, 10% or 0.5 km / 5 min / 1 CNY estimate
+# tolerances, route diversity) follow the paper's description; we wrote them from that description.
 # :::
 
 # %% tags=["hide-input"]
@@ -63,31 +66,42 @@ if "google.colab" in sys.modules and importlib.util.find_spec("helpers") is None
 # %% [markdown]
 # ## Parameters
 #
-# `quick = True` runs every code path on tiny sizes; the default trains both arms for the same number of steps.
+# The default run loads the six trained models (two arms × three seeds) from `data/10_transit_lm/models.*` and
+# evaluates them; `quick = True` trains a tiny model of each arm live, on a small corpus, for one seed.
 
 # %% tags=["parameters"]
 quick = False
 seed = 0
-n_train = 6000  # SFT records (origin/destination -> route)
-n_cpt = 3000  # route descriptions in the CPT corpus (plus every line's itinerary)
-n_test = 300  # held-out origin/destination pairs, optimal-route task
-n_pref_test = 40  # held-out pairs per preference type
-steps = 1400  # total training steps per arm (CPT + SFT, or SFT only)
-cpt_frac = 0.3  # share of the steps spent on CPT in the CPT+SFT arm
-batch_size = 48
-n_layer, d_model = 2, 96
+n_test = 300  # requests per test split (in-distribution, held-out)
+n_div = 40  # requests for which the model samples three routes (route diversity)
+temperature = 0.7  # sampling temperature for the three routes
 
 # %% tags=["hide-input"]
+import warnings
+
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
-import torch.nn.functional as F
 
-from helpers import claims, nn, plotting, repro, train
+from helpers import checkpoints, claims, plotting, repro
 from helpers import transit_lm as T
 
+cfg = T.checkpoint_config("models")
+seeds = [seed, seed + 1, seed + 2]
 if quick:
-    n_train, n_cpt, n_test, n_pref_test, steps = 600, 300, 40, 8, 60
+    n_test, n_div = 40, 8
+    seeds = [seed]
+    cfg.update(
+        n_sft=600,
+        n_cpt_routes=300,
+        cpt_repeat=2,
+        d_model=32,
+        n_layer=2,
+        n_head=2,
+        batch=16,
+        cpt_steps=40,
+        sft_steps=80,
+    )
 
 env = repro.setup(seed, threads=1)
 plotting.use_style()
@@ -96,127 +110,100 @@ rec = claims.ClaimsRecord(
     dict(
         quick=quick,
         seed=seed,
-        n_train=n_train,
-        n_cpt=n_cpt,
         n_test=n_test,
-        n_pref_test=n_pref_test,
-        steps=steps,
-        cpt_frac=cpt_frac,
-        batch_size=batch_size,
-        n_layer=n_layer,
-        d_model=d_model,
+        n_div=n_div,
+        temperature=temperature,
+        **cfg,
     ),
 )
 print(env)
 
 # %% [markdown]
-# ## 1. A city and a routing engine that writes TransitLM records
+# ## 1. A planned city and a routing engine that writes TransitLM records
 #
-# The city lies on a jittered lattice in a latitude/longitude frame around 31.2°N, 121.45°E. Metro lines run
-# along rows and columns, bus lines are L-shapes; where lines cross they share a station, which is a transfer
-# station. The paper's **next-hop table** lists, for every station, itself and its neighbours along any line; the
-# reachability metric is defined on it.
+# The city lies on a jittered 12 × 12 lattice (1.2 km spacing) in a latitude/longitude frame around 31.2°N,
+# 121.45°E. Four metro lines run seven stops along rows and columns; eighteen bus lines are short L-shapes (four to
+# eight lattice steps). Lines that cross share a station, a transfer station. Because every line covers only a
+# part of the city and the access legs are short, a trip across town needs several lines. The paper's **next-hop
+# table** lists, for every station, itself and its neighbours along any line; the reachability metric is defined on
+# it.
 #
-# The engine searches a **(station, line) state graph**: `O → (in, s)` by walking (≤ 1.2 km) or cycling (≤ 3 km),
+# The engine searches a **(station, line) state graph**: `O → (in, s)` by walking (≤ 1 km) or cycling (≤ 2 km),
 # `(in, s) → (on, s, L)` boards line L (half a headway of waiting, one more line, the boarding fare),
 # `(on, a, L) → (on, b, L)` rides to the next stop, `(on, s, L) → (in, s)` alights for a 4-minute transfer, and
 # `(on, s, L) → D` leaves by walking or cycling. Each edge costs the paper's **expert score**
-# S = T_sec/300 + N_lines + #cycling legs + fare, so Dijkstra finds the expert-optimal route. The preference
-# variants re-weight the score (fewer transfers: +10 per line; no subway: metro edges removed; subway first: +10 per
-# bus boarding; fastest: time only).
+# S = T_sec/300 + N_lines + #cycling legs + fare, so Dijkstra finds the expert-optimal route. The request-free part
+# of the graph is built once per city; each request only adds its access and egress edges.
 
 # %%
-city = T.make_city(seed)
-tok = T.Tokenizer(city)
+data = T.make_data(cfg, n_test)
+city, tok = data.city, data.tok
+n_lines = np.array([len(lab["line_sequence"]) for *_, lab in data.sft])
 print(
-    f"{len(city.stations)} stations, lines:",
-    {k: f"{city.kind[k]}, {len(v)} stops" for k, v in city.lines.items()},
+    f"{len(city.stations)} stations, {len(city.lines)} lines "
+    f"({sum(k == 'metro' for k in city.kind.values())} metro); "
+    f"{city.size_km:.1f} km across"
 )
-
-o, d = T.sample_od(city, 1, seed + 99)[0]
-G = T.state_graph(city, o, d)
-score, path = __import__("networkx").single_source_dijkstra(G, "O", "D", weight="w")
 print(
-    f"state graph: {G.number_of_nodes()} nodes, {G.number_of_edges()} edges; "
-    f"best score {score:.2f}"
+    f"SFT routes: mean {n_lines.mean():.2f} lines, {np.mean(n_lines >= 2):.0%} need a transfer, "
+    f"{np.mean(n_lines >= 3):.0%} two or more"
 )
-print("state path:", path)
-example = T.route(city, o, d)
+o, d, example = data.test_id[0]
+score, path, _ = T.shortest_path(city, o, d)
+print(f"best score {score:.2f}; state path: {path}")
 example
 
 # %% [markdown]
 # The record above is in the paper's label format: `line_sequence`, `station_sequence` with a `【换乘】` (transfer)
 # marker between legs, totals as strings with units, and the access (`start_…`) and egress (`end_…`) mode and
-# distance. Now the data: SFT records for the optimal route (60%) and the four preference types (10% each), a
-# separate set of route descriptions for CPT, and held-out test pairs.
-
-# %%
-rng = repro.rng(seed, 1)
-
-
-def make_records(n, od_seed, pref_mix=True):
-    out = []
-    for o, d in T.sample_od(city, n, od_seed):
-        pref = int(rng.choice(T.PREFS, p=[0.6, 0.1, 0.1, 0.1, 0.1])) if pref_mix else 0
-        lab = T.route(city, o, d, pref)
-        if lab is not None:
-            out.append((o, d, pref, lab))
-    return out
-
-
-sft_records = make_records(n_train, seed * 1000 + 1)
-cpt_records = make_records(n_cpt, seed * 1000 + 2)
-test_records = make_records(n_test, seed * 1000 + 3, pref_mix=False)
-pref_test = {}
-for p in T.PREFS[1:]:
-    pairs = T.sample_od(city, n_pref_test, seed * 1000 + 10 + p)
-    pref_test[p] = [
-        (o, d, p, T.route(city, o, d, p), T.route(city, o, d, 0)) for o, d in pairs
-    ]
-    pref_test[p] = [r for r in pref_test[p] if r[3] is not None]
-print(
-    len(sft_records),
-    "SFT records,",
-    len(cpt_records),
-    "CPT route texts,",
-    len(test_records),
-    "test pairs",
-)
-
-# %% [markdown]
+# distance.
+#
 # **The funnel, on the engine's own labels.** Every engine label must be connected (R1), grounded (R2) and an exact
-# match of itself with every estimate inside tolerance, and must survive the tokenizer's round trip. These are
-# checks: they can fail if the engine, the metric or the tokenizer is wrong.
+# match of itself with every estimate inside tolerance, and must survive the tokenizer's round trip; our fast
+# Dijkstra must agree with `networkx` on the full state graph, and with brute force over every simple path on a tiny
+# city. These are checks: they fail if the engine, the metric or the tokenizer is wrong.
 
 # %%
-all_labels = [(o, d, lab) for o, d, _, lab in sft_records + cpt_records + test_records]
-own = [T.evaluate(city, lab, lab, o, d) for o, d, lab in all_labels]
-own_ok = np.mean([e["r1"] and e["r2"] and e["exact"] and e["overall"] for e in own])
-rec.check("labels_pass_own_metrics", float(own_ok), 1.0)
-roundtrip = np.mean(
-    [tok.decode_label(tok.encode_label(lab)) == lab for _, _, lab in all_labels]
-)
-rec.check("tokenizer_roundtrip", float(roundtrip), 1.0)
+import networkx as nx
 
-# Engine optimality: Dijkstra's score equals brute force over every simple path, on a
-# tiny city.
+all_recs = data.sft + data.cpt + data.test_id + data.test_heldout
+own = [T.evaluate(city, lab, lab, o, d) for o, d, lab in all_recs]
+rec.check(
+    "labels_pass_own_metrics",
+    float(np.mean([e["r1"] and e["r2"] and e["exact"] and e["overall"] for e in own])),
+    1.0,
+)
+rec.check(
+    "tokenizer_roundtrip",
+    float(
+        np.mean(
+            [tok.decode_label(tok.encode_label(lab)) == lab for *_, lab in all_recs]
+        )
+    ),
+    1.0,
+)
+gaps = []
+for o, d, _ in data.test_heldout[:10]:
+    for p in T.PREFS:
+        fast = T.shortest_path(city, o, d, p)
+        try:
+            ref = nx.single_source_dijkstra(
+                T.state_graph(city, o, d, p), "O", "D", weight="w"
+            )[0]
+        except (nx.NodeNotFound, nx.NetworkXNoPath):
+            ref = None
+        gaps.append(0.0 if fast is None and ref is None else abs(fast[0] - ref))
+rec.check("fast_engine_equals_networkx", float(max(gaps)), 1e-9, op="<=")
 tiny = T.make_city(seed + 7, grid=3, spacing_km=1.5, n_metro=1, n_bus=1)
 gaps = []
-for o, d in T.sample_od(tiny, 6, seed):
+for o, d in T.sample_od(tiny, 6, seed, min_km=2 * T.BIKE_MAX + 0.1):
     for p in (0, 2, 8):
         Gt = T.state_graph(tiny, o, d, p)
-        gaps.append(
-            abs(
-                __import__("networkx").single_source_dijkstra(Gt, "O", "D", weight="w")[
-                    0
-                ]
-                - T.brute_force_cost(Gt)
-            )
-        )
+        gaps.append(abs(T.shortest_path(tiny, o, d, p)[0] - T.brute_force_cost(Gt)))
 rec.check("engine_optimal", float(max(gaps)), 1e-9, op="<=")
 
-# Metric edge cases: tolerance edges and unit parsing (the same cases are unit tests).
-o, d, lab = all_labels[0]
+# Metric edge cases: tolerance edges, unit parsing, R1 on one station (the same cases are unit tests).
+o, d, lab = all_recs[0]
 base = dict(lab, total_distance="50.0公里", total_time="1小时40分钟", total_fare="20")
 small = dict(lab, total_distance="2.0公里", total_time="10分钟", total_fare="2")
 ev = lambda pred, ref: T.evaluate(city, pred, ref, o, d)  # noqa: E731
@@ -225,329 +212,382 @@ cases = [
     T.parse_distance("344米") == 0.344,
     T.parse_distance("27.8公里") == 27.8,
     ev(dict(base, total_distance="55.0公里"), base)["distance_ok"],  # +10%: passes
-    # +10.2%, > 0.5 km: fails
-    not ev(dict(base, total_distance="55.1公里"), base)["distance_ok"],
+    not ev(dict(base, total_distance="55.1公里"), base)[
+        "distance_ok"
+    ],  # +10.2%, > 0.5 km
     ev(dict(base, total_time="1小时50分钟"), base)["time_ok"],
     not ev(dict(base, total_time="1小时51分钟"), base)["time_ok"],
     ev(dict(base, total_fare="22"), base)["fare_ok"],
     not ev(dict(base, total_fare="23"), base)["fare_ok"],
-    # +25% but within 0.5 km
-    ev(dict(small, total_distance="2.5公里"), small)["distance_ok"],
+    ev(dict(small, total_distance="2.5公里"), small)[
+        "distance_ok"
+    ],  # +25% but within 0.5 km
     not ev(dict(small, total_distance="2.6公里"), small)["distance_ok"],
-    ev(dict(small, total_time="15分钟"), small)["time_ok"],
-    not ev(dict(small, total_time="16分钟"), small)["time_ok"],
     not ev({"station_sequence": "garbage"}, base)["r1"],
+    not ev(dict(lab, station_sequence=lab["station_sequence"][:1]), lab)[
+        "r1"
+    ],  # one station
     not ev(None, base)["exact"],
 ]
 rec.check("metric_edge_cases", int(sum(cases)), len(cases))
 
 # %% [markdown]
-# ## 2. The language model and its two training stages
+# ## 2. A split where lookup fails
 #
-# A record becomes tokens: the prompt `<bos> <reqK> <O> xxx yyy <D> xxx yyy <sep>` carries the request type and
-# the coordinates as 100 m grid offsets (three digits per axis: nothing about stations), and the label is written
-# field by field (`<start_mode> 步行 <start_dist> 2 3 3 米 <lines> B4 <stations> S028 S027 …`). The model is a
-# small decoder-only transformer with rotary positions.
+# We cut the city into 3 × 3 zones and hold out four pairs of distant zones, in both directions: no SFT or CPT
+# record starts in one of these zones and ends in the other. The **in-distribution** test set draws new requests
+# from the training zone pairs; the **held-out** test set draws them from the held-out pairs. Every station and
+# every line still occurs in training, and so does every zone as an origin and as a destination: the held-out
+# requests ask the model to combine pieces it has seen into a trip it has not.
 #
-# - **CPT** (next-token loss on every token) reads a corpus of route text that has no request: each line's
-#   itinerary in both directions and route descriptions.
-# - **SFT** (loss on the label tokens only) maps prompt → record.
-#
-# The CPT+SFT arm spends `cpt_frac` of its steps on CPT; the SFT-only arm spends all of them on SFT. Same model,
-# same total steps, same SFT batches.
+# The baseline is the one a practitioner with only the records would try first: **nearest record**, which answers
+# with the label of the training request whose origin and destination are closest to the query's.
 
 # %%
-prompt_len = len(tok.prompt(o, d))
-sft_seqs = [
-    (tok.prompt(o, d, p), tok.encode_label(lab)) for o, d, p, lab in sft_records
-]
-max_len = max(len(a) + len(b) for a, b in sft_seqs)
-cpt_seqs = [tok.encode_line(line, rev) for line in city.lines for rev in (False, True)]
-cpt_seqs += [[tok.stoi[tok.BOS], *tok.encode_label(lab)] for *_, lab in cpt_records]
+zone_of = lambda p: T.zone(city, p, cfg["zones"])  # noqa: E731
+print("held-out (origin zone, destination zone) pairs:", sorted(data.heldout))
+splits = {"in-distribution": data.test_id, "held-out": data.test_heldout}
+for name, recs in splits.items():
+    nl = np.mean([len(lab["line_sequence"]) for *_, lab in recs])
+    print(f"{name:16s} {len(recs)} requests, mean {nl:.2f} lines per route")
 
 
-def to_tensors(seqs, loss_from):
-    """Pad to max_len; targets are next tokens, ignored (-100) before `loss_from[i]` and
-    on padding.
-    """
-    x = torch.full((len(seqs), max_len), tok.pad_id)
-    y = torch.full((len(seqs), max_len), -100)
-    for i, (s, start) in enumerate(zip(seqs, loss_from, strict=True)):
-        s = torch.tensor(s[: max_len + 1])
-        x[i, : len(s) - 1] = s[:-1]
-        y[i, start - 1 : len(s) - 1] = s[start:]
-    return x, y
-
-
-sft_x, sft_y = to_tensors([a + b for a, b in sft_seqs], [prompt_len] * len(sft_seqs))
-cpt_x, cpt_y = to_tensors(cpt_seqs, [1] * len(cpt_seqs))
-
-
-def batches(x, y, offset):
-    def get(step):
-        g = torch.Generator().manual_seed(seed * 1_000_003 + offset + step)
-        i = torch.randint(0, len(x), (batch_size,), generator=g)
-        return x[i], y[i]
-
-    return get
-
-
-def loss_fn(model, batch):
-    x, y = batch
-    logits = model(x)
-    return F.cross_entropy(
-        logits.reshape(-1, logits.shape[-1]), y.reshape(-1), ignore_index=-100
-    )
-
-
-cfg = nn.TransformerConfig(
-    vocab_size=len(tok),
-    n_layer=n_layer,
-    n_head=4,
-    d_model=d_model,
-    max_len=max_len,
-    pos="rope",
-)
-print(
-    f"vocab {len(tok)}, max_len {max_len}, {nn.Transformer(cfg).n_params():,} "
-    "parameters; "
-    f"{len(cpt_seqs)} CPT texts, {len(sft_seqs)} SFT records"
-)
-
-
-def train_arm(cpt_steps):
-    torch.manual_seed(seed)
-    model = nn.Transformer(cfg)
-    hists = {}
-    if cpt_steps:
-        hists["cpt"] = train.fit(
-            model,
-            loss_fn,
-            batches(cpt_x, cpt_y, 10**7),
-            cpt_steps,
-            lr=2e-3,
-            warmup=cpt_steps // 10,
-            seed=seed,
-            desc="CPT",
-        )
-    hists["sft"] = train.fit(
-        model,
-        loss_fn,
-        batches(sft_x, sft_y, 0),
-        steps - cpt_steps,
-        lr=2e-3,
-        warmup=(steps - cpt_steps) // 10,
-        seed=seed,
-        desc="SFT",
-    )
-    return model.eval(), hists
-
-
-cpt_steps = int(round(cpt_frac * steps))
-untrained = nn.Transformer(cfg).eval()
-model_cpt, hist_cpt = train_arm(cpt_steps)
-model_sft, hist_sft = train_arm(0)
-
-# %% [markdown]
-# ## 3. Greedy decoding and the funnel
-#
-# Each held-out prompt is decoded greedily; the tokens after `<sep>` are parsed back into a record. A malformed
-# output (fields missing, a station where a line belongs…) counts as a failure of every metric. A map-free,
-# data-only baseline sits beside the models: **nearest record**, which answers with the training label whose
-# origin and destination are closest to the query's (it memorises, it does not plan).
-
-
-# %%
-@torch.no_grad()
-def generate(model, items, chunk=100):
-    """Decode records for [(o, d, pref), ...]; None where the output is malformed."""
-    out = []
-    for k in range(0, len(items), chunk):
-        x = torch.tensor([tok.prompt(o, d, p) for o, d, p in items[k : k + chunk]])
-        ids = model.generate(x, max_len - prompt_len)[:, prompt_len:].tolist()
-        for row in ids:
-            try:
-                out.append(tok.decode_label(row))
-            except ValueError:
-                out.append(None)
-    return out
-
-
-train_od = np.array(
-    [[*city.to_xy(o), *city.to_xy(d)] for o, d, p, _ in sft_records if p == 0]
-)
-train_lab = [lab for _, _, p, lab in sft_records if p == 0]
-
-
-def nearest_record(items):
-    q = np.array([[*city.to_xy(o), *city.to_xy(d)] for o, d, _ in items])
-    idx = ((q[:, None] - train_od[None]) ** 2).sum(-1).argmin(1)
-    return [train_lab[i] for i in idx]
-
-
-items = [(o, d, 0) for o, d, _, _ in test_records]
-preds = {
-    "CPT+SFT": generate(model_cpt, items),
-    "SFT only": generate(model_sft, items),
-    "nearest record": nearest_record(items),
-    "untrained": generate(untrained, items),
-}
-funnel = {}
-for name, pr in preds.items():
-    evs = [
-        T.evaluate(city, p, lab, o, d)
-        for p, (o, d, _, lab) in zip(pr, test_records, strict=True)
-    ]
-    funnel[name] = {k: float(np.mean([e[k] for e in evs])) for k in evs[0]}
-    funnel[name]["parsed"] = float(np.mean([p is not None for p in pr]))
-cols = ["parsed", "r1", "r2", "line_iou", "station_iou", "exact", "overall"]
-print(f"{'':16s}" + "".join(f"{c:>12s}" for c in cols))
-for name, f in funnel.items():
-    print(f"{name:16s}" + "".join(f"{f[c]:12.3f}" for c in cols))
-
-# %%
-fig, ax = plt.subplots(1, 2, figsize=(11, 3.6))
-stages = ["r1", "r2", "exact", "overall"]
-labels = ["R1 reachable", "R2 grounded", "R3 exact", "R4 estimates"]
-for j, name in enumerate(funnel):
-    ax[0].bar(
-        np.arange(4) + 0.2 * (j - 1.5),
-        [funnel[name][s] for s in stages],
-        0.2,
-        label=name,
-    )
-ax[0].set_xticks(range(4), labels)
-ax[0].set(ylabel="share of test pairs", ylim=(0, 1.05), title="the evaluation funnel")
-ax[0].legend(fontsize=8)
-for name, h in (("CPT+SFT", hist_cpt), ("SFT only", hist_sft)):
-    off = len(h["cpt"].loss) if "cpt" in h else 0
-    if "cpt" in h:
-        ax[1].plot(h["cpt"].smoothed(), color="grey", label="CPT stage (route text)")
-    ax[1].plot(
-        np.arange(off, off + len(h["sft"].loss)),
-        h["sft"].smoothed(),
-        label=f"{name}: SFT stage",
-    )
-ax[1].set(xlabel="step", ylabel="loss", yscale="log", title="training")
-ax[1].legend(fontsize=8)
-plt.show()
-
-# %% [markdown]
-# ## 4. Implicit grounding
-#
-# The model is never told where stations are; the paper says it grounds coordinates anyway. For every held-out
-# origin we measure the distance to the **first station the model generated** and to the **nearest station**. The
-# map colours origins by the first of these; the claim compares their medians.
-
-
-# %%
-def first_station_km(pred, o):
-    seq = [s for s in (pred or {}).get("station_sequence", []) if s in city.stations]
-    return T.haversine(o, city.stations[seq[0]]) if seq else np.nan
-
-
-gen_km = np.array(
-    [
-        first_station_km(p, o)
-        for p, (o, *_) in zip(preds["CPT+SFT"], test_records, strict=True)
-    ]
-)
-near_km = np.array([T.nearest_station(city, o)[1] for o, *_ in test_records])
-eng_km = np.array([first_station_km(lab, o) for o, _, _, lab in test_records])
-ground_ratio = float(np.nanmedian(gen_km) / np.median(near_km))
-print(
-    f"median km to first station: model {np.nanmedian(gen_km):.2f}, engine "
-    f"{np.median(eng_km):.2f}, "
-    f"nearest station {np.median(near_km):.2f}; unparsable "
-    f"{np.isnan(gen_km).mean():.1%}"
-)
-
-
-def draw_city(ax):
+def draw_city(ax, zones=False):
     for line, stops in city.lines.items():
         xy = np.array([city.to_xy(city.stations[s]) for s in stops])
+        metro = city.kind[line] == "metro"
         ax.plot(
-            *xy.T, lw=2.5 if city.kind[line] == "metro" else 1, alpha=0.5, label=line
+            *xy.T,
+            lw=2.5 if metro else 1,
+            alpha=0.7 if metro else 0.4,
+            color=None if metro else "grey",
         )
     xy = np.array([city.to_xy(p) for p in city.stations.values()])
-    ax.scatter(*xy.T, s=10, c="k", zorder=3)
+    ax.scatter(*xy.T, s=8, c="k", zorder=3)
+    if zones:
+        for k in range(1, cfg["zones"]):
+            for f in (ax.axvline, ax.axhline):
+                f(k * city.size_km / cfg["zones"], color="tab:red", lw=0.6, ls=":")
     ax.set(xlabel="km east", ylabel="km north", aspect="equal")
 
 
-fig, ax = plt.subplots(figsize=(6, 5.2))
-draw_city(ax)
-oxy = np.array([city.to_xy(o) for o, *_ in test_records])
-sc = ax.scatter(
-    *oxy.T,
-    c=np.nan_to_num(gen_km, nan=5.0),
-    cmap="viridis",
-    vmin=0,
-    vmax=3,
-    s=14,
-    zorder=4,
-)
-plt.colorbar(sc, label="km from origin to the generated first station")
-ax.set_title("origins of held-out requests (CPT+SFT model)")
-ax.legend(fontsize=7, ncol=2, loc="upper right")
+fig, ax = plt.subplots(1, 2, figsize=(11, 5))
+for a, (name, recs) in zip(ax, splits.items(), strict=True):
+    draw_city(a, zones=True)
+    for o, d, _ in recs[:60]:
+        a.annotate(
+            "",
+            city.to_xy(d),
+            city.to_xy(o),
+            arrowprops=dict(arrowstyle="->", lw=0.6, alpha=0.6),
+        )
+    a.set_title(f"{name} requests (60 of {len(recs)}); metro lines in colour")
 plt.show()
 
 # %% [markdown]
-# ## 5. Preferences and diversity
+# ## 3. The language model and its two training stages
 #
-# Task 2 adds a request type to the prompt. The model was trained on all four types; we score its compliance with
-# the paper's rules (type 2: no more transfers than the optimal route; 5: no subway; 7: some subway; 8: no slower
-# than 1.1 × the optimal route's time), next to the engine's own compliance. Task 3 asks for three diverse routes;
-# we show the engine's three routes and their route diversity RD (mean 1 − IoU of line sets, access modes
-# included); the small model is not trained on task 3.
+# A record becomes tokens: the prompt `<bos> <req0> <O> xxx yyy <D> xxx yyy <sep>` carries the coordinates as
+# 100 m grid offsets (three digits per axis: nothing about stations), and the label is written field by field
+# (`<start_mode> 步行 <start_dist> 6 3 5 米 <lines> B4 M2 <stations> S028 S027 【换乘】 …`).
+#
+# - **CPT** (next-token loss on every token) reads route text: every line's itinerary in both directions, every
+#   station with its coordinates (`<at> xxx yyy S037`, and the station first), and 3,000 routes with their
+#   endpoints (prompt and label as one text) from the training zone pairs. The coordinates are what can teach a
+#   model to ground raw GPS to stations.
+# - **SFT** (loss on the label tokens only) maps prompt → record.
+#
+# The ablation follows the paper: the **SFT-only** arm runs `sft_steps` of SFT; the **CPT+SFT** arm runs
+# `cpt_steps` of CPT first and then the same SFT steps on the same batches. The key lines of the loss and the
+# masks:
 
 # %%
-pref_rows = []
-for p, rows in pref_test.items():
-    gen = generate(model_cpt, [(o, d, p) for o, d, *_ in rows])
-    model_ok = np.mean(
-        [
-            T.preference_ok(g, best, p, city)
-            for g, (*_, best) in zip(gen, rows, strict=True)
-        ]
-    )
-    model_r1 = np.mean([T.reachable(city, g) for g in gen])
-    engine_ok = np.mean([T.preference_ok(lab, best, p, city) for *_, lab, best in rows])
-    pref_rows.append((p, len(rows), model_ok, model_r1, engine_ok))
-    print(
-        f"req_type {p}: n={len(rows):3d}  model compliant {model_ok:.2f} "
-        f"(reachable {model_r1:.2f}), "
-        f"engine compliant {engine_ok:.2f}"
-    )
+tensors = T.corpora(data, cfg)
+x, y = tensors["sft"]
+i0 = 0
+print("SFT input :", " ".join(tok.itos[t] for t in x[i0][:24].tolist()), "…")
+print(
+    "SFT target:",
+    " ".join(tok.itos[t] if t >= 0 else "·" for t in y[i0][:24].tolist()),
+    "…",
+)
+print(
+    f"{len(x)} SFT sequences, {len(tensors['cpt'][0])} CPT texts, vocabulary {len(tok)}"
+)
+# loss = cross_entropy(model(x).flatten(0, 1), y.flatten(), ignore_index=-100): "·" = -100 is not scored
 
-diverse = [T.diverse_routes(city, o, d) for o, d, _, _ in test_records[:50]]
-rd = [T.route_diversity(list(r.values())) for r in diverse if len(r) >= 2]
-print(f"engine route diversity RD over {len(rd)} pairs: mean {np.mean(rd):.2f}")
+# %%
+models, curves = {}, {}
+ckpt = None
+if not quick and set(seeds) <= set(cfg["seeds"]):
+    ckpt = checkpoints.load("10_transit_lm", "models", config=cfg)
+    for s in seeds:
+        for arm in ("sft", "cpt"):
+            m = T.make_model(cfg, len(tok))
+            models[arm, s] = ckpt.load_into(m, prefix=f"{arm}/{s}.").float().eval()
+    for key, c in ckpt.manifest["history"].items():
+        curves[key] = (np.array(c["step"]), np.array(c["value"]))
+    print(
+        f"loaded {len(models)} models, trained in {ckpt.manifest['wall_seconds']:.0f} s"
+    )
+else:  # quick mode (or seeds outside the checkpoint): train live
+    for s in seeds:
+        for arm in ("sft", "cpt"):
+            with repro.seeded(s):
+                models[arm, s], hists = T.train_lm(
+                    cfg, tensors, len(tok), s, arm == "cpt"
+                )
+            for stage, h in hists.items():
+                curves[f"{arm}/{s}/{stage}"] = (
+                    np.arange(len(h.loss)),
+                    np.array(h.loss),
+                )
+print(f"{models['cpt', seeds[0]].n_params():,} parameters per model")
+
+fig, ax = plt.subplots(figsize=(7, 3.4))
+for s in seeds:
+    for arm, color in (("sft", "tab:blue"), ("cpt", "tab:orange")):
+        off = 0
+        if arm == "cpt":
+            st, v = curves[f"cpt/{s}/cpt"]
+            ax.plot(
+                st,
+                v,
+                color="grey",
+                lw=0.8,
+                label="CPT stage" if s == seeds[0] else None,
+            )
+            off = cfg["cpt_steps"]
+        st, v = curves[f"{arm}/{s}/sft"]
+        label = (
+            {"sft": "SFT only", "cpt": "CPT+SFT: SFT stage"}[arm]
+            if s == seeds[0]
+            else None
+        )
+        ax.plot(st + off, v, color=color, lw=0.8, label=label)
+ax.set(xlabel="step", ylabel="loss", yscale="log", title="training curves, all seeds")
+ax.legend(fontsize=8)
+plt.show()
 
 # %% [markdown]
-# ## 6. Browse routes
+# ## 4. Decoding and the funnel, on both splits
+#
+# Each test prompt is decoded greedily with a key/value cache (the prompt is read once; each step feeds only the
+# newest token), and the tokens are parsed back into a record. A malformed output (fields missing, a station where
+# a line belongs…) fails every metric. R1 now needs at least two stations: a one-station "route" would pass the
+# next-hop test trivially.
+
+# %%
+ods = {name: [(o, d) for o, d, _ in recs] for name, recs in splits.items()}
+preds = {}
+for (arm, s), m in models.items():
+    for name in splits:
+        preds[arm, s, name] = T.decode(m, tok, ods[name])
+for name in splits:
+    preds["lookup", None, name] = T.lookup(city, data.sft, ods[name])
+    preds["engine", None, name] = [lab for *_, lab in splits[name]]
+
+funnel, ground = {}, {}
+for key, pr in preds.items():
+    recs = splits[key[2]]
+    evs = [
+        T.evaluate(city, p, lab, o, d) for p, (o, d, lab) in zip(pr, recs, strict=True)
+    ]
+    funnel[key] = {k: float(np.mean([e[k] for e in evs])) for k in evs[0]}
+    funnel[key]["parsed"] = float(np.mean([p is not None for p in pr]))
+    g = [
+        T.first_station(city, p, o, lab)
+        for p, (o, d, lab) in zip(pr, recs, strict=True)
+    ]
+    ground[key] = {k: np.array([x[k] for x in g]) for k in g[0]}
+
+
+def mean_over_seeds(arm, name, metric):
+    return [funnel[arm, s, name][metric] for s in seeds]
+
+
+cols = ["parsed", "r1", "r2", "line_iou", "station_iou", "exact", "overall"]
+names = {
+    "cpt": "CPT+SFT",
+    "sft": "SFT only",
+    "lookup": "nearest record",
+    "engine": "engine (labels)",
+}
+for name in splits:
+    print(f"--- {name} (models: mean over seeds {seeds})")
+    print(f"{'':16s}" + "".join(f"{c:>12s}" for c in cols))
+    for arm in ("cpt", "sft", "lookup", "engine"):
+        keys = (
+            [(arm, s, name) for s in seeds]
+            if arm in ("cpt", "sft")
+            else [(arm, None, name)]
+        )
+        print(
+            f"{names[arm]:16s}"
+            + "".join(f"{np.mean([funnel[k][c] for k in keys]):12.3f}" for c in cols)
+        )
+
+# %%
+fig, ax = plt.subplots(1, 2, figsize=(12, 3.8), sharey=True)
+stages = ["r1", "r2", "exact", "overall"]
+labels = ["R1 reachable", "R2 grounded", "R3 exact", "R4 estimates"]
+for a, name in zip(ax, splits, strict=True):
+    for j, arm in enumerate(("cpt", "sft", "lookup")):
+        keys = (
+            [(arm, s, name) for s in seeds] if arm != "lookup" else [(arm, None, name)]
+        )
+        vals = np.array([[funnel[k][st] for st in stages] for k in keys])
+        a.bar(
+            np.arange(4) + 0.27 * (j - 1),
+            vals.mean(0),
+            0.27,
+            label=names[arm],
+            yerr=vals.std(0) if len(keys) > 1 else None,
+            capsize=2,
+        )
+    a.set_xticks(range(4), labels)
+    a.set(ylim=(0, 1.05), title=f"the evaluation funnel: {name}")
+ax[0].set(ylabel="share of test requests")
+ax[0].legend(fontsize=8)
+plt.show()
+
+# %% [markdown]
+# ## 5. Grounding: does the first station lie near the origin?
+#
+# The model is never told where stations are. For each request we take the **first station the model generated**
+# and ask whether it lies within the R2 threshold of the origin (3 km on foot, 5 km by bike, by the record's own
+# access mode), and how far it is from the **engine's** first station. Two baselines bracket this: a **random
+# station** (what a model that learned nothing about coordinates would give) and the **nearest station** (what a
+# map lookup gives).
+
+# %%
+rng = repro.rng(seed, 5)
+station_ids = list(city.stations)
+for name, recs in splits.items():
+    rand_ok, rand_eng, near_eng = [], [], []
+    for o, _d, lab in recs:
+        r = station_ids[rng.integers(len(station_ids))]
+        fake = dict(lab, station_sequence=[r, r])
+        gr = T.first_station(city, fake, o, lab)
+        rand_ok.append(gr["ok"])
+        rand_eng.append(gr["to_engine"])
+        s_near = T.nearest_station(city, o)[0]
+        near_eng.append(
+            T.first_station(city, dict(lab, station_sequence=[s_near]), o, lab)[
+                "to_engine"
+            ]
+        )
+    ground["random", None, name] = {
+        "ok": np.array(rand_ok),
+        "to_engine": np.array(rand_eng),
+    }
+    ground["nearest", None, name] = {
+        "ok": np.ones(len(recs)),
+        "to_engine": np.array(near_eng),
+    }
+    print(f"--- {name}")
+    for key in [("cpt", s, name) for s in seeds] + [
+        (k, None, name) for k in ("lookup", "random", "nearest", "engine")
+    ]:
+        g = ground[key]
+        print(
+            f"{str(key[0]) + ('' if key[1] is None else f' seed {key[1]}'):16s} within R2 threshold "
+            f"{np.mean(g['ok']):.3f}   median km to the engine's first station "
+            f"{np.nanmedian(g['to_engine']):.2f}"
+        )
+
+fig, ax = plt.subplots(figsize=(6, 5.2))
+draw_city(ax, zones=True)
+recs = splits["held-out"]
+oxy = np.array([city.to_xy(o) for o, *_ in recs])
+km = ground["cpt", seeds[0], "held-out"]["to_engine"]
+sc = ax.scatter(
+    *oxy.T, c=np.nan_to_num(km, nan=8.0), cmap="viridis", vmin=0, vmax=6, s=14, zorder=4
+)
+plt.colorbar(sc, label="km from the generated to the engine's first station")
+ax.set_title(f"held-out origins (CPT+SFT, seed {seeds[0]})")
+plt.show()
+
+# %% [markdown]
+# ## 6. Expert score and route diversity of the model
+#
+# The paper's expert score S = T_sec/300 + N_lines + #cycling legs + fare, read from each record's own fields, tells
+# whether the model's routes are as good as the planner's by the planner's own yardstick; we report it for the
+# reachable generated routes next to the engine's score on the same requests. For task 3 we sample three routes
+# per request at temperature `temperature` and compute the route diversity RD (mean 1 − IoU of the line sets,
+# access modes included) over the well-formed ones, next to the engine's three penalised re-plans.
+
+# %%
+for name, recs in splits.items():
+    for arm in ("cpt", "sft"):
+        gap, n_ok = [], 0
+        for s in seeds:
+            for p, (*_, lab) in zip(preds[arm, s, name], recs, strict=True):
+                if p is not None and T.reachable(city, p):
+                    n_ok += 1
+                    try:
+                        gap.append(T.expert_score(p) - T.expert_score(lab))
+                    except ValueError:
+                        pass
+        print(
+            f"{name:16s} {names[arm]:9s}: expert score S of reachable routes minus the engine's: "
+            f"mean {np.mean(gap) if gap else np.nan:+.2f} (median {np.median(gap) if gap else np.nan:+.2f}, "
+            f"{len(gap)} routes)"
+        )
+
+gen = torch.Generator().manual_seed(seed)
+div_ods = ods["in-distribution"][:n_div]
+samples = [
+    T.decode(
+        models["cpt", seeds[0]], tok, div_ods, temperature=temperature, generator=gen
+    )
+    for _ in range(3)
+]
+rd_model = []
+for trio in zip(*samples, strict=True):
+    ok = [r for r in trio if r is not None]
+    if len(ok) >= 2:
+        rd_model.append(T.route_diversity(ok))
+rd_engine = [
+    T.route_diversity(list(T.diverse_routes(city, o, d).values())) for o, d in div_ods
+]
+rd_text = (
+    f"{np.mean(rd_model):.2f} over {len(rd_model)} requests"
+    if rd_model
+    else "none (no two well-formed samples)"
+)
+print(
+    f"route diversity RD: model (3 samples, T={temperature}) {rd_text}; "
+    f"engine (3 penalised re-plans) {np.mean(rd_engine):.2f}"
+)
+
+# %% [markdown]
+# ## 7. Browse routes
 #
 # The slider steps through held-out requests (precomputed, works in the static page): the engine's route in black,
-# the CPT+SFT model's in red, origin ○ and destination ×.
+# the CPT+SFT model's in red, the nearest record's in green; origin ○ and destination ×.
 
 
 # %%
-def draw_route(ax, rec_, style):
-    if rec_ is None:
+def draw_route(ax, r, style):
+    if r is None:
         return
-    seq = [s for s in rec_["station_sequence"] if s in city.stations]
+    seq = [s for s in r["station_sequence"] if s in city.stations]
     if seq:
         ax.plot(
             *np.array([city.to_xy(city.stations[s]) for s in seq]).T,
             style,
             lw=2,
-            ms=5,
+            ms=4,
             zorder=5,
         )
 
 
-def show(ax, o, d, lab, pred):
+def show(ax, o, d, lab, pred, look=None):
     draw_city(ax)
     draw_route(ax, lab, "k-o")
+    if look is not None:
+        draw_route(ax, look, "g:^")
     draw_route(ax, pred, "r--s")
     ax.scatter(
         *city.to_xy(o), marker="o", s=80, facecolors="none", edgecolors="b", zorder=6
@@ -556,19 +596,28 @@ def show(ax, o, d, lab, pred):
     ok = T.evaluate(city, pred, lab, o, d)
     ax.set_title(
         f"engine {' '.join(lab['line_sequence'])} | model "
-        f"{' '.join(pred['line_sequence']) if pred else 'malformed'} | exact "
-        f"{ok['exact']}",
+        f"{' '.join(pred['line_sequence']) if pred else 'malformed'} | R1 {ok['r1']} exact {ok['exact']}",
         fontsize=8,
     )
 
 
 def draw(fig, i):
-    o, d, _, lab = test_records[i]
-    show(fig.add_subplot(111), o, d, lab, preds["CPT+SFT"][i])
+    o, d, lab = splits["held-out"][i]
+    show(
+        fig.add_subplot(111),
+        o,
+        d,
+        lab,
+        preds["cpt", seeds[0], "held-out"][i],
+        preds["lookup", None, "held-out"][i],
+    )
 
 
 plotting.static_slider(
-    range(min(10, len(test_records))), draw, figsize=(5.5, 5), label="test request"
+    range(min(10, len(splits["held-out"]))),
+    draw,
+    figsize=(5.5, 5),
+    label="held-out request",
 )
 
 # %% [markdown]
@@ -576,15 +625,15 @@ plotting.static_slider(
 
 
 # %%
-def live(ox=2.0, oy=2.0, dx=9.0, dy=9.0, req_type=0):
+def live(ox=2.0, oy=2.0, dx=12.0, dy=12.0):
     o, d = city.from_xy(ox, oy), city.from_xy(dx, dy)
-    lab = T.route(city, o, d, req_type)
+    lab = T.route(city, o, d)
     if lab is None:
         print("no route within cycling range")
         return
-    pred = generate(model_cpt, [(o, d, req_type)])[0]
+    pred = T.decode(models["cpt", seeds[0]], tok, [(o, d)])[0]
     fig, ax = plt.subplots(figsize=(5.5, 5))
-    show(ax, o, d, lab, pred)
+    show(ax, o, d, lab, pred, T.lookup(city, data.sft, [(o, d)])[0])
     plt.show()
 
 
@@ -594,83 +643,110 @@ plotting.live_controls(
     oy=(0.0, city.size_km, 0.2),
     dx=(0.0, city.size_km, 0.2),
     dy=(0.0, city.size_km, 0.2),
-    req_type=list(T.PREFS),
 )
 
 # %% [markdown]
-# ## 7. The claims record
+# ## 8. The claims record
 #
-# Reachability and exact match are the paper's headline numbers for Qwen3-4B after CPT+SFT on real cities; ours
-# come from a 0.23M-parameter model on one small synthetic city, so the comparison is of the shape of the result,
-# not its size. "CPT helps" compares the two arms at equal steps. Implicit grounding compares the median distance
-# from the origin to the generated first station with the median distance to the nearest station (the engine's
-# own first station is not always the nearest either: it trades access distance against ride time).
+# Every claim is measured on the **held-out** split, per seed, with the CPT+SFT model, and every bar is one the
+# engine's own labels pass (checked below): a perfect model could hold each claim, and a model that copies
+# neighbours or guesses stations fails them. Reachability and exact match are the paper's headline numbers for
+# Qwen3-4B on real cities; ours come from a 0.2M-parameter model on one synthetic city, so the comparison is of
+# the shape of the result, not its size.
 
 # %%
-a, b = funnel["CPT+SFT"], funnel["SFT only"]
-mean_lines = float(np.mean([len(lab["line_sequence"]) for *_, lab in test_records]))
-rec.claim(
-    "reachability",
-    "After CPT+SFT the model's routes are connected in the station network (R1)",
-    paper=0.970,
-    measured=a["r1"],
-    op=">=",
-    target=0.9,
-    unit="share of test pairs",
-    baseline=funnel["nearest record"]["r1"],
-    note=f"SFT only {b['r1']:.3f}; nearest-record baseline "
-    f"{funnel['nearest record']['r1']:.3f}. Target 0.9 is our bar (paper 0.970). "
-    f"Our routes are short (mean {mean_lines:.2f} lines), so connectivity is much "
-    "easier than in a real city.",
+held = "held-out"
+lk = funnel["lookup", None, held]
+eng = funnel["engine", None, held]
+ex_cpt, ex_sft = (
+    mean_over_seeds("cpt", held, "exact"),
+    mean_over_seeds("sft", held, "exact"),
+)
+g_eng = float(np.mean(ground["engine", None, held]["ok"]))
+g_model = [float(np.mean(ground["cpt", s, held]["ok"])) for s in seeds]
+g_rand = float(np.mean(ground["random", None, held]["ok"]))
+# a perfect model (the engine's labels) passes every bar; the split defeats the lookup
+rec.check("perfect_model_exact", eng["exact"], 0.5, op=">=")
+rec.check("perfect_model_reachability", eng["r1"], 0.9, op=">=")
+rec.check("perfect_model_grounding", g_eng, g_eng - 0.1, op=">=")
+rec.check("perfect_model_beats_lookup", eng["exact"] - lk["exact"], 0.0, op=">")
+rec.check("lookup_fails_heldout", lk["exact"], 0.5, op="<")
+id_note = (
+    f"In-distribution: CPT+SFT {np.mean(mean_over_seeds('cpt', 'in-distribution', 'exact')):.3f}, "
+    f"SFT only {np.mean(mean_over_seeds('sft', 'in-distribution', 'exact')):.3f}, "
+    f"lookup {funnel['lookup', None, 'in-distribution']['exact']:.3f}."
 )
 rec.claim(
     "exact_match",
-    "After CPT+SFT the model reproduces the planner's route exactly (station IoU "
-    "1, modes)",
+    "After CPT+SFT the model reproduces the planner's route exactly (station IoU 1, modes) on held-out trips",
     paper=0.710,
-    measured=a["exact"],
+    measured=ex_cpt,
     op=">=",
     target=0.5,
-    unit="share of test pairs",
-    baseline=funnel["nearest record"]["exact"],
-    note=f"SFT only {b['exact']:.3f}; nearest-record baseline "
-    f"{funnel['nearest record']['exact']:.3f}. Target 0.5 is our bar (paper 0.710).",
+    unit="share of held-out requests",
+    baseline=lk["exact"],
+    note=f"Target 0.5 is our bar (paper 0.710). SFT only {np.mean(ex_sft):.3f}; nearest record "
+    f"{lk['exact']:.3f}. {id_note}",
 )
-d_r1, d_ex = a["r1"] - b["r1"], a["exact"] - b["exact"]
+rec.claim(
+    "beats_lookup_heldout",
+    "The model plans held-out trips better than copying the nearest training record",
+    paper="the model generalises beyond its records",
+    measured=[e - lk["exact"] for e in ex_cpt],
+    op=">",
+    target=0.0,
+    unit="exact match, CPT+SFT − nearest record (held-out)",
+    baseline=lk["exact"],
+    note=f"Nearest-record exact match: held-out {lk['exact']:.3f}, in-distribution "
+    f"{funnel['lookup', None, 'in-distribution']['exact']:.3f}.",
+)
 rec.claim(
     "cpt_helps",
-    "Continual pre-training on route text before SFT helps exact match, at equal "
-    "total steps",
+    "Continual pre-training on route text (with coordinates) before the same SFT raises exact match",
     paper="CPT+SFT > SFT only",
-    measured=d_ex,
-    op=">=",
-    target=0.0,
-    unit="exact match, CPT+SFT − SFT only",
-    baseline=b["exact"],
-    note=f"R1 {d_r1:+.3f} (cpt_helps_reachability). Single seed, a small test set; "
-    "differences of a few points are within noise.",
+    measured=[a - b for a, b in zip(ex_cpt, ex_sft, strict=True)],
+    op=">",
+    target=0.02,
+    unit="exact match, CPT+SFT − SFT only (held-out, same seed)",
+    baseline=ex_sft,
+    note="Equal SFT steps and batches; CPT added on top, as in the paper. A perfect model in both arms would "
+    "score 0 here: the claim is about the gap, not the level. R1 difference per seed: "
+    + ", ".join(
+        f"{a - b:+.3f}"
+        for a, b in zip(
+            mean_over_seeds("cpt", held, "r1"),
+            mean_over_seeds("sft", held, "r1"),
+            strict=True,
+        )
+    )
+    + ".",
 )
 rec.claim(
-    "cpt_helps_reachability",
-    "Continual pre-training on route text before SFT does not lower reachability, at "
-    "equal total steps",
-    paper="CPT+SFT > SFT only",
-    measured=d_r1,
+    "grounding",
+    "The model grounds raw origin coordinates to a first station within the paper's R2 threshold, without a map",
+    paper="implicitly grounds GPS to appropriate stations",
+    measured=g_model,
     op=">=",
-    target=0.0,
-    unit="R1, CPT+SFT − SFT only",
-    baseline=b["r1"],
-    note="Single seed, a small test set; differences of a few points are within noise.",
+    target=g_eng - 0.1,
+    unit="share of held-out first stations within the R2 threshold",
+    baseline=g_rand,
+    note=f"Target = engine's share ({g_eng:.2f}) − 0.1. Random station {g_rand:.3f}, nearest station 1.0 (a map "
+    f"lookup). Median km from the generated to the engine's first station: "
+    + ", ".join(
+        f"{np.nanmedian(ground['cpt', s, held]['to_engine']):.2f}" for s in seeds
+    )
+    + f" (random {np.nanmedian(ground['random', None, held]['to_engine']):.2f}).",
 )
 rec.claim(
-    "implicit_grounding",
-    "The model grounds raw coordinates to a nearby station without a map",
-    paper="grounds GPS to appropriate stations",
-    measured=ground_ratio,
-    op="<",
-    target=2.0,
-    unit="median km to generated first station / median km to nearest station",
-    note=f"engine's own ratio {np.median(eng_km) / np.median(near_km):.2f}; "
-    f"{np.isnan(gen_km).mean():.1%} of outputs had no station.",
+    "reachability",
+    "After CPT+SFT the model's held-out routes are connected in the station network (R1, at least two stations)",
+    paper=0.970,
+    measured=mean_over_seeds("cpt", held, "r1"),
+    op=">=",
+    target=0.9,
+    unit="share of held-out requests",
+    baseline=lk["r1"],
+    note=f"Target 0.9 is our bar (paper 0.970). SFT only {np.mean(mean_over_seeds('sft', held, 'r1')):.3f}. "
+    f"The nearest record is always reachable ({lk['r1']:.2f}): it copies a real route, just the wrong one.",
 )
 rec.save()
