@@ -452,6 +452,56 @@ ax[0].legend(fontsize=8)
 plt.show()
 
 # %% [markdown]
+# **Where do the routes break?** A diagnosis of the funnel: exact match and reachability by the number of lines the
+# engine's route needs, on both splits. If the model fails only on long held-out trips, it chains lines it has
+# seen but cannot compose new trips; if it also fails on short in-distribution trips, it is under-trained.
+
+# %%
+fig, ax = plt.subplots(1, 2, figsize=(11, 3.4), sharey=True)
+for a, metric in zip(ax, ("exact", "r1"), strict=True):
+    for name, ls in (("in-distribution", "-"), ("held-out", "--")):
+        recs = splits[name]
+        nl = np.array([min(len(lab["line_sequence"]), 5) for *_, lab in recs])
+        for arm, color in (
+            ("cpt", "tab:orange"),
+            ("sft", "tab:blue"),
+            ("lookup", "tab:green"),
+        ):
+            keys = (
+                [(arm, s, name) for s in seeds]
+                if arm != "lookup"
+                else [(arm, None, name)]
+            )
+            hit = np.mean(
+                [
+                    [
+                        T.evaluate(city, p, lab, o, d)[metric]
+                        for p, (o, d, lab) in zip(preds[k], recs, strict=True)
+                    ]
+                    for k in keys
+                ],
+                axis=0,
+            )
+            xs = [k for k in range(1, 6) if (nl == k).sum() >= 5]
+            a.plot(
+                xs,
+                [hit[nl == k].mean() for k in xs],
+                ls,
+                color=color,
+                marker="o",
+                ms=3,
+                label=f"{names[arm]}, {name}",
+            )
+    a.set(
+        xlabel="lines in the engine's route (5 = five or more)",
+        title=metric,
+        ylim=(-0.02, 1.02),
+    )
+ax[0].set(ylabel="share of requests")
+ax[1].legend(fontsize=7)
+plt.show()
+
+# %% [markdown]
 # ## 5. Grounding: does the first station lie near the origin?
 #
 # The model is never told where stations are. For each request we take the **first station the model generated**
@@ -646,6 +696,17 @@ plotting.live_controls(
 )
 
 # %% [markdown]
+# ## Known limits
+#
+# - **Model size.** The issue asked for a 4-layer, d = 128 model; the checkpoint holds 4-layer, d = 64 models
+#   (six of them: two arms × three seeds), the width whose training fitted the build budget on the shared CPUs. The
+#   manifest records the wall time and the loss curves above show how far from converged they are.
+# - **Training budget.** `cpt_steps` and `sft_steps` (see the parameters record) are small: a few passes over
+#   6,000 records. Low exact match here says as much about our compute as about the method.
+# - **Not built.** The Berlin topology from the `vbb-stations`/`vbb-lines` npm packages; the preference task
+#   (request types 2, 5, 7, 8: the engine and `preference_ok` implement and test them, but no model here is trained
+#   on them, so their compliance claim is recorded as untested); the paper's multi-task joint model.
+#
 # ## 8. The claims record
 #
 # Every claim is measured on the **held-out** split, per seed, with the CPT+SFT model, and every bar is one the
@@ -748,5 +809,12 @@ rec.claim(
     baseline=lk["r1"],
     note=f"Target 0.9 is our bar (paper 0.970). SFT only {np.mean(mean_over_seeds('sft', held, 'r1')):.3f}. "
     f"The nearest record is always reachable ({lk['r1']:.2f}): it copies a real route, just the wrong one.",
+)
+rec.untested(
+    "preference_compliance",
+    "The model follows request-type preferences (fewer transfers, no subway, subway first, fastest)",
+    paper="matches task-specific models on task 2",
+    reason="no model in this chapter is trained on the preference task; the engine's variants and the "
+    "compliance rule are implemented and unit-tested (helpers.transit_lm.preference_ok)",
 )
 rec.save()
