@@ -22,9 +22,13 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.linalg
+import scipy.optimize
+import scipy.stats
 import torch
+import torch.nn.functional as F
 from torch import nn
 
+from helpers import nn as hnn
 from helpers import validate as V
 
 __all__ = [
@@ -33,6 +37,9 @@ __all__ = [
     "fit_linear_dynamics", "transition_spectrum", "markov_oracle_r2", "shift_operator_eigs", "ring_fraction",
     "mode_count", "principal_angles_deg", "projector_overlap", "cca", "grok_step", "loglog_slope",
     "markov_sequences", "cyclic_transition", "modadd_split",
+    "CHECKPOINT_SLUG", "checkpoint_config", "modadd_model", "train_modadd", "memorise_generalise",
+    "ring_fraction_null", "modadd_analysis", "spearman", "matched_relative_error", "bootstrap_dynamics_eigs",
+    "choose_checkpoints", "pooled_gramian", "ln_frozen_observability",
 ]
 
 
@@ -455,3 +462,236 @@ def loglog_slope(x, y) -> float:
     if x.size < 2:
         raise ValueError(f"x and y must have at least 2 points, got {x.size}")
     return float(np.polyfit(np.log(x), np.log(y), 1)[0])
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# modular-addition grokking runs (the checkpoint scripts and the notebook share these)
+CHECKPOINT_SLUG = "13_algorithmic_cores"
+
+
+def checkpoint_config(name: str) -> dict:
+    """The config the chapter's default parameters ask of checkpoint ``name`` ("modadd" or "groktime")."""
+    V.one_of("name", name, ("modadd", "groktime"))
+    if name == "modadd":
+        # the paper's configuration, full batch (one step = one epoch)
+        return dict(p=53, d=128, n_head=4, lr=1e-3, wd=1.0, betas=[0.9, 0.98], train_frac=0.5, split_seed=42,
+                    steps=1000, eval_every=10, seeds=[0, 1, 2], n_analysed=8, stored_seed=0,
+                    mem_acc=0.99, gen_acc=0.95, threshold=0.99, samples=128, null_draws=50, r_max=64)
+    # grokking-time study: a smaller modulus and width and a larger learning rate, so that 21 runs fit the budget
+    return dict(p=31, n_head=4, lr=3e-3, betas=[0.9, 0.98], train_frac=0.5, split_seed=42, eval_every=10,
+                max_steps=2000, seeds=[0, 1, 2], wd_axis=dict(d=32, wds=[0.25, 0.5, 1.0, 2.0]),
+                width_axis=dict(wd=1.0, ds=[16, 32, 48, 64]), mem_acc=0.99, gen_acc=0.95, threshold=0.99,
+                samples=64)
+
+
+def modadd_model(p: int, d: int, n_head: int = 4) -> hnn.Transformer:
+    """The two-layer mod-p transformer (learned positions, untied unembedding, MLP width 4d)."""
+    p, d, n_head = V.integer("p", p, min=3), V.integer("d", d, min=1), V.integer("n_head", n_head, min=1)
+    return hnn.Transformer(hnn.TransformerConfig(vocab_size=p, n_layer=2, n_head=n_head, d_model=d, d_ff=4 * d,
+                                                 max_len=2, pos="learned", tie_weights=False))
+
+
+def _acc(model: nn.Module, rows: torch.Tensor) -> float:
+    with torch.no_grad():
+        return (model(rows[:, :2])[:, -1].argmax(-1) == rows[:, 2]).float().mean().item()
+
+
+def train_modadd(model: nn.Module, train_rows, test_rows, steps: int, *, lr: float, wd: float,
+                 betas: Sequence[float] = (0.9, 0.98), eval_every: int = 10, snapshot_every: int = 0,
+                 stop_at: float | None = None, on_eval: Callable[[int, dict], None] | None = None) -> dict:
+    """Full-batch AdamW on ``(a, b) -> (a + b) mod p`` (loss at the last position).
+
+    Every ``eval_every`` steps logs train loss, train and test accuracy; every ``snapshot_every`` steps (0: never)
+    keeps a float16 copy of the weights. ``stop_at``: stop at the first logged test accuracy >= it. Returns
+    ``{"step", "loss", "train_acc", "test_acc"}`` lists and ``"snapshots"`` ``{step: state_dict}``.
+    """
+    V.instance("model", model, nn.Module)
+    tr = V.tensor("train_rows", train_rows, ndim=2, dtype="int")
+    te = V.tensor("test_rows", test_rows, ndim=2, dtype="int")
+    steps, eval_every = V.integer("steps", steps, min=1), V.integer("eval_every", eval_every, min=1)
+    snapshot_every = V.integer("snapshot_every", snapshot_every, min=0)
+    lr, wd = V.positive("lr", lr), V.nonnegative("wd", wd)
+    stop_at = V.optional(V.number, "stop_at", stop_at, min=0, max=1)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=wd, betas=tuple(betas))
+    log: dict = {"step": [], "loss": [], "train_acc": [], "test_acc": [], "snapshots": {}}
+
+    def snap(step: int) -> None:
+        log["snapshots"][step] = {k: v.detach().to(torch.float16).clone() for k, v in model.state_dict().items()}
+
+    if snapshot_every:
+        snap(0)
+    for step in range(1, steps + 1):
+        model.train()
+        logits = model(tr[:, :2])[:, -1]
+        loss = F.cross_entropy(logits, tr[:, 2])
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        if snapshot_every and step % snapshot_every == 0:
+            snap(step)
+        if step % eval_every == 0 or step == steps:
+            model.eval()
+            row = dict(loss=loss.item(), train_acc=_acc(model, tr), test_acc=_acc(model, te))
+            log["step"].append(step)
+            for k, v in row.items():
+                log[k].append(v)
+            if on_eval is not None:
+                on_eval(step, row)
+            if stop_at is not None and row["test_acc"] >= stop_at:
+                break
+    return log
+
+
+def memorise_generalise(steps: Sequence[int], train_acc: Sequence[float], test_acc: Sequence[float],
+                        mem_acc: float = 0.99, gen_acc: float = 0.95) -> tuple[int | None, int | None]:
+    """(memorisation step, generalisation step): the first logged steps with train acc >= ``mem_acc`` and test
+    acc >= ``gen_acc`` (None if never). The grokking time is their difference."""
+    t_mem = grok_step(steps, train_acc, mem_acc)
+    t_gen = grok_step(steps, test_acc, gen_acc)
+    return t_mem, t_gen
+
+
+def ring_fraction_null(r: int, p: int, draws: int = 50, seed: int = 0) -> float:
+    """Mean ring fraction of the shift operator fitted to random Gaussian class means (p x r)."""
+    r, p = V.integer("r", r, min=1), V.integer("p", p, min=3)
+    draws, seed = V.integer("draws", draws, min=1), V.seed("seed", seed)
+    rng = np.random.default_rng(seed)
+    return float(np.mean([ring_fraction(shift_operator_eigs(rng.normal(size=(p, r))), p) for _ in range(draws)]))
+
+
+def modadd_analysis(model: nn.Module, test_rows, p: int, threshold: float = 0.99, samples: int = 128,
+                    seed: int = 0, refine: bool = True, null_draws: int = 0, r_max: int | None = None) -> dict:
+    """ACE at the layer-2 output (last position) of a mod-p model, with causal rank scans and the cyclic fit.
+
+    Returns the energy rank, (if ``refine``) the operational necessity / sufficiency ranks and keep / remove
+    accuracy, the shift-operator eigenvalues of the class means in the sufficient core, their ring fraction and
+    Fourier mode count, and (if ``null_draws``) the ring fraction of random class means of the same rank. The
+    causal scans stop at ``r_max`` (None: the width); a scan that never succeeds reports ``r_max``.
+    """
+    V.instance("model", model, nn.Module)
+    te = V.tensor("test_rows", test_rows, ndim=2, dtype="int")
+    p = V.integer("p", p, min=3)
+    model.eval()
+    with torch.no_grad():
+        _, rec = model(te[:, :2], record=True)
+    H = rec["hidden"][-1][:, -1].numpy()
+    core = ace(H, tail=lambda h: model.head(model.ln_f(h)), threshold=threshold, samples=samples, seed=seed)
+    base = _acc(model, te)
+    block = model.blocks[-1]
+
+    def hooked(Q: np.ndarray, mode: str) -> float:
+        with intervene(block, Q, mode):
+            return _acc(model, te)
+
+    out: dict = {"base": base, "r_energy": core.rank}
+    if refine:
+        out.update(refine_rank(core, lambda Q: hooked(Q, "keep"), lambda Q: hooked(Q, "remove"), base=base,
+                               chance=2 / p, r_max=r_max))
+        r_use = out["r_suf"]
+        out["keep"] = hooked(core.basis[:, :r_use], "keep")
+        out["remove"] = hooked(core.basis[:, : out["r_nec"]], "remove")
+    else:
+        r_use = max(core.rank, 1)
+    z = (H - core.mean) @ core.basis[:, :r_use]
+    y = te[:, 2].numpy()
+    reps = np.stack([z[y == c].mean(0) for c in range(p)])
+    eigs = shift_operator_eigs(reps)
+    out.update(r_used=r_use, eigs=eigs, ring=ring_fraction(eigs, p), modes=mode_count(eigs, p))
+    if null_draws:
+        out["ring_null"] = ring_fraction_null(r_use, p, draws=null_draws, seed=seed)
+    return out
+
+
+def spearman(x, y) -> float:
+    """Spearman rank correlation of two equal-length samples (NaN when either is constant)."""
+    x = V.array("x", x, ndim=1, dtype="float").astype(np.float64)
+    y = V.array("y", y, ndim=1, dtype="float").astype(np.float64)
+    if x.shape != y.shape or x.size < 3:
+        raise ValueError(f"x and y must have the same length >= 3, got {x.size} and {y.size}")
+    if np.ptp(x) == 0 or np.ptp(y) == 0:
+        return float("nan")
+    return float(scipy.stats.spearmanr(x, y).statistic)
+
+
+def matched_relative_error(est, true) -> np.ndarray:
+    """``|est_i - true_j| / |true_j|`` for the optimal one-to-one matching of two eigenvalue sets (same size)."""
+    est, true = _eigs(est), _eigs(true)
+    if est.shape != true.shape:
+        raise ValueError(f"est and true must have the same length, got {est.size} and {true.size}")
+    if np.any(true == 0):
+        raise ValueError("true eigenvalues must be non-zero for a relative error")
+    cost = np.abs(est[:, None] - true[None])
+    ri, ci = scipy.optimize.linear_sum_assignment(cost / np.abs(true)[None])
+    out = np.empty(true.size)
+    out[ci] = cost[ri, ci] / np.abs(true[ci])
+    return out
+
+
+def bootstrap_dynamics_eigs(Z, n_boot: int = 200, seed: int = 0) -> np.ndarray:
+    """Eigenvalues of ``fit_linear_dynamics`` on sequences ``Z`` (n_seq x T x r) resampled with replacement.
+
+    Returns (n_boot, r) complex eigenvalues, each row sorted by angle then modulus.
+    """
+    Z = V.array("Z", Z, ndim=3, dtype="float").astype(np.float64)
+    n_boot, seed = V.integer("n_boot", n_boot, min=1), V.seed("seed", seed)
+    rng = np.random.default_rng(seed)
+    n, _, r = Z.shape
+    out = []
+    for _ in range(n_boot):
+        Zb = Z[rng.integers(0, n, n)]
+        e = fit_linear_dynamics(Zb[:, :-1].reshape(-1, r), Zb[:, 1:].reshape(-1, r))[1]
+        out.append(e[np.lexsort((np.abs(e), np.angle(e)))])
+    return np.array(out)
+
+
+def choose_checkpoints(log: dict, n_analysed: int = 10, mem_acc: float = 0.99, gen_acc: float = 0.95,
+                       eval_every: int = 10) -> dict[str, int]:
+    """Named steps of a logged run: ``memorised``, ``pre_grokking`` (after memorisation, test accuracy below half
+    the way to ``gen_acc``), ``grokking``, ``after_k`` evenly spaced to the ``end``; about ``n_analysed`` in all."""
+    V.instance("log", log, dict)
+    n_analysed = V.integer("n_analysed", n_analysed, min=1)
+    eval_every = V.integer("eval_every", eval_every, min=1)
+    steps, tr, te = log["step"], log["train_acc"], log["test_acc"]
+    if not steps:
+        raise ValueError("log has no logged steps")
+    t_mem, t_gen = memorise_generalise(steps, tr, te, mem_acc, gen_acc)
+    end = steps[-1]
+    out = {"end": end}
+    if t_mem is not None:
+        out["memorised"] = t_mem
+    if t_gen is not None:
+        out["grokking"] = t_gen
+        lo = te[steps.index(t_mem)] if t_mem is not None and t_mem < t_gen else te[0]
+        pre = [s for s, a in zip(steps, te) if s < t_gen and (t_mem is None or s >= t_mem)
+               and a <= lo + 0.5 * (gen_acc - lo)]
+        if pre:
+            out["pre_grokking"] = pre[-1]
+        n_after = max(n_analysed - len(out) - 1, 1)
+        for k, s in enumerate(np.linspace(t_gen, end, n_after + 2)[1:-1]):
+            out[f"after_{k + 1}"] = int(round(s / eval_every) * eval_every)
+    return out
+
+
+def pooled_gramian(mats: Sequence, weights: Sequence[float]) -> np.ndarray:
+    """Weighted mean of D x D Gramians (e.g. per-slot observability Gramians weighted by their row counts)."""
+    mats = V.sequence("mats", mats, min_len=1)
+    weights = V.array("weights", weights, ndim=1, dtype="float", min=0).astype(np.float64)
+    if len(mats) != weights.size or weights.sum() <= 0:
+        raise ValueError(f"need one positive-sum weight per Gramian, got {len(mats)} Gramians, weights {weights}")
+    ms = [_as_matrix(m, f"mats[{i}]") for i, m in enumerate(mats)]
+    if any(m.shape != ms[0].shape or m.shape[0] != m.shape[1] for m in ms):
+        raise ValueError("every Gramian must be square with the same shape")
+    return sum(w * m for w, m in zip(weights, ms)) / weights.sum()
+
+
+def ln_frozen_observability(w, gamma, sigma: float) -> np.ndarray:
+    """Observability Gramian of ``h -> w . (gamma * (h - mean(h)) / sigma)``: LayerNorm with its scale frozen.
+
+    The Jacobian is the constant row ``(w * gamma / sigma)(I - 11^T / D)``, so the Gramian has rank 1.
+    """
+    w = V.array("w", w, ndim=1, dtype="float", nonempty=True).astype(np.float64)
+    gamma = V.array("gamma", gamma, shape=w.shape, dtype="float").astype(np.float64)
+    sigma = V.positive("sigma", sigma)
+    j = w * gamma / sigma
+    j = j - j.mean()  # (I - 11^T/D) is symmetric: the row times it is the row minus its mean
+    return np.outer(j, j)

@@ -192,3 +192,105 @@ def test_bad_input():
     with pytest.raises(TypeError):
         with ac.intervene("not a module", np.eye(2), "keep"):
             pass
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# grokking runs, nulls and the per-slot agreement tools
+def test_checkpoint_config_names():
+    assert ac.checkpoint_config("modadd")["p"] == 53 and ac.checkpoint_config("modadd")["d"] == 128
+    assert set(ac.checkpoint_config("groktime")["wd_axis"]["wds"]) == {0.25, 0.5, 1.0, 2.0}
+    with pytest.raises(ValueError, match="name"):
+        ac.checkpoint_config("nope")
+
+
+def test_train_modadd_and_analysis_tiny():
+    tr, te = (torch.tensor(a) for a in ac.modadd_split(7, 0.5, seed=42))
+    torch.manual_seed(0)
+    m = ac.modadd_model(7, 16)
+    log = ac.train_modadd(m, tr, te, 30, lr=3e-3, wd=1.0, eval_every=10, snapshot_every=10)
+    assert log["step"] == [10, 20, 30] and sorted(log["snapshots"]) == [0, 10, 20, 30]
+    assert all(v.dtype == torch.float16 for v in log["snapshots"][30].values())
+    a = ac.modadd_analysis(m, te, 7, samples=8, null_draws=2, r_max=6)
+    assert 1 <= a["r_energy"] <= 16 and a["r_suf"] <= 6 and 0 <= a["ring"] <= 1 and 0 <= a["ring_null"] <= 1
+    stop = ac.train_modadd(ac.modadd_model(7, 16), tr, te, 30, lr=3e-3, wd=1.0, eval_every=10, stop_at=0.0)
+    assert stop["step"] == [10]
+    with pytest.raises(ValueError, match="steps"):
+        ac.train_modadd(m, tr, te, 0, lr=1e-3, wd=1.0)
+    with pytest.raises(ValueError, match="lr"):
+        ac.train_modadd(m, tr, te, 5, lr=-1.0, wd=1.0)
+    with pytest.raises(TypeError, match="model"):
+        ac.modadd_analysis("not a model", te, 7)
+
+
+def test_memorise_generalise_and_choose_checkpoints():
+    steps = list(range(10, 210, 10))
+    tr = [min(1.0, 0.2 * k) for k in range(1, 21)]  # memorised at step 50
+    te = [0.05] * 10 + [0.3, 0.6, 0.9, 0.96, 0.99] + [1.0] * 5  # generalises at step 140
+    assert ac.memorise_generalise(steps, tr, te) == (50, 140)
+    named = ac.choose_checkpoints({"step": steps, "train_acc": tr, "test_acc": te}, 8)
+    assert named["memorised"] == 50 and named["grokking"] == 140 and named["end"] == 200
+    assert named["pre_grokking"] == 110  # the last step still below half way to 0.95
+    assert all(140 < v < 200 for k, v in named.items() if k.startswith("after_"))
+    assert ac.choose_checkpoints({"step": steps, "train_acc": [0.1] * 20, "test_acc": [0.0] * 20}) == {"end": 200}
+    with pytest.raises(ValueError, match="no logged steps"):
+        ac.choose_checkpoints({"step": [], "train_acc": [], "test_acc": []})
+
+
+def test_ring_null_is_below_a_fourier_core():
+    p = 23
+    c = np.arange(p)
+    fourier = np.stack([np.cos(2 * np.pi * k * c / p) for k in (1, 3)] + [np.sin(2 * np.pi * k * c / p)
+                                                                          for k in (1, 3)], 1)
+    assert ac.ring_fraction(ac.shift_operator_eigs(fourier), p) == 1.0
+    assert ac.ring_fraction_null(4, p, draws=20) < 0.9
+    with pytest.raises(ValueError, match="r"):
+        ac.ring_fraction_null(0, p)
+
+
+def test_spearman_and_matched_relative_error():
+    assert ac.spearman([1, 2, 3, 4], [8, 6, 4, 2]) == pytest.approx(-1.0)
+    assert np.isnan(ac.spearman([1, 1, 1], [1, 2, 3]))
+    with pytest.raises(ValueError, match="same length"):
+        ac.spearman([1, 2, 3], [1, 2])
+    true = np.array([0.75 + 0.25j, 0.75 - 0.25j, 0.5])
+    est = np.array([0.5 * 1.01, 0.75 - 0.25j, 0.75 + 0.25j])  # permuted, one 1% off
+    np.testing.assert_allclose(np.sort(ac.matched_relative_error(est, true)), [0, 0, 0.01], atol=1e-12)
+    with pytest.raises(ValueError, match="same length"):
+        ac.matched_relative_error(est[:2], true)
+    with pytest.raises(ValueError, match="non-zero"):
+        ac.matched_relative_error(est, np.array([0.0, 1.0, 2.0]))
+
+
+def test_bootstrap_dynamics_eigs_brackets_the_truth():
+    rng = np.random.default_rng(0)
+    A = np.array([[0.9, 0.0], [0.0, 0.5]])
+    Z = np.zeros((200, 30, 2))
+    for t in range(1, 30):
+        Z[:, t] = Z[:, t - 1] @ A + rng.normal(size=(200, 2))
+    boot = ac.bootstrap_dynamics_eigs(Z, n_boot=50)
+    assert boot.shape == (50, 2)
+    lo, hi = np.quantile(np.sort(boot.real, 1), [0.0, 1.0], axis=0)
+    assert lo[0] < 0.5 < hi[0] and lo[1] < 0.9 < hi[1]
+    with pytest.raises(ValueError, match="Z"):
+        ac.bootstrap_dynamics_eigs(np.zeros((3, 4)))
+
+
+def test_pooled_gramian_and_frozen_ln():
+    a, b = np.eye(3), 3 * np.eye(3)
+    np.testing.assert_allclose(ac.pooled_gramian([a, b], [1, 3]), 2.5 * np.eye(3))
+    with pytest.raises(ValueError, match="weight"):
+        ac.pooled_gramian([a, b], [1])
+    with pytest.raises(ValueError, match="square"):
+        ac.pooled_gramian([a, np.eye(2)], [1, 1])
+    w, g = np.array([1.0, -2.0, 0.5, 0.0]), np.array([1.0, 2.0, 1.0, 1.0])
+    obs = ac.ln_frozen_observability(w, g, 2.0)
+    assert np.linalg.matrix_rank(obs) == 1
+    # equals J^T J for the frozen-LayerNorm tail, computed by autograd
+    wt, gt = torch.tensor(w), torch.tensor(g)
+    tail = lambda h: ((h.double() - h.double().mean(-1, keepdim=True)) * gt / 2.0 @ wt)[:, None]
+    np.testing.assert_allclose(ac.observability_gramian(tail, np.random.default_rng(0).normal(size=(5, 4))), obs,
+                               atol=1e-6)
+    with pytest.raises(ValueError, match="sigma"):
+        ac.ln_frozen_observability(w, g, 0.0)
+    with pytest.raises(ValueError, match="gamma"):
+        ac.ln_frozen_observability(w, g[:2], 1.0)

@@ -1,0 +1,123 @@
+"""Train the modular-addition grokking runs of chapter 13_algorithmic_cores, which do not fit its 5-minute default
+run, and write them with :mod:`helpers.checkpoints`:
+
+* ``modadd``: per seed (0, 1, 2) a two-layer transformer (p = 53, d = 128, 4 heads) trained full batch with AdamW
+  (lr 1e-3, weight decay 1) for 1000 steps (= epochs), logged every 10 steps. About eight checkpoints per seed are
+  chosen after training (memorisation, a pre-grokking one, grokking, then evenly spaced to the end) and analysed
+  with ACE (energy rank, causal necessity / sufficiency scans, the cyclic fit and its random-means null); the
+  analysis goes into the manifest. The weights of four of seed 0's checkpoints (pre-grokking, grokking, middle,
+  end) are stored in float16 (the analysis runs on the same float16-rounded weights, so the notebook reproduces it).
+
+Run from the repository root: ``.venv/bin/python data/13_algorithmic_cores/make_modadd.py`` (or ``make data
+NB=13_algorithmic_cores``). ``--tiny`` trains a tiny config for a few steps into a temporary folder (seconds; what
+the tests run). ``--jobs`` runs seeds in parallel processes, one torch thread each: the same seed on the same
+machine writes byte-identical weights.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import multiprocessing as mp
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from helpers import algorithmic_cores as ac
+from helpers import checkpoints, repro
+
+SLUG = ac.CHECKPOINT_SLUG
+HERE = Path(__file__).resolve()
+SOURCES = [HERE, Path(ac.__file__).resolve()]
+
+
+def tiny() -> dict:
+    cfg = copy.deepcopy(ac.checkpoint_config("modadd"))
+    cfg.update(p=7, d=16, steps=20, seeds=[0], n_analysed=4, samples=8, null_draws=2, r_max=8)
+    return cfg
+
+
+def run_seed(args: tuple[dict, int]) -> dict:
+    cfg, s = args
+    torch.set_num_threads(1)
+    t0 = time.time()
+    tr, te = (torch.tensor(a) for a in ac.modadd_split(cfg["p"], cfg["train_frac"], seed=cfg["split_seed"]))
+
+    def progress(step: int, row: dict) -> None:
+        if step % 250 == 0:
+            print(f"seed {s} step {step}: train {row['train_acc']:.3f} test {row['test_acc']:.3f} "
+                  f"({time.time() - t0:.0f} s)", flush=True)
+
+    with repro.seeded(s):
+        model = ac.modadd_model(cfg["p"], cfg["d"], cfg["n_head"])
+        log = ac.train_modadd(model, tr, te, cfg["steps"], lr=cfg["lr"], wd=cfg["wd"], betas=cfg["betas"],
+                              eval_every=cfg["eval_every"], snapshot_every=cfg["eval_every"], on_eval=progress)
+    named = ac.choose_checkpoints(log, cfg["n_analysed"], cfg["mem_acc"], cfg["gen_acc"], cfg["eval_every"])
+    analysis = {}
+    for name, step in sorted(named.items(), key=lambda kv: kv[1]):
+        m = ac.modadd_model(cfg["p"], cfg["d"], cfg["n_head"])
+        m.load_state_dict({k: v.float() for k, v in log["snapshots"][step].items()})
+        a = ac.modadd_analysis(m, te, cfg["p"], threshold=cfg["threshold"], samples=cfg["samples"], seed=s,
+                               null_draws=cfg["null_draws"], r_max=cfg["r_max"])
+        a["eigs_re"], a["eigs_im"] = a["eigs"].real.tolist(), a["eigs"].imag.tolist()
+        del a["eigs"]
+        analysis[name] = dict(step=step, **a)
+        print(f"seed {s} {name:>12} step {step:>5}: test {a['base']:.3f} r_energy {a['r_energy']:>3} "
+              f"r_nec {a['r_nec']:>3} r_suf {a['r_suf']:>3} ring {a['ring']:.2f} (null {a['ring_null']:.2f}) "
+              f"modes {a['modes']}", flush=True)
+    keep = {}
+    if s == cfg["stored_seed"]:
+        for name in ("pre_grokking", "grokking", f"after_{max(1, (cfg['n_analysed'] - 4) // 2)}", "end"):
+            if name in named:
+                keep.update({f"{name}.{k}": v for k, v in log["snapshots"][named[name]].items()})
+    return dict(seed=s, log={k: v for k, v in log.items() if k != "snapshots"}, named=named, analysis=analysis,
+                tensors=keep, seconds=time.time() - t0)
+
+
+def make_modadd(cfg: dict, out: Path | None, jobs: int = 1) -> Path:
+    t0 = time.time()
+    work = [(cfg, s) for s in cfg["seeds"]]
+    if jobs > 1:
+        with mp.get_context("spawn").Pool(min(jobs, len(work))) as pool:
+            results = pool.map(run_seed, work)
+    else:
+        results = [run_seed(w) for w in work]
+    tensors, history, metrics, extra = {}, {}, {}, {"analysis": {}, "named": {}}
+    for r in results:
+        s, log = r["seed"], r["log"]
+        tensors.update(r["tensors"])
+        history[f"test_acc/{s}"] = list(zip(log["step"], log["test_acc"]))
+        history[f"train_acc/{s}"] = list(zip(log["step"], log["train_acc"]))
+        history[f"loss/{s}"] = list(zip(log["step"], log["loss"]))
+        t_mem, t_gen = ac.memorise_generalise(log["step"], log["train_acc"], log["test_acc"], cfg["mem_acc"],
+                                              cfg["gen_acc"])
+        metrics[f"t_mem/{s}"], metrics[f"t_gen/{s}"] = t_mem, t_gen
+        metrics[f"final_test_acc/{s}"] = log["test_acc"][-1]
+        extra["analysis"][str(s)] = r["analysis"]
+        extra["named"][str(s)] = r["named"]
+        extra.setdefault("seconds_per_seed", {})[str(s)] = round(r["seconds"], 1)
+    return checkpoints.save(SLUG, "modadd", tensors, config=cfg, metrics=metrics, history=history,
+                            seed=cfg["seeds"], steps=cfg["steps"], wall_seconds=time.time() - t0, sources=SOURCES,
+                            module="helpers.algorithmic_cores", extra=extra, root=out)
+
+
+def main(argv: list[str] | None = None) -> list[Path]:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--tiny", action="store_true", help="a few steps of a tiny config, into a temporary folder")
+    ap.add_argument("--out", type=Path, default=None, help="data root to write <slug>/<name>.* into")
+    ap.add_argument("--jobs", type=int, default=1, help="seeds trained in parallel processes")
+    args = ap.parse_args(argv)
+    torch.set_num_threads(1)
+    repro.set_threads(1)
+    out = args.out if args.out is not None else (Path(tempfile.mkdtemp(prefix="algorithmic_cores_")) if args.tiny
+                                                 else None)
+    cfg = tiny() if args.tiny else ac.checkpoint_config("modadd")
+    made = [make_modadd(cfg, out, args.jobs)]
+    print("wrote", made[-1])
+    return made
+
+
+if __name__ == "__main__":
+    main()
