@@ -9,10 +9,14 @@ The pieces, at RHF level (the paper uses Kohn-Sham DFT):
   or the virtual block do not blow up the gradient.
 * :func:`scf_unrolled`: a differentiable RHF SCF (Fock build, Löwdin orthogonalization, DIIS, aufbau) returning the
   trajectory of densities, energies and orbital-gradient norms ``||X^T (F P S - S P F) X||``.
-* :class:`HuckelGuess`: a Hamiltonian guess model, rotation-equivariant by construction: on-site shell energies
-  and overlap-scaled pair couplings, both predicted from invariant environment descriptors.
+* :class:`GuessModel`: a residual guess on a prior, rotation-equivariant by construction: a Hamiltonian head
+  (``H_SAP + dH``, aufbau) or a density head (``purify(P_MINAO + dP)``); ``dM`` is built from overlap blocks with
+  separate sigma and pi p-p channels and on-site shifts, hybridization and anisotropy, each times a scalar from
+  invariant descriptors. :func:`sail_loss` (label-free, through the unrolled SCF) and :func:`surrogate_loss`
+  (ground-state supervision) train it (:func:`train_guess`).
 * :func:`run_pyscf`: PySCF's RHF from a given initial density, counting every Fock build (``get_veff`` call);
-  ERIC = builds with the guess (+ any hidden build the guess needs) / builds with PySCF's MINAO guess.
+  ERIC = builds with the guess (+ any hidden build the guess needs) / builds with PySCF's MINAO guess, summed
+  over molecules (:func:`ratio_of_sums`, :func:`bootstrap_ratio`).
 """
 
 from __future__ import annotations
@@ -31,7 +35,10 @@ from helpers import validate as V
 __all__ = [
     "ELEMENTS", "SHELLS", "build_molecule", "g2_molecules", "rdkit_molecule", "Integrals", "integrals",
     "occupied_projector", "density_from_hamiltonian", "fock", "energy", "orbital_gradient", "scf_unrolled",
-    "ScfTrace", "HuckelGuess", "Features", "features", "pyscf_guess", "run_pyscf", "ScfRun", "rotate",
+    "ScfTrace", "GuessModel", "HEADS", "Features", "features", "Inputs", "inputs", "sap_hamiltonian", "purify",
+    "pyscf_guess", "run_pyscf", "ScfRun", "rotate", "g2_split", "perturbed", "Sample", "sample", "target_error",
+    "surrogate_loss", "sail_loss", "OBJECTIVES", "checkpoint_config", "training_samples", "train_guess",
+    "ratio_of_sums", "bootstrap_ratio",
 ]
 
 ELEMENTS = ("H", "C", "N", "O", "F")
@@ -276,12 +283,15 @@ class ScfTrace:
     F: Tensor
 
 
-def scf_unrolled(P0: Tensor, ints: Integrals, n_cycles: int, diis: int = 8, tol: float | None = None) -> ScfTrace:
+def scf_unrolled(P0: Tensor, ints: Integrals, n_cycles: int, diis: int = 8, tol: float | None = None,
+                 diis_start: int = 1) -> ScfTrace:
     """Run ``n_cycles`` RHF cycles from ``P0`` with DIIS; every step stays in autograd.
 
     Cycle ``t`` builds ``F(P_t)``, records ``E_t`` and ``g_t = RMS(X^T (F P S - S P F) X)``, extrapolates the Fock
     matrix from the last ``diis`` cycles (Pulay: minimize ``|sum c_i e_i|`` with ``sum c_i = 1``) and occupies its
-    lowest orbitals. ``tol`` stops early once ``g_t < tol`` (for converged reference runs).
+    lowest orbitals. ``tol`` stops early once ``g_t < tol`` (for converged reference runs). As in PySCF
+    (``diis_start_cycle = 1``, ``diis_space = 8``), the Fock matrix of the starting density is not extrapolated
+    and enters no DIIS history (``diis_start=1``): from the same ``P0``, the trajectory is PySCF's.
     """
     _matrix("P0", P0, _ints(ints))
     if ints.eri.numel() == 0:
@@ -289,20 +299,22 @@ def scf_unrolled(P0: Tensor, ints: Integrals, n_cycles: int, diis: int = 8, tol:
     n_cycles = V.integer("n_cycles", n_cycles, min=1)
     diis = V.integer("diis", diis, min=1)
     tol = V.optional(V.positive, "tol", tol)
+    diis_start = V.integer("diis_start", diis_start, min=0)
     n = ints.n_ao
     P = P0
     Fs: list[Tensor] = []
     errs: list[Tensor] = []
     energies, norms = [], []
     F = None
-    for _ in range(n_cycles):
+    for t in range(n_cycles):
         F = _fock(P, ints)
         g = _orbital_gradient(F, P, ints)
         energies.append(_energy(P, F, ints))
         norms.append(torch.sqrt(torch.sum(g * g) / n**2 + 1e-20))  # + tiny: finite gradient when g == 0 exactly
         if tol is not None and norms[-1].item() < tol:
             break
-        Fs, errs = (Fs + [F])[-diis:], (errs + [g])[-diis:]
+        if t >= diis_start:
+            Fs, errs = (Fs + [F])[-diis:], (errs + [g])[-diis:]
         m = len(Fs)
         if m > 1:
             E = torch.stack(errs).reshape(m, -1)
@@ -321,20 +333,54 @@ def scf_unrolled(P0: Tensor, ints: Integrals, n_cycles: int, diis: int = 8, tol:
 
 
 # --------------------------------------------------------------------------------------------------------------
-# The guess model: Hückel-like, equivariant by construction
+# Priors, purification and the guess model (equivariant blocks that separate sigma from pi couplings)
 # --------------------------------------------------------------------------------------------------------------
+def sap_hamiltonian(mol: gto.Mole, sap_basis: str = "sapgrasplarge") -> Tensor:
+    """``H_core + V_SAP``: the core Hamiltonian plus PySCF's superposition of atomic potentials (no Fock build)."""
+    _mol(mol)
+    V.instance("sap_basis", sap_basis, str)
+    from pyscf.gto.basis import load
+
+    basis = {}
+    for a in {mol.atom_symbol(i) for i in range(mol.natm)}:
+        b = load(sap_basis, a)
+        b = b[a] if isinstance(b, dict) else b
+        basis[a] = np.asarray(b[0][1:], dtype=float)
+    H = mol.intor("int1e_kin") + mol.intor("int1e_nuc") + scf.hf.make_sap(mol, sap_basis=basis)
+    return torch.from_numpy(H)
+
+
+def purify(P: Tensor, ints: Integrals) -> Tensor:
+    """The idempotent density closest in spirit to ``P``: occupy its ``n_occ`` strongest natural orbitals.
+
+    ``S^{1/2} P S^{1/2}`` is diagonalized in the orthonormal (Löwdin) basis and the projector on its ``n_occ``
+    largest eigenvectors is mapped back, ``2 X Q X^T``: exactly ``N`` electrons, ``P S P = 2 P``. Differentiable
+    with the stable projector backward.
+    """
+    _matrix("P", P, _ints(ints))
+    return _purify(P, ints)
+
+
+def _purify(P: Tensor, ints: Integrals) -> Tensor:
+    Sh = ints.S @ ints.X  # S^{1/2}
+    Q = _OccProjector.apply(-(Sh @ P @ Sh), ints.n_occ)
+    return 2 * ints.X @ Q @ ints.X.T
+
+
 @dataclass
 class Features:
-    """Invariant descriptors of one molecule and the AO bookkeeping the model needs."""
+    """Invariant descriptors of one molecule, bond directions, and the AO bookkeeping the model needs."""
 
     atom: Tensor  # (natm, F_atom) element one-hot + per-element radial environment
     pair_rbf: Tensor  # (natm, natm, n_rbf) radial basis of interatomic distances
-    ao_atom: Tensor  # (nao,) atom of each AO
-    ao_shell: Tensor  # (nao,) 0 = 1s, 1 = 2s, 2 = 2p
-    pair_kind: Tensor  # (nao, nao) index of the unordered shell pair
+    unit: Tensor  # (natm, natm, 3) unit vector from atom A to atom B (zero on the diagonal)
+    cutoff: Tensor  # (natm, natm) smooth cosine cutoff of the distance (zero on the diagonal)
+    ao_slot: Tensor  # (nao,) index into the padded layout atom * 5 + slot (1s, 2s, 2px, 2py, 2pz)
 
 
 RBF_CENTERS = torch.linspace(0.5, 4.0, 8)  # Angstrom
+CUTOFF = 4.5  # Angstrom
+_SLOTS = {("1s", ""): 0, ("2s", ""): 1, ("2p", "x"): 2, ("2p", "y"): 3, ("2p", "z"): 4}
 
 
 def _rbf(r: Tensor) -> Tensor:
@@ -342,65 +388,151 @@ def _rbf(r: Tensor) -> Tensor:
 
 
 def features(mol: gto.Mole) -> Features:
-    """Rotation-invariant features: element one-hots, per-element radial environments, pair distances."""
+    """Rotation-invariant descriptors (element one-hots, per-element radial environments, pair distances) and the
+    bond unit vectors the equivariant blocks are built from. Minimal basis only (STO-3G: 1s, 2s, 2p shells)."""
     _mol(mol)
     bad = sorted({mol.atom_pure_symbol(i) for i in range(mol.natm)} - set(ELEMENTS))
     if bad:
         raise ValueError(f"mol must contain only the elements {ELEMENTS}, got {bad}")
+    labels = mol.ao_labels(fmt=False)
+    shells = sorted({(lab[2], lab[3]) for lab in labels} - set(_SLOTS))
+    if shells:
+        raise ValueError(f"mol must use a minimal basis (1s, 2s, 2p shells, e.g. sto-3g), got shells {shells}")
     xyz = torch.from_numpy(mol.atom_coords(unit="Angstrom"))
-    r = torch.cdist(xyz, xyz)
+    diff = xyz[None, :] - xyz[:, None]  # (A, B, 3): B - A
+    r = diff.norm(dim=-1)
+    off = 1 - torch.eye(mol.natm, dtype=torch.float64)
+    unit = diff / (r + torch.eye(mol.natm, dtype=torch.float64))[..., None]
+    cutoff = 0.5 * (torch.cos(torch.pi * (r / CUTOFF).clamp(max=1)) + 1) * off
     Z = torch.tensor([ELEMENTS.index(mol.atom_pure_symbol(i)) for i in range(mol.natm)])
     onehot = torch.nn.functional.one_hot(Z, len(ELEMENTS)).double()
-    rbf = _rbf(r) * (1 - torch.eye(mol.natm, dtype=torch.float64))[..., None]  # (natm, natm, n_rbf)
+    rbf = _rbf(r) * off[..., None]
     env = torch.einsum("abk,be->aek", rbf, onehot).reshape(mol.natm, -1)  # per neighbour element
-    labels = mol.ao_labels(fmt=False)
-    ao_atom = torch.tensor([lab[0] for lab in labels])
-    ao_shell = torch.tensor([SHELLS.index(lab[2]) for lab in labels])
-    a, b = torch.meshgrid(ao_shell, ao_shell, indexing="ij")
-    lo, hi = torch.minimum(a, b), torch.maximum(a, b)
-    pair_kind = torch.tensor([[_SHELL_PAIRS[(int(x), int(y))] for x, y in zip(rl, rh)] for rl, rh in zip(lo, hi)])
-    return Features(torch.cat([onehot, env], 1), rbf, ao_atom, ao_shell, pair_kind)
+    ao_slot = torch.tensor([lab[0] * 5 + _SLOTS[(lab[2], lab[3])] for lab in labels])
+    return Features(torch.cat([onehot, env], 1), rbf, unit, cutoff, ao_slot)
 
 
-class HuckelGuess(nn.Module):
-    """``H_pred = H_core + diag(a_mu) + b_mu_nu * S_mu_nu`` (mu != nu), Hückel-like and equivariant.
+@dataclass
+class Inputs:
+    """What a guess model reads for one molecule: descriptors, integrals and the two priors."""
 
-    ``a_mu`` (per atom and shell) and ``b_mu_nu`` (per atom pair and shell pair) are scalars predicted from
-    invariant descriptors, so ``H_pred`` rotates with the atomic orbitals exactly like ``S`` and ``H_core``. The
-    last layers start at zero: an untrained model is the core-Hamiltonian ("1e") guess.
+    f: Features
+    ints: Integrals
+    H_sap: Tensor  # Hamiltonian prior: H_core + V_SAP
+    P_minao: Tensor  # density prior: PySCF's MINAO density
+
+    def __post_init__(self) -> None:
+        V.instance("f", self.f, Features)
+        _ints(self.ints)
+        if self.f.ao_slot.shape[0] != self.ints.n_ao:
+            raise ValueError(f"f and ints must describe the same molecule: f has {self.f.ao_slot.shape[0]} AOs, "
+                             f"ints has {self.ints.n_ao}")
+        _matrix("H_sap", self.H_sap, self.ints)
+        _matrix("P_minao", self.P_minao, self.ints)
+
+
+def inputs(mol: gto.Mole, eri: bool = True, head: str | None = None) -> Inputs:
+    """Features, integrals (``eri=False``: no four-index tensor) and the priors of ``mol``. ``head`` computes only
+    the prior that head reads (the other is left as ``H_core`` or MINAO's density's shape-compatible zero), so
+    timing a guess counts no work it does not need; ``None`` computes both."""
+    _mol(mol)
+    V.optional(V.one_of, "head", head, HEADS)
+    ints = integrals(mol, eri=eri)
+    H_sap = sap_hamiltonian(mol) if head in (None, "hamiltonian") else ints.H
+    P_minao = torch.from_numpy(pyscf_guess(mol, "minao")) if head in (None, "density") else torch.zeros_like(ints.H)
+    return Inputs(features(mol), ints, H_sap, P_minao)
+
+
+HEADS = ("hamiltonian", "density")
+N_PAIR_OUT = 13  # ss (2x2), sp (2), ps (2), pp sigma, pp pi, on-site s-p (2), on-site p anisotropy
+N_ATOM_OUT = 4  # on-site shifts 1s, 2s, 2p and the 1s-2s coupling
+
+
+class GuessModel(nn.Module):
+    """A residual guess on a prior: ``H = H_SAP + dH`` (Hamiltonian head) or ``P = purify(P_MINAO + dP)`` (density).
+
+    The correction ``dM`` is assembled from rotation-covariant blocks times scalars predicted from invariants:
+
+    * between atoms A != B (``u`` the unit vector A->B): every s-s, s-p and p-s block of the overlap ``S`` times its
+      own scalar, and the p-p block split into its sigma part ``u u^T S_pp u u^T`` and its pi part (the rest),
+      each with its own scalar (a Hückel form with one scalar cannot tell sigma from pi bonds);
+    * on atom A: shifts of the 1s, 2s and 2p levels, a 1s-2s coupling, s-p hybridization along
+      ``sum_B w_AB u_AB`` and a p anisotropy ``sum_B w'_AB (u u^T - I/3)`` (smooth cutoff in ``r_AB``).
+
+    Scalars for ordered pairs come from one MLP on ``(h_A, h_B, rbf(r_AB))``, on-site ones from an MLP on ``h_A``;
+    ``dM`` is symmetrized. The last layers start at zero: an untrained model returns its prior.
     """
 
-    def __init__(self, hidden: int = 32) -> None:
+    def __init__(self, head: str = "hamiltonian", hidden: int = 32) -> None:
+        head = V.one_of("head", head, HEADS)
         hidden = V.integer("hidden", hidden, min=1)
         super().__init__()
+        self.head = head
         n_atom = len(ELEMENTS) * (1 + len(RBF_CENTERS))
         n_pair = 2 * n_atom + len(RBF_CENTERS)
-        self.onsite = nn.Sequential(nn.Linear(n_atom, hidden), nn.SiLU(), nn.Linear(hidden, len(SHELLS)))
-        self.coupling = nn.Sequential(nn.Linear(n_pair, hidden), nn.SiLU(), nn.Linear(hidden, len(_SHELL_PAIRS)))
-        for head in (self.onsite[-1], self.coupling[-1]):
-            nn.init.zeros_(head.weight)
-            nn.init.zeros_(head.bias)
+        self.onsite = nn.Sequential(nn.Linear(n_atom, hidden), nn.SiLU(), nn.Linear(hidden, N_ATOM_OUT))
+        self.coupling = nn.Sequential(nn.Linear(n_pair, hidden), nn.SiLU(), nn.Linear(hidden, hidden), nn.SiLU(),
+                                      nn.Linear(hidden, N_PAIR_OUT))
+        for last in (self.onsite[-1], self.coupling[-1]):
+            nn.init.zeros_(last.weight)
+            nn.init.zeros_(last.bias)
         self.double()
 
-    def forward(self, f: Features, ints: Integrals) -> Tensor:
-        V.instance("f", f, Features)
-        _ints(ints)
-        if f.ao_atom.shape[0] != ints.n_ao:
-            raise ValueError(f"f and ints must describe the same molecule: f has {f.ao_atom.shape[0]} AOs, "
-                             f"ints has {ints.n_ao}")
-        a = self.onsite(f.atom)  # (natm, 3)
-        na = f.atom.shape[0]
-        ai, bj = f.atom[:, None].expand(na, na, -1), f.atom[None].expand(na, na, -1)
-        pair = torch.cat([ai + bj, ai * bj, f.pair_rbf], -1)  # symmetric in the two atoms
-        b = self.coupling(pair)  # (natm, natm, 6)
-        diag = a[f.ao_atom, f.ao_shell]
-        B = b[f.ao_atom[:, None], f.ao_atom[None, :], f.pair_kind]
-        off = B * ints.S * (1 - torch.eye(ints.n_ao, dtype=B.dtype))
-        return ints.H + torch.diag(diag) + off
+    def correction(self, x: Inputs) -> Tensor:
+        """The symmetric, rotation-covariant correction ``dM`` (n_ao x n_ao) added to the prior."""
+        V.instance("x", x, Inputs)
+        return _correction(self, x)
 
-    def density(self, f: Features, ints: Integrals) -> Tensor:
-        """The aufbau density of the predicted Hamiltonian."""
-        return _density(self(f, ints), ints)
+    def forward(self, x: Inputs) -> Tensor:
+        """The predicted matrix: ``H_SAP + dH`` or (before purification) ``P_MINAO + dP``."""
+        V.instance("x", x, Inputs)
+        prior = x.H_sap if self.head == "hamiltonian" else x.P_minao
+        return prior + _correction(self, x)
+
+    def density(self, x: Inputs) -> Tensor:
+        """The initial density ``P0``: aufbau of ``H`` (Hamiltonian head) or purification (density head)."""
+        M = self(x)
+        return _density(M, x.ints) if self.head == "hamiltonian" else _purify(M, x.ints)
+
+
+def _correction(model: GuessModel, x: Inputs) -> Tensor:
+    f, S = x.f, x.ints.S
+    na = f.atom.shape[0]
+    h = f.atom
+    pair = torch.cat([h[:, None].expand(na, na, -1), h[None].expand(na, na, -1), f.pair_rbf], -1)
+    c = model.coupling(pair)  # (A, B, 13): ordered pairs
+    a = model.onsite(h)  # (A, 4)
+    # the overlap in the padded layout (A, 5, B, 5); absent slots (H has 1s only) stay zero
+    Sp = torch.zeros(na * 5, na * 5, dtype=S.dtype)
+    Sp[f.ao_slot[:, None], f.ao_slot[None, :]] = S
+    Sp = Sp.reshape(na, 5, na, 5)
+    off = (1 - torch.eye(na, dtype=S.dtype))[:, None, :, None]
+    u = f.unit
+    M = torch.zeros(na, 5, na, 5, dtype=S.dtype)
+    M[:, :2, :, :2] = c[..., 0:4].reshape(na, na, 2, 2).permute(0, 2, 1, 3) * Sp[:, :2, :, :2]
+    M[:, :2, :, 2:] = c[..., 4:6].permute(0, 2, 1)[..., None] * Sp[:, :2, :, 2:]
+    M[:, 2:, :, :2] = c[..., 6:8][:, None] * Sp[:, 2:, :, :2]
+    Spp = Sp[:, 2:, :, 2:]
+    s_sigma = torch.einsum("abi,aibj,abj->ab", u, Spp, u)
+    sigma = torch.einsum("ab,abi,abj->aibj", s_sigma, u, u)  # u u^T S_pp u u^T
+    M[:, 2:, :, 2:] = (c[..., 8] - c[..., 9])[:, None, :, None] * sigma + c[..., 9][:, None, :, None] * Spp
+    M = M * off
+    # on-site blocks
+    w = c * f.cutoff[..., None]
+    idx = torch.arange(na)
+    diag = torch.stack([a[:, 0], a[:, 1], a[:, 2], a[:, 2], a[:, 2]], 1)  # (A, 5)
+    onsite = torch.diag_embed(diag)
+    onsite[:, 0, 1] = onsite[:, 1, 0] = a[:, 3]
+    hyb = torch.einsum("abk,abi->aki", w[..., 10:12], u)  # (A, 2, 3)
+    onsite[:, :2, 2:] = hyb
+    onsite[:, 2:, :2] = hyb.transpose(1, 2)
+    aniso = torch.einsum("ab,abi,abj->aij", w[..., 12], u, u) - w[..., 12].sum(1)[:, None, None] * torch.eye(
+        3, dtype=S.dtype) / 3
+    onsite[:, 2:, 2:] = onsite[:, 2:, 2:] + aniso
+    M[idx, :, idx, :] = M[idx, :, idx, :] + onsite
+    M = M.reshape(na * 5, na * 5)
+    M = 0.5 * (M + M.T)
+    return M[f.ao_slot[:, None], f.ao_slot[None, :]]
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -420,7 +552,8 @@ class ScfRun:
     fock_builds: int
     cycles: int
     seconds: float
-    grad_norms: list[float]
+    grad_norms: list[float]  # PySCF's |g| after each cycle (norm of 2 F_vo in the MO basis)
+    energies: list[float]  # PySCF's total energy after each cycle
 
 
 def run_pyscf(mf: scf.hf.RHF, dm0: np.ndarray | None, max_cycle: int = 100) -> ScfRun:
@@ -437,6 +570,7 @@ def run_pyscf(mf: scf.hf.RHF, dm0: np.ndarray | None, max_cycle: int = 100) -> S
     count = [0]
     cls_veff = type(mf).get_veff
     norms: list[float] = []
+    energies: list[float] = []
 
     def counted(*args, **kwargs):
         count[0] += 1
@@ -444,6 +578,7 @@ def run_pyscf(mf: scf.hf.RHF, dm0: np.ndarray | None, max_cycle: int = 100) -> S
 
     def callback(env):
         norms.append(float(env["norm_gorb"]) if "norm_gorb" in env else float("nan"))
+        energies.append(float(env["e_tot"]) if "e_tot" in env else float("nan"))
 
     mf.get_veff = counted
     mf.max_cycle = max_cycle
@@ -454,4 +589,163 @@ def run_pyscf(mf: scf.hf.RHF, dm0: np.ndarray | None, max_cycle: int = 100) -> S
     finally:
         del mf.get_veff
         mf.callback = None
-    return ScfRun(float(e), bool(mf.converged), count[0], int(mf.cycles), time.perf_counter() - t0, norms)
+    return ScfRun(float(e), bool(mf.converged), count[0], int(mf.cycles), time.perf_counter() - t0, norms,
+                  energies)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Data, the two objectives, training, and the statistics of ERIC / RIC
+# --------------------------------------------------------------------------------------------------------------
+def g2_split(max_heavy: int = 4, n_test: int = 12, seed: int = 0) -> tuple[list[str], list[str]]:
+    """(training names, held-out names) of the G2 molecules with at most ``max_heavy`` heavy atoms."""
+    names = list(g2_molecules(max_heavy))
+    n_test = V.integer("n_test", n_test, min=0, max=len(names) - 1)
+    seed = V.seed("seed", seed)
+    np.random.default_rng([seed, 1]).shuffle(names)
+    return names[n_test:], names[:n_test]
+
+
+def perturbed(mol: gto.Mole, n: int, sigma: float, seed: int) -> list[gto.Mole]:
+    """``mol`` followed by ``n`` copies with every coordinate displaced by N(0, sigma^2) Angstrom."""
+    _mol(mol)
+    n = V.integer("n", n, min=0)
+    sigma = V.nonnegative("sigma", sigma)
+    rng = np.random.default_rng(V.seed("seed", seed))
+    sym = [mol.atom_symbol(i) for i in range(mol.natm)]
+    xyz = mol.atom_coords(unit="Angstrom")
+    return [mol] + [build_molecule(sym, xyz + rng.normal(0, sigma, xyz.shape), mol.basis) for _ in range(n)]
+
+
+@dataclass
+class Sample:
+    """A training molecule: model inputs with the converged targets of ground-state supervision."""
+
+    x: Inputs
+    F_star: Tensor  # converged Fock matrix
+    P_star: Tensor  # converged density
+
+
+def sample(mol: gto.Mole, conv_tol: float = 1e-10) -> Sample:
+    """Inputs (with ERIs, for the unrolled SCF) and PySCF's converged Fock matrix and density."""
+    _mol(mol)
+    conv_tol = V.positive("conv_tol", conv_tol)
+    mf = scf.RHF(mol)
+    mf.conv_tol = conv_tol
+    mf.kernel()
+    if not mf.converged:
+        raise ValueError(f"mol: the reference RHF did not converge ({mol.atom})")
+    return Sample(inputs(mol), torch.from_numpy(mf.get_fock()), torch.from_numpy(mf.make_rdm1()))
+
+
+def target_error(model: GuessModel, s: Sample) -> Tensor:
+    """Relative error on the surrogate's target: ``||H - F*|| / ||F*||`` or ``||P0 - P*|| / ||P*||``."""
+    V.instance("model", model, GuessModel)
+    V.instance("s", s, Sample)
+    if model.head == "hamiltonian":
+        return (model(s.x) - s.F_star).norm() / s.F_star.norm()
+    return (model.density(s.x) - s.P_star).norm() / s.P_star.norm()
+
+
+def surrogate_loss(model: GuessModel, batch: Sequence[Sample]) -> Tensor:
+    """Ground-state supervision: mean squared entry error against the converged Fock matrix (Hamiltonian head) or
+    the converged density (density head, after purification)."""
+    total = 0.0
+    for s in batch:
+        if model.head == "hamiltonian":
+            total = total + ((model(s.x) - s.F_star) ** 2).mean()
+        else:
+            total = total + ((model.density(s.x) - s.P_star) ** 2).mean()
+    return total / len(batch)
+
+
+def sail_loss(model: GuessModel, batch: Sequence[Sample], unroll: int = 6) -> Tensor:
+    """SAIL, label-free: unroll ``unroll`` SCF cycles (DIIS as in PySCF) from the model's ``P0`` and sum the RMS
+    orbital gradients along the trajectory, ``sum_t ||X^T (F_t P_t S - S P_t F_t) X|| / n``."""
+    unroll = V.integer("unroll", unroll, min=1)
+    total = 0.0
+    for s in batch:
+        trace = scf_unrolled(model.density(s.x), s.x.ints, unroll)
+        total = total + torch.stack(trace.grad_norms).sum()
+    return total / len(batch)
+
+
+OBJECTIVES = ("surrogate", "sail")
+
+
+def checkpoint_config(name: str = "guesses") -> dict:
+    """The config of the chapter's checkpoint ``guesses``: both heads trained with both objectives, three seeds."""
+    if name != "guesses":
+        raise ValueError(f"name must be 'guesses', got {name!r}")
+    return dict(max_heavy=4, n_test=12, split_seed=0, n_perturb=2, sigma=0.03, hidden=32, heads=list(HEADS),
+                objectives=list(OBJECTIVES), seeds=[0, 1, 2], steps_surrogate=600, steps_sail=600, batch=4,
+                unroll=6, lr_surrogate=1e-2, lr_sail=3e-3, warmup=20, basis="sto-3g")
+
+
+def training_samples(cfg: dict, progress: bool = False) -> tuple[list[Sample], list[str], list[str]]:
+    """The training samples (G2 training molecules and their perturbed copies) and the split's names."""
+    V.instance("cfg", cfg, dict)
+    for key in ("max_heavy", "n_test", "split_seed", "n_perturb", "sigma"):
+        if key not in cfg:
+            raise ValueError(f"cfg must have key {key!r}; got keys {sorted(cfg)}")
+    g2 = g2_molecules(cfg["max_heavy"])
+    train_names, test_names = g2_split(cfg["max_heavy"], cfg["n_test"], cfg["split_seed"])
+    if "n_train" in cfg:
+        train_names = train_names[: cfg["n_train"]]
+    mols = [m for i, n in enumerate(train_names)
+            for m in perturbed(g2[n], cfg["n_perturb"], cfg["sigma"], cfg["split_seed"] * 1000 + i)]
+    it = mols
+    if progress:
+        from tqdm.auto import tqdm
+
+        it = tqdm(mols, desc="training targets")
+    return [sample(m) for m in it], train_names, test_names
+
+
+def train_guess(head: str, objective: str, samples: Sequence[Sample], cfg: dict, seed: int,
+                steps: int | None = None, progress: bool = True):
+    """Train one :class:`GuessModel` (``head``) with ``objective`` (``surrogate`` or ``sail``) under ``seed``;
+    returns ``(model, history)``. Batches of ``cfg['batch']`` samples, AdamW, warm-up, cosine decay."""
+    from helpers import repro, train
+
+    head = V.one_of("head", head, HEADS)
+    objective = V.one_of("objective", objective, OBJECTIVES)
+    samples = V.sequence("samples", samples, min_len=1, of=lambda n, x: V.instance(n, x, Sample))
+    seed = V.seed("seed", seed)
+    steps = V.integer("steps", cfg[f"steps_{objective}"] if steps is None else steps, min=0)
+    batch = min(int(cfg["batch"]), len(samples))
+
+    def batches(step: int) -> list[Sample]:
+        idx = np.random.default_rng([seed, 3, step]).choice(len(samples), size=batch, replace=False)
+        return [samples[i] for i in idx]
+
+    def loss(model: GuessModel, b: list[Sample]) -> Tensor:
+        return surrogate_loss(model, b) if objective == "surrogate" else sail_loss(model, b, int(cfg["unroll"]))
+
+    with repro.seeded(seed):
+        model = GuessModel(head, hidden=int(cfg["hidden"]))
+        hist = train.fit(model, loss, batches, steps, lr=float(cfg[f"lr_{objective}"]),
+                         warmup=min(int(cfg["warmup"]), steps), seed=seed, progress=progress,
+                         desc=f"{head} / {objective} / seed {seed}")
+    return model, hist
+
+
+def ratio_of_sums(num: Sequence[float], den: Sequence[float]) -> float:
+    """``sum(num) / sum(den)`` over paired per-molecule counts (ERIC or RIC over a set of molecules)."""
+    num = V.array("num", num, ndim=1, dtype="float")
+    den = V.array("den", den, shape=num.shape, dtype="float")
+    if not (den.sum() > 0):
+        raise ValueError(f"den must have a positive sum, got {den.sum()}")
+    return float(num.sum() / den.sum())
+
+
+def bootstrap_ratio(num: Sequence[float], den: Sequence[float], n_boot: int = 2000, seed: int = 0,
+                    level: float = 0.9) -> tuple[float, float]:
+    """A percentile bootstrap interval (resampling molecules, pairs kept together) of :func:`ratio_of_sums`."""
+    num = V.array("num", num, ndim=1, dtype="float")
+    den = V.array("den", den, shape=num.shape, dtype="float")
+    n_boot = V.integer("n_boot", n_boot, min=1)
+    level = V.probability("level", level)
+    rng = np.random.default_rng(V.seed("seed", seed))
+    idx = rng.integers(0, len(num), size=(n_boot, len(num)))
+    r = num[idx].sum(1) / np.maximum(den[idx].sum(1), 1e-300)
+    return float(np.quantile(r, (1 - level) / 2)), float(np.quantile(r, (1 + level) / 2))

@@ -42,6 +42,25 @@ def test_bad_input():
     ints = ss.integrals(ss.build_molecule(*WATER))
     with pytest.raises(ValueError, match="n_cycles"):
         ss.scf_unrolled(ss.density_from_hamiltonian(ints.H, ints), ints, 0)
+    with pytest.raises(ValueError, match="diis_start"):
+        ss.scf_unrolled(ss.density_from_hamiltonian(ints.H, ints), ints, 2, diis_start=-1)
+    with pytest.raises(ValueError, match="head"):
+        ss.GuessModel("orbital")
+    with pytest.raises(TypeError, match="x"):
+        ss.GuessModel()(ints)
+    with pytest.raises(ValueError, match="minimal basis"):
+        ss.features(ss.build_molecule(*WATER, basis="6-31g"))
+    with pytest.raises(ValueError, match="P"):
+        ss.purify(torch.zeros(3, 3, dtype=torch.float64), ints)
+    with pytest.raises(ValueError, match="same molecule"):
+        x = ss.inputs(ss.build_molecule(*WATER), eri=False)
+        ss.Inputs(ss.features(ss.build_molecule(["H", "H"], [[0, 0, 0], [0, 0, 0.74]])), x.ints, x.H_sap, x.P_minao)
+    with pytest.raises(ValueError, match="name"):
+        ss.checkpoint_config("other")
+    with pytest.raises(ValueError, match="objective"):
+        ss.train_guess("density", "labels", [], ss.checkpoint_config(), 0)
+    with pytest.raises(ValueError, match="n"):
+        ss.perturbed(ss.build_molecule(*WATER), -1, 0.1, 0)
 
 
 @pytest.mark.parametrize("which", ["water", "formaldehyde"])
@@ -93,41 +112,116 @@ def test_projector_backward_is_finite_with_degenerate_levels():
     assert torch.allclose(Q, torch.diag(torch.tensor([1.0, 1, 1, 0, 0], dtype=torch.float64)))
 
 
-def test_electron_count_of_model_guess(formaldehyde):
-    ints = ss.integrals(formaldehyde)
-    torch.manual_seed(0)
-    model = ss.HuckelGuess()
+def _random_model(head, seed=0):
+    torch.manual_seed(seed)
+    model = ss.GuessModel(head, hidden=8)
     for p in model.parameters():
         torch.nn.init.normal_(p, std=0.1)
-    P0 = model.density(ss.features(formaldehyde), ints)
-    assert abs(torch.trace(P0 @ ints.S).item() - formaldehyde.nelectron) < 1e-10
+    return model
 
 
-def test_untrained_model_is_the_core_guess(water):
-    ints = ss.integrals(water)
-    H = ss.HuckelGuess()(ss.features(water), ints)
-    assert torch.equal(H, ints.H)
+@pytest.mark.parametrize("head", ss.HEADS)
+def test_electron_count_and_idempotency_of_model_guess(formaldehyde, head):
+    x = ss.inputs(formaldehyde)
+    P0 = _random_model(head).density(x)
+    S = x.ints.S
+    assert abs(torch.trace(P0 @ S).item() - formaldehyde.nelectron) < 1e-10
+    assert torch.allclose(P0 @ S @ P0, 2 * P0, atol=1e-10)
 
 
-@settings(max_examples=10, deadline=None)
-@given(st.integers(0, 2**31 - 1))
-def test_property_rotation_equivariance(s):
+def test_untrained_models_are_their_priors(water):
+    x = ss.inputs(water)
+    assert torch.equal(ss.GuessModel("hamiltonian")(x), x.H_sap)
+    assert torch.equal(ss.GuessModel("density")(x), x.P_minao)
+    # the untrained Hamiltonian head is PySCF's SAP guess
+    np.testing.assert_allclose(ss.GuessModel("hamiltonian").density(x).detach().numpy(),
+                               ss.pyscf_guess(water, "sap"), atol=1e-8)
+
+
+def test_purify_keeps_an_idempotent_density_and_fixes_minao(water):
+    x = ss.inputs(water)
+    mf = scf.RHF(water)
+    mf.kernel()
+    P_star = torch.from_numpy(mf.make_rdm1())
+    assert torch.allclose(ss.purify(P_star, x.ints), P_star, atol=1e-8)
+    Pm = ss.purify(x.P_minao, x.ints)
+    assert abs(torch.trace(Pm @ x.ints.S).item() - water.nelectron) < 1e-10
+
+
+def test_sigma_and_pi_couplings_are_separate_channels():
+    # N2 along z: the sigma scalar moves only the pz-pz coupling, the pi scalar only px-px and py-py
+    mol = ss.build_molecule(["N", "N"], [[0, 0, 0], [0, 0, 1.1]])
+    x = ss.inputs(mol, eri=False)
+    z = [i for i, lab in enumerate(mol.ao_labels()) if "2pz" in lab]
+    xx = [i for i, lab in enumerate(mol.ao_labels()) if "2px" in lab]
+    for ch, moved, fixed in ((8, z, xx), (9, xx, z)):
+        model = ss.GuessModel("hamiltonian", hidden=4)
+        with torch.no_grad():
+            model.coupling[-1].bias[ch] = 1.0
+        d = model.correction(x)
+        assert abs(d[moved[0], moved[1]].item()) > 1e-3
+        assert abs(d[fixed[0], fixed[1]].item()) < 1e-12
+
+
+@settings(max_examples=8, deadline=None)
+@given(st.integers(0, 2**31 - 1), st.sampled_from(ss.HEADS))
+def test_property_rotation_equivariance(s, head):
     mol = ss.build_molecule(["C", "O", "H", "H"], [[0, 0, 0], [0, 0, 1.21], [0, 0.94, -0.59], [0, -0.94, -0.59]])
     q, _ = np.linalg.qr(np.random.default_rng(s).normal(size=(3, 3)))
     R = q * np.sign(np.linalg.det(q))
-    torch.manual_seed(1)
-    model = ss.HuckelGuess()
-    for p in model.parameters():
-        torch.nn.init.normal_(p, std=0.1)
+    model = _random_model(head, 1)
     out = []
     for m in (mol, ss.rotate(mol, R)):
-        ints = ss.integrals(m)
+        x = ss.inputs(m)
         with torch.no_grad():
-            H = model(ss.features(m), ints)
-            P0 = ss.density_from_hamiltonian(H, ints)
-        out.append((torch.linalg.eigvalsh(ints.X.T @ H @ ints.X), ss.energy(P0, ss.fock(P0, ints), ints)))
+            P0 = model.density(x)
+        M = model(x)
+        Sh = x.ints.S @ x.ints.X
+        spec = torch.linalg.eigvalsh(x.ints.X.T @ M @ x.ints.X if head == "hamiltonian" else Sh @ M @ Sh)
+        out.append((spec.detach(), ss.energy(P0, ss.fock(P0, x.ints), x.ints)))
     assert (out[0][0] - out[1][0]).abs().max().item() < 1e-8
     assert abs(out[0][1] - out[1][1]).item() < 1e-8
+
+
+def test_torch_scf_reproduces_pyscf_trajectory(formaldehyde):
+    mf = scf.RHF(formaldehyde)
+    dm0 = ss.pyscf_guess(formaldehyde, "minao")
+    ref = ss.run_pyscf(mf, dm0)
+    ints = ss.integrals(formaldehyde)
+    tr = ss.scf_unrolled(torch.from_numpy(dm0), ints, ref.cycles + 1)
+    e = np.array([x.item() for x in tr.energies[1 : ref.cycles + 1]])
+    np.testing.assert_allclose(e, ref.energies, atol=1e-9)
+    g = np.array([x.item() for x in tr.grad_norms[1 : ref.cycles + 1]]) * ints.n_ao / 2**0.5
+    big = np.array(ref.grad_norms) > 1e-5
+    np.testing.assert_allclose(g[big], np.array(ref.grad_norms)[big], rtol=1e-2)
+    # DIIS from the first cycle (diis_start=0) is another trajectory
+    tr0 = ss.scf_unrolled(torch.from_numpy(dm0), ints, 4, diis_start=0)
+    assert abs(tr0.energies[3].item() - e[2]) > 1e-9
+
+
+def test_ratio_of_sums_and_bootstrap():
+    assert ss.ratio_of_sums([8, 10], [10, 10]) == 0.9
+    lo, hi = ss.bootstrap_ratio([8, 10, 9, 12], [10, 10, 10, 10], n_boot=500)
+    assert lo <= ss.ratio_of_sums([8, 10, 9, 12], [10] * 4) <= hi
+    with pytest.raises(ValueError, match="den"):
+        ss.ratio_of_sums([1, 2], [0, 0])
+    with pytest.raises(ValueError, match="den"):
+        ss.ratio_of_sums([1, 2], [1, 2, 3])
+    with pytest.raises(ValueError, match="level"):
+        ss.bootstrap_ratio([1.0], [1.0], level=1.5)
+
+
+def test_sail_and_surrogate_losses_backpropagate(water):
+    s = ss.sample(water)
+    for head in ss.HEADS:
+        for loss_fn in (ss.sail_loss, ss.surrogate_loss):
+            model = _random_model(head)
+            loss = loss_fn(model, [s])
+            loss.backward()
+            grads = [p.grad for p in model.parameters() if p.grad is not None]
+            assert grads and all(torch.isfinite(g).all() for g in grads)
+            assert any(g.abs().sum() > 0 for g in grads)
+    assert ss.target_error(ss.GuessModel("density"), s).item() > 0
 
 
 def test_counter_counts_every_fock_build(water):
@@ -139,15 +233,3 @@ def test_counter_counts_every_fock_build(water):
     assert default.fock_builds == default.cycles + 2
     assert default.converged and abs(default.energy - again.energy) < 1e-8
     assert "get_veff" not in mf.__dict__  # the wrapper is removed afterwards
-
-
-def test_sail_loss_backpropagates_to_the_model(water):
-    ints = ss.integrals(water)
-    model = ss.HuckelGuess()
-    f = ss.features(water)
-    trace = ss.scf_unrolled(model.density(f, ints), ints, 4)
-    loss = torch.stack(trace.grad_norms).sum()
-    loss.backward()
-    grads = [p.grad for p in model.parameters() if p.grad is not None]
-    assert grads and all(torch.isfinite(g).all() for g in grads)
-    assert any(g.abs().sum() > 0 for g in grads)
