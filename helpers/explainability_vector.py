@@ -2,17 +2,22 @@
 
 * Synthetic image domains with ground-truth relevance: objects (sklearn digits, ``skimage.draw`` shapes, letters from
   Pillow's built-in font) on textures (scikit-image's bundled brick/grass/gravel or procedural noise), with the
-  object mask pooled per patch (:func:`make_domain`).
-* :class:`TinyViT` -- a small ViT with a CLIP-style head: logits are scaled cosines between a projection of the CLS
-  token and *frozen* class-name embeddings; the same projection applied to each patch token is the patch-level
+  patches that decide the label pooled into a per-patch mask (:func:`make_domain`). ``TARGETS`` is a graded series
+  of target domains with an a-priori relatedness level to the source (3 = new background only ... 0 = the label is
+  decided by a small marker while a large object is a decoy).
+* :class:`TinyViT` -- a small ViT (convolutional patch stem) with a CLIP-style head: logits are scaled cosines between
+  a projection of the CLS token and class embeddings that are learned once, in pre-training over every class, and
+  frozen afterwards (the shared "text" space); the same projection applied to each patch token is the patch-level
   explanation (the self-explaining model, one inference).
 * Task arithmetic on state dicts (:func:`task_vector`, :func:`add_vector`, :func:`flat`).
-* Explanation metrics (:func:`patch_auroc`, :func:`pointing_game`, :func:`deletion_insertion`) and Kernel SHAP over
-  patches (:func:`kernel_shap`) as the many-inference reference; :func:`linear_cka`, :func:`spearman_perm`.
+* Explanation metrics (:func:`patch_auroc`, :func:`pointing_game`, :func:`deletion_insertion`), a gradient saliency
+  baseline (:func:`gradient_map`) and Kernel SHAP over patches (:func:`kernel_shap`) as the many-inference reference;
+  :func:`linear_cka`, :func:`spearman_perm`, :func:`loo_predictions`.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -25,9 +30,10 @@ from helpers import nn as hnn
 from helpers import validate as V
 
 __all__ = [
-    "IMG", "PATCH", "CLASS_NAMES", "Domain", "make_domain", "TinyViT", "class_embeddings", "explanation_loss",
-    "task_vector", "add_vector", "flat", "patch_auroc", "pointing_game", "deletion_insertion", "kernel_shap",
-    "linear_cka", "spearman_perm", "map_entropy",
+    "IMG", "PATCH", "CLASS_NAMES", "SEEN", "TARGETS", "RELATEDNESS", "Domain", "make_domain", "TinyViT",
+    "class_embeddings", "explanation_loss", "task_vector", "add_vector", "flat", "patch_auroc", "pointing_game",
+    "true_prob", "gradient_map", "deletion_insertion", "kernel_shap", "linear_cka", "spearman_perm", "map_entropy",
+    "loo_predictions", "checkpoint_config", "train_model", "evaluate", "key", "train_all",
 ]
 
 IMG, PATCH = 24, 4
@@ -36,7 +42,9 @@ DIGITS = [str(i) for i in range(10)]
 SHAPES = ["circle", "square", "triangle", "cross"]
 LETTERS = ["A", "E", "H", "K", "T"]
 TEXTURES = ["brick", "grass", "gravel", "noise"]
-CLASS_NAMES = DIGITS + SHAPES + LETTERS + [f"texture:{t}" for t in TEXTURES]
+CLASS_NAMES = DIGITS + SHAPES + LETTERS
+# the source (the ImageNet analogue) covers most classes; these are its classes, the rest are unseen there
+SEEN = DIGITS[:8] + SHAPES[:3] + LETTERS[:3]
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -63,13 +71,13 @@ def _texture(name: str, rng: np.random.Generator) -> np.ndarray:
     if name == "noise":
         from scipy.ndimage import gaussian_filter
 
-        return np.clip(0.5 + 0.6 * gaussian_filter(rng.normal(size=(IMG, IMG)), 1.2), 0, 1).astype(np.float32)
+        return np.clip(0.45 + 0.35 * gaussian_filter(rng.normal(size=(IMG, IMG)), 1.2), 0.3, 0.6).astype(np.float32)
     if _BANK is None:
         _BANK = _texture_bank()
     t = _BANK[name]
     s = int(rng.integers(0, t.shape[0] // 2))  # a 2x-downsampled random crop
     c = t[s:s + 2 * IMG:2, s:s + 2 * IMG:2] if s + 2 * IMG <= t.shape[0] else t[:2 * IMG:2, :2 * IMG:2]
-    return (0.25 + 0.5 * (c - c.min()) / (np.ptp(c) + 1e-6)).astype(np.float32)
+    return (0.3 + 0.3 * (c - c.min()) / (np.ptp(c) + 1e-6)).astype(np.float32)
 
 
 def _object(kind: str, label: str, size: int, rng: np.random.Generator) -> np.ndarray:
@@ -142,76 +150,93 @@ class Domain:
         return len(self.labels)
 
 
-DOMAINS = {
-    # name: (object kind, label names, textures, options)
-    "pretrain": ("mixed", DIGITS + SHAPES + LETTERS, ["noise", "brick", "grass", "gravel"], {}),
-    "source": ("mixed", DIGITS[:5] + SHAPES[:2] + LETTERS[:3], ["brick", "gravel"], {}),
-    "digits 5-9": ("digit", DIGITS[5:], ["grass"], {}),
-    "inverted": ("digit", DIGITS[:5], ["gravel"], {"invert": True}),
-    "rotated": ("digit", DIGITS[:5], ["brick"], {"rotate": True}),
-    "small digits": ("digit", DIGITS, ["noise"], {"size": (8, 10)}),
-    "shapes": ("shape", SHAPES, ["grass"], {}),
-    "cluttered": ("digit", DIGITS[:5], ["brick"], {"distractor": True}),
-    "coloured": ("digit", DIGITS[5:], ["gravel"], {"colour": True}),
-    "letters": ("letter", LETTERS, ["grass", "noise"], {}),
-    "background label": ("digit", TEXTURES[:3], ["brick", "grass", "gravel"], {"label_is_texture": True}),
+DOMAINS: dict[str, dict] = {
+    # name: classes (label names), textures, options
+    "pretrain": dict(classes=CLASS_NAMES, textures=TEXTURES, size=(8, 15)),
+    "source": dict(classes=SEEN, textures=["brick", "gravel"]),
+    # the graded target series; RELATEDNESS below is fixed by design, before any result
+    "digits on grass": dict(classes=DIGITS, textures=["grass"]),
+    "glyphs on noise": dict(classes=SHAPES + LETTERS, textures=["noise"]),
+    "inverted": dict(classes=DIGITS, textures=["gravel"], invert=True),
+    "coloured": dict(classes=DIGITS + LETTERS, textures=["brick", "grass"], colour=True),
+    "rotated small": dict(classes=DIGITS, textures=["grass"], rotate=True, size=(9, 11)),
+    "cluttered": dict(classes=DIGITS, textures=["brick", "noise"], distractor=2),
+    "marker": dict(classes=SHAPES, textures=["gravel"], marker="digit"),
+    "marker on grass": dict(classes=SHAPES, textures=["grass"], marker="letter"),
 }
+TARGETS = [k for k in DOMAINS if k not in ("pretrain", "source")]
+RELATEDNESS = {"digits on grass": 3, "glyphs on noise": 3, "inverted": 2, "coloured": 2, "rotated small": 1,
+               "cluttered": 1, "marker": 0, "marker on grass": 0}
+
+
+def _kind(label: str) -> str:
+    return "digit" if label in DIGITS else "shape" if label in SHAPES else "letter"
+
+
+def _paste(img: np.ndarray, alpha_small: np.ndarray, rng: np.random.Generator, colour: np.ndarray,
+           free: np.ndarray | None = None) -> np.ndarray:
+    """Paste an object (alpha mask) at a random place (avoiding ``free == False`` pixels when possible) in place;
+    returns its full-size alpha."""
+    s = alpha_small.shape[0]
+    for _ in range(20):
+        r, c = rng.integers(0, IMG - s + 1, 2)
+        if free is None or free[r:r + s, c:c + s].all():
+            break
+    alpha = np.zeros((IMG, IMG), np.float32)
+    alpha[r:r + s, c:c + s] = alpha_small
+    img[:] = img * (1 - alpha[None]) + colour[:, None, None] * alpha[None]
+    return alpha
 
 
 def make_domain(name: str, n: int, seed: int) -> Domain:
-    """``n`` images of domain ``name`` (see ``DOMAINS``), deterministic for a seed."""
+    """``n`` images of domain ``name`` (see ``DOMAINS``), deterministic for a seed. The mask is what decides the
+    label: the object, or in the marker domains the small shape marker (the large object there is a decoy)."""
     V.instance("name", name, str)
     if name not in DOMAINS:
         raise ValueError(f"name: unknown domain {name!r}; expected one of {sorted(DOMAINS)}")
     n, seed = V.integer("n", n, min=1), V.seed("seed", seed)
-    kind, names, textures, opt = DOMAINS[name]
+    spec = DOMAINS[name]
+    names, textures = spec["classes"], spec["textures"]
     rng = np.random.default_rng([seed, sum(map(ord, name))])
     imgs = np.zeros((n, 3, IMG, IMG), np.float32)
     masks = np.zeros((n, IMG, IMG), np.float32)
-    labels = np.zeros(n, np.int64)
+    labels = rng.integers(len(names), size=n)
     for i in range(n):
-        y = int(rng.integers(len(names)))
-        labels[i] = y
-        tex_name = names[y].split(":")[-1] if opt.get("label_is_texture") else textures[rng.integers(len(textures))]
-        bg = _texture(tex_name, rng)
-        if opt.get("label_is_texture"):
-            obj_kind, obj_label = "digit", str(rng.integers(10))
-        elif kind == "mixed":
-            lab = names[y]
-            obj_kind = "digit" if lab in DIGITS else "shape" if lab in SHAPES else "letter"
-            obj_label = lab
+        lab = names[labels[i]]
+        img = np.repeat(_texture(textures[rng.integers(len(textures))], rng)[None], 3, 0)
+        ink = np.full(3, 0.0 if spec.get("invert") else 1.0, np.float32)
+        if spec.get("colour"):
+            ink = rng.uniform(0.3, 1.0, 3).astype(np.float32)
+            ink[rng.integers(3)] = 1.0
+        free = np.ones((IMG, IMG), bool)
+        if spec.get("marker"):  # a large decoy object first, then the small label-deciding marker beside it
+            pool = DIGITS if spec["marker"] == "digit" else LETTERS
+            decoy = _paste(img, _object(spec["marker"], pool[rng.integers(len(pool))], int(rng.integers(12, 16)),
+                                        rng), rng, 0.85 * ink)
+            alpha = _paste(img, _object("shape", lab, 9, rng), rng, ink, free=decoy < 0.05)
         else:
-            obj_kind, obj_label = kind, names[y]
-        lo, hi = opt.get("size", (11, 15))
-        size = int(rng.integers(lo, hi + 1))
-        a = _object(obj_kind, obj_label, size, rng)
-        if opt.get("rotate"):
-            a = np.rot90(a, int(rng.integers(1, 4))).copy()
-        r, c = rng.integers(0, IMG - size + 1, 2)
-        alpha = np.zeros((IMG, IMG), np.float32)
-        alpha[r:r + size, c:c + size] = a
-        ink = 0.0 if opt.get("invert") else 1.0
-        colour = rng.uniform(0.3, 1.0, 3) if opt.get("colour") else np.full(3, ink)
-        img = bg[None] * (1 - alpha[None]) + colour[:, None, None] * alpha[None]
-        if opt.get("distractor"):  # a shape elsewhere, irrelevant to the label
-            s2 = 8
-            d = _object("shape", SHAPES[rng.integers(4)], s2, rng)
-            r2, c2 = rng.integers(0, IMG - s2 + 1, 2)
-            dal = np.zeros((IMG, IMG), np.float32)
-            dal[r2:r2 + s2, c2:c2 + s2] = d * (alpha[r2:r2 + s2, c2:c2 + s2] < 0.1)
-            img = img * (1 - dal[None]) + 0.8 * dal[None]
+            lo, hi = spec.get("size", (11, 15))
+            a = _object(_kind(lab), lab, int(rng.integers(lo, hi + 1)), rng)
+            if spec.get("rotate"):
+                a = np.rot90(a, int(rng.integers(1, 4))).copy()
+            alpha = _paste(img, a, rng, ink)
+            free = alpha < 0.05
+            for _ in range(spec.get("distractor", 0)):  # shapes elsewhere, irrelevant to the label
+                _paste(img, _object("shape", SHAPES[rng.integers(4)], 7, rng), rng, np.full(3, 0.8, np.float32),
+                       free=free)
         imgs[i] = img
-        masks[i] = 1.0 - (alpha > 0.3) if opt.get("label_is_texture") else (alpha > 0.3)
+        masks[i] = alpha > 0.3
     pooled = torch.as_tensor(masks).view(n, IMG // PATCH, PATCH, IMG // PATCH, PATCH).mean((2, 4)).reshape(n, -1)
     return Domain(name, torch.as_tensor(imgs), torch.as_tensor(labels), pooled,
-                  [CLASS_NAMES.index(nm if nm in CLASS_NAMES else f"texture:{nm}") for nm in names])
+                  [CLASS_NAMES.index(nm) for nm in names])
 
 
 # ----------------------------------------------------------------------------------------------------------------
 # The model
 # ----------------------------------------------------------------------------------------------------------------
 def class_embeddings(dim: int, seed: int = 1234) -> Tensor:
-    """Frozen unit "class-name" embeddings for all of ``CLASS_NAMES`` (a stand-in for a VLM's text tower)."""
+    """Random unit "class-name" embeddings for all of ``CLASS_NAMES``: the initial value of the class-embedding table,
+    which pre-training learns and fine-tuning keeps frozen (a stand-in for a VLM's text tower)."""
     dim, seed = V.integer("dim", dim, min=1), V.seed("seed", seed)
     g = torch.Generator().manual_seed(seed)
     return F.normalize(torch.randn(len(CLASS_NAMES), dim, generator=g), dim=-1)
@@ -224,26 +249,38 @@ def _images(x: object, name: str = "x") -> Tensor:
     return x
 
 
+def _classes(classes: object) -> list[int]:
+    if isinstance(classes, Tensor):
+        classes = classes.tolist()
+    return V.sequence("classes", classes, min_len=1, of=lambda k, c: V.index(k, c, len(CLASS_NAMES)))
+
+
 class TinyViT(nn.Module):
-    """ViT (patch 4, learned positions, CLS token, ``helpers.nn.Block`` with full attention) and a CLIP-style head.
+    """ViT with a convolutional patch stem (two 3x3 convs, then a 4x4 stride-4 conv: 36 patch tokens), learned positions,
+    a CLS token, ``helpers.nn.Block`` layers with full attention, and a CLIP-style head.
 
     ``forward(x, classes)`` returns ``(logits, patch_scores)``: ``logits[b, c] = s * cos(W h_cls, t_c)`` and
     ``patch_scores[b, j, c] = cos(W h_j, t_c)`` for the given global class ids: one inference, both outputs.
+    The class embeddings ``text`` are a parameter that only pre-training moves (``learn_text=True``); every other
+    model keeps them frozen, so all models share one class-embedding space and task vectors are zero there.
     """
 
-    def __init__(self, d_model: int = 64, depth: int = 3, n_head: int = 4, emb_dim: int = 32, scale: float = 10.0):
-        for name, v in dict(d_model=d_model, depth=depth, n_head=n_head, emb_dim=emb_dim).items():
+    def __init__(self, d_model: int = 48, depth: int = 3, n_head: int = 4, emb_dim: int = 32, stem: int = 16,
+                 scale: float = 16.0, learn_text: bool = False):
+        for name, v in dict(d_model=d_model, depth=depth, n_head=n_head, emb_dim=emb_dim, stem=stem).items():
             V.integer(name, v, min=1)
         scale = V.positive("scale", scale)
+        V.boolean("learn_text", learn_text)
         super().__init__()
         cfg = hnn.TransformerConfig(vocab_size=1, n_layer=depth, n_head=n_head, d_model=d_model, pos="none")
-        self.patch = nn.Linear(3 * PATCH * PATCH, d_model)
+        self.stem = nn.Sequential(nn.Conv2d(3, stem, 3, padding=1), nn.GELU(), nn.Conv2d(stem, stem, 3, padding=1),
+                                  nn.GELU(), nn.Conv2d(stem, d_model, PATCH, stride=PATCH))
         self.cls = nn.Parameter(torch.zeros(1, 1, d_model))
         self.pos = nn.Parameter(0.02 * torch.randn(1, N_PATCH + 1, d_model))
         self.blocks = nn.ModuleList([hnn.Block(cfg) for _ in range(depth)])
         self.ln = nn.LayerNorm(d_model)
         self.proj = nn.Linear(d_model, emb_dim, bias=False)
-        self.register_buffer("text", class_embeddings(emb_dim))  # frozen: not a parameter, never moved
+        self.text = nn.Parameter(class_embeddings(emb_dim), requires_grad=learn_text)
         self.scale = scale
         self._mask = torch.ones(N_PATCH + 1, N_PATCH + 1, dtype=torch.bool)
 
@@ -251,20 +288,17 @@ class TinyViT(nn.Module):
         """Final hidden states (B, 1 + N_PATCH, d_model) of images (B, 3, IMG, IMG): CLS first."""
         _images(x)
         B = x.shape[0]
-        p = x.unfold(2, PATCH, PATCH).unfold(3, PATCH, PATCH)  # (B, 3, 6, 6, 4, 4)
-        p = p.permute(0, 2, 3, 1, 4, 5).reshape(B, N_PATCH, -1)
-        h = torch.cat([self.cls.expand(B, -1, -1), self.patch(p)], 1) + self.pos
+        p = self.stem(4.0 * (x - 0.5)).flatten(2).transpose(1, 2)  # (B, 36, d), row-major patches
+        h = torch.cat([self.cls.expand(B, -1, -1), p], 1) + self.pos
         for blk in self.blocks:
             h = blk(h, self._mask)
         return self.ln(h)
 
     def forward(self, x: Tensor, classes: Sequence[int]) -> tuple[Tensor, Tensor]:
         _images(x)
-        if isinstance(classes, Tensor):
-            classes = classes.tolist()
-        classes = V.sequence("classes", classes, min_len=1, of=lambda k, c: V.index(k, c, len(CLASS_NAMES)))
+        classes = _classes(classes)
         z = F.normalize(self.proj(self.tokens(x)), dim=-1)
-        t = self.text[list(classes)]
+        t = F.normalize(self.text[list(classes)], dim=-1)
         sims = z @ t.T  # (B, 1 + P, C)
         return self.scale * sims[:, 0], sims[:, 1:]
 
@@ -281,6 +315,126 @@ def explanation_loss(patch_scores: Tensor, labels: Tensor, mask: Tensor) -> Tens
         return (v - v.mean(1, keepdim=True)) / (v.std(1, keepdim=True) + 1e-6)
 
     return F.mse_loss(z(e), z(mask))
+
+
+def train_model(dom: Domain, steps: int, *, init: Mapping[str, Tensor] | None = None, beta: float = 0.0,
+                lr: float = 1e-3, batch_size: int = 64, seed: int = 0, model_cfg: Mapping | None = None,
+                learn_text: bool = False, progress: bool = False, desc: str = "train") -> tuple[TinyViT, list[float]]:
+    """Fine-tune a :class:`TinyViT` from ``init`` (or a fresh one) on ``dom`` with ``L = CE + beta * explanation
+    loss``. The batches depend only on ``seed`` and the step, so two runs that differ only in ``beta`` see the same
+    images in the same order (their weight difference is the explainability vector). Returns the model (in eval
+    mode) and the per-step losses."""
+    from helpers import repro, train
+
+    V.instance("dom", dom, Domain)
+    steps, batch_size, seed = V.integer("steps", steps, min=0), V.integer("batch_size", batch_size, min=1), V.seed(
+        "seed", seed)
+    beta, lr = V.nonnegative("beta", beta), V.positive("lr", lr)
+    model = TinyViT(**dict(model_cfg or {}), learn_text=learn_text)
+    if init is not None:
+        model.load_state_dict(_state("init", init))
+
+    def get(step: int):
+        idx = torch.as_tensor(repro.rng(seed, 7, step).integers(0, len(dom), batch_size))
+        return dom.images[idx], dom.labels[idx], dom.mask[idx]
+
+    def loss_fn(m: nn.Module, batch) -> Tensor:
+        x, y, mask = batch
+        logits, patches = m(x, dom.classes)
+        loss = F.cross_entropy(logits, y)
+        return loss + beta * explanation_loss(patches, y, mask) if beta else loss
+
+    hist = train.fit(model, loss_fn, get, steps, lr=lr, warmup=steps // 10, seed=seed, desc=desc, progress=progress)
+    model.eval()
+    return model, [float(v) for v in hist.loss]
+
+
+@torch.no_grad()
+def evaluate(model: nn.Module, dom: Domain) -> tuple[float, Tensor]:
+    """Accuracy on ``dom`` and the explanation maps (n, P) of the true class, from one inference."""
+    V.instance("model", model, nn.Module)
+    V.instance("dom", dom, Domain)
+    model.eval()
+    logits, patches = model(dom.images, dom.classes)
+    return float((logits.argmax(1) == dom.labels).float().mean()), patches[torch.arange(len(dom)), :, dom.labels]
+
+
+def key(name: str) -> str:
+    """The checkpoint key of a domain name (spaces become underscores)."""
+    return V.instance("name", name, str).replace(" ", "_")
+
+
+_JOB: dict = {}  # what forked workers of :func:`train_all` read (the config, the data and theta0)
+
+
+def _run(tag: str, dom: Domain, steps: int, **kw) -> tuple[str, dict[str, Tensor], list[float], float]:
+    cfg = _JOB["cfg"]
+    model, losses = train_model(dom, steps, batch_size=cfg["batch_size"], model_cfg=cfg["model"],
+                                progress=_JOB["progress"], desc=tag, **kw)
+    acc = evaluate(model, make_domain(dom.name, _JOB["n_eval"], 1000))[0]
+    if _JOB["log"]:
+        _JOB["log"](f"{tag}: final loss {np.mean(losses[-20:]):.3f}, held-out acc {acc:.3f} "
+                    f"({time.time() - _JOB['t0']:.0f} s)")
+    return tag, {k: v.detach().clone() for k, v in model.state_dict().items()}, losses, acc
+
+
+def _job(job: tuple[int, str | None]) -> list[tuple[str, dict[str, Tensor], list[float], float]]:
+    """One seed's source pair (``name is None``) or one seed's target model (and oracle)."""
+    from helpers import repro
+
+    s, name = job
+    cfg, data, theta0 = _JOB["cfg"], _JOB["data"], _JOB["theta0"]
+    repro.set_threads(1)
+    out = []
+    with repro.seeded(s):
+        if name is None:
+            for beta, tag in ((0.0, "source_pred"), (cfg["beta"], "source_se")):
+                out.append(_run(f"s{s}/{tag}", data["source"], cfg["source_steps"], init=theta0, beta=beta,
+                                lr=cfg["ft_lr"], seed=s))
+        else:
+            out.append(_run(f"s{s}/T/{key(name)}", data[name], cfg["target_steps"], init=theta0, lr=cfg["ft_lr"],
+                            seed=s))
+            if s in cfg["oracle_seeds"]:
+                out.append(_run(f"s{s}/oracle/{key(name)}", data[name], cfg["target_steps"], init=theta0,
+                                beta=cfg["beta"], lr=cfg["ft_lr"], seed=s))
+    return out
+
+
+def train_all(cfg: Mapping, *, n_eval: int = 300, log: Callable[[str], None] | None = print,
+              progress: bool = False, workers: int = 1
+              ) -> tuple[dict[str, dict[str, Tensor]], dict[str, list[float]], dict[str, float]]:
+    """Everything the chapter trains, for a config shaped like :func:`checkpoint_config`: the pre-trained ``theta0``
+    (class embeddings learned), then per seed ``s{s}/source_pred`` and ``s{s}/source_se`` (same init and batches,
+    beta = 0 vs ``cfg["beta"]``), ``s{s}/T/<target>`` (beta = 0) and, for ``cfg["oracle_seeds"]``,
+    ``s{s}/oracle/<target>`` (fine-tuned with the target's own masks). The fine-tuning runs are independent and
+    go to ``workers`` forked processes of one torch thread each (the same results as ``workers=1``). Returns
+    ``(state dicts, loss curves, held-out accuracies)``."""
+    from helpers import repro
+
+    V.instance("cfg", cfg, Mapping)
+    n_eval, workers = V.integer("n_eval", n_eval, min=1), V.integer("workers", workers, min=1)
+    data = {nm: make_domain(nm, cfg["n_train"], cfg["data_seed"]) for nm in ["source", *cfg["targets"]]}
+    data["pretrain"] = make_domain("pretrain", 2 * cfg["n_train"], cfg["data_seed"])
+    _JOB.update(cfg=cfg, data=data, n_eval=n_eval, log=log, progress=progress, t0=time.time())
+    with repro.seeded(cfg["pretrain_seed"]):
+        results = [_run("theta0", data["pretrain"], cfg["pretrain_steps"], lr=cfg["lr"], seed=cfg["pretrain_seed"],
+                        learn_text=True)]
+    _JOB["theta0"] = results[0][1]
+    jobs = [(s, nm) for s in cfg["seeds"] for nm in [None, *cfg["targets"]]]
+    if workers == 1:
+        for j in jobs:
+            results += _job(j)
+    else:
+        import multiprocessing as mp
+
+        with mp.get_context("fork").Pool(workers) as pool:
+            for out in pool.imap(_job, jobs):
+                results += out
+    _JOB.clear()
+    states = {tag: sd for tag, sd, _, _ in results}
+    history = {f"loss/{tag}": losses for tag, _, losses, _ in results}
+    metrics = {f"acc/{tag}": acc for tag, _, _, acc in results}
+    return states, history, metrics
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -376,6 +530,33 @@ def _patch_keep(x: Tensor, keep: Tensor, fill: Tensor) -> Tensor:
     return x * k + fill * (1 - k)
 
 
+def true_prob(model: nn.Module, classes: Sequence[int], labels: Tensor) -> Callable[[Tensor], Tensor]:
+    """``x -> p(true class | x)`` under ``model`` for a fixed batch of labels (indices into ``classes``)."""
+    V.instance("model", model, nn.Module)
+    classes = _classes(classes)
+    V.tensor("labels", labels, ndim=1, dtype="int", min=0, max=len(classes) - 1)
+
+    def f(x: Tensor) -> Tensor:
+        return model(x, classes)[0].softmax(1)[torch.arange(len(labels)), labels]
+
+    return f
+
+
+def gradient_map(model: nn.Module, x: Tensor, classes: Sequence[int], labels: Tensor) -> Tensor:
+    """Gradient x input saliency per patch (n, P): ``|sum over a patch's pixels of x * d log p_y / d x|``, the usual
+    post-hoc map of a prediction-only model (one forward and one backward pass)."""
+    V.instance("model", model, nn.Module)
+    _images(x)
+    classes = _classes(classes)
+    V.tensor("labels", labels, shape=(len(x),), dtype="int", min=0, max=len(classes) - 1)
+    x = x.detach().clone().requires_grad_(True)
+    logp = model(x, classes)[0].log_softmax(1)[torch.arange(len(x)), labels]
+    (g,) = torch.autograd.grad(logp.sum(), x)
+    s = (g * x).sum(1).detach()  # (n, IMG, IMG)
+    n, k = len(x), IMG // PATCH
+    return s.view(n, k, PATCH, k, PATCH).sum((2, 4)).abs().reshape(n, -1)
+
+
 @torch.no_grad()
 def deletion_insertion(prob_fn: Callable[[Tensor], Tensor], x: Tensor, maps: Tensor, steps: int = 9
                        ) -> tuple[float, float]:
@@ -461,3 +642,28 @@ def spearman_perm(x: Sequence[float], y: Sequence[float], n_perm: int = 5000, se
     g = np.random.default_rng(seed)
     null = np.array([np.corrcoef(rx, g.permutation(ry))[0, 1] for _ in range(n_perm)])
     return rho, float((1 + np.sum(np.abs(null) >= abs(rho) - 1e-12)) / (n_perm + 1))
+
+
+def loo_predictions(features: Sequence[float], y: Sequence[float]) -> np.ndarray:
+    """Leave-one-out predictions of a one-feature least-squares line ``y ~ a + b * feature``: each point is predicted
+    by the line fitted to the others (how a predictor fitted on known targets would do on a new one)."""
+    x = V.array("features", features, ndim=1, dtype="float")
+    y = V.array("y", y, ndim=1, dtype="float")
+    if len(x) != len(y) or len(x) < 3:
+        raise ValueError(f"features and y must be two sequences of equal length >= 3, got {len(x)} and {len(y)}")
+    out = np.zeros(len(x))
+    for i in range(len(x)):
+        keep = np.arange(len(x)) != i
+        xi, yi = x[keep], y[keep]
+        b = np.polyfit(xi, yi, 1) if np.ptp(xi) > 0 else np.array([0.0, yi.mean()])
+        out[i] = np.polyval(b, x[i])
+    return out
+
+
+def checkpoint_config(name: str = "models") -> dict:
+    """The config of the chapter's checkpoint ``name`` at its default parameters (what the script trains and the
+    notebook asks for)."""
+    V.one_of("name", name, ("models",))
+    return dict(model=dict(d_model=48, depth=2, n_head=4, emb_dim=32, stem=16, scale=16.0), n_train=2000,
+                data_seed=0, pretrain_seed=0, batch_size=64, pretrain_steps=1200, source_steps=250, target_steps=150, lr=2e-3,
+                ft_lr=1e-3, beta=1.0, seeds=[0, 1, 2], targets=list(TARGETS), oracle_seeds=[0])

@@ -15,25 +15,27 @@
 # from the same pre-trained weights, one with explanation supervision and one without; their weight difference
 # is the **explainability vector** τ. Add λ·τ to a *prediction-only* model fine-tuned on another domain, with no
 # explanation labels there, and see whether it now explains itself. The paper reports consistent gains on ten target
-# datasets with accuracy largely preserved, and that a few model-internal features, computed without target
-# explanations, predict which targets gain; its predecessor found the one-inference maps comparable to Kernel SHAP
+# datasets with accuracy largely preserved, and that model-internal features, computed without target explanations,
+# carry signal about which targets gain; its predecessor found the one-inference maps comparable to Kernel SHAP
 # with 150 inferences, and no gain between unrelated domains.
 #
 # | | the paper | this notebook |
 # |---|---|---|
-# | model | CLIP ViT (VLM-based), frozen text embeddings of class names | a 3-layer ViT (d=64, patch 4, ~160k parameters) trained here; frozen random unit "class-name" embeddings |
-# | source | ImageNet-1k with patch-level explanation supervision | digits, shapes and letters on brick/gravel textures, object masks per patch |
-# | targets | ten image datasets | ten synthetic domains (new textures, inverted, rotated, small, shapes, clutter, colour, letters, and one where the label is the background) |
-# | reference | Kernel SHAP, 150 inferences | our Kernel SHAP over the 36 patches, 150 coalitions |
-# | hardware | GPUs | 2 shared CPU cores, a few minutes |
+# | pre-trained model | CLIP ViT (VLM-based), frozen text embeddings of class names | a 2-layer ViT (d = 48, conv patch stem, 36 patches) pre-trained here on every class; its class embeddings are learned in that pre-training and then frozen: the shared "text" space |
+# | source | ImageNet-1k with patch-level explanation supervision | 14 of the 19 classes (digits, shapes, letters) on brick/gravel, object masks per patch |
+# | targets | ten image datasets | a graded series of synthetic domains, from "new background" to "the label is a small marker beside a large decoy" |
+# | explanation judged by | localisation and faithfulness | patch AUROC against the label-deciding region, and deletion/insertion on the model that produced each map |
+# | reference | Kernel SHAP, 150 inferences | Kernel SHAP over the 36 patches, 150 coalitions, on the same model |
+# | seeds | — | 3 fine-tuning seeds (source pair and targets); one pre-trained θ₀, as the paper has one CLIP |
+# | hardware | GPUs | 2 shared CPU cores; training in a checkpoint script, the default run evaluates |
 #
 # :::{note}
 # **What is reconstructed.** Only the abstracts of the paper and its predecessor are available. The task-arithmetic
 # recipe (τ = θ_SE − θ_pred from the same start and data order; θ_T + λτ) follows them. **Reconstructed by us:** the
-# self-explaining head (the CLS projection applied to patch tokens, cosine to the frozen class embedding), the
-# explanation loss (MSE between standardized map and mask), the choice λ = 1 fixed in advance, the *a priori*
-# features, and everything about the data and the model, which are synthetic stand-ins for ImageNet and CLIP
-# (no pretrained weights are available offline).
+# self-explaining head (the CLS projection applied to patch tokens, cosine to the class embedding), the
+# explanation loss (MSE between standardized map and mask), λ = 1 fixed in advance, the *a priori* features and
+# their leave-one-target-out validation, the relatedness levels of the target series, and everything about the data
+# and the model, which are synthetic stand-ins for ImageNet and CLIP (no pretrained weights are available offline).
 # :::
 
 # %% tags=["hide-input"]
@@ -58,19 +60,18 @@ if "google.colab" in sys.modules and importlib.util.find_spec("helpers") is None
 
 # %% [markdown]
 # ## Parameters
+#
+# The default run loads the models trained by `data/15_explainability_vector/make_models.py` (pre-training, the
+# source pair and every target model, three seeds) and evaluates them; quick mode trains a tiny version live.
 
 # %% tags=["parameters"]
 quick = False
 seed = 0
-n_train = 1500  # images per domain for training
 n_test = 300  # held-out images per domain
-batch_size = 32
-pretrain_steps = 600
-source_steps = 300
-target_steps = 200
-beta = 1.0  # weight of the explanation loss
 lam = 1.0  # the transfer coefficient, fixed in advance
-n_shap = 32  # images per target explained by Kernel SHAP
+n_shap = (
+    24  # images per target explained by Kernel SHAP and scored by deletion/insertion
+)
 n_coalitions = 150
 
 # %% tags=["hide-input"]
@@ -83,67 +84,67 @@ import torch
 import torch.nn.functional as F
 from IPython.display import display
 
-from helpers import claims, plotting, repro, train
+from helpers import checkpoints, claims, plotting, repro
 from helpers import explainability_vector as ev
 
-TARGETS = [
-    "digits 5-9",
-    "inverted",
-    "rotated",
-    "small digits",
-    "shapes",
-    "cluttered",
-    "coloured",
-    "letters",
-    "background label",
-]
-if quick:
-    n_train, n_test, pretrain_steps, source_steps, target_steps = 300, 80, 60, 40, 30
-    n_shap, n_coalitions = 8, 40
-    TARGETS = ["digits 5-9", "shapes", "background label"]
-UNRELATED = "background label"
+cfg = ev.checkpoint_config("models")
+if quick:  # a tiny live version of the checkpoint's training
+    n_test, n_shap, n_coalitions = 80, 8, 40
+    cfg.update(
+        n_train=200,
+        batch_size=32,
+        pretrain_steps=60,
+        source_steps=20,
+        target_steps=15,
+        seeds=[0],
+        oracle_seeds=[0],
+        targets=["digits on grass", "rotated small", "marker"],
+        model=dict(cfg["model"], d_model=24, depth=1, emb_dim=16, stem=8),
+    )
+TARGETS = cfg["targets"]
+seeds = [seed + i for i in range(len(cfg["seeds"]))]
 lams = [0.0, 0.25, 0.5, 1.0, 1.5, 2.0]
 
-# small ops: one thread wastes nothing on a shared machine
-env = repro.setup(seed, threads=1)
+env = repro.setup(
+    seed, threads=1
+)  # small ops: one thread wastes nothing on a shared machine
 plotting.use_style()
 rec = claims.ClaimsRecord(
     "15_explainability_vector",
     dict(
         quick=quick,
         seed=seed,
-        n_train=n_train,
         n_test=n_test,
-        batch_size=batch_size,
-        pretrain_steps=pretrain_steps,
-        source_steps=source_steps,
-        target_steps=target_steps,
-        beta=beta,
         lam=lam,
         n_shap=n_shap,
         n_coalitions=n_coalitions,
+        seeds=seeds,
         targets=TARGETS,
     ),
 )
 print(env)
 
 # %% [markdown]
-# ## 1. Domains
+# ## 1. Domains: a source and a graded series of targets
 #
-# Every image is an object pasted on a texture; the relevance mask is the object, pooled per 4×4 patch (36 patches).
-# In the last target the label is the *texture* and the object is a distractor, so its relevance is the background:
-# a vector that teaches "look at the object" should not help there.
+# Every image is an object pasted on a texture; the relevance mask is the region that decides the label, pooled per
+# 4×4 patch (36 patches). Pre-training sees all 19 classes on all four textures, with labels only. The source covers
+# 14 classes (digits 0–7, circle/square/triangle, A/E/H); the other five are *unseen* there. The targets form a
+# series whose **relatedness to the source was fixed before any result**: 3 = the same kind of object on a new
+# background; 2 = a new ink (inverted, coloured); 1 = a harder shift (rotated and small, or clutter beside the
+# object); 0 = the label is a small shape *marker* while a large digit or letter is a decoy. A vector that teaches
+# "highlight the object" should help most at 3 and can hurt at 0.
 
 # %%
-data = {
-    name: (ev.make_domain(name, n_train, seed), ev.make_domain(name, n_test, seed + 1))
-    for name in ["pretrain", "source", *TARGETS]
-}
-fig, ax = plt.subplots(2, len(data), figsize=(1.3 * len(data), 2.8))
-for j, (name, (tr_, _)) in enumerate(data.items()):
-    ax[0, j].imshow(tr_.images[0].permute(1, 2, 0).numpy())
+test = {name: ev.make_domain(name, n_test, 1) for name in ["source", *TARGETS]}
+print(
+    pd.Series({t: ev.RELATEDNESS[t] for t in TARGETS}, name="relatedness").to_frame().T
+)
+fig, ax = plt.subplots(2, len(test), figsize=(1.3 * len(test), 2.9))
+for j, (name, dom) in enumerate(test.items()):
+    ax[0, j].imshow(dom.images[0].permute(1, 2, 0).numpy())
     ax[0, j].set_title(name, fontsize=7)
-    ax[1, j].imshow(tr_.mask[0].view(6, 6).numpy(), cmap="magma", vmin=0, vmax=1)
+    ax[1, j].imshow(dom.mask[0].view(6, 6).numpy(), cmap="magma", vmin=0, vmax=1)
 for a in ax.ravel():
     a.set(xticks=[], yticks=[])
     a.grid(False)
@@ -153,99 +154,98 @@ plt.show()
 # %% [markdown]
 # ## 2. The method
 #
-# **The model.** A ViT whose head is CLIP-like: `logit_c = s · cos(W h_CLS, t_c)` with frozen class embeddings
-# `t_c`, so every domain's head lives in one space. The same projection on a patch token, `e_{j,c} = cos(W h_j, t_c)`,
-# is that patch's relevance for class c: the prediction and the explanation come from one inference.
+# **The model.** A ViT whose head is CLIP-like: `logit_c = s · cos(W h_CLS, t_c)`, with class embeddings `t_c`
+# learned once in pre-training over every class and frozen afterwards, so every domain's head lives in one space
+# (the role of CLIP's text tower). The same projection on a patch token, `e_{j,c} = cos(W h_j, t_c)`, is that patch's
+# relevance for class c: prediction and explanation come from one inference.
 #
 # **Training.** `L = CE + β · MSE(z(e_{·,y}), z(mask))` with z a per-image standardization; β = 0 is the
 # prediction-only model. **The explainability vector** is `τ = θ_SE − θ_pred`, both fine-tuned on the source from
 # the same pre-trained θ₀ with the same batches; **transfer** is `θ_T + λτ`, with θ_T the target's prediction-only
-# model (fine-tuned from θ₀ with β = 0, no explanation labels).
-
+# model (fine-tuned from θ₀ with β = 0, no explanation labels). Per seed: its own source pair (so its own τ) and its
+# own target models. The oracle (seed 0 only) is fine-tuned *with* the target's masks: a ceiling, not a method.
 
 # %%
-def batches(dom):
-    def get(step):
-        idx = torch.as_tensor(
-            repro.rng(seed, 7, step).integers(0, len(dom), batch_size)
-        )
-        return dom.images[idx], dom.labels[idx], dom.mask[idx]
-
-    return get
-
-
-def fine_tune(init_state, dom, steps, beta_, desc, lr=1e-3):
-    model = ev.TinyViT()
-    model.load_state_dict(init_state)
-
-    def loss_fn(m, batch):
-        x, y, mask = batch
-        logits, patches = m(x, dom.classes)
-        loss = F.cross_entropy(logits, y)
-        return loss + beta_ * ev.explanation_loss(patches, y, mask) if beta_ else loss
-
-    train.fit(
-        model,
-        loss_fn,
-        batches(dom),
-        steps,
-        lr=lr,
-        warmup=steps // 10,
-        seed=seed,
-        desc=desc,
-        progress=not quick,
+if quick or seeds != cfg["seeds"]:
+    cfg["seeds"] = seeds
+    cfg["oracle_seeds"] = seeds[:1]
+    t0 = time.time()
+    states, history, train_metrics = ev.train_all(
+        cfg, n_eval=n_test, log=None, progress=not quick
     )
-    return model
+    print(f"trained live in {time.time() - t0:.0f} s")
+else:
+    ckpt = checkpoints.load("15_explainability_vector", "models", config=cfg)
+    tags = sorted({k.split(".")[0] for k in ckpt.tensors})
+    states = {
+        t: {k: v.float() for k, v in ckpt.state_dict(t + ".").items()} for t in tags
+    }
+    train_metrics = ckpt.manifest["metrics"]
+    checkpoints.plot_history(ckpt.manifest)
+    plt.show()
 
 
-@torch.no_grad()
-def evaluate(model, dom):
-    """Accuracy and the explanation maps of the true class (one inference)."""
-    model.eval()
-    logits, patches = model(dom.images, dom.classes)
-    maps = patches[torch.arange(len(dom)), :, dom.labels]
-    return (logits.argmax(1) == dom.labels).float().mean().item(), maps, patches
+def model_from(state):
+    m = ev.TinyViT(**cfg["model"])
+    m.load_state_dict(state)
+    return m.eval()
 
 
-def prob_fn(model, dom, idx):
-    def f(x):
-        return model(x, dom.classes)[0].softmax(1)[
-            torch.arange(len(idx)), dom.labels[idx]
-        ]
-
-    return f
-
-
-torch.manual_seed(seed)
-theta0 = ev.TinyViT().state_dict()
-pre = fine_tune(theta0, data["pretrain"][0], pretrain_steps, 0.0, "pre-train θ0")
-theta0 = {k: v.clone() for k, v in pre.state_dict().items()}
-src_tr, src_te = data["source"]
-src_pred = fine_tune(theta0, src_tr, source_steps, 0.0, "source, β=0")
-src_se = fine_tune(theta0, src_tr, source_steps, beta, f"source, β={beta}")
-# the explainability vector: the key line
-tau = ev.task_vector(src_se.state_dict(), src_pred.state_dict())
-print(f"‖τ‖ = {ev.flat(tau).norm():.3f}, ‖θ0‖ = {ev.flat(theta0).norm():.1f}")
+theta0 = states["theta0"]
+# the explainability vector, one per seed: the key line
+tau = {
+    s: ev.task_vector(states[f"s{s}/source_se"], states[f"s{s}/source_pred"])
+    for s in seeds
+}
+print(f"‖τ‖ = {ev.flat(tau[seeds[0]]).norm():.3f}, ‖θ0‖ = {ev.flat(theta0).norm():.1f}")
+acc_table = pd.DataFrame(
+    {
+        s: {
+            "source, prediction-only": ev.evaluate(
+                model_from(states[f"s{s}/source_pred"]), test["source"]
+            )[0],
+            "source, self-explaining": ev.evaluate(
+                model_from(states[f"s{s}/source_se"]), test["source"]
+            )[0],
+            **{
+                f"θ_T {t}": ev.evaluate(
+                    model_from(states[f"s{s}/T/{ev.key(t)}"]), test[t]
+                )[0]
+                for t in TARGETS
+            },
+        }
+        for s in seeds
+    }
+)
+acc_table.columns = [f"seed {s}" for s in seeds]
+display(acc_table.round(3).style.set_caption("held-out accuracy of the trained models"))
+print(
+    "θ0 before fine-tuning, accuracy on each target:",
+    {t: round(ev.evaluate(model_from(theta0), test[t])[0], 3) for t in TARGETS},
+)
 
 # %% [markdown]
-# **Checks on the source.** Two β = 0 runs with the same seed and batches give the same weights (so τ measures only
-# the explanation loss); random maps score AUROC ≈ 0.5; the self-explaining model explains better than its
-# prediction-only twin.
+# **Checks.** Two β = 0 runs with the same seed and batches give the same weights (so τ measures only the explanation
+# loss; a tiny live run); random maps score AUROC ≈ 0.5; on the source, the self-explaining model localises better
+# than its prediction-only twin at every seed; θ_T + 0·τ is θ_T exactly.
 
 # %%
-again_a = fine_tune(theta0, src_tr, 20, 0.0, "repeat a")
-again_b = fine_tune(theta0, src_tr, 20, 0.0, "repeat b")
+tiny = ev.make_domain("source", 64, 5)
+small = dict(d_model=16, depth=1, n_head=2, emb_dim=8, stem=4)
+with repro.seeded(seed):
+    init = ev.TinyViT(**small).state_dict()
+a_, _ = ev.train_model(tiny, 5, init=init, batch_size=8, seed=seed, model_cfg=small)
+b_, _ = ev.train_model(tiny, 5, init=init, batch_size=8, seed=seed, model_cfg=small)
 rec.check(
     "zero_vector_when_same",
-    float(
-        ev.flat(ev.task_vector(again_a.state_dict(), again_b.state_dict())).abs().max()
-    ),
+    float(ev.flat(ev.task_vector(a_.state_dict(), b_.state_dict())).abs().max()),
     0.0,
     op="==",
     note="two identical β=0 runs: τ = 0 exactly",
 )
 rand_auc = ev.patch_auroc(
-    torch.as_tensor(repro.rng(seed, 3).random(src_te.mask.shape)), src_te.mask
+    torch.as_tensor(repro.rng(seed, 3).random(test["source"].mask.shape)),
+    test["source"].mask,
 )
 rec.check(
     "random_map_auroc",
@@ -254,170 +254,226 @@ rec.check(
     op="<=",
     note=f"random maps AUROC {rand_auc:.3f}",
 )
-acc_sp, maps_sp, _ = evaluate(src_pred, src_te)
-acc_se, maps_se, _ = evaluate(src_se, src_te)
-auc_sp, auc_se = (
-    ev.patch_auroc(maps_sp, src_te.mask),
-    ev.patch_auroc(maps_se, src_te.mask),
-)
-print(
-    f"source: prediction-only acc {acc_sp:.3f}, AUROC {auc_sp:.3f} | "
-    f"self-explaining acc {acc_se:.3f}, "
-    f"AUROC {auc_se:.3f}"
-)
+src_auc = {
+    s: {
+        tag: ev.patch_auroc(
+            ev.evaluate(model_from(states[f"s{s}/{tag}"]), test["source"])[1],
+            test["source"].mask,
+        )
+        for tag in ("source_pred", "source_se")
+    }
+    for s in seeds
+}
+print(pd.DataFrame(src_auc).round(3))
 rec.check(
     "source_se_better",
-    auc_se,
-    auc_sp,
+    min(v["source_se"] - v["source_pred"] for v in src_auc.values()),
+    0.0,
     op=">",
-    note="source self-explaining AUROC > prediction-only",
+    note="source self-explaining AUROC > prediction-only, at every seed",
 )
-
-# %% [markdown]
-# ## 3. Transfer to the targets, λ sweep
-#
-# For each target: its prediction-only model θ_T, the transferred models θ_T + λτ, and (for reference only) an
-# *oracle* fine-tuned with the target's own masks. Explanation quality is patch AUROC against the mask and the
-# pointing game (is the top patch relevant?).
-
-# %%
-rows, models_T, oracles, vecs = [], {}, {}, {}
-for name in TARGETS:
-    tr_, te_ = data[name]
-    models_T[name] = fine_tune(theta0, tr_, target_steps, 0.0, f"{name}: β=0")
-    oracles[name] = fine_tune(theta0, tr_, target_steps, beta, f"{name}: oracle")
-    vecs[name] = ev.task_vector(models_T[name].state_dict(), theta0)
-    base = models_T[name].state_dict()
-    for lm in lams:
-        m = ev.TinyViT()
-        m.load_state_dict(ev.add_vector(base, tau, lm))  # θ_T + λ τ
-        acc, maps, _ = evaluate(m, te_)
-        rows.append(
-            dict(
-                target=name,
-                lam=lm,
-                acc=acc,
-                auroc=ev.patch_auroc(maps, te_.mask),
-                pointing=ev.pointing_game(maps, te_.mask),
-            )
-        )
-    acc_o, maps_o, _ = evaluate(oracles[name], te_)
-    rows.append(
-        dict(
-            target=name,
-            lam="oracle",
-            acc=acc_o,
-            auroc=ev.patch_auroc(maps_o, te_.mask),
-            pointing=ev.pointing_game(maps_o, te_.mask),
-        )
-    )
-sweep = pd.DataFrame(rows)
-display(
-    sweep.pivot(index="target", columns="lam", values="auroc")
-    .round(3)
-    .style.set_caption("patch AUROC")
-)
-display(
-    sweep.pivot(index="target", columns="lam", values="acc")
-    .round(3)
-    .style.set_caption("accuracy")
-)
-
-# %% [markdown]
-# `lambda_zero_identity`: adding the vector with λ = 0 gives back the prediction-only model exactly.
-
-# %%
 name0 = TARGETS[0]
-m0 = ev.TinyViT()
-m0.load_state_dict(ev.add_vector(models_T[name0].state_dict(), tau, 0.0))
+m0 = model_from(
+    ev.add_vector(states[f"s{seeds[0]}/T/{ev.key(name0)}"], tau[seeds[0]], 0.0)
+)
 with torch.no_grad():
     same = torch.equal(
-        m0(data[name0][1].images, data[name0][1].classes)[0],
-        models_T[name0](data[name0][1].images, data[name0][1].classes)[0],
+        m0(test[name0].images, test[name0].classes)[0],
+        model_from(states[f"s{seeds[0]}/T/{ev.key(name0)}"])(
+            test[name0].images, test[name0].classes
+        )[0],
     )
 rec.check(
     "lambda_zero_identity", same, True, note="θ_T + 0·τ gives bit-identical logits"
 )
 
-# %%
-sw = sweep[sweep.lam != "oracle"].astype({"lam": float})
-fig, ax = plt.subplots(1, 2, figsize=(10, 3.4))
-for name in TARGETS:
-    r = sw[sw.target == name]
-    style = dict(ls="--", color="k") if name == UNRELATED else {}
-    ax[0].plot(r.lam, r.auroc, marker="o", label=name, **style)
-    ax[1].plot(r.lam, r.acc, marker="o", label=name, **style)
-ax[0].axhline(0.5, color="gray", lw=0.8, ls=":")
-ax[0].set(xlabel="λ", ylabel="patch AUROC", title="explanation quality")
-ax[1].set(xlabel="λ", ylabel="accuracy", title="classification")
-ax[0].axvline(lam, color="gray", lw=0.8)
-ax[1].axvline(lam, color="gray", lw=0.8)
-ax[1].legend(fontsize=7, ncol=2)
-plt.tight_layout()
-plt.show()
-
 # %% [markdown]
-# ## 4. Faithfulness and the Kernel SHAP reference
+# ## 3. Transfer to the targets, λ sweep
 #
-# AUROC compares a map with the *object*; deletion/insertion ask the *model*: remove (or reveal) patches in the order
-# of the map and follow the true-class probability (deletion: lower area is better; insertion: higher). Kernel SHAP
-# estimates each patch's Shapley value for the prediction-only target model with 150 coalitions (150 inferences per
-# image), the many-inference reference of the predecessor paper.
+# For each seed and target: the transferred models θ_T + λτ over a grid of λ, scored by accuracy and patch AUROC
+# against the label-deciding region (and the pointing game: is the top patch relevant?). Two maps that need no
+# explanation labels are the **baselines**: the prediction-only model's own patch map (λ = 0), and **gradient ×
+# input** saliency of θ_T pooled per patch (one forward and one backward pass), the usual post-hoc choice. The
+# AUROC is also split by whether the test image's class was seen in the source.
 
 # %%
-faith = []
-shap_maps = {}
-for name in TARGETS:
-    te_ = data[name][1]
-    idx = torch.arange(min(n_shap, len(te_)))
-    x, msk = te_.images[idx], te_.mask[idx]
-    transferred = ev.TinyViT()
-    transferred.load_state_dict(ev.add_vector(models_T[name].state_dict(), tau, lam))
-    maps = {}
-    for label, m in [
-        ("prediction-only", models_T[name]),
-        ("transferred", transferred),
-        ("oracle", oracles[name]),
-    ]:
-        m.eval()
-        with torch.no_grad():
-            maps[label] = m(x, te_.classes)[1][idx, :, te_.labels[idx]]
-    t0 = time.process_time()
-    maps["Kernel SHAP"] = ev.kernel_shap(
-        prob_fn(models_T[name], te_, idx), x, n_coalitions, seed
-    )
-    t_shap = time.process_time() - t0
-    maps["random"] = torch.as_tensor(
-        repro.rng(seed, 9).random(msk.shape), dtype=torch.float32
-    )
-    shap_maps[name] = (x, msk, maps)
-    for label, mp in maps.items():
-        d, i = ev.deletion_insertion(prob_fn(models_T[name], te_, idx), x, mp)
-        faith.append(
-            dict(
+seen_ids = {ev.CLASS_NAMES.index(c) for c in ev.SEEN}
+rows = []
+for s in seeds:
+    for name in TARGETS:
+        te_ = test[name]
+        base = states[f"s{s}/T/{ev.key(name)}"]
+        seen = torch.tensor([te_.classes[y] in seen_ids for y in te_.labels.tolist()])
+        for lm in lams:
+            acc, maps = ev.evaluate(model_from(ev.add_vector(base, tau[s], lm)), te_)
+            row = dict(
+                seed=s,
                 target=name,
-                map=label,
-                auroc=ev.patch_auroc(mp, msk),
-                deletion=d,
-                insertion=i,
-                inferences=n_coalitions if label == "Kernel SHAP" else 1,
-                cpu_s=t_shap if label == "Kernel SHAP" else float("nan"),
+                map=f"λ={lm}",
+                lam=lm,
+                acc=acc,
+                auroc=ev.patch_auroc(maps, te_.mask),
+                pointing=ev.pointing_game(maps, te_.mask),
+            )
+            for part, sel in (("seen", seen), ("unseen", ~seen)):
+                ok = sel & (te_.mask > 0.25).any(1)
+                row[f"auroc {part}"] = (
+                    ev.patch_auroc(maps[ok], te_.mask[ok]) if ok.sum() >= 5 else np.nan
+                )
+            rows.append(row)
+        grad = ev.gradient_map(model_from(base), te_.images, te_.classes, te_.labels)
+        rows.append(
+            dict(
+                seed=s,
+                target=name,
+                map="gradient×input",
+                lam=np.nan,
+                acc=np.nan,
+                auroc=ev.patch_auroc(grad, te_.mask),
+                pointing=ev.pointing_game(grad, te_.mask),
             )
         )
+        if f"s{s}/oracle/{ev.key(name)}" in states:
+            acc, maps = ev.evaluate(
+                model_from(states[f"s{s}/oracle/{ev.key(name)}"]), te_
+            )
+            rows.append(
+                dict(
+                    seed=s,
+                    target=name,
+                    map="oracle",
+                    lam=np.nan,
+                    acc=acc,
+                    auroc=ev.patch_auroc(maps, te_.mask),
+                    pointing=ev.pointing_game(maps, te_.mask),
+                )
+            )
+sweep = pd.DataFrame(rows)
+order = [f"λ={lm}" for lm in lams] + ["gradient×input", "oracle"]
+mean_auc = sweep.pivot_table(index="target", columns="map", values="auroc").reindex(
+    index=TARGETS, columns=order
+)
+display(
+    mean_auc.round(3).style.set_caption("patch AUROC, mean over seeds (oracle: seed 0)")
+)
+display(
+    sweep.pivot_table(index="target", columns="map", values="acc")
+    .reindex(index=TARGETS, columns=[o for o in order if o != "gradient×input"])
+    .round(3)
+    .style.set_caption("accuracy, mean over seeds")
+)
+
+# %%
+sw = sweep[sweep["map"].str.startswith("λ")]
+fig, ax = plt.subplots(1, 2, figsize=(10, 3.4))
+for name in TARGETS:
+    r = sw[sw.target == name].groupby("lam")[["auroc", "acc"]].mean()
+    style = dict(ls="--") if ev.RELATEDNESS[name] == 0 else {}
+    ax[0].plot(
+        r.index, r.auroc, marker="o", label=f"{name} ({ev.RELATEDNESS[name]})", **style
+    )
+    ax[1].plot(r.index, r.acc, marker="o", **style)
+ax[0].axhline(0.5, color="gray", lw=0.8, ls=":")
+ax[0].set(
+    xlabel="λ", ylabel="patch AUROC", title="explanation quality (mean over seeds)"
+)
+ax[1].set(xlabel="λ", ylabel="accuracy", title="classification")
+for a in ax:
+    a.axvline(lam, color="gray", lw=0.8)
+ax[0].legend(fontsize=7, ncol=2, title="target (relatedness)", title_fontsize=7)
+plt.tight_layout()
+plt.show()
+at = sw[sw.lam == lam].set_index(["seed", "target"])
+at0 = sw[sw.lam == 0].set_index(["seed", "target"])
+split = (
+    (at[["auroc seen", "auroc unseen"]] - at0[["auroc seen", "auroc unseen"]])
+    .groupby("target")
+    .mean()
+    .reindex(TARGETS)
+)
+display(
+    split.round(3).style.set_caption(
+        f"AUROC gain at λ={lam} by class seen / unseen in the source"
+    )
+)
+
+# %% [markdown]
+# ## 4. Faithfulness, and the Kernel SHAP reference
+#
+# AUROC compares a map with the region we *know* decides the label; deletion/insertion ask the *model*: remove (or
+# reveal) patches in the order of the map and follow the true-class probability (deletion: lower area is better;
+# insertion: higher). Each map is scored on **the model that produced it**: θ_T's own map and its gradient map on
+# θ_T, the transferred map on θ_T + λτ. Kernel SHAP (150 coalitions, so 150 inferences per image, the predecessor's
+# reference) explains the *transferred* model too, so the one-inference map and SHAP are compared on one model.
+
+# %%
+faith, shap_maps = [], {}
+for s in seeds:
+    for name in TARGETS:
+        te_ = test[name]
+        idx = torch.arange(min(n_shap, len(te_)))
+        x, y, msk = te_.images[idx], te_.labels[idx], te_.mask[idx]
+        m_T = model_from(states[f"s{s}/T/{ev.key(name)}"])
+        m_tr = model_from(ev.add_vector(states[f"s{s}/T/{ev.key(name)}"], tau[s], lam))
+        with torch.no_grad():
+            own = {
+                lab: m(x, te_.classes)[1][idx, :, y]
+                for lab, m in (("prediction-only", m_T), ("transferred", m_tr))
+            }
+        t0 = time.process_time()
+        shap = ev.kernel_shap(ev.true_prob(m_tr, te_.classes, y), x, n_coalitions, s)
+        t_shap = time.process_time() - t0
+        maps = {
+            "prediction-only": (own["prediction-only"], m_T),
+            "gradient×input": (ev.gradient_map(m_T, x, te_.classes, y), m_T),
+            "transferred": (own["transferred"], m_tr),
+            "Kernel SHAP": (shap, m_tr),
+            "random": (
+                torch.as_tensor(repro.rng(s, 9).random(msk.shape), dtype=torch.float32),
+                m_tr,
+            ),
+        }
+        if s == seeds[0]:
+            shap_maps[name] = (x, msk, {k: v[0] for k, v in maps.items()})
+        for label, (mp, m) in maps.items():
+            d, i = ev.deletion_insertion(ev.true_prob(m, te_.classes, y), x, mp)
+            faith.append(
+                dict(
+                    seed=s,
+                    target=name,
+                    map=label,
+                    auroc=ev.patch_auroc(mp, msk),
+                    deletion=d,
+                    insertion=i,
+                    inferences=n_coalitions if label == "Kernel SHAP" else 1,
+                    cpu_s=t_shap if label == "Kernel SHAP" else np.nan,
+                )
+            )
 faith = pd.DataFrame(faith)
 display(
     faith.groupby("map")[["auroc", "deletion", "insertion", "inferences"]]
     .mean()
     .round(3)
+    .style.set_caption("mean over seeds and targets (deletion lower is better)")
+)
+del_ratio = {
+    s: float(
+        faith[(faith.seed == s) & (faith["map"] == "transferred")].deletion.mean()
+        / faith[(faith.seed == s) & (faith["map"] == "Kernel SHAP")].deletion.mean()
+    )
+    for s in seeds
+}
+print(
+    "deletion AUC ratio transferred / Kernel SHAP per seed:",
+    {k: round(v, 3) for k, v in del_ratio.items()},
 )
 
 # %% [markdown]
-# Deletion/insertion here always probe the *prediction-only* target model (the one a user has), so the maps are
-# compared on the same model; the transferred map is computed by θ_T + λτ. A saliency grid for three targets:
+# A saliency grid for three targets (seed 0): the image, the label-deciding region, and each map.
 
 # %%
-show = [t for t in TARGETS if t != UNRELATED][:2] + [UNRELATED]
-labels_ = ["prediction-only", "transferred", "oracle", "Kernel SHAP"]
+show = [TARGETS[0], TARGETS[len(TARGETS) // 2], TARGETS[-1]]
+labels_ = ["prediction-only", "gradient×input", "transferred", "Kernel SHAP"]
 fig, ax = plt.subplots(
     len(show), 2 + len(labels_), figsize=(1.6 * (2 + len(labels_)), 1.7 * len(show))
 )
@@ -437,93 +493,111 @@ plt.tight_layout()
 plt.show()
 
 # %% [markdown]
-# ## 5. Can the gain be predicted a priori?
+# ## 5. Does relatedness predict the gain, and can the gain be predicted a priori?
 #
-# Without any target explanation labels, we compute for each target: the cosine between τ and the target's own task
-# vector `θ_T − θ₀`; the norm ratio `‖θ_T − θ₀‖ / ‖τ‖`; the linear CKA between the target's CLS features before and
-# after adding τ (how much the vector disturbs the representation); the change in the entropy of the predicted
-# class's patch map after adding τ (does it become concentrated?); and the fraction of predictions left unchanged.
-# Each is correlated (Spearman, permutation p-value) with the measured AUROC gain at λ = 1. With about ten targets
-# this is a small sample, and five predictors are tried, so the p-values are Bonferroni-corrected.
+# The gain is the AUROC at λ = 1 minus the AUROC of the stronger baseline map (θ_T's own map or its gradient map).
+# First, against the relatedness level fixed in advance (Spearman per seed). Second, from features computed
+# **without any target explanation labels**: the cosine between τ and the target's own task vector θ_T − θ₀; the
+# norm ratio ‖θ_T − θ₀‖ / ‖τ‖; the linear CKA between θ_T's CLS features before and after adding τ; the change in
+# entropy of the predicted class's patch map; the fraction of predictions left unchanged. Each feature is validated
+# **leave-one-target-out**: a line fitted on the other targets predicts the held-out target's gain, and we report the
+# Spearman correlation of those predictions with the real gains. With so few targets this is weak evidence.
 
 # %%
+aurocs = sweep.set_index(["seed", "target", "map"]).auroc
 gain = {
-    t: float(
-        sw[(sw.target == t) & (sw.lam == lam)].auroc.iloc[0]
-        - sw[(sw.target == t) & (sw.lam == 0)].auroc.iloc[0]
+    (s, t): float(
+        aurocs[(s, t, f"λ={lam}")]
+        - max(aurocs[(s, t, "λ=0.0")], aurocs[(s, t, "gradient×input")])
     )
+    for s in seeds
     for t in TARGETS
 }
 feat = {}
-tau_flat = ev.flat(tau)
-for name in TARGETS:
-    te_ = data[name][1]
-    base = models_T[name]
-    moved = ev.TinyViT()
-    moved.load_state_dict(ev.add_vector(base.state_dict(), tau, lam))
-    base.eval()
-    moved.eval()
-    with torch.no_grad():
-        h0, h1 = base.tokens(te_.images)[:, 0], moved.tokens(te_.images)[:, 0]
-        l0, p0 = base(te_.images, te_.classes)
-        l1, p1 = moved(te_.images, te_.classes)
-    pred0, pred1 = l0.argmax(1), l1.argmax(1)
-    ar = torch.arange(len(te_))
-    vT = ev.flat(vecs[name])
-    feat[name] = {
-        "cos(τ, τ_T)": float(F.cosine_similarity(tau_flat, vT, dim=0)),
-        "‖τ_T‖/‖τ‖": float(vT.norm() / tau_flat.norm()),
-        "CKA before/after": ev.linear_cka(h0, h1),
-        "Δ map entropy": ev.map_entropy(p1[ar, :, pred1])
-        - ev.map_entropy(p0[ar, :, pred0]),
-        "unchanged predictions": float((pred0 == pred1).float().mean()),
-    }
+for s in seeds:
+    tau_flat = ev.flat(tau[s])
+    for name in TARGETS:
+        te_ = test[name]
+        sd_T = states[f"s{s}/T/{ev.key(name)}"]
+        base, moved = model_from(sd_T), model_from(ev.add_vector(sd_T, tau[s], lam))
+        with torch.no_grad():
+            h0, h1 = base.tokens(te_.images)[:, 0], moved.tokens(te_.images)[:, 0]
+            l0, p0 = base(te_.images, te_.classes)
+            l1, p1 = moved(te_.images, te_.classes)
+        pred0, pred1 = l0.argmax(1), l1.argmax(1)
+        ar = torch.arange(len(te_))
+        vT = ev.flat(ev.task_vector(sd_T, theta0))
+        feat[(s, name)] = {
+            "cos(τ, τ_T)": float(F.cosine_similarity(tau_flat, vT, dim=0)),
+            "‖τ_T‖/‖τ‖": float(vT.norm() / tau_flat.norm()),
+            "CKA before/after": ev.linear_cka(h0, h1),
+            "Δ map entropy": ev.map_entropy(p1[ar, :, pred1])
+            - ev.map_entropy(p0[ar, :, pred0]),
+            "unchanged predictions": float((pred0 == pred1).float().mean()),
+            "relatedness": ev.RELATEDNESS[name],
+            "gain": gain[(s, name)],
+        }
 feat = pd.DataFrame(feat).T
-feat["AUROC gain"] = pd.Series(gain)
-display(feat.round(3))
-stats = {
-    c: ev.spearman_perm(feat[c].values, feat["AUROC gain"].values, seed=seed)
-    for c in feat.columns[:-1]
+feat.index.names = ["seed", "target"]
+display(feat.groupby("target").mean().reindex(TARGETS).round(3))
+rel_rho = {
+    s: ev.spearman_perm(
+        feat.loc[s].relatedness.values, feat.loc[s].gain.values, seed=s
+    )[0]
+    for s in seeds
 }
-stats = pd.DataFrame(stats, index=["spearman ρ", "perm p"]).T
-stats["Bonferroni p"] = (stats["perm p"] * len(stats)).clip(upper=1.0)
-display(stats.round(3))
-best = stats["spearman ρ"].abs().idxmax()
+loo = {}
+for c in feat.columns[:-2]:
+    loo[c] = [
+        ev.spearman_perm(
+            ev.loo_predictions(feat.loc[s][c].values, feat.loc[s].gain.values),
+            feat.loc[s].gain.values,
+            seed=s,
+        )[0]
+        for s in seeds
+    ]
+loo = pd.DataFrame(loo, index=[f"seed {s}" for s in seeds]).T
+loo["mean"] = loo.mean(1)
+display(
+    loo.round(3).style.set_caption(
+        "leave-one-target-out: Spearman(predicted gain, gain)"
+    )
+)
 
-fig, ax = plt.subplots(figsize=(5.2, 3.4))
-ax.scatter(feat[best], feat["AUROC gain"])
+fig, ax = plt.subplots(figsize=(5.4, 3.4))
+g = feat.groupby("target").mean().reindex(TARGETS)
+ax.scatter(g.relatedness + 0.05 * np.arange(len(g)) % 0.2, g.gain)
 for t in TARGETS:
     ax.annotate(
         t,
-        (feat.loc[t, best], feat.loc[t, "AUROC gain"]),
+        (g.loc[t, "relatedness"], g.loc[t, "gain"]),
         fontsize=7,
         xytext=(3, 3),
         textcoords="offset points",
     )
 ax.axhline(0, color="gray", lw=0.8)
 ax.set(
-    xlabel=best,
-    ylabel=f"AUROC gain at λ={lam}",
-    title=f"best predictor: ρ = {stats.loc[best, 'spearman ρ']:.2f} (n = "
-    f"{len(TARGETS)})",
+    xlabel="relatedness to the source (fixed in advance)",
+    ylabel=f"AUROC gain at λ={lam} over the best baseline",
+    title=f"Spearman per seed: {', '.join(f'{v:.2f}' for v in rel_rho.values())}",
 )
 plt.show()
 
 # %% [markdown]
 # ## 6. Interaction
 #
-# The slider moves λ and shows the transferred model's map for one test image of each target (precomputed frames,
-# works in the static page). The live control recomputes for any target and λ.
+# The slider moves λ and shows the transferred model's map for one test image of each target (seed 0, precomputed
+# frames, works in the static page). The live control recomputes for any target, λ and image.
 
 # %%
 frames = {}
 for lm in lams:
     row = []
     for name in TARGETS:
-        te_ = data[name][1]
-        m = ev.TinyViT()
-        m.load_state_dict(ev.add_vector(models_T[name].state_dict(), tau, lm))
-        m.eval()
+        te_ = test[name]
+        m = model_from(
+            ev.add_vector(states[f"s{seeds[0]}/T/{ev.key(name)}"], tau[seeds[0]], lm)
+        )
         with torch.no_grad():
             row.append(
                 m(te_.images[:1], te_.classes)[1][0, :, te_.labels[0]]
@@ -536,7 +610,7 @@ for lm in lams:
 def draw(fig, lm):
     axs = fig.subplots(2, len(TARGETS))
     for j, name in enumerate(TARGETS):
-        axs[0, j].imshow(data[name][1].images[0].permute(1, 2, 0).numpy())
+        axs[0, j].imshow(test[name].images[0].permute(1, 2, 0).numpy())
         axs[0, j].set_title(name, fontsize=6)
         axs[1, j].imshow(frames[lm][j], cmap="magma")
         for a in axs[:, j]:
@@ -551,10 +625,10 @@ plotting.static_slider(
 
 # %%
 def live(target=TARGETS[0], lam_=1.0, image=0):
-    te_ = data[target][1]
-    m = ev.TinyViT()
-    m.load_state_dict(ev.add_vector(models_T[target].state_dict(), tau, lam_))
-    m.eval()
+    te_ = test[target]
+    m = model_from(
+        ev.add_vector(states[f"s{seeds[0]}/T/{ev.key(target)}"], tau[seeds[0]], lam_)
+    )
     with torch.no_grad():
         logits, patches = m(te_.images[image : image + 1], te_.classes)
     fig, ax = plt.subplots(1, 3, figsize=(6, 2))
@@ -576,78 +650,96 @@ plotting.live_controls(live, target=TARGETS, lam_=(0.0, 2.0, 0.25), image=(0, 20
 # ## 7. The claims record
 #
 # How to read it. λ = 1 was fixed before any result was seen (no target explanation labels may choose it); the
-# sweep above shows what other values would have given. In the background-label domain the relevance mask is the
-# background, so a gain there means the vector changed the maps in a way that happens to rank background patches
-# higher, not that it learned that domain's rule. The *a priori* analysis has about ten points and five candidate
-# features: even a corrected p-value from it is weak evidence.
+# sweep above shows what other values would have given. A target counts as improved only if the transferred map
+# beats **both** label-free baselines (θ_T's own map and gradient × input). The relatedness levels were set by design
+# before the runs; the level-0 marker targets are where a "highlight the object" vector is expected to fail, so the
+# Spearman claim is partly carried by them: the relatedness table above shows the ordering among the other levels.
+# The a-priori feature for the claim, cos(τ, τ_T), was chosen before the runs (the leave-one-out table shows all
+# five). Each claim has one number per seed.
 
 # %%
-related = [t for t in TARGETS if t != UNRELATED]
-improved = sum(gain[t] > 0 for t in related)
-at = sw[sw.lam == lam].set_index("target")
-at0 = sw[sw.lam == 0].set_index("target")
-acc_change = float((at.loc[related, "acc"] - at0.loc[related, "acc"]).mean())
+improved = [float(np.mean([gain[(s, t)] > 0 for t in TARGETS])) for s in seeds]
+grad_beats = [
+    float(
+        np.mean(
+            [
+                aurocs[(s, t, "gradient×input")] > aurocs[(s, t, "λ=0.0")]
+                for t in TARGETS
+            ]
+        )
+    )
+    for s in seeds
+]
 rec.claim(
     "targets_improved",
-    f"Adding the explainability vector (λ={lam}) raises explanation AUROC on "
-    "most related "
-    "targets (holds for at least two thirds)",
+    f"Adding the explainability vector (λ={lam}) improves localisation (patch AUROC) over the best label-free "
+    "baseline map on most targets (holds for at least 60 %)",
     paper="consistent gains on 10 targets (predecessor: 9/10)",
-    measured=improved / len(related),
+    measured=improved,
     op=">=",
-    target=2 / 3,
-    unit="share of related targets improved",
-    note=f"{improved}/{len(related)} targets improved; mean AUROC gain on related "
-    f"targets {np.mean([gain[t] for t in related]):+.3f}",
+    target=0.6,
+    unit="share of targets improved",
+    baseline=grad_beats,
+    note="baseline: share of targets where gradient×input beats θ_T's own map; mean AUROC over seeds and targets: "
+    f"transferred {sw[sw.lam == lam].auroc.mean():.3f}, θ_T's map {sw[sw.lam == 0].auroc.mean():.3f}, "
+    f"gradient×input {sweep[sweep['map'] == 'gradient×input'].auroc.mean():.3f}",
 )
+acc_change = [float((at.loc[s].acc - at0.loc[s].acc).mean()) for s in seeds]
 rec.claim(
     "accuracy_preserved",
-    "Accuracy is largely preserved (mean change within 3 points)",
+    "Accuracy is largely preserved (mean change over targets within 2 points)",
     paper="largely preserved",
     measured=acc_change,
     op=">=",
-    target=-0.03,
-    unit="accuracy change (related targets)",
-    baseline=float(at0.loc[related, "acc"].mean()),
+    target=-0.02,
+    unit="accuracy change at λ=1, mean over targets",
+    baseline=[float(at0.loc[s].acc.mean()) for s in seeds],
+    note="baseline: θ_T's own mean accuracy",
 )
 rec.claim(
-    "unrelated_domain_no_gain",
-    "No gain on the less-related domain (label = background)",
-    paper="transfer fails between less-related domains",
-    measured=gain[UNRELATED],
+    "faithfulness_vs_kernel_shap",
+    "The one-inference transferred map is about as faithful as Kernel SHAP with 150 inferences on the same model "
+    "(deletion AUC ratio ours ÷ SHAP at most 1.2)",
+    paper="comparable to Kernel SHAP with 150 inferences (predecessor)",
+    measured=[del_ratio[s] for s in seeds],
     op="<=",
-    target=0.02,
-    unit="AUROC gain",
-    note="the relevance there is the background; the source vector teaches 'look at "
-    "the object'",
+    target=1.2,
+    unit="deletion AUC ratio",
+    baseline=[
+        float(
+            faith[(faith.seed == s) & (faith["map"] == "Kernel SHAP")].deletion.mean()
+        )
+        for s in seeds
+    ],
+    note="baseline: Kernel SHAP's deletion AUC; insertion AUC transferred "
+    f"{faith[faith['map'] == 'transferred'].insertion.mean():.3f} vs SHAP "
+    f"{faith[faith['map'] == 'Kernel SHAP'].insertion.mean():.3f}; AUROC "
+    f"{faith[faith['map'] == 'transferred'].auroc.mean():.3f} vs {faith[faith['map'] == 'Kernel SHAP'].auroc.mean():.3f}",
 )
-fm = faith.groupby("map").auroc.mean()
 rec.claim(
-    "vs_kernel_shap",
-    "The transferred one-inference map is comparable to Kernel SHAP with ~150 "
-    "inferences "
-    "(holds if its AUROC is at least Kernel SHAP's − 0.05)",
-    paper="comparable (predecessor)",
-    measured=float(fm["transferred"] - fm["Kernel SHAP"]),
-    op=">=",
-    target=-0.05,
-    unit="mean patch AUROC over targets, transferred − Kernel SHAP",
-    baseline=float(fm["Kernel SHAP"]),
-    note=f"transferred {fm['transferred']:.3f}, Kernel SHAP {fm['Kernel SHAP']:.3f}; "
-    f"inferences 1 vs {n_coalitions}. AUROC against the object mask, which "
-    "favours object-centred maps; see deletion/insertion for faithfulness to the "
-    "model",
+    "relatedness_predicts_gain",
+    "Transfer gains less, or fails, the less related the target is to the source (Spearman of gain with the "
+    "a-priori relatedness level > 0.5)",
+    paper="fails between less-related domains (predecessor)",
+    measured=[rel_rho[s] for s in seeds],
+    op=">",
+    target=0.5,
+    unit="Spearman ρ",
+    note=f"{len(TARGETS)} targets on 4 levels (ties); mean gain per level: "
+    + ", ".join(
+        f"{k}: {v:+.3f}" for k, v in feat.groupby("relatedness").gain.mean().items()
+    ),
 )
 rec.claim(
     "apriori_signal",
-    "A model-internal feature computed without target explanations predicts the gain "
-    "(holds if its Bonferroni-corrected permutation p < 0.05)",
-    paper="non-trivial signal",
-    measured=float(stats.loc[best, "Bonferroni p"]),
-    op="<",
-    target=0.05,
-    unit="Bonferroni-corrected permutation p",
-    note=f"best feature {best}: Spearman ρ {stats.loc[best, 'spearman ρ']:.3f}; "
-    f"n = {len(TARGETS)} targets: a small sample",
+    "A model-internal feature computed without target explanations, cos(τ, τ_T), predicts the gain on a held-out "
+    "target (leave-one-target-out Spearman > 0.5)",
+    paper="a small set of internal features carries non-trivial signal",
+    measured=loo.loc["cos(τ, τ_T)", [f"seed {s}" for s in seeds]].tolist(),
+    op=">",
+    target=0.5,
+    unit="Spearman ρ, leave-one-target-out",
+    note=f"best of the five features afterwards: {loo['mean'].idxmax()} (mean ρ {loo['mean'].max():.2f}); "
+    f"{len(TARGETS)} targets per seed",
 )
 rec.save()

@@ -56,8 +56,9 @@ def test_model_vector_on_real_state_dicts():
     x = torch.rand(2, 3, ev.IMG, ev.IMG)
     with torch.no_grad():
         assert torch.allclose(m(x, [0, 1, 2])[0], b(x, [0, 1, 2])[0], atol=1e-5)
-    # the frozen class embeddings are a buffer: identical in every model, zero in every task vector
+    # the class embeddings start identical in every model and only pre-training moves them: zero in every task vector
     assert torch.equal(a.text, b.text) and "text" in tau and float(tau["text"].abs().max()) == 0.0
+    assert not a.text.requires_grad and ev.TinyViT(learn_text=True).text.requires_grad
 
 
 def test_patch_auroc_and_pointing():
@@ -129,9 +130,12 @@ def test_domains_and_masks():
     assert d.images.shape == (20, 3, ev.IMG, ev.IMG) and d.mask.shape == (20, ev.N_PATCH)
     assert 0 <= d.images.min() and d.images.max() <= 1
     assert torch.equal(d.images, ev.make_domain("source", 20, 0).images)  # deterministic
-    bg = ev.make_domain("background label", 10, 0)
-    assert bg.mask.mean() > 0.5  # the relevance is the background there
-    assert [ev.CLASS_NAMES[c] for c in bg.classes] == ["texture:brick", "texture:grass", "texture:gravel"]
+    assert set(ev.TARGETS) == set(ev.RELATEDNESS) and set(ev.SEEN) < set(ev.CLASS_NAMES)
+    mk = ev.make_domain("marker", 10, 0)
+    assert 0 < mk.mask.mean() < 0.1  # the relevance is the small marker, not the large decoy
+    assert [ev.CLASS_NAMES[c] for c in mk.classes] == ["circle", "square", "triangle", "cross"]
+    for name in ev.TARGETS:
+        assert ev.make_domain(name, 4, 1).mask.sum() > 0
     with pytest.raises(ValueError, match="unknown domain"):
         ev.make_domain("imagenet", 5, 0)
 
@@ -144,3 +148,42 @@ def test_explanation_loss_zero_for_matching_map():
     assert ev.explanation_loss(scores, labels, mask) < 1e-6
     with pytest.raises(ValueError):
         ev.TinyViT()(torch.rand(2, 3, 8, 8), [0, 1])
+
+
+def test_gradient_map_and_true_prob():
+    torch.manual_seed(0)
+    m = ev.TinyViT(d_model=16, depth=1, n_head=2, emb_dim=8, stem=4).eval()
+    x = torch.rand(3, 3, ev.IMG, ev.IMG)
+    y = torch.tensor([0, 1, 2])
+    g = ev.gradient_map(m, x, [0, 1, 2], y)
+    assert g.shape == (3, ev.N_PATCH) and bool((g >= 0).all())
+    p = ev.true_prob(m, [0, 1, 2], y)(x)
+    assert p.shape == (3,) and bool(((p > 0) & (p < 1)).all())
+    with pytest.raises(ValueError):
+        ev.gradient_map(m, x, [0, 1, 2], torch.tensor([0, 1, 3]))
+    with pytest.raises(ValueError):
+        ev.true_prob(m, [0, 99], y)
+
+
+def test_loo_predictions():
+    x = np.arange(6.0)
+    assert np.allclose(ev.loo_predictions(x, 2 * x + 1), 2 * x + 1)  # an exact line is predicted exactly
+    with pytest.raises(ValueError):
+        ev.loo_predictions([1.0, 2.0], [1.0, 2.0])
+
+
+def test_train_model_same_batches_and_config():
+    d = ev.make_domain("source", 16, 0)
+    cfg = dict(d_model=8, depth=1, n_head=2, emb_dim=8, stem=4)
+    init = ev.TinyViT(**cfg).state_dict()
+    a, la = ev.train_model(d, 3, init=init, batch_size=4, model_cfg=cfg)
+    b, lb = ev.train_model(d, 3, init=init, batch_size=4, model_cfg=cfg)
+    assert la == lb and len(la) == 3
+    assert float(ev.flat(ev.task_vector(a.state_dict(), b.state_dict())).abs().max()) == 0.0
+    c, _ = ev.train_model(d, 3, init=init, batch_size=4, model_cfg=cfg, beta=1.0)
+    assert float(ev.flat(ev.task_vector(c.state_dict(), a.state_dict())).abs().max()) > 0.0
+    assert ev.checkpoint_config()["targets"] == ev.TARGETS
+    with pytest.raises(ValueError):
+        ev.train_model(d, -1)
+    with pytest.raises(ValueError):
+        ev.checkpoint_config("other")
