@@ -18,27 +18,30 @@
 # including occupied-occupied and virtual-virtual rotations that the solver does not care about. **SAIL**
 # (Solver-Aligned Initialization Learning) instead unrolls a few SCF cycles from the predicted guess, sums the
 # orbital-gradient norms along the way and backpropagates through DIIS and the eigensolver into the model: the
-# model learns what makes the *solver* converge, without labels. The paper also defines **ERIC**, the number of
-# Fock builds with a guess divided by the number with PySCF's standard MINAO guess, counting any Fock build the
-# guess itself needs. It reports ERIC reductions of 28-37% on molecules up to 4× larger than training, and a
-# 1.35× wall-time speedup on molecules 10× larger.
+# model learns what makes the *solver* converge, without labels. It works for a model that predicts a
+# Hamiltonian and for one that predicts a density. The paper also defines **ERIC**, the number of Fock builds
+# with a guess divided by the number with PySCF's standard MINAO guess, counting the Fock builds a guess needs
+# before the solver starts (RIC, the plain ratio of iteration counts, ignores them). It reports ERIC reductions
+# of 28-37% on molecules up to 4× larger than training, and a 1.35× wall-time speedup on molecules 10× larger.
 #
 # | | paper | this notebook |
 # |---|---|---|
 # | level of theory | Kohn-Sham DFT (PBE, SCAN, B3LYP), def2-SVP | **RHF / STO-3G** (PySCF) |
-# | model | SE(3)-equivariant GNN predicting Hamiltonian or density matrices | a Hückel-like Hamiltonian head, equivariant by construction (~3k parameters) |
+# | model | SE(3)-equivariant GNN, Hamiltonian or density head | a residual model on a prior (SAP Hamiltonian or MINAO density) built from rotation-covariant σ/π blocks (~6k parameters) |
 # | training data | QM9 molecules with ≤ 20 atoms | ASE's G2 molecules with ≤ 4 heavy atoms (H, C, N, O, F), with perturbed geometries |
-# | out of distribution | QM40 (≤ 4× larger), QMugs (10× larger) | RDKit-embedded molecules with 6-14 heavy atoms (benzene ... caffeine), 1.5-3.5× larger |
-# | unroll | T SCF cycles, DIIS | T = 6 cycles, DIIS, in torch float64 on PySCF's integrals |
+# | training | GPU, long | 600 steps per model, 4 models × 3 seeds, in a checkpoint script (about 15 min on one core) |
+# | out of distribution | QM40 (≤ 4× larger), QMugs (10× larger) | 26 RDKit-embedded molecules with 5-14 heavy atoms (1.25-3.5× larger) |
+# | unroll | T SCF cycles, DIIS | T = 6 cycles, DIIS exactly as PySCF's, in torch float64 on PySCF's integrals |
 # | hardware | GPU | 2 CPU cores |
 #
 # :::{note}
 # **What is reconstructed.** The SAIL loss (per-cycle orbital-gradient norms along an unrolled SCF, backpropagated
 # through DIIS and the eigensolver) follows the authors' description; the weights (all 1), the unroll length and
 # the RMS normalization are ours. ERIC's exact definition is not public: we count calls of PySCF's `get_veff`
-# (one Fock build each) and add the builds a guess needs before the solver starts (zero for every guess here: our
-# model uses only one-electron integrals). The model is our CPU-sized stand-in for the paper's equivariant GNN,
-# and only the Hamiltonian head is implemented (no density head). The level of theory is RHF/STO-3G, not DFT.
+# (one Fock build each) and add the builds a guess needs before the solver starts. The model is our CPU-sized
+# stand-in for the paper's equivariant GNN (its form, its priors and the purification of the density head are
+# ours). The level of theory is RHF/STO-3G, not DFT, and the basis is minimal: there the standard MINAO guess is
+# already close to the converged density, which leaves a learned guess little room.
 # :::
 
 # %% [markdown]
@@ -70,27 +73,39 @@ if "google.colab" in sys.modules and importlib.util.find_spec("helpers") is None
 # %% tags=["parameters"]
 quick = False
 seed = 0
-max_heavy = 4  # training molecules: G2 with at most this many heavy atoms
-n_test_id = 12  # held-out G2 molecules (in distribution)
-n_perturb = 2  # perturbed geometries per training molecule (plus the original)
-unroll = 6  # SCF cycles unrolled in the SAIL loss
-steps_surrogate = 200
-steps_sail = 120
-batch_mols = 4
-n_timing = 3  # repeats of the wall-time benchmark
+n_timing = 2  # repeats of the wall-time benchmark (after one warm-up)
+n_align = 45  # solver-alignment check on every evaluated molecule with at most this many basis functions
 ood_names = [
+    "furan",
+    "pyrrole",
+    "imidazole",
+    "glycine",
     "benzene",
     "pyridine",
+    "pyrimidine",
+    "alanine",
+    "ethyl acetate",
+    "hexane",
     "toluene",
     "phenol",
+    "aniline",
+    "fluorobenzene",
+    "cyclohexanone",
+    "benzaldehyde",
+    "anisole",
+    "uracil",
+    "octane",
+    "benzoic acid",
+    "thymine",
     "indole",
     "naphthalene",
-    "paracetamol",
+    "adenine",
     "aspirin",
     "caffeine",
 ]
 
 # %% tags=["hide-input"]
+import inspect
 import time
 
 import matplotlib.pyplot as plt
@@ -99,52 +114,60 @@ import torch
 from pyscf import lib, scf
 from tqdm.auto import tqdm
 
-from helpers import claims, plotting, repro, train
+from helpers import checkpoints, claims, plotting, repro
 from helpers import sail_scf as ss
 
 OOD_SMILES = {
+    "furan": "c1ccoc1",
+    "pyrrole": "c1cc[nH]c1",
+    "imidazole": "c1c[nH]cn1",
+    "glycine": "NCC(=O)O",
     "benzene": "c1ccccc1",
     "pyridine": "c1ccncc1",
+    "pyrimidine": "c1cncnc1",
+    "alanine": "CC(N)C(=O)O",
+    "ethyl acetate": "CCOC(C)=O",
+    "hexane": "CCCCCC",
     "toluene": "Cc1ccccc1",
     "phenol": "Oc1ccccc1",
+    "aniline": "Nc1ccccc1",
+    "fluorobenzene": "Fc1ccccc1",
+    "cyclohexanone": "O=C1CCCCC1",
+    "benzaldehyde": "O=Cc1ccccc1",
+    "anisole": "COc1ccccc1",
+    "uracil": "O=c1cc[nH]c(=O)[nH]1",
+    "octane": "CCCCCCCC",
+    "benzoic acid": "OC(=O)c1ccccc1",
+    "thymine": "Cc1c[nH]c(=O)[nH]c1=O",
     "indole": "c1ccc2[nH]ccc2c1",
     "naphthalene": "c1ccc2ccccc2c1",
-    "paracetamol": "CC(=O)Nc1ccc(O)cc1",
+    "adenine": "Nc1ncnc2[nH]cnc12",
     "aspirin": "CC(=O)Oc1ccccc1C(=O)O",
     "caffeine": "Cn1cnc2c1c(=O)n(C)c(=O)n2C",
 }
+cfg = ss.checkpoint_config("guesses")
+seeds = [seed, seed + 1, seed + 2]
 if quick:
-    n_test_id, n_perturb, unroll, steps_surrogate, steps_sail, batch_mols, n_timing = (
-        4,
-        0,
-        4,
-        20,
-        8,
-        2,
-        1,
+    # tiny: 8 training molecules, one seed, a few steps, trained live
+    cfg.update(
+        n_train=8, n_perturb=0, steps_surrogate=15, steps_sail=10, unroll=4, warmup=2
     )
-    ood_names = ["benzene", "pyridine"]
+    ood_names, seeds, n_timing, n_align = ["benzene", "pyridine"], [seed], 1, 36
 
 # these matrices are small: one intra-op thread is fastest
 env = repro.setup(seed, threads=1)
-# PySCF: these molecules are small; one OpenMP thread avoids spin-waiting on a
-# shared CPU
-lib.num_threads(1)
+lib.num_threads(1)  # PySCF: one OpenMP thread avoids spin-waiting on a shared CPU
 plotting.use_style()
 rec = claims.ClaimsRecord(
     "17_sail_scf",
     dict(
         quick=quick,
         seed=seed,
-        max_heavy=max_heavy,
-        n_test_id=n_test_id,
-        n_perturb=n_perturb,
-        unroll=unroll,
-        steps_surrogate=steps_surrogate,
-        steps_sail=steps_sail,
-        batch_mols=batch_mols,
+        seeds=seeds,
         n_timing=n_timing,
+        n_align=n_align,
         ood_names=ood_names,
+        **{k: v for k, v in cfg.items() if k not in ("heads", "objectives", "seeds")},
     ),
 )
 print(env)
@@ -153,8 +176,9 @@ print(env)
 # ## 2. Molecules
 #
 # Training and in-distribution test molecules come from ASE's bundled G2 set (closed shell, H/C/N/O/F, at most
-# `max_heavy` heavy atoms); each training molecule also appears with `n_perturb` randomly displaced geometries
-# (σ = 0.03 Å). The out-of-distribution (OOD) molecules are embedded by RDKit (ETKDG with a fixed seed, then MMFF).
+# 4 heavy atoms; a fixed split); each training molecule also appears with 2 randomly displaced geometries
+# (σ = 0.03 Å). The out-of-distribution (OOD) molecules are embedded by RDKit (ETKDG with a fixed seed, then MMFF):
+# 26 molecules with 5 to 14 heavy atoms, rings, chains, acids, heterocycles.
 
 
 # %%
@@ -162,54 +186,37 @@ def heavy(mol):
     return sum(mol.atom_pure_symbol(i) != "H" for i in range(mol.natm))
 
 
-g2 = ss.g2_molecules(max_heavy)
-names = list(g2)
-repro.rng(seed, 1).shuffle(names)
-test_names, train_names = names[:n_test_id], names[n_test_id:]
+g2 = ss.g2_molecules(cfg["max_heavy"])
+train_names, test_names = ss.g2_split(
+    cfg["max_heavy"], cfg["n_test"], cfg["split_seed"]
+)
 if quick:
-    train_names = train_names[:10]
-rng = repro.rng(seed, 2)
-train_mols = []
-for name in train_names:
-    m = g2[name]
-    train_mols.append(m)
-    sym = [m.atom_symbol(i) for i in range(m.natm)]
-    for _ in range(n_perturb):
-        train_mols.append(
-            ss.build_molecule(
-                sym, m.atom_coords(unit="Angstrom") + rng.normal(0, 0.03, (m.natm, 3))
-            )
-        )
-ood = {n: ss.rdkit_molecule(OOD_SMILES[n], seed=seed) for n in ood_names}
+    test_names = test_names[:4]
+ood = {n: ss.rdkit_molecule(OOD_SMILES[n], seed=0) for n in ood_names}
 print(
-    f"{len(train_mols)} training geometries ({len(train_names)} molecules, up to "
-    f"{max(map(heavy, train_mols))} heavy "
-    f"atoms, up to {max(m.nao for m in train_mols)} basis functions); "
+    f"{len(train_names)} training molecules (x{1 + cfg['n_perturb']} geometries), "
     f"{len(test_names)} held-out G2 molecules"
 )
 print(
-    "OOD:",
+    "OOD (heavy atoms, basis functions):",
     {n: (heavy(m), m.nao) for n, m in ood.items()},
-    "(heavy atoms, basis functions)",
 )
 
 # %% [markdown]
-# ## 3. A differentiable SCF
+# ## 3. A differentiable SCF that is PySCF's
 #
 # RHF in a nutshell. With the overlap `S`, the core Hamiltonian `H` and the two-electron integrals `(μν|λσ)` from
 # PySCF, the Fock matrix of a density `P` is `F(P) = H + J(P) − K(P)/2`; the next density occupies the lowest
 # `N/2` solutions of `F C = S C ε`. The orbital gradient `g = Xᵀ(F P S − S P F)X` (with `X = S^{-1/2}`) vanishes at
 # self-consistency, and DIIS extrapolates the Fock matrix from recent cycles by minimizing the norm of the
-# combined gradient. Here is one cycle written out with the helper's pieces, from the core-Hamiltonian guess
-# of water:
+# combined gradient. Here is one cycle written out, from the core-Hamiltonian guess of water:
 
 # %%
 water = ss.build_molecule(
     ["O", "H", "H"], [[0, 0, 0.117], [0, 0.757, -0.467], [0, -0.757, -0.467]]
 )
 ints = ss.integrals(water)
-# the "1e" guess: occupy the core Hamiltonian
-P = ss.density_from_hamiltonian(ints.H, ints)
+P = ss.density_from_hamiltonian(ints.H, ints)  # the "1e" guess: occupy H_core
 J = torch.einsum("ijkl,kl->ij", ints.eri, P)
 K = torch.einsum("ikjl,kl->ij", ints.eri, P)
 F = ints.H + J - 0.5 * K  # one Fock build
@@ -218,20 +225,16 @@ print(
     f"E = {ss.energy(P, F, ints).item():.6f} Ha, RMS orbital gradient = "
     f"{g.pow(2).mean().sqrt().item():.4f}"
 )
-print("electrons: Tr(P S) =", torch.trace(P @ ints.S).item())
 
 # %% [markdown]
 # The one delicate step is the derivative of the occupied projector `Q = C_occ C_occᵀ` (the aufbau step) with
 # respect to the matrix being diagonalized. The generic eigenvector derivative contains `1/(ε_i − ε_j)` for every
-# pair of orbitals, which blows up for degenerate levels (common in symmetric molecules) even though `Q` does not
-# depend on rotations *within* the occupied or the virtual block. The projector's derivative involves only
-# occupied-virtual pairs: with `M = Cᵀ Ḡ C` for an incoming gradient `Ḡ`, the outgoing gradient is `C W Cᵀ` with
-# `W_ia = W_ai = M_ia / (ε_i − ε_a)` (i occupied, a virtual) and zero elsewhere. That is `ss.occupied_projector`
-# (occupied-virtual gaps under 1 mHa are clamped there, so a closing gap during training cannot give an infinite
-# gradient).
+# pair of orbitals, which blows up for degenerate levels even though `Q` does not depend on rotations *within*
+# the occupied or the virtual block. The projector's derivative involves only occupied-virtual pairs: with
+# `M = Cᵀ Ḡ C` for an incoming gradient `Ḡ`, the outgoing gradient is `C W Cᵀ` with
+# `W_ia = W_ai = M_ia / (ε_i − ε_a)` and zero elsewhere (`ss.occupied_projector`; gaps under 1 mHa are clamped).
 #
-# **Check `projector_gradcheck`**: `torch.autograd.gradcheck` (finite differences) on water's orthogonalized Fock
-# matrix, in float64.
+# **Check `projector_gradcheck`**: `torch.autograd.gradcheck` on water's orthogonalized Fock matrix, in float64.
 
 # %%
 F_orth = (ints.X.T @ F @ ints.X).detach().requires_grad_(True)
@@ -241,216 +244,145 @@ ok = torch.autograd.gradcheck(
 rec.check("projector_gradcheck", bool(ok), True)
 
 # %% [markdown]
-# **Check `scf_matches_pyscf`**: run the torch SCF to convergence on every held-out G2 molecule and on the OOD
-# molecules small enough for the full four-index integral tensor (≤ 40 basis functions), and compare the energy
-# with PySCF's RHF (both on the same integrals).
+# SAIL trains through *this* solver, so it must be the solver the guesses are judged by. `ss.scf_unrolled` uses
+# PySCF's DIIS exactly: the same error vector (the orthogonalized commutator), the same history of 8, and, like
+# PySCF's `diis_start_cycle = 1`, the Fock matrix of the starting density is diagonalized as is and never enters
+# the history. **Check `solver_alignment`**: from the same MINAO density, the torch SCF reproduces PySCF's
+# trajectory cycle by cycle, energies and orbital-gradient norms (PySCF's `|g|` is `‖2 F_vo‖ = ‖g‖_F/√2`), on
+# every evaluated molecule with at most `n_align` basis functions (the torch SCF holds the full four-index
+# tensor).
 
 # %%
-check_mols = [g2[n] for n in test_names] + [m for m in ood.values() if m.nao <= 40]
-scf_gap = 0.0
-for m in tqdm(check_mols, desc="torch SCF vs PySCF"):
+eval_mols = {**{n: g2[n] for n in test_names}, **ood}
+align_e, align_g, align_n, traj = 0.0, 0.0, 0, {}
+for name, m in tqdm(eval_mols.items(), desc="torch SCF vs PySCF, cycle by cycle"):
+    if m.nao > n_align:
+        continue
     mf = scf.RHF(m)
-    mf.conv_tol = 1e-11
-    e_ref = mf.kernel()
+    dm0 = ss.pyscf_guess(m, "minao")
+    ref = ss.run_pyscf(mf, dm0)
     it = ss.integrals(m)
-    trace = ss.scf_unrolled(
-        torch.from_numpy(ss.pyscf_guess(m, "minao")), it, 80, tol=1e-9
+    tr = ss.scf_unrolled(torch.from_numpy(dm0), it, ref.cycles + 1)
+    e_t = np.array([e.item() for e in tr.energies[1 : ref.cycles + 1]])
+    g_t = (
+        np.array([x.item() for x in tr.grad_norms[1 : ref.cycles + 1]])
+        * it.n_ao
+        / 2**0.5
     )
-    scf_gap = max(scf_gap, abs(trace.energies[-1].item() - e_ref))
-print(f"largest |E_torch - E_PySCF| over {len(check_mols)} molecules: {scf_gap:.2e} Ha")
-rec.check("scf_matches_pyscf", scf_gap, 1e-6, "<=")
-
-# %% [markdown]
-# ## 4. The guess model: a learned, equivariant Hückel Hamiltonian
-#
-# `HuckelGuess` predicts `H_pred = H_core + diag(a_μ) + b_μν S_μν` (μ ≠ ν). The on-site shifts `a` (per atom and
-# shell: 1s, 2s, 2p) come from an MLP on invariant descriptors of the atom's environment (element and radial
-# neighbour densities per element); the couplings `b` (per atom pair and shell pair) from an MLP on symmetric pair
-# descriptors. Scalars times blocks of `S` and `H_core` rotate with the atomic orbitals, so the guess is
-# rotation-equivariant by construction, with no Fock build. Its last layers start at zero, so the untrained
-# model is exactly the core-Hamiltonian guess. The density guess is the aufbau density of `H_pred`.
-
-# %%
-feats = {id(m): ss.features(m) for m in train_mols}
-train_ints = {id(m): ss.integrals(m) for m in train_mols}
-print(f"{sum(p.numel() for p in ss.HuckelGuess().parameters()):,} parameters")
-
-# %% [markdown]
-# ## 5. Three ways to train it
-#
-# **(a) Surrogate** (ground-state supervision, the baseline): fit `H_pred` to PySCF's converged Fock matrix,
-# `||H_pred − F*||²`. **(b) SAIL**: no labels; unroll `T` SCF cycles from the predicted density and minimize the
-# sum of RMS orbital gradients along the trajectory, `L = Σ_t ||g(P_t)||`, backpropagating through DIIS and the
-# projector. **(c) SAIL from the surrogate**: (b) started from (a)'s weights. All use `train.fit` (AdamW).
-
-# %%
-targets = {}
-for m in tqdm(train_mols, desc="converged Fock targets"):
-    mf = scf.RHF(m)
-    mf.conv_tol = 1e-10
-    mf.kernel()
-    targets[id(m)] = torch.from_numpy(mf.get_fock())
-
-
-def batches(step):
-    idx = repro.rng(seed, 3, step).choice(
-        len(train_mols), size=min(batch_mols, len(train_mols)), replace=False
-    )
-    return [train_mols[i] for i in idx]
-
-
-def surrogate_loss(model, mols):
-    return sum(
-        ((model(feats[id(m)], train_ints[id(m)]) - targets[id(m)]) ** 2).mean()
-        for m in mols
-    ) / len(mols)
-
-
-def sail_loss(model, mols):
-    total = 0.0
-    for m in mols:
-        it = train_ints[id(m)]
-        P0 = model.density(feats[id(m)], it)
-        trace = ss.scf_unrolled(P0, it, unroll)  # T cycles, DIIS, all in autograd
-        # label-free: the solver's own residuals
-        total = total + torch.stack(trace.grad_norms).sum()
-    return total / len(mols)
-
-
-torch.manual_seed(seed)
-surrogate = ss.HuckelGuess()
-hist_sur = train.fit(
-    surrogate,
-    surrogate_loss,
-    batches,
-    steps_surrogate,
-    lr=1e-2,
-    warmup=10,
-    seed=seed,
-    desc="(a) surrogate",
+    g_ref = np.array(ref.grad_norms)
+    big = g_ref > 1e-5  # near convergence, round-off in the DIIS solve dominates
+    align_e = max(align_e, np.abs(e_t - np.array(ref.energies)).max())
+    align_g = max(align_g, np.abs(g_t[big] / g_ref[big] - 1).max())
+    align_n += 1
+    traj[name] = (g_t, g_ref)
+print(
+    f"{align_n} molecules: max |E_torch - E_PySCF| over all cycles {align_e:.1e} Ha, "
+    f"max relative difference of |g| {align_g:.1e}"
 )
-torch.manual_seed(seed)
-sail = ss.HuckelGuess()
-hist_sail = train.fit(
-    sail, sail_loss, batches, steps_sail, lr=3e-3, warmup=10, seed=seed, desc="(b) SAIL"
+rec.check(
+    "solver_alignment",
+    float(max(align_e / 1e-8, align_g / 1e-2)),
+    1.0,
+    "<=",
+    note=f"{align_n} molecules; energies within {align_e:.1e} Ha (bound 1e-8), gradient norms "
+    f"within {align_g:.1e} relative (bound 1e-2, cycles with |g| > 1e-5)",
 )
-sail_ft = ss.HuckelGuess()
-sail_ft.load_state_dict(surrogate.state_dict())
-hist_ft = train.fit(
-    sail_ft,
-    sail_loss,
-    batches,
-    steps_sail,
-    lr=3e-3,
-    warmup=10,
-    seed=seed,
-    desc="(c) SAIL from surrogate",
+name0 = max(traj, key=lambda n: eval_mols[n].nao)
+fig, ax = plt.subplots(figsize=(5.5, 3))
+ax.semilogy(range(1, len(traj[name0][1]) + 1), traj[name0][1], "o", label="PySCF")
+ax.semilogy(
+    range(1, len(traj[name0][0]) + 1),
+    traj[name0][0],
+    "-",
+    label="torch (ss.scf_unrolled)",
 )
-models = {"surrogate": surrogate, "SAIL": sail, "SAIL from surrogate": sail_ft}
-
-fig, ax = plt.subplots(1, 2, figsize=(9, 3))
-ax[0].plot(hist_sur.smoothed(10))
-ax[0].set(
-    xlabel="step", ylabel="||H_pred - F*||² (mean)", yscale="log", title="(a) surrogate"
-)
-ax[1].plot(hist_sail.smoothed(10), label="(b) SAIL")
-ax[1].plot(hist_ft.smoothed(10), label="(c) SAIL from surrogate")
-ax[1].set(xlabel="step", ylabel="Σ_t RMS orbital gradient", title="SAIL loss")
-ax[1].legend()
-fig.tight_layout()
+ax.set(xlabel="SCF cycle", ylabel="|g|", title=f"{name0}: same trajectory from MINAO")
+ax.legend()
 plt.show()
 
 # %% [markdown]
-# ## 6. Counting Fock builds: ERIC
+# ## 4. The guess models: a good prior plus a rotation-covariant correction
 #
-# Every guess is handed to the same PySCF RHF solver (DIIS, default thresholds) as `dm0`; a wrapper counts each
-# call of `get_veff`, i.e. each Fock build, including the one for the starting density and PySCF's final check.
-# `ERIC(guess) = (builds with the guess + builds hidden in making the guess) / builds with MINAO`; the hidden term
-# is zero for every guess here. PySCF's own guesses are measured side by side: `minao`, `atom` (atomic HF
-# densities), `huckel`, `sap` (superposition of atomic potentials) and `1e` (core Hamiltonian).
+# Two heads share one architecture, `ss.GuessModel`:
 #
-# **Check `eric_minao_is_one`**: handing PySCF's MINAO density in as `dm0` costs exactly as many builds as
-# letting PySCF make its default guess itself (ERIC = 1 for every molecule).
+# * **Hamiltonian head**: `H = H_SAP + ΔH`, where `H_SAP = H_core + V_SAP` is PySCF's superposition of atomic
+#   potentials (no Fock build); the guess density is the aufbau density of `H`. The untrained head *is* PySCF's
+#   `sap` guess.
+# * **Density head**: `P₀ = purify(P_MINAO + ΔP)`, where `purify` occupies the `N/2` strongest natural orbitals of
+#   its argument (`S^{1/2} P S^{1/2}`'s largest eigenvectors), so `P₀` is idempotent with exactly `N` electrons.
+#   The untrained head is the purified MINAO density.
 #
-# **Check `electron_count`**: our models' guesses hold exactly `N` electrons, `Tr(P0 S) = N` (aufbau of `H_pred`).
-# PySCF's projected guesses need not (MINAO's, for one, is not normalized); we print their deviation.
+# The correction is built from blocks that rotate with the atomic orbitals, each times a scalar predicted from
+# rotation-invariant descriptors (elements, radial neighbour densities per element, distances). Between atoms A
+# and B (unit vector `u` from A to B) every s-s, s-p and p-s block of the overlap matrix gets its own scalar, and
+# the p-p block is split into its **σ part** `u uᵀ S_pp u uᵀ` and its **π part** (the rest), each with its own
+# scalar: a one-scalar Hückel form cannot make a σ bond stronger without making the π bond stronger too. On each
+# atom the model shifts the 1s, 2s and 2p levels, couples 1s-2s, hybridizes s with p along `Σ_B w_AB u_AB` and
+# splits the p levels along `Σ_B w'_AB (u uᵀ − I/3)`. The last layers start at zero, so training starts from the
+# prior.
 
 # %%
-PYSCF_GUESSES = ("minao", "atom", "huckel", "sap", "1e")
-
-
-def model_guess(model, m):
-    # the guess needs only S and H_core: no two-electron integrals
-    it = ss.integrals(m, eri=False)
-    with torch.no_grad():
-        H = model(ss.features(m), it)
-        return ss.density_from_hamiltonian(H, it).numpy(), H, it
-
-
-results = {}  # name -> {guess: ScfRun}
-fit_err = {}  # name -> {model: relative ||H_pred - F*|| / ||F*||}
-e_count_gap, minao_ratio = 0.0, []
-pyscf_count_gap = {g: 0.0 for g in PYSCF_GUESSES}
-eval_mols = {**{n: g2[n] for n in test_names}, **ood}
-for name, m in tqdm(eval_mols.items(), desc="PySCF runs"):
-    mf = scf.RHF(m)
-    default = ss.run_pyscf(mf, None)  # PySCF's default MINAO guess, made inside kernel
-    F_star = torch.from_numpy(mf.get_fock())
-    S = m.intor("int1e_ovlp")
-    runs, errs = {}, {}
-    for g in PYSCF_GUESSES:
-        dm0 = ss.pyscf_guess(m, g)
-        runs[g] = ss.run_pyscf(mf, dm0)
-        pyscf_count_gap[g] = max(
-            pyscf_count_gap[g], abs(np.trace(dm0 @ S) - m.nelectron)
-        )
-    for mname, model in models.items():
-        dm0, H, _ = model_guess(model, m)
-        runs[mname] = ss.run_pyscf(mf, dm0)
-        e_count_gap = max(e_count_gap, abs(np.trace(dm0 @ S) - m.nelectron))
-        errs[mname] = ((H - F_star).norm() / F_star.norm()).item()
-    minao_ratio.append(runs["minao"].fock_builds / default.fock_builds)
-    results[name], fit_err[name] = runs, errs
-guesses = list(next(iter(results.values())))
-eric = {
-    name: {g: r.fock_builds / runs_["minao"].fock_builds for g, r in runs_.items()}
-    for name, runs_ in results.items()
-}
-rec.check("eric_minao_is_one", float(max(abs(r - 1) for r in minao_ratio)), 0.0, "==")
-rec.check(
-    "electron_count",
-    float(e_count_gap),
-    1e-8,
-    "<=",
-    note="max |Tr(P0 S) - N| over the three models' guesses on every evaluated "
-    "molecule",
-)
-print(
-    "PySCF's own guesses, max |Tr(P0 S) - N|:",
-    {g: round(v, 4) for g, v in pyscf_count_gap.items()},
-)
-unconverged = [
-    (n, g) for n, runs_ in results.items() for g, r in runs_.items() if not r.converged
-]
-print(
-    "runs that did not converge in 100 cycles (counted at 100 cycles):",
-    unconverged or "none",
-)
-
-
-def median_eric(group, g):
-    return float(np.median([eric[n][g] for n in group]))
-
-
-table = {g: (median_eric(test_names, g), median_eric(ood_names, g)) for g in guesses}
-print(f"{'guess':>20}  median ERIC (G2 held-out)  median ERIC (OOD)")
-for g, (a, b) in table.items():
-    print(f"{g:>20}  {a:24.3f}  {b:17.3f}")
+x_demo = ss.inputs(ss.rdkit_molecule("C=O"))
+demo = ss.GuessModel("hamiltonian", hidden=cfg["hidden"])
+print(f"{sum(p.numel() for p in demo.parameters()):,} parameters per model")
+print(inspect.getsource(ss._correction).split("# on-site blocks")[0][-900:])
 
 # %% [markdown]
-# **Check `rotation_invariance`**: rotating a molecule must not change what the model predicts, up to the
-# rotation of the p orbitals: the generalized eigenvalues of `(H_pred, S)`, the guess energy and the SCF's number
-# of Fock builds. We rotate each OOD molecule with a random rotation.
+# ## 5. Two ways to train each head
+#
+# **Surrogate** (ground-state supervision, the baseline): fit the converged Fock matrix `F*` (Hamiltonian head)
+# or the converged density `P*` (density head, after purification) entry by entry. **SAIL**: no labels; unroll
+# `T = 6` SCF cycles from the predicted density with the solver above and minimize the sum of RMS orbital
+# gradients along the trajectory, backpropagating through DIIS and the projector:
+
+# %%
+print(inspect.getsource(ss.sail_loss))
+print(inspect.getsource(ss.surrogate_loss))
+
+# %% [markdown]
+# Each of the 4 models (2 heads × 2 objectives) is trained 600 AdamW steps (batches of 4 molecules, cosine
+# decay) under 3 seeds, five times the 120 SAIL steps of this chapter's first version. That does not fit the
+# default run: `data/17_sail_scf/make_guesses.py` trains them once (`make data NB=17_sail_scf`) and the default
+# run loads the weights and the curves; quick mode trains tiny models live.
+
+# %%
+models = {}  # (head, objective, seed) -> model
+if quick:
+    samples, _, _ = ss.training_samples(cfg, progress=True)
+    for s in seeds:
+        for head in ss.HEADS:
+            for obj in ss.OBJECTIVES:
+                models[head, obj, s] = ss.train_guess(head, obj, samples, cfg, s)[0]
+else:
+    ckpt = checkpoints.load("17_sail_scf", "guesses", config=cfg)
+    for s in seeds:
+        for head in ss.HEADS:
+            for obj in ss.OBJECTIVES:
+                model = ss.GuessModel(head, hidden=cfg["hidden"])
+                ckpt.load_into(model, prefix=f"{head}/{obj}/{s}.")
+                models[head, obj, s] = model.eval()
+    fig, ax = plt.subplots(1, 2, figsize=(11, 3.4))
+    for i, obj in enumerate(ss.OBJECTIVES):
+        checkpoints.plot_history(
+            ckpt.manifest,
+            keys=[f"loss/{h}/{obj}/" for h in ss.HEADS],
+            ax=ax[i],
+            logy=True,
+            title=f"{obj} loss (3 seeds, from the checkpoint)",
+        )
+    fig.tight_layout()
+    plt.show()
+KINDS = [(h, o) for h in ss.HEADS for o in ss.OBJECTIVES]
+LABEL = {
+    ("hamiltonian", "surrogate"): "H surrogate",
+    ("hamiltonian", "sail"): "H SAIL",
+    ("density", "surrogate"): "D surrogate",
+    ("density", "sail"): "D SAIL",
+}
+
+# %% [markdown]
+# **Check `rotation_invariance`**: rotating a molecule changes nothing the solver sees: the guess energy and the
+# number of Fock builds (two OOD molecules, a random rotation, every model of the first seed).
 
 
 # %%
@@ -459,77 +391,239 @@ def random_rotation(r):
     return q * np.sign(np.linalg.det(q))
 
 
-rot_gap, rot_builds = 0.0, 0
-rr = repro.rng(seed, 4)
+def guess_density(model, x):
+    with torch.no_grad():
+        return model.density(x).numpy()
+
+
+rot_gap, rot_builds, rr = 0.0, 0, repro.rng(seed, 4)
 for name in ood_names[:2]:
     m = ood[name]
-    m_rot = ss.rotate(m, random_rotation(rr))
     out = []
-    for mol in (m, m_rot):
-        dm0, H, it = model_guess(sail, mol)
-        eps = torch.linalg.eigvalsh(it.X.T @ H @ it.X)
-        P0, it = torch.from_numpy(dm0), ss.integrals(mol)
-        e0 = ss.energy(P0, ss.fock(P0, it), it)
-        out.append((eps, e0, ss.run_pyscf(scf.RHF(mol), dm0).fock_builds))
-    rot_gap = max(
-        rot_gap,
-        (out[0][0] - out[1][0]).abs().max().item(),
-        abs(out[0][1] - out[1][1]).item(),
-    )
-    rot_builds += out[0][2] != out[1][2]
+    for mol in (m, ss.rotate(m, random_rotation(rr))):
+        mf, x = scf.RHF(mol), ss.inputs(mol, eri=False)
+        res = []
+        for kind in KINDS:
+            P0 = guess_density(models[(*kind, seeds[0])], x)
+            res.append((mf.energy_tot(dm=P0), ss.run_pyscf(mf, P0).fock_builds))
+        out.append(res)
+    rot_gap = max([rot_gap] + [abs(a[0] - b[0]) for a, b in zip(*out)])
+    rot_builds += sum(a[1] != b[1] for a, b in zip(*out))
 print(
-    f"largest change under rotation: {rot_gap:.2e}; Fock-build counts changed "
-    f"for {rot_builds} molecules"
+    f"largest guess-energy change under rotation {rot_gap:.1e} Ha; build counts changed: {rot_builds}"
 )
 rec.check("rotation_invariance", rot_gap, 1e-8, "<=")
 
 # %% [markdown]
-# ## 7. ERIC against molecule size
+# ## 6. Counting Fock builds: ERIC and RIC
 #
-# Below 1 the guess saves Fock builds relative to MINAO; above 1 it costs extra. The right panel puts the
-# surrogate's and SAIL's *target-fit* error (how far `H_pred` is from the converged Fock matrix) next to their ERIC
-# on the OOD molecules: the paper's diagnosis is that fitting the target well does not make a good starting point.
+# Every guess is handed to the same PySCF RHF solver (DIIS, default thresholds) as `dm0`; a wrapper counts each
+# call of `get_veff`, i.e. each Fock build, including the one for the starting density and PySCF's final check.
+# Over a set of molecules,
+#
+# * `RIC = Σ cycles(guess) / Σ cycles(MINAO)` counts solver iterations only;
+# * `ERIC = Σ (builds(guess) + hidden(guess)) / Σ builds(MINAO)` adds the Fock builds a guess needs before the
+#   solver starts.
+#
+# Both are **ratios of sums** over molecules: a median over a few molecules with integer counts of 8-20 builds
+# jumps by 0.05-0.12 with a single build. Our models need no Fock build (hidden = 0); to show where the two
+# differ we add a guess that does: **MINAO + 1 step**, the aufbau density of `F(P_MINAO)` (one hidden build).
+# PySCF's own guesses are measured side by side: `minao`, `atom` (atomic HF densities), `sap` (= the untrained
+# Hamiltonian head), `huckel`; and the purified MINAO density (= the untrained density head).
+#
+# For the diagnosis we also record each model's error on its surrogate target (`‖H − F*‖/‖F*‖` or
+# `‖P₀ − P*‖/‖P*‖`, with PySCF's converged `F*`, `P*`), in distribution (held-out G2) and out of it.
+#
+# **Check `eric_minao_is_one`**: handing PySCF's MINAO density in as `dm0` costs exactly as many builds as
+# letting PySCF make its default guess (held-out G2 molecules). **Check `electron_count`**: every model guess
+# holds exactly `N` electrons.
 
 # %%
-fig, ax = plt.subplots(1, 2, figsize=(11, 3.8))
+PYSCF_GUESSES = ("minao", "atom", "sap", "huckel")
+builds, cycles, hidden, fit_err, traces = {}, {}, {}, {}, {}
+minao_gap, e_count_gap = 0, 0.0
+for name, m in tqdm(eval_mols.items(), desc="PySCF runs"):
+    mf = scf.RHF(m)
+    # PySCF's own default guess first: a second kernel() call would restart from the
+    # converged orbitals
+    default = ss.run_pyscf(mf, None) if name in test_names else None
+    runs = {"minao": ss.run_pyscf(mf, ss.pyscf_guess(m, "minao"))}
+    if default is not None:
+        minao_gap = max(minao_gap, abs(default.fock_builds - runs["minao"].fock_builds))
+    F_star, P_star = mf.get_fock(), mf.make_rdm1()  # converged (not counted)
+    S = mf.get_ovlp()
+    for gname in PYSCF_GUESSES[1:]:
+        runs[gname] = ss.run_pyscf(mf, ss.pyscf_guess(m, gname))
+    # MINAO + 1 step: one Fock build before the solver starts
+    F1 = mf.get_fock(dm=ss.pyscf_guess(m, "minao"))
+    e1, c1 = mf.eig(F1, S)
+    runs["MINAO + 1 step"] = ss.run_pyscf(mf, mf.make_rdm1(c1, mf.get_occ(e1, c1)))
+    x = ss.inputs(m, eri=False)
+    runs["purified MINAO"] = ss.run_pyscf(mf, ss.purify(x.P_minao, x.ints).numpy())
+    sample = ss.Sample(x, torch.from_numpy(F_star), torch.from_numpy(P_star))
+    errs = {}
+    for key, model in models.items():
+        P0 = guess_density(model, x)
+        e_count_gap = max(e_count_gap, abs(np.trace(P0 @ S) - m.nelectron))
+        runs[key] = ss.run_pyscf(mf, P0)
+        with torch.no_grad():
+            errs[key] = ss.target_error(model, sample).item()
+    builds[name] = {k: r.fock_builds for k, r in runs.items()}
+    cycles[name] = {k: r.cycles for k, r in runs.items()}
+    traces[name] = {k: r.grad_norms for k, r in runs.items()}
+    fit_err[name] = errs
+    bad = [k for k, r in runs.items() if not r.converged]
+    if bad:
+        print(f"{name}: not converged in 100 cycles (counted at 100): {bad}")
+hidden = {k: (1 if k == "MINAO + 1 step" else 0) for k in builds[test_names[0]]}
+rec.check("eric_minao_is_one", float(minao_gap), 0.0, "==")
+rec.check("electron_count", float(e_count_gap), 1e-8, "<=")
+
+
+def eric(group, k):
+    return ss.ratio_of_sums(
+        [builds[n][k] + hidden[k] for n in group], [builds[n]["minao"] for n in group]
+    )
+
+
+def ric(group, k):
+    return ss.ratio_of_sums(
+        [cycles[n][k] for n in group], [cycles[n]["minao"] for n in group]
+    )
+
+
+def eric_ci(group, k):
+    return ss.bootstrap_ratio(
+        [builds[n][k] + hidden[k] for n in group],
+        [builds[n]["minao"] for n in group],
+        seed=seed,
+    )
+
+
+references = list(PYSCF_GUESSES) + ["MINAO + 1 step", "purified MINAO"]
+print(f"{'guess':>22}  {'ERIC G2':>8}  {'ERIC OOD':>8}  {'90% CI':>13}  {'RIC OOD':>8}")
+for k in references + list(models):
+    lab = k if isinstance(k, str) else f"{LABEL[k[:2]]} s{k[2]}"
+    lo, hi = eric_ci(ood_names, k)
+    print(
+        f"{lab:>22}  {eric(test_names, k):8.3f}  {eric(ood_names, k):8.3f}  "
+        f"[{lo:.3f}, {hi:.3f}]  {ric(ood_names, k):8.3f}"
+    )
+
+# %% [markdown]
+# ## 7. The diagnosis, measured
+#
+# The paper's claim is specific: ground-state supervision fits its target well out of distribution, *yet* its
+# guesses slow the solver, while SAIL fits the same target worse and speeds the solver up. Below, per model kind
+# (mean over seeds): the target-fit error in and out of distribution, and ERIC in and out of distribution; then
+# paired per-molecule comparisons for each seed (molecules where the guess needs fewer / as many / more builds
+# than the comparison, and the mean difference in builds).
+
+# %%
+kinds_seeds = {kind: [(*kind, s) for s in seeds] for kind in KINDS}
+
+
+def mean_fit(group, key):
+    return float(np.mean([fit_err[n][key] for n in group]))
+
+
+print(
+    f"{'model':>12}  {'fit err G2':>10}  {'fit err OOD':>11}  {'ERIC G2':>8}  {'ERIC OOD':>8}"
+)
+for kind, keys in kinds_seeds.items():
+    print(
+        f"{LABEL[kind]:>12}  {np.mean([mean_fit(test_names, k) for k in keys]):10.4f}  "
+        f"{np.mean([mean_fit(ood_names, k) for k in keys]):11.4f}  "
+        f"{np.mean([eric(test_names, k) for k in keys]):8.3f}  "
+        f"{np.mean([eric(ood_names, k) for k in keys]):8.3f}"
+    )
+
+
+def paired(a, b, group):
+    d = np.array([builds[n][a] + hidden[a] - builds[n][b] - hidden[b] for n in group])
+    return f"{(d < 0).sum():2d}/{(d == 0).sum():2d}/{(d > 0).sum():2d}  {d.mean():+.2f}"
+
+
+print("\npaired on the OOD molecules: fewer/same/more builds, mean difference")
+for s in seeds:
+    for head in ss.HEADS:
+        sail_key, sur_key = (head, "sail", s), (head, "surrogate", s)
+        print(
+            f"seed {s} {head:>11}: SAIL vs MINAO {paired(sail_key, 'minao', ood_names)}; "
+            f"SAIL vs surrogate {paired(sail_key, sur_key, ood_names)}; "
+            f"surrogate vs MINAO {paired(sur_key, 'minao', ood_names)}"
+        )
+
+# %% [markdown]
+# **Where do the saved builds come from?** A diagnostic for the size of the effect: we split each PySCF run into
+# an *early* phase (cycles until the orbital gradient `|g|` first drops below 10⁻²) and a *tail* (the cycles from
+# there to convergence, where DIIS converges at a rate set by the molecule rather than by the start). A better
+# start can only shorten the early phase; if the tail is as long as with MINAO, the early phase's length bounds
+# what any guess can save. Means over the OOD molecules (models: over seeds too).
+
+
+# %%
+def phases(norms, thr=1e-2):
+    early = next((i + 1 for i, v in enumerate(norms) if v <= thr), len(norms))
+    return early, len(norms) - early, norms[0]
+
+
+print(
+    f"{'guess':>16}  {'early cycles':>12}  {'tail cycles':>11}  {'|g| after cycle 1':>17}"
+)
+for k in ["minao", "purified MINAO"] + KINDS:
+    keys = kinds_seeds.get(k, [k])
+    ph = np.array([phases(traces[n][q]) for n in ood_names for q in keys])
+    print(
+        f"{LABEL.get(k, k):>16}  {ph[:, 0].mean():12.2f}  {ph[:, 1].mean():11.2f}  "
+        f"{np.median(ph[:, 2]):17.2e}"
+    )
+
+
+# %% [markdown]
+# Left: each OOD molecule's build ratio to MINAO against its size (mean over seeds). Right: each trained model
+# (one point per seed) placed by its OOD target-fit error and its OOD ERIC. The paper's diagnosis predicts the
+# surrogates to the left of and above SAIL.
+
+# %%
+fig, ax = plt.subplots(1, 2, figsize=(11.5, 4))
 order = sorted(eval_mols, key=lambda n: (heavy(eval_mols[n]), n))
-x = [heavy(eval_mols[n]) for n in order]
-jit = {g: (i - len(guesses) / 2) * 0.06 for i, g in enumerate(guesses)}
-for i, g in enumerate(guesses):
-    style = dict(
-        marker="o" if g in models else ".",
-        ls="none",
-        ms=7 if g in models else 5,
+xs = np.array([heavy(eval_mols[n]) for n in order], float)
+show = ["sap", "purified MINAO", "MINAO + 1 step"] + KINDS
+for i, k in enumerate(show):
+    keys = kinds_seeds.get(k, [k])
+    y = [
+        np.mean([(builds[n][q] + hidden[q]) / builds[n]["minao"] for q in keys])
+        for n in order
+    ]
+    ax[0].plot(
+        xs + (i - len(show) / 2) * 0.07,
+        y,
+        "o" if k in KINDS else ".",
+        ms=6 if k in KINDS else 4,
+        label=LABEL.get(k, k),
         color=plotting.PALETTE[i % len(plotting.PALETTE)],
     )
-    ax[0].plot(np.array(x) + jit[g], [eric[n][g] for n in order], label=g, **style)
 ax[0].axhline(1, color="k", lw=1, ls=":")
-ax[0].axvline(max_heavy + 0.5, color="grey", lw=1)
-ax[0].text(
-    max_heavy + 0.6,
-    ax[0].get_ylim()[1] * 0.95,
-    "out of distribution ->",
-    fontsize=8,
-    va="top",
-)
+ax[0].axvline(cfg["max_heavy"] + 0.5, color="grey", lw=1)
 ax[0].set(
-    xlabel="heavy atoms",
-    ylabel="ERIC (Fock builds / MINAO's)",
-    title="ERIC vs molecule size",
+    xlabel="heavy atoms", ylabel="builds / MINAO's builds", title="per molecule vs size"
 )
 ax[0].legend(fontsize=7, ncol=2)
-for mname in models:
+for i, kind in enumerate(KINDS):
     ax[1].scatter(
-        [fit_err[n][mname] for n in ood_names],
-        [eric[n][mname] for n in ood_names],
-        label=mname,
-        color=plotting.PALETTE[(guesses.index(mname)) % len(plotting.PALETTE)],
+        [mean_fit(ood_names, k) for k in kinds_seeds[kind]],
+        [eric(ood_names, k) for k in kinds_seeds[kind]],
+        label=LABEL[kind],
+        marker="s" if kind[0] == "density" else "o",
+        color=plotting.PALETTE[(i + 3) % len(plotting.PALETTE)],
     )
 ax[1].axhline(1, color="k", lw=1, ls=":")
 ax[1].set(
-    xlabel="||H_pred - F*|| / ||F*|| (OOD)",
-    ylabel="ERIC (OOD)",
-    title="target fit vs solver cost",
+    xscale="log",
+    xlabel="target-fit error, OOD (mean relative)",
+    ylabel="ERIC, OOD (ratio of sums)",
+    title="fitting the target vs helping the solver",
 )
 ax[1].legend(fontsize=8)
 fig.tight_layout()
@@ -539,26 +633,27 @@ plt.show()
 # ## 8. Convergence traces, and wall time
 #
 # The slider steps through the OOD molecules (precomputed; it works in the static page): PySCF's orbital-gradient
-# norm per cycle from every starting guess.
+# norm per cycle from each starting guess (models of the first seed).
 
 
 # %%
 def draw_trace(fig, name):
     ax = fig.add_subplot(111)
-    for i, g in enumerate(guesses):
-        norms = results[name][g].grad_norms
+    for i, k in enumerate(["minao", "sap", "purified MINAO"] + KINDS):
+        key = (*k, seeds[0]) if k in KINDS else k
+        norms = traces[name][key]
         ax.semilogy(
             range(1, len(norms) + 1),
             norms,
-            marker="o" if g in models else ".",
+            marker="o" if k in KINDS else ".",
             ms=3,
-            label=g,
+            label=LABEL.get(k, k),
             color=plotting.PALETTE[i % len(plotting.PALETTE)],
-            lw=2 if g in models else 1,
+            lw=2 if k in KINDS else 1,
         )
     ax.set(
         xlabel="SCF cycle",
-        ylabel="||orbital gradient||",
+        ylabel="|g| (PySCF)",
         title=f"{name}: {heavy(ood[name])} heavy atoms",
     )
     ax.legend(fontsize=7, ncol=2)
@@ -567,111 +662,164 @@ def draw_trace(fig, name):
 plotting.static_slider(ood_names, draw_trace, figsize=(7, 3.8), label="molecule")
 
 # %% [markdown]
-# Wall time, including the model: for the largest OOD molecules we time (MINAO guess + SCF) against (features +
-# SAIL model + aufbau + SCF), after a warm-up, `n_timing` repeats, median; the integrals are computed once
-# beforehand and shared, so both sides time exactly the guess plus the iterations.
+# Wall time, model included: on the two largest OOD molecules we time (MINAO guess + SCF) against (features,
+# MINAO prior, density-SAIL model, purification + SCF) for each seed, `n_timing` interleaved repeats after a
+# warm-up, median; the integrals are computed once beforehand and shared, so both sides time exactly the guess
+# plus the iterations. (The density head is timed because its prior costs what MINAO costs.)
 
 
 # %%
-def timed(fn, repeats):
-    fn()  # warm-up
-    ts = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    return float(np.median(ts))
+def timed(fn):
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
 
 
-big = sorted(ood_names, key=lambda n: ood[n].nao)[-3:]
-t_minao, t_sail = 0.0, 0.0
-for name in big:
+biggest = sorted(ood_names, key=lambda n: ood[n].nao)[-2:]
+t_minao, t_sail = 0.0, {s: 0.0 for s in seeds}
+for name in biggest:
     m = ood[name]
     mf = scf.RHF(m)
-    mf.kernel()  # builds and caches the integrals
+    mf.kernel()  # builds and caches the integrals; warm-up
 
     def with_minao(mf=mf, m=m):
         mf.kernel(dm0=ss.pyscf_guess(m, "minao"))
 
-    def with_sail(mf=mf, m=m):
-        mf.kernel(dm0=model_guess(sail, m)[0])
+    def with_sail(s, mf=mf, m=m):
+        model = models["density", "sail", s]
+        mf.kernel(dm0=guess_density(model, ss.inputs(m, eri=False, head="density")))
 
-    t_minao += timed(with_minao, n_timing)
-    t_sail += timed(with_sail, n_timing)
-speedup = t_minao / t_sail
+    reps = {"minao": [], **{s: [] for s in seeds}}
+    for _ in range(n_timing):
+        reps["minao"].append(timed(with_minao))
+        for s in seeds:
+            reps[s].append(timed(lambda s=s: with_sail(s)))
+    t_minao += float(np.median(reps["minao"]))
+    for s in seeds:
+        t_sail[s] += float(np.median(reps[s]))
+speedup = [t_minao / t_sail[s] for s in seeds]
 print(
-    f"{big}: MINAO {t_minao:.2f} s, SAIL {t_sail:.2f} s (wall, summed medians): "
-    f"speedup {speedup:.2f}x"
+    f"{biggest}: MINAO {t_minao:.2f} s; density SAIL "
+    + ", ".join(f"seed {s} {t_sail[s]:.2f} s" for s in seeds)
+    + f" -> speedup {np.round(speedup, 3).tolist()}"
 )
 
 
 # %% [markdown]
-# Live (Jupyter or Colab): pick a molecule by SMILES and compare the solver's cost from MINAO and from each model.
+# Live (Jupyter or Colab): pick a molecule by SMILES and compare the solver's cost from MINAO and from each model
+# of the first seed.
 
 
 # %%
 def compare(smiles="c1ccc2ccccc2c1"):
     try:
-        m = ss.rdkit_molecule(smiles, seed=seed)
+        m = ss.rdkit_molecule(smiles, seed=0)
     except ValueError as e:
         print(e)
         return
     mf = scf.RHF(m)
     base = ss.run_pyscf(mf, ss.pyscf_guess(m, "minao")).fock_builds
     print(f"{heavy(m)} heavy atoms, {m.nao} basis functions; MINAO: {base} Fock builds")
-    for mname, model in models.items():
-        n = ss.run_pyscf(mf, model_guess(model, m)[0]).fock_builds
-        print(f"{mname:>20}: {n} Fock builds, ERIC {n / base:.2f}")
+    x = ss.inputs(m, eri=False)
+    for kind in KINDS:
+        n = ss.run_pyscf(mf, guess_density(models[(*kind, seeds[0])], x)).fock_builds
+        print(f"{LABEL[kind]:>12}: {n} Fock builds, ERIC {n / base:.2f}")
 
 
 plotting.live_controls(compare, smiles="c1ccc2ccccc2c1")
 
 # %% [markdown]
 # ## 9. The claims record
+#
+# Every claim is measured per seed on the OOD set as a ratio of sums. The ERIC claims use the paper's bar loosely
+# (`≤ 0.9`, a 10% reduction; the paper reports 28-37%) and record as baseline the best guess a practitioner has
+# without a model: the lowest OOD ERIC among PySCF's guesses, the purified MINAO density and MINAO + 1 step.
+# `surrogate_fits_but_slows` is two numbers per seed (Hamiltonian head): the surrogate's target-fit error must be
+# lower than SAIL's **and** its ERIC higher; we record the smaller of the two ratios `fit(SAIL)/fit(surrogate)` and
+# `ERIC(surrogate)/ERIC(SAIL)`, which exceeds 1 exactly when both hold.
 
 # %%
-e_sail, e_sur = table["SAIL"][1], table["surrogate"][1]
-e_ft = table["SAIL from surrogate"][1]
-best_pyscf = min(PYSCF_GUESSES, key=lambda g: table[g][1])
+best_ref = min(references, key=lambda k: eric(ood_names, k))
+e_best = eric(ood_names, best_ref)
+refs_note = ", ".join(f"{k} {eric(ood_names, k):.3f}" for k in references)
+
+
+def per_seed(kind):
+    return [eric(ood_names, (*kind, s)) for s in seeds]
+
+
+def cis(kind):
+    return [tuple(round(v, 3) for v in eric_ci(ood_names, (*kind, s))) for s in seeds]
+
+
 rec.claim(
     "eric_sail_ood",
-    "SAIL guesses need fewer Fock builds than MINAO on larger molecules (median ERIC)",
+    "SAIL (Hamiltonian head) needs fewer Fock builds than MINAO on larger molecules",
     paper="-28% to -37% (ERIC 0.63-0.72)",
-    measured=e_sail,
+    measured=per_seed(("hamiltonian", "sail")),
     op="<=",
-    target=0.72,
-    unit="median ERIC, OOD",
-    baseline=table[best_pyscf][1],
-    note="Held if at least the paper's smallest reduction (28%). Baseline: the best "
-    f"PySCF guess ({best_pyscf}). SAIL from surrogate {e_ft:.3f}; "
-    f"PySCF guesses: "
-    + ", ".join(f"{g} {table[g][1]:.2f}" for g in PYSCF_GUESSES)
-    + ". RHF/STO-3G, molecules 1.5-3.5x larger than training.",
+    target=0.9,
+    unit="ERIC, OOD, ratio of sums",
+    baseline=e_best,
+    note=f"baseline: the best reference guess ({best_ref}); references: {refs_note}. RIC per seed "
+    f"{[round(ric(ood_names, ('hamiltonian', 'sail', s)), 3) for s in seeds]}. RHF/STO-3G, "
+    f"{len(ood_names)} molecules 1.25-3.5x larger than training; 90% bootstrap intervals over "
+    f"molecules per seed: {cis(('hamiltonian', 'sail'))}.",
 )
-fit_sur = float(np.median([fit_err[n]["surrogate"] for n in ood_names]))
-fit_sail = float(np.median([fit_err[n]["SAIL"] for n in ood_names]))
 rec.claim(
-    "eric_surrogate_ood",
-    "A model trained to fit the converged Fock matrix slows convergence out of "
-    "distribution (median ERIC above 1) although it fits its target",
-    paper="matrix-fitting models slow convergence OOD",
-    measured=e_sur,
+    "density_head_ood",
+    "SAIL (density head on the MINAO prior) needs fewer Fock builds than MINAO on larger molecules",
+    paper="SAIL works for density heads too (ERIC 0.63-0.72 overall)",
+    measured=per_seed(("density", "sail")),
+    op="<=",
+    target=0.9,
+    unit="ERIC, OOD, ratio of sums",
+    baseline=e_best,
+    note=f"surrogate density head per seed: {np.round(per_seed(('density', 'surrogate')), 3).tolist()}; "
+    f"untrained head (purified MINAO): {eric(ood_names, 'purified MINAO'):.3f}; 90% bootstrap "
+    f"intervals per seed: {cis(('density', 'sail'))}.",
+)
+
+
+def diagnosis(head):
+    """Per seed: fit(SAIL) / fit(surrogate) and ERIC(surrogate) / ERIC(SAIL), OOD."""
+    sail_k = [(head, "sail", s) for s in seeds]
+    sur_k = [(head, "surrogate", s) for s in seeds]
+    fit = [
+        mean_fit(ood_names, a) / mean_fit(ood_names, b) for a, b in zip(sail_k, sur_k)
+    ]
+    slow = [eric(ood_names, b) / eric(ood_names, a) for a, b in zip(sail_k, sur_k)]
+    return fit, slow
+
+
+fit_ratio, eric_ratio = diagnosis("hamiltonian")
+d_fit, d_eric = diagnosis("density")
+rec.claim(
+    "surrogate_fits_but_slows",
+    "Out of distribution, the ground-state surrogate fits its target better than SAIL yet its guesses need "
+    "more Fock builds (Hamiltonian head)",
+    paper="surrogates fit targets well OOD yet slow convergence",
+    measured=[min(a, b) for a, b in zip(fit_ratio, eric_ratio)],
     op=">",
     target=1.0,
-    unit="median ERIC, OOD",
-    note=f"median target-fit error OOD: surrogate {fit_sur:.3f}, SAIL {fit_sail:.3f} "
-    "(||H - F*|| / ||F*||).",
+    unit="min(fit SAIL / fit surrogate, ERIC surrogate / ERIC SAIL)",
+    baseline=per_seed(("hamiltonian", "surrogate")),
+    note=f"fit-error ratio per seed {np.round(fit_ratio, 3).tolist()}, ERIC ratio per seed "
+    f"{np.round(eric_ratio, 3).tolist()}; density head: fit ratio {np.round(d_fit, 3).tolist()}, ERIC "
+    f"ratio {np.round(d_eric, 3).tolist()}. Baseline: the surrogate's OOD ERIC; below 1, the "
+    "surrogate too saves builds against MINAO (the paper's strong form, surrogate ERIC > 1, does not "
+    "hold here): it is slower than SAIL, not slower than MINAO.",
 )
 rec.claim(
     "sail_beats_surrogate",
-    "SAIL needs fewer Fock builds than the surrogate on larger molecules",
+    "SAIL needs fewer Fock builds than the ground-state surrogate on larger molecules (Hamiltonian head)",
     paper="SAIL < surrogate",
-    measured=e_sail / e_sur,
+    measured=[1 / r for r in eric_ratio],
     op="<",
     target=1.0,
-    unit="median ERIC OOD, SAIL ÷ surrogate",
-    baseline=e_sur,
-    note=f"SAIL {e_sail:.3f} vs surrogate {e_sur:.3f}",
+    unit="ERIC OOD, SAIL / surrogate",
+    baseline=per_seed(("hamiltonian", "surrogate")),
+    note=f"density head, SAIL / surrogate per seed: {np.round([1 / r for r in d_eric], 3).tolist()}",
 )
 rec.claim(
     "wall_time_speedup",
@@ -679,12 +827,50 @@ rec.claim(
     paper="1.35x (10x larger, B3LYP)",
     measured=speedup,
     op=">=",
-    target=1.35,
-    unit="x (MINAO time ÷ SAIL time)",
+    target=1.2,
+    unit="x (MINAO time / SAIL time)",
     baseline=t_minao,
-    note=f"{', '.join(big)}; warm-up + {n_timing} repeats, median; RHF/STO-3G cycles "
-    "are cheap, so the "
-    f"guess's own cost weighs more than at the paper's hybrid-DFT level. Baseline: "
-    f"MINAO {t_minao:.3f} s, SAIL {t_sail:.3f} s.",
+    note=f"{', '.join(biggest)}; density head; {n_timing} interleaved repeats after a warm-up, "
+    "median; RHF/STO-3G cycles are cheap, so the guess's own cost weighs more than at the paper's "
+    f"hybrid-DFT level. Baseline: MINAO {t_minao:.3f} s.",
+)
+rec.untested(
+    "paper_level_of_theory",
+    "The reductions hold at the paper's level of theory (KS-DFT, def2-SVP)",
+    paper="-37% PBE, -33% SCAN, -28% B3LYP",
+    reason="RHF/STO-3G only: the minimal-basis model, the 6-31G basis (MINAO must be projected) and a PBE "
+    "evaluation of these guesses are not built (see Known limits)",
 )
 rec.save()
+
+# %% [markdown]
+# ## Reading the results
+#
+# * **The solver is PySCF's.** Along every checked trajectory the torch SCF's energies agree with PySCF's to
+#   round-off (`solver_alignment`), so SAIL optimizes the very solver its guesses are judged by.
+# * **SAIL saves builds, but few.** On a good prior, both SAIL heads need fewer Fock builds than MINAO on most OOD
+#   molecules (paired table), and the Hamiltonian head beats its ground-state surrogate at every seed
+#   (`sail_beats_surrogate`); the ratio of sums stays short of our 10% bar and far from the paper's 28-37%
+#   (`eric_sail_ood`, `density_head_ood`). The density head is not better than its own surrogate at every seed.
+# * **The diagnosis, measured.** The Hamiltonian surrogate fits the converged Fock matrix several times better
+#   than SAIL, in and out of distribution, yet its guesses need more builds than SAIL's
+#   (`surrogate_fits_but_slows`). The paper's strong form, that the surrogate is slower than MINAO, does not
+#   appear here: started from a good prior, the surrogate saves builds too, only fewer.
+# * **Why the saving is small.** The phase split shows that every better start shortens only the early phase
+#   (cycles until `|g| < 10⁻²`); the DIIS tail is as long as from MINAO or slightly longer. At STO-3G that early
+#   phase is under half of a MINAO run, and SAIL's 6-cycle unroll sees only it.
+# * **Wall time.** Saving under one build per molecule does not pay for the guess's own cost at RHF/STO-3G
+#   (`wall_time_speedup`).
+
+# %% [markdown]
+# ## Known limits
+#
+# * **Level of theory.** Everything is RHF/STO-3G. The paper works with Kohn-Sham DFT in def2-SVP, where
+#   the MINAO guess is further from the converged density and a learned guess has more to gain. Our model is
+#   written for a minimal basis (1s, 2s, 2p slots); a 6-31G version (with MINAO projected onto the larger basis)
+#   and an evaluation of the same guesses under PySCF's PBE are not built (`paper_level_of_theory` is untested).
+# * **Scale.** Training molecules have at most 4 heavy atoms and OOD molecules 5-14 (up to 3.5× larger, not 10×);
+#   the model is a small residual on a prior, not the paper's equivariant GNN.
+# * **Statistics.** Ratios of sums over 26 OOD molecules with per-molecule build counts around 8-20; the bootstrap
+#   intervals above resample molecules and say how much one more or one fewer build on a few molecules moves the
+#   ratio.
