@@ -304,7 +304,8 @@ def mass_sin2(field, phis, k=n_bf):
 
 
 def energy_err(field, phis):
-    """Relative energy error of GMsFEM (f = 1) with the bases phis against field["u"]."""
+    """Relative energy error of GMsFEM (f = 1) with the bases phis against
+    field["u"]."""
     f = np.ones(field["mesh"].n)
     return tg.rel_errors(field["A"], field["M"], field["u"], gmsfem(field, phis, f)[0])[
         0
@@ -368,8 +369,10 @@ ax.legend(fontsize=7)
 plt.show()
 i5 = eps_grid.index(0.03 if quick else 0.05)
 print(
-    f"mixing {eps_grid[i5]:.0%} white noise: sum sin^2 = {sens['white noise'][i5, 0]:.4f}, energy error "
-    f"{sens['white noise'][i5, 1]:.3f} (exact basis {errs_exact[0, -1, 0]:.3f}); after one step "
+    f"mixing {eps_grid[i5]:.0%} white noise: sum sin^2 = "
+    f"{sens['white noise'][i5, 0]:.4f}, energy error "
+    f"{sens['white noise'][i5, 1]:.3f} (exact basis {errs_exact[0, -1, 0]:.3f}); after "
+    "one step "
     f"{sens['white noise'][i5, 3]:.3f}"
 )
 rec.check(
@@ -377,7 +380,8 @@ rec.check(
     abs(sens["white noise"][0, 3] - errs_exact[0, -1, 0]),
     1e-8,
     op="<=",
-    note="one inverse-iteration step on the exact basis changes the energy error by at most this",
+    note="one inverse-iteration step on the exact basis changes the energy error by at "
+    "most this",
 )
 
 # %% [markdown]
@@ -402,7 +406,8 @@ rec.check(
 lam_te = np.array([lam[: n_bf + 1] for fdx in test for lam, _ in fdx["eig"]])
 cuts_te = tg.spectral_cuts(lam_te)
 print(
-    "test patches whose truncation at k = 1..N_bf falls inside a near-degenerate eigenspace:",
+    "test patches whose truncation at k = 1..N_bf falls inside a near-degenerate "
+    "eigenspace:",
     (~cuts_te).sum(0).tolist(),
     f"of {len(cuts_te)}",
 )
@@ -478,7 +483,8 @@ else:
     plt.show()
     m = ckpt_b.manifest
     print(
-        f"trained in {m['wall_seconds'] / 60:.1f} min; final test metrics: {m['metrics']}"
+        f"trained in {m['wall_seconds'] / 60:.1f} min; final test metrics: "
+        f"{m['metrics']}"
     )
 print(f"basis network: {nets[seeds[0]].n_params:,} parameters; seeds {seeds}")
 
@@ -676,7 +682,8 @@ pure_err = np.array(
     ]
 )
 print(
-    "pure Transolver, in distribution (f = 1): mean relative energy / L2 error per seed",
+    "pure Transolver, in distribution (f = 1): mean relative energy / L2 error per "
+    "seed",
     np.round(pure_err.mean(1), 4).tolist(),
 )
 
@@ -747,7 +754,8 @@ plt.show()
 
 # %%
 def median_time(fn, repeats):
-    """Median wall time of ``repeats`` calls after one warm-up call; also returns the warm-up's result."""
+    """Median wall time of ``repeats`` calls after one warm-up call; also returns
+    the warm-up's result."""
     result = fn()  # warm-up
     out = []
     for _ in range(repeats):
@@ -817,20 +825,27 @@ for n_f in tqdm(timing_sizes, desc="timing"):
     best = min(cls, key=cls.get)
     fld["u"] = u
     timing[len(nbs[40].nodes)] = dict(
-        **cls, best=best, t_best=cls[best], network=t_net, hybrid=t_hyb, fine_solve=t_fine,
+        **cls, best=best, t_best=cls[best], network=t_net, hybrid=t_hyb,
+        fine_solve=t_fine,
         lobpcg=t_lob, gap_arpack=gap_a, gap_lobpcg=gap_l,
         speedup=cls[best] / t_net, speedup_hybrid=cls[best] / t_hyb,
-        err_exact=energy_err(fld, first(eig, n_bf)), err_pred=energy_err(fld, ortho(fld, pred)),
+        err_exact=energy_err(fld, first(eig, n_bf)),
+        err_pred=energy_err(fld, ortho(fld, pred)),
         err_hyb=energy_err(fld, hyb),
     )  # fmt: skip
 torch.set_num_threads(threads)
 for size, t in timing.items():
     print(
-        f"{size:5d} nodes/patch: evr {t['LAPACK evr (dense)'] * 1e3:7.1f} ms, ARPACK {t['ARPACK shift-invert'] * 1e3:7.1f} ms"
-        f" (eigenvalues agree to {t['gap_arpack']:.0e}), LOBPCG {t['lobpcg'] * 1e3:7.1f} ms (to {t['gap_lobpcg']:.0e});"
-        f" network {t['network'] * 1e3:6.1f} ms, hybrid {t['hybrid'] * 1e3:6.1f} ms; speedup vs best ({t['best']})"
-        f" {t['speedup']:.1f}x, hybrid {t['speedup_hybrid']:.1f}x; fine solve {t['fine_solve'] * 1e3:.0f} ms;"
-        f" energy error exact {t['err_exact']:.3f}, network {t['err_pred']:.3f}, hybrid {t['err_hyb']:.3f}"
+        f"{size:5d} nodes/patch: evr {t['LAPACK evr (dense)'] * 1e3:7.1f} ms, ARPACK "
+        f"{t['ARPACK shift-invert'] * 1e3:7.1f} ms"
+        f" (eigenvalues agree to {t['gap_arpack']:.0e}), LOBPCG "
+        f"{t['lobpcg'] * 1e3:7.1f} ms (to {t['gap_lobpcg']:.0e});"
+        f" network {t['network'] * 1e3:6.1f} ms, hybrid {t['hybrid'] * 1e3:6.1f} ms; "
+        f"speedup vs best ({t['best']})"
+        f" {t['speedup']:.1f}x, hybrid {t['speedup_hybrid']:.1f}x; fine solve "
+        f"{t['fine_solve'] * 1e3:.0f} ms;"
+        f" energy error exact {t['err_exact']:.3f}, network {t['err_pred']:.3f}, "
+        f"hybrid {t['err_hyb']:.3f}"
     )
 rec.check(
     "arpack_matches_evr",
@@ -929,12 +944,15 @@ for name, cases in tqdm(ood_sets.items(), desc="out-of-distribution sets"):
     ood[name] = {k: v.mean(1) for k, v in e.items()} | {"exact": float(np.mean(e_ex))}
     ood[name]["ratio"] = ood[name]["pure"] / ood[name]["hybrid"]
 print(
-    f"{'relative L2 error':16s} {'exact basis':>11s} {'network':>16s} {'hybrid':>16s} {'pure Transolver':>16s}   pure ÷ hybrid per seed"
+    f"{'relative L2 error':16s} {'exact basis':>11s} {'network':>16s} {'hybrid':>16s} "
+    f"{'pure Transolver':>16s}   pure ÷ hybrid per seed"
 )
 for name, r in ood.items():
     print(
-        f"{name:16s} {r['exact']:11.4f} {r['network'].mean():9.4f} ± {r['network'].std():.3f} {r['hybrid'].mean():9.4f} ± {r['hybrid'].std():.3f}"
-        f" {r['pure'].mean():9.4f} ± {r['pure'].std():.3f}   {np.round(r['ratio'], 1).tolist()}"
+        f"{name:16s} {r['exact']:11.4f} {r['network'].mean():9.4f} ± "
+        f"{r['network'].std():.3f} {r['hybrid'].mean():9.4f} ± {r['hybrid'].std():.3f}"
+        f" {r['pure'].mean():9.4f} ± {r['pure'].std():.3f}   "
+        f"{np.round(r['ratio'], 1).tolist()}"
     )
 
 # %% [markdown]
@@ -994,7 +1012,8 @@ print(
 
 # %%
 def aligned(pred, phi, s):
-    """Each exact eigenfunction's S-projection onto the predicted span (what the mass-norm loss compares)."""
+    """Each exact eigenfunction's S-projection onto the predicted span (what the
+    mass-norm loss compares)."""
     Q = tg.s_orthonormalize(pred, s)
     return Q @ (Q.T @ (s[:, None] * phi))
 
@@ -1045,8 +1064,10 @@ def live(field_seed: int = 7, k: int = n_bf, geometry: str = "channels"):
     fld["u"] = tg.solve_fine(fld["mesh"], ones, fld["A"])
     P = ortho(fld, predicted_bases(fld, nets[seeds[0]]), k)
     print(
-        f"energy error: exact basis {energy_err(fld, first(exact_bases(fld['nb'], k), k)):.4f},"
-        f" network {energy_err(fld, P):.4f}, network + one step {energy_err(fld, one_step(fld, P)):.4f}"
+        "energy error: exact basis "
+        f"{energy_err(fld, first(exact_bases(fld['nb'], k), k)):.4f},"
+        f" network {energy_err(fld, P):.4f}, network + one step "
+        f"{energy_err(fld, one_step(fld, P)):.4f}"
     )
 
 
@@ -1097,19 +1118,22 @@ ex_mean = float(errs_exact[:, -1, 0].mean())
 ood_counts = [int(sum(ood[k]["ratio"][i] > 1 for k in ood)) for i in range(len(seeds))]
 rec.claim(
     "learned_basis_accuracy",
-    f"Predicted-basis energy error ÷ exact-basis energy error, in distribution, N_bf = {n_bf} (per seed)",
+    "Predicted-basis energy error ÷ exact-basis energy error, in distribution, N_bf = "
+    f"{n_bf} (per seed)",
     paper="close to 1 (GMsFEM-NO: small loss of accuracy)",
     measured=[float(r) for r in ratio_pred],
     op="<=",
     target=1.5,
     unit="ratio",
     baseline=ex_mean,
-    note=f"exact {ex_mean:.4f}; predicted per seed {np.round(errs_pred[:, :, -1, 0].mean(1), 4).tolist()}; "
+    note=f"exact {ex_mean:.4f}; predicted per seed "
+    f"{np.round(errs_pred[:, :, -1, 0].mean(1), 4).tolist()}; "
     f"a {nets[seeds[0]].n_params:,}-parameter network per seed",
 )
 rec.claim(
     "hybrid_accuracy",
-    f"Network + one inverse-iteration step (our hybrid): energy error ÷ exact-basis energy error, N_bf = {n_bf}",
+    "Network + one inverse-iteration step (our hybrid): energy error ÷ exact-basis "
+    f"energy error, N_bf = {n_bf}",
     paper="(not in the paper; issue #35's bar)",
     measured=[float(r) for r in ratio_hyb],
     op="<=",
@@ -1120,22 +1144,27 @@ rec.claim(
 )
 rec.claim(
     "basis_speedup_vs_best",
-    f"Basis construction: best classical eigensolver ({tb['best']}) ÷ batched network, at {big} nodes/patch",
+    f"Basis construction: best classical eigensolver ({tb['best']}) ÷ batched "
+    "network, "
+    f"at {big} nodes/patch",
     paper="> 100x",
     measured=tb["speedup"],
     op=">=",
     target=10.0,
     unit="x",
     baseline=tb["t_best"],
-    note=f"one thread each, median of {timing_repeats} after a warm-up; best classical {tb['t_best'] * 1e3:.1f} ms, "
-    f"network {tb['network'] * 1e3:.1f} ms, hybrid (network + one step) {tb['hybrid'] * 1e3:.1f} ms = "
+    note=f"one thread each, median of {timing_repeats} after a warm-up; best classical "
+    f"{tb['t_best'] * 1e3:.1f} ms, "
+    f"network {tb['network'] * 1e3:.1f} ms, hybrid (network + one step) "
+    f"{tb['hybrid'] * 1e3:.1f} ms = "
     f"{tb['speedup_hybrid']:.2f}x; dense evr {tb['LAPACK evr (dense)'] * 1e3:.1f} ms "
     f"(the old baseline: {tb['LAPACK evr (dense)'] / tb['network']:.1f}x). Per size: "
     + ", ".join(f"{s}: {t['speedup']:.1f}x" for s, t in timing.items()),
 )
 rec.claim(
     "ood_vs_pure_solver",
-    "Out of distribution, the pure Transolver's relative L2 error exceeds the hybrid's (pure ÷ hybrid > 1) on at "
+    "Out of distribution, the pure Transolver's relative L2 error exceeds the hybrid's "
+    "(pure ÷ hybrid > 1) on at "
     "least 3 of the 4 shifts (count per seed)",
     paper="pure neural solvers fail dramatically",
     measured=[float(c) for c in ood_counts],
@@ -1152,7 +1181,8 @@ rec.claim(
 irr = ood["irregular mesh"]
 rec.claim(
     "irregular_mesh",
-    "Transolver-GMsFEM on a jittered P1 Delaunay mesh (network trained on the Q1 grid) is within 1.5x of GMsFEM "
+    "Transolver-GMsFEM on a jittered P1 Delaunay mesh (network trained on the Q1 grid) "
+    "is within 1.5x of GMsFEM "
     "with the exact basis (per seed)",
     paper="works on irregular grids",
     measured=[float(v) for v in irr["network"] / irr["exact"]],
@@ -1160,7 +1190,8 @@ rec.claim(
     target=1.5,
     unit="relative L2 error, network ÷ exact basis",
     baseline=irr["exact"],
-    note=f"network {np.round(irr['network'], 4).tolist()}, hybrid {np.round(irr['hybrid'], 4).tolist()}, "
+    note=f"network {np.round(irr['network'], 4).tolist()}, hybrid "
+    f"{np.round(irr['hybrid'], 4).tolist()}, "
     f"exact basis {irr['exact']:.4f}, pure {np.round(irr['pure'], 4).tolist()}",
 )
 rec.save()
