@@ -566,6 +566,8 @@ plt.show()
 # reachable generated routes next to the engine's score on the same requests. For task 3 we sample three routes
 # per request at temperature `temperature` and compute the route diversity RD (mean 1 − IoU of the line sets,
 # access modes included) over the well-formed ones, next to the engine's three penalised re-plans.
+# A negative score gap does not mean a better route: the score is read from the record's own stated time, fare
+# and lines, and a route that stops short of the destination (R2 failing at the end) looks cheaper.
 
 # %%
 for name, recs in splits.items():
@@ -729,9 +731,44 @@ g_rand = float(np.mean(ground["random", None, held]["ok"]))
 # a perfect model (the engine's labels) passes every bar; the split defeats the lookup
 rec.check("perfect_model_exact", eng["exact"], 0.5, op=">=")
 rec.check("perfect_model_reachability", eng["r1"], 0.9, op=">=")
-rec.check("perfect_model_grounding", g_eng, g_eng - 0.1, op=">=")
+rec.check("perfect_model_grounding", g_eng, 1.0)  # so the grounding bar is 0.9
 rec.check("perfect_model_beats_lookup", eng["exact"] - lk["exact"], 0.0, op=">")
 rec.check("lookup_fails_heldout", lk["exact"], 0.5, op="<")
+
+
+def exact_by_length(name, short):
+    """Mean over seeds of CPT+SFT exact match on requests whose engine route has <= 2 (short) or >= 3 lines."""
+    recs = splits[name]
+    sel = np.array([(len(lab["line_sequence"]) <= 2) == short for *_, lab in recs])
+    return (
+        np.mean(
+            [
+                np.mean(
+                    np.array(
+                        [
+                            funnel_ex(p, r)
+                            for p, r in zip(preds["cpt", s, name], recs, strict=True)
+                        ]
+                    )[sel]
+                )
+                for s in seeds
+            ]
+        )
+        if sel.any()
+        else float("nan")
+    )
+
+
+def funnel_ex(p, r):
+    return T.evaluate(city, p, r[2], r[0], r[1])["exact"]
+
+
+diag_note = (
+    f"Diagnosis: CPT+SFT exact match on in-distribution routes of <= 2 lines "
+    f"{exact_by_length('in-distribution', True):.3f}, of >= 3 lines {exact_by_length('in-distribution', False):.3f}; "
+    f"held-out <= 2 lines {exact_by_length('held-out', True):.3f}, >= 3 lines "
+    f"{exact_by_length('held-out', False):.3f} (the by-length figure in section 4)."
+)
 id_note = (
     f"In-distribution: CPT+SFT {np.mean(mean_over_seeds('cpt', 'in-distribution', 'exact')):.3f}, "
     f"SFT only {np.mean(mean_over_seeds('sft', 'in-distribution', 'exact')):.3f}, "
@@ -747,7 +784,7 @@ rec.claim(
     unit="share of held-out requests",
     baseline=lk["exact"],
     note=f"Target 0.5 is our bar (paper 0.710). SFT only {np.mean(ex_sft):.3f}; nearest record "
-    f"{lk['exact']:.3f}. {id_note}",
+    f"{lk['exact']:.3f}. {id_note} {diag_note}",
 )
 rec.claim(
     "beats_lookup_heldout",
@@ -792,11 +829,13 @@ rec.claim(
     unit="share of held-out first stations within the R2 threshold",
     baseline=g_rand,
     note=f"Target = engine's share ({g_eng:.2f}) − 0.1. Random station {g_rand:.3f}, nearest station 1.0 (a map "
-    f"lookup). Median km from the generated to the engine's first station: "
+    f"lookup), nearest record {np.mean(ground['lookup', None, held]['ok']):.3f}: the 3/5 km threshold is loose in "
+    f"a 15 km city, so the sharper reading is the distance to the engine's first station. Median km from the generated to the engine's first station: "
     + ", ".join(
         f"{np.nanmedian(ground['cpt', s, held]['to_engine']):.2f}" for s in seeds
     )
-    + f" (random {np.nanmedian(ground['random', None, held]['to_engine']):.2f}).",
+    + f" (random {np.nanmedian(ground['random', None, held]['to_engine']):.2f}, nearest record "
+    f"{np.nanmedian(ground['lookup', None, held]['to_engine']):.2f}).",
 )
 rec.claim(
     "reachability",
