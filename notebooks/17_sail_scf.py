@@ -29,7 +29,7 @@
 # | level of theory | Kohn-Sham DFT (PBE, SCAN, B3LYP), def2-SVP | **RHF / STO-3G** (PySCF) |
 # | model | SE(3)-equivariant GNN, Hamiltonian or density head | a residual model on a prior (SAP Hamiltonian or MINAO density) built from rotation-covariant σ/π blocks (~6k parameters) |
 # | training data | QM9 molecules with ≤ 20 atoms | ASE's G2 molecules with ≤ 4 heavy atoms (H, C, N, O, F), with perturbed geometries |
-# | training | GPU, long | 600 steps per model, 4 models × 3 seeds, in a checkpoint script (about 15 min on one core) |
+# | training | GPU, long | 600 steps per model, 4 models × 3 seeds, in a checkpoint script (20 min on one shared, loaded core) |
 # | out of distribution | QM40 (≤ 4× larger), QMugs (10× larger) | 26 RDKit-embedded molecules with 5-14 heavy atoms (1.25-3.5× larger) |
 # | unroll | T SCF cycles, DIIS | T = 6 cycles, DIIS exactly as PySCF's, in torch float64 on PySCF's integrals |
 # | hardware | GPU | 2 CPU cores |
@@ -74,7 +74,7 @@ if "google.colab" in sys.modules and importlib.util.find_spec("helpers") is None
 quick = False
 seed = 0
 n_timing = 2  # repeats of the wall-time benchmark (after one warm-up)
-n_align = 45  # solver-alignment check on every evaluated molecule with at most this many basis functions
+n_align = 45  # solver-alignment check: molecules with at most this many AOs
 ood_names = [
     "furan",
     "pyrrole",
@@ -284,7 +284,8 @@ rec.check(
     float(max(align_e / 1e-8, align_g / 1e-2)),
     1.0,
     "<=",
-    note=f"{align_n} molecules; energies within {align_e:.1e} Ha (bound 1e-8), gradient norms "
+    note=f"{align_n} molecules; energies within {align_e:.1e} Ha (bound 1e-8), "
+    "gradient norms "
     f"within {align_g:.1e} relative (bound 1e-2, cycles with |g| > 1e-5)",
 )
 name0 = max(traj, key=lambda n: eval_mols[n].nao)
@@ -410,7 +411,8 @@ for name in ood_names[:2]:
     rot_gap = max([rot_gap] + [abs(a[0] - b[0]) for a, b in zip(*out)])
     rot_builds += sum(a[1] != b[1] for a, b in zip(*out))
 print(
-    f"largest guess-energy change under rotation {rot_gap:.1e} Ha; build counts changed: {rot_builds}"
+    f"largest guess-energy change under rotation {rot_gap:.1e} Ha; build counts "
+    f"changed: {rot_builds}"
 )
 rec.check("rotation_invariance", rot_gap, 1e-8, "<=")
 
@@ -528,7 +530,8 @@ def mean_fit(group, key):
 
 
 print(
-    f"{'model':>12}  {'fit err G2':>10}  {'fit err OOD':>11}  {'ERIC G2':>8}  {'ERIC OOD':>8}"
+    f"{'model':>12}  {'fit err G2':>10}  {'fit err OOD':>11}  {'ERIC G2':>8}  "
+    f"{'ERIC OOD':>8}"
 )
 for kind, keys in kinds_seeds.items():
     print(
@@ -549,7 +552,8 @@ for s in seeds:
     for head in ss.HEADS:
         sail_key, sur_key = (head, "sail", s), (head, "surrogate", s)
         print(
-            f"seed {s} {head:>11}: SAIL vs MINAO {paired(sail_key, 'minao', ood_names)}; "
+            f"seed {s} {head:>11}: SAIL vs MINAO "
+            f"{paired(sail_key, 'minao', ood_names)}; "
             f"SAIL vs surrogate {paired(sail_key, sur_key, ood_names)}; "
             f"surrogate vs MINAO {paired(sur_key, 'minao', ood_names)}"
         )
@@ -569,7 +573,8 @@ def phases(norms, thr=1e-2):
 
 
 print(
-    f"{'guess':>16}  {'early cycles':>12}  {'tail cycles':>11}  {'|g| after cycle 1':>17}"
+    f"{'guess':>16}  {'early cycles':>12}  {'tail cycles':>11}  "
+    f"{'|g| after cycle 1':>17}"
 )
 for k in ["minao", "purified MINAO"] + KINDS:
     keys = kinds_seeds.get(k, [k])
@@ -761,22 +766,28 @@ rec.claim(
     target=0.9,
     unit="ERIC, OOD, ratio of sums",
     baseline=e_best,
-    note=f"baseline: the best reference guess ({best_ref}); references: {refs_note}. RIC per seed "
-    f"{[round(ric(ood_names, ('hamiltonian', 'sail', s)), 3) for s in seeds]}. RHF/STO-3G, "
-    f"{len(ood_names)} molecules 1.25-3.5x larger than training; 90% bootstrap intervals over "
+    note=f"baseline: the best reference guess ({best_ref}); references: {refs_note}. "
+    "RIC per seed "
+    f"{[round(ric(ood_names, ('hamiltonian', 'sail', s)), 3) for s in seeds]}. "
+    "RHF/STO-3G, "
+    f"{len(ood_names)} molecules 1.25-3.5x larger than training; 90% bootstrap "
+    "intervals over "
     f"molecules per seed: {cis(('hamiltonian', 'sail'))}.",
 )
 rec.claim(
     "density_head_ood",
-    "SAIL (density head on the MINAO prior) needs fewer Fock builds than MINAO on larger molecules",
+    "SAIL (density head on the MINAO prior) needs fewer Fock builds than MINAO on "
+    "larger molecules",
     paper="SAIL works for density heads too (ERIC 0.63-0.72 overall)",
     measured=per_seed(("density", "sail")),
     op="<=",
     target=0.9,
     unit="ERIC, OOD, ratio of sums",
     baseline=e_best,
-    note=f"surrogate density head per seed: {np.round(per_seed(('density', 'surrogate')), 3).tolist()}; "
-    f"untrained head (purified MINAO): {eric(ood_names, 'purified MINAO'):.3f}; 90% bootstrap "
+    note="surrogate density head per seed: "
+    f"{np.round(per_seed(('density', 'surrogate')), 3).tolist()}; "
+    f"untrained head (purified MINAO): {eric(ood_names, 'purified MINAO'):.3f}; 90% "
+    "bootstrap "
     f"intervals per seed: {cis(('density', 'sail'))}.",
 )
 
@@ -796,7 +807,8 @@ fit_ratio, eric_ratio = diagnosis("hamiltonian")
 d_fit, d_eric = diagnosis("density")
 rec.claim(
     "surrogate_fits_but_slows",
-    "Out of distribution, the ground-state surrogate fits its target better than SAIL yet its guesses need "
+    "Out of distribution, the ground-state surrogate fits its target better than "
+    "SAIL yet its guesses need "
     "more Fock builds (Hamiltonian head)",
     paper="surrogates fit targets well OOD yet slow convergence",
     measured=[min(a, b) for a, b in zip(fit_ratio, eric_ratio)],
@@ -804,22 +816,28 @@ rec.claim(
     target=1.0,
     unit="min(fit SAIL / fit surrogate, ERIC surrogate / ERIC SAIL)",
     baseline=per_seed(("hamiltonian", "surrogate")),
-    note=f"fit-error ratio per seed {np.round(fit_ratio, 3).tolist()}, ERIC ratio per seed "
-    f"{np.round(eric_ratio, 3).tolist()}; density head: fit ratio {np.round(d_fit, 3).tolist()}, ERIC "
-    f"ratio {np.round(d_eric, 3).tolist()}. Baseline: the surrogate's OOD ERIC; below 1, the "
-    "surrogate too saves builds against MINAO (the paper's strong form, surrogate ERIC > 1, does not "
+    note=f"fit-error ratio per seed {np.round(fit_ratio, 3).tolist()}, ERIC ratio per "
+    "seed "
+    f"{np.round(eric_ratio, 3).tolist()}; density head: fit ratio "
+    f"{np.round(d_fit, 3).tolist()}, ERIC "
+    f"ratio {np.round(d_eric, 3).tolist()}. Baseline: the surrogate's OOD ERIC; below "
+    "1, the "
+    "surrogate too saves builds against MINAO (the paper's strong form, surrogate "
+    "ERIC > 1, does not "
     "hold here): it is slower than SAIL, not slower than MINAO.",
 )
 rec.claim(
     "sail_beats_surrogate",
-    "SAIL needs fewer Fock builds than the ground-state surrogate on larger molecules (Hamiltonian head)",
+    "SAIL needs fewer Fock builds than the ground-state surrogate on larger "
+    "molecules (Hamiltonian head)",
     paper="SAIL < surrogate",
     measured=[1 / r for r in eric_ratio],
     op="<",
     target=1.0,
     unit="ERIC OOD, SAIL / surrogate",
     baseline=per_seed(("hamiltonian", "surrogate")),
-    note=f"density head, SAIL / surrogate per seed: {np.round([1 / r for r in d_eric], 3).tolist()}",
+    note="density head, SAIL / surrogate per seed: "
+    f"{np.round([1 / r for r in d_eric], 3).tolist()}",
 )
 rec.claim(
     "wall_time_speedup",
@@ -830,16 +848,22 @@ rec.claim(
     target=1.2,
     unit="x (MINAO time / SAIL time)",
     baseline=t_minao,
-    note=f"{', '.join(biggest)}; density head; {n_timing} interleaved repeats after a warm-up, "
-    "median; RHF/STO-3G cycles are cheap, so the guess's own cost weighs more than at the paper's "
+    note=f"{', '.join(biggest)}; density head; {n_timing} interleaved repeats after a "
+    "warm-up, "
+    "median; RHF/STO-3G cycles are cheap, so the guess's own cost weighs more than "
+    "at the paper's "
     f"hybrid-DFT level. Baseline: MINAO {t_minao:.3f} s.",
 )
 rec.untested(
     "paper_level_of_theory",
     "The reductions hold at the paper's level of theory (KS-DFT, def2-SVP)",
     paper="-37% PBE, -33% SCAN, -28% B3LYP",
-    reason="RHF/STO-3G only: the minimal-basis model, the 6-31G basis (MINAO must be projected) and a PBE "
-    "evaluation of these guesses are not built (see Known limits)",
+    reason="RHF/STO-3G only: the model is written for a minimal basis (no 6-31G "
+    "version with a projected "
+    "MINAO prior), and evaluating these guesses under PySCF's PBE costs seconds per "
+    "SCF run on its "
+    "integration grid, beyond the 5-minute budget for 26 molecules x guesses x seeds "
+    "(see Known limits)",
 )
 rec.save()
 
