@@ -145,7 +145,8 @@ print(
     f"{city.size_km:.1f} km across"
 )
 print(
-    f"SFT routes: mean {n_lines.mean():.2f} lines, {np.mean(n_lines >= 2):.0%} need a transfer, "
+    f"SFT routes: mean {n_lines.mean():.2f} lines, {np.mean(n_lines >= 2):.0%} need a "
+    "transfer, "
     f"{np.mean(n_lines >= 3):.0%} two or more"
 )
 o, d, example = data.test_id[0]
@@ -202,7 +203,8 @@ for o, d in T.sample_od(tiny, 6, seed, min_km=2 * T.BIKE_MAX + 0.1):
         gaps.append(abs(T.shortest_path(tiny, o, d, p)[0] - T.brute_force_cost(Gt)))
 rec.check("engine_optimal", float(max(gaps)), 1e-9, op="<=")
 
-# Metric edge cases: tolerance edges, unit parsing, R1 on one station (the same cases are unit tests).
+# Metric edge cases: tolerance edges, unit parsing, R1 on one station
+# (the same cases are unit tests).
 o, d, lab = all_recs[0]
 base = dict(lab, total_distance="50.0公里", total_time="1小时40分钟", total_fare="20")
 small = dict(lab, total_distance="2.0公里", total_time="10分钟", total_fare="2")
@@ -314,7 +316,8 @@ print(
 print(
     f"{len(x)} SFT sequences, {len(tensors['cpt'][0])} CPT texts, vocabulary {len(tok)}"
 )
-# loss = cross_entropy(model(x).flatten(0, 1), y.flatten(), ignore_index=-100): "·" = -100 is not scored
+# loss = cross_entropy(model(x).flatten(0, 1), y.flatten(), ignore_index=-100):
+# "·" = -100 is not scored
 
 # %%
 models, curves = {}, {}
@@ -541,7 +544,8 @@ for name, recs in splits.items():
     ]:
         g = ground[key]
         print(
-            f"{str(key[0]) + ('' if key[1] is None else f' seed {key[1]}'):16s} within R2 threshold "
+            f"{str(key[0]) + ('' if key[1] is None else f' seed {key[1]}'):16s} within "
+            "R2 threshold "
             f"{np.mean(g['ok']):.3f}   median km to the engine's first station "
             f"{np.nanmedian(g['to_engine']):.2f}"
         )
@@ -582,8 +586,10 @@ for name, recs in splits.items():
                     except ValueError:
                         pass
         print(
-            f"{name:16s} {names[arm]:9s}: expert score S of reachable routes minus the engine's: "
-            f"mean {np.mean(gap) if gap else np.nan:+.2f} (median {np.median(gap) if gap else np.nan:+.2f}, "
+            f"{name:16s} {names[arm]:9s}: expert score S of reachable routes minus the "
+            "engine's: "
+            f"mean {np.mean(gap) if gap else np.nan:+.2f} (median "
+            f"{np.median(gap) if gap else np.nan:+.2f}, "
             f"{len(gap)} routes)"
         )
 
@@ -648,7 +654,8 @@ def show(ax, o, d, lab, pred, look=None):
     ok = T.evaluate(city, pred, lab, o, d)
     ax.set_title(
         f"engine {' '.join(lab['line_sequence'])} | model "
-        f"{' '.join(pred['line_sequence']) if pred else 'malformed'} | R1 {ok['r1']} exact {ok['exact']}",
+        f"{' '.join(pred['line_sequence']) if pred else 'malformed'} | R1 {ok['r1']} "
+        f"exact {ok['exact']}",
         fontsize=8,
     )
 
@@ -737,7 +744,8 @@ rec.check("lookup_fails_heldout", lk["exact"], 0.5, op="<")
 
 
 def exact_by_length(name, short):
-    """Mean over seeds of CPT+SFT exact match on requests whose engine route has <= 2 (short) or >= 3 lines."""
+    """CPT+SFT exact match (mean over seeds) on requests whose engine route has
+    <= 2 lines (short) or >= 3 lines."""
     recs = splits[name]
     sel = np.array([(len(lab["line_sequence"]) <= 2) == short for *_, lab in recs])
     return (
@@ -765,25 +773,29 @@ def funnel_ex(p, r):
 
 diag_note = (
     f"Diagnosis: CPT+SFT exact match on in-distribution routes of <= 2 lines "
-    f"{exact_by_length('in-distribution', True):.3f}, of >= 3 lines {exact_by_length('in-distribution', False):.3f}; "
+    f"{exact_by_length('in-distribution', True):.3f}, of >= 3 lines "
+    f"{exact_by_length('in-distribution', False):.3f}; "
     f"held-out <= 2 lines {exact_by_length('held-out', True):.3f}, >= 3 lines "
     f"{exact_by_length('held-out', False):.3f} (the by-length figure in section 4)."
 )
 id_note = (
-    f"In-distribution: CPT+SFT {np.mean(mean_over_seeds('cpt', 'in-distribution', 'exact')):.3f}, "
+    "In-distribution: CPT+SFT "
+    f"{np.mean(mean_over_seeds('cpt', 'in-distribution', 'exact')):.3f}, "
     f"SFT only {np.mean(mean_over_seeds('sft', 'in-distribution', 'exact')):.3f}, "
     f"lookup {funnel['lookup', None, 'in-distribution']['exact']:.3f}."
 )
 rec.claim(
     "exact_match",
-    "After CPT+SFT the model reproduces the planner's route exactly (station IoU 1, modes) on held-out trips",
+    "After CPT+SFT the model reproduces the planner's route exactly (station IoU 1, "
+    "modes) on held-out trips",
     paper=0.710,
     measured=ex_cpt,
     op=">=",
     target=0.5,
     unit="share of held-out requests",
     baseline=lk["exact"],
-    note=f"Target 0.5 is our bar (paper 0.710). SFT only {np.mean(ex_sft):.3f}; nearest record "
+    note=f"Target 0.5 is our bar (paper 0.710). SFT only {np.mean(ex_sft):.3f}; "
+    "nearest record "
     f"{lk['exact']:.3f}. {id_note} {diag_note}",
 )
 rec.claim(
@@ -800,14 +812,16 @@ rec.claim(
 )
 rec.claim(
     "cpt_helps",
-    "Continual pre-training on route text (with coordinates) before the same SFT raises exact match",
+    "Continual pre-training on route text (with coordinates) before the same SFT "
+    "raises exact match",
     paper="CPT+SFT > SFT only",
     measured=[a - b for a, b in zip(ex_cpt, ex_sft, strict=True)],
     op=">",
     target=0.02,
     unit="exact match, CPT+SFT − SFT only (held-out, same seed)",
     baseline=ex_sft,
-    note="Equal SFT steps and batches; CPT added on top, as in the paper. A perfect model in both arms would "
+    note="Equal SFT steps and batches; CPT added on top, as in the paper. A perfect "
+    "model in both arms would "
     "score 0 here: the claim is about the gap, not the level. R1 difference per seed: "
     + ", ".join(
         f"{a - b:+.3f}"
@@ -821,39 +835,50 @@ rec.claim(
 )
 rec.claim(
     "grounding",
-    "The model grounds raw origin coordinates to a first station within the paper's R2 threshold, without a map",
+    "The model grounds raw origin coordinates to a first station within the paper's R2 "
+    "threshold, without a map",
     paper="implicitly grounds GPS to appropriate stations",
     measured=g_model,
     op=">=",
     target=g_eng - 0.1,
     unit="share of held-out first stations within the R2 threshold",
     baseline=g_rand,
-    note=f"Target = engine's share ({g_eng:.2f}) − 0.1. Random station {g_rand:.3f}, nearest station 1.0 (a map "
-    f"lookup), nearest record {np.mean(ground['lookup', None, held]['ok']):.3f}: the 3/5 km threshold is loose in "
-    f"a 15 km city, so the sharper reading is the distance to the engine's first station. Median km from the generated to the engine's first station: "
+    note=f"Target = engine's share ({g_eng:.2f}) − 0.1. Random station {g_rand:.3f}, "
+    "nearest station 1.0 (a map "
+    f"lookup), nearest record {np.mean(ground['lookup', None, held]['ok']):.3f}: the "
+    "3/5 km threshold is loose in "
+    "a 15 km city, so the sharper reading is the distance to the engine's first "
+    "station. Median km from the generated to the engine's first station: "
     + ", ".join(
         f"{np.nanmedian(ground['cpt', s, held]['to_engine']):.2f}" for s in seeds
     )
-    + f" (random {np.nanmedian(ground['random', None, held]['to_engine']):.2f}, nearest record "
+    + f" (random {np.nanmedian(ground['random', None, held]['to_engine']):.2f}, "
+    "nearest record "
     f"{np.nanmedian(ground['lookup', None, held]['to_engine']):.2f}).",
 )
 rec.claim(
     "reachability",
-    "After CPT+SFT the model's held-out routes are connected in the station network (R1, at least two stations)",
+    "After CPT+SFT the model's held-out routes are connected in the station network "
+    "(R1, at least two stations)",
     paper=0.970,
     measured=mean_over_seeds("cpt", held, "r1"),
     op=">=",
     target=0.9,
     unit="share of held-out requests",
     baseline=lk["r1"],
-    note=f"Target 0.9 is our bar (paper 0.970). SFT only {np.mean(mean_over_seeds('sft', held, 'r1')):.3f}. "
-    f"The nearest record is always reachable ({lk['r1']:.2f}): it copies a real route, just the wrong one.",
+    note="Target 0.9 is our bar (paper 0.970). SFT only "
+    f"{np.mean(mean_over_seeds('sft', held, 'r1')):.3f}. "
+    f"The nearest record is always reachable ({lk['r1']:.2f}): it copies a real route, "
+    "just the wrong one.",
 )
 rec.untested(
     "preference_compliance",
-    "The model follows request-type preferences (fewer transfers, no subway, subway first, fastest)",
+    "The model follows request-type preferences (fewer transfers, no subway, subway "
+    "first, fastest)",
     paper="matches task-specific models on task 2",
-    reason="no model in this chapter is trained on the preference task; the engine's variants and the "
-    "compliance rule are implemented and unit-tested (helpers.transit_lm.preference_ok)",
+    reason="no model in this chapter is trained on the preference task; the engine's "
+    "variants and the "
+    "compliance rule are implemented and unit-tested "
+    "(helpers.transit_lm.preference_ok)",
 )
 rec.save()
