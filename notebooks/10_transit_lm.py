@@ -495,6 +495,7 @@ for a, metric in zip(ax, ("exact", "r1"), strict=True):
                 ms=3,
                 label=f"{names[arm]}, {name}",
             )
+    a.set_xticks(range(1, 6))
     a.set(
         xlabel="lines in the engine's route (5 = five or more)",
         title=metric,
