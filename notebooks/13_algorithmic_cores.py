@@ -300,7 +300,8 @@ rec.check(
     sum(r["rank"] != 3 for r in rows),
     0,
     op="==",
-    note=f"models whose energy rank at 0.999 is not 3; ranks {[r['rank'] for r in rows]}",
+    note=f"models whose energy rank at 0.999 is not 3; ranks "
+    f"{[r['rank'] for r in rows]}",
 )
 rec.check("markov_keep", max(abs(r["keep"] - r["base"]) for r in rows), 0.01, op="<=")
 rec.check(
@@ -358,7 +359,8 @@ for i, (core, H) in enumerate(cores):
     )
     f = fits[-1]
     print(
-        f"model {i}: eigenvalues {np.round(np.sort_complex(eig), 4)}  max relative error "
+        f"model {i}: eigenvalues {np.round(np.sort_complex(eig), 4)}  max relative "
+        "error "
         f"{err:.4f} (bootstrap 95% [{f['lo']:.4f}, {f['hi']:.4f}]); PCA-3 baseline "
         f"{err_pc:.4f}; R^2 {r2:.3f} (oracle {ac.markov_oracle_r2(T_markov):.3f})"
     )
@@ -533,7 +535,8 @@ else:
         )
         for s in mod_cfg["seeds"]
     }
-    # re-run the analysis live on the stored checkpoints of one seed: it must reproduce the stored numbers
+    # re-run the analysis live on the stored checkpoints of one seed:
+    # it must reproduce the stored numbers
     s0 = mod_cfg["stored_seed"]
     stored_names = sorted({k.split(".")[0] for k in ckpt.tensors})
     live = {}
@@ -549,7 +552,8 @@ else:
         max(gaps),
         1e-6,
         op="<=",
-        note=f"live ACE on the stored checkpoints {stored_names} (seed {s0}) vs the script's numbers",
+        note=f"live ACE on the stored checkpoints {stored_names} (seed {s0}) vs the "
+        "script's numbers",
     )
     print("stored checkpoints re-analysed live:", stored_names)
 
@@ -754,7 +758,8 @@ else:
         sum(again[k] != cheap[k] for k in ("t_mem", "t_gen", "modes_mem", "rank_mem")),
         0,
         op="==",
-        note=f"run seed {cheap['seed']}, d {cheap['d']}, wd {cheap['wd']}: live {again} vs cached",
+        note=f"run seed {cheap['seed']}, d {cheap['d']}, wd {cheap['wd']}: live "
+        f"{again} vs cached",
     )
     print(
         "re-trained live:",
@@ -767,12 +772,15 @@ def tau_or_budget(r):
 
 
 print(
-    f"{'seed':>4} {'d':>3} {'wd':>5} {'t_mem':>6} {'t_gen':>6} {'tau':>6} {'modes@mem':>9} {'rank@mem':>8}"
+    f"{'seed':>4} {'d':>3} {'wd':>5} {'t_mem':>6} {'t_gen':>6} {'tau':>6} "
+    f"{'modes@mem':>9} {'rank@mem':>8}"
 )
 for r in sorted(runs, key=lambda r: (r["seed"], r["d"], r["wd"])):
     print(
-        f"{r['seed']:>4} {r['d']:>3} {r['wd']:>5} {str(r['t_mem']):>6} {str(r['t_gen']):>6} "
-        f"{str(r['tau']) if r['tau'] is not None else 'none':>6} {str(r['modes_mem']):>9} "
+        f"{r['seed']:>4} {r['d']:>3} {r['wd']:>5} {str(r['t_mem']):>6} "
+        f"{str(r['t_gen']):>6} "
+        f"{str(r['tau']) if r['tau'] is not None else 'none':>6} "
+        f"{str(r['modes_mem']):>9} "
         f"{str(r['rank_mem']):>8}"
     )
 not_grokked = [(r["seed"], r["d"], r["wd"]) for r in runs if r["tau"] is None]
@@ -786,7 +794,8 @@ for s in gt_cfg["seeds"]:
     )
     w_, t_ = [r["wd"] for r in wd_runs], [max(tau_or_budget(r), 1) for r in wd_runs]
     n_grokked = sum(r["tau"] is not None for r in wd_runs)
-    # a slope needs at least two runs that generalised; censored runs enter at the budget
+    # a slope needs at least two runs that generalised;
+    # censored runs enter at the budget
     slopes.append(ac.loglog_slope(w_, t_) if n_grokked >= 2 else float("nan"))
     width_runs = [
         r
@@ -950,7 +959,8 @@ for s in SEEDS:
             )
         sv_models[s, name] = model.eval()
 
-# held-out prompts (one or two attractors), shared by every model: (tokens, prompt length, plural?)
+# held-out prompts (one or two attractors), shared by every model:
+# (tokens, prompt length, plural?)
 prng = repro.rng(seed, 4)
 prompts = [
     (*sentence(prng, pl, n_attr), pl)
@@ -982,7 +992,7 @@ PAIRS = {"pronoun": (tok["it"], tok["they"]), "be": (tok["is"], tok["are"])}
 
 
 def slot_states(model):
-    """Final-layer states per slot, the pair each row reads, and the subject's number."""
+    """Final-layer states per slot, the pair each row reads, the subject's number."""
     out = {k: ([], [], []) for k in SLOTS}
     by_len = {}
     for sq, n_prompt, pl in prompts:
@@ -1010,7 +1020,7 @@ def pair_tail(model, sg, pl):
 
 
 def slot_obs(model, H, pairs, frozen=False):
-    """Observability Gramian of a slot: rows grouped by their pair, averaged by count."""
+    """Observability Gramian of a slot: rows grouped by pair, averaged by count."""
     mats, counts = [], []
     for pair in sorted(set(pairs)):
         idx = [i for i, q in enumerate(pairs) if q == pair]
@@ -1101,7 +1111,8 @@ for (s, name), model in tqdm(sv_models.items(), desc="ACE and interventions per 
     )
 for (s, name), v in sva.items():
     print(
-        f"seed {s} {name}: ranks per slot {v['per_slot']}, pooled {v['rank']} (first axis "
+        f"seed {s} {name}: ranks per slot {v['per_slot']}, pooled {v['rank']} (first "
+        "axis "
         f"{v['energy1']:.3f} of the energy), LN frozen {v['frozen_rank']} at "
         f"{v['frozen_angle']:.1f} deg | agreement base {v['base']:.3f}, flip "
         f"{v['flip']:.3f}, remove axis {v['remove']:.3f}, remove pooled core "
@@ -1224,7 +1235,7 @@ plotting.live_controls(
 
 # %%
 def claim_per_seed(cid, statement, values, **kw):
-    """Record a claim from per-seed values, leaving out (and naming) seeds where it is undefined."""
+    """Record a claim from per-seed values, leaving out (and naming) undefined seeds."""
     ok = [float(v) for v in values if v is not None and np.isfinite(v)]
     left_out = len(values) - len(ok)
     note = kw.pop("note", "")
@@ -1243,7 +1254,8 @@ def claim_per_seed(cid, statement, values, **kw):
 
 claim_per_seed(
     "markov_spectra_match",
-    "Cores of independently trained Markov transformers carry the chain's transition spectrum "
+    "Cores of independently trained Markov transformers carry the chain's transition "
+    "spectrum "
     "(largest relative eigenvalue error, per model)",
     [f["err"] for f in fits],
     paper="identical spectra, < 1% error",
@@ -1257,7 +1269,8 @@ claim_per_seed(
 )
 claim_per_seed(
     "markov_subspaces_orthogonal",
-    f"The cores lie in nearly orthogonal subspaces (projector overlap per model pair; random r/D = "
+    f"The cores lie in nearly orthogonal subspaces (projector overlap per model pair; "
+    "random r/D = "
     f"{3 / D_m:.3f})",
     overlaps,
     paper="0.02-0.04",
@@ -1269,7 +1282,8 @@ claim_per_seed(
 )
 claim_per_seed(
     "markov_cores_share_code",
-    "The cores compute the same thing (mean top-3 CCA between two trained cores minus CCA between a "
+    "The cores compute the same thing (mean top-3 CCA between two trained cores minus "
+    "CCA between a "
     "trained core and an untrained model's core, per pair)",
     [c - n for c, n in zip(ccas, ccas_null)],
     paper="CCA 0.93-0.99",
@@ -1290,7 +1304,8 @@ def at(s, name, key):
 
 claim_per_seed(
     "modadd_core_cyclic",
-    "At grokking the core's shift operator has its eigenvalues on the unit circle (ring fraction "
+    "At grokking the core's shift operator has its eigenvalues on the unit circle "
+    "(ring fraction "
     "minus the random-class-means null at the same rank)",
     [
         None
@@ -1308,7 +1323,8 @@ claim_per_seed(
 )
 claim_per_seed(
     "modadd_core_inflates",
-    "Under continued weight decay the core inflates after grokking (energy rank at the end / at "
+    "Under continued weight decay the core inflates after grokking (energy rank at the "
+    "end / at "
     "grokking, per seed)",
     [
         None
@@ -1322,25 +1338,31 @@ claim_per_seed(
     unit="rank ratio",
     note="energy ranks pre-grokking -> grokking -> end: "
     + "; ".join(
-        f"seed {s}: {at(s, 'pre_grokking', 'r_energy')} -> {at(s, 'grokking', 'r_energy')} -> "
-        f"{at(s, 'end', 'r_energy')} (r_suf {at(s, 'grokking', 'r_suf')} -> {at(s, 'end', 'r_suf')}, "
-        f"modes {at(s, 'grokking', 'modes')} -> {at(s, 'end', 'modes')} of {p // 2 + 1})"
+        f"seed {s}: {at(s, 'pre_grokking', 'r_energy')} -> "
+        f"{at(s, 'grokking', 'r_energy')} -> "
+        f"{at(s, 'end', 'r_energy')} (r_suf {at(s, 'grokking', 'r_suf')} -> "
+        f"{at(s, 'end', 'r_suf')}, "
+        f"modes {at(s, 'grokking', 'modes')} -> {at(s, 'end', 'modes')} of "
+        f"{p // 2 + 1})"
         for s in seeds_m
     ),
 )
 claim_per_seed(
     "grok_time_slope",
-    "Grokking time falls with weight decay (log-log slope of tau = t_gen - t_mem against wd, per seed)",
+    "Grokking time falls with weight decay (log-log slope of tau = t_gen - t_mem "
+    "against wd, per seed)",
     slopes,
     paper=-1.02,
     op="<",
     target=0.0,
     unit="slope",
-    note=f"width {wd_d}; runs that never generalised counted at the budget: {not_grokked or 'none'}",
+    note=f"width {wd_d}; runs that never generalised counted at the budget: "
+    f"{not_grokked or 'none'}",
 )
 claim_per_seed(
     "redundancy_speeds_grokking",
-    "More redundant Fourier modes at memorisation give a shorter grokking time (Spearman of tau vs "
+    "More redundant Fourier modes at memorisation give a shorter grokking time "
+    "(Spearman of tau vs "
     "mode count across widths, per seed)",
     rhos,
     paper="tau ~ 1/modes",
@@ -1353,7 +1375,8 @@ claim_per_seed(
 sv_seed = {s: [v for (s2, _), v in sva.items() if s2 == s] for s in SEEDS}
 claim_per_seed(
     "sva_single_axis",
-    "Agreement is governed by a rank-1 core at each slot (largest per-slot energy rank at 0.99 "
+    "Agreement is governed by a rank-1 core at each slot (largest per-slot energy rank "
+    "at 0.99 "
     "over slots and models, per seed)",
     [max(max(v["per_slot"].values()) for v in vs) for vs in sv_seed.values()],
     paper=1,
@@ -1361,14 +1384,16 @@ claim_per_seed(
     target=1,
     unit="rank",
     note="; ".join(
-        f"seed {s} {nm.split()[0]}: slots {v['per_slot']}, pooled {v['rank']}, LN frozen "
+        f"seed {s} {nm.split()[0]}: slots {v['per_slot']}, pooled {v['rank']}, LN "
+        "frozen "
         f"{v['frozen_rank']} ({v['frozen_angle']:.0f} deg from the pooled axis)"
         for (s, nm), v in sva.items()
     ),
 )
 claim_per_seed(
     "sva_flip_inverts",
-    "Flipping the axis inverts number in open-ended generation (agreement drop, smaller of the two "
+    "Flipping the axis inverts number in open-ended generation (agreement drop, "
+    "smaller of the two "
     "models, per seed)",
     [min(v["base"] - v["flip"] for v in vs) for vs in sv_seed.values()],
     paper="inverts number",
@@ -1380,7 +1405,8 @@ claim_per_seed(
 )
 claim_per_seed(
     "sva_axis_necessary",
-    "The axis is necessary: removing it brings agreement towards chance (agreement after removal, "
+    "The axis is necessary: removing it brings agreement towards chance (agreement "
+    "after removal, "
     "larger of the two models, per seed)",
     [max(v["remove"] for v in vs) for vs in sv_seed.values()],
     paper="necessary and sufficient",
@@ -1394,7 +1420,8 @@ claim_per_seed(
 )
 claim_per_seed(
     "sva_axes_align",
-    "The axis aligns across architectures (|corr| of the two models' axis coordinates on the same "
+    "The axis aligns across architectures (|corr| of the two models' axis coordinates "
+    "on the same "
     "prompts, per seed)",
     cross,
     paper="aligns across architectures",
@@ -1407,8 +1434,10 @@ claim_per_seed(
 )
 rec.untested(
     "sva_pretrained_lms",
-    "In six pretrained LMs (GPT-2 S/M/L, LLaMA-3.1, Gemma-2, Qwen2.5) agreement is one steerable axis",
+    "In six pretrained LMs (GPT-2 S/M/L, LLaMA-3.1, Gemma-2, Qwen2.5) agreement is one "
+    "steerable axis",
     paper="six LMs",
-    reason="no pretrained LM weights offline and no GPU; tested on small LMs trained on a synthetic grammar",
+    reason="no pretrained LM weights offline and no GPU; tested on small LMs trained "
+    "on a synthetic grammar",
 )
 rec.save()
