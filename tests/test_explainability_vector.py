@@ -71,6 +71,13 @@ def test_patch_auroc_and_pointing():
     rand = torch.as_tensor(np.random.default_rng(0).random((400, ev.N_PATCH)))
     m2 = torch.as_tensor(np.random.default_rng(1).random((400, ev.N_PATCH)) > 0.7).float()
     assert abs(ev.patch_auroc(rand, m2) - 0.5) < 0.03
+    from sklearn.metrics import roc_auc_score
+
+    g = np.random.default_rng(2)
+    tied = torch.as_tensor(np.round(g.random((30, ev.N_PATCH)), 1))  # many ties
+    m3 = torch.as_tensor(g.random((30, ev.N_PATCH)))
+    ref = np.mean([roc_auc_score(p, t) for p, t in zip((m3 > 0.25).numpy(), tied.numpy())])
+    assert ev.patch_auroc(tied, m3) == pytest.approx(ref, abs=1e-12)
     with pytest.raises(ValueError, match="both"):
         ev.patch_auroc(perfect[:, :3], mask)
     with pytest.raises(ValueError, match="relevant"):
