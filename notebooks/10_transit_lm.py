@@ -252,6 +252,19 @@ splits = {"in-distribution": data.test_id, "held-out": data.test_heldout}
 for name, recs in splits.items():
     nl = np.mean([len(lab["line_sequence"]) for *_, lab in recs])
     print(f"{name:16s} {len(recs)} requests, mean {nl:.2f} lines per route")
+train_pairs = {(zone_of(o), zone_of(d)) for o, d, _ in data.sft + data.cpt}
+# no SFT or CPT route joins a held-out zone pair (line and station texts carry no
+# requests); every held-out request does (also a unit test)
+rec.check("split_disjoint", len(train_pairs & data.heldout), 0)
+rec.check(
+    "heldout_in_heldout_pairs",
+    float(
+        np.mean(
+            [(zone_of(o), zone_of(d)) in data.heldout for o, d, _ in data.test_heldout]
+        )
+    ),
+    1.0,
+)
 
 
 def draw_city(ax, zones=False):
@@ -506,6 +519,32 @@ ax[1].legend(fontsize=7)
 plt.show()
 
 # %% [markdown]
+# **Under-trained or unable to compose?** The direct test: decode requests the models were trained on. If exact
+# match on SFT training records is as low as on the test splits, the models have not even fitted their data, and
+# the held-out numbers say nothing about composition yet.
+
+# %%
+n_fit = 40 if quick else 150
+fit_recs = data.sft[:n_fit]
+train_exact = {}
+for arm in ("cpt", "sft"):
+    for s in seeds:
+        pr = T.decode(models[arm, s], tok, [(o, d) for o, d, _ in fit_recs])
+        train_exact[arm, s] = float(
+            np.mean(
+                [
+                    T.evaluate(city, p, lab, o, d)["exact"]
+                    for p, (o, d, lab) in zip(pr, fit_recs, strict=True)
+                ]
+            )
+        )
+for arm in ("cpt", "sft"):
+    print(
+        f"{names[arm]:10s} exact match on {n_fit} SFT training records, per seed:",
+        ", ".join(f"{train_exact[arm, s]:.3f}" for s in seeds),
+    )
+
+# %% [markdown]
 # ## 5. Grounding: does the first station lie near the origin?
 #
 # The model is never told where stations are. For each request we take the **first station the model generated**
@@ -712,7 +751,9 @@ plotting.live_controls(
 #   (six of them: two arms × three seeds), the width whose training fitted the build budget on the shared CPUs. The
 #   manifest records the wall time and the loss curves above show how far from converged they are.
 # - **Training budget.** `cpt_steps` and `sft_steps` (see the parameters record) are small: a few passes over
-#   6,000 records. Low exact match here says as much about our compute as about the method.
+#   6,000 records. The models do not fit their own training records (exact match on SFT training records, section
+#   4, is as low as on the test splits), so low exact match here measures our compute, not the method's ability to
+#   compose trips.
 # - **Not built.** The Berlin topology from the `vbb-stations`/`vbb-lines` npm packages; the preference task
 #   (request types 2, 5, 7, 8: the engine and `preference_ok` implement and test them, but no model here is trained
 #   on them, so their compliance claim is recorded as untested); the paper's multi-task joint model.
@@ -720,8 +761,10 @@ plotting.live_controls(
 # ## 8. The claims record
 #
 # Every claim is measured on the **held-out** split, per seed, with the CPT+SFT model, and every bar is one the
-# engine's own labels pass (checked below): a perfect model could hold each claim, and a model that copies
-# neighbours or guesses stations fails them. Reachability and exact match are the paper's headline numbers for
+# engine's own labels pass (checked below): a perfect model could hold each claim. A model that guesses stations
+# fails them; the nearest record, though, clears two bars by construction: its routes are real routes (reachability
+# 1.0) and its first station lies near the origin (the R2 share). Those two claims say the model is no worse than
+# copying; `exact_match`, `beats_lookup_heldout` and `grounding_sharp` are the ones copying cannot pass. Reachability and exact match are the paper's headline numbers for
 # Qwen3-4B on real cities; ours come from a 0.2M-parameter model on one synthetic city, so the comparison is of
 # the shape of the result, not its size.
 
@@ -736,6 +779,9 @@ ex_cpt, ex_sft = (
 g_eng = float(np.mean(ground["engine", None, held]["ok"]))
 g_model = [float(np.mean(ground["cpt", s, held]["ok"])) for s in seeds]
 g_rand = float(np.mean(ground["random", None, held]["ok"]))
+g_lk = float(np.mean(ground["lookup", None, held]["ok"]))
+to_eng = [float(np.nanmedian(ground["cpt", s, held]["to_engine"])) for s in seeds]
+to_eng_lk = float(np.nanmedian(ground["lookup", None, held]["to_engine"]))
 # a perfect model (the engine's labels) passes every bar; the split defeats the lookup
 rec.check("perfect_model_exact", eng["exact"], 0.5, op=">=")
 rec.check("perfect_model_reachability", eng["r1"], 0.9, op=">=")
@@ -777,7 +823,18 @@ diag_note = (
     f"{exact_by_length('in-distribution', True):.3f}, of >= 3 lines "
     f"{exact_by_length('in-distribution', False):.3f}; "
     f"held-out <= 2 lines {exact_by_length('held-out', True):.3f}, >= 3 lines "
-    f"{exact_by_length('held-out', False):.3f} (the by-length figure in section 4)."
+    f"{exact_by_length('held-out', False):.3f} (the by-length figure in section 4). "
+    f"On {n_fit} of its own SFT training records CPT+SFT scores "
+    + ", ".join(f"{train_exact['cpt', s]:.3f}" for s in seeds)
+    + " (SFT only "
+    + ", ".join(f"{train_exact['sft', s]:.3f}" for s in seeds)
+    + (
+        "): the models have not fitted their training set, so the shortfall is "
+        "under-fitting (size and steps), not a failure to generalise."
+        if np.mean([train_exact["cpt", s] for s in seeds]) < 0.5
+        else "): the models fit their training set, so the held-out shortfall is "
+        "a failure to generalise."
+    )
 )
 id_note = (
     "In-distribution: CPT+SFT "
@@ -843,8 +900,11 @@ rec.claim(
     op=">=",
     target=g_eng - 0.1,
     unit="share of held-out first stations within the R2 threshold",
-    baseline=g_rand,
-    note=f"Target = engine's share ({g_eng:.2f}) − 0.1. Random station {g_rand:.3f}, "
+    baseline=g_lk,
+    note=f"Target = engine's share ({g_eng:.2f}) − 0.1 (the issue's bar). The strongest "
+    f"baseline without a map, the nearest record, scores {g_lk:.3f} and clears the same "
+    "bar, so this claim only says the model is not worse than copying a neighbour; "
+    f"grounding_sharp below asks for more. Random station {g_rand:.3f}, "
     "nearest station 1.0 (a map "
     f"lookup), nearest record {np.mean(ground['lookup', None, held]['ok']):.3f}: the "
     "3/5 km threshold is loose in "
@@ -855,7 +915,23 @@ rec.claim(
     )
     + f" (random {np.nanmedian(ground['random', None, held]['to_engine']):.2f}, "
     "nearest record "
-    f"{np.nanmedian(ground['lookup', None, held]['to_engine']):.2f}).",
+    f"{to_eng_lk:.2f}).",
+)
+rec.claim(
+    "grounding_sharp",
+    "The model's first station lies closer to the planner's first station than the "
+    "nearest record's does",
+    paper="implicitly grounds GPS to appropriate stations",
+    measured=to_eng,
+    op="<",
+    target=to_eng_lk,
+    unit="median km, generated to engine's first station (held-out)",
+    baseline=to_eng_lk,
+    note="Added in review: the R2-threshold share (grounding) is cleared by the "
+    "nearest record, so this is the reading that separates a model that grounds "
+    "coordinates from one that copies a neighbour. A perfect model scores 0 km; "
+    "random station "
+    f"{np.nanmedian(ground['random', None, held]['to_engine']):.2f} km.",
 )
 rec.claim(
     "reachability",
