@@ -745,8 +745,9 @@ plt.show()
 #   per patch), the usual choice for a few smallest eigenpairs of a sparse matrix;
 # * LOBPCG with a Jacobi preconditioner (timed on 9 of the neighbourhoods and scaled to all: it is slow here).
 #
-# The network side is one batched forward pass over all neighbourhoods (one torch thread); the hybrid adds one
-# sparse LU and solve per patch. The fine grid grows (17², 25², 33² nodes per patch) with the same 8 × 8 coarse
+# The network side is one batched forward pass over all neighbourhoods (one torch thread), timed with everything it
+# needs: building its input features and S-orthonormalising its output (the eigensolvers return S-orthonormal
+# eigenvectors); the hybrid adds one sparse LU and solve per patch. The fine grid grows (17², 25², 33² nodes per patch) with the same 8 × 8 coarse
 # grid; the network was trained at 17². At these sizes the *fine* solve itself takes a fraction of a second, so
 # GMsFEM is not cheaper than solving the fine problem; the claim is about basis construction, which dominates in
 # 3-D, multi-query and time-dependent settings where the basis is reused.
@@ -770,10 +771,6 @@ threads = torch.get_num_threads()
 torch.set_num_threads(1)
 for n_f in tqdm(timing_sizes, desc="timing"):
     fld = setup_field(tg.kappa_field(seed * 1000), tg.structured_mesh(n_f))
-    F, mk = tg.pad_patches(
-        [tg.patch_features(fld["mesh"], b, H, fld["logk"]) for b in fld["nb"]]
-    )
-    neu = neumann_flags(fld)
     nbs, As = fld["nb"], fld["Asp"]
     sub = list(range(0, len(nbs), max(1, len(nbs) // 9)))[:9]
     with threadpool_limits(1):
@@ -796,14 +793,13 @@ for n_f in tqdm(timing_sizes, desc="timing"):
                 1,
             )
         t_lob *= len(nbs) / len(sub)
+        # the network's clock includes its input features and the S-orthonormal
+        # basis it hands to GMsFEM, as the eigensolvers' clocks do
         t_net, pred = median_time(
-            lambda F=F, mk=mk, neu=neu: tg.predict_basis(net0, F, mk, neu),
-            timing_repeats,
+            lambda fld=fld: ortho(fld, predicted_bases(fld, net0)), timing_repeats
         )
         t_hyb, hyb = median_time(
-            lambda F=F, mk=mk, neu=neu, fld=fld: one_step(
-                fld, tg.predict_basis(net0, F, mk, neu)
-            ),
+            lambda fld=fld: one_step(fld, predicted_bases(fld, net0)),
             timing_repeats,
         )
         t_fine, u = median_time(
@@ -830,7 +826,7 @@ for n_f in tqdm(timing_sizes, desc="timing"):
         lobpcg=t_lob, gap_arpack=gap_a, gap_lobpcg=gap_l,
         speedup=cls[best] / t_net, speedup_hybrid=cls[best] / t_hyb,
         err_exact=energy_err(fld, first(eig, n_bf)),
-        err_pred=energy_err(fld, ortho(fld, pred)),
+        err_pred=energy_err(fld, pred),
         err_hyb=energy_err(fld, hyb),
     )  # fmt: skip
 torch.set_num_threads(threads)
@@ -1096,17 +1092,21 @@ plotting.live_controls(
 #   matrix, the margin nearly vanishes on one CPU thread, and the hybrid, which needs one sparse factorisation per
 #   patch just like ARPACK, is no faster at all. The paper's > 100x is a GPU-batched network against (as far as we
 #   can tell) a dense eigensolver; we cannot test a GPU here, and we do not extrapolate.
-# * **Out of distribution.** The pure solver is now trained with varied forcings, so the new-forcing shift is a real
-#   test. The GMsFEM solve keeps the true κ and f, and with the correction step it beats the pure solver on every
-#   shift and seed; without the correction the network's basis is *not* better than the pure solver on the
-#   higher-contrast and irregular-mesh shifts (the note of `ood_vs_pure_solver` lists both ratios).
+# * **Out of distribution.** The pure solver is now trained with varied forcings, but it is not trained well: its
+#   relative L2 error *in distribution* is about 0.36-0.48 (section 6), the same as on the shifts. The hybrid
+#   (true κ and f in the Galerkin solve, plus a correction step) beats it on every shift and seed, and the network
+#   without correction does not beat it on the higher-contrast and irregular-mesh shifts, but against a baseline
+#   that fails everywhere neither ratio measures robustness to a shift. `ood_vs_pure_solver` is therefore recorded
+#   as untested, with the ratios in its reason.
 #
 # **Known limits.** The basis network has about 57 k parameters, not the ~150 k issue #35 asked for, and was
 # trained 600 steps on 50 fields: at ~150 k parameters the three seeds would not have fit the 15-minute budget for
 # a checkpoint on one shared CPU core. The pure solver (same size, 400 steps of 2 fields) is also modestly trained;
-# its in-distribution error is printed in section 6. LOBPCG runs with a Jacobi preconditioner only (a multigrid
-# preconditioner could change its ranking) and is timed on 9 neighbourhoods and scaled. All timings are one
-# thread on a shared machine, median of repeats, both sides in the same run.
+# its in-distribution error is printed in section 6 and is too large for the out-of-distribution comparison to
+# mean anything (a pure solver trained to a small in-distribution error is what that claim needs). LOBPCG runs
+# with a Jacobi preconditioner only (a multigrid preconditioner could change its ranking) and is timed on 9
+# neighbourhoods and scaled. All timings are one thread on a shared machine, median of repeats after a warm-up,
+# both sides in the same run; the network's time includes its input features and the S-orthonormalisation.
 
 # %% [markdown]
 # ## 12. The claims record
@@ -1161,17 +1161,17 @@ rec.claim(
     f"(the old baseline: {tb['LAPACK evr (dense)'] / tb['network']:.1f}x). Per size: "
     + ", ".join(f"{s}: {t['speedup']:.1f}x" for s, t in timing.items()),
 )
-rec.claim(
+pure_in = pure_err[:, :, 1].mean(1)  # in-distribution relative L2 error per seed
+rec.untested(
     "ood_vs_pure_solver",
     "Out of distribution, the pure Transolver's relative L2 error exceeds the hybrid's "
-    "(pure ÷ hybrid > 1) on at "
-    "least 3 of the 4 shifts (count per seed)",
+    "(pure ÷ hybrid > 1) on at least 3 of the 4 shifts",
     paper="pure neural solvers fail dramatically",
-    measured=[float(c) for c in ood_counts],
-    op=">=",
-    target=3.0,
-    unit="shifts of 4",
-    note="pure ÷ hybrid per shift and seed: "
+    reason="the pure-solver baseline is not trained well enough to test robustness: its "
+    "in-distribution relative L2 error is already "
+    f"{np.round(pure_in, 3).tolist()} per seed, no better than on the shifts, so a "
+    "ratio against it says nothing about out-of-distribution failure. Measured anyway "
+    f"(shifts of 4 with pure ÷ hybrid > 1, per seed: {ood_counts}); pure ÷ hybrid: "
     + "; ".join(f"{k} {np.round(v['ratio'], 1).tolist()}" for k, v in ood.items())
     + "; pure ÷ network (no correction): "
     + "; ".join(
