@@ -442,7 +442,7 @@ rec.check("rotation_invariance", rot_gap, 1e-8, "<=")
 
 # %%
 PYSCF_GUESSES = ("minao", "atom", "sap", "huckel")
-builds, cycles, hidden, fit_err, traces = {}, {}, {}, {}, {}
+builds, cycles, hidden, fit_err, traces, conv = {}, {}, {}, {}, {}, {}
 minao_gap, e_count_gap = 0, 0.0
 for name, m in tqdm(eval_mols.items(), desc="PySCF runs"):
     mf = scf.RHF(m)
@@ -473,6 +473,7 @@ for name, m in tqdm(eval_mols.items(), desc="PySCF runs"):
     builds[name] = {k: r.fock_builds for k, r in runs.items()}
     cycles[name] = {k: r.cycles for k, r in runs.items()}
     traces[name] = {k: r.grad_norms for k, r in runs.items()}
+    conv[name] = {k: r.converged for k, r in runs.items()}
     fit_err[name] = errs
     bad = [k for k, r in runs.items() if not r.converged]
     if bad:
@@ -739,14 +740,38 @@ plotting.live_controls(compare, smiles="c1ccc2ccccc2c1")
 # Every claim is measured per seed on the OOD set as a ratio of sums. The ERIC claims use the paper's bar loosely
 # (`≤ 0.9`, a 10% reduction; the paper reports 28-37%) and record as baseline the best guess a practitioner has
 # without a model: the lowest OOD ERIC among PySCF's guesses, the purified MINAO density and MINAO + 1 step.
+# A reference that does not converge on some molecule (PySCF's `sap` guess on benzoic acid runs into the
+# 100-cycle cap) is scored on the molecules where it converged, not charged 100 cycles: this can only make the
+# baseline stronger. (The table in section 6 counts such runs at 100 cycles.)
 # `surrogate_fits_but_slows` is two numbers per seed (Hamiltonian head): the surrogate's target-fit error must be
 # lower than SAIL's **and** its ERIC higher; we record the smaller of the two ratios `fit(SAIL)/fit(surrogate)` and
-# `ERIC(surrogate)/ERIC(SAIL)`, which exceeds 1 exactly when both hold.
+# `ERIC(surrogate)/ERIC(SAIL)`, which exceeds 1 exactly when both hold. This is the issue's relative form (slower
+# than SAIL); the paper's own wording, that the surrogate's guesses slow the solver down, i.e. its ERIC exceeds 1
+# (slower than MINAO), is tested separately as `surrogate_slows_solver`.
 
 # %%
-best_ref = min(references, key=lambda k: eric(ood_names, k))
-e_best = eric(ood_names, best_ref)
-refs_note = ", ".join(f"{k} {eric(ood_names, k):.3f}" for k in references)
+
+
+def ok(group, k):
+    """The molecules of `group` on which guess `k` converged within 100 cycles."""
+    return [n for n in group if conv[n][k]]
+
+
+# A reference that fails to converge on a molecule is scored without that molecule
+# (and without MINAO's builds there), which can only favour the reference.
+ref_eric = {k: eric(ok(ood_names, k), k) for k in references}
+best_ref = min(references, key=ref_eric.get)
+e_best = ref_eric[best_ref]
+refs_note = ", ".join(
+    f"{k} {ref_eric[k]:.3f}"
+    + (
+        f" (without {sorted(set(ood_names) - set(ok(ood_names, k)))})"
+        if len(ok(ood_names, k)) < len(ood_names)
+        else ""
+    )
+    for k in references
+)
+models_failed = sorted({n for n in ood_names for k in models if not conv[n][k]})
 
 
 def per_seed(kind):
@@ -772,7 +797,8 @@ rec.claim(
     "RHF/STO-3G, "
     f"{len(ood_names)} molecules 1.25-3.5x larger than training; 90% bootstrap "
     "intervals over "
-    f"molecules per seed: {cis(('hamiltonian', 'sail'))}.",
+    f"molecules per seed: {cis(('hamiltonian', 'sail'))}. OOD molecules where a "
+    f"model guess did not converge (counted at 100): {models_failed or 'none'}.",
 )
 rec.claim(
     "density_head_ood",
@@ -808,8 +834,7 @@ d_fit, d_eric = diagnosis("density")
 rec.claim(
     "surrogate_fits_but_slows",
     "Out of distribution, the ground-state surrogate fits its target better than "
-    "SAIL yet its guesses need "
-    "more Fock builds (Hamiltonian head)",
+    "SAIL yet its guesses need more Fock builds than SAIL's (Hamiltonian head)",
     paper="surrogates fit targets well OOD yet slow convergence",
     measured=[min(a, b) for a, b in zip(fit_ratio, eric_ratio)],
     op=">",
@@ -825,6 +850,19 @@ rec.claim(
     "surrogate too saves builds against MINAO (the paper's strong form, surrogate "
     "ERIC > 1, does not "
     "hold here): it is slower than SAIL, not slower than MINAO.",
+)
+rec.claim(
+    "surrogate_slows_solver",
+    "Out of distribution, the ground-state surrogate's guesses need more Fock builds "
+    "than MINAO (the paper's strong form of the diagnosis; Hamiltonian head)",
+    paper="surrogates produce initial guesses that slow convergence (ERIC > 1)",
+    measured=per_seed(("hamiltonian", "surrogate")),
+    op=">",
+    target=1.0,
+    unit="ERIC, OOD, ratio of sums",
+    baseline=1.0,
+    note="baseline: MINAO (ERIC 1 by definition); density-head surrogate per seed: "
+    f"{np.round(per_seed(('density', 'surrogate')), 3).tolist()}",
 )
 rec.claim(
     "sail_beats_surrogate",
@@ -878,8 +916,9 @@ rec.save()
 #   (`eric_sail_ood`, `density_head_ood`). The density head is not better than its own surrogate at every seed.
 # * **The diagnosis, measured.** The Hamiltonian surrogate fits the converged Fock matrix several times better
 #   than SAIL, in and out of distribution, yet its guesses need more builds than SAIL's
-#   (`surrogate_fits_but_slows`). The paper's strong form, that the surrogate is slower than MINAO, does not
-#   appear here: started from a good prior, the surrogate saves builds too, only fewer.
+#   (`surrogate_fits_but_slows`). The paper's strong form, that the surrogate is slower than MINAO
+#   (`surrogate_slows_solver`), does not appear here: started from a good prior, the surrogate saves builds too,
+#   only fewer.
 # * **Why the saving is small.** The phase split shows that every better start shortens only the early phase
 #   (cycles until `|g| < 10⁻²`); the DIIS tail is as long as from MINAO or slightly longer. At STO-3G that early
 #   phase is under half of a MINAO run, and SAIL's 6-cycle unroll sees only it.
