@@ -655,8 +655,11 @@ plotting.static_slider(
 #   operator count the Fourier modes already present; the law predicts that more modes give a shorter tau
 #   (Spearman correlation of tau with the mode count, per seed).
 #
-# A run that never generalises within the budget is kept, with tau counted at the budget (a lower bound, which
-# flattens a slope rather than steepening it), and named in the table. One run is re-trained live to check the
+# A run that never generalises within the budget is kept, with tau counted at the budget (a lower bound), and
+# named in the table. Whether that biases the slope is checked, not assumed: in a least-squares slope, raising a
+# point that lies left of the mean log wd can only lower the slope, so when every censored run is at a small wd the
+# budget-counted slope is an upper bound on the true one (the bias is against the claim). The slope over the runs
+# that generalised is printed beside it and recorded in the claim's note. One run is re-trained live to check the
 # cached numbers.
 
 # %%
@@ -812,6 +815,27 @@ for s in gt_cfg["seeds"]:
         ac.loglog_slope(x_, tw_) if len(set(x_.tolist())) >= 2 else float("nan")
     )
 print("log-log slope of tau vs weight decay, per seed:", np.round(slopes, 2))
+# censoring: a run counted at the budget has a true tau at least that large. In a least-squares
+# slope, raising a point left of the mean log wd lowers the slope, so when every censored run
+# sits left of the mean the budget-counted slope is an upper bound on the uncensored one
+# (conservative for `< 0`). The slope over generalised runs alone is printed beside it.
+slopes_gen, censor_conservative = [], []
+for s in gt_cfg["seeds"]:
+    wd_runs = [r for r in runs if r["seed"] == s and r["d"] == wd_d]
+    done = [r for r in wd_runs if r["tau"] is not None]
+    slopes_gen.append(
+        ac.loglog_slope([r["wd"] for r in done], [r["tau"] for r in done])
+        if len(done) >= 2
+        else float("nan")
+    )
+    mean_lw = np.mean(np.log([r["wd"] for r in wd_runs]))
+    censor_conservative.append(
+        all(np.log(r["wd"]) < mean_lw for r in wd_runs if r["tau"] is None)
+    )
+print("slope over generalised runs only, per seed:", np.round(slopes_gen, 2))
+print(
+    "censored runs all left of mean log wd (bound conservative):", censor_conservative
+)
 print("Spearman(tau, modes at memorisation) over widths, per seed:", np.round(rhos, 2))
 print("log-log slope of tau vs modes, per seed:", np.round(mode_slopes, 2))
 
@@ -1220,7 +1244,12 @@ plotting.live_controls(
 #   prints each checkpoint's test accuracy). The paper's mini-batches of 512 may smooth this; we did not test that.
 # * **Grokking-time study.** Run at p = 31, lr 3e-3 and widths 16-64 (the main run's p = 53, d = 128, lr 1e-3 would
 #   take hours for 21 runs on a CPU); tau is measured at 10-step resolution. The mode count at memorisation is
-#   our operationalisation of the paper's redundancy.
+#   our operationalisation of the paper's redundancy. Five of the 21 runs never generalised in the 2000-step
+#   budget (all three at width 16, and seed 1 at wd 0.25 and 0.5); a longer budget would turn these lower bounds
+#   into measurements. On the wd axis the censoring works against the claim (the slope over generalised runs only
+#   is printed and is at least as steep); on the width axis the mode count at memorisation spans only 0-2, so
+#   the Spearman test of `redundancy_speeds_grokking` has little range to work with, and the width-16 runs enter
+#   at the budget.
 # * **Language models.** The six pretrained LMs are replaced by small LMs trained on a synthetic grammar, so the
 #   paper's cross-architecture claim is tested between two small architectures trained on the same data.
 # * Steering full open-ended generation in GPT-2 and friends is untested (no pretrained weights offline).
@@ -1357,7 +1386,10 @@ claim_per_seed(
     target=0.0,
     unit="slope",
     note=f"width {wd_d}; runs that never generalised counted at the budget: "
-    f"{not_grokked or 'none'}",
+    f"{not_grokked or 'none'}; slope over generalised runs only: "
+    + ", ".join(f"{v:.2f}" for v in slopes_gen)
+    + "; censored runs left of mean log wd (budget slope is an upper bound): "
+    + ", ".join(str(c) for c in censor_conservative),
 )
 claim_per_seed(
     "redundancy_speeds_grokking",
