@@ -934,6 +934,9 @@ rec.save()
 #   and an evaluation of the same guesses under PySCF's PBE are not built (`paper_level_of_theory` is untested).
 # * **Scale.** Training molecules have at most 4 heavy atoms and OOD molecules 5-14 (up to 3.5× larger, not 10×);
 #   the model is a small residual on a prior, not the paper's equivariant GNN.
+# * **The phase split is a description, not an ablation.** It shows where the saved cycles fall (early phase:
+#   4.8 cycles from MINAO, 3.5 from Hamiltonian SAIL; tail 5.2 vs 5.6), but no longer SAIL unroll was trained to
+#   test whether the tail is out of any guess's reach. Wall times are medians of 2 repeats on a shared machine.
 # * **Statistics.** Ratios of sums over 26 OOD molecules with per-molecule build counts around 8-20; the bootstrap
 #   intervals above resample molecules and say how much one more or one fewer build on a few molecules moves the
 #   ratio.
