@@ -910,8 +910,9 @@ rec.claim(
     target=g_eng - 0.1,
     unit="share of held-out first stations within the R2 threshold",
     baseline=g_lk,
-    note=f"Target = engine's share ({g_eng:.2f}) − 0.1 (the issue's bar). The strongest "
-    f"baseline without a map, the nearest record, scores {g_lk:.3f} and clears the same "
+    note=f"Target = engine's share ({g_eng:.2f}) − 0.1 (the issue's bar). The "
+    "strongest baseline without a map, the nearest record, scores "
+    f"{g_lk:.3f} and clears the same "
     "bar, so this claim only says the model is not worse than copying a neighbour; "
     f"grounding_sharp below asks for more. Random station {g_rand:.3f}, "
     "nearest station 1.0 (a map "
