@@ -1170,8 +1170,8 @@ rec.untested(
     "Out of distribution, the pure Transolver's relative L2 error exceeds the hybrid's "
     "(pure ÷ hybrid > 1) on at least 3 of the 4 shifts",
     paper="pure neural solvers fail dramatically",
-    reason="the pure-solver baseline is not trained well enough to test robustness: its "
-    "in-distribution relative L2 error is already "
+    reason="the pure-solver baseline is not trained well enough to test robustness: "
+    "its in-distribution relative L2 error is already "
     f"{np.round(pure_in, 3).tolist()} per seed, no better than on the shifts, so a "
     "ratio against it says nothing about out-of-distribution failure. Measured anyway "
     f"(shifts of 4 with pure ÷ hybrid > 1, per seed: {ood_counts}); pure ÷ hybrid: "

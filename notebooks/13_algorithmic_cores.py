@@ -815,10 +815,11 @@ for s in gt_cfg["seeds"]:
         ac.loglog_slope(x_, tw_) if len(set(x_.tolist())) >= 2 else float("nan")
     )
 print("log-log slope of tau vs weight decay, per seed:", np.round(slopes, 2))
-# censoring: a run counted at the budget has a true tau at least that large. In a least-squares
-# slope, raising a point left of the mean log wd lowers the slope, so when every censored run
-# sits left of the mean the budget-counted slope is an upper bound on the uncensored one
-# (conservative for `< 0`). The slope over generalised runs alone is printed beside it.
+# censoring: a run counted at the budget has a true tau at least that large.
+# In a least-squares slope, raising a point left of the mean log wd lowers the
+# slope, so when every censored run sits left of the mean the budget-counted
+# slope is an upper bound on the uncensored one (conservative for `< 0`). The
+# slope over generalised runs alone is printed beside it.
 slopes_gen, censor_conservative = [], []
 for s in gt_cfg["seeds"]:
     wd_runs = [r for r in runs if r["seed"] == s and r["d"] == wd_d]

@@ -562,7 +562,8 @@ rel_rho = {
     )[0]
     for s in seeds
 }
-# robustness: the same Spearman without the two level-0 marker targets (6 targets, 3 levels)
+# robustness: the same Spearman without the two level-0 marker targets
+# (6 targets, 3 levels)
 no0 = {s: feat.loc[s][feat.loc[s].relatedness > 0] for s in seeds}
 rel_rho_no0 = {
     s: ev.spearman_perm(no0[s].relatedness.values, no0[s].gain.values, seed=s)[0]
