@@ -734,7 +734,7 @@ def grok_run(s, d, wd) -> dict:
 
 
 if quick:
-    todo = sorted(
+    grid = sorted(
         {
             (s, gt_cfg["wd_axis"]["d"], float(w))
             for s in gt_cfg["seeds"]
@@ -746,7 +746,7 @@ if quick:
             for d in gt_cfg["width_axis"]["ds"]
         }
     )
-    runs = [grok_run(*r) for r in tqdm(todo, desc="grokking-time runs")]
+    runs = [grok_run(*r) for r in tqdm(grid, desc="grokking-time runs")]
 else:
     gt = checkpoints.load(ac.CHECKPOINT_SLUG, "groktime", config=gt_cfg)
     runs = gt.manifest["extra"]["runs"]
