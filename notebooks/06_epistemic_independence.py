@@ -147,7 +147,8 @@ for f in ei.FAMILIES:
 # force the judge to learn the task itself. The default run loads these judges (one small judge per seed, the one
 # RL trains, and one larger judge, the "scale" baseline) from a checkpoint made by
 # `data/06_epistemic_independence/make_base.py` (1000 steps each, too long for this run); quick mode trains a
-# stand-in for a few steps.
+# stand-in for a few steps. A seed the checkpoint does not hold (it has seeds 0, 1, 2) is pre-trained live
+# with the checkpoint's recipe: same numbers as a rebuilt checkpoint, but several minutes per judge.
 
 # %%
 bases, large_base = {}, None
@@ -169,7 +170,17 @@ if quick:
 else:
     ckpt = checkpoints.load(ei.CHECKPOINT_SLUG, "base", config=cfg)
     for s in SEEDS:
-        bases[s] = ckpt.load_into(ei.make_judge(cfg["small"], s), prefix=f"small/{s}.")
+        if s in cfg["seeds"]:
+            bases[s] = ckpt.load_into(
+                ei.make_judge(cfg["small"], s), prefix=f"small/{s}."
+            )
+            continue
+        # a seed the checkpoint does not hold: pre-train it live exactly as
+        # make_base.py does (about 5-7 min of CPU per judge)
+        print(f"seed {s} is not in the checkpoint {cfg['seeds']}: training it live")
+        with repro.seeded(s):
+            bases[s] = ei.make_judge(cfg["small"], s)
+            ei.pretrain(bases[s], cfg, s, lr=cfg["lr"], desc=f"base {s}")
     large_seed = cfg["large_seeds"][0]
     large_base = ckpt.load_into(
         ei.make_judge(cfg["large"], large_seed), prefix=f"large/{large_seed}."
