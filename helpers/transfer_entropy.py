@@ -33,7 +33,8 @@ from helpers import validate as V
 
 __all__ = [
     "gaussian_cmi", "gaussian_te", "ksg_cmi", "permutation_null", "pca_reduce", "linear_gaussian_te_truth",
-    "linear_gaussian_system", "head_mask", "head_writes", "TinyVLM", "digits_patches", "minilm_dir", "WordPiece",
+    "linear_gaussian_system", "head_mask", "head_contexts", "head_writes", "TinyVLM", "digits_patches",
+    "minilm_dir", "WordPiece",
     "MiniBert", "load_minilm", "stdlib_sentences", "encode_pooled", "embedding_saliency", "head_te", "curve_auc",
     "prune_curve", "QUESTIONS", "digits_vqa", "train_vlm", "VLM_CONFIG", "checkpoint_config",
 ]
@@ -184,22 +185,57 @@ def _attn_modules(model: nn.Module) -> list[hnn.Attention]:
 
 
 @contextlib.contextmanager
-def head_mask(model: nn.Module, mask) -> Iterator[None]:
+def head_mask(model: nn.Module, mask, fill=None) -> Iterator[None]:
     """Multiply each head's output by ``mask[layer, head]`` (0 = pruned) before the output projection.
 
     Every layer gets the hook, also where its mask row is all ones, so an all-ones mask exercises the hook.
+    ``fill`` (n_layer, T, n_head, head_dim), e.g. each head's mean context vector per position from
+    :func:`head_contexts`, replaces a pruned head's output instead of zero (mean ablation):
+    ``z -> m z + (1 - m) fill``.
     """
     attns = _attn_modules(model)
     m = torch.as_tensor(V.array("mask", mask, dtype="float").astype(np.float32))
     if m.shape != (len(attns), attns[0].n_head):
         raise ValueError(f"mask must have shape (n_layer, n_head) = {(len(attns), attns[0].n_head)}, got {tuple(m.shape)}")
+    if fill is not None:
+        fill = torch.as_tensor(V.array("fill", fill, ndim=4, dtype="float").astype(np.float32))
+        if fill.shape[0] != len(attns) or fill.shape[2:] != (attns[0].n_head, attns[0].head_dim):
+            raise ValueError(f"fill must have shape (n_layer, T, n_head, head_dim) = ({len(attns)}, T, "
+                             f"{attns[0].n_head}, {attns[0].head_dim}), got {tuple(fill.shape)}")
     handles = []
     for layer, att in enumerate(attns):
         def pre(_mod, inputs, layer=layer, att=att):
             (y,) = inputs
             B, T, C = y.shape
-            y = y.view(B, T, att.n_head, att.head_dim) * m[layer].to(y.dtype)[:, None]
+            ml = m[layer].to(y.dtype)[:, None]
+            y = y.view(B, T, att.n_head, att.head_dim) * ml
+            if fill is not None:
+                if fill.shape[1] != T:
+                    raise ValueError(f"fill has {fill.shape[1]} positions, the input has {T}")
+                y = y + (1 - ml) * fill[layer].to(y.dtype)
             return (y.reshape(B, T, C),)
+
+        handles.append(att.proj.register_forward_pre_hook(pre))
+    try:
+        yield
+    finally:
+        for h in handles:
+            h.remove()
+
+
+@contextlib.contextmanager
+def head_contexts(model: nn.Module, store: list) -> Iterator[None]:
+    """Record, per layer, each head's context vector ``z_h`` before the output projection: (B, T, n_head,
+    head_dim) tensors (their mean over inputs is the ``fill`` of a mean ablation in :func:`head_mask`)."""
+    if not isinstance(store, list):
+        raise TypeError("store must be a list (filled with one tensor per layer)")
+    handles = []
+    for att in _attn_modules(model):
+
+        def pre(mod, inputs, att=att):
+            (y,) = inputs
+            B, T, _ = y.shape
+            store.append(y.view(B, T, att.n_head, att.head_dim).detach().clone())
 
         handles.append(att.proj.register_forward_pre_hook(pre))
     try:
@@ -420,7 +456,8 @@ class MiniBert(nn.Module):
     how all-MiniLM-L6-v2 makes sentence embeddings.
 
     ``forward(ids, att, head_mask=None, record=None)``: ``head_mask`` (n_layer, n_head) or (B, n_layer, n_head)
-    multiplies each head's context vector before the output projection; a dict passed as ``record`` receives
+    multiplies each head's context vector before the output projection (``head_fill`` (n_layer, n_head,
+    head_dim), if given, replaces a pruned head's context by it: mean ablation); a dict passed as ``record`` receives
     ``hidden`` (embedding output and each layer's output, (B, T, D)), ``writes`` (each layer's per-head write
     ``W_O^(h) z_h``, (B, T, H, D)) and ``attn`` ((B, H, T, T) per layer). With ``record["pooled"] = True`` the
     hidden states and writes are averaged over the real tokens ((B, D) and (B, H, D)) and ``attn`` holds the
@@ -475,7 +512,8 @@ class MiniBert(nn.Module):
                     m.bias.zero_()
         return self
 
-    def forward(self, ids: torch.Tensor, att: torch.Tensor, head_mask=None, record: dict | None = None):
+    def forward(self, ids: torch.Tensor, att: torch.Tensor, head_mask=None, record: dict | None = None,
+                head_fill=None):
         V.tensor("ids", ids, ndim=2, dtype="int", min=0, max=self.embeddings.word_embeddings.num_embeddings - 1)
         V.tensor("att", att, shape=tuple(ids.shape), dtype="int", min=0, max=1)
         V.optional(V.instance, "record", record, dict)
@@ -488,6 +526,13 @@ class MiniBert(nn.Module):
                                  f"n_head), got {tuple(head_mask.shape)}")
             if head_mask.ndim == 2:
                 head_mask = head_mask.expand(B, -1, -1)
+        if head_fill is not None:
+            if head_mask is None:
+                raise ValueError("head_fill needs a head_mask (it fills the pruned heads)")
+            head_fill = torch.as_tensor(head_fill, dtype=torch.float32)
+            if head_fill.shape != (self.n_layer, H, Dh):
+                raise ValueError(f"head_fill must be (n_layer, n_head, head_dim) = {(self.n_layer, H, Dh)}, got "
+                                 f"{tuple(head_fill.shape)}")
         e = self.embeddings
         pos = torch.arange(T)
         x = e.LayerNorm(e.word_embeddings(ids) + e.position_embeddings(pos) + e.token_type_embeddings.weight[0])
@@ -503,7 +548,8 @@ class MiniBert(nn.Module):
             a = torch.softmax(q @ k.transpose(-1, -2) / Dh**0.5 + bias, -1)
             z = (a @ v).transpose(1, 2)  # (B, T, H, Dh)
             if head_mask is not None:
-                z = z * head_mask[:, li][:, None, :, None]
+                ml = head_mask[:, li][:, None, :, None]
+                z = z * ml if head_fill is None else z * ml + (1 - ml) * head_fill[li]
             o = lay.attention.output
             x = o.LayerNorm(o.dense(z.reshape(B, T, H * Dh)) + x)
             x = lay.output.LayerNorm(lay.output.dense(F.gelu(lay.intermediate.dense(x))) + x)
@@ -512,6 +558,7 @@ class MiniBert(nn.Module):
                 if pooled:  # mean over real tokens (keeps memory at (B, H, D) per layer)
                     zp = torch.einsum("bthe,bt->bhe", z, att.float()) / att.sum(1).float()[:, None, None]
                     record["writes"].append(torch.einsum("bhe,dhe->bhd", zp, W))
+                    record.setdefault("contexts", []).append(zp)
                     record["hidden"].append(pool(x))
                     record["attn"].append(a.mean(2))  # attention received per key, averaged over queries
                 else:
@@ -576,13 +623,14 @@ def encode_pooled(model: MiniBert, tok: WordPiece, texts: list[str], batch: int 
                   head_mask=None) -> dict[str, list[torch.Tensor]]:
     """Sentence embeddings and pooled records (see :class:`MiniBert`) for many texts, in length-sorted batches
     (less padding); rows come back in the order of ``texts``. Keys: ``emb`` (N, D), ``hidden``, ``writes``,
-    ``attn_special`` (per layer: (N, H) attention mass on [CLS] and [SEP], averaged over queries)."""
+    ``contexts`` (per layer: (N, H, head_dim) token-averaged context vectors) and ``attn_special`` (per layer:
+    (N, H) attention mass on [CLS] and [SEP], averaged over queries)."""
     V.instance("model", model, MiniBert)
     batch = V.integer("batch", batch, min=1)
     if isinstance(texts, str) or not texts:
         raise TypeError("texts must be a non-empty list of strings")
     order = np.argsort([len(tok.tokenize(t)) for t in texts], kind="stable")
-    parts: dict[str, list] = {"emb": [], "hidden": [], "writes": [], "attn_special": []}
+    parts: dict[str, list] = {"emb": [], "hidden": [], "writes": [], "contexts": [], "attn_special": []}
     for i in range(0, len(texts), batch):
         idx = order[i : i + batch]
         ids, att = tok([texts[j] for j in idx], max_len=max_len)
@@ -590,6 +638,7 @@ def encode_pooled(model: MiniBert, tok: WordPiece, texts: list[str], batch: int 
         parts["emb"].append(model(ids, att, head_mask=head_mask, record=rec))
         parts["hidden"].append(rec["hidden"])
         parts["writes"].append(rec["writes"])
+        parts["contexts"].append(rec["contexts"])
         last = att.sum(1) - 1  # position of [SEP]
         parts["attn_special"].append([a[:, :, 0] + a.gather(2, last[:, None, None].expand(-1, a.shape[1], 1))[..., 0]
                                       for a in rec["attn"]])
@@ -598,6 +647,7 @@ def encode_pooled(model: MiniBert, tok: WordPiece, texts: list[str], batch: int 
     return {"emb": cat(parts["emb"]),
             "hidden": [cat([p[k] for p in parts["hidden"]]) for k in range(len(parts["hidden"][0]))],
             "writes": [cat([p[k] for p in parts["writes"]]) for k in range(len(parts["writes"][0]))],
+            "contexts": [cat([p[k] for p in parts["contexts"]]) for k in range(len(parts["contexts"][0]))],
             "attn_special": [cat([p[k] for p in parts["attn_special"]]) for k in range(len(parts["attn_special"][0]))]}
 
 

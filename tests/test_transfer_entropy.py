@@ -318,3 +318,51 @@ def test_checkpoint_config():
     assert cfg["seeds"] == [0, 1, 2] and cfg["steps"] == te.VLM_CONFIG["steps"]
     with pytest.raises(ValueError, match="unknown checkpoint"):
         te.checkpoint_config("other")
+
+
+def test_mean_ablation_fill_and_contexts():
+    """A pruned head filled with its own context is no change; the fill replaces exactly the pruned head."""
+    m = small_vlm().eval()
+    x, q = torch.rand(4, 16, 4), torch.tensor([0, 1, 2, 0])
+    ctx = []
+    with torch.no_grad(), te.head_contexts(m, ctx):
+        ref = m(x, q)
+    assert len(ctx) == 2 and ctx[0].shape == (4, 18, 4, 8)
+    mask = np.array([[1, 0, 1, 1], [1, 1, 1, 0]])
+    # a fill equal to the input's own context (one input) leaves the logits unchanged
+    with torch.no_grad(), te.head_mask(m, mask, fill=torch.stack([c[0] for c in ctx])):
+        same = m(x[:1], q[:1])
+    torch.testing.assert_close(same, ref[:1], atol=1e-5, rtol=1e-5)
+    with torch.no_grad():
+        with te.head_mask(m, mask, fill=torch.stack([c.mean(0) for c in ctx])):
+            mean_abl = m(x, q)
+        with te.head_mask(m, mask):
+            zero_abl = m(x, q)
+    assert not torch.allclose(mean_abl, zero_abl) and not torch.allclose(mean_abl, ref)
+    with pytest.raises(ValueError, match="fill must have shape"):
+        with te.head_mask(m, mask, fill=np.zeros((2, 18, 3, 8))):
+            pass
+    with pytest.raises(TypeError, match="store"):
+        with te.head_contexts(m, None):
+            pass
+
+
+def test_minilm_head_fill(minilm):
+    model, tok = minilm
+    ids, att = tok(["A man is eating food."])
+    rec = {"pooled": True}
+    with torch.no_grad():
+        e = model(ids, att, record=rec)
+        fill = torch.stack([c[0] for c in rec["contexts"]])  # this sentence's own token-averaged contexts
+        mask = np.ones((6, 12))
+        mask[2, 5] = 0
+        zero = model(ids, att, head_mask=mask)
+        mean = model(ids, att, head_mask=mask, head_fill=fill)
+    assert fill.shape == (6, 12, 32)
+    assert not torch.allclose(zero, e)
+    # the head's context averaged over tokens is not the per-token context, but it is much closer than zero
+    assert float((mean - e).norm()) < float((zero - e).norm())
+    with pytest.raises(ValueError, match="head_fill must be"):
+        model(ids, att, head_mask=mask, head_fill=torch.zeros(6, 12, 8))
+    with pytest.raises(ValueError, match="needs a head_mask"):
+        model(ids, att, head_fill=fill)
