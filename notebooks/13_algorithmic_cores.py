@@ -70,6 +70,8 @@ markov_test = 3000  # test sequences (the paper's 3000)
 n_boot = 200  # bootstrap resamples of the test sequences for the eigenvalue intervals
 sva_steps = 600  # training steps per agreement LM
 n_prompts = 200  # held-out agreement prompts
+n_null = 200  # draws of each ring-fraction null (class order, random subspace)
+n_untrained = 19  # untrained Markov models, the CCA null
 
 # %% tags=["hide-input"]
 import matplotlib.pyplot as plt
@@ -83,6 +85,7 @@ from helpers import checkpoints, claims, nn, plotting, repro, train
 
 if quick:
     markov_steps, markov_test, n_boot, sva_steps, n_prompts = 150, 300, 20, 150, 40
+    n_null, n_untrained = 40, 4
 SEEDS = [seed] if quick else [seed, seed + 1, seed + 2]
 
 # tiny models: one thread is as fast, and does not fight over shared cores
@@ -98,6 +101,8 @@ rec = claims.ClaimsRecord(
         n_boot=n_boot,
         sva_steps=sva_steps,
         n_prompts=n_prompts,
+        n_null=n_null,
+        n_untrained=n_untrained,
     ),
 )
 print(env)
@@ -367,19 +372,52 @@ for i, (core, H) in enumerate(cores):
 
 # %% [markdown]
 # **Shared, but not aligned.** Principal angles and the projector overlap `||Q_i^T Q_j||_F^2 / r` compare the
-# cores as subspaces of R^64 (two random 3-D subspaces overlap by `r/D` on average); CCA compares what the core
-# coordinates *compute* on the same inputs. CCA needs a null: the layer output of an **untrained** model of the same
-# architecture already carries the current token (through its embedding), so its 3-D core is CCA-correlated with a
-# trained core too. The gap between the trained-trained and the trained-untrained CCA is what training shared.
+# cores as subspaces of R^64; CCA compares what the core coordinates *compute* on the same inputs. Both need a null,
+# fixed here before the numbers are seen:
+#
+# * **Overlap.** Two independent, uniformly random 3-D subspaces of R^64 overlap by `r/D = 0.047` on average, with
+#   a spread we sample (20000 pairs). "Nearly orthogonal" is read as *no more aligned than random subspaces*:
+#   `markov_subspaces_orthogonal` holds for a pair whose overlap is at most the 95th percentile of that null.
+# * **CCA.** The layer output of an **untrained** model of the same architecture already carries the current token
+#   (through its embedding), so its 3-D ACE core is strongly CCA-correlated with a trained core too. We draw
+#   `n_untrained = 19` untrained models and compute each trained core's CCA with every one of them;
+#   `markov_cores_share_code` holds for a pair of trained models when their CCA beats **all** 19 untrained
+#   partners of both (a rank test: under the null that a trained partner is no better than an untrained one, this
+#   happens with probability at most 1/20). The current token itself (one-hot) is printed as a reference: the
+#   Bayes-optimal belief of this chain depends on nothing else.
 
 # %%
 untrained_cores = []
-for i in range(len(markov)):
-    with repro.seeded(10_000 + i):
+for k in tqdm(range(n_untrained), desc="untrained models (CCA null)"):
+    with repro.seeded(10_000 + k):
         u = nn.Transformer(markov_cfg)
     Hu = layer_states(u, test_seqs)
     cu = ac.ace(Hu, tail=tail_of(u), threshold=0.999, samples=128, seed=seed)
     untrained_cores.append(Hu @ cu.basis[:, :3])
+# per trained model: mean top-3 CCA with every untrained model's core
+cca_untrained = [
+    np.array([ac.cca(H @ c.Q, Zu)[:3].mean() for Zu in untrained_cores])
+    for c, H in cores
+]
+onehot = F.one_hot(test_seqs[:, :-1].reshape(-1), 4).double().numpy()
+cca_token = [float(ac.cca(H @ c.Q, onehot)[:3].mean()) for c, H in cores]
+
+# overlap null: pairs of uniformly random 3-D subspaces of R^64
+rng_ov = repro.rng(seed, 7)
+overlap_null = np.array(
+    [
+        ac.projector_overlap(
+            np.linalg.qr(rng_ov.normal(size=(D_m, 3)))[0],
+            np.linalg.qr(rng_ov.normal(size=(D_m, 3)))[0],
+        )
+        for _ in range(20_000)
+    ]
+)
+overlap_q95 = float(np.quantile(overlap_null, 0.95))
+print(
+    f"random 3-D subspaces of R^{D_m}: overlap mean {overlap_null.mean():.4f} "
+    f"(r/D = {3 / D_m:.4f}), 95th percentile {overlap_q95:.4f}"
+)
 
 pairs = [(i, j) for i in range(len(markov)) for j in range(i + 1, len(markov))]
 overlaps, ccas, ccas_null, angles = [], [], [], []
@@ -388,11 +426,16 @@ for i, j in pairs:
     overlaps.append(ac.projector_overlap(ci.Q, cj.Q))
     angles.append(ac.principal_angles_deg(ci.Q, cj.Q))
     ccas.append(float(ac.cca(Hi @ ci.Q, Hj @ cj.Q)[:3].mean()))
-    ccas_null.append(float(ac.cca(Hi @ ci.Q, untrained_cores[j])[:3].mean()))
+    # the strongest untrained partner of either model of the pair
+    ccas_null.append(float(max(cca_untrained[i].max(), cca_untrained[j].max())))
     print(
-        f"models {i},{j}: overlap {overlaps[-1]:.3f} (random {3 / D_m:.3f}), principal "
-        f"angles {np.round(angles[-1], 1)} deg, mean top-3 CCA {ccas[-1]:.3f} "
-        f"(trained {i} vs untrained: {ccas_null[-1]:.3f})"
+        f"models {i},{j}: overlap {overlaps[-1]:.3f} (random: mean {3 / D_m:.3f}, "
+        f"{np.mean(overlap_null <= overlaps[-1]):.0%} of random pairs lower), "
+        f"principal angles {np.round(angles[-1], 1)} deg\n  mean top-3 CCA "
+        f"{ccas[-1]:.4f}; untrained partners of {i} and {j}: "
+        f"{cca_untrained[i].mean():.4f} +- {cca_untrained[i].std():.4f} and "
+        f"{cca_untrained[j].mean():.4f} +- {cca_untrained[j].std():.4f}, max "
+        f"{ccas_null[-1]:.4f}; current token: {cca_token[i]:.4f}, {cca_token[j]:.4f}"
     )
 
 fig, ax = plt.subplots(1, 2, figsize=(9, 3.6))
@@ -426,8 +469,8 @@ labels = [f"{i},{j}" for i, j in pairs]
 x = np.arange(len(pairs))
 ax[1].bar(x - 0.27, overlaps, 0.27, label="projector overlap")
 ax[1].bar(x, ccas, 0.27, label="mean top-3 CCA")
-ax[1].bar(x + 0.27, ccas_null, 0.27, label="CCA vs untrained")
-ax[1].axhline(3 / D_m, color="k", ls="--", lw=1, label="random overlap r/D")
+ax[1].bar(x + 0.27, ccas_null, 0.27, label="CCA, best untrained partner")
+ax[1].axhline(overlap_q95, color="k", ls="--", lw=1, label="random overlap, 95th pct")
 ax[1].set(
     xticks=x,
     xticklabels=labels,
@@ -454,8 +497,23 @@ plt.show()
 # 0.99; the **causal scans** that raise the rank until removing the core drops accuracy to `2/p` (necessity) and
 # keeping it preserves accuracy within 1e-3 (sufficiency); then the class means of the core coordinates,
 # `reps[c]`, and the least-squares **shift operator** `reps[c] -> reps[c+1 mod p]`. A cyclic algorithm puts its
-# eigenvalues on the unit circle at the Fourier frequencies; the ring fraction is compared with a **null**: the same
-# fit on random Gaussian class means of the same rank, which also has eigenvalues near the circle by chance.
+# eigenvalues on the unit circle at the Fourier frequencies.
+#
+# **Nulls for the ring fraction.** A ring fraction means little on its own: with `r` class means in `r >= p - 1`
+# dimensions the least-squares shift is exact for *any* order of the classes, so all its eigenvalues sit on the
+# circle. The checkpoint script also fits random Gaussian class means (the `null` column below), but that null is 0
+# at almost every checkpoint, so it cannot tell a cyclic core from a merely rank-rich one. Two nulls keep what
+# matters fixed and break one thing each, drawn `n_null` times per checkpoint:
+#
+# * **class order**: the same class means in the same core, with the answers relabelled by a random permutation
+#   (the points stay, the cycle `c -> c + 1` goes): is the ring due to the cyclic order?
+# * **random subspace**: the same class means of the layer read in a random orthonormal subspace of the same rank
+#   `r` (in place of the ACE core): is the ring specific to the core?
+#
+# The claim `modadd_core_cyclic` holds at a seed when the ring fraction at grokking is above the 95th percentile of
+# **both** nulls (a one-sided test at 5% against each). The nulls need the layer states, so they are computed from
+# weights: the four stored checkpoints of seed 0 in the default run (the checkpoint keeps no weights of seeds 1
+# and 2, whose grokking checkpoints are therefore not measurable here), every analysed checkpoint in quick mode.
 
 # %%
 mod_cfg = ac.checkpoint_config("modadd")
@@ -491,9 +549,26 @@ def analyse(m, s) -> dict:
     return a
 
 
+def cyclic_states(m, s, r_used) -> tuple[np.ndarray, np.ndarray]:
+    """Class means of the layer-2 states (p x d) and the core basis (d x r_used)."""
+    with torch.no_grad():
+        _, r = m(test_rows[:, :2], record=True)
+    H = r["hidden"][-1][:, -1].numpy()
+    core = ac.ace(
+        H,
+        tail=lambda h: m.head(m.ln_f(h)),
+        threshold=mod_cfg["threshold"],
+        samples=mod_cfg["samples"],
+        seed=s,
+    )
+    y = test_rows[:, 2].numpy()
+    means = np.stack([H[y == c].mean(0) for c in range(p)]).astype(np.float32)
+    return means, core.basis[:, :r_used].astype(np.float32)
+
+
 if quick:
     # a tiny run, trained live with the functions the checkpoint script uses
-    logs, analysis = {}, {}
+    logs, analysis, states = {}, {}, {}
     for s in mod_cfg["seeds"]:
         with repro.seeded(s):
             m = ac.modadd_model(p, mod_cfg["d"], mod_cfg["n_head"])
@@ -515,10 +590,11 @@ if quick:
             mod_cfg["eval_every"],
         )
         logs[s] = log
-        analysis[str(s)] = {
-            k: dict(step=st, **analyse(modadd_from_state(log["snapshots"][st]), s))
-            for k, st in sorted(named.items(), key=lambda kv: kv[1])
-        }
+        analysis[str(s)], states[str(s)] = {}, {}
+        for k, st in sorted(named.items(), key=lambda kv: kv[1]):
+            m_k = modadd_from_state(log["snapshots"][st])
+            analysis[str(s)][k] = dict(step=st, **analyse(m_k, s))
+            states[str(s)][k] = cyclic_states(m_k, s, analysis[str(s)][k]["r_used"])
     curves = {
         s: (logs[s]["step"], logs[s]["test_acc"], logs[s]["train_acc"]) for s in logs
     }
@@ -538,7 +614,9 @@ else:
     # re-run the analysis live on the stored checkpoints of one seed:
     # it must reproduce the stored numbers
     s0 = mod_cfg["stored_seed"]
-    stored_names = sorted({k.split(".")[0] for k in ckpt.tensors})
+    stored_names = sorted(
+        {k.split(".")[0] for k in ckpt.tensors if not k.startswith("cores.")}
+    )
     live = {}
     for name in tqdm(stored_names, desc="ACE on stored checkpoints"):
         live[name] = analyse(modadd_from_state(ckpt.state_dict(f"{name}.")), s0)
@@ -556,20 +634,76 @@ else:
         "script's numbers",
     )
     print("stored checkpoints re-analysed live:", stored_names)
+    # the cyclic fit's inputs, from the stored weights (seed s0 only)
+    states = {
+        str(s0): {
+            n: cyclic_states(
+                modadd_from_state(ckpt.state_dict(f"{n}.")), s0, live[n]["r_used"]
+            )
+            for n in stored_names
+        }
+    }
 
+
+def ring_of(reps) -> float:
+    return ac.ring_fraction(ac.shift_operator_eigs(reps), p)
+
+
+def ring_nulls(means, basis, draws, seed_) -> dict:
+    """Ring fraction of the core and its two nulls (class order, random subspace)."""
+    rng_ = repro.rng(seed_, 6)
+    reps = means.astype(np.float64) @ basis.astype(np.float64)
+    order = [ring_of(reps[rng_.permutation(p)]) for _ in range(draws)]
+    sub = [
+        ring_of(means @ np.linalg.qr(rng_.normal(size=basis.shape))[0])
+        for _ in range(draws)
+    ]
+    return dict(
+        ring=ring_of(reps),
+        order_mean=float(np.mean(order)),
+        order_q95=float(np.quantile(order, 0.95)),
+        sub_mean=float(np.mean(sub)),
+        sub_q95=float(np.quantile(sub, 0.95)),
+    )
+
+
+nulls = {
+    s: {n: ring_nulls(*st_s[n], n_null, int(s)) for n in st_s}
+    for s, st_s in tqdm(states.items(), desc="ring-fraction nulls")
+}
+# the fit on the recomputed inputs gives the analysis' ring fraction
+rec.check(
+    "ring_from_states",
+    max(
+        abs(nl["ring"] - analysis[s][n]["ring"])
+        for s in nulls
+        for n, nl in nulls[s].items()
+    ),
+    1e-9,
+    op="<=",
+)
 for s, an in analysis.items():
     print(f"seed {s}:")
     for name, a in an.items():
+        nl = nulls.get(s, {}).get(name)
+        extra = (
+            ""
+            if nl is None
+            else f" | 95th pct of the nulls: class order {nl['order_q95']:.2f}, "
+            f"random subspace {nl['sub_q95']:.2f}"
+        )
         print(
             f"  {name:>13} step {a['step']:>5}: test {a['base']:.3f}  r_energy "
             f"{a['r_energy']:>3}  r_nec {a['r_nec']:>3}  r_suf {a['r_suf']:>3}  keep "
-            f"{a['keep']:.3f}  remove {a['remove']:.3f}  ring {a['ring']:.2f} (null "
-            f"{a['ring_null']:.2f})  modes {a['modes']}/{p // 2 + 1}"
+            f"{a['keep']:.3f}  remove {a['remove']:.3f}  "
+            f"modes {a['modes']}/{p // 2 + 1}"
+            f"\n{'':>17}ring {a['ring']:.2f} (Gaussian-means null "
+            f"{a['ring_null']:.2f}){extra}"
         )
 
 # %% [markdown]
 # The figure shows, per seed, test accuracy and the ranks of the analysed checkpoints; the right panel the ring
-# fraction of the shift operator against its null at the same rank.
+# fraction of the shift operator against the 95th percentile of the stronger of its two nulls at the same rank.
 
 # %%
 fig, ax = plt.subplots(1, 2, figsize=(10.5, 3.8))
@@ -591,7 +725,15 @@ for k, (s, (st, te_acc, tr_acc)) in enumerate(curves.items()):
         ms=3,
         label=f"ring fraction, seed {s}",
     )
-    ax[1].plot(xs, [a["ring_null"] for a in an.values()], color=c, ls=":", lw=1)
+    nl_s = nulls.get(str(s), {})
+    ax[1].plot(
+        [an[n]["step"] for n in nl_s],
+        [max(v["order_q95"], v["sub_q95"]) for v in nl_s.values()],
+        color=c,
+        ls=":",
+        marker="x",
+        lw=1,
+    )
 ax[0].set(
     xlabel="step",
     ylabel="accuracy (dotted: train)",
@@ -602,7 +744,9 @@ ax2.set_ylabel("core rank (energy 0.99)")
 ax2.grid(False)
 ax[0].legend(fontsize=7, loc="center right")
 ax[1].set(
-    xlabel="step", ylim=(0, 1.05), title="eigenvalues on the unit circle (dotted: null)"
+    xlabel="step",
+    ylim=(0, 1.05),
+    title="eigenvalues on the unit circle (x: stronger null, 95th pct)",
 )
 ax[1].legend(fontsize=7)
 plt.tight_layout()
@@ -660,7 +804,10 @@ plotting.static_slider(
 # point that lies left of the mean log wd can only lower the slope, so when every censored run is at a small wd the
 # budget-counted slope is an upper bound on the true one (the bias is against the claim). The slope over the runs
 # that generalised is printed beside it and recorded in the claim's note. One run is re-trained live to check the
-# cached numbers.
+# cached numbers. On the machine that built the cache it reproduces them exactly; on another CPU the rounding of
+# floating-point kernels differs, full-batch training amplifies it, and the steps move (when we met this, the
+# script's own function, run on the new machine, gave the live numbers, not the cached ones), so the check asks
+# for the same outcome (generalised within the budget or not) and prints both sets of numbers.
 
 # %%
 gt_cfg = ac.checkpoint_config("groktime")
@@ -756,17 +903,30 @@ else:
         key=lambda r: r["last_step"] * r["d"] ** 2,
     )
     again = grok_run(cheap["seed"], cheap["d"], cheap["wd"])
+    # Bit-exact agreement holds on the machine that built the cache only: float
+    # rounding differs between CPUs and full-batch AdamW amplifies it (the script's
+    # own function, run on another CPU, gives the live numbers, not the cached).
+    # What must hold anywhere is the outcome: generalised within the budget or not.
     rec.check(
         "groktime_rerun_matches",
-        sum(again[k] != cheap[k] for k in ("t_mem", "t_gen", "modes_mem", "rank_mem")),
+        int((again["t_gen"] is None) != (cheap["t_gen"] is None)),
         0,
         op="==",
         note=f"run seed {cheap['seed']}, d {cheap['d']}, wd {cheap['wd']}: live "
-        f"{again} vs cached",
+        f"{again} vs cached; exact fields that differ: "
+        + str(
+            [
+                k
+                for k in ("t_mem", "t_gen", "modes_mem", "rank_mem")
+                if again[k] != cheap[k]
+            ]
+        ),
     )
     print(
         "re-trained live:",
         {k: again[k] for k in ("d", "wd", "t_mem", "t_gen", "modes_mem")},
+        " cached:",
+        {k: cheap[k] for k in ("d", "wd", "t_mem", "t_gen", "modes_mem")},
     )
 
 
@@ -1115,6 +1275,10 @@ for (s, name), model in tqdm(sv_models.items(), desc="ACE and interventions per 
     axis = pooled.basis[:, :1]
     rand_axis = np.linalg.qr(repro.rng(s, 5).normal(size=(model.cfg.d_model, 1)))[0]
     probe = H_all[y_all].mean(0) - H_all[~y_all].mean(0)
+    # Fisher's discriminant (lightly regularised within-class covariance)
+    Sw = np.cov(H_all[y_all], rowvar=False) + np.cov(H_all[~y_all], rowvar=False)
+    Sw += 1e-3 * np.trace(Sw) / len(Sw) * np.eye(len(Sw))
+    lda = np.linalg.solve(Sw, probe)
     sva[s, name] = dict(
         per_slot=per_slot,
         rank=pooled.rank,
@@ -1125,6 +1289,7 @@ for (s, name), model in tqdm(sv_models.items(), desc="ACE and interventions per 
         mean=pooled.mean,
         z=(H_all - pooled.mean) @ axis[:, 0],
         z_probe=H_all @ probe,
+        z_lda=H_all @ lda,
         z_rand=H_all @ rand_axis[:, 0],
         y=y_all,
         base=agreement(model),
@@ -1147,23 +1312,38 @@ for (s, name), v in sva.items():
 
 # %% [markdown]
 # **Across models.** On the same prompts and slots, the two architectures' axis coordinates should be correlated if
-# they encode the same variable. Two baselines say how much of that is automatic: a difference-of-means **probe**
-# for the subject's number in each model (a practitioner's first tool), and a random direction.
+# they encode the same variable. The baselines say how much of that needs ACE: two **supervised probes** for the
+# subject's number, fitted in each model with the labels (a difference of class means, a practitioner's first
+# tool, and Fisher's linear discriminant), and a random direction. The stronger probe at each seed is the claim's
+# baseline: ACE finds its axis without labels, so matching the probe already means it found the number variable;
+# beating it would mean ACE's axis is *more* shared than the best labelled read-out.
 
 # %%
 (n1, n2) = list(SV_ARCH)
-cross, cross_probe, cross_rand = [], [], []
-for s in SEEDS:
-    a, b = sva[s, n1], sva[s, n2]
-    cross.append(abs(float(np.corrcoef(a["z"], b["z"])[0, 1])))
-    cross_probe.append(abs(float(np.corrcoef(a["z_probe"], b["z_probe"])[0, 1])))
-    cross_rand.append(abs(float(np.corrcoef(a["z_rand"], b["z_rand"])[0, 1])))
+
+
+def cross_corr(key):
+    return [
+        abs(float(np.corrcoef(sva[s, n1][key], sva[s, n2][key])[0, 1])) for s in SEEDS
+    ]
+
+
+cross, cross_probe, cross_lda, cross_rand = (
+    cross_corr(k) for k in ("z", "z_probe", "z_lda", "z_rand")
+)
+cross_best = [max(a, b) for a, b in zip(cross_probe, cross_lda)]
 print("|corr| of the two models' axis coordinates per seed:", np.round(cross, 3))
 print(
-    "  probe baseline:",
+    "  difference-of-means probe:",
     np.round(cross_probe, 3),
+    " Fisher probe:",
+    np.round(cross_lda, 3),
     " random directions:",
     np.round(cross_rand, 3),
+)
+print(
+    "ACE axis minus the stronger probe, per seed:",
+    np.round(np.subtract(cross, cross_best), 3),
 )
 
 fig, ax = plt.subplots(1, 2, figsize=(9.5, 3.5))
@@ -1237,6 +1417,13 @@ plotting.live_controls(
 # %% [markdown]
 # ## Known limits
 #
+# * **Nulls of the cyclic fit, one seed.** The nulls of `modadd_core_cyclic` need the layer states, which only the
+#   four stored checkpoints of seed 0 provide; seeds 1 and 2 are left out of that claim. Storing their class means
+#   and core bases needs a rebuild of the checkpoint (about 35 min of wall time on the shared machine). A rebuild on
+#   another CPU also moves the training trajectories (seeds 1 and 2 already differ in the third decimal of test
+#   accuracy at step 250), so every mod-add number would change with it.
+# * **Cached runs are exact on their own machine only.** The grokking-time re-run is checked for the same outcome,
+#   not the same step (see section 4).
 # * **Training length.** The main grokking run is 1000 full-batch epochs per seed; the paper trains ~2000 epochs at
 #   batch 512 (about six times as many optimizer steps), so "inflation under continued regularisation" is tested
 #   over a shorter window after grokking than the paper's. The causal rank scans stop at rank 64 of 128.
@@ -1299,29 +1486,36 @@ claim_per_seed(
 )
 claim_per_seed(
     "markov_subspaces_orthogonal",
-    f"The cores lie in nearly orthogonal subspaces (projector overlap per model pair; "
-    "random r/D = "
-    f"{3 / D_m:.3f})",
+    "The cores lie in nearly orthogonal subspaces: no more aligned than two random "
+    "3-D subspaces of R^64 (projector overlap per model pair, held if <= the random "
+    "pairs' 95th percentile)",
     overlaps,
     paper="0.02-0.04",
-    op="<",
-    target=3 * 3 / D_m,
+    op="<=",
+    target=round(overlap_q95, 4),
     unit="overlap",
-    baseline=[3 / D_m] * len(overlaps),
-    note="held if below 3 r/D; baseline r/D, two random subspaces",
+    baseline=[float(overlap_null.mean())] * len(overlaps),
+    note="baseline: mean overlap of random subspace pairs (r/D = "
+    f"{3 / D_m:.4f}); share of random pairs below each measured overlap: "
+    + ", ".join(f"{np.mean(overlap_null <= o):.2f}" for o in overlaps),
 )
 claim_per_seed(
     "markov_cores_share_code",
-    "The cores compute the same thing (mean top-3 CCA between two trained cores minus "
-    "CCA between a "
-    "trained core and an untrained model's core, per pair)",
+    "The cores compute the same thing: two trained cores are more CCA-correlated "
+    "than a trained core with any of n untrained models' cores (mean top-3 CCA of "
+    "the pair minus the best untrained partner of either, per pair; held if > 0)",
     [c - n for c, n in zip(ccas, ccas_null)],
     paper="CCA 0.93-0.99",
     op=">",
-    target=0.05,
-    unit="CCA gain over untrained",
+    target=0.0,
+    unit="CCA gain over best untrained",
     baseline=ccas_null,
-    note="trained-pair CCA " + ", ".join(f"{c:.3f}" for c in ccas),
+    note=f"{n_untrained} untrained models; trained-pair CCA "
+    + ", ".join(f"{c:.4f}" for c in ccas)
+    + "; untrained CCA mean +- sd per trained model: "
+    + ", ".join(f"{u.mean():.4f} +- {u.std():.4f}" for u in cca_untrained)
+    + "; CCA with the current token (one-hot): "
+    + ", ".join(f"{c:.4f}" for c in cca_token),
 )
 
 seeds_m = list(analysis)
@@ -1332,24 +1526,42 @@ def at(s, name, key):
     return None if a is None else a[key]
 
 
+def null95(s, name):
+    """The 95th percentile of the stronger ring-fraction null at checkpoint name."""
+    nl = nulls.get(s, {}).get(name)
+    return None if nl is None else max(nl["order_q95"], nl["sub_q95"])
+
+
 claim_per_seed(
     "modadd_core_cyclic",
-    "At grokking the core's shift operator has its eigenvalues on the unit circle "
-    "(ring fraction "
-    "minus the random-class-means null at the same rank)",
+    "At grokking the core's shift operator is cyclic beyond chance (ring fraction "
+    "minus the 95th percentile of the stronger null: random class order or random "
+    "subspace of the same rank; held if > 0, per seed)",
     [
         None
-        if at(s, "grokking", "ring") is None
-        else at(s, "grokking", "ring") - at(s, "grokking", "ring_null")
+        if null95(s, "grokking") is None
+        else nulls[s]["grokking"]["ring"] - null95(s, "grokking")
         for s in seeds_m
     ],
     paper="on the unit circle",
-    op=">=",
-    target=0.2,
-    unit="ring fraction - null",
-    baseline=[at(s, "grokking", "ring_null") for s in seeds_m],
-    note="ring fraction at grokking "
-    + ", ".join(str(at(s, "grokking", "ring")) for s in seeds_m),
+    op=">",
+    target=0.0,
+    unit="ring fraction - null 95th pct",
+    baseline=[null95(s, "grokking") for s in seeds_m],
+    note="at grokking, ring fraction / class-order null 95th pct / random-subspace "
+    "null 95th pct: "
+    + "; ".join(
+        f"seed {s}: "
+        + (
+            "no weights stored"
+            if null95(s, "grokking") is None
+            else f"{nulls[s]['grokking']['ring']:.3f} / "
+            f"{nulls[s]['grokking']['order_q95']:.3f} / "
+            f"{nulls[s]['grokking']['sub_q95']:.3f}"
+        )
+        for s in seeds_m
+    )
+    + f" ({n_null} draws each)",
 )
 claim_per_seed(
     "modadd_core_inflates",
@@ -1453,16 +1665,22 @@ claim_per_seed(
 )
 claim_per_seed(
     "sva_axes_align",
-    "The axis aligns across architectures (|corr| of the two models' axis coordinates "
-    "on the same "
-    "prompts, per seed)",
+    "The unsupervised ACE axis aligns across architectures (|corr| of the two "
+    "models' axis coordinates on the same prompts, per seed; baseline: the stronger "
+    "of two supervised number probes, which sets how aligned a labelled read-out is)",
     cross,
     paper="aligns across architectures",
     op=">=",
     target=0.9,
     unit="|corr|",
-    baseline=cross_probe,
-    note="baseline: difference-of-means probes; random directions "
+    baseline=cross_best,
+    note="ACE minus the stronger probe: "
+    + ", ".join(f"{c - b:+.3f}" for c, b in zip(cross, cross_best))
+    + "; difference-of-means probe "
+    + ", ".join(f"{c:.3f}" for c in cross_probe)
+    + "; Fisher probe "
+    + ", ".join(f"{c:.3f}" for c in cross_lda)
+    + "; random directions "
     + ", ".join(f"{c:.3f}" for c in cross_rand),
 )
 rec.untested(

@@ -294,3 +294,37 @@ def test_pooled_gramian_and_frozen_ln():
         ac.ln_frozen_observability(w, g, 0.0)
     with pytest.raises(ValueError, match="gamma"):
         ac.ln_frozen_observability(w, g[:2], 1.0)
+
+
+def test_cyclic_fit_from_class_means_matches_analysis():
+    """The notebook's ring-fraction nulls refit the shift on class means x core basis: that must give the analysis'
+    eigenvalues, and a broken input (the wrong basis rank) must not."""
+    tr, te = (torch.tensor(a) for a in ac.modadd_split(7, 0.5, seed=42))
+    torch.manual_seed(0)
+    m = ac.modadd_model(7, 16)
+    ac.train_modadd(m, tr, te, 30, lr=3e-3, wd=1.0, eval_every=10)
+    a = ac.modadd_analysis(m, te, 7, samples=8, r_max=6)
+    with torch.no_grad():
+        _, rec = m(te[:, :2], record=True)
+    H = rec["hidden"][-1][:, -1].numpy()
+    core = ac.ace(H, tail=lambda h: m.head(m.ln_f(h)), threshold=0.99, samples=8, seed=0)
+    y = te[:, 2].numpy()
+    means = np.stack([H[y == c].mean(0) for c in range(7)])
+    eigs = ac.shift_operator_eigs(means @ core.basis[:, : a["r_used"]])
+    assert np.allclose(np.sort_complex(eigs), np.sort_complex(a["eigs"]), atol=1e-8)
+    assert ac.ring_fraction(eigs, 7) == a["ring"]
+    wrong = ac.shift_operator_eigs(means @ core.basis[:, : a["r_used"] + 3])
+    assert wrong.shape != a["eigs"].shape or not np.allclose(np.sort_complex(wrong), np.sort_complex(a["eigs"]))
+
+
+def test_ring_fraction_nulls_logic():
+    """Why the ring fraction needs a class-order null: a planted Fourier code is cyclic only in its own order, while
+    at rank >= p - 1 any order (even random class means) puts every eigenvalue on the circle."""
+    p, rng = 31, np.random.default_rng(0)
+    c = np.arange(p)
+    fourier = np.stack([f(2 * np.pi * k * c / p) for k in (1, 4) for f in (np.cos, np.sin)], axis=1)
+    assert ac.ring_fraction(ac.shift_operator_eigs(fourier), p) == 1.0
+    permuted = [ac.ring_fraction(ac.shift_operator_eigs(fourier[rng.permutation(p)]), p) for _ in range(20)]
+    assert max(permuted) < 1.0
+    full = rng.normal(size=(p, p - 1))
+    assert ac.ring_fraction(ac.shift_operator_eigs(full[rng.permutation(p)]), p) == 1.0
