@@ -24,7 +24,7 @@
 # |---|---|---|
 # | judge | Qwen3-1.7B / 4B (and untrained 8B / 14B) | a 2-layer transformer (and an untrained larger one), trained from scratch here |
 # | task | MMLU-Pro questions reduced to two options | two lists of digits; a subject token names the comparison rule |
-# | cues | bandwagon (train); authority, distraction, verbosity (held out) | bandwagon (train); six held-out families, three of which share no token or position with bandwagon |
+# | cues | bandwagon (train); authority, distraction, verbosity (held out) | bandwagon (train); six held-out families, four of which share no token or position with bandwagon |
 # | "pre-training" | the LLM's own | 1000 supervised steps on data where every cue is right, stored as a checkpoint (quick mode: a short live run) |
 # | optimizer | GRPO in verl | group sampling (G answers per prompt), std-normalized (GRPO) or mean-baseline advantages, KL to the base |
 # | seeds | one run per model | three RL seeds per arm, one base judge per seed |
@@ -389,6 +389,11 @@ rec.check(
 #   (`ei.reweighted_reward`). Whatever EIT adds over accuracy on balanced data, it adds as a per-item step size.
 #
 # The main runs use mean-baseline advantages; the std-normalized arm is in the ablation.
+#
+# The probe must have something to compare. The competent base judge answers almost deterministically, so its
+# `G` sampled answers agree within nearly every group, every advantage is zero and both gradients vanish: equal
+# by construction. The probe is therefore a freshly initialized judge, whose answers are close to coin flips, and
+# a third check asks that the two rewards' mean-baseline gradients differ (and are not zero).
 
 
 # %%
@@ -403,9 +408,26 @@ def grads(model, b, reward, mode):
     ).clone()
 
 
-probe = copy.deepcopy(bases[seed])
+with repro.seeded(seed):
+    probe = ei.make_judge(cfg["small"], seed)  # untrained: uncertain answers
 fixed = ei.make_batch(
     repro.rng(seed, 4), rl_batch, families=("bandwagon",), p_aligned=0.5
+)
+
+
+def mixed_share(model, b):
+    # share of prompts whose G sampled answers are not all the same
+    with torch.no_grad():
+        p = torch.softmax(ei.answer_logits(model, b.x), -1)
+    a = torch.multinomial(
+        p, G, replacement=True, generator=torch.Generator().manual_seed(seed)
+    )
+    return float((a.min(1).values != a.max(1).values).float().mean())
+
+
+print(
+    "prompts with mixed answers: base judge "
+    f"{mixed_share(bases[seed], fixed):.2f}, probe {mixed_share(probe, fixed):.2f}"
 )
 g = {
     (r, m): grads(probe, fixed, r, m)
@@ -442,6 +464,14 @@ rec.check(
     op="<=",
     note="mean-baseline advantages: EIT vs accuracy reweighted 2.0 (adversarial) / 1.3 "
     "(aligned)",
+)
+rec.check(
+    "gradient_probe_informative",
+    round(mean_diff, 4),
+    0.05,
+    op=">=",
+    note="EIT vs accuracy, mean-baseline advantages: relative max gradient difference "
+    "(zero if every group agrees, which would make the two checks above vacuous)",
 )
 
 # %% [markdown]
@@ -623,7 +653,7 @@ plotting.static_slider(
 
 # %%
 @torch.no_grad()
-def live(family="expert", condition="adversarial", subject="ends", n=500):
+def live(family="digits", condition="adversarial", subject="ends", n=500):
     pc, pa = (0.0, 1.0) if condition == "none" else (1.0, CONDS[condition])
     b = ei.make_batch(
         np.random.default_rng(n),
@@ -706,41 +736,43 @@ display(speed.round(3))
 # `seed`, the same batches and samples as the main EIT run), with no-cue and adversarial accuracy on both
 # subject splits.
 
+
 # %%
+def rl_run(s, reward, k, lr=rl_lr, beta_=beta, mode="mean", p_al=0.5):
+    """Arm k's RL run for seed s (its batches and sampler) with its own lr / beta."""
+    m = copy.deepcopy(bases[s]).train()
+    gen = torch.Generator().manual_seed(1000 * s + k)
+
+    def loss_fn(mm, b):
+        return ei.grpo_loss(mm, b, G, reward, mode, gen, ref=bases[s], beta=beta_)[0]
+
+    def batches(step):
+        return ei.make_batch(
+            repro.rng(s, 5, k, step),
+            rl_batch,
+            families=("bandwagon",),
+            p_aligned=p_al,
+        )
+
+    with repro.seeded(s):
+        train.fit(
+            m,
+            loss_fn,
+            batches,
+            rl_steps,
+            lr=lr,
+            schedule="constant",
+            seed=s,
+            desc=f"{reward}, seed {s}, lr {lr:g}, beta {beta_:g}",
+        )
+    return m.eval()
+
+
+K_ACC, K_EIT = list(ARMS).index("RL acc, balanced"), list(ARMS).index("EIT")
 betas = sorted({0.0, beta, 0.2, 1.0}) if not quick else [0.0, beta]
 beta_rows = {}
 for bk in betas:
-    if bk == beta:
-        m_b = models["EIT", seed]
-    else:
-        m_b = copy.deepcopy(bases[seed]).train()
-        gen_b = torch.Generator().manual_seed(1000 * seed + 3)  # the EIT arm's sampler
-
-        def loss_b(m, b, gen=gen_b, bk=bk):
-            return ei.grpo_loss(m, b, G, "eit", "mean", gen, ref=bases[seed], beta=bk)[
-                0
-            ]
-
-        def batches_b(step):
-            return ei.make_batch(
-                repro.rng(seed, 5, 3, step),
-                rl_batch,
-                families=("bandwagon",),
-                p_aligned=0.5,
-            )
-
-        with repro.seeded(seed):
-            train.fit(
-                m_b,
-                loss_b,
-                batches_b,
-                rl_steps,
-                lr=rl_lr,
-                schedule="constant",
-                seed=seed,
-                desc=f"EIT, beta {bk}",
-            )
-        m_b.eval()
+    m_b = models["EIT", seed] if bk == beta else rl_run(seed, "eit", K_EIT, beta_=bk)
     ev_b = evaluate(m_b)
     beta_rows[bk] = {
         f"{c} ({sp.split()[0]})": acc(ev_b, c, split=sp)
@@ -754,6 +786,42 @@ display(beta_sweep.round(3))
 # How to read the sweep: a weight that stops the held-out no-cue accuracy from falling without also stopping
 # the adversarial accuracy from rising would make forgetting a matter of tuning; if the two move together, the
 # KL penalty only trades one for the other at this budget.
+
+# %% [markdown]
+# Step size. With AdamW, a noisy policy gradient still moves every weight by about the learning rate per step,
+# and the RL data only ever shows cued items of two subjects: a step size that is too large can wreck the task
+# skill itself, on cued and uncued items alike. The same runs of the accuracy-reward and EIT arms (same batches,
+# same sampler) at a third of the learning rate, every seed, say which of the failures below are a matter of
+# step size and which are not.
+
+# %%
+lr_low = rl_lr / 3
+lr_cols = {
+    "no cue": ("none", "train subjects"),
+    "aligned": ("aligned", "train subjects"),
+    "adversarial": ("adversarial", "train subjects"),
+    "no cue (held-out)": ("none", "held-out subjects"),
+    "adversarial (held-out)": ("adversarial", "held-out subjects"),
+}
+lr_evals = {}
+for arm, reward, k in (("RL acc, balanced", "accuracy", K_ACC), ("EIT", "eit", K_EIT)):
+    for s in SEEDS:
+        lr_evals[arm, s, rl_lr] = evals[arm, s]
+        lr_evals[arm, s, lr_low] = evaluate(rl_run(s, reward, k, lr=lr_low))
+for s in SEEDS:
+    lr_evals["base", s, 0.0] = evals["base", s]
+lr_sweep = pd.DataFrame(
+    {
+        key: {col: acc(ev, c, split=sp) for col, (c, sp) in lr_cols.items()}
+        for key, ev in lr_evals.items()
+    }
+).T.rename_axis(["arm", "seed", "lr"])
+display(lr_sweep.sort_index().round(3))
+
+
+def lr_per_seed(arm, col, lr):
+    return [lr_sweep.loc[(arm, s, lr), col] for s in SEEDS]
+
 
 # %% [markdown]
 # ## The claims record
@@ -794,7 +862,14 @@ rec.claim(
     "advantages "
     f"{fmt(std_adv)} (per seed); aligned EIT {fmt(per_seed('EIT', 'aligned'))} vs "
     "accuracy "
-    f"{fmt(per_seed('RL acc, balanced', 'aligned'))}",
+    f"{fmt(per_seed('RL acc, balanced', 'aligned'))}. At a third of the learning "
+    "rate, EIT − accuracy reward: "
+    + fmt(
+        diff(
+            lr_per_seed("EIT", "adversarial", lr_low),
+            lr_per_seed("RL acc, balanced", "adversarial", lr_low),
+        )
+    ),
 )
 base_adv, base_al = per_seed("base", "adversarial"), per_seed("base", "aligned")
 rec.claim(
@@ -821,21 +896,33 @@ rec.claim(
     note=f"aligned {fmt(base_al)} → {fmt(eit_al)}; no cue "
     f"{fmt(per_seed('base', 'none'))} → "
     f"{fmt(eit_none)}. The base's aligned accuracy comes from the cue; a judge that "
-    "ignores the "
-    "cue keeps it only as far as it solves the task as well as the cue does.",
+    "ignores the cue keeps it only as far as it solves the task as well as the cue "
+    "does. At a third of the learning rate, EIT − base (aligned): "
+    + fmt(diff(lr_per_seed("EIT", "aligned", lr_low), base_al)),
 )
-new_gain = [
-    float(
+
+
+def base_gap(s, f):
+    # how much seed s's base judge follows family f: aligned − adversarial accuracy
+    return acc(evals["base", s], "aligned", f) - acc(evals["base", s], "adversarial", f)
+
+
+def adv_gain(arm, s, fams):
+    return float(
         np.mean(
             [
-                acc(evals["EIT", s], "adversarial", f)
+                acc(evals[arm, s], "adversarial", f)
                 - acc(evals["base", s], "adversarial", f)
-                for f in ei.NEW_FAMILIES
+                for f in fams
             ]
         )
     )
-    for s in SEEDS
-]
+
+
+# transfer is measurable only on a family the base follows (the bar of base_follows_cues);
+# the rule reads the base judges alone, before any RL arm
+followed = {s: [f for f in ei.NEW_FAMILIES if base_gap(s, f) >= 0.2] for s in SEEDS}
+new_gain = [adv_gain("EIT", s, followed[s]) for s in SEEDS if followed[s]]
 
 
 def cells(arm, fams, split="train subjects"):
@@ -847,38 +934,55 @@ def cells(arm, fams, split="train subjects"):
     )
 
 
-rec.claim(
-    "ood_transfer_new_families",
-    "Trained on bandwagon only, EIT resists cue families that share no token or "
-    "position with it",
-    paper="generalizes to unseen bias types (+39.1 % on distraction reported)",
-    measured=[round(x, 4) for x in new_gain],
-    op=">",
-    target=0.05,
-    unit="mean adversarial accuracy gain over digits, expert, order (EIT − base)",
-    baseline=[
-        float(
-            np.mean([acc(evals["base", s], "adversarial", f) for f in ei.NEW_FAMILIES])
-        )
-        for s in SEEDS
-    ],
-    note="no-cue/aligned/adversarial, mean of seeds — base: "
+transfer_note = (
+    "new families the base follows (aligned − adversarial >= 0.2), per seed: "
+    + "; ".join(f"seed {s} {', '.join(followed[s]) or 'none'}" for s in SEEDS)
+    + ". Base gap per family (mean of seeds): "
+    + ", ".join(
+        f"{f} {np.mean([base_gap(s, f) for s in SEEDS]):+.2f}" for f in ei.NEW_FAMILIES
+    )
+    + ". Mean gain over all three new families, followed or not (the issue's first "
+    "form; a family the base does not follow can only show forgetting): "
+    + fmt([adv_gain("EIT", s, ei.NEW_FAMILIES) for s in SEEDS])
+    + ". Same gain for the accuracy-reward arm: "
+    + fmt([adv_gain("RL acc, balanced", s, followed[s] or ["digits"]) for s in SEEDS])
+    + ". no-cue/aligned/adversarial, mean of seeds — base: "
     + cells("base", ei.NEW_FAMILIES)
     + "; EIT: "
     + cells("EIT", ei.NEW_FAMILIES)
     + ". Verbosity (base → EIT adversarial): "
     f"{mean_acc('base', 'adversarial', 'verbosity'):.2f} → "
     f"{mean_acc('EIT', 'adversarial', 'verbosity'):.2f}; slot families authority, "
-    "distraction: "
-    + cells("EIT", ["authority", "distraction"])
-    + ". Base aligned − adversarial gap (how much the base follows each new family): "
-    + ", ".join(
-        f"{f} "
-        f"{mean_acc('base', 'aligned', f) - mean_acc('base', 'adversarial', f):+.2f}"
-        for f in ei.NEW_FAMILIES
-    )
-    + "; a family the base does not follow leaves nothing to transfer.",
+    "distraction: " + cells("EIT", ["authority", "distraction"])
 )
+if len(new_gain) == len(SEEDS):
+    rec.claim(
+        "ood_transfer_new_families",
+        "Trained on bandwagon only, EIT resists cue families that share no token or "
+        "position with it",
+        paper="generalizes to unseen bias types (+39.1 % on distraction reported)",
+        measured=[round(x, 4) for x in new_gain],
+        op=">",
+        target=0.05,
+        unit="mean adversarial accuracy gain (EIT − base) over the new families "
+        "(digits, expert, order) that the seed's base judge follows",
+        baseline=[
+            float(
+                np.mean([acc(evals["base", s], "adversarial", f) for f in followed[s]])
+            )
+            for s in SEEDS
+        ],
+        note=transfer_note,
+    )
+else:
+    rec.untested(
+        "ood_transfer_new_families",
+        "Trained on bandwagon only, EIT resists cue families that share no token or "
+        "position with it",
+        paper="generalizes to unseen bias types (+39.1 % on distraction reported)",
+        reason="a base judge follows none of the new families, so there is no "
+        "cue-following to remove: " + transfer_note,
+    )
 HO = "held-out subjects"
 rec.claim(
     "no_forgetting_heldout",
@@ -897,8 +1001,20 @@ rec.claim(
     f"{fmt(per_seed('EIT', 'aligned', split=HO))}; beta sweep (seed {seed}), held-out "
     "no-cue "
     "accuracy: "
-    + ", ".join(
-        f"beta {b_} {v:.3f}" for b_, v in beta_sweep["none (held-out)"].items()
+    + ", ".join(f"beta {b_} {v:.3f}" for b_, v in beta_sweep["none (held-out)"].items())
+    + "; at a third of the learning rate, EIT − base: "
+    + fmt(
+        diff(
+            lr_per_seed("EIT", "no cue (held-out)", lr_low),
+            per_seed("base", "none", split=HO),
+        )
+    )
+    + "; accuracy-reward arm − base: "
+    + fmt(
+        diff(
+            per_seed("RL acc, balanced", "none", split=HO),
+            per_seed("base", "none", split=HO),
+        )
     ),
 )
 rec.claim(

@@ -264,3 +264,36 @@ def test_checkpoint_config_and_pretrain():
     assert len(hist.loss) == 3 and np.isfinite(hist.loss).all()
     with pytest.raises(TypeError):
         ei.make_judge([2, 4, 64], 0)
+
+
+def test_gradient_probe_vacuous_for_a_confident_policy():
+    """The notebook's gradient checks compare EIT and accuracy gradients; a judge that answers deterministically
+    has all-equal groups, zero advantages and zero gradients under both rewards, so `gradient_probe_informative`
+    (mean-baseline EIT vs accuracy gradients must differ) fails for it and passes for an uncertain judge."""
+    torch.manual_seed(0)
+    model = nn.Transformer(nn.TransformerConfig(vocab_size=len(ei.VOCAB), n_layer=1, n_head=2, d_model=16,
+                                                max_len=ei.SEQ_LEN, pos="learned"))
+
+    class Confident(torch.nn.Module):  # always answers A
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, x):
+            out = self.inner(x).clone()
+            out[..., ei.A_ID] += 50.0
+            return out
+
+    b = ei.make_batch(rng(6), 32, p_aligned=0.5)
+
+    def rel_diff(m):
+        g = {}
+        for reward in ("eit", "accuracy"):
+            m.zero_grad()
+            loss, _ = ei.grpo_loss(m, b, 8, reward, "mean", torch.Generator().manual_seed(2))
+            loss.backward()
+            g[reward] = torch.cat([p.grad.flatten() for p in m.parameters() if p.grad is not None])
+        return float((g["eit"] - g["accuracy"]).abs().max() / g["accuracy"].abs().max().clamp_min(1e-30))
+
+    assert rel_diff(model) >= 0.05  # uncertain judge: the rewards' gradients differ
+    assert rel_diff(Confident(model)) < 0.05  # confident judge: both zero, the check fails
