@@ -37,6 +37,8 @@ __all__ = [
     "nearest", "distortion", "lloyd", "TransportedCodes", "transport_codes", "quantize_ste", "usage",
     "equal_mass_test", "QuantOut", "FlowQuantizer", "VectorQuantizer", "EMAVectorQuantizer", "FSQ",
     "GaussianGridQuantizer", "kmeans_codes", "Tokenizer", "TOY_DISTRIBUTIONS", "toy_latents", "lorenz_states",
+    "RankCells", "mmd_rbf", "distortion_at_entropy", "TokenPrior", "prior_bits", "fit_prior", "grid_neighbour",
+    "topology_ratio", "TOK_METHODS", "make_quantizer", "train_flow", "train_tokenizer", "checkpoint_config",
 ]
 
 
@@ -298,7 +300,8 @@ def quantize_ste(z: Tensor, codes: Tensor) -> tuple[Tensor, Tensor, Tensor]:
 
 
 def usage(idx: Tensor | np.ndarray, K: int) -> dict[str, float]:
-    """Codebook usage: fraction of codes used, perplexity ``exp(H)``, perplexity / K."""
+    """Codebook usage: fraction of codes used, perplexity ``exp(H)``, perplexity / K, the usage entropy ``H`` in
+    bits (the code's rate) and ``H / log K`` (1 when every code is used equally often)."""
     K = V.integer("K", K, min=1)
     idx = torch.as_tensor(V.token_ids("idx", idx, K)).reshape(-1)
     if len(idx) == 0:
@@ -306,7 +309,8 @@ def usage(idx: Tensor | np.ndarray, K: int) -> dict[str, float]:
     p = torch.bincount(idx, minlength=K).double() / len(idx)
     h = -(p[p > 0] * p[p > 0].log()).sum().item()
     return {"utilization": (p > 0).double().mean().item(), "perplexity": math.exp(h),
-            "perplexity_ratio": math.exp(h) / K}
+            "perplexity_ratio": math.exp(h) / K, "entropy_bits": h / math.log(2),
+            "entropy_ratio": h / math.log(K) if K > 1 else 1.0}
 
 
 def equal_mass_test(idx: Tensor, K: int) -> tuple[float, float]:
@@ -599,3 +603,280 @@ def lorenz_states(n: int, dt: float = 0.02, seed: int = 0, burn_in: float = 20.0
     t = burn_in + dt * np.arange(n)
     sol = solve_ivp(f, (0.0, t[-1]), s0, t_eval=t, method="DOP853", rtol=1e-10, atol=1e-10)
     return sol.y.T.copy()
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# References and measures: exact equal-mass cells, flow fit, rate at matched entropy
+# ----------------------------------------------------------------------------------------------------------------
+class RankCells:
+    """The exact equal-mass partition of a sample (the Knothe-Rosenblatt rearrangement, cut at quantiles).
+
+    Dimension 0 is cut into ``levels[0]`` slabs of equal count, each slab's points are cut along dimension 1 into
+    ``levels[1]`` equal-count pieces, and so on. This is what the product cells of N(0, I) become under the exact
+    triangular transport onto the sample's distribution, in the order of :func:`prior_codes`; it is the oracle
+    equal-mass quantizer that a perfectly fitted flow would give (any exact transport gives cells of mass 1/K).
+    """
+
+    def __init__(self, ref: Tensor | np.ndarray, levels: Sequence[int]) -> None:
+        self.levels = check_levels(levels)
+        ref = V.array("ref", ref, ndim=2, dtype="float").astype(np.float64)
+        if ref.shape[1] != len(self.levels):
+            raise ValueError(f"ref must have {len(self.levels)} columns (one per level), got shape {ref.shape}")
+        K = math.prod(self.levels)
+        if len(ref) < K:
+            raise ValueError(f"ref must have at least K={K} rows, got {len(ref)}")
+        self.K, self.d = K, len(self.levels)
+        self.tree = self._build(ref, 0)
+
+    def _build(self, x: np.ndarray, j: int) -> tuple:
+        m = self.levels[j]
+        edges = np.quantile(x[:, j], np.arange(1, m) / m) if len(x) else np.zeros(m - 1)
+        if j == self.d - 1:
+            return (edges, None)
+        slab = np.searchsorted(edges, x[:, j], side="right")
+        return (edges, [self._build(x[slab == i], j + 1) for i in range(m)])
+
+    def _assign(self, x: np.ndarray, node: tuple, j: int) -> np.ndarray:
+        edges, children = node
+        slab = np.searchsorted(edges, x[:, j], side="right")
+        if children is None:
+            return slab
+        rest = math.prod(self.levels[j + 1:])
+        out = np.zeros(len(x), dtype=np.int64)
+        for i, child in enumerate(children):
+            sel = slab == i
+            if sel.any():
+                out[sel] = i * rest + self._assign(x[sel], child, j + 1)
+        return out
+
+    def assign(self, x: Tensor | np.ndarray) -> Tensor:
+        """The cell index of each row of ``x`` (N, d)."""
+        x = V.array("x", x, shape=(None, self.d), dtype="float").astype(np.float64)
+        return torch.as_tensor(self._assign(x, self.tree, 0), dtype=torch.long)
+
+
+def mmd_rbf(x: Tensor, y: Tensor, scales: Sequence[float] = (0.1, 0.3, 1.0)) -> float:
+    """Squared maximum mean discrepancy between samples ``x`` and ``y`` (biased V-statistic), with a Gaussian
+    kernel summed over the bandwidths ``scales``. 0 for identical samples; a flow-fit metric when ``x`` are the
+    flow's samples and ``y`` the data."""
+    V.tensor("x", x, ndim=2, dtype="float", nonempty=True)
+    V.tensor("y", y, ndim=2, dtype="float", nonempty=True)
+    if x.shape[1] != y.shape[1]:
+        raise ValueError(f"x and y must have the same number of columns, got {tuple(x.shape)} and {tuple(y.shape)}")
+    scales = V.sequence("scales", scales, min_len=1, of=V.positive)
+    x, y = x.double(), y.double()
+
+    def k(a: Tensor, b: Tensor) -> Tensor:
+        d2 = torch.cdist(a, b).pow(2)
+        return sum(torch.exp(-d2 / (2 * s * s)) for s in scales).mean()
+
+    return float(k(x, x) + k(y, y) - 2 * k(x, y))
+
+
+def distortion_at_entropy(entropies: Sequence[float], distortions: Sequence[float], h: float) -> float:
+    """The distortion a family of quantizers reaches at entropy ``h``, interpolated linearly in ``log D``.
+
+    High-rate theory makes ``log D`` linear in the entropy (``D ~ 2^(-2H/d)``), so the interpolation is linear in
+    ``log D`` against ``H``; outside the measured range the nearest segment is extended. Needs >= 2 points.
+    """
+    e = V.array("entropies", entropies, ndim=1, dtype="float").astype(np.float64)
+    dist = V.array("distortions", distortions, ndim=1, dtype="float", min=0, strict_min=True).astype(np.float64)
+    h = V.number("h", h)
+    if len(e) != len(dist) or len(e) < 2:
+        raise ValueError(f"entropies and distortions must have the same length >= 2, got {len(e)} and {len(dist)}")
+    order = np.argsort(e)
+    e, ld = e[order], np.log(dist[order])
+    if np.any(np.diff(e) <= 0):
+        raise ValueError("entropies must be distinct")
+    i = int(np.clip(np.searchsorted(e, h) - 1, 0, len(e) - 2))
+    slope = (ld[i + 1] - ld[i]) / (e[i + 1] - e[i])
+    return float(np.exp(ld[i] + slope * (h - e[i])))
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Downstream: an autoregressive prior over tokens, and index topology
+# ----------------------------------------------------------------------------------------------------------------
+class TokenPrior(nn.Module):
+    """A tiny autoregressive prior ``p(t_1) p(t_2 | t_1) ... p(t_n | t_<n)`` over the ``n_tokens`` tokens of an
+    image. Position ``i`` sees the embeddings of the tokens before it (later ones are masked to zero) and a learned
+    position vector; an MLP turns that into logits over the ``K`` codes."""
+
+    def __init__(self, K: int, n_tokens: int, dim: int = 16, hidden: int = 64) -> None:
+        super().__init__()
+        K, n_tokens = V.integer("K", K, min=2), V.integer("n_tokens", n_tokens, min=1)
+        dim, hidden = V.integer("dim", dim, min=1), V.integer("hidden", hidden, min=1)
+        self.K, self.n = K, n_tokens
+        self.emb = nn.Embedding(K, dim)
+        self.inp = nn.Linear(n_tokens * dim, hidden)
+        self.pos = nn.Parameter(torch.zeros(n_tokens, hidden))
+        self.out = nn.Sequential(nn.GELU(), nn.Linear(hidden, hidden), nn.GELU(), nn.Linear(hidden, K))
+        self.register_buffer("mask", torch.tril(torch.ones(n_tokens, n_tokens), -1))  # i sees j < i
+
+    def forward(self, tokens: Tensor) -> Tensor:
+        """Logits (B, n_tokens, K) for tokens (B, n_tokens)."""
+        tokens = V.tensor("tokens", tokens, shape=(None, self.n))
+        V.token_ids("tokens", tokens, self.K)
+        e = self.emb(tokens)  # B, n, dim
+        ctx = (self.mask[None, :, :, None] * e[:, None, :, :]).flatten(2)  # B, n, n * dim
+        return self.out(self.inp(ctx) + self.pos)
+
+
+def prior_bits(prior: TokenPrior, tokens: Tensor) -> Tensor:
+    """Code length of each token sequence under the prior, in bits (B,)."""
+    V.instance("prior", prior, TokenPrior)
+    logits = prior(tokens)
+    nll = F.cross_entropy(logits.reshape(-1, prior.K), tokens.reshape(-1), reduction="none")
+    return nll.reshape(tokens.shape).sum(-1) / math.log(2)
+
+
+def fit_prior(train_tokens: Tensor, val_tokens: Tensor, K: int, steps: int = 200, seed: int = 0, lr: float = 1e-2,
+              weight_decay: float = 1e-2, eval_every: int = 10, dim: int = 16, hidden: int = 64
+              ) -> tuple[TokenPrior, float]:
+    """Fit a :class:`TokenPrior` on full batches of ``train_tokens`` (B, n) with AdamW; keep the weights with the
+    lowest mean bits on ``val_tokens`` (early stopping). Returns ``(prior, best validation bits per sequence)``."""
+    train_tokens = V.tensor("train_tokens", train_tokens, ndim=2, nonempty=True)
+    val_tokens = V.tensor("val_tokens", val_tokens, ndim=2, nonempty=True)
+    K, steps, seed = V.integer("K", K, min=2), V.integer("steps", steps, min=1), V.seed("seed", seed)
+    lr, weight_decay = V.positive("lr", lr), V.nonnegative("weight_decay", weight_decay)
+    eval_every = V.integer("eval_every", eval_every, min=1)
+    if val_tokens.shape[1] != train_tokens.shape[1]:
+        raise ValueError(f"train_tokens and val_tokens must have the same length, got {tuple(train_tokens.shape)} "
+                         f"and {tuple(val_tokens.shape)}")
+    torch.manual_seed(seed)
+    prior = TokenPrior(K, train_tokens.shape[1], dim, hidden)
+    opt = torch.optim.AdamW(prior.parameters(), lr=lr, weight_decay=weight_decay)
+    best, best_state = math.inf, None
+    for step in range(steps + 1):
+        if step % eval_every == 0 or step == steps:
+            with torch.no_grad():
+                v = prior_bits(prior.eval(), val_tokens).mean().item()
+            if v < best:
+                best, best_state = v, {k: t.clone() for k, t in prior.state_dict().items()}
+            prior.train()
+        if step == steps:
+            break
+        loss = prior_bits(prior, train_tokens).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    prior.load_state_dict(best_state)
+    return prior.eval().requires_grad_(False), best
+
+
+def grid_neighbour(idx: Tensor, levels: Sequence[int], generator: torch.Generator | None = None) -> Tensor:
+    """A random neighbour of each index on the product grid of :func:`prior_codes` (row-major): one coordinate,
+    chosen at random, moves one level up or down (down when it is already at the top, up at the bottom)."""
+    levels = check_levels(levels)
+    K = math.prod(levels)
+    idx = torch.as_tensor(V.token_ids("idx", idx, K)).reshape(-1).long()
+    V.optional(V.instance, "generator", generator, torch.Generator)
+    radix = torch.tensor([math.prod(levels[j + 1:]) for j in range(len(levels))])
+    digits = (idx[:, None] // radix) % torch.tensor(levels)
+    dim = torch.randint(len(levels), (len(idx),), generator=generator)
+    step = torch.randint(2, (len(idx),), generator=generator) * 2 - 1
+    cur = digits.gather(1, dim[:, None]).squeeze(1)
+    top = torch.tensor(levels)[dim] - 1
+    step = torch.where(cur + step > top, -1, torch.where(cur + step < 0, 1, step))
+    return idx + step * radix[dim]
+
+
+@torch.no_grad()
+def topology_ratio(decoder: nn.Module, tokens: Tensor, codebook: Tensor, levels: Sequence[int],
+                   generator: torch.Generator | None = None) -> dict[str, float]:
+    """Index-topology preservation of a tokenizer: in each image (row of ``tokens``, (B, n)) one token, at a
+    random position, is replaced by a grid neighbour of its index (:func:`grid_neighbour`), or by a uniformly
+    random other code; the decoded images are compared with the unchanged decoding. Returns the mean squared
+    change of each (``neighbour``, ``random``) and their ratio: well below 1 when neighbouring indices decode to
+    neighbouring images, about 1 when the indices carry no geometry. ``decoder`` maps (B, n * d) to images."""
+    V.instance("decoder", decoder, nn.Module)
+    levels = check_levels(levels)
+    K = math.prod(levels)
+    tokens = V.tensor("tokens", tokens, ndim=2, nonempty=True)
+    V.token_ids("tokens", tokens, K)
+    codebook = V.tensor("codebook", codebook, shape=(K, None), dtype="float")
+    V.optional(V.instance, "generator", generator, torch.Generator)
+    B, n = tokens.shape
+    rows = torch.arange(B)
+    pos = torch.randint(n, (B,), generator=generator)
+    near, rand = tokens.clone(), tokens.clone()
+    near[rows, pos] = grid_neighbour(tokens[rows, pos], levels, generator)
+    rand[rows, pos] = (tokens[rows, pos] + torch.randint(1, K, (B,), generator=generator)) % K
+
+    def dec(t: Tensor) -> Tensor:
+        return decoder(codebook[t].reshape(B, -1))
+
+    base = dec(tokens)
+    a = (dec(near) - base).pow(2).mean().item()
+    b = (dec(rand) - base).pow(2).mean().item()
+    return {"neighbour": a, "random": b, "ratio": a / b if b > 0 else math.nan}
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Training (used live in quick mode and by data/08_flow_vq/make_models.py)
+# ----------------------------------------------------------------------------------------------------------------
+TOK_METHODS = ("VQ-VAE", "VQ-EMA", "FSQ", "Gaussian grid", "Flow-VQ")
+
+
+def checkpoint_config(name: str = "models") -> dict:
+    """The configuration of the chapter's checkpoint ``models`` (what its default parameters ask for)."""
+    V.one_of("name", name, ("models",))
+    return dict(seeds=[0, 1, 2], toy=list(TOY_DISTRIBUTIONS), n_toy=20_000, flow_steps=1500, flow_batch=512,
+                flow_hidden=128, flow_lr=2e-3, n_lorenz=15_000, gauss_steps=2000, gauss_hidden=64,
+                tok_K=256, tok_steps=2000, tok_batch=128, tok_lr=2e-3, tok_hidden=128, refresh_every=100,
+                n_tokens=4, d_tok=4,
+                n_train=1437, split_seed=0, methods=list(TOK_METHODS))
+
+
+def train_flow(x: Tensor, steps: int, seed: int = 0, hidden: int = 128, batch: int = 512, lr: float = 2e-3,
+               progress: bool = True, desc: str = "flow") -> tuple[VelocityField, list[float]]:
+    """Flow matching on a fixed latent set ``x`` (N, d): the same loss Flow-VQ uses inside a tokenizer. Returns
+    the frozen velocity field and its smoothed loss curve."""
+    from helpers import train
+
+    x = V.tensor("x", x, ndim=2, dtype="float", nonempty=True)
+    steps, seed = V.integer("steps", steps, min=1), V.seed("seed", seed)
+    batch = V.integer("batch", batch, min=1)
+    torch.manual_seed(seed)
+    v = VelocityField(x.shape[1], hidden)
+    g = torch.Generator().manual_seed(seed)
+    hist = train.fit(v, lambda m, z1: flow_matching_loss(m, z1, g),
+                     lambda step: x[torch.randint(len(x), (batch,), generator=g)], steps, lr=lr,
+                     warmup=min(100, steps // 10), seed=seed, progress=progress, desc=desc)
+    return v.requires_grad_(False), hist.smoothed(50)
+
+
+def make_quantizer(method: str, K: int, d: int, seed: int = 0, refresh_every: int = 100) -> nn.Module:
+    """A fresh quantizer of one of :data:`TOK_METHODS` with ``K`` codes of dimension ``d``."""
+    V.one_of("method", method, TOK_METHODS)
+    lv = split_levels(K, d)
+    if method == "VQ-VAE":
+        return VectorQuantizer(K, d)
+    if method == "VQ-EMA":
+        return EMAVectorQuantizer(K, d, seed=seed)
+    if method == "FSQ":
+        return FSQ(lv)
+    if method == "Gaussian grid":
+        return GaussianGridQuantizer(lv)
+    return FlowQuantizer(lv, hidden=64, refresh_every=refresh_every, seed=seed)
+
+
+def train_tokenizer(method: str, X: Tensor, K: int, steps: int, seed: int = 0, n_tokens: int = 4, d: int = 4,
+                    refresh_every: int = 100, batch: int = 128, lr: float = 2e-3, hidden: int = 128,
+                    progress: bool = True) -> tuple[Tokenizer, list[float]]:
+    """Train a :class:`Tokenizer` with quantizer ``method`` on images ``X`` (N, pixels); loss
+    ``||x - D(z_q)||^2 + quantizer loss``. Returns the model (eval mode) and its loss curve."""
+    from helpers import train
+
+    X = V.tensor("X", X, ndim=2, dtype="float", nonempty=True)
+    steps, seed = V.integer("steps", steps, min=1), V.seed("seed", seed)
+    torch.manual_seed(seed)
+    model = Tokenizer(X.shape[1], n_tokens, d, make_quantizer(method, K, d, seed, refresh_every), hidden)
+    g = torch.Generator().manual_seed(seed)
+
+    def loss(m: Tokenizer, b: Tensor) -> Tensor:
+        recon, out = m(b)
+        return (recon - b).pow(2).sum(-1).mean() + out.loss
+
+    hist = train.fit(model, loss, lambda step: X[torch.randint(len(X), (batch,), generator=g)], steps, lr=lr,
+                     warmup=max(1, steps // 20), seed=seed, progress=progress, desc=f"{method} K={K} seed {seed}")
+    return model.eval(), hist.smoothed(50)

@@ -18,17 +18,23 @@
 # probability mass, every transported cell holds mass 1/K, so every code is used, by construction, as long as the
 # flow fits the latents. The codebook has no trainable parameters: it is recomputed from the flow every R steps.
 #
-# This chapter builds the whole construction, then measures it against VQ-VAE, VQ with EMA and dead-code
-# restarts, FSQ, a plain Gaussian-quantile grid and k-means on three tasks: 2-D latent distributions, a tokenizer
-# for 8×8 digit images, and a "high-precision" task (Lorenz-63 states).
+# Full use of the codebook is a statement about **rate**: equal-mass cells make the code's entropy as large as
+# it can be, $\log K$. Whether that is *good* depends on what the entropy buys. So this chapter puts every method
+# on a rate–distortion footing: for each quantizer we measure the entropy of its code usage (the rate) next to its
+# distortion, compare methods at matched entropy, and compare against an **oracle equal-mass quantizer** built
+# from the exact transport of the data, which shows what a perfectly fitted flow would give. The tokens are then
+# used downstream: a tiny autoregressive prior measures how many bits an image costs under each tokenizer, and a
+# swap test measures whether neighbouring code indices decode to neighbouring images.
 #
 # | | the paper | this notebook |
 # |---|---|---|
 # | latents | image autoencoder latents | fixed 2-D distributions; a 4-token, d=4 MLP tokenizer of `load_digits` 8×8 images; 3-D Lorenz-63 states |
-# | flow model | a lightweight flow-matching network | a 3-layer MLP (128 wide), RK4 with 16-50 steps |
-# | codebook size | not given in the abstract | K ∈ {16, 64, 256} (2-D), {64, 256} (digits), 2^6 to 2^12 (Lorenz) |
+# | flow model | a lightweight flow-matching network | a 3-layer MLP (128 wide; 64 inside the tokenizer), RK4 with 16-50 steps |
+# | codebook size | not given in the abstract | K ∈ {16, 64, 256} (2-D), 256 (digits), 2^6 to 2^12 (Lorenz) |
 # | "high-precision" tasks | two tasks, not named in the abstract | tokenizing Lorenz-63 states, error vs bits |
-# | hardware | GPUs | 2 CPU cores, a few minutes |
+# | downstream model | autoregressive image models | a 4-token autoregressive MLP prior, bits per image |
+# | seeds | not given | 3 (0, 1, 2) for everything trained or sampled; quick mode 1 |
+# | hardware | GPUs | 2 CPU cores; the flows and tokenizers are trained by `data/08_flow_vq/make_models.py` (a checkpoint, ≈ 2.6 MB), the default run evaluates them; quick mode trains tiny ones live |
 #
 # :::{note}
 # **What is reconstructed.** The full paper and code are not public; only the abstract is. The construction
@@ -38,7 +44,8 @@
 # cells with conditional-mean prior codes, Monte Carlo centroids plus one to three Lloyd steps, the loss
 # `recon + β·commitment + λ·flow matching` with a straight-through estimator, the refresh period R, the network
 # sizes and every hyper-parameter. The paper's two high-precision tasks are unknown; Lorenz-63 stands in for them.
-# The abstract gives no numbers, so the "paper" column of the claims says what it asserts in words.
+# The abstract gives no numbers, so the "paper" column of the claims says what it asserts in words. The
+# rate–distortion framing, the oracle, the prior and the swap test are our additions, to judge the claims.
 # :::
 
 # %% tags=["hide-input"]
@@ -63,23 +70,28 @@ if "google.colab" in sys.modules and importlib.util.find_spec("helpers") is None
 # %% [markdown]
 # ## Parameters
 #
-# `quick = True` runs every code path on tiny sizes; the default is the experiment reported below.
+# `quick = True` runs every code path on tiny sizes, one seed, with everything trained live. The default run
+# loads the flows and tokenizers of the checkpoint (trained with exactly these parameters); change a size and the
+# notebook trains live instead.
 
 # %% tags=["parameters"]
 quick = False
 seed = 0
+seeds = [0, 1, 2]  # everything trained or sampled is repeated per seed
 n_toy = 20_000  # samples per 2-D distribution
-flow_steps = 2500  # flow-matching steps on each fixed latent set (2-D, Lorenz)
+flow_steps = 1500  # flow-matching steps on each fixed latent set (2-D, Lorenz)
 toy_K = [16, 64, 256]  # codebook sizes for the 2-D study
-tok_K = [64, 256]  # codebook sizes for the digits tokenizer
+tok_K = 256  # codebook size of the digits tokenizer
 tok_steps = 2000  # tokenizer training steps per method
 refresh_every = 100  # R: Flow-VQ recomputes its codebook every R steps
+vq_steps = 400  # online VQ-EMA steps on the fixed 2-D latents
+prior_steps = 200  # full-batch steps of each autoregressive token prior
 lorenz_bits = [6, 9, 12]  # log2 K for the Lorenz-63 study
 n_lorenz = 15_000
 
 # %% tags=["hide-input"]
 import math
-import time
+import warnings
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -90,41 +102,52 @@ from sklearn.datasets import load_digits
 from sklearn.linear_model import LogisticRegression
 from tqdm.auto import tqdm
 
-from helpers import claims, plotting, repro, train
+from helpers import checkpoints, claims, plotting, repro
 from helpers import flow_vq as fv
 
 if quick:
-    n_toy, flow_steps, toy_K, tok_K, tok_steps, refresh_every = (
+    seeds, n_toy, flow_steps, toy_K, tok_steps, refresh_every, vq_steps = (
+        [seed],
         2000,
         150,
         [16, 64],
-        [64],
         120,
         40,
+        100,
     )
-    lorenz_bits, n_lorenz = [6, 9], 2000
+    lorenz_bits, n_lorenz, prior_steps = [6, 9], 2000, 60
 
 # The models here are tiny (a few thousand multiply-adds per sample): one thread is
-# faster than two, and much
-# faster when the machine is shared, so we fix it.
+# faster than two, and much faster when the machine is shared, so we fix it.
 env = repro.setup(seed, threads=1)
 plotting.use_style()
-rec = claims.ClaimsRecord(
-    "08_flow_vq",
-    dict(
-        quick=quick,
-        seed=seed,
-        n_toy=n_toy,
-        flow_steps=flow_steps,
-        toy_K=toy_K,
-        tok_K=tok_K,
-        tok_steps=tok_steps,
-        refresh_every=refresh_every,
-        lorenz_bits=lorenz_bits,
-        n_lorenz=n_lorenz,
-    ),
+params = dict(
+    seeds=seeds,
+    n_toy=n_toy,
+    flow_steps=flow_steps,
+    toy_K=toy_K,
+    tok_K=tok_K,
+    tok_steps=tok_steps,
+    refresh_every=refresh_every,
+    vq_steps=vq_steps,
+    prior_steps=prior_steps,
+    lorenz_bits=lorenz_bits,
+    n_lorenz=n_lorenz,
 )
-print(env)
+rec = claims.ClaimsRecord("08_flow_vq", dict(quick=quick, seed=seed, **params))
+cfg = fv.checkpoint_config()
+asked = dict(
+    seeds=seeds,
+    n_toy=n_toy,
+    flow_steps=flow_steps,
+    n_lorenz=n_lorenz,
+    tok_K=tok_K,
+    tok_steps=tok_steps,
+    refresh_every=refresh_every,
+)
+live = quick or any(cfg[k] != v for k, v in asked.items())
+ckpt = None if live else checkpoints.load("08_flow_vq", "models", config=cfg)
+print(env, "| models:", "trained live" if live else "loaded from the checkpoint")
 
 # %% [markdown]
 # ## 1. The method, piece by piece
@@ -132,7 +155,7 @@ print(env)
 # **Prior codes C0.** The source is $p_0 = \mathcal N(0, I_d)$. Dimension $j$ is cut into $m_j$ bins of equal
 # probability at $\Phi^{-1}(i/m_j)$, so the $K = \prod_j m_j$ product cells each carry mass exactly $1/K$. A cell's
 # prior code is its conditional mean, per dimension $\mathbb E[Z \mid a<Z<b] = (\varphi(a)-\varphi(b))/(\Phi(b)-\Phi(a))$.
-# `K` must factor into per-dimension levels ($K=64$ in 2-D is 8×8, in 4-D it is 4×4×2×2); otherwise we refuse.
+# `K` must factor into per-dimension levels ($K=64$ in 2-D is 8×8, $K=256$ in 4-D is 4×4×4×4); otherwise we refuse.
 
 # %%
 levels = fv.split_levels(64, 2)
@@ -153,7 +176,9 @@ except ValueError as e:
 # the source to the (stop-gradient) latents:
 # $\mathcal L_{FM} = \mathbb E\,\|v_\theta((1-t)z_0 + t z_1, t) - (z_1 - z_0)\|^2$ with $z_0\sim p_0$,
 # $t\sim U[0,1]$, $z_1 = \mathrm{sg}(E(x))$. The flow map $\Psi$ integrates $\dot z = v_\theta(z,t)$ from 0 to 1
-# (RK4); integrating back from 1 to 0 gives $\Psi^{-1}$.
+# (RK4); integrating back from 1 to 0 gives $\Psi^{-1}$. `fv.train_flow` is that loss in the book's training loop
+# (`flow_matching_loss` holds the one line of the loss). The default run loads the flows trained by the
+# checkpoint script (1500 steps per latent set and seed); quick mode trains small ones here.
 #
 # **Transported codes and Voronoi centroids.** Sample $z_0 \sim p_0$, label each sample by its source cell, push
 # it through $\Psi$, and average per cell: $c^1_k = \mathbb E[\Psi(z_0) \mid z_0 \in \Omega^0_k]$, the MSE-optimal
@@ -163,36 +188,37 @@ except ValueError as e:
 
 
 # %%
-def fit_flow(
-    x: torch.Tensor, steps: int, name: str, hidden: int = 128
-) -> fv.VelocityField:
-    """Flow matching on a fixed latent set (the same loss Flow-VQ uses inside a
-    tokenizer).
-    """
-    torch.manual_seed(seed)
+def state(prefix: str) -> dict:
+    """The checkpoint's tensors under `prefix.`, as float32."""
+    n = len(prefix) + 1
+    return {
+        k[n:]: t.float() for k, t in ckpt.tensors.items() if k.startswith(prefix + ".")
+    }
+
+
+def get_flow(tag: str, x: torch.Tensor, s: int, steps: int, hidden=128, batch=512):
+    """The flow of latent set `tag`, seed `s`: from the checkpoint, or trained live."""
+    if live:
+        return fv.train_flow(x, steps, s, hidden, batch, desc=f"flow {tag}")[0]
     v = fv.VelocityField(x.shape[1], hidden)
-    g = torch.Generator().manual_seed(seed)
-    batches = lambda step: x[torch.randint(len(x), (1024,), generator=g)]
-    hist = train.fit(
-        v,
-        lambda m, z1: fv.flow_matching_loss(m, z1, g),
-        batches,
-        steps,
-        lr=2e-3,
-        warmup=min(100, steps // 10),
-        seed=seed,
-        desc=f"flow {name}",
-    )
-    v.fm_loss = hist.smoothed(50)
+    v.load_state_dict(state(tag))
     return v.requires_grad_(False)
 
 
-toy = {name: fv.toy_latents(name, n_toy, seed) for name in fv.TOY_DISTRIBUTIONS}
-flows = {name: fit_flow(x, flow_steps, name) for name, x in toy.items()}
+toy = {
+    (name, s): fv.toy_latents(name, n_toy, s)
+    for s in seeds
+    for name in fv.TOY_DISTRIBUTIONS
+}
+flows = {
+    (name, s): get_flow(f"flow/{name}/s{s}", x, s, flow_steps)
+    for (name, s), x in tqdm(toy.items(), desc="2-D flows")
+}
+s0 = seeds[0]  # the seed shown in the pictures
 
 # %%
-v, K = flows["moons"], 64
-gen = torch.Generator().manual_seed(seed)
+v, K = flows["moons", s0], 64
+gen = torch.Generator().manual_seed(s0)
 with torch.no_grad():
     z0 = torch.randn(32 * K, 2, generator=gen)  # samples of the source
     cells = fv.source_cells(z0, levels)  # which equal-mass cell each came from
@@ -203,7 +229,7 @@ with torch.no_grad():
     )
     codes, mse = fv.lloyd(z1, centroids, iters=3)  # Lloyd steps on the model samples
 same = fv.transport_codes(
-    v, levels, 32 * K, 32, lloyd_steps=3, generator=torch.Generator().manual_seed(seed)
+    v, levels, 32 * K, 32, lloyd_steps=3, generator=torch.Generator().manual_seed(s0)
 )
 print(
     "helper reproduces the lines above:",
@@ -211,148 +237,218 @@ print(
     "| distortion per Lloyd step",
     np.round(mse, 4),
 )
+if not live:
+    fig, ax = plt.subplots(figsize=(5, 3))
+    checkpoints.plot_history(ckpt.manifest, [f"flow/moons/s{s}" for s in seeds], ax=ax)
+    ax.set(title="flow-matching loss (two moons, checkpoint)", xlabel="step")
+    plt.show()
 
 # %% [markdown]
 # **The quantizer** assigns a latent to its nearest code and passes gradients straight through,
 # $z_q = z + \mathrm{sg}(c_{q(z)} - z)$. Inside a tokenizer the loss is
 # $\|x - D(z_q)\|^2 + \beta\|z - \mathrm{sg}(z_q)\|^2 + \lambda\,\mathcal L_{FM}$; every R steps the codebook is
 # rebuilt from the current flow (`fv.FlowQuantizer`). The variant assignment "source cell of $\Psi^{-1}(z)$" gives
-# exactly equal mass under the flow model; we report both.
+# exactly equal mass under the flow model; on the data it is equal only as far as the flow fits.
 #
-# ## 2. Two-dimensional latents: every method on the same points
+# ## 2. Two-dimensional latents: rate and distortion on the same points
 #
-# The latents are fixed samples of four distributions (standardized). The methods:
-# **k-means** (the distortion reference); **VQ** trained online with the codebook loss from the VQ-VAE
-# initialisation; **VQ-EMA** with dead-code restarts; **FSQ** (a per-dimension uniform grid after `tanh`; with fixed
-# latents we give it its best decoder, the cell means); the plain **Gaussian grid** (the prior codes, no flow);
-# **Flow (centroids)** and **Flow + Lloyd** (3 steps), the paper's construction.
+# The latents are fixed samples of four distributions (standardized), drawn anew for each seed. The methods:
+# **k-means** (the fixed-rate distortion reference); **VQ-EMA**, a codebook trained online with EMA updates and
+# dead-code restarts; **FSQ** (a per-dimension uniform grid after `tanh`; with fixed latents we give it its best
+# decoder, the cell means); the plain **Gaussian grid** (the prior codes, no flow); **Flow (centroids)** and
+# **Flow + Lloyd** (3 steps), the paper's construction; and the **oracle** equal-mass quantizer. The oracle is
+# what a perfect flow would give: the exact (triangular, Knothe–Rosenblatt) transport of the Gaussian's product
+# cells onto the data distribution cuts the first coordinate at its quantiles and, within each slab, the second
+# coordinate at its conditional quantiles (`fv.RankCells`), built on an independent sample of the same
+# distribution; its codes are the cells' centroids, then the same 3 Lloyd steps.
+#
+# For each method we record the distortion (MSE), the fraction of codes used, and the **rate**: the entropy
+# $H$ of the code usage in bits ($H/\log_2 K = 1$ when all codes are used equally). Two more measures of the flow
+# itself: **flow fit**, the squared MMD between the flow's samples $\Psi(z_0)$ and the data (beside the MMD
+# between two independent data samples, the noise floor); and **equal mass on the data**, the entropy ratio of
+# the cells the *data* fall into when assigned through $\Psi^{-1}$ (the exact-equal-mass variant), next to the
+# same ratio for the Gaussian cells with no flow.
 
 
 # %%
-def train_online_vq(quantizer, x: torch.Tensor, steps: int, lr: float = 1e-2):
-    """Fit a VQ or VQ-EMA codebook to fixed latents on minibatches (the latents do not
-    move).
-    """
-    g = torch.Generator().manual_seed(seed)
-    params = [p for p in quantizer.parameters() if p.requires_grad]
-    opt = torch.optim.Adam(params, lr=lr) if params else None
-    quantizer.train()
-    for _ in range(steps):
-        out = quantizer(x[torch.randint(len(x), (512,), generator=g)])
-        if opt is not None:
-            opt.zero_grad()
-            out.loss.backward()
-            opt.step()
-    return quantizer.eval().codebook.detach()
-
-
-def fsq_cells(x: torch.Tensor, levels):
-    """FSQ with fixed latents: its cells, and the best decoder for them (the cell
-    means).
-    """
-    idx = fv.FSQ(levels)(x).idx
-    K = math.prod(levels)
+def cell_means(x: torch.Tensor, idx: torch.Tensor, K: int) -> torch.Tensor:
     sums = torch.zeros(K, x.shape[1]).index_add_(0, idx, x)
-    return sums / torch.bincount(idx, minlength=K).clamp(min=1)[:, None], idx
+    return sums / torch.bincount(idx, minlength=K).clamp(min=1)[:, None]
+
+
+def train_online_vq(x: torch.Tensor, K: int, s: int, steps: int) -> torch.Tensor:
+    """Fit a VQ-EMA codebook (dead-code restarts) to fixed latents on minibatches."""
+    g = torch.Generator().manual_seed(s)
+    q = fv.EMAVectorQuantizer(K, 2, seed=s).train()
+    for _ in range(steps):
+        q(x[torch.randint(len(x), (512,), generator=g)])
+    return q.eval().codebook.clone()
 
 
 METHODS = [
     "k-means",
-    "VQ",
     "VQ-EMA",
     "FSQ",
     "Gaussian grid",
+    "Oracle (centroids)",
+    "Oracle + Lloyd",
     "Flow (centroids)",
     "Flow + Lloyd",
 ]
-toy_res, toy_codes, lloyd_traces = {}, {}, []
-vq_steps = 150 if quick else 1500
-for name, x in tqdm(toy.items(), desc="2-D study"):
+BASELINES_2D = ["VQ-EMA", "FSQ", "Gaussian grid"]
+K_ref = 64 if 64 in toy_K else toy_K[-1]
+KM_SWEEP = sorted({24, 32, 40, 48, 56, 64, 80, 96} | set(toy_K))  # k-means rate sweep
+toy_res, toy_codes, lloyd_traces, fit, sweep = {}, {}, [], {}, {}
+for (name, s), x in tqdm(toy.items(), desc="2-D study"):
+    ref = fv.toy_latents(name, n_toy, s + 100)  # the oracle's own sample
     for K in toy_K:
         lv = fv.split_levels(K, 2)
         tc = fv.transport_codes(
-            flows[name],
+            flows[name, s],
             lv,
-            64 * K,
-            32,
+            32 * K,
+            16,
             lloyd_steps=3,
-            generator=torch.Generator().manual_seed(seed),
+            generator=torch.Generator().manual_seed(s),
         )
         lloyd_traces.append(tc.mse)
-        torch.manual_seed(seed)
+        oracle = cell_means(ref, fv.RankCells(ref, lv).assign(ref), K)
         books = {
-            "k-means": fv.kmeans_codes(x, K, seed),
-            "VQ": train_online_vq(fv.VectorQuantizer(K, 2), x, vq_steps),
-            "VQ-EMA": train_online_vq(
-                fv.EMAVectorQuantizer(K, 2, seed=seed), x, vq_steps
-            ),
+            "k-means": fv.kmeans_codes(x, K, s),
+            "VQ-EMA": train_online_vq(x, K, s, vq_steps),
             "Gaussian grid": fv.prior_codes(lv),
+            "Oracle (centroids)": oracle,
+            "Oracle + Lloyd": fv.lloyd(ref, oracle, 3)[0],
             "Flow (centroids)": tc.centroids,
             "Flow + Lloyd": tc.codes,
         }
         for m in METHODS:
             if m == "FSQ":
-                codes_m, idx = fsq_cells(x, lv)
+                idx = fv.FSQ(lv)(x).idx
+                codes_m = cell_means(x, idx, K)
             else:
                 codes_m = books[m]
                 idx = fv.nearest(x, codes_m)
-            u = fv.usage(idx, K)
-            toy_res[name, K, m] = dict(
-                mse=(x - codes_m[idx]).pow(2).sum(-1).mean().item(), **u
+            toy_res[name, s, K, m] = dict(
+                mse=(x - codes_m[idx]).pow(2).sum(-1).mean().item(), **fv.usage(idx, K)
             )
-            toy_codes[name, K, m] = (codes_m, idx)
+            if s == s0:
+                toy_codes[name, K, m] = (codes_m, idx)
+        if K == K_ref:
+            with torch.no_grad():
+                back = fv.flow_inverse(flows[name, s], x[:10_000], 16)
+            fit[name, s] = dict(
+                mmd_flow=fv.mmd_rbf(tc.samples[:2000], x[:2000]),
+                mmd_floor=fv.mmd_rbf(ref[:2000], x[:2000]),
+                equal_mass_flow=fv.usage(fv.source_cells(back, lv), K)["entropy_ratio"],
+                equal_mass_no_flow=fv.usage(fv.source_cells(x[:10_000], lv), K)[
+                    "entropy_ratio"
+                ],
+            )
+    for Kk in KM_SWEEP:  # k-means at many K: its distortion-rate curve
+        if Kk in toy_K:
+            r = toy_res[name, s, Kk, "k-means"]
+        else:
+            r = fv.usage(fv.nearest(x, c := fv.kmeans_codes(x, Kk, s, 50)), Kk)
+            r["mse"] = fv.distortion(x, c)
+        sweep[name, s, Kk] = (r["entropy_bits"], r["mse"])
+
+
+def at_matched_entropy(name, s, m, K=K_ref):
+    """MSE of method m / MSE of k-means at the same code entropy (interpolated)."""
+    pts = [sweep[name, s, Kk] for Kk in KM_SWEEP]
+    r = toy_res[name, s, K, m]
+    km = fv.distortion_at_entropy(
+        [p[0] for p in pts], [p[1] for p in pts], r["entropy_bits"]
+    )
+    return r["mse"] / km
+
 
 # %%
 df = pd.DataFrame(
-    [dict(distribution=n, K=K, method=m, **r) for (n, K, m), r in toy_res.items()]
+    [
+        dict(distribution=n, seed=s, K=K, method=m, **r)
+        for (n, s, K, m), r in toy_res.items()
+    ]
 )
-print("distortion (MSE, standardized units)")
-display(
-    df.pivot_table(index=["distribution", "K"], columns="method", values="mse")[
-        METHODS
-    ].round(4)
-)
-print("utilization (fraction of codes used)")
-display(
-    df.pivot_table(index=["distribution", "K"], columns="method", values="utilization")[
-        METHODS
-    ].round(3)
-)
+for col, what in [
+    ("mse", "distortion (MSE, standardized units)"),
+    ("utilization", "utilization (fraction of codes used)"),
+    ("entropy_ratio", "rate: code entropy / log K"),
+]:
+    print(f"{what}, mean over {len(seeds)} seed(s)")
+    tab = df.pivot_table(index=["distribution", "K"], columns="method", values=col)
+    display(tab[METHODS].round(4 if col == "mse" else 3))
+
+# %% [markdown]
+# The same numbers as a rate–distortion picture (seed shown: the first). Each method is one line over K; k-means
+# at many K (dashed) traces the distortion a fixed-rate optimal quantizer reaches at each entropy. A method below
+# the dashed curve beats k-means *at its own rate*; one to the right of it spends bits that buy no distortion.
 
 # %%
-fig, axes = plt.subplots(1, len(toy), figsize=(13, 3.2), sharex=True)
-for ax, name in zip(axes, toy):
-    for i, m in enumerate(METHODS):
-        ys = [toy_res[name, K, m]["mse"] for K in toy_K]
+fig, axes = plt.subplots(1, 4, figsize=(13, 3.4), sharey=False)
+for ax, name in zip(axes, fv.TOY_DISTRIBUTIONS):
+    pts = np.array([sweep[name, s0, Kk] for Kk in KM_SWEEP])
+    ax.plot(pts[:, 0], pts[:, 1], "k--", lw=1, label="k-means (sweep over K)")
+    for i, m in enumerate(METHODS[1:]):
+        r = [toy_res[name, s0, K, m] for K in toy_K]
         ax.plot(
-            np.log2(toy_K),
-            ys,
+            [q["entropy_bits"] for q in r],
+            [q["mse"] for q in r],
             marker="o",
+            ms=3,
             label=m,
             color=plotting.PALETTE[i % 8],
-            ls="--" if m == "k-means" else "-",
         )
-    ax.set(title=name, xlabel="log2 K", yscale="log")
+    ax.set(title=name, xlabel="code entropy H (bits)", yscale="log")
 axes[0].set_ylabel("distortion (MSE)")
-axes[-1].legend(fontsize=7, loc="lower left")
+axes[-1].legend(fontsize=6, loc="lower left")
 plt.tight_layout()
 plt.show()
 
 # %% [markdown]
-# Voronoi pictures at K = 64 (or the largest K in quick mode): points coloured by their code, codes in black, and
-# the sorted code-usage histogram underneath. Where the flow fits the data, Flow-VQ's codes follow it and are all
-# used; where it does not (the checkerboard's empty squares, the heavy tails), the flow leaves some probability
-# mass where there is no data and the codes placed there go unused: "full utilization by construction" holds
-# only as far as the flow fits. VQ trained online from the reference initialisation leaves many codes dead on the
-# moons and the rings.
+# Now the comparison the paper's "near-optimal Voronoi centroids" invites, done at **matched rate**: each
+# method's distortion divided by the k-means distortion interpolated at the same code entropy (K = 64). Beside it
+# the flow-fit measures. An MMD near the floor means the flow's samples are indistinguishable from the data at
+# this sample size.
 
 # %%
-K_show = 64 if 64 in toy_K else toy_K[-1]
-show = ["k-means", "VQ", "Gaussian grid", "Flow + Lloyd"]
+rows = []
+for name in fv.TOY_DISTRIBUTIONS:
+    for s in seeds:
+        f = fit[name, s]
+        rows.append(
+            dict(
+                distribution=name,
+                seed=s,
+                **{
+                    f"{m} / k-means @H": at_matched_entropy(name, s, m)
+                    for m in METHODS[1:]
+                },
+                flow_util=toy_res[name, s, K_ref, "Flow + Lloyd"]["utilization"],
+                **f,
+            )
+        )
+fdf = pd.DataFrame(rows)
+display(
+    fdf.groupby("distribution").mean(numeric_only=True).drop(columns="seed").round(3)
+)
+
+# %% [markdown]
+# Voronoi pictures at K = 64 (or the largest K in quick mode): points coloured by their code, codes in black, and
+# the sorted code-usage histogram underneath. Where the flow fits the data, its codes follow the data and all
+# are used; where it does not (the checkerboard's empty squares, the heavy tails), the flow leaves probability
+# mass where there is no data and the codes placed there go unused: "full utilization by construction" holds
+# only as far as the flow fits. The oracle shows the other half of the story: even with *exactly* equal mass,
+# the codes crowd into the dense centre and leave the tails coarse, which costs distortion (section 5).
+
+# %%
+K_show = K_ref
+show = ["k-means", "Gaussian grid", "Oracle + Lloyd", "Flow + Lloyd"]
 
 
 def voronoi_panel(ax, name, K, m, hist_ax=None):
-    x = toy[name]
+    x = toy[name, s0]
     codes_m, idx = toy_codes[name, K, m]
     sub = slice(0, 4000)
     ax.scatter(
@@ -365,9 +461,10 @@ def voronoi_panel(ax, name, K, m, hist_ax=None):
     )
     ax.scatter(codes_m[:, 0], codes_m[:, 1], c="k", s=6)
     ax.set(xlim=(-3.2, 3.2), ylim=(-3.2, 3.2), xticks=[], yticks=[])
+    r = toy_res[name, s0, K, m]
     ax.set_title(
-        f"{m}\nused {toy_res[name, K, m]['utilization']:.0%}, MSE "
-        f"{toy_res[name, K, m]['mse']:.3f}",
+        f"{m}\nused {r['utilization']:.0%}, H/logK {r['entropy_ratio']:.3f}\n"
+        f"MSE {r['mse']:.3f}",
         fontsize=8,
     )
     if hist_ax is not None:
@@ -381,21 +478,19 @@ def voronoi_panel(ax, name, K, m, hist_ax=None):
         )
 
 
-for name in ["moons", "checkerboard"]:
+for name in ["moons", "heavy_tails"]:
     fig, axes = plt.subplots(
-        2, len(show), figsize=(11, 4.6), gridspec_kw=dict(height_ratios=[3, 1])
+        2, len(show), figsize=(11, 5), gridspec_kw=dict(height_ratios=[3, 1])
     )
     for j, m in enumerate(show):
         voronoi_panel(axes[0, j], name, K_show, m, axes[1, j])
-    fig.suptitle(f"{name}, K = {K_show}", fontsize=10)
+    fig.suptitle(f"{name}, K = {K_show}, seed {s0}", fontsize=10)
     plt.tight_layout()
     plt.show()
 
 # %% [markdown]
 # ### Checks on the construction
 #
-# * `equal_mass_cells`: push 10 000 fresh source samples through $\Psi$, assign them back by the source cell of
-#   $\Psi^{-1}$, and test the K = 64 counts for equality (χ², p ≥ 0.01).
 # * `ode_roundtrip`: $\max\|\Psi^{-1}(\Psi(z)) - z\| \le 10^{-3}$ (RK4, 50 steps), on every trained flow.
 # * `lloyd_monotone`: no Lloyd step ever increased the distortion on the model samples.
 # * `gaussian_sanity`: if the latents are exactly $\mathcal N(0,I)$, the flow is the identity and the transported
@@ -404,25 +499,12 @@ for name in ["moons", "checkerboard"]:
 # %%
 g = torch.Generator().manual_seed(seed + 1)
 with torch.no_grad():
-    z0 = torch.randn(10_000, 2, generator=g)
-    back = fv.flow_inverse(flows["moons"], fv.flow_map(flows["moons"], z0, 32), 32)
-    p_equal, max_min = fv.equal_mass_test(
-        fv.source_cells(back, fv.split_levels(64, 2)), 64
-    )
+    z0 = torch.randn(500 if quick else 2000, 2, generator=g)
     roundtrip = max(
-        (fv.flow_inverse(f, fv.flow_map(f, z0[:2000], 50), 50) - z0[:2000])
-        .norm(dim=1)
-        .max()
-        .item()
+        (fv.flow_inverse(f, fv.flow_map(f, z0, 50), 50) - z0).norm(dim=1).max().item()
         for f in flows.values()
     )
-print(
-    f"equal mass: chi2 p = {p_equal:.3f}, max/min count = {max_min:.2f}; round "
-    f"trip error {roundtrip:.2e}"
-)
-rec.check(
-    "equal_mass_cells", p_equal, 0.01, op=">=", note=f"max/min count {max_min:.2f}"
-)
+print(f"round trip error {roundtrip:.2e}")
 rec.check("ode_roundtrip", roundtrip, 1e-3, op="<=")
 rec.check(
     "lloyd_monotone",
@@ -432,13 +514,13 @@ rec.check(
     note="largest increase of the distortion over a Lloyd step",
 )
 
-gauss = torch.randn(200_000, 2, generator=torch.Generator().manual_seed(seed + 2))
-# fixed size: this check must not depend on `quick`
-v_gauss = fit_flow(gauss, 2000, "N(0,I)", hidden=64)
+# quick mode: a smaller live fit (the bound is the same)
+gauss = torch.randn(200_000, 2, generator=torch.Generator().manual_seed(2))
+v_gauss = get_flow("gauss", gauss, 0, 300 if quick else cfg["gauss_steps"], 64, 1024)
 tc_gauss = fv.transport_codes(
     v_gauss,
     fv.split_levels(64, 2),
-    1000 * 64,
+    (200 if quick else 1000) * 64,
     32,
     generator=torch.Generator().manual_seed(seed),
 )
@@ -450,109 +532,165 @@ rec.check("gaussian_sanity", gauss_err, 0.1, op="<")
 # ## 3. A tokenizer for digit images
 #
 # An MLP autoencoder maps each 8×8 `load_digits` image to 4 tokens of dimension 4; the decoder rebuilds the image
-# from the quantized tokens. The five quantizers share everything else (architecture, optimizer, steps, seed).
-# Flow-VQ's flow is trained inside the same loop on stop-gradient latents and its codebook is refreshed every R
-# steps. We report test reconstruction error, codebook utilization and perplexity (over the tokens of all 1797
-# images), and the accuracy of a fixed digit classifier (logistic regression trained on real training images) on
-# the reconstructions.
+# from the quantized tokens. The five quantizers (K = 256) share everything else (architecture, optimizer,
+# steps, seed). Flow-VQ's flow is trained inside the same loop on stop-gradient latents and its codebook is
+# refreshed every R steps. The split (1437 training, 360 test images) is fixed; each seed changes the
+# initialisation and the batches. We report test reconstruction error, the code's rate (entropy / log K over the
+# tokens of all 1797 images) and utilization, and the accuracy of a fixed digit classifier (logistic regression
+# trained on real training images) on the reconstructions. The VQ-VAE with the reference initialisation
+# collapses; it is shown for context, and the **strongest baseline** in every comparison is the best of VQ-EMA
+# (with dead-code restarts), FSQ and the Gaussian grid.
 
 # %%
 digits = load_digits()
 X_all = torch.tensor(digits.data / 16.0, dtype=torch.float32)
 y_all = digits.target
-perm = np.random.default_rng(seed).permutation(len(X_all))
-tr, te = perm[:1437], perm[1437:]
+perm = np.random.default_rng(cfg["split_seed"]).permutation(len(X_all))
+tr, te = perm[: cfg["n_train"]], perm[cfg["n_train"] :]
 X_tr, X_te = X_all[tr], X_all[te]
 clf = LogisticRegression(max_iter=3000).fit(X_tr.numpy(), y_all[tr])
 clf_acc_real = clf.score(X_te.numpy(), y_all[te])
-N_TOK, D_TOK = 4, 4
+N_TOK, D_TOK = cfg["n_tokens"], cfg["d_tok"]
+TOK_METHODS = list(fv.TOK_METHODS)
+BASELINES = ["VQ-EMA", "FSQ", "Gaussian grid"]
 
 
-def make_quantizer(method: str, K: int):
-    lv = fv.split_levels(K, D_TOK)
-    return {
-        "VQ-VAE": lambda: fv.VectorQuantizer(K, D_TOK),
-        "VQ-EMA": lambda: fv.EMAVectorQuantizer(K, D_TOK, seed=seed),
-        "FSQ": lambda: fv.FSQ(lv),
-        "Gaussian grid": lambda: fv.GaussianGridQuantizer(lv),
-        "Flow-VQ": lambda: fv.FlowQuantizer(
-            lv, hidden=64, refresh_every=refresh_every, seed=seed
-        ),
-    }[method]()
+def get_tokenizer(method: str, s: int) -> fv.Tokenizer:
+    if live:
+        return fv.train_tokenizer(
+            method, X_tr, tok_K, tok_steps, s, N_TOK, D_TOK, refresh_every
+        )[0]
+    q = fv.make_quantizer(method, tok_K, D_TOK, s, refresh_every)
+    model = fv.Tokenizer(64, N_TOK, D_TOK, q, cfg["tok_hidden"])
+    sd = state(f"tok/{method}/s{s}")
+    if method in ("FSQ", "Gaussian grid"):  # constants: rebuilt exactly, not float16
+        sd = {k: t for k, t in sd.items() if not k.startswith("quantizer.")}
+    missing, unexpected = model.load_state_dict(sd, strict=False)
+    assert not unexpected and all(k.startswith("quantizer.") for k in missing)
+    return model.eval()
 
 
-def tok_loss(model, batch):
-    recon, out = model(batch)
-    return (recon - batch).pow(2).sum(-1).mean() + out.loss
-
-
-def train_tokenizer(method: str, K: int):
-    torch.manual_seed(seed)
-    model = fv.Tokenizer(64, N_TOK, D_TOK, make_quantizer(method, K))
-    g = torch.Generator().manual_seed(seed)
-    hist = train.fit(
-        model,
-        tok_loss,
-        lambda step: X_tr[torch.randint(len(X_tr), (128,), generator=g)],
-        tok_steps,
-        lr=2e-3,
-        warmup=tok_steps // 20,
-        seed=seed,
-        desc=f"{method} K={K}",
+tok_models = {
+    (m, s): get_tokenizer(m, s)
+    for s in seeds
+    for m in tqdm(TOK_METHODS, desc=f"tokenizers, seed {s}")
+}
+if not live:
+    fig, ax = plt.subplots(figsize=(5.5, 3))
+    checkpoints.plot_history(
+        ckpt.manifest, [f"tok/{m}/s{s0}" for m in TOK_METHODS], ax=ax, logy=True
     )
+    ax.set(title=f"tokenizer training loss (checkpoint, seed {s0})", xlabel="step")
+    plt.show()
+
+# %% [markdown]
+# **Downstream.** Tokens are made to be modelled. For each tokenizer and seed we fit a tiny autoregressive prior
+# $p(t_1)\,p(t_2\mid t_1)\,p(t_3\mid t_{<3})\,p(t_4\mid t_{<4})$ (`fv.TokenPrior`: an MLP over the embeddings of
+# the earlier tokens) on the training images' tokens, stop early on a held-out fifth of them, and measure the
+# **bits per test image**, $-\sum_i \log_2 p(t_i \mid t_{<i})$. Rate and distortion together: a tokenizer is
+# better if its images cost fewer bits *and* come back closer. Uniform use of 256 codes costs at most
+# 4 × 8 = 32 bits per image; whatever the prior can predict it does not pay for.
+#
+# **Index topology.** The paper says the codebook indices inherit the grid of the prior cells, so neighbouring
+# indices should mean neighbouring codes. We test it on what matters, the decoded image: in each test image one
+# token is swapped for a grid neighbour of its index (one of the 4 coordinates of the 4×4×4×4 index grid moves
+# by one) or for a random code, and we compare the change in the decoded image (`fv.topology_ratio`). A ratio
+# well below 1 means the index grid is meaningful; about 1 means the indices are arbitrary labels (as they are
+# for VQ codebooks).
+
+# %%
+n_fit = int(0.8 * len(tr))
+tok_res = {}
+for (m, s), model in tqdm(tok_models.items(), desc="evaluate tokenizers"):
     with torch.no_grad():
-        recon_te, _ = model(X_te)
+        recon_te, out_te = model(X_te)
         _, out_all = model(X_all)
+        _, out_tr = model(X_tr)
     r = dict(
         recon_mse=(recon_te - X_te).pow(2).mean().item(),
         clf_acc=clf.score(recon_te.clamp(0, 1).numpy(), y_all[te]),
-        **fv.usage(out_all.idx, K),
+        **fv.usage(out_all.idx, tok_K),
     )
-    if method == "Flow-VQ":
+    t_tr, t_te = out_tr.idx.reshape(-1, N_TOK), out_te.idx.reshape(-1, N_TOK)
+    prior, _ = fv.fit_prior(t_tr[:n_fit], t_tr[n_fit:], tok_K, prior_steps, s)
+    r["bits_per_image"] = fv.prior_bits(prior, t_te).mean().item()
+    r["topology_ratio"] = fv.topology_ratio(
+        model.dec,
+        t_te,
+        model.quantizer.codebook,
+        fv.split_levels(tok_K, D_TOK),
+        torch.Generator().manual_seed(s),
+    )["ratio"]
+    if m == "Flow-VQ":
         with torch.no_grad():
-            r["utilization_inverse_flow"] = fv.usage(
-                model.quantizer.source_assign(model.encode(X_all)), K
-            )["utilization"]
-    return model, hist, r
+            cells = model.quantizer.source_assign(model.encode(X_all))
+        r["entropy_ratio_inverse_flow"] = fv.usage(cells, tok_K)["entropy_ratio"]
+    tok_res[m, s] = r
 
-
-TOK_METHODS = ["VQ-VAE", "VQ-EMA", "FSQ", "Gaussian grid", "Flow-VQ"]
-tok_res, tok_models = {}, {}
-for K in tok_K:
-    for m in TOK_METHODS:
-        tok_models[m, K], _, tok_res[m, K] = train_tokenizer(m, K)
-
-tdf = pd.DataFrame(
-    [dict(method=m, K=K, **r) for (m, K), r in tok_res.items()]
-).set_index(["K", "method"])
+tdf = pd.DataFrame([dict(method=m, seed=s, **r) for (m, s), r in tok_res.items()])
+cols = [
+    "recon_mse",
+    "clf_acc",
+    "utilization",
+    "entropy_ratio",
+    "bits_per_image",
+    "topology_ratio",
+]
 print(f"classifier accuracy on real test images: {clf_acc_real:.3f}")
-display(tdf.round(4))
+print(f"mean over {len(seeds)} seed(s) (min and max in the claims below)")
+display(tdf.groupby("method")[cols].mean().loc[TOK_METHODS].round(4))
+
+# %% [markdown]
+# Rate against distortion for the tokenizers (one point per seed), and the swap test.
+
+# %%
+fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 3.6))
+for i, m in enumerate(TOK_METHODS):
+    pts = np.array(
+        [[tok_res[m, s]["bits_per_image"], tok_res[m, s]["recon_mse"]] for s in seeds]
+    )
+    ax.scatter(pts[:, 0], pts[:, 1], color=plotting.PALETTE[i % 8], label=m, s=25)
+ax.set(
+    xlabel="bits per test image (autoregressive prior)",
+    ylabel="test reconstruction MSE",
+    yscale="log",
+)
+ax.legend(fontsize=7)
+topo = [[tok_res[m, s]["topology_ratio"] for s in seeds] for m in TOK_METHODS]
+ax2.bar(range(len(TOK_METHODS)), [np.mean(t) for t in topo], color=plotting.PALETTE[:5])
+for i, t in enumerate(topo):
+    ax2.scatter([i] * len(t), t, color="k", s=8, zorder=3)
+ax2.axhline(1.0, color="k", lw=0.8, ls=":")
+ax2.set_xticks(range(len(TOK_METHODS)), TOK_METHODS, fontsize=7)
+ax2.set(ylabel="image change: neighbour / random swap")
+plt.tight_layout()
+plt.show()
 
 # %% [markdown]
 # `ste_gradient`: the straight-through estimator must deliver the reconstruction loss's gradient to the encoder
 # through Flow-VQ (the quantizer's own nearest-code step has zero gradient almost everywhere).
 
 # %%
-flow_tok = tok_models["Flow-VQ", tok_K[-1]]
-flow_tok.zero_grad()
-flow_tok.train(False)
+flow_tok = tok_models["Flow-VQ", s0]
+flow_tok.requires_grad_(True).zero_grad()
 recon, _ = flow_tok(X_te[:64])
 (recon - X_te[:64]).pow(2).sum(-1).mean().backward()
 enc_grad = sum(p.grad.norm().item() ** 2 for p in flow_tok.enc.parameters()) ** 0.5
+flow_tok.requires_grad_(False)
 rec.check("ste_gradient", enc_grad, 0.0, op=">")
 print(f"encoder gradient norm through the quantizer: {enc_grad:.3g}")
 
 # %%
 fig, axes = plt.subplots(1, len(TOK_METHODS), figsize=(13, 2.6), sharey=True)
-Kmax = tok_K[-1]
 for ax, m in zip(axes, TOK_METHODS):
     with torch.no_grad():
-        idx = tok_models[m, Kmax](X_all)[1].idx.numpy()
-    counts = np.sort(np.bincount(idx, minlength=Kmax))[::-1]
-    ax.bar(range(Kmax), counts / counts.sum() * Kmax, width=1.0)
+        idx = tok_models[m, s0](X_all)[1].idx.numpy()
+    counts = np.sort(np.bincount(idx, minlength=tok_K))[::-1]
+    ax.bar(range(tok_K), counts / counts.sum() * tok_K, width=1.0)
     ax.axhline(1.0, color="k", lw=0.8, ls=":")
+    r = tok_res[m, s0]
     ax.set(
-        title=f"{m}\nused {tok_res[m, Kmax]['utilization']:.0%}",
+        title=f"{m}\nused {r['utilization']:.0%}, H/logK {r['entropy_ratio']:.2f}",
         xlabel="code (sorted)",
         xticks=[],
     )
@@ -563,14 +701,14 @@ plt.show()
 fig, axes = plt.subplots(len(TOK_METHODS) + 1, 10, figsize=(8, 5.4))
 with torch.no_grad():
     rows = [("original", X_te[:10])] + [
-        (m, tok_models[m, Kmax](X_te[:10])[0].clamp(0, 1)) for m in TOK_METHODS
+        (m, tok_models[m, s0](X_te[:10])[0].clamp(0, 1)) for m in TOK_METHODS
     ]
 for i, (m, imgs) in enumerate(rows):
     for j in range(10):
         axes[i, j].imshow(imgs[j].reshape(8, 8), cmap="gray_r", vmin=0, vmax=1)
         axes[i, j].axis("off")
     axes[i, 0].text(-1, 3.5, m, ha="right", va="center", fontsize=8)
-plt.suptitle(f"test reconstructions, K = {Kmax}", fontsize=10)
+plt.suptitle(f"test reconstructions, K = {tok_K}, seed {s0}", fontsize=10)
 plt.show()
 
 # %% [markdown]
@@ -580,12 +718,13 @@ plt.show()
 # given number of bits. We tokenize standardized states of the Lorenz-63 attractor (a thin, curved 2-D set in
 # 3-D) with K = 2^bits codes and report the RMS error after de-tokenizing, relative to the attractor's standard
 # deviation. Methods: k-means, Flow + Lloyd (one flow, trained once, transported at every K), the Gaussian grid
-# and a uniform per-dimension grid over the data range (FSQ-like, cell-midpoint decoder).
+# and a uniform per-dimension grid over the data range (FSQ-like, cell-midpoint decoder). One seed: this
+# section illustrates, it carries no claim.
 
 # %%
-S = fv.lorenz_states(n_lorenz, seed=seed)
+S = fv.lorenz_states(n_lorenz, seed=0)
 S = torch.tensor((S - S.mean(0)) / S.std(0), dtype=torch.float32)
-v_lorenz = fit_flow(S, flow_steps, "Lorenz-63")
+v_lorenz = get_flow("lorenz", S, 0, flow_steps)
 
 
 def uniform_grid(x: torch.Tensor, levels) -> torch.Tensor:
@@ -603,14 +742,14 @@ for b in tqdm(lorenz_bits, desc="Lorenz bits"):
     K = 2**b
     lv = fv.split_levels(K, 3)
     books = {
-        "k-means": fv.kmeans_codes(S, K, seed, max_iter=50),
+        "k-means": fv.kmeans_codes(S, K, 0, max_iter=50),
         "Flow + Lloyd": fv.transport_codes(
             v_lorenz,
             lv,
             16 * K,
             16,
             lloyd_steps=2,
-            generator=torch.Generator().manual_seed(seed),
+            generator=torch.Generator().manual_seed(0),
         ).codes,
         "Gaussian grid": fv.prior_codes(lv),
         "uniform grid": uniform_grid(S, lv),
@@ -619,13 +758,22 @@ for b in tqdm(lorenz_bits, desc="Lorenz bits"):
         idx = fv.nearest(S, c)
         lor[m, b] = dict(rmse=math.sqrt(fv.distortion(S, c) / 3), **fv.usage(idx, K))
 ldf = pd.DataFrame([dict(method=m, bits=b, **r) for (m, b), r in lor.items()])
-display(ldf.pivot_table(index="bits", columns="method", values="rmse").round(4))
+display(
+    ldf.pivot_table(
+        index="bits", columns="method", values=["rmse", "entropy_bits"]
+    ).round(3)
+)
 
 fig, ax = plt.subplots(figsize=(5.5, 3.4))
 for m in ["k-means", "Flow + Lloyd", "Gaussian grid", "uniform grid"]:
-    ax.plot(lorenz_bits, [lor[m, b]["rmse"] for b in lorenz_bits], marker="o", label=m)
+    ax.plot(
+        [lor[m, b]["entropy_bits"] for b in lorenz_bits],
+        [lor[m, b]["rmse"] for b in lorenz_bits],
+        marker="o",
+        label=m,
+    )
 ax.set(
-    xlabel="bits per token (log2 K)",
+    xlabel="code entropy per token (bits)",
     ylabel="RMS error after de-tokenizing (std units)",
     yscale="log",
 )
@@ -633,11 +781,75 @@ ax.legend()
 plt.show()
 
 # %% [markdown]
-# ## 5. Interactive: codebooks across K
+# ## 5. Equal mass maximises entropy; it does not minimise distortion
 #
-# The slider steps through the precomputed codebooks of the 2-D study (two moons) for every K: k-means, VQ, the
-# Gaussian grid and Flow + Lloyd. It works in the static page. In Jupyter or Colab, the live controls below
-# rebuild the Flow-VQ codebook for any distribution, K and number of Lloyd steps from the trained flows.
+# It is tempting to read a Flow-VQ codebook that is worse than k-means as a flow that fits badly. The oracle says
+# otherwise: with the *exact* transport the cells have mass exactly 1/K, and the oracle's distortion is still far
+# above k-means on the heavy-tailed set (table above). The reason is classical quantization theory. Equal-mass
+# cells put the codes with a density proportional to the data density $p$, which makes every code equally likely
+# and so maximises the code's entropy, $\log K$. The codes that minimise the mean squared error for a fixed
+# number $K$ follow a *flatter* density, $\propto p^{d/(d+2)}$ at high resolution ($p^{1/3}$ on a line,
+# $p^{1/2}$ in the plane): they spend more codes on the tails, where a few far-away points would otherwise carry
+# large errors, and accept that those codes are used less often. So an equal-mass codebook pays in distortion
+# exactly what it gains in rate; the Voronoi/Lloyd step recovers part of it by moving codes toward the
+# distortion optimum (and away from equal mass).
+#
+# One dimension makes this exact. For the Student-t with 3 degrees of freedom (the marginal of `heavy_tails`)
+# we compare three scalar quantizers with K levels, each with cell-mean codes: equal-mass cells (the
+# even-quantile construction), cells of equal mass under $p^{1/3}$ (the high-resolution optimum) and Lloyd–Max
+# (k-means in 1-D, the exact optimum for this K).
+
+# %%
+from scipy import stats  # noqa: E402
+
+xs = np.sort(stats.t.rvs(3, size=200_000, random_state=seed))
+grid = np.linspace(-300, 300, 600_001)
+
+
+def scalar_quantizer(bounds):
+    idx = np.searchsorted(bounds, xs)
+    K = len(bounds) + 1
+    cnt = np.bincount(idx, minlength=K)
+    codes = np.bincount(idx, xs, minlength=K) / np.maximum(cnt, 1)
+    p = cnt[cnt > 0] / len(xs)
+    return np.mean((xs - codes[idx]) ** 2), -(p * np.log2(p)).sum(), codes
+
+
+def tilted_bounds(K, power):
+    cdf = np.cumsum(stats.t.pdf(grid, 3) ** power)
+    return np.interp(np.arange(1, K) / K, cdf / cdf[-1], grid)
+
+
+rows = []
+for K in [4, 8, 16]:
+    d_eq, h_eq, codes = scalar_quantizer(np.quantile(xs, np.arange(1, K) / K))
+    d_c, h_c, _ = scalar_quantizer(tilted_bounds(K, 1 / 3))
+    for _ in range(300):  # Lloyd-Max, from the equal-mass codes
+        d_l, h_l, codes = scalar_quantizer((codes[1:] + codes[:-1]) / 2)
+    rows.append(
+        {
+            "K": K,
+            "equal mass: MSE / Lloyd-Max": d_eq / d_l,
+            "p^(1/3) cells: MSE / Lloyd-Max": d_c / d_l,
+            "H equal mass (bits)": h_eq,
+            "H p^(1/3) (bits)": h_c,
+            "H Lloyd-Max (bits)": h_l,
+        }
+    )
+display(pd.DataFrame(rows).set_index("K").round(3))
+
+# %% [markdown]
+# The equal-mass quantizer has the full $\log_2 K$ bits of entropy and a distortion several times the optimum;
+# the $p^{1/3}$ cells come within a few percent of Lloyd–Max at fewer bits. That is why the fair comparison for
+# Flow-VQ is at **matched entropy** (section 2), and why its full utilization is a property of the rate, not a
+# gain in reconstruction by itself.
+#
+# ## 6. Interactive: codebooks across K
+#
+# The slider steps through the precomputed codebooks of the 2-D study (two moons, first seed) for every K:
+# k-means, the Gaussian grid, the oracle and Flow + Lloyd. It works in the static page. In Jupyter or Colab, the
+# live controls below rebuild the Flow-VQ codebook for any distribution, K and number of Lloyd steps from the
+# trained flows.
 
 
 # %%
@@ -647,7 +859,7 @@ def draw_K(fig, K):
         voronoi_panel(ax, "moons", K, m)
 
 
-plotting.static_slider(toy_K, draw_K, figsize=(11, 3.3), label="K")
+plotting.static_slider(toy_K, draw_K, figsize=(11, 3.6), label="K")
 
 
 # %%
@@ -655,21 +867,22 @@ def live(distribution="moons", log2_K=6, lloyd_steps=3):
     K = 2 ** int(log2_K)
     lv = fv.split_levels(K, 2)
     tc = fv.transport_codes(
-        flows[distribution],
+        flows[distribution, s0],
         lv,
         32 * K,
         32,
         lloyd_steps=lloyd_steps,
-        generator=torch.Generator().manual_seed(seed),
+        generator=torch.Generator().manual_seed(s0),
     )
-    x = toy[distribution]
+    x = toy[distribution, s0]
     idx = fv.nearest(x, tc.codes)
     fig, ax = plt.subplots(figsize=(4, 4))
     ax.scatter(x[:4000, 0], x[:4000, 1], c=idx[:4000] * 37 % K, cmap="tab20", s=1.5)
     ax.scatter(tc.codes[:, 0], tc.codes[:, 1], c="k", s=6)
     u = fv.usage(idx, K)
     ax.set_title(
-        f"K={K}: used {u['utilization']:.0%}, MSE {fv.distortion(x, tc.codes):.4f}",
+        f"K={K}: used {u['utilization']:.0%}, H/logK {u['entropy_ratio']:.3f}, "
+        f"MSE {fv.distortion(x, tc.codes):.4f}",
         fontsize=9,
     )
     plt.show()
@@ -680,85 +893,157 @@ plotting.live_controls(
 )
 
 # %% [markdown]
-# ## 6. The claims record
+# ## 7. The claims record
 #
 # The abstract asserts full codebook utilization (VQ-VAE's known collapse is the motivation), a more expressive
 # codebook, and a structured discretization from Voronoi centroids. It gives no numbers, so the "paper" column
-# states the assertion. The tokenizer claims use the largest K of the run.
+# states the assertion. Every claim is measured per seed; relative claims divide by the **strongest baseline**
+# of that seed, the best of VQ-EMA, FSQ and the Gaussian grid on the measure in question (never the collapsed
+# VQ-VAE).
 
 # %%
-Kc = tok_K[-1]
-flow_r, vq_r = tok_res["Flow-VQ", Kc], tok_res["VQ-VAE", Kc]
+flow_r = [tok_res["Flow-VQ", s] for s in seeds]
+
+
+def best(metric, s, pick=min):
+    """(value, method) of the strongest baseline of seed s on `metric`."""
+    return pick((tok_res[m, s][metric], m) for m in BASELINES)
+
+
 rec.claim(
-    "utilization_flow",
-    f"Flow-VQ uses the whole codebook (digits tokenizer, K={Kc})",
-    paper="full utilization",
-    measured=flow_r["utilization"],
+    "entropy_at_k",
+    f"Flow-VQ uses its codes evenly: code entropy / log K on the data latents "
+    f"(digits tokenizer, K={tok_K}, nearest-code assignment, all images)",
+    paper="full utilization of the codebook",
+    measured=[r["entropy_ratio"] for r in flow_r],
     op=">=",
-    target=0.98,
-    unit="fraction of codes used",
-    baseline=tok_res["VQ-EMA", Kc]["utilization"],
-    note=f"nearest-code assignment over all {len(X_all) * N_TOK} tokens; inverse-flow "
-    "assignment uses "
-    f"{flow_r['utilization_inverse_flow']:.1%}; baseline: VQ-EMA with restarts",
+    target=0.95,
+    unit="H / log K",
+    baseline=[best("entropy_ratio", s, max)[0] for s in seeds],
+    note="baseline: the highest of VQ-EMA, FSQ, Gaussian grid per seed ("
+    + ", ".join(best("entropy_ratio", s, max)[1] for s in seeds)
+    + "); Flow-VQ utilization "
+    + ", ".join(f"{r['utilization']:.3f}" for r in flow_r)
+    + "; inverse-flow assignment H / log K "
+    + ", ".join(f"{r['entropy_ratio_inverse_flow']:.3f}" for r in flow_r)
+    + "; collapsed VQ-VAE "
+    + ", ".join(f"{tok_res['VQ-VAE', s]['entropy_ratio']:.3f}" for s in seeds),
 )
 rec.claim(
-    "utilization_vq",
-    f"The VQ-VAE baseline collapses (digits tokenizer, K={Kc})",
-    paper="codebook collapse",
-    measured=vq_r["utilization"],
-    op="<",
-    target=0.9,
-    unit="fraction of codes used",
-    note="reference VQ-VAE initialisation, uniform in (-1/K, 1/K)",
-)
-rec.claim(
-    "perplexity_ratio",
-    f"Flow-VQ's codes are used evenly (perplexity / K, K={Kc})",
-    paper="full, even utilization (≈ 1)",
-    measured=flow_r["perplexity_ratio"],
-    op=">=",
-    target=0.8,
-    unit="perplexity / K",
-    baseline=tok_res["VQ-EMA", Kc]["perplexity_ratio"],
-    note=f"VQ-VAE: {vq_r['perplexity_ratio']:.3f}, VQ-EMA (baseline): "
-    f"{tok_res['VQ-EMA', Kc]['perplexity_ratio']:.3f}",
-)
-ratio = flow_r["recon_mse"] / vq_r["recon_mse"]
-rec.claim(
-    "recon_vs_vq",
-    f"Flow-VQ reconstructs better than VQ-VAE (test MSE ratio, K={Kc})",
-    paper="improved expressivity (< 1)",
-    measured=ratio,
-    op="<",
+    "recon_vs_best_baseline",
+    f"Flow-VQ reconstructs at least as well as the strongest baseline "
+    f"(test MSE ratio, digits, K={tok_K})",
+    paper="a more expressive codebook (ratio ≤ 1)",
+    measured=[r["recon_mse"] / best("recon_mse", s)[0] for r, s in zip(flow_r, seeds)],
+    op="<=",
     target=1.0,
-    unit="MSE Flow-VQ / MSE VQ-VAE",
-    baseline=vq_r["recon_mse"],
-    note="VQ-EMA with restarts: "
-    f"{tok_res['VQ-EMA', Kc]['recon_mse'] / vq_r['recon_mse']:.3f}; "
-    f"classifier accuracy on reconstructions: Flow-VQ {flow_r['clf_acc']:.3f}, VQ-VAE "
-    f"{vq_r['clf_acc']:.3f}, real images {clf_acc_real:.3f}",
+    unit="MSE Flow-VQ / MSE best baseline",
+    baseline=[best("recon_mse", s)[0] for s in seeds],
+    note="best baseline per seed: "
+    + ", ".join(best("recon_mse", s)[1] for s in seeds)
+    + "; classifier accuracy on reconstructions, Flow-VQ "
+    + ", ".join(f"{r['clf_acc']:.3f}" for r in flow_r)
+    + f", real images {clf_acc_real:.3f}",
 )
-K_ref = 64 if 64 in toy_K else toy_K[-1]
-ratios = [
-    toy_res[n, K_ref, "Flow + Lloyd"]["mse"] / toy_res[n, K_ref, "k-means"]["mse"]
-    for n in toy
-]
-gm = float(np.exp(np.mean(np.log(ratios))))
 rec.claim(
-    "distortion_vs_kmeans",
-    f"Flow + Lloyd codes are close to the k-means distortion (2-D, K={K_ref}, "
-    "geometric mean over the four distributions)",
+    "bits_per_image_vs_best",
+    f"Images tokenized by Flow-VQ cost no more bits under a learned autoregressive "
+    f"prior than under the strongest baseline (bits per test image, K={tok_K})",
+    paper="tokens for autoregressive models (implied: no extra cost)",
+    measured=[
+        r["bits_per_image"] / best("bits_per_image", s)[0]
+        for r, s in zip(flow_r, seeds)
+    ],
+    op="<=",
+    target=1.0,
+    unit="bits Flow-VQ / bits best baseline",
+    baseline=[best("bits_per_image", s)[0] for s in seeds],
+    note="best (fewest bits) baseline per seed: "
+    + ", ".join(best("bits_per_image", s)[1] for s in seeds)
+    + "; Flow-VQ bits "
+    + ", ".join(f"{r['bits_per_image']:.2f}" for r in flow_r)
+    + "; index-topology ratio (neighbour / random swap) Flow-VQ "
+    + ", ".join(f"{r['topology_ratio']:.2f}" for r in flow_r)
+    + ", VQ-EMA "
+    + ", ".join(f"{tok_res['VQ-EMA', s]['topology_ratio']:.2f}" for s in seeds),
+)
+
+
+def gmean(v):
+    return float(np.exp(np.mean(np.log(v))))
+
+
+names = list(fv.TOY_DISTRIBUTIONS)
+fixed_rate = {
+    n: toy_res[n, s0, K_ref, "Flow + Lloyd"]["mse"]
+    / toy_res[n, s0, K_ref, "k-means"]["mse"]
+    for n in names
+}
+flow_at_h = [
+    gmean([at_matched_entropy(n, s, "Flow + Lloyd") for n in names]) for s in seeds
+]
+oracle_at_h = [
+    gmean([at_matched_entropy(n, s, "Oracle + Lloyd") for n in names]) for s in seeds
+]
+rec.claim(
+    "distortion_vs_kmeans_at_matched_entropy",
+    f"Flow + Lloyd codes are near the k-means distortion at the same code entropy "
+    f"(2-D, K={K_ref}, geometric mean over the four distributions)",
     paper="Voronoi centroids: near-optimal (≈ 1)",
-    measured=gm,
+    measured=flow_at_h,
     op="<=",
     target=1.25,
-    unit="MSE / k-means MSE",
-    note="per distribution: "
-    + ", ".join(f"{n} {r:.2f}" for n, r in zip(toy, ratios))
-    + ". The Lloyd codes are near optimal for the flow's own samples; the gap to "
-    "k-means on the data "
-    "comes from where the flow's distribution differs from the data's (mass in "
-    "gaps, tails).",
+    unit="MSE / k-means MSE at matched entropy",
+    baseline=oracle_at_h,
+    note="recorded as measured; baseline: the oracle equal-mass quantizer + 3 Lloyd "
+    "steps (exact transport), same ratio. Per distribution (first seed): "
+    + ", ".join(f"{n} {at_matched_entropy(n, s0, 'Flow + Lloyd'):.2f}" for n in names)
+    + "; at fixed K (no rate matching): "
+    + ", ".join(f"{n} {fixed_rate[n]:.2f}" for n in names),
+)
+rec.claim(
+    "equal_mass_cells",
+    f"The data latents, assigned through the inverse flow, fill the K={K_ref} source "
+    "cells equally (2-D, code entropy / log K, the worst of the four distributions)",
+    paper="each transported cell carries mass 1/K",
+    measured=[min(fit[n, s]["equal_mass_flow"] for n in names) for s in seeds],
+    op=">=",
+    target=0.95,
+    unit="H / log K",
+    baseline=[min(fit[n, s]["equal_mass_no_flow"] for n in names) for s in seeds],
+    note="baseline: the same source cells applied to the data with no flow. Per "
+    "distribution (first seed): "
+    + ", ".join(f"{n} {fit[n, s0]['equal_mass_flow']:.3f}" for n in names),
+)
+util = [
+    min(toy_res[n, s, K_ref, "Flow + Lloyd"]["utilization"] for n in names)
+    for s in seeds
+]
+rec.claim(
+    "utilization_2d",
+    f"Flow + Lloyd uses the whole codebook on fixed latents (2-D, K={K_ref}, the "
+    "worst of the four distributions)",
+    paper="full utilization",
+    measured=util,
+    op=">=",
+    target=0.95,
+    unit="fraction of codes used",
+    baseline=[
+        min(
+            max(toy_res[n, s, K_ref, m]["utilization"] for m in BASELINES_2D)
+            for n in names
+        )
+        for s in seeds
+    ],
+    note="baseline: per distribution the best of VQ-EMA, FSQ, Gaussian grid, worst "
+    "distribution. Flow + Lloyd per distribution (first seed): "
+    + ", ".join(
+        f"{n} {toy_res[n, s0, K_ref, 'Flow + Lloyd']['utilization']:.2f}" for n in names
+    )
+    + "; flow fit MMD² (first seed, floor in brackets): "
+    + ", ".join(
+        f"{n} {fit[n, s0]['mmd_flow']:.4f} ({fit[n, s0]['mmd_floor']:.4f})"
+        for n in names
+    ),
 )
 rec.save()

@@ -371,6 +371,36 @@ case("flow_vq.Tokenizer", fvq.Tokenizer,
 case("flow_vq.toy_latents", fvq.toy_latents, lambda: dict(name="moons", n=10, seed=0), more={"n": [1]})
 case("flow_vq.lorenz_states", fvq.lorenz_states, lambda: dict(n=5, dt=0.01, seed=0, burn_in=0.5),
      more={"dt": ["zero", "neg"], "burn_in": ["neg"]})
+_TOKS = torch.tensor([[0, 1], [2, 3], [3, 0]])
+_TP = fvq.TokenPrior(4, 2, dim=2, hidden=4)
+case("flow_vq.RankCells", fvq.RankCells, lambda: dict(ref=_Z, levels=[2, 2]), more={"ref": [_Z[:3]]})
+case("flow_vq.mmd_rbf", fvq.mmd_rbf, lambda: dict(x=_Z, y=_Z + 1, scales=(0.5, 1.0)),
+     more={"y": [torch.zeros(4, 3)], "scales": [(0.0,)]})
+case("flow_vq.distortion_at_entropy", fvq.distortion_at_entropy,
+     lambda: dict(entropies=[1.0, 2.0], distortions=[1.0, 0.5], h=1.5), more={"distortions": [[1.0, 0.0]]})
+case("flow_vq.TokenPrior", fvq.TokenPrior, lambda: dict(K=4, n_tokens=2, dim=2, hidden=4), more={"K": [1]})
+case("flow_vq.TokenPrior.forward", _TP.forward, lambda: dict(tokens=_TOKS), more={"tokens": [_TOKS + 4]})
+case("flow_vq.prior_bits", fvq.prior_bits, lambda: dict(prior=_TP, tokens=_TOKS), more={"prior": [3]})
+case("flow_vq.fit_prior", fvq.fit_prior,
+     lambda: dict(train_tokens=_TOKS, val_tokens=_TOKS, K=4, steps=2, seed=0, lr=1e-2, weight_decay=0.0,
+                  eval_every=1, dim=2, hidden=4),
+     more={"val_tokens": [_TOKS[:, :1]], "steps": ["zero"], "lr": ["zero"], "weight_decay": ["neg"]})
+case("flow_vq.grid_neighbour", fvq.grid_neighbour,
+     lambda: dict(idx=torch.tensor([0, 3]), levels=[2, 2], generator=torch.Generator()),
+     skip={"idx": {"empty", "ndim"}, "generator": {"none"}},  # any shape is flattened; None: the global RNG
+     more={"idx": [torch.tensor([4])]})
+case("flow_vq.topology_ratio", fvq.topology_ratio,
+     lambda: dict(decoder=torch.nn.Linear(4, 3), tokens=_TOKS, codebook=_C, levels=[2, 2],
+                  generator=torch.Generator()),
+     skip={"generator": {"none"}}, more={"decoder": [3], "tokens": [_TOKS + 4], "codebook": [_C[:3]]})
+case("flow_vq.make_quantizer", fvq.make_quantizer,
+     lambda: dict(method="Flow-VQ", K=4, d=2, seed=0, refresh_every=2), more={"K": [7]})
+case("flow_vq.train_flow", fvq.train_flow, lambda: dict(x=_Z, steps=2, seed=0, hidden=4, batch=4, lr=1e-3),
+     more={"steps": ["zero"], "batch": ["zero"]})
+case("flow_vq.train_tokenizer", fvq.train_tokenizer,
+     lambda: dict(method="FSQ", X=torch.rand(6, 4), K=4, steps=2, seed=0, n_tokens=2, d=2, hidden=4),
+     more={"steps": ["zero"]}, only=("method", "X", "K", "steps", "seed", "n_tokens", "hidden"))
+case("flow_vq.checkpoint_config", fvq.checkpoint_config, lambda: dict(name="models"))
 
 
 # ------------------------------------------------------------------------------------------- space_time_operators

@@ -235,3 +235,97 @@ def test_kmeans_and_data():
     assert s.shape == (200, 3) and np.isfinite(s).all() and s[:, 2].mean() > 10
     with pytest.raises(ValueError):
         fv.kmeans_codes(x[:3], 16)
+
+
+# -- rate-distortion references, flow fit, downstream measures --------------------------------------------------
+def test_usage_entropy():
+    u = fv.usage(torch.arange(16), 16)
+    assert u["entropy_bits"] == pytest.approx(4.0) and u["entropy_ratio"] == pytest.approx(1.0)
+    assert fv.usage(torch.tensor([0, 0, 0, 1]), 4)["entropy_ratio"] < 0.5
+
+
+def test_rank_cells_are_exactly_equal_mass_and_ordered_like_prior_codes():
+    g = torch.Generator().manual_seed(0)
+    ref = torch.randn(6400, 2, generator=g) * torch.tensor([1.0, 3.0]) + torch.tensor([0.0, 1.0])
+    rc = fv.RankCells(ref, [8, 8])
+    counts = torch.bincount(rc.assign(ref), minlength=64)
+    assert counts.min() >= 99 and counts.max() <= 101  # exact up to ties at the cut points
+    # on N(0, I) data the exact transport is the identity: the rank cells are the source cells
+    z = torch.randn(200_000, 2, generator=g)
+    agree = (fv.RankCells(z, [4, 4]).assign(z) == fv.source_cells(z, [4, 4])).float().mean()
+    assert agree > 0.97  # the cut points are sample quantiles
+    with pytest.raises(ValueError):
+        fv.RankCells(ref[:10], [8, 8])
+    with pytest.raises(ValueError):
+        fv.RankCells(ref, [4, 4, 4])
+
+
+def test_mmd_separates_distributions():
+    g = torch.Generator().manual_seed(0)
+    a, b = torch.randn(800, 2, generator=g), torch.randn(800, 2, generator=g)
+    assert fv.mmd_rbf(a, a) == pytest.approx(0.0, abs=1e-12)
+    assert fv.mmd_rbf(a, b) < 0.01 < fv.mmd_rbf(a, b + 1.0)
+    with pytest.raises(ValueError):
+        fv.mmd_rbf(a, torch.zeros(5, 3))
+
+
+def test_distortion_at_entropy_is_log_linear():
+    h, d = [4.0, 5.0, 6.0], [1.0, 0.5, 0.25]
+    assert fv.distortion_at_entropy(h, d, 5.5) == pytest.approx(0.5 / math.sqrt(2))
+    assert fv.distortion_at_entropy(h, d, 7.0) == pytest.approx(0.125)  # extends the last segment
+    with pytest.raises(ValueError):
+        fv.distortion_at_entropy([1.0], [1.0], 1.0)
+    with pytest.raises(ValueError):
+        fv.distortion_at_entropy([1.0, 1.0], [1.0, 0.5], 1.0)
+
+
+def test_token_prior_is_causal_and_learns():
+    torch.manual_seed(0)
+    p = fv.TokenPrior(16, 4)
+    t = torch.randint(16, (8, 4))
+    t2 = t.clone()
+    t2[:, 2] = (t2[:, 2] + 1) % 16
+    a, b = p(t), p(t2)
+    assert torch.allclose(a[:, :3], b[:, :3]) and not torch.allclose(a[:, 3], b[:, 3])
+    g = torch.Generator().manual_seed(0)
+    first = torch.randint(16, (400, 1), generator=g)
+    seq = torch.cat([first, (first + 1) % 16, (first + 2) % 16, (first + 3) % 16], dim=1)  # t_i determined by t_1
+    prior, val = fv.fit_prior(seq[:300], seq[300:], 16, steps=150, seed=0)
+    assert val < 4.0 + 1.0  # about log2(16) for t_1, nearly nothing for the rest
+    assert fv.prior_bits(prior, seq[300:]).mean() == pytest.approx(val, rel=1e-5)
+
+
+def test_grid_neighbour_moves_one_coordinate_by_one():
+    levels = [4, 3, 2]
+    idx = torch.arange(24).repeat(20)
+    nb = fv.grid_neighbour(idx, levels, torch.Generator().manual_seed(0))
+    c = fv.prior_codes(levels)
+    # prior codes are a product grid in the same order: a neighbour differs in exactly one coordinate
+    diff = (c[nb] != c[idx]).sum(1)
+    assert torch.equal(diff, torch.ones_like(diff)) and nb.min() >= 0 and nb.max() < 24
+    with pytest.raises(ValueError):
+        fv.grid_neighbour(torch.tensor([24]), levels)
+
+
+def test_topology_ratio_tells_a_grid_from_arbitrary_labels():
+    levels = [4, 4, 4, 4]
+    codes = fv.prior_codes(levels)
+    dec = torch.nn.Linear(8, 16)
+    tokens = torch.randint(256, (500, 2), generator=torch.Generator().manual_seed(0))
+    grid = fv.topology_ratio(dec, tokens, codes, levels, torch.Generator().manual_seed(1))
+    shuffled = codes[torch.randperm(256, generator=torch.Generator().manual_seed(2))]
+    arbitrary = fv.topology_ratio(dec, tokens, shuffled, levels, torch.Generator().manual_seed(1))
+    assert grid["ratio"] < 0.5 < 0.8 < arbitrary["ratio"] < 1.25
+
+
+def test_training_helpers_run_and_are_deterministic():
+    x = fv.toy_latents("moons", 300, 0)
+    v1, c1 = fv.train_flow(x, 5, seed=0, hidden=8, batch=32, progress=False)
+    v2, _ = fv.train_flow(x, 5, seed=0, hidden=8, batch=32, progress=False)
+    assert len(c1) == 5 and all(torch.equal(a, b) for a, b in zip(v1.parameters(), v2.parameters()))
+    X = torch.rand(40, 16)
+    for m in fv.TOK_METHODS:
+        model, curve = fv.train_tokenizer(m, X, 16, 3, seed=0, n_tokens=2, d=2, refresh_every=2, batch=8,
+                                          hidden=8, progress=False)
+        assert not model.training and len(curve) == 3
+    assert fv.checkpoint_config()["tok_K"] == 256
