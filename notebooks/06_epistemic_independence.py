@@ -919,7 +919,7 @@ def adv_gain(arm, s, fams):
     )
 
 
-# transfer is measurable only on a family the base follows (the bar of base_follows_cues);
+# transfer is measurable only on a family the base follows (base_follows_cues' bar);
 # the rule reads the base judges alone, before any RL arm
 followed = {s: [f for f in ei.NEW_FAMILIES if base_gap(s, f) >= 0.2] for s in SEEDS}
 new_gain = [adv_gain("EIT", s, followed[s]) for s in SEEDS if followed[s]]
