@@ -15,6 +15,9 @@ The pieces, in the order the chapter ``02_tree_training`` shows them:
 * :func:`partition_tree` / :func:`partitioned_backward` -- Redundancy-Free Tree Partitioning: connected subtrees
   under a token budget, processed depth-first with detached gateway leaves whose gradients are relayed back and
   accumulated in fp32; :func:`naive_partitioned_backward` is the baseline that re-prepends the ancestors.
+* Realistic trees: :func:`word_language` (a toy corpus), :func:`generate` (sampling from a trained :class:`TreeLM`
+  with a key/value cache), :func:`sample_tree` (a group of rollouts, independent or forked where the sampler is
+  uncertain) and :func:`prefix_tree` (rollouts merged into a tree by their shared prefixes).
 * Measurements made from outside the method, so that a check on them can fail: :class:`count_tokens` (a forward
   hook on the token embedding), :class:`track_memory` (storages kept alive by saved tensors, released by
   finalizers, and the C heap in use), :func:`interleaved_times` (all sides of a benchmark in one run).
@@ -45,7 +48,7 @@ __all__ = [
     "path_logprobs", "tree_loss", "branch_avg_loss", "tree_ppo_loss", "branch_ppo_loss",
     "Partition", "partition_tree", "partition_tokens", "naive_partition_tokens", "partitioned_backward",
     "naive_partitioned_backward", "accumulate_gateway_grads", "chain_bound", "count_tokens", "track_memory",
-    "heap_in_use", "interleaved_times",
+    "heap_in_use", "interleaved_times", "WordLanguage", "word_language", "generate", "prefix_tree", "sample_tree",
 ]
 
 
@@ -735,6 +738,197 @@ def branch_ppo_loss(model: TreeLM, tree: TrajectoryTree, old_logprobs: np.ndarra
         r = torch.exp(lp - torch.as_tensor(old[ix], dtype=lp.dtype))
         total = total + (m * _clipped(r, torch.tensor(1.0 if c is None else float(c), dtype=lp.dtype), eps)).sum()
     return -total / len(paths)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Realistic trees: rollouts sampled from a trained LM, merged into a prefix tree
+# ----------------------------------------------------------------------------------------------------------------
+@dataclass
+class WordLanguage:
+    """A toy language for a small LM: ``words`` (fixed token strings) chained by a sparse word-level Markov chain
+    (each word has ``next_words.shape[1]`` possible successors with probabilities ``next_p``); after any word the
+    document ends with probability ``p_end`` (token ``eos``). Inside a word the next token is determined; at a word
+    boundary it is a real choice, so a trained model's samples share prefixes and then diverge, as LM rollouts do."""
+
+    words: list[list[int]]
+    next_words: np.ndarray
+    next_p: np.ndarray
+    p_end: float
+    eos: int = 0
+
+    def document(self, rng: np.random.Generator, max_tokens: int) -> list[int]:
+        """One document: a random first word, then successors until the end (``eos`` appended) or
+        ``max_tokens`` tokens (truncated, no ``eos``)."""
+        V.instance("rng", rng, np.random.Generator)
+        max_tokens = V.integer("max_tokens", max_tokens, min=1)
+        out: list[int] = []
+        w = int(rng.integers(len(self.words)))
+        while len(out) < max_tokens:
+            out += self.words[w]
+            if rng.random() < self.p_end:
+                out.append(self.eos)
+                break
+            w = int(self.next_words[w, rng.choice(self.next_words.shape[1], p=self.next_p[w])])
+        return out[:max_tokens]
+
+    def stream(self, rng: np.random.Generator, n_tokens: int) -> tuple[np.ndarray, np.ndarray]:
+        """``n_tokens`` of documents back to back, and the true entropy (nats) of each token given everything
+        before it (0 inside a word; the successor choice at a boundary; log(#words) after ``eos``). The mean of the
+        entropies is the cross-entropy a perfect model would reach."""
+        V.instance("rng", rng, np.random.Generator)
+        n_tokens = V.integer("n_tokens", n_tokens, min=1)
+        h_next = -(self.next_p * np.log(self.next_p)).sum(1)
+        h_boundary = -(self.p_end * math.log(self.p_end)) - (1 - self.p_end) * math.log(1 - self.p_end) \
+            + (1 - self.p_end) * h_next
+        toks: list[int] = []
+        ent: list[float] = []
+        w = prev = int(rng.integers(len(self.words)))
+        first = True
+        while len(toks) < n_tokens:
+            h0 = math.log(len(self.words)) if first else float(h_boundary[prev])
+            ent += [h0] + [0.0] * (len(self.words[w]) - 1)
+            toks += self.words[w]
+            first, prev = False, w
+            if rng.random() < self.p_end:
+                toks.append(self.eos)
+                ent.append(float(h_boundary[w]))
+                w, first = int(rng.integers(len(self.words))), True
+            else:
+                w = int(self.next_words[w, rng.choice(self.next_words.shape[1], p=self.next_p[w])])
+        return np.asarray(toks[:n_tokens], np.int64), np.asarray(ent[:n_tokens])
+
+
+def word_language(rng: np.random.Generator, vocab: int, n_words: int = 48, word_len: tuple[int, int] = (2, 5),
+                  n_next: int = 3, p_end: float = 0.03) -> WordLanguage:
+    """A random :class:`WordLanguage` over tokens ``1..vocab-1`` (token 0 is ``eos``): ``n_words`` words of
+    ``word_len`` tokens, each with ``n_next`` successors (Dirichlet(1) probabilities)."""
+    V.instance("rng", rng, np.random.Generator)
+    vocab = V.integer("vocab", vocab, min=3)
+    n_words = V.integer("n_words", n_words, min=2)
+    lo, hi = _seg_range(word_len)
+    n_next = V.integer("n_next", n_next, min=1, max=n_words)
+    p_end = V.number("p_end", p_end, min=0, max=1, strict_min=True, strict_max=True)
+    words = [rng.integers(1, vocab, int(rng.integers(lo, hi + 1))).tolist() for _ in range(n_words)]
+    nxt = np.stack([rng.choice(n_words, n_next, replace=False) for _ in range(n_words)])
+    p = rng.dirichlet(np.ones(n_next), n_words)
+    return WordLanguage(words, nxt, p, p_end)
+
+
+@torch.no_grad()
+def generate(model: TreeLM, prefix: Sequence[int], n: int, max_new: int, gen: torch.Generator,
+             eos: int | None = None, temperature: float = 1.0) -> tuple[list[list[int]], list[np.ndarray]]:
+    """Sample ``n`` continuations of ``prefix`` (at most ``max_new`` tokens each; one stops after emitting
+    ``eos``) from an attention-only :class:`TreeLM`, with a key/value cache (the model's gateway input).
+
+    Returns the continuations and, for each, the entropy (nats) of the distribution each token was drawn from."""
+    V.instance("model", model, TreeLM)
+    if model.cfg.ssm_every:
+        raise ValueError("generate needs an attention-only TreeLM (ssm_every=0)")
+    prefix = V.sequence("prefix", prefix, min_len=1, of=lambda k, x: V.integer(k, x, min=0,
+                                                                              max=model.cfg.vocab_size - 1))
+    n = V.integer("n", n, min=1)
+    max_new = V.integer("max_new", max_new, min=1)
+    V.instance("gen", gen, torch.Generator)
+    V.optional(V.integer, "eos", eos, min=0, max=model.cfg.vocab_size - 1)
+    temperature = V.positive("temperature", temperature)
+    was = model.training
+    model.eval()
+    P = len(prefix)
+    logits, cache = model(torch.tensor([prefix]), torch.arange(P))
+    kv = {li: (k.expand(n, -1, -1, -1), v.expand(n, -1, -1, -1)) for li, (k, v) in cache["kv"].items()}
+    last = logits[:, -1].expand(n, -1)
+    out = torch.zeros(n, max_new, dtype=torch.long)
+    ent = torch.zeros(n, max_new, dtype=torch.float64)
+    length = torch.full((n,), max_new)
+    for t in range(max_new):
+        logp = (last.double() / temperature).log_softmax(-1)
+        ent[:, t] = -(logp.exp() * logp).sum(-1)
+        tok = torch.multinomial(logp.exp(), 1, generator=gen)[:, 0]
+        out[:, t] = tok
+        if eos is not None:
+            length = torch.where((tok == eos) & (length == max_new), torch.tensor(t + 1), length)
+            if bool((length < max_new).all()):
+                break
+        if t + 1 < max_new:
+            G = P + t
+            logits, c = model(tok[:, None], torch.tensor([G]), torch.ones(1, G + 1, dtype=torch.bool), None,
+                              Gateway(kv, {}))
+            kv = {li: (torch.cat([kv[li][0], k], 2), torch.cat([kv[li][1], v], 2)) for li, (k, v) in c["kv"].items()}
+            last = logits[:, -1]
+    model.train(was)
+    return ([out[i, :int(length[i])].tolist() for i in range(n)],
+            [ent[i, :int(length[i])].numpy() for i in range(n)])
+
+
+def prefix_tree(prompt: Sequence[int], completions: Sequence[Sequence[int]],
+                coefs: Sequence[float] | None = None) -> TrajectoryTree:
+    """The tree of a group of rollouts: the ``prompt`` (masked out of the loss) as the root and the
+    ``completions`` merged wherever they share a prefix (a trie whose nodes are maximal shared segments).
+
+    Every completion keeps its own leaf (branch ``k`` ends at a leaf holding ``coefs[k]``, if given): where one
+    completion equals another or a prefix of it, its last token becomes a leaf of its own."""
+    prompt = V.sequence("prompt", prompt, min_len=1, of=lambda k, x: V.integer(k, x, min=0))
+    comps = V.sequence("completions", completions, min_len=1,
+                       of=lambda k, c: V.sequence(k, c, min_len=1, of=lambda j, x: V.integer(j, x, min=0)))
+    if coefs is not None:
+        coefs = V.sequence("coefs", coefs, of=lambda k, x: V.number(k, x))
+        if len(coefs) != len(comps):
+            raise ValueError(f"coefs has {len(coefs)} entries for {len(comps)} completions")
+    nodes = [Node(list(prompt), None, [False] * len(prompt))]
+
+    def leaf(k: int, off: int, parent: int) -> None:
+        nodes.append(Node(list(comps[k][off:]), parent, None, None if coefs is None else coefs[k]))
+
+    def build(members: list[int], off: int, parent: int) -> None:
+        groups: dict[int, list[int]] = {}
+        for k in members:
+            groups.setdefault(comps[k][off], []).append(k)
+        for grp in groups.values():
+            # a completion that ends at this token gets a 1-token leaf of its own (duplicates stay K branches)
+            rest = [k for k in grp if len(comps[k]) > off + 1] if len(grp) > 1 else grp
+            for k in grp:
+                if k not in rest:
+                    leaf(k, off, parent)
+            if len(rest) == 1:
+                leaf(rest[0], off, parent)
+            elif rest:
+                # shared while every member has the next token and it agrees; each keeps >= 1 token of its own
+                lim, end = min(len(comps[k]) for k in rest) - 1, off + 1
+                while end < lim and len({comps[k][end] for k in rest}) == 1:
+                    end += 1
+                nodes.append(Node(list(comps[rest[0]][off:end]), parent))
+                build(rest, end, len(nodes) - 1)
+
+    build(list(range(len(comps))), 0, 0)
+    return TrajectoryTree(nodes)
+
+
+def sample_tree(model: TreeLM, prompt: Sequence[int], n_leaves: int, max_new: int, gen: torch.Generator,
+                branch: str = "fork", eos: int | None = None, temperature: float = 1.0
+                ) -> tuple[TrajectoryTree, list[list[int]]]:
+    """A group of ``n_leaves`` rollouts of ``prompt`` sampled from ``model``, as a :func:`prefix_tree`.
+
+    ``branch="group"``: independent samples (a GRPO group), sharing whatever prefixes they happen to share.
+    ``branch="fork"``: tree rollouts: one rollout, then repeatedly a rollout chosen uniformly is forked at a
+    position drawn with probability proportional to the entropy the sampler had there, and a fresh continuation is
+    sampled from that point (so branches split where the model is uncertain). Returns the tree and the
+    completions."""
+    V.instance("model", model, TreeLM)
+    n_leaves = V.integer("n_leaves", n_leaves, min=1)
+    max_new = V.integer("max_new", max_new, min=1)
+    V.one_of("branch", branch, ("fork", "group"))
+    if branch == "group":
+        comps, _ = generate(model, prompt, n_leaves, max_new, gen, eos, temperature)
+        return prefix_tree(prompt, comps), comps
+    comps, ents = generate(model, prompt, 1, max_new, gen, eos, temperature)
+    while len(comps) < n_leaves:
+        j = int(torch.randint(len(comps), (1,), generator=gen))
+        h = torch.as_tensor(ents[j]).clamp_min(0)
+        t = int(torch.multinomial(h if float(h.sum()) > 0 else torch.ones_like(h), 1, generator=gen))
+        c, e = generate(model, list(prompt) + comps[j][:t], 1, max_new - t, gen, eos, temperature)
+        comps.append(comps[j][:t] + c[0])
+        ents.append(np.concatenate([ents[j][:t], e[0]]))
+    return prefix_tree(prompt, comps), comps
 
 
 # ----------------------------------------------------------------------------------------------------------------

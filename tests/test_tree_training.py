@@ -385,6 +385,120 @@ def test_partitioned_backward_runs_in_bf16():
     assert rel < 0.05
 
 
+
+def bf16_fanout_case():
+    """A root of 8 tokens with 4 children of 6: under a budget of 14 the root partition keeps one child and the
+    other 3 are child partitions, so each root key/value receives 3 relayed gradients (plus its own)."""
+    g = np.random.default_rng(3)
+    nodes = [tt.Node(g.integers(0, 17, 8).tolist(), None)]
+    nodes += [tt.Node(g.integers(0, 17, 6).tolist(), 0, coef=c) for c in (1.0, -0.5, 0.75, 2.0)]
+    tree = tt.TrajectoryTree(nodes)
+    ser = tt.serialize(tree)
+    parts = tt.partition_tree(tree, 14)
+    assert len(parts) == 4 and parts[0].children == [1, 2, 3]
+    return model(0, torch.bfloat16), tree, ser, tt.token_weights(tree, ser), parts
+
+
+def test_partitioned_bf16_gateway_accumulation_rounds_once():
+    """bf16 model: relaying the children's gateway gradients into an fp32 accumulator gives bit for bit the
+    gradients of an exact (fp64) accumulator rounded once; accumulating in bf16 rounds after every child and
+    does not."""
+    m, tree, ser, w, parts = bf16_fanout_case()
+    out = {}
+    for acc in (torch.float64, torch.float32, torch.bfloat16):
+        m.zero_grad()
+        tt.partitioned_backward(m, tree, parts, w, ser, acc_dtype=acc)
+        out[acc] = grads(m)
+    assert all(torch.equal(a, b) for a, b in zip(out[torch.float32], out[torch.float64]))
+    assert not all(torch.equal(a, b) for a, b in zip(out[torch.bfloat16], out[torch.float64]))
+    m.zero_grad()
+    tt.partitioned_backward(m, tree, parts, w, ser)  # the default accumulates in fp32
+    assert all(torch.equal(a, b) for a, b in zip(grads(m), out[torch.float32]))
+
+
+# -- realistic trees: a toy language, a sampler, prefix trees -----------------------------------------------------
+def test_prefix_tree_keeps_every_completion_as_a_branch():
+    prompt = [9, 9, 9]
+    comps = [[1, 2, 3, 4], [1, 2, 5], [1, 2, 3, 4], [1, 2], [7], [1, 2, 3, 4, 6]]
+    tree = tt.prefix_tree(prompt, comps, coefs=[0.5, 1.0, -1.0, 2.0, 3.0, -2.0])
+    assert len(tree.leaves()) == len(comps)
+    assert sorted(tree.path_tokens()) == sorted(prompt + c for c in comps)
+    # each completion's coefficient sits on the leaf of its own branch
+    by_path = sorted((tuple(t), tree.nodes[p[-1]].coef) for t, p in zip(tree.path_tokens(), tree.paths()))
+    assert by_path == sorted((tuple(prompt + c), k) for c, k in zip(comps, [0.5, 1.0, -1.0, 2.0, 3.0, -2.0]))
+    # shared prefixes are stored once: the trie holds fewer tokens than the flat rollouts
+    assert tree.n_tree < tree.n_flat and tree.nodes[tree.root].loss_mask == [False] * 3
+    ser = tt.serialize(tree)
+    assert ser.loss_mask.sum() == tree.n_tree - len(prompt)
+    one = tt.prefix_tree(prompt, [[4, 5]])
+    assert one.n_tree == 5 and len(one) == 2
+    with pytest.raises(ValueError, match="coefs"):
+        tt.prefix_tree(prompt, comps, coefs=[1.0])
+    with pytest.raises(ValueError, match="completions"):
+        tt.prefix_tree(prompt, [[1], []])
+
+
+@SETTINGS
+@given(st.integers(0, 10**6), st.integers(1, 8))
+def test_prefix_tree_random_groups(seed, k):
+    g = np.random.default_rng(seed)
+    base = g.integers(0, 3, 6).tolist()
+    comps = [base[: int(g.integers(0, 6))] + g.integers(0, 3, int(g.integers(1, 4))).tolist() for _ in range(k)]
+    tree = tt.prefix_tree([5], comps)
+    assert len(tree.leaves()) == k
+    assert sorted(tree.path_tokens()) == sorted([5] + c for c in comps)
+
+
+def test_word_language_and_stream():
+    lang = tt.word_language(np.random.default_rng(0), 20, n_words=6, word_len=(2, 3), n_next=2, p_end=0.1)
+    a, ha = lang.stream(np.random.default_rng(1), 500)
+    b, hb = lang.stream(np.random.default_rng(1), 500)
+    assert np.array_equal(a, b) and np.array_equal(ha, hb) and len(a) == len(ha) == 500
+    assert a.min() >= 0 and a.max() < 20 and (a == lang.eos).any()
+    assert (ha >= 0).all() and 0 < ha.mean() < np.log(20)
+    doc = lang.document(np.random.default_rng(2), 1000)
+    assert doc[-1] == lang.eos and lang.eos not in doc[:-1]
+
+
+def tiny_sampler():
+    torch.manual_seed(0)
+    return tt.TreeLM(tt.TreeLMConfig(vocab_size=17, n_layer=2, n_head=2, d_model=16, init_std=0.3)).double()
+
+
+def test_generate_cache_matches_full_forward():
+    """The key/value-cached sampler draws from exactly the model's next-token distributions."""
+    m = tiny_sampler()
+    prefix = [3, 1, 4, 1, 5]
+    comps, ents = tt.generate(m, prefix, 3, 12, torch.Generator().manual_seed(0), eos=2)
+    again, _ = tt.generate(m, prefix, 3, 12, torch.Generator().manual_seed(0), eos=2)
+    assert comps == again
+    for c, e in zip(comps, ents):
+        assert 1 <= len(c) <= 12 and (c[-1] == 2 or len(c) == 12) and 2 not in c[:-1]
+        seq = torch.tensor([prefix + c])
+        with torch.no_grad():
+            logp = m(seq, torch.arange(seq.shape[1]))[0][0, len(prefix) - 1:-1].log_softmax(-1)
+        assert np.allclose(-(logp.exp() * logp).sum(-1).numpy(), e, atol=1e-10)
+    with pytest.raises(ValueError, match="attention-only"):
+        tt.generate(model(2), prefix, 1, 3, torch.Generator())
+    with pytest.raises(ValueError, match="prefix"):
+        tt.generate(m, [99], 1, 3, torch.Generator())
+
+
+@pytest.mark.parametrize("branch", ["fork", "group"])
+def test_sample_tree(branch):
+    m = tiny_sampler()
+    prompt = [3, 1, 4, 1, 5, 9]
+    tree, comps = tt.sample_tree(m, prompt, 6, 10, torch.Generator().manual_seed(1), branch, eos=2)
+    assert len(comps) == len(tree.leaves()) == 6
+    assert sorted(tree.path_tokens()) == sorted(prompt + c for c in comps)
+    assert tree.n_flat > tree.n_tree
+    lp = tt.tree_logprobs(m, tree)
+    ser = tt.serialize(tree)
+    for ix, ref in zip(tt.path_token_index(tree, ser), tt.path_logprobs(m, tree)):
+        assert torch.allclose(lp[ix], ref, atol=1e-10)
+    with pytest.raises(ValueError, match="branch"):
+        tt.sample_tree(m, prompt, 2, 3, torch.Generator(), "beam")
+
 def test_partitioned_backward_rejects_bad_cover():
     m = model()
     tree = make_tree(2, 5)
