@@ -1073,3 +1073,38 @@ rec.claim(
     f"({large_base.n_params():,} vs {bases[seed].n_params():,} parameters)",
 )
 rec.save()
+
+# %% [markdown]
+# ## What the runs say, and what they cannot
+#
+# Read the claims above with the per-seed tables; in the default run (seeds 0–2) they say:
+#
+# * **Balanced data does the work; the reward adds little.** Every arm trained on balanced bandwagon data
+#   stops following the cue, on the training subjects and on the held-out ones, and the accuracy-reward arm
+#   does so about as well as EIT (`eit_vs_accuracy_reward`). Under the paper's std-normalized GRPO the two
+#   rewards give identical gradients (checked); under mean-baseline advantages EIT is accuracy reweighted 2.0 /
+#   1.3, a per-item step size. At a third of the learning rate EIT comes out ahead on every seed, but by one to
+#   four points, from under one to about three standard errors of a paired difference on 300 items.
+# * **The main learning rate is too large for one seed.** The seed-2 EIT run loses its task skill on the
+#   *training* subjects (no-cue accuracy falls about 0.23), which drags down its adversarial, aligned and
+#   transfer numbers; the same run at a third of the learning rate keeps it (the step-size table). The
+#   learning rate is the one fixed before the runs: choosing it after seeing the claims would be tuning, so
+#   the claims keep it and the lower rate is the diagnosis. At the lower rate `aligned_preserved` would hold on
+#   every seed.
+# * **Aligned accuracy is the no-cue skill.** The base scores 1.0 with a right cue because it copies the cue. A
+#   judge that has learned to ignore the cue keeps that score only by solving the item, so after EIT aligned
+#   accuracy sits close to no-cue accuracy (the aligned − no-cue column) and `aligned_preserved` asks whether
+#   RL left the task skill within two points of where it was.
+# * **Forgetting on held-out subjects is real and not EIT's.** Every RL arm loses no-cue accuracy on the
+#   subjects it never trains on, the accuracy-reward arm more than EIT. A stronger KL penalty does not reduce
+#   it (the KL sweep: held-out no-cue accuracy is no higher at larger weights, and the largest also undoes the
+#   adversarial gain), and a smaller step helps two seeds of three. The
+#   RL data shows only cued items of two subjects; nothing anchors the rest beyond the KL on those items.
+# * **Transfer to unseen families is measurable on one new family only.** The base judges do not follow the
+#   content-quoting expert cue or the option-order cue (their aligned and adversarial accuracies are equal), so
+#   there is no cue-following to remove; the claim is measured on the digits family, which the base follows
+#   hard, and the note gives the three-family mean the issue first asked for. The gain there and on verbosity
+#   is as large for the accuracy-reward arm as for EIT: it comes from the balanced data.
+#
+# Limits: one base judge per seed and one larger judge; 150 RL steps; a synthetic task whose cues are single
+# tokens; eval cells of 300 items (a standard error near 0.017 at 90 % accuracy).
