@@ -1,15 +1,18 @@
-"""Anchor-based video editing (AVE): edit a few keyframes with an image editor, propagate them with a
-motion-guided generator that keeps the edited keyframes as fixed anchors.
+"""Anchor-based video editing (AVE): edit a few keyframes with an image editor, then let a motion-guided
+generative model produce the other frames while the edited keyframes stay fixed as anchors.
 
 Everything here is small and built for the chapter ``11_anchor_video_edit`` (a reconstruction from the paper's
 abstract): synthetic clips with exact optical flow (a window panning over a scikit-image photograph, with a moving
-textured sprite that occludes it), a stochastic toy image editor with a quality knob, keyframe selection, composed
-(tiled) editing, flow warping, a small U-Net propagator trained self-supervised on unedited clips, the baselines
-and the three metrics (instruction following, temporal consistency, content fidelity).
+textured sprite that occludes it), optical flow *estimated* from the frames (TV-L1), a stochastic,
+context-dependent toy image editor (composing keyframes into one canvas changes its output), a small conditional
+flow-matching model over frames with anchor replacement at every sampling step, trained self-supervised to
+rebuild source clips from their own keyframes, the flow-warping baseline, and metrics split into visible and
+disoccluded pixels.
 
 Conventions: a clip is a float tensor (T, 3, H, W) in [0, 1]; ``flow[t]`` (2, H, W) is the *backward* flow from
 frame t+1 to frame t: pixel p of frame t+1 shows what frame t showed at ``p + flow[t][:, p]`` (dx, dy);
 ``valid[t]`` (H, W) marks pixels of frame t+1 that were visible in frame t at that place (not disoccluded).
+The ground-truth flow is used only for scoring; every method moves pixels with the estimated :class:`Motion`.
 """
 
 from __future__ import annotations
@@ -25,9 +28,11 @@ from torch import Tensor, nn
 from helpers import validate as V
 
 __all__ = [
-    "IMAGES", "load_image", "Clip", "make_clip", "warp", "warp_chain", "psnr", "warp_error",
-    "uniform_keyframes", "motion_keyframes", "EditParams", "Editor", "apply_edit", "Propagator",
-    "propagator_inputs", "propagate", "flow_warp_propagate", "random_appearance_edit",
+    "IMAGES", "INSTRUCTIONS", "load_image", "Clip", "make_clip", "warp", "warp_chain", "psnr", "warp_error",
+    "Motion", "estimate_motion", "chain_motion", "visibility", "ssim_outside", "uniform_keyframes",
+    "motion_keyframes", "EditParams", "Editor", "apply_edit", "edit_video", "Propagator", "anchor_condition",
+    "train_propagator", "propagate", "flow_warp_propagate", "TRAIN_IMAGES", "TEST_IMAGES", "checkpoint_config",
+    "training_clips",
 ]
 
 IMAGES = ("astronaut", "coffee", "chelsea", "rocket", "immunohistochemistry", "motorcycle_left")
@@ -58,6 +63,7 @@ class Clip:
     masks: Tensor  # (T, H, W) bool: the sprite (the object an edit may target)
     flow: Tensor  # (T-1, 2, H, W) backward flow t+1 -> t, pixels
     valid: Tensor  # (T-1, H, W) bool: visible in frame t at the flow's source
+    centers: Tensor  # (T, 2) float: the sprite's centre (x, y) in pixels, possibly outside the frame
     info: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -68,6 +74,7 @@ class Clip:
         V.tensor("masks", self.masks, shape=(T, H, W), dtype="bool")
         V.tensor("flow", self.flow, shape=(T - 1, 2, H, W), dtype="float")
         V.tensor("valid", self.valid, shape=(T - 1, H, W), dtype="bool")
+        V.tensor("centers", self.centers, shape=(T, 2), dtype="float")
         V.instance("info", self.info, dict)
 
 
@@ -78,17 +85,6 @@ def _clip(clip: object) -> Clip:
 def _image(name: str, x: object, clip: Clip) -> Tensor:
     """A finite float (3, H, W) image of the clip's size."""
     return V.tensor(name, x, shape=(3, *clip.frames.shape[-2:]), dtype="float")
-
-
-def _anchors(anchors: object, clip: Clip) -> dict[int, Tensor]:
-    V.instance("anchors", anchors, dict)
-    if not anchors:
-        raise ValueError("anchors must hold at least one anchor image (frame index -> (3, H, W)), got {}")
-    T = len(clip.frames)
-    for k, img in anchors.items():
-        V.index("anchors key", k, T)
-        _image(f"anchors[{k}]", img, clip)
-    return anchors
 
 
 def _sprite(size: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -121,7 +117,11 @@ def make_clip(image: str | np.ndarray, T: int = 12, size: int = 32, seed: int = 
         if img.shape[2] != 3:
             raise ValueError(f"image must have shape (H, W, 3), got {img.shape}")
     scale = max(1, min(img.shape[0], img.shape[1]) // (3 * size))
-    img = img[::scale, ::scale]  # keep some texture at our small size
+    if scale > 1:  # anti-aliased subsampling: keep some texture at our small size, without aliasing
+        from scipy.ndimage import gaussian_filter
+
+        img = gaussian_filter(img, (0.6 * scale, 0.6 * scale, 0))
+    img = img[::scale, ::scale]
     H0, W0 = img.shape[:2]
     pan = np.zeros(2, int) if static else rng.integers(-2, 3, 2)
     if not static and not pan.any():
@@ -132,7 +132,7 @@ def make_clip(image: str | np.ndarray, T: int = 12, size: int = 32, seed: int = 
                          f"size={size} panning over T={T} frames needs {size + span[1] + 1}x{size + span[0] + 1}")
     x0 = rng.integers(0, W0 - size - span[0]) + (span[0] if pan[0] < 0 else 0)
     y0 = rng.integers(0, H0 - size - span[1]) + (span[1] if pan[1] < 0 else 0)
-    s = sprite_size or size // 3
+    s = sprite_size or 3 * size // 8
     col, smask = _sprite(s, rng)
     vel = np.zeros(2, int) if static else rng.integers(-3, 4, 2)
     if not static and (vel == pan).all():
@@ -170,6 +170,8 @@ def make_clip(image: str | np.ndarray, T: int = 12, size: int = 32, seed: int = 
         valid[t] = inb & (src_on == on)  # same surface at the source: not disoccluded, not newly covered
     return Clip(frames=torch.tensor(frames).permute(0, 3, 1, 2).contiguous(), masks=torch.tensor(masks),
                 flow=torch.tensor(flow), valid=torch.tensor(valid),
+                centers=torch.tensor(np.array([pos0 + vel * t + (s - 1) / 2 for t in range(T)]),
+                                     dtype=torch.float32),
                 info=dict(image=image if isinstance(image, str) else "array", pan=pan.tolist(), vel=vel.tolist()))
 
 
@@ -286,6 +288,144 @@ def warp_error(video: Tensor, clip: Clip) -> float:
 
 
 # ----------------------------------------------------------------------------------------------------------------
+# Estimated motion
+# ----------------------------------------------------------------------------------------------------------------
+@dataclass
+class Motion:
+    """Optical flow estimated from the source frames, both directions, with a forward-backward occlusion check.
+
+    ``bwd[t]`` (2, H, W): pixel p of frame t+1 shows frame t at ``p + bwd[t][:, p]`` (dx, dy).
+    ``fwd[t]`` (2, H, W): pixel p of frame t shows frame t+1 at ``p + fwd[t][:, p]``.
+    ``vb[t]`` / ``vf[t]`` (H, W) bool: where the two flows agree (the pixel is judged visible in the other frame).
+    """
+
+    bwd: Tensor
+    fwd: Tensor
+    vb: Tensor
+    vf: Tensor
+
+    def __post_init__(self) -> None:
+        V.tensor("bwd", self.bwd, ndim=4, dtype="float", nonempty=True)
+        if self.bwd.shape[1] != 2:
+            raise ValueError(f"bwd must have shape (T-1, 2, H, W), got {tuple(self.bwd.shape)}")
+        V.tensor("fwd", self.fwd, shape=tuple(self.bwd.shape), dtype="float")
+        V.tensor("vb", self.vb, shape=(self.bwd.shape[0], *self.bwd.shape[2:]), dtype="bool")
+        V.tensor("vf", self.vf, shape=(self.bwd.shape[0], *self.bwd.shape[2:]), dtype="bool")
+
+    @property
+    def T(self) -> int:
+        return self.bwd.shape[0] + 1
+
+
+def _motion(motion: object) -> Motion:
+    return V.instance("motion", motion, Motion)
+
+
+def estimate_motion(frames: Tensor, fast: bool = False, tol: float = 0.75) -> Motion:
+    """TV-L1 optical flow (``skimage.registration.optical_flow_tvl1``) between consecutive grey frames, both ways.
+
+    A pixel is marked visible in the neighbouring frame when following the flow there and back returns within
+    ``tol`` pixels. ``fast=True`` uses fewer warps and iterations (quick mode).
+    """
+    from skimage.registration import optical_flow_tvl1
+
+    V.tensor("frames", frames, ndim=4, dtype="float", nonempty=True)
+    if frames.shape[0] < 2 or frames.shape[1] != 3:
+        raise ValueError(f"frames must have shape (T >= 2, 3, H, W), got {tuple(frames.shape)}")
+    fast = V.boolean("fast", fast)
+    tol = V.positive("tol", tol)
+    kw = dict(attachment=40, prefilter=True)  # sharper than the default (15): our textures are fine
+    if fast:
+        kw.update(num_warp=3, num_iter=5)
+    g = frames.mean(1).double().numpy()
+    bwd, fwd = [], []
+    for t in range(len(g) - 1):
+        vy, vx = optical_flow_tvl1(g[t + 1], g[t], **kw)  # g[t] sampled at p + v matches g[t+1]
+        bwd.append(np.stack([vx, vy]))
+        vy, vx = optical_flow_tvl1(g[t], g[t + 1], **kw)
+        fwd.append(np.stack([vx, vy]))
+    bwd = torch.tensor(np.array(bwd), dtype=torch.float32)
+    fwd = torch.tensor(np.array(fwd), dtype=torch.float32)
+    return Motion(bwd, fwd, _fb_check(bwd, fwd, tol), _fb_check(fwd, bwd, tol))
+
+
+def _fb_check(a: Tensor, b: Tensor, tol: float) -> Tensor:
+    """Where following flow ``a`` and then ``b`` (sampled at the landing point) returns home, inside the frame."""
+    H, W = a.shape[-2:]
+    back = _warp(b, a)  # b at p + a(p)
+    yy, xx = torch.meshgrid(torch.arange(H, dtype=a.dtype), torch.arange(W, dtype=a.dtype), indexing="ij")
+    sx, sy = xx + a[:, 0], yy + a[:, 1]
+    inb = (sx >= 0) & (sx <= W - 1) & (sy >= 0) & (sy <= H - 1)
+    return inb & ((a + back).norm(dim=1) < tol)
+
+
+def chain_motion(motion: Motion, src: int, dst: int) -> tuple[Tensor, Tensor]:
+    """Compose the estimated flow from frame ``dst`` back to frame ``src``: a displacement (2, H, W) with
+    ``warp(frame_src, disp)`` ≈ frame ``dst``, and where every step of the path passed the occlusion check."""
+    T = _motion(motion).T
+    src, dst = V.index("src", src, T), V.index("dst", dst, T)
+    return _chain_motion(motion, src, dst)
+
+
+def _chain_motion(motion: Motion, src: int, dst: int) -> tuple[Tensor, Tensor]:
+    H, W = motion.bwd.shape[-2:]
+    disp = torch.zeros(2, H, W)
+    ok = torch.ones(1, H, W)
+    # dst > src: pixel p of u shows u-1 at p + bwd[u-1]; dst < src: p of u shows u+1 at p + fwd[u]
+    steps = ([(motion.bwd[u - 1], motion.vb[u - 1]) for u in range(dst, src, -1)] if dst > src
+             else [(motion.fwd[u], motion.vf[u]) for u in range(dst, src)])
+    for f, v in steps:  # sample the next step's flow where the path has landed so far
+        disp, ok = disp + _warp(f, disp), ok * _warp(v[None].float(), disp)
+    return disp, ok[0] > 0.5
+
+
+def visibility(clip: Clip, keys: list[int]) -> Tensor:
+    """(T, H, W) bool: pixels that the ground-truth motion carries from the nearest anchor before or after them
+    (anchor frames are all True). The rest are *disoccluded*: no anchor showed that surface."""
+    T = len(_clip(clip).frames)
+    keys = _keys(keys, T)
+    out = torch.zeros(clip.frames.shape[0], *clip.frames.shape[-2:], dtype=torch.bool)
+    for t in range(T):
+        for k in _neighbours(keys, t):
+            out[t] |= _warp_chain(clip.frames[k], clip, k, t)[1]
+    return out
+
+
+def _keys(keys: object, T: int) -> list[int]:
+    V.instance("keys", keys, (list, tuple))
+    if not keys:
+        raise ValueError("keys must name at least one anchor frame, got an empty list")
+    return sorted({V.index("keys item", k, T) for k in keys})
+
+
+def _neighbours(keys: list[int], t: int) -> tuple[int, int]:
+    """The nearest anchor at or before t and at or after t (the other one when t is outside their range)."""
+    prev = max([k for k in keys if k <= t], default=None)
+    nxt = min([k for k in keys if k >= t], default=None)
+    return (prev if prev is not None else nxt), (nxt if nxt is not None else prev)
+
+
+def ssim_outside(video: Tensor, source: Tensor, outside: Tensor) -> float:
+    """Mean SSIM (scikit-image, 7×7 windows) between ``video`` and ``source`` (T, 3, H, W) over the pixels where
+    ``outside`` (T, H, W) is True: content fidelity outside the edited region."""
+    from skimage.metrics import structural_similarity
+
+    V.tensor("video", video, ndim=4, dtype="float", nonempty=True)
+    V.tensor("source", source, shape=tuple(video.shape), dtype="float")
+    V.tensor("outside", outside, shape=(video.shape[0], *video.shape[2:]), dtype="bool")
+    if video.shape[1] != 3:
+        raise ValueError(f"video must have shape (T, 3, H, W), got {tuple(video.shape)}")
+    if not outside.any():
+        raise ValueError("outside must select at least one pixel, got an all-False mask")
+    vals = []
+    for v, s, m in zip(video, source, outside):
+        _, smap = structural_similarity(v.permute(1, 2, 0).double().numpy(), s.permute(1, 2, 0).double().numpy(),
+                                        channel_axis=2, data_range=1.0, full=True)
+        vals.append(smap.mean(2)[m.numpy()])
+    return float(np.concatenate(vals).mean())
+
+
+# ----------------------------------------------------------------------------------------------------------------
 # Keyframes
 # ----------------------------------------------------------------------------------------------------------------
 def uniform_keyframes(T: int, m: int) -> list[int]:
@@ -297,11 +437,12 @@ def uniform_keyframes(T: int, m: int) -> list[int]:
     return sorted({round(i * (T - 1) / (m - 1)) for i in range(m)})
 
 
-def motion_keyframes(clip: Clip, m: int) -> list[int]:
-    """``m`` keyframes at equal steps of cumulative motion (mean flow magnitude plus disoccluded fraction)."""
-    T = len(_clip(clip).frames)
+def motion_keyframes(motion: Motion, m: int) -> list[int]:
+    """``m`` keyframes at equal steps of cumulative *estimated* motion (mean flow magnitude plus the fraction of
+    pixels that fail the occlusion check)."""
+    T = _motion(motion).T
     m = V.integer("m", m, min=1, max=T)
-    step = clip.flow.norm(dim=1).mean((1, 2)) + 10 * (~clip.valid).float().mean((1, 2))
+    step = motion.bwd.norm(dim=1).mean((1, 2)) + 10 * (~motion.vb).float().mean((1, 2))
     cum = torch.cat([torch.zeros(1), step.cumsum(0)]).numpy()
     if m == 1:
         return [0]
@@ -318,23 +459,33 @@ def motion_keyframes(clip: Clip, m: int) -> list[int]:
 # ----------------------------------------------------------------------------------------------------------------
 # The toy image editor
 # ----------------------------------------------------------------------------------------------------------------
-INSTRUCTIONS = ("recolor_object", "restyle_background")
+INSTRUCTIONS = ("stripe_object", "restyle_background")
 
 
 @dataclass(frozen=True)
 class EditParams:
-    """The stochastic parameters one editor call draws (shared by everything edited in that call)."""
+    """The parameters one editor call settles on (shared by everything edited in that call)."""
 
     instruction: str
-    hue: float  # hue rotation (turns)
-    gain: float  # saturation/brightness gain
-    levels: int  # posterization levels (background restyle)
+    hue: float  # hue rotation (turns), background restyle
+    gain: float  # contrast gain, background restyle
+    levels: int  # posterization levels, background restyle
+    freq: float  # stripes per pixel, object pattern
+    angle: float  # stripe direction (radians)
+    phase: float  # stripe phase (turns)
+    color: tuple = (1.0, 1.0, 1.0)  # stripe colour (r, g, b)
 
     def __post_init__(self) -> None:
         V.one_of("instruction", self.instruction, INSTRUCTIONS)
-        object.__setattr__(self, "hue", V.number("hue", self.hue))
+        for k in ("hue", "angle", "phase"):
+            object.__setattr__(self, k, V.number(k, getattr(self, k)))
         object.__setattr__(self, "gain", V.nonnegative("gain", self.gain))
+        object.__setattr__(self, "freq", V.nonnegative("freq", self.freq))
         object.__setattr__(self, "levels", V.integer("levels", self.levels, min=1))
+        V.instance("color", self.color, tuple)
+        if len(self.color) != 3:
+            raise ValueError(f"color must be an (r, g, b) tuple, got {self.color!r}")
+        object.__setattr__(self, "color", tuple(V.probability("color item", c) for c in self.color))
 
 
 def _hue_rotate(x: Tensor, turns: float | Tensor) -> Tensor:
@@ -351,56 +502,84 @@ def _hue_rotate(x: Tensor, turns: float | Tensor) -> Tensor:
     return torch.einsum("ij,j...->i...", M, x)
 
 
-def apply_edit(frame: Tensor, mask: Tensor, p: EditParams) -> Tensor:
-    """Apply edit ``p`` to one frame (3, H, W) with the object's mask (H, W): a deterministic, pixelwise map."""
+def apply_edit(frame: Tensor, mask: Tensor, center: Tensor, p: EditParams) -> Tensor:
+    """Apply edit ``p`` to one frame (3, H, W) with the object's mask (H, W) and centre (x, y).
+
+    ``stripe_object`` paints soft stripes in the object's own coordinates (so the pattern moves with it);
+    ``restyle_background`` rotates the hue, posterizes and changes the contrast of everything but the object.
+    """
     V.tensor("frame", frame, ndim=3, dtype="float")
     if frame.shape[0] != 3:
         raise ValueError(f"frame must have shape (3, H, W), got {tuple(frame.shape)}")
     V.tensor("mask", mask, shape=frame.shape[1:], dtype="bool")
+    V.tensor("center", center, shape=(2,), dtype="float")
     V.instance("p", p, EditParams)
-    return _apply_edit(frame, mask, p)
+    return _apply_edit(frame, mask, center, p)
 
 
-def _apply_edit(frame: Tensor, mask: Tensor, p: EditParams) -> Tensor:
-    if p.instruction == "recolor_object":
-        grey = frame.mean(0, keepdim=True)
-        rec = (grey + p.gain * (_hue_rotate(frame, p.hue) - grey)).clamp(0, 1)
-        return torch.where(mask[None], rec, frame)
-    if p.instruction == "restyle_background":
-        sty = _hue_rotate(frame, p.hue)
-        sty = (torch.floor(sty.clamp(0, 1) * p.levels) + 0.5) / p.levels
-        sty = (0.5 + p.gain * (sty - 0.5)).clamp(0, 1)
-        return torch.where(mask[None], frame, sty)
-    raise ValueError(f"instruction must be one of {INSTRUCTIONS}, got {p.instruction!r}")
+def _apply_edit(frame: Tensor, mask: Tensor, center: Tensor, p: EditParams) -> Tensor:
+    if p.instruction == "stripe_object":
+        H, W = frame.shape[-2:]
+        yy, xx = torch.meshgrid(torch.arange(H, dtype=frame.dtype), torch.arange(W, dtype=frame.dtype),
+                                indexing="ij")
+        u = (xx - center[0]) * math.cos(p.angle) + (yy - center[1]) * math.sin(p.angle)
+        w = torch.sigmoid(6 * torch.sin(2 * math.pi * (p.freq * u + p.phase)))
+        col = torch.tensor(p.color, dtype=frame.dtype)[:, None, None]
+        return torch.where(mask[None], frame * (1 - w) + col * w, frame)
+    sty = _hue_rotate(frame, p.hue)
+    sty = (torch.floor(sty.clamp(0, 1) * p.levels) + 0.5) / p.levels
+    sty = (0.5 + p.gain * (sty - 0.5)).clamp(0, 1)
+    return torch.where(mask[None], frame, sty)
+
+
+def edit_video(frames: Tensor, masks: Tensor, centers: Tensor, p: EditParams) -> Tensor:
+    """The ground-truth edited video: edit ``p`` applied to every frame (T, 3, H, W) with its mask and centre."""
+    V.tensor("frames", frames, ndim=4, dtype="float", nonempty=True)
+    T = frames.shape[0]
+    if frames.shape[1] != 3:
+        raise ValueError(f"frames must have shape (T, 3, H, W), got {tuple(frames.shape)}")
+    V.tensor("masks", masks, shape=(T, *frames.shape[2:]), dtype="bool")
+    V.tensor("centers", centers, shape=(T, 2), dtype="float")
+    V.instance("p", p, EditParams)
+    return torch.stack([_apply_edit(f, m, c, p) for f, m, c in zip(frames, masks, centers)])
 
 
 class Editor:
-    """A stochastic image editor. Each call draws one :class:`EditParams` (hue jitter, gain, levels) and applies
-    it. ``quality`` in [0, 1] emulates weaker editors: noise, blur and a hue bias grow as quality drops.
+    """A stochastic, context-dependent image editor.
 
-    ``edit(frames, masks, instruction)`` with several frames is *composed editing*: the frames are tiled into one
-    canvas and edited in one call, so they share the parameters.
+    One call looks at the whole image it is given (its background colour and contrast) and settles on edit
+    parameters that depend on that context, plus random jitter (like a generative editor, each call draws its
+    own). ``edit`` with several frames is *composed editing*: the frames are tiled into one canvas, so the editor
+    sees them together and settles on one set of parameters; editing each keyframe alone gives each its own.
+    ``quality`` in [0, 1] emulates weaker editors (noise, blur and a hue bias grow as it drops).
     """
 
-    def __init__(self, seed: int = 0, quality: float = 1.0) -> None:
+    def __init__(self, seed: int = 0, quality: float = 1.0, jitter: float = 1.0) -> None:
         seed = V.seed("seed", seed)
-        quality = V.probability("quality", quality)
+        self.quality = V.probability("quality", quality)
+        self.jitter = V.probability("jitter", jitter)
         self.rng = np.random.default_rng(seed)
-        self.quality = quality
         self.calls: list[EditParams] = []
 
-    def draw(self, instruction: str) -> EditParams:
-        """Draw one call's parameters for ``instruction``."""
+    def draw(self, instruction: str, canvas: Tensor, cmask: Tensor) -> EditParams:
+        """The parameters of one call on ``canvas`` (3, H, W) with the object's mask ``cmask`` (H, W)."""
         V.one_of("instruction", instruction, INSTRUCTIONS)
-        hue = 0.33 + self.rng.uniform(-0.08, 0.08)
-        gain = 1.3 + self.rng.uniform(-0.2, 0.2)
-        levels = int(self.rng.integers(3, 6))
-        return EditParams(instruction, float(hue), float(gain), levels)
-
-    @staticmethod
-    def ideal(instruction: str) -> EditParams:
-        """The parameters of the instruction without jitter (what an ideal editor would do)."""
-        return EditParams(instruction, 0.33, 1.3, 4)
+        V.tensor("canvas", canvas, ndim=3, dtype="float")
+        if canvas.shape[0] != 3:
+            raise ValueError(f"canvas must have shape (3, H, W), got {tuple(canvas.shape)}")
+        V.tensor("cmask", cmask, shape=canvas.shape[1:], dtype="bool")
+        bg = canvas[:, ~cmask] if (~cmask).any() else canvas.reshape(3, -1)
+        mean = bg.mean(1).double().numpy()
+        lum, con = float(mean.mean()), float(bg.mean(0).std()) if bg.shape[1] > 1 else 0.0
+        j, r = self.jitter, self.rng.uniform(-1, 1, 5)
+        # context: stripes contrast with the surroundings and lie at an angle set by the brightness;
+        # the restyle's hue and posterization follow the background's brightness and contrast
+        color = tuple(float(np.clip(1 - c + 0.1 * j * r[0], 0, 1)) for c in mean)
+        return EditParams(instruction, hue=0.15 + 0.6 * lum + 0.05 * j * r[1],
+                          gain=max(0.0, 1.5 - 0.8 * con + 0.1 * j * r[2]),
+                          levels=int(np.clip(round(3 + 8 * con + j * r[3]), 2, 8)),
+                          freq=0.22 + 0.02 * j * r[4], angle=math.pi * (2 * lum + 0.15 * j * r[3]),
+                          phase=float(j * self.rng.uniform(0, 1)), color=color)
 
     def degrade(self, img: Tensor) -> Tensor:
         """The weak-editor artefacts at this quality (a no-op at quality 1)."""
@@ -417,132 +596,255 @@ class Editor:
         noise = torch.tensor(self.rng.standard_normal(out.shape), dtype=out.dtype) * 0.12 * bad
         return (out + noise).clamp(0, 1)
 
-    def edit(self, frames: Tensor, masks: Tensor, instruction: str) -> tuple[Tensor, EditParams]:
-        """One editor call on (n, 3, H, W) frames tiled side by side; returns the edited frames and the params."""
+    def edit(self, frames: Tensor, masks: Tensor, centers: Tensor, instruction: str) -> tuple[Tensor, EditParams]:
+        """One editor call on (n, 3, H, W) frames tiled side by side (masks (n, H, W), object centres (n, 2));
+        returns the edited frames and the parameters of the call."""
         V.tensor("frames", frames, ndim=(3, 4), dtype="float", nonempty=True)
         V.tensor("masks", masks, dtype="bool")
+        V.tensor("centers", centers, dtype="float")
         V.one_of("instruction", instruction, INSTRUCTIONS)
         if frames.dim() == 3:
-            frames, masks = frames[None], masks[None]
+            frames, masks, centers = frames[None], masks[None], centers[None]
         if frames.shape[1] != 3:
             raise ValueError(f"frames must have shape (n, 3, H, W), got {tuple(frames.shape)}")
-        if masks.shape != (frames.shape[0], *frames.shape[2:]):
-            raise ValueError(f"masks must have shape (n, H, W) = {(frames.shape[0], *frames.shape[2:])}, "
+        n = frames.shape[0]
+        if masks.shape != (n, *frames.shape[2:]):
+            raise ValueError(f"masks must have shape (n, H, W) = {(n, *frames.shape[2:])}, "
                              f"got {tuple(masks.shape)}")
-        n, _, H, W = frames.shape
-        canvas = torch.cat(list(frames), dim=-1)  # tile: (3, H, n*W)
-        cmask = torch.cat(list(masks), dim=-1)
-        p = self.draw(instruction)
+        if centers.shape != (n, 2):
+            raise ValueError(f"centers must have shape (n, 2) = {(n, 2)}, got {tuple(centers.shape)}")
+        p = self.draw(instruction, torch.cat(list(frames), dim=-1), torch.cat(list(masks), dim=-1))
         self.calls.append(p)
-        out = self.degrade(_apply_edit(canvas, cmask, p))
-        return torch.stack(out.split(W, dim=-1)), p
+        out = torch.stack([self.degrade(_apply_edit(f, m, c, p)) for f, m, c in zip(frames, masks, centers)])
+        return out, p
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# The propagator
+# The generative propagator: conditional flow matching over frames, anchors replaced at every step
 # ----------------------------------------------------------------------------------------------------------------
 def _conv(i: int, o: int) -> nn.Sequential:
     return nn.Sequential(nn.Conv2d(i, o, 3, padding=1), nn.GroupNorm(4, o), nn.SiLU(),
                          nn.Conv2d(o, o, 3, padding=1), nn.GroupNorm(4, o), nn.SiLU())
 
 
-class Propagator(nn.Module):
-    """A small two-level U-Net: from the two nearest anchors warped to frame t (with validity masks), the source
-    frame t and the normalized time offset, predict frame t of the edited video.
+COND_CH = 13  # per frame: warped prev/next anchor (3 + 3), their validity (2), time fraction (1), flows (2 + 2)
+DYN_CH = 10  # per step: the frame's state (3), its neighbours' states warped to it (3 + 3), the noise level (1)
 
-    Input channels: prev anchor (3), next anchor (3), their validity (2), source frame (3), the source frame's
-    version of the two anchors' frames warped the same way (3 + 3), and the time fraction (1) = 18.
+
+class Propagator(nn.Module):
+    """A three-level U-Net that, for one frame, predicts the clean frame from its noisy state x_τ, its
+    neighbours' states warped to it with the estimated flow, the two nearest anchors warped to it (with where
+    the warp is trusted), the flows to its neighbours, the time fraction between the anchors and τ.
+
+    It predicts a residual on the blend of the warped anchors; the flow-matching velocity is
+    ``(x̂_1 - x_τ) / (1 - τ)``. Input channels ``IN_CH`` = 10 + 13 = 23.
     """
 
-    IN_CH = 18
+    IN_CH = DYN_CH + COND_CH
 
-    def __init__(self, width: int = 24) -> None:
+    def __init__(self, width: int = 16) -> None:
         width = V.integer("width", width, min=4)
         if width % 4:
             raise ValueError(f"width must be a multiple of 4 (GroupNorm with 4 groups), got {width}")
         super().__init__()
         self.d1 = _conv(self.IN_CH, width)
         self.d2 = _conv(width, 2 * width)
-        self.mid = _conv(2 * width, 2 * width)
+        self.d3 = _conv(2 * width, 2 * width)
+        self.u2 = _conv(4 * width, 2 * width)
         self.u1 = _conv(3 * width, width)
         self.out = nn.Conv2d(width, 3, 1)
 
     def forward(self, x: Tensor) -> Tensor:
-        """Frames (n, 3, H, W) from inputs (n, 18, H, W), H and W even."""
+        """Clean frames (n, 3, H, W) from inputs (n, 23, H, W), H and W divisible by 4."""
         V.tensor("x", x, ndim=4, dtype="float")
-        if x.shape[1] != self.IN_CH or x.shape[2] % 2 or x.shape[3] % 2:
-            raise ValueError(f"x must have shape (n, {self.IN_CH}, H, W) with H, W even, got {tuple(x.shape)}")
+        if x.shape[1] != self.IN_CH or x.shape[2] % 4 or x.shape[3] % 4:
+            raise ValueError(f"x must have shape (n, {self.IN_CH}, H, W) with H, W divisible by 4, "
+                             f"got {tuple(x.shape)}")
         h1 = self.d1(x)
-        h2 = self.mid(self.d2(F.avg_pool2d(h1, 2)))
-        h = self.u1(torch.cat([h1, F.interpolate(h2, scale_factor=2, mode="nearest")], 1))
-        # a residual on the blend of the warped anchors (or the source frame where neither is valid)
-        return (_base(x) + self.out(h)).clamp(0, 1)
+        h2 = self.d2(F.avg_pool2d(h1, 2))
+        h3 = self.d3(F.avg_pool2d(h2, 2))
+        h = self.u2(torch.cat([h2, F.interpolate(h3, scale_factor=2, mode="nearest")], 1))
+        h = self.u1(torch.cat([h1, F.interpolate(h, scale_factor=2, mode="nearest")], 1))
+        return _base(x[:, DYN_CH:]) + self.out(h)
 
 
-def _base(x: Tensor) -> Tensor:
-    a, b, va, vb, src = x[:, 0:3], x[:, 3:6], x[:, 6:7], x[:, 7:8], x[:, 8:11]
+def _base(cond: Tensor) -> Tensor:
+    """Blend of the warped anchors, weighted by where each is trusted (a plain average where neither is)."""
+    a, b, va, vb = cond[:, 0:3], cond[:, 3:6], cond[:, 6:7], cond[:, 7:8]
     w = va + vb
-    return torch.where(w > 0, (a * va + b * vb) / w.clamp(min=1e-6), src)
+    return torch.where(w > 0, (a * va + b * vb) / w.clamp(min=1e-6), (a + b) / 2)
 
 
-def propagator_inputs(anchors: dict[int, Tensor], clip: Clip, t: int) -> Tensor:
-    """The propagator's input for frame ``t`` (18, H, W) from anchor images keyed by frame index."""
-    _anchors(anchors, _clip(clip))
-    t = V.index("t", t, len(clip.frames))
-    return _propagator_inputs(anchors, clip, t)
+def anchor_condition(anchors: dict[int, Tensor], motion: Motion) -> Tensor:
+    """The per-frame conditioning (T, 13, H, W) from anchor images keyed by frame index: the nearest anchors
+    warped along the estimated flow, where the warp is trusted, the time fraction and the flows to the
+    neighbouring frames (divided by 4)."""
+    _anchors(anchors, _motion(motion))
+    return _anchor_condition(anchors, motion)
 
 
-def _propagator_inputs(anchors: dict[int, Tensor], clip: Clip, t: int) -> Tensor:
+def _anchors(anchors: object, motion: Motion) -> dict[int, Tensor]:
+    V.instance("anchors", anchors, dict)
+    if not anchors:
+        raise ValueError("anchors must hold at least one anchor image (frame index -> (3, H, W)), got {}")
+    for k, img in anchors.items():
+        V.index("anchors key", k, motion.T)
+        V.tensor(f"anchors[{k}]", img, shape=(3, *motion.bwd.shape[-2:]), dtype="float")
+    return anchors
+
+
+def _anchor_condition(anchors: dict[int, Tensor], motion: Motion) -> Tensor:
     keys = sorted(anchors)
-    prev = max([k for k in keys if k <= t], default=None)
-    nxt = min([k for k in keys if k >= t], default=None)
-    prev = prev if prev is not None else nxt
-    nxt = nxt if nxt is not None else prev
-    parts = []
-    for k in (prev, nxt):
-        img, ok = _warp_chain(anchors[k], clip, k, t)
-        src_img, _ = _warp_chain(clip.frames[k], clip, k, t)
-        parts.append((img * ok, ok.float()[None], src_img * ok))
-    frac = torch.full((1, *clip.frames.shape[-2:]), (t - prev) / (nxt - prev) if nxt != prev else 0.0)
-    return torch.cat([parts[0][0], parts[1][0], parts[0][1], parts[1][1], clip.frames[t], parts[0][2],
-                      parts[1][2], frac], 0)
+    T, (H, W) = motion.T, motion.bwd.shape[-2:]
+    out = torch.zeros(T, COND_CH, H, W)
+    for t in range(T):
+        prev, nxt = _neighbours(keys, t)
+        for j, k in enumerate((prev, nxt)):
+            disp, ok = _chain_motion(motion, k, t)
+            out[t, 3 * j:3 * j + 3] = _warp(anchors[k], disp)
+            out[t, 6 + j] = ok.float()
+        out[t, 8] = (t - prev) / (nxt - prev) if nxt != prev else 0.0
+        if t > 0:
+            out[t, 9:11] = motion.bwd[t - 1] / 4
+        if t < T - 1:
+            out[t, 11:13] = motion.fwd[t] / 4
+    return out
+
+
+def _inputs(x: Tensor, cond: Tensor, motion: Motion, tau: Tensor, frames: list[int]) -> Tensor:
+    """Network inputs for ``frames`` of the video state ``x`` (T, 3, H, W) at noise levels ``tau`` (T,)."""
+    T = len(x)
+    rows = []
+    for t in frames:
+        prev = _warp(x[t - 1], motion.bwd[t - 1]) if t > 0 else x[t]
+        nxt = _warp(x[t + 1], motion.fwd[t]) if t < T - 1 else x[t]
+        rows.append(torch.cat([x[t], prev, nxt, tau[t].expand(1, *x.shape[-2:]), cond[t]]))
+    return torch.stack(rows)
+
+
+def _noisy(x1: Tensor, eps: Tensor, tau: float | Tensor) -> Tensor:
+    return (1 - tau) * eps + tau * x1
+
+
+def train_propagator(frames: list[Tensor], motions: list[Motion], steps: int, width: int = 16, seed: int = 0,
+                     batch_clips: int = 2, lr: float = 2e-3, hole_weight: float = 4.0,
+                     progress: bool = True) -> tuple[Propagator, object]:
+    """Train a :class:`Propagator` self-supervised: rebuild each *source* clip from its own keyframes (1 to 4,
+    uniform or random) and its estimated motion. No editor, no edited pairs. Each step takes ``batch_clips``
+    clips, one noise level τ ~ U(0, 1) per clip, and the squared error of the predicted clean non-anchor frames,
+    weighted ``1 + hole_weight`` where neither anchor's warp is trusted. Returns the model and its history."""
+    from helpers import train
+
+    V.instance("frames", frames, list)
+    V.instance("motions", motions, list)
+    if not frames or len(frames) != len(motions):
+        raise ValueError(f"frames and motions must be non-empty lists of equal length, got {len(frames)} and "
+                         f"{len(motions)}")
+    for i, (f, m) in enumerate(zip(frames, motions)):
+        V.tensor(f"frames[{i}]", f, ndim=4, dtype="float")
+        V.instance(f"motions[{i}]", m, Motion)
+        if f.shape[0] != m.T or f.shape[1] != 3 or f.shape[-2:] != m.bwd.shape[-2:]:
+            raise ValueError(f"frames[{i}] {tuple(f.shape)} does not match its motion ({m.T} frames of "
+                             f"{tuple(m.bwd.shape[-2:])})")
+    steps = V.integer("steps", steps, min=1)
+    seed = V.seed("seed", seed)
+    batch_clips = V.integer("batch_clips", batch_clips, min=1)
+    lr = V.positive("lr", lr)
+    hole_weight = V.nonnegative("hole_weight", hole_weight)
+    progress = V.boolean("progress", progress)
+    torch.manual_seed(seed)
+    model = Propagator(width)
+    rng = np.random.default_rng(seed)
+    g = torch.Generator().manual_seed(seed)
+
+    def batch(step: int) -> tuple[Tensor, Tensor, Tensor]:
+        xs, ys, ws = [], [], []
+        for _ in range(batch_clips):
+            i = int(rng.integers(len(frames)))
+            x1, mo = frames[i], motions[i]
+            T = len(x1)
+            m = int(rng.integers(1, min(4, T - 1) + 1))  # 1 to 4 anchors, leaving a frame to rebuild
+            keys = uniform_keyframes(T, m) if rng.random() < 0.5 else sorted(
+                int(k) for k in rng.choice(T, m, replace=False))
+            cond = _anchor_condition({k: x1[k] for k in keys}, mo)
+            tau = torch.full((T,), float(rng.uniform(0, 1)))
+            x = _noisy(x1, torch.randn(x1.shape, generator=g), tau[:, None, None, None])
+            rest = [t for t in range(T) if t not in keys]
+            xs.append(_inputs(x, cond, mo, tau, rest))
+            ys.append(x1[rest])
+            ws.append(1 + hole_weight * (cond[rest, 6:8].sum(1, keepdim=True) == 0).float())
+        return torch.cat(xs), torch.cat(ys), torch.cat(ws)
+
+    def loss(mdl: nn.Module, b: tuple[Tensor, Tensor, Tensor]) -> Tensor:
+        return (b[2] * (mdl(b[0]) - b[1]).pow(2)).mean()
+
+    hist = train.fit(model, loss, batch, steps, lr=lr, warmup=max(1, steps // 20), seed=seed,
+                     progress=progress, desc="propagator")
+    return model.eval(), hist
 
 
 @torch.no_grad()
-def propagate(model: Propagator, anchors: dict[int, Tensor], clip: Clip) -> Tensor:
-    """Generate every frame; anchor frames are held fixed (returned exactly as given)."""
+def propagate(model: Propagator, anchors: dict[int, Tensor], motion: Motion, steps: int = 8,
+              seed: int = 0) -> Tensor:
+    """Generate every frame (T, 3, H, W) by Euler integration of the flow-matching ODE from noise (τ = 0) to
+    data (τ = 1). At every step the anchor frames' states are *replaced* by their edited keyframes noised to the
+    current τ (with the frames' own starting noise), so every other frame is generated in agreement with them;
+    the returned anchor frames are the keyframes exactly."""
     V.instance("model", model, Propagator)
-    _anchors(anchors, _clip(clip))
-    T = len(clip.frames)
-    out = torch.empty_like(clip.frames)
+    _anchors(anchors, _motion(motion))
+    steps = V.integer("steps", steps, min=1)
+    seed = V.seed("seed", seed)
+    T = motion.T
+    cond = _anchor_condition(anchors, motion)
+    A = torch.stack([anchors.get(t, torch.zeros(3, *motion.bwd.shape[-2:])) for t in range(T)])
+    eps = torch.randn(A.shape, generator=torch.Generator().manual_seed(seed))
+    keys = sorted(anchors)
     rest = [t for t in range(T) if t not in anchors]
-    if rest:
-        x = torch.stack([_propagator_inputs(anchors, clip, t) for t in rest])
-        out[rest] = model.eval()(x)
+    x = eps.clone()
+    model.eval()
+    for i in range(steps):
+        tau = i / steps
+        x[keys] = _noisy(A[keys], eps[keys], tau)  # anchor replacement
+        if rest:
+            x1 = model(_inputs(x, cond, motion, torch.full((T,), tau), rest))
+            x[rest] = x[rest] + (x1 - x[rest]) / (1 - tau) / steps
+    x[keys] = A[keys]
+    return x.clamp(0, 1)
+
+
+@torch.no_grad()
+def flow_warp_propagate(anchors: dict[int, Tensor], motion: Motion, fill: Tensor | None = None) -> Tensor:
+    """Baseline: the two nearest anchors warped along the same estimated flow and blended where the warp is
+    trusted. Where neither is trusted, their plain average, or ``fill`` (T, 3, H, W) if given (e.g. the
+    unedited source frames)."""
+    _anchors(anchors, _motion(motion))
+    cond = _anchor_condition(anchors, motion)
+    out = _base(cond)
+    if fill is not None:
+        V.tensor("fill", fill, shape=tuple(out.shape), dtype="float")
+        out = torch.where(cond[:, 6:8].sum(1, keepdim=True) > 0, out, fill)
     for k, img in anchors.items():
         out[k] = img
     return out
 
 
-@torch.no_grad()
-def flow_warp_propagate(anchors: dict[int, Tensor], clip: Clip) -> Tensor:
-    """Baseline: blend the two nearest anchors warped along the flow; the source frame fills holes."""
-    _anchors(anchors, _clip(clip))
-    out = torch.empty_like(clip.frames)
-    for t in range(len(clip.frames)):
-        out[t] = anchors[t] if t in anchors else _base(_propagator_inputs(anchors, clip, t)[None])[0]
-    return out
+# ----------------------------------------------------------------------------------------------------------------
+# The stored propagators
+# ----------------------------------------------------------------------------------------------------------------
+TRAIN_IMAGES = ("astronaut", "rocket", "immunohistochemistry", "motorcycle_left")
+TEST_IMAGES = ("coffee", "chelsea")
 
 
-def random_appearance_edit(frames: Tensor, masks: Tensor, rng: np.random.Generator) -> Tensor:
-    """Self-supervised training target: one random pixelwise appearance change (hue, gain, posterize) applied to
-    the object or the background of a whole *unedited* clip. No editor and no edited pairs are involved."""
-    V.tensor("frames", frames, ndim=4, dtype="float")
-    if frames.shape[1] != 3:
-        raise ValueError(f"frames must have shape (T, 3, H, W), got {tuple(frames.shape)}")
-    V.tensor("masks", masks, shape=(frames.shape[0], *frames.shape[2:]), dtype="bool")
-    V.instance("rng", rng, np.random.Generator)
-    p = EditParams(str(rng.choice(INSTRUCTIONS)), float(rng.uniform(0, 1)), float(rng.uniform(0.6, 1.6)),
-                   int(rng.integers(3, 8)))
-    return torch.stack([_apply_edit(f, m, p) for f, m in zip(frames, masks)])
+def checkpoint_config(name: str = "propagators") -> dict:
+    """The configuration of the stored propagators (``data/11_anchor_video_edit/make_propagators.py``)."""
+    V.one_of("name", name, ("propagators",))
+    return dict(T=12, size=32, n_train_clips=48, train_images=list(TRAIN_IMAGES), clip_seed0=0, steps=1200,
+                width=16, batch_clips=2, lr=2e-3, hole_weight=4.0, seeds=[0, 1, 2])
 
+
+def training_clips(cfg: dict, fast: bool = False) -> tuple[list[Clip], list[Motion]]:
+    """The (unedited) training clips of a config and their estimated motion."""
+    V.instance("cfg", cfg, dict)
+    clips = [make_clip(cfg["train_images"][i % len(cfg["train_images"])], cfg["T"], cfg["size"],
+                       seed=cfg["clip_seed0"] + i) for i in range(cfg["n_train_clips"])]
+    return clips, [estimate_motion(c.frames, fast=fast) for c in clips]

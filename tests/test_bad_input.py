@@ -553,24 +553,27 @@ from helpers import anchor_video_edit as ave  # noqa: E402
 _IMG = np.random.default_rng(0).uniform(0, 1, (40, 40, 3)).astype(np.float32)
 _CLIP = ave.make_clip(_IMG, T=3, size=8, seed=0)
 _F0 = _CLIP.frames[0]
+_MOT = ave.Motion(_CLIP.flow, -_CLIP.flow, _CLIP.valid, _CLIP.valid)
 _ANCH = {0: _F0.clone(), 2: _CLIP.frames[2].clone()}
-_EP = ave.EditParams("recolor_object", 0.3, 1.2, 4)
+_EP = ave.EditParams("stripe_object", 0.3, 1.2, 4, 0.2, 0.5, 0.1, (0.2, 0.3, 0.4))
 _PROP = ave.Propagator(width=4)
 _BADANCH = [{}, {5: _F0}, {0: _F0[:, :4]}, {0.5: _F0}, {0: "x"}]
 _CLIP_KW = lambda: dict(frames=_CLIP.frames, masks=_CLIP.masks, flow=_CLIP.flow, valid=_CLIP.valid,  # noqa: E731
-                        info={})
+                        centers=_CLIP.centers, info={})
+_MOT_KW = lambda: dict(bwd=_MOT.bwd, fwd=_MOT.fwd, vb=_MOT.vb, vf=_MOT.vf)  # noqa: E731
 
 case("anchor_video_edit.load_image", ave.load_image, lambda: dict(name="coffee"), only=("name",),
      skip={"name": set()})
 case("anchor_video_edit.make_clip", ave.make_clip,
      lambda: dict(image=_IMG, T=3, size=8, seed=0, sprite_size=3, static=False),
-     skip={"sprite_size": {"none"}, "image": {"ndim"}},  # None: size // 3; (ndim: a wrong shape, below)
+     skip={"sprite_size": {"none"}, "image": {"ndim"}},  # None: 3 * size // 8; (ndim: a wrong shape, below)
      more={"T": [1], "size": [7], "sprite_size": ["zero", 9], "image": ["nope", np.zeros((40, 40)),
                                                                        np.zeros((40, 40, 4)), _IMG * 3,
                                                                        np.zeros((9, 9, 3))]})
 case("anchor_video_edit.Clip", ave.Clip, _CLIP_KW,
      more={"frames": [_CLIP.frames[:1], _CLIP.frames[:, :2]], "masks": [_CLIP.masks.float(), _CLIP.masks[:2]],
-           "flow": [_CLIP.flow[:, :1]], "valid": [_CLIP.valid[:1]], "info": [3]})
+           "flow": [_CLIP.flow[:, :1]], "valid": [_CLIP.valid[:1]], "centers": [_CLIP.centers[:2]],
+           "info": [3]})
 case("anchor_video_edit.warp", ave.warp, lambda: dict(img=_F0, flow=_CLIP.flow[0]),
      skip={"img": {"ndim"}, "flow": {"ndim"}},  # leading batch axes are valid (and broadcast for flow)
      more={"img": [_F0[:, :4]], "flow": [_CLIP.flow[0, :1], torch.zeros(5, 2, 8, 8)]})
@@ -582,35 +585,62 @@ case("anchor_video_edit.psnr", ave.psnr, lambda: dict(a=_F0, b=_CLIP.frames[1], 
                                      torch.ones(8, 8)]})
 case("anchor_video_edit.warp_error", ave.warp_error, lambda: dict(video=_CLIP.frames, clip=_CLIP),
      more={"video": [_CLIP.frames[:2]]})
+case("anchor_video_edit.Motion", ave.Motion, _MOT_KW,
+     more={"bwd": [_MOT.bwd[:, :1]], "fwd": [_MOT.fwd[:1]], "vb": [_MOT.vb.float()], "vf": [_MOT.vf[:1]]})
+case("anchor_video_edit.estimate_motion", ave.estimate_motion,
+     lambda: dict(frames=_CLIP.frames, fast=True, tol=0.75), more={"frames": [_CLIP.frames[:1]]})
+case("anchor_video_edit.chain_motion", ave.chain_motion, lambda: dict(motion=_MOT, src=0, dst=2),
+     more={"src": [3], "dst": [-1], "motion": [_CLIP]})
+case("anchor_video_edit.visibility", ave.visibility, lambda: dict(clip=_CLIP, keys=[0, 2]),
+     more={"keys": [[], [3], 0]})
+case("anchor_video_edit.ssim_outside", ave.ssim_outside,
+     lambda: dict(video=_CLIP.frames, source=_CLIP.frames, outside=~_CLIP.masks),
+     more={"outside": [torch.zeros(3, 8, 8, dtype=torch.bool)], "source": [_CLIP.frames[:2]]})
 case("anchor_video_edit.uniform_keyframes", ave.uniform_keyframes, lambda: dict(T=5, m=2),
      more={"m": [6, "zero"], "T": ["zero"]})
-case("anchor_video_edit.motion_keyframes", ave.motion_keyframes, lambda: dict(clip=_CLIP, m=2),
+case("anchor_video_edit.motion_keyframes", ave.motion_keyframes, lambda: dict(motion=_MOT, m=2),
      more={"m": [4, "zero"]})
 case("anchor_video_edit.EditParams", ave.EditParams,
-     lambda: dict(instruction="recolor_object", hue=0.3, gain=1.2, levels=4), more={"gain": ["neg"],
-                                                                                   "levels": ["zero"]})
-case("anchor_video_edit.apply_edit", ave.apply_edit, lambda: dict(frame=_F0, mask=_CLIP.masks[0], p=_EP),
-     more={"frame": [_F0[:2]], "mask": [_CLIP.masks[0].float(), _CLIP.masks[0, :3]]})
-case("anchor_video_edit.Editor", ave.Editor, lambda: dict(seed=0, quality=0.5), more={"quality": [1.5, "neg"]})
-case("anchor_video_edit.Editor.draw", ave.Editor().draw, lambda: dict(instruction="restyle_background"))
-case("anchor_video_edit.Editor.ideal", ave.Editor.ideal, lambda: dict(instruction="restyle_background"))
+     lambda: dict(instruction="stripe_object", hue=0.3, gain=1.2, levels=4, freq=0.2, angle=0.5, phase=0.1,
+                  color=(0.2, 0.3, 0.4)),
+     more={"gain": ["neg"], "levels": ["zero"], "freq": ["neg"], "color": [(0.1, 0.2), (0.1, 0.2, 2.0)]})
+case("anchor_video_edit.apply_edit", ave.apply_edit,
+     lambda: dict(frame=_F0, mask=_CLIP.masks[0], center=_CLIP.centers[0], p=_EP),
+     more={"frame": [_F0[:2]], "mask": [_CLIP.masks[0].float(), _CLIP.masks[0, :3]],
+           "center": [_CLIP.centers[0, :1]]})
+case("anchor_video_edit.edit_video", ave.edit_video,
+     lambda: dict(frames=_CLIP.frames, masks=_CLIP.masks, centers=_CLIP.centers, p=_EP),
+     more={"masks": [_CLIP.masks[:2]], "centers": [_CLIP.centers[:2]]})
+case("anchor_video_edit.Editor", ave.Editor, lambda: dict(seed=0, quality=0.5, jitter=1.0),
+     more={"quality": [1.5, "neg"], "jitter": [2.0]})
+case("anchor_video_edit.Editor.draw", ave.Editor().draw,
+     lambda: dict(instruction="restyle_background", canvas=_F0, cmask=_CLIP.masks[0]),
+     more={"canvas": [_F0[:2]], "cmask": [_CLIP.masks[0, :3]]})
 case("anchor_video_edit.Editor.degrade", ave.Editor(quality=0.5).degrade, lambda: dict(img=_F0),
      more={"img": [_F0[:2]]})
 case("anchor_video_edit.Editor.edit", ave.Editor().edit,
-     lambda: dict(frames=_CLIP.frames, masks=_CLIP.masks, instruction="recolor_object"),
-     more={"masks": [_CLIP.masks[:2], _CLIP.masks.float()], "frames": [_CLIP.frames[:, :2]]})
+     lambda: dict(frames=_CLIP.frames, masks=_CLIP.masks, centers=_CLIP.centers, instruction="stripe_object"),
+     more={"masks": [_CLIP.masks[:2], _CLIP.masks.float()], "frames": [_CLIP.frames[:, :2]],
+           "centers": [_CLIP.centers[:2]]})
 case("anchor_video_edit.Propagator", ave.Propagator, lambda: dict(width=4), more={"width": ["zero", 6]})
-case("anchor_video_edit.Propagator.forward", _PROP.forward, lambda: dict(x=torch.zeros(1, 18, 8, 8)),
-     more={"x": [torch.zeros(1, 17, 8, 8), torch.zeros(1, 18, 7, 8)]})
-case("anchor_video_edit.propagator_inputs", ave.propagator_inputs, lambda: dict(anchors=_ANCH, clip=_CLIP, t=1),
-     more={"anchors": _BADANCH, "t": [3]})
-case("anchor_video_edit.propagate", ave.propagate, lambda: dict(model=_PROP, anchors=_ANCH, clip=_CLIP),
+case("anchor_video_edit.Propagator.forward", _PROP.forward, lambda: dict(x=torch.zeros(1, 23, 8, 8)),
+     more={"x": [torch.zeros(1, 17, 8, 8), torch.zeros(1, 23, 6, 8)]})
+case("anchor_video_edit.anchor_condition", ave.anchor_condition, lambda: dict(anchors=_ANCH, motion=_MOT),
+     more={"anchors": _BADANCH, "motion": [_CLIP]})
+case("anchor_video_edit.train_propagator", ave.train_propagator,
+     lambda: dict(frames=[_CLIP.frames], motions=[_MOT], steps=1, width=4, seed=0, batch_clips=1, lr=1e-3,
+                  hole_weight=1.0, progress=False),
+     more={"frames": [[], [_CLIP.frames[:2]]], "motions": [[], [_CLIP]]})
+case("anchor_video_edit.propagate", ave.propagate,
+     lambda: dict(model=_PROP, anchors=_ANCH, motion=_MOT, steps=2, seed=0),
      more={"anchors": _BADANCH, "model": [torch.nn.Identity()]})
-case("anchor_video_edit.flow_warp_propagate", ave.flow_warp_propagate, lambda: dict(anchors=_ANCH, clip=_CLIP),
-     more={"anchors": _BADANCH})
-case("anchor_video_edit.random_appearance_edit", ave.random_appearance_edit,
-     lambda: dict(frames=_CLIP.frames, masks=_CLIP.masks, rng=np.random.default_rng(0)),
-     more={"masks": [_CLIP.masks[:2]], "rng": [0]})
+case("anchor_video_edit.flow_warp_propagate", ave.flow_warp_propagate,
+     lambda: dict(anchors=_ANCH, motion=_MOT, fill=_CLIP.frames),
+     skip={"fill": {"none"}},  # None: the anchors' average fills the holes
+     more={"anchors": _BADANCH, "fill": [_CLIP.frames[:2]]})
+case("anchor_video_edit.checkpoint_config", ave.checkpoint_config, lambda: dict(name="propagators"))
+case("anchor_video_edit.training_clips", ave.training_clips,
+     lambda: dict(cfg=dict(ave.checkpoint_config(), n_train_clips=1, T=3, size=8), fast=True))
 
 
 # ------------------------------------------------------------------------------------------ tree_ensemble_repair
@@ -945,6 +975,18 @@ case("tree_cycle_pe.random_ring_system", tcp.random_ring_system,
 case("tree_cycle_pe.ring_count_targets", tcp.ring_count_targets, lambda: dict(mol="C1CC1"),
      more={"mol": _SMI_BAD})
 case("tree_cycle_pe.alert_atoms", tcp.alert_atoms, lambda: dict(mol="CCO"), more={"mol": _SMI_BAD})
+case("tree_cycle_pe.alert_match", tcp.alert_match, lambda: dict(mol="CCO", name="nitro_group"),
+     skip={"name": {"unknown"}}, more={"mol": _SMI_BAD, "name": ["not an alert"]})
+case("tree_cycle_pe.alignment_at_k", tcp.alignment_at_k,
+     lambda: dict(scores=np.array([0.1, 2.0, 1.0]), atoms={1}), more={"atoms": [set(), {0, 1, 2}, {5}]})
+case("tree_cycle_pe.centred_cosine", tcp.centred_cosine,
+     lambda: dict(a=np.ones((2, 3)), b=np.zeros((2, 3)), centre=np.zeros(3)),
+     more={"b": [np.zeros((3, 3))], "centre": [np.zeros(2)]})
+case("tree_cycle_pe.dropped_atoms", tcp.dropped_atoms, lambda: dict(batch=_CB, items=_FZV),
+     more={"items": [[], _FZV[:1]]})
+case("tree_cycle_pe.make_model", tcp.make_model,
+     lambda: dict(kind="gin_cycle", vocab_size=10, n_out=1, n_node=0, seed=0, width=8),
+     more={"kind": ["rope"], "width": [2]})
 
 
 # ------------------------------------------------------------------------------------------------- transformer_dfs

@@ -1,0 +1,83 @@
+"""Train the generative propagators of chapter 11_anchor_video_edit that do not fit its 5-minute default run, and
+write them with :mod:`helpers.checkpoints`:
+
+* ``propagators``: for each seed (0, 1, 2) a :class:`helpers.anchor_video_edit.Propagator` (conditional flow
+  matching over frames, width 16) trained self-supervised to rebuild 48 *unedited* source clips from their own
+  keyframes and their TV-L1 motion (:func:`helpers.anchor_video_edit.checkpoint_config`). No editor is involved.
+
+Run from the repository root: ``.venv/bin/python data/11_anchor_video_edit/make_propagators.py`` (or
+``make data NB=11_anchor_video_edit``). The flow is estimated once; then one worker process per seed, one torch
+thread each: the same seed writes byte-identical weights. ``--tiny`` trains a tiny config for a few steps into a
+temporary folder (seconds).
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from helpers import anchor_video_edit as A
+from helpers import checkpoints, repro
+
+SLUG = "11_anchor_video_edit"
+HERE = Path(__file__).resolve()
+SOURCES = [HERE, Path(A.__file__).resolve()]
+
+
+def train_seed(args: tuple) -> tuple[int, dict, list, float]:
+    cfg, seed, frames, motions = args
+    repro.set_threads(1)
+    t0 = time.time()
+    model, hist = A.train_propagator(frames, motions, cfg["steps"], width=cfg["width"], seed=seed,
+                                     batch_clips=cfg["batch_clips"], lr=cfg["lr"],
+                                     hole_weight=cfg["hole_weight"], progress=False)
+    final = float(np.mean(hist.loss[-50:]))
+    print(f"seed {seed}: loss {final:.4f} ({time.time() - t0:.0f} s)", flush=True)
+    return seed, {k: v.clone() for k, v in model.state_dict().items()}, list(hist.loss), final
+
+
+def make(cfg: dict, root: Path | None, workers: int) -> Path:
+    t0 = time.time()
+    clips, motions = A.training_clips(cfg)
+    frames = [c.frames for c in clips]
+    print(f"flow for {len(clips)} clips: {time.time() - t0:.0f} s", flush=True)
+    jobs = [(cfg, s, frames, motions) for s in cfg["seeds"]]
+    if workers > 1:
+        with mp.get_context("spawn").Pool(workers) as pool:
+            results = pool.map(train_seed, jobs)
+    else:
+        results = [train_seed(j) for j in jobs]
+    tensors, history, metrics = {}, {}, {}
+    for seed, sd, loss, final in sorted(results, key=lambda r: r[0]):
+        tensors.update({f"{seed}.{k}": v for k, v in sd.items()})
+        history[f"loss/{seed}"] = loss
+        metrics[f"final_loss/{seed}"] = final
+    return checkpoints.save(SLUG, "propagators", tensors, config=cfg, metrics=metrics, history=history,
+                            seed=list(cfg["seeds"]), steps=cfg["steps"], wall_seconds=time.time() - t0,
+                            sources=SOURCES, module="helpers.anchor_video_edit", dtype=torch.float16, root=root)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--tiny", action="store_true", help="tiny config, a few steps, into a temporary folder")
+    ap.add_argument("--out", type=Path, default=None, help="data root to write <slug>/<name>.* into")
+    ap.add_argument("--workers", type=int, default=3, help="worker processes (one seed each)")
+    args = ap.parse_args()
+    repro.set_threads(1)
+    cfg = A.checkpoint_config("propagators")
+    if args.tiny:
+        cfg.update(n_train_clips=2, steps=3, width=4, seeds=[0])
+        with tempfile.TemporaryDirectory() as tmp:
+            print(make(cfg, Path(tmp), 1))
+        return
+    print(make(cfg, args.out, args.workers))
+
+
+if __name__ == "__main__":
+    main()
