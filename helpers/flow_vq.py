@@ -699,7 +699,8 @@ def distortion_at_entropy(entropies: Sequence[float], distortions: Sequence[floa
 class TokenPrior(nn.Module):
     """A tiny autoregressive prior ``p(t_1) p(t_2 | t_1) ... p(t_n | t_<n)`` over the ``n_tokens`` tokens of an
     image. Position ``i`` sees the embeddings of the tokens before it (later ones are masked to zero) and a learned
-    position vector; an MLP turns that into logits over the ``K`` codes."""
+    position vector; an MLP turns that into logits over the ``K`` codes, added to a learned per-position table of
+    logits (the per-position code frequencies, which the MLP alone learns slowly from few images)."""
 
     def __init__(self, K: int, n_tokens: int, dim: int = 16, hidden: int = 64) -> None:
         super().__init__()
@@ -710,6 +711,7 @@ class TokenPrior(nn.Module):
         self.inp = nn.Linear(n_tokens * dim, hidden)
         self.pos = nn.Parameter(torch.zeros(n_tokens, hidden))
         self.out = nn.Sequential(nn.GELU(), nn.Linear(hidden, hidden), nn.GELU(), nn.Linear(hidden, K))
+        self.unigram = nn.Parameter(torch.zeros(n_tokens, K))  # per-position code frequencies (log scale)
         self.register_buffer("mask", torch.tril(torch.ones(n_tokens, n_tokens), -1))  # i sees j < i
 
     def forward(self, tokens: Tensor) -> Tensor:
@@ -718,7 +720,7 @@ class TokenPrior(nn.Module):
         V.token_ids("tokens", tokens, self.K)
         e = self.emb(tokens)  # B, n, dim
         ctx = (self.mask[None, :, :, None] * e[:, None, :, :]).flatten(2)  # B, n, n * dim
-        return self.out(self.inp(ctx) + self.pos)
+        return self.unigram + self.out(self.inp(ctx) + self.pos)
 
 
 def prior_bits(prior: TokenPrior, tokens: Tensor) -> Tensor:
@@ -732,8 +734,9 @@ def prior_bits(prior: TokenPrior, tokens: Tensor) -> Tensor:
 def fit_prior(train_tokens: Tensor, val_tokens: Tensor, K: int, steps: int = 200, seed: int = 0, lr: float = 1e-2,
               weight_decay: float = 1e-2, eval_every: int = 10, dim: int = 16, hidden: int = 64
               ) -> tuple[TokenPrior, float]:
-    """Fit a :class:`TokenPrior` on full batches of ``train_tokens`` (B, n) with AdamW; keep the weights with the
-    lowest mean bits on ``val_tokens`` (early stopping). Returns ``(prior, best validation bits per sequence)``."""
+    """Fit a :class:`TokenPrior` on full batches of ``train_tokens`` (B, n) with AdamW, starting from the per-position
+    code frequencies of ``train_tokens`` (add-1/2 smoothing; the context MLP starts at zero); keep the weights with
+    the lowest mean bits on ``val_tokens`` (early stopping). Returns ``(prior, best validation bits per sequence)``."""
     train_tokens = V.tensor("train_tokens", train_tokens, ndim=2, nonempty=True)
     val_tokens = V.tensor("val_tokens", val_tokens, ndim=2, nonempty=True)
     K, steps, seed = V.integer("K", K, min=2), V.integer("steps", steps, min=1), V.seed("seed", seed)
@@ -744,6 +747,12 @@ def fit_prior(train_tokens: Tensor, val_tokens: Tensor, K: int, steps: int = 200
                          f"and {tuple(val_tokens.shape)}")
     torch.manual_seed(seed)
     prior = TokenPrior(K, train_tokens.shape[1], dim, hidden)
+    V.token_ids("train_tokens", train_tokens, K)
+    with torch.no_grad():  # start from the per-position frequencies (add-1/2), the MLP adds the context
+        counts = torch.stack([torch.bincount(col, minlength=K) for col in train_tokens.T]).float() + 0.5
+        prior.unigram.copy_((counts / counts.sum(1, keepdim=True)).log())
+        prior.out[-1].weight.zero_()
+        prior.out[-1].bias.zero_()
     opt = torch.optim.AdamW(prior.parameters(), lr=lr, weight_decay=weight_decay)
     best, best_state = math.inf, None
     for step in range(steps + 1):
