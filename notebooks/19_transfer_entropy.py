@@ -1183,8 +1183,8 @@ plotting.live_controls(live_prune, n_pruned=(0, 16), order=list(r0["scores"]))
 #   about 0.3) but stay far below gradient saliency and head norm, which nearly reproduce the oracle. Head TE measured on mean-pooled states says which heads'
 #   *variation across sentences* predicts the next state; it does not say which heads the embedding cannot do
 #   without.
-# * **MiniLM layers.** Removing the attention sublayers of lowest layer TE is about as good as removing random
-#   ones; the attention baseline is best.
+# * **MiniLM layers.** Removing the attention sublayers of lowest layer TE is only a little better than removing
+#   random ones and worse than every baseline; the attention baseline is best.
 # * **Tokens.** Summing a patch's TE over blocks is what fails: ranked by its TE at block 1 alone (the patch's own
 #   embedding as the source) TE is about as good as attention from `[ASK]` and near the one-patch oracle; at
 #   later blocks every patch state has mixed in the whole image, so its TE no longer speaks for the patch (on one
