@@ -14,6 +14,12 @@ the chapter measures; the case studies themselves are ours.
   preconditions fail (:func:`bw_check`, :func:`bw_bfs`, :func:`bw_episode`).
 * **Case 3, learning.** Rewards for a policy that writes DSL programs: sparse success vs verifier feedback
   (:func:`valid_prefix_length`).
+* **Case 4, a learned agent.** A small transformer from request to DSL or SQL (:func:`make_agent`,
+  :func:`train_agent`), greedy or constrained decoding (:func:`decode`), verifier- or SQLite-guided repair
+  (:func:`agent_answer`), bits per intent (:func:`bits_per_intent`).
+* **Case 5, structured credit.** REINFORCE for a request-conditioned policy with sparse reward, prefix reward,
+  filtering, or per-token credit from the verifier's error position (:func:`token_advantages`,
+  :func:`reinforce_agent`).
 """
 
 from __future__ import annotations
@@ -40,7 +46,7 @@ __all__ = [
     "bw_blocks", "bw_states", "bw_raw_actions", "bw_check", "bw_apply", "bw_bfs", "bw_distances", "bw_episode",
     "bw_graph", "COVERAGE_GROUPS", "AGENT_INTERFACES", "request_tokens", "agent_vocab", "encode", "make_agent",
     "train_agent", "decode", "sqlite_error_position", "AgentResult", "agent_answer", "bits_per_intent",
-    "checkpoint_config",
+    "checkpoint_config", "CREDIT_ARMS", "token_advantages", "reinforce_agent",
 ]
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -1425,8 +1431,171 @@ def bits_per_intent(model: torch.nn.Module, intents: Sequence[Intent], interface
 
 
 def checkpoint_config(name: str = "agents") -> dict:
-    """The config of the chapter's checkpoint ``agents`` (what the default run asks for)."""
-    V.one_of("name", name, ("agents",))
+    """The config of the chapter's checkpoint ``agents`` or ``credit`` (what the default run asks for)."""
+    V.one_of("name", name, ("agents", "credit"))
+    if name == "credit":  # case 5: a weakly supervised warm start, then REINFORCE on unlabelled requests
+        return {"db_seed": 0, "intent_seed": 0, "n_train": 300, "n_test": 60, "seeds": [0, 1, 2],
+                "arms": list(CREDIT_ARMS), "d_model": 32, "n_layer": 2, "n_head": 4, "n_sft": 100,
+                "sft_steps": 1000, "sft_batch": 32, "sft_lr": 3e-3, "rl_steps": 300, "rl_batch": 32,
+                "rl_lr": 1e-3, "penalty": 1.0}
     return {"db_seed": 0, "intent_seed": 0, "n_train": 300, "n_test": 60, "seeds": [0, 1, 2],
             "interfaces": list(AGENT_INTERFACES), "d_model": 64, "n_layer": 2, "n_head": 4,
             "steps": 1000, "batch": 32, "lr": 3e-3}
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Case 5: structured credit for a request-conditioned policy (REINFORCE on the learned agent's architecture)
+# ----------------------------------------------------------------------------------------------------------------
+CREDIT_ARMS = ("sparse", "prefix_reward", "filter", "token_credit")
+
+
+def token_advantages(programs: Sequence[Sequence[str]], success: Sequence[float], arm: str,
+                     ended: Sequence[bool] | None = None, penalty: float = 1.0) -> list[np.ndarray]:
+    """Per-token advantages of a sampled batch, one array per program over its sampled tokens (END included
+    when it was sampled, ``ended[b]``; default True).
+
+    ``sparse`` and ``filter``: every token gets ``R - mean(R)`` with ``R`` = 1 for a correct result.
+    ``prefix_reward``: the same with ``R' = R + 0.5 * valid_prefix_length / (len + 1)`` (one number per program).
+    ``token_credit``: a verified program is scored as in ``sparse``; in a rejected program only the token at the
+    verifier's first error position gets credit, ``-penalty``; the valid prefix before it and the tokens after
+    it get none (the verifier says nothing against the first and nothing about the second).
+    """
+    progs = [_check_tokens(p, f"programs[{i}]") for i, p in enumerate(V.sequence("programs", programs, min_len=1))]
+    R = V.array("success", success, ndim=1, dtype="float").astype(float)
+    if len(R) != len(progs):
+        raise ValueError(f"success must have one entry per program ({len(progs)}), got {len(R)}")
+    V.one_of("arm", arm, CREDIT_ARMS)
+    ended = [True] * len(progs) if ended is None else [V.boolean(f"ended[{i}]", e) for i, e in
+                                                       enumerate(V.sequence("ended", ended))]
+    if len(ended) != len(progs):
+        raise ValueError(f"ended must have one entry per program ({len(progs)}), got {len(ended)}")
+    penalty = V.positive("penalty", penalty)
+    n_tok = [len(p) + int(e) for p, e in zip(progs, ended)]
+    if arm == "prefix_reward":
+        R = R + 0.5 * np.array([valid_prefix_length(p) / (len(p) + 1) for p in progs])
+    adv = R - R.mean()
+    out = []
+    for p, n, a in zip(progs, n_tok, adv):
+        if arm == "token_credit" and not verify(p).ok:
+            g = np.zeros(n)
+            g[min(valid_prefix_length(p), n - 1)] = -penalty  # the token the verifier names
+            out.append(g)
+        else:
+            out.append(np.full(n, a))
+    return out
+
+
+def _left_pad(intents: Sequence[Intent], index: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Requests + <sep>, left-padded so that every output starts at the same column; ``pos`` restarts at 0 at the
+    first real token (as in :func:`encode`), ``valid`` marks the real tokens."""
+    reqs = [[index[t] for t in request_tokens(it.request)] + [index[SEP]] for it in intents]
+    W = max(map(len, reqs))
+    ids = torch.full((len(reqs), W), index[PAD], dtype=torch.long)
+    pos = torch.zeros((len(reqs), W), dtype=torch.long)
+    valid = torch.zeros((len(reqs), W), dtype=torch.bool)
+    for b, r in enumerate(reqs):
+        ids[b, W - len(r):] = torch.tensor(r)
+        pos[b, W - len(r):] = torch.arange(len(r))
+        valid[b, W - len(r):] = True
+    return ids, pos, valid
+
+
+def _attn_mask(valid: torch.Tensor) -> torch.Tensor:
+    T = valid.shape[1]
+    causal = torch.ones(T, T, dtype=torch.bool).tril()
+    return (causal[None] & valid[:, None, :]) | torch.eye(T, dtype=torch.bool)[None]
+
+
+def reinforce_agent(model: torch.nn.Module, con: sqlite3.Connection, intents: Sequence[Intent], arm: str,
+                    steps: int, batch: int = 32, lr: float = 1e-3, seed: int = 0, penalty: float = 1.0,
+                    cache: dict | None = None) -> dict[str, np.ndarray]:
+    """REINFORCE for a request-conditioned DSL policy (a :func:`make_agent` model, trained in place).
+
+    Each step draws ``batch`` requests from ``intents``, samples one program per request token by token
+    (temperature 1; ``arm="filter"`` samples only verifier-valid continuations and normalises over them), scores
+    it (correct executed rows = 1) and takes one Adam step on ``-sum_t A_t log p(a_t)`` with the per-token
+    advantages of :func:`token_advantages`. Returns per-step ``success`` and ``valid`` rates of the sampled batch.
+    """
+    V.instance("model", model, torch.nn.Module)
+    V.instance("con", con, sqlite3.Connection)
+    intents = V.sequence("intents", intents, of=lambda k, x: V.instance(k, x, Intent), min_len=1)
+    V.one_of("arm", arm, CREDIT_ARMS)
+    steps, batch = V.integer("steps", steps, min=1), V.integer("batch", batch, min=2)
+    lr, seed, penalty = V.positive("lr", lr), V.seed("seed", seed), V.positive("penalty", penalty)
+    V.optional(V.instance, "cache", cache, dict)
+    vocab = agent_vocab("dsl")
+    if getattr(getattr(model, "cfg", None), "vocab_size", None) != len(vocab):
+        raise ValueError("model must be a DSL agent (make_agent('dsl', ...))")
+    index = {t: i for i, t in enumerate(vocab)}
+    n_max = MAX_PROGRAM_LEN + 1  # every valid program and its END fit
+    out_ok = torch.zeros(len(vocab), dtype=torch.bool)
+    out_ok[index[SEP] + 1:index[END] + 1] = True  # output tokens and END, never a request word, <sep> or <pad>
+    allowed: dict[tuple, torch.Tensor] = {}
+
+    def allowed_mask(state):
+        if state not in allowed:
+            m = torch.zeros(len(vocab), dtype=torch.bool)
+            m[[index[t] for t in _allowed(state)]] = True
+            allowed[state] = m
+        return allowed[state]
+
+    rng = np.random.default_rng([seed, 5])
+    gen = torch.Generator().manual_seed(seed)
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    succ, valid_rate = np.zeros(steps), np.zeros(steps)
+    for step in range(steps):
+        pick = [intents[i] for i in rng.integers(len(intents), size=batch)]
+        req, pos, real = _left_pad(pick, index)
+        W = req.shape[1]
+        ids, P, Rl = req, pos, real
+        masks = torch.zeros((batch, n_max, len(vocab)), dtype=torch.bool)
+        states = [_START] * batch
+        done = np.zeros(batch, dtype=bool)
+        outs: list[list[str]] = [[] for _ in range(batch)]
+        ended = [False] * batch
+        model.eval()
+        with torch.no_grad():
+            for t in range(n_max):
+                logits = model(ids, mask=_attn_mask(Rl), pos=P)[:, -1]
+                for b in range(batch):
+                    masks[b, t] = allowed_mask(states[b]) if arm == "filter" else out_ok
+                logits = logits.masked_fill(~masks[:, t], -math.inf)
+                nxt = torch.multinomial(logits.softmax(-1), 1, generator=gen)[:, 0]
+                for b in range(batch):
+                    if done[b]:
+                        continue
+                    tok = vocab[int(nxt[b])]
+                    if tok == END:
+                        done[b] = ended[b] = True
+                    else:
+                        outs[b].append(tok)
+                        if arm == "filter":
+                            states[b] = _step(states[b], tok)[0]
+                ids = torch.cat([ids, nxt[:, None]], 1)
+                P = torch.cat([P, P[:, -1:] + 1], 1)
+                Rl = torch.cat([Rl, torch.ones((batch, 1), dtype=torch.bool)], 1)
+                if done.all():
+                    break
+        R = np.zeros(batch)
+        for b, (toks, it) in enumerate(zip(outs, pick)):
+            ok = verify(toks).ok
+            valid_rate[step] += ok / batch
+            R[b] = float(ok and results_equal(_cached_execute(con, compile_sql(toks), cache)[1], it.result))
+        succ[step] = R.mean()
+        adv = token_advantages(outs, R, arm, ended, penalty)
+        T_out = ids.shape[1] - W
+        A = torch.zeros((batch, T_out))
+        for b, a in enumerate(adv):
+            A[b, :len(a)] = torch.as_tensor(a, dtype=torch.float32)
+        if not A.any():
+            continue
+        model.train()
+        logits = model(ids[:, :-1], mask=_attn_mask(Rl[:, :-1]), pos=P[:, :-1])[:, W - 1:]
+        logits = logits.masked_fill(~masks[:, :T_out], -math.inf)
+        logp = torch.log_softmax(logits, -1).gather(-1, ids[:, W:, None])[..., 0]
+        loss = -(A * torch.where(A != 0, logp, torch.zeros_like(logp))).sum() / batch
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    model.eval()
+    return {"success": succ, "valid": valid_rate}

@@ -325,3 +325,60 @@ def test_sqlite_error_position():
     assert d.sqlite_error_position(sql, "something else") is None
     with pytest.raises(TypeError):
         d.sqlite_error_position(sql, 3)
+
+
+# ---------------------------------------------------------------- case 5: structured credit
+def test_token_advantages_per_arm():
+    good = "from orders select count orders.year".split()
+    bad = "from orders select sum orders.amount".split()  # unknown column at token 4
+    R = [1.0, 0.0]
+    sp = d.token_advantages([good, bad], R, "sparse")
+    assert [len(a) for a in sp] == [len(good) + 1, len(bad) + 1]
+    assert np.allclose(sp[0], 0.5) and np.allclose(sp[1], -0.5)
+    assert all(np.allclose(a, b) for a, b in zip(sp, d.token_advantages([good, bad], R, "filter")))
+    tc = d.token_advantages([good, bad], R, "token_credit", penalty=2.0)
+    assert np.allclose(tc[0], 0.5)  # a verified program is scored as in sparse
+    assert d.verify(bad).errors[0].position == 4
+    assert tc[1][4] == -2.0 and np.count_nonzero(tc[1]) == 1  # only the named token
+    pr = d.token_advantages([good, bad], R, "prefix_reward")
+    r0, r1 = 1 + 0.5 * (len(good) + 1) / (len(good) + 1), 0.5 * 4 / (len(bad) + 1)
+    assert np.allclose(pr[0], r0 - (r0 + r1) / 2) and np.allclose(pr[1], r1 - (r0 + r1) / 2)
+    # a truncated sample (no END sampled) whose error is at END: the last sampled token takes the blame
+    cut = "from orders select".split()
+    tc = d.token_advantages([cut, good], [0.0, 1.0], "token_credit", ended=[False, True])
+    assert len(tc[0]) == len(cut) and tc[0][-1] == -1.0
+    with pytest.raises(ValueError, match="one entry per program"):
+        d.token_advantages([good], [1.0, 0.0], "sparse")
+    with pytest.raises(ValueError):
+        d.token_advantages([good], [1.0], "dense")
+    with pytest.raises(ValueError):
+        d.token_advantages([good], [1.0], "token_credit", penalty=-1.0)
+    with pytest.raises(ValueError, match="ended"):
+        d.token_advantages([good], [1.0], "sparse", ended=[True, True])
+
+
+def test_reinforce_agent_runs_filter_valid_and_deterministic(small_world):
+    con, its = small_world
+    runs = {}
+    for arm in ("filter", "token_credit", "token_credit"):
+        with torch.random.fork_rng():
+            torch.manual_seed(0)
+            m = d.make_agent("dsl", d_model=16, n_layer=1, n_head=2)
+        cur = d.reinforce_agent(m, con, its, arm, steps=3, batch=4, lr=1e-3, seed=0, cache={})
+        assert cur["success"].shape == cur["valid"].shape == (3,)
+        runs.setdefault(arm, []).append(cur)
+    assert (runs["filter"][0]["valid"] == 1.0).all()  # sampling among valid continuations only
+    a, b = runs["token_credit"]
+    assert np.array_equal(a["valid"], b["valid"]) and np.array_equal(a["success"], b["success"])
+    with pytest.raises(ValueError, match="DSL agent"):
+        d.reinforce_agent(d.make_agent("sql", 16, 1, 2), con, its, "sparse", steps=1, batch=2)
+    with pytest.raises(ValueError):
+        d.reinforce_agent(m, con, its, "dense", steps=1, batch=2)
+    with pytest.raises(ValueError):
+        d.reinforce_agent(m, con, [], "sparse", steps=1, batch=2)
+
+
+def test_checkpoint_config_names():
+    assert d.checkpoint_config("credit")["arms"] == list(d.CREDIT_ARMS)
+    with pytest.raises(ValueError):
+        d.checkpoint_config("weights")
