@@ -69,7 +69,7 @@ seed = (
 )
 T = 12  # frames per clip
 size = 32  # pixels
-n_test_clips = 4
+n_test_clips = 8
 n_anchors = 3
 sample_steps = 8  # Euler steps of the flow-matching sampler
 
@@ -450,23 +450,24 @@ plt.tight_layout()
 plt.show()
 
 # %% [markdown]
-# **Reading the table** (default run: 4 test clips × 2 instructions × 3 seeds). On pixels some anchor saw,
-# the generator is slightly *worse* than plain warping with the same flow (about 0.3-0.6 dB): there the warp
+# **Reading the table** (default run: 8 test clips × 2 instructions × 3 seeds). On pixels some anchor saw,
+# the generator is on a par with or slightly *worse* than plain warping with the same flow (+0.05 to
+# -0.5 dB): there the warp
 # is already as good as the estimated flow allows and the generator's prediction adds its own error. On
-# disoccluded pixels it is 3-4.5 dB better than warping (whose holes can only hold a mix of the wrong
-# surfaces) and still 0.6-1.2 dB better than warping whose holes are filled with the *unedited* source frame,
+# disoccluded pixels it is 3.5-4.3 dB better than warping (whose holes can only hold a mix of the wrong
+# surfaces) and still 0.3-1.2 dB better than warping whose holes are filled with the *unedited* source frame,
 # information the generator never gets: it has learned, from source clips alone, to continue the anchors'
 # surroundings into what they never showed, and that carries over to edits it never saw.
 #
 # Per-frame editing is exact outside the edit (the editor touches nothing else, so its fidelity PSNR is capped
 # at 120 dB) but flickers: each call settles on its own stripes and style. AVE halves that warping error, but it
-# is *less* consistent than plain warping (0.025 vs 0.014), because the frames it generates are not exactly
-# consistent with each other. Editing the keyframes separately doubles AVE's warping error compared with
+# is *less* consistent than plain warping (0.027 vs 0.016), because the frames it generates are not exactly
+# consistent with each other. Editing the keyframes separately raises AVE's warping error by about 15% compared with
 # composing them: the anchors disagree and the generator has to morph between them.
 #
 # **Content fidelity falls short.** Outside the edit AVE reaches about 24 dB against the source, far below the
 # 30 dB target. The cause is the estimated flow, measured in section 1: carrying frame 0 three frames along the
-# TV-L1 flow already costs about 28 dB on truly visible pixels, and disoccluded background (which the edit
+# TV-L1 flow already drops to about 25 dB on truly visible pixels, and disoccluded background (which the edit
 # does not touch) is invented at about 13 dB. Warping with the true flow would be exact on visible pixels;
 # warping with the estimated flow and filling holes from the source reaches 28 dB.
 #
