@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import re
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -43,7 +44,11 @@ __all__ = [
     "tokenize", "cycle_rank", "Serialization", "serialize", "canonical_ranks", "tree_paths", "canonical_cycle_basis",
     "cycle_features", "atom_key", "Vocab", "Featurized", "featurize", "collate", "GraphBatch", "graph_batch",
     "TreeCyclePE", "SeqEncoder", "GIN", "GraphormerLite", "random_ring_system", "ring_count_targets",
-    "alert_atoms", "sorted_rows", "multiset_diff",
+    "alert_atoms", "sorted_rows", "multiset_diff", "RING_TOKEN", "N_RING_IDS", "ring_ids", "alert_match",
+    "alignment_at_k", "centred_cosine", "SEQ_KINDS", "GRAPH_KINDS", "make_model", "is_graph_model", "model_batch",
+    "task_loss", "fit_model", "predict", "pooled", "integrated_gradients", "synthetic_set", "property_set",
+    "featurize_set", "vocab_for", "checkpoint_config", "prepare", "tag_of", "build_model", "train_all",
+    "dropped_atoms", "jobs_of",
 ]
 
 RDLogger.DisableLog("rdApp.*")
@@ -57,8 +62,9 @@ CYCLE_DIM = 1 + len(RING_SIZES) + 1 + 1 + 3 * N_SLOTS
 _TOKEN_RE = re.compile(r"(\[[^\]]+]|Br|Cl|B|C|N|O|S|P|F|I|b|c|n|o|s|p|\*|%\d{2}|\d|\(|\)|\.|=|#|-|\+|\\|/|:|~)")
 _ATOM_RE = re.compile(r"^(\[[^\]]+]|Br|Cl|B|C|N|O|S|P|F|I|b|c|n|o|s|p|\*)$")
 _BONDS = {"-", "=", "#", ":", "/", "\\", "~"}
-STRUCT_TOKENS = ("(", ")", ".", "-", "=", "#", ":", "/", "\\", "~", *[str(i) for i in range(10)],
-                 *[f"%{i}" for i in range(10, 100)])
+RING_TOKEN = "<ring>"  # every ring-closure digit is read as this one token type
+N_RING_IDS = 8  # ring-id embedding slots: 0 = not a ring token, 1..8 = closure bond (canonical order, clipped)
+STRUCT_TOKENS = ("(", ")", ".", "-", "=", "#", ":", "/", "\\", "~", RING_TOKEN)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -147,6 +153,7 @@ class Serialization:
     tree_parent: np.ndarray  # (N,) parent of each atom in the string's spanning tree, -1 for a root
     closures: list[tuple[int, int]]  # ring-closure bonds (the non-tree edges)
     ranks: np.ndarray  # (N,) canonical ranks
+    token_closure: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # (T,) closure index or -1
 
     @property
     def n_atoms(self) -> int:
@@ -162,7 +169,8 @@ def serialize(smiles: str) -> Serialization:
     is_atom = np.zeros(T, dtype=bool)
     parent = np.full(N, -1, dtype=np.int64)
     closures: list[tuple[int, int]] = []
-    opened: dict[str, int] = {}
+    opened: dict[str, tuple[int, int]] = {}  # digit -> (atom, token) of the open ring bond
+    token_closure = np.full(T, -1, dtype=np.int64)
     stack: list[int] = []
     prev: int | None = None
     pending: list[int] = []  # bond / dot tokens waiting for the atom they lead into
@@ -188,9 +196,11 @@ def serialize(smiles: str) -> Serialization:
                 token_atom[p] = prev
             pending = []
             if tok in opened:
-                closures.append((opened.pop(tok), prev))
+                a, t0 = opened.pop(tok)
+                token_closure[t0] = token_closure[t] = len(closures)
+                closures.append((a, prev))
             else:
-                opened[tok] = prev
+                opened[tok] = (prev, t)
         elif tok == "(":
             stack.append(prev)
             token_atom[t] = prev
@@ -199,7 +209,8 @@ def serialize(smiles: str) -> Serialization:
             token_atom[t] = prev
     if n != N or pending or opened or (token_atom < 0).any():
         raise ValueError(f"cannot align tokens of {smiles!r} to its {N} atoms")
-    return Serialization(smiles, mol, tokens, token_atom, is_atom, parent, closures, canonical_ranks(mol))
+    return Serialization(smiles, mol, tokens, token_atom, is_atom, parent, closures, canonical_ranks(mol),
+                         token_closure)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -405,6 +416,7 @@ class Featurized:
     spd: np.ndarray  # (N, N) shortest-path distances (-1 if disconnected)
     in_ring: np.ndarray  # (N,) bool
     ranks: np.ndarray
+    ring_id: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # (T,) 0, or 1..N_RING_IDS
     extra: dict = field(default_factory=dict)
 
 
@@ -414,8 +426,10 @@ def featurize(smiles: str, vocab: Vocab | None = None) -> Featurized:
     ser = serialize(smiles)
     mol = ser.mol
     keys = [atom_key(a) for a in mol.GetAtoms()]
+    ring = ser.token_closure >= 0
     ids = np.array([
-        (vocab.id(keys[ser.token_atom[t]]) if ser.is_atom[t] else vocab.id(tok)) if vocab else 0
+        (vocab.id(keys[ser.token_atom[t]]) if ser.is_atom[t] else vocab.id(RING_TOKEN if ring[t] else tok))
+        if vocab else 0
         for t, tok in enumerate(ser.tokens)
     ], dtype=np.int64)
     e = np.array([(b.GetBeginAtomIdx(), b.GetEndAtomIdx()) for b in mol.GetBonds()], dtype=np.int64).reshape(-1, 2)
@@ -427,7 +441,25 @@ def featurize(smiles: str, vocab: Vocab | None = None) -> Featurized:
         atom_keys=keys, tree=tree_paths(ser), cycle=cycle_features(mol, ser.ranks), edges=edges,
         degree=np.array([a.GetDegree() for a in mol.GetAtoms()], dtype=np.int64), spd=spd,
         in_ring=np.array([a.IsInRing() for a in mol.GetAtoms()]), ranks=ser.ranks,
+        ring_id=ring_ids(ser),
     )
+
+
+def ring_ids(ser: Serialization) -> np.ndarray:
+    """Per token: 0, or the ring-id (1..N_RING_IDS) of the ring-closure bond a ``<ring>`` token opens or closes.
+
+    The two tokens of one closure share an id. Ids number the string's closure bonds in canonical order (by the
+    sorted canonical ranks of their two atoms), not by the digit written, which SMILES reuses freely.
+    """
+    if not isinstance(ser, Serialization):
+        raise TypeError(f"ser must be a Serialization, got {type(ser).__name__}")
+    keys = [tuple(sorted((int(ser.ranks[a]), int(ser.ranks[b])))) for a, b in ser.closures]
+    order = {c: i for i, c in enumerate(sorted(range(len(keys)), key=lambda c: keys[c]))}
+    out = np.zeros(len(ser.tokens), dtype=np.int64)
+    for t, c in enumerate(ser.token_closure):
+        if c >= 0:
+            out[t] = 1 + min(order[int(c)], N_RING_IDS - 1)
+    return out
 
 
 def collate(items: Sequence[Featurized], atoms_only: bool = False, max_len: int | None = None) -> dict[str, Tensor]:
@@ -435,8 +467,8 @@ def collate(items: Sequence[Featurized], atoms_only: bool = False, max_len: int 
 
     ``atoms_only`` keeps only atom tokens (drops parentheses, ring digits, bond symbols). Tokens past ``max_len``
     are cut (their atoms keep no token). Returns ``ids``, ``pad`` (True = real token), ``pos`` (string position),
-    ``tree`` (B, T, DEPTH), ``cycle`` (B, T, CYCLE_DIM), ``atom`` (aligned atom, -1 for [CLS]/padding) and
-    ``is_atom``.
+    ``tree`` (B, T, DEPTH), ``cycle`` (B, T, CYCLE_DIM), ``atom`` (aligned atom, -1 for [CLS]/padding),
+    ``ring`` (ring-id of ``<ring>`` tokens, 0 elsewhere) and ``is_atom``.
     """
     items = V.sequence("items", items, min_len=1, of=lambda k, x: V.instance(k, x, Featurized))
     atoms_only = V.boolean("atoms_only", atoms_only)
@@ -450,6 +482,7 @@ def collate(items: Sequence[Featurized], atoms_only: bool = False, max_len: int 
     pos = torch.zeros(B, T, dtype=torch.long)
     atom = torch.full((B, T), -1, dtype=torch.long)
     is_atom = torch.zeros(B, T, dtype=torch.bool)
+    ring = torch.zeros(B, T, dtype=torch.long)
     tree = torch.full((B, T, DEPTH), -1, dtype=torch.long)
     cyc = torch.zeros(B, T, CYCLE_DIM, dtype=torch.float32)
     ids[:, 0] = Vocab.CLS
@@ -460,10 +493,12 @@ def collate(items: Sequence[Featurized], atoms_only: bool = False, max_len: int 
         pos[b, 1: n + 1] = torch.from_numpy(s + 1)
         atom[b, 1: n + 1] = torch.from_numpy(a)
         is_atom[b, 1: n + 1] = torch.from_numpy(f.is_atom[s])
+        if len(f.ring_id) == len(f.tokens):
+            ring[b, 1: n + 1] = torch.from_numpy(f.ring_id[s])
         tree[b, 1: n + 1] = torch.from_numpy(f.tree[a])
         cyc[b, 1: n + 1] = torch.from_numpy(f.cycle[a]).float()
     return {"ids": ids, "pad": ids != Vocab.PAD, "pos": pos, "tree": tree, "cycle": cyc, "atom": atom,
-            "is_atom": is_atom}
+            "is_atom": is_atom, "ring": ring}
 
 
 @dataclass
@@ -477,6 +512,7 @@ class GraphBatch:
     dense_ids: Tensor  # (B, 1 + N_max) [CLS] + atom ids, padded
     dense_deg: Tensor  # (B, 1 + N_max)
     dense_spd: Tensor  # (B, 1 + N_max, 1 + N_max); 0 = [CLS] link, d + 1 = distance d, -1 = padding
+    cycle: Tensor | None = None  # (N_total, CYCLE_DIM) ring features of every node
 
 
 def graph_batch(items: Sequence[Featurized], vocab: Vocab) -> GraphBatch:
@@ -502,7 +538,8 @@ def graph_batch(items: Sequence[Featurized], vocab: Vocab) -> GraphBatch:
         d_spd[b, : n + 1, : n + 1] = 0
         spd = torch.from_numpy(np.minimum(f.spd, 9))
         d_spd[b, 1: n + 1, 1: n + 1] = torch.where(spd < 0, torch.full_like(spd, 10), spd) + 1
-    return GraphBatch(torch.cat(xs), torch.cat(es, dim=1), torch.cat(gs), B, d_ids, d_deg, d_spd)
+    cyc = torch.from_numpy(np.concatenate([f.cycle for f in items])).float()
+    return GraphBatch(torch.cat(xs), torch.cat(es, dim=1), torch.cat(gs), B, d_ids, d_deg, d_spd, cyc)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -582,6 +619,7 @@ class SeqEncoder(nn.Module):
         cfg = hnn.TransformerConfig(vocab_size=vocab_size, n_layer=n_layer, n_head=n_head, d_model=d_model,
                                     d_ff=d_ff, pos="none")
         self.tok = nn.Embedding(vocab_size, d_model)
+        self.ring = nn.Embedding(N_RING_IDS + 1, d_model)  # which closure bond a <ring> token belongs to
         self.pe = None if pe == "sinusoidal" else TreeCyclePE(
             d_model, {"tree": ("tree",), "cycle": ("cycle",), "tree_cycle": ("tree", "cycle")}[pe])
         self.blocks = nn.ModuleList([hnn.Block(cfg) for _ in range(n_layer)])
@@ -593,7 +631,7 @@ class SeqEncoder(nn.Module):
     def _batch(self, batch: object) -> dict[str, Tensor]:
         """A batch from :func:`collate`: the keys, shapes and token ids the encoder reads."""
         V.instance("batch", batch, dict)
-        missing = {"ids", "pad", "pos", "tree", "cycle", "atom"} - set(batch)
+        missing = {"ids", "pad", "pos", "tree", "cycle", "atom", "ring"} - set(batch)
         if missing:
             raise ValueError(f"batch must come from collate(); it lacks {sorted(missing)}")
         ids = V.token_ids("batch['ids']", batch["ids"], self.tok.num_embeddings)
@@ -603,6 +641,7 @@ class SeqEncoder(nn.Module):
         V.tensor("batch['pad']", batch["pad"], shape=(B, T), dtype="bool")
         V.tensor("batch['pos']", batch["pos"], shape=(B, T), dtype="int", min=0)
         V.tensor("batch['atom']", batch["atom"], shape=(B, T), dtype="int", min=-1)
+        V.tensor("batch['ring']", batch["ring"], shape=(B, T), dtype="int", min=0, max=N_RING_IDS)
         _tree_cycle(batch["tree"], batch["cycle"])
         if batch["tree"].shape[:2] != (B, T):
             raise ValueError(f"batch['tree'] must have shape ({B}, {T}, {DEPTH}), got {tuple(batch['tree'].shape)}")
@@ -623,7 +662,7 @@ class SeqEncoder(nn.Module):
             V.tensor("inputs_embeds", inputs_embeds, shape=(*batch["ids"].shape, self.d_model), dtype="float",
                      finite=False)
         x = self.tok(batch["ids"]) if inputs_embeds is None else inputs_embeds
-        x = x + self.positional(batch, parts)
+        x = x + self.ring(batch["ring"]) + self.positional(batch, parts)
         pad = batch["pad"]
         mask = (pad[:, None, :] & torch.ones_like(pad)[:, :, None])[:, None]  # (B, 1, T, T): attend to real keys
         for blk in self.blocks:
@@ -646,14 +685,21 @@ def _graph_batch(g: object, vocab_size: int) -> GraphBatch:
 
 
 class GIN(nn.Module):
-    """Graph Isomorphism Network (Xu et al. 2019): ``h <- MLP((1 + eps) h + sum of neighbours)``, sum pooling."""
+    """Graph Isomorphism Network (Xu et al. 2019): ``h <- MLP((1 + eps) h + sum of neighbours)``, sum pooling.
 
-    def __init__(self, vocab_size: int, d: int = 64, n_layer: int = 5, n_out: int = 1, n_node: int = 0) -> None:
+    ``cycle=True`` adds a linear map of each atom's ring features (:func:`cycle_features`) to its input embedding.
+    """
+
+    def __init__(self, vocab_size: int, d: int = 64, n_layer: int = 5, n_out: int = 1, n_node: int = 0,
+                 cycle: bool = False) -> None:
         for name, v in dict(vocab_size=vocab_size, d=d, n_layer=n_layer, n_out=n_out).items():
             V.integer(name, v, min=1)
         n_node = V.integer("n_node", n_node, min=0)
+        cycle = V.boolean("cycle", cycle)
         super().__init__()
         self.emb = nn.Embedding(vocab_size, d)
+        # cycle=True: the ring features of the cycle encoding are node inputs too (a fair structural baseline)
+        self.cyc = nn.Linear(CYCLE_DIM, d) if cycle else None
         self.eps = nn.Parameter(torch.zeros(n_layer))
         self.mlps = nn.ModuleList([
             nn.Sequential(nn.Linear(d, d), nn.BatchNorm1d(d), nn.ReLU(), nn.Linear(d, d), nn.ReLU())
@@ -666,6 +712,10 @@ class GIN(nn.Module):
         """(graph embeddings (B, d * (L + 1)) from summed nodes of every layer, final node states)."""
         _graph_batch(g, self.emb.num_embeddings)
         h = self.emb(g.x)
+        if self.cyc is not None:
+            if g.cycle is None or g.cycle.shape != (len(g.x), CYCLE_DIM):
+                raise ValueError("g.cycle must hold (nodes, CYCLE_DIM) ring features (see graph_batch)")
+            h = h + self.cyc(g.cycle)
         pooled = [torch.zeros(g.n_graphs, h.shape[1]).index_add_(0, g.graph, h)]
         src, dst = g.edges
         for eps, mlp in zip(self.eps, self.mlps):
@@ -902,3 +952,360 @@ def load_bioactivity(name: str = "CHEMBL204_Ki", threshold: float = 7.0) -> tupl
         keep.append(i)
     keep = np.array(keep)
     return [smiles[i] for i in keep], (p_act[keep] >= threshold).astype(np.float64), is_test[keep], source
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Structural alerts as a task
+# --------------------------------------------------------------------------------------------------------------
+_NAMES: set[str] = set()
+
+
+def alert_match(mol: Chem.Mol | str, name: str) -> set[int]:
+    """Atoms matched by the BRENK/PAINS alert whose description is ``name`` (empty set: no match)."""
+    mol = _as_mol(mol)
+    V.instance("name", name, str)
+    alert_atoms(mol)  # builds the catalog
+    assert _CATALOG is not None
+    if not _NAMES:
+        _NAMES.update(_CATALOG.GetEntryWithIdx(i).GetDescription() for i in range(_CATALOG.GetNumEntries()))
+    if name not in _NAMES:
+        raise ValueError(f"name must be a BRENK or PAINS alert description such as 'nitro_group', got {name!r}")
+    atoms: set[int] = set()
+    for entry in _CATALOG.GetMatches(mol):
+        if entry.GetDescription() == name:
+            for fm in entry.GetFilterMatches(mol):
+                atoms.update(int(a) for _, a in fm.atomPairs)
+    return atoms
+
+
+def alignment_at_k(scores: np.ndarray, atoms: set[int] | Sequence[int]) -> tuple[float, float]:
+    """(share of the top-k scored atoms inside ``atoms``, chance share k / n), with ``k = len(atoms)``."""
+    scores = V.array("scores", scores, ndim=1, dtype="float")
+    if len(scores) < 2:
+        raise ValueError(f"scores must hold one score per atom of a molecule with >= 2 atoms, got {len(scores)}")
+    if isinstance(atoms, (str, bytes)) or not isinstance(atoms, (set, frozenset, list, tuple, np.ndarray)):
+        raise TypeError(f"atoms must be a set or sequence of atom indices, got {V.describe(atoms)}")
+    atoms = {V.index("atoms[i]", a, len(scores)) for a in atoms}
+    if not atoms or len(atoms) >= len(scores):
+        raise ValueError(f"atoms must be a non-empty proper subset of the {len(scores)} atoms, got {len(atoms)}")
+    k = len(atoms)
+    top = np.argsort(-scores, kind="stable")[:k]
+    return float(np.isin(top, list(atoms)).mean()), k / len(scores)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Re-rooting metrics
+# --------------------------------------------------------------------------------------------------------------
+def centred_cosine(a: np.ndarray, b: np.ndarray, centre: np.ndarray) -> np.ndarray:
+    """Row-wise cosine similarity of ``a - centre`` and ``b - centre`` (n, d), (n, d), (d,) -> (n,).
+
+    Centring by the mean embedding of many molecules removes the offset every embedding shares (e.g. a biased
+    LayerNorm); without it, two unrelated molecules can look similar.
+    """
+    a = V.array("a", a, ndim=2, dtype="float")
+    b = V.array("b", b, shape=a.shape, dtype="float")
+    centre = V.array("centre", centre, shape=(a.shape[1],), dtype="float")
+    a, b = a - centre, b - centre
+    den = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)
+    return np.sum(a * b, axis=1) / np.maximum(den, 1e-12)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Models, batches, training, prediction, attributions (shared by the notebook and data/07_tree_cycle_pe)
+# --------------------------------------------------------------------------------------------------------------
+SEQ_KINDS = ("sinusoidal", "tree", "cycle", "tree_cycle")
+GRAPH_KINDS = ("graphormer", "gin", "gin_cycle")
+
+
+def make_model(kind: str, vocab_size: int, n_out: int = 1, n_node: int = 0, seed: int = 0,
+               width: int = 64) -> nn.Module:
+    """A fresh model, initialised from ``seed``: a :class:`SeqEncoder` (``pe = kind``), :class:`GraphormerLite`,
+    :class:`GIN` or GIN with ring features (``gin_cycle``). Transformers: 3 layers, 4 heads, FF ``2 * width``."""
+    V.one_of("kind", kind, SEQ_KINDS + GRAPH_KINDS)
+    seed, width = V.integer("seed", seed, min=0), V.integer("width", width, min=4)
+    torch.manual_seed(seed)
+    if kind in ("gin", "gin_cycle"):
+        return GIN(vocab_size, d=width, n_out=n_out, n_node=n_node, cycle=kind == "gin_cycle")
+    if kind == "graphormer":
+        return GraphormerLite(vocab_size, d_model=width, d_ff=2 * width, n_out=n_out, n_node=n_node)
+    return SeqEncoder(vocab_size, pe=kind, d_model=width, d_ff=2 * width, n_out=n_out, n_node=n_node)
+
+
+def is_graph_model(model: object) -> bool:
+    return isinstance(model, (GIN, GraphormerLite))
+
+
+def model_batch(model: nn.Module, items: Sequence[Featurized], vocab: Vocab):
+    """The batch ``model`` reads: whole strings (never truncated) for sequence models, graphs otherwise."""
+    return graph_batch(items, vocab) if is_graph_model(model) else collate(items)
+
+
+def _node_outputs(model: nn.Module, node: Tensor, batch, items: Sequence[Featurized]) -> list[Tensor]:
+    """Per-atom node outputs (first channel) of each item, in atom order."""
+    if isinstance(model, GIN):
+        return [n[:, 0] for n in torch.split(node, [len(f.atom_keys) for f in items])]
+    if isinstance(model, GraphormerLite):
+        return [node[b, : len(f.atom_keys), 0] for b, f in enumerate(items)]
+    out = []
+    for j, f in enumerate(items):
+        per_atom = torch.zeros(len(f.atom_keys))
+        m = batch["is_atom"][j]
+        per_atom[batch["atom"][j][m]] = node[j, m, 0]
+        out.append(per_atom)
+    return out
+
+
+def task_loss(model: nn.Module, items: Sequence[Featurized], target: Tensor, vocab: Vocab) -> Tensor:
+    """Graph-level loss (MSE for several outputs, BCE for one), plus BCE on ring membership when the model has
+    a node head."""
+    b = model_batch(model, items, vocab)
+    out = model(b)
+    if isinstance(out, tuple):
+        out, node = out
+        pred = torch.cat(_node_outputs(model, node, b, items))
+        ring = torch.from_numpy(np.concatenate([f.in_ring for f in items])).float()
+        node_loss = F.binary_cross_entropy_with_logits(pred, ring)
+    else:
+        node_loss = torch.zeros(())
+    if out.shape[1] == 1:
+        return F.binary_cross_entropy_with_logits(out[:, 0], target.float().reshape(-1)) + node_loss
+    return F.mse_loss(out, target.float()) + node_loss
+
+
+def fit_model(kind: str, feats: Sequence[Sequence[Featurized]], idx: np.ndarray, targets: Tensor, vocab: Vocab,
+              *, steps: int, seed: int, n_node: int = 0, batch_size: int = 32, lr: float = 1e-3,
+              width: int = 64, weight_decay: float = 0.01, progress: bool = True, desc: str = ""):
+    """Train one model; returns ``(model, history)``. Sequence models draw one of each molecule's strings
+    (canonical + randomized) per visit; graph models read the graph. Same seed -> same weights."""
+    V.one_of("kind", kind, SEQ_KINDS + GRAPH_KINDS)
+    steps, seed = V.integer("steps", steps, min=1), V.integer("seed", seed, min=0)
+    idx = np.asarray(idx)
+    targets = V.tensor("targets", targets, finite=True)
+    if len(targets) != len(feats):
+        raise ValueError(f"targets must have one row per molecule ({len(feats)}), got {len(targets)}")
+    from helpers import train
+
+    n_out = 1 if targets.dim() == 1 else targets.shape[1]
+    model = make_model(kind, len(vocab), n_out=n_out, n_node=n_node, seed=seed, width=width)
+    graph = kind in GRAPH_KINDS
+
+    def get(step: int):
+        r = np.random.default_rng([seed, 7, step])
+        mols = r.choice(idx, size=min(batch_size, len(idx)), replace=False)
+        items = [feats[m][0 if graph else int(r.integers(len(feats[m])))] for m in mols]
+        return mols, items
+
+    def loss(model: nn.Module, batch) -> Tensor:
+        mols, items = batch
+        return task_loss(model, items, targets[torch.as_tensor(mols)], vocab)
+
+    hist = train.fit(model, loss, get, steps, lr=lr, warmup=steps // 10, seed=seed, weight_decay=weight_decay,
+                     progress=progress, desc=desc or kind)
+    model.eval()
+    return model, hist
+
+
+@torch.no_grad()
+def predict(model: nn.Module, items: Sequence[Featurized], vocab: Vocab, chunk: int = 128):
+    """Graph-level outputs (n, n_out) and, for models with a node head, per-atom node outputs (list)."""
+    V.instance("model", model, nn.Module)
+    items = V.sequence("items", items, min_len=1, of=lambda k, x: V.instance(k, x, Featurized))
+    outs, nodes = [], []
+    for i in range(0, len(items), chunk):
+        part = items[i: i + chunk]
+        b = model_batch(model, part, vocab)
+        o = model(b)
+        if isinstance(o, tuple):
+            o, node = o
+            nodes += _node_outputs(model, node, b, part)
+        outs.append(o)
+    return torch.cat(outs), nodes
+
+
+@torch.no_grad()
+def pooled(model: SeqEncoder, items: Sequence[Featurized], atoms_only: bool = False,
+           parts: Sequence[str] | None = None) -> np.ndarray:
+    """[CLS] embeddings (n, d) after the final norm, whole strings."""
+    V.instance("model", model, SeqEncoder)
+    return model.encode(collate(items, atoms_only=atoms_only), parts)[:, 0].numpy()
+
+
+def integrated_gradients(model: SeqEncoder, feat: Featurized, steps: int = 16) -> tuple[np.ndarray, float]:
+    """Integrated gradients of the first output w.r.t. the token embeddings (baseline: zero embeddings for every
+    token but [CLS]; positions and ring-ids kept), summed over the tokens aligned to each atom. Returns (per-atom attributions (N,), completeness gap
+    ``sum(attr) - (f(x) - f(baseline))``). Midpoint rule with ``steps`` points, in one batch."""
+    V.instance("model", model, SeqEncoder)
+    V.instance("feat", feat, Featurized)
+    steps = V.integer("steps", steps, min=1)
+    b = collate([feat] * steps)
+    emb = model.tok(b["ids"]).detach()
+    keep = torch.zeros_like(emb)
+    keep[:, 0] = emb[:, 0]  # the [CLS] embedding is not attributed: it stays on the whole path
+    emb = emb - keep
+    alpha = ((torch.arange(steps, dtype=torch.float32) + 0.5) / steps)[:, None, None]
+    x = (keep + alpha * emb).requires_grad_(True)
+    out = model.head(model.encode(b, inputs_embeds=x)[:, 0])[:, 0]
+    (grad,) = torch.autograd.grad(out.sum(), x)
+    tok_attr = (emb[0] * grad.mean(0)).sum(-1)[1:]  # (T - 1,) real tokens after [CLS]
+    per_atom = torch.zeros(len(feat.atom_keys)).index_add_(0, b["atom"][0][1:], tok_attr)
+    with torch.no_grad():
+        one = collate([feat])
+        full = model.head(model.encode(one, inputs_embeds=keep[:1] + emb[:1])[:, 0])[0, 0]
+        base = model.head(model.encode(one, inputs_embeds=keep[:1])[:, 0])[0, 0]
+    gap = float(tok_attr.sum() - (full - base))
+    return per_atom.detach().numpy(), gap
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Data sets (the same for the notebook and the checkpoint script)
+# --------------------------------------------------------------------------------------------------------------
+def synthetic_set(n: int, seed: int = 0) -> list[str]:
+    """``n`` distinct synthetic ring systems (canonical SMILES), seeded."""
+    from helpers import repro
+
+    n, seed = V.integer("n", n, min=1), V.integer("seed", seed, min=0)
+    rng = repro.rng(seed, 1)
+    smiles = sorted({random_ring_system(rng) for _ in range(int(n * 1.2))})
+    rng.shuffle(smiles)
+    return smiles[:n]
+
+
+def property_set(name: str, n: int, seed: int = 0) -> tuple[list[str], np.ndarray, np.ndarray, str]:
+    """At most ``n`` molecules of :func:`load_bioactivity` (seeded subsample): smiles, labels, is_test, source."""
+    from helpers import repro
+
+    n, seed = V.integer("n", n, min=1), V.integer("seed", seed, min=0)
+    smiles, y, test, source = load_bioactivity(name)
+    sel = repro.rng(seed, 2).permutation(len(smiles))[:n]
+    return [smiles[i] for i in sel], y[sel], test[sel], source
+
+
+def vocab_for(*smiles_lists: Sequence[str]) -> Vocab:
+    """The vocabulary of all atom keys in the given SMILES lists."""
+    return Vocab({atom_key(a) for sl in smiles_lists for s in sl for a in parse_smiles(s).GetAtoms()})
+
+
+def featurize_set(smiles: Sequence[str], vocab: Vocab, n_aug: int = 0, seed: int = 0,
+                  only: Sequence[int] | None = None, progress: bool = False) -> list[list[Featurized]]:
+    """Per molecule: its canonical string first, then ``n_aug`` randomized ones (seeded by molecule index).
+    ``only``: augment just these molecules (the others get their canonical string alone)."""
+    n_aug, seed = V.integer("n_aug", n_aug, min=0), V.integer("seed", seed, min=0)
+    aug = set(range(len(smiles))) if only is None else {int(i) for i in only}
+    out = []
+    it = range(len(smiles))
+    if progress:
+        from tqdm.auto import tqdm
+
+        it = tqdm(it, desc="featurize", mininterval=2)
+    for i in it:
+        s = smiles[i]
+        strings = [s] + (random_smiles(s, n_aug, seed * 100_000 + i) if n_aug and i in aug else [])
+        out.append([featurize(x, vocab) for x in strings])
+    return out
+
+
+def checkpoint_config(quick: bool = False, seed: int = 0) -> dict:
+    """The training configuration of the chapter's models (``quick``: a tiny one, one seed, trained live)."""
+    quick, seed = V.boolean("quick", quick), V.integer("seed", seed, min=0)
+    cfg = dict(n_synth=1200, dataset="CHEMBL204_Ki", n_prop=2754, n_aug=5, steps_synth=300, steps_prop=300,
+               batch_size=32, width_synth=32, width=64, lr=1e-3, alert="imine_1", seeds=[0, 1, 2],
+               synth_kinds=["sinusoidal", "cycle", "tree_cycle", "gin", "gin_cycle"],
+               prop_kinds=["sinusoidal", "tree_cycle", "graphormer", "gin"],
+               alert_kinds=["sinusoidal", "tree_cycle"])
+    if quick:
+        cfg.update(n_synth=120, n_prop=160, steps_synth=12, steps_prop=12, batch_size=16, width=32, seeds=[seed])
+    return cfg
+
+
+def prepare(cfg: dict, augment: bool = True, progress: bool = False) -> dict:
+    """Data for every task: SMILES, targets, splits, vocabulary and featurized strings (training molecules with
+    ``n_aug`` randomized strings each when ``augment``, test molecules with their canonical string)."""
+    V.instance("cfg", cfg, dict)
+    augment = V.boolean("augment", augment)
+    n_aug = cfg["n_aug"] if augment else 0
+    syn = synthetic_set(cfg["n_synth"])
+    ps, py, ptest, source = property_set(cfg["dataset"], cfg["n_prop"])
+    vocab = vocab_for(syn, ps)
+    n_tr = int(0.8 * len(syn))
+    syn_tr, syn_te = np.arange(n_tr), np.arange(n_tr, len(syn))
+    p_tr, p_te = np.flatnonzero(~ptest), np.flatnonzero(ptest)
+    alert_sets = [alert_match(s, cfg["alert"]) for s in ps]
+    return dict(
+        synth_smiles=syn, synth_tr=syn_tr, synth_te=syn_te,
+        synth_counts=torch.tensor(np.array([ring_count_targets(s) for s in syn]), dtype=torch.float32),
+        synth_feats=featurize_set(syn, vocab, n_aug, only=syn_tr, progress=progress),
+        prop_smiles=ps, prop_y=torch.tensor(py, dtype=torch.float32), prop_tr=p_tr, prop_te=p_te, source=source,
+        prop_feats=featurize_set(ps, vocab, n_aug, only=p_tr, progress=progress),
+        alert_sets=alert_sets, alert_y=torch.tensor([float(bool(a)) for a in alert_sets]), vocab=vocab,
+    )
+
+
+def jobs_of(cfg: dict) -> list[tuple[str, str, int]]:
+    """Every (task, kind, seed) that :func:`train_all` trains for ``cfg``."""
+    V.instance("cfg", cfg, dict)
+    return [(task, kind, s) for s in cfg["seeds"] for task in ("synth", "prop", "alert")
+            for kind in cfg[f"{task}_kinds"]]
+
+
+def tag_of(task: str, kind: str, seed: int) -> str:
+    """The checkpoint prefix of one trained model."""
+    return f"{task}-{kind}-s{seed}"
+
+
+def build_model(cfg: dict, vocab: Vocab, task: str, kind: str, seed: int) -> nn.Module:
+    """An untrained model of the right shape for ``task`` (what :func:`train_all` trains)."""
+    V.one_of("task", task, ("synth", "prop", "alert"))
+    if task == "synth":
+        return make_model(kind, len(vocab), n_out=len(RING_SIZES), n_node=1, seed=seed, width=cfg["width_synth"])
+    return make_model(kind, len(vocab), n_out=1, seed=seed, width=cfg["width"])
+
+
+_DATA: dict = {}
+
+
+def _train_job(job: tuple[str, str, int]):
+    task, kind, seed = job
+    cfg, d = _DATA["cfg"], _DATA["data"]
+    torch.set_num_threads(1)
+    feats, idx, y = {"synth": (d["synth_feats"], d["synth_tr"], d["synth_counts"]),
+                     "prop": (d["prop_feats"], d["prop_tr"], d["prop_y"]),
+                     "alert": (d["prop_feats"], d["prop_tr"], d["alert_y"])}[task]
+    t0 = time.process_time()
+    model, hist = fit_model(kind, feats, idx, y, d["vocab"], steps=cfg[f"steps_{'synth' if task == 'synth' else 'prop'}"],
+                            seed=seed, n_node=1 if task == "synth" else 0, batch_size=cfg["batch_size"], lr=cfg["lr"],
+                            width=cfg["width_synth" if task == "synth" else "width"],
+                            progress=_DATA.get("progress", False), desc=tag_of(*job))
+    return tag_of(*job), model.state_dict(), hist, time.process_time() - t0
+
+
+def train_all(cfg: dict, data: dict, workers: int = 1, progress: bool = False, log=print) -> tuple[dict, dict, dict]:
+    """Train every (task, kind, seed) of ``cfg``: returns ``(state dicts, histories, cpu seconds)`` by tag.
+    ``workers > 1`` forks processes (one torch thread each); the weights do not depend on it."""
+    V.instance("cfg", cfg, dict)
+    workers = V.integer("workers", workers, min=1)
+    _DATA.update(cfg=cfg, data=data, progress=progress and workers == 1)
+    jobs = jobs_of(cfg)
+    states, hists, cpu = {}, {}, {}
+    if workers == 1:
+        results = map(_train_job, jobs)
+    else:
+        import multiprocessing as mp
+
+        pool = mp.get_context("fork").Pool(workers)
+        results = pool.imap_unordered(_train_job, jobs)
+    for tag, sd, hist, sec in results:
+        states[tag], hists[tag], cpu[tag] = sd, hist, sec
+        log(f"{tag}: final loss {np.mean(hist.loss[-20:]):.4f}, {sec:.1f} s CPU")
+    if workers > 1:
+        pool.close()
+        pool.join()
+    return states, hists, cpu
+
+
+def dropped_atoms(batch: dict[str, Tensor], items: Sequence[Featurized]) -> int:
+    """How many atoms of ``items`` have no atom token in a :func:`collate` batch (0 unless strings were cut)."""
+    V.instance("batch", batch, dict)
+    items = V.sequence("items", items, min_len=1, of=lambda k, x: V.instance(k, x, Featurized))
+    if "is_atom" not in batch or len(batch["is_atom"]) != len(items):
+        raise ValueError("batch must be collate(items)")
+    return int(sum(len(f.atom_keys) for f in items) - batch["is_atom"].sum().item())

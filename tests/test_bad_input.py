@@ -975,6 +975,18 @@ case("tree_cycle_pe.random_ring_system", tcp.random_ring_system,
 case("tree_cycle_pe.ring_count_targets", tcp.ring_count_targets, lambda: dict(mol="C1CC1"),
      more={"mol": _SMI_BAD})
 case("tree_cycle_pe.alert_atoms", tcp.alert_atoms, lambda: dict(mol="CCO"), more={"mol": _SMI_BAD})
+case("tree_cycle_pe.alert_match", tcp.alert_match, lambda: dict(mol="CCO", name="nitro_group"),
+     skip={"name": {"unknown"}}, more={"mol": _SMI_BAD, "name": ["not an alert"]})
+case("tree_cycle_pe.alignment_at_k", tcp.alignment_at_k,
+     lambda: dict(scores=np.array([0.1, 2.0, 1.0]), atoms={1}), more={"atoms": [set(), {0, 1, 2}, {5}]})
+case("tree_cycle_pe.centred_cosine", tcp.centred_cosine,
+     lambda: dict(a=np.ones((2, 3)), b=np.zeros((2, 3)), centre=np.zeros(3)),
+     more={"b": [np.zeros((3, 3))], "centre": [np.zeros(2)]})
+case("tree_cycle_pe.dropped_atoms", tcp.dropped_atoms, lambda: dict(batch=_CB, items=_FZV),
+     more={"items": [[], _FZV[:1]]})
+case("tree_cycle_pe.make_model", tcp.make_model,
+     lambda: dict(kind="gin_cycle", vocab_size=10, n_out=1, n_node=0, seed=0, width=8),
+     more={"kind": ["rope"], "width": [2]})
 
 
 # ------------------------------------------------------------------------------------------------- transformer_dfs
