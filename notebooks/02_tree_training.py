@@ -25,7 +25,7 @@
 # | | the paper | this notebook |
 # |---|---|---|
 # | models | Qwen3-8B/32B dense, Qwen3-30B-A3B MoE, hybrid attention/SSM | a 4-layer, d=128 decoder with RoPE; a hybrid with a Mamba-style selective SSM every 2nd layer |
-# | data | real agentic rollouts and synthetic trees, up to ~100k tokens | random trees: a 384-token prompt, 2 levels of branching, segments of 32–96 tokens |
+# | data | real agentic rollouts and synthetic trees, up to ~100k tokens | random trees (a 384-token prompt, 2 levels of branching, segments of 32–96 tokens) and groups of 8 rollouts sampled from a small LM trained for seconds on a toy language |
 # | attention kernel | FlashAttention-3 with a node-level shared-prefix mask | PyTorch SDPA: per-node block attention (exact pairs only) and a dense tree mask |
 # | hardware | 64 Hopper GPUs, Megatron-Core with sequence packing | 2 shared CPU cores; time measured as process CPU time of a 1-thread run |
 # | partitioning | trees beyond GPU memory | a tree of ~3× a 256-token budget; memory measured as the storages autograd holds and as the C heap in use |
@@ -82,6 +82,10 @@ train_steps = 12
 budget = 256  # token budget of a partition
 d_sweep = [64, 128, 256]  # widths of the 2-layer sweep on the largest tree
 sweep_repeats = 3
+sampler_steps = 200  # AdamW steps of the small LM that samples the realistic trees
+sample_k = 8  # rollouts per sampled group (GRPO-style)
+sample_prompt = 128  # prompt tokens of a sampled group
+sample_new = 192  # at most this many tokens per rollout (it stops at the end token)
 
 # %% tags=["hide-input"]
 import time
@@ -101,6 +105,7 @@ if quick:
     d_model, n_layer, root_len, seg_len, branchings = 32, 2, 48, (8, 16), [1, 2, 3]
     repeats, n_exact_trees, train_steps, budget = 2, 2, 5, 48
     n_seeds, d_sweep, sweep_repeats = 1, [32, 64], 2
+    sampler_steps, sample_k, sample_prompt, sample_new = 30, 4, 24, 24
 seeds = [seed + i for i in range(n_seeds)]
 
 # this chapter's ops are small: one thread wastes nothing on a shared machine
@@ -123,6 +128,10 @@ rec = claims.ClaimsRecord(
         n_exact_trees=n_exact_trees,
         d_sweep=d_sweep,
         sweep_repeats=sweep_repeats,
+        sampler_steps=sampler_steps,
+        sample_k=sample_k,
+        sample_prompt=sample_prompt,
+        sample_new=sample_new,
         train_steps=train_steps,
         budget=budget,
     ),
@@ -222,6 +231,25 @@ def linear_step(model, opt, paths, masks, K):
         total += loss.detach()
     opt.step()
     return total
+
+
+def padded_step(model, opt, X, M, K):
+    """Baseline 2: the K branches as one right-padded batch (causal; pads weigh 0)."""
+    opt.zero_grad(set_to_none=True)
+    logits, _ = model(X, torch.arange(X.shape[1]))
+    lp = logits[:, :-1].log_softmax(-1).gather(-1, X[:, 1:, None])[..., 0]
+    loss = -(M[:, 1:] * lp).sum() / K
+    loss.backward()
+    opt.step()
+    return loss.detach()
+
+
+def padded_inputs(paths, masks):
+    L = max(p.shape[1] for p in paths)
+    X, M = torch.zeros(len(paths), L, dtype=torch.long), torch.zeros(len(paths), L)
+    for i, (p, mk) in enumerate(zip(paths, masks)):
+        X[i, : p.shape[1]], M[i, : p.shape[1]] = p[0], mk
+    return X, M
 
 
 def branch_inputs(tree, ser):
@@ -549,8 +577,9 @@ assert (breaks.iloc[1:].values > 1e-4).all(), "every ablation must break exactne
 #
 # For trees with K = b² leaves (a prompt, then b children per node at each of two levels; sizes in the parameters
 # cell), we time one full training step (forward, backward, AdamW) of the attention model: the linearized baseline
-# (each branch a causal micro-batch, gradients accumulated; no padding work, and on a CPU as fast as a padded
-# batch), and the tree with two attention layouts:
+# (each branch a causal micro-batch, gradients accumulated; no padding work), and the tree with two attention
+# layouts. On the largest tree of each seed (the one the claims use) a second baseline runs too, all K branches
+# as **one right-padded batch**, and the baseline of each round is the faster of the two:
 #
 # * **node blocks**: each node's queries attend to its ancestor path's keys plus its own (causal); exactly the
 #   needed query-key pairs, like the paper's node-level kernel;
@@ -580,9 +609,10 @@ def speed_tree(s, b):
     return tt.random_tree(repro.rng(s, 10 + b), root_len, [b, b], seg_len, vocab)
 
 
-def bench(s, b, model, n_rep, dense=True):
-    """Time linearized vs tree steps on the tree of seed s with b×b leaves."""
-    tree = speed_tree(s, b)
+def bench(s, b, model, n_rep, dense=True, padded=False, tree=None):
+    """Time linearized vs tree steps on the tree of seed s with b×b leaves (or on
+    `tree`); with `padded`, the baseline of a round is the faster linearized layout."""
+    tree = speed_tree(s, b) if tree is None else tree
     ser = tt.serialize(tree)
     w = torch.as_tensor(tt.token_weights(tree, ser), dtype=torch.float32)
     paths, masks = branch_inputs(tree, ser)
@@ -595,7 +625,13 @@ def bench(s, b, model, n_rep, dense=True):
     }
     if dense:
         fns["dense"] = lambda: tree_step(model, opt, ser, dense_mask, w)
+    if padded:
+        X, M = padded_inputs(paths, masks)
+        fns["padded"] = lambda: padded_step(model, opt, X, M, K)
     t = tt.interleaved_times(fns, n_rep)
+    base = {k: t[k]["linear"] for k in t}
+    if padded:  # the faster linearized layout, round by round
+        base = {k: np.minimum(t[k]["linear"], t[k]["padded"]) for k in t}
     pf, pt, pd_ = attention_pairs(tree, ser)
     row = dict(
         seed=s,
@@ -609,12 +645,14 @@ def bench(s, b, model, n_rep, dense=True):
         pairs_tree=pt,
         pairs_dense=pd_,
     )
+    row["t_padded"] = np.nan
     for side in fns:
         row[f"t_{side}"] = float(np.median(t["cpu"][side]))
-        if side != "linear":
-            r = ratio(t["cpu"]["linear"], t["cpu"][side])
+        if side not in ("linear", "padded"):
+            r = ratio(base["cpu"], t["cpu"][side])
             row[f"speedup_{side}"], row[f"{side}_q25"], row[f"{side}_q75"] = r
-    row["speedup_wall"] = ratio(t["wall"]["linear"], t["wall"]["blocks"])[0]
+    row["t_base"] = float(np.median(base["cpu"]))
+    row["speedup_wall"] = ratio(base["wall"], t["wall"]["blocks"])[0]
     row["of_ideal"] = row["speedup_blocks"] / row["ideal"]
     ctx = (tree, ser, w, paths, masks, K, blocks, dense_mask, opt)
     return row, ctx
@@ -634,7 +672,7 @@ def flop_ratio(df, d, layers):
 speed_model = make_model(0, torch.float32)
 speed_rows = []
 for b in tqdm(branchings, desc="speed"):
-    row, ctx = bench(seed, b, speed_model, repeats)
+    row, ctx = bench(seed, b, speed_model, repeats, padded=b == max(branchings))
     speed_rows.append(row)
 # the largest tree's inputs, profiled below
 tree, ser, w, paths, masks, K, blocks, dense, opt = ctx
@@ -650,6 +688,7 @@ display(
             "ideal",
             "flop_model",
             "t_linear",
+            "t_padded",
             "t_blocks",
             "t_dense",
             "speedup_blocks",
@@ -777,8 +816,10 @@ print(
 # **Testing the explanation: a width sweep.** If the gap to the ideal comes from attention pairs (and per-node
 # overhead) that do not shrink with the tree, then making the per-token matrix products heavier should close it:
 # the fraction of the ideal should rise with `d_model`. We time the largest tree (K = b² for the largest b) with a
-# 2-layer model at each width in `d_sweep`, for each seed (its own tree and initialization), interleaved as above,
-# and fit a line to fraction-of-ideal against d per seed. The FLOP model's prediction is drawn for comparison.
+# 2-layer model at each width in `d_sweep`, for each seed (its own tree and initialization), interleaved as above
+# against the micro-batch baseline (one padded batch, which pads the shorter branches, is slower at d = 128: see
+# the seeds table below), and fit a line to fraction-of-ideal against d per seed. The FLOP model's prediction is
+# drawn for comparison.
 
 # %%
 sweep_rows = []
@@ -879,7 +920,9 @@ plt.show()
 big = pd.DataFrame(
     [speed_rows[-1]]
     + [
-        bench(s, max(branchings), make_model(0, torch.float32, s=s), repeats, False)[0]
+        bench(
+            s, max(branchings), make_model(0, torch.float32, s=s), repeats, False, True
+        )[0]
         for s in tqdm(seeds[1:], desc="seeds")
     ]
 )
@@ -892,6 +935,7 @@ display(
             "N_flat",
             "ideal",
             "t_linear",
+            "t_padded",
             "t_blocks",
             "speedup_blocks",
             "blocks_q25",
@@ -901,9 +945,206 @@ display(
         ]
     ].round(3)
 )
+print(
+    "padded batch ÷ micro-batches (CPU time), by seed:",
+    (big.t_padded / big.t_linear).round(2).tolist(),
+)
 
 # %% [markdown]
-# ## 5. Training equivalence
+# ## 5. Trees sampled from a trained LM
+#
+# The random trees above have uniform token ids and a fixed layered shape. Rollout trees from a model look
+# different: a group shares its prompt, each rollout stops at an end token (so lengths vary), and rollouts split
+# where the model is uncertain, so forks sit at uneven depths and some nodes are a single token. To measure the
+# method on such trees we train a small LM (the same `TreeLM`, attention only, d=64, 2 layers) for `sampler_steps`
+# AdamW steps on a toy language (`tt.word_language`: 48 "words" of 2–5 tokens chained by a sparse word-level
+# Markov chain with 3 possible successors per word; after any word the document ends with probability 3%). Inside
+# a word the next token is determined, at a word boundary it is a real choice. Then, per seed, we sample a group of
+# `sample_k` rollouts of a `sample_prompt`-token prompt in two ways:
+#
+# * **GRPO group**: independent samples; they share the prompt and whatever prefix they happen to agree on, and
+#   `tt.prefix_tree` merges them into a tree (every rollout keeps its own leaf);
+# * **forked rollouts** (tree-structured sampling, as in entropy-guided tree search for RL): one rollout, then
+#   repeatedly a rollout is picked at random and forked at a position drawn with probability proportional to the
+#   sampler's entropy there, and a new continuation is sampled from that point (`tt.sample_tree`).
+#
+# The sampler uses a key/value cache (its gateway input). Each seed has its own language, sampler initialization,
+# prompt and samples. Each rollout gets a GRPO-style advantage (its reward, the fraction of even tokens, minus the
+# group mean). On these trees we measure the same two things as above: exactness (float64, the trained sampler
+# itself, tree vs branches, per-branch token-mean loss) and the speed of one training step of the §4 model
+# (4 layers, d=128) with node blocks against the faster linearized baseline (`sweep_repeats` interleaved rounds).
+# The timed step, here as in §4, leaves out building the tree (merging the rollouts, serializing, the node-block
+# layout); that cost is measured separately and printed as a share of one tree step.
+
+
+# %%
+def lm_loss(model, x):
+    logits, _ = model(x[:, :-1], torch.arange(x.shape[1] - 1))
+    return torch.nn.functional.cross_entropy(logits.flatten(0, 1), x[:, 1:].flatten())
+
+
+def train_sampler(s):
+    """A small LM trained on the toy language of seed s."""
+    lang = tt.word_language(repro.rng(s, 60), vocab)
+    win = sample_prompt + sample_new  # the longest context it will sample in
+    corpus, _ = lang.stream(repro.rng(s, 61), 60 * win)
+    lm = make_model(0, torch.float32, d=64, layers=2, s=s)
+
+    def batch(step):
+        i = repro.rng(s, 63, step).integers(0, len(corpus) - win - 1, 4)
+        return torch.as_tensor(np.stack([corpus[j : j + win + 1] for j in i]))
+
+    hist = train.fit(lm, lm_loss, batch, sampler_steps, lr=3e-3, seed=s, progress=False)
+    test, ent = lang.stream(repro.rng(s, 62), 4 * (win + 1))
+    with torch.no_grad():
+        held = lm_loss(lm, torch.as_tensor(test).view(4, win + 1)).item()
+    # a perfect model's cross-entropy on the same targets
+    floor = float(ent.reshape(4, win + 1)[:, 1:].mean())
+    return lm, lang, dict(seed=s, loss_start=hist.loss[0], held_out=held, floor=floor)
+
+
+def set_advantages(tree, n_prompt):
+    r = np.array([np.mean(np.array(p[n_prompt:]) % 2 == 0) for p in tree.path_tokens()])
+    for leaf, a in zip(tree.leaves(), r - r.mean()):
+        tree.nodes[leaf].coef = float(a)
+
+
+sampled_rows, sampled_trees, sampler_info = [], {}, []
+for s in tqdm(seeds, desc="sampled trees"):
+    lm, lang, info = train_sampler(s)
+    sampler_info.append(info)
+    prompt = lang.stream(repro.rng(s, 64), sample_prompt)[0].tolist()
+    gen = torch.Generator().manual_seed(s)
+    lm64 = make_model(0, torch.float64, d=64, layers=2)
+    lm64.load_state_dict(lm.state_dict())
+    for kind, name in [("fork", "forked rollouts"), ("group", "GRPO group")]:
+        tree, comps = tt.sample_tree(
+            lm, prompt, sample_k, sample_new, gen, kind, lang.eos
+        )
+        set_advantages(tree, len(prompt))
+        sampled_trees[(s, name)] = tree
+        # the tree's preparation, outside the timed step: merge, serialize, layout
+        c0 = time.process_time()
+        t_ = tt.prefix_tree(prompt, comps)
+        tt.node_blocks(t_, tt.serialize(t_))
+        prep = time.process_time() - c0
+        ex = compare(lm64, tree, mode="mean")
+        row = bench(
+            s, 0, make_model(0, torch.float32, s=s), sweep_repeats, False, True, tree
+        )[0]
+        sampled_rows.append(
+            dict(
+                row,
+                tree=name,
+                nodes=len(tree),
+                rollout_len=float(np.mean([len(c) for c in comps])),
+                one_token_nodes=sum(len(nd.tokens) == 1 for nd in tree.nodes),
+                max_dlogprob=ex["max_dlogprob"],
+                grad_rel=ex["grad_rel"],
+                prep_s=prep,
+            )
+        )
+sampled = pd.DataFrame(sampled_rows)
+display(pd.DataFrame(sampler_info).round(3))
+display(
+    sampled.assign(
+        max_dlogprob=sampled.max_dlogprob.map("{:.1e}".format),
+        grad_rel=sampled.grad_rel.map("{:.1e}".format),
+    )[
+        [
+            "seed",
+            "tree",
+            "K",
+            "nodes",
+            "one_token_nodes",
+            "rollout_len",
+            "N_tree",
+            "N_flat",
+            "ideal",
+            "t_linear",
+            "t_padded",
+            "t_blocks",
+            "speedup_blocks",
+            "blocks_q25",
+            "blocks_q75",
+            "of_ideal",
+            "max_dlogprob",
+            "grad_rel",
+        ]
+    ].round(3)
+)
+samp_flop = flop_ratio(sampled, d_model, n_layer) / sampled.ideal
+print(
+    "building the tree (prefix_tree, serialize, node_blocks) ÷ one tree step, max: "
+    f"{(sampled.prep_s / sampled.t_blocks).max():.1%}"
+)
+print(
+    "fraction of the ideal, sampled trees:",
+    sampled.groupby("tree").of_ideal.apply(lambda v: v.round(2).tolist()).to_dict(),
+    "; FLOP model:",
+    samp_flop.groupby(sampled.tree).apply(lambda v: v.round(2).tolist()).to_dict(),
+)
+
+
+# %% [markdown]
+# **Reading.** The sampler is trained, not random: its held-out loss (first table) is far below the untrained
+# `log 64 ≈ 4.16` and approaches the language's entropy floor. The printed fractions of the ideal on the sampled
+# trees sit next to the FLOP model of §4. Where a measurement comes out *above* the FLOP model (in our runs, the
+# GRPO groups, at or even above the token ratio), the baseline is paying for more than FLOPs: those trees share
+# little beyond the prompt and their branches are short, so each of the baseline's K calls is small, and the
+# padded batch pads rollouts of very different lengths. We have not separated these two costs; the token ratio is
+# the bound for a baseline with no per-call cost, which a CPU run at this size does not have.
+
+
+# %%
+def draw_tree(ax, tree, title=None):
+    order = tree.dfs_order()
+    leaves = tree.leaves()
+    x = {}
+    for n in reversed(order):
+        kids = tree.children[n]
+        x[n] = leaves.index(n) if not kids else np.mean([x[c] for c in kids])
+    depth = {n: len(tree.ancestors(n)) - 1 for n in order}
+    for n in order:
+        p = tree.nodes[n].parent
+        if p is not None:
+            ax.plot([x[p], x[n]], [-depth[p], -depth[n]], color="gray", lw=1)
+    ax.scatter(
+        [x[n] for n in order],
+        [-depth[n] for n in order],
+        s=[min(300, 8 * len(tree.nodes[n].tokens)) for n in order],
+        zorder=3,
+    )
+    ax.set(xticks=[], yticks=[], title=title or f"K = {len(leaves)} branches")
+    ax.grid(False)
+
+
+fig, ax = plt.subplots(
+    1, 3, figsize=(12, 3.4), gridspec_kw=dict(width_ratios=[1, 1, 1.2])
+)
+for a, name in zip(ax[:2], ["forked rollouts", "GRPO group"]):
+    t_ = sampled_trees[(seed, name)]
+    draw_tree(a, t_, f"{name} (seed {seed}): ideal {t_.ideal_speedup:.2f}×")
+fr = {"random, K=16": big.of_ideal.values}
+for name, g in sampled.groupby("tree", sort=False):
+    fr[f"sampled, {name}"] = g.of_ideal.values
+for j, v in enumerate(fr.values()):
+    ax[2].scatter(np.full(len(v), j), v, color=plotting.PALETTE[j], zorder=3)
+    ax[2].plot([j - 0.2, j + 0.2], [v.mean()] * 2, color=plotting.PALETTE[j])
+ax[2].axhline(0.8, color="gray", ls=":", label="claim threshold")
+ax[2].set(
+    xticks=range(len(fr)),
+    xticklabels=list(fr),
+    ylabel="speedup ÷ ideal",
+    title="fraction of the ideal, by seed",
+)
+ax[2].tick_params(axis="x", labelsize=8)
+ax[2].legend(fontsize=8)
+plt.tight_layout()
+plt.show()
+
+# %% [markdown]
+# ## 6. Training equivalence
 #
 # From the same initialization, `train_steps` AdamW steps (`helpers.train.fit`, the same clipping and schedule) with the tree
 # loss and with the averaged per-branch loss. Each step sees a fresh tree (a prompt and 2×2 rollouts). SFT uses a
@@ -1030,7 +1271,7 @@ rec.check(
 )
 
 # %% [markdown]
-# ## 6. Redundancy-Free Tree Partitioning
+# ## 7. Redundancy-Free Tree Partitioning
 #
 # When a tree does not fit in memory, it is cut **at node boundaries into connected subtrees** of at most
 # `budget` tokens. A child partition does not recompute its ancestors: its parent hands it a **gateway**: per
@@ -1096,7 +1337,7 @@ def measure(name, tr, sr, wt, prt):
     """One forward+backward, with tokens, memory and gradients measured outside."""
     pm.zero_grad(set_to_none=True)
     own, before = {}, {}
-    with tt.count_tokens(pm) as c, tt.track_memory(pm, heap_every=8) as mem:
+    with tt.count_tokens(pm) as c, tt.track_memory(pm) as mem:
 
         def on_event(what, pid):
             mem.mark()
@@ -1124,6 +1365,11 @@ def rel_diff(ga, gb):
     )
 
 
+# one unmeasured call of each schedule first: a process's first call allocates buffers
+# it keeps (measured: ~12 MiB on the first partitioned call), which are not the step's
+for n in METHODS:
+    run_method(n, *partition_case(seed))
+pm.zero_grad(set_to_none=True)
 mem_rows = []
 for s in tqdm(seeds, desc="partitioning"):
     p_tree, p_ser, p_w, parts = partition_case(s)
@@ -1267,6 +1513,12 @@ print(
     "saved-storage peak ratio, by seed:",
     (rf_i.saved_peak / full.saved_peak).round(3).to_dict(),
 )
+nv = naive.iloc[0]
+print(
+    f"naive partitioning (seed {seed}): heap peak ÷ full tree "
+    f"{float(nv.heap_peak) / float(full.heap_peak[seed]):.3f}, tokens ÷ N_tree "
+    f"{nv.tokens / nv.N_tree:.2f}"
+)
 
 # %% [markdown]
 # **Reading the two memory measures.** The saved-storage peak is what the paper's bound is about (the activations
@@ -1275,16 +1527,24 @@ print(
 # uses and partition boundaries, and in a notebook kernel other threads allocate too; one sample per seed of it is
 # noisier, which is why the memory claim is recorded per seed with its verdict as measured, not averaged away.
 #
-# **Known limits.** (i) The heap is process-wide and sampled only every 8th save/use (to keep the default run
-# short). At seed 1 the heap ratio came out above 1 (1.34) in two runs, identically, while that seed's saved-storage
-# ratio is well below 1 (≈ 0.56): being reproducible, it is not load noise. We have not isolated whether the sparse
-# sampling misses the full tree's heap peak or the partitioned step's transients (gradient buffers inside backward,
-# the fp32 relay accumulators, gateway copies) really exceed it at that tree; sampling at every event would decide
-# it. (ii) The width sweep stops at d = 256 (see its reading above), so the trend claim does not reach the regime
-# the paper's models are in. (iii) Trees are random, not sampled from a trained LM as the issue asks.
+# The naive partitioning is the cheaper one in memory (last line above, in our runs): it holds one partition's
+# graph at a time, ancestors included, where the redundancy-free schedule holds a chain of partitions plus the
+# gateway copies and relay accumulators. What it pays is compute: it embeds and runs every ancestor again, the
+# tokens ratio printed next to it. The paper's point is the combination: no recomputation at all, with the peak
+# still bounded by one chain.
+#
+# **Known limits.** (i) The heap is process-wide: in a notebook kernel other threads allocate too, and
+# transients inside a single op are not seen. It is sampled at every save and every use in backward. An earlier
+# version sampled every 8th event and once reported a heap ratio of 1.34 at seed 1; that did not reproduce here:
+# outside the notebook, sampling every 8th event or every event gave the same ratios (seed 1: 0.64 and 0.63),
+# and the only large deviation found was the first partitioned call of a fresh process, which allocated ~12 MiB
+# more than later calls (buffers it keeps). Each schedule now runs once, unmeasured, before the measurements.
+# (ii) The width sweep stops at d = 256 (see its reading above), so the trend claim does not reach the regime the
+# paper's models are in. (iii) The sampled trees (§5) come from a toy language and a d = 64 LM; real LLM rollouts
+# are longer, and where they branch depends on the task and the sampler.
 
 # %% [markdown]
-# ## 7. Interaction: how the branching factor changes the tree
+# ## 8. Interaction: how the branching factor changes the tree
 #
 # The slider moves over the branching factor b (a small tree: an 8-token prompt and two levels of b children).
 # Left: the tree; middle: its DFS tree mask (white = may attend); right: the tokens a linearized pipeline computes
@@ -1294,28 +1554,6 @@ print(
 # %%
 def small_tree(b, depth=2):
     return tt.random_tree(repro.rng(seed, 50, b), 8, [b] * depth, (3, 6), vocab)
-
-
-def draw_tree(ax, tree):
-    order = tree.dfs_order()
-    leaves = tree.leaves()
-    x = {}
-    for n in reversed(order):
-        kids = tree.children[n]
-        x[n] = leaves.index(n) if not kids else np.mean([x[c] for c in kids])
-    depth = {n: len(tree.ancestors(n)) - 1 for n in order}
-    for n in order:
-        p = tree.nodes[n].parent
-        if p is not None:
-            ax.plot([x[p], x[n]], [-depth[p], -depth[n]], color="gray", lw=1)
-    ax.scatter(
-        [x[n] for n in order],
-        [-depth[n] for n in order],
-        s=[30 * len(tree.nodes[n].tokens) for n in order],
-        zorder=3,
-    )
-    ax.set(xticks=[], yticks=[], title=f"K = {len(leaves)} branches")
-    ax.grid(False)
 
 
 def draw_frame(fig, b):
@@ -1361,15 +1599,15 @@ def live(b=3, depth=2):
 plotting.live_controls(live, b=(1, 5), depth=(1, 3))
 
 # %% [markdown]
-# ## 8. The claims record
+# ## 9. The claims record
 #
 # The speedup claims use the largest tree of the sweep for each seed, the node-block layout (the analogue of the
-# paper's node-level kernel) and the per-branch micro-batch baseline. The paper's 6.2× is on 64 GPUs with real
-# rollouts whose ideal was ~6.5×; the comparable quantity at our scale is the fraction of the ideal. The trend
+# paper's node-level kernel) and the faster of the two linearized baselines (micro-batches, one padded batch).
+# The paper's 6.2× is on 64 GPUs with real rollouts whose ideal was ~6.5×; the comparable quantity at our scale is
+# the fraction of the ideal. The sampled-tree claim measures it again on the forked rollouts of §5. The trend
 # claim tests our explanation of the gap (the width sweep); the memory claim uses the measured C heap.
 
 # %%
-f64_by_seed = f64.groupby("seed").max_dlogprob.max()
 rec.claim(
     "speedup",
     "Tree Training speeds up a training step over linearized branches",
@@ -1378,11 +1616,11 @@ rec.claim(
     op=">",
     target=1.0,
     unit="× (CPU time per step, median of interleaved rounds)",
-    baseline=big.t_linear.round(4).tolist(),
+    baseline=big.t_base.round(4).tolist(),
     note=f"K={int(big.K.iloc[0])}, ideal per seed {big.ideal.round(2).tolist()}; "
     f"IQR per seed {list(zip(big.blocks_q25.round(2), big.blocks_q75.round(2)))}; "
-    f"wall-time ratios {big.speedup_wall.round(2).tolist()}; baseline = per-branch "
-    "step, CPU s",
+    f"wall-time ratios {big.speedup_wall.round(2).tolist()}; baseline = the faster "
+    "of per-branch micro-batches and one padded batch, CPU s per step",
 )
 rec.claim(
     "speedup_vs_ideal",
@@ -1412,6 +1650,30 @@ rec.claim(
         f"{s}: {g.of_ideal.round(2).tolist()}" for s, g in sweep.groupby("seed")
     ),
 )
+fork = sampled[sampled.tree == "forked rollouts"]
+grp = sampled[sampled.tree == "GRPO group"]
+rec.claim(
+    "speedup_vs_ideal_sampled",
+    "On rollout trees sampled from a trained LM the speedup also captures most of the "
+    "ideal",
+    paper="≈ 0.95 of the bound on real agentic rollouts",
+    measured=fork.of_ideal.tolist(),
+    op=">=",
+    target=0.8,
+    unit="fraction of ideal (forked rollouts)",
+    baseline=fork.ideal.round(3).tolist(),
+    note=f"K={sample_k} forked rollouts of a {sample_prompt}-token prompt, sampled "
+    f"from a trained d=64 LM; speedups {fork.speedup_blocks.round(2).tolist()}; "
+    f"GRPO groups (independent samples): ideal {grp.ideal.round(2).tolist()}, fraction "
+    f"{grp.of_ideal.round(2).tolist()}; baseline = the ideal per seed",
+)
+f64_by_seed = pd.concat(
+    [
+        f64.groupby("seed").max_dlogprob.max(),
+        sampled.groupby("seed").max_dlogprob.max(),
+    ],
+    axis=1,
+).max(axis=1)
 rec.claim(
     "exact_equivalence",
     "Tree log-probs, losses and gradients equal per-branch computation exactly",
@@ -1420,7 +1682,9 @@ rec.claim(
     op="<=",
     target=1e-10,
     unit="max |Δ log p| (float64)",
-    note=f"{n_exact_trees} random trees per seed, attention and hybrid SSM; float32: "
+    note=f"{n_exact_trees} random trees per seed (attention and hybrid SSM) and 2 "
+    "sampled trees per seed (trained sampler), max over both; sampled alone "
+    f"{sampled.max_dlogprob.max():.1e}; float32: "
     f"{f32.max_dlogprob.max():.1e} (rounding order); gradients fp64 rel "
     f"{f64.grad_rel.max():.1e}; {train_steps}-step training fp64 max |Δθ| "
     f"{max(v for k, v in final_diff.items() if k[1] == 'float64'):.1e}",
