@@ -40,7 +40,10 @@ __all__ = [
     "muskingum_coeffs", "lateral_inflow", "route_sequential", "route_spectral", "area_weighted_operator",
     "to_torch_sparse", "chebyshev_apply", "chebyshev_dense", "SpectralConv1d", "ChebMixer",
     "PhysicsAttentionMixer", "SepOperator", "RecurrentMP", "count_params", "r2_score", "masked_grid",
-    "grid_laplacian_operator", "diffuse",
+    "grid_laplacian_operator", "diffuse", "area_feature", "RiverGraph", "upstream_sweep",
+    "LocalTransfer", "RoutingOperator", "river_inputs", "river_data", "train_router", "predict_router",
+    "train_recurrent", "recurrent_inputs", "predict_recurrent", "checkpoint_config", "potential_flow",
+    "geometry_data", "geometry_model", "train_geometry", "geometry_error", "advection_diffusion_operator", "simulate_implicit",
 ]
 
 
@@ -370,16 +373,26 @@ class SpectralConv1d(nn.Module):
 
 
 class ChebMixer(nn.Module):
-    """Fixed-spectral spatial mixer ``sum_k T_k(op) h Theta_k``: ``op`` comes with the graph, ``Theta`` is shared."""
+    """Fixed-spectral spatial mixer ``sum_k T_k(op) h Theta_k``: ``op`` comes with the graph, ``Theta`` is shared.
 
-    def __init__(self, channels: int, order: int) -> None:
+    With ``n_ops > 1`` the graph brings that many fixed operators (a list), each with its own shared
+    coefficients: ``sum_o sum_k T_k(op_o) h Theta_{o,k}``.
+    """
+
+    def __init__(self, channels: int, order: int, n_ops: int = 1) -> None:
         super().__init__()
         channels, order = V.integer("channels", channels, min=1), V.integer("order", order, min=0)
-        self.order = order
-        self.theta = nn.Parameter(torch.randn(order + 1, channels, channels) / (channels * (order + 1)) ** 0.5)
+        n_ops = V.integer("n_ops", n_ops, min=1)
+        self.order, self.n_ops = order, n_ops
+        self.theta = nn.Parameter(
+            torch.randn(n_ops, order + 1, channels, channels) / (channels * n_ops * (order + 1)) ** 0.5)
 
-    def forward(self, h: Tensor, op: Tensor) -> Tensor:
-        return sum(t @ self.theta[k] for k, t in enumerate(chebyshev_apply(op, h, self.order)))
+    def forward(self, h: Tensor, op: Tensor | list[Tensor]) -> Tensor:
+        ops = list(op) if isinstance(op, (list, tuple)) else [op]
+        if len(ops) != self.n_ops:
+            raise ValueError(f"op must be {self.n_ops} operator(s), got {len(ops)}")
+        return sum(t @ self.theta[o, k] for o, one in enumerate(ops)
+                   for k, t in enumerate(chebyshev_apply(one, h, self.order)))
 
 
 class PhysicsAttentionMixer(nn.Module):
@@ -410,11 +423,12 @@ class SepOperator(nn.Module):
     """Space-time factorized operator: the whole window ``(N, B, T, c_in) -> (N, B, T, c_out)`` in one pass.
 
     Blocks ``h <- gelu(SpectralConv1d(h) + SpatialMix(h, op) + W h)``. ``mixer`` is ``"cheb"`` (fixed-spectral) or
-    ``"attention"`` (Physics-Attention). Every parameter shape depends on channels only, never on the graph.
+    ``"attention"`` (Physics-Attention); ``n_ops`` fixed operators per graph for the Chebyshev mixer. Every
+    parameter shape depends on channels only, never on the graph.
     """
 
     def __init__(self, c_in: int, c_out: int = 1, width: int = 16, blocks: int = 4, modes: int = 12,
-                 order: int = 4, mixer: str = "cheb", slices: int = 8) -> None:
+                 order: int = 4, mixer: str = "cheb", slices: int = 8, n_ops: int = 1) -> None:
         super().__init__()
         V.one_of("mixer", mixer, ("cheb", "attention"))
         c_in, c_out, width = V.integer("c_in", c_in, min=1), V.integer("c_out", c_out, min=1), V.integer("width", width, min=1)
@@ -423,7 +437,7 @@ class SepOperator(nn.Module):
         self.lift = nn.Linear(c_in, width)
         self.temporal = nn.ModuleList(SpectralConv1d(width, modes) for _ in range(blocks))
         self.spatial = nn.ModuleList(
-            (ChebMixer(width, order) if mixer == "cheb" else PhysicsAttentionMixer(width, slices))
+            (ChebMixer(width, order, n_ops) if mixer == "cheb" else PhysicsAttentionMixer(width, slices))
             for _ in range(blocks))
         self.pointwise = nn.ModuleList(nn.Linear(width, width) for _ in range(blocks))
         self.proj = nn.Sequential(nn.Linear(width, width), nn.GELU(), nn.Linear(width, c_out))
@@ -550,3 +564,482 @@ def diffuse(L: sp.spmatrix, u0: np.ndarray, s: np.ndarray, kappa: float = 0.2, d
             u = u + dt * (-kappa * (L @ u) - decay * u + s[:, :, t].T)
         out[t] = u
     return out.transpose(2, 1, 0)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# A spatial mixer with unbounded reach: learned local transfer functions + a topology-only upstream sweep
+# ---------------------------------------------------------------------------------------------------------------
+def area_feature(area: np.ndarray, cap: float = 64.0) -> np.ndarray:
+    """Capped log upstream area ``min(log a, log cap) / log cap`` in ``[0, 1]`` on every basin.
+
+    A raw ``log(a)`` grows with the basin, so a network trained on small basins meets values it never saw on a large
+    one (an un-normalised, graph-specific feature: leak 2); dividing by the basin's own maximum is leak 2 too. The
+    cap keeps the feature in range on any basin while it still tells headwaters from trunk reaches.
+    """
+    a = V.array("area", area, dtype="float", nonempty=True, min=1).astype(float)
+    cap = V.number("cap", cap, min=1, strict_min=True)
+    return np.minimum(np.log(a), np.log(cap)) / np.log(cap)
+
+
+class RiverGraph:
+    """What the upstream sweep needs from a basin, as torch tensors: nothing here is learned.
+
+    ``levels[d]``: the reaches ``d`` hops from the outlet, deepest level first; ``child_pos[d]``: for each reach of
+    level ``d + 1`` (one level deeper) the position of its parent inside ``levels[d]``; ``child_w[d]``: the weight
+    ``P_ij = a_j / a_i`` of that upstream link (area-weighted operator, row sums < 1); ``inverse``: the permutation
+    that puts the concatenated levels back in node order.
+    """
+
+    def __init__(self, parents: np.ndarray) -> None:
+        p = validate_tree(parents)
+        a = upstream_area(p)
+        lv = levels(p)[::-1]  # outlet first
+        pos = np.empty(p.size, dtype=np.int64)
+        for nodes in lv:
+            pos[nodes] = np.arange(nodes.size)
+        self.n = p.size
+        self.depth = len(lv) - 1
+        self.area = torch.tensor(a, dtype=torch.float32)
+        self.levels = [torch.tensor(nodes) for nodes in lv]
+        self.child_pos = [torch.tensor(pos[p[lv[d + 1]]]) for d in range(self.depth)]
+        self.child_w = [torch.tensor(a[lv[d + 1]] / a[p[lv[d + 1]]], dtype=torch.float64) for d in range(self.depth)]
+        self.inverse = torch.argsort(torch.cat(self.levels))
+
+
+def upstream_sweep(g: RiverGraph, H: Tensor, s: Tensor) -> Tensor:
+    """Solve ``y = H * (s + P y)`` on a river tree, i.e. ``y = (I - diag(H) P)^-1 diag(H) s``, exactly.
+
+    One pass from the headwaters to the outlet, level by level: ``O(N)`` work and ``depth`` sequential steps, with
+    no limit on how far upstream a reach can see (a Chebyshev polynomial of order ``k`` stops at ``k`` hops).
+    ``s`` is node-first ``(N, ...)`` (real or complex, e.g. one slice per frequency and channel) and ``H``
+    broadcasts against it. Differentiable in ``H`` and ``s``.
+    """
+    V.instance("g", g, RiverGraph)
+    V.tensor("s", s)
+    V.tensor("H", H)
+    if s.shape[0] != g.n or H.shape[0] != g.n:
+        raise ValueError(f"H and s must be node-first with N={g.n}, got {tuple(H.shape)} and {tuple(s.shape)}")
+    ys: list[Tensor] = []
+    y = None
+    for d in range(g.depth, -1, -1):  # deepest level first
+        nodes = g.levels[d]
+        inflow = s[nodes]
+        if y is not None:
+            w = g.child_w[d].reshape(-1, *([1] * (s.dim() - 1))).to(y.dtype)
+            inflow = inflow.index_add(0, g.child_pos[d], w * y)
+        y = H[nodes] * inflow
+        ys.append(y)
+    return torch.cat(ys[::-1])[g.inverse]
+
+
+class LocalTransfer(nn.Module):
+    """A learned, graph-free transfer function ``H_theta(w, features)`` per node and channel.
+
+    Each channel is a first-order causal filter with the Muskingum form
+    ``H(w) = rho (1 - c) (alpha + (1 - alpha) e^{-iw}) / (1 - c e^{-iw})``, whose ``c, alpha in (0, 1)`` and gain
+    ``rho in (0, 1)`` an MLP computes from the node's own features. ``|H| <= rho < 1`` at every frequency, so the
+    upstream sweep is stable on basins of any depth; with ``rho = 1`` and the right ``c, alpha`` it is exactly a
+    Muskingum reach.
+    """
+
+    def __init__(self, n_features: int, channels: int, hidden: int = 32) -> None:
+        super().__init__()
+        n_features, channels = V.integer("n_features", n_features, min=1), V.integer("channels", channels, min=1)
+        hidden = V.integer("hidden", hidden, min=1)
+        self.net = nn.Sequential(nn.Linear(n_features, hidden), nn.GELU(), nn.Linear(hidden, 3 * channels))
+        with torch.no_grad():
+            self.net[-1].bias.view(3, channels)[2].fill_(3.0)  # start with gains near 1 (mass nearly conserved)
+            self.net[-1].bias.view(3, channels)[0].copy_(torch.linspace(-1.0, 2.0, channels))  # a spread of delays
+
+    def forward(self, features: Tensor, n_freq: int, n_fft: int) -> Tensor:
+        """``(..., F, C)`` complex responses at ``w = 2 pi f / n_fft``, ``f < n_freq``, for features ``(..., n)``."""
+        c, alpha, rho = torch.sigmoid(self.net(features)).chunk(3, dim=-1)  # (..., C) each
+        z = torch.exp(-2j * torch.pi * torch.arange(n_freq, dtype=torch.float32) / n_fft)[:, None]
+        c, alpha, rho = (v.unsqueeze(-2).to(torch.complex64) for v in (c, alpha, rho))
+        return rho * (1 - c) * (alpha + (1 - alpha) * z) / (1 - c * z)
+
+
+class RoutingOperator(nn.Module):
+    """Factorized river operator whose spatial mixer has unbounded reach and mirrors the exact linear solution.
+
+    Per block: sources ``s = W_s h`` (per node and hour), then in the frequency domain (zero-padded to ``pad * T``)
+    ``Y(w) = (I - diag H(w) P)^-1 diag H(w) S(w)`` by :func:`upstream_sweep`, with ``H`` from :class:`LocalTransfer`
+    (graph-free; it sees the node's static features and the event's mean hidden state at the node, so a reach can
+    be faster in a big flood, as in variable-parameter routing) and ``P`` the area-weighted upstream operator
+    (topology only); then a pointwise residual update
+    ``h <- h + MLP([h, y])``. The whole window comes out of one pass. ``embed_nodes > 0`` adds a learned embedding
+    per node index (a deliberate leak for the ablation: indices mean nothing on another basin).
+    """
+
+    def __init__(self, c_in: int, n_static: int, width: int = 16, channels: int = 8, blocks: int = 3,
+                 pad: int = 2, embed_nodes: int = 0, embed_dim: int = 4, state_dim: int = 4) -> None:
+        super().__init__()
+        c_in, n_static = V.integer("c_in", c_in, min=1), V.integer("n_static", n_static, min=1)
+        width, channels = V.integer("width", width, min=1), V.integer("channels", channels, min=1)
+        blocks, pad = V.integer("blocks", blocks, min=1), V.integer("pad", pad, min=1)
+        embed_nodes, embed_dim = V.integer("embed_nodes", embed_nodes, min=0), V.integer("embed_dim", embed_dim, min=1)
+        state_dim = V.integer("state_dim", state_dim, min=1)
+        self.embed = nn.Embedding(embed_nodes, embed_dim) if embed_nodes else None
+        n_feat = n_static + (embed_dim if embed_nodes else 0)
+        self.c_in, self.n_static, self.pad = c_in, n_static, pad
+        self.lift = nn.Linear(c_in + n_feat, width)
+        self.src = nn.ModuleList(nn.Linear(width, channels) for _ in range(blocks))
+        self.state = nn.ModuleList(nn.Linear(width, state_dim) for _ in range(blocks))
+        self.filters = nn.ModuleList(LocalTransfer(n_feat + state_dim, channels) for _ in range(blocks))
+        self.mix = nn.ModuleList(
+            nn.Sequential(nn.Linear(width + channels, width), nn.GELU(), nn.Linear(width, width))
+            for _ in range(blocks))
+        self.head = nn.Linear(width, 1)
+
+    def forward(self, x: Tensor, static: Tensor, g: RiverGraph) -> Tensor:
+        V.tensor("x", x, ndim=4, dtype="float")
+        V.tensor("static", static, ndim=2, dtype="float")
+        V.instance("g", g, RiverGraph)
+        N, B, T, C = x.shape
+        if C != self.c_in or static.shape != (N, self.n_static) or g.n != N:
+            raise ValueError(f"x must be (N, B, T, {self.c_in}) and static (N, {self.n_static}) on a graph of N "
+                             f"nodes, got {tuple(x.shape)}, {tuple(static.shape)}, N={g.n}")
+        feat = static
+        if self.embed is not None:
+            feat = torch.cat([feat, self.embed(torch.arange(N) % self.embed.num_embeddings)], -1)
+        h = self.lift(torch.cat([x, feat[:, None, None].expand(N, B, T, -1)], -1))
+        M = self.pad * T
+        for src, state, filt, mix in zip(self.src, self.state, self.filters, self.mix, strict=True):
+            S = torch.fft.rfft(src(h), n=M, dim=2)  # (N, B, F, C)
+            # the filter sees the node's features and the event's mean state there (flow level sets celerity)
+            f = torch.cat([feat[:, None].expand(N, B, -1), state(h.mean(2))], -1)  # (N, B, n)
+            Y = upstream_sweep(g, filt(f, S.shape[2], M), S)
+            y = torch.fft.irfft(Y, n=M, dim=2)[:, :, :T]
+            h = h + mix(torch.cat([h, y], -1))
+        return self.head(h)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Cross-geometry domain, geometry-dependent: advection-diffusion in a potential flow around obstacles
+# ---------------------------------------------------------------------------------------------------------------
+def _grid_index(mask: np.ndarray) -> np.ndarray:
+    idx = -np.ones(mask.shape, dtype=np.int64)
+    idx[mask] = np.arange(mask.sum())
+    return idx
+
+
+def potential_flow(mask: np.ndarray, speed: float = 4.0) -> sp.csr_matrix:
+    """Potential flow through the fluid cells, left to right: one sparse solve per geometry.
+
+    The potential solves the graph Laplace equation on the fluid cells with ``phi = 1`` on the fluid cells of the
+    left column, ``phi = 0`` on those of the right column and no flux through walls and obstacles. Returns the
+    edge fluxes ``F[i, j] = speed * (phi_i - phi_j) >= 0`` from cell ``i`` to its 4-neighbour ``j`` (zero against
+    the flow), so the flow squeezes through gaps and stalls behind obstacles: it depends on the geometry.
+    """
+    mask = V.array("mask", mask, ndim=2, dtype="bool")
+    speed = V.positive("speed", speed)
+    idx = _grid_index(mask)
+    inlet, outlet = idx[:, 0][idx[:, 0] >= 0], idx[:, -1][idx[:, -1] >= 0]
+    if inlet.size == 0 or outlet.size == 0:
+        raise ValueError("mask must have fluid cells in its first and last columns (inlet and outlet)")
+    L, _ = grid_laplacian_operator(mask)
+    n = L.shape[0]
+    fixed = np.zeros(n, dtype=bool)
+    fixed[inlet] = fixed[outlet] = True
+    phi = np.zeros(n)
+    phi[inlet] = 1.0
+    free = np.flatnonzero(~fixed)
+    if free.size:
+        Lc = L.tocsr()
+        rhs = -Lc[free][:, np.flatnonzero(fixed)] @ phi[fixed]
+        phi[free] = spla.spsolve(Lc[free][:, free].tocsc(), rhs)
+    A = (sp.diags(np.asarray(L.diagonal())) - L).tocoo()  # adjacency
+    f = speed * np.maximum(phi[A.row] - phi[A.col], 0.0)
+    return sp.csr_matrix((f, (A.row, A.col)), shape=(n, n))
+
+
+def advection_diffusion_operator(mask: np.ndarray, flux: sp.spmatrix, kappa: float = 0.1,
+                                 decay: float = 0.02) -> sp.csr_matrix:
+    """``A`` with ``du/dt = -A u + s``: upwind advection by the edge ``flux``, diffusion ``kappa L``, decay.
+
+    Advection moves ``F[i, j] u_i`` from ``i`` to ``j``; cells where more fluid enters than leaves (the outlet)
+    let the surplus leave the domain, carrying ``u`` with it, so the scheme is conservative up to the outlet.
+    """
+    mask = V.array("mask", mask, ndim=2, dtype="bool")
+    kappa, decay = V.nonnegative("kappa", kappa), V.nonnegative("decay", decay)
+    L, _ = grid_laplacian_operator(mask)
+    F = sp.csr_matrix(flux)
+    if F.shape != L.shape:
+        raise ValueError(f"flux must be ({L.shape[0]}, {L.shape[0]}) for this mask, got {F.shape}")
+    out = np.asarray(F.sum(1)).ravel()
+    inn = np.asarray(F.sum(0)).ravel()
+    adv = sp.diags(out + np.maximum(inn - out, 0.0)) - F.T
+    return (adv + kappa * L + decay * sp.identity(L.shape[0])).tocsr()
+
+
+def simulate_implicit(A: sp.spmatrix, s: np.ndarray, dt: float = 1.0) -> np.ndarray:
+    """Backward Euler ``(I + dt A) u_{t+1} = u_t + dt s_t`` from rest, one LU factorisation per geometry.
+
+    ``s``: ``(B, N, T)`` sources; returns ``(B, N, T)``, the state after each step.
+    """
+    if not (sp.issparse(A) and A.ndim == 2 and A.shape[0] == A.shape[1]):
+        raise TypeError(f"A must be a square sparse matrix, got {V.describe(A)}")
+    s = V.array("s", s, ndim=3, dtype="float").astype(float)
+    if s.shape[1] != A.shape[0]:
+        raise ValueError(f"s must be (B, N={A.shape[0]}, T), got {s.shape}")
+    dt = V.positive("dt", dt)
+    lu = spla.splu((sp.identity(A.shape[0]) + dt * A).tocsc())
+    u = np.zeros((A.shape[0], s.shape[0]))
+    out = np.empty((s.shape[2], *u.shape))
+    for t in range(s.shape[2]):
+        u = lu.solve(u + dt * s[:, :, t].T)
+        out[t] = u
+    return out.transpose(2, 1, 0)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# River protocol: several training basins, held-out events, leaks opened one at a time
+# ---------------------------------------------------------------------------------------------------------------
+Q0 = 0.3  # one flow scale for every basin (shared standardisation: leak 3 closed)
+LEAKS = ("none", "embed", "area", "shift")
+
+
+def river_inputs(parents: np.ndarray, K: np.ndarray, q: np.ndarray, leak: str = "none",
+                 ) -> tuple[Tensor, Tensor, RiverGraph]:
+    """Model inputs of one basin: ``x (N, B, T, 2)`` = ``q / Q0`` and ``q / (a Q0)``, ``static (N, 2)``, graph.
+
+    ``static`` is ``K / 4`` and the capped area feature (:func:`area_feature`); with ``leak="area"`` the second
+    column is the un-normalised count ``a / 100`` instead, which grows without bound on larger basins.
+    """
+    p = validate_tree(parents)
+    V.one_of("leak", leak, LEAKS)
+    K = _reach_K(K, p.size)
+    q = V.array("q", q, ndim=3, dtype="float").astype(float)
+    if q.shape[1] != p.size:
+        raise ValueError(f"q must be (B, N={p.size}, T), got {q.shape}")
+    a = upstream_area(p)
+    qt = torch.tensor(q, dtype=torch.float32).permute(1, 0, 2)
+    at = torch.tensor(a, dtype=torch.float32)[:, None, None]
+    x = torch.stack([qt / Q0, qt / (at * Q0)], -1)
+    af = a / 100 if leak == "area" else area_feature(a)
+    static = torch.tensor(np.stack([K / 4, af], -1), dtype=torch.float32)
+    return x, static, RiverGraph(p)
+
+
+def river_data(seed: int, n: int = 120, T: int = 64, n_events: int = 32, n_test: int = 6,
+               biases: tuple[float, ...] = (0.0, 0.15, 0.3, 0.45), zero_shot_bias: float = 0.6,
+               shift: float = 0.3) -> dict[str, dict[str, Any]]:
+    """Basins, events and nonlinear-Muskingum flows for one seed.
+
+    ``train0..``: one basin of ``n`` reaches per branching bias in ``biases`` (mixed statistics), ``n_events``
+    training events and ``n_test`` held-out events each (``q[:n_events]`` / ``q[n_events:]``); ``zero-shot``:
+    ``2n`` reaches, bias ``zero_shot_bias``; ``5x``: ``5n`` reaches, bias 0. Every event comes from one forcing
+    distribution; ``q_shift`` / ``O_shift`` are the training events with storms scaled by ``shift`` (the shifted
+    forcing leak: milder storms on the training basins than anywhere at test time).
+    """
+    seed = V.seed("seed", seed)
+    n, T = V.integer("n", n, min=2), V.integer("T", T, min=2)
+    n_events, n_test = V.integer("n_events", n_events, min=1), V.integer("n_test", n_test, min=1)
+    biases = [V.probability(f"biases[{i}]", b) for i, b in enumerate(V.sequence("biases", biases))]
+    zero_shot_bias, shift = V.probability("zero_shot_bias", zero_shot_bias), V.positive("shift", shift)
+    rng = np.random.default_rng([seed, 16])
+    spec = [(f"train{k}", n, b) for k, b in enumerate(biases)] + [("zero-shot", 2 * n, zero_shot_bias),
+                                                                   ("5x", 5 * n, 0.0)]
+    out = {}
+    for name, size, bias in spec:
+        p = random_river_tree(size, rng, bias)
+        K = rng.uniform(1, 4, size)
+        train = name.startswith("train")
+        q = lateral_inflow(size, T, n_events + n_test if train else n_test, rng)
+        d = dict(parents=p, K=K, q=q, O=route_sequential(p, K, q, nonlinear=True), train=train, n_test=n_test)
+        if train:
+            qs = q[:n_events].copy()
+            qs = 0.05 + shift * (qs - 0.05)
+            d.update(q_shift=qs, O_shift=route_sequential(p, K, qs, nonlinear=True))
+        out[name] = d
+    return out
+
+
+def train_router(data: dict[str, dict[str, Any]], leak: str, steps: int, seed: int, n_events: int,
+                 batch: int = 4, lr: float = 3e-3, progress: bool = False, **model_kw: Any,
+                 ) -> tuple[RoutingOperator, Any]:
+    """Train a :class:`RoutingOperator` on the training basins' training events with one leak open.
+
+    Step ``k`` takes ``batch`` random training events of basin ``k mod n_basins``; the loss is the MSE of specific
+    discharge ``O / (a Q0)`` weighted by ``a / mean(a)`` (so trunk reaches, which dominate discharge, count more;
+    the weight enters the loss only, never the model). Returns the model and its :class:`helpers.train.History`.
+    """
+    from helpers import train as _train
+
+    V.one_of("leak", leak, LEAKS)
+    steps, seed = V.integer("steps", steps, min=1), V.seed("seed", seed)
+    n_events, batch = V.integer("n_events", n_events, min=1), V.integer("batch", batch, min=1)
+    names = [k for k, d in data.items() if d["train"]]
+    if not names:
+        raise ValueError("data must hold at least one training basin")
+    sets = []
+    for name in names:
+        d = data[name]
+        q, flow = (d["q_shift"], d["O_shift"]) if leak == "shift" else (d["q"][:n_events], d["O"][:n_events])
+        x, static, g = river_inputs(d["parents"], d["K"], q, "area" if leak == "area" else "none")
+        a = g.area[:, None, None, None]
+        y = torch.tensor(flow, dtype=torch.float32).permute(1, 0, 2)[..., None] / (a * Q0)
+        sets.append((x, static, g, y, a / g.area.mean()))
+    torch.manual_seed(seed)
+    embed = max(d["parents"].size for d in data.values() if d["train"]) if leak == "embed" else 0
+    model = RoutingOperator(2, 2, embed_nodes=embed, **model_kw)
+
+    def batches(step: int) -> tuple:
+        gen = torch.Generator().manual_seed(seed * 7919 + step)
+        x, static, g, y, w = sets[step % len(sets)]
+        idx = torch.randperm(x.shape[1], generator=gen)[:batch]
+        return x[:, idx], static, g, y[:, idx], w
+
+    def loss_fn(m: nn.Module, b: tuple) -> Tensor:
+        x, static, g, y, w = b
+        return ((m(x, static, g) - y) ** 2 * w).mean()
+
+    hist = _train.fit(model, loss_fn, batches, steps, lr=lr, warmup=max(1, steps // 10), seed=seed,
+                      progress=progress, desc=f"router ({leak})")
+    return model, hist
+
+
+@torch.no_grad()
+def predict_router(model: RoutingOperator, d: dict[str, Any], leak: str = "none", chunk: int = 4) -> np.ndarray:
+    """Discharge ``(B, N, T)`` predicted for the held-out events of basin ``d`` (all events of a test basin)."""
+    V.instance("model", model, RoutingOperator)
+    V.one_of("leak", leak, LEAKS)
+    q = d["q"][-d["n_test"]:] if d["train"] else d["q"]
+    x, static, g = river_inputs(d["parents"], d["K"], q, "area" if leak == "area" else "none")
+    ys = [model(x[:, i:i + chunk], static, g) for i in range(0, x.shape[1], chunk)]
+    return (torch.cat(ys, 1)[..., 0] * g.area[:, None, None] * Q0).permute(1, 0, 2).numpy()
+
+
+def geometry_data(seed: int, n_geos: int, size: int = 10, T: int = 24, n_events: int = 6, n_test: int = 3,
+                  speed: float = 4.0) -> list[dict[str, Any]]:
+    """``n_geos`` masked grids with advection-diffusion trajectories (``n_events`` to train, ``n_test`` held out).
+
+    Each entry holds the mask, the two fixed operators the Chebyshev mixer gets (``L~ = L/4 - I`` and the upwind
+    inflow operator ``F^T / speed`` of the potential flow, both from the geometry alone), inputs ``x (N, B, T, 2)``
+    (source, degree / 4) and targets ``y (N, B, T, 1)``. Geometries without an inlet or outlet are redrawn.
+    """
+    seed, n_geos = V.seed("seed", seed), V.integer("n_geos", n_geos, min=1)
+    size, T = V.integer("size", size, min=4), V.integer("T", T, min=2)
+    n_events, n_test = V.integer("n_events", n_events, min=1), V.integer("n_test", n_test, min=1)
+    speed = V.positive("speed", speed)
+    rng = np.random.default_rng([seed, 1616])
+    out: list[dict[str, Any]] = []
+    while len(out) < n_geos:
+        mask = masked_grid(size, rng)
+        if not (mask[:, 0].any() and mask[:, -1].any()):
+            continue
+        flux = potential_flow(mask, speed)
+        A = advection_diffusion_operator(mask, flux)
+        s = lateral_inflow(A.shape[0], T, n_events + n_test, rng, base=0.0)
+        u = simulate_implicit(A, s)
+        L, Lt = grid_laplacian_operator(mask)
+        deg = np.asarray(L.diagonal()) / 4
+        x = np.concatenate([s[..., None], np.broadcast_to(deg[None, :, None, None], (*s.shape, 1))], -1)
+        out.append(dict(mask=mask, ops=[to_torch_sparse(Lt), to_torch_sparse(flux.T / speed)],
+                        x=torch.tensor(x, dtype=torch.float32).permute(1, 0, 2, 3),
+                        y=torch.tensor(u, dtype=torch.float32).permute(1, 0, 2)[..., None], n_events=n_events))
+    return out
+
+
+def geometry_model(order: int = 3, seed: int = 0) -> SepOperator:
+    """The cross-geometry model: a :class:`SepOperator` with two fixed operators per geometry (``order=0``: no
+    spatial mixing at all, the no-mixer ablation)."""
+    order, seed = V.integer("order", order, min=0), V.seed("seed", seed)
+    torch.manual_seed(seed)
+    return SepOperator(2, width=16, blocks=3, modes=8, order=order, mixer="cheb", n_ops=2)
+
+
+def train_geometry(model: SepOperator, geos: list[dict[str, Any]], epochs: int, seed: int, lr: float = 3e-3,
+                   steps: int | None = None) -> Any:
+    """Train on the training events of ``geos``: each step one geometry, in turn, so every geometry is seen
+    ``epochs`` times (``steps`` overrides the total, e.g. to give an oracle as many steps as the largest run)."""
+    from helpers import train as _train
+
+    V.instance("model", model, SepOperator)
+    geos = V.sequence("geos", geos)
+    if not geos:
+        raise ValueError("geos must not be empty")
+    epochs, seed = V.integer("epochs", epochs, min=1), V.seed("seed", seed)
+    total = epochs * len(geos) if steps is None else V.integer("steps", steps, min=1)
+
+    def loss_fn(m: nn.Module, g: dict[str, Any]) -> Tensor:
+        k = g["n_events"]
+        return nn.functional.mse_loss(m(g["x"][:, :k], g["ops"]), g["y"][:, :k])
+
+    return _train.fit(model, loss_fn, lambda step: geos[step % len(geos)], total, lr=lr,
+                      warmup=max(1, total // 10), seed=seed, progress=False)
+
+
+@torch.no_grad()
+def geometry_error(model: SepOperator, geos: list[dict[str, Any]]) -> float:
+    """Mean relative L2 error over ``geos`` on their held-out events."""
+    V.instance("model", model, SepOperator)
+    errs = []
+    for g in V.sequence("geos", geos):
+        k = g["n_events"]
+        pred, y = model(g["x"][:, k:], g["ops"]), g["y"][:, k:]
+        errs.append(((pred - y).norm() / y.norm()).item())
+    return float(np.mean(errs))
+
+
+def train_recurrent(data: dict[str, dict[str, Any]], steps: int, seed: int, n_events: int, batch: int = 4,
+                    lr: float = 3e-3, hidden: int = 32) -> tuple[RecurrentMP, Any]:
+    """The baseline, trained exactly like :func:`train_router` (same basins, events, batches, weighted loss): a
+    :class:`RecurrentMP` stepping through time with upstream messages through ``P`` (leaks closed)."""
+    from helpers import train as _train
+
+    steps, seed = V.integer("steps", steps, min=1), V.seed("seed", seed)
+    n_events, batch = V.integer("n_events", n_events, min=1), V.integer("batch", batch, min=1)
+    sets = []
+    for d in (d for d in data.values() if d["train"]):
+        x, static, g = river_inputs(d["parents"], d["K"], d["q"][:n_events])
+        a = g.area[:, None, None, None]
+        y = torch.tensor(d["O"][:n_events], dtype=torch.float32).permute(1, 0, 2)[..., None] / (a * Q0)
+        sets.append((recurrent_inputs(x, static), to_torch_sparse(area_weighted_operator(d["parents"])), y,
+                     a / g.area.mean()))
+    if not sets:
+        raise ValueError("data must hold at least one training basin")
+    torch.manual_seed(seed)
+    model = RecurrentMP(4, hidden=hidden)
+
+    def batches(step: int) -> tuple:
+        gen = torch.Generator().manual_seed(seed * 7919 + step)
+        x, P, y, w = sets[step % len(sets)]
+        idx = torch.randperm(x.shape[1], generator=gen)[:batch]
+        return x[:, idx], P, y[:, idx], w
+
+    def loss_fn(m: nn.Module, b: tuple) -> Tensor:
+        x, P, y, w = b
+        return ((m(x, P) - y) ** 2 * w).mean()
+
+    hist = _train.fit(model, loss_fn, batches, steps, lr=lr, warmup=max(1, steps // 10), seed=seed,
+                      progress=False)
+    return model, hist
+
+
+def recurrent_inputs(x: Tensor, static: Tensor) -> Tensor:
+    """The baseline's inputs: the dynamic channels with the static features repeated at every hour."""
+    V.tensor("x", x, ndim=4, dtype="float")
+    V.tensor("static", static, ndim=2, dtype="float")
+    return torch.cat([x, static[:, None, None].expand(*x.shape[:3], -1)], -1)
+
+
+@torch.no_grad()
+def predict_recurrent(model: RecurrentMP, d: dict[str, Any], chunk: int = 4) -> np.ndarray:
+    """Discharge ``(B, N, T)`` of the baseline on the held-out events of basin ``d``."""
+    V.instance("model", model, RecurrentMP)
+    q = d["q"][-d["n_test"]:] if d["train"] else d["q"]
+    x, static, g = river_inputs(d["parents"], d["K"], q)
+    x, P = recurrent_inputs(x, static), to_torch_sparse(area_weighted_operator(d["parents"]))
+    ys = [model(x[:, i:i + chunk], P) for i in range(0, x.shape[1], chunk)]
+    return (torch.cat(ys, 1)[..., 0] * g.area[:, None, None] * Q0).permute(1, 0, 2).numpy()
+
+
+def checkpoint_config(name: str = "models") -> dict[str, Any]:
+    """The configuration the default run asks of checkpoint ``name`` (``data/16_space_time_operators/``)."""
+    V.one_of("name", name, ("models",))
+    return dict(
+        seeds=[0, 1, 2], baseline_seeds=[0], baseline_hidden=32,
+        river=dict(n=80, T=64, n_events=24, n_test=6, steps=200, model=dict(width=16, channels=8, blocks=3)),
+        geometry=dict(n_train=15, n_test=4, counts=[1, 3, 7, 15], epochs=12, order=3, T=24),
+    )

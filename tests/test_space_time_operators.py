@@ -134,3 +134,150 @@ def test_recurrent_baseline_and_diffusion():
     u = st.diffuse(L, np.ones((1, n)), np.zeros((1, n, 5)), decay=0.0)
     assert np.allclose(u, 1.0)  # no-flux walls conserve a constant state
     assert st.r2_score(np.arange(5.0), np.arange(5.0)) == 1.0
+
+
+# --------------------------------------------------------------------------------------- unbounded-reach mixer
+def test_sweep_equals_dense_solve_and_is_differentiable():
+    p, _, _ = _basin(70, seed=3, bias=0.6)
+    g = st.RiverGraph(p)
+    P = st.area_weighted_operator(p).toarray()
+    rng = np.random.default_rng(0)
+    H = torch.tensor(0.9 * rng.uniform(size=70) * np.exp(1j * rng.uniform(-1, 1, 70)), requires_grad=True)
+    s = torch.tensor(rng.normal(size=(70, 3)) + 1j * rng.normal(size=(70, 3)))
+    y = st.upstream_sweep(g, H[:, None], s)
+    ref = np.linalg.solve(np.eye(70) - np.diag(H.detach().numpy()) @ P, H.detach().numpy()[:, None] * s.numpy())
+    assert np.abs(y.detach().numpy() - ref).max() < 1e-12
+    y.abs().sum().backward()
+    assert H.grad is not None and torch.isfinite(H.grad).all()
+    # reach is unbounded: a headwater's source reaches the outlet however deep the basin is
+    e = torch.zeros(70, dtype=torch.complex128)
+    deepest = int(g.levels[-1][0])
+    e[deepest] = 1
+    assert abs(st.upstream_sweep(g, torch.full((70,), 0.9 + 0j, dtype=torch.complex128), e)[0]) > 0
+    assert g.depth > 8
+
+
+def _sweep_muskingum(p, K, q, H_scale=1.0):
+    g = st.RiverGraph(p)
+    a = g.area.double()
+    M = 8 * q.shape[-1]
+    c0, c1, c2 = (torch.tensor(v) for v in st.muskingum_coeffs(K))
+    z = torch.exp(-2j * torch.pi * torch.arange(M // 2 + 1, dtype=torch.float64) / M)
+    H = H_scale * (c0[:, None] + c1[:, None] * z) / (1 - c2[:, None] * z)
+    S = torch.fft.rfft(torch.tensor(q).permute(1, 0, 2) / a[:, None, None], n=M)
+    Y = st.upstream_sweep(g, H[:, None], S)
+    return (torch.fft.irfft(Y, n=M)[..., : q.shape[-1]] * a[:, None, None]).permute(1, 0, 2).numpy()
+
+
+def test_sweep_with_muskingum_filters_is_exact_routing_and_a_wrong_filter_fails():
+    p, K, rng = _basin(60, seed=1, bias=0.4)
+    q = st.lateral_inflow(60, 32, 2, rng)
+    ref = st.route_spectral(p, K, q, pad_factor=8)
+    assert np.abs(_sweep_muskingum(p, K, q) - ref).max() <= 1e-10 * np.abs(ref).max()
+    # the check the notebook asserts fails on a broken filter
+    assert np.abs(_sweep_muskingum(p, K, q, 0.99) - ref).max() > 1e-10 * np.abs(ref).max()
+
+
+def test_area_feature_is_capped():
+    a = np.array([1.0, 10.0, 64.0, 1000.0, 1e6])
+    f = st.area_feature(a)
+    assert f.min() == 0 and f.max() == 1 and np.all(np.diff(f) >= 0) and f[-1] == f[-2]
+    with pytest.raises(ValueError):
+        st.area_feature(np.array([0.5]))
+
+
+def _router_case(n, seed, T=12):
+    p, K, rng = _basin(n, seed=seed, bias=0.3)
+    q = st.lateral_inflow(n, T, 2, rng)
+    return p, K, q
+
+
+def test_router_graph_free_and_permutation_equivariant():
+    torch.manual_seed(0)
+    model = st.RoutingOperator(2, 2, width=8, channels=4, blocks=2).eval()
+    shapes = {k: v.shape for k, v in model.state_dict().items()}
+    for n in (15, 40, 90):
+        p, K, q = _router_case(n, n)
+        x, s, g = st.river_inputs(p, K, q)
+        with torch.no_grad():
+            y = model(x, s, g)
+        assert y.shape == (n, 2, 12, 1)
+        perm = np.concatenate([[0], 1 + np.random.default_rng(n).permutation(n - 1)])
+        inv = np.argsort(perm)
+        pp = np.where(p[perm] >= 0, inv[np.maximum(p[perm], 0)], -1)
+        xb, sb, gb = st.river_inputs(pp, K[perm], q[:, perm])
+        with torch.no_grad():
+            assert (model(xb, sb, gb) - y[perm]).abs().max() < 1e-5
+            # a broken permutation (outputs not permuted) is caught
+            assert (model(xb, sb, gb) - y).abs().max() > 1e-5
+    assert shapes == {k: v.shape for k, v in model.state_dict().items()}
+
+
+def test_embedding_leak_is_not_equivariant():
+    torch.manual_seed(0)
+    model = st.RoutingOperator(2, 2, width=8, channels=4, blocks=1, embed_nodes=30).eval()
+    p, K, q = _router_case(30, 2)
+    perm = np.concatenate([[0], 1 + np.random.default_rng(0).permutation(29)])
+    inv = np.argsort(perm)
+    pp = np.where(p[perm] >= 0, inv[np.maximum(p[perm], 0)], -1)
+    with torch.no_grad():
+        y = model(*st.river_inputs(p, K, q))
+        yb = model(*st.river_inputs(pp, K[perm], q[:, perm]))
+    assert (yb - y[perm]).abs().max() > 1e-4
+
+
+def test_river_inputs_leaks():
+    p, K, q = _router_case(40, 5)
+    _, s_closed, _ = st.river_inputs(p, K, q)
+    _, s_area, _ = st.river_inputs(p, K, q, leak="area")
+    assert float(s_closed[:, 1].max()) <= 1 and float(s_area[:, 1].max()) == pytest.approx(0.4)
+    with pytest.raises(ValueError):
+        st.river_inputs(p, K, q, leak="ids")
+    with pytest.raises(ValueError):
+        st.river_inputs(p, K, q[:, :5])
+
+
+def test_river_protocol_tiny_is_deterministic():
+    data = st.river_data(0, n=10, T=12, n_events=3, n_test=2, biases=(0.0, 0.5))
+    assert [k for k in data] == ["train0", "train1", "zero-shot", "5x"]
+    assert data["5x"]["parents"].size == 50 and data["train0"]["q"].shape == (5, 10, 12)
+    assert np.all(data["train0"]["q_shift"] <= data["train0"]["q"][:3] + 1e-12)
+    outs = []
+    for _ in range(2):
+        m, h = st.train_router(data, "embed", 3, 0, 3, width=4, channels=2, blocks=1)
+        outs.append(st.predict_router(m, data["zero-shot"], "embed"))
+    assert outs[0].shape == (2, 20, 12) and np.array_equal(outs[0], outs[1])
+    rm, _ = st.train_recurrent(data, 2, 0, 3, hidden=4)
+    assert st.predict_recurrent(rm, data["train1"]).shape == (2, 10, 12)
+
+
+def test_potential_flow_and_advection_diffusion():
+    mask = st.masked_grid(8, np.random.default_rng(3))
+    while not (mask[:, 0].any() and mask[:, -1].any()):
+        mask = st.masked_grid(8, np.random.default_rng(4))
+    F = st.potential_flow(mask)
+    assert F.min() >= 0
+    A = st.advection_diffusion_operator(mask, F, kappa=0.1, decay=0.0)
+    # mass can only leave (through the outlet): column sums of A are >= 0
+    assert np.asarray(A.sum(0)).min() >= -1e-12
+    n = int(mask.sum())
+    u = st.simulate_implicit(A, np.zeros((1, n, 4)))
+    assert np.allclose(u, 0)
+    u = st.simulate_implicit(A, np.ones((2, n, 6)))
+    assert u.min() > 0 and np.all(np.diff(u.sum(1), axis=-1) > 0)
+    with pytest.raises(ValueError):
+        st.potential_flow(np.eye(4, dtype=bool)[:, ::-1] & np.eye(4, dtype=bool))  # no inlet/outlet
+    with pytest.raises(ValueError):
+        st.advection_diffusion_operator(mask, F[:3, :3])
+
+
+def test_geometry_pipeline_tiny():
+    geos = st.geometry_data(0, 2, size=6, T=6, n_events=2, n_test=1)
+    assert len(geos) == 2 and geos[0]["x"].shape[1:] == (3, 6, 2)
+    m = st.geometry_model(2, 0)
+    st.train_geometry(m, geos, 1, 0)
+    e = st.geometry_error(m, geos)
+    assert np.isfinite(e) and e > 0
+    assert st.geometry_error(st.geometry_model(0, 0), geos) > 0
+    with pytest.raises(ValueError):
+        st.SepOperator(2, n_ops=2)(geos[0]["x"], geos[0]["ops"][0])
