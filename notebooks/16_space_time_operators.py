@@ -32,7 +32,7 @@
 # | river graphs | Yangtze (train), Mississippi (zero-shot), 5x larger graphs | random binary river trees: four training basins of 80 reaches with mixed branching, a 160-reach basin with long main stems (zero-shot), a 400-reach bushy basin (5x) |
 # | simulator | flood-wave routing | variable-parameter (nonlinear) Muskingum, travel time falling with discharge |
 # | model | ~27K-parameter factorized model | ~6K parameters: 3 blocks of learned local transfer functions + exact upstream sweep |
-# | baseline | recurrent message passing | GRU (hidden 32) aggregating upstream messages at every step (seed 0) |
+# | baseline | recurrent message passing | GRU (hidden 32) aggregating upstream messages at every step (3 seeds: seed 0 from the checkpoint, 1 and 2 trained live) |
 # | training | long runs on GPUs | 200 steps per model (24 events per training basin), trained ahead by `data/16_space_time_operators/make_models.py` |
 # | cross-geometry | Navier-Stokes, 15 training geometries | **stand-in:** advection-diffusion in a potential flow on 10x10 grids with obstacles, 1-15 geometries, oracle per test geometry |
 # | traffic | cross-city forecasting | not reproduced (no offline data) |
@@ -261,6 +261,16 @@ else:
         if s in cfg["baseline_seeds"]:
             m = st.RecurrentMP(4, hidden=cfg["baseline_hidden"])
             recurrent[s] = ckpt.load_into(m, f"s{s}.recurrent.").eval()
+    # the checkpoint holds the baseline for seed 0; it trains in ~11 s of CPU, so
+    # seeds 1 and 2 are trained here with the same function and settings
+    t0 = time.process_time()
+    for s in seeds:
+        if s not in recurrent:
+            m, h = st.train_recurrent(data[s], rc["steps"], s, rc["n_events"],
+                                      hidden=cfg["baseline_hidden"])
+            recurrent[s], river_hist[f"s{s}.recurrent"] = m.eval(), h.loss
+    print(f"baseline for seeds {sorted(recurrent)} "
+          f"({time.process_time() - t0:.0f} s CPU to train the missing ones)")
 
 # %%
 names = list(basins)
@@ -286,7 +296,86 @@ for label, key in rows:
     have = [s for s in seeds if (s, key, names[0]) in r2]
     print(f"{label:16s}" + "".join(
         f"{np.mean([r2[s, key, n] for s in have]):11.3f}" for n in names))
-print("(mean over seeds", have if key == "recurrent" else seeds, "for each row)")
+print("(mean over seeds", seeds, "for each row)")
+for s in seeds:
+    print(f"seed {s}: zero-shot R² factorized {r2[s, 'none', 'zero-shot']:.3f}, "
+          f"recurrent {r2[s, 'recurrent', 'zero-shot']:.3f}")
+
+# %% [markdown]
+# ### Why the zero-shot basin fails on some seeds
+#
+# The zero-shot basin is re-drawn for each seed, and its depth varies. We measure, per seed, how deep it is
+# compared with the deepest training basin, where in the basin the error sits (trunk reaches with upstream area
+# at least 64, beyond the cap of the area feature, versus the rest), and how far the predicted outlet peak is
+# from the true one. Then a sensitivity check: the same model trained for twice as many steps. Finally, the
+# held-out score on the training basins shows whether the model itself is sound where it was trained.
+
+# %%
+trunk_cap = 64 if not quick else 16  # the area feature saturates at 64
+diag = {}
+for s in seeds:
+    zs_s = data[s]["zero-shot"]
+    a_s = st.upstream_area(zs_s["parents"])
+    trunk = a_s >= trunk_cap
+    depth_train = max(st.RiverGraph(d["parents"]).depth
+                      for d in data[s].values() if d["train"])
+    row = dict(depth_train=depth_train, depth_zs=st.RiverGraph(zs_s["parents"]).depth)
+    for key in ("none", "recurrent"):
+        pr = preds[s, key, "zero-shot"]
+        row[key, "trunk"] = st.r2_score(pr[:, trunk], zs_s["O"][:, trunk])
+        row[key, "rest"] = st.r2_score(pr[:, ~trunk], zs_s["O"][:, ~trunk])
+        row[key, "peak"] = float(pr[:, 0].max(1).mean() / zs_s["O"][:, 0].max(1).mean())
+    row["train_heldout"] = float(np.mean([r2[s, "none", n] for n in names
+                                          if n.startswith("train")]))
+    diag[s] = row
+print("seed  depth train/zero-shot | factorized R² trunk / rest, outlet peak ratio"
+      " | recurrent R² trunk / rest, peak | held-out R² on training basins")
+for s, r in diag.items():
+    print(f"{s:4d}  {r['depth_train']:5d} / {r['depth_zs']:3d}       | "
+          f"{r['none', 'trunk']:6.2f} / {r['none', 'rest']:5.2f}, {r['none', 'peak']:5.2f}"
+          f"{'':17s}| {r['recurrent', 'trunk']:6.2f} / {r['recurrent', 'rest']:5.2f}, "
+          f"{r['recurrent', 'peak']:5.2f} | {r['train_heldout']:.3f}")
+
+# sensitivity: twice the training steps (same seed, data, lr and schedule)
+t0 = time.process_time()
+longer = {}
+for s in seeds:
+    m, _ = st.train_router(data[s], "none", 2 * rc["steps"], s, rc["n_events"],
+                           **rc["model"])
+    longer[s] = st.r2_score(st.predict_router(m.eval(), data[s]["zero-shot"]),
+                            data[s]["zero-shot"]["O"])
+print(f"zero-shot R² with {2 * rc['steps']} steps instead of {rc['steps']}: "
+      + ", ".join(f"seed {s} {longer[s]:.3f}" for s in seeds)
+      + f" ({time.process_time() - t0:.0f} s CPU)")
+
+# %% [markdown]
+# ### Can the per-node embedding leak at all?
+#
+# The `embed` model looks up a vector by node index (modulo the 80 training indices, so indices 80 and above on
+# the larger basins reuse the training vectors). All four training basins share the indices 0..79, and index `k`
+# is a different reach on each, so the vectors can only learn what index `k` means on all four at once. To see
+# whether the trained model uses them, we shuffle the rows of its embedding table and score it again on the
+# **training basins' held-out events**, where the indices mean exactly what they meant in training: if the
+# embedding carried basin-specific information, shuffling it would hurt there.
+
+# %%
+emb_gap = {}
+for s in seeds:
+    m = routers[s, "embed"]
+    w0 = m.embed.weight.detach().clone()
+    perm_rows = torch.as_tensor(np.random.default_rng(s).permutation(w0.shape[0]))
+    held = [n for n in names if n.startswith("train")]
+    true_r2 = np.mean([r2[s, "embed", n] for n in held])
+    with torch.no_grad():
+        m.embed.weight.copy_(w0[perm_rows])
+        shuf_r2 = np.mean([st.r2_score(st.predict_router(m, data[s][n], "embed"),
+                                       data[s][n]["O"][-data[s][n]["n_test"]:])
+                           for n in held])
+        m.embed.weight.copy_(w0)
+    emb_gap[s] = float(true_r2 - shuf_r2)
+    print(f"seed {s}: embed model, held-out R² on the training basins "
+          f"{true_r2:.3f}, with the embedding rows shuffled {shuf_r2:.3f} "
+          f"(no-leak model {np.mean([r2[s, 'none', n] for n in held]):.3f})")
 
 # %% [markdown]
 # ## 4. Checks
@@ -539,7 +628,8 @@ plotting.live_controls(show, basin=names, model=[*st.LEAKS, "recurrent"],
 # smallest of the three R² drops, each drop averaged over the two unseen basins.
 
 # %%
-base = cfg["baseline_seeds"][0]
+rec_zs = [r2[s, "recurrent", "zero-shot"] for s in seeds]
+rec_5x = [r2[s, "recurrent", "5x"] for s in seeds]
 drops = {leak: [np.mean([r2[s, "none", n] - r2[s, leak, n] for n in unseen])
                 for s in seeds] for leak in st.LEAKS[1:]}
 rec.claim(
@@ -549,13 +639,19 @@ rec.claim(
     paper=0.998,
     measured=[r2[s, "none", "zero-shot"] for s in seeds],
     op=">=", target=0.9, unit="R²",
-    baseline=r2[base, "recurrent", "zero-shot"],
+    baseline=float(np.mean(rec_zs)),
     note="Four bushy-to-stemmy training basins of "
     f"{rc['n']} reaches -> a {2 * rc['n']}-reach basin with long main stems; "
     "nonlinear Muskingum; held-out R² on the training basins (mean over seeds) "
     + ", ".join(f"{n} {np.mean([r2[s, 'none', n] for s in seeds]):.3f}"
                 for n in names if n.startswith("train"))
-    + f". Baseline: recurrent MP (seed {base}).",
+    + ". Baseline: recurrent MP, mean over seeds (per seed "
+    + ", ".join(f"{v:.3f}" for v in rec_zs) + "). Diagnosis per seed (zero-shot depth "
+    "vs deepest training basin; factorized R² on trunk reaches a>=64 / the rest; "
+    f"zero-shot R² with {2 * rc['steps']} steps): "
+    + "; ".join(f"seed {s} {r['depth_zs']} vs {r['depth_train']}, "
+                f"{r['none', 'trunk']:.2f} / {r['none', 'rest']:.2f}, {longer[s]:.3f}"
+                for s, r in diag.items()) + ".",
 )
 rec.claim(
     "scales_5x",
@@ -563,9 +659,9 @@ rec.claim(
     paper="5x larger graphs",
     measured=[r2[s, "none", "5x"] for s in seeds],
     op=">=", target=0.8, unit="R²",
-    baseline=r2[base, "recurrent", "5x"],
-    note=f"A bushy basin of {5 * rc['n']} reaches; baseline: recurrent MP "
-    f"(seed {base}).",
+    baseline=float(np.mean(rec_5x)),
+    note=f"A bushy basin of {5 * rc['n']} reaches; baseline: recurrent MP, mean over "
+    "seeds (per seed " + ", ".join(f"{v:.3f}" for v in rec_5x) + ").",
 )
 rec.claim(
     "within_oracle",
@@ -589,7 +685,10 @@ rec.claim(
     op=">", target=0.2, unit="R² drop (smallest over the three leaks)",
     note="R² with leaks closed minus R² with one leak open, mean over the zero-shot "
     "and 5x basins; per leak and seed: "
-    + "; ".join(f"{k} " + ", ".join(f"{v:.3f}" for v in drops[k]) for k in drops),
+    + "; ".join(f"{k} " + ", ".join(f"{v:.3f}" for v in drops[k]) for k in drops)
+    + ". Held-out R² lost on the training basins when the embedding rows are "
+    "shuffled (does the embedding carry node information at all?): "
+    + ", ".join(f"{v:.3f}" for v in emb_gap.values()) + ".",
 )
 rec.claim(
     "train_speedup_vs_recurrent",
