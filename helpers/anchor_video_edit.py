@@ -29,7 +29,7 @@ from helpers import validate as V
 
 __all__ = [
     "IMAGES", "INSTRUCTIONS", "load_image", "Clip", "make_clip", "warp", "warp_chain", "psnr", "warp_error",
-    "Motion", "estimate_motion", "chain_motion", "visibility", "ssim_outside", "uniform_keyframes",
+    "Motion", "estimate_motion", "true_motion", "chain_motion", "visibility", "ssim_outside", "uniform_keyframes",
     "motion_keyframes", "EditParams", "Editor", "apply_edit", "edit_video", "Propagator", "anchor_condition",
     "train_propagator", "propagate", "flow_warp_propagate", "TRAIN_IMAGES", "TEST_IMAGES", "checkpoint_config",
     "training_clips",
@@ -347,6 +347,31 @@ def estimate_motion(frames: Tensor, fast: bool = False, tol: float = 0.75) -> Mo
     bwd = torch.tensor(np.array(bwd), dtype=torch.float32)
     fwd = torch.tensor(np.array(fwd), dtype=torch.float32)
     return Motion(bwd, fwd, _fb_check(bwd, fwd, tol), _fb_check(fwd, bwd, tol))
+
+
+def true_motion(clip: Clip) -> Motion:
+    """An *oracle* :class:`Motion` from the clip's exact integer motion (for diagnosis only): the true backward
+    flow and visibility, and the true forward flow (background moves by ``-pan``, the object by ``vel``) with
+    where a pixel of frame t is the same surface at its landing point in frame t+1."""
+    clip = _clip(clip)
+    pan, vel = clip.info.get("pan"), clip.info.get("vel")
+    if pan is None or vel is None:
+        raise ValueError("clip.info must hold the integer 'pan' and 'vel' of a make_clip clip")
+    T, H, W = clip.masks.shape
+    yy, xx = torch.meshgrid(torch.arange(H), torch.arange(W), indexing="ij")
+    fwd = torch.zeros(T - 1, 2, H, W)
+    vf = torch.zeros(T - 1, H, W, dtype=torch.bool)
+    for t in range(T - 1):
+        on = clip.masks[t]
+        dx = torch.where(on, torch.tensor(vel[0]), torch.tensor(-pan[0]))
+        dy = torch.where(on, torch.tensor(vel[1]), torch.tensor(-pan[1]))
+        fwd[t, 0], fwd[t, 1] = dx.float(), dy.float()
+        sx, sy = xx + dx, yy + dy
+        inb = (sx >= 0) & (sx < W) & (sy >= 0) & (sy < H)
+        dst_on = torch.zeros_like(on)
+        dst_on[inb] = clip.masks[t + 1][sy[inb], sx[inb]]
+        vf[t] = inb & (dst_on == on)
+    return Motion(clip.flow.clone(), fwd, clip.valid.clone(), vf)
 
 
 def _fb_check(a: Tensor, b: Tensor, tol: float) -> Tensor:
@@ -813,16 +838,32 @@ def propagate(model: Propagator, anchors: dict[int, Tensor], motion: Motion, ste
 
 
 @torch.no_grad()
-def flow_warp_propagate(anchors: dict[int, Tensor], motion: Motion, fill: Tensor | None = None) -> Tensor:
+def flow_warp_propagate(anchors: dict[int, Tensor], motion: Motion, fill: Tensor | None = None,
+                        inpaint: bool = False) -> Tensor:
     """Baseline: the two nearest anchors warped along the same estimated flow and blended where the warp is
     trusted. Where neither is trusted, their plain average, or ``fill`` (T, 3, H, W) if given (e.g. the
-    unedited source frames)."""
+    unedited source frames), or with ``inpaint=True`` a biharmonic inpainting of each frame's untrusted pixels
+    from its trusted ones (``skimage.restoration.inpaint_biharmonic``). ``fill`` and ``inpaint`` exclude each
+    other."""
     _anchors(anchors, _motion(motion))
+    inpaint = V.boolean("inpaint", inpaint)
+    if fill is not None and inpaint:
+        raise ValueError("give fill or inpaint=True, not both")
     cond = _anchor_condition(anchors, motion)
     out = _base(cond)
+    hole = cond[:, 6:8].sum(1) == 0  # (T, H, W): neither anchor's warp trusted
     if fill is not None:
         V.tensor("fill", fill, shape=tuple(out.shape), dtype="float")
-        out = torch.where(cond[:, 6:8].sum(1, keepdim=True) > 0, out, fill)
+        out = torch.where(hole[:, None], fill, out)
+    if inpaint:
+        from skimage.restoration import inpaint_biharmonic
+
+        for t in range(len(out)):
+            if t in anchors or not hole[t].any() or hole[t].all():
+                continue
+            img = inpaint_biharmonic(out[t].permute(1, 2, 0).double().numpy(), hole[t].numpy(),
+                                     channel_axis=-1)
+            out[t] = torch.tensor(img, dtype=out.dtype).permute(2, 0, 1).clamp(0, 1)
     for k, img in anchors.items():
         out[k] = img
     return out

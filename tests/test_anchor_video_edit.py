@@ -278,6 +278,30 @@ def test_propagate_holds_anchors_and_warping_baseline(clip):
         ave.anchor_condition({}, m)
 
 
+def test_true_motion_forward_flow_is_exact(clip):
+    m = ave.true_motion(clip)
+    assert torch.equal(m.bwd, clip.flow) and torch.equal(m.vb, clip.valid)
+    for t in range(len(clip.frames) - 1):  # frame t+1 warped back along fwd rebuilds frame t where visible
+        back = ave.warp(clip.frames[t + 1], m.fwd[t])
+        assert m.vf[t].float().mean() > 0.5
+        assert (back - clip.frames[t]).abs()[:, m.vf[t]].max() < 1e-6
+    # the naive inverse (-bwd) is wrong on the object: the check would catch a broken forward flow
+    assert not torch.equal(m.fwd, -clip.flow)
+    with pytest.raises(TypeError):
+        ave.true_motion(clip.frames)
+
+
+def test_flow_warp_inpaint_fills_holes(clip):
+    m = _true_motion(clip)
+    flat = torch.full_like(clip.frames[0], 0.3)
+    holes = ave.flow_warp_propagate({0: flat}, m)
+    assert (holes - 0.3).abs().max() > 0.2  # the warp leaves zeros where it is not trusted
+    filled = ave.flow_warp_propagate({0: flat}, m, inpaint=True)
+    assert (filled - 0.3).abs().max() < 1e-4  # a flat image inpaints to itself
+    with pytest.raises(ValueError):
+        ave.flow_warp_propagate({0: flat}, m, fill=clip.frames, inpaint=True)
+
+
 def test_train_propagator_is_deterministic():
     c = ave.make_clip("rocket", T=5, size=16, seed=0)
     m = _true_motion(c)

@@ -638,6 +638,7 @@ case("anchor_video_edit.flow_warp_propagate", ave.flow_warp_propagate,
      lambda: dict(anchors=_ANCH, motion=_MOT, fill=_CLIP.frames),
      skip={"fill": {"none"}},  # None: the anchors' average fills the holes
      more={"anchors": _BADANCH, "fill": [_CLIP.frames[:2]]})
+case("anchor_video_edit.true_motion", ave.true_motion, lambda: dict(clip=_CLIP))
 case("anchor_video_edit.checkpoint_config", ave.checkpoint_config, lambda: dict(name="propagators"))
 case("anchor_video_edit.training_clips", ave.training_clips,
      lambda: dict(cfg=dict(ave.checkpoint_config(), n_train_clips=1, T=3, size=8), fast=True))
