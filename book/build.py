@@ -166,7 +166,8 @@ def input_key(slug: str, params: dict) -> str:
     slugs = {p.stem for p in NOTEBOOKS.glob("*.ipynb")}
     other_modules = {_chapter_module(s) for s in slugs} - {_chapter_module(slug)}
     _hash_entries(h, ROOT / "helpers", skip=lambda p: p.name == "__pycache__" or p.stem in other_modules)
-    _hash_entries(h, ROOT / "data", skip=lambda p: p.name in slugs - {slug})  # data/<slug>/ is that chapter's
+    # data/<slug>/ is that chapter's; data/README.md documents the files and feeds no notebook
+    _hash_entries(h, ROOT / "data", skip=lambda p: p.name in (slugs - {slug}) | {"README.md"})
     h.update(json.dumps(params, sort_keys=True).encode())
     h.update(f"threads={os.environ.get('BOOK_THREADS', '1')}".encode())  # reduction order depends on threads
     for pins in ("requirements.txt", "requirements-data.txt"):

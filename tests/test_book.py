@@ -292,6 +292,23 @@ def test_input_key_ignores_other_chapters_modules_but_not_the_core(sandbox, monk
     assert build.input_key("01_alpha", {}) != key2
 
 
+def test_input_key_covers_own_data_but_not_the_data_readme(sandbox, monkeypatch, tmp_path):
+    root = tmp_path / "root"
+    (root / "helpers").mkdir(parents=True)
+    for slug in ("01_alpha", "02_beta"):
+        (root / "data" / slug).mkdir(parents=True)
+        _write_nb(sandbox / f"{slug}.ipynb", ["x = 1"])
+    monkeypatch.setattr(build, "ROOT", root)
+    (root / "data" / "README.md").write_text("| row |\n")
+    (root / "data" / "01_alpha" / "w.json").write_text("{}")
+    key = build.input_key("01_alpha", {})
+    (root / "data" / "README.md").write_text("| row |\n| another row |\n")  # documentation only
+    (root / "data" / "02_beta" / "w.json").write_text("{}")  # another chapter's data
+    assert build.input_key("01_alpha", {}) == key
+    (root / "data" / "01_alpha" / "w.json").write_text('{"a": 1}')  # its own checkpoint
+    assert build.input_key("01_alpha", {}) != key
+
+
 def test_scoreboard_is_generated_from_records(sandbox, tmp_path):
     _write_nb(sandbox / "s.ipynb", ["x = 1"])
     nb = nbformat.read(sandbox / "s.ipynb", as_version=4)
