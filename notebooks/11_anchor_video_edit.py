@@ -64,9 +64,7 @@ if "google.colab" in sys.modules and importlib.util.find_spec("helpers") is None
 
 # %% tags=["parameters"]
 quick = False
-seed = (
-    0  # the first of the three seeds (model, test clips, editor draws, sampling noise)
-)
+seed = 0  # first of three seeds (model, test clips, editor draws, sampling noise)
 T = 12  # frames per clip
 size = 32  # pixels
 n_test_clips = 8
