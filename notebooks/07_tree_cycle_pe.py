@@ -103,6 +103,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from rdkit import Chem
+from rdkit.Chem.Scaffolds import MurckoScaffold
 from sklearn.metrics import roc_auc_score
 from tqdm.auto import tqdm
 
@@ -511,8 +512,23 @@ rec.check(
 # (100 nM), the BACE-style threshold. Four models, the same steps each, three seeds: the Transformer with
 # sinusoidal and tree+cycle encodings, Graphormer-lite and GIN. Test molecules are read from their canonical
 # string, whole.
+#
+# MoleculeACE's split is not a scaffold split: it clusters molecules by fingerprint and splits each cluster,
+# so test molecules have close relatives in training (the cell below counts shared Murcko scaffolds). It does
+# hold out whole molecules: after stereochemistry is dropped, no test molecule equals a training one.
 
 # %%
+scaffold = [MurckoScaffold.MurckoScaffoldSmiles(x) for x in prop_smiles]
+train_smiles, train_scaffolds = (
+    {prop_smiles[m] for m in prop_tr},
+    {scaffold[m] for m in prop_tr},
+)
+print(
+    f"test molecules equal to a training molecule: "
+    f"{sum(prop_smiles[m] in train_smiles for m in prop_te)}; sharing a Murcko "
+    f"scaffold with one: "
+    f"{np.mean([scaffold[m] in train_scaffolds for m in prop_te]):.0%}"
+)
 prop_items = [data["prop_feats"][m][0] for m in prop_te]
 prop_auc = {k: [] for k in cfg["prop_kinds"]}
 for kind in cfg["prop_kinds"]:
@@ -533,7 +549,10 @@ for kind in cfg["prop_kinds"]:
 # * **prediction-level invariance**: the mean of `|p(rooted string) - p(canonical string)|`, the change in
 #   predicted probability of activity. Graph models read the same graph whatever the string, so theirs is zero
 #   up to rounding. A model that predicts nearly the same probability for every molecule would also look
-#   invariant, so next to it we report the mean `|p_i - p_j|` between two *different* held-out molecules;
+#   invariant, so next to it we report the mean `|p_i - p_j|` between two *different* held-out molecules, and
+#   the claim divides the first by the second for each model: how much a rooting moves the prediction, in units
+#   of how much a different molecule moves it. This normalisation is fixed by what the metric must mean (a
+#   constant predictor gets 0/0, not a perfect score), not chosen from the results; the raw ratio is in the note;
 # * **centred cosine**: the cosine between the [CLS] embeddings of a rooted and the canonical string after
 #   subtracting the mean embedding of all held-out molecules. An offset shared by every embedding (the final
 #   LayerNorm's bias, or a collapsed model) makes the raw cosine high for *any* two molecules; centring removes it.
@@ -842,23 +861,34 @@ def untested_claim(id, statement, *, paper, **_):
 
 claim = rec.claim if (quick or stored is not None) else untested_claim
 dp_tc, dp_sin = np.array(inv["tree_cycle"]["dp"]), np.array(inv["sinusoidal"]["dp"])
+# each model's |Δp| across rootings in units of its own |Δp| between different
+# molecules: a near-constant predictor has a tiny |Δp| and a tiny spread alike
+sp_tc = np.array(inv["tree_cycle"]["dp_between"])
+sp_sin = np.array(inv["sinusoidal"]["dp_between"])
+rel_tc, rel_sin = dp_tc / sp_tc, dp_sin / sp_sin
 claim(
     "rerooting_invariance",
     "Predictions move less across re-rootings with tree+cycle positions than with "
-    "sinusoidal positions (mean |Δp|, tree+cycle ÷ sinusoidal)",
+    "sinusoidal positions (mean |Δp| across rootings ÷ mean |Δp| between different "
+    "molecules, tree+cycle ÷ sinusoidal)",
     paper="0.977 ± 0.029 cosine across re-rootings (n = 24,960)",
-    measured=(dp_tc / dp_sin).tolist(),
+    measured=(rel_tc / rel_sin).tolist(),
     op="<",
     target=0.5,
-    unit="mean |Δp| ratio, tree+cycle / sinusoidal",
-    baseline=float(dp_sin.mean()),
-    note=f"mean |Δp| tree+cycle {', '.join(f'{v:.4f}' for v in dp_tc)}; sinusoidal "
-    f"{', '.join(f'{v:.4f}' for v in dp_sin)}; between different molecules (the "
-    f"scale of a real change) tree+cycle {np.mean(inv['tree_cycle']['dp_between']):.3f}"
-    f", sinusoidal {np.mean(inv['sinusoidal']['dp_between']):.3f}; Graphormer "
-    f"{np.mean(inv['graphormer']['dp']):.1e}, GIN {np.mean(inv['gin']['dp']):.1e} "
-    f"(graph models read the graph). {int(rooted.sum())} rooted strings of "
-    f"{len(reroot_idx)} held-out molecules, whole strings.",
+    unit="ratio of relative |Δp|, tree+cycle / sinusoidal",
+    baseline=float(rel_sin.mean()),
+    note=f"relative |Δp| (rootings ÷ between molecules) tree+cycle "
+    f"{', '.join(f'{v:.3f}' for v in rel_tc)}; sinusoidal "
+    f"{', '.join(f'{v:.3f}' for v in rel_sin)}. Raw mean |Δp| tree+cycle "
+    f"{', '.join(f'{v:.4f}' for v in dp_tc)}; sinusoidal "
+    f"{', '.join(f'{v:.4f}' for v in dp_sin)} (raw ratio "
+    f"{', '.join(f'{v:.2f}' for v in dp_tc / dp_sin)}); between different molecules "
+    f"tree+cycle {sp_tc.mean():.3f}, sinusoidal {sp_sin.mean():.3f} (the sinusoidal "
+    f"model, test AUC {np.mean(prop_auc['sinusoidal']):.3f}, is nearly constant). "
+    f"Graphormer {np.mean(inv['graphormer']['dp']):.1e}, GIN "
+    f"{np.mean(inv['gin']['dp']):.1e} (graph models read the graph). "
+    f"{int(rooted.sum())} rooted strings of {len(reroot_idx)} held-out molecules, "
+    "whole strings.",
 )
 c_tc = np.array(inv["tree_cycle"]["cos"])
 claim(
@@ -913,6 +943,23 @@ claim(
     f"{np.nanmean(alert_auc['sinusoidal']):.3f}. Gain over sinusoidal "
     f"{(a_tc - np.array(align['sinusoidal'])).mean():+.3f}.",
 )
+a_sin = np.array(align["sinusoidal"])
+claim(
+    "alert_alignment_vs_sinusoidal",
+    "Tree+cycle integrated-gradients attributions fall on the alert's atoms more often "
+    "than those of the sinusoidal model trained the same way (the paper's comparison)",
+    paper="+5 points over a sinusoidal baseline",
+    measured=(a_tc - a_sin).tolist(),
+    op=">",
+    target=0.05,
+    unit="top-k share inside the alert, tree+cycle − sinusoidal (same seed)",
+    baseline=float(a_sin.mean()),
+    note=f"sinusoidal {', '.join(f'{v:.3f}' for v in a_sin)}; tree+cycle "
+    f"{', '.join(f'{v:.3f}' for v in a_tc)}; chance {chance_mean:.3f}. The sinusoidal "
+    f"alert model is the weaker classifier (AUC "
+    f"{np.nanmean(alert_auc['sinusoidal']):.3f} vs "
+    f"{np.nanmean(alert_auc['tree_cycle']):.3f}), so a gain mixes encoding and fit.",
+)
 auc_tc, auc_gr = np.array(prop_auc["tree_cycle"]), np.array(prop_auc["graphormer"])
 claim(
     "property_auc_vs_graphormer",
@@ -928,4 +975,32 @@ claim(
     f"{', '.join(f'{v:.3f}' for v in auc_gr)}; GIN {np.mean(prop_auc['gin']):.3f}, "
     f"sinusoidal {np.mean(prop_auc['sinusoidal']):.3f}; {cfg['steps_prop']} steps.",
 )
+auc_gin = np.array(prop_auc["gin"])
+claim(
+    "property_auc_vs_gin",
+    "Tree+cycle matches or beats GIN, the strongest graph baseline here, on property "
+    "prediction",
+    paper="(the paper compares with Graphormer; GIN is our strongest baseline)",
+    measured=(auc_tc - auc_gin).tolist(),
+    op=">=",
+    target=0.0,
+    unit="ROC-AUC, tree+cycle − GIN",
+    baseline=float(auc_gin.mean()),
+    note=f"GIN {', '.join(f'{v:.3f}' for v in auc_gin)}; tree+cycle "
+    f"{', '.join(f'{v:.3f}' for v in auc_tc)}; same steps and split.",
+)
 rec.save()
+
+# %% [markdown]
+# ## 12. Known limits of this run
+#
+# * **The sinusoidal baseline is under-trained, and we know why.** Token embeddings start at a scale of 0.02
+#   (the book's initialisation), while the sinusoidal table has entries of size ~0.7 and is added unscaled, so at
+#   the start the position swamps the token identity about 35 to 1; the learned tree+cycle maps start at the
+#   token scale. A review re-trained the seed-0 property model both ways (300 steps, same data): unscaled, test
+#   ROC-AUC 0.59 (the checkpoint's own number, reproduced); with the table scaled to the token embeddings' initial
+#   size (× 0.028), 0.78, still below tree+cycle (0.83). The re-rooting and alert comparisons against this model
+#   therefore flatter or confound the sinusoidal side; re-training all nine sinusoidal models with the scaled
+#   table (`make data`) is the fix, not yet done.
+# * The property split is MoleculeACE's (cluster-stratified), not a scaffold split.
+# * One trained model per seed and configuration; nothing was tuned on the test molecules.
