@@ -554,6 +554,24 @@ def draw_frame(fig, t):
 plotting.static_slider(range(T), draw_frame, figsize=(11, 2.0), label="frame")
 
 # %% [markdown]
+# Live (in Jupyter or Colab): choose the edit and the frame; every method's video of the first test clip.
+
+
+# %%
+def show_frame(edit="stripe_object", t=0):
+    videos, _ = example[edit]
+    rows_ = [("source", clips0[0].frames)] + [(m, videos[m][0]) for m in METHODS]
+    fig, axes = plt.subplots(1, len(rows_), figsize=(11, 2.0))
+    for ax, (name, vid) in zip(axes, rows_):
+        ax.imshow(vid[t].permute(1, 2, 0).clamp(0, 1))
+        ax.set_title(name, fontsize=7)
+        ax.axis("off")
+    plt.show()
+
+
+plotting.live_controls(show_frame, edit=list(example), t=(0, T - 1))
+
+# %% [markdown]
 # ## 5. Drift against the number of anchors
 #
 # With one anchor everything frame 0 did not show must be invented, and the estimated flow's errors compound
