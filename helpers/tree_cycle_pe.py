@@ -1204,8 +1204,10 @@ def featurize_set(smiles: Sequence[str], vocab: Vocab, n_aug: int = 0, seed: int
     return out
 
 
-def checkpoint_config(quick: bool = False, seed: int = 0) -> dict:
-    """The training configuration of the chapter's models (``quick``: a tiny one, one seed, trained live)."""
+def checkpoint_config(name: str = "models", *, quick: bool = False, seed: int = 0) -> dict:
+    """The training configuration of the chapter's stored ``models`` (``quick``: a tiny one, one seed, trained
+    live). ``name`` is the checkpoint's name, as every chapter's ``checkpoint_config`` takes it."""
+    V.one_of("name", name, ("models",))
     quick, seed = V.boolean("quick", quick), V.integer("seed", seed, min=0)
     cfg = dict(n_synth=1200, dataset="CHEMBL204_Ki", n_prop=2754, n_aug=5, steps_synth=300, steps_prop=300,
                batch_size=32, width_synth=32, width=64, lr=1e-3, alert="imine_1", seeds=[0, 1, 2],
