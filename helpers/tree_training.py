@@ -961,9 +961,9 @@ def partition_tree(tree: TrajectoryTree, budget: int) -> list[Partition]:
     if too_long:
         raise ValueError(f"nodes {too_long[:5]} are longer than the budget {budget}; use split_long_nodes first")
     parts: list[Partition] = []
-    todo: list[tuple[int, int | None]] = [(tree.root, None)]
-    while todo:
-        top, parent = todo.pop(0)
+    queue: list[tuple[int, int | None]] = [(tree.root, None)]
+    while queue:
+        top, parent = queue.pop(0)
         P = Partition(len(parts), [], parent)
         parts.append(P)
         if parent is not None:
@@ -973,7 +973,7 @@ def partition_tree(tree: TrajectoryTree, budget: int) -> list[Partition]:
             n = stack.pop()
             L = len(tree.nodes[n].tokens)
             if n != top and used + L > budget:
-                todo.append((n, P.id))  # a cut: the child partition receives the gateway at n
+                queue.append((n, P.id))  # a cut: the child partition receives the gateway at n
                 continue
             P.nodes.append(n)
             used += L

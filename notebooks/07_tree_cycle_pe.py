@@ -210,16 +210,16 @@ def tree_paths_by_hand(ser, n_child=tc.N_CHILD, depth=tc.DEPTH):
     for root in np.argsort(ser.ranks):
         if root in paths:
             continue
-        paths[root], todo = [], [root]
-        while todo:
-            u = todo.pop()
+        paths[root], stack = [], [root]
+        while stack:
+            u = stack.pop()
             # canonical order
             kids = sorted(
                 (w for w in adj[u] if w not in paths), key=lambda w: ser.ranks[w]
             )
             for i, w in enumerate(kids):
                 paths[w] = paths[u] + [min(i, n_child - 1)]
-                todo.append(w)
+                stack.append(w)
     out = np.full((ser.n_atoms, depth), -1)
     for v, p in paths.items():
         out[v, : min(len(p), depth)] = p[::-1][:depth]  # most recent step first
