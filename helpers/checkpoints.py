@@ -16,6 +16,7 @@ Training that does not fit a chapter's 5-minute default run happens in ``data/<s
 manifest belongs to another checkpoint, the weights' hash differs (truncated or edited file) or the config differs
 (:class:`ConfigMismatch`, naming the differing keys); every message ends with the command that rebuilds the
 checkpoint. A changed source file only warns (:class:`StaleCheckpointWarning`): the weights may be stale.
+:func:`require_seeds` gives a default run asked for seeds the checkpoint does not store (``SEED=n``) a clear error.
 
 Convention for the test that keeps committed checkpoints in step with their chapter: a manifest names the chapter's
 module (``module``), and that module exposes ``checkpoint_config(name) -> dict``, the config the chapter's default
@@ -44,7 +45,7 @@ from helpers import validate as V
 __all__ = [
     "MAX_POINTS", "FORMAT", "Checkpoint", "CheckpointError", "ConfigMismatch", "StaleCheckpointWarning",
     "data_dir", "paths", "rebuild_command", "normalize", "diff_config", "sha256_file", "source_hash",
-    "subsample", "save", "load_manifest", "load", "plot_history",
+    "subsample", "save", "load_manifest", "load", "require_seeds", "plot_history",
 ]
 
 MAX_POINTS = 500  # a curve in a manifest has at most this many points
@@ -415,6 +416,31 @@ def load(
     if check_sources:
         _check_sources(manifest, slug, name)
     return Checkpoint(tensors=tensors, manifest=manifest)
+
+
+def require_seeds(ckpt: Checkpoint | Mapping[str, Any], seeds: Sequence[int], *, key: str = "seeds") -> list[int]:
+    """Check that a checkpoint stores the models of every seed in ``seeds``; returns ``seeds`` as a list of ints.
+
+    ``ckpt`` is a :class:`Checkpoint` or its manifest; the stored seeds are ``manifest["config"][key]``. A default
+    run asked for seeds the checkpoint does not hold (``SEED=n`` outside them) gets a :class:`CheckpointError` that
+    names the stored seeds and the two ways out, instead of a ``KeyError`` or a state-dict error deep in a cell.
+    """
+    manifest = ckpt.manifest if isinstance(ckpt, Checkpoint) else ckpt
+    V.instance("ckpt", manifest, Mapping)
+    V.instance("key", key, str)
+    want = V.sequence("seeds", seeds, of=lambda n, x: V.integer(n, x), min_len=1)
+    stored = manifest.get("config", {}).get(key) if isinstance(manifest.get("config"), Mapping) else None
+    if not isinstance(stored, Sequence) or isinstance(stored, str):
+        raise CheckpointError(f"the manifest's config has no list {key!r} of stored seeds; got {stored!r}")
+    missing = [int(s) for s in want if int(s) not in {int(x) for x in stored}]
+    if missing:
+        slug, name = manifest.get("slug", "?"), manifest.get("name", "?")
+        first = int(stored[0]) if stored else 0
+        raise CheckpointError(
+            f"checkpoint {slug}/{name} stores the models of seeds {list(stored)}; seed(s) {missing} are not in it. "
+            f"The default run evaluates stored models: run it with SEED={first} (or omit SEED), or use QUICK=1, "
+            f"which trains small models live for any seed.")
+    return [int(s) for s in want]
 
 
 def _get(d: Any, dotted: str) -> Any:

@@ -646,8 +646,8 @@ if quick:
     wl_cfg.update(N=10, d=5, n_train=200, n_test=200, steps=80, seeds=[seed])
     wl_ck = None
 else:
-    wl_cfg["seeds"] = seeds
     wl_ck = checkpoints.load(dfs.CHECKPOINT_SLUG, "width_limited", config=wl_cfg)
+    wl_cfg["seeds"] = checkpoints.require_seeds(wl_ck, seeds)  # clear error if absent
 wl_res, wl_models = {}, {}
 for s_ in wl_cfg["seeds"]:
     train_items, test_items, emb = dfs.width_limited_data(wl_cfg, s_)

@@ -233,6 +233,7 @@ if quick:
         tfs[s] = tf.eval()
 else:
     ck_tf = checkpoints.load(icl.CHECKPOINT_SLUG, "softmax_tf", config=tf_cfg)
+    checkpoints.require_seeds(ck_tf, seeds)  # a clear error for SEED outside them
     for s in seeds:
         tf = icl.SoftmaxICL(
             d, C, tf_cfg["d_model"], tf_cfg["n_layer"], tf_cfg["n_head"]
@@ -481,6 +482,7 @@ if quick:
 else:
     dims = sh_cfg["dims"]
     ck_sh = checkpoints.load(icl.CHECKPOINT_SLUG, "shared_lt", config=sh_cfg)
+    checkpoints.require_seeds(ck_sh, seeds)
     W_sh = {(dd, s): ck_sh.tensors[f"W/{dd}/{s}"] for dd in dims for s in seeds}
     U_sh = {
         (dd, s): ck_sh.tensors[f"U/{dd}/{s}"].double().numpy()

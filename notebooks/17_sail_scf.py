@@ -356,6 +356,7 @@ if quick:
                 models[head, obj, s] = ss.train_guess(head, obj, samples, cfg, s)[0]
 else:
     ckpt = checkpoints.load("17_sail_scf", "guesses", config=cfg)
+    checkpoints.require_seeds(ckpt, seeds)  # a clear error for SEED outside them
     for s in seeds:
         for head in ss.HEADS:
             for obj in ss.OBJECTIVES:

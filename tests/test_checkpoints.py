@@ -250,3 +250,20 @@ def test_data_sizes():
     big = {k: v for k, v in per_chapter.items() if v > 8 * 2**20}
     assert not big, f"chapters over 8 MB in data/: {big}"
     assert sum(per_chapter.values()) <= 50 * 2**20, "data/ is over 50 MB"
+
+
+def test_require_seeds(tmp_path):
+    _save(tmp_path, config={"d": 8, "seeds": [0, 1, 2]})
+    c = ck.load("99_test", "m", config={"d": 8, "seeds": [0, 1, 2]}, root=tmp_path)
+    assert ck.require_seeds(c, [2, 0]) == [2, 0]
+    assert ck.require_seeds(c.manifest, (1,)) == [1]
+    with pytest.raises(ck.CheckpointError, match=r"seeds \[0, 1, 2\].*\[5, 6\].*QUICK=1"):
+        ck.require_seeds(c, [1, 5, 6])
+    with pytest.raises(ck.CheckpointError, match="no list 'nope'"):
+        ck.require_seeds(c, [0], key="nope")
+    with pytest.raises(ValueError, match="at least 1"):
+        ck.require_seeds(c, [])
+    with pytest.raises(TypeError):
+        ck.require_seeds(c, 0)
+    with pytest.raises(TypeError):
+        ck.require_seeds([0, 1], [0])
