@@ -44,6 +44,7 @@ __all__ = [
     "LocalTransfer", "RoutingOperator", "river_inputs", "river_data", "train_router", "predict_router",
     "train_recurrent", "recurrent_inputs", "predict_recurrent", "checkpoint_config", "potential_flow",
     "geometry_data", "geometry_model", "train_geometry", "geometry_error", "advection_diffusion_operator", "simulate_implicit",
+    "river_data_from_config",
 ]
 
 
@@ -303,7 +304,9 @@ def to_torch_sparse(M: sp.spmatrix) -> Tensor:
         raise TypeError(f"M must be a scipy sparse matrix, got {V.describe(M)}")
     M = sp.coo_matrix(M)
     idx = torch.tensor(np.vstack([M.row, M.col]), dtype=torch.long)
-    return torch.sparse_coo_tensor(idx, torch.tensor(M.data, dtype=torch.float32), M.shape).coalesce()
+    # opt in to torch's invariant checks explicitly (cheap at these sizes; torch warns when left implicit)
+    return torch.sparse_coo_tensor(idx, torch.tensor(M.data, dtype=torch.float32), M.shape,
+                                   check_invariants=True).coalesce()
 
 
 def _spmm(op: Tensor | np.ndarray | sp.spmatrix, x: Tensor) -> Tensor:
@@ -668,7 +671,8 @@ class RoutingOperator(nn.Module):
     be faster in a big flood, as in variable-parameter routing) and ``P`` the area-weighted upstream operator
     (topology only); then a pointwise residual update
     ``h <- h + MLP([h, y])``. The whole window comes out of one pass. ``embed_nodes > 0`` adds a learned embedding
-    per node index (a deliberate leak for the ablation: indices mean nothing on another basin).
+    per node id (a deliberate leak for the ablation: ids mean nothing on another basin). ``forward`` takes the ids
+    (``ids``, one per node); by default node ``i`` has id ``i mod embed_nodes``.
     """
 
     def __init__(self, c_in: int, n_static: int, width: int = 16, channels: int = 8, blocks: int = 3,
@@ -691,7 +695,7 @@ class RoutingOperator(nn.Module):
             for _ in range(blocks))
         self.head = nn.Linear(width, 1)
 
-    def forward(self, x: Tensor, static: Tensor, g: RiverGraph) -> Tensor:
+    def forward(self, x: Tensor, static: Tensor, g: RiverGraph, ids: Tensor | None = None) -> Tensor:
         V.tensor("x", x, ndim=4, dtype="float")
         V.tensor("static", static, ndim=2, dtype="float")
         V.instance("g", g, RiverGraph)
@@ -700,8 +704,16 @@ class RoutingOperator(nn.Module):
             raise ValueError(f"x must be (N, B, T, {self.c_in}) and static (N, {self.n_static}) on a graph of N "
                              f"nodes, got {tuple(x.shape)}, {tuple(static.shape)}, N={g.n}")
         feat = static
+        if ids is not None:
+            V.tensor("ids", ids, ndim=1)
+            if ids.shape[0] != N or ids.is_floating_point() or ids.is_complex():
+                raise ValueError(f"ids must be N={N} integer node ids, got {V.describe(ids)}")
+            if self.embed is not None and (ids.min() < 0 or ids.max() >= self.embed.num_embeddings):
+                raise ValueError(f"ids must lie in [0, {self.embed.num_embeddings}), got [{int(ids.min())}, "
+                                 f"{int(ids.max())}]")
         if self.embed is not None:
-            feat = torch.cat([feat, self.embed(torch.arange(N) % self.embed.num_embeddings)], -1)
+            feat = torch.cat([feat, self.embed(torch.arange(N) % self.embed.num_embeddings if ids is None
+                                               else ids.long())], -1)
         h = self.lift(torch.cat([x, feat[:, None, None].expand(N, B, T, -1)], -1))
         M = self.pad * T
         for src, state, filt, mix in zip(self.src, self.state, self.filters, self.mix, strict=True):
@@ -823,23 +835,29 @@ def river_inputs(parents: np.ndarray, K: np.ndarray, q: np.ndarray, leak: str = 
 
 def river_data(seed: int, n: int = 120, T: int = 64, n_events: int = 32, n_test: int = 6,
                biases: tuple[float, ...] = (0.0, 0.15, 0.3, 0.45), zero_shot_bias: float = 0.6,
-               shift: float = 0.3) -> dict[str, dict[str, Any]]:
+               shift: float = 0.3, deep_bias: float | None = None) -> dict[str, dict[str, Any]]:
     """Basins, events and nonlinear-Muskingum flows for one seed.
 
     ``train0..``: one basin of ``n`` reaches per branching bias in ``biases`` (mixed statistics), ``n_events``
     training events and ``n_test`` held-out events each (``q[:n_events]`` / ``q[n_events:]``); ``zero-shot``:
     ``2n`` reaches, bias ``zero_shot_bias``; ``5x``: ``5n`` reaches, bias 0. Every event comes from one forcing
     distribution; ``q_shift`` / ``O_shift`` are the training events with storms scaled by ``shift`` (the shifted
-    forcing leak: milder storms on the training basins than anywhere at test time).
+    forcing leak: milder storms on the training basins than anywhere at test time). With ``deep_bias``, a ``deep``
+    basin of ``2n`` reaches with that bias follows (long main stems, deeper than any training basin: depth
+    extrapolation, reported apart from zero-shot transfer). Training basin ``k`` carries ``id_offset``: its nodes
+    have ids ``id_offset + i``, distinct across training basins (what the per-node embedding leak looks up).
     """
     seed = V.seed("seed", seed)
     n, T = V.integer("n", n, min=2), V.integer("T", T, min=2)
     n_events, n_test = V.integer("n_events", n_events, min=1), V.integer("n_test", n_test, min=1)
     biases = [V.probability(f"biases[{i}]", b) for i, b in enumerate(V.sequence("biases", biases))]
     zero_shot_bias, shift = V.probability("zero_shot_bias", zero_shot_bias), V.positive("shift", shift)
+    deep_bias = V.optional(V.probability, "deep_bias", deep_bias)
     rng = np.random.default_rng([seed, 16])
     spec = [(f"train{k}", n, b) for k, b in enumerate(biases)] + [("zero-shot", 2 * n, zero_shot_bias),
                                                                    ("5x", 5 * n, 0.0)]
+    if deep_bias is not None:
+        spec.append(("deep", 2 * n, deep_bias))
     out = {}
     for name, size, bias in spec:
         p = random_river_tree(size, rng, bias)
@@ -850,52 +868,77 @@ def river_data(seed: int, n: int = 120, T: int = 64, n_events: int = 32, n_test:
         if train:
             qs = q[:n_events].copy()
             qs = 0.05 + shift * (qs - 0.05)
-            d.update(q_shift=qs, O_shift=route_sequential(p, K, qs, nonlinear=True))
+            d.update(q_shift=qs, O_shift=route_sequential(p, K, qs, nonlinear=True),
+                     id_offset=n * int(name[len("train"):]))
         out[name] = d
     return out
 
 
+def _ids(d: dict[str, Any], model: RoutingOperator, offset: int = 0) -> Tensor | None:
+    """Node ids of basin ``d`` for the embedding leak: a training basin's own ids (``id_offset + i``, distinct
+    across training basins); any other basin reuses ``i mod table size`` (ids that mean nothing there)."""
+    if model.embed is None:
+        return None
+    n = d["parents"].size
+    if d.get("train"):
+        return torch.arange(n) + int(d.get("id_offset", offset))
+    return torch.arange(n) % model.embed.num_embeddings
+
+
 def train_router(data: dict[str, dict[str, Any]], leak: str, steps: int, seed: int, n_events: int,
-                 batch: int = 4, lr: float = 3e-3, progress: bool = False, **model_kw: Any,
+                 batch: int = 4, lr: float = 3e-3, progress: bool = False, val_every: int = 0, **model_kw: Any,
                  ) -> tuple[RoutingOperator, Any]:
     """Train a :class:`RoutingOperator` on the training basins' training events with one leak open.
 
     Step ``k`` takes ``batch`` random training events of basin ``k mod n_basins``; the loss is the MSE of specific
     discharge ``O / (a Q0)`` weighted by ``a / mean(a)`` (so trunk reaches, which dominate discharge, count more;
-    the weight enters the loss only, never the model). Returns the model and its :class:`helpers.train.History`.
+    the weight enters the loss only, never the model). With ``leak="embed"`` every training basin's nodes get their
+    own ids (the table has one row per training reach). ``val_every > 0`` records the same weighted loss on the
+    training basins' held-out events every ``val_every`` steps (``History.evals["val"]``). Returns the model and
+    its :class:`helpers.train.History`.
     """
     from helpers import train as _train
 
     V.one_of("leak", leak, LEAKS)
     steps, seed = V.integer("steps", steps, min=1), V.seed("seed", seed)
     n_events, batch = V.integer("n_events", n_events, min=1), V.integer("batch", batch, min=1)
+    val_every = V.integer("val_every", val_every, min=0)
     names = [k for k, d in data.items() if d["train"]]
     if not names:
         raise ValueError("data must hold at least one training basin")
-    sets = []
+    torch.manual_seed(seed)
+    embed = sum(data[k]["parents"].size for k in names) if leak == "embed" else 0
+    model = RoutingOperator(2, 2, embed_nodes=embed, **model_kw)
+    sets, vals, offset = [], [], 0
     for name in names:
         d = data[name]
+        ids = _ids(d, model, offset)
+        offset += d["parents"].size
         q, flow = (d["q_shift"], d["O_shift"]) if leak == "shift" else (d["q"][:n_events], d["O"][:n_events])
-        x, static, g = river_inputs(d["parents"], d["K"], q, "area" if leak == "area" else "none")
-        a = g.area[:, None, None, None]
-        y = torch.tensor(flow, dtype=torch.float32).permute(1, 0, 2)[..., None] / (a * Q0)
-        sets.append((x, static, g, y, a / g.area.mean()))
-    torch.manual_seed(seed)
-    embed = max(d["parents"].size for d in data.values() if d["train"]) if leak == "embed" else 0
-    model = RoutingOperator(2, 2, embed_nodes=embed, **model_kw)
+        for qq, ff, into in ((q, flow, sets), (d["q"][n_events:], d["O"][n_events:], vals)):
+            if qq.shape[0] == 0:
+                continue
+            x, static, g = river_inputs(d["parents"], d["K"], qq, "area" if leak == "area" else "none")
+            a = g.area[:, None, None, None]
+            y = torch.tensor(ff, dtype=torch.float32).permute(1, 0, 2)[..., None] / (a * Q0)
+            into.append((x, static, g, y, a / g.area.mean(), ids))
 
     def batches(step: int) -> tuple:
         gen = torch.Generator().manual_seed(seed * 7919 + step)
-        x, static, g, y, w = sets[step % len(sets)]
+        x, static, g, y, w, ids = sets[step % len(sets)]
         idx = torch.randperm(x.shape[1], generator=gen)[:batch]
-        return x[:, idx], static, g, y[:, idx], w
+        return x[:, idx], static, g, y[:, idx], w, ids
 
     def loss_fn(m: nn.Module, b: tuple) -> Tensor:
-        x, static, g, y, w = b
-        return ((m(x, static, g) - y) ** 2 * w).mean()
+        x, static, g, y, w, ids = b
+        return ((m(x, static, g, ids) - y) ** 2 * w).mean()
+
+    def val_fn(m: nn.Module) -> dict[str, float]:
+        return {"val": float(np.mean([loss_fn(m, v).item() for v in vals]))}
 
     hist = _train.fit(model, loss_fn, batches, steps, lr=lr, warmup=max(1, steps // 10), seed=seed,
-                      progress=progress, desc=f"router ({leak})")
+                      progress=progress, desc=f"router ({leak})", eval_fn=val_fn if val_every and vals else None,
+                      eval_every=val_every)
     return model, hist
 
 
@@ -906,7 +949,8 @@ def predict_router(model: RoutingOperator, d: dict[str, Any], leak: str = "none"
     V.one_of("leak", leak, LEAKS)
     q = d["q"][-d["n_test"]:] if d["train"] else d["q"]
     x, static, g = river_inputs(d["parents"], d["K"], q, "area" if leak == "area" else "none")
-    ys = [model(x[:, i:i + chunk], static, g) for i in range(0, x.shape[1], chunk)]
+    ids = _ids(d, model)
+    ys = [model(x[:, i:i + chunk], static, g, ids) for i in range(0, x.shape[1], chunk)]
     return (torch.cat(ys, 1)[..., 0] * g.area[:, None, None] * Q0).permute(1, 0, 2).numpy()
 
 
@@ -950,9 +994,12 @@ def geometry_model(order: int = 3, seed: int = 0) -> SepOperator:
 
 
 def train_geometry(model: SepOperator, geos: list[dict[str, Any]], epochs: int, seed: int, lr: float = 3e-3,
-                   steps: int | None = None) -> Any:
+                   steps: int | None = None, eval_geos: list[dict[str, Any]] | None = None,
+                   eval_every: int = 0) -> Any:
     """Train on the training events of ``geos``: each step one geometry, in turn, so every geometry is seen
-    ``epochs`` times (``steps`` overrides the total, e.g. to give an oracle as many steps as the largest run)."""
+    ``epochs`` times (``steps`` overrides the total, e.g. to give an oracle as many steps as the largest run).
+    With ``eval_geos`` and ``eval_every > 0``, :func:`geometry_error` on them is recorded every ``eval_every``
+    steps and at the end (``History.evals["heldout"]``): a learning curve."""
     from helpers import train as _train
 
     V.instance("model", model, SepOperator)
@@ -961,13 +1008,18 @@ def train_geometry(model: SepOperator, geos: list[dict[str, Any]], epochs: int, 
         raise ValueError("geos must not be empty")
     epochs, seed = V.integer("epochs", epochs, min=1), V.seed("seed", seed)
     total = epochs * len(geos) if steps is None else V.integer("steps", steps, min=1)
+    eval_every = V.integer("eval_every", eval_every, min=0)
+    if eval_geos is not None and not V.sequence("eval_geos", eval_geos):
+        raise ValueError("eval_geos must not be empty")
 
     def loss_fn(m: nn.Module, g: dict[str, Any]) -> Tensor:
         k = g["n_events"]
         return nn.functional.mse_loss(m(g["x"][:, :k], g["ops"]), g["y"][:, :k])
 
+    curve = None if eval_geos is None or not eval_every else (
+        lambda m: {"heldout": geometry_error(m, eval_geos)})
     return _train.fit(model, loss_fn, lambda step: geos[step % len(geos)], total, lr=lr,
-                      warmup=max(1, total // 10), seed=seed, progress=False)
+                      warmup=max(1, total // 10), seed=seed, progress=False, eval_fn=curve, eval_every=eval_every)
 
 
 @torch.no_grad()
@@ -1035,11 +1087,21 @@ def predict_recurrent(model: RecurrentMP, d: dict[str, Any], chunk: int = 4) -> 
     return (torch.cat(ys, 1)[..., 0] * g.area[:, None, None] * Q0).permute(1, 0, 2).numpy()
 
 
+def river_data_from_config(seed: int, river: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """:func:`river_data` with the sizes and branching biases of a config's ``river`` entry."""
+    V.instance("river", river, dict)
+    keys = ("n", "T", "n_events", "n_test", "biases", "zero_shot_bias", "deep_bias")
+    return river_data(seed, **{k: (tuple(river[k]) if k == "biases" else river[k]) for k in keys if k in river})
+
+
 def checkpoint_config(name: str = "models") -> dict[str, Any]:
     """The configuration the default run asks of checkpoint ``name`` (``data/16_space_time_operators/``)."""
     V.one_of("name", name, ("models",))
     return dict(
         seeds=[0, 1, 2], baseline_seeds=[0], baseline_hidden=32,
-        river=dict(n=80, T=64, n_events=24, n_test=6, steps=200, model=dict(width=16, channels=8, blocks=3)),
-        geometry=dict(n_train=15, n_test=4, counts=[1, 3, 7, 15], epochs=12, order=3, T=24),
+        river=dict(n=80, T=64, n_events=24, n_test=6, steps=400, val_every=40,
+                   biases=[0.0, 0.3, 0.5, 0.9], zero_shot_bias=0.6, deep_bias=0.95,
+                   model=dict(width=16, channels=8, blocks=3)),
+        geometry=dict(n_train=15, n_test=4, counts=[1, 3, 7, 15], epochs=12, order=3, T=24,
+                      sweep_epochs=24, sweep_every=6),
     )

@@ -226,6 +226,47 @@ def test_embedding_leak_is_not_equivariant():
     assert (yb - y[perm]).abs().max() > 1e-4
 
 
+def test_embedding_ids_are_per_basin_and_validated():
+    data = st.river_data(1, n=10, T=12, n_events=3, n_test=2, biases=(0.0, 0.5, 0.9), deep_bias=0.95)
+    assert [k for k in data] == ["train0", "train1", "train2", "zero-shot", "5x", "deep"]
+    assert [data[f"train{k}"]["id_offset"] for k in range(3)] == [0, 10, 20]
+    assert "id_offset" not in data["zero-shot"]
+    m, _ = st.train_router(data, "embed", 2, 0, 3, width=4, channels=2, blocks=1)
+    assert m.embed.num_embeddings == 30  # one row per training reach: ids distinct across basins
+    # the ids change the output of an embedding model, and only of an embedding model
+    x, s, g = st.river_inputs(data["train1"]["parents"], data["train1"]["K"], data["train1"]["q"][:1])
+    with torch.no_grad():
+        a, b = m(x, s, g, torch.arange(10)), m(x, s, g, torch.arange(10) + 10)
+        assert (a - b).abs().max() > 1e-6
+        plain = st.RoutingOperator(2, 2, width=4, channels=2, blocks=1).eval()
+        assert torch.equal(plain(x, s, g, torch.arange(10)), plain(x, s, g))
+    for bad in (torch.arange(9), torch.arange(10) + 25, torch.zeros(10)):
+        with pytest.raises(ValueError):
+            m(x, s, g, bad)
+
+
+def test_validation_and_learning_curves_recorded():
+    data = st.river_data(0, n=8, T=8, n_events=2, n_test=1, biases=(0.0, 0.5))
+    _, h = st.train_router(data, "none", 4, 0, 2, val_every=2, width=4, channels=2, blocks=1)
+    assert [step for step, _ in h.evals["val"]] == [2, 4]
+    geos = st.geometry_data(0, 2, size=6, T=6, n_events=2, n_test=1)
+    h = st.train_geometry(st.geometry_model(1, 0), geos[:1], 4, 0, eval_geos=geos[1:], eval_every=2)
+    assert [step for step, _ in h.evals["heldout"]] == [2, 4]
+    with pytest.raises(ValueError):
+        st.train_geometry(st.geometry_model(1, 0), geos, 1, 0, eval_geos=[], eval_every=1)
+
+
+def test_to_torch_sparse_opts_in_to_invariant_checks():
+    import warnings
+
+    import scipy.sparse as sp
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        t = st.to_torch_sparse(sp.eye(3, format="csr"))
+    assert t.is_sparse and torch.equal(t.to_dense(), torch.eye(3))
+
+
 def test_river_inputs_leaks():
     p, K, q = _router_case(40, 5)
     _, s_closed, _ = st.river_inputs(p, K, q)

@@ -2,15 +2,18 @@
 :mod:`helpers.checkpoints`:
 
 * ``models``: per seed (0, 1, 2) the river routing operator (:class:`RoutingOperator`) trained on four basins with
-  every leak closed and once with each leak open (per-node embeddings, un-normalised area, shifted forcing); the
-  recurrent message-passing baseline; and the cross-geometry models (advection-diffusion in a potential flow):
+  every leak closed and once with each leak open (per-node embeddings with ids distinct across training basins,
+  un-normalised area, shifted forcing), each with its validation curve (held-out events of the training basins);
+  the recurrent message-passing baseline; and the cross-geometry models (advection-diffusion in a potential flow):
   the Chebyshev model trained on G = 1, 3, 7, 15 geometries for the same number of epochs per geometry, the
-  no-mixer ablation on 15 geometries, and one locally trained oracle per test geometry. Stored in float16.
+  no-mixer ablation on 15 geometries, one locally trained oracle per test geometry, and (the diagnosis of the
+  oracle ratio) the G = 15 model and the oracles trained 2x longer with their held-out learning curves. Stored in
+  float16.
 
 Run from the repository root: ``.venv/bin/python data/16_space_time_operators/make_models.py`` (or
 ``make data NB=16_space_time_operators``). ``--tiny`` trains a tiny config into a temporary folder (what a test can
-run). One torch thread per process; ``--workers`` processes (default 3, one per seed): the same seed writes the
-same weights whatever the number of workers.
+run). One torch thread per process; ``--workers`` processes (default 8; the shared build machine used 1): the
+same seed writes the same weights whatever the number of workers.
 """
 
 from __future__ import annotations
@@ -39,11 +42,14 @@ def run_job(args: tuple[dict, int, str]) -> tuple[dict, dict, dict]:
     r = cfg["river"]
     states, hist, metrics = {}, {}, {}
     if what.startswith("router.") or what == "recurrent":
-        data = st.river_data(seed, n=r["n"], T=r["T"], n_events=r["n_events"], n_test=r["n_test"])
+        data = st.river_data_from_config(seed, r)
         if what == "recurrent":
             model, h = st.train_recurrent(data, r["steps"], seed, r["n_events"], hidden=cfg["baseline_hidden"])
         else:
-            model, h = st.train_router(data, what.split(".")[1], r["steps"], seed, r["n_events"], **r["model"])
+            model, h = st.train_router(data, what.split(".")[1], r["steps"], seed, r["n_events"],
+                                       val_every=r["val_every"], **r["model"])
+            hist[f"s{seed}.{what}.val"] = h.evals["val"]
+            metrics[f"s{seed}.{what}.final_val"] = h.evals["val"][-1][1]
         states[f"s{seed}.{what}"] = model.state_dict()
         hist[f"s{seed}.{what}"] = h.loss
         metrics[f"s{seed}.{what}.final_loss"] = float(np.mean(h.loss[-20:]))
@@ -64,14 +70,27 @@ def run_job(args: tuple[dict, int, str]) -> tuple[dict, dict, dict]:
             model = st.geometry_model(gcfg["order"], seed)
             st.train_geometry(model, [g], E, seed, steps=E * gcfg["n_train"])
             states[f"s{seed}.geo.oracle{k}"] = model.state_dict()
+        # diagnosis of the oracle ratio: the G = n_train model and each oracle trained sweep_epochs per geometry
+        # (the same number of steps for both), with the held-out error recorded along the way
+        Es, every = gcfg["sweep_epochs"], gcfg["sweep_every"] * gcfg["n_train"]
+        model = st.geometry_model(gcfg["order"], seed)
+        h = st.train_geometry(model, train_g, Es, seed, eval_geos=test_g, eval_every=every)
+        states[f"s{seed}.geo.long"] = model.state_dict()
+        hist[f"s{seed}.geo.long.heldout"] = h.evals["heldout"]
+        for k, g in enumerate(test_g):
+            model = st.geometry_model(gcfg["order"], seed)
+            h = st.train_geometry(model, [g], Es, seed, steps=Es * gcfg["n_train"], eval_geos=[g],
+                                  eval_every=every)
+            states[f"s{seed}.geo.long_oracle{k}"] = model.state_dict()
+            hist[f"s{seed}.geo.long_oracle{k}.heldout"] = h.evals["heldout"]
     print(f"seed {seed} {what} done", flush=True)
     return states, hist, metrics
 
 
 def make_models(cfg: dict, root: Path | None, workers: int = 8) -> Path:
     t0 = time.time()
-    jobs = [(cfg, s, "geometry") for s in cfg["seeds"]]
-    jobs += [(cfg, s, f"router.{leak}") for s in cfg["seeds"] for leak in st.LEAKS]
+    jobs = [(cfg, s, f"router.{leak}") for s in cfg["seeds"] for leak in st.LEAKS]
+    jobs += [(cfg, s, "geometry") for s in cfg["seeds"]]
     jobs += [(cfg, s, "recurrent") for s in cfg["baseline_seeds"]]
     if workers > 1:
         with get_context("fork").Pool(min(workers, len(jobs))) as pool:
@@ -99,8 +118,8 @@ def main() -> None:
     cfg = st.checkpoint_config("models")
     if args.tiny:
         cfg["seeds"], cfg["baseline_seeds"] = [0], [0]
-        cfg["river"].update(n=12, T=16, n_events=4, n_test=2, steps=2)
-        cfg["geometry"].update(n_train=3, n_test=1, counts=[1, 3], epochs=1, T=8)
+        cfg["river"].update(n=12, T=16, n_events=4, n_test=2, steps=2, val_every=1)
+        cfg["geometry"].update(n_train=3, n_test=1, counts=[1, 3], epochs=1, T=8, sweep_epochs=2, sweep_every=1)
         if args.out is None:
             with tempfile.TemporaryDirectory() as tmp:
                 print(make_models(cfg, Path(tmp), workers=1))
