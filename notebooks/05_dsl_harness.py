@@ -32,7 +32,7 @@
 #
 # | | the paper | this notebook |
 # |---|---|---|
-# | agent | LLM agents (discussed, not run) | a **noisy policy**: the gold action with each decision wrong with probability ε (its success has a closed form), a tabular REINFORCE policy, and a **learned agent**: a 2-layer transformer (≈0.1 M parameters) trained on 300 request → program pairs, tested on 60 held-out requests; a smaller one trained by REINFORCE on 200 unlabelled requests with four kinds of credit |
+# | agent | LLM agents (discussed, not run) | a **noisy policy**: the gold action with each decision wrong with probability ε (its success has a closed form), a tabular REINFORCE policy, and a **learned agent**: a 2-layer transformer (≈0.1 M parameters) trained on 300 request → program pairs, tested on 60 held-out requests; a smaller one trained by REINFORCE on 100 unlabelled requests with four kinds of credit |
 # | domains | a lifecycle × domain analysis (SQL, planning, proofs, infrastructure, …) | SQLite queries (300 intents), Blocksworld with 5 blocks, learning to write one query |
 # | evidence | argument and targeted case studies | measured success rates, invalid actions reaching execution, retries, learning curves |
 # | hardware | none | 2 CPU cores, a few minutes |
@@ -46,7 +46,7 @@
 # we set, so those numbers measure the *interfaces* under our error model. Case 4 replaces the stand-in by a small
 # transformer trained on templated requests (our own), so its errors are a learner's, not ours; it is still far
 # smaller than an LLM and its requests are far more regular than a user's. Case 5's warm start (supervision on
-# 100 intents), its credit rules and its budget are our choices too.
+# 200 intents), its credit rules and its budget are our choices too (size and budget after a diagnosis).
 # :::
 
 # %% tags=["hide-input"]
@@ -91,6 +91,7 @@ agent_repairs = 3  # verifier-guided repairs of the learned agent (case 4)
 
 # %% tags=["hide-input"]
 import inspect
+import json
 import math
 import time
 
@@ -1121,10 +1122,10 @@ display(cov_table)
 # question is the paper's third mechanism: does the verifier's *structured* error, which names the token where
 # a program went wrong, make reinforcement learning faster than a bare success signal?
 #
-# Setting (ours). A policy is first trained by supervision on only `n_sft` = 100 labelled intents (1000 steps),
-# enough to write the DSL's shape but not reliably: sampled at temperature 1 on new requests, most of its
-# programs are rejected by the verifier and few are correct. It is then trained by REINFORCE on the **other 200
-# training requests**, with no gold program, only the outcome (the executed rows equal the requested rows). Four
+# Setting (ours). A policy is first trained by supervision on only `n_sft` = 200 labelled intents (1000 steps),
+# enough to write the DSL's shape but not reliably: sampled at temperature 1 on new requests, many of its
+# programs are rejected by the verifier or wrong. It is then trained by REINFORCE on the **other 100 training
+# requests**, with no gold program, only the outcome (the executed rows equal the requested rows). Four
 # arms start from the same warm start, see the same requests in the same order, and have the same budget
 # (`rl_steps` steps of 32 sampled programs, Adam, learning rate 1e-3):
 #
@@ -1137,10 +1138,14 @@ display(cov_table)
 #   the verifier's error position** gets credit, `−1`; the valid prefix before it is not blamed and the tokens
 #   after it, which followed a broken prefix, get nothing.
 #
-# The measured quantity is the number of steps until the sampled success rate (running mean over 20 steps)
-# reaches 50 %. A run that never gets there within the budget is **censored**: we count it as the full budget
-# and say so. The weights and learning curves come from `data/05_dsl_harness/make_credit.py` (about 5 CPU
-# minutes); quick mode trains a tiny version live.
+# The measured quantity is the number of steps until the sampled success rate (mean over the last 20 full
+# steps, 640 samples) reaches 50 %. The window must be full: with the warm start above, a run starts not far
+# below the level, and a mean over its first one or two batches (64 samples) can cross 50 % by chance, which
+# is what the helper's `steps_to_level` (a partial window before step 20) would count. A run that never gets
+# there within the budget is **censored**: we count it as the full budget and say so. The warm start and the
+# budget come from a diagnosis (below): a first build with 100 labelled intents and 300 steps censored every
+# run, so we measured why before changing anything. The weights (float16) and learning curves come from
+# `data/05_dsl_harness/make_credit.py` (30–40 minutes on one core); quick mode trains a tiny version live.
 #
 # The per-token advantages, as the learner uses them (`token_advantages`):
 
@@ -1222,15 +1227,29 @@ else:
             m.eval()
             credit_models[arm, s] = m
             if arm != "warm":
+                # a manifest keeps at most 500 points per curve: a point is the mean
+                # of the steps since the previous one, so spread it back over them
                 credit_curves[arm, s] = {
-                    q: np.array(hist5[f"{q}/{arm}/{s}"]["value"])
+                    q: np.repeat(
+                        hist5[f"{q}/{arm}/{s}"]["value"],
+                        np.diff([0, *hist5[f"{q}/{arm}/{s}"]["step"]]),
+                    )
                     for q in ("success", "valid")
                 }
 credit_budget = credit_cfg["rl_steps"]
+
+
+def full_reach(curve, level=0.5, window=20):
+    """First step whose mean over the last `window` full steps reaches `level`
+    (None: never). Unlike `dsl.steps_to_level`, no partial window before step 20."""
+    w = min(window, len(curve))
+    run = np.convolve(np.asarray(curve, float), np.ones(w) / w, mode="valid")
+    hit = np.nonzero(run >= level)[0]
+    return int(hit[0]) + w if len(hit) else None
+
+
 credit_reach = {
-    arm: [
-        dsl.steps_to_level(credit_curves[arm, s]["success"], 0.5) for s in credit_seeds
-    ]
+    arm: [full_reach(credit_curves[arm, s]["success"]) for s in credit_seeds]
     for arm in dsl.CREDIT_ARMS
 }
 display(
@@ -1277,16 +1296,15 @@ plt.show()
 # case 4, next to the warm start they all began from:
 
 # %%
-credit_test = {
-    arm: [
-        np.mean(
-            [
-                dsl.agent_answer(credit_models[arm, s], agent_con, it, "dsl").success
-                for it in a_test
-            ]
-        )
-        for s in credit_seeds
+credit_answers = {
+    (arm, s): [
+        dsl.agent_answer(credit_models[arm, s], agent_con, it, "dsl") for it in a_test
     ]
+    for arm in ("warm", *dsl.CREDIT_ARMS)
+    for s in credit_seeds
+}
+credit_test = {
+    arm: [np.mean([r.success for r in credit_answers[arm, s]]) for s in credit_seeds]
     for arm in ("warm", *dsl.CREDIT_ARMS)
 }
 credit_final = {
@@ -1358,6 +1376,272 @@ rec.check(
     1.0,
     note="the filter arm's sampled valid rate at every step (constrained sampling)",
 )
+
+# %% [markdown]
+# ### Diagnosis: censored runs, and why RL lowers held-out success
+#
+# The first build of this checkpoint (100 labelled intents, 300 steps) censored all 12 runs, and every arm
+# ended *below* its warm start's held-out greedy success. Before changing anything we measured why, with
+# `data/05_dsl_harness/sweep_credit.py`, whose grid was fixed before any of its outcomes were seen (it writes
+# `credit_sweep.json`: numbers and curves, no weights; about 20 CPU minutes):
+#
+# * **A, the checkpoint's policies**, no training: greedy success on the supervised intents, on the RL requests
+#   and on the held-out requests (free and constrained decoding), the bits a policy needs to write the gold
+#   program of a held-out request, and its per-token entropy there; for the first build and the current one;
+# * **B, a small sweep** (seed 0, 600 steps, the rest as the first build): the warm start's strength (100
+#   or 200 labelled intents; the RL requests are the rest of the 300), the invalid-program penalty of
+#   per-token credit (1 or 0.25), and a **gold-departure oracle**: a failed sample gets `−1` at the *first
+#   token where it leaves the gold program*, valid or not, and nothing elsewhere. No learner has the gold
+#   program; the oracle is an upper bound on what credit at one position can give, so if it does not reach
+#   50 % no error position will. Every run also counts
+#   the rewarded samples that are **not** the gold program (a correct result reached by another program).
+#
+# Next to them, from the held-out decodes above: how many different programs a policy writes for the 60
+# different requests, and how many of its correct answers are the gold program.
+
+# %%
+sweep_path = checkpoints.paths("05_dsl_harness", "credit")[1].with_name(
+    "credit_sweep.json"
+)
+sweep = json.loads(sweep_path.read_text())
+A_COLS = [
+    "greedy: supervised intents",
+    "greedy: RL requests",
+    "greedy: held-out",
+    "greedy: held-out, constrained",
+    "gold bits: held-out",
+    "gold bits: RL requests",
+    "entropy (nats/token)",
+]
+
+
+def build_table(evals):
+    t = pd.DataFrame(
+        {
+            arm: pd.DataFrame([evals[f"{arm}/{q}"] for q in (0, 1, 2)]).mean()
+            for arm in ("warm", *dsl.CREDIT_ARMS)
+        }
+    ).T
+    t.columns = A_COLS
+    return t
+
+
+def build_name(c):
+    return f"{c['n_sft']} labelled intents, {c['rl_steps']} steps"
+
+
+builds = {}
+if "checkpoint_first" in sweep:
+    builds[build_name(sweep["checkpoint_first_config"])] = build_table(
+        sweep["checkpoint_first"]
+    )
+cur_cfg = sweep.get("checkpoint_config", {"n_sft": 100, "rl_steps": 300})
+sw_a = builds[build_name(cur_cfg)] = build_table(sweep["checkpoint"])
+collapse = pd.DataFrame(
+    {
+        "distinct held-out programs (of 60)": {
+            a: np.mean(
+                [
+                    len({" ".join(r.output) for r in credit_answers[a, q]})
+                    for q in credit_seeds
+                ]
+            )
+            for a in ("warm", *dsl.CREDIT_ARMS)
+        },
+        "correct answers that are the gold program": {
+            a: np.sum(
+                [
+                    r.success and tuple(r.output) == it.program
+                    for q in credit_seeds
+                    for r, it in zip(credit_answers[a, q], a_test)
+                ]
+            )
+            / max(1, sum(r.success for q in credit_seeds for r in credit_answers[a, q]))
+            for a in ("warm", *dsl.CREDIT_ARMS)
+        },
+    }
+)
+display(
+    pd.concat(builds, names=["build", "policy"])
+    .round(3)
+    .T.rename_axis("A: checkpoint policies, mean of seeds 0–2")
+)
+display(collapse.round(3).rename_axis("held-out decodes above").T)
+# How often a request-independent program is right: the RL requests' most common result.
+pool_res = pd.Series([repr(it.result) for it in credit_pool]).value_counts()
+top_res_share = pool_res.iloc[0] / len(credit_pool)
+shared_res = pool_res[pool_res > 1].sum() / len(credit_pool)
+
+# %%
+sw_rows = {}
+for ws, arm, pen in sweep["grid"]:
+    runs = [sweep["runs"].get(f"{ws}/{arm}/{pen:g}/{q}") for q in sweep["seeds"]]
+    runs = [r for r in runs if r is not None]
+    if not runs:
+        continue
+    sw_rows[ws, arm, pen] = {
+        "seeds": len(runs),
+        "reach 50 % by 300": sum(
+            full_reach(r["success"][:300]) is not None for r in runs
+        ),
+        "reach 50 % by 600": sum(full_reach(r["success"]) is not None for r in runs),
+        "steps to 50 %": ", ".join(
+            "censored"
+            if full_reach(r["success"]) is None
+            else str(full_reach(r["success"]))
+            for r in runs
+        ),
+        "best running-mean success": np.mean(
+            [np.convolve(r["success"], np.ones(20) / 20, "valid").max() for r in runs]
+        ),
+        "sampled success, last 20": np.mean(
+            [np.mean(r["success"][-20:]) for r in runs]
+        ),
+        "rewarded samples not gold": np.mean(
+            [r["spurious"] / r["rewarded"] for r in runs]
+        ),
+        "greedy: held-out": np.mean([r["greedy_test"] for r in runs]),
+        "greedy: supervised": np.mean([r["greedy_sft"] for r in runs]),
+        "warm start greedy: held-out": np.mean(
+            [sweep["runs"][f"{ws}/warm/{q}"]["greedy_test"] for q in sweep["seeds"]]
+        ),
+    }
+sw_b = pd.DataFrame(sw_rows).T.rename_axis(["warm start", "arm", "penalty"])
+display(sw_b.round(3))
+fig, ax = plt.subplots(1, 2, figsize=(11, 3.4), layout="constrained", sharey=True)
+for a_, ws in zip(ax, ("w100", "w200")):
+    for c, (arm, pen) in zip(
+        plotting.PALETTE,
+        [
+            ("sparse", 1.0),
+            ("token_credit", 1.0),
+            ("token_credit", 0.25),
+            ("oracle", 1.0),
+        ],
+    ):
+        for j, q in enumerate(sweep["seeds"]):
+            r = sweep["runs"].get(f"{ws}/{arm}/{pen:g}/{q}")
+            if r is None:
+                continue
+            y = np.convolve(r["success"], np.ones(20) / 20, "valid")
+            a_.plot(
+                np.arange(20, len(r["success"]) + 1),
+                y,
+                color=c,
+                lw=1,
+                label=f"{arm.replace('_', ' ')} (penalty {pen:g})" if j == 0 else None,
+            )
+    a_.axhline(0.5, color="grey", lw=0.8)
+    a_.axvline(300, color="grey", lw=0.8, ls=":")
+    a_.set(
+        xlabel="REINFORCE step",
+        title=f"warm start on {ws[1:]} labelled intents",
+    )
+ax[0].set_ylabel("sampled success (running mean)")
+ax[0].legend(fontsize=8)
+plt.show()
+
+# %%
+rl_arms = list(dsl.CREDIT_ARMS)
+cens_now = {a: [r is None for r in credit_reach[a]] for a in rl_arms}
+spur = sw_b["rewarded samples not gold"]
+a_rl, a_w = sw_a.loc[rl_arms], sw_a.loc["warm"]
+n_prog = collapse["distinct held-out programs (of 60)"]
+g_share = collapse["correct answers that are the gold program"]
+
+
+def sweep_line(ws):
+    t = sw_b.xs(ws, level="warm start")
+    return "; ".join(
+        f"{arm.replace('_', ' ')}{'' if pen == 1 else f' (penalty {pen:g})'} "
+        f"{r['steps to 50 %']} (best {r['best running-mean success']:.2f})"
+        for (arm, pen), r in t.iterrows()
+    )
+
+
+orc = (
+    sw_b.xs("oracle", level="arm")
+    if "oracle" in sw_b.index.get_level_values(1)
+    else None
+)
+orc100 = None if orc is None or "w100" not in orc.index else orc.loc["w100"]
+txt = (
+    "**Diagnosis.** *Censoring.* Steps to 50 % in the sweep (seed "
+    + ", ".join(map(str, sweep["seeds"]))
+    + f", {sweep['steps']} steps; best running mean in brackets). Warm start on 100 "
+    f"intents: {sweep_line('w100')}. On 200 intents: "
+    + (sweep_line("w200") if "w200" in sw_b.index.get_level_values(0) else "not run")
+    + ". "
+)
+if orc100 is not None and (orc100["reach 50 % by 600"] == 0).all():
+    txt += (
+        "With the first build's warm start even credit at the exact token where a "
+        "sample leaves the gold program stays below the level in twice the budget, so "
+        "no *error position* could reach it there: the censoring was a property of the "
+        "setting, not of the credit rule or a few missing steps. "
+    )
+txt += (
+    "The verifier's position is a much weaker signal than the oracle's because most "
+    "failures verify (valid but wrong), and it names no token in them.\n\n"
+    "*Why RL lowers held-out success* (table A, current build). (i) Greedy success on "
+    f"the RL requests goes from {a_w['greedy: RL requests']:.2f} to "
+    f"{a_rl['greedy: RL requests'].min():.2f}–{a_rl['greedy: RL requests'].max():.2f}, "
+    f"on held-out requests from {a_w['greedy: held-out']:.2f} to "
+    f"{a_rl['greedy: held-out'].min():.2f}–{a_rl['greedy: held-out'].max():.2f}, and "
+    "the gold program's bits rise on both (RL requests "
+    f"{a_w['gold bits: RL requests']:.0f} → {a_rl['gold bits: RL requests'].min():.0f}–"
+    f"{a_rl['gold bits: RL requests'].max():.0f}, held-out "
+    f"{a_w['gold bits: held-out']:.0f} → {a_rl['gold bits: held-out'].min():.0f}–"
+    f"{a_rl['gold bits: held-out'].max():.0f}): "
+    + (
+        "the policy does not learn its own training requests' programs either, so "
+        "this is not overfitting to them. "
+        if a_rl["greedy: RL requests"].max() <= a_w["greedy: RL requests"] + 0.05
+        else "part of the held-out loss is overfitting to the RL requests. "
+    )
+    + "(ii) Per-token entropy goes from "
+    f"{a_w['entropy (nats/token)']:.2f} to {a_rl['entropy (nats/token)'].min():.2f}–"
+    f"{a_rl['entropy (nats/token)'].max():.2f} nats"
+    + (
+        ": no entropy collapse. "
+        if a_rl["entropy (nats/token)"].min() >= 0.5 * a_w["entropy (nats/token)"]
+        else ": the policies sharpen, which greedy decoding does not need. "
+    )
+    + "(iii) **Reward hacking of the outcome check**: "
+    f"{spur.min():.0%}–{spur.max():.0%} of the rewarded samples in the sweep are not "
+    f"the gold program; the trained policies write "
+    f"{n_prog[rl_arms].min():.0f}–{n_prog[rl_arms].max():.0f} different programs for "
+    f"60 different held-out requests (warm start {n_prog['warm']:.0f}), and only "
+    f"{g_share[rl_arms].min():.0%}–{g_share[rl_arms].max():.0%} of their correct "
+    f"held-out answers are the gold program (warm start {g_share['warm']:.0%}); a "
+    f"single request-independent result already answers {top_res_share:.0%} of the RL "
+    f"requests, and {shared_res:.0%} share their result with another request. "
+    "REINFORCE reinforces programs that are often right whatever the request says, the "
+    "policy reads the request less, and what the supervision taught is overwritten "
+    "(greedy success on the supervised intents "
+    f"{a_w['greedy: supervised intents']:.2f} → "
+    f"{a_rl['greedy: supervised intents'].min():.2f}–"
+    f"{a_rl['greedy: supervised intents'].max():.2f}). In the sweep the oracle, whose "
+    "credit points at the gold program, has the lowest share of such rewards. The "
+    "filter arm's free greedy decoding suffers most because it was trained only on "
+    "the masked distribution; constrained decoding gives it "
+    f"{sw_a.loc['filter', 'greedy: held-out, constrained']:.2f}.\n\n"
+    "*Decision.* We rebuilt the checkpoint in the sweep's setting where the **sparse "
+    "baseline** reaches 50 % within the budget (200 labelled intents, 600 steps), "
+    "chosen from the sparse run alone, before the other runs of that setting were "
+    f"read; the checkpoint now uses {credit_cfg['n_sft']} intents and "
+    f"{credit_cfg['rl_steps']} steps. With three seeds it still censors "
+    f"{sum(map(sum, cens_now.values()))} of {len(credit_seeds) * len(cens_now)} runs "
+    f"(sparse {sum(cens_now['sparse'])}/{len(credit_seeds)}, per-token credit "
+    f"{sum(cens_now['token_credit'])}/{len(credit_seeds)}), so the sweep's single seed "
+    "was "
+    + ("not " if sum(cens_now["sparse"]) > 0 else "")
+    + "representative of the sparse baseline. The outcome check stays hackable; a "
+    "reward that request-independent programs cannot satisfy, or a KL anchor to the "
+    "supervised policy, was not tested."
+)
+display(Markdown(txt))
+
 
 # %% [markdown]
 # ## Where the verifier acts: lifecycle × domain
@@ -1465,7 +1749,10 @@ display(lifecycle)
 # * `coverage_matters`: success drop of the full DSL harness when its type checks are switched off;
 # * `bits_per_intent_ratio`: bits the trained model needs for the gold SQL ÷ for the gold DSL program;
 # * `structured_credit_speedup`: case 5, steps to 50 % sampled success of a sparse reward ÷ of per-token credit
-#   from the verifier's error position, per seed (censored runs count as the full budget; the note says which).
+#   from the verifier's error position, per seed (censored runs count as the full budget; the note says which). It
+#   is not held because every run is censored; the diagnosis above shows why (even a gold-departure oracle
+#   stays below 50 %, and the outcome check is satisfied by request-independent programs), so the number says
+#   little about per-token credit itself.
 
 # %%
 # Both hold by construction (any string vs verified programs; the DSL path executes
@@ -1644,6 +1931,29 @@ rec.claim(
     + ", ".join(f"{a} {credit_auc[a]:.3f}" for a in dsl.CREDIT_ARMS)
     + ". Held-out greedy success: "
     + ", ".join(f"{a} {np.mean(v):.3f}" for a, v in credit_test.items())
-    + ".",
+    + ". Diagnosis (sweep, seed "
+    + ", ".join(map(str, sweep["seeds"]))
+    + f", {sweep['steps']} steps), steps to 50 % with a warm start on 100 intents: "
+    + sweep_line("w100")
+    + "; on 200: "
+    + (sweep_line("w200") if "w200" in sw_b.index.get_level_values(0) else "not run")
+    + f"; {spur.min():.0%}–{spur.max():.0%} of rewarded samples are not the gold "
+    + "program (the outcome check is hacked by request-independent programs).",
 )
 rec.save()
+
+# %% [markdown]
+# ## Known limits
+#
+# * Cases 1–3 measure interfaces under **our** error model (every SQL token errs at the same rate; retries
+#   rewrite the query), so their gains follow largely from that model; cases 4 and 5 replace it by learners,
+#   which are small and read templated requests.
+# * Case 5's outcome check (the executed rows equal the requested rows) can be satisfied by programs that
+#   ignore the request (the diagnosis measures how often), and RL on it lowers held-out greedy success in
+#   every arm; a check that such programs cannot pass, or a KL anchor to the supervised policy, was not tried.
+# * Case 5's warm start (200 labelled intents) and budget (600 steps) were chosen from the diagnosis sweep, in
+#   which the sparse baseline reaches 50 %; the sweep itself has one seed (seed 1 was dropped for time). With
+#   this warm start the curves start not far below the level, so "steps to 50 %" measures a small move and
+#   is sensitive to noise; the first build (100 intents, 300 steps) censored every run.
+# * The checkpoint manifest's `steps_to_50` metrics use the helper's partial window (a run "reaches" 50 % at
+#   step 1 or 2 by chance); the notebook recomputes every step count from the stored curves with full windows.
