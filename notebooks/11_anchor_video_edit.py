@@ -829,21 +829,25 @@ display(bin_tab.round(2))
 
 fig, axes = plt.subplots(1, 3, figsize=(11, 3))
 ks_ = [int(c_[4:]) for c_ in k_cols]
-for s in seeds:
-    axes[0].plot(ks_, dis_psnr.loc[s, k_cols], marker="o", label=f"AVE, seed {s}")
-axes[0].axhline(dis_psnr["inpaint"].mean(), color="k", ls="--", lw=1,
-                label="flow warp + inpaint")
-axes[0].axhline(10 * np.log10(1 / dis_mse["bias2"].mean()), color="gray", ls=":",
-                label="bias² only (k → ∞)")
-axes[0].set(xscale="log", xlabel="samples averaged (k)", ylabel="disoccluded PSNR (dB)")
+for s, col in zip(seeds, plotting.PALETTE):
+    axes[0].plot(ks_, dis_psnr.loc[s, k_cols], marker="o", color=col, label=f"seed {s}")
+    axes[0].axhline(dis_psnr.loc[s, "inpaint"], color=col, ls="--", lw=1)
+    axes[0].plot(ks_[-1] * 1.5, 10 * np.log10(1 / dis_mse.loc[s, "bias2"]), marker="_",
+                 ms=12, color=col)
+axes[0].set(xscale="log", xlabel="samples averaged (k)", ylabel="disoccluded PSNR (dB)",
+            title="dashed: flow warp + inpaint; bar: bias² only (k → ∞)")
+axes[0].title.set_fontsize(8)
 axes[0].set_xticks(ks_, [str(k) for k in ks_])
+axes[0].minorticks_off()
 axes[0].legend(fontsize=7)
 st_cols = [f"steps{n}" for n in STEP_SWEEP]
 for s in seeds:
     axes[1].plot(STEP_SWEEP, dis_psnr.loc[s, st_cols], marker="o", label=f"seed {s}")
-axes[1].axhline(dis_psnr["inpaint"].mean(), color="k", ls="--", lw=1)
+axes[1].axhline(dis_psnr["inpaint"].mean(), color="k", ls="--", lw=1,
+                label="inpaint (mean)")
 axes[1].set(xscale="log", xlabel="Euler sampling steps", ylabel="disoccluded PSNR (dB)")
 axes[1].set_xticks(STEP_SWEEP, [str(n) for n in STEP_SWEEP])
+axes[1].minorticks_off()
 axes[1].legend(fontsize=7)
 for col, ls in zip(tr_mse.columns, ("-", "-", "--")):
     axes[2].plot(tr_mse.index, tr_mse[col], marker="o", ls=ls, label=col)
