@@ -39,7 +39,7 @@ __all__ = [
     "markov_sequences", "cyclic_transition", "modadd_split",
     "CHECKPOINT_SLUG", "checkpoint_config", "modadd_model", "train_modadd", "memorise_generalise",
     "ring_fraction_null", "modadd_analysis", "spearman", "matched_relative_error", "bootstrap_dynamics_eigs",
-    "choose_checkpoints", "pooled_gramian", "ln_frozen_observability",
+    "choose_checkpoints", "pooled_gramian", "ln_frozen_observability", "modadd_class_states",
 ]
 
 
@@ -475,7 +475,7 @@ def checkpoint_config(name: str) -> dict:
     if name == "modadd":
         # the paper's configuration, full batch (one step = one epoch)
         return dict(p=53, d=128, n_head=4, lr=1e-3, wd=1.0, betas=[0.9, 0.98], train_frac=0.5, split_seed=42,
-                    steps=1000, eval_every=10, seeds=[0, 1, 2], n_analysed=8, stored_seed=0,
+                    steps=1000, eval_every=10, seeds=[0, 1, 2], n_analysed=10, stored_seed=0,
                     mem_acc=0.99, gen_acc=0.95, threshold=0.99, samples=128, null_draws=50, r_max=64)
     # grokking-time study: a smaller modulus and width and a larger learning rate, so that 21 runs fit the budget
     return dict(p=31, n_head=4, lr=3e-3, betas=[0.9, 0.98], train_frac=0.5, split_seed=42, eval_every=10,
@@ -600,6 +600,29 @@ def modadd_analysis(model: nn.Module, test_rows, p: int, threshold: float = 0.99
     if null_draws:
         out["ring_null"] = ring_fraction_null(r_use, p, draws=null_draws, seed=seed)
     return out
+
+
+def modadd_class_states(model: nn.Module, test_rows, p: int, r: int, threshold: float = 0.99, samples: int = 128,
+                        seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """What the nulls of the cyclic fit need, as float32: the class means of the layer-2 states at the last
+    position (p x D) and the same means in the first ``r`` directions of the ACE core (p x r), the core computed
+    as in :func:`modadd_analysis` (same threshold, samples and seed)."""
+    V.instance("model", model, nn.Module)
+    te = V.tensor("test_rows", test_rows, ndim=2, dtype="int")
+    p, r = V.integer("p", p, min=3), V.integer("r", r, min=1)
+    model.eval()
+    with torch.no_grad():
+        _, rec = model(te[:, :2], record=True)
+    H = rec["hidden"][-1][:, -1].numpy()
+    if r > H.shape[1]:
+        raise ValueError(f"r must be at most the width {H.shape[1]}, got {r}")
+    y = te[:, 2].numpy()
+    if set(np.unique(y).tolist()) != set(range(p)):
+        raise ValueError(f"test_rows must hold every class 0..{p - 1} as an answer")
+    core = ace(H, tail=lambda h: model.head(model.ln_f(h)), threshold=threshold, samples=samples, seed=seed)
+    means = np.stack([H[y == c].mean(0) for c in range(p)]).astype(np.float32)
+    basis = core.basis[:, :r].astype(np.float32)
+    return means, (means.astype(np.float64) @ basis.astype(np.float64)).astype(np.float32)
 
 
 def spearman(x, y) -> float:

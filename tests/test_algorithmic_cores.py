@@ -328,3 +328,28 @@ def test_ring_fraction_nulls_logic():
     assert max(permuted) < 1.0
     full = rng.normal(size=(p, p - 1))
     assert ac.ring_fraction(ac.shift_operator_eigs(full[rng.permutation(p)]), p) == 1.0
+
+
+def test_modadd_class_states():
+    """The stored inputs of the ring-fraction nulls: class means and core coordinates that reproduce the analysis'
+    ring fraction; other weights (a broken checkpoint) give other states, so the notebook's
+    ``stored_states_reproduce`` check fails on them; bad inputs raise."""
+    tr, te = (torch.tensor(a) for a in ac.modadd_split(7, 0.5, seed=42))
+    torch.manual_seed(0)
+    m = ac.modadd_model(7, 16)
+    ac.train_modadd(m, tr, te, 30, lr=3e-3, wd=1.0, eval_every=10)
+    a = ac.modadd_analysis(m, te, 7, samples=8, r_max=6)
+    means, reps = ac.modadd_class_states(m, te, 7, a["r_used"], samples=8)
+    assert means.shape == (7, 16) and reps.shape == (7, a["r_used"]) and means.dtype == np.float32
+    assert ac.ring_fraction(ac.shift_operator_eigs(reps.astype(np.float64)), 7) == a["ring"]
+    again = ac.modadd_class_states(m, te, 7, a["r_used"], samples=8)
+    assert np.array_equal(again[0], means) and np.array_equal(again[1], reps)
+    torch.manual_seed(1)
+    other = ac.modadd_class_states(ac.modadd_model(7, 16), te, 7, a["r_used"], samples=8)
+    assert np.abs(other[0] - means).max() > 1e-4
+    with pytest.raises(ValueError, match="r must be at most"):
+        ac.modadd_class_states(m, te, 7, 17)
+    with pytest.raises(ValueError, match="every class"):
+        ac.modadd_class_states(m, te[te[:, 2] != 3], 7, 2)
+    with pytest.raises(TypeError, match="model"):
+        ac.modadd_class_states("not a model", te, 7, 2)
