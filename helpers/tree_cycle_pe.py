@@ -65,6 +65,10 @@ _BONDS = {"-", "=", "#", ":", "/", "\\", "~"}
 RING_TOKEN = "<ring>"  # every ring-closure digit is read as this one token type
 N_RING_IDS = 8  # ring-id embedding slots: 0 = not a ring token, 1..8 = closure bond (canonical order, clipped)
 STRUCT_TOKENS = ("(", ")", ".", "-", "=", "#", ":", "/", "\\", "~", RING_TOKEN)
+# The sinusoidal table's entries have RMS 1/sqrt(2); scaled by this they have the RMS of the initial token
+# embeddings (std 0.02, helpers.nn's init), so at the start neither term swamps the other (unscaled, the table's
+# norm is ~35x the tokens'). The same role as Vaswani et al.'s x sqrt(d) on unit-scale embeddings.
+SIN_SCALE = 0.02 * math.sqrt(2)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -648,10 +652,12 @@ class SeqEncoder(nn.Module):
         return batch
 
     def positional(self, batch: dict[str, Tensor], parts: Sequence[str] | None = None) -> Tensor:
-        """The positional encoding of a batch (B, T, d_model)."""
+        """The positional encoding of a batch (B, T, d_model); the sinusoidal table is scaled by ``SIN_SCALE``
+        to the size of the initial token embeddings."""
         batch = self._batch(batch)
         if self.pe is None:
-            return hnn.sinusoidal_table(batch["pos"], self.d_model) * batch["pad"][..., None]
+            table = hnn.sinusoidal_table(batch["pos"], self.d_model)
+            return SIN_SCALE * table * batch["pad"][..., None]
         return self.pe(batch["tree"], batch["cycle"], parts) * (batch["atom"] >= 0)[..., None]
 
     def encode(self, batch: dict[str, Tensor], parts: Sequence[str] | None = None,
@@ -1213,7 +1219,7 @@ def checkpoint_config(name: str = "models", *, quick: bool = False, seed: int = 
                batch_size=32, width_synth=32, width=64, lr=1e-3, alert="imine_1", seeds=[0, 1, 2],
                synth_kinds=["sinusoidal", "cycle", "tree_cycle", "gin", "gin_cycle"],
                prop_kinds=["sinusoidal", "tree_cycle", "graphormer", "gin"],
-               alert_kinds=["sinusoidal", "tree_cycle"])
+               alert_kinds=["sinusoidal", "tree_cycle"], sin_scale=round(SIN_SCALE, 6))
     if quick:
         cfg.update(n_synth=120, n_prop=160, steps_synth=12, steps_prop=12, batch_size=16, width=32, seeds=[seed])
     return cfg

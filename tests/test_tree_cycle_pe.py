@@ -163,6 +163,31 @@ def test_sinusoidal_is_not_invariant():
     assert (z - z[:1]).abs().max().item() > 1e-4
 
 
+def _pe_token_ratio(model, batch, table=None):
+    """Mean norm of the positional term over the mean norm of the token embeddings, real tokens only."""
+    with torch.no_grad():
+        pe = model.positional(batch) if table is None else table
+        tok = model.tok(batch["ids"])
+    real = batch["pad"] & (batch["atom"] >= 0)
+    return (pe.norm(dim=-1)[real].mean() / tok.norm(dim=-1)[real].mean()).item()
+
+
+@pytest.mark.parametrize("width", [32, 64, 128])
+def test_positional_term_does_not_swamp_token_embeddings(width):
+    vocab = _vocab()
+    items = [tc.featurize(s, vocab) for s in RING_MOLS + ACYCLIC_MOLS]
+    batch = tc.collate(items)
+    torch.manual_seed(0)
+    sin = tc.SeqEncoder(len(vocab), pe="sinusoidal", d_model=width)
+    assert _pe_token_ratio(sin, batch) <= 3.0
+    # the unscaled table (what the first checkpoint used) fails the same bound by far
+    raw = tc.hnn.sinusoidal_table(batch["pos"], width) * batch["pad"][..., None]
+    assert _pe_token_ratio(sin, batch, raw) > 10 * 3.0
+    for kind in ("tree", "cycle", "tree_cycle"):
+        torch.manual_seed(0)
+        assert _pe_token_ratio(tc.SeqEncoder(len(vocab), pe=kind, d_model=width), batch) <= 10.0
+
+
 def test_gin_cannot_separate_1wl_pair_but_cycle_pe_can():
     vocab = _vocab()
     pair = [tc.featurize("C1CCC2CCCCC2C1", vocab), tc.featurize("C1CCC(C1)C1CCCC1", vocab)]
