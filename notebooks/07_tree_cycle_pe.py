@@ -814,7 +814,9 @@ for i, (kind, (cos, between)) in enumerate(cos_all.items()):
         ls="--",
         label=f"{kind}, different molecules",
     )
-ax[1].axvline(0.977, color="k", ls=":", label="paper 0.977 (uncentred?)")
+ax[1].axvline(
+    0.977, color="k", ls=":", label="paper 0.977 (uncentred, not comparable)"
+)
 ax[1].set(xlabel="centred cosine", ylabel="pairs", title="same molecule vs different")
 ax[1].legend(fontsize=7)
 names = list(prop_auc)
@@ -1101,8 +1103,9 @@ claim(
     op=">",
     target=0.05,
     unit="top-k share inside the alert − chance",
-    baseline=float(np.mean(align["sinusoidal"])),
-    note=f"top-k inside the alert: tree+cycle {', '.join(f'{v:.3f}' for v in a_tc)};"
+    baseline=float(chance_mean),
+    note="baseline: chance; "
+    f"top-k inside the alert: tree+cycle {', '.join(f'{v:.3f}' for v in a_tc)};"
     f" sinusoidal {', '.join(f'{v:.3f}' for v in align['sinusoidal'])}; chance "
     f"{chance_mean:.3f}; {len(cand)} held-out molecules; alert-task AUC tree+cycle "
     f"{np.nanmean(alert_auc['tree_cycle']):.3f}, sinusoidal "
@@ -1174,7 +1177,9 @@ rec.save()
 #   to about 1 and cuts the relative |Δp| about eightfold, while removing the structural tokens barely changes
 #   either. On ring molecules the tree encoding depends on which ring bond the string opens (the paper's
 #   Prop. 2, check `tree_pe_not_invariant_on_rings`), and the model leans on it. The sinusoidal model, trained
-#   on the same randomized strings, learned to discount string positions instead.
+#   on the same randomized strings, learned to discount string positions instead (not measured: zeroing its
+#   position term at test time would test it). The scaling fix went one way: the tree+cycle term starts about
+#   7.6× the token embeddings' size (the sinusoidal table 1×), which may add to the tree part's pull.
 # * **Counting rings: the features do the work.** Tree+cycle beats plain GIN about 4.7× (the paper's 2×
 #   comparison), but GIN given the same ring features is only about 1.4× worse, short of 2×; the cycle-only
 #   Transformer is better than tree+cycle, and a linear fit on the summed ring features beats every trained
@@ -1191,5 +1196,8 @@ rec.save()
 # * Integrated gradients use 64 integration points: with 16, the scaled sinusoidal model's attributions missed
 #   completeness (median gap 0.23 logits); a few molecules still have large gaps (check `ig_completeness` is
 #   on the median).
+# * `property_auc_vs_graphormer` holds with both sequence models under-fitting (training AUC about equal to
+#   test AUC) and Graphormer-lite gets no ring features, so it is partly features vs no features.
+# * The three seeds change the initial weights and batch order, not the randomized training strings.
 # * The property split is MoleculeACE's (cluster-stratified), not a scaffold split.
 # * One trained model per seed and configuration; nothing was tuned on the test molecules.
