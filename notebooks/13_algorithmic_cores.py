@@ -87,14 +87,10 @@ if quick:
     markov_steps, markov_test, n_boot, sva_steps, n_prompts = 150, 300, 20, 150, 40
     n_null, n_untrained = 40, 4
 SEEDS = [seed] if quick else [seed, seed + 1, seed + 2]
-stored_seeds = ac.checkpoint_config("modadd")["seeds"]
-if not quick and seed not in stored_seeds:
-    raise ValueError(
-        f"seed {seed}: the mod-add and grokking-time checkpoints store seeds "
-        f"{stored_seeds}; use one of them, quick=True (trains live), or add the "
-        "seed to checkpoint_config and rebuild with "
-        "`make data NB=13_algorithmic_cores`"
-    )
+if not quick:  # fail early, naming the stored seeds, for a seed they lack
+    for name in ("modadd", "groktime"):
+        man = checkpoints.load_manifest(ac.CHECKPOINT_SLUG, name)
+        checkpoints.require_seeds(man, SEEDS)
 
 # tiny models: one thread is as fast, and does not fight over shared cores
 env = repro.setup(seed, threads=1)
