@@ -17,6 +17,8 @@ manifest belongs to another checkpoint, the weights' hash differs (truncated or 
 (:class:`ConfigMismatch`, naming the differing keys); every message ends with the command that rebuilds the
 checkpoint. A changed source file only warns (:class:`StaleCheckpointWarning`): the weights may be stale.
 :func:`require_seeds` gives a default run asked for seeds the checkpoint does not store (``SEED=n``) a clear error.
+:func:`restamp` records the current source hashes after a change that provably leaves the weights as they are
+(an evaluation-only edit), with the reason and the old hashes, instead of a retrain.
 
 Convention for the test that keeps committed checkpoints in step with their chapter: a manifest names the chapter's
 module (``module``), and that module exposes ``checkpoint_config(name) -> dict``, the config the chapter's default
@@ -45,7 +47,7 @@ from helpers import validate as V
 __all__ = [
     "MAX_POINTS", "FORMAT", "Checkpoint", "CheckpointError", "ConfigMismatch", "StaleCheckpointWarning",
     "data_dir", "paths", "rebuild_command", "normalize", "diff_config", "sha256_file", "source_hash",
-    "subsample", "save", "load_manifest", "load", "require_seeds", "plot_history",
+    "subsample", "save", "load_manifest", "load", "require_seeds", "restamp", "plot_history",
 ]
 
 MAX_POINTS = 500  # a curve in a manifest has at most this many points
@@ -441,6 +443,50 @@ def require_seeds(ckpt: Checkpoint | Mapping[str, Any], seeds: Sequence[int], *,
             f"The default run evaluates stored models: run it with SEED={first} (or omit SEED), or use QUICK=1, "
             f"which trains small models live for any seed.")
     return [int(s) for s in want]
+
+
+def restamp(slug: str, name: str, why: str, *, root: str | os.PathLike | None = None,
+            date: str | None = None) -> Path:
+    """Record the current hashes of a checkpoint's source files without retraining; returns the manifest's path.
+
+    For an edit that leaves every trained tensor as it was (an evaluation helper added to the chapter's module, a
+    comment): the manifest keeps its weights and gains ``extra.restamped`` (then ``restamped_2``, ...) with the
+    date, the old source hashes and ``why``, the evidence that nothing trained changed (e.g. "git diff shows
+    additions only", "a retrained model matches the stored one"). Refuses when the weights do not match their
+    manifest, a source file is missing, or no source changed.
+    """
+    V.instance("why", why, str)
+    if len(why.strip()) < 20:
+        raise ValueError(f"why must say in a sentence why the weights are still valid (>= 20 characters), got {why!r}")
+    V.optional(V.instance, "date", date, str)
+    w_path, m_path = paths(slug, name, root)
+    manifest = load_manifest(slug, name, root)
+    cmd = rebuild_command(slug, name)
+    if not w_path.is_file() or sha256_file(w_path) != manifest["weights"].get("sha256"):
+        raise CheckpointError(f"checkpoint weights {w_path} are missing or do not match their manifest; "
+                              f"restamping cannot vouch for them. Rebuild with: {cmd}")
+    old = manifest.get("source") or {"files": {}, "hash": None}
+    files = list(old.get("files", {}))
+    if not files:
+        raise CheckpointError(f"checkpoint {slug}/{name} records no source files; nothing to restamp")
+    resolved = [Path(f) if Path(f).is_absolute() else REPO / f for f in files]
+    missing = [f for f, p in zip(files, resolved) if not p.is_file()]
+    if missing:
+        raise CheckpointError(f"source file(s) {missing} of checkpoint {slug}/{name} are missing; cannot restamp")
+    new = source_hash(resolved)
+    if new["hash"] == old.get("hash"):
+        raise ValueError(f"the sources of checkpoint {slug}/{name} are unchanged; nothing to restamp")
+    extra = manifest.setdefault("extra", {})
+    key, n = "restamped", 1
+    while key in extra:
+        n += 1
+        key = f"restamped_{n}"
+    import datetime
+
+    extra[key] = {"date": date or datetime.date.today().isoformat(), "old_source": old, "why": why.strip()}
+    manifest["source"] = new
+    m_path.write_text(json.dumps(manifest, indent=1, allow_nan=False) + "\n")
+    return m_path
 
 
 def _get(d: Any, dotted: str) -> Any:

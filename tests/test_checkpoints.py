@@ -2,6 +2,7 @@ import importlib
 import json
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import matplotlib
@@ -267,3 +268,39 @@ def test_require_seeds(tmp_path):
         ck.require_seeds(c, 0)
     with pytest.raises(TypeError):
         ck.require_seeds([0, 1], [0])
+
+
+def test_restamp(tmp_path):
+    src = tmp_path / "src.py"
+    src.write_text("x = 1\n")
+    mp = _save(tmp_path, sources=[src])
+    weights = json.loads(mp.read_text())["weights"]
+    with pytest.raises(ValueError, match="unchanged"):
+        ck.restamp("99_test", "m", "an evaluation-only edit, nothing trained", root=tmp_path)
+    src.write_text("x = 1\ny = 2  # evaluation only\n")
+    with pytest.warns(ck.StaleCheckpointWarning):
+        ck.load("99_test", "m", config={"d": 8, "arms": ["a", "b"]}, root=tmp_path)
+    with pytest.raises(ValueError, match="20 characters"):
+        ck.restamp("99_test", "m", "ok", root=tmp_path)
+    with pytest.raises(TypeError):
+        ck.restamp("99_test", "m", None, root=tmp_path)
+    ck.restamp("99_test", "m", "y is only read by the evaluation", root=tmp_path, date="2026-12-04")
+    man = json.loads(mp.read_text())
+    assert man["weights"] == weights
+    assert man["extra"]["restamped"]["date"] == "2026-12-04"
+    assert man["extra"]["restamped"]["old_source"]["hash"] != man["source"]["hash"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ck.load("99_test", "m", config={"d": 8, "arms": ["a", "b"]}, root=tmp_path)
+    src.write_text("x = 1\ny = 3\n")
+    ck.restamp("99_test", "m", "a second evaluation-only edit here", root=tmp_path)
+    assert "restamped_2" in json.loads(mp.read_text())["extra"]
+    # a corrupt weights file cannot be vouched for
+    w = tmp_path / "99_test" / "m.safetensors"
+    w.write_bytes(w.read_bytes()[:-4])
+    src.write_text("x = 2\n")
+    with pytest.raises(ck.CheckpointError, match="do not match"):
+        ck.restamp("99_test", "m", "the weights are fine, trust me", root=tmp_path)
+    src.unlink()
+    with pytest.raises(ck.CheckpointError):
+        ck.restamp("99_test", "m", "a source file was deleted here", root=tmp_path)
