@@ -14,6 +14,8 @@ The pieces, at RHF level (the paper uses Kohn-Sham DFT):
   separate sigma and pi p-p channels and on-site shifts, hybridization and anisotropy, each times a scalar from
   invariant descriptors. :func:`sail_loss` (label-free, through the unrolled SCF) and :func:`surrogate_loss`
   (ground-state supervision) train it (:func:`train_guess`).
+* :func:`dft_solver`: PySCF's Kohn-Sham solver (PBE by default) for counting builds at the paper's kind of level of
+  theory; :func:`project_density` carries a minimal-basis guess into a larger basis.
 * :func:`run_pyscf`: PySCF's RHF from a given initial density, counting every Fock build (``get_veff`` call);
   ERIC = builds with the guess (+ any hidden build the guess needs) / builds with PySCF's MINAO guess, summed
   over molecules (:func:`ratio_of_sums`, :func:`bootstrap_ratio`).
@@ -38,11 +40,21 @@ __all__ = [
     "ScfTrace", "GuessModel", "HEADS", "Features", "features", "Inputs", "inputs", "sap_hamiltonian", "purify",
     "pyscf_guess", "run_pyscf", "ScfRun", "rotate", "g2_split", "perturbed", "Sample", "sample", "target_error",
     "surrogate_loss", "sail_loss", "OBJECTIVES", "checkpoint_config", "training_samples", "train_guess",
-    "ratio_of_sums", "bootstrap_ratio",
+    "ratio_of_sums", "bootstrap_ratio", "OOD_SMILES", "dft_solver", "project_density",
 ]
 
 ELEMENTS = ("H", "C", "N", "O", "F")
 SHELLS = ("1s", "2s", "2p")
+# The chapter's out-of-distribution molecules (5-14 heavy atoms), embedded by :func:`rdkit_molecule` with seed 0
+OOD_SMILES = {
+    "furan": "c1ccoc1", "pyrrole": "c1cc[nH]c1", "imidazole": "c1c[nH]cn1", "glycine": "NCC(=O)O",
+    "benzene": "c1ccccc1", "pyridine": "c1ccncc1", "pyrimidine": "c1cncnc1", "alanine": "CC(N)C(=O)O",
+    "ethyl acetate": "CCOC(C)=O", "hexane": "CCCCCC", "toluene": "Cc1ccccc1", "phenol": "Oc1ccccc1",
+    "aniline": "Nc1ccccc1", "fluorobenzene": "Fc1ccccc1", "cyclohexanone": "O=C1CCCCC1", "benzaldehyde": "O=Cc1ccccc1",
+    "anisole": "COc1ccccc1", "uracil": "O=c1cc[nH]c(=O)[nH]1", "octane": "CCCCCCCC", "benzoic acid": "OC(=O)c1ccccc1",
+    "thymine": "Cc1c[nH]c(=O)[nH]c1=O", "indole": "c1ccc2[nH]ccc2c1", "naphthalene": "c1ccc2ccccc2c1",
+    "adenine": "Nc1ncnc2[nH]cnc12", "aspirin": "CC(=O)Oc1ccccc1C(=O)O", "caffeine": "Cn1cnc2c1c(=O)n(C)c(=O)n2C",
+}
 _SHELL_PAIRS = {(a, b): i for i, (a, b) in enumerate([(0, 0), (0, 1), (0, 2), (1, 1), (1, 2), (2, 2)])}
 
 
@@ -538,6 +550,45 @@ def _correction(model: GuessModel, x: Inputs) -> Tensor:
 # --------------------------------------------------------------------------------------------------------------
 # PySCF runs with counted Fock builds
 # --------------------------------------------------------------------------------------------------------------
+def dft_solver(mol: gto.Mole, xc: str = "pbe", grid_level: int = 1) -> scf.hf.RHF:
+    """PySCF's restricted Kohn-Sham solver (``dft.RKS``) for ``mol`` with functional ``xc`` on an integration grid of
+    PySCF level ``grid_level`` (0-9), default convergence settings: the paper's kind of solver, for counting Fock
+    builds with :func:`run_pyscf` (an ``RKS`` is a PySCF ``RHF``; one ``get_veff`` call = one Kohn-Sham build)."""
+    from pyscf import dft
+
+    _mol(mol)
+    V.instance("xc", xc, str)
+    grid_level = V.integer("grid_level", grid_level, min=0, max=9)
+    if mol.nelectron % 2:
+        raise ValueError(f"mol must have an even number of electrons (closed-shell RKS), got {mol.nelectron}")
+    mf = dft.RKS(mol)
+    try:
+        mf.xc = xc
+        mf._numint.libxc.parse_xc(xc)
+    except (KeyError, ValueError, RuntimeError) as e:
+        raise ValueError(f"xc must be a functional PySCF knows, got {xc!r} ({e})") from None
+    mf.grids.level = grid_level
+    mf.verbose = 0
+    return mf
+
+
+def project_density(dm: np.ndarray, mol_from: gto.Mole, mol_to: gto.Mole) -> np.ndarray:
+    """A density of ``mol_from`` (e.g. in STO-3G) carried into the basis of ``mol_to`` (e.g. 6-31G, same atoms):
+    ``P' = T P T^T`` with ``T = S_to^{-1} S_(to,from)`` (PySCF's ``project_dm_nr2nr``). The electron count is kept
+    only as far as the larger basis spans the smaller one's functions (STO-3G -> 6-31G: within ~2%)."""
+    from pyscf.scf import addons
+
+    _mol(mol_from)
+    _mol(mol_to)
+    dm = V.array("dm", dm, shape=(mol_from.nao, mol_from.nao), dtype="float").astype(np.float64)
+    same = mol_from.natm == mol_to.natm and all(
+        mol_from.atom_pure_symbol(i) == mol_to.atom_pure_symbol(i) for i in range(mol_from.natm)
+    ) and np.allclose(mol_from.atom_coords(), mol_to.atom_coords(), atol=1e-8)
+    if not same:
+        raise ValueError("mol_to must hold the same atoms at the same positions as mol_from (only the basis differs)")
+    return np.asarray(addons.project_dm_nr2nr(mol_from, dm, mol_to))
+
+
 def pyscf_guess(mol: gto.Mole, kind: str) -> np.ndarray:
     """PySCF's own initial density: ``minao``, ``atom``, ``huckel``, ``sap`` or ``1e``."""
     _mol(mol)
