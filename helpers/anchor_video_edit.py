@@ -700,12 +700,16 @@ def _base(cond: Tensor) -> Tensor:
     return torch.where(w > 0, (a * va + b * vb) / w.clamp(min=1e-6), (a + b) / 2)
 
 
-def anchor_condition(anchors: dict[int, Tensor], motion: Motion) -> Tensor:
+def anchor_condition(anchors: dict[int, Tensor], motion: Motion, fill_holes: bool = False) -> Tensor:
     """The per-frame conditioning (T, 13, H, W) from anchor images keyed by frame index: the nearest anchors
     warped along the estimated flow, where the warp is trusted, the time fraction and the flows to the
-    neighbouring frames (divided by 4)."""
+    neighbouring frames (divided by 4). ``fill_holes=True``: where neither anchor's warp is trusted, both warped
+    anchors are replaced by a biharmonic inpainting of the frame's trusted pixels (the validity channels stay
+    0, so the holes are still marked)."""
     _anchors(anchors, _motion(motion))
-    return _anchor_condition(anchors, motion)
+    fill_holes = V.boolean("fill_holes", fill_holes)
+    cond = _anchor_condition(anchors, motion)
+    return _fill_condition(cond, sorted(anchors)) if fill_holes else cond
 
 
 def _anchors(anchors: object, motion: Motion) -> dict[int, Tensor]:
@@ -736,6 +740,30 @@ def _anchor_condition(anchors: dict[int, Tensor], motion: Motion) -> Tensor:
     return out
 
 
+def _inpaint_holes(cond: Tensor, keys: list[int]) -> tuple[Tensor, Tensor]:
+    """The blend of the warped anchors with each non-anchor frame's holes (no warp trusted) filled by biharmonic
+    inpainting from its trusted pixels (``skimage.restoration.inpaint_biharmonic``), and the holes (T, H, W)."""
+    from skimage.restoration import inpaint_biharmonic
+
+    out = _base(cond)
+    hole = cond[:, 6:8].sum(1) == 0  # (T, H, W): neither anchor's warp trusted
+    for t in range(len(out)):
+        if t in keys or not hole[t].any() or hole[t].all():
+            continue
+        img = inpaint_biharmonic(out[t].permute(1, 2, 0).double().numpy(), hole[t].numpy(), channel_axis=-1)
+        out[t] = torch.tensor(img, dtype=out.dtype).permute(2, 0, 1).clamp(0, 1)
+    return out, hole
+
+
+def _fill_condition(cond: Tensor, keys: list[int]) -> Tensor:
+    """The conditioning with both warped anchors replaced by the inpainted blend inside the holes."""
+    fill, hole = _inpaint_holes(cond, keys)
+    out = cond.clone()
+    for j in (0, 3):
+        out[:, j:j + 3] = torch.where(hole[:, None], fill, cond[:, j:j + 3])
+    return out
+
+
 def _inputs(x: Tensor, cond: Tensor, motion: Motion, tau: Tensor, frames: list[int]) -> Tensor:
     """Network inputs for ``frames`` of the video state ``x`` (T, 3, H, W) at noise levels ``tau`` (T,)."""
     T = len(x)
@@ -753,11 +781,13 @@ def _noisy(x1: Tensor, eps: Tensor, tau: float | Tensor) -> Tensor:
 
 def train_propagator(frames: list[Tensor], motions: list[Motion], steps: int, width: int = 16, seed: int = 0,
                      batch_clips: int = 2, lr: float = 2e-3, hole_weight: float = 4.0,
-                     progress: bool = True) -> tuple[Propagator, object]:
+                     progress: bool = True, fill_holes: bool = False) -> tuple[Propagator, object]:
     """Train a :class:`Propagator` self-supervised: rebuild each *source* clip from its own keyframes (1 to 4,
     uniform or random) and its estimated motion. No editor, no edited pairs. Each step takes ``batch_clips``
     clips, one noise level τ ~ U(0, 1) per clip, and the squared error of the predicted clean non-anchor frames,
-    weighted ``1 + hole_weight`` where neither anchor's warp is trusted. Returns the model and its history."""
+    weighted ``1 + hole_weight`` where neither anchor's warp is trusted. ``fill_holes=True`` trains on the
+    conditioning of :func:`anchor_condition` with ``fill_holes=True`` (holes hold the inpainted warp); the model
+    must then be sampled with the same option. Returns the model and its history."""
     from helpers import train
 
     V.instance("frames", frames, list)
@@ -777,6 +807,7 @@ def train_propagator(frames: list[Tensor], motions: list[Motion], steps: int, wi
     lr = V.positive("lr", lr)
     hole_weight = V.nonnegative("hole_weight", hole_weight)
     progress = V.boolean("progress", progress)
+    fill_holes = V.boolean("fill_holes", fill_holes)
     torch.manual_seed(seed)
     model = Propagator(width)
     rng = np.random.default_rng(seed)
@@ -792,6 +823,8 @@ def train_propagator(frames: list[Tensor], motions: list[Motion], steps: int, wi
             keys = uniform_keyframes(T, m) if rng.random() < 0.5 else sorted(
                 int(k) for k in rng.choice(T, m, replace=False))
             cond = _anchor_condition({k: x1[k] for k in keys}, mo)
+            if fill_holes:
+                cond = _fill_condition(cond, keys)
             tau = torch.full((T,), float(rng.uniform(0, 1)))
             x = _noisy(x1, torch.randn(x1.shape, generator=g), tau[:, None, None, None])
             rest = [t for t in range(T) if t not in keys]
@@ -810,17 +843,21 @@ def train_propagator(frames: list[Tensor], motions: list[Motion], steps: int, wi
 
 @torch.no_grad()
 def propagate(model: Propagator, anchors: dict[int, Tensor], motion: Motion, steps: int = 8,
-              seed: int = 0) -> Tensor:
+              seed: int = 0, fill_holes: bool = False) -> Tensor:
     """Generate every frame (T, 3, H, W) by Euler integration of the flow-matching ODE from noise (τ = 0) to
     data (τ = 1). At every step the anchor frames' states are *replaced* by their edited keyframes noised to the
     current τ (with the frames' own starting noise), so every other frame is generated in agreement with them;
-    the returned anchor frames are the keyframes exactly."""
+    the returned anchor frames are the keyframes exactly. ``fill_holes``: condition on the inpainted warp in the
+    holes (for a model trained with ``fill_holes=True``)."""
     V.instance("model", model, Propagator)
     _anchors(anchors, _motion(motion))
     steps = V.integer("steps", steps, min=1)
     seed = V.seed("seed", seed)
+    fill_holes = V.boolean("fill_holes", fill_holes)
     T = motion.T
     cond = _anchor_condition(anchors, motion)
+    if fill_holes:
+        cond = _fill_condition(cond, sorted(anchors))
     A = torch.stack([anchors.get(t, torch.zeros(3, *motion.bwd.shape[-2:])) for t in range(T)])
     eps = torch.randn(A.shape, generator=torch.Generator().manual_seed(seed))
     keys = sorted(anchors)
@@ -850,20 +887,14 @@ def flow_warp_propagate(anchors: dict[int, Tensor], motion: Motion, fill: Tensor
     if fill is not None and inpaint:
         raise ValueError("give fill or inpaint=True, not both")
     cond = _anchor_condition(anchors, motion)
-    out = _base(cond)
-    hole = cond[:, 6:8].sum(1) == 0  # (T, H, W): neither anchor's warp trusted
+    if inpaint:
+        out, hole = _inpaint_holes(cond, sorted(anchors))
+    else:
+        out = _base(cond)
+        hole = cond[:, 6:8].sum(1) == 0  # (T, H, W): neither anchor's warp trusted
     if fill is not None:
         V.tensor("fill", fill, shape=tuple(out.shape), dtype="float")
         out = torch.where(hole[:, None], fill, out)
-    if inpaint:
-        from skimage.restoration import inpaint_biharmonic
-
-        for t in range(len(out)):
-            if t in anchors or not hole[t].any() or hole[t].all():
-                continue
-            img = inpaint_biharmonic(out[t].permute(1, 2, 0).double().numpy(), hole[t].numpy(),
-                                     channel_axis=-1)
-            out[t] = torch.tensor(img, dtype=out.dtype).permute(2, 0, 1).clamp(0, 1)
     for k, img in anchors.items():
         out[k] = img
     return out
@@ -877,10 +908,15 @@ TEST_IMAGES = ("coffee", "chelsea")
 
 
 def checkpoint_config(name: str = "propagators") -> dict:
-    """The configuration of the stored propagators (``data/11_anchor_video_edit/make_propagators.py``)."""
-    V.one_of("name", name, ("propagators",))
-    return dict(T=12, size=32, n_train_clips=48, train_images=list(TRAIN_IMAGES), clip_seed0=0, steps=1200,
-                width=16, batch_clips=2, lr=2e-3, hole_weight=4.0, seeds=[0, 1, 2])
+    """The configuration of the stored propagators (``data/11_anchor_video_edit/make_propagators.py``):
+    ``propagators`` (conditioned on the raw warped anchors) or ``propagators_filled`` (the same training, but
+    the holes of the conditioning hold the inpainted warp: ``fill_holes=True``)."""
+    V.one_of("name", name, ("propagators", "propagators_filled"))
+    cfg = dict(T=12, size=32, n_train_clips=48, train_images=list(TRAIN_IMAGES), clip_seed0=0, steps=1200,
+               width=16, batch_clips=2, lr=2e-3, hole_weight=4.0, seeds=[0, 1, 2])
+    if name == "propagators_filled":
+        cfg["fill_holes"] = True
+    return cfg
 
 
 def training_clips(cfg: dict, fast: bool = False) -> tuple[list[Clip], list[Motion]]:

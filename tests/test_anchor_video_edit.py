@@ -311,3 +311,40 @@ def test_train_propagator_is_deterministic():
     assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
     with pytest.raises(ValueError):
         ave.train_propagator([c.frames], [], 3)
+
+
+def test_fill_holes_condition(clip):
+    """fill_holes puts the inpainted warp into the holes of both warped anchors and nowhere else."""
+    m = _true_motion(clip)
+    anchors = {0: clip.frames[0], 7: clip.frames[7]}
+    raw = ave.anchor_condition(anchors, m)
+    filled = ave.anchor_condition(anchors, m, fill_holes=True)
+    hole = raw[:, 6:8].sum(1) == 0
+    assert hole[1:7].any()  # the moving disk uncovers background no anchor shows
+    assert torch.equal(filled[:, 6:], raw[:, 6:])  # validity, time, flows untouched
+    inp = ave.flow_warp_propagate(anchors, m, inpaint=True)
+    for j in (0, 3):
+        keep = ~hole[:, None].expand(-1, 3, -1, -1)
+        assert torch.equal(filled[:, j:j + 3][keep], raw[:, j:j + 3][keep])
+        for t in range(1, 7):
+            assert torch.allclose(filled[t, j:j + 3][:, hole[t]], inp[t][:, hole[t]])
+    assert not torch.equal(filled, raw)
+    # a model sampled with the filled conditioning still returns the anchors exactly
+    torch.manual_seed(0)
+    model = ave.Propagator(width=8)
+    out = ave.propagate(model, anchors, m, steps=2, seed=0, fill_holes=True)
+    assert torch.equal(out[0], anchors[0]) and torch.equal(out[7], anchors[7])
+    assert not torch.equal(out, ave.propagate(model, anchors, m, steps=2, seed=0))
+    with pytest.raises(TypeError):
+        ave.anchor_condition(anchors, m, fill_holes="yes")
+
+
+def test_train_propagator_fill_holes_changes_training():
+    c = ave.make_clip("rocket", T=5, size=16, seed=0)
+    m = _true_motion(c)
+    a, ha = ave.train_propagator([c.frames], [m], 3, width=4, seed=1, progress=False)
+    b, hb = ave.train_propagator([c.frames], [m], 3, width=4, seed=1, progress=False, fill_holes=True)
+    b2, hb2 = ave.train_propagator([c.frames], [m], 3, width=4, seed=1, progress=False, fill_holes=True)
+    assert hb.loss == hb2.loss and ha.loss != hb.loss
+    assert ave.checkpoint_config("propagators_filled")["fill_holes"] is True
+    assert "fill_holes" not in ave.checkpoint_config("propagators")

@@ -4,6 +4,9 @@ write them with :mod:`helpers.checkpoints`:
 * ``propagators``: for each seed (0, 1, 2) a :class:`helpers.anchor_video_edit.Propagator` (conditional flow
   matching over frames, width 16) trained self-supervised to rebuild 48 *unedited* source clips from their own
   keyframes and their TV-L1 motion (:func:`helpers.anchor_video_edit.checkpoint_config`). No editor is involved.
+* ``propagators_filled`` (``--name propagators_filled``): the same training, but the conditioning's holes (pixels
+  no anchor warp is trusted at) hold the biharmonic inpainting of the warped anchors instead of the warps of the
+  wrong surfaces (``fill_holes=True``); sampled with the same option.
 
 Run from the repository root: ``.venv/bin/python data/11_anchor_video_edit/make_propagators.py`` (or
 ``make data NB=11_anchor_video_edit``). The flow is estimated once; then one worker process per seed, one torch
@@ -36,13 +39,14 @@ def train_seed(args: tuple) -> tuple[int, dict, list, float]:
     t0 = time.time()
     model, hist = A.train_propagator(frames, motions, cfg["steps"], width=cfg["width"], seed=seed,
                                      batch_clips=cfg["batch_clips"], lr=cfg["lr"],
-                                     hole_weight=cfg["hole_weight"], progress=False)
+                                     hole_weight=cfg["hole_weight"], progress=False,
+                                     fill_holes=cfg.get("fill_holes", False))
     final = float(np.mean(hist.loss[-50:]))
     print(f"seed {seed}: loss {final:.4f} ({time.time() - t0:.0f} s)", flush=True)
     return seed, {k: v.clone() for k, v in model.state_dict().items()}, list(hist.loss), final
 
 
-def make(cfg: dict, root: Path | None, workers: int) -> Path:
+def make(cfg: dict, root: Path | None, workers: int, name: str = "propagators") -> Path:
     t0 = time.time()
     clips, motions = A.training_clips(cfg)
     frames = [c.frames for c in clips]
@@ -58,7 +62,7 @@ def make(cfg: dict, root: Path | None, workers: int) -> Path:
         tensors.update({f"{seed}.{k}": v for k, v in sd.items()})
         history[f"loss/{seed}"] = loss
         metrics[f"final_loss/{seed}"] = final
-    return checkpoints.save(SLUG, "propagators", tensors, config=cfg, metrics=metrics, history=history,
+    return checkpoints.save(SLUG, name, tensors, config=cfg, metrics=metrics, history=history,
                             seed=list(cfg["seeds"]), steps=cfg["steps"], wall_seconds=time.time() - t0,
                             sources=SOURCES, module="helpers.anchor_video_edit", dtype=torch.float16, root=root)
 
@@ -68,18 +72,20 @@ def main() -> None:
     ap.add_argument("--tiny", action="store_true", help="tiny config, a few steps, into a temporary folder")
     ap.add_argument("--out", type=Path, default=None, help="data root to write <slug>/<name>.* into")
     ap.add_argument("--workers", type=int, default=3, help="worker processes (one seed each)")
+    ap.add_argument("--name", default="propagators", choices=["propagators", "propagators_filled"],
+                    help="which checkpoint to train (default: propagators)")
     args = ap.parse_args()
     repro.set_threads(1)
-    cfg = A.checkpoint_config("propagators")
+    cfg = A.checkpoint_config(args.name)
     if args.tiny:
         cfg.update(n_train_clips=2, steps=3, width=4, seeds=[0])
         if args.out is not None:  # a test asks for the files
-            print(make(cfg, args.out, 1))
+            print(make(cfg, args.out, 1, args.name))
             return
         with tempfile.TemporaryDirectory() as tmp:
-            print(make(cfg, Path(tmp), 1))
+            print(make(cfg, Path(tmp), 1, args.name))
         return
-    print(make(cfg, args.out, args.workers))
+    print(make(cfg, args.out, args.workers, args.name))
 
 
 if __name__ == "__main__":
