@@ -1204,14 +1204,17 @@ def _allowed_idx(state: tuple) -> np.ndarray:
 
 
 def steps_to_level(curve: Sequence[float], level: float, window: int = 20) -> int | None:
-    """First step at which the running mean of ``curve`` over ``window`` steps reaches ``level`` (None: never)."""
+    """First step at which the mean of ``curve`` over the last ``window`` steps reaches ``level`` (None: never).
+
+    Only full windows count (a curve shorter than ``window`` is one window): a mean over the first one or two
+    batches can cross the level by chance, so the earliest step that can be returned is ``window``."""
     c = V.array("curve", curve, ndim=1, dtype="float").astype(float)
     level = V.number("level", level)
     window = V.integer("window", window, min=1)
-    run = np.convolve(c, np.ones(window) / window, mode="full")[:len(c)]
-    run[:window - 1] = np.cumsum(c[:window - 1]) / np.arange(1, min(window, len(c) + 1))[:window - 1]
+    w = min(window, len(c))
+    run = np.convolve(c, np.ones(w) / w, mode="valid")
     hit = np.nonzero(run >= level)[0]
-    return int(hit[0]) + 1 if len(hit) else None
+    return int(hit[0]) + w if len(hit) else None
 
 
 # ----------------------------------------------------------------------------------------------------------------

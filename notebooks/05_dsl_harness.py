@@ -719,7 +719,10 @@ plt.show()
 # * **verifier filter**: the sparse reward, but tokens are sampled only among verifier-valid continuations.
 #
 # The learning rate (20) was picked from two values (5, 20) tried on the verifier-reward arm; the sparse arm
-# cannot learn at any rate until it samples a success, since every advantage is zero before that.
+# cannot learn at any rate until it samples a success, since every advantage is zero before that. "Steps to
+# 50 %" is the first step whose mean success over the last 20 steps reaches 0.5; only full windows count (the
+# helper `steps_to_level` once averaged the first 1–19 steps too, and a lucky first batch then "reached" the
+# level at step 1–19 by chance), so no run can reach it before step 20.
 
 # %%
 rl_targets = [it for it in intents if len(it.program) <= 7][:rl_intents]
@@ -1140,8 +1143,8 @@ display(cov_table)
 #
 # The measured quantity is the number of steps until the sampled success rate (mean over the last 20 full
 # steps, 640 samples) reaches 50 %. The window must be full: with the warm start above, a run starts not far
-# below the level, and a mean over its first one or two batches (64 samples) can cross 50 % by chance, which
-# is what the helper's `steps_to_level` (a partial window before step 20) would count. A run that never gets
+# below the level, and a mean over its first one or two batches (64 samples) can cross 50 % by chance, so
+# `steps_to_level` counts full windows only (as in case 3). A run that never gets
 # there within the budget is **censored**: we count it as the full budget and say so. The warm start and the
 # budget come from a diagnosis (below): a first build with 100 labelled intents and 300 steps censored every
 # run, so we measured why before changing anything. The weights (float16) and learning curves come from
@@ -1240,12 +1243,9 @@ credit_budget = credit_cfg["rl_steps"]
 
 
 def full_reach(curve, level=0.5, window=20):
-    """First step whose mean over the last `window` full steps reaches `level`
-    (None: never). Unlike `dsl.steps_to_level`, no partial window before step 20."""
-    w = min(window, len(curve))
-    run = np.convolve(np.asarray(curve, float), np.ones(w) / w, mode="valid")
-    hit = np.nonzero(run >= level)[0]
-    return int(hit[0]) + w if len(hit) else None
+    """First step whose mean over the last `window` steps reaches `level` (full
+    windows only; None: never)."""
+    return dsl.steps_to_level(curve, level, window)
 
 
 credit_reach = {
@@ -1368,6 +1368,21 @@ display(
             f"{np.mean(credit_valid[tc]):.2f}, the sparse reward at "
             f"{np.mean(credit_final[sp]):.2f} and {np.mean(credit_valid[sp]):.2f}."
         )
+        + " Valid rate, first → last 100 steps, per seed: "
+        + "; ".join(
+            f"{a.replace('_', ' ')} "
+            + ", ".join(
+                f"{credit_curves[a, q]['valid'][:100].mean():.2f} → "
+                f"{credit_curves[a, q]['valid'][-100:].mean():.2f}"
+                for q in credit_seeds
+            )
+            for a in (sp, tc)
+        )
+        + ". The rule's arithmetic explains a slow valid rate: in a rejected program "
+        "per-token credit puts −1 on one token, where the sparse reward puts "
+        "−mean(R) on every token (about −mean(R) × length in all), while a valid but "
+        "wrong program is still pushed down on every token in both; relative to the "
+        "sparse reward it blames invalid programs less than valid wrong ones."
     )
 )
 rec.check(
@@ -1467,6 +1482,58 @@ display(
     .T.rename_axis("A: checkpoint policies, mean of seeds 0–2")
 )
 display(collapse.round(3).rename_axis("held-out decodes above").T)
+# Hack or equivalent program? A correct held-out answer that is not the gold program
+# is run, with the gold SQL, on two more databases (seeds +1, +2: a small test suite).
+# A program that only matches by accident fails there; an equivalent one does not.
+suite_dbs = [dsl.make_database(agent_cfg["db_seed"] + k) for k in (1, 2)]
+suite_gold = [[dsl.execute(db, it.sql)[1] for db in suite_dbs] for it in a_test]
+
+
+def passes_suite(out, gold_rows):
+    sql = dsl.compile_sql(out)
+    return all(
+        dsl.results_equal(dsl.execute(db, sql)[1], g)
+        for db, g in zip(suite_dbs, gold_rows)
+    )
+
+
+suite = {}
+for a in ("warm", *dsl.CREDIT_ARMS):
+    alt = [
+        passes_suite(r.output, g)
+        for q in credit_seeds
+        for r, it, g in zip(credit_answers[a, q], a_test, suite_gold)
+        if r.success and tuple(r.output) != it.program
+    ]
+    suite[a] = (len(alt), sum(alt))
+n_alt = sum(v[0] for k, v in suite.items() if k != "warm")
+n_alt_ok = sum(v[1] for k, v in suite.items() if k != "warm")
+# What the RL policies get wrong that the warm start got right: the first gold token
+# they depart from, by kind (miss_kind of case 4).
+lost = pd.DataFrame(
+    [
+        dict(arm=a, kind=miss_kind(r.output, list(it.program), "dsl"))
+        for a in dsl.CREDIT_ARMS
+        for q in credit_seeds
+        for w, r, it in zip(credit_answers["warm", q], credit_answers[a, q], a_test)
+        if w.success and not r.success
+    ],
+    columns=["arm", "kind"],
+)
+lost_table = (
+    pd.crosstab(lost.arm, lost.kind) / len(credit_seeds)
+    if len(lost)
+    else pd.DataFrame()
+)
+display(
+    Markdown(
+        "Held-out requests the warm start answered and the RL policy no longer does, "
+        "per seed, by the first gold token the policy departs from:"
+    )
+)
+display(lost_table.round(1))
+understand = ("column", "text value", "number", "function", "operator", "table")
+lost_understand = float(lost.kind.isin(understand).mean()) if len(lost) else 0.0
 # How often a request-independent program is right: the RL requests' most common result.
 pool_res = pd.Series([repr(it.result) for it in credit_pool]).value_counts()
 top_res_share = pool_res.iloc[0] / len(credit_pool)
@@ -1607,22 +1674,42 @@ txt += (
         if a_rl["entropy (nats/token)"].min() >= 0.5 * a_w["entropy (nats/token)"]
         else ": the policies sharpen, which greedy decoding does not need. "
     )
-    + "(iii) **Reward hacking of the outcome check**: "
+    + "(iii) *Loose check or hacked check?* "
     f"{spur.min():.0%}–{spur.max():.0%} of the rewarded samples in the sweep are not "
-    f"the gold program; the trained policies write "
-    f"{n_prog[rl_arms].min():.0f}–{n_prog[rl_arms].max():.0f} different programs for "
-    f"60 different held-out requests (warm start {n_prog['warm']:.0f}), and only "
-    f"{g_share[rl_arms].min():.0%}–{g_share[rl_arms].max():.0%} of their correct "
-    f"held-out answers are the gold program (warm start {g_share['warm']:.0%}); a "
-    f"single request-independent result already answers {top_res_share:.0%} of the RL "
-    f"requests, and {shared_res:.0%} share their result with another request. "
-    "REINFORCE reinforces programs that are often right whatever the request says, the "
-    "policy reads the request less, and what the supervision taught is overwritten "
-    "(greedy success on the supervised intents "
+    f"the gold program, and only {g_share[rl_arms].min():.0%}–"
+    f"{g_share[rl_arms].max():.0%} of the trained policies' correct held-out answers "
+    f"are the gold program (warm start {g_share['warm']:.0%}). But run on two more "
+    f"databases with the gold SQL, {n_alt_ok} of the {n_alt} correct non-gold answers "
+    "of the RL policies give the gold rows there too"
+    + (
+        ": they are *equivalent* programs (an `order` the multiset comparison "
+        "ignores, a `limit` above the row count, an order or limit on a one-row "
+        "aggregate), not request-independent ones"
+        if n_alt_ok >= 0.9 * n_alt
+        else ": part of them match the gold rows by accident on this database"
+    )
+    + " (the sweep did not store its samples, so this tests greedy answers only); a "
+    f"single result answers {top_res_share:.0%} of the RL requests. Of the held-out "
+    "requests the RL policies lose against the warm start, "
+    f"{lost_understand:.0%} depart from the gold program first at a table, function, "
+    "column, operator or value, i.e. the policy reads the request less "
+    f"(table above); they write {n_prog[rl_arms].min():.0f}–"
+    f"{n_prog[rl_arms].max():.0f} different programs for 60 requests (warm start "
+    f"{n_prog['warm']:.0f}), and what the supervision taught is overwritten (greedy "
+    "success on the supervised intents "
     f"{a_w['greedy: supervised intents']:.2f} → "
     f"{a_rl['greedy: supervised intents'].min():.2f}–"
-    f"{a_rl['greedy: supervised intents'].max():.2f}). In the sweep the oracle, whose "
-    "credit points at the gold program, has the lowest share of such rewards. The "
+    f"{a_rl['greedy: supervised intents'].max():.2f}). "
+    + (
+        "So the loss is drift of an unanchored policy (no KL term, no supervised "
+        "replay) trained on 100 requests, not exploitation of a hole in the check; "
+        "the gold program's bits overstate it, since equivalent programs share its "
+        "probability. "
+        if n_alt_ok >= 0.9 * n_alt
+        else "Both drift and accidental matches contribute. "
+    )
+    + "In the sweep the oracle, whose credit points at the gold program, drifts "
+    "least. The "
     "filter arm's free greedy decoding suffers most because it was trained only on "
     "the masked distribution; constrained decoding gives it "
     f"{sw_a.loc['filter', 'greedy: held-out, constrained']:.2f}.\n\n"
@@ -1636,9 +1723,8 @@ txt += (
     f"{sum(cens_now['token_credit'])}/{len(credit_seeds)}), so the sweep's single seed "
     "was "
     + ("not " if sum(cens_now["sparse"]) > 0 else "")
-    + "representative of the sparse baseline. The outcome check stays hackable; a "
-    "reward that request-independent programs cannot satisfy, or a KL anchor to the "
-    "supervised policy, was not tested."
+    + "representative of the sparse baseline. A KL anchor to the supervised policy "
+    "(or supervised replay), and an order-sensitive outcome check, were not tested."
 )
 display(Markdown(txt))
 
@@ -1745,13 +1831,18 @@ display(lifecycle)
 #
 # * `learned_success_gain`: success of the DSL agent with constrained decoding and verifier repair minus the SQL
 #   agent with SQLite-guided repair (its strongest setting);
-# * `constrained_decoding_gain`: DSL agent, constrained minus free decoding, no repair;
+# * `constrained_decoding_gain`: DSL agent, constrained minus free decoding, **both with verifier repair**.
+#   Without repair the difference cannot be negative: when free greedy decoding writes a valid program, every
+#   token it chose was allowed, so constrained decoding writes the same program; it can only change answers
+#   that were invalid, i.e. already wrong. The strongest baseline is free decoding that uses the same verifier
+#   after the fact (reject, ban the named token, decode again); the no-repair gap is in the note;
 # * `coverage_matters`: success drop of the full DSL harness when its type checks are switched off;
 # * `bits_per_intent_ratio`: bits the trained model needs for the gold SQL ÷ for the gold DSL program;
 # * `structured_credit_speedup`: case 5, steps to 50 % sampled success of a sparse reward ÷ of per-token credit
 #   from the verifier's error position, per seed (censored runs count as the full budget; the note says which). It
-#   is not held because every run is censored; the diagnosis above shows why (even a gold-departure oracle
-#   stays below 50 %, and the outcome check is satisfied by request-independent programs), so the number says
+#   is not held because 11 of its 12 runs are censored; the diagnosis above shows why (with the first build's
+#   warm start even a gold-departure oracle stays below 50 %; most failures verify, so the error position
+#   names nothing in them; RL without an anchor drifts away from reading the request), so the number says
 #   little about per-token credit itself.
 
 # %%
@@ -1818,7 +1909,15 @@ rec.claim(
     f"{reach['verifier_filter']}, "
     f"verifier as dense reward {reach['verifier_reward']} (None: not within "
     f"{rl_steps} steps). The "
-    "dense validity reward teaches valid programs but not the right one.",
+    "dense validity reward teaches valid programs but not the right one. Steps count "
+    "full 20-step windows only, so 20 is the earliest possible step"
+    + (
+        " and every filter run reaches the level in its first window: its step "
+        "count is an upper bound too"
+        if all(r == 20 for r in reach["verifier_filter"])
+        else ""
+    )
+    + ".",
 )
 rec.claim(
     "filter_reaches_level",
@@ -1835,6 +1934,12 @@ rec.claim(
 dsl_c = agent_res["DSL, constrained decoding"]
 dsl_f = agent_res["DSL, free decoding"]
 sql_f = agent_res["SQL, free decoding"]
+pair_w = pair_l = 0  # per intent and seed: DSL right & SQL wrong, and the reverse
+for s in agent_seeds:
+    for rd, rs in zip(answers["dsl", True, (), s], answers["sql", False, (), s]):
+        pair_w += rd.success and not rs.success
+        pair_l += rs.success and not rd.success
+pair_p = stats.binomtest(pair_w, pair_w + pair_l).pvalue if pair_w + pair_l else 1.0
 rec.claim(
     "learned_success_gain",
     "A learned agent answers held-out requests more often through the DSL (constrained "
@@ -1847,19 +1952,26 @@ rec.claim(
     baseline=list(sql_f.success_K),
     note=f"without repair: DSL constrained {dsl_c.success_K0.mean():.3f}, DSL free "
     f"{dsl_f.success_K0.mean():.3f}, SQL {sql_f.success_K0.mean():.3f}; with repair: "
-    f"DSL free {dsl_f.success_K.mean():.3f}, SQL {sql_f.success_K.mean():.3f}.",
+    f"DSL free {dsl_f.success_K.mean():.3f}, SQL {sql_f.success_K.mean():.3f}. "
+    f"Paired over {len(a_test)} intents × {len(agent_seeds)} seeds: DSL right and SQL "
+    f"wrong {pair_w}, the reverse {pair_l} (two-sided sign test p = {pair_p:.2f}); "
+    "the gap is a few intents per seed.",
 )
 rec.claim(
     "constrained_decoding_gain",
-    "Constrained decoding raises the learned DSL agent's held-out success (no repair)",
+    "Constrained decoding raises the learned DSL agent's held-out success over free "
+    "decoding with the same verifier's repair",
     paper="a constrained decoder never emits invalid actions (no number)",
-    measured=list(dsl_c.success_K0 - dsl_f.success_K0),
+    measured=list(dsl_c.success_K - dsl_f.success_K),
     op=">",
     target=0.0,
-    unit="held-out success difference",
-    baseline=list(dsl_f.success_K0),
-    note=f"with up to {agent_repairs} verifier repairs: constrained "
-    f"{dsl_c.success_K.mean():.3f} vs free {dsl_f.success_K.mean():.3f}.",
+    unit=f"held-out success difference (both with ≤ {agent_repairs} repairs)",
+    baseline=list(dsl_f.success_K),
+    note="without repair (a gap that cannot be negative: constrained greedy decoding "
+    "equals free decoding whenever the free program verifies): "
+    + ", ".join(f"{x:+.3f}" for x in dsl_c.success_K0 - dsl_f.success_K0)
+    + f"; constrained {dsl_c.success_K0.mean():.3f} vs free "
+    f"{dsl_f.success_K0.mean():.3f}.",
 )
 cov_full, cov_type = cov_res["full verifier"], cov_res["type checks off"]
 rec.claim(
@@ -1938,7 +2050,10 @@ rec.claim(
     + "; on 200: "
     + (sweep_line("w200") if "w200" in sw_b.index.get_level_values(0) else "not run")
     + f"; {spur.min():.0%}–{spur.max():.0%} of rewarded samples are not the gold "
-    + "program (the outcome check is hacked by request-independent programs).",
+    + f"program; {n_alt_ok} of the {n_alt} correct non-gold held-out answers of the "
+    "RL policies pass a two-database test suite; of the held-out requests RL loses "
+    f"against the warm start, {lost_understand:.0%} depart from the gold program at a "
+    "table, function, column, operator or value (the policy reads the request less).",
 )
 rec.save()
 
@@ -1948,12 +2063,16 @@ rec.save()
 # * Cases 1–3 measure interfaces under **our** error model (every SQL token errs at the same rate; retries
 #   rewrite the query), so their gains follow largely from that model; cases 4 and 5 replace it by learners,
 #   which are small and read templated requests.
-# * Case 5's outcome check (the executed rows equal the requested rows) can be satisfied by programs that
-#   ignore the request (the diagnosis measures how often), and RL on it lowers held-out greedy success in
-#   every arm; a check that such programs cannot pass, or a KL anchor to the supervised policy, was not tried.
+# * Case 5's outcome check compares rows as multisets, so it rewards programs that differ from the gold one in
+#   clauses without effect on the rows (an `order` without a `limit`, a `limit` above the row count); the
+#   diagnosis tests the policies' correct non-gold held-out answers on two more databases. RL lowers held-out
+#   greedy success in every arm, with the policy reading the request less; a KL anchor to the supervised
+#   policy (or supervised replay) and an order-sensitive check were not tried (each needs a rebuild of the
+#   credit checkpoint, about 20 minutes of one core).
 # * Case 5's warm start (200 labelled intents) and budget (600 steps) were chosen from the diagnosis sweep, in
 #   which the sparse baseline reaches 50 %; the sweep itself has one seed (seed 1 was dropped for time). With
 #   this warm start the curves start not far below the level, so "steps to 50 %" measures a small move and
 #   is sensitive to noise; the first build (100 intents, 300 steps) censored every run.
-# * The checkpoint manifest's `steps_to_50` metrics use the helper's partial window (a run "reaches" 50 % at
-#   step 1 or 2 by chance); the notebook recomputes every step count from the stored curves with full windows.
+# * The credit manifest's `steps_to_50` metrics were written when the helper still averaged partial windows (a
+#   run could "reach" 50 % at step 1 or 2 by chance); the helper now counts full windows only, and the notebook
+#   recomputes every step count from the stored curves.

@@ -217,6 +217,14 @@ def test_reinforce_filter_learns_and_sparse_is_flat(con, intents):
     assert d.steps_to_level([0, 0, 0], 0.5) is None
 
 
+def test_steps_to_level_counts_full_windows_only():
+    # a lucky first batch must not "reach" the level: only full windows count
+    assert d.steps_to_level([1.0] * 5 + [0.0] * 30, 0.5) is None
+    assert d.steps_to_level([1.0] * 12 + [0.0] * 30, 0.5) == 20
+    assert d.steps_to_level([0.0] * 10 + [1.0] * 30, 0.5, window=20) == 20
+    assert d.steps_to_level([1.0, 0.0, 1.0], 0.5) == 3  # shorter than the window: one window
+
+
 # -- Blocksworld ------------------------------------------------------------------------------------------
 def test_blocksworld_state_counts_and_actions():
     assert [len(d.bw_states(n)) for n in (1, 2, 3, 4)] == [1, 3, 13, 73]  # OEIS A000262
