@@ -46,7 +46,7 @@ __all__ = [
     "bw_blocks", "bw_states", "bw_raw_actions", "bw_check", "bw_apply", "bw_bfs", "bw_distances", "bw_episode",
     "bw_graph", "COVERAGE_GROUPS", "AGENT_INTERFACES", "request_tokens", "agent_vocab", "encode", "make_agent",
     "train_agent", "decode", "sqlite_error_position", "AgentResult", "agent_answer", "bits_per_intent",
-    "checkpoint_config", "CREDIT_ARMS", "token_advantages", "reinforce_agent",
+    "checkpoint_config", "CREDIT_ARMS", "token_advantages", "reinforce_agent", "sample_programs",
 ]
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -1604,3 +1604,47 @@ def reinforce_agent(model: torch.nn.Module, con: sqlite3.Connection, intents: Se
         opt.step()
     model.eval()
     return {"success": succ, "valid": valid_rate}
+
+
+@torch.no_grad()
+def sample_programs(model: torch.nn.Module, intents: Sequence[Intent], seed: int = 0,
+                    constrained: bool = False) -> list[list[str]]:
+    """One program per intent sampled at temperature 1 from a DSL policy, as :func:`reinforce_agent` samples
+    during training (``constrained``: only verifier-valid continuations, as its ``filter`` arm). For measuring
+    what a trained policy writes on its own requests; trains nothing."""
+    V.instance("model", model, torch.nn.Module)
+    intents = V.sequence("intents", intents, of=lambda k, x: V.instance(k, x, Intent), min_len=1)
+    seed, constrained = V.seed("seed", seed), V.boolean("constrained", constrained)
+    vocab = agent_vocab("dsl")
+    if getattr(getattr(model, "cfg", None), "vocab_size", None) != len(vocab):
+        raise ValueError("model must be a DSL agent (make_agent('dsl', ...))")
+    index = {t: i for i, t in enumerate(vocab)}
+    out_ok = torch.zeros(len(vocab), dtype=torch.bool)
+    out_ok[index[SEP] + 1:index[END] + 1] = True
+    gen = torch.Generator().manual_seed(seed)
+    ids, P, real = _left_pad(intents, index)
+    B = len(intents)
+    states, done = [_START] * B, np.zeros(B, dtype=bool)
+    outs: list[list[str]] = [[] for _ in range(B)]
+    model.eval()
+    for _ in range(MAX_PROGRAM_LEN + 1):
+        logits = model(ids, mask=_attn_mask(real), pos=P)[:, -1]
+        m = torch.stack([out_ok if not constrained else torch.isin(
+            torch.arange(len(vocab)), torch.tensor([index[t] for t in _allowed(st)])) for st in states])
+        nxt = torch.multinomial(logits.masked_fill(~m, -math.inf).softmax(-1), 1, generator=gen)[:, 0]
+        for b in range(B):
+            if done[b]:
+                continue
+            tok = vocab[int(nxt[b])]
+            if tok == END:
+                done[b] = True
+            else:
+                outs[b].append(tok)
+                if constrained:
+                    states[b] = _step(states[b], tok)[0]
+        if done.all():
+            break
+        ids = torch.cat([ids, nxt[:, None]], 1)
+        P = torch.cat([P, P[:, -1:] + 1], 1)
+        real = torch.cat([real, torch.ones((B, 1), dtype=torch.bool)], 1)
+    return outs

@@ -386,6 +386,25 @@ def test_reinforce_agent_runs_filter_valid_and_deterministic(small_world):
         d.reinforce_agent(m, con, [], "sparse", steps=1, batch=2)
 
 
+def test_sample_programs_constrained_valid_deterministic_and_untrained(small_world):
+    con, its = small_world
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        m = d.make_agent("dsl", d_model=16, n_layer=1, n_head=2)
+    before = {k: v.clone() for k, v in m.state_dict().items()}
+    outs = d.sample_programs(m, its, seed=1, constrained=True)
+    assert len(outs) == len(its) and all(d.verify(o).ok for o in outs)
+    assert outs == d.sample_programs(m, its, seed=1, constrained=True)
+    free = d.sample_programs(m, its, seed=1)
+    assert all(len(o) <= d.MAX_PROGRAM_LEN + 1 and set(o) <= set(d.DSL_VOCAB) for o in free)
+    assert not all(d.verify(o).ok for o in free)  # an untrained policy, unconstrained: mostly invalid
+    assert all(torch.equal(before[k], v) for k, v in m.state_dict().items())
+    with pytest.raises(ValueError, match="DSL agent"):
+        d.sample_programs(d.make_agent("sql", 16, 1, 2), its)
+    with pytest.raises(ValueError):
+        d.sample_programs(m, [])
+
+
 def test_checkpoint_config_names():
     assert d.checkpoint_config("credit")["arms"] == list(d.CREDIT_ARMS)
     with pytest.raises(ValueError):
