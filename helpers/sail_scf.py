@@ -578,8 +578,8 @@ def project_density(dm: np.ndarray, mol_from: gto.Mole, mol_to: gto.Mole) -> np.
     only as far as the larger basis spans the smaller one's functions (STO-3G -> 6-31G: within ~2%)."""
     from pyscf.scf import addons
 
-    _mol(mol_from)
-    _mol(mol_to)
+    V.instance("mol_from", mol_from, gto.Mole)
+    V.instance("mol_to", mol_to, gto.Mole)
     dm = V.array("dm", dm, shape=(mol_from.nao, mol_from.nao), dtype="float").astype(np.float64)
     same = mol_from.natm == mol_to.natm and all(
         mol_from.atom_pure_symbol(i) == mol_to.atom_pure_symbol(i) for i in range(mol_from.natm)

@@ -26,7 +26,7 @@
 #
 # | | paper | this notebook |
 # |---|---|---|
-# | level of theory | Kohn-Sham DFT (PBE, SCAN, B3LYP), def2-SVP | **RHF / STO-3G** (PySCF) |
+# | level of theory | Kohn-Sham DFT (PBE, SCAN, B3LYP), def2-SVP | **RHF / STO-3G** (PySCF) for training and most evaluation; the same guesses re-counted under **PBE / STO-3G** (section 9) |
 # | model | SE(3)-equivariant GNN, Hamiltonian or density head | a residual model on a prior (SAP Hamiltonian or MINAO density) built from rotation-covariant σ/π blocks (~6k parameters) |
 # | training data | QM9 molecules with ≤ 20 atoms | ASE's G2 molecules with ≤ 4 heavy atoms (H, C, N, O, F), with perturbed geometries |
 # | training | GPU, long | 600 steps per model, 4 models × 3 seeds, in a checkpoint script (20 min on one shared, loaded core) |
@@ -40,8 +40,9 @@
 # the RMS normalization are ours. ERIC's exact definition is not public: we count calls of PySCF's `get_veff`
 # (one Fock build each) and add the builds a guess needs before the solver starts. The model is our CPU-sized
 # stand-in for the paper's equivariant GNN (its form, its priors and the purification of the density head are
-# ours). The level of theory is RHF/STO-3G, not DFT, and the basis is minimal: there the standard MINAO guess is
-# already close to the converged density, which leaves a learned guess little room.
+# ours). The models are trained through an RHF/STO-3G solver, not a DFT one; section 9 hands the same guesses
+# to PySCF's PBE solver in the same basis, without retraining. The basis is minimal: there the standard MINAO guess
+# is already close to the converged density, which leaves a learned guess little room.
 # :::
 
 # %% [markdown]
@@ -75,6 +76,9 @@ quick = False
 seed = 0
 n_timing = 2  # repeats of the wall-time benchmark (after one warm-up)
 n_align = 45  # solver-alignment check: molecules with at most this many AOs
+ft_steps = 40  # live SAIL fine-tune of one checkpoint model (default run)
+ft_molecules = 16  # training molecules it uses
+n_oracle = 8  # PBE oracle (converged RHF density as the guess): smallest OOD molecules
 ood_names = [
     "furan",
     "pyrrole",
@@ -105,7 +109,9 @@ ood_names = [
 ]
 
 # %% tags=["hide-input"]
+import copy
 import inspect
+import json
 import time
 
 import matplotlib.pyplot as plt
@@ -114,37 +120,10 @@ import torch
 from pyscf import lib, scf
 from tqdm.auto import tqdm
 
-from helpers import checkpoints, claims, plotting, repro
+from helpers import checkpoints, claims, plotting, repro, train
 from helpers import sail_scf as ss
 
-OOD_SMILES = {
-    "furan": "c1ccoc1",
-    "pyrrole": "c1cc[nH]c1",
-    "imidazole": "c1c[nH]cn1",
-    "glycine": "NCC(=O)O",
-    "benzene": "c1ccccc1",
-    "pyridine": "c1ccncc1",
-    "pyrimidine": "c1cncnc1",
-    "alanine": "CC(N)C(=O)O",
-    "ethyl acetate": "CCOC(C)=O",
-    "hexane": "CCCCCC",
-    "toluene": "Cc1ccccc1",
-    "phenol": "Oc1ccccc1",
-    "aniline": "Nc1ccccc1",
-    "fluorobenzene": "Fc1ccccc1",
-    "cyclohexanone": "O=C1CCCCC1",
-    "benzaldehyde": "O=Cc1ccccc1",
-    "anisole": "COc1ccccc1",
-    "uracil": "O=c1cc[nH]c(=O)[nH]1",
-    "octane": "CCCCCCCC",
-    "benzoic acid": "OC(=O)c1ccccc1",
-    "thymine": "Cc1c[nH]c(=O)[nH]c1=O",
-    "indole": "c1ccc2[nH]ccc2c1",
-    "naphthalene": "c1ccc2ccccc2c1",
-    "adenine": "Nc1ncnc2[nH]cnc12",
-    "aspirin": "CC(=O)Oc1ccccc1C(=O)O",
-    "caffeine": "Cn1cnc2c1c(=O)n(C)c(=O)n2C",
-}
+OOD_SMILES = ss.OOD_SMILES  # name -> SMILES, embedded by RDKit with seed 0
 cfg = ss.checkpoint_config("guesses")
 seeds = [seed, seed + 1, seed + 2]
 if quick:
@@ -153,6 +132,7 @@ if quick:
         n_train=8, n_perturb=0, steps_surrogate=15, steps_sail=10, unroll=4, warmup=2
     )
     ood_names, seeds, n_timing, n_align = ["benzene", "pyridine"], [seed], 1, 36
+    ft_steps, ft_molecules, n_oracle = 3, 4, 1
 
 # these matrices are small: one intra-op thread is fastest
 env = repro.setup(seed, threads=1)
@@ -374,6 +354,75 @@ else:
         )
     fig.tight_layout()
     plt.show()
+
+# %% [markdown]
+# **A short live fine-tune.** Is 600 steps the end of what SAIL gets from this model? We continue the first
+# seed's Hamiltonian-SAIL model for `ft_steps` more SAIL steps (the same loss and unroll, batches of 4 drawn
+# from `ft_molecules` training molecules, AdamW at a tenth of the checkpoint's peak learning rate, constant) and
+# measure the SAIL loss on the held-out G2 molecules before and after. The fine-tuned copy is shown only here;
+# every number below uses the checkpoint's models. (Quick mode runs the same code on its tiny model.)
+
+# %%
+ft_samples = [ss.sample(g2[n]) for n in train_names[:ft_molecules]]
+held = [ss.sample(g2[n]) for n in test_names]
+
+
+def held_loss(model):
+    with torch.no_grad():
+        return ss.sail_loss(model, held, cfg["unroll"]).item()
+
+
+ft_model = copy.deepcopy(models["hamiltonian", "sail", seeds[0]]).train()
+ft_before = held_loss(ft_model)
+ft_hist = train.fit(
+    ft_model,
+    lambda m, b: ss.sail_loss(m, b, cfg["unroll"]),
+    lambda step: [
+        ft_samples[i]
+        for i in repro.rng(seed, 7, step).choice(len(ft_samples), 4, replace=False)
+    ],
+    ft_steps,
+    lr=0.1 * cfg["lr_sail"],
+    schedule="constant",
+    seed=seed,
+    desc="SAIL fine-tune",
+)
+ft_after = held_loss(ft_model)
+print(
+    f"held-out G2 SAIL loss: checkpoint {ft_before:.5f} -> after {ft_steps} more "
+    f"steps {ft_after:.5f} ({ft_after / ft_before - 1:+.1%})"
+)
+if not quick:
+    key = f"loss/hamiltonian/sail/{seeds[0]}"
+    hist_ck = ckpt.manifest["history"][key]  # subsampled: {"step": .., "value": ..}
+    steps_ck = np.asarray(hist_ck["step"], float)
+    curve = np.asarray(hist_ck["value"], float)
+    w = 20
+    smooth = np.convolve(curve, np.ones(w) / w, mode="valid")
+    fig, ax = plt.subplots(figsize=(6, 3))
+    ax.plot(steps_ck, curve, color="0.75", lw=0.8, label="checkpoint")
+    ax.plot(steps_ck[w - 1 :], smooth, color="k", lw=1.5, label="(20-point mean)")
+    ax.plot(
+        cfg["steps_sail"] + 1 + np.arange(len(ft_hist.loss)),
+        ft_hist.loss,
+        color=plotting.PALETTE[1],
+        lw=1,
+        label="live fine-tune",
+    )
+    ax.set(
+        yscale="log",
+        xlabel="step",
+        ylabel="SAIL loss (batch)",
+        title=f"H SAIL, seed {seeds[0]}: the loss continues",
+    )
+    ax.legend(fontsize=8)
+    plt.show()
+    print(
+        f"last 20 stored checkpoint steps: mean loss {curve[-20:].mean():.5f}; "
+        f"live steps: mean {np.mean(ft_hist.loss):.5f}"
+    )
+
+# %%
 KINDS = [(h, o) for h in ss.HEADS for o in ss.OBJECTIVES]
 LABEL = {
     ("hamiltonian", "surrogate"): "H surrogate",
@@ -736,7 +785,196 @@ def compare(smiles="c1ccc2ccccc2c1"):
 plotting.live_controls(compare, smiles="c1ccc2ccccc2c1")
 
 # %% [markdown]
-# ## 9. The claims record
+# ## 9. Toward the paper's level of theory: the same guesses under PBE
+#
+# The paper's solver is Kohn-Sham DFT. We hand the *same* initial densities (models trained through the RHF
+# solver, not retrained) to PySCF's restricted Kohn-Sham solver with the PBE functional in the same STO-3G basis
+# (`ss.dft_solver`: integration grid level 1, PySCF's default convergence settings, 100 cycles at most,
+# identical for every guess) and count its Kohn-Sham builds exactly as before. MINAO + 1 step now costs one
+# hidden *Kohn-Sham* build. A PBE run costs 1-25 s here (the exchange-correlation integration dominates), so
+# 26 molecules × 10 guesses do not fit the default run: `data/17_sail_scf/count_pbe.py` ran them once from the
+# checkpoint's SAIL models (both heads, seeds 0, 1, 2) and the references MINAO, `atom`, purified MINAO and
+# MINAO + 1 step, and wrote `pbe_sto-3g.json` (counts and energies, no weights, with the checkpoint's sha256).
+# PySCF's `sap` and `huckel` guesses were dropped after the five smallest molecules of a first run, where both
+# needed more builds than MINAO (`huckel` 101 on pyrimidine); the surrogates were dropped for time.
+#
+# **Check `pbe_counts_reproduce`**: on the smallest OOD molecule the notebook recounts live, with this run's
+# models, MINAO, the purified MINAO density and the first seed's two SAIL models: every build count must
+# equal the stored one (quick mode, whose models are trained live, recounts the two references only).
+
+# %%
+pbe = json.loads(
+    (checkpoints.data_dir() / "17_sail_scf" / "pbe_sto-3g.json").read_text()
+)
+pmol, p_hidden = pbe["molecules"], pbe["hidden"]
+if not quick and pbe["checkpoint_sha256"] != ckpt.manifest["weights"]["sha256"]:
+    raise ValueError(
+        "pbe_sto-3g.json was counted with other weights than the checkpoint's; "
+        "recount with: .venv/bin/python data/17_sail_scf/count_pbe.py"
+    )
+p_names = [n for n in ood_names if n in pmol]
+P_KINDS = [("hamiltonian", "sail"), ("density", "sail")]
+p_seeds = sorted({int(k.split("/")[2]) for k in p_hidden if k.count("/") == 2})
+p_refs = [k for k in references if k in p_hidden]
+print(
+    f"PBE counts: {len(pmol)} molecules "
+    f"({'complete' if pbe['complete'] else 'partial'})"
+    f", solver {pbe['solver']}; seeds {p_seeds}"
+)
+
+name_live = min(p_names, key=lambda n: (pmol[n]["nao"], n))
+m_live = ood[name_live]
+mf_live = ss.dft_solver(m_live, pbe["solver"]["xc"], pbe["solver"]["grid_level"])
+x_live = ss.inputs(m_live, eri=False)
+live = {
+    "minao": ss.pyscf_guess(m_live, "minao"),
+    "purified MINAO": ss.purify(x_live.P_minao, x_live.ints).numpy(),
+}
+if not quick:
+    for kind in P_KINDS:
+        model = models[(*kind, seeds[0])]
+        live[f"{kind[0]}/{kind[1]}/{seeds[0]}"] = guess_density(model, x_live)
+live_builds = {k: ss.run_pyscf(mf_live, P).fock_builds for k, P in live.items()}
+stored = {k: pmol[name_live]["runs"][k]["builds"] for k in live}
+print(f"{name_live}: live {live_builds}\n{' ' * len(name_live)}  stored {stored}")
+rec.check(
+    "pbe_counts_reproduce",
+    float(sum(live_builds[k] != stored[k] for k in live)),
+    0.0,
+    "==",
+    note=f"{name_live}, {len(live)} guesses recounted live under RKS-PBE/STO-3G",
+)
+
+
+def p_builds(group, k):
+    return [pmol[n]["runs"][k]["builds"] + p_hidden[k] for n in group]
+
+
+def p_eric(group, k):
+    return ss.ratio_of_sums(p_builds(group, k), p_builds(group, "minao"))
+
+
+def p_ric(group, k):
+    return ss.ratio_of_sums(
+        [pmol[n]["runs"][k]["cycles"] for n in group],
+        [pmol[n]["runs"]["minao"]["cycles"] for n in group],
+    )
+
+
+def p_ok(group, k):
+    return [n for n in group if pmol[n]["runs"][k]["converged"]]
+
+
+p_keys = p_refs + [f"{h}/{o}/{s}" for h, o in P_KINDS for s in p_seeds]
+print(
+    f"{'guess':>24}  {'PBE ERIC':>8}  {'90% CI':>13}  {'PBE RIC':>7}  {'RHF ERIC':>8}"
+)
+for k in p_keys:
+    lo, hi = ss.bootstrap_ratio(
+        p_builds(p_names, k), p_builds(p_names, "minao"), seed=seed
+    )
+    parts = k.split("/")
+    rhf_key = k if len(parts) == 1 else (parts[0], parts[1], int(parts[2]))
+    rhf = f"{eric(p_names, rhf_key):8.3f}" if rhf_key in builds[p_names[0]] else " " * 8
+    bad = len(p_names) - len(p_ok(p_names, k))
+    print(
+        f"{k:>24}  {p_eric(p_names, k):8.3f}  [{lo:.3f}, {hi:.3f}]  "
+        f"{p_ric(p_names, k):7.3f}  {rhf}" + (f"  ({bad} not converged)" if bad else "")
+    )
+
+# %% [markdown]
+# Per molecule, the ratio of PBE builds to MINAO's for the models (mean over seeds) and the best reference,
+# against the same ratio under RHF: does a guess that saves builds in one solver save them in the other?
+
+# %%
+p_ref_eric = {k: p_eric(p_ok(p_names, k), k) for k in p_refs}
+p_best = min(p_refs, key=p_ref_eric.get)
+fig, ax = plt.subplots(figsize=(5.5, 4))
+for i, kind in enumerate(P_KINDS):
+    both = [s for s in p_seeds if (*kind, s) in models]  # quick: live models differ
+    if not both:
+        continue
+    rx = [
+        np.mean([builds[n][(*kind, s)] / builds[n]["minao"] for s in both])
+        for n in p_names
+    ]
+    py = [
+        np.mean([p_builds([n], f"{kind[0]}/{kind[1]}/{s}")[0] for s in both])
+        / pmol[n]["runs"]["minao"]["builds"]
+        for n in p_names
+    ]
+    ax.scatter(rx, py, s=18, label=LABEL[kind], color=plotting.PALETTE[i + 3])
+ax.axhline(1, color="k", lw=1, ls=":")
+ax.axvline(1, color="k", lw=1, ls=":")
+ax.set(
+    xlabel="builds / MINAO's, RHF",
+    ylabel="builds / MINAO's, PBE",
+    title="the same guesses in two solvers (per OOD molecule)",
+)
+ax.legend(fontsize=8)
+plt.show()
+
+# %% [markdown]
+# **Diagnosis: how far can an RHF-trained guess go under PBE?** SAIL drives its guess toward what the *RHF*
+# solver converges to. An oracle bounds that: hand PBE the converged RHF density itself, the end point of the RHF
+# trajectory that no guess trained through RHF can beat by RHF's measure. If even that density saves little
+# under PBE, the gap is the change of solver, not the training. Live, on the `n_oracle` smallest OOD molecules
+# (ratio of sums against the stored MINAO counts; the converged PBE density itself needs 2-3 builds for comparison).
+
+# %%
+o_names = sorted(p_names, key=lambda n: (pmol[n]["nao"], n))[:n_oracle]
+o_builds, o_pbe = [], []
+for n in tqdm(o_names, desc="oracle: converged RHF density under PBE"):
+    mf_o = ss.dft_solver(ood[n], pbe["solver"]["xc"], pbe["solver"]["grid_level"])
+    rhf = scf.RHF(ood[n])
+    rhf.kernel()
+    o_builds.append(ss.run_pyscf(mf_o, rhf.make_rdm1()).fock_builds)
+    o_pbe.append(ss.run_pyscf(mf_o, mf_o.make_rdm1()).fock_builds)  # converged PBE
+o_eric = ss.ratio_of_sums(o_builds, p_builds(o_names, "minao"))
+o_sail = [p_eric(o_names, f"hamiltonian/sail/{s}") for s in p_seeds]
+print(
+    f"{len(o_names)} smallest OOD molecules under PBE/STO-3G: converged RHF density "
+    f"ERIC {o_eric:.3f}; H SAIL per seed {np.round(o_sail, 3).tolist()}; "
+    f"atom {p_eric(o_names, 'atom'):.3f}; converged PBE density restarts in "
+    f"{np.mean(o_pbe):.1f} builds"
+)
+
+# %% [markdown]
+# **A larger basis.** The paper's basis is not minimal. Where `count_pbe.py --basis 6-31g` has been run, the same
+# STO-3G guesses are carried into 6-31G (`ss.project_density`, `P' = T P Tᵀ` with `T = S₆₋₃₁G⁻¹ S₆₋₃₁G,STO-3G`)
+# and compared with PySCF's own guesses made in 6-31G, including its MINAO; the projected STO-3G MINAO density
+# shows what the projection alone costs.
+
+# %%
+p631_path = checkpoints.data_dir() / "17_sail_scf" / "pbe_6-31g.json"
+p631 = json.loads(p631_path.read_text()) if p631_path.exists() else None
+if p631 is not None:
+    q_mol, q_hidden = p631["molecules"], p631["hidden"]
+    q_names = [n for n in ood_names if n in q_mol]
+
+    def q_builds(group, k):
+        return [q_mol[n]["runs"][k]["builds"] + q_hidden[k] for n in group]
+
+    def q_eric(group, k):
+        return ss.ratio_of_sums(q_builds(group, k), q_builds(group, "minao"))
+
+    q_refs = [k for k in q_hidden if k.count("/") != 2]
+    q_ref_eric = {
+        k: q_eric([n for n in q_names if q_mol[n]["runs"][k]["converged"]], k)
+        for k in q_refs
+    }
+    q_best = min(q_refs, key=q_ref_eric.get)
+    print(
+        f"PBE/6-31G, {len(q_names)} OOD molecules "
+        f"({'complete' if p631['complete'] else 'partial'}), ERIC (ratio of sums):"
+    )
+    for k in q_refs + [f"{h}/{o}/{s}" for h, o in P_KINDS for s in p_seeds]:
+        print(f"{k:>24}  {q_eric(q_names, k):.3f}")
+else:
+    print("pbe_6-31g.json not present (not counted)")
+
+# %% [markdown]
+# ## 10. The claims record
 #
 # Every claim is measured per seed on the OOD set as a ratio of sums. The ERIC claims use the paper's bar loosely
 # (`≤ 0.9`, a 10% reduction; the paper reports 28-37%) and record as baseline the best guess a practitioner has
@@ -893,17 +1131,53 @@ rec.claim(
     "at the paper's "
     f"hybrid-DFT level. Baseline: MINAO {t_minao:.3f} s.",
 )
-rec.untested(
+rec.claim(
     "paper_level_of_theory",
-    "The reductions hold at the paper's level of theory (KS-DFT, def2-SVP)",
-    paper="-37% PBE, -33% SCAN, -28% B3LYP",
-    reason="RHF/STO-3G only: the model is written for a minimal basis (no 6-31G "
-    "version with a projected "
-    "MINAO prior), and evaluating these guesses under PySCF's PBE costs seconds per "
-    "SCF run on its "
-    "integration grid, beyond the 5-minute budget for 26 molecules x guesses x seeds "
-    "(see Known limits)",
+    "Under Kohn-Sham DFT (PySCF PBE, STO-3G), the Hamiltonian SAIL model's guesses "
+    "need fewer Kohn-Sham builds than MINAO on the larger molecules",
+    paper="-37% with PBE (ERIC 0.63; def2-SVP, trained under PBE)",
+    measured=[p_eric(p_names, f"hamiltonian/sail/{s}") for s in p_seeds],
+    op="<=",
+    target=0.9,
+    unit="ERIC under RKS-PBE/STO-3G, OOD, ratio of sums",
+    baseline=p_ref_eric[p_best],
+    note=f"models trained through the RHF solver, evaluated under PBE (grid level "
+    f"{pbe['solver']['grid_level']}), {len(p_names)} OOD molecules, seeds {p_seeds}, "
+    "counts from data/17_sail_scf/pbe_sto-3g.json. Baseline: the best reference "
+    f"under PBE ({p_best}); references: "
+    + ", ".join(f"{k} {v:.3f}" for k, v in p_ref_eric.items())
+    + ". Density SAIL per seed: "
+    f"{[round(p_eric(p_names, f'density/sail/{s}'), 3) for s in p_seeds]}. "
+    f"Oracle (converged RHF density as guess) on the {len(o_names)} smallest: "
+    f"{o_eric:.3f} vs H SAIL {np.round(o_sail, 3).tolist()} there. "
+    "The paper's basis (def2-SVP) and training under the DFT solver are not tested.",
 )
+if p631 is not None:
+    rec.claim(
+        "paper_level_of_theory_631g",
+        "Under PBE in a split-valence basis (6-31G), the Hamiltonian SAIL model's "
+        "STO-3G guesses, projected, need fewer Kohn-Sham builds than MINAO",
+        paper="-37% with PBE (ERIC 0.63; def2-SVP, trained under PBE)",
+        measured=[q_eric(q_names, f"hamiltonian/sail/{s}") for s in p_seeds],
+        op="<=",
+        target=0.9,
+        unit="ERIC under RKS-PBE/6-31G, OOD, ratio of sums",
+        baseline=q_ref_eric[q_best],
+        note=f"{len(q_names)} OOD molecules, guesses projected from STO-3G, PySCF's "
+        f"guesses made in 6-31G; baseline: the best reference ({q_best}); references: "
+        + ", ".join(f"{k} {v:.3f}" for k, v in q_ref_eric.items())
+        + ". Density SAIL per seed: "
+        f"{[round(q_eric(q_names, f'density/sail/{s}'), 3) for s in p_seeds]}.",
+    )
+else:
+    rec.untested(
+        "paper_level_of_theory_631g",
+        "Under PBE in a split-valence basis, SAIL's guesses need fewer Kohn-Sham "
+        "builds than MINAO",
+        paper="-37% with PBE (def2-SVP)",
+        reason="pbe_6-31g.json not counted (data/17_sail_scf/count_pbe.py --basis "
+        "6-31g, about twice the STO-3G cost)",
+    )
 rec.save()
 
 # %% [markdown]
@@ -925,19 +1199,38 @@ rec.save()
 #   phase is under half of a MINAO run, and SAIL's 6-cycle unroll sees only it.
 # * **Wall time.** Saving under one build per molecule does not pay for the guess's own cost at RHF/STO-3G
 #   (`wall_time_speedup`).
+# * **Under PBE the saving shrinks further.** Handed to PySCF's PBE solver in the same basis, the Hamiltonian
+#   SAIL guesses save fewer builds than under RHF and PySCF's `atom` guess does better than they do
+#   (`paper_level_of_theory`); the density head and its purified-MINAO prior cost *more* builds than MINAO
+#   under PBE. The oracle measures the change of solver: even the converged RHF density, the end point SAIL
+#   trains toward, saves only about a tenth of the builds under PBE on the smallest molecules, and SAIL gets
+#   part of that. A guess aligned with one solver is not aligned with another; the paper trains through the
+#   solver it evaluates with.
+# * **More steps do not help.** The live fine-tune lowers the SAIL loss on its few training molecules while the
+#   held-out SAIL loss does not fall: past the checkpoint's 600 steps the model is not held back by training
+#   length.
 
 # %% [markdown]
 # ## Known limits
 #
-# * **Level of theory.** Everything is RHF/STO-3G. The paper works with Kohn-Sham DFT in def2-SVP, where
-#   the MINAO guess is further from the converged density and a learned guess has more to gain. Our model is
-#   written for a minimal basis (1s, 2s, 2p slots); a 6-31G version (with MINAO projected onto the larger basis)
-#   and an evaluation of the same guesses under PySCF's PBE are not built (`paper_level_of_theory` is untested).
+# * **Level of theory.** The models are trained through an RHF/STO-3G solver. The paper trains and evaluates
+#   under Kohn-Sham DFT in def2-SVP, where the MINAO guess is further from the converged density. Section 9
+#   re-counts the same guesses under PBE in STO-3G only (`paper_level_of_theory`), on a coarse integration grid
+#   (level 1, the same for every guess) and with 4 references (PySCF's `sap` and `huckel` and the surrogates were
+#   left out for time). No model was trained through the PBE solver. The 6-31G count (`count_pbe.py --basis
+#   6-31g`, STO-3G guesses projected with `ss.project_density`) is implemented but was not run: about twice the
+#   27-minute STO-3G count (`paper_level_of_theory_631g` is untested). The model itself is written for a minimal
+#   basis (1s, 2s, 2p slots).
+# * **The live fine-tune** is a few SAIL steps on one seed's Hamiltonian model with 16 training molecules; it
+#   shows where the loss stands after the checkpoint's 600 steps, and the fine-tuned copy is not evaluated
+#   further.
 # * **Scale.** Training molecules have at most 4 heavy atoms and OOD molecules 5-14 (up to 3.5× larger, not 10×);
 #   the model is a small residual on a prior, not the paper's equivariant GNN.
 # * **The phase split is a description, not an ablation.** It shows where the saved cycles fall (early phase:
 #   4.8 cycles from MINAO, 3.5 from Hamiltonian SAIL; tail 5.2 vs 5.6), but no longer SAIL unroll was trained to
-#   test whether the tail is out of any guess's reach. Wall times are medians of 2 repeats on a shared machine.
+#   test whether the tail is out of any guess's reach (a model trained with T = 12-20 unrolled cycles and the
+#   same phase split would be that test; not run for time). Wall times are medians of 2 repeats on a shared
+#   machine.
 # * **Statistics.** Ratios of sums over 26 OOD molecules with per-molecule build counts around 8-20; the bootstrap
 #   intervals above resample molecules and say how much one more or one fewer build on a few molecules moves the
 #   ratio.

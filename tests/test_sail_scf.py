@@ -233,3 +233,40 @@ def test_counter_counts_every_fock_build(water):
     assert default.fock_builds == default.cycles + 2
     assert default.converged and abs(default.energy - again.energy) < 1e-8
     assert "get_veff" not in mf.__dict__  # the wrapper is removed afterwards
+
+
+def test_dft_solver_counts_are_reproducible_and_see_a_broken_guess(water):
+    """`pbe_counts_reproduce`: a recount of the same guess under the same PBE solver gives the same number of builds;
+    a different (broken) guess gives another, so a stored count from wrong weights or settings would not match."""
+    mf = ss.dft_solver(water, "pbe", 1)
+    assert mf.xc == "pbe" and mf.grids.level == 1
+    dm = ss.pyscf_guess(water, "minao")
+    first = ss.run_pyscf(mf, dm)
+    again = ss.run_pyscf(ss.dft_solver(water, "pbe", 1), dm)
+    assert first.converged and (first.fock_builds, first.energy) == (again.fock_builds, pytest.approx(again.energy))
+    broken = ss.run_pyscf(ss.dft_solver(water, "pbe", 1), np.eye(water.nao) * water.nelectron / water.nao)
+    assert broken.fock_builds != first.fock_builds
+    with pytest.raises(ValueError, match="xc"):
+        ss.dft_solver(water, "no-such-functional")
+    with pytest.raises(ValueError, match="grid_level"):
+        ss.dft_solver(water, "pbe", 12)
+
+
+def test_project_density_into_a_larger_basis(water):
+    big = ss.build_molecule(*WATER, basis="6-31g")
+    dm = ss.pyscf_guess(water, "minao")
+    P = ss.project_density(dm, water, big)
+    S = big.intor("int1e_ovlp")
+    assert P.shape == (big.nao, big.nao) and np.allclose(P, P.T)
+    assert abs(np.trace(P @ S) - water.nelectron) < 0.05 * water.nelectron
+    np.testing.assert_allclose(ss.project_density(dm, water, water), dm, atol=1e-10)  # same basis: unchanged
+    with pytest.raises(ValueError, match="same atoms"):
+        ss.project_density(dm, water, ss.rotate(big, np.array([[0, -1, 0], [1, 0, 0], [0, 0, 1.0]])))
+    with pytest.raises(ValueError, match="dm"):
+        ss.project_density(dm[:3, :3], water, big)
+
+
+def test_ood_smiles_embed():
+    assert len(ss.OOD_SMILES) == 26
+    m = ss.rdkit_molecule(ss.OOD_SMILES["furan"], seed=0)
+    assert m.natm == 9
