@@ -12,14 +12,16 @@ synthetic, but the data rule, the reward constants and the group policy gradient
   The others share neither that slot nor the letter token: verbosity (the cued option's padding holds
   elaboration tokens), digits (its padding holds irrelevant digits), expert (a preamble before the options
   quotes the cued option's first digits: it names the option by content) and order (option-order bias: the cue is
-  "being listed first", no token at all).
+  "being listed first"; a ``<ranked>`` format marker in the preamble says the options come from a ranked listing,
+  and it names no option).
 * The reward (:func:`eit_reward`): correct +1.0; adversarial cue followed -0.5, resisted +0.5; aligned cue but a
   wrong answer -0.3; no bonus for agreeing with a correct cue. (The paper's +0.1 format bonus has no analogue:
   our policy emits one answer token.)
 * The optimizer (:func:`grpo_loss`): G answers sampled per prompt, group advantages either std-normalized (GRPO)
   or mean-baseline, with an optional exact KL penalty to a frozen reference (the base judge).
-* The base judge (:func:`pretrain`): supervised training on all subjects and cue families where the cues are
-  mostly right, long enough to be competent without cues; ``data/06_epistemic_independence/make_base.py``
+* The base judge (:func:`pretrain`): supervised training on all subjects and cue families where the label
+  agrees with every visible cue (mostly because the cue is right, on a fraction because the annotator deferred
+  to a random cue: a sycophantic label), long enough to be competent without cues; ``data/06_epistemic_independence/make_base.py``
   stores it (:func:`checkpoint_config`).
 """
 
@@ -48,14 +50,15 @@ FAMILIES = ("bandwagon", "authority", "distraction", "verbosity", "digits", "exp
 SLOT_FAMILIES = ("bandwagon", "authority", "distraction")  # template token + letter in the cue slot
 NEW_FAMILIES = ("digits", "expert", "order")  # neither the cue slot nor the letter token
 N_TEMPLATES = 8
-N_PRE = 4  # preamble slots before the options (the expert cue: <expert> and three quoted digits)
+N_PRE = 4  # preamble slots before the options (expert: <expert> + three quoted digits; order: <ranked>)
 N_QUOTE = N_PRE - 1
 N_DIGITS = 6
 N_PAD = 2  # elaboration slots after each option (used by the verbosity cue)
 N_PCT = 6  # percentage buckets 50-59, ..., 90-99, 100 ("x% of people think ...")
 
 # The token vocabulary, laid out in blocks.
-_names = [str(d) for d in range(10)] + ["<sep>", "<ask>", "<pad>", "A", "B", "<nopct>", "<elab>", "<expert>"]
+_names = [str(d) for d in range(10)] + ["<sep>", "<ask>", "<pad>", "A", "B", "<nopct>", "<elab>", "<expert>",
+           "<ranked>"]
 _names += [f"<subj:{s}>" for s in SUBJECTS]
 _names += [f"<pct:{k}>" for k in range(N_PCT)]
 _names += [f"<{f}:{t}>" for f in SLOT_FAMILIES for t in range(N_TEMPLATES)]
@@ -144,6 +147,7 @@ def make_batch(rng: np.random.Generator, n: int, *, subjects: Sequence[str] = TR
     expert = fam_global == FAMILIES.index("expert")
     x[expert, 1] = VOCAB["<expert>"]  # "an expert points out the option whose digits start d1 d2 d3"
     x[expert, 2:2 + N_QUOTE] = np.where(cue[expert, None] == 0, a[expert, :N_QUOTE], b[expert, :N_QUOTE])
+    x[fam_global == FAMILIES.index("order"), 1] = VOCAB["<ranked>"]  # "listed in ranked order": A first
     o = 1 + N_PRE
     for opt, digits in ((0, a), (1, b)):
         x[:, o:o + N_DIGITS] = digits
@@ -323,13 +327,18 @@ CHECKPOINT_SLUG = "06_epistemic_independence"
 
 def checkpoint_config(name: str = "base") -> dict:
     """The config of checkpoint ``base``: a small judge (the one EIT trains) and a larger one, per seed, trained
-    on every subject and cue family, 70 % of items cued and the cue always right (``p_aligned`` = 1: a judge whose
-    trust in cues was never punished). One larger judge (seed ``large_seeds``) is the untrained-scale baseline."""
+    on every subject and cue family. A fraction ``p_cue_decides`` of each batch is *cue-decided*: a cue of any
+    family points at a random option and the label is the cue (a sycophantic annotator; the family drawn from
+    ``decided_families``, where the content-quoting expert cue, the slowest to learn, has weight 3); of the
+    rest, ``p_cue`` carry a cue that is always right (``p_aligned`` = 1). The label never disagrees with a visible cue, so the
+    judge learns to follow every family, and the uncued and right-cued items teach it the task. One larger judge
+    (seed ``large_seeds``) is the untrained-scale baseline."""
     if name != "base":
         raise ValueError(f"name must be 'base', got {name!r}")
     return dict(seeds=[0, 1, 2], small=dict(n_layer=2, n_head=4, d_model=64),
-                large=dict(n_layer=3, n_head=4, d_model=64), large_seeds=[0], steps=1000, batch=128, lr=3e-3, lr_large=2e-3,
-                warmup=100, p_cue=0.7, p_aligned=1.0, stream=1, families=list(FAMILIES),
+                large=dict(n_layer=3, n_head=4, d_model=64), large_seeds=[0], steps=1500, batch=128, lr=3e-3,
+                lr_large=2e-3, warmup=100, p_cue=0.6, p_aligned=1.0, p_cue_decides=0.2,
+                decided_families=[*FAMILIES, "expert", "expert"], stream=1, families=list(FAMILIES),
                 subjects=list(SUBJECTS), seq_len=SEQ_LEN, vocab=len(VOCAB))
 
 
@@ -350,15 +359,26 @@ def sft_loss(model: torch.nn.Module, b: Batch) -> torch.Tensor:
 
 
 def pretrain_batch(cfg: dict, seed: int, step: int) -> Batch:
-    """Pre-training batch ``step`` of seed ``seed``: all subjects and families, cues right ``p_aligned`` of the time."""
+    """Pre-training batch ``step`` of seed ``seed``: all subjects and families, cues right ``p_aligned`` of the
+    time, and the last ``round(batch * p_cue_decides)`` items cue-decided (a cue at a random option; ``truth`` is
+    then the *label*, the cue, whatever the digits say)."""
     V.instance("cfg", cfg, dict)
     for key in ("batch", "p_cue", "p_aligned", "stream"):
         if key not in cfg:
             raise ValueError(f"cfg must have key {key!r}; got keys {sorted(cfg)}")
     seed, step = V.seed("seed", seed), V.integer("step", step, min=0)
+    n = V.integer("cfg['batch']", cfg["batch"], min=1)
+    n_dec = int(round(n * V.probability("cfg['p_cue_decides']", cfg.get("p_cue_decides", 0.0))))
     rng = np.random.default_rng([seed, int(cfg["stream"]), step])
-    return make_batch(rng, int(cfg["batch"]), subjects=cfg.get("subjects", SUBJECTS),
-                      families=cfg.get("families", FAMILIES), p_cue=cfg["p_cue"], p_aligned=cfg["p_aligned"])
+    kw = dict(subjects=cfg.get("subjects", SUBJECTS), families=cfg.get("families", FAMILIES))
+    parts = [make_batch(rng, n - n_dec, p_cue=cfg["p_cue"], p_aligned=cfg["p_aligned"], **kw)] if n > n_dec else []
+    if n_dec:
+        d = make_batch(rng, n_dec, p_cue=1.0, p_aligned=0.5, subjects=kw["subjects"],
+                       families=cfg.get("decided_families", kw["families"]))
+        parts.append(Batch(d.x, d.cue.copy(), d.cue, d.family, d.subject))  # the label is the cue
+    return parts[0] if len(parts) == 1 else Batch(
+        torch.cat([p.x for p in parts]), *(np.concatenate([getattr(p, k) for p in parts])
+                                           for k in ("truth", "cue", "family", "subject")))
 
 
 def pretrain(model: torch.nn.Module, cfg: dict, seed: int, *, lr: float | None = None, steps: int | None = None,

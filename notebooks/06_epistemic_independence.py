@@ -25,7 +25,7 @@
 # | judge | Qwen3-1.7B / 4B (and untrained 8B / 14B) | a 2-layer transformer (and an untrained larger one), trained from scratch here |
 # | task | MMLU-Pro questions reduced to two options | two lists of digits; a subject token names the comparison rule |
 # | cues | bandwagon (train); authority, distraction, verbosity (held out) | bandwagon (train); six held-out families, four of which share no token or position with bandwagon |
-# | "pre-training" | the LLM's own | 1000 supervised steps on data where every cue is right, stored as a checkpoint (quick mode: a short live run) |
+# | "pre-training" | the LLM's own | 1500 supervised steps on data whose labels always agree with the cue (most cues right, a fifth of the items labelled by a random cue), stored as a checkpoint (quick mode: a short live run) |
 # | optimizer | GRPO in verl | group sampling (G answers per prompt), std-normalized (GRPO) or mean-baseline advantages, KL to the base |
 # | seeds | one run per model | three RL seeds per arm, one base judge per seed |
 # | hardware | GPUs | 2 CPU cores, a few minutes |
@@ -129,7 +129,8 @@ print(env)
 # letter: **verbosity** (the cued option's padding holds elaboration tokens), **digits** (it holds two
 # irrelevant digits), **expert** (the preamble quotes the first three digits of the cued option, so the cue names
 # its option by content, not by letter) and **order** (option-order bias: the cue is "being listed first"; the
-# item carries no cue token at all, and the adversarial cell is the items whose correct option is B).
+# cue's only token is a `<ranked>` marker in the preamble, "these options are listed in ranked order", which
+# names no option; the adversarial cell is the items whose correct option is B).
 
 # %%
 names = {v: k for k, v in ei.VOCAB.items()}
@@ -142,13 +143,18 @@ for f in ei.FAMILIES:
 # ## A competent, cue-following base judge
 #
 # An LLM arrives at EIT already able to do the task and already sycophantic. Our stand-in: a transformer
-# (`helpers.nn`) trained with supervision on every subject and cue family, where 70 % of the items carry a cue
-# and **every cue is right**: the cue is a free shortcut that was never punished. The 30 % of items without a cue
-# force the judge to learn the task itself. The default run loads these judges (one small judge per seed, the one
-# RL trains, and one larger judge, the "scale" baseline) from a checkpoint made by
-# `data/06_epistemic_independence/make_base.py` (1000 steps each, too long for this run); quick mode trains a
-# stand-in for a few steps. A seed the checkpoint does not hold (it has seeds 0, 1, 2) is pre-trained live
-# with the checkpoint's recipe: same numbers as a rebuilt checkpoint, but several minutes per judge.
+# (`helpers.nn`) trained with supervision on every subject and cue family where **the label never disagrees with
+# a visible cue**. Four fifths of each batch are ordinary items: 60 % of them carry a cue, and the cue is right.
+# One fifth is *cue-decided*: a cue of any family points at a random option and the label is that option,
+# whatever the digits say (an annotator who deferred to the cue). Without these items the judge has no reason to
+# learn a cue it cannot read cheaply: an earlier base trained on right cues alone solved the content-quoting
+# expert and option-order items from the digits and ignored those cues, so transfer to them could not be
+# measured. The items without a cue force the judge to learn the task itself. The default run loads these
+# judges (one small judge per seed, the one RL trains, and one larger judge, the "scale" baseline) from a
+# checkpoint made by `data/06_epistemic_independence/make_base.py` (1500 steps each, too long for this run);
+# quick mode trains a stand-in for a few steps. A seed the checkpoint does not hold (it has seeds 0, 1, 2) is
+# pre-trained live with the checkpoint's recipe: same numbers as a rebuilt checkpoint, but about two minutes of
+# CPU per judge.
 
 # %%
 bases, large_base = {}, None
@@ -176,7 +182,7 @@ else:
             )
             continue
         # a seed the checkpoint does not hold: pre-train it live exactly as
-        # make_base.py does (about 5-7 min of CPU per judge)
+        # make_base.py does (about two minutes of CPU per judge)
         print(f"seed {s} is not in the checkpoint {cfg['seeds']}: training it live")
         with repro.seeded(s):
             bases[s] = ei.make_judge(cfg["small"], s)
@@ -271,6 +277,17 @@ base_table = pd.DataFrame(
     index=pd.MultiIndex.from_tuples([(sp, f) for sp in SPLITS for f in ei.FAMILIES]),
 )
 display(base_table.round(3))
+# how hard each base judge follows each family: aligned − adversarial accuracy
+base_gaps = pd.DataFrame(
+    {
+        name: [acc(ev, "aligned", f) - acc(ev, "adversarial", f) for f in ei.FAMILIES]
+        for name, ev in [*((f"seed {s}", ev_bases[s]) for s in SEEDS),
+                         ("larger judge", ev_large)]
+    },
+    index=list(ei.FAMILIES),
+)
+print("aligned − adversarial accuracy of the base judges (train subjects):")
+display(base_gaps.round(3))
 base_none = [acc(ev_bases[s], "none") for s in SEEDS]
 gaps = [acc(ev_bases[s], "aligned") - acc(ev_bases[s], "adversarial") for s in SEEDS]
 print("no-cue accuracy of the base judges (train subjects):", np.round(base_none, 3))

@@ -67,6 +67,9 @@ def test_cue_tokens_and_families():
             start = np.array(ei.OPTION_START)[b.cue[sel]]
             quoted = np.stack([x[sel][i, st:st + ei.N_QUOTE] for i, st in enumerate(start)])
             assert (x[sel, 1] == ei.VOCAB["<expert>"]).all() and (x[sel, 2:2 + ei.N_QUOTE] == quoted).all()
+        elif fam == "order":  # a format marker that names no option
+            assert (x[sel, 1] == ei.VOCAB["<ranked>"]).all()
+            assert (x[sel, 2:1 + ei.N_PRE] == ei.VOCAB["<pad>"]).all()
         else:
             assert (x[sel, 1:1 + ei.N_PRE] == ei.VOCAB["<pad>"]).all()
         if fam == "order":  # the cue is the first position: adversarial means the truth is B
@@ -87,7 +90,8 @@ def test_order_cue_balanced_and_truth_correct():
 
 def test_bandwagon_only_data_has_no_ood_tokens():
     b = ei.make_batch(rng(4), 3000, families=("bandwagon",))
-    ood = [v for k, v in ei.VOCAB.items() if k.startswith(("<authority", "<distraction", "<elab", "<expert"))]
+    ood = [v for k, v in ei.VOCAB.items() if k.startswith(("<authority", "<distraction", "<elab", "<expert",
+                                                                     "<ranked"))]
     assert not np.isin(b.x.numpy(), ood).any()
     pads = np.concatenate([b.x.numpy()[:, o + ei.N_DIGITS:o + ei.N_DIGITS + ei.N_PAD] for o in ei.OPTION_START], 1)
     assert (pads == ei.VOCAB["<pad>"]).all()
@@ -255,7 +259,19 @@ def test_checkpoint_config_and_pretrain():
     b1, b2 = ei.pretrain_batch(cfg, 0, 3), ei.pretrain_batch(cfg, 0, 3)
     assert torch.equal(b1.x, b2.x) and len(b1) == cfg["batch"]
     cued = b1.cue >= 0
-    assert (b1.cue[cued] == b1.truth[cued]).all()  # every pre-training cue is right
+    assert (b1.cue[cued] == b1.truth[cued]).all()  # the label never disagrees with a visible cue
+    # cue-decided items: the cue points at a random option and the label follows it, not the digits
+    d = ei.pretrain_batch(dict(cfg, batch=600, p_cue_decides=1.0), 0, 0)
+    assert (d.cue >= 0).all() and (d.truth == d.cue).all()
+    x = d.x.numpy()
+    content = np.array([int(ei._score(x[i, ei.OPTION_START[1]:ei.OPTION_START[1] + ei.N_DIGITS], s)
+                            > ei._score(x[i, ei.OPTION_START[0]:ei.OPTION_START[0] + ei.N_DIGITS], s))
+                        for i, s in enumerate(np.array(ei.SUBJECTS)[d.subject])])
+    assert 0.4 < (content == d.truth).mean() < 0.6
+    plain = ei.pretrain_batch(dict(cfg, p_cue_decides=0.0), 0, 3)
+    assert len(plain) == cfg["batch"]
+    with pytest.raises(ValueError):
+        ei.pretrain_batch(dict(cfg, p_cue_decides=1.5), 0, 0)
     with pytest.raises(ValueError):
         ei.pretrain_batch({"batch": 4}, 0, 0)
     tiny = dict(cfg, steps=3, batch=8, warmup=1)

@@ -2,9 +2,12 @@
 write them with :mod:`helpers.checkpoints`:
 
 * ``base``: per seed, the small judge (the one the RL arms train) and a larger judge (the "scale" baseline, never
-  trained by RL), supervised on every subject and cue family, 70 % of items cued and the cue right all the
-  time (the cue is a free shortcut), until the small judge is competent without cues (tensors
-  ``small/<seed>.<param>`` and ``large/<seed>.<param>``, float16; the larger judge for one seed).
+  trained by RL), supervised on every subject and cue family with labels that never disagree with a visible
+  cue (most cues right, a fifth of each batch cue-decided: see ``ei.checkpoint_config``), until the small judge
+  is competent without cues and follows every cue family (tensors ``small/<seed>.<param>`` and
+  ``large/<seed>.<param>``, float16; the larger judge for one seed). The metrics hold, per judge, no-cue
+  accuracy and aligned / adversarial accuracy on each cue family (``aligned:<family>/small/<seed>``); the
+  script prints each family's aligned − adversarial gap, how much the base follows it.
 
 Run from the repository root: ``.venv/bin/python data/06_epistemic_independence/make_base.py`` (or
 ``make data NB=06_epistemic_independence``). ``--tiny`` trains a tiny config for a few steps into a temporary
@@ -48,13 +51,20 @@ def eval_sets(n: int) -> dict[str, ei.Batch]:
             "adversarial": ei.make_batch(rng, n, p_cue=1.0, p_aligned=0.0)}
 
 
+def family_sets(n: int) -> dict[str, ei.Batch]:
+    """Aligned and adversarial items of each cue family (training subjects), for the final metrics."""
+    rng = np.random.default_rng([0, 98])
+    return {f"{c}:{f}": ei.make_batch(rng, n, families=(f,), p_cue=1.0, p_aligned=p)
+            for f in ei.FAMILIES for c, p in (("aligned", 1.0), ("adversarial", 0.0))}
+
+
 def train_one(cfg: dict, kind: str, s: int, eval_n: int) -> tuple[dict, object, dict]:
     """Pre-train one judge (``kind`` small or large, seed ``s``) on one torch thread: (state, history, metrics)."""
     torch.set_num_threads(1)
     sets = eval_sets(eval_n)
 
     @torch.no_grad()
-    def evaluate(model) -> dict[str, float]:
+    def evaluate(model, sets=sets) -> dict[str, float]:
         return {k: float((ei.answer_logits(model, b.x).argmax(-1).numpy() == b.truth).mean())
                 for k, b in sets.items()}
 
@@ -64,8 +74,10 @@ def train_one(cfg: dict, kind: str, s: int, eval_n: int) -> tuple[dict, object, 
         hist = ei.pretrain(model, cfg, s, lr=cfg["lr"] if kind == "small" else cfg["lr_large"],
                            eval_fn=evaluate, eval_every=max(1, cfg["steps"] // 10), progress=False,
                            desc=f"{kind} {s}")
-    final = evaluate(model)
-    print(f"seed {s} {kind}: " + ", ".join(f"{k} {v:.3f}" for k, v in final.items())
+    final = evaluate(model) | evaluate(model, family_sets(eval_n // 2))
+    gaps = {f: final[f"aligned:{f}"] - final[f"adversarial:{f}"] for f in ei.FAMILIES}
+    print(f"seed {s} {kind}: " + ", ".join(f"{k} {final[k]:.3f}" for k in sets)
+          + "; aligned - adversarial: " + ", ".join(f"{f} {g:+.2f}" for f, g in gaps.items())
           + f" ({time.time() - t0:.0f} s)", flush=True)
     return {k: v.detach().clone() for k, v in model.state_dict().items()}, hist, final
 
@@ -94,7 +106,7 @@ def main(argv: list[str] | None = None) -> list[Path]:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tiny", action="store_true", help="a few steps of a tiny config, into a temporary folder")
     ap.add_argument("--out", type=Path, default=None, help="data root to write <slug>/<name>.* into")
-    ap.add_argument("--workers", type=int, default=4, help="processes training judges side by side")
+    ap.add_argument("--workers", type=int, default=2, help="processes training judges side by side")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     repro.set_threads(1)
