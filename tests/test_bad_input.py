@@ -542,6 +542,12 @@ def _sail_cases() -> None:
     case("sail_scf.run_pyscf", scf.run_pyscf, lambda: dict(mf=pscf.RHF(mol), dm0=P.numpy(), max_cycle=3),
          skip={"dm0": {"none"}},  # None: PySCF's own guess
          more={"dm0": [np.zeros((3, 3))], "mf": [pscf.UHF(mol)]})
+    case("sail_scf.dft_solver", scf.dft_solver, lambda: dict(mol=mol, xc="pbe", grid_level=1),
+         more={"grid_level": [10], "mol": [3]})
+    mol631 = scf.build_molecule(**{**h2, "basis": "6-31g"})
+    case("sail_scf.project_density", scf.project_density, lambda: dict(dm=P.numpy(), mol_from=mol, mol_to=mol631),
+         more={"dm": [np.zeros((3, 3))], "mol_from": [3],
+               "mol_to": [scf.build_molecule(["H", "H"], np.array([[0.0, 0, 0], [0, 0, 0.9]]), "6-31g")]})
 
 
 _sail_cases()
