@@ -1094,34 +1094,35 @@ rec.save()
 # %% [markdown]
 # ## What the runs say, and what they cannot
 #
-# Read the claims above with the per-seed tables; in the default run (seeds 0–2) they say:
+# Read the claims above with the per-seed tables. The base judges were rebuilt so that they follow **every** cue
+# family (the per-family gap table: aligned − adversarial accuracy 1.00 on six families and 0.80–0.95 on the
+# expert cue, every seed), so transfer is now measurable on all three new families. In the default run
+# (seeds 0–2) the claims say:
 #
-# * **Balanced data does the work; the reward adds little.** Every arm trained on balanced bandwagon data
-#   stops following the cue, on the training subjects and on the held-out ones, and the accuracy-reward arm
-#   does so about as well as EIT (`eit_vs_accuracy_reward`). Under the paper's std-normalized GRPO the two
-#   rewards give identical gradients (checked); under mean-baseline advantages EIT is accuracy reweighted 2.0 /
-#   1.3, a per-item step size. At a third of the learning rate EIT comes out ahead on every seed, but by one to
-#   four points, from under one to about three standard errors of a paired difference on 300 items.
-# * **The main learning rate is too large for one seed.** The seed-2 EIT run loses its task skill on the
-#   *training* subjects (no-cue accuracy falls about 0.23), which drags down its adversarial, aligned and
-#   transfer numbers; the same run at a third of the learning rate keeps it (the step-size table). The
-#   learning rate is the one fixed before the runs: choosing it after seeing the claims would be tuning, so
-#   the claims keep it and the lower rate is the diagnosis. At the lower rate `aligned_preserved` would hold on
-#   every seed.
-# * **Aligned accuracy is the no-cue skill.** The base scores 1.0 with a right cue because it copies the cue. A
-#   judge that has learned to ignore the cue keeps that score only by solving the item, so after EIT aligned
-#   accuracy sits close to no-cue accuracy (the aligned − no-cue column) and `aligned_preserved` asks whether
-#   RL left the task skill within two points of where it was.
-# * **Forgetting on held-out subjects is real and not EIT's.** Every RL arm loses no-cue accuracy on the
-#   subjects it never trains on, the accuracy-reward arm more than EIT. A stronger KL penalty does not reduce
-#   it (the KL sweep: held-out no-cue accuracy is no higher at larger weights, and the largest also undoes the
-#   adversarial gain), and a smaller step helps two seeds of three. The
-#   RL data shows only cued items of two subjects; nothing anchors the rest beyond the KL on those items.
-# * **Transfer to unseen families is measurable on one new family only.** The base judges do not follow the
-#   content-quoting expert cue or the option-order cue (their aligned and adversarial accuracies are equal), so
-#   there is no cue-following to remove; the claim is measured on the digits family, which the base follows
-#   hard, and the note gives the three-family mean the issue first asked for. The gain there and on verbosity
-#   is as large for the accuracy-reward arm as for EIT: it comes from the balanced data.
+# * **The RL runs are decided by exploration, not by the reward.** The rebuilt base follows a wrong bandwagon cue
+#   with probability about 0.9999 (measured on 2000 balanced training items outside this run: the median chance
+#   of *not* following is 2–4 × 10⁻⁵ per seed). A group of 8 sampled answers then almost never holds both
+#   answers, so almost every group has zero advantage under either reward: about 0.00–0.02 informative groups per
+#   32-prompt step, a handful in 150 steps. Whether an arm moves at all depends on drawing one of them. Seed 1's
+#   EIT and GRPO-std arms never moved (adversarial accuracy 0.000, exactly the base's), while its accuracy arm
+#   did (0.317); on seed 0 the opposite. So `eit_vs_accuracy_reward` (+0.53 / −0.32 / +0.03) and
+#   `adv_accuracy_gain` (+0.53 / 0.00 / +0.95) are mixed by luck of the draw, not by the reward. The earlier base
+#   (cues right only) was less certain and gave both rewards a signal; there the two were equal within noise.
+# * **When a run does move, it overshoots.** Seed 0's EIT run left the cue and lost most of its task skill
+#   (no-cue accuracy 0.97 → 0.45), so `aligned_preserved` fails there and on seed 2 by 0.05; the rare
+#   informative groups give large steps at `rl_lr`, and at a third of it the aligned loss is 0.00 to 0.07.
+# * **Forgetting on held-out subjects is real and not EIT's.** `no_forgetting_heldout` fails on every seed
+#   (−0.44 / −0.15 / −0.17); the accuracy-reward arm loses as much (−0.26 / −0.33 / −0.18), and neither the KL
+#   sweep nor the lower learning rate removes it. The RL data shows only cued items of two subjects.
+# * **Transfer to the new families holds where RL moved** (`ood_transfer_new_families` +0.32 / +0.06 / +0.48, on
+#   digits, expert and order, all followed by the base), but the accuracy-reward arm transfers as much
+#   (+0.33 / +0.34 / +0.41): what transfers is "stop trusting cues", learnt from balanced data under either
+#   reward. The order cue barely moves (adversarial 0.00 → 0.07 for EIT).
+#
+# What would fix the setup, not done for lack of time: a base with some entropy under a wrong cue (fewer
+# cue-decided items, or label smoothing in pre-training) so that groups carry advantages from the first step;
+# then the reward comparison measures the reward.
 #
 # Limits: one base judge per seed and one larger judge; 150 RL steps; a synthetic task whose cues are single
-# tokens; eval cells of 300 items (a standard error near 0.017 at 90 % accuracy).
+# tokens; eval cells of 300 items (a standard error near 0.017 at 90 % accuracy); a base judge so certain of
+# its cues that group sampling rarely explores (above), which makes the RL comparisons of this run luck-bound.
