@@ -631,21 +631,21 @@ case("anchor_video_edit.Editor.edit", ave.Editor().edit,
 case("anchor_video_edit.Propagator", ave.Propagator, lambda: dict(width=4), more={"width": ["zero", 6]})
 case("anchor_video_edit.Propagator.forward", _PROP.forward, lambda: dict(x=torch.zeros(1, 23, 8, 8)),
      more={"x": [torch.zeros(1, 17, 8, 8), torch.zeros(1, 23, 6, 8)]})
-case("anchor_video_edit.anchor_condition", ave.anchor_condition, lambda: dict(anchors=_ANCH, motion=_MOT),
+case("anchor_video_edit.anchor_condition", ave.anchor_condition, lambda: dict(anchors=_ANCH, motion=_MOT, fill_holes=False),
      more={"anchors": _BADANCH, "motion": [_CLIP]})
 case("anchor_video_edit.train_propagator", ave.train_propagator,
      lambda: dict(frames=[_CLIP.frames], motions=[_MOT], steps=1, width=4, seed=0, batch_clips=1, lr=1e-3,
-                  hole_weight=1.0, progress=False),
+                  hole_weight=1.0, progress=False, fill_holes=False),
      more={"frames": [[], [_CLIP.frames[:2]]], "motions": [[], [_CLIP]]})
 case("anchor_video_edit.propagate", ave.propagate,
-     lambda: dict(model=_PROP, anchors=_ANCH, motion=_MOT, steps=2, seed=0),
+     lambda: dict(model=_PROP, anchors=_ANCH, motion=_MOT, steps=2, seed=0, fill_holes=False),
      more={"anchors": _BADANCH, "model": [torch.nn.Identity()]})
 case("anchor_video_edit.flow_warp_propagate", ave.flow_warp_propagate,
      lambda: dict(anchors=_ANCH, motion=_MOT, fill=_CLIP.frames),
      skip={"fill": {"none"}},  # None: the anchors' average fills the holes
      more={"anchors": _BADANCH, "fill": [_CLIP.frames[:2]]})
 case("anchor_video_edit.true_motion", ave.true_motion, lambda: dict(clip=_CLIP))
-case("anchor_video_edit.checkpoint_config", ave.checkpoint_config, lambda: dict(name="propagators"))
+case("anchor_video_edit.checkpoint_config", ave.checkpoint_config, lambda: dict(name="propagators_filled"))
 case("anchor_video_edit.training_clips", ave.training_clips,
      lambda: dict(cfg=dict(ave.checkpoint_config(), n_train_clips=1, T=3, size=8), fast=True))
 
