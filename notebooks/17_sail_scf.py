@@ -112,6 +112,7 @@ ood_names = [
 import copy
 import inspect
 import json
+import math
 import time
 
 import matplotlib.pyplot as plt
@@ -433,7 +434,8 @@ LABEL = {
 
 # %% [markdown]
 # **Check `rotation_invariance`**: rotating a molecule changes nothing the solver sees: the guess energy and the
-# number of Fock builds (two OOD molecules, a random rotation, every model of the first seed).
+# number of Fock builds (two OOD molecules, a random rotation, every model of the first seed). The check fails if
+# the energy moves by more than 10⁻⁸ Ha or any build count changes.
 
 
 # %%
@@ -464,7 +466,14 @@ print(
     f"largest guess-energy change under rotation {rot_gap:.1e} Ha; build counts "
     f"changed: {rot_builds}"
 )
-rec.check("rotation_invariance", rot_gap, 1e-8, "<=")
+# a changed build count fails the check as surely as a changed energy
+rec.check(
+    "rotation_invariance",
+    rot_gap if rot_builds == 0 else float("inf"),
+    1e-8,
+    "<=",
+    note=f"guess-energy change {rot_gap:.1e} Ha; build counts changed: {rot_builds}",
+)
 
 # %% [markdown]
 # ## 6. Counting Fock builds: ERIC and RIC
@@ -721,7 +730,9 @@ plotting.static_slider(ood_names, draw_trace, figsize=(7, 3.8), label="molecule"
 # Wall time, model included: on the two largest OOD molecules we time (MINAO guess + SCF) against (features,
 # MINAO prior, density-SAIL model, purification + SCF) for each seed, `n_timing` interleaved repeats after a
 # warm-up, median; the integrals are computed once beforehand and shared, so both sides time exactly the guess
-# plus the iterations. (The density head is timed because its prior costs what MINAO costs.)
+# plus the iterations. (The density head is timed because its prior costs what MINAO costs.) The same loop times
+# the best reference without a model, the purified MINAO density (integrals, MINAO, purification + SCF): the
+# speedup a practitioner gets for free.
 
 
 # %%
@@ -732,7 +743,7 @@ def timed(fn):
 
 
 biggest = sorted(ood_names, key=lambda n: ood[n].nao)[-2:]
-t_minao, t_sail = 0.0, {s: 0.0 for s in seeds}
+t_minao, t_purified, t_sail = 0.0, 0.0, {s: 0.0 for s in seeds}
 for name in biggest:
     m = ood[name]
     mf = scf.RHF(m)
@@ -745,17 +756,24 @@ for name in biggest:
         model = models["density", "sail", s]
         mf.kernel(dm0=guess_density(model, ss.inputs(m, eri=False, head="density")))
 
-    reps = {"minao": [], **{s: [] for s in seeds}}
+    def with_purified(mf=mf, m=m):
+        x = ss.inputs(m, eri=False, head="density")
+        mf.kernel(dm0=ss.purify(x.P_minao, x.ints).numpy())
+
+    reps = {"minao": [], "purified": [], **{s: [] for s in seeds}}
     for _ in range(n_timing):
         reps["minao"].append(timed(with_minao))
+        reps["purified"].append(timed(with_purified))
         for s in seeds:
             reps[s].append(timed(lambda s=s: with_sail(s)))
     t_minao += float(np.median(reps["minao"]))
+    t_purified += float(np.median(reps["purified"]))
     for s in seeds:
         t_sail[s] += float(np.median(reps[s]))
 speedup = [t_minao / t_sail[s] for s in seeds]
 print(
-    f"{biggest}: MINAO {t_minao:.2f} s; density SAIL "
+    f"{biggest}: MINAO {t_minao:.2f} s; purified MINAO {t_purified:.2f} s "
+    f"(speedup {t_minao / t_purified:.3f}); density SAIL "
     + ", ".join(f"seed {s} {t_sail[s]:.2f} s" for s in seeds)
     + f" -> speedup {np.round(speedup, 3).tolist()}"
 )
@@ -1068,6 +1086,22 @@ def diagnosis(head):
     return fit, slow
 
 
+def sign_p(a, b, group):
+    """Two-sided sign test over molecules, ties dropped (a fewer vs more builds)."""
+    d = np.array([builds[n][a] + hidden[a] - builds[n][b] - hidden[b] for n in group])
+    k, n = int((d < 0).sum()), int((d != 0).sum())
+    tail = sum(math.comb(n, i) for i in range(min(k, n - k) + 1)) / 2**n
+    return min(1.0, 2 * tail)
+
+
+def sign_ps(head):
+    """Per seed: the sign-test p-value of SAIL vs the surrogate (same head), OOD."""
+    return [
+        round(sign_p((head, "sail", s), (head, "surrogate", s), ood_names), 3)
+        for s in seeds
+    ]
+
+
 fit_ratio, eric_ratio = diagnosis("hamiltonian")
 d_fit, d_eric = diagnosis("density")
 rec.claim(
@@ -1080,15 +1114,17 @@ rec.claim(
     target=1.0,
     unit="min(fit SAIL / fit surrogate, ERIC surrogate / ERIC SAIL)",
     baseline=per_seed(("hamiltonian", "surrogate")),
-    note=f"fit-error ratio per seed {np.round(fit_ratio, 3).tolist()}, ERIC ratio per "
+    note="the fit half is expected by construction (the surrogate is trained on "
+    "this target, SAIL is not); the informative half is the ERIC ratio. "
+    f"Fit-error ratio per seed {np.round(fit_ratio, 3).tolist()}, ERIC ratio per "
     "seed "
     f"{np.round(eric_ratio, 3).tolist()}; density head: fit ratio "
     f"{np.round(d_fit, 3).tolist()}, ERIC "
-    f"ratio {np.round(d_eric, 3).tolist()}. Baseline: the surrogate's OOD ERIC; below "
-    "1, the "
-    "surrogate too saves builds against MINAO (the paper's strong form, surrogate "
-    "ERIC > 1, does not "
-    "hold here): it is slower than SAIL, not slower than MINAO.",
+    f"ratio {np.round(d_eric, 3).tolist()}. Baseline: the surrogate's OOD ERIC; "
+    "below 1 the surrogate too saves builds against MINAO (the paper's strong form, "
+    "surrogate ERIC > 1, is the claim surrogate_slows_solver; it holds at "
+    f"{sum(e > 1 for e in per_seed(('hamiltonian', 'surrogate')))} of "
+    f"{len(seeds)} seeds here).",
 )
 rec.claim(
     "surrogate_slows_solver",
@@ -1113,8 +1149,10 @@ rec.claim(
     target=1.0,
     unit="ERIC OOD, SAIL / surrogate",
     baseline=per_seed(("hamiltonian", "surrogate")),
-    note="density head, SAIL / surrogate per seed: "
-    f"{np.round([1 / r for r in d_eric], 3).tolist()}",
+    note="paired sign test over the OOD molecules (SAIL vs surrogate, ties dropped), "
+    f"two-sided p per seed: {sign_ps('hamiltonian')}; density head, SAIL / "
+    f"surrogate per seed: {np.round([1 / r for r in d_eric], 3).tolist()}, sign-test "
+    f"p {sign_ps('density')}",
 )
 rec.claim(
     "wall_time_speedup",
@@ -1124,12 +1162,12 @@ rec.claim(
     op=">=",
     target=1.2,
     unit="x (MINAO time / SAIL time)",
-    baseline=t_minao,
+    baseline=t_minao / t_purified,
     note=f"{', '.join(biggest)}; density head; {n_timing} interleaved repeats after a "
-    "warm-up, "
-    "median; RHF/STO-3G cycles are cheap, so the guess's own cost weighs more than "
-    "at the paper's "
-    f"hybrid-DFT level. Baseline: MINAO {t_minao:.3f} s.",
+    "warm-up, median; RHF/STO-3G cycles are cheap, so the guess's own cost weighs "
+    "more than at the paper's hybrid-DFT level. Baseline: the speedup of the purified "
+    f"MINAO density (no model), timed in the same loop; MINAO {t_minao:.3f} s, "
+    f"purified MINAO {t_purified:.3f} s.",
 )
 rec.claim(
     "paper_level_of_theory",
@@ -1187,11 +1225,15 @@ rec.save()
 #   round-off (`solver_alignment`), so SAIL optimizes the very solver its guesses are judged by.
 # * **SAIL saves builds, but few.** On a good prior, both SAIL heads need fewer Fock builds than MINAO on most OOD
 #   molecules (paired table), and the Hamiltonian head beats its ground-state surrogate at every seed
-#   (`sail_beats_surrogate`); the ratio of sums stays short of our 10% bar and far from the paper's 28-37%
+#   (`sail_beats_surrogate`), by 0.3-0.5 builds per molecule: a paired sign test over the molecules is clear at
+#   two seeds and not at the third (p-values in the claim's note); the ratio of sums stays short of our 10% bar and far from the paper's 28-37%
 #   (`eric_sail_ood`, `density_head_ood`). The density head is not better than its own surrogate at every seed.
 # * **The diagnosis, measured.** The Hamiltonian surrogate fits the converged Fock matrix several times better
 #   than SAIL, in and out of distribution, yet its guesses need more builds than SAIL's
-#   (`surrogate_fits_but_slows`). The paper's strong form, that the surrogate is slower than MINAO
+#   (`surrogate_fits_but_slows`). The first half is expected by construction (only the surrogate is trained on
+#   that target); what the claim adds is that the better fit does not buy fewer builds. The density head shows
+#   no such split: its SAIL model fits `P*` within a factor of two of its surrogate (better at one seed) and
+#   needs about as many builds. The paper's strong form, that the surrogate is slower than MINAO
 #   (`surrogate_slows_solver`), does not appear here: started from a good prior, the surrogate saves builds too,
 #   only fewer.
 # * **Why the saving is small.** The phase split shows that every better start shortens only the early phase
@@ -1206,9 +1248,11 @@ rec.save()
 #   trains toward, saves only about a tenth of the builds under PBE on the smallest molecules, and SAIL gets
 #   part of that. A guess aligned with one solver is not aligned with another; the paper trains through the
 #   solver it evaluates with.
-# * **More steps do not help.** The live fine-tune lowers the SAIL loss on its few training molecules while the
-#   held-out SAIL loss does not fall: past the checkpoint's 600 steps the model is not held back by training
-#   length.
+# * **Training length is not settled.** The live fine-tune (40 steps on 16 molecules at a tenth of the peak
+#   learning rate) lowers the SAIL loss on those molecules and raises the held-out G2 SAIL loss. That is weak
+#   evidence: the subset is small, and the checkpoint's own training loss is still falling in its last 200 steps
+#   (curve in section 5) even as the cosine schedule runs out. Whether a much longer run on all training molecules
+#   would lower the OOD ERIC was not tested.
 
 # %% [markdown]
 # ## Known limits
@@ -1225,7 +1269,9 @@ rec.save()
 #   shows where the loss stands after the checkpoint's 600 steps, and the fine-tuned copy is not evaluated
 #   further.
 # * **Scale.** Training molecules have at most 4 heavy atoms and OOD molecules 5-14 (up to 3.5× larger, not 10×);
-#   the model is a small residual on a prior, not the paper's equivariant GNN.
+#   the model is a small residual on a prior, not the paper's equivariant GNN. The shift is not size alone: the
+#   training geometries are G2's reference geometries (plus 0.03 Å noise), the OOD ones come from RDKit's MMFF
+#   force field, so bond lengths differ systematically between the two sets.
 # * **The phase split is a description, not an ablation.** It shows where the saved cycles fall (early phase:
 #   4.8 cycles from MINAO, 3.5 from Hamiltonian SAIL; tail 5.2 vs 5.6), but no longer SAIL unroll was trained to
 #   test whether the tail is out of any guess's reach (a model trained with T = 12-20 unrolled cycles and the

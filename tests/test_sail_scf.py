@@ -183,6 +183,28 @@ def test_property_rotation_equivariance(s, head):
     assert abs(out[0][1] - out[1][1]).item() < 1e-8
 
 
+def test_rotation_check_sees_a_non_covariant_correction(formaldehyde, monkeypatch):
+    """`rotation_invariance` can fail: shifting the 2px levels alone (a term that does not rotate with the molecule)
+    changes the guess energy of formaldehyde turned 90 degrees about z (px <-> py)."""
+    R = np.array([[0, -1, 0], [1, 0, 0], [0, 0, 1.0]])
+    model = _random_model("hamiltonian", 1)
+
+    def guess_energy(mol):
+        x = ss.inputs(mol)
+        with torch.no_grad():
+            P0 = model.density(x)
+            return ss.energy(P0, ss.fock(P0, x.ints), x.ints).item()
+
+    assert abs(guess_energy(formaldehyde) - guess_energy(ss.rotate(formaldehyde, R))) < 1e-8
+    covariant = ss._correction
+
+    def broken(m, x):
+        return covariant(m, x) + torch.diag((x.f.ao_slot % 5 == 2).double() * 0.3)
+
+    monkeypatch.setattr(ss, "_correction", broken)
+    assert abs(guess_energy(formaldehyde) - guess_energy(ss.rotate(formaldehyde, R))) > 1e-6
+
+
 def test_torch_scf_reproduces_pyscf_trajectory(formaldehyde):
     mf = scf.RHF(formaldehyde)
     dm0 = ss.pyscf_guess(formaldehyde, "minao")
