@@ -635,14 +635,18 @@ def upstream_sweep(g: RiverGraph, H: Tensor, s: Tensor) -> Tensor:
     return torch.cat(ys[::-1])[g.inverse]
 
 
+RHO_MAX = 1.02  # the largest gain a learned reach can have (slightly above a lossless reach)
+
+
 class LocalTransfer(nn.Module):
     """A learned, graph-free transfer function ``H_theta(w, features)`` per node and channel.
 
     Each channel is a first-order causal filter with the Muskingum form
     ``H(w) = rho (1 - c) (alpha + (1 - alpha) e^{-iw}) / (1 - c e^{-iw})``, whose ``c, alpha in (0, 1)`` and gain
-    ``rho in (0, 1)`` an MLP computes from the node's own features. ``|H| <= rho < 1`` at every frequency, so the
-    upstream sweep is stable on basins of any depth; with ``rho = 1`` and the right ``c, alpha`` it is exactly a
-    Muskingum reach.
+    ``rho in (0, RHO_MAX)`` an MLP computes from the node's own features. ``RHO_MAX`` is slightly above 1 so that a
+    lossless reach (``rho = 1``, exactly a Muskingum reach with the right ``c, alpha``) lies inside the range, not
+    on its open edge; gains start at 1. ``|H| <= rho`` at every frequency; on a tree the sweep is a finite sum
+    over at most ``depth`` reaches, so it stays finite on basins of any depth.
     """
 
     def __init__(self, n_features: int, channels: int, hidden: int = 32) -> None:
@@ -651,12 +655,14 @@ class LocalTransfer(nn.Module):
         hidden = V.integer("hidden", hidden, min=1)
         self.net = nn.Sequential(nn.Linear(n_features, hidden), nn.GELU(), nn.Linear(hidden, 3 * channels))
         with torch.no_grad():
-            self.net[-1].bias.view(3, channels)[2].fill_(3.0)  # start with gains near 1 (mass nearly conserved)
+            # start with gains of exactly 1 (mass conserved): logit(1 / RHO_MAX)
+            self.net[-1].bias.view(3, channels)[2].fill_(float(np.log(1.0 / (RHO_MAX - 1.0))))
             self.net[-1].bias.view(3, channels)[0].copy_(torch.linspace(-1.0, 2.0, channels))  # a spread of delays
 
     def forward(self, features: Tensor, n_freq: int, n_fft: int) -> Tensor:
         """``(..., F, C)`` complex responses at ``w = 2 pi f / n_fft``, ``f < n_freq``, for features ``(..., n)``."""
         c, alpha, rho = torch.sigmoid(self.net(features)).chunk(3, dim=-1)  # (..., C) each
+        rho = RHO_MAX * rho
         z = torch.exp(-2j * torch.pi * torch.arange(n_freq, dtype=torch.float32) / n_fft)[:, None]
         c, alpha, rho = (v.unsqueeze(-2).to(torch.complex64) for v in (c, alpha, rho))
         return rho * (1 - c) * (alpha + (1 - alpha) * z) / (1 - c * z)
@@ -816,7 +822,8 @@ def river_inputs(parents: np.ndarray, K: np.ndarray, q: np.ndarray, leak: str = 
     """Model inputs of one basin: ``x (N, B, T, 2)`` = ``q / Q0`` and ``q / (a Q0)``, ``static (N, 2)``, graph.
 
     ``static`` is ``K / 4`` and the capped area feature (:func:`area_feature`); with ``leak="area"`` the second
-    column is the un-normalised count ``a / 100`` instead, which grows without bound on larger basins.
+    column is the graph-normalised area ``a / max(a)`` instead (the paper's example of a graph-specific feature:
+    the same reach gets a different value on a basin of another size; 1 at every outlet).
     """
     p = validate_tree(parents)
     V.one_of("leak", leak, LEAKS)
@@ -828,7 +835,7 @@ def river_inputs(parents: np.ndarray, K: np.ndarray, q: np.ndarray, leak: str = 
     qt = torch.tensor(q, dtype=torch.float32).permute(1, 0, 2)
     at = torch.tensor(a, dtype=torch.float32)[:, None, None]
     x = torch.stack([qt / Q0, qt / (at * Q0)], -1)
-    af = a / 100 if leak == "area" else area_feature(a)
+    af = a / a.max() if leak == "area" else area_feature(a)
     static = torch.tensor(np.stack([K / 4, af], -1), dtype=torch.float32)
     return x, static, RiverGraph(p)
 
@@ -841,8 +848,10 @@ def river_data(seed: int, n: int = 120, T: int = 64, n_events: int = 32, n_test:
     ``train0..``: one basin of ``n`` reaches per branching bias in ``biases`` (mixed statistics), ``n_events``
     training events and ``n_test`` held-out events each (``q[:n_events]`` / ``q[n_events:]``); ``zero-shot``:
     ``2n`` reaches, bias ``zero_shot_bias``; ``5x``: ``5n`` reaches, bias 0. Every event comes from one forcing
-    distribution; ``q_shift`` / ``O_shift`` are the training events with storms scaled by ``shift`` (the shifted
-    forcing leak: milder storms on the training basins than anywhere at test time). With ``deep_bias``, a ``deep``
+    distribution; ``q_shift`` / ``O_shift`` are the training events with storms scaled per basin (the forcing
+    leak: a training distribution that differs from graph to graph and correlates with the graph): training basin
+    ``k`` of ``K`` gets the scale ``shift + (2 - 2 shift) k / (K - 1)`` (``shift`` for one basin), so with
+    ``shift = 0.3`` the scales run 0.3 ... 1.7 (mean 1, the test basins' scale) in the order of ``biases``. With ``deep_bias``, a ``deep``
     basin of ``2n`` reaches with that bias follows (long main stems, deeper than any training basin: depth
     extrapolation, reported apart from zero-shot transfer). Training basin ``k`` carries ``id_offset``: its nodes
     have ids ``id_offset + i``, distinct across training basins (what the per-node embedding leak looks up).
@@ -866,23 +875,26 @@ def river_data(seed: int, n: int = 120, T: int = 64, n_events: int = 32, n_test:
         q = lateral_inflow(size, T, n_events + n_test if train else n_test, rng)
         d = dict(parents=p, K=K, q=q, O=route_sequential(p, K, q, nonlinear=True), train=train, n_test=n_test)
         if train:
-            qs = q[:n_events].copy()
-            qs = 0.05 + shift * (qs - 0.05)
+            k = int(name[len("train"):])
+            scale = shift + (2 - 2 * shift) * k / (len(biases) - 1) if len(biases) > 1 else shift
+            qs = 0.05 + scale * (q[:n_events] - 0.05)
             d.update(q_shift=qs, O_shift=route_sequential(p, K, qs, nonlinear=True),
-                     id_offset=n * int(name[len("train"):]))
+                     id_offset=n * k, shift_scale=scale)
         out[name] = d
     return out
 
 
 def _ids(d: dict[str, Any], model: RoutingOperator, offset: int = 0) -> Tensor | None:
     """Node ids of basin ``d`` for the embedding leak: a training basin's own ids (``id_offset + i``, distinct
-    across training basins); any other basin reuses ``i mod table size`` (ids that mean nothing there)."""
+    across training basins); any other basin draws random ids from the table (a generator seeded by the basin's
+    size, so the same basin gets the same ids): ids that mean nothing there, not tied to growth order."""
     if model.embed is None:
         return None
     n = d["parents"].size
     if d.get("train"):
         return torch.arange(n) + int(d.get("id_offset", offset))
-    return torch.arange(n) % model.embed.num_embeddings
+    gen = torch.Generator().manual_seed(1616 + n)
+    return torch.randint(0, model.embed.num_embeddings, (n,), generator=gen)
 
 
 def train_router(data: dict[str, dict[str, Any]], leak: str, steps: int, seed: int, n_events: int,
@@ -995,11 +1007,14 @@ def geometry_model(order: int = 3, seed: int = 0) -> SepOperator:
 
 def train_geometry(model: SepOperator, geos: list[dict[str, Any]], epochs: int, seed: int, lr: float = 3e-3,
                    steps: int | None = None, eval_geos: list[dict[str, Any]] | None = None,
-                   eval_every: int = 0) -> Any:
+                   eval_every: int = 0, val_events: int = 0, val_every: int = 0) -> Any:
     """Train on the training events of ``geos``: each step one geometry, in turn, so every geometry is seen
     ``epochs`` times (``steps`` overrides the total, e.g. to give an oracle as many steps as the largest run).
     With ``eval_geos`` and ``eval_every > 0``, :func:`geometry_error` on them is recorded every ``eval_every``
-    steps and at the end (``History.evals["heldout"]``): a learning curve."""
+    steps and at the end (``History.evals["heldout"]``): a learning curve. ``val_events > 0`` keeps the last
+    ``val_events`` training events of each geometry out of training and, every ``val_every`` steps (default: one
+    pass over ``geos``) and at the end, scores them (``History.evals["val"]``); the model ends with the weights of
+    the best validation score (early stopping; the held-out test events are never used to choose)."""
     from helpers import train as _train
 
     V.instance("model", model, SepOperator)
@@ -1011,15 +1026,43 @@ def train_geometry(model: SepOperator, geos: list[dict[str, Any]], epochs: int, 
     eval_every = V.integer("eval_every", eval_every, min=0)
     if eval_geos is not None and not V.sequence("eval_geos", eval_geos):
         raise ValueError("eval_geos must not be empty")
+    val_events, val_every = V.integer("val_events", val_events, min=0), V.integer("val_every", val_every, min=0)
+    if val_events and any(val_events >= g["n_events"] for g in geos):
+        raise ValueError(f"val_events must leave at least one training event per geometry, got {val_events} "
+                         f"with n_events={min(g['n_events'] for g in geos)}")
+    if val_events and eval_geos is not None and eval_every and eval_every != (val_every or len(geos)):
+        raise ValueError("with val_events, eval_every must equal val_every (one evaluation schedule)")
 
     def loss_fn(m: nn.Module, g: dict[str, Any]) -> Tensor:
-        k = g["n_events"]
+        k = g["n_events"] - val_events
         return nn.functional.mse_loss(m(g["x"][:, :k], g["ops"]), g["y"][:, :k])
 
-    curve = None if eval_geos is None or not eval_every else (
-        lambda m: {"heldout": geometry_error(m, eval_geos)})
-    return _train.fit(model, loss_fn, lambda step: geos[step % len(geos)], total, lr=lr,
-                      warmup=max(1, total // 10), seed=seed, progress=False, eval_fn=curve, eval_every=eval_every)
+    best: dict[str, Any] = {"err": float("inf"), "state": None}
+
+    @torch.no_grad()
+    def evaluate(m: nn.Module) -> dict[str, float]:
+        out = {}
+        if eval_geos is not None and eval_every:
+            out["heldout"] = geometry_error(m, eval_geos)
+        if val_events:
+            errs = []
+            for g in geos:
+                k = g["n_events"]
+                pred, y = m(g["x"][:, k - val_events:k], g["ops"]), g["y"][:, k - val_events:k]
+                errs.append(((pred - y).norm() / y.norm()).item())
+            out["val"] = float(np.mean(errs))
+            if out["val"] < best["err"]:
+                best.update(err=out["val"], state={k: v.clone() for k, v in m.state_dict().items()})
+        return out
+
+    every = (val_every or len(geos)) if val_events else eval_every
+    use = val_events or (eval_geos is not None and eval_every)
+    hist = _train.fit(model, loss_fn, lambda step: geos[step % len(geos)], total, lr=lr,
+                      warmup=max(1, total // 10), seed=seed, progress=False, eval_fn=evaluate if use else None,
+                      eval_every=every if use else 0)
+    if best["state"] is not None:
+        model.load_state_dict(best["state"])
+    return hist
 
 
 @torch.no_grad()
@@ -1103,5 +1146,5 @@ def checkpoint_config(name: str = "models") -> dict[str, Any]:
                    biases=[0.0, 0.3, 0.5, 0.9], zero_shot_bias=0.6, deep_bias=0.95,
                    model=dict(width=16, channels=8, blocks=3)),
         geometry=dict(n_train=15, n_test=4, counts=[1, 3, 7, 15], epochs=12, order=3, T=24,
-                      sweep_epochs=24, sweep_every=6),
+                      sweep_epochs=24, sweep_every=6, val_events=1),
     )

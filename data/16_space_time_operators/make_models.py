@@ -7,13 +7,14 @@
   the recurrent message-passing baseline; and the cross-geometry models (advection-diffusion in a potential flow):
   the Chebyshev model trained on G = 1, 3, 7, 15 geometries for the same number of epochs per geometry, the
   no-mixer ablation on 15 geometries, one locally trained oracle per test geometry, and (the diagnosis of the
-  oracle ratio) the G = 15 model and the oracles trained 2x longer with their held-out learning curves. Stored in
-  float16.
+  oracle ratio) the G = 15 model and the oracles trained 2x longer with their held-out learning curves. Every
+  geometry model keeps its last training event per geometry for validation and ends with its best-validation
+  weights (early stopping). Stored in float16.
 
 Run from the repository root: ``.venv/bin/python data/16_space_time_operators/make_models.py`` (or
 ``make data NB=16_space_time_operators``). ``--tiny`` trains a tiny config into a temporary folder (what a test can
-run). One torch thread per process; ``--workers`` processes (default 8; the shared build machine used 1): the
-same seed writes the same weights whatever the number of workers.
+run). One torch thread per process; ``--workers`` processes (default 1, what the shared 2-core build machine
+affords): the same seed writes the same weights whatever the number of workers.
 """
 
 from __future__ import annotations
@@ -57,37 +58,39 @@ def run_job(args: tuple[dict, int, str]) -> tuple[dict, dict, dict]:
         gcfg = cfg["geometry"]
         geos = st.geometry_data(seed, gcfg["n_train"] + gcfg["n_test"], T=gcfg["T"])
         train_g, test_g = geos[: gcfg["n_train"]], geos[gcfg["n_train"]:]
-        E = gcfg["epochs"]
+        E, ve = gcfg["epochs"], gcfg["val_events"]
         for G in gcfg["counts"]:
             model = st.geometry_model(gcfg["order"], seed)
-            h = st.train_geometry(model, train_g[:G], E, seed)
+            h = st.train_geometry(model, train_g[:G], E, seed, val_events=ve)
             states[f"s{seed}.geo.G{G}"] = model.state_dict()
             hist[f"s{seed}.geo.G{G}"] = h.loss
         model = st.geometry_model(0, seed)
-        st.train_geometry(model, train_g, E, seed)
+        st.train_geometry(model, train_g, E, seed, val_events=ve)
         states[f"s{seed}.geo.nomix"] = model.state_dict()
         for k, g in enumerate(test_g):
             model = st.geometry_model(gcfg["order"], seed)
-            st.train_geometry(model, [g], E, seed, steps=E * gcfg["n_train"])
+            st.train_geometry(model, [g], E, seed, steps=E * gcfg["n_train"], val_events=ve,
+                              val_every=gcfg["n_train"])
             states[f"s{seed}.geo.oracle{k}"] = model.state_dict()
         # diagnosis of the oracle ratio: the G = n_train model and each oracle trained sweep_epochs per geometry
         # (the same number of steps for both), with the held-out error recorded along the way
         Es, every = gcfg["sweep_epochs"], gcfg["sweep_every"] * gcfg["n_train"]
         model = st.geometry_model(gcfg["order"], seed)
-        h = st.train_geometry(model, train_g, Es, seed, eval_geos=test_g, eval_every=every)
+        h = st.train_geometry(model, train_g, Es, seed, eval_geos=test_g, eval_every=every, val_events=ve,
+                              val_every=every)
         states[f"s{seed}.geo.long"] = model.state_dict()
         hist[f"s{seed}.geo.long.heldout"] = h.evals["heldout"]
         for k, g in enumerate(test_g):
             model = st.geometry_model(gcfg["order"], seed)
             h = st.train_geometry(model, [g], Es, seed, steps=Es * gcfg["n_train"], eval_geos=[g],
-                                  eval_every=every)
+                                  eval_every=every, val_events=ve, val_every=every)
             states[f"s{seed}.geo.long_oracle{k}"] = model.state_dict()
             hist[f"s{seed}.geo.long_oracle{k}.heldout"] = h.evals["heldout"]
     print(f"seed {seed} {what} done", flush=True)
     return states, hist, metrics
 
 
-def make_models(cfg: dict, root: Path | None, workers: int = 8) -> Path:
+def make_models(cfg: dict, root: Path | None, workers: int = 1) -> Path:
     t0 = time.time()
     jobs = [(cfg, s, f"router.{leak}") for s in cfg["seeds"] for leak in st.LEAKS]
     jobs += [(cfg, s, "geometry") for s in cfg["seeds"]]
@@ -112,7 +115,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--tiny", action="store_true", help="tiny config, a few steps, into a temporary folder")
     ap.add_argument("--out", type=Path, default=None, help="data root to write <slug>/<name>.* into")
-    ap.add_argument("--workers", type=int, default=8, help="processes (one torch thread each)")
+    ap.add_argument("--workers", type=int, default=1, help="processes (one torch thread each)")
     args = ap.parse_args()
     repro.set_threads(1)
     cfg = st.checkpoint_config("models")
