@@ -475,7 +475,7 @@ def checkpoint_config(name: str) -> dict:
     if name == "modadd":
         # the paper's configuration, full batch (one step = one epoch)
         return dict(p=53, d=128, n_head=4, lr=1e-3, wd=1.0, betas=[0.9, 0.98], train_frac=0.5, split_seed=42,
-                    steps=1000, eval_every=10, seeds=[0, 1, 2], n_analysed=10, stored_seed=0,
+                    steps=3000, eval_every=10, seeds=[0, 1, 2], n_analysed=10, stored_seed=0,
                     mem_acc=0.99, gen_acc=0.95, threshold=0.99, samples=128, null_draws=50, r_max=64)
     # grokking-time study: a smaller modulus and width and a larger learning rate, so that 21 runs fit the budget
     return dict(p=31, n_head=4, lr=3e-3, betas=[0.9, 0.98], train_frac=0.5, split_seed=42, eval_every=10,

@@ -22,7 +22,7 @@
 # | | paper | this notebook |
 # |---|---|---|
 # | Markov chain | 4-state cyclic chain, 1-layer transformers d=64, 3000 sequences, 40 epochs, 3 seeds | same chain, width and data (3000 train / 3000 test sequences), 300 steps, 3 seeds |
-# | modular addition | p=53, 2-layer d=128, lr 1e-3, wd 1.0, batch 512, ~2000 epochs | p=53, 2-layer d=128, lr 1e-3, wd 1.0, full batch, 1000 epochs (the paper ~2000 at batch 512; see Known limits), 3 seeds, trained by `data/13_algorithmic_cores/make_modadd.py` |
+# | modular addition | p=53, 2-layer d=128, lr 1e-3, wd 1.0, batch 512, ~2000 epochs | p=53, 2-layer d=128, lr 1e-3, wd 1.0, full batch, 3000 epochs (the paper ~2000 at batch 512; see Known limits), 3 seeds, trained by `data/13_algorithmic_cores/make_modadd.py` |
 # | grokking-time law | sweeps of weight decay and redundancy | p=31, lr 3e-3: wd 0.25-2 at d=32, width 16-64 at wd 1 (the redundancy axis), 3 seeds, by `make_groktime.py` |
 # | subject-verb agreement | GPT-2 S/M/L, LLaMA-3.1, Gemma-2, Qwen2.5 | two small LMs (2L/d64, 3L/d96) per seed, trained here on a generated agreement grammar with attractors, 3 seeds |
 # | hardware | GPUs | 2 CPU cores; the long training runs once, in the checkpoint scripts |
@@ -515,11 +515,11 @@ plt.show()
 #
 # A two-layer transformer (d=128, 4 heads) reads `[a, b]` and predicts `(a + b) mod 53` at the last position. Half
 # of the 53^2 pairs are the training set (full batch: one step is one epoch); AdamW (lr 1e-3, weight decay 1.0)
-# first memorises, then, later, generalises (grokking). This is the paper's configuration; 1000 epochs for 3 seeds
+# first memorises, then, later, generalises (grokking). This is the paper's configuration; 3000 epochs for 3 seeds
 # do not fit a 5-minute run, so `data/13_algorithmic_cores/make_modadd.py` trains them once, logs train and test
 # accuracy every 10 steps and analyses nine checkpoints per seed (memorisation, a pre-grokking one taken while test
-# accuracy is still low, the grokking step, five evenly spaced after it, the end). Quick mode trains a tiny model
-# live with the same functions.
+# accuracy is still low, the grokking step, five evenly spaced after it, the end at step 3000). Quick mode trains a
+# tiny model live with the same functions.
 #
 # The analysis of a checkpoint (`ac.modadd_analysis`): ACE at the layer-2 output, last position, energy threshold
 # 0.99; the **causal scans** that raise the rank until removing the core drops accuracy to `2/p` (necessity) and
@@ -882,6 +882,44 @@ def last_generalising(s):
 print(
     f"end / grokking energy-rank ratio per threshold (seed {sweep_seed}):", sweep_ratio
 )
+
+# %% [markdown]
+# **Compact, then inflated?** The paper's picture is a compact core at grokking (~15-D at p = 53) that inflates
+# under continued weight decay (~60-D, the mode count approaching 27). The summary below reads the energy rank of
+# every analysed checkpoint per seed: at memorisation, before grokking, at grokking, the largest after grokking
+# (so that a transient inflation between grokking and the end is not missed) and at the end, with the Fourier mode
+# count at grokking and at the end.
+
+# %%
+for s, an in analysis.items():
+    if "grokking" not in an:
+        print(f"seed {s}: never grokked")
+        continue
+    t_g = an["grokking"]["step"]
+    after = {n: a for n, a in an.items() if a["step"] > t_g}
+    peak = max(after, key=lambda n: after[n]["r_energy"]) if after else None
+    r_at = {n: a["r_energy"] for n, a in an.items()}
+    print(
+        f"seed {s}: energy rank memorised {r_at.get('memorised')}, pre-grokking "
+        f"{r_at.get('pre_grokking')}, grokking {r_at['grokking']}, largest after "
+        + (
+            "-"
+            if peak is None
+            else f"{after[peak]['r_energy']} ({peak}, step {after[peak]['step']})"
+        )
+        + f", end {an['end']['r_energy']} (step {an['end']['step']}, test "
+        f"{an['end']['base']:.3f}); modes {an['grokking']['modes']} -> "
+        f"{an['end']['modes']} of {p // 2 + 1}"
+    )
+
+# %% [markdown]
+# **Reading it.** With 3000 epochs every seed ends generalised (test accuracy 0.998, 1.000, 1.000; the 1000-epoch
+# build ended seed 0 inside a loss spike). The core is never compact here: its energy rank is already 27-29 of
+# 52 at memorisation, 26-36 at grokking, and two more thousand epochs of weight decay *shrink* it (to 12, 19 and
+# 20 at the end, with the Fourier mode count falling from 7, 6, 19 to 3, 6, 4) instead of inflating it. The largest
+# rank after grokking is 1.08x, 0.94x and 0.67x grokking's, so no transient inflation is missed between
+# checkpoints either. At this scale the picture is the reverse of the paper's: a broad core at grokking that
+# continued regularisation compresses (the classic "cleanup" phase of grokking).
 
 # %% [markdown]
 # ## 4. The grokking-time law: weight decay and redundancy
@@ -1534,14 +1572,13 @@ plotting.live_controls(
 #
 # * **Cached runs are exact on their own machine only.** The grokking-time re-run is checked for the same outcome,
 #   not the same step (see section 4).
-# * **Training length.** The main grokking run is 1000 full-batch epochs per seed. A 3000-5000-epoch run did not
-#   fit: on the shared 2-core machine the rebuild's single process ran at about 0.5 s per step, so 3 seeds x 3000
-#   steps plus the analysis would have taken about 90 minutes (`make_modadd.py` takes the length from
-#   `checkpoint_config`, so a longer run is a one-number change and a rebuild). The paper trains ~2000 epochs at
-#   batch 512 (about 6000 optimizer steps on our 1404 training pairs, six times our 1000), so "inflation under
-#   continued regularisation" is tested over a much shorter window after grokking than the paper's. The causal
-#   rank scans stop at rank 64 of 128. A rebuild on another CPU moves the training trajectories (full-batch
-#   training amplifies float rounding), so every mod-add number would move with it.
+# * **Training length.** The main grokking run is 3000 full-batch epochs per seed (the issue asked 3000-5000; the
+#   rebuild took 57 min wall, 1114 s of CPU, on the shared 2-core machine under a load average of 8-11). The paper trains ~2000 epochs at batch 512, about 6000
+#   optimizer steps on our 1404 training pairs, twice our 3000, so "inflation under continued regularisation" is
+#   tested over fewer optimizer steps after grokking than the paper's (`make_modadd.py` takes the length from
+#   `checkpoint_config`: a longer run is a one-number change and a rebuild). The causal rank scans stop at rank 64
+#   of 128. A rebuild on another CPU moves the training trajectories (full-batch training amplifies float
+#   rounding), so every mod-add number would move with it.
 #   Full-batch AdamW at this learning rate is not monotone after grokking: the curves above show loss spikes in
 #   which test (and even train) accuracy collapses and recovers, and a checkpoint can fall inside one (the table
 #   prints each checkpoint's test accuracy). The paper's mini-batches of 512 may smooth this; we did not test that.
@@ -1702,6 +1739,13 @@ def rank_ratio(s, name):
     return at(s, name, "r_energy") / max(at(s, "grokking", "r_energy"), 1)
 
 
+def peak_after(s):
+    """The largest energy rank after grokking, as a ratio to grokking's, and where."""
+    t_g = at(s, "grokking", "step")
+    after = [(a["r_energy"], n) for n, a in analysis[s].items() if a["step"] > t_g]
+    return None if not after else (rank_ratio(s, max(after)[1]), max(after)[1])
+
+
 claim_per_seed(
     "modadd_core_inflates",
     "Under continued weight decay the core inflates after grokking (energy rank at the "
@@ -1717,9 +1761,10 @@ claim_per_seed(
     op=">",
     target=1.3,
     unit="rank ratio",
-    note="energy ranks pre-grokking -> grokking -> end: "
+    note="energy ranks memorised -> pre-grokking -> grokking -> end: "
     + "; ".join(
-        f"seed {s}: {at(s, 'pre_grokking', 'r_energy')} -> "
+        f"seed {s}: {at(s, 'memorised', 'r_energy')} -> "
+        f"{at(s, 'pre_grokking', 'r_energy')} -> "
         f"{at(s, 'grokking', 'r_energy')} -> "
         f"{at(s, 'end', 'r_energy')} (r_suf {at(s, 'grokking', 'r_suf')} -> "
         f"{at(s, 'end', 'r_suf')}, "
@@ -1727,7 +1772,14 @@ claim_per_seed(
         f"{p // 2 + 1}, test acc at end {at(s, 'end', 'base'):.3f})"
         for s in seeds_m
     )
-    + "; diagnosis: ratio at the last generalising checkpoint "
+    + "; diagnosis: largest ratio after grokking "
+    + ", ".join(
+        "none"
+        if at(s, "grokking", "r_energy") is None or peak_after(s) is None
+        else f"{peak_after(s)[0]:.2f} ({peak_after(s)[1]})"
+        for s in seeds_m
+    )
+    + "; ratio at the last generalising checkpoint "
     + ", ".join(
         "none"
         if last_generalising(s) is None or at(s, "grokking", "r_energy") is None
