@@ -194,3 +194,22 @@ def test_train_model_same_batches_and_config():
         ev.train_model(d, -1)
     with pytest.raises(ValueError):
         ev.checkpoint_config("other")
+
+
+def test_train_all_one_theta0_per_seed():
+    cfg = ev.checkpoint_config()
+    cfg.update(n_train=16, batch_size=4, pretrain_steps=2, source_steps=2, target_steps=2, seeds=[0, 1],
+               oracle_seeds=[1], targets=cfg["targets"][:1],
+               model=dict(cfg["model"], d_model=8, depth=1, n_head=2, emb_dim=8, stem=4))
+    states, history, metrics = ev.train_all(cfg, n_eval=8, log=None)
+    t = ev.key(cfg["targets"][0])
+    assert set(states) == {"s0/theta0", "s1/theta0", "s0/source_pred", "s0/source_se", "s1/source_pred",
+                           "s1/source_se", f"s0/T/{t}", f"s1/T/{t}", f"s1/oracle/{t}"}
+    assert set(history) == {f"loss/{k}" for k in states} and set(metrics) == {f"acc/{k}" for k in states}
+    # each seed pre-trains its own theta0 (different initialization and batches) ...
+    assert not torch.equal(states["s0/theta0"]["stem.0.weight"], states["s1/theta0"]["stem.0.weight"])
+    # ... and fine-tunes from it: the class embeddings are learned in pre-training only, then frozen
+    for s in (0, 1):
+        for tag in ("source_pred", "source_se", f"T/{t}"):
+            assert torch.equal(states[f"s{s}/{tag}"]["text"], states[f"s{s}/theta0"]["text"])
+    assert not torch.equal(states["s0/theta0"]["text"], states["s1/theta0"]["text"])
