@@ -183,7 +183,7 @@ else:
     except checkpoints.CheckpointError as e:
         raise checkpoints.CheckpointError(
             f"{e} (Other seeds: set them in ev.checkpoint_config and rebuild with "
-            "`make data NB=15_explainability_vector`, about 15 min.)"
+            "`make data NB=15_explainability_vector`, about an hour.)"
         ) from None
     tags = sorted({k.split(".")[0] for k in ckpt.tensors})
     states = {
