@@ -363,3 +363,15 @@ def test_geometry_pipeline_tiny():
     assert st.geometry_error(st.geometry_model(0, 0), geos) > 0
     with pytest.raises(ValueError):
         st.SepOperator(2, n_ops=2)(geos[0]["x"], geos[0]["ops"][0])
+
+
+def test_checks_fail_on_broken_inputs():
+    """The mass-balance and spectral checks detect what they guard against."""
+    p, K, rng = _basin(80)
+    q = st.lateral_inflow(80, 64, 2, rng)
+    # a horizon too short for the flood to leave the basin: water is missing at the outlet
+    out = st.route_sequential(p, K, q)
+    assert abs(out[:, 0].sum() - q.sum()) / q.sum() > 1e-3
+    # no zero-padding: the circular (wrapped) solution is not the causal one
+    seq = st.route_sequential(p, K, q)
+    assert np.abs(seq - st.route_spectral(p, K, q, pad_factor=1)).max() > 1e-6
