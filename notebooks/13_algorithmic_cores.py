@@ -1418,6 +1418,9 @@ for (s, name), model in tqdm(sv_models.items(), desc="ACE and interventions per 
         counts.append(len(H))
     H_all = np.concatenate([st_[k][0] for k in SLOTS])
     y_all = np.concatenate([st_[k][2] for k in SLOTS])
+    slot_all = np.concatenate(
+        [np.full(len(st_[k][0]), i) for i, k in enumerate(SLOTS)]
+    )
     cov_all = ac.controllability_gramian(H_all)
     pooled = ac.balanced_core(
         cov_all, ac.pooled_gramian(obs_all, counts), 0.99, mean=H_all.mean(0)
@@ -1445,6 +1448,8 @@ for (s, name), model in tqdm(sv_models.items(), desc="ACE and interventions per 
         z_lda=H_all @ lda,
         z_rand=H_all @ rand_axis[:, 0],
         y=y_all,
+        slot=slot_all,
+        H=H_all,
         base=agreement(model),
         flip=agreement(model, axis, "flip", pooled.mean),
         remove=agreement(model, axis, "remove"),
@@ -1470,21 +1475,65 @@ for (s, name), v in sva.items():
 # tool, and Fisher's linear discriminant), and a random direction. The stronger probe at each seed is the claim's
 # baseline: ACE finds its axis without labels, so matching the probe already means it found the number variable;
 # beating it would mean ACE's axis is *more* shared than the best labelled read-out.
+#
+# The coordinates are **centred within each slot** before they are correlated: the three slots (verb, pronoun,
+# `is`/`are`) sit at different mean states, and those offsets are not number (the uncentred numbers are printed
+# and kept in the claim's note). Within a slot, the subject's number is the dominant variable of the state, so
+# even a **random** direction of each model correlates strongly across models (in the first version of this
+# comparison one random direction reached |corr| 0.948 at seed 1, above the 0.9 bar the claim then used). The
+# claim therefore asks for more than chance: the ACE axes' |corr| minus the 95th percentile of `n_null` random
+# direction pairs must be positive.
 
 # %%
 (n1, n2) = list(SV_ARCH)
 
 
-def cross_corr(key):
+def centre_slots(z, slot):
+    """Coordinates with each slot's mean removed (slot offsets are not number)."""
+    z = np.asarray(z, dtype=np.float64).copy()
+    for sl in np.unique(slot):
+        z[slot == sl] -= z[slot == sl].mean()
+    return z
+
+
+def slot_centred(v, key):
+    return centre_slots(v[key], v["slot"])
+
+
+def cross_corr(key, centre=True):
+    get = slot_centred if centre else (lambda v, k: v[k])
     return [
-        abs(float(np.corrcoef(sva[s, n1][key], sva[s, n2][key])[0, 1])) for s in SEEDS
+        abs(float(np.corrcoef(get(sva[s, n1], key), get(sva[s, n2], key))[0, 1]))
+        for s in SEEDS
     ]
 
 
 cross, cross_probe, cross_lda, cross_rand = (
     cross_corr(k) for k in ("z", "z_probe", "z_lda", "z_rand")
 )
+# without slot centring: slot offsets alone correlate across models
+cross_raw, cross_rand_raw = cross_corr("z", False), cross_corr("z_rand", False)
 cross_best = [max(a, b) for a, b in zip(cross_probe, cross_lda)]
+
+
+def random_axis_null(s, draws):
+    """|corr| of slot-centred coordinates along independent random directions of the
+    two models, `draws` pairs: (mean, 95th percentile)."""
+    rng_ = repro.rng(s, 8)
+    a, b = sva[s, n1], sva[s, n2]
+    vals = []
+    for _ in range(draws):
+        za = centre_slots(a["H"] @ rng_.normal(size=a["H"].shape[1]), a["slot"])
+        zb = centre_slots(b["H"] @ rng_.normal(size=b["H"].shape[1]), b["slot"])
+        vals.append(abs(float(np.corrcoef(za, zb)[0, 1])))
+    return float(np.mean(vals)), float(np.quantile(vals, 0.95))
+
+
+rand_null = [random_axis_null(s, n_null) for s in SEEDS]
+print(
+    f"random direction pairs ({n_null} per seed), |corr| mean / 95th pct:",
+    [(round(m_, 3), round(q_, 3)) for m_, q_ in rand_null],
+)
 print("|corr| of the two models' axis coordinates per seed:", np.round(cross, 3))
 print(
     "  difference-of-means probe:",
@@ -1497,6 +1546,12 @@ print(
 print(
     "ACE axis minus the stronger probe, per seed:",
     np.round(np.subtract(cross, cross_best), 3),
+)
+print(
+    "without slot centring: ACE axis",
+    np.round(cross_raw, 3),
+    " random directions",
+    np.round(cross_rand_raw, 3),
 )
 
 fig, ax = plt.subplots(1, 2, figsize=(9.5, 3.5))
@@ -1590,6 +1645,23 @@ plotting.live_controls(
 #   is printed and is at least as steep); on the width axis the mode count at memorisation spans only 0-2, so
 #   the Spearman test of `redundancy_speeds_grokking` has little range to work with, and the width-16 runs enter
 #   at the budget.
+# * **Markov: ACE adds nothing over PCA here.** The 3-D ACE core of each Markov model is its top-3 principal
+#   subspace: PCA-3 gives the same eigenvalue error to four decimals (0.0321, 0.0213, 0.0378) and the same keep /
+#   remove accuracies. Section 1's planted core, with distractors of larger variance, is where the two differ.
+#   The token-averaged diagnosis (error 0.0071 for every model) is the same number for all three models because
+#   averaging by current token leaves an invertible image of the one-hot token: it is the test set's own
+#   sampling floor, not a property of any model.
+# * **Pre-grokking checkpoints.** Only seed 0's pre-grokking checkpoint (step 270, test accuracy 0.140) lies
+#   before the rise. Seeds 1 and 2's (test accuracy 0.352 and 0.381) are taken on the rise, because
+#   `choose_checkpoints` takes the last step below half the way to 0.95. A stricter rule needs a rebuild.
+# * **Weight-decay law.** `grok_time_slope` tests the sign only. The measured slopes (-0.45 to -0.77, or -0.54
+#   to -0.77 over generalised runs) are about half the paper's -1.02. Seed 0's tau rises from wd 1 to wd 2.
+# * **Redundancy proxy.** At p = 31 the core has 0-2 Fourier modes at memorisation, and the cached runs show
+#   only 0-4 at generalisation, so neither count spans the range the law is about. Only width, the redundancy
+#   set by design, orders tau.
+# * **The live grokking-time re-run is a weak check.** It re-trains the cheapest run, which is a width-16 run
+#   that never generalises, so "same outcome" compares two non-events. Its memorisation step also differs
+#   (450 live vs 550 cached) on a machine with the same platform string.
 # * **Language models.** The six pretrained LMs are replaced by small LMs trained on a synthetic grammar, so the
 #   paper's cross-architecture claim is tested between two small architectures trained on the same data.
 # * Steering full open-ended generation in GPT-2 and friends is untested (no pretrained weights offline).
@@ -1869,23 +1941,32 @@ claim_per_seed(
 )
 claim_per_seed(
     "sva_axes_align",
-    "The unsupervised ACE axis aligns across architectures (|corr| of the two "
-    "models' axis coordinates on the same prompts, per seed; baseline: the stronger "
-    "of two supervised number probes, which sets how aligned a labelled read-out is)",
-    cross,
+    "The unsupervised ACE axis aligns across architectures beyond chance (|corr| of "
+    "the two models' slot-centred axis coordinates on the same prompts minus the "
+    "95th percentile of random direction pairs, per seed; baseline: the stronger of "
+    "two supervised number probes, minus the same null)",
+    [c - q_ for c, (_, q_) in zip(cross, rand_null)],
     paper="aligns across architectures",
-    op=">=",
-    target=0.9,
-    unit="|corr|",
-    baseline=cross_best,
-    note="ACE minus the stronger probe: "
+    op=">",
+    target=0.0,
+    unit="|corr| - random null 95th pct",
+    baseline=[c - q_ for c, (_, q_) in zip(cross_best, rand_null)],
+    note="ACE axis |corr| "
+    + ", ".join(f"{c:.3f}" for c in cross)
+    + "; random direction pairs mean / 95th pct "
+    + ", ".join(f"{m_:.3f} / {q_:.3f}" for m_, q_ in rand_null)
+    + f" ({n_null} pairs); ACE minus the stronger probe: "
     + ", ".join(f"{c - b:+.3f}" for c, b in zip(cross, cross_best))
     + "; difference-of-means probe "
     + ", ".join(f"{c:.3f}" for c in cross_probe)
     + "; Fisher probe "
     + ", ".join(f"{c:.3f}" for c in cross_lda)
-    + "; random directions "
-    + ", ".join(f"{c:.3f}" for c in cross_rand),
+    + "; one random direction "
+    + ", ".join(f"{c:.3f}" for c in cross_rand)
+    + "; all coordinates centred within each slot; without centring, ACE axis "
+    + ", ".join(f"{c:.3f}" for c in cross_raw)
+    + ", random directions "
+    + ", ".join(f"{c:.3f}" for c in cross_rand_raw),
 )
 rec.untested(
     "sva_pretrained_lms",
