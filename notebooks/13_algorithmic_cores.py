@@ -1660,8 +1660,8 @@ plotting.live_controls(
 #   only 0-4 at generalisation, so neither count spans the range the law is about. Only width, the redundancy
 #   set by design, orders tau.
 # * **The live grokking-time re-run is a weak check.** It re-trains the cheapest run, which is a width-16 run
-#   that never generalises, so "same outcome" compares two non-events. Its memorisation step also differs
-#   (450 live vs 550 cached) on a machine with the same platform string.
+#   that never generalises, so "same outcome" compares two non-events, and its memorisation step differed in
+#   the default run (450 live vs 550 cached). Re-running a run that generalises would test the cached tau.
 # * **Language models.** The six pretrained LMs are replaced by small LMs trained on a synthetic grammar, so the
 #   paper's cross-architecture claim is tested between two small architectures trained on the same data.
 # * Steering full open-ended generation in GPT-2 and friends is untested (no pretrained weights offline).
