@@ -266,7 +266,8 @@ def grpo_loss(model: torch.nn.Module, batch: Batch, G: int, reward: str, mode: s
               beta: float = 0.0) -> tuple[torch.Tensor, dict[str, float]]:
     """One group policy-gradient loss: sample ``G`` answers per prompt, score them (``"eit"``, ``"accuracy"`` or
     ``"reweighted"``), turn rewards into group advantages (``mode``) and return ``-mean(A * log pi(answer))``
-    plus ``beta`` times the exact KL to the frozen reference policy ``ref`` (if given), and statistics."""
+    plus ``beta`` times the exact KL to the frozen reference policy ``ref`` (if given), and statistics
+    (``informative``: the share of groups with any nonzero advantage, the only ones that move the policy)."""
     if reward not in REWARDS:
         raise ValueError(f"reward must be one of {REWARDS}, got {reward!r}")
     beta = V.nonnegative("beta", beta)
@@ -291,7 +292,8 @@ def grpo_loss(model: torch.nn.Module, batch: Batch, G: int, reward: str, mode: s
     adv_items = (batch.cue >= 0) & (batch.cue != batch.truth)  # cue-following measured where the cue is wrong
     follow = float((a[adv_items] == batch.cue[adv_items, None]).mean()) if adv_items.any() else float("nan")
     return loss, {"reward": float(r.mean()), "accuracy": float((a == batch.truth[:, None]).mean()),
-                  "follow": follow, "kl": float(kl.detach())}
+                  "follow": follow, "kl": float(kl.detach()),
+                  "informative": float((adv.abs() > 0).any(1).float().mean())}  # groups with a signal
 
 
 def reweighted_reward(pred, truth, cue, w_adversarial: float = 2.0, w_aligned: float = 1.3) -> np.ndarray:
@@ -331,13 +333,16 @@ def checkpoint_config(name: str = "base") -> dict:
     family points at a random option and the label is the cue (a sycophantic annotator; the family drawn from
     ``decided_families``, where the content-quoting expert cue, the slowest to learn, has weight 3); of the
     rest, ``p_cue`` carry a cue that is always right (``p_aligned`` = 1). The label never disagrees with a visible cue, so the
-    judge learns to follow every family, and the uncued and right-cued items teach it the task. One larger judge
-    (seed ``large_seeds``) is the untrained-scale baseline."""
+    judge learns to follow every family, and the uncued and right-cued items teach it the task. Label smoothing
+    ``label_smoothing`` = 0.4 keeps it unsure: it follows a wrong cue with probability near 0.8, not 1, so
+    groups of sampled answers disagree and GRPO has advantages to work with (picked by a one-judge probe for the
+    larger share of informative groups). One larger judge (seed ``large_seeds``) is the untrained-scale
+    baseline."""
     if name != "base":
         raise ValueError(f"name must be 'base', got {name!r}")
     return dict(seeds=[0, 1, 2], small=dict(n_layer=2, n_head=4, d_model=64),
                 large=dict(n_layer=3, n_head=4, d_model=64), large_seeds=[0], steps=1500, batch=128, lr=3e-3,
-                lr_large=2e-3, warmup=100, p_cue=0.6, p_aligned=1.0, p_cue_decides=0.2,
+                lr_large=2e-3, warmup=100, p_cue=0.6, p_aligned=1.0, p_cue_decides=0.2, label_smoothing=0.4,
                 decided_families=[*FAMILIES, "expert", "expert"], stream=1, families=list(FAMILIES),
                 subjects=list(SUBJECTS), seq_len=SEQ_LEN, vocab=len(VOCAB))
 
@@ -352,10 +357,12 @@ def make_judge(arch: dict, seed: int) -> torch.nn.Module:
     return hnn.Transformer(hnn.TransformerConfig(vocab_size=len(VOCAB), max_len=SEQ_LEN, pos="learned", **arch))
 
 
-def sft_loss(model: torch.nn.Module, b: Batch) -> torch.Tensor:
-    """Cross-entropy of the answer at ``<ask>`` against the correct option."""
+def sft_loss(model: torch.nn.Module, b: Batch, label_smoothing: float = 0.0) -> torch.Tensor:
+    """Cross-entropy of the answer at ``<ask>`` against the labelled option; ``label_smoothing`` ε puts ε/2
+    of the target on the other option (the base's pre-training: a judge never more sure than 1 − ε/2)."""
     V.instance("b", b, Batch)
-    return F.cross_entropy(answer_logits(model, b.x), torch.as_tensor(b.truth))
+    eps = V.probability("label_smoothing", label_smoothing)
+    return F.cross_entropy(answer_logits(model, b.x), torch.as_tensor(b.truth), label_smoothing=eps)
 
 
 def pretrain_batch(cfg: dict, seed: int, step: int) -> Batch:
@@ -388,6 +395,8 @@ def pretrain(model: torch.nn.Module, cfg: dict, seed: int, *, lr: float | None =
 
     V.instance("model", model, torch.nn.Module)
     steps = int(cfg["steps"]) if steps is None else V.integer("steps", steps, min=0)
-    return train.fit(model, sft_loss, lambda step: pretrain_batch(cfg, seed, step), steps,
+    eps = float(cfg.get("label_smoothing", 0.0))
+    return train.fit(model, lambda m, b: sft_loss(m, b, label_smoothing=eps),
+                     lambda step: pretrain_batch(cfg, seed, step), steps,
                      lr=float(cfg["lr"]) if lr is None else lr, warmup=min(int(cfg["warmup"]), steps // 10),
                      seed=seed, eval_fn=eval_fn, eval_every=eval_every, progress=progress, desc=desc)

@@ -25,7 +25,7 @@
 # | judge | Qwen3-1.7B / 4B (and untrained 8B / 14B) | a 2-layer transformer (and an untrained larger one), trained from scratch here |
 # | task | MMLU-Pro questions reduced to two options | two lists of digits; a subject token names the comparison rule |
 # | cues | bandwagon (train); authority, distraction, verbosity (held out) | bandwagon (train); six held-out families, four of which share no token or position with bandwagon |
-# | "pre-training" | the LLM's own | 1500 supervised steps on data whose labels always agree with the cue (most cues right, a fifth of the items labelled by a random cue), stored as a checkpoint (quick mode: a short live run) |
+# | "pre-training" | the LLM's own | 1500 supervised steps on data whose labels always agree with the cue (most cues right, a fifth of the items labelled by a random cue), label smoothing 0.4, stored as a checkpoint (quick mode: a short live run) |
 # | optimizer | GRPO in verl | group sampling (G answers per prompt), std-normalized (GRPO) or mean-baseline advantages, KL to the base |
 # | seeds | one run per model | three RL seeds per arm, one base judge per seed |
 # | hardware | GPUs | 2 CPU cores, a few minutes |
@@ -73,7 +73,7 @@ G = 8  # answers sampled per prompt
 rl_lr = 1e-3
 beta = 0.02  # weight of the KL penalty to the base judge (every RL arm)
 eval_n = 300  # items per evaluation cell
-quick_pre_steps = 60  # quick mode only: live pre-training of the stand-ins
+quick_pre_steps = 100  # quick mode only: live pre-training of the stand-ins
 
 # %% tags=["hide-input"]
 import copy
@@ -149,7 +149,20 @@ for f in ei.FAMILIES:
 # whatever the digits say (an annotator who deferred to the cue). Without these items the judge has no reason to
 # learn a cue it cannot read cheaply: an earlier base trained on right cues alone solved the content-quoting
 # expert and option-order items from the digits and ignored those cues, so transfer to them could not be
-# measured. The items without a cue force the judge to learn the task itself. The default run loads these
+# measured. The items without a cue force the judge to learn the task itself.
+#
+# A judge trained this way to the end is *certain*: an earlier build followed a wrong cue with probability
+# 0.9999, so the `G` answers sampled for a prompt almost always agreed, almost every group had zero advantage
+# under either reward, and the RL arms moved only when an unlikely answer happened to be drawn. An LLM samples
+# with some entropy; ours gets it from **label smoothing** ε = 0.4 in pre-training (the target puts ε/2 on the
+# other option), so the judge follows a wrong cue with probability near 1 − ε/2 = 0.8 while still answering the
+# cue's option. We chose ε with a rule fixed before looking: one small judge (seed 0, all 1500 steps) per
+# candidate ε ∈ {0.2, 0.4}; keep those whose P(correct | wrong bandwagon cue) lies in [0.05, 0.3] and whose
+# adversarial accuracy stays at least 0.2 below aligned on every family; pick the larger expected share of groups
+# of 8 with both answers. The probe gave P = 0.10 and 0.21, shares 0.57 and 0.84, every family followed (the
+# expert cue least: aligned 0.95 / 0.90, adversarial 0.13 / 0.40), no-cue accuracy 0.945 / 0.934; so ε = 0.4.
+#
+# The default run loads these
 # judges (one small judge per seed, the one RL trains, and one larger judge, the "scale" baseline) from a
 # checkpoint made by `data/06_epistemic_independence/make_base.py` (1500 steps each, too long for this run);
 # quick mode trains a stand-in for a few steps. A seed the checkpoint does not hold (it has seeds 0, 1, 2) is
@@ -291,6 +304,20 @@ display(base_gaps.round(3))
 base_none = [acc(ev_bases[s], "none") for s in SEEDS]
 gaps = [acc(ev_bases[s], "aligned") - acc(ev_bases[s], "adversarial") for s in SEEDS]
 print("no-cue accuracy of the base judges (train subjects):", np.round(base_none, 3))
+with torch.no_grad():  # how unsure each base is under a wrong bandwagon cue
+    b_adv = eval_sets[("train subjects", "bandwagon", "adversarial")]
+    p_right = {
+        s: torch.softmax(ei.answer_logits(bases[s], b_adv.x), -1)[
+            torch.arange(len(b_adv)), torch.as_tensor(b_adv.truth)
+        ].numpy()
+        for s in SEEDS
+    }
+for s, p in p_right.items():
+    both = np.mean(1 - p**G - (1 - p) ** G)
+    print(
+        f"seed {s}: mean P(correct | wrong bandwagon cue) {p.mean():.3f}; expected "
+        f"share of groups of {G} with both answers {both:.3f}"
+    )
 rec.check(
     "base_follows_cues",
     round(min(gaps), 4),
@@ -657,6 +684,25 @@ ax.legend()
 plt.show()
 
 # %% [markdown]
+# A diagnostic, not a claim: the share of GRPO groups with any nonzero advantage (a group whose `G` sampled
+# answers all agree has none and moves nothing), per RL arm and seed, over the first ten steps and over the whole
+# run. The base's label smoothing exists to keep this share away from zero at the start.
+
+# %%
+informative = pd.DataFrame(
+    {
+        (arm, when): [
+            float(logs[arm, s]["informative"].to_numpy()[sl].mean()) for s in SEEDS
+        ]
+        for arm in ARMS
+        if "informative" in logs[arm, seed]
+        for when, sl in (("first 10 steps", slice(0, 10)), ("all steps", slice(None)))
+    },
+    index=pd.Index(SEEDS, name="seed"),
+).T
+display(informative.round(3))
+
+# %% [markdown]
 # The slider switches between the training subjects and the held-out subjects (the same figure as above).
 
 # %%
@@ -865,6 +911,12 @@ eit_adv, acc_adv = (
     per_seed("RL acc, balanced", "adversarial"),
 )
 std_adv = per_seed("EIT, GRPO-std", "adversarial")
+
+
+def inf_share(arm):  # share of groups with any nonzero advantage over the run
+    return [float(logs[arm, s]["informative"].mean()) for s in SEEDS]
+
+
 rec.claim(
     "eit_vs_accuracy_reward",
     "On the same balanced data, the EIT reward beats the plain accuracy reward under "
@@ -879,7 +931,9 @@ rec.claim(
     "advantages "
     f"{fmt(std_adv)} (per seed); aligned EIT {fmt(per_seed('EIT', 'aligned'))} vs "
     "accuracy "
-    f"{fmt(per_seed('RL acc, balanced', 'aligned'))}. At a third of the learning "
+    f"{fmt(per_seed('RL acc, balanced', 'aligned'))}. Informative-group share, EIT "
+    f"{fmt(inf_share('EIT'))}, accuracy reward {fmt(inf_share('RL acc, balanced'))}. "
+    "At a third of the learning "
     "rate, EIT − accuracy reward: "
     + fmt(
         diff(
@@ -1094,35 +1148,36 @@ rec.save()
 # %% [markdown]
 # ## What the runs say, and what they cannot
 #
-# Read the claims above with the per-seed tables. The base judges were rebuilt so that they follow **every** cue
-# family (the per-family gap table: aligned − adversarial accuracy 1.00 on six families and 0.80–0.95 on the
-# expert cue, every seed), so transfer is now measurable on all three new families. In the default run
-# (seeds 0–2) the claims say:
+# Read the claims above with the per-seed tables. The base judges follow **every** cue family (the per-family gap
+# table: aligned − adversarial accuracy 1.00 on six families and about 0.5–0.7 on the expert cue, every seed),
+# and, with label smoothing, they are unsure: P(correct | wrong bandwagon cue) 0.19–0.21 per seed, so about 0.82–
+# 0.84 of the groups of 8 are expected to hold both answers. Measured while training: 0.74–0.94 of the groups
+# carry an advantage in the first ten steps, 0.18–0.26 over the whole run (the judges grow sure as they learn),
+# against 0.00–0.02 groups *per step* (of 32) with the previous, certain base. The RL comparison now measures
+# the rewards. In the default run (seeds 0–2) the claims say:
 #
-# * **The RL runs are decided by exploration, not by the reward.** The rebuilt base follows a wrong bandwagon cue
-#   with probability about 0.9999 (measured on 2000 balanced training items outside this run: the median chance
-#   of *not* following is 2–4 × 10⁻⁵ per seed). A group of 8 sampled answers then almost never holds both
-#   answers, so almost every group has zero advantage under either reward: about 0.00–0.02 informative groups per
-#   32-prompt step, a handful in 150 steps. Whether an arm moves at all depends on drawing one of them. Seed 1's
-#   EIT and GRPO-std arms never moved (adversarial accuracy 0.000, exactly the base's), while its accuracy arm
-#   did (0.317); on seed 0 the opposite. So `eit_vs_accuracy_reward` (+0.53 / −0.32 / +0.03) and
-#   `adv_accuracy_gain` (+0.53 / 0.00 / +0.95) are mixed by luck of the draw, not by the reward. The earlier base
-#   (cues right only) was less certain and gave both rewards a signal; there the two were equal within noise.
-# * **When a run does move, it overshoots.** Seed 0's EIT run left the cue and lost most of its task skill
-#   (no-cue accuracy 0.97 → 0.45), so `aligned_preserved` fails there and on seed 2 by 0.05; the rare
-#   informative groups give large steps at `rl_lr`, and at a third of it the aligned loss is 0.00 to 0.07.
-# * **Forgetting on held-out subjects is real and not EIT's.** `no_forgetting_heldout` fails on every seed
-#   (−0.44 / −0.15 / −0.17); the accuracy-reward arm loses as much (−0.26 / −0.33 / −0.18), and neither the KL
-#   sweep nor the lower learning rate removes it. The RL data shows only cued items of two subjects.
-# * **Transfer to the new families holds where RL moved** (`ood_transfer_new_families` +0.32 / +0.06 / +0.48, on
-#   digits, expert and order, all followed by the base), but the accuracy-reward arm transfers as much
-#   (+0.33 / +0.34 / +0.41): what transfers is "stop trusting cues", learnt from balanced data under either
-#   reward. The order cue barely moves (adversarial 0.00 → 0.07 for EIT).
-#
-# What would fix the setup, not done for lack of time: a base with some entropy under a wrong cue (fewer
-# cue-decided items, or label smoothing in pre-training) so that groups carry advantages from the first step;
-# then the reward comparison measures the reward.
+# * **The EIT reward adds nothing beyond balanced data here.** `eit_vs_accuracy_reward` is −0.037 / +0.007 /
+#   −0.037 (not held): EIT 0.90 / 0.87 / 0.85 adversarial accuracy, the accuracy reward 0.93 / 0.87 / 0.89, with
+#   the same share of informative groups (0.20–0.26 vs 0.21–0.22); at a third of the learning rate −0.04 / +0.01 /
+#   +0.01. The issue's reading of the first build (equal within noise) holds for a base that explores.
+# * **Balanced-data RL removes the cue-following.** `adv_accuracy_gain` +0.90 / +0.87 / +0.85 over a base at 0.00
+#   (held), and it carries over to held-out subjects (`ood_subject_transfer`, +0.65 to +0.78).
+# * **It costs aligned and no-cue accuracy.** `aligned_preserved` −0.06 / −0.35 / −0.11 (not held; −0.02 to −0.05
+#   at a third of the learning rate): the base's aligned accuracy 1.00 is the cue's, and the EIT judge, which no
+#   longer trusts it, falls back to its own task skill (no-cue 0.95–0.96 → 0.85–0.90). The accuracy-reward arm
+#   keeps more (aligned 0.94 / 0.90 / 0.93), so EIT's −0.3 penalty on aligned errors does not buy preservation.
+# * **Forgetting on held-out subjects is real and not EIT's.** `no_forgetting_heldout` −0.22 / −0.25 / −0.17
+#   (not held); the accuracy-reward arm loses as much (−0.18 / −0.14 / −0.20); a KL weight of 1.0 halves it on
+#   seed 0 (0.68 at β = 0 → 0.80 at β = 1, base 0.94). The RL data shows only cued items of two subjects.
+# * **Transfer to the new families holds** (`ood_transfer_new_families` +0.54 / +0.27 / +0.52 on digits, expert and
+#   order, all followed by the base), but the accuracy-reward arm transfers about as much (+0.42 / +0.30 /
+#   +0.41): what transfers is "stop trusting cues", learnt from balanced data under either reward. The order cue
+#   moves least (adversarial 0.00 → 0.31).
 #
 # Limits: one base judge per seed and one larger judge; 150 RL steps; a synthetic task whose cues are single
-# tokens; eval cells of 300 items (a standard error near 0.017 at 90 % accuracy); a base judge so certain of
-# its cues that group sampling rarely explores (above), which makes the RL comparisons of this run luck-bound.
+# tokens; eval cells of 300 items (a standard error near 0.017 at 90 % accuracy). The base's uncertainty is set
+# by hand (label smoothing 0.4, chosen by a one-judge probe for the informative-group share, not for any claim);
+# it lowers the base's no-cue accuracy slightly (0.95–0.96 here, against 0.97 without smoothing), and a judge
+# that follows a wrong cue 80 % of the time is a stand-in for an LLM's sampling entropy, not a measurement of it.
+# The smoothing ε was not swept against the claims: whether EIT's edge over the accuracy reward depends on it is
+# untested.

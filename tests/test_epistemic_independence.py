@@ -313,3 +313,36 @@ def test_gradient_probe_vacuous_for_a_confident_policy():
 
     assert rel_diff(model) >= 0.05  # uncertain judge: the rewards' gradients differ
     assert rel_diff(Confident(model)) < 0.05  # confident judge: both zero, the check fails
+
+
+def test_label_smoothing_and_informative_share():
+    """Label smoothing ε caps the pre-trained judge's certainty (the base must keep some entropy under a cue for
+    GRPO groups to carry advantages); `informative` counts the groups with any nonzero advantage: none for a
+    judge that always answers the same, most for an uncertain one."""
+    torch.manual_seed(0)
+    model = nn.Transformer(nn.TransformerConfig(vocab_size=len(ei.VOCAB), n_layer=1, n_head=2, d_model=16,
+                                                max_len=ei.SEQ_LEN, pos="learned"))
+    b = ei.make_batch(rng(7), 32, p_aligned=0.5)
+    l0, l2 = ei.sft_loss(model, b), ei.sft_loss(model, b, label_smoothing=0.2)
+    assert float(l0) != pytest.approx(float(l2))
+    with pytest.raises(ValueError):
+        ei.sft_loss(model, b, label_smoothing=1.5)
+    cfg = dict(ei.checkpoint_config("base"), steps=2, batch=8, warmup=1, label_smoothing=0.3)
+    assert len(ei.pretrain(ei.make_judge(dict(n_layer=1, n_head=2, d_model=16), 0), cfg, 0,
+                           progress=False).loss) == 2
+    _, st = ei.grpo_loss(model, b, 8, "accuracy", "mean", torch.Generator().manual_seed(3))
+    assert st["informative"] > 0.5  # an untrained judge answers near 50/50
+
+    class Confident(torch.nn.Module):
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, x):
+            out = self.inner(x).clone()
+            out[..., ei.A_ID] += 50.0
+            return out
+
+    for reward in ("accuracy", "eit"):
+        _, st = ei.grpo_loss(Confident(model), b, 8, reward, "mean", torch.Generator().manual_seed(3))
+        assert st["informative"] == 0.0

@@ -3,8 +3,9 @@ write them with :mod:`helpers.checkpoints`:
 
 * ``base``: per seed, the small judge (the one the RL arms train) and a larger judge (the "scale" baseline, never
   trained by RL), supervised on every subject and cue family with labels that never disagree with a visible
-  cue (most cues right, a fifth of each batch cue-decided: see ``ei.checkpoint_config``), until the small judge
-  is competent without cues and follows every cue family (tensors ``small/<seed>.<param>`` and
+  cue (most cues right, a fifth of each batch cue-decided: see ``ei.checkpoint_config``), with label smoothing
+  (``label_smoothing``: the judge is never fully sure, so GRPO groups of its answers can disagree), until the
+  small judge is competent without cues and follows every cue family (tensors ``small/<seed>.<param>`` and
   ``large/<seed>.<param>``, float16; the larger judge for one seed). The metrics hold, per judge, no-cue
   accuracy and aligned / adversarial accuracy on each cue family (``aligned:<family>/small/<seed>``); the
   script prints each family's aligned − adversarial gap, how much the base follows it.
