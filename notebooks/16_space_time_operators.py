@@ -761,12 +761,12 @@ ax.legend()
 plt.show()
 
 # %% [markdown]
-# **Reading (default run).** At T = 64 the factorized step is a little slower (0.86x); at T = 1024 it is
-# 1.75x, 2.04x and 1.71x faster (three seeds), far from 5x. Wall times on a shared CPU move between runs (an
-# earlier run of this build gave 0.96x and 1.1-1.4x), but the ratio stays under 2.1x. Half of the forward pass
-# is the upstream sweep with its filters (a Python loop over depth levels, 51%), then the pointwise layers
-# (29%) and the FFTs (21%): on one CPU thread the sweep's sequential levels cost about as much as the
-# recurrent loop over time.
+# **Reading (default runs).** Wall times on a shared CPU move from run to run, so we give the range over the
+# three default runs made on this build rather than one run's numbers: at T = 64 the two steps cost about the
+# same (0.86-1.01x); at T = 1024 the factorized step is 1.1-2.0x faster per seed (1.07-2.04x), far from 5x.
+# About half of the forward pass is the upstream sweep with its filters (a Python loop over depth levels,
+# 49-51%), then the pointwise layers (29-30%) and the FFTs (21-22%): on one CPU thread the sweep's sequential
+# levels cost about as much as the recurrent loop over time. The printout above is this run's.
 
 # %% [markdown]
 # ## 7. Cross-geometry transfer (a stand-in for the paper's Navier-Stokes)
