@@ -213,3 +213,14 @@ def test_train_all_one_theta0_per_seed():
         for tag in ("source_pred", "source_se", f"T/{t}"):
             assert torch.equal(states[f"s{s}/{tag}"]["text"], states[f"s{s}/theta0"]["text"])
     assert not torch.equal(states["s0/theta0"]["text"], states["s1/theta0"]["text"])
+
+
+def test_loo_spearman_is_biased_negative_without_signal():
+    # the notebook reads a negative leave-one-target-out Spearman as "no signal": on 8 points with a random feature
+    # the statistic's mean is well below 0 and exceeds the claim's 0.5 rarely; a real linear signal passes it
+    g = np.random.default_rng(0)
+    null = [ev.spearman_perm(ev.loo_predictions(f, y), y, n_perm=1)[0] for f, y in g.normal(size=(300, 2, 8))]
+    assert np.mean(null) < -0.2 and np.mean(np.array(null) > 0.5) < 0.15
+    x = g.normal(size=8)
+    y = x + 0.1 * g.normal(size=8)
+    assert ev.spearman_perm(ev.loo_predictions(x, y), y, n_perm=1)[0] > 0.8
