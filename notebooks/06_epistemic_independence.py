@@ -1080,7 +1080,7 @@ rec.claim(
             per_seed("base", "none", split=HO),
         )
     )
-    + "; accuracy-reward arm − base: "
+    + "; accuracy-reward arm − base (main learning rate): "
     + fmt(
         diff(
             per_seed("RL acc, balanced", "none", split=HO),
@@ -1173,6 +1173,14 @@ rec.save()
 #   order, all followed by the base), but the accuracy-reward arm transfers about as much (+0.42 / +0.30 /
 #   +0.41): what transfers is "stop trusting cues", learnt from balanced data under either reward. The order cue
 #   moves least (adversarial 0.00 → 0.31).
+# * **The strongest arm is the paper's own optimiser, under which EIT is plain accuracy.** `EIT, GRPO-std`
+#   (std-normalized advantages, where the two rewards give identical gradients) reaches adversarial 0.95 / 0.92 /
+#   0.95, aligned 0.96 / 0.88 / 0.97 and no-cue 0.95 / 0.89 / 0.94 (per-seed table above): the highest
+#   adversarial accuracy of all arms on every seed. Against it EIT (mean baseline) trails by 0.05 / 0.05 / 0.09
+#   under adversarial cues. With the mean baseline, EIT's weights (2.0 adversarial, 1.3 aligned) scale the step
+#   on cued items, and at a third of the learning rate EIT loses less aligned accuracy and its gap to the
+#   accuracy reward shrinks (−0.04 / +0.01 / +0.01); our reading, not tested further: a step-size effect,
+#   which std-normalization removes, more than a property of the reward.
 #
 # Limits: one base judge per seed and one larger judge; 150 RL steps; a synthetic task whose cues are single
 # tokens; eval cells of 300 items (a standard error near 0.017 at 90 % accuracy). The base's uncertainty is set
@@ -1180,4 +1188,8 @@ rec.save()
 # it lowers the base's no-cue accuracy slightly (0.95–0.96 here, against 0.97 without smoothing), and a judge
 # that follows a wrong cue 80 % of the time is a stand-in for an LLM's sampling entropy, not a measurement of it.
 # The smoothing ε was not swept against the claims: whether EIT's edge over the accuracy reward depends on it is
-# untested.
+# untested. Each RL arm draws its own training batches and answer samples (stream `k` of the arm), so the EIT −
+# accuracy difference carries the noise of two data streams as well as the reward's effect; a paired run on
+# common batches would be tighter and is not done. `beats_larger_model` holds almost by construction: the
+# larger judge is pre-trained with the same cue-decided recipe, so it follows every cue (adversarial 0.00);
+# it shows that RL beats an untrained judge of any size here, not how bias resistance scales.
