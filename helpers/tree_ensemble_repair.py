@@ -501,6 +501,24 @@ class _Encoding:
             out[f] = b if (b == self.hi[f] and a < b) or a == b else 0.5 * (a + b)
         return out
 
+    def integer_empty(self, x: np.ndarray, integer: np.ndarray) -> bool:
+        """True when the cell chosen by the predicate values holds no integer point of an integer feature (e.g.
+        (1.125, 1.375]): no admissible input lies there, so the verifier cuts the pattern and reports nothing."""
+        for f, th in self.tau.items():
+            if not integer[f]:
+                continue
+            p = np.array([x[self.p_index[(f, k)]] > 0.5 for k in range(len(th))])
+            k = int(np.argmax(p)) if p.any() else len(th)
+            low = th[k - 1] if k > 0 else -np.inf  # cell is (low, up]
+            up = th[k] if k < len(th) else np.inf
+            a, b = max(low, self.lo[f]), min(up, self.hi[f])
+            if not np.isfinite(b):
+                continue  # unbounded above: an integer always exists
+            n = np.floor(b)
+            if not (n > low and n >= a):
+                return True
+        return False
+
     def no_good(self, x: np.ndarray) -> tuple[dict[int, float], float, float]:
         """Cut off this predicate pattern: sum over p=1 of (1 - p) + sum over p=0 of p >= 1."""
         coef, ones = {}, 0
@@ -568,6 +586,9 @@ def verify_fairness(ens: TreeEnsemble, protected: int, values: tuple[float, floa
             if res.x is None:
                 verified &= res.status == 2
                 break
+            if enc.integer_empty(res.x, integer):
+                cuts.append(enc.no_good(res.x))
+                continue
             x = enc.decode(res.x, integer, fill)
             x[protected] = a
             xp = x.copy()
@@ -612,7 +633,8 @@ def verify_box(ens: TreeEnsemble, action: int, lo, hi, *, integer=None, max_coun
         statuses.append(int(res.status))
         if res.x is None:
             break
-        found.append(enc.decode(res.x, integer, fill))
+        if not enc.integer_empty(res.x, integer):
+            found.append(enc.decode(res.x, integer, fill))
         cuts.append(enc.no_good(res.x))
     verified = not found and statuses[-1] == 2
     return VerifyResult(found, verified, time.perf_counter() - t0, statuses)
