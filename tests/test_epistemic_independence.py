@@ -20,6 +20,19 @@ def rng(s=0):
 
 
 # -- the generator ----------------------------------------------------------------------------------------
+class Confident(torch.nn.Module):
+    """A judge that always answers A (certain): every GRPO group agrees, so no advantage and no gradient."""
+
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, x):
+        out = self.inner(x).clone()
+        out[..., ei.A_ID] += 50.0
+        return out
+
+
 def test_balanced_cues_and_independence():
     b = ei.make_batch(rng(1), 10_000, p_aligned=0.5)
     aligned = (b.cue == b.truth).mean()
@@ -290,16 +303,6 @@ def test_gradient_probe_vacuous_for_a_confident_policy():
     model = nn.Transformer(nn.TransformerConfig(vocab_size=len(ei.VOCAB), n_layer=1, n_head=2, d_model=16,
                                                 max_len=ei.SEQ_LEN, pos="learned"))
 
-    class Confident(torch.nn.Module):  # always answers A
-        def __init__(self, inner):
-            super().__init__()
-            self.inner = inner
-
-        def forward(self, x):
-            out = self.inner(x).clone()
-            out[..., ei.A_ID] += 50.0
-            return out
-
     b = ei.make_batch(rng(6), 32, p_aligned=0.5)
 
     def rel_diff(m):
@@ -324,7 +327,7 @@ def test_label_smoothing_and_informative_share():
                                                 max_len=ei.SEQ_LEN, pos="learned"))
     b = ei.make_batch(rng(7), 32, p_aligned=0.5)
     l0, l2 = ei.sft_loss(model, b), ei.sft_loss(model, b, label_smoothing=0.2)
-    assert float(l0) != pytest.approx(float(l2))
+    assert l0.item() != pytest.approx(l2.item())
     with pytest.raises(ValueError):
         ei.sft_loss(model, b, label_smoothing=1.5)
     cfg = dict(ei.checkpoint_config("base"), steps=2, batch=8, warmup=1, label_smoothing=0.3)
@@ -332,17 +335,6 @@ def test_label_smoothing_and_informative_share():
                            progress=False).loss) == 2
     _, st = ei.grpo_loss(model, b, 8, "accuracy", "mean", torch.Generator().manual_seed(3))
     assert st["informative"] > 0.5  # an untrained judge answers near 50/50
-
-    class Confident(torch.nn.Module):
-        def __init__(self, inner):
-            super().__init__()
-            self.inner = inner
-
-        def forward(self, x):
-            out = self.inner(x).clone()
-            out[..., ei.A_ID] += 50.0
-            return out
-
     for reward in ("accuracy", "eit"):
         _, st = ei.grpo_loss(Confident(model), b, 8, reward, "mean", torch.Generator().manual_seed(3))
         assert st["informative"] == 0.0
