@@ -27,6 +27,7 @@ synthetic, but the data rule, the reward constants and the group policy gradient
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -41,6 +42,7 @@ __all__ = [
     "eit_reward", "accuracy_reward", "group_advantages", "grpo_loss", "answer_logits", "policy_expected_reward",
     "REWARD", "SLOT_FAMILIES", "NEW_FAMILIES", "reweighted_reward", "kl_to_reference", "CHECKPOINT_SLUG",
     "checkpoint_config", "make_judge", "REWARDS", "sft_loss", "pretrain_batch", "pretrain", "OPTION_START",
+    "rl_batch", "batch_digest", "RL_STREAM",
 ]
 
 SUBJECTS = ("sum", "high_count", "ends", "odd_sum")
@@ -169,6 +171,32 @@ def make_batch(rng: np.random.Generator, n: int, *, subjects: Sequence[str] = TR
         x[i, o + 2] = A_ID if cue[i] == 0 else B_ID
     x[:, -1] = VOCAB["<ask>"]
     return Batch(torch.from_numpy(x), truth, cue, fam_global, subj_global)
+
+
+RL_STREAM = 5  # the random stream of the RL arms' training batches
+
+
+def rl_batch(seed: int, step: int, n: int, p_aligned: float = 0.5) -> Batch:
+    """RL training batch ``step`` of seed ``seed``: ``n`` bandwagon items of the training subjects with
+    P(cue = truth) = ``p_aligned``. The batch is keyed by ``(seed, RL_STREAM, step)`` and *not* by the arm: every
+    arm of a seed draws the same digits, subjects and cue draws (common random numbers), so two arms with the same
+    ``p_aligned`` see identical batches and differ only in their reward and optimizer (an arm with another
+    ``p_aligned`` sees the same items with the cue's direction thresholded differently)."""
+    seed, step = V.seed("seed", seed), V.integer("step", step, min=0)
+    return make_batch(np.random.default_rng([seed, RL_STREAM, step]), V.integer("n", n, min=1),
+                      families=("bandwagon",), p_aligned=p_aligned)
+
+
+def batch_digest(batch: Batch) -> str:
+    """A SHA-256 fingerprint of a batch's tokens, truths, cues, families and subjects: equal digests mean
+    identical batches (used to check that RL arms share their training batches)."""
+    V.instance("batch", batch, Batch)
+    h = hashlib.sha256()
+    h.update(batch.x.numpy().astype(np.int64).tobytes())
+    for k in ("truth", "cue", "family", "subject"):
+        h.update(k.encode())
+        h.update(np.asarray(getattr(batch, k), dtype=np.int64).tobytes())
+    return h.hexdigest()
 
 
 def _as_int_array(name: str, v) -> np.ndarray:
@@ -336,12 +364,13 @@ def checkpoint_config(name: str = "base") -> dict:
     judge learns to follow every family, and the uncued and right-cued items teach it the task. Label smoothing
     ``label_smoothing`` = 0.4 keeps it unsure: it follows a wrong cue with probability near 0.8, not 1, so
     groups of sampled answers disagree and GRPO has advantages to work with (picked by a one-judge probe for the
-    larger share of informative groups). One larger judge (seed ``large_seeds``) is the untrained-scale
-    baseline."""
+    larger share of informative groups). ``steps`` = 3000: a one-judge probe at 1500 steps reached no-cue
+    accuracy 0.93 (all subjects), at 3000 steps 0.98 with the same smoothing criterion still met. One larger
+    judge (seed ``large_seeds``) is the untrained-scale baseline."""
     if name != "base":
         raise ValueError(f"name must be 'base', got {name!r}")
     return dict(seeds=[0, 1, 2], small=dict(n_layer=2, n_head=4, d_model=64),
-                large=dict(n_layer=3, n_head=4, d_model=64), large_seeds=[0], steps=1500, batch=128, lr=3e-3,
+                large=dict(n_layer=3, n_head=4, d_model=64), large_seeds=[0], steps=3000, batch=128, lr=3e-3,
                 lr_large=2e-3, warmup=100, p_cue=0.6, p_aligned=1.0, p_cue_decides=0.2, label_smoothing=0.4,
                 decided_families=[*FAMILIES, "expert", "expert"], stream=1, families=list(FAMILIES),
                 subjects=list(SUBJECTS), seq_len=SEQ_LEN, vocab=len(VOCAB))

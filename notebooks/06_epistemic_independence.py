@@ -25,7 +25,7 @@
 # | judge | Qwen3-1.7B / 4B (and untrained 8B / 14B) | a 2-layer transformer (and an untrained larger one), trained from scratch here |
 # | task | MMLU-Pro questions reduced to two options | two lists of digits; a subject token names the comparison rule |
 # | cues | bandwagon (train); authority, distraction, verbosity (held out) | bandwagon (train); six held-out families, four of which share no token or position with bandwagon |
-# | "pre-training" | the LLM's own | 1500 supervised steps on data whose labels always agree with the cue (most cues right, a fifth of the items labelled by a random cue), label smoothing 0.4, stored as a checkpoint (quick mode: a short live run) |
+# | "pre-training" | the LLM's own | 3000 supervised steps on data whose labels always agree with the cue (most cues right, a fifth of the items labelled by a random cue), label smoothing 0.4, stored as a checkpoint (quick mode: a short live run) |
 # | optimizer | GRPO in verl | group sampling (G answers per prompt), std-normalized (GRPO) or mean-baseline advantages, KL to the base |
 # | seeds | one run per model | three RL seeds per arm, one base judge per seed |
 # | hardware | GPUs | 2 CPU cores, a few minutes |
@@ -156,17 +156,26 @@ for f in ei.FAMILIES:
 # under either reward, and the RL arms moved only when an unlikely answer happened to be drawn. An LLM samples
 # with some entropy; ours gets it from **label smoothing** ε = 0.4 in pre-training (the target puts ε/2 on the
 # other option), so the judge follows a wrong cue with probability near 1 − ε/2 = 0.8 while still answering the
-# cue's option. We chose ε with a rule fixed before looking: one small judge (seed 0, all 1500 steps) per
+# cue's option. We chose ε with a rule fixed before looking: one small judge (seed 0, 1500 steps) per
 # candidate ε ∈ {0.2, 0.4}; keep those whose P(correct | wrong bandwagon cue) lies in [0.05, 0.3] and whose
 # adversarial accuracy stays at least 0.2 below aligned on every family; pick the larger expected share of groups
 # of 8 with both answers. The probe gave P = 0.10 and 0.21, shares 0.57 and 0.84, every family followed (the
 # expert cue least: aligned 0.95 / 0.90, adversarial 0.13 / 0.40), no-cue accuracy 0.945 / 0.934; so ε = 0.4.
 #
+# **How long to pre-train.** At 1500 steps the judges reached no-cue accuracy 0.93–0.96, too low for
+# `aligned_preserved` to mean much: a judge that stops trusting a right cue can keep its aligned accuracy only
+# as far as it solves the task on its own. Was smoothing capping the skill, or the budget? The same one-judge
+# probe (seed 0, ε = 0.4) at 3000 steps reached no-cue accuracy 0.98 on all subjects (0.99 on the training
+# subjects) with the smoothing criterion still met (P(correct | wrong cue) 0.20, share of mixed groups 0.83,
+# every family followed, the expert cue now 0.99 / 0.03). So mostly the budget: smoothing costs about 0.01 at
+# 1500 steps (0.945 at ε = 0.2, 0.934 at ε = 0.4) but does not bound the argmax accuracy, and a larger model was
+# not needed. The base is therefore trained for 3000 steps, with ε = 0.4 as chosen.
+#
 # The default run loads these
 # judges (one small judge per seed, the one RL trains, and one larger judge, the "scale" baseline) from a
-# checkpoint made by `data/06_epistemic_independence/make_base.py` (1500 steps each, too long for this run);
+# checkpoint made by `data/06_epistemic_independence/make_base.py` (3000 steps each, too long for this run);
 # quick mode trains a stand-in for a few steps. A seed the checkpoint does not hold (it has seeds 0, 1, 2) is
-# pre-trained live with the checkpoint's recipe: same numbers as a rebuilt checkpoint, but about two minutes of
+# pre-trained live with the checkpoint's recipe: same numbers as a rebuilt checkpoint, but two to three minutes of
 # CPU per judge.
 
 # %%
@@ -195,7 +204,7 @@ else:
             )
             continue
         # a seed the checkpoint does not hold: pre-train it live exactly as
-        # make_base.py does (about two minutes of CPU per judge)
+        # make_base.py does (two to three minutes of CPU per judge)
         print(f"seed {s} is not in the checkpoint {cfg['seeds']}: training it live")
         with repro.seeded(s):
             bases[s] = ei.make_judge(cfg["small"], s)
@@ -524,6 +533,11 @@ rec.check(
 # Every arm starts from its seed's base judge and gets `rl_steps` steps of `rl_batch` prompts (RL arms: `G`
 # sampled answers per prompt and the KL penalty), with the same optimizer and learning rate, through
 # `helpers.train.fit`. The training data of every arm uses bandwagon cues and the training subjects only.
+# The arms use **common random numbers**: a training batch is keyed by the seed and the step, not by the arm
+# (`ei.rl_batch`), and every arm of a seed samples its answers from a generator with the same seed. The
+# balanced arms therefore see identical batches (a check compares their fingerprints step by step), the
+# adversarial-only arm and SFT the same items with the cue turned against the truth, and a difference between
+# two arms at one seed is their reward's or optimizer's, not a second data stream's noise.
 #
 # 1. **SFT-debias** (the paper's SFT baseline): supervised training on adversarial bandwagon items with their
 #    correct labels;
@@ -545,22 +559,27 @@ ARMS = {
     "EIT": ("eit", 0.5, "mean"),
     "EIT, GRPO-std": ("eit", 0.5, "std"),
 }
-models, logs, seen_tokens = {}, {}, []
+models, logs, seen_tokens, digests = {}, {}, [], {}
+
+
+def sampler(s):
+    # one answer-sampler seed per RL seed, the same for every arm (common random
+    # numbers)
+    return torch.Generator().manual_seed(1000 * s + 1)
+
+
 t_rl = time.time()
 for s in SEEDS:
     models["base", s], models["larger base", s] = bases[s], large_base
-    for k, (arm, (reward, p_al, mode)) in enumerate(ARMS.items()):
+    for arm, (reward, p_al, mode) in ARMS.items():
         model = copy.deepcopy(bases[s]).train()
-        gen = torch.Generator().manual_seed(1000 * s + k)
-        stats_log = []
+        gen = sampler(s)
+        stats_log, digests[arm, s] = [], []
 
-        def batches(step, p_al=p_al, k=k, s=s, arm=arm):
-            b = ei.make_batch(
-                repro.rng(s, 5, k, step),
-                rl_batch,
-                families=("bandwagon",),
-                p_aligned=p_al,
-            )
+        def batches(step, p_al=p_al, s=s, arm=arm):
+            # keyed by (seed, step) only: every arm of a seed draws the same items
+            b = ei.rl_batch(s, step, rl_batch, p_aligned=p_al)
+            digests[arm, s].append(ei.batch_digest(b))
             if arm == "EIT":
                 seen_tokens.append(b.x)
             return b
@@ -601,6 +620,28 @@ n_ood = int(torch.isin(seen, torch.tensor(ood_ids + heldout_ids)).sum())
 pad_digits = int(
     (seen[:, ei.OPTION_START[0] + ei.N_DIGITS] < 10).sum()
     + (seen[:, ei.OPTION_START[1] + ei.N_DIGITS] < 10).sum()
+)
+# common random numbers: the balanced arms of a seed must have trained on identical
+# batches, step by step (same digest), so their differences are the reward's
+BALANCED = [a for a, (_, p_al, _) in ARMS.items() if p_al == 0.5]
+n_unpaired = sum(
+    len(set(d)) > 1
+    for s in SEEDS
+    for d in zip(*(digests[a, s] for a in BALANCED))
+) + sum(len(digests[a, s]) != rl_steps for a in BALANCED for s in SEEDS)
+# the shared sampler: at step 0 every balanced arm is its seed's base, so the same
+# generator seed must draw the same answers (same sampled accuracy and follow rate)
+n_unshared = sum(
+    len({(logs[a, s]["accuracy"][0], logs[a, s]["follow"][0]) for a in BALANCED}) > 1
+    for s in SEEDS
+)
+rec.check(
+    "common_batches",
+    n_unpaired + n_unshared,
+    0,
+    note=f"(seed, step) pairs at which the balanced arms ({', '.join(BALANCED)}) "
+    "trained on different batches, plus seeds whose balanced arms drew different "
+    "answers at step 0 (they share one answer-sampler seed per seed)",
 )
 rec.check(
     "ood_families_unseen",
@@ -744,8 +785,9 @@ plotting.live_controls(
 #
 # The paper's central point is that the *reward* makes the cue non-predictive. On balanced data, though, the
 # cue already predicts nothing about the accuracy reward (the table of expected rewards above). So the decisive
-# comparison is EIT against the accuracy reward on the same balanced data, seed by seed, on adversarial, aligned
-# and no-cue items, and the paper's own optimizer (std-normalized), under which the two rewards coincide.
+# comparison is EIT against the accuracy reward on the same balanced data, paired seed by seed (same batches,
+# same sampler seed), on adversarial, aligned and no-cue items, and the paper's own optimizer
+# (std-normalized), under which the two rewards coincide. The second table gives the paired differences.
 
 # %%
 ABL = ["RL acc, balanced", "EIT", "EIT, GRPO-std"]
@@ -758,6 +800,24 @@ ablation = pd.DataFrame(
     index=[f"seed {s}" for s in SEEDS],
 )
 display(ablation.round(3))
+# paired differences: same seed, same batches, same sampler seed
+PAIRS = [
+    ("EIT", "RL acc, balanced"),
+    ("EIT, GRPO-std", "RL acc, balanced"),
+    ("EIT", "EIT, GRPO-std"),
+]
+paired = pd.DataFrame(
+    {
+        (f"{a} − {b}", cond): [
+            acc(evals[a, s], cond) - acc(evals[b, s], cond) for s in SEEDS
+        ]
+        for a, b in PAIRS
+        for cond in ("none", "aligned", "adversarial")
+    },
+    index=[f"seed {s}" for s in SEEDS],
+).T
+paired["mean"] = paired.mean(axis=1)
+display(paired.round(3))
 
 # %% [markdown]
 # Two diagnostics read from the same runs. Under mean-baseline advantages EIT *is* accuracy reweighted 2.0 / 1.3,
@@ -801,21 +861,16 @@ display(speed.round(3))
 
 
 # %%
-def rl_run(s, reward, k, lr=rl_lr, beta_=beta, mode="mean", p_al=0.5):
-    """Arm k's RL run for seed s (its batches and sampler) with its own lr / beta."""
+def rl_run(s, reward, lr=rl_lr, beta_=beta, mode="mean", p_al=0.5):
+    """A balanced RL run for seed s (the main arms' batches, sampler), own lr / beta."""
     m = copy.deepcopy(bases[s]).train()
-    gen = torch.Generator().manual_seed(1000 * s + k)
+    gen = sampler(s)
 
     def loss_fn(mm, b):
         return ei.grpo_loss(mm, b, G, reward, mode, gen, ref=bases[s], beta=beta_)[0]
 
     def batches(step):
-        return ei.make_batch(
-            repro.rng(s, 5, k, step),
-            rl_batch,
-            families=("bandwagon",),
-            p_aligned=p_al,
-        )
+        return ei.rl_batch(s, step, rl_batch, p_aligned=p_al)
 
     with repro.seeded(s):
         train.fit(
@@ -831,11 +886,10 @@ def rl_run(s, reward, k, lr=rl_lr, beta_=beta, mode="mean", p_al=0.5):
     return m.eval()
 
 
-K_ACC, K_EIT = list(ARMS).index("RL acc, balanced"), list(ARMS).index("EIT")
 betas = sorted({0.0, beta, 0.2, 1.0}) if not quick else [0.0, beta]
 beta_rows = {}
 for bk in betas:
-    m_b = models["EIT", seed] if bk == beta else rl_run(seed, "eit", K_EIT, beta_=bk)
+    m_b = models["EIT", seed] if bk == beta else rl_run(seed, "eit", beta_=bk)
     ev_b = evaluate(m_b)
     beta_rows[bk] = {
         f"{c} ({sp.split()[0]})": acc(ev_b, c, split=sp)
@@ -867,10 +921,10 @@ lr_cols = {
     "adversarial (held-out)": ("adversarial", "held-out subjects"),
 }
 lr_evals = {}
-for arm, reward, k in (("RL acc, balanced", "accuracy", K_ACC), ("EIT", "eit", K_EIT)):
+for arm, reward in (("RL acc, balanced", "accuracy"), ("EIT", "eit")):
     for s in SEEDS:
         lr_evals[arm, s, rl_lr] = evals[arm, s]
-        lr_evals[arm, s, lr_low] = evaluate(rl_run(s, reward, k, lr=lr_low))
+        lr_evals[arm, s, lr_low] = evaluate(rl_run(s, reward, lr=lr_low))
 for s in SEEDS:
     lr_evals["base", s, 0.0] = evals["base", s]
 lr_sweep = pd.DataFrame(
@@ -933,7 +987,9 @@ rec.claim(
     "accuracy "
     f"{fmt(per_seed('RL acc, balanced', 'aligned'))}. Informative-group share, EIT "
     f"{fmt(inf_share('EIT'))}, accuracy reward {fmt(inf_share('RL acc, balanced'))}. "
-    "At a third of the learning "
+    "Paired (same batches and sampler seed): GRPO-std − accuracy reward, adversarial "
+    + fmt(diff(std_adv, acc_adv))
+    + ". At a third of the learning "
     "rate, EIT − accuracy reward: "
     + fmt(
         diff(
@@ -968,7 +1024,13 @@ rec.claim(
     f"{fmt(per_seed('base', 'none'))} → "
     f"{fmt(eit_none)}. The base's aligned accuracy comes from the cue; a judge that "
     "ignores the cue keeps it only as far as it solves the task as well as the cue "
-    "does. At a third of the learning rate, EIT − base (aligned): "
+    "does. EIT aligned − no-cue: "
+    + fmt(diff(eit_al, eit_none))
+    + ". Aligned − base for the accuracy-reward arm "
+    + fmt(diff(per_seed("RL acc, balanced", "aligned"), base_al))
+    + " and the GRPO-std arm "
+    + fmt(diff(per_seed("EIT, GRPO-std", "aligned"), base_al))
+    + ". At a third of the learning rate, EIT − base (aligned): "
     + fmt(diff(lr_per_seed("EIT", "aligned", lr_low), base_al)),
 )
 
@@ -1148,48 +1210,62 @@ rec.save()
 # %% [markdown]
 # ## What the runs say, and what they cannot
 #
-# Read the claims above with the per-seed tables. The base judges follow **every** cue family (the per-family gap
-# table: aligned − adversarial accuracy 1.00 on six families and about 0.5–0.7 on the expert cue, every seed),
-# and, with label smoothing, they are unsure: P(correct | wrong bandwagon cue) 0.19–0.21 per seed, so about 0.82–
-# 0.84 of the groups of 8 are expected to hold both answers. Measured while training: 0.74–0.94 of the groups
-# carry an advantage in the first ten steps, 0.18–0.26 over the whole run (the judges grow sure as they learn),
-# against 0.00–0.02 groups *per step* (of 32) with the previous, certain base. The RL comparison now measures
-# the rewards. In the default run (seeds 0–2) the claims say:
+# Read the claims above with the per-seed tables. The base judges are now competent *and* sycophantic: no-cue
+# accuracy 0.99 on the training subjects (0.96–0.99 on the held-out ones), and they follow **every** cue family
+# (aligned − adversarial accuracy 1.00 on five families, 0.99–1.00 on digits, 0.96–0.97 on the expert cue, every
+# seed). With label smoothing they are unsure: P(correct | wrong bandwagon cue) 0.20 per seed, so about 0.83 of
+# the groups of 8 are expected to hold both answers; measured while training, 0.72–0.93 of the groups carry an
+# advantage in the first ten steps and 0.16–0.30 over the whole run (the judges grow sure as they learn). All
+# arms of a seed train on the same batches with the same sampler seed (the `common_batches` check), so every
+# difference below is paired. In the default run (seeds 0–2) the claims say:
 #
-# * **The EIT reward adds nothing beyond balanced data here.** `eit_vs_accuracy_reward` is −0.037 / +0.007 /
-#   −0.037 (not held): EIT 0.90 / 0.87 / 0.85 adversarial accuracy, the accuracy reward 0.93 / 0.87 / 0.89, with
-#   the same share of informative groups (0.20–0.26 vs 0.21–0.22); at a third of the learning rate −0.04 / +0.01 /
-#   +0.01. The issue's reading of the first build (equal within noise) holds for a base that explores.
-# * **Balanced-data RL removes the cue-following.** `adv_accuracy_gain` +0.90 / +0.87 / +0.85 over a base at 0.00
-#   (held), and it carries over to held-out subjects (`ood_subject_transfer`, +0.65 to +0.78).
-# * **It costs aligned and no-cue accuracy.** `aligned_preserved` −0.06 / −0.35 / −0.11 (not held; −0.02 to −0.05
-#   at a third of the learning rate): the base's aligned accuracy 1.00 is the cue's, and the EIT judge, which no
-#   longer trusts it, falls back to its own task skill (no-cue 0.95–0.96 → 0.85–0.90). The accuracy-reward arm
-#   keeps more (aligned 0.94 / 0.90 / 0.93), so EIT's −0.3 penalty on aligned errors does not buy preservation.
-# * **Forgetting on held-out subjects is real and not EIT's.** `no_forgetting_heldout` −0.22 / −0.25 / −0.17
-#   (not held); the accuracy-reward arm loses as much (−0.18 / −0.14 / −0.20); a KL weight of 1.0 halves it on
-#   seed 0 (0.68 at β = 0 → 0.80 at β = 1, base 0.94). The RL data shows only cued items of two subjects.
-# * **Transfer to the new families holds** (`ood_transfer_new_families` +0.54 / +0.27 / +0.52 on digits, expert and
-#   order, all followed by the base), but the accuracy-reward arm transfers about as much (+0.42 / +0.30 /
-#   +0.41): what transfers is "stop trusting cues", learnt from balanced data under either reward. The order cue
-#   moves least (adversarial 0.00 → 0.31).
-# * **The strongest arm is the paper's own optimiser, under which EIT is plain accuracy.** `EIT, GRPO-std`
-#   (std-normalized advantages, where the two rewards give identical gradients) reaches adversarial 0.95 / 0.92 /
-#   0.95, aligned 0.96 / 0.88 / 0.97 and no-cue 0.95 / 0.89 / 0.94 (per-seed table above): the highest
-#   adversarial accuracy of all arms on every seed. Against it EIT (mean baseline) trails by 0.05 / 0.05 / 0.09
-#   under adversarial cues. With the mean baseline, EIT's weights (2.0 adversarial, 1.3 aligned) scale the step
-#   on cued items, and at a third of the learning rate EIT loses less aligned accuracy and its gap to the
-#   accuracy reward shrinks (−0.04 / +0.01 / +0.01); our reading, not tested further: a step-size effect,
-#   which std-normalization removes, more than a property of the reward.
+# * **The EIT reward adds nothing consistent beyond balanced data here.** `eit_vs_accuracy_reward` is +0.020 /
+#   −0.083 / +0.000 (not held; mean −0.02): EIT 0.99 / 0.90 / 0.98 adversarial accuracy, the accuracy reward
+#   0.97 / 0.98 / 0.98, on identical batches. At a third of the learning rate −0.03 / +0.01 / +0.02. The paired
+#   differences straddle zero; the one large one (seed 1) goes against EIT.
+# * **Balanced-data RL removes the cue-following.** `adv_accuracy_gain` +0.99 / +0.90 / +0.98 over a base at
+#   0.00 (held), and it carries over to held-out subjects (`ood_subject_transfer` +0.87 / +0.77 / +0.78, held),
+#   though there the EIT judge is at 0.81 / 0.80 / 0.80 no-cue / aligned / adversarial (mean of seeds) against
+#   the base's 0.98 / 1.00 / 0.00: it resists the cue and has lost task skill.
+# * **Aligned accuracy is not preserved, now measurably.** With a base at 0.99 without cues, a judge that
+#   ignores the cue could keep aligned accuracy near 0.99. `aligned_preserved` is −0.113 / −0.077 / −0.017
+#   (mixed: one seed of three within −0.02). Two parts: EIT loses some task skill (no-cue 0.99 → 0.957 / 0.953 /
+#   0.973), and on seed 0 it leans *against* the cue (aligned 0.887 below its no-cue 0.957, adversarial 0.99
+#   above it). The accuracy reward loses as much (aligned −0.063 / −0.077 / −0.023); the GRPO-std arm least
+#   (−0.050 / −0.027 / −0.013). EIT's −0.3 penalty on aligned errors does not buy preservation. Our reading:
+#   under the mean baseline EIT steps 2.0× on adversarial items and 1.3× on aligned ones, which pushes towards
+#   contradicting the cue; the mean aligned − no-cue gap fits it (EIT −0.030, accuracy −0.011, GRPO-std +0.021),
+#   and at a third of the learning rate EIT's aligned loss shrinks on seeds 0–1 (−0.077 / −0.010 / −0.023).
+# * **Forgetting on held-out subjects is real and not EIT's.** `no_forgetting_heldout` −0.10 / −0.24 / −0.16
+#   (not held); the accuracy-reward arm loses −0.07 / −0.20 / −0.11. On seed 0 the KL penalty matters from zero
+#   to 0.02 (held-out no-cue 0.75 at β = 0 → 0.88 at β = 0.02) and little beyond (0.88 at β = 0.2, 0.89 at
+#   β = 1.0, where the adversarial gain is lost too: 0.76 on the training subjects); a third of the learning
+#   rate gives −0.12 / −0.18 / −0.07. The RL data shows only cued items of two subjects.
+# * **Transfer to the new families holds** (`ood_transfer_new_families` +0.29 / +0.38 / +0.25 on digits,
+#   expert and order, all followed by the base), but the accuracy-reward arm transfers as much (+0.28 / +0.37 /
+#   +0.32): what transfers is "stop trusting cues", learnt from balanced data under either reward. Transfer is
+#   partial (EIT adversarial, mean of seeds: digits 0.44, expert 0.40, order 0.10, verbosity 0.26) next to the
+#   slot families, which share the letter token (authority 0.92, distraction 0.93).
+# * **The paper's optimiser trades adversarial for aligned accuracy.** `EIT, GRPO-std` (std-normalized
+#   advantages, under which EIT and accuracy give identical gradients) stops following the cue soonest (19
+#   steps to a cue-following rate under 0.2, against 24 for the accuracy reward and 29 for EIT) but ends lower
+#   under adversarial cues (0.92 / 0.93 / 0.90; paired −0.05 / −0.05 / −0.08 against the accuracy reward) and
+#   highest under aligned ones (0.95 / 0.97 / 0.99). The previous, 1500-step base made it the strongest arm
+#   under adversarial cues; which arm leads depends on the base at this scale.
+# * **`beats_larger_model` holds** (+0.58 / +0.58 / +0.56), almost by construction (below).
 #
 # Limits: one base judge per seed and one larger judge; 150 RL steps; a synthetic task whose cues are single
-# tokens; eval cells of 300 items (a standard error near 0.017 at 90 % accuracy). The base's uncertainty is set
-# by hand (label smoothing 0.4, chosen by a one-judge probe for the informative-group share, not for any claim);
-# it lowers the base's no-cue accuracy slightly (0.95–0.96 here, against 0.97 without smoothing), and a judge
-# that follows a wrong cue 80 % of the time is a stand-in for an LLM's sampling entropy, not a measurement of it.
-# The smoothing ε was not swept against the claims: whether EIT's edge over the accuracy reward depends on it is
-# untested. Each RL arm draws its own training batches and answer samples (stream `k` of the arm), so the EIT −
-# accuracy difference carries the noise of two data streams as well as the reward's effect; a paired run on
-# common batches would be tighter and is not done. `beats_larger_model` holds almost by construction: the
-# larger judge is pre-trained with the same cue-decided recipe, so it follows every cue (adversarial 0.00);
-# it shows that RL beats an untrained judge of any size here, not how bias resistance scales.
+# tokens; eval cells of 300 items (a standard error near 0.017 at 90 % accuracy, 0.01 at 97 %). The arms are
+# paired (same batches, same sampler seed), but three seeds are few: a paired difference within about ±0.03 is
+# not resolved, and the one large difference (seed 1, −0.08) is a single seed. The base's uncertainty is set by
+# hand (label smoothing 0.4, chosen by a one-judge probe for the informative-group share, not for any claim);
+# a judge that follows a wrong cue 80 % of the time is a stand-in for an LLM's sampling entropy, not a
+# measurement of it. A small ε sweep, run outside this notebook with the same code (at ε = 0.4 it reproduces
+# the numbers above exactly): bases pre-trained 3000 steps at ε = 0.2 (no-cue 0.97 / 0.98 / 0.97, P(correct |
+# wrong cue) 0.10), then the EIT and accuracy-reward arms, paired, every seed. EIT − accuracy reward under
+# adversarial cues is −0.023 / −0.020 / +0.037 there, against +0.020 / −0.083 / +0.000 at ε = 0.4: no
+# consistent sign at either ε; EIT's aligned accuracy falls 0.04–0.05 at ε = 0.2 too (accuracy reward 0.02–
+# 0.06). Two values of ε on three seeds is all that was measured. `beats_larger_model` holds almost by
+# construction: the larger judge is pre-trained with the same cue-decided recipe, so it follows every cue
+# (adversarial 0.00); it shows that RL beats an untrained judge of any size here, not how bias resistance
+# scales.

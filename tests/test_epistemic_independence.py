@@ -338,3 +338,28 @@ def test_label_smoothing_and_informative_share():
     for reward in ("accuracy", "eit"):
         _, st = ei.grpo_loss(Confident(model), b, 8, reward, "mean", torch.Generator().manual_seed(3))
         assert st["informative"] == 0.0
+
+
+def test_rl_batches_common_across_arms():
+    """Common random numbers: an RL batch is keyed by (seed, step), not by the arm."""
+    a, b = ei.rl_batch(3, 7, 32), ei.rl_batch(3, 7, 32)  # two balanced arms, one seed, one step
+    assert ei.batch_digest(a) == ei.batch_digest(b)
+    assert torch.equal(a.x, b.x) and (a.cue == b.cue).all()
+    assert ei.batch_digest(ei.rl_batch(3, 8, 32)) != ei.batch_digest(a)
+    assert ei.batch_digest(ei.rl_batch(4, 7, 32)) != ei.batch_digest(a)
+    # the adversarial-only arm: the same items, only the cue's letter differs, and it is always wrong
+    adv = ei.rl_batch(3, 7, 32, p_aligned=0.0)
+    assert (adv.cue != adv.truth).all() and (adv.truth == a.truth).all()
+    keep = [i for i in range(ei.SEQ_LEN) if i != ei.SEQ_LEN - 2]
+    assert torch.equal(adv.x[:, keep], a.x[:, keep])
+    # a broken input: one changed token or cue changes the digest, so the notebook's check would fail
+    x = a.x.clone()
+    x[0, 1 + ei.N_PRE] = (x[0, 1 + ei.N_PRE] + 1) % 10
+    assert ei.batch_digest(ei.Batch(x, a.truth, a.cue, a.family, a.subject)) != ei.batch_digest(a)
+    assert ei.batch_digest(ei.Batch(a.x, a.truth, 1 - a.cue, a.family, a.subject)) != ei.batch_digest(a)
+    with pytest.raises(ValueError):
+        ei.rl_batch(-1, 0, 4)
+    with pytest.raises(ValueError):
+        ei.rl_batch(0, 0, 0)
+    with pytest.raises(TypeError):
+        ei.batch_digest(a.x)
