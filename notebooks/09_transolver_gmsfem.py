@@ -25,10 +25,10 @@
 # | problems | 2-D/3-D, steady and time-dependent, irregular grids | 2-D, steady and implicit-Euler parabolic, a Q1 grid and a jittered P1 mesh |
 # | fine grid | not public | 64 × 64 cells (4 225 nodes); 128 × 128 for the timing at the larger patch |
 # | coarse grid / basis | not public | 8 × 8 coarse cells, 81 neighbourhoods, up to 4 functions each |
-# | network | Transolver | Transolver, 3 blocks, width 48, 16 slices (~57 k parameters), 3 seeds, trained offline by `data/09_transolver_gmsfem/make_basis.py` |
-# | training data | not public | 50 coefficient fields (4 050 local problems), 600 steps of 16 patches, 8-fold symmetry augmentation |
-# | speed baseline | classical local eigensolves | the fastest of dense LAPACK `evr`, ARPACK shift-invert (`eigsh`) and LOBPCG, one thread, same run |
-# | neural baseline | state-of-the-art neural PDE solvers | the same Transolver mapping (x, y, log κ, f) → u, 200 fine solutions with varied forcing, 3 seeds (`make_pure.py`) |
+# | network | Transolver | Transolver, 3 blocks, width 80, 16 slices (156 k parameters), 3 seeds, trained offline by `data/09_transolver_gmsfem/make_basis.py` |
+# | training data | not public | 100 coefficient fields (8 100 local problems), 4 000 steps of 16 patches, 8-fold symmetry augmentation |
+# | speed baseline | classical local eigensolves | the fastest of dense LAPACK `evr`, ARPACK shift-invert (`eigsh`) and preconditioned LOBPCG (ILU, LU) at the network's accuracy, one thread, same run |
+# | neural baseline | state-of-the-art neural PDE solvers | the same Transolver (width 48, 32 slices) mapping (x, y, log κ, f) → u, 200 fine solutions with varied forcing, 5 000 steps of 8, 3 seeds (`make_pure.py`) |
 # | hardware | GPU | 2 shared CPU cores; the default run loads the checkpoints, quick mode trains tiny models live |
 #
 # :::{note}
@@ -89,6 +89,7 @@ import warnings
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
+from scipy.linalg import LinAlgWarning
 from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
@@ -439,8 +440,9 @@ print(
 #
 # The energy term applies $A$ cell by cell (`patch_cells`) and uses $\mathrm{tr}(G^{-1}\hat\Phi^TA\hat\Phi)$ with
 # the Gram matrix $G = \hat\Phi^TS\hat\Phi$, so no orthonormalisation is differentiated through twice. The default
-# run loads three networks (seeds 0, 1, 2) trained by `data/09_transolver_gmsfem/make_basis.py` (50 fields, 600
-# steps); quick mode trains a tiny one live with the same function.
+# run loads three networks (seeds 0, 1, 2) trained by `data/09_transolver_gmsfem/make_basis.py` (100 fields,
+# 4 000 steps of 16 patches, about 13 passes over the 8 100 training patches); quick mode trains a tiny one live
+# with the same function.
 
 # %%
 cfg_b, cfg_p = tg.checkpoint_config("basis"), tg.checkpoint_config("pure")
@@ -449,7 +451,7 @@ if quick:
     cfg_b.update(
         n_fine=n_fine, n_bf=n_bf, fields=2, steps=40, batch=8, seeds=[seed], **tiny
     )
-    cfg_p.update(n_fine=n_fine, pairs=6, steps=30, seeds=[seed], **tiny)
+    cfg_p.update(n_fine=n_fine, pairs=6, steps=30, batch=2, seeds=[seed], **tiny)
 elif (cfg_b["n_fine"], cfg_b["n_coarse"], cfg_b["n_bf"]) != (n_fine, n_coarse, n_bf):
     raise ValueError(
         "the basis checkpoint was trained at n_fine=64, n_coarse=8, n_bf=4"
@@ -643,7 +645,10 @@ for k, v in diag.items():
 # (scaled by a fixed constant). It is trained (`data/09_transolver_gmsfem/make_pure.py`, 3 seeds) on 200 fine
 # solutions whose coefficients come from the training distribution and whose forcing **varies** ($1$ plus random
 # low sine modes), so that a new forcing at test time is a real test of generalisation, not a constant input it
-# never saw move.
+# never saw move. To afford enough steps on a CPU, every step sees a random 1 024 of the 4 225 nodes of 8
+# solutions (5 000 steps, 200 passes over the pairs): Physics-Attention's slice tokens are weighted *means* over
+# points, so a random subset estimates them, and the trained model is applied to the full grid unchanged. The
+# right panel below is its relative L2 error on 8 held-out pairs during training.
 
 # %%
 pure = {}
@@ -655,10 +660,22 @@ else:
     ckpt_p = checkpoints.load(tg.CHECKPOINT_SLUG, "pure", config=cfg_p)
     for s in seeds:
         pure[s] = ckpt_p.load_into(tg.make_pure_net(cfg_p), prefix=f"pure/{s}.")
+    fig, ax = plt.subplots(1, 2, figsize=(10, 3.2))
     checkpoints.plot_history(
-        ckpt_p.manifest, keys=["loss"], logy=True, title="pure solvers: training loss"
+        ckpt_p.manifest, keys=["loss"], ax=ax[0], logy=True, title="training loss"
+    )
+    checkpoints.plot_history(
+        ckpt_p.manifest,
+        keys=["test_rel_l2"],
+        ax=ax[1],
+        logy=True,
+        title="held-out relative L2",
     )
     plt.show()
+    print(
+        f"trained in {ckpt_p.manifest['wall_seconds'] / 60:.1f} min; "
+        f"{ckpt_p.manifest['metrics']}"
+    )
 
 
 @torch.no_grad()
@@ -734,23 +751,31 @@ plt.tight_layout()
 plt.show()
 
 # %% [markdown]
-# ## 7. Basis-construction time against the best classical eigensolver
+# ## 7. Basis-construction time against the best classical eigensolver, at matched accuracy
 #
-# A fair speed baseline is the fastest way a practitioner would get the same eigenpairs, not the first one that
-# comes to mind. We time three, each on **one thread**, on the same patches, in the same run, after a warm-up, as
-# the median of repeats:
+# A fair speed baseline is the fastest way a practitioner would get a basis **as good as the network's**, not the
+# first eigensolver that comes to mind run to machine precision. We time, each on **one thread**, on the same
+# patches, in the same run, after a warm-up, as the median of repeats, a family of classical solvers with the
+# accuracy knobs a practitioner would turn:
 #
 # * dense LAPACK `evr` on the standard form with a subset of eigenvalues (section 2);
 # * ARPACK in **shift-invert** mode (`scipy.sparse.linalg.eigsh(B, k, sigma=-σ)` with a tiny σ, one sparse LU
-#   per patch), the usual choice for a few smallest eigenpairs of a sparse matrix;
-# * LOBPCG with a Jacobi preconditioner (timed on 9 of the neighbourhoods and scaled to all: it is slow here).
+#   per patch), at machine precision with its default Krylov size, with the smallest Krylov size
+#   ($2N_{bf}+1$ vectors), and with that size and a loose tolerance (`tol=1e-2`);
+# * LOBPCG (`scipy.sparse.linalg.lobpcg`) from a random start with two real preconditioners for $A+\sigma S$:
+#   an incomplete LU (`spilu`, drop tolerance 1e-4) run for 8 or 16 iterations, and the exact sparse LU (the
+#   factorised shift operator) for 8. Its tolerance is an absolute residual, meaningless across contrasts, so the
+#   iteration count is the knob.
 #
-# The network side is one batched forward pass over all neighbourhoods (one torch thread), timed with everything it
-# needs: building its input features and S-orthonormalising its output (the eigensolvers return S-orthonormal
-# eigenvectors); the hybrid adds one sparse LU and solve per patch. The fine grid grows (17², 25², 33² nodes per patch) with the same 8 × 8 coarse
-# grid; the network was trained at 17². At these sizes the *fine* solve itself takes a fraction of a second, so
-# GMsFEM is not cheaper than solving the fine problem; the claim is about basis construction, which dominates in
-# 3-D, multi-query and time-dependent settings where the basis is reused.
+# For each solver we measure the GMsFEM energy error its basis gives on the timing field. The baseline for the
+# network is then the **fastest classical solver whose error is no larger than the network's** at that size, and
+# likewise for the hybrid. The network side is one batched forward pass over all neighbourhoods (one torch
+# thread), timed with everything it needs: building its input features and S-orthonormalising its output (the
+# eigensolvers return S-orthonormal eigenvectors); the hybrid adds one sparse LU and solve per patch. The fine
+# grid grows (17², 25², 33² nodes per patch) with the same 8 × 8 coarse grid; the network was trained at 17². At
+# these sizes the *fine* solve itself takes a fraction of a second, so GMsFEM is not cheaper than solving the fine
+# problem; the claim is about basis construction, which dominates in 3-D, multi-query and time-dependent settings
+# where the basis is reused.
 
 
 # %%
@@ -766,33 +791,87 @@ def median_time(fn, repeats):
     return float(np.median(out)), result
 
 
+def classical_solvers(k):
+    """name -> solver(A_sparse, neighbourhood) -> (lam, S-orthonormal phi)."""
+    ncv = 2 * k + 1
+
+    def lob(pc, it):
+        return lambda A, b: tg.local_spectral_lobpcg(
+            A, b.s, k, precond=pc, tol=1e-30, maxiter=it
+        )
+
+    return {
+        "LAPACK evr (dense)": lambda A, b: tg.local_spectral(b.A, b.s, k),
+        "ARPACK shift-invert": lambda A, b: tg.local_spectral_arpack(A, b.s, k),
+        f"ARPACK, ncv {ncv}": lambda A, b: tg.local_spectral_arpack(A, b.s, k, ncv=ncv),
+        f"ARPACK, ncv {ncv}, tol 1e-2": lambda A, b: tg.local_spectral_arpack(
+            A, b.s, k, tol=1e-2, ncv=ncv
+        ),
+        "LOBPCG + ILU, 8 it": lob("ilu", 8),
+        "LOBPCG + ILU, 16 it": lob("ilu", 16),
+        "LOBPCG + LU, 8 it": lob("lu", 8),
+    }
+
+
+def guarded(solve):
+    """A solver that returns None instead of raising (LOBPCG's Rayleigh-Ritz can
+    break down on tiny patches); such a solver's basis counts as unusable."""
+
+    def run(A, b):
+        try:
+            return solve(A, b)
+        except (np.linalg.LinAlgError, ValueError):
+            return None
+
+    return run
+
+
+def basis_err(field, eig):
+    """GMsFEM energy error with a classical solver's basis; inf if it is unusable."""
+    if any(e is None for e in eig):
+        return np.inf
+    try:
+        e = energy_err(field, ortho(field, first(eig, n_bf)))
+    except (np.linalg.LinAlgError, ValueError):
+        return np.inf
+    return e if np.isfinite(e) else np.inf
+
+
+def fastest(rows, target):
+    """The fastest classical solver whose energy error is at most ``target``."""
+    ok = [k for k, r in rows.items() if r["err"] <= target * (1 + 1e-9)]
+    return min(ok, key=lambda k: rows[k]["t"])
+
+
 timing, net0 = {}, nets[seeds[0]]
+solvers = classical_solvers(n_bf)
 threads = torch.get_num_threads()
 torch.set_num_threads(1)
 for n_f in tqdm(timing_sizes, desc="timing"):
     fld = setup_field(tg.kappa_field(seed * 1000), tg.structured_mesh(n_f))
     nbs, As = fld["nb"], fld["Asp"]
-    sub = list(range(0, len(nbs), max(1, len(nbs) // 9)))[:9]
-    with threadpool_limits(1):
-        t_evr, eig = median_time(
-            lambda nbs=nbs: [tg.local_spectral(b.A, b.s, n_bf) for b in nbs],
+    rows = {}
+    with threadpool_limits(1), warnings.catch_warnings():
+        # LOBPCG at a fixed iteration count warns that it did not reach tol, and
+        # about ill-conditioned Rayleigh-Ritz steps (the matching sees the error)
+        warnings.simplefilter("ignore", UserWarning)
+        warnings.simplefilter("ignore", LinAlgWarning)
+        t_fine, u = median_time(
+            lambda fld=fld: tg.solve_fine(
+                fld["mesh"], np.ones(fld["mesh"].n), fld["A"]
+            ),
             timing_repeats,
         )
-        t_arp, eig_a = median_time(
-            lambda nbs=nbs, As=As: [
-                tg.local_spectral_arpack(A, b.s, n_bf) for A, b in zip(As, nbs)
-            ],
-            timing_repeats,
-        )
-        with warnings.catch_warnings():  # its convergence is checked below instead
-            warnings.simplefilter("ignore", UserWarning)
-            t_lob, eig_l = median_time(
-                lambda nbs=nbs, As=As, sub=sub: [
-                    tg.local_spectral_lobpcg(As[i], nbs[i].s, n_bf) for i in sub
+        fld["u"] = u
+        for name, raw in solvers.items():
+            solve = guarded(raw)
+            t, eig = median_time(
+                lambda solve=solve, nbs=nbs, As=As: [
+                    solve(A, b) for A, b in zip(As, nbs)
                 ],
-                1,
+                timing_repeats,
             )
-        t_lob *= len(nbs) / len(sub)
+            rows[name] = dict(t=t, err=basis_err(fld, eig), eig=eig)
         # the network's clock includes its input features and the S-orthonormal
         # basis it hands to GMsFEM, as the eigensolvers' clocks do
         t_net, pred = median_time(
@@ -802,46 +881,43 @@ for n_f in tqdm(timing_sizes, desc="timing"):
             lambda fld=fld: one_step(fld, predicted_bases(fld, net0)),
             timing_repeats,
         )
-        t_fine, u = median_time(
-            lambda fld=fld: tg.solve_fine(
-                fld["mesh"], np.ones(fld["mesh"].n), fld["A"]
-            ),
-            timing_repeats,
-        )
+    eig, eig_a = rows["LAPACK evr (dense)"]["eig"], rows["ARPACK shift-invert"]["eig"]
     gap_a = max(
         np.abs(la - le).max() / le.max() for (la, _), (le, _) in zip(eig_a, eig)
     )
-    gap_l = max(
-        np.abs(eig_l[j][0] - eig[i][0]).max() / eig[i][0].max()
-        for j, i in enumerate(sub)
-    )
-    cls = {"LAPACK evr (dense)": t_evr, "ARPACK shift-invert": t_arp}
-    if gap_l < 1e-6:  # LOBPCG counts only where it converged
-        cls["LOBPCG (Jacobi)"] = t_lob
-    best = min(cls, key=cls.get)
-    fld["u"] = u
+    err_exact = rows["LAPACK evr (dense)"]["err"]
+    err_pred, err_hyb = energy_err(fld, pred), energy_err(fld, hyb)
+    b_full, b_net, b_hyb = (fastest(rows, e) for e in (err_exact, err_pred, err_hyb))
     timing[len(nbs[40].nodes)] = dict(
-        **cls, best=best, t_best=cls[best], network=t_net, hybrid=t_hyb,
-        fine_solve=t_fine,
-        lobpcg=t_lob, gap_arpack=gap_a, gap_lobpcg=gap_l,
-        speedup=cls[best] / t_net, speedup_hybrid=cls[best] / t_hyb,
-        err_exact=energy_err(fld, first(eig, n_bf)),
-        err_pred=energy_err(fld, pred),
-        err_hyb=energy_err(fld, hyb),
+        rows={k: dict(t=r["t"], err=r["err"]) for k, r in rows.items()},
+        network=t_net, hybrid=t_hyb, fine_solve=t_fine, gap_arpack=gap_a,
+        best_full=b_full, best_net=b_net, best_hyb=b_hyb,
+        t_best=rows[b_net]["t"], t_best_hyb=rows[b_hyb]["t"],
+        speedup=rows[b_net]["t"] / t_net, speedup_hybrid=rows[b_hyb]["t"] / t_hyb,
+        speedup_full=rows[b_full]["t"] / t_net,
+        speedup_evr=rows["LAPACK evr (dense)"]["t"] / t_net,
+        err_exact=err_exact, err_pred=err_pred, err_hyb=err_hyb,
     )  # fmt: skip
 torch.set_num_threads(threads)
 for size, t in timing.items():
     print(
-        f"{size:5d} nodes/patch: evr {t['LAPACK evr (dense)'] * 1e3:7.1f} ms, ARPACK "
-        f"{t['ARPACK shift-invert'] * 1e3:7.1f} ms"
-        f" (eigenvalues agree to {t['gap_arpack']:.0e}), LOBPCG "
-        f"{t['lobpcg'] * 1e3:7.1f} ms (to {t['gap_lobpcg']:.0e});"
-        f" network {t['network'] * 1e3:6.1f} ms, hybrid {t['hybrid'] * 1e3:6.1f} ms; "
-        f"speedup vs best ({t['best']})"
-        f" {t['speedup']:.1f}x, hybrid {t['speedup_hybrid']:.1f}x; fine solve "
-        f"{t['fine_solve'] * 1e3:.0f} ms;"
-        f" energy error exact {t['err_exact']:.3f}, network {t['err_pred']:.3f}, "
-        f"hybrid {t['err_hyb']:.3f}"
+        f"{size} nodes/patch: fine solve {t['fine_solve'] * 1e3:.0f} ms; energy error "
+        f"exact {t['err_exact']:.3f}, network {t['err_pred']:.3f}, hybrid "
+        f"{t['err_hyb']:.3f}"
+    )
+    for name, r in t["rows"].items():
+        print(f"  {name:28s} {r['t'] * 1e3:8.1f} ms   energy error {r['err']:.3f}")
+    print(
+        f"  {'network':28s} {t['network'] * 1e3:8.1f} ms   -> vs {t['best_net']}: "
+        f"{t['speedup']:.1f}x"
+    )
+    print(
+        f"  {'hybrid (network + one step)':28s} {t['hybrid'] * 1e3:8.1f} ms   -> vs "
+        f"{t['best_hyb']}: {t['speedup_hybrid']:.2f}x"
+    )
+    print(
+        f"  at the exact basis's error or better: fastest {t['best_full']}, network "
+        f"{t['speedup_full']:.1f}x; vs dense evr {t['speedup_evr']:.1f}x"
     )
 rec.check(
     "arpack_matches_evr",
@@ -852,40 +928,41 @@ rec.check(
 )
 
 sizes = list(timing)
-fig, ax = plt.subplots(1, 2, figsize=(10, 3.4))
-for key, mk in [
-    ("LAPACK evr (dense)", "o-"),
-    ("ARPACK shift-invert", "s-"),
-    ("lobpcg", "d:"),
-    ("network", "^-"),
-    ("hybrid", "v--"),
-]:
+fig, ax = plt.subplots(1, 2, figsize=(10, 3.6))
+for j, name in enumerate(solvers):
     ax[0].plot(
         sizes,
-        [timing[s][key] for s in sizes],
-        mk,
-        label={"lobpcg": "LOBPCG (Jacobi)", "hybrid": "network + one step"}.get(
-            key, key
-        ),
+        [timing[s]["rows"][name]["t"] for s in sizes],
+        "os^vdP*"[j % 7] + (":" if "LOBPCG" in name else "-"),
+        color=f"C{j}",
+        lw=0.9,
+        ms=4,
+        label=name,
     )
+for key, mk, c, lab in [
+    ("network", "^-", "k", "network"),
+    ("hybrid", "v--", "0.45", "network + one step"),
+]:
+    ax[0].plot(sizes, [timing[s][key] for s in sizes], mk, color=c, lw=2, label=lab)
 ax[0].set(
     xlabel="fine nodes per interior patch",
     ylabel="seconds for all patches",
     yscale="log",
     xscale="log",
 )
-ax[0].legend(fontsize=7)
-ax[1].plot(sizes, [timing[s]["speedup"] for s in sizes], "^-", label="network")
-ax[1].plot(
-    sizes,
-    [timing[s]["speedup_hybrid"] for s in sizes],
-    "v--",
-    label="network + one step",
-)
+ax[0].legend(fontsize=6, ncol=2)
+for key, mk, lab in [
+    ("speedup", "^-", "network vs fastest at its accuracy"),
+    ("speedup_hybrid", "v--", "hybrid vs fastest at its accuracy"),
+    ("speedup_full", "^:", "network vs fastest at the exact basis's error"),
+    ("speedup_evr", "x:", "network vs dense evr (the old baseline)"),
+]:
+    ax[1].plot(sizes, [timing[s][key] for s in sizes], mk, label=lab)
 ax[1].axhline(1, color="k", lw=0.8)
+ax[1].axhline(10, color="C3", lw=0.8, ls="--", label="claim bar (10x)")
 ax[1].set(
     xlabel="fine nodes per interior patch",
-    ylabel="speedup vs best classical",
+    ylabel="speedup (classical ÷ network)",
     xscale="log",
     yscale="log",
 )
@@ -1074,42 +1151,52 @@ plotting.live_controls(
 # %% [markdown]
 # ## 11. Reading the results, and known limits
 #
-# * **Why the earlier version failed, and what the fix buys.** Section 3 is the main finding: in high contrast a
+# * **Accuracy: what the larger, longer-trained network buys.** Section 3 is the main finding: in high contrast a
 #   basis can be within a tiny mass-norm angle of the exact one and still give a several-times larger energy
-#   error, because what matters is *which* eigenvectors contaminate it. The energy-aware loss targets the right
-#   quantity, and the nested, gap-cut loss no longer leaves the first boundary function unsupervised or punishes
-#   correct predictions inside degenerate eigenspaces. It does not, by itself, make a small network trained for
-#   minutes on a CPU accurate: the pure predicted basis stays far from the exact one (`learned_basis_accuracy`),
-#   and its test losses were still falling when training stopped (section 4's curves). The diagnosis in section 5
-#   separates the two parts of the hybrid: one correction step on a random start is much worse than on the
-#   network's basis, so the network does carry the channel structure; a second step narrows the remaining gap
-#   only partly. Inverse iteration removes a component along $\phi_j$ at the rate $(\lambda_{N_{bf}}+\sigma) /
-#   (\lambda_j+\sigma)$ per step, so what the prediction still gets wrong sits near the cut, where extra steps help
-#   slowly: reaching the 1.1 bar with one step needs a better prediction (a longer-trained or larger network),
-#   not more correction.
-# * **Speed.** Against dense LAPACK alone the network looks many times faster at the largest patch; against
-#   ARPACK shift-invert, the classical solver a practitioner would pick for a few smallest eigenpairs of a sparse
-#   matrix, the margin nearly vanishes on one CPU thread, and the hybrid, which needs one sparse factorisation per
-#   patch just like ARPACK, is no faster at all. The paper's > 100x is a GPU-batched network against (as far as we
-#   can tell) a dense eigensolver; we cannot test a GPU here, and we do not extrapolate.
-# * **Out of distribution.** The pure solver is now trained with varied forcings, but it is not trained well: its
-#   relative L2 error *in distribution* is about 0.36-0.48 (section 6), the same as on the shifts. The hybrid
-#   (true κ and f in the Galerkin solve, plus a correction step) beats it on every shift and seed, and the network
-#   without correction does not beat it on the higher-contrast and irregular-mesh shifts, but against a baseline
-#   that fails everywhere neither ratio measures robustness to a shift. `ood_vs_pure_solver` is therefore recorded
-#   as untested, with the ratios in its reason.
+#   error (5 % white noise, $\sum\sin^2\theta = 0.007$, raises the error from 0.083 to 0.365), because what
+#   matters is *which* eigenvectors contaminate it. Going from 57 k parameters and 600 steps on 50 fields to 156 k
+#   parameters and 4 000 steps on 100 fields cut the test losses about fourfold (energy term 1.04 → 0.21-0.26,
+#   $\sum\sin^2$ 0.88 → 0.26-0.28) and the predicted basis's energy-error ratio from 6.2 to 3.1-3.3. That is
+#   still far from the 1.5 bar (`learned_basis_accuracy` not held): the measured $\sum\sin^2 \approx 0.26$ sits
+#   more than an order of magnitude above the 0.007 at which section 3's sweep already shows a 4x larger energy
+#   error, and the test curves in section 4 were flattening (0.22 → 0.21 over the last 500 steps of seed 0), so
+#   more of the same training would not close the gap. With **one** inverse-iteration step the hybrid reaches
+#   1.06, 1.03 and 1.15 times the exact error (`hybrid_accuracy` mixed: two seeds of three under 1.1). Section
+#   5's controls say the network carries the channel structure: the same step on a random start gives 2.84x,
+#   on the prediction 1.06x, and a second step only 1.03x.
+# * **Speed.** Against dense LAPACK the network is 5.8x faster at the largest patch (0.6x at the smallest), but
+#   that is not the classical solver a practitioner would use. ARPACK shift-invert with the smallest Krylov space
+#   and a loose tolerance (`ncv` = 9, `tol` = 1e-2) is the fastest classical solver at every size, and its basis
+#   is as accurate as the exact one (its GMsFEM error for f = 1 is even slightly lower: a few percent of
+#   not-quite-eigenvectors can help one particular right-hand side), so it is also the matched baseline for the
+#   hybrid. On one CPU thread the 156 k-parameter network's batched forward pass (its features and
+#   orthonormalisation included) takes twice as long as that ARPACK at all three sizes (0.5-0.6x), and the
+#   hybrid, which adds a sparse LU per patch, is no faster (0.43-0.58x). `basis_speedup_vs_best` is not held.
+#   Both costs grow roughly linearly with the patch size here, so the ratio is flat across sizes rather than
+#   improving. The paper's > 100x is a GPU-batched network against (as far as we can tell) a dense eigensolver;
+#   we cannot test a GPU here, and we do not extrapolate.
+# * **Out of distribution.** The pure solver is now trained for 200 passes over its 200 pairs; its held-out
+#   relative L2 error stops improving at about 0.3 after the first 1 250 steps while its training loss keeps
+#   falling (section 6's curves): it is limited by the 200 pairs, not by steps. In distribution (f = 1, the three
+#   test fields) its relative L2 error is 0.20, 0.16 and 0.42 per seed, against 0.02 for the hybrid, and its
+#   energy-norm error is above 20 (its gradients are noise), so the hybrid beats it on every shift and seed by
+#   6.7-25x (`ood_vs_pure_solver` held, 4 of 4 shifts for every seed). Most of that is the in-distribution gap,
+#   not robustness: relative to its own in-distribution error the pure solver degrades 12x on the new geometry
+#   and 4.2x on the new forcing, the hybrid 6.0x and 2.8x; on the higher contrast and the irregular mesh neither
+#   degrades much. The uncorrected network is worse than the exact basis on every shift (on the irregular mesh
+#   6.2-7.2x, `irregular_mesh` not held), while the hybrid stays within 1.0-1.3x of it.
 #
-# **Known limits.** The basis network has about 57 k parameters, not the ~150 k issue #35 asked for, and was
-# trained 600 steps on 50 fields: at ~150 k parameters the three seeds would not have fit the 15-minute budget for
-# a checkpoint on one shared CPU core. The pure solver (same size, 400 steps of 2 fields) is also modestly trained;
-# its in-distribution error is printed in section 6 and is too large for the out-of-distribution comparison to
-# mean anything (a pure solver trained to a small in-distribution error is what that claim needs). LOBPCG runs
-# with a Jacobi preconditioner only (a multigrid preconditioner could change its ranking) and is timed on 9
-# neighbourhoods and scaled. All timings are one thread on a shared machine, median of repeats after a warm-up,
-# both sides in the same run; the network's time includes its input features and the S-orthonormalisation.
-# ARPACK runs at its default tolerance (machine precision) while the network's basis is several times less
-# accurate, so an ARPACK asked only for the network's accuracy would be faster still: the speedup is an upper
-# bound. The network was trained at 289 nodes per patch and is applied unchanged to the larger patches.
+# **Known limits.** All networks are small and CPU-trained: the basis network (156 k parameters, 3 seeds) took
+# 30 min and the pure solver (58 k parameters, 3 seeds) 37 min on one shared core each, run side by side. The
+# pure solver trains on random 1 024-node subsets of the 4 225 nodes (to afford its 5 000 steps) and is applied to
+# the full grid; with 200 training pairs it overfits, and a pure solver trained on thousands of solutions would
+# make the out-of-distribution comparison about robustness rather than accuracy. All timings are one thread on a
+# shared machine (load average 4-6 during the run), median of 3 after a warm-up, both sides in the same run; the
+# network's time includes its input features and the S-orthonormalisation. The matched classical baseline is
+# chosen by the GMsFEM error on one field with f = 1, from a fixed menu of seven solver settings; LOBPCG is
+# driven by its iteration count (its tolerance is absolute) and breaks down now and then (ill-conditioned
+# Rayleigh-Ritz), which the matching catches as a larger error. The network was trained at 289 nodes per patch
+# and is applied unchanged to the larger patches.
 
 # %% [markdown]
 # ## 12. The claims record
@@ -1147,38 +1234,43 @@ rec.claim(
 )
 rec.claim(
     "basis_speedup_vs_best",
-    f"Basis construction: best classical eigensolver ({tb['best']}) ÷ batched "
-    "network, "
-    f"at {big} nodes/patch",
+    "Basis construction: the fastest classical eigensolver at the network's accuracy "
+    f"÷ batched network, at {big} nodes/patch",
     paper="> 100x",
     measured=tb["speedup"],
     op=">=",
     target=10.0,
     unit="x",
     baseline=tb["t_best"],
-    note=f"one thread each, median of {timing_repeats} after a warm-up; best classical "
-    f"{tb['t_best'] * 1e3:.1f} ms, "
-    f"network {tb['network'] * 1e3:.1f} ms, hybrid (network + one step) "
-    f"{tb['hybrid'] * 1e3:.1f} ms = "
-    f"{tb['speedup_hybrid']:.2f}x; dense evr {tb['LAPACK evr (dense)'] * 1e3:.1f} ms "
-    f"(the old baseline: {tb['LAPACK evr (dense)'] / tb['network']:.1f}x). Per size: "
+    note=f"one thread each, median of {timing_repeats} after a warm-up; fastest "
+    f"classical with energy error <= the network's ({tb['err_pred']:.3f}): "
+    f"{tb['best_net']} {tb['t_best'] * 1e3:.1f} ms, network "
+    f"{tb['network'] * 1e3:.1f} ms; hybrid {tb['hybrid'] * 1e3:.1f} ms vs "
+    f"{tb['best_hyb']} {tb['t_best_hyb'] * 1e3:.1f} ms = "
+    f"{tb['speedup_hybrid']:.2f}x; at the exact basis's error ({tb['best_full']}) "
+    f"{tb['speedup_full']:.1f}x, vs dense evr (the old baseline) "
+    f"{tb['speedup_evr']:.1f}x. Per size: "
     + ", ".join(f"{s}: {t['speedup']:.1f}x" for s, t in timing.items()),
 )
 pure_in = pure_err[:, :, 1].mean(1)  # in-distribution relative L2 error per seed
-rec.untested(
+hyb_in = errs_hyb[:, :, -1, 1].mean(1)
+rec.claim(
     "ood_vs_pure_solver",
     "Out of distribution, the pure Transolver's relative L2 error exceeds the hybrid's "
-    "(pure ÷ hybrid > 1) on at least 3 of the 4 shifts",
+    "(pure ÷ hybrid > 1) on at least 3 of the 4 shifts (count per seed)",
     paper="pure neural solvers fail dramatically",
-    reason="the pure-solver baseline is not trained well enough to test robustness: "
-    "its in-distribution relative L2 error is already "
-    f"{np.round(pure_in, 3).tolist()} per seed, no better than on the shifts, so a "
-    "ratio against it says nothing about out-of-distribution failure. Measured anyway "
-    f"(shifts of 4 with pure ÷ hybrid > 1, per seed: {ood_counts}); pure ÷ hybrid: "
+    measured=[float(c) for c in ood_counts],
+    op=">=",
+    target=3,
+    unit="shifts of 4",
+    baseline=[float(v) for v in pure_in],
+    note="baseline = the pure solver's in-distribution relative L2 error per seed "
+    f"(hybrid's: {np.round(hyb_in, 4).tolist()}); pure ÷ hybrid: "
     + "; ".join(f"{k} {np.round(v['ratio'], 1).tolist()}" for k, v in ood.items())
-    + "; pure ÷ network (no correction): "
+    + ". Growth over in-distribution (pure, hybrid; seed means): "
     + "; ".join(
-        f"{k} {np.round(v['pure'] / v['network'], 1).tolist()}" for k, v in ood.items()
+        f"{k} {np.mean(v['pure'] / pure_in):.2f}x, {np.mean(v['hybrid'] / hyb_in):.2f}x"
+        for k, v in ood.items()
     ),
 )
 irr = ood["irregular mesh"]

@@ -162,6 +162,25 @@ def test_sparse_eigensolvers_match_evr(idx):
         assert np.allclose(lam2, lam, rtol=1e-7, atol=1e-9 * lam.max())
         assert np.allclose(phi2.T @ (nb.s[:, None] * phi2), np.eye(4), atol=1e-6)
         assert tg.eigen_residual(nb.A, nb.s, lam2, phi2) < 1e-6
+    for pc in ("ilu", "lu"):  # LOBPCG with a real preconditioner converges in a few dozen iterations
+        lam2, _ = tg.local_spectral_lobpcg(nb.A_sparse(), nb.s, 4, precond=pc, maxiter=40)
+        assert np.allclose(lam2, lam, rtol=1e-6, atol=1e-8 * lam.max())
+    lam2, _ = tg.local_spectral_arpack(nb.A_sparse(), nb.s, 4, tol=1e-10, ncv=9)
+    assert np.allclose(lam2, lam, rtol=1e-6, atol=1e-8 * lam.max())
+
+
+def test_pure_training_on_node_subsets_and_held_out_error():
+    cfg = dict(tg.checkpoint_config("pure"), n_fine=16, dim=8, layers=1, heads=2, slices=2, steps=4,
+               batch=2, points=50)
+    X, Y = tg.pure_dataset(cfg, 3)
+    model, hist = tg.train_pure(cfg, X, Y, 0, progress=False, test=(X[:2], Y[:2]))
+    assert [e[0] for e in hist.evals["test_rel_l2"]][-1] == 4
+    err = tg.pure_rel_l2(model, X[:2], Y[:2])
+    assert err.shape == (2,) and abs(hist.evals["test_rel_l2"][-1][1] - float(err.mean())) < 1e-6
+    again, _ = tg.train_pure(dict(cfg, points=10_000), X, Y, 0, progress=False)  # more than the grid: all nodes
+    assert sum(p.numel() for p in again.parameters()) == sum(p.numel() for p in model.parameters())
+    with pytest.raises(ValueError):
+        tg.pure_rel_l2(model, X[:2], Y[:1])
 
 
 def test_inverse_iteration_fixes_contamination_and_keeps_exact_basis():
@@ -231,6 +250,12 @@ def test_new_functions_reject_bad_input():
         tg.local_spectral_arpack(nb.A_sparse(), nb.s[:-1], 2)
     with pytest.raises(ValueError):
         tg.local_spectral_lobpcg(nb.A_sparse(), nb.s, 0)
+    with pytest.raises(ValueError):
+        tg.local_spectral_lobpcg(nb.A_sparse(), nb.s, 2, precond="multigrid")
+    with pytest.raises(ValueError):
+        tg.local_spectral_arpack(nb.A_sparse(), nb.s, 2, tol=-1.0)
+    with pytest.raises(ValueError):
+        tg.local_spectral_arpack(nb.A_sparse(), nb.s, 2, ncv=2)
     with pytest.raises(ValueError):
         tg.inverse_iteration(nb.A_sparse(), nb.s, np.ones((3, 2)))
     with pytest.raises(ValueError):

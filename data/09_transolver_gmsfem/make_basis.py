@@ -3,7 +3,7 @@ them with :mod:`helpers.checkpoints`:
 
 * ``basis``: one Transolver per seed (0, 1, 2) mapping a coarse neighbourhood's point cloud to its ``n_bf`` local
   eigenfunctions, trained with the gap-cut nested subspace loss plus the energy-aware loss
-  (:func:`helpers.transolver_gmsfem.basis_loss`) on every neighbourhood of 50 training coefficient fields, with
+  (:func:`helpers.transolver_gmsfem.basis_loss`) on every neighbourhood of 100 training coefficient fields, with
   8-fold symmetry augmentation; tensors ``basis/<seed>.<param>``. The manifest stores the loss curves and the test
   losses on the chapter's three in-distribution test fields (seeds 0, 1, 2 of ``kappa_field``).
 
