@@ -1164,14 +1164,16 @@ plotting.live_controls(
 #   1.06, 1.03 and 1.15 times the exact error (`hybrid_accuracy` mixed: two seeds of three under 1.1). Section
 #   5's controls say the network carries the channel structure: the same step on a random start gives 2.84x,
 #   on the prediction 1.06x, and a second step only 1.03x.
-# * **Speed.** Against dense LAPACK the network is 5.8x faster at the largest patch (0.6x at the smallest), but
+# * **Speed.** (Ranges over two default runs on the shared machine.) Against dense LAPACK the network is 5.8-6.3x
+#   faster at the largest patch (0.6-0.7x at the smallest), but
 #   that is not the classical solver a practitioner would use. ARPACK shift-invert with the smallest Krylov space
 #   and a loose tolerance (`ncv` = 9, `tol` = 1e-2) is the fastest classical solver at every size, and its basis
 #   is as accurate as the exact one (its GMsFEM error for f = 1 is even slightly lower: a few percent of
 #   not-quite-eigenvectors can help one particular right-hand side), so it is also the matched baseline for the
 #   hybrid. On one CPU thread the 156 k-parameter network's batched forward pass (its features and
-#   orthonormalisation included) takes twice as long as that ARPACK at all three sizes (0.5-0.6x), and the
-#   hybrid, which adds a sparse LU per patch, is no faster (0.43-0.58x). `basis_speedup_vs_best` is not held.
+#   orthonormalisation included) takes about twice as long as that ARPACK at all three sizes (0.4-0.6x), and
+#   the hybrid, which adds a sparse LU per patch, is no faster (0.42-0.58x). `basis_speedup_vs_best` is not
+#   held.
 #   Both costs grow roughly linearly with the patch size here, so the ratio is flat across sizes rather than
 #   improving. The paper's > 100x is a GPU-batched network against (as far as we can tell) a dense eigensolver;
 #   we cannot test a GPU here, and we do not extrapolate.
