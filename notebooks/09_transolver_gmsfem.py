@@ -441,7 +441,7 @@ print(
 # The energy term applies $A$ cell by cell (`patch_cells`) and uses $\mathrm{tr}(G^{-1}\hat\Phi^TA\hat\Phi)$ with
 # the Gram matrix $G = \hat\Phi^TS\hat\Phi$, so no orthonormalisation is differentiated through twice. The default
 # run loads three networks (seeds 0, 1, 2) trained by `data/09_transolver_gmsfem/make_basis.py` (100 fields,
-# 4 000 steps of 16 patches, about 13 passes over the 8 100 training patches); quick mode trains a tiny one live
+# 4 000 steps of 16 patches, about 8 passes over the 8 100 training patches); quick mode trains a tiny one live
 # with the same function.
 
 # %%
