@@ -42,7 +42,7 @@ __all__ = [
     "eit_reward", "accuracy_reward", "group_advantages", "grpo_loss", "answer_logits", "policy_expected_reward",
     "REWARD", "SLOT_FAMILIES", "NEW_FAMILIES", "reweighted_reward", "kl_to_reference", "CHECKPOINT_SLUG",
     "checkpoint_config", "make_judge", "REWARDS", "sft_loss", "pretrain_batch", "pretrain", "OPTION_START",
-    "rl_batch", "batch_digest", "RL_STREAM",
+    "rl_batch", "batch_digest", "RL_STREAM", "unpaired_steps",
 ]
 
 SUBJECTS = ("sum", "high_count", "ends", "odd_sum")
@@ -197,6 +197,21 @@ def batch_digest(batch: Batch) -> str:
         h.update(k.encode())
         h.update(np.asarray(getattr(batch, k), dtype=np.int64).tobytes())
     return h.hexdigest()
+
+
+def unpaired_steps(digests, steps: int) -> int:
+    """How many of the ``steps`` training steps the arms did *not* share a batch at: ``digests`` maps each arm to
+    its per-step :func:`batch_digest` list; a step counts when the arms' digests differ or an arm has none for it,
+    and every digest past ``steps`` counts too (0 means the arms trained on identical batches, step by step)."""
+    V.instance("digests", digests, dict)
+    if len(digests) < 2:
+        raise ValueError(f"digests must map at least two arms to their digest lists, got {len(digests)}")
+    steps = V.integer("steps", steps, min=1)
+    lists = {str(k): V.sequence(f"digests[{k!r}]", v, of=lambda n, d: V.instance(n, d, str))
+             for k, v in digests.items()}
+    bad = sum(len({d[i] if i < len(d) else None for d in lists.values()} - {None}) != 1
+              or any(i >= len(d) for d in lists.values()) for i in range(steps))
+    return bad + sum(max(len(d) - steps, 0) for d in lists.values())
 
 
 def _as_int_array(name: str, v) -> np.ndarray:

@@ -230,6 +230,10 @@ def test_reweighted_reward_matches_eit_advantages():
     w = ei.reweighted_reward(pred, truth, cue)
     assert set(np.unique(w)) <= {0.0, 1.0, 1.3, 2.0}
     assert np.allclose(ei.group_advantages(w, "mean"), ei.group_advantages(ei.eit_reward(pred, truth, cue), "mean"))
+    # a broken input for the notebook's reweighted_retraces_eit check: other weights give other advantages
+    w_bad = ei.reweighted_reward(pred, truth, cue, w_aligned=1.0)
+    assert not np.allclose(ei.group_advantages(w_bad, "mean"),
+                           ei.group_advantages(ei.eit_reward(pred, truth, cue), "mean"))
     with pytest.raises(ValueError):
         ei.reweighted_reward(pred, truth, cue[:-1])
     with pytest.raises(ValueError):
@@ -363,3 +367,26 @@ def test_rl_batches_common_across_arms():
         ei.rl_batch(0, 0, 0)
     with pytest.raises(TypeError):
         ei.batch_digest(a.x)
+
+
+def test_unpaired_steps_counts_unshared_batches():
+    """The notebook's common_batches check: 0 for batches keyed by (seed, step), > 0 for a broken keying."""
+    steps = 6
+    shared = {arm: [ei.batch_digest(ei.rl_batch(2, t, 16)) for t in range(steps)] for arm in ("acc", "eit")}
+    assert ei.unpaired_steps(shared, steps) == 0
+    # broken: batches keyed by the arm as well (a second data stream per arm)
+    per_arm = {arm: [ei.batch_digest(ei.make_batch(np.random.default_rng([2, k, t]), 16)) for t in range(steps)]
+               for k, arm in enumerate(("acc", "eit"))}
+    assert ei.unpaired_steps(per_arm, steps) == steps
+    # broken: one arm skipped a step, or ran past the budget
+    assert ei.unpaired_steps({"acc": shared["acc"], "eit": shared["eit"][:-1]}, steps) == 1
+    assert ei.unpaired_steps({"acc": shared["acc"] + ["x"], "eit": shared["eit"]}, steps) == 1
+    assert ei.unpaired_steps({"acc": shared["acc"][1:] + shared["acc"][:1], "eit": shared["eit"]}, steps) == steps
+    with pytest.raises(ValueError):
+        ei.unpaired_steps({"acc": shared["acc"]}, steps)
+    with pytest.raises(ValueError):
+        ei.unpaired_steps(shared, 0)
+    with pytest.raises(TypeError):
+        ei.unpaired_steps({"acc": [1, 2], "eit": [1, 2]}, 2)
+    with pytest.raises(TypeError):
+        ei.unpaired_steps(list(shared.values()), steps)
