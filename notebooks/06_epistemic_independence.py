@@ -548,8 +548,9 @@ rec.check(
 # 5. **EIT, GRPO-std**: the same with the paper's std-normalized advantages (identical to accuracy reward with
 #    std-normalized advantages, by the check above).
 #
-# The reweighted-accuracy arm the ablation would add is arm 4 itself: its advantages are EIT's to the last bit
-# (the check above), so with the same seed it would retrace arm 4's run exactly.
+# The fourth arm of the ablation, accuracy explicitly reweighted 2.0 / 1.3, has EIT's advantages to the last bit
+# (the check above), so with the same batches and sampler it should retrace arm 4's run exactly; it is run for
+# every seed after the sweeps below and checked weight by weight (`reweighted_retraces_eit`).
 
 # %%
 ARMS = {
@@ -612,7 +613,7 @@ print(f"RL arms: {time.time() - t_rl:.0f} s")
 ood_ids = [
     v
     for n, v in ei.VOCAB.items()
-    if n.startswith(("<authority", "<distraction", "<elab", "<expert"))
+    if n.startswith(("<authority", "<distraction", "<elab", "<expert", "<ranked"))
 ]
 heldout_ids = [ei.VOCAB[f"<subj:{x}>"] for x in ei.HELDOUT_SUBJECTS]
 seen = torch.cat(seen_tokens)
@@ -625,10 +626,8 @@ pad_digits = int(
 # batches, step by step (same digest), so their differences are the reward's
 BALANCED = [a for a, (_, p_al, _) in ARMS.items() if p_al == 0.5]
 n_unpaired = sum(
-    len(set(d)) > 1
-    for s in SEEDS
-    for d in zip(*(digests[a, s] for a in BALANCED))
-) + sum(len(digests[a, s]) != rl_steps for a in BALANCED for s in SEEDS)
+    ei.unpaired_steps({a: digests[a, s] for a in BALANCED}, rl_steps) for s in SEEDS
+)
 # the shared sampler: at step 0 every balanced arm is its seed's base, so the same
 # generator seed must draw the same answers (same sampled accuracy and follow rate)
 n_unshared = sum(
@@ -941,6 +940,33 @@ def lr_per_seed(arm, col, lr):
 
 
 # %% [markdown]
+# The fourth arm of the reward ablation, run: the accuracy reward reweighted 2.0 (adversarial) / 1.3 (aligned),
+# every seed, same batches and sampler as EIT. If EIT under the mean baseline is nothing but this reweighting,
+# the two runs end with the same weights.
+
+# %%
+rw_models = {s: rl_run(s, "reweighted") for s in SEEDS}
+rw_dev = max(
+    float((p - q).abs().max())
+    for s in SEEDS
+    for p, q in zip(rw_models[s].parameters(), models["EIT", s].parameters())
+)
+rw_adv = [acc(evaluate(rw_models[s]), "adversarial") for s in SEEDS]
+print(
+    f"reweighted accuracy arm: adversarial {np.round(rw_adv, 3)}; max |weight "
+    f"difference| to EIT {rw_dev:.1e}"
+)
+rec.check(
+    "reweighted_retraces_eit",
+    rw_dev,
+    0.0,
+    op="<=",
+    note="max |weight difference| between the reweighted-accuracy arm (2.0 / 1.3) and "
+    "EIT after the full run, every seed (same batches and sampler)",
+)
+
+
+# %% [markdown]
 # ## The claims record
 #
 # Numbers are accuracies on the fixed evaluation items (training subjects unless said otherwise), one per RL
@@ -983,7 +1009,8 @@ rec.claim(
     baseline=acc_adv,
     note=f"EIT {fmt(eit_adv)}, accuracy reward {fmt(acc_adv)}, EIT with GRPO-std "
     "advantages "
-    f"{fmt(std_adv)} (per seed); aligned EIT {fmt(per_seed('EIT', 'aligned'))} vs "
+    f"{fmt(std_adv)}, reweighted accuracy 2.0 / 1.3 {fmt(rw_adv)} (per seed); "
+    f"aligned EIT {fmt(per_seed('EIT', 'aligned'))} vs "
     "accuracy "
     f"{fmt(per_seed('RL acc, balanced', 'aligned'))}. Informative-group share, EIT "
     f"{fmt(inf_share('EIT'))}, accuracy reward {fmt(inf_share('RL acc, balanced'))}. "
@@ -1008,7 +1035,11 @@ rec.claim(
     target=0.1,
     unit="accuracy, EIT − base",
     baseline=base_adv,
-    note=f"base {fmt(base_adv)} → EIT {fmt(eit_adv)}",
+    note=f"base {fmt(base_adv)} → EIT {fmt(eit_adv)}; the other arms trained on "
+    f"bandwagon cues: accuracy reward {fmt(acc_adv)}, SFT-debias "
+    f"{fmt(per_seed('SFT-debias', 'adversarial'))} (aligned "
+    f"{fmt(per_seed('SFT-debias', 'aligned'))}, no cue "
+    f"{fmt(per_seed('SFT-debias', 'none'))})",
 )
 eit_al, eit_none = per_seed("EIT", "aligned"), per_seed("EIT", "none")
 rec.claim(
@@ -1222,11 +1253,15 @@ rec.save()
 # * **The EIT reward adds nothing consistent beyond balanced data here.** `eit_vs_accuracy_reward` is +0.020 /
 #   −0.083 / +0.000 (not held; mean −0.02): EIT 0.99 / 0.90 / 0.98 adversarial accuracy, the accuracy reward
 #   0.97 / 0.98 / 0.98, on identical batches. At a third of the learning rate −0.03 / +0.01 / +0.02. The paired
-#   differences straddle zero; the one large one (seed 1) goes against EIT.
+#   differences straddle zero; the one large one (seed 1) goes against EIT. The fourth arm, accuracy reweighted
+#   2.0 / 1.3, ends with EIT's weights to the last bit on every seed (`reweighted_retraces_eit`): under the mean
+#   baseline the EIT reward *is* that reweighting, in a full run as on one batch.
 # * **Balanced-data RL removes the cue-following.** `adv_accuracy_gain` +0.99 / +0.90 / +0.98 over a base at
 #   0.00 (held), and it carries over to held-out subjects (`ood_subject_transfer` +0.87 / +0.77 / +0.78, held),
 #   though there the EIT judge is at 0.81 / 0.80 / 0.80 no-cue / aligned / adversarial (mean of seeds) against
-#   the base's 0.98 / 1.00 / 0.00: it resists the cue and has lost task skill.
+#   the base's 0.98 / 1.00 / 0.00: it resists the cue and has lost task skill. The paper's SFT baseline clears
+#   the same bar more easily (adversarial 1.00 every seed) by learning the opposite shortcut: aligned 0.00,
+#   no cue 0.66 / 0.55 / 0.45.
 # * **Aligned accuracy is not preserved, now measurably.** With a base at 0.99 without cues, a judge that
 #   ignores the cue could keep aligned accuracy near 0.99. `aligned_preserved` is −0.113 / −0.077 / −0.017
 #   (mixed: one seed of three within −0.02). Two parts: EIT loses some task skill (no-cue 0.99 → 0.957 / 0.953 /
