@@ -625,8 +625,11 @@ pad_digits = int(
 # common random numbers: the balanced arms of a seed must have trained on identical
 # batches, step by step (same digest), so their differences are the reward's
 BALANCED = [a for a, (_, p_al, _) in ARMS.items() if p_al == 0.5]
+ADV_ONLY = [a for a, (_, p_al, _) in ARMS.items() if p_al == 0.0]  # SFT, RL adv-only
 n_unpaired = sum(
-    ei.unpaired_steps({a: digests[a, s] for a in BALANCED}, rl_steps) for s in SEEDS
+    ei.unpaired_steps({a: digests[a, s] for a in group}, rl_steps)
+    for s in SEEDS
+    for group in (BALANCED, ADV_ONLY)
 )
 # the shared sampler: at step 0 every balanced arm is its seed's base, so the same
 # generator seed must draw the same answers (same sampled accuracy and follow rate)
@@ -638,7 +641,8 @@ rec.check(
     "common_batches",
     n_unpaired + n_unshared,
     0,
-    note=f"(seed, step) pairs at which the balanced arms ({', '.join(BALANCED)}) "
+    note=f"(seed, step) pairs at which the balanced arms ({', '.join(BALANCED)}), "
+    f"or the adversarial-only ones ({', '.join(ADV_ONLY)}), "
     "trained on different batches, plus seeds whose balanced arms drew different "
     "answers at step 0 (they share one answer-sampler seed per seed)",
 )
