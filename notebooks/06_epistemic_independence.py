@@ -175,8 +175,8 @@ for f in ei.FAMILIES:
 # judges (one small judge per seed, the one RL trains, and one larger judge, the "scale" baseline) from a
 # checkpoint made by `data/06_epistemic_independence/make_base.py` (3000 steps each, too long for this run);
 # quick mode trains a stand-in for a few steps. A seed the checkpoint does not hold (it has seeds 0, 1, 2) is
-# pre-trained live with the checkpoint's recipe: same numbers as a rebuilt checkpoint, but two to three minutes of
-# CPU per judge.
+# pre-trained live with the checkpoint's recipe (the same training as `make_base.py`, kept in float32 where the
+# checkpoint stores float16, so not bit for bit the stored judge), two to three minutes of CPU per judge.
 
 # %%
 bases, large_base = {}, None
