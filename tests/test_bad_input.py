@@ -485,6 +485,9 @@ case("epistemic_independence.answer_logits", epi.answer_logits, lambda: dict(mod
 case("epistemic_independence.rl_batch", epi.rl_batch, lambda: dict(seed=0, step=0, n=4, p_aligned=0.5),
      more={"p_aligned": [1.5]})
 case("epistemic_independence.batch_digest", epi.batch_digest, lambda: dict(batch=_EPI_B), more={"batch": [3]})
+case("epistemic_independence.unpaired_steps", epi.unpaired_steps,
+     lambda: dict(digests={"a": ["x", "y"], "b": ["x", "y"]}, steps=2),
+     more={"digests": [{"a": ["x"]}, {"a": [1], "b": [1]}]})
 case("epistemic_independence.grpo_loss", epi.grpo_loss,
      lambda: dict(model=_EPI_M, batch=_EPI_B, G=2, reward="eit", mode="std",
                   generator=torch.Generator().manual_seed(0)),
