@@ -829,13 +829,12 @@ def first_station(city: City, r: Any, o: tuple[float, float], label: dict | None
 # --------------------------------------------------------------------------------------------- data and model
 def checkpoint_config(name: str = "models") -> dict:
     """The config of the chapter's checkpoint ``models`` (what the default run asks for): city, split, corpora,
-    a 4-layer d=64 model (the width that trains six arms within the build budget on shared CPUs), CPT and SFT
-    steps, three seeds."""
+    a 4-layer d=128 model, CPT and SFT steps (SFT on optimal-route and preference records), three seeds."""
     V.one_of("name", name, ("models",))
     return {"city_seed": 1, "zones": 3, "heldout_pairs": 4, "split_seed": 0, "min_km": 5.0, "data_seed": 0,
             "n_sft": 6000, "n_cpt_routes": 3000, "cpt_repeat": 8, "max_len": 112,
-            "n_layer": 4, "d_model": 64, "n_head": 4, "batch": 32, "lr": 3e-3,
-            "cpt_steps": 400, "sft_steps": 900, "seeds": [0, 1, 2]}
+            "n_pref": 2000, "n_layer": 4, "d_model": 128, "n_head": 4, "batch": 32, "lr": 3e-3,
+            "cpt_steps": 300, "sft_steps": 1000, "seeds": [0, 1, 2]}
 
 
 @dataclass
@@ -849,6 +848,8 @@ class Data:
     cpt: list
     test_id: list
     test_heldout: list
+    pref: list = field(default_factory=list)
+    test_pref: list = field(default_factory=list)
 
 
 def make_data(cfg: dict, n_test: int = 0) -> Data:
@@ -864,8 +865,21 @@ def make_data(cfg: dict, n_test: int = 0) -> Data:
         ods = sample_od(city, n, base + s, cfg["min_km"], held, exclude, cfg["zones"])
         return [(o, d, lab) for o, d in ods if (lab := route(city, o, d)) is not None]
 
+    def prefs(n: int, s: int) -> list:
+        """Preference records (o, d, pref, label): request types 2, 5, 7, 8 in turn, training zone pairs only;
+        a pair the engine cannot serve under its preference (no bus-only route) is dropped."""
+        ods = sample_od(city, n, base + s, cfg["min_km"], held, True, cfg["zones"])
+        out = []
+        for i, (o, d) in enumerate(ods):
+            p = PREFS[1 + i % 4]
+            if (lab := route(city, o, d, p)) is not None:
+                out.append((o, d, p, lab))
+        return out
+
+    n_pref = int(cfg.get("n_pref", 0))
     return Data(city, Tokenizer(city), held, records(cfg["n_sft"], 1, True), records(cfg["n_cpt_routes"], 2, True),
-                records(n_test, 3, True), records(n_test, 4, False))
+                records(n_test, 3, True), records(n_test, 4, False),
+                prefs(n_pref, 5) if n_pref else [], prefs(n_test, 6) if n_pref and n_test else [])
 
 
 def _pad(seqs: list[list[int]], starts: list[int], max_len: int, pad: int) -> tuple[Any, Any]:
@@ -888,6 +902,7 @@ def corpora(data: Data, cfg: dict) -> dict[str, tuple[Any, Any]]:
     V.instance("data", data, Data)
     tok, n = data.tok, cfg["max_len"]
     sft = [tok.prompt(o, d) + tok.encode_label(lab) for o, d, lab in data.sft]
+    sft += [tok.prompt(o, d, p) + tok.encode_label(lab) for o, d, p, lab in data.pref]
     p_len = len(tok.prompt(*data.sft[0][:2]))
     texts = [tok.encode_line(line, rev) for line in data.city.lines for rev in (False, True)]
     texts += [tok.encode_station(s, first) for s in data.city.stations for first in (True, False)]
@@ -993,15 +1008,20 @@ def generate(model: Any, prompts: Any, n_new: int, eos_id: int, temperature: flo
 
 
 def decode(model: Any, tok: Tokenizer, ods: list, n_new: int = 100, chunk: int = 256, temperature: float = 0.0,
-           generator: Any = None) -> list[dict | None]:
-    """Records generated for [(o, d), ...] (optimal-route prompts); None where the output is malformed."""
+           generator: Any = None, prefs: Any = None) -> list[dict | None]:
+    """Records generated for [(o, d), ...] (optimal-route prompts, or request type ``prefs[i]`` per pair);
+    None where the output is malformed."""
     import torch
 
     V.instance("tok", tok, Tokenizer)
     ods = V.sequence("ods", ods)
+    prefs = [0] * len(ods) if prefs is None else [_pref(p) for p in V.sequence("prefs", prefs)]
+    if len(prefs) != len(ods):
+        raise ValueError(f"prefs must have one request type per pair ({len(ods)}), got {len(prefs)}")
     out: list[dict | None] = []
     for k in range(0, len(ods), chunk):
-        x = torch.tensor([tok.prompt(o, d) for o, d in ods[k: k + chunk]])
+        x = torch.tensor([tok.prompt(o, d, p) for (o, d), p in zip(ods[k: k + chunk], prefs[k: k + chunk],
+                                                                    strict=True)])
         for row in generate(model, x, n_new, tok.eos_id, temperature, generator).tolist():
             try:
                 out.append(tok.decode_label(row))

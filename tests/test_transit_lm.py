@@ -161,7 +161,7 @@ def test_property_city_network_connected(seed, grid, n_metro, n_bus):
 
 
 PLAN = T.planned_city()
-TINY_CFG = dict(T.checkpoint_config(), n_sft=30, n_cpt_routes=10, cpt_repeat=1, d_model=16, n_layer=2, n_head=2,
+TINY_CFG = dict(T.checkpoint_config(), n_sft=30, n_cpt_routes=10, n_pref=0, cpt_repeat=1, d_model=16, n_layer=2, n_head=2,
                 batch=4, cpt_steps=2, sft_steps=2)
 
 
@@ -281,3 +281,29 @@ def test_encode_station():
     assert tok.itos[tok.encode_station(s, coords_first=False)[1]] == s
     with pytest.raises(ValueError):
         tok.encode_station("nowhere")
+
+
+def test_preference_records_in_sft_and_decode_prefs():
+    torch = pytest.importorskip("torch")
+    cfg = dict(TINY_CFG, n_pref=24)
+    data = T.make_data(cfg, n_test=8)
+    assert data.pref and {r[2] for r in data.pref} <= {2, 5, 7, 8}
+    zp = lambda recs: {(T.zone(data.city, r[0]), T.zone(data.city, r[1])) for r in recs}  # noqa: E731
+    assert not zp(data.pref + data.test_pref) & data.heldout
+    for o, d, q, lab in data.pref:  # each label is the engine's route under its own request type
+        assert lab == T.route(data.city, o, d, q) and T.preference_ok(lab, lab, q, data.city) in (True, False)
+    assert all(not any(data.city.kind[x] == "metro" for x in lab["line_sequence"])
+               for *_, q, lab in data.pref if q == 5)
+    ten = T.corpora(data, cfg)
+    assert ten["sft"][0].shape[0] == len(data.sft) + len(data.pref)
+    req = data.tok.stoi[f"<req{data.pref[0][2]}>"]
+    assert int(ten["sft"][0][len(data.sft), 1]) == req  # the request token is in the prompt
+    assert T.make_data(TINY_CFG).pref == []  # no n_pref: no preference records
+    torch.manual_seed(0)
+    model = T.make_model(cfg, len(data.tok)).eval()
+    ods = [(o, d) for o, d, *_ in data.pref[:3]]
+    assert len(T.decode(model, data.tok, ods, prefs=[2, 5, 7])) == 3
+    with pytest.raises(ValueError, match="one request type per pair"):
+        T.decode(model, data.tok, ods, prefs=[2, 5])
+    with pytest.raises(ValueError):
+        T.decode(model, data.tok, ods, prefs=[2, 5, 3])
