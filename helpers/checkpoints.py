@@ -19,6 +19,9 @@ checkpoint. A changed source file only warns (:class:`StaleCheckpointWarning`): 
 :func:`require_seeds` gives a default run asked for seeds the checkpoint does not store (``SEED=n``) a clear error.
 :func:`restamp` records the current source hashes after a change that provably leaves the weights as they are
 (an evaluation-only edit), with the reason and the old hashes, instead of a retrain.
+``save(..., quantize="int8")`` stores large weight matrices as int8 with one float32 scale per row (about half the
+size of float16; :func:`load` returns them dequantized to float32); :func:`compress` converts a committed
+checkpoint in place, recording the old hash and the largest change of any weight.
 
 Convention for the test that keeps committed checkpoints in step with their chapter: a manifest names the chapter's
 module (``module``), and that module exposes ``checkpoint_config(name) -> dict``, the config the chapter's default
@@ -47,13 +50,17 @@ from helpers import validate as V
 __all__ = [
     "MAX_POINTS", "FORMAT", "Checkpoint", "CheckpointError", "ConfigMismatch", "StaleCheckpointWarning",
     "data_dir", "paths", "rebuild_command", "normalize", "diff_config", "sha256_file", "source_hash",
-    "subsample", "save", "load_manifest", "load", "require_seeds", "restamp", "plot_history",
+    "subsample", "save", "load_manifest", "load", "require_seeds", "restamp", "compress", "plot_history",
+    "QUANTIZE_MIN_NUMEL",
 ]
 
 MAX_POINTS = 500  # a curve in a manifest has at most this many points
 FORMAT = 1  # manifest format version
 REPO = Path(__file__).resolve().parents[1]
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+QUANTIZE_MIN_NUMEL = 4096  # int8 storage applies to floating tensors of >= 2 dims and at least this many values
+_SCALE = ".__int8_row_scale__"  # suffix of the per-row scale stored next to an int8 tensor
+_SCHEME = "int8 per-row absmax (weight = q * scale[row]; rows = dim 0)"
 
 
 class CheckpointError(ValueError):
@@ -278,6 +285,41 @@ def _tensors(obj: Any, dtype: torch.dtype | None) -> dict[str, torch.Tensor]:
     return out
 
 
+def _quantize_int8(tensors: Mapping[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], int, float]:
+    """Large floating matrices -> int8 + a float32 scale per row (dim 0); returns (tensors, count, max abs error)."""
+    out: dict[str, torch.Tensor] = {}
+    count, err = 0, 0.0
+    for k, t in tensors.items():
+        if k.endswith(_SCALE):
+            raise ValueError(f"tensor key {k!r} ends with the reserved suffix {_SCALE!r}")
+        if not (t.is_floating_point() and t.ndim >= 2 and t.numel() >= QUANTIZE_MIN_NUMEL):
+            out[k] = t
+            continue
+        w = t.float().reshape(t.shape[0], -1)
+        scale = w.abs().amax(dim=1) / 127.0
+        scale = torch.where(scale > 0, scale, torch.ones_like(scale))
+        q = torch.round(w / scale[:, None]).clamp_(-127, 127).to(torch.int8)
+        err = max(err, float((q.float() * scale[:, None] - w).abs().max()))
+        out[k] = q.reshape(t.shape).contiguous()
+        out[k + _SCALE] = scale.contiguous()
+        count += 1
+    return out, count, err
+
+
+def _dequantize(tensors: dict[str, torch.Tensor], where: str) -> dict[str, torch.Tensor]:
+    """Undo :func:`_quantize_int8`: every int8 tensor with a stored row scale becomes float32."""
+    scales = {k[: -len(_SCALE)]: v for k, v in tensors.items() if k.endswith(_SCALE)}
+    out = {k: v for k, v in tensors.items() if not k.endswith(_SCALE)}
+    for k, scale in scales.items():
+        q = out.get(k)
+        if q is None or q.dtype != torch.int8 or scale.ndim != 1 or scale.shape[0] != q.shape[0]:
+            raise CheckpointError(f"{where}: the row scale of {k!r} has no matching int8 tensor "
+                                  f"(got {None if q is None else (q.dtype, tuple(q.shape))}, scale "
+                                  f"{tuple(scale.shape)}); the file is corrupt")
+        out[k] = (q.float().reshape(q.shape[0], -1) * scale.float()[:, None]).reshape(q.shape)
+    return out
+
+
 def save(
     slug: str,
     name: str,
@@ -294,6 +336,7 @@ def save(
     dtype: torch.dtype | None = None,
     extra: Mapping[str, Any] | None = None,
     root: str | os.PathLike | None = None,
+    quantize: str | None = None,
 ) -> Path:
     """Write ``<root>/<slug>/<name>.safetensors`` and its manifest ``<name>.json``; returns the manifest's path.
 
@@ -303,7 +346,9 @@ def save(
     every curve is stored with at most :data:`MAX_POINTS` points. ``dtype`` (e.g. ``torch.float16``) casts floating
     tensors to save space. ``sources``: the files whose hash marks the checkpoint stale when they change (the
     chapter's module and the script). ``module``: the chapter module whose ``checkpoint_config(name)`` gives the
-    config its default parameters ask for. The weights file is byte-identical for identical tensors.
+    config its default parameters ask for. ``quantize="int8"`` stores every floating tensor of >= 2 dims and at
+    least :data:`QUANTIZE_MIN_NUMEL` values as int8 with a float32 scale per row (:func:`load` dequantizes them).
+    The weights file is byte-identical for identical tensors.
     """
     from safetensors.torch import save_file
 
@@ -319,7 +364,13 @@ def save(
     if dtype is not None and not dtype.is_floating_point:
         raise ValueError(f"dtype must be a floating dtype (e.g. torch.float16), got {dtype}")
     V.optional(V.instance, "extra", extra, Mapping)
+    if quantize not in (None, "int8"):
+        raise ValueError(f"quantize must be None or 'int8', got {quantize!r}")
     tensors = _tensors(model_or_tensors, dtype)
+    quantized = None
+    if quantize == "int8":
+        tensors, count, err = _quantize_int8(tensors)
+        quantized = {"scheme": _SCHEME, "tensors": count, "max_abs_error": err}
     manifest = {
         "format": FORMAT,
         "slug": slug,
@@ -354,6 +405,8 @@ def save(
         "tensors": len(tensors),
         "dtypes": sorted({str(t.dtype).removeprefix("torch.") for t in tensors.values()}),
     }
+    if quantized is not None:
+        manifest["weights"]["quantized"] = quantized
     m_path.write_text(json.dumps(manifest, indent=1, allow_nan=False) + "\n")
     return m_path
 
@@ -415,6 +468,7 @@ def load(
         tensors = load_file(str(w_path))
     except SafetensorError as e:  # pragma: no cover - the hash check catches corruption first
         raise CheckpointError(f"cannot read {w_path}: {e}; rebuild it with: {cmd}") from None
+    tensors = _dequantize(tensors, f"checkpoint {slug}/{name}")
     if check_sources:
         _check_sources(manifest, slug, name)
     return Checkpoint(tensors=tensors, manifest=manifest)
@@ -485,6 +539,52 @@ def restamp(slug: str, name: str, why: str, *, root: str | os.PathLike | None = 
 
     extra[key] = {"date": date or datetime.date.today().isoformat(), "old_source": old, "why": why.strip()}
     manifest["source"] = new
+    m_path.write_text(json.dumps(manifest, indent=1, allow_nan=False) + "\n")
+    return m_path
+
+
+def compress(slug: str, name: str, why: str, *, quantize: str = "int8", root: str | os.PathLike | None = None,
+             date: str | None = None) -> Path:
+    """Re-store a committed checkpoint's weights as int8 (see :func:`save`) without retraining; returns the manifest.
+
+    For a checkpoint over the size budget: the manifest keeps config, curves and sources, and gains
+    ``extra.compressed`` with the date, ``why``, the old sha256 and size, and the largest absolute change of any
+    weight. A chapter must re-measure its numbers afterwards (int8 rounding moves them a little). Refuses weights
+    that do not match their manifest or are already quantized.
+    """
+    from safetensors.torch import load_file, save_file
+
+    V.instance("why", why, str)
+    if len(why.strip()) < 20:
+        raise ValueError(f"why must say in a sentence why the checkpoint is compressed (>= 20 characters), got {why!r}")
+    if quantize != "int8":
+        raise ValueError(f"quantize must be 'int8', got {quantize!r}")
+    V.optional(V.instance, "date", date, str)
+    w_path, m_path = paths(slug, name, root)
+    manifest = load_manifest(slug, name, root)
+    cmd = rebuild_command(slug, name)
+    if not w_path.is_file() or sha256_file(w_path) != manifest["weights"].get("sha256"):
+        raise CheckpointError(f"checkpoint weights {w_path} are missing or do not match their manifest; "
+                              f"rebuild with: {cmd}")
+    if manifest["weights"].get("quantized"):
+        raise ValueError(f"checkpoint {slug}/{name} is already quantized ({manifest['weights']['quantized']})")
+    old = {"sha256": manifest["weights"]["sha256"], "bytes": manifest["weights"].get("bytes")}
+    tensors, count, err = _quantize_int8(load_file(str(w_path)))
+    if count == 0:
+        raise ValueError(f"checkpoint {slug}/{name} has no tensor large enough to quantize")
+    tmp = w_path.with_suffix(".safetensors.tmp")
+    save_file(tensors, str(tmp), metadata={"checkpoint": f"{slug}/{name}"})
+    os.replace(tmp, w_path)
+    import datetime
+
+    manifest["weights"].update({
+        "sha256": sha256_file(w_path), "bytes": w_path.stat().st_size, "tensors": len(tensors),
+        "dtypes": sorted({str(t.dtype).removeprefix("torch.") for t in tensors.values()}),
+        "quantized": {"scheme": _SCHEME, "tensors": count, "max_abs_error": err},
+    })
+    manifest.setdefault("extra", {})["compressed"] = {
+        "date": date or datetime.date.today().isoformat(), "why": why.strip(), "old_weights": old,
+        "max_abs_change": err}
     m_path.write_text(json.dumps(manifest, indent=1, allow_nan=False) + "\n")
     return m_path
 

@@ -304,3 +304,69 @@ def test_restamp(tmp_path):
     src.unlink()
     with pytest.raises(ck.CheckpointError):
         ck.restamp("99_test", "m", "a source file was deleted here", root=tmp_path)
+
+
+def _big_tensors(seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return {"w": torch.randn(64, 128, generator=g), "conv": torch.randn(32, 4, 4, 8, generator=g),
+            "zero": torch.zeros(64, 64), "ln": torch.randn(64, generator=g), "small": torch.randn(4, 4, generator=g)}
+
+
+def test_int8_round_trip(tmp_path):
+    ts = _big_tensors()
+    mp = ck.save("99_test", "q", ts, config={"d": 1}, metrics={}, root=tmp_path, quantize="int8")
+    man = json.loads(mp.read_text())
+    assert man["weights"]["quantized"]["tensors"] == 3  # w, conv, zero; ln (1-D) and small stay float
+    got = ck.load("99_test", "q", config={"d": 1}, root=tmp_path).tensors
+    assert set(got) == set(ts)
+    for k in ("ln", "small"):
+        assert torch.equal(got[k], ts[k])
+    assert torch.equal(got["zero"], ts["zero"])
+    for k in ("w", "conv"):
+        rows = ts[k].reshape(ts[k].shape[0], -1)
+        bound = rows.abs().amax(dim=1, keepdim=True) / 254 + 1e-7  # half a quantization step per row
+        assert got[k].dtype == torch.float32 and got[k].shape == ts[k].shape
+        assert bool(((got[k] - ts[k]).reshape(rows.shape).abs() <= bound).all())
+    assert man["weights"]["quantized"]["max_abs_error"] > 0
+    size16 = ck.save("99_test", "h", ts, config={"d": 1}, metrics={}, root=tmp_path, dtype=torch.float16)
+    assert man["weights"]["bytes"] < 0.6 * json.loads(size16.read_text())["weights"]["bytes"]
+    with pytest.raises(ValueError, match="quantize"):
+        ck.save("99_test", "q", ts, config={"d": 1}, metrics={}, root=tmp_path, quantize="int4")
+
+
+def test_int8_corrupt_scale(tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    ck.save("99_test", "q", _big_tensors(), config={"d": 1}, metrics={}, root=tmp_path, quantize="int8")
+    w = tmp_path / "99_test" / "q.safetensors"
+    ts = load_file(str(w))
+    ts["w"] = ts["w"].float()  # the scale no longer belongs to an int8 tensor
+    save_file(ts, str(w), metadata={"checkpoint": "99_test/q"})
+    mp = tmp_path / "99_test" / "q.json"
+    man = json.loads(mp.read_text())
+    man["weights"]["sha256"] = ck.sha256_file(w)
+    mp.write_text(json.dumps(man))
+    with pytest.raises(ck.CheckpointError, match="corrupt"):
+        ck.load("99_test", "q", config={"d": 1}, root=tmp_path)
+
+
+def test_compress(tmp_path):
+    ts = _big_tensors(1)
+    mp = ck.save("99_test", "c", ts, config={"d": 1}, metrics={"m": 1.0}, history={"a": [2.0, 1.0]},
+                 root=tmp_path, dtype=torch.float16)
+    before = json.loads(mp.read_text())
+    with pytest.raises(ValueError, match="20 characters"):
+        ck.compress("99_test", "c", "too big", root=tmp_path)
+    ck.compress("99_test", "c", "over the chapter's size budget", root=tmp_path, date="2026-12-04")
+    after = json.loads(mp.read_text())
+    assert after["weights"]["bytes"] < before["weights"]["bytes"]
+    assert after["extra"]["compressed"]["old_weights"]["sha256"] == before["weights"]["sha256"]
+    assert after["history"] == before["history"] and after["config"] == before["config"]
+    got = ck.load("99_test", "c", config={"d": 1}, root=tmp_path).tensors
+    assert float((got["w"] - ts["w"].half().float()).abs().max()) <= after["extra"]["compressed"]["max_abs_change"]
+    with pytest.raises(ValueError, match="already quantized"):
+        ck.compress("99_test", "c", "over the chapter's size budget", root=tmp_path)
+    w = tmp_path / "99_test" / "c.safetensors"
+    w.write_bytes(w.read_bytes()[:-4])
+    with pytest.raises(ck.CheckpointError, match="do not match"):
+        ck.compress("99_test", "c", "over the chapter's size budget", root=tmp_path)
