@@ -767,9 +767,12 @@ plt.show()
 #   factorised shift operator) for 8. Its tolerance is an absolute residual, meaningless across contrasts, so the
 #   iteration count is the knob.
 #
-# For each solver we measure the GMsFEM energy error its basis gives on the timing field. The baseline for the
-# network is then the **fastest classical solver whose error is no larger than the network's** at that size, and
-# likewise for the hybrid. The network side is one batched forward pass over all neighbourhoods (one torch
+# For each solver we measure the GMsFEM energy error its basis gives on the timing field for three forcings
+# ($f = 1$, a sine, four Gaussian sources), and the network's and the hybrid's on the same field and forcings. The
+# baseline for the network is then the **fastest classical solver whose error is no larger than the network's for
+# every one of the three forcings** at that size, and likewise for the hybrid. We also count, per solver, the
+# patches where it did not return the leading $N_{bf}$ eigenpairs (eigenvalues off by more than 1 % of
+# $\lambda_{N_{bf}}$). The network side is one batched forward pass over all neighbourhoods (one torch
 # thread), timed with everything it needs: building its input features and S-orthonormalising its output (the
 # eigensolvers return S-orthonormal eigenvectors); the hybrid adds one sparse LU and solve per patch. The fine
 # grid grows (17², 25², 33² nodes per patch) with the same 8 × 8 coarse grid; the network was trained at 17². At
@@ -826,21 +829,52 @@ def guarded(solve):
     return run
 
 
+TIMING_FORCINGS = ("constant", "sine", "sources")
+
+
+def errs_all(field, phis):
+    """GMsFEM relative energy errors with the bases phis, one per forcing in
+    TIMING_FORCINGS (field["rhs"] holds each forcing's load and fine solution)."""
+    R = tg.multiscale_basis(field["mesh"], field["nb"], phis)
+    A, M = field["A"], field["M"]
+    out = [tg.rel_errors(A, M, u, tg.gmsfem_solve(A, b, R)[0]) for b, u in field["rhs"]]
+    return np.array([e[0] for e in out])
+
+
 def basis_err(field, eig):
-    """GMsFEM energy error with a classical solver's basis; inf if it is unusable."""
+    """errs_all with a classical solver's basis; inf where it is unusable."""
+    bad = np.full(len(TIMING_FORCINGS), np.inf)
     if any(e is None for e in eig):
-        return np.inf
+        return bad
     try:
-        e = energy_err(field, ortho(field, first(eig, n_bf)))
+        e = errs_all(field, ortho(field, first(eig, n_bf)))
     except (np.linalg.LinAlgError, ValueError):
-        return np.inf
-    return e if np.isfinite(e) else np.inf
+        return bad
+    return np.where(np.isfinite(e), e, np.inf)
 
 
-def fastest(rows, target):
-    """The fastest classical solver whose energy error is at most ``target``."""
-    ok = [k for k, r in rows.items() if r["err"] <= target * (1 + 1e-9)]
+def fastest(rows, target, exclude=""):
+    """The fastest classical solver whose energy error is at most ``target`` for
+    every forcing (names containing ``exclude``, if given, left out)."""
+    ok = [
+        k
+        for k, r in rows.items()
+        if np.all(r["err"] <= target * (1 + 1e-9)) and not (exclude and exclude in k)
+    ]
     return min(ok, key=lambda k: rows[k]["t"])
+
+
+def missed(eig, ref):
+    """Patches where a solver's eigenvalues are not evr's leading n_bf (1 % of
+    lambda_n_bf): it returned some other eigenpairs."""
+    if any(e is None for e in eig):
+        return len(eig)
+    return int(
+        sum(
+            np.abs(la[:n_bf] - le[:n_bf]).max() > 1e-2 * le[n_bf - 1]
+            for (la, _), (le, _) in zip(eig, ref)
+        )
+    )
 
 
 timing, net0 = {}, nets[seeds[0]]
@@ -863,6 +897,12 @@ for n_f in tqdm(timing_sizes, desc="timing"):
             timing_repeats,
         )
         fld["u"] = u
+        fld["rhs"] = []
+        for kind in TIMING_FORCINGS:
+            f_t = tg.forcing(fld["mesh"].points, kind, seed=seed)
+            fld["rhs"].append(
+                (tg.load(fld["mesh"], f_t), tg.solve_fine(fld["mesh"], f_t, fld["A"]))
+            )
         for name, raw in solvers.items():
             solve = guarded(raw)
             t, eig = median_time(
@@ -886,10 +926,15 @@ for n_f in tqdm(timing_sizes, desc="timing"):
         np.abs(la - le).max() / le.max() for (la, _), (le, _) in zip(eig_a, eig)
     )
     err_exact = rows["LAPACK evr (dense)"]["err"]
-    err_pred, err_hyb = energy_err(fld, pred), energy_err(fld, hyb)
+    err_pred, err_hyb = errs_all(fld, pred), errs_all(fld, hyb)
     b_full, b_net, b_hyb = (fastest(rows, e) for e in (err_exact, err_pred, err_hyb))
+    b_strict = fastest(rows, err_pred, exclude="tol")
     timing[len(nbs[40].nodes)] = dict(
-        rows={k: dict(t=r["t"], err=r["err"]) for k, r in rows.items()},
+        rows={
+            k: dict(t=r["t"], err=r["err"], miss=missed(r["eig"], eig))
+            for k, r in rows.items()
+        },
+        best_strict=b_strict, speedup_strict=rows[b_strict]["t"] / t_net,
         network=t_net, hybrid=t_hyb, fine_solve=t_fine, gap_arpack=gap_a,
         best_full=b_full, best_net=b_net, best_hyb=b_hyb,
         t_best=rows[b_net]["t"], t_best_hyb=rows[b_hyb]["t"],
@@ -902,11 +947,15 @@ torch.set_num_threads(threads)
 for size, t in timing.items():
     print(
         f"{size} nodes/patch: fine solve {t['fine_solve'] * 1e3:.0f} ms; energy error "
-        f"exact {t['err_exact']:.3f}, network {t['err_pred']:.3f}, hybrid "
-        f"{t['err_hyb']:.3f}"
+        f"for f = {', '.join(TIMING_FORCINGS)}: exact {np.round(t['err_exact'], 3)}, "
+        f"network {np.round(t['err_pred'], 3)}, hybrid {np.round(t['err_hyb'], 3)}"
     )
     for name, r in t["rows"].items():
-        print(f"  {name:28s} {r['t'] * 1e3:8.1f} ms   energy error {r['err']:.3f}")
+        print(
+            f"  {name:28s} {r['t'] * 1e3:8.1f} ms   energy error "
+            f"{np.round(r['err'], 3)}   not the leading {n_bf} eigenpairs in "
+            f"{r['miss']} of {len(nbs)} patches"
+        )
     print(
         f"  {'network':28s} {t['network'] * 1e3:8.1f} ms   -> vs {t['best_net']}: "
         f"{t['speedup']:.1f}x"
@@ -917,7 +966,9 @@ for size, t in timing.items():
     )
     print(
         f"  at the exact basis's error or better: fastest {t['best_full']}, network "
-        f"{t['speedup_full']:.1f}x; vs dense evr {t['speedup_evr']:.1f}x"
+        f"{t['speedup_full']:.1f}x; vs dense evr {t['speedup_evr']:.1f}x; vs the "
+        f"fastest converged solver at its accuracy ({t['best_strict']}) "
+        f"{t['speedup_strict']:.2f}x"
     )
 rec.check(
     "arpack_matches_evr",
@@ -1156,37 +1207,57 @@ plotting.live_controls(
 #   error (5 % white noise, $\sum\sin^2\theta = 0.007$, raises the error from 0.083 to 0.365), because what
 #   matters is *which* eigenvectors contaminate it. Going from 57 k parameters and 600 steps on 50 fields to 156 k
 #   parameters and 4 000 steps on 100 fields cut the test losses about fourfold (energy term 1.04 → 0.21-0.26,
-#   $\sum\sin^2$ 0.88 → 0.26-0.28) and the predicted basis's energy-error ratio from 6.2 to 3.1-3.3. That is
+#   $\sum\sin^2$ 0.88 → 0.26-0.28) and the predicted basis's energy-error ratio from 6.2 to 3.0-3.3. That is
 #   still far from the 1.5 bar (`learned_basis_accuracy` not held): the measured $\sum\sin^2 \approx 0.26$ sits
 #   more than an order of magnitude above the 0.007 at which section 3's sweep already shows a 4x larger energy
 #   error, and the test curves in section 4 were flattening (0.22 → 0.21 over the last 500 steps of seed 0), so
 #   more of the same training would not close the gap. With **one** inverse-iteration step the hybrid reaches
-#   1.06, 1.03 and 1.15 times the exact error (`hybrid_accuracy` mixed: two seeds of three under 1.1). Section
+#   1.06, 1.03 and 1.15 times the exact error (`hybrid_accuracy` mixed: two seeds of three under 1.1). That bar
+#   is measured for $f = 1$; on section 7's timing field with four point sources the hybrid's energy error is
+#   1.3x the exact basis's (0.204 vs 0.154 at 289 nodes), so one step does not fully repair the basis for a
+#   rougher load. Section
 #   5's controls say the network carries the channel structure: the same step on a random start gives 2.84x,
 #   on the prediction 1.06x, and a second step only 1.03x.
-# * **Speed.** (Ranges over two default runs on the shared machine.) Against dense LAPACK the network is 5.8-6.3x
-#   faster at the largest patch (0.6-0.7x at the smallest), but
-#   that is not the classical solver a practitioner would use. ARPACK shift-invert with the smallest Krylov space
-#   and a loose tolerance (`ncv` = 9, `tol` = 1e-2) is the fastest classical solver at every size, and its basis
-#   is as accurate as the exact one (its GMsFEM error for f = 1 is even slightly lower: a few percent of
-#   not-quite-eigenvectors can help one particular right-hand side), so it is also the matched baseline for the
-#   hybrid. On one CPU thread the 156 k-parameter network's batched forward pass (its features and
-#   orthonormalisation included) takes about twice as long as that ARPACK at all three sizes (0.4-0.6x), and
-#   the hybrid, which adds a sparse LU per patch, is no faster (0.42-0.58x). `basis_speedup_vs_best` is not
-#   held.
-#   Both costs grow roughly linearly with the patch size here, so the ratio is flat across sizes rather than
-#   improving. The paper's > 100x is a GPU-batched network against (as far as we can tell) a dense eigensolver;
-#   we cannot test a GPU here, and we do not extrapolate.
+# * **Speed.** Timings on this shared machine move by up to 2x between runs (ranges below are over the last
+#   two default runs; errors and eigenvalue counts do not move). Against dense LAPACK the network is 3.9-6.3x faster at the largest patch
+#   (0.6-0.7x at the smallest), but that is not the classical solver a practitioner would use. The fastest
+#   classical setting at every size is ARPACK shift-invert with the smallest Krylov space and a loose tolerance
+#   (`ncv` = 9, `tol` = 1e-2). It is not a better eigensolver: in 28-29 of the 81 patches (the channel-free ones,
+#   where the square's symmetry makes $\lambda_2 = \lambda_3$ exactly) it misses one copy of the double
+#   eigenvalue and returns $\lambda_5$ instead, because a single-vector Krylov method sees one direction per
+#   eigenspace and, at a loose tolerance, stops before round-off supplies the other. Its span is then not the
+#   leading eigenspace, but every function in it has low energy, so for $f = 1$ and the sine its GMsFEM error is
+#   even a little *below* the exact basis's (0.077 vs 0.083 at 289 nodes); for the point sources it is a third
+#   *above* (0.205 vs 0.154). That is why the matching uses three forcings: selected on $f = 1$ alone (as an
+#   earlier version of this section did) it looked as accurate as the exact basis and was also the hybrid's
+#   baseline. Against the network, whose error is 3-7 times larger for every forcing, it remains a fair match,
+#   and the network's batched forward pass (features and orthonormalisation included, one thread) is slower
+#   than it at every size (0.3-0.6x over three runs); against the fastest *converged* eigensolver at the
+#   network's accuracy (ARPACK at machine precision, or dense `evr` where it is as fast) it is 0.71-0.74x,
+#   0.55-0.56x and 0.40-0.44x at the three sizes. The hybrid adds a sparse LU per patch; its error is 1.1-1.2x
+#   the exact basis's for $f = 1$ and the sine but 1.3x for the sources, so its match is a converged solver at
+#   289 and 1089 nodes and, by a hair (0.214 vs 0.215 for the sources), the loose ARPACK at 625; it runs at
+#   0.27-0.54x of its match.
+#   `basis_speedup_vs_best` is not held. The network's cost grows with the patch size at least as fast as the
+#   sparse eigensolvers' here, so the ratio does not improve with size. The paper's > 100x is a GPU-batched
+#   network against (as far as we can tell) a dense eigensolver; we cannot test a GPU here, and we do not
+#   extrapolate.
 # * **Out of distribution.** The pure solver is now trained for 200 passes over its 200 pairs; its held-out
 #   relative L2 error stops improving at about 0.3 after the first 1 250 steps while its training loss keeps
 #   falling (section 6's curves): it is limited by the 200 pairs, not by steps. In distribution (f = 1, the three
 #   test fields) its relative L2 error is 0.20, 0.16 and 0.42 per seed, against 0.02 for the hybrid, and its
-#   energy-norm error is above 20 (its gradients are noise), so the hybrid beats it on every shift and seed by
-#   6.7-25x (`ood_vs_pure_solver` held, 4 of 4 shifts for every seed). Most of that is the in-distribution gap,
-#   not robustness: relative to its own in-distribution error the pure solver degrades 12x on the new geometry
-#   and 4.2x on the new forcing, the hybrid 6.0x and 2.8x; on the higher contrast and the irregular mesh neither
-#   degrades much. The uncorrected network is worse than the exact basis on every shift (on the irregular mesh
-#   6.2-7.2x, `irregular_mesh` not held), while the hybrid stays within 1.0-1.3x of it.
+#   energy-norm error is above 20 (its gradients are noise), so the hybrid's error is 6.7-25x lower on every
+#   shift and seed. That ratio is mostly the in-distribution gap, so the claim `ood_vs_pure_solver` measures
+#   robustness instead: each model's error on a shift divided by its own in-distribution error on the same three
+#   coefficient fields, pure's growth over the hybrid's. The pure solver degrades more on the new geometry
+#   (2.3x and 2.9x more for seeds 0 and 1) and the new forcing (1.4x, 2.2x), about as much on the higher
+#   contrast (1.0-1.3x), and *less* on the irregular mesh (0.8x, every seed: the hybrid's error there grows by
+#   1.25x, the pure solver's not at all). Seed 2's pure solver, already at 0.42 in distribution, degrades less
+#   than the hybrid on three shifts. The count is 3, 3 and 1 of 4 (`ood_vs_pure_solver` mixed). A poorer model
+#   has less room to degrade, so this relative measure flatters seed 2's pure solver; the absolute errors (the
+#   claim's note) favour the hybrid everywhere. The uncorrected network is worse than the exact basis on every
+#   shift (on the irregular mesh 6.2-7.2x, `irregular_mesh` not held), while the hybrid stays within 1.0-1.3x of
+#   it.
 #
 # **Known limits.** All networks are small and CPU-trained: the basis network (156 k parameters, 3 seeds) took
 # 30 min and the pure solver (58 k parameters, 3 seeds) 37 min on one shared core each, run side by side. The
@@ -1195,7 +1266,7 @@ plotting.live_controls(
 # make the out-of-distribution comparison about robustness rather than accuracy. All timings are one thread on a
 # shared machine (load average 4-6 during the run), median of 3 after a warm-up, both sides in the same run; the
 # network's time includes its input features and the S-orthonormalisation. The matched classical baseline is
-# chosen by the GMsFEM error on one field with f = 1, from a fixed menu of seven solver settings; LOBPCG is
+# chosen by the GMsFEM error on one field (three forcings), from a fixed menu of seven solver settings; LOBPCG is
 # driven by its iteration count (its tolerance is absolute) and breaks down now and then (ill-conditioned
 # Rayleigh-Ritz), which the matching catches as a larger error. The network was trained at 289 nodes per patch
 # and is applied unchanged to the larger patches.
@@ -1206,8 +1277,8 @@ plotting.live_controls(
 # %%
 big = max(timing)
 tb = timing[big]
+loose = next(k for k in solvers if "tol" in k)
 ex_mean = float(errs_exact[:, -1, 0].mean())
-ood_counts = [int(sum(ood[k]["ratio"][i] > 1 for k in ood)) for i in range(len(seeds))]
 rec.claim(
     "learned_basis_accuracy",
     "Predicted-basis energy error ÷ exact-basis energy error, in distribution, N_bf = "
@@ -1245,21 +1316,31 @@ rec.claim(
     unit="x",
     baseline=tb["t_best"],
     note=f"one thread each, median of {timing_repeats} after a warm-up; fastest "
-    f"classical with energy error <= the network's ({tb['err_pred']:.3f}): "
+    f"classical with energy error <= the network's for f = "
+    f"{', '.join(TIMING_FORCINGS)} ({np.round(tb['err_pred'], 3).tolist()}): "
     f"{tb['best_net']} {tb['t_best'] * 1e3:.1f} ms, network "
     f"{tb['network'] * 1e3:.1f} ms; hybrid {tb['hybrid'] * 1e3:.1f} ms vs "
     f"{tb['best_hyb']} {tb['t_best_hyb'] * 1e3:.1f} ms = "
     f"{tb['speedup_hybrid']:.2f}x; at the exact basis's error ({tb['best_full']}) "
     f"{tb['speedup_full']:.1f}x, vs dense evr (the old baseline) "
-    f"{tb['speedup_evr']:.1f}x. Per size: "
+    f"{tb['speedup_evr']:.1f}x; vs the fastest converged eigensolver at the "
+    f"network's accuracy ({tb['best_strict']}) {tb['speedup_strict']:.2f}x. The "
+    f"loose ARPACK misses a copy of a double eigenvalue in "
+    f"{tb['rows'][loose]['miss']} of 81 patches. Per size: "
     + ", ".join(f"{s}: {t['speedup']:.1f}x" for s, t in timing.items()),
 )
 pure_in = pure_err[:, :, 1].mean(1)  # in-distribution relative L2 error per seed
 hyb_in = errs_hyb[:, :, -1, 1].mean(1)
+# robustness, not accuracy: each model's OOD error over its own in-distribution
+# error (same seed, same three coefficient fields), pure's growth ÷ hybrid's
+degr = {k: (v["pure"] / pure_in) / (v["hybrid"] / hyb_in) for k, v in ood.items()}
+ood_counts = [int(sum(degr[k][i] > 1 for k in ood)) for i in range(len(seeds))]
 rec.claim(
     "ood_vs_pure_solver",
-    "Out of distribution, the pure Transolver's relative L2 error exceeds the hybrid's "
-    "(pure ÷ hybrid > 1) on at least 3 of the 4 shifts (count per seed)",
+    "Out of distribution the pure Transolver degrades more than the hybrid: its "
+    "error growth over its own in-distribution error exceeds the hybrid's "
+    "((pure OOD ÷ pure ID) ÷ (hybrid OOD ÷ hybrid ID) > 1) on at least 3 of the 4 "
+    "shifts (count per seed)",
     paper="pure neural solvers fail dramatically",
     measured=[float(c) for c in ood_counts],
     op=">=",
@@ -1267,13 +1348,15 @@ rec.claim(
     unit="shifts of 4",
     baseline=[float(v) for v in pure_in],
     note="baseline = the pure solver's in-distribution relative L2 error per seed "
-    f"(hybrid's: {np.round(hyb_in, 4).tolist()}); pure ÷ hybrid: "
-    + "; ".join(f"{k} {np.round(v['ratio'], 1).tolist()}" for k, v in ood.items())
-    + ". Growth over in-distribution (pure, hybrid; seed means): "
+    f"(hybrid's: {np.round(hyb_in, 4).tolist()}). Growth ratio per seed: "
+    + "; ".join(f"{k} {np.round(v, 2).tolist()}" for k, v in degr.items())
+    + ". Growth (pure, hybrid; seed means): "
     + "; ".join(
         f"{k} {np.mean(v['pure'] / pure_in):.2f}x, {np.mean(v['hybrid'] / hyb_in):.2f}x"
         for k, v in ood.items()
-    ),
+    )
+    + ". Raw pure ÷ hybrid error (mostly the in-distribution gap): "
+    + "; ".join(f"{k} {np.round(v['ratio'], 1).tolist()}" for k, v in ood.items()),
 )
 irr = ood["irregular mesh"]
 rec.claim(
