@@ -269,3 +269,18 @@ def test_new_functions_reject_bad_input():
         tg.checkpoint_config("other")
     with pytest.raises(ValueError):
         tg.forcing(np.zeros((3, 2)), "noise")
+
+
+def test_loose_arpack_misses_a_copy_of_a_double_eigenvalue():
+    """Section 7's diagnosis: on a symmetric (kappa = 1) patch lambda_2 = lambda_3; ARPACK at
+    machine precision finds both copies, at tol = 1e-2 (the chapter's fastest setting) only one,
+    and returns a higher eigenvalue instead, so its span is not the leading eigenspace."""
+    m = tg.structured_mesh(32)
+    b = [x for x in tg.neighbourhoods(m, 4) if x.neumann][4]
+    le = tg.local_spectral(b.A, b.s, 5)[0]
+    assert abs(le[1] - le[2]) < 1e-9 * le[3]  # a double eigenvalue
+    tight = tg.local_spectral_arpack(b.A_sparse(), b.s, 4)[0]
+    loose = tg.local_spectral_arpack(b.A_sparse(), b.s, 4, tol=1e-2, ncv=9)[0]
+    np.testing.assert_allclose(tight, le[:4], rtol=1e-8, atol=1e-10 * le[3])
+    assert np.sum(np.abs(loose - le[1]) < 1e-3 * le[3]) == 1
+    assert loose[-1] > 1.5 * le[3]
