@@ -22,7 +22,7 @@ from helpers import validate as V
 __all__ = [
     "TRANSFER", "City", "make_city", "haversine", "route", "diverse_routes", "route_cost", "brute_force_cost",
     "state_graph", "parse_distance", "parse_time", "format_distance", "format_time", "reachable", "grounded",
-    "iou", "evaluate", "preference_ok", "route_diversity", "Tokenizer", "sample_od", "nearest_station",
+    "iou", "evaluate", "preference_ok", "route_minutes", "route_diversity", "Tokenizer", "sample_od", "nearest_station",
     "planned_city", "zone", "heldout_pairs", "shortest_path", "expert_score", "first_station", "checkpoint_config",
     "Data", "make_data", "corpora", "make_model", "train_lm", "generate", "decode", "lookup",
 ]
@@ -665,6 +665,39 @@ def preference_ok(pred: Any, label: dict, pref: int, city: City | None = None) -
         return parse_time(pred["total_time"]) <= 1.1 * parse_time(label["total_time"])
     except (ValueError, TypeError):
         return False
+
+
+def route_minutes(city: City, r: Any, o: tuple[float, float], d: tuple[float, float]) -> float | None:
+    """The travel time (minutes) the engine's own time model gives a record's route, whatever time the record
+    states: access and egress at the stated mode's speed over the straight-line distance (x detour), half a
+    headway of waiting per boarding, a transfer walk between legs, ride time plus dwell per hop. None for a
+    malformed record (legs and lines do not pair up, unknown station or line). On the engine's labels it
+    reproduces the stated total_time up to its rounding to whole minutes."""
+    _city(city)
+    o, d = _point("o", o), _point("d", d)
+    if not _well_formed(r):
+        return None
+    legs: list[list[str]] = [[]]
+    for s in r["station_sequence"]:
+        if s == TRANSFER:
+            legs.append([])
+        else:
+            legs[-1].append(s)
+    lines = r["line_sequence"]
+    if len(legs) != len(lines) or any(not leg for leg in legs) \
+            or any(x not in city.kind for x in lines) \
+            or any(s not in city.stations for leg in legs for s in leg):
+        return None
+    kmh = {WALK: WALK_KMH, BIKE: BIKE_KMH}
+    minutes = 0.0
+    for p, s, key in ((o, legs[0][0], "start_transfer_mode"), (d, legs[-1][-1], "end_transfer_mode")):
+        minutes += haversine(p, city.stations[s]) * DETOUR / kmh.get(r[key], WALK_KMH) * 60
+    for i, (line, stops) in enumerate(zip(lines, legs, strict=True)):
+        kind = city.kind[line]
+        minutes += HEADWAY[kind] / 2 + (TRANSFER_MIN if i else 0.0)
+        minutes += sum(haversine(city.stations[a], city.stations[b]) / SPEED[kind] * 60 + DWELL
+                       for a, b in itertools.pairwise(stops))
+    return float(minutes)
 
 
 def route_diversity(routes: list[dict]) -> float:

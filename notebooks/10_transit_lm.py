@@ -253,9 +253,13 @@ splits = {"in-distribution": data.test_id, "held-out": data.test_heldout}
 for name, recs in splits.items():
     nl = np.mean([len(lab["line_sequence"]) for *_, lab in recs])
     print(f"{name:16s} {len(recs)} requests, mean {nl:.2f} lines per route")
-train_pairs = {(zone_of(o), zone_of(d)) for o, d, _ in data.sft + data.cpt}
-# no SFT or CPT route joins a held-out zone pair (line and station texts carry no
-# requests); every held-out request does (also a unit test)
+train_pairs = {
+    (zone_of(o), zone_of(d))
+    for o, d, *_ in data.sft + data.cpt + data.pref + data.test_pref
+}
+# no SFT, CPT or preference record (nor a preference test request) joins a held-out
+# zone pair (line and station texts carry no requests); every held-out request does
+# (also a unit test)
 rec.check("split_disjoint", len(train_pairs & data.heldout), 0)
 rec.check(
     "heldout_in_heldout_pairs",
@@ -312,7 +316,7 @@ plt.show()
 #   endpoints (prompt and label as one text) from the training zone pairs. The coordinates are what can teach a
 #   model to ground raw GPS to stations.
 # - **SFT** (loss on the label tokens only) maps prompt → record: 6,000 optimal-route requests (`<req0>`) and
-#   2,000 preference requests (`<req2>`, `<req5>`, `<req7>`, `<req8>`, section 7), shuffled together.
+#   1,886 preference requests (`<req2>`, `<req5>`, `<req7>`, `<req8>`, section 7), shuffled together.
 #
 # The ablation follows the paper: the **SFT-only** arm runs `sft_steps` of SFT; the **CPT+SFT** arm runs
 # `cpt_steps` of CPT first and then the same SFT steps on the same batches. The key lines of the loss and the
@@ -529,7 +533,7 @@ plt.show()
 # checkpoint's run (numbers in the `exact_match` note) the guess is wrong: the held-out split has **no** metro-only
 # and **no** one-line routes; its 34 short routes all need two lines including a bus. The gap is composition and
 # noise: the in-distribution "≤ 2 lines" group is dominated by one-line bus trips, on which the models score lowest
-# (about 0.10); on two-line bus routes alone the splits differ by about 0.05 (0.155 vs 0.206), less than the
+# (about 0.10); on two-line bus routes alone the splits differ by about 0.05 (0.152 vs 0.206), less than the
 # binomial standard error of a share near 0.2 over 34 requests (about 0.07). Short held-out routes are not easier;
 # the held-out group is small and holds only the kind of short route the models do best on.
 
@@ -736,22 +740,35 @@ print(
 # The paper's request types 2, 5, 7 and 8 ask for a route under a preference. The engine plans them with a changed
 # score (type 2 adds 10 per line, type 7 adds 10 per bus boarding, type 8 scores minutes only) or a changed graph
 # (type 5 drops the metro lines), and the request type is the `<reqK>` token of the prompt. The SFT set mixes the
-# optimal-route records with 2,000 preference requests (types in turn, training zone pairs; the few type-5
+# optimal-route records with 1,886 preference requests (2,000 drawn, types in turn, training zone pairs; the 114 type-5
 # requests that no bus route serves are dropped). On new preference requests from the training zone pairs we
 # count a route as **compliant** when it honours the preference against the engine's label (`preference_ok`: no
 # more transfers than the label, no metro, some metro, at most 1.1 × the label's time) **and** is connected (R1)
 # and grounded at both ends (R2): a route that does not reach the destination does not honour a preference.
 #
-# In the checkpoint's run every model arm beats both record lookups (compliance 0.50 to 0.58 per seed for
-# CPT+SFT against 0.37 for the nearest optimal-route record, the stronger lookup), but stays far below the engine's
-# 0.93. The request token matters most for type 5: prompted for the optimal route instead, the same model avoids
-# the metro in a quarter of the type-5 requests; prompted with `<req5>`, in about half.
+# Two rules keep the measure from being gamed. A route of one station fails R1, and a route that stops short
+# fails R2, so an empty or truncated answer cannot pass "fewer transfers" or "no subway". And "fastest" (type 8)
+# is judged on the time the engine's own time model gives the generated route (`T.route_minutes`: access at the
+# stated mode, half a headway per boarding, transfers, rides), not only on the time the record states, so a
+# model cannot pass it by writing a small number. One loophole is the paper's: R2 accepts a first station up to
+# 3 km away (the engine walks at most 1 km), so a route can need fewer lines than the engine's label and pass
+# type 2.
+#
+# In the checkpoint's run (numbers in the claim's note) every CPT+SFT seed beats every map-free baseline
+# (compliance 0.50 to 0.57 per seed against 0.46 for the strongest, the preference-filtered record), but stays
+# far below the engine's 0.93. The request token matters most for type 5: prompted for the optimal route instead,
+# the same model avoids the metro in a quarter of the type-5 requests; prompted with `<req5>`, in about half.
+# Against the filtered record the margin is thin where the preference is a property of the route alone (types 5
+# and 7: about 0.03 in the checkpoint's run) and wide where it is relative to the best route (types 2 and 8): a
+# lookup that filters by "has a metro line" does nearly as well as the model at "subway first".
 #
 # Baselines: the engine's own labels (what a perfect model scores; below 1 because for some requests no metro
-# line is near enough for type 7, so the engine's best "subway first" route is still a bus route); the
-# **nearest record of the same request type** (the map-free lookup); the nearest optimal-route record; and the
-# same CPT+SFT model prompted for the optimal route (`<req0>`), which shows whether the model reads the request
-# token at all.
+# line is near enough for type 7, so the engine's best "subway first" route is still a bus route); three
+# map-free lookups: the **nearest record of the same request type**, the nearest optimal-route record, and the
+# **preference-filtered record**, an engine-free heuristic per type (the nearest of all 7,886 SFT records whose
+# route has no metro line for type 5, some metro line for type 7; the nearest optimal-route or same-type record
+# for types 2 and 8); and the same CPT+SFT model prompted for the optimal route (`<req0>`), which shows whether
+# the model reads the request token at all. The claim's baseline is the best of the three lookups.
 
 # %%
 pref_recs = data.test_pref
@@ -759,25 +776,42 @@ pref_ods = [(o, d) for o, d, _, _ in pref_recs]
 pref_types = np.array([q for _, _, q, _ in pref_recs])
 
 
-def comply(pr):
+def fast_enough(p, o, d, q, lab):
+    """Type 8 only: the route's own time (the engine's time model) <= 1.1 x label's."""
+    if q != 8:
+        return True
+    m = T.route_minutes(city, p, o, d)
+    return m is not None and m <= 1.1 * T.parse_time(lab["total_time"])
+
+
+def comply(pr, own_time=True):
     """Per request: preference honoured, route connected (R1) and grounded (R2)."""
     return np.array(
         [
             T.preference_ok(p, lab, q, city)
             and T.reachable(city, p)
             and T.grounded(city, p, o, d)
+            and (not own_time or fast_enough(p, o, d, q, lab))
             for p, (o, d, q, lab) in zip(pr, pref_recs, strict=True)
         ],
         float,
     )
 
 
-comp = {}
+# the time model reproduces every engine label's stated time (rounded to minutes)
+time_gap = max(
+    abs(T.route_minutes(city, lab, o, d) - T.parse_time(lab["total_time"]))
+    for o, d, *_, lab in data.pref + pref_recs + data.sft
+)
+rec.check("route_minutes_matches_labels", time_gap, 0.5 + 1e-9, op="<=")
+
+
+comp, stated_only = {}, {}
 for s in seeds:
     for arm in ("cpt", "sft"):
-        comp[arm, s] = comply(
-            T.decode(models[arm, s], tok, pref_ods, prefs=pref_types.tolist())
-        )
+        pr = T.decode(models[arm, s], tok, pref_ods, prefs=pref_types.tolist())
+        comp[arm, s] = comply(pr)
+        stated_only[arm, s] = comply(pr, own_time=False)
     comp["req0", s] = comply(T.decode(models["cpt", s], tok, pref_ods))
 look = [None] * len(pref_recs)
 for q in (2, 5, 7, 8):
@@ -788,6 +822,25 @@ for q in (2, 5, 7, 8):
         look[i] = r
 comp["lookup", None] = comply(look)
 comp["lookup_opt", None] = comply(T.lookup(city, data.sft, pref_ods))
+# preference-filtered record: an engine-free heuristic per request type
+pool = data.sft + [(o, d, lab) for o, d, _, lab in data.pref]
+
+
+def has_metro(lab):
+    return any(city.kind[x] == "metro" for x in lab["line_sequence"])
+
+
+look = [None] * len(pref_recs)
+for q in (2, 5, 7, 8):
+    idx = np.flatnonzero(pref_types == q)
+    if q in (5, 7):
+        train_q = [r for r in pool if has_metro(r[2]) == (q == 7)]
+    else:
+        train_q = data.sft + [(o, d, lab) for o, d, p, lab in data.pref if p == q]
+    for i, r in zip(idx, T.lookup(city, train_q, [pref_ods[i] for i in idx]),
+                    strict=True):
+        look[i] = r
+comp["lookup_filt", None] = comply(look)
 comp["engine", None] = comply([lab for *_, lab in pref_recs])
 pref_names = {
     "cpt": "CPT+SFT",
@@ -795,6 +848,7 @@ pref_names = {
     "req0": "CPT+SFT, <req0>",
     "lookup": "same-type record",
     "lookup_opt": "optimal record",
+    "lookup_filt": "filtered record",
     "engine": "engine (labels)",
 }
 print(f"{len(pref_recs)} preference requests; compliance by request type")
@@ -898,15 +952,17 @@ plotting.live_controls(
 # %% [markdown]
 # ## Known limits
 #
-# - **Checkpoint size.** Six d = 128 models in float16 take 10 MB, twice the book's 5 MB cap per chapter; an
-#   8-bit copy or fewer stored arms would fit, and neither is built yet.
+# - **Checkpoint size.** Six d = 128 models take 10 MB in float16; the checkpoint is stored in int8 (one float32
+#   scale per weight row, dequantized on load), 5.2 MB. Int8 storage moved the largest weight by 0.0018 and each
+#   held-out claim by at most 2 of 300 routes (exact match 0.113/0.120/0.107 in float16, 0.107/0.120/0.110 in
+#   int8); no verdict changed. The numbers in this chapter are the int8 run's.
 # - **Model size.** The checkpoint holds the issue's 4-layer, d = 128 models (six of them: two arms × three
 #   seeds). On one CPU thread a d = 128 step costs only about 1.3× a d = 64 step (0.24 vs 0.18 CPU s, measured), so
 #   the width came almost free; the step count is what the shared build budget limits.
 # - **Training budget.** `cpt_steps` and `sft_steps` (see the parameters record) are small: about four passes over
-#   the 8,000 SFT records. The models do not fit their own training records (exact match on SFT training records,
-#   section 4: 0.19 to 0.25 per model, against 0.11 to 0.14 on the test splits), so low exact match here measures our compute, not the method's
-#   ability to compose trips.
+#   the 7,886 SFT records. The models do not fit their own training records (exact match on SFT training records,
+#   section 4: 0.19 to 0.25 per model, against 0.11 to 0.13 on the test splits, means over seeds), so low exact match here measures
+#   our compute, not the method's ability to compose trips.
 # - **Not built.** The Berlin topology from the `vbb-stations`/`vbb-lines` npm packages (the issue offered it as an
 #   alternative to the planned city; this chapter keeps the planned city); the paper's diverse-route task is only
 #   sampled from the optimal-route model, not trained.
@@ -919,8 +975,8 @@ plotting.live_controls(
 # 1.0) and its first station lies near the origin (the R2 share). Those two claims say the model is no worse than
 # copying; `exact_match`, `beats_lookup_heldout` and `grounding_sharp` are the ones copying cannot pass.
 # `preference_compliance` is measured on preference requests from the training zone pairs (section 7). Reachability
-# and exact match are the paper's headline numbers for Qwen3-4B on real cities; ours come from a 0.8M-parameter model on one synthetic city, so the comparison is of
-# the shape of the result, not its size.
+# and exact match are the paper's headline numbers for Qwen3-4B on real cities; ours come from a 0.8M-parameter
+# model on one synthetic city, so the comparison is of the shape of the result, not its size.
 
 # %%
 held = "held-out"
@@ -1032,12 +1088,45 @@ rec.claim(
     note=f"Nearest-record exact match: held-out {lk['exact']:.3f}, in-distribution "
     f"{funnel['lookup', None, 'in-distribution']['exact']:.3f}.",
 )
+# cpt_helps diagnosis: the paired standard error of each seed's gap (same requests),
+# and the gap on the in-distribution split and on SFT training records
+cpt_gap = [a - b for a, b in zip(ex_cpt, ex_sft, strict=True)]
+cpt_se = [
+    float(np.std(hits["cpt", s, held] - hits["sft", s, held], ddof=1))
+    / np.sqrt(len(splits[held]))
+    for s in seeds
+]
+cpt_id = [
+    a - b
+    for a, b in zip(
+        mean_over_seeds("cpt", "in-distribution", "exact"),
+        mean_over_seeds("sft", "in-distribution", "exact"),
+        strict=True,
+    )
+]
+cpt_fit = [train_exact["cpt", s] - train_exact["sft", s] for s in seeds]
+cpt_noise = all(abs(g) < 2 * e for g, e in zip(cpt_gap, cpt_se, strict=True))
+cpt_diag = (
+    "Diagnosis (measured): paired standard error of each held-out gap "
+    + ", ".join(f"{e:.3f}" for e in cpt_se)
+    + (
+        ", so every gap lies within two standard errors of 0: at 300 requests and "
+        "three seeds the test cannot tell the arms apart. "
+        if cpt_noise
+        else ". "
+    )
+    + "Gap in-distribution "
+    + ", ".join(f"{g:+.3f}" for g in cpt_id)
+    + f"; on {n_fit} SFT training records "
+    + ", ".join(f"{g:+.3f}" for g in cpt_fit)
+    + "."
+)
 rec.claim(
     "cpt_helps",
     "Continual pre-training on route text (with coordinates) before the same SFT "
     "raises exact match",
     paper="CPT+SFT > SFT only",
-    measured=[a - b for a, b in zip(ex_cpt, ex_sft, strict=True)],
+    measured=cpt_gap,
     op=">",
     target=0.02,
     unit="exact match, CPT+SFT − SFT only (held-out, same seed)",
@@ -1053,7 +1142,8 @@ rec.claim(
             strict=True,
         )
     )
-    + ".",
+    + ". "
+    + cpt_diag,
 )
 rec.claim(
     "grounding",
@@ -1114,7 +1204,12 @@ rec.claim(
     "just the wrong one.",
 )
 pref_base = {k[0]: float(comp[k].mean()) for k in comp if k[1] is None}
-best_pref = max(("lookup", "lookup_opt"), key=pref_base.get)
+lookups = ("lookup", "lookup_opt", "lookup_filt")
+best_pref = max(lookups, key=pref_base.get)
+t8 = pref_types == 8
+n_stated = [
+    int(stated_only["cpt", s][t8].sum() - comp["cpt", s][t8].sum()) for s in seeds
+]
 rec.claim(
     "preference_compliance",
     "The model follows request-type preferences (fewer transfers, no subway, subway "
@@ -1126,13 +1221,22 @@ rec.claim(
     unit="share of preference requests (types 2, 5, 7, 8; training zone pairs) "
     "answered with a compliant, connected, grounded route",
     baseline=pref_base[best_pref],
-    note=f"Strongest map-free baseline: {pref_names[best_pref]} "
-    f"({pref_base[best_pref]:.3f}); the other record lookup "
-    f"{pref_base['lookup' if best_pref == 'lookup_opt' else 'lookup_opt']:.3f}; "
-    f"engine's own labels {pref_base['engine']:.3f} (a perfect model). SFT only "
+    note="Strongest map-free baseline (best of three lookups): "
+    f"{pref_names[best_pref]} "
+    f"({pref_base[best_pref]:.3f}); the others: "
+    + ", ".join(
+        f"{pref_names[k]} {pref_base[k]:.3f}" for k in lookups if k != best_pref
+    )
+    + f"; engine's own labels {pref_base['engine']:.3f} (a perfect model). SFT only "
     + ", ".join(f"{comp['sft', s].mean():.3f}" for s in seeds)
-    + "; the CPT+SFT model prompted for the optimal route instead "
+    + "; the same CPT+SFT model prompted for the optimal route (<req0>) "
     + ", ".join(f"{comp['req0', s].mean():.3f}" for s in seeds)
-    + f". {len(pref_recs)} requests, in-distribution zone pairs.",
+    + ", so the request token adds "
+    + ", ".join(f"{comp['cpt', s].mean() - comp['req0', s].mean():+.3f}" for s in seeds)
+    + " per seed. Type 8 is judged on the route's own time (engine time model); "
+    "type-8 routes that pass on their stated time but not on their own: "
+    + ", ".join(str(n) for n in n_stated)
+    + f" of {int(t8.sum())}. An empty, one-station or truncated route fails (R1, R2). "
+    f"{len(pref_recs)} requests, in-distribution zone pairs.",
 )
 rec.save()

@@ -307,3 +307,21 @@ def test_preference_records_in_sft_and_decode_prefs():
         T.decode(model, data.tok, ods, prefs=[2, 5])
     with pytest.raises(ValueError):
         T.decode(model, data.tok, ods, prefs=[2, 5, 3])
+
+
+def test_route_minutes_reproduces_engine_and_catches_understated_times():
+    for (o, d), lab in zip(OD, LABELS, strict=True):
+        if lab is None:
+            continue
+        for r in [lab] + [T.route(CITY, o, d, p) for p in (5, 8)]:
+            if r is not None:  # the engine's stated time, rounded to whole minutes
+                assert abs(T.route_minutes(CITY, r, o, d) - T.parse_time(r["total_time"])) <= 0.5 + 1e-9
+        # a record that understates its time is still timed by its route
+        fake = dict(lab, total_time="1分钟")
+        assert T.route_minutes(CITY, fake, o, d) == T.route_minutes(CITY, lab, o, d) > 1
+    lab, (o, d) = next((lab, od) for lab, od in zip(LABELS, OD, strict=True) if lab is not None)
+    assert T.route_minutes(CITY, dict(lab, line_sequence=lab["line_sequence"] + ["M1"]), o, d) is None
+    assert T.route_minutes(CITY, dict(lab, station_sequence=["nowhere"] * 2), o, d) is None
+    assert T.route_minutes(CITY, None, o, d) is None
+    with pytest.raises((TypeError, ValueError)):
+        T.route_minutes(CITY, lab, "o", d)
