@@ -1006,15 +1006,15 @@ plotting.live_controls(
 #
 # - **Checkpoint size.** Six d = 128 models take 10 MB in float16; the checkpoint is stored in int8 (one float32
 #   scale per weight row, dequantized on load), 5.2 MB. Int8 storage moved the largest weight by 0.0018 and each
-#   held-out claim by at most 2 of 300 routes (exact match 0.113/0.120/0.107 in float16, 0.107/0.120/0.110 in
+#   claim by at most 2 requests of 282 to 300 (held-out exact match 0.113/0.120/0.107 in float16, 0.107/0.120/0.110 in
 #   int8); no verdict changed. The numbers in this chapter are the int8 run's.
 # - **Model size.** The checkpoint holds the issue's 4-layer, d = 128 models (six of them: two arms × three
 #   seeds). On one CPU thread a d = 128 step costs only about 1.3× a d = 64 step (0.24 vs 0.18 CPU s, measured), so
 #   the width came almost free; the step count is what the shared build budget limits.
 # - **Training budget.** `cpt_steps` and `sft_steps` (see the parameters record) are small: about four passes over
 #   the 7,886 SFT records. The models do not fit their own training records (exact match on SFT training records,
-#   section 4: 0.19 to 0.25 per model, against 0.11 to 0.13 on the test splits, means over seeds), so low exact match here measures
-#   our compute, not the method's ability to compose trips.
+#   section 4: 0.19 to 0.25 per model, against 0.11 to 0.13 on the test splits, means over seeds), so low exact
+#   match here measures our compute, not the method's ability to compose trips.
 # - **Not built.** The Berlin topology from the `vbb-stations`/`vbb-lines` npm packages (the issue offered it as an
 #   alternative to the planned city; this chapter keeps the planned city); the paper's diverse-route task is only
 #   sampled from the optimal-route model, not trained.
