@@ -228,6 +228,8 @@ case("transit_lm.parse_distance", tlm.parse_distance, lambda: dict(s="1.5公里"
 case("transit_lm.parse_time", tlm.parse_time, lambda: dict(s="37分钟"), more={"s": [""]})
 case("transit_lm.grounded", tlm.grounded, lambda: dict(city=_CITY, r=_LAB, o=_O, d=_D),
      only=("city", "o", "d"), more={"o": _BADPT})  # r: anything; a malformed record is simply not grounded
+case("transit_lm.route_minutes", tlm.route_minutes, lambda: dict(city=_CITY, r=_LAB, o=_O, d=_D),
+     only=("city", "o", "d"), more={"o": _BADPT, "d": _BADPT})  # r: anything; a malformed record gives None
 case("transit_lm.evaluate", tlm.evaluate, lambda: dict(city=_CITY, pred=_LAB, label=_LAB, o=_O, d=_D),
      only=("city", "label", "o", "d"), more={"label": [{}], "d": _BADPT})  # pred: anything, by design
 case("transit_lm.iou", tlm.iou, lambda: dict(a=[1, 2], b=[2]), more={"a": [3]})
