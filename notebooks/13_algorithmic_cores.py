@@ -1033,21 +1033,28 @@ if quick:
 else:
     gt = checkpoints.load(ac.CHECKPOINT_SLUG, "groktime", config=gt_cfg)
     runs = gt.manifest["extra"]["runs"]
-    # re-train the cheapest run of this seed live: it must reproduce the cached row
+    # re-train the cheapest run of this seed that generalised: it must reproduce the
+    # cached row (a run that never generalises would only compare two non-events)
     cheap = min(
-        (r for r in runs if r["seed"] == seed),
+        (r for r in runs if r["seed"] == seed and r["t_gen"] is not None),
         key=lambda r: r["last_step"] * r["d"] ** 2,
     )
     again = grok_run(cheap["seed"], cheap["d"], cheap["wd"])
     # Bit-exact agreement holds on the machine that built the cache only: float
     # rounding differs between CPUs and full-batch AdamW amplifies it (the script's
     # own function, run on another CPU, gives the live numbers, not the cached).
-    # What must hold anywhere is the outcome: generalised within the budget or not.
+    # What must hold anywhere: it generalises, at a tau within 25% of the cached one
+    # (tolerance fixed before the first such re-run).
+    tau_gap = (
+        1.0
+        if again["t_gen"] is None
+        else abs(again["t_gen"] - cheap["t_gen"]) / cheap["t_gen"]
+    )
     rec.check(
         "groktime_rerun_matches",
-        int((again["t_gen"] is None) != (cheap["t_gen"] is None)),
-        0,
-        op="==",
+        tau_gap,
+        0.25,
+        op="<=",
         note=f"run seed {cheap['seed']}, d {cheap['d']}, wd {cheap['wd']}: live "
         f"{again} vs cached; exact fields that differ: "
         + str(
@@ -1659,9 +1666,9 @@ plotting.live_controls(
 # * **Redundancy proxy.** At p = 31 the core has 0-2 Fourier modes at memorisation, and the cached runs show
 #   only 0-4 at generalisation, so neither count spans the range the law is about. Only width, the redundancy
 #   set by design, orders tau.
-# * **The live grokking-time re-run is a weak check.** It re-trains the cheapest run, which is a width-16 run
-#   that never generalises, so "same outcome" compares two non-events, and its memorisation step differed in
-#   the default run (450 live vs 550 cached). Re-running a run that generalises would test the cached tau.
+# * **The live grokking-time re-run covers one run.** It re-trains the cheapest run of the seed that generalised
+#   (until 2026-12-04 it was a width-16 run that never generalises, so the check compared two non-events) and
+#   asks for its tau within 25% of the cached one; the other cached runs are trusted from the build.
 # * **Language models.** The six pretrained LMs are replaced by small LMs trained on a synthetic grammar, so the
 #   paper's cross-architecture claim is tested between two small architectures trained on the same data.
 # * Steering full open-ended generation in GPT-2 and friends is untested (no pretrained weights offline).
