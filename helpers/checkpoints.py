@@ -320,6 +320,15 @@ def _dequantize(tensors: dict[str, torch.Tensor], where: str) -> dict[str, torch
     return out
 
 
+def _weights_record(w_path: Path, tensors: Mapping[str, torch.Tensor], quantized: dict | None) -> dict[str, Any]:
+    """The manifest's ``weights`` entry for the file just written."""
+    rec = {"file": w_path.name, "sha256": sha256_file(w_path), "bytes": w_path.stat().st_size,
+           "tensors": len(tensors), "dtypes": sorted({str(t.dtype).removeprefix("torch.") for t in tensors.values()})}
+    if quantized is not None:
+        rec["quantized"] = quantized
+    return rec
+
+
 def save(
     slug: str,
     name: str,
@@ -398,15 +407,7 @@ def save(
     # one metadata key only: safetensors writes a hash map, whose order of several keys varies from run to run
     save_file(tensors, str(tmp), metadata={"checkpoint": f"{slug}/{name}"})
     os.replace(tmp, w_path)
-    manifest["weights"] = {
-        "file": w_path.name,
-        "sha256": sha256_file(w_path),
-        "bytes": w_path.stat().st_size,
-        "tensors": len(tensors),
-        "dtypes": sorted({str(t.dtype).removeprefix("torch.") for t in tensors.values()}),
-    }
-    if quantized is not None:
-        manifest["weights"]["quantized"] = quantized
+    manifest["weights"] = _weights_record(w_path, tensors, quantized)
     m_path.write_text(json.dumps(manifest, indent=1, allow_nan=False) + "\n")
     return m_path
 
@@ -499,6 +500,22 @@ def require_seeds(ckpt: Checkpoint | Mapping[str, Any], seeds: Sequence[int], *,
     return [int(s) for s in want]
 
 
+def _verified(slug: str, name: str, why: Any, date: Any, root: str | os.PathLike | None, say: str,
+              refuse: str) -> tuple[Path, Path, dict[str, Any]]:
+    """Shared by :func:`restamp` and :func:`compress`: validate ``why``/``date``, load the manifest and check
+    that the weights on disk are the ones it records."""
+    V.instance("why", why, str)
+    if len(why.strip()) < 20:
+        raise ValueError(f"why must say in a sentence {say} (>= 20 characters), got {why!r}")
+    V.optional(V.instance, "date", date, str)
+    w_path, m_path = paths(slug, name, root)
+    manifest = load_manifest(slug, name, root)
+    if not w_path.is_file() or sha256_file(w_path) != manifest["weights"].get("sha256"):
+        raise CheckpointError(f"checkpoint weights {w_path} are missing or do not match their manifest; "
+                              f"{refuse}. Rebuild with: {rebuild_command(slug, name)}")
+    return w_path, m_path, manifest
+
+
 def restamp(slug: str, name: str, why: str, *, root: str | os.PathLike | None = None,
             date: str | None = None) -> Path:
     """Record the current hashes of a checkpoint's source files without retraining; returns the manifest's path.
@@ -509,16 +526,8 @@ def restamp(slug: str, name: str, why: str, *, root: str | os.PathLike | None = 
     additions only", "a retrained model matches the stored one"). Refuses when the weights do not match their
     manifest, a source file is missing, or no source changed.
     """
-    V.instance("why", why, str)
-    if len(why.strip()) < 20:
-        raise ValueError(f"why must say in a sentence why the weights are still valid (>= 20 characters), got {why!r}")
-    V.optional(V.instance, "date", date, str)
-    w_path, m_path = paths(slug, name, root)
-    manifest = load_manifest(slug, name, root)
-    cmd = rebuild_command(slug, name)
-    if not w_path.is_file() or sha256_file(w_path) != manifest["weights"].get("sha256"):
-        raise CheckpointError(f"checkpoint weights {w_path} are missing or do not match their manifest; "
-                              f"restamping cannot vouch for them. Rebuild with: {cmd}")
+    w_path, m_path, manifest = _verified(slug, name, why, date, root,
+                                         "why the weights are still valid", "restamping cannot vouch for them")
     old = manifest.get("source") or {"files": {}, "hash": None}
     files = list(old.get("files", {}))
     if not files:
@@ -554,18 +563,10 @@ def compress(slug: str, name: str, why: str, *, quantize: str = "int8", root: st
     """
     from safetensors.torch import load_file, save_file
 
-    V.instance("why", why, str)
-    if len(why.strip()) < 20:
-        raise ValueError(f"why must say in a sentence why the checkpoint is compressed (>= 20 characters), got {why!r}")
     if quantize != "int8":
         raise ValueError(f"quantize must be 'int8', got {quantize!r}")
-    V.optional(V.instance, "date", date, str)
-    w_path, m_path = paths(slug, name, root)
-    manifest = load_manifest(slug, name, root)
-    cmd = rebuild_command(slug, name)
-    if not w_path.is_file() or sha256_file(w_path) != manifest["weights"].get("sha256"):
-        raise CheckpointError(f"checkpoint weights {w_path} are missing or do not match their manifest; "
-                              f"rebuild with: {cmd}")
+    w_path, m_path, manifest = _verified(slug, name, why, date, root, "why the checkpoint is compressed",
+                                         "they cannot be converted")
     if manifest["weights"].get("quantized"):
         raise ValueError(f"checkpoint {slug}/{name} is already quantized ({manifest['weights']['quantized']})")
     old = {"sha256": manifest["weights"]["sha256"], "bytes": manifest["weights"].get("bytes")}
@@ -577,11 +578,8 @@ def compress(slug: str, name: str, why: str, *, quantize: str = "int8", root: st
     os.replace(tmp, w_path)
     import datetime
 
-    manifest["weights"].update({
-        "sha256": sha256_file(w_path), "bytes": w_path.stat().st_size, "tensors": len(tensors),
-        "dtypes": sorted({str(t.dtype).removeprefix("torch.") for t in tensors.values()}),
-        "quantized": {"scheme": _SCHEME, "tensors": count, "max_abs_error": err},
-    })
+    manifest["weights"] = _weights_record(w_path, tensors, {"scheme": _SCHEME, "tensors": count,
+                                                             "max_abs_error": err})
     manifest.setdefault("extra", {})["compressed"] = {
         "date": date or datetime.date.today().isoformat(), "why": why.strip(), "old_weights": old,
         "max_abs_change": err}
