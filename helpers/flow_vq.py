@@ -587,6 +587,9 @@ def toy_latents(name: str, n: int, seed: int = 0) -> Tensor:
     return torch.tensor(x, dtype=torch.float32)
 
 
+LORENZ_MAX_HORIZON = 1e5  # time units: a few minutes of DOP853 at rtol 1e-10
+
+
 def lorenz_states(n: int, dt: float = 0.02, seed: int = 0, burn_in: float = 20.0) -> np.ndarray:
     """``n`` states (x, y, z) of the Lorenz-63 system (sigma=10, rho=28, beta=8/3) every ``dt`` time units,
     integrated with scipy (DOP853, rtol 1e-10) from a seeded start after a burn-in."""
@@ -594,6 +597,12 @@ def lorenz_states(n: int, dt: float = 0.02, seed: int = 0, burn_in: float = 20.0
 
     n, seed = V.integer("n", n, min=1), V.seed("seed", seed)
     dt, burn_in = V.positive("dt", dt), V.nonnegative("burn_in", burn_in)
+    # the integrator resolves the attractor's time scale (~0.01 per step), ~500 time units a second: a horizon
+    # beyond LORENZ_MAX_HORIZON (or an infinite one, dt=1e308) would run for minutes, hours or forever
+    horizon = burn_in + dt * (n - 1)
+    if not horizon <= LORENZ_MAX_HORIZON:
+        raise ValueError(f"burn_in + dt * (n - 1) must be <= {LORENZ_MAX_HORIZON:g} time units (dt={dt:g}, n={n}, "
+                         f"burn_in={burn_in:g}): the integration could not resolve that horizon in reasonable time")
 
     def f(_t: float, s: np.ndarray) -> list[float]:
         x, y, z = s

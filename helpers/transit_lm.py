@@ -146,8 +146,13 @@ def make_city(seed: int, grid: int = 7, spacing_km: float = 1.6, n_metro: int = 
     line that meets no other line is redrawn as a bus line, so every station can reach every other one."""
     seed = V.seed("seed", seed)
     grid = V.integer("grid", grid, min=3)
-    n_metro, n_bus = V.integer("n_metro", n_metro, min=0), V.integer("n_bus", n_bus, min=0)
+    # at least one metro line: the preferences 5 (no subway) and 7 (subway first) tell metro from bus, and in a
+    # bus-only city the expert's own pref-7 label would break its preference
+    n_metro, n_bus = V.integer("n_metro", n_metro, min=1), V.integer("n_bus", n_bus, min=0)
     spacing_km = V.positive("spacing_km", spacing_km)
+    if not (grid - 1) * spacing_km <= 1000.0:  # a city, and its stations' (lat, lon) stay valid degrees
+        raise ValueError(f"the lattice (grid - 1) * spacing_km must span <= 1000 km, got grid={grid} and "
+                         f"spacing_km={spacing_km:g}")
     metro_len = grid if metro_len is None else V.integer("metro_len", metro_len, min=2, max=grid)
     if bus_span is None:
         bus_span = (grid // 2, 2 * grid)
@@ -156,8 +161,6 @@ def make_city(seed: int, grid: int = 7, spacing_km: float = 1.6, n_metro: int = 
     span = (V.integer("bus_span[0]", bus_span[0], min=1), V.integer("bus_span[1]", bus_span[1], min=1))
     if span[0] > span[1] or span[0] > 2 * (grid - 1):
         raise ValueError(f"bus_span must satisfy 1 <= min <= max and min <= 2*(grid-1)={2 * (grid - 1)}, got {span}")
-    if n_metro + n_bus < 1:
-        raise ValueError(f"need at least one line: n_metro + n_bus must be >= 1, got {n_metro} + {n_bus}")
     rng = np.random.default_rng(seed)
     paths: list[tuple[str, list[tuple[int, int]]]] = []
     rows = rng.permutation(np.arange(1, grid - 1))
@@ -366,7 +369,9 @@ def _penalty(penalty: Any) -> dict[str, float]:
     if penalty is None:
         return {}
     V.instance("penalty", penalty, dict)
-    return {k: V.number(f"penalty[{k!r}]", v) for k, v in penalty.items()}
+    # >= 0: a negative penalty makes a negative cycle (board, alight, board again) and Dijkstra's predecessor
+    # chain loops forever; <= 1e12 keeps every path's score finite (a sum of a few hundred edges)
+    return {k: V.number(f"penalty[{k!r}]", v, min=0, max=1e12) for k, v in penalty.items()}
 
 
 def state_graph(city: City, o: tuple[float, float], d: tuple[float, float], pref: int = 0,
@@ -530,7 +535,7 @@ def diverse_routes(city: City, o: tuple[float, float], d: tuple[float, float], k
     """Task 3: ``k`` routes, each re-planned with a score penalty on every line used so far."""
     _city(city)
     o, d = _point("o", o), _point("d", d)
-    k, penalty = V.integer("k", k, min=0, max=3), V.nonnegative("penalty", penalty)
+    k, penalty = V.integer("k", k, min=0, max=3), V.number("penalty", penalty, min=0, max=1e11)
     used: dict[str, float] = {}
     out: dict[str, dict[str, Any]] = {}
     for name in ("first", "second", "third")[:k]:

@@ -289,6 +289,36 @@ def spine(adj: list[list[int]], root: int, inside: set[int] | None = None) -> tu
     root = V.index("root", root, len(adj))
     if inside is not None and root not in inside:
         raise ValueError(f"inside must contain root {root}")
+    _check_tree_component(adj, root, inside)
+    return _spine(adj, root, inside)
+
+
+def _check_tree_component(adj: list, root: int, inside: set[int] | None) -> None:
+    """The component of ``root`` (restricted to ``inside``) is a tree: integer neighbours in range, symmetric, no
+    cycle (a cycle would make the labelling walk forever)."""
+    n = len(adj)
+    parent = {root: -1}
+    order = [root]
+    for v in order:
+        nb = adj[v]
+        if isinstance(nb, (str, bytes)) or not isinstance(nb, (Sequence, np.ndarray)):
+            raise TypeError(f"adj[{v}] must be a list of neighbours, got {V.describe(nb)}")
+        for u in nb:
+            u = V.index(f"adj[{v}] entry", u, n)
+            if inside is not None and u not in inside:
+                continue
+            if u == parent[v]:
+                continue
+            if u in parent:
+                raise ValueError(f"adj must be a tree (a forest), but the component of root {root} has a cycle "
+                                 f"through the edge {v}-{u}")
+            if isinstance(adj[u], (Sequence, np.ndarray)) and v not in list(adj[u]):
+                raise ValueError(f"adj must be symmetric: {u} is a neighbour of {v} but not the other way round")
+            parent[u] = v
+            order.append(u)
+
+
+def _spine(adj: list[list[int]], root: int, inside: set[int] | None = None) -> tuple[list[int], int]:
     lab, kids, _ = _labels(adj, root, inside)
     k, crit = lab[root][0]
 
@@ -339,7 +369,7 @@ class Decomposition:
         todo = [(0, None, 0, -1, -1)]  # (a vertex, member set or None for all, level, parent comp, entry vertex)
         while todo:
             root, members, level, parent, entry = todo.pop()
-            P, k = spine(adj, root, members)
+            P, k = _spine(adj, root, members)  # the Tree was validated when it was built
             cid = len(self.comps)
             comp = _Component(P, {v: i for i, v in enumerate(P)}, {}, k, level)
             self.comps.append(comp)

@@ -208,7 +208,7 @@ _BADPT = [(math.nan, 121.0), (31.0, math.inf), (91.0, 0.0), (31.0,), "x", None]
 
 case("transit_lm.haversine", tlm.haversine, lambda: dict(a=_O, b=_D), more={"a": _BADPT, "b": _BADPT})
 case("transit_lm.make_city", tlm.make_city, lambda: dict(seed=0, grid=3, spacing_km=1.0, n_metro=1, n_bus=1),
-     skip={"n_metro": {"neg"}}, more={"grid": [2], "spacing_km": ["zero", "neg"], "n_metro": [-1]})
+     more={"grid": [2], "spacing_km": ["zero", "neg", 1e308], "n_metro": ["zero"]})  # a city needs a metro line
 case("transit_lm.City", tlm.City, lambda: dict(stations=dict(_CITY.stations), lines=dict(_CITY.lines),
                                                 kind=dict(_CITY.kind), size_km=_CITY.size_km),
      more={"size_km": ["zero", "neg"], "kind": [{"M1": "tram"}], "lines": [{"M1": ["S000"]}],
@@ -218,7 +218,13 @@ case("transit_lm.sample_od", tlm.sample_od, lambda: dict(city=_CITY, n=2, seed=0
      more={"min_km": ["neg", 1000.0, 9.5]})  # 9.5 km: below the diagonal but (almost) never drawn: bounded loop
 case("transit_lm.state_graph", tlm.state_graph, lambda: dict(city=_CITY, o=_O, d=_D, pref=0, penalty={"M1": 1.0}),
      skip={"penalty": {"none"}, "pref": {"neg"}},  # None: no penalty
-     more={"o": _BADPT, "d": _BADPT, "pref": [3, False], "penalty": [{"M1": math.nan}]})
+     more={"o": _BADPT, "d": _BADPT, "pref": [3, False],
+           "penalty": [{"M1": math.nan}, {"M1": -100.0}, {"M1": 1e308}, [1.0]]})  # negative: a hang (#58)
+case("transit_lm.shortest_path", tlm.shortest_path,
+     lambda: dict(city=_CITY, o=_O, d=_D, pref=0, penalty={"M1": 1.0}),
+     skip={"penalty": {"none"}, "pref": {"neg"}},  # None: no penalty
+     more={"o": _BADPT, "d": _BADPT, "pref": [3],
+           "penalty": [{"M1": math.nan}, {"M1": -100.0}, {"B1": -0.5}, {"M1": 1e308}]})  # negative: a hang (#58)
 case("transit_lm.route", tlm.route, lambda: dict(city=_CITY, o=_O, d=_D, pref=0), more={"o": _BADPT, "pref": [1]})
 case("transit_lm.diverse_routes", tlm.diverse_routes, lambda: dict(city=_CITY, o=_O, d=_D, k=2, penalty=5.0),
      more={"k": [4], "penalty": ["neg"], "d": _BADPT})
@@ -285,7 +291,9 @@ case("tree_search_predictions.query_bound", tsp.query_bound, lambda: dict(k=2, e
 case("tree_search_predictions.pathwidth", tsp.pathwidth, lambda: dict(tree=_T5))
 case("tree_search_predictions.pathwidth_bruteforce", tsp.pathwidth_bruteforce, lambda: dict(tree=_T5),
      more={"tree": [tsp.path_tree(17)]})
-case("tree_search_predictions.spine", tsp.spine, lambda: dict(adj=_T5.adj, root=0), more={"root": [5], "adj": [[]]})
+case("tree_search_predictions.spine", tsp.spine, lambda: dict(adj=_T5.adj, root=0),
+     more={"root": [5], "adj": [[], [[1, 2], [0, 2], [0, 1]], [[1], [2], [0]], [[0]], [[1], [0, 2]], [[1.0], [0]],
+                                [[1], "x"]]})  # a 3-cycle was a hang (#58); a directed cycle, a self-loop
 case("tree_search_predictions.Decomposition", tsp.Decomposition, lambda: dict(tree=_T5))
 case("tree_search_predictions.CentroidTree", tsp.CentroidTree, lambda: dict(tree=_T5))
 case("tree_search_predictions.search_with_prediction", tsp.search_with_prediction,
@@ -372,7 +380,7 @@ case("flow_vq.Tokenizer", fvq.Tokenizer,
      lambda: dict(n_pixels=4, n_tokens=2, d=2, quantizer=fvq.FSQ([2, 2]), hidden=4), more={"quantizer": [3]})
 case("flow_vq.toy_latents", fvq.toy_latents, lambda: dict(name="moons", n=10, seed=0), more={"n": [1]})
 case("flow_vq.lorenz_states", fvq.lorenz_states, lambda: dict(n=5, dt=0.01, seed=0, burn_in=0.5),
-     more={"dt": ["zero", "neg"], "burn_in": ["neg"]})
+     more={"dt": ["zero", "neg", 1e308, 1e6], "burn_in": ["neg", 1e300]})  # dt=1e308 was a hang (#58)
 _TOKS = torch.tensor([[0, 1], [2, 3], [3, 0]])
 _TP = fvq.TokenPrior(4, 2, dim=2, hidden=4)
 case("flow_vq.RankCells", fvq.RankCells, lambda: dict(ref=_Z, levels=[2, 2]), more={"ref": [_Z[:3]]})
