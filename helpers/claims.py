@@ -2,14 +2,20 @@
 
 * A **check** is a property that must hold at any size. :meth:`ClaimsRecord.check` raises :class:`CheckFailed`
   when it does not, so the notebook (and the book build) fails.
+* A **condition** is a precondition of an experiment, measured per seed like a claim (the model fits its training
+  data, its validation curve is flat, a model-free baseline does not already solve the task, a timing's spread is
+  below the effect): :meth:`ClaimsRecord.condition`. It never fails the build either.
 * A **claim** is a finding of the paper measured at our scale. The chapter gives the measured number (or one number
-  per seed), a comparison ``op`` and a ``target``; the record, never the caller, computes the verdict:
-  **held** (at every seed), **mixed** (at some), **not held** (at none). A claim that cannot be tested at our scale
-  is recorded with :meth:`ClaimsRecord.untested` and a reason. A claim never fails the build.
+  per seed), a comparison ``op`` and a ``target``, and the conditions its verdict rests on (``given=``); the record,
+  never the caller, computes the verdict over the seeds where every given condition holds: **held** (at every such
+  seed), **mixed** (at some), **not held** (at none), or **inconclusive** when no seed qualifies ("could not be
+  tested at our scale": the experiment was not ready, which says nothing about the paper). A claim that cannot be
+  tested at all is recorded with :meth:`ClaimsRecord.untested` and a reason. A claim never fails the build.
 
 ``rec.save()`` writes ``<results dir>/<notebook>.json`` (the book runner sets ``HELPERS_RESULTS_DIR``) and displays
 the tables and a short summary. The scoreboard page of the book is generated from these files and recomputes every
-verdict with :func:`verdict_of`. The JSON layout is ``SCHEMA`` 2, documented in ``book/how_to_run.md``.
+verdict with :func:`verdict_of` (through :func:`record_problems`). The JSON layout is ``SCHEMA`` 3, documented in
+``book/how_to_run.md``.
 """
 
 from __future__ import annotations
@@ -28,11 +34,12 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
-    "SCHEMA", "OPS", "VERDICTS", "CheckFailed", "Check", "Claim", "ClaimsRecord", "results_dir", "verdict_of",
-    "render_markdown", "render_html", "summary_text",
+    "SCHEMA", "OPS", "VERDICTS", "CONDITION_VERDICTS", "CheckFailed", "Check", "Condition", "Claim", "ClaimsRecord",
+    "results_dir", "verdict_of", "qualifying_seeds", "record_problems", "render_markdown", "render_html",
+    "summary_text",
 ]
 
-SCHEMA = 2
+SCHEMA = 3
 OPS = {
     "<=": operator.le,
     "<": operator.lt,
@@ -41,7 +48,8 @@ OPS = {
     "==": operator.eq,
     "!=": operator.ne,
 }
-VERDICTS = ("held", "mixed", "not held", "untested")
+VERDICTS = ("held", "mixed", "not held", "inconclusive", "untested")
+CONDITION_VERDICTS = ("met", "mixed", "not met")
 
 _PACKAGES = (
     "numpy", "scipy", "torch", "scikit-learn", "networkx", "matplotlib", "rdkit", "pyscf", "ase", "scikit-image",
@@ -63,8 +71,31 @@ class Check:
 
 
 @dataclass
+class Condition:
+    """A precondition of the experiment as stored in the record (schema 3): ``measured <op> target`` per seed."""
+
+    id: str
+    statement: str
+    measured: float | list[float]
+    mean: float
+    min: float
+    max: float
+    n: int
+    op: str
+    target: float
+    unit: str = ""
+    note: str = ""
+    verdict: str = "met"
+    holds_per_seed: list[bool] = field(default_factory=list)
+
+
+@dataclass
 class Claim:
-    """One claim as stored in the record (schema 2). ``measured`` is a number or a per-seed list."""
+    """One claim as stored in the record (schema 3). ``measured`` is a number or a per-seed list.
+
+    ``given`` names the conditions the verdict rests on; ``inconclusive_seeds`` are the seeds (indices into
+    ``measured``) where one of them failed, and ``failed_conditions`` says which (``{"0": ["fits"], ...}``).
+    """
 
     id: str
     statement: str
@@ -82,6 +113,9 @@ class Claim:
     verdict: str = "untested"
     reason: str = ""
     holds_per_seed: list[bool] = field(default_factory=list)
+    given: list[str] = field(default_factory=list)
+    inconclusive_seeds: list[int] = field(default_factory=list)
+    failed_conditions: dict[str, list[str]] = field(default_factory=dict)
 
 
 def results_dir() -> Path:
@@ -141,20 +175,61 @@ def _values(what: str, x: Any) -> tuple[float | list[float], list[float]]:
     return v, [v]
 
 
-def verdict_of(measured: float | Sequence[float], op: str, target: float) -> str:
+def verdict_of(measured: float | Sequence[float], op: str, target: float,
+               qualifies: Sequence[bool] | None = None) -> str:
     """``"held"`` if ``measured <op> target`` at every value, ``"mixed"`` at some, ``"not held"`` at none.
 
-    A scalar ``measured`` gives ``"held"`` or ``"not held"``. This is the only place a verdict is decided; the
-    scoreboard calls it again on each stored record and refuses a record whose stored verdict differs.
+    ``qualifies`` (one bool per value) restricts the verdict to the seeds whose conditions hold; with none left the
+    verdict is ``"inconclusive"``. A scalar ``measured`` gives ``"held"`` or ``"not held"``. This is the only place
+    a verdict is decided; the scoreboard calls it again on each stored record and refuses a record whose stored
+    verdict differs.
     """
     if op not in OPS:
         raise ValueError(f"op must be one of {sorted(OPS)}, got {op!r}")
     _, vals = _values("measured", measured)
     t = _real("target", target)
-    ok = [bool(OPS[op](v, t)) for v in vals]
+    if qualifies is None:
+        qualifies = [True] * len(vals)
+    if isinstance(qualifies, (str, bytes)) or not isinstance(qualifies, Sequence):
+        raise TypeError(f"qualifies must be a sequence of bools (one per value), got {type(qualifies).__name__}")
+    if len(qualifies) != len(vals) or not all(isinstance(q, bool) for q in qualifies):
+        raise ValueError(f"qualifies must hold {len(vals)} bools (one per value), got {list(qualifies)!r}")
+    ok = [bool(OPS[op](v, t)) for v, q in zip(vals, qualifies) if q]
+    if not ok:
+        return "inconclusive"
     if all(ok):
         return "held"
     return "mixed" if any(ok) else "not held"
+
+
+def qualifying_seeds(n: int, given: Sequence[str], conditions: Mapping[str, Sequence[bool]]
+                     ) -> tuple[list[bool], dict[str, list[str]]]:
+    """Which of a claim's ``n`` values rest on conditions that hold, and which conditions failed where.
+
+    ``conditions`` maps a condition id to its per-seed outcomes. A condition measured once (one outcome) applies to
+    every seed; a claim measured once (``n == 1``, e.g. pooled over seeds) qualifies only if each condition holds
+    at every seed; otherwise the condition must have ``n`` outcomes, one per seed of the claim.
+    """
+    n = int(n)
+    qual = [True] * n
+    failed: dict[str, list[str]] = {}
+    for cid in given:
+        if cid not in conditions:
+            raise ValueError(f"condition {cid!r} is not recorded (record conditions with rec.condition(...) before "
+                             "the claims that name them)")
+        outs = [bool(o) for o in conditions[cid]]
+        if len(outs) == 1:
+            outs = outs * n
+        elif n == 1:
+            outs = [all(outs)]
+        elif len(outs) != n:
+            raise ValueError(f"condition {cid!r} has {len(outs)} per-seed values but the claim has {n}: measure "
+                             "both at the same seeds (or the condition once)")
+        for i, o in enumerate(outs):
+            if not o:
+                qual[i] = False
+                failed.setdefault(str(i), []).append(cid)
+    return qual, failed
 
 
 def _jsonable(x: Any) -> Any:
@@ -216,6 +291,7 @@ class ClaimsRecord:
         self.params = {k: _jsonable(v) for k, v in params.items()}
         self.quick = bool(params.get("quick", False))
         self.checks: list[Check] = []
+        self.conditions: list[Condition] = []
         self.claims: list[Claim] = []
         self._t0 = time.perf_counter()
 
@@ -246,6 +322,30 @@ class ClaimsRecord:
             raise CheckFailed(f"check {id!r} failed: {value!r} {op} {bound!r} is false. {note}".strip())
         return ok
 
+    # -- conditions --------------------------------------------------------------------------------------------
+    def condition(self, id: str, measured: Any, op: str, target: Any, *, statement: str = "", unit: str = "",
+                  note: str = "") -> str:
+        """Record a precondition of the experiment, ``measured <op> target`` per seed; returns met / mixed / not met.
+
+        ``rec.condition("fits_train", train_acc_per_seed, ">=", 0.95, statement="the model fits its training
+        data")``. A claim that names it (``given=("fits_train",)``) is inconclusive at the seeds where it fails.
+        Fix the rule before reading the claim's numbers; a condition never fails the build.
+        """
+        self._new_id(id, self.conditions)
+        statement = _text(f"condition {id!r}: statement", statement, required=False) or id
+        unit = _text(f"condition {id!r}: unit", unit, required=False)
+        note = _text(f"condition {id!r}: note", note, required=False)
+        if op not in OPS:
+            raise ValueError(f"condition {id!r}: op must be one of {sorted(OPS)}, got {op!r}")
+        stored, vals = _values(f"condition {id!r}: measured", measured)
+        t = _real(f"condition {id!r}: target", target)
+        per_seed = [bool(OPS[op](v, t)) for v in vals]
+        verdict = "met" if all(per_seed) else ("mixed" if any(per_seed) else "not met")
+        self.conditions.append(Condition(
+            id=id, statement=statement, measured=stored, mean=sum(vals) / len(vals), min=min(vals), max=max(vals),
+            n=len(vals), op=op, target=t, unit=unit, note=note, verdict=verdict, holds_per_seed=per_seed))
+        return verdict
+
     # -- claims ------------------------------------------------------------------------------------------------
     def claim(
         self,
@@ -259,6 +359,7 @@ class ClaimsRecord:
         unit: str = "",
         baseline: Any = None,
         note: str = "",
+        given: Sequence[str] = (),
     ) -> str:
         """Record one of the paper's findings and return the verdict the record computed.
 
@@ -266,6 +367,8 @@ class ClaimsRecord:
         comparison that decides the verdict (``target`` is the paper's number or our stated bar). A comparison with
         a baseline is recorded as a number (a ratio or a difference) in ``measured``, with the baseline's own value
         (or per-seed values) in ``baseline``. ``paper`` is free text for the paper's wording or number.
+        ``given`` names recorded conditions the verdict rests on: seeds where one fails are left out of the verdict,
+        and with no seed left it is ``"inconclusive"``.
         """
         self._new_id(id, self.claims)
         statement = _text(f"claim {id!r}: statement", statement, required=True)
@@ -276,14 +379,31 @@ class ClaimsRecord:
         stored, vals = _values(f"claim {id!r}: measured", measured)
         t = _real(f"claim {id!r}: target", target)
         base = None if baseline is None else _values(f"claim {id!r}: baseline", baseline)[0]
+        given = self._given(id, given)
         per_seed = [bool(OPS[op](v, t)) for v in vals]
-        verdict = verdict_of(vals if isinstance(stored, list) else stored, op, t)
+        qual, failed = qualifying_seeds(len(vals), given, {c.id: c.holds_per_seed for c in self.conditions})
+        verdict = verdict_of(vals if isinstance(stored, list) else stored, op, t, qual)
         self.claims.append(Claim(
             id=id, statement=statement, paper=_jsonable(paper), measured=stored,
             mean=sum(vals) / len(vals), min=min(vals), max=max(vals), n=len(vals), op=op, target=t, unit=unit,
-            baseline=base, note=note, verdict=verdict, holds_per_seed=per_seed,
+            baseline=base, note=note, verdict=verdict, holds_per_seed=per_seed, given=given,
+            inconclusive_seeds=[i for i, q in enumerate(qual) if not q], failed_conditions=failed,
         ))
         return verdict
+
+    def _given(self, id: str, given: Any) -> list[str]:
+        if isinstance(given, str):
+            given = (given,)
+        if not isinstance(given, (list, tuple)) or not all(isinstance(g, str) for g in given):
+            raise TypeError(f"claim {id!r}: given must be a tuple of condition ids (strings), got {given!r}")
+        known = {c.id for c in self.conditions}
+        missing = [g for g in given if g not in known]
+        if missing:
+            raise ValueError(f"claim {id!r}: given names conditions that are not recorded: {missing}; record them "
+                             f"with rec.condition(...) first (recorded: {sorted(known)})")
+        if len(set(given)) != len(given):
+            raise ValueError(f"claim {id!r}: given names a condition twice: {list(given)}")
+        return list(given)
 
     def untested(self, id: str, statement: str, *, paper: Any, reason: str) -> str:
         """Record a claim that cannot be tested at our scale; ``reason`` says why (required)."""
@@ -306,7 +426,7 @@ class ClaimsRecord:
         return time.perf_counter() - self._t0
 
     def counts(self) -> dict[str, int]:
-        """How many claims have each verdict."""
+        """How many claims have each verdict (held, mixed, not held, inconclusive, untested)."""
         return {v: sum(1 for c in self.claims if c.verdict == v) for v in VERDICTS}
 
     def to_dict(self) -> dict[str, Any]:
@@ -318,6 +438,7 @@ class ClaimsRecord:
             "seconds": round(self.seconds, 2),
             "packages": _versions(),
             "checks": [asdict(c) for c in self.checks],
+            "conditions": [asdict(c) for c in self.conditions],
             "claims": [asdict(c) for c in self.claims],
         }
 
@@ -345,6 +466,74 @@ class ClaimsRecord:
 
 
 # ----------------------------------------------------------------------------------------------------------------
+# Checking a stored record (the scoreboard and the renderers)
+# ----------------------------------------------------------------------------------------------------------------
+def _problem_list(rec: Any) -> list[str]:
+    if not isinstance(rec, Mapping):
+        return [f"a claims record must be a mapping (the JSON object of a record), got {type(rec).__name__}"]
+    problems = []
+    for key in ("checks", "conditions", "claims"):
+        items = rec.get(key, [])
+        if not isinstance(items, list) or not all(isinstance(c, Mapping) for c in items):
+            problems.append(f"record {key!r} must be a list of objects, got {items!r:.80}")
+    return problems
+
+
+def record_problems(rec: Any) -> list[str]:
+    """Why a stored claims record cannot be shown: not schema 3, malformed, or a verdict its numbers do not give.
+
+    Every condition's outcome and every claim's verdict is recomputed from the stored numbers (``measured``, ``op``,
+    ``target``, the conditions named in ``given``); a record that disagrees is refused.
+    """
+    problems = _problem_list(rec)
+    if problems:
+        return problems
+    if rec.get("schema") != SCHEMA:
+        return [f"claims record schema {rec.get('schema')!r}, expected {SCHEMA} (re-run the chapter: records are "
+                "written by helpers.claims.ClaimsRecord)"]
+    outcomes: dict[str, list[bool]] = {}
+    for c in rec.get("conditions", []):
+        cid = c.get("id")
+        try:
+            _, vals = _values("measured", c["measured"])
+            t = _real("target", c["target"])
+            per = [bool(OPS[c["op"]](v, t)) for v in vals]
+        except (KeyError, TypeError, ValueError) as e:
+            problems.append(f"condition {cid!r}: cannot recompute it ({e})")
+            continue
+        again = "met" if all(per) else ("mixed" if any(per) else "not met")
+        if c.get("verdict") != again:
+            problems.append(f"condition {cid!r}: stored {c.get('verdict')!r} but its numbers give {again!r}")
+        outcomes[str(cid)] = per
+    for c in rec.get("claims", []):
+        v = c.get("verdict")
+        if v not in VERDICTS:
+            problems.append(f"claim {c.get('id')!r}: unknown verdict {v!r}")
+        elif v == "untested":
+            if not c.get("reason"):
+                problems.append(f"claim {c.get('id')!r}: untested without a reason")
+        else:
+            try:
+                _, vals = _values("measured", c["measured"])
+                qual, _ = qualifying_seeds(len(vals), list(c.get("given", [])), outcomes)
+                again = verdict_of(c["measured"], c["op"], c["target"], qual)
+            except (KeyError, TypeError, ValueError) as e:
+                problems.append(f"claim {c.get('id')!r}: cannot recompute its verdict ({e})")
+                continue
+            if again != v:
+                problems.append(f"claim {c.get('id')!r}: stored verdict {v!r} but measured {c['measured']!r} "
+                                f"{c['op']} {c['target']!r} (given {c.get('given', [])}) gives {again!r}")
+    return problems
+
+
+def _valid(rec: Any, where: str) -> Mapping[str, Any]:
+    problems = record_problems(rec)
+    if problems:
+        raise ValueError(f"{where}: not a valid claims record: " + "; ".join(problems[:5]))
+    return rec
+
+
+# ----------------------------------------------------------------------------------------------------------------
 # Rendering (the chapter's table, the scoreboard)
 # ----------------------------------------------------------------------------------------------------------------
 def _fmt(x: Any) -> str:
@@ -357,7 +546,9 @@ def _fmt(x: Any) -> str:
     return str(x)
 
 
-_BADGE = {"held": "✅ held", "mixed": "🟨 mixed", "not held": "❌ not held", "untested": "— untested"}
+_BADGE = {"held": "✅ held", "mixed": "🟨 mixed", "not held": "❌ not held", "inconclusive": "⚪ inconclusive",
+          "untested": "— untested"}
+_COND_BADGE = {"met": "✅ met", "mixed": "🟨 mixed", "not met": "❌ not met"}
 
 
 def _measured(c: Mapping[str, Any]) -> str:
@@ -383,25 +574,45 @@ def _baseline(c: Mapping[str, Any]) -> str:
     return _fmt(b)
 
 
+def _failed(c: Mapping[str, Any]) -> str:
+    """``given fits (failed at seeds 0, 2: fits)`` for a claim that rests on conditions, else ``""``."""
+    given = c.get("given") or []
+    if not given:
+        return ""
+    bad = c.get("failed_conditions") or {}
+    if not bad:
+        return f"given {', '.join(given)} (met at every seed)"
+    where = "; ".join(f"seed {i}: {', '.join(ids)}" for i, ids in sorted(bad.items(), key=lambda kv: int(kv[0])))
+    return f"given {', '.join(given)} (failed at {where})"
+
+
 def _why(c: Mapping[str, Any]) -> str:
-    return c.get("reason") or c.get("note") or ""
+    parts = [c.get("reason") or c.get("note") or "", _failed(c)]
+    return " — ".join(p for p in parts if p)
 
 
 def summary_text(rec: Mapping[str, Any]) -> str:
-    """One paragraph, generated from the record: what held, what was mixed or did not hold, and why."""
+    """One paragraph, generated from the record: what held, what was mixed, not held or inconclusive, and why."""
+    rec = _valid(rec, "summary_text")
     claims = rec.get("claims", [])
     if not claims:
         return "This chapter records no claims."
     by = {v: [c for c in claims if c.get("verdict") == v] for v in VERDICTS}
     parts = [f"Of {len(claims)} claim(s), {len(by['held'])} held, {len(by['mixed'])} mixed, "
-             f"{len(by['not held'])} did not hold and {len(by['untested'])} could not be tested at our scale."]
+             f"{len(by['not held'])} did not hold, {len(by['inconclusive'])} were inconclusive (a condition of the "
+             f"experiment failed at every seed) and {len(by['untested'])} could not be tested at our scale."]
     if by["held"]:
         parts.append("Held: " + "; ".join(f"{c['id']} ({_measured(c)} {_rule(c)})" for c in by["held"]) + ".")
-    for v, word in (("mixed", "Mixed across seeds"), ("not held", "Not held"), ("untested", "Untested")):
+    for v, word in (("mixed", "Mixed across seeds"), ("not held", "Not held"), ("inconclusive", "Inconclusive"),
+                    ("untested", "Untested")):
         for c in by[v]:
             why = _why(c)
             detail = "" if v == "untested" else f" ({_measured(c)}, needed {_rule(c)})"
             parts.append(f"{word}: {c['id']}{detail}" + (f" — {why}" if why else "") + ".")
+    unmet = [c for c in rec.get("conditions", []) if c.get("verdict") != "met"]
+    if unmet:
+        parts.append("Conditions not met at every seed: " + "; ".join(
+            f"{c['id']} ({_measured(c)}, needed {_rule(c)})" for c in unmet) + ".")
     if rec.get("quick"):
         parts.append("This run was in quick mode: tiny sizes, a smoke test, not results.")
     return " ".join(parts)
@@ -413,6 +624,7 @@ def _md_cell(s: str) -> str:
 
 def render_markdown(rec: Mapping[str, Any]) -> str:
     """The record as Markdown tables (used by the scoreboard generator)."""
+    rec = _valid(rec, "render_markdown")
     lines = []
     if rec.get("claims"):
         lines += ["| claim | paper | measured here | rule | baseline | verdict |", "|---|---|---|---|---|---|"]
@@ -424,14 +636,20 @@ def render_markdown(rec: Mapping[str, Any]) -> str:
                 f"| {_md_cell(_measured(c))} | {_md_cell(_rule(c))} | {_md_cell(_baseline(c))} "
                 f"| {_BADGE[c['verdict']]} |"
             )
+    if rec.get("conditions"):
+        lines += ["", "| condition | measured here | rule | outcome |", "|---|---|---|---|"]
+        for c in rec["conditions"]:
+            lines.append(f"| **{_md_cell(c['id'])}**: {_md_cell(c.get('statement', ''))} "
+                         f"| {_md_cell(_measured(c))} | {_md_cell(_rule(c))} | {_COND_BADGE[c['verdict']]} |")
     if rec.get("checks"):
-        n_ok = sum(1 for c in rec["checks"] if c["ok"])
+        n_ok = sum(1 for c in rec["checks"] if c.get("ok"))
         lines += ["", f"Checks: {n_ok}/{len(rec['checks'])} passed."]
     return "\n".join(lines)
 
 
 def render_html(rec: Mapping[str, Any]) -> str:
-    """The record as two HTML tables and a summary paragraph, as shown at the end of each chapter."""
+    """The record as HTML tables and a summary paragraph, as shown at the end of each chapter."""
+    rec = _valid(rec, "render_html")
     e = lambda x: _html.escape(_fmt(x))  # noqa: E731
     h = _html.escape
     mode = " (quick mode: tiny sizes, not results)" if rec.get("quick") else ""
@@ -444,11 +662,23 @@ def render_html(rec: Mapping[str, Any]) -> str:
         out.append(f"<tr><td><code>{h(c['id'])}</code></td><td>{h(c['statement'])}{note}</td>"
                    f"<td>{e(c['paper'])}</td><td>{h(_measured(c))}</td><td>{h(_rule(c))}</td>"
                    f"<td>{h(_baseline(c))}</td><td>{_BADGE[c['verdict']]}</td></tr>")
-    out.append("</tbody></table><h4>Checks</h4><table><thead><tr><th>id</th><th>value</th><th>op</th>"
+    out.append("</tbody></table>")
+    if rec.get("conditions"):
+        out.append("<h4>Conditions of the experiment</h4><table><thead><tr><th>id</th><th>statement</th>"
+                   "<th>measured here</th><th>rule</th><th>outcome</th></tr></thead><tbody>")
+        for c in rec["conditions"]:
+            note = f"<br><small>{h(c['note'])}</small>" if c.get("note") else ""
+            out.append(f"<tr><td><code>{h(c['id'])}</code></td><td>{h(c.get('statement', ''))}{note}</td>"
+                       f"<td>{h(_measured(c))}</td><td>{h(_rule(c))}</td><td>{_COND_BADGE[c['verdict']]}</td></tr>")
+        out.append("</tbody></table>")
+    out.append("<h4>Checks</h4><table><thead><tr><th>id</th><th>value</th><th>op</th>"
                "<th>bound</th><th>ok</th></tr></thead><tbody>")
     for c in rec.get("checks", []):
-        out.append(f"<tr><td><code>{h(c['id'])}</code></td><td>{e(c['value'])}</td>"
-                   f"<td>{h(c['op'])}</td><td>{e(c['bound'])}</td><td>{'✅' if c['ok'] else '❌'}</td></tr>")
+        out.append(f"<tr><td><code>{h(str(c.get('id')))}</code></td><td>{e(c.get('value'))}</td>"
+                   f"<td>{h(str(c.get('op')))}</td><td>{e(c.get('bound'))}</td>"
+                   f"<td>{'✅' if c.get('ok') else '❌'}</td></tr>")
+    seconds = rec.get("seconds", 0)
+    seconds = seconds if isinstance(seconds, (int, float)) and not isinstance(seconds, bool) else 0
     out.append(f"</tbody></table><h4>What held, what did not, and why</h4><p>{h(summary_text(rec))}</p>"
-               f"<p>Run time: {rec.get('seconds', 0):.1f} s.</p></div>")
+               f"<p>Run time: {seconds:.1f} s.</p></div>")
     return "".join(out)

@@ -17,7 +17,7 @@ from tqdm.auto import tqdm
 
 from helpers import validate as V
 
-__all__ = ["History", "fit", "lr_at"]
+__all__ = ["History", "fit", "lr_at", "plateau", "tail_mean"]
 
 
 @dataclass
@@ -38,6 +38,62 @@ class History:
                 s -= self.loss[i - window]
             out.append(s / min(i + 1, window))
         return out
+
+
+def _curve(what: str, values: Any, min_len: int) -> list[float]:
+    """A curve as a list of finite floats: a sequence, a 1-d array, or a manifest curve ``{"step": .., "value": ..}``."""
+    if isinstance(values, dict):
+        if "value" not in values:
+            raise ValueError(f"{what}: a curve given as a mapping needs a 'value' list (a checkpoint manifest's "
+                             f"history entry), got keys {sorted(values)}")
+        values = values["value"]
+    if hasattr(values, "tolist") and callable(values.tolist):
+        values = values.tolist()
+    if isinstance(values, (str, bytes)) or not isinstance(values, (list, tuple)):
+        raise TypeError(f"{what} must be a sequence of numbers (a loss or metric history), got {V.describe(values)}")
+    out = []
+    for i, v in enumerate(values):
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise TypeError(f"{what}[{i}] must be a number, got {V.describe(v)}")
+        if not math.isfinite(v):
+            raise ValueError(f"{what}[{i}] must be finite, got {v}")
+        out.append(float(v))
+    if len(out) < min_len:
+        raise ValueError(f"{what} needs at least {min_len} points, got {len(out)}")
+    return out
+
+
+def plateau(values: Any, frac: float = 0.2, *, higher_is_better: bool = False) -> float:
+    """How much a curve still improved at its end: the relative improvement of the mean over its last ``frac`` of
+    points over the mean of the ``frac`` before that.
+
+    For a loss, ``(before - last) / |before|``; for a metric where higher is better, ``(last - before) / |before|``.
+    About 0 (or negative) means the curve is flat; a condition reads ``plateau(loss) <= 0.02`` ("the loss fell by
+    under 2% over the last fifth of training"). Accepts a list, an array or a checkpoint manifest's curve.
+    """
+    frac = V.probability("frac", frac)
+    V.boolean("higher_is_better", higher_is_better)
+    if not 0 < frac <= 0.5:
+        raise ValueError(f"frac must be in (0, 0.5] (two windows of that fraction are compared), got {frac}")
+    vals = _curve("values", values, min_len=2)
+    k = max(1, int(round(frac * len(vals))))
+    last = sum(vals[-k:]) / k
+    before = sum(vals[-2 * k:-k]) / k
+    gain = (last - before) if higher_is_better else (before - last)
+    return gain / max(abs(before), 1e-12)
+
+
+def tail_mean(values: Any, frac: float = 0.1) -> float:
+    """The mean of a curve's last ``frac`` of points (at least one): its final level, robust to step noise.
+
+    A fit condition reads ``tail_mean(train_accuracy) >= 0.95``. Accepts a list, an array or a manifest's curve.
+    """
+    frac = V.probability("frac", frac)
+    if frac == 0:
+        raise ValueError("frac must be > 0")
+    vals = _curve("values", values, min_len=1)
+    k = max(1, int(round(frac * len(vals))))
+    return sum(vals[-k:]) / k
 
 
 def lr_at(step: int, steps: int, lr: float, warmup: int = 0, schedule: str = "cosine", min_ratio: float = 0.1) -> float:

@@ -270,8 +270,20 @@ plotting.live_controls(predict, digits="31415926"[:seq_len])
 # baseline is recorded as a number (here a difference of accuracies) with the baseline's own values beside it. A
 # claim never fails the build and is never tuned into holding. The table is saved to
 # `_build/results/00_reading_guide.json`, and the book's scoreboard is generated from these files.
+#
+# A claim about a trained model only says something about the paper if the model reached the regime the claim
+# speaks of. Those preconditions are **conditions**, measured per seed like a claim and fixed before the claim's
+# numbers are read: here, that each model's training loss is flat at the end (`train.plateau`: the loss fell by
+# less than 5% over the last fifth of training). A claim names the conditions it rests on (`given=`); at a seed
+# where one fails the claim is left out, and with no seed left its verdict is **inconclusive**: the experiment was
+# not ready, which says nothing for or against the paper.
 
 # %%
+plateau = {pos: [train.plateau(h.loss) for _, h, _ in runs[pos]] for pos in runs}
+rec.condition("rope_converged", plateau["rope"], "<=", 0.05, unit="relative loss drop, last fifth",
+              statement="the RoPE model's training loss is flat at the end")
+rec.condition("none_converged", plateau["none"], "<=", 0.05, unit="relative loss drop, last fifth",
+              statement="the model without positional encoding is trained to its plateau too")
 rec.claim(
     "rope_learns_reversal",
     "With RoPE, the 2-layer transformer reverses the sequence almost perfectly",
@@ -280,6 +292,7 @@ rec.claim(
     op=">=",
     target=0.95,
     unit="accuracy",
+    given=("rope_converged",),
 )
 rec.claim(
     "position_needed",
@@ -292,5 +305,6 @@ rec.claim(
     baseline=acc["none"],
     note="A causal decoder can infer positions without any encoding, so this need "
     "not hold.",
+    given=("rope_converged", "none_converged"),
 )
 rec.save()

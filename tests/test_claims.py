@@ -12,6 +12,8 @@ from helpers.claims import (
     SCHEMA,
     CheckFailed,
     ClaimsRecord,
+    qualifying_seeds,
+    record_problems,
     render_html,
     render_markdown,
     summary_text,
@@ -141,7 +143,7 @@ def test_untested_needs_a_reason():
     assert rec.claims[0].verdict == "untested" and rec.claims[0].measured is None
 
 
-def test_save_writes_schema_2(tmp_path):
+def test_save_writes_schema_3(tmp_path):
     rec = ClaimsRecord("02_tree_training", {"quick": False, "seed": 4, "n": np.int64(3)})
     rec.check("exact", np.float64(1e-12), 1e-9, op="<=")
     rec.claim("speedup", "Tree training is faster", paper="6.2x", measured=[np.float32(2.5), 7.0, 6.5],
@@ -150,8 +152,9 @@ def test_save_writes_schema_2(tmp_path):
     path = rec.save(tmp_path, display=False)
     data = json.loads(path.read_text())
     assert path.name == "02_tree_training.json"
-    assert data["schema"] == SCHEMA == 2
-    assert set(data) == {"schema", "notebook", "params", "quick", "seconds", "packages", "checks", "claims"}
+    assert data["schema"] == SCHEMA == 3
+    assert set(data) == {"schema", "notebook", "params", "quick", "seconds", "packages", "checks", "conditions",
+                         "claims"}
     assert data["params"] == {"quick": False, "seed": 4, "n": 3} and data["quick"] is False
     assert data["checks"][0] == {"id": "exact", "value": 1e-12, "bound": 1e-9, "op": "<=", "ok": True, "note": ""}
     c = data["claims"][0]
@@ -182,5 +185,122 @@ def test_renderers_show_every_claim_seed_range_target_and_summary():
     assert "n=3" in md and "< 0.5" in md and "0.2–0.9" in md and "2 (n=3)" in md
     assert "quick mode" in html and "a&lt;b" in html and "What held" in html
     s = summary_text(d)
-    assert "0 held, 1 mixed, 1 did not hold and 1 could not be tested" in s
+    assert "0 held, 1 mixed, 1 did not hold, 0 were inconclusive" in s and "1 could not be tested" in s
     assert "too small a model" in s and "needs a cluster" in s
+
+
+# -- conditions: a claim whose experiment was not ready is inconclusive, not "not held" -------------------------
+def _rec_with(fit_per_seed, measured=(0.1, 0.2, 0.3)):
+    rec = ClaimsRecord("nb")
+    rec.condition("fits", list(fit_per_seed), ">=", 0.95, statement="the model fits its training data")
+    v = rec.claim("gain", "the method beats the baseline", paper="+5%", measured=list(measured), op=">=",
+                  target=0.5, given=("fits",))
+    return rec, v
+
+
+def test_claim_goes_from_not_held_to_inconclusive_and_back():
+    # every seed fits: the claim's own numbers decide (not held)
+    rec, v = _rec_with([0.99, 0.99, 0.99])
+    assert v == "not held" and rec.claims[0].inconclusive_seeds == []
+    # no seed fits: nothing about the paper can be said
+    rec, v = _rec_with([0.5, 0.6, 0.7])
+    assert v == "inconclusive" and rec.claims[0].inconclusive_seeds == [0, 1, 2]
+    assert rec.claims[0].failed_conditions == {"0": ["fits"], "1": ["fits"], "2": ["fits"]}
+    assert rec.conditions[0].verdict == "not met"
+    # the boundary itself: 0.95 >= 0.95 meets the condition
+    rec, v = _rec_with([0.95, 0.9499, 0.95], measured=(0.6, 0.9, 0.1))
+    assert v == "mixed" and rec.claims[0].inconclusive_seeds == [1]
+    # the seed that fails the condition is the only one where the claim held: not held over the others
+    rec, v = _rec_with([0.99, 0.5, 0.99], measured=(0.1, 0.9, 0.1))
+    assert v == "not held" and rec.conditions[0].verdict == "mixed"
+    # and held over the qualifying seeds
+    rec, v = _rec_with([0.99, 0.5, 0.99], measured=(0.6, 0.1, 0.7))
+    assert v == "held"
+
+
+def test_verdict_of_with_qualifying_seeds():
+    assert verdict_of([1, 2, 3], ">", 0, [True, True, True]) == "held"
+    assert verdict_of([1, 2, 3], ">", 0, [False, False, False]) == "inconclusive"
+    assert verdict_of([1, -2, 3], ">", 0, [False, True, False]) == "not held"
+    assert verdict_of(1.0, ">", 0, [False]) == "inconclusive"
+    with pytest.raises(ValueError, match="bools"):
+        verdict_of([1, 2], ">", 0, [True])
+    with pytest.raises(ValueError, match="bools"):
+        verdict_of([1, 2], ">", 0, [1, 0])
+    with pytest.raises(TypeError, match="sequence"):
+        verdict_of([1, 2], ">", 0, "yes")
+
+
+def test_qualifying_seeds_broadcast_and_pooled():
+    # a condition measured once applies to every seed
+    assert qualifying_seeds(3, ["c"], {"c": [False]}) == ([False] * 3, {"0": ["c"], "1": ["c"], "2": ["c"]})
+    # a pooled claim (one number) qualifies only if the condition holds at every seed
+    assert qualifying_seeds(1, ["c"], {"c": [True, False, True]})[0] == [False]
+    assert qualifying_seeds(1, ["c"], {"c": [True, True]})[0] == [True]
+    with pytest.raises(ValueError, match="same seeds"):
+        qualifying_seeds(3, ["c"], {"c": [True, False]})
+    with pytest.raises(ValueError, match="not recorded"):
+        qualifying_seeds(3, ["d"], {"c": [True]})
+
+
+def test_given_must_name_recorded_conditions():
+    rec = ClaimsRecord("nb")
+    with pytest.raises(ValueError, match="not recorded"):
+        rec.claim("x", "s", paper=1, measured=1.0, op=">", target=0, given=("fits",))
+    rec.condition("fits", 1.0, ">=", 0.9)
+    with pytest.raises(TypeError, match="condition ids"):
+        rec.claim("x", "s", paper=1, measured=1.0, op=">", target=0, given=(1,))
+    with pytest.raises(ValueError, match="twice"):
+        rec.claim("x", "s", paper=1, measured=1.0, op=">", target=0, given=("fits", "fits"))
+    assert rec.claim("x", "s", paper=1, measured=1.0, op=">", target=0, given="fits") == "held"
+    with pytest.raises(ValueError, match="same seeds"):
+        rec.condition("two", [1.0, 1.0], ">=", 0.9)
+        rec.claim("y", "s", paper=1, measured=[1.0, 2.0, 3.0], op=">", target=0, given=("two",))
+
+
+@pytest.mark.parametrize("bad", [float("nan"), "high", [], [1.0, float("inf")]])
+def test_condition_refuses_bad_numbers(bad):
+    with pytest.raises((TypeError, ValueError)):
+        ClaimsRecord("nb").condition("c", bad, ">=", 0.9)
+
+
+def test_record_problems_recomputes_conditions_and_inconclusive():
+    rec, _ = _rec_with([0.5, 0.6, 0.7])
+    d = json.loads(json.dumps(rec.to_dict()))
+    assert record_problems(d) == []
+    # a claim stored as "not held" while its conditions failed everywhere is refused
+    bad = json.loads(json.dumps(d))
+    bad["claims"][0]["verdict"] = "not held"
+    assert any("gives 'inconclusive'" in p for p in record_problems(bad))
+    # a condition whose numbers were edited after the fact is refused, and so is the claim resting on it
+    bad = json.loads(json.dumps(d))
+    bad["conditions"][0]["measured"] = [0.99, 0.99, 0.99]
+    probs = record_problems(bad)
+    assert any("condition 'fits'" in p for p in probs) and any("claim 'gain'" in p for p in probs)
+    # dropping a condition the claim names is refused
+    bad = json.loads(json.dumps(d))
+    bad["conditions"] = []
+    assert any("not recorded" in p for p in record_problems(bad))
+    old = dict(d, schema=2)
+    assert "schema" in record_problems(old)[0]
+
+
+@pytest.mark.parametrize("bad", [None, [], "record", {"schema": 3, "claims": "x"}, {"schema": 3, "claims": [1]},
+                                 {"schema": 3, "claims": [{"id": "a", "verdict": "held"}]}])
+def test_renderers_refuse_malformed_records(bad):
+    for f in (render_markdown, render_html, summary_text):
+        with pytest.raises(ValueError, match="not a valid claims record"):
+            f(bad)
+
+
+def test_renderers_show_conditions_and_inconclusive():
+    rec, _ = _rec_with([0.5, 0.99, 0.7])
+    rec.untested("u", "z", paper=1, reason="cluster")
+    d = rec.to_dict()
+    md, html, s = render_markdown(d), render_html(d), summary_text(d)
+    assert "fits" in md and "not met" not in md and "mixed" in md  # the condition row, met at one seed
+    assert "Conditions of the experiment" in html and "failed at seed 0: fits; seed 2: fits" in html
+    assert "Conditions not met at every seed: fits" in s
+    rec2, _ = _rec_with([0.1, 0.1, 0.1])
+    assert "⚪ inconclusive" in render_markdown(rec2.to_dict())
+    assert "1 were inconclusive" in summary_text(rec2.to_dict())

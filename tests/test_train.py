@@ -56,3 +56,37 @@ def test_nonfinite_loss_raises_and_bad_args():
 def test_smoothed():
     h = History(loss=[1.0, 3.0, 5.0])
     assert h.smoothed(2) == [1.0, 2.0, 4.0]
+
+
+# -- regime measures for conditions (plateau, final level) ------------------------------------------------------
+def test_plateau_flat_falling_and_rising():
+    from helpers.train import plateau
+
+    assert plateau([1.0] * 50) == 0.0
+    falling = [1.0 / (1 + t) for t in range(100)]       # still falling fast: not a plateau
+    assert plateau(falling) > 0.1
+    flat_end = [max(0.1, 1 - t / 50) for t in range(100)]  # reached its floor halfway
+    assert abs(plateau(flat_end)) < 1e-9
+    acc = [min(1.0, t / 100) for t in range(100)]            # accuracy still rising
+    assert plateau(acc, higher_is_better=True) > 0.1
+    assert plateau({"step": [0, 1, 2, 3], "value": [4.0, 3.0, 2.0, 2.0]}, frac=0.5) == pytest.approx(1.5 / 3.5)
+
+
+@pytest.mark.parametrize("bad,err", [([1.0], ValueError), ("loss", TypeError), ([1.0, float("nan")], ValueError),
+                                     ([1.0, True], TypeError), ({"step": [1]}, ValueError)])
+def test_plateau_refuses_bad_curves(bad, err):
+    from helpers.train import plateau
+
+    with pytest.raises(err):
+        plateau(bad)
+
+
+def test_plateau_and_tail_mean_frac_bounds():
+    from helpers.train import plateau, tail_mean
+
+    with pytest.raises(ValueError, match="frac"):
+        plateau([1.0, 2.0, 3.0], frac=0.8)
+    with pytest.raises(ValueError, match="frac"):
+        tail_mean([1.0], frac=0.0)
+    assert tail_mean([0.0] * 90 + [1.0] * 10) == 1.0
+    assert tail_mean(torch.tensor([1.0, 3.0]), frac=1.0) == 2.0
