@@ -176,7 +176,7 @@ def input_key(slug: str, params: dict) -> str:
     return h.hexdigest()
 
 
-VERDICTS = ("held", "mixed", "not held", "untested")
+VERDICTS = ("held", "mixed", "not held", "inconclusive", "untested")  # as helpers.claims.VERDICTS
 
 
 def _summarise_record(path: Path) -> tuple[str, dict[str, int], list[str]]:
@@ -192,31 +192,12 @@ def _summarise_record(path: Path) -> tuple[str, dict[str, int], list[str]]:
 
 
 def record_problems(rec: dict) -> list[str]:
-    """Why a claims record cannot be shown: not schema 2, or a stored verdict that its numbers do not give."""
+    """Why a claims record cannot be shown: not schema 3, malformed, or a verdict its numbers (and conditions) do
+    not give; the logic lives in :func:`helpers.claims.record_problems`."""
     sys.path.insert(0, str(ROOT))
-    from helpers.claims import SCHEMA, verdict_of
+    from helpers.claims import record_problems as problems_of
 
-    if rec.get("schema") != SCHEMA:
-        return [f"claims record schema {rec.get('schema')!r}, expected {SCHEMA} (port the chapter to rec.claim("
-                "..., op=, target=) and rec.untested(...))"]
-    problems = []
-    for c in rec.get("claims", []):
-        v = c.get("verdict")
-        if v not in VERDICTS:
-            problems.append(f"claim {c.get('id')!r}: unknown verdict {v!r}")
-        elif v == "untested":
-            if not c.get("reason"):
-                problems.append(f"claim {c.get('id')!r}: untested without a reason")
-        else:
-            try:
-                again = verdict_of(c["measured"], c["op"], c["target"])
-            except (KeyError, TypeError, ValueError) as e:
-                problems.append(f"claim {c.get('id')!r}: cannot recompute its verdict ({e})")
-                continue
-            if again != v:
-                problems.append(f"claim {c.get('id')!r}: stored verdict {v!r} but measured {c['measured']!r} "
-                                f"{c['op']} {c['target']!r} gives {again!r}")
-    return problems
+    return problems_of(rec)
 
 
 def _file_hash(path: Path) -> str:
@@ -373,7 +354,7 @@ def run_notebooks(slugs: list[str], quick: bool, seed: int | None = None, jobs: 
 
 def print_table(results: list[RunResult], quick: bool) -> None:
     budget = QUICK_TIMEOUT_S if quick else DEFAULT_TIMEOUT_S
-    rows = [("notebook", "seconds", "checks passed", "held / mixed / not held / untested", "status")]
+    rows = [("notebook", "seconds", "checks passed", "held / mixed / not held / inconclusive / untested", "status")]
     for r in results:
         status = "cached" if r.cached else ("ok" if r.ok else "FAILED")
         if r.retried:
@@ -425,12 +406,15 @@ def scoreboard_markdown(slugs: list[str], results_dir: Path, quick: bool) -> str
                   "The numbers below are not results; `make book` produces the real scoreboard.", ":::", ""]
     lines += ["Every number on this page comes from a chapter's claims record, written when the notebook ran. "
               "A *claim* is a finding of the paper measured at our scale, with the comparison that decides it "
-              "(the *rule*: measured `op` target). Measured over several seeds, it is **held** if the rule holds "
-              "at every seed, **mixed** if at some, **not held** if at none; *untested* claims say why. A "
-              "*check* is a property asserted at any size: a notebook whose check fails does not build.", ""]
+              "(the *rule*: measured `op` target) and the *conditions* its verdict rests on (the model fits its "
+              "training data, its curve is flat, a model-free baseline does not already solve the task). Over the "
+              "seeds where its conditions hold, it is **held** if the rule holds at every such seed, **mixed** if "
+              "at some, **not held** if at none; with no such seed it is **inconclusive**: the experiment could "
+              "not have shown the effect, which says nothing for or against the paper. *Untested* claims say why. "
+              "A *check* is a property asserted at any size: a notebook whose check fails does not build.", ""]
     totals = dict.fromkeys(VERDICTS, 0)
-    summary = ["| chapter | run time | checks passed | held | mixed | not held | untested |",
-               "|---|---:|---:|---:|---:|---:|---:|"]
+    summary = ["| chapter | run time | checks passed | held | mixed | not held | inconclusive | untested |",
+               "|---|---:|---:|---:|---:|---:|---:|---:|"]
     body: list[str] = []
     bad: list[str] = []
     for slug in slugs:
@@ -440,7 +424,7 @@ def scoreboard_markdown(slugs: list[str], results_dir: Path, quick: bool) -> str
                  ""]
         if not path.exists():
             body += ["*No record: the notebook did not run successfully in this build.*", ""]
-            summary.append(f"| {{ref}}`{slug} <{_chapter_label(slug)}>` | – | – | – | – | – | – |")
+            summary.append(f"| {{ref}}`{slug} <{_chapter_label(slug)}>` | – | – | – | – | – | – | – |")
             continue
         rec = json.loads(path.read_text())
         problems = record_problems(rec)
@@ -461,9 +445,9 @@ def scoreboard_markdown(slugs: list[str], results_dir: Path, quick: bool) -> str
         raise SystemExit("claims records that cannot be shown:\n  " + "\n  ".join(bad))
     n = sum(totals.values())
     summary.append(f"| **all {len(slugs)} chapters** | | | **{totals['held']}** | **{totals['mixed']}** "
-                   f"| **{totals['not held']}** | **{totals['untested']}** |")
+                   f"| **{totals['not held']}** | **{totals['inconclusive']}** | **{totals['untested']}** |")
     lines += [f"**{n} claims**: {totals['held']} held, {totals['mixed']} mixed, {totals['not held']} not held, "
-              f"{totals['untested']} untested, across {len(slugs)} chapter(s).", "", "## Summary", ""]
+              f"{totals['inconclusive']} inconclusive, {totals['untested']} untested, across {len(slugs)} chapter(s).", "", "## Summary", ""]
     lines += summary + [""] + body
     return "\n".join(lines) + "\n"
 

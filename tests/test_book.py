@@ -327,7 +327,7 @@ def test_scoreboard_is_generated_from_records(sandbox, tmp_path):
     md = build.scoreboard_markdown(["s"], res, quick=True)
     assert "\n## A title here\n" in md
     assert "quick mode" in md and "6.2" in md and "mixed" in md and "n=3" in md
-    assert "2 claims**: 1 held, 1 mixed, 0 not held, 0 untested" in md
+    assert "2 claims**: 1 held, 1 mixed, 0 not held, 0 inconclusive, 0 untested" in md
     summary_at, detail_at = md.index("## Summary"), md.index("## A title here")
     assert summary_at < detail_at and "{ref}`s <score-s>`" in md[summary_at:detail_at]
     assert "No record" in build.scoreboard_markdown(["s"], tmp_path, quick=False)
