@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import os
 import random
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Setup", "setup", "seed_everything", "seeded", "set_threads", "pick_device", "rng"]
+__all__ = ["Setup", "setup", "seed_everything", "seeded", "set_threads", "pick_device", "rng", "Timings",
+           "benchmark"]
 
 
 def _check_seed(seed: int) -> int:
@@ -123,3 +125,73 @@ def setup(seed: int, threads: int | None = None, device: str = "auto") -> Setup:
     seed_everything(seed)
     n = set_threads(threads)
     return Setup(seed=_check_seed(seed), threads=n, device=pick_device(device))
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Timing that holds under load: every side in one run, interleaved, medians, CPU time beside wall time
+# ----------------------------------------------------------------------------------------------------------------
+@dataclass
+class Timings:
+    """Per-round seconds of each timed function: ``cpu[name]`` (process CPU time) and ``wall[name]``."""
+
+    cpu: dict[str, np.ndarray]
+    wall: dict[str, np.ndarray]
+
+    def median(self, name: str, clock: str = "cpu") -> float:
+        """Median seconds of one call of ``name`` on ``clock`` (``"cpu"`` or ``"wall"``)."""
+        return float(np.median(self._clock(clock)[self._name(name)]))
+
+    def spread(self, name: str, clock: str = "cpu") -> float:
+        """Relative spread of ``name``'s times: interquartile range over median (0 = perfectly steady)."""
+        t = self._clock(clock)[self._name(name)]
+        q1, q2, q3 = np.percentile(t, [25, 50, 75])
+        return float((q3 - q1) / max(q2, 1e-12))
+
+    def ratio(self, slow: str, fast: str, clock: str = "cpu") -> float:
+        """``median(slow) / median(fast)``: a speedup of ``fast`` over ``slow`` when > 1."""
+        return self.median(slow, clock) / max(self.median(fast, clock), 1e-12)
+
+    def summary(self, clock: str = "cpu") -> dict[str, dict[str, float]]:
+        """``{name: {"median": s, "spread": iqr/median, "wall_median": s}}`` for a record or a table."""
+        return {k: {"median": self.median(k, clock), "spread": self.spread(k, clock),
+                    "wall_median": self.median(k, "wall")} for k in self.cpu}
+
+    def _clock(self, clock: str) -> dict[str, np.ndarray]:
+        if clock not in ("cpu", "wall"):
+            raise ValueError(f"clock must be 'cpu' or 'wall', got {clock!r}")
+        return self.cpu if clock == "cpu" else self.wall
+
+    def _name(self, name: str) -> str:
+        if name not in self.cpu:
+            raise ValueError(f"no timings for {name!r}; timed: {sorted(self.cpu)}")
+        return name
+
+
+def benchmark(fns: Mapping[str, Callable[[], object]], repeats: int = 7, warmup: int = 1) -> Timings:
+    """Time several functions in one run, so that load hits every side alike: ``warmup`` untimed calls each, then
+    ``repeats`` rounds in which every function runs once, the order rotating each round. CPU time
+    (:func:`time.process_time`) is recorded next to wall time; compare medians, and state the spread
+    (:meth:`Timings.spread`) as a condition of any timing claim (the effect must be larger than the noise).
+    """
+    if not isinstance(fns, Mapping) or not fns:
+        raise TypeError(f"fns must be a non-empty mapping of names to functions, got {type(fns).__name__}")
+    for k, f in fns.items():
+        if not isinstance(k, str) or not callable(f):
+            raise TypeError(f"fns must map names (str) to callables; {k!r} maps to {type(f).__name__}")
+    if isinstance(repeats, bool) or not isinstance(repeats, (int, np.integer)) or repeats < 1:
+        raise ValueError(f"repeats must be an integer >= 1, got {repeats!r}")
+    if isinstance(warmup, bool) or not isinstance(warmup, (int, np.integer)) or warmup < 0:
+        raise ValueError(f"warmup must be an integer >= 0, got {warmup!r}")
+    names = list(fns)
+    for _ in range(int(warmup)):
+        for k in names:
+            fns[k]()
+    cpu = {k: np.zeros(int(repeats)) for k in names}
+    wall = {k: np.zeros(int(repeats)) for k in names}
+    for r in range(int(repeats)):
+        for k in names[r % len(names):] + names[:r % len(names)]:
+            c, w = time.process_time(), time.perf_counter()
+            fns[k]()
+            cpu[k][r] = time.process_time() - c
+            wall[k][r] = time.perf_counter() - w
+    return Timings(cpu=cpu, wall=wall)

@@ -93,3 +93,34 @@ def test_seeded_restores_the_outer_stream_and_checks_the_seed():
     with pytest.raises(ValueError):
         with repro.seeded(-1):
             pass
+
+
+# -- benchmark: interleaved, CPU beside wall, medians and spread -----------------------------------------------
+def test_benchmark_interleaves_and_compares():
+    from helpers.repro import benchmark
+
+    order = []
+    t = benchmark({"slow": lambda: (order.append("s"), sum(range(200_000))),
+                   "fast": lambda: (order.append("f"), None)}, repeats=4, warmup=1)
+    assert order[:2] == ["s", "f"] and order[2:4] == ["s", "f"] and order[4:6] == ["f", "s"]  # rotation
+    assert t.cpu["slow"].shape == (4,) and t.wall["fast"].shape == (4,)
+    assert t.ratio("slow", "fast") > 1 and t.ratio("slow", "fast", clock="wall") > 1
+    assert t.spread("slow") >= 0 and set(t.summary()["slow"]) == {"median", "spread", "wall_median"}
+
+
+def test_benchmark_refuses_bad_input():
+    import pytest
+
+    from helpers.repro import benchmark
+
+    with pytest.raises(TypeError):
+        benchmark({})
+    with pytest.raises(TypeError):
+        benchmark({"a": 3})
+    with pytest.raises(ValueError, match="repeats"):
+        benchmark({"a": lambda: None}, repeats=0)
+    t = benchmark({"a": lambda: None}, repeats=2)
+    with pytest.raises(ValueError, match="clock"):
+        t.median("a", clock="gpu")
+    with pytest.raises(ValueError, match="no timings"):
+        t.spread("b")
