@@ -64,23 +64,27 @@ def _curve(what: str, values: Any, min_len: int) -> list[float]:
 
 
 def plateau(values: Any, frac: float = 0.2, *, higher_is_better: bool = False) -> float:
-    """How much a curve still improved at its end: the relative improvement of the mean over its last ``frac`` of
-    points over the mean of the ``frac`` before that.
+    """How much a curve still improved at its end, as a share of what it had improved in all.
 
-    For a loss, ``(before - last) / |before|``; for a metric where higher is better, ``(last - before) / |before|``.
-    About 0 (or negative) means the curve is flat; a condition reads ``plateau(loss) <= 0.02`` ("the loss fell by
-    under 2% over the last fifth of training"). Accepts a list, an array or a checkpoint manifest's curve.
+    With ``start``, ``before`` and ``last`` the means of the curve's first, second-to-last and last ``frac`` of
+    points: ``(before - last) / max(start - last, |before|)`` for a loss (signs flipped when higher is better).
+    About 0 (or negative) means the curve is flat: a loss that fell from 2.3 to 0.01 and then to 0.005 is flat
+    (0.2% of its drop), one falling linearly to the end is not (about 20%). Dividing by ``|before|`` too keeps a
+    noisy curve that never moved from reading as "still improving". A condition reads ``plateau(loss) <= 0.05``.
+    Accepts a list, an array or a checkpoint manifest's curve.
     """
     frac = V.probability("frac", frac)
     V.boolean("higher_is_better", higher_is_better)
     if not 0 < frac <= 0.5:
         raise ValueError(f"frac must be in (0, 0.5] (two windows of that fraction are compared), got {frac}")
     vals = _curve("values", values, min_len=2)
+    if higher_is_better:
+        vals = [-v for v in vals]
     k = max(1, int(round(frac * len(vals))))
+    start = sum(vals[:k]) / k
     last = sum(vals[-k:]) / k
     before = sum(vals[-2 * k:-k]) / k
-    gain = (last - before) if higher_is_better else (before - last)
-    return gain / max(abs(before), 1e-12)
+    return (before - last) / max(start - last, abs(before), 1e-12)
 
 
 def tail_mean(values: Any, frac: float = 0.1) -> float:

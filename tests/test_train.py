@@ -1,3 +1,4 @@
+import numpy as np
 import pytest
 import torch
 
@@ -63,13 +64,19 @@ def test_plateau_flat_falling_and_rising():
     from helpers.train import plateau
 
     assert plateau([1.0] * 50) == 0.0
-    falling = [1.0 / (1 + t) for t in range(100)]       # still falling fast: not a plateau
-    assert plateau(falling) > 0.1
+    linear = [2.0 - t / 50 for t in range(100)]             # still falling at full speed: not a plateau
+    assert plateau(linear) > 0.15
     flat_end = [max(0.1, 1 - t / 50) for t in range(100)]  # reached its floor halfway
     assert abs(plateau(flat_end)) < 1e-9
+    to_zero = [2.3 * 0.9 ** t for t in range(100)]          # a loss that went to ~0: flat, though it still halves
+    assert 0 < plateau(to_zero) < 0.01
+    rng = np.random.default_rng(0)
+    noisy = list(1.0 + 0.05 * rng.standard_normal(200))     # never moved, only noise: flat
+    assert abs(plateau(noisy)) < 0.05
     acc = [min(1.0, t / 100) for t in range(100)]            # accuracy still rising
     assert plateau(acc, higher_is_better=True) > 0.1
-    assert plateau({"step": [0, 1, 2, 3], "value": [4.0, 3.0, 2.0, 2.0]}, frac=0.5) == pytest.approx(1.5 / 3.5)
+    assert plateau(acc[::-1], higher_is_better=True) < 0     # falling accuracy is not "still improving"
+    assert plateau({"step": [0, 1, 2, 3], "value": [4.0, 3.0, 2.0, 2.0]}, frac=0.25) == 0.0
 
 
 @pytest.mark.parametrize("bad,err", [([1.0], ValueError), ("loss", TypeError), ([1.0, float("nan")], ValueError),
