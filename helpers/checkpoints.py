@@ -23,6 +23,15 @@ checkpoint. A changed source file only warns (:class:`StaleCheckpointWarning`): 
 size of float16; :func:`load` returns them dequantized to float32); :func:`compress` converts a committed
 checkpoint in place, recording the old hash and the largest change of any weight.
 
+Where the files are (:func:`data_dir`): ``$HELPERS_DATA`` when set; else the checkout's ``data/``; else (an
+installed package, as in Colab) a user cache (``$HELPERS_CACHE``, default pooch's ``~/.cache/neurips2026-executed``)
+into which :func:`fetch` downloads a chapter's files on first use with `pooch <https://www.fatiando.org/pooch>`_,
+from the repository's raw-file URL recorded in the package's registry (``helpers/data_registry.txt``: every data
+file a chapter reads, with its sha256; written by ``data/make_registry.py``). A download whose sha256 differs from
+the registry's is deleted and raises :class:`CheckpointError` naming the file and the expected hash; the next call
+fetches it again. :func:`load` and :func:`load_manifest` fetch what they read; other files are read through
+``checkpoints.fetch(slug, filename)``.
+
 Convention for the test that keeps committed checkpoints in step with their chapter: a manifest names the chapter's
 module (``module``), and that module exposes ``checkpoint_config(name) -> dict``, the config the chapter's default
 parameters ask for; the script trains with exactly that config and the notebook loads with it.
@@ -51,7 +60,8 @@ __all__ = [
     "MAX_POINTS", "FORMAT", "Checkpoint", "CheckpointError", "ConfigMismatch", "StaleCheckpointWarning",
     "data_dir", "paths", "rebuild_command", "normalize", "diff_config", "sha256_file", "source_hash",
     "subsample", "save", "load_manifest", "load", "require_seeds", "restamp", "compress", "plot_history",
-    "QUANTIZE_MIN_NUMEL",
+    "QUANTIZE_MIN_NUMEL", "REGISTRY", "CACHE_ENV", "URL_ENV", "in_checkout", "cache_dir", "read_registry",
+    "data_url", "fetch",
 ]
 
 MAX_POINTS = 500  # a curve in a manifest has at most this many points
@@ -61,6 +71,10 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 QUANTIZE_MIN_NUMEL = 4096  # int8 storage applies to floating tensors of >= 2 dims and at least this many values
 _SCALE = ".__int8_row_scale__"  # suffix of the per-row scale stored next to an int8 tensor
 _SCHEME = "int8 per-row absmax (weight = q * scale[row]; rows = dim 0)"
+REGISTRY = Path(__file__).resolve().with_name("data_registry.txt")  # ships in the package (package-data)
+CACHE_ENV = "HELPERS_CACHE"  # where downloaded data files are kept outside a checkout
+URL_ENV = "HELPERS_DATA_URL"  # overrides the registry's base URL (a mirror, or a local server in the tests)
+CACHE_NAME = "neurips2026-executed"  # pooch.os_cache(CACHE_NAME): ~/.cache/neurips2026-executed on Linux
 
 
 class CheckpointError(ValueError):
@@ -112,16 +126,114 @@ def _check_names(slug: Any, name: Any) -> tuple[str, str]:
     return slug, name
 
 
+def in_checkout() -> bool:
+    """Whether this package runs from a checkout of the repository (its ``data/`` beside ``helpers/``)."""
+    return (REPO / "data").is_dir() and (REPO / "pyproject.toml").is_file()
+
+
+def cache_dir() -> Path:
+    """Where downloaded data files are kept: ``$HELPERS_CACHE`` if set, else pooch's user cache folder."""
+    env = os.environ.get(CACHE_ENV)
+    if env:
+        return Path(env)
+    import pooch
+
+    return Path(pooch.os_cache(CACHE_NAME))
+
+
+def _remote() -> bool:
+    return not os.environ.get("HELPERS_DATA") and not in_checkout()
+
+
 def data_dir() -> Path:
-    """The folder that holds ``<slug>/`` data folders: ``$HELPERS_DATA`` if set, else the repository's ``data/``."""
+    """The folder that holds ``<slug>/`` data folders: ``$HELPERS_DATA`` if set, else the checkout's ``data/``,
+    else (an installed package, e.g. in Colab) the download cache :func:`cache_dir` that :func:`fetch` fills."""
     env = os.environ.get("HELPERS_DATA")
-    return Path(env) if env else REPO / "data"
+    if env:
+        return Path(env)
+    return REPO / "data" if in_checkout() else cache_dir()
+
+
+def read_registry(path: str | os.PathLike | None = None) -> tuple[str, dict[str, str]]:
+    """``(base_url, {"<slug>/<file>": sha256})`` from a registry file (default :data:`REGISTRY`).
+
+    The format is pooch's (``name hash`` per line, ``#`` comments), with the base URL in a ``# base_url: ...``
+    comment line."""
+    p = REGISTRY if path is None else V._path("path", path)
+    if not p.is_file():
+        raise CheckpointError(f"the data registry {p} is missing (regenerate it with: "
+                              f".venv/bin/python data/make_registry.py)")
+    base, files = None, {}
+    for i, line in enumerate(p.read_text().splitlines(), 1):
+        line = line.strip()
+        if line.startswith("# base_url:"):
+            base = line.split(":", 1)[1].strip()
+        if not line or line.startswith("#"):
+            continue
+        parts = line.split()
+        if len(parts) != 2 or not re.fullmatch(r"[0-9a-f]{64}", parts[1]):
+            raise CheckpointError(f"{p}, line {i}: expected '<slug>/<file> <sha256>', got {line!r}")
+        files[parts[0]] = parts[1]
+    if not base:
+        raise CheckpointError(f"{p} has no '# base_url: ...' line")
+    return base, files
+
+
+def data_url() -> str:
+    """The URL that ``<slug>/<file>`` is appended to: ``$HELPERS_DATA_URL`` if set, else the registry's base URL
+    (the raw-file URL of ``data/`` on the branch the Colab bootstrap installs from, see ``_config.yml``)."""
+    url = os.environ.get(URL_ENV) or read_registry()[0]
+    return url if url.endswith("/") else url + "/"
+
+
+def _download(key: str) -> Path:
+    """Download ``<slug>/<file>`` into :func:`cache_dir` (once; pooch checks the sha256 of what it keeps)."""
+    import pooch
+
+    _, files = read_registry()
+    if key not in files:
+        raise CheckpointError(
+            f"{key} is not among the data files this version of the package knows (registry {REGISTRY}, "
+            f"{len(files)} files); install the package from the same commit as the data")
+    url = data_url() + key
+    fetcher = pooch.create(path=cache_dir(), base_url=data_url(), registry={key: f"sha256:{files[key]}"},
+                           retry_if_failed=2)
+    try:
+        return Path(fetcher.fetch(key))
+    except ValueError as e:  # pooch: the hash of the download differs from the registry's
+        raise CheckpointError(
+            f"the download of {key} from {url} is corrupt or truncated: its sha256 is not the expected "
+            f"{files[key]}. Nothing was kept; the next call fetches it again. ({e})") from None
+    except Exception as e:  # no network, HTTP 404, ...
+        raise CheckpointError(f"cannot download {key} from {url}: {type(e).__name__}: {e}") from None
+
+
+def fetch(slug: str, filename: str | None = None) -> Path:
+    """The local path of data file ``filename`` of chapter ``slug`` (or, without ``filename``, of its folder).
+
+    In a checkout (or with ``$HELPERS_DATA``) this is just the path under :func:`data_dir`, whether or not the file
+    exists. Outside a checkout (Colab) the file (or every registered file of the chapter) is downloaded first into
+    :func:`cache_dir`, verified against the registry's sha256 (:class:`CheckpointError` if it does not match)."""
+    slug, _ = _check_names(slug, "x")
+    if filename is not None:
+        V.instance("filename", filename, str)
+        if not _NAME.match(filename):
+            raise ValueError(f"filename must be a file name in the chapter's folder (letters, digits, _ . -), "
+                             f"got {filename!r}")
+    if not _remote():
+        folder = data_dir() / slug
+        return folder if filename is None else folder / filename
+    if filename is not None:
+        return _download(f"{slug}/{filename}")
+    for key in sorted(k for k in read_registry()[1] if k.startswith(slug + "/")):
+        _download(key)
+    return cache_dir() / slug
 
 
 def paths(slug: str, name: str, root: str | os.PathLike | None = None) -> tuple[Path, Path]:
     """``(weights, manifest)`` paths of checkpoint ``name`` of chapter ``slug`` under ``root`` (default :func:`data_dir`)."""
     slug, name = _check_names(slug, name)
-    folder = Path(root) if root is not None else data_dir()
+    folder = V._path("root", root) if root is not None else data_dir()
     base = folder / slug / name
     return base.with_suffix(".safetensors"), base.with_suffix(".json")
 
@@ -416,6 +528,8 @@ def load_manifest(slug: str, name: str, root: str | os.PathLike | None = None) -
     """Read and sanity-check a manifest (it must exist, parse, and name this slug and checkpoint)."""
     _, m_path = paths(slug, name, root)
     cmd = rebuild_command(slug, name)
+    if root is None and _remote():
+        m_path = _download(f"{slug}/{m_path.name}")
     if not m_path.is_file():
         raise CheckpointError(f"checkpoint manifest {m_path} is missing; rebuild it with: {cmd}")
     try:
@@ -456,6 +570,8 @@ def load(
         raise ConfigMismatch(
             f"checkpoint {slug}/{name} was trained with another config; differing keys: {', '.join(diff)} ({shown}). "
             f"Rebuild it with: {cmd}")
+    if root is None and _remote():
+        w_path = _download(f"{slug}/{w_path.name}")
     if not w_path.is_file():
         raise CheckpointError(f"checkpoint weights {w_path} are missing; rebuild them with: {cmd}")
     sha = sha256_file(w_path)

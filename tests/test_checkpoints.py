@@ -1,4 +1,5 @@
 import importlib
+import importlib.util
 import json
 import subprocess
 import sys
@@ -10,6 +11,7 @@ import matplotlib
 matplotlib.use("Agg")
 import pytest
 import torch
+import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -370,3 +372,158 @@ def test_compress(tmp_path):
     w.write_bytes(w.read_bytes()[:-4])
     with pytest.raises(ck.CheckpointError, match="do not match"):
         ck.compress("99_test", "c", "over the chapter's size budget", root=tmp_path)
+
+
+# ---- data outside a checkout: the registry and the download (issue 56) -----------------------------------------
+
+def _make_registry():
+    spec = importlib.util.spec_from_file_location("make_registry", DATA / "make_registry.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_registry_matches_the_data_files_and_config():
+    mr = _make_registry()
+    want = mr.text()
+    assert ck.REGISTRY.read_text() == want, (
+        f"{ck.REGISTRY.relative_to(REPO)} is out of date with data/ or _config.yml: "
+        ".venv/bin/python data/make_registry.py")
+    base, files = ck.read_registry()
+    cfg = yaml.safe_load((REPO / "_config.yml").read_text())["repository"]
+    owner_repo = cfg["url"].removeprefix("https://github.com/").rstrip("/")
+    assert base == f"https://raw.githubusercontent.com/{owner_repo}/{cfg['branch']}/data/"
+    # every checkpoint of every chapter is in it, with the hash its manifest records
+    for m in _manifests():
+        man = json.loads(m.read_text())
+        slug = m.parent.name
+        assert files[f"{slug}/{m.name}"] == ck.sha256_file(m)
+        assert files[f"{slug}/{man['weights']['file']}"] == man["weights"]["sha256"]
+    # and the other files chapters read; never a script
+    for key in ["01_tree_ensemble_repair/scale.json", "03_tree_search_predictions/grid_mst.txt.gz",
+                "05_dsl_harness/credit_sweep.json", "17_sail_scf/pbe_sto-3g.json"]:
+        assert key in files
+    assert not [k for k in files if k.endswith((".py", ".md"))]
+    # the registry ships in the package
+    assert "data_registry.txt" in (REPO / "pyproject.toml").read_text()
+
+
+def test_registry_generator_refuses_weights_that_do_not_match_their_manifest(tmp_path):
+    mr = _make_registry()
+    ck.save("01_x", "m", _model(), config={}, metrics={}, root=tmp_path)
+    (tmp_path / "01_x" / "make_m.py").write_text("")
+    (tmp_path / "01_x" / "r.json").write_text("[1, 2]")
+    assert set(mr.entries(tmp_path)) == {"01_x/m.json", "01_x/m.safetensors", "01_x/r.json"}
+    w = tmp_path / "01_x" / "m.safetensors"
+    w.write_bytes(w.read_bytes()[:-3])
+    with pytest.raises(SystemExit, match="does not match its manifest"):
+        mr.entries(tmp_path)
+
+
+@pytest.fixture
+def served(tmp_path, monkeypatch):
+    """A data folder served over HTTP on 127.0.0.1 (the raw-file URL's stand-in), a registry of it, and this
+    package made to behave as if installed outside a checkout (no data/ beside it; a fresh cache)."""
+    import functools
+    import http.server
+    import threading
+
+    data = tmp_path / "served"
+    ck.save("99_test", "m", _model(3), config={"d": 8}, metrics={}, root=data)
+    (data / "99_test" / "extra.json").write_text('{"answer": 42}\n')
+    mr = _make_registry()
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(data)))
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{srv.server_address[1]}/"
+    registry = tmp_path / "data_registry.txt"
+    entries = {k: v for k, v in mr.entries(data).items()}
+    registry.write_text(f"# base_url: {url}\n" + "".join(f"{k} {v}\n" for k, v in sorted(entries.items())))
+    monkeypatch.setattr(ck, "REGISTRY", registry)
+    monkeypatch.setattr(ck, "REPO", tmp_path / "site-packages")  # no data/ beside the package
+    monkeypatch.delenv("HELPERS_DATA", raising=False)
+    monkeypatch.delenv(ck.URL_ENV, raising=False)
+    monkeypatch.setenv(ck.CACHE_ENV, str(tmp_path / "cache"))
+    yield data, tmp_path / "cache"
+    srv.shutdown()
+    srv.server_close()
+
+
+def test_data_dir_checkout_env_and_cache(tmp_path, monkeypatch):
+    monkeypatch.delenv("HELPERS_DATA", raising=False)
+    assert ck.in_checkout() and ck.data_dir() == REPO / "data"
+    assert ck.fetch("04_tree_rope", "arms.json") == REPO / "data" / "04_tree_rope" / "arms.json"  # no download
+    monkeypatch.setenv("HELPERS_DATA", str(tmp_path))
+    assert ck.data_dir() == tmp_path and ck.fetch("04_tree_rope") == tmp_path / "04_tree_rope"
+    monkeypatch.delenv("HELPERS_DATA")
+    monkeypatch.setattr(ck, "REPO", tmp_path / "site-packages")  # an installed package: no data/ beside it
+    monkeypatch.delenv(ck.CACHE_ENV, raising=False)
+    import pooch
+
+    assert not ck.in_checkout() and ck.data_dir() == Path(pooch.os_cache("neurips2026-executed"))
+    monkeypatch.setenv(ck.CACHE_ENV, str(tmp_path / "c"))
+    assert ck.data_dir() == tmp_path / "c"
+
+
+def test_fetch_and_load_outside_a_checkout(served):
+    data, cache = served
+    assert ck.data_dir() == cache
+    c = ck.load("99_test", "m", config={"d": 8})  # downloads manifest and weights, verifies, loads
+    x = torch.randint(0, 16, (2, 5))
+    assert torch.equal(c.load_into(_model(0))(x), _model(3)(x))
+    assert (cache / "99_test" / "m.safetensors").is_file() and (cache / "99_test" / "m.json").is_file()
+    assert json.loads(ck.fetch("99_test", "extra.json").read_text()) == {"answer": 42}
+    # a second call does not download again: the server's copy can go
+    (data / "99_test" / "m.safetensors").unlink()
+    assert ck.load("99_test", "m", config={"d": 8}).manifest["name"] == "m"
+    assert ck.fetch("99_test") == cache / "99_test"
+    with pytest.raises(ck.CheckpointError, match="not among the data files"):
+        ck.fetch("99_test", "nope.json")
+    with pytest.raises(ck.CheckpointError, match="not among the data files"):
+        ck.load("99_test", "other", config={})
+
+
+def test_corrupt_download_is_refused_named_and_fetched_again(served):
+    data, cache = served
+    good = (data / "99_test" / "m.safetensors").read_bytes()
+    expected = ck.read_registry()[1]["99_test/m.safetensors"]
+    (data / "99_test" / "m.safetensors").write_bytes(good[:-10])  # a truncated transfer
+    with pytest.raises(ck.CheckpointError, match="corrupt or truncated") as e:
+        ck.load("99_test", "m", config={"d": 8})
+    assert "99_test/m.safetensors" in str(e.value) and expected in str(e.value)
+    assert not (cache / "99_test" / "m.safetensors").exists(), "an unverified file was kept"
+    (data / "99_test" / "m.safetensors").write_bytes(good)
+    assert ck.load("99_test", "m", config={"d": 8}).manifest["name"] == "m"  # the next try fetches it again
+    # a cached file damaged later is replaced by a verified download, never loaded
+    (cache / "99_test" / "m.safetensors").write_bytes(good[:-1] + b"\0")
+    ck.load("99_test", "m", config={"d": 8})
+    assert (cache / "99_test" / "m.safetensors").read_bytes() == good
+
+
+def test_download_errors_are_clear(served, monkeypatch):
+    data, _ = served
+    (data / "99_test" / "extra.json").unlink()
+    with pytest.raises(ck.CheckpointError, match="cannot download 99_test/extra.json"):
+        ck.fetch("99_test", "extra.json")
+    monkeypatch.setattr(ck, "REGISTRY", data / "missing.txt")
+    with pytest.raises(ck.CheckpointError, match="registry .* is missing"):
+        ck.fetch("99_test", "extra.json")
+
+
+def test_root_must_be_a_path(tmp_path):  # issue 58: root=int reached pathlib
+    calls = [lambda: ck.paths("99_test", "m", 3), lambda: ck.load_manifest("99_test", "m", 3),
+             lambda: ck.load("99_test", "m", config={}, root=3),
+             lambda: ck.save("99_test", "m", _model(), config={}, metrics={}, root=3),
+             lambda: ck.restamp("99_test", "m", "a sentence of at least twenty characters", root=3),
+             lambda: ck.compress("99_test", "m", "a sentence of at least twenty characters", root=3)]
+    for call in calls:
+        with pytest.raises(TypeError, match="root must be a path"):
+            call()
+    with pytest.raises(TypeError, match="filename"):
+        ck.fetch("99_test", 3)
+    with pytest.raises(ValueError, match="filename"):
+        ck.fetch("99_test", "../x")
