@@ -109,7 +109,7 @@ from sklearn.ensemble import GradientBoostingClassifier, RandomForestClassifier
 from sklearn.model_selection import train_test_split
 from tqdm.auto import tqdm
 
-from helpers import claims, plotting, repro
+from helpers import checkpoints, claims, plotting, repro
 from helpers import tree_ensemble_repair as ter
 
 if quick:
@@ -745,7 +745,8 @@ print(
 # next to the wall clock.
 
 # %%
-scale_file = Path("../data/01_tree_ensemble_repair/scale.json")
+# in a checkout: data/; elsewhere (Colab) downloaded once and verified by its sha256
+scale_file = checkpoints.fetch("01_tree_ensemble_repair", "scale.json")
 scale = json.loads(scale_file.read_text()) if scale_file.exists() else None
 if scale is not None and scale["config"].get("bias_rate") != bias_rate:
     print(

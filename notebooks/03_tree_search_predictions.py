@@ -87,7 +87,7 @@ import networkx as nx
 import numpy as np
 from tqdm.auto import tqdm
 
-from helpers import claims, plotting, repro
+from helpers import checkpoints, claims, plotting, repro
 from helpers import tree_search_predictions as ts
 
 if quick:
@@ -175,7 +175,8 @@ print(
 # snapshot is missing (e.g. in Colab) they are rebuilt from the running Python and packages.
 
 # %%
-DATA = os.path.join("..", "data", "03_tree_search_predictions")
+# data/ in a checkout; elsewhere (Colab) downloaded once (0.1 MB), verified by sha256
+DATA = checkpoints.fetch("03_tree_search_predictions")
 
 
 def rebuild(name: str) -> ts.Tree:

@@ -1415,9 +1415,7 @@ rec.check(
 # different requests, and how many of its correct answers are the gold program.
 
 # %%
-sweep_path = checkpoints.paths("05_dsl_harness", "credit")[1].with_name(
-    "credit_sweep.json"
-)
+sweep_path = checkpoints.fetch("05_dsl_harness", "credit_sweep.json")
 sweep = json.loads(sweep_path.read_text())
 A_COLS = [
     "greedy: supervised intents",

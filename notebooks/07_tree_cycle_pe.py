@@ -68,7 +68,9 @@
 # (`pip install --no-deps moleculeace==3.0.0`); otherwise a smaller ChEMBL set shipped with RDKit stands in.
 
 # %% tags=["hide-input"]
-# Colab bootstrap: install this book's `helpers` package in Colab; do nothing elsewhere.
+# Colab bootstrap: install this book's `helpers` package in Colab, and the MoleculeACE
+# wheel for the benchmark CSVs it ships (--no-deps: only its files are read); do nothing
+# elsewhere. The checkpoint is downloaded (4.8 MB, verified by sha256) on first use.
 import importlib.util
 import subprocess
 import sys
@@ -83,6 +85,19 @@ if "google.colab" in sys.modules and importlib.util.find_spec("helpers") is None
             "-q",
             "neurips2026-executed-helpers[chem] @ "
             "git+https://github.com/neurips2026-executed/book@main",
+        ],
+        check=True,
+    )
+if "google.colab" in sys.modules and importlib.util.find_spec("MoleculeACE") is None:
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "MoleculeACE==3.0.0",
         ],
         check=True,
     )

