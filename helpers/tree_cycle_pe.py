@@ -1128,6 +1128,25 @@ def predict(model: nn.Module, items: Sequence[Featurized], vocab: Vocab, chunk: 
     return torch.cat(outs), nodes
 
 
+def roc_auc(model: nn.Module, items: Sequence[Featurized], y: Sequence[float], vocab: Vocab) -> float:
+    """ROC-AUC of a binary model's logit on ``items`` against 0/1 labels ``y``; NaN when ``y`` has one class only.
+
+    Scored on a model's own training molecules it says whether the model fits them (the chapter's fit condition).
+    """
+    from sklearn.metrics import roc_auc_score
+
+    V.instance("model", model, nn.Module)
+    items = V.sequence("items", items, min_len=1, of=lambda k, x: V.instance(k, x, Featurized))
+    y = np.asarray(y, dtype=float).ravel()
+    if len(y) != len(items) or not np.isin(y, (0.0, 1.0)).all():
+        raise ValueError(f"y must hold one 0/1 label per item ({len(items)}), got {len(y)} values")
+    if not 0 < y.mean() < 1:
+        return float("nan")
+    with torch.no_grad():
+        out, _ = predict(model, items, vocab)
+    return float(roc_auc_score(y, out[:, 0].float().numpy()))
+
+
 @torch.no_grad()
 def pooled(model: SeqEncoder, items: Sequence[Featurized], atoms_only: bool = False,
            parts: Sequence[str] | None = None) -> np.ndarray:

@@ -319,3 +319,21 @@ def test_fit_model_is_deterministic_and_predicts_every_rooting():
     rooted = [tc.featurize(tc.rooted_smiles(RING_MOLS[0], r), vocab) for r in range(5)]
     p = tc.predict(gin, rooted, vocab)[0]
     assert (p - p[:1]).abs().max().item() <= 1e-5  # a graph model reads the same graph from any string
+
+
+def test_roc_auc_scores_a_model_on_labelled_molecules():
+    vocab = _vocab()
+    items = [tc.featurize(s, vocab) for s in RING_MOLS + ACYCLIC_MOLS]
+    y = np.array([1.0] * len(RING_MOLS) + [0.0] * len(ACYCLIC_MOLS))
+    model = tc.make_model("gin_cycle", len(vocab)).eval()
+    out, _ = tc.predict(model, items, vocab)
+    order = np.argsort(out[:, 0].numpy())
+    perfect = np.zeros(len(items))
+    perfect[order[len(order) // 2:]] = 1.0  # labels that the model's ranking separates perfectly
+    assert tc.roc_auc(model, items, perfect, vocab) == pytest.approx(1.0)
+    assert tc.roc_auc(model, items, 1.0 - perfect, vocab) == pytest.approx(0.0)
+    assert np.isnan(tc.roc_auc(model, items, np.ones(len(items)), vocab))
+    with pytest.raises(ValueError):
+        tc.roc_auc(model, items, y[:-1], vocab)
+    with pytest.raises(ValueError):
+        tc.roc_auc(model, items, y * 2, vocab)
