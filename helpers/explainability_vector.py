@@ -33,7 +33,7 @@ __all__ = [
     "IMG", "PATCH", "CLASS_NAMES", "SEEN", "TARGETS", "RELATEDNESS", "Domain", "make_domain", "TinyViT",
     "class_embeddings", "explanation_loss", "task_vector", "add_vector", "flat", "patch_auroc", "pointing_game",
     "true_prob", "gradient_map", "deletion_insertion", "kernel_shap", "linear_cka", "spearman_perm", "map_entropy",
-    "loo_predictions", "checkpoint_config", "train_model", "evaluate", "key", "train_all",
+    "loo_predictions", "checkpoint_config", "train_model", "evaluate", "key", "train_all", "contrast_map",
 ]
 
 IMG, PATCH = 24, 4
@@ -574,6 +574,16 @@ def gradient_map(model: nn.Module, x: Tensor, classes: Sequence[int], labels: Te
     s = (g * x).sum(1).detach()  # (n, IMG, IMG)
     n, k = len(x), IMG // PATCH
     return s.view(n, k, PATCH, k, PATCH).sum((2, 4)).abs().reshape(n, -1)
+
+
+def contrast_map(x: Tensor) -> Tensor:
+    """A model-free map (n, P): per patch, the mean over its pixels and channels of ``|pixel - the image's mean|``
+    (per channel). It needs no model, no labels and no training; where it localises the label-deciding region as
+    well as a model's map, the benchmark does not need the model (the condition ``needs_the_model``)."""
+    x = _images(x).detach().float()
+    n, k = len(x), IMG // PATCH
+    dev = (x - x.mean((2, 3), keepdim=True)).abs().mean(1)  # (n, IMG, IMG)
+    return dev.view(n, k, PATCH, k, PATCH).mean((2, 4)).reshape(n, -1)
 
 
 @torch.no_grad()

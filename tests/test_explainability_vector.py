@@ -224,3 +224,18 @@ def test_loo_spearman_is_biased_negative_without_signal():
     x = g.normal(size=8)
     y = x + 0.1 * g.normal(size=8)
     assert ev.spearman_perm(ev.loo_predictions(x, y), y, n_perm=1)[0] > 0.8
+
+
+def test_contrast_map_finds_a_bright_patch_and_needs_no_model():
+    x = torch.full((2, 3, ev.IMG, ev.IMG), 0.5)
+    x[0, :, :ev.PATCH, :ev.PATCH] = 1.0  # one bright patch, top left
+    x[1, 1, -ev.PATCH:, -ev.PATCH:] = 0.0  # one dark patch in one channel, bottom right
+    m = ev.contrast_map(x)
+    assert m.shape == (2, ev.N_PATCH)
+    assert int(m[0].argmax()) == 0 and int(m[1].argmax()) == ev.N_PATCH - 1
+    assert torch.allclose(ev.contrast_map(torch.full((1, 3, ev.IMG, ev.IMG), 0.3)), torch.zeros(1, ev.N_PATCH), atol=1e-6)
+    mask = torch.zeros(2, ev.N_PATCH)
+    mask[0, 0], mask[1, -1] = 1.0, 1.0
+    assert ev.patch_auroc(m, mask) == pytest.approx(1.0)
+    with pytest.raises(ValueError):
+        ev.contrast_map(torch.zeros(2, 3, 8, 8))
