@@ -37,7 +37,7 @@ __all__ = [
     "skip_position_ids", "digit_difference_codes", "coverage", "stdlib_corpus", "CLAIM_ARMS", "checkpoint_config",
     "make_model",
     "train_position_ids", "batch_fn", "lm_loss", "shared_tail_windows", "token_losses", "paired_bootstrap_ratio",
-    "far_attention_mass", "attention_by_distance", "tail_loss_with_keys",
+    "far_attention_mass", "attention_by_distance", "tail_loss_with_keys", "same_difference_score_gap", "context_gain",
 ]
 
 
@@ -423,3 +423,36 @@ def tail_loss_with_keys(model: hnn.Transformer, windows: Tensor, tail: int, keys
     model.train(was)
     return torch.nn.functional.cross_entropy(logits[:, -tail:].transpose(1, 2), windows[:, -tail:],
                                              reduction="none").mean(1)
+
+
+def same_difference_score_gap(score: Any, B: int, L: int, rng: np.random.Generator, n_pairs: int = 200) -> float:
+    """Largest ``|score(m, n) - score(m', n')|`` over ``n_pairs`` random position pairs ``m <= n < B**L``, where
+    ``(m', n')`` shifts every digit of both by the same random amount (staying in ``[0, B)``), so the two pairs have
+    the same digit-difference tuple. About 0 for an encoding whose scores depend only on per-digit differences
+    (TPE); large for one that depends on absolute positions. ``score(m, n)`` returns a float."""
+    V.function("score", score)
+    _check_radix(B, L)
+    n_pairs = V.integer("n_pairs", n_pairs, min=1)
+    worst = 0.0
+    for _ in range(n_pairs):
+        m, n = sorted(int(v) for v in rng.integers(0, B**L, 2))
+        cm, cn = digits(torch.tensor([m, n]), B, L)
+        lo, top = torch.minimum(cm, cn), B - 1 - torch.maximum(cm, cn)
+        s = torch.as_tensor([int(rng.integers(-int(a), int(b) + 1)) for a, b in zip(lo, top)])
+        m2, n2 = int(from_digits(cm + s, B)), int(from_digits(cn + s, B))
+        worst = max(worst, abs(float(score(m, n)) - float(score(m2, n2))))
+    return worst
+
+
+def context_gain(ppl_by_keys: Any, window: int) -> float:
+    """``ppl[window] / min(ppl[k] for k < window)``: below 1 when a model does better with all ``window`` keys
+    visible than with any shorter context, i.e. it reads its whole training window. ``ppl_by_keys`` maps the
+    number of visible keys to a perplexity (a dict or a pandas Series) and needs ``window`` and a smaller k."""
+    window = V.integer("window", window, min=2)
+    ppl = {int(k): float(v) for k, v in dict(ppl_by_keys).items()}
+    shorter = [v for k, v in ppl.items() if k < window]
+    if window not in ppl or not shorter:
+        raise ValueError(f"ppl_by_keys needs the key count {window} and a smaller one, got keys {sorted(ppl)}")
+    if not all(np.isfinite(v) and v > 0 for v in ppl.values()):
+        raise ValueError(f"perplexities must be finite and > 0, got {ppl}")
+    return ppl[window] / min(shorter)

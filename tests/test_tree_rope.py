@@ -280,3 +280,32 @@ def test_tail_loss_with_keys():
         tr.tail_loss_with_keys(model, w, tail=5, keys=0)
     with pytest.raises(ValueError, match="tail"):
         tr.tail_loss_with_keys(model, w, tail=40, keys=4)
+
+
+def test_same_difference_score_gap():
+    B, L = 4, 3
+    tpe = tr.TreeRotaryEmbedding(8, B, L)
+    g = torch.Generator().manual_seed(0)
+    q, k = torch.randn(8, generator=g), torch.randn(8, generator=g)
+
+    def tpe_score(m, n):
+        am, an = tpe.angles(torch.tensor([m])), tpe.angles(torch.tensor([n]))
+        return float((hnn.apply_rotary(q[None], am) * hnn.apply_rotary(k[None], an)).sum())
+
+    assert tr.same_difference_score_gap(tpe_score, B, L, np.random.default_rng(0), 100) <= 1e-5
+    # a score that depends on absolute positions is caught
+    assert tr.same_difference_score_gap(lambda m, n: m * n, B, L, np.random.default_rng(0), 100) > 1
+    with pytest.raises(TypeError):
+        tr.same_difference_score_gap(3, B, L, np.random.default_rng(0))
+
+
+def test_context_gain():
+    assert tr.context_gain({4: 3.0, 8: 2.5, 16: 2.4, 32: 2.0, 64: 2.1}, 32) == pytest.approx(2.0 / 2.4)
+    # best context shorter than the window: the gain is above 1
+    assert tr.context_gain({4: 3.0, 8: 2.0, 16: 2.2, 32: 2.3}, 32) == pytest.approx(2.3 / 2.0)
+    with pytest.raises(ValueError):
+        tr.context_gain({32: 2.0}, 32)
+    with pytest.raises(ValueError):
+        tr.context_gain({8: 2.0, 16: 1.0}, 32)
+    with pytest.raises(ValueError):
+        tr.context_gain({8: float("nan"), 32: 1.0}, 32)
