@@ -832,6 +832,87 @@ def topology_ratio(decoder: nn.Module, tokens: Tensor, codebook: Tensor, levels:
 # ----------------------------------------------------------------------------------------------------------------
 # Training (used live in quick mode and by data/08_flow_vq/make_models.py)
 # ----------------------------------------------------------------------------------------------------------------
+# ----------------------------------------------------------------------------------------------------------------
+# The 2-D study: every quantizer on the same fixed latents, and the flow's own fit
+# ----------------------------------------------------------------------------------------------------------------
+METHODS_2D = ("k-means", "VQ-EMA", "FSQ", "Gaussian grid", "Oracle (centroids)", "Oracle + Lloyd",
+              "Flow (centroids)", "Flow + Lloyd")
+
+
+def cell_means(x: Tensor, idx: Tensor, K: int) -> Tensor:
+    """The mean of the points of ``x`` in each of the ``K`` cells ``idx`` (0 for an empty cell)."""
+    x = V.tensor("x", x, ndim=2, dtype="float", nonempty=True)
+    K = V.integer("K", K, min=1)
+    idx = torch.as_tensor(V.token_ids("idx", idx, K)).reshape(-1)
+    if len(idx) != len(x):
+        raise ValueError(f"idx must hold one cell per row of x ({len(x)}), got {len(idx)}")
+    sums = torch.zeros(K, x.shape[1], dtype=x.dtype).index_add_(0, idx, x)
+    return sums / torch.bincount(idx, minlength=K).clamp(min=1)[:, None]
+
+
+def train_online_vq(x: Tensor, K: int, seed: int, steps: int, batch: int = 512) -> Tensor:
+    """A VQ-EMA codebook (dead-code restarts) fitted online to fixed latents ``x`` on minibatches of ``batch``."""
+    x = V.tensor("x", x, ndim=2, dtype="float", nonempty=True)
+    K, seed, steps = V.integer("K", K, min=1), V.seed("seed", seed), V.integer("steps", steps, min=1)
+    g = torch.Generator().manual_seed(seed)
+    q = EMAVectorQuantizer(K, x.shape[1], seed=seed).train()
+    for _ in range(steps):
+        q(x[torch.randint(len(x), (batch,), generator=g)])
+    return q.eval().codebook.clone()
+
+
+def quantizers_2d(x: Tensor, ref: Tensor, flow: nn.Module, K: int, seed: int, vq_steps: int,
+                  ode_steps: int = 16, lloyd_steps: int = 3) -> tuple[dict, dict, TransportedCodes]:
+    """Every method of :data:`METHODS_2D` at codebook size ``K`` on the fixed latents ``x``.
+
+    ``ref`` is an independent sample of the same distribution, on which the oracle equal-mass quantizer (the exact
+    Knothe–Rosenblatt transport, :class:`RankCells`) is built; ``flow`` is the trained velocity field whose
+    transported cells give the Flow-VQ codes. FSQ gets its best decoder, the cell means. Returns ``(metrics,
+    codes, transported)``: per method the distortion (``mse``) and :func:`usage`, per method ``(codes, idx)``,
+    and the :class:`TransportedCodes` of the flow (its samples and Lloyd trace).
+    """
+    x = V.tensor("x", x, ndim=2, dtype="float", nonempty=True)
+    ref = V.tensor("ref", ref, ndim=2, dtype="float", nonempty=True)
+    V.instance("flow", flow, nn.Module)
+    K = V.integer("K", K, min=1)
+    lv = split_levels(K, x.shape[1])
+    tc = transport_codes(flow, lv, 32 * K, ode_steps, lloyd_steps=lloyd_steps,
+                         generator=torch.Generator().manual_seed(seed))
+    oracle = cell_means(ref, RankCells(ref, lv).assign(ref), K)
+    books = {"k-means": kmeans_codes(x, K, seed), "VQ-EMA": train_online_vq(x, K, seed, vq_steps),
+             "Gaussian grid": prior_codes(lv), "Oracle (centroids)": oracle,
+             "Oracle + Lloyd": lloyd(ref, oracle, lloyd_steps)[0], "Flow (centroids)": tc.centroids,
+             "Flow + Lloyd": tc.codes}
+    metrics, codes = {}, {}
+    for m in METHODS_2D:
+        if m == "FSQ":
+            idx = FSQ(lv)(x).idx
+            c = cell_means(x, idx, K)
+        else:
+            c = books[m]
+            idx = nearest(x, c)
+        metrics[m] = dict(mse=(x - c[idx]).pow(2).sum(-1).mean().item(), **usage(idx, K))
+        codes[m] = (c, idx)
+    return metrics, codes, tc
+
+
+def flow_fit(flow: nn.Module, x: Tensor, ref: Tensor, samples: Tensor, K: int, n: int = 2000,
+             ode_steps: int = 16) -> dict[str, float]:
+    """How well a flow fits latents ``x``: squared MMD of its ``samples`` to the data beside the noise floor (MMD
+    of an independent sample ``ref`` to the data), their ratio, and equal mass on the data: the entropy ratio of the
+    source cells the data fall into through the inverse flow, next to the same cells with no flow."""
+    V.instance("flow", flow, nn.Module)
+    x = V.tensor("x", x, ndim=2, dtype="float", nonempty=True)
+    K, n = V.integer("K", K, min=1), V.integer("n", n, min=2)
+    lv = split_levels(K, x.shape[1])
+    with torch.no_grad():
+        back = flow_inverse(flow, x[:5 * n], ode_steps)
+    mmd_flow, mmd_floor = mmd_rbf(samples[:n], x[:n]), mmd_rbf(ref[:n], x[:n])
+    return dict(mmd_flow=mmd_flow, mmd_floor=mmd_floor, mmd_ratio=mmd_flow / max(mmd_floor, 1e-12),
+                equal_mass_flow=usage(source_cells(back, lv), K)["entropy_ratio"],
+                equal_mass_no_flow=usage(source_cells(x[:5 * n], lv), K)["entropy_ratio"])
+
+
 TOK_METHODS = ("VQ-VAE", "VQ-EMA", "FSQ", "Gaussian grid", "Flow-VQ")
 
 

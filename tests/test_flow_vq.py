@@ -329,3 +329,35 @@ def test_training_helpers_run_and_are_deterministic():
                                           hidden=8, progress=False)
         assert not model.training and len(curve) == 3
     assert fv.checkpoint_config()["tok_K"] == 256
+
+
+def test_quantizers_2d_equal_mass_where_the_flow_is_exact_and_flow_fit_tells_a_wrong_flow():
+    mu, s = torch.tensor([1.0, -2.0]), 0.5
+    g = torch.Generator().manual_seed(0)
+    x, ref = mu + s * torch.randn(4000, 2, generator=g), mu + s * torch.randn(4000, 2, generator=g)
+    exact = AffineGaussianField(mu, s)
+    metrics, codes, tc = fv.quantizers_2d(x, ref, exact, 16, 0, vq_steps=30)
+    assert list(metrics) == list(fv.METHODS_2D) and set(codes) == set(fv.METHODS_2D)
+    for m in ("Oracle (centroids)", "Flow (centroids)"):  # exact transport: equal mass on the data
+        assert metrics[m]["entropy_ratio"] > 0.98 and metrics[m]["utilization"] == 1.0
+    # the prior codes sit around the origin, the data around mu: far worse than k-means
+    assert metrics["k-means"]["mse"] < 0.2 * metrics["Gaussian grid"]["mse"]
+    assert all(a >= b - 1e-9 for a, b in zip(tc.mse, tc.mse[1:]))  # Lloyd never increases distortion
+    c, idx = codes["FSQ"]
+    assert torch.allclose(c, fv.cell_means(x, idx, 16))
+    good = fv.flow_fit(exact, x, ref, tc.samples, 16)
+    wrong = fv.flow_fit(AffineGaussianField(mu + 1.0, s), x, ref, tc.samples + 1.0, 16)
+    assert good["mmd_ratio"] < 3 and wrong["mmd_ratio"] > 10
+    assert good["equal_mass_flow"] > 0.98 > wrong["equal_mass_flow"]
+
+
+def test_cell_means_and_online_vq():
+    x = torch.tensor([[0.0, 0.0], [2.0, 0.0], [5.0, 5.0]])
+    m = fv.cell_means(x, torch.tensor([0, 0, 2]), 3)
+    assert torch.allclose(m, torch.tensor([[1.0, 0.0], [0.0, 0.0], [5.0, 5.0]]))
+    with pytest.raises(ValueError):
+        fv.cell_means(x, torch.tensor([0, 1]), 3)
+    g = torch.Generator().manual_seed(1)
+    blobs = torch.cat([torch.randn(500, 2, generator=g) * 0.05 + torch.tensor(c) for c in ([0.0, 0.0], [3.0, 3.0])])
+    book = fv.train_online_vq(blobs, 2, 0, 200, batch=64)
+    assert fv.distortion(blobs, book) < 0.05
