@@ -925,3 +925,34 @@ def training_clips(cfg: dict, fast: bool = False) -> tuple[list[Clip], list[Moti
     clips = [make_clip(cfg["train_images"][i % len(cfg["train_images"])], cfg["T"], cfg["size"],
                        seed=cfg["clip_seed0"] + i) for i in range(cfg["n_train_clips"])]
     return clips, [estimate_motion(c.frames, fast=fast) for c in clips]
+
+
+@torch.no_grad()
+def rebuild_errors(model: Propagator, clip: Clip, motion: Motion, keys: list[int], steps: int = 8, seed: int = 0,
+                   fill_holes: bool = False) -> dict[str, float]:
+    """A source clip rebuilt from its own (unedited) keyframes ``keys``, as in training: squared-error sums on the
+    disoccluded pixels of the non-anchor frames (no anchor showed them, by the true motion) of the generator
+    (``"AVE"``) and of flow warp + inpaint (``"inpaint"``), and their count ``"n"``; sums, so that PSNRs can be
+    pooled over clips. The fit condition of the chapter compares the two on training clips."""
+    V.instance("model", model, Propagator)
+    clip, motion = _clip(clip), _motion(motion)
+    keys = _keys(keys, clip.frames.shape[0])
+    T = clip.frames.shape[0]
+    an = {k: clip.frames[k] for k in keys}
+    rest = torch.tensor([t not in keys for t in range(T)])[:, None, None]
+    dis = ~visibility(clip, keys) & rest
+    out = {"n": int(dis.sum())}
+    for name, v in (("AVE", propagate(model, an, motion, steps, seed=seed, fill_holes=fill_holes)),
+                    ("inpaint", flow_warp_propagate(an, motion, inpaint=True))):
+        out[name] = (v - clip.frames).pow(2).mean(1)[dis].sum().item()
+    return out
+
+
+def pooled_gap_db(rows: list[dict]) -> float:
+    """PSNR of ``"AVE"`` minus PSNR of ``"inpaint"`` (dB), pooled over rows of :func:`rebuild_errors`."""
+    rows = V.sequence("rows", rows, min_len=1)
+    n = sum(r["n"] for r in rows)
+    if n == 0:
+        raise ValueError("rows hold no disoccluded pixel")
+    se = {k: max(sum(r[k] for r in rows), 1e-12) for k in ("AVE", "inpaint")}
+    return float(10 * np.log10(se["inpaint"] / se["AVE"]))

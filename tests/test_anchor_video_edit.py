@@ -348,3 +348,27 @@ def test_train_propagator_fill_holes_changes_training():
     assert hb.loss == hb2.loss and ha.loss != hb.loss
     assert ave.checkpoint_config("propagators_filled")["fill_holes"] is True
     assert "fill_holes" not in ave.checkpoint_config("propagators")
+
+
+def test_rebuild_errors_and_pooled_gap():
+    c = ave.make_clip("coffee", 8, 24, seed=3)
+    mot = ave.true_motion(c)
+    keys = [0, 7]
+    torch.manual_seed(0)
+    model = ave.Propagator(4)
+    r = ave.rebuild_errors(model, c, mot, keys, steps=2, seed=1)
+    dis = ~ave.visibility(c, keys)
+    dis[keys] = False
+    assert r["n"] == int(dis.sum()) > 0
+    inp = ave.flow_warp_propagate({k: c.frames[k] for k in keys}, mot, inpaint=True)
+    assert r["inpaint"] == pytest.approx((inp - c.frames).pow(2).mean(1)[dis].sum().item())
+    assert r["AVE"] >= 0
+    # the pooled gap is the PSNR difference: 10 log10(inpaint error / AVE error)
+    rows = [r, dict(n=10, AVE=1.0, inpaint=1.0)]
+    want = 10 * math.log10((r["inpaint"] + 1.0) / (r["AVE"] + 1.0))
+    assert ave.pooled_gap_db(rows) == pytest.approx(want)
+    assert ave.pooled_gap_db([dict(n=4, AVE=1.0, inpaint=10.0)]) == pytest.approx(10.0)
+    with pytest.raises(ValueError):
+        ave.pooled_gap_db([dict(n=0, AVE=0.0, inpaint=0.0)])
+    # all frames anchors: nothing to rebuild
+    assert ave.rebuild_errors(model, c, mot, list(range(8)), steps=1)["n"] == 0
