@@ -864,6 +864,117 @@ def first_station(city: City, r: Any, o: tuple[float, float], label: dict | None
     return out
 
 
+def last_station(city: City, r: Any, d: tuple[float, float], label: dict | None = None) -> dict[str, float]:
+    """Grounding of the destination, as :func:`first_station` for the origin: ``km`` from the record's last station
+    to ``d``, ``ok`` whether that is within the R2 threshold of its egress mode, ``to_engine`` km to ``label``'s
+    last station. A record without a station gives km = to_engine = NaN and ok = 0."""
+    _city(city)
+    d = _point("d", d)
+    seq = [s for s in r["station_sequence"] if s in city.stations] if _well_formed(r) else []
+    out = {"km": math.nan, "ok": 0.0, "to_engine": math.nan}
+    if not seq:
+        return out
+    p = city.stations[seq[-1]]
+    out["km"] = haversine(d, p)
+    out["ok"] = float(out["km"] <= GROUND_MAX.get(r["end_transfer_mode"], 10.0))
+    if label is not None:
+        if not _well_formed(label):
+            raise ValueError(f"label must be a well-formed TransitLM record, got {V.describe(label)}")
+        eng = [s for s in label["station_sequence"] if s != TRANSFER][-1]
+        out["to_engine"] = haversine(p, city.stations[eng])
+    return out
+
+
+def _legs(r: dict) -> list[tuple[str, list[str]]]:
+    """A record's legs: (line, its stations), split at the transfer markers."""
+    legs, cur = [], []
+    for s in r["station_sequence"]:
+        if s == TRANSFER:
+            legs.append(cur)
+            cur = []
+        else:
+            cur.append(s)
+    legs.append(cur)
+    if len(legs) != len(r["line_sequence"]):
+        raise ValueError("a record needs one line per leg")
+    return list(zip(r["line_sequence"], legs))
+
+
+def splice(a: dict, b: dict, station: str) -> dict[str, Any]:
+    """The route that rides record ``a`` from its start to ``station`` and record ``b`` from ``station`` to its end
+    (one leg when both ride the same line there). Access fields come from ``a`` (start) and ``b`` (end); the totals
+    are each record's share by stations ridden, an estimate. Both records must pass ``station``."""
+    for name, r in (("a", a), ("b", b)):
+        if not _well_formed(r):
+            raise ValueError(f"{name} must be a well-formed TransitLM record, got {V.describe(r)}")
+    la, lb = _legs(a), _legs(b)
+    ia = next((i for i, (_, st) in enumerate(la) if station in st), None)
+    ib = next((i for i, (_, st) in enumerate(lb) if station in st), None)
+    if ia is None or ib is None:
+        raise ValueError(f"both records must pass station {station!r}")
+    head = la[:ia] + [(la[ia][0], la[ia][1][:la[ia][1].index(station) + 1])]
+    tail = [(lb[ib][0], lb[ib][1][lb[ib][1].index(station):])] + lb[ib + 1:]
+    if head[-1][0] == tail[0][0]:  # the same line on both sides: ride through
+        legs = head[:-1] + [(head[-1][0], head[-1][1] + tail[0][1][1:])] + tail[1:]
+    else:
+        legs = head + tail
+    legs = [(ln, st) for ln, st in legs if len(st) > 1] or legs[:1]  # drop legs that ride nothing
+    stations: list[str] = []
+    for i, (_, st) in enumerate(legs):
+        stations += ([TRANSFER] if i else []) + st
+    n_a, n_b = sum(len(st) for _, st in head), sum(len(st) for _, st in tail)
+    fa, fb = n_a / max(1, sum(len(st) for _, st in la)), n_b / max(1, sum(len(st) for _, st in lb))
+
+    def total(key, parse):
+        return fa * parse(a[key]) + fb * parse(b[key])
+
+    return {
+        "line_sequence": [ln for ln, _ in legs], "station_sequence": stations,
+        "total_distance": format_distance(total("total_distance", parse_distance)),
+        "total_time": format_time(total("total_time", parse_time)),
+        "total_fare": f"{total('total_fare', float):.0f}",
+        "start_transfer_mode": a["start_transfer_mode"], "end_transfer_mode": b["end_transfer_mode"],
+        "start_transfer_distance": a["start_transfer_distance"], "end_transfer_distance": b["end_transfer_distance"],
+    }
+
+
+def splice_lookup(city: City, train: list, ods: list, k: int = 20) -> list[dict]:
+    """A compositional map-free baseline: for each (o, d), among the ``k`` training records that start nearest
+    to o and the ``k`` that end nearest to d, the pair sharing a station with the smallest |o - o'|^2 + |d - d'|^2,
+    spliced there (:func:`splice`); the nearest record (:func:`lookup`) where no pair shares a station. It uses
+    the records' endpoints and station names only, never the map."""
+    _city(city)
+    train, ods = V.sequence("train", train, min_len=1), V.sequence("ods", ods)
+    k = V.integer("k", k, min=1)
+    if not ods:
+        return []
+    ok = [r for r in train if _well_formed(r[-1])]
+    to = np.array([city.to_xy(r[0]) for r in ok])
+    td = np.array([city.to_xy(r[1]) for r in ok])
+    sets = [{s for s in r[-1]["station_sequence"] if s != TRANSFER} for r in ok]
+    out = []
+    for (o, d), near in zip(ods, lookup(city, train, ods)):
+        do = ((to - np.array(city.to_xy(o))) ** 2).sum(1)
+        dd = ((td - np.array(city.to_xy(d))) ** 2).sum(1)
+        best = None
+        for i in np.argsort(do)[:k]:
+            for j in np.argsort(dd)[:k]:
+                shared = sets[i] & sets[j]
+                if shared and (best is None or do[i] + dd[j] < best[0]):
+                    best = (do[i] + dd[j], i, j, min(shared))
+        if best is None:
+            out.append(near)
+            continue
+        _, i, j, _ = best
+        # the shared station where the spliced route is shortest (fewest stations ridden)
+        cands = []
+        for st in sorted(sets[i] & sets[j]):
+            r = splice(ok[i][-1], ok[j][-1], st)
+            cands.append((sum(x != TRANSFER for x in r["station_sequence"]), st, r))
+        out.append(min(cands, key=lambda c: (c[0], c[1]))[2])
+    return out
+
+
 # --------------------------------------------------------------------------------------------- data and model
 def checkpoint_config(name: str = "models") -> dict:
     """The config of the chapter's checkpoint ``models`` (what the default run asks for): city, split, corpora,

@@ -323,3 +323,34 @@ def test_route_minutes_reproduces_engine_and_catches_understated_times():
     assert T.route_minutes(CITY, None, o, d) is None
     with pytest.raises((TypeError, ValueError)):
         T.route_minutes(CITY, lab, "o", d)
+
+
+def test_splice_rides_one_record_then_the_other_and_recovers_a_route_from_its_halves():
+    lab = next(lab for lab in LABELS if len(lab["line_sequence"]) >= 2)
+    seq = lab["station_sequence"]
+    x = seq[seq.index(T.TRANSFER) - 1]  # the first transfer station
+    spliced = T.splice(lab, lab, x)  # a route spliced with itself at one of its stations is itself
+    assert spliced["station_sequence"] == seq and spliced["line_sequence"] == lab["line_sequence"]
+    assert T.reachable(CITY, spliced)
+    with pytest.raises(ValueError):
+        T.splice(lab, lab, "nowhere")
+    # the splice baseline, given the two halves of a route as separate records, reproduces the route's stations
+    i = seq.index(T.TRANSFER)
+    first_half = dict(lab, station_sequence=seq[:i], line_sequence=lab["line_sequence"][:1])
+    second_half = dict(lab, station_sequence=seq[i + 1:], line_sequence=lab["line_sequence"][1:])
+    o, d = OD[LABELS.index(lab)]
+    mid = CITY.stations[x]
+    train = [(o, mid, first_half), (mid, d, second_half)]
+    out = T.splice_lookup(CITY, train, [(o, d)])[0]
+    assert [s for s in out["station_sequence"] if s != T.TRANSFER] == [s for s in seq if s != T.TRANSFER]
+    assert out["line_sequence"] == lab["line_sequence"]
+    # a record paired with itself splices to itself
+    lone = [(o, d, first_half)]
+    assert T.splice_lookup(CITY, lone, [(o, d)])[0]["station_sequence"] == first_half["station_sequence"]
+
+
+def test_last_station_grounds_the_destination():
+    lab, d = LABELS[0], OD[0][1]
+    g = T.last_station(CITY, lab, d, lab)
+    assert g["ok"] == 1.0 and g["to_engine"] == 0.0 and g["km"] <= T.GROUND_MAX[lab["end_transfer_mode"]]
+    assert math.isnan(T.last_station(CITY, None, d)["km"])
