@@ -1311,3 +1311,29 @@ def make_structured(kind: str, emb: np.ndarray, cfg: dict) -> torch.nn.Module:
     V.instance("cfg", cfg, dict)
     cls = StructuredDFS if kind == "two" else StructuredOneLayer
     return cls(emb, tau=float(cfg.get("tau", 1.0)), rho=float(cfg.get("rho", 10.0)))
+
+
+def generic_next_logits(model: torch.nn.Module, b: dict[str, Tensor], n_nodes: int) -> Tensor:
+    """A generic token transformer's next-move logits: the output at the current node (``b["last"]``), restricted
+    to the node tokens ``0..n_nodes-1`` (a batch from :func:`collate`)."""
+    V.instance("model", model, torch.nn.Module)
+    V.instance("b", b, dict)
+    n_nodes = V.integer("n_nodes", n_nodes, min=1)
+    for key in ("ids", "mask", "pos", "last"):
+        if key not in b:
+            raise ValueError(f"b must come from collate() (key {key!r} missing)")
+    out = model(b["ids"], mask=b["mask"], pos=b["pos"])
+    return out[torch.arange(len(b["last"])), b["last"], :n_nodes]
+
+
+@torch.no_grad()
+def generic_accuracy(model: torch.nn.Module, pool: Sequence[dict], codec: TokenCodec) -> dict[str, float]:
+    """Next-move accuracy of a generic transformer on a pool of states: all, child-selection and backtrack states
+    (``nan`` where there are none)."""
+    V.instance("codec", codec, TokenCodec)
+    b = collate(pool, codec)
+    ok = (generic_next_logits(model, b, codec.V).argmax(-1) == b["target"]).float()
+    child = b["is_child"]
+    return {"all": ok.mean().item(),
+            "child": ok[child].mean().item() if child.any() else float("nan"),
+            "backtrack": ok[~child].mean().item() if (~child).any() else float("nan")}

@@ -354,3 +354,35 @@ def test_lookahead_network_broken_terms_fail():
     assert differ > 0
     with pytest.raises(ValueError, match="target"):
         T.rollout(T.LookaheadDFS(T.one_hot_embeddings(4), horizon=1), 4, np.array([[0, 1]]), 0)
+
+
+class _Oracle(torch.nn.Module):
+    """A stand-in 'transformer' whose output at the current node puts its mass on a fixed node."""
+
+    def __init__(self, vocab: int, answers: torch.Tensor) -> None:
+        super().__init__()
+        self.vocab, self.answers = vocab, answers
+
+    def forward(self, ids, mask=None, pos=None):
+        out = torch.zeros(*ids.shape, self.vocab)
+        out[torch.arange(len(ids)), :, self.answers] = 1.0
+        return out
+
+
+def test_generic_accuracy_counts_right_and_wrong_moves():
+    rng = np.random.default_rng(0)
+    Vn = 6
+    pool = T.make_state_pool(6, Vn, (4, 6), 0.4, rng)
+    codec = T.TokenCodec(Vn)
+    b = T.collate(pool, codec)
+    right = _Oracle(codec.vocab_size, b["target"])
+    acc = T.generic_accuracy(right, pool, codec)
+    assert acc["all"] == 1.0
+    wrong = _Oracle(codec.vocab_size, (b["target"] + 1) % Vn)
+    acc = T.generic_accuracy(wrong, pool, codec)
+    assert acc["all"] == 0.0 and acc["child"] == 0.0
+    # logits are restricted to node tokens: an answer among the edge tokens is never chosen
+    edge = _Oracle(codec.vocab_size, torch.full_like(b["target"], Vn + 1))
+    assert T.generic_next_logits(edge, b, Vn).shape == (len(pool), Vn)
+    with pytest.raises(ValueError):
+        T.generic_next_logits(right, {"ids": b["ids"]}, Vn)
