@@ -406,6 +406,9 @@ def test_registry_matches_the_data_files_and_config():
     assert not [k for k in files if k.endswith((".py", ".md"))]
     # the registry ships in the package
     assert "data_registry.txt" in (REPO / "pyproject.toml").read_text()
+    # the README's Colab section tells what each chapter downloads
+    assert mr.sizes_table() in (REPO / "README.md").read_text(), (
+        "README.md's download sizes are out of date: paste `.venv/bin/python data/make_registry.py --sizes`")
 
 
 def test_registry_generator_refuses_weights_that_do_not_match_their_manifest(tmp_path):
@@ -441,7 +444,7 @@ def served(tmp_path, monkeypatch):
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{srv.server_address[1]}/"
     registry = tmp_path / "data_registry.txt"
-    entries = {k: v for k, v in mr.entries(data).items()}
+    entries = mr.entries(data)
     registry.write_text(f"# base_url: {url}\n" + "".join(f"{k} {v}\n" for k, v in sorted(entries.items())))
     monkeypatch.setattr(ck, "REGISTRY", registry)
     monkeypatch.setattr(ck, "REPO", tmp_path / "site-packages")  # no data/ beside the package
