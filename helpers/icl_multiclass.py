@@ -37,12 +37,54 @@ __all__ = [
 
 CHECKPOINT_SLUG = "14_icl_multiclass"
 
+BIG = 1e30  # largest magnitude accepted in features, centers and weights: their products and squares stay finite
+
+
+def _rng(rng: Any) -> np.random.Generator:
+    return V_.instance("rng", rng, np.random.Generator)
+
+
+def _bounded(name: str, x: Any, **kw: Any) -> Any:
+    """A float tensor (checked like :func:`helpers.validate.tensor`: finite, shape) with every |entry| <= BIG;
+    one extra pass over the data (cheap next to the forward it guards)."""
+    x = V_.tensor(name, x, dtype="float", finite=False, **kw)
+    if x.numel():
+        top = x.detach().abs().max()  # NaN propagates; one pass finds NaN, inf and huge values
+        if not bool(top <= BIG):
+            V_.tensor(name, x, finite=True)  # NaN/inf: its standard message
+            raise ValueError(f"{name} must have entries of magnitude <= {BIG:g}, got max |{name}| = {top.item():g}")
+    return x
+
+
+def _bounded_array(name: str, x: Any, **kw: Any) -> np.ndarray:
+    """A finite float array with every |entry| <= BIG (squares and sums of squares stay finite)."""
+    return V_.array(name, x, dtype="float", min=-BIG, max=BIG, **kw)
+
+
+def _prompt(X: Any, Y: Any, xq: Any, C: Any, d: int | None = None) -> tuple[int, int, int, int]:
+    """The door of every scorer: ``X`` (B, N, d) float, ``Y`` (B, N) integer labels in [0, C), ``xq`` (B, d) of
+    X's dtype, ``C`` >= 2; B, N, d >= 1 (``d`` given: X must have that many features). Returns (B, N, d, C)."""
+    C = V_.integer("C", C, min=2)
+    _bounded("X", X, ndim=3, nonempty=True, shape=None if d is None else (None, None, d))
+    B, N, d = X.shape
+    V_.tensor("Y", Y, shape=(B, N), dtype="int", min=0, max=C, strict_max=True)
+    _bounded("xq", xq, shape=(B, d))
+    if xq.dtype != X.dtype:
+        raise TypeError(f"xq must have X's dtype {X.dtype}, got {xq.dtype}")
+    return B, N, d, C
+
+
+def _priors(name: str, pi: Any, C: int) -> np.ndarray:
+    """A probability vector of length C with positive entries (a log prior of 0 would be -inf); float64."""
+    pi = V_.array(name, pi, shape=(C,), dtype="float", min=0, strict_min=True).astype(np.float64)
+    if not abs(pi.sum() - 1) <= 1e-6:
+        raise ValueError(f"{name} must sum to 1, got sum {pi.sum()}")
+    return pi
+
 
 def stable_rank(M: np.ndarray) -> float:
     """``||M||_F^2 / ||M||_2^2``."""
-    M = np.asarray(M, dtype=np.float64)
-    if M.ndim != 2 or M.size == 0:
-        raise ValueError(f"M must be a non-empty matrix, got shape {M.shape}")
+    M = _bounded_array("M", M, ndim=2, nonempty=True).astype(np.float64)
     s = np.linalg.svd(M, compute_uv=False)
     if s[0] == 0:
         raise ValueError("M is zero: stable rank undefined")
@@ -51,21 +93,21 @@ def stable_rank(M: np.ndarray) -> float:
 
 def power_spectrum(r: int, alpha: float) -> np.ndarray:
     """Singular values ``sigma_i = i^-alpha``, i = 1..r (unnormalised)."""
-    if isinstance(r, bool) or not isinstance(r, (int, np.integer)) or r < 1:
-        raise ValueError(f"r must be a positive int, got {r!r}")
-    if alpha < 0:
-        raise ValueError(f"alpha must be >= 0, got {alpha}")
+    r = V_.integer("r", r, min=1)
+    alpha = V_.nonnegative("alpha", alpha)
     return np.arange(1, r + 1, dtype=np.float64) ** (-float(alpha))
 
 
 def alpha_for_stable_rank(srank: float, r: int) -> float:
     """The decay ``alpha`` whose spectrum ``i^-alpha`` (i <= r) has the given stable rank (in [1, r])."""
+    r = V_.integer("r", r, min=1)
+    srank = V_.number("srank", srank)
     if r == 1:
         if abs(srank - 1.0) > 1e-12:
-            raise ValueError(f"stable rank must be 1 for rank 1, got {srank}")
+            raise ValueError(f"srank (the stable rank) must be 1 for rank r = 1, got {srank}")
         return 0.0
     if not 1.0 <= srank <= r:
-        raise ValueError(f"stable rank must lie in [1, r] = [1, {r}], got {srank}")
+        raise ValueError(f"srank (the stable rank) must lie in [1, r] = [1, {r}], got {srank}")
     if srank >= r - 1e-12:
         return 0.0
     if srank <= 1.0 + 1e-12:
@@ -80,6 +122,8 @@ def alpha_for_stable_rank(srank: float, r: int) -> float:
 
 def random_orthonormal(n: int, k: int, rng: np.random.Generator, orth_to_ones: bool = False) -> np.ndarray:
     """An (n, k) matrix with orthonormal columns, Haar-distributed (optionally orthogonal to the ones vector)."""
+    n, k = V_.integer("n", n, min=1), V_.integer("k", k, min=1)
+    rng, orth_to_ones = _rng(rng), V_.boolean("orth_to_ones", orth_to_ones)
     if k > n - int(orth_to_ones):
         raise ValueError(f"need k <= {n - int(orth_to_ones)} orthonormal columns in R^{n}, got k={k}")
     A = rng.standard_normal((n, k))
@@ -96,29 +140,39 @@ def class_centers(d: int, C: int, sigma: Sequence[float], R2: float, rng: np.ran
     ``V`` is orthogonal to the ones vector (centers sum to zero), so the rank r = len(sigma) must be <= C - 1.
     A fixed ``U`` (d x r, orthonormal) gives tasks in a shared subspace.
     """
-    sigma = np.asarray(sigma, dtype=np.float64)
+    d, C = V_.integer("d", d, min=1), V_.integer("C", C, min=2)
+    sigma = _sigma(sigma)
     r = len(sigma)
-    if r < 1 or (sigma <= 0).any():
-        raise ValueError("sigma must be a non-empty sequence of positive singular values")
     if r > min(d, C - 1):
-        raise ValueError(f"rank r={r} must be <= min(d, C-1) = {min(d, C - 1)}")
-    if R2 <= 0:
-        raise ValueError(f"R2 must be > 0, got {R2}")
+        raise ValueError(f"rank r={r} (the length of sigma) must be <= min(d, C-1) = {min(d, C - 1)}")
+    R2 = _R2(R2)
+    rng = _rng(rng)
     if U is None:
         U = random_orthonormal(d, r, rng)
-    elif U.shape != (d, r):
-        raise ValueError(f"U must have shape {(d, r)}, got {U.shape}")
+    else:
+        U = V_.array("U", U, shape=(d, r), dtype="float")
     V = random_orthonormal(C, r, rng, orth_to_ones=True)
     s = sigma * math.sqrt(C * R2 / float((sigma ** 2).sum()))
     return (U * s) @ V.T
 
 
+def _sigma(sigma: Any) -> np.ndarray:
+    """Singular values: a non-empty vector of positive finite numbers of magnitude <= BIG; float64."""
+    return V_.array("sigma", sigma, ndim=1, dtype="float", nonempty=True, min=0, strict_min=True,
+                    max=BIG).astype(np.float64)
+
+
+def _R2(R2: Any) -> float:
+    """The mean squared center norm: > 0 and <= BIG (C * R2 and its square root stay finite)."""
+    return V_.number("R2", R2, min=0, strict_min=True, max=BIG)
+
+
 def label_priors(C: int, majority: float | None = None) -> np.ndarray:
     """Uniform priors, or class 0 with prior ``majority`` and the rest sharing ``1 - majority`` equally."""
-    if isinstance(C, bool) or not isinstance(C, (int, np.integer)) or C < 2:
-        raise ValueError(f"C must be an int >= 2, got {C!r}")
+    C = V_.integer("C", C, min=2)
     if majority is None:
         return np.full(C, 1.0 / C)
+    majority = V_.number("majority", majority)
     if not 1.0 / C <= majority < 1.0:
         raise ValueError(f"majority must be in [1/C, 1), got {majority}")
     return np.array([majority] + [(1 - majority) / (C - 1)] * (C - 1))
@@ -126,9 +180,11 @@ def label_priors(C: int, majority: float | None = None) -> np.ndarray:
 
 def prompt_labels(N: int, pi: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """N labels whose counts are exactly ``N pi`` (rounded by largest remainder), in random order."""
-    pi = np.asarray(pi, dtype=np.float64)
-    if pi.ndim != 1 or (pi < 0).any() or abs(pi.sum() - 1) > 1e-9:
-        raise ValueError("pi must be a probability vector")
+    N = V_.integer("N", N, min=0)
+    pi = V_.array("pi", pi, ndim=1, dtype="float", nonempty=True, min=0).astype(np.float64)
+    if not abs(pi.sum() - 1) <= 1e-9:
+        raise ValueError(f"pi must be a probability vector (sum 1), got sum {pi.sum()}")
+    rng = _rng(rng)
     raw = N * pi
     counts = np.floor(raw).astype(int)
     rest = N - counts.sum()
@@ -146,11 +202,12 @@ def class_centers_batch(B: int, d: int, C: int, sigma: Sequence[float], R2: floa
     B = V_.integer("B", B, min=1)
     d = V_.integer("d", d, min=1)
     C = V_.integer("C", C, min=2)
-    sigma = V_.array("sigma", sigma, ndim=1, dtype="float", nonempty=True, min=0, strict_min=True)
-    R2 = V_.positive("R2", R2)
+    sigma = _sigma(sigma)
+    R2 = _R2(R2)
     r = len(sigma)
     if r > min(d, C - 1):
-        raise ValueError(f"rank r={r} must be <= min(d, C-1) = {min(d, C - 1)}")
+        raise ValueError(f"rank r={r} (the length of sigma) must be <= min(d, C-1) = {min(d, C - 1)}")
+    rng = _rng(rng)
     if U is None:
         U = _orthonormal_batch(B, d, r, rng)
     else:
@@ -183,16 +240,17 @@ def sample_prompts(B: int, N: int, d: int, C: int, sigma: Sequence[float], R2: f
     """
     B = V_.integer("B", B, min=1)
     N = V_.integer("N", N, min=1)
-    pi = label_priors(C) if pi is None else np.asarray(pi, float)
-    qpi = label_priors(C) if query_pi is None else np.asarray(query_pi, float)
-    if qpi.shape != (C,) or (qpi < 0).any() or abs(qpi.sum() - 1) > 1e-9:
+    d, C = V_.integer("d", d, min=1), V_.integer("C", C, min=2)
+    rng = _rng(rng)
+    pi = label_priors(C) if pi is None else V_.array("pi", pi, shape=(C,), dtype="float", min=0).astype(float)
+    qpi = label_priors(C) if query_pi is None else V_.array("query_pi", query_pi, shape=(C,), dtype="float",
+                                                            min=0).astype(float)
+    if not abs(qpi.sum() - 1) <= 1e-9:
         raise ValueError(f"query_pi must be a probability vector of length C={C}, got {qpi!r}")
-    if pi.shape != (C,):
-        raise ValueError(f"pi must be a probability vector of length C={C}, got {pi!r}")
     if task is None:
         M = class_centers_batch(B, d, C, sigma, R2, rng, U)  # (B, d, C)
     else:
-        M = np.broadcast_to(V_.array("task", task, shape=(d, C), dtype="float"), (B, d, C))
+        M = np.broadcast_to(_bounded_array("task", task, shape=(d, C)), (B, d, C))
     base = prompt_labels(N, pi, rng)
     Y = rng.permuted(np.broadcast_to(base, (B, N)), axis=1)
     yq = rng.choice(C, size=B, p=qpi)
@@ -210,9 +268,11 @@ def lsa_forward(X: Tensor, Y: Tensor, xq: Tensor, W_kq: Tensor, W_pv: Tensor, C:
 
     ``E`` is (d + C) x (N + 1): columns ``(x_i, onehot(y_i))`` and ``(x_q, 0)``.
     """
-    B, N, d = X.shape
-    if W_kq.shape != (d + C, d + C) or W_pv.shape != (d + C, d + C):
-        raise ValueError(f"W_kq and W_pv must be ({d + C}, {d + C})")
+    B, N, d, C = _prompt(X, Y, xq, C)
+    for name, W in (("W_kq", W_kq), ("W_pv", W_pv)):
+        _bounded(name, W, shape=(d + C, d + C))
+        if W.dtype != X.dtype:
+            raise TypeError(f"{name} must have X's dtype {X.dtype}, got {W.dtype}")
     Yh = torch.nn.functional.one_hot(Y, C).to(X.dtype)
     Z = torch.cat([torch.cat([X, Yh], -1), torch.cat([xq, torch.zeros(B, C, dtype=X.dtype)], -1)[:, None]], 1)
     E = Z.transpose(1, 2)  # (B, d+C, N+1)
@@ -223,6 +283,14 @@ def lsa_forward(X: Tensor, Y: Tensor, xq: Tensor, W_kq: Tensor, W_pv: Tensor, C:
 
 def reduced_scores(X: Tensor, Y: Tensor, xq: Tensor, W: Tensor, C: int) -> Tensor:
     """The reduced form: ``s_c = (1/N) sum_{i: y_i = c} x_i^T W x_q`` = share_c * mean_c^T W x_q; (B, C)."""
+    _, _, d, C = _prompt(X, Y, xq, C)
+    _bounded("W", W, shape=(d, d))
+    if W.dtype != X.dtype:
+        raise TypeError(f"W must have X's dtype {X.dtype}, got {W.dtype}")
+    return _reduced(X, Y, xq, W, C)
+
+
+def _reduced(X: Tensor, Y: Tensor, xq: Tensor, W: Tensor, C: int) -> Tensor:
     N = X.shape[1]
     Yh = torch.nn.functional.one_hot(Y, C).to(X.dtype)
     return torch.einsum("bnc,bnd,de,be->bc", Yh, X, W, xq) / N
@@ -232,11 +300,15 @@ class LinearICL(nn.Module):
     """The linear transformer in its reduced form, with one trainable ``W`` (d x d), initialised at 0."""
 
     def __init__(self, d: int) -> None:
+        d = V_.integer("d", d, min=1)
         super().__init__()
         self.W = nn.Parameter(torch.zeros(d, d))
 
     def forward(self, X: Tensor, Y: Tensor, xq: Tensor, C: int) -> Tensor:
-        return reduced_scores(X, Y, xq, self.W, C)
+        _, _, _, C = _prompt(X, Y, xq, C, d=self.W.shape[0])  # the model's d features
+        if X.dtype != self.W.dtype:
+            raise TypeError(f"X must have the model's dtype {self.W.dtype}, got {X.dtype}")
+        return _reduced(X, Y, xq, self.W, C)
 
 
 class SoftmaxICL(nn.Module):
@@ -244,6 +316,12 @@ class SoftmaxICL(nn.Module):
     from :mod:`helpers.nn`, no positional encoding: the context is a set); reads class logits at the query."""
 
     def __init__(self, d: int, C: int, d_model: int = 64, n_layer: int = 2, n_head: int = 4) -> None:
+        d, C = V_.integer("d", d, min=1), V_.integer("C", C, min=2)
+        V_.integer("d_model", d_model, min=1)
+        V_.integer("n_layer", n_layer, min=1)
+        V_.integer("n_head", n_head, min=1)
+        if d_model % n_head:
+            raise ValueError(f"d_model ({d_model}) must be divisible by n_head ({n_head})")
         super().__init__()
         self.C = C
         cfg = TransformerConfig(vocab_size=1, n_layer=n_layer, n_head=n_head, d_model=d_model, pos="none")
@@ -253,7 +331,11 @@ class SoftmaxICL(nn.Module):
         self.out = nn.Linear(d_model, C)
 
     def forward(self, X: Tensor, Y: Tensor, xq: Tensor, C: int | None = None) -> Tensor:
-        B, N, _ = X.shape
+        if C is not None and V_.integer("C", C) != self.C:
+            raise ValueError(f"C must be the model's number of classes {self.C} (or None), got {C}")
+        B, N, d, _ = _prompt(X, Y, xq, self.C, d=self.inp.in_features - self.C - 1)  # the model's d features
+        if X.dtype != self.inp.weight.dtype:
+            raise TypeError(f"X must have the model's dtype {self.inp.weight.dtype}, got {X.dtype}")
         Yh = torch.nn.functional.one_hot(Y, self.C).to(X.dtype)
         ctx = torch.cat([X, Yh, torch.zeros(B, N, 1)], -1)
         q = torch.cat([xq, torch.zeros(B, self.C), torch.ones(B, 1)], -1)[:, None]
@@ -267,6 +349,9 @@ class SoftmaxICL(nn.Module):
 
 def lda_scores(X: Tensor, Y: Tensor, xq: Tensor, C: int, pi: np.ndarray | None = None) -> Tensor:
     """A plug-in Bayes rule from the context (class means, identity covariance, log prior): a reference."""
+    _, _, _, C = _prompt(X, Y, xq, C)
+    if pi is not None:
+        _priors("pi", pi, C)
     Yh = torch.nn.functional.one_hot(Y, C).to(X.dtype)
     cnt = Yh.sum(1).clamp_min(1)
     mu = torch.einsum("bnc,bnd->bcd", Yh, X) / cnt[..., None]
@@ -276,6 +361,13 @@ def lda_scores(X: Tensor, Y: Tensor, xq: Tensor, C: int, pi: np.ndarray | None =
 
 def accuracy_by_class(scores: Tensor, yq: Tensor, C: int) -> np.ndarray:
     """Accuracy for queries of each class (nan for a class never queried)."""
+    C = V_.integer("C", C, min=1)
+    V_.tensor("scores", scores, ndim=2, dtype="numeric", finite=False, nonempty=True)
+    if scores.dtype.is_floating_point and bool(torch.isnan(scores).any()):
+        raise ValueError("scores must not contain NaN (an argmax over NaN is meaningless)")
+    if scores.shape[1] != C:
+        raise ValueError(f"scores must have C={C} columns (one per class), got shape {tuple(scores.shape)}")
+    V_.tensor("yq", yq, shape=(scores.shape[0],), dtype="int", min=0, max=C, strict_max=True)
     ok = (scores.argmax(-1) == yq).float()
     return np.array([ok[yq == c].mean().item() if (yq == c).any() else float("nan") for c in range(C)])
 
@@ -285,9 +377,11 @@ def bayes_scores(M: Tensor, xq: Tensor, pi: np.ndarray | None = None) -> Tensor:
 
     The data's own ceiling: no learner that sees only the context can beat it on average.
     """
-    V_.tensor("M", M, ndim=3, dtype="float")
-    V_.tensor("xq", xq, shape=(M.shape[0], M.shape[1]), dtype="float")
+    _bounded("M", M, ndim=3, nonempty=True)
+    _bounded("xq", xq, shape=(M.shape[0], M.shape[1]))
     C = M.shape[2]
+    if pi is not None:
+        _priors("pi", pi, C)
     logp = torch.zeros(C, dtype=M.dtype) if pi is None else torch.log(torch.as_tensor(pi, dtype=M.dtype))
     return torch.einsum("bdc,bd->bc", M, xq) - 0.5 * (M ** 2).sum(1) + logp
 
@@ -296,6 +390,8 @@ def subspace_oracle_scores(X: Tensor, Y: Tensor, xq: Tensor, C: int, U: np.ndarr
                            pi: np.ndarray | None = None) -> Tensor:
     """Plug-in LDA after projecting features onto a known subspace ``U`` (d x k): the reference for a learner that
     knows the shared subspace but, like the transformer, sees only the prompt's examples of the task."""
+    _, _, d, C = _prompt(X, Y, xq, C)
+    V_.array("U", U, ndim=2, dtype="float", nonempty=True, min=-BIG, max=BIG)
     Ut = torch.as_tensor(np.asarray(U), dtype=X.dtype) if not isinstance(U, Tensor) else U.to(X.dtype)
     if Ut.ndim != 2 or Ut.shape[0] != X.shape[-1]:
         raise ValueError(f"U must have shape ({X.shape[-1]}, k), got {tuple(Ut.shape)}")
@@ -304,19 +400,19 @@ def subspace_oracle_scores(X: Tensor, Y: Tensor, xq: Tensor, C: int, U: np.ndarr
 
 def matrix_cosine(A: np.ndarray | Tensor, B: np.ndarray | Tensor) -> float:
     """``<A, B>_F / (||A||_F ||B||_F)``: 1 when A is a positive multiple of B."""
-    A = V_.array("A", A, ndim=2, dtype="float").astype(np.float64)
-    B = V_.array("B", B, shape=A.shape, dtype="float").astype(np.float64)
+    A = _bounded_array("A", A, ndim=2, nonempty=True).astype(np.float64)
+    B = _bounded_array("B", B, shape=A.shape).astype(np.float64)
     na, nb = np.linalg.norm(A), np.linalg.norm(B)
     if not (na > 0 and nb > 0):
-        raise ValueError("matrix_cosine needs two non-zero matrices")
+        raise ValueError(f"A and B must be non-zero matrices, got ||A||_F = {na:g} and ||B||_F = {nb:g}")
     return float((A * B).sum() / (na * nb))
 
 
 def subspace_alignment(W: np.ndarray | Tensor, U: np.ndarray) -> np.ndarray:
     """Cosines of the principal angles between the top-k eigenvectors of ``(W + W^T) / 2`` (largest eigenvalues)
     and the columns of ``U`` (d x k, orthonormal); all ones when W's leading eigenspace is span(U)."""
-    W = V_.array("W", W, ndim=2, dtype="float").astype(np.float64)
-    U = V_.array("U", U, ndim=2, dtype="float").astype(np.float64)
+    W = _bounded_array("W", W, ndim=2).astype(np.float64)
+    U = _bounded_array("U", U, ndim=2).astype(np.float64)
     d, k = U.shape
     if W.shape != (d, d) or not 1 <= k <= d:
         raise ValueError(f"W must be (d, d) and U (d, k) with k <= d, got W {W.shape} and U {U.shape}")
@@ -329,7 +425,7 @@ def subspace_alignment(W: np.ndarray | Tensor, U: np.ndarray) -> np.ndarray:
 def pca_subspace(features: np.ndarray | Tensor, k: int) -> np.ndarray:
     """The top-k principal directions (d x k, orthonormal) of pooled features (n x d, uncentred second moment):
     how a practitioner would estimate a shared class subspace from the training tasks' examples."""
-    F_ = V_.array("features", features, ndim=2, dtype="float", nonempty=True).astype(np.float64)
+    F_ = _bounded_array("features", features, ndim=2, nonempty=True).astype(np.float64)
     k = V_.integer("k", k, min=1, max=F_.shape[1])
     ev, vecs = np.linalg.eigh(F_.T @ F_ / len(F_))
     return vecs[:, np.argsort(-ev)[:k]]
@@ -343,8 +439,8 @@ def offsubspace_residue(W: np.ndarray | Tensor, U: np.ndarray) -> dict[str, floa
     eigenvalues of the symmetric part of W on the orthogonal complement (a systematic part c (I - P) shows as
     ``eig_mean = c`` with no spread; noise as mean ~ 0); ``antisym_share``, the antisymmetric share of that block's
     squared norm (1/2 for an i.i.d. Gaussian matrix, 0 for a symmetric one)."""
-    W = V_.array("W", W, ndim=2, dtype="float").astype(np.float64)
-    U = V_.array("U", U, ndim=2, dtype="float").astype(np.float64)
+    W = _bounded_array("W", W, ndim=2).astype(np.float64)
+    U = _bounded_array("U", U, ndim=2).astype(np.float64)
     d, k = U.shape
     if W.shape != (d, d) or not 1 <= k < d:
         raise ValueError(f"W must be (d, d) and U (d, k) with k < d, got W {W.shape} and U {U.shape}")
@@ -384,7 +480,7 @@ def examples_to_reach(grid: Sequence[float], accs: Sequence[float], target: floa
 def predicted_margins(M: np.ndarray, pi: np.ndarray) -> np.ndarray:
     """For each class y, the linear transformer's (W = I) expected score margin over its closest rival,
     ``min_{c != y} pi_y ||mu_y||^2 - pi_c mu_c^T mu_y``; a negative margin means queries of y are mostly lost."""
-    M = V_.array("M", M, ndim=2, dtype="float").astype(np.float64)
+    M = _bounded_array("M", M, ndim=2, nonempty=True).astype(np.float64)
     C = M.shape[1]
     pi = V_.array("pi", pi, shape=(C,), dtype="float", min=0)
     G = M.T @ M  # Gram matrix: G[c, y] = mu_c^T mu_y
@@ -398,8 +494,17 @@ def task_stream(seed: int, stream: int, B: int, N: int, d: int, C: int, sigma: S
     """``step -> batch`` of fresh prompts for :func:`helpers.train.fit`, deterministic in (seed, stream, step)."""
     V_.seed("seed", seed)
     V_.seed("stream", stream)
+    V_.integer("B", B, min=1)
+    V_.integer("N", N, min=1)
+    d, C = V_.integer("d", d, min=1), V_.integer("C", C, min=2)
+    r = len(_sigma(sigma))
+    _R2(R2)
+    if r > min(d, C - 1):
+        raise ValueError(f"rank r={r} (the length of sigma) must be <= min(d, C-1) = {min(d, C - 1)}")
+    V_.optional(V_.array, "U", U, shape=(d, r), dtype="float")
 
     def batch(step: int) -> dict[str, Tensor]:
+        V_.integer("step", step, min=0)
         return sample_prompts(B, N, d, C, sigma, R2, np.random.default_rng([seed, stream, step]), U=U)
 
     return batch
@@ -407,6 +512,14 @@ def task_stream(seed: int, stream: int, B: int, N: int, d: int, C: int, sigma: S
 
 def icl_loss(model: nn.Module, b: Mapping[str, Tensor]) -> Tensor:
     """Softmax cross-entropy of the query's class scores (the number of classes is read off the centers)."""
+    V_.instance("model", model, nn.Module)
+    V_.instance("b", b, Mapping)
+    missing = [k for k in ("X", "Y", "xq", "yq", "M") if k not in b]
+    if missing:
+        raise ValueError(f"b must be a batch with keys X, Y, xq, yq and M, missing {missing}")
+    V_.tensor("b['M']", b["M"], ndim=3)
+    V_.tensor("b['yq']", b["yq"], shape=(b["M"].shape[0],), dtype="int", min=0, max=b["M"].shape[-1],
+              strict_max=True)
     return nn.functional.cross_entropy(model(b["X"], b["Y"], b["xq"], b["M"].shape[-1]), b["yq"])
 
 
@@ -417,6 +530,8 @@ def train_icl(model: nn.Module, batches: Callable[[int], dict[str, Tensor]], ste
     not depend on the basis), ``"adamw"`` the usual transformer optimizer. Returns the training history."""
     from helpers import train
 
+    V_.instance("model", model, nn.Module)
+    V_.function("batches", batches)
     V_.one_of("optimizer", optimizer, ("sgd", "adamw"))
     lr = V_.positive("lr", lr)
     opt = torch.optim.SGD(model.parameters(), lr=lr) if optimizer == "sgd" else None
@@ -428,6 +543,7 @@ def checkpoint_config(name: str) -> dict:
     """The training config of the chapter's checkpoints (what ``data/14_icl_multiclass/make_models.py`` trains and
     the default run loads): ``shared_lt`` (linear transformers on tasks in a shared k-dim subspace, per d and
     seed) and ``softmax_tf`` (2-layer softmax transformers on isotropic tasks, per seed)."""
+    V_.instance("name", name, str)
     if name == "shared_lt":
         return dict(k=4, C=5, R2=4.0, per_label=8, dims=[16, 64, 256], seeds=[0, 1, 2], steps=800, batch=256,
                     optimizer="sgd", lr=1.0, subspace_stream=7, train_stream=8)
@@ -445,11 +561,12 @@ def dataset_prompts(features: np.ndarray, labels: np.ndarray, B: int, per_label:
 
     Returns ``X``, ``Y``, ``xq``, ``yq`` like :func:`sample_prompts` (no ``M``: the centers are unknown).
     """
-    F_ = V_.array("features", features, ndim=2, dtype="float")
+    F_ = _bounded_array("features", features, ndim=2, nonempty=True)
     y = V_.array("labels", labels, shape=(F_.shape[0],), dtype="int")
     B = V_.integer("B", B, min=1)
     per_label = V_.integer("per_label", per_label, min=1)
     d = F_.shape[1] if d is None else V_.integer("d", d, min=F_.shape[1])
+    rng = _rng(rng)
     classes = np.unique(y)
     C = len(classes)
     pools = [np.flatnonzero(y == c) for c in classes]

@@ -8,15 +8,52 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import inspect
+import math
+import numbers
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import matplotlib
 import matplotlib.pyplot as plt
+import numpy as np
+
+from helpers import validate as V
 
 __all__ = ["use_style", "static_slider", "live_controls", "has_front_end", "PALETTE"]
 
 PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#17becf", "#7f7f7f"]
+MAX_FRAMES = 500  # every frame of a static slider is embedded in the page as an image
+MAX_INCHES = 50.0  # a figure side; at 100 dpi, 5000 pixels
+
+
+def _is_real(x: Any) -> bool:
+    return isinstance(x, (numbers.Real, np.integer, np.floating)) and not isinstance(x, (bool, np.bool_))
+
+
+def _figsize(figsize: Any) -> tuple[float, float]:
+    if isinstance(figsize, (str, bytes)) or not isinstance(figsize, (Sequence, np.ndarray)) or len(figsize) != 2:
+        raise TypeError(f"figsize must be a (width, height) pair of inches, got {V.describe(figsize)}")
+    w, h = (V.number(f"figsize[{i}]", v, min=0, strict_min=True, max=MAX_INCHES) for i, v in enumerate(figsize))
+    return (w, h)
+
+
+def _values(values: Any) -> list:
+    """The frames' values: a non-empty iterable (not a string or a mapping) of at most MAX_FRAMES items, no NaN/inf
+    among the numbers."""
+    if isinstance(values, (str, bytes, Mapping)) or not isinstance(values, Iterable):
+        raise TypeError(f"values must be a sequence of frame values (list, tuple, range, array), got "
+                        f"{V.describe(values)}")
+    values = list(values)
+    if not values:
+        raise ValueError("values must be a non-empty sequence")
+    if len(values) > MAX_FRAMES:
+        raise ValueError(f"values must have at most {MAX_FRAMES} frames (each is embedded in the page), "
+                         f"got {len(values)}")
+    for i, v in enumerate(values):
+        if _is_real(v) and not math.isfinite(float(v)):
+            raise ValueError(f"values[{i}] must be a finite number, got {v}")
+    return values
 
 
 def use_style() -> None:
@@ -54,11 +91,17 @@ def static_slider(
     from IPython.display import HTML
     from matplotlib.animation import FuncAnimation
 
-    values = list(values)
-    if not values:
-        raise ValueError("values must be a non-empty sequence")
+    values = _values(values)
     if not callable(draw):
-        raise TypeError("draw must be a callable draw(fig, value)")
+        raise TypeError(f"draw must be a callable draw(fig, value), got {V.describe(draw)}")
+    figsize = _figsize(figsize)
+    V.instance("label", label, str)
+    V.instance("fmt", fmt, str)
+    for i, v in enumerate(values):
+        try:
+            fmt.format(v)
+        except (ValueError, TypeError, KeyError, IndexError, AttributeError) as e:
+            raise ValueError(f"fmt {fmt!r} cannot format values[{i}] = {v!r}: {type(e).__name__}: {e}") from None
     fig = plt.figure(figsize=figsize)
 
     def frame(i: int) -> list:
@@ -118,6 +161,7 @@ def live_controls(fn: Callable[..., Any], **controls: Any) -> Any:
     """
     if not callable(fn):
         raise TypeError(f"fn must be callable, got {type(fn).__name__}")
+    _controls(fn, controls)
     if not has_front_end():
         from IPython.display import HTML
 
@@ -128,3 +172,38 @@ def live_controls(fn: Callable[..., Any], **controls: Any) -> Any:
     import ipywidgets as widgets
 
     return widgets.interactive(fn, **controls)
+
+
+def _controls(fn: Callable[..., Any], controls: dict[str, Any]) -> None:
+    """Each control is an ``ipywidgets.interactive`` abbreviation that makes a widget, for a parameter ``fn`` takes:
+    ``(min, max[, step])`` of finite numbers with min <= max and step > 0, a non-empty list or dict of choices, a
+    bool, a string, a finite number, or an ipywidgets object. Checked here so that the book's own run (which shows
+    a placeholder) refuses what a live kernel would."""
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):  # pragma: no cover - a builtin without a signature
+        params = None
+    takes_any = params is None or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    for k, v in controls.items():
+        name = f"control {k!r}"
+        if not takes_any and (k not in params or params[k].kind is inspect.Parameter.POSITIONAL_ONLY):
+            raise ValueError(f"{name} is not a keyword parameter of fn (it takes {list(params)})")
+        if type(v).__module__.startswith("ipywidgets") or isinstance(v, (bool, np.bool_, str)):
+            continue
+        if _is_real(v):
+            V.number(name, v)
+        elif isinstance(v, tuple):
+            if len(v) not in (2, 3) or not all(_is_real(x) for x in v):
+                raise TypeError(f"{name} must be a (min, max) or (min, max, step) tuple of numbers, got "
+                                f"{V.describe(v)}")
+            lo, hi = V.number(f"{name} min", v[0]), V.number(f"{name} max", v[1])
+            if not lo <= hi:
+                raise ValueError(f"{name} must have min <= max, got {v}")
+            if len(v) == 3:
+                V.number(f"{name} step", v[2], min=0, strict_min=True)
+        elif isinstance(v, (list, dict)):
+            if not v:
+                raise ValueError(f"{name} must offer at least one choice, got {v!r}")
+        else:
+            raise TypeError(f"{name} must be a (min, max[, step]) tuple, a list or dict of choices, a bool, a "
+                            f"string, a number or an ipywidgets widget, got {V.describe(v)}")

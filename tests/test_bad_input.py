@@ -1320,6 +1320,142 @@ case("transfer_entropy.TinyVLM.loss", _VLM.loss, lambda: dict(batch=(_PATCHES, _
      more={"batch": [(_PATCHES, _QN), (_PATCHES, _QN, torch.tensor([0, 3])), (_PATCHES, _QN, torch.tensor([0]))]})
 
 
+# ------------------------------------------------------------------------------------------------- icl_multiclass
+from helpers import icl_multiclass as icl  # noqa: E402
+
+_SIG = np.array([1.0, 0.5])
+_PR = icl.sample_prompts(3, 6, 4, 3, _SIG, 2.0, np.random.default_rng(0))
+_X, _Y, _XQ, _YQ, _MC = _PR["X"], _PR["Y"], _PR["xq"], _PR["yq"], _PR["M"]
+_LT, _STF = icl.LinearICL(4), icl.SoftmaxICL(4, 3, d_model=8, n_layer=1, n_head=2)
+_U42 = np.eye(4)[:, :2]
+_HUGE2 = np.full((2, 2), 1e200)  # finite, but its square is inf
+_PROMPT_MORE = {"X": [_X[:, :0], _X * 1e35, _X.double()], "Y": [_Y + 3, _Y - 1, _Y.float(), _Y[:, :2]],
+                "xq": [_XQ[:, :2], _XQ.double(), _XQ * 1e35], "C": [1]}
+
+
+def _rng0() -> np.random.Generator:
+    return np.random.default_rng(0)
+
+
+case("icl_multiclass.stable_rank", icl.stable_rank, lambda: dict(M=np.eye(3)),
+     more={"M": [np.zeros((3, 3)), _HUGE2, np.ones(3)]})
+case("icl_multiclass.power_spectrum", icl.power_spectrum, lambda: dict(r=3, alpha=1.0),
+     more={"r": ["zero"], "alpha": ["neg", 1e308 * 10]})
+case("icl_multiclass.alpha_for_stable_rank", icl.alpha_for_stable_rank, lambda: dict(srank=2.0, r=4),
+     more={"srank": [0.5, 5.5, "neg"], "r": ["zero"]})
+case("icl_multiclass.random_orthonormal", icl.random_orthonormal,
+     lambda: dict(n=4, k=2, rng=_rng0(), orth_to_ones=False), more={"k": ["zero", 5], "n": ["zero"], "rng": [3, 0]})
+case("icl_multiclass.class_centers", icl.class_centers,
+     lambda: dict(d=4, C=3, sigma=_SIG, R2=2.0, rng=_rng0(), U=None),
+     skip={"U": {"none"}},  # None: a fresh U
+     more={"R2": [1e308, "zero", "neg"], "sigma": [np.array([1.0, -1.0]), np.array([1e308]), np.ones(3)],
+           "U": [np.ones((3, 2)), np.full((4, 2), math.nan)], "C": [1], "d": ["zero"], "rng": [0]})
+case("icl_multiclass.label_priors", icl.label_priors, lambda: dict(C=3, majority=0.5),
+     skip={"majority": {"none"}},  # None: uniform priors
+     more={"majority": [0.1, 1.0], "C": [1]})
+case("icl_multiclass.prompt_labels", icl.prompt_labels, lambda: dict(N=6, pi=np.full(3, 1 / 3), rng=_rng0()),
+     more={"pi": [np.array([0.5, 0.6]), np.array([1.5, -0.5])], "rng": [0]})
+case("icl_multiclass.class_centers_batch", icl.class_centers_batch,
+     lambda: dict(B=2, d=4, C=3, sigma=_SIG, R2=2.0, rng=_rng0(), U=None),
+     skip={"U": {"none"}}, more={"R2": [1e308], "B": ["zero"], "sigma": [np.ones(3)], "U": [np.ones((4, 3))]})
+case("icl_multiclass.sample_prompts", icl.sample_prompts,
+     lambda: dict(B=2, N=6, d=4, C=3, sigma=_SIG, R2=2.0, rng=_rng0(), pi=None, query_pi=None, U=None, task=None),
+     skip={"pi": {"none"}, "query_pi": {"none"}, "U": {"none"}, "task": {"none"}},  # None: defaults
+     more={"pi": [np.array([0.5, 0.5]), np.array([0.5, 0.6, -0.1])], "query_pi": [np.array([0.5, 0.6, 0.0])],
+           "task": [np.ones((3, 3)), np.full((4, 3), math.nan), np.full((4, 3), 1e308)], "R2": [1e308],
+           "N": ["zero"], "C": [1], "rng": [0]})
+case("icl_multiclass.lsa_forward", icl.lsa_forward,
+     lambda: dict(X=_X, Y=_Y, xq=_XQ, W_kq=torch.zeros(7, 7), W_pv=torch.zeros(7, 7), C=3),
+     more={**_PROMPT_MORE, "W_kq": [torch.zeros(6, 6), torch.zeros(7, 7, dtype=torch.float64)],
+           "W_pv": [torch.zeros(7, 6), torch.full((7, 7), 1e35)]})
+case("icl_multiclass.reduced_scores", icl.reduced_scores, lambda: dict(X=_X, Y=_Y, xq=_XQ, W=torch.eye(4), C=3),
+     more={**_PROMPT_MORE, "W": [torch.eye(3), torch.eye(4, dtype=torch.float64), np.eye(4)]})
+case("icl_multiclass.LinearICL", icl.LinearICL, lambda: dict(d=4), more={"d": ["zero"]})
+case("icl_multiclass.LinearICL.forward", _LT.forward, lambda: dict(X=_X, Y=_Y, xq=_XQ, C=3),
+     more={**_PROMPT_MORE, "X": [*_PROMPT_MORE["X"], torch.zeros(3, 6, 5)]})
+case("icl_multiclass.SoftmaxICL", icl.SoftmaxICL, lambda: dict(d=4, C=3, d_model=8, n_layer=1, n_head=2),
+     more={"n_head": [3, "zero"], "C": [1], "d": ["zero"], "d_model": ["zero"], "n_layer": ["zero"]})
+case("icl_multiclass.SoftmaxICL.forward", _STF.forward, lambda: dict(X=_X, Y=_Y, xq=_XQ, C=None),
+     skip={"C": {"none"}},  # None: the model's own C
+     more={**_PROMPT_MORE, "X": [*_PROMPT_MORE["X"], torch.zeros(3, 6, 5)], "C": [2, 4]})
+case("icl_multiclass.lda_scores", icl.lda_scores, lambda: dict(X=_X, Y=_Y, xq=_XQ, C=3, pi=None),
+     skip={"pi": {"none"}},  # None: the context's own label shares
+     more={**_PROMPT_MORE, "pi": [np.array([0.5, 0.5]), np.array([0.0, 0.5, 0.5]), np.full(3, 0.2),
+                                  np.full(3, math.nan)]})
+case("icl_multiclass.accuracy_by_class", icl.accuracy_by_class, lambda: dict(scores=_X[:, 0, :3], yq=_YQ, C=3),
+     skip={"scores": {"inf"}},  # ±inf is a legal score (a class ruled out); NaN is not
+     more={"scores": [_X[:, 0, :2], _X[:, 0, :3].numpy()], "yq": [_YQ + 3, _YQ.float(), _YQ[:2]], "C": ["zero"]})
+case("icl_multiclass.bayes_scores", icl.bayes_scores, lambda: dict(M=_MC, xq=_XQ, pi=None),
+     skip={"pi": {"none"}},  # None: uniform
+     more={"pi": [np.array([0.5, 0.5]), np.array([1.0, 0.0, 0.0])], "xq": [_XQ[:, :2], _XQ * 1e35],
+           "M": [_MC * 1e35, _MC[:, :, :0]]})
+case("icl_multiclass.subspace_oracle_scores", icl.subspace_oracle_scores,
+     lambda: dict(X=_X, Y=_Y, xq=_XQ, C=3, U=_U42, pi=None),
+     skip={"pi": {"none"}}, more={**_PROMPT_MORE, "U": [np.ones((3, 2)), np.full((4, 2), 1e308)],
+                                 "pi": [np.array([0.5, 0.5])]})
+case("icl_multiclass.matrix_cosine", icl.matrix_cosine, lambda: dict(A=np.eye(2), B=np.ones((2, 2))),
+     more={"A": [_HUGE2, np.zeros((2, 2))], "B": [_HUGE2, np.ones((3, 2))]})
+case("icl_multiclass.subspace_alignment", icl.subspace_alignment, lambda: dict(W=np.eye(4), U=_U42),
+     more={"W": [np.eye(3), np.full((4, 4), 1e200)], "U": [np.ones((3, 2)), np.full((4, 2), 1e200)]})
+case("icl_multiclass.pca_subspace", icl.pca_subspace, lambda: dict(features=np.eye(4), k=2),
+     more={"k": ["zero", 5], "features": [np.full((3, 2), 1e200)]})
+case("icl_multiclass.offsubspace_residue", icl.offsubspace_residue,
+     lambda: dict(W=np.arange(16.0).reshape(4, 4), U=_U42),
+     more={"W": [np.eye(3), np.full((4, 4), 1e200), np.zeros((4, 4))], "U": [np.eye(4), np.full((4, 2), 1e200)]})
+case("icl_multiclass.examples_to_reach", icl.examples_to_reach,
+     lambda: dict(grid=[1.0, 2.0, 4.0], accs=[0.2, 0.5, 0.9], target=0.6),
+     more={"grid": [[1.0, 1.0, 2.0], [0.0, 1.0, 2.0]], "accs": [[0.2, 0.5]]})
+case("icl_multiclass.predicted_margins", icl.predicted_margins, lambda: dict(M=np.eye(3), pi=np.full(3, 1 / 3)),
+     more={"M": [_HUGE2, np.ones(3)], "pi": [np.full(2, 0.5), np.array([-1.0, 1.0, 1.0])]})
+_STREAM_KW = dict(seed=0, stream=1, B=2, N=6, d=4, C=3, sigma=_SIG, R2=2.0, U=None)
+case("icl_multiclass.task_stream", icl.task_stream, lambda: dict(_STREAM_KW),
+     skip={"U": {"none"}},  # None: a fresh U per task
+     more={"R2": [1e308, "zero"], "sigma": [np.ones(3), np.array([1.0, 0.0])], "U": [np.ones((4, 3))],
+           "C": [1], "N": ["zero"], "B": ["zero"]})
+case("icl_multiclass.task_stream.batch", icl.task_stream(**_STREAM_KW), lambda: dict(step=0))
+case("icl_multiclass.icl_loss", icl.icl_loss, lambda: dict(model=_LT, b=dict(_PR)),
+     more={"b": [{"X": _X}, {}, 3, {**_PR, "yq": _YQ + 3}], "model": [3]})
+case("icl_multiclass.train_icl", icl.train_icl,
+     lambda: dict(model=icl.LinearICL(4), batches=icl.task_stream(**_STREAM_KW), steps=1, optimizer="sgd", lr=0.1,
+                  seed=0, warmup=0, desc="t", progress=False),
+     only=("model", "batches", "steps", "optimizer", "lr", "seed"),
+     skip={"seed": {"none"}},  # as in train.fit: None = no seeding
+     more={"model": [3], "batches": [3, [_PR]], "lr": ["zero", "neg"]})
+case("icl_multiclass.checkpoint_config", icl.checkpoint_config, lambda: dict(name="shared_lt"))
+_FEATS = np.concatenate([np.zeros((3, 2)), np.ones((3, 2))]) + np.arange(6)[:, None] * 0.1
+case("icl_multiclass.dataset_prompts", icl.dataset_prompts,
+     lambda: dict(features=_FEATS, labels=np.repeat([0, 1], 3), B=2, per_label=1, rng=_rng0(), d=None),
+     skip={"d": {"none"}},  # None: the features' own dimension
+     more={"features": [np.full((6, 2), 1e200), _FEATS[:, :0]], "labels": [np.repeat([0, 1], 2), np.zeros(6)],
+           "per_label": ["zero", 3], "d": [1], "rng": [0]})
+
+
+# ------------------------------------------------------------------------------------------------------ plotting
+from helpers import plotting  # noqa: E402
+
+
+def _draw_nothing(fig: Any, v: Any) -> None:
+    pass
+
+
+def _live_fn(alpha: float = 0.5, name: str = "a") -> None:
+    pass
+
+
+case("plotting.static_slider", plotting.static_slider,
+     lambda: dict(values=[1, 2], draw=_draw_nothing, figsize=(2.0, 1.5), label="k", fmt="{}"),
+     skip={"label": {"unknown"}, "fmt": {"unknown"}},  # any label; a format without a field is a constant title
+     more={"values": [[], [1.0, math.nan], [math.inf], range(plotting.MAX_FRAMES + 1), {"a": 1}, 3],
+           "draw": [3], "figsize": [(2.0,), (0.0, 1.0), (math.nan, 1.0), (1e308, 1.0), (2.0, "x"), 2.0],
+           "fmt": ["{x}", "{", "{1}", "{:q}"]})
+case("plotting.live_controls", plotting.live_controls, lambda: dict(fn=_live_fn, alpha=(0.0, 1.0, 0.1), name=["a"]),
+     skip={"alpha": {"str"}, "name": {"str"}},  # a string is a valid abbreviation (a text box)
+     more={"fn": [3], "alpha": [(1.0, 0.0), (0.0, math.nan), (0.0, 1.0, 0.0), (0.0, 1.0, -0.1), (0.0,),
+                                (0.0, "x"), (0.0, 1e308 * 10), math.inf, math.nan, object()],
+           "name": [[], {}]})
+case("plotting.has_front_end", plotting.has_front_end, lambda: dict())
+
+
 # -------------------------------------------------------------------------------------------------------- tests
 _BAD = bad_calls()
 
@@ -1391,3 +1527,45 @@ def test_random_nan_or_inf_is_named(data: st.DataObject) -> None:
         bad.reshape(-1)[i] = bad_val
     e = _call_bad(c, arg, bad)
     assert arg in str(e)
+
+
+def _finite_output(out: Any) -> bool:
+    if isinstance(out, torch.Tensor):
+        return bool(torch.isfinite(out).all()) if out.dtype.is_floating_point else True
+    if isinstance(out, np.ndarray):
+        return bool(np.isfinite(out).all()) if out.dtype.kind == "f" else True
+    if isinstance(out, float):
+        return math.isfinite(out)
+    if isinstance(out, dict):
+        return all(_finite_output(v) for v in out.values())
+    return True
+
+
+_HUGE_CASES = [(c, a) for c, a in _NUMERIC if c.name.startswith("icl_multiclass.")]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_random_huge_value_is_named_or_harmless(data: st.DataObject) -> None:
+    """#58: a huge finite value (1e31 to 1e308, either sign) at a random place of a float argument of
+    icl_multiclass is refused with the argument's name, or the result is still finite: never a silent NaN/inf."""
+    c, arg = data.draw(st.sampled_from(_HUGE_CASES))
+    kw = c.kwargs()
+    v = kw[arg]
+    big = data.draw(st.sampled_from([1.0, -1.0])) * 10.0 ** data.draw(st.floats(31, 308))
+    if isinstance(v, float):
+        kw[arg] = big
+    else:
+        bad = v.copy() if isinstance(v, np.ndarray) else v.clone(memory_format=torch.contiguous_format)
+        n = bad.size if isinstance(bad, np.ndarray) else bad.numel()
+        if n == 0 or (isinstance(bad, torch.Tensor) and bad.dtype == torch.float32 and abs(big) > 3e38):
+            big = math.copysign(3e38, big)  # the largest float32
+        bad.reshape(-1)[data.draw(st.integers(0, n - 1))] = big
+        kw[arg] = bad
+    with time_limit():
+        try:
+            out = c.fn(**kw)
+        except (ValueError, TypeError) as e:
+            assert arg in str(e), f"{c.name}({arg}=huge): {e}"
+            return
+    assert _finite_output(out), f"{c.name}({arg}={big:g} somewhere) returned NaN/inf silently"

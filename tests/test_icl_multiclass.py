@@ -273,3 +273,43 @@ def test_pca_subspace_and_residue():
         I.offsubspace_residue(np.eye(d) - P, U)
     with pytest.raises(ValueError):
         I.offsubspace_residue(np.eye(d), np.eye(d))
+
+
+def test_door_checks_of_the_issue_58_cases():
+    """Empty prompts, a huge R2, an extra leading axis, labels out of range: a clear error naming the argument."""
+    rng = np.random.default_rng(0)
+    p = I.sample_prompts(3, 6, 4, 3, I.power_spectrum(2, 0.0), 2.0, rng)
+    X, Y, xq = p["X"], p["Y"], p["xq"]
+    with pytest.raises(ValueError, match="R2"):
+        I.class_centers(4, 3, [1.0, 0.5], 1e308, rng)  # was: NaN centers
+    with pytest.raises(ValueError, match="X must have ndim 3"):
+        I.lda_scores(X[None], Y[None], xq[None], 3)  # was: accepted with an extra leading axis
+    for f in (lambda X_: I.reduced_scores(X_, Y[:, :0], xq, torch.eye(4), 3), lambda X_: I.lda_scores(X_, Y[:, :0], xq, 3),
+              lambda X_: I.lsa_forward(X_, Y[:, :0], xq, torch.zeros(7, 7), torch.zeros(7, 7), 3)):
+        with pytest.raises(ValueError, match="X must not be empty"):
+            f(X[:, :0])  # was: an einsum broadcast error
+    with pytest.raises(ValueError, match="Y must have values"):
+        I.reduced_scores(X, Y + 3, xq, torch.eye(4), 3)
+    with pytest.raises(TypeError, match="rng"):
+        I.random_orthonormal(4, 2, 0)
+    with pytest.raises(ValueError, match="pi"):
+        I.lda_scores(X, Y, xq, 3, pi=np.array([0.0, 0.5, 0.5]))  # log 0: a -inf score
+    with pytest.raises(ValueError, match="scores must have C=3 columns"):
+        I.accuracy_by_class(torch.zeros(3, 2), p["yq"], 3)
+    with pytest.raises(ValueError, match="missing"):
+        I.icl_loss(I.LinearICL(4), {"X": X})
+    with pytest.raises(ValueError, match="X must have shape"):
+        I.LinearICL(5)(X, Y, xq, 3)  # the model's d is 5, the prompt's 4
+
+
+def test_door_checks_do_not_change_numbers():
+    """The checked entry points compute exactly what the unchecked reduced form computes."""
+    rng = np.random.default_rng(3)
+    p = I.sample_prompts(8, 10, 5, 4, I.power_spectrum(3, 1.0), 4.0, rng)
+    W = torch.randn(5, 5, generator=torch.Generator().manual_seed(0))
+    ref = I._reduced(p["X"], p["Y"], p["xq"], W, 4)
+    assert torch.equal(I.reduced_scores(p["X"], p["Y"], p["xq"], W, 4), ref)
+    lt = I.LinearICL(5)
+    with torch.no_grad():
+        lt.W.copy_(W)
+    assert torch.equal(lt(p["X"], p["Y"], p["xq"], 4), ref)

@@ -1,3 +1,5 @@
+import re
+
 import pytest
 
 from helpers import plotting
@@ -23,6 +25,36 @@ def test_static_slider_bad_input():
         plotting.static_slider([], lambda f, v: None)
     with pytest.raises(TypeError):
         plotting.static_slider([1], "draw")
+
+
+def test_static_slider_refuses_bad_frames_and_sizes():
+    """#58: wrong type, NaN, out of range and wrong shape are refused at the door, naming the argument."""
+    draw = lambda f, v: None  # noqa: E731
+    for kw, exc, name in [
+        (dict(values="abc"), TypeError, "values"), (dict(values=[1.0, float("nan")]), ValueError, "values[1]"),
+        (dict(values=range(plotting.MAX_FRAMES + 1)), ValueError, "values"),
+        (dict(values=[1], figsize=(1.0,)), TypeError, "figsize"),
+        (dict(values=[1], figsize=(1e308, 2.0)), ValueError, "figsize[0]"),
+        (dict(values=[1], figsize=(2.0, float("nan"))), ValueError, "figsize[1]"),
+        (dict(values=[1], label=None), TypeError, "label"), (dict(values=[1.5], fmt="{:d}"), ValueError, "fmt"),
+    ]:
+        with pytest.raises(exc, match=re.escape(name)):
+            plotting.static_slider(draw=draw, **kw)
+
+
+def test_live_controls_refuses_controls_no_widget_could_show(monkeypatch):
+    monkeypatch.setenv("HELPERS_NO_FRONTEND", "1")  # the placeholder path checks the same as a live kernel
+
+    def fn(k=1, name="a"):
+        pass
+
+    for kw, exc in [(dict(k=(5, 1)), ValueError), (dict(k=(0, float("nan"))), ValueError),
+                    (dict(k=(0, 5, 0)), ValueError), (dict(k=(0, 1, 2, 3)), TypeError), (dict(k=None), TypeError),
+                    (dict(name=[]), ValueError), (dict(other=(1, 2)), ValueError)]:
+        with pytest.raises(exc, match=re.escape(repr(next(iter(kw))))):
+            plotting.live_controls(fn, **kw)
+    plotting.live_controls(fn, k=(1, 1), name=["a", "b"])  # min == max is a valid (fixed) slider
+    plotting.live_controls(lambda **kw: None, anything=True)  # **kwargs takes any control
 
 
 def test_live_controls(monkeypatch):
