@@ -47,6 +47,7 @@ __all__ = [
     "bw_graph", "COVERAGE_GROUPS", "AGENT_INTERFACES", "request_tokens", "agent_vocab", "encode", "make_agent",
     "train_agent", "decode", "sqlite_error_position", "AgentResult", "agent_answer", "bits_per_intent",
     "checkpoint_config", "CREDIT_ARMS", "token_advantages", "reinforce_agent", "sample_programs",
+    "greedy_success",
 ]
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -1648,3 +1649,12 @@ def sample_programs(model: torch.nn.Module, intents: Sequence[Intent], seed: int
         P = torch.cat([P, P[:, -1:] + 1], 1)
         real = torch.cat([real, torch.ones((B, 1), dtype=torch.bool)], 1)
     return outs
+
+
+def greedy_success(model: torch.nn.Module, con: sqlite3.Connection, intents: Sequence[Intent],
+                   interface: str) -> float:
+    """Share of ``intents`` a learned agent answers correctly by greedy free decoding, no repair: on training
+    intents, how well it fits its training data; on supervised intents after RL, whether the policy drifted."""
+    V.instance("con", con, sqlite3.Connection)
+    V.sequence("intents", intents, min_len=1)
+    return float(np.mean([agent_answer(model, con, it, interface).success for it in intents]))

@@ -317,6 +317,12 @@ def test_agent_learns_and_constrained_decoding_verifies(small_world):
         assert r.success == d.results_equal(d.execute(con, d.compile_sql(r.output))[1], it.result)
     b = d.bits_per_intent(m, its, "dsl")
     assert b.shape == (len(its),) and (b >= 0).all()
+    fit = d.greedy_success(m, con, its, "dsl")
+    assert fit == np.mean([d.agent_answer(m, con, it, "dsl").success for it in its])
+    untrained = d.make_agent("dsl", d_model=32, n_layer=1, n_head=2)
+    assert d.greedy_success(untrained, con, its, "dsl") < fit
+    with pytest.raises(ValueError):
+        d.greedy_success(m, con, [], "dsl")
     with pytest.raises(ValueError, match="constrained"):
         d.decode(m, its[0], "sql", constrained=True)
     with pytest.raises(ValueError):
