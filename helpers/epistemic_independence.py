@@ -42,7 +42,8 @@ __all__ = [
     "eit_reward", "accuracy_reward", "group_advantages", "grpo_loss", "answer_logits", "policy_expected_reward",
     "REWARD", "SLOT_FAMILIES", "NEW_FAMILIES", "reweighted_reward", "kl_to_reference", "CHECKPOINT_SLUG",
     "checkpoint_config", "make_judge", "REWARDS", "sft_loss", "pretrain_batch", "pretrain", "OPTION_START",
-    "rl_batch", "batch_digest", "RL_STREAM", "unpaired_steps",
+    "rl_batch", "batch_digest", "RL_STREAM", "unpaired_steps", "make_eval_sets", "evaluate_judge",
+    "policy_gradient", "mixed_share", "relative_max_diff",
 ]
 
 SUBJECTS = ("sum", "high_count", "ends", "odd_sum")
@@ -444,3 +445,69 @@ def pretrain(model: torch.nn.Module, cfg: dict, seed: int, *, lr: float | None =
                      lambda step: pretrain_batch(cfg, seed, step), steps,
                      lr=float(cfg["lr"]) if lr is None else lr, warmup=min(int(cfg["warmup"]), steps // 10),
                      seed=seed, eval_fn=eval_fn, eval_every=eval_every, progress=progress, desc=desc)
+
+
+# -- the chapter's evaluation and gradient probe ----------------------------------------------------------------
+def make_eval_sets(seed: int, n: int, splits: dict, conds: dict) -> dict:
+    """The fixed evaluation items: for each subject split (``{name: subjects}``), ``n`` items without a cue under
+    ``(split, "none", "none")`` and, for every cue family and condition (``{name: p_aligned}``), ``n`` cued items
+    under ``(split, family, condition)``. Item streams are keyed by ``seed`` and the cell's indices, so every model
+    and RL seed is scored on the same items."""
+    seed, n = V.seed("seed", seed), V.integer("n", n, min=1)
+    if not isinstance(splits, dict) or not splits or not isinstance(conds, dict) or not conds:
+        raise TypeError("splits and conds must be non-empty dicts ({name: subjects}, {name: p_aligned})")
+    sets = {}
+    for k, (split, subj) in enumerate(splits.items()):
+        sets[(split, "none", "none")] = make_batch(np.random.default_rng([seed, 2, k]), n, subjects=subj,
+                                                   p_cue=0.0)
+        for j, fam in enumerate(FAMILIES):
+            for c, (cond, pa) in enumerate(conds.items()):
+                sets[(split, fam, cond)] = make_batch(np.random.default_rng([seed, 2, k, j, c]), n, subjects=subj,
+                                                      families=(fam,), p_cue=1.0, p_aligned=pa)
+    return sets
+
+
+@torch.no_grad()
+def evaluate_judge(model: torch.nn.Module, eval_sets: dict, chunk: int = 2048) -> list[dict]:
+    """Greedy answers of ``model`` on every cell of :func:`make_eval_sets` in one pass: a row per cell with
+    ``split, family, cond``, the accuracy ``acc`` and, for adversarial cells, ``follow`` (answers equal to the
+    cue's target; NaN elsewhere)."""
+    V.function("model", model)
+    if not isinstance(eval_sets, dict) or not eval_sets:
+        raise TypeError("eval_sets must be a non-empty dict from make_eval_sets")
+    x = torch.cat([b.x for b in eval_sets.values()])
+    preds = torch.cat([answer_logits(model, x[i:i + chunk]).argmax(-1) for i in range(0, len(x), chunk)]).numpy()
+    rows, o = [], 0
+    for (split, fam, cond), b in eval_sets.items():
+        pred, o = preds[o:o + len(b)], o + len(b)
+        rows.append(dict(split=split, family=fam, cond=cond, acc=float((pred == b.truth).mean()),
+                         follow=float((pred == b.cue).mean()) if cond == "adversarial" else float("nan")))
+    return rows
+
+
+def policy_gradient(model: torch.nn.Module, batch: Batch, G: int, reward: str, mode: str, seed: int) -> torch.Tensor:
+    """The flat gradient of one :func:`grpo_loss` (answers sampled with a generator seeded ``seed``), for
+    comparing what two rewards or two advantage modes do to the same weights on the same samples."""
+    seed = V.seed("seed", seed)
+    model.zero_grad()
+    loss, _ = grpo_loss(model, batch, G, reward, mode, torch.Generator().manual_seed(seed))
+    loss.backward()
+    return torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None]).clone()
+
+
+def mixed_share(model: torch.nn.Module, batch: Batch, G: int, seed: int) -> float:
+    """Share of prompts whose ``G`` sampled answers are not all the same (only these carry a GRPO advantage)."""
+    G, seed = V.integer("G", G, min=1), V.seed("seed", seed)
+    with torch.no_grad():
+        p = torch.softmax(answer_logits(model, batch.x), -1)
+    a = torch.multinomial(p, G, replacement=True, generator=torch.Generator().manual_seed(seed))
+    return float((a.min(1).values != a.max(1).values).float().mean())
+
+
+def relative_max_diff(a: torch.Tensor, b: torch.Tensor) -> float:
+    """``max|a - b| / max|b|``: 0 when two gradients are identical (``b`` all zero counts as scale 1e-30)."""
+    V.tensor("a", a)
+    V.tensor("b", b)
+    if a.shape != b.shape:
+        raise ValueError(f"a and b must have the same shape, got {tuple(a.shape)} and {tuple(b.shape)}")
+    return float((a - b).abs().max() / b.abs().max().clamp_min(1e-30))

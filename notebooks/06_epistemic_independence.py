@@ -31,13 +31,13 @@
 # | hardware | GPUs | 2 CPU cores, a few minutes |
 #
 # :::{note}
-# **What is reconstructed.** The data rule (P(cue = truth) = 0.5), the reward constants and the bandwagon-only
+# **What is reconstructed.** The data rule (P(cue = truth) = 0.5), the reward constants and the bandwagon-only <!-- paper -->
 # training come from the authors' code as described in our notes. Ours: the synthetic judge task and its four
 # comparison rules, the token-level cue templates (the paper uses 24 natural-language bandwagon templates), the
 # three cue families that share nothing with bandwagon (irrelevant digits, a content-quoting "expert", option
 # order), the "pre-training" that makes the base judge competent *and* cue-following (standing in for an LLM's
 # learned sycophancy), the KL penalty's weight, and the choice of mean-baseline advantages for the main runs
-# (explained below; the paper's std-normalized GRPO is an arm of the ablation). The paper's +0.1 format bonus
+# (explained below; the paper's std-normalized GRPO is an arm of the ablation). The paper's +0.1 format bonus <!-- paper -->
 # for a `<think>` block has no analogue: our judge emits one answer token.
 # :::
 
@@ -84,7 +84,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import torch
-from IPython.display import display
+from IPython.display import Markdown, display
 
 from helpers import checkpoints, claims, plotting, repro, train
 from helpers import epistemic_independence as ei
@@ -151,25 +151,22 @@ for f in ei.FAMILIES:
 # expert and option-order items from the digits and ignored those cues, so transfer to them could not be
 # measured. The items without a cue force the judge to learn the task itself.
 #
-# A judge trained this way to the end is *certain*: an earlier build followed a wrong cue with probability
-# 0.9999, so the `G` answers sampled for a prompt almost always agreed, almost every group had zero advantage
-# under either reward, and the RL arms moved only when an unlikely answer happened to be drawn. An LLM samples
-# with some entropy; ours gets it from **label smoothing** ε = 0.4 in pre-training (the target puts ε/2 on the
-# other option), so the judge follows a wrong cue with probability near 1 − ε/2 = 0.8 while still answering the
-# cue's option. We chose ε with a rule fixed before looking: one small judge (seed 0, 1500 steps) per
-# candidate ε ∈ {0.2, 0.4}; keep those whose P(correct | wrong bandwagon cue) lies in [0.05, 0.3] and whose
-# adversarial accuracy stays at least 0.2 below aligned on every family; pick the larger expected share of groups
-# of 8 with both answers. The probe gave P = 0.10 and 0.21, shares 0.57 and 0.84, every family followed (the
-# expert cue least: aligned 0.95 / 0.90, adversarial 0.13 / 0.40), no-cue accuracy 0.945 / 0.934; so ε = 0.4.
+# A judge trained this way to the end is *certain*: an earlier build followed a wrong cue with a probability within
+# a hair of one, so the `G` answers sampled for a prompt almost always agreed, almost every group had zero
+# advantage under either reward, and the RL arms moved only when an unlikely answer happened to be drawn. An LLM
+# samples with some entropy; ours gets it from **label smoothing** ε in pre-training (the target puts ε/2 on the
+# other option), so the judge follows a wrong cue with probability near 1 − ε/2 while still answering the cue's
+# option. We chose ε with a rule fixed before looking, on one small judge (seed 0, 1500 steps) per candidate ε ∈
+# {0.2, 0.4}: keep those whose P(correct | wrong bandwagon cue) lies in [0.05, 0.3] and whose adversarial <!-- paper -->
+# accuracy stays at least 0.2 below aligned on every family; pick the larger expected share of groups of 8 with <!-- paper -->
+# both answers. Both candidates met the rule and the larger ε gave the larger share, so ε = 0.4. <!-- paper -->
 #
-# **How long to pre-train.** At 1500 steps the judges reached no-cue accuracy 0.93–0.96, too low for
-# `aligned_preserved` to mean much: a judge that stops trusting a right cue can keep its aligned accuracy only
-# as far as it solves the task on its own. Was smoothing capping the skill, or the budget? The same one-judge
-# probe (seed 0, ε = 0.4) at 3000 steps reached no-cue accuracy 0.98 on all subjects (0.99 on the training
-# subjects) with the smoothing criterion still met (P(correct | wrong cue) 0.20, share of mixed groups 0.83,
-# every family followed, the expert cue now 0.99 / 0.03). So mostly the budget: smoothing costs about 0.01 at
-# 1500 steps (0.945 at ε = 0.2, 0.934 at ε = 0.4) but does not bound the argmax accuracy, and a larger model was
-# not needed. The base is therefore trained for 3000 steps, with ε = 0.4 as chosen.
+# **How long to pre-train.** At 1500 steps the probe's judges were not accurate enough without cues for
+# `aligned_preserved` to mean much: a judge that stops trusting a right cue can keep its aligned accuracy only as
+# far as it solves the task on its own. The same one-judge probe at 3000 steps was clearly more accurate, with the
+# smoothing rule still met and every family still followed, so the budget, not the smoothing, had capped the
+# skill, and a larger model was not needed. The base is therefore trained for 3000 steps, with ε = 0.4 as chosen. <!-- paper -->
+# This run's base judges are measured below.
 #
 # The default run loads these
 # judges (one small judge per seed, the one RL trains, and one larger judge, the "scale" baseline) from a
@@ -241,43 +238,11 @@ print(f"parameters: small {bases[seed].n_params():,}, larger {large_base.n_param
 # %%
 CONDS = {"aligned": 1.0, "adversarial": 0.0}
 SPLITS = {"train subjects": ei.TRAIN_SUBJECTS, "held-out subjects": ei.HELDOUT_SUBJECTS}
-eval_sets = {}
-for k, (split, subj) in enumerate(SPLITS.items()):
-    eval_sets[(split, "none", "none")] = ei.make_batch(
-        repro.rng(seed, 2, k), eval_n, subjects=subj, p_cue=0.0
-    )
-    for j, fam in enumerate(ei.FAMILIES):
-        for c, (cond, pa) in enumerate(CONDS.items()):
-            eval_sets[(split, fam, cond)] = ei.make_batch(
-                repro.rng(seed, 2, k, j, c),
-                eval_n,
-                subjects=subj,
-                families=(fam,),
-                p_cue=1.0,
-                p_aligned=pa,
-            )
+eval_sets = ei.make_eval_sets(seed, eval_n, SPLITS, CONDS)  # fixed by `seed`
 
 
-EVAL_X = torch.cat([b.x for b in eval_sets.values()])  # one forward pass per model
-
-
-@torch.no_grad()
-def evaluate(model) -> pd.DataFrame:
-    chunks = [EVAL_X[i : i + 2048] for i in range(0, len(EVAL_X), 2048)]
-    preds = torch.cat([ei.answer_logits(model, c).argmax(-1) for c in chunks]).numpy()
-    rows, o = [], 0
-    for (split, fam, cond), b in eval_sets.items():
-        pred, o = preds[o : o + len(b)], o + len(b)
-        rows.append(
-            dict(
-                split=split,
-                family=fam,
-                cond=cond,
-                acc=(pred == b.truth).mean(),
-                follow=(pred == b.cue).mean() if cond == "adversarial" else np.nan,
-            )
-        )
-    return pd.DataFrame(rows)
+def evaluate(model) -> pd.DataFrame:  # every cell in one forward pass
+    return pd.DataFrame(ei.evaluate_judge(model, eval_sets))
 
 
 def acc(df, cond, family="bandwagon", split="train subjects", col="acc"):
@@ -286,6 +251,12 @@ def acc(df, cond, family="bandwagon", split="train subjects", col="acc"):
     return float(df[sel][col].iloc[0])
 
 
+# %% [markdown]
+# The base judges on these items: accuracy with an aligned and an adversarial cue per family (then how hard each
+# follows each family, aligned − adversarial accuracy), and how unsure each is under a wrong bandwagon cue, which
+# sets how many GRPO groups will hold both answers.
+
+# %%
 ev_bases = {s: evaluate(m) for s, m in bases.items()}
 ev_large = evaluate(large_base)
 base_table = pd.DataFrame(
@@ -313,6 +284,8 @@ display(base_gaps.round(3))
 base_none = [acc(ev_bases[s], "none") for s in SEEDS]
 gaps = [acc(ev_bases[s], "aligned") - acc(ev_bases[s], "adversarial") for s in SEEDS]
 print("no-cue accuracy of the base judges (train subjects):", np.round(base_none, 3))
+
+# %%
 with torch.no_grad():  # how unsure each base is under a wrong bandwagon cue
     b_adv = eval_sets[("train subjects", "bandwagon", "adversarial")]
     p_right = {
@@ -348,9 +321,9 @@ if not quick:
 # %% [markdown]
 # ## Balanced conflict data and the independence reward
 #
-# The training data of EIT: bandwagon cues only, each pointing at the truth with probability exactly 0.5. The
-# reward (`ei.eit_reward`, the paper's constants): +1.0 for a correct answer; with an adversarial cue, −0.5 for
-# following it and +0.5 for resisting it; with an aligned cue, −0.3 for a wrong answer and **no bonus** for
+# The training data of EIT: bandwagon cues only, each pointing at the truth with probability exactly 0.5. The <!-- paper -->
+# reward (`ei.eit_reward`, the paper's constants): +1.0 for a correct answer; with an adversarial cue, −0.5 for <!-- paper -->
+# following it and +0.5 for resisting it; with an aligned cue, −0.3 for a wrong answer and **no bonus** for <!-- paper -->
 # agreeing. The key lines:
 
 # %%
@@ -395,7 +368,7 @@ rec.check(
 
 # %% [markdown]
 # What the reward makes attractive: the exact expected reward of four fixed policies. On balanced data, truth
-# beats every cue-based rule under EIT; under plain accuracy, following and opposing the cue tie at 0.5. On
+# beats every cue-based rule under EIT; under plain accuracy, following and opposing the cue tie at 0.5. On <!-- paper -->
 # *adversarial-only* data, plain accuracy pays "always contradict the cue" exactly as much as the truth: that is
 # the shortcut the balance removes.
 
@@ -432,13 +405,13 @@ rec.check(
 # judge (two answers, so the KL is a two-term sum), the usual guard against forgetting what RL does not train.
 #
 # With only two possible answers, the EIT reward is, within one prompt, an affine function of "correct": slope
-# 1 + 0.5 + 0.5 = 2.0 under an adversarial cue, 1.3 under an aligned one, 1.0 without a cue. Two consequences,
+# 1 + 0.5 + 0.5 = 2.0 under an adversarial cue, 1.3 under an aligned one, 1.0 without a cue. Two consequences, <!-- paper -->
 # both checked on a fixed batch below:
 #
 # * **GRPO's std-normalized advantages remove the slope**: the EIT reward and plain accuracy give *identical*
 #   gradients. With the paper's optimizer, EIT can only differ from the accuracy reward through the data.
 # * **Mean-baseline advantages** `r − mean(r)` (as in Dr. GRPO) keep the slope but drop the intercept: EIT is
-#   then *exactly* an accuracy reward reweighted 2.0 on adversarial and 1.3 on aligned items
+#   then *exactly* an accuracy reward reweighted 2.0 on adversarial and 1.3 on aligned items <!-- paper -->
 #   (`ei.reweighted_reward`). Whatever EIT adds over accuracy on balanced data, it adds as a per-item step size.
 #
 # The main runs use mean-baseline advantages; the std-normalized arm is in the ablation.
@@ -450,49 +423,22 @@ rec.check(
 
 
 # %%
-def grads(model, b, reward, mode):
-    model.zero_grad()
-    loss, _ = ei.grpo_loss(
-        model, b, G, reward, mode, torch.Generator().manual_seed(seed)
-    )
-    loss.backward()
-    return torch.cat(
-        [p.grad.flatten() for p in model.parameters() if p.grad is not None]
-    ).clone()
-
-
 with repro.seeded(seed):
     probe = ei.make_judge(cfg["small"], seed)  # untrained: uncertain answers
 fixed = ei.make_batch(
     repro.rng(seed, 4), rl_batch, families=("bandwagon",), p_aligned=0.5
 )
-
-
-def mixed_share(model, b):
-    # share of prompts whose G sampled answers are not all the same
-    with torch.no_grad():
-        p = torch.softmax(ei.answer_logits(model, b.x), -1)
-    a = torch.multinomial(
-        p, G, replacement=True, generator=torch.Generator().manual_seed(seed)
-    )
-    return float((a.min(1).values != a.max(1).values).float().mean())
-
-
 print(
     "prompts with mixed answers: base judge "
-    f"{mixed_share(bases[seed], fixed):.2f}, probe {mixed_share(probe, fixed):.2f}"
+    f"{ei.mixed_share(bases[seed], fixed, G, seed):.2f}, "
+    f"probe {ei.mixed_share(probe, fixed, G, seed):.2f}"
 )
-g = {
-    (r, m): grads(probe, fixed, r, m)
+g = {  # one policy-gradient step's gradient, same samples for every reward
+    (r, m): ei.policy_gradient(probe, fixed, G, r, m, seed)
     for r in ("eit", "accuracy", "reweighted")
     for m in ("std", "mean")
 }
-
-
-def rel_diff(a, b):
-    return float((a - b).abs().max() / b.abs().max().clamp_min(1e-30))
-
-
+rel_diff = ei.relative_max_diff
 std_diff = rel_diff(g["eit", "std"], g["accuracy", "std"])
 mean_diff = rel_diff(g["eit", "mean"], g["accuracy", "mean"])
 rew_diff = rel_diff(g["eit", "mean"], g["reweighted", "mean"])
@@ -548,7 +494,7 @@ rec.check(
 # 5. **EIT, GRPO-std**: the same with the paper's std-normalized advantages (identical to accuracy reward with
 #    std-normalized advantages, by the check above).
 #
-# The fourth arm of the ablation, accuracy explicitly reweighted 2.0 / 1.3, has EIT's advantages to the last bit
+# The fourth arm of the ablation, accuracy explicitly reweighted 2.0 / 1.3, has EIT's advantages to the last bit <!-- paper -->
 # (the check above), so with the same batches and sampler it should retrace arm 4's run exactly; it is run for
 # every seed after the sweeps below and checked weight by weight (`reweighted_retraces_eit`).
 
@@ -610,6 +556,12 @@ for s in SEEDS:
         models[arm, s], logs[arm, s] = model.eval(), pd.DataFrame(stats_log)
 print(f"RL arms: {time.time() - t_rl:.0f} s")
 
+# %% [markdown]
+# Two checks on what the arms saw: the balanced arms of a seed trained on identical batches step by step (and the
+# adversarial-only ones on identical items), and EIT's training data holds no token of another cue family or of a
+# held-out subject.
+
+# %%
 ood_ids = [
     v
     for n, v in ei.VOCAB.items()
@@ -823,9 +775,9 @@ paired["mean"] = paired.mean(axis=1)
 display(paired.round(3))
 
 # %% [markdown]
-# Two diagnostics read from the same runs. Under mean-baseline advantages EIT *is* accuracy reweighted 2.0 / 1.3,
+# Two diagnostics read from the same runs. Under mean-baseline advantages EIT *is* accuracy reweighted 2.0 / 1.3, <!-- paper -->
 # so what it can change is speed: how soon the sampled answers stop following a wrong cue (first step where the
-# smoothed cue-following rate drops under 0.2). And a judge that ignores the cue has aligned accuracy equal to
+# smoothed cue-following rate drops under 0.2). And a judge that ignores the cue has aligned accuracy equal to <!-- paper -->
 # its no-cue accuracy: the aligned − no-cue gap says how much each arm still leans on a right cue.
 
 
@@ -944,7 +896,7 @@ def lr_per_seed(arm, col, lr):
 
 
 # %% [markdown]
-# The fourth arm of the reward ablation, run: the accuracy reward reweighted 2.0 (adversarial) / 1.3 (aligned),
+# The fourth arm of the reward ablation, run: the accuracy reward reweighted 2.0 (adversarial) / 1.3 (aligned), <!-- paper -->
 # every seed, same batches and sampler as EIT. If EIT under the mean baseline is nothing but this reweighting,
 # the two runs end with the same weights.
 
@@ -1001,72 +953,61 @@ def inf_share(arm):  # share of groups with any nonzero advantage over the run
     return [float(logs[arm, s]["informative"].mean()) for s in SEEDS]
 
 
-rec.claim(
-    "eit_vs_accuracy_reward",
-    "On the same balanced data, the EIT reward beats the plain accuracy reward under "
-    "adversarial cues",
-    paper="the reward, not only the data, makes the cue non-predictive",
-    measured=diff(eit_adv, acc_adv),
-    op=">",
-    target=0.02,
-    unit="adversarial bandwagon accuracy, EIT − accuracy reward",
-    baseline=acc_adv,
-    note=f"EIT {fmt(eit_adv)}, accuracy reward {fmt(acc_adv)}, EIT with GRPO-std "
-    "advantages "
-    f"{fmt(std_adv)}, reweighted accuracy 2.0 / 1.3 {fmt(rw_adv)} (per seed); "
-    f"aligned EIT {fmt(per_seed('EIT', 'aligned'))} vs "
-    "accuracy "
-    f"{fmt(per_seed('RL acc, balanced', 'aligned'))}. Informative-group share, EIT "
-    f"{fmt(inf_share('EIT'))}, accuracy reward {fmt(inf_share('RL acc, balanced'))}. "
-    "Paired (same batches and sampler seed): GRPO-std − accuracy reward, adversarial "
-    + fmt(diff(std_adv, acc_adv))
-    + ". At a third of the learning "
-    "rate, EIT − accuracy reward: "
-    + fmt(
-        diff(
-            lr_per_seed("EIT", "adversarial", lr_low),
-            lr_per_seed("RL acc, balanced", "adversarial", lr_low),
-        )
-    ),
+# %% [markdown]
+# **Conditions**, fixed before the claims' numbers are read. Every claim about an RL arm needs that arm trained to
+# a plateau: its sampled training accuracy is flat at the end (the book-wide rule: the last fifth of the run
+# improved by at most 5 % of the whole improvement). The comparison of the two rewards also needs the evaluation
+# to resolve the claim's bar: the standard error of the paired difference (two accuracies on the same items)
+# below it. The scale comparison needs a larger judge that is competent at the task (no-cue accuracy at the bar of
+# `base_competent`).
+
+
+# %%
+def plateau_of(arm):  # sampled accuracy while training (higher is better)
+    return [
+        train.plateau(logs[arm, s]["accuracy"].to_numpy(), higher_is_better=True)
+        for s in SEEDS
+    ]
+
+
+PLATEAU = {
+    "plateau_eit": "EIT",
+    "plateau_acc_balanced": "RL acc, balanced",
+    "plateau_adv_only": "RL acc, adversarial-only",
+}
+cond = {
+    k: rec.condition(
+        k, plateau_of(a), "<=", 0.05, statement=f"the {a} arm is trained to a plateau",
+        unit="sampled-accuracy gain over the last fifth / whole gain",
+    )
+    for k, a in PLATEAU.items()
+}
+n_adv = len(eval_sets[("train subjects", "bandwagon", "adversarial")])
+se_pair = [
+    float(np.sqrt((p * (1 - p) + q * (1 - q)) / n_adv))
+    for p, q in zip(eit_adv, acc_adv)
+]
+cond["resolves_bar"] = rec.condition(
+    "resolves_bar", se_pair, "<", 0.02,
+    statement="the evaluation resolves a reward difference of 0.02",
+    unit=f"standard error of the paired difference ({n_adv} items)",
 )
+cond["larger_competent"] = rec.condition(
+    "larger_competent", acc(ev_large, "none"), ">=", 0.9,
+    statement="the larger judge is competent at the task",
+    unit="no-cue accuracy, training subjects",
+)
+
+
+# %% tags=["hide-input"]
+# the claims' numbers and notes (per seed; the rules are in the table below)
+HO = "held-out subjects"
 base_adv, base_al = per_seed("base", "adversarial"), per_seed("base", "aligned")
-rec.claim(
-    "adv_accuracy_gain",
-    "EIT raises accuracy under adversarial bandwagon cues",
-    paper="improves (Qwen3-1.7B/4B; +13.2 % reported)",
-    measured=diff(eit_adv, base_adv),
-    op=">=",
-    target=0.1,
-    unit="accuracy, EIT − base",
-    baseline=base_adv,
-    note=f"base {fmt(base_adv)} → EIT {fmt(eit_adv)}; the other arms trained on "
-    f"bandwagon cues: accuracy reward {fmt(acc_adv)}, SFT-debias "
-    f"{fmt(per_seed('SFT-debias', 'adversarial'))} (aligned "
-    f"{fmt(per_seed('SFT-debias', 'aligned'))}, no cue "
-    f"{fmt(per_seed('SFT-debias', 'none'))})",
-)
 eit_al, eit_none = per_seed("EIT", "aligned"), per_seed("EIT", "none")
-rec.claim(
-    "aligned_preserved",
-    "EIT keeps accuracy when the cue is right",
-    paper="preserved",
-    measured=diff(eit_al, base_al),
-    op=">=",
-    target=-0.02,
-    unit="accuracy, EIT − base (aligned cue)",
-    baseline=base_al,
-    note=f"aligned {fmt(base_al)} → {fmt(eit_al)}; no cue "
-    f"{fmt(per_seed('base', 'none'))} → "
-    f"{fmt(eit_none)}. The base's aligned accuracy comes from the cue; a judge that "
-    "ignores the cue keeps it only as far as it solves the task as well as the cue "
-    "does. EIT aligned − no-cue: "
-    + fmt(diff(eit_al, eit_none))
-    + ". Aligned − base for the accuracy-reward arm "
-    + fmt(diff(per_seed("RL acc, balanced", "aligned"), base_al))
-    + " and the GRPO-std arm "
-    + fmt(diff(per_seed("EIT, GRPO-std", "aligned"), base_al))
-    + ". At a third of the learning rate, EIT − base (aligned): "
-    + fmt(diff(lr_per_seed("EIT", "aligned", lr_low), base_al)),
+adv_al = per_seed("RL acc, adversarial-only", "aligned")
+lo_diff = diff(
+    lr_per_seed("EIT", "adversarial", lr_low),
+    lr_per_seed("RL acc, balanced", "adversarial", lr_low),
 )
 
 
@@ -1076,21 +1017,8 @@ def base_gap(s, f):
 
 
 def adv_gain(arm, s, fams):
-    return float(
-        np.mean(
-            [
-                acc(evals[arm, s], "adversarial", f)
-                - acc(evals["base", s], "adversarial", f)
-                for f in fams
-            ]
-        )
-    )
-
-
-# transfer is measurable only on a family the base follows (base_follows_cues' bar);
-# the rule reads the base judges alone, before any RL arm
-followed = {s: [f for f in ei.NEW_FAMILIES if base_gap(s, f) >= 0.2] for s in SEEDS}
-new_gain = [adv_gain("EIT", s, followed[s]) for s in SEEDS if followed[s]]
+    return float(np.mean([acc(evals[arm, s], "adversarial", f)
+                          - acc(evals["base", s], "adversarial", f) for f in fams]))
 
 
 def cells(arm, fams, split="train subjects"):
@@ -1102,209 +1030,334 @@ def cells(arm, fams, split="train subjects"):
     )
 
 
-transfer_note = (
-    "new families the base follows (aligned − adversarial >= 0.2), per seed: "
-    + "; ".join(f"seed {s} {', '.join(followed[s]) or 'none'}" for s in SEEDS)
-    + ". Base gap per family (mean of seeds): "
-    + ", ".join(
-        f"{f} {np.mean([base_gap(s, f) for s in SEEDS]):+.2f}" for f in ei.NEW_FAMILIES
-    )
-    + ". Mean gain over all three new families, followed or not (the issue's first "
-    "form; a family the base does not follow can only show forgetting): "
-    + fmt([adv_gain("EIT", s, ei.NEW_FAMILIES) for s in SEEDS])
-    + ". Same gain for the accuracy-reward arm: "
-    + fmt([adv_gain("RL acc, balanced", s, followed[s] or ["digits"]) for s in SEEDS])
-    + ". no-cue/aligned/adversarial, mean of seeds — base: "
-    + cells("base", ei.NEW_FAMILIES)
-    + "; EIT: "
-    + cells("EIT", ei.NEW_FAMILIES)
-    + ". Verbosity (base → EIT adversarial): "
-    f"{mean_acc('base', 'adversarial', 'verbosity'):.2f} → "
-    f"{mean_acc('EIT', 'adversarial', 'verbosity'):.2f}; slot families authority, "
-    "distraction: " + cells("EIT", ["authority", "distraction"])
-)
-if len(new_gain) == len(SEEDS):
-    rec.claim(
-        "ood_transfer_new_families",
-        "Trained on bandwagon only, EIT resists cue families that share no token or "
-        "position with it",
-        paper="generalizes to unseen bias types (+39.1 % on distraction reported)",
-        measured=[round(x, 4) for x in new_gain],
-        op=">",
-        target=0.05,
-        unit="mean adversarial accuracy gain (EIT − base) over the new families "
-        "(digits, expert, order) that the seed's base judge follows",
-        baseline=[
-            float(
-                np.mean([acc(evals["base", s], "adversarial", f) for f in followed[s]])
-            )
-            for s in SEEDS
-        ],
-        note=transfer_note,
-    )
-else:
-    rec.untested(
-        "ood_transfer_new_families",
-        "Trained on bandwagon only, EIT resists cue families that share no token or "
-        "position with it",
-        paper="generalizes to unseen bias types (+39.1 % on distraction reported)",
-        reason="a base judge follows none of the new families, so there is no "
-        "cue-following to remove: " + transfer_note,
-    )
-HO = "held-out subjects"
-rec.claim(
-    "no_forgetting_heldout",
-    "EIT does not lose no-cue accuracy on subjects it was not trained on",
-    paper="generalizes to held-out MMLU-Pro subjects",
-    measured=diff(
-        per_seed("EIT", "none", split=HO), per_seed("base", "none", split=HO)
-    ),
-    op=">=",
-    target=-0.03,
-    unit="no-cue accuracy, EIT − base, held-out subjects",
-    baseline=per_seed("base", "none", split=HO),
-    note=f"no cue {fmt(per_seed('base', 'none', split=HO))} → "
-    f"{fmt(per_seed('EIT', 'none', split=HO))}"
-    f"; aligned {fmt(per_seed('base', 'aligned', split=HO))} → "
-    f"{fmt(per_seed('EIT', 'aligned', split=HO))}; beta sweep (seed {seed}), held-out "
-    "no-cue "
-    "accuracy: "
-    + ", ".join(f"beta {b_} {v:.3f}" for b_, v in beta_sweep["none (held-out)"].items())
-    + "; at a third of the learning rate, EIT − base: "
-    + fmt(
-        diff(
-            lr_per_seed("EIT", "no cue (held-out)", lr_low),
-            per_seed("base", "none", split=HO),
-        )
-    )
-    + "; accuracy-reward arm − base (main learning rate): "
-    + fmt(
-        diff(
-            per_seed("RL acc, balanced", "none", split=HO),
-            per_seed("base", "none", split=HO),
-        )
-    ),
-)
-rec.claim(
-    "ood_subject_transfer",
-    "EIT's gain under adversarial cues carries over to held-out subjects",
-    paper="generalizes to held-out MMLU-Pro subjects",
-    measured=diff(
-        per_seed("EIT", "adversarial", split=HO),
-        per_seed("base", "adversarial", split=HO),
-    ),
-    op=">",
-    target=0.05,
-    unit="adversarial bandwagon accuracy gain, held-out subjects",
-    baseline=per_seed("base", "adversarial", split=HO),
-    note=f"no-cue/aligned/adversarial — base: {cells('base', ['bandwagon'], HO)}; "
-    f"EIT: {cells('EIT', ['bandwagon'], HO)}",
-)
-adv_al = per_seed("RL acc, adversarial-only", "aligned")
-rec.claim(
-    "shortcut_of_adversarial_only",
-    "RL on adversarial-only cues learns to contradict the cue and loses aligned-cue "
-    "accuracy",
-    paper="the motivation for balanced data",
-    measured=diff(adv_al, base_al),
-    op="<",
-    target=-0.05,
-    unit="aligned accuracy, adversarial-only arm − base",
-    baseline=base_al,
-    note=f"EIT aligned accuracy {fmt(eit_al)}",
-)
-rec.claim(
-    "balanced_beats_adversarial_only",
-    "Balanced EIT keeps more aligned-cue accuracy than RL on adversarial-only cues",
-    paper="the motivation for balanced data",
-    measured=diff(eit_al, adv_al),
-    op=">",
-    target=0.0,
-    unit="aligned accuracy, EIT − adversarial-only arm",
-    baseline=adv_al,
-)
+# transfer is measurable only on a family the base follows (base_follows_cues' bar);
+# the rule reads the base judges alone, before any RL arm
+followed = {s: [f for f in ei.NEW_FAMILIES if base_gap(s, f) >= 0.2] for s in SEEDS}
+new_gain = [adv_gain("EIT", s, followed[s]) for s in SEEDS if followed[s]]
 resist_large = float(np.mean([acc(ev_large, "adversarial", f) for f in ei.FAMILIES]))
 resist_eit = [
     float(np.mean([acc(evals["EIT", s], "adversarial", f) for f in ei.FAMILIES]))
     for s in SEEDS
 ]
-rec.claim(
-    "beats_larger_model",
-    "The small judge with EIT resists bias better than a larger judge without it",
-    paper="EIT Qwen3-4B beats untrained 8B and 14B",
-    measured=[round(r - resist_large, 4) for r in resist_eit],
-    op=">",
-    target=0.0,
-    unit="adversarial accuracy (mean over families), small+EIT − larger base",
-    baseline=resist_large,
-    note=f"small+EIT {fmt(resist_eit)}, larger base {resist_large:.3f} "
-    f"({large_base.n_params():,} vs {bases[seed].n_params():,} parameters)",
-)
+NOTES = {
+    "eit_vs_accuracy_reward": f"EIT {fmt(eit_adv)}, accuracy reward {fmt(acc_adv)}, "
+    f"EIT with GRPO-std advantages {fmt(std_adv)}, reweighted accuracy 2.0 / 1.3 "
+    f"{fmt(rw_adv)} (per seed); aligned EIT {fmt(eit_al)} vs accuracy "
+    f"{fmt(per_seed('RL acc, balanced', 'aligned'))}. Informative-group share, EIT "
+    f"{fmt(inf_share('EIT'))}, accuracy reward {fmt(inf_share('RL acc, balanced'))}. "
+    "Paired (same batches and sampler seed): GRPO-std − accuracy reward, adversarial "
+    f"{fmt(diff(std_adv, acc_adv))}. At a third of the learning rate, EIT − accuracy "
+    f"reward: {fmt(lo_diff)}",
+    "adv_accuracy_gain": f"base {fmt(base_adv)} → EIT {fmt(eit_adv)}; the other arms "
+    f"trained on bandwagon cues: accuracy reward {fmt(acc_adv)}, SFT-debias "
+    f"{fmt(per_seed('SFT-debias', 'adversarial'))} (aligned "
+    f"{fmt(per_seed('SFT-debias', 'aligned'))}, no cue "
+    f"{fmt(per_seed('SFT-debias', 'none'))})",
+    "aligned_preserved": f"aligned {fmt(base_al)} → {fmt(eit_al)}; no cue "
+    f"{fmt(per_seed('base', 'none'))} → {fmt(eit_none)}. The base's aligned accuracy "
+    "comes from the cue; a judge that ignores the cue keeps it only as far as it "
+    "solves the task as well as the cue does. EIT aligned − no-cue: "
+    f"{fmt(diff(eit_al, eit_none))}. Aligned − base for the accuracy-reward arm "
+    f"{fmt(diff(per_seed('RL acc, balanced', 'aligned'), base_al))} and the GRPO-std "
+    f"arm {fmt(diff(per_seed('EIT, GRPO-std', 'aligned'), base_al))}. At a third of "
+    "the learning rate, EIT − base (aligned): "
+    + fmt(diff(lr_per_seed("EIT", "aligned", lr_low), base_al)),
+    "ood_transfer_new_families": "new families the base follows (aligned − "
+    "adversarial >= 0.2), per seed: "
+    + "; ".join(f"seed {s} {', '.join(followed[s]) or 'none'}" for s in SEEDS)
+    + ". Base gap per family (mean of seeds): "
+    + ", ".join(
+        f"{f} {np.mean([base_gap(s, f) for s in SEEDS]):+.2f}" for f in ei.NEW_FAMILIES
+    )
+    + ". Mean gain over all three new families, followed or not (a family the base "
+    "does not follow can only show forgetting): "
+    + fmt([adv_gain("EIT", s, ei.NEW_FAMILIES) for s in SEEDS])
+    + ". Same gain for the accuracy-reward arm: "
+    + fmt([adv_gain("RL acc, balanced", s, followed[s] or ["digits"]) for s in SEEDS])
+    + ". no-cue/aligned/adversarial, mean of seeds — base: "
+    + cells("base", ei.NEW_FAMILIES) + "; EIT: " + cells("EIT", ei.NEW_FAMILIES)
+    + ". Verbosity (base → EIT adversarial): "
+    f"{mean_acc('base', 'adversarial', 'verbosity'):.2f} → "
+    f"{mean_acc('EIT', 'adversarial', 'verbosity'):.2f}; slot families authority, "
+    "distraction: " + cells("EIT", ["authority", "distraction"]),
+    "no_forgetting_heldout": f"no cue {fmt(per_seed('base', 'none', split=HO))} → "
+    f"{fmt(per_seed('EIT', 'none', split=HO))}; aligned "
+    f"{fmt(per_seed('base', 'aligned', split=HO))} → "
+    f"{fmt(per_seed('EIT', 'aligned', split=HO))}; beta sweep (seed {seed}), "
+    "held-out no-cue accuracy: "
+    + ", ".join(f"beta {b_} {v:.3f}" for b_, v in beta_sweep["none (held-out)"].items())
+    + "; at a third of the learning rate, EIT − base: "
+    + fmt(diff(lr_per_seed("EIT", "no cue (held-out)", lr_low),
+               per_seed("base", "none", split=HO)))
+    + "; accuracy-reward arm − base (main learning rate): "
+    + fmt(diff(per_seed("RL acc, balanced", "none", split=HO),
+               per_seed("base", "none", split=HO))),
+    "ood_subject_transfer": f"no-cue/aligned/adversarial — base: "
+    f"{cells('base', ['bandwagon'], HO)}; EIT: {cells('EIT', ['bandwagon'], HO)}",
+    "shortcut_of_adversarial_only": f"EIT aligned accuracy {fmt(eit_al)}",
+    "beats_larger_model": f"small+EIT {fmt(resist_eit)}, larger base "
+    f"{resist_large:.3f} ({large_base.n_params():,} vs {bases[seed].n_params():,} "
+    "parameters)",
+}
+
+
+def record(rows):
+    for cid, statement, paper, measured, op, target, unit, baseline, given in rows:
+        rec.claim(cid, statement, paper=paper, measured=measured, op=op,
+                  target=target, unit=unit, baseline=baseline,
+                  note=NOTES.get(cid, ""), given=given)
+
+
+# %%
+E, HOs = ("plateau_eit",), dict(split=HO)
+record([  # id, statement, paper, measured, op, target, unit, baseline, given
+    ("eit_vs_accuracy_reward", "On the same balanced data, the EIT reward beats the "
+     "plain accuracy reward under adversarial cues",
+     "the reward, not only the data, makes the cue non-predictive",
+     diff(eit_adv, acc_adv), ">", 0.02,
+     "adversarial bandwagon accuracy, EIT − accuracy reward", acc_adv,
+     ("plateau_eit", "plateau_acc_balanced", "resolves_bar")),
+    ("adv_accuracy_gain", "EIT raises accuracy under adversarial bandwagon cues",
+     "improves (Qwen3-1.7B/4B; +13.2 % reported)", diff(eit_adv, base_adv), ">=",
+     0.1, "accuracy, EIT − base", base_adv, E),
+    ("aligned_preserved", "EIT keeps accuracy when the cue is right", "preserved",
+     diff(eit_al, base_al), ">=", -0.02, "accuracy, EIT − base (aligned cue)",
+     base_al, E),
+])
+if len(new_gain) == len(SEEDS):
+    record([(
+        "ood_transfer_new_families", "Trained on bandwagon only, EIT resists cue "
+        "families that share no token or position with it",
+        "generalizes to unseen bias types (+39.1 % on distraction reported)",
+        [round(x, 4) for x in new_gain], ">", 0.05,
+        "mean adversarial accuracy gain (EIT − base) over the new families "
+        "(digits, expert, order) that the seed's base judge follows",
+        [float(np.mean([acc(evals["base", s], "adversarial", f) for f in followed[s]]))
+         for s in SEEDS], E)])
+else:
+    rec.untested(
+        "ood_transfer_new_families", "Trained on bandwagon only, EIT resists cue "
+        "families that share no token or position with it",
+        paper="generalizes to unseen bias types (+39.1 % on distraction reported)",
+        reason="a base judge follows none of the new families, so there is no "
+        "cue-following to remove: " + NOTES["ood_transfer_new_families"],
+    )
+
+
+# %%
+record([
+    ("no_forgetting_heldout", "EIT does not lose no-cue accuracy on subjects it was "
+     "not trained on", "generalizes to held-out MMLU-Pro subjects",
+     diff(per_seed("EIT", "none", **HOs), per_seed("base", "none", **HOs)), ">=",
+     -0.03, "no-cue accuracy, EIT − base, held-out subjects",
+     per_seed("base", "none", **HOs), E),
+    ("ood_subject_transfer", "EIT's gain under adversarial cues carries over to "
+     "held-out subjects", "generalizes to held-out MMLU-Pro subjects",
+     diff(per_seed("EIT", "adversarial", **HOs),
+          per_seed("base", "adversarial", **HOs)), ">", 0.05,
+     "adversarial bandwagon accuracy gain, held-out subjects",
+     per_seed("base", "adversarial", **HOs), E),
+    ("shortcut_of_adversarial_only", "RL on adversarial-only cues learns to "
+     "contradict the cue and loses aligned-cue accuracy",
+     "the motivation for balanced data", diff(adv_al, base_al), "<", -0.05,
+     "aligned accuracy, adversarial-only arm − base", base_al, ("plateau_adv_only",)),
+    ("balanced_beats_adversarial_only", "Balanced EIT keeps more aligned-cue accuracy "
+     "than RL on adversarial-only cues", "the motivation for balanced data",
+     diff(eit_al, adv_al), ">", 0.0, "aligned accuracy, EIT − adversarial-only arm",
+     adv_al, ("plateau_eit", "plateau_adv_only")),
+    ("beats_larger_model", "The small judge with EIT resists bias better than a "
+     "larger judge without it", "EIT Qwen3-4B beats untrained 8B and 14B",
+     [round(r - resist_large, 4) for r in resist_eit], ">", 0.0,
+     "adversarial accuracy (mean over families), small+EIT − larger base",
+     resist_large, ("plateau_eit", "larger_competent")),
+])
 rec.save()
 
 # %% [markdown]
 # ## What the runs say, and what they cannot
 #
-# Read the claims above with the per-seed tables. The base judges are now competent *and* sycophantic: no-cue
-# accuracy 0.99 on the training subjects (0.96–0.99 on the held-out ones), and they follow **every** cue family
-# (aligned − adversarial accuracy 1.00 on five families, 0.99–1.00 on digits, 0.96–0.97 on the expert cue, every
-# seed). With label smoothing they are unsure: P(correct | wrong bandwagon cue) 0.20 per seed, so about 0.83 of
-# the groups of 8 are expected to hold both answers; measured while training, 0.72–0.93 of the groups carry an
-# advantage in the first ten steps and 0.16–0.30 over the whole run (the judges grow sure as they learn). All
-# arms of a seed train on the same batches with the same sampler seed (the `common_batches` check), so every
-# difference below is paired. In the default run (seeds 0–2) the claims say:
-#
-# * **The EIT reward adds nothing consistent beyond balanced data here.** `eit_vs_accuracy_reward` is +0.020 /
-#   −0.083 / +0.000 (not held; mean −0.02): EIT 0.99 / 0.90 / 0.98 adversarial accuracy, the accuracy reward
-#   0.97 / 0.98 / 0.98, on identical batches. At a third of the learning rate −0.03 / +0.01 / +0.02. The paired
-#   differences straddle zero; the one large one (seed 1) goes against EIT. The fourth arm, accuracy reweighted
-#   2.0 / 1.3, ends with EIT's weights to the last bit on every seed (`reweighted_retraces_eit`): under the mean
-#   baseline the EIT reward *is* that reweighting, in a full run as on one batch.
-# * **Balanced-data RL removes the cue-following.** `adv_accuracy_gain` +0.99 / +0.90 / +0.98 over a base at
-#   0.00 (held), and it carries over to held-out subjects (`ood_subject_transfer` +0.87 / +0.77 / +0.78, held),
-#   though there the EIT judge is at 0.81 / 0.80 / 0.80 no-cue / aligned / adversarial (mean of seeds) against
-#   the base's 0.98 / 1.00 / 0.00: it resists the cue and has lost task skill. The paper's SFT baseline clears
-#   the same bar more easily (adversarial 1.00 every seed) by learning the opposite shortcut: aligned 0.00,
-#   no cue 0.66 / 0.55 / 0.45.
-# * **Aligned accuracy is not preserved, now measurably.** With a base at 0.99 without cues, a judge that
-#   ignores the cue could keep aligned accuracy near 0.99. `aligned_preserved` is −0.113 / −0.077 / −0.017
-#   (mixed: one seed of three within −0.02). Two parts: EIT loses some task skill (no-cue 0.99 → 0.957 / 0.953 /
-#   0.973), and on seed 0 it leans *against* the cue (aligned 0.887 below its no-cue 0.957, adversarial 0.99
-#   above it). The accuracy reward loses as much (aligned −0.063 / −0.077 / −0.023); the GRPO-std arm least
-#   (−0.050 / −0.027 / −0.013). EIT's −0.3 penalty on aligned errors does not buy preservation. Our reading:
-#   under the mean baseline EIT steps 2.0× on adversarial items and 1.3× on aligned ones, which pushes towards
-#   contradicting the cue; the mean aligned − no-cue gap fits it (EIT −0.030, accuracy −0.011, GRPO-std +0.021),
-#   and at a third of the learning rate EIT's aligned loss shrinks on seeds 0–1 (−0.077 / −0.010 / −0.023).
-# * **Forgetting on held-out subjects is real and not EIT's.** `no_forgetting_heldout` −0.10 / −0.24 / −0.16
-#   (not held); the accuracy-reward arm loses −0.07 / −0.20 / −0.11. On seed 0 the KL penalty matters from zero
-#   to 0.02 (held-out no-cue 0.75 at β = 0 → 0.88 at β = 0.02) and little beyond (0.88 at β = 0.2, 0.89 at
-#   β = 1.0, where the adversarial gain is lost too: 0.76 on the training subjects); a third of the learning
-#   rate gives −0.12 / −0.18 / −0.07. The RL data shows only cued items of two subjects.
-# * **Transfer to the new families holds** (`ood_transfer_new_families` +0.29 / +0.38 / +0.25 on digits,
-#   expert and order, all followed by the base), but the accuracy-reward arm transfers as much (+0.28 / +0.37 /
-#   +0.32): what transfers is "stop trusting cues", learnt from balanced data under either reward. Transfer is
-#   partial (EIT adversarial, mean of seeds: digits 0.44, expert 0.40, order 0.10, verbosity 0.26) next to the
-#   slot families, which share the letter token (authority 0.92, distraction 0.93).
-# * **The paper's optimiser trades adversarial for aligned accuracy.** `EIT, GRPO-std` (std-normalized
-#   advantages, under which EIT and accuracy give identical gradients) stops following the cue soonest (19
-#   steps to a cue-following rate under 0.2, against 24 for the accuracy reward and 29 for EIT) but ends lower
-#   under adversarial cues (0.92 / 0.93 / 0.90; paired −0.05 / −0.05 / −0.08 against the accuracy reward) and
-#   highest under aligned ones (0.95 / 0.97 / 0.99). The previous, 1500-step base made it the strongest arm
-#   under adversarial cues; which arm leads depends on the base at this scale.
-# * **`beats_larger_model` holds** (+0.58 / +0.58 / +0.56), almost by construction (below).
-#
-# Limits: one base judge per seed and one larger judge; 150 RL steps; a synthetic task whose cues are single
-# tokens; eval cells of 300 items (a standard error near 0.017 at 90 % accuracy, 0.01 at 97 %). The arms are
-# paired (same batches, same sampler seed), but three seeds are few: a paired difference within about ±0.03 is
-# not resolved, and the one large difference (seed 1, −0.08) is a single seed. The base's uncertainty is set by
-# hand (label smoothing 0.4, chosen by a one-judge probe for the informative-group share, not for any claim);
-# a judge that follows a wrong cue 80 % of the time is a stand-in for an LLM's sampling entropy, not a
-# measurement of it. A small ε sweep, run outside this notebook with the same code (at ε = 0.4 it reproduces
-# the numbers above exactly): bases pre-trained 3000 steps at ε = 0.2 (no-cue 0.97 / 0.98 / 0.97, P(correct |
-# wrong cue) 0.10), then the EIT and accuracy-reward arms, paired, every seed. EIT − accuracy reward under
-# adversarial cues is −0.023 / −0.020 / +0.037 there, against +0.020 / −0.083 / +0.000 at ε = 0.4: no
-# consistent sign at either ε; EIT's aligned accuracy falls 0.04–0.05 at ε = 0.2 too (accuracy reward 0.02–
-# 0.06). Two values of ε on three seeds is all that was measured. `beats_larger_model` holds almost by
-# construction: the larger judge is pre-trained with the same cue-decided recipe, so it follows every cue
-# (adversarial 0.00); it shows that RL beats an untrained judge of any size here, not how bias resistance
-# scales.
+# Generated from this run's record and tables (no number here is typed by hand); read it with the claims above
+# and the per-seed tables.
+
+# %% tags=["remove-input"]
+VERD = {c.id: c.verdict for c in rec.claims}
+
+
+def pm(xs):
+    return " / ".join(f"{x:+.3f}" for x in xs)
+
+
+def span(xs, f=".2f"):
+    lo, hi = f"{min(xs):{f}}", f"{max(xs):{f}}"
+    return lo if lo == hi else f"{lo}–{hi}"
+
+
+def says(cid, xs):
+    return f"`{cid}` is {pm(xs)} ({VERD[cid]})"
+
+
+mean = np.mean
+ho_none = per_seed("base", "none", split=HO)
+gap_vals = base_gaps[[f"seed {s}" for s in SEEDS]].to_numpy()
+p_wrong = [float(p_right[s].mean()) for s in SEEDS]
+mixed = [float(mean(1 - p**G - (1 - p) ** G)) for p in p_right.values()]
+inf_first = informative.xs("first 10 steps", level=1).to_numpy().ravel()
+inf_all = informative.xs("all steps", level=1).to_numpy().ravel()
+txt = [
+    f"The base judges: no-cue accuracy {fmt(base_none)} on the training subjects "
+    f"({fmt(ho_none)} on the held-out ones); aligned − adversarial accuracy per cue "
+    f"family and seed {span(gap_vals.ravel())}"
+    + (" (every family followed)" if gap_vals.min() >= 0.2 else "")
+    + f". P(correct | wrong bandwagon cue) {fmt(p_wrong)}, so {fmt(mixed)} of the "
+    f"groups of {G} are expected to hold both answers; measured while training, "
+    f"{span(inf_first)} of the groups carry an advantage in the first ten steps and "
+    f"{span(inf_all)} over the whole run. All arms of a seed train on the same "
+    "batches with the same sampler seed (`common_batches`), so every difference "
+    "below is paired. In this run ("
+    + (f"seeds {SEEDS[0]}–{SEEDS[-1]}" if len(SEEDS) > 1 else f"seed {SEEDS[0]}")
+    + "):",
+    "",
+]
+ev_d = diff(eit_adv, acc_adv)
+lo_d = diff(
+    lr_per_seed("EIT", "adversarial", lr_low),
+    lr_per_seed("RL acc, balanced", "adversarial", lr_low),
+)
+txt.append(
+    "* **The EIT reward against the accuracy reward, same balanced data.** "
+    + says("eit_vs_accuracy_reward", ev_d)
+    + f", mean {mean(ev_d):+.3f}: EIT {fmt(eit_adv)} adversarial accuracy, the "
+    f"accuracy reward {fmt(acc_adv)}, on identical batches; at a third of the "
+    f"learning rate {pm(lo_d)}. "
+    + (
+        "The paired differences straddle zero. "
+        if min(ev_d) < 0 < max(ev_d)
+        else "The paired differences share one sign. "
+    )
+    + "The accuracy reward reweighted 2.0 / 1.3 ends with EIT's weights (max "
+    f"difference {rw_dev:.1e}, `reweighted_retraces_eit`): under the mean baseline "
+    "the EIT reward *is* that reweighting, in a full run as on one batch."
+)
+sft = {c: per_seed("SFT-debias", c) for c in ("adversarial", "aligned", "none")}
+txt.append(
+    "* **Balanced-data RL and cue-following.** "
+    + says("adv_accuracy_gain", diff(eit_adv, base_adv))
+    + f" over a base at {fmt(base_adv)}; on held-out subjects "
+    + says(
+        "ood_subject_transfer",
+        diff(per_seed("EIT", "adversarial", split=HO),
+             per_seed("base", "adversarial", split=HO)),
+    )
+    + f". There the EIT judge is at {cells('EIT', ['bandwagon'], HO)} (no cue / "
+    f"aligned / adversarial, mean of seeds), the base at "
+    f"{cells('base', ['bandwagon'], HO)}. The paper's SFT baseline: adversarial "
+    f"{fmt(sft['adversarial'])}, aligned {fmt(sft['aligned'])}, no cue "
+    f"{fmt(sft['none'])}"
+    + (
+        ": it learns the opposite shortcut, contradicting the cue."
+        if mean(sft["aligned"]) < mean(sft["none"]) - 0.2
+        else "."
+    )
+)
+gap_arm = {a: speed.loc[a, "aligned − no-cue accuracy"] for a in ABL}
+txt.append(
+    f"* **Aligned accuracy.** The base's no-cue accuracy is {fmt(base_none)}; a judge "
+    "that ignores the cue can keep aligned accuracy only that high. "
+    + says("aligned_preserved", diff(eit_al, base_al))
+    + f" (bar −0.02). EIT's no-cue accuracy {fmt(base_none)} → {fmt(eit_none)}; "
+    f"its aligned − no-cue gap {pm(diff(eit_al, eit_none))}. Aligned − base for "
+    "the "
+    "accuracy-reward arm "
+    + pm(diff(per_seed("RL acc, balanced", "aligned"), base_al))
+    + ", for GRPO-std "
+    + pm(diff(per_seed("EIT, GRPO-std", "aligned"), base_al))
+    + "; EIT at a third of the learning rate "
+    + pm(diff(lr_per_seed("EIT", "aligned", lr_low), base_al))
+    + ". Mean aligned − no-cue gap: "
+    + ", ".join(f"{a} {v:+.3f}" for a, v in gap_arm.items())
+    + ". Under the mean baseline EIT steps 2.0× on adversarial items and 1.3× on "
+    "aligned ones, which pushes towards contradicting the cue; "
+    + (
+        "EIT's gap is negative and the lowest, as that reading predicts."
+        if min(gap_arm, key=gap_arm.get) == "EIT" and gap_arm["EIT"] < 0
+        else "here EIT's gap is not both negative and the lowest, so the runs do not "
+        "single out that push."
+    )
+)
+fg_eit = diff(per_seed("EIT", "none", split=HO), ho_none)
+fg_acc = diff(per_seed("RL acc, balanced", "none", split=HO), ho_none)
+txt.append(
+    "* **Forgetting on held-out subjects.** "
+    + says("no_forgetting_heldout", fg_eit)
+    + f"; the accuracy-reward arm {pm(fg_acc)}. β sweep (seed {seed}): held-out "
+    "no-cue accuracy "
+    + ", ".join(f"{b:g}: {v:.2f}" for b, v in beta_sweep["none (held-out)"].items())
+    + "; adversarial accuracy on the training subjects "
+    + ", ".join(f"{b:g}: {v:.2f}" for b, v in beta_sweep["adversarial (train)"].items())
+    + ". At a third of the learning rate EIT − base: "
+    + pm(diff(lr_per_seed("EIT", "no cue (held-out)", lr_low), ho_none))
+    + ". "
+    + (
+        "Both RL arms lose held-out skill, so the loss is not the EIT reward's: the "
+        "RL data shows only cued items of two subjects."
+        if mean(fg_eit) < -0.03 and mean(fg_acc) < -0.03
+        else "The arms differ in how much held-out skill they keep."
+    )
+)
+if VERD["ood_transfer_new_families"] != "untested":
+    acc_gain = [adv_gain("RL acc, balanced", s, followed[s]) for s in SEEDS]
+    txt.append(
+        "* **Transfer to the new families.** "
+        + says("ood_transfer_new_families", new_gain)
+        + f"; the accuracy-reward arm gains {pm(acc_gain)} on the same families"
+        + (
+            ", as much or more: what transfers is \"stop trusting cues\", learnt "
+            "from balanced data under either reward."
+            if mean(acc_gain) >= mean(new_gain)
+            else ", less than EIT."
+        )
+        + " EIT adversarial accuracy, mean of seeds: "
+        + ", ".join(
+            f"{f} {mean_acc('EIT', 'adversarial', f):.2f}"
+            for f in (*ei.NEW_FAMILIES, "verbosity", "authority", "distraction")
+        )
+        + " (the last two share the bandwagon cue's slot and letter)."
+    )
+steps_02 = speed["steps until cue-following < 0.2"].drop("base", errors="ignore")
+txt.append(
+    "* **The paper's optimiser (GRPO-std).** Steps until sampled cue-following is "
+    "under 0.2 (mean of seeds): "
+    + ", ".join(f"{a} {v:.0f}" if v == v else f"{a} never" for a, v in steps_02.items())
+    + f". Adversarial accuracy {fmt(std_adv)} (paired against the accuracy reward "
+    f"{pm(diff(std_adv, acc_adv))}), aligned "
+    f"{fmt(per_seed('EIT, GRPO-std', 'aligned'))}."
+)
+txt.append(
+    "* "
+    + says("beats_larger_model", [round(r - resist_large, 4) for r in resist_eit])
+    + f"; the larger judge's adversarial accuracy (mean over families) is "
+    f"{resist_large:.3f}"
+    + (
+        ": it follows every cue, so the claim holds almost by construction and shows "
+        "that RL beats an untrained judge of any size here, not how bias resistance "
+        "scales."
+        if resist_large < 0.1
+        else "."
+    )
+)
+se90 = float(np.sqrt(0.9 * 0.1 / eval_n))
+txt += [
+    "",
+    f"Limits: one base judge per seed and one larger judge; {rl_steps} RL steps; a "
+    "synthetic task whose cues are single tokens; evaluation cells of "
+    f"{eval_n} items (a standard error near {se90:.3f} at 90 % accuracy; the "
+    f"paired-difference errors of the reward comparison are {fmt(se_pair)}, "
+    f"`resolves_bar`). {len(SEEDS)} seed(s) are few: a paired difference within about "
+    f"±{2 * max(se_pair):.2f} is not resolved. The base's uncertainty is set by hand "
+    f"(label smoothing {cfg['label_smoothing']}, chosen by a one-judge probe for the "
+    "informative-group share, not for any claim); a judge that follows a wrong cue "
+    "most of the time is a stand-in for an LLM's sampling entropy, not a "
+    "measurement of it. A small ε sweep run outside this notebook with the same "
+    "code (bases at ε = 0.2) is not part of this record.",
+]
+display(Markdown("\n".join(txt)))

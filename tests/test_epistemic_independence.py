@@ -390,3 +390,41 @@ def test_unpaired_steps_counts_unshared_batches():
         ei.unpaired_steps({"acc": [1, 2], "eit": [1, 2]}, 2)
     with pytest.raises(TypeError):
         ei.unpaired_steps(list(shared.values()), steps)
+
+
+def test_eval_sets_and_evaluate_judge():
+    splits = {"train": ei.TRAIN_SUBJECTS, "held": ei.HELDOUT_SUBJECTS}
+    conds = {"aligned": 1.0, "adversarial": 0.0}
+    sets = ei.make_eval_sets(3, 20, splits, conds)
+    assert len(sets) == 2 * (1 + len(ei.FAMILIES) * 2)
+    assert all((b.cue == b.truth).all() for (_, f, c), b in sets.items() if c == "aligned")
+    assert all((b.cue != b.truth).all() for (_, f, c), b in sets.items() if c == "adversarial")
+    again = ei.make_eval_sets(3, 20, splits, conds)
+    assert all(torch.equal(sets[k].x, again[k].x) for k in sets)
+    torch.manual_seed(0)
+    inner = nn.Transformer(nn.TransformerConfig(vocab_size=len(ei.VOCAB), n_layer=1, n_head=2, d_model=16,
+                                                max_len=ei.SEQ_LEN, pos="learned"))
+    rows = ei.evaluate_judge(Confident(inner), sets, chunk=7)  # always answers A
+    for r, (key, b) in zip(rows, sets.items()):
+        assert (r["split"], r["family"], r["cond"]) == key
+        assert r["acc"] == pytest.approx((b.truth == 0).mean())
+        if r["cond"] == "adversarial":
+            assert r["follow"] == pytest.approx((b.cue == 0).mean())
+        else:
+            assert np.isnan(r["follow"])
+    with pytest.raises(TypeError):
+        ei.make_eval_sets(0, 5, {}, conds)
+
+
+def test_gradient_probe_helpers():
+    torch.manual_seed(0)
+    model = nn.Transformer(nn.TransformerConfig(vocab_size=len(ei.VOCAB), n_layer=1, n_head=2, d_model=16,
+                                                max_len=ei.SEQ_LEN, pos="learned"))
+    b = ei.make_batch(rng(6), 32, p_aligned=0.5)
+    g = {(r, m): ei.policy_gradient(model, b, 8, r, m, 2) for r in ("eit", "accuracy") for m in ("std", "mean")}
+    assert ei.relative_max_diff(g["eit", "std"], g["accuracy", "std"]) <= 1e-4
+    assert ei.relative_max_diff(g["eit", "mean"], g["accuracy", "mean"]) >= 0.05
+    assert ei.mixed_share(model, b, 8, 0) > 0.5  # an untrained judge answers near 50/50
+    assert ei.mixed_share(Confident(model), b, 8, 0) == 0.0
+    with pytest.raises(ValueError):
+        ei.relative_max_diff(torch.zeros(3), torch.zeros(4))
