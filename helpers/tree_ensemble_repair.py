@@ -713,6 +713,42 @@ def flip_rate(predict, X: np.ndarray, protected: int, values=(0.0, 1.0)) -> floa
     return float(np.mean(predict(X0) != predict(X1)))
 
 
+def group_scores(predict, X: np.ndarray, y, protected: int, group: float = 0.0) -> dict[str, float]:
+    """One row of a fairness table: accuracy on ``(X, y)``, on the rows whose protected attribute equals
+    ``group`` (``acc_women`` in the credit experiment) and on the others (``acc_men``), and the flip rate."""
+    V.function("predict", predict)
+    X = V.array("X", X, ndim=2, dtype="float", nonempty=True).astype(float)
+    y = np.asarray(y)
+    if y.shape != (len(X),):
+        raise ValueError(f"y must hold one label per row of X ({len(X)}), got shape {y.shape}")
+    protected = V.index("protected", protected, X.shape[1])
+    ok = np.asarray(predict(X)) == y
+    g = X[:, protected] == group
+    mean = lambda m: float(ok[m].mean()) if m.any() else float("nan")  # noqa: E731
+    return dict(acc=float(ok.mean()), flip=flip_rate(predict, X, protected), acc_women=mean(g), acc_men=mean(~g))
+
+
+def augment_with_pairs(ens: TreeEnsemble, X: np.ndarray, y, pairs: Sequence[FairPair], protected: int
+                       ) -> tuple[np.ndarray, np.ndarray]:
+    """The training set plus both members of every counterexample pair, each pair labelled with one class: the
+    label of the training row it came from (same features apart from the protected one), else the class the
+    ensemble's summed scores of the pair lean to. The retraining baseline of the repair."""
+    ens = _check_ens(ens)
+    X = V.array("X", X, ndim=2, dtype="float", nonempty=True).astype(float)
+    y = np.asarray(y).astype(int)
+    if y.shape != (len(X),):
+        raise ValueError(f"y must hold one label per row of X ({len(X)}), got shape {y.shape}")
+    protected = V.index("protected", protected, X.shape[1])
+    row_of = {tuple(np.delete(x, protected)): lab for x, lab in zip(X, y)}
+
+    def lean(p: FairPair) -> int:
+        return int(ens.decision(p.x[None])[0] + ens.decision(p.x_prime[None])[0] > 0)
+
+    lab = [row_of.get(tuple(np.delete(p.x, protected)), lean(p)) for p in pairs]
+    X_aug = np.vstack([X] + [np.array([p.x, p.x_prime]) for p in pairs])
+    return X_aug, np.concatenate([y, np.repeat(np.asarray(lab, dtype=int), 2)]).astype(int)
+
+
 def safety_counterexamples(ens: TreeEnsemble, states: np.ndarray, safe: Sequence[Sequence[int]],
                            values: np.ndarray | None = None) -> list[SafeState]:
     """Exhaustive safety verifier over a finite state set: the states whose chosen action is not safe."""

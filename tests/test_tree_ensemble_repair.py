@@ -286,3 +286,34 @@ def test_evaluate_policy_matches_rollouts():
                 assert reach[r, c] == (path[-1] == world.goal)
                 assert ((r, c) in ces) == (path[-1] != world.goal)
     assert ter.evaluate_policy(world, world.expert())[1][world.start] == 1
+
+
+def test_group_scores_splits_accuracy_by_group_and_counts_flips():
+    X = np.array([[0.0, 1.0], [0.0, 2.0], [1.0, 1.0], [1.0, 2.0]])
+    y = np.array([1, 0, 1, 1])
+
+    def predict(X_):  # says 1 for men (column 0 == 1) or feature 1 == 1: the women's row 2.0 flips
+        return ((X_[:, 0] == 1) | (X_[:, 1] == 1)).astype(int)
+
+    s = ter.group_scores(predict, X, y, protected=0)
+    assert s["acc"] == 1.0 and s["acc_women"] == 1.0 and s["acc_men"] == 1.0
+    assert s["flip"] == pytest.approx(0.5)  # rows with feature 1 == 2 flip with the protected attribute
+    s = ter.group_scores(predict, X, np.array([0, 0, 1, 1]), protected=0)
+    assert s["acc_women"] == 0.5 and s["acc_men"] == 1.0 and s["acc"] == 0.75
+    with pytest.raises(ValueError, match="one label per row"):
+        ter.group_scores(predict, X, y[:2], protected=0)
+
+
+def test_augment_with_pairs_labels_pairs_from_their_training_row_else_the_scores():
+    rng = np.random.default_rng(0)
+    X = np.c_[rng.integers(0, 2, 200), rng.normal(size=200)]
+    y = (X[:, 1] > 0).astype(int)
+    model = GradientBoostingClassifier(n_estimators=5, max_depth=2, random_state=0).fit(X, y)
+    ens = ter.from_sklearn(model)
+    seen = ter.FairPair(np.array([0.0, X[3, 1]]), np.array([1.0, X[3, 1]]))  # same features as row 3
+    far = ter.FairPair(np.array([0.0, 5.0]), np.array([1.0, 5.0]))  # no training row: the scores lean to 1
+    Xa, ya = ter.augment_with_pairs(ens, X, 1 - y, [seen, far], protected=0)
+    assert Xa.shape == (204, 2) and ya.dtype.kind == "i"
+    assert list(ya[-4:]) == [1 - y[3], 1 - y[3], 1, 1]
+    Xa, ya = ter.augment_with_pairs(ens, X, y, [], protected=0)
+    assert np.array_equal(Xa, X) and np.array_equal(ya, y)
