@@ -560,6 +560,37 @@ def search_with_prediction(tree: Tree, dec: Decomposition, oracle: Oracle, predi
     return _drive(oracle, steps)
 
 
+def worst_case(tree: Tree, dec: Decomposition, prediction: int, eta: int, rng: np.random.Generator,
+               ring_cap: int, start: str = "prediction") -> int | None:
+    """The most queries :func:`search_with_prediction` needs over every target at distance exactly ``eta`` from
+    ``prediction`` (a sample of ``ring_cap`` of them, drawn with ``rng``, when the ring is larger); None when no
+    vertex lies at that distance."""
+    eta = V.integer("eta", eta, min=0)
+    ring_cap = V.integer("ring_cap", ring_cap, min=1)
+    ring = np.flatnonzero(tree.distances(prediction) == eta)
+    if len(ring) == 0:
+        return None
+    if len(ring) > ring_cap:
+        ring = rng.choice(ring, ring_cap, replace=False)
+    return max(search_with_prediction(tree, dec, Oracle(tree, int(v)), prediction, start=start).queries
+               for v in ring)
+
+
+def fit_shape(etas: Sequence[float], queries: Sequence[float]) -> tuple[float, float]:
+    """Squared errors ``(log fit, linear fit)`` of least-squares lines ``a + b log2(eta+1)`` and ``a + b eta``
+    through the points: the smaller names the shape of a query curve."""
+    e, y = np.asarray(etas, dtype=float), np.asarray(queries, dtype=float)
+    if e.ndim != 1 or e.shape != y.shape or len(e) < 3:
+        raise ValueError(f"etas and queries must be 1-d of equal length >= 3, got {e.shape} and {y.shape}")
+    if np.any(e < 0) or not (np.all(np.isfinite(e)) and np.all(np.isfinite(y))):
+        raise ValueError("etas must be finite and >= 0, queries finite")
+    out = []
+    for x in (np.log2(e + 1), e):
+        c = np.polyfit(x, y, 1)
+        out.append(float(np.sum((np.polyval(c, x) - y) ** 2)))
+    return out[0], out[1]
+
+
 def interleaved_search(tree: Tree, dec: Decomposition, ctree: CentroidTree, oracle: Oracle,
                        prediction: int) -> SearchResult:
     """The robust strategy: alternate queries of :func:`search_with_prediction` and :func:`centroid_search`,

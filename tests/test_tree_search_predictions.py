@@ -247,3 +247,29 @@ def test_binary_height_at():
     assert ts.binary_height_at(t, leaf) == 0  # a leaf has one neighbour
     with pytest.raises(ValueError):
         ts.binary_height_at(t, t.n)
+
+
+def test_worst_case_is_the_max_over_the_ring_and_none_off_the_tree():
+    t = ts.path_tree(40)
+    dec = ts.Decomposition(t)
+    rng = np.random.default_rng(0)
+    # on a path, both vertices at distance eta from the middle are searched; the worst is the max of the two
+    each = [ts.search_with_prediction(t, dec, ts.Oracle(t, v), 20).queries for v in (12, 28)]
+    assert ts.worst_case(t, dec, 20, 8, rng, ring_cap=10) == max(each)
+    assert ts.worst_case(t, dec, 20, 25, rng, ring_cap=10) is None  # no vertex that far
+    assert ts.worst_case(t, dec, 20, 0, rng, ring_cap=10) == 1
+    star = ts.star_tree(30)
+    w = ts.worst_case(star, ts.Decomposition(star), 0, 1, rng, ring_cap=3)  # a sample of 3 leaves
+    assert w is not None and w >= 1
+    with pytest.raises(ValueError, match="ring_cap"):
+        ts.worst_case(t, dec, 20, 3, rng, ring_cap=0)
+
+
+def test_fit_shape_names_log_and_linear_curves():
+    e = np.array([1, 2, 4, 8, 16, 32, 64], float)
+    log_sse, lin_sse = ts.fit_shape(e, 3 + 2 * np.log2(e + 1))
+    assert log_sse < 1e-12 < lin_sse
+    log_sse, lin_sse = ts.fit_shape(e, 1 + e)
+    assert lin_sse < 1e-12 < log_sse
+    with pytest.raises(ValueError, match="equal length"):
+        ts.fit_shape([1, 2], [1, 2])
