@@ -1347,3 +1347,27 @@ def interleaved_times(fns: dict[str, Callable[[], object]], repeats: int, warmup
             cpu[k][r] = time.process_time() - c
             wall[k][r] = time.perf_counter() - w
     return {"cpu": cpu, "wall": wall}
+
+
+def round_ratio(num: Sequence[float], den: Sequence[float]) -> tuple[float, float, float]:
+    """Median and interquartile range ``(median, q25, q75)`` of the per-round ratios ``num[r] / den[r]`` of two
+    interleaved timings (a speedup of ``den``'s side over ``num``'s when > 1)."""
+    num, den = np.asarray(num, dtype=float), np.asarray(den, dtype=float)
+    if num.ndim != 1 or num.shape != den.shape or len(num) == 0:
+        raise ValueError(f"num and den must be non-empty 1-d sequences of equal length, got {num.shape} and "
+                         f"{den.shape}")
+    if not (np.all(np.isfinite(num)) and np.all(den > 0) and np.all(np.isfinite(den))):
+        raise ValueError("num must be finite and den finite and > 0")
+    r = num / den
+    return float(np.median(r)), float(np.percentile(r, 25)), float(np.percentile(r, 75))
+
+
+def rel_spread(times: Sequence[float]) -> float:
+    """Relative spread of repeated timings: interquartile range over median (0 = perfectly steady), the rule
+    :meth:`helpers.repro.Timings.spread` uses, for a series that is not one benchmarked function (e.g. the
+    round-by-round faster of two baselines)."""
+    t = np.asarray(times, dtype=float)
+    if t.ndim != 1 or len(t) == 0 or not np.all(np.isfinite(t)) or np.any(t < 0):
+        raise ValueError(f"times must be a non-empty 1-d sequence of finite seconds >= 0, got shape {t.shape}")
+    q1, q2, q3 = np.percentile(t, [25, 50, 75])
+    return float((q3 - q1) / max(q2, 1e-12))
