@@ -36,7 +36,7 @@ __all__ = [
     "linear_gaussian_system", "head_mask", "head_contexts", "head_writes", "TinyVLM", "digits_patches",
     "minilm_dir", "WordPiece",
     "MiniBert", "load_minilm", "stdlib_sentences", "encode_pooled", "embedding_saliency", "head_te", "curve_auc",
-    "prune_curve", "QUESTIONS", "digits_vqa", "train_vlm", "VLM_CONFIG", "checkpoint_config",
+    "prune_curve", "QUESTIONS", "digits_vqa", "train_vlm", "VLM_CONFIG", "checkpoint_config", "pruning_room",
 ]
 
 
@@ -722,6 +722,24 @@ def curve_auc(fractions, values) -> float:
     if np.any(np.diff(x) <= 0):
         raise ValueError("fractions must be strictly increasing")
     return float(np.sum((y[1:] + y[:-1]) / 2 * np.diff(x)) / (x[-1] - x[0]))
+
+
+def pruning_room(oracle_auc: float, random_aucs) -> float:
+    """How far a pruning benchmark separates a good order from chance: ``(oracle_auc - mean(random_aucs))`` in
+    units of the random orders' standard deviation (``ddof=1``). Where it is small, random orders already reach
+    what removing the least damaging unit first reaches, so no score can win by much (a condition of every
+    pruning claim reads ``pruning_room(...) >= 2``). Returns ``inf`` (or ``-inf``) when the random orders agree
+    exactly and the oracle differs from them, 0 when it does not."""
+    o = V.number("oracle_auc", oracle_auc)
+    r = V.array("random_aucs", random_aucs, ndim=1, dtype="float").astype(np.float64)
+    if len(r) < 2:
+        raise ValueError(f"random_aucs needs at least 2 random orders for a spread, got {len(r)}")
+    if not np.all(np.isfinite(r)):
+        raise ValueError("random_aucs must be finite")
+    gap, sd = o - float(r.mean()), float(r.std(ddof=1))
+    if sd == 0:
+        return 0.0 if gap == 0 else float(np.sign(gap) * np.inf)
+    return gap / sd
 
 
 # ---------------------------------------------------------------------------------------------------------------

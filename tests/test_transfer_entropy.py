@@ -366,3 +366,14 @@ def test_minilm_head_fill(minilm):
         model(ids, att, head_mask=mask, head_fill=torch.zeros(6, 12, 8))
     with pytest.raises(ValueError, match="needs a head_mask"):
         model(ids, att, head_fill=fill)
+
+
+def test_pruning_room_in_units_of_the_random_spread():
+    assert te.pruning_room(0.9, [0.7, 0.8]) == pytest.approx((0.9 - 0.75) / np.std([0.7, 0.8], ddof=1))
+    assert te.pruning_room(0.75, [0.7, 0.8]) == pytest.approx(0.0)
+    assert te.pruning_room(0.6, [0.7, 0.8, 0.75]) < 0  # the oracle below chance: no room at all
+    assert te.pruning_room(0.8, [0.7, 0.7]) == np.inf and te.pruning_room(0.7, [0.7, 0.7]) == 0.0
+    with pytest.raises(ValueError):
+        te.pruning_room(0.8, [0.7])
+    with pytest.raises((TypeError, ValueError)):
+        te.pruning_room("0.8", [0.7, 0.8])
