@@ -76,7 +76,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import torch
-from IPython.display import display
+from IPython.display import Markdown, display
 from tqdm.auto import tqdm
 
 from helpers import anchor_video_edit as ave
@@ -524,38 +524,66 @@ axes[2].tick_params(axis="x", labelsize=8, rotation=30)
 plt.tight_layout()
 plt.show()
 
-# %% [markdown]
-# **Reading the table** (default run: 8 test clips × 2 instructions × 3 seeds; *AVE, true flow* is an
-# oracle for diagnosis, not a method). On pixels some anchor saw, the generator is on a par with or slightly
-# *worse* than plain warping with the same flow (+0.05 to -0.5 dB): there the warp is already as good as the
-# estimated flow allows and the generator's prediction adds its own error. On disoccluded pixels it is
-# 3.6-4.2 dB better than plain warping (whose holes can only hold a mix of the wrong surfaces) and
-# 0.3-1.2 dB better than warping whose holes are filled with the *unedited* source frame. But a practitioner's
-# cheapest fix, **biharmonic inpainting** of the holes from the warped pixels around them, beats it there
-# by 2.8-5.2 dB (17.2 vs 13.6 dB): at this scale the generator has not learned to continue the anchors'
-# surroundings as well as a smooth interpolation does, so `beats_flow_warping_disoccluded` is not held
-# against the strongest warping baseline. Section 6 measures why. The variant trained with the inpainted
-# holes in its conditioning (*AVE, filled cond.*) closes the gap to a tie (17.1 vs 17.2 dB), no more.
-#
-# Per-frame editing is exact outside the edit (the editor touches nothing else, so its fidelity PSNR is capped
-# at 120 dB) but flickers: each call settles on its own stripes and style. AVE halves that warping error, but
-# it is *less* consistent than plain warping (0.027 vs 0.016), because the frames it generates are not exactly
-# consistent with each other. Editing the keyframes separately raises AVE's warping error by 12-18% compared
-# with composing them (0.0036-0.0042), twenty times the change from another draw of the sampling noise
-# (0.0001-0.0002): the anchors disagree and the generator has to morph between them. That separate calls
-# disagree is built into our toy editor (its choices depend on the frame it sees, plus a random draw per call),
-# so `composition_helps` tests the size of the effect after propagation, not its existence.
-#
-# **Content fidelity falls short, and the estimated flow is only part of why.** Outside the edit AVE reaches
-# about 24 dB against the source, far below the 30 dB target, and below warping with holes filled from the
-# source (27.9 dB), the strongest baseline. The oracle splits the cause. Giving the same model the *true*
-# flow lifts the pixels an anchor saw from 23.3 to 27.6 dB (the flow's share: carrying frame 0 three frames
-# along the TV-L1 flow already drops to about 25 dB, section 1), but the pixels no anchor saw stay at 13-15 dB
-# whichever flow it gets, and they cap the whole at about 26 dB even with the true flow. The generator's
-# invented background, not the flow alone, is what keeps fidelity under 30 dB.
-#
-# Filmstrips for the first test clip: the source, the disoccluded pixels (white: no anchor showed them), flow
-# warping, AVE and the ground-truth edited video. Anchors are frames 0, 5 and 11.
+# %% tags=["remove-input"]
+def col(m, c):
+    return per_seed.xs(m, level="method")[c]
+
+
+def span(v, fmt="+.1f"):
+    v = list(v)
+    return f"{min(v):{fmt}} to {max(v):{fmt}}" if len(v) > 1 else f"{v[0]:{fmt}}"
+
+
+def sign_word(v, pos, neg, mixed):
+    return pos if min(v) > 0 else neg if max(v) < 0 else mixed
+
+
+S = summary
+vis_d = col("AVE", "vis_psnr") - col("flow warp", "vis_psnr")
+dis_d = {m: col("AVE", "dis_psnr") - col(m, "dis_psnr")
+         for m in ("flow warp", "flow warp + source", "flow warp + inpaint")}
+fill_d = col("AVE, filled cond.", "dis_psnr") - col("flow warp + inpaint", "dis_psnr")
+sep_rel = (col("AVE separate", "warp_err") - col("AVE", "warp_err")) / col("AVE", "warp_err")
+noise_d = (col("AVE, other noise", "warp_err") - col("AVE", "warp_err")).abs()
+inp_d = dis_d["flow warp + inpaint"]
+inp_word = sign_word(
+    inp_d, "the generator fills holes better than a smooth interpolation.",
+    "at this scale the generator does not continue the anchors' surroundings as well as a "
+    "smooth interpolation does; section 6 measures why.", "neither is better at every seed.")
+display(Markdown(f"""
+**Reading the table** (this run: {n_test_clips} test clips × {len(INSTR)} instructions × {len(seeds)}
+seed(s), per-seed differences; *AVE, true flow* is an oracle for diagnosis, not a method). On pixels some
+anchor saw, AVE minus plain warping with the same flow is {span(vis_d, '+.2f')} dB: the generator
+{sign_word(vis_d, 'improves on', 'loses to', 'is on a par with')} the warp there. On disoccluded pixels it
+is {span(dis_d['flow warp'])} dB against plain warping (whose holes can only hold a mix of the wrong
+surfaces) and {span(dis_d['flow warp + source'])} dB against warping whose holes hold the *unedited* source
+frame. Against a practitioner's cheapest fix, **biharmonic inpainting** of the holes from the warped pixels
+around them, it is {span(inp_d)} dB ({S.loc['AVE', 'dis_psnr']:.1f} vs
+{S.loc['flow warp + inpaint', 'dis_psnr']:.1f} dB):
+{inp_word} The variant trained with the inpainted holes in its
+conditioning (*AVE, filled cond.*) is {span(fill_d)} dB against the same baseline
+({S.loc['AVE, filled cond.', 'dis_psnr']:.1f} vs {S.loc['flow warp + inpaint', 'dis_psnr']:.1f} dB).
+
+Per-frame editing is exact outside the edit (its fidelity PSNR is capped at 120 dB) but flickers: each call
+settles on its own stripes and style. AVE's warping error is {S.loc['AVE', 'warp_err']:.3f} against
+per-frame editing's {S.loc['per-frame', 'warp_err']:.3f} and plain warping's
+{S.loc['flow warp', 'warp_err']:.3f}. Editing the keyframes separately changes AVE's warping error by
+{span(100 * sep_rel, '+.0f')}% compared with composing them, against
+{span(noise_d, '.4f')} from another draw of the sampling noise. That separate calls disagree is built into
+our toy editor (its choices depend on the frame it sees, plus a random draw per call), so
+`composition_helps` tests the size of the effect after propagation, not its existence.
+
+**Content fidelity and the estimated flow.** Outside the edit AVE reaches {S.loc['AVE', 'fid_psnr']:.1f} dB
+against the source (the claim's bar is 30 dB); warping with holes filled from the source reaches
+{S.loc['flow warp + source', 'fid_psnr']:.1f} dB. The oracle splits the cause: giving the same model the
+*true* flow moves the pixels an anchor saw from {S.loc['AVE', 'fidv_psnr']:.1f} to
+{S.loc['AVE, true flow', 'fidv_psnr']:.1f} dB (the flow's share) and the pixels no anchor saw from
+{S.loc['AVE', 'fidd_psnr']:.1f} to {S.loc['AVE, true flow', 'fidd_psnr']:.1f} dB (the generator's invented
+background), for {S.loc['AVE, true flow', 'fid_psnr']:.1f} dB in all.
+
+Filmstrips for the first test clip: the source, the disoccluded pixels (white: no anchor showed them), flow
+warping, AVE and the ground-truth edited video. Anchors are frames {', '.join(map(str, keys))}.
+"""))
 
 
 # %%
@@ -655,18 +683,25 @@ ax.title.set_fontsize(9)
 ax.legend(fontsize=8)
 plt.show()
 
-# %% [markdown]
-# **Reading.** From one to five anchors the generator gains 12.6-13.9 dB at the farthest frame (per seed),
-# about what flow warp + inpaint gains from the same keyframes (12.6-15.4 dB), and at every number of anchors
-# it stays 1.3-1.9 dB *below* that baseline (10.8 vs 12.1 dB with one anchor, 24.2 vs 26.0 dB with five).
-# `anchors_reduce_drift` holds, but the anchors do the work: the generator does not drift less than warping
-# with inpainting does.
+# %% tags=["remove-input"]
+g_ave, g_w = drift_psnr[5] - drift_psnr[1], drift_warp[5] - drift_warp[1]
+below = drift_psnr - drift_warp
+display(Markdown(f"""
+**Reading.** From one to five anchors the generator gains {span(g_ave)} dB at the farthest frame (per
+seed), flow warp + inpaint {span(g_w)} dB from the same keyframes. Across the numbers of anchors, AVE minus
+that baseline is {span(below.values.ravel())} dB ({drift_psnr[1].mean():.1f} vs {drift_warp[1].mean():.1f}
+dB with one anchor, {drift_psnr[5].mean():.1f} vs {drift_warp[5].mean():.1f} dB with five). More anchors
+reduce drift for any propagator; what says something about the generator is whether it drifts less than
+warping with inpainting: {sign_word(below.values.ravel(), 'here it does at every point.',
+'here it does not at any point: the anchors do the work.', 'here it does at some points only.')}
+"""))
+
 
 # %% [markdown]
-# ## 6. Why does the generator lose to inpainting on disoccluded pixels?
+# ## 6. Where does the generator stand against inpainting on disoccluded pixels, and why?
 #
-# On pixels no anchor showed, biharmonic inpainting of the warped anchors beats the generator by about 3-5 dB
-# (section 4). Four explanations were written down **before** measuring, each with what it predicts:
+# On pixels no anchor showed, section 4 compares the generator with biharmonic inpainting of the warped
+# anchors. Four explanations were written down **before** measuring, each with what it predicts:
 #
 # * **(a) sample variance.** A generative model returns *one sample* of what the hidden surface could be; PSNR
 #   is a squared error, and the squared error of a sample is its bias² plus the variance of the samples,
@@ -843,6 +878,15 @@ for s in seeds:
             rebuild_gap(models[s], c_, mo_, s, "training clips, source anchors")
         )
         fit_rows.append(rebuild_gap(models_f[s], c_, mo_, s, "filled", fill=True))
+# per seed: generator minus inpainting on training clips' disoccluded pixels (dB)
+fit_gap = {
+    "AVE": [ave.pooled_gap_db([r for r in ladder if r["seed"] == s
+                               and r["where"] == "training clips, source anchors"])
+            for s in seeds],
+    "AVE, filled cond.": [
+        ave.pooled_gap_db([r for r in fit_rows if r["seed"] == s]) for s in seeds
+    ],
+}
 
 
 def gap_db(df, by):
@@ -927,41 +971,49 @@ axes[2].legend(fontsize=7)
 plt.tight_layout()
 plt.show()
 
-# %% [markdown]
-# **Reading the diagnosis** (default run; the left table is per seed).
-#
-# * **(a) is refuted.** The samples hardly differ: their variance is 2-7% of a sample's squared error on
-#   disoccluded pixels, averaging 4 samples gains 0.06-0.22 dB, and even the bias²-only limit (infinitely many
-#   samples averaged) stays 2.7-4.8 dB below inpainting. The generator is almost deterministic given its
-#   conditioning; what it loses is bias, not variance. Averaging samples would therefore not rescue the claim,
-#   and it would not be a fair estimator anyway: the paper's videos are single samples.
-# * **(b) is refuted.** One step (the network's prediction from pure noise, its conditional-mean estimate)
-#   is 0.1-0.6 dB *below* eight steps; over 1 to 16 steps the pooled PSNR moves within 0.3 dB (13.2-13.5 dB,
-#   best at 4-8 steps), far below inpainting (17.3 dB) at every step count.
-# * **(c), in the form we wrote it, is refuted, but the network's fill is the culprit.** Holes are not rare in
-#   training: 27% of the rebuilt pixels and, with their 5× weight, 65% of the loss. Yet on training-like clips
-#   the network's prediction from pure noise errs more on holes (MSE 0.046) than biharmonic inpainting (0.036),
-#   and it only beats inpainting once the noisy state already carries the answer (τ ≥ 0.25), which sampling
-#   from noise never gives it. The ladder table shows the gap is already there when the model rebuilds its own
-#   *training* clips from their unedited keyframes (-2.5 dB); unseen photographs (-3.1 dB) and edited anchors
-#   (-3.4 dB) add under 1 dB. So the failure is mostly the learned fill itself (too small or too briefly
-#   trained a network for this), not a shift to test edits.
-# * **Where it fails.** The gap is largest right next to the trusted pixels (-4.3 and -4.5 dB at 1 and 2 px
-#   from them, three quarters of the hole pixels) and nearly closes 5 px deep (-0.5 dB): the generator does
-#   not continue the surroundings across a hole's border, which is exactly what inpainting does best. A
-#   quarter of the disoccluded pixels are not in any hole (the estimated flow wrongly trusts a warp there);
-#   on those both methods hold the same warp, and the generator's residual still costs 1.5 dB.
-# * **(d) helps, but does not close the gap.** Putting the biharmonic fill into the holes of the conditioning,
-#   with no retraining, lifts the generator by 1.5-3.4 dB, still 0.9-1.7 dB below the fill itself: the residual
-#   the network learned to add on top of a hole's (wrong) average hurts when the hole already holds a good
-#   guess.
-# * **Trained with the fill, the generator matches inpainting but does not beat it.** The labelled variant
-#   *AVE, filled cond.* (section 3; same training, holes of the conditioning filled at training and sampling
-#   time) reaches 17.1 dB on disoccluded pixels against 17.2 dB for flow warp + inpaint (per seed -0.10,
-#   -0.31, +0.15 dB; claim `beats_flow_warping_disoccluded_filled`, not held at the 1 dB bar), up from 13.6 dB
-#   for AVE. It also lifts visible pixels (22.6 vs 22.3 dB) and fidelity outside the edit (24.5 vs 23.6 dB).
-#   Its final training loss is lower (0.025-0.027 vs 0.028-0.032). So the conditioning was the bottleneck for
-#   the gap; what the network adds on top of a good fill is, at this scale, no better than the fill itself.
+# %% tags=["remove-input"]
+steps_m = dis_psnr[[f"steps{n}" for n in STEP_SWEEP]].mean()
+gap_inp = tab["AVE, 1 sample"] - tab["flow warp + inpaint"]
+mean_gain = tab[f"mean of {k_cols[-1][4:]}"] - tab["AVE, 1 sample"] if len(k_cols) > 1 else None
+bias_gap = tab["bias² only (k → ∞)"] - tab["flow warp + inpaint"]
+one_vs = tab["1 step"] - dis_psnr[f"steps{sample_steps}"]
+fillc = tab["fill as condition"]
+tau_beats = [t for t in tr_mse.index
+             if tr_mse.loc[t, "holes (no warp trusted)"] < tr_mse.loc[t, "inpainting, holes"]]
+display(Markdown(f"""
+**Reading the diagnosis** (this run; the left table is per seed; generator minus inpainting is
+{span(gap_inp)} dB on disoccluded pixels).
+
+* **(a) sample variance.** The variance of the samples is {span(100 * tab['variance share'], '.0f')}% of a
+  sample's squared error on disoccluded pixels{'' if mean_gain is None else f'; averaging {k_cols[-1][4:]} samples gains {span(mean_gain, "+.2f")} dB'};
+  the bias²-only limit (infinitely many samples averaged) is {span(bias_gap)} dB against inpainting.
+  {'Variance explains the gap only if that limit reaches inpainting, which it does here.' if min(bias_gap) >= 0
+   else 'Even without any variance the generator would not reach inpainting: what it loses is bias.'}
+* **(b) sampling steps.** One step (the network's conditional-mean estimate) minus {sample_steps} steps is
+  {span(one_vs)} dB; over {STEP_SWEEP[0]} to {STEP_SWEEP[-1]} steps the pooled PSNR spans
+  {steps_m.min():.1f}–{steps_m.max():.1f} dB, against {dis_psnr['inpaint'].mean():.1f} dB for inpainting.
+* **(c) training.** Holes are {hole_frac:.0%} of the rebuilt training pixels and, with their
+  {1 + hw:g}× weight, {loss_share:.0%} of the loss. On training-like clips the network's prediction from pure
+  noise errs {tr_mse.iloc[0, 0]:.3f} (MSE) on holes against {tr_mse.iloc[0, 2]:.3f} for biharmonic
+  inpainting; it beats inpainting {'at no noise level we tried' if not tau_beats
+  else f'from τ = {min(tau_beats):g} on (a noisy state that already carries the answer)'}. Rebuilding its own
+  *training* clips from their unedited keyframes, the generator minus inpainting is
+  {lad.loc[WHERE[0], 'AVE - inpaint']:+.1f} dB (per seed: {span(fit_gap["AVE"], '+.1f')} dB, the
+  `fits_training_clips` condition); unseen photographs give {lad.loc[WHERE[1], 'AVE - inpaint']:+.1f} dB and
+  edited anchors {lad.loc[WHERE[2], 'AVE - inpaint']:+.1f} dB. A gap already on training clips is the learned
+  fill itself, not a shift to test edits.
+* **Where.** By distance to the nearest trusted pixel the gap is
+  {', '.join(f"{b} {bin_tab.loc[b, 'AVE - inpaint']:+.1f} dB" for b in bin_tab.index)} (shares of hole
+  pixels {', '.join(f"{v:.0%}" for v in bin_tab['share of hole pixels'])}). {1 - share_hole:.0%} of the
+  disoccluded pixels are not in an estimated hole (the flow wrongly trusts a warp there); on those the
+  generator minus inpainting is {split.iloc[0, 3] - split.iloc[0, 2]:+.1f} dB.
+* **(d) missing conditioning.** Putting the biharmonic fill into the holes of the conditioning, with no
+  retraining, moves the generator by {span(fillc - tab['AVE, 1 sample'])} dB, to {span(fillc - tab['flow warp + inpaint'])}
+  dB against the fill itself. The variant *trained* that way (*AVE, filled cond.*, section 3) is
+  {span(fill_d)} dB against flow warp + inpaint (claim `beats_flow_warping_disoccluded_filled`); its own
+  training-clip gap is {span(fit_gap["AVE, filled cond."], '+.1f')} dB.
+"""))
+
 
 # %% [markdown]
 # ## 7. The claims record
@@ -976,13 +1028,6 @@ plt.show()
 # inconclusive at that seed rather than not held.
 
 # %%
-tr_rows_ = [r for r in ladder if r["where"] == WHERE[0]]
-fit_gap = {
-    "AVE": [ave.pooled_gap_db([r for r in tr_rows_ if r["seed"] == s]) for s in seeds],
-    "AVE, filled cond.": [
-        ave.pooled_gap_db([r for r in fit_rows if r["seed"] == s]) for s in seeds
-    ],
-}
 for cid, curves_, what in (("converged", curves, "AVE"),
                            ("filled_converged", curves_f, "AVE, filled cond.")):
     rec.condition(cid, [train.plateau(curves_[s][1]) for s in seeds], "<=", 0.05,
@@ -1046,6 +1091,10 @@ CLAIMS = [  # id, statement, paper, measured, op, target, unit, baseline, given,
      "warping with the same flow", "the generator propagates what the anchors show",
      vis_gain, ">=", -0.1, "dB PSNR on visible pixels, AVE - flow warp",
      S.loc["flow warp", "vis_psnr"], ("converged",), "the issue's bar: within 0.1 dB"),
+]
+
+# %%
+CLAIMS += [
     ("temporal_consistency_vs_per_frame", "AVE is temporally more consistent than "
      "per-frame editing", "strong temporal consistency", tc, "<", 1.0,
      "warp error AVE / per-frame", S.loc["per-frame", "warp_err"], ("converged",),
@@ -1076,14 +1125,14 @@ rec.save()
 # %% [markdown]
 # ## Known limits
 #
-# - **Disoccluded pixels.** The generator loses to warping plus biharmonic inpainting there; section 6 traces
-#   this to the bias of its learned fill (not to sampling variance, sampling steps or a shortage of hole pixels in
-#   training). A variant trained with the inpainted warp in its conditioning ties with inpainting (±0.3 dB) but
-#   does not beat it; a larger or longer-trained network, or a loss aimed at hole borders, was not tried.
-# - **Temporal consistency.** AVE beats per-frame editing (the issue's baseline) but is less consistent than
-#   plain warping (0.027 vs 0.015-0.016).
-# - **Content fidelity** stays under 30 dB: the estimated flow and the invented background share the blame
-#   (section 4's true-flow oracle).
+# - **Disoccluded pixels.** Against warping plus biharmonic inpainting, section 6 measures where the learned fill
+#   stands and why (sampling variance, sampling steps, the fill learned on training clips, the conditioning); the
+#   variant trained with the inpainted warp in its conditioning is compared too. A larger or longer-trained
+#   network, or a loss aimed at hole borders (issue #69), was not tried: it needs new checkpoints.
+# - **Temporal consistency.** The claim is against per-frame editing (the issue's baseline); plain warping's
+#   warping error is in the claim's note.
+# - **Content fidelity** is split by section 4's true-flow oracle into the flow's share and the invented
+#   background's.
 # - **Scale.** 12-frame 32×32 clips, a 76k-parameter U-Net trained for 1,200 steps on 48 clips, 8 test clips per
 #   seed; the toy editor stands in for an instruction-following image editor, so nothing here measures instruction
 #   following or the paper's editor-quality correlation.
