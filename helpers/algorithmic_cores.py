@@ -718,3 +718,54 @@ def ln_frozen_observability(w, gamma, sigma: float) -> np.ndarray:
     j = w * gamma / sigma
     j = j - j.mean()  # (I - 11^T/D) is symmetric: the row times it is the row minus its mean
     return np.outer(j, j)
+
+
+def largest_drop(values: Sequence[float], start: int = 0) -> float:
+    """The largest fall of a curve below its own running maximum, from index ``start`` on (0 if it never falls).
+
+    For a training-accuracy curve after grokking this is the depth of the worst collapse; the chapter's
+    ``no_collapse`` condition reads ``largest_drop(train_acc, i_grok) <= 0.05``."""
+    vals = np.asarray(V.sequence("values", values, min_len=1), dtype=float)
+    if not np.all(np.isfinite(vals)):
+        raise ValueError("values must be finite")
+    start = V.integer("start", start, min=0, max=len(vals) - 1)
+    tail = vals[start:]
+    return float(np.max(np.maximum.accumulate(tail) - tail))
+
+
+def record_per_seed(rec, cid: str, statement: str, values: Sequence, *, given: Sequence[str] = (),
+                    conditions: dict | None = None, **kw) -> str:
+    """Record a claim from per-seed values, leaving out (and naming) seeds where it is undefined (None or nan).
+
+    ``given`` names conditions already recorded with one value per seed; ``conditions`` maps each such id to its
+    per-seed values and rule (``dict(measured=..., op=..., target=..., statement=..., unit=...)``). When seeds are
+    left out, each given condition is recorded again over the remaining seeds, as ``"<id>@<cid>"``, so the claim
+    and its conditions stay aligned seed by seed. With no seed left the claim is untested.
+    """
+    values = list(V.sequence("values", values, min_len=1))
+    keep = [i for i, v in enumerate(values) if v is not None and np.isfinite(v)]
+    note = kw.pop("note", "")
+    if len(keep) < len(values):
+        note += f"; {len(values) - len(keep)} seed(s) left out (not measurable)"
+    if not keep:
+        return rec.untested(cid, statement, paper=kw.get("paper"), reason=note.strip("; "))
+    base = kw.pop("baseline", None)
+    if base is not None and len(base) == len(values):
+        base = [float(base[i]) for i in keep]
+    given = list(given)
+    if len(keep) < len(values) and given:
+        conditions = conditions or {}
+        sub = []
+        for g in given:
+            if g not in conditions:
+                raise ValueError(f"condition {g!r}: pass its per-seed values in conditions= to leave seeds out")
+            c = dict(conditions[g])
+            meas = list(c.pop("measured"))
+            if len(meas) != len(values):
+                raise ValueError(f"condition {g!r} has {len(meas)} values, the claim {len(values)}")
+            c["statement"] = c.get("statement", g) + f" (at the seeds where {cid} is measurable)"
+            rec.condition(f"{g}@{cid}", [meas[i] for i in keep], c.pop("op"), c.pop("target"), **c)
+            sub.append(f"{g}@{cid}")
+        given = sub
+    return rec.claim(cid, statement, measured=[float(values[i]) for i in keep], baseline=base, note=note,
+                     given=tuple(given), **kw)

@@ -353,3 +353,33 @@ def test_modadd_class_states():
         ac.modadd_class_states(m, te[te[:, 2] != 3], 7, 2)
     with pytest.raises(TypeError, match="model"):
         ac.modadd_class_states("not a model", te, 7, 2)
+
+
+def test_largest_drop():
+    assert ac.largest_drop([0.1, 0.5, 1.0, 1.0]) == 0.0
+    assert ac.largest_drop([0.1, 1.0, 0.3, 1.0, 0.9]) == pytest.approx(0.7)
+    # only from start on: the early dip does not count
+    assert ac.largest_drop([1.0, 0.2, 1.0, 0.95], start=2) == pytest.approx(0.05)
+    with pytest.raises(ValueError):
+        ac.largest_drop([1.0, float("nan")])
+
+
+def test_record_per_seed_aligns_conditions():
+    from helpers import claims
+    rec = claims.ClaimsRecord("t", {})
+    cond = {"stable": dict(measured=[0.0, 0.3, 0.0], op="<=", target=0.05, statement="stable")}
+    rec.condition("stable", **cond["stable"])
+    # all seeds defined: the condition is used as recorded
+    v = ac.record_per_seed(rec, "a", "a", [2.0, 2.0, 0.5], given=("stable",), conditions=cond, paper="p",
+                           op=">", target=1.0)
+    assert v == "mixed" and rec.claims[-1].inconclusive_seeds == [1]
+    # a seed left out: the condition is re-recorded over the kept seeds
+    v = ac.record_per_seed(rec, "b", "b", [None, 2.0, 2.0], given=("stable",), conditions=cond, paper="p",
+                           op=">", target=1.0, baseline=[1, 2, 3])
+    assert rec.claims[-1].given == ["stable@b"] and rec.claims[-1].baseline == [2.0, 3.0]
+    assert v == "held" and rec.claims[-1].inconclusive_seeds == [0]
+    v = ac.record_per_seed(rec, "c", "c", [None, 2.0, float("nan")], given=("stable",), conditions=cond,
+                           paper="p", op=">", target=1.0)
+    assert v == "inconclusive"
+    assert ac.record_per_seed(rec, "d", "d", [None], paper="p", op=">", target=1.0) == "untested"
+    assert claims.record_problems(rec.to_dict()) == []
