@@ -4,7 +4,8 @@
 convergence probe, the claims' arms trained 2.5x longer, written by ``make_arms_long.py``).
 
 Run from the repository root: ``.venv/bin/python data/04_tree_rope/make_arms.py`` (or ``make data NB=04_tree_rope``).
-``--tiny`` trains a tiny config for a few steps into a temporary folder (seconds; what the tests run).
+``--tiny`` trains a tiny config for a few steps into a temporary folder (seconds; what the tests run); ``--seeds``
+and ``--out`` train other seeds into another data root (:func:`helpers.scripts.script_main`).
 One torch thread: the same seed on the same machine writes a byte-identical weights file.
 """
 
@@ -12,19 +13,18 @@ from __future__ import annotations
 
 import argparse
 import copy
-import sys
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from helpers import checkpoints, repro, train
+from helpers import checkpoints, repro, scripts, train
 from helpers import tree_rope as tr
 
 SLUG = "04_tree_rope"
 HERE = Path(__file__).resolve()
+SOURCES = [HERE, Path(tr.__file__).resolve(), Path(repro.__file__).resolve(), Path(train.__file__).resolve()]
 
 
 def tiny_config(name: str) -> dict:
@@ -36,28 +36,19 @@ def tiny_config(name: str) -> dict:
     return cfg
 
 
-def main(argv: list[str] | None = None) -> Path:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--name", default="arms", choices=["arms", "arms_long"], help="which checkpoint")
-    ap.add_argument("--tiny", action="store_true", help="a few steps of a tiny config, into a temporary folder")
-    ap.add_argument("--out", type=Path, default=None, help="data root to write <slug>/arms.* into")
+def options(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--arms", nargs="*", default=None, help="only these arms (a probe; not loadable by default)")
     ap.add_argument("--steps", type=int, default=None, help="override the steps (a probe; not loadable by default)")
-    ap.add_argument("--seeds", type=int, nargs="*", default=None, help="override the seeds (a probe)")
     ap.add_argument("--reeval", action="store_true",
                     help="no training: evaluate the stored weights again and rewrite the checkpoint")
-    args = ap.parse_args(argv)
-    torch.set_num_threads(1)
-    repro.set_threads(1)
+
+
+def build(cfg: dict, out: Path | None, args: argparse.Namespace) -> Path:
     name = args.name
-    cfg = tiny_config(name) if args.tiny else copy.deepcopy(tr.checkpoint_config(name))
     if args.arms:
         cfg["arms"] = {a: cfg["arms"][a] for a in args.arms}
     if args.steps:
         cfg["steps"] = args.steps
-    if args.seeds:
-        cfg["seeds"] = args.seeds
-    out = args.out if args.out is not None else (Path(tempfile.mkdtemp(prefix="tree_rope_")) if args.tiny else None)
 
     t0 = time.time()
     train_bytes, test_bytes = tr.stdlib_corpus(**cfg["corpus"])
@@ -124,7 +115,7 @@ def main(argv: list[str] | None = None) -> Path:
     path = checkpoints.save(
         SLUG, name, flat, config=cfg, metrics=metrics, history=history, seed=cfg["seeds"], steps=cfg["steps"],
         wall_seconds=old.manifest["wall_seconds"] if old is not None else time.time() - t0,
-        sources=[tr.__file__, HERE] + ([HERE.with_name(f"make_{name}.py")] if name != "arms" else []),
+        sources=SOURCES + ([HERE.with_name(f"make_{name}.py")] if name != "arms" else []),
         module="helpers.tree_rope",
         extra=dict(seconds_per_run=timing, eval_windows_stream=ev["stream"], tiny=args.tiny), root=out)
     print(f"wrote {path} ({path.with_suffix('.safetensors').stat().st_size / 2**20:.2f} MB) in "
@@ -132,5 +123,10 @@ def main(argv: list[str] | None = None) -> Path:
     return path
 
 
+def main(argv: list[str] | None = None) -> list[Path]:
+    return scripts.script_main(build, config=tr.checkpoint_config, tiny=tiny_config, names=["arms", "arms_long"],
+                               default_names=["arms"], options=options, doc=__doc__, argv=argv)
+
+
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    main()

@@ -9,4 +9,4 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import make_arms  # noqa: E402
 
 if __name__ == "__main__":
-    make_arms.main(["--name", "arms_long", *sys.argv[1:]])
+    make_arms.main([*sys.argv[1:], "--name", "arms_long"])

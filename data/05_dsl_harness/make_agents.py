@@ -6,25 +6,31 @@
 
 Run from the repository root: ``.venv/bin/python data/05_dsl_harness/make_agents.py`` (or
 ``make data NB=05_dsl_harness``). ``--tiny`` trains a tiny config for a few steps into a temporary folder (seconds;
-what the tests run). One torch thread: the same seed on the same machine writes byte-identical weights.
+what the tests run); ``--seeds``/``--out``: other seeds into another data root.
+One torch thread: the same seed on the same machine writes byte-identical weights.
 """
 
 from __future__ import annotations
 
 import argparse
-import tempfile
 import time
 from pathlib import Path
 
-from helpers import checkpoints, repro
+from helpers import checkpoints, repro, scripts
 from helpers import dsl_harness as dsl
 
 SLUG = "05_dsl_harness"
 HERE = Path(__file__).resolve()
-SOURCES = [HERE, Path(dsl.__file__).resolve()]
+SOURCES = [HERE, Path(dsl.__file__).resolve(), Path(repro.__file__).resolve()]
 
 
-def make_agents(cfg: dict, root: Path | None) -> Path:
+def tiny(name: str) -> dict:
+    cfg = dsl.checkpoint_config(name)
+    cfg.update(n_train=20, n_test=5, seeds=[0], steps=3, batch=4, d_model=16, n_layer=1, n_head=2)
+    return cfg
+
+
+def make_agents(cfg: dict, root: Path | None, args: argparse.Namespace | None = None) -> Path:
     con = dsl.make_database(cfg["db_seed"])
     intents = dsl.make_intents(con, cfg["n_train"] + cfg["n_test"], seed=cfg["intent_seed"])
     train, test = intents[:cfg["n_train"]], intents[cfg["n_train"]:]
@@ -46,20 +52,9 @@ def make_agents(cfg: dict, root: Path | None) -> Path:
                             sources=SOURCES, module="helpers.dsl_harness", root=root)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--tiny", action="store_true", help="tiny config, a few steps, into a temporary folder")
-    ap.add_argument("--out", type=Path, default=None, help="data root to write <slug>/<name>.* into")
-    args = ap.parse_args()
-    repro.set_threads(1)
-    cfg = dsl.checkpoint_config("agents")
-    if args.tiny:
-        cfg.update(n_train=20, n_test=5, seeds=[0], steps=3, batch=4, d_model=16, n_layer=1, n_head=2)
-        if args.out is None:
-            with tempfile.TemporaryDirectory() as tmp:
-                print(make_agents(cfg, Path(tmp)))
-            return
-    print(make_agents(cfg, args.out))
+def main(argv: list[str] | None = None) -> list[Path]:
+    return scripts.script_main(make_agents, config=dsl.checkpoint_config, tiny=tiny, names=["agents"], doc=__doc__,
+                               argv=argv)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,8 @@ run, and write them with :mod:`helpers.checkpoints`:
 
 Run from the repository root: ``.venv/bin/python data/05_dsl_harness/make_credit.py`` (or
 ``make data NB=05_dsl_harness``). ``--tiny`` trains a tiny config for a few steps into a temporary folder (seconds;
-what the tests run). One torch thread: the same seed on the same machine writes byte-identical weights. Weights
+what the tests run); ``--seeds``/``--out``: other seeds into another data root.
+One torch thread: the same seed on the same machine writes byte-identical weights. Weights
 are stored as float16 (the chapter's data stays under 5 MB); the notebook casts them back to float32.
 """
 
@@ -17,18 +18,17 @@ from __future__ import annotations
 import argparse
 import copy
 import multiprocessing
-import tempfile
 import time
 from pathlib import Path
 
 import torch
 
-from helpers import checkpoints, repro
+from helpers import checkpoints, repro, scripts
 from helpers import dsl_harness as dsl
 
 SLUG = "05_dsl_harness"
 HERE = Path(__file__).resolve()
-SOURCES = [HERE, Path(dsl.__file__).resolve()]
+SOURCES = [HERE, Path(dsl.__file__).resolve(), Path(repro.__file__).resolve()]
 
 
 def _one_seed(args: tuple[dict, int]) -> tuple[dict, dict, dict]:
@@ -59,6 +59,13 @@ def _one_seed(args: tuple[dict, int]) -> tuple[dict, dict, dict]:
     return tensors, history, metrics
 
 
+def tiny(name: str) -> dict:
+    cfg = dsl.checkpoint_config(name)
+    cfg.update(n_train=20, n_test=5, n_sft=10, seeds=[0], sft_steps=3, rl_steps=2, rl_batch=4, d_model=16,
+               n_layer=1, n_head=2)
+    return cfg
+
+
 def make_credit(cfg: dict, root: Path | None, jobs: int = 1) -> Path:
     t0 = time.time()
     todo = [(cfg, s) for s in cfg["seeds"]]
@@ -79,22 +86,12 @@ def make_credit(cfg: dict, root: Path | None, jobs: int = 1) -> Path:
                             root=root)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--tiny", action="store_true", help="tiny config, a few steps, into a temporary folder")
-    ap.add_argument("--out", type=Path, default=None, help="data root to write <slug>/<name>.* into")
-    ap.add_argument("--jobs", type=int, default=1, help="processes (one per seed at most); same weights for any")
-    args = ap.parse_args()
-    repro.set_threads(1)
-    cfg = dsl.checkpoint_config("credit")
-    if args.tiny:
-        cfg.update(n_train=20, n_test=5, n_sft=10, seeds=[0], sft_steps=3, rl_steps=2, rl_batch=4, d_model=16,
-                   n_layer=1, n_head=2)
-        if args.out is None:
-            with tempfile.TemporaryDirectory() as tmp:
-                print(make_credit(cfg, Path(tmp), args.jobs))
-            return
-    print(make_credit(cfg, args.out, args.jobs))
+def main(argv: list[str] | None = None) -> list[Path]:
+    def options(ap: argparse.ArgumentParser) -> None:
+        ap.add_argument("--jobs", type=int, default=1, help="processes (one per seed at most); same weights for any")
+
+    return scripts.script_main(lambda cfg, out, args: make_credit(cfg, out, args.jobs), config=dsl.checkpoint_config,
+                               tiny=tiny, names=["credit"], options=options, doc=__doc__, argv=argv)
 
 
 if __name__ == "__main__":

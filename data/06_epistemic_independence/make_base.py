@@ -12,8 +12,8 @@ write them with :mod:`helpers.checkpoints`:
 
 Run from the repository root: ``.venv/bin/python data/06_epistemic_independence/make_base.py`` (or
 ``make data NB=06_epistemic_independence``). ``--tiny`` trains a tiny config for a few steps into a temporary
-folder (seconds; what the tests run). One torch thread: the same seed on the same machine writes byte-identical
-weights.
+folder (seconds; what the tests run); ``--seeds``/``--out``: other seeds into another data root.
+One torch thread: the same seed on the same machine writes byte-identical weights.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import copy
 import multiprocessing
-import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -29,15 +28,15 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from helpers import checkpoints, repro
+from helpers import checkpoints, repro, scripts
 from helpers import epistemic_independence as ei
 
 SLUG = ei.CHECKPOINT_SLUG
 HERE = Path(__file__).resolve()
-SOURCES = [HERE, Path(ei.__file__).resolve()]
+SOURCES = [HERE, Path(ei.__file__).resolve(), Path(repro.__file__).resolve()]
 
 
-def tiny() -> dict:
+def tiny(name: str = "base") -> dict:
     cfg = copy.deepcopy(ei.checkpoint_config("base"))
     cfg.update(seeds=[0], large_seeds=[0], small=dict(n_layer=1, n_head=2, d_model=16), large=dict(n_layer=1, n_head=2, d_model=24),
                steps=6, batch=16, warmup=2)
@@ -104,19 +103,14 @@ def make_base(cfg: dict, out: Path | None, eval_n: int = 1000, workers: int = 1)
 
 
 def main(argv: list[str] | None = None) -> list[Path]:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--tiny", action="store_true", help="a few steps of a tiny config, into a temporary folder")
-    ap.add_argument("--out", type=Path, default=None, help="data root to write <slug>/<name>.* into")
-    ap.add_argument("--workers", type=int, default=2, help="processes training judges side by side")
-    args = ap.parse_args(argv)
-    torch.set_num_threads(1)
-    repro.set_threads(1)
-    out = args.out if args.out is not None else (Path(tempfile.mkdtemp(prefix="epistemic_")) if args.tiny
-                                                 else None)
-    cfg = tiny() if args.tiny else ei.checkpoint_config("base")
-    made = [make_base(cfg, out, eval_n=50 if args.tiny else 1000, workers=1 if args.tiny else args.workers)]
-    print("wrote", made[-1])
-    return made
+    def options(ap: argparse.ArgumentParser) -> None:
+        ap.add_argument("--workers", type=int, default=2, help="processes training judges side by side")
+
+    def build(cfg: dict, out: Path | None, args: argparse.Namespace) -> Path:
+        return make_base(cfg, out, eval_n=50 if args.tiny else 1000, workers=1 if args.tiny else args.workers)
+
+    return scripts.script_main(build, config=ei.checkpoint_config, tiny=tiny, names=["base"], options=options,
+                               doc=__doc__, argv=argv)
 
 
 if __name__ == "__main__":

@@ -8,25 +8,25 @@
 
 Run from the repository root: ``.venv/bin/python data/07_tree_cycle_pe/make_models.py`` (or
 ``make data NB=07_tree_cycle_pe``). ``--tiny`` trains the quick config into a temporary folder (what a smoke test
-runs). One torch thread per process; ``--workers`` forks processes and does not change the weights.
+runs); ``--seeds``/``--out``: other seeds into another data root.
+One torch thread per process; ``--workers`` forks processes and does not change the weights.
 """
 
 from __future__ import annotations
 
 import argparse
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from helpers import checkpoints, repro
+from helpers import checkpoints, repro, scripts
 from helpers import tree_cycle_pe as tc
 
 SLUG = "07_tree_cycle_pe"
 HERE = Path(__file__).resolve()
-SOURCES = [HERE, Path(tc.__file__).resolve()]
+SOURCES = [HERE, Path(tc.__file__).resolve(), Path(repro.__file__).resolve()]
 
 
 def make_models(cfg: dict, root: Path | None, workers: int = 1) -> Path:
@@ -42,19 +42,14 @@ def make_models(cfg: dict, root: Path | None, workers: int = 1) -> Path:
                             sources=SOURCES, module="helpers.tree_cycle_pe", dtype=torch.float16, root=root)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--tiny", action="store_true", help="the quick config into a temporary folder")
-    ap.add_argument("--out", type=Path, default=None, help="data root to write <slug>/<name>.* into")
-    ap.add_argument("--workers", type=int, default=2, help="processes (one torch thread each)")
-    args = ap.parse_args()
-    repro.set_threads(1)
-    cfg = tc.checkpoint_config(quick=args.tiny)
-    if args.tiny and args.out is None:
-        with tempfile.TemporaryDirectory() as tmp:
-            print(make_models(cfg, Path(tmp), workers=args.workers))
-        return
-    print(make_models(cfg, args.out, workers=args.workers))
+def main(argv: list[str] | None = None) -> list[Path]:
+    def options(ap: argparse.ArgumentParser) -> None:
+        ap.add_argument("--workers", type=int, default=2, help="processes (one torch thread each)")
+
+    return scripts.script_main(lambda cfg, out, args: make_models(cfg, out, workers=args.workers),
+                               config=lambda name: tc.checkpoint_config(name),
+                               tiny=lambda name: tc.checkpoint_config(name, quick=True), names=["models"],
+                               options=options, doc=__doc__, argv=argv)
 
 
 if __name__ == "__main__":

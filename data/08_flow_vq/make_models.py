@@ -9,27 +9,27 @@
   quantizers at K = 256, seeds 0, 1, 2, trained on the fixed training split.
 
 Run from the repository root: ``.venv/bin/python data/08_flow_vq/make_models.py`` (or ``make data NB=08_flow_vq``).
-``--tiny`` trains a tiny config for a few steps into a temporary folder (what a smoke test runs). One torch thread
-per process; ``--workers`` forks independent jobs (the same weights whatever the number of workers).
+``--tiny`` trains a tiny config for a few steps into a temporary folder (what a smoke test runs);
+``--seeds``/``--out``: other seeds into another data root. One torch thread per process; ``--workers`` forks
+independent jobs (the same weights whatever the number of workers).
 """
 
 from __future__ import annotations
 
 import argparse
 import multiprocessing as mp
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from helpers import checkpoints, repro
+from helpers import checkpoints, repro, scripts
 from helpers import flow_vq as fv
 
 SLUG = "08_flow_vq"
 HERE = Path(__file__).resolve()
-SOURCES = [HERE, Path(fv.__file__).resolve()]
+SOURCES = [HERE, Path(fv.__file__).resolve(), Path(repro.__file__).resolve()]
 
 
 def digits_split(cfg: dict) -> tuple[torch.Tensor, np.ndarray]:
@@ -69,6 +69,12 @@ def run_job(args: tuple) -> tuple[str, dict, list[float], dict]:
     return f"tok/{name}/s{seed}", model.state_dict(), curve, {"test_mse": (recon - X[te]).pow(2).mean().item()}
 
 
+def tiny(name: str) -> dict:
+    cfg = fv.checkpoint_config(name)
+    cfg.update(seeds=[0], n_toy=500, flow_steps=3, n_lorenz=300, gauss_steps=3, tok_steps=3, refresh_every=2)
+    return cfg
+
+
 def make_models(cfg: dict, root: Path | None, workers: int = 1) -> Path:
     t0 = time.time()
     jobs = [("tok", m, s, cfg) for s in cfg["seeds"] for m in cfg["methods"]]
@@ -90,21 +96,13 @@ def make_models(cfg: dict, root: Path | None, workers: int = 1) -> Path:
                             sources=SOURCES, module="helpers.flow_vq", dtype=torch.float16, root=root)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--tiny", action="store_true", help="tiny config, a few steps, into a temporary folder")
-    ap.add_argument("--out", type=Path, default=None, help="data root to write <slug>/<name>.* into")
-    ap.add_argument("--workers", type=int, default=2, help="processes (one torch thread each)")
-    args = ap.parse_args()
-    repro.set_threads(1)
-    cfg = fv.checkpoint_config("models")
-    if args.tiny:
-        cfg.update(seeds=[0], n_toy=500, flow_steps=3, n_lorenz=300, gauss_steps=3, tok_steps=3, refresh_every=2)
-        if args.out is None:
-            with tempfile.TemporaryDirectory() as tmp:
-                print(make_models(cfg, Path(tmp), args.workers))
-            return
-    print(make_models(cfg, args.out, args.workers))
+def main(argv: list[str] | None = None) -> list[Path]:
+    def options(ap: argparse.ArgumentParser) -> None:
+        ap.add_argument("--workers", type=int, default=2, help="processes (one torch thread each)")
+
+    return scripts.script_main(lambda cfg, out, args: make_models(cfg, out, args.workers),
+                               config=fv.checkpoint_config, tiny=tiny, names=["models"], options=options, doc=__doc__,
+                               argv=argv)
 
 
 if __name__ == "__main__":

@@ -9,21 +9,19 @@ them with :mod:`helpers.checkpoints`:
 
 Run from the repository root: ``.venv/bin/python data/09_transolver_gmsfem/make_basis.py`` (or
 ``make data NB=09_transolver_gmsfem``). ``--tiny`` trains a tiny config for a few steps into a temporary folder
-(seconds; what the tests run). One torch thread: the same seed on the same machine writes byte-identical weights.
+(seconds; what the tests run); ``--seeds``/``--out``: other seeds into another data root.
+One torch thread: the same seed on the same machine writes byte-identical weights.
 """
 
 from __future__ import annotations
 
-import argparse
 import copy
-import tempfile
 import time
 from pathlib import Path
 
-import torch
 from threadpoolctl import threadpool_limits
 
-from helpers import checkpoints, repro
+from helpers import checkpoints, scripts
 from helpers import transolver_gmsfem as tg
 
 SLUG = tg.CHECKPOINT_SLUG
@@ -31,13 +29,13 @@ HERE = Path(__file__).resolve()
 SOURCES = [HERE, Path(tg.__file__).resolve()]
 
 
-def tiny() -> dict:
+def tiny(name: str = "basis") -> dict:
     cfg = copy.deepcopy(tg.checkpoint_config("basis"))
     cfg.update(n_fine=16, n_coarse=4, n_bf=2, fields=1, dim=16, layers=1, slices=4, steps=3, batch=4, seeds=[0])
     return cfg
 
 
-def make_basis(cfg: dict, out: Path | None) -> Path:
+def make_basis(cfg: dict, out: Path | None, args: object = None) -> Path:
     t0 = time.time()
     mesh = tg.structured_mesh(cfg["n_fine"])
 
@@ -69,18 +67,8 @@ def make_basis(cfg: dict, out: Path | None) -> Path:
 
 
 def main(argv: list[str] | None = None) -> list[Path]:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--tiny", action="store_true", help="a few steps of a tiny config, into a temporary folder")
-    ap.add_argument("--out", type=Path, default=None, help="data root to write <slug>/<name>.* into")
-    args = ap.parse_args(argv)
-    torch.set_num_threads(1)
-    repro.set_threads(1)
-    out = args.out if args.out is not None else (Path(tempfile.mkdtemp(prefix="transolver_")) if args.tiny
-                                                 else None)
-    cfg = tiny() if args.tiny else tg.checkpoint_config("basis")
-    made = [make_basis(cfg, out)]
-    print("wrote", made[-1])
-    return made
+    return scripts.script_main(make_basis, config=tg.checkpoint_config, tiny=tiny, names=["basis"], doc=__doc__,
+                               argv=argv)
 
 
 if __name__ == "__main__":

@@ -10,20 +10,17 @@ default run, and write them with :mod:`helpers.checkpoints`:
 
 Run from the repository root: ``.venv/bin/python data/09_transolver_gmsfem/make_pure.py`` (or
 ``make data NB=09_transolver_gmsfem``). ``--tiny`` trains a tiny config for a few steps into a temporary folder
-(seconds; what the tests run). One torch thread: the same seed on the same machine writes byte-identical weights.
+(seconds; what the tests run); ``--seeds``/``--out``: other seeds into another data root.
+One torch thread: the same seed on the same machine writes byte-identical weights.
 """
 
 from __future__ import annotations
 
-import argparse
 import copy
-import tempfile
 import time
 from pathlib import Path
 
-import torch
-
-from helpers import checkpoints, repro
+from helpers import checkpoints, scripts
 from helpers import transolver_gmsfem as tg
 
 SLUG = tg.CHECKPOINT_SLUG
@@ -31,13 +28,13 @@ HERE = Path(__file__).resolve()
 SOURCES = [HERE, Path(tg.__file__).resolve()]
 
 
-def tiny() -> dict:
+def tiny(name: str = "pure") -> dict:
     cfg = copy.deepcopy(tg.checkpoint_config("pure"))
     cfg.update(n_fine=16, pairs=3, test_pairs=2, dim=16, layers=1, slices=4, steps=3, seeds=[0])
     return cfg
 
 
-def make_pure(cfg: dict, out: Path | None) -> Path:
+def make_pure(cfg: dict, out: Path | None, args: object = None) -> Path:
     t0 = time.time()
     X, Y = tg.pure_dataset(cfg, cfg["pairs"])
     Xt, Yt = tg.pure_dataset(dict(cfg, field_seed0=cfg["test_seed0"]), cfg["test_pairs"])
@@ -60,18 +57,8 @@ def make_pure(cfg: dict, out: Path | None) -> Path:
 
 
 def main(argv: list[str] | None = None) -> list[Path]:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--tiny", action="store_true", help="a few steps of a tiny config, into a temporary folder")
-    ap.add_argument("--out", type=Path, default=None, help="data root to write <slug>/<name>.* into")
-    args = ap.parse_args(argv)
-    torch.set_num_threads(1)
-    repro.set_threads(1)
-    out = args.out if args.out is not None else (Path(tempfile.mkdtemp(prefix="transolver_")) if args.tiny
-                                                 else None)
-    cfg = tiny() if args.tiny else tg.checkpoint_config("pure")
-    made = [make_pure(cfg, out)]
-    print("wrote", made[-1])
-    return made
+    return scripts.script_main(make_pure, config=tg.checkpoint_config, tiny=tiny, names=["pure"], doc=__doc__,
+                               argv=argv)
 
 
 if __name__ == "__main__":

@@ -9,26 +9,25 @@
 Run from the repository root: ``.venv/bin/python data/10_transit_lm/make_models.py`` (or
 ``make data NB=10_transit_lm``). Six jobs (seed x arm) on ``--workers`` processes, one torch thread each: the same seed writes
 byte-identical weights. ``--tiny`` trains a tiny config for a few steps into a temporary folder (seconds; what the
-tests run).
+tests run); ``--seeds``/``--out``: other seeds into another data root.
 """
 
 from __future__ import annotations
 
 import argparse
 import multiprocessing as mp
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from helpers import checkpoints, repro
+from helpers import checkpoints, repro, scripts
 from helpers import transit_lm as T
 
 SLUG = "10_transit_lm"
 HERE = Path(__file__).resolve()
-SOURCES = [HERE, Path(T.__file__).resolve()]
+SOURCES = [HERE, Path(T.__file__).resolve(), Path(repro.__file__).resolve()]
 
 
 def train_arm(args: tuple[dict, int, str]) -> tuple[tuple[int, str], dict, dict, dict]:
@@ -46,6 +45,13 @@ def train_arm(args: tuple[dict, int, str]) -> tuple[tuple[int, str], dict, dict,
     print(f"seed {seed} {arm}: SFT loss {metrics[f'final_sft_loss/{arm}/{seed}']:.4f} "
           f"({time.time() - t0:.0f} s)", flush=True)
     return (seed, arm), states, history, metrics
+
+
+def tiny(name: str) -> dict:
+    cfg = T.checkpoint_config(name)
+    cfg.update(n_sft=40, n_cpt_routes=20, n_pref=8, cpt_repeat=1, seeds=[0], cpt_steps=2, sft_steps=3, batch=4,
+               d_model=16, n_layer=1, n_head=2)
+    return cfg
 
 
 def make_models(cfg: dict, root: Path | None, workers: int) -> Path:
@@ -68,23 +74,13 @@ def make_models(cfg: dict, root: Path | None, workers: int) -> Path:
                             dtype=torch.float16, quantize="int8", root=root)  # int8: 5 MB, not 10
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--tiny", action="store_true", help="tiny config, a few steps, into a temporary folder")
-    ap.add_argument("--out", type=Path, default=None, help="data root to write <slug>/<name>.* into")
-    ap.add_argument("--workers", type=int, default=2, help="worker processes (one job each at a time)")
-    args = ap.parse_args()
-    repro.set_threads(1)
-    cfg = T.checkpoint_config("models")
-    if args.tiny:
-        cfg.update(n_sft=40, n_cpt_routes=20, n_pref=8, cpt_repeat=1, seeds=[0], cpt_steps=2, sft_steps=3, batch=4,
-                   d_model=16, n_layer=1, n_head=2)
-        args.workers = 1
-        if args.out is None:
-            with tempfile.TemporaryDirectory() as tmp:
-                print(make_models(cfg, Path(tmp), 1))
-            return
-    print(make_models(cfg, args.out, args.workers))
+def main(argv: list[str] | None = None) -> list[Path]:
+    def options(ap: argparse.ArgumentParser) -> None:
+        ap.add_argument("--workers", type=int, default=2, help="worker processes (one job each at a time)")
+
+    return scripts.script_main(lambda cfg, out, args: make_models(cfg, out, 1 if args.tiny else args.workers),
+                               config=T.checkpoint_config, tiny=tiny, names=["models"], options=options, doc=__doc__,
+                               argv=argv)
 
 
 if __name__ == "__main__":

@@ -11,14 +11,13 @@ write them with :mod:`helpers.checkpoints`:
 Run from the repository root: ``.venv/bin/python data/11_anchor_video_edit/make_propagators.py`` (or
 ``make data NB=11_anchor_video_edit``). The flow is estimated once; then one worker process per seed, one torch
 thread each: the same seed writes byte-identical weights. ``--tiny`` trains a tiny config for a few steps into a
-temporary folder (seconds).
+temporary folder (seconds); ``--seeds``/``--out``: other seeds into another data root.
 """
 
 from __future__ import annotations
 
 import argparse
 import multiprocessing as mp
-import tempfile
 import time
 from pathlib import Path
 
@@ -26,11 +25,11 @@ import numpy as np
 import torch
 
 from helpers import anchor_video_edit as A
-from helpers import checkpoints, repro
+from helpers import checkpoints, repro, scripts
 
 SLUG = "11_anchor_video_edit"
 HERE = Path(__file__).resolve()
-SOURCES = [HERE, Path(A.__file__).resolve()]
+SOURCES = [HERE, Path(A.__file__).resolve(), Path(repro.__file__).resolve()]
 
 
 def train_seed(args: tuple) -> tuple[int, dict, list, float]:
@@ -67,25 +66,19 @@ def make(cfg: dict, root: Path | None, workers: int, name: str = "propagators") 
                             sources=SOURCES, module="helpers.anchor_video_edit", dtype=torch.float16, root=root)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--tiny", action="store_true", help="tiny config, a few steps, into a temporary folder")
-    ap.add_argument("--out", type=Path, default=None, help="data root to write <slug>/<name>.* into")
-    ap.add_argument("--workers", type=int, default=3, help="worker processes (one seed each)")
-    ap.add_argument("--name", default="propagators", choices=["propagators", "propagators_filled"],
-                    help="which checkpoint to train (default: propagators)")
-    args = ap.parse_args()
-    repro.set_threads(1)
-    cfg = A.checkpoint_config(args.name)
-    if args.tiny:
-        cfg.update(n_train_clips=2, steps=3, width=4, seeds=[0])
-        if args.out is not None:  # a test asks for the files
-            print(make(cfg, args.out, 1, args.name))
-            return
-        with tempfile.TemporaryDirectory() as tmp:
-            print(make(cfg, Path(tmp), 1, args.name))
-        return
-    print(make(cfg, args.out, args.workers, args.name))
+def tiny(name: str) -> dict:
+    cfg = A.checkpoint_config(name)
+    cfg.update(n_train_clips=2, steps=3, width=4, seeds=[0])
+    return cfg
+
+
+def main(argv: list[str] | None = None) -> list[Path]:
+    def options(ap: argparse.ArgumentParser) -> None:
+        ap.add_argument("--workers", type=int, default=3, help="worker processes (one seed each)")
+
+    return scripts.script_main(lambda cfg, out, args: make(cfg, out, 1 if args.tiny else args.workers, args.name),
+                               config=A.checkpoint_config, tiny=tiny, names=["propagators", "propagators_filled"],
+                               default_names=["propagators"], options=options, doc=__doc__, argv=argv)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Train the labelled variant ``propagators_filled`` of chapter 11_anchor_video_edit (written with
 ``helpers.checkpoints`` by make_propagators.py): the same script run with ``--name propagators_filled``, so that
 ``make data NB=11_anchor_video_edit`` builds both checkpoints and the command the manifest names exists.
-``--tiny``, ``--out`` and ``--workers`` work as in make_propagators.py.
+``--tiny``, ``--out``, ``--seeds`` and ``--workers`` work as in make_propagators.py.
 """
 
 import runpy

@@ -8,34 +8,33 @@ and write it with :mod:`helpers.checkpoints`:
 
 Run from the repository root: ``.venv/bin/python data/12_transformer_dfs/make_width_limited.py`` (or
 ``make data NB=12_transformer_dfs``). ``--tiny`` trains a tiny config for a few steps into a temporary folder
-(seconds; what the tests run). One torch thread: the same seed on the same machine writes byte-identical weights.
+(seconds; what the tests run); ``--seeds``/``--out``: other seeds into another data root.
+One torch thread: the same seed on the same machine writes byte-identical weights.
 """
 
 from __future__ import annotations
 
-import argparse
 import copy
-import tempfile
 import time
 from pathlib import Path
 
 import torch
 
-from helpers import checkpoints, repro
+from helpers import checkpoints, repro, scripts
 from helpers import transformer_dfs as dfs
 
 SLUG = dfs.CHECKPOINT_SLUG
 HERE = Path(__file__).resolve()
-SOURCES = [HERE, Path(dfs.__file__).resolve()]
+SOURCES = [HERE, Path(dfs.__file__).resolve(), Path(repro.__file__).resolve()]
 
 
-def tiny() -> dict:
+def tiny(name: str = "width_limited") -> dict:
     cfg = copy.deepcopy(dfs.checkpoint_config("width_limited"))
     cfg.update(N=8, d=4, n_train=40, n_test=30, steps=4, seeds=[0], eval_every=2)
     return cfg
 
 
-def make_width_limited(cfg: dict, out: Path | None) -> Path:
+def make_width_limited(cfg: dict, out: Path | None, args: object = None) -> Path:
     tensors, history, metrics = {}, {}, {}
     t0 = time.time()
     for s in cfg["seeds"]:
@@ -64,18 +63,8 @@ def make_width_limited(cfg: dict, out: Path | None) -> Path:
 
 
 def main(argv: list[str] | None = None) -> list[Path]:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--tiny", action="store_true", help="a few steps of a tiny config, into a temporary folder")
-    ap.add_argument("--out", type=Path, default=None, help="data root to write <slug>/<name>.* into")
-    args = ap.parse_args(argv)
-    torch.set_num_threads(1)
-    repro.set_threads(1)
-    out = args.out if args.out is not None else (Path(tempfile.mkdtemp(prefix="transformer_dfs_")) if args.tiny
-                                                 else None)
-    cfg = tiny() if args.tiny else dfs.checkpoint_config("width_limited")
-    made = [make_width_limited(cfg, out)]
-    print("wrote", made[-1])
-    return made
+    return scripts.script_main(make_width_limited, config=dfs.checkpoint_config, tiny=tiny, names=["width_limited"],
+                               doc=__doc__, argv=argv)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,8 @@ its results with :mod:`helpers.checkpoints`:
   are stored (the tensor file holds the tau table; a run that did not generalise has tau = -1).
 
 Run from the repository root: ``.venv/bin/python data/13_algorithmic_cores/make_groktime.py`` (or ``make data
-NB=13_algorithmic_cores``). ``--tiny`` runs a tiny config into a temporary folder (seconds; what the tests run).
+NB=13_algorithmic_cores``). ``--tiny`` runs a tiny config into a temporary folder (seconds; what the tests run);
+``--seeds``/``--out``: other seeds into another data root.
 ``--jobs`` runs the runs in parallel processes, one torch thread each.
 """
 
@@ -18,21 +19,20 @@ from __future__ import annotations
 import argparse
 import copy
 import multiprocessing as mp
-import tempfile
 import time
 from pathlib import Path
 
 import torch
 
 from helpers import algorithmic_cores as ac
-from helpers import checkpoints, repro
+from helpers import checkpoints, repro, scripts
 
 SLUG = ac.CHECKPOINT_SLUG
 HERE = Path(__file__).resolve()
-SOURCES = [HERE, Path(ac.__file__).resolve()]
+SOURCES = [HERE, Path(ac.__file__).resolve(), Path(repro.__file__).resolve()]
 
 
-def tiny() -> dict:
+def tiny(name: str = "groktime") -> dict:
     cfg = copy.deepcopy(ac.checkpoint_config("groktime"))
     cfg.update(p=7, max_steps=20, seeds=[0], wd_axis=dict(d=16, wds=[1.0, 2.0]), width_axis=dict(wd=1.0, ds=[8, 16]),
                samples=8)
@@ -103,19 +103,11 @@ def make_groktime(cfg: dict, out: Path | None, jobs: int = 1) -> Path:
 
 
 def main(argv: list[str] | None = None) -> list[Path]:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--tiny", action="store_true", help="a tiny config for a few steps, into a temporary folder")
-    ap.add_argument("--out", type=Path, default=None, help="data root to write <slug>/<name>.* into")
-    ap.add_argument("--jobs", type=int, default=1, help="runs trained in parallel processes")
-    args = ap.parse_args(argv)
-    torch.set_num_threads(1)
-    repro.set_threads(1)
-    out = args.out if args.out is not None else (Path(tempfile.mkdtemp(prefix="algorithmic_cores_")) if args.tiny
-                                                 else None)
-    cfg = tiny() if args.tiny else ac.checkpoint_config("groktime")
-    made = [make_groktime(cfg, out, args.jobs)]
-    print("wrote", made[-1])
-    return made
+    def options(ap: argparse.ArgumentParser) -> None:
+        ap.add_argument("--jobs", type=int, default=1, help="runs trained in parallel processes")
+
+    return scripts.script_main(lambda cfg, out, args: make_groktime(cfg, out, args.jobs), config=ac.checkpoint_config,
+                               tiny=tiny, names=["groktime"], options=options, doc=__doc__, argv=argv)
 
 
 if __name__ == "__main__":

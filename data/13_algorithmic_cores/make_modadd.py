@@ -14,8 +14,8 @@ run, and write them with :mod:`helpers.checkpoints`:
 
 Run from the repository root: ``.venv/bin/python data/13_algorithmic_cores/make_modadd.py`` (or ``make data
 NB=13_algorithmic_cores``). ``--tiny`` trains a tiny config for a few steps into a temporary folder (seconds; what
-the tests run). ``--jobs`` runs seeds in parallel processes, one torch thread each: the same seed on the same
-machine writes byte-identical weights.
+the tests run); ``--seeds``/``--out``: other seeds into another data root. ``--jobs`` runs seeds in parallel
+processes, one torch thread each: the same seed on the same machine writes byte-identical weights.
 """
 
 from __future__ import annotations
@@ -23,21 +23,20 @@ from __future__ import annotations
 import argparse
 import copy
 import multiprocessing as mp
-import tempfile
 import time
 from pathlib import Path
 
 import torch
 
 from helpers import algorithmic_cores as ac
-from helpers import checkpoints, repro
+from helpers import checkpoints, repro, scripts
 
 SLUG = ac.CHECKPOINT_SLUG
 HERE = Path(__file__).resolve()
-SOURCES = [HERE, Path(ac.__file__).resolve()]
+SOURCES = [HERE, Path(ac.__file__).resolve(), Path(repro.__file__).resolve()]
 
 
-def tiny() -> dict:
+def tiny(name: str = "modadd") -> dict:
     cfg = copy.deepcopy(ac.checkpoint_config("modadd"))
     cfg.update(p=7, d=16, steps=20, seeds=[0], n_analysed=4, samples=8, null_draws=2, r_max=8)
     return cfg
@@ -113,19 +112,11 @@ def make_modadd(cfg: dict, out: Path | None, jobs: int = 1) -> Path:
 
 
 def main(argv: list[str] | None = None) -> list[Path]:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--tiny", action="store_true", help="a few steps of a tiny config, into a temporary folder")
-    ap.add_argument("--out", type=Path, default=None, help="data root to write <slug>/<name>.* into")
-    ap.add_argument("--jobs", type=int, default=1, help="seeds trained in parallel processes")
-    args = ap.parse_args(argv)
-    torch.set_num_threads(1)
-    repro.set_threads(1)
-    out = args.out if args.out is not None else (Path(tempfile.mkdtemp(prefix="algorithmic_cores_")) if args.tiny
-                                                 else None)
-    cfg = tiny() if args.tiny else ac.checkpoint_config("modadd")
-    made = [make_modadd(cfg, out, args.jobs)]
-    print("wrote", made[-1])
-    return made
+    def options(ap: argparse.ArgumentParser) -> None:
+        ap.add_argument("--jobs", type=int, default=1, help="seeds trained in parallel processes")
+
+    return scripts.script_main(lambda cfg, out, args: make_modadd(cfg, out, args.jobs), config=ac.checkpoint_config,
+                               tiny=tiny, names=["modadd"], options=options, doc=__doc__, argv=argv)
 
 
 if __name__ == "__main__":

@@ -6,28 +6,27 @@
 * ``softmax_tf``: 2-layer softmax transformers on isotropic tasks, one per seed.
 
 Run from the repository root: ``.venv/bin/python data/14_icl_multiclass/make_models.py`` (or
-``make data NB=14_icl_multiclass``); ``--only shared_lt`` trains one of them. ``--tiny`` trains tiny configs for a
-few steps into a temporary folder (seconds; what the tests run). One torch thread: the same seed on the same machine
+``make data NB=14_icl_multiclass``); ``--name shared_lt`` trains one of them. ``--tiny`` trains tiny configs for a
+few steps into a temporary folder (seconds; what the tests run); ``--seeds``/``--out``: other seeds into another data
+root. One torch thread: the same seed on the same machine
 writes byte-identical weights.
 """
 
 from __future__ import annotations
 
-import argparse
 import copy
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from helpers import checkpoints, repro
+from helpers import checkpoints, repro, scripts
 from helpers import icl_multiclass as icl
 
 SLUG = icl.CHECKPOINT_SLUG
 HERE = Path(__file__).resolve()
-SOURCES = [HERE, Path(icl.__file__).resolve()]
+SOURCES = [HERE, Path(icl.__file__).resolve(), Path(repro.__file__).resolve()]
 
 
 def tiny(name: str) -> dict:
@@ -87,21 +86,9 @@ def make_softmax_tf(cfg: dict, out: Path | None) -> Path:
 
 
 def main(argv: list[str] | None = None) -> list[Path]:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--tiny", action="store_true", help="a few steps of tiny configs, into a temporary folder")
-    ap.add_argument("--out", type=Path, default=None, help="data root to write <slug>/<name>.* into")
-    ap.add_argument("--only", choices=["shared_lt", "softmax_tf"], default=None, help="train one checkpoint")
-    args = ap.parse_args(argv)
-    torch.set_num_threads(1)
-    repro.set_threads(1)
-    out = args.out if args.out is not None else (Path(tempfile.mkdtemp(prefix="icl_multiclass_")) if args.tiny else None)
-    made = []
-    for name, make in (("shared_lt", make_shared_lt), ("softmax_tf", make_softmax_tf)):
-        if args.only in (None, name):
-            cfg = tiny(name) if args.tiny else icl.checkpoint_config(name)
-            made.append(make(cfg, out))
-            print("wrote", made[-1])
-    return made
+    makers = {"shared_lt": make_shared_lt, "softmax_tf": make_softmax_tf}
+    return scripts.script_main(lambda cfg, out, args: makers[args.name](cfg, out), config=icl.checkpoint_config,
+                               tiny=tiny, names=list(makers), doc=__doc__, argv=argv)
 
 
 if __name__ == "__main__":

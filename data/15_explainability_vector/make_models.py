@@ -9,7 +9,8 @@
 
 Run from the repository root: ``.venv/bin/python data/15_explainability_vector/make_models.py`` (or
 ``make data NB=15_explainability_vector``). ``--tiny`` trains a tiny config for a few steps into a temporary folder
-(seconds; what the tests run). One torch thread per process; ``--workers`` (default 2) forked processes run the
+(seconds; what the tests run); ``--seeds``/``--out``: other seeds into another data root. One torch thread
+per process; ``--workers`` (default 2) forked processes run the
 three pre-trainings, then the fine-tuning runs: the same seed on the same machine writes identical weights, whatever
 the number of workers.
 """
@@ -17,18 +18,17 @@ the number of workers.
 from __future__ import annotations
 
 import argparse
-import tempfile
 import time
 from pathlib import Path
 
 import torch
 
-from helpers import checkpoints, repro
+from helpers import checkpoints, repro, scripts
 from helpers import explainability_vector as ev
 
 SLUG = "15_explainability_vector"
 HERE = Path(__file__).resolve()
-SOURCES = [HERE, Path(ev.__file__).resolve()]
+SOURCES = [HERE, Path(ev.__file__).resolve(), Path(repro.__file__).resolve()]
 HISTORY_POINTS = 100  # points stored per loss curve
 
 
@@ -43,25 +43,26 @@ def make_models(cfg: dict, root: Path | None, n_eval: int = 300, workers: int = 
                             sources=SOURCES, module="helpers.explainability_vector", dtype=torch.float16, root=root)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--tiny", action="store_true", help="tiny config, a few steps, into a temporary folder")
-    ap.add_argument("--out", type=Path, default=None, help="data root to write <slug>/<name>.* into")
-    ap.add_argument("--workers", type=int, default=2, help="processes for the fine-tuning runs (one thread each)")
-    args = ap.parse_args()
-    repro.set_threads(1)
-    cfg = ev.checkpoint_config("models")
+def tiny(name: str) -> dict:
+    cfg = ev.checkpoint_config(name)
+    cfg.update(n_train=16, batch_size=4, pretrain_steps=2, source_steps=2, target_steps=2, seeds=[0, 1],
+               oracle_seeds=[0], targets=cfg["targets"][:2],
+               model=dict(cfg["model"], d_model=8, depth=1, n_head=2, stem=4))
+    return cfg
+
+
+def build(cfg: dict, out: Path | None, args: argparse.Namespace) -> Path:
     if args.tiny:
-        cfg.update(n_train=16, batch_size=4, pretrain_steps=2, source_steps=2, target_steps=2, seeds=[0, 1],
-                   oracle_seeds=[0], targets=cfg["targets"][:2],
-                   model=dict(cfg["model"], d_model=8, depth=1, n_head=2, stem=4))
-        if args.out is None:
-            with tempfile.TemporaryDirectory() as tmp:
-                print(make_models(cfg, Path(tmp), n_eval=8))
-            return
-        print(make_models(cfg, args.out, n_eval=8))
-        return
-    print(make_models(cfg, args.out, workers=args.workers))
+        return make_models(cfg, out, n_eval=8)
+    return make_models(cfg, out, workers=args.workers)
+
+
+def main(argv: list[str] | None = None) -> list[Path]:
+    def options(ap: argparse.ArgumentParser) -> None:
+        ap.add_argument("--workers", type=int, default=2, help="processes for the fine-tuning runs (one thread each)")
+
+    return scripts.script_main(build, config=ev.checkpoint_config, tiny=tiny, names=["models"], options=options,
+                               doc=__doc__, argv=argv)
 
 
 if __name__ == "__main__":

@@ -13,14 +13,13 @@
 
 Run from the repository root: ``.venv/bin/python data/16_space_time_operators/make_models.py`` (or
 ``make data NB=16_space_time_operators``). ``--tiny`` trains a tiny config into a temporary folder (what a test can
-run). One torch thread per process; ``--workers`` processes (default 1, what the shared 2-core build machine
+run); ``--seeds``/``--out``: other seeds into another data root. One torch thread per process; ``--workers`` processes (default 1, what the shared 2-core build machine
 affords): the same seed writes the same weights whatever the number of workers.
 """
 
 from __future__ import annotations
 
 import argparse
-import tempfile
 import time
 from multiprocessing import get_context
 from pathlib import Path
@@ -28,12 +27,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from helpers import checkpoints, repro
+from helpers import checkpoints, repro, scripts
 from helpers import space_time_operators as st
 
 SLUG = "16_space_time_operators"
 HERE = Path(__file__).resolve()
-SOURCES = [HERE, Path(st.__file__).resolve()]
+SOURCES = [HERE, Path(st.__file__).resolve(), Path(repro.__file__).resolve()]
 
 
 def run_job(args: tuple[dict, int, str]) -> tuple[dict, dict, dict]:
@@ -111,23 +110,21 @@ def make_models(cfg: dict, root: Path | None, workers: int = 1) -> Path:
                             sources=SOURCES, module="helpers.space_time_operators", dtype=torch.float16, root=root)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--tiny", action="store_true", help="tiny config, a few steps, into a temporary folder")
-    ap.add_argument("--out", type=Path, default=None, help="data root to write <slug>/<name>.* into")
-    ap.add_argument("--workers", type=int, default=1, help="processes (one torch thread each)")
-    args = ap.parse_args()
-    repro.set_threads(1)
-    cfg = st.checkpoint_config("models")
-    if args.tiny:
-        cfg["seeds"], cfg["baseline_seeds"] = [0], [0]
-        cfg["river"].update(n=12, T=16, n_events=4, n_test=2, steps=2, val_every=1)
-        cfg["geometry"].update(n_train=3, n_test=1, counts=[1, 3], epochs=1, T=8, sweep_epochs=2, sweep_every=1)
-        if args.out is None:
-            with tempfile.TemporaryDirectory() as tmp:
-                print(make_models(cfg, Path(tmp), workers=1))
-            return
-    print(make_models(cfg, args.out, workers=args.workers))
+def tiny(name: str) -> dict:
+    cfg = st.checkpoint_config(name)
+    cfg["seeds"], cfg["baseline_seeds"] = [0], [0]
+    cfg["river"].update(n=12, T=16, n_events=4, n_test=2, steps=2, val_every=1)
+    cfg["geometry"].update(n_train=3, n_test=1, counts=[1, 3], epochs=1, T=8, sweep_epochs=2, sweep_every=1)
+    return cfg
+
+
+def main(argv: list[str] | None = None) -> list[Path]:
+    def options(ap: argparse.ArgumentParser) -> None:
+        ap.add_argument("--workers", type=int, default=1, help="processes (one torch thread each)")
+
+    return scripts.script_main(lambda cfg, out, args: make_models(cfg, out, workers=1 if args.tiny else args.workers),
+                               config=st.checkpoint_config, tiny=tiny, names=["models"], options=options,
+                               doc=__doc__, argv=argv)
 
 
 if __name__ == "__main__":

@@ -9,22 +9,19 @@
 
 Run from the repository root: ``.venv/bin/python data/17_sail_scf/make_guesses.py`` (or ``make data
 NB=17_sail_scf``). ``--tiny`` trains a tiny config for a few steps into a temporary folder (seconds; what the
-tests run). One torch thread and one PySCF thread.
+tests run); ``--seeds``/``--out``: other seeds into another data root. One torch thread and one PySCF thread.
 """
 
 from __future__ import annotations
 
-import argparse
 import copy
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
-import torch
 from pyscf import lib
 
-from helpers import checkpoints, repro
+from helpers import checkpoints, scripts
 from helpers import sail_scf as ss
 
 SLUG = "17_sail_scf"
@@ -32,13 +29,14 @@ HERE = Path(__file__).resolve()
 SOURCES = [HERE, Path(ss.__file__).resolve()]
 
 
-def tiny() -> dict:
+def tiny(name: str = "guesses") -> dict:
     cfg = copy.deepcopy(ss.checkpoint_config("guesses"))
     cfg.update(n_train=3, n_perturb=0, seeds=[0], steps_surrogate=2, steps_sail=2, unroll=2, hidden=4, warmup=0)
     return cfg
 
 
-def make_guesses(cfg: dict, out: Path | None) -> Path:
+def make_guesses(cfg: dict, out: Path | None, args: object = None) -> Path:
+    lib.num_threads(1)  # PySCF's own threads
     t0 = time.time()
     samples, train_names, test_names = ss.training_samples(cfg, progress=True)
     print(f"{len(samples)} training samples ({len(train_names)} molecules) in {time.time() - t0:.0f} s", flush=True)
@@ -62,18 +60,8 @@ def make_guesses(cfg: dict, out: Path | None) -> Path:
 
 
 def main(argv: list[str] | None = None) -> list[Path]:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--tiny", action="store_true", help="a few steps of a tiny config, into a temporary folder")
-    ap.add_argument("--out", type=Path, default=None, help="data root to write <slug>/<name>.* into")
-    args = ap.parse_args(argv)
-    torch.set_num_threads(1)
-    repro.set_threads(1)
-    lib.num_threads(1)
-    out = args.out if args.out is not None else (Path(tempfile.mkdtemp(prefix="sail_scf_")) if args.tiny else None)
-    cfg = tiny() if args.tiny else ss.checkpoint_config("guesses")
-    made = [make_guesses(cfg, out)]
-    print("wrote", made[-1])
-    return made
+    return scripts.script_main(make_guesses, config=ss.checkpoint_config, tiny=tiny, names=["guesses"], doc=__doc__,
+                               argv=argv)
 
 
 if __name__ == "__main__":
