@@ -26,16 +26,21 @@ venv: $(VENV)/.installed
 book: venv
 	$(PY) book/build.py book $(if $(SEED),--seed $(SEED)) $(if $(JOBS),--jobs $(JOBS))
 
-## make notebook NB=<slug> [QUICK=1] [SEED=n]: one notebook into _build/executed (quick: _build/quick/executed)
+## make notebook NB=<slug> [QUICK=1] [SEED=n]: one notebook into _build/executed (quick: _build/quick/executed);
+## HELPERS_DATA=dir make notebook ... reads the checkpoints under dir (see make data)
 notebook: venv
 	@test -n "$(NB)" || { echo "usage: make notebook NB=<slug> [QUICK=1] [SEED=n]"; exit 2; }
 	$(PY) book/build.py run $(NB) $(RUN_FLAGS) --force
 
-## make data NB=<slug>: rebuild a chapter's checkpoints and data files (runs every data/<slug>/make_*.py)
+## make data NB=<slug> [SEEDS="7 8 9"] [DATA=dir]: rebuild a chapter's checkpoints and data files (every
+## data/<slug>/make_*.py), at other seeds (--seeds) and into another data root (--out; a run reads it with
+## HELPERS_DATA=dir)
+SEEDS ?=
+DATA ?=
 data: venv
-	@test -n "$(NB)" || { echo "usage: make data NB=<slug>"; exit 2; }
+	@test -n "$(NB)" || { echo "usage: make data NB=<slug> [SEEDS=\"7 8 9\"] [DATA=dir]"; exit 2; }
 	@ls data/$(NB)/make_*.py >/dev/null 2>&1 || { echo "no script data/$(NB)/make_*.py"; exit 2; }
-	for f in data/$(NB)/make_*.py; do $(PY) "$$f"; done
+	for f in data/$(NB)/make_*.py; do $(PY) "$$f" $(if $(SEEDS),--seeds $(SEEDS)) $(if $(DATA),--out "$(DATA)"); done
 
 ## make test: lint, unit tests, notebooks in quick mode, the quick site and its checks (what CI runs)
 test: venv lint repo-check unit
