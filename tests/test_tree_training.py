@@ -543,6 +543,8 @@ def test_bad_input():
         (TypeError, "budget", lambda: tt.partition_tree(tree, 2.0)),
         (TypeError, r"parts\[0\]", lambda: tt.partition_tokens(tree, ["P"])),
         (ValueError, "own_bytes", lambda: tt.chain_bound([tt.Partition(0, [0], None)], {})),
+        (ValueError, r"own_bytes\[0\]", lambda: tt.chain_bound([tt.Partition(0, [0], None)], {0: -5})),  # #58
+        (TypeError, r"own_bytes\[0\]", lambda: tt.chain_bound([tt.Partition(0, [0], None)], {0: float("nan")})),
         (TypeError, "model", lambda: tt.count_tokens(torch.nn.Linear(2, 2))),
         (TypeError, "like", lambda: tt.accumulate_gateway_grads([], np.zeros(3))),
         (TypeError, "n_head", lambda: tt.TreeLMConfig(n_head=2.0)),
@@ -562,3 +564,21 @@ def test_config_validation():
         tt.TreeLMConfig(ssm_every=-1)
     with pytest.raises(TypeError):
         tt.tree_logits(torch.nn.Linear(2, 2), make_tree(0))
+
+
+def test_round_ratio_median_and_quartiles_of_per_round_ratios():
+    med, q25, q75 = tt.round_ratio([2.0, 4.0, 6.0, 100.0], [1.0, 1.0, 1.0, 1.0])
+    assert med == pytest.approx(5.0) and q25 == pytest.approx(3.5) and q75 == pytest.approx(29.5)
+    # per-round pairing, not a ratio of medians: a round where both sides were slow cancels
+    assert tt.round_ratio([1.0, 10.0, 1.0], [0.5, 5.0, 0.5])[0] == pytest.approx(2.0)
+    with pytest.raises(ValueError, match="equal length"):
+        tt.round_ratio([1.0, 2.0], [1.0])
+    with pytest.raises(ValueError, match="den"):
+        tt.round_ratio([1.0], [0.0])
+
+
+def test_rel_spread_is_iqr_over_median():
+    assert tt.rel_spread([1.0, 1.0, 1.0]) == 0.0
+    assert tt.rel_spread([1.0, 2.0, 3.0, 4.0, 5.0]) == pytest.approx((4.0 - 2.0) / 3.0)
+    with pytest.raises(ValueError, match="times"):
+        tt.rel_spread([])
