@@ -32,7 +32,7 @@
 #
 # | | the paper | this notebook |
 # |---|---|---|
-# | agent | LLM agents (discussed, not run) | a **noisy policy**: the gold action with each decision wrong with probability ε (its success has a closed form), a tabular REINFORCE policy, and a **learned agent**: a 2-layer transformer (≈0.1 M parameters) trained on 300 request → program pairs, tested on 60 held-out requests; a smaller one trained by REINFORCE on 100 unlabelled requests with four kinds of credit |
+# | agent | LLM agents (discussed, not run) | a **noisy policy**: the gold action with each decision wrong with probability ε (its success has a closed form), a tabular REINFORCE policy, and a **learned agent**: a 2-layer transformer (≈0.1 M parameters) trained on 300 request → program pairs, tested on 300 held-out requests; a smaller one trained by REINFORCE on 100 unlabelled requests with four kinds of credit |
 # | domains | a lifecycle × domain analysis (SQL, planning, proofs, infrastructure, …) | SQLite queries (300 intents), Blocksworld with 5 blocks, learning to write one query |
 # | evidence | argument and targeted case studies | measured success rates, invalid actions reaching execution, retries, learning curves |
 # | hardware | none | 2 CPU cores, a few minutes |
@@ -88,6 +88,7 @@ rl_steps = 1000  # REINFORCE steps per run
 rl_batch = 16
 rl_lr = 20.0
 agent_repairs = 3  # verifier-guided repairs of the learned agent (case 4)
+agent_heldout = 300  # held-out requests for the learned agents (case 4)
 
 # %% tags=["hide-input"]
 import inspect
@@ -823,9 +824,10 @@ rec.check(
 # Cases 1–3 set the agent's errors by hand, so their gaps between interfaces follow from the error model we chose.
 # Here the errors come from a **trained model**: a small decoder-only transformer (`helpers.nn`, 2 layers, width
 # 64) reads the request's words and writes the action token by token. One model per interface and seed learns
-# request → DSL program, another request → SQL, on the same **300 training intents**; we score them on **60
-# held-out intents** whose programs never appear in training (held-out success = the executed rows equal the gold
-# rows). Nothing about the interfaces is built into the learner: both see the same requests and the same
+# request → DSL program, another request → SQL, on the same **300 training intents**; we score them on
+# `agent_heldout` **held-out intents** (the checkpoint's own held-out set first, then more drawn from the same
+# stream, enough to resolve a gap of a few points) whose programs never appear in training (held-out success = the
+# executed rows equal the gold rows). Nothing about the interfaces is built into the learner: both see the same requests and the same
 # training budget (1000 AdamW steps of 32 examples); the SQL model has more tokens to write, the DSL model fewer.
 #
 # Four ways to answer, all greedy:
@@ -846,11 +848,13 @@ agent_cfg = dsl.checkpoint_config("agents")
 if quick:
     agent_cfg.update(n_train=60, n_test=8, steps=30, d_model=32, n_layer=1, n_head=2)
 agent_con = dsl.make_database(agent_cfg["db_seed"])
-agent_intents = dsl.make_intents(
-    agent_con, agent_cfg["n_train"] + agent_cfg["n_test"], seed=agent_cfg["intent_seed"]
+n_heldout = agent_cfg["n_test"] if quick else max(agent_heldout, agent_cfg["n_test"])
+agent_intents = dsl.make_intents(  # one stream: the checkpoint's intents come first
+    agent_con, agent_cfg["n_train"] + n_heldout, seed=agent_cfg["intent_seed"]
 )
 a_train = agent_intents[: agent_cfg["n_train"]]
-a_test = agent_intents[agent_cfg["n_train"] :]
+a_test = agent_intents[agent_cfg["n_train"] :]  # case 4: every held-out request
+a_test5 = a_test[: agent_cfg["n_test"]]  # case 5: the checkpoint's own held-out set
 assert not {it.program for it in a_train} & {it.program for it in a_test}
 agent_seeds = agent_cfg["seeds"]
 agents, agent_loss = {}, {}
@@ -1300,13 +1304,13 @@ ax[0].legend()
 plt.show()
 
 # %% [markdown]
-# Held-out success of the trained policies (greedy, free decoding, no repair) on the 60 held-out requests of
-# case 4, next to the warm start they all began from:
+# Held-out success of the trained policies (greedy, free decoding, no repair) on the checkpoint's own held-out
+# requests (the first of case 4's), next to the warm start they all began from:
 
 # %%
 credit_answers = {
     (arm, s): [
-        dsl.agent_answer(credit_models[arm, s], agent_con, it, "dsl") for it in a_test
+        dsl.agent_answer(credit_models[arm, s], agent_con, it, "dsl") for it in a_test5
     ]
     for arm in ("warm", *dsl.CREDIT_ARMS)
     for s in credit_seeds
@@ -1480,7 +1484,7 @@ collapse = pd.DataFrame(
                 [
                     r.success and tuple(r.output) == it.program
                     for q in credit_seeds
-                    for r, it in zip(credit_answers[a, q], a_test)
+                    for r, it in zip(credit_answers[a, q], a_test5)
                 ]
             )
             / max(1, sum(r.success for q in credit_seeds for r in credit_answers[a, q]))
@@ -1500,7 +1504,7 @@ display(collapse.round(3).rename_axis("held-out decodes above").T)
 # is run, with the gold SQL, on two more databases (seeds +1, +2: a small test suite).
 # A program that only matches by accident fails there; an equivalent one does not.
 suite_dbs = [dsl.make_database(agent_cfg["db_seed"] + k) for k in (1, 2)]
-suite_gold = [[dsl.execute(db, it.sql)[1] for db in suite_dbs] for it in a_test]
+suite_gold = [[dsl.execute(db, it.sql)[1] for db in suite_dbs] for it in a_test5]
 
 
 def passes_suite(out, gold_rows):
@@ -1516,7 +1520,7 @@ for a in ("warm", *dsl.CREDIT_ARMS):
     alt = [
         passes_suite(r.output, g)
         for q in credit_seeds
-        for r, it, g in zip(credit_answers[a, q], a_test, suite_gold)
+        for r, it, g in zip(credit_answers[a, q], a_test5, suite_gold)
         if r.success and tuple(r.output) != it.program
     ]
     suite[a] = (len(alt), sum(alt))
@@ -1567,7 +1571,7 @@ lost = pd.DataFrame(
         dict(arm=a, kind=miss_kind(r.output, list(it.program), "dsl"))
         for a in dsl.CREDIT_ARMS
         for q in credit_seeds
-        for w, r, it in zip(credit_answers["warm", q], credit_answers[a, q], a_test)
+        for w, r, it in zip(credit_answers["warm", q], credit_answers[a, q], a_test5)
         if w.success and not r.success
     ],
     columns=["arm", "kind"],
