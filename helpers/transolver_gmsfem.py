@@ -66,6 +66,9 @@ def _q1_reference(hx: float, hy: float) -> tuple[np.ndarray, np.ndarray]:
 # ----------------------------------------------------------------------------------------------------------------
 # Meshes and coefficients
 # ----------------------------------------------------------------------------------------------------------------
+KAPPA_MAX = 1e100  # the largest coefficient: kappa-weighted matrices, energies and their squares stay finite
+
+
 @dataclass
 class Mesh:
     """A fine mesh of the unit square. ``cells`` are quads (Q1) or triangles (P1); ``kappa`` is per cell.
@@ -94,7 +97,8 @@ class Mesh:
         self.Me = V.array("Me", self.Me, shape=(ne, k, k), dtype="float")
         if self.kappa is None:
             self.kappa = np.ones(ne)
-        self.kappa = V.array("kappa", self.kappa, shape=(ne,), dtype="float", min=0, strict_min=True).astype(float)
+        self.kappa = V.array("kappa", self.kappa, shape=(ne,), dtype="float", min=0, strict_min=True,
+                             max=KAPPA_MAX).astype(float)
 
     @property
     def n(self) -> int:
@@ -186,7 +190,7 @@ def kappa_field(seed: int, n_pix: int = 64, contrast: float = 1e4, geometry: str
     """
     seed = V.seed("seed", seed)
     V.one_of("geometry", geometry, ("channels", "curved"))
-    contrast = V.number("contrast", contrast, min=1, strict_min=True)
+    contrast = V.number("contrast", contrast, min=1, strict_min=True, max=KAPPA_MAX)
     n_pix = V.integer("n_pix", n_pix, min=16)
     rng = np.random.default_rng(seed)
     P = np.ones((n_pix, n_pix))
@@ -260,7 +264,15 @@ def _assemble(mesh: Mesh, local: np.ndarray, weight: np.ndarray | None) -> sp.cs
 
 
 def _mesh(mesh: object) -> Mesh:
-    return V.instance("mesh", mesh, Mesh)
+    """A :class:`Mesh` whose fields are still valid: a dataclass can be changed after it was built
+    (``mesh.kappa[i] = nan``), so what the assembly reads is checked again here (O(cells), once per call)."""
+    V.instance("mesh", mesh, Mesh)
+    ne = len(mesh.cells)
+    V.array("mesh.kappa", mesh.kappa, shape=(ne,), dtype="float", min=0, strict_min=True, max=KAPPA_MAX)
+    V.array("mesh.points", mesh.points, shape=(None, 2), dtype="float")
+    V.array("mesh.Ke", mesh.Ke, shape=(ne, None, None), dtype="float")
+    V.array("mesh.Me", mesh.Me, shape=(ne, None, None), dtype="float")
+    return mesh
 
 
 def _sparse(name: str, A: object, shape: tuple[int | None, int | None]) -> sp.spmatrix:
@@ -575,6 +587,7 @@ def multiscale_basis(mesh: Mesh, nbhds: list[Neighbourhood], phis: list[np.ndarr
     rows, cols, vals, j = [], [], [], 0
     for i, (nb, phi) in enumerate(zip(nbhds, phis)):
         phi = V.array(f"phis[{i}]", phi, shape=(len(nb.nodes), None), dtype="float").astype(float)
+        V.array(f"nbhds[{i}].chi", nb.chi, shape=(len(nb.nodes),), dtype="float")  # still finite (a mutable field)
         if nb.nodes.max() >= mesh.n:
             raise ValueError(f"nbhds must belong to mesh: node {nb.nodes.max()} >= mesh.n = {mesh.n}")
         psi = nb.chi[:, None] * phi
@@ -938,6 +951,70 @@ def s_orthonormalize(phi: np.ndarray, s: np.ndarray) -> np.ndarray:
 # ----------------------------------------------------------------------------------------------------------------
 # Data, training and checkpoints (shared by data/09_transolver_gmsfem/make_*.py and the notebook's quick mode)
 # ----------------------------------------------------------------------------------------------------------------
+# ----------------------------------------------------------------------------------------------------------------
+# The speed baseline: a menu of classical eigensolvers, and the fastest one at a given accuracy
+# ----------------------------------------------------------------------------------------------------------------
+def classical_solvers(n_bf: int) -> dict:
+    """``name -> solve(A_sparse, neighbourhood)`` for the chapter's menu of classical local eigensolvers, each
+    returning the leading ``n_bf`` pairs ``(lam, S-orthonormal phi)``, or ``None`` where the solver broke down
+    (LOBPCG's Rayleigh-Ritz can fail on tiny patches; such a basis counts as unusable)."""
+    n_bf = _positive_int("n_bf", n_bf)
+    ncv = 2 * n_bf + 1
+
+    def lob(pc: str, it: int):
+        return lambda A, b: local_spectral_lobpcg(A, b.s, n_bf, precond=pc, tol=1e-30, maxiter=it)
+
+    menu = {
+        "LAPACK evr (dense)": lambda A, b: local_spectral(b.A, b.s, n_bf),
+        "ARPACK shift-invert": lambda A, b: local_spectral_arpack(A, b.s, n_bf),
+        f"ARPACK, ncv {ncv}": lambda A, b: local_spectral_arpack(A, b.s, n_bf, ncv=ncv),
+        f"ARPACK, ncv {ncv}, tol 1e-2": lambda A, b: local_spectral_arpack(A, b.s, n_bf, tol=1e-2, ncv=ncv),
+        "LOBPCG + ILU, 8 it": lob("ilu", 8),
+        "LOBPCG + ILU, 16 it": lob("ilu", 16),
+        "LOBPCG + LU, 8 it": lob("lu", 8),
+    }
+
+    def guarded(solve):
+        def run(A, b):
+            try:
+                return solve(A, b)
+            except (np.linalg.LinAlgError, ValueError):
+                return None
+        return run
+
+    return {k: guarded(f) for k, f in menu.items()}
+
+
+def fastest_at(times: dict, errors: dict, target: object, exclude: str = "") -> str:
+    """The fastest solver (smallest ``times[name]``) whose errors are at most ``target`` for every forcing
+    (element-wise, a relative slack of 1e-9); names containing ``exclude``, if given, are left out. Raises
+    ``ValueError`` when none qualifies."""
+    if not isinstance(times, dict) or not isinstance(errors, dict) or set(times) != set(errors):
+        raise TypeError("times and errors must be dicts with the same solver names")
+    target = np.asarray(target, dtype=float)
+    ok = [k for k in times if np.all(np.asarray(errors[k]) <= target * (1 + 1e-9)) and not (exclude and exclude in k)]
+    if not ok:
+        raise ValueError(f"no solver reaches errors <= {target.tolist()}")
+    return min(ok, key=lambda k: times[k])
+
+
+def missed_pairs(eig: list, ref: list, n_bf: int) -> int:
+    """Patches where a solver's leading ``n_bf`` eigenvalues differ from the reference's by more than 1 % of the
+    reference's ``lambda_n_bf`` (it returned some other eigenpairs); every patch when it broke down anywhere."""
+    n_bf = _positive_int("n_bf", n_bf)
+    if len(eig) != len(ref):
+        raise ValueError(f"eig and ref must cover the same patches, got {len(eig)} and {len(ref)}")
+    if any(e is None for e in eig):
+        return len(eig)
+    return int(sum(np.abs(la[:n_bf] - le[:n_bf]).max() > 1e-2 * le[n_bf - 1] for (la, _), (le, _) in zip(eig, ref)))
+
+
+def _positive_int(name: str, x: object) -> int:
+    if isinstance(x, bool) or not isinstance(x, (int, np.integer)) or x < 1:
+        raise ValueError(f"{name} must be a positive integer, got {x!r}")
+    return int(x)
+
+
 CHECKPOINT_SLUG = "09_transolver_gmsfem"
 U_SCALE = 0.05  # the pure solver predicts u / U_SCALE
 

@@ -36,7 +36,7 @@
 # and is implemented exactly: Neumann local spectral problems with a lumped κ-weighted mass, bilinear partition of
 # unity, Galerkin coarse solve. Physics-Attention follows the published Transolver. The rest is our
 # reconstruction: the network's inputs (relative coordinates, log κ, partition-of-unity value, mask), the
-# hard-wired constant first eigenfunction, and the loss. The predecessor (GMsFEM-NO, arXiv 2505.16030) aligns
+# hard-wired constant first eigenfunction, and the loss. The predecessor (GMsFEM-NO, arXiv 2505.16030) aligns <!-- paper -->
 # subspaces through principal angles in the mass norm; section 3 shows why that alone is the wrong yardstick for
 # a Galerkin basis in high contrast, and we add an **energy-aware** term (a Rayleigh-Ritz excess), evaluate every
 # truncation k = 1..N_bf (nested), and drop the truncations that fall inside a degenerate eigenspace. The "network
@@ -89,11 +89,12 @@ import warnings
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
+from IPython.display import Markdown, display
 from scipy.linalg import LinAlgWarning
 from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
-from helpers import checkpoints, claims, plotting, repro
+from helpers import checkpoints, claims, plotting, repro, train
 from helpers import transolver_gmsfem as tg
 
 if quick:
@@ -216,7 +217,7 @@ def gmsfem(field, phis, f=ones):
     u_ms, A0 = tg.gmsfem_solve(field["A"], tg.load(field["mesh"], f), R)
     return u_ms, A0
 
-
+# %%
 test = [setup_field(tg.kappa_field(seed * 1000 + i)) for i in range(n_test_fields)]
 for fd in test:
     fd["u"] = tg.solve_fine(fd["mesh"], ones, fd["A"])
@@ -234,6 +235,7 @@ print(
 )
 rec.check("eigen_residual", res, 1e-8, op="<=")
 
+# %%
 errs_exact = np.zeros((n_test_fields, n_bf, 2))
 for t, fd in enumerate(test):
     for k in range(1, n_bf + 1):
@@ -320,7 +322,7 @@ def one_step(field, phis):
         for A, b, p in zip(field["Asp"], field["nb"], phis)
     ]
 
-
+# %%
 fd = test[0]
 rng = np.random.default_rng(seed)
 eps_grid = (
@@ -348,6 +350,8 @@ for eps in tqdm(eps_grid, desc="sensitivity"):
                 energy_err(fd, fixed),
             )
         )
+
+# %%
 sens = {k: np.array(v) for k, v in sens.items()}
 fig, ax = plt.subplots(figsize=(6.2, 3.6))
 for kind, mk in zip(sens, "os"):
@@ -401,7 +405,7 @@ rec.check(
 #   has no constant eigenfunction); averaging only $k = 2..N_{bf}$ left it free.
 # * **Cuts only at spectral gaps.** If $\lambda_2\approx\lambda_3$, "the leading 2 eigenfunctions" is not a
 #   subspace at all; a mass-norm target there punishes correct predictions. `spectral_cuts` keeps a truncation
-#   only where $\lambda_{k+1}-\lambda_k > 0.1\,\lambda_{k+1}$ (the energy term needs no such care).
+#   only where $\lambda_{k+1}-\lambda_k > 0.1\,\lambda_{k+1}$ (the energy term needs no such care). <!-- paper -->
 
 # %%
 lam_te = np.array([lam[: n_bf + 1] for fdx in test for lam, _ in fdx["eig"]])
@@ -458,7 +462,7 @@ elif (cfg_b["n_fine"], cfg_b["n_coarse"], cfg_b["n_bf"]) != (n_fine, n_coarse, n
     )
 seeds = cfg_b["seeds"]
 data_te = tg.basis_dataset(test, n_bf, n_coarse, cfg_b["rel_gap"])
-nets = {}
+nets, hists_b = {}, {}
 if quick:
     train_fields = [
         setup_field(tg.kappa_field(cfg_b["field_seed0"] + i, n_pix=64))
@@ -467,6 +471,7 @@ if quick:
     data_tr = tg.basis_dataset(train_fields, n_bf, n_coarse, cfg_b["rel_gap"])
     for s in seeds:
         nets[s], hist = tg.train_basis(cfg_b, data_tr, s, test=data_te)
+        hists_b[s] = hist
     plt.figure(figsize=(5, 3))
     plt.semilogy(hist.smoothed(5))
     plt.gca().set(xlabel="step", ylabel="loss (live, tiny)")
@@ -491,6 +496,7 @@ else:
 print(f"basis network: {nets[seeds[0]].n_params:,} parameters; seeds {seeds}")
 
 
+# %%
 @torch.no_grad()
 def test_losses(net):
     net.eval()
@@ -545,6 +551,7 @@ def ortho(field, phis, k=n_bf):
     return [tg.s_orthonormalize(p[:, :k], b.s) for p, b in zip(phis, field["nb"])]
 
 
+# %%
 errs_pred = np.zeros((len(seeds), *errs_exact.shape))
 errs_hyb = np.zeros_like(errs_pred)
 for i, s in enumerate(tqdm(seeds, desc="seeds")):
@@ -575,6 +582,8 @@ print(
     "(hybrid)",
 )
 
+
+# %%
 fig, ax = plt.subplots(1, 2, figsize=(9, 3.2))
 ks = np.arange(1, n_bf + 1)
 for j, name in enumerate(["energy", "L2"]):
@@ -781,54 +790,7 @@ plt.show()
 # where the basis is reused.
 
 
-# %%
-def median_time(fn, repeats):
-    """Median wall time of ``repeats`` calls after one warm-up call; also returns
-    the warm-up's result."""
-    result = fn()  # warm-up
-    out = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        out.append(time.perf_counter() - t0)
-    return float(np.median(out)), result
-
-
-def classical_solvers(k):
-    """name -> solver(A_sparse, neighbourhood) -> (lam, S-orthonormal phi)."""
-    ncv = 2 * k + 1
-
-    def lob(pc, it):
-        return lambda A, b: tg.local_spectral_lobpcg(
-            A, b.s, k, precond=pc, tol=1e-30, maxiter=it
-        )
-
-    return {
-        "LAPACK evr (dense)": lambda A, b: tg.local_spectral(b.A, b.s, k),
-        "ARPACK shift-invert": lambda A, b: tg.local_spectral_arpack(A, b.s, k),
-        f"ARPACK, ncv {ncv}": lambda A, b: tg.local_spectral_arpack(A, b.s, k, ncv=ncv),
-        f"ARPACK, ncv {ncv}, tol 1e-2": lambda A, b: tg.local_spectral_arpack(
-            A, b.s, k, tol=1e-2, ncv=ncv
-        ),
-        "LOBPCG + ILU, 8 it": lob("ilu", 8),
-        "LOBPCG + ILU, 16 it": lob("ilu", 16),
-        "LOBPCG + LU, 8 it": lob("lu", 8),
-    }
-
-
-def guarded(solve):
-    """A solver that returns None instead of raising (LOBPCG's Rayleigh-Ritz can
-    break down on tiny patches); such a solver's basis counts as unusable."""
-
-    def run(A, b):
-        try:
-            return solve(A, b)
-        except (np.linalg.LinAlgError, ValueError):
-            return None
-
-    return run
-
-
+# %% tags=["hide-input"]
 TIMING_FORCINGS = ("constant", "sine", "sources")
 
 
@@ -853,115 +815,82 @@ def basis_err(field, eig):
     return np.where(np.isfinite(e), e, np.inf)
 
 
-def fastest(rows, target, exclude=""):
-    """The fastest classical solver whose energy error is at most ``target`` for
-    every forcing (names containing ``exclude``, if given, left out)."""
-    ok = [
-        k
-        for k, r in rows.items()
-        if np.all(r["err"] <= target * (1 + 1e-9)) and not (exclude and exclude in k)
-    ]
-    return min(ok, key=lambda k: rows[k]["t"])
+def timing_field(n_f):
+    """The timing field at n_f fine cells per side, with its three forcings' loads and fine solutions."""
+    fld = setup_field(tg.kappa_field(seed * 1000), tg.structured_mesh(n_f))
+    fld["u"] = tg.solve_fine(fld["mesh"], np.ones(fld["mesh"].n), fld["A"])
+    fld["rhs"] = []
+    for kind in TIMING_FORCINGS:
+        f_t = tg.forcing(fld["mesh"].points, kind, seed=seed)
+        fld["rhs"].append((tg.load(fld["mesh"], f_t), tg.solve_fine(fld["mesh"], f_t, fld["A"])))
+    return fld
 
 
-def missed(eig, ref):
-    """Patches where a solver's eigenvalues are not evr's leading n_bf (1 % of
-    lambda_n_bf): it returned some other eigenpairs."""
-    if any(e is None for e in eig):
-        return len(eig)
-    return int(
-        sum(
-            np.abs(la[:n_bf] - le[:n_bf]).max() > 1e-2 * le[n_bf - 1]
-            for (la, _), (le, _) in zip(eig, ref)
-        )
-    )
+# %% [markdown]
+# Every side is timed in one `repro.benchmark` run: the rounds interleave the solvers, so load hits each alike;
+# process CPU time is recorded beside wall time, and the claim compares CPU-time medians. Each solver's output
+# (its basis) is computed once first, which also serves as the warm-up.
 
-
+# %%
 timing, net0 = {}, nets[seeds[0]]
-solvers = classical_solvers(n_bf)
+solvers = tg.classical_solvers(n_bf)  # dense evr, ARPACK (3 settings), LOBPCG (3 settings)
 threads = torch.get_num_threads()
 torch.set_num_threads(1)
 for n_f in tqdm(timing_sizes, desc="timing"):
-    fld = setup_field(tg.kappa_field(seed * 1000), tg.structured_mesh(n_f))
+    fld = timing_field(n_f)
     nbs, As = fld["nb"], fld["Asp"]
-    rows = {}
+    fns = {name: (lambda solve=solve, As=As, nbs=nbs: [solve(A, b) for A, b in zip(As, nbs)])
+           for name, solve in solvers.items()}
+    fns["network"] = lambda fld=fld: ortho(fld, predicted_bases(fld, net0))  # features + S-orthonormalisation
+    fns["hybrid"] = lambda fld=fld: one_step(fld, predicted_bases(fld, net0))  # + a sparse LU per patch
+    fns["fine solve"] = lambda fld=fld: tg.solve_fine(fld["mesh"], np.ones(fld["mesh"].n), fld["A"])
     with threadpool_limits(1), warnings.catch_warnings():
-        # LOBPCG at a fixed iteration count warns that it did not reach tol, and
-        # about ill-conditioned Rayleigh-Ritz steps (the matching sees the error)
+        # LOBPCG at a fixed iteration count warns that it did not reach tol, and about
+        # ill-conditioned Rayleigh-Ritz steps (the matching sees the error)
         warnings.simplefilter("ignore", UserWarning)
         warnings.simplefilter("ignore", LinAlgWarning)
-        t_fine, u = median_time(
-            lambda fld=fld: tg.solve_fine(
-                fld["mesh"], np.ones(fld["mesh"].n), fld["A"]
-            ),
-            timing_repeats,
-        )
-        fld["u"] = u
-        fld["rhs"] = []
-        for kind in TIMING_FORCINGS:
-            f_t = tg.forcing(fld["mesh"].points, kind, seed=seed)
-            fld["rhs"].append(
-                (tg.load(fld["mesh"], f_t), tg.solve_fine(fld["mesh"], f_t, fld["A"]))
-            )
-        for name, raw in solvers.items():
-            solve = guarded(raw)
-            t, eig = median_time(
-                lambda solve=solve, nbs=nbs, As=As: [
-                    solve(A, b) for A, b in zip(As, nbs)
-                ],
-                timing_repeats,
-            )
-            rows[name] = dict(t=t, err=basis_err(fld, eig), eig=eig)
-        # the network's clock includes its input features and the S-orthonormal
-        # basis it hands to GMsFEM, as the eigensolvers' clocks do
-        t_net, pred = median_time(
-            lambda fld=fld: ortho(fld, predicted_bases(fld, net0)), timing_repeats
-        )
-        t_hyb, hyb = median_time(
-            lambda fld=fld: one_step(fld, predicted_bases(fld, net0)),
-            timing_repeats,
-        )
-    eig, eig_a = rows["LAPACK evr (dense)"]["eig"], rows["ARPACK shift-invert"]["eig"]
-    gap_a = max(
-        np.abs(la - le).max() / le.max() for (la, _), (le, _) in zip(eig_a, eig)
-    )
-    err_exact = rows["LAPACK evr (dense)"]["err"]
-    err_pred, err_hyb = errs_all(fld, pred), errs_all(fld, hyb)
-    b_full, b_net, b_hyb = (fastest(rows, e) for e in (err_exact, err_pred, err_hyb))
-    b_strict = fastest(rows, err_pred, exclude="tol")
+        out = {k: fn() for k, fn in fns.items()}  # each side's result, and its warm-up
+        tm = repro.benchmark(fns, repeats=timing_repeats, warmup=0)
+    ref = out["LAPACK evr (dense)"]
+    err = {k: basis_err(fld, out[k]) for k in solvers}
+    t_cpu = {k: tm.median(k) for k in fns}
+    err_exact, err_pred, err_hyb = err["LAPACK evr (dense)"], errs_all(fld, out["network"]), errs_all(fld, out["hybrid"])
+    b_full, b_net, b_hyb = (tg.fastest_at({k: t_cpu[k] for k in solvers}, err, e) for e in (err_exact, err_pred, err_hyb))
+    b_strict = tg.fastest_at({k: t_cpu[k] for k in solvers}, err, err_pred, exclude="tol")
     timing[len(nbs[40].nodes)] = dict(
-        rows={
-            k: dict(t=r["t"], err=r["err"], miss=missed(r["eig"], eig))
-            for k, r in rows.items()
-        },
-        best_strict=b_strict, speedup_strict=rows[b_strict]["t"] / t_net,
-        network=t_net, hybrid=t_hyb, fine_solve=t_fine, gap_arpack=gap_a,
-        best_full=b_full, best_net=b_net, best_hyb=b_hyb,
-        t_best=rows[b_net]["t"], t_best_hyb=rows[b_hyb]["t"],
-        speedup=rows[b_net]["t"] / t_net, speedup_hybrid=rows[b_hyb]["t"] / t_hyb,
-        speedup_full=rows[b_full]["t"] / t_net,
-        speedup_evr=rows["LAPACK evr (dense)"]["t"] / t_net,
+        rows={k: dict(t=t_cpu[k], wall=tm.median(k, "wall"), spread=tm.spread(k), err=err[k],
+                      miss=tg.missed_pairs(out[k], ref, n_bf)) for k in solvers},
+        network=t_cpu["network"], hybrid=t_cpu["hybrid"], fine_solve=t_cpu["fine solve"],
+        spread_net=tm.spread("network"), spread_best=tm.spread(b_net),
+        gap_arpack=max(np.abs(la - le).max() / le.max() for (la, _), (le, _) in zip(out["ARPACK shift-invert"], ref)),
+        best_full=b_full, best_net=b_net, best_hyb=b_hyb, best_strict=b_strict,
+        t_best=t_cpu[b_net], t_best_hyb=t_cpu[b_hyb],
+        speedup=tm.ratio(b_net, "network"), speedup_hybrid=tm.ratio(b_hyb, "hybrid"),
+        speedup_full=tm.ratio(b_full, "network"), speedup_evr=tm.ratio("LAPACK evr (dense)", "network"),
+        speedup_strict=tm.ratio(b_strict, "network"), speedup_wall=tm.ratio(b_net, "network", clock="wall"),
         err_exact=err_exact, err_pred=err_pred, err_hyb=err_hyb,
     )  # fmt: skip
 torch.set_num_threads(threads)
+
+# %% tags=["hide-input"]
 for size, t in timing.items():
     print(
-        f"{size} nodes/patch: fine solve {t['fine_solve'] * 1e3:.0f} ms; energy error "
+        f"{size} nodes/patch: fine solve {t['fine_solve'] * 1e3:.0f} ms CPU; energy error "
         f"for f = {', '.join(TIMING_FORCINGS)}: exact {np.round(t['err_exact'], 3)}, "
         f"network {np.round(t['err_pred'], 3)}, hybrid {np.round(t['err_hyb'], 3)}"
     )
     for name, r in t["rows"].items():
         print(
-            f"  {name:28s} {r['t'] * 1e3:8.1f} ms   energy error "
+            f"  {name:28s} {r['t'] * 1e3:8.1f} ms CPU (spread {r['spread']:.2f})   energy error "
             f"{np.round(r['err'], 3)}   not the leading {n_bf} eigenpairs in "
             f"{r['miss']} of {len(nbs)} patches"
         )
     print(
-        f"  {'network':28s} {t['network'] * 1e3:8.1f} ms   -> vs {t['best_net']}: "
-        f"{t['speedup']:.1f}x"
+        f"  {'network':28s} {t['network'] * 1e3:8.1f} ms CPU (spread {t['spread_net']:.2f})  -> vs "
+        f"{t['best_net']}: {t['speedup']:.2f}x (wall {t['speedup_wall']:.2f}x)"
     )
     print(
-        f"  {'hybrid (network + one step)':28s} {t['hybrid'] * 1e3:8.1f} ms   -> vs "
+        f"  {'hybrid (network + one step)':28s} {t['hybrid'] * 1e3:8.1f} ms CPU   -> vs "
         f"{t['best_hyb']}: {t['speedup_hybrid']:.2f}x"
     )
     print(
@@ -970,6 +899,8 @@ for size, t in timing.items():
         f"fastest converged solver at its accuracy ({t['best_strict']}) "
         f"{t['speedup_strict']:.2f}x"
     )
+
+# %%
 rec.check(
     "arpack_matches_evr",
     max(t["gap_arpack"] for t in timing.values()),
@@ -1200,178 +1131,163 @@ plotting.live_controls(
 )
 
 # %% [markdown]
-# ## 11. Reading the results, and known limits
+# ## 11. The claims record
 #
-# * **Accuracy: what the larger, longer-trained network buys.** Section 3 is the main finding: in high contrast a
-#   basis can be within a tiny mass-norm angle of the exact one and still give a several-times larger energy
-#   error (5 % white noise, $\sum\sin^2\theta = 0.007$, raises the error from 0.083 to 0.365), because what
-#   matters is *which* eigenvectors contaminate it. Going from 57 k parameters and 600 steps on 50 fields to 156 k
-#   parameters and 4 000 steps on 100 fields cut the test losses about fourfold (energy term 1.04 → 0.21-0.26,
-#   $\sum\sin^2$ 0.88 → 0.26-0.28) and the predicted basis's energy-error ratio from 6.2 to 3.0-3.3. That is
-#   still far from the 1.5 bar (`learned_basis_accuracy` not held): the measured $\sum\sin^2 \approx 0.26$ sits
-#   more than an order of magnitude above the 0.007 at which section 3's sweep already shows a 4x larger energy
-#   error, and the test curves in section 4 were flattening (0.22 → 0.21 over the last 500 steps of seed 0), so
-#   more of the same training would not close the gap. With **one** inverse-iteration step the hybrid reaches
-#   1.06, 1.03 and 1.15 times the exact error (`hybrid_accuracy` mixed: two seeds of three under 1.1). That bar
-#   is measured for $f = 1$; on section 7's timing field with four point sources the hybrid's energy error is
-#   1.3x the exact basis's (0.204 vs 0.154 at 289 nodes), so one step does not fully repair the basis for a
-#   rougher load. Section
-#   5's controls say the network carries the channel structure: the same step on a random start gives 2.84x,
-#   on the prediction 1.06x, and a second step only 1.03x.
-# * **Speed.** Timings on this shared machine move by up to 2x between runs (ranges below are over the last
-#   two default runs; errors and eigenvalue counts do not move). Against dense LAPACK the network is 3.9-6.3x faster at the largest patch
-#   (0.6-0.7x at the smallest), but that is not the classical solver a practitioner would use. The fastest
-#   classical setting at every size is ARPACK shift-invert with the smallest Krylov space and a loose tolerance
-#   (`ncv` = 9, `tol` = 1e-2). It is not a better eigensolver: in 28-29 of the 81 patches (the channel-free ones,
-#   where the square's symmetry makes $\lambda_2 = \lambda_3$ exactly) it misses one copy of the double
-#   eigenvalue and returns $\lambda_5$ instead, because a single-vector Krylov method sees one direction per
-#   eigenspace and, at a loose tolerance, stops before round-off supplies the other. Its span is then not the
-#   leading eigenspace, but every function in it has low energy, so for $f = 1$ and the sine its GMsFEM error is
-#   even a little *below* the exact basis's (0.077 vs 0.083 at 289 nodes); for the point sources it is a third
-#   *above* (0.205 vs 0.154). That is why the matching uses three forcings: selected on $f = 1$ alone (as an
-#   earlier version of this section did) it looked as accurate as the exact basis and was also the hybrid's
-#   baseline. Against the network, whose error is 3-7 times larger for every forcing, it remains a fair match,
-#   and the network's batched forward pass (features and orthonormalisation included, one thread) is slower
-#   than it at every size (0.3-0.6x over three runs); against the fastest *converged* eigensolver at the
-#   network's accuracy (ARPACK at machine precision, or dense `evr` where it is as fast) it is 0.71-0.74x,
-#   0.55-0.56x and 0.40-0.44x at the three sizes. The hybrid adds a sparse LU per patch; its error is 1.1-1.2x
-#   the exact basis's for $f = 1$ and the sine but 1.3x for the sources, so its match is a converged solver at
-#   289 and 1089 nodes and, by a hair (0.214 vs 0.215 for the sources), the loose ARPACK at 625; it runs at
-#   0.27-0.54x of its match.
-#   `basis_speedup_vs_best` is not held. The network's cost grows with the patch size at least as fast as the
-#   sparse eigensolvers' here, so the ratio does not improve with size. The paper's > 100x is a GPU-batched
-#   network against (as far as we can tell) a dense eigensolver; we cannot test a GPU here, and we do not
-#   extrapolate.
-# * **Out of distribution.** The pure solver is now trained for 200 passes over its 200 pairs; its held-out
-#   relative L2 error stops improving at about 0.3 after the first 1 250 steps while its training loss keeps
-#   falling (section 6's curves): it is limited by the 200 pairs, not by steps. In distribution (f = 1, the three
-#   test fields) its relative L2 error is 0.20, 0.16 and 0.42 per seed, against 0.02 for the hybrid, and its
-#   energy-norm error is above 20 (its gradients are noise), so the hybrid's error is 6.7-25x lower on every
-#   shift and seed. That ratio is mostly the in-distribution gap, so the claim `ood_vs_pure_solver` measures
-#   robustness instead: each model's error on a shift divided by its own in-distribution error on the same three
-#   coefficient fields, pure's growth over the hybrid's. The pure solver degrades more on the new geometry
-#   (2.3x and 2.9x more for seeds 0 and 1) and the new forcing (1.4x, 2.2x), about as much on the higher
-#   contrast (1.0-1.3x), and *less* on the irregular mesh (0.8x, every seed: the hybrid's error there grows by
-#   1.25x, the pure solver's not at all). Seed 2's pure solver, already at 0.42 in distribution, degrades less
-#   than the hybrid on three shifts. The count is 3, 3 and 1 of 4 (`ood_vs_pure_solver` mixed). A poorer model
-#   has less room to degrade, so this relative measure flatters seed 2's pure solver; the absolute errors (the
-#   claim's note) favour the hybrid everywhere. The uncorrected network is worse than the exact basis on every
-#   shift (on the irregular mesh 6.2-7.2x, `irregular_mesh` not held), while the hybrid stays within 1.0-1.3x of
-#   it.
-#
-# **Known limits.** All networks are small and CPU-trained: the basis network (156 k parameters, 3 seeds) took
-# 30 min and the pure solver (58 k parameters, 3 seeds) 37 min on one shared core each, run side by side. The
-# pure solver trains on random 1 024-node subsets of the 4 225 nodes (to afford its 5 000 steps) and is applied to
-# the full grid; with 200 training pairs it overfits, and a pure solver trained on thousands of solutions would
-# make the out-of-distribution comparison about robustness rather than accuracy. All timings are one thread on a
-# shared machine (load average 4-6 during the run), median of 3 after a warm-up, both sides in the same run; the
-# network's time includes its input features and the S-orthonormalisation. The matched classical baseline is
-# chosen by the GMsFEM error on one field (three forcings), from a fixed menu of seven solver settings; LOBPCG is
-# driven by its iteration count (its tolerance is absolute) and breaks down now and then (ill-conditioned
-# Rayleigh-Ritz), which the matching catches as a larger error. The network was trained at 289 nodes per patch
-# and is applied unchanged to the larger patches.
-
-# %% [markdown]
-# ## 12. The claims record
+# **Conditions**, fixed before the claims' numbers were read. Every claim rests on the basis network being
+# trained to its plateau: `basis_plateau` reads the network's held-out test losses ($\sum\sin^2$ and the energy
+# term, stored in the checkpoint) with the book-wide rule `train.plateau(curve) <= FLAT` (the last fifth of
+# training improved the curve by at most 5% of its whole improvement), the worse of the two curves per seed. A
+# network whose test curves are still falling is not the network the paper describes. The out-of-distribution
+# comparison also needs a pure solver that works where it was trained: `pure_solver_fits`, its in-distribution
+# relative L2 error at most `FITS_L2` (a strawman that fails in distribution says nothing about robustness).
+# The timing claim needs the timing noise to be smaller than the effect: `timing_spread`, the larger spread
+# (IQR/median of CPU time) of the two sides compared, divided by |ratio − 1|, below 1.
 
 # %%
+def basis_curves(s):  # held-out Σsin² and energy-term curves of seed s (checkpoint, or the live tiny run)
+    if quick:
+        return [[v for _, v in hists_b[s].evals[k]] for k in ("test_sal", "test_energy")]
+    return [ckpt_b.manifest["history"][f"{k}/{s}"] for k in ("test_sal", "test_energy")]
+
+
+FLAT, FITS_L2 = 0.05, 0.05  # book-wide plateau rule; a pure solver that fits its own distribution
 big = max(timing)
 tb = timing[big]
-loose = next(k for k in solvers if "tol" in k)
-ex_mean = float(errs_exact[:, -1, 0].mean())
-rec.claim(
-    "learned_basis_accuracy",
-    "Predicted-basis energy error ÷ exact-basis energy error, in distribution, N_bf = "
-    f"{n_bf} (per seed)",
-    paper="close to 1 (GMsFEM-NO: small loss of accuracy)",
-    measured=[float(r) for r in ratio_pred],
-    op="<=",
-    target=1.5,
-    unit="ratio",
-    baseline=ex_mean,
-    note=f"exact {ex_mean:.4f}; predicted per seed "
-    f"{np.round(errs_pred[:, :, -1, 0].mean(1), 4).tolist()}; "
-    f"a {nets[seeds[0]].n_params:,}-parameter network per seed",
-)
-rec.claim(
-    "hybrid_accuracy",
-    "Network + one inverse-iteration step (our hybrid): energy error ÷ exact-basis "
-    f"energy error, N_bf = {n_bf}",
-    paper="(not in the paper; issue #35's bar)",
-    measured=[float(r) for r in ratio_hyb],
-    op="<=",
-    target=1.1,
-    unit="ratio",
-    baseline=ex_mean,
-    note=f"hybrid per seed {np.round(errs_hyb[:, :, -1, 0].mean(1), 4).tolist()}",
-)
-rec.claim(
-    "basis_speedup_vs_best",
-    "Basis construction: the fastest classical eigensolver at the network's accuracy "
-    f"÷ batched network, at {big} nodes/patch",
-    paper="> 100x",
-    measured=tb["speedup"],
-    op=">=",
-    target=10.0,
-    unit="x",
-    baseline=tb["t_best"],
-    note=f"one thread each, median of {timing_repeats} after a warm-up; fastest "
-    f"classical with energy error <= the network's for f = "
-    f"{', '.join(TIMING_FORCINGS)} ({np.round(tb['err_pred'], 3).tolist()}): "
-    f"{tb['best_net']} {tb['t_best'] * 1e3:.1f} ms, network "
-    f"{tb['network'] * 1e3:.1f} ms; hybrid {tb['hybrid'] * 1e3:.1f} ms vs "
-    f"{tb['best_hyb']} {tb['t_best_hyb'] * 1e3:.1f} ms = "
-    f"{tb['speedup_hybrid']:.2f}x; at the exact basis's error ({tb['best_full']}) "
-    f"{tb['speedup_full']:.1f}x, vs dense evr (the old baseline) "
-    f"{tb['speedup_evr']:.1f}x; vs the fastest converged eigensolver at the "
-    f"network's accuracy ({tb['best_strict']}) {tb['speedup_strict']:.2f}x. The "
-    f"loose ARPACK misses a copy of a double eigenvalue in "
-    f"{tb['rows'][loose]['miss']} of 81 patches. Per size: "
-    + ", ".join(f"{s}: {t['speedup']:.1f}x" for s, t in timing.items()),
-)
 pure_in = pure_err[:, :, 1].mean(1)  # in-distribution relative L2 error per seed
 hyb_in = errs_hyb[:, :, -1, 1].mean(1)
-# robustness, not accuracy: each model's OOD error over its own in-distribution
-# error (same seed, same three coefficient fields), pure's growth ÷ hybrid's
+rec.condition("basis_plateau", [max(train.plateau(c) for c in basis_curves(s)) for s in seeds], "<=", FLAT,
+              unit="test-loss drop in the last fifth / whole drop, worse curve",
+              statement="the basis network's held-out losses are flat at the end of training")
+rec.condition("pure_solver_fits", pure_in.tolist(), "<=", FITS_L2, unit="relative L2, in distribution",
+              statement="the pure neural solver works in distribution")
+rec.condition("timing_spread", max(tb["spread_net"], tb["spread_best"]) / max(abs(tb["speedup"] - 1), 1e-12),
+              "<", 1.0, unit="max spread (IQR/median, CPU) / |ratio − 1|",
+              statement=f"the timing noise of the network and of its matched solver is below the effect, at {big} "
+              "nodes/patch")
+
+# %% tags=["hide-input"]
+# What each claim says, the paper's words, and the numbers printed beside its verdict (notes).
+loose = next(k for k in solvers if "tol" in k)
+ex_mean = float(errs_exact[:, -1, 0].mean())
+# robustness, not accuracy: each model's OOD error over its own in-distribution error (same seed, same three
+# coefficient fields), pure's growth ÷ hybrid's
 degr = {k: (v["pure"] / pure_in) / (v["hybrid"] / hyb_in) for k, v in ood.items()}
 ood_counts = [int(sum(degr[k][i] > 1 for k in ood)) for i in range(len(seeds))]
-rec.claim(
-    "ood_vs_pure_solver",
-    "Out of distribution the pure Transolver degrades more than the hybrid: its "
-    "error growth over its own in-distribution error exceeds the hybrid's "
-    "((pure OOD ÷ pure ID) ÷ (hybrid OOD ÷ hybrid ID) > 1) on at least 3 of the 4 "
-    "shifts (count per seed)",
-    paper="pure neural solvers fail dramatically",
-    measured=[float(c) for c in ood_counts],
-    op=">=",
-    target=3,
-    unit="shifts of 4",
-    baseline=[float(v) for v in pure_in],
-    note="baseline = the pure solver's in-distribution relative L2 error per seed "
-    f"(hybrid's: {np.round(hyb_in, 4).tolist()}). Growth ratio per seed: "
-    + "; ".join(f"{k} {np.round(v, 2).tolist()}" for k, v in degr.items())
-    + ". Growth (pure, hybrid; seed means): "
-    + "; ".join(
-        f"{k} {np.mean(v['pure'] / pure_in):.2f}x, {np.mean(v['hybrid'] / hyb_in):.2f}x"
-        for k, v in ood.items()
-    )
-    + ". Raw pure ÷ hybrid error (mostly the in-distribution gap): "
-    + "; ".join(f"{k} {np.round(v['ratio'], 1).tolist()}" for k, v in ood.items()),
-)
 irr = ood["irregular mesh"]
-rec.claim(
-    "irregular_mesh",
-    "Transolver-GMsFEM on a jittered P1 Delaunay mesh (network trained on the Q1 grid) "
-    "is within 1.5x of GMsFEM "
-    "with the exact basis (per seed)",
-    paper="works on irregular grids",
-    measured=[float(v) for v in irr["network"] / irr["exact"]],
-    op="<=",
-    target=1.5,
-    unit="relative L2 error, network ÷ exact basis",
-    baseline=irr["exact"],
-    note=f"network {np.round(irr['network'], 4).tolist()}, hybrid "
-    f"{np.round(irr['hybrid'], 4).tolist()}, "
-    f"exact basis {irr['exact']:.4f}, pure {np.round(irr['pure'], 4).tolist()}",
-)
+TEXT = {
+    "learned_basis_accuracy": (
+        f"Predicted-basis energy error ÷ exact-basis energy error, in distribution, N_bf = {n_bf} (per seed)",
+        "close to 1 (GMsFEM-NO: small loss of accuracy)",
+        f"exact {ex_mean:.4f}; predicted per seed {np.round(errs_pred[:, :, -1, 0].mean(1), 4).tolist()}; "
+        f"a {nets[seeds[0]].n_params:,}-parameter network per seed"),
+    "hybrid_accuracy": (
+        f"Network + one inverse-iteration step (our hybrid): energy error ÷ exact-basis energy error, N_bf = {n_bf}",
+        "(not in the paper; issue #35's bar)",
+        f"hybrid per seed {np.round(errs_hyb[:, :, -1, 0].mean(1), 4).tolist()}"),
+    "basis_speedup_vs_best": (
+        f"Basis construction: the fastest classical eigensolver at the network's accuracy ÷ batched network, at "
+        f"{big} nodes/patch (CPU-time medians)", "> 100x",
+        f"one thread each, {timing_repeats} interleaved rounds after a warm-up (repro.benchmark); fastest "
+        f"classical with energy error <= the network's for f = {', '.join(TIMING_FORCINGS)} "
+        f"({np.round(tb['err_pred'], 3).tolist()}): {tb['best_net']} {tb['t_best'] * 1e3:.1f} ms CPU, network "
+        f"{tb['network'] * 1e3:.1f} ms (spreads {tb['spread_best']:.2f}, {tb['spread_net']:.2f}; wall ratio "
+        f"{tb['speedup_wall']:.2f}x); hybrid {tb['hybrid'] * 1e3:.1f} ms vs {tb['best_hyb']} "
+        f"{tb['t_best_hyb'] * 1e3:.1f} ms = {tb['speedup_hybrid']:.2f}x; at the exact basis's error "
+        f"({tb['best_full']}) {tb['speedup_full']:.1f}x, vs dense evr {tb['speedup_evr']:.1f}x; vs the fastest "
+        f"converged eigensolver at the network's accuracy ({tb['best_strict']}) {tb['speedup_strict']:.2f}x. The "
+        f"loose ARPACK misses a copy of a double eigenvalue in {tb['rows'][loose]['miss']} of {len(nbs)} patches. Per "
+        "size: " + ", ".join(f"{s}: {t['speedup']:.2f}x" for s, t in timing.items())),
+    "ood_vs_pure_solver": (
+        "Out of distribution the pure Transolver degrades more than the hybrid: its error growth over its own "
+        "in-distribution error exceeds the hybrid's ((pure OOD ÷ pure ID) ÷ (hybrid OOD ÷ hybrid ID) > 1) on at "
+        "least 3 of the 4 shifts (count per seed)", "pure neural solvers fail dramatically",
+        f"baseline = the pure solver's in-distribution relative L2 error per seed (hybrid's: "
+        f"{np.round(hyb_in, 4).tolist()}). Growth ratio per seed: "
+        + "; ".join(f"{k} {np.round(v, 2).tolist()}" for k, v in degr.items())
+        + ". Raw pure ÷ hybrid error: " + "; ".join(f"{k} {np.round(v['ratio'], 1).tolist()}" for k, v in ood.items())),
+    "irregular_mesh": (
+        "Transolver-GMsFEM on a jittered P1 Delaunay mesh (network trained on the Q1 grid) is within 1.5x of "
+        "GMsFEM with the exact basis (per seed)", "works on irregular grids",
+        f"network {np.round(irr['network'], 4).tolist()}, hybrid {np.round(irr['hybrid'], 4).tolist()}, exact "
+        f"basis {irr['exact']:.4f}, pure {np.round(irr['pure'], 4).tolist()}"),
+}
+
+# %%
+BASIS = ("basis_plateau",)
+CLAIMS = [  # id, measured (per seed, or once), op, target, unit, baseline, conditions
+    ("learned_basis_accuracy", ratio_pred.tolist(), "<=", 1.5, "ratio", ex_mean, BASIS),
+    ("hybrid_accuracy", ratio_hyb.tolist(), "<=", 1.1, "ratio", ex_mean, BASIS),
+    ("basis_speedup_vs_best", tb["speedup"], ">=", 10.0, "x (CPU-time medians)", tb["t_best"],
+     BASIS + ("timing_spread",)),
+    ("ood_vs_pure_solver", [float(c) for c in ood_counts], ">=", 3, "shifts of 4", pure_in.tolist(),
+     BASIS + ("pure_solver_fits",)),
+    ("irregular_mesh", (irr["network"] / irr["exact"]).tolist(), "<=", 1.5,
+     "relative L2 error, network ÷ exact basis", irr["exact"], BASIS),
+]
+for cid, measured, op, target, unit, baseline, given in CLAIMS:
+    statement, paper, note = TEXT[cid]
+    rec.claim(cid, statement, paper=paper, measured=measured, op=op, target=target, unit=unit,
+              baseline=baseline, note=note, given=given)
 rec.save()
+verdict = {c.id: c.verdict for c in rec.claims}
+cond = {c.id: c for c in rec.conditions}
+
+# %% [markdown]
+# ## 12. Reading the results, and known limits
+
+# %% tags=["remove-input"]
+def cond_line(cid):
+    c = cond[cid]
+    return f"`{cid}` {c.verdict} ({', '.join(f'{v:.3g}' for v in np.atleast_1d(c.measured))}, rule {c.op} {c.target:g})"
+
+
+sw = sens["white noise"]
+fast_everywhere = all(t["speedup"] < 1 for t in timing.values())
+worse = [k for k in ood if np.mean(degr[k]) > 1]
+display(Markdown(f"""
+* **Is the network trained to its regime?** {cond_line("basis_plateau")}. Where the held-out curves were still
+  falling at the end of the schedule, every claim is inconclusive at that seed: more training might close the
+  gap, and this run cannot say. The pure solver: {cond_line("pure_solver_fits")}; the timing:
+  {cond_line("timing_spread")}.
+* **Accuracy.** Section 3 is the main finding: in high contrast a basis can be within a tiny mass-norm angle of
+  the exact one and still give a several-times larger energy error ({eps_grid[i5]:.0%} white noise,
+  $\\sum\\sin^2\\theta = {sw[i5, 0]:.3f}$, raises the error from {errs_exact[0, -1, 0]:.3f} to {sw[i5, 1]:.3f}),
+  because what matters is *which* eigenvectors contaminate it. The network's held-out $\\sum\\sin^2$ is
+  {", ".join(f"{losses[s][0]:.3f}" for s in seeds)} per seed, and its energy-error ratio to the exact basis
+  {", ".join(f"{r:.2f}" for r in ratio_pred)} (`learned_basis_accuracy` {verdict["learned_basis_accuracy"]}, bar
+  1.5). With **one** inverse-iteration step the hybrid reaches {", ".join(f"{r:.2f}" for r in ratio_hyb)} times
+  the exact error (`hybrid_accuracy` {verdict["hybrid_accuracy"]}, bar 1.1). That bar is measured for $f = 1$; on
+  section 7's timing field with four point sources the hybrid's energy error is {tb["err_hyb"][2]:.3f} against
+  the exact basis's {tb["err_exact"][2]:.3f} at {big} nodes. Section 5's controls: the same step on a random start
+  gives {np.mean(diag["random start + one step"]) / ex_mean:.2f}x, on the prediction
+  {np.mean(diag["network + one step"]) / ex_mean:.2f}x, a second step {np.mean(diag["network + two steps"]) / ex_mean:.2f}x.
+* **Speed.** CPU-time medians of interleaved rounds, one thread per side. Dense LAPACK takes
+  {", ".join(f"{t['speedup_evr']:.1f}x" for t in timing.values())} the network's time at
+  {", ".join(map(str, timing))} nodes/patch, but that is not the classical solver a practitioner would use. The
+  fastest classical setting at the network's accuracy ({"; ".join(dict.fromkeys(t["best_net"] for t in timing.values()))}) takes
+  {", ".join(f"{t['speedup']:.2f}x" for t in timing.values())} the network's time
+  ({"slower at every size" if fast_everywhere else "faster at some size"};
+  `basis_speedup_vs_best` {verdict["basis_speedup_vs_best"]}). The loose ARPACK setting misses a copy of a double
+  eigenvalue in {tb["rows"][loose]["miss"]} of {len(nbs)} patches at {big} nodes (the channel-free patches, where the
+  square's symmetry makes $\\lambda_2 = \\lambda_3$): its span is then not the leading eigenspace, which is why
+  the matching uses three forcings. The paper's > 100x is a GPU-batched network against (as far as we can tell) a
+  dense eigensolver; we cannot test a GPU here, and we do not extrapolate.
+* **Out of distribution.** In distribution the pure solver's relative L2 error is
+  {", ".join(f"{v:.2f}" for v in pure_in)} per seed against {np.mean(hyb_in):.3f} for the hybrid; the claim
+  `ood_vs_pure_solver` ({verdict["ood_vs_pure_solver"]}) therefore measures robustness, each model's error growth
+  over its own in-distribution error. On average over seeds the pure solver degrades more than the hybrid on
+  {", ".join(worse) if worse else "no shift"} (count per seed {ood_counts}). The uncorrected network's error on
+  the irregular mesh is {", ".join(f"{v:.1f}" for v in irr["network"] / irr["exact"])}x the exact basis's
+  (`irregular_mesh` {verdict["irregular_mesh"]}), the hybrid's
+  {", ".join(f"{v:.2f}" for v in irr["hybrid"] / irr["exact"])}x.
+
+**Known limits.** All networks are small and CPU-trained (the basis network {nets[seeds[0]].n_params:,}
+parameters; the checkpoints took {ckpt_b.manifest["wall_seconds"] / 60 if not quick else 0:.0f} and
+{ckpt_p.manifest["wall_seconds"] / 60 if not quick else 0:.0f} minutes). The pure solver trains on random
+1 024-node subsets of the 4 225 nodes and is applied to the full grid; with 200 training pairs it overfits, and a
+pure solver trained on thousands of solutions would make the out-of-distribution comparison about robustness
+rather than accuracy. The matched classical baseline is chosen by the GMsFEM error on one field (three forcings),
+from a fixed menu of seven solver settings; LOBPCG is driven by its iteration count and breaks down now and then,
+which the matching catches as a larger error. The network was trained at 289 nodes per patch and is applied
+unchanged to the larger patches.
+"""))

@@ -284,3 +284,25 @@ def test_loose_arpack_misses_a_copy_of_a_double_eigenvalue():
     np.testing.assert_allclose(tight, le[:4], rtol=1e-8, atol=1e-10 * le[3])
     assert np.sum(np.abs(loose - le[1]) < 1e-3 * le[3]) == 1
     assert loose[-1] > 1.5 * le[3]
+
+
+def test_solver_menu_fastest_at_and_missed_pairs():
+    nb = small_patch(idx=0)
+    menu = tg.classical_solvers(4)
+    ref = [tg.local_spectral(nb.A, nb.s, 4)]
+    for name, solve in menu.items():
+        out = solve(nb.A_sparse(), nb)
+        assert out is None or out[1].shape[1] == 4, name
+    assert tg.missed_pairs([menu["ARPACK shift-invert"](nb.A_sparse(), nb)], ref, 4) == 0
+    lam, phi = ref[0]
+    assert tg.missed_pairs([(lam * 1.5, phi)], ref, 4) == 1  # other eigenpairs
+    assert tg.missed_pairs([None], ref, 4) == 1  # a breakdown counts as every patch
+    times = {"a": 1.0, "b": 2.0, "c": 0.5}
+    errs = {"a": [0.2, 0.1], "b": [0.1, 0.1], "c": [0.3, 0.05]}
+    assert tg.fastest_at(times, errs, [0.2, 0.2]) == "a"  # c is faster but too inaccurate on one forcing
+    assert tg.fastest_at(times, errs, [0.3, 0.2]) == "c"
+    assert tg.fastest_at(times, errs, [0.3, 0.2], exclude="c") == "a"
+    with pytest.raises(ValueError):
+        tg.fastest_at(times, errs, [0.05, 0.05])
+    with pytest.raises(ValueError):
+        tg.classical_solvers(0)
