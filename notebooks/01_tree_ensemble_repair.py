@@ -1035,6 +1035,13 @@ NOTES = {
     f"{[r['original']['loops'] for r in safe_runs]}); unsafe choices {[r['unsafe_pairs'] for r in safe_runs]} -> "
     f"{[r['keep policy']['unsafe_after'] for r in safe_runs]}. The repair constrains only the last decision "
     "before lava, so many traces that ended in lava now loop.",
+    "no_loops_after": f"baseline = looping start cells of the original policy; with the expert's actions kept "
+    f"instead: {[r['keep expert']['loops'] for r in safe_runs]}. The repair constrains only the last decision "
+    "before lava; loops are not counterexamples of this verifier.",
+    "reach_vs_expert": f"goal reach: expert {fmt([r['expert']['reach'] for r in safe_runs])}, original "
+    f"{fmt([r['original']['reach'] for r in safe_runs])}, repaired keeping the policy "
+    f"{fmt([r['keep policy']['reach'] for r in safe_runs])}, keeping the expert's actions "
+    f"{fmt([r['keep expert']['reach'] for r in safe_runs])}",
     "solve_seconds": f"{scale_source}; per seed, {len(big_rows) // max(1, len(by_seed))} solves (20/200 "
     "counterexamples x 2 objectives); stopped by a limit at the largest size: "
     f"{sum(r['status'] != 0 for r in big_rows)} of {len(big_rows)}; over the whole sweep {np.mean(hit):.0%}. "
@@ -1069,6 +1076,17 @@ CLAIMS = {
         "safety improved without degrading performance",
         [r["keep policy"]["reach"] - r["original"]["reach"] for r in safe_runs], ">=", 0.0,
         "goal-reach rate repaired - original (all start cells)", [r["original"]["reach"] for r in safe_runs],
+        ("policy_unsafe", "safety_repaired")),
+    "no_loops_after": (
+        "The repaired policy has no looping start cell (the repair trades no lava for loops)",
+        "safety improved without degrading performance", [r["keep policy"]["loops"] for r in safe_runs], "==", 0,
+        "start cells whose trajectory loops, after repair", [r["original"]["loops"] for r in safe_runs],
+        ("policy_unsafe", "safety_repaired")),
+    "reach_vs_expert": (
+        "The repaired policy reaches the goal from at least 90% as many start cells as the expert",
+        "safety improved without degrading performance",
+        [r["keep policy"]["reach"] / r["expert"]["reach"] for r in safe_runs], ">=", 0.9,
+        "goal reach after repair ÷ the expert's", [r["expert"]["reach"] for r in safe_runs],
         ("policy_unsafe", "safety_repaired")),
     "solve_seconds": (
         f"At the largest size ({big_size[0]} trees of depth {big_size[1]}), a repair MILP is solved to optimality "
