@@ -576,6 +576,50 @@ def worst_case(tree: Tree, dec: Decomposition, prediction: int, eta: int, rng: n
                for v in ring)
 
 
+SWEEP_METHODS = ("ours", "top-down", "centroid", "walk", "interleaved")
+
+
+def query_sweep(tree: Tree, dec: Decomposition, ctree: CentroidTree, etas: Sequence[int], n_targets: int,
+                rng: np.random.Generator) -> dict[int, dict[str, float]]:
+    """Mean queries of every search in :data:`SWEEP_METHODS` at each prediction error ``eta``: ``n_targets``
+    uniformly random targets per ``eta``, each with a prediction drawn uniformly at distance exactly ``eta``
+    (targets with no vertex that far are skipped; an ``eta`` with none is left out). Every search must find its
+    target (an AssertionError otherwise)."""
+    n_targets = V.integer("n_targets", n_targets, min=1)
+    out: dict[int, dict[str, float]] = {}
+    for eta in etas:
+        eta = V.integer("eta", eta, min=0)
+        q: dict[str, list[int]] = {m: [] for m in SWEEP_METHODS}
+        for target in rng.integers(0, tree.n, n_targets):
+            target = int(target)
+            ring = np.flatnonzero(tree.distances(target) == eta)
+            if len(ring) == 0:
+                continue
+            p = int(ring[rng.integers(len(ring))])
+            runs = {"ours": search_with_prediction(tree, dec, Oracle(tree, target), p),
+                    "top-down": search_with_prediction(tree, dec, Oracle(tree, target), p, start="top"),
+                    "centroid": centroid_search(tree, ctree, Oracle(tree, target)),
+                    "walk": walk_search(tree, Oracle(tree, target), p),
+                    "interleaved": interleaved_search(tree, dec, ctree, Oracle(tree, target), p)}
+            for m, r in runs.items():
+                assert r.found == target, f"{m} did not find the target"
+                q[m].append(r.queries)
+        if q["ours"]:
+            out[eta] = {m: float(np.mean(v)) for m, v in q.items()}
+    return out
+
+
+def best_baseline_gain(sweep: dict[int, dict[str, float]]) -> tuple[float, int]:
+    """``(max over eta of min(walk, centroid) / ours, the eta where it is reached)`` for a :func:`query_sweep`
+    result: how much fewer queries the search with a prediction needs than the better of the two baselines at
+    the prediction error where it gains most (> 1: it beats both there)."""
+    if not sweep:
+        raise ValueError("sweep is empty")
+    gains = {eta: min(v["walk"], v["centroid"]) / v["ours"] for eta, v in sweep.items()}
+    eta = max(gains, key=gains.get)
+    return float(gains[eta]), int(eta)
+
+
 def fit_shape(etas: Sequence[float], queries: Sequence[float]) -> tuple[float, float]:
     """Squared errors ``(log fit, linear fit)`` of least-squares lines ``a + b log2(eta+1)`` and ``a + b eta``
     through the points: the smaller names the shape of a query curve."""

@@ -273,3 +273,21 @@ def test_fit_shape_names_log_and_linear_curves():
     assert lin_sse < 1e-12 < log_sse
     with pytest.raises(ValueError, match="equal length"):
         ts.fit_shape([1, 2], [1, 2])
+
+
+def test_query_sweep_on_a_path_walk_costs_eta_plus_one_and_gain_picks_the_best_eta():
+    t = ts.path_tree(300)
+    dec, ct = ts.Decomposition(t), ts.CentroidTree(t)
+    sw = ts.query_sweep(t, dec, ct, [1, 4, 64, 1000], 20, np.random.default_rng(0))
+    assert set(sw) == {1, 4, 64}  # no two vertices of a 300-path are 1000 apart
+    for eta, v in sw.items():
+        assert v["walk"] == eta + 1
+        assert set(v) == set(ts.SWEEP_METHODS)
+    assert sw[64]["ours"] < sw[64]["walk"]  # doubling search beats walking far from the target
+    gain, eta = ts.best_baseline_gain(sw)
+    assert gain == pytest.approx(max(min(v["walk"], v["centroid"]) / v["ours"] for v in sw.values()))
+    assert eta in sw
+    made_up = {1: dict(ours=2.0, walk=2.0, centroid=9.0), 8: dict(ours=5.0, walk=9.0, centroid=7.0)}
+    assert ts.best_baseline_gain(made_up) == (pytest.approx(1.4), 8)
+    with pytest.raises(ValueError, match="empty"):
+        ts.best_baseline_gain({})
