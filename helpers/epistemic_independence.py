@@ -43,7 +43,7 @@ __all__ = [
     "REWARD", "SLOT_FAMILIES", "NEW_FAMILIES", "reweighted_reward", "kl_to_reference", "CHECKPOINT_SLUG",
     "checkpoint_config", "make_judge", "REWARDS", "sft_loss", "pretrain_batch", "pretrain", "OPTION_START",
     "rl_batch", "batch_digest", "RL_STREAM", "unpaired_steps", "make_eval_sets", "evaluate_judge",
-    "policy_gradient", "mixed_share", "relative_max_diff",
+    "policy_gradient", "mixed_share", "relative_max_diff", "paired_bootstrap_diff",
 ]
 
 SUBJECTS = ("sum", "high_count", "ends", "odd_sum")
@@ -511,3 +511,19 @@ def relative_max_diff(a: torch.Tensor, b: torch.Tensor) -> float:
     if a.shape != b.shape:
         raise ValueError(f"a and b must have the same shape, got {tuple(a.shape)} and {tuple(b.shape)}")
     return float((a - b).abs().max() / b.abs().max().clamp_min(1e-30))
+
+
+def paired_bootstrap_diff(correct_a, correct_b, n_boot: int = 2000, rng: np.random.Generator | None = None
+                          ) -> tuple[float, float, float]:
+    """Accuracy difference ``mean(a) - mean(b)`` of two judges scored on the same items (``correct_*``: 0/1 per
+    item) with a 95% interval from resampling the items (paired): ``(difference, low, high)``."""
+    a = V.array("correct_a", correct_a, ndim=1).astype(float)
+    b = V.array("correct_b", correct_b, ndim=1).astype(float)
+    if len(a) != len(b) or len(a) == 0:
+        raise ValueError(f"correct_a and correct_b must score the same non-empty items, got {len(a)} and {len(b)}")
+    n_boot = V.integer("n_boot", n_boot, min=1)
+    rng = np.random.default_rng(0) if rng is None else rng
+    idx = rng.integers(0, len(a), (n_boot, len(a)))
+    boot = (a[idx] - b[idx]).mean(1)
+    lo, hi = np.percentile(boot, [2.5, 97.5])
+    return float((a - b).mean()), float(lo), float(hi)

@@ -73,6 +73,7 @@ G = 8  # answers sampled per prompt
 rl_lr = 1e-3
 beta = 0.02  # weight of the KL penalty to the base judge (every RL arm)
 eval_n = 300  # items per evaluation cell
+n_pair = 2000  # adversarial items of the paired reward comparison
 quick_pre_steps = 100  # quick mode only: live pre-training of the stand-ins
 
 # %% tags=["hide-input"]
@@ -90,7 +91,7 @@ from helpers import checkpoints, claims, plotting, repro, train
 from helpers import epistemic_independence as ei
 
 if quick:
-    n_seeds, rl_steps, rl_batch, eval_n = 1, 20, 16, 100
+    n_seeds, rl_steps, rl_batch, eval_n, n_pair = 1, 20, 16, 100, 200
 SEEDS = [seed + k for k in range(n_seeds)]
 cfg = ei.checkpoint_config("base")
 
@@ -109,6 +110,7 @@ rec = claims.ClaimsRecord(
         rl_lr=rl_lr,
         beta=beta,
         eval_n=eval_n,
+        n_pair=n_pair,
         base=cfg,
     ),
 )
@@ -958,7 +960,7 @@ def inf_share(arm):  # share of groups with any nonzero advantage over the run
 # a plateau: its sampled training accuracy is flat at the end (the book-wide rule: the last fifth of the run
 # improved by at most 5 % of the whole improvement). The comparison of the two rewards also needs the evaluation
 # to resolve the claim's bar: the standard error of the paired difference (two accuracies on the same items)
-# below it. The scale comparison needs a larger judge that is competent at the task (no-cue accuracy at the bar of
+# below it; that comparison is read on its own set of `n_pair` adversarial bandwagon items, scored for both arms. The scale comparison needs a larger judge that is competent at the task (no-cue accuracy at the bar of
 # `base_competent`).
 
 
@@ -982,15 +984,32 @@ cond = {
     )
     for k, a in PLATEAU.items()
 }
-n_adv = len(eval_sets[("train subjects", "bandwagon", "adversarial")])
+# the reward comparison is read on its own paired set: n_pair adversarial bandwagon
+# items (training subjects), the same items for both arms
+big = ei.make_batch(
+    repro.rng(seed, 51), n_pair, families=("bandwagon",), p_cue=1.0, p_aligned=0.0
+)
+with torch.no_grad():
+    right = {
+        (a, s): ei.answer_logits(models[a, s], big.x).argmax(-1).numpy() == big.truth
+        for a in ("EIT", "RL acc, balanced")
+        for s in SEEDS
+    }
+pair_ci = [  # EIT − accuracy reward, paired over the items, 95% interval
+    ei.paired_bootstrap_diff(
+        right["EIT", s], right["RL acc, balanced", s], 2000, repro.rng(seed, 50, s)
+    )
+    for s in SEEDS
+]
+acc_big = [float(right["RL acc, balanced", s].mean()) for s in SEEDS]
 se_pair = [
-    float(np.sqrt((p * (1 - p) + q * (1 - q)) / n_adv))
-    for p, q in zip(eit_adv, acc_adv)
+    float(np.sqrt((p * (1 - p) + q * (1 - q)) / n_pair))
+    for p, q in zip((float(right["EIT", s].mean()) for s in SEEDS), acc_big)
 ]
 cond["resolves_bar"] = rec.condition(
     "resolves_bar", se_pair, "<", 0.02,
     statement="the evaluation resolves a reward difference of 0.02",
-    unit=f"standard error of the paired difference ({n_adv} items)",
+    unit=f"standard error of the paired difference ({n_pair} items)",
 )
 cond["larger_competent"] = rec.condition(
     "larger_competent", acc(ev_large, "none"), ">=", 0.9,
@@ -1034,6 +1053,10 @@ def cells(arm, fams, split="train subjects"):
 # the rule reads the base judges alone, before any RL arm
 followed = {s: [f for f in ei.NEW_FAMILIES if base_gap(s, f) >= 0.2] for s in SEEDS}
 new_gain = [adv_gain("EIT", s, followed[s]) for s in SEEDS if followed[s]]
+ci_txt = "; ".join(
+    f"seed {s} {d:+.3f} [{lo:+.3f}, {hi:+.3f}]"
+    for s, (d, lo, hi) in zip(SEEDS, pair_ci)
+)
 resist_large = float(np.mean([acc(ev_large, "adversarial", f) for f in ei.FAMILIES]))
 resist_eit = [
     float(np.mean([acc(evals["EIT", s], "adversarial", f) for f in ei.FAMILIES]))
@@ -1047,7 +1070,9 @@ NOTES = {
     f"{fmt(inf_share('EIT'))}, accuracy reward {fmt(inf_share('RL acc, balanced'))}. "
     "Paired (same batches and sampler seed): GRPO-std − accuracy reward, adversarial "
     f"{fmt(diff(std_adv, acc_adv))}. At a third of the learning rate, EIT − accuracy "
-    f"reward: {fmt(lo_diff)}",
+    f"reward: {fmt(lo_diff)}. The claim's number is read on its own {n_pair} paired "
+    f"items (95% intervals): {ci_txt}; the table cell's difference is "
+    f"{fmt(diff(eit_adv, acc_adv))}",
     "adv_accuracy_gain": f"base {fmt(base_adv)} → EIT {fmt(eit_adv)}; the other arms "
     f"trained on bandwagon cues: accuracy reward {fmt(acc_adv)}, SFT-debias "
     f"{fmt(per_seed('SFT-debias', 'adversarial'))} (aligned "
@@ -1114,8 +1139,9 @@ record([  # id, statement, paper, measured, op, target, unit, baseline, given
     ("eit_vs_accuracy_reward", "On the same balanced data, the EIT reward beats the "
      "plain accuracy reward under adversarial cues",
      "the reward, not only the data, makes the cue non-predictive",
-     diff(eit_adv, acc_adv), ">", 0.02,
-     "adversarial bandwagon accuracy, EIT − accuracy reward", acc_adv,
+     [round(d, 4) for d, _, _ in pair_ci], ">", 0.02,
+     f"adversarial bandwagon accuracy, EIT − accuracy reward ({n_pair} paired items)",
+     acc_big,
      ("plateau_eit", "plateau_acc_balanced", "resolves_bar")),
     ("adv_accuracy_gain", "EIT raises accuracy under adversarial bandwagon cues",
      "improves (Qwen3-1.7B/4B; +13.2 % reported)", diff(eit_adv, base_adv), ">=",
@@ -1218,7 +1244,7 @@ txt = [
     + "):",
     "",
 ]
-ev_d = diff(eit_adv, acc_adv)
+ev_d = [round(d, 4) for d, _, _ in pair_ci]
 lo_d = diff(
     lr_per_seed("EIT", "adversarial", lr_low),
     lr_per_seed("RL acc, balanced", "adversarial", lr_low),
@@ -1226,13 +1252,18 @@ lo_d = diff(
 txt.append(
     "* **The EIT reward against the accuracy reward, same balanced data.** "
     + says("eit_vs_accuracy_reward", ev_d)
-    + f", mean {mean(ev_d):+.3f}: EIT {fmt(eit_adv)} adversarial accuracy, the "
-    f"accuracy reward {fmt(acc_adv)}, on identical batches; at a third of the "
-    f"learning rate {pm(lo_d)}. "
+    + f", mean {mean(ev_d):+.3f}, on {n_pair} adversarial items scored for both arms "
+    f"(95% intervals: {ci_txt}); trained on identical batches. On the table's "
+    f"{eval_n}-item cell: EIT {fmt(eit_adv)}, the accuracy reward {fmt(acc_adv)}; at "
+    f"a third of the learning rate {pm(lo_d)}. "
     + (
         "The paired differences straddle zero. "
         if min(ev_d) < 0 < max(ev_d)
         else "The paired differences share one sign. "
+    )
+    + (
+        f"{sum(lo > 0 or hi < 0 for _, lo, hi in pair_ci)} of {len(SEEDS)} seeds' "
+        "intervals exclude zero. "
     )
     + "The accuracy reward reweighted 2.0 / 1.3 ends with EIT's weights (max "
     f"difference {rw_dev:.1e}, `reweighted_retraces_eit`): under the mean baseline "

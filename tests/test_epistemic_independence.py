@@ -428,3 +428,16 @@ def test_gradient_probe_helpers():
     assert ei.mixed_share(Confident(model), b, 8, 0) == 0.0
     with pytest.raises(ValueError):
         ei.relative_max_diff(torch.zeros(3), torch.zeros(4))
+
+
+def test_paired_bootstrap_diff():
+    g = rng(1)
+    a = (g.random(400) < 0.9).astype(int)
+    d, lo, hi = ei.paired_bootstrap_diff(a, a, 500, rng(2))
+    assert d == lo == hi == 0.0  # identical answers: no difference, no spread
+    b = a.copy()
+    b[:40] = 1 - b[:40]  # flip 40 answers
+    d, lo, hi = ei.paired_bootstrap_diff(a, b, 500, rng(2))
+    assert d == pytest.approx((a - b).mean()) and lo <= d <= hi and hi - lo > 0
+    with pytest.raises(ValueError):
+        ei.paired_bootstrap_diff(a, b[:10])
