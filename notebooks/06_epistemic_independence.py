@@ -927,8 +927,8 @@ rec.check(
 # %% [markdown]
 # ## The claims record
 #
-# Numbers are accuracies on the fixed evaluation items (training subjects unless said otherwise), one per RL
-# seed. "Bias resistance" for the scale comparison is the adversarial-cue accuracy averaged over every family.
+# Numbers are accuracies on the fixed evaluation items (training subjects unless said otherwise; the reward
+# comparison on its own paired set, below), one per RL seed. "Bias resistance" for the scale comparison is the adversarial-cue accuracy averaged over every family.
 
 
 # %%
@@ -960,7 +960,8 @@ def inf_share(arm):  # share of groups with any nonzero advantage over the run
 # a plateau: its sampled training accuracy is flat at the end (the book-wide rule: the last fifth of the run
 # improved by at most 5 % of the whole improvement). The comparison of the two rewards also needs the evaluation
 # to resolve the claim's bar: the standard error of the paired difference (two accuracies on the same items)
-# below it; that comparison is read on its own set of `n_pair` adversarial bandwagon items, scored for both arms. The scale comparison needs a larger judge that is competent at the task (no-cue accuracy at the bar of
+# below it; that comparison is read on its own set of `n_pair` adversarial bandwagon items, scored for both
+# arms. The scale comparison needs a larger judge that is competent at the task (no-cue accuracy at the bar of
 # `base_competent`).
 
 
