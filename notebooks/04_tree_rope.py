@@ -667,7 +667,7 @@ display(alias.round(4).style.set_caption("last-layer attention at selected dista
 # coverage in section 5), but they also make those digits uninformative.
 
 # %% [markdown]
-# The mask shows *that* the far keys do the damage; the next measurement shows *how much attention* each arm gives
+# The mask tells *whether* the far keys do the damage; the next measurement shows *how much attention* each arm gives
 # them. For the last 32 queries of the longest windows we sum the attention weight on keys at least 32 positions
 # back (full causal context), per layer, averaged over heads, windows and the arm's seeds. Attention spread evenly
 # over all keys would put almost all of it there; an arm that learned to ignore the far keys puts little.
