@@ -1036,12 +1036,24 @@ miss_table = (
 display(Markdown("Failures per seed, by the first wrong decision:"))
 display(miss_table.round(1))
 
-# %% [markdown]
-# **Reading the tables.** The learned agents fail mostly by choosing a valid but unwanted operator, number or
-# text value: misreadings of the request, which no grammar, schema or type check can catch, and which both
-# interfaces share. Form errors (keywords, punctuation, join keys) are rare even for SQL at this scale, so the
-# verifier and the constrained decoder have only a small share of the failures to act on; the claims below
-# measure how much of it they recover, seed by seed.
+# %% tags=["remove-input"]
+UNDERSTAND = ("operator", "number", "text value", "column", "function", "table")
+FORM = ("keyword / clause", "punctuation", "join key", "order direction")
+if len(miss):
+    share_u = float(miss.kind.isin(UNDERSTAND).mean())
+    sql_miss = miss[miss.arm == "SQL, free decoding"]
+    sql_form = float(sql_miss.kind.isin(FORM).mean()) if len(sql_miss) else 0.0
+    top = ", ".join(miss.kind.value_counts().index[:3])
+    display(Markdown(
+        f"**Reading the tables.** {share_u:.0%} of the learned agents' remaining "
+        "failures start at a valid but unwanted operator, value, column, function or "
+        f"table (the most common kinds overall: {top}): misreadings of the "
+        "request, which no grammar, schema or type check can "
+        "catch, and which both interfaces share. Form errors (keywords, punctuation, "
+        f"join keys, order direction) start {sql_form:.0%} of the SQL agent's failures;"
+        " that is the share the verifier and the constrained decoder can act on, and "
+        "the claims below measure how much of it they recover, seed by seed."
+    ))
 
 # %% [markdown]
 # ### Bits per intent
@@ -2146,10 +2158,10 @@ rec.save()
 #   which are small and read templated requests.
 # * Case 5's outcome check compares rows as multisets, so it rewards programs that differ from the gold one in
 #   clauses without effect on the rows (an `order` without a `limit`, a `limit` above the row count); the
-#   diagnosis tests the policies' correct non-gold held-out answers on two more databases. RL lowers held-out
-#   greedy success in every arm, with the policy reading the request less; a KL anchor to the supervised
-#   policy (or supervised replay) and an order-sensitive check were not tried (each needs a rebuild of the
-#   credit checkpoint, about 20 minutes of one core).
+#   diagnosis tests the policies' correct non-gold held-out answers on two more databases, and measures how far
+#   RL moves held-out greedy success and whether the policy then reads the request less (`no_drift_*`); a KL
+#   anchor to the supervised policy (or supervised replay) and an order-sensitive check were not tried (each
+#   needs a rebuild of the credit checkpoint, about 20 minutes of one core).
 # * The SQL agent of case 4 repairs from SQLite's messages but has no grammar-constrained SQL decoder (an
 #   incremental SQL parser masking the logits, as practitioners use); `learned_success_gain` compares the DSL's
 #   constraints with SQL repair, not with constrained SQL, and its note counts the intents behind each gap.
