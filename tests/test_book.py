@@ -47,9 +47,12 @@ def test_notebook_contract(py):
     assert len(params) == 1
     assert re.search(r"^quick\s*=\s*False\b", params[0].source, re.M)
     assert re.search(r"^seed\s*=\s*0\b", params[0].source, re.M)
-    # 6. the claims record is saved, last
+    # 6. the claims record is saved last; only reading text generated from it (remove-input cells) may follow
     assert "ClaimsRecord(" in "\n".join(c.source for c in code)
-    assert "rec.save()" in code[-1].source
+    saved = [i for i, c in enumerate(code) if "rec.save()" in c.source]
+    assert saved, "the claims record is never saved (rec.save())"
+    after = [c for c in code[saved[-1] + 1:] if "remove-input" not in c.metadata.get("tags", [])]
+    assert not after, f"a visible code cell after rec.save(): {after[0].source[:80]!r}"
     # the record is named after the notebook
     joined = "\n".join(c.source for c in code)
     assert re.search(rf'ClaimsRecord\(\s*"{py.stem}"', joined) or (
@@ -160,6 +163,11 @@ def sandbox(tmp_path, monkeypatch):
     return nbdir
 
 
+def _claims(**n):
+    """The table's claims column: counts in the order of helpers.claims.VERDICTS."""
+    return " / ".join(str(n.get(v, 0)) for v in build.VERDICTS)
+
+
 SAVE = ("from helpers.claims import ClaimsRecord\nrec = ClaimsRecord('ok_nb', dict(quick=quick, seed=seed))\n"
         "rec.check('one', 1, 1)\nrec.claim('c', 's', paper=1, measured=seed, op='==', target=1)\nrec.save()")
 
@@ -167,7 +175,8 @@ SAVE = ("from helpers.claims import ClaimsRecord\nrec = ClaimsRecord('ok_nb', di
 def test_runner_executes_records_caches_and_reruns_on_change(sandbox):
     _write_nb(sandbox / "ok_nb.ipynb", [SAVE])
     r = build._execute("ok_nb", quick=True, seed=None, threads=1, force=False)
-    assert r.ok and not r.cached and (r.checks, r.claims) == ("1/1", "0 / 0 / 1 / 0"), r.error
+    assert r.ok and not r.cached and (r.checks, r.claims) == ("1/1", _claims(**{"not held": 1})), r.error
+    assert r.cpu_seconds > 0 and not r.warning
     stage = build.Stage(True)
     out = nbformat.read(stage.executed / "notebooks" / "ok_nb.ipynb", as_version=4)
     injected = [c for c in out.cells if "injected-parameters" in c.metadata.get("tags", [])]
@@ -179,7 +188,7 @@ def test_runner_executes_records_caches_and_reruns_on_change(sandbox):
     # another seed is another input, in a stage of its own: the default stage's record is untouched
     before = (stage.results / "ok_nb.json").read_text()
     r2 = build._execute("ok_nb", True, 1, 1, False)
-    assert not r2.cached and r2.claims == "1 / 0 / 0 / 0"
+    assert not r2.cached and r2.claims == _claims(held=1)
     seed_stage = build.Stage(True, 1)
     assert seed_stage.base == build.BUILD / "quick" / "seed1"
     assert json.loads((seed_stage.results / "ok_nb.json").read_text())["params"]["seed"] == 1
@@ -381,16 +390,137 @@ def test_check_repo_finds_outputs_and_drift(sandbox):
     assert any("lonely" in p and "pair" in p for p in build.check_repo())
 
 
-def test_a_chapter_over_its_budget_fails_the_book_unless_allowed(monkeypatch, capsys):
-    slow = build.RunResult("slow_nb", True, seconds=75.0, checks="1/1", claims="1 / 0 / 0 / 0",
-                           over_budget=True, counts={"held": 1, "mixed": 0, "not held": 0, "untested": 0})
+def test_a_chapter_over_its_budget_is_a_warning_not_a_failure(monkeypatch, capsys):
+    slow = build.RunResult("slow_nb", True, seconds=75.0, checks="1/1", claims="1 / 0 / 0 / 0 / 0",
+                           over_budget=True, counts={v: int(v == "held") for v in build.VERDICTS},
+                           cpu_seconds=58.0, warning="over the 60 s budget: 75 s wall")
     monkeypatch.setattr(build, "toc_notebooks", lambda: ["slow_nb"])
     monkeypatch.setattr(build, "run_notebooks", lambda *a, **k: [slow])
     monkeypatch.setattr(build, "build_html", lambda *a, **k: "index.html")
     monkeypatch.setattr(build, "check_html", lambda *a, **k: [])
-    monkeypatch.delenv("ALLOW_SLOW", raising=False)
-    assert build.main(["book", "--quick"]) == 1
-    out = capsys.readouterr().out
-    assert "over the 60 s budget" in out and "1 held, 0 mixed" in out
-    monkeypatch.setenv("ALLOW_SLOW", "1")
     assert build.main(["book", "--quick"]) == 0
+    out = capsys.readouterr().out
+    assert "WARNING: over the 60 s budget: 75 s wall" in out and "1 held, 0 mixed" in out and "58.0" in out
+    assert "1 over the 60 s budget (a warning, not a failure" in out
+    hung = build.RunResult("slow_nb", False, seconds=130.0, cpu_seconds=121.0,
+                           error="hang guard: the kernel used 121 CPU s, past 2x the 60 s budget (120 s)")
+    monkeypatch.setattr(build, "run_notebooks", lambda *a, **k: [hung])
+    assert build.main(["book", "--quick"]) == 1
+    assert "FAILED slow_nb: hang guard" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("cpu, wall, quick, fails, warns", [
+    (10, 30, True, False, ""),            # within budget
+    (50, 300, True, False, "300 s wall"),  # a loaded machine: wall time stretches, the work does not
+    (70, 70, True, False, "70 s CPU"),     # over in CPU too, still under the hang guard
+    (120, 400, True, False, "120 s CPU"),  # exactly 2x: not past it
+    (121, 121, True, True, ""),           # past 2x the quick budget in CPU: fails
+    (590, 590, False, False, "590 s wall, 590 s CPU"),
+    (601, 200, False, True, ""),          # past 2x the default budget
+])
+def test_judge_budget(cpu, wall, quick, fails, warns):
+    fail, warning = build.judge_budget(cpu, wall, quick)
+    assert (fail is not None) == fails
+    if fails:
+        assert "hang guard" in fail and f"{build.budget_s(quick)} s budget" in fail
+        assert warning == ""
+    else:
+        assert warns in warning and (warning == "") == (warns == "")
+        if warning:
+            assert f"over the {build.budget_s(quick)} s budget" in warning
+
+
+def test_hang_guard_counts_the_cpu_of_child_processes_and_stops_them():
+    import subprocess
+    import time as _t
+
+    busy = [sys.executable, "-c", "import time\nt = time.process_time()\nwhile time.process_time() - t < 1.0: pass"]
+    with build.HangGuard(limit_s=100, every=0.2) as g:
+        subprocess.run(busy, check=True)  # ended and waited for: counted through RUSAGE_CHILDREN
+    assert not g.tripped and 0.8 < g.cpu_seconds() < 5
+    spin = [sys.executable, "-c", "while True: pass"]
+    with build.HangGuard(limit_s=0.5, every=0.1) as g:
+        p = subprocess.Popen(spin)
+        t0 = _t.monotonic()
+        while p.poll() is None and _t.monotonic() - t0 < 20:
+            _t.sleep(0.1)
+    assert g.tripped and p.returncode is not None and p.returncode != 0, "the guard did not stop a spinning child"
+
+
+def test_scoreboard_and_table_list_chapters_in_book_order(sandbox, tmp_path, monkeypatch, capsys):
+    res = tmp_path / "res"
+    res.mkdir()
+    from helpers.claims import ClaimsRecord
+
+    for slug in ("b_nb", "a_nb"):
+        _write_nb(sandbox / f"{slug}.ipynb", ["x = 1"])
+        rec = ClaimsRecord(slug, {"seed": 0, "quick": True})
+        rec.claim("c", "s", paper=1, measured=1.0, op="==", target=1)
+        rec.save(res, display=False)
+    monkeypatch.setattr(build, "toc_notebooks", lambda: ["b_nb", "a_nb"])  # the book puts b before a
+    md = build.scoreboard_markdown(["a_nb", "b_nb"], res, quick=True)  # e.g. the order they finished
+    summary = md[md.index("## Summary"):]
+    assert summary.index("`b_nb <") < summary.index("`a_nb <")
+    assert "| " + " | ".join(build.VERDICTS) + " |" in md  # one column per verdict of helpers.claims
+    build.print_table([build.RunResult("a_nb", True), build.RunResult("b_nb", True)], quick=True)
+    out = capsys.readouterr().out
+    assert out.index("b_nb") < out.index("a_nb")
+
+
+def _md(text):
+    return {"cell_type": "markdown", "metadata": {}, "source": text}
+
+
+def _code(n_lines, tags=()):
+    return {"cell_type": "code", "metadata": {"tags": list(tags)}, "source": "\n".join(["x = 1"] * n_lines),
+            "outputs": [], "execution_count": None}
+
+
+def test_long_visible_cells():
+    cells = [_md("# t"), _code(60), _code(61), _code(200, ["hide-input"]), _code(90, ["remove-input"]),
+             _code(70, ["remove-cell"]), _code(75, ["parameters"])]
+    assert build.long_visible_cells(cells) == [(2, 61), (6, 75)]
+    assert build.long_visible_cells([_code(61) | {"source": "x = 1\n" * 60 + "\n\n"}]) == []  # trailing blanks
+
+
+def test_prose_numbers_counts_typed_results_not_the_papers():
+    text = "\n".join([
+        "# A title",
+        "| | the paper | this notebook |",
+        "|---|---|---|",
+        "| speed-up | 6.2x on 64 GPUs | 2.5x on 2 cores, lr 1e-3 |",
+        "",
+        "The paper reports 0.95 of the ideal. <!-- paper -->",
+        "We measured 0.83 here, and 1.5x at seed 1; version 2.13.0, `lr=0.001`, see [ref](http://x.org/2406.1).",
+        "| method | ours |",
+        "|---|---|",
+        "| EIT | 0.047 |",
+    ])
+    assert build.prose_numbers(text) == ["0.83", "1.5", "0.047"]
+    assert build.prose_numbers("integers 3, 5 and 100% are fine; so is v1.5 and x1.5") == []
+
+
+def test_repo_counts_allowances_only_go_down(sandbox, tmp_path):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell("It ran 0.5 s faster, then 0.7."),
+                nbformat.v4.new_code_cell("\n".join(["x = 1"] * 61))]
+    nbformat.write(nb, sandbox / "c_nb.ipynb")
+    counts = build.repo_counts(sandbox)
+    assert counts == {"c_nb": {"long_cells": 1, "prose_numbers": 2}}
+    # at its allowance: reported, not a problem; over it (or not listed: allowance 0): a problem
+    at = {"long_cells": {"c_nb": 1}, "prose_numbers": {"c_nb": 2}}
+    assert build.count_problems(counts, at) == []
+    problems = build.count_problems(counts, {"long_cells": {"c_nb": 1}, "prose_numbers": {}})
+    assert len(problems) == 1 and "2 decimal numbers" in problems[0] and "allowance of 0" in problems[0]
+    # tightening lowers to today's counts, never raises, and drops zeros
+    loose = {"long_cells": {"c_nb": 3, "gone_nb": 2}, "prose_numbers": {"c_nb": 1}}
+    assert build.tightened(counts, loose) == {"long_cells": {"c_nb": 1, "gone_nb": 2}, "prose_numbers": {"c_nb": 1}}
+    path = tmp_path / "baseline.json"
+    path.write_text(json.dumps(at))
+    assert build.read_baseline(path) == at
+    assert build.read_baseline(tmp_path / "missing.json") == {"long_cells": {}, "prose_numbers": {}}
+
+
+def test_committed_notebooks_are_within_their_allowances():
+    """Over an allowance fails check-repo; under it, `python book/build.py check-repo --tighten` lowers it."""
+    assert build.count_problems(build.repo_counts(), build.read_baseline()) == []
