@@ -31,7 +31,7 @@ __all__ = [
     "stable_rank", "power_spectrum", "alpha_for_stable_rank", "random_orthonormal", "class_centers",
     "label_priors", "prompt_labels", "class_centers_batch", "sample_prompts", "lsa_forward", "reduced_scores", "LinearICL",
     "SoftmaxICL", "accuracy_by_class", "lda_scores", "bayes_scores", "subspace_oracle_scores", "matrix_cosine",
-    "subspace_alignment", "pca_subspace", "offsubspace_residue", "examples_to_reach", "predicted_margins", "task_stream", "icl_loss", "train_icl",
+    "subspace_alignment", "pca_subspace", "offsubspace_residue", "examples_to_reach", "bootstrap_examples", "predicted_margins", "task_stream", "icl_loss", "train_icl",
     "checkpoint_config", "CHECKPOINT_SLUG", "dataset_prompts",
 ]
 
@@ -475,6 +475,42 @@ def examples_to_reach(grid: Sequence[float], accs: Sequence[float], target: floa
             f = (target - a[i - 1]) / (a[i] - a[i - 1])
             return float(np.exp(np.log(g[i - 1]) + f * (np.log(g[i]) - np.log(g[i - 1]))))
     return float("nan")
+
+
+def bootstrap_examples(correct: dict, reference: Sequence, grid: Sequence[float], rng: np.random.Generator, *,
+                       frac: float = 0.9, n_boot: int = 200) -> dict:
+    """Bootstrap the examples per label each model needs to reach ``frac`` of the reference's accuracy.
+
+    ``correct[m]`` is a list, one entry per grid point, of 0/1 arrays (prompt i scored right by model m);
+    ``reference`` the same for the reference (the Bayes rule), on the same prompts. Each of ``n_boot`` rounds
+    resamples the prompts of every grid point with replacement (the same draw for every model and the reference, so
+    ratios between models are paired), sets the bar to ``frac`` times the reference's mean accuracy over the grid and
+    applies :func:`examples_to_reach`. Returns ``{m: array (n_boot,)}`` (``nan`` where the bar is never reached)."""
+    g = V_.array("grid", grid, ndim=1, dtype="float", nonempty=True, min=0, strict_min=True)
+    rng = _rng(rng)
+    frac = V_.probability("frac", frac)
+    n_boot = V_.integer("n_boot", n_boot, min=1)
+    if not isinstance(correct, dict) or not correct:
+        raise TypeError("correct must be a non-empty dict of model -> per-grid-point 0/1 arrays")
+
+    def _rows(name, rows):
+        if len(rows) != len(g):
+            raise ValueError(f"{name} needs one array per grid point ({len(g)}), got {len(rows)}")
+        return [V_.array(f"{name}[{i}]", r, ndim=1, dtype="float", nonempty=True, min=0, max=1).astype(np.float64)
+                for i, r in enumerate(rows)]
+
+    ref = _rows("reference", reference)
+    cor = {m: _rows(f"correct[{m!r}]", v) for m, v in correct.items()}
+    for m, rows in cor.items():
+        if [len(r) for r in rows] != [len(r) for r in ref]:
+            raise ValueError(f"correct[{m!r}] must score the same prompts as the reference at every grid point")
+    out = {m: np.empty(n_boot) for m in cor}
+    for b in range(n_boot):
+        idx = [rng.integers(0, len(r), len(r)) for r in ref]
+        bar = frac * float(np.mean([r[i].mean() for r, i in zip(ref, idx)]))
+        for m, rows in cor.items():
+            out[m][b] = examples_to_reach(g, [r[i].mean() for r, i in zip(rows, idx)], bar)
+    return out
 
 
 def predicted_margins(M: np.ndarray, pi: np.ndarray) -> np.ndarray:

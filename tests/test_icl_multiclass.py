@@ -313,3 +313,25 @@ def test_door_checks_do_not_change_numbers():
     with torch.no_grad():
         lt.W.copy_(W)
     assert torch.equal(lt(p["X"], p["Y"], p["xq"], 4), ref)
+
+
+def test_bootstrap_examples_brackets_the_point_estimate_and_pairs_models():
+    rng = np.random.default_rng(0)
+    grid = [1, 2, 4, 8]
+    n = 2000
+    ref = [np.ones(n)] * 4  # the reference is always right: bar = frac
+    fast = [(rng.random(n) < p).astype(float) for p in (0.5, 0.8, 0.95, 0.99)]
+    slow = [(rng.random(n) < p).astype(float) for p in (0.3, 0.5, 0.8, 0.95)]
+    boot = I.bootstrap_examples({"fast": fast, "slow": slow}, ref, grid, np.random.default_rng(1), frac=0.9,
+                                n_boot=100)
+    point = {m: I.examples_to_reach(grid, [c.mean() for c in v], 0.9) for m, v in (("fast", fast), ("slow", slow))}
+    for m in boot:
+        lo, hi = np.percentile(boot[m], [5, 95])
+        assert lo <= point[m] <= hi and hi - lo > 0  # the interval has width and holds the estimate
+    assert (boot["slow"] > boot["fast"]).all()  # paired draws keep the order of two well-separated models
+    never = [np.zeros(n)] * 4
+    assert np.isnan(I.bootstrap_examples({"never": never}, ref, grid, np.random.default_rng(2), n_boot=5)["never"]).all()
+    with pytest.raises(ValueError):
+        I.bootstrap_examples({"fast": fast[:3]}, ref, grid, np.random.default_rng(3))
+    with pytest.raises(ValueError):
+        I.bootstrap_examples({"fast": [c[:10] for c in fast]}, ref, grid, np.random.default_rng(3))
