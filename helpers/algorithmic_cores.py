@@ -546,6 +546,11 @@ def memorise_generalise(steps: Sequence[int], train_acc: Sequence[float], test_a
                         mem_acc: float = 0.99, gen_acc: float = 0.95) -> tuple[int | None, int | None]:
     """(memorisation step, generalisation step): the first logged steps with train acc >= ``mem_acc`` and test
     acc >= ``gen_acc`` (None if never). The grokking time is their difference."""
+    mem_acc, gen_acc = V.probability("mem_acc", mem_acc), V.probability("gen_acc", gen_acc)  # accuracies
+    n = len(V.sequence("steps", steps))
+    for name, acc in (("train_acc", train_acc), ("test_acc", test_acc)):
+        if len(V.sequence(name, acc, of=V.probability)) != n:
+            raise ValueError(f"{name} must have one accuracy per step ({n}), got {len(acc)}")
     t_mem = grok_step(steps, train_acc, mem_acc)
     t_gen = grok_step(steps, test_acc, gen_acc)
     return t_mem, t_gen
@@ -674,6 +679,10 @@ def choose_checkpoints(log: dict, n_analysed: int = 10, mem_acc: float = 0.99, g
     V.instance("log", log, dict)
     n_analysed = V.integer("n_analysed", n_analysed, min=1)
     eval_every = V.integer("eval_every", eval_every, min=1)
+    missing = [k for k in ("step", "train_acc", "test_acc") if k not in log]
+    if missing:
+        raise ValueError(f"log must have the keys 'step', 'train_acc' and 'test_acc' (a train_modadd log), "
+                         f"missing {missing}")
     steps, tr, te = log["step"], log["train_acc"], log["test_acc"]
     if not steps:
         raise ValueError("log has no logged steps")

@@ -1178,9 +1178,10 @@ def chain_bound(parts: Sequence[Partition], own_bytes: dict[int, int]) -> int:
     missing = [P.id for P in parts if P.id not in own_bytes]
     if missing:
         raise ValueError(f"own_bytes has no entry for partitions {missing[:5]}")
+    own = {P.id: V.integer(f"own_bytes[{P.id}]", own_bytes[P.id], min=0) for P in parts}  # bytes: whole, >= 0
 
     def chain(pid: int) -> int:
-        return int(own_bytes[pid]) + max((chain(c) for c in parts[pid].children), default=0)
+        return own[pid] + max((chain(c) for c in parts[pid].children), default=0)
 
     return chain(0)
 
@@ -1371,3 +1372,43 @@ def rel_spread(times: Sequence[float]) -> float:
         raise ValueError(f"times must be a non-empty 1-d sequence of finite seconds >= 0, got shape {t.shape}")
     q1, q2, q3 = np.percentile(t, [25, 50, 75])
     return float((q3 - q1) / max(q2, 1e-12))
+
+
+def packed_inputs(paths: Sequence[Tensor], masks: Sequence[Tensor], K: int | None = None
+                  ) -> tuple[Tensor, Tensor, NodeBlocks, Tensor, Tensor]:
+    """Sequence packing, the usual baseline: the K branches concatenated into one sequence of N_flat tokens with
+    per-document causal attention (one :class:`NodeBlocks` block per branch, so no pair across documents is
+    computed) and positions restarting at 0 in each document. ``paths[i]`` is a (1, L_i) token tensor and
+    ``masks[i]`` its (L_i,) loss mask. Returns ``(X, pos, blocks, targets, weights)`` for :func:`packed_loss`:
+    position t of a document predicts its token t + 1 with weight ``mask[t + 1] / K``; a document's last position
+    predicts nothing (weight 0)."""
+    if len(paths) == 0 or len(paths) != len(masks):
+        raise ValueError(f"paths and masks must be non-empty and of equal length, got {len(paths)} and {len(masks)}")
+    K = len(paths) if K is None else V.integer("K", K, min=1)
+    starts, ends, keys, bmasks, tgts, ws, poss = [], [], [], [], [], [], []
+    i = 0
+    for p, m in zip(paths, masks):
+        p = torch.as_tensor(p).reshape(-1)
+        m = torch.as_tensor(m, dtype=torch.float32).reshape(-1)
+        L = len(p)
+        if L == 0 or len(m) != L:
+            raise ValueError(f"every path needs tokens and a loss mask of its length, got {L} and {len(m)}")
+        starts.append(i)
+        ends.append(i + L)
+        keys.append(torch.arange(i, i + L))
+        bmasks.append(torch.ones(L, L, dtype=torch.bool).tril())
+        tgts.append(torch.cat([p[1:], p[:1]]))  # the last target is a placeholder with weight 0
+        ws.append(torch.cat([m[1:] / K, torch.zeros(1)]))
+        poss.append(torch.arange(L))
+        i += L
+    X = torch.cat([torch.as_tensor(p).reshape(-1) for p in paths])[None]
+    return X, torch.cat(poss), NodeBlocks(starts, ends, keys, bmasks), torch.cat(tgts), torch.cat(ws)
+
+
+def packed_loss(model: nn.Module, X: Tensor, pos: Tensor, blocks: NodeBlocks, targets: Tensor, weights: Tensor
+                ) -> Tensor:
+    """The loss of packed branches in one forward call (see :func:`packed_inputs`): the weighted negative
+    log-likelihood summed over every document, equal to the average of the per-branch losses."""
+    logits, _ = model(X, pos, blocks)
+    lp = logits[0].log_softmax(-1).gather(-1, targets[:, None])[:, 0]
+    return -(weights * lp).sum()

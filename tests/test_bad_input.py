@@ -782,7 +782,8 @@ _MESH_KW = lambda: dict(points=_MS.points, cells=_MS.cells, kind="q1", Ke=_MS.Ke
                         kappa=_MS.kappa)
 
 case("transolver_gmsfem.Mesh", tg.Mesh, _MESH_KW, skip={"kappa": {"none"}},  # None: kappa = 1
-     more={"cells": [_MS.cells + 100, _MS.cells[:, :3]], "kind": ["p1"], "kappa": [-_MS.kappa, _MS.kappa[:2]],
+     more={"cells": [_MS.cells + 100, _MS.cells[:, :3]], "kind": ["p1"],
+           "kappa": [-_MS.kappa, _MS.kappa[:2], np.full_like(_MS.kappa, 1e300)],
            "Ke": [_MS.Ke[:2]]})
 case("transolver_gmsfem.Mesh.with_kappa", _MS.with_kappa, lambda: dict(pixels=np.ones((4, 4))),
      more={"pixels": [np.zeros((4, 4)), np.ones(4)]})
@@ -790,12 +791,32 @@ case("transolver_gmsfem.structured_mesh", tg.structured_mesh, lambda: dict(n=2),
 case("transolver_gmsfem.jittered_mesh", tg.jittered_mesh, lambda: dict(n=3, jitter=0.2, seed=0),
      more={"n": [1], "jitter": [0.5, "neg"]})
 case("transolver_gmsfem.kappa_field", tg.kappa_field,
-     lambda: dict(seed=0, n_pix=16, contrast=10.0, geometry="curved"), more={"n_pix": [8], "contrast": [1.0]})
+     lambda: dict(seed=0, n_pix=16, contrast=10.0, geometry="curved"), more={"n_pix": [8], "contrast": [1.0, 1e308]})
 case("transolver_gmsfem.forcing", tg.forcing, lambda: dict(points=_MS.points, kind="sources", seed=0),
      skip={"points": {"empty"}}, more={"points": [np.zeros((3, 3))]})
-case("transolver_gmsfem.stiffness", tg.stiffness, lambda: dict(mesh=_MS))
-case("transolver_gmsfem.mass", tg.mass, lambda: dict(mesh=_MS))
-case("transolver_gmsfem.load", tg.load, lambda: dict(mesh=_MS, f_nodes=_FN), more={"f_nodes": [_FN[:3]]})
+
+
+def _mutated_mesh(**fields: Any) -> Any:
+    """A copy of the valid mesh with a field changed after construction (a dataclass does not re-check)."""
+    import copy
+
+    m = copy.deepcopy(_MS)
+    for k, v in fields.items():
+        setattr(m, k, v)
+    return m
+
+
+_KN = _MS.kappa.copy()
+_KN[1] = math.nan
+_PINF = _MS.points.copy()
+_PINF[0, 0] = math.inf
+_BAD_MESHES = [_mutated_mesh(kappa=_KN), _mutated_mesh(kappa=-_MS.kappa), _mutated_mesh(kappa=_MS.kappa[:2]),
+               _mutated_mesh(kappa=np.full_like(_MS.kappa, 1e300)), _mutated_mesh(Ke=np.full_like(_MS.Ke, math.nan)),
+               _mutated_mesh(points=_PINF)]  # NaN kappa was accepted silently (#58)
+case("transolver_gmsfem.stiffness", tg.stiffness, lambda: dict(mesh=_MS), more={"mesh": _BAD_MESHES})
+case("transolver_gmsfem.mass", tg.mass, lambda: dict(mesh=_MS), more={"mesh": _BAD_MESHES})
+case("transolver_gmsfem.load", tg.load, lambda: dict(mesh=_MS, f_nodes=_FN),
+     more={"f_nodes": [_FN[:3], np.full_like(_FN, math.inf)], "mesh": _BAD_MESHES})
 case("transolver_gmsfem.solve_fine", tg.solve_fine, lambda: dict(mesh=_MS, f_nodes=_FN, A=_AS),
      skip={"A": {"none"}}, more={"A": _SPBAD})  # None: assemble the stiffness
 case("transolver_gmsfem.rel_errors", tg.rel_errors, lambda: dict(A=_AS, M=_MM, u=_US, v=_US * 0.9),
@@ -815,7 +836,7 @@ case("transolver_gmsfem.eigen_residual", tg.eigen_residual, lambda: dict(A=_NB0.
      more={"lam": [_LAM[:1]], "phi": [_PHI[:2], np.zeros_like(_PHI)]})
 case("transolver_gmsfem.multiscale_basis", tg.multiscale_basis,
      lambda: dict(mesh=_MS, nbhds=_NB, phis=[tg.local_spectral(nb.A, nb.s, 1)[1] for nb in _NB]),
-     more={"phis": [[np.zeros((2, 1))] * len(_NB), []], "nbhds": [[3]]})
+     more={"phis": [[np.zeros((2, 1))] * len(_NB), []], "nbhds": [[3]], "mesh": _BAD_MESHES[:3]})
 case("transolver_gmsfem.gmsfem_solve", tg.gmsfem_solve, lambda: dict(A=_AS, b=tg.load(_MS, _FN), R=_RB),
      more={"A": _SPBAD, "b": [np.ones(3)], "R": [_sp.eye(3).tocsr()]})
 case("transolver_gmsfem.parabolic", tg.parabolic,
@@ -1200,6 +1221,14 @@ case("algorithmic_cores.modadd_split", acx.modadd_split, lambda: dict(p=5, train
      more={"p": [1], "train_frac": [1.0, "zero"]})
 case("algorithmic_cores.grok_step", acx.grok_step, lambda: dict(steps=[1, 2], test_acc=[0.5, 1.0], threshold=0.9),
      more={"test_acc": [[0.5]], "steps": [[1.5, 2]]})
+case("algorithmic_cores.memorise_generalise", acx.memorise_generalise,
+     lambda: dict(steps=[1, 2], train_acc=[0.5, 1.0], test_acc=[0.2, 0.96], mem_acc=0.99, gen_acc=0.95),
+     more={"mem_acc": [1.5, "neg"], "gen_acc": [1.5], "train_acc": [[0.5], [0.5, 1.5], [0.5, math.nan]],
+           "test_acc": [[0.2, -0.1]], "steps": [[1.5, 2]]})  # mem_acc=1.5 was accepted (never memorised) (#58)
+case("algorithmic_cores.choose_checkpoints", acx.choose_checkpoints,
+     lambda: dict(log={"step": [10, 20], "train_acc": [1.0, 1.0], "test_acc": [0.1, 1.0]}, n_analysed=3,
+                  mem_acc=0.99, gen_acc=0.95, eval_every=10),
+     more={"log": [{"step": [10]}, {}], "mem_acc": [1.5], "gen_acc": [-0.5]})  # a bare KeyError before (#58)
 case("algorithmic_cores.loglog_slope", acx.loglog_slope, lambda: dict(x=[1.0, 2.0, 4.0], y=[1.0, 2.0, 4.0]),
      more={"x": [[0.0, 1.0, 2.0], [1.0]], "y": [[1.0, 2.0]]})
 

@@ -582,3 +582,26 @@ def test_rel_spread_is_iqr_over_median():
     assert tt.rel_spread([1.0, 2.0, 3.0, 4.0, 5.0]) == pytest.approx((4.0 - 2.0) / 3.0)
     with pytest.raises(ValueError, match="times"):
         tt.rel_spread([])
+
+
+def test_packed_loss_equals_the_average_of_per_branch_losses():
+    tree = make_tree(3, n_nodes=6)
+    m = model()
+    paths = [torch.tensor(p)[None] for p in tree.path_tokens()]
+    masks = [torch.rand(p.shape[1]).round().double() for p in paths]
+    K = len(paths)
+    per_branch = 0.0
+    for idx, mk in zip(paths, masks):
+        logits, _ = m(idx, torch.arange(idx.shape[1]))
+        lp = logits[0, :-1].log_softmax(-1).gather(-1, idx[0, 1:, None])[:, 0]
+        per_branch = per_branch - (mk[1:] * lp).sum() / K
+    X, pos, blocks, tgt, w = tt.packed_inputs(paths, masks)
+    assert X.shape == (1, sum(p.shape[1] for p in paths)) and len(blocks.start) == K
+    packed = tt.packed_loss(m, X, pos, blocks, tgt, w.double())
+    assert torch.allclose(packed, per_branch, rtol=1e-12, atol=1e-12)
+    # attention must stay inside a document: one attention block across all documents changes the loss
+    joint = tt.NodeBlocks([0], [X.shape[1]], [torch.arange(X.shape[1])],
+                          [torch.ones(X.shape[1], X.shape[1], dtype=torch.bool).tril()])
+    assert not torch.allclose(tt.packed_loss(m, X, pos, joint, tgt, w.double()), per_branch)
+    with pytest.raises(ValueError, match="equal length"):
+        tt.packed_inputs(paths, masks[:1])
