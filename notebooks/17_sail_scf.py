@@ -491,7 +491,7 @@ rec.check(
 #   solver starts.
 #
 # Both are **ratios of sums** over molecules: a median over a few molecules with integer counts of 8-20 builds
-# jumps by 0.05-0.12 with a single build. Our models <!-- paper --> need no Fock build (hidden = 0); to show where the two
+# jumps by 0.05-0.12 with a single build. Our models need no Fock build (hidden = 0); to show where the two <!-- paper -->
 # differ we add a guess that does: **MINAO + 1 step**, the aufbau density of `F(P_MINAO)` (one hidden build).
 # PySCF's own guesses are measured side by side: `minao`, `atom` (atomic HF densities), `sap` (= the untrained
 # Hamiltonian head), `huckel`; and the purified MINAO density (= the untrained density head).
@@ -1005,7 +1005,7 @@ else:
 # ## 10. The claims record
 #
 # Every claim is measured per seed on the OOD set as a ratio of sums. The ERIC claims use the paper's bar loosely
-# (`≤ 0.9`, a 10% reduction; the paper reports 28-37%) and record as baseline <!-- paper --> the best guess a practitioner has
+# (`≤ 0.9`, a 10% reduction; the paper reports 28-37%) and record as baseline the best guess a practitioner has <!-- paper -->
 # without a model: the lowest OOD ERIC among PySCF's guesses, the purified MINAO density and MINAO + 1 step.
 # A reference that does not converge on some molecule (PySCF's `sap` guess on benzoic acid runs into the
 # 100-cycle cap) is scored on the molecules where it converged, not charged 100 cycles: this can only make the
