@@ -633,19 +633,27 @@ def _verified(slug: str, name: str, why: Any, date: Any, root: str | os.PathLike
 
 
 def restamp(slug: str, name: str, why: str, *, root: str | os.PathLike | None = None,
-            date: str | None = None) -> Path:
+            date: str | None = None, add_sources: Sequence[str | os.PathLike] = ()) -> Path:
     """Record the current hashes of a checkpoint's source files without retraining; returns the manifest's path.
 
     For an edit that leaves every trained tensor as it was (an evaluation helper added to the chapter's module, a
     comment): the manifest keeps its weights and gains ``extra.restamped`` (then ``restamped_2``, ...) with the
     date, the old source hashes and ``why``, the evidence that nothing trained changed (e.g. "git diff shows
     additions only", "a retrained model matches the stored one"). Refuses when the weights do not match their
-    manifest, a source file is missing, or no source changed.
+    manifest, a source file is missing, or no source changed. ``add_sources`` adds files the training also read
+    that the manifest did not list (e.g. a helpers module its script imports); the old list is kept in the record.
     """
     w_path, m_path, manifest = _verified(slug, name, why, date, root,
                                          "why the weights are still valid", "restamping cannot vouch for them")
     old = manifest.get("source") or {"files": {}, "hash": None}
     files = list(old.get("files", {}))
+    if not isinstance(add_sources, (list, tuple)):
+        raise TypeError(f"add_sources must be a list of file paths, got {type(add_sources).__name__}")
+    for extra_file in add_sources:
+        V.instance("add_sources[i]", extra_file, (str, os.PathLike))
+        rel = _rel(Path(extra_file).resolve())
+        if rel not in files:
+            files.append(rel)
     if not files:
         raise CheckpointError(f"checkpoint {slug}/{name} records no source files; nothing to restamp")
     resolved = [Path(f) if Path(f).is_absolute() else REPO / f for f in files]

@@ -89,7 +89,7 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from helpers import checkpoints, claims, nn, plotting, repro, train
+from helpers import checkpoints, claims, nn, plotting, repro, scripts, train
 from helpers import transformer_dfs as dfs
 
 if quick:
@@ -646,6 +646,7 @@ if quick:
     wl_cfg.update(N=10, d=5, n_train=200, n_test=200, steps=80, seeds=[seed])
     wl_ck = None
 else:
+    wl_cfg = scripts.with_seeds(wl_cfg, seeds)  # seed 0: the committed config; other seeds: `make data SEEDS=...`
     wl_ck = checkpoints.load(dfs.CHECKPOINT_SLUG, "width_limited", config=wl_cfg)
     wl_cfg["seeds"] = checkpoints.require_seeds(wl_ck, seeds)  # clear error if absent
 wl_res, wl_models, wl_loss = {}, {}, {}

@@ -272,6 +272,20 @@ def test_require_seeds(tmp_path):
         ck.require_seeds([0, 1], [0])
 
 
+def test_restamp_adds_sources(tmp_path):
+    src, more = tmp_path / "src.py", tmp_path / "more.py"
+    src.write_text("x = 1\n")
+    more.write_text("z = 0\n")
+    mp = _save(tmp_path, sources=[src])
+    with pytest.raises(TypeError, match="add_sources"):
+        ck.restamp("99_test", "m", "the module the script imports is listed", root=tmp_path, add_sources="more.py")
+    ck.restamp("99_test", "m", "the module the script imports is listed", root=tmp_path, add_sources=[more])
+    man = json.loads(mp.read_text())
+    assert len(man["source"]["files"]) == 2 and len(man["extra"]["restamped"]["old_source"]["files"]) == 1
+    with pytest.raises(ValueError, match="unchanged"):  # adding a file already listed changes nothing
+        ck.restamp("99_test", "m", "the module the script imports is listed", root=tmp_path, add_sources=[more])
+
+
 def test_restamp(tmp_path):
     src = tmp_path / "src.py"
     src.write_text("x = 1\n")
