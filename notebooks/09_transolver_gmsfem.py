@@ -217,6 +217,7 @@ def gmsfem(field, phis, f=ones):
     u_ms, A0 = tg.gmsfem_solve(field["A"], tg.load(field["mesh"], f), R)
     return u_ms, A0
 
+
 # %%
 test = [setup_field(tg.kappa_field(seed * 1000 + i)) for i in range(n_test_fields)]
 for fd in test:
@@ -321,6 +322,7 @@ def one_step(field, phis):
         tg.inverse_iteration(A, b.s, p)[1]
         for A, b, p in zip(field["Asp"], field["nb"], phis)
     ]
+
 
 # %%
 fd = test[0]
@@ -816,14 +818,73 @@ def basis_err(field, eig):
 
 
 def timing_field(n_f):
-    """The timing field at n_f fine cells per side, with its three forcings' loads and fine solutions."""
+    """The timing field at n_f fine cells per side, with its three forcings' loads
+    and fine solutions."""
     fld = setup_field(tg.kappa_field(seed * 1000), tg.structured_mesh(n_f))
     fld["u"] = tg.solve_fine(fld["mesh"], np.ones(fld["mesh"].n), fld["A"])
     fld["rhs"] = []
     for kind in TIMING_FORCINGS:
         f_t = tg.forcing(fld["mesh"].points, kind, seed=seed)
-        fld["rhs"].append((tg.load(fld["mesh"], f_t), tg.solve_fine(fld["mesh"], f_t, fld["A"])))
+        fld["rhs"].append(
+            (tg.load(fld["mesh"], f_t), tg.solve_fine(fld["mesh"], f_t, fld["A"]))
+        )
     return fld
+
+
+def timing_summary(fld, out, tm):
+    """Each solver's CPU median, spread, error and missed pairs; the fastest solver at
+    the exact basis's, the network's and the hybrid's accuracy; the ratios."""
+    ref = out["LAPACK evr (dense)"]
+    err = {k: basis_err(fld, out[k]) for k in solvers}
+    t_cpu = {k: tm.median(k) for k in tm.cpu}
+    err_exact, err_pred, err_hyb = (
+        err["LAPACK evr (dense)"],
+        errs_all(fld, out["network"]),
+        errs_all(fld, out["hybrid"]),
+    )
+    b_full, b_net, b_hyb = (
+        tg.fastest_at({k: t_cpu[k] for k in solvers}, err, e)
+        for e in (err_exact, err_pred, err_hyb)
+    )
+    b_strict = tg.fastest_at(
+        {k: t_cpu[k] for k in solvers}, err, err_pred, exclude="tol"
+    )
+    return dict(
+        rows={
+            k: dict(
+                t=t_cpu[k],
+                wall=tm.median(k, "wall"),
+                spread=tm.spread(k),
+                err=err[k],
+                miss=tg.missed_pairs(out[k], ref, n_bf),
+            )
+            for k in solvers
+        },
+        network=t_cpu["network"],
+        hybrid=t_cpu["hybrid"],
+        fine_solve=t_cpu["fine solve"],
+        spread_net=tm.spread("network"),
+        spread_best=tm.spread(b_net),
+        gap_arpack=max(
+            np.abs(la - le).max() / le.max()
+            for (la, _), (le, _) in zip(out["ARPACK shift-invert"], ref)
+        ),
+        best_full=b_full,
+        best_net=b_net,
+        best_hyb=b_hyb,
+        best_strict=b_strict,
+        t_best=t_cpu[b_net],
+        t_best_hyb=t_cpu[b_hyb],
+        speedup=tm.ratio(b_net, "network"),
+        speedup_hybrid=tm.ratio(b_hyb, "hybrid"),
+        speedup_full=tm.ratio(b_full, "network"),
+        speedup_evr=tm.ratio("LAPACK evr (dense)", "network"),
+        speedup_strict=tm.ratio(b_strict, "network"),
+        speedup_wall=tm.ratio(b_net, "network", clock="wall"),
+        err_exact=err_exact,
+        err_pred=err_pred,
+        err_hyb=err_hyb,
+    )
 
 
 # %% [markdown]
@@ -833,17 +894,28 @@ def timing_field(n_f):
 
 # %%
 timing, net0 = {}, nets[seeds[0]]
-solvers = tg.classical_solvers(n_bf)  # dense evr, ARPACK (3 settings), LOBPCG (3 settings)
+# dense evr, ARPACK (3 settings), LOBPCG (3 settings)
+solvers = tg.classical_solvers(n_bf)
 threads = torch.get_num_threads()
 torch.set_num_threads(1)
 for n_f in tqdm(timing_sizes, desc="timing"):
     fld = timing_field(n_f)
     nbs, As = fld["nb"], fld["Asp"]
-    fns = {name: (lambda solve=solve, As=As, nbs=nbs: [solve(A, b) for A, b in zip(As, nbs)])
-           for name, solve in solvers.items()}
-    fns["network"] = lambda fld=fld: ortho(fld, predicted_bases(fld, net0))  # features + S-orthonormalisation
-    fns["hybrid"] = lambda fld=fld: one_step(fld, predicted_bases(fld, net0))  # + a sparse LU per patch
-    fns["fine solve"] = lambda fld=fld: tg.solve_fine(fld["mesh"], np.ones(fld["mesh"].n), fld["A"])
+    fns = {
+        name: (
+            lambda solve=solve, As=As, nbs=nbs: [solve(A, b) for A, b in zip(As, nbs)]
+        )
+        for name, solve in solvers.items()
+    }
+    fns["network"] = lambda fld=fld: ortho(
+        fld, predicted_bases(fld, net0)
+    )  # features + S-orthonormalisation
+    fns["hybrid"] = lambda fld=fld: one_step(
+        fld, predicted_bases(fld, net0)
+    )  # + a sparse LU per patch
+    fns["fine solve"] = lambda fld=fld: tg.solve_fine(
+        fld["mesh"], np.ones(fld["mesh"].n), fld["A"]
+    )
     with threadpool_limits(1), warnings.catch_warnings():
         # LOBPCG at a fixed iteration count warns that it did not reach tol, and about
         # ill-conditioned Rayleigh-Ritz steps (the matching sees the error)
@@ -851,46 +923,32 @@ for n_f in tqdm(timing_sizes, desc="timing"):
         warnings.simplefilter("ignore", LinAlgWarning)
         out = {k: fn() for k, fn in fns.items()}  # each side's result, and its warm-up
         tm = repro.benchmark(fns, repeats=timing_repeats, warmup=0)
-    ref = out["LAPACK evr (dense)"]
-    err = {k: basis_err(fld, out[k]) for k in solvers}
-    t_cpu = {k: tm.median(k) for k in fns}
-    err_exact, err_pred, err_hyb = err["LAPACK evr (dense)"], errs_all(fld, out["network"]), errs_all(fld, out["hybrid"])
-    b_full, b_net, b_hyb = (tg.fastest_at({k: t_cpu[k] for k in solvers}, err, e) for e in (err_exact, err_pred, err_hyb))
-    b_strict = tg.fastest_at({k: t_cpu[k] for k in solvers}, err, err_pred, exclude="tol")
-    timing[len(nbs[40].nodes)] = dict(
-        rows={k: dict(t=t_cpu[k], wall=tm.median(k, "wall"), spread=tm.spread(k), err=err[k],
-                      miss=tg.missed_pairs(out[k], ref, n_bf)) for k in solvers},
-        network=t_cpu["network"], hybrid=t_cpu["hybrid"], fine_solve=t_cpu["fine solve"],
-        spread_net=tm.spread("network"), spread_best=tm.spread(b_net),
-        gap_arpack=max(np.abs(la - le).max() / le.max() for (la, _), (le, _) in zip(out["ARPACK shift-invert"], ref)),
-        best_full=b_full, best_net=b_net, best_hyb=b_hyb, best_strict=b_strict,
-        t_best=t_cpu[b_net], t_best_hyb=t_cpu[b_hyb],
-        speedup=tm.ratio(b_net, "network"), speedup_hybrid=tm.ratio(b_hyb, "hybrid"),
-        speedup_full=tm.ratio(b_full, "network"), speedup_evr=tm.ratio("LAPACK evr (dense)", "network"),
-        speedup_strict=tm.ratio(b_strict, "network"), speedup_wall=tm.ratio(b_net, "network", clock="wall"),
-        err_exact=err_exact, err_pred=err_pred, err_hyb=err_hyb,
-    )  # fmt: skip
+    timing[len(nbs[40].nodes)] = timing_summary(fld, out, tm)
 torch.set_num_threads(threads)
 
 # %% tags=["hide-input"]
 for size, t in timing.items():
     print(
-        f"{size} nodes/patch: fine solve {t['fine_solve'] * 1e3:.0f} ms CPU; energy error "
+        f"{size} nodes/patch: fine solve {t['fine_solve'] * 1e3:.0f} ms CPU; energy "
+        "error "
         f"for f = {', '.join(TIMING_FORCINGS)}: exact {np.round(t['err_exact'], 3)}, "
         f"network {np.round(t['err_pred'], 3)}, hybrid {np.round(t['err_hyb'], 3)}"
     )
     for name, r in t["rows"].items():
         print(
-            f"  {name:28s} {r['t'] * 1e3:8.1f} ms CPU (spread {r['spread']:.2f})   energy error "
+            f"  {name:28s} {r['t'] * 1e3:8.1f} ms CPU (spread {r['spread']:.2f})   "
+            "energy error "
             f"{np.round(r['err'], 3)}   not the leading {n_bf} eigenpairs in "
             f"{r['miss']} of {len(nbs)} patches"
         )
     print(
-        f"  {'network':28s} {t['network'] * 1e3:8.1f} ms CPU (spread {t['spread_net']:.2f})  -> vs "
+        f"  {'network':28s} {t['network'] * 1e3:8.1f} ms CPU (spread "
+        f"{t['spread_net']:.2f})  -> vs "
         f"{t['best_net']}: {t['speedup']:.2f}x (wall {t['speedup_wall']:.2f}x)"
     )
     print(
-        f"  {'hybrid (network + one step)':28s} {t['hybrid'] * 1e3:8.1f} ms CPU   -> vs "
+        f"  {'hybrid (network + one step)':28s} {t['hybrid'] * 1e3:8.1f} ms CPU   -> "
+        "vs "
         f"{t['best_hyb']}: {t['speedup_hybrid']:.2f}x"
     )
     print(
@@ -1143,91 +1201,146 @@ plotting.live_controls(
 # The timing claim needs the timing noise to be smaller than the effect: `timing_spread`, the larger spread
 # (IQR/median of CPU time) of the two sides compared, divided by |ratio − 1|, below 1.
 
+
 # %%
-def basis_curves(s):  # held-out Σsin² and energy-term curves of seed s (checkpoint, or the live tiny run)
+def basis_curves(
+    s,
+):  # held-out Σsin² and energy-term curves of seed s (checkpoint, or the live tiny run)
     if quick:
-        return [[v for _, v in hists_b[s].evals[k]] for k in ("test_sal", "test_energy")]
+        return [
+            [v for _, v in hists_b[s].evals[k]] for k in ("test_sal", "test_energy")
+        ]
     return [ckpt_b.manifest["history"][f"{k}/{s}"] for k in ("test_sal", "test_energy")]
 
 
-FLAT, FITS_L2 = 0.05, 0.05  # book-wide plateau rule; a pure solver that fits its own distribution
+FLAT, FITS_L2 = (
+    0.05,
+    0.05,
+)  # book-wide plateau rule; a pure solver that fits its own distribution
 big = max(timing)
 tb = timing[big]
 pure_in = pure_err[:, :, 1].mean(1)  # in-distribution relative L2 error per seed
 hyb_in = errs_hyb[:, :, -1, 1].mean(1)
-rec.condition("basis_plateau", [max(train.plateau(c) for c in basis_curves(s)) for s in seeds], "<=", FLAT,
-              unit="test-loss drop in the last fifth / whole drop, worse curve",
-              statement="the basis network's held-out losses are flat at the end of training")
-rec.condition("pure_solver_fits", pure_in.tolist(), "<=", FITS_L2, unit="relative L2, in distribution",
-              statement="the pure neural solver works in distribution")
-rec.condition("timing_spread", max(tb["spread_net"], tb["spread_best"]) / max(abs(tb["speedup"] - 1), 1e-12),
-              "<", 1.0, unit="max spread (IQR/median, CPU) / |ratio − 1|",
-              statement=f"the timing noise of the network and of its matched solver is below the effect, at {big} "
-              "nodes/patch")
+rec.condition(
+    "basis_plateau",
+    [max(train.plateau(c) for c in basis_curves(s)) for s in seeds],
+    "<=",
+    FLAT,
+    unit="test-loss drop in the last fifth / whole drop, worse curve",
+    statement="the basis network's held-out losses are flat at the end of training",
+)
+rec.condition(
+    "pure_solver_fits",
+    pure_in.tolist(),
+    "<=",
+    FITS_L2,
+    unit="relative L2, in distribution",
+    statement="the pure neural solver works in distribution",
+)
+rec.condition(
+    "timing_spread",
+    max(tb["spread_net"], tb["spread_best"]) / max(abs(tb["speedup"] - 1), 1e-12),
+    "<",
+    1.0,
+    unit="max spread (IQR/median, CPU) / |ratio − 1|",
+    statement="the timing noise of the network and of its matched solver is below the "
+    f"effect, at {big} "
+    "nodes/patch",
+)
 
 # %% tags=["hide-input"]
-# What each claim says, the paper's words, and the numbers printed beside its verdict (notes).
+# What each claim says, the paper's words, and the numbers printed beside its
+# verdict (notes).
 loose = next(k for k in solvers if "tol" in k)
 ex_mean = float(errs_exact[:, -1, 0].mean())
-# robustness, not accuracy: each model's OOD error over its own in-distribution error (same seed, same three
-# coefficient fields), pure's growth ÷ hybrid's
+# robustness, not accuracy: each model's OOD error over its own in-distribution
+# error (same seed, same three coefficient fields), pure's growth ÷ hybrid's
 degr = {k: (v["pure"] / pure_in) / (v["hybrid"] / hyb_in) for k, v in ood.items()}
 ood_counts = [int(sum(degr[k][i] > 1 for k in ood)) for i in range(len(seeds))]
 irr = ood["irregular mesh"]
 TEXT = {
     "learned_basis_accuracy": (
-        f"Predicted-basis energy error ÷ exact-basis energy error, in distribution, N_bf = {n_bf} (per seed)",
+        "Predicted-basis energy error ÷ exact-basis energy error, in distribution, "
+        f"N_bf = {n_bf} (per seed)",
         "close to 1 (GMsFEM-NO: small loss of accuracy)",
-        f"exact {ex_mean:.4f}; predicted per seed {np.round(errs_pred[:, :, -1, 0].mean(1), 4).tolist()}; "
-        f"a {nets[seeds[0]].n_params:,}-parameter network per seed"),
+        f"exact {ex_mean:.4f}; predicted per seed "
+        f"{np.round(errs_pred[:, :, -1, 0].mean(1), 4).tolist()}; "
+        f"a {nets[seeds[0]].n_params:,}-parameter network per seed",
+    ),
     "hybrid_accuracy": (
-        f"Network + one inverse-iteration step (our hybrid): energy error ÷ exact-basis energy error, N_bf = {n_bf}",
+        "Network + one inverse-iteration step (our hybrid): energy error ÷ "
+        f"exact-basis energy error, N_bf = {n_bf}",
         "(not in the paper; issue #35's bar)",
-        f"hybrid per seed {np.round(errs_hyb[:, :, -1, 0].mean(1), 4).tolist()}"),
+        f"hybrid per seed {np.round(errs_hyb[:, :, -1, 0].mean(1), 4).tolist()}",
+    ),
     "basis_speedup_vs_best": (
-        f"Basis construction: the fastest classical eigensolver at the network's accuracy ÷ batched network, at "
-        f"{big} nodes/patch (CPU-time medians)", "> 100x",
-        f"one thread each, {timing_repeats} interleaved rounds after a warm-up (repro.benchmark); fastest "
-        f"classical with energy error <= the network's for f = {', '.join(TIMING_FORCINGS)} "
-        f"({np.round(tb['err_pred'], 3).tolist()}): {tb['best_net']} {tb['t_best'] * 1e3:.1f} ms CPU, network "
-        f"{tb['network'] * 1e3:.1f} ms (spreads {tb['spread_best']:.2f}, {tb['spread_net']:.2f}; wall ratio "
-        f"{tb['speedup_wall']:.2f}x); hybrid {tb['hybrid'] * 1e3:.1f} ms vs {tb['best_hyb']} "
-        f"{tb['t_best_hyb'] * 1e3:.1f} ms = {tb['speedup_hybrid']:.2f}x; at the exact basis's error "
-        f"({tb['best_full']}) {tb['speedup_full']:.1f}x, vs dense evr {tb['speedup_evr']:.1f}x; vs the fastest "
-        f"converged eigensolver at the network's accuracy ({tb['best_strict']}) {tb['speedup_strict']:.2f}x. The "
-        f"loose ARPACK misses a copy of a double eigenvalue in {tb['rows'][loose]['miss']} of {len(nbs)} patches. Per "
-        "size: " + ", ".join(f"{s}: {t['speedup']:.2f}x" for s, t in timing.items())),
+        "Basis construction: the fastest classical eigensolver at the network's "
+        "accuracy ÷ batched network, at "
+        f"{big} nodes/patch (CPU-time medians)",
+        "> 100x",
+        f"one thread each, {timing_repeats} interleaved rounds after a warm-up "
+        "(repro.benchmark); fastest "
+        "classical with energy error <= the network's for f = "
+        f"{', '.join(TIMING_FORCINGS)} "
+        f"({np.round(tb['err_pred'], 3).tolist()}): {tb['best_net']} "
+        f"{tb['t_best'] * 1e3:.1f} ms CPU, network "
+        f"{tb['network'] * 1e3:.1f} ms (spreads {tb['spread_best']:.2f}, "
+        f"{tb['spread_net']:.2f}; wall ratio "
+        f"{tb['speedup_wall']:.2f}x); hybrid {tb['hybrid'] * 1e3:.1f} ms vs "
+        f"{tb['best_hyb']} "
+        f"{tb['t_best_hyb'] * 1e3:.1f} ms = {tb['speedup_hybrid']:.2f}x; at the exact "
+        "basis's error "
+        f"({tb['best_full']}) {tb['speedup_full']:.1f}x, vs dense evr "
+        f"{tb['speedup_evr']:.1f}x; vs the fastest "
+        f"converged eigensolver at the network's accuracy ({tb['best_strict']}) "
+        f"{tb['speedup_strict']:.2f}x. The "
+        "loose ARPACK misses a copy of a double eigenvalue in "
+        f"{tb['rows'][loose]['miss']} of {len(nbs)} patches. Per "
+        "size: " + ", ".join(f"{s}: {t['speedup']:.2f}x" for s, t in timing.items()),
+    ),
     "ood_vs_pure_solver": (
-        "Out of distribution the pure Transolver degrades more than the hybrid: its error growth over its own "
-        "in-distribution error exceeds the hybrid's ((pure OOD ÷ pure ID) ÷ (hybrid OOD ÷ hybrid ID) > 1) on at "
-        "least 3 of the 4 shifts (count per seed)", "pure neural solvers fail dramatically",
-        f"baseline = the pure solver's in-distribution relative L2 error per seed (hybrid's: "
+        "Out of distribution the pure Transolver degrades more than the hybrid: its "
+        "error growth over its own "
+        "in-distribution error exceeds the hybrid's ((pure OOD ÷ pure ID) ÷ (hybrid "
+        "OOD ÷ hybrid ID) > 1) on at "
+        "least 3 of the 4 shifts (count per seed)",
+        "pure neural solvers fail dramatically",
+        "baseline = the pure solver's in-distribution relative L2 error per seed "
+        "(hybrid's: "
         f"{np.round(hyb_in, 4).tolist()}). Growth ratio per seed: "
         + "; ".join(f"{k} {np.round(v, 2).tolist()}" for k, v in degr.items())
-        + ". Raw pure ÷ hybrid error: " + "; ".join(f"{k} {np.round(v['ratio'], 1).tolist()}" for k, v in ood.items())),
+        + ". Raw pure ÷ hybrid error: "
+        + "; ".join(f"{k} {np.round(v['ratio'], 1).tolist()}" for k, v in ood.items()),
+    ),
     "irregular_mesh": (
-        "Transolver-GMsFEM on a jittered P1 Delaunay mesh (network trained on the Q1 grid) is within 1.5x of "
-        "GMsFEM with the exact basis (per seed)", "works on irregular grids",
-        f"network {np.round(irr['network'], 4).tolist()}, hybrid {np.round(irr['hybrid'], 4).tolist()}, exact "
-        f"basis {irr['exact']:.4f}, pure {np.round(irr['pure'], 4).tolist()}"),
+        "Transolver-GMsFEM on a jittered P1 Delaunay mesh (network trained on the Q1 "
+        "grid) is within 1.5x of "
+        "GMsFEM with the exact basis (per seed)",
+        "works on irregular grids",
+        f"network {np.round(irr['network'], 4).tolist()}, hybrid "
+        f"{np.round(irr['hybrid'], 4).tolist()}, exact "
+        f"basis {irr['exact']:.4f}, pure {np.round(irr['pure'], 4).tolist()}",
+    ),
 }
 
 # %%
 BASIS = ("basis_plateau",)
+# fmt: off
 CLAIMS = [  # id, measured (per seed, or once), op, target, unit, baseline, conditions
     ("learned_basis_accuracy", ratio_pred.tolist(), "<=", 1.5, "ratio", ex_mean, BASIS),
     ("hybrid_accuracy", ratio_hyb.tolist(), "<=", 1.1, "ratio", ex_mean, BASIS),
-    ("basis_speedup_vs_best", tb["speedup"], ">=", 10.0, "x (CPU-time medians)", tb["t_best"],
-     BASIS + ("timing_spread",)),
-    ("ood_vs_pure_solver", [float(c) for c in ood_counts], ">=", 3, "shifts of 4", pure_in.tolist(),
-     BASIS + ("pure_solver_fits",)),
+    ("basis_speedup_vs_best", tb["speedup"], ">=", 10.0, "x (CPU-time medians)",
+     tb["t_best"], BASIS + ("timing_spread",)),
+    ("ood_vs_pure_solver", [float(c) for c in ood_counts], ">=", 3, "shifts of 4",
+     pure_in.tolist(), BASIS + ("pure_solver_fits",)),
     ("irregular_mesh", (irr["network"] / irr["exact"]).tolist(), "<=", 1.5,
      "relative L2 error, network ÷ exact basis", irr["exact"], BASIS),
 ]
+# fmt: on
 for cid, measured, op, target, unit, baseline, given in CLAIMS:
     statement, paper, note = TEXT[cid]
-    rec.claim(cid, statement, paper=paper, measured=measured, op=op, target=target, unit=unit,
-              baseline=baseline, note=note, given=given)
+    rec.claim(cid, statement, paper=paper, measured=measured, op=op, target=target,
+              unit=unit, baseline=baseline, note=note, given=given)  # fmt: skip
 rec.save()
 verdict = {c.id: c.verdict for c in rec.claims}
 cond = {c.id: c for c in rec.conditions}
@@ -1235,59 +1348,97 @@ cond = {c.id: c for c in rec.conditions}
 # %% [markdown]
 # ## 12. Reading the results, and known limits
 
+
 # %% tags=["remove-input"]
 def cond_line(cid):
     c = cond[cid]
-    return f"`{cid}` {c.verdict} ({', '.join(f'{v:.3g}' for v in np.atleast_1d(c.measured))}, rule {c.op} {c.target:g})"
+    vals = ", ".join(f"{v:.3g}" for v in np.atleast_1d(c.measured))
+    return f"`{cid}` {c.verdict} ({vals}, rule {c.op} {c.target:g})"
 
 
 sw = sens["white noise"]
 fast_everywhere = all(t["speedup"] < 1 for t in timing.values())
 worse = [k for k in ood if np.mean(degr[k]) > 1]
-display(Markdown(f"""
-* **Is the network trained to its regime?** {cond_line("basis_plateau")}. Where the held-out curves were still
-  falling at the end of the schedule, every claim is inconclusive at that seed: more training might close the
-  gap, and this run cannot say. The pure solver: {cond_line("pure_solver_fits")}; the timing:
+display(
+    Markdown(f"""
+* **Is the network trained to its regime?** {cond_line("basis_plateau")}. Where the
+  held-out curves were still
+  falling at the end of the schedule, every claim is inconclusive at that seed: more
+  training might close the
+  gap, and this run cannot say. The pure solver: {cond_line("pure_solver_fits")}; the
+  timing:
   {cond_line("timing_spread")}.
-* **Accuracy.** Section 3 is the main finding: in high contrast a basis can be within a tiny mass-norm angle of
-  the exact one and still give a several-times larger energy error ({eps_grid[i5]:.0%} white noise,
-  $\\sum\\sin^2\\theta = {sw[i5, 0]:.3f}$, raises the error from {errs_exact[0, -1, 0]:.3f} to {sw[i5, 1]:.3f}),
-  because what matters is *which* eigenvectors contaminate it. The network's held-out $\\sum\\sin^2$ is
-  {", ".join(f"{losses[s][0]:.3f}" for s in seeds)} per seed, and its energy-error ratio to the exact basis
-  {", ".join(f"{r:.2f}" for r in ratio_pred)} (`learned_basis_accuracy` {verdict["learned_basis_accuracy"]}, bar
-  1.5). With **one** inverse-iteration step the hybrid reaches {", ".join(f"{r:.2f}" for r in ratio_hyb)} times
-  the exact error (`hybrid_accuracy` {verdict["hybrid_accuracy"]}, bar 1.1). That bar is measured for $f = 1$; on
-  section 7's timing field with four point sources the hybrid's energy error is {tb["err_hyb"][2]:.3f} against
-  the exact basis's {tb["err_exact"][2]:.3f} at {big} nodes. Section 5's controls: the same step on a random start
+* **Accuracy.** Section 3 is the main finding: in high contrast a basis can be within a
+  tiny mass-norm angle of
+  the exact one and still give a several-times larger energy error ({eps_grid[i5]:.0%}
+  white noise,
+  $\\sum\\sin^2\\theta = {sw[i5, 0]:.3f}$, raises the error from
+  {errs_exact[0, -1, 0]:.3f} to {sw[i5, 1]:.3f}),
+  because what matters is *which* eigenvectors contaminate it. The network's held-out
+  $\\sum\\sin^2$ is
+  {", ".join(f"{losses[s][0]:.3f}" for s in seeds)} per seed, and its energy-error ratio
+  to the exact basis
+  {", ".join(f"{r:.2f}" for r in ratio_pred)} (`learned_basis_accuracy`
+  {verdict["learned_basis_accuracy"]}, bar
+  1.5). With **one** inverse-iteration step the hybrid reaches
+  {", ".join(f"{r:.2f}" for r in ratio_hyb)} times
+  the exact error (`hybrid_accuracy` {verdict["hybrid_accuracy"]}, bar 1.1). That bar is
+  measured for $f = 1$; on
+  section 7's timing field with four point sources the hybrid's energy error is
+  {tb["err_hyb"][2]:.3f} against
+  the exact basis's {tb["err_exact"][2]:.3f} at {big} nodes. Section 5's controls: the
+  same step on a random start
   gives {np.mean(diag["random start + one step"]) / ex_mean:.2f}x, on the prediction
-  {np.mean(diag["network + one step"]) / ex_mean:.2f}x, a second step {np.mean(diag["network + two steps"]) / ex_mean:.2f}x.
-* **Speed.** CPU-time medians of interleaved rounds, one thread per side. Dense LAPACK takes
+  {np.mean(diag["network + one step"]) / ex_mean:.2f}x, a second step
+  {np.mean(diag["network + two steps"]) / ex_mean:.2f}x.
+* **Speed.** CPU-time medians of interleaved rounds, one thread per side. Dense LAPACK
+  takes
   {", ".join(f"{t['speedup_evr']:.1f}x" for t in timing.values())} the network's time at
-  {", ".join(map(str, timing))} nodes/patch, but that is not the classical solver a practitioner would use. The
-  fastest classical setting at the network's accuracy ({"; ".join(dict.fromkeys(t["best_net"] for t in timing.values()))}) takes
+  {", ".join(map(str, timing))} nodes/patch, but that is not the classical solver a
+  practitioner would use. The
+  fastest classical setting at the network's accuracy
+  ({"; ".join(dict.fromkeys(t["best_net"] for t in timing.values()))}) takes
   {", ".join(f"{t['speedup']:.2f}x" for t in timing.values())} the network's time
   ({"slower at every size" if fast_everywhere else "faster at some size"};
-  `basis_speedup_vs_best` {verdict["basis_speedup_vs_best"]}). The loose ARPACK setting misses a copy of a double
-  eigenvalue in {tb["rows"][loose]["miss"]} of {len(nbs)} patches at {big} nodes (the channel-free patches, where the
-  square's symmetry makes $\\lambda_2 = \\lambda_3$): its span is then not the leading eigenspace, which is why
-  the matching uses three forcings. The paper's > 100x is a GPU-batched network against (as far as we can tell) a
+  `basis_speedup_vs_best` {verdict["basis_speedup_vs_best"]}). The loose ARPACK setting
+  misses a copy of a double
+  eigenvalue in {tb["rows"][loose]["miss"]} of {len(nbs)} patches at {big} nodes (the
+  channel-free patches, where the
+  square's symmetry makes $\\lambda_2 = \\lambda_3$): its span is then not the leading
+  eigenspace, which is why
+  the matching uses three forcings. The paper's > 100x is a GPU-batched network against
+  (as far as we can tell) a
   dense eigensolver; we cannot test a GPU here, and we do not extrapolate.
 * **Out of distribution.** In distribution the pure solver's relative L2 error is
-  {", ".join(f"{v:.2f}" for v in pure_in)} per seed against {np.mean(hyb_in):.3f} for the hybrid; the claim
-  `ood_vs_pure_solver` ({verdict["ood_vs_pure_solver"]}) therefore measures robustness, each model's error growth
-  over its own in-distribution error. On average over seeds the pure solver degrades more than the hybrid on
-  {", ".join(worse) if worse else "no shift"} (count per seed {ood_counts}). The uncorrected network's error on
-  the irregular mesh is {", ".join(f"{v:.1f}" for v in irr["network"] / irr["exact"])}x the exact basis's
+  {", ".join(f"{v:.2f}" for v in pure_in)} per seed against {np.mean(hyb_in):.3f} for
+  the hybrid; the claim
+  `ood_vs_pure_solver` ({verdict["ood_vs_pure_solver"]}) therefore measures robustness,
+  each model's error growth
+  over its own in-distribution error. On average over seeds the pure solver degrades
+  more than the hybrid on
+  {", ".join(worse) if worse else "no shift"} (count per seed {ood_counts}). The
+  uncorrected network's error on
+  the irregular mesh is {", ".join(f"{v:.1f}" for v in irr["network"] / irr["exact"])}x
+  the exact basis's
   (`irregular_mesh` {verdict["irregular_mesh"]}), the hybrid's
   {", ".join(f"{v:.2f}" for v in irr["hybrid"] / irr["exact"])}x.
 
-**Known limits.** All networks are small and CPU-trained (the basis network {nets[seeds[0]].n_params:,}
-parameters; the checkpoints took {ckpt_b.manifest["wall_seconds"] / 60 if not quick else 0:.0f} and
-{ckpt_p.manifest["wall_seconds"] / 60 if not quick else 0:.0f} minutes). The pure solver trains on random
-1 024-node subsets of the 4 225 nodes and is applied to the full grid; with 200 training pairs it overfits, and a
-pure solver trained on thousands of solutions would make the out-of-distribution comparison about robustness
-rather than accuracy. The matched classical baseline is chosen by the GMsFEM error on one field (three forcings),
-from a fixed menu of seven solver settings; LOBPCG is driven by its iteration count and breaks down now and then,
-which the matching catches as a larger error. The network was trained at 289 nodes per patch and is applied
+**Known limits.** All networks are small and CPU-trained (the basis network
+{nets[seeds[0]].n_params:,}
+parameters; the checkpoints took
+{ckpt_b.manifest["wall_seconds"] / 60 if not quick else 0:.0f} and
+{ckpt_p.manifest["wall_seconds"] / 60 if not quick else 0:.0f} minutes). The pure solver
+trains on random
+1 024-node subsets of the 4 225 nodes and is applied to the full grid; with 200 training
+pairs it overfits, and a
+pure solver trained on thousands of solutions would make the out-of-distribution
+comparison about robustness
+rather than accuracy. The matched classical baseline is chosen by the GMsFEM error on
+one field (three forcings),
+from a fixed menu of seven solver settings; LOBPCG is driven by its iteration count and
+breaks down now and then,
+which the matching catches as a larger error. The network was trained at 289 nodes per
+patch and is applied
 unchanged to the larger patches.
-"""))
+""")
+)
