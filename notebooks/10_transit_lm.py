@@ -437,7 +437,9 @@ for key, pr in preds.items():
         for p, (o, d, lab) in zip(pr, recs, strict=True)
     ]
     ground[key] = {k: np.array([x[k] for x in g]) for k in g[0]}
-    g = [T.last_station(city, p, d, lab) for p, (o, d, lab) in zip(pr, recs, strict=True)]
+    g = [
+        T.last_station(city, p, d, lab) for p, (o, d, lab) in zip(pr, recs, strict=True)
+    ]
     ground_end[key] = {k: np.array([x[k] for x in g]) for k in g[0]}
 
 
@@ -585,11 +587,14 @@ def short_stats(name):
     """Share of metro-only routes among <= 2-line routes, and CPT+SFT exact
     match on them by kind (NaN where a stratum is empty)."""
     keys = [k for k in strata if k[0] == name and k[1] <= 2]
-    n = {kind: sum(strata[k][0] for k in keys if k[2] == kind) for kind in
-         ("metro only", "with bus")}
+    n = {
+        kind: sum(strata[k][0] for k in keys if k[2] == kind)
+        for kind in ("metro only", "with bus")
+    }
     ex = {
-        kind: (sum(strata[k][0] * strata[k][1] for k in keys if k[2] == kind)
-               / n[kind]) if n[kind] else float("nan")
+        kind: (sum(strata[k][0] * strata[k][1] for k in keys if k[2] == kind) / n[kind])
+        if n[kind]
+        else float("nan")
         for kind in n
     }
     return n["metro only"] / max(1, sum(n.values())), ex
@@ -606,18 +611,31 @@ short_note = (
 print(short_note)
 
 # %% tags=["remove-input"]
-n_short = {n: sum(v[0] for k, v in strata.items() if k[0] == n and k[1] <= 2) for n in splits}
-n_one = {n: sum(v[0] for k, v in strata.items() if k[0] == n and k[1] == 1) for n in splits}
+n_short = {
+    n: sum(v[0] for k, v in strata.items() if k[0] == n and k[1] <= 2) for n in splits
+}
+n_one = {
+    n: sum(v[0] for k, v in strata.items() if k[0] == n and k[1] == 1) for n in splits
+}
 se_short = np.sqrt(0.2 * 0.8 / max(1, n_short["held-out"]))
-display(Markdown(f"""
-In this run the held-out split has {n_one["held-out"]} one-line routes and a metro-only share of
-{short_ho[0]:.2f} among its {n_short["held-out"]} short routes (in-distribution {short_id[0]:.2f} of
-{n_short["in-distribution"]}, with {n_one["in-distribution"]} one-line routes). CPT+SFT's exact match on short
-routes with a bus is {short_id[1]["with bus"]:.3f} in distribution and {short_ho[1]["with bus"]:.3f} held out; the
-binomial standard error of a share near 0.2 over {n_short["held-out"]} requests is about {se_short:.2f}, so a gap
-smaller than that is noise, and a difference between the splits' short groups can come from their composition
-(how many one-line and metro-only trips each holds) rather than from held-out trips being easier.
-"""))
+display(
+    Markdown(f"""
+In this run the held-out split has {n_one["held-out"]} one-line routes and a metro-only
+share of
+{short_ho[0]:.2f} among its {n_short["held-out"]} short routes (in-distribution
+{short_id[0]:.2f} of
+{n_short["in-distribution"]}, with {n_one["in-distribution"]} one-line routes).
+CPT+SFT's exact match on short
+routes with a bus is {short_id[1]["with bus"]:.3f} in distribution and
+{short_ho[1]["with bus"]:.3f} held out; the
+binomial standard error of a share near 0.2 over {n_short["held-out"]} requests is about
+{se_short:.2f}, so a gap
+smaller than that is noise, and a difference between the splits' short groups can come
+from their composition
+(how many one-line and metro-only trips each holds) rather than from held-out trips
+being easier.
+""")
+)
 
 # %% [markdown]
 # **Under-trained or unable to compose?** The direct test: decode requests the models were trained on. If exact
@@ -836,8 +854,9 @@ look = [None] * len(pref_recs)
 for q in (2, 5, 7, 8):
     idx = np.flatnonzero(pref_types == q)
     train_q = [(o, d, lab) for o, d, p, lab in data.pref if p == q]
-    for i, r in zip(idx, T.lookup(city, train_q, [pref_ods[i] for i in idx]),
-                    strict=True):
+    for i, r in zip(
+        idx, T.lookup(city, train_q, [pref_ods[i] for i in idx]), strict=True
+    ):
         look[i] = r
 comp["lookup", None] = comply(look)
 comp["lookup_opt", None] = comply(T.lookup(city, data.sft + data.cpt, pref_ods))
@@ -894,22 +913,38 @@ for a, nm in pref_names.items():
     )
 
 # %% tags=["remove-input"]
-by_type = {a: {q: np.mean([comp[a, s][pref_types == q].mean() for s in seeds]) for q in (2, 5, 7, 8)}
-           for a in ("cpt", "req0")}
-best_lk = max(("lookup", "lookup_opt", "lookup_filt"), key=lambda k: comp[k, None].mean())
+by_type = {
+    a: {
+        q: np.mean([comp[a, s][pref_types == q].mean() for s in seeds])
+        for q in (2, 5, 7, 8)
+    }
+    for a in ("cpt", "req0")
+}
+best_lk = max(
+    ("lookup", "lookup_opt", "lookup_filt"), key=lambda k: comp[k, None].mean()
+)
 lk_by = {q: comp[best_lk, None][pref_types == q].mean() for q in (2, 5, 7, 8)}
 ahead = [q for q in (2, 5, 7, 8) if by_type["cpt"][q] > lk_by[q]]
 n_beat = sum(comp["cpt", s].mean() > comp[best_lk, None].mean() for s in seeds)
-display(Markdown(f"""
-In this run the CPT+SFT model complies in {", ".join(f"{comp['cpt', s].mean():.2f}" for s in seeds)} of the
-requests per seed, against the engine's {comp["engine", None].mean():.2f} and the strongest map-free baseline, the
-{pref_names[best_lk]} ({comp[best_lk, None].mean():.2f}); it beats that baseline for {n_beat} seed(s) of
-{len(seeds)}. By type, the model is ahead of it on {", ".join(f"type {q}" for q in ahead) if ahead else "no type"}.
-Prompted for the optimal route (`<req0>`) instead of `<req5>`, the model avoids the metro in
-{by_type["req0"][5]:.2f} of the type-5 requests, against {by_type["cpt"][5]:.2f} with the request token (overall
-{", ".join(f"{comp['cpt', s].mean() - comp['req0', s].mean():+.2f}" for s in seeds)} per seed): this says
+display(
+    Markdown(f"""
+In this run the CPT+SFT model complies in
+{", ".join(f"{comp['cpt', s].mean():.2f}" for s in seeds)} of the
+requests per seed, against the engine's {comp["engine", None].mean():.2f} and the
+strongest map-free baseline, the
+{pref_names[best_lk]} ({comp[best_lk, None].mean():.2f}); it beats that baseline for
+{n_beat} seed(s) of
+{len(seeds)}. By type, the model is ahead of it on
+{", ".join(f"type {q}" for q in ahead) if ahead else "no type"}.
+Prompted for the optimal route (`<req0>`) instead of `<req5>`, the model avoids the
+metro in
+{by_type["req0"][5]:.2f} of the type-5 requests, against {by_type["cpt"][5]:.2f} with
+the request token (overall
+{", ".join(f"{comp['cpt', s].mean() - comp['req0', s].mean():+.2f}" for s in seeds)} per
+seed): this says
 whether the model reads the request token.
-"""))
+""")
+)
 
 # %% [markdown]
 # **Where is the lookup strong?** The preference requests above come from the training zone pairs, where the
@@ -924,8 +959,15 @@ n_pref_ho = 40 if quick else 160
 pref_ho = [
     (o, d, q, lab)
     for i, (o, d) in enumerate(
-        T.sample_od(city, n_pref_ho, cfg["data_seed"] * 1000 + 7, cfg["min_km"],
-                    data.heldout, False, cfg["zones"])
+        T.sample_od(
+            city,
+            n_pref_ho,
+            cfg["data_seed"] * 1000 + 7,
+            cfg["min_km"],
+            data.heldout,
+            False,
+            cfg["zones"],
+        )
     )
     if (lab := T.route(city, o, d, (q := T.PREFS[1 + i % 4]))) is not None
 ]
@@ -1055,22 +1097,39 @@ plotting.live_controls(
 # ones; its held-out exact match measures our compute, not the method.
 
 # %%
-FLAT, FITS = 0.05, 0.8  # book-wide plateau rule; the model reproduces its own training records
+FLAT, FITS = (
+    0.05,
+    0.8,
+)  # book-wide plateau rule; the model reproduces its own training records
 for arm in ("cpt", "sft"):
-    rec.condition(f"{arm}_sft_flat", [train.plateau(curves[f"{arm}/{s}/sft"][1]) for s in seeds], "<=", FLAT,
-                  unit="loss drop in the last fifth / whole drop",
-                  statement=f"the {names[arm]} model's SFT loss is flat at the end of training")
-    rec.condition(f"{arm}_fits_training_records", [train_exact[arm, s] for s in seeds], ">=", FITS,
-                  unit=f"exact match on {n_fit} SFT training records",
-                  statement=f"the {names[arm]} model reproduces its own training records")
+    rec.condition(
+        f"{arm}_sft_flat",
+        [train.plateau(curves[f"{arm}/{s}/sft"][1]) for s in seeds],
+        "<=",
+        FLAT,
+        unit="loss drop in the last fifth / whole drop",
+        statement=f"the {names[arm]} model's SFT loss is flat at the end of training",
+    )
+    rec.condition(
+        f"{arm}_fits_training_records",
+        [train_exact[arm, s] for s in seeds],
+        ">=",
+        FITS,
+        unit=f"exact match on {n_fit} SFT training records",
+        statement=f"the {names[arm]} model reproduces its own training records",
+    )
 TRAINED, FITS_CPT = ("cpt_sft_flat",), ("cpt_sft_flat", "cpt_fits_training_records")
 
 # %% tags=["hide-input"]
-# The numbers every claim needs, the perfect-model checks, and the notes printed beside the verdicts.
+# The numbers every claim needs, the perfect-model checks, and the notes printed
+# beside the verdicts.
 held = "held-out"
 lk = funnel["lookup", None, held]
 eng = funnel["engine", None, held]
-ex_cpt, ex_sft = mean_over_seeds("cpt", held, "exact"), mean_over_seeds("sft", held, "exact")
+ex_cpt, ex_sft = (
+    mean_over_seeds("cpt", held, "exact"),
+    mean_over_seeds("sft", held, "exact"),
+)
 g_eng = float(np.mean(ground["engine", None, held]["ok"]))
 g_model = [float(np.mean(ground["cpt", s, held]["ok"])) for s in seeds]
 g_rand = float(np.mean(ground["random", None, held]["ok"]))
@@ -1078,8 +1137,9 @@ g_lk = float(np.mean(ground["lookup", None, held]["ok"]))
 
 
 def km_to_engine(key, where=ground):
-    """Median km from the generated to the engine's first station (last, with ground_end); a record without a
-    station counts as the city's diagonal (as wrong as possible)."""
+    """Median km from the generated to the engine's first station (last, with
+    ground_end); a record without a station counts as the city's diagonal (as wrong
+    as possible)."""
     v = where[key]["to_engine"]
     return float(np.median(np.where(np.isnan(v), np.sqrt(2) * city.size_km, v)))
 
@@ -1098,9 +1158,16 @@ rec.check("lookup_fails_heldout", lk["exact"], 0.5, op="<")
 
 
 def exact_by_length(name, short):
-    """CPT+SFT exact match (mean over seeds) on requests whose engine route has <= 2 lines (short) or >= 3."""
-    sel = np.array([(len(lab["line_sequence"]) <= 2) == short for *_, lab in splits[name]])
-    return float(np.mean([hits["cpt", s, name][sel].mean() for s in seeds])) if sel.any() else float("nan")
+    """CPT+SFT exact match (mean over seeds) on requests whose engine route has
+    <= 2 lines (short) or >= 3."""
+    sel = np.array(
+        [(len(lab["line_sequence"]) <= 2) == short for *_, lab in splits[name]]
+    )
+    return (
+        float(np.mean([hits["cpt", s, name][sel].mean() for s in seeds]))
+        if sel.any()
+        else float("nan")
+    )
 
 
 def f3(xs, fmt=".3f"):
@@ -1110,120 +1177,199 @@ def f3(xs, fmt=".3f"):
 train_cpt = [train_exact["cpt", s] for s in seeds]
 diag_note = (
     f"Diagnosis: CPT+SFT exact match on in-distribution routes of <= 2 lines "
-    f"{exact_by_length('in-distribution', True):.3f}, of >= 3 lines {exact_by_length('in-distribution', False):.3f}; "
-    f"held-out <= 2 lines {exact_by_length(held, True):.3f}, >= 3 lines {exact_by_length(held, False):.3f}. "
-    f"{short_note} On {n_fit} of its own SFT training records CPT+SFT scores {f3(train_cpt)} (SFT only "
-    f"{f3([train_exact['sft', s] for s in seeds])}).")
-id_note = (f"In-distribution: CPT+SFT {np.mean(mean_over_seeds('cpt', 'in-distribution', 'exact')):.3f}, SFT only "
-           f"{np.mean(mean_over_seeds('sft', 'in-distribution', 'exact')):.3f}, lookup "
-           f"{funnel['lookup', None, 'in-distribution']['exact']:.3f}.")
+    f"{exact_by_length('in-distribution', True):.3f}, of >= 3 lines "
+    f"{exact_by_length('in-distribution', False):.3f}; "
+    f"held-out <= 2 lines {exact_by_length(held, True):.3f}, >= 3 lines "
+    f"{exact_by_length(held, False):.3f}. "
+    f"{short_note} On {n_fit} of its own SFT training records CPT+SFT scores "
+    f"{f3(train_cpt)} (SFT only "
+    f"{f3([train_exact['sft', s] for s in seeds])})."
+)
+id_note = (
+    "In-distribution: CPT+SFT "
+    f"{np.mean(mean_over_seeds('cpt', 'in-distribution', 'exact')):.3f}, SFT only "
+    f"{np.mean(mean_over_seeds('sft', 'in-distribution', 'exact')):.3f}, lookup "
+    f"{funnel['lookup', None, 'in-distribution']['exact']:.3f}."
+)
 # cpt_helps diagnosis: the paired standard error of each seed's gap (same requests)
 cpt_gap = [a - b for a, b in zip(ex_cpt, ex_sft, strict=True)]
-cpt_se = [float(np.std(hits["cpt", s, held] - hits["sft", s, held], ddof=1)) / np.sqrt(len(splits[held]))
-          for s in seeds]
+cpt_se = [
+    float(np.std(hits["cpt", s, held] - hits["sft", s, held], ddof=1))
+    / np.sqrt(len(splits[held]))
+    for s in seeds
+]
 cpt_noise = all(abs(g) < 2 * e for g, e in zip(cpt_gap, cpt_se, strict=True))
-cpt_id = [a - b for a, b in zip(mean_over_seeds("cpt", "in-distribution", "exact"),
-                                mean_over_seeds("sft", "in-distribution", "exact"), strict=True)]
+cpt_id = [
+    a - b
+    for a, b in zip(
+        mean_over_seeds("cpt", "in-distribution", "exact"),
+        mean_over_seeds("sft", "in-distribution", "exact"),
+        strict=True,
+    )
+]
 cpt_fit = [train_exact["cpt", s] - train_exact["sft", s] for s in seeds]
-r1_gap = [a - b for a, b in zip(mean_over_seeds("cpt", held, "r1"), mean_over_seeds("sft", held, "r1"), strict=True)]
+r1_gap = [
+    a - b
+    for a, b in zip(
+        mean_over_seeds("cpt", held, "r1"),
+        mean_over_seeds("sft", held, "r1"),
+        strict=True,
+    )
+]
 pref_base = {k[0]: float(comp[k].mean()) for k in comp if k[1] is None}
 lookups = ("lookup", "lookup_opt", "lookup_filt")
 best_pref = max(lookups, key=pref_base.get)
 t8 = pref_types == 8
-n_stated = [int(stated_only["cpt", s][t8].sum() - comp["cpt", s][t8].sum()) for s in seeds]
+n_stated = [
+    int(stated_only["cpt", s][t8].sum() - comp["cpt", s][t8].sum()) for s in seeds
+]
 rand_km = np.nanmedian(ground["random", None, held]["to_engine"])
 TEXT = {
     "exact_match": (
-        "After CPT+SFT the model reproduces the planner's route exactly (station IoU 1, modes) on held-out trips",
-        0.710, f"Target 0.5 is our bar (paper 0.710). SFT only {np.mean(ex_sft):.3f}; nearest record "
-        f"{lk['exact']:.3f}. {id_note} {diag_note}"),
+        "After CPT+SFT the model reproduces the planner's route exactly (station IoU "
+        "1, modes) on held-out trips",
+        0.710,
+        f"Target 0.5 is our bar (paper 0.710). SFT only {np.mean(ex_sft):.3f}; nearest "
+        "record "
+        f"{lk['exact']:.3f}. {id_note} {diag_note}",
+    ),
     "beats_splice_baseline": (
-        "The model plans held-out trips better than splicing two training records at a shared station (a "
-        "compositional map-free baseline)", "the model composes trips from what it learned",
+        "The model plans held-out trips better than splicing two training records at a "
+        "shared station (a "
+        "compositional map-free baseline)",
+        "the model composes trips from what it learned",
         f"Spliced records: exact match held-out {sp['exact']:.3f}, in-distribution "
-        f"{funnel['splice', None, 'in-distribution']['exact']:.3f}; reachability held-out {sp['r1']:.3f}, R2 "
-        f"{sp['r2']:.3f}. Nearest record {lk['exact']:.3f}."),
+        f"{funnel['splice', None, 'in-distribution']['exact']:.3f}; reachability "
+        f"held-out {sp['r1']:.3f}, R2 "
+        f"{sp['r2']:.3f}. Nearest record {lk['exact']:.3f}.",
+    ),
     "grounding_destination": (
-        "The model's last station lies closer to the planner's last station than the nearest record's does",
+        "The model's last station lies closer to the planner's last station than the "
+        "nearest record's does",
         "implicitly grounds GPS to appropriate stations",
-        f"Median km, generated to engine's last station: nearest record {to_end_lk:.2f}, spliced records "
-        f"{km_to_engine(('splice', None, held), ground_end):.2f}. Share of last stations within the R2 threshold: "
-        f"CPT+SFT {f3([np.mean(ground_end['cpt', s, held]['ok']) for s in seeds])}, nearest record "
-        f"{np.mean(ground_end['lookup', None, held]['ok']):.3f}."),
+        "Median km, generated to engine's last station: nearest record "
+        f"{to_end_lk:.2f}, spliced records "
+        f"{km_to_engine(('splice', None, held), ground_end):.2f}. Share of last "
+        "stations within the R2 threshold: "
+        f"CPT+SFT {f3([np.mean(ground_end['cpt', s, held]['ok']) for s in seeds])}, "
+        "nearest record "
+        f"{np.mean(ground_end['lookup', None, held]['ok']):.3f}.",
+    ),
     "beats_lookup_heldout": (
-        "The model plans held-out trips better than copying the nearest training record",
+        "The model plans held-out trips better than copying the nearest training "
+        "record",
         "the model generalises beyond its records",
         f"Nearest-record exact match: held-out {lk['exact']:.3f}, in-distribution "
-        f"{funnel['lookup', None, 'in-distribution']['exact']:.3f}."),
+        f"{funnel['lookup', None, 'in-distribution']['exact']:.3f}.",
+    ),
     "cpt_helps": (
-        "Continual pre-training on route text (with coordinates) before the same SFT raises exact match",
+        "Continual pre-training on route text (with coordinates) before the same SFT "
+        "raises exact match",
         "CPT+SFT > SFT only",
-        "Equal SFT steps and batches; CPT added on top, as in the paper. A perfect model in both arms would score 0 "
-        f"here: the claim is about the gap, not the level. R1 difference per seed: {f3(r1_gap, '+.3f')}. Paired "
+        "Equal SFT steps and batches; CPT added on top, as in the paper. A perfect "
+        "model in both arms would score 0 "
+        "here: the claim is about the gap, not the level. R1 difference per seed: "
+        f"{f3(r1_gap, '+.3f')}. Paired "
         f"standard error of each held-out gap {f3(cpt_se)}"
         + (" (every gap within two standard errors of 0)" if cpt_noise else "")
-        + f"; gap in-distribution {f3(cpt_id, '+.3f')}; on {n_fit} SFT training records {f3(cpt_fit, '+.3f')}."),
+        + f"; gap in-distribution {f3(cpt_id, '+.3f')}; on {n_fit} SFT training "
+        f"records {f3(cpt_fit, '+.3f')}.",
+    ),
     "grounding": (
-        "The model grounds raw origin coordinates to a first station within the paper's R2 threshold, without a map",
+        "The model grounds raw origin coordinates to a first station within the "
+        "paper's R2 threshold, without a map",
         "implicitly grounds GPS to appropriate stations",
-        f"Target = engine's share ({g_eng:.2f}) − 0.1 (the issue's bar). The nearest record scores {g_lk:.3f}, random "
-        f"station {g_rand:.3f}, nearest station 1.0 (a map lookup). Median km from the generated to the engine's "
-        f"first station: {f3([np.nanmedian(ground['cpt', s, held]['to_engine']) for s in seeds], '.2f')} (random "
-        f"{rand_km:.2f}, nearest record {to_eng_lk:.2f})."),
+        f"Target = engine's share ({g_eng:.2f}) − 0.1 (the issue's bar). The nearest "
+        f"record scores {g_lk:.3f}, random "
+        f"station {g_rand:.3f}, nearest station 1.0 (a map lookup). Median km from the "
+        "generated to the engine's "
+        "first station: "
+        + f3([np.nanmedian(ground["cpt", s, held]["to_engine"]) for s in seeds], ".2f")
+        + " (random "
+        f"{rand_km:.2f}, nearest record {to_eng_lk:.2f}).",
+    ),
     "full_r2": (
-        "The model's held-out routes are grounded at both ends (R2: the first station near the origin and the last "
-        "near the destination, by access mode)", "implicitly grounds GPS to appropriate stations",
-        f"Target = engine's share ({eng['r2']:.2f}) − 0.1, the bar of `grounding`. SFT only "
-        f"{np.mean(mean_over_seeds('sft', held, 'r2')):.3f}; nearest record {lk['r2']:.3f} (a copied neighbour's "
-        "route starts and ends near a neighbour's endpoints)."),
-    "grounding_sharp": (
-        "The model's first station lies closer to the planner's first station than the nearest record's does",
+        "The model's held-out routes are grounded at both ends (R2: the first station "
+        "near the origin and the last "
+        "near the destination, by access mode)",
         "implicitly grounds GPS to appropriate stations",
-        "The R2-threshold share (grounding) is cleared by the nearest record, so this is the reading that separates "
-        f"a model that grounds coordinates from one that copies a neighbour. A perfect model scores 0 km; random "
-        f"station {rand_km:.2f} km."),
+        f"Target = engine's share ({eng['r2']:.2f}) − 0.1, the bar of `grounding`. SFT "
+        "only "
+        f"{np.mean(mean_over_seeds('sft', held, 'r2')):.3f}; nearest record "
+        f"{lk['r2']:.3f} (a copied neighbour's "
+        "route starts and ends near a neighbour's endpoints).",
+    ),
+    "grounding_sharp": (
+        "The model's first station lies closer to the planner's first station than the "
+        "nearest record's does",
+        "implicitly grounds GPS to appropriate stations",
+        "The R2-threshold share (grounding) is cleared by the nearest record, so this "
+        "is the reading that separates "
+        "a model that grounds coordinates from one that copies a neighbour. A perfect "
+        "model scores 0 km; random "
+        f"station {rand_km:.2f} km.",
+    ),
     "reachability": (
-        "After CPT+SFT the model's held-out routes are connected in the station network (R1, at least two stations)",
-        0.970, f"Target 0.9 is our bar (paper 0.970). SFT only {np.mean(mean_over_seeds('sft', held, 'r1')):.3f}. "
-        f"The nearest record is always reachable ({lk['r1']:.2f}): it copies a real route, just the wrong one."),
+        "After CPT+SFT the model's held-out routes are connected in the station "
+        "network (R1, at least two stations)",
+        0.970,
+        "Target 0.9 is our bar (paper 0.970). SFT only "
+        f"{np.mean(mean_over_seeds('sft', held, 'r1')):.3f}. "
+        f"The nearest record is always reachable ({lk['r1']:.2f}): it copies a real "
+        "route, just the wrong one.",
+    ),
     "preference_compliance": (
-        "The model follows request-type preferences (fewer transfers, no subway, subway first, fastest) better than "
-        "copying the nearest record", "matches task-specific models on task 2",
-        f"Strongest map-free baseline (best of three lookups): {pref_names[best_pref]} ({pref_base[best_pref]:.3f}); "
-        + ", ".join(f"{pref_names[k]} {pref_base[k]:.3f}" for k in lookups if k != best_pref)
-        + f"; engine's own labels {pref_base['engine']:.3f}. SFT only {f3([comp['sft', s].mean() for s in seeds])}; "
-        f"the same CPT+SFT model prompted with <req0> {f3([comp['req0', s].mean() for s in seeds])}. Type-8 routes "
-        f"that pass on their stated time but not on their own: {', '.join(map(str, n_stated))} of {int(t8.sum())}. "
-        f"{len(pref_recs)} requests, in-distribution zone pairs. {pref_ho_note}"),
+        "The model follows request-type preferences (fewer transfers, no subway, "
+        "subway first, fastest) better than "
+        "copying the nearest record",
+        "matches task-specific models on task 2",
+        f"Strongest map-free baseline (best of three lookups): {pref_names[best_pref]} "
+        f"({pref_base[best_pref]:.3f}); "
+        + ", ".join(
+            f"{pref_names[k]} {pref_base[k]:.3f}" for k in lookups if k != best_pref
+        )
+        + f"; engine's own labels {pref_base['engine']:.3f}. SFT only "
+        f"{f3([comp['sft', s].mean() for s in seeds])}; "
+        "the same CPT+SFT model prompted with <req0> "
+        f"{f3([comp['req0', s].mean() for s in seeds])}. Type-8 routes "
+        "that pass on their stated time but not on their own: "
+        f"{', '.join(map(str, n_stated))} of {int(t8.sum())}. "
+        f"{len(pref_recs)} requests, in-distribution zone pairs. {pref_ho_note}",
+    ),
 }
 
 # %%
+r1, r2 = mean_over_seeds("cpt", held, "r1"), mean_over_seeds("cpt", held, "r2")
+pref_cpt = [float(comp["cpt", s].mean()) for s in seeds]
+BOTH = FITS_CPT + ("sft_sft_flat", "sft_fits_training_records")
+# fmt: off
 CLAIMS = [  # id, measured (one per seed), op, target, unit, baseline, conditions
-    ("exact_match", ex_cpt, ">=", 0.5, "share of held-out requests", lk["exact"], FITS_CPT),
+    ("exact_match", ex_cpt, ">=", 0.5, "share of held-out requests", lk["exact"],
+     FITS_CPT),
     ("beats_lookup_heldout", [e - lk["exact"] for e in ex_cpt], ">", 0.0,
      "exact match, CPT+SFT − nearest record (held-out)", lk["exact"], FITS_CPT),
     ("beats_splice_baseline", [e - sp["exact"] for e in ex_cpt], ">", 0.0,
      "exact match, CPT+SFT − spliced records (held-out)", sp["exact"], FITS_CPT),
-    ("cpt_helps", cpt_gap, ">", 0.02, "exact match, CPT+SFT − SFT only (held-out, same seed)", ex_sft,
-     FITS_CPT + ("sft_sft_flat", "sft_fits_training_records")),
-    ("grounding", g_model, ">=", g_eng - 0.1, "share of held-out first stations within the R2 threshold", g_lk,
-     TRAINED),
-    ("full_r2", mean_over_seeds("cpt", held, "r2"), ">=", eng["r2"] - 0.1,
+    ("cpt_helps", cpt_gap, ">", 0.02,
+     "exact match, CPT+SFT − SFT only (held-out, same seed)", ex_sft, BOTH),
+    ("grounding", g_model, ">=", g_eng - 0.1,
+     "share of held-out first stations within the R2 threshold", g_lk, TRAINED),
+    ("full_r2", r2, ">=", eng["r2"] - 0.1,
      "share of held-out requests grounded at both ends", lk["r2"], TRAINED),
-    ("grounding_sharp", to_eng, "<", to_eng_lk, "median km, generated to engine's first station (held-out)",
-     to_eng_lk, TRAINED),
+    ("grounding_sharp", to_eng, "<", to_eng_lk,
+     "median km, generated to engine's first station (held-out)", to_eng_lk, TRAINED),
     ("grounding_destination", to_end, "<", to_end_lk,
      "median km, generated to engine's last station (held-out)", to_end_lk, TRAINED),
-    ("reachability", mean_over_seeds("cpt", held, "r1"), ">=", 0.9, "share of held-out requests", lk["r1"],
-     TRAINED),
-    ("preference_compliance", [float(comp["cpt", s].mean()) for s in seeds], ">", pref_base[best_pref],
-     "share of preference requests (types 2, 5, 7, 8; training zone pairs) answered with a compliant, connected, "
-     "grounded route", pref_base[best_pref], TRAINED),
+    ("reachability", r1, ">=", 0.9, "share of held-out requests", lk["r1"], TRAINED),
+    ("preference_compliance", pref_cpt, ">", pref_base[best_pref],
+     "share of preference requests (types 2, 5, 7, 8; training zone pairs) answered "
+     "with a compliant, connected, grounded route", pref_base[best_pref], TRAINED),
 ]
+# fmt: on
 for cid, measured, op, target, unit, baseline, given in CLAIMS:
     statement, paper, note = TEXT[cid]
-    rec.claim(cid, statement, paper=paper, measured=measured, op=op, target=target, unit=unit,
-              baseline=baseline, note=note, given=given)
+    rec.claim(cid, statement, paper=paper, measured=measured, op=op, target=target,
+              unit=unit, baseline=baseline, note=note, given=given)  # fmt: skip
 rec.save()
 verdict = {c.id: c.verdict for c in rec.claims}
 cond = {c.id: c for c in rec.conditions}
@@ -1231,27 +1377,43 @@ cond = {c.id: c for c in rec.conditions}
 # %% [markdown]
 # ## Known limits
 
+
 # %% tags=["remove-input"]
 def cond_line(cid):
     c = cond[cid]
-    return f"`{cid}` {c.verdict} ({f3(np.atleast_1d(c.measured))}; rule {c.op} {c.target:g})"
+    vals = f3(np.atleast_1d(c.measured))
+    return f"`{cid}` {c.verdict} ({vals}; rule {c.op} {c.target:g})"
 
 
 n_params = models["cpt", seeds[0]].n_params()
-test_ex = [np.mean(mean_over_seeds(a, n, "exact")) for a in ("cpt", "sft") for n in splits]
-display(Markdown(f"""
-- **Training budget.** `cpt_steps` and `sft_steps` (see the parameters record) are small. Exact match on the
+test_ex = [
+    np.mean(mean_over_seeds(a, n, "exact")) for a in ("cpt", "sft") for n in splits
+]
+display(
+    Markdown(f"""
+- **Training budget.** `cpt_steps` and `sft_steps` (see the parameters record) are
+  small. Exact match on the
   models' own SFT training records (section 4) is {f3(train_cpt)} for CPT+SFT and
-  {f3([train_exact['sft', s] for s in seeds])} for SFT only, against {min(test_ex):.2f} to {max(test_ex):.2f} on
-  the test splits (means over seeds). Conditions: {cond_line("cpt_fits_training_records")};
-  {cond_line("cpt_sft_flat")}; {cond_line("sft_fits_training_records")}; {cond_line("sft_sft_flat")}. Where the
-  model does not fit its own records, low exact match measures our compute, not the method's ability to compose
+  {f3([train_exact["sft", s] for s in seeds])} for SFT only, against {min(test_ex):.2f}
+  to {max(test_ex):.2f} on
+  the test splits (means over seeds). Conditions:
+  {cond_line("cpt_fits_training_records")};
+  {cond_line("cpt_sft_flat")}; {cond_line("sft_fits_training_records")};
+  {cond_line("sft_sft_flat")}. Where the
+  model does not fit its own records, low exact match measures our compute, not the
+  method's ability to compose
   trips, and the claims that rest on it are inconclusive.
-- **Model size.** The checkpoint holds {len(models)} models ({n_params:,} parameters each: two arms × the seeds),
-  stored in int8 (one float32 scale per weight row, dequantized on load); the numbers in this chapter are the int8
+- **Model size.** The checkpoint holds {len(models)} models ({n_params:,} parameters
+  each: two arms × the seeds),
+  stored in int8 (one float32 scale per weight row, dequantized on load); the numbers in
+  this chapter are the int8
   weights'.
-- **Not built.** The Berlin topology from the `vbb-stations`/`vbb-lines` npm packages (the issue offered it as an
-  alternative to the planned city; this chapter keeps the planned city); the paper's diverse-route task is only
-  sampled from the optimal-route model, not trained; the graph rebuilt from the CPT itineraries with Dijkstra
+- **Not built.** The Berlin topology from the `vbb-stations`/`vbb-lines` npm packages
+  (the issue offered it as an
+  alternative to the planned city; this chapter keeps the planned city); the paper's
+  diverse-route task is only
+  sampled from the optimal-route model, not trained; the graph rebuilt from the CPT
+  itineraries with Dijkstra
   (an upper reference, round-3 issue) is not built yet.
-"""))
+""")
+)
