@@ -516,3 +516,32 @@ def paired(mc: dict, key_a: tuple, key_b: tuple) -> tuple[float, float]:
             raise ValueError(f"{name} = {k!r} is not a key of this Monte Carlo result")
     diff = mc["samples"][key_a] - mc["samples"][key_b]
     return float(diff.mean()), float(diff.std(ddof=1) / np.sqrt(len(diff)))
+
+
+def contour_point(s: Setting, trials: int, seed: int = 0, rule: str = "1", m_claimed: int | None = None,
+                  z: float = 2.0) -> dict:
+    """Monte Carlo test of the analytic number of models needed (:func:`models_needed`) at one setting.
+
+    Both learners at their best penalty: the transfer learner with ``c`` from ``rule`` at the ``L`` that minimises
+    the closed form for each ``m``, ridge at its Bayes-optimal ``L``; paired over ``trials`` draws. The count
+    ``m_claimed`` (default: the analytic one) is *consistent* with the sampling when transfer is not resolved to
+    lose at ``m_claimed`` (difference < ``z`` standard errors) and not resolved to win at ``m_claimed - 1``
+    (difference > ``-z`` SE; nothing to check when ``m_claimed = 1``). Returns ``analytic``, ``m_claimed``,
+    ``diffs`` (``{m: (transfer - ridge mean, SE)}``), ``max_rel_se`` (largest SE ÷ mean error of the two sides) and
+    ``consistent``."""
+    s = _setting(s)
+    validate.one_of("rule", rule, ("1", "1/rho", "c*"))
+    z = validate.positive("z", z)
+    analytic = models_needed(s, rule)
+    if analytic is None:
+        raise ValueError(f"no number of models makes rule {rule!r} beat ridge at this setting")
+    m_c = analytic if m_claimed is None else validate.integer("m_claimed", m_claimed, min=1)
+    ms = sorted({m for m in (m_c - 1, m_c) if m >= 1})
+    c_of = {m: {"1": 1.0, "1/rho": 1 / s.rho, "c*": c_star(m, s)}[rule] for m in ms}
+    lams = [optimal_L(s, bias_D(c_of[m], m, s))[0] / m for m in ms]
+    res = monte_carlo(s, ms, lams, trials, seed=seed, rules=(rule,), cv_Ls=[1.0])
+    ridge = ("ridge", 0, "oracle")
+    diffs = {m: paired(res, (rule, m, lam), ridge) for m, lam in zip(ms, lams)}
+    rel = [res[(rule, m, lam)][1] / res[(rule, m, lam)][0] for m, lam in zip(ms, lams)] + [res[ridge][1] / res[ridge][0]]
+    ok = diffs[m_c][0] < z * diffs[m_c][1] and (m_c == 1 or diffs[m_c - 1][0] > -z * diffs[m_c - 1][1])
+    return dict(analytic=analytic, m_claimed=m_c, diffs=diffs, max_rel_se=float(max(rel)), consistent=bool(ok))

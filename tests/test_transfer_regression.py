@@ -272,3 +272,15 @@ def test_zero_lambda_noise_term_is_inverse_wishart():
     sampled = s.sigma**2 * np.mean(np.sum(1 / eig, axis=1))
     exact = tr.test_error_D(s, 0.0, 0.0) - s.sigma**2
     assert abs(sampled / exact - 1) < 0.03
+
+
+def test_contour_point_agrees_with_the_analytic_count_and_flags_a_wrong_one():
+    s = tr.Setting(d=40, n=16, n_s=10, sigma=0.5, sigma_s=0.5, tau=1.5)
+    out = tr.contour_point(s, 600, seed=0)
+    assert out["analytic"] == tr.models_needed(s, "1") >= 2
+    assert set(out["diffs"]) == {out["analytic"] - 1, out["analytic"]}
+    assert out["consistent"] and out["max_rel_se"] < 0.1
+    far = tr.contour_point(s, 600, seed=0, m_claimed=out["analytic"] + 6)  # transfer wins long before that
+    assert not far["consistent"]
+    with pytest.raises(ValueError, match="rule"):
+        tr.contour_point(s, 100, rule="c_hat")
