@@ -630,7 +630,10 @@ for kind in cfg["prop_kinds"]:
 fit_idx = repro.rng(0, 7).choice(prop_tr, size=min(600, len(prop_tr)), replace=False)
 fit_items = [data["prop_feats"][m][0] for m in fit_idx]
 train_auc = {
-    k: [tc.roc_auc(models["prop", k, s], fit_items, prop_y[fit_idx], vocab) for s in seeds]
+    k: [
+        tc.roc_auc(models["prop", k, s], fit_items, prop_y[fit_idx], vocab)
+        for s in seeds
+    ]
     for k in cfg["prop_kinds"]
 }
 for kind in cfg["prop_kinds"]:
@@ -827,9 +830,7 @@ for i, (kind, (cos, between)) in enumerate(cos_all.items()):
         ls="--",
         label=f"{kind}, different molecules",
     )
-ax[1].axvline(
-    0.977, color="k", ls=":", label="paper 0.977 (uncentred, not comparable)"
-)
+ax[1].axvline(0.977, color="k", ls=":", label="paper 0.977 (uncentred, not comparable)")
 ax[1].set(xlabel="centred cosine", ylabel="pairs", title="same molecule vs different")
 ax[1].legend(fontsize=7)
 names = list(prop_auc)
@@ -884,7 +885,10 @@ for kind in cfg["alert_kinds"]:
             roc_auc_score(y_te, out[:, 0].numpy()) if 0 < y_te.mean() < 1 else np.nan
         )
 alert_train_auc = {  # the same training sample as in §7, for the fit condition
-    k: [tc.roc_auc(models["alert", k, s], fit_items, data["alert_y"][fit_idx], vocab) for s in seeds]
+    k: [
+        tc.roc_auc(models["alert", k, s], fit_items, data["alert_y"][fit_idx], vocab)
+        for s in seeds
+    ]
     for k in cfg["alert_kinds"]
 }
 cand = [
@@ -1041,35 +1045,63 @@ plotting.live_controls(explore, smiles="CC(=O)Oc1ccccc1C(=O)O", root=(0, 30))
 # %%
 def loss_curve(task, kind, s):
     tag = tc.tag_of(task, kind, s)
-    return hists[tag].loss if stored is None else stored.manifest["history"][tag + "/loss"]["value"]
+    return (
+        hists[tag].loss
+        if stored is None
+        else stored.manifest["history"][tag + "/loss"]["value"]
+    )
 
 
-FLAT, FITS = 0.05, 0.95  # book-wide: plateau(loss) <= 0.05; fits its training data at >= 0.95
+FLAT, FITS = (
+    0.05,
+    0.95,
+)  # book-wide: plateau(loss) <= 0.05; fits its training data at >= 0.95
 for task in ("synth", "prop", "alert"):
     for kind in cfg[f"{task}_kinds"]:
-        rec.condition(f"{task}_{kind}_flat", [train.plateau(loss_curve(task, kind, s)) for s in seeds],
-                      "<=", FLAT, unit="loss drop in the last fifth / whole drop",
-                      statement=f"the {kind} model's training loss on the {task} task is flat at the end")
+        rec.condition(
+            f"{task}_{kind}_flat",
+            [train.plateau(loss_curve(task, kind, s)) for s in seeds],
+            "<=",
+            FLAT,
+            unit="loss drop in the last fifth / whole drop",
+            statement=f"the {kind} model's training loss on the {task} task is flat at "
+            "the end",
+        )
 for task, auc in (("prop", train_auc), ("alert", alert_train_auc)):
     for kind, v in auc.items():
-        rec.condition(f"{task}_{kind}_fits", np.nan_to_num(v, nan=0.5).tolist(), ">=", FITS,
-                      unit="ROC-AUC on training molecules",
-                      statement=f"the {kind} model fits its {task}-task training molecules",
-                      note=f"{len(fit_idx)} training molecules; test ROC-AUC "
-                      + ", ".join(f"{x:.3f}" for x in (prop_auc if task == "prop" else alert_auc)[kind])
-                      + " (an undefined AUC, one class only, reads 0.5)")
+        rec.condition(
+            f"{task}_{kind}_fits",
+            np.nan_to_num(v, nan=0.5).tolist(),
+            ">=",
+            FITS,
+            unit="ROC-AUC on training molecules",
+            statement=f"the {kind} model fits its {task}-task training molecules",
+            note=f"{len(fit_idx)} training molecules; test ROC-AUC "
+            + ", ".join(
+                f"{x:.3f}" for x in (prop_auc if task == "prop" else alert_auc)[kind]
+            )
+            + " (an undefined AUC, one class only, reads 0.5)",
+        )
 
 
 def given(task, *kinds):  # the conditions of every model a claim compares
-    return tuple(f"{task}_{k}_{c}" for k in kinds for c in ("flat", "fits")
-                 if f"{task}_{k}_{c}" in {x.id for x in rec.conditions})
+    return tuple(
+        f"{task}_{k}_{c}"
+        for k in kinds
+        for c in ("flat", "fits")
+        if f"{task}_{k}_{c}" in {x.id for x in rec.conditions}
+    )
 
 
 # %% tags=["hide-input"]
-# What each claim says, the paper's words, and the numbers printed beside its verdict (notes).
+# What each claim says, the paper's words, and the numbers printed beside its
+# verdict (notes).
 def untested_claim(id, statement, *, paper, **_):
-    reason = ("data/07_tree_cycle_pe/models.* is missing (build it with `make data NB=07_tree_cycle_pe`); this "
-              "run trained the quick configuration live")
+    reason = (
+        "data/07_tree_cycle_pe/models.* is missing (build it with `make data "
+        "NB=07_tree_cycle_pe`); this "
+        "run trained the quick configuration live"
+    )
     rec.untested(id, statement, paper=paper, reason=reason)
 
 
@@ -1079,84 +1111,133 @@ a_tc, a_sin = np.array(align["tree_cycle"]), np.array(align["sinusoidal"])
 mae = {k: np.array(v["mae"]) for k, v in synth_res.items()}
 c_tc = np.array(inv["tree_cycle"]["cos"])
 f3 = lambda xs: ", ".join(f"{v:.3f}" for v in xs)  # noqa: E731
+UNIT = {
+    "rerooting_invariance": "ratio of relative |Δp|, tree+cycle / sinusoidal",
+    "rerooting_cosine_centred": "centred cosine",
+    "cycle_count_vs_gin_with_features": "MAE ratio, GIN + ring features / tree+cycle",
+    "alert_alignment_gain": "top-k share inside the alert − chance",
+    "alert_alignment_vs_sinusoidal": "top-k share inside the alert, tree+cycle − "
+    "sinusoidal (same seed)",
+    "property_auc_vs_graphormer": "ROC-AUC, tree+cycle − Graphormer",
+    "property_auc_vs_gin": "ROC-AUC, tree+cycle − GIN",
+}
 TEXT = {
     "rerooting_invariance": (
-        "Predictions move less across re-rootings with tree+cycle positions than with sinusoidal positions (mean "
-        "|Δp| across rootings ÷ mean |Δp| between different molecules, tree+cycle ÷ sinusoidal)",
+        "Predictions move less across re-rootings with tree+cycle positions than with "
+        "sinusoidal positions (mean "
+        "|Δp| across rootings ÷ mean |Δp| between different molecules, tree+cycle ÷ "
+        "sinusoidal)",
         "0.977 ± 0.029 cosine across re-rootings (n = 24,960)",
-        f"relative |Δp| tree+cycle {f3(rel['tree_cycle'])}; sinusoidal {f3(rel['sinusoidal'])}. Raw mean |Δp| "
-        f"tree+cycle {f3(inv['tree_cycle']['dp'])}; sinusoidal {f3(inv['sinusoidal']['dp'])}. Ablation of the "
-        f"tree+cycle model: tree part removed {np.mean(abl['tree part removed']['rel_dp']):.3f}, structural tokens "
-        f"removed {np.mean(abl['structural tokens removed']['rel_dp']):.3f}. Graphormer "
-        f"{np.mean(inv['graphormer']['dp']):.1e}, GIN {np.mean(inv['gin']['dp']):.1e} (graph models read the "
-        f"graph). {int(rooted.sum())} rooted strings of {len(reroot_idx)} held-out molecules, whole strings."),
+        f"relative |Δp| tree+cycle {f3(rel['tree_cycle'])}; sinusoidal "
+        f"{f3(rel['sinusoidal'])}. Raw mean |Δp| "
+        f"tree+cycle {f3(inv['tree_cycle']['dp'])}; sinusoidal "
+        f"{f3(inv['sinusoidal']['dp'])}. Ablation of the "
+        "tree+cycle model: tree part removed "
+        f"{np.mean(abl['tree part removed']['rel_dp']):.3f}, structural tokens "
+        f"removed {np.mean(abl['structural tokens removed']['rel_dp']):.3f}. "
+        "Graphormer "
+        f"{np.mean(inv['graphormer']['dp']):.1e}, GIN {np.mean(inv['gin']['dp']):.1e} "
+        "(graph models read the "
+        f"graph). {int(rooted.sum())} rooted strings of {len(reroot_idx)} held-out "
+        "molecules, whole strings.",
+    ),
     "rerooting_cosine_centred": (
-        "Tree+cycle embeddings of re-rooted SMILES stay close to the canonical string's (centred cosine)",
+        "Tree+cycle embeddings of re-rooted SMILES stay close to the canonical "
+        "string's (centred cosine)",
         "0.977 ± 0.029 (n = 24,960)",
         f"baseline: centred cosine between different held-out molecules (tree+cycle "
-        f"{np.mean(inv['tree_cycle']['between']):.3f}, sinusoidal {np.mean(inv['sinusoidal']['between']):.3f}); "
-        f"sinusoidal same-molecule {f3(inv['sinusoidal']['cos'])}; uncentred tree+cycle "
+        f"{np.mean(inv['tree_cycle']['between']):.3f}, sinusoidal "
+        f"{np.mean(inv['sinusoidal']['between']):.3f}); "
+        f"sinusoidal same-molecule {f3(inv['sinusoidal']['cos'])}; uncentred "
+        "tree+cycle "
         f"{np.mean(inv['tree_cycle']['raw']):.3f}. Ablation: tree part removed "
         f"{np.mean(abl['tree part removed']['cos']):.3f}, structural tokens removed "
-        f"{np.mean(abl['structural tokens removed']['cos']):.3f} (centred)."),
+        f"{np.mean(abl['structural tokens removed']['cos']):.3f} (centred).",
+    ),
     "cycle_count_vs_gin_with_features": (
-        "Tree+cycle Transformer counts rings by size with lower error than GIN given the same ring features",
+        "Tree+cycle Transformer counts rings by size with lower error than GIN given "
+        "the same ring features",
         "2x lower error than GIN",
-        "MAE " + ", ".join(f"{k} {v.mean():.4f}" for k, v in mae.items()) + f" ({len(seeds)} seed(s)). Against "
-        f"plain GIN (the paper's comparison) the ratio is {f3(mae['gin'] / mae['tree_cycle'])}; a linear fit on "
-        f"the summed ring features alone reaches MAE {oracle_mae:.4f}."),
+        "MAE "
+        + ", ".join(f"{k} {v.mean():.4f}" for k, v in mae.items())
+        + f" ({len(seeds)} seed(s)). Against "
+        "plain GIN (the paper's comparison) the ratio is "
+        f"{f3(mae['gin'] / mae['tree_cycle'])}; a linear fit on "
+        f"the summed ring features alone reaches MAE {oracle_mae:.4f}.",
+    ),
     "alert_alignment_gain": (
-        "Tree+cycle integrated-gradients attributions for 'contains alert imine_1' fall on the alert's atoms more "
-        "often than chance", "+5 points over a sinusoidal baseline",
-        f"baseline: chance {chance_mean:.3f}; top-k inside the alert: tree+cycle {f3(a_tc)}; sinusoidal "
+        "Tree+cycle integrated-gradients attributions for 'contains alert imine_1' "
+        "fall on the alert's atoms more "
+        "often than chance",
+        "+5 points over a sinusoidal baseline",
+        f"baseline: chance {chance_mean:.3f}; top-k inside the alert: tree+cycle "
+        f"{f3(a_tc)}; sinusoidal "
         f"{f3(a_sin)}; {len(cand)} held-out molecules; alert-task test AUC tree+cycle "
-        f"{np.nanmean(alert_auc['tree_cycle']):.3f}, sinusoidal {np.nanmean(alert_auc['sinusoidal']):.3f}."),
+        f"{np.nanmean(alert_auc['tree_cycle']):.3f}, sinusoidal "
+        f"{np.nanmean(alert_auc['sinusoidal']):.3f}.",
+    ),
     "alert_alignment_vs_sinusoidal": (
-        "Tree+cycle integrated-gradients attributions fall on the alert's atoms more often than those of the "
-        "sinusoidal model trained the same way (the paper's comparison)", "+5 points over a sinusoidal baseline",
-        f"sinusoidal {f3(a_sin)}; tree+cycle {f3(a_tc)}; chance {chance_mean:.3f}. Where the alert-task AUCs "
-        "differ, a gain mixes encoding and fit."),
+        "Tree+cycle integrated-gradients attributions fall on the alert's atoms more "
+        "often than those of the "
+        "sinusoidal model trained the same way (the paper's comparison)",
+        "+5 points over a sinusoidal baseline",
+        f"sinusoidal {f3(a_sin)}; tree+cycle {f3(a_tc)}; chance {chance_mean:.3f}. "
+        "Where the alert-task AUCs "
+        "differ, a gain mixes encoding and fit.",
+    ),
     "property_auc_vs_graphormer": (
-        "Tree+cycle beats a parameter-matched Graphormer on property prediction", "better on BACE and BBBP",
-        f"{data['source']} (BACE/BBBP are not available offline); tree+cycle {f3(auc['tree_cycle'])}; Graphormer "
-        f"{f3(auc['graphormer'])}; GIN {auc['gin'].mean():.3f}, sinusoidal {auc['sinusoidal'].mean():.3f}; "
-        f"{cfg['steps_prop']} steps; Graphormer-lite gets no ring features."),
+        "Tree+cycle beats a parameter-matched Graphormer on property prediction",
+        "better on BACE and BBBP",
+        f"{data['source']} (BACE/BBBP are not available offline); tree+cycle "
+        f"{f3(auc['tree_cycle'])}; Graphormer "
+        f"{f3(auc['graphormer'])}; GIN {auc['gin'].mean():.3f}, sinusoidal "
+        f"{auc['sinusoidal'].mean():.3f}; "
+        f"{cfg['steps_prop']} steps; Graphormer-lite gets no ring features.",
+    ),
     "property_auc_vs_gin": (
-        "Tree+cycle matches or beats GIN, the strongest graph baseline here, on property prediction",
+        "Tree+cycle matches or beats GIN, the strongest graph baseline here, on "
+        "property prediction",
         "(the paper compares with Graphormer; GIN is our strongest baseline)",
-        f"GIN {f3(auc['gin'])}; tree+cycle {f3(auc['tree_cycle'])}; same steps and split. ROC-AUC on "
-        f"{len(fit_idx)} training molecules: GIN {np.nanmean(train_auc['gin']):.3f}, tree+cycle "
-        f"{np.nanmean(train_auc['tree_cycle']):.3f}."),
+        f"GIN {f3(auc['gin'])}; tree+cycle {f3(auc['tree_cycle'])}; same steps and "
+        "split. ROC-AUC on "
+        f"{len(fit_idx)} training molecules: GIN {np.nanmean(train_auc['gin']):.3f}, "
+        "tree+cycle "
+        f"{np.nanmean(train_auc['tree_cycle']):.3f}.",
+    ),
 }
 
 # %%
 claim = rec.claim if (quick or stored is not None) else untested_claim
-CLAIMS = [  # id, measured (one per seed), op, target, unit, baseline, conditions
+# fmt: off
+CLAIMS = [  # id, measured (one per seed), op, target, baseline, conditions
     ("rerooting_invariance", rel["tree_cycle"] / rel["sinusoidal"], "<", 0.5,
-     "ratio of relative |Δp|, tree+cycle / sinusoidal", rel["sinusoidal"], given("prop", "tree_cycle", "sinusoidal")),
-    ("rerooting_cosine_centred", c_tc, ">=", 0.9, "centred cosine", inv["tree_cycle"]["between"],
-     given("prop", "tree_cycle")),
-    ("cycle_count_vs_gin_with_features", mae["gin_cycle"] / mae["tree_cycle"], ">=", 2.0,
-     "MAE ratio, GIN + ring features / tree+cycle", mae["gin_cycle"], given("synth", "tree_cycle", "gin_cycle")),
-    ("alert_alignment_gain", a_tc - chance_mean, ">", 0.05, "top-k share inside the alert − chance",
+     rel["sinusoidal"], given("prop", "tree_cycle", "sinusoidal")),
+    ("rerooting_cosine_centred", c_tc, ">=", 0.9,
+     inv["tree_cycle"]["between"], given("prop", "tree_cycle")),
+    ("cycle_count_vs_gin_with_features", mae["gin_cycle"] / mae["tree_cycle"], ">=",
+     2.0, mae["gin_cycle"], given("synth", "tree_cycle", "gin_cycle")),
+    ("alert_alignment_gain", a_tc - chance_mean, ">", 0.05,
      [chance_mean], given("alert", "tree_cycle")),
     ("alert_alignment_vs_sinusoidal", a_tc - a_sin, ">", 0.05,
-     "top-k share inside the alert, tree+cycle − sinusoidal (same seed)", a_sin, given("alert", "tree_cycle", "sinusoidal")),
+     a_sin, given("alert", "tree_cycle", "sinusoidal")),
     ("property_auc_vs_graphormer", auc["tree_cycle"] - auc["graphormer"], ">", 0.0,
-     "ROC-AUC, tree+cycle − Graphormer", auc["graphormer"], given("prop", "tree_cycle", "graphormer")),
-    ("property_auc_vs_gin", auc["tree_cycle"] - auc["gin"], ">=", 0.0, "ROC-AUC, tree+cycle − GIN", auc["gin"],
-     given("prop", "tree_cycle", "gin")),
+     auc["graphormer"], given("prop", "tree_cycle", "graphormer")),
+    ("property_auc_vs_gin", auc["tree_cycle"] - auc["gin"], ">=", 0.0,
+     auc["gin"], given("prop", "tree_cycle", "gin")),
 ]
-for cid, measured, op, target, unit, baseline, cond in CLAIMS:
+# fmt: on
+for cid, measured, op, target, baseline, cond in CLAIMS:
     statement, paper, note = TEXT[cid]
-    claim(cid, statement, paper=paper, measured=np.asarray(measured, float).tolist(), op=op, target=target,
-          unit=unit, baseline=float(np.mean(baseline)), note=note, given=cond)
+    claim(cid, statement, paper=paper, measured=np.asarray(measured, float).tolist(),
+          op=op, target=target, unit=UNIT[cid], baseline=float(np.mean(baseline)),
+          note=note, given=cond)  # fmt: skip
 rec.save()
 verdict = {c.id: c.verdict for c in rec.claims}
 cond_ok = {c.id: c.verdict for c in rec.conditions}
 
 # %% [markdown]
 # ## 12. Known limits of this run
+
 
 # %% tags=["remove-input"]
 def mean(xs):
@@ -1165,50 +1246,96 @@ def mean(xs):
 
 def cond_text(*ids):
     bad = [i for i in ids if cond_ok.get(i) != "met"]
-    return "every condition is met" if not bad else "not met: " + ", ".join(f"`{i}` ({cond_ok[i]})" for i in bad)
+    return (
+        "every condition is met"
+        if not bad
+        else "not met: " + ", ".join(f"`{i}` ({cond_ok[i]})" for i in bad)
+    )
 
 
 tc_moves_more = mean(rel["tree_cycle"]) > mean(rel["sinusoidal"])
-abl_cut = mean(abl["as trained"]["rel_dp"]) / max(mean(abl["tree part removed"]["rel_dp"]), 1e-12)
+abl_cut = mean(abl["as trained"]["rel_dp"]) / max(
+    mean(abl["tree part removed"]["rel_dp"]), 1e-12
+)
 gin_wins = int(np.sum(auc["gin"] > auc["tree_cycle"]))
-gap = {k: mean(train_auc[k]) - mean(prop_auc[k]) for k in ("tree_cycle", "sinusoidal", "graphormer", "gin")}
+gap = {
+    k: mean(train_auc[k]) - mean(prop_auc[k])
+    for k in ("tree_cycle", "sinusoidal", "graphormer", "gin")
+}
 best_mae = min(mean(v) for v in mae.values())
-display(Markdown(f"""
-* **Are the models trained to their regime?** Property models: training ROC-AUC minus test ROC-AUC is
-  {", ".join(f"{k} {v:+.3f}" for k, v in gap.items())}; {cond_text(*given("prop", "tree_cycle", "sinusoidal",
-  "graphormer", "gin"))}. Alert models: {cond_text(*given("alert", "tree_cycle", "sinusoidal"))}. Synthetic
-  models: {cond_text(*given("synth", "tree_cycle", "gin_cycle"))}. A claim resting on a failed condition is
-  inconclusive at that seed: it says nothing for or against the paper until the models are trained longer
-  (`{cfg['steps_prop']}` steps of 32 here).
-* **The sinusoidal baseline is scaled.** The first checkpoint added the sinusoidal table unscaled, about 35 times
-  the norm of the initial token embeddings, and that baseline learned little. The table is now scaled (check
-  `pe_token_scale`; test ROC-AUC {mean(auc['sinusoidal']):.3f} in this run). The fix went one way: the tree+cycle
-  term starts at {pe_ratio['tree_cycle']:.1f}× the token embeddings' size (the sinusoidal table
-  {pe_ratio['sinusoidal']:.1f}×), which may add to the tree part's pull.
-* **Re-rooting.** Relative to each model's spread between molecules, tree+cycle predictions move
-  {"*more*" if tc_moves_more else "less"} across rootings than sinusoidal ones ({mean(rel['tree_cycle']):.3f} vs
-  {mean(rel['sinusoidal']):.3f}; `rerooting_invariance` {verdict['rerooting_invariance']}), and the centred cosine is
-  {mean(c_tc):.3f} (`rerooting_cosine_centred` {verdict['rerooting_cosine_centred']}). The ablation in §8 locates
+display(
+    Markdown(f"""
+* **Are the models trained to their regime?** Property models: training ROC-AUC minus
+  test ROC-AUC is
+  {", ".join(f"{k} {v:+.3f}" for k, v in gap.items())}; {
+        cond_text(*given("prop", "tree_cycle", "sinusoidal", "graphormer", "gin"))
+    }. Alert models: {cond_text(*given("alert", "tree_cycle", "sinusoidal"))}. Synthetic
+  models: {
+        cond_text(*given("synth", "tree_cycle", "gin_cycle"))
+    }. A claim resting on a failed condition is
+  inconclusive at that seed: it says nothing for or against the paper until the models
+  are trained longer
+  (`{cfg["steps_prop"]}` steps of 32 here).
+* **The sinusoidal baseline is scaled.** The first checkpoint added the sinusoidal table
+  unscaled, about 35 times
+  the norm of the initial token embeddings, and that baseline learned little. The table
+  is now scaled (check
+  `pe_token_scale`; test ROC-AUC {
+        mean(auc["sinusoidal"]):.3f} in this run). The fix went one way: the tree+cycle
+  term starts at {
+        pe_ratio["tree_cycle"]:.1f}× the token embeddings' size (the sinusoidal table
+  {pe_ratio["sinusoidal"]:.1f}×), which may add to the tree part's pull.
+* **Re-rooting.** Relative to each model's spread between molecules, tree+cycle
+  predictions move
+  {"*more*" if tc_moves_more else "less"} across rootings than sinusoidal ones ({
+        mean(rel["tree_cycle"]):.3f} vs
+  {mean(rel["sinusoidal"]):.3f}; `rerooting_invariance` {
+        verdict["rerooting_invariance"]
+    }), and the centred cosine is
+  {mean(c_tc):.3f} (`rerooting_cosine_centred` {
+        verdict["rerooting_cosine_centred"]
+    }). The ablation in §8 locates
   the string dependence: removing the tree part at test time gives a centred cosine of
-  {mean(abl['tree part removed']['cos']):.3f} and divides the relative |Δp| by {abl_cut:.1f}; removing the
-  structural tokens gives {mean(abl['structural tokens removed']['cos']):.3f}. On ring molecules the tree encoding
-  depends on which ring bond the string opens (the paper's Prop. 2, check `tree_pe_not_invariant_on_rings`).
-* **Counting rings.** Tree+cycle's error is {mean(mae['gin'] / mae['tree_cycle']):.1f}× lower than plain GIN's
-  (the paper's comparison) and {mean(mae['gin_cycle'] / mae['tree_cycle']):.1f}× lower than GIN given the same
-  ring features (`cycle_count_vs_gin_with_features` {verdict['cycle_count_vs_gin_with_features']}); the cycle-only
-  Transformer's MAE is {mean(mae['cycle']):.4f} against tree+cycle's {mean(mae['tree_cycle']):.4f}, and a linear
+  {mean(abl["tree part removed"]["cos"]):.3f} and divides the relative |Δp| by {
+        abl_cut:.1f}; removing the
+  structural tokens gives {
+        mean(
+            abl["structural tokens removed"]["cos"]
+        ):.3f}. On ring molecules the tree encoding
+  depends on which ring bond the string opens (the paper's Prop. 2, check
+  `tree_pe_not_invariant_on_rings`).
+* **Counting rings.** Tree+cycle's error is {
+        mean(mae["gin"] / mae["tree_cycle"]):.1f}× lower than plain GIN's
+  (the paper's comparison) and {
+        mean(mae["gin_cycle"] / mae["tree_cycle"]):.1f}× lower than GIN given the same
+  ring features (`cycle_count_vs_gin_with_features` {
+        verdict["cycle_count_vs_gin_with_features"]
+    }); the cycle-only
+  Transformer's MAE is {mean(mae["cycle"]):.4f} against tree+cycle's {
+        mean(mae["tree_cycle"]):.4f}, and a linear
   fit on the summed ring features reaches {oracle_mae:.4f}
-  ({"below" if oracle_mae < best_mae else "above"} every trained model's {best_mae:.4f}).
+  ({"below" if oracle_mae < best_mae else "above"} every trained model's {
+        best_mae:.4f}).
 * **Property prediction.** GIN beats tree+cycle on {gin_wins} of {len(seeds)} seed(s)
-  (`property_auc_vs_gin` {verdict['property_auc_vs_gin']}, `property_auc_vs_graphormer`
-  {verdict['property_auc_vs_graphormer']}); Graphormer-lite gets no ring features, so that comparison is partly
+  (`property_auc_vs_gin` {verdict["property_auc_vs_gin"]}, `property_auc_vs_graphormer`
+  {
+        verdict["property_auc_vs_graphormer"]
+    }); Graphormer-lite gets no ring features, so that comparison is partly
   features vs no features.
-* **Alert alignment.** Top attributions fall on the alert {mean(a_tc - chance_mean):+.3f} above chance for
-  tree+cycle (`alert_alignment_gain` {verdict['alert_alignment_gain']}) and {mean(a_tc - a_sin):+.3f} above the
-  sinusoidal model (`alert_alignment_vs_sinusoidal` {verdict['alert_alignment_vs_sinusoidal']}); the bootstrap in
+* **Alert alignment.** Top attributions fall on the alert {
+        mean(a_tc - chance_mean):+.3f} above chance for
+  tree+cycle (`alert_alignment_gain` {verdict["alert_alignment_gain"]}) and {
+        mean(a_tc - a_sin):+.3f} above the
+  sinusoidal model (`alert_alignment_vs_sinusoidal` {
+        verdict["alert_alignment_vs_sinusoidal"]
+    }); the bootstrap in
   §9 shows how uncertain one seed's gain is with {len(cand)} scored molecules.
-* Integrated gradients use {ig_steps} integration points (median completeness gap {np.median(gaps):.3f} logits;
+* Integrated gradients use {ig_steps} integration points (median completeness gap {
+        np.median(gaps):.3f} logits;
   check `ig_completeness` is on the median).
-* The seeds change the initial weights and batch order, not the randomized training strings. The property split is
-  MoleculeACE's (cluster-stratified), not a scaffold split. Nothing was tuned on the test molecules.
-"""))
+* The seeds change the initial weights and batch order, not the randomized training
+  strings. The property split is
+  MoleculeACE's (cluster-stratified), not a scaffold split. Nothing was tuned on the
+  test molecules.
+""")
+)
