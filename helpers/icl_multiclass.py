@@ -494,6 +494,7 @@ def bootstrap_examples(correct: dict, reference: Sequence, grid: Sequence[float]
         raise TypeError("correct must be a non-empty dict of model -> per-grid-point 0/1 arrays")
 
     def _rows(name, rows):
+        rows = V_.sequence(name, rows)
         if len(rows) != len(g):
             raise ValueError(f"{name} needs one array per grid point ({len(g)}), got {len(rows)}")
         return [V_.array(f"{name}[{i}]", r, ndim=1, dtype="float", nonempty=True, min=0, max=1).astype(np.float64)

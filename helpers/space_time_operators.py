@@ -884,6 +884,31 @@ def river_data(seed: int, n: int = 120, T: int = 64, n_events: int = 32, n_test:
     return out
 
 
+_BASIN_KEYS = ("parents", "K", "q", "train", "n_test")  # what a basin of river_data must hold to be predicted
+_TRAIN_BASIN_KEYS = ("parents", "K", "q", "O", "train")  # ... and to be trained on
+_GEO_KEYS = ("x", "y", "ops", "n_events")  # an entry of geometry_data
+
+
+def _keys(name: str, d: Any, keys: tuple[str, ...]) -> dict[str, Any]:
+    """A dict holding ``keys``: a clear error naming the missing ones instead of a bare KeyError deep inside."""
+    V.instance(name, d, dict)
+    missing = [k for k in keys if k not in d]
+    if missing:
+        raise ValueError(f"{name} must have the keys {list(keys)}, missing {missing}")
+    return d
+
+
+def _river(data: Any, leak: str = "none") -> dict[str, dict[str, Any]]:
+    """A river_data dict: every basin says whether it trains; a training basin has its flows (and the shifted
+    ones for the forcing leak)."""
+    V.instance("data", data, dict)
+    for name, d in data.items():
+        _keys(f"data[{name!r}]", d, ("train",))
+        if d["train"]:
+            _keys(f"data[{name!r}]", d, _TRAIN_BASIN_KEYS + (("q_shift", "O_shift") if leak == "shift" else ()))
+    return data
+
+
 def _ids(d: dict[str, Any], model: RoutingOperator, offset: int = 0) -> Tensor | None:
     """Node ids of basin ``d`` for the embedding leak: a training basin's own ids (``id_offset + i``, distinct
     across training basins); any other basin draws random ids from the table (a generator seeded by the basin's
@@ -915,6 +940,7 @@ def train_router(data: dict[str, dict[str, Any]], leak: str, steps: int, seed: i
     steps, seed = V.integer("steps", steps, min=1), V.seed("seed", seed)
     n_events, batch = V.integer("n_events", n_events, min=1), V.integer("batch", batch, min=1)
     val_every = V.integer("val_every", val_every, min=0)
+    _river(data, leak)
     names = [k for k, d in data.items() if d["train"]]
     if not names:
         raise ValueError("data must hold at least one training basin")
@@ -959,6 +985,8 @@ def predict_router(model: RoutingOperator, d: dict[str, Any], leak: str = "none"
     """Discharge ``(B, N, T)`` predicted for the held-out events of basin ``d`` (all events of a test basin)."""
     V.instance("model", model, RoutingOperator)
     V.one_of("leak", leak, LEAKS)
+    _keys("d", d, _BASIN_KEYS)
+    chunk = V.integer("chunk", chunk, min=1)
     q = d["q"][-d["n_test"]:] if d["train"] else d["q"]
     x, static, g = river_inputs(d["parents"], d["K"], q, "area" if leak == "area" else "none")
     ids = _ids(d, model)
@@ -1018,13 +1046,13 @@ def train_geometry(model: SepOperator, geos: list[dict[str, Any]], epochs: int, 
     from helpers import train as _train
 
     V.instance("model", model, SepOperator)
-    geos = V.sequence("geos", geos)
+    geos = V.sequence("geos", geos, of=lambda k, g: _keys(k, g, _GEO_KEYS))
     if not geos:
         raise ValueError("geos must not be empty")
     epochs, seed = V.integer("epochs", epochs, min=1), V.seed("seed", seed)
     total = epochs * len(geos) if steps is None else V.integer("steps", steps, min=1)
     eval_every = V.integer("eval_every", eval_every, min=0)
-    if eval_geos is not None and not V.sequence("eval_geos", eval_geos):
+    if eval_geos is not None and not V.sequence("eval_geos", eval_geos, of=lambda k, g: _keys(k, g, _GEO_KEYS)):
         raise ValueError("eval_geos must not be empty")
     val_events, val_every = V.integer("val_events", val_events, min=0), V.integer("val_every", val_every, min=0)
     if val_events and any(val_events >= g["n_events"] for g in geos):
@@ -1070,7 +1098,7 @@ def geometry_error(model: SepOperator, geos: list[dict[str, Any]]) -> float:
     """Mean relative L2 error over ``geos`` on their held-out events."""
     V.instance("model", model, SepOperator)
     errs = []
-    for g in V.sequence("geos", geos):
+    for g in V.sequence("geos", geos, of=lambda k, g: _keys(k, g, _GEO_KEYS)):
         k = g["n_events"]
         pred, y = model(g["x"][:, k:], g["ops"]), g["y"][:, k:]
         errs.append(((pred - y).norm() / y.norm()).item())
@@ -1086,7 +1114,7 @@ def train_recurrent(data: dict[str, dict[str, Any]], steps: int, seed: int, n_ev
     steps, seed = V.integer("steps", steps, min=1), V.seed("seed", seed)
     n_events, batch = V.integer("n_events", n_events, min=1), V.integer("batch", batch, min=1)
     sets = []
-    for d in (d for d in data.values() if d["train"]):
+    for d in (d for d in _river(data).values() if d["train"]):
         x, static, g = river_inputs(d["parents"], d["K"], d["q"][:n_events])
         a = g.area[:, None, None, None]
         y = torch.tensor(d["O"][:n_events], dtype=torch.float32).permute(1, 0, 2)[..., None] / (a * Q0)
@@ -1123,6 +1151,8 @@ def recurrent_inputs(x: Tensor, static: Tensor) -> Tensor:
 def predict_recurrent(model: RecurrentMP, d: dict[str, Any], chunk: int = 4) -> np.ndarray:
     """Discharge ``(B, N, T)`` of the baseline on the held-out events of basin ``d``."""
     V.instance("model", model, RecurrentMP)
+    _keys("d", d, _BASIN_KEYS)
+    chunk = V.integer("chunk", chunk, min=1)
     q = d["q"][-d["n_test"]:] if d["train"] else d["q"]
     x, static, g = river_inputs(d["parents"], d["K"], q)
     x, P = recurrent_inputs(x, static), to_torch_sparse(area_weighted_operator(d["parents"]))

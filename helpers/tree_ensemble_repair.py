@@ -233,6 +233,9 @@ def _kind(model) -> str:
     return kind
 
 
+SCORE_MAX = 1e100  # the largest |base| or |leaf value|: a sum of scores over every tree stays finite
+
+
 def from_sklearn(model) -> TreeEnsemble:
     """Read a fitted scikit-learn tree ensemble into a :class:`TreeEnsemble`.
 
@@ -267,6 +270,8 @@ def from_sklearn(model) -> TreeEnsemble:
         x0 = np.zeros((1, n_features))
         raw = np.atleast_1d(model.decision_function(x0)[0])
         ens.base = raw - np.atleast_1d(ens.decision(x0)[0])
+        if not np.isfinite(ens.base).all():
+            raise ValueError(f"model must give a finite base (initial raw) score, got {ens.base.tolist()}")
         return ens
     if getattr(model, "n_outputs_", 1) != 1:
         raise ValueError("multi-output forests are not supported")
@@ -541,6 +546,9 @@ def _lin(*terms: tuple[float, dict[int, float]]) -> dict[int, float]:
 def _check_ens(ens) -> TreeEnsemble:
     if not isinstance(ens, TreeEnsemble):
         raise TypeError(f"ens must be a TreeEnsemble (see from_sklearn), got {V.describe(ens)}")
+    # a dataclass can be changed after it was built (ens.base[0] = nan): re-check the numbers every score is made of
+    V.array("ens.base", ens.base, ndim=1, dtype="float", nonempty=True, min=-SCORE_MAX, max=SCORE_MAX)
+    V.array("ens.values", ens.values, shape=(len(ens.slot_leaf),), dtype="float", min=-SCORE_MAX, max=SCORE_MAX)
     return ens
 
 

@@ -458,6 +458,23 @@ case("space_time_operators.diffuse", sto.diffuse,
      lambda: dict(L=_LG, u0=np.zeros((1, 16)), s=np.ones((1, 16, 3)), kappa=0.2, decay=0.02, substeps=2),
      more={"kappa": [1.0, "neg"], "substeps": ["zero"], "u0": [np.zeros((1, 5))]})
 
+_RD = sto.river_data(0, n=4, T=8, n_events=2, n_test=1, biases=(0.0,))
+_ROUTER = sto.RoutingOperator(2, 2, width=4, channels=2, blocks=1)
+_RMP = sto.RecurrentMP(4, hidden=4)
+_NO_Q = {k: v for k, v in _RD["zero-shot"].items() if k != "q"}  # a bare KeyError 'q' before (#58)
+_NO_O = {**_RD, "train0": {k: v for k, v in _RD["train0"].items() if k != "O"}}
+case("space_time_operators.predict_router", sto.predict_router,
+     lambda: dict(model=_ROUTER, d=_RD["zero-shot"], leak="none", chunk=4),
+     more={"d": [_NO_Q, {}], "model": [_RMP], "chunk": ["zero"]})
+case("space_time_operators.predict_recurrent", sto.predict_recurrent,
+     lambda: dict(model=_RMP, d=_RD["train0"], chunk=4), more={"d": [_NO_Q, {"train": True}], "chunk": ["zero"]})
+case("space_time_operators.train_recurrent", sto.train_recurrent,
+     lambda: dict(data=_RD, steps=1, seed=0, n_events=2, batch=1, lr=1e-3, hidden=4), only=("data",),
+     more={"data": [_NO_O, {"train0": 3}, {"train0": {}}]})
+case("space_time_operators.train_router", sto.train_router,
+     lambda: dict(data=_RD, leak="shift", steps=1, seed=0, n_events=2, batch=1, width=4, channels=2, blocks=1),
+     only=("data",), more={"data": [_NO_O, {"train0": {k: v for k, v in _RD["train0"].items() if k != "q_shift"}}]})
+
 
 def test_route_sequential_refuses_a_nan_inflow() -> None:
     q = _Q.copy()
@@ -700,8 +717,30 @@ case("tree_ensemble_repair.TreeEnsemble.decision", _E2.decision, lambda: dict(X=
      skip={"values": {"none"}, "X": {"ndim"}}, more={"X": _BADX, "values": [_E2.values[:2]]})
 case("tree_ensemble_repair.TreeEnsemble.with_values", _E2.with_values, lambda: dict(values=_E2.values),
      more={"values": [_E2.values[:2]]})
+
+
+def _nan_init_gb() -> Any:
+    import copy
+
+    m = copy.deepcopy(_GB2)
+    m.init_.class_prior_ = np.array([math.nan, math.nan])  # the constant initial score becomes NaN
+    return m
+
+
+def _changed_ens(ens: Any, **fields: Any) -> Any:
+    """A copy of a valid ensemble with a field changed after construction (a dataclass does not re-check)."""
+    import copy
+
+    e = copy.deepcopy(ens)
+    for k, v in fields.items():
+        setattr(e, k, v)
+    return e
+
+
+_BAD_E3 = [_changed_ens(_E3, base=np.full_like(_E3.base, math.nan)),  # a NaN base score was accepted (#58)
+           _changed_ens(_E3, base=np.full_like(_E3.base, 1e308)), _changed_ens(_E3, values=_E3.values[:-1])]
 case("tree_ensemble_repair.from_sklearn", ter.from_sklearn, lambda: dict(model=_GB2),
-     more={"model": [GradientBoostingClassifier()]})
+     more={"model": [GradientBoostingClassifier(), _nan_init_gb()]})
 case("tree_ensemble_repair.reference_scores", ter.reference_scores, lambda: dict(model=_GB2, X=_XT[:3]),
      more={"X": [np.zeros((2, 3))]})
 case("tree_ensemble_repair.to_sklearn", ter.to_sklearn, lambda: dict(model=_GB2, ens=_E2, values=_E2.values),
@@ -735,7 +774,8 @@ case("tree_ensemble_repair.flip_rate", ter.flip_rate,
      more={"predict": [3], "protected": [2]})
 case("tree_ensemble_repair.safety_counterexamples", ter.safety_counterexamples,
      lambda: dict(ens=_E3, states=_XT[:2], safe=[(0,), (1, 2)], values=_E3.values),
-     skip={"values": {"none"}}, more={"safe": [[(0,)], [(0,), ("a",)]], "states": [np.zeros((2, 3))]})
+     skip={"values": {"none"}}, more={"safe": [[(0,)], [(0,), ("a",)]], "states": [np.zeros((2, 3))],
+                                     "ens": _BAD_E3})
 case("tree_ensemble_repair.repair", ter.repair,
      lambda: dict(ens=_E2, X_keep=_XT[:5], y_keep=None, pairs=[_FP], unsafe=(), delta=1.0, mu=1e-3, eps=1e-3,
                   relax=True, time_limit=10.0, mip_rel_gap=1e-2, node_limit=100),
@@ -1434,6 +1474,13 @@ case("icl_multiclass.offsubspace_residue", icl.offsubspace_residue,
 case("icl_multiclass.examples_to_reach", icl.examples_to_reach,
      lambda: dict(grid=[1.0, 2.0, 4.0], accs=[0.2, 0.5, 0.9], target=0.6),
      more={"grid": [[1.0, 1.0, 2.0], [0.0, 1.0, 2.0]], "accs": [[0.2, 0.5]]})
+case("icl_multiclass.bootstrap_examples", icl.bootstrap_examples,
+     lambda: dict(correct={"lt": [np.array([0.0, 1.0]), np.array([1.0, 1.0])]},
+                  reference=[np.array([1.0, 1.0]), np.array([1.0, 1.0])], grid=[1.0, 2.0], rng=_rng0(), frac=0.9,
+                  n_boot=3),
+     more={"correct": [{}, {"lt": [np.array([0.0, 1.0])]}, {"lt": [np.array([0.0, 2.0]), np.array([1.0, 1.0])]}],
+           "reference": [3, [np.array([1.0, 1.0])], [np.array([1.0]), np.array([1.0])]], "grid": [[2.0, 1.0], [0.0, 1.0]],
+           "frac": [1.5, "neg"], "n_boot": ["zero"], "rng": [0]})
 case("icl_multiclass.predicted_margins", icl.predicted_margins, lambda: dict(M=np.eye(3), pi=np.full(3, 1 / 3)),
      more={"M": [_HUGE2, np.ones(3)], "pi": [np.full(2, 0.5), np.array([-1.0, 1.0, 1.0])]})
 _STREAM_KW = dict(seed=0, stream=1, B=2, N=6, d=4, C=3, sigma=_SIG, R2=2.0, U=None)

@@ -375,3 +375,24 @@ def test_checks_fail_on_broken_inputs():
     # no zero-padding: the circular (wrapped) solution is not the causal one
     seq = st.route_sequential(p, K, q)
     assert np.abs(seq - st.route_spectral(p, K, q, pad_factor=1)).max() > 1e-6
+
+
+def test_config_dicts_name_the_missing_key():
+    """#58: a basin or geometry dict without a key the function reads: a ValueError naming it, not a bare KeyError."""
+    data = st.river_data(0, n=4, T=8, n_events=2, n_test=1, biases=(0.0,))
+    router = st.RoutingOperator(2, 2, width=4, channels=2, blocks=1)
+    no_q = {k: v for k, v in data["zero-shot"].items() if k != "q"}
+    with pytest.raises(ValueError, match=r"d must have the keys .*missing \['q'\]"):
+        st.predict_router(router, no_q)
+    with pytest.raises(ValueError, match=r"missing \['n_test'\]"):
+        st.predict_recurrent(st.RecurrentMP(4, hidden=4), {k: v for k, v in data["train0"].items() if k != "n_test"})
+    with pytest.raises(ValueError, match=r"data\['train0'\] must have the keys .*missing \['q_shift'\]"):
+        st.train_router({"train0": {k: v for k, v in data["train0"].items() if k != "q_shift"}}, "shift", 1, 0, 2)
+    geos = st.geometry_data(0, 1, size=6, T=6, n_events=2, n_test=1)
+    bad = [{k: v for k, v in geos[0].items() if k != "n_events"}]
+    with pytest.raises(ValueError, match=r"geos\[0\] must have the keys .*missing \['n_events'\]"):
+        st.geometry_error(st.geometry_model(1, 0), bad)
+    with pytest.raises(ValueError, match=r"geos\[0\] must have the keys"):
+        st.train_geometry(st.geometry_model(1, 0), bad, 1, 0)
+    with pytest.raises(ValueError, match=r"eval_geos\[0\] must have the keys"):
+        st.train_geometry(st.geometry_model(1, 0), geos, 1, 0, eval_geos=bad, eval_every=1)
