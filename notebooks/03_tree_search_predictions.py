@@ -77,7 +77,16 @@ random_n = 2000
 n_brute = 200  # random trees checked against the brute-force pathwidth
 minimax_max_eta = 6  # largest eta of the exact minimax on complete binary trees
 n_big = 50_000  # vertices of each large path-like tree (a road-like grid spanning tree)
-big_rows = [2, 2, 3, 3, 3, 4, 4, 4]  # grid rows of the large trees (pathwidth grows with the rows)
+big_rows = [
+    2,
+    2,
+    3,
+    3,
+    3,
+    4,
+    4,
+    4,
+]  # grid rows of the large trees (pathwidth grows with the rows)
 big_etas = [1, 2, 4, 8, 16, 32, 64, 128, 256]
 big_targets = 16  # random targets per eta, tree and seed on the large trees
 big_preds = 2  # predictions per large tree and seed for the worst case over a ring
@@ -105,7 +114,13 @@ if quick:
         60,
     )
     binary_height, ternary_height, random_n, n_brute, minimax_max_eta = 7, 4, 300, 40, 5
-    n_big, big_rows, big_etas, big_targets, big_preds = 4000, [2, 3, 4], [1, 4, 16, 64], 6, 1
+    n_big, big_rows, big_etas, big_targets, big_preds = (
+        4000,
+        [2, 3, 4],
+        [1, 4, 16, 64],
+        6,
+        1,
+    )
 
 SEEDS = [seed + i for i in range(n_seeds)]
 env = repro.setup(seed)
@@ -218,6 +233,7 @@ def rebuild(name: str) -> ts.Tree:
         ),
         "grid_mst": lambda: ts.grid_mst_tree(30, 30, seed=0),
     }[name]()
+
 
 # %%
 def real_tree(name: str) -> ts.Tree:
@@ -352,6 +368,7 @@ def run_all(t, inf, target, p):
     }
     return {m: x.queries for m, x in r.items()}, {x.found for x in r.values()}
 
+
 # %%
 t0 = time.perf_counter()
 results = {}  # seed -> name -> eta -> method -> array of queries
@@ -390,6 +407,7 @@ for s in SEEDS:
             if d["ours"]
         }
 print(f"searching: {time.perf_counter() - t0:.1f} s")
+
 
 # %%
 def pooled(name, eta, method):
@@ -491,26 +509,42 @@ for q in [q for q in etas if q > 0]:
         print(f"{q:4d} " + " ".join(f"{v:11.2f}" for v in row))
 
 # %% tags=["remove-input"]
-low_mean = {q: {m: float(np.mean([pooled(nm, q, m).mean() for nm in LOW])) for m in METHODS}
-            for q in etas if q > 0 and all(q in results[SEEDS[0]][nm] for nm in LOW)}
+low_mean = {
+    q: {m: float(np.mean([pooled(nm, q, m).mean() for nm in LOW])) for m in METHODS}
+    for q in etas
+    if q > 0 and all(q in results[SEEDS[0]][nm] for nm in LOW)
+}
 q1 = low_mean.get(1)
 away = next((q for q, v in low_mean.items() if v["ours"] <= v["walk"] - 1), None)
 txt = "**Reading the two tables.** "
 if q1:
-    txt += (f"At `η = 1` on the low-degree trees ours costs {q1['ours']:.2f} queries on average against walking's "
-            f"{q1['walk']:.2f}, and the top-down variant {q1['top-down']:.2f} (it pays roughly a query per level of the "
-            "decomposition above the target). ")
+    txt += (
+        f"At `η = 1` on the low-degree trees ours costs {q1['ours']:.2f} queries on "
+        "average against walking's "
+        f"{q1['walk']:.2f}, and the top-down variant {q1['top-down']:.2f} (it pays "
+        "roughly a query per level of the "
+        "decomposition above the target). "
+    )
 if away is None:
     txt += "Over the whole grid of `η` ours never saves a full query over walking. "
 else:
-    cheaper = low_mean[away]["centroid"] < min(low_mean[away]["ours"], low_mean[away]["walk"])
-    txt += (f"Ours first saves a full query over walking at `η = {away}`"
-            + (", where centroid search is already cheaper than both. " if cheaper else ". "))
-txt += ("Why does a galloping search not pull away sooner? It saves queries over walking only where the path from "
-        "the prediction to the target runs along one spine for several edges; on a stretch of one or two edges, "
-        "galloping asks the same vertices walking asks. The experiment below splits each path from the prediction "
-        "to the target (low-degree trees, first seed) into its maximal stretches along one spine "
-        "(`ts.spine_runs`); the other edges step from one component's spine to another's.")
+    cheaper = low_mean[away]["centroid"] < min(
+        low_mean[away]["ours"], low_mean[away]["walk"]
+    )
+    txt += f"Ours first saves a full query over walking at `η = {away}`" + (
+        ", where centroid search is already cheaper than both. " if cheaper else ". "
+    )
+txt += (
+    "Why does a galloping search not pull away sooner? It saves queries over walking "
+    "only where the path from "
+    "the prediction to the target runs along one spine for several edges; on a stretch "
+    "of one or two edges, "
+    "galloping asks the same vertices walking asks. The experiment below splits each "
+    "path from the prediction "
+    "to the target (low-degree trees, first seed) into its maximal stretches along one "
+    "spine "
+    "(`ts.spine_runs`); the other edges step from one component's spine to another's."
+)
 display(Markdown(txt))
 
 # %%
@@ -577,16 +611,28 @@ if 16 in run_stats:
 # %% tags=["remove-input"]
 q_max = max(low_mean)
 top_wins = [q for q, v in low_mean.items() if v["top-down"] < v["ours"]]
-display(Markdown(
-    "So the mechanism is not that the spines near the prediction are short (they need not be), but how often the "
-    "path from the prediction to the target leaves a spine: the share of its edges along a spine and the longest "
-    "stretch are printed above; each edge that steps between components costs the one query walking pays too. "
-    + (f"The top-down variant, which pays one query per level above the target's level and gallops only from "
-       f"there, is the cheaper of the two on average at `η` = {', '.join(map(str, top_wins))}"
-       if top_wins else "The top-down variant is never the cheaper of the two on average on these trees")
-    + f" (largest `η` of the grid: {q_max}); the interleaving with centroid search inherits the better of ours and "
-    "centroid within a factor of two (a check)."
-))
+display(
+    Markdown(
+        "So the mechanism is not that the spines near the prediction are short (they "
+        "need not be), but how often the "
+        "path from the prediction to the target leaves a spine: the share of its edges "
+        "along a spine and the longest "
+        "stretch are printed above; each edge that steps between components costs the "
+        "one query walking pays too. "
+        + (
+            "The top-down variant, which pays one query per level above the target's "
+            "level and gallops only from "
+            "there, is the cheaper of the two on average at `η` = "
+            f"{', '.join(map(str, top_wins))}"
+            if top_wins
+            else "The top-down variant is never the cheaper of the two on average on "
+            "these trees"
+        )
+        + f" (largest `η` of the grid: {q_max}); the interleaving with centroid search "
+        "inherits the better of ours and "
+        "centroid within a factor of two (a check)."
+    )
+)
 
 # %% [markdown]
 # ### The gain at small prediction errors, per tree, and its dependence on degree
@@ -691,7 +737,7 @@ print(
 
 
 # %%
-# the worst case over a ring of targets and the two fits are ts.worst_case and ts.fit_shape
+# the worst case over a ring of targets and the two fits: ts.worst_case, ts.fit_shape
 t0 = time.perf_counter()
 pos_etas = [q for q in etas if q > 0]
 adv = {}  # seed -> name -> start -> {eta: mean over predictions of the worst case}
@@ -784,20 +830,37 @@ plt.tight_layout()
 plt.show()
 
 # %% tags=["remove-input"]
-n_log = sum(shape[SEEDS[0]]["prediction"][nm][0] < shape[SEEDS[0]]["prediction"][nm][1] for nm in show)
+n_log = sum(
+    shape[SEEDS[0]]["prediction"][nm][0] < shape[SEEDS[0]]["prediction"][nm][1]
+    for nm in show
+)
 eta_top = max(etas)
-above = [k for k in (1, 2, 3) if ts.query_bound_from_prediction(k, eta_top) > eta_top + 1]
-display(Markdown(
-    f"**Where the log fit wins and where it loses.** On the first seed the log fit wins on {n_log} of {len(show)} "
-    "trees of pathwidth ≤ 3. "
-    + (f"Our bound is above walking's `η + 1` even at the largest `η = {eta_top}` of the grid for pathwidth k in "
-       f"{above}, so for those trees the theorem does not predict a visible `log η` shape at this scale. "
-       if above else "")
-    + "One possible reason a worst case is linear is the lower bound of §8: if the tree contains a complete "
-    "binary tree of height `h` rooted at the prediction, then *every* algorithm needs `η + 1` queries for some "
-    "target at distance `η ≤ h`. Below, for the trees of pathwidth ≤ 3 (first seed): that height at each "
-    "prediction (`ts.binary_height_at`), and our worst case minus walking's `η + 1`, per `η`."
-))
+above = [
+    k for k in (1, 2, 3) if ts.query_bound_from_prediction(k, eta_top) > eta_top + 1
+]
+display(
+    Markdown(
+        "**Where the log fit wins and where it loses.** On the first seed the log fit "
+        f"wins on {n_log} of {len(show)} "
+        "trees of pathwidth ≤ 3. "
+        + (
+            f"Our bound is above walking's `η + 1` even at the largest `η = {eta_top}` "
+            "of the grid for pathwidth k in "
+            f"{above}, so for those trees the theorem does not predict a visible `log "
+            "η` shape at this scale. "
+            if above
+            else ""
+        )
+        + "One possible reason a worst case is linear is the lower bound of §8: if the "
+        "tree contains a complete "
+        "binary tree of height `h` rooted at the prediction, then *every* algorithm "
+        "needs `η + 1` queries for some "
+        "target at distance `η ≤ h`. Below, for the trees of pathwidth ≤ 3 (first "
+        "seed): that height at each "
+        "prediction (`ts.binary_height_at`), and our worst case minus walking's `η + "
+        "1`, per `η`."
+    )
+)
 
 # %%
 print(
@@ -837,7 +900,8 @@ for name in show:
 # random predictions per tree).
 
 # %%
-big = {}  # seed -> one dict per large tree: shape, its sweep, worst cases of ours and of top-down by eta
+# seed -> one dict per large tree: shape, sweep, worst cases of ours and top-down by eta
+big = {}
 for s in SEEDS:
     rng = repro.rng(s, 8)
     big[s] = []
@@ -847,35 +911,72 @@ for s in SEEDS:
         diam = int(t.distances(int(np.argmax(t.distances(0)))).max())
         sweep_ = ts.query_sweep(t, dec, ct, big_etas, big_targets, rng)
         preds = rng.integers(0, t.n, big_preds)
-        worst = {start: {q: np.mean([ts.worst_case(t, dec, int(p), q, rng, ring_cap, start) or np.nan
-                                     for p in preds]) for q in big_etas} for start in ("prediction", "top")}
-        big[s].append(dict(rows=r, n=t.n, pw=ts.pathwidth(t), diam=diam, sweep=sweep_, worst=worst))
-path_like = {s: [b for b in big[s] if b["pw"] <= 3 and b["diam"] >= 256 and b["n"] >= 50_000] for s in SEEDS}
+        worst = {
+            start: {
+                q: np.mean(
+                    [
+                        ts.worst_case(t, dec, int(p), q, rng, ring_cap, start) or np.nan
+                        for p in preds
+                    ]
+                )
+                for q in big_etas
+            }
+            for start in ("prediction", "top")
+        }
+        big[s].append(
+            dict(
+                rows=r, n=t.n, pw=ts.pathwidth(t), diam=diam, sweep=sweep_, worst=worst
+            )
+        )
+path_like = {
+    s: [b for b in big[s] if b["pw"] <= 3 and b["diam"] >= 256 and b["n"] >= 50_000]
+    for s in SEEDS
+}
 
 
 def big_mean(s, eta, m):
-    """Mean queries of method m at eta over the path-like trees of seed s (all large trees if none is)."""
+    """Mean queries of method m at eta over the path-like trees of seed s (all large
+    trees if none is)."""
     group = path_like[s] or big[s]
     return float(np.mean([b["sweep"][eta][m] for b in group if eta in b["sweep"]]))
 
 
-print(f"{'η':>4} " + " ".join(f"{m:>11}" for m in ts.SWEEP_METHODS) + f"   (seed {SEEDS[0]}, mean over trees)")
+print(
+    f"{'η':>4} "
+    + " ".join(f"{m:>11}" for m in ts.SWEEP_METHODS)
+    + f"   (seed {SEEDS[0]}, mean over trees)"
+)
 for q in big_etas:
-    print(f"{q:4d} " + " ".join(f"{big_mean(SEEDS[0], q, m):11.2f}" for m in ts.SWEEP_METHODS))
+    print(
+        f"{q:4d} "
+        + " ".join(f"{big_mean(SEEDS[0], q, m):11.2f}" for m in ts.SWEEP_METHODS)
+    )
 
 # %% tags=["remove-input"]
-b_gain = {s: ts.best_baseline_gain({q: {m: big_mean(s, q, m) for m in ts.SWEEP_METHODS} for q in big_etas})
-          for s in SEEDS}
+b_gain = {
+    s: ts.best_baseline_gain(
+        {q: {m: big_mean(s, q, m) for m in ts.SWEEP_METHODS} for q in big_etas}
+    )
+    for s in SEEDS
+}
 b0 = big[SEEDS[0]]
-display(Markdown(
-    f"Seed {SEEDS[0]} built {len(b0)} trees of {b0[0]['n']:,}–{b0[-1]['n']:,} vertices, pathwidth "
-    f"{min(b['pw'] for b in b0)}–{max(b['pw'] for b in b0)}, diameter {min(b['diam'] for b in b0):,}–"
-    f"{max(b['diam'] for b in b0):,}; {len(path_like[SEEDS[0]])} of them are path-like. On "
-    + ("them" if path_like[SEEDS[0]] else "all of them (none is path-like)")
-    + f" the better of walking and centroid search needs {b_gain[SEEDS[0]][0]:.2f}× our queries at `η = "
-    f"{b_gain[SEEDS[0]][1]}`, the `η` where ours gains most (per seed: "
-    + ", ".join(f"{g:.2f}× at η = {q}" for g, q in b_gain.values()) + "); above 1 means ours beats both there."
-))
+display(
+    Markdown(
+        f"Seed {SEEDS[0]} built {len(b0)} trees of {b0[0]['n']:,}–{b0[-1]['n']:,} "
+        "vertices, pathwidth "
+        f"{min(b['pw'] for b in b0)}–{max(b['pw'] for b in b0)}, diameter "
+        f"{min(b['diam'] for b in b0):,}–"
+        f"{max(b['diam'] for b in b0):,}; {len(path_like[SEEDS[0]])} of them are "
+        "path-like. On "
+        + ("them" if path_like[SEEDS[0]] else "all of them (none is path-like)")
+        + " the better of walking and centroid search needs "
+        f"{b_gain[SEEDS[0]][0]:.2f}× "
+        "our queries at `η = "
+        f"{b_gain[SEEDS[0]][1]}`, the `η` where ours gains most (per seed: "
+        + ", ".join(f"{g:.2f}× at η = {q}" for g, q in b_gain.values())
+        + "); above 1 means ours beats both there."
+    )
+)
 
 # %% [markdown]
 # ## 8. The lower bound, for every algorithm: exact minimax on complete binary trees
@@ -996,6 +1097,7 @@ for eta in range(int(distx.max()) + 1):
     ts.search_with_prediction(tx, decx, oa, p)
     ts.centroid_search(tx, info["exceptions"]["ctree"], ob)
     demo.append((eta, p, oa.log, ob.log))
+
 
 # %% tags=["hide-input"]
 def draw_search(fig, i):
@@ -1183,6 +1285,7 @@ rec.check(
 # `shape_trees`, fixed before reading the numbers. The other claims are about exact algorithms on fixed trees and
 # need none.
 
+
 # %%
 def gain_of(name, s):
     return small_eta(name, "centroid", [s]).mean() / small_eta(name, "ours", [s]).mean()
@@ -1194,102 +1297,241 @@ def mean_small(m, group, s):
 
 gain_low = [float(np.mean([gain_of(nm, s) for nm in LOW])) for s in SEEDS]
 gain_high = [float(np.mean([gain_of(nm, s) for nm in HIGH])) for s in SEEDS]
-gain_walk_low = [mean_small("centroid", LOW, s) / mean_small("walk", LOW, s) for s in SEEDS]
+gain_walk_low = [
+    mean_small("centroid", LOW, s) / mean_small("walk", LOW, s) for s in SEEDS
+]
 cen_low = [mean_small("centroid", LOW, s) for s in SEEDS]
 per_tree = {nm: [gain_of(nm, s) for s in SEEDS] for nm in REAL}
-base_txt = "; ".join(f"{m} {np.mean([mean_small(m, LOW, s) for s in SEEDS]):.2f}" for m in METHODS)
+base_txt = "; ".join(
+    f"{m} {np.mean([mean_small(m, LOW, s) for s in SEEDS]):.2f}" for m in METHODS
+)
 print("low-degree trees, mean queries at 1 ≤ η ≤ 4 (mean over seeds): " + base_txt)
-eta1 = {s: {m: float(np.mean([results[s][nm][1][m].mean() for nm in names])) for m in METHODS} for s in SEEDS}
+eta1 = {
+    s: {
+        m: float(np.mean([results[s][nm][1][m].mean() for nm in names]))
+        for m in METHODS
+    }
+    for s in SEEDS
+}
 fitted = [nm for nm in LOWPW if all(nm in shape[s]["prediction"] for s in SEEDS)]
-frac_small = {start: [float(np.mean([shape[s][start][nm][0] < shape[s][start][nm][1] for nm in fitted]))
-                      for s in SEEDS] for start in ("prediction", "top")}
+frac_small = {
+    start: [
+        float(
+            np.mean([shape[s][start][nm][0] < shape[s][start][nm][1] for nm in fitted])
+        )
+        for s in SEEDS
+    ]
+    for start in ("prediction", "top")
+}
 
 
+# %%
 def log_wins(b, start):
-    """Does the log fit beat the linear fit on this large tree's worst case (finite points only)?"""
+    """Does the log fit beat the linear fit on this large tree's worst case (finite
+    points only)?"""
     w = {q: v for q, v in b["worst"][start].items() if np.isfinite(v)}
     sse = ts.fit_shape(list(w), list(w.values()))
     return sse[0] < sse[1]
 
 
-frac = {start: [float(np.mean([log_wins(b, start) for b in (path_like[s] or big[s])])) for s in SEEDS]
-        for start in ("prediction", "top")}
+frac = {
+    start: [
+        float(np.mean([log_wins(b, start) for b in (path_like[s] or big[s])]))
+        for s in SEEDS
+    ]
+    for start in ("prediction", "top")
+}
 ratio_walk = opt / (np.array(mm_etas) + 1)
-rec.condition("shape_trees", [len(path_like[s]) for s in SEEDS], ">=", 8,
-              unit="path-like trees (n ≥ 50,000, pathwidth ≤ 3, diameter ≥ 256)",
-              statement="enough large path-like trees, the regime of the theorem, to decide a share over trees")
+rec.condition(
+    "shape_trees",
+    [len(path_like[s]) for s in SEEDS],
+    ">=",
+    8,
+    unit="path-like trees (n ≥ 50,000, pathwidth ≤ 3, diameter ≥ 256)",
+    statement="enough large path-like trees, the regime of the theorem, to decide a "
+    "share over trees",
+)
 
 # %% tags=["hide-input"]
 # the notes: diagnostics written from the numbers (bookkeeping, not rules)
 slash = lambda xs: "/".join(f"{v:.2f}" for v in xs)  # noqa: E731
 NOTES = {
-    "real_tree_gain": "baseline = centroid search's mean queries on these trees at 1 ≤ η ≤ 4, per seed. Per tree "
-    "(per seed): " + "; ".join(f"{nm} {slash(per_tree[nm])}" for nm in LOW)
-    + f". High-degree trees, for comparison (mean over trees per seed): {slash(gain_high)} ("
+    "real_tree_gain": "baseline = centroid search's mean queries on these trees at 1 ≤ "
+    "η ≤ 4, per seed. Per tree "
+    "(per seed): "
+    + "; ".join(f"{nm} {slash(per_tree[nm])}" for nm in LOW)
+    + ". High-degree trees, for comparison (mean over trees per seed): "
+    f"{slash(gain_high)} ("
     + "; ".join(f"{nm} {slash(per_tree[nm])}" for nm in HIGH)
-    + f"). Mean queries on the low-degree trees at 1 ≤ η ≤ 4: {base_txt}. Walking from the prediction, the "
-    f"strongest baseline at these η, gains as much over centroid search (centroid ÷ walk, per seed: "
+    + f"). Mean queries on the low-degree trees at 1 ≤ η ≤ 4: {base_txt}. Walking from "
+    "the prediction, the "
+    "strongest baseline at these η, gains as much over centroid search (centroid ÷ "
+    "walk, per seed: "
     f"{slash(gain_walk_low)}): the gain is the prediction's, not our search's.",
-    "small_eta_cost": "measured = ours − walking, mean queries at η = 1; baseline = walking's mean queries. The "
-    "top-down variant, which pays a query per level, misses this bar. Mean queries at η = 1, per seed: "
-    + "; ".join(f"{m} " + slash([eta1[s][m] for s in SEEDS]) for m in ("ours", "top-down", "centroid", "interleaved")),
-    "log_eta_shape": f"on the large path-like trees (rows {big_rows}, n ≈ {n_big:,}, new weights per seed), worst "
-    f"case over up to {ring_cap} targets per ring at η in {big_etas}, mean over {big_preds} random predictions per "
-    "tree; baseline = the same fraction for the top-down variant. On the small trees of pathwidth ≤ 3 of §7 ("
-    f"{', '.join(fitted)}) the fraction is {slash(frac_small['prediction'])} per seed (top-down "
-    f"{slash(frac_small['top'])}); squared errors (log, linear) there, first seed: " + "; ".join(
-        f"{nm} {shape[SEEDS[0]]['prediction'][nm][0]:.1f}, {shape[SEEDS[0]]['prediction'][nm][1]:.1f}"
-        for nm in LOWPW if nm in shape[SEEDS[0]]["prediction"]),
-    "beats_best_baseline_somewhere": "on the large path-like trees, mean queries over the trees per η; per seed the "
-    "η where ours gains most: " + ", ".join(f"η = {q}" for _, q in b_gain.values()) + ". Mean queries at that η, "
-    "first seed: " + ", ".join(f"{m} {big_mean(SEEDS[0], b_gain[SEEDS[0]][1], m):.2f}" for m in ts.SWEEP_METHODS)
-    + ". The interleaving pays for centroid search's queries too; one search for both regimes is not built.",
-    "binary_lower_bound": "the counting bound η/2 holds for every algorithm by construction and is a check "
-    "(minimax_at_least_counting_bound); this claim asks for more: that no algorithm beats walking. Exact minimax "
-    "per η: " + ", ".join(f"{q}: {v}" for q, v in zip(mm_etas, opt)) + "; ours, worst case: "
-    + ", ".join(f"{q}: {v}" for q, v in zip(mm_etas, worst_b["prediction"])) + "; top-down, worst case: "
+    "small_eta_cost": "measured = ours − walking, mean queries at η = 1; baseline = "
+    "walking's mean queries. The "
+    "top-down variant, which pays a query per level, misses this bar. Mean queries at "
+    "η "
+    "= 1, per seed: "
+    + "; ".join(
+        f"{m} " + slash([eta1[s][m] for s in SEEDS])
+        for m in ("ours", "top-down", "centroid", "interleaved")
+    ),
+    "log_eta_shape": f"on the large path-like trees (rows {big_rows}, n ≈ {n_big:,}, "
+    "new weights per seed), worst "
+    f"case over up to {ring_cap} targets per ring at η in {big_etas}, mean over "
+    f"{big_preds} random predictions per "
+    "tree; baseline = the same fraction for the top-down variant. On the small trees "
+    "of "
+    "pathwidth ≤ 3 of §7 ("
+    f"{', '.join(fitted)}) the fraction is {slash(frac_small['prediction'])} per seed "
+    "(top-down "
+    f"{slash(frac_small['top'])}); squared errors (log, linear) there, first seed: "
+    + "; ".join(
+        f"{nm} {shape[SEEDS[0]]['prediction'][nm][0]:.1f}, "
+        f"{shape[SEEDS[0]]['prediction'][nm][1]:.1f}"
+        for nm in LOWPW
+        if nm in shape[SEEDS[0]]["prediction"]
+    ),
+    "beats_best_baseline_somewhere": "on the large path-like trees, mean queries over "
+    "the trees per η; per seed the "
+    "η where ours gains most: "
+    + ", ".join(f"η = {q}" for _, q in b_gain.values())
+    + ". Mean queries at that η, "
+    "first seed: "
+    + ", ".join(
+        f"{m} {big_mean(SEEDS[0], b_gain[SEEDS[0]][1], m):.2f}"
+        for m in ts.SWEEP_METHODS
+    )
+    + ". The top-down variant is measured beside it (in the list above); the "
+    "interleaving pays for centroid "
+    "search's queries too; one search for both regimes is not built.",
+    "binary_lower_bound": "the counting bound η/2 holds for every algorithm by "
+    "construction and is a check "
+    "(minimax_at_least_counting_bound); this claim asks for more: that no algorithm "
+    "beats walking. Exact minimax "
+    "per η: "
+    + ", ".join(f"{q}: {v}" for q, v in zip(mm_etas, opt))
+    + "; ours, worst case: "
+    + ", ".join(f"{q}: {v}" for q, v in zip(mm_etas, worst_b["prediction"]))
+    + "; top-down, worst case: "
     + ", ".join(f"{q}: {v}" for q, v in zip(mm_etas, worst_b["top"])),
 }
 
 # %%
-# id: (statement, paper, measured (per seed where sampled), op, target, unit, baseline, conditions)
+# id: (statement, paper, measured (per seed), op, target, unit, baseline, given)
 CLAIMS = {
     "real_tree_gain": (
-        "On low-degree real-life trees, search with a prediction needs fewer queries than search without one: "
-        "mean over the low-degree trees of (centroid queries ÷ our queries) at 1 ≤ η ≤ 4",
-        "notably better than the simple non-prediction based algorithm (no number given)", gain_low, ">", 1.0,
-        "× fewer queries than centroid search", cen_low, ()),
+        "On low-degree real-life trees, search with a prediction needs fewer queries "
+        "than search without one: "
+        "mean over the low-degree trees of (centroid queries ÷ our queries) at 1 ≤ η ≤ "
+        "4",
+        "notably better than the simple non-prediction based algorithm (no number "
+        "given)",
+        gain_low,
+        ">",
+        1.0,
+        "× fewer queries than centroid search",
+        cen_low,
+        (),
+    ),
     "small_eta_cost": (
-        "A close prediction is cheap: at η = 1, over all trees (real and synthetic), our search needs at most one "
-        "query more on average than walking from the prediction (the strongest baseline at η = 1, which needs "
-        "the optimal 2)", "O(k log η) queries (the paper gives no constant)",
-        [eta1[s]["ours"] - eta1[s]["walk"] for s in SEEDS], "<=", 1.0, "queries more than walking",
-        [eta1[s]["walk"] for s in SEEDS], ()),
-    "log_eta_shape": (
-        "Queries grow like log η: on trees of pathwidth ≤ 3, the worst case over all targets at distance η is "
-        "fitted better by a + b log2(η+1) than by a + b η (fraction of trees)", "O(k log η)",
-        frac["prediction"], ">=", 0.8, "fraction of path-like trees", frac["top"], ("shape_trees",)),
-    "beats_best_baseline_somewhere": (
-        "On large path-like trees, at some prediction error the search with a prediction needs 1.2× fewer queries "
-        "than the better of walking from the prediction and centroid search",
-        "O(k log η) queries, better than search without a prediction when the prediction is good",
-        [g for g, _ in b_gain.values()], ">", 1.2, "max over η of min(walking, centroid) ÷ ours",
-        [min(big_mean(s, q, "walk"), big_mean(s, q, "centroid")) for s, (_, q) in b_gain.items()], ("shape_trees",)),
-    "binary_lower_bound": (
-        "No algorithm achieves O(log η) on general trees: on complete binary trees with the prediction at the "
-        "root, the exact minimax optimum over all algorithms (that know η) needs as many queries as walking, "
-        f"η + 1, for every η = 1..{minimax_max_eta}", "there is no search algorithm that uses O(log η) queries",
-        float(ratio_walk.min()), ">=", 1.0, "min over η of minimax ÷ (η + 1)", None, ()),
+        "A close prediction is cheap: at η = 1, over all trees (real and synthetic), "
+        "our search needs at most one "
+        "query more on average than walking from the prediction (the strongest "
+        "baseline "
+        "at η = 1, which needs "
+        "the optimal 2)",
+        "O(k log η) queries (the paper gives no constant)",
+        [eta1[s]["ours"] - eta1[s]["walk"] for s in SEEDS],
+        "<=",
+        1.0,
+        "queries more than walking",
+        [eta1[s]["walk"] for s in SEEDS],
+        (),
+    ),
 }
-for cid, (statement, paper, measured, op, target, unit, baseline, given) in CLAIMS.items():
-    rec.claim(cid, statement, paper=paper, measured=measured, op=op, target=target, unit=unit,
-              baseline=baseline, note=NOTES[cid], given=given)
+
+# %%
+CLAIMS |= {
+    "log_eta_shape": (
+        "Queries grow like log η: on large path-like trees (pathwidth ≤ 3), the worst "
+        "case over all targets at "
+        "distance η is fitted better by a + b log2(η+1) than by a + b η (fraction of "
+        "trees)",
+        "O(k log η)",
+        frac["prediction"],
+        ">=",
+        0.8,
+        "fraction of path-like trees",
+        frac["top"],
+        ("shape_trees",),
+    ),
+    "beats_best_baseline_somewhere": (
+        "On large path-like trees, at some prediction error the search with a "
+        "prediction needs 1.2× fewer queries "
+        "than the better of walking from the prediction and centroid search",
+        "O(k log η) queries, better than search without a prediction when the "
+        "prediction is good",
+        [g for g, _ in b_gain.values()],
+        ">",
+        1.2,
+        "max over η of min(walking, centroid) ÷ ours",
+        [
+            min(big_mean(s, q, "walk"), big_mean(s, q, "centroid"))
+            for s, (_, q) in b_gain.items()
+        ],
+        ("shape_trees",),
+    ),
+    "binary_lower_bound": (
+        "No algorithm achieves O(log η) on general trees: on complete binary trees "
+        "with "
+        "the prediction at the "
+        "root, the exact minimax optimum over all algorithms (that know η) needs as "
+        "many queries as walking, "
+        f"η + 1, for every η = 1..{minimax_max_eta}",
+        "there is no search algorithm that uses O(log η) queries",
+        float(ratio_walk.min()),
+        ">=",
+        1.0,
+        "min over η of minimax ÷ (η + 1)",
+        None,
+        (),
+    ),
+}
+
+# %%
+for cid, (
+    statement,
+    paper,
+    measured,
+    op,
+    target,
+    unit,
+    baseline,
+    given,
+) in CLAIMS.items():
+    rec.claim(
+        cid,
+        statement,
+        paper=paper,
+        measured=measured,
+        op=op,
+        target=target,
+        unit=unit,
+        baseline=baseline,
+        note=NOTES[cid],
+        given=given,
+    )
 rec.untested(
     "k_log_eta_optimal",
     "The O(k log η) bound is existentially optimal (a matching Ω(k log η) lower bound)",
-    paper="a lower bound showing that our algorithm has existentially optimal query complexity",
-    reason="the paper's lower-bound construction is not recoverable from its abstract; the exact minimax DP is "
-    f"feasible only for complete binary trees of height ≤ {minimax_max_eta}, too small to separate k log η from "
+    paper="a lower bound showing that our algorithm has existentially optimal query "
+    "complexity",
+    reason="the paper's lower-bound construction is not recoverable from its abstract; "
+    "the exact minimax DP is "
+    f"feasible only for complete binary trees of height ≤ {minimax_max_eta}, too small "
+    "to separate k log η from "
     "other shapes",
 )
 print(f"whole notebook: {time.perf_counter() - T_START:.1f} s")
