@@ -33,7 +33,7 @@ __all__ = [
     "IMG", "PATCH", "CLASS_NAMES", "SEEN", "TARGETS", "RELATEDNESS", "Domain", "make_domain", "TinyViT",
     "class_embeddings", "explanation_loss", "task_vector", "add_vector", "flat", "patch_auroc", "pointing_game",
     "true_prob", "gradient_map", "deletion_insertion", "kernel_shap", "linear_cka", "spearman_perm", "map_entropy",
-    "loo_predictions", "checkpoint_config", "train_model", "evaluate", "key", "train_all", "contrast_map",
+    "loo_predictions", "checkpoint_config", "train_model", "evaluate", "key", "train_all", "contrast_map", "gradient_magnitude_map",
 ]
 
 IMG, PATCH = 24, 4
@@ -574,6 +574,22 @@ def gradient_map(model: nn.Module, x: Tensor, classes: Sequence[int], labels: Te
     s = (g * x).sum(1).detach()  # (n, IMG, IMG)
     n, k = len(x), IMG // PATCH
     return s.view(n, k, PATCH, k, PATCH).sum((2, 4)).abs().reshape(n, -1)
+
+
+def gradient_magnitude_map(model: nn.Module, x: Tensor, classes: Sequence[int], labels: Tensor) -> Tensor:
+    """Plain gradient saliency per patch (n, P): ``sum over a patch's pixels and channels of |d log p_y / d x|``.
+    Unlike :func:`gradient_map` it does not multiply by the input, so it does not depend on how bright the
+    relevant pixels are (gradient x input fades where the object is dark, e.g. on inverted images)."""
+    V.instance("model", model, nn.Module)
+    _images(x)
+    classes = _classes(classes)
+    V.tensor("labels", labels, shape=(len(x),), dtype="int", min=0, max=len(classes) - 1)
+    x = x.detach().clone().requires_grad_(True)
+    logp = model(x, classes)[0].log_softmax(1)[torch.arange(len(x)), labels]
+    (g,) = torch.autograd.grad(logp.sum(), x)
+    s = g.abs().sum(1).detach()  # (n, IMG, IMG)
+    n, k = len(x), IMG // PATCH
+    return s.view(n, k, PATCH, k, PATCH).sum((2, 4)).reshape(n, -1)
 
 
 def contrast_map(x: Tensor) -> Tensor:

@@ -239,3 +239,19 @@ def test_contrast_map_finds_a_bright_patch_and_needs_no_model():
     assert ev.patch_auroc(m, mask) == pytest.approx(1.0)
     with pytest.raises(ValueError):
         ev.contrast_map(torch.zeros(2, 3, 8, 8))
+
+
+def test_gradient_magnitude_map_ignores_input_brightness():
+    torch.manual_seed(0)
+    m = ev.TinyViT(d_model=16, depth=1, n_head=2, emb_dim=8, stem=4).eval()
+    x = torch.rand(2, 3, ev.IMG, ev.IMG)
+    y = torch.tensor([0, 1])
+    g = ev.gradient_magnitude_map(m, x, [0, 1], y)
+    assert g.shape == (2, ev.N_PATCH) and bool((g >= 0).all())
+    # a patch whose pixels are zero gets no gradient x input, but still its gradient magnitude
+    x0 = x.clone()
+    x0[:, :, : ev.PATCH, : ev.PATCH] = 0.0
+    assert torch.allclose(ev.gradient_map(m, x0, [0, 1], y)[:, 0], torch.zeros(2))
+    assert bool((ev.gradient_magnitude_map(m, x0, [0, 1], y)[:, 0] > 0).all())
+    with pytest.raises(ValueError):
+        ev.gradient_magnitude_map(m, x, [0, 1], torch.tensor([0, 2]))
