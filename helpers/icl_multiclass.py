@@ -570,7 +570,7 @@ def train_icl(model: nn.Module, batches: Callable[[int], dict[str, Tensor]], ste
     V_.instance("model", model, nn.Module)
     V_.function("batches", batches)
     V_.one_of("optimizer", optimizer, ("sgd", "adamw"))
-    lr = V_.positive("lr", lr)
+    lr = V_.number("lr", lr, min=0, strict_min=True, max=1e6)  # beyond: the first step overflows
     opt = torch.optim.SGD(model.parameters(), lr=lr) if optimizer == "sgd" else None
     return train.fit(model, icl_loss, batches, steps, lr=lr, warmup=warmup, seed=seed, optimizer=opt,
                      grad_clip=None if optimizer == "sgd" else 1.0, desc=desc, progress=progress)

@@ -151,11 +151,14 @@ def upstream_adjacency(parents: np.ndarray) -> sp.csr_matrix:
 # ---------------------------------------------------------------------------------------------------------------
 # Muskingum routing
 # ---------------------------------------------------------------------------------------------------------------
+MAG = 1e150  # the largest |value| of a time, a routing time, a flow or a field: sums of squares stay finite
+
+
 def muskingum_coeffs(K: np.ndarray, X: float = 0.1, dt: float = 1.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Muskingum ``C0, C1, C2`` (they sum to 1); all are >= 0 when ``dt/(2(1-X)) <= K <= dt/(2X)``."""
-    K = V.array("K", K, dtype="float", nonempty=True, min=0, strict_min=True).astype(float)
+    K = V.array("K", K, dtype="float", nonempty=True, min=0, strict_min=True, max=MAG).astype(float)
     X = V.number("X", X, min=0, max=0.5, strict_max=True)
-    dt = V.positive("dt", dt)
+    dt = V.number("dt", dt, min=0, strict_min=True, max=MAG)
     D = 2 * K * (1 - X) + dt
     return (dt - 2 * K * X) / D, (dt + 2 * K * X) / D, (2 * K * (1 - X) - dt) / D
 
@@ -180,7 +183,7 @@ def lateral_inflow(n: int, T: int, n_events: int, rng: np.random.Generator, base
 
 def _reach_K(K: Any, n: int) -> np.ndarray:
     """``K`` as one finite positive routing time per reach (a scalar is broadcast)."""
-    K = V.array("K", K, dtype="float", min=0, strict_min=True).astype(float)
+    K = V.array("K", K, dtype="float", min=0, strict_min=True, max=MAG).astype(float)
     if K.ndim > 1 or K.ndim == 1 and K.size not in (1, n):
         raise ValueError(f"K must be a scalar or one value per reach ({n}), got shape {K.shape}")
     return np.broadcast_to(K, (n,))
@@ -198,7 +201,7 @@ def route_sequential(parents: np.ndarray, K: np.ndarray, q: np.ndarray, X: float
     is conserved exactly even though ``K`` changes in time (with constant ``K`` this is the linear scheme).
     """
     p = validate_tree(parents)
-    q = V.array("q", q, dtype="float").astype(float)
+    q = V.array("q", q, dtype="float", min=-MAG, max=MAG).astype(float)
     if q.ndim < 2 or q.shape[-2] != p.size:
         raise ValueError(f"q must have shape (..., N={p.size}, T), got {q.shape}")
     K = _reach_K(K, p.size)
@@ -251,7 +254,7 @@ def route_spectral(parents: np.ndarray, K: np.ndarray, q: np.ndarray, X: float =
     (sum of K along a path to the outlet), which leaves a tail below double precision.
     """
     p = validate_tree(parents)
-    q = V.array("q", q, dtype="float").astype(float)
+    q = V.array("q", q, dtype="float", min=-MAG, max=MAG).astype(float)
     if q.ndim < 2 or q.shape[-2] != p.size:
         raise ValueError(f"q must have shape (..., N={p.size}, T), got {q.shape}")
     K = _reach_K(K, p.size)
@@ -344,9 +347,12 @@ def chebyshev_dense(op: np.ndarray, k: int) -> np.ndarray:
     coef = npcheb.cheb2poly(np.eye(k + 1)[k])
     out = np.zeros_like(op)
     power = np.eye(op.shape[0])
-    for c in coef:
-        out += c * power
-        power = power @ op
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is reported below, by name
+        for c in coef:
+            out += c * power
+            power = power @ op
+    if not np.isfinite(out).all():  # |op|^k overflowed (a check on the result: cheap, and exact for any k)
+        raise ValueError(f"op is too large for T_{k}: its powers overflow (max |op| = {np.abs(op).max():g})")
     return out
 
 
@@ -486,8 +492,8 @@ def count_params(model: nn.Module) -> int:
 
 def r2_score(pred: np.ndarray, truth: np.ndarray) -> float:
     """Coefficient of determination, pooled over all entries."""
-    pred = V.array("pred", pred, dtype="float", nonempty=True).astype(float)
-    truth = V.array("truth", truth, dtype="float", nonempty=True).astype(float)
+    pred = V.array("pred", pred, dtype="float", nonempty=True, min=-MAG, max=MAG).astype(float)
+    truth = V.array("truth", truth, dtype="float", nonempty=True, min=-MAG, max=MAG).astype(float)
     if pred.shape != truth.shape:
         raise ValueError(f"pred and truth must have the same shape, got {pred.shape} vs {truth.shape}")
     if not (np.ptp(truth) > 0):
@@ -551,16 +557,17 @@ def diffuse(L: sp.spmatrix, u0: np.ndarray, s: np.ndarray, kappa: float = 0.2, d
     """
     if not (sp.issparse(L) or isinstance(L, np.ndarray)) or L.ndim != 2 or L.shape[0] != L.shape[1]:
         raise TypeError(f"L must be a square sparse matrix, got {V.describe(L)}")
-    u0 = V.array("u0", u0, ndim=2, dtype="float")
-    s = V.array("s", s, ndim=3, dtype="float").astype(float)
+    u0 = V.array("u0", u0, ndim=2, dtype="float", min=-MAG, max=MAG)
+    s = V.array("s", s, ndim=3, dtype="float", min=-MAG, max=MAG).astype(float)
     if u0.shape[1] != L.shape[0] or s.shape[:2] != u0.shape:
         raise ValueError(f"u0 must be (B, N={L.shape[0]}) and s (B, N, T), got {u0.shape} and {s.shape}")
     kappa, decay = V.nonnegative("kappa", kappa), V.nonnegative("decay", decay)
     substeps = V.integer("substeps", substeps, min=1)
     u = np.asarray(u0, dtype=float).T.copy()
     dt = 1 / substeps
-    if kappa * 8 * dt >= 2:
-        raise ValueError(f"kappa and substeps are unstable: need kappa * 8 / substeps < 2, got {kappa}, {substeps}")
+    if (kappa * 8 + decay) * dt >= 2:  # explicit Euler: the step must stay inside the stability interval
+        raise ValueError(f"kappa, decay and substeps are unstable: need (kappa * 8 + decay) / substeps < 2, got "
+                         f"kappa={kappa}, decay={decay}, substeps={substeps}")
     out = np.empty((s.shape[2], *u.shape))
     for t in range(s.shape[2]):
         for _ in range(substeps):

@@ -428,7 +428,8 @@ case("space_time_operators.tree_from_edges", sto.tree_from_edges, lambda: dict(e
      more={"edges": [[(1, 0.5)], [(1, 0), (1, 2)], [(1,)]], "n": ["zero"]})
 case("space_time_operators.upstream_area", sto.upstream_area, lambda: dict(parents=_PAR), more={"parents": _BADPAR})
 case("space_time_operators.muskingum_coeffs", sto.muskingum_coeffs, lambda: dict(K=np.array([1.0, 2.0]), X=0.1, dt=1.0),
-     skip={"K": {"ndim"}}, more={"K": [np.array([0.0]), -1.0], "X": [0.5, "neg"], "dt": ["zero"]})
+     skip={"K": {"ndim"}}, more={"K": [np.array([0.0]), -1.0, np.array([1e308])], "X": [0.5, "neg"],
+                                       "dt": ["zero", 1e308]})
 case("space_time_operators.lateral_inflow", sto.lateral_inflow,
      lambda: dict(n=3, T=8, n_events=1, rng=_RNG(), base=0.05), more={"T": [1], "base": ["neg"]})
 case("space_time_operators.route_sequential", sto.route_sequential,
@@ -442,21 +443,23 @@ case("space_time_operators.route_spectral", sto.route_spectral,
 case("space_time_operators.chebyshev_apply", sto.chebyshev_apply,
      lambda: dict(op=torch.eye(3), x=torch.ones(3, 2), order=2), skip={"x": {"empty", "ndim", "nan"}})
 case("space_time_operators.chebyshev_dense", sto.chebyshev_dense, lambda: dict(op=np.eye(3) / 2, k=2),
-     more={"op": [np.ones((2, 3))]})
+     more={"op": [np.ones((2, 3)), np.full((3, 3), 1e200)]})
 case("space_time_operators.SepOperator", sto.SepOperator,
      lambda: dict(c_in=2, c_out=1, width=4, blocks=1, modes=2, order=1, mixer="cheb", slices=2),
      more={"width": ["zero"]})
 case("space_time_operators.SepOperator.forward", sto.SepOperator(2, width=4, blocks=1, modes=2, order=1).forward,
      lambda: dict(x=torch.ones(3, 1, 4, 2), op=torch.eye(3)), only=("x",), skip={"x": {"empty"}})
 case("space_time_operators.r2_score", sto.r2_score, lambda: dict(pred=np.array([1.0, 2.0]), truth=np.array([1.0, 3.0])),
-     skip={"pred": {"ndim"}, "truth": {"ndim"}}, more={"truth": [np.ones(2), np.ones(3)]})
+     skip={"pred": {"ndim"}, "truth": {"ndim"}},
+     more={"truth": [np.ones(2), np.ones(3), np.array([1.0, 1e308])], "pred": [np.array([1.0, -1e308])]})
 case("space_time_operators.masked_grid", sto.masked_grid, lambda: dict(size=6, rng=_RNG(), n_obstacles=1),
      more={"size": [3]})
 case("space_time_operators.grid_laplacian_operator", sto.grid_laplacian_operator, lambda: dict(mask=_MASK),
      more={"mask": [np.zeros((3, 3), bool), np.ones((3, 3))]})
 case("space_time_operators.diffuse", sto.diffuse,
      lambda: dict(L=_LG, u0=np.zeros((1, 16)), s=np.ones((1, 16, 3)), kappa=0.2, decay=0.02, substeps=2),
-     more={"kappa": [1.0, "neg"], "substeps": ["zero"], "u0": [np.zeros((1, 5))]})
+     more={"kappa": [1.0, "neg"], "substeps": ["zero"], "u0": [np.zeros((1, 5)), np.full((1, 16), 1e308)],
+           "decay": [1e308, 4.0]})  # a huge decay made the explicit step blow up to inf (#58)
 
 _RD = sto.river_data(0, n=4, T=8, n_events=2, n_test=1, biases=(0.0,))
 _ROUTER = sto.RoutingOperator(2, 2, width=4, channels=2, blocks=1)
@@ -1496,7 +1499,7 @@ case("icl_multiclass.train_icl", icl.train_icl,
                   seed=0, warmup=0, desc="t", progress=False),
      only=("model", "batches", "steps", "optimizer", "lr", "seed"),
      skip={"seed": {"none"}},  # as in train.fit: None = no seeding
-     more={"model": [3], "batches": [3, [_PR]], "lr": ["zero", "neg"]})
+     more={"model": [3], "batches": [3, [_PR]], "lr": ["zero", "neg", 1e308]})
 case("icl_multiclass.checkpoint_config", icl.checkpoint_config, lambda: dict(name="shared_lt"))
 _FEATS = np.concatenate([np.zeros((3, 2)), np.ones((3, 2))]) + np.arange(6)[:, None] * 0.1
 case("icl_multiclass.dataset_prompts", icl.dataset_prompts,
