@@ -1198,8 +1198,10 @@ plotting.live_controls(
 # network whose test curves are still falling is not the network the paper describes. The out-of-distribution
 # comparison also needs a pure solver that works where it was trained: `pure_solver_fits`, its in-distribution
 # relative L2 error at most `FITS_L2` (a strawman that fails in distribution says nothing about robustness).
-# The timing claim needs the timing noise to be smaller than the effect: `timing_spread`, the larger spread
-# (IQR/median of CPU time) of the two sides compared, divided by |ratio − 1|, below 1.
+# The timing claim times one network, the first seed's, so it rests on that network's plateau
+# (`timed_basis_plateau`), and it needs the timing noise to be smaller than the distance to its decision line:
+# `timing_spread`, the larger spread (IQR/median of CPU time) of the two sides compared, divided by
+# |ratio − bar|, below 1 (a speedup far from the bar is decided even by noisy timings).
 
 
 # %%
@@ -1217,6 +1219,7 @@ FLAT, FITS_L2 = (
     0.05,
     0.05,
 )  # book-wide plateau rule; a pure solver that fits its own distribution
+SPEEDUP_BAR = 10.0  # the claim's bar (paper: an order of magnitude)
 big = max(timing)
 tb = timing[big]
 pure_in = pure_err[:, :, 1].mean(1)  # in-distribution relative L2 error per seed
@@ -1238,14 +1241,21 @@ rec.condition(
     statement="the pure neural solver works in distribution",
 )
 rec.condition(
+    "timed_basis_plateau",
+    max(train.plateau(c) for c in basis_curves(seeds[0])),
+    "<=",
+    FLAT,
+    unit="test-loss drop in the last fifth / whole drop, worse curve",
+    statement="the network that is timed (the first seed's) is trained to its plateau",
+)
+rec.condition(
     "timing_spread",
-    max(tb["spread_net"], tb["spread_best"]) / max(abs(tb["speedup"] - 1), 1e-12),
+    max(tb["spread_net"], tb["spread_best"]) / max(abs(tb["speedup"] - SPEEDUP_BAR), 1e-12),
     "<",
     1.0,
-    unit="max spread (IQR/median, CPU) / |ratio − 1|",
-    statement="the timing noise of the network and of its matched solver is below the "
-    f"effect, at {big} "
-    "nodes/patch",
+    unit="max spread (IQR/median, CPU) / |ratio − bar|",
+    statement="the timing noise of the network and of its matched solver is smaller than the distance "
+    f"of the speedup from the claim's bar, at {big} nodes/patch",
 )
 
 # %% tags=["hide-input"]
@@ -1329,8 +1339,8 @@ BASIS = ("basis_plateau",)
 CLAIMS = [  # id, measured (per seed, or once), op, target, unit, baseline, conditions
     ("learned_basis_accuracy", ratio_pred.tolist(), "<=", 1.5, "ratio", ex_mean, BASIS),
     ("hybrid_accuracy", ratio_hyb.tolist(), "<=", 1.1, "ratio", ex_mean, BASIS),
-    ("basis_speedup_vs_best", tb["speedup"], ">=", 10.0, "x (CPU-time medians)",
-     tb["t_best"], BASIS + ("timing_spread",)),
+    ("basis_speedup_vs_best", tb["speedup"], ">=", SPEEDUP_BAR, "x (CPU-time medians)",
+     tb["t_best"], ("timed_basis_plateau", "timing_spread")),
     ("ood_vs_pure_solver", [float(c) for c in ood_counts], ">=", 3, "shifts of 4",
      pure_in.tolist(), BASIS + ("pure_solver_fits",)),
     ("irregular_mesh", (irr["network"] / irr["exact"]).tolist(), "<=", 1.5,
