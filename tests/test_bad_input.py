@@ -1620,7 +1620,9 @@ def _finite_output(out: Any) -> bool:
     return True
 
 
-_HUGE_CASES = [(c, a) for c, a in _NUMERIC if c.name.startswith("icl_multiclass.")]
+_NAN_BY_DESIGN = {"icl_multiclass.examples_to_reach",  # nan: the target is never reached
+                  "icl_multiclass.accuracy_by_class"}  # nan: a class never queried
+_HUGE_CASES = [(c, a) for c, a in _NUMERIC if c.name.startswith("icl_multiclass.") and c.name not in _NAN_BY_DESIGN]
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
