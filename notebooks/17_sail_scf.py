@@ -534,7 +534,8 @@ for name, m in tqdm(eval_mols.items(), desc="PySCF runs"):
         P0 = guess_density(model, x)
         e_count_gap = max(e_count_gap, abs(np.trace(P0 @ S) - m.nelectron))
         runs[key] = ss.run_pyscf(mf, P0)
-        # the part of the guess that mixes occupied and virtual converged orbitals (what SCF must rotate away)
+        # the part of the guess that mixes occupied and virtual converged orbitals (what
+        # SCF must rotate away)
         ov_err[name][key] = float(np.linalg.norm(C_v.T @ S @ P0 @ S @ C_o) / np.linalg.norm(P_star))
         full_err[name][key] = float(np.linalg.norm(P0 - P_star) / np.linalg.norm(P_star))
         with torch.no_grad():
@@ -1022,7 +1023,8 @@ else:
 # the speedup it measures. At a seed where one fails the claim is left out; with none left it is *inconclusive*.
 
 # %% tags=["hide-input"]
-# the references, the per-seed helpers and the notes the claims carry (numbers beside each verdict)
+# the references, the per-seed helpers and the notes the claims carry (numbers beside
+# each verdict)
 
 
 def ok(group, k):
@@ -1156,9 +1158,10 @@ if p631 is not None:  # counted only where count_pbe.py --basis 6-31g has been r
     )
 
 # %%
-# Conditions, fixed before reading the claims: each model's training loss is flat at the end (train.plateau <= 0.05,
-# the book-wide rule), a SAIL model saves builds on held-out molecules like its training ones (in-distribution
-# ERIC < 1: the method works where it was trained), and a timing's spread is below its effect.
+# Conditions, fixed before reading the claims: each model's training loss is flat at the
+# end (train.plateau <= 0.05, the book-wide rule), a SAIL model saves builds on held-out
+# molecules like its training ones (in-distribution ERIC < 1: the method works where it
+# was trained), and a timing's spread is below its effect.
 rec.condition("models_converged", [max(train.plateau(curves[(*k, s)]) for k in KINDS) for s in seeds], "<=", 0.05,
               unit="plateau (last fifth), worst of the four models",
               statement="all four guess models of the seed are trained to a flat loss")
@@ -1166,13 +1169,17 @@ for head in ss.HEADS:
     rec.condition(f"{head}_sail_fits", [eric(test_names, (head, "sail", s)) for s in seeds], "<", 1.0,
                   unit="ERIC, held-out G2 molecules",
                   statement=f"the {head} SAIL model saves Fock builds in distribution")
+SPEEDUP_BAR = 1.2  # the claim's bar (the paper reports 1.35x)
 rec.condition("timing_above_noise",
-              [max(t_spread["minao"], t_spread[s]) / max(abs(v - 1), 1e-12) for s, v in zip(seeds, speedup)],
-              "<", 1.0, unit="largest spread (IQR/median) ÷ |speedup − 1|",
-              statement="the timing spread of MINAO and of the SAIL side is below the measured effect")
+              [max(t_spread["minao"], t_spread[s]) / max(abs(v - SPEEDUP_BAR), 1e-12)
+               for s, v in zip(seeds, speedup)],
+              "<", 1.0, unit="largest spread (IQR/median) ÷ |speedup − bar|",
+              statement="the timing spread of MINAO and of the SAIL side is smaller than "
+              "the speedup's distance from the claim's bar")
 H_SAIL = ("models_converged", "hamiltonian_sail_fits")
-# the PBE counts were made with the checkpoint's models (seeds p_seeds): their curves come from its manifest; the
-# in-distribution ERIC is this run's, so it applies only where this run's models are the checkpoint's
+# the PBE counts were made with the checkpoint's models (seeds p_seeds): their curves
+# come from its manifest; the in-distribution ERIC is this run's, so it applies only
+# where this run's models are the checkpoint's
 ck_hist = json.loads(checkpoints.fetch("17_sail_scf", "guesses.json").read_text())["history"]
 rec.condition("pbe_models_converged",
               [train.plateau(ck_hist[f"loss/hamiltonian/sail/{s}"]) for s in p_seeds], "<=", 0.05,
@@ -1267,7 +1274,7 @@ rec.claim(
     "Speedup (CPU time) of SAIL over MINAO on the largest molecules, model included",
     paper="1.35x (10x larger, B3LYP)",
     measured=speedup,
-    op=">=", target=1.2,
+    op=">=", target=SPEEDUP_BAR,
     unit="x (MINAO CPU time / SAIL CPU time)",
     baseline=t_minao / t_purified,
     note=notes["wall_time_speedup"],
