@@ -559,9 +559,10 @@ print(
 
 
 # %%
-# The principal cosines say the eigenspace is right; cos(W, UUᵀ) also asks that W be the projection itself, with
-# nothing off the subspace. How early the eigenspace appears: a fresh LT after 5 SGD steps of the same task stream
-# (the learning-rate schedule compressed to those 5 steps).
+# The principal cosines say the eigenspace is right; cos(W, UUᵀ) also asks that W be the
+# projection itself, with nothing off the subspace. How early the eigenspace appears: a
+# fresh LT after 5 SGD steps of the same task stream (the learning-rate schedule
+# compressed to those 5 steps).
 early_cos = {}
 for dd in dims:
     for s in seeds:
@@ -694,8 +695,9 @@ lt_d_ratio, wi_d_ratio, lda_d_ratio, pca_d_ratio, on_U_d_ratio = (
     d_ratio(m) for m in ("trained LT", "W = I", "plug-in LDA", "PCA + LDA", "LT, W on U only"))
 lt_vs_oracle, pca_vs_oracle, on_U_vs_oracle = (
     worst_over_oracle(m) for m in ("trained LT", "PCA + LDA", "LT, W on U only"))
-# intervals: bootstrap the prompts of every grid point (paired across models), 90 % intervals of the ratios; a
-# claim at most 1.5x holds only where the upper end of its interval is
+# intervals: bootstrap the prompts of every grid point (paired across models), 90 %
+# intervals of the ratios; a claim at most 1.5x holds only where the upper end of its
+# interval is
 boot = {key: icl.bootstrap_examples({m: correct_sh[key][m] for m in ("trained LT", "subspace oracle")},
                                     correct_sh[key]["Bayes"], per_label_grid, repro.rng(key[1], 15, key[0]),
                                     n_boot=n_boot) for key in correct_sh}
@@ -1005,7 +1007,8 @@ plotting.live_controls(play, alpha=(0.0, 4.0, 0.25), share=(0.2, 0.9, 0.05))
 # sees one training batch, far less than the LT; with more it would only get closer to the oracle.
 
 # %% tags=["hide-input"]
-# checks (asserted) and the notes the claims carry: numbers beside each verdict, for the reader
+# checks (asserted) and the notes the claims carry: numbers beside each verdict, for the
+# reader
 rec.check("stable_rank_exact", srank_err, 1e-9, op="<=", note="generated vs prescribed stable rank, all α")
 rec.check("reduction_matches_forward", red_err, 1e-6, op="<=", note="full LSA forward vs reduced form, float64")
 rec.check("label_priors_exact", prior_err, 0.0, op="==", note="context label shares vs prescribed priors")
@@ -1049,9 +1052,10 @@ notes = {
 }
 
 # %%
-# Conditions (fixed before reading the claims): every trained model's loss is flat at the end (the book-wide rule,
-# train.plateau <= 0.05), and the softmax transformer has learned the in-context task: on fresh isotropic tasks
-# (its training distribution) it captures at least half of the Bayes rule's accuracy above chance.
+# Conditions (fixed before reading the claims): every trained model's loss is flat at
+# the end (the book-wide rule, train.plateau <= 0.05), and the softmax transformer has
+# learned the in-context task: on fresh isotropic tasks (its training distribution) it
+# captures at least half of the Bayes rule's accuracy above chance.
 tf_skill = [(acc_bal["softmax TF"][i, 0] - 1 / C) / (acc_bal["Bayes"][i, 0] - 1 / C) for i in range(len(seeds))]
 rec.condition("lt_converged", lt_plateau, "<=", 0.05, unit="plateau (last fifth)",
               statement="the isotropic linear transformer's training loss is flat at the end")

