@@ -85,11 +85,12 @@ import pandas as pd
 import torch
 from IPython.display import Markdown, display
 
-from helpers import checkpoints, claims, nn, plotting, repro, train
+from helpers import checkpoints, claims, nn, plotting, repro, scripts, train
 from helpers import tree_rope as tr
 
 SLUG = "04_tree_rope"
-cfg = tr.checkpoint_config("arms")
+# the models of seeds seed, seed + 1, seed + 2 (seed 0: the committed config)
+cfg = scripts.with_seeds(tr.checkpoint_config("arms"), scripts.model_seeds(seed))
 if quick:  # tiny models trained live, one seed, the four claims' arms, evaluated to 16x
     cfg = copy.deepcopy(cfg)
     cfg.update(d_model=16, n_layer=1, n_head=2, steps=150, batch_size=16, seeds=[seed])
@@ -368,7 +369,8 @@ if not quick:
         ]
     )
     display(conv.round(4))
-    checkpoints.plot_history(man, keys=["TPE + OPT/0/loss", "RoPE/0/loss"])
+    s0 = cfg["seeds"][0]
+    checkpoints.plot_history(man, keys=[f"TPE + OPT/{s0}/loss", f"RoPE/{s0}/loss"])
     plt.show()
 else:
     fig, ax = plt.subplots(figsize=(6.4, 3.2))
@@ -498,7 +500,8 @@ display(
 
 # %%
 if not quick:
-    cfg_long = tr.checkpoint_config("arms_long")
+    cfg_long = tr.checkpoint_config("arms_long")  # one seed: the first model seed
+    cfg_long = scripts.with_seeds(cfg_long, scripts.model_seeds(seed, n=1))
     ck_long = checkpoints.load(SLUG, "arms_long", config=cfg_long)
     s_l = cfg_long["seeds"][0]
     rows_long = []

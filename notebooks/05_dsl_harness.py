@@ -103,7 +103,7 @@ from IPython.display import Markdown, display
 from scipy import stats
 from tqdm.auto import tqdm
 
-from helpers import checkpoints, claims, plotting, repro, train
+from helpers import checkpoints, claims, plotting, repro, scripts, train
 from helpers import dsl_harness as dsl
 
 if quick:
@@ -878,7 +878,9 @@ if quick:  # tiny models trained live: the pipeline runs, the numbers mean nothi
                     seed=s,
                 )
             agents[iface, s] = m
-else:
+else:  # the models of seeds seed, seed + 1, seed + 2 (seed 0: the committed config)
+    agent_cfg = scripts.with_seeds(agent_cfg, scripts.model_seeds(seed))
+    agent_seeds = agent_cfg["seeds"]
     ck = checkpoints.load("05_dsl_harness", "agents", config=agent_cfg)
     for iface in dsl.AGENT_INTERFACES:
         for s in agent_seeds:
@@ -1236,6 +1238,8 @@ if quick:  # tiny policies trained live: the pipeline runs, the numbers mean not
 
 # %%
 if not quick:  # the default run: the policies and curves of make_credit.py
+    credit_cfg = scripts.with_seeds(credit_cfg, scripts.model_seeds(seed))
+    credit_seeds = credit_cfg["seeds"]
     ck5 = checkpoints.load("05_dsl_harness", "credit", config=credit_cfg)
     hist5 = ck5.manifest["history"]
     for s in credit_seeds:

@@ -87,13 +87,14 @@ import pandas as pd
 import torch
 from IPython.display import Markdown, display
 
-from helpers import checkpoints, claims, plotting, repro, train
+from helpers import checkpoints, claims, plotting, repro, scripts, train
 from helpers import epistemic_independence as ei
 
 if quick:
     n_seeds, rl_steps, rl_batch, eval_n, n_pair = 1, 20, 16, 100, 200
 SEEDS = [seed + k for k in range(n_seeds)]
-cfg = ei.checkpoint_config("base")
+# the judges of seeds seed, seed + 1, seed + 2 (seed 0: the committed config)
+cfg = scripts.with_seeds(ei.checkpoint_config("base"), scripts.model_seeds(seed))
 
 # these judges are tiny: one thread is faster than two fighting for a core
 env = repro.setup(seed, threads=1)
@@ -215,16 +216,16 @@ else:
     fig, axs = plt.subplots(1, 2, figsize=(11, 3.4))
     checkpoints.plot_history(
         ckpt.manifest,
-        keys=["small/0/loss", "large/0/loss"],
+        keys=[f"small/{seed}/loss", f"large/{large_seed}/loss"],
         ax=axs[0],
         logy=True,
         title="pre-training loss",
     )
     checkpoints.plot_history(
         ckpt.manifest,
-        keys=[f"small/0/{k}" for k in ("none", "aligned", "adversarial")],
+        keys=[f"small/{seed}/{k}" for k in ("none", "aligned", "adversarial")],
         ax=axs[1],
-        title="small judge, seed 0: accuracy by cue",
+        title=f"small judge, seed {seed}: accuracy by cue",
     )
     plt.show()
 for m in [*bases.values(), large_base]:

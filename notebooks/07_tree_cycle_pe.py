@@ -123,7 +123,7 @@ from rdkit.Chem.Scaffolds import MurckoScaffold
 from sklearn.metrics import roc_auc_score
 from tqdm.auto import tqdm
 
-from helpers import checkpoints, claims, plotting, repro, train
+from helpers import checkpoints, claims, plotting, repro, scripts, train
 from helpers import tree_cycle_pe as tc
 
 if quick:
@@ -133,6 +133,8 @@ if quick:
 env = repro.setup(seed, threads=1)
 plotting.use_style()
 cfg = tc.checkpoint_config(quick=quick, seed=seed)
+if not quick:  # models of seeds seed, seed + 1, seed + 2 (0: the committed config)
+    cfg = scripts.with_seeds(cfg, scripts.model_seeds(seed))
 seeds = cfg["seeds"]
 n_synth = cfg["n_synth"]
 rec = claims.ClaimsRecord(

@@ -77,7 +77,7 @@ if "google.colab" in sys.modules and importlib.util.find_spec("helpers") is None
 # %% tags=["parameters"]
 quick = False
 seed = 0
-seeds = [0, 1, 2]  # everything trained or sampled is repeated per seed
+seeds = None  # None: [seed, seed + 1, seed + 2]; all training and sampling is per seed
 n_toy = 20_000  # samples per 2-D distribution
 flow_steps = 1500  # flow-matching steps on each fixed latent set (2-D, Lorenz)
 toy_K = [16, 64, 256]  # codebook sizes for the 2-D study
@@ -102,9 +102,11 @@ from sklearn.datasets import load_digits
 from sklearn.linear_model import LogisticRegression
 from tqdm.auto import tqdm
 
-from helpers import checkpoints, claims, plotting, repro, train
+from helpers import checkpoints, claims, plotting, repro, scripts, train
 from helpers import flow_vq as fv
 
+if seeds is None:
+    seeds = scripts.model_seeds(seed)
 if quick:
     seeds, n_toy, flow_steps, toy_K, tok_steps, refresh_every, vq_steps = (
         [seed],
@@ -135,7 +137,7 @@ params = dict(
     n_lorenz=n_lorenz,
 )
 rec = claims.ClaimsRecord("08_flow_vq", dict(quick=quick, seed=seed, **params))
-cfg = fv.checkpoint_config()
+cfg = scripts.with_seeds(fv.checkpoint_config(), scripts.model_seeds(seed))
 asked = dict(
     seeds=seeds,
     n_toy=n_toy,

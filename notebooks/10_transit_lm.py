@@ -84,11 +84,12 @@ import numpy as np
 import torch
 from IPython.display import Markdown, display
 
-from helpers import checkpoints, claims, plotting, repro, train
+from helpers import checkpoints, claims, plotting, repro, scripts, train
 from helpers import transit_lm as T
 
-cfg = T.checkpoint_config("models")
 seeds = [seed, seed + 1, seed + 2]
+# the checkpoint of these seeds (seed 0: the committed config)
+cfg = scripts.with_seeds(T.checkpoint_config("models"), seeds)
 if quick:
     n_test, n_div = 40, 8
     seeds = [seed]

@@ -81,7 +81,7 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from helpers import algorithmic_cores as ac
-from helpers import checkpoints, claims, nn, plotting, repro, train
+from helpers import checkpoints, claims, nn, plotting, repro, scripts, train
 
 if quick:
     markov_steps, markov_test, n_boot, sva_steps, n_prompts = 150, 300, 20, 150, 40
@@ -627,6 +627,7 @@ if quick:
         s: (logs[s]["step"], logs[s]["test_acc"], logs[s]["train_acc"]) for s in logs
     }
 else:
+    mod_cfg = scripts.with_seeds(mod_cfg, SEEDS)  # seed 0: the committed config
     ckpt = checkpoints.load(ac.CHECKPOINT_SLUG, "modadd", config=mod_cfg)
     man = ckpt.manifest
     analysis = man["extra"]["analysis"]
@@ -1032,6 +1033,7 @@ if quick:
     )
     runs = [grok_run(*r) for r in tqdm(grid, desc="grokking-time runs")]
 else:
+    gt_cfg = scripts.with_seeds(gt_cfg, SEEDS)  # seed 0: the committed config
     gt = checkpoints.load(ac.CHECKPOINT_SLUG, "groktime", config=gt_cfg)
     runs = gt.manifest["extra"]["runs"]
     # re-train the cheapest run of this seed that generalised: it must reproduce the
