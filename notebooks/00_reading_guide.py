@@ -280,10 +280,13 @@ plotting.live_controls(predict, digits="31415926"[:seq_len])
 
 # %%
 plateau = {pos: [train.plateau(h.loss) for _, h, _ in runs[pos]] for pos in runs}
-rec.condition("rope_converged", plateau["rope"], "<=", 0.05, unit="relative loss drop, last fifth",
+rec.condition("rope_converged", plateau["rope"], "<=", 0.05,
+              unit="relative loss drop, last fifth",
               statement="the RoPE model's training loss is flat at the end")
-rec.condition("none_converged", plateau["none"], "<=", 0.05, unit="relative loss drop, last fifth",
-              statement="the model without positional encoding is trained to its plateau too")
+rec.condition("none_converged", plateau["none"], "<=", 0.05,
+              unit="relative loss drop, last fifth",
+              statement="the model without positional encoding is trained to its "
+              "plateau too")
 rec.claim(
     "rope_learns_reversal",
     "With RoPE, the 2-layer transformer reverses the sequence almost perfectly",

@@ -646,7 +646,8 @@ if quick:
     wl_cfg.update(N=10, d=5, n_train=200, n_test=200, steps=80, seeds=[seed])
     wl_ck = None
 else:
-    wl_cfg = scripts.with_seeds(wl_cfg, seeds)  # seed 0: the committed config; other seeds: `make data SEEDS=...`
+    # seed 0: the committed config; other seeds: `make data SEEDS=...`
+    wl_cfg = scripts.with_seeds(wl_cfg, seeds)
     wl_ck = checkpoints.load(dfs.CHECKPOINT_SLUG, "width_limited", config=wl_cfg)
     wl_cfg["seeds"] = checkpoints.require_seeds(wl_ck, seeds)  # clear error if absent
 wl_res, wl_models, wl_loss = {}, {}, {}
@@ -1078,17 +1079,20 @@ rec.claim(
 flat, fits = "<=", ">="
 for data in ("curated", "naive"):
     rec.condition(f"gf_{data}_converged",
-                  [train.plateau(gf_hist[data, s_]["loss"]) for s_ in seeds], flat, 0.05,
+                  [train.plateau(gf_hist[data, s_]["loss"]) for s_ in seeds],
+                  flat, 0.05,
                   statement=f"gradient flow on {data} data: loss flat at the end",
                   unit="share of the loss drop in the last fifth")
     rec.condition(f"gf_{data}_fits",
                   [train.tail_mean(gf_hist[data, s_]["train/all"]) for s_ in seeds],
-                  fits, 0.95, statement=f"gradient flow on {data} data fits its training "
-                  "states", unit="training next-move accuracy")
+                  fits, 0.95,
+                  statement=f"gradient flow on {data} data fits its training states",
+                  unit="training next-move accuracy")
 for kind in wl_cfg["models"]:
     rec.condition(f"wl_{kind}_converged",
                   [train.plateau(wl_loss[kind, s_]) for s_ in wl_cfg["seeds"]], flat,
-                  0.05, statement=f"width-limited {kind}-layer model: loss flat at the end",
+                  0.05,
+                  statement=f"width-limited {kind}-layer model: loss flat at the end",
                   unit="share of the loss drop in the last fifth")
 
 # %%
@@ -1098,14 +1102,15 @@ rec.claim(
     "gradient_flow_learns_curated",
     "Gradient flow on the two-layer architecture, with curated data, learns DFS that "
     "generalises to unseen (larger) graphs",
-    paper="two-layer transformers provably learn DFS via gradient flow with curated data",
+    paper="two-layer transformers provably learn DFS via gradient flow with "
+    "curated data",
     measured=gf_acc["curated"], op=">=", target=0.95,
     unit=f"next-move accuracy, unseen {gf_V}-node graphs",
     given=("gf_curated_converged", "gf_curated_fits"),
-    note=f"{gf_steps} full-batch GD steps (lr {gf_lr}) from W = 0 on {gf_states} states "
-    f"of {gf_range[0]}–{gf_range[1]}-node graphs; final cos(W1, I) {cos['W1']}, "
-    f"cos(W2, I) {cos['W2']}; reconstructed architecture (one-hot embeddings, exact "
-    "parent head given)",
+    note=f"{gf_steps} full-batch GD steps (lr {gf_lr}) from W = 0 on "
+    f"{gf_states} states of {gf_range[0]}–{gf_range[1]}-node graphs; "
+    f"final cos(W1, I) {cos['W1']}, cos(W2, I) {cos['W2']}; reconstructed "
+    "architecture (one-hot embeddings, exact parent head given)",
 )
 naive_last = {k: [round(gf_hist["naive", s_][k][-1], 3) for s_ in seeds]
               for k in ("test/backtrack", "test/child", "train/all")}
@@ -1121,7 +1126,8 @@ rec.claim(
     f"{naive_last['test/child']}; naive training accuracy {naive_last['train/all']}",
 )
 wl_acc = {(k, part): [round(wl_res[k, s_][split][part], 3) for s_ in wl_cfg["seeds"]]
-          for k in ("two", "one") for split, part in (("train", "all"), ("test", "child"))}
+          for k in ("two", "one")
+          for split, part in (("train", "all"), ("test", "child"))}
 rec.claim(
     "trained_two_vs_one",
     "Trained at equal size and width d = N/2, two layers beat one layer",

@@ -566,17 +566,24 @@ print(
 early_cos = {}
 for dd in dims:
     for s in seeds:
-        stream5 = icl.task_stream(s, sh_cfg["train_stream"] * 1000 + dd, sh_cfg["batch"], sh_cfg["per_label"] * C_sh,
-                                  dd, C_sh, sigma_sh, R2_sh, U=U_sh[dd, s])
+        stream5 = icl.task_stream(s, sh_cfg["train_stream"] * 1000 + dd,
+                                  sh_cfg["batch"], sh_cfg["per_label"] * C_sh, dd, C_sh,
+                                  sigma_sh, R2_sh, U=U_sh[dd, s])
         with repro.seeded(s):
             lt5 = icl.LinearICL(dd)
-            icl.train_icl(lt5, stream5, 5, optimizer="sgd", lr=sh_cfg["lr"], seed=s, progress=False)
-        early_cos[dd, s] = float(icl.subspace_alignment(lt5.W.detach(), U_sh[dd, s]).min())
-cos_W_UU = [min(icl.matrix_cosine(W_sh[dd, s], UUt(dd, s)) for dd in dims) for s in seeds]
-cos_pca_UU = [min(icl.matrix_cosine(U_pca[dd, s] @ U_pca[dd, s].T, UUt(dd, s)) for dd in dims) for s in seeds]
+            icl.train_icl(lt5, stream5, 5, optimizer="sgd", lr=sh_cfg["lr"], seed=s,
+                          progress=False)
+        early_cos[dd, s] = float(
+            icl.subspace_alignment(lt5.W.detach(), U_sh[dd, s]).min())
+cos_W_UU = [min(icl.matrix_cosine(W_sh[dd, s], UUt(dd, s)) for dd in dims)
+            for s in seeds]
+cos_pca_UU = [min(icl.matrix_cosine(U_pca[dd, s] @ U_pca[dd, s].T, UUt(dd, s))
+                  for dd in dims) for s in seeds]
 min_cos_5 = [min(early_cos[dd, s] for dd in dims) for s in seeds]
-print(f"cos(W, UU^T), worst d per seed: {np.round(cos_W_UU, 3)} (PCA {np.round(cos_pca_UU, 3)}); min principal "
-      f"cosine after 5 SGD steps: {np.round(min_cos_5, 3)}, after training: {np.round(min_cos, 4)}")
+print(f"cos(W, UU^T), worst d per seed: {np.round(cos_W_UU, 3)} "
+      f"(PCA {np.round(cos_pca_UU, 3)}); min principal "
+      f"cosine after 5 SGD steps: {np.round(min_cos_5, 3)}, "
+      f"after training: {np.round(min_cos, 4)}")
 
 
 # %%
@@ -593,8 +600,9 @@ names = (
 
 @torch.no_grad()
 def shared_curves(dd, s, chunk=1000):
-    """Accuracy against examples per label on tasks in the shared subspace (d = dd), and each prompt's 0/1 score
-    (for the bootstrap); prompts are drawn in chunks so that d = 256 stays small in memory."""
+    """Accuracy against examples per label on tasks in the shared subspace (d = dd),
+    and each prompt's 0/1 score (for the bootstrap); prompts are drawn in chunks so
+    that d = 256 stays small in memory."""
     U_ = U_sh[dd, s]
     P = torch.tensor(UUt(dd, s), dtype=torch.float32)
     W_on_U = P @ W_sh[dd, s].float() @ P  # diagnostic: W without its off-subspace part
@@ -603,8 +611,8 @@ def shared_curves(dd, s, chunk=1000):
         hits = {m: [] for m in names}
         for c in range(0, n_curve, chunk):
             key = (s, 12, dd, n_) if c == 0 else (s, 12, dd, n_, c)
-            p_ = icl.sample_prompts(min(chunk, n_curve - c), n_ * C_sh, dd, C_sh, sigma_sh, R2_sh, repro.rng(*key),
-                                    U=U_)
+            p_ = icl.sample_prompts(min(chunk, n_curve - c), n_ * C_sh, dd, C_sh,
+                                    sigma_sh, R2_sh, repro.rng(*key), U=U_)
             X, Y, xq = p_["X"], p_["Y"], p_["xq"]
             sc = {
                 "trained LT": icl.reduced_scores(X, Y, xq, W_sh[dd, s].float(), C_sh),
@@ -687,45 +695,49 @@ def d_ratio(m):
 
 def worst_over_oracle(m):
     """Per seed: examples per label of m over the subspace oracle's, worst d."""
-    return [max(ratio_or_bound(need_sh[m, dd, s], need_sh["subspace oracle", dd, s]) for dd in dims)
-            for s in seeds]
+    return [max(ratio_or_bound(need_sh[m, dd, s], need_sh["subspace oracle", dd, s])
+                for dd in dims) for s in seeds]
 
 
-lt_d_ratio, wi_d_ratio, lda_d_ratio, pca_d_ratio, on_U_d_ratio = (
-    d_ratio(m) for m in ("trained LT", "W = I", "plug-in LDA", "PCA + LDA", "LT, W on U only"))
+lt_d_ratio, wi_d_ratio, lda_d_ratio, pca_d_ratio, on_U_d_ratio = (d_ratio(m) for m in (
+    "trained LT", "W = I", "plug-in LDA", "PCA + LDA", "LT, W on U only"))
 lt_vs_oracle, pca_vs_oracle, on_U_vs_oracle = (
     worst_over_oracle(m) for m in ("trained LT", "PCA + LDA", "LT, W on U only"))
 # intervals: bootstrap the prompts of every grid point (paired across models), 90 %
 # intervals of the ratios; a claim at most 1.5x holds only where the upper end of its
-# interval is
-boot = {key: icl.bootstrap_examples({m: correct_sh[key][m] for m in ("trained LT", "subspace oracle")},
-                                    correct_sh[key]["Bayes"], per_label_grid, repro.rng(key[1], 15, key[0]),
-                                    n_boot=n_boot) for key in correct_sh}
-_end = lambda a: np.where(np.isnan(a), per_label_grid[-1], a)  # never reached: the grid's end, as ratio_or_bound
+# interval is (_end: a bar never reached counts the grid's end, as in ratio_or_bound)
+boot = {key: icl.bootstrap_examples(
+            {m: correct_sh[key][m] for m in ("trained LT", "subspace oracle")},
+            correct_sh[key]["Bayes"], per_label_grid, repro.rng(key[1], 15, key[0]),
+            n_boot=n_boot) for key in correct_sh}
+_end = lambda a: np.where(np.isnan(a), per_label_grid[-1], a)
 ci = lambda r: np.percentile(r, [5, 95])
-lt_d_ci = [ci(_end(boot[d_hi, s]["trained LT"]) / _end(boot[d_lo, s]["trained LT"])) for s in seeds]
-lt_oracle_ci = [{dd: ci(_end(boot[dd, s]["trained LT"]) / _end(boot[dd, s]["subspace oracle"])) for dd in dims}
+lt_d_ci = [ci(_end(boot[d_hi, s]["trained LT"]) / _end(boot[d_lo, s]["trained LT"]))
+           for s in seeds]
+lt_oracle_ci = [{dd: ci(_end(boot[dd, s]["trained LT"])
+                        / _end(boot[dd, s]["subspace oracle"])) for dd in dims}
                 for s in seeds]
 lt_d_hi = [float(c[1]) for c in lt_d_ci]
 lt_oracle_hi = [max(float(c[1]) for c in cs.values()) for cs in lt_oracle_ci]
-print(f"90 % intervals, trained LT: d = {d_hi} over d = {d_lo} " + ", ".join(f"[{a:.2f}, {b:.2f}]" for a, b in lt_d_ci)
-      + "; over the subspace oracle, worst d (upper end) " + ", ".join(f"{v:.2f}" for v in lt_oracle_hi))
+print(f"90 % intervals, trained LT: d = {d_hi} over d = {d_lo} "
+      + ", ".join(f"[{a:.2f}, {b:.2f}]" for a, b in lt_d_ci) + "; over the subspace "
+      "oracle, worst d (upper end) " + ", ".join(f"{v:.2f}" for v in lt_oracle_hi))
 print(f"examples per label, d = {d_hi} over d = {d_lo}:")
 print(f"  trained LT {np.round(lt_d_ratio, 2)}, W = I {np.round(wi_d_ratio, 2)},")
-print(f"  plug-in LDA {np.round(lda_d_ratio, 2)}  (W = I, LDA: lower bounds if never reached)")
+print(f"  plug-in LDA {np.round(lda_d_ratio, 2)}  (W = I, LDA: lower bounds if "
+      "never reached)")
 print(f"  PCA + LDA {np.round(pca_d_ratio, 2)}")
-print(f"over the subspace oracle, worst d per seed: trained LT {np.round(lt_vs_oracle, 2)}")
+print("over the subspace oracle, worst d per seed: trained LT "
+      f"{np.round(lt_vs_oracle, 2)}")
 print(f"  PCA + LDA {np.round(pca_vs_oracle, 2)}")
 print("diagnostic, the trained W restricted to U:")
 print(f"  d = {d_hi} over d = {d_lo}: {np.round(on_U_d_ratio, 2)}")
 print(f"  over the subspace oracle, worst d: {np.round(on_U_vs_oracle, 2)}")
 bar_ok = [x <= 1.5 for x in lt_d_ratio + lt_vs_oracle]
 diag_ok = [x <= 1.5 for x in on_U_d_ratio + on_U_vs_oracle]
-print(
-    f"Ratios within 1.5x (both ratios, every seed): trained W {sum(bar_ok)} of "
-    f"{len(bar_ok)}, restricted to U {sum(diag_ok)} of {len(diag_ok)}. "
-    f"Mean cos(W, UU^T) at d = {d_hi}: {cos_UU[d_hi]:.3f}."
-)
+print(f"Ratios within 1.5x (both ratios, every seed): trained W {sum(bar_ok)} of "
+      f"{len(bar_ok)}, restricted to U {sum(diag_ok)} of {len(diag_ok)}. "
+      f"Mean cos(W, UU^T) at d = {d_hi}: {cos_UU[d_hi]:.3f}.")
 
 # %% [markdown]
 # How to read the two lines above: where the trained W misses the 1.5× bar but the same W restricted to `U` meets <!-- paper -->
@@ -1009,46 +1021,63 @@ plotting.live_controls(play, alpha=(0.0, 4.0, 0.25), share=(0.2, 0.9, 0.05))
 # %% tags=["hide-input"]
 # checks (asserted) and the notes the claims carry: numbers beside each verdict, for the
 # reader
-rec.check("stable_rank_exact", srank_err, 1e-9, op="<=", note="generated vs prescribed stable rank, all α")
-rec.check("reduction_matches_forward", red_err, 1e-6, op="<=", note="full LSA forward vs reduced form, float64")
-rec.check("label_priors_exact", prior_err, 0.0, op="==", note="context label shares vs prescribed priors")
+rec.check("stable_rank_exact", srank_err, 1e-9, op="<=",
+          note="generated vs prescribed stable rank, all α")
+rec.check("reduction_matches_forward", red_err, 1e-6, op="<=",
+          note="full LSA forward vs reduced form, float64")
+rec.check("label_priors_exact", prior_err, 0.0, op="==",
+          note="context label shares vs prescribed priors")
 rec.check("trained_weights_structure", min(cos_I), 0.9, op=">=",
-          note="cosine between the trained W (isotropic tasks) and the identity, worst seed")
+          note="cosine between the trained W (isotropic tasks) and the identity, "
+          "worst seed")
 r3 = lambda v: np.round(v, 3).tolist()
 r2_ = lambda v: np.round(v, 2).tolist()
 shrink = gap["trained LT"][:, -1] - gap["trained LT"][:, 0]
-need_per_C = {C_: round(float(np.mean([need_C["trained LT", C_, s] for s in seeds])), 2) for C_ in class_grid}
+need_per_C = {C_: round(float(np.mean([need_C["trained LT", C_, s] for s in seeds])), 2)
+              for C_ in class_grid}
 notes = {
-    "accuracy_increases_with_stable_rank": "baseline: the Bayes rule's own ρ; it falls with stable rank too, so "
-    "this trend is a property of the data; see isotropy_helps_lt_beyond_the_data for the transformer's part",
-    "isotropy_helps_lt_beyond_the_data": "LT − LDA accuracy from high to low stable rank (mean of seeds): "
-    f"{r3(gap_lda.mean(0))}",
+    "accuracy_increases_with_stable_rank": "baseline: the Bayes rule's own ρ; it falls "
+    "with stable rank too, so this trend is a property of the data; see "
+    "isotropy_helps_lt_beyond_the_data for the transformer's part",
+    "isotropy_helps_lt_beyond_the_data": "LT − LDA accuracy from high to low stable "
+    f"rank (mean of seeds): {r3(gap_lda.mean(0))}",
     "majority_easier": "baseline: the Bayes rule told the prior",
-    "imbalance_gap_shrinks": f"LT gaps from high to low stable rank (mean of seeds) {r3(gap['trained LT'].mean(0))}; "
-    "baseline: the Bayes rule's own difference",
-    "margin_predicts_accuracy": f"baseline: the strongest other predictor of the LT's per-class accuracy "
-    f"({best_alt}); others (mean of seeds): " + ", ".join(f"{k_} {np.mean(v):.3f}" for k_, v in alt_rho.items())
-    + f"; minority classes only: margin {r3(minority_rho)}, Bayes accuracy {r3(minority_rho_bayes_acc)}; the "
-    f"margins against the Bayes rule's accuracy {r3(margin_rho_bayes)}",
-    "learns_shared_subspace": f"baseline: PCA of the pooled features of {n_pca} tasks (one training batch; the LT "
-    f"saw {sh_cfg['steps']} batches), cos(P_PCA, UUᵀ). cos(W, UUᵀ) at d = "
-    + ", ".join(f"{dd}: {cos_UU[dd]:.3f}" for dd in dims) + " (mean of seeds). The eigenspace alone (min principal "
-    f"cosine of W's top-{k_sub} eigenvectors with U, worst d) is {r3(min_cos)} after training and already "
-    f"{r3(min_cos_5)} after 5 SGD steps (the expected gradient at W = 0 is ∝ UUᵀ), so it is not what the claim "
-    "tests; cos(W, UUᵀ) also counts what W holds off the subspace",
-    "complexity_independent_of_d": f"point estimates {r2_(lt_d_ratio)}, 90 % intervals (bootstrap over prompts, "
-    f"{n_boot} rounds) " + ", ".join(f"[{a:.2f}, {b:.2f}]" for a, b in lt_d_ci) + "; "
+    "imbalance_gap_shrinks": "LT gaps from high to low stable rank (mean of seeds) "
+    f"{r3(gap['trained LT'].mean(0))}; baseline: the Bayes rule's own difference",
+    "margin_predicts_accuracy": "baseline: the strongest other predictor of the LT's "
+    f"per-class accuracy ({best_alt}); others (mean of seeds): "
+    + ", ".join(f"{k_} {np.mean(v):.3f}" for k_, v in alt_rho.items())
+    + f"; minority classes only: margin {r3(minority_rho)}, Bayes accuracy "
+    f"{r3(minority_rho_bayes_acc)}; the margins against the Bayes rule's accuracy "
+    f"{r3(margin_rho_bayes)}",
+    "learns_shared_subspace": f"baseline: PCA of the pooled features of {n_pca} tasks "
+    f"(one training batch; the LT saw {sh_cfg['steps']} batches), cos(P_PCA, UUᵀ). "
+    "cos(W, UUᵀ) at d = "
+    + ", ".join(f"{dd}: {cos_UU[dd]:.3f}" for dd in dims)
+    + " (mean of seeds). The eigenspace alone (min principal cosine of W's "
+    f"top-{k_sub} eigenvectors with U, worst d) is {r3(min_cos)} after training and "
+    f"already {r3(min_cos_5)} after 5 SGD steps (the expected gradient at W = 0 is "
+    "∝ UUᵀ), so it is not what the claim tests; cos(W, UUᵀ) also counts what W holds "
+    "off the subspace",
+    "complexity_independent_of_d": f"point estimates {r2_(lt_d_ratio)}, 90 % intervals "
+    f"(bootstrap over prompts, {n_boot} rounds) "
+    + ", ".join(f"[{a:.2f}, {b:.2f}]" for a, b in lt_d_ci) + "; "
     f"baseline: PCA + LDA (subspace from {n_pca} tasks' features, then plug-in "
-    f"LDA); context-only learners, lower bounds where they never reach the bar: W = I {r2_(wi_d_ratio)}, plug-in "
-    f"LDA {r2_(lda_d_ratio)}; diagnostic, W restricted to U: {r2_(on_U_d_ratio)}; the residue off U is "
-    f"unstructured noise (log-log slope vs d² − k² {r2_(res_slope)})",
-    "per_label_vs_subspace_oracle": f"point estimates {r2_(lt_vs_oracle)}; baseline: PCA + LDA ÷ the oracle "
-    f"(point estimates); diagnostic, W restricted to U: {r2_(on_U_vs_oracle)}",
-    "per_label_vs_lda": f"R² = {R2_small}; examples per label for 90 % of Bayes, LT per C: {need_per_C}",
-    "softmax_transformer_agrees": f"softmax TF accuracy (mean of seeds) {r3(acc_bal['softmax TF'].mean(0))}, "
-    f"majority gap {r3(gap['softmax TF'][:, 0])}; no pretrained LLM offline",
-    "softmax_majority_easier": "baseline: the Bayes rule told the prior; the bar is majority_easier's 0.05 (a bar "
-    "of 0, used before, is one the Bayes rule clears too)",
+    "LDA); context-only learners, lower bounds where they never reach the bar: "
+    f"W = I {r2_(wi_d_ratio)}, plug-in LDA {r2_(lda_d_ratio)}; diagnostic, W "
+    f"restricted to U: {r2_(on_U_d_ratio)}; the residue off U is unstructured noise "
+    f"(log-log slope vs d² − k² {r2_(res_slope)})",
+    "per_label_vs_subspace_oracle": f"point estimates {r2_(lt_vs_oracle)}; baseline: "
+    "PCA + LDA ÷ the oracle (point estimates); diagnostic, W restricted to U: "
+    f"{r2_(on_U_vs_oracle)}",
+    "per_label_vs_lda": f"R² = {R2_small}; examples per label for 90 % of Bayes, LT "
+    f"per C: {need_per_C}",
+    "softmax_transformer_agrees": "softmax TF accuracy (mean of seeds) "
+    f"{r3(acc_bal['softmax TF'].mean(0))}, majority gap {r3(gap['softmax TF'][:, 0])}; "
+    "no pretrained LLM offline",
+    "softmax_majority_easier": "baseline: the Bayes rule told the prior; the bar is "
+    "majority_easier's 0.05 (a bar of 0, used before, is one the Bayes rule clears "
+    "too)",
 }
 
 # %%
@@ -1056,59 +1085,77 @@ notes = {
 # the end (the book-wide rule, train.plateau <= 0.05), and the softmax transformer has
 # learned the in-context task: on fresh isotropic tasks (its training distribution) it
 # captures at least half of the Bayes rule's accuracy above chance.
-tf_skill = [(acc_bal["softmax TF"][i, 0] - 1 / C) / (acc_bal["Bayes"][i, 0] - 1 / C) for i in range(len(seeds))]
+tf_skill = [(acc_bal["softmax TF"][i, 0] - 1 / C) / (acc_bal["Bayes"][i, 0] - 1 / C)
+            for i in range(len(seeds))]
 rec.condition("lt_converged", lt_plateau, "<=", 0.05, unit="plateau (last fifth)",
-              statement="the isotropic linear transformer's training loss is flat at the end")
+              statement="the isotropic linear transformer's training loss is flat at "
+              "the end")
 rec.condition("tf_converged", tf_plateau, "<=", 0.05, unit="plateau (last fifth)",
               statement="the softmax transformer's training loss is flat at the end")
-rec.condition("tf_learned_task", tf_skill, ">=", 0.5, unit="(acc − chance) ÷ (Bayes − chance), α = 0",
-              statement="the softmax transformer solves its own training tasks: at least half of the Bayes "
-              "rule's accuracy above chance")
-rec.condition("shared_converged", [max(sh_plateau[dd, s] for dd in dims) for s in seeds], "<=", 0.05,
+rec.condition("tf_learned_task", tf_skill, ">=", 0.5,
+              unit="(acc − chance) ÷ (Bayes − chance), α = 0",
+              statement="the softmax transformer solves its own training tasks: at "
+              "least half of the Bayes rule's accuracy above chance")
+rec.condition("shared_converged",
+              [max(sh_plateau[dd, s] for dd in dims) for s in seeds], "<=", 0.05,
               unit="plateau (last fifth), worst d",
-              statement="every shared-subspace linear transformer's training loss is flat at the end")
-LT, TF, SH = ("lt_converged",), ("tf_converged", "tf_learned_task"), ("shared_converged",)
+              statement="every shared-subspace linear transformer's training loss is "
+              "flat at the end")
+LT, TF, SH = (("lt_converged",), ("tf_converged", "tf_learned_task"),
+              ("shared_converged",))
 
 # %%
 # id, statement, paper, measured (per seed), op, target, unit, baseline, conditions
 CLAIMS = [
-    ("accuracy_increases_with_stable_rank", "Isotropic class centers (high stable rank) improve ICL",
-     "accuracy increases with stable rank", rho_lt, ">=", 0.9, "Spearman ρ (stable rank, LT accuracy)",
-     rho_bayes, LT),
-    ("isotropy_helps_lt_beyond_the_data", "The LT's shortfall against plug-in LDA grows as the stable rank falls",
-     "stable rank improves ICL (margin ‖μ_y‖² − μ_cᵀμ_y, no bias terms)", rho_gap, ">=", 0.9,
-     "Spearman ρ (stable rank, LT − LDA accuracy)", None, LT),
-    ("majority_easier", "Under context imbalance, majority-class queries are easier than minority ones",
+    ("accuracy_increases_with_stable_rank",
+     "Isotropic class centers (high stable rank) improve ICL",
+     "accuracy increases with stable rank", rho_lt, ">=", 0.9,
+     "Spearman ρ (stable rank, LT accuracy)", rho_bayes, LT),
+    ("isotropy_helps_lt_beyond_the_data",
+     "The LT's shortfall against plug-in LDA grows as the stable rank falls",
+     "stable rank improves ICL (margin ‖μ_y‖² − μ_cᵀμ_y, no bias terms)", rho_gap,
+     ">=", 0.9, "Spearman ρ (stable rank, LT − LDA accuracy)", None, LT),
+    ("majority_easier",
+     "Under context imbalance, majority-class queries are easier than minority ones",
      "minority classes more error-prone", gap["trained LT"][:, 0], ">=", 0.05,
      "majority − minority accuracy (isotropic)", gap["Bayes"][:, 0], LT),
-    ("imbalance_gap_shrinks", "Robustness to imbalance improves with stable rank", "gap smaller at high stable rank",
-     shrink, ">", 0.0, "gap(lowest srank) − gap(highest srank)", gap["Bayes"][:, -1] - gap["Bayes"][:, 0], LT),
-    ("margin_predicts_accuracy", "The predicted margin π_y‖μ_y‖² − π_c μ_cᵀμ_y ranks per-class accuracy",
-     "majority classes easier, minority error-prone, via the margin", margin_rho, ">=", 0.7,
-     "Spearman ρ over (task, class)", alt_rho[best_alt], LT),
-    ("learns_shared_subspace", "Trained on tasks in a shared k-dim subspace, the LT's W aligns with UUᵀ",
-     "W → UUᵀ (meta-learning)", cos_W_UU, ">=", 0.9, "cos(W, UUᵀ), worst d", cos_pca_UU, SH),
-    ("complexity_independent_of_d", "After meta-training, the examples needed per label do not grow with d",
+    ("imbalance_gap_shrinks", "Robustness to imbalance improves with stable rank",
+     "gap smaller at high stable rank", shrink, ">", 0.0,
+     "gap(lowest srank) − gap(highest srank)",
+     gap["Bayes"][:, -1] - gap["Bayes"][:, 0], LT),
+    ("margin_predicts_accuracy", "The predicted margin π_y‖μ_y‖² − π_c μ_cᵀμ_y ranks "
+     "per-class accuracy", "majority classes easier, minority error-prone, via the "
+     "margin", margin_rho, ">=", 0.7, "Spearman ρ over (task, class)",
+     alt_rho[best_alt], LT),
+    ("learns_shared_subspace", "Trained on tasks in a shared k-dim subspace, the LT's "
+     "W aligns with UUᵀ", "W → UUᵀ (meta-learning)", cos_W_UU, ">=", 0.9,
+     "cos(W, UUᵀ), worst d", cos_pca_UU, SH),
+    ("complexity_independent_of_d",
+     "After meta-training, the examples needed per label do not grow with d",
      "Õ(k/R⁴) examples, independent of d", lt_d_hi, "<=", 1.5,
-     f"examples per label for 90 % of Bayes, d = {d_hi} ÷ d = {d_lo}, upper end of the 90 % interval",
-     pca_d_ratio, SH),
+     f"examples per label for 90 % of Bayes, d = {d_hi} ÷ d = {d_lo}, upper end of "
+     "the 90 % interval", pca_d_ratio, SH),
     ("per_label_vs_subspace_oracle",
-     "The meta-trained LT needs about as many examples per label as a learner told the subspace",
-     "near-optimal per-label sample complexity", lt_oracle_hi, "<=", 1.5,
-     "examples per label, LT ÷ subspace-oracle LDA, worst d, upper end of the 90 % interval", pca_vs_oracle, SH),
-    ("per_label_vs_lda", "On isotropic tasks the LT needs about as many examples per label as plug-in LDA, at every C",
+     "The meta-trained LT needs about as many examples per label as a learner told the "
+     "subspace", "near-optimal per-label sample complexity", lt_oracle_hi, "<=", 1.5,
+     "examples per label, LT ÷ subspace-oracle LDA, worst d, upper end of the 90 % "
+     "interval", pca_vs_oracle, SH),
+    ("per_label_vs_lda", "On isotropic tasks the LT needs about as many examples per "
+     "label as plug-in LDA, at every C",
      "near-optimal per-label sample complexity beyond binary", lt_vs_lda, "<=", 1.5,
      f"examples per label, LT ÷ plug-in LDA, worst C in {class_grid}", None, LT),
-    ("softmax_transformer_agrees", "A softmax transformer trained from scratch shows the same stable-rank trend",
+    ("softmax_transformer_agrees",
+     "A softmax transformer trained from scratch shows the same stable-rank trend",
      "consistent with trained transformers and LLMs", rho_tf, ">=", 0.9,
      "Spearman ρ (stable rank, softmax TF accuracy)", rho_bayes, TF),
     ("softmax_majority_easier",
-     "In the softmax transformer too, majority-class queries are easier than minority ones",
-     "consistent with trained transformers and LLMs", gap["softmax TF"][:, 0], ">=", 0.05,
+     "In the softmax transformer too, majority-class queries are easier than "
+     "minority ones", "consistent with trained transformers and LLMs",
+     gap["softmax TF"][:, 0], ">=", 0.05,
      "majority − minority accuracy (isotropic, softmax TF)", gap["Bayes"][:, 0], TF),
 ]
 for cid, statement, paper, measured, op, target, unit, baseline, given in CLAIMS:
-    rec.claim(cid, statement, paper=paper, measured=measured, op=op, target=target, unit=unit,
-              baseline=baseline, note=notes[cid], given=given)
+    rec.claim(cid, statement, paper=paper, measured=measured, op=op, target=target,
+              unit=unit, baseline=baseline, note=notes[cid], given=given)
 rec.save()
 print(f"notebook time {time.time() - t_start:.0f} s")
