@@ -342,24 +342,30 @@ seen_ids = {ev.CLASS_NAMES.index(c) for c in ev.SEEN}
 
 
 def sweep_rows(s, name):
-    """One seed and target: accuracy, patch AUROC (all, seen / unseen classes) and pointing game of θ_T + λτ for
-    every λ, and the gradient × input and |gradient| maps of θ_T."""
+    """One seed and target: accuracy, patch AUROC (all, seen / unseen classes) and
+    pointing game of θ_T + λτ for every λ, and the gradient × input and |gradient|
+    maps of θ_T."""
     te_, base, rows = test[name], states[f"s{s}/T/{ev.key(name)}"], []
     seen = torch.tensor([te_.classes[y] in seen_ids for y in te_.labels.tolist()])
     for lm in lams:
         acc, maps = ev.evaluate(model_from(ev.add_vector(base, tau[s], lm)), te_)
-        row = dict(seed=s, target=name, map=f"λ={lm}", lam=lm, acc=acc, auroc=ev.patch_auroc(maps, te_.mask),
+        row = dict(seed=s, target=name, map=f"λ={lm}", lam=lm, acc=acc,
+                   auroc=ev.patch_auroc(maps, te_.mask),
                    pointing=ev.pointing_game(maps, te_.mask))
         for part, sel in (("seen", seen), ("unseen", ~seen)):
             ok = sel & (te_.mask > 0.25).any(1)
-            row[f"auroc {part}"] = ev.patch_auroc(maps[ok], te_.mask[ok]) if ok.sum() >= 5 else np.nan
+            row[f"auroc {part}"] = (ev.patch_auroc(maps[ok], te_.mask[ok])
+                                    if ok.sum() >= 5 else np.nan)
         rows.append(row)
     grad = ev.gradient_map(model_from(base), te_.images, te_.classes, te_.labels)
     rows.append(dict(seed=s, target=name, map="gradient×input", lam=np.nan, acc=np.nan,
-                     auroc=ev.patch_auroc(grad, te_.mask), pointing=ev.pointing_game(grad, te_.mask)))
-    gmag = ev.gradient_magnitude_map(model_from(base), te_.images, te_.classes, te_.labels)
+                     auroc=ev.patch_auroc(grad, te_.mask),
+                     pointing=ev.pointing_game(grad, te_.mask)))
+    gmag = ev.gradient_magnitude_map(model_from(base), te_.images, te_.classes,
+                                     te_.labels)
     rows.append(dict(seed=s, target=name, map="|gradient|", lam=np.nan, acc=np.nan,
-                     auroc=ev.patch_auroc(gmag, te_.mask), pointing=ev.pointing_game(gmag, te_.mask)))
+                     auroc=ev.patch_auroc(gmag, te_.mask),
+                     pointing=ev.pointing_game(gmag, te_.mask)))
     return rows
 
 
@@ -422,7 +428,8 @@ display(
 contrast_auc = {
     t: ev.patch_auroc(ev.contrast_map(test[t].images), test[t].mask) for t in TARGETS
 }
-print("model-free contrast map, patch AUROC:", {t: round(v, 3) for t, v in contrast_auc.items()})
+print("model-free contrast map, patch AUROC:",
+      {t: round(v, 3) for t, v in contrast_auc.items()})
 
 # %% [markdown]
 # ## 4. Faithfulness, and the Kernel SHAP reference
@@ -439,15 +446,17 @@ print("model-free contrast map, patch AUROC:", {t: round(v, 3) for t, v in contr
 
 # %%
 def faithfulness(s, name):
-    """One seed and target, on its first n_shap test images: every map with the model it is scored on, and each
-    map's AUROC, deletion and insertion AUC (the true-class probability of that model)."""
+    """One seed and target, on its first n_shap test images: every map with the model
+    it is scored on, and each map's AUROC, deletion and insertion AUC (the true-class
+    probability of that model)."""
     te_ = test[name]
     idx = torch.arange(min(n_shap, len(te_)))
     x, y, msk = te_.images[idx], te_.labels[idx], te_.mask[idx]
     m_T = model_from(states[f"s{s}/T/{ev.key(name)}"])
     m_tr = model_from(ev.add_vector(states[f"s{s}/T/{ev.key(name)}"], tau[s], lam))
     with torch.no_grad():
-        own = {lab: m(x, te_.classes)[1][idx, :, y] for lab, m in (("prediction-only", m_T), ("transferred", m_tr))}
+        own = {lab: m(x, te_.classes)[1][idx, :, y]
+               for lab, m in (("prediction-only", m_T), ("transferred", m_tr))}
     t0 = time.process_time()
     shap = ev.kernel_shap(ev.true_prob(m_tr, te_.classes, y), x, n_coalitions, s)
     t_shap = time.process_time() - t0
@@ -455,14 +464,17 @@ def faithfulness(s, name):
         "prediction-only": (own["prediction-only"], m_T),
         "gradient×input": (ev.gradient_map(m_T, x, te_.classes, y), m_T),
         "transferred": (own["transferred"], m_tr),
-        "gradient×input (transferred)": (ev.gradient_map(m_tr, x, te_.classes, y), m_tr),
+        "gradient×input (transferred)": (ev.gradient_map(m_tr, x, te_.classes, y),
+                                         m_tr),
         "Kernel SHAP": (shap, m_tr),
-        "random": (torch.as_tensor(repro.rng(s, 9).random(msk.shape), dtype=torch.float32), m_tr),
+        "random": (torch.as_tensor(repro.rng(s, 9).random(msk.shape),
+                                   dtype=torch.float32), m_tr),
     }
     rows = []
     for label, (mp, m) in maps.items():
         d, i = ev.deletion_insertion(ev.true_prob(m, te_.classes, y), x, mp)
-        rows.append(dict(seed=s, target=name, map=label, auroc=ev.patch_auroc(mp, msk), deletion=d, insertion=i,
+        rows.append(dict(seed=s, target=name, map=label, auroc=ev.patch_auroc(mp, msk),
+                         deletion=d, insertion=i,
                          inferences=n_coalitions if label == "Kernel SHAP" else 1,
                          cpu_s=t_shap if label == "Kernel SHAP" else np.nan))
     return rows, (x, msk, {k: v[0] for k, v in maps.items()})
@@ -476,28 +488,23 @@ for s in seeds:
         if s == seeds[0]:
             shap_maps[name] = first
 faith = pd.DataFrame(faith)
-display(
-    faith.groupby("map")[["auroc", "deletion", "insertion", "inferences"]]
-    .mean()
-    .round(3)
-    .style.set_caption("mean over seeds and targets (deletion lower is better)")
-)
+display(faith.groupby("map")[["auroc", "deletion", "insertion", "inferences"]].mean()
+        .round(3)
+        .style.set_caption("mean over seeds and targets (deletion lower is better)"))
 del_ratio = {
-    s: float(faith[(faith.seed == s) & (faith["map"] == "transferred")].deletion.mean()
-             / faith[(faith.seed == s) & (faith["map"] == "Kernel SHAP")].deletion.mean())
-    for s in seeds
-}
+    s: float(
+        faith[(faith.seed == s) & (faith["map"] == "transferred")].deletion.mean()
+        / faith[(faith.seed == s) & (faith["map"] == "Kernel SHAP")].deletion.mean())
+    for s in seeds}
 grad_ratio = {
-    s: float(faith[(faith.seed == s) & (faith["map"] == "gradient×input (transferred)")].deletion.mean()
-             / faith[(faith.seed == s) & (faith["map"] == "Kernel SHAP")].deletion.mean())
-    for s in seeds
-}
-print(
-    "deletion AUC ratio to Kernel SHAP on θ_T + λτ, per seed: transferred map",
-    {k: round(v, 3) for k, v in del_ratio.items()},
-    "| gradient×input",
-    {k: round(v, 3) for k, v in grad_ratio.items()},
-)
+    s: float(
+        faith[(faith.seed == s) & (faith["map"] == "gradient×input (transferred)")]
+        .deletion.mean()
+        / faith[(faith.seed == s) & (faith["map"] == "Kernel SHAP")].deletion.mean())
+    for s in seeds}
+print("deletion AUC ratio to Kernel SHAP on θ_T + λτ, per seed: transferred map",
+      {k: round(v, 3) for k, v in del_ratio.items()}, "| gradient×input",
+      {k: round(v, 3) for k, v in grad_ratio.items()})
 
 # %% [markdown]
 # A saliency grid for three targets (seed 0): the image, the label-deciding region, and each map.
@@ -540,7 +547,8 @@ aurocs = sweep.set_index(["seed", "target", "map"]).auroc
 gain = {
     (s, t): float(
         aurocs[(s, t, f"λ={lam}")]
-        - max(aurocs[(s, t, "λ=0.0")], aurocs[(s, t, "gradient×input")], aurocs[(s, t, "|gradient|")])
+        - max(aurocs[(s, t, "λ=0.0")], aurocs[(s, t, "gradient×input")],
+              aurocs[(s, t, "|gradient|")])
     )
     for s in seeds
     for t in TARGETS
@@ -743,7 +751,8 @@ plotting.live_controls(live, target=TARGETS, lam_=(0.0, 2.0, 0.25), image=(0, 20
 # %% tags=["hide-input"]
 # per-seed summaries and the notes the claims carry (numbers beside each verdict)
 improved = [float(np.mean([gain[(s, t)] > 0 for t in TARGETS])) for s in seeds]
-grad_beats = [float(np.mean([aurocs[(s, t, "gradient×input")] > aurocs[(s, t, "λ=0.0")] for t in TARGETS]))
+grad_beats = [float(np.mean([aurocs[(s, t, "gradient×input")] > aurocs[(s, t, "λ=0.0")]
+                             for t in TARGETS]))
               for s in seeds]
 acc_change = [float((at.loc[s].acc - at0.loc[s].acc).mean()) for s in seeds]
 notes = {}  # the numbers each claim carries beside its verdict
@@ -797,16 +806,21 @@ notes["apriori_signal"] = (
 # by the seeds, so one number for all), every training curve of a seed is flat at the
 # end (train.plateau <= 0.05, the book-wide rule), and every target model fits its
 # domain (held-out accuracy >= 0.8, the bar section 2 prints against).
-rec.condition("needs_the_model", max(contrast_auc.values()), "<=", 0.75, unit="patch AUROC, best target",
-              statement="a model-free map (|pixel − image mean| per patch) does not already localise the "
-              "label-deciding region", note="per target: " + ", ".join(
+rec.condition("needs_the_model", max(contrast_auc.values()), "<=", 0.75,
+              unit="patch AUROC, best target",
+              statement="a model-free map (|pixel − image mean| per patch) does not "
+              "already localise the label-deciding region",
+              note="per target: " + ", ".join(
                   f"{t} {v:.3f}" for t, v in contrast_auc.items()))
 rec.condition("models_converged",
-              [max(train.plateau(history[k]) for k in history if k.startswith(f"loss/s{s}/")) for s in seeds],
+              [max(train.plateau(history[k]) for k in history
+                   if k.startswith(f"loss/s{s}/")) for s in seeds],
               "<=", 0.05, unit="plateau (last fifth), worst curve of the seed",
-              statement="θ₀, the source pair and every target model trained to a flat loss")
+              statement="θ₀, the source pair and every target model trained to a flat "
+              "loss")
 rec.condition("targets_fit",
-              [float(acc_table.loc[[f"θ_T {t}" for t in TARGETS], f"seed {s}"].min()) for s in seeds],
+              [float(acc_table.loc[[f"θ_T {t}" for t in TARGETS], f"seed {s}"].min())
+               for s in seeds],
               ">=", 0.8, unit="held-out accuracy, worst target",
               statement="every target's prediction-only model θ_T fits its domain")
 FIT = ("models_converged", "targets_fit")
@@ -815,8 +829,8 @@ LOC = ("needs_the_model", *FIT)
 # %%
 rec.claim(
     "targets_improved",
-    f"Adding the explainability vector (λ={lam}) improves localisation (patch AUROC) over the best label-free "
-    "baseline map on most targets (holds for at least 60 %)",
+    f"Adding the explainability vector (λ={lam}) improves localisation (patch AUROC) "
+    "over the best label-free baseline map on most targets (holds for at least 60 %)",
     paper="consistent gains on 10 targets (predecessor: 9/10)",
     measured=improved,
     op=">=", target=0.6,
@@ -838,20 +852,21 @@ rec.claim(
 )
 rec.claim(
     "faithfulness_vs_kernel_shap",
-    "The one-inference transferred map is about as faithful as Kernel SHAP with 150 inferences on the same model "
-    "(deletion AUC ratio ours ÷ SHAP at most 1.2)",
+    "The one-inference transferred map is about as faithful as Kernel SHAP with 150 "
+    "inferences on the same model (deletion AUC ratio ours ÷ SHAP at most 1.2)",
     paper="comparable to Kernel SHAP with 150 inferences (predecessor)",
     measured=[del_ratio[s] for s in seeds],
     op="<=", target=1.2,
     unit="deletion AUC ratio",
-    baseline=[float(faith[(faith.seed == s) & (faith["map"] == "Kernel SHAP")].deletion.mean()) for s in seeds],
+    baseline=[float(faith[(faith.seed == s) & (faith["map"] == "Kernel SHAP")]
+                    .deletion.mean()) for s in seeds],
     note=notes["faithfulness_vs_kernel_shap"],
     given=FIT,
 )
 rec.claim(
     "relatedness_predicts_gain",
-    "Transfer gains less, or fails, the less related the target is to the source (Spearman of gain with the "
-    "a-priori relatedness level > 0.5)",
+    "Transfer gains less, or fails, the less related the target is to the source "
+    "(Spearman of gain with the a-priori relatedness level > 0.5)",
     paper="fails between less-related domains (predecessor)",
     measured=[rel_rho[s] for s in seeds],
     op=">", target=0.5,
@@ -861,8 +876,8 @@ rec.claim(
 )
 rec.claim(
     "apriori_signal",
-    "A model-internal feature computed without target explanations, cos(τ, τ_T), predicts the gain on a held-out "
-    "target (leave-one-target-out Spearman > 0.5)",
+    "A model-internal feature computed without target explanations, cos(τ, τ_T), "
+    "predicts the gain on a held-out target (leave-one-target-out Spearman > 0.5)",
     paper="a small set of internal features carries non-trivial signal",
     measured=loo.loc["cos(τ, τ_T)", [f"seed {s}" for s in seeds]].tolist(),
     op=">", target=0.5,
