@@ -712,8 +712,9 @@ if ckpt is not None:
 
 # %%
 def bench_pair(Tb, s, repeats):
-    """Timings of one training step (forward, backward, AdamW) of each model at window Tb, seed s: both sides
-    timed in one run, interleaved (repro.benchmark), CPU time beside wall."""
+    """Timings of one training step (forward, backward, AdamW) of each model at window
+    Tb, seed s: both sides timed in one run, interleaved (repro.benchmark), CPU time
+    beside wall."""
     qb = st.lateral_inflow(p_tr.size, Tb, 2, np.random.default_rng([s, Tb]))
     xb, sb, gb = st.river_inputs(p_tr, K_tr, qb)
     xr = st.recurrent_inputs(xb, sb)
@@ -744,13 +745,17 @@ for Tb in bench_T:
     bench[Tb] = bench_pair(Tb, seed, repeats)
     tb = bench[Tb]
     print(f"T={Tb:5d}: CPU s per step factorized {tb.median('factorized'):.3f} "
-          f"(spread {tb.spread('factorized'):.2f}), recurrent {tb.median('recurrent'):.3f} "
-          f"(spread {tb.spread('recurrent'):.2f}) -> {tb.ratio('recurrent', 'factorized'):.2f}x "
+          f"(spread {tb.spread('factorized'):.2f}), "
+          f"recurrent {tb.median('recurrent'):.3f} "
+          f"(spread {tb.spread('recurrent'):.2f}) "
+          f"-> {tb.ratio('recurrent', 'factorized'):.2f}x "
           f"(wall {tb.ratio('recurrent', 'factorized', clock='wall'):.2f}x)")
 Tmax = bench_T[-1]
-bench_seeds = {s: bench[Tmax] if s == seed else bench_pair(Tmax, s, repeats) for s in seeds}
+bench_seeds = {s: bench[Tmax] if s == seed else bench_pair(Tmax, s, repeats)
+               for s in seeds}
 speedups = [bench_seeds[s].ratio("recurrent", "factorized") for s in seeds]
-bench_spread = [max(bench_seeds[s].spread(k) for k in ("factorized", "recurrent")) for s in seeds]
+bench_spread = [max(bench_seeds[s].spread(k) for k in ("factorized", "recurrent"))
+                for s in seeds]
 print(f"T={Tmax}, per seed: " + ", ".join(f"{v:.2f}x" for v in speedups)
       + " | largest spread per seed: " + ", ".join(f"{v:.2f}" for v in bench_spread))
 
@@ -801,8 +806,10 @@ print(f"factorized forward pass at T={Tmax} ({total:.3f} s): " + ", ".join(
 
 # %%
 fig, ax = plt.subplots(figsize=(5, 3.2))
-ax.plot(bench_T, [bench[t].median("factorized") for t in bench_T], "o-", label="factorized (sweep)")
-ax.plot(bench_T, [bench[t].median("recurrent") for t in bench_T], "s-", label="recurrent MP")
+ax.plot(bench_T, [bench[t].median("factorized") for t in bench_T], "o-",
+        label="factorized (sweep)")
+ax.plot(bench_T, [bench[t].median("recurrent") for t in bench_T], "s-",
+        label="recurrent MP")
 ax.set(xscale="log", yscale="log", xlabel="window T (hours)",
        ylabel="CPU s per training step (median)")
 ax.legend()
@@ -1116,11 +1123,13 @@ notes["leaks_break_transfer"] = (
 )
 notes["train_speedup_vs_recurrent"] = (
     "Median CPU time of a training step, one thread, same basin and batch, "
-    f"both models timed in one interleaved run ({repeats} rounds), per seed (new weights and storms) at "
-    f"T={Tmax}; wall-time ratio per seed "
-    + ", ".join(f"{bench_seeds[s].ratio('recurrent', 'factorized', clock='wall'):.2f}x" for s in seeds)
+    f"both models timed in one interleaved run ({repeats} rounds), per seed (new "
+    f"weights and storms) at T={Tmax}; wall-time ratio per seed "
+    + ", ".join(f"{bench_seeds[s].ratio('recurrent', 'factorized', clock='wall'):.2f}x"
+                for s in seeds)
     + f"; seed {seed} per T: "
-    + ", ".join(f"T={t} {bench[t].ratio('recurrent', 'factorized'):.2f}x" for t in bench_T)
+    + ", ".join(f"T={t} {bench[t].ratio('recurrent', 'factorized'):.2f}x"
+                for t in bench_T)
     + f". Factorized forward pass at T={Tmax}: "
     + ", ".join(f"{k} {100 * v / total:.0f}%" for k, v in parts.items())
     + ". The paper's ratio is on a GPU."
@@ -1139,30 +1148,36 @@ notes["geometry_accumulation"] = (
 # each cross-geometry model is converged (training it twice as long improves its
 # held-out error by at most 5 %, the plateau rule on the two points we have), and each
 # timing's spread is below its effect.
-rec.condition("router_converged", [train.plateau(val_curve(f"s{s}.router.none.val")[1]) for s in seeds],
+rec.condition("router_converged",
+              [train.plateau(val_curve(f"s{s}.router.none.val")[1]) for s in seeds],
               "<=", 0.05, unit="plateau (last fifth) of the validation loss",
-              statement="the factorized router's validation loss is flat at the end of training")
+              statement="the factorized router's validation loss is flat at the end of "
+              "training")
 rec.condition("router_fits", [diag[s]["train_heldout"] for s in seeds], ">=", 0.9,
               unit="R², training basins' held-out events",
               statement="the factorized router fits the basins it was trained on")
-rec.condition("geometry_converged", [1 - long_err[s] / geo_err[s, Gmax] for s in seeds], "<=", 0.05,
+rec.condition("geometry_converged", [1 - long_err[s] / geo_err[s, Gmax] for s in seeds],
+              "<=", 0.05,
               unit=f"relative error drop, {gc['epochs']} -> {Es} epochs",
               statement=f"the G={Gmax} cross-geometry model is trained to its plateau")
-rec.condition("oracle_converged", [1 - long_oracle_err[s] / oracle_err[s] for s in seeds], "<=", 0.05,
+rec.condition("oracle_converged",
+              [1 - long_oracle_err[s] / oracle_err[s] for s in seeds], "<=", 0.05,
               unit=f"relative error drop, {gc['epochs']} -> {Es} epochs",
               statement="the locally trained oracles are trained to their plateau")
 SPEEDUP_BAR = 5.0  # the claim's bar (the paper reports 28x)
 rec.condition("timing_above_noise",
-              [sp / max(abs(v - SPEEDUP_BAR), 1e-12) for v, sp in zip(speedups, bench_spread)],
+              [sp / max(abs(v - SPEEDUP_BAR), 1e-12)
+               for v, sp in zip(speedups, bench_spread)],
               "<", 1.0, unit="largest spread (IQR/median) ÷ |ratio − bar|",
-              statement="each side's timing spread is smaller than the speedup's distance "
-              "from the claim's bar")
+              statement="each side's timing spread is smaller than the speedup's "
+              "distance from the claim's bar")
 RIVER = ("router_converged", "router_fits")
 
 # %%
 rec.claim(
     "zero_shot_r2",
-    "A model trained on other basins transfers zero-shot to a basin with another topology",
+    "A model trained on other basins transfers zero-shot to a basin with another "
+    "topology",
     paper=0.998,
     measured=[r2[s, "none", "zero-shot"] for s in seeds],
     op=">=", target=0.9, unit="R²",
@@ -1185,17 +1200,22 @@ rec.claim(
 # the two transfer claims as margins over the strongest baseline, at the outlet (the
 # hydrograph a forecaster wants)
 for basin, cid in (("zero-shot", "zero_shot_margin"), ("5x", "scales_5x_margin")):
-    best_out = [max(outlet_r2[s, k, basin] for k in ("recurrent", "linear", "linear_cal")) for s in seeds]
+    best_out = [max(outlet_r2[s, k, basin]
+                    for k in ("recurrent", "linear", "linear_cal")) for s in seeds]
     rec.claim(
-        cid, f"At the outlet of the {basin} basin the factorized model beats the strongest baseline",
+        cid, f"At the outlet of the {basin} basin the factorized model beats the "
+        "strongest baseline",
         paper="the factorized model transfers better than the baselines",
         measured=[outlet_r2[s, "none", basin] - b for s, b in zip(seeds, best_out)],
-        op=">", target=0.0, unit="outlet R², factorized − best baseline", baseline=best_out,
-        note="best of recurrent MP, linear Muskingum with the true K and with K calibrated, per seed", given=RIVER,
+        op=">", target=0.0, unit="outlet R², factorized − best baseline",
+        baseline=best_out,
+        note="best of recurrent MP, linear Muskingum with the true K and with K "
+        "calibrated, per seed", given=RIVER,
     )
 rec.claim(
     "within_oracle",
-    "Trained on 15 geometries, the cross-geometry model is within ~10% of an oracle trained on the test geometry",
+    "Trained on 15 geometries, the cross-geometry model is within ~10% of an oracle "
+    "trained on the test geometry",
     paper="within ~10% relative L2 of a locally trained oracle",
     measured=ratio,
     op="<=", target=1.1, unit="error / oracle error",
