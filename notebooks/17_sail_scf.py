@@ -347,7 +347,8 @@ else:
                 model = ss.GuessModel(head, hidden=cfg["hidden"])
                 ckpt.load_into(model, prefix=f"{head}/{obj}/{s}.")
                 models[head, obj, s] = model.eval()
-                curves[head, obj, s] = ckpt.manifest["history"][f"loss/{head}/{obj}/{s}"]
+                curves[head, obj, s] = ckpt.manifest["history"][
+                    f"loss/{head}/{obj}/{s}"]
     fig, ax = plt.subplots(1, 2, figsize=(11, 3.4))
     for i, obj in enumerate(ss.OBJECTIVES):
         checkpoints.plot_history(
@@ -506,7 +507,8 @@ rec.check(
 # %%
 PYSCF_GUESSES = ("minao", "atom", "sap", "huckel")
 builds, cycles, hidden, fit_err, traces, conv = {}, {}, {}, {}, {}, {}
-ov_err, full_err = {}, {}  # per molecule and model: occupied-virtual block / whole-matrix density error
+# per molecule and model: occupied-virtual block / whole-matrix density error
+ov_err, full_err = {}, {}
 minao_gap, e_count_gap = 0, 0.0
 for name, m in tqdm(eval_mols.items(), desc="PySCF runs"):
     mf = scf.RHF(m)
@@ -518,7 +520,8 @@ for name, m in tqdm(eval_mols.items(), desc="PySCF runs"):
         minao_gap = max(minao_gap, abs(default.fock_builds - runs["minao"].fock_builds))
     F_star, P_star = mf.get_fock(), mf.make_rdm1()  # converged (not counted)
     S = mf.get_ovlp()
-    C_o, C_v = mf.mo_coeff[:, mf.mo_occ > 0], mf.mo_coeff[:, mf.mo_occ == 0]  # converged orbitals
+    # converged orbitals
+    C_o, C_v = mf.mo_coeff[:, mf.mo_occ > 0], mf.mo_coeff[:, mf.mo_occ == 0]
     ov_err[name], full_err[name] = {}, {}
     for gname in PYSCF_GUESSES[1:]:
         runs[gname] = ss.run_pyscf(mf, ss.pyscf_guess(m, gname))
@@ -536,8 +539,10 @@ for name, m in tqdm(eval_mols.items(), desc="PySCF runs"):
         runs[key] = ss.run_pyscf(mf, P0)
         # the part of the guess that mixes occupied and virtual converged orbitals (what
         # SCF must rotate away)
-        ov_err[name][key] = float(np.linalg.norm(C_v.T @ S @ P0 @ S @ C_o) / np.linalg.norm(P_star))
-        full_err[name][key] = float(np.linalg.norm(P0 - P_star) / np.linalg.norm(P_star))
+        ov_err[name][key] = float(np.linalg.norm(C_v.T @ S @ P0 @ S @ C_o)
+                                  / np.linalg.norm(P_star))
+        full_err[name][key] = float(np.linalg.norm(P0 - P_star)
+                                    / np.linalg.norm(P_star))
         with torch.no_grad():
             errs[key] = ss.target_error(model, sample).item()
     builds[name] = {k: r.fock_builds for k, r in runs.items()}
@@ -649,7 +654,8 @@ print(
     f"{'guess':>16}  {'early cycles':>12}  {'tail cycles':>11}  "
     f"{'|g| after cycle 1':>17}"
 )
-phase_mean = {}  # guess -> (early cycles, tail cycles), means over molecules (and seeds)
+# guess -> (early cycles, tail cycles), means over molecules (and seeds)
+phase_mean = {}
 for k in ["minao", "purified MINAO"] + KINDS:
     keys = kinds_seeds.get(k, [k])
     ph = np.array([phases(traces[n][q]) for n in ood_names for q in keys])
@@ -753,7 +759,8 @@ plotting.static_slider(ood_names, draw_trace, figsize=(7, 3.8), label="molecule"
 # %%
 biggest = sorted(ood_names, key=lambda n: ood[n].nao)[-2:]
 t_minao, t_purified, t_sail = 0.0, 0.0, {s: 0.0 for s in seeds}
-t_spread = {k: 0.0 for k in ["minao", "purified", *seeds]}  # largest spread over the molecules
+# largest spread over the molecules
+t_spread = {k: 0.0 for k in ["minao", "purified", *seeds]}
 for name in biggest:
     m = ood[name]
     mf = scf.RHF(m)
@@ -783,7 +790,8 @@ for name in biggest:
         t_spread[k] = max(t_spread[k], tm.spread(str(k)))
 speedup = [t_minao / t_sail[s] for s in seeds]
 print(
-    f"{biggest}, CPU s (median, summed): MINAO {t_minao:.2f}; purified MINAO {t_purified:.2f} "
+    f"{biggest}, CPU s (median, summed): MINAO {t_minao:.2f}; "
+    f"purified MINAO {t_purified:.2f} "
     f"(speedup {t_minao / t_purified:.3f}); density SAIL "
     + ", ".join(f"seed {s} {t_sail[s]:.2f}" for s in seeds)
     + f" -> speedup {np.round(speedup, 3).tolist()}; spreads (IQR/median) "
@@ -1131,7 +1139,8 @@ notes["sail_beats_surrogate"] = (
 )
 notes["wall_time_speedup"] = (
     f"{', '.join(biggest)}; density head; {n_timing} interleaved rounds after a "
-    "warm-up (repro.benchmark), medians of CPU time; RHF/STO-3G cycles are cheap, so the guess's own cost weighs "
+    "warm-up (repro.benchmark), medians of CPU time; RHF/STO-3G cycles are cheap, so "
+    "the guess's own cost weighs "
     "more than at the paper's hybrid-DFT level. Baseline: the speedup of the purified "
     f"MINAO density (no model), timed in the same rounds; MINAO {t_minao:.3f} s, "
     f"purified MINAO {t_purified:.3f} s."
@@ -1162,11 +1171,13 @@ if p631 is not None:  # counted only where count_pbe.py --basis 6-31g has been r
 # end (train.plateau <= 0.05, the book-wide rule), a SAIL model saves builds on held-out
 # molecules like its training ones (in-distribution ERIC < 1: the method works where it
 # was trained), and a timing's spread is below its effect.
-rec.condition("models_converged", [max(train.plateau(curves[(*k, s)]) for k in KINDS) for s in seeds], "<=", 0.05,
-              unit="plateau (last fifth), worst of the four models",
+rec.condition("models_converged",
+              [max(train.plateau(curves[(*k, s)]) for k in KINDS) for s in seeds],
+              "<=", 0.05, unit="plateau (last fifth), worst of the four models",
               statement="all four guess models of the seed are trained to a flat loss")
 for head in ss.HEADS:
-    rec.condition(f"{head}_sail_fits", [eric(test_names, (head, "sail", s)) for s in seeds], "<", 1.0,
+    rec.condition(f"{head}_sail_fits",
+                  [eric(test_names, (head, "sail", s)) for s in seeds], "<", 1.0,
                   unit="ERIC, held-out G2 molecules",
                   statement=f"the {head} SAIL model saves Fock builds in distribution")
 SPEEDUP_BAR = 1.2  # the claim's bar (the paper reports 1.35x)
@@ -1174,18 +1185,21 @@ rec.condition("timing_above_noise",
               [max(t_spread["minao"], t_spread[s]) / max(abs(v - SPEEDUP_BAR), 1e-12)
                for s, v in zip(seeds, speedup)],
               "<", 1.0, unit="largest spread (IQR/median) ÷ |speedup − bar|",
-              statement="the timing spread of MINAO and of the SAIL side is smaller than "
-              "the speedup's distance from the claim's bar")
+              statement="the timing spread of MINAO and of the SAIL side is smaller "
+              "than the speedup's distance from the claim's bar")
 H_SAIL = ("models_converged", "hamiltonian_sail_fits")
 # the PBE counts were made with the checkpoint's models (seeds p_seeds): their curves
 # come from its manifest; the in-distribution ERIC is this run's, so it applies only
 # where this run's models are the checkpoint's
-ck_hist = json.loads(checkpoints.fetch("17_sail_scf", "guesses.json").read_text())["history"]
+ck_hist = json.loads(
+    checkpoints.fetch("17_sail_scf", "guesses.json").read_text())["history"]
 rec.condition("pbe_models_converged",
-              [train.plateau(ck_hist[f"loss/hamiltonian/sail/{s}"]) for s in p_seeds], "<=", 0.05,
-              unit="plateau (last fifth)", statement="the checkpoint's Hamiltonian SAIL models whose guesses were "
+              [train.plateau(ck_hist[f"loss/hamiltonian/sail/{s}"]) for s in p_seeds],
+              "<=", 0.05, unit="plateau (last fifth)",
+              statement="the checkpoint's Hamiltonian SAIL models whose guesses were "
               "counted under PBE are trained to a flat loss")
-PBE = ("pbe_models_converged",) + (("hamiltonian_sail_fits",) if p_seeds == seeds else ())
+PBE = (("pbe_models_converged",)
+       + (("hamiltonian_sail_fits",) if p_seeds == seeds else ()))
 
 # %%
 rec.claim(
@@ -1251,20 +1265,25 @@ rec.claim(
 
 # %%
 def ov_rho(s, err):
-    """Spearman, over OOD molecules and the four guess models of seed s, of a density error with builds ÷ MINAO's."""
+    """Spearman, over OOD molecules and the four guess models of seed s, of a density
+    error with builds ÷ MINAO's."""
     keys = [(n, (*k, s)) for n in ood_names for k in KINDS]
-    return float(spearmanr([err[n][k] for n, k in keys], [builds[n][k] / builds[n]["minao"] for n, k in keys])[0])
+    return float(spearmanr([err[n][k] for n, k in keys],
+                           [builds[n][k] / builds[n]["minao"] for n, k in keys])[0])
 
 
 rec.claim(
     "ov_block_predicts_builds",
-    "Across molecules and guesses, the Fock builds a guess needs track its occupied-virtual block error",
-    paper="SCF convergence is governed by the occupied-virtual rotation the guess leaves (SAIL's motivation)",
+    "Across molecules and guesses, the Fock builds a guess needs track its "
+    "occupied-virtual block error",
+    paper="SCF convergence is governed by the occupied-virtual rotation the guess "
+    "leaves (SAIL's motivation)",
     measured=[ov_rho(s, ov_err) for s in seeds], op=">=", target=0.5,
     unit="Spearman ρ (‖C_vᵀ S P₀ S C_o‖ ÷ ‖P*‖, builds ÷ MINAO's)",
     baseline=[ov_rho(s, full_err) for s in seeds],
-    note="baseline: the same Spearman with the whole-matrix error ‖P₀ − P*‖ ÷ ‖P*‖; per seed, over the "
-    f"{len(ood_names)} OOD molecules and the four models (both heads, both objectives)",
+    note="baseline: the same Spearman with the whole-matrix error ‖P₀ − P*‖ ÷ ‖P*‖; "
+    f"per seed, over the {len(ood_names)} OOD molecules and the four models (both "
+    "heads, both objectives)",
     given=("models_converged",),
 )
 
