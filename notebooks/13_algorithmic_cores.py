@@ -1717,7 +1717,8 @@ COND = {}
 
 
 def condition(cid, measured, op, target, statement, unit=""):
-    COND[cid] = dict(measured=measured, op=op, target=target, statement=statement, unit=unit)
+    COND[cid] = dict(measured=measured, op=op, target=target, statement=statement,
+                     unit=unit)
     rec.condition(cid, measured, op, target, statement=statement, unit=unit)
 
 
@@ -1730,7 +1731,8 @@ condition("markov_pair_converged", [max(m_flat[i], m_flat[j]) for i, j in pairs]
           0.05, "both models of each compared pair are at their plateau", PLATEAU)
 i_gen = {  # first evaluation at or after the grokking checkpoint (0 if none)
     s: next((k for k, st in enumerate(curves[int(s)][0])
-             if at(s, "grokking", "step") is not None and st >= at(s, "grokking", "step")),
+             if at(s, "grokking", "step") is not None
+             and st >= at(s, "grokking", "step")),
             0)
     for s in analysis
 }
@@ -1752,7 +1754,8 @@ condition("sva_fits", [min(sva[s, nm]["base"] for nm in SV_ARCH) for s in SEEDS]
 GIVEN = {"markov_spectra_match": ("markov_converged",),
          "markov_subspaces_orthogonal": ("markov_pair_converged",),
          "markov_cores_share_code": ("markov_pair_converged",),
-         "modadd_core_cyclic": ("no_collapse",), "modadd_core_inflates": ("no_collapse",),
+         "modadd_core_cyclic": ("no_collapse",),
+         "modadd_core_inflates": ("no_collapse",),
          "grok_time_slope": ("groktime_memorised",),
          "redundancy_speeds_grokking": ("groktime_memorised",),
          **{c: ("sva_converged", "sva_fits") for c in (
