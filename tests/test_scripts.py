@@ -110,6 +110,9 @@ def test_script_main_out_seeds_name(tmp_path):
     calls.clear()
     _main(["--seeds", "7", "8", "9", "--out", str(tmp_path)], calls)
     assert calls[0][1] == dict(seeds=[7, 8, 9], steps=100, large_seeds=[7])
+    calls.clear()  # a one-seed checkpoint (a probe) built at --seeds 7 8 9 holds seed 7, as SEED=7 asks for it
+    _main(["--tiny", "--seeds", "7", "8", "9", "--out", str(tmp_path)], calls)
+    assert calls[0][1] == dict(seeds=[7], steps=2, large_seeds=[7]) and calls[1][1]["seeds"] == [7]
 
 
 def test_script_main_options_and_errors(capsys):
