@@ -1250,11 +1250,13 @@ rec.condition(
 )
 rec.condition(
     "timing_spread",
-    max(tb["spread_net"], tb["spread_best"]) / max(abs(tb["speedup"] - SPEEDUP_BAR), 1e-12),
+    max(tb["spread_net"], tb["spread_best"])
+    / max(abs(tb["speedup"] - SPEEDUP_BAR), 1e-12),
     "<",
     1.0,
     unit="max spread (IQR/median, CPU) / |ratio − bar|",
-    statement="the timing noise of the network and of its matched solver is smaller than the distance "
+    statement="the timing noise of the network and of its matched solver is smaller "
+    "than the distance "
     f"of the speedup from the claim's bar, at {big} nodes/patch",
 )
 

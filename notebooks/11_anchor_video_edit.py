@@ -1078,10 +1078,12 @@ CLAIMS = [  # id, statement, paper, measured, op, target, unit, baseline, given,
      + f". Diagnosis (section 6): variance share {per(tab['variance share'], '.0%')}; "
      f"bias²-only limit {per(tab['bias² only (k → ∞)'], '.1f')} dB; gap to inpainting "
      f"on training clips {per(fit_gap['AVE'])} dB"),
-    ("beats_flow_warping_disoccluded_filled", "The variant trained with inpainted holes "
-     "in its conditioning beats the strongest flow-warping baseline on disoccluded pixels",
+    ("beats_flow_warping_disoccluded_filled", "The variant trained with inpainted "
+     "holes in its conditioning beats the strongest flow-warping baseline on "
+     "disoccluded pixels",
      "a motion-guided generator, not warping, produces the non-anchor frames",
-     fill_gain, ">", 1.0, f"dB PSNR gain on disoccluded pixels, AVE filled - {best_warp}",
+     fill_gain, ">", 1.0,
+     f"dB PSNR gain on disoccluded pixels, AVE filled - {best_warp}",
      S.loc[best_warp, "dis_psnr"], ("filled_converged", "filled_fits_training_clips"),
      "a labelled variant (not the paper's conditioning); AVE filled cond. "
      f"{S.loc['AVE, filled cond.', 'dis_psnr']:.2f} dB disoccluded, "
@@ -1098,10 +1100,12 @@ CLAIMS += [
     ("temporal_consistency_vs_per_frame", "AVE is temporally more consistent than "
      "per-frame editing", "strong temporal consistency", tc, "<", 1.0,
      "warp error AVE / per-frame", S.loc["per-frame", "warp_err"], ("converged",),
-     "warp error " + ", ".join(f"{k} {S.loc[k, 'warp_err']:.4f}" for k in
-                               ("first-frame", "flow warp", "flow warp + inpaint", "AVE"))),
-    ("composition_helps", "Composing the keyframes into one editor call makes the video "
-     "more consistent", "composed editing keeps the keyframes' edits consistent", comp,
+     "warp error " + ", ".join(
+         f"{k} {S.loc[k, 'warp_err']:.4f}"
+         for k in ("first-frame", "flow warp", "flow warp + inpaint", "AVE"))),
+    ("composition_helps", "Composing the keyframes into one editor call makes the "
+     "video more consistent",
+     "composed editing keeps the keyframes' edits consistent", comp,
      ">", 0.0, "warp error, separate - composed", S.loc["AVE separate", "warp_err"],
      ("converged",), f"relative {per(comp / m_('AVE', 'warp_err'), '.0%')}; "
      f"sampling-noise reference {per(noise_ref, '.4f')}"),
