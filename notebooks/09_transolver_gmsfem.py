@@ -94,7 +94,7 @@ from scipy.linalg import LinAlgWarning
 from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
-from helpers import checkpoints, claims, plotting, repro, train
+from helpers import checkpoints, claims, plotting, repro, scripts, train
 from helpers import transolver_gmsfem as tg
 
 if quick:
@@ -462,6 +462,9 @@ elif (cfg_b["n_fine"], cfg_b["n_coarse"], cfg_b["n_bf"]) != (n_fine, n_coarse, n
     raise ValueError(
         "the basis checkpoint was trained at n_fine=64, n_coarse=8, n_bf=4"
     )
+else:  # models of seeds seed, seed + 1, seed + 2 (0: the committed configs)
+    cfg_b = scripts.with_seeds(cfg_b, scripts.model_seeds(seed))
+    cfg_p = scripts.with_seeds(cfg_p, scripts.model_seeds(seed))
 seeds = cfg_b["seeds"]
 data_te = tg.basis_dataset(test, n_bf, n_coarse, cfg_b["rel_gap"])
 nets, hists_b = {}, {}

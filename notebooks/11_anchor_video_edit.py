@@ -80,7 +80,7 @@ from IPython.display import Markdown, display
 from tqdm.auto import tqdm
 
 from helpers import anchor_video_edit as ave
-from helpers import checkpoints, claims, plotting, repro, train
+from helpers import checkpoints, claims, plotting, repro, scripts, train
 
 seeds = [seed] if quick else [seed, seed + 1, seed + 2]
 if quick:
@@ -270,6 +270,7 @@ def load_propagators(name):
             fill_holes=fill_,
         )
         return {seed: prop}, {seed: (list(range(1, len(hist.loss) + 1)), hist.loss)}
+    cfg_ = scripts.with_seeds(cfg_, seeds)  # seed 0: the committed config
     ck = checkpoints.load("11_anchor_video_edit", name, config=cfg_)
     checkpoints.require_seeds(ck, seeds)  # SEED outside the stored seeds: a clear error
     models_, curves_ = {}, {}
