@@ -1818,6 +1818,8 @@ rec.condition(
     statement="the timing noise of the tree and of packing is below their ratio (claim "
     "tree)",
 )
+
+# %%
 rec.condition(
     "timing_resolved_sampled",
     noise_over_effect(fork),
