@@ -371,7 +371,14 @@ def warp_inpaint_frame(anchors, mot, t):
     return torch.tensor(img, dtype=v.dtype).permute(2, 0, 1).clamp(0, 1)
 
 
-def run_clip(model, model_f, clip, mot, ins, editor, s):
+# %% [markdown]
+# The videos of one clip and instruction: every method from the same composed keyframes (the first-frame
+# propagator from frame 0's edit), plus the two references that only the diagnosis uses.
+
+
+# %%
+def clip_videos(model, model_f, clip, mot, ins, editor, s):
+    """keys, visibility, anchors and {method: (video, ground truth, its keyframes)}."""
     keys = ave.uniform_keyframes(T, n_anchors)
     vis = ave.visibility(clip, keys)
     fr, mk, ce = clip.frames, clip.masks, clip.centers
@@ -381,12 +388,9 @@ def run_clip(model, model_f, clip, mot, ins, editor, s):
     per = [editor.edit(fr[t], mk[t], ce[t], ins) for t in range(T)]
     f0, p0 = editor.edit(fr[:1], mk[:1], ce[:1], ins)
     sep = {k: editor.edit(fr[k], mk[k], ce[k], ins)[0][0] for k in keys}
+    per_v = torch.cat([v for v, _ in per])
     videos = {
-        "per-frame": (
-            torch.cat([v for v, _ in per]),
-            torch.cat([v for v, _ in per]),
-            keys,
-        ),
+        "per-frame": (per_v, per_v, keys),
         "first-frame": (
             ave.propagate(model, {0: f0[0]}, mot, sample_steps, seed=s),
             ave.edit_video(fr, mk, ce, p0),
@@ -427,12 +431,18 @@ def run_clip(model, model_f, clip, mot, ins, editor, s):
             keys,
         ),
     }
-    rows = []
-    for name, (vid, g, ks) in videos.items():
-        v_ = vis if ks == keys else ave.visibility(clip, ks)
-        rows.append(dict(method=name, **score(vid, clip, g, ks, v_, ins)))
-    # drift: the generator with 1, 2, 3, 5 composed anchors, PSNR at the farthest frame,
-    # and the strongest warping baseline (flow warp + inpaint) from the same keyframes
+    return keys, vis, anchors, videos
+
+
+# %% [markdown]
+# Scoring one clip and instruction, with drift: the generator from 1, 2, 3 or 5 composed anchors, PSNR at the
+# farthest frame, beside the strongest warping baseline from the same keyframes.
+
+
+# %%
+def drift_of(model, clip, mot, ins, editor, s):
+    """MSE at the farthest frame from m anchors: the generator's, warp + inpaint's."""
+    fr, mk, ce = clip.frames, clip.masks, clip.centers
     drift, drift_w = {}, {}
     for m in (1, 2, 3, 5):
         ks = ave.uniform_keyframes(T, m)
@@ -446,12 +456,28 @@ def run_clip(model, model_f, clip, mot, ins, editor, s):
         drift[m] = (vid[far] - g_m[far]).pow(2).mean().item()
         w_far = warp_inpaint_frame(dict(zip(ks, kf_m)), mot, far)
         drift_w[m] = (w_far - g_m[far]).pow(2).mean().item()
+    return drift, drift_w
+
+
+def run_clip(model, model_f, clip, mot, ins, editor, s):
+    keys, vis, anchors, videos = clip_videos(
+        model, model_f, clip, mot, ins, editor, s
+    )
+    rows = []
+    for name, (vid, g, ks) in videos.items():
+        v_ = vis if ks == keys else ave.visibility(clip, ks)
+        rows.append(dict(method=name, **score(vid, clip, g, ks, v_, ins)))
+    drift, drift_w = drift_of(model, clip, mot, ins, editor, s)
     anchor_dev = max(
         (videos["AVE"][0][k] - a).abs().max().item() for k, a in anchors.items()
     )
     return rows, (drift, drift_w), anchor_dev, videos, vis
 
 
+# %% [markdown]
+# Every seed, clip and instruction:
+
+# %%
 rows, drift_rows, anchor_dev, example = [], [], 0.0, {}
 for s in seeds:
     clips = clips0 if s == seeds[0] else test_clips_for(s)
@@ -477,6 +503,10 @@ assert torch.allclose(warp_inpaint_frame(_an, mot0[0], 5), _full[5], atol=1e-6)
 res = pd.DataFrame(rows)
 
 
+# %% [markdown]
+# Squared errors pooled over the clips of a seed, then the seeds averaged:
+
+# %%
 def pooled(df):
     out = {}
     for name in ("vis", "dis", "fid", "fidv", "fidd"):
@@ -761,6 +791,76 @@ def rebuild_gap(model, clip, mot, s, where, fill=False):
         model, clip, mot, keys, sample_steps, seed=1000 * s, fill_holes=fill))
 
 
+# %% [markdown]
+# One composed edit of a test clip under the diagnosis: `K_SAMPLES` samples of the generator, the variants
+# (filled conditioning, fewer or more steps) and the inpainting baseline, scored per region of the frame.
+
+
+# %%
+def diagnose_edit(model, clip, mot, ins, ed, s, same_dev, diag_rows, ladder, bins):
+    """Appends the edit's rows to diag_rows, ladder and bins; returns same_dev (set on
+    the first call: our sampler against ave.propagate)."""
+    keys = ave.uniform_keyframes(T, n_anchors)
+    fr, mk, ce = clip.frames, clip.masks, clip.centers
+    kf, p = ed.edit(fr[keys], mk[keys], ce[keys], ins)
+    anchors = dict(zip(keys, kf))
+    gt = ave.edit_video(fr, mk, ce, p)
+    rest = torch.tensor([t not in keys for t in range(T)])[:, None, None]
+    dis = ~ave.visibility(clip, keys) & rest
+    cond = ave.anchor_condition(anchors, mot)
+    hole = cond[:, 6:8].sum(1) == 0  # no anchor warp trusted (estimated flow)
+    inp = ave.flow_warp_propagate(anchors, mot, inpaint=True)
+    xs = torch.stack(
+        [sample(model, anchors, mot, sample_steps, 1000 * s + j)
+         for j in range(K_SAMPLES)]
+    )
+    if not same_dev:
+        ref = ave.propagate(model, anchors, mot, sample_steps, seed=1000 * s)
+        same_dev = float((ref - xs[0]).abs().max()) + 1e-30
+    # (d): the warped anchors inside the holes replaced by the inpainted frame
+    cfill = cond.clone()
+    for j in (0, 3):
+        cfill[:, j:j + 3] = torch.where(hole[:, None], inp, cond[:, j:j + 3])
+    fillv = sample(model, anchors, mot, sample_steps, 1000 * s, cond=cfill)
+    stepv = {
+        n: xs[0] if n == sample_steps
+        else sample(model, anchors, mot, n, 1000 * s)
+        for n in STEP_SWEEP
+    }
+    mean = xs.mean(0)
+    var = xs.var(0, unbiased=True).mean(1)  # (T, H, W), per pixel over samples
+
+    def se(v, m, gt=gt):
+        return (v - gt).pow(2).mean(1)[m].sum().item()
+
+    for region, m in (("dis", dis), ("dis_hole", dis & hole),
+                      ("dis_trusted", dis & ~hole), ("vis", ~dis & rest)):
+        if not m.any():
+            continue
+        r = dict(seed=s, region=region, n=int(m.sum()), inpaint=se(inp, m),
+                 single=float(np.mean([se(x_, m) for x_ in xs])),
+                 bias2=se(mean, m) - var[m].sum().item() / K_SAMPLES,
+                 variance=var[m].sum().item(), cond_fill=se(fillv, m))
+        for k in (1, 2, 4, 8):
+            if k <= K_SAMPLES:
+                r[f"mean{k}"] = se(xs[:k].mean(0), m)
+        for n, v in stepv.items():
+            r[f"steps{n}"] = se(v, m)
+        diag_rows.append(r)
+    ladder.append(dict(where="test clips, edited anchors", seed=s,
+                       n=int(dis.sum()), AVE=se(xs[0], dis),
+                       inpaint=se(inp, dis)))
+    for b, m in dist_bins(hole).items():
+        m = m & dis
+        bins.append(dict(seed=s, bin=b, n=int(m.sum()), AVE=se(xs[0], m),
+                         inpaint=se(inp, m)))
+    return same_dev
+
+
+# %% [markdown]
+# Every seed, clip and instruction, with the rebuild of the source clip from its own keyframes beside:
+
+# %%
 K_SAMPLES = 2 if quick else 4
 STEP_SWEEP = (1, 2, 8) if quick else (1, 2, 4, 8, 16)
 diag_rows, same_dev, ladder, bins = [], 0.0, [], []
@@ -773,62 +873,9 @@ for s in seeds:
             rebuild_gap(models[s], clip, mot, s, "test clips, source anchors")
         )
         for ins in INSTR:
-            keys = ave.uniform_keyframes(T, n_anchors)
-            fr, mk, ce = clip.frames, clip.masks, clip.centers
-            kf, p = ed.edit(fr[keys], mk[keys], ce[keys], ins)
-            anchors = dict(zip(keys, kf))
-            gt = ave.edit_video(fr, mk, ce, p)
-            rest = torch.tensor([t not in keys for t in range(T)])[:, None, None]
-            dis = ~ave.visibility(clip, keys) & rest
-            cond = ave.anchor_condition(anchors, mot)
-            hole = cond[:, 6:8].sum(1) == 0  # no anchor warp trusted (estimated flow)
-            inp = ave.flow_warp_propagate(anchors, mot, inpaint=True)
-            xs = torch.stack(
-                [sample(models[s], anchors, mot, sample_steps, 1000 * s + j)
-                 for j in range(K_SAMPLES)]
+            same_dev = diagnose_edit(
+                models[s], clip, mot, ins, ed, s, same_dev, diag_rows, ladder, bins
             )
-            if not same_dev:
-                ref = ave.propagate(
-                    models[s], anchors, mot, sample_steps, seed=1000 * s
-                )
-                same_dev = float((ref - xs[0]).abs().max()) + 1e-30
-            # (d): the warped anchors inside the holes replaced by the inpainted frame
-            cfill = cond.clone()
-            for j in (0, 3):
-                cfill[:, j:j + 3] = torch.where(hole[:, None], inp, cond[:, j:j + 3])
-            fillv = sample(models[s], anchors, mot, sample_steps, 1000 * s, cond=cfill)
-            stepv = {
-                n: xs[0] if n == sample_steps
-                else sample(models[s], anchors, mot, n, 1000 * s)
-                for n in STEP_SWEEP
-            }
-            mean = xs.mean(0)
-            var = xs.var(0, unbiased=True).mean(1)  # (T, H, W), per pixel over samples
-
-            def se(v, m, gt=gt):
-                return (v - gt).pow(2).mean(1)[m].sum().item()
-
-            for region, m in (("dis", dis), ("dis_hole", dis & hole),
-                              ("dis_trusted", dis & ~hole), ("vis", ~dis & rest)):
-                if not m.any():
-                    continue
-                r = dict(seed=s, region=region, n=int(m.sum()), inpaint=se(inp, m),
-                         single=float(np.mean([se(x_, m) for x_ in xs])),
-                         bias2=se(mean, m) - var[m].sum().item() / K_SAMPLES,
-                         variance=var[m].sum().item(), cond_fill=se(fillv, m))
-                for k in (1, 2, 4, 8):
-                    if k <= K_SAMPLES:
-                        r[f"mean{k}"] = se(xs[:k].mean(0), m)
-                for n, v in stepv.items():
-                    r[f"steps{n}"] = se(v, m)
-                diag_rows.append(r)
-            ladder.append(dict(where="test clips, edited anchors", seed=s,
-                               n=int(dis.sum()), AVE=se(xs[0], dis),
-                               inpaint=se(inp, dis)))
-            for b, m in dist_bins(hole).items():
-                m = m & dis
-                bins.append(dict(seed=s, bin=b, n=int(m.sum()), AVE=se(xs[0], m),
-                                 inpaint=se(inp, m)))
 # our copy of the sampler must be ave.propagate exactly (same seed, same frames)
 assert same_dev < 1e-6, f"sampler copy differs from ave.propagate by {same_dev}"
 diag = pd.DataFrame(diag_rows)
@@ -839,6 +886,11 @@ dpsnr = 10 * np.log10(1 / dmse.clip(lower=1e-12))
 dis_mse, dis_psnr = dmse.xs("dis"), dpsnr.xs("dis")
 share_hole = dsum.xs("dis_hole")["n"].sum() / dsum.xs("dis")["n"].sum()
 
+# %% [markdown]
+# **(c)** on training-like data: training clips rebuilt from their own keyframes, drawn as in training, and
+# the network's clean-frame prediction at fixed τ against inpainting on the holes.
+
+# %%
 # (c) training-like data: the first training clips rebuilt from their own keyframes,
 # keyframes drawn as in training; the network's clean-frame prediction at fixed τ
 TAUS = (0.0, 0.5, 0.9) if quick else (0.0, 0.25, 0.5, 0.75, 0.9)
@@ -872,6 +924,11 @@ for s in seeds:
                     hole=err[hole].sum().item(), seen=err[~hole].sum().item(),
                     inpaint=err_inp[hole].sum().item(),
                 ))
+# %% [markdown]
+# The gap to inpainting on training clips, for the generator and the filled-conditioning variant, and the
+# tables: the ladder from training to edited test clips, the distance bins, the training-like errors.
+
+# %%
 fit_rows = []  # the filled-conditioning variant on the same training clips
 for s in seeds:
     for c_, mo_ in zip(trc, trm):
