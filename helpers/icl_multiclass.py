@@ -32,7 +32,8 @@ __all__ = [
     "label_priors", "prompt_labels", "class_centers_batch", "sample_prompts", "lsa_forward", "reduced_scores", "LinearICL",
     "SoftmaxICL", "accuracy_by_class", "lda_scores", "bayes_scores", "subspace_oracle_scores", "matrix_cosine",
     "subspace_alignment", "pca_subspace", "offsubspace_residue", "examples_to_reach", "bootstrap_examples", "predicted_margins", "task_stream", "icl_loss", "train_icl",
-    "checkpoint_config", "CHECKPOINT_SLUG", "dataset_prompts",
+    "checkpoint_config", "CHECKPOINT_SLUG", "dataset_prompts", "class_sum_prompts", "sum_scores",
+    "lda_sum_scores", "with_constant_feature", "sum_stream", "train_sums",
 ]
 
 CHECKPOINT_SLUG = "14_icl_multiclass"
@@ -576,14 +577,179 @@ def train_icl(model: nn.Module, batches: Callable[[int], dict[str, Tensor]], ste
                      grad_clip=None if optimizer == "sgd" else 1.0, desc=desc, progress=progress)
 
 
+# ----------------------------------------------------------------------------------------------------------------
+# Prompts as class sums: the linear transformer, W = I and plug-in LDA read a prompt only through the sum of the
+# context features of each class and the class counts, so they can be sampled directly (d per class, not d per
+# example), which makes training and evaluating at d = 256 cheap.
+# ----------------------------------------------------------------------------------------------------------------
+def _counts(counts: Any, B: int, C: int) -> np.ndarray:
+    """Class counts: (C,) or (B, C) non-negative integers, every row summing to >= 1; returned as (B, C)."""
+    n = V_.array("counts", counts, ndim=(1, 2), dtype="int", min=0)
+    if n.shape[-1] != C or (n.ndim == 2 and n.shape[0] != B):
+        raise ValueError(f"counts must have shape ({C},) or ({B}, {C}), got {n.shape}")
+    n = np.broadcast_to(n, (B, C))
+    if (n.sum(1) < 1).any():
+        raise ValueError("counts must give every prompt at least one context example")
+    return n
+
+
+def class_sum_prompts(B: int, counts: Any, d: int, C: int, sigma: Sequence[float], R2: float,
+                      rng: np.random.Generator, *, U: np.ndarray | None = None,
+                      query_pi: np.ndarray | None = None) -> dict[str, Tensor]:
+    """B prompts as sufficient statistics: ``S`` (B, C, d), the sum of the context features of each class;
+    ``n`` (B, C) the class counts (``counts``, one row for all prompts or one per prompt); the query ``xq`` (B, d),
+    ``yq`` (B,) and the centers ``M`` (B, d, C), drawn as :func:`sample_prompts` draws them.
+
+    The sum of ``n_c`` features ``mu_c + N(0, I)`` is exactly ``n_c mu_c + sqrt(n_c) N(0, I)``, so this is the same
+    distribution as summing a :func:`sample_prompts` context, for every model that reads only ``S`` and ``n``
+    (:func:`sum_scores`, :func:`lda_sum_scores`)."""
+    B = V_.integer("B", B, min=1)
+    d, C = V_.integer("d", d, min=1), V_.integer("C", C, min=2)
+    n = _counts(counts, B, C)
+    rng = _rng(rng)
+    qpi = label_priors(C) if query_pi is None else _priors("query_pi", query_pi, C)
+    M = class_centers_batch(B, d, C, sigma, R2, rng, U)  # validates sigma, R2, U
+    mu = M.transpose(0, 2, 1)  # (B, C, d)
+    S = n[..., None] * mu + np.sqrt(n)[..., None] * rng.standard_normal((B, C, d))
+    yq = rng.choice(C, size=B, p=qpi)
+    xq = mu[np.arange(B), yq] + rng.standard_normal((B, d))
+    f32 = lambda a: torch.from_numpy(np.ascontiguousarray(a, dtype=np.float32))  # noqa: E731
+    return {"S": f32(S), "n": f32(n), "xq": f32(xq), "yq": torch.from_numpy(yq), "M": f32(M)}
+
+
+def _sums(S: Any, n: Any, xq: Any) -> tuple[int, int, int]:
+    """The door of the class-sum scorers: ``S`` (B, C, d), ``n`` (B, C) >= 0 with rows summing > 0, ``xq`` (B, d),
+    all float of one dtype. Returns (B, C, d)."""
+    _bounded("S", S, ndim=3, nonempty=True)
+    B, C, d = S.shape
+    V_.tensor("n", n, shape=(B, C), dtype="float", min=0)
+    _bounded("xq", xq, shape=(B, d))
+    if not bool((n.sum(-1) > 0).all()):
+        raise ValueError("n must give every prompt at least one context example (rows of n sum to > 0)")
+    if not (S.dtype == n.dtype == xq.dtype):
+        raise TypeError(f"S, n and xq must share a dtype, got {S.dtype}, {n.dtype}, {xq.dtype}")
+    return B, C, d
+
+
+def sum_scores(S: Tensor, n: Tensor, xq: Tensor, W: Tensor) -> Tensor:
+    """The linear transformer's scores from class sums: ``s_c = S_c^T W x_q / N`` (N = sum of ``n``), equal to
+    :func:`reduced_scores` on any prompt whose class sums are ``S``; (B, C)."""
+    _, _, d = _sums(S, n, xq)
+    _bounded("W", W, shape=(d, d))
+    if W.dtype != S.dtype:
+        raise TypeError(f"W must have S's dtype {S.dtype}, got {W.dtype}")
+    return _sum_scores(S, n, xq, W)
+
+
+def _sum_scores(S: Tensor, n: Tensor, xq: Tensor, W: Tensor) -> Tensor:
+    return torch.einsum("bcd,bd->bc", S, xq @ W.T) / n.sum(-1, keepdim=True)
+
+
+def lda_sum_scores(S: Tensor, n: Tensor, xq: Tensor, U: np.ndarray | Tensor | None = None,
+                   pi: np.ndarray | None = None) -> Tensor:
+    """Plug-in LDA from class sums (class means ``S_c / n_c``, identity covariance, log prior: the context's
+    shares, or ``pi``), after projecting on ``U`` (d x k) when given (the subspace oracle, or PCA + LDA); equal to
+    :func:`lda_scores` / :func:`subspace_oracle_scores` on the same prompt; (B, C)."""
+    _, C, d = _sums(S, n, xq)
+    if pi is not None:
+        _priors("pi", pi, C)
+    if U is not None:
+        V_.array("U", U, ndim=2, dtype="float", nonempty=True, min=-BIG, max=BIG)
+        Ut = torch.as_tensor(np.asarray(U) if not isinstance(U, Tensor) else U, dtype=S.dtype)
+        if Ut.shape[0] != d:
+            raise ValueError(f"U must have shape ({d}, k), got {tuple(Ut.shape)}")
+        S, xq = S @ Ut, xq @ Ut
+    mu = S / n.clamp_min(1)[..., None]
+    N = n.sum(-1, keepdim=True)
+    logp = torch.log(n.clamp_min(1) / N) if pi is None else torch.log(torch.as_tensor(pi, dtype=S.dtype))
+    return (mu @ xq[..., None])[..., 0] - 0.5 * (mu ** 2).sum(-1) + logp
+
+
+def with_constant_feature(S: Tensor, n: Tensor, xq: Tensor) -> tuple[Tensor, Tensor]:
+    """Append a constant feature 1 to every token: the class sums gain the counts ``n_c`` as a last coordinate and
+    the query a 1. A linear transformer on the (d + 1)-dim tokens, ``W~ = [[W, w1], [w2^T, b]]``, scores
+    ``pi^_c (mu^_c^T W x_q + mu^_c^T w1 + w2^T x_q + b)``: the entry ``b`` is a learnable bias times the class
+    share, the one way this layer can correct for the context's label prior. Returns (S~, xq~)."""
+    B, C, _ = _sums(S, n, xq)
+    return torch.cat([S, n[..., None]], -1), torch.cat([xq, torch.ones(B, 1, dtype=xq.dtype)], -1)
+
+
+def sum_stream(seed: int, stream: int, B: int, counts: Any, d: int, C: int, sigma: Sequence[float], R2: float, *,
+               U: np.ndarray | None = None, shuffle_counts: bool = False,
+               query_pi: np.ndarray | None = None) -> Callable[[int], dict[str, Tensor]]:
+    """``step -> batch`` of :func:`class_sum_prompts`, deterministic in (seed, stream, step). ``shuffle_counts``:
+    each prompt permutes the classes' counts (with imbalanced counts, a random class is the majority)."""
+    V_.seed("seed", seed)
+    V_.seed("stream", stream)
+    B = V_.integer("B", B, min=1)
+    d, C = V_.integer("d", d, min=1), V_.integer("C", C, min=2)
+    base = _counts(counts, 1, C)[0].copy() if np.ndim(counts) == 1 else _counts(counts, B, C)
+    shuffle_counts = V_.boolean("shuffle_counts", shuffle_counts)
+    class_sum_prompts(1, base if base.ndim == 1 else base[:1], d, C, sigma, R2, np.random.default_rng(0), U=U,
+                      query_pi=query_pi)  # validates everything once, here
+
+    def batch(step: int) -> dict[str, Tensor]:
+        V_.integer("step", step, min=0)
+        rng = np.random.default_rng([seed, stream, step])
+        n = base
+        if shuffle_counts:
+            n = rng.permuted(np.broadcast_to(base, (B, C)), axis=1)
+        return class_sum_prompts(B, n, d, C, sigma, R2, rng, U=U, query_pi=query_pi)
+
+    return batch
+
+
+def train_sums(d: int, batches: Callable[[int], dict[str, Tensor]], steps: int, *, lr: float,
+               decay: float | None = None, snapshots: Sequence[int] = (), constant_feature: bool = False,
+               desc: str = "train", progress: bool = True) -> dict[str, Any]:
+    """Gradient descent on fresh tasks for the linear transformer's ``W`` (d x d, or (d + 1) x (d + 1) with
+    ``constant_feature``), from 0, on the softmax cross-entropy of :func:`sum_scores`. Step size
+    ``lr / (1 + t / decay)`` at step t (constant when ``decay`` is None): a decaying step lets the SGD noise that
+    a constant step keeps in W die out. Returns ``W``, the per-step ``loss`` and ``snapshots``
+    ({step: W after that many steps})."""
+    from tqdm.auto import tqdm
+
+    d = V_.integer("d", d, min=1)
+    V_.function("batches", batches)
+    steps = V_.integer("steps", steps, min=1)
+    lr = V_.number("lr", lr, min=0, strict_min=True, max=1e6)
+    decay = V_.optional(V_.number, "decay", decay, min=0, strict_min=True)
+    snaps = sorted({V_.integer("snapshot", t, min=1, max=steps) for t in V_.sequence("snapshots", snapshots)})
+    constant_feature = V_.boolean("constant_feature", constant_feature)
+    D = d + int(constant_feature)
+    W = torch.zeros(D, D, requires_grad=True)
+    losses, out = [], {}
+    for t in tqdm(range(steps), desc=desc, disable=not progress, mininterval=1.0):
+        b = batches(t)
+        S, n, xq = b["S"], b["n"], b["xq"]
+        if t == 0:
+            _sums(S, n, xq)
+            if S.shape[-1] != d:
+                raise ValueError(f"batches must give d = {d} features, got {S.shape[-1]}")
+        if constant_feature:
+            S, xq = with_constant_feature(S, n, xq)
+        loss = nn.functional.cross_entropy(_sum_scores(S, n, xq, W), b["yq"])
+        (g,) = torch.autograd.grad(loss, W)
+        with torch.no_grad():
+            W -= (lr if decay is None else lr / (1 + t / decay)) * g
+        losses.append(float(loss.detach()))
+        if t + 1 in snaps:
+            out[t + 1] = W.detach().clone()
+    return {"W": W.detach().clone(), "loss": losses, "snapshots": out}
+
+
 def checkpoint_config(name: str) -> dict:
     """The training config of the chapter's checkpoints (what ``data/14_icl_multiclass/make_models.py`` trains and
     the default run loads): ``shared_lt`` (linear transformers on tasks in a shared k-dim subspace, per d and
-    seed) and ``softmax_tf`` (2-layer softmax transformers on isotropic tasks, per seed)."""
+    seed, with a constant and a decaying step size, W saved at several numbers of training tasks) and ``softmax_tf`` (2-layer softmax transformers on isotropic tasks, per seed)."""
     V_.instance("name", name, str)
     if name == "shared_lt":
-        return dict(k=4, C=5, R2=4.0, per_label=8, dims=[16, 64, 256], seeds=[0, 1, 2], steps=800, batch=256,
-                    optimizer="sgd", lr=1.0, subspace_stream=7, train_stream=8)
+        # two arms per (d, seed): the constant step of the first version (lr 1) and a decaying one
+        # (lr / (1 + t / decay)); W saved at the snapshot steps (tasks seen = step x batch)
+        return dict(k=4, C=5, R2=4.0, per_label=8, dims=[16, 64, 256], seeds=[0, 1, 2], steps=3200, batch=256,
+                    optimizer="sgd", lr=1.0, decay=100, sampler="class sums",
+                    snapshots={"decay": [50, 100, 200, 400, 800, 1600, 3200], "constant": [800, 3200]},
+                    subspace_stream=7, train_stream=8)
     if name == "softmax_tf":
         return dict(d=16, C=5, R2=9.0, per_label=8, seeds=[0, 1, 2], steps=600, batch=128, optimizer="adamw",
                     lr=1e-3, warmup=60, d_model=64, n_layer=2, n_head=4, train_stream=2)

@@ -335,3 +335,102 @@ def test_bootstrap_examples_brackets_the_point_estimate_and_pairs_models():
         I.bootstrap_examples({"fast": fast[:3]}, ref, grid, np.random.default_rng(3))
     with pytest.raises(ValueError):
         I.bootstrap_examples({"fast": [c[:10] for c in fast]}, ref, grid, np.random.default_rng(3))
+
+
+# --- prompts as class sums (round 3: cheap training and evaluation at d = 256) ---------------------------------
+def _sums_of(p, C):
+    Yh = torch.nn.functional.one_hot(p["Y"], C).double()
+    return torch.einsum("bnc,bnd->bcd", Yh, p["X"].double()), Yh.sum(1)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_class_sum_scorers_equal_the_prompt_scorers(seed):
+    rng = np.random.default_rng(seed)
+    d, C = 7, 4
+    p = I.sample_prompts(12, 20, d, C, I.power_spectrum(3, 0.5), 4.0, rng, pi=I.label_priors(C, 0.55))
+    S, n = _sums_of(p, C)
+    X, xq = p["X"].double(), p["xq"].double()
+    W = torch.randn(d, d, dtype=torch.float64, generator=torch.Generator().manual_seed(seed))
+    torch.testing.assert_close(I.sum_scores(S, n, xq, W), I.reduced_scores(X, p["Y"], xq, W, C))
+    torch.testing.assert_close(I.lda_sum_scores(S, n, xq), I.lda_scores(X, p["Y"], xq, C))
+    U = I.random_orthonormal(d, 3, rng)
+    torch.testing.assert_close(I.lda_sum_scores(S, n, xq, U=U), I.subspace_oracle_scores(X, p["Y"], xq, C, U))
+    pi = I.label_priors(C)
+    torch.testing.assert_close(I.lda_sum_scores(S, n, xq, pi=pi), I.lda_scores(X, p["Y"], xq, C, pi))
+    # the constant feature: W~ = blockdiag(W, b) adds b times the class share to every score
+    St, xt = I.with_constant_feature(S, n, xq)
+    Wt = torch.zeros(d + 1, d + 1, dtype=torch.float64)
+    Wt[:d, :d], Wt[d, d] = W, -2.5
+    torch.testing.assert_close(I.sum_scores(St, n, xt, Wt), I.sum_scores(S, n, xq, W) - 2.5 * n / n.sum(-1, True))
+
+
+def test_class_sum_prompts_have_the_distribution_of_summed_prompts():
+    rng = np.random.default_rng(3)
+    B, d, C, per = 4000, 5, 3, 6
+    q = I.class_sum_prompts(B, [per, 2 * per, per], d, C, I.power_spectrum(2, 0.0), 9.0, rng)
+    n = torch.tensor([per, 2 * per, per], dtype=torch.float32)
+    assert (q["n"] == n).all()
+    mu = q["M"].transpose(1, 2)
+    z = (q["S"] - n[:, None] * mu) / n.sqrt()[:, None]  # standard normal if the sums are right
+    assert abs(z.mean().item()) < 0.02 and abs(z.var().item() - 1) < 0.03
+    zq = q["xq"] - mu[torch.arange(B), q["yq"]]
+    assert abs(zq.var().item() - 1) < 0.05
+    assert np.abs(np.bincount(q["yq"].numpy(), minlength=C) / B - 1 / C).max() < 0.03
+    # a fixed U: every center in span(U)
+    U = I.random_orthonormal(d, 2, rng)
+    q2 = I.class_sum_prompts(5, [2, 2, 2], d, C, I.power_spectrum(2, 0.0), 4.0, rng, U=U)
+    M = q2["M"].double().numpy()
+    np.testing.assert_allclose(M - U @ U.T @ M, 0, atol=1e-5)
+
+
+def test_sum_stream_is_deterministic_and_shuffles_counts():
+    s1 = I.sum_stream(0, 1, 64, [6, 1, 1], 4, 3, I.power_spectrum(2, 0.0), 4.0, shuffle_counts=True)
+    s2 = I.sum_stream(0, 1, 64, [6, 1, 1], 4, 3, I.power_spectrum(2, 0.0), 4.0, shuffle_counts=True)
+    a, b = s1(5), s2(5)
+    for k in a:
+        assert torch.equal(a[k], b[k])
+    assert (a["n"].sort(1).values == torch.tensor([1.0, 1.0, 6.0])).all()
+    assert len({int(r.argmax()) for r in a["n"]}) == 3  # the majority class varies across prompts
+    assert not torch.equal(s1(6)["S"], a["S"])
+
+
+def test_train_sums_learns_identity_and_is_deterministic():
+    d, C = 6, 4
+    st = I.sum_stream(0, 2, 64, [6] * C, d, C, I.power_spectrum(C - 1, 0.0), 9.0)
+    r1 = I.train_sums(d, st, 60, lr=1.0, decay=20, snapshots=[10, 60], progress=False)
+    r2 = I.train_sums(d, st, 60, lr=1.0, decay=20, snapshots=[10, 60], progress=False)
+    assert torch.equal(r1["W"], r2["W"]) and sorted(r1["snapshots"]) == [10, 60]
+    assert torch.equal(r1["snapshots"][60], r1["W"])
+    assert I.matrix_cosine(r1["W"], np.eye(d)) > 0.9
+    assert np.mean(r1["loss"][-10:]) < np.mean(r1["loss"][:10])
+    r3 = I.train_sums(d, st, 3, lr=1.0, constant_feature=True, progress=False)
+    assert r3["W"].shape == (d + 1, d + 1)
+
+
+def test_class_sum_functions_refuse_bad_input():
+    rng = np.random.default_rng(0)
+    sig = I.power_spectrum(2, 0.0)
+    with pytest.raises(ValueError, match="counts must have shape"):
+        I.class_sum_prompts(4, [1, 2], 5, 3, sig, 4.0, rng)
+    with pytest.raises(ValueError, match="at least one context example"):
+        I.class_sum_prompts(4, [0, 0, 0], 5, 3, sig, 4.0, rng)
+    with pytest.raises(ValueError, match="counts"):
+        I.class_sum_prompts(4, [1, -1, 2], 5, 3, sig, 4.0, rng)
+    q = I.class_sum_prompts(4, [2, 2, 2], 5, 3, sig, 4.0, rng)
+    with pytest.raises(ValueError, match="W must have shape"):
+        I.sum_scores(q["S"], q["n"], q["xq"], torch.eye(4))
+    with pytest.raises(TypeError, match="dtype"):
+        I.sum_scores(q["S"], q["n"], q["xq"], torch.eye(5, dtype=torch.float64))
+    with pytest.raises(ValueError, match="n must"):
+        I.sum_scores(q["S"], q["n"][:, :2], q["xq"], torch.eye(5))
+    with pytest.raises(ValueError, match="U must have shape"):
+        I.lda_sum_scores(q["S"], q["n"], q["xq"], U=np.eye(4)[:, :2])
+    st = I.sum_stream(0, 1, 4, [2, 2, 2], 5, 3, sig, 4.0)
+    with pytest.raises(ValueError, match="snapshot"):
+        I.train_sums(5, st, 3, lr=1.0, snapshots=[4], progress=False)
+    with pytest.raises(ValueError, match="decay"):
+        I.train_sums(5, st, 3, lr=1.0, decay=0.0, progress=False)
+    with pytest.raises(ValueError, match="d = 6"):
+        I.train_sums(6, st, 3, lr=1.0, progress=False)
+    with pytest.raises(TypeError, match="shuffle_counts must be a bool"):
+        I.sum_stream(0, 1, 4, [2, 2, 2], 5, 3, sig, 4.0, shuffle_counts="yes")
