@@ -39,7 +39,8 @@ __all__ = [
     "FairPair", "SafeState", "VerifyResult", "verify_fairness", "verify_box", "fairness_cells_bruteforce",
     "box_bruteforce", "flip_rate", "safety_counterexamples",
     "RepairResult", "repair", "check_repair", "fixed_fraction", "GridWorld", "make_gridworld", "load_german_credit",
-    "bias_labels", "data_counterexamples", "evaluate_policy", "reach_avoid_counterexamples",
+    "bias_labels", "data_counterexamples", "evaluate_policy", "reach_avoid_counterexamples", "support_boxes",
+    "in_support", "AnyOf", "loop_counterexamples",
 ]
 
 
@@ -357,6 +358,21 @@ class SafeState:
 
 
 @dataclass
+class AnyOf:
+    """A disjunctive counterexample: at least one of ``states`` must take one of its listed actions. A loop of a
+    policy is one: some state on the cycle must take an action that makes progress towards the goal."""
+
+    states: list[SafeState]
+
+    def __post_init__(self) -> None:
+        self.states = V.sequence("states", self.states, min_len=1,
+                                 of=lambda k, x: V.instance(k, x, SafeState))
+        for st in self.states:
+            if not st.safe:
+                raise ValueError("AnyOf: every state needs at least one allowed action")
+
+
+@dataclass
 class VerifyResult:
     counterexamples: list
     verified: bool  # True iff every MILP was proven infeasible (no counterexample exists)
@@ -412,7 +428,8 @@ class _Encoding:
     copy ``c`` (e.g. the protected attribute); their splits are resolved by constants.
     """
 
-    def __init__(self, ens: TreeEnsemble, fixed: Sequence[dict[int, float]], lo: np.ndarray, hi: np.ndarray):
+    def __init__(self, ens: TreeEnsemble, fixed: Sequence[dict[int, float]], lo: np.ndarray, hi: np.ndarray,
+                 support: tuple[np.ndarray, np.ndarray] | None = None):
         self.ens, self.fixed, self.lo, self.hi = ens, list(fixed), lo, hi
         all_fixed = set().union(*[set(d) for d in self.fixed])
         self.tau = {f: th for f, th in ens.thresholds().items() if f not in all_fixed}
@@ -437,6 +454,45 @@ class _Encoding:
                     self.lb[j] = 1.0  # x_f <= hi <= tau: predicate true
         for c in range(len(self.fixed)):
             self._tree_rows(c)
+        self.boxes: list[tuple[np.ndarray, np.ndarray]] = []
+        if support is not None:
+            self._support_rows(*support)
+
+    def _support_rows(self, L: np.ndarray, U: np.ndarray) -> None:
+        """The input must lie in one of the boxes ``[L_b, U_b]``: a binary ``q_b`` per box (boxes that admit the
+        same threshold cells are merged), ``sum q_b = 1``, and ``q_b = 1`` forces every predicate below ``L_b`` to
+        0 (``x_f > tau``) and every predicate at or above ``U_b`` to 1 (``x_f <= tau``)."""
+        seen: dict[tuple, int] = {}
+        for b in range(len(L)):
+            lo_b, hi_b = np.maximum(self.lo, L[b]), np.minimum(self.hi, U[b])
+            if np.any(lo_b > hi_b):
+                continue  # the box misses the domain
+            key = tuple((int(np.searchsorted(th, lo_b[f], side="left")), int(np.searchsorted(th, hi_b[f],
+                        side="left"))) for f, th in self.tau.items())
+            if key not in seen:
+                seen[key] = len(self.boxes)
+                self.boxes.append((lo_b, hi_b))
+        if not self.boxes:
+            raise ValueError("support: no box intersects the domain")
+        first = self.n_vars
+        self.n_vars += len(self.boxes)
+        self.lb = np.concatenate([self.lb, np.zeros(len(self.boxes))])
+        self.ub = np.concatenate([self.ub, np.ones(len(self.boxes))])
+        self.rows.append(({first + b: 1.0 for b in range(len(self.boxes))}, 1.0, 1.0))
+        for key, b in seen.items():
+            q = first + b
+            for (kL, kU), (f, th) in zip(key, self.tau.items()):
+                if kL > 0:  # p[f, kL-1] = 0 (and, by the ordering, every predicate below it)
+                    self.rows.append(({self.p_index[(f, kL - 1)]: 1.0, q: 1.0}, -np.inf, 1.0))
+                if kU < len(th):  # p[f, kU] = 1 (and every predicate above it)
+                    self.rows.append(({self.p_index[(f, kU)]: 1.0, q: -1.0}, 0.0, np.inf))
+        self.q_first = first
+
+    def box_of(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The bounds a solution's point must respect: the chosen support box, or the domain."""
+        if not self.boxes:
+            return self.lo, self.hi
+        return self.boxes[int(np.argmax(x[self.q_first:self.q_first + len(self.boxes)]))]
 
     def leaf_var(self, c: int, global_leaf: int) -> int:
         return self.n_p + c * self.ens.n_leaves + global_leaf
@@ -481,34 +537,39 @@ class _Encoding:
             cvec[j] += a
         integrality = np.zeros(self.n_vars)
         integrality[: self.n_p] = 1
+        if self.boxes:
+            integrality[self.q_first:] = 1
         return milp(cvec, integrality=integrality, bounds=Bounds(self.lb, self.ub),
                     constraints=LinearConstraint(A.tocsr(), lbs, ubs),
                     options={"time_limit": float(time_limit), "disp": False})
 
     def decode(self, x: np.ndarray, integer: np.ndarray, fill: np.ndarray) -> np.ndarray:
-        """A point of the cell chosen by the predicate values, inside the domain box."""
-        out = fill.copy()
+        """A point of the cell chosen by the predicate values, inside the domain box (and the chosen support
+        box)."""
+        blo, bhi = self.box_of(x)
+        out = np.clip(fill, blo, bhi)
         for f, th in self.tau.items():
             p = np.array([x[self.p_index[(f, k)]] > 0.5 for k in range(len(th))])
             k = int(np.argmax(p)) if p.any() else len(th)
             low = th[k - 1] if k > 0 else -np.inf  # cell is (low, up]
             up = th[k] if k < len(th) else np.inf
-            a, b = max(low, self.lo[f]), min(up, self.hi[f])
+            a, b = max(low, blo[f]), min(up, bhi[f])
             if integer[f]:
                 cand = np.floor(b) if np.isfinite(b) else np.ceil(a if np.isfinite(a) else 0.0) + 1
-                if cand > low and cand <= up and cand >= self.lo[f]:
+                if cand > low and cand <= up and cand >= blo[f]:
                     out[f] = cand
                     continue
             if not np.isfinite(a):
                 a = b - 2.0
             if not np.isfinite(b):
                 b = a + 2.0
-            out[f] = b if (b == self.hi[f] and a < b) or a == b else 0.5 * (a + b)
+            out[f] = b if (b == bhi[f] and a < b) or a == b else 0.5 * (a + b)
         return out
 
     def integer_empty(self, x: np.ndarray, integer: np.ndarray) -> bool:
         """True when the cell chosen by the predicate values holds no integer point of an integer feature (e.g.
         (1.125, 1.375]): no admissible input lies there, so the verifier cuts the pattern and reports nothing."""
+        blo, bhi = self.box_of(x)
         for f, th in self.tau.items():
             if not integer[f]:
                 continue
@@ -516,7 +577,7 @@ class _Encoding:
             k = int(np.argmax(p)) if p.any() else len(th)
             low = th[k - 1] if k > 0 else -np.inf  # cell is (low, up]
             up = th[k] if k < len(th) else np.inf
-            a, b = max(low, self.lo[f]), min(up, self.hi[f])
+            a, b = max(low, blo[f]), min(up, bhi[f])
             if not np.isfinite(b):
                 continue  # unbounded above: an integer always exists
             n = np.floor(b)
@@ -552,9 +613,49 @@ def _check_ens(ens) -> TreeEnsemble:
     return ens
 
 
+def _support(ens: TreeEnsemble, support, protected: int | None = None) -> tuple[np.ndarray, np.ndarray] | None:
+    """Validated support boxes ``(L, U)``, each of shape (m, n_features), ``L <= U``; the protected column is
+    freed (the copies fix it)."""
+    if support is None:
+        return None
+    if isinstance(support, (str, bytes)) or not isinstance(support, (tuple, list)) or len(support) != 2:
+        raise TypeError(f"support must be a pair (L, U) of (m, {ens.n_features}) arrays, got {V.describe(support)}")
+    L = V.array("support L", support[0], ndim=2, dtype="float", nonempty=True, finite=False).astype(float)
+    U = V.array("support U", support[1], shape=L.shape, dtype="float", finite=False).astype(float)
+    if L.shape[1] != ens.n_features:
+        raise ValueError(f"support boxes must have {ens.n_features} columns, got {L.shape[1]}")
+    if np.isnan(L).any() or np.isnan(U).any() or not np.all(L <= U):
+        raise ValueError("support: every box needs L <= U (no NaN) in every feature")
+    if protected is not None:
+        L, U = L.copy(), U.copy()
+        L[:, protected], U[:, protected] = -np.inf, np.inf
+    return L, U
+
+
+def support_boxes(X: np.ndarray, radius) -> tuple[np.ndarray, np.ndarray]:
+    """Boxes ``X_i ± radius`` around data rows (``radius`` per feature, >= 0): the data's support for
+    ``verify_fairness(..., support=...)``, a region around the occupied cells rather than the whole box."""
+    X = V.array("X", X, ndim=2, dtype="float", nonempty=True).astype(float)
+    r = V.array("radius", np.broadcast_to(radius, X.shape[1:]) if np.ndim(radius) == 0 else radius,
+                shape=(X.shape[1],), dtype="float", min=0).astype(float)
+    return X - r, X + r
+
+
+def in_support(X: np.ndarray, support) -> np.ndarray:
+    """Whether each row of ``X`` lies in at least one support box ``(L, U)`` (ignoring no column)."""
+    X = V.array("X", X, ndim=2, dtype="float").astype(float)
+    if isinstance(support, (str, bytes)) or not isinstance(support, (tuple, list)) or len(support) != 2:
+        raise TypeError(f"support must be a pair (L, U) of arrays, got {V.describe(support)}")
+    L = V.array("support L", support[0], ndim=2, dtype="float", finite=False)
+    U = V.array("support U", support[1], shape=L.shape, dtype="float", finite=False)
+    if L.shape[1] != X.shape[1]:
+        raise ValueError(f"support boxes must have {X.shape[1]} columns, got {L.shape[1]}")
+    return ((X[:, None, :] >= L[None]) & (X[:, None, :] <= U[None])).all(axis=2).any(axis=1)
+
+
 def verify_fairness(ens: TreeEnsemble, protected: int, values: tuple[float, float] = (0.0, 1.0), *,
                     domain=None, integer=None, fill=None, max_count: int = 10, eps: float = 1e-4,
-                    most_violating: bool = False, time_limit: float = 20.0) -> VerifyResult:
+                    most_violating: bool = False, time_limit: float = 20.0, support=None) -> VerifyResult:
     """Find up to ``max_count`` fairness counterexamples of a binary ensemble with a pair MILP.
 
     A counterexample is a pair ``(x, x')`` equal in every feature but ``protected`` (``values[0]`` vs
@@ -563,11 +664,15 @@ def verify_fairness(ens: TreeEnsemble, protected: int, values: tuple[float, floa
     counterexamples lie in distinct cells. ``verified`` is True iff both orientations end proven infeasible.
     ``most_violating=True`` maximises ``F(x) - F(x')`` instead of stopping at the first feasible pair (slower).
     ``time_limit`` (seconds, wall clock) bounds the whole search; hitting it leaves ``verified`` False.
+    ``support=(L, U)`` (arrays of shape (m, n_features), see :func:`support_boxes`) restricts the search to
+    inputs inside at least one box ``[L_b, U_b]`` (the protected column of the boxes is ignored), e.g. the data's
+    support; "verified" then means fair over that region, not over the whole domain.
     """
     _check_ens(ens)
     if ens.n_outputs != 1:
         raise ValueError("verify_fairness needs a binary ensemble (one output)")
     protected = V.index("protected", protected, ens.n_features)
+    support = _support(ens, support, protected)
     values = _pair("values", values)
     max_count = V.integer("max_count", max_count, min=1)
     eps, time_limit = V.positive("eps", eps), V.positive("time_limit", time_limit)
@@ -579,7 +684,7 @@ def verify_fairness(ens: TreeEnsemble, protected: int, values: tuple[float, floa
     t0 = time.perf_counter()
     found, statuses, verified = [], [], True
     for a, b in [values, values[::-1]]:
-        enc = _Encoding(ens, [{protected: a}, {protected: b}], lo, hi)
+        enc = _Encoding(ens, [{protected: a}, {protected: b}], lo, hi, support)
         (f0, b0), (f1, b1) = enc.score(0, 0), enc.score(1, 0)
         prop = [(f0, eps - b0, np.inf), (f1, -np.inf, -eps - b1)]  # copy 0 says class 1, copy 1 says class 0
         objective = _lin((-1.0, f0), (1.0, f1)) if most_violating else {}
@@ -790,6 +895,7 @@ class RepairResult:
     nodes: int = 0  # branch-and-bound nodes explored
     n_keep_vars: int = 0  # preservation binaries after merging rows with identical leaf patterns
     n_pair_vars: int = 0  # pair binaries after merging pairs with identical leaf patterns
+    any_of_choice: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), int))  # per AnyOf: (state, action)
 
     @property
     def ok(self) -> bool:
@@ -867,9 +973,9 @@ def _margin_rows(ens: TreeEnsemble, X: np.ndarray, target: np.ndarray) -> tuple[
 
 
 def repair(ens: TreeEnsemble, X_keep: np.ndarray, y_keep=None, *, pairs: Sequence[FairPair] = (),
-           unsafe: Sequence[SafeState] = (), delta: float = 1.0, mu: float = 1e-3, eps: float = 1e-3,
-           relax: bool = False, time_limit: float = 20.0, mip_rel_gap: float = 1e-2,
-           node_limit: int | None = None) -> RepairResult:
+           unsafe: Sequence[SafeState] = (), any_of: Sequence[AnyOf] = (), delta: float = 1.0, mu: float = 1e-3,
+           eps: float = 1e-3, relax: bool = False, pair_class=None, time_limit: float = 20.0,
+           mip_rel_gap: float = 1e-2, node_limit: int | None = None) -> RepairResult:
     """Repair the leaf values so that every counterexample is fixed, keeping as many preservation points as
     possible.
 
@@ -879,11 +985,15 @@ def repair(ens: TreeEnsemble, X_keep: np.ndarray, y_keep=None, *, pairs: Sequenc
         s.t. point i keeps label y_i with margin eps          if c_i = 1   (big-M per row)
              pair j: both inputs get class z_j with margin eps           (hard; z_j binary)
              state s: sum_a u_sa = 1; action a beats every other by eps if u_sa = 1   (hard)
+             AnyOf g: sum_(s,a) d_gsa >= 1; action a beats every other at s by eps if d_gsa = 1   (hard)
              w >= |v - v0|,   v0 - delta <= v <= v0 + delta
 
-    ``y_keep=None`` preserves the original predictions (fidelity) instead of labels. ``relax=True`` is the LP
-    comparison: hinge slacks instead of the ``c_i``, and each pair's class / state's action fixed in advance (the
-    class the original scores lean to; the safe action with the highest original score).
+    ``y_keep=None`` preserves the original predictions (fidelity) instead of labels. ``any_of`` are disjunctive
+    counterexamples (e.g. loops: one state on the cycle must make progress), one binary per (state, action).
+    ``relax=True`` is the LP comparison: hinge slacks instead of the ``c_i``, and each pair's class / state's
+    action fixed in advance (``pair_class``, one class index per pair, e.g. the MILP's choice; by default the
+    class the original scores lean to; the safe action with the highest original score, and for an ``AnyOf`` the
+    (state, action) with the highest original margin).
     ``node_limit`` caps HiGHS's branch-and-bound nodes (unlike the wall-clock ``time_limit``, it gives the same
     incumbent on a busy machine).
     """
@@ -895,6 +1005,18 @@ def repair(ens: TreeEnsemble, X_keep: np.ndarray, y_keep=None, *, pairs: Sequenc
     node_limit = V.optional(V.integer, "node_limit", node_limit, min=1)
     pairs = V.sequence("pairs", pairs, of=lambda k, x: V.instance(k, x, FairPair))
     unsafe = V.sequence("unsafe", unsafe, of=lambda k, x: V.instance(k, x, SafeState))
+    any_of = V.sequence("any_of", any_of, of=lambda k, x: V.instance(k, x, AnyOf))
+    if pair_class is not None:
+        if not relax:
+            raise ValueError("pair_class fixes the pairs' classes of the LP; pass it with relax=True")
+        pair_class = V.array("pair_class", pair_class, shape=(len(pairs),), dtype="int", min=0, max=1).astype(int)
+    if any_of and ens.n_outputs < 2:
+        raise ValueError("any_of: disjunctive state constraints need a multiclass ensemble")
+    for g in any_of:
+        for st in g.states:
+            if st.x.shape != (ens.n_features,) or not all(0 <= a < ens.n_outputs for a in st.safe):
+                raise ValueError(f"any_of: each state needs {ens.n_features} features and actions in "
+                                 f"[0, {ens.n_outputs}), got shape {st.x.shape} and actions {st.safe}")
     for i, pr in enumerate(pairs):
         if pr.x.shape != (ens.n_features,):
             raise ValueError(f"pairs[{i}] must hold inputs of {ens.n_features} features, got {pr.x.shape}")
@@ -929,15 +1051,30 @@ def repair(ens: TreeEnsemble, X_keep: np.ndarray, y_keep=None, *, pairs: Sequenc
         _, pair_first, pair_inv = np.unique(pk, axis=0, return_index=True, return_inverse=True)
         pair_inv = np.asarray(pair_inv).ravel()
     pairs_u = [pairs[i] for i in pair_first]
+    if pair_class is not None and J:
+        cls_u = pair_class[pair_first]
+        if np.any(cls_u[pair_inv] != pair_class):
+            raise ValueError("pair_class must give pairs with identical leaf patterns the same class")
     P, J = len(keep_first), len(pairs_u)
     U_index = [(s, a) for s, st in enumerate(unsafe) for a in st.safe]
     U = 0 if relax else len(U_index)
     Jz = 0 if relax else J
+    G_index = [(g, m, a) for g, grp in enumerate(any_of) for m, st in enumerate(grp.states) for a in st.safe]
+    if relax and any_of:  # the LP fixes each group's (state, action) in advance: the best original margin
+        best = {}
+        for g, m, a in G_index:
+            F = ens.decision(any_of[g].states[m].x[None])[0]
+            margin = F[a] - np.max(np.delete(F, a))
+            if g not in best or margin > best[g][0]:
+                best[g] = (margin, m, a)
+        G_index = [(g, best[g][1], best[g][2]) for g in range(len(any_of))]
+    Gn = 0 if relax else len(G_index)
     # variable layout
     iw, ic = S, 2 * S  # v occupies 0..S-1
     iz = ic + P
     iu = iz + Jz
-    n_vars = iu + U
+    ig = iu + U
+    n_vars = ig + Gn
     rows = _Rows(S, v0, delta)
     # preservation
     R, const, owner = _margin_rows(ens, Xk_u, target_u)
@@ -955,7 +1092,7 @@ def repair(ens: TreeEnsemble, X_keep: np.ndarray, y_keep=None, *, pairs: Sequenc
         b = ens.base[0]
         F_orig = ens.decision(Xp)
         if relax:
-            cls = ((F_orig[:J] + F_orig[J:]) > 0).astype(float)
+            cls = ((F_orig[:J] + F_orig[J:]) > 0).astype(float) if pair_class is None else cls_u.astype(float)
             sgn = np.tile(2 * cls - 1, 2)
             rows.add(R0.multiply(sgn[:, None]), eps - sgn * b, None, n_vars)
         else:
@@ -987,6 +1124,23 @@ def repair(ens: TreeEnsemble, X_keep: np.ndarray, y_keep=None, *, pairs: Sequenc
             for u, (s, _) in enumerate(U_index):
                 one[s, iu + u] = 1.0
             rows.add_raw(one, np.ones(len(unsafe)), np.ones(len(unsafe)))
+    # disjunctive groups: state s takes action a if d_gsa = 1; at least one d per group
+    if G_index:
+        Xg = np.array([any_of[g].states[m].x for g, m, _ in G_index])
+        Rg = ens.design(Xg)
+        rr, rhs, ind = [], [], []
+        for i, (_, _, a) in enumerate(G_index):
+            for k in range(ens.n_outputs):
+                if k != a:
+                    rr.append(Rg[a][i] - Rg[k][i])
+                    rhs.append(eps - (ens.base[a] - ens.base[k]))
+                    ind.append(ig + i)
+        rows.add(sp.vstack(rr), np.array(rhs), None if relax else np.array(ind), n_vars)
+        if not relax:
+            one = sp.lil_matrix((len(any_of), n_vars))
+            for i, (g, _, _) in enumerate(G_index):
+                one[g, ig + i] = 1.0
+            rows.add_raw(one, np.ones(len(any_of)), np.full(len(any_of), np.inf))
     # L1: w - v >= -v0, w + v >= v0
     eye = sp.identity(S, format="csr")
     pad = sp.csr_matrix((S, n_vars - 2 * S))
@@ -1012,20 +1166,23 @@ def repair(ens: TreeEnsemble, X_keep: np.ndarray, y_keep=None, *, pairs: Sequenc
     res = milp(cvec, integrality=integrality, bounds=Bounds(lb, ub), constraints=LinearConstraint(A, lo, hi),
                options=options)
     seconds = time.perf_counter() - t0
-    problem = dict(X_keep=X_keep, target=target, pairs=list(pairs), unsafe=list(unsafe), delta=delta, eps=eps,
-                   relax=relax, A=A, lo=lo, hi=hi, lb=lb, ub=ub, integrality=integrality)
+    problem = dict(X_keep=X_keep, target=target, pairs=list(pairs), unsafe=list(unsafe), any_of=list(any_of),
+                   delta=delta, eps=eps, relax=relax, A=A, lo=lo, hi=hi, lb=lb, ub=ub, integrality=integrality)
     gap = getattr(res, "mip_gap", None)
     stats = dict(mip_gap=0.0 if relax else (float(gap) if gap is not None else float("nan")),
                  nodes=int(getattr(res, "mip_node_count", 0) or 0), n_keep_vars=P, n_pair_vars=J)
     if res.x is None:
         return RepairResult(None, int(res.status), str(res.message), seconds, np.zeros(n_keep_all, int),
-                            np.zeros(n_pairs_all, int), np.zeros(len(unsafe), int), float("nan"), problem, **stats)
+                            np.zeros(n_pairs_all, int), np.zeros(len(unsafe), int), float("nan"), problem,
+                            any_of_choice=np.zeros((len(any_of), 2), int), **stats)
     x = res.x
     v = x[:S].copy()
     if relax:
         kept = (np.asarray(x[ic:ic + P]) <= 1e-9).astype(int)[keep_inv]
-        pair_class = (((F_orig[:J] + F_orig[J:]) > 0).astype(int) if J else np.zeros(0, int))[pair_inv]
+        if pair_class is None:
+            pair_class = (((F_orig[:J] + F_orig[J:]) > 0).astype(int) if J else np.zeros(0, int))[pair_inv]
         safe_action = chosen_relax
+        choice = np.array([(m, a) for _, m, a in G_index], dtype=int).reshape(-1, 2)
     else:
         kept = np.round(x[ic:ic + P]).astype(int)[keep_inv]
         pair_class = np.round(x[iz:iz + J]).astype(int)[pair_inv]
@@ -1034,9 +1191,15 @@ def repair(ens: TreeEnsemble, X_keep: np.ndarray, y_keep=None, *, pairs: Sequenc
         for k, (s, a) in enumerate(U_index):
             if u[k] > 0.5:
                 safe_action[s] = a
+        d = np.round(x[ig:ig + Gn])
+        choice = np.zeros((len(any_of), 2), dtype=int)
+        for k in reversed(range(Gn)):  # the first (state, action) switched on in each group
+            g, m, a = G_index[k]
+            if d[k] > 0.5:
+                choice[g] = (m, a)
     problem["x"] = x
     return RepairResult(v, int(res.status), str(res.message), seconds, kept, pair_class, safe_action,
-                        float(res.fun), problem, **stats)
+                        float(res.fun), problem, any_of_choice=choice, **stats)
 
 
 def check_repair(ens: TreeEnsemble, result: RepairResult) -> float:
@@ -1086,11 +1249,16 @@ def check_repair(ens: TreeEnsemble, result: RepairResult) -> float:
         F2 = F.copy()
         F2[np.arange(len(a)), a] = -np.inf
         worst.append(float(np.max(eps - (Fa - F2.max(axis=1)))))
+    for grp, (m, a) in zip(pr.get("any_of", []), result.any_of_choice):
+        st = grp.states[m]
+        worst.append(0.0 if a in st.safe else np.inf)
+        F = ens.decision(st.x[None], v)[0]
+        worst.append(float(eps - (F[a] - np.max(np.delete(F, a)))))
     return float(max(0.0, max(worst)))
 
 
 def fixed_fraction(ens: TreeEnsemble, values: np.ndarray, pairs: Sequence[FairPair] = (),
-                   unsafe: Sequence[SafeState] = (), predict=None) -> float:
+                   unsafe: Sequence[SafeState] = (), predict=None, any_of: Sequence[AnyOf] = ()) -> float:
     """Share of counterexamples that the model with ``values`` no longer violates (1.0 = all fixed).
 
     ``predict`` (e.g. a repaired scikit-learn model's ``predict``) evaluates with the real model; by default the
@@ -1099,6 +1267,7 @@ def fixed_fraction(ens: TreeEnsemble, values: np.ndarray, pairs: Sequence[FairPa
     values = _check_ens(ens)._check_values(values)
     pairs = V.sequence("pairs", pairs, of=lambda k, x: V.instance(k, x, FairPair))
     unsafe = V.sequence("unsafe", unsafe, of=lambda k, x: V.instance(k, x, SafeState))
+    any_of = V.sequence("any_of", any_of, of=lambda k, x: V.instance(k, x, AnyOf))
     V.optional(V.function, "predict", predict)
     pred = predict if predict is not None else (lambda X: ens.predict(X, values))
     ok = []
@@ -1109,6 +1278,9 @@ def fixed_fraction(ens: TreeEnsemble, values: np.ndarray, pairs: Sequence[FairPa
     if unsafe:
         act = np.searchsorted(ens.classes, pred(np.array([s.x for s in unsafe])))
         ok += [int(act[i]) in set(unsafe[i].safe) for i in range(len(unsafe))]
+    for grp in any_of:
+        act = np.searchsorted(ens.classes, pred(np.array([st.x for st in grp.states])))
+        ok.append(any(int(a) in set(st.safe) for a, st in zip(act, grp.states)))
     return float(np.mean(ok)) if ok else 1.0
 
 
@@ -1179,6 +1351,32 @@ class GridWorld:
                      for s in (self.step(r, c, a) for a in range(4))]
                 pol[r, c] = int(np.argmax(q))
         return pol
+
+    def distance_to_go(self) -> np.ndarray:
+        """Fewest steps from each cell to the goal without entering lava (the expert's distance-to-go; inf where
+        the goal cannot be reached, and in lava)."""
+        dist = np.full((self.size, self.size), np.inf)
+        dist[self.goal] = 0
+        frontier = [self.goal]
+        while frontier:
+            nxt = []
+            for r, c in frontier:
+                for dr, dc in MOVES:
+                    pr, pc = r - dr, c - dc  # a cell (pr, pc) whose move (dr, dc) leads to (r, c)
+                    if 0 <= pr < self.size and 0 <= pc < self.size and not self.terminal(pr, pc) \
+                            and np.isinf(dist[pr, pc]):
+                        dist[pr, pc] = dist[r, c] + 1
+                        nxt.append((pr, pc))
+            frontier = nxt
+        return dist
+
+    def progress_actions(self, r: int, c: int, dist: np.ndarray | None = None) -> tuple[int, ...]:
+        """Actions from (r, c) that lower the distance-to-go (never into lava; empty where the goal is
+        unreachable)."""
+        r, c = self._cell("cell", (r, c))
+        dist = self.distance_to_go() if dist is None else V.array("dist", dist, shape=(self.size, self.size),
+                                                                   dtype="float", finite=False)
+        return tuple(a for a in range(4) if dist[self.step(r, c, a)] < dist[r, c])
 
     def rollout(self, policy: np.ndarray, start: tuple[int, int] | None = None) -> tuple[float, list]:
         """Discounted return of a deterministic policy (a (size, size) action grid) from ``start``, and its path.
@@ -1333,3 +1531,33 @@ def reach_avoid_counterexamples(world: GridWorld, policy: np.ndarray) -> list[tu
             elif path[-1] != world.goal:
                 out.append((path, "loop"))
     return out
+
+
+def loop_counterexamples(world: GridWorld, policy: np.ndarray) -> tuple[list[AnyOf], list[list]]:
+    """The distinct cycles of a deterministic policy (a (size, size) action grid), as disjunctive counterexamples.
+
+    For each cycle, ``AnyOf`` its cells, each allowed the actions that lower the distance-to-go *other than the
+    one it takes now*: some state on the cycle must switch to an action that makes progress. (Progress alone is
+    not enough: a cycle that steps towards the goal somewhere steps away from it elsewhere; switching a cell's
+    action is what breaks the cycle.) Returns ``(groups, cycles)``; a cycle none of whose cells has such an
+    action (the goal is unreachable there) is in ``cycles`` but has no group."""
+    V.instance("world", world, GridWorld)
+    policy = V.array("policy", policy, shape=(world.size, world.size), dtype="int", min=0, max=3)
+    dist = world.distance_to_go()
+    seen_cycles: set[frozenset] = set()
+    groups, cycles = [], []
+    for path, outcome in reach_avoid_counterexamples(world, policy):
+        if outcome != "loop":
+            continue
+        cycle = path[path.index(path[-1]):-1]  # the revisited cell up to (not repeating) itself
+        key = frozenset(cycle)
+        if key in seen_cycles:
+            continue
+        seen_cycles.add(key)
+        cycles.append(cycle)
+        states = [SafeState(np.array(cell, float), tuple(a for a in world.progress_actions(*cell, dist)
+                                                          if a != policy[cell])) for cell in cycle]
+        states = [st for st in states if st.safe]
+        if states:
+            groups.append(AnyOf(states))
+    return groups, cycles

@@ -317,3 +317,117 @@ def test_augment_with_pairs_labels_pairs_from_their_training_row_else_the_scores
     assert list(ya[-4:]) == [1 - y[3], 1 - y[3], 1, 1]
     Xa, ya = ter.augment_with_pairs(ens, X, y, [], protected=0)
     assert np.array_equal(Xa, X) and np.array_equal(ya, y)
+
+
+def _predicate_pattern(ens, X, skip):
+    return [tuple(bool(x[f] <= t) for f, th in ens.thresholds().items() if f not in skip for t in th) for x in X]
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_support_verifier_matches_bruteforce_inside_the_boxes(seed):
+    X, y = _data(seed, n=150)
+    m = GradientBoostingClassifier(n_estimators=4, max_depth=3, learning_rate=0.5, random_state=0).fit(X, y)
+    ens = ter.from_sklearn(m)
+    dom = (np.zeros(3), np.full(3, 5.0))
+    support = ter.support_boxes(X[:4], [0, 1, 1])
+    res = ter.verify_fairness(ens, 0, domain=dom, integer=np.ones(3, bool), support=support, max_count=1000)
+    grid = np.array([(0, a, b) for a in range(6) for b in range(6)], float)
+    L, U = support
+    L, U = L.copy(), U.copy()
+    L[:, 0], U[:, 0] = -np.inf, np.inf
+    grid = grid[ter.in_support(grid, (L, U))]
+    X1 = grid.copy()
+    X1[:, 0] = 1
+    F0, F1 = ens.decision(grid), ens.decision(X1)
+    bad = ((F0 >= 1e-4) & (F1 <= -1e-4)) | ((F1 >= 1e-4) & (F0 <= -1e-4))
+    cells = set(_predicate_pattern(ens, grid[bad], {0}))
+    assert len(res.counterexamples) == len(cells)
+    found = np.array([p.x for p in res.counterexamples]).reshape(-1, 3)
+    assert ter.in_support(found, (L, U)).all()
+    assert set(_predicate_pattern(ens, found, {0})) == cells
+    assert all(m.predict(p.x[None])[0] != m.predict(p.x_prime[None])[0] for p in res.counterexamples)
+    whole = ter.verify_fairness(ens, 0, domain=dom, integer=np.ones(3, bool), max_count=1000)
+    assert len(whole.counterexamples) >= len(res.counterexamples)
+
+
+def test_support_bad_inputs():
+    X, y = _data(3)
+    ens = ter.from_sklearn(GradientBoostingClassifier(n_estimators=3, max_depth=2).fit(X, y))
+    with pytest.raises(ValueError, match="radius"):
+        ter.support_boxes(X, [-1, 0, 0])
+    with pytest.raises(ValueError, match="radius"):
+        ter.support_boxes(X, [1, 1])
+    with pytest.raises(TypeError, match="support"):
+        ter.verify_fairness(ens, 0, support=X)
+    with pytest.raises(ValueError, match="columns"):
+        ter.verify_fairness(ens, 0, support=(X[:, :2], X[:, :2]))
+    with pytest.raises(ValueError, match="L <= U"):
+        ter.verify_fairness(ens, 0, support=(X + 1, X))
+    with pytest.raises(TypeError, match="support"):
+        ter.in_support(X, "boxes")
+
+
+def test_lp_with_the_milps_classes_is_feasible():
+    X, y, m, ens, pairs = _repair_setup()
+    mil = ter.repair(ens, X[:80], None, pairs=pairs, delta=1.0)
+    lp = ter.repair(ens, X[:80], None, pairs=pairs, delta=1.0, relax=True, pair_class=mil.pair_class)
+    assert lp.ok and ter.check_repair(ens, lp) <= 1e-6
+    assert (lp.pair_class == mil.pair_class).all()
+    assert ter.fixed_fraction(ens, lp.values, pairs) == 1.0
+    with pytest.raises(ValueError, match="relax"):
+        ter.repair(ens, X[:80], None, pairs=pairs, pair_class=mil.pair_class)
+    with pytest.raises(ValueError, match="pair_class"):
+        ter.repair(ens, X[:80], None, pairs=pairs, relax=True, pair_class=mil.pair_class[:-1])
+
+
+def test_distance_to_go_and_progress_actions():
+    lava = np.zeros((4, 4), bool)
+    lava[0, 1] = lava[1, 0] = True  # the corner (0, 0) is walled in
+    w = ter.GridWorld(4, lava, goal=(3, 3), start=(2, 2))
+    d = w.distance_to_go()
+    assert d[3, 3] == 0 and d[2, 3] == 1 and d[1, 1] == 4 and np.isinf(d[0, 0]) and np.isinf(d[0, 1])
+    assert w.progress_actions(0, 0, d) == ()
+    assert set(w.progress_actions(2, 2, d)) == {1, 3}
+    expert = w.expert()
+    for r in range(4):
+        for c in range(4):
+            if not w.terminal(r, c) and np.isfinite(d[r, c]):
+                assert expert[r, c] in w.progress_actions(r, c, d)
+
+
+def test_loops_become_disjunctive_counterexamples_and_the_repair_breaks_them():
+    w = ter.GridWorld(5, np.zeros((5, 5), bool), goal=(4, 4), start=(0, 0))
+    pol = w.expert()
+    pol[1, 1], pol[1, 2] = 3, 2  # right, left: a two-cell loop
+    pol[3, 0], pol[2, 0] = 0, 1  # up, down: another
+    groups, cycles = ter.loop_counterexamples(w, pol)
+    assert sorted(map(sorted, cycles)) == [[(1, 1), (1, 2)], [(2, 0), (3, 0)]]
+    assert len(groups) == 2
+    for g in groups:  # every allowed action is progress and changes the cell's action
+        for s in g.states:
+            r, c = s.x.astype(int)
+            assert s.safe and set(s.safe) <= set(w.progress_actions(r, c)) and pol[r, c] not in s.safe
+    S = w.states()
+    live = np.array([not w.terminal(int(r), int(c)) for r, c in S])
+    St = S[live]
+    ys = pol[St[:, 0].astype(int), St[:, 1].astype(int)]
+    m = GradientBoostingClassifier(n_estimators=30, max_depth=4, random_state=0).fit(St, ys)
+    ens = ter.from_sklearn(m)
+    assert (m.predict(St) == ys).all()
+    assert ter.fixed_fraction(ens, ens.values, any_of=groups) == 0.0
+    for relax in (False, True):
+        res = ter.repair(ens, St, None, any_of=groups, delta=2.0, relax=relax)
+        assert res.ok and ter.check_repair(ens, res) <= 1e-6
+        m2 = ter.to_sklearn(m, ens, res.values)
+        assert ter.fixed_fraction(ens, res.values, any_of=groups, predict=m2.predict) == 1.0
+        act = np.zeros((5, 5), int)
+        act[St[:, 0].astype(int), St[:, 1].astype(int)] = m2.predict(St)
+        left = {frozenset(c) for c in ter.loop_counterexamples(w, act)[1]}
+        assert not left & {frozenset(c) for c in cycles}
+    with pytest.raises(ValueError, match="at least one"):
+        ter.AnyOf([ter.SafeState(St[0], ())])
+    with pytest.raises(ValueError, match="states"):
+        ter.AnyOf([])
+    with pytest.raises(ValueError, match="multiclass"):
+        X, y, _, bens, _ = _repair_setup()
+        ter.repair(bens, X[:5], None, any_of=groups)
