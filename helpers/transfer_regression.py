@@ -35,7 +35,9 @@ __all__ = [
     "Setting", "min_norm_lstsq", "batched_min_norm", "pretrain", "transfer_fit", "transfer_fit_stacked",
     "source_moments", "bias_D", "bias_D_weighted", "c_star", "test_error", "test_error_D", "test_error_mp",
     "target_eigenvalues", "test_error_target_only", "ridge_error", "optimal_L", "data_driven_c", "loo_cv",
-    "cv_fit", "monte_carlo", "paired", "lambda_star", "models_needed", "RULES",
+    "cv_fit", "monte_carlo", "paired", "lambda_star", "models_needed", "contour_point", "RULES",
+    "power_law_spectrum", "shrinkage_profile", "direction_moments", "direction_D", "c_direction",
+    "c_scalar_weighted", "pool_optimal", "pool_equal_c", "anchor_monte_carlo",
 ]
 
 RULES = ("1", "1/rho", "c*", "c_hat")
@@ -90,6 +92,10 @@ def _m(m: object) -> int:
     return validate.integer("m", m, min=1)
 
 
+def _spec(spec: object, d: int) -> np.ndarray:
+    return validate.array("spec", spec, shape=(d,), dtype="float", min=0, strict_min=True)
+
+
 def min_norm_lstsq(X: np.ndarray, y: np.ndarray) -> np.ndarray:
     """The minimum-L2-norm least-squares solution ``X^+ y`` (interpolates when ``n < d``)."""
     X = validate.array("X", X, ndim=2, dtype="float", nonempty=True)
@@ -97,14 +103,20 @@ def min_norm_lstsq(X: np.ndarray, y: np.ndarray) -> np.ndarray:
     return np.linalg.lstsq(X, y, rcond=None)[0]
 
 
-def pretrain(beta: np.ndarray, m: int, s: Setting, rng: np.random.Generator) -> np.ndarray:
-    """``m`` pretrained models (rows), each the min-norm least-squares fit on its own related source task."""
+def pretrain(beta: np.ndarray, m: int, s: Setting, rng: np.random.Generator, spec: np.ndarray | None = None
+             ) -> np.ndarray:
+    """``m`` pretrained models (rows), each the min-norm least-squares fit on its own related source task.
+
+    ``spec``: the variances of the input features (a diagonal covariance); None is isotropic (all ones)."""
     s = _setting(s)
     beta = validate.array("beta", beta, shape=(s.d,), dtype="float")
     m = _m(m)
     rng = validate.instance("rng", rng, np.random.Generator)
+    scale = None if spec is None else np.sqrt(_spec(spec, s.d))
     betas = beta + rng.normal(0, s.tau / np.sqrt(s.d), (m, s.d))
     Xs = rng.normal(size=(m, s.n_s, s.d))
+    if scale is not None:
+        Xs *= scale
     ys = (Xs @ betas[..., None])[..., 0] + rng.normal(0, s.sigma_s, (m, s.n_s))
     return batched_min_norm(Xs, ys)
 
@@ -545,3 +557,252 @@ def contour_point(s: Setting, trials: int, seed: int = 0, rule: str = "1", m_cla
     rel = [res[(rule, m, lam)][1] / res[(rule, m, lam)][0] for m, lam in zip(ms, lams)] + [res[ridge][1] / res[ridge][0]]
     ok = diffs[m_c][0] < z * diffs[m_c][1] and (m_c == 1 or diffs[m_c - 1][0] > -z * diffs[m_c - 1][1])
     return dict(analytic=analytic, m_claimed=m_c, diffs=diffs, max_rel_se=float(max(rel)), consistent=bool(ok))
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Beyond isotropy: a power-law feature spectrum, where the min-norm shrinkage depends on the direction
+# ----------------------------------------------------------------------------------------------------------------
+def power_law_spectrum(d: int, alpha: float) -> np.ndarray:
+    """Feature variances ``k^(-alpha)``, ``k = 1..d``, scaled to mean 1 (``E||x||^2 = d``, as when isotropic;
+    ``alpha = 0`` is isotropic)."""
+    d = validate.integer("d", d, min=1)
+    alpha = validate.nonnegative("alpha", alpha)
+    v = np.arange(1, d + 1, dtype=float) ** -alpha
+    return v / v.mean()
+
+
+def shrinkage_profile(spec: np.ndarray, n_s: int, draws: int = 2000, seed: int = 0
+                      ) -> tuple[np.ndarray, np.ndarray]:
+    """``(s, g)``: ``s_k = E[P]_kk`` and ``g_k = E[(X^T X)^+]_kk`` for a source design ``X`` of ``n_s`` rows
+    ``N(0, diag(spec))``, ``P = X^+ X`` the projection onto its row space; estimated over ``draws`` designs.
+
+    ``E[P]`` is diagonal (flipping the sign of one feature leaves the design's law unchanged), so a min-norm
+    pretrained model has ``E[theta | beta] = s * beta``: direction ``k`` is shrunk by ``s_k``. Isotropic
+    (``spec`` all ones, ``n_s < d``): ``s_k = n_s / d`` and ``g_k = n_s / (d (d - n_s - 1))``."""
+    spec = validate.array("spec", spec, ndim=1, dtype="float", nonempty=True, min=0, strict_min=True)
+    d = spec.size
+    n_s = validate.integer("n_s", n_s, min=1)
+    if abs(n_s - d) <= 1:
+        raise ValueError(f"n_s = {n_s} is within 1 of d = {d}: the min-norm fit has unbounded variance there")
+    draws = validate.integer("draws", draws, min=2)
+    rng = np.random.default_rng(validate.seed("seed", seed))
+    s_sum, g_sum, done = np.zeros(d), np.zeros(d), 0
+    with _one_thread():
+        while done < draws:
+            b = min(200, draws - done)
+            X = rng.normal(size=(b, n_s, d)) * np.sqrt(spec)
+            if n_s < d:
+                GiX = np.linalg.solve(X @ X.transpose(0, 2, 1), X)  # (b, n_s, d): (X X^T)^{-1} X
+                s_sum += np.einsum("bik,bik->k", GiX, X)  # diag X^T (X X^T)^{-1} X
+                g_sum += np.einsum("bik,bik->k", GiX, GiX)  # diag X^T (X X^T)^{-2} X
+            else:
+                s_sum += b
+                g_sum += np.linalg.inv(X.transpose(0, 2, 1) @ X).diagonal(axis1=1, axis2=2).sum(axis=0)
+            done += b
+    return s_sum / draws, g_sum / draws
+
+
+def _profile(profile: object, d: int) -> tuple[np.ndarray, np.ndarray]:
+    if not isinstance(profile, tuple) or len(profile) != 2:
+        raise TypeError(f"profile must be the pair (s, g) returned by shrinkage_profile, got "
+                        f"{validate.describe(profile)}")
+    sk = validate.array("profile[0]", profile[0], shape=(d,), dtype="float", min=0, max=1 + 1e-9)
+    g = validate.array("profile[1]", profile[1], shape=(d,), dtype="float", min=0)
+    return sk, g
+
+
+def direction_moments(s: Setting, profile: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """``(s_k, v_k)`` per direction: ``E[theta_k | beta] = s_k beta_k`` and ``v_k = E(theta_k - s_k beta_k)^2``
+    ``= s_k (1 - s_k) B/d + s_k tau^2/d + sigma_s^2 g_k`` (``beta``, ``delta_j`` isotropic; ``profile`` from
+    :func:`shrinkage_profile` at ``s.n_s``). Isotropic: they sum to :func:`source_moments`'s ``V``."""
+    s = _setting(s)
+    sk, g = _profile(profile, s.d)
+    b = s.B / s.d
+    return sk, sk * (1 - sk) * b + sk * s.tau**2 / s.d + s.sigma_s**2 * g
+
+
+def direction_D(C: float | np.ndarray, m: int, s: Setting, profile: tuple[np.ndarray, np.ndarray]
+                ) -> np.ndarray:
+    """Per-direction anchor error ``E(C_k theta_bar_k - beta_k)^2 = (C_k s_k - 1)^2 B/d + C_k^2 v_k / m`` for a
+    scalar or per-direction factor ``C`` (exact: the models are independent given ``beta``)."""
+    m = _m(m)
+    s = _setting(s)
+    C = validate.array("C", C, ndim=(0, 1), dtype="float")
+    if C.ndim == 1 and C.shape != (s.d,):
+        raise ValueError(f"C must be a number or have shape ({s.d},), got shape {C.shape}")
+    sk, v = direction_moments(s, profile)
+    return (C * sk - 1) ** 2 * s.B / s.d + C**2 * v / m
+
+
+def c_direction(m: int, s: Setting, profile: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    """The per-direction factor minimising each direction's anchor error: ``C_k = s_k b / (s_k^2 b + v_k/m)``
+    with ``b = B/d`` (the direction-wise ``c*``; equal to :func:`c_star` in every direction when isotropic)."""
+    m = _m(m)
+    s = _setting(s)
+    sk, v = direction_moments(s, profile)
+    b = s.B / s.d
+    return sk * b / (sk**2 * b + v / m)
+
+
+def c_scalar_weighted(m: int, s: Setting, profile: tuple[np.ndarray, np.ndarray], spec: np.ndarray) -> float:
+    """The one scalar factor minimising the anchor error weighted by the feature variances,
+    ``sum_k spec_k D_k(c)``: ``sum spec_k s_k b / sum spec_k (s_k^2 b + v_k/m)`` (the best a scalar can do
+    for the anchor's own prediction error)."""
+    m = _m(m)
+    s = _setting(s)
+    spec = _spec(spec, s.d)
+    sk, v = direction_moments(s, profile)
+    b = s.B / s.d
+    return float(np.sum(spec * sk * b) / np.sum(spec * (sk**2 * b + v / m)))
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Heterogeneous pools: one penalty lam_j and one factor c_j per pretrained model
+# ----------------------------------------------------------------------------------------------------------------
+def _pool(sources: object) -> list[Setting]:
+    sources = validate.sequence("sources", sources, min_len=1, of=lambda k, v: validate.instance(k, v, Setting))
+    if len({(t.d, t.B) for t in sources}) != 1:
+        raise ValueError("sources must share d and B")
+    return sources
+
+
+def pool_optimal(sources: Sequence[Setting]) -> dict:
+    """The best anchor ``sum_j u_j theta_j`` for a pool of different sources (one :class:`Setting` per model, same
+    ``d`` and ``B``): ``D(u) = (sum u_j rho_j - 1)^2 B + sum u_j^2 V_j`` is minimised by
+    ``u_j = B/(1 + B S) rho_j / V_j`` with ``S = sum rho_j^2 / V_j``, and ``D* = B / (1 + B S)``.
+
+    Written as penalties and factors (only the products ``u_j = w_j c_j`` matter, ``w_j = lam_j / L``): the
+    weight ``w_j`` proportional to ``rho_j^2 / V_j`` (the inverse variance of the debiased model
+    ``theta_j / rho_j``) and ``c_j = (B S / (1 + B S)) / rho_j`` (each model debiased by its own ``1/rho_j``,
+    all shrunk by one common factor). Returns ``u``, ``weights``, ``factors``, ``D``."""
+    sources = _pool(sources)
+    mom = np.array([source_moments(t) for t in sources])
+    rho, V = mom[:, 0], mom[:, 1]
+    B = sources[0].B
+    S = float(np.sum(rho**2 / V))
+    u = B / (1 + B * S) * rho / V
+    return dict(u=u, weights=(rho**2 / V) / S, factors=(B * S / (1 + B * S)) / rho, D=B / (1 + B * S))
+
+
+def pool_equal_c(sources: Sequence[Setting]) -> float:
+    """The best common factor ``c`` for equal weights (``lam_j = lam``): minimises :func:`bias_D_weighted` with
+    ``w_j = 1/m``, ``c = rho_bar B / (rho_bar^2 B + sum V_j / m^2)``."""
+    sources = _pool(sources)
+    mom = np.array([source_moments(t) for t in sources])
+    m, B = len(sources), sources[0].B
+    rho_bar = float(mom[:, 0].mean())
+    return rho_bar * B / (rho_bar**2 * B + float(mom[:, 1].sum()) / m**2)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Monte Carlo for any linear anchor, any pool, any feature spectrum
+# ----------------------------------------------------------------------------------------------------------------
+def anchor_monte_carlo(s: Setting, sources: Sequence[Setting], anchors: dict, trials: int, seed: int = 0, *,
+                       spec: np.ndarray | None = None, Ls: Sequence[float] = (0.0,),
+                       cv_Ls: Sequence[float] | None = None, rescale: Sequence[str] = (),
+                       progress: bool = False) -> dict:
+    """Monte Carlo test error of the target learner ``(X^T X + L I)^{-1}(X^T y + L a)`` for linear anchors
+    ``a = sum_j U_j * theta_j`` of a pool of pretrained models.
+
+    ``s``: the target problem (``d``, ``n``, ``sigma``, ``B``); ``sources``: one :class:`Setting` per pretrained
+    model (its ``n_s``, ``sigma_s``, ``tau``; same ``d`` and ``B`` as ``s``). ``anchors``: name -> coefficients
+    ``U`` of shape ``(m,)`` (one per model) or ``(m, d)`` (one per model and direction); zeros drop a model.
+    ``rescale``: anchor names whose overall scale is refit on the target data by least squares (the data-driven
+    ``c_hat``). ``spec``: the feature variances of every design, target and sources (None: isotropic). The error
+    of an estimate is exact given it: ``sigma^2 + (b - beta)^T diag(spec) (b - beta)``.
+
+    Keys ``(name, L)`` for each total penalty ``L`` in ``Ls`` (0: the limit), and with ``cv_Ls`` ``(name, "cv")``
+    (``L`` chosen by leave-one-out on the target data), ``("ridge", "cv")`` and ``("ridge", "oracle")`` (ridge
+    at ``L = sigma^2 d / B``, Bayes-optimal for isotropic ``beta``). Returns ``{key: (mean, SE)}`` and
+    ``"samples"`` (per-trial errors; the trials are shared, so differences are paired, see :func:`paired`).
+    """
+    s = _setting(s)
+    sources = _pool(sources)
+    if sources[0].d != s.d or sources[0].B != s.B:
+        raise ValueError(f"sources must have the target's d = {s.d} and B = {s.B}")
+    m = len(sources)
+    anchors = validate.instance("anchors", anchors, dict)
+    if not anchors:
+        raise ValueError("anchors must name at least one anchor")
+    U = {}
+    for name, u in anchors.items():
+        u = validate.array(f"anchors[{name!r}]", u, ndim=(1, 2), dtype="float")
+        if u.shape not in ((m,), (m, s.d)):
+            raise ValueError(f"anchors[{name!r}] must have shape ({m},) or ({m}, {s.d}), got {u.shape}")
+        U[name] = u if u.ndim == 2 else np.repeat(u[:, None], s.d, axis=1)
+    rescale = set(validate.sequence("rescale", rescale, of=lambda k, v: validate.one_of(k, v, list(U))))
+    trials = validate.integer("trials", trials, min=2)
+    seed = validate.seed("seed", seed)
+    spec = np.ones(s.d) if spec is None else _spec(spec, s.d)
+    Ls = validate.sequence("Ls", Ls, of=_lam)
+    if cv_Ls is not None:
+        cv_Ls = validate.array("cv_Ls", cv_Ls, ndim=1, dtype="float", nonempty=True, min=0, strict_min=True)
+    progress = validate.boolean("progress", progress)
+    with _one_thread():
+        return _anchor_mc(s, sources, U, trials, seed, spec, Ls, cv_Ls, rescale, progress)
+
+
+def _anchor_mc(s, sources, U, trials, seed, spec, Ls, cv_Ls, rescale, progress) -> dict:
+    rng = np.random.default_rng(seed)
+    names = list(U)
+    Us = np.stack([U[k] for k in names])  # (P, m, d)
+    resc = np.array([k in rescale for k in names])
+    groups = []  # runs of identical sources, pretrained together
+    for t in sources:
+        if groups and groups[-1][0] == t:
+            groups[-1][1] += 1
+        else:
+            groups.append([t, 1])
+    keys = [(k, L) for k in names for L in Ls]
+    if cv_Ls is not None:
+        keys += [(k, "cv") for k in names] + [("ridge", "cv"), ("ridge", "oracle")]
+    errs = {k: np.empty(trials) for k in keys}
+    it = range(trials)
+    if progress:
+        from tqdm.auto import tqdm
+
+        it = tqdm(it, desc="Monte Carlo")
+    root = np.sqrt(spec)
+    for t in it:
+        beta = rng.normal(size=s.d)
+        beta *= np.sqrt(s.B) / np.linalg.norm(beta)
+        thetas = np.vstack([pretrain(beta, k, src, rng, spec) for src, k in groups])
+        X = rng.normal(size=(s.n, s.d)) * root
+        y = X @ beta + rng.normal(0, s.sigma, s.n)
+        Uo, S, Vt = _svd(X)
+        A = np.einsum("pmd,md->pd", Us, thetas)  # (P, d) anchors
+        XA = A @ X.T  # (P, n)
+        if resc.any():
+            zz = np.einsum("pn,pn->p", XA, XA)
+            ch = np.where(zz > 0, XA @ y / np.where(zz > 0, zz, 1), 1.0)
+            ch = np.where(resc, ch, 1.0)
+            A, XA = A * ch[:, None], XA * ch[:, None]
+        resid = y - XA  # (P, n)
+        Z = resid @ Uo  # (P, k)
+        dev = A - beta
+
+        def err(g: np.ndarray, dev: np.ndarray = dev, Vt: np.ndarray = Vt) -> np.ndarray:
+            e = dev + g @ Vt
+            return s.sigma**2 + (e * e) @ spec
+
+        for L in Ls:
+            e = err(Z / S if L == 0 else Z * (S / (S**2 + L)))
+            for p, k in enumerate(names):
+                errs[(k, L)][t] = e[p]
+        if cv_Ls is not None:
+            F = S**2 / (S**2 + cv_Ls[:, None])  # (K, k)
+            lev = F @ (Uo**2).T  # (K, n)
+            fitted = (Z[:, None, :] * F[None]) @ Uo.T  # (P, K, n)
+            cv = np.mean(((resid[:, None, :] - fitted) / (1 - lev)) ** 2, axis=2)
+            Lb = cv_Ls[np.argmin(cv, axis=1)]
+            e = err(Z * (S / (S**2 + Lb[:, None])))
+            for p, k in enumerate(names):
+                errs[(k, "cv")][t] = e[p]
+            zy = Uo.T @ y
+            Lr = float(cv_Ls[np.argmin(_loo(Uo, S, y, cv_Ls))])
+            for key, L in ((("ridge", "cv"), Lr), (("ridge", "oracle"), s.sigma**2 * s.d / s.B)):
+                b = Vt.T @ (zy * S / (S**2 + L)) - beta
+                errs[key][t] = s.sigma**2 + float((b * b) @ spec)
+    out: dict = {k: (float(np.mean(v)), float(np.std(v, ddof=1) / np.sqrt(len(v)))) for k, v in errs.items()}
+    out["samples"] = errs
+    return out

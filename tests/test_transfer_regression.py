@@ -284,3 +284,147 @@ def test_contour_point_agrees_with_the_analytic_count_and_flags_a_wrong_one():
     assert not far["consistent"]
     with pytest.raises(ValueError, match="rule"):
         tr.contour_point(s, 100, rule="c_hat")
+
+
+def _iso_profile(s):
+    """The exact isotropic profile: s_k = n_s/d, g_k = n_s / (d (d - n_s - 1))."""
+    return np.full(s.d, s.rho), np.full(s.d, s.n_s / (s.d * (s.d - s.n_s - 1)))
+
+
+def test_shrinkage_profile_isotropic_power_law_and_underparameterized():
+    s = tr.Setting(d=30, n_s=10)
+    sk, g = tr.shrinkage_profile(np.ones(30), 10, draws=3000, seed=0)
+    assert abs(sk.sum() - 10) < 1e-9  # trace of a rank-10 projection, every draw
+    assert np.abs(sk - s.rho).max() < 0.02
+    assert abs(g.sum() / (10 / (30 - 10 - 1)) - 1) < 0.03
+    spec = tr.power_law_spectrum(30, 1.0)
+    assert abs(spec.mean() - 1) < 1e-12 and np.all(np.diff(spec) < 0)
+    sp, _ = tr.shrinkage_profile(spec, 10, draws=2000, seed=0)
+    assert abs(sp.sum() - 10) < 1e-9 and sp[:3].mean() > 2 * sp[-3:].mean()  # strong directions shrink less
+    su, gu = tr.shrinkage_profile(spec, 60, draws=200, seed=0)
+    assert np.allclose(su, 1.0) and np.all(gu > 0)
+
+
+def test_direction_moments_reduce_to_isotropic_and_c_direction_is_optimal():
+    s = tr.Setting(d=40, n=16, n_s=10, tau=0.7, sigma_s=0.4)
+    prof = _iso_profile(s)
+    sk, v = tr.direction_moments(s, prof)
+    assert abs(v.sum() - tr.source_moments(s)[1]) < 1e-12
+    for m in (1, 5, 50):
+        assert np.allclose(tr.c_direction(m, s, prof), tr.c_star(m, s))
+        assert abs(tr.direction_D(1.3, m, s, prof).sum() - tr.bias_D(1.3, m, s)) < 1e-12
+    spec = tr.power_law_spectrum(40, 1.0)
+    prof = tr.shrinkage_profile(spec, 10, draws=500, seed=1)
+    Cd = tr.c_direction(8, s, prof)
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        other = Cd * np.exp(rng.normal(0, 0.3, 40))
+        assert np.all(tr.direction_D(Cd, 8, s, prof) <= tr.direction_D(other, 8, s, prof) + 1e-15)
+    cs = tr.c_scalar_weighted(8, s, prof, spec)
+    risk = [float(spec @ tr.direction_D(c, 8, s, prof)) for c in np.linspace(0.5, 5, 901)]
+    assert float(spec @ tr.direction_D(cs, 8, s, prof)) <= min(risk) + 1e-12
+    assert float(spec @ tr.direction_D(Cd, 8, s, prof)) < float(spec @ tr.direction_D(cs, 8, s, prof))
+
+
+def test_direction_D_matches_sampling_on_a_power_law():
+    s = tr.Setting(d=20, n=8, n_s=6, tau=0.5, sigma_s=0.5)
+    spec = tr.power_law_spectrum(20, 1.5)
+    prof = tr.shrinkage_profile(spec, 6, draws=20000, seed=3)
+    C, m = tr.c_direction(3, s, prof), 3
+    rng = np.random.default_rng(5)
+    acc = []
+    for _ in range(4000):
+        beta = rng.normal(size=20)
+        beta *= np.sqrt(s.B) / np.linalg.norm(beta)
+        th = tr.pretrain(beta, m, s, rng, spec)
+        acc.append(float(spec @ (C * th.mean(axis=0) - beta) ** 2))
+    se = np.std(acc) / np.sqrt(len(acc))
+    assert abs(np.mean(acc) - float(spec @ tr.direction_D(C, m, s, prof))) < 4 * se
+
+
+def test_pool_optimal_minimises_D_and_reduces_to_c_star():
+    base = tr.Setting(d=50, n=20, n_s=10)
+    pool = [base.with_(n_s=10, tau=0.5), base.with_(n_s=30, tau=1.5), base.with_(n_s=120, tau=0.3),
+            base.with_(n_s=200, tau=2.0)]
+    opt = tr.pool_optimal(pool)
+    mom = np.array([tr.source_moments(t) for t in pool])
+
+    def D(u):
+        return (u @ mom[:, 0] - 1) ** 2 * base.B + u**2 @ mom[:, 1]
+
+    assert abs(D(opt["u"]) - opt["D"]) < 1e-12
+    assert np.allclose(opt["weights"] * opt["factors"], opt["u"]) and abs(opt["weights"].sum() - 1) < 1e-12
+    rng = np.random.default_rng(0)
+    assert all(D(opt["u"] + rng.normal(0, 0.05, 4)) >= opt["D"] for _ in range(200))
+    same = [base] * 6
+    o = tr.pool_optimal(same)
+    assert np.allclose(o["u"], tr.c_star(6, base) / 6) and abs(o["D"] - tr.bias_D(tr.c_star(6, base), 6, base)) < 1e-12
+    ce = tr.pool_equal_c(pool)
+    w = np.full(4, 0.25)
+    assert all(tr.bias_D_weighted(ce, w, pool) <= tr.bias_D_weighted(c, w, pool) + 1e-12
+               for c in np.linspace(0, 4, 401))
+    assert opt["D"] <= tr.bias_D_weighted(ce, w, pool)
+
+
+def test_anchor_monte_carlo_equals_monte_carlo_and_replays():
+    s = tr.Setting(d=30, n=12, n_s=8)
+    m, Ls = 3, np.logspace(-1, 3, 9)
+    a = tr.anchor_monte_carlo(s, [s] * m, {"1": np.ones(m) / m}, 6, seed=2, Ls=[0.0, 1.5], cv_Ls=Ls)
+    b = tr.monte_carlo(s, [m], [0.0, 0.5], 6, seed=2, rules=("1",), cv_Ls=Ls)
+    for ka, kb in (((("1", 0.0)), ("1", m, 0.0)), (("1", 1.5), ("1", m, 0.5)), (("1", "cv"), ("1", m, "cv")),
+                   (("ridge", "cv"), ("ridge", 0, "cv")), (("ridge", "oracle"), ("ridge", 0, "oracle"))):
+        assert np.allclose(a["samples"][ka], b["samples"][kb], atol=1e-10)
+    # a heterogeneous pool, a power-law spectrum, per-direction coefficients and a refit scale, replayed by hand
+    pool = [s, s, s.with_(n_s=60, tau=1.0)]
+    spec = tr.power_law_spectrum(30, 1.0)
+    U = np.random.default_rng(1).uniform(0.1, 1.0, (3, 30))
+    res = tr.anchor_monte_carlo(s, pool, {"U": U, "hat": np.ones(3) / 3}, 4, seed=7, spec=spec, Ls=[0.0, 2.0],
+                                cv_Ls=Ls, rescale=["hat"])
+    rng = np.random.default_rng(7)
+    for t in range(4):
+        beta = rng.normal(size=30)
+        beta *= np.sqrt(s.B) / np.linalg.norm(beta)
+        th = np.vstack([tr.pretrain(beta, 2, s, rng, spec), tr.pretrain(beta, 1, pool[2], rng, spec)])
+        X = rng.normal(size=(12, 30)) * np.sqrt(spec)
+        y = X @ beta + rng.normal(0, s.sigma, 12)
+
+        def err(b, beta=beta):
+            return s.sigma**2 + float(spec @ (b - beta) ** 2)
+
+        aU = (U * th).sum(axis=0)
+        assert abs(res["samples"][("U", 2.0)][t] - err(tr.transfer_fit(X, y, aU, 2.0))) < 1e-9
+        assert abs(res["samples"][("U", 0.0)][t] - err(tr.transfer_fit(X, y, aU, 0.0))) < 1e-9
+        ah = tr.data_driven_c(X, y, th) * th.mean(axis=0)
+        assert abs(res["samples"][("hat", "cv")][t] - err(tr.cv_fit(X, y, Ls, ah)[0])) < 1e-9
+
+
+def test_anisotropic_and_pool_bad_input():
+    s = tr.Setting(d=20, n=8, n_s=6)
+    with pytest.raises(ValueError, match="alpha"):
+        tr.power_law_spectrum(10, -1.0)
+    with pytest.raises(ValueError, match="spec"):
+        tr.shrinkage_profile(np.array([1.0, -1.0, 1.0]), 1)
+    with pytest.raises(ValueError, match="within 1"):
+        tr.shrinkage_profile(np.ones(10), 10)
+    with pytest.raises(TypeError, match="profile"):
+        tr.direction_moments(s, np.ones(20))
+    with pytest.raises(ValueError, match=r"profile\[0\]"):
+        tr.direction_moments(s, (np.ones(5), np.ones(20)))
+    with pytest.raises(ValueError, match="C must"):
+        tr.direction_D(np.ones(3), 2, s, _iso_profile(s))
+    with pytest.raises(ValueError, match="spec"):
+        tr.c_scalar_weighted(2, s, _iso_profile(s), np.ones(3))
+    with pytest.raises(ValueError, match="share d"):
+        tr.pool_optimal([s, tr.Setting(d=30, n_s=6)])
+    with pytest.raises(ValueError, match="sources"):
+        tr.pool_equal_c([])
+    with pytest.raises(ValueError, match="anchors"):
+        tr.anchor_monte_carlo(s, [s, s], {"a": np.ones(3)}, 5)
+    with pytest.raises(ValueError, match="rescale"):
+        tr.anchor_monte_carlo(s, [s, s], {"a": np.ones(2)}, 5, rescale=["b"])
+    with pytest.raises(ValueError, match="target's d"):
+        tr.anchor_monte_carlo(s, [tr.Setting(d=30, n_s=6)], {"a": np.ones(1)}, 5)
+    with pytest.raises(ValueError, match="spec"):
+        tr.anchor_monte_carlo(s, [s], {"a": np.ones(1)}, 5, spec=np.zeros(20))
+    with pytest.raises(ValueError, match="anchors"):
+        tr.anchor_monte_carlo(s, [s], {}, 5)
