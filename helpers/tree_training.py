@@ -48,7 +48,9 @@ __all__ = [
     "path_logprobs", "tree_loss", "branch_avg_loss", "tree_ppo_loss", "branch_ppo_loss",
     "Partition", "partition_tree", "partition_tokens", "naive_partition_tokens", "partitioned_backward",
     "naive_partitioned_backward", "accumulate_gateway_grads", "chain_bound", "count_tokens", "track_memory",
-    "heap_in_use", "interleaved_times", "WordLanguage", "word_language", "generate", "prefix_tree", "sample_tree",
+    "heap_in_use", "interleaved_times", "round_ratio", "rel_spread", "packed_inputs", "packed_loss",
+    "attention_pairs", "flop_speedup", "step_functions", "checkpoint_config", "claim_tree", "width_sweep",
+    "WordLanguage", "word_language", "generate", "prefix_tree", "sample_tree",
 ]
 
 
@@ -1389,7 +1391,8 @@ def packed_inputs(paths: Sequence[Tensor], masks: Sequence[Tensor], K: int | Non
     i = 0
     for p, m in zip(paths, masks):
         p = torch.as_tensor(p).reshape(-1)
-        m = torch.as_tensor(m, dtype=torch.float32).reshape(-1)
+        m = torch.as_tensor(m).reshape(-1)
+        m = m if m.is_floating_point() else m.to(torch.float32)  # weights in the masks' precision
         L = len(p)
         if L == 0 or len(m) != L:
             raise ValueError(f"every path needs tokens and a loss mask of its length, got {L} and {len(m)}")
@@ -1398,17 +1401,201 @@ def packed_inputs(paths: Sequence[Tensor], masks: Sequence[Tensor], K: int | Non
         keys.append(torch.arange(i, i + L))
         bmasks.append(torch.ones(L, L, dtype=torch.bool).tril())
         tgts.append(torch.cat([p[1:], p[:1]]))  # the last target is a placeholder with weight 0
-        ws.append(torch.cat([m[1:] / K, torch.zeros(1)]))
+        ws.append(torch.cat([m[1:] / K, m.new_zeros(1)]))
         poss.append(torch.arange(L))
         i += L
     X = torch.cat([torch.as_tensor(p).reshape(-1) for p in paths])[None]
     return X, torch.cat(poss), NodeBlocks(starts, ends, keys, bmasks), torch.cat(tgts), torch.cat(ws)
 
 
-def packed_loss(model: nn.Module, X: Tensor, pos: Tensor, blocks: NodeBlocks, targets: Tensor, weights: Tensor
-                ) -> Tensor:
+def packed_loss(model: nn.Module, X: Tensor, pos: Tensor, blocks: NodeBlocks, targets: Tensor, weights: Tensor,
+                reset_state: bool = True) -> Tensor:
     """The loss of packed branches in one forward call (see :func:`packed_inputs`): the weighted negative
-    log-likelihood summed over every document, equal to the average of the per-branch losses."""
-    logits, _ = model(X, pos, blocks)
+    log-likelihood summed over every document, equal to the average of the per-branch losses.
+
+    SSM layers restart at every document boundary (zero state, zero conv context: each document is a segment
+    with no parent); ``reset_state=False`` lets the state run on across documents (the leak packing must avoid)."""
+    V.instance("blocks", blocks, NodeBlocks)
+    if not isinstance(X, Tensor) or X.dim() != 2 or X.shape[0] != 1:
+        raise ValueError(f"X must be a (1, N) token tensor from packed_inputs, got {getattr(X, 'shape', X)}")
+    if not blocks.start or blocks.start[0] != 0 or blocks.end[-1] != X.shape[1] or \
+            any(e != s for e, s in zip(blocks.end[:-1], blocks.start[1:])):
+        raise ValueError("blocks must tile X's positions document by document (packed_inputs' layout)")
+    n = len(blocks.start)
+    seg = Segments(list(blocks.start), list(blocks.end), [-1] * n) if reset_state else \
+        Segments([0], [X.shape[1]], [-1])
+    logits, _ = model(X, pos, blocks, seg)
     lp = logits[0].log_softmax(-1).gather(-1, targets[:, None])[:, 0]
     return -(weights * lp).sum()
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Timing: the training steps a benchmark compares, and the FLOP model of their ratio
+# ----------------------------------------------------------------------------------------------------------------
+def attention_pairs(tree: TrajectoryTree, ser: Serialized | None = None) -> tuple[int, int, int]:
+    """Query-key pairs per attention layer: ``(flat, tree, dense)`` = linearized branches
+    ``sum_k L_k (L_k + 1) / 2``, the tree's exact pairs ``sum_t (pos_t + 1)`` and a dense N_tree x N_tree mask."""
+    V.instance("tree", tree, TrajectoryTree)
+    ser = _tree_ser(tree, ser)
+    flat = sum(len(p) * (len(p) + 1) // 2 for p in tree.path_tokens())
+    return flat, int((np.asarray(ser.pos) + 1).sum()), len(ser) ** 2
+
+
+def flop_speedup(n_flat: float, n_tree: float, pairs_flat: float, pairs_tree: float, d_model: int,
+                 n_layer: int, vocab: int) -> float:
+    """The speedup a FLOP count predicts: per token the linear layers (``12 d^2`` per layer: q, k, v, output and
+    a 4x MLP) and the head (``d * vocab``), per query-key pair ``2 d`` per layer (q.k and the weighted sum of v);
+    forward and backward scale alike, so only the ratio flat / tree matters. Equals ``n_flat / n_tree`` when the
+    pairs are negligible."""
+    for name, x in (("n_flat", n_flat), ("n_tree", n_tree), ("pairs_flat", pairs_flat),
+                    ("pairs_tree", pairs_tree)):
+        V.number(name, x, min=0)
+    if n_tree <= 0:
+        raise ValueError(f"n_tree must be > 0, got {n_tree}")
+    d = V.integer("d_model", d_model, min=1)
+    layers = V.integer("n_layer", n_layer, min=1)
+    vocab = V.integer("vocab", vocab, min=1)
+    a_tok = layers * 12 * d ** 2 + d * vocab
+    b_pair = layers * 2 * d
+    return float((a_tok * n_flat + b_pair * pairs_flat) / (a_tok * n_tree + b_pair * pairs_tree))
+
+
+def step_functions(model: TreeLM, tree: TrajectoryTree, opt: torch.optim.Optimizer,
+                   sides: Sequence[str] = ("linear", "packed", "blocks")) -> dict[str, Callable[[], Tensor]]:
+    """One optimizer step (zero_grad, forward, backward, step) per side, as zero-argument callables for
+    :func:`helpers.repro.benchmark`; each returns its loss (SFT, summed over the loss mask, averaged over
+    branches), and all sides compute the same loss:
+
+    * ``"linear"``: each branch its own causal call (micro-batches, gradients accumulated);
+    * ``"padded"``: the K branches as one right-padded batch (pads weigh 0);
+    * ``"packed"``: sequence packing (:func:`packed_inputs`): one call, per-document attention, SSM state reset;
+    * ``"blocks"``: Tree Training with node-block attention; ``"dense"``: with the dense N x N tree mask.
+    """
+    V.instance("model", model, TreeLM)
+    V.instance("tree", tree, TrajectoryTree)
+    _model_tree(model, tree)
+    known = ("linear", "padded", "packed", "blocks", "dense")
+    sides = list(V.sequence("sides", sides, of=lambda n, x: V.one_of(n, x, known), min_len=1))
+    if len(set(sides)) != len(sides):
+        raise ValueError(f"sides must be distinct, got {sides}")
+    dtype = next(model.parameters()).dtype
+    ser = serialize(tree)
+    w = torch.as_tensor(token_weights(tree, ser), dtype=dtype)
+    paths = [torch.tensor(p)[None] for p in tree.path_tokens()]
+    masks = [torch.as_tensor(ser.loss_mask[ix], dtype=dtype) for ix in path_token_index(tree, ser)]
+    K = len(paths)
+
+    def step(loss_fn: Callable[[], Tensor]) -> Tensor:
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn()
+        if loss.requires_grad:
+            loss.backward()
+        opt.step()
+        return loss.detach()
+
+    def linear() -> Tensor:
+        total = torch.zeros((), dtype=dtype)
+        for idx, m in zip(paths, masks):  # gradient accumulation over the K micro-batches
+            logits, _ = model(idx, torch.arange(idx.shape[1]))
+            lp = logits[0, :-1].log_softmax(-1).gather(-1, idx[0, 1:, None])[:, 0]
+            loss = -(m[1:] * lp).sum() / K
+            loss.backward()
+            total = total + loss.detach()
+        return total
+
+    fns: dict[str, Callable[[], Tensor]] = {}
+    for side in sides:
+        if side == "linear":
+            fns[side] = lambda: step(linear)
+        elif side == "padded":
+            L = max(p.shape[1] for p in paths)
+            X = torch.zeros(K, L, dtype=torch.long)
+            M = torch.zeros(K, L, dtype=dtype)
+            for i, (p, m) in enumerate(zip(paths, masks)):
+                X[i, :p.shape[1]], M[i, :p.shape[1]] = p[0], m
+
+            def padded(X: Tensor = X, M: Tensor = M) -> Tensor:
+                logits, _ = model(X, torch.arange(X.shape[1]))
+                lp = logits[:, :-1].log_softmax(-1).gather(-1, X[:, 1:, None])[..., 0]
+                return -(M[:, 1:] * lp).sum() / K
+
+            fns[side] = lambda f=padded: step(f)
+        elif side == "packed":
+            X, pos, blocks, tgt, pw = packed_inputs(paths, masks, K)
+            pw = pw.to(dtype)
+            fns[side] = lambda a=(X, pos, blocks, tgt, pw): step(lambda: packed_loss(model, *a))
+        else:
+            attn = node_blocks(tree, ser) if side == "blocks" else tree_mask_horizon(ser.horizon)
+            fns[side] = lambda a=attn: step(lambda: tree_loss(model, tree, w, ser, mask=a))
+    return fns
+
+
+def checkpoint_config(name: str) -> dict:
+    """The config of the chapter's stored data, by name. ``"sweep"``: the width sweep
+    (``data/02_tree_training/make_sweep.py``) on the notebook's claim tree of each seed (a 384-token prompt, two
+    levels of 4 children, segments of 32-96 tokens), 1 and 2 attention layers, ``repeats`` interleaved rounds."""
+    V.one_of("name", name, ("sweep",))
+    return dict(seeds=[0, 1, 2], d_models=[128, 256, 512, 1024], layers=[1, 2], n_head=4, vocab=64, root_len=384,
+                branching=[4, 4], seg_len=[32, 96], repeats=3, init_std=0.02, lr=1e-4)
+
+
+def claim_tree(cfg: dict, seed: int) -> TrajectoryTree:
+    """The chapter's claim tree of ``seed`` under config ``cfg`` (keys ``root_len``, ``branching`` (equal
+    factors), ``seg_len``, ``vocab``): the notebook's ``speed_tree(seed, b)``, drawn from stream ``(seed, 10 + b)``."""
+    from helpers import repro
+
+    V.instance("cfg", cfg, dict)
+    missing = [k for k in ("root_len", "branching", "seg_len", "vocab") if k not in cfg]
+    if missing:
+        raise ValueError(f"cfg lacks {missing}")
+    b = V.sequence("cfg['branching']", cfg["branching"], of=lambda n, x: V.integer(n, x, min=1), min_len=1)
+    return random_tree(repro.rng(V.seed("seed", seed), 10 + int(b[0])), cfg["root_len"], list(b),
+                       tuple(cfg["seg_len"]), cfg["vocab"])
+
+
+def width_sweep(cfg: dict, sides: Sequence[str] = ("linear", "packed", "blocks"),
+                progress: Callable[[dict], None] | None = None) -> tuple[list[dict], dict[str, Tensor]]:
+    """Time one training step of every side on each seed's claim tree (:func:`claim_tree`) for every depth in
+    ``cfg["layers"]`` and width in ``cfg["d_models"]`` (attention-only :class:`TreeLM`, ``n_head`` heads,
+    initialization from ``torch.manual_seed(seed)``, AdamW at ``lr``), in ``repeats`` interleaved rounds after one
+    warm-up (:func:`helpers.repro.benchmark`, process CPU time and wall time).
+
+    Returns one row per configuration (sizes, the ideal, the FLOP model, per side the median CPU and wall seconds
+    and the spread, the load average before and after) and, per configuration ``seed<S>_L<layers>_d<d>``, the
+    per-round seconds as a ``(sides, 2, repeats)`` tensor (clocks: CPU, wall). ``progress(row)`` sees each row."""
+    import os
+
+    from helpers import repro
+
+    V.instance("cfg", cfg, dict)
+    missing = [k for k in ("seeds", "d_models", "layers", "n_head", "repeats", "init_std", "lr") if k not in cfg]
+    if missing:
+        raise ValueError(f"cfg lacks {missing}")
+    sides = list(sides)
+    rows, tensors = [], {}
+    for seed in cfg["seeds"]:
+        tree = claim_tree(cfg, seed)
+        ser = serialize(tree)
+        pf, pt, _ = attention_pairs(tree, ser)
+        for layers in cfg["layers"]:
+            for d in cfg["d_models"]:
+                torch.manual_seed(seed)
+                model = TreeLM(TreeLMConfig(vocab_size=cfg["vocab"], n_layer=layers, n_head=cfg["n_head"],
+                                            d_model=d, init_std=cfg["init_std"]))
+                opt = torch.optim.AdamW(model.parameters(), lr=cfg["lr"])
+                load = os.getloadavg()[0]
+                T = repro.benchmark(step_functions(model, tree, opt, sides), cfg["repeats"], warmup=1)
+                tensors[f"seed{seed}_L{layers}_d{d}"] = torch.tensor(
+                    np.stack([[T.cpu[s], T.wall[s]] for s in sides]))
+                row = dict(seed=seed, layers=layers, d_model=d, K=len(tree.leaves()), N_tree=tree.n_tree,
+                           N_flat=tree.n_flat, ideal=tree.ideal_speedup, pairs_flat=pf, pairs_tree=pt,
+                           flop_model=flop_speedup(tree.n_flat, tree.n_tree, pf, pt, d, layers, cfg["vocab"]),
+                           load_start=load, load_end=os.getloadavg()[0])
+                for s in sides:
+                    row[f"t_{s}"] = T.median(s)
+                    row[f"wall_{s}"] = T.median(s, "wall")
+                    row[f"spread_{s}"] = T.spread(s)
+                rows.append(row)
+                if progress is not None:
+                    progress(row)
+    return rows, tensors

@@ -605,3 +605,93 @@ def test_packed_loss_equals_the_average_of_per_branch_losses():
     assert not torch.allclose(tt.packed_loss(m, X, pos, joint, tgt, w.double()), per_branch)
     with pytest.raises(ValueError, match="equal length"):
         tt.packed_inputs(paths, masks[:1])
+
+
+def test_packed_resets_the_ssm_state_at_document_boundaries():
+    tree = make_tree(4, n_nodes=6)
+    m = model(ssm_every=2)
+    paths = [torch.tensor(p)[None] for p in tree.path_tokens()]
+    masks = [torch.ones(p.shape[1], dtype=torch.float64) for p in paths]
+    K = len(paths)
+    m.zero_grad()
+    ref = tt.branch_avg_loss(m, tree.__class__([tt.Node(list(n.tokens), n.parent) for n in tree.nodes]))
+    ref.backward()
+    g_ref = grads(m)
+    m.zero_grad()
+    X, pos, blocks, tgt, w = tt.packed_inputs(paths, masks, K)
+    packed = tt.packed_loss(m, X, pos, blocks, tgt, w.double())
+    packed.backward()
+    assert torch.allclose(packed, ref, rtol=1e-12, atol=1e-12)
+    assert all(torch.allclose(a, b, rtol=1e-9, atol=1e-12) for a, b in zip(grads(m), g_ref))
+    # the state must not run on from one document into the next
+    with torch.no_grad():
+        leak = tt.packed_loss(m, X, pos, blocks, tgt, w.double(), reset_state=False)
+    assert abs(leak.item() - ref.item()) > 1e-6
+    with pytest.raises(ValueError, match="tile"):
+        tt.packed_loss(m, X[:, :-1], pos[:-1], blocks, tgt[:-1], w[:-1].double())
+    with pytest.raises(TypeError, match="blocks"):
+        tt.packed_loss(m, X, pos, None, tgt, w.double())
+
+
+@pytest.mark.parametrize("ssm_every", [0, 2])
+def test_step_functions_compute_the_same_loss_and_gradients(ssm_every):
+    tree = make_tree(5, n_nodes=6)
+    m = model(ssm_every=ssm_every)
+    opt = torch.optim.SGD(m.parameters(), lr=0.0)  # no step: every side sees the same parameters
+    sides = ["linear", "padded", "packed", "blocks", "dense"]
+    fns = tt.step_functions(m, tree, opt, sides)
+    assert list(fns) == sides
+    out = {}
+    for k, f in fns.items():
+        loss = f()
+        out[k] = (loss, grads(m))
+    ref_loss, ref_g = out["linear"]
+    ser = tt.serialize(tree)
+    m.zero_grad()
+    direct = tt.tree_loss(m, tree, tt.token_weights(tree, ser), ser)
+    assert torch.allclose(ref_loss, direct.detach(), rtol=1e-12)
+    for k, (loss, g) in out.items():
+        assert torch.allclose(loss, ref_loss, rtol=1e-10), k
+        assert all(torch.allclose(a, b, rtol=1e-8, atol=1e-12) for a, b in zip(g, ref_g)), k
+    with pytest.raises(ValueError, match="sides"):
+        tt.step_functions(m, tree, opt, ["linear", "tree"])
+    with pytest.raises(ValueError, match="distinct"):
+        tt.step_functions(m, tree, opt, ["linear", "linear"])
+
+
+def test_attention_pairs_and_flop_speedup():
+    chain = tt.TrajectoryTree([tt.Node([1, 2, 3], None), tt.Node([4, 5], 0)])
+    flat, tree_pairs, dense = tt.attention_pairs(chain)
+    assert flat == tree_pairs == 15 and dense == 25  # one branch: nothing shared
+    fork = tt.TrajectoryTree([tt.Node([1, 2, 3], None), tt.Node([4, 5], 0), tt.Node([6], 0)])
+    assert tt.attention_pairs(fork) == (15 + 10, 6 + 4 + 5 + 4, 36)
+    # no pairs: the token ratio; pairs saved less than tokens pull the prediction below it
+    assert tt.flop_speedup(10, 5, 0, 0, 8, 2, 4) == pytest.approx(2.0)
+    assert tt.flop_speedup(10, 5, 100, 80, 8, 2, 4) < 2.0
+    # wider models: per-token work dominates, the prediction rises towards the token ratio
+    assert tt.flop_speedup(10, 5, 100, 80, 64, 2, 4) > tt.flop_speedup(10, 5, 100, 80, 8, 2, 4)
+    with pytest.raises(ValueError, match="n_tree"):
+        tt.flop_speedup(10, 0, 0, 0, 8, 2, 4)
+    with pytest.raises(ValueError, match="d_model"):
+        tt.flop_speedup(10, 5, 0, 0, 0, 2, 4)
+
+
+def test_width_sweep_rows_and_round_tensors():
+    cfg = dict(tt.checkpoint_config("sweep"), seeds=[0], d_models=[8, 16], layers=[1], root_len=6,
+               branching=[2, 2], seg_len=[2, 3], repeats=2, vocab=17)
+    tree = tt.claim_tree(cfg, 0)
+    assert len(tree.leaves()) == 4 and tree.n_tree < tree.n_flat
+    seen = []
+    rows, tensors = tt.width_sweep(cfg, progress=seen.append)
+    assert [r["d_model"] for r in rows] == [8, 16] and seen == rows
+    r = rows[0]
+    assert r["N_tree"] == tree.n_tree and r["ideal"] == pytest.approx(tree.ideal_speedup)
+    assert 1.0 < r["flop_model"] <= r["ideal"]
+    assert all(r[f"t_{s}"] > 0 for s in ("linear", "packed", "blocks"))
+    assert tensors["seed0_L1_d8"].shape == (3, 2, 2)
+    with pytest.raises(ValueError, match="lacks"):
+        tt.width_sweep({k: v for k, v in cfg.items() if k != "repeats"})
+    with pytest.raises(ValueError, match="lacks"):
+        tt.claim_tree({"root_len": 6}, 0)
+    with pytest.raises(ValueError, match="name"):
+        tt.checkpoint_config("weights")
