@@ -34,11 +34,11 @@ from helpers import validate as V
 __all__ = [
     "check_graph", "random_digraph", "edge_list", "dfs_trace", "networkx_dfs_walk", "dfs_state", "next_step",
     "is_valid_step", "sample_states", "lookahead_trace", "sign_embeddings", "one_hot_embeddings",
-    "TwoLayerDFS", "LookaheadDFS", "OneLayerDFS", "full_attention", "rollout", "child_accuracy", "width_needed", "fit_exponent",
+    "TwoLayerDFS", "LookaheadDFS", "DoublingDFS", "valid_moves", "width_scaling_data", "OneLayerDFS", "full_attention", "rollout", "child_accuracy", "width_needed", "fit_exponent",
     "width_bisect",
     "TokenCodec", "make_state_pool", "collate",
     "STATE_DATA", "structured_states", "structured_batch", "StructuredDFS", "StructuredOneLayer", "matrix_cosine",
-    "move_accuracy", "gradient_flow", "CHECKPOINT_SLUG", "checkpoint_config", "width_limited_data",
+    "move_accuracy", "gradient_flow", "CHECKPOINT_SLUG", "CHECKPOINT_NAMES", "checkpoint_config", "width_limited_data", "generic_valid",
     "make_structured",
 ]
 
@@ -695,6 +695,270 @@ class LookaheadDFS(TwoLayerDFS):
         raise NotImplementedError("LookaheadDFS has no closed-form logits; use forward(edges, trace, t)")
 
 
+def _threshold_mlp(S: _Slots, pairs: Sequence[tuple[str, str, float]]) -> tuple[Tensor, Tensor, Tensor]:
+    """An MLP that writes ``clip(c x - 1/2, 0, 1)`` of slot ``raw`` into slot ``out`` (per coordinate) for each
+    ``(raw, out, c)``: 0 where ``x <= 1/(2c)``, 1 where ``x >= 3/(2c)``. Returns ``(W1, b1, W2)``."""
+    D = S.width
+    width = sum(S[raw].stop - S[raw].start for raw, _, _ in pairs)
+    w1, b1, w2 = _mat(D, 2 * width), torch.zeros(2 * width, dtype=torch.float64), _mat(2 * width, D)
+    h = 0
+    for raw, out, c in pairs:
+        for i, j in zip(range(S[raw].start, S[raw].stop), range(S[out].start, S[out].stop)):
+            w1[i, h], w1[i, h + 1] = c, c
+            b1[h], b1[h + 1] = -0.5, -1.5
+            w2[h, j], w2[h + 1, j] = 1.0, -1.0
+            h += 2
+    return w1, b1, w2
+
+
+def _thr(x: np.ndarray, c: float) -> np.ndarray:
+    """The closed form of :func:`_threshold_mlp`'s MLP."""
+    return np.maximum(c * x - 0.5, 0) - np.maximum(c * x - 1.5, 0)
+
+
+def _softmax(z: np.ndarray) -> np.ndarray:
+    z = np.exp(z - z.max(-1, keepdims=True))
+    return z / z.sum(-1, keepdims=True)
+
+
+class DoublingDFS:
+    """DFS with look-ahead horizon ``h = 2**J`` toward the target ``t``, by repeated squaring; weights set by hand.
+
+    One-hot node embeddings (width ``n``): every set of nodes is a vector of width ``n`` in the residual stream.
+    Tokens: a sink, one token per edge ``(a, b)``, one **node token** per node ``v`` (carrying ``e_v``), a target
+    token (``e_t``), then the trace. Layers (``J + 2`` attention layers for ``h = 2**J``, 2 for ``h = 0``):
+
+    * **Layer 1.** Node token ``v``: a *visited* head (attends to its occurrences in the trace, else the sink;
+      thresholded to ``vis_v``), an *out* head and an *in* head (attend to the edges leaving / entering ``v``
+      and average their other end; thresholded to the out-neighbour set ``out_v`` and in-neighbour set ``in_v``).
+      Trace tokens: the *previous-token* head (for the parent) and a head copying ``e_t`` from the target token.
+    * **Squaring layers** ``j = 0 .. J-1``. Node token ``v`` attends to the node tokens ``w`` in its reach set
+      ``hi_j(v)`` that are unvisited (score ``beta <hi_j(v), e_w> - 2 beta vis_w``, sink ``beta / 2``) and averages
+      their sets; a threshold MLP turns the average into the union. With ``hi_0(v) = {v} + out_v`` (paths of at
+      most 1 edge) and ``lo_0(v) = {v}`` (0 edges), the layer writes ``hi_{j+1} = hi_j o hi_j`` (at most
+      ``2**(j+1)`` edges) and ``lo_{j+1} = hi_j o lo_j`` (at most ``2**(j+1) - 1`` edges), every intermediate node
+      unvisited. ``t`` in ``lo_j(c)`` means ``u -> c -> ... -> t`` takes at most ``2**j`` edges.
+    * **Last layer**, at the current node ``u``: a *child* head over node tokens ``c`` with score
+      ``beta2 (<e_u, in_c> - 2 vis_c) + tau c / n + kappa sum_j <e_t, lo_j(c)>`` and a sink ``3/4 beta2``
+      (value ``e_c``), and the *parent* head of :class:`TwoLayerDFS` (adds ``prev / 4``). The child seen at the
+      smallest level collects the most ``kappa`` terms (``kappa = 2 tau`` > the tie-break range), so it wins,
+      largest index within a level: the rule of :func:`lookahead_trace`. Readout: ``out`` plus STOP ``1/8``.
+
+    Only the rows a later layer reads are computed (node tokens and trace tokens; the last layer at the current
+    node), as a causal model computes only what it needs; :meth:`fast_logits` is the same forward pass in closed
+    form with NumPy (tested equal to :meth:`forward`).
+    """
+
+    needs_target = True
+
+    def __init__(self, n: int, horizon: int, beta: float = 100.0, c_prev: float = 30.0, lam: float = 30.0) -> None:
+        n = V.integer("n", n, min=2)
+        horizon = V.integer("horizon", horizon, min=0)
+        if horizon & (horizon - 1):
+            raise ValueError(f"horizon must be 0 or a power of two (1, 2, 4, ...), got {horizon}")
+        beta, c_prev, lam = V.positive("beta", beta), V.positive("c_prev", c_prev), V.positive("lam", lam)
+        self.n, self.horizon = n, horizon
+        self.J = horizon.bit_length() - 1 if horizon else -1  # levels 0..J see t (J = -1: no look-ahead)
+        J = self.J
+        self.tau = 20.0 * n
+        self.kappa = 2.0 * self.tau if horizon else 0.0
+        self.beta2 = 10.0 * (self.tau + (J + 1) * self.kappa)
+        self.beta, self.c_prev = beta, c_prev
+        self.beta3, self.lam = 4.0 * lam * (2 * n + 2), lam
+        vec = ["src", "dst", "nid", "node", "prev", "out", "tgt_in", "tgt", "out_raw", "in_raw", "outset", "inset"]
+        vec += [f"lo{j}" for j in range(1, J + 1)] + [f"lo{j}_raw" for j in range(1, J + 1)]
+        vec += [f"hi{j}" for j in range(1, J)] + [f"hi{j}_raw" for j in range(1, J)]
+        S = self.slots = _Slots(n, vec, ["one", "is_sink", "is_edge", "is_node", "is_target", "is_trace", "pos",
+                                         "pos2", "idx", "vis_raw", "vis"])
+        D = S.width
+        eye = torch.eye(n, dtype=torch.float64)
+
+        def head(q: dict, k: dict, v: dict, o: dict, keys: tuple[str, ...], width: int) -> Head:
+            """A head from {slot: (column, block)} maps: query/key blocks are placed at the given columns."""
+            wq, wk, wv, wo = _mat(D, width), _mat(D, width), _mat(D, n), _mat(n, D)
+            for mats, spec in ((wq, q), (wk, k)):
+                for slot, (col, val) in spec.items():
+                    blk = val if isinstance(val, Tensor) else torch.tensor([[float(val)]], dtype=torch.float64)
+                    for name in slot.split("+"):
+                        mats[S[name], col:col + blk.shape[1]] += blk
+            for slot, val in v.items():
+                for name in slot.split("+"):
+                    wv[S[name], :] += val
+            for slot, val in o.items():
+                wo[:, S[slot]] = val
+            return Head(wq, wk, wv, wo, keys)
+
+        # ---- layer 1 (node tokens): visited, out-neighbours, in-neighbours
+        self.visited = head({"nid": (0, beta * eye), "one": (n, 0.75 * beta)}, {"node": (0, eye), "is_sink": (n, 1)},
+                            {}, {}, ("is_sink", "is_trace"), n + 1)
+        self.visited.wv = _mat(D, 1)
+        self.visited.wv[S["is_trace"], 0] = 1.0
+        self.visited.wo = _mat(1, D)
+        self.visited.wo[0, S["vis_raw"]] = 1.0
+        self.out_head = head({"nid": (0, beta * eye), "one": (n, 0.5 * beta)}, {"src": (0, eye), "is_sink": (n, 1)},
+                             {"dst": eye}, {"out_raw": eye}, ("is_sink", "is_edge"), n + 1)
+        self.in_head = head({"nid": (0, beta * eye), "one": (n, 0.5 * beta)}, {"dst": (0, eye), "is_sink": (n, 1)},
+                            {"src": eye}, {"in_raw": eye}, ("is_sink", "is_edge"), n + 1)
+        # ---- layer 1 (trace tokens): previous token (score -c (i - (j-1))^2 + const(j)); copy e_t
+        wq, wk = _mat(D, 2), _mat(D, 2)
+        wq[S["pos"], 0], wq[S["one"], 0], wk[S["pos"], 0] = 2 * c_prev, -2 * c_prev, 1.0
+        wq[S["one"], 1], wk[S["pos2"], 1] = -c_prev, 1.0
+        self.previous = Head(wq, wk, _mat(D, n), _mat(n, D), ("is_sink", "is_trace"))
+        self.previous.wv[S["node"], :] = eye
+        self.previous.wo[:, S["prev"]] = eye
+        self.target = head({}, {}, {"tgt_in": eye}, {"tgt": eye}, ("is_target",), 1)
+        self.mlp1 = _threshold_mlp(S, [("vis_raw", "vis", 2.0), ("out_raw", "outset", 2.0 * n),
+                                       ("in_raw", "inset", 2.0 * n)])
+        # ---- squaring layers: hi_{j+1} = hi_j o hi_j, lo_{j+1} = hi_j o lo_j through unvisited nodes
+        self.squares: list[tuple[Head, Head | None, tuple]] = []
+        for j in range(J):
+            hi = "nid+outset" if j == 0 else f"hi{j}"
+            lo = "nid" if j == 0 else f"lo{j}"
+            q = {hi: (0, beta * eye), "one": (n, torch.tensor([[-2.0 * beta, 0.5 * beta]], dtype=torch.float64))}
+            k = {"nid": (0, eye), "vis": (n, 1), "is_sink": (n + 1, 1)}
+            lo_head = head(q, k, {lo: eye}, {f"lo{j + 1}_raw": eye}, ("is_sink", "is_node"), n + 2)
+            hi_head = None
+            pairs = [(f"lo{j + 1}_raw", f"lo{j + 1}", 2.0 * n)]
+            if j + 1 < J:  # the same attention, the other value: one head with two value maps
+                hi_head = head(q, k, {hi: eye}, {f"hi{j + 1}_raw": eye}, ("is_sink", "is_node"), n + 2)
+                pairs.append((f"hi{j + 1}_raw", f"hi{j + 1}", 2.0 * n))
+            self.squares.append((lo_head, hi_head, _threshold_mlp(S, pairs)))
+        # ---- last layer: child head over node tokens (+ look-ahead terms), parent head
+        b2, tau, kappa = self.beta2, self.tau, self.kappa
+        width = n + 3 + (J + 1) * n
+        wq, wk = _mat(D, width), _mat(D, width)
+        wq[S["node"], :n], wk[S["inset"], :n] = b2 * eye, eye  # c is a child of u
+        wq[S["one"], n], wk[S["vis"], n] = -2.0 * b2, 1.0  # c is unvisited
+        wq[S["one"], n + 1], wk[S["idx"], n + 1] = tau, 1.0  # largest index first
+        wq[S["one"], n + 2], wk[S["is_sink"], n + 2] = 0.75 * b2, 1.0  # the sink: no child
+        for j in range(J + 1):  # t within 2**j edges through c: kappa <e_t, lo_j(c)>
+            col = n + 3 + j * n
+            wq[S["tgt"], col:col + n] = kappa * eye
+            wk[S["nid"] if j == 0 else S[f"lo{j}"], col:col + n] = eye
+        self.child = Head(wq, wk, _mat(D, n), _mat(n, D), ("is_sink", "is_node"))
+        self.child.wv[S["nid"], :] = eye
+        self.child.wo[:, S["out"]] = eye
+        self.parent = head({"node": (0, self.beta3 * eye), "one": (n, -lam)}, {"node": (0, eye), "pos": (n, 1)},
+                           {"prev": eye}, {"out": 0.25 * eye}, ("is_trace",), n + 1)
+
+    @property
+    def n_layers(self) -> int:
+        """Attention layers: 2 for horizons 0 and 1, ``J + 2`` for ``h = 2**J``."""
+        return max(self.J, 0) + 2
+
+    def embed(self, edges: np.ndarray, trace: Sequence[int], t: int) -> Tensor:
+        """The input residual stream: sink, edge tokens, node tokens, the target token, trace tokens."""
+        e = check_graph(self.n, edges)
+        trace = _trace(trace, self.n)
+        t = _check_node(t, self.n, "t")
+        S, n, m, k = self.slots, self.n, len(e), len(trace)
+        eye = torch.eye(n, dtype=torch.float64)
+        x = torch.zeros(1 + m + n + 1 + k, S.width, dtype=torch.float64)
+        x[:, S["one"]] = 1.0
+        x[0, S["is_sink"]] = 1.0
+        src, dst = torch.as_tensor(e[:, 0]), torch.as_tensor(e[:, 1])
+        x[1:1 + m, S["src"]], x[1:1 + m, S["dst"]], x[1:1 + m, S["is_edge"]] = eye[src], eye[dst], 1.0
+        nodes = slice(1 + m, 1 + m + n)
+        x[nodes, S["nid"]], x[nodes, S["is_node"]] = eye, 1.0
+        x[nodes, S["idx"]] = (torch.arange(n, dtype=torch.float64) / n)[:, None]
+        x[1 + m + n, S["is_target"]], x[1 + m + n, S["tgt_in"]] = 1.0, eye[t]
+        tr = slice(2 + m + n, None)
+        x[tr, S["node"]], x[tr, S["is_trace"]] = eye[torch.as_tensor(trace)], 1.0
+        p = torch.arange(1, k + 1, dtype=torch.float64)[:, None]
+        x[tr, S["pos"]], x[tr, S["pos2"]] = p, p * p
+        return x
+
+    def forward(self, edges: np.ndarray, trace: Sequence[int], t: int, record: bool = False):
+        """Logits over ``n`` nodes + STOP for the next trace token (and, with ``record``, the reach sets)."""
+        record = V.boolean("record", record)
+        x = self.embed(edges, trace, t)
+        S = self.slots
+        nodes = x[:, S["is_node"]][:, 0] > 0.5
+        trace_rows = x[:, S["is_trace"]][:, 0] > 0.5
+        # layer 1
+        h = torch.zeros_like(x)
+        for hd in (self.visited, self.out_head, self.in_head):
+            h[nodes] += hd(x[nodes], x, S)[0]
+        for hd in (self.previous, self.target):
+            h[trace_rows] += hd(x[trace_rows], x, S)[0]
+        x = x + h
+        w1, b1, w2 = self.mlp1
+        x = x + torch.relu(x @ w1 + b1) @ w2
+        # squaring layers (node tokens)
+        for lo_head, hi_head, (w1, b1, w2) in self.squares:
+            h = torch.zeros_like(x)
+            h[nodes] += lo_head(x[nodes], x, S)[0]
+            if hi_head is not None:
+                h[nodes] += hi_head(x[nodes], x, S)[0]
+            x = x + h
+            x = x + torch.relu(x @ w1 + b1) @ w2
+        # last layer at the current node
+        q = x[-1:]
+        h_child, a_child = self.child(q, x, S)
+        out = (q + h_child + self.parent(q, x, S)[0])[0, S["out"]]
+        logits = torch.cat([out, torch.tensor([0.125], dtype=torch.float64)])
+        if not record:
+            return logits
+        lo = [x[nodes][:, S["nid"]]] + [x[nodes][:, S[f"lo{j}"]] for j in range(1, self.J + 1)]
+        return logits, {"vis": x[nodes][:, S["vis"]][:, 0], "lo": lo, "child": full_attention(*a_child)[0]}
+
+    def step(self, edges: np.ndarray, trace: Sequence[int], t: int) -> int | None:
+        """The next trace token (``None`` = STOP)."""
+        k = int(self.forward(edges, trace, t).argmax())
+        return None if k == self.n else k
+
+    def fast_logits(self, edges: np.ndarray, trace: Sequence[int], t: int) -> np.ndarray:
+        """The same logits as :meth:`forward`, in closed form with NumPy: the same softmax weights and threshold
+        MLPs, computed as (n x n) matrices instead of token by token."""
+        e = check_graph(self.n, edges)
+        tr = np.asarray(_trace(trace, self.n), dtype=np.int64)
+        t = _check_node(t, self.n, "t")
+        return self._fast(e, tr, t)
+
+    def _fast(self, e: np.ndarray, tr: np.ndarray, t: int) -> np.ndarray:
+        n, beta, k = self.n, self.beta, len(tr)
+        eye = np.eye(n)
+        # layer 1, visited head: w's occurrences (score beta) vs the sink (3/4 beta) and the other trace tokens (0)
+        cnt = np.bincount(tr, minlength=n).astype(np.float64)
+        vis = _thr(cnt / (cnt + np.exp(-0.25 * beta) + (k - cnt) * np.exp(-beta)), 2.0)
+        # layer 1, out / in heads: v's edges (score beta) vs the sink (beta / 2) and the other edges (0)
+        adj = np.zeros((n, n))
+        adj[e[:, 0], e[:, 1]] = 1.0
+        m = len(e)
+
+        def gather(a: np.ndarray) -> np.ndarray:  # the average of the edges' other ends, thresholded
+            deg = a.sum(1, keepdims=True)
+            return _thr(a / (deg + np.exp(-0.5 * beta) + (m - deg) * np.exp(-beta)), 2.0 * n)
+
+        outset, inset = gather(adj), gather(adj.T)
+        hi, lo = [eye + outset], [eye]
+        for j in range(self.J):
+            a = _softmax(np.concatenate([np.full((n, 1), 0.5 * beta), beta * hi[j] - 2 * beta * vis[None, :]], 1))
+            lo.append(_thr(a[:, 1:] @ lo[j], 2.0 * n))
+            if j + 1 < self.J:
+                hi.append(_thr(a[:, 1:] @ hi[j], 2.0 * n))
+        # previous-token head at the trace tokens, parent head at the current node
+        c = self.c_prev
+        pos = np.arange(k + 1, dtype=np.float64)
+        p = np.arange(1, k + 1, dtype=np.float64)[:, None]
+        prev = _softmax(2 * c * (p - 1) * pos[None] - c * pos[None] ** 2) @ np.vstack([np.zeros((1, n)), eye[tr]])
+        u = tr[-1]
+        att3 = _softmax(self.beta3 * (tr == u) - self.lam * pos[1:])
+        # child head at the current node over the node tokens (+ sink)
+        b2 = self.beta2
+        score = b2 * inset[:, u] - 2 * b2 * vis + self.tau * np.arange(n) / n
+        if self.J >= 0:
+            score = score + self.kappa * sum(lv[:, t] for lv in lo[:self.J + 1])
+        att2 = _softmax(np.concatenate([[0.75 * b2], score]))
+        out = att2[1:] + 0.25 * att3 @ prev
+        return np.concatenate([out, [0.125]])
+
+    def fast_step(self, edges: np.ndarray, trace: Sequence[int], t: int) -> int | None:
+        """:meth:`step` computed with :meth:`fast_logits`."""
+        k = int(np.argmax(self.fast_logits(edges, trace, t)))
+        return None if k == self.n else k
+
+
 class OneLayerDFS:
     """The one-layer counterpart: one attention layer, two heads, linear readout.
 
@@ -761,11 +1025,16 @@ class OneLayerDFS:
         return int(np.argmax(self.fast_logits(edges, trace)))
 
 
-def rollout(model: TwoLayerDFS, n: int, edges, s: int, t: int | None = None, max_steps: int | None = None
-            ) -> list[int]:
-    """Run the constructed model autoregressively from ``s`` until it emits ``t`` or STOP."""
-    if not callable(getattr(model, "step", None)):
-        raise TypeError(f"model must have a step(edges, trace) method, got {V.describe(model)}")
+def rollout(model: TwoLayerDFS, n: int, edges, s: int, t: int | None = None, max_steps: int | None = None,
+            fast: bool = False) -> list[int]:
+    """Run the constructed model autoregressively from ``s`` until it emits ``t`` or STOP.
+
+    ``fast``: take each step with the model's closed-form ``fast_step`` (the same forward pass, tested equal)."""
+    fast = V.boolean("fast", fast)
+    name = "fast_step" if fast else "step"
+    if not callable(getattr(model, name, None)):
+        raise TypeError(f"model must have a {name}(edges, trace) method, got {V.describe(model)}")
+    step = getattr(model, name)
     e = check_graph(n, edges)
     trace = [_check_node(s, n, "s")]
     if t is not None:
@@ -777,7 +1046,7 @@ def rollout(model: TwoLayerDFS, n: int, edges, s: int, t: int | None = None, max
     for _ in range(max_steps or 2 * n + 2):
         if trace[-1] == t:
             break
-        nxt = model.step(e, trace, t) if needs_target else model.step(e, trace)
+        nxt = step(e, trace, t) if needs_target else step(e, trace)
         if nxt is None:
             break
         trace.append(nxt)
@@ -1279,14 +1548,57 @@ class StructuredOneLayer(torch.nn.Module):
 CHECKPOINT_SLUG = "12_transformer_dfs"
 
 
+CHECKPOINT_NAMES = ("width_limited", "width_scaling")
+
+
 def checkpoint_config(name: str = "width_limited") -> dict:
-    """The config of the chapter's checkpoint ``width_limited``: :class:`StructuredDFS` vs
-    :class:`StructuredOneLayer` (same parameter count) on N-node graphs with sign embeddings of width
-    ``d = N / 2``, trained by full-batch Adam on curated states, one run per seed."""
-    if name != "width_limited":
-        raise ValueError(f"name must be 'width_limited', got {name!r}")
+    """The config of one of the chapter's checkpoints.
+
+    * ``width_limited``: :class:`StructuredDFS` vs :class:`StructuredOneLayer` (same parameter count) on
+      N-node graphs with sign embeddings of width ``d = N / 2``, trained by full-batch Adam on curated states,
+      one run per seed.
+    * ``width_scaling``: the same pair at every width ``d`` in ``dims`` and graph size ``N`` in ``Ns``, one run
+      per (N, d, model, seed); the data of a (N, seed) is shared by all widths (:func:`width_scaling_data`).
+    """
+    V.one_of("name", name, CHECKPOINT_NAMES)
+    if name == "width_scaling":
+        return dict(Ns=[16, 32], dims=[4, 6, 8, 12, 16, 24], p=0.3, n_train=800, n_test=600, steps=600, lr=0.1,
+                    method="adam", tau=1.0, rho=10.0, seeds=[0, 1, 2], models=["two", "one"], stream=12,
+                    eval_every=100)
     return dict(N=16, d=8, p=0.3, n_train=800, n_test=600, steps=600, lr=0.1, method="adam", tau=1.0, rho=10.0,
                 seeds=[0, 1, 2], models=["two", "one"], stream=11, eval_every=50)
+
+
+def width_scaling_data(cfg: dict, N: int, seed: int) -> tuple[list[dict], list[dict], dict[int, np.ndarray]]:
+    """(training states, test states on unseen graphs, sign embeddings per width in ``cfg["dims"]``) of one
+    graph size ``N`` and seed of the ``width_scaling`` run: every width sees the same states."""
+    V.instance("cfg", cfg, dict)
+    for key in ("dims", "p", "n_train", "n_test", "stream"):
+        if key not in cfg:
+            raise ValueError(f"cfg must have key {key!r}; got keys {sorted(cfg)}")
+    N, seed = V.integer("N", N, min=4), V.seed("seed", seed)
+    rng = np.random.default_rng([int(seed), int(cfg["stream"]), N])
+    train_items = structured_states(int(cfg["n_train"]), N, (N, N), float(cfg["p"]), rng, "curated")
+    test_items = structured_states(int(cfg["n_test"]), N, (N, N), float(cfg["p"]), rng, "full",
+                                   exclude={it["key"] for it in train_items})
+    embs = {int(d): sign_embeddings(N, int(d), rng) for d in cfg["dims"]}
+    return train_items, test_items, embs
+
+
+def valid_moves(logits: Tensor, b: dict[str, Tensor]) -> Tensor:
+    """Per state (bool): is the predicted move a valid DFS move, i.e. *some* unvisited child of the current node
+    when one exists, else its parent? (:func:`move_accuracy` asks for *the* reference move, the largest index.)"""
+    V.tensor("logits", logits, ndim=2, dtype="float", finite=False)
+    b = _structured_batch_arg(b, logits.shape[1])
+    if len(logits) != len(b["target"]):
+        raise ValueError(f"logits must have one row per state of b ({len(b['target'])}), got {tuple(logits.shape)}")
+    n = logits.shape[1]
+    pred = logits.argmax(-1)
+    visited = (torch.nn.functional.one_hot(b["trace"], n).bool() & b["trace_mask"][:, :, None]).any(1)
+    child = (b["src"] == b["current"][:, None]) & b["edge_mask"]
+    fresh_edge = child & ~visited.gather(1, b["dst"])
+    hit = (fresh_edge & (b["dst"] == pred[:, None])).any(1)
+    return torch.where(fresh_edge.any(1), hit, pred == b["parent"])
 
 
 def width_limited_data(cfg: dict, seed: int) -> tuple[list[dict], list[dict], np.ndarray]:
@@ -1337,3 +1649,23 @@ def generic_accuracy(model: torch.nn.Module, pool: Sequence[dict], codec: TokenC
     return {"all": ok.mean().item(),
             "child": ok[child].mean().item() if child.any() else float("nan"),
             "backtrack": ok[~child].mean().item() if (~child).any() else float("nan")}
+
+
+@torch.no_grad()
+def generic_valid(model: torch.nn.Module, pool: Sequence[dict], codec: TokenCodec) -> dict[str, float]:
+    """Share of *valid* next moves of a generic transformer (some unvisited child when one exists, else the
+    parent; :func:`generic_accuracy` asks for the reference move, the largest-index child): all, child-selection
+    and backtrack states (``nan`` where there are none)."""
+    V.instance("codec", codec, TokenCodec)
+    b = collate(pool, codec)
+    pred = generic_next_logits(model, b, codec.V).argmax(-1).tolist()
+    ok = []
+    for it, p in zip(pool, pred):
+        adj = np.zeros((codec.V, codec.V), dtype=bool)
+        e = np.asarray(it["edges"], dtype=np.int64).reshape(-1, 2)
+        adj[e[:, 0], e[:, 1]] = True
+        ok.append(is_valid_step(adj, it["trace"], int(p)))
+    ok_t, child = torch.tensor(ok, dtype=torch.float64), b["is_child"]
+    return {"all": ok_t.mean().item(),
+            "child": ok_t[child].mean().item() if child.any() else float("nan"),
+            "backtrack": ok_t[~child].mean().item() if (~child).any() else float("nan")}

@@ -386,3 +386,120 @@ def test_generic_accuracy_counts_right_and_wrong_moves():
     assert T.generic_next_logits(edge, b, Vn).shape == (len(pool), Vn)
     with pytest.raises(ValueError):
         T.generic_next_logits(right, {"ids": b["ids"]}, Vn)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The doubling look-ahead network, valid moves, the width-scaling data
+# ----------------------------------------------------------------------------------------------------------
+def test_doubling_network_matches_rule_and_fast_path():
+    """Token-by-token forward, closed form and the rule agree on every step, for horizons 0 to 8."""
+    diff_from_dfs = 0
+    for n, adj, e, s, t in _lookahead_cases(300, 5):
+        for h in (0, 1, 2, 4, 8):
+            model = T.DoublingDFS(n, h)
+            got = T.rollout(model, n, e, s, t)
+            assert got == T.lookahead_trace(adj, s, t, h)
+            assert T.rollout(model, n, e, s, t, fast=True) == got
+            for cut in range(1, len(got)):
+                np.testing.assert_allclose(model.fast_logits(e, got[:cut], t),
+                                           model.forward(e, got[:cut], t).numpy(), atol=1e-9)
+            diff_from_dfs += got != T.dfs_trace(n, e, s, t)
+    assert diff_from_dfs > 0
+    assert [T.DoublingDFS(5, h).n_layers for h in (0, 1, 2, 4, 8, 16)] == [2, 2, 3, 4, 5, 6]
+
+
+def _reach_mismatches(model, n, adj, trace):
+    """(j, c) where the network's lo_j(c) differs from the nodes reachable from an unvisited c within
+    2**j - 1 edges through unvisited nodes (a visited c is never a child to choose; its sets are unused)."""
+    _, rec = model.forward(T.edge_list(adj), trace, t=(trace[-1] + 1) % n, record=True)
+    visited, bad = set(trace), []
+    for j, lo in enumerate(rec["lo"]):
+        for c in sorted(set(range(n)) - visited):
+            reach, frontier = {c}, {c}
+            for _ in range(2**j - 1):
+                frontier = {b for a in frontier for b in np.flatnonzero(adj[a]) if b not in visited} - reach
+                reach |= frontier
+            if set(np.flatnonzero(lo[c].numpy() > 0.5)) != reach:
+                bad.append((j, c))
+    return bad
+
+
+def _reach_cases(k):
+    for i in range(k):
+        rng = np.random.default_rng(50 + i)
+        n = int(rng.integers(8, 13))
+        adj = T.random_digraph(n, rng, out_degree=(1, 3))
+        trace = T.dfs_trace(n, T.edge_list(adj), 0)
+        yield n, adj, trace[:int(rng.integers(2, len(trace) + 1))] if len(trace) > 2 else trace
+
+
+def test_doubling_reach_sets_are_bounded_paths():
+    """The squaring layers compute reach sets through unvisited nodes exactly, level by level."""
+    for n, adj, trace in _reach_cases(6):
+        assert _reach_mismatches(T.DoublingDFS(n, 8), n, adj, trace) == []
+
+
+def test_doubling_network_broken_squaring_fails():
+    """Without the visited penalty of the squaring heads, paths run through visited nodes: the sets differ."""
+    bad = 0
+    for n, adj, trace in _reach_cases(6):
+        model = T.DoublingDFS(n, 8)
+        for lo_head, hi_head, _ in model.squares:
+            for hd in (lo_head, hi_head):
+                if hd is not None:
+                    hd.wq[model.slots["one"], n] = 0.0
+        bad += len(_reach_mismatches(model, n, adj, trace))
+    assert bad > 0
+    for wrong in (3, -1, 1.5):
+        with pytest.raises((ValueError, TypeError)):
+            T.DoublingDFS(6, wrong)
+    with pytest.raises(ValueError, match="node id"):
+        T.DoublingDFS(4, 2).fast_logits(np.array([[0, 1]]), [0], 7)
+
+
+def test_valid_moves_accepts_any_unvisited_child():
+    rng = np.random.default_rng(1)
+    items = T.structured_states(60, 8, (6, 8), 0.4, rng, "full")
+    b = T.structured_batch(items)
+    exact = torch.nn.functional.one_hot(b["target"], 8).float()
+    assert T.valid_moves(exact, b).all()
+    # another unvisited child of the current node is valid but not exact
+    changed = 0
+    for i, it in enumerate(items):
+        u, visited, _ = T.dfs_state(it["trace"])
+        fresh = {int(bb) for a, bb in it["edges"] if a == u} - visited - {it["target"]}
+        if fresh:
+            logits = exact.clone()
+            logits[i] = torch.nn.functional.one_hot(torch.tensor(min(fresh)), 8).float()
+            assert T.valid_moves(logits, b)[i] and T.move_accuracy(logits, b)["all"] < 1
+            changed += 1
+    assert changed > 0
+    # a visited node (the current one) is never a valid move
+    assert not T.valid_moves(torch.nn.functional.one_hot(b["current"], 8).float(), b).any()
+    with pytest.raises(ValueError):
+        T.valid_moves(exact[:3], b)
+
+
+def test_width_scaling_data_shared_states_and_config():
+    cfg = dict(T.checkpoint_config("width_scaling"), dims=[4, 8], n_train=30, n_test=20)
+    tr, te, embs = T.width_scaling_data(cfg, 8, 0)
+    tr2, te2, embs2 = T.width_scaling_data(cfg, 8, 0)
+    assert [it["trace"] for it in tr] == [it["trace"] for it in tr2]
+    assert sorted(embs) == [4, 8] and embs[4].shape == (8, 4)
+    assert all(np.array_equal(embs[d], embs2[d]) for d in embs)
+    assert not {it["key"] for it in tr} & {it["key"] for it in te}
+    with pytest.raises(ValueError, match="dims"):
+        T.width_scaling_data({"p": 0.3}, 8, 0)
+    with pytest.raises(ValueError):
+        T.checkpoint_config("nope")
+
+
+def test_generic_valid_counts_valid_moves():
+    rng = np.random.default_rng(0)
+    Vn = 6
+    pool = T.make_state_pool(6, Vn, (4, 6), 0.4, rng)
+    codec = T.TokenCodec(Vn)
+    b = T.collate(pool, codec)
+    assert T.generic_valid(_Oracle(codec.vocab_size, b["target"]), pool, codec)["all"] == 1.0
+    current = torch.tensor([it["trace"][-1] for it in pool])
+    assert T.generic_valid(_Oracle(codec.vocab_size, current), pool, codec)["all"] == 0.0
