@@ -746,9 +746,10 @@ def checkpoint_config(name: str) -> dict:
     if name == "shared_lt":
         # two arms per (d, seed): the constant step of the first version (lr 1) and a decaying one
         # (lr / (1 + t / decay)); W saved at the snapshot steps (tasks seen = step x batch)
-        return dict(k=4, C=5, R2=4.0, per_label=8, dims=[16, 64, 256], seeds=[0, 1, 2], steps=3200, batch=256,
+        return dict(k=4, C=5, R2=4.0, per_label=8, dims=[16, 64, 256], seeds=[0, 1, 2], batch=256,
                     optimizer="sgd", lr=1.0, decay=100, sampler="class sums",
-                    snapshots={"decay": [50, 100, 200, 400, 800, 1600, 3200], "constant": [800, 3200]},
+                    steps={"decay": 6400, "constant": 3200},
+                    snapshots={"decay": [50, 100, 200, 400, 800, 1600, 3200, 6400], "constant": [800, 3200]},
                     subspace_stream=7, train_stream=8)
     if name == "softmax_tf":
         return dict(d=16, C=5, R2=9.0, per_label=8, seeds=[0, 1, 2], steps=600, batch=128, optimizer="adamw",

@@ -1,8 +1,10 @@
 """Train the models of chapter 14_icl_multiclass that do not fit its 5-minute default run, and write them with
 :mod:`helpers.checkpoints`:
 
-* ``shared_lt``: linear transformers (one d x d matrix W, gradient descent) on tasks whose class centers all lie in
-  one k-dimensional subspace U, for each ambient dimension d and seed (W and U stored per (d, seed));
+* ``shared_lt``: linear transformers (one d x d matrix W, gradient descent on prompts drawn as class sums) on
+  tasks whose class centers all lie in one k-dimensional subspace U, for each ambient dimension d and seed, with a
+  constant and with a decaying step size (W stored at several numbers of training tasks, U per (d, seed);
+  float16);
 * ``softmax_tf``: 2-layer softmax transformers on isotropic tasks, one per seed.
 
 Run from the repository root: ``.venv/bin/python data/14_icl_multiclass/make_models.py`` (or
@@ -32,7 +34,8 @@ SOURCES = [HERE, Path(icl.__file__).resolve(), Path(repro.__file__).resolve()]
 def tiny(name: str) -> dict:
     cfg = copy.deepcopy(icl.checkpoint_config(name))
     if name == "shared_lt":
-        cfg.update(dims=[8], seeds=[0], steps=4, batch=8)
+        cfg.update(dims=[8], seeds=[0], steps={"decay": 4, "constant": 2}, batch=8,
+                   snapshots={"decay": [2, 4], "constant": [2]})
     else:
         cfg.update(seeds=[0], steps=4, batch=8, warmup=1, d_model=16, n_layer=1, n_head=2)
     return cfg
@@ -42,26 +45,33 @@ def make_shared_lt(cfg: dict, out: Path | None) -> Path:
     tensors, history, metrics = {}, {}, {}
     t0 = time.time()
     sigma = icl.power_spectrum(cfg["k"], 0.0)
+    arms = {"constant": None, "decay": cfg["decay"]}
     for d in cfg["dims"]:
         for s in cfg["seeds"]:
             U = icl.random_orthonormal(d, cfg["k"], repro.rng(s, cfg["subspace_stream"], d))
-            batches = icl.task_stream(s, cfg["train_stream"] * 1000 + d, cfg["batch"], cfg["per_label"] * cfg["C"],
-                                      d, cfg["C"], sigma, cfg["R2"], U=U)
-            with repro.seeded(s):
-                lt = icl.LinearICL(d)
-                hist = icl.train_icl(lt, batches, cfg["steps"], optimizer=cfg["optimizer"], lr=cfg["lr"], seed=s,
-                                     desc=f"shared LT d={d} seed {s}")
-            W = lt.W.detach()
-            tensors[f"W/{d}/{s}"] = W
             tensors[f"U/{d}/{s}"] = torch.tensor(U, dtype=torch.float32)
-            history[f"loss/{d}/{s}"] = hist.loss
-            metrics[f"cos_UUt/{d}/{s}"] = icl.matrix_cosine(W, U @ U.T)
-            metrics[f"min_principal_cos/{d}/{s}"] = float(icl.subspace_alignment(W, U).min())
-            print(f"d={d} seed={s}: loss {np.mean(hist.loss[-20:]):.3f}, cos(W, UU^T) "
-                  f"{metrics[f'cos_UUt/{d}/{s}']:.3f}, min principal cosine {metrics[f'min_principal_cos/{d}/{s}']:.4f}")
+            for arm, decay in arms.items():
+                # both arms see the same tasks in the same order
+                batches = icl.sum_stream(s, cfg["train_stream"] * 1000 + d, cfg["batch"],
+                                         [cfg["per_label"]] * cfg["C"], d, cfg["C"], sigma, cfg["R2"], U=U)
+                with repro.seeded(s):
+                    res = icl.train_sums(d, batches, cfg["steps"][arm], lr=cfg["lr"], decay=decay,
+                                         snapshots=cfg["snapshots"][arm], desc=f"shared LT d={d} seed {s} {arm}")
+                for step, W in res["snapshots"].items():
+                    tensors[f"W/{arm}/{d}/{s}/{step}"] = W
+                W = res["W"]
+                history[f"loss/{arm}/{d}/{s}"] = res["loss"]
+                key = f"{arm}/{d}/{s}"
+                metrics[f"cos_UUt/{key}"] = icl.matrix_cosine(W, U @ U.T)
+                metrics[f"min_principal_cos/{key}"] = float(icl.subspace_alignment(W, U).min())
+                if d > cfg["k"]:
+                    metrics[f"residue/{key}"] = icl.offsubspace_residue(W, U)["ratio"]
+                print(f"d={d} seed={s} {arm}: loss {np.mean(res['loss'][-200:]):.3f}, cos(W, UU^T) "
+                      f"{metrics[f'cos_UUt/{key}']:.3f}, min principal cosine "
+                      f"{metrics[f'min_principal_cos/{key}']:.4f}", flush=True)
     return checkpoints.save(SLUG, "shared_lt", tensors, config=cfg, metrics=metrics, history=history,
-                            seed=cfg["seeds"], steps=cfg["steps"], wall_seconds=time.time() - t0, sources=SOURCES,
-                            module="helpers.icl_multiclass", root=out)
+                            seed=cfg["seeds"], steps=cfg["steps"]["decay"], wall_seconds=time.time() - t0,
+                            sources=SOURCES, module="helpers.icl_multiclass", root=out, dtype=torch.float16)
 
 
 def make_softmax_tf(cfg: dict, out: Path | None) -> Path:
