@@ -11,10 +11,15 @@ The query model: asking vertex ``v`` answers "found" (``None``) if ``v`` is the 
   component and escalates outward: on each level it gallops along the spine from where the prediction hangs
   (doubling, then binary search); an answer leaving the component sends it one level up, an answer into a part
   off the spine sends it down, top-down, into that part. ``start="top"`` is the top-down variant (every level
-  from the whole tree's spine down). :func:`centroid_search` (no prediction, O(log n)), :func:`walk_search`
+  from the whole tree's spine down); ``start="both"`` combines the two for both regimes (the prediction-first
+  search alone for :func:`combined_head` queries, then the two take turns, sharing answers; within
+  :func:`combined_bound`). :func:`centroid_search` (no prediction, O(log n)), :func:`walk_search`
   (eta + 1 queries), :func:`interleaved_search` (ours and centroid taking turns, sharing answers) and
   :func:`doubling_search_path` (the sorted-array case) are the baselines. Searches are generators of queries
   driven against the oracle, so that two can take turns.
+* Large path-like trees: :func:`corridor_tree` (random-weight grid MST), :func:`image_strip_tree` (MST of a
+  snaking pixel strip of a photograph); :func:`single_linkage_tree` (a dendrogram of up to ``10^5`` points) for
+  contrast; :func:`measure_tree` runs every search on one of them (means and full-ring worst cases).
 * :func:`minimax_queries` (brute force, small trees) and :func:`binary_minimax` (a DP over tree shapes) give the
   exact fewest worst-case queries of *any* algorithm: the lower bound is measured, not assumed.
 
@@ -39,9 +44,11 @@ from helpers import validate as V
 
 __all__ = [
     "Tree", "Oracle", "pathwidth", "pathwidth_bruteforce", "spine", "Decomposition", "SearchResult",
-    "search_with_prediction", "interleaved_search", "centroid_search", "CentroidTree", "walk_search",
+    "search_with_prediction", "START_VARIANTS", "combined_head", "combined_bound",
+    "combined_query_bound", "measure_tree", "interleaved_search", "centroid_search", "CentroidTree", "walk_search",
     "doubling_search_path", "query_bound", "query_bound_from_prediction", "minimax_queries", "binary_minimax", "spine_runs", "binary_height_at", "path_tree", "star_tree", "caterpillar_tree", "complete_tree", "random_tree",
-    "ast_tree", "directory_tree", "exception_tree", "dendrogram_tree", "grid_mst_tree", "neighbor_joining_tree",
+    "ast_tree", "directory_tree", "exception_tree", "dendrogram_tree", "grid_mst_tree", "corridor_tree", "image_strip_tree",
+    "single_linkage_tree", "diameter", "neighbor_joining_tree",
     "bfs_tree", "save_edges", "load_edges",
 ]
 
@@ -149,16 +156,33 @@ class Tree:
     def distances(self, source: int) -> np.ndarray:
         """BFS distances from ``source`` to every vertex."""
         source = self.check_vertex(source, "source")
-        d = np.full(self.n, -1)
-        d[source] = 0
-        q = deque([source])
-        while q:
-            v = q.popleft()
-            for u in self.adj[v]:
-                if d[u] < 0:
-                    d[u] = d[v] + 1
-                    q.append(u)
+        if self.n < 2000:
+            d = np.full(self.n, -1)
+            d[source] = 0
+            q = deque([source])
+            while q:
+                v = q.popleft()
+                for u in self.adj[v]:
+                    if d[u] < 0:
+                        d[u] = d[v] + 1
+                        q.append(u)
+            return d
+        from scipy.sparse.csgraph import breadth_first_order
+
+        order, pred = breadth_first_order(self._csr(), source, directed=False)
+        d = np.zeros(self.n, dtype=np.int64)
+        for v in order[1:]:  # BFS order: a vertex's parent comes before it
+            d[v] = d[pred[v]] + 1
         return d
+
+    def _csr(self):
+        """The adjacency as a scipy CSR matrix (built once, for fast BFS on large trees)."""
+        if getattr(self, "_csr_cache", None) is None:
+            from scipy.sparse import csr_matrix
+
+            a = np.array(self.edges, dtype=np.int64).reshape(-1, 2)
+            self._csr_cache = csr_matrix((np.ones(len(a)), (a[:, 0], a[:, 1])), shape=(self.n, self.n))
+        return self._csr_cache
 
     def to_networkx(self):
         import networkx as nx
@@ -524,9 +548,10 @@ def _centroid_steps(ctree: CentroidTree) -> Generator[int, int, None]:
         c = ctree.child[(c, a)]
 
 
-def _drive(oracle: Oracle, *searches: Generator[int, int, None]) -> SearchResult:
+def _drive(oracle: Oracle, *searches: Generator[int, int, None], head: int = 0) -> SearchResult:
     """Run searches (generators of queries) against the oracle, taking turns query by query, until one finds the
-    target. Answers are shared: a vertex already asked (by any of them) is answered again for free."""
+    target. Answers are shared: a vertex already asked (by any of them) is answered again for free. The first
+    ``head`` paid queries are the first search's alone; then the turns go round, the second search first."""
     start = oracle.queries
     cache: dict[int, int | None] = {}
     wants = [next(g) for g in searches]
@@ -539,7 +564,38 @@ def _drive(oracle: Oracle, *searches: Generator[int, int, None]) -> SearchResult
         if a is None:
             return SearchResult(v, oracle.queries - start)
         wants[turn] = g.send(a)
-        turn = (turn + 1) % len(searches)
+        if oracle.queries - start >= head:
+            turn = (turn + 1) % len(searches)
+
+
+def combined_head(k: int) -> int:
+    """Queries the combined search (``start="both"``) leaves to the prediction-first search alone before the
+    top-down search joins in: ``2k + 2`` for a tree of pathwidth ``k``, about one query up and one down per level
+    of the decomposition plus the prediction and the target, so a close prediction costs what it costs alone."""
+    k = V.integer("k", k, min=0)
+    return 2 * k + 2
+
+
+def combined_query_bound(k: int, eta: int) -> int:
+    """A bound for the combined search from ``k`` and ``eta`` alone: :func:`combined_bound` with the proven bounds
+    of its two halves, ``min(max(h, 2 B_first - h), h + 2 B_top - 1)`` with ``h`` = :func:`combined_head`,
+    ``B_first`` = :func:`query_bound_from_prediction` and ``B_top`` = :func:`query_bound`; 1 when ``eta = 0``."""
+    k, eta = V.integer("k", k, min=0), V.integer("eta", eta, min=0)
+    if eta == 0:
+        return 1
+    h = combined_head(k)
+    return min(max(h, 2 * query_bound_from_prediction(k, eta) - h), h + 2 * query_bound(k, eta) - 1)
+
+
+def combined_bound(first: int, top: int, head: int) -> int:
+    """The most queries the combined search can need, given what the prediction-first search (``first``) and the
+    top-down search (``top``) need alone: ``first`` if it is within the ``head``; otherwise the turns go round
+    (top-down first, shared answers), so ``min(2 first - head, head + 2 top - 1)``."""
+    first, top = V.integer("first", first, min=1), V.integer("top", top, min=1)
+    head = V.integer("head", head, min=0)
+    if first <= head:
+        return first
+    return min(2 * first - head, head + 2 * top - 1)
 
 
 def search_with_prediction(tree: Tree, dec: Decomposition, oracle: Oracle, prediction: int,
@@ -548,65 +604,100 @@ def search_with_prediction(tree: Tree, dec: Decomposition, oracle: Oracle, predi
 
     ``start="prediction"`` (default) begins in the prediction's own component and escalates outward, within
     :func:`query_bound_from_prediction` queries; ``start="top"`` is the top-down variant (from the whole tree's
-    spine down), within :func:`query_bound`. Both ask the prediction first: ``eta = 0`` costs one query."""
+    spine down), within :func:`query_bound`; ``start="both"`` is the combined search for both regimes: the
+    prediction-first search alone for :func:`combined_head` queries, then the two take turns, sharing answers,
+    within :func:`combined_bound` of their own counts. All ask the prediction first: ``eta = 0`` costs one query."""
     V.instance("tree", tree, Tree)
     V.instance("dec", dec, Decomposition)
     V.instance("oracle", oracle, Oracle)
     p = tree.check_vertex(prediction, "prediction")
-    V.one_of("start", start, ("prediction", "top"))
+    V.one_of("start", start, START_VARIANTS)
     if dec.tree is not tree or oracle.tree is not tree:
         raise ValueError("dec and oracle must be built on this tree")
+    if start == "both":
+        head = combined_head(dec.comps[0].k)
+        return _drive(oracle, _from_prediction_steps(dec, p), _top_down_steps(dec, p), head=head)
     steps = _from_prediction_steps(dec, p) if start == "prediction" else _top_down_steps(dec, p)
     return _drive(oracle, steps)
 
 
+START_VARIANTS = ("prediction", "top", "both")
+
+
 def worst_case(tree: Tree, dec: Decomposition, prediction: int, eta: int, rng: np.random.Generator,
-               ring_cap: int, start: str = "prediction") -> int | None:
+               ring_cap: int | None, start: str = "prediction", dist: np.ndarray | None = None) -> int | None:
     """The most queries :func:`search_with_prediction` needs over every target at distance exactly ``eta`` from
-    ``prediction`` (a sample of ``ring_cap`` of them, drawn with ``rng``, when the ring is larger); None when no
-    vertex lies at that distance."""
+    ``prediction`` (a sample of ``ring_cap`` of them, drawn with ``rng``, when the ring is larger; the full ring
+    when ``ring_cap`` is None); None when no vertex lies at that distance. ``dist``: the distances from the
+    prediction, if already computed."""
     eta = V.integer("eta", eta, min=0)
-    ring_cap = V.integer("ring_cap", ring_cap, min=1)
-    ring = np.flatnonzero(tree.distances(prediction) == eta)
+    if ring_cap is not None:
+        ring_cap = V.integer("ring_cap", ring_cap, min=1)
+    if dist is None:
+        dist = tree.distances(prediction)
+    elif np.shape(dist) != (tree.n,):
+        raise ValueError(f"dist must hold one distance per vertex ({tree.n}), got shape {np.shape(dist)}")
+    ring = np.flatnonzero(np.asarray(dist) == eta)
     if len(ring) == 0:
         return None
-    if len(ring) > ring_cap:
+    if ring_cap is not None and len(ring) > ring_cap:
         ring = rng.choice(ring, ring_cap, replace=False)
     return max(search_with_prediction(tree, dec, Oracle(tree, int(v)), prediction, start=start).queries
                for v in ring)
 
 
-SWEEP_METHODS = ("ours", "top-down", "centroid", "walk", "interleaved")
+SWEEP_METHODS = ("ours", "prediction-first", "top-down", "centroid", "walk", "interleaved")
 
 
 def query_sweep(tree: Tree, dec: Decomposition, ctree: CentroidTree, etas: Sequence[int], n_targets: int,
                 rng: np.random.Generator) -> dict[int, dict[str, float]]:
-    """Mean queries of every search in :data:`SWEEP_METHODS` at each prediction error ``eta``: ``n_targets``
-    uniformly random targets per ``eta``, each with a prediction drawn uniformly at distance exactly ``eta``
-    (targets with no vertex that far are skipped; an ``eta`` with none is left out). Every search must find its
-    target (an AssertionError otherwise)."""
+    """Mean queries of every search in :data:`SWEEP_METHODS` at each prediction error ``eta`` ("ours" is the
+    combined search, ``start="both"``): ``n_targets`` uniformly random targets, and for each target and ``eta``
+    a prediction drawn uniformly at distance exactly ``eta`` (an ``eta`` too far for a target is skipped for it;
+    an ``eta`` with no target is left out). Every search must find its target (an AssertionError otherwise)."""
     n_targets = V.integer("n_targets", n_targets, min=1)
-    out: dict[int, dict[str, float]] = {}
-    for eta in etas:
-        eta = V.integer("eta", eta, min=0)
-        q: dict[str, list[int]] = {m: [] for m in SWEEP_METHODS}
-        for target in rng.integers(0, tree.n, n_targets):
-            target = int(target)
-            ring = np.flatnonzero(tree.distances(target) == eta)
+    etas = [V.integer("eta", eta, min=0) for eta in etas]
+    q: dict[int, dict[str, list[int]]] = {eta: {m: [] for m in SWEEP_METHODS} for eta in etas}
+    for target in rng.integers(0, tree.n, n_targets):
+        target = int(target)
+        dist = tree.distances(target)
+        for eta in etas:
+            ring = np.flatnonzero(dist == eta)
             if len(ring) == 0:
                 continue
             p = int(ring[rng.integers(len(ring))])
-            runs = {"ours": search_with_prediction(tree, dec, Oracle(tree, target), p),
+            runs = {"ours": search_with_prediction(tree, dec, Oracle(tree, target), p, start="both"),
+                    "prediction-first": search_with_prediction(tree, dec, Oracle(tree, target), p),
                     "top-down": search_with_prediction(tree, dec, Oracle(tree, target), p, start="top"),
                     "centroid": centroid_search(tree, ctree, Oracle(tree, target)),
                     "walk": walk_search(tree, Oracle(tree, target), p),
                     "interleaved": interleaved_search(tree, dec, ctree, Oracle(tree, target), p)}
             for m, r in runs.items():
                 assert r.found == target, f"{m} did not find the target"
-                q[m].append(r.queries)
-        if q["ours"]:
-            out[eta] = {m: float(np.mean(v)) for m, v in q.items()}
-    return out
+                q[eta][m].append(r.queries)
+    return {eta: {m: float(np.mean(v)) for m, v in d.items()} for eta, d in q.items() if d["ours"]}
+
+
+def measure_tree(tree: Tree, etas: Sequence[int], n_targets: int, n_preds: int, rng: np.random.Generator
+                 ) -> dict:
+    """Everything the chapter measures on one large tree: ``n``, pathwidth ``pw``, ``diam`` (diameter), ``sweep``
+    (:func:`query_sweep`: mean queries of every method at each ``eta``) and ``worst[start][eta]`` for every start
+    in :data:`START_VARIANTS`: the worst case over the **full** ring of targets at distance ``eta`` from each of
+    ``n_preds`` random predictions (:func:`worst_case`), averaged over the predictions (NaN where a prediction has
+    no vertex that far; ``n_preds = 0`` skips the worst cases)."""
+    V.instance("tree", tree, Tree)
+    n_preds = V.integer("n_preds", n_preds, min=0)
+    dec, ctree = Decomposition(tree), CentroidTree(tree)
+    sweep = query_sweep(tree, dec, ctree, etas, n_targets, rng)
+    worst: dict[str, dict[int, list[float]]] = {start: {} for start in START_VARIANTS}
+    for p in rng.integers(0, tree.n, n_preds):
+        dist = tree.distances(int(p))
+        for start in START_VARIANTS:
+            for eta in etas:
+                w = worst_case(tree, dec, int(p), eta, rng, None, start, dist=dist)
+                worst[start].setdefault(int(eta), []).append(np.nan if w is None else float(w))
+    return dict(n=tree.n, pw=dec.comps[0].k, diam=diameter(tree), sweep=sweep,
+                worst={st: {q: float(np.mean(v)) for q, v in d.items()} for st, d in worst.items()})
 
 
 def best_baseline_gain(sweep: dict[int, dict[str, float]]) -> tuple[float, int]:
@@ -1033,6 +1124,109 @@ def grid_mst_tree(rows: int, cols: int, seed: int = 0) -> Tree:
     mst = nx.minimum_spanning_tree(g)
     idx = {(r, c): r * cols + c for r in range(rows) for c in range(cols)}
     return Tree(rows * cols, [(idx[a], idx[b]) for a, b in mst.edges])
+
+
+def _grid_mst(weights_right: np.ndarray, weights_down: np.ndarray) -> Tree:
+    """The minimum spanning tree of a ``rows x cols`` grid graph (vertex ``r * cols + c``) with the given weights of
+    the edges to the right (``rows x (cols - 1)``) and down (``(rows - 1) x cols``); ties broken by edge order."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import minimum_spanning_tree
+
+    rows, cols = weights_down.shape[0] + 1, weights_right.shape[1] + 1
+    ids = np.arange(rows * cols).reshape(rows, cols)
+    a = np.r_[ids[:, :-1].ravel(), ids[:-1, :].ravel()]
+    b = np.r_[ids[:, 1:].ravel(), ids[1:, :].ravel()]
+    w = np.r_[weights_right.ravel(), weights_down.ravel()].astype(float)
+    scale = max(1.0, float(np.abs(w).max()))
+    # shifted above 0 (scipy drops zero entries) and made distinct by a tie-break far below any weight difference
+    w = 1.0 + (w - w.min()) / scale + np.arange(len(w)) * (1e-9 / max(1, len(w)))
+    mst = minimum_spanning_tree(coo_matrix((w, (a, b)), shape=(rows * cols, rows * cols))).tocoo()
+    return Tree(rows * cols, sorted(zip(mst.row.tolist(), mst.col.tolist())))
+
+
+def corridor_tree(rows: int, cols: int, seed: int = 0) -> Tree:
+    """A long road-like tree: the minimum spanning tree of a ``rows x cols`` grid with i.i.d. uniform edge weights
+    (pathwidth at most ``rows``). The same tree family as :func:`grid_mst_tree`, built with scipy (fast for
+    ``10^5`` vertices); vertex ``r * cols + c``."""
+    rows, cols = V.integer("rows", rows, min=1), V.integer("cols", cols, min=2)
+    rng = np.random.default_rng(V.seed("seed", seed))
+    if rows == 1:
+        return path_tree(cols)
+    return _grid_mst(rng.random((rows, cols - 1)), rng.random((rows - 1, cols)))
+
+
+def image_strip_tree(image: np.ndarray, band: int, length: int, offset: int = 0) -> Tree:
+    """A road-like tree from a photograph: the pixels of a strip ``band`` rows high that snakes through the image
+    (left to right along rows ``0..band-1``, back along the next ``band`` rows, ...), ``length`` of its columns
+    from column ``offset`` on, as a ``band x length`` grid graph whose edge weights are the colour differences of
+    the two pixels; the tree is its minimum spanning tree (the graph-based segmentation of Felzenszwalb &
+    Huttenlocher cuts exactly this tree). Pathwidth at most ``band``; vertex ``r * length + c``."""
+    img = V.array("image", image)
+    if img.ndim == 2:
+        img = img[:, :, None]
+    if img.ndim != 3 or not np.all(np.isfinite(img)):
+        raise ValueError(f"image must be a finite H x W (x channels) array, got shape {np.shape(image)}")
+    H, W, _ = img.shape
+    band = V.integer("band", band, min=2, max=H)
+    length, offset = V.integer("length", length, min=2), V.integer("offset", offset, min=0)
+    total = (H // band) * W
+    if offset + length > total:
+        raise ValueError(f"offset + length must be at most the strip's {total} columns (band {band} of a "
+                         f"{H} x {W} image), got {offset} + {length}")
+    img = img.astype(float)
+    cols = []
+    for j in range(offset, offset + length):
+        b, c = divmod(j, W)
+        c = c if b % 2 == 0 else W - 1 - c
+        cols.append(img[b * band:(b + 1) * band, c])
+    strip = np.stack(cols, axis=1)  # band x length x channels
+    right = np.linalg.norm(strip[:, 1:] - strip[:, :-1], axis=2)
+    down = np.linalg.norm(strip[1:] - strip[:-1], axis=2)
+    return _grid_mst(right, down)
+
+
+def single_linkage_tree(X: np.ndarray, n_neighbors: int = 10) -> Tree:
+    """The single-linkage dendrogram of the rows of ``X`` (``2m - 1`` vertices, leaves ``0..m-1``), from the minimum
+    spanning tree of the ``n_neighbors``-nearest-neighbour graph (exact single linkage whenever that graph holds a
+    Euclidean MST, as it does for points in general position and enough neighbours). Scales to ``10^5`` points,
+    where scipy's ``linkage`` needs the full distance matrix. Raises ValueError if the graph is disconnected."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components, minimum_spanning_tree
+    from sklearn.neighbors import NearestNeighbors
+
+    X = V.array("X", X, ndim=2)
+    m = X.shape[0]
+    n_neighbors = V.integer("n_neighbors", n_neighbors, min=1)
+    if m < 2 or not np.all(np.isfinite(X)):
+        raise ValueError(f"X must hold at least 2 finite rows, got shape {X.shape}")
+    k = min(n_neighbors, m - 1)
+    d, idx = NearestNeighbors(n_neighbors=k + 1).fit(X).kneighbors(X)
+    rows = np.repeat(np.arange(m), k)
+    g = coo_matrix((d[:, 1:].ravel() + 1e-12, (rows, idx[:, 1:].ravel())), shape=(m, m)).tocsr()
+    if connected_components(g, directed=False)[0] > 1:
+        raise ValueError(f"the {k}-nearest-neighbour graph of X is disconnected: raise n_neighbors")
+    mst = minimum_spanning_tree(g).tocoo()
+    parent, node, edges, nxt = list(range(m)), list(range(m)), [], m
+
+    def find(x: int) -> int:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for e in np.lexsort((mst.col, mst.row, mst.data)):  # merges by increasing distance
+        a, b = find(int(mst.row[e])), find(int(mst.col[e]))
+        edges += [(nxt, node[a]), (nxt, node[b])]
+        parent[b], node[a] = a, nxt
+        nxt += 1
+    return Tree(nxt, edges)
+
+
+def diameter(tree: Tree) -> int:
+    """The number of edges on a longest path (two breadth-first searches)."""
+    V.instance("tree", tree, Tree)
+    far = int(np.argmax(tree.distances(0)))
+    return int(tree.distances(far).max())
 
 
 def neighbor_joining_tree(D: np.ndarray) -> Tree:

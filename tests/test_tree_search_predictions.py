@@ -291,3 +291,111 @@ def test_query_sweep_on_a_path_walk_costs_eta_plus_one_and_gain_picks_the_best_e
     assert ts.best_baseline_gain(made_up) == (pytest.approx(1.4), 8)
     with pytest.raises(ValueError, match="empty"):
         ts.best_baseline_gain({})
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(1, 80), seed=st.integers(0, 10**6), data=st.data())
+def test_combined_search_is_within_its_bound(n, seed, data):
+    t = ts.random_tree(n, seed)
+    dec, k = ts.Decomposition(t), ts.pathwidth(t)
+    target, pred = data.draw(st.integers(0, n - 1)), data.draw(st.integers(0, n - 1))
+    eta = int(t.distances(pred)[target])
+    first = ts.search_with_prediction(t, dec, ts.Oracle(t, target), pred).queries
+    top = ts.search_with_prediction(t, dec, ts.Oracle(t, target), pred, start="top").queries
+    o = ts.Oracle(t, target)
+    r = ts.search_with_prediction(t, dec, o, pred, start="both")
+    assert r.found == target and r.queries == o.queries == len(set(o.log))  # shared answers: no repeats
+    head = ts.combined_head(k)
+    assert r.queries <= ts.combined_bound(first, top, head) <= ts.combined_query_bound(k, eta)
+    if first <= head:
+        assert r.queries == first  # a close prediction costs what the prediction-first search costs
+    if eta == 0:
+        assert r.queries == 1
+
+
+def test_combined_bound_closed_forms_and_bad_input():
+    assert ts.combined_head(0) == 2 and ts.combined_head(3) == 8
+    assert ts.combined_bound(5, 40, 8) == 5  # within the head
+    assert ts.combined_bound(30, 10, 8) == 8 + 2 * 10 - 1  # top-down is much cheaper
+    assert ts.combined_bound(10, 40, 8) == 2 * 10 - 8  # prediction-first finishes soon after the head
+    assert ts.combined_query_bound(3, 0) == 1
+    assert ts.combined_query_bound(2, 64) <= 2 * ts.combined_head(2) + 2 * ts.query_bound(2, 64)
+    with pytest.raises(ValueError):
+        ts.combined_bound(0, 3, 2)
+    with pytest.raises(TypeError):
+        ts.combined_head(1.5)
+    with pytest.raises(ValueError, match="start"):
+        t = ts.path_tree(5)
+        ts.search_with_prediction(t, ts.Decomposition(t), ts.Oracle(t, 1), 0, start="middle")
+
+
+def test_large_tree_builders():
+    t = ts.corridor_tree(3, 400, seed=1)
+    assert t.n == 1200 and ts.pathwidth(t) <= 3 and max(len(a) for a in t.adj) <= 4
+    assert ts.corridor_tree(3, 400, seed=1).edges == t.edges  # deterministic
+    assert ts.corridor_tree(1, 7).n == 7 and ts.diameter(ts.corridor_tree(1, 7)) == 6
+    img = np.random.default_rng(0).integers(0, 255, (9, 50, 3))
+    s = ts.image_strip_tree(img, 2, 120, offset=30)
+    assert s.n == 240 and ts.pathwidth(s) <= 2
+    flat = ts.image_strip_tree(np.zeros((4, 10)), 2, 12)  # all ties: still a spanning tree
+    assert flat.n == 24
+    with pytest.raises(ValueError, match="offset"):
+        ts.image_strip_tree(img, 3, 140, offset=20)  # the strip has 3 * 50 columns
+    with pytest.raises(ValueError):
+        ts.image_strip_tree(img, 1, 10)
+    with pytest.raises(TypeError):
+        ts.corridor_tree(2.0, 10)
+    assert ts.diameter(ts.path_tree(30)) == 29 and ts.diameter(ts.star_tree(6)) == 2
+
+
+def test_single_linkage_tree_matches_scipy():
+    from scipy.cluster.hierarchy import linkage
+
+    X = np.random.default_rng(3).random((60, 2))
+    t = ts.single_linkage_tree(X, n_neighbors=59)  # the full graph: exact single linkage
+    ref = ts.dendrogram_tree(X, "single")
+    assert t.n == ref.n == 119 and max(len(a) for a in t.adj) <= 3
+    # the same clusters: every merge joins the same sets of leaves
+    def clusters(tree, m):
+        out = set()
+        for v in range(m, tree.n):
+            seen, stack = set(), [v]
+            while stack:
+                x = stack.pop()
+                seen.add(x)
+                stack += [c for c in tree.adj[x] if c < x and c not in seen] if x >= m else []
+            out.add(frozenset(x for x in seen if x < m))
+        return out
+    assert clusters(t, 60) == clusters(ref, 60)
+    assert len(linkage(X, "single")) == 59
+    with pytest.raises(ValueError, match="disconnected"):
+        ts.single_linkage_tree(np.r_[np.zeros((5, 2)), np.ones((5, 2)) * 100] + np.arange(10)[:, None] * 1e-3, 2)
+    with pytest.raises(ValueError):
+        ts.single_linkage_tree(np.zeros((1, 2)))
+
+
+def test_fast_distances_equal_bfs_and_measure_tree():
+    t = ts.corridor_tree(2, 1500, seed=0)  # n = 3000: the scipy path
+    d = t.distances(17)
+    ref = np.full(t.n, -1)
+    ref[17], order = 0, [17]
+    for v in order:
+        for u in t.adj[v]:
+            if ref[u] < 0:
+                ref[u] = ref[v] + 1
+                order.append(u)
+    assert np.array_equal(d, ref)
+    small = ts.corridor_tree(2, 60, seed=0)
+    m = ts.measure_tree(small, [1, 4, 16], 5, 2, np.random.default_rng(0))
+    assert m["n"] == 120 and m["pw"] == ts.pathwidth(small) and m["diam"] == ts.diameter(small)
+    assert set(m["worst"]) == set(ts.START_VARIANTS) and set(m["sweep"][4]) == set(ts.SWEEP_METHODS)
+    assert all(m["worst"][s][1] >= 2 for s in ts.START_VARIANTS)
+    dec = ts.Decomposition(small)
+    full = ts.worst_case(small, dec, 5, 4, np.random.default_rng(0), None, "both")
+    ring = np.flatnonzero(small.distances(5) == 4)
+    assert full == max(ts.search_with_prediction(small, dec, ts.Oracle(small, int(v)), 5, start="both").queries
+                       for v in ring)
+    with pytest.raises(ValueError, match="dist"):
+        ts.worst_case(small, dec, 5, 4, np.random.default_rng(0), None, dist=np.zeros(3))
+    with pytest.raises(ValueError, match="n_preds"):
+        ts.measure_tree(small, [1], 1, -1, np.random.default_rng(0))
