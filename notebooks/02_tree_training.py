@@ -27,7 +27,8 @@
 # | models | Qwen3-8B/32B dense, Qwen3-30B-A3B MoE, hybrid attention/SSM | a 4-layer, d=128 decoder with RoPE; a hybrid with a Mamba-style selective SSM every 2nd layer |
 # | data | real agentic rollouts and synthetic trees, up to ~100k tokens | random trees (a 384-token prompt, 2 levels of branching, segments of 32–96 tokens) and groups of 8 rollouts sampled from a small LM trained for seconds on a toy language |
 # | attention kernel | FlashAttention-3 with a node-level shared-prefix mask | PyTorch SDPA: per-node block attention (exact pairs only) and a dense tree mask |
-# | hardware | 64 Hopper GPUs, Megatron-Core with sequence packing | 2 shared CPU cores; time measured as process CPU time of a 1-thread run |
+# | hardware | 64 Hopper GPUs, Megatron-Core with sequence packing | 2 shared CPU cores; time measured as process CPU time of a 1-thread run; the width sweep (d = 128…1024) runs in `data/02_tree_training/make_sweep.py` and is loaded |
+# | baseline | sequence packing | sequence packing (per-document attention blocks, SSM state reset), per-branch micro-batches and one padded batch, the fastest per round |
 # | partitioning | trees beyond GPU memory | a tree of ~3× a 256-token budget; memory measured as the storages autograd holds and as the C heap in use |
 # | seeds | | every sampled quantity (trees, timings, memory) over 3 seeds; timings as medians of interleaved repeats |
 #
@@ -80,8 +81,7 @@ n_seeds = 3  # seeds seed, seed+1, seed+2 for everything sampled
 n_exact_trees = 2  # random trees per seed
 train_steps = 12
 budget = 256  # token budget of a partition
-d_sweep = [64, 128, 256]  # widths of the 2-layer sweep on the largest tree
-sweep_repeats = 3
+sweep_repeats = 3  # interleaved rounds on the sampled trees and for partitioning
 sampler_steps = 200  # AdamW steps of the small LM that samples the realistic trees
 sample_k = 8  # rollouts per sampled group (GRPO-style)
 sample_prompt = 128  # prompt tokens of a sampled group
@@ -98,13 +98,13 @@ from IPython.display import Markdown, display
 from torch.profiler import ProfilerActivity, profile
 from tqdm.auto import tqdm
 
-from helpers import claims, plotting, repro, train
+from helpers import checkpoints, claims, plotting, repro, scripts, train
 from helpers import tree_training as tt
 
 if quick:
     d_model, n_layer, root_len, seg_len, branchings = 32, 2, 48, (8, 16), [1, 2, 3]
     repeats, n_exact_trees, train_steps, budget = 2, 2, 5, 48
-    n_seeds, d_sweep, sweep_repeats = 1, [32, 64], 2
+    n_seeds, sweep_repeats = 1, 2
     sampler_steps, sample_k, sample_prompt, sample_new = 30, 4, 24, 24
 seeds = [seed + i for i in range(n_seeds)]
 
@@ -126,7 +126,6 @@ rec = claims.ClaimsRecord(
         repeats=repeats,
         n_seeds=n_seeds,
         n_exact_trees=n_exact_trees,
-        d_sweep=d_sweep,
         sweep_repeats=sweep_repeats,
         sampler_steps=sampler_steps,
         sample_k=sample_k,
@@ -403,9 +402,9 @@ print(
 # For `|g| ≫ ε = 1e-8` that is ±lr whatever |g| is; for `|g|` near ε it swings from −lr to +lr as g crosses zero.
 # A gradient entry whose true value is no larger than its float32 rounding error (relative ~1e-7 of the tensor's
 # larger entries) can take steps of different size or sign in the tree and in the branches: Adam turns a rounding
-# difference into a step difference of order lr. Below, for every parameter entry of the float32 comparison with
-# the largest step difference: the step difference against |g|, and the same difference predicted from the two
-# gradients by the formula.
+# difference into a step difference of order lr. Below, for the float32 comparison with the largest step
+# difference: the step difference against |g|, and the same difference predicted from the two gradients by the
+# formula (every entry that differs by more than a tenth of lr, and a random sample of the others).
 
 
 # %%
@@ -458,11 +457,17 @@ print(
 
 # %% tags=["hide-input"]
 fig, ax = plt.subplots(figsize=(6, 3.4))
-x = g_b.abs().clamp_min(1e-14).numpy()
+# every entry that differs by more than 0.1 lr, and a random sample of the others
+shown = big.numpy() | (repro.rng(seed, 5).random(len(diff)) < 20_000 / len(diff))
+x = g_b.abs().clamp_min(1e-14).numpy()[shown]
 ax.scatter(
-    x, diff.clamp_min(1e-9).numpy(), s=4, alpha=0.4, label="measured (torch AdamW)"
+    x,
+    diff.clamp_min(1e-9).numpy()[shown],
+    s=4,
+    alpha=0.4,
+    label="measured (torch AdamW)",
 )
-ax.scatter(x, pred.clamp_min(1e-9).numpy(), s=1, color="k", label="formula")
+ax.scatter(x, pred.clamp_min(1e-9).numpy()[shown], s=1, color="k", label="formula")
 ax.axvline(eps, color="gray", ls=":", label="ε")
 ax.set(
     xscale="log",
@@ -596,9 +601,11 @@ assert (breaks.iloc[1:].values > 1e-4).all(), "every ablation must break exactne
 # For trees with K = b² leaves (a prompt, then b children per node at each of two levels; sizes in the parameters
 # cell), we time one full training step (forward, backward, AdamW) of the attention model: the linearized baseline
 # (each branch a causal micro-batch, gradients accumulated; no padding work), and the tree with two attention
-# layouts. On the largest tree of each seed (the one the claims use) a second baseline runs too, all K branches
-# as **one right-padded batch**, and the baseline of each round is the faster of the two (the paper's baseline,
-# sequence packing, is timed there too and compared in its own claims, §9):
+# layouts. On the largest tree of each seed (the one the claims use) two more baselines run: all K branches as
+# **one right-padded batch**, and the paper's baseline, **sequence packing** (all K branches concatenated into one
+# call of N_flat tokens, attention in per-document causal blocks so no pair crosses documents, positions and SSM
+# state restarting at every document: `tt.packed_inputs`, `tt.packed_loss`). There the baseline of each round is
+# the fastest of the three, and packing alone has its own claims (§9):
 #
 # * **node blocks**: each node's queries attend to its ancestor path's keys plus its own (causal); exactly the
 #   needed query-key pairs, like the paper's node-level kernel;
@@ -609,15 +616,11 @@ assert (breaks.iloc[1:].values > 1e-4).all(), "every ablation must break exactne
 # interleaved** (`repro.benchmark`): one warm-up call each, then `repeats` rounds in which every side runs once,
 # in a rotating order, so a burst of load from other jobs hits all sides alike. Each call is timed by the process
 # CPU time of a 1-thread run (wall time is shown too). The speedup is the **median over rounds of the per-round
-# ratio** and the error bars its interquartile range.
+# ratio** and the error bars its interquartile range. The claims are judged on the **conservative end** of that
+# range, the lower quartile of the per-round ratios: a speedup holds only if three rounds in four reach it.
 
 
 # %%
-def attention_pairs(tree, ser):
-    flat = sum(len(p) * (len(p) + 1) // 2 for p in tree.path_tokens())
-    return flat, int((ser.pos + 1).sum()), len(ser) ** 2
-
-
 def speed_tree(s, b):
     return tt.random_tree(repro.rng(s, 10 + b), root_len, [b, b], seg_len, vocab)
 
@@ -625,7 +628,8 @@ def speed_tree(s, b):
 # %%
 def bench(s, b, model, n_rep, dense=True, padded=False, tree=None):
     """Time linearized vs tree steps on the tree of seed s with b×b leaves (or on
-    `tree`); with `padded`, the baseline of a round is the faster linearized layout."""
+    `tree`); with `padded`, the baseline of a round is the fastest of micro-batches,
+    one padded batch and sequence packing."""
     tree = speed_tree(s, b) if tree is None else tree
     ser = tt.serialize(tree)
     w = torch.as_tensor(tt.token_weights(tree, ser), dtype=torch.float32)
@@ -645,63 +649,74 @@ def bench(s, b, model, n_rep, dense=True, padded=False, tree=None):
         pk = tt.packed_inputs(paths, masks, K)
         fns["packed"] = lambda: packed_step(model, opt, pk)
     T = repro.benchmark(fns, n_rep, warmup=1)  # interleaved rounds, CPU time and wall
-    t = {"cpu": T.cpu, "wall": T.wall}
-    base = {k: t[k]["linear"] for k in t}
-    if padded:  # the faster linearized layout, round by round
-        base = {k: np.minimum(t[k]["linear"], t[k]["padded"]) for k in t}
-    pf, pt, pd_ = attention_pairs(tree, ser)
-    row = dict(
-        seed=s,
-        b=b,
-        K=K,
-        N_tree=tree.n_tree,
-        N_flat=tree.n_flat,
-        POR=tree.overlap_ratio,
-        ideal=tree.ideal_speedup,
-        pairs_flat=pf,
-        pairs_tree=pt,
-        pairs_dense=pd_,
-    )
-    row["t_padded"] = row["t_packed"] = np.nan
-    for side in fns:
-        row[f"t_{side}"] = float(np.median(t["cpu"][side]))
-        if side not in ("linear", "padded", "packed"):
-            r = tt.round_ratio(base["cpu"], t["cpu"][side])
-            row[f"speedup_{side}"], row[f"{side}_q25"], row[f"{side}_q75"] = r
-    row["t_base"] = float(np.median(base["cpu"]))
-    # the timing noise of each side (IQR / median of its CPU times), for the conditions
-    row["spread_base"] = tt.rel_spread(base["cpu"])
-    row["spread_blocks"] = tt.rel_spread(t["cpu"]["blocks"])
-    row["speedup_wall"] = tt.round_ratio(base["wall"], t["wall"]["blocks"])[0]
-    row["of_ideal"] = row["speedup_blocks"] / row["ideal"]
-    row["vs_packed"] = row["vs_packed_q25"] = row["vs_packed_q75"] = row[
-        "spread_packed"
-    ] = np.nan
-    if padded:  # the tree against sequence packing, round by round
-        r = tt.round_ratio(t["cpu"]["packed"], t["cpu"]["blocks"])
-        row["vs_packed"], row["vs_packed_q25"], row["vs_packed_q75"] = r
-        row["spread_packed"] = tt.rel_spread(t["cpu"]["packed"])
+    row = timing_row(s, b, tree, ser, T, padded)
     ctx = (tree, ser, w, paths, masks, K, blocks, dense_mask, opt)
     return row, ctx
 
 
 # %%
+BASES = ["linear", "padded", "packed"]
+NAMES = dict(
+    linear="micro-batches", padded="one padded batch", packed="sequence packing"
+)
+
+
 def flop_ratio(df, d, layers):
-    """A FLOP model of the speedup: per token the linear layers (12 d² per layer) and
-    the head (d · vocab); per query-key pair 2 d per layer (q·k and the weighted sum
-    of v). Forward and backward scale alike, so the ratio is what matters."""
-    a_tok = layers * 12 * d**2 + d * vocab
-    b_pair = layers * 2 * d
-    return (a_tok * df.N_flat + b_pair * df.pairs_flat) / (
-        a_tok * df.N_tree + b_pair * df.pairs_tree
+    """A FLOP model of the speedup (tt.flop_speedup): per token the linear layers
+    (12 d² per layer) and the head (d · vocab); per query-key pair 2 d per layer (q·k
+    and the weighted sum of v). Forward and backward scale alike."""
+    cols = [df.N_flat, df.N_tree, df.pairs_flat, df.pairs_tree]
+    return pd.Series(
+        [tt.flop_speedup(*v, d, layers, vocab) for v in zip(*cols)], index=df.index
     )
+
+
+# %% [markdown]
+# The row of one benchmark: the sizes of the tree, per side the median CPU seconds, and the per-round ratios
+# (median and quartiles) of the tree against the baseline of each round.
+
+
+# %%
+def timing_row(s, b, tree, ser, T, padded):
+    t = {"cpu": T.cpu, "wall": T.wall}
+    base = {k: t[k]["linear"] for k in t}
+    if padded:  # the fastest baseline, round by round
+        base = {k: np.minimum.reduce([t[k][bn] for bn in BASES]) for k in t}
+    pf, pt, pd_ = tt.attention_pairs(tree, ser)
+    row = dict(seed=s, b=b, K=len(tree.leaves()), N_tree=tree.n_tree)
+    row |= dict(N_flat=tree.n_flat, POR=tree.overlap_ratio, ideal=tree.ideal_speedup)
+    row |= dict(pairs_flat=pf, pairs_tree=pt, pairs_dense=pd_)
+    row["t_padded"] = row["t_packed"] = np.nan
+    for side in T.cpu:
+        row[f"t_{side}"] = T.median(side)
+        if side not in BASES:
+            r = tt.round_ratio(base["cpu"], t["cpu"][side])
+            row[f"speedup_{side}"], row[f"{side}_q25"], row[f"{side}_q75"] = r
+    row["t_base"] = float(np.median(base["cpu"]))
+    # the timing noise of each side (IQR / median of its CPU times), for the conditions
+    row["spread_base"] = tt.rel_spread(base["cpu"])
+    row["spread_blocks"] = T.spread("blocks")
+    row["speedup_wall"] = tt.round_ratio(base["wall"], t["wall"]["blocks"])[0]
+    row["of_ideal"] = row["speedup_blocks"] / row["ideal"]
+    row["of_ideal_q25"] = row["blocks_q25"] / row["ideal"]  # the conservative end
+    for bn in BASES if padded else ():  # the tree against each baseline alone
+        row[f"x_{bn}"] = tt.round_ratio(t["cpu"][bn], t["cpu"]["blocks"])[0]
+    for k in ("vs_packed", "vs_packed_q25", "vs_packed_q75", "spread_packed"):
+        row[k] = np.nan
+    if padded:  # the tree against sequence packing, round by round
+        r = tt.round_ratio(t["cpu"]["packed"], t["cpu"]["blocks"])
+        row["vs_packed"], row["vs_packed_q25"], row["vs_packed_q75"] = r
+        row["spread_packed"] = T.spread("packed")
+    return row
 
 
 # %%
 speed_model = make_model(0, torch.float32)
 speed_rows = []
 for b in tqdm(branchings, desc="speed"):
-    row, ctx = bench(seed, b, speed_model, repeats, padded=b == max(branchings))
+    # the claim tree (largest b) gets `repeats` rounds, the smaller trees 3
+    n_rep = repeats if b == max(branchings) else min(repeats, 3)
+    row, ctx = bench(seed, b, speed_model, n_rep, padded=b == max(branchings))
     speed_rows.append(row)
 # the largest tree's inputs, profiled below
 tree, ser, w, paths, masks, K, blocks, dense, opt = ctx
@@ -844,140 +859,155 @@ print(
 # %% [markdown]
 # **Testing the explanation: a width sweep.** If the gap to the ideal comes from attention pairs (and per-node
 # overhead) that do not shrink with the tree, then making the per-token matrix products heavier should close it:
-# the fraction of the ideal should rise with `d_model`. We time the largest tree (K = b² for the largest b) with a
-# 2-layer model at each width in `d_sweep`, for each seed (its own tree and initialization), interleaved as above
-# against the micro-batch baseline (one padded batch, which pads the shorter branches, is slower at d = 128: see
-# the seeds table below), and fit a line to fraction-of-ideal against d per seed. The FLOP model's prediction is
-# drawn for comparison.
+# the fraction of the ideal should rise with `d_model`, as the FLOP model predicts. Widths where the matrix
+# products dominate cost minutes per configuration on two CPU cores, so this sweep runs in a script,
+# `data/02_tree_training/make_sweep.py` (`tt.width_sweep`), and the notebook loads its table (quick mode runs a
+# tiny sweep live). For each seed's claim tree (K = 16 leaves) and each depth (1 and 2 attention layers) and width
+# (d = 128 … 1024), it times one training step of three sides in interleaved rounds after a warm-up, process CPU
+# time per call: micro-batches, sequence packing and the tree (node blocks). The baseline of each round is the
+# faster of the two linearized layouts; the fraction of the ideal is the median per-round ratio ÷ N_flat/N_tree.
+# The claim fits, per seed, a line to that fraction against log₂ d for the 2-layer model (its slope: the change
+# per doubling of the width).
 
 # %%
-sweep_rows = []
-bar = tqdm(total=len(seeds) * len(d_sweep), desc="d sweep")
-for s in seeds:
-    for d in d_sweep:
-        m_d = make_model(0, torch.float32, d=d, layers=2, s=s)
-        row = bench(s, max(branchings), m_d, sweep_repeats, dense=False)[0]
-        sweep_rows.append(dict(row, d_model=d))
-        bar.update()
-bar.close()
+if quick:  # a tiny sweep live, on the quick claim trees
+    sweep_cfg = dict(
+        tt.checkpoint_config("sweep"),
+        seeds=seeds,
+        d_models=[32, 64],
+        layers=[1, 2],
+        root_len=root_len,
+        branching=[max(branchings)] * 2,
+        seg_len=list(seg_len),
+        repeats=2,
+    )
+    sweep_rows, sweep_rounds = tt.width_sweep(sweep_cfg)
+else:  # the script's table, made at the seeds of this run
+    sweep_cfg = scripts.with_seeds(tt.checkpoint_config("sweep"), seeds)
+    ck = checkpoints.load("02_tree_training", "sweep", config=sweep_cfg)
+    sweep_rows, sweep_rounds = ck.manifest["metrics"]["rows"], ck.tensors
+    print(
+        f"loaded the sweep: {len(sweep_rows)} configurations, made in "
+        f"{ck.manifest['wall_seconds']:.0f} s on "
+        f"{ck.manifest['machine']['cores']} cores"
+    )
 sweep = pd.DataFrame(sweep_rows)
-sweep["flop_of_ideal"] = flop_ratio(sweep, sweep.d_model, 2) / sweep.ideal
-flop = sweep.groupby("d_model").flop_of_ideal.mean()
-# slope of the fraction of the ideal per 100 units of d, one per seed
-slopes = {
-    s: float(100 * np.polyfit(g.d_model, g.of_ideal, 1)[0])
-    for s, g in sweep.groupby("seed")
-}
-display(
-    sweep[
-        [
-            "seed",
-            "d_model",
-            "ideal",
-            "t_linear",
-            "t_blocks",
-            "speedup_blocks",
-            "blocks_q25",
-            "blocks_q75",
-            "of_ideal",
-            "flop_of_ideal",
-        ]
-    ].round(3)
-)
-print(
-    "slope of fraction-of-ideal per +100 d, by seed:",
-    {int(s): round(float(v), 3) for s, v in slopes.items()},
-)
+
+
+# %% [markdown]
+# From the stored per-round CPU seconds, each configuration's ratios are recomputed round by round, as in the
+# benchmarks above.
+
 
 # %%
-iqr_rel = ((sweep.blocks_q75 - sweep.blocks_q25) / sweep.speedup_blocks).median()
+def sweep_ratios(r):
+    """Per-round ratios of one sweep configuration (CPU time): the tree against the
+    faster linearized layout, against each alone, and wall time."""
+    key = f"seed{int(r.seed)}_L{int(r.layers)}_d{int(r.d_model)}"
+    t = sweep_rounds[key].double().numpy()
+    # sides: linear, packed, blocks; clocks: cpu, wall
+    lin, pk, tree_ = t[0], t[1], t[2]
+    med, q25, q75 = tt.round_ratio(np.minimum(lin[0], pk[0]), tree_[0])
+    return pd.Series(
+        dict(
+            speedup=med,
+            q25=q25,
+            q75=q75,
+            vs_linear=tt.round_ratio(lin[0], tree_[0])[0],
+            vs_packed=tt.round_ratio(pk[0], tree_[0])[0],
+            speedup_wall=tt.round_ratio(np.minimum(lin[1], pk[1]), tree_[1])[0],
+        )
+    )
+
+
+sweep = pd.concat([sweep, sweep.apply(sweep_ratios, axis=1)], axis=1)
+sweep["of_ideal"] = sweep.speedup / sweep.ideal
+sweep["flop_of_ideal"] = sweep.flop_model / sweep.ideal
+claim_layers = max(sweep.layers)  # the trend claim: the deeper model
+trend = sweep[sweep.layers == claim_layers]
+# slope of the fraction of the ideal per doubling of d, one per seed
+slopes = {
+    s: float(np.polyfit(np.log2(g.d_model), g.of_ideal, 1)[0])
+    for s, g in trend.groupby("seed")
+}
+cols = ["seed", "layers", "d_model", "ideal", "t_linear", "t_packed", "t_blocks"]
+cols += ["speedup", "q25", "q75", "speedup_wall", "of_ideal", "flop_of_ideal"]
+display(sweep[cols].round(3))
 print(
-    f"slopes > 0 at {sum(v > 0 for v in slopes.values())} of {len(slopes)} seeds; "
-    f"FLOP model: fraction {flop.iloc[0]:.2f} → {flop.iloc[-1]:.2f} over the sweep; "
-    f"median spread of the per-round ratios (IQR ÷ median) {iqr_rel:.0%}"
-)
-# where the FLOP model's premise (time ∝ FLOPs) holds, this is ≈ 1 at every width
-print(
-    "measured ÷ FLOP model, mean over seeds, by d:",
-    (sweep.of_ideal / sweep.flop_of_ideal)
-    .groupby(sweep.d_model)
-    .mean()
-    .round(2)
-    .to_dict(),
+    "slope of fraction-of-ideal per doubling of d "
+    f"({claim_layers} layers), by seed:",
+    {int(s): round(v, 3) for s, v in slopes.items()},
 )
 
 # %% tags=["hide-input"]
-fig, ax = plt.subplots(figsize=(6, 3.4))
-for s, g in sweep.groupby("seed"):
-    ax.errorbar(
-        g.d_model,
-        g.of_ideal,
-        yerr=[
-            (g.speedup_blocks - g.blocks_q25) / g.ideal,
-            (g.blocks_q75 - g.speedup_blocks) / g.ideal,
-        ],
-        marker="o",
-        capsize=3,
-        label=f"measured, seed {s}",
+fig, ax = plt.subplots(1, 2, figsize=(11, 3.6), sharey=True)
+for a, (L, gl) in zip(ax, sweep.groupby("layers")):
+    for j, (s, g) in enumerate(gl.groupby("seed")):
+        a.errorbar(
+            g.d_model,
+            g.of_ideal,
+            yerr=[(g.speedup - g.q25) / g.ideal, (g.q75 - g.speedup) / g.ideal],
+            marker="o",
+            capsize=3,
+            color=plotting.PALETTE[j],
+            label=f"measured, seed {s}",
+        )
+    f = gl.groupby("d_model").flop_of_ideal.mean()
+    a.plot(f.index, f.values, "k:", marker="s", label="FLOP model (mean over seeds)")
+    a.axhline(1, color="gray", lw=0.8)
+    a.set(
+        xscale="log",
+        xticks=sorted(gl.d_model.unique()),
+        xticklabels=sorted(gl.d_model.unique()),
+        xlabel=f"d_model ({L} layer{'s' if L > 1 else ''})",
+        title=f"claim trees (K={int(gl.K.iloc[0])}): fraction of the ideal",
     )
-ax.plot(flop.index, flop.values, "k:", marker="s", label="FLOP model (mean over seeds)")
-ax.axhline(1, color="gray", lw=0.8)
-ax.set(
-    xlabel="d_model (2 layers)",
-    ylabel="speedup ÷ ideal N_flat/N_tree",
-    title=f"largest tree (K={int(sweep.K.iloc[0])}): fraction of the ideal vs width",
-    xticks=d_sweep,
-)
-ax.legend(fontsize=8)
+ax[0].set_ylabel("speedup ÷ ideal N_flat/N_tree")
+ax[0].legend(fontsize=8)
 plt.tight_layout()
 plt.show()
 
 # %% tags=["remove-input"]
 n_up = sum(v > 0 for v in slopes.values())
-meas_flop = (sweep.of_ideal / sweep.flop_of_ideal).groupby(sweep.d_model).mean()
+by_d = trend.groupby("d_model")[["of_ideal", "flop_of_ideal"]].mean()
+meas_flop = by_d.of_ideal / by_d.flop_of_ideal
+pk_lin = (sweep.t_packed / sweep.t_linear).groupby(sweep.d_model).mean()
 display(
     Markdown(
-        "**Reading the sweep.** The FLOP model predicts a rising fraction of the ideal "
-        "(here "
-        f"{flop.iloc[0]:.2f} → {flop.iloc[-1]:.2f} over d = "
-        f"{d_sweep[0]}…{d_sweep[-1]}); the measured slope is positive "
-        f"at {n_up} of {len(slopes)} seeds, recorded as a claim with its verdict as "
-        "measured. "
-        + (
-            "The fraction did *not* clearly rise in this run. "
-            if n_up < len(slopes)
-            else ""
-        )
-        + "The last printed line shows how the measurement relates to the FLOP model: "
-        "measured ÷ FLOP model is "
+        f"**Reading the sweep.** For the {claim_layers}-layer model the FLOP model "
+        f"predicts {by_d.flop_of_ideal.iloc[0]:.2f} → "
+        f"{by_d.flop_of_ideal.iloc[-1]:.2f} "
+        f"of the ideal from d = {by_d.index[0]} to {by_d.index[-1]}; the measurement, "
+        f"mean over seeds, goes {by_d.of_ideal.iloc[0]:.2f} → "
+        f"{by_d.of_ideal.iloc[-1]:.2f}, and its slope over log₂ d is positive at "
+        f"{n_up} of {len(slopes)} seeds (claim `speedup_vs_ideal_trend`, with the "
+        "condition `sweep_resolves_trend` on its noise). Measured ÷ FLOP model is "
         f"{meas_flop.iloc[0]:.2f} at the smallest width and {meas_flop.iloc[-1]:.2f} "
-        "at "
-        "the largest. "
+        "at the largest: "
         + (
-            "Above 1 at the smallest width means the token-proportional work (small "
-            "matrix products, layer norms, the "
-            "vocabulary head, per-op dispatch) costs more per FLOP there than the "
-            "attention pairs, so the tree already "
-            "recovers more of the token ratio than the FLOP count says; as d grows the "
-            "measurement comes down towards "
-            "the model, and that descent works against the rise the FLOP model "
-            "predicts. "
-            if meas_flop.iloc[0] > 1
-            else ""
+            "the measurement tracks the FLOP count within 10% at every width, so the "
+            "gap at small widths is the attention pairs the tree does not remove. "
+            if (meas_flop - 1).abs().max() <= 0.1
+            else "where it is far from 1, costs the FLOP count leaves out (per-node "
+            "gathers of ancestor keys, per-op dispatch, memory traffic) weigh "
+            "differently on the two sides. "
         )
-        + "Where the ratio is close to 1 the measurement follows the FLOP model, which "
-        "supports the explanation of the "
-        "*gap* (attention pairs that the tree does not remove); the *trend* over these "
-        "widths on a CPU is weak evidence "
-        "either way (condition `sweep_resolves_trend` says whether its noise is below "
-        "the predicted rise); widths where "
-        "matrix products clearly dominate (d ≥ 1024) are beyond this budget."
+        + "Packing ÷ micro-batches (CPU time, mean over seeds and depths) is "
+        + ", ".join(f"{v:.2f} at d = {d}" for d, v in pk_lin.items())
+        + (
+            ": on this CPU one packed call of all N_flat tokens is not cheaper than "
+            "K short calls (same FLOPs, larger tensors), so the micro-batches are the "
+            "stronger baseline here."
+            if (pk_lin > 1).all()
+            else ": packing is the faster layout where this is below 1, and the "
+            "baseline of each round is whichever was faster."
+        )
     )
 )
 
 # %% [markdown]
-# **Over seeds.** The claim below uses the largest tree of the first sweep (the 4-layer model) for each seed: a
-# different random tree and initialization per seed, timed the same way.
+# **Over seeds.** The speed claims use the largest tree of the branching sweep (§4's 4-layer model) for each
+# seed: a different random tree and initialization per seed, timed the same way against all three baselines.
 
 # %%
 big = pd.DataFrame(
@@ -999,24 +1029,26 @@ display(
             "ideal",
             "t_linear",
             "t_padded",
+            "t_packed",
             "t_blocks",
             "speedup_blocks",
             "blocks_q25",
             "blocks_q75",
             "speedup_wall",
             "of_ideal",
+            "of_ideal_q25",
         ]
     ].round(3)
 )
 print(
     "padded batch ÷ micro-batches (CPU time), by seed:",
     (big.t_padded / big.t_linear).round(2).tolist(),
+    "; packing ÷ micro-batches:",
+    (big.t_packed / big.t_linear).round(2).tolist(),
 )
 print(
-    "sequence packing (CPU s per step), by seed:",
-    big.t_packed.round(4).tolist(),
-    "; tree speedup over packing:",
-    big.vs_packed.round(2).tolist(),
+    "tree speedup over packing (median, lower quartile), by seed:",
+    list(zip(big.vs_packed.round(2), big.vs_packed_q25.round(2))),
     "; of the ideal:",
     (big.vs_packed / big.ideal).round(2).tolist(),
 )
@@ -1045,6 +1077,39 @@ rec.check(
 )
 
 # %% [markdown]
+# For a hybrid model, packing must also restart every SSM layer's state and conv context at each document
+# boundary (`tt.packed_loss` gives each document its own segment with no parent). On the hybrid float64 model and
+# an exactness tree, packed against per-branch, with the reset and without it:
+
+# %%
+pk_tree = tt.TrajectoryTree(  # an exactness tree, SFT weights (no advantages)
+    [tt.Node(list(n.tokens), n.parent, n.loss_mask) for n in exact_trees[seed][0].nodes]
+)
+pk_m = make_model(2, torch.float64, init_std=0.2)
+pk_paths, pk_masks = branch_inputs(pk_tree, tt.serialize(pk_tree))
+pk_masks = [m_.double() for m_ in pk_masks]
+pk_in = tt.packed_inputs(pk_paths, pk_masks)
+with torch.no_grad():
+    ref_loss = tt.branch_avg_loss(pk_m, pk_tree).item()
+    gaps = {
+        reset: abs(tt.packed_loss(pk_m, *pk_in, reset_state=reset).item() - ref_loss)
+        / abs(ref_loss)
+        for reset in (True, False)
+    }
+print(
+    f"relative loss gap, packed vs branches: state reset {gaps[True]:.1e}, "
+    f"state running on across documents {gaps[False]:.1e}"
+)
+rec.check(
+    "packed_resets_ssm_state",
+    gaps[True],
+    1e-12,
+    op="<=",
+    note="float64 hybrid model, packed loss with the SSM state reset per document vs "
+    f"the per-branch average; without the reset the gap is {gaps[False]:.1e}",
+)
+
+# %% [markdown]
 # ## 5. Trees sampled from a trained LM
 #
 # The random trees above have uniform token ids and a fixed layered shape. Rollout trees from a model look
@@ -1066,7 +1131,8 @@ rec.check(
 # prompt and samples. Each rollout gets a GRPO-style advantage (its reward, the fraction of even tokens, minus the
 # group mean). On these trees we measure the same two things as above: exactness (float64, the trained sampler
 # itself, tree vs branches, per-branch token-mean loss) and the speed of one training step of the §4 model
-# (4 layers, d=128) with node blocks against the faster linearized baseline (`sweep_repeats` interleaved rounds).
+# (4 layers, d=128) with node blocks against the fastest of the three baselines (`sweep_repeats` interleaved
+# rounds).
 # The timed step, here as in §4, leaves out building the tree (merging the rollouts, serializing, the node-block
 # layout); that cost is measured separately and printed as a share of one tree step.
 
@@ -1161,6 +1227,7 @@ display(
             "ideal",
             "t_linear",
             "t_padded",
+            "t_packed",
             "t_blocks",
             "speedup_blocks",
             "blocks_q25",
@@ -1182,6 +1249,11 @@ print(
     "; FLOP model:",
     samp_flop.groupby(sampled.tree).apply(lambda v: v.round(2).tolist()).to_dict(),
 )
+# the fraction of the ideal against each baseline alone (median per-round ratio)
+by_base = pd.DataFrame(
+    {b: sampled[f"x_{b}"] / sampled.ideal for b in BASES}
+).assign(seed=sampled.seed, tree=sampled.tree)
+display(by_base.round(2))
 
 
 # %% tags=["remove-input"]
@@ -1218,15 +1290,47 @@ display(
         f"model on {int(above[sampled.tree == 'GRPO group'].sum())} of {len(seeds)} "
         "GRPO groups and "
         f"{int(above[sampled.tree == 'forked rollouts'].sum())} of {len(seeds)} "
-        "forked-rollout trees. Where a "
-        "measurement comes out above the FLOP model, the baseline is paying for more "
-        "than FLOPs: GRPO groups share "
-        "little beyond the prompt and their branches are short, so each of the "
-        "baseline's K calls is small, and the "
-        "padded batch pads rollouts of very different lengths. We have not separated "
-        "these two costs; the token ratio "
-        "is the bound for a baseline with no per-call cost, which a CPU run at this "
-        "size does not have."
+        "forked-rollout trees."
+    )
+)
+
+# %% [markdown]
+# **A fraction of the ideal at or above 1.** The token ratio `N_flat / N_tree` bounds the speedup only over a
+# baseline whose cost is proportional to its tokens. Micro-batches also pay a fixed cost per call (K small
+# forward and backward passes), and a padded batch computes its pads; sequence packing has neither (one call, no
+# pads). So the fraction of the ideal against each baseline alone (the last table) says where an excess comes from.
+
+# %% tags=["remove-input"]
+grp_x = by_base[by_base.tree == "GRPO group"][BASES].mean()
+WHY = dict(linear="the fixed cost of K separate calls", padded="the padding")
+fork_x = by_base[by_base.tree == "forked rollouts"][BASES].mean()
+over = [b for b in BASES if grp_x[b] >= 1]
+display(
+    Markdown(
+        "On the GRPO groups (mean over seeds) the fraction of the ideal is "
+        + ", ".join(f"{grp_x[b]:.2f} against {NAMES[b]}" for b in BASES)
+        + "; on the forked rollouts "
+        + ", ".join(f"{fork_x[b]:.2f}" for b in BASES)
+        + " in the same order. "
+        + (
+            "No baseline gives a fraction at or above 1 in this run."
+            if not over
+            else (
+                "The excess appears against "
+                + " and ".join(NAMES[b] for b in over)
+                + " but not against packing: it is "
+                + " and ".join(WHY[b] for b in over)
+                + ", which the token ratio does not count; against the paper's "
+                "baseline the tree stays below the bound, as it should."
+                if "packed" not in over
+                else "Even against packing the fraction is at or above 1, so the "
+                "excess is not only per-call overhead or padding: on this CPU, one "
+                "packed call of all N_flat tokens costs more per token than the "
+                "tree's call of N_tree tokens (larger tensors, the per-document "
+                "attention blocks), which the token ratio does not model. We have not "
+                "separated these costs further."
+            )
+        )
     )
 )
 
@@ -1505,11 +1609,20 @@ def rel_diff(ga, gb):
 
 
 # %%
-# one unmeasured call of each schedule first: a process's first call allocates buffers
-# it keeps (measured: ~12 MiB on the first partitioned call), which are not the step's
+# one unmeasured call of each schedule first: a process's first call may allocate
+# buffers it keeps, which are not the step's; what each first call left on the heap
+# (gradients freed) is measured here
+first_kept = {}
 for n in METHODS:
+    h0 = tt.heap_in_use()
     run_method(n, *partition_case(seed))
-pm.zero_grad(set_to_none=True)
+    pm.zero_grad(set_to_none=True)
+    h1 = tt.heap_in_use()
+    first_kept[n] = np.nan if h0 is None or h1 is None else (h1 - h0) / 2**20
+print(
+    "heap kept after the first (unmeasured) call of each schedule, MiB:",
+    {k: round(v, 2) for k, v in first_kept.items()},
+)
 mem_rows = []
 for s in tqdm(seeds, desc="partitioning"):
     p_tree, p_ser, p_w, parts = partition_case(s)
@@ -1540,9 +1653,10 @@ print(
     [sum(len(p_tree.nodes[n].tokens) for n in P.nodes) for P in parts],
 )
 # time the three schedules in one interleaved run (no measuring hooks attached)
-pt = repro.benchmark(
+pt = repro.benchmark(  # warmed up above (the unmeasured first calls)
     {n: (lambda n=n: run_method(n, p_tree, p_ser, p_w, parts)) for n in METHODS},
     sweep_repeats,
+    warmup=0,
 )
 p_time = {n: pt.median(n) for n in METHODS}
 mem_tab["cpu_s"] = [
@@ -1671,23 +1785,53 @@ print(
 # (gradient buffers inside backward, the fp32 relay accumulators, gateway copies) but is only sampled at saves,
 # uses and partition boundaries, and in a notebook kernel other threads allocate too; one sample per seed of it is
 # noisier, which is why the memory claim is recorded per seed with its verdict as measured, not averaged away.
-#
-# The naive partitioning is the cheaper one in memory (last line above, in our runs): it holds one partition's
-# graph at a time, ancestors included, where the redundancy-free schedule holds a chain of partitions plus the
-# gateway copies and relay accumulators. What it pays is compute: it embeds and runs every ancestor again, the
-# tokens ratio printed next to it. The paper's point is the combination: no recomputation at all, with the peak
-# still bounded by one chain.
-#
-# **Known limits.** (i) The heap is process-wide: in a notebook kernel other threads allocate too, and
-# transients inside a single op are not seen. It is sampled at every save and every use in backward. An earlier
-# version sampled every 8th event and once reported a heap ratio above 1 at one seed that did not reproduce;
-# in side runs outside the notebook (not part of this run), sampling every 8th event or every event gave the same
-# ratios, and the only large deviation found was the first partitioned call of a fresh process, which allocated
-# several MiB more than later calls (buffers it keeps). Each schedule now runs once, unmeasured, before the
-# measurements. (ii) The width sweep stops at the widths of `d_sweep` (see its reading above), so the trend claim
-# does not reach the regime the
-# paper's models are in. (iii) The sampled trees (§5) come from a toy language and a d = 64 LM; real LLM rollouts
-# are longer, and where they branch depends on the task and the sampler.
+
+# %% tags=["remove-input"]
+kept = pd.Series(first_kept).dropna()
+nv_ratio = float(nv.heap_peak) / float(full.heap_peak[seed])
+display(
+    Markdown(
+        (
+            f"The naive partitioning is the cheaper one in memory in this run (seed "
+            f"{seed}: heap peak ÷ full tree {nv_ratio:.2f} against "
+            f"{float(mem_ratio[seed]):.2f} for the redundancy-free schedule): it holds "
+            "one partition's graph at a time, ancestors included, where the "
+            "redundancy-free schedule holds a chain of partitions plus the gateway "
+            "copies and relay accumulators. "
+            if nv_ratio < float(mem_ratio[seed])
+            else f"In this run the redundancy-free schedule's peak (seed {seed}: "
+            f"{float(mem_ratio[seed]):.2f} of the full tree's) is not above the naive "
+            f"partitioning's ({nv_ratio:.2f}). "
+        )
+        + "What the naive partitioning pays is compute: it embeds and runs every "
+        f"ancestor again ({nv.tokens / nv.N_tree:.2f}× the tokens). The paper's point "
+        "is the combination: no recomputation at all, with the peak still bounded by "
+        "one chain."
+    )
+)
+display(
+    Markdown(
+        "**Known limits.** (i) The heap is process-wide: in a notebook kernel other "
+        "threads allocate too, and transients inside a single op are not seen. It is "
+        "sampled at every save and every use in backward. A schedule's first call in a "
+        "process can keep buffers that later calls reuse; "
+        + (
+            "in this run the first call of each schedule left "
+            + ", ".join(f"{v:.2f} MiB ({k})" for k, v in kept.items())
+            + " on the heap after its gradients were freed, "
+            if len(kept)
+            else "this platform has no heap counter, "
+        )
+        + "and each schedule runs once, unmeasured, before the measurements, so that "
+        "such buffers are not counted as a step's memory. "
+        f"(ii) The width sweep stops at d = {sweep.d_model.max()} and "
+        f"{sweep.layers.max()} layers; the paper's models (d ≥ 4096, dozens of layers) "
+        "are in the regime the FLOP model puts closest to the token ratio, which this "
+        "sweep approaches but does not reach. (iii) The sampled trees (§5) come from a "
+        "toy language and a d = 64 LM; real LLM rollouts are longer, and where they "
+        "branch depends on the task and the sampler."
+    )
+)
 
 # %% [markdown]
 # ## 8. Interaction: how the branching factor changes the tree
@@ -1747,23 +1891,28 @@ plotting.live_controls(live, b=(1, 5), depth=(1, 3))
 # %% [markdown]
 # ## 9. The claims record
 #
-# The speedup claims use the largest tree of the sweep for each seed, the node-block layout (the analogue of the
-# paper's node-level kernel) and the faster of the two linearized baselines (micro-batches, one padded batch).
-# The paper's 6.2× is on 64 GPUs with real rollouts whose ideal was ~6.5×; the comparable quantity at our <!-- paper -->
-# scale is the fraction of the ideal. The sampled-tree claim measures it again on the forked rollouts of §5. The
-# trend claim tests our explanation of the gap (the width sweep); the memory claim uses the measured C heap.
-# The paper's own baseline, **sequence packing** (all K branches in one call, per-document causal attention
-# blocks, positions restarting per document; `tt.packed_inputs`), is timed in the same interleaved rounds on the
-# claim trees: `speedup_vs_packed` and `fraction_of_ideal_vs_packed`.
+# The speedup claims use the largest tree of the branching sweep for each seed, the node-block layout (the
+# analogue of the paper's node-level kernel) and, round by round, the fastest of the three baselines
+# (micro-batches, one padded batch, sequence packing). The paper's 6.2× is on 64 GPUs with real rollouts whose <!-- paper -->
+# ideal was ~6.5×; the comparable quantity at our scale is the fraction of the ideal. The paper's own baseline, <!-- paper -->
+# **sequence packing**, also has claims of its own (`speedup_vs_packed`, `fraction_of_ideal_vs_packed`). The
+# sampled-tree claim measures the fraction again on the forked rollouts of §5. The trend claim tests our
+# explanation of the gap (the width sweep of the script); the memory claim uses the measured C heap.
+#
+# **The conservative end.** Every timing claim is judged on the lower quartile of its per-round ratios, not the
+# median, so a verdict does not turn on a lucky round when other jobs load the machine; the medians and the wall
+# time ratios are in each claim's note.
 #
 # **Conditions**, fixed from what each claim needs (the book-wide rules). A timing says something only if its
 # noise is below the effect: for each seed, the spread (IQR ÷ median of the CPU times) of the tree side and of the
-# baseline is smaller than the effect `|speedup − 1|` (`timing_resolved`, `timing_resolved_packed` against sequence
-# packing, and `timing_resolved_sampled` on the forked rollouts). The trend over widths needs a noise smaller than the rise it is looking for: the median spread
-# of the per-round ratios over the sweep is below the rise of the fraction of the ideal that the FLOP model
-# predicts over the same widths (`sweep_resolves_trend`). The sampled trees come from a trained LM: its training
-# loss is flat at the end (`train.plateau ≤ 0.05`, `sampler_converged`). Exactness and memory are not timings of <!-- paper -->
-# a learned model and need no condition.
+# baseline is smaller than the effect `|speedup − 1|` (`timing_resolved`, `timing_resolved_packed` against
+# sequence packing, and `timing_resolved_sampled` on the forked rollouts), and for the fraction of the ideal
+# smaller than its distance from the claim's bar (`ideal_resolved`; `ideal_resolved_packed` against packing).
+# The trend over widths needs a noise smaller than the rise it is looking for: the median spread of the
+# per-round ratios over the claim depth's widths is below the relative rise of the fraction of the ideal that the
+# FLOP model predicts over the same widths (`sweep_resolves_trend`). The sampled trees come from a trained LM: its
+# training loss is flat at the end (`train.plateau ≤ 0.05`, `sampler_converged`). Exactness and memory are not <!-- paper -->
+# timings of a learned model and need no condition.
 
 # %%
 fork = sampled[sampled.tree == "forked rollouts"]
@@ -1780,7 +1929,7 @@ def noise_over_effect(df):
 def sweep_noise_over_rise(g):
     """One seed's sweep: median spread of the per-round ratios ÷ the FLOP model's
     relative rise."""
-    spread = ((g.blocks_q75 - g.blocks_q25) / g.speedup_blocks).median()
+    spread = ((g.q75 - g.q25) / g.speedup).median()
     f = g.sort_values("d_model").flop_of_ideal.to_numpy()
     return float(spread / max(f[-1] / f[0] - 1, 1e-12))
 
@@ -1808,6 +1957,18 @@ rec.condition(
     "the claim's bar",
 )
 rec.condition(
+    "ideal_resolved_packed",
+    (
+        np.maximum(big.spread_packed, big.spread_blocks)
+        / (big.vs_packed / big.ideal / IDEAL_BAR - 1).abs()
+    ).tolist(),
+    "<",
+    1.0,
+    unit="max spread ÷ |fraction of ideal / bar − 1|",
+    statement="the timing noise of the tree and of packing is smaller than the "
+    "fraction of ideal's distance from the claim's bar",
+)
+rec.condition(
     "timing_resolved_packed",
     (
         np.maximum(big.spread_packed, big.spread_blocks) / (big.vs_packed - 1).abs()
@@ -1830,7 +1991,7 @@ rec.condition(
 )
 rec.condition(
     "sweep_resolves_trend",
-    [sweep_noise_over_rise(g) for _, g in sweep.groupby("seed")],
+    [sweep_noise_over_rise(g) for _, g in trend.groupby("seed")],
     "<",
     1.0,
     unit="median ratio spread ÷ FLOP-model rise over the sweep",
@@ -1859,41 +2020,39 @@ naive_ratio = (
 # the notes: diagnostics written from the numbers (bookkeeping, not rules)
 NOTES = {
     "speedup": f"K={int(big.K.iloc[0])}, ideal per seed {big.ideal.round(2).tolist()}; "
-    "IQR per seed "
+    f"median per seed {big.speedup_blocks.round(2).tolist()}, IQR "
     f"{list(zip(big.blocks_q25.round(2), big.blocks_q75.round(2)))}; wall-time ratios "
-    f"{big.speedup_wall.round(2).tolist()}; baseline = the faster of per-branch "
-    "micro-batches and one padded "
-    "batch, CPU s per step",
-    "speedup_vs_ideal": f"d={d_model}, {n_layer} layers; FLOP model predicts "
+    f"{big.speedup_wall.round(2).tolist()}; baseline = the fastest of micro-batches, "
+    "one padded batch and packing, round by round, CPU s per step",
+    "speedup_vs_ideal": f"d={d_model}, {n_layer} layers; medians "
+    f"{big.of_ideal.round(2).tolist()}; FLOP model predicts "
     f"{(flop_ratio(big, d_model, n_layer) / big.ideal).round(2).tolist()} of ideal; "
-    "baseline = the ideal "
-    "N_flat/N_tree per seed",
+    "baseline = the ideal N_flat/N_tree per seed",
     "speedup_vs_packed": f"K={int(big.K.iloc[0])}; packing: all branches in one call, "
-    "per-document causal "
-    "attention blocks (no pair across documents), positions restarting per document; "
-    "the attention-only model "
-    "has no SSM state to reset. IQR per seed "
+    "per-document causal attention blocks (no pair across documents), positions "
+    "restarting per document (SSM state reset, check packed_resets_ssm_state). "
+    f"Medians {big.vs_packed.round(2).tolist()}, IQR "
     f"{list(zip(big.vs_packed_q25.round(2), big.vs_packed_q75.round(2)))}; baseline = "
     "packing's CPU s per step",
     "fraction_of_ideal_vs_packed": f"ideal per seed {big.ideal.round(2).tolist()}; "
-    "against the faster of "
-    f"micro-batches and padding the fractions are {big.of_ideal.round(2).tolist()}",
-    "speedup_vs_ideal_trend": f"2 layers, d in {d_sweep}, {sweep_repeats} interleaved "
-    "rounds each; fractions by "
-    "seed and d: "
+    f"medians {(big.vs_packed / big.ideal).round(2).tolist()}",
+    "speedup_vs_ideal_trend": f"{claim_layers} layers, d in "
+    f"{sorted(trend.d_model.unique().tolist())}, "
+    f"{sweep_cfg['repeats']} interleaved rounds each (script make_sweep.py); "
+    "fractions by seed and d: "
     + "; ".join(
-        f"{s}: {g.of_ideal.round(2).tolist()}" for s, g in sweep.groupby("seed")
-    ),
+        f"{s}: {g.of_ideal.round(2).tolist()}" for s, g in trend.groupby("seed")
+    )
+    + "; FLOP model "
+    + str(trend.groupby("d_model").flop_of_ideal.mean().round(2).tolist()),
     "speedup_vs_ideal_sampled": f"K={sample_k} forked rollouts of a "
-    f"{sample_prompt}-token prompt, sampled from a "
-    f"trained d=64 LM; speedups {fork.speedup_blocks.round(2).tolist()}; GRPO groups "
-    "(independent samples): "
+    f"{sample_prompt}-token prompt, sampled from a trained d=64 LM; median speedups "
+    f"{fork.speedup_blocks.round(2).tolist()}, fractions "
+    f"{fork.of_ideal.round(2).tolist()}; GRPO groups (independent samples): "
     f"ideal {grp.ideal.round(2).tolist()}, fraction {grp.of_ideal.round(2).tolist()}; "
-    "baseline = the ideal per "
-    "seed",
+    "baseline = the ideal per seed",
     "exact_equivalence": f"{n_exact_trees} random trees per seed (attention and hybrid "
-    "SSM) and 2 sampled trees "
-    "per seed (trained sampler), max over both; sampled alone "
+    "SSM) and 2 sampled trees per seed (trained sampler), max over both; sampled alone "
     f"{sampled.max_dlogprob.max():.1e}; float32: "
     f"{f32.max_dlogprob.max():.1e} (rounding order); gradients fp64 rel "
     f"{f64.grad_rel.max():.1e}; "
@@ -1911,30 +2070,30 @@ CLAIMS = {
     "speedup": (
         "Tree Training speeds up a training step over linearized branches",
         "up to 6.2× end to end (64 GPUs, ideal ≈ 6.5×)",
-        big.speedup_blocks.tolist(),
+        big.blocks_q25.tolist(),
         ">",
         1.0,
-        "× (CPU time per step, median of interleaved rounds)",
+        "× (CPU time per step, lower quartile of interleaved rounds)",
         big.t_base.round(4).tolist(),
         ("timing_resolved",),
     ),
     "speedup_vs_ideal": (
         "The measured speedup captures most of the ideal N_flat/N_tree",
         "≈ 0.95 of the bound (6.2× of ≈ 6.5×)",
-        big.of_ideal.tolist(),
+        big.of_ideal_q25.tolist(),
         ">=",
         IDEAL_BAR,
-        "fraction of ideal",
+        "fraction of ideal (lower quartile of the rounds)",
         big.ideal.round(3).tolist(),
         ("timing_resolved", "ideal_resolved"),
     ),
     "speedup_vs_packed": (
         "Tree Training is faster than the paper's baseline, sequence packing",
         "up to 6.2× end to end over packed sequences",
-        big.vs_packed.tolist(),
+        big.vs_packed_q25.tolist(),
         ">",
         1.0,
-        "× (CPU time per step vs packing, median of interleaved rounds)",
+        "× (CPU time per step vs packing, lower quartile of interleaved rounds)",
         big.t_packed.round(4).tolist(),
         ("timing_resolved_packed",),
     ),
@@ -1945,12 +2104,12 @@ CLAIMS |= {
     "fraction_of_ideal_vs_packed": (
         "Against sequence packing the speedup captures most of the ideal N_flat/N_tree",
         "≈ 0.95 of the bound",
-        (big.vs_packed / big.ideal).tolist(),
+        (big.vs_packed_q25 / big.ideal).tolist(),
         ">=",
-        0.8,
-        "fraction of ideal (vs packing)",
+        IDEAL_BAR,
+        "fraction of ideal (vs packing, lower quartile of the rounds)",
         big.ideal.round(3).tolist(),
-        ("timing_resolved_packed",),
+        ("timing_resolved_packed", "ideal_resolved_packed"),
     ),
     "speedup_vs_ideal_trend": (
         "The gap to the ideal closes as per-token matrix products dominate (wider "
@@ -1960,7 +2119,7 @@ CLAIMS |= {
         [slopes[s] for s in seeds],
         ">",
         0.0,
-        "Δ fraction of ideal per +100 d_model",
+        "Δ fraction of ideal per doubling of d_model",
         None,
         ("sweep_resolves_trend",),
     ),
@@ -1972,10 +2131,10 @@ CLAIMS |= {
         "On rollout trees sampled from a trained LM the speedup also captures most of "
         "the ideal",
         "≈ 0.95 of the bound on real agentic rollouts",
-        fork.of_ideal.tolist(),
+        fork.of_ideal_q25.tolist(),
         ">=",
-        0.8,
-        "fraction of ideal (forked rollouts)",
+        IDEAL_BAR,
+        "fraction of ideal (forked rollouts, lower quartile of the rounds)",
         fork.ideal.round(3).tolist(),
         ("timing_resolved_sampled", "sampler_converged"),
     ),
