@@ -241,7 +241,12 @@ def paths(slug: str, name: str, root: str | os.PathLike | None = None) -> tuple[
 def rebuild_command(slug: str, name: str) -> str:
     """The command that rebuilds a checkpoint (all of a chapter's checkpoints)."""
     slug, name = _check_names(slug, name)
-    return f"make data NB={slug}   (or: .venv/bin/python data/{slug}/make_{name}.py)"
+    script = f"data/{slug}/make_{name}.py"
+    if not (REPO / script).is_file():  # one script may write several checkpoints: name the ones there are
+        found = sorted((REPO / "data" / slug).glob("make_*.py"))
+        if found:
+            script = " or ".join(f"data/{slug}/{f.name}" for f in found)
+    return f"make data NB={slug}   (or: .venv/bin/python {script})"
 
 
 def normalize(x: Any) -> Any:
