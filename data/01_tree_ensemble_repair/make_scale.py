@@ -3,7 +3,8 @@
 For each ensemble size (trees x depth), number of counterexamples and preservation objective, one repair MILP is
 solved by HiGHS with a node limit and a wall-clock time limit; the record keeps status, wall and CPU seconds,
 optimality gap, nodes and the machine's load. Run: ``.venv/bin/python data/01_tree_ensemble_repair/make_scale.py``
-(about 13 minutes of wall clock on the shared 2-core machine at load average 1-2). Writes ``scale.json`` next to this file
+(13-17 minutes of wall clock on the shared 2-core machine; HiGHS's limit is wall clock, so each row keeps
+the CPU seconds too, the honest measure on a shared machine). Writes ``scale.json`` next to this file
 (``--out DIR``: under ``DIR/01_tree_ensemble_repair/``; ``--tiny``: one small ensemble, seconds, into a temporary
 folder; ``--seeds``: other seeds).
 """
