@@ -656,7 +656,9 @@ print(
 # ```
 #
 # `s_k` and `g_k` depend only on the source design, so we estimate them by Monte Carlo over random source
-# designs (`tr.shrinkage_profile`; it needs `Σ` and `n_s`, no labels). The learner's test error,
+# designs (`tr.shrinkage_profile`; it needs `Σ` and `n_s`, no labels). Like `c*`, the correction `C*` also uses
+# `B`, `τ` and `σ_s`, which a practitioner does not know: it is an oracle, and a factor per direction estimated
+# from the target data is not tested here. The learner's test error,
 # `σ² + (β̂ − β)ᵀΣ(β̂ − β)`, we measure by Monte Carlo alone: the closed form of section 2 assumed isotropy.
 #
 # Against the per-direction `C*` we run every scalar we can think of: `c = 1`; the isotropic `c*` (which takes
