@@ -481,6 +481,24 @@ def _top_down_steps(dec: Decomposition, p: int) -> Generator[int, int, None]:
     yield from _descend_steps(dec, p, 0)
 
 
+def _informed_top_steps(dec: Decomposition, p: int) -> Generator[int, int, None]:
+    """The top-down variant that reads the prediction's own answer: on a level where the prediction hangs off the
+    spine and its answer points away from the spine, the target lies in the prediction's part of the component
+    (the answer's side of the tree meets the component only there), so the search steps down without a query."""
+    a = yield p
+    tree, p0, cid = dec.tree, p, 0
+    while True:
+        comp = dec.comps[cid]
+        if p == p0 and p not in comp.pos and a != tree._next_hop(p, comp.spine[comp.attach[p]]):
+            chain = dec.comp_of[p]
+            cid = chain[chain.index(cid) + 1]
+            continue
+        _, u = yield from _spine_steps(comp.spine, comp.attach[p])
+        cid = comp.children[u]
+        if p not in dec.comps[cid].attach:
+            p = u
+
+
 def _from_prediction_steps(dec: Decomposition, p: int) -> Generator[int, int, None]:
     """Start in the prediction's own component (the one whose spine holds ``p``) and escalate outward.
 
@@ -606,7 +624,9 @@ def search_with_prediction(tree: Tree, dec: Decomposition, oracle: Oracle, predi
     :func:`query_bound_from_prediction` queries; ``start="top"`` is the top-down variant (from the whole tree's
     spine down), within :func:`query_bound`; ``start="both"`` is the combined search for both regimes: the
     prediction-first search alone for :func:`combined_head` queries, then the two take turns, sharing answers,
-    within :func:`combined_bound` of their own counts. All ask the prediction first: ``eta = 0`` costs one query."""
+    within :func:`combined_bound` of their own counts; ``start="informed"`` is the top-down variant that reads
+    the prediction's answer and skips every level where it points away from the spine (within
+    :func:`query_bound`). All ask the prediction first: ``eta = 0`` costs one query."""
     V.instance("tree", tree, Tree)
     V.instance("dec", dec, Decomposition)
     V.instance("oracle", oracle, Oracle)
@@ -617,11 +637,12 @@ def search_with_prediction(tree: Tree, dec: Decomposition, oracle: Oracle, predi
     if start == "both":
         head = combined_head(dec.comps[0].k)
         return _drive(oracle, _from_prediction_steps(dec, p), _top_down_steps(dec, p), head=head)
-    steps = _from_prediction_steps(dec, p) if start == "prediction" else _top_down_steps(dec, p)
+    steps = {"prediction": _from_prediction_steps, "top": _top_down_steps,
+             "informed": _informed_top_steps}[start](dec, p)
     return _drive(oracle, steps)
 
 
-START_VARIANTS = ("prediction", "top", "both")
+START_VARIANTS = ("prediction", "top", "both", "informed")
 
 
 def worst_case(tree: Tree, dec: Decomposition, prediction: int, eta: int, rng: np.random.Generator,
@@ -646,7 +667,7 @@ def worst_case(tree: Tree, dec: Decomposition, prediction: int, eta: int, rng: n
                for v in ring)
 
 
-SWEEP_METHODS = ("ours", "prediction-first", "top-down", "centroid", "walk", "interleaved")
+SWEEP_METHODS = ("ours", "prediction-first", "top-down", "informed", "centroid", "walk", "interleaved")
 
 
 def query_sweep(tree: Tree, dec: Decomposition, ctree: CentroidTree, etas: Sequence[int], n_targets: int,
@@ -669,6 +690,7 @@ def query_sweep(tree: Tree, dec: Decomposition, ctree: CentroidTree, etas: Seque
             runs = {"ours": search_with_prediction(tree, dec, Oracle(tree, target), p, start="both"),
                     "prediction-first": search_with_prediction(tree, dec, Oracle(tree, target), p),
                     "top-down": search_with_prediction(tree, dec, Oracle(tree, target), p, start="top"),
+                    "informed": search_with_prediction(tree, dec, Oracle(tree, target), p, start="informed"),
                     "centroid": centroid_search(tree, ctree, Oracle(tree, target)),
                     "walk": walk_search(tree, Oracle(tree, target), p),
                     "interleaved": interleaved_search(tree, dec, ctree, Oracle(tree, target), p)}

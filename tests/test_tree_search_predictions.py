@@ -311,6 +311,20 @@ def test_combined_search_is_within_its_bound(n, seed, data):
         assert r.queries == first  # a close prediction costs what the prediction-first search costs
     if eta == 0:
         assert r.queries == 1
+    inf = ts.search_with_prediction(t, dec, ts.Oracle(t, target), pred, start="informed")
+    assert inf.found == target and inf.queries <= min(top, ts.query_bound(k, eta))  # it only skips queries
+
+
+def test_informed_top_down_skips_levels_below_the_spine():
+    # a caterpillar's body is the spine; a prediction on a leg whose answer points further away needs no spine
+    # query: on a spider with long legs, a target beyond the prediction on the same leg is found by walking down
+    spider = ts.Tree(13, [(0, 1), (1, 2), (2, 3), (3, 4), (0, 5), (5, 6), (6, 7), (7, 8), (0, 9), (9, 10), (10, 11),
+                          (11, 12)])
+    dec = ts.Decomposition(spider)
+    for p, target in [(2, 4), (10, 12), (1, 3)]:
+        top = ts.search_with_prediction(spider, dec, ts.Oracle(spider, target), p, start="top").queries
+        inf = ts.search_with_prediction(spider, dec, ts.Oracle(spider, target), p, start="informed").queries
+        assert inf <= top
 
 
 def test_combined_bound_closed_forms_and_bad_input():
