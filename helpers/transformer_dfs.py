@@ -20,6 +20,7 @@ builds it by hand for horizons 1 and 2.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -972,24 +973,38 @@ class OneLayerDFS:
     def __init__(self, emb: np.ndarray, gamma: float = 4.0, beta: float = 60.0) -> None:
         emb = _emb(emb)
         gamma, beta = V.nonnegative("gamma", gamma), V.positive("beta", beta)
-        self.emb, (self.n, self.d), self.gamma = emb, emb.shape, float(gamma)
-        d = self.d
-        S = self.slots = _Slots(d, ["src", "dst", "node", "out"], ["one", "is_sink", "is_edge", "is_trace"])
+        self.emb, (self.n, self.d), self.gamma, self.beta = emb, emb.shape, float(gamma), float(beta)
+        self.slots = _Slots(self.d, ["src", "dst", "node", "out"], ["one", "is_sink", "is_edge", "is_trace"])
+        self.readout = torch.as_tensor(emb, dtype=torch.float64)
+
+    @functools.cached_property
+    def _heads(self) -> tuple[Head, Head]:
+        """The two heads' matrices, built on first use (the closed form :meth:`fast_logits` needs none)."""
+        S, d = self.slots, self.d
         D = S.width
         eye = torch.eye(d, dtype=torch.float64)
         wq, wk = _mat(D, d), _mat(D, d)
-        wq[S["node"], :d] = beta * eye
+        wq[S["node"], :d] = self.beta * eye
         wk[S["src"], :d] = eye
         wv, wo = _mat(D, d), _mat(d, D)
         wv[S["dst"], :] = eye
         wo[:, S["out"]] = eye
-        self.children = Head(wq, wk, wv, wo, keys=("is_edge",))
+        children = Head(wq, wk, wv, wo, keys=("is_edge",))
         wq, wk = _mat(D, 1), _mat(D, 1)  # all-zero scores: a uniform average over the trace
         wv, wo = _mat(D, d), _mat(d, D)
         wv[S["node"], :] = eye
         wo[:, S["out"]] = -self.gamma * eye
-        self.visited = Head(wq, wk, wv, wo, keys=("is_trace",))
-        self.readout = torch.as_tensor(emb, dtype=torch.float64)
+        return children, Head(wq, wk, wv, wo, keys=("is_trace",))
+
+    @property
+    def children(self) -> Head:
+        """Head *children*: u -> its out-edges (``beta <e_u, e_a>``), value ``e_b``."""
+        return self._heads[0]
+
+    @property
+    def visited(self) -> Head:
+        """Head *visited*: u -> the trace, uniformly, value ``-gamma e_v``."""
+        return self._heads[1]
 
     def forward(self, edges: np.ndarray, trace: Sequence[int]) -> Tensor:
         """Logits over the ``n`` nodes for the next trace token."""
@@ -1012,12 +1027,13 @@ class OneLayerDFS:
         if len(tr) == 0:
             raise ValueError("trace must contain at least the source")
         E = self.emb
-        beta = float(self.children.wq[self.slots["node"].start, 0])
+        beta = self.beta
         child = np.zeros(self.d)
         if len(e):
             z = beta * (E @ E[tr[-1]])[e[:, 0]]
             att = np.exp(z - z.max())
-            child = (att / att.sum()) @ E[e[:, 1]]
+            # the attention-weighted sum of the heads e_b, gathered per node first (the same sum, fewer rows)
+            child = np.bincount(e[:, 1], weights=att / att.sum(), minlength=self.n) @ E
         return E @ (child - self.gamma * E[tr].mean(0))
 
     def fast_step(self, edges: np.ndarray, trace: Sequence[int]) -> int:
