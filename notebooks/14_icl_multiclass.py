@@ -424,8 +424,8 @@ display(Markdown(
 # The reduced form predicts, for a query of class y, the expected score margin over the closest rival,
 # `min_c π_y‖μ_y‖² − π_c μ_cᵀμ_y` (`icl.predicted_margins`). We fix `n_tasks_margin` tasks with stable ranks
 # across the sweep, use the imbalanced context, measure each class's accuracy on 500 prompts per task, and rank
-# the (task, class) pairs by predicted margin and by measured accuracy. The trained LT here is, to three decimals,
-# `W = I` (section 2), the rule the margin is derived for, so a good ranking is expected; the question is whether
+# the (task, class) pairs by predicted margin and by measured accuracy. The trained LT here is, up to SGD noise,
+# `W = I` (the check of section 2), the rule the margin is derived for, so a good ranking is expected; the question is whether
 # the margin says more than simpler predictors of the same accuracies. We set three against it: the Bayes rule's
 # own per-class accuracy ("this class is hard in this task"), the margin of a *balanced* context (the geometry
 # without the priors) and the prior alone (majority or minority). The strongest of them is the claim's baseline.
@@ -851,6 +851,10 @@ _r = lambda a, t: np.mean([task_ratio[a, s][sh_cfg["snapshots"][a].index(t)]  # 
                            for s in seeds])
 _c800 = 800 if 800 in sh_cfg["snapshots"]["constant"] else T_con
 _falls = all(x < 0 for x in rho_tasks)
+_res_d = [res["decay", d_hi, s]["ratio"] for s in seeds]
+_res_c = [res["constant", d_hi, s]["ratio"] for s in seeds]
+_smaller = all(a_ < b_ for a_, b_ in zip(_res_d, _res_c))
+_dec_noise = all(abs(x - 1) < abs(x - 0.5) for x in res_slope["decay"])
 display(Markdown(
     f"Read from the run: with the decaying step, `cos(W, UUᵀ)` at d = {d_hi} is {cos_UU[d_hi]:.3f} (mean of "
     f"seeds) against {cos_UU_con[d_hi]:.3f} with the constant step on the same tasks. At d = {d_hi} the trained "
@@ -858,14 +862,19 @@ display(Markdown(
     f"training tasks; the constant step needed {_r('constant', _c800):.2f}× after "
     f"{_c800 * sh_cfg['batch']:,} tasks (the first version's budget) and {_r('constant', T_con):.2f}× after "
     f"{T_con * sh_cfg['batch']:,}. "
-    + ("The ratio falls as the decaying-step run sees more tasks at every seed: the gap is a task-complexity "
-       "effect that more tasks shrink, not a fixed cost of the linear transformer. " if _falls else
+    + ("The ratio falls as the decaying-step run goes on at every seed (more tasks, each seen once, at a "
+       "smaller step): at this budget the gap is not a fixed cost of the linear transformer. " if _falls else
        "The ratio does not fall with the number of tasks at every seed (Spearman per seed "
        f"{', '.join(f'{x:.2f}' for x in rho_tasks)}). ")
-    + f"What remains off the subspace at d = {d_hi} is still noise-like (log-log slope against `d² − k²` "
+    + f"What remains off the subspace at d = {d_hi} is "
+    + ("still noise-like" if _dec_noise else "not simply noise-like")
+    + " (log-log slope against `d² − k²` "
     + ", ".join(f"{x:.2f}" for x in res_slope["decay"]) + " per seed, against "
-    + ", ".join(f"{x:.2f}" for x in res_slope["constant"]) + " with the constant step), only smaller: the "
-    "decaying step shrinks the noise, it does not remove it at our budget. The PCA + LDA line needs "
+    + ", ".join(f"{x:.2f}" for x in res_slope["constant"]) + " with the constant step), and `‖R‖²/‖S‖²` is "
+    + ", ".join(f"{x:.3f}" for x in _res_d) + " against " + ", ".join(f"{x:.3f}" for x in _res_c)
+    + (": the decaying step shrinks the residue, it does not remove it at our budget. " if _smaller else
+       ": the decaying step does not shrink the residue at every seed. ")
+    + "The PCA + LDA line needs "
     + ", ".join(f"{v:.2f}" for v in pca_vs_oracle) + "× the oracle's examples (worst d, per seed) against the "
     "trained LT's " + ", ".join(f"{v:.2f}" for v in lt_vs_oracle) + "×."
 ))
@@ -1066,7 +1075,7 @@ plotting.live_controls(play, alpha=(0.0, 4.0, 0.25), share=(0.2, 0.9, 0.05))
 # shrinking): what they test is that the model *follows* a trend of the data. At a seed where a condition fails
 # the claim is left out; with no seed left it is *inconclusive*.
 #
-# **How to read the trend claims.** Three of them the Bayes rule shows just as strongly
+# **How to read the trend claims.** Three of them the Bayes rule shows too
 # (`accuracy_increases_with_stable_rank`, `imbalance_gap_shrinks`, `softmax_transformer_agrees`; each records the
 # Bayes rule's number as its baseline and names the condition that the data shows the trend): where they hold
 # they confirm the paper's trends at our scale, but they are properties of the spectral data, not evidence about
@@ -1084,9 +1093,37 @@ plotting.live_controls(play, alpha=(0.0, 4.0, 0.25), share=(0.2, 0.9, 0.05))
 # baseline sees one training batch, far less than the LT; with more it would only get closer to the oracle.
 # (iii) One decay schedule (`lr / (1 + t/τ)`, τ fixed before training) and one growth of the number of tasks are
 # run; a growing batch or weight decay, the other remedies for SGD noise, are not. The number of training steps of
-# the decaying run was doubled once after seed 0's first run (which had stopped at the constant run's 3,200
-# steps), to give the task-complexity curve one more point. (iv) The R⁻⁴ scaling of the per-label complexity and
-# whether a softmax transformer also meta-learns `U` are not tested.
+# the decaying run was doubled once after seed 0's first run (which had stopped at the constant run's number of
+# steps), to give the task-complexity curve one more point; what that doubling did to `learns_shared_subspace` is
+# read from the saved snapshot just below. Each training task is seen once (online SGD), so "tasks seen" and
+# "steps taken at a falling step size" are one axis: `task_complexity_curve` cannot separate more tasks from more
+# optimisation. (iv) The R⁻⁴ scaling of the per-label complexity, whether a softmax transformer also meta-learns
+# `U`, and a softmax transformer trained on imbalanced prompts are not tested: both softmax claims are about a
+# model trained on balanced prompts only, for which an imbalanced context is outside its training distribution.
+# The LT of section 7 is `W = I` up to SGD noise, so `per_label_vs_lda` compares two closed-form rules, not a
+# learned one against LDA.
+
+# %% tags=["remove-input"]
+# what doubling the decaying run's steps did to learns_shared_subspace: the snapshot
+# saved at the constant run's budget, where the first decaying run had stopped
+bar_cos = 0.9  # the claim's bar (unchanged since it was set)
+T_half = T_con if T_con in sh_cfg["snapshots"]["decay"] and T_con < T_dec else None
+cos_half = [min(icl.matrix_cosine(snaps["decay", dd, s, T_half], UUt(dd, s))
+                for dd in dims) for s in seeds] if T_half else []
+cos_traj = [[min(icl.matrix_cosine(snaps["decay", dd, s, t], UUt(dd, s)) for dd in dims)
+             for t in sh_cfg["snapshots"]["decay"]] for s in seeds]
+cos_rising = all(bool(np.all(np.diff(tr) > 0)) for tr in cos_traj)
+if T_half:
+    _below = sum(c_ < bar_cos for c_ in cos_half)
+    display(Markdown(
+        f"Read from the run: after {T_half:,} decaying steps ({T_half * sh_cfg['batch']:,} tasks) `cos(W, UUᵀ)` "
+        "at the worst d was " + ", ".join(f"{c_:.4f}" for c_ in cos_half) + " per seed, against "
+        + ", ".join(f"{c_:.4f}" for c_ in cos_W_UU) + f" after {T_dec:,}; "
+        + (f"{_below} of {len(seeds)} seeds were below the bar of {bar_cos}, so the verdict of "
+           "`learns_shared_subspace` rests on the doubled budget: it says where "
+           + ("a still-rising curve" if cos_rising else "the curve")
+           + " stands at the budget we chose, not that W has reached `UUᵀ`." if _below else
+           f"every seed was already above the bar of {bar_cos}, so the doubling did not decide that verdict.")))
 
 # %% tags=["hide-input"]
 # checks (asserted) and the notes the claims carry: numbers beside each verdict, for the
@@ -1132,7 +1169,11 @@ notes = {
     f"top-{k_sub} eigenvectors with U, worst d) is {r3(min_cos)} after training and "
     f"already {r3(min_cos_5)} after 5 SGD steps (the expected gradient at W = 0 is "
     "∝ UUᵀ), so it is not what the claim tests; cos(W, UUᵀ) also counts what W holds "
-    "off the subspace",
+    "off the subspace"
+    + (f". After {T_half} decaying steps (the first run's budget, doubled after seed 0 "
+       f"was seen) cos(W, UUᵀ), worst d: {np.round(cos_half, 4).tolist()}"
+       + ("; it rises at every snapshot, so the verdict depends on the budget"
+          if cos_rising else "") if T_half else ""),
     "complexity_independent_of_d": f"point estimates {r2_(lt_d_ratio)}, 90 % intervals "
     f"(bootstrap over prompts, {n_boot} rounds) "
     + ", ".join(f"[{a:.2f}, {b:.2f}]" for a, b in lt_d_ci) + "; "
@@ -1143,7 +1184,9 @@ notes = {
     "per_label_vs_subspace_oracle": f"point estimates {r2_(lt_vs_oracle)}; baseline: "
     "PCA + LDA ÷ the oracle (point estimates); the constant-step LT "
     f"{r2_(con_vs_oracle)}",
-    "task_complexity_curve": f"d = {d_hi}; tasks seen {tasks_seen['decay']}; LT ÷ "
+    "task_complexity_curve": "each task is seen once (online SGD, decaying step), so "
+    "more tasks and more optimisation are one axis here; "
+    f"d = {d_hi}; tasks seen {tasks_seen['decay']}; LT ÷ "
     "oracle examples per label (mean of seeds) "
     f"{r2_(np.mean([task_ratio['decay', s] for s in seeds], 0))}; off-subspace "
     "residue ‖R‖²/‖S‖² "
@@ -1156,11 +1199,14 @@ notes = {
     "the majority's score is cut more); baseline: plug-in LDA with a uniform prior, "
     "its minority gain over W = I",
     "per_label_vs_lda": f"R² = {R2_small}; examples per label for 90 % of Bayes, LT "
-    f"per C: {need_per_C}",
+    f"per C: {need_per_C}; the LT here is W = I up to SGD noise (cos(W, I) ≥ "
+    f"{min(cos_I):.3f}), so this compares two closed-form rules",
     "softmax_transformer_agrees": "softmax TF accuracy (mean of seeds) "
     f"{r3(acc_bal['softmax TF'].mean(0))}, majority gap {r3(gap['softmax TF'][:, 0])}; "
     "no pretrained LLM offline",
-    "softmax_majority_easier": "baseline: the Bayes rule told the prior; the bar is "
+    "softmax_majority_easier": "the softmax TF was trained on balanced prompts "
+    "only, so an imbalanced context is outside its training distribution; "
+    "baseline: the Bayes rule told the prior; the bar is "
     "majority_easier's 0.05 (a bar of 0, used before, is one the Bayes rule clears "
     "too)",
 }
@@ -1230,7 +1276,7 @@ CLAIMS = [
 # the shared-subspace, task-complexity, prior-correction and per-label claims
 CLAIMS += [
     ("learns_shared_subspace", "Trained on tasks in a shared k-dim subspace, the LT's "
-     "W aligns with UUᵀ", "W → UUᵀ (meta-learning)", cos_W_UU, ">=", 0.9,
+     "W aligns with UUᵀ", "W → UUᵀ (meta-learning)", cos_W_UU, ">=", bar_cos,
      "cos(W, UUᵀ) at the end of training (decaying step), worst d", cos_pca_UU, SH),
     ("complexity_independent_of_d",
      "After meta-training, the examples needed per label do not grow with d",

@@ -434,3 +434,18 @@ def test_class_sum_functions_refuse_bad_input():
         I.train_sums(6, st, 3, lr=1.0, progress=False)
     with pytest.raises(TypeError, match="shuffle_counts must be a bool"):
         I.sum_stream(0, 1, 4, [2, 2, 2], 5, 3, sig, 4.0, shuffle_counts="yes")
+
+
+def test_constant_feature_learns_a_prior_correction():
+    """The mechanism behind learned_prior_correction: trained on imbalanced contexts with balanced queries, the
+    constant-feature LT learns a negative bias entry and beats W = I on the minority classes."""
+    d, C, counts = 6, 4, [9, 1, 1, 1]
+    sig = I.power_spectrum(C - 1, 0.0)
+    st = I.sum_stream(0, 3, 128, counts, d, C, sig, 9.0, shuffle_counts=True)
+    W = I.train_sums(d, st, 150, lr=1.0, decay=50, constant_feature=True, progress=False)["W"]
+    assert W[d, d] < 0 < W[:d, :d].diagonal().mean()
+    q = I.class_sum_prompts(4000, counts, d, C, sig, 9.0, np.random.default_rng(5))
+    S, xq = I.with_constant_feature(q["S"], q["n"], q["xq"])
+    acc_lt = I.accuracy_by_class(I.sum_scores(S, q["n"], xq, W), q["yq"], C)
+    acc_id = I.accuracy_by_class(I.sum_scores(q["S"], q["n"], q["xq"], torch.eye(d)), q["yq"], C)
+    assert acc_lt[1:].mean() > acc_id[1:].mean() + 0.02
