@@ -24,7 +24,14 @@
 # from where the prediction hangs; an answer into a part off the spine sends it down into that part. A close
 # prediction therefore costs a couple of queries, and every level costs `O(log η)`. When the prediction is far,
 # a **top-down** search (every level from the whole tree's spine down, galloping from where the prediction
-# hangs) climbs less; our search runs the two together, sharing answers, so that one search serves both regimes.
+# hangs) climbs less; our search runs the two together, sharing answers, meant to serve both regimes (whether it
+# does, and where it loses to the top-down variant and to centroid search, is measured in §6 and §7).
+#
+# **Which search is the paper's?** Only the abstract is public. The search closest to the plan we reconstructed
+# from it (ask the prediction, then search every level of the spine decomposition from the top, galloping from
+# where the prediction hangs) is the **top-down variant**. *Ours*, the combination with the prediction-first
+# search, is our design, chosen to keep the small-`η` constant; the claims measure ours, and their notes record
+# the same numbers for the top-down variant and the other halves.
 #
 # | | the paper | this notebook |
 # |---|---|---|
@@ -1112,6 +1119,61 @@ display(
 
 
 # %% [markdown]
+# **Where ours loses on the path-like trees.** The claim `beats_best_baseline_somewhere` below reads the best
+# `η` of the grid (the grid `big_etas` is fixed in the parameters, before the run). A best case alone hides the
+# rest of the curve, so here is the gain at every `η`, where it clears the claim's bar, and where a baseline or
+# another variant is cheaper than ours.
+
+# %% tags=["remove-input"]
+GAIN_BAR = 1.2  # the bar of beats_best_baseline_somewhere (issue #61), fixed before the run
+PRED = ("ours", "prediction-first", "top-down", "informed")
+gain_eta = {  # seed -> eta -> min(walk, centroid) / ours
+    s: {
+        q: min(big_mean(s, q, "walk"), big_mean(s, q, "centroid"))
+        / big_mean(s, q, "ours")
+        for q in big_etas
+    }
+    for s in SEEDS
+}
+mean_q = {q: {m: np.mean([big_mean(s, q, m) for s in SEEDS]) for m in ts.SWEEP_METHODS}
+          for q in big_etas}
+over_bar = [q for q in big_etas if all(gain_eta[s][q] > GAIN_BAR for s in SEEDS)]
+over_one = [q for q in big_etas if all(gain_eta[s][q] > 1 for s in SEEDS)]
+near_walk = [q for q in big_etas if mean_q[q]["walk"] - mean_q[q]["ours"] < 1]
+cen_wins = [q for q in big_etas if mean_q[q]["centroid"] < mean_q[q]["ours"]]
+cen_all = [
+    q for q in cen_wins if mean_q[q]["centroid"] < min(mean_q[q][m] for m in PRED)
+]
+top_wins = [q for q in big_etas if mean_q[q]["top-down"] < mean_q[q]["ours"]]
+gap_first = max(
+    abs(mean_q[q]["ours"] - mean_q[q]["prediction-first"]) for q in big_etas
+)
+gap_top = max(mean_q[q]["ours"] - mean_q[q]["top-down"] for q in big_etas)
+fmt = lambda qs: ", ".join(map(str, qs)) if qs else "none"  # noqa: E731
+display(Markdown(
+    "Mean over the seeds, min(walking, centroid) ÷ ours at each `η`: "
+    + ", ".join(
+        f"{q}: {np.mean([gain_eta[s][q] for s in SEEDS]):.2f}" for q in big_etas
+    )
+    + f". Ours beats both baselines by more than the bar of {GAIN_BAR} on every seed at"
+    f" `η` = {fmt(over_bar)}, and at all at `η` = {fmt(over_one)}. It saves less than"
+    f" one query over walking at `η` = {fmt(near_walk)}. **Centroid search, which"
+    f" ignores the prediction, needs fewer queries than ours at `η` = {fmt(cen_wins)}**"
+    + (f", and fewer than every prediction-based search here at `η` = {fmt(cen_all)}"
+       if cen_all else "")
+    + f" (at `η = {big_etas[-1]}`: centroid {mean_q[big_etas[-1]]['centroid']:.2f},"
+    f" ours {mean_q[big_etas[-1]]['ours']:.2f}, top-down"
+    f" {mean_q[big_etas[-1]]['top-down']:.2f}). The top-down variant is cheaper than"
+    f" ours at `η` = {fmt(top_wins)} (by up to {gap_top:.2f} queries); ours stays"
+    f" within {gap_first:.2f} queries of its"
+    " prediction-first half at every `η`"
+    + (", so on these trees the combination costs what the prediction-first search"
+       " costs: its turns with the top-down search do not bring it down to the"
+       " top-down variant's cost." if top_wins and gap_first < 0.5 else ".")
+))
+
+
+# %% [markdown]
 # ## 8. The lower bound, for every algorithm: exact minimax on complete binary trees
 #
 # Put the prediction at the root of a complete binary tree. The `2^η` vertices at depth `η` are all at distance
@@ -1424,8 +1486,14 @@ rec.check(
 #   ties ours (§6): its own gain over centroid search is recorded in the note.
 # * `log_eta_shape`: among the large path-like trees, the fraction on which the worst case over the full ring of
 #   targets is fitted better by `log η` than by `η` is at least 0.8 (the small trees' fraction is in the note). <!-- paper -->
+#   It separates sublinear from linear growth, not `log η` from other slow shapes, and it does not single out
+#   ours: the top-down variant is its recorded baseline and every variant's fraction is in the note.
 # * `beats_best_baseline_somewhere`: on the large path-like trees, at the `η` where ours gains most, the better of
 #   walking and centroid search needs more than 1.2 times our queries. <!-- paper -->
+#   A best case over a grid fixed before the run (`big_etas`), against the better baseline *at each* `η` (an
+#   oracle choice no search without `η` can make). It can fail: the note gives the same statistic on the
+#   single-linkage dendrograms, outside the regime. The gain at every `η`, and where centroid search or the
+#   top-down variant is cheaper than ours, are in the note and in the paragraph "Where ours loses" of §7.
 # * `binary_lower_bound`: on complete binary trees the exact minimax optimum of any algorithm divided by walking's
 #   `η + 1` is at least 1 for every `η` computed: no algorithm beats walking there, so none is `O(log η)`. (That
 #   the minimax is at least `η/2` follows from counting and is a check.)
@@ -1558,6 +1626,13 @@ NOTES = {
     "alone for 2k + 2 queries, then taking turns with top-down, shared answers); mean "
     "queries over the path-like trees per η; per seed the η where ours gains most: "
     + ", ".join(f"η = {q}" for _, q in b_gain.values())
+    + ". Gain at every η (mean over seeds): "
+    + ", ".join(
+        f"{q}: {np.mean([gain_eta[s][q] for s in SEEDS]):.2f}" for q in big_etas
+    )
+    + f"; above the bar on every seed at η = {fmt(over_bar)}; centroid search needs "
+    f"fewer queries than ours at η = {fmt(cen_wins)}; the top-down variant fewer "
+    f"than ours at η = {fmt(top_wins)}"
     + ". Mean queries at that η, first seed: "
     + ", ".join(f"{m} {big_mean(SEEDS[0], b_gain[SEEDS[0]][1], m):.2f}"
                 for m in ts.SWEEP_METHODS)
@@ -1621,7 +1696,7 @@ CLAIMS |= {
         "prediction is good",
         [g for g, _ in b_gain.values()],
         ">",
-        1.2,
+        GAIN_BAR,
         "max over η of min(walking, centroid) ÷ ours",
         [
             min(big_mean(s, q, "walk"), big_mean(s, q, "centroid"))
