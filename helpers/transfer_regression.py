@@ -37,7 +37,7 @@ __all__ = [
     "target_eigenvalues", "test_error_target_only", "ridge_error", "optimal_L", "data_driven_c", "loo_cv",
     "cv_fit", "monte_carlo", "paired", "lambda_star", "models_needed", "contour_point", "RULES",
     "power_law_spectrum", "shrinkage_profile", "direction_moments", "direction_D", "c_direction",
-    "c_scalar_weighted", "pool_optimal", "pool_equal_c", "anchor_monte_carlo",
+    "c_scalar_weighted", "pool_optimal", "pool_equal_c", "anchor_monte_carlo", "pick_by_loo",
 ]
 
 RULES = ("1", "1/rho", "c*", "c_hat")
@@ -714,7 +714,10 @@ def anchor_monte_carlo(s: Setting, sources: Sequence[Setting], anchors: dict, tr
     Keys ``(name, L)`` for each total penalty ``L`` in ``Ls`` (0: the limit), and with ``cv_Ls`` ``(name, "cv")``
     (``L`` chosen by leave-one-out on the target data), ``("ridge", "cv")`` and ``("ridge", "oracle")`` (ridge
     at ``L = sigma^2 d / B``, Bayes-optimal for isotropic ``beta``). Returns ``{key: (mean, SE)}`` and
-    ``"samples"`` (per-trial errors; the trials are shared, so differences are paired, see :func:`paired`).
+    ``"samples"`` (per-trial errors; the trials are shared, so differences are paired, see :func:`paired`); with
+    ``cv_Ls`` also ``"cv_scores"``: name -> per-trial smallest leave-one-out error over ``cv_Ls`` (what a
+    practitioner sees on the target data, e.g. to pick one anchor among several per data set, see
+    :func:`pick_by_loo`).
     """
     s = _setting(s)
     sources = _pool(sources)
@@ -757,6 +760,7 @@ def _anchor_mc(s, sources, U, trials, seed, spec, Ls, cv_Ls, rescale, progress) 
     if cv_Ls is not None:
         keys += [(k, "cv") for k in names] + [("ridge", "cv"), ("ridge", "oracle")]
     errs = {k: np.empty(trials) for k in keys}
+    scores = {k: np.empty(trials) for k in names} if cv_Ls is not None else None
     it = range(trials)
     if progress:
         from tqdm.auto import tqdm
@@ -795,6 +799,8 @@ def _anchor_mc(s, sources, U, trials, seed, spec, Ls, cv_Ls, rescale, progress) 
             fitted = (Z[:, None, :] * F[None]) @ Uo.T  # (P, K, n)
             cv = np.mean(((resid[:, None, :] - fitted) / (1 - lev)) ** 2, axis=2)
             Lb = cv_Ls[np.argmin(cv, axis=1)]
+            for p, k in enumerate(names):
+                scores[k][t] = cv[p].min()
             e = err(Z * (S / (S**2 + Lb[:, None])))
             for p, k in enumerate(names):
                 errs[(k, "cv")][t] = e[p]
@@ -805,4 +811,21 @@ def _anchor_mc(s, sources, U, trials, seed, spec, Ls, cv_Ls, rescale, progress) 
                 errs[key][t] = s.sigma**2 + float((b * b) @ spec)
     out: dict = {k: (float(np.mean(v)), float(np.std(v, ddof=1) / np.sqrt(len(v)))) for k, v in errs.items()}
     out["samples"] = errs
+    if scores is not None:
+        out["cv_scores"] = scores
     return out
+
+
+def pick_by_loo(res: dict, names: Sequence) -> tuple[float, float, np.ndarray]:
+    """Per trial, the anchor among ``names`` with the smallest leave-one-out error on the target data, and its
+    tuned test error: a factor (or any anchor) *and* ``L`` chosen from the target data alone. ``res`` from
+    :func:`anchor_monte_carlo` with ``cv_Ls``. Returns ``(mean, SE, picks)`` (``picks``: index into ``names``)."""
+    res = validate.instance("res", res, dict)
+    if "cv_scores" not in res:
+        raise ValueError("res has no leave-one-out scores: run anchor_monte_carlo with cv_Ls")
+    names = validate.sequence("names", names, min_len=1,
+                              of=lambda k, v: validate.one_of(k, v, list(res["cv_scores"])))
+    sc = np.stack([res["cv_scores"][k] for k in names])  # (P, trials)
+    picks = np.argmin(sc, axis=0)
+    e = np.stack([res["samples"][(k, "cv")] for k in names])[picks, np.arange(sc.shape[1])]
+    return float(e.mean()), float(e.std(ddof=1) / np.sqrt(e.size)), picks

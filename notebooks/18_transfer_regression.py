@@ -663,9 +663,14 @@ print(
 #
 # Against the per-direction `C*` we run every scalar we can think of: `c = 1`; the isotropic `c*` (which takes
 # `ρ = n_s/d`); `c_Σ`, the one scalar that minimises the anchor's own prediction error `Σ_k σ_k² D_k(c)`; the
-# data-driven `ĉ`; and a grid of scalars from 1 to `1/ρ`, of which we keep the best **with hindsight**, picked on
-# the very Monte Carlo draws it is scored on (an oracle no practitioner has: the strongest scalar baseline). All
-# learners are tuned by leave-one-out on the target data. The profile is re-estimated for every seed.
+# data-driven `ĉ`; a grid of scalars from 1 to `1/ρ`; and what a practitioner would do with that grid: pick the
+# scalar *and* `λ` per data set by leave-one-out on the target data (`tr.pick_by_loo`). The baseline is the best
+# of all of these **with hindsight**, picked on the very Monte Carlo draws it is scored on (an oracle no
+# practitioner has: the strongest scalar baseline). All learners are tuned by leave-one-out on the target data.
+# Next to the oracle `C*` we also run the full per-direction correction `1/s_k` (the analogue of `1/ρ`), which
+# needs only the feature variances and `n_s`, no `B`, `τ` or `σ_s`. The profile is re-estimated for every seed.
+# A control shows the claim can fail: the same comparison with isotropic features (`α = 0`, seed 0 only), where
+# every direction is shrunk alike and one scalar should do as well as the per-direction factor.
 
 # %%
 spec = tr.power_law_spectrum(d, alpha)
@@ -674,10 +679,10 @@ M_a = max(aniso_ms)
 SCALARS = ["1", "c* (isotropic)", "c_Σ", "ĉ"] + [f"c = {c:.2f}" for c in scalar_grid]
 
 
-def aniso_anchors(profile: tuple) -> dict:
+def aniso_anchors(profile: tuple, spec: np.ndarray, ms_=aniso_ms) -> dict:
     """(rule, m) -> coefficients on the M_a pretrained models (the first m used)."""
     out = {}
-    for m in aniso_ms:
+    for m in ms_:
         first = (np.arange(M_a) < m)[:, None] / m
 
         def take(c, first=first):  # c / m on the first m models, c scalar or (d,)
@@ -686,6 +691,7 @@ def aniso_anchors(profile: tuple) -> dict:
         out[("1", m)] = take(1.0)
         out[("c* (isotropic)", m)] = take(tr.c_star(m, over))
         out[("c_Σ", m)] = take(tr.c_scalar_weighted(m, over, profile, spec))
+        out[("1/s_k", m)] = take(1 / profile[0])  # no oracle: Σ and n_s only
         out[("ĉ", m)] = take(1.0)  # its scale is refit on the target data
         out[("per-direction C*", m)] = take(tr.c_direction(m, over, profile))
         for c, name in zip(scalar_grid, SCALARS[4:]):
@@ -696,7 +702,7 @@ def aniso_anchors(profile: tuple) -> dict:
 profiles, aniso = {}, {}
 for sd in seeds:
     profiles[sd] = tr.shrinkage_profile(spec, n_s_over, draws=4000, seed=sd + 500)
-    anchors = aniso_anchors(profiles[sd])
+    anchors = aniso_anchors(profiles[sd], spec)
     aniso[sd] = tr.anchor_monte_carlo(
         over,
         [over] * M_a,
@@ -709,6 +715,13 @@ for sd in seeds:
         rescale=[k for k in anchors if k[0] == "ĉ"],
         progress=True,
     )
+# the control: isotropic features (alpha = 0), seed 0, m = M_a only
+prof0 = tr.shrinkage_profile(np.ones(d), n_s_over, draws=4000, seed=seed + 800)
+anchors0 = aniso_anchors(prof0, np.ones(d), [M_a])
+aniso_iso = tr.anchor_monte_carlo(
+    over, [over] * M_a, anchors0, trials, seed=seed + 900, Ls=[0.0], cv_Ls=cv_Ls,
+    rescale=[k for k in anchors0 if k[0] == "ĉ"],
+)
 s_k = profiles[seed][0]
 spread = [float(profiles[sd][0].max() / profiles[sd][0].min()) for sd in seeds]
 print(
@@ -719,33 +732,52 @@ print(
 
 # %% [markdown]
 # The table lists the excess risk `(β̂ − β)ᵀΣ(β̂ − β)` (test error minus `σ²`) of each anchor, seed 0, with `λ`
-# tuned by leave-one-out and at `λ → 0`; "best scalar" is the grid's best with hindsight, "ridge" the oracle-tuned
-# ridge.
+# tuned by leave-one-out and at `λ → 0`; "LOO pick" is the scalar picked per data set by leave-one-out, "best
+# scalar" the best of all scalars with hindsight, "ridge" the oracle-tuned ridge; then the isotropic control.
 
 # %%
-def excess(sd: int, rule: str, m: int, how) -> float:
-    return aniso[sd][((rule, m), how)][0] - sigma**2
+def excess(sd, rule: str, m: int, how) -> float:
+    """Excess risk of one anchor; sd a seed (power law) or a result dict."""
+    res = sd if isinstance(sd, dict) else aniso[sd]
+    if rule == "LOO pick":  # scalar and λ picked per data set by leave-one-out
+        return tr.pick_by_loo(res, [(r, m) for r in SCALARS])[0] - sigma**2
+    return res[((rule, m), how)][0] - sigma**2
 
 
-def best_scalar(sd: int, m: int, how) -> tuple[float, str]:
-    return min((excess(sd, r, m, how), r) for r in SCALARS)
+def best_scalar(sd, m: int, how) -> tuple[float, str]:
+    """The best scalar with hindsight (λ tuned by LOO, or λ → 0)."""
+    rules_ = SCALARS + (["LOO pick"] if how == "cv" else [])
+    return min((excess(sd, r, m, how), r) for r in rules_)
 
 
 print(
     f"{'m':>3} {'how':>4} {'c = 1':>7} {'c* iso':>7} {'c_Σ':>7} {'ĉ':>7} "
-    f"{'best scalar':>19} {'per-dir C*':>10} {'ridge':>7}"
+    f"{'LOO pick':>8} {'best scalar':>19} {'per-dir C*':>10} {'1/s_k':>7} {'ridge':>7}"
 )
 for m in aniso_ms:
     for how in ("cv", 0.0):
         row = [excess(seed, r, m, how) for r in ("1", "c* (isotropic)", "c_Σ", "ĉ")]
+        pick = f"{'—':>8}"
+        if how == "cv":
+            pick = f"{excess(seed, 'LOO pick', m, how):8.4f}"
         b, name = best_scalar(seed, m, how)
         pd_ = excess(seed, "per-direction C*", m, how)
         rid = aniso[seed][("ridge", "oracle")][0] - sigma**2
         print(
             f"{m:>3} {'LOO' if how == 'cv' else 'λ→0':>4} "
             + " ".join(f"{v:7.4f}" for v in row)
-            + f" {b:7.4f} ({name:>9}) {pd_:10.4f} {rid:7.4f}"
+            + f" {pick} {b:7.4f} ({name:>9}) {pd_:10.4f} "
+            f"{excess(seed, '1/s_k', m, how):7.4f} {rid:7.4f}"
         )
+iso_ratio = best_scalar(aniso_iso, M_a, "cv")[0] / excess(
+    aniso_iso, "per-direction C*", M_a, "cv"
+)
+print(
+    f"control, isotropic features (α = 0), m = {M_a}, λ tuned: best scalar "
+    f"{best_scalar(aniso_iso, M_a, 'cv')[0]:.4f} "
+    f"({best_scalar(aniso_iso, M_a, 'cv')[1]}), per-direction C* "
+    f"{excess(aniso_iso, 'per-direction C*', M_a, 'cv'):.4f}: ratio {iso_ratio:.3f}"
+)
 
 # %% [markdown]
 # Left: the measured shrinkage by feature and the per-direction factor `C*_k` it calls for (right axis), next
@@ -796,14 +828,19 @@ def reading_aniso() -> str:
         for sd in seeds
     ]
     c_sig = tr.c_scalar_weighted(M_a, over, profiles[seed], spec)
-    best_name = best_scalar(seed, M_a, "cv")[1]
+    best_name = min((excess(seed, r_, M_a, "cv"), r_) for r_ in SCALARS)[1]
+    inv = [
+        best_scalar(sd, M_a, "cv")[0] / excess(sd, "1/s_k", M_a, "cv") for sd in seeds
+    ]
+    loo = [excess(sd, "LOO pick", M_a, "cv") for sd in seeds]
+    fixed = [min(excess(sd, r_, M_a, "cv") for r_ in SCALARS) for sd in seeds]
     txt = (
         f"**Reading it.** The min-norm source fit keeps a share {s_k.max():.2f} of `β` "
         f"along the strongest feature and {s_k.min():.2f} along the weakest, where the "
         f"isotropic model says {over.rho:.2f} everywhere. With m = {M_a} models and "
         "`λ` tuned, the best scalar (with hindsight) leaves "
-        f"{min(r):.2f} to {max(r):.2f} times the excess risk of the per-direction "
-        f"correction over the {len(seeds)} seeds"
+        f"{min(r):.2f} to {max(r):.2f} times the excess risk of the oracle "
+        f"per-direction correction `C*` over the {len(seeds)} seeds"
     )
     txt += (
         f": one factor cannot fit a shrinkage that varies {max(spread):.0f}-fold "
@@ -812,7 +849,33 @@ def reading_aniso() -> str:
         else ": at this size the per-direction correction does not improve on a scalar. "
     )
     txt += (
-        f"The best scalar for the learner (seed {seed}: {best_name}) differs from "
+        "Against the full per-direction correction `1/s_k`, which needs no oracle, the "
+        f"same ratio is {min(inv):.2f} to {max(inv):.2f}"
+        + (
+            ": it too beats every scalar. "
+            if min(inv) > 1
+            else ": without the oracle's damping of the noisy weak directions, undoing "
+            "the shrinkage per direction does not beat a scalar at this m. "
+            if max(inv) < 1
+            else ": it beats the best scalar on some seeds only. "
+        )
+        + "Picking the scalar per data set by leave-one-out "
+        + (
+            "does better than any fixed scalar on "
+            f"{sum(a < b for a, b in zip(loo, fixed))} of {len(seeds)} seeds. "
+            if any(a < b for a, b in zip(loo, fixed))
+            else "does not beat the best fixed scalar picked with hindsight. "
+        )
+        + "In the isotropic control (α = 0, seed "
+        f"{seed}) the ratio is {iso_ratio:.2f}"
+        + (
+            ", below the claim's bar: the gap comes from the anisotropy. "
+            if iso_ratio < 1.1
+            else ", not below the claim's bar: the gap is not only the anisotropy's. "
+        )
+    )
+    txt += (
+        f"The best fixed scalar for the learner (seed {seed}: {best_name}) differs from "
         f"`c_Σ` = {c_sig:.2f}, the best scalar for the anchor alone: the target data "
         "already pins down the strong directions, so what the anchor contributes is "
         "mostly in the weak ones, which call for a larger factor."
@@ -840,7 +903,10 @@ Markdown(reading_aniso())
 # common factor (`tr.pool_equal_c`, which minimises `D` over one `c`), with `c = 1` and with the data-driven `ĉ`;
 # every learner tuned by leave-one-out. The closed form of the test error applies unchanged (the anchor is still
 # independent of the target data and isotropic given its norm), so we check it against the Monte Carlo at each
-# anchor's best `L = σ²d/D` and at `λ → 0`.
+# anchor's best `L = σ²d/D` and at `λ → 0`. Because the optimal anchor minimises `D` over *every* linear anchor,
+# equal-weight ones included, and the error grows with `D`, its advantage holds by our closed form: the Monte
+# Carlo measures its size, and the record keeps it as a check (section 10), not a claim. (A pool rule estimated
+# from data, e.g. `Vⱼ` from the spread of the models within a group, would be a claim; it is not tested here.)
 
 # %%
 pool_groups = [(n_s_over, tau), (d // 2, 1.5), (2 * d, tau), (4 * d, 2.0)]  # (n_s, τ)
@@ -992,8 +1058,9 @@ plotting.live_controls(live, n_s=(2, 3 * d), tau_=(0.0, 3.0, 0.1), m=(1, 256))
 # Marchenko–Pastur form, the optimality of `c*`, and the facts that make statements true by construction here
 # (so they are checks, not claims): `c*` beats ridge from the first model, and the best `L` is `σ²d/D` (for ridge,
 # `D = B`: the Bayes-optimal penalty). For the later sections: the pool's closed form against its Monte Carlo,
-# the optimal pool anchor no worse than the best equal-weight one (by construction), and the measured shrinkage
-# profile summing to `n_s` (the trace of a rank-`n_s` projection).
+# the optimal pool anchor no worse than the best equal-weight one (by construction) and, in the claims section,
+# its tuned Monte Carlo error below theirs at every seed; and the measured shrinkage profile summing to `n_s`
+# (the trace of a rank-`n_s` projection).
 
 # %%
 # the two "by construction" facts, over the phase-diagram grid
@@ -1099,11 +1166,12 @@ rec.check(
 # gain of the data-driven correction at the largest `m` with `λ` tuned; the gains from `m/4` to `m` models at
 # `λ → 0` (the plateau); the models-needed count across the `(τ, n_s)` grid, against ridge at its Bayes-optimal
 # penalty (stronger than any ridge tuned from data); the data-driven factor against the oracle `c*`; the best
-# scalar against the per-direction correction under the power-law spectrum; and the optimal per-model penalties
-# and factors against the best equal-weight pool. "How many models does uncorrected transfer need?" is answered
-# by the contour claim alone: at our default mismatch the closed form says one model already beats tuned ridge
-# (section 4), so a claim at that single point would only repeat one cell of the contour, and a condition
-# requiring the closed form to say "more than one" would be that same count read twice; both were dropped.
+# scalar against the per-direction correction under the power-law spectrum. The optimal per-model penalties and
+# factors of a pool beat equal weights by our closed form, so their measured gain is a check below. "How many
+# models does uncorrected transfer need?" is answered by the contour claim alone: at our default mismatch the
+# closed form says one model already beats tuned ridge (section 4), so a claim at that single point would only
+# repeat one cell of the contour, and a condition requiring the closed form to say "more than one" would be that
+# same count read twice; both were dropped.
 
 # %%
 M = ms[-1]
@@ -1163,9 +1231,7 @@ pool_gain = [
 # contour crosses (`contour_crossed`) and precise estimates there (`contour_mc_precise`). The power-law claim
 # needs a spectrum under which the shrinkage really varies by direction: the largest `s_k` at least twice the
 # smallest (`anisotropy_matters`, from the source designs alone, per seed), and precise means
-# (`aniso_mc_precise`). The pool claim needs a pool whose optimal weights are not close to equal: the largest
-# penalty share at least twice the smallest (`pool_heterogeneous`, closed form), and precise means
-# (`pool_mc_precise`).
+# (`aniso_mc_precise`).
 
 # %%
 keys = [
@@ -1250,7 +1316,7 @@ rec.condition(
         max(
             v[1] / v[0]
             for k, v in aniso[sd].items()
-            if k != "samples" and k[0][1] == M_a
+            if isinstance(k, tuple) and k[0][1] == M_a
         )
         for sd in seeds
     ],
@@ -1258,25 +1324,6 @@ rec.condition(
     0.05,
     unit=f"largest standard error ÷ mean among the power-law test errors at m = {M_a}",
     statement="the Monte Carlo estimates behind the power-law claim are precise",
-)
-rec.condition(
-    "pool_heterogeneous",
-    float(opt["weights"].max() / opt["weights"].min()),
-    ">=",
-    2.0,
-    unit="largest ÷ smallest optimal penalty share λⱼ/L in the pool",
-    statement="the pool is mixed enough that equal weights are not near-optimal",
-)
-rec.condition(
-    "pool_mc_precise",
-    [
-        max(pool_mc[sd][(k, "cv")][1] / pool_mc[sd][(k, "cv")][0] for k in POOL)
-        for sd in seeds
-    ],
-    "<=",
-    0.05,
-    unit="largest standard error ÷ mean among the tuned pool errors",
-    statement="the pool's Monte Carlo estimates are precise",
 )
 
 # %% tags=["hide-input"]
@@ -1312,11 +1359,16 @@ aniso_note = "; ".join(
     f"seed {sd}: best scalar {best_scalar(sd, M_a, 'cv')[1]} "
     f"{best_scalar(sd, M_a, 'cv')[0]:.4f}, c_Σ {excess(sd, 'c_Σ', M_a, 'cv'):.4f}, "
     f"ĉ {excess(sd, 'ĉ', M_a, 'cv'):.4f}, per-direction "
-    f"{excess(sd, 'per-direction C*', M_a, 'cv'):.4f}; at λ → 0 best scalar / "
+    f"{excess(sd, 'per-direction C*', M_a, 'cv'):.4f}, "
+    f"scalar picked by LOO {excess(sd, 'LOO pick', M_a, 'cv'):.4f}, "
+    f"1/s_k (no oracle) {excess(sd, '1/s_k', M_a, 'cv'):.4f}; at λ → 0 best scalar / "
     "per-direction "
     f"{best_scalar(sd, M_a, 0.0)[0] / excess(sd, 'per-direction C*', M_a, 0.0):.3f}"
     for sd in seeds
-) + f". Excess risk = test error − σ², α = {alpha}, m = {M_a}"
+) + (
+    f". Excess risk = test error − σ², α = {alpha}, m = {M_a}. Control with isotropic "
+    f"features (α = 0, seed {seed}): ratio {iso_ratio:.3f}"
+)
 pool_note = "; ".join(
     f"seed {sd}: "
     + ", ".join(f"{k} {pool_mc[sd][(k, 'cv')][0]:.4f}" for k in POOL)
@@ -1384,9 +1436,13 @@ TEXT = {
             for sd in seeds
         )
         + "; points where the sampling resolves both sides (transfer wins at the "
-        "count and, where the count is above 1, loses one model earlier, 2 SE; "
-        f"seed {seed}): "
-        f"{sum(sharp(c) for c in contour[seed].values())} of {len(contour[seed])}. "
+        "count and, where the count is above 1, loses one model earlier, 2 SE), per "
+        "seed: "
+        + ", ".join(
+            f"{sd}: {sum(sharp(c) for c in contour[sd].values())} of {len(contour[sd])}"
+            for sd in seeds
+        )
+        + " (consistency is a non-rejection test; these counts are its power). "
         f"At the default τ = {tau}: analytic count {need_c1_analytic}, Monte Carlo "
         f"(transfer tuned by LOO) {need['1']}; at τ = {tau_hi}: analytic {need_hi}, "
         f"Monte Carlo {mc_need_hi}, and the data-driven ĉ {need_hi_mc['c_hat']}",
@@ -1401,23 +1457,28 @@ TEXT = {
     "scalar_debias_anisotropic": (
         "Under a power-law feature spectrum, no single scalar factor debiases the "
         "overparameterized pretrained models: the best scalar, picked with hindsight, "
-        "leaves at least 1.1 times the excess risk of the per-direction correction "
-        "(both with λ tuned by leave-one-out)",
+        "leaves at least 1.1 times the excess risk of the per-direction correction C* "
+        "(an oracle, like c*; both with λ tuned by leave-one-out)",
         "a simple multiplicative correction reduces the overparameterization bias "
         "(the paper's setting is Gaussian; the power-law spectrum is our extension)",
         f"excess risk of the best scalar c ÷ that of the per-direction C*, m = {M_a}",
         aniso_note,
     ),
-    "weighted_pool_gain": (
-        "In a heterogeneous pool of over- and underparameterized sources, the optimal "
-        "per-model penalties λⱼ and factors cⱼ of our closed form lower the test error "
-        "below the best equal-weight learner (both with λ tuned by leave-one-out)",
-        "the target objective penalises the distance to several pretrained models; "
-        "optimal hyperparameters (per-model weights: our derivation)",
-        "relative error reduction, optimal λⱼ, cⱼ vs the best equal-weight anchor",
-        pool_note,
-    ),
 }
+
+# %%
+# the pool's optimal lambda_j, c_j against the best equal-weight learner, measured:
+# a check, not a claim (it holds by our closed form: D* < D(equal) and the error
+# increases with D at every L; tuning by LOO only perturbs it)
+rec.check(
+    "pool_optimum_beats_equal_tuned",
+    max(-g for g in pool_gain),
+    0.0,
+    op="<",
+    note="Monte Carlo, λ tuned by leave-one-out, every seed: optimal λⱼ, cⱼ ÷ best "
+    "equal-weight learner − 1 (largest ÷ smallest optimal penalty share "
+    f"{float(opt['weights'].max() / opt['weights'].min()):.1f}). " + pool_note,
+)
 
 # %%
 # id: measured per seed, rule (op, target), baseline per seed, conditions it rests on
@@ -1459,13 +1520,6 @@ CLAIMS |= {
         1.1,
         [round(best_scalar(sd, M_a, "cv")[0], 4) for sd in seeds],
         ("sources_overparameterized", "anisotropy_matters", "aniso_mc_precise"),
-    ),
-    "weighted_pool_gain": (
-        pool_gain,
-        ">",
-        0.0,
-        [round(pool_base[sd], 4) for sd in seeds],
-        ("pool_heterogeneous", "pool_mc_precise"),
     ),
 }
 for cid, (measured, op, target, baseline, given) in CLAIMS.items():

@@ -381,6 +381,7 @@ def test_anchor_monte_carlo_equals_monte_carlo_and_replays():
     res = tr.anchor_monte_carlo(s, pool, {"U": U, "hat": np.ones(3) / 3}, 4, seed=7, spec=spec, Ls=[0.0, 2.0],
                                 cv_Ls=Ls, rescale=["hat"])
     rng = np.random.default_rng(7)
+    picked = []
     for t in range(4):
         beta = rng.normal(size=30)
         beta *= np.sqrt(s.B) / np.linalg.norm(beta)
@@ -396,6 +397,18 @@ def test_anchor_monte_carlo_equals_monte_carlo_and_replays():
         assert abs(res["samples"][("U", 0.0)][t] - err(tr.transfer_fit(X, y, aU, 0.0))) < 1e-9
         ah = tr.data_driven_c(X, y, th) * th.mean(axis=0)
         assert abs(res["samples"][("hat", "cv")][t] - err(tr.cv_fit(X, y, Ls, ah)[0])) < 1e-9
+        # the leave-one-out scores, and the anchor a practitioner would pick per data set from them
+        cvs = {"U": tr.loo_cv(X, y, Ls, aU).min(), "hat": tr.loo_cv(X, y, Ls, ah).min()}
+        for k, v in cvs.items():
+            assert abs(res["cv_scores"][k][t] - v) < 1e-9
+        pick = min(cvs, key=cvs.get)
+        picked.append(err(tr.cv_fit(X, y, Ls, aU if pick == "U" else ah)[0]))
+    mean, se, picks = tr.pick_by_loo(res, ["U", "hat"])
+    assert abs(mean - np.mean(picked)) < 1e-9 and se > 0 and picks.shape == (4,)
+    with pytest.raises(ValueError, match="leave-one-out scores"):
+        tr.pick_by_loo(tr.anchor_monte_carlo(s, pool, {"U": U}, 2, Ls=[0.0]), ["U"])
+    with pytest.raises(ValueError):
+        tr.pick_by_loo(res, ["nope"])
 
 
 def test_anisotropic_and_pool_bad_input():
