@@ -667,9 +667,9 @@ def cegar_safety(world, pens, S_live, safe_of, y_keep):
             wide = ter.repair(pens, S_live, y_keep, unsafe=list(unsafe.values()),
                               any_of=list(loops.values()), delta=100 * delta, mu=mu,
                               eps=eps, time_limit=safety_time, node_limit=1000)
-            why = "trust region" if wide.ok else "tree structure"
-            print(f"round {r}: no solution ({res.status}); with 100 x delta: "
-                  f"{'solved' if wide.ok else 'none'} -> {why}")
+            why = "infeasible" if res.status == 2 else "limit, no incumbent"
+            why += "; solved with 100 x delta" if wide.ok else "; none with 100 x delta"
+            print(f"round {r}: no solution ({why})")
             infeasible.append((r, why))
             break
         v = res.values
@@ -1336,7 +1336,8 @@ NOTES = {
     f"{[d['loop_cex'] for d in sp_]}, rounds {[d['rounds'] for d in sp_]} (budget "
     f"{safety_rounds}); lava traces after {[d['lava'] for d in sp_]}; walled-in "
     f"start cells that loop (not counted) {[d['loops_walled'] for d in sp_]}; repair "
-    f"MILP infeasible (round, cause) {[d['stuck'] for d in sp_]}; cells that share "
+    f"MILP without a solution (round, why) {[d['stuck'] for d in sp_]}; cells that "
+    "share "
     f"every leaf with another cell (must take the same action) "
     f"{[r['twins'] for r in safe_runs]} of {len(safe_runs[0]['S_live'])}.",
     "reach_vs_expert": "goal reach: expert "
