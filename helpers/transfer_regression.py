@@ -37,7 +37,7 @@ __all__ = [
     "target_eigenvalues", "test_error_target_only", "ridge_error", "optimal_L", "data_driven_c", "loo_cv",
     "cv_fit", "monte_carlo", "paired", "lambda_star", "models_needed", "contour_point", "RULES",
     "power_law_spectrum", "shrinkage_profile", "direction_moments", "direction_D", "c_direction",
-    "c_scalar_weighted", "pool_optimal", "pool_equal_c", "anchor_monte_carlo", "pick_by_loo",
+    "c_scalar_weighted", "pool_optimal", "pool_equal_c", "pool_estimate", "anchor_monte_carlo", "pick_by_loo",
 ]
 
 RULES = ("1", "1/rho", "c*", "c_hat")
@@ -694,6 +694,46 @@ def pool_equal_c(sources: Sequence[Setting]) -> float:
     return rho_bar * B / (rho_bar**2 * B + float(mom[:, 1].sum()) / m**2)
 
 
+def pool_estimate(thetas: np.ndarray, groups: Sequence[int], n_s: Sequence[int]) -> dict:
+    """The optimal pool anchor of :func:`pool_optimal`, with every unknown estimated from observable quantities:
+    the pretrained models ``thetas`` (``m x d``), which group each came from (``groups``, at least 2 models per
+    group; models of a group share their source distribution) and how many source samples each was fit on
+    (``n_s``, constant within a group).
+
+    ``rho_g = min(1, n_s / d)``; ``V_g`` from the spread of the group's models around their mean
+    (``sum_i ||theta_i - theta_bar_g||^2 / (k_g - 1)``, unbiased given ``beta``); ``B`` from the group means,
+    ``E||theta_bar_g||^2 = rho_g^2 B + V_g / k_g``, pooled as ``sum_g (||theta_bar_g||^2 - V_g / k_g) /
+    sum_g rho_g^2`` (floored at 0). Plugged into ``u_j = B/(1 + B S) rho_j / V_j``. Returns ``u``, ``weights``,
+    ``factors``, ``rho``, ``V`` (per model) and ``B``."""
+    thetas = validate.array("thetas", thetas, ndim=2, dtype="float", nonempty=True)
+    m, d = thetas.shape
+    g = validate.array("groups", groups, shape=(m,))
+    ns = validate.array("n_s", n_s, shape=(m,), dtype="float", min=1)
+    if not np.all(np.isfinite(thetas)):
+        raise ValueError("thetas must be finite")
+    labels, inv, counts = np.unique(g, return_inverse=True, return_counts=True)
+    if counts.min() < 2:
+        raise ValueError(f"every group needs at least 2 models to estimate its variance, got {counts.min()}")
+    rho = np.minimum(1.0, ns / d)
+    V_g, num, den = np.empty(len(labels)), 0.0, 0.0
+    for k in range(len(labels)):
+        rows = inv == k
+        if np.ptp(ns[rows]) > 0:
+            raise ValueError(f"n_s must be constant within group {labels[k]!r}")
+        th = thetas[rows]
+        mean = th.mean(axis=0)
+        V_g[k] = float(np.sum((th - mean) ** 2)) / (counts[k] - 1)
+        if V_g[k] <= 0:
+            raise ValueError(f"group {labels[k]!r} has identical models: its variance cannot be estimated")
+        num += float(mean @ mean) - V_g[k] / counts[k]
+        den += float(rho[rows][0]) ** 2
+    B = max(num / den, 0.0)
+    V = V_g[inv]
+    S = float(np.sum(rho**2 / V))
+    u = B / (1 + B * S) * rho / V
+    return dict(u=u, weights=(rho**2 / V) / S, factors=(B * S / (1 + B * S)) / rho, rho=rho, V=V, B=B)
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # Monte Carlo for any linear anchor, any pool, any feature spectrum
 # ----------------------------------------------------------------------------------------------------------------
@@ -706,7 +746,9 @@ def anchor_monte_carlo(s: Setting, sources: Sequence[Setting], anchors: dict, tr
 
     ``s``: the target problem (``d``, ``n``, ``sigma``, ``B``); ``sources``: one :class:`Setting` per pretrained
     model (its ``n_s``, ``sigma_s``, ``tau``; same ``d`` and ``B`` as ``s``). ``anchors``: name -> coefficients
-    ``U`` of shape ``(m,)`` (one per model) or ``(m, d)`` (one per model and direction); zeros drop a model.
+    ``U`` of shape ``(m,)`` (one per model) or ``(m, d)`` (one per model and direction); zeros drop a model; or a
+    function of the pretrained models ``thetas`` (``m x d``) returning such coefficients, called per trial (an
+    anchor estimated from the pool, e.g. with :func:`pool_estimate`).
     ``rescale``: anchor names whose overall scale is refit on the target data by least squares (the data-driven
     ``c_hat``). ``spec``: the feature variances of every design, target and sources (None: isotropic). The error
     of an estimate is exact given it: ``sigma^2 + (b - beta)^T diag(spec) (b - beta)``.
@@ -729,6 +771,9 @@ def anchor_monte_carlo(s: Setting, sources: Sequence[Setting], anchors: dict, tr
         raise ValueError("anchors must name at least one anchor")
     U = {}
     for name, u in anchors.items():
+        if callable(u):
+            U[name] = u
+            continue
         u = validate.array(f"anchors[{name!r}]", u, ndim=(1, 2), dtype="float")
         if u.shape not in ((m,), (m, s.d)):
             raise ValueError(f"anchors[{name!r}] must have shape ({m},) or ({m}, {s.d}), got {u.shape}")
@@ -748,7 +793,8 @@ def anchor_monte_carlo(s: Setting, sources: Sequence[Setting], anchors: dict, tr
 def _anchor_mc(s, sources, U, trials, seed, spec, Ls, cv_Ls, rescale, progress) -> dict:
     rng = np.random.default_rng(seed)
     names = list(U)
-    Us = np.stack([U[k] for k in names])  # (P, m, d)
+    est = [p for p, k in enumerate(names) if callable(U[k])]
+    Us = np.stack([np.zeros((len(sources), s.d)) if callable(U[k]) else U[k] for k in names])  # (P, m, d)
     resc = np.array([k in rescale for k in names])
     groups = []  # runs of identical sources, pretrained together
     for t in sources:
@@ -774,6 +820,12 @@ def _anchor_mc(s, sources, U, trials, seed, spec, Ls, cv_Ls, rescale, progress) 
         X = rng.normal(size=(s.n, s.d)) * root
         y = X @ beta + rng.normal(0, s.sigma, s.n)
         Uo, S, Vt = _svd(X)
+        for p in est:
+            u = np.asarray(U[names[p]](thetas), dtype=float)
+            if u.shape not in ((len(sources),), (len(sources), s.d)) or not np.all(np.isfinite(u)):
+                raise ValueError(f"anchor {names[p]!r} must return finite coefficients of shape "
+                                 f"({len(sources)},) or ({len(sources)}, {s.d}), got {u.shape}")
+            Us[p] = u if u.ndim == 2 else u[:, None]
         A = np.einsum("pmd,md->pd", Us, thetas)  # (P, d) anchors
         XA = A @ X.T  # (P, n)
         if resc.any():
