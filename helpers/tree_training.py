@@ -1554,7 +1554,7 @@ def claim_tree(cfg: dict, seed: int) -> TrajectoryTree:
 
 
 def width_sweep(cfg: dict, sides: Sequence[str] = ("linear", "packed", "blocks"),
-                progress: Callable[[dict], None] | None = None) -> tuple[list[dict], dict[str, Tensor]]:
+                progress: Callable[[dict], None] | None = None) -> tuple[list[dict], dict[str, list]]:
     """Time one training step of every side on each seed's claim tree (:func:`claim_tree`) for every depth in
     ``cfg["layers"]`` and width in ``cfg["d_models"]`` (attention-only :class:`TreeLM`, ``n_head`` heads,
     initialization from ``torch.manual_seed(seed)``, AdamW at ``lr``), in ``repeats`` interleaved rounds after one
@@ -1562,7 +1562,8 @@ def width_sweep(cfg: dict, sides: Sequence[str] = ("linear", "packed", "blocks")
 
     Returns one row per configuration (sizes, the ideal, the FLOP model, per side the median CPU and wall seconds
     and the spread, the load average before and after) and, per configuration ``seed<S>_L<layers>_d<d>``, the
-    per-round seconds as a ``(sides, 2, repeats)`` tensor (clocks: CPU, wall). ``progress(row)`` sees each row."""
+    per-round seconds as nested lists of shape ``(sides, 2, repeats)`` (clocks: CPU, wall; plain floats, for a JSON
+data file). ``progress(row)`` sees each row."""
     import os
 
     from helpers import repro
@@ -1572,7 +1573,7 @@ def width_sweep(cfg: dict, sides: Sequence[str] = ("linear", "packed", "blocks")
     if missing:
         raise ValueError(f"cfg lacks {missing}")
     sides = list(sides)
-    rows, tensors = [], {}
+    rows, rounds = [], {}
     for seed in cfg["seeds"]:
         tree = claim_tree(cfg, seed)
         ser = serialize(tree)
@@ -1585,8 +1586,8 @@ def width_sweep(cfg: dict, sides: Sequence[str] = ("linear", "packed", "blocks")
                 opt = torch.optim.AdamW(model.parameters(), lr=cfg["lr"])
                 load = os.getloadavg()[0]
                 T = repro.benchmark(step_functions(model, tree, opt, sides), cfg["repeats"], warmup=1)
-                tensors[f"seed{seed}_L{layers}_d{d}"] = torch.tensor(
-                    np.stack([[T.cpu[s], T.wall[s]] for s in sides]))
+                rounds[f"seed{seed}_L{layers}_d{d}"] = np.stack(
+                    [[T.cpu[s], T.wall[s]] for s in sides]).astype(float).tolist()
                 row = dict(seed=seed, layers=layers, d_model=d, K=len(tree.leaves()), N_tree=tree.n_tree,
                            N_flat=tree.n_flat, ideal=tree.ideal_speedup, pairs_flat=pf, pairs_tree=pt,
                            flop_model=flop_speedup(tree.n_flat, tree.n_tree, pf, pt, d, layers, cfg["vocab"]),
@@ -1598,4 +1599,4 @@ def width_sweep(cfg: dict, sides: Sequence[str] = ("linear", "packed", "blocks")
                 rows.append(row)
                 if progress is not None:
                     progress(row)
-    return rows, tensors
+    return rows, rounds

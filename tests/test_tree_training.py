@@ -1,3 +1,5 @@
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -676,19 +678,21 @@ def test_attention_pairs_and_flop_speedup():
         tt.flop_speedup(10, 5, 0, 0, 0, 2, 4)
 
 
-def test_width_sweep_rows_and_round_tensors():
+def test_width_sweep_rows_and_rounds():
     cfg = dict(tt.checkpoint_config("sweep"), seeds=[0], d_models=[8, 16], layers=[1], root_len=6,
                branching=[2, 2], seg_len=[2, 3], repeats=2, vocab=17)
     tree = tt.claim_tree(cfg, 0)
     assert len(tree.leaves()) == 4 and tree.n_tree < tree.n_flat
     seen = []
-    rows, tensors = tt.width_sweep(cfg, progress=seen.append)
+    rows, rounds = tt.width_sweep(cfg, progress=seen.append)
     assert [r["d_model"] for r in rows] == [8, 16] and seen == rows
     r = rows[0]
     assert r["N_tree"] == tree.n_tree and r["ideal"] == pytest.approx(tree.ideal_speedup)
     assert 1.0 < r["flop_model"] <= r["ideal"]
     assert all(r[f"t_{s}"] > 0 for s in ("linear", "packed", "blocks"))
-    assert tensors["seed0_L1_d8"].shape == (3, 2, 2)
+    assert np.asarray(rounds["seed0_L1_d8"]).shape == (3, 2, 2)
+    assert json.loads(json.dumps(rounds)) == rounds  # plain floats: the sweep is a JSON data file
+    assert r["t_blocks"] == pytest.approx(np.median(rounds["seed0_L1_d8"][2][0]))
     with pytest.raises(ValueError, match="lacks"):
         tt.width_sweep({k: v for k, v in cfg.items() if k != "repeats"})
     with pytest.raises(ValueError, match="lacks"):

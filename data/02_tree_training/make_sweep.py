@@ -6,26 +6,31 @@ step (forward, backward, AdamW) is timed for three sides in interleaved rounds (
 warm-up call each, then ``repeats`` rounds in which every side runs once, the order rotating): per-branch
 micro-batches, sequence packing (one call, per-document attention) and Tree Training with node-block attention
 (``helpers.tree_training.width_sweep``). Every call's process CPU time (one thread) and wall time are stored per
-round, with the FLOP model's prediction and the load average. Run:
-``.venv/bin/python data/02_tree_training/make_sweep.py`` (about 25 minutes on the shared 2-core machine). Writes
-``sweep.safetensors`` (per-round seconds, one (sides, clocks, rounds) tensor per configuration) and ``sweep.json``
-(the manifest; ``metrics.rows`` is the table the notebook reads) next to this file (``--out DIR``: under
-``DIR/02_tree_training/``; ``--tiny``: two small widths, seconds, into a temporary folder; ``--seeds``: other
-seeds).
+round, with the FLOP model's prediction and the load average. Nothing is trained and no checkpoint is
+written: the result is a plain data file (timings are measurements, not weights, so two runs differ). Run:
+``.venv/bin/python data/02_tree_training/make_sweep.py`` (about 15-25 minutes on the shared 2-core machine).
+Writes ``sweep.json`` next to this file: ``config``, ``rows`` (the table the notebook reads), ``rounds``
+(per configuration ``seed<S>_L<layers>_d<d>``, the per-round seconds as nested lists (sides, clocks, rounds) in
+the order of ``sides`` and ``clocks``) and the machine (``--out DIR``: under ``DIR/02_tree_training/``;
+``--tiny``: two small widths, seconds, into a temporary folder; ``--seeds``: other seeds).
 """
 
 from __future__ import annotations
 
+import json
 import os
+import platform
 import time
 from pathlib import Path
 
-from helpers import checkpoints, repro, scripts
+import torch
+
+from helpers import repro, scripts
 from helpers import tree_training as tt
 
 SLUG = "02_tree_training"
 HERE = Path(__file__).resolve()
-SOURCES = [HERE, Path(tt.__file__).resolve(), Path(repro.__file__).resolve()]
+SOURCES = [HERE, Path(tt.__file__).resolve(), Path(repro.__file__).resolve()]  # what the sweep runs (no checkpoint)
 SIDES = ["linear", "packed", "blocks"]
 
 
@@ -35,19 +40,24 @@ def tiny(name: str) -> dict:
 
 
 def build(cfg: dict, out: Path | None, args: object = None) -> Path:
-    """Time every configuration of the sweep ``cfg``; write ``<out>/02_tree_training/sweep.*``."""
+    """Time every configuration of the sweep ``cfg``; write ``<out>/02_tree_training/sweep.json``."""
     t_start = time.time()
 
     def show(row: dict) -> None:
         print({k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()}, flush=True)
 
-    rows, tensors = tt.width_sweep(cfg, SIDES, progress=show)
-    return checkpoints.save(
-        SLUG, "sweep", tensors, config=cfg, metrics=dict(rows=rows, sides=SIDES, clocks=["cpu", "wall"]),
-        seed=list(cfg["seeds"]), wall_seconds=time.time() - t_start, sources=SOURCES, module="tree_training",
-        root=out, extra=dict(what="per-round seconds of one training step; tensor key seed<S>_L<layers>_d<d>, "
-                                  "shape (sides, clocks, rounds) in the order of metrics.sides and metrics.clocks",
-                             cpu_count=os.cpu_count()))
+    rows, rounds = tt.width_sweep(cfg, SIDES, progress=show)
+    result = dict(config=cfg, rows=rows, sides=SIDES, clocks=["cpu", "wall"], rounds=rounds,
+                  what="per-round seconds of one training step; rounds key seed<S>_L<layers>_d<d>, nested lists "
+                       "(sides, clocks, rounds) in the order of sides and clocks",
+                  wall_seconds=time.time() - t_start,
+                  machine=dict(cores=os.cpu_count(), torch_threads=torch.get_num_threads(), torch=torch.__version__,
+                               python=platform.python_version(), platform=platform.platform()))
+    path = scripts.data_root(out) / SLUG / "sweep.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result, indent=1))
+    print(f"{len(rows)} configurations, {result['wall_seconds']:.0f} s", flush=True)
+    return path
 
 
 def main(argv: list[str] | None = None) -> list[Path]:
