@@ -667,7 +667,7 @@ def worst_case(tree: Tree, dec: Decomposition, prediction: int, eta: int, rng: n
                for v in ring)
 
 
-SWEEP_METHODS = ("ours", "prediction-first", "top-down", "informed", "centroid", "walk", "interleaved")
+SWEEP_METHODS = ("ours", "prediction-first", "top-down", "informed", "centroid", "walk", "interleaved", "ball")
 
 
 def query_sweep(tree: Tree, dec: Decomposition, ctree: CentroidTree, etas: Sequence[int], n_targets: int,
@@ -693,7 +693,8 @@ def query_sweep(tree: Tree, dec: Decomposition, ctree: CentroidTree, etas: Seque
                     "informed": search_with_prediction(tree, dec, Oracle(tree, target), p, start="informed"),
                     "centroid": centroid_search(tree, ctree, Oracle(tree, target)),
                     "walk": walk_search(tree, Oracle(tree, target), p),
-                    "interleaved": interleaved_search(tree, dec, ctree, Oracle(tree, target), p)}
+                    "interleaved": interleaved_search(tree, dec, ctree, Oracle(tree, target), p),
+                    "ball": ball_search(tree, Oracle(tree, target), p)}
             for m, r in runs.items():
                 assert r.found == target, f"{m} did not find the target"
                 q[eta][m].append(r.queries)
@@ -704,20 +705,25 @@ def measure_tree(tree: Tree, etas: Sequence[int], n_targets: int, n_preds: int, 
                  ) -> dict:
     """Everything the chapter measures on one large tree: ``n``, pathwidth ``pw``, ``diam`` (diameter), ``sweep``
     (:func:`query_sweep`: mean queries of every method at each ``eta``) and ``worst[start][eta]`` for every start
-    in :data:`START_VARIANTS`: the worst case over the **full** ring of targets at distance ``eta`` from each of
+    in :data:`START_VARIANTS` and ``"ball"`` (:func:`ball_search`): the worst case over the **full** ring of
+    targets at distance ``eta`` from each of
     ``n_preds`` random predictions (:func:`worst_case`), averaged over the predictions (NaN where a prediction has
     no vertex that far; ``n_preds = 0`` skips the worst cases)."""
     V.instance("tree", tree, Tree)
     n_preds = V.integer("n_preds", n_preds, min=0)
     dec, ctree = Decomposition(tree), CentroidTree(tree)
     sweep = query_sweep(tree, dec, ctree, etas, n_targets, rng)
-    worst: dict[str, dict[int, list[float]]] = {start: {} for start in START_VARIANTS}
+    worst: dict[str, dict[int, list[float]]] = {start: {} for start in (*START_VARIANTS, "ball")}
     for p in rng.integers(0, tree.n, n_preds):
         dist = tree.distances(int(p))
         for start in START_VARIANTS:
             for eta in etas:
                 w = worst_case(tree, dec, int(p), eta, rng, None, start, dist=dist)
                 worst[start].setdefault(int(eta), []).append(np.nan if w is None else float(w))
+        for eta in etas:  # the structure-free ball search, over the same full rings
+            ring = np.flatnonzero(dist == eta)
+            w = max((ball_search(tree, Oracle(tree, int(v)), int(p)).queries for v in ring), default=None)
+            worst["ball"].setdefault(int(eta), []).append(np.nan if w is None else float(w))
     return dict(n=tree.n, pw=dec.comps[0].k, diam=diameter(tree), sweep=sweep,
                 worst={st: {q: float(np.mean(v)) for q, v in d.items()} for st, d in worst.items()})
 
@@ -825,6 +831,71 @@ def walk_search(tree: Tree, oracle: Oracle, prediction: int) -> SearchResult:
     while (a := oracle.query(v)) is not None:
         v = a
     return SearchResult(v, oracle.queries - start)
+
+
+def _tin_arrays(tree: Tree) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``tin``, ``tout`` and ``parent`` of the tree as numpy arrays (built once per tree)."""
+    if getattr(tree, "_tin_cache", None) is None:
+        tree._tin_cache = (np.asarray(tree.tin), np.asarray(tree.tout), np.asarray(tree.parent))
+    return tree._tin_cache
+
+
+def _side_mask(arrs: tuple[np.ndarray, np.ndarray, np.ndarray], S: np.ndarray, c: int, a: int) -> np.ndarray:
+    """Which vertices of ``S`` lie in the component of ``T - c`` that holds the neighbour ``a`` of ``c``."""
+    tin, tout, parent = arrs
+    t = tin[S]
+    if a == parent[c]:  # the target is outside c's subtree
+        return ~((tin[c] <= t) & (t < tout[c]))
+    return (tin[a] <= t) & (t < tout[a])
+
+
+def _subtree_centroid(arrs: tuple[np.ndarray, np.ndarray, np.ndarray], S: np.ndarray) -> int:
+    """A centroid of the connected vertex set ``S``: the deepest vertex whose part of ``S`` below it (rooted at 0)
+    holds more than half of ``S`` (every component left by removing it has at most ``|S|/2`` vertices; of two
+    centroids, the upper one)."""
+    tin, tout, _ = arrs
+    order = np.sort(tin[S])
+    size = np.searchsorted(order, tout[S]) - np.searchsorted(order, tin[S])
+    heavy = np.flatnonzero(2 * size > len(S))
+    return int(S[heavy[np.argmin(size[heavy])]])
+
+
+def ball_search(tree: Tree, oracle: Oracle, prediction: int) -> SearchResult:
+    """A prediction-aware search that knows nothing of pathwidth: ask the prediction ``p``; then, for ``r = 1, 2,
+    4, ...``, run centroid search on the vertices within distance ``r`` of ``p`` that every answer so far allows
+    (a connected set), until it finds the target or the set is empty (the target is farther), and double ``r``.
+    Each phase costs about ``log2`` of the ball's size, so a close prediction is cheap and a far one costs about
+    ``log2(eta)`` phases of up to ``log2 |ball|`` queries each."""
+    V.instance("tree", tree, Tree)
+    V.instance("oracle", oracle, Oracle)
+    if oracle.tree is not tree:
+        raise ValueError("oracle must be built on this tree")
+    p = tree.check_vertex(prediction, "prediction")
+    arrs = _tin_arrays(tree)
+    start = oracle.queries
+    a = oracle.query(p)
+    if a is None:
+        return SearchResult(p, oracle.queries - start)
+    answers = [(p, a)]
+    ball, frontier, seen, reached, r = [p], [p], {p}, 0, 1
+    while True:
+        while reached < r and frontier:  # grow the ball layer by layer to radius r
+            nxt = [u for v in frontier for u in tree.adj[v] if u not in seen and not seen.add(u)]
+            ball.extend(nxt)
+            frontier, reached = nxt, reached + 1
+        S = np.asarray(ball)
+        for c, a in answers:
+            S = S[_side_mask(arrs, S, c, a)]
+        if len(S) == 0 and not frontier:
+            raise AssertionError("the whole tree was searched without finding the target")
+        while len(S):
+            c = _subtree_centroid(arrs, S)
+            a = oracle.query(c)
+            if a is None:
+                return SearchResult(c, oracle.queries - start)
+            answers.append((c, a))
+            S = S[_side_mask(arrs, S, c, a)]
+        r *= 2
 
 
 def doubling_search_path(n: int, target: int, prediction: int) -> SearchResult:

@@ -402,8 +402,8 @@ def test_fast_distances_equal_bfs_and_measure_tree():
     small = ts.corridor_tree(2, 60, seed=0)
     m = ts.measure_tree(small, [1, 4, 16], 5, 2, np.random.default_rng(0))
     assert m["n"] == 120 and m["pw"] == ts.pathwidth(small) and m["diam"] == ts.diameter(small)
-    assert set(m["worst"]) == set(ts.START_VARIANTS) and set(m["sweep"][4]) == set(ts.SWEEP_METHODS)
-    assert all(m["worst"][s][1] >= 2 for s in ts.START_VARIANTS)
+    assert set(m["worst"]) == {*ts.START_VARIANTS, "ball"} and set(m["sweep"][4]) == set(ts.SWEEP_METHODS)
+    assert all(m["worst"][s][1] >= 2 for s in (*ts.START_VARIANTS, "ball"))
     dec = ts.Decomposition(small)
     full = ts.worst_case(small, dec, 5, 4, np.random.default_rng(0), None, "both")
     ring = np.flatnonzero(small.distances(5) == 4)
@@ -413,3 +413,82 @@ def test_fast_distances_equal_bfs_and_measure_tree():
         ts.worst_case(small, dec, 5, 4, np.random.default_rng(0), None, dist=np.zeros(3))
     with pytest.raises(ValueError, match="n_preds"):
         ts.measure_tree(small, [1], 1, -1, np.random.default_rng(0))
+
+
+def _ball_search_reference(t, target, p):
+    """Ball search by brute force: explicit candidate sets, components found by BFS,
+    the centroid as the vertex whose largest remaining component is smallest (ties:
+    the smaller Euler-tour time, i.e. the upper of two adjacent centroids)."""
+    def comps_without(S, c):
+        left, out = set(S) - {c}, []
+        while left:
+            comp, stack = set(), [left.pop()]
+            while stack:
+                v = stack.pop()
+                comp.add(v)
+                for u in t.adj[v]:
+                    if u in left:
+                        left.discard(u)
+                        stack.append(u)
+            out.append(comp)
+        return out
+
+    def allowed(x, c, a):  # x in the component of T - c that holds a
+        return any(x in comp and a in comp for comp in comps_without(range(t.n), c))
+
+    dist_p = t.distances(p)
+    queries, answers, r = 1, [], 1
+    if p == target:
+        return queries
+    answers.append((p, t.next_hop(p, target)))
+    while True:
+        S = {x for x in range(t.n) if dist_p[x] <= r
+             and all(allowed(x, c, a) for c, a in answers)}
+        while S:
+            c = min(S, key=lambda v: (max((len(k) for k in comps_without(S, v)),
+                                          default=0), t.tin[v]))
+            queries += 1
+            if c == target:
+                return queries
+            a = t.next_hop(c, target)
+            answers.append((c, a))
+            S = {x for x in S if allowed(x, c, a)}
+        r *= 2
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(2, 18), st.integers(0, 10_000), st.data())
+def test_ball_search_matches_brute_force(n, seed, data):
+    t = ts.random_tree(n, seed=seed)
+    target = data.draw(st.integers(0, n - 1))
+    p = data.draw(st.integers(0, n - 1))
+    r = ts.ball_search(t, ts.Oracle(t, target), p)
+    assert r.found == target
+    assert r.queries == _ball_search_reference(t, target, p)
+
+
+def test_ball_search_finds_every_target_and_is_cheap_near_the_prediction():
+    for t in (ts.corridor_tree(3, 400, seed=1), ts.complete_tree(3, 5), ts.star_tree(30),
+              ts.path_tree(300)):
+        for target in range(0, t.n, max(1, t.n // 40)):
+            for p in (0, t.n - 1, target):
+                oracle = ts.Oracle(t, target)
+                r = ts.ball_search(t, oracle, p)
+                assert r.found == target and r.queries == oracle.queries
+        assert ts.ball_search(t, ts.Oracle(t, 5), 5).queries == 1
+    t = ts.path_tree(1000)  # eta = 1: the prediction, then its neighbour
+    assert ts.ball_search(t, ts.Oracle(t, 501), 500).queries == 2
+    assert ts.query_sweep(t, ts.Decomposition(t), ts.CentroidTree(t), [3], 2,
+                          np.random.default_rng(0))[3]["ball"] >= 2
+
+
+def test_ball_search_bad_input():
+    t, other = ts.path_tree(10), ts.path_tree(10)
+    with pytest.raises(ValueError, match="prediction"):
+        ts.ball_search(t, ts.Oracle(t, 3), 10)
+    with pytest.raises(ValueError, match="prediction"):
+        ts.ball_search(t, ts.Oracle(t, 3), "0")
+    with pytest.raises(ValueError, match="oracle"):
+        ts.ball_search(t, ts.Oracle(other, 3), 0)
+    with pytest.raises(TypeError):
+        ts.ball_search(t, "oracle", 0)
