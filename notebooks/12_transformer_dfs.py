@@ -16,15 +16,15 @@
 # **two layers do full DFS with O(N log N) size**; **L layers buy a look-ahead horizon 2^(L−3)**, so depth makes
 # search exponentially more efficient; and two-layer transformers **learn** DFS from curated traces and generalise
 # to unseen graphs. This chapter builds the constructions with weights set by hand (real attention in torch),
-# measures how wide each must be as N grows, simulates the deeper look-ahead (and builds it by hand for
-# horizons 1 and 2), runs gradient descent on the
+# measures how wide each must be as N grows, builds the deeper look-ahead by hand (the reach set squared per
+# layer, horizons 1 to 16) and measures its search length, runs gradient descent on the
 # construction's own architecture (curated vs naive data), and trains one- and two-layer models of equal size at
 # a width where the one-layer model is limited.
 #
 # | | paper | this notebook |
 # |---|---|---|
 # | one- vs two-layer size | proofs (Ω(N²) vs O(N log N)) | hand-built models; width needed for 95 % child-selection accuracy, N = 8 … 64 (one layer), 8 … 256 with 5 embedding draws (two layers) |
-# | L-layer look-ahead | a construction with horizon 2^(L−3) | its algorithmic simulation on sparse random graphs (horizons 0–16); hand-built networks for horizons 1 and 2 only, checked against the simulation |
+# | L-layer look-ahead | a construction with horizon 2^(L−3) | hand-built doubling networks (horizon 2^J in J + 2 layers, J = 0 … 4), checked token for token against a look-ahead rule; search length on sparse random graphs, N = 64, 3 seeds |
 # | learning | gradient-flow analysis, two-layer model | full-batch gradient descent on the construction's architecture (learnable `W1, W2`), graphs of 6–12 nodes, tested on 16; 3 seeds |
 # | one vs two layers, trained | — | the same architecture vs its one-layer counterpart, equal parameters, N = 16, width 8; checkpoint, 3 seeds; plus generic transformers (~28 k parameters) as an illustration |
 # | data | synthetic graphs | synthetic graphs (G(N, p) and fixed out-degree), generated here |
@@ -89,6 +89,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from IPython.display import Markdown, display
+from scipy.sparse.csgraph import shortest_path
 from tqdm.auto import tqdm
 
 from helpers import checkpoints, claims, nn, plotting, repro, scripts, train
@@ -483,7 +484,7 @@ horizons = [0, 1, 2, 4, 8, 16] if not quick else [0, 1, 2, 4]
 nets = {h: dfs.DoublingDFS(N_look, h) for h in horizons}
 n_layers = {h: nets[h].n_layers for h in horizons}
 print("attention layers per horizon:", n_layers)
-net_len, look_same, look_total = {}, 0, 0
+net_len, look_same, look_total, dist = {}, 0, 0, {s_: [] for s_ in seeds}
 for s_ in seeds:
     g = repro.rng(s_, 6)
     for h in horizons:
@@ -494,6 +495,9 @@ for s_ in seeds:
         src, tgt = (int(x) for x in g.choice(N_look, 2, replace=False))
         if tgt not in dfs.dfs_trace(N_look, e, src, tgt):
             continue  # t unreachable: every horizon explores everything
+        # the floor no search can beat: the shortest s -> t path (scipy's BFS)
+        dist[s_].append(float(shortest_path(a.astype(float), unweighted=True,
+                                            indices=src)[tgt]))
         for h in horizons:
             tr = dfs.rollout(nets[h], N_look, e, src, tgt, fast=True)
             net_len[s_, h].append(len(tr) - 1)
@@ -507,6 +511,14 @@ for s_ in seeds:
                     for h, m_ in zip(horizons, mean_len[s_]))
     )
 print(f"network traces equal to the rule's: {look_same}/{look_total}")
+mean_dist = {s_: float(np.mean(dist[s_])) for s_ in seeds}
+at_floor = {h: float(np.mean([ln == d_ for s_ in seeds
+                              for ln, d_ in zip(net_len[s_, h], dist[s_])]))
+            for h in horizons}
+print("mean shortest s -> t path per seed:",
+      {s_: round(m_, 2) for s_, m_ in mean_dist.items()})
+print("share of pairs whose trace is a shortest path, per horizon:",
+      {h: round(f_, 2) for h, f_ in at_floor.items()})
 
 # %% [markdown]
 # The same networks, run token by token (explicit attention over the whole residual stream), on small graphs:
@@ -1170,6 +1182,19 @@ plotting.live_controls(
 # fit at `d = N/2` is the effect the claim measures. At a seed where a condition fails, the claim is left out there;
 # with no seed left it is *inconclusive*.
 #
+# **The doubling bar and its floor** (condition `lookahead_room`, added at review after the numbers were read;
+# it is arithmetic on the claim's own definition, not a threshold). The per-layer ratios telescope: their
+# geometric mean over `k` doublings is `(len(h = 1) ÷ len(h = 16))^(1/k)`, and no trace is shorter than the
+# shortest `s → t` path. So `(len(h = 1) ÷ shortest path)^(1/k)` is the most *any* network could show on these
+# graphs; where it is below the bar, halving per layer is impossible at our scale and the claim is inconclusive,
+# not "not held". The paper's statement itself, horizon `2^J` from `J` squaring layers, is what the checks
+# `lookahead_construction_exact` and `lookahead_networks_equal_rule` verify; search length is our
+# operationalization of its "exponential gain in search efficiency".
+#
+# **Not built.** The issue asked for `gradient_flow_learns` with a reduced scaffold (learned value/readout maps
+# and parent head, sign embeddings with `d < N`); it was not built, so it is recorded as untested next to
+# `gradient_flow_learns_curated`, which keeps the full scaffold.
+#
 # **Known limits.** The doubling networks use one-hot node embeddings: a reach set is an arbitrary subset of
 # nodes and takes width `N` per level, so their size is `O(N² log h)`, not the paper's (unknown) budget; their
 # rollouts use the closed-form forward pass, checked equal to the token-by-token one on small graphs. The
@@ -1300,15 +1325,29 @@ rec.claim(
 )
 doubling = {s_: [mean_len[s_][i] / mean_len[s_][i + 1]
                  for i in range(horizons.index(1), len(horizons) - 1)] for s_ in seeds}
+# the ratios telescope: their geometric mean is (len at h=1 / len at the last h)^(1/k),
+# and no trace is shorter than the shortest path: this is the most any network can show
+n_dbl = len(horizons) - 1 - horizons.index(1)
+ceiling = [(mean_len[s_][horizons.index(1)] / mean_dist[s_]) ** (1 / n_dbl)
+           for s_ in seeds]
+doubling_bar = 1.8  # the issue's bar (#70)
+rec.condition(
+    "lookahead_room", ceiling, ">=", doubling_bar,
+    statement="the shortest-path floor leaves room for the bar: halving per layer is "
+    "possible at all on these graphs",
+    unit=f"(mean trace at h = 1 ÷ mean shortest s→t path)^(1/{n_dbl}), the largest "
+    "geometric-mean shrink any network could show",
+)
 rec.claim(
     "lookahead_doubling",
     "Each extra squaring layer doubles the horizon and so nearly halves the search",
     paper="an L-layer transformer performs DFS with look-ahead horizon 2^(L−3)",
     measured=[float(np.exp(np.mean(np.log(doubling[s_])))) for s_ in seeds],
     op=">=",
-    target=1.8,
+    target=doubling_bar,
     unit="trace length at L layers ÷ at L + 1 layers (geometric mean over h = 1 … "
     f"{horizons[-1]})",
+    given=("lookahead_room",),
     note="hand-built doubling networks (one squaring layer per doubling); ratios per "
     f"layer and seed {({s_: np.round(doubling[s_], 2).tolist() for s_ in seeds})} for "
     f"horizons {horizons[1:]} (layers {[n_layers[h] for h in horizons[1:]]})",
@@ -1352,6 +1391,16 @@ rec.claim(
     f"{gf_states} states of {gf_range[0]}–{gf_range[1]}-node graphs; "
     f"final cos(W1, I) {cos['W1']}, cos(W2, I) {cos['W2']}; reconstructed "
     "architecture (one-hot embeddings, exact parent head given)",
+)
+rec.untested(
+    "gradient_flow_learns",
+    "Gradient flow with a reduced scaffold (learned value/readout maps and parent "
+    "head, sign embeddings with d < N) learns DFS that generalises to unseen graphs",
+    paper="two-layer transformers provably learn DFS via gradient flow with "
+    "curated data",
+    reason="not built: the reduced-scaffold model asked for in #70 does not exist yet; "
+    "gradient_flow_learns_curated keeps the full scaffold (one-hot embeddings, exact "
+    "parent head, fixed tie-break and readout)",
 )
 naive_last = {k: [round(gf_hist["naive", s_][k][-1], 3) for s_ in seeds]
               for k in ("test/backtrack", "test/child", "train/all")}
@@ -1414,6 +1463,8 @@ ratio_16 = {s_: (need["one", min(Ns_ws), s_], need["two", min(Ns_ws), s_])
             for s_ in ws_seeds}
 best = {k: [round(max(ws[k, N_c, d, s_]["valid"] for d in dims_ws), 3)
             for s_ in ws_seeds] for k in ("one", "two")}
+best_small = [round(max(ws["one", min(Ns_ws), d, s_]["valid"] for d in dims_ws), 3)
+              for s_ in ws_seeds]
 rec.claim(
     "trained_separation_scaling",
     "Trained at equal size, one layer needs a much wider model than two layers to "
@@ -1427,7 +1478,8 @@ rec.claim(
     given=("scaling_converged", "scaling_two_reaches"),
     note=f"widths {dims_ws}; one-layer widths {w_of['one']} (never reached the bar at "
     f"seeds {[s_ for s_, c in zip(ws_seeds, censored) if c]}: counted at "
-    f"{dims_ws[-1]}, a lower bound); best valid-move accuracy one {best['one']}, two "
+    f"{dims_ws[-1]}, so the value there is a lower bound, the true ratio is larger); "
+    f"best valid-move accuracy one {best['one']}, two "
     f"{best['two']}; at N = {min(Ns_ws)} (one, two) per seed {ratio_16}",
 )
 
@@ -1456,6 +1508,8 @@ def _m(cid, f=".2f"):
 _pm = [float(x) for x in pm]
 _drops = [_pm[i] / _pm[i + 1] for i in range(1, len(_pm) - 1)]
 _big = int(np.argmax(_drops)) + 1
+_of_cap = np.mean([m_ / c_
+                   for m_, c_ in zip(C["lookahead_doubling"].measured, ceiling)])
 display(Markdown("\n".join([
     f"* **The constructions work as built.** The one-hot two-layer model reproduces the "
     f"reference DFS in {exact_states}/{exact_total} states; with sign embeddings of width "
@@ -1465,13 +1519,20 @@ display(Markdown("\n".join([
     f"{_m('one_layer_width_growth')}; for two layers a fit in log N beats a fit in N by "
     f"{_m('two_layer_width_log')} in squared error.",
     f"* **Depth and look-ahead, on networks.** Horizon 2 against plain DFS shortens the "
-    f"search by {_m('lookahead_gain')} per seed. Per extra squaring layer the trace "
-    f"shrinks by {_m('lookahead_doubling')} (geometric mean): the horizon doubles per "
-    f"layer, the search does not halve per layer. The pooled mean lengths "
+    f"search by {_m('lookahead_gain')} per seed. Each squaring layer doubles the horizon "
+    f"(checked token for token); per extra layer the trace shrinks by "
+    f"{_m('lookahead_doubling')} (geometric mean). The pooled mean lengths "
     f"{[round(x, 1) for x in _pm]} (horizons {horizons}) fall most between horizons "
-    f"{horizons[_big]} and {horizons[_big + 1]} (×{_drops[_big - 1]:.2f}): a longer horizon "
-    f"only helps once it reaches the distance to t, and once it covers that distance the "
-    "trace is already near a shortest path, so further layers add nothing.",
+    f"{horizons[_big]} and {horizons[_big + 1]} (×{_drops[_big - 1]:.2f}). The shortest "
+    f"s → t path averages {np.mean(list(mean_dist.values())):.1f} steps, and the share of "
+    f"pairs whose trace is a shortest path grows "
+    f"{[round(at_floor[h], 2) for h in horizons]} over the horizons (mean trace "
+    f"{_pm[-1]:.1f} at horizon {horizons[-1]}). The floor caps the geometric mean at "
+    f"{', '.join(f'{x:.2f}' for x in ceiling)} per seed (condition `lookahead_room`: "
+    f"**{K['lookahead_room']}**)"
+    + (f", below the bar {doubling_bar}: on these graphs no network could halve the "
+       "search per layer, so the claim could not be tested here; the networks' shrink is "
+       f"{_of_cap:.0%} of that cap." if K["lookahead_room"] != "met" else "."),
     f"* **Trained, width-limited.** At N = {wl_cfg['N']}, d = {wl_cfg['d']} the two-layer "
     f"model beats the one-layer model by {_m('trained_two_vs_one')} in next-move "
     f"accuracy. Across widths, the one-layer model needs {_m('trained_separation_scaling')} "
@@ -1482,7 +1543,12 @@ display(Markdown("\n".join([
     + (f". The one-layer model never reached the bar at "
        f"{sum(censored)} of {len(censored)} seeds within d ≤ {dims_ws[-1]}, where it "
        "counts at the grid's largest width: there the ratio is a lower bound set by "
-       "the grid, not a measured width." if any(censored) else "."),
+       "the grid, not a measured width. Failing at every width up to "
+       f"{dims_ws[-1]}, its needed width is larger, so the ratio exceeds what is "
+       f"recorded; but at N = {min(Ns_ws)} it also stays below the bar up to d = "
+       f"{dims_ws[-1]} (best valid-move accuracy {best_small} per seed), so the grid "
+       "shows a separation, not how the one-layer width grows with N."
+       if any(censored) else "."),
     f"* **Gradient flow (scaffolded).** With curated data the architecture learns DFS on "
     f"unseen larger graphs at {_m('gradient_flow_learns_curated', '.3f')}; curated minus "
     f"naive {_m('naive_data_fails', '.3f')}. Only `W1`, `W2` and two scalars are learned "
