@@ -33,7 +33,7 @@ __all__ = [
     "SoftmaxICL", "accuracy_by_class", "lda_scores", "bayes_scores", "subspace_oracle_scores", "matrix_cosine",
     "subspace_alignment", "pca_subspace", "offsubspace_residue", "examples_to_reach", "bootstrap_examples", "predicted_margins", "task_stream", "icl_loss", "train_icl",
     "checkpoint_config", "CHECKPOINT_SLUG", "dataset_prompts", "class_sum_prompts", "sum_scores",
-    "lda_sum_scores", "with_constant_feature", "sum_stream", "train_sums",
+    "lda_sum_scores", "with_constant_feature", "sum_stream", "train_sums", "qk_subspace_alignment",
 ]
 
 CHECKPOINT_SLUG = "14_icl_multiclass"
@@ -528,8 +528,13 @@ def predicted_margins(M: np.ndarray, pi: np.ndarray) -> np.ndarray:
 
 
 def task_stream(seed: int, stream: int, B: int, N: int, d: int, C: int, sigma: Sequence[float], R2: float,
-                U: np.ndarray | None = None) -> Callable[[int], dict[str, Tensor]]:
-    """``step -> batch`` of fresh prompts for :func:`helpers.train.fit`, deterministic in (seed, stream, step)."""
+                U: np.ndarray | None = None, *, pi: np.ndarray | None = None,
+                shuffle_classes: bool = False) -> Callable[[int], dict[str, Tensor]]:
+    """``step -> batch`` of fresh prompts for :func:`helpers.train.fit`, deterministic in (seed, stream, step).
+
+    ``pi``: the context's label shares (default uniform; queries stay uniform). ``shuffle_classes``: each prompt
+    renames its classes by a random permutation (labels, query label and the columns of ``M`` together), so with an
+    imbalanced ``pi`` a random class is the majority. Defaults: the batches of the first version, unchanged."""
     V_.seed("seed", seed)
     V_.seed("stream", stream)
     V_.integer("B", B, min=1)
@@ -540,12 +545,52 @@ def task_stream(seed: int, stream: int, B: int, N: int, d: int, C: int, sigma: S
     if r > min(d, C - 1):
         raise ValueError(f"rank r={r} (the length of sigma) must be <= min(d, C-1) = {min(d, C - 1)}")
     V_.optional(V_.array, "U", U, shape=(d, r), dtype="float")
+    if pi is not None:
+        pi = _priors("pi", pi, C)
+    shuffle_classes = V_.boolean("shuffle_classes", shuffle_classes)
 
     def batch(step: int) -> dict[str, Tensor]:
         V_.integer("step", step, min=0)
-        return sample_prompts(B, N, d, C, sigma, R2, np.random.default_rng([seed, stream, step]), U=U)
+        rng = np.random.default_rng([seed, stream, step])
+        b = sample_prompts(B, N, d, C, sigma, R2, rng, pi=pi, U=U)
+        if shuffle_classes:
+            perm = torch.from_numpy(rng.permuted(np.broadcast_to(np.arange(C), (B, C)), axis=1))
+            inv = torch.argsort(perm, dim=1)  # new class j is old class inv[j]
+            b["Y"] = torch.gather(perm, 1, b["Y"])
+            b["yq"] = perm[torch.arange(B), b["yq"]]
+            b["M"] = torch.gather(b["M"], 2, inv[:, None, :].expand(-1, d, -1))
+        return b
 
     return batch
+
+
+def qk_subspace_alignment(model: SoftmaxICL, U: np.ndarray, layer: int = 0) -> dict[str, Any]:
+    """Which feature directions the query and key maps of one attention layer of a :class:`SoftmaxICL` read.
+
+    The feature part of a token reaches the layer's queries and keys through the input map ``W_x`` (its first d
+    columns), the pre-norm LayerNorm (centring, then the gain ``g``; the division by the token's scale changes no
+    direction) and ``W_Q``, ``W_K``: ``A = [W_Q; W_K] diag(g) (I - 11^T / d_model) W_x`` (2 d_model x d; for
+    ``layer`` > 0 the residual stream also carries attention and MLP outputs, so this map is the feature path
+    that skips the earlier blocks). Returns ``cosines``, the cosines of the principal angles between A's top-k
+    right singular vectors and ``U`` (d x k, orthonormal; all ones when A reads span(U) most strongly), and
+    ``energy``, ``||A U||_F^2 / ||A||_F^2`` (k / d for a map with no preferred direction)."""
+    V_.instance("model", model, SoftmaxICL)
+    layer = V_.integer("layer", layer, min=0, max=len(model.blocks) - 1)
+    d = model.inp.in_features - model.C - 1
+    U = _bounded_array("U", U, ndim=2).astype(np.float64)
+    if U.shape[0] != d or not 1 <= U.shape[1] <= d:
+        raise ValueError(f"U must have shape ({d}, k) with 1 <= k <= {d}, got {U.shape}")
+    with torch.no_grad():
+        Wx = model.inp.weight[:, :d].double()
+        D = Wx.shape[0]
+        blk = model.blocks[layer]
+        g = blk.ln1.weight.double()
+        F_ = g[:, None] * (Wx - Wx.mean(0, keepdim=True))
+        A = (blk.attn.qkv.weight[: 2 * D].double() @ F_).numpy()
+    Qu, _ = np.linalg.qr(U)
+    top = np.linalg.svd(A, full_matrices=False)[2][: U.shape[1]].T  # d x k
+    cos = np.clip(np.linalg.svd(top.T @ Qu, compute_uv=False), 0.0, 1.0)
+    return {"cosines": cos, "energy": float(((A @ Qu) ** 2).sum() / (A ** 2).sum())}
 
 
 def icl_loss(model: nn.Module, b: Mapping[str, Tensor]) -> Tensor:
@@ -754,7 +799,19 @@ def checkpoint_config(name: str) -> dict:
     if name == "softmax_tf":
         return dict(d=16, C=5, R2=9.0, per_label=8, seeds=[0, 1, 2], steps=600, batch=128, optimizer="adamw",
                     lr=1e-3, warmup=60, d_model=64, n_layer=2, n_head=4, train_stream=2)
-    raise ValueError(f"name must be 'shared_lt' or 'softmax_tf', got {name!r}")
+    if name == "softmax_tf_imbalanced":
+        # softmax_tf's model and optimiser on imbalanced contexts: class share `majority` for a random class in
+        # each prompt, queries of every class equally often (other tasks than softmax_tf's: train_stream 3).
+        # 1500 steps: a first run with softmax_tf's 600 left the loss still falling at every seed (it leaves
+        # chance level some 300 steps later than on balanced prompts; plateau 0.16, 0.41, 0.14 > 0.05)
+        return dict(checkpoint_config("softmax_tf"), majority=0.6, shuffle_classes=True, train_stream=3,
+                    steps=1500)
+    if name == "softmax_tf_shared":
+        # softmax_tf's model and optimiser on tasks in one shared k-dim subspace U of R^d (U per seed, drawn as
+        # shared_lt draws it)
+        return dict(checkpoint_config("softmax_tf"), d=32, k=4, subspace_stream=7, train_stream=4)
+    raise ValueError(f"name must be one of 'shared_lt', 'softmax_tf', 'softmax_tf_imbalanced', "
+                     f"'softmax_tf_shared', got {name!r}")
 
 
 def dataset_prompts(features: np.ndarray, labels: np.ndarray, B: int, per_label: int, rng: np.random.Generator,

@@ -26,7 +26,7 @@
 # |---|---|---|
 # | data | spectral class-center generator, real datasets | the same generator (d = 16, C = 5, R² = 9; shared subspace k = 4 in d ∈ {16, 64, 256}); iris, wine, digits prompts (scikit-learn) |
 # | models | linear transformers (theory), trained transformers, pretrained LLMs | linear transformers (reduced form, d×d weights, gradient descent); a 2-layer softmax transformer trained from scratch; no LLM |
-# | training | gradient-based, many random tasks | fresh random tasks: live for d = 16 (also an LT with a constant feature on imbalanced prompts); the d ∈ {16, 64, 256} shared-subspace models (constant and decaying step size, W saved at doubling numbers of training tasks) and the softmax transformers from checkpoints made by `data/14_icl_multiclass/make_models.py` |
+# | training | gradient-based, many random tasks | fresh random tasks: live for d = 16 (also an LT with a constant feature on imbalanced prompts); the d ∈ {16, 64, 256} shared-subspace models (constant and decaying step size, W saved at doubling numbers of training tasks) and the softmax transformers (balanced, imbalanced and shared-subspace tasks) from checkpoints made by `data/14_icl_multiclass/make_models.py` |
 # | seeds | not stated | 3 seeds for every trained or sampled claim (1 in quick mode) |
 # | hardware | not stated | 2 CPU cores, ≤ 5 min |
 #
@@ -416,6 +416,113 @@ display(Markdown(
     + ", ".join(f"{x:+.2f}" for x in prior_b) + f"), and minority accuracy moves by {_lt_g:+.3f} over `W = I` "
     f"(mean of seeds), against {_lda_g:+.3f} for plug-in LDA with a uniform prior"
     + (", so training recovers part of what the fixed form loses, not all of it." if 0 < _lt_g < _lda_g else ".")
+))
+
+# %% [markdown]
+# **And a softmax transformer?** The softmax transformer of section 2 was trained on balanced prompts only, so an
+# imbalanced context is outside its training distribution. We train the same model with the same optimiser on
+# imbalanced prompts built like the constant-feature LT's (for more steps: with section 2's number the loss was
+# still falling at every seed; the number is printed below): the context shares of section 4 with
+# a random class as the majority in each prompt (classes renamed per prompt, `shuffle_classes`), queries of every
+# class equally often (`make_models.py`, checkpoint `softmax_tf_imbalanced`; quick mode trains tiny ones live).
+# Then both softmax transformers score the *same* imbalanced test prompts as in section 4 (class 0 the majority,
+# isotropic tasks, the first `n_tf` of them), and we ask whether the one trained on imbalanced prompts has
+# learned to correct for the prior: a higher minority-class accuracy than the balanced-trained one. For scale,
+# the same difference for plug-in LDA: told the uniform query prior instead of using the context's shares.
+
+
+# %% tags=["hide-input"]
+def load_tfs(name, cfg, d_):
+    """The softmax transformers of checkpoint `name` (one per seed), their plateaus."""
+    ck_ = checkpoints.load(icl.CHECKPOINT_SLUG, name, config=cfg)
+    checkpoints.require_seeds(ck_, seeds)
+    out, plat = {}, []
+    for s in seeds:
+        tf = icl.SoftmaxICL(d_, C, cfg["d_model"], cfg["n_layer"], cfg["n_head"])
+        tf.load_state_dict({k[len(f"{s}."):]: v for k, v in ck_.tensors.items()
+                            if k.startswith(f"{s}.")})
+        out[s] = tf.eval()
+        plat.append(train.plateau(ck_.manifest["history"][f"loss/{s}"]))
+    return out, plat, ck_
+
+
+def tiny_tfs(stream_of, d_, desc):
+    """Quick mode: tiny softmax transformers trained live on stream_of(s)."""
+    out, plat = {}, []
+    for s in seeds:
+        with repro.seeded(s):
+            tf = icl.SoftmaxICL(d_, C, d_model=32, n_layer=1, n_head=2)
+            h_ = icl.train_icl(tf, stream_of(s), 100, optimizer="adamw", lr=3e-3,
+                               warmup=10, seed=s, desc=desc)
+        out[s] = tf.eval()
+        plat.append(train.plateau(h_.loss))
+    return out, plat
+
+
+# %%
+tfi_cfg = icl.checkpoint_config("softmax_tf_imbalanced")
+pi_train = icl.label_priors(C, tfi_cfg["majority"])
+if quick:
+    tfs_imb, tf_imb_plateau = tiny_tfs(
+        lambda s: icl.task_stream(s, 3, 32, N, d, C, sigma_iso, R2, pi=pi_train,
+                                  shuffle_classes=True),
+        d, "tiny softmax TF, imbalanced")
+else:
+    tfs_imb, tf_imb_plateau, ck_tfi = load_tfs("softmax_tf_imbalanced", tfi_cfg, d)
+    print(f"checkpoint: {tfi_cfg['steps']} AdamW steps of {tfi_cfg['batch']} "
+          f"imbalanced prompts per seed; final losses {ck_tfi.manifest['metrics']}")
+    checkpoints.plot_history(
+        ck_tfi.manifest, title="softmax transformers, imbalanced prompts: loss")
+    plt.show()
+
+tf_prior_gain, tf_prior_gain_lda, tf_imb_acc, tf_bal_acc, same_err = [], [], [], [], []
+tf_on_bal = []  # accuracy on balanced prompts: imbalance-trained, balanced-trained
+with torch.no_grad():
+    for s in seeds:
+        # the prompts of section 4 at alpha = 0 (same generator key), first n_tf
+        p_ = icl.sample_prompts(n_eval, N, d, C, sigma_iso, R2,
+                                repro.rng(s, 4, 0, C, per_label, int(R2 * 10)),
+                                pi=pi_imb)
+        X_, Y_, xq_ = p_["X"][:n_tf], p_["Y"][:n_tf], p_["xq"][:n_tf]
+        yq_ = p_["yq"][:n_tf]
+        a_ = {m: icl.accuracy_by_class(sc, yq_, C) for m, sc in (
+            ("balanced-trained", tfs[s](X_, Y_, xq_)),
+            ("imbalance-trained", tfs_imb[s](X_, Y_, xq_)),
+            ("LDA, context prior", icl.lda_scores(X_, Y_, xq_, C)),
+            ("LDA, uniform prior",
+             icl.lda_scores(X_, Y_, xq_, C, icl.label_priors(C))))}
+        same_err.append(float(np.abs(a_["balanced-trained"]
+                                     - imb[s][0.0]["softmax TF"]).max()))
+        tf_prior_gain.append(float(a_["imbalance-trained"][1:].mean()
+                                   - a_["balanced-trained"][1:].mean()))
+        tf_prior_gain_lda.append(float(a_["LDA, uniform prior"][1:].mean()
+                                       - a_["LDA, context prior"][1:].mean()))
+        tf_imb_acc.append(a_["imbalance-trained"])
+        tf_bal_acc.append(a_["balanced-trained"])
+        # and on balanced prompts (section 3's, alpha = 0): better at everything?
+        pb_ = icl.sample_prompts(n_tf, N, d, C, sigma_iso, R2,
+                                 repro.rng(s, 3, 0, C, per_label, int(R2 * 10)))
+        tf_on_bal.append([
+            float((t_[s](pb_["X"], pb_["Y"], pb_["xq"]).argmax(-1) == pb_["yq"])
+                  .float().mean()) for t_ in (tfs_imb, tfs)])
+        print(f"seed {s}: minority / majority accuracy, " + "; ".join(
+            f"{m} {v[1:].mean():.3f} / {v[0]:.3f}" for m, v in a_.items()))
+print("minority gain of the imbalance-trained softmax TF over the balanced-trained "
+      f"one per seed: {np.round(tf_prior_gain, 3)} (LDA, uniform vs context prior: "
+      f"{np.round(tf_prior_gain_lda, 3)})")
+
+# %% tags=["remove-input"]
+_g, _gl = np.mean(tf_prior_gain), np.mean(tf_prior_gain_lda)
+_maj = np.mean([a[0] - b[0] for a, b in zip(tf_imb_acc, tf_bal_acc)])
+display(Markdown(
+    f"Read from the run: trained on imbalanced prompts, the softmax transformer's minority-class accuracy moves "
+    f"by {_g:+.3f} over the balanced-trained one on the same prompts (mean of seeds; per seed "
+    + ", ".join(f"{x:+.3f}" for x in tf_prior_gain) + f"), and its majority-class accuracy by {_maj:+.3f}; "
+    f"plug-in LDA gains {_gl:+.3f} on the minority classes by using the uniform prior instead of the context's. "
+    "On balanced prompts the two reach " + ", ".join(f"{a:.3f} / {b:.3f}" for a, b in tf_on_bal)
+    + " (imbalance- / balanced-trained, per seed)."
+    + (" The softmax transformer learns a prior correction from imbalanced training." if min(tf_prior_gain) > 0
+       else " The gain is not positive at every seed.")
 ))
 
 # %% [markdown]
@@ -880,6 +987,88 @@ display(Markdown(
 ))
 
 # %% [markdown]
+# **Does a softmax transformer meta-learn `U` too?** We train the softmax transformer of section 2 (same size,
+# optimiser and number of steps) on tasks in one shared k-dimensional subspace `U` of R^d at d = 32
+# (`make_models.py`, checkpoint `softmax_tf_shared`; `U` per seed, drawn as for the LTs; quick mode trains tiny
+# ones live). A softmax transformer has no single `W`; what corresponds to it is the bilinear form its first
+# attention layer applies to the features of two tokens. The feature part of a token reaches the first layer's
+# queries and keys through the input map, the LayerNorm (centring and gain; the division by the token's scale
+# changes no direction) and `W_Q`, `W_K`; `icl.qk_subspace_alignment` stacks the two resulting d-column maps and
+# asks which feature directions they read most strongly: the principal cosines between their top-k right
+# singular vectors and `U`, and the share of their squared norm on `U` (k/d for a map with no preferred
+# direction). Unlike the LT, which starts from `W = 0`, the transformer starts from a random map that reads every
+# direction about equally, so the measurement at initialisation (same seed) is the reference for what training
+# did; the practitioner's baseline is again PCA of one training batch's features. Whether the model solves its
+# tasks is checked on fresh prompts of its own task distribution against the Bayes rule.
+
+# %%
+tsh_cfg = icl.checkpoint_config("softmax_tf_shared")
+d_tsh, k_tsh = tsh_cfg["d"], tsh_cfg["k"]
+sigma_tsh = icl.power_spectrum(k_tsh, 0.0)
+U_tsh = {s: icl.random_orthonormal(
+    d_tsh, k_tsh, repro.rng(s, tsh_cfg["subspace_stream"], d_tsh)) for s in seeds}
+
+
+def tsh_stream(s, batch):
+    """Training prompts of the shared-subspace softmax TF of seed s."""
+    return icl.task_stream(s, tsh_cfg["train_stream"], batch, N, d_tsh, C, sigma_tsh,
+                           R2, U=U_tsh[s])
+
+
+if quick:
+    tfs_sh, tf_sh_plateau = tiny_tfs(lambda s: tsh_stream(s, 32), d_tsh,
+                                     "tiny softmax TF, shared U")
+    tsh_arch = dict(d_model=32, n_layer=1, n_head=2)
+else:
+    tfs_sh, tf_sh_plateau, ck_tsh = load_tfs("softmax_tf_shared", tsh_cfg, d_tsh)
+    tsh_arch = {k_: tsh_cfg[k_] for k_ in ("d_model", "n_layer", "n_head")}
+    U_tsh_err = max(float(np.abs(ck_tsh.tensors[f"U/{s}"].double().numpy()
+                                 - U_tsh[s]).max()) for s in seeds)
+    checkpoints.plot_history(
+        ck_tsh.manifest, title="softmax transformers, shared subspace: training loss")
+    plt.show()
+tsh_init, tsh_fin, tsh_pca, tsh_skill, tsh_acc = {}, {}, [], [], {}
+with torch.no_grad():
+    for s in seeds:
+        with repro.seeded(s):  # the initial weights, as the training script drew them
+            tsh_init[s] = icl.qk_subspace_alignment(
+                icl.SoftmaxICL(d_tsh, C, **tsh_arch), U_tsh[s])
+        tsh_fin[s] = icl.qk_subspace_alignment(tfs_sh[s], U_tsh[s])
+        b0 = tsh_stream(s, tsh_cfg["batch"])(0)  # one training batch
+        P_ = icl.pca_subspace(torch.cat([b0["X"].reshape(-1, d_tsh), b0["xq"]]), k_tsh)
+        tsh_pca.append(float(np.linalg.svd(P_.T @ U_tsh[s], compute_uv=False).min()))
+        p_ = icl.sample_prompts(n_tf, N, d_tsh, C, sigma_tsh, R2, repro.rng(s, 19),
+                                U=U_tsh[s])
+        X_, Y_, xq_ = p_["X"], p_["Y"], p_["xq"]
+        a_ = {m: float((sc.argmax(-1) == p_["yq"]).float().mean()) for m, sc in (
+            ("softmax TF", tfs_sh[s](X_, Y_, xq_)),
+            ("plug-in LDA", icl.lda_scores(X_, Y_, xq_, C)),
+            ("subspace oracle", icl.subspace_oracle_scores(X_, Y_, xq_, C, U_tsh[s])),
+            ("Bayes", icl.bayes_scores(p_["M"], xq_)))}
+        tsh_acc[s] = a_
+        tsh_skill.append((a_["softmax TF"] - 1 / C) / (a_["Bayes"] - 1 / C))
+        print(f"seed {s}: min principal cosine with U "
+              f"{tsh_init[s]['cosines'].min():.3f} (init) -> "
+              f"{tsh_fin[s]['cosines'].min():.3f}; share on U "
+              f"{tsh_init[s]['energy']:.3f} -> {tsh_fin[s]['energy']:.3f} (k/d = "
+              f"{k_tsh / d_tsh:.3f}); PCA {tsh_pca[-1]:.3f}; accuracy "
+              + ", ".join(f"{m} {v:.3f}" for m, v in a_.items()))
+tsh_cos = [float(tsh_fin[s]["cosines"].min()) for s in seeds]
+
+# %% tags=["remove-input"]
+display(Markdown(
+    "Read from the run: after training, the first layer's query and key maps read `U` with a smallest "
+    "principal cosine of " + ", ".join(f"{x:.3f}" for x in tsh_cos) + " per seed (at initialisation "
+    + ", ".join(f"{tsh_init[s]['cosines'].min():.3f}" for s in seeds) + "), and "
+    + ", ".join(f"{tsh_fin[s]['energy']:.2f}" for s in seeds) + f" of their squared norm lies on `U` (k/d = "
+    f"{k_tsh / d_tsh:.3f}; at initialisation " + ", ".join(f"{tsh_init[s]['energy']:.2f}" for s in seeds)
+    + "). The softmax transformer reaches " + ", ".join(f"{tsh_acc[s]['softmax TF']:.3f}" for s in seeds)
+    + " accuracy on fresh tasks of its distribution, against the subspace oracle's "
+    + ", ".join(f"{tsh_acc[s]['subspace oracle']:.3f}" for s in seeds) + " and plug-in LDA's "
+    + ", ".join(f"{tsh_acc[s]['plug-in LDA']:.3f}" for s in seeds) + "."
+))
+
+# %% [markdown]
 # ## 7. Per-label sample complexity across the number of classes
 #
 # Back to isotropic tasks with a fresh subspace each (nothing to meta-learn), at a smaller R² (`R2_small`) so
@@ -933,6 +1122,70 @@ ax.set(xscale="log", xlabel="examples per label", ylabel="accuracy")
 ax.set_title(f"isotropic tasks, R² = {R2_small}, seed {seeds[0]}")
 ax.legend(fontsize=7, ncol=2)
 plt.show()
+
+# %% [markdown]
+# **The R⁻⁴ scaling.** The theory's per-label complexity `Õ(k/R⁴)` (d in place of k for a learner that does not
+# know the subspace) is a statement about the regime where the noise of the estimated class means dominates. For
+# `W = I` (the isotropic LT) the score of class c is `μ_cᵀ x_q` plus the mean estimate's noise, of variance about
+# `d/n` with n examples per label; the effective signal-to-noise ratio is about `R / √(1 + 2d/(nR²))`. To reach a
+# **fixed** accuracy a* (fixed signal-to-noise ratio ρ) it needs `n* ≈ 2dρ² / (R²(R² − ρ²))`: `n* ∝ d/R⁴` once
+# `R² ≫ ρ²`, with a local exponent in R of `−2 − 2R²/(R² − ρ²)`, below −4 at finite R. (A target relative to the
+# Bayes accuracy, as in the claims above, moves with R and has no R⁻⁴ law.) So the test, fixed before running:
+# isotropic tasks at d = `d_r4`, C = 5, R² on a √2-spaced grid `R2_r4`, the examples per label `W = I` and plug-in
+# LDA need to reach accuracy `acc_r4` (interpolated on a √2-spaced grid, class-sum prompts), and the exponent of
+# a least-squares fit of log n* on log R, per seed. The claim holds if the exponent lies within 1 of −4; it
+# rests on n* being measured inside the grid (reached, and not at its first point) at every R².
+
+# %%
+d_r4, acc_r4, R2_r4 = 512, 0.5, [4.0, 5.66, 8.0, 11.31, 16.0]
+grid_r4 = [1, 2, 3, 4, 6, 8, 11, 16, 23, 32, 45, 64, 91, 128, 181, 256]
+n_r4 = n_curve
+if quick:
+    d_r4, R2_r4, grid_r4, n_r4 = 128, [4.0, 8.0, 16.0], [1, 2, 4, 8, 16, 32, 64], 300
+sigma_r4 = icl.power_spectrum(C - 1, 0.0)
+need_r4, bayes_r4 = {}, {}
+for s in tqdm(seeds, desc="R^-4 sweep"):
+    for R2_ in R2_r4:
+        cv = {"W = I": [], "plug-in LDA": [], "Bayes": []}
+        for n_ in grid_r4:
+            q = icl.class_sum_prompts(n_r4, [n_] * C, d_r4, C, sigma_r4, R2_,
+                                      repro.rng(s, 21, int(R2_ * 100), n_))
+            S, n, xq = q["S"], q["n"], q["xq"]
+            for m, v in (("W = I", icl.sum_scores(S, n, xq, torch.eye(d_r4))),
+                         ("plug-in LDA", icl.lda_sum_scores(S, n, xq)),
+                         ("Bayes", icl.bayes_scores(q["M"], xq))):
+                cv[m].append(float((v.argmax(-1) == q["yq"]).float().mean()))
+        bayes_r4[R2_, s] = float(np.mean(cv["Bayes"]))
+        for m in ("W = I", "plug-in LDA"):
+            need_r4[m, R2_, s] = icl.examples_to_reach(grid_r4, cv[m], acc_r4)
+logR = 0.5 * np.log(R2_r4)
+
+
+def fit_exponent(m, s):
+    """Least-squares slope of log n* on log R (nan if n* is missing anywhere)."""
+    y_ = [need_r4[m, R2_, s] for R2_ in R2_r4]
+    if not all(np.isfinite(y_)):
+        return float("nan")
+    return float(np.polyfit(logR, np.log(y_), 1)[0])
+
+
+slope_r4 = {m: [fit_exponent(m, s) for s in seeds] for m in ("W = I", "plug-in LDA")}
+r4_inside = [float(all(grid_r4[0] < need_r4["W = I", R2_, s] < grid_r4[-1]
+                       for R2_ in R2_r4)) for s in seeds]
+for m in ("W = I", "plug-in LDA"):
+    print(f"{m:12s} n* per R² {R2_r4} (per seed):",
+          [np.round([need_r4[m, R2_, s] for R2_ in R2_r4], 1).tolist() for s in seeds],
+          "exponent in R:", np.round(slope_r4[m], 2))
+print("Bayes accuracy per R² (mean of seeds):",
+      np.round([np.mean([bayes_r4[R2_, s] for s in seeds]) for R2_ in R2_r4], 3))
+
+# %% tags=["remove-input"]
+display(Markdown(
+    "Read from the run: the fitted exponent of n* in R for `W = I` is "
+    + ", ".join(f"{x:.2f}" for x in slope_r4["W = I"]) + " per seed (plug-in LDA "
+    + ", ".join(f"{x:.2f}" for x in slope_r4["plug-in LDA"]) + "), against −4 in the limit `R² ≫ ρ²` and a "
+    "steeper local exponent at finite R."
+))
 
 # %% [markdown]
 # ## 8. Real datasets
@@ -1061,7 +1314,9 @@ plotting.live_controls(play, alpha=(0.0, 4.0, 0.25), share=(0.2, 0.9, 0.05))
 # cos(W, UUᵀ) ≥ 0.9 at every d; examples per label at the largest d at most 1.5× those at d = 16, and at most <!-- paper -->
 # 1.5× the subspace oracle's, both judged by the upper end of a 90 % bootstrap interval over the test prompts; <!-- paper -->
 # task complexity: Spearman ρ between the tasks seen and the LT ÷ oracle ratio at most −0.8 (the ratio falls). <!-- paper -->
-# Prior correction: a minority-accuracy gain over `W = I` above 0. <!-- paper -->
+# Prior correction: a minority-accuracy gain over `W = I` above 0 (for the softmax transformer: over the <!-- paper -->
+# balanced-trained one). Softmax shared subspace: smallest principal cosine ≥ 0.9 between the first layer's <!-- paper -->
+# query/key feature directions and `U`. R⁻⁴ scaling: the fitted exponent within 1 of −4.
 # Per-label complexity: at most 1.5× plug-in LDA's at every C. Each claim records as <!-- paper -->
 # its baseline the same number for the strongest reference we have for that question: the Bayes rule where the
 # question is "is this the data or the model?", PCA + LDA (a practitioner's meta-learner) for the shared
@@ -1097,9 +1352,13 @@ plotting.live_controls(play, alpha=(0.0, 4.0, 0.25), share=(0.2, 0.9, 0.05))
 # steps), to give the task-complexity curve one more point; what that doubling did to `learns_shared_subspace` is
 # read from the saved snapshot just below. Each training task is seen once (online SGD), so "tasks seen" and
 # "steps taken at a falling step size" are one axis: `task_complexity_curve` cannot separate more tasks from more
-# optimisation. (iv) The R⁻⁴ scaling of the per-label complexity, whether a softmax transformer also meta-learns
-# `U`, and a softmax transformer trained on imbalanced prompts are not tested: both softmax claims are about a
-# model trained on balanced prompts only, for which an imbalanced context is outside its training distribution.
+# optimisation. (iv) The R⁻⁴ scaling is tested for `W = I` in d dimensions (the isotropic LT), not for the
+# meta-trained LT's k/R⁴, and with a fixed accuracy target. `softmax_majority_easier` and
+# `softmax_transformer_agrees` are about a model trained on balanced prompts only, for which an imbalanced context
+# is outside its training distribution; `softmax_learned_prior_correction` trains one on imbalanced prompts.
+# `softmax_learns_shared_subspace` reads only the first layer's direct feature path (the second layer's queries
+# and keys see features only after the first block has mixed them), at one d, and says which directions the maps
+# read, not that the model's sample complexity is independent of d.
 # The LT of section 7 is `W = I` up to SGD noise, so `per_label_vs_lda` compares two closed-form rules, not a
 # learned one against LDA.
 
@@ -1134,6 +1393,12 @@ rec.check("reduction_matches_forward", red_err, 1e-6, op="<=",
           note="full LSA forward vs reduced form, float64")
 rec.check("label_priors_exact", prior_err, 0.0, op="==",
           note="context label shares vs prescribed priors")
+rec.check("softmax_prior_same_prompts", max(same_err), 0.0, op="==",
+          note="balanced-trained softmax TF per-class accuracy, recomputed on the "
+          "regenerated section-4 prompts vs section 4")
+if not quick:
+    rec.check("softmax_shared_subspace_matches", U_tsh_err, 1e-6, op="<=",
+              note="stored (float32) vs regenerated U, shared-subspace softmax TFs")
 rec.check("trained_weights_structure", min(cos_I), 0.9, op=">=",
           note="cosine between the trained W (isotropic tasks) and the identity, "
           "worst seed")
@@ -1201,6 +1466,32 @@ notes = {
     "per_label_vs_lda": f"R² = {R2_small}; examples per label for 90 % of Bayes, LT "
     f"per C: {need_per_C}; the LT here is W = I up to SGD noise (cos(W, I) ≥ "
     f"{min(cos_I):.3f}), so this compares two closed-form rules",
+    "softmax_learned_prior_correction": "same softmax TF architecture and optimiser, "
+    "trained on contexts with a random majority class (share "
+    f"{tfi_cfg['majority']}) and balanced queries; scored on section 4's α = 0 prompts "
+    f"(first {n_tf}); minority accuracy imbalance-trained "
+    f"{r3([a[1:].mean() for a in tf_imb_acc])} vs balanced-trained "
+    f"{r3([a[1:].mean() for a in tf_bal_acc])}, majority "
+    f"{r3([a[0] for a in tf_imb_acc])} vs {r3([a[0] for a in tf_bal_acc])}; on "
+    f"balanced prompts {r3([a for a, _ in tf_on_bal])} vs "
+    f"{r3([b for _, b in tf_on_bal])}; "
+    f"trained for {tfi_cfg['steps']} steps against the balanced one's "
+    f"{tf_cfg['steps']}; baseline: plug-in LDA's minority gain from the uniform prior "
+    "over the context's",
+    "softmax_learns_shared_subspace": "the same measure at initialisation (same seed) "
+    f"{r3([tsh_init[s]['cosines'].min() for s in seeds])}; share of the maps' squared "
+    f"norm on U {r3([tsh_fin[s]['energy'] for s in seeds])} (init "
+    f"{r3([tsh_init[s]['energy'] for s in seeds])}, k/d = {k_tsh / d_tsh:.3f}); "
+    "baseline: PCA of one training batch's features, min principal cosine with U; "
+    "accuracy on its own tasks (softmax TF, subspace oracle, plug-in LDA): "
+    + "; ".join(f"{tsh_acc[s]['softmax TF']:.3f}, {tsh_acc[s]['subspace oracle']:.3f}, "
+                f"{tsh_acc[s]['plug-in LDA']:.3f}" for s in seeds),
+    "per_label_scales_as_R_minus_4": "fitted exponents per seed: W = I "
+    f"{r2_(slope_r4['W = I'])}, plug-in LDA {r2_(slope_r4['plug-in LDA'])}; R² "
+    f"{R2_r4}; n* for W = I (mean of seeds) "
+    f"{r2_([np.mean([need_r4['W = I', R2_, s] for s in seeds]) for R2_ in R2_r4])}; "
+    "the theory's local exponent at finite R is below −4 (n* ∝ 1/(R²(R² − ρ²))); "
+    "baseline: plug-in LDA's |exponent + 4|",
     "softmax_transformer_agrees": "softmax TF accuracy (mean of seeds) "
     f"{r3(acc_bal['softmax TF'].mean(0))}, majority gap {r3(gap['softmax TF'][:, 0])}; "
     "no pretrained LLM offline",
@@ -1244,6 +1535,20 @@ rec.condition("data_shows_trend", rho_bayes, ">=", 0.9,
 rec.condition("data_gap_shrinks", gap["Bayes"][:, -1] - gap["Bayes"][:, 0], ">", 0.0,
               unit="Bayes gap(lowest srank) − gap(highest srank)",
               statement="the Bayes rule's majority gap shrinks with stable rank too")
+rec.condition("tf_imb_converged", tf_imb_plateau, "<=", 0.05,
+              unit="plateau (last fifth)", statement="the softmax transformer "
+              "trained on imbalanced prompts has a flat training loss at the end")
+rec.condition("tf_shared_converged", tf_sh_plateau, "<=", 0.05,
+              unit="plateau (last fifth)", statement="the softmax transformer "
+              "trained on shared-subspace tasks has a flat training loss at the end")
+rec.condition("tf_shared_learned_task", tsh_skill, ">=", 0.5,
+              unit="(acc − chance) ÷ (Bayes − chance), its own tasks",
+              statement="the shared-subspace softmax transformer solves its own "
+              "training tasks: at least half of the Bayes rule's accuracy above chance")
+rec.condition("r4_inside_grid", r4_inside, "==", 1.0,
+              unit="1 if n* is reached inside the grid at every R²",
+              statement="the examples W = I needs for the fixed accuracy are measured "
+              "inside the grid (reached, not at its first point) at every R²")
 LT, TF, SH = (("lt_converged",), ("tf_converged", "tf_learned_task"),
               ("shared_converged",))
 
@@ -1312,6 +1617,28 @@ CLAIMS += [
      "minority ones", "consistent with trained transformers and LLMs",
      gap["softmax TF"][:, 0], ">=", 0.05,
      "majority − minority accuracy (isotropic, softmax TF)", gap["Bayes"][:, 0], TF),
+]
+# %%
+# the claims on the softmax transformers trained here for #72 and the R^-4 scaling
+CLAIMS += [
+    ("softmax_learned_prior_correction", "Trained on imbalanced prompts, a softmax "
+     "transformer learns a prior correction: higher minority-class accuracy than the "
+     "balanced-trained one on the same imbalanced prompts",
+     "minority classes more error-prone under imbalance", tf_prior_gain, ">", 0.0,
+     "minority accuracy, imbalance-trained − balanced-trained softmax TF (isotropic, "
+     "imbalanced context)", tf_prior_gain_lda, TF + ("tf_imb_converged",)),
+    ("softmax_learns_shared_subspace", "Trained on tasks in a shared k-dim subspace, a "
+     "softmax transformer's first-layer query and key maps read mainly that subspace",
+     "W → UUᵀ (meta-learning), for a softmax transformer", tsh_cos, ">=", 0.9,
+     f"min principal cosine, top-{k_tsh} feature directions of [W_Q; W_K] (layer 1) "
+     f"vs U, d = {d_tsh}", tsh_pca, ("tf_shared_converged", "tf_shared_learned_task")),
+]
+CLAIMS += [
+    ("per_label_scales_as_R_minus_4", "At a fixed accuracy, in the regime where the "
+     "class-mean noise dominates, W = I needs examples per label ∝ R⁻⁴",
+     "Õ(k/R⁴) examples per label", [abs(b + 4) for b in slope_r4["W = I"]], "<=", 1.0,
+     f"|fitted exponent of n* in R + 4|, d = {d_r4}, accuracy {acc_r4}",
+     [abs(b + 4) for b in slope_r4["plug-in LDA"]], ("r4_inside_grid",)),
 ]
 for cid, statement, paper, measured, op, target, unit, baseline, given in CLAIMS:
     rec.claim(cid, statement, paper=paper, measured=measured, op=op, target=target,

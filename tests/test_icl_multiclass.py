@@ -449,3 +449,51 @@ def test_constant_feature_learns_a_prior_correction():
     acc_lt = I.accuracy_by_class(I.sum_scores(S, q["n"], xq, W), q["yq"], C)
     acc_id = I.accuracy_by_class(I.sum_scores(q["S"], q["n"], q["xq"], torch.eye(d)), q["yq"], C)
     assert acc_lt[1:].mean() > acc_id[1:].mean() + 0.02
+
+
+def test_task_stream_imbalanced_and_shuffled():
+    """Defaults give the first version's batches; ``pi`` + ``shuffle_classes`` give a random majority class per
+    prompt, with labels, query label and the columns of M renamed together."""
+    d, C, N, B = 6, 4, 12, 256
+    sig = I.power_spectrum(C - 1, 0.0)
+    plain = I.task_stream(0, 1, B, N, d, C, sig, 9.0)(3)
+    ref = I.sample_prompts(B, N, d, C, sig, 9.0, np.random.default_rng([0, 1, 3]))
+    for k in ref:
+        assert torch.equal(plain[k], ref[k])
+    pi = I.label_priors(C, 0.5)
+    st = I.task_stream(0, 1, B, N, d, C, sig, 9.0, pi=pi, shuffle_classes=True)
+    a, b = st(3), st(3)
+    for k in a:
+        assert torch.equal(a[k], b[k])
+    counts = torch.nn.functional.one_hot(a["Y"], C).sum(1)
+    assert (counts.sort(1).values == torch.tensor([2, 2, 2, 6])).all()
+    assert len(set(counts.argmax(1).tolist())) == C  # the majority class varies across prompts
+    # every context point and the query sit nearest their own (renamed) center
+    mu = a["M"].transpose(1, 2)  # (B, C, d)
+    near = torch.cdist(a["X"], mu).argmin(-1)
+    assert (near == a["Y"]).float().mean() > 0.9
+    assert (I.bayes_scores(a["M"], a["xq"]).argmax(-1) == a["yq"]).float().mean() > 0.9
+    with pytest.raises(ValueError, match="pi"):
+        I.task_stream(0, 1, B, N, d, C, sig, 9.0, pi=[0.5, 0.5])
+    with pytest.raises(TypeError, match="shuffle_classes must be a bool"):
+        I.task_stream(0, 1, B, N, d, C, sig, 9.0, shuffle_classes="yes")
+
+
+def test_qk_subspace_alignment():
+    d, C, k = 8, 5, 3
+    U = I.random_orthonormal(d, k, np.random.default_rng(0))
+    torch.manual_seed(0)
+    tf = I.SoftmaxICL(d, C, d_model=16, n_layer=2, n_head=2)
+    rand = I.qk_subspace_alignment(tf, U)
+    assert rand["cosines"].shape == (k,) and 0 < rand["energy"] < 1
+    assert rand["cosines"].min() < 0.99
+    with torch.no_grad():  # a feature map that reads span(U) only
+        tf.inp.weight[:, :d] = torch.randn(16, k) @ torch.tensor(U.T, dtype=torch.float32)
+    out = I.qk_subspace_alignment(tf, U)
+    assert np.allclose(out["cosines"], 1, atol=1e-5) and out["energy"] == pytest.approx(1, abs=1e-6)
+    with pytest.raises(ValueError, match="U must have shape"):
+        I.qk_subspace_alignment(tf, U[:5])
+    with pytest.raises(TypeError, match="model"):
+        I.qk_subspace_alignment(I.LinearICL(d), U)
+    with pytest.raises(ValueError, match="layer"):
+        I.qk_subspace_alignment(tf, U, layer=2)

@@ -5,7 +5,9 @@
   tasks whose class centers all lie in one k-dimensional subspace U, for each ambient dimension d and seed, with a
   constant and with a decaying step size (W stored at several numbers of training tasks, U per (d, seed);
   float16);
-* ``softmax_tf``: 2-layer softmax transformers on isotropic tasks, one per seed.
+* ``softmax_tf``: 2-layer softmax transformers on isotropic tasks, one per seed;
+* ``softmax_tf_imbalanced``: the same on imbalanced contexts (a random class is the majority in each prompt);
+* ``softmax_tf_shared``: the same at d = 32 on tasks in one shared k-dimensional subspace U (U per seed).
 
 Run from the repository root: ``.venv/bin/python data/14_icl_multiclass/make_models.py`` (or
 ``make data NB=14_icl_multiclass``); ``--name shared_lt`` trains one of them. ``--tiny`` trains tiny configs for a
@@ -38,6 +40,8 @@ def tiny(name: str) -> dict:
                    snapshots={"decay": [2, 4], "constant": [2]})
     else:
         cfg.update(seeds=[0], steps=4, batch=8, warmup=1, d_model=16, n_layer=1, n_head=2)
+        if name == "softmax_tf_shared":
+            cfg.update(d=8)
     return cfg
 
 
@@ -74,31 +78,57 @@ def make_shared_lt(cfg: dict, out: Path | None) -> Path:
                             sources=SOURCES, module="helpers.icl_multiclass", root=out, dtype=torch.float16)
 
 
-def make_softmax_tf(cfg: dict, out: Path | None) -> Path:
+def make_softmax_tf(cfg: dict, out: Path | None, name: str = "softmax_tf") -> Path:
     tensors, history, metrics = {}, {}, {}
     t0 = time.time()
     for s in cfg["seeds"]:
+        kw, sigma = {}, icl.power_spectrum(cfg["C"] - 1, 0.0)
+        if name == "softmax_tf_imbalanced":
+            kw = dict(pi=icl.label_priors(cfg["C"], cfg["majority"]), shuffle_classes=cfg["shuffle_classes"])
+        elif name == "softmax_tf_shared":
+            U = icl.random_orthonormal(cfg["d"], cfg["k"], repro.rng(s, cfg["subspace_stream"], cfg["d"]))
+            tensors[f"U/{s}"] = torch.tensor(U, dtype=torch.float32)
+            kw, sigma = dict(U=U), icl.power_spectrum(cfg["k"], 0.0)
         batches = icl.task_stream(s, cfg["train_stream"], cfg["batch"], cfg["per_label"] * cfg["C"], cfg["d"],
-                                  cfg["C"], icl.power_spectrum(cfg["C"] - 1, 0.0), cfg["R2"])
+                                  cfg["C"], sigma, cfg["R2"], **kw)
         with repro.seeded(s):
             tf = icl.SoftmaxICL(cfg["d"], cfg["C"], d_model=cfg["d_model"], n_layer=cfg["n_layer"],
                                 n_head=cfg["n_head"])
+            if name == "softmax_tf_shared":
+                init = icl.qk_subspace_alignment(tf, U)
+                metrics[f"init_min_principal_cos/{s}"] = float(init["cosines"].min())
+                metrics[f"init_energy/{s}"] = init["energy"]
             hist = icl.train_icl(tf, batches, cfg["steps"], optimizer=cfg["optimizer"], lr=cfg["lr"],
-                                 warmup=cfg["warmup"], seed=s, desc=f"softmax TF seed {s}")
+                                 warmup=cfg["warmup"], seed=s, desc=f"{name} seed {s}")
         for k, v in tf.state_dict().items():
             tensors[f"{s}.{k}"] = v
         history[f"loss/{s}"] = hist.loss
         metrics[f"final_loss/{s}"] = float(np.mean(hist.loss[-50:]))
-        print(f"softmax TF seed {s}: final loss {metrics[f'final_loss/{s}']:.3f}")
-    return checkpoints.save(SLUG, "softmax_tf", tensors, config=cfg, metrics=metrics, history=history,
+        msg = ""
+        if name == "softmax_tf_shared":
+            fin = icl.qk_subspace_alignment(tf, U)
+            metrics[f"min_principal_cos/{s}"] = float(fin["cosines"].min())
+            metrics[f"energy/{s}"] = fin["energy"]
+            msg = (f"; query/key min principal cosine with U {metrics[f'init_min_principal_cos/{s}']:.3f} -> "
+                   f"{fin['cosines'].min():.3f}, energy on U {metrics[f'init_energy/{s}']:.3f} -> "
+                   f"{fin['energy']:.3f}")
+        print(f"{name} seed {s}: final loss {metrics[f'final_loss/{s}']:.3f}{msg}", flush=True)
+    return checkpoints.save(SLUG, name, tensors, config=cfg, metrics=metrics, history=history,
                             seed=cfg["seeds"], steps=cfg["steps"], wall_seconds=time.time() - t0, sources=SOURCES,
                             module="helpers.icl_multiclass", root=out)
 
 
 def main(argv: list[str] | None = None) -> list[Path]:
-    makers = {"shared_lt": make_shared_lt, "softmax_tf": make_softmax_tf}
-    return scripts.script_main(lambda cfg, out, args: makers[args.name](cfg, out), config=icl.checkpoint_config,
-                               tiny=tiny, names=list(makers), doc=__doc__, argv=argv)
+    makers = {"shared_lt": make_shared_lt, "softmax_tf": make_softmax_tf,
+              "softmax_tf_imbalanced": make_softmax_tf, "softmax_tf_shared": make_softmax_tf}
+
+    def build(cfg: dict, out: Path | None, args) -> Path:
+        if args.name == "shared_lt":
+            return make_shared_lt(cfg, out)
+        return make_softmax_tf(cfg, out, args.name)
+
+    return scripts.script_main(build, config=icl.checkpoint_config, tiny=tiny, names=list(makers), doc=__doc__,
+                               argv=argv)
 
 
 if __name__ == "__main__":
