@@ -249,6 +249,15 @@ def rebuild_command(slug: str, name: str) -> str:
     return f"make data NB={slug}   (or: .venv/bin/python {script})"
 
 
+_SCALARS = re.compile(r"\[\n\s*(-?[0-9][^\[\]{}]*?)\n\s*\]")
+
+
+def _manifest_text(manifest: Mapping[str, Any]) -> str:
+    """The manifest as indented JSON with each list of numbers on one line (curves stay a few hundred kB)."""
+    text = json.dumps(manifest, indent=1, allow_nan=False)
+    return _SCALARS.sub(lambda m: "[" + re.sub(r",\n\s*", ", ", m.group(1)) + "]", text) + "\n"
+
+
 def normalize(x: Any) -> Any:
     """A JSON round trip of ``x`` (tuples become lists, NumPy scalars Python numbers); raises on what JSON cannot hold."""
     try:
@@ -525,7 +534,7 @@ def save(
     save_file(tensors, str(tmp), metadata={"checkpoint": f"{slug}/{name}"})
     os.replace(tmp, w_path)
     manifest["weights"] = _weights_record(w_path, tensors, quantized)
-    m_path.write_text(json.dumps(manifest, indent=1, allow_nan=False) + "\n")
+    m_path.write_text(_manifest_text(manifest))
     return m_path
 
 
@@ -677,7 +686,7 @@ def restamp(slug: str, name: str, why: str, *, root: str | os.PathLike | None = 
 
     extra[key] = {"date": date or datetime.date.today().isoformat(), "old_source": old, "why": why.strip()}
     manifest["source"] = new
-    m_path.write_text(json.dumps(manifest, indent=1, allow_nan=False) + "\n")
+    m_path.write_text(_manifest_text(manifest))
     return m_path
 
 
@@ -712,7 +721,7 @@ def compress(slug: str, name: str, why: str, *, quantize: str = "int8", root: st
     manifest.setdefault("extra", {})["compressed"] = {
         "date": date or datetime.date.today().isoformat(), "why": why.strip(), "old_weights": old,
         "max_abs_change": err}
-    m_path.write_text(json.dumps(manifest, indent=1, allow_nan=False) + "\n")
+    m_path.write_text(_manifest_text(manifest))
     return m_path
 
 

@@ -544,3 +544,11 @@ def test_root_must_be_a_path(tmp_path):  # issue 58: root=int reached pathlib
         ck.fetch("99_test", 3)
     with pytest.raises(ValueError, match="filename"):
         ck.fetch("99_test", "../x")
+
+
+def test_manifest_text_is_the_same_json_with_number_lists_inline():
+    m = {"a": [1, 2.5, -3e-05], "b": {"c": [[1, 2], [3, 4]], "d": ["x", "y"]}, "e": [], "f": [{"g": [7]}]}
+    text = ck._manifest_text(m)
+    assert json.loads(text) == m
+    assert "[1, 2.5, -3e-05]" in text and "[7]" in text
+    assert text.endswith("\n")
