@@ -25,6 +25,7 @@ import importlib.util
 import itertools
 import os
 import time
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -33,6 +34,21 @@ import scipy.sparse as sp
 from scipy.optimize import Bounds, LinearConstraint, milp
 
 from helpers import validate as V
+
+#: HiGHS options every MILP here runs with: one thread (HiGHS's branch and bound is then deterministic for a given
+#: model and options; its random seed is fixed by default). Limits that keep a result reproducible are node
+#: limits; a wall-clock ``time_limit`` is only a hang guard, and :attr:`RepairResult.hit_time_limit` /
+#: ``VerifyResult.statuses`` (status 1) say when it was hit.
+HIGHS_OPTIONS = {"threads": 1}
+
+
+def _milp(c, *, integrality, bounds, constraints, options):
+    """:func:`scipy.optimize.milp` with :data:`HIGHS_OPTIONS` (scipy passes ``threads`` to HiGHS verbatim and
+    warns that it is not one of its own options; that warning is expected and silenced here)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Unrecognized options", category=RuntimeWarning)
+        return milp(c, integrality=integrality, bounds=bounds, constraints=constraints,
+                    options={**options, **HIGHS_OPTIONS})
 
 __all__ = [
     "Tree", "TreeEnsemble", "from_sklearn", "reference_scores", "to_sklearn",
@@ -539,7 +555,7 @@ class _Encoding:
         integrality[: self.n_p] = 1
         if self.boxes:
             integrality[self.q_first:] = 1
-        return milp(cvec, integrality=integrality, bounds=Bounds(self.lb, self.ub),
+        return _milp(cvec, integrality=integrality, bounds=Bounds(self.lb, self.ub),
                     constraints=LinearConstraint(A.tocsr(), lbs, ubs),
                     options={"time_limit": float(time_limit), "disp": False})
 
@@ -692,6 +708,7 @@ def verify_fairness(ens: TreeEnsemble, protected: int, values: tuple[float, floa
         while len(found) < max_count:
             left = time_limit - (time.perf_counter() - t0)
             if left <= 0:
+                statuses.append(1)  # the wall-clock guard, recorded like a solve stopped by it
                 verified = False
                 break
             res = enc.solve(prop + cuts, objective, left)
@@ -883,7 +900,7 @@ def safety_counterexamples(ens: TreeEnsemble, states: np.ndarray, safe: Sequence
 @dataclass
 class RepairResult:
     values: np.ndarray | None  # the repaired leaf values (None if no solution was found)
-    status: int  # scipy.optimize.milp status: 0 optimal, 1 limit reached, 2 infeasible, ...
+    status: int  # scipy.optimize.milp status: 0 optimal, 1 time limit, 2 infeasible, 4 node limit, ...
     message: str
     seconds: float
     kept: np.ndarray  # per preservation point: 1 if its constraint is enforced (its label is kept)
@@ -896,6 +913,12 @@ class RepairResult:
     n_keep_vars: int = 0  # preservation binaries after merging rows with identical leaf patterns
     n_pair_vars: int = 0  # pair binaries after merging pairs with identical leaf patterns
     any_of_choice: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), int))  # per AnyOf: (state, action)
+
+    @property
+    def hit_time_limit(self) -> bool:
+        """True if HiGHS stopped on the wall-clock ``time_limit`` (status 1), the one limit whose result depends
+        on the machine's load; a ``node_limit`` stop is status 4 (HiGHS's "solution limit") and reproducible."""
+        return self.status == 1
 
     @property
     def ok(self) -> bool:
@@ -1163,7 +1186,7 @@ def repair(ens: TreeEnsemble, X_keep: np.ndarray, y_keep=None, *, pairs: Sequenc
     options = {"time_limit": float(time_limit), "mip_rel_gap": float(mip_rel_gap), "disp": False}
     if node_limit is not None:
         options["node_limit"] = int(node_limit)
-    res = milp(cvec, integrality=integrality, bounds=Bounds(lb, ub), constraints=LinearConstraint(A, lo, hi),
+    res = _milp(cvec, integrality=integrality, bounds=Bounds(lb, ub), constraints=LinearConstraint(A, lo, hi),
                options=options)
     seconds = time.perf_counter() - t0
     problem = dict(X_keep=X_keep, target=target, pairs=list(pairs), unsafe=list(unsafe), any_of=list(any_of),

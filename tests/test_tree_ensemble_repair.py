@@ -431,3 +431,25 @@ def test_loops_become_disjunctive_counterexamples_and_the_repair_breaks_them():
     with pytest.raises(ValueError, match="multiclass"):
         X, y, _, bens, _ = _repair_setup()
         ter.repair(bens, X[:5], None, any_of=groups)
+
+
+def test_node_limit_is_reproducible_and_not_a_time_limit_hit():
+    X, y = _data(3, n=300)
+    m = GradientBoostingClassifier(n_estimators=6, max_depth=3, random_state=0).fit(X, y)
+    ens = ter.from_sklearn(m)
+    Xf = X.copy()
+    Xf[:, 0] = 1 - Xf[:, 0]
+    pairs = [ter.FairPair(a, b) for a, b in zip(X[:60], Xf[:60])]
+    runs = [ter.repair(ens, X[60:], y[60:], pairs=pairs, delta=2.0, node_limit=1, mip_rel_gap=0.0)
+            for _ in range(2)]
+    for res in runs:
+        assert res.status in (0, 4) and not res.hit_time_limit  # 4: stopped by the node limit
+        assert res.nodes <= 2
+    assert np.array_equal(runs[0].values, runs[1].values)  # one thread, a node limit: the same incumbent
+    assert ter.HIGHS_OPTIONS["threads"] == 1
+    # the wall-clock guard is reported when it is what stopped the solve
+    guard = ter.repair(ens, X[60:], y[60:], pairs=pairs, delta=2.0, time_limit=1e-6, mip_rel_gap=0.0)
+    assert guard.status in (0, 1) and guard.hit_time_limit == (guard.status == 1)
+    # a verifier search that runs out of its wall-clock budget records status 1
+    ver = ter.verify_fairness(ens, 0, max_count=50, time_limit=1e-9)
+    assert 1 in ver.statuses and not ver.verified
