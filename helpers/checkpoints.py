@@ -295,6 +295,9 @@ def _diff(a: Any, b: Any, path: str) -> list[str]:
             else:
                 out.extend(_diff(a[k], b[k], p))
         return out
+    if isinstance(a, list) and isinstance(b, list):  # element by element, so [True] and [1] differ
+        same = len(a) == len(b) and not any(_diff(x, y, path) for x, y in zip(a, b))
+        return [] if same else [path or "<root>"]
     return [] if (a == b and type(a) is type(b)) or (_num(a) and _num(b) and a == b) else [path or "<root>"]
 
 
