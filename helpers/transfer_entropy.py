@@ -37,6 +37,7 @@ __all__ = [
     "minilm_dir", "WordPiece",
     "MiniBert", "load_minilm", "stdlib_sentences", "encode_pooled", "embedding_saliency", "head_te", "curve_auc",
     "prune_curve", "QUESTIONS", "digits_vqa", "train_vlm", "VLM_CONFIG", "checkpoint_config", "pruning_room",
+    "gaussian_entropy", "interventional_te", "final_head_te", "token_te", "token_roles", "peak_prominence",
 ]
 
 
@@ -457,7 +458,11 @@ class MiniBert(nn.Module):
 
     ``forward(ids, att, head_mask=None, record=None)``: ``head_mask`` (n_layer, n_head) or (B, n_layer, n_head)
     multiplies each head's context vector before the output projection (``head_fill`` (n_layer, n_head,
-    head_dim), if given, replaces a pruned head's context by it: mean ablation); a dict passed as ``record`` receives
+    head_dim), if given, replaces a pruned head's context by it: mean ablation); ``key_keep`` ((T,) or (B, T) bool)
+    hides the positions marked False from every other query (they are still pooled: a removal test of what a
+    token sends); ``start=(l, states)`` resumes from the token states (B, T, D) entering layer ``l`` (a record's
+    ``hidden[l]``), so removing a unit of layer ``l`` costs only the layers from ``l`` on; a dict passed as
+    ``record`` receives
     ``hidden`` (embedding output and each layer's output, (B, T, D)), ``writes`` (each layer's per-head write
     ``W_O^(h) z_h``, (B, T, H, D)) and ``attn`` ((B, H, T, T) per layer). With ``record["pooled"] = True`` the
     hidden states and writes are averaged over the real tokens ((B, D) and (B, H, D)) and ``attn`` holds the
@@ -513,9 +518,13 @@ class MiniBert(nn.Module):
         return self
 
     def forward(self, ids: torch.Tensor, att: torch.Tensor, head_mask=None, record: dict | None = None,
-                head_fill=None):
+                head_fill=None, key_keep: torch.Tensor | None = None, start: tuple | None = None):
         V.tensor("ids", ids, ndim=2, dtype="int", min=0, max=self.embeddings.word_embeddings.num_embeddings - 1)
         V.tensor("att", att, shape=tuple(ids.shape), dtype="int", min=0, max=1)
+        if key_keep is not None:  # token removal: hidden as a key from every other query, still pooled
+            key_keep = V.tensor("key_keep", key_keep, dtype="bool")
+            if key_keep.shape not in ((ids.shape[1],), tuple(ids.shape)):
+                raise ValueError(f"key_keep must be (T,) or (B, T) = {tuple(ids.shape)}, got {tuple(key_keep.shape)}")
         V.optional(V.instance, "record", record, dict)
         B, T = ids.shape
         H, Dh = self.n_head, self.head_dim
@@ -533,16 +542,28 @@ class MiniBert(nn.Module):
             if head_fill.shape != (self.n_layer, H, Dh):
                 raise ValueError(f"head_fill must be (n_layer, n_head, head_dim) = {(self.n_layer, H, Dh)}, got "
                                  f"{tuple(head_fill.shape)}")
-        e = self.embeddings
-        pos = torch.arange(T)
-        x = e.LayerNorm(e.word_embeddings(ids) + e.position_embeddings(pos) + e.token_type_embeddings.weight[0])
+        s0 = 0
+        if start is not None:  # resume from the token states entering layer s0 (earlier layers are skipped)
+            if not isinstance(start, tuple) or len(start) != 2 or record is not None:
+                raise ValueError("start must be a (layer, states) pair, and takes no record")
+            s0 = V.integer("start layer", start[0], min=0, max=self.n_layer - 1)
+            x = V.tensor("start states", start[1], shape=(B, T, H * Dh), dtype="float")
+        else:
+            e = self.embeddings
+            pos = torch.arange(T)
+            x = e.LayerNorm(e.word_embeddings(ids) + e.position_embeddings(pos) + e.token_type_embeddings.weight[0])
         bias = (1.0 - att[:, None, None, :].float()) * torch.finfo(torch.float32).min
+        if key_keep is not None:
+            hide = ~key_keep.expand(B, T)[:, None, :] & ~torch.eye(T, dtype=torch.bool)[None]  # (B, Tq, Tk)
+            bias = torch.where(hide[:, None], torch.finfo(torch.float32).min, bias)
         m = att[..., None].float()
         pool = lambda h: (h * m).sum(1) / m.sum(1)
         pooled = bool(record.get("pooled", False)) if record is not None else False
         if record is not None:
             record.update(hidden=[pool(x) if pooled else x], writes=[], attn=[])
         for li, lay in enumerate(self.encoder.layer):
+            if li < s0:
+                continue
             s = lay.attention.self
             q, k, v = (f(x).view(B, T, H, Dh).transpose(1, 2) for f in (s.query, s.key, s.value))
             a = torch.softmax(q @ k.transpose(-1, -2) / Dh**0.5 + bias, -1)
@@ -750,10 +771,11 @@ VLM_CONFIG = dict(n_patches=16, patch_dim=4, n_questions=3, n_answers=14, d_mode
 
 
 def checkpoint_config(name: str) -> dict:
-    """The config of the chapter's stored checkpoint ``name`` (``vlms``: :data:`VLM_CONFIG` for seeds 0, 1, 2)."""
-    if name != "vlms":
-        raise ValueError(f"unknown checkpoint {name!r}; this chapter stores 'vlms'")
-    return dict(VLM_CONFIG, seeds=[0, 1, 2])
+    """The config of the chapter's stored checkpoint ``name``: ``vlms`` is :data:`VLM_CONFIG` (4 blocks) for
+    seeds 0, 1, 2; ``vlms8`` the same with 8 blocks (the depth profile of the fusion claim)."""
+    if name not in ("vlms", "vlms8"):
+        raise ValueError(f"unknown checkpoint {name!r}; this chapter stores 'vlms' and 'vlms8'")
+    return dict(VLM_CONFIG, seeds=[0, 1, 2], **({"n_layer": 8} if name == "vlms8" else {}))
 
 
 def digits_vqa(seed: int = 0) -> dict[str, tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
@@ -797,3 +819,94 @@ def train_vlm(data: tuple, seed: int, cfg: dict | None = None, progress: bool = 
         hist = train.fit(model, lambda m, b: m.loss(b), batch, cfg["steps"], lr=cfg["lr"], warmup=cfg["warmup"],
                          weight_decay=cfg["weight_decay"], seed=seed, progress=progress, desc=f"VLM seed {seed}")
     return model.eval(), list(hist.loss)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# interventional TE, TE into the final state, and token roles
+def gaussian_entropy(X, basis: np.ndarray | None = None) -> float:
+    """Gaussian (differential) entropy ``1/2 ln det(2 pi e S)`` in nats of trials X (n x d), or of their
+    projection ``X @ basis`` when ``basis`` (d x k) is given."""
+    X = _mat(X, "X")
+    if basis is not None:
+        basis = _mat(basis, "basis")
+        if basis.shape[0] != X.shape[1]:
+            raise ValueError(f"basis must have X's {X.shape[1]} rows, got {basis.shape}")
+        X = X @ basis
+    d = X.shape[1]
+    return 0.5 * (d * np.log(2 * np.pi * np.e) + _logdet_cov(X, 0.0))
+
+
+def interventional_te(full, ablated, k: int = 4) -> float:
+    """Interventional TE of a unit onto the final representation, as lambda-ViT scores layers: the Gaussian
+    entropy difference ``|H(E_full) - H(E_without unit)|`` of the final representation over trials (n x d each),
+    both projected on the full model's top-``k`` principal directions (one basis, so the difference is the
+    change the unit makes, not a change of coordinates). A unit whose removal leaves the spread of the final
+    representation unchanged scores 0."""
+    full, ablated = _mat(full, "full"), _mat(ablated, "ablated")
+    if full.shape != ablated.shape:
+        raise ValueError(f"full and ablated must have the same shape, got {full.shape} and {ablated.shape}")
+    k = V.integer("k", k, min=1)
+    _, _, Vt = np.linalg.svd(full - full.mean(0), full_matrices=False)
+    basis = Vt[: min(k, len(Vt))].T
+    return abs(gaussian_entropy(full, basis) - gaussian_entropy(ablated, basis))
+
+
+def final_head_te(hidden: list, writes: list, final=None, k: int = 4) -> np.ndarray:
+    """Multi-step head TE into the final state: ``I(Y_final; o_h^l | Y_{l-1})`` for every layer ``l`` and head
+    ``h`` (n_layer, n_head). ``hidden`` holds the target's state before the first layer and after each layer
+    ((N, D) each, n_layer + 1 of them), ``writes`` each layer's per-head writes (N, H, D); ``final`` (default
+    ``hidden[-1]``) is the representation the model's output is read from. At the last layer it is
+    :func:`head_te`."""
+    if not isinstance(hidden, (list, tuple)) or not isinstance(writes, (list, tuple)):
+        raise TypeError("hidden and writes must be lists of per-layer arrays")
+    if len(hidden) != len(writes) + 1 or not writes:
+        raise ValueError(f"hidden must have one more entry than writes (>= 1), got {len(hidden)} and {len(writes)}")
+    final = hidden[-1] if final is None else final
+    return np.array([head_te(hidden[li], final, writes[li], k=k) for li in range(len(writes))])
+
+
+def token_te(now, nxt, k: int = 2) -> np.ndarray:
+    """Token-to-token TE at one layer: ``M[i, j] = I(h_i^{l+1}; h_j^l | h_i^l)`` (source position j, target
+    position i; the diagonal is 0), Gaussian after PCA of each position's state to ``k`` dims. ``now`` and
+    ``nxt`` are (N, T, D) states of the same aligned positions over N trials. A position's **out-TE** (what it
+    broadcasts) is its column mean off the diagonal, its **in-TE** (what it absorbs, a sink) its row mean."""
+    now = V.array("now", now.detach().cpu().numpy() if isinstance(now, torch.Tensor) else now, ndim=3,
+                  dtype="float").astype(np.float64)
+    nxt = V.array("nxt", nxt.detach().cpu().numpy() if isinstance(nxt, torch.Tensor) else nxt, ndim=3,
+                  dtype="float").astype(np.float64)
+    if now.shape != nxt.shape:
+        raise ValueError(f"now and nxt must have the same shape (N, T, D), got {now.shape} and {nxt.shape}")
+    k = V.integer("k", k, min=1)
+    T = now.shape[1]
+    P = [pca_reduce(now[:, t], k) for t in range(T)]
+    Q = [pca_reduce(nxt[:, t], k) for t in range(T)]
+    M = np.zeros((T, T))
+    for i in range(T):
+        for j in range(T):
+            if i != j:
+                M[i, j] = gaussian_cmi(Q[i], P[j], P[i], ridge=1e-9)
+    return M
+
+
+def token_roles(M) -> tuple[np.ndarray, np.ndarray]:
+    """``(out_te, in_te)`` per position from a token TE matrix :func:`token_te` (off-diagonal column and row
+    means): high out-TE marks a broadcaster, high in-TE a sink."""
+    M = V.array("M", M, ndim=2, dtype="float").astype(np.float64)
+    T = M.shape[0]
+    if M.shape != (T, T) or T < 2:
+        raise ValueError(f"M must be square with at least 2 positions, got {M.shape}")
+    off = ~np.eye(T, dtype=bool)
+    return (np.where(off, M, 0).sum(0) / (T - 1), np.where(off, M, 0).sum(1) / (T - 1))
+
+
+def peak_prominence(profile) -> float:
+    """How clearly a depth profile peaks *inside* the network: ``(max over interior layers - max(first, last)) /
+    (max - min)``, in [-1, 1]; positive iff the largest value is at an interior layer, 1 when both ends are the
+    minimum. Scale-free, so profiles of different networks compare."""
+    p = V.array("profile", profile, ndim=1, dtype="float").astype(np.float64)
+    if len(p) < 3:
+        raise ValueError(f"profile needs at least 3 layers (an interior), got {len(p)}")
+    if not np.all(np.isfinite(p)):
+        raise ValueError("profile must be finite")
+    span = float(p.max() - p.min())
+    return 0.0 if span == 0 else float(p[1:-1].max() - max(p[0], p[-1])) / span

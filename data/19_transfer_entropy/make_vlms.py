@@ -1,5 +1,6 @@
 """Train chapter 19_transfer_entropy's toy vision-language models (three seeds), which do not fit its 5-minute
-default run next to the MiniLM analysis, and write them with :mod:`helpers.checkpoints` as ``vlms``.
+default run next to the MiniLM analysis, and write them with :mod:`helpers.checkpoints`: ``vlms`` (4 blocks,
+the pruning experiments) and ``vlms8`` (8 blocks, the depth profile of vision -> text TE).
 
 Run from the repository root: ``.venv/bin/python data/19_transfer_entropy/make_vlms.py`` (or
 ``make data NB=19_transfer_entropy``). ``--tiny`` trains a tiny config for a few steps into a temporary folder
@@ -43,13 +44,14 @@ def make_vlms(cfg: dict, out: Path | None, args: object = None) -> Path:
             metrics[f"test_accuracy/{s}"] = float((model(p, q).argmax(-1) == a).float().mean())
         metrics[f"final_loss/{s}"] = float(np.mean(losses[-20:]))
         print(f"seed {s}: test accuracy {metrics[f'test_accuracy/{s}']:.3f}")
-    return checkpoints.save(SLUG, "vlms", tensors, config=cfg, metrics=metrics, history=history, seed=cfg["seeds"],
+    name = getattr(args, "name", "vlms")
+    return checkpoints.save(SLUG, name, tensors, config=cfg, metrics=metrics, history=history, seed=cfg["seeds"],
                             steps=cfg["steps"], wall_seconds=time.time() - t0, sources=SOURCES,
                             module="helpers.transfer_entropy", root=out)
 
 
 def main(argv: list[str] | None = None) -> list[Path]:
-    return scripts.script_main(make_vlms, config=te.checkpoint_config, tiny=tiny, names=["vlms"], doc=__doc__,
+    return scripts.script_main(make_vlms, config=te.checkpoint_config, tiny=tiny, names=["vlms", "vlms8"], doc=__doc__,
                                argv=argv)
 
 
