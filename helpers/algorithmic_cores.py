@@ -40,6 +40,8 @@ __all__ = [
     "CHECKPOINT_SLUG", "checkpoint_config", "modadd_model", "train_modadd", "memorise_generalise",
     "ring_fraction_null", "modadd_analysis", "spearman", "matched_relative_error", "bootstrap_dynamics_eigs",
     "choose_checkpoints", "pooled_gramian", "ln_frozen_observability", "modadd_class_states",
+    "fourier_embedding", "embedding_modes", "collapse_steps", "stable_checkpoints", "trend_ratio", "largest_drop",
+    "record_per_seed",
 ]
 
 
@@ -467,16 +469,28 @@ def loglog_slope(x, y) -> float:
 # ---------------------------------------------------------------------------------------------------------------
 # modular-addition grokking runs (the checkpoint scripts and the notebook share these)
 CHECKPOINT_SLUG = "13_algorithmic_cores"
+MODADD_STEPS, MODADD_WARMUP, MODADD_CLIP = 4000, 10, 1.0
 
 
 def checkpoint_config(name: str) -> dict:
-    """The config the chapter's default parameters ask of checkpoint ``name`` ("modadd" or "groktime")."""
-    V.one_of("name", name, ("modadd", "groktime"))
-    if name == "modadd":
-        # the paper's configuration, full batch (one step = one epoch)
-        return dict(p=53, d=128, n_head=4, lr=1e-3, wd=1.0, betas=[0.9, 0.98], train_frac=0.5, split_seed=42,
-                    steps=3000, eval_every=10, seeds=[0, 1, 2], n_analysed=10, stored_seed=0,
-                    mem_acc=0.99, gen_acc=0.95, threshold=0.99, samples=128, null_draws=50, r_max=64)
+    """The config the chapter's default parameters ask of checkpoint ``name`` ("modadd", "modadd_nowd",
+    "groktime" or "redundancy")."""
+    V.one_of("name", name, ("modadd", "modadd_nowd", "groktime", "redundancy"))
+    if name in ("modadd", "modadd_nowd"):
+        # the paper's configuration: minibatches of 512 (1404 training pairs: ~2.7 steps per epoch), with a short
+        # warmup and gradient clipping against the collapses of full-batch AdamW (issue #71)
+        # (AdamW's default betas: the paper's code does not set them; beta2 = 0.98 collapsed in our probes)
+        return dict(p=53, d=128, n_head=4, lr=1e-3, wd=1.0 if name == "modadd" else 0.0, betas=[0.9, 0.999],
+                    train_frac=0.5, split_seed=42, batch_size=512, warmup=MODADD_WARMUP, clip=MODADD_CLIP,
+                    steps=MODADD_STEPS, eval_every=10, ckpt_every=100, collapse_drop=0.05, collapse_after=150,
+                    seeds=[0, 1, 2], stored_seed=0, mem_acc=0.99, gen_acc=0.95, threshold=0.99, samples=128,
+                    null_draws=50, r_max=64)
+    if name == "redundancy":
+        # redundancy set by design: the token embedding frozen to m Fourier frequencies (nested sets per seed)
+        # (the main run's optimizer: lr 1e-3, AdamW's default betas, warmup and clipping; full batch)
+        return dict(p=31, d=64, n_head=4, lr=1e-3, wd=1.0, betas=[0.9, 0.999], warmup=10, clip=1.0,
+                    train_frac=0.5, split_seed=42, eval_every=10, max_steps=3000, seeds=[0, 1, 2], ms=[1, 2, 4, 8],
+                    mem_acc=0.99, gen_acc=0.95)
     # grokking-time study: a smaller modulus and width and a larger learning rate, so that 21 runs fit the budget
     return dict(p=31, n_head=4, lr=3e-3, betas=[0.9, 0.98], train_frac=0.5, split_seed=42, eval_every=10,
                 max_steps=2000, seeds=[0, 1, 2], wd_axis=dict(d=32, wds=[0.25, 0.5, 1.0, 2.0]),
@@ -484,11 +498,96 @@ def checkpoint_config(name: str) -> dict:
                 samples=64)
 
 
-def modadd_model(p: int, d: int, n_head: int = 4) -> hnn.Transformer:
-    """The two-layer mod-p transformer (learned positions, untied unembedding, MLP width 4d)."""
+def modadd_model(p: int, d: int, n_head: int = 4, freqs: Sequence[int] | None = None,
+                 embed_seed: int = 0) -> hnn.Transformer:
+    """The two-layer mod-p transformer (learned positions, untied unembedding, MLP width 4d).
+
+    With ``freqs`` the token embedding is frozen to :func:`fourier_embedding` (only those Fourier frequencies of
+    the inputs reach the network: the available modes are set by design)."""
     p, d, n_head = V.integer("p", p, min=3), V.integer("d", d, min=1), V.integer("n_head", n_head, min=1)
-    return hnn.Transformer(hnn.TransformerConfig(vocab_size=p, n_layer=2, n_head=n_head, d_model=d, d_ff=4 * d,
-                                                 max_len=2, pos="learned", tie_weights=False))
+    model = hnn.Transformer(hnn.TransformerConfig(vocab_size=p, n_layer=2, n_head=n_head, d_model=d,
+                                                  d_ff=4 * d, max_len=2, pos="learned", tie_weights=False))
+    if freqs is not None:
+        with torch.no_grad():
+            model.tok.weight.copy_(torch.as_tensor(fourier_embedding(p, freqs, d, seed=embed_seed)))
+        model.tok.weight.requires_grad_(False)
+    return model
+
+
+def fourier_embedding(p: int, freqs: Sequence[int], d: int, seed: int = 0, scale: float = 1.0) -> np.ndarray:
+    """A fixed p x d token embedding that carries only the Fourier frequencies ``freqs`` (each in 1..p//2):
+    the columns ``cos(2 pi k a / p)``, ``sin(2 pi k a / p)`` per frequency, rotated into ``d`` dimensions by a random
+    orthonormal map (``seed``) and scaled so that each row has norm ``scale``."""
+    p, d = V.integer("p", p, min=3), V.integer("d", d, min=1)
+    freqs = [V.integer(f"freqs[{i}]", k, min=1, max=p // 2) for i, k in enumerate(V.sequence("freqs", freqs,
+                                                                                             min_len=1))]
+    if len(set(freqs)) != len(freqs):
+        raise ValueError(f"freqs must be distinct frequencies, got {freqs}")
+    if 2 * len(freqs) > d:
+        raise ValueError(f"d must be at least 2 * len(freqs) = {2 * len(freqs)}, got {d}")
+    scale = V.positive("scale", scale)
+    a = np.arange(p)[:, None] * np.asarray(freqs)[None] * 2 * np.pi / p
+    F_ = np.concatenate([np.cos(a), np.sin(a)], 1) / np.sqrt(len(freqs))  # unit-norm rows
+    R = np.linalg.qr(np.random.default_rng(V.seed("seed", seed)).normal(size=(d, 2 * len(freqs))))[0]
+    return scale * F_ @ R.T
+
+
+def embedding_modes(E, p: int, energy: float = 0.99) -> int:
+    """How many Fourier frequencies (``min(k, p - k)`` folded, k >= 1) carry ``energy`` of a p x d embedding's
+    centred energy: the modes available to the network at its input."""
+    E = _as_matrix(E, "E")
+    p = V.integer("p", p, min=3)
+    if E.shape[0] != p:
+        raise ValueError(f"E must have p = {p} rows, got shape {E.shape}")
+    energy = V.number("energy", energy, min=0, max=1, strict_min=True)
+    spec = np.abs(np.fft.fft(E - E.mean(0), axis=0)) ** 2  # (p, d)
+    per_k = spec.sum(1)
+    folded = np.zeros(p // 2 + 1)
+    for k in range(1, p):
+        folded[min(k, p - k)] += per_k[k]
+    if folded.sum() <= 0:
+        return 0
+    order = np.sort(folded)[::-1]
+    return int(np.searchsorted(np.cumsum(order) / order.sum(), energy - 1e-12) + 1)
+
+
+def collapse_steps(steps: Sequence[int], train_acc: Sequence[float], start: int = 0,
+                   drop: float = 0.05) -> list[int]:
+    """Logged steps at or after step ``start`` where training accuracy lies more than ``drop`` below its running
+    maximum since ``start``: the collapses of an unstable trajectory (a loss spike)."""
+    steps = [V.integer(f"steps[{i}]", x) for i, x in enumerate(V.sequence("steps", steps, min_len=1))]
+    acc = np.asarray(V.sequence("train_acc", train_acc, of=V.probability), dtype=float)
+    if len(acc) != len(steps):
+        raise ValueError(f"train_acc must have one accuracy per step ({len(steps)}), got {len(acc)}")
+    start, drop = V.integer("start", start), V.nonnegative("drop", drop)
+    idx = [i for i, st in enumerate(steps) if st >= start]
+    if not idx:
+        return []
+    run = np.maximum.accumulate(acc[idx])
+    return [steps[i] for i, r in zip(idx, run) if acc[i] < r - drop]
+
+
+def stable_checkpoints(candidates: Sequence[int], collapses: Sequence[int], before: int = 10,
+                       after: int = 150) -> list[int]:
+    """The checkpoint steps in ``candidates`` that are not near a collapse: no collapse step ``c`` with
+    ``step - after <= c <= step + before`` (a checkpoint taken during a collapse or its recovery reads the
+    spike, not the trajectory)."""
+    cand = [V.integer(f"candidates[{i}]", x) for i, x in enumerate(V.sequence("candidates", candidates))]
+    col = np.asarray([V.integer(f"collapses[{i}]", x) for i, x in enumerate(V.sequence("collapses", collapses))])
+    before, after = V.integer("before", before, min=0), V.integer("after", after, min=0)
+    return [st for st in cand if not np.any((col >= st - after) & (col <= st + before))]
+
+
+def trend_ratio(values: Sequence[float], window: int = 5) -> float:
+    """Smoothed change of a series: the median of its last ``window`` values over the median of its first
+    ``window`` (both positive); a single spike at either end does not move it."""
+    vals = np.asarray(V.sequence("values", values, min_len=1), dtype=float)
+    window = V.integer("window", window, min=1)
+    if len(vals) < 2 * window:
+        raise ValueError(f"values needs at least 2 * window = {2 * window} points, got {len(vals)}")
+    if not np.all(np.isfinite(vals)) or np.any(vals <= 0):
+        raise ValueError("values must be finite and positive")
+    return float(np.median(vals[-window:]) / np.median(vals[:window]))
 
 
 def _acc(model: nn.Module, rows: torch.Tensor) -> float:
@@ -498,12 +597,18 @@ def _acc(model: nn.Module, rows: torch.Tensor) -> float:
 
 def train_modadd(model: nn.Module, train_rows, test_rows, steps: int, *, lr: float, wd: float,
                  betas: Sequence[float] = (0.9, 0.98), eval_every: int = 10, snapshot_every: int = 0,
-                 stop_at: float | None = None, on_eval: Callable[[int, dict], None] | None = None) -> dict:
-    """Full-batch AdamW on ``(a, b) -> (a + b) mod p`` (loss at the last position).
+                 stop_at: float | None = None, on_eval: Callable[[int, dict], None] | None = None,
+                 batch_size: int | None = None, warmup: int = 0, clip: float | None = None,
+                 batch_seed: int = 0) -> dict:
+    """AdamW on ``(a, b) -> (a + b) mod p`` (loss at the last position): full batch, or minibatches of
+    ``batch_size`` rows drawn without replacement from a stream of random permutations (``batch_seed``).
 
-    Every ``eval_every`` steps logs train loss, train and test accuracy; every ``snapshot_every`` steps (0: never)
-    keeps a float16 copy of the weights. ``stop_at``: stop at the first logged test accuracy >= it. Returns
-    ``{"step", "loss", "train_acc", "test_acc"}`` lists and ``"snapshots"`` ``{step: state_dict}``.
+    ``warmup``: the learning rate rises linearly over the first ``warmup`` steps (0: none); ``clip``: the gradient
+    norm is clipped to it (None: no clipping). Every ``eval_every`` steps logs the minibatch loss, train and test
+    accuracy; every ``snapshot_every`` steps (0: never) keeps a float16 copy of the weights. ``stop_at``: stop at
+    the first logged test accuracy >= it. Returns ``{"step", "loss", "train_acc", "test_acc"}`` lists and
+    ``"snapshots"`` ``{step: state_dict}``. Parameters with ``requires_grad=False`` (a frozen embedding) are not
+    trained.
     """
     V.instance("model", model, nn.Module)
     tr = V.tensor("train_rows", train_rows, ndim=2, dtype="int")
@@ -512,8 +617,15 @@ def train_modadd(model: nn.Module, train_rows, test_rows, steps: int, *, lr: flo
     snapshot_every = V.integer("snapshot_every", snapshot_every, min=0)
     lr, wd = V.positive("lr", lr), V.nonnegative("wd", wd)
     stop_at = V.optional(V.number, "stop_at", stop_at, min=0, max=1)
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=wd, betas=tuple(betas))
+    batch_size = V.optional(V.integer, "batch_size", batch_size, min=1)
+    warmup, clip = V.integer("warmup", warmup, min=0), V.optional(V.positive, "clip", clip)
+    batch_seed = V.seed("batch_seed", batch_seed)
+    params = [q for q in model.parameters() if q.requires_grad]
+    opt = torch.optim.AdamW(params, lr=lr, weight_decay=wd, betas=tuple(betas))
     log: dict = {"step": [], "loss": [], "train_acc": [], "test_acc": [], "snapshots": {}}
+    full = batch_size is None or batch_size >= len(tr)
+    gen = torch.Generator().manual_seed(batch_seed)
+    stream = torch.empty(0, dtype=torch.long)
 
     def snap(step: int) -> None:
         log["snapshots"][step] = {k: v.detach().to(torch.float16).clone() for k, v in model.state_dict().items()}
@@ -522,10 +634,21 @@ def train_modadd(model: nn.Module, train_rows, test_rows, steps: int, *, lr: flo
         snap(0)
     for step in range(1, steps + 1):
         model.train()
-        logits = model(tr[:, :2])[:, -1]
-        loss = F.cross_entropy(logits, tr[:, 2])
+        if full:
+            rows = tr
+        else:
+            while len(stream) < batch_size:
+                stream = torch.cat([stream, torch.randperm(len(tr), generator=gen)])
+            rows, stream = tr[stream[:batch_size]], stream[batch_size:]
+        if warmup:
+            for g in opt.param_groups:
+                g["lr"] = lr * min(1.0, step / warmup)
+        logits = model(rows[:, :2])[:, -1]
+        loss = F.cross_entropy(logits, rows[:, 2])
         opt.zero_grad(set_to_none=True)
         loss.backward()
+        if clip is not None:
+            torch.nn.utils.clip_grad_norm_(params, clip)
         opt.step()
         if snapshot_every and step % snapshot_every == 0:
             snap(step)
@@ -778,3 +901,100 @@ def record_per_seed(rec, cid: str, statement: str, values: Sequence, *, given: S
         given = sub
     return rec.claim(cid, statement, measured=[float(values[i]) for i in keep], baseline=base, note=note,
                      given=tuple(given), **kw)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the language-model experiments (Markov chain, subject-verb agreement): data shared by the notebook and
+# data/13_algorithmic_cores/make_lms.py
+SVA_NOUNS = ("cat", "dog", "bird", "boy", "girl", "tree")
+SVA_VERBS = ("run", "sleep", "eat", "sing")
+SVA_LEN = 17  # the longest sentence (two attractors), in tokens
+
+
+def sva_vocab() -> list[str]:
+    """The words of the agreement grammar; a word's index is its token id."""
+    return (["<bos>", "the", ".", "near", "behind", "with", "quickly", "here", "often", "happy", "tired", "big",
+             "it", "they", "is", "are"] + list(SVA_NOUNS) + [n + "s" for n in SVA_NOUNS]
+            + [v + "s" for v in SVA_VERBS] + list(SVA_VERBS))
+
+
+_TOK = {w: i for i, w in enumerate(sva_vocab())}
+
+
+def sva_sentence(rng: np.random.Generator, plural: bool, n_attr: int) -> tuple[list[int], int]:
+    """A sentence ``the N (PREP the N')* V ADV . PRON BE ADJ .`` of the agreement grammar: token ids and the
+    length of the prompt (everything before the verb). Each attractor ``N'`` has the opposite number with
+    probability 1/2; the verb, pronoun and ``is``/``are`` agree with the subject."""
+    V.instance("rng", rng, np.random.Generator)
+    n_attr = V.integer("n_attr", n_attr, min=0, max=(SVA_LEN - 9) // 3)
+    t = _TOK
+    sg_n, pl_n = [t[n] for n in SVA_NOUNS], [t[n + "s"] for n in SVA_NOUNS]
+    s = [t["<bos>"], t["the"], rng.choice(pl_n if plural else sg_n)]
+    for _ in range(n_attr):
+        attr_plural = (not plural) if rng.random() < 0.5 else plural
+        s += [rng.choice([t["near"], t["behind"], t["with"]]), t["the"], rng.choice(pl_n if attr_plural else sg_n)]
+    n_prompt = len(s)
+    k = rng.integers(len(SVA_VERBS))
+    s += [t[SVA_VERBS[k]] if plural else t[SVA_VERBS[k] + "s"], rng.choice([t["quickly"], t["here"], t["often"]]),
+          t["."], t["they"] if plural else t["it"], t["are"] if plural else t["is"],
+          rng.choice([t["happy"], t["tired"], t["big"]]), t["."]]
+    return [int(x) for x in s], n_prompt
+
+
+def sva_batch(data_seed: int, step: int, n: int = 64) -> torch.Tensor:
+    """Training batch ``step`` of the agreement grammar (n x SVA_LEN, padded with '.'), deterministic in
+    (``data_seed``, ``step``): subjects singular or plural and 0-2 attractors, uniformly."""
+    from helpers import repro
+
+    data_seed, step, n = V.seed("data_seed", data_seed), V.integer("step", step, min=0), V.integer("n", n, min=1)
+    rng = repro.rng(data_seed, 3, step)
+    seqs = [sva_sentence(rng, bool(rng.integers(2)), int(rng.integers(0, 3)))[0] for _ in range(n)]
+    out = torch.full((n, SVA_LEN), _TOK["."])
+    for i, sq in enumerate(seqs):
+        out[i, : len(sq)] = torch.tensor(sq)
+    return out
+
+
+def lm_loss(model: nn.Module, seq: torch.Tensor) -> torch.Tensor:
+    """Next-token cross-entropy of a language model on a batch of sequences (B x T), every position."""
+    V.instance("model", model, nn.Module)
+    seq = V.tensor("seq", seq, ndim=2, dtype="int")
+    if seq.shape[1] < 2:
+        raise ValueError(f"seq needs at least 2 tokens per row, got shape {tuple(seq.shape)}")
+    logits = model(seq[:, :-1])
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), seq[:, 1:].reshape(-1))
+
+
+def markov_batch(train_seqs: torch.Tensor, data_seed: int, step: int, n: int = 64) -> torch.Tensor:
+    """Minibatch ``step`` (n rows drawn with replacement) of the Markov training sequences, deterministic in
+    (``data_seed``, ``step``)."""
+    train_seqs = V.tensor("train_seqs", train_seqs, ndim=2, dtype="int")
+    data_seed, step, n = V.seed("data_seed", data_seed), V.integer("step", step, min=0), V.integer("n", n, min=1)
+    g = torch.Generator().manual_seed(data_seed * 7919 + step)
+    return train_seqs[torch.randint(0, len(train_seqs), (n,), generator=g)]
+
+
+def markov_model_config() -> hnn.TransformerConfig:
+    """The one-layer Markov transformer (4 states, d=64, 4 heads, learned positions, length 32)."""
+    return hnn.TransformerConfig(vocab_size=4, n_layer=1, n_head=4, d_model=64, d_ff=256, max_len=32, pos="learned")
+
+
+SVA_ARCH = {"small (2L, d=64)": (2, 64), "larger (3L, d=96)": (3, 96)}
+
+
+def sva_model_config(n_layer: int, d: int) -> hnn.TransformerConfig:
+    """An agreement LM of ``n_layer`` layers and width ``d`` (4 heads, learned positions)."""
+    n_layer, d = V.integer("n_layer", n_layer, min=1), V.integer("d", d, min=4)
+    return hnn.TransformerConfig(vocab_size=len(sva_vocab()), n_layer=n_layer, n_head=4, d_model=d,
+                                 max_len=SVA_LEN, pos="learned")
+
+
+def lm_config(name: str) -> dict:
+    """The training config of the LM checkpoints ("markov" or "sva"; make_lms.py)."""
+    V.one_of("name", name, ("markov", "sva"))
+    if name == "markov":
+        # the paper's length: 3000 sequences, batch 64, 40 epochs (1875 steps), AdamW lr 1e-4, constant
+        return dict(n_train=3000, length=32, stay=0.75, steps=1875, batch=64, lr=1e-4, warmup=20,
+                    schedule="constant", seeds=[0, 1, 2], seed_stride=100)
+    return dict(steps=600, batch=64, lr=3e-3, warmup=30, schedule="cosine", seeds=[0, 1, 2],
+                arch={k: list(v) for k, v in SVA_ARCH.items()})

@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from helpers import algorithmic_cores as ac
+from helpers import nn as hnn
 
 
 def planted(seed=0, N=20000, D=24, r=3, distract=2.0, noise=0.05):
@@ -383,3 +384,102 @@ def test_record_per_seed_aligns_conditions():
     assert v == "inconclusive"
     assert ac.record_per_seed(rec, "d", "d", [None], paper="p", op=">", target=1.0) == "untested"
     assert claims.record_problems(rec.to_dict()) == []
+
+
+def test_train_modadd_minibatch_warmup_clip_deterministic():
+    tr, te = (torch.tensor(a) for a in ac.modadd_split(7, 0.5, seed=42))
+
+    def run():
+        torch.manual_seed(0)
+        m = ac.modadd_model(7, 16)
+        return ac.train_modadd(m, tr, te, 20, lr=3e-3, wd=1.0, eval_every=10, batch_size=8, warmup=5, clip=1.0,
+                               batch_seed=3)
+
+    a, b = run(), run()
+    assert a["loss"] == b["loss"] and a["test_acc"] == b["test_acc"]  # same seed, same numbers
+    torch.manual_seed(0)
+    full = ac.train_modadd(ac.modadd_model(7, 16), tr, te, 20, lr=3e-3, wd=1.0, eval_every=10)
+    assert full["loss"] != a["loss"]  # minibatches are not the full batch
+    for bad, err in ((dict(batch_size=0), "batch_size"), (dict(warmup=-1), "warmup"), (dict(clip=0.0), "clip"),
+                     (dict(batch_size=2.5), "batch_size")):
+        with pytest.raises((ValueError, TypeError), match=err):
+            ac.train_modadd(ac.modadd_model(7, 16), tr, te, 5, lr=1e-3, wd=1.0, **bad)
+
+
+def test_frozen_fourier_embedding_sets_the_modes():
+    for m in (1, 2, 4):
+        E = ac.fourier_embedding(31, list(range(1, m + 1)), 16, seed=m)
+        assert E.shape == (31, 16) and np.allclose(np.linalg.norm(E, axis=1), 1.0)
+        assert ac.embedding_modes(E, 31) == m
+    assert ac.embedding_modes(np.random.default_rng(0).normal(size=(31, 16)), 31) > 8  # a random one holds many
+    model = ac.modadd_model(11, 16, freqs=[2, 3])
+    assert not model.tok.weight.requires_grad
+    before = model.tok.weight.detach().clone()
+    tr, te = (torch.tensor(a) for a in ac.modadd_split(11, 0.5, seed=42))
+    ac.train_modadd(model, tr, te, 5, lr=1e-2, wd=1.0, eval_every=5)
+    assert torch.equal(model.tok.weight, before)  # frozen: neither trained nor decayed
+    with pytest.raises(ValueError, match="distinct"):
+        ac.fourier_embedding(11, [2, 2], 8)
+    with pytest.raises(ValueError, match="freqs"):
+        ac.fourier_embedding(11, [6], 8)  # above p // 2
+    with pytest.raises(ValueError, match="d must be"):
+        ac.fourier_embedding(11, [1, 2, 3], 4)
+    with pytest.raises(ValueError, match="rows"):
+        ac.embedding_modes(np.zeros((5, 3)), 7)
+
+
+def test_collapses_are_marked_and_checkpoint_selection_avoids_them():
+    steps = list(range(10, 1010, 10))
+    acc = [min(1.0, 0.1 * k) for k in range(1, 101)]  # memorised at step 100
+    acc[39] = 0.4  # a collapse at step 400, recovered at 410
+    acc[69], acc[70] = 0.9, 0.97  # a smaller one at 700 (0.1 below), then 0.03 below at 710 (not a collapse)
+    col = ac.collapse_steps(steps, acc, start=100, drop=0.05)
+    assert col == [400, 700]
+    assert ac.collapse_steps(steps, acc, start=720) == []
+    grid = list(range(100, 1100, 100))
+    kept = ac.stable_checkpoints(grid, col, before=10, after=150)
+    assert kept == [100, 200, 300, 600, 900, 1000]  # 400/500 and 700/800 sit in a spike or its recovery
+    assert not any(k - 150 <= c <= k + 10 for k in kept for c in col)
+    assert ac.stable_checkpoints(grid, []) == grid
+    with pytest.raises(ValueError, match="train_acc"):
+        ac.collapse_steps(steps, acc[:-1])
+    with pytest.raises(ValueError, match="train_acc"):
+        ac.collapse_steps([10, 20], [0.5, 1.5])
+    with pytest.raises(ValueError, match="after"):
+        ac.stable_checkpoints(grid, col, after=-1)
+
+
+def test_trend_ratio_is_robust_to_one_spike():
+    up = [10, 11, 12, 13, 14, 30, 31, 32, 33, 34]
+    assert ac.trend_ratio(up, 5) == pytest.approx(32 / 12)
+    spiked = [10, 11, 90, 13, 14, 30, 31, 2, 33, 34]
+    assert ac.trend_ratio(spiked, 5) == pytest.approx(31 / 13)
+    assert ac.trend_ratio([5.0] * 6, 3) == 1.0
+    with pytest.raises(ValueError, match="2 \\* window"):
+        ac.trend_ratio([1, 2, 3], 2)
+    with pytest.raises(ValueError, match="positive"):
+        ac.trend_ratio([1, 0, 1, 1], 2)
+
+
+def test_sva_grammar_and_lm_helpers():
+    rng = np.random.default_rng(0)
+    words = ac.sva_vocab()
+    for plural in (False, True):
+        for n_attr in (0, 1, 2):
+            ids, n_prompt = ac.sva_sentence(rng, plural, n_attr)
+            assert len(ids) <= ac.SVA_LEN and n_prompt == 3 + 3 * n_attr
+            verb, pron, be = words[ids[n_prompt]], words[ids[n_prompt + 3]], words[ids[n_prompt + 4]]
+            assert (pron, be) == (("they", "are") if plural else ("it", "is"))
+            assert verb.endswith("s") != plural and words[ids[2]].endswith("s") == plural
+    b = ac.sva_batch(1, 7, n=5)
+    assert b.shape == (5, ac.SVA_LEN) and torch.equal(b, ac.sva_batch(1, 7, n=5))
+    model = hnn.Transformer(ac.sva_model_config(1, 16))
+    assert torch.isfinite(ac.lm_loss(model, b))
+    seqs = torch.tensor(ac.markov_sequences(ac.cyclic_transition(), 10, 8, seed=0))
+    assert torch.equal(ac.markov_batch(seqs, 0, 3, n=4), ac.markov_batch(seqs, 0, 3, n=4))
+    with pytest.raises(ValueError, match="n_attr"):
+        ac.sva_sentence(rng, True, 9)
+    with pytest.raises(ValueError, match="seq"):
+        ac.lm_loss(model, b[:, :1])
+    with pytest.raises(ValueError, match="name"):
+        ac.lm_config("nope")

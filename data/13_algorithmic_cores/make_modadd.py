@@ -1,21 +1,26 @@
 """Train the modular-addition grokking runs of chapter 13_algorithmic_cores, which do not fit its 5-minute default
 run, and write them with :mod:`helpers.checkpoints`:
 
-* ``modadd``: per seed (0, 1, 2) a two-layer transformer (p = 53, d = 128, 4 heads) trained full batch with AdamW
-  (lr 1e-3, weight decay 1) for 3000 steps (= epochs; the paper ~2000 epochs at batch 512, about 6000 optimizer
-  steps; the issue asks 3-5k epochs), logged every 10 steps; one seed takes 10-30 min on the shared 2-core
-  machine, depending on its load. About ten checkpoints per seed are chosen after training
-  (memorisation, a pre-grokking one, grokking, then evenly spaced to the end) and analysed with ACE (energy rank,
-  causal necessity / sufficiency scans, the cyclic fit and its random-means null); the analysis goes into the
-  manifest. The weights of four of seed 0's checkpoints (pre-grokking, grokking, middle, end) are stored in float16
-  (the analysis runs on the same float16-rounded weights, so the notebook reproduces it); for every seed and
-  analysed checkpoint the class means of the layer (p x d) and the same means in the core (p x r) are stored in
-  float32 (``states.<seed>.<name>.means`` / ``.reps``), which the notebook's ring-fraction nulls need.
+* ``modadd``: per seed (0, 1, 2) a two-layer transformer (p = 53, d = 128, 4 heads) trained with AdamW (lr 1e-3,
+  weight decay 1) on minibatches of 512 training pairs as in the paper, with a short linear warmup and gradient
+  clipping (issue #71: full-batch AdamW without them collapsed every few hundred steps), logged every 10 steps
+  (loss, train and test accuracy). A checkpoint is taken every 100 steps; the logged steps where training
+  accuracy falls more than 0.05 below its running maximum after memorisation are marked as **collapses**, and a
+  checkpoint within 150 steps after (or 10 before) a collapse is marked unstable. Every checkpoint gets the cheap
+  ACE reading (energy rank at 0.99, ring fraction and Fourier modes of the shift operator in the energy core);
+  four named stable checkpoints (memorised, pre-grokking, grokking, end) get the full analysis (causal
+  necessity / sufficiency scans, keep / remove accuracy, the cyclic fit and its Gaussian-means null). For every
+  seed and named checkpoint the class means of the layer (p x d) and of the core (p x r) are stored in float32
+  (``states.<seed>.<name>.means`` / ``.reps``: the ring-fraction nulls of the notebook need them); the weights
+  of seed 0's grokking and end checkpoints are stored in float16 (the analysis runs on the same float16-rounded
+  weights, so the notebook reproduces it).
+* ``modadd_nowd``: the no-weight-decay control, the same run at weight decay 0 (seeds as above), read the same way.
 
 Run from the repository root: ``.venv/bin/python data/13_algorithmic_cores/make_modadd.py`` (or ``make data
 NB=13_algorithmic_cores``). ``--tiny`` trains a tiny config for a few steps into a temporary folder (seconds; what
-the tests run); ``--seeds``/``--out``: other seeds into another data root. ``--jobs`` runs seeds in parallel
-processes, one torch thread each: the same seed on the same machine writes byte-identical weights.
+the tests run); ``--seeds``/``--out``: other seeds into another data root; ``--name`` one of the two. ``--jobs``
+runs seeds in parallel processes, one torch thread each: the same seed on the same machine writes byte-identical
+weights.
 """
 
 from __future__ import annotations
@@ -34,11 +39,13 @@ from helpers import checkpoints, repro, scripts
 SLUG = ac.CHECKPOINT_SLUG
 HERE = Path(__file__).resolve()
 SOURCES = [HERE, Path(ac.__file__).resolve(), Path(repro.__file__).resolve()]
+NAMES = ["modadd", "modadd_nowd"]
 
 
 def tiny(name: str = "modadd") -> dict:
-    cfg = copy.deepcopy(ac.checkpoint_config("modadd"))
-    cfg.update(p=7, d=16, steps=20, seeds=[0], n_analysed=4, samples=8, null_draws=2, r_max=8)
+    cfg = copy.deepcopy(ac.checkpoint_config(name))
+    cfg.update(p=7, d=16, steps=40, seeds=[0], samples=8, null_draws=2, r_max=8, batch_size=16, ckpt_every=10,
+               collapse_after=10)
     return cfg
 
 
@@ -46,45 +53,71 @@ def run_seed(args: tuple[dict, int]) -> dict:
     cfg, s = args
     torch.set_num_threads(1)
     t0 = time.time()
-    tr, te = (torch.tensor(a) for a in ac.modadd_split(cfg["p"], cfg["train_frac"], seed=cfg["split_seed"]))
+    p = cfg["p"]
+    tr, te = (torch.tensor(a) for a in ac.modadd_split(p, cfg["train_frac"], seed=cfg["split_seed"]))
 
     def progress(step: int, row: dict) -> None:
-        if step % 250 == 0:
-            print(f"seed {s} step {step}: train {row['train_acc']:.3f} test {row['test_acc']:.3f} "
+        if step % 500 == 0:
+            print(f"seed {s} wd {cfg['wd']} step {step}: train {row['train_acc']:.3f} test {row['test_acc']:.3f} "
                   f"({time.time() - t0:.0f} s)", flush=True)
 
     with repro.seeded(s):
-        model = ac.modadd_model(cfg["p"], cfg["d"], cfg["n_head"])
+        model = ac.modadd_model(p, cfg["d"], cfg["n_head"])
         log = ac.train_modadd(model, tr, te, cfg["steps"], lr=cfg["lr"], wd=cfg["wd"], betas=cfg["betas"],
-                              eval_every=cfg["eval_every"], snapshot_every=cfg["eval_every"], on_eval=progress)
-    named = ac.choose_checkpoints(log, cfg["n_analysed"], cfg["mem_acc"], cfg["gen_acc"], cfg["eval_every"])
-    analysis, states = {}, {}
-    for name, step in sorted(named.items(), key=lambda kv: kv[1]):
-        m = ac.modadd_model(cfg["p"], cfg["d"], cfg["n_head"])
+                              eval_every=cfg["eval_every"], snapshot_every=cfg["ckpt_every"], on_eval=progress,
+                              batch_size=cfg["batch_size"], warmup=cfg["warmup"], clip=cfg["clip"], batch_seed=s)
+    steps, tr_acc, te_acc = log["step"], log["train_acc"], log["test_acc"]
+    t_mem, t_gen = ac.memorise_generalise(steps, tr_acc, te_acc, cfg["mem_acc"], cfg["gen_acc"])
+    collapses = ac.collapse_steps(steps, tr_acc, start=t_mem or steps[-1], drop=cfg["collapse_drop"])
+    grid = sorted(log["snapshots"])
+    stable = ac.stable_checkpoints(grid, collapses, before=cfg["eval_every"], after=cfg["collapse_after"])
+
+    def model_at(step: int) -> torch.nn.Module:
+        m = ac.modadd_model(p, cfg["d"], cfg["n_head"])
         m.load_state_dict({k: v.float() for k, v in log["snapshots"][step].items()})
-        a = ac.modadd_analysis(m, te, cfg["p"], threshold=cfg["threshold"], samples=cfg["samples"], seed=s,
+        return m
+
+    trajectory = []
+    for step in grid:  # the cheap reading at every checkpoint
+        a = ac.modadd_analysis(model_at(step), te, p, threshold=cfg["threshold"], samples=cfg["samples"], seed=s,
+                               refine=False)
+        trajectory.append(dict(step=step, stable=step in stable, base=a["base"], r_energy=a["r_energy"],
+                               ring=a["ring"], modes=a["modes"]))
+    named: dict[str, int] = {}
+    if t_mem is not None:
+        named["memorised"] = next((g for g in stable if g >= t_mem), None)
+    if t_gen is not None:
+        named["grokking"] = next((g for g in stable if g >= t_gen), None)
+        te_at = dict(zip(steps, te_acc))
+        lo = te_at.get(named.get("memorised"), te_acc[0])
+        pre = [g for g in stable if (t_mem or 0) <= g < t_gen and te_at.get(g, 1.0) <= lo + 0.5 * (cfg["gen_acc"] - lo)]
+        if pre:
+            named["pre_grokking"] = pre[-1]
+    if stable:
+        named["end"] = stable[-1]
+    named = {k: v for k, v in named.items() if v is not None}
+    analysis, tensors = {}, {}
+    for name, step in sorted(named.items(), key=lambda kv: kv[1]):
+        m = model_at(step)
+        a = ac.modadd_analysis(m, te, p, threshold=cfg["threshold"], samples=cfg["samples"], seed=s,
                                null_draws=cfg["null_draws"], r_max=cfg["r_max"])
         a["eigs_re"], a["eigs_im"] = a["eigs"].real.tolist(), a["eigs"].imag.tolist()
         del a["eigs"]
         analysis[name] = dict(step=step, **a)
-        # the inputs of the cyclic fit's nulls (class order, random subspace), for every seed and checkpoint
-        means, reps = ac.modadd_class_states(m, te, cfg["p"], a["r_used"], threshold=cfg["threshold"],
+        means, reps = ac.modadd_class_states(m, te, p, a["r_used"], threshold=cfg["threshold"],
                                              samples=cfg["samples"], seed=s)
-        states[f"states.{s}.{name}.means"] = torch.from_numpy(means)
-        states[f"states.{s}.{name}.reps"] = torch.from_numpy(reps)
+        tensors[f"states.{s}.{name}.means"] = torch.from_numpy(means)
+        tensors[f"states.{s}.{name}.reps"] = torch.from_numpy(reps)
+        if s == cfg["stored_seed"] and name in ("grokking", "end"):
+            tensors.update({f"{name}.{k}": v for k, v in log["snapshots"][step].items()})
         print(f"seed {s} {name:>12} step {step:>5}: test {a['base']:.3f} r_energy {a['r_energy']:>3} "
-              f"r_nec {a['r_nec']:>3} r_suf {a['r_suf']:>3} ring {a['ring']:.2f} (null {a['ring_null']:.2f}) "
-              f"modes {a['modes']}", flush=True)
-    keep = dict(states)
-    if s == cfg["stored_seed"]:
-        for name in ("pre_grokking", "grokking", f"after_{max(1, (cfg['n_analysed'] - 4) // 2)}", "end"):
-            if name in named:
-                keep.update({f"{name}.{k}": v for k, v in log["snapshots"][named[name]].items()})
+              f"r_nec {a['r_nec']:>3} r_suf {a['r_suf']:>3} ring {a['ring']:.2f} modes {a['modes']}", flush=True)
     return dict(seed=s, log={k: v for k, v in log.items() if k != "snapshots"}, named=named, analysis=analysis,
-                tensors=keep, seconds=time.time() - t0)
+                trajectory=trajectory, collapses=collapses, t_mem=t_mem, t_gen=t_gen, tensors=tensors,
+                seconds=time.time() - t0)
 
 
-def make_modadd(cfg: dict, out: Path | None, jobs: int = 1) -> Path:
+def make_modadd(cfg: dict, out: Path | None, jobs: int = 1, name: str = "modadd") -> Path:
     t0 = time.time()
     work = [(cfg, s) for s in cfg["seeds"]]
     if jobs > 1:
@@ -92,22 +125,23 @@ def make_modadd(cfg: dict, out: Path | None, jobs: int = 1) -> Path:
             results = pool.map(run_seed, work)
     else:
         results = [run_seed(w) for w in work]
-    tensors, history, metrics, extra = {}, {}, {}, {"analysis": {}, "named": {}}
+    tensors, history, metrics = {}, {}, {}
+    extra: dict = {"analysis": {}, "named": {}, "trajectory": {}, "collapses": {}, "seconds_per_seed": {}}
     for r in results:
         s, log = r["seed"], r["log"]
         tensors.update(r["tensors"])
-        history[f"test_acc/{s}"] = list(zip(log["step"], log["test_acc"]))
-        history[f"train_acc/{s}"] = list(zip(log["step"], log["train_acc"]))
-        history[f"loss/{s}"] = list(zip(log["step"], log["loss"]))
-        t_mem, t_gen = ac.memorise_generalise(log["step"], log["train_acc"], log["test_acc"], cfg["mem_acc"],
-                                              cfg["gen_acc"])
-        metrics[f"t_mem/{s}"], metrics[f"t_gen/{s}"] = t_mem, t_gen
+        for k in ("test_acc", "train_acc", "loss"):
+            history[f"{k}/{s}"] = list(zip(log["step"], log[k]))
+        metrics[f"t_mem/{s}"], metrics[f"t_gen/{s}"] = r["t_mem"], r["t_gen"]
         metrics[f"final_test_acc/{s}"] = log["test_acc"][-1]
-        extra["analysis"][str(s)] = r["analysis"]
-        extra["named"][str(s)] = r["named"]
-        extra.setdefault("seconds_per_seed", {})[str(s)] = round(r["seconds"], 1)
-    return checkpoints.save(SLUG, "modadd", tensors, config=cfg, metrics=metrics, history=history,
-                            seed=cfg["seeds"], steps=cfg["steps"], wall_seconds=time.time() - t0, sources=SOURCES,
+        metrics[f"n_collapses/{s}"] = len(r["collapses"])
+        for k in ("analysis", "named", "trajectory", "collapses"):
+            extra[k][str(s)] = r[k]
+        extra["seconds_per_seed"][str(s)] = round(r["seconds"], 1)
+    if not tensors:  # a manifest needs a weights file
+        tensors["empty"] = torch.zeros(1)
+    return checkpoints.save(SLUG, name, tensors, config=cfg, metrics=metrics, history=history, seed=cfg["seeds"],
+                            steps=cfg["steps"], wall_seconds=time.time() - t0, sources=SOURCES,
                             module="helpers.algorithmic_cores", extra=extra, root=out)
 
 
@@ -115,8 +149,9 @@ def main(argv: list[str] | None = None) -> list[Path]:
     def options(ap: argparse.ArgumentParser) -> None:
         ap.add_argument("--jobs", type=int, default=1, help="seeds trained in parallel processes")
 
-    return scripts.script_main(lambda cfg, out, args: make_modadd(cfg, out, args.jobs), config=ac.checkpoint_config,
-                               tiny=tiny, names=["modadd"], options=options, doc=__doc__, argv=argv)
+    return scripts.script_main(lambda cfg, out, args: make_modadd(cfg, out, args.jobs, args.name),
+                               config=ac.checkpoint_config, tiny=tiny, names=NAMES, options=options, doc=__doc__,
+                               argv=argv)
 
 
 if __name__ == "__main__":
