@@ -37,8 +37,10 @@ __all__ = [
     "nearest", "distortion", "lloyd", "TransportedCodes", "transport_codes", "quantize_ste", "usage",
     "equal_mass_test", "QuantOut", "FlowQuantizer", "VectorQuantizer", "EMAVectorQuantizer", "FSQ",
     "GaussianGridQuantizer", "kmeans_codes", "Tokenizer", "TOY_DISTRIBUTIONS", "toy_latents", "lorenz_states",
-    "RankCells", "mmd_rbf", "distortion_at_entropy", "TokenPrior", "prior_bits", "fit_prior", "grid_neighbour",
+    "RankCells", "mmd_rbf", "distortion_at_entropy", "distortion_at_rate", "matched_rate_ratios", "TokenPrior",
+    "prior_bits", "fit_prior", "grid_neighbour",
     "topology_ratio", "TOK_METHODS", "make_quantizer", "train_flow", "train_tokenizer", "checkpoint_config",
+    "evaluate_tokenizer", "uniform_grid", "LORENZ_METHODS", "fixed_data_codebooks",
 ]
 
 
@@ -433,6 +435,17 @@ class EMAVectorQuantizer(nn.Module):
     def codebook(self) -> Tensor:
         return self.embed
 
+    @torch.no_grad()
+    def init_kmeans(self, z: Tensor, seed: int = 0) -> None:
+        """Start the codebook (and its EMA statistics) at the k-means centroids of the latents ``z`` (N >= K rows):
+        the usual strong initialisation of a VQ-EMA codebook."""
+        z = V.tensor("z", z, shape=(None, self.d), dtype="float", nonempty=True)
+        c = kmeans_codes(z.detach(), self.K, seed, max_iter=50)
+        self.embed.copy_(c)
+        self.ema_sum.copy_(c)
+        self.ema_count.fill_(1.0)
+        self.idle.zero_()
+
     def forward(self, z: Tensor) -> QuantOut:
         idx = nearest(z.detach(), self.embed)
         if self.training:
@@ -702,6 +715,56 @@ def distortion_at_entropy(entropies: Sequence[float], distortions: Sequence[floa
     return float(np.exp(ld[i] + slope * (h - e[i])))
 
 
+def distortion_at_rate(rates: Sequence[float], distortions: Sequence[float], r: float, slack: float = 0.0) -> float:
+    """The distortion a rate-distortion curve reaches at rate ``r``: linear in ``log D`` between the two measured
+    points around ``r`` (points sorted by rate). Up to ``slack`` beyond the measured rates the nearest segment is
+    extended; further out the answer is NaN (no long extrapolation). Needs >= 2 points with distinct rates."""
+    e = V.array("rates", rates, ndim=1, dtype="float").astype(np.float64)
+    dist = V.array("distortions", distortions, ndim=1, dtype="float", min=0, strict_min=True).astype(np.float64)
+    r, slack = V.number("r", r), V.nonnegative("slack", slack)
+    if len(e) != len(dist) or len(e) < 2:
+        raise ValueError(f"rates and distortions must have the same length >= 2, got {len(e)} and {len(dist)}")
+    if not np.all(np.isfinite(e)):
+        raise ValueError("rates must be finite")
+    order = np.argsort(e)
+    e, ld = e[order], np.log(dist[order])
+    if np.any(np.diff(e) <= 0):
+        raise ValueError(f"rates must be distinct, got {sorted(e.tolist())}")
+    if r < e[0] - slack or r > e[-1] + slack:
+        return math.nan
+    i = int(np.clip(np.searchsorted(e, r) - 1, 0, len(e) - 2))
+    slope = (ld[i + 1] - ld[i]) / (e[i + 1] - e[i])
+    return float(np.exp(ld[i] + slope * (r - e[i])))
+
+
+def matched_rate_ratios(curves: dict[str, tuple[Sequence[float], Sequence[float]]], method: str,
+                        baselines: Sequence[str], slack: float = 0.0) -> list[dict]:
+    """Compare ``method`` with the best of ``baselines`` at matched rate.
+
+    ``curves[m] = (rates, distortions)``, one point per codebook size. At each of ``method``'s own points the
+    baselines' distortions are read off their curves at the same rate (:func:`distortion_at_rate`; a baseline whose
+    measured rates, widened by ``slack``, do not cover that rate is left out there). Returns one dict per point of ``method``: ``rate``,
+    ``mse`` (the method's), ``best`` (name of the best covering baseline, or None), ``best_mse`` and ``ratio``
+    (``mse / best_mse``; NaN where no baseline covers the rate)."""
+    V.instance("curves", curves, dict)
+    V.instance("method", method, str)
+    baselines = V.sequence("baselines", baselines, min_len=1, of=lambda n, x: V.instance(n, x, str))
+    for m in [method, *baselines]:
+        if m not in curves:
+            raise ValueError(f"curves must hold a curve for {m!r}, got {sorted(curves)}")
+    rates, mses = (np.asarray(a, dtype=np.float64) for a in curves[method])
+    if rates.shape != mses.shape or rates.ndim != 1 or len(rates) == 0:
+        raise ValueError(f"curves[{method!r}] must be two 1-d sequences of the same non-zero length")
+    out = []
+    for r, d in zip(rates.tolist(), mses.tolist()):
+        at = {b: distortion_at_rate(*curves[b], r, slack) for b in baselines}
+        cover = {b: v for b, v in at.items() if math.isfinite(v)}
+        best = min(cover, key=cover.get) if cover else None
+        best_mse = cover[best] if best else math.nan
+        out.append(dict(rate=r, mse=d, best=best, best_mse=best_mse, ratio=d / best_mse if best else math.nan))
+    return out
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # Downstream: an autoregressive prior over tokens, and index topology
 # ----------------------------------------------------------------------------------------------------------------
@@ -850,12 +913,19 @@ def cell_means(x: Tensor, idx: Tensor, K: int) -> Tensor:
     return sums / torch.bincount(idx, minlength=K).clamp(min=1)[:, None]
 
 
-def train_online_vq(x: Tensor, K: int, seed: int, steps: int, batch: int = 512) -> Tensor:
-    """A VQ-EMA codebook (dead-code restarts) fitted online to fixed latents ``x`` on minibatches of ``batch``."""
+def train_online_vq(x: Tensor, K: int, seed: int, steps: int, batch: int = 512, init: Tensor | None = None
+                    ) -> Tensor:
+    """A VQ-EMA codebook (dead-code restarts) fitted online to fixed latents ``x`` on minibatches of ``batch``,
+    from the reference random start or from the codes ``init`` (K, d), e.g. the k-means centroids of ``x``."""
     x = V.tensor("x", x, ndim=2, dtype="float", nonempty=True)
     K, seed, steps = V.integer("K", K, min=1), V.seed("seed", seed), V.integer("steps", steps, min=1)
+    V.optional(V.tensor, "init", init, shape=(K, x.shape[1]), dtype="float")
     g = torch.Generator().manual_seed(seed)
     q = EMAVectorQuantizer(K, x.shape[1], seed=seed).train()
+    if init is not None:
+        with torch.no_grad():
+            q.embed.copy_(init)
+            q.ema_sum.copy_(init)
     for _ in range(steps):
         q(x[torch.randint(len(x), (batch,), generator=g)])
     return q.eval().codebook.clone()
@@ -913,17 +983,78 @@ def flow_fit(flow: nn.Module, x: Tensor, ref: Tensor, samples: Tensor, K: int, n
                 equal_mass_no_flow=usage(source_cells(x[:5 * n], lv), K)["entropy_ratio"])
 
 
+def uniform_grid(x: Tensor, levels: Sequence[int]) -> Tensor:
+    """The product grid of cell midpoints of ``levels[j]`` equal-width bins over the range of ``x[:, j]``, in the
+    order of :func:`prior_codes` (a uniform per-dimension quantizer fitted to the data's range)."""
+    levels = check_levels(levels)
+    x = V.tensor("x", x, shape=(None, len(levels)), dtype="float", nonempty=True)
+    lo, hi = x.min(0).values, x.max(0).values
+    axes = [lo[j] + (torch.arange(m) + 0.5) * (hi[j] - lo[j]) / m for j, m in enumerate(levels)]
+    grid = torch.meshgrid(*axes, indexing="ij")
+    return torch.stack([g.reshape(-1) for g in grid], dim=-1)
+
+
+LORENZ_METHODS = ("k-means", "VQ-EMA", "FSQ", "Flow + Lloyd", "Gaussian grid", "uniform grid")
+
+
+def fixed_data_codebooks(x: Tensor, flow: nn.Module, K: int, seed: int, vq_steps: int, ode_steps: int = 16,
+                         lloyd_steps: int = 2, samples_per_code: int = 8) -> dict[str, Tensor]:
+    """Codebooks of size ``K`` fitted to fixed data ``x`` (N, d) by every method of :data:`LORENZ_METHODS`:
+    k-means; VQ-EMA run online for ``vq_steps`` from the k-means codes; FSQ with its cell means as codes; the
+    flow's transported cells (``samples_per_code * K`` samples) plus ``lloyd_steps`` Lloyd steps; the Gaussian
+    grid; a uniform grid over the data's range."""
+    x = V.tensor("x", x, ndim=2, dtype="float", nonempty=True)
+    V.instance("flow", flow, nn.Module)
+    K, seed, vq_steps = V.integer("K", K, min=2), V.seed("seed", seed), V.integer("vq_steps", vq_steps, min=1)
+    samples_per_code = V.integer("samples_per_code", samples_per_code, min=1)
+    lv = split_levels(K, x.shape[1])
+    tc = transport_codes(flow, lv, samples_per_code * K, ode_steps, lloyd_steps=lloyd_steps,
+                         generator=torch.Generator().manual_seed(seed))
+    km = kmeans_codes(x, K, seed, max_iter=50)
+    return {"k-means": km, "VQ-EMA": train_online_vq(x, K, seed, vq_steps, init=km),
+            "FSQ": cell_means(x, FSQ(lv)(x).idx, K), "Flow + Lloyd": tc.codes, "Gaussian grid": prior_codes(lv),
+            "uniform grid": uniform_grid(x, lv)}
+
+
 TOK_METHODS = ("VQ-VAE", "VQ-EMA", "FSQ", "Gaussian grid", "Flow-VQ")
 
 
 def checkpoint_config(name: str = "models") -> dict:
-    """The configuration of the chapter's checkpoint ``models`` (what its default parameters ask for)."""
-    V.one_of("name", name, ("models",))
-    return dict(seeds=[0, 1, 2], toy=list(TOY_DISTRIBUTIONS), n_toy=20_000, flow_steps=1500, flow_batch=512,
-                flow_hidden=128, flow_lr=2e-3, n_lorenz=15_000, gauss_steps=2000, gauss_hidden=64,
-                tok_K=256, tok_steps=2000, tok_batch=128, tok_lr=2e-3, tok_hidden=128, refresh_every=100,
-                n_tokens=4, d_tok=4,
-                n_train=1437, split_seed=0, methods=list(TOK_METHODS))
+    """The configuration of a checkpoint of the chapter (what its default parameters ask for): ``models`` (the
+    flows and the K = 256 tokenizers) or ``rate`` (the tokenizers' rate sweep over the other codebook sizes)."""
+    V.one_of("name", name, ("models", "rate"))
+    tok = dict(tok_steps=2000, tok_batch=128, tok_lr=2e-3, tok_hidden=128, refresh_every=100, n_tokens=4, d_tok=4,
+               n_train=1437, split_seed=0, methods=list(TOK_METHODS), ema_kmeans_init=True)
+    if name == "rate":
+        return dict(seeds=[0, 1, 2], rate_K=[16, 64, 1024], prior_steps=200, **tok)
+    return dict(seeds=[0, 1, 2], toy=list(TOY_DISTRIBUTIONS), n_toy=20_000, flow_steps=20_000, flow_batch=1024,
+                flow_hidden=128, flow_lr=2e-3, n_lorenz=15_000, gauss_steps=2000, gauss_hidden=64, tok_K=256,
+                **tok)
+
+
+@torch.no_grad()
+def evaluate_tokenizer(model: Tokenizer, X_tr: Tensor, X_te: Tensor, X_all: Tensor, prior_steps: int = 200,
+                       seed: int = 0) -> dict[str, float]:
+    """Rate and distortion of a trained tokenizer: test MSE per pixel (``recon_mse``), :func:`usage` of the codes
+    of all images ``X_all``, and ``bits_per_image``: the mean code length of the test images' tokens under a
+    :class:`TokenPrior` fitted (:func:`fit_prior`, ``prior_steps``, ``seed``) on the first 80% of the training
+    images' tokens and stopped early on the rest."""
+    V.instance("model", model, Tokenizer)
+    for n, x in (("X_tr", X_tr), ("X_te", X_te), ("X_all", X_all)):
+        V.tensor(n, x, ndim=2, dtype="float", nonempty=True)
+    prior_steps, seed = V.integer("prior_steps", prior_steps, min=1), V.seed("seed", seed)
+    K, n = model.quantizer.K, model.n_tokens
+    if len(X_tr) < 5:
+        raise ValueError(f"X_tr must hold at least 5 images (80% to fit the prior, 20% to stop it), got {len(X_tr)}")
+    model.eval()
+    recon, out_te = model(X_te)
+    r = dict(recon_mse=(recon - X_te).pow(2).mean().item(), **usage(model(X_all)[1].idx, K))
+    t_tr, t_te = model(X_tr)[1].idx.reshape(-1, n), out_te.idx.reshape(-1, n)
+    n_fit = int(0.8 * len(t_tr))
+    with torch.enable_grad():
+        prior, _ = fit_prior(t_tr[:n_fit], t_tr[n_fit:], K, prior_steps, seed)
+    r["bits_per_image"] = prior_bits(prior, t_te).mean().item()
+    return r
 
 
 def train_flow(x: Tensor, steps: int, seed: int = 0, hidden: int = 128, batch: int = 512, lr: float = 2e-3,
@@ -961,15 +1092,23 @@ def make_quantizer(method: str, K: int, d: int, seed: int = 0, refresh_every: in
 
 def train_tokenizer(method: str, X: Tensor, K: int, steps: int, seed: int = 0, n_tokens: int = 4, d: int = 4,
                     refresh_every: int = 100, batch: int = 128, lr: float = 2e-3, hidden: int = 128,
-                    progress: bool = True) -> tuple[Tokenizer, list[float]]:
+                    progress: bool = True, ema_kmeans_init: bool = True) -> tuple[Tokenizer, list[float]]:
     """Train a :class:`Tokenizer` with quantizer ``method`` on images ``X`` (N, pixels); loss
-    ``||x - D(z_q)||^2 + quantizer loss``. Returns the model (eval mode) and its loss curve."""
+    ``||x - D(z_q)||^2 + quantizer loss``. With ``ema_kmeans_init`` the VQ-EMA codebook starts at the k-means
+    centroids of the untrained encoder's latents of ``X`` (needs ``len(X) * n_tokens >= K``). Returns the model
+    (eval mode) and its loss curve."""
     from helpers import train
 
     X = V.tensor("X", X, ndim=2, dtype="float", nonempty=True)
     steps, seed = V.integer("steps", steps, min=1), V.seed("seed", seed)
+    V.boolean("ema_kmeans_init", ema_kmeans_init)
     torch.manual_seed(seed)
     model = Tokenizer(X.shape[1], n_tokens, d, make_quantizer(method, K, d, seed, refresh_every), hidden)
+    if method == "VQ-EMA" and ema_kmeans_init:
+        if len(X) * n_tokens < K:
+            raise ValueError(f"k-means init needs len(X) * n_tokens >= K={K}, got {len(X)} * {n_tokens}")
+        with torch.no_grad():
+            model.quantizer.init_kmeans(model.encode(X), seed)
     g = torch.Generator().manual_seed(seed)
 
     def loss(m: Tokenizer, b: Tensor) -> Tensor:

@@ -361,3 +361,87 @@ def test_cell_means_and_online_vq():
     blobs = torch.cat([torch.randn(500, 2, generator=g) * 0.05 + torch.tensor(c) for c in ([0.0, 0.0], [3.0, 3.0])])
     book = fv.train_online_vq(blobs, 2, 0, 200, batch=64)
     assert fv.distortion(blobs, book) < 0.05
+
+
+def test_distortion_at_rate_interpolates_inside_and_refuses_to_extrapolate():
+    r, d = [6.0, 4.0, 5.0], [0.25, 1.0, 0.5]  # unsorted on purpose
+    assert fv.distortion_at_rate(r, d, 4.5) == pytest.approx(1 / math.sqrt(2))
+    assert fv.distortion_at_rate(r, d, 6.0) == pytest.approx(0.25)
+    assert math.isnan(fv.distortion_at_rate(r, d, 6.5)) and math.isnan(fv.distortion_at_rate(r, d, 3.9))
+    assert fv.distortion_at_rate(r, d, 6.5, slack=0.5) == pytest.approx(0.25 / math.sqrt(2))  # extends a segment
+    with pytest.raises(ValueError):
+        fv.distortion_at_rate(r, d, 5.0, slack=-1.0)
+    with pytest.raises(ValueError):
+        fv.distortion_at_rate([1.0], [1.0], 1.0)
+    with pytest.raises(ValueError):
+        fv.distortion_at_rate([1.0, 1.0], [1.0, 0.5], 1.0)
+    with pytest.raises(ValueError):
+        fv.distortion_at_rate([1.0, 2.0], [1.0, 0.0], 1.5)  # log of a zero distortion
+    with pytest.raises(ValueError):
+        fv.distortion_at_rate([1.0, float("nan")], [1.0, 0.5], 1.5)
+
+
+def test_matched_rate_ratios_picks_the_best_covering_baseline():
+    curves = {"ours": ([4.5, 5.5, 7.0], [0.6, 0.3, 0.1]),
+              "a": ([4.0, 5.0, 6.0], [1.0, 0.5, 0.25]),  # at 4.5: 1/sqrt(2), at 5.5: 0.5/sqrt(2)
+              "b": ([5.0, 6.0], [0.4, 0.2])}  # covers 5.5 only: 0.4/sqrt(2)
+    out = fv.matched_rate_ratios(curves, "ours", ["a", "b"])
+    assert [o["best"] for o in out] == ["a", "b", None]
+    assert out[0]["ratio"] == pytest.approx(0.6 * math.sqrt(2))
+    assert out[1]["best_mse"] == pytest.approx(0.4 / math.sqrt(2))
+    assert math.isnan(out[2]["ratio"]) and out[2]["mse"] == 0.1
+    assert fv.matched_rate_ratios(curves, "ours", ["a"], slack=1.0)[2]["best"] == "a"  # 7.0 is within 1 of 6.0
+    with pytest.raises(ValueError):
+        fv.matched_rate_ratios(curves, "ours", ["c"])
+    with pytest.raises(ValueError):
+        fv.matched_rate_ratios({"ours": ([1.0], [1.0, 2.0]), "a": curves["a"]}, "ours", ["a"])
+    with pytest.raises(TypeError):
+        fv.matched_rate_ratios(curves, "ours", [3])
+
+
+def test_online_vq_from_given_codes_and_kmeans_init():
+    g = torch.Generator().manual_seed(0)
+    centres = torch.tensor([[-3.0, 0.0], [3.0, 0.0]])
+    x = centres[torch.arange(400) % 2] + 0.1 * torch.randn(400, 2, generator=g)
+    c = fv.train_online_vq(x, 2, 0, 20, batch=64, init=centres)
+    assert torch.allclose(c, centres, atol=0.05)  # started at the clusters, it stays there
+    with pytest.raises(ValueError):
+        fv.train_online_vq(x, 2, 0, 5, init=torch.zeros(3, 2))
+    q = fv.EMAVectorQuantizer(2, 2, seed=0)
+    q.init_kmeans(x, 0)
+    assert torch.allclose(q.codebook[q.codebook[:, 0].argsort()], centres, atol=0.05)
+    with pytest.raises(ValueError):
+        q.init_kmeans(torch.zeros(5, 3))
+
+
+def test_evaluate_tokenizer_measures_rate_and_distortion():
+    X = torch.rand(50, 16)
+    model, _ = fv.train_tokenizer("VQ-EMA", X[:40], 16, 3, seed=0, n_tokens=2, d=2, batch=8, hidden=8,
+                                  progress=False)
+    r = fv.evaluate_tokenizer(model, X[:40], X[40:], X, prior_steps=2, seed=0)
+    assert {"recon_mse", "bits_per_image", "entropy_bits", "utilization"} <= set(r)
+    assert r["recon_mse"] > 0 and 0 <= r["bits_per_image"] and 0 < r["utilization"] <= 1
+    assert r == fv.evaluate_tokenizer(model, X[:40], X[40:], X, prior_steps=2, seed=0)  # deterministic
+    with pytest.raises(ValueError):
+        fv.evaluate_tokenizer(model, X[:3], X[40:], X)
+    with pytest.raises(TypeError):
+        fv.evaluate_tokenizer(torch.nn.Linear(2, 2), X[:40], X[40:], X)
+    with pytest.raises(ValueError):
+        fv.train_tokenizer("VQ-EMA", X[:3], 16, 3, n_tokens=2, d=2, progress=False)  # k-means needs >= K latents
+
+
+def test_uniform_grid_and_fixed_data_codebooks():
+    x = torch.tensor([[0.0, -1.0], [4.0, 1.0]])
+    g = fv.uniform_grid(x, [2, 2])
+    assert torch.allclose(g, torch.tensor([[1.0, -0.5], [1.0, 0.5], [3.0, -0.5], [3.0, 0.5]]))
+    with pytest.raises(ValueError):
+        fv.uniform_grid(x, [2, 2, 2])
+    mu, s = torch.tensor([1.0, -2.0]), 0.5
+    data = mu + s * torch.randn(3000, 2, generator=torch.Generator().manual_seed(0))
+    books = fv.fixed_data_codebooks(data, AffineGaussianField(mu, s), 16, 0, vq_steps=20)
+    assert list(books) == list(fv.LORENZ_METHODS) and all(c.shape == (16, 2) for c in books.values())
+    d = {m: fv.distortion(data, c) for m, c in books.items()}
+    assert d["Flow + Lloyd"] < 1.3 * d["k-means"] < d["Gaussian grid"]  # the exact flow is near k-means
+    assert d["VQ-EMA"] < 1.3 * d["k-means"]  # started at k-means, it stays near it
+    with pytest.raises(ValueError):
+        fv.fixed_data_codebooks(data, AffineGaussianField(mu, s), 7, 0, vq_steps=5)
