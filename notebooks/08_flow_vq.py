@@ -34,7 +34,7 @@
 # | "high-precision" tasks | two tasks, not named in the abstract | tokenizing Lorenz-63 states, error vs bits |
 # | downstream model | autoregressive image models | a 4-token autoregressive MLP prior, bits per image |
 # | seeds | not given | 3 (0, 1, 2) for everything trained or sampled; quick mode 1 |
-# | hardware | GPUs | 2 CPU cores; the flows and tokenizers are trained by `data/08_flow_vq/make_models.py` (checkpoint `models`, ≈ 2.7 MB; the rate sweep's measurements in checkpoint `rate`), the default run evaluates them; quick mode trains tiny ones live |
+# | hardware | GPUs | 2 CPU cores; the flows and tokenizers are trained by `data/08_flow_vq/make_models.py` (checkpoint `models`, ≈ 2.8 MB; the rate sweep's measurements in checkpoint `rate`), the default run evaluates them; quick mode trains tiny ones live |
 #
 # :::{note}
 # **What is reconstructed.** The full paper and code are not public; only the abstract is. The construction
