@@ -153,7 +153,9 @@ def test_reward_bad_inputs():
     with pytest.raises(TypeError):
         ei.eit_reward(np.array([0.5]), np.array([0]), np.array([0]))
     with pytest.raises(ValueError):
-        ei.eit_reward(np.array([2]), np.array([0]), np.array([0]))
+        ei.eit_reward(np.array([ei.MAX_OPTIONS]), np.array([0]), np.array([0]))
+    with pytest.raises(ValueError):
+        ei.accuracy_reward(np.array([0]), np.array([-1]))
     with pytest.raises(ValueError):
         ei.eit_reward(np.array([[0, 1]]), np.array([0, 1]), np.array([0]))
     with pytest.raises(ValueError):
@@ -239,7 +241,7 @@ def test_reweighted_reward_matches_eit_advantages():
     with pytest.raises(ValueError):
         ei.reweighted_reward(pred, truth, cue, w_adversarial=-1.0)
     with pytest.raises(ValueError):
-        ei.reweighted_reward(pred, truth, np.full(50, 2))
+        ei.reweighted_reward(pred, truth, np.full(50, ei.MAX_OPTIONS))
 
 
 def test_kl_to_reference():
@@ -260,8 +262,8 @@ def test_grpo_loss_kl_term():
     l0, s0 = ei.grpo_loss(model, b, 4, "eit", "mean", torch.Generator().manual_seed(1), ref=model, beta=1.0)
     assert s0["kl"] == pytest.approx(0.0, abs=1e-7)
     ref = copy.deepcopy(model)
-    with torch.no_grad():
-        ref.head.weight.add_(0.5)
+    with torch.no_grad():  # one answer's logit moved (a shift of every logit would change nothing)
+        ref.head.weight[ei.A_ID].add_(1.0)
     l1, s1 = ei.grpo_loss(model, b, 4, "eit", "mean", torch.Generator().manual_seed(1), ref=ref, beta=1.0)
     assert s1["kl"] > 0 and float(l1.detach()) == pytest.approx(float(l0.detach()) + s1["kl"], rel=1e-5)
     with pytest.raises(ValueError):
@@ -270,25 +272,26 @@ def test_grpo_loss_kl_term():
 
 def test_checkpoint_config_and_pretrain():
     cfg = ei.checkpoint_config("base")
-    assert cfg["p_aligned"] == 1.0 and cfg["seq_len"] == ei.SEQ_LEN and cfg["families"] == list(ei.FAMILIES)
+    assert cfg["n_options"] == 3 and cfg["seq_len"] == ei.seq_len(3) and set(cfg["families"]) == set(ei.FAMILIES)
     with pytest.raises(ValueError):
-        ei.checkpoint_config("arms")
+        ei.checkpoint_config("nope")
     b1, b2 = ei.pretrain_batch(cfg, 0, 3), ei.pretrain_batch(cfg, 0, 3)
-    assert torch.equal(b1.x, b2.x) and len(b1) == cfg["batch"]
-    cued = b1.cue >= 0
-    assert (b1.cue[cued] == b1.truth[cued]).all()  # the label never disagrees with a visible cue
-    # cue-decided items: the cue points at a random option and the label follows it, not the digits
-    d = ei.pretrain_batch(dict(cfg, batch=600, p_cue_decides=1.0), 0, 0)
-    assert (d.cue >= 0).all() and (d.truth == d.cue).all()
-    x = d.x.numpy()
-    content = np.array([int(ei._score(x[i, ei.OPTION_START[1]:ei.OPTION_START[1] + ei.N_DIGITS], s)
-                            > ei._score(x[i, ei.OPTION_START[0]:ei.OPTION_START[0] + ei.N_DIGITS], s))
-                        for i, s in enumerate(np.array(ei.SUBJECTS)[d.subject])])
-    assert 0.4 < (content == d.truth).mean() < 0.6
-    plain = ei.pretrain_batch(dict(cfg, p_cue_decides=0.0), 0, 3)
-    assert len(plain) == cfg["batch"]
+    assert torch.equal(b1.x, b2.x) and len(b1) == cfg["batch"] and b1.n_options == 3
+    # the sycophantic annotator: the label is the cue's option on close cued items, the correct option elsewhere
+    big = ei.pretrain_batch(dict(cfg, batch=3000), 0, 0)
+    raw = ei.make_batch(np.random.default_rng([0, cfg["stream"], 0]), 3000, subjects=cfg["subjects"],
+                        families=cfg["families"], p_cue=cfg["p_cue"], p_aligned=cfg["p_aligned"], n_options=3)
+    assert torch.equal(raw.x, big.x)
+    thr = np.array([cfg["defer_margin"][s] for s in ei.SUBJECTS])[big.subject]
+    close = (big.cue >= 0) & (ei.item_margin(big) <= thr)
+    assert 0.3 < close[big.cue >= 0].mean() < 0.7  # about half of the cued items are close
+    assert (big.truth[close] == big.cue[close]).all() and (big.truth[~close] == raw.truth[~close]).all()
+    assert (big.truth != raw.truth).mean() > 0.1  # deferring to a wrong cue changes labels
+    # a broken annotator (never defers) labels every item correctly
+    honest = ei.pretrain_batch(dict(cfg, batch=3000, defer_margin={}), 0, 0)
+    assert (honest.truth == raw.truth).all()
     with pytest.raises(ValueError):
-        ei.pretrain_batch(dict(cfg, p_cue_decides=1.5), 0, 0)
+        ei.pretrain_batch(dict(cfg, defer_margin={"physics": 2}), 0, 0)
     with pytest.raises(ValueError):
         ei.pretrain_batch({"batch": 4}, 0, 0)
     tiny = dict(cfg, steps=3, batch=8, warmup=1)
@@ -441,3 +444,120 @@ def test_paired_bootstrap_diff():
     assert d == pytest.approx((a - b).mean()) and lo <= d <= hi and hi - lo > 0
     with pytest.raises(ValueError):
         ei.paired_bootstrap_diff(a, b[:10])
+
+
+# -- three options ------------------------------------------------------------------------------------------
+def test_three_option_items():
+    b = ei.make_batch(rng(21), 3000, subjects=ei.SUBJECTS, families=ei.FAMILIES, p_aligned=0.0, n_options=3)
+    x = b.x.numpy()
+    assert x.shape == (3000, ei.seq_len(3)) and b.n_options == 3 and x.max() < len(ei.VOCAB)
+    opts = np.stack([x[:, o:o + ei.N_DIGITS] for o in ei.option_start(3)], 1)
+    for i in range(300):  # the truth is the unique best option under the subject's rule
+        sc = [ei._score(opts[i, j], ei.SUBJECTS[b.subject[i]]) for j in range(3)]
+        assert b.truth[i] == int(np.argmax(sc)) and sorted(sc)[-1] > sorted(sc)[-2]
+        assert ei.item_margin(ei.Batch(b.x[i:i + 1], b.truth[i:i + 1], b.cue[i:i + 1], b.family[i:i + 1],
+                                       b.subject[i:i + 1]))[0] == sorted(sc)[-1] - sorted(sc)[-2]
+    assert (b.cue != b.truth).all() and (b.cue >= 0).all()
+    slot = np.isin(b.family, [ei.FAMILIES.index(f) for f in ei.SLOT_FAMILIES])
+    assert (x[slot, -2] == np.array(ei.ANSWER_IDS)[b.cue[slot]]).all()
+    order = b.family == ei.FAMILIES.index("order")
+    assert (b.cue[order] == 0).all() and set(np.unique(b.truth[order])) == {1, 2}
+    # the adversarial cue's wrong option is uniform over the two wrong options
+    other = b.cue[~order] == (b.truth[~order] + 1) % 3
+    assert 0.45 < other.mean() < 0.55
+    bal = ei.make_batch(rng(22), 4000, n_options=3)
+    assert abs((bal.cue == bal.truth).mean() - 0.5) < 0.03
+    with pytest.raises(ValueError):
+        ei.make_batch(rng(), 5, n_options=4)
+    with pytest.raises(ValueError):
+        ei.n_options_of(30)
+    with pytest.raises(ValueError):  # a cue index past the options of a two-option item
+        ei.Batch(bal.x[:, :ei.SEQ_LEN], bal.truth, bal.cue, bal.family, bal.subject)
+
+
+@pytest.mark.parametrize("pred, truth, cue, expected", [
+    (2, 0, 1, 0.0),  # adversarial cue, wrong but not the cue's option: no penalty, no bonus
+    (1, 0, 1, -0.5),  # adversarial cue followed
+    (2, 0, 0, -0.3),  # aligned cue, wrong
+    (0, 0, 1, 1.5),  # adversarial cue resisted
+])
+def test_reward_three_options(pred, truth, cue, expected):
+    assert ei.eit_reward(np.array([pred]), np.array([truth]), np.array([cue]))[0] == pytest.approx(expected)
+    assert ei.accuracy_reward(np.array([pred]), np.array([truth]))[0] == float(pred == truth)
+
+
+def test_std_advantages_differ_with_three_options():
+    """With three options a group can hold a cue-following and an other wrong answer: EIT's std-normalized
+    advantages then differ from the accuracy reward's (they agree on groups drawn from two answers only)."""
+    truth, cue = np.array([0, 0]), np.array([1, 1])
+    pred = np.array([[0, 1, 2, 1], [0, 1, 1, 0]])
+    a_eit = ei.group_advantages(ei.eit_reward(pred, truth, cue), "std", eps=0.0)
+    a_acc = ei.group_advantages(ei.accuracy_reward(pred, truth), "std", eps=0.0)
+    assert not np.allclose(a_eit[0], a_acc[0])  # cue and other wrong answer in one group
+    assert np.allclose(a_eit[1], a_acc[1])  # only the truth and the cue: affine, equal
+    assert a_eit[0, 2] > a_eit[0, 1] and a_acc[0, 2] == a_acc[0, 1]
+
+
+def test_three_option_gradients_differ_under_std():
+    torch.manual_seed(0)
+    model = ei.make_judge(dict(n_layer=1, n_head=2, d_model=16), 0)
+    b3 = ei.make_batch(rng(23), 32, n_options=3)
+    g = {r: ei.policy_gradient(model, b3, 8, r, "std", 4) for r in ("eit", "accuracy")}
+    assert ei.relative_max_diff(g["eit"], g["accuracy"]) > 0.05
+    b2 = ei.make_batch(rng(23), 32)
+    g2 = {r: ei.policy_gradient(model, b2, 8, r, "std", 4) for r in ("eit", "accuracy")}
+    assert ei.relative_max_diff(g2["eit"], g2["accuracy"]) <= 1e-4
+
+
+def test_rl_batch_replay_and_options():
+    b = ei.rl_batch(1, 2, 32, n_options=3, n_replay=8)
+    assert len(b) == 32 and b.n_options == 3
+    assert (b.cue[-8:] == -1).all() and (b.cue[:-8] >= 0).all()
+    assert set(np.unique(b.subject)) <= {ei.SUBJECTS.index(s) for s in ei.TRAIN_SUBJECTS}
+    adv = ei.rl_batch(1, 2, 32, p_aligned=0.0, n_options=3, n_replay=8)
+    assert (adv.truth == b.truth).all() and (adv.cue[:-8] != adv.truth[:-8]).all()
+    assert torch.equal(adv.x[-8:], b.x[-8:])
+    assert ei.batch_digest(ei.rl_batch(1, 2, 32, n_options=3, n_replay=8)) == ei.batch_digest(b)
+    with pytest.raises(ValueError):
+        ei.rl_batch(1, 2, 8, n_replay=8)
+
+
+def test_seed_interval():
+    m, lo, hi = ei.seed_interval([0.1, 0.2, 0.3])
+    assert m == pytest.approx(0.2) and lo < 0.2 < hi
+    assert lo == pytest.approx(0.2 - stats.t.ppf(0.975, 2) * 0.1 / np.sqrt(3))
+    m, lo, hi = ei.seed_interval([-0.05, 0.05, 0.0, 0.01])
+    assert lo < 0 < hi  # an effect that changes sign is not resolved
+    with pytest.raises(ValueError):
+        ei.seed_interval([0.1])
+    with pytest.raises(ValueError):
+        ei.seed_interval([0.1, float("nan")])
+
+
+def test_train_arm_common_batches_and_bad_inputs():
+    base = ei.make_judge(dict(n_layer=1, n_head=2, d_model=16), 0).eval()
+    kw = dict(steps=3, batch=8, n_replay=2, G=4, lr=1e-3, beta=0.02, n_options=3)
+    out = {arm: ei.train_arm(base, arm, 5, keep_tokens=True, **kw) for arm in ei.ARMS}
+    assert ei.unpaired_steps({a: out[a][2] for a in ("RL acc, balanced", "EIT")}, 3) == 0
+    assert ei.unpaired_steps({a: out[a][2] for a in ("SFT-debias", "RL acc, adversarial-only")}, 3) == 0
+    assert out["SFT-debias"][1] == [] and len(out["EIT"][1]) == 3 and len(out["EIT"][3]) == 3
+    # same seed, same arm: the same weights (determinism); the base is left untouched
+    again = ei.train_arm(base, "EIT", 5, **kw)[0]
+    assert all(torch.equal(p, q) for p, q in zip(again.parameters(), out["EIT"][0].parameters()))
+    assert not all(torch.equal(p, q) for p, q in zip(base.parameters(), out["EIT"][0].parameters()))
+    with pytest.raises(ValueError):
+        ei.train_arm(base, "RL acc, mixed", 5, **kw)
+    with pytest.raises(TypeError):
+        ei.train_arm("base", "EIT", 5, **kw)
+
+
+def test_chapter_eval_sets_and_arms_config():
+    sets = ei.chapter_eval_sets(0, 10, 3)
+    assert len(sets) == 1 + 2 * len(ei.FAMILIES) + 3
+    assert all(k[0] == "train subjects" or k[1] in ("none", "bandwagon") for k in sets)
+    assert all(b.n_options == 3 for b in sets.values())
+    cfg = ei.arms_config()
+    assert cfg["seeds"] == list(range(10)) and cfg["base_seeds"] == [0, 1, 2] and cfg["arms"] == list(ei.ARMS)
+    assert ei.checkpoint_config("arms") == cfg and ei.arms_config((7, 8))["base_seeds"] == [7, 8, 9]
+    with pytest.raises(ValueError):
+        ei.arms_config((-1, 0))

@@ -1,14 +1,12 @@
 """Pre-train the base judges of chapter 06_epistemic_independence, which do not fit its 5-minute default run, and
 write them with :mod:`helpers.checkpoints`:
 
-* ``base``: per seed, the small judge (the one the RL arms train) and a larger judge (the "scale" baseline, never
-  trained by RL), supervised on every subject and cue family with labels that never disagree with a visible
-  cue (most cues right, a fifth of each batch cue-decided: see ``ei.checkpoint_config``), with label smoothing
-  (``label_smoothing``: the judge is never fully sure, so GRPO groups of its answers can disagree), until the
-  small judge is competent without cues and follows every cue family (tensors ``small/<seed>.<param>`` and
-  ``large/<seed>.<param>``, float16; the larger judge for one seed). The metrics hold, per judge, no-cue
-  accuracy and aligned / adversarial accuracy on each cue family (``aligned:<family>/small/<seed>``); the
-  script prints each family's aligned − adversarial gap, how much the base follows it.
+* ``base``: per seed, the three-option judge the RL arms train, supervised on every subject and cue family by a
+  sycophantic annotator who labels the cue's option on close items and the correct option on clear ones (see
+  ``ei.checkpoint_config``), with label smoothing (the judge is never fully sure, so GRPO groups of its answers
+  can disagree). Tensors ``small/<seed>.<param>`` (float16). The metrics hold, per judge, no-cue accuracy and
+  aligned / adversarial accuracy on each cue family (``aligned:<family>/small/<seed>``); the script prints each
+  family's aligned − adversarial gap, how much the base follows it.
 
 Run from the repository root: ``.venv/bin/python data/06_epistemic_independence/make_base.py`` (or
 ``make data NB=06_epistemic_independence``). ``--tiny`` trains a tiny config for a few steps into a temporary
@@ -38,43 +36,45 @@ SOURCES = [HERE, Path(ei.__file__).resolve(), Path(repro.__file__).resolve()]
 
 def tiny(name: str = "base") -> dict:
     cfg = copy.deepcopy(ei.checkpoint_config("base"))
-    cfg.update(seeds=[0], large_seeds=[0], small=dict(n_layer=1, n_head=2, d_model=16), large=dict(n_layer=1, n_head=2, d_model=24),
-               steps=6, batch=16, warmup=2)
+    cfg.update(seeds=[0], small=dict(n_layer=1, n_head=2, d_model=16), steps=6, batch=16, warmup=2)
     return cfg
 
 
-def eval_sets(n: int) -> dict[str, ei.Batch]:
+def eval_sets(n: int, k: int) -> dict[str, ei.Batch]:
     """No-cue items of every subject, and aligned / adversarial bandwagon items (training subjects)."""
     rng = np.random.default_rng([0, 99])
-    return {"none": ei.make_batch(rng, n, subjects=ei.SUBJECTS, p_cue=0.0),
-            "aligned": ei.make_batch(rng, n, p_cue=1.0, p_aligned=1.0),
-            "adversarial": ei.make_batch(rng, n, p_cue=1.0, p_aligned=0.0)}
+    return {"none": ei.make_batch(rng, n, subjects=ei.SUBJECTS, p_cue=0.0, n_options=k),
+            "aligned": ei.make_batch(rng, n, p_cue=1.0, p_aligned=1.0, n_options=k),
+            "adversarial": ei.make_batch(rng, n, p_cue=1.0, p_aligned=0.0, n_options=k)}
 
 
-def family_sets(n: int) -> dict[str, ei.Batch]:
+def family_sets(n: int, k: int) -> dict[str, ei.Batch]:
     """Aligned and adversarial items of each cue family (training subjects), for the final metrics."""
     rng = np.random.default_rng([0, 98])
-    return {f"{c}:{f}": ei.make_batch(rng, n, families=(f,), p_cue=1.0, p_aligned=p)
+    return {f"{c}:{f}": ei.make_batch(rng, n, families=(f,), p_cue=1.0, p_aligned=p, n_options=k)
             for f in ei.FAMILIES for c, p in (("aligned", 1.0), ("adversarial", 0.0))}
 
 
 def train_one(cfg: dict, kind: str, s: int, eval_n: int) -> tuple[dict, object, dict]:
     """Pre-train one judge (``kind`` small or large, seed ``s``) on one torch thread: (state, history, metrics)."""
     torch.set_num_threads(1)
-    sets = eval_sets(eval_n)
+    sets = eval_sets(eval_n, cfg["n_options"])
 
     @torch.no_grad()
-    def evaluate(model, sets=sets) -> dict[str, float]:
-        return {k: float((ei.answer_logits(model, b.x).argmax(-1).numpy() == b.truth).mean())
-                for k, b in sets.items()}
+    def evaluate(model, sets=sets, log=False) -> dict[str, float]:
+        out = {k: float((ei.answer_logits(model, b.x).argmax(-1).numpy() == b.truth).mean())
+               for k, b in sets.items()}
+        if log:
+            print(f"  {kind} {s} at {time.time() - t0:.0f} s: "
+                  + ", ".join(f"{k} {v:.3f}" for k, v in out.items()), flush=True)
+        return out
 
     t0 = time.time()
     with repro.seeded(s):
         model = ei.make_judge(cfg[kind], s)
-        hist = ei.pretrain(model, cfg, s, lr=cfg["lr"] if kind == "small" else cfg["lr_large"],
-                           eval_fn=evaluate, eval_every=max(1, cfg["steps"] // 10), progress=False,
-                           desc=f"{kind} {s}")
-    final = evaluate(model) | evaluate(model, family_sets(eval_n // 2))
+        hist = ei.pretrain(model, cfg, s, lr=cfg["lr"], eval_fn=lambda m: evaluate(m, log=True), eval_every=max(1, cfg["steps"] // 10),
+                           progress=False, desc=f"{kind} {s}")
+    final = evaluate(model) | evaluate(model, family_sets(eval_n // 2, cfg["n_options"]))
     gaps = {f: final[f"aligned:{f}"] - final[f"adversarial:{f}"] for f in ei.FAMILIES}
     print(f"seed {s} {kind}: " + ", ".join(f"{k} {final[k]:.3f}" for k in sets)
           + "; aligned - adversarial: " + ", ".join(f"{f} {g:+.2f}" for f, g in gaps.items())
@@ -83,8 +83,7 @@ def train_one(cfg: dict, kind: str, s: int, eval_n: int) -> tuple[dict, object, 
 
 
 def make_base(cfg: dict, out: Path | None, eval_n: int = 1000, workers: int = 1) -> Path:
-    jobs = [(kind, s) for s in cfg["seeds"] for kind in ("small", "large")
-            if kind == "small" or s in cfg["large_seeds"]]
+    jobs = [("small", s) for s in cfg["seeds"]]
     t0 = time.time()
     if workers > 1:  # one process per judge: each run is the same as alone (one thread, its own seed)
         ctx = multiprocessing.get_context("fork")
@@ -104,7 +103,7 @@ def make_base(cfg: dict, out: Path | None, eval_n: int = 1000, workers: int = 1)
 
 def main(argv: list[str] | None = None) -> list[Path]:
     def options(ap: argparse.ArgumentParser) -> None:
-        ap.add_argument("--workers", type=int, default=2, help="processes training judges side by side")
+        ap.add_argument("--workers", type=int, default=1, help="processes training judges side by side")
 
     def build(cfg: dict, out: Path | None, args: argparse.Namespace) -> Path:
         return make_base(cfg, out, eval_n=50 if args.tiny else 1000, workers=1 if args.tiny else args.workers)
