@@ -89,7 +89,7 @@ seed = 0
 n_gauss = 20000  # trials for the Gaussian estimator check
 null_seeds = 100  # independent null systems for the calibration check
 n_perm = 40  # permutations per null band
-train_steps = 600  # training steps of the vision-language model
+train_steps = 1500  # toy model steps (stored checkpoints; quick mode: 50, live)
 batch_size = 128
 pca_k = 4  # PCA dimensions per variable for the Gaussian TE
 n_random_orders = 4  # random pruning orders (toy model)
@@ -773,8 +773,8 @@ plt.show()
 # tokens follow: the question (*which digit?*, *even?*, *greater than 4?*) and `[ASK]`, where the answer is read.
 # Four pre-norm blocks from `helpers.nn` with 4 heads each attend bidirectionally. Images are split 70 / 10 / 20
 # into training, calibration (where TE is measured) and test (where pruned models are scored). Three seeds (split,
-# initialisation, batches) are trained by `data/19_transfer_entropy/make_vlms.py` (600 steps each, longer than
-# this notebook's budget allows next to MiniLM) and loaded here; quick mode trains one tiny model live. Pruned
+# initialisation, batches) are trained by `data/19_transfer_entropy/make_vlms.py` (AdamW with a cosine decay, for the
+# number of steps printed below; longer than this notebook's budget allows next to MiniLM) and loaded here; quick mode trains one tiny model live. Pruned
 # models are scored on a fixed random `toy_eval` of the test inputs (of about 1080), which halves the cost of the
 # many pruning curves.
 
@@ -806,6 +806,8 @@ else:
         vlms[seed + s_] = ck.load_into(m_, f"{seed + s_}.").eval()
     curves_ck = ck.manifest["history"]
     vlm_curves = {s_: curves_ck[f"loss/{s_}"] for s_ in vlms}
+    print(f"stored models: {cfg['steps']} steps, batch {cfg['batch_size']}, seeds "
+          f"{cfg['seeds']}")
     fig, ax = plt.subplots(figsize=(5, 2.8))
     for name, c in curves_ck.items():
         ax.plot(c["step"], c["value"], label=name)
@@ -863,6 +865,9 @@ for s_, m_ in vlms.items():
     splits_by_seed[s_] = sp_ = te.digits_vqa(s_)
     pick = repro.rng(s_, 12).choice(len(sp_["test"][1]), toy_eval, replace=False)
     sp_["eval"] = tuple(t[torch.as_tensor(np.sort(pick))] for t in sp_["test"])
+    # the other half of the test split: no pruned model is scored on it (a replication)
+    rest = torch.as_tensor(np.setdiff1d(np.arange(len(sp_["test"][1])), pick))
+    sp_["rest"] = tuple(t[rest] for t in sp_["test"])
     with torch.no_grad():
         hids[s_] = [h.numpy() for h in m_(*sp_["cal"][:2], record=True)[1]]
     print(f"seed {s_}: test accuracy {accuracy(m_, sp_['test']):.3f}")
@@ -877,9 +882,13 @@ for s_, m_ in vlms.items():
 # is two blocks, so the depth claim is measured on **8-block** models (same task, data and training, checkpoint
 # `vlms8` of the same script), each next to its **untrained control**: the same architecture at the random
 # initialisation its training started from. Rules fixed before the run: a type's peak is the block of largest
-# Gaussian TE; the kNN estimator (KSG on 2 PCA dimensions) must put it in the same half for more than half of the
+# Gaussian TE among blocks 2-8; the kNN estimator (KSG on 2 PCA dimensions) must put it in the same half for more than half of the
 # types (`estimators_agree`); and the control must not itself peak in the upper half as often as the claim asks
 # (`control_not_upper`), or depth would be a property of the architecture and the estimator, not of training.
+# Block 1 is left out of every peak (a review's correction, made after the first run): the `[ASK]` state it
+# conditions on is the input token, the same for every input of a question type, so its "TE" is the unconditional
+# mutual information `I(ASK_1; V_0)`. Counted over all blocks, the untrained controls peak there and pass their
+# condition by construction; the printout below counts how often block 1 holds a profile's largest value.
 # The 8-block models are loaded in quick mode too (loading takes a second, training a minute).
 
 # %%
@@ -928,7 +937,11 @@ for s_ in tqdm(vlms8, desc="8-block flow profiles per seed"):
     cal = splits_by_seed[s_]["cal"]
     flows[s_], hids8[s_] = flow_profiles(vlms8[s_], cal, n_perm if s_ == seed else 0)
     ctrl_flows[s_] = flow_profiles(controls8[s_], cal)[0]
-upper_of = lambda f, est="gauss": [int(np.argmax(f[q][est])) + 1 > len(f[q][est]) / 2
+# a profile's peak: the block of largest TE among blocks 2-8 (at block 1 the [ASK] state
+# conditioned on is the input token, constant within a question type: that TE is an
+# unconditional mutual information, and an untrained network's is the largest of all)
+peak_block = lambda v: int(np.argmax(v[1:])) + 2
+upper_of = lambda f, est="gauss": [peak_block(f[q][est]) > len(f[q][est]) / 2
                                    for q in QUESTIONS]
 upper = {s_: upper_of(f) for s_, f in flows.items()}
 upper_ksg = {s_: upper_of(f, "ksg") for s_, f in flows.items()}
@@ -958,6 +971,12 @@ ax[0].legend(fontsize=5)
 plt.tight_layout()
 plt.show()
 
+# %%
+b1_max = lambda fl: sum(int(np.argmax(f[q]["gauss"])) == 0 for f in fl.values()
+                        for q in QUESTIONS)
+print(f"profiles whose largest Gaussian TE is at block 1: trained {b1_max(flows)} of "
+      f"{3 * len(flows)}, untrained controls {b1_max(ctrl_flows)} of {3 * len(flows)}")
+
 # %% [markdown]
 # **Sensitivity of the depth claim.** The peak of a profile can move with the number of
 # PCA dimensions kept per variable. The same per-question Gaussian profiles with 2 and 8
@@ -978,7 +997,7 @@ def peak_upper(hid, q, k_):
             )
             for li in range(len(hid) - 1)
         ]
-        out.append(int(np.argmax(prof)) + 1 > (len(hid) - 1) / 2)
+        out.append(peak_block(prof) > (len(hid) - 1) / 2)
     return out
 
 
@@ -1230,6 +1249,53 @@ for s_, m_ in tqdm(vlms.items(), desc="diagnoses per seed"):
           "ranked by one block "
           + ", ".join(f"{v:.3f}" for v in d["tok_auc_block"]))
 
+# %% [markdown]
+# ### Is the interventional TE's margin larger than the noise?
+#
+# Interventional TE and the best baseline end close to each other in area (the numbers below). Two sources of noise
+# can be measured without retraining. **The evaluation inputs**: a paired bootstrap over the `toy_eval` inputs (the same
+# resampled inputs for both orders, `te.auc_ratio_interval`) gives a 95% interval of the ratio. **A replication**:
+# the other half of the test split, which no pruned model was scored on, gives the ratio a second time on new
+# inputs. For scale, the random orders' spread in area is shown too. Neither covers the noise of the scores
+# themselves (the calibration inputs they are measured on) or of training; the three seeds sample that.
+
+
+# %%
+@torch.no_grad()
+def items_correct(m_, data, score):
+    """Per-input 0/1 correctness (budgets x inputs) when heads are removed lowest
+    score first."""
+    order, rows = np.argsort(score.ravel(), kind="stable"), []
+    for c in budgets:
+        keep = np.ones(16)
+        keep[order[:c]] = 0.0
+        with te.head_mask(m_, keep.reshape(4, 4)):
+            rows.append((m_(*data[:2]).argmax(-1) == data[2]).float().numpy())
+    return np.array(rows)
+
+
+BASES = ("gradient saliency", "head norm", "attention")
+margin = {}
+for s_, m_ in vlms.items():
+    sc, sp_ = res[s_]["scores"], splits_by_seed[s_]
+    best_k = max(BASES, key=lambda k: auc[s_][k])
+    arms = ("interventional TE", best_k)
+    a_, b_ = (items_correct(m_, sp_["eval"], sc[k]) for k in arms)
+    a2, b2 = (items_correct(m_, sp_["rest"], sc[k]) for k in arms)
+    rand_aucs = [te.curve_auc(frac, c) for c in res[s_]["rand"]]
+    margin[s_] = dict(
+        best=best_k,
+        boot=te.auc_ratio_interval(frac, a_, b_, seed=s_),
+        rest=te.curve_auc(frac, a2.mean(1)) / te.curve_auc(frac, b2.mean(1)),
+        gap=auc[s_]["interventional TE"] - auc[s_][best_k],
+        rand_sd=float(np.std(rand_aucs, ddof=1)),
+    )
+    m = margin[s_]
+    print(f"seed {s_}: interventional TE ÷ {best_k}: {m['boot'][0]:.3f} (95% "
+          f"bootstrap interval {m['boot'][1]:.3f} to {m['boot'][2]:.3f}); on the "
+          f"other half of the test split {m['rest']:.3f}; AUC gap {m['gap']:+.3f}, "
+          f"random orders' sd {m['rand_sd']:.3f}")
+
 # %%
 r0 = res[seed]
 fig, ax = plt.subplots(1, 3, figsize=(13, 3.5))
@@ -1387,7 +1453,21 @@ display(Markdown("\n".join([
     f"{lay_auc['interventional TE']:.3f}, final-state {lay_auc['final-state TE']:.3f}. The entropy difference is "
     "blind to a removal that shifts or rotates the final representation without changing its spread. Final-state "
     "TE conditions on a different state at each layer (at block 1 on the `[ASK]` input, a constant: on nothing), "
-    "so it compares heads of different layers on unequal terms.",
+    "so it compares heads of different layers on unequal terms: its mean per block (toy, mean of seeds) is "
+    + _l(_fte := np.mean([res[s_]["scores"]["final-state TE"].mean(1) for s_ in res], 0), ".3f")
+    + f" (blocks 1 to {len(_fte)}; lowest first: blocks "
+    + ", ".join(str(int(b_) + 1) for b_ in np.argsort(_fte, kind="stable"))
+    + "): a score whose level is set by its layer ranks layers more than the heads each layer can spare. "
+    "Margin of the interventional TE over the "
+    "best baseline, per seed: ratio "
+    + "; ".join("{:.3f} (95% bootstrap over the evaluation inputs {:.3f} to {:.3f})".format(*m["boot"])
+                for m in margin.values())
+    + "; on the other half of the test split " + _l((m["rest"] for m in margin.values()), ".3f")
+    + "; AUC gap " + _l((m["gap"] for m in margin.values()), "+.3f") + " against a random-order spread (sd) of "
+    + _l((m["rand_sd"] for m in margin.values()), ".3f") + ". The one-head oracle measured on the calibration "
+    "inputs (a score a practitioner could use, at the same cost of one forward pass per head) reaches AUC "
+    + _l((diag[s_]["auc_oracle"] for s_ in res), ".3f") + ", against interventional TE's "
+    + _l((auc[s_]["interventional TE"] for s_ in res), ".3f") + ".",
     "* **Token roles.** Spearman of out-TE with the attention a position receives, per resample: "
     f"{_l(role_rho[:, 0])}; of in-TE: {_l(role_rho[:, 1])}. Against the removal test (embedding lost when a position "
     "is hidden from the others): " + ", ".join(f"{k} {v:+.2f}" for k, v in rem_rho.items())
@@ -1410,6 +1490,10 @@ display(Markdown("\n".join([
 #   hold different words in different sentences, so a role there belongs to a slot, not to a word.
 # * The interventional TE uses `n_int` sentences and the full model's top `pca_k` directions; it sees a change in
 #   the spread of the final representation, not a shift of its mean.
+# * The toy pruning-room condition reads the spread of `n_random_orders` random orders; with so few, the spread
+#   is itself noisy, and a seed can drop out of a head-pruning claim on it.
+# * The kNN estimator behind `estimators_agree` sees three 2-dimensional variables on about 180 trials per
+#   question type; KSG is biased towards 0 there, so its peak, and the agreement, is a weak check.
 #
 # ## 7. The claims record
 #
@@ -1429,7 +1513,6 @@ display(Markdown("\n".join([
 # %% tags=["hide-input"]
 # the strongest baselines, the per-seed summaries and the notes the claims carry
 # (numbers beside each verdict)
-BASES = ("gradient saliency", "head norm", "attention")
 best_base = {s_: max(auc[s_][k] for k in BASES) for s_ in res}
 mean_ratio = {
     s_: d["auc_mean"]["TE"] / max(d["auc_mean"][k] for k in BASES)
@@ -1508,7 +1591,7 @@ notes["fusion_depth_per_question"] = (
     )
     + " of the types, per seed; peak blocks (Gaussian) "
     + "; ".join(
-        "/".join(str(int(np.argmax(f[q]["gauss"])) + 1) for q in QUESTIONS)
+        "/".join(str(peak_block(f[q]["gauss"])) for q in QUESTIONS)
         for f in flows.values()
     )
     + ". Sensitivity: with 2 / 8 PCA dims the Gaussian fractions are "
@@ -1528,7 +1611,14 @@ lm_int_note = lambda k: (
         for s_ in res
     )
 )
-notes["interventional_te_pruning_vs_best"] = lm_int_note("interventional TE")
+notes["interventional_te_pruning_vs_best"] = lm_int_note("interventional TE") + (
+    ". Margin against the noise, per seed (ratio, 95% paired bootstrap over the "
+    f"{toy_eval} evaluation inputs; ratio on the other half of the test split; AUC gap "
+    "vs the random orders' sd): "
+    + "; ".join("seed {}: {:.3f} [{:.3f}, {:.3f}]; ".format(s_, *m["boot"])
+                + f"{m['rest']:.3f}; {m['gap']:+.3f} vs {m['rand_sd']:.3f}"
+                for s_, m in margin.items())
+)
 notes["final_te_pruning_vs_best"] = lm_int_note("final-state TE")
 notes["sink_roles_match_attention"] = (
     "Spearman of in-TE (sinks) with the attention received, per resample: "
@@ -1661,6 +1751,26 @@ for cid, k_, what in (
         given=(*TOY, "head_pruning_has_room"),
     )
 
+# %% tags=["remove-input"]
+_c = {c.id: c for c in rec.claims}["interventional_te_pruning_vs_best"]
+_q = [s_ for i, s_ in enumerate(res) if i not in _c.inconclusive_seeds]
+display(Markdown(
+    f"**How much the interventional verdict rests on.** `interventional_te_pruning_vs_best` is *{_c.verdict}*, "
+    f"read on {len(_q)} of {len(res)} seeds ({', '.join(map(str, _q)) or 'none'}); the others are left out by "
+    "their conditions ("
+    + "; ".join(f"seed {list(res)[int(i)]}: {', '.join(v)}" for i, v in _c.failed_conditions.items())
+    + "). On the seeds read, the ratio and its 95% bootstrap interval over the evaluation inputs: "
+    + "; ".join("seed {}: {:.3f} [{:.3f}, {:.3f}]".format(s_, *margin[s_]["boot"]) for s_ in _q)
+    + ", and on the other half of the test split " + ", ".join(f"{margin[s_]['rest']:.3f}" for s_ in _q)
+    + ". " + ("" if not _q else
+             "Every interval on the seeds read contains 1: the evaluation inputs alone could reverse the comparison, "
+             "so at this scale the verdict is a tie with the best baseline, not a win."
+             if all(margin[s_]["boot"][1] <= 1 <= margin[s_]["boot"][2] for s_ in _q) else
+             "No interval on the seeds read contains 1: the evaluation inputs alone do not reverse the comparison."
+             if all(not margin[s_]["boot"][1] <= 1 <= margin[s_]["boot"][2] for s_ in _q) else
+             "Some intervals contain 1: on those seeds the evaluation inputs alone could reverse the comparison.")
+))
+
 # %%
 rec.claim(
     "minilm_te_pruning_auc_vs_best_baseline",
@@ -1674,6 +1784,26 @@ rec.claim(
     unit="AUC(TE) ÷ AUC(best baseline), AUC of cosine to the full embedding",
     baseline=lm_auc[lm_best],
     note=notes["minilm_te_pruning_auc_vs_best_baseline"],
+    given=("minilm_head_pruning_has_room",),
+)
+# the interventional score on the pretrained model: the same test as on the toy heads
+rec.claim(
+    "minilm_interventional_te_pruning_vs_best",
+    "On MiniLM-L6, head pruning by interventional TE (the entropy change of the "
+    "sentence embedding when the head is skipped) keeps at least as much of the "
+    "embedding over budgets (0-67% of heads) as the best of gradient saliency, head "
+    "norm and attention",
+    paper="TE beats attention- and saliency-based heuristics under matched budgets",
+    measured=lm_auc["interventional TE"] / lm_auc[lm_best],
+    op=">=",
+    target=1.0,
+    unit="AUC(interventional TE) ÷ AUC(best baseline)",
+    baseline=lm_auc[lm_best],
+    note=f"interventional TE {lm_auc['interventional TE']:.3f} vs {lm_best} "
+    f"{lm_auc[lm_best]:.3f}; Spearman with the one-head damage "
+    f"{lm_rho['interventional TE']:+.2f} vs {lm_rho[lm_best]:+.2f}; under mean "
+    f"ablation {lm_auc_mean['interventional TE']:.3f} vs "
+    f"{max(lm_auc_mean[k] for k in BASES):.3f}",
     given=("minilm_head_pruning_has_room",),
 )
 rec.claim(

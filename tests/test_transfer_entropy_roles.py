@@ -113,3 +113,26 @@ def test_peak_prominence():
         te.peak_prominence([1.0, 2.0])
     with pytest.raises(ValueError, match="finite"):
         te.peak_prominence([1.0, np.nan, 2.0])
+
+
+def test_auc_ratio_interval_is_paired_over_items():
+    fr = np.array([0.0, 0.5, 1.0])
+    rng = np.random.default_rng(3)
+    b = (rng.random((3, 400)) < np.array([[0.9], [0.7], [0.5]])).astype(float)
+    # the same order on both sides: ratio 1 and, resampled in pairs, no spread at all
+    assert te.auc_ratio_interval(fr, b, b.copy()) == (1.0, 1.0, 1.0)
+    # the ratio on all items is the ratio of the two curve areas
+    a = np.clip(b + (rng.random((3, 400)) < 0.3), 0, 1)
+    point, lo, hi = te.auc_ratio_interval(fr, a, b, n_boot=500, seed=1)
+    assert point == pytest.approx(te.curve_auc(fr, a.mean(1)) / te.curve_auc(fr, b.mean(1)))
+    # a is never worse item by item and better on about 30%: the whole interval lies above 1
+    assert 1.0 < lo <= point <= hi
+    # one item decides the comparison: the interval straddles the point and is wide
+    c = b.copy()
+    c[:, 0] = 1 - c[:, 0]
+    _, lo1, hi1 = te.auc_ratio_interval(fr, c, b, n_boot=500)
+    assert lo1 < hi1
+    with pytest.raises(ValueError, match="same shape"):
+        te.auc_ratio_interval(fr, a, b[:, :10])
+    with pytest.raises(ValueError, match="one row per budget"):
+        te.auc_ratio_interval(fr[:2], a, b)
