@@ -15,7 +15,8 @@ trace token's predecessor; layer 2 selects an unvisited child of the current nod
 wins) and looks up the parent for backtracking. :class:`OneLayerDFS` is the one-layer counterpart: it can only
 subtract the average visited embedding from the average child embedding, which needs width ~ N on dense graphs.
 :func:`lookahead_trace` simulates the L-layer model with look-ahead horizon ``2**(L-3)``; :class:`LookaheadDFS`
-builds it by hand for horizons 1 and 2.
+builds it by hand for horizons 1 and 2 and :class:`DoublingDFS` for any power of two (one squaring layer per
+doubling). :func:`grid_digraph` and :func:`far_pair` give graphs with long ``s -> t`` distances for it.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from torch import Tensor
 from helpers import validate as V
 
 __all__ = [
-    "check_graph", "random_digraph", "edge_list", "dfs_trace", "networkx_dfs_walk", "dfs_state", "next_step",
+    "check_graph", "random_digraph", "grid_digraph", "far_pair", "edge_list", "dfs_trace", "networkx_dfs_walk", "dfs_state", "next_step",
     "is_valid_step", "sample_states", "lookahead_trace", "sign_embeddings", "one_hot_embeddings",
     "TwoLayerDFS", "LookaheadDFS", "DoublingDFS", "valid_moves", "width_scaling_data", "OneLayerDFS", "full_attention", "rollout", "child_accuracy", "width_needed", "fit_exponent",
     "width_bisect",
@@ -120,6 +121,47 @@ def random_digraph(n: int, rng: np.random.Generator, p: float | None = None,
             adj[a, rng.choice(others, size=rng.integers(lo, hi + 1), replace=False)] = True
     np.fill_diagonal(adj, False)
     return adj
+
+
+def grid_digraph(rows: int, cols: int, rng: np.random.Generator) -> np.ndarray:
+    """A ``rows x cols`` grid with edges both ways between 4-neighbours, node labels shuffled by ``rng``.
+
+    A family with long ``s -> t`` distances (up to ``rows + cols - 2``) and many dead ends for a search that
+    guesses: the shuffled labels make the largest-index tie-break a random choice at every junction.
+    """
+    rows, cols = V.integer("rows", rows, min=1), V.integer("cols", cols, min=1)
+    V.instance("rng", rng, np.random.Generator)
+    n = rows * cols
+    if n < 2:
+        raise ValueError(f"a grid needs at least 2 nodes, got rows={rows}, cols={cols}")
+    label = rng.permutation(n)
+    adj = np.zeros((n, n), dtype=bool)
+    ij = np.arange(n).reshape(rows, cols)
+    for a, b in ((ij[:, :-1], ij[:, 1:]), (ij[:-1, :], ij[1:, :])):
+        adj[label[a.ravel()], label[b.ravel()]] = True
+        adj[label[b.ravel()], label[a.ravel()]] = True
+    return adj
+
+
+def far_pair(adj: np.ndarray, rng: np.random.Generator, min_dist: int) -> tuple[int, int, int]:
+    """A uniformly drawn pair ``(s, t)`` whose shortest ``s -> t`` path has at least ``min_dist`` edges, and that
+    distance. ``ValueError`` when no pair is that far apart."""
+    adj = _adj(adj)
+    V.instance("rng", rng, np.random.Generator)
+    min_dist = V.integer("min_dist", min_dist, min=1)
+    n = len(adj)
+    dist = np.full((n, n), np.inf)
+    for s in range(n):  # breadth-first from every node
+        dist[s, s], frontier, k = 0, np.eye(n, dtype=bool)[s], 0
+        while frontier.any():
+            k += 1
+            frontier = adj[frontier].any(0) & np.isinf(dist[s])
+            dist[s, frontier] = k
+    ok = np.argwhere(np.isfinite(dist) & (dist >= min_dist))
+    if len(ok) == 0:
+        raise ValueError(f"no pair of nodes is at least min_dist={min_dist} edges apart")
+    s, t = (int(x) for x in ok[rng.integers(len(ok))])
+    return s, t, int(dist[s, t])
 
 
 def edge_list(adj: np.ndarray) -> np.ndarray:

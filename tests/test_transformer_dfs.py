@@ -503,3 +503,20 @@ def test_generic_valid_counts_valid_moves():
     assert T.generic_valid(_Oracle(codec.vocab_size, b["target"]), pool, codec)["all"] == 1.0
     current = torch.tensor([it["trace"][-1] for it in pool])
     assert T.generic_valid(_Oracle(codec.vocab_size, current), pool, codec)["all"] == 0.0
+
+
+def test_grid_digraph_and_far_pair():
+    rng = np.random.default_rng(0)
+    adj = T.grid_digraph(3, 4, rng)
+    assert adj.shape == (12, 12) and (adj == adj.T).all() and not adj.diagonal().any()
+    assert adj.sum() == 2 * (3 * 3 + 2 * 4)  # undirected grid edges, both ways
+    assert sorted(adj.sum(1).tolist()) == sorted([2] * 4 + [3] * 6 + [4] * 2)
+    s, t, d = T.far_pair(adj, rng, 5)
+    assert d == 5  # the grid's diameter: opposite corners
+    assert T.dfs_trace(12, T.edge_list(adj), s, t)[-1] == t
+    with pytest.raises(ValueError, match="min_dist"):
+        T.far_pair(adj, rng, 6)
+    with pytest.raises(ValueError, match="at least 2 nodes"):
+        T.grid_digraph(1, 1, rng)
+    with pytest.raises(TypeError):
+        T.grid_digraph(3, 4, 0)
