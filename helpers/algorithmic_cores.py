@@ -532,6 +532,21 @@ def fourier_embedding(p: int, freqs: Sequence[int], d: int, seed: int = 0, scale
     return scale * F_ @ R.T
 
 
+def folded_spectrum(M) -> np.ndarray:
+    """Power of the rows of ``M`` (p x d, one row per residue) at each Fourier frequency ``k = 1..p//2`` (``k`` and
+    ``p - k`` folded together), summed over columns, after centring the rows: entry ``k - 1`` is the power of the
+    2-D plane that rotates by ``2 pi k / p`` per step of the residue."""
+    M = _as_matrix(M, "M")
+    p = M.shape[0]
+    if p < 3:
+        raise ValueError(f"M needs at least 3 rows (residues), got {p}")
+    per_k = (np.abs(np.fft.fft(M - M.mean(0), axis=0)) ** 2).sum(1)
+    folded = np.zeros(p // 2 + 1)
+    for k in range(1, p):
+        folded[min(k, p - k)] += per_k[k]
+    return folded[1:]
+
+
 def embedding_modes(E, p: int, energy: float = 0.99) -> int:
     """How many Fourier frequencies (``min(k, p - k)`` folded, k >= 1) carry ``energy`` of a p x d embedding's
     centred energy: the modes available to the network at its input."""
@@ -540,11 +555,7 @@ def embedding_modes(E, p: int, energy: float = 0.99) -> int:
     if E.shape[0] != p:
         raise ValueError(f"E must have p = {p} rows, got shape {E.shape}")
     energy = V.number("energy", energy, min=0, max=1, strict_min=True)
-    spec = np.abs(np.fft.fft(E - E.mean(0), axis=0)) ** 2  # (p, d)
-    per_k = spec.sum(1)
-    folded = np.zeros(p // 2 + 1)
-    for k in range(1, p):
-        folded[min(k, p - k)] += per_k[k]
+    folded = folded_spectrum(E)
     if folded.sum() <= 0:
         return 0
     order = np.sort(folded)[::-1]

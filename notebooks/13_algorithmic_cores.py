@@ -417,14 +417,34 @@ for i, f in enumerate(fits):
         f"explains {f['r2_tok']:.3f} of the core's variance"
     )
 
+# %% tags=["remove-input"]
+straddle = [i for i, f in enumerate(fits) if f["lo"] <= 0.01 <= f["hi"]]
+display(Markdown(
+    "**Reading it.** The relative errors are "
+    + ", ".join(f"{f['err']:.4f}" for f in fits)
+    + " against the paper's 1%; the bootstrap interval of "
+    + (f"{len(straddle)} of {len(fits)} models contains 1%" if straddle
+       else "no model contains 1%")
+    + ", and the token-averaged core, which keeps only what the current token "
+      "determines, "
+    "already errs by " + ", ".join(f"{f['err_tok']:.4f}" for f in fits) + " on these "
+    f"{markov_test} test sequences (the sampling floor of the fit). "
+    + ("Whether a model lands above or below 1% is therefore within the test set's "
+      "sampling "
+       "noise, and `markov_spectra_match`'s verdict should be read with that."
+       if straddle else "The verdict is outside the bootstrap spread.")))
+
 # %% [markdown]
 # **Shared, but not aligned.** Principal angles and the projector overlap `||Q_i^T Q_j||_F^2 / r` compare the
 # cores as subspaces of R^64; CCA compares what the core coordinates *compute* on the same inputs. Both need a null,
 # fixed here before the numbers are seen:
 #
 # * **Overlap.** Two independent, uniformly random 3-D subspaces of R^64 overlap by `r/D = 0.047` on average, with
-#   a spread we sample (20000 pairs). "Nearly orthogonal" is read as *no more aligned than random subspaces*:
-#   `markov_subspaces_orthogonal` holds for a pair whose overlap is at most the 95th percentile of that null.
+#   a spread we sample (20000 pairs). The paper's 0.02-0.04 is that random level: "nearly orthogonal" is what any <!-- paper -->
+#   two independently initialised models of a rotation-symmetric network give unless training singles out a
+#   basis. A claim that holds by our construction is not a finding, so it is the check `markov_cores_not_aligned`
+#   (no trained pair above the null's `0.999` quantile), kept because a privileged basis (from the optimizer or
+#   LayerNorm) would break it.
 # * **CCA.** The layer output of an **untrained** model of the same architecture already carries the current token
 #   (through its embedding), so its 3-D ACE core is strongly CCA-correlated with a trained core too. We draw
 #   `n_untrained = 19` untrained models and compute each trained core's CCA with every one of them;
@@ -766,6 +786,68 @@ for s, an in analysis.items():
             f"\n{'':>17}ring {a['ring']:.2f}; 95th pct of the nulls: permuted labels "
             f"{nl['order_q95']:.2f}, random subspace {nl['sub_q95']:.2f}"
         )
+
+# %% [markdown]
+# **Why a generalising checkpoint can have ring fraction 0.** The shift `reps[c] -> reps[c+1]` is exact on any set
+# of *whole* Fourier planes (each plane rotates by `2 pi k / p`), so the ring fraction asks whether the core holds
+# the planes whole. The Fourier spectrum of the class means (`ac.folded_spectrum`, power per frequency k) says how
+# many planes carry the computation, and the same spectrum of the means read in the core (the first `r_used`
+# directions) says which of them the core keeps whole (> 99% of the plane's power) or cuts (5-95%). A core that
+# cuts many planes gives a shift that no linear map fits exactly, and its eigenvalues fall inside the circle even
+# when the network computes the sum perfectly.
+
+# %%
+def plane_reading(means, reps, share=0.9):
+    """Planes holding `share` of the class means' power; of those, kept whole / cut
+    by the core."""
+    full, core_ = ac.folded_spectrum(means.astype(np.float64)), ac.folded_spectrum(
+        reps.astype(np.float64))
+    top = np.argsort(full)[::-1][: int(np.searchsorted(
+        np.cumsum(np.sort(full)[::-1]) / full.sum(), share) + 1)]
+    kept = core_[top] / np.maximum(full[top], 1e-300)
+    return dict(n_top=len(top), whole=int((kept > 0.99).sum()),
+                cut=int(((kept > 0.05) & (kept < 0.95)).sum()),
+                captured=float(core_.sum() / full.sum()))
+
+
+planes = {s: {n: plane_reading(*states[s][n]) for n in states[s]} for s in states}
+for s, an in analysis.items():
+    for name, a in an.items():
+        pr = planes[s][name]
+        print(f"seed {s} {name:>13}: ring {a['ring']:.2f} at rank {a['r_used']}; "
+              f"{pr['n_top']} of {p // 2} frequencies hold 90% of the class means' "
+              f"power, "
+              f"the core keeps {pr['whole']} whole and cuts {pr['cut']} "
+              f"({pr['captured']:.3f} of the power captured)")
+
+# %% tags=["remove-input"]
+ends = {s: (analysis[s]["end"], planes[s]["end"]) for s in analysis
+        if "end" in analysis[s]}
+zero = [s for s, (a, _) in ends.items()
+        if a["ring"] == 0 and a["base"] >= mod_cfg["gen_acc"]]
+if zero:
+    display(Markdown(
+        "**Reading it.** At the last checkpoint, seed(s) " + ", ".join(zero)
+        + " generalise "
+        "(test accuracy " + ", ".join(f"{ends[s][0]['base']:.3f}" for s in zero)
+        + ") with "
+        "ring fraction 0. Their class means spread over " + ", ".join(
+            str(ends[s][1]["n_top"]) for s in zero) + f" of the {p // 2} "
+                f"frequencies, and "
+        "the energy core (rank " + ", ".join(str(ends[s][0]["r_used"]) for s in zero)
+        + ") keeps " + ", ".join(str(ends[s][1]["whole"]) for s in zero) + " of those "
+        "planes whole and cuts " + ", ".join(str(ends[s][1]["cut"]) for s in zero)
+        + ", while holding " + ", ".join(f"{ends[s][1]['captured']:.3f}" for s in zero)
+        + " of the power. The ring fraction of 0 is the truncation cutting many "
+          "planes of "
+        "similar power, not an absence of cyclic structure. At grokking the class "
+        "means "
+        "already spread over " + ", ".join(
+            str(planes[s]["grokking"]["n_top"]) for s in zero
+            if "grokking" in planes[s])
+        + " frequencies: at our scale the core is not compact at grokking, so a ring "
+        "fraction (and a mode count) read in a truncated core is a weak probe of the "
+        "cyclic algorithm here."))
 
 # %% [markdown]
 # **Inflation, judged on a smoothed trend.** A single end checkpoint can sit in a spike; the trajectory cannot
@@ -1235,8 +1317,9 @@ if quick:
     red_cfg.update(p=23, max_steps=150, seeds=[seed], ms=[1, 2, 4])
 
 
-def red_run(s, m) -> dict:
-    """One frozen-Fourier run to generalisation (the checkpoint script's procedure)."""
+def red_run(s, m, scale=1.0) -> dict:
+    """One frozen-Fourier run to generalisation (the checkpoint script's procedure);
+    `scale` != 1 multiplies the frozen embedding (a diagnosis, not in the script)."""
     tr_r, te_r = (torch.tensor(a) for a in ac.modadd_split(
         red_cfg["p"], red_cfg["train_frac"], seed=red_cfg["split_seed"]))
     order = np.random.default_rng(s).permutation(np.arange(1, red_cfg["p"] // 2 + 1))
@@ -1244,6 +1327,10 @@ def red_run(s, m) -> dict:
     with repro.seeded(s):
         m_ = ac.modadd_model(red_cfg["p"], red_cfg["d"], red_cfg["n_head"],
                              freqs=freqs, embed_seed=s)
+        if scale != 1.0:
+            with torch.no_grad():
+                m_.tok.weight.copy_(torch.as_tensor(ac.fourier_embedding(
+                    red_cfg["p"], freqs, red_cfg["d"], seed=s, scale=scale)))
         log = ac.train_modadd(m_, tr_r, te_r, red_cfg["max_steps"], lr=red_cfg["lr"],
                               wd=red_cfg["wd"], betas=red_cfg["betas"],
                               eval_every=red_cfg["eval_every"],
@@ -1311,6 +1398,63 @@ ax.set(xlabel="Fourier modes available (m)", ylabel="tau (steps; ^: budget bound
 ax.legend(fontsize=7)
 plt.tight_layout()
 plt.show()
+
+# %% [markdown]
+# **Is the design a fair test?** Freezing the embedding to m frequencies changes two more things than the number of
+# usable modes. (1) Each row has norm 1, so each mode's amplitude is `1/sqrt(m)`: more modes, weaker modes. (2) The
+# more frequencies, the more distinct the 31 token vectors (with all 15 they form a simplex, a one-hot code up to
+# rotation), and a distinct code is what a lookup-table (memorising) solution needs; with m = 1 neighbouring
+# residues are nearly parallel. We measure (2) as the largest cosine between two different tokens' embeddings, and
+# test (1) with one run, trained here: the largest m of this seed with the embedding scaled by `sqrt(m)`, so each
+# mode has the amplitude it has at m = 1. If weak modes were why large m does not generalise, this run should.
+
+# %%
+red_cos = {}
+for r in red_runs:
+    if r["seed"] == red_cfg["seeds"][0]:
+        E_ = ac.fourier_embedding(red_cfg["p"], r["freqs"], red_cfg["d"],
+                                  seed=r["seed"])
+        G_ = E_ @ E_.T
+        red_cos[r["m"]] = float(np.max(G_[~np.eye(len(G_), dtype=bool)]))
+m_top = max(red_cfg["ms"])
+amp_probe = red_run(red_cfg["seeds"][0], m_top, scale=float(np.sqrt(m_top)))
+base_top = next(r for r in red_runs
+                if r["seed"] == red_cfg["seeds"][0] and r["m"] == m_top)
+print("largest cosine between two tokens' embeddings, per m:",
+      {m: round(c, 3) for m, c in red_cos.items()})
+print(f"m = {m_top}, seed {red_cfg['seeds'][0]}: embedding x sqrt(m): t_mem "
+    f"{amp_probe['t_mem']}, "
+      f"t_gen {amp_probe['t_gen']}; as stored (x 1): t_mem {base_top['t_mem']}, t_gen "
+      f"{base_top['t_gen']}")
+
+# %% tags=["remove-input"]
+red_fast = [r for r in red_runs if r["t_gen"] is not None and red_tau(r) <= RES]
+display(Markdown(
+    f"**Reading it.** Scaling the m = {m_top} embedding so that every mode has the "
+    f"m = 1 "
+    "amplitude " + ("does not make it generalise" if amp_probe["t_gen"] is None else
+                    f"makes it generalise (tau "
+                    f"{amp_probe['t_gen'] - (amp_probe['t_mem'] or 0)})")
+    + f" in the {red_cfg['max_steps']}-step budget" + (
+        ", so weak modes are not why it fails." if amp_probe["t_gen"] is None else
+        ", so part of the failure is the weaker modes.")
+    + " What m does change is how distinct the tokens are: the largest cosine "
+      "between two "
+    "tokens falls from " + f"{red_cos[min(red_cos)]:.2f} at m = {min(red_cos)} to "
+    f"{red_cos[max(red_cos)]:.2f} at m = {max(red_cos)}; "
+    + (f"{len(red_fast)} run(s) generalise within one 10-step log of memorising "
+       "(m = " + ", ".join(sorted({str(r['m']) for r in red_fast})) + "); "
+       if red_fast else "")
+    + "runs memorise at steps " + _span([r["t_mem"] for r in red_runs if r["m"] == 1])
+    + " at m = 1 and " + _span([r["t_mem"] for r in red_runs if r["m"] > 1])
+    + " at larger m. So m sets the input's capacity for memorisation as much as the "
+    "redundancy of the generalising circuit, and these runs are consistent with a "
+    "larger "
+    "m making memorising easier and generalising relatively harder, the opposite "
+    "direction to the law. `redundancy_law_slope` is therefore not a clean test of the "
+    "paper's tau ~ 1/redundancy at our scale; a design that holds memorisation fixed "
+    "(for instance a learned embedding with a keep-projection onto m modes after "
+    "memorisation) would be needed."))
 
 # %% [markdown]
 # ## 5. Subject-verb agreement: one axis per slot, necessary and flippable
@@ -1482,8 +1626,8 @@ def agreement(model, Q=None, mode="flip", mean=None) -> float:
 # Per LM: ACE per slot and pooled, the LayerNorm-frozen variant, the probes, and the interventions.
 
 # %%
-sva = {}
-for (s, name), model in tqdm(sv_models.items(), desc="ACE and interventions per LM"):
+def analyse_lm(s, model) -> dict:
+    """ACE per slot and pooled, the LN-frozen variant, probes and interventions."""
     st_ = slot_states(model)
     per_slot, obs_all, frozen_all, counts = {}, [], [], []
     for k, (H, pairs_k, _y) in st_.items():
@@ -1514,7 +1658,7 @@ for (s, name), model in tqdm(sv_models.items(), desc="ACE and interventions per 
     Sw = np.cov(H_all[y_all], rowvar=False) + np.cov(H_all[~y_all], rowvar=False)
     Sw += 1e-3 * np.trace(Sw) / len(Sw) * np.eye(len(Sw))
     lda = np.linalg.solve(Sw, probe)
-    sva[s, name] = dict(
+    return dict(
         per_slot=per_slot,
         rank=pooled.rank,
         energy1=float(pooled.energy[0]),
@@ -1536,6 +1680,45 @@ for (s, name), model in tqdm(sv_models.items(), desc="ACE and interventions per 
         flip_random=agreement(model, rand_axis, "flip", pooled.mean),
         remove_random=agreement(model, rand_axis, "remove"),
     )
+
+
+sva = {k: analyse_lm(k[0], m_) for k, m_ in tqdm(sv_models.items(),
+                                                 desc="ACE and interventions per LM")}
+
+# %% [markdown]
+# **Does float16 storage change the analysis?** The stored LMs are float16. At this seed the smaller LM is
+# re-trained in float32 by the checkpoint script's procedure (in quick mode: the live float32 model) and analysed
+# twice, as trained and rounded to float16; the ranks must be equal and the agreements within `0.01` (check
+# `sva_float16_faithful`). A failure here would make the rank and necessity results below artefacts of storage.
+
+# %%
+lm_name = list(SV_ARCH)[0]
+if quick:
+    lm32 = sv_models[SEEDS[0], lm_name]
+else:
+    with repro.seeded(seed):
+        lm32 = nn.Transformer(ac.sva_model_config(*SV_ARCH[lm_name]))
+        train.fit(lm32, lm_loss, lambda st: ac.sva_batch(seed, st, sv_cfg["batch"]),
+                  sv_cfg["steps"], lr=sv_cfg["lr"], warmup=sv_cfg["warmup"],
+                  schedule=sv_cfg["schedule"], seed=seed, desc=f"{lm_name} in float32")
+lm16 = nn.Transformer(lm32.cfg)
+lm16.load_state_dict({k: v.half().float() for k, v in lm32.state_dict().items()})
+f32_, f16_ = analyse_lm(seed, lm32.eval()), analyse_lm(seed, lm16.eval())
+RANK_KEYS = ("rank", "frozen_rank")
+AGREE_KEYS = ("base", "flip", "remove", "remove_core")
+f16_gap = max([abs(f32_[k] - f16_[k]) for k in AGREE_KEYS] + [
+    float(f32_["per_slot"] != f16_["per_slot"]),
+    *(abs(f32_[k] - f16_[k]) for k in RANK_KEYS)])
+rec.check("sva_float16_faithful", f16_gap, 0.01, op="<=",
+          note=f"{lm_name}, seed {seed}: float32 / float16-rounded per-slot ranks "
+          f"{f32_['per_slot']} / {f16_['per_slot']}; "
+          + ", ".join(f"{k} {f32_[k]:.3f} / {f16_[k]:.3f}" for k in AGREE_KEYS))
+print(f"{lm_name}, seed {seed}, float32 vs float16-rounded: per-slot ranks "
+    f"{f32_['per_slot']} vs "
+      f"{f16_['per_slot']}; "
+      + ", ".join(f"{k} {f32_[k]} vs {f16_[k]}" for k in RANK_KEYS)
+      + "; " + ", ".join(f"{k} {f32_[k]:.3f} vs {f16_[k]:.3f}" for k in AGREE_KEYS))
+
 # %% [markdown]
 # Per LM, the ranks and the agreement under each intervention:
 
@@ -1728,7 +1911,9 @@ plotting.live_controls(
 # * **Grokking-time study.** Run at p = 31, lr 3e-3 and width 32 (the main run's p = 53, d = 128, lr 1e-3 would
 #   take hours on a CPU); tau is measured at 10-step resolution. Redundancy is set by design by freezing the token
 #   embedding to m Fourier frequencies; the paper's redundancy grows inside a trained network, so ours tests the
-#   law's form (tau against the number of usable modes), not the paper's mechanism for growing them.
+#   law's form (tau against the number of usable modes), not the paper's mechanism for growing them. The design
+#   also changes how distinct the input tokens are, hence how easily a run memorises (section 4's diagnosis), so
+#   `redundancy_law_slope` does not isolate redundancy; a design that holds memorisation fixed needs new training.
 # * **The live grokking-time re-run covers one run.** It re-trains the cheapest run of the seed that generalised
 #   (until 2026-12-04 it was a width-16 run that never generalises, so the check compared two non-events) and
 #   asks for its tau within 25% of the cached one; the other cached runs are trusted from the build.
@@ -1941,9 +2126,30 @@ condition("sva_converged",
 condition("sva_fits", [min(sva[s, nm]["base"] for nm in SV_ARCH) for s in SEEDS], ">=",
           0.95, "both LMs get agreement right on held-out prompts of their grammar",
           "agreement, smaller of the two models")
+# %% tags=["remove-input"]
+nc = COND["no_collapse"]
+nc_ok = [s_ for s_, v in zip(analysis, nc["measured"]) if v <= nc["target"]]
+nc_bad = [f"seed {s_} ({v:.3f})" for s_, v in zip(analysis, nc["measured"])
+          if v > nc["target"]]
+display(Markdown(
+    "**Where the mod-add claims rest.** `no_collapse` holds at "
+    + (("seed(s) " + ", ".join(nc_ok)) if nc_ok else "no seed")
+    + (f"; it fails at {', '.join(nc_bad)} (largest training-accuracy drop after "
+      f"grokking)"
+       if nc_bad else "")
+    + ". `modadd_core_cyclic` and `modadd_core_inflates` are judged at "
+    + (("seed(s) " + ", ".join(nc_ok) + " only") if nc_ok else "no seed (inconclusive)")
+    + (": their verdicts rest on "
+       + ("one run" if len(nc_ok) == 1 else f"{len(nc_ok)} runs")
+       + ", and the other seeds' numbers stay in the record, marked inconclusive. "
+       if nc_ok and nc_bad else ". ")
+    + "The condition is stricter than `modadd_core_cyclic` needs (its grokking "
+      "checkpoint "
+    "is a stable one at every seed, by `ac.stable_checkpoints`); it was fixed for both "
+    "before the numbers were read and is kept."))
+
 # %%
 GIVEN = {"markov_spectra_match": ("markov_converged",),
-         "markov_subspaces_orthogonal": ("markov_pair_converged",),
          "markov_cores_share_code": ("markov_pair_converged",),
          "modadd_core_cyclic": ("no_collapse",),
          "modadd_core_inflates": ("no_collapse",),
@@ -1980,19 +2186,20 @@ claim_per_seed(
     + ", share of core variance explained by the current token "
     + ", ".join(f"{f['r2_tok']:.3f}" for f in fits),
 )
-claim_per_seed(
-    "markov_subspaces_orthogonal",
-    "The cores lie in nearly orthogonal subspaces: no more aligned than two random "
-    "3-D subspaces of R^64 (projector overlap per model pair, held if <= the random "
-    "pairs' 95th percentile)",
-    overlaps,
-    paper="0.02-0.04",
+# "nearly orthogonal" is the random level for independently initialised models of a
+# rotation-symmetric network: a check (trained cores no more aligned than the null's
+# 99.9th percentile), not a claim
+rec.check(
+    "markov_cores_not_aligned",
+    max(overlaps),
+    round(float(np.quantile(overlap_null, 0.999)), 4),
     op="<=",
-    target=round(overlap_q95, 4),
-    unit="overlap",
-    baseline=[float(overlap_null.mean())] * len(overlaps),
-    note="baseline: mean overlap of random subspace pairs (r/D = "
-    f"{3 / D_m:.4f}); share of random pairs below each measured overlap: "
+    note="largest projector overlap of a trained pair vs the 99.9th percentile of "
+    f"random 3-D subspace pairs of R^{D_m}; overlaps "
+    + ", ".join(f"{o:.3f}" for o in overlaps)
+    + f" (paper 0.02-0.04; random mean {overlap_null.mean():.4f}, r/D = "
+      f"{3 / D_m:.4f}); "
+    "share of random pairs below each: "
     + ", ".join(f"{np.mean(overlap_null <= o):.2f}" for o in overlaps),
 )
 # %%
@@ -2126,6 +2333,10 @@ claim_per_seed(
             f"{r['m']}: {'>=' if r['t_gen'] is None else ''}{red_tau(r)}"
             for r in red_runs if r["seed"] == s) for s in red_cfg["seeds"])
     + "; censored runs: " + ", ".join(red_censored)
+    + f"; diagnosis (seed {red_cfg['seeds'][0]}): m = {m_top} with each mode at the "
+      f"m = 1 "
+    f"amplitude: t_gen {amp_probe['t_gen']}; largest token-token cosine per m "
+    + ", ".join(f"{m}: {c:.2f}" for m, c in red_cos.items())
     + "; the width-axis proxy (Fourier modes counted at memorisation), Spearman of "
     "tau vs modes per seed: " + ", ".join(f"{v:.2f}" for v in rhos),
 )

@@ -428,6 +428,23 @@ def test_frozen_fourier_embedding_sets_the_modes():
         ac.embedding_modes(np.zeros((5, 3)), 7)
 
 
+def test_folded_spectrum_finds_the_planes_and_what_a_basis_captures():
+    p = 31
+    E = ac.fourier_embedding(p, [3, 7], 12, seed=1)
+    spec = ac.folded_spectrum(E)
+    assert spec.shape == (p // 2,)
+    assert np.flatnonzero(spec > 1e-9 * spec.sum()).tolist() == [2, 6]  # k = 3 and 7 (entry k - 1)
+    assert np.isclose(spec.sum(), p * (np.linalg.norm(E - E.mean(0)) ** 2))  # Parseval: nothing lost
+    # the power a basis captures, plane by plane: the plane of k = 3 whole, half of k = 7's plane
+    a = np.arange(p)[:, None] * 2 * np.pi / p
+    M = np.concatenate([np.cos(3 * a), np.sin(3 * a), np.cos(7 * a), np.sin(7 * a)], 1)
+    full, part = ac.folded_spectrum(M), ac.folded_spectrum(M[:, :3])
+    assert np.isclose(part[2] / full[2], 1.0) and np.isclose(part[6] / full[6], 0.5)
+    assert np.allclose(ac.folded_spectrum(np.ones((p, 4))), 0.0)  # constant rows: no power
+    with pytest.raises(ValueError, match="rows"):
+        ac.folded_spectrum(np.zeros((2, 3)))
+
+
 def test_collapses_are_marked_and_checkpoint_selection_avoids_them():
     steps = list(range(10, 1010, 10))
     acc = [min(1.0, 0.1 * k) for k in range(1, 101)]  # memorised at step 100
