@@ -445,3 +445,35 @@ def test_uniform_grid_and_fixed_data_codebooks():
     assert d["VQ-EMA"] < 1.3 * d["k-means"]  # started at k-means, it stays near it
     with pytest.raises(ValueError):
         fv.fixed_data_codebooks(data, AffineGaussianField(mu, s), 7, 0, vq_steps=5)
+
+
+def test_make_models_partial_rebuild_keeps_other_tensors(tmp_path):
+    """`make_models.py --only flow/rings` retrains the rings flows (with `flow_steps_by_set`) and keeps every other
+    stored tensor, curve and metric bit-identical."""
+    import importlib.util
+    from pathlib import Path
+
+    from safetensors.torch import load_file
+
+    from helpers import checkpoints
+
+    path = Path(__file__).resolve().parents[1] / "data" / "08_flow_vq" / "make_models.py"
+    spec = importlib.util.spec_from_file_location("make_models_08", path)
+    mm = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mm)
+    cfg = mm.tiny("models")
+    mm.make_models(dict(cfg, flow_steps_by_set={}), tmp_path)
+    w, _ = checkpoints.paths("08_flow_vq", "models", tmp_path)
+    before, man0 = load_file(str(w)), checkpoints.load_manifest("08_flow_vq", "models", tmp_path)
+    mm.make_models(dict(cfg, flow_steps_by_set={"rings": 6}), tmp_path, only=["flow/rings"])
+    after, man1 = load_file(str(w)), checkpoints.load_manifest("08_flow_vq", "models", tmp_path)
+    assert before.keys() == after.keys()
+    assert all(torch.equal(before[k], after[k]) for k in before if not k.startswith("flow/rings/"))
+    assert not all(torch.equal(before[k], after[k]) for k in before if k.startswith("flow/rings/"))
+    assert man1["history"]["flow/rings/s0"] != man0["history"]["flow/rings/s0"]
+    assert {k: v for k, v in man1["history"].items() if not k.startswith("flow/rings")} == \
+        {k: v for k, v in man0["history"].items() if not k.startswith("flow/rings")}
+    assert man1["config"]["flow_steps_by_set"] == {"rings": 6}
+    checkpoints.load("08_flow_vq", "models", config=man1["config"], root=tmp_path, check_sources=False)
+    with pytest.raises(SystemExit, match="another config"):
+        mm.make_models(dict(cfg, flow_steps=4), tmp_path, only=["flow/rings"])
