@@ -47,7 +47,7 @@ __all__ = [
     "rl_batch", "batch_digest", "seq_len", "option_start", "n_options_of", "item_margin", "LETTERS",
     "MAX_OPTIONS", "ANSWER_IDS", "DEFER_MARGIN", "seed_interval", "answers_by_cell", "ARMS", "train_arm", "EVAL_SPLITS", "EVAL_CONDS",
     "chapter_eval_sets", "arms_config", "RL_STREAM", "unpaired_steps", "make_eval_sets", "evaluate_judge",
-    "policy_gradient", "mixed_share", "relative_max_diff", "paired_bootstrap_diff",
+    "policy_gradient", "mixed_share", "relative_max_diff", "paired_bootstrap_diff", "cluster_interval",
 ]
 
 SUBJECTS = ("sum", "high_count", "ends", "odd_sum")
@@ -238,9 +238,10 @@ RL_STREAM = 5  # the random stream of the RL arms' training batches
 
 
 def rl_batch(seed: int, step: int, n: int, p_aligned: float = 0.5, n_options: int = 2,
-             n_replay: int = 0) -> Batch:
+             n_replay: int = 0, replay_subjects: Sequence[str] = TRAIN_SUBJECTS) -> Batch:
     """RL training batch ``step`` of seed ``seed``: ``n`` bandwagon items of the training subjects with
-    P(cue = truth) = ``p_aligned``, the last ``n_replay`` of them without a cue (replay of uncued items). The batch
+    P(cue = truth) = ``p_aligned``, the last ``n_replay`` of them without a cue (replay of uncued items, drawn from
+    ``replay_subjects``: the training subjects unless a diagnostic asks for others). The batch
     is keyed by ``(seed, RL_STREAM, step)`` and *not* by the arm: every arm of a seed draws the same digits,
     subjects and cue draws (common random numbers), so two arms with the same ``p_aligned`` see identical batches
     and differ only in their reward and optimizer (an arm with another ``p_aligned`` sees the same items with the
@@ -252,7 +253,7 @@ def rl_batch(seed: int, step: int, n: int, p_aligned: float = 0.5, n_options: in
     b = make_batch(rng, n - n_replay, families=("bandwagon",), p_aligned=p_aligned, n_options=n_options)
     if not n_replay:
         return b
-    r = make_batch(rng, n_replay, p_cue=0.0, n_options=n_options)
+    r = make_batch(rng, n_replay, subjects=replay_subjects, p_cue=0.0, n_options=n_options)
     return _concat([b, r])
 
 
@@ -387,7 +388,9 @@ def grpo_loss(model: torch.nn.Module, batch: Batch, G: int, reward: str, mode: s
     """One group policy-gradient loss: sample ``G`` answers per prompt, score them (``"eit"``, ``"accuracy"`` or
     ``"reweighted"``), turn rewards into group advantages (``mode``) and return ``-mean(A * log pi(answer))``
     plus ``beta`` times the exact KL to the frozen reference policy ``ref`` (if given), and statistics
-    (``informative``: the share of groups with any nonzero advantage, the only ones that move the policy)."""
+    (``informative``: the share of groups with any nonzero advantage, the only ones that move the policy;
+    ``rewards_differ``: the share of groups whose std-normalized advantages differ between the EIT and the accuracy
+    reward on these samples, the only ones where the two rewards can train differently)."""
     if reward not in REWARDS:
         raise ValueError(f"reward must be one of {REWARDS}, got {reward!r}")
     beta = V.nonnegative("beta", beta)
@@ -411,9 +414,14 @@ def grpo_loss(model: torch.nn.Module, batch: Batch, G: int, reward: str, mode: s
         loss = loss + beta * kl
     adv_items = (batch.cue >= 0) & (batch.cue != batch.truth)  # cue-following measured where the cue is wrong
     follow = float((a[adv_items] == batch.cue[adv_items, None]).mean()) if adv_items.any() else float("nan")
+    # groups where the EIT and the accuracy reward give different GRPO advantages on these samples: the only
+    # groups where the two arms' gradients can differ (under std-normalized advantages)
+    differ = np.abs(group_advantages(eit_reward(a, batch.truth, batch.cue), "std")
+                    - group_advantages(accuracy_reward(a, batch.truth), "std")) > 1e-3
     return loss, {"reward": float(r.mean()), "accuracy": float((a == batch.truth[:, None]).mean()),
                   "follow": follow, "kl": float(kl.detach()),
-                  "informative": float((adv.abs() > 0).any(1).float().mean())}  # groups with a signal
+                  "informative": float((adv.abs() > 0).any(1).float().mean()),  # groups with a signal
+                  "rewards_differ": float(differ.any(1).mean())}
 
 
 def reweighted_reward(pred, truth, cue, w_adversarial: float = 2.0, w_aligned: float = 1.3) -> np.ndarray:
@@ -637,6 +645,19 @@ def seed_interval(diffs, level: float = 0.95) -> tuple[float, float, float]:
     return m, m - h, m + h
 
 
+def cluster_interval(diffs, clusters, level: float = 0.95) -> tuple[float, float, float]:
+    """Mean of per-seed differences when seeds share a cluster (RL seeds trained from the same base judge): the
+    mean of the cluster means with a ``level`` Student-t interval over the clusters (``n_clusters - 1`` degrees of
+    freedom), ``(mean, low, high)``. Seeds within a cluster are not independent repeats of the whole design (they
+    share the base judge), so the clusters are; with few clusters the interval is wide, as it should be."""
+    d = V.array("diffs", diffs, ndim=1, dtype="float").astype(float)
+    c = V.array("clusters", clusters, shape=(len(d),))
+    means = np.array([d[c == k].mean() for k in np.unique(c)])
+    if len(means) < 2:
+        raise ValueError(f"clusters must name at least two clusters, got {len(means)}")
+    return seed_interval(means, level)
+
+
 # -- the RL arms (run by the notebook, and for ten seeds by data/<slug>/make_rl_arms.py) ------------------------------
 ARMS = {  # reward ("sft": supervised on the correct labels), P(cue = truth) in the training data
     "SFT-debias": ("sft", 0.0),
@@ -648,11 +669,12 @@ ARMS = {  # reward ("sft": supervised on the correct labels), P(cue = truth) in 
 
 def train_arm(base: torch.nn.Module, arm: str, seed: int, *, steps: int, batch: int, n_replay: int, G: int,
               lr: float, beta: float, n_options: int, mode: str = "std", keep_tokens: bool = False,
-              progress: bool = False) -> tuple[torch.nn.Module, list[dict], list[str], list[torch.Tensor]]:
+              progress: bool = False, replay_subjects: Sequence[str] = TRAIN_SUBJECTS) -> tuple[torch.nn.Module, list[dict], list[str], list[torch.Tensor]]:
     """Train one arm of :data:`ARMS` from a copy of ``base`` for RL seed ``seed``: ``steps`` steps of
     :func:`rl_batch` batches (keyed by seed and step only: common random numbers across arms), GRPO with
     ``mode`` advantages, ``G`` answers per prompt from a sampler seeded ``1000 * seed + 1`` (shared by the arms of
-    a seed) and ``beta`` times the KL to ``base``. Returns the model (eval mode), the per-step statistics of
+    a seed) and ``beta`` times the KL to ``base`` (``replay_subjects``: where the uncued replay items come from).
+    Returns the model (eval mode), the per-step statistics of
     :func:`grpo_loss` (empty for SFT), the per-step batch digests and (``keep_tokens``) the batches' tokens."""
     import copy
 
@@ -667,7 +689,8 @@ def train_arm(base: torch.nn.Module, arm: str, seed: int, *, steps: int, batch: 
     log, digests, tokens = [], [], []
 
     def batches(step: int) -> Batch:
-        b = rl_batch(seed, step, batch, p_al, n_options=n_options, n_replay=n_replay)
+        b = rl_batch(seed, step, batch, p_al, n_options=n_options, n_replay=n_replay,
+                     replay_subjects=replay_subjects)
         digests.append(batch_digest(b))
         if keep_tokens:
             tokens.append(b.x)

@@ -546,6 +546,16 @@ informative = pd.Series(
     {arm: float(np.mean([logs[arm, s]["informative"].mean() for s in SEEDS]))
      for arm in rl_arms}, name="share of groups with an advantage")
 display(informative.round(3).to_frame())
+# where can the two rewards train differently at all? groups whose GRPO
+# advantages differ between EIT and accuracy on the same samples (seed `seed`'s
+# live runs: first and last tenth of training, and the mean over all steps)
+tenth = max(1, rl_steps // 10)
+differ = pd.DataFrame({
+    arm: {"first tenth": logs[arm, seed]["rewards_differ"][:tenth].mean(),
+          "last tenth": logs[arm, seed]["rewards_differ"][-tenth:].mean(),
+          "all steps": logs[arm, seed]["rewards_differ"].mean()}
+    for arm in ("RL acc, balanced", "EIT")}).T
+display(differ.round(3).rename_axis(f"seed {seed}: groups where the rewards differ"))
 
 # %% [markdown]
 # Live: evaluate every judge of seed `seed` on fresh items of a family, condition and subject of your choice.
@@ -572,8 +582,13 @@ plotting.live_controls(live, family=list(ei.FAMILIES), condition=["none", *CONDS
 # predicts nothing about the accuracy reward, so the decisive comparison is EIT against the accuracy reward on
 # the same balanced data, paired seed by seed (same batches, same sampler seed, same evaluation items). Per seed:
 # the difference on `eval_n` adversarial bandwagon items with a 95 % paired-bootstrap interval over the items;
-# over the seeds: the mean difference with a 95 % Student-t interval over the seeds (the seeds are the
-# independent repeats). The same for aligned and uncued items, for held-out subjects, and for the new cue
+# over the seeds: the seeds are **not** ten independent repeats of the whole design, since the ten RL seeds
+# share three base judges (seed s trains base judge s mod 3) and a base judge's quirks move all its seeds
+# together. The interval the claims use is therefore over the **base judges**: the mean of the three base
+# judges' seed-mean differences with a 95 % Student-t interval on two degrees of freedom (`ei.cluster_interval`).
+# It is wide: three base judges resolve only effects of several points. The interval that treats the ten
+# seeds as independent (`ei.seed_interval`, narrower, too optimistic for this design) is shown next to it.
+# The same for aligned and uncued items, for held-out subjects, and for the new cue
 # families (their three adversarial cells pooled). Under an adversarial cue, a wrong answer is either the cue's
 # option or the other one; the last column says which share of the wrong answers followed the cue.
 
@@ -594,11 +609,12 @@ def right(arm, s, cells):  # per-item correctness over the pooled cells
 
 
 def compare(a, b, cells):
-    """Per-seed paired differences a − b (with item-bootstrap intervals) and their
-    mean with a t-interval over the seeds."""
+    """Per-seed paired differences a − b (with item-bootstrap intervals), their mean
+    with a t-interval over the base judges (the clusters), and one over the seeds."""
     per = [ei.paired_bootstrap_diff(right(a, s, cells), right(b, s, cells), 1000,
                                     repro.rng(seed, 50, s)) for s in SEEDS]
-    return per, ei.seed_interval([d for d, _, _ in per])
+    d = [x for x, _, _ in per]
+    return per, ei.cluster_interval(d, [BASE_OF[s] for s in SEEDS]), ei.seed_interval(d)
 
 
 cmp = {name: compare("EIT", "RL acc, balanced", cells) for name, cells in CELLS.items()}
@@ -612,7 +628,7 @@ def cue_share(arm, s, cell=(TR, "bandwagon", "adversarial")):
 
 paired = pd.DataFrame(
     {f"EIT − acc: {n}": [per[i][0] for i in range(len(SEEDS))]
-     for n, (per, _) in cmp.items()}
+     for n, (per, *_) in cmp.items()}
     | {f"wrong answers on the cue, {a}": [cue_share(a, s) for s in SEEDS]
        for a in ("base", "RL acc, balanced", "EIT")},
     index=pd.Index(SEEDS, name="RL seed"),
@@ -620,14 +636,63 @@ paired = pd.DataFrame(
 paired.insert(0, "base judge", [BASE_OF[s] for s in SEEDS])
 display(paired.round(3))
 intervals = pd.DataFrame(
-    {n: dict(zip(("mean", "low", "high"), iv)) for n, (_, iv) in cmp.items()}).T
+    {n: dict(zip(("mean", "low (bases)", "high (bases)"), iv))
+     | dict(zip(("_", "low (seeds independent)", "high (seeds independent)"), ivs))
+     for n, (_, iv, ivs) in cmp.items()}).T.drop(columns="_")
 display(intervals.round(3))
+
+# %% [markdown]
+# ## Where the held-out skill goes: a one-seed diagnostic
+#
+# The RL arms lose no-cue accuracy on the held-out subjects (see the results table). Three explanations, each
+# tested by retraining seed `seed`'s EIT arm with one change (same batches and sampler otherwise): the KL
+# penalty is too weak (β fifty times larger); RL never shows the held-out subjects (the replay items drawn from
+# all four subjects instead of the two training subjects: this breaks "held out" for this one run, which is
+# why it is a diagnostic and not an arm); the RL step is too large (the learning rate divided by three). And
+# one measurement of the base: the items it gets right and EIT gets wrong, are they the ones it barely gets
+# right (its two likeliest answers nearly tied, `TIE` below)? One seed: differences of a few points are RL noise.
+
+# %%
+DIAG = {
+    "as trained": {},
+    f"β = {50 * beta:g} (× 50)": dict(beta=50 * beta),
+    "replay from all subjects": dict(replay_subjects=ei.SUBJECTS),
+    f"learning rate / 3 ({rl_lr / 3:.1e})": dict(lr=rl_lr / 3),
+}
+b0 = ev_bases[BASE_OF[seed]]
+diag = {}
+for name, change in DIAG.items():
+    m = (models["EIT", seed] if not change else
+         ei.train_arm(bases[BASE_OF[seed]], "EIT", seed, **(KW | change))[0])
+    ev = evaluate(m)[1]
+    diag[name] = {
+        "held-out, no cue": acc(ev, "none", split=HO) - acc(b0, "none", split=HO),
+        "training subjects, no cue": acc(ev, "none") - acc(b0, "none"),
+        "adversarial bandwagon": acc(ev, "adversarial") - acc(b0, "adversarial"),
+        "aligned bandwagon": acc(ev, "aligned") - acc(b0, "aligned"),
+    }
+diag = pd.DataFrame(diag).T
+display(diag.round(3).rename_axis(f"seed {seed}, EIT − base"))
+ho_set = eval_sets[(HO, "none", "none")]
+with torch.no_grad():
+    pb = torch.softmax(ei.answer_logits(bases[BASE_OF[seed]], ho_set.x), -1)
+top2 = pb.topk(2, -1).values
+TIE = 0.1  # "nearly tied": the top two answer probabilities within TIE
+near_tie = ((top2[:, 0] - top2[:, 1]) < TIE).numpy()
+was_right = answers["base", seed][(HO, "none", "none")] == ho_set.truth
+now_wrong = answers["EIT", seed][(HO, "none", "none")] != ho_set.truth
+lost = was_right & now_wrong
+tie_lost = float(near_tie[lost].mean()) if lost.any() else float("nan")
+tie_all = float(near_tie.mean())
+print(f"held-out no-cue items the base gets right and EIT gets wrong: {lost.sum()}; "
+      f"near a tie in the base: {tie_lost:.2f} of them, {tie_all:.2f} of all items")
 
 # %% [markdown]
 # ## The claims record
 #
 # Numbers are accuracies on the fixed evaluation items (training subjects unless said otherwise). Arm against
-# arm, a claim's number is the **lower end of the 95 % interval over the seeds** of the paired difference:
+# arm, a claim's number is the **lower end of the 95 % interval over the base judges** of the paired
+# difference (the seeds' differences averaged per base judge, then a t-interval over the three judges):
 # it holds only if the interval excludes zero. Arm against base, it is one difference per seed.
 #
 # **Conditions**, fixed before the claims' numbers are read: every RL arm is trained to a plateau (its sampled
@@ -669,8 +734,8 @@ def diff(a, b):
     return [round(x - y, 4) for x, y in zip(a, b)]
 
 
-def iv_txt(name):
-    m, lo, hi = cmp[name][1]
+def iv_txt(name, k=1):  # k = 1: over the base judges; 2: the seeds as independent
+    m, lo, hi = cmp[name][k]
     return f"{m:+.3f} [{lo:+.3f}, {hi:+.3f}]"
 
 
@@ -687,7 +752,9 @@ NOTES = {
     "eit_vs_accuracy_reward": "per seed, EIT − accuracy reward (95 % item-bootstrap "
     "intervals): " + "; ".join(f"{d:+.3f} [{lo:+.3f}, {hi:+.3f}]"
                                 for d, lo, hi in cmp["adversarial"][0])
-    + f"; mean over seeds {iv_txt('adversarial')}. EIT {fmt(eit_adv, '.3f')}, accuracy "
+    + f"; mean {iv_txt('adversarial')} over the base judges, "
+    f"{iv_txt('adversarial', 2)} with the seeds as independent. EIT "
+    f"{fmt(eit_adv, '.3f')}, accuracy "
     f"reward {fmt(acc_adv, '.3f')}. Aligned: {iv_txt('aligned')}; no cue: "
     f"{iv_txt('no cue')}",
     "adv_accuracy_gain": f"base {fmt(base_adv, '.3f')} → EIT {fmt(eit_adv, '.3f')}; "
@@ -700,6 +767,8 @@ NOTES = {
     "ood_transfer_new_families": "per seed, EIT − accuracy reward over the "
     "adversarial cells of digits, expert and order: "
     + fmt([d for d, _, _ in cmp["new families adversarial"][0]])
+    + f"; mean {iv_txt('new families adversarial')} over the base judges, "
+    f"{iv_txt('new families adversarial', 2)} with the seeds as independent"
     + f"; EIT − base {fmt(diff(new_adv('EIT'), new_adv('base')))}; accuracy "
     "reward − base "
     f"{fmt(diff(new_adv('RL acc, balanced'), new_adv('base')))}",
@@ -729,13 +798,14 @@ record([  # id, statement, paper, measured, op, target, unit, baseline, given
      "the reward, not only the data, makes the cue non-predictive",
      round(cmp["adversarial"][1][1], 4), ">", 0.0,
      "adversarial bandwagon accuracy, EIT − accuracy reward: lower end of the 95 % "
-     "interval over the seeds", acc_adv, (*RL2, "resolves_pair")),
+     "interval over the base judges", acc_adv, (*RL2, "resolves_pair")),
     ("ood_transfer_new_families", "Trained on bandwagon only, EIT resists cue families "
      "that share no token or position with it better than the accuracy reward does",
      "generalizes to unseen bias types (+39.1 % on distraction reported)",
      round(cmp["new families adversarial"][1][1], 4), ">", 0.0,
      "adversarial accuracy over digits, expert, order, EIT − accuracy reward: "
-     "lower end of the 95 % interval over the seeds", new_adv("RL acc, balanced"), RL2),
+     "lower end of the 95 % interval over the base judges", new_adv("RL acc, balanced"),
+     RL2),
     ("adv_accuracy_gain", "EIT raises accuracy under adversarial bandwagon cues",
      "improves (Qwen3-1.7B/4B; +13.2 % reported)", diff(eit_adv, base_adv), ">=", 0.1,
      "accuracy, EIT − base", base_adv, E),
@@ -794,14 +864,33 @@ def says(cid, xs):
     return f"`{cid}` is {xs} ({VERD[cid]})"
 
 
+def forget_reading(d, tol):  # what the one-seed diagnostic says, in words
+    base_d, out = d.iloc[0], []
+    for name, v in d.iloc[1:].items():
+        verdict = ("reduces the loss" if v > base_d + tol else
+                   "makes it worse" if v < base_d - tol else "leaves it as it is")
+        out.append(f"{name} {verdict}")
+    kl_note = (" (the KL penalty is measured on the training batch, whose items all "
+               "come from the training subjects)" if "β" in out[0] and
+               "as it is" in out[0] else "")
+    return (f"Against the seed-to-seed spread of the trained arm (SD {tol:.3f} over "
+            f"{len(SEEDS)} seeds): " + "; ".join(out) + kl_note + ".")
+
+
+def diag_tradeoff():  # the diagnostic variants on the aligned and adversarial cells
+    return "; ".join(
+        f"{k}: aligned {r['aligned bandwagon']:+.3f}, adversarial "
+        f"{r['adversarial bandwagon']:+.3f}" for k, r in diag.iterrows())
+
+
 m_adv, lo_adv, hi_adv = cmp["adversarial"][1]
 n_pos = sum(lo > 0 for _, lo, _ in cmp["adversarial"][0])
 n_neg = sum(hi < 0 for _, _, hi in cmp["adversarial"][0])
 share = {a: mean(paired[f"wrong answers on the cue, {a}"])
          for a in ("base", "RL acc, balanced", "EIT")}
-sh_m, sh_lo, sh_hi = ei.seed_interval(  # EIT − accuracy reward, paired by seed
+sh_m, sh_lo, sh_hi = ei.cluster_interval(  # EIT − accuracy reward, paired by seed
     paired["wrong answers on the cue, EIT"]
-    - paired["wrong answers on the cue, RL acc, balanced"])
+    - paired["wrong answers on the cue, RL acc, balanced"], paired["base judge"])
 txt = [
     f"The base judges ({len(bases)}): no-cue accuracy {fmt(base_none, '.3f')}, "
     f"adversarial bandwagon accuracy {fmt(base_adv0, '.3f')} (`base_partly_follows` "
@@ -812,18 +901,37 @@ txt = [
     f"({len(SEEDS)} RL seeds, {eval_n} items per cell):",
     "",
     "* **The EIT reward against the accuracy reward, same balanced data, GRPO.** "
-    f"Adversarial bandwagon accuracy, EIT − accuracy reward, mean over the seeds "
-    f"{m_adv:+.3f}, 95 % interval [{lo_adv:+.3f}, {hi_adv:+.3f}]: "
+    f"Adversarial bandwagon accuracy, EIT − accuracy reward, mean {m_adv:+.3f}, 95 % "
+    f"interval over the {len(set(BASE_OF.values()))} base judges [{lo_adv:+.3f}, "
+    f"{hi_adv:+.3f}]: "
     + says("eit_vs_accuracy_reward", f"{lo_adv:+.3f}")
-    + f". {n_pos} of {len(SEEDS)} seeds' own intervals lie above zero and {n_neg} "
-    "below. "
-    f"Aligned {iv_txt('aligned')}, no cue {iv_txt('no cue')}, held-out adversarial "
+    + f". Taking the {len(SEEDS)} seeds as independent (they are not: they share the "
+    f"base judges) would give {iv_txt('adversarial', 2)}"
+    + (", which does not exclude zero either. " if cmp["adversarial"][2][1] <= 0
+       <= cmp["adversarial"][2][2] else ", which does exclude zero. ")
+    + f"{n_pos} of {len(SEEDS)} seeds' own item intervals lie above zero and {n_neg} "
+    + ("below: the sign of the difference is set by the RL seed, not the reward. "
+       if n_pos and n_neg else "below. ")
+    + "How much room the two rewards had to differ: on seed "
+    f"{seed}'s training batches, {differ.loc['EIT', 'first tenth']:.3f} of the GRPO "
+    "groups got different advantages from the two rewards over the first tenth of "
+    f"EIT's training, {differ.loc['EIT', 'last tenth']:.3f} over the last and "
+    f"{differ.loc['EIT', 'all steps']:.3f} over all steps (the groups holding both "
+    "wrong options, or only wrong ones, under a misleading cue)"
+    + (". So EIT's own signal, the −0.5 for the cue's option against 0 for the other "
+       "wrong one, reached few groups: the base's mistakes under a wrong cue are "
+       f"almost all the cue's option ({share['base']:.2f} of them), and once the judge "
+       "resists the cue it rarely errs at all. The comparison is weak in this regime: "
+       "a null difference here says little about the reward where a judge's mistakes "
+       "split between the cue and other answers. "
+       if differ.loc["EIT", "all steps"] < 0.1 else ". ")
+    + f"Aligned {iv_txt('aligned')}, no cue {iv_txt('no cue')}, held-out adversarial "
     f"{iv_txt('held-out adversarial')}. Of the wrong answers under an adversarial cue, "
     "the share that is the cue's option (where a uniform mistake would give one "
     "half): "
     f"base {share['base']:.2f}, accuracy reward {share['RL acc, balanced']:.2f}, EIT "
-    f"{share['EIT']:.2f} (EIT − accuracy {sh_m:+.3f}, 95 % interval over the seeds "
-    f"[{sh_lo:+.3f}, {sh_hi:+.3f}])"
+    f"{share['EIT']:.2f} (EIT − accuracy {sh_m:+.3f}, 95 % interval over the base "
+    f"judges [{sh_lo:+.3f}, {sh_hi:+.3f}])"
     + (": EIT moves its remaining mistakes off the cue, as its −0.5 predicts."
        if sh_hi < 0 else
        ": the interval does not separate the two rewards on where the mistakes go.")
@@ -832,6 +940,21 @@ txt = [
     "* **Against the base.** "
     + says("adv_accuracy_gain", fmt(diff(eit_adv, base_adv)))
     + "; " + says("aligned_preserved", fmt(diff(eit_al, base_al)))
+    + f". The base's aligned accuracy ({mean(base_al):.3f}) is its no-cue accuracy "
+    f"({mean_acc('base', 'none'):.3f}) plus what following a right cue adds: a judge "
+    "for which the cue is non-predictive gives that lift back by design. EIT keeps "
+    f"{mean(eit_al) - mean_acc('EIT', 'none'):+.3f} of lift (the base "
+    f"{mean(base_al) - mean_acc('base', 'none'):+.3f}), and its no-cue accuracy on the "
+    f"training subjects moves {mean_acc('EIT', 'none') - mean_acc('base', 'none'):+.3f}"
+    " (the accuracy reward's "
+    f"{mean_acc('RL acc, balanced', 'none') - mean_acc('base', 'none'):+.3f}): "
+    + ("most of the aligned loss is lost task skill, shared with the accuracy "
+       "reward, not the reward refusing to pay for agreement"
+       if abs(mean_acc('EIT', 'none') - mean_acc('base', 'none'))
+       > abs(mean(eit_al) - mean_acc('EIT', 'none')
+             - mean(base_al) + mean_acc('base', 'none'))
+       else "most of the aligned loss is the cue's lift given back")
+    + f" (the one-seed diagnostic, EIT − base at seed {seed}: {diag_tradeoff()})"
     + "; on held-out subjects "
     + says("ood_subject_transfer", fmt(diff(per_seed("EIT", "adversarial", split=HO),
                                             per_seed("base", "adversarial", split=HO))))
@@ -847,12 +970,22 @@ txt = [
     + says("no_forgetting_heldout", fmt(diff(ho_none["EIT"], ho_none["base"])))
     + "; the accuracy-reward arm "
     + fmt(diff(ho_none["RL acc, balanced"], ho_none["base"])) + ". "
-    + ("Both RL arms lose held-out skill despite the replay, so the loss is not the "
-       "EIT reward's: the replayed items come from the training subjects only, and "
-       "RL on two subjects moves what the four subjects share."
+    + ("Both RL arms lose held-out skill, so the loss is not the EIT reward's. "
        if max(diff(ho_none["EIT"], ho_none["base"])) < -0.02
        and max(diff(ho_none["RL acc, balanced"], ho_none["base"])) < -0.02
-       else "The arms differ in how much held-out skill they keep."),
+       else "The arms differ in how much held-out skill they keep. ")
+    + f"The one-seed diagnostic (seed {seed}, EIT, held-out no-cue accuracy − base): "
+    + ", ".join(f"{k} {v:+.3f}" for k, v in diag["held-out, no cue"].items()) + ". "
+    + forget_reading(diag["held-out, no cue"],
+                     float(np.std(diff(ho_none["EIT"], ho_none["base"]), ddof=1)))
+    + f" Of the held-out items the base "
+    f"gets right and EIT loses, {tie_lost:.2f} were near a tie in the base (top-two "
+    f"probabilities within {TIE:g}), against {tie_all:.2f} of all items"
+    + (": near-ties are over-represented among the lost items"
+       if tie_lost > 1.5 * tie_all else "")
+    + (", but most lost items were ones the base answered with a clear margin, so "
+       "flipped close calls explain only a small part of the loss."
+       if tie_lost < 0.5 else "."),
     "* **Transfer to the new families** (digits, expert, order), EIT − accuracy "
     "reward: "
     f"{iv_txt('new families adversarial')} (`ood_transfer_new_families` "
@@ -864,9 +997,10 @@ txt = [
                 f"{mean_acc('base', 'adversarial', f):.2f})" for f in ei.FAMILIES[1:])
     + " (authority and distraction share the bandwagon cue's slot and letter).",
     "",
-    f"Limits: three base judges for {len(SEEDS)} RL seeds (the interval over seeds "
-    "treats the seeds as independent, though seeds sharing a base judge are not fully "
-    f"so); {rl_steps} RL steps; a synthetic task whose cues are single tokens; the "
+    f"Limits: {len(bases)} base judges for {len(SEEDS)} RL seeds (the claims' interval "
+    f"runs over the base judges, on {len(bases) - 1} degree(s) of freedom, so only "
+    f"effects of several points can be resolved); {rl_steps} RL steps; a synthetic "
+    "task whose cues are single tokens; the "
     "base's sycophancy and uncertainty are set by its pre-training (an annotator rule "
     f"and label smoothing {cfg['label_smoothing']}), a stand-in for an LLM's, not a "
     "measurement of it; no judge larger than the one trained (`beats_larger_model` "

@@ -520,6 +520,11 @@ def test_rl_batch_replay_and_options():
     assert ei.batch_digest(ei.rl_batch(1, 2, 32, n_options=3, n_replay=8)) == ei.batch_digest(b)
     with pytest.raises(ValueError):
         ei.rl_batch(1, 2, 8, n_replay=8)
+    # the forgetting diagnostic: replay from every subject; the cued part is unchanged
+    allr = ei.rl_batch(1, 2, 32, n_options=3, n_replay=8, replay_subjects=ei.SUBJECTS)
+    assert torch.equal(allr.x[:-8], b.x[:-8]) and (allr.cue[-8:] == -1).all()
+    many = ei.rl_batch(1, 3, 400, n_options=3, n_replay=300, replay_subjects=ei.HELDOUT_SUBJECTS)
+    assert set(np.unique(many.subject[-300:])) == {ei.SUBJECTS.index(s) for s in ei.HELDOUT_SUBJECTS}
 
 
 def test_seed_interval():
@@ -561,3 +566,38 @@ def test_chapter_eval_sets_and_arms_config():
     assert ei.checkpoint_config("arms") == cfg and ei.arms_config((7, 8))["base_seeds"] == [7, 8, 9]
     with pytest.raises(ValueError):
         ei.arms_config((-1, 0))
+
+
+def test_cluster_interval_over_base_judges():
+    """Seeds sharing a base judge are averaged first; the t-interval runs over the judges (df = judges - 1)."""
+    d, c = [0.1, 0.3, 0.2, 0.4, 0.0], [0, 0, 1, 1, 2]
+    m, lo, hi = ei.cluster_interval(d, c)
+    means = [0.2, 0.3, 0.0]
+    assert m == pytest.approx(np.mean(means))
+    assert hi - m == pytest.approx(stats.t.ppf(0.975, 2) * np.std(means, ddof=1) / np.sqrt(3))
+    # one seed per cluster: the seed interval
+    assert ei.cluster_interval(d, range(5)) == pytest.approx(ei.seed_interval(d))
+    # clustered seeds give a wider interval than the same seeds taken as independent
+    d10 = [0.05, 0.04, 0.06, -0.03, -0.02, -0.04, 0.01, 0.0, 0.02, 0.05]
+    c10 = [0, 0, 0, 1, 1, 1, 2, 2, 2, 0]
+    _, lo_c, hi_c = ei.cluster_interval(d10, c10)
+    _, lo_s, hi_s = ei.seed_interval(d10)
+    assert hi_c - lo_c > hi_s - lo_s
+    with pytest.raises(ValueError):
+        ei.cluster_interval([0.1, 0.2], [0, 0])  # one cluster
+    with pytest.raises(ValueError):
+        ei.cluster_interval([0.1, 0.2], [0])  # shapes differ
+
+
+def test_rewards_differ_statistic():
+    """grpo_loss reports the share of groups whose std advantages differ between EIT and accuracy: none with two
+    options (the derivation), some with three on an unsure judge, none without cues."""
+    torch.manual_seed(0)
+    model = ei.make_judge(dict(n_layer=1, n_head=2, d_model=16), 0)
+    g = torch.Generator().manual_seed(0)
+    _, st2 = ei.grpo_loss(model, ei.make_batch(rng(3), 64), 8, "eit", "std", g)
+    assert st2["rewards_differ"] == 0.0
+    _, st3 = ei.grpo_loss(model, ei.make_batch(rng(3), 64, n_options=3, p_aligned=0.0), 8, "eit", "std", g)
+    assert 0.1 < st3["rewards_differ"] <= st3["informative"]
+    _, st0 = ei.grpo_loss(model, ei.make_batch(rng(3), 64, n_options=3, p_cue=0.0), 8, "eit", "std", g)
+    assert st0["rewards_differ"] == 0.0
