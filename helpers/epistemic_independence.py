@@ -89,12 +89,13 @@ def option_start(n_options: int = 2) -> tuple[int, ...]:
     return tuple(1 + N_PRE + k * _OPT_W for k in range(n_options))
 
 
-def n_options_of(width: int) -> int:
-    """The number of options of items ``width`` tokens long (ValueError for a width no option count gives)."""
+def n_options_of(width: int, name: str = "items") -> int:
+    """The number of options of items ``width`` tokens long (ValueError naming ``name`` for a width no option
+    count gives)."""
     for k in range(2, MAX_OPTIONS + 1):
         if width == seq_len(k):
             return k
-    raise ValueError(f"items must have {[seq_len(k) for k in range(2, MAX_OPTIONS + 1)]} tokens "
+    raise ValueError(f"{name} must have {[seq_len(k) for k in range(2, MAX_OPTIONS + 1)]} tokens "
                      f"(2..{MAX_OPTIONS} options), got {width}")
 
 
@@ -133,7 +134,7 @@ class Batch:
 
     def __post_init__(self) -> None:
         self.x = V.tensor("x", self.x, ndim=2, dtype="int", min=0, max=len(VOCAB), strict_max=True)
-        k = n_options_of(self.x.shape[1])
+        k = n_options_of(self.x.shape[1], "x")
         n = self.x.shape[0]
         for name, lo, hi in (("truth", 0, k - 1), ("cue", -1, k - 1), ("family", -1, len(FAMILIES) - 1),
                              ("subject", 0, len(SUBJECTS) - 1)):
@@ -376,7 +377,7 @@ def answer_logits(model: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
     """The policy's logits over the options' letters at the final ``<ask>`` position: shape (n, options)."""
     V.function("model", model)
     V.tensor("x", x, ndim=2, dtype="int")
-    return model(x)[:, -1, list(ANSWER_IDS[:n_options_of(x.shape[1])])]
+    return model(x)[:, -1, list(ANSWER_IDS[:n_options_of(x.shape[1], "x")])]
 
 
 REWARDS = ("eit", "accuracy", "reweighted")

@@ -493,7 +493,7 @@ case("epistemic_independence.group_advantages", epi.group_advantages,
 case("epistemic_independence.eit_reward", epi.eit_reward,
      lambda: dict(pred=np.array([0, 1]), truth=np.array([0, 0]), cue=np.array([-1, 1])),
      skip={k: {"empty"} for k in ("pred", "truth", "cue")},  # empty batches score to an empty array
-     more={"pred": [np.array([0, 2]), np.array([0.0, 1.0])], "cue": [np.array([-2, 0])]})
+     more={"pred": [np.array([0, epi.MAX_OPTIONS]), np.array([0.0, 1.0])], "cue": [np.array([-2, 0])]})
 case("epistemic_independence.policy_expected_reward", epi.policy_expected_reward,
      lambda: dict(policy="follow", p_aligned=0.5, reward="eit"), more={"p_aligned": [1.5, "neg"]})
 case("epistemic_independence.accuracy_reward", epi.accuracy_reward,
