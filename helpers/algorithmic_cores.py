@@ -474,8 +474,10 @@ MODADD_STEPS, MODADD_WARMUP, MODADD_CLIP = 4000, 10, 1.0
 
 def checkpoint_config(name: str) -> dict:
     """The config the chapter's default parameters ask of checkpoint ``name`` ("modadd", "modadd_nowd",
-    "groktime" or "redundancy")."""
-    V.one_of("name", name, ("modadd", "modadd_nowd", "groktime", "redundancy"))
+    "groktime", "redundancy", or the language models "markov" and "sva", see :func:`lm_config`)."""
+    V.one_of("name", name, ("modadd", "modadd_nowd", "groktime", "redundancy", "markov", "sva"))
+    if name in ("markov", "sva"):
+        return lm_config(name)
     if name in ("modadd", "modadd_nowd"):
         # the paper's configuration: minibatches of 512 (1404 training pairs: ~2.7 steps per epoch), with a short
         # warmup and gradient clipping against the collapses of full-batch AdamW (issue #71)
