@@ -22,8 +22,8 @@
 # | | paper | this notebook |
 # |---|---|---|
 # | Markov chain | 4-state cyclic chain, 1-layer transformers d=64, 3000 sequences, batch 64, 40 epochs (~1,900 steps) at lr 1e-4, 3 seeds | the same: 1875 steps at lr 1e-4 (our transformer block, pre-LN, no dropout), 3 seeds, trained by `data/13_algorithmic_cores/make_lms.py` |
-# | modular addition | p=53, 2-layer d=128, lr 1e-3, wd 1.0, batch 512, ~2000 epochs | p=53, 2-layer d=128, lr 1e-3, wd 1.0, batch 512 with a 10-step warmup and gradient clipping at 1, 4000 steps (~1,460 epochs), 3 seeds, and a weight-decay-0 control, by `make_modadd.py` |
-# | grokking-time law | sweeps of weight decay and redundancy | p=31, lr 3e-3: wd 0.25-2 at d=32, 3 seeds, by `make_groktime.py`; redundancy set by design: token embeddings frozen to m = 1, 2, 4, 8 Fourier frequencies, 3 seeds, by `make_redundancy.py` |
+# | modular addition | p=53, 2-layer d=128, lr 1e-3, wd 1.0, batch 512, ~2000 epochs | p=53, 2-layer d=128, lr 5e-4 (half the paper's, against collapses), wd 1.0, batch 512 with a 10-step warmup and gradient clipping at 1, 4000 steps (~1,460 epochs), 3 seeds, and a weight-decay-0 control, by `make_modadd.py` |
+# | grokking-time law | sweeps of weight decay and redundancy | p=31, lr 3e-3: wd 0.25-2 at d=32, 3 seeds, by `make_groktime.py`; redundancy set by design: at memorisation the embedding is projected onto m = 1, 2, 4, 8 of its own Fourier modes and kept there, 3 seeds, by `make_redundancy.py` |
 # | subject-verb agreement | GPT-2 S/M/L, LLaMA-3.1, Gemma-2, Qwen2.5 | two small LMs (2L/d64, 3L/d96) per seed, trained on a generated agreement grammar with attractors, 3 seeds, by `make_lms.py` |
 # | hardware | GPUs | 2 CPU cores; all training runs once, in the checkpoint scripts; quick mode trains tiny models live |
 #
@@ -35,10 +35,10 @@
 # grammar in place of GPT-2 and friends; (3) the memorisation step (first logged step with train accuracy
 # `>= 0.99`) and the generalisation step (test accuracy `>= 0.95`) that define the grokking time; (4) the
 # grokking-time study runs at a higher learning rate and a smaller width than the main run, to fit its runs on a
-# CPU; (5) redundancy set by design, by freezing the token embedding to m Fourier frequencies; (6) the warmup and
-# gradient clipping of the main mod-add run, and AdamW's default `betas` (the paper's code sets neither), chosen
-# because full-batch training and `beta2 = 0.98` collapsed after grokking in our one-seed probes; collapses remain
-# at some seeds, and section 3 marks them.
+# CPU; (5) redundancy set by design, by projecting the embedding onto m of its own Fourier modes at
+# memorisation; (6) the warmup and gradient clipping of the main mod-add run, AdamW's default `betas` (the paper's
+# code sets neither) and half the paper's learning rate, chosen because full-batch training, `beta2 = 0.98` and
+# lr 1e-3 collapsed after grokking in our probes; collapses that remain are marked in section 3.
 # :::
 
 # %% tags=["hide-input"]
@@ -77,6 +77,8 @@ n_null = 200  # draws of each ring-fraction null (class order, random subspace)
 n_untrained = 19  # untrained Markov models, the CCA null
 
 # %% tags=["hide-input"]
+import copy
+
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
@@ -563,14 +565,16 @@ plt.show()
 # ## 3. Modular addition: a compact cyclic core at grokking, then inflation
 #
 # A two-layer transformer (d=128, 4 heads) reads `[a, b]` and predicts `(a + b) mod 53` at the last position. Half
-# of the 53^2 pairs are the training set; AdamW (lr 1e-3, weight decay 1) on minibatches of 512 pairs, as in the
-# paper, first memorises, then, later, generalises (grokking). Full-batch AdamW without warmup or clipping (the
-# previous version of this chapter) collapsed every few hundred steps after grokking, and those collapses, not the
-# slow pull of weight decay, set the rank of the core at a checkpoint. So the run follows the paper's minibatches,
-# adds a 10-step warmup and gradient clipping at norm 1, and uses AdamW's default `betas` (the paper's code sets
-# none). `data/13_algorithmic_cores/make_modadd.py` trains 4000 steps per seed once (too long for a 5-minute run),
-# logs loss and train / test accuracy every 10 steps and keeps a checkpoint every 100 steps. Quick mode trains a
-# tiny model live with the same functions.
+# of the 53^2 pairs are the training set; AdamW (weight decay 1) on minibatches of 512 pairs, as in the paper,
+# first memorises, then, later, generalises (grokking). Full-batch AdamW without warmup or clipping (an earlier
+# version of this chapter) collapsed every few hundred steps after grokking, and those collapses, not the slow
+# pull of weight decay, set the rank of the core at a checkpoint. So the run follows the paper's minibatches, adds
+# a 10-step warmup and gradient clipping at norm 1, and uses AdamW's default `betas` (the paper's code sets none).
+# At the paper's lr 1e-3 two of three seeds still collapsed after grokking by more than the condition below
+# allows; a one-seed probe at half that rate (seed 0, the worst) met the condition, and lr 5e-4 was chosen by
+# that criterion alone, before the claims were read. `data/13_algorithmic_cores/make_modadd.py` trains 4000 steps
+# per seed once (too long for a 5-minute run), logs loss and train / test accuracy every 10 steps and keeps a
+# checkpoint every 100 steps. Quick mode trains a tiny model live with the same functions.
 #
 # **Collapses are marked, not hidden.** `ac.collapse_steps` lists the logged steps after memorisation where train
 # accuracy lies more than `0.05` below its running maximum; `ac.stable_checkpoints` drops every checkpoint within
@@ -864,6 +868,7 @@ def stable_ranks(tr_s, from_step):
 
 
 TREND_W = 2 if quick else 5  # checkpoints per end of the smoothed trend
+INFLATE_BAR = 1.3  # the trend modadd_core_inflates asks for (fixed with the claim)
 trend, trend_nowd = {}, {}
 for s, an in analysis.items():
     if "grokking" not in an:
@@ -977,6 +982,12 @@ else:
         + (f" at every seed (the weight-decay-0 control: "
            f"{_listed(f'{v:.2f}' for v in trend_nowd.values() if v is not None)})."
            if any(v is not None for v in trend_nowd.values()) else ".")
+        + f" {sum(v > INFLATE_BAR for v in tr_v)} of {len(tr_v)} trends exceed the "
+        f"`{INFLATE_BAR}` that `modadd_core_inflates` asks for; with weight decay "
+        "minus without, per seed: "
+        + (_listed(f"{trend[s] - trend_nowd[s]:+.2f}" for s in grokked
+                   if trend[s] is not None and trend_nowd.get(s) is not None)
+           or "not measurable") + "."
         + " Fourier modes go from "
         + _listed(an["grokking"]["modes"] for an in grokked.values())
         + " at grokking to "
@@ -1294,167 +1305,166 @@ plt.tight_layout()
 plt.show()
 
 # %% [markdown]
-# ### Redundancy set by design
+# ### Redundancy set by design, memorisation held fixed
 #
-# Counting the Fourier modes a trained network happens to hold at memorisation gave 0-2 modes at p = 31 (the
-# previous version of this chapter), too narrow a range for a law. Here the number of modes is **set**: the token
-# embedding is frozen to `ac.fourier_embedding(p, freqs, d)`, the cosines and sines of m frequencies rotated into
-# the width, so only those m modes of each input reach the network (`ac.embedding_modes` checks it). For each seed
-# the frequencies are the first m of a random order of 1..15 (nested), m = 1, 2, 4, 8, and each run trains to
-# generalisation (`data/13_algorithmic_cores/make_redundancy.py`: p = 31, d = 64, full batch, the main run's
-# optimizer with lr 1e-3 and wd 1, a budget of 3000 steps; quick mode: tiny runs live). The law predicts
-# `tau ~ 1/m`: a log-log slope near -1. A run that generalises at (or before) the step it memorises has no delay,
-# tau = 0, below our 10-step resolution; it enters the fit at 10 steps. A run that memorises but never generalises
-# in the budget enters at the budget (a lower bound, as on the weight-decay axis): raising a point right of the
-# mean log m can only raise the slope, so when every such run lies right of it the budget-counted slope is a lower
-# bound on the true one and the bias is *for* the claim, and the note says which case holds. A run that neither
-# memorises nor generalises gives nothing; the condition `redundancy_measured` (every run of the seed gives a tau
-# or its lower bound) is fixed with the claim.
+# Counting the Fourier modes a trained network happens to hold at memorisation gave 0-2 modes at p = 31, too
+# narrow a range for a law; freezing the embedding to m frequencies from the start (the previous version) set the
+# range but also set how distinct the input tokens are, and so how fast a run memorises: m moved the start of the
+# clock as well as the redundancy. Here m is set **after** memorisation. Per seed one model with a learned
+# embedding trains to memorisation (train accuracy `>= 0.99`); at that step it is copied, with its optimizer
+# state, once per m = 1, 2, 4, 8. Each copy's token embedding is projected onto the m Fourier frequencies that
+# carry most of its *own* power (`ac.dominant_frequencies`, nested in m), its centred part rescaled to the norm it
+# had (`ac.project_embedding`), and kept there after every optimizer step (`ac.keep_modes`) while training goes on
+# to generalisation (test accuracy `>= 0.95`) or a budget of 3000 steps
+# (`data/13_algorithmic_cores/make_redundancy.py`: p = 31, d = 64, full batch, the main run's optimizer settings
+# at lr 1e-3 and wd 1; quick mode: tiny runs live). A copy that keeps every mode (m = 15: no projection) is the
+# unconstrained reference, outside the fit. The grokking time tau counts the steps from the projection to
+# generalisation; the law predicts `tau ~ 1/m`, a log-log slope near -1.
+#
+# What m can still change is how much of the memorised solution survives the projection. So the condition
+# `redundancy_isolated`, fixed before any of these runs was read, asks that per seed the training accuracy right
+# after the projection differ across m by at most `0.1`: where it fails, m moved the starting point as well as
+# the modes, and the claim is *inconclusive* at that seed rather than not held. `redundancy_measured` asks that
+# every run of the seed gives a tau or its lower bound (a run that never generalises enters at the budget: the
+# note says on which side of the fit such runs lie). tau below the 10-step log resolution enters at 10.
+#
+# The procedure for one seed, as the script runs it (quick mode runs it here on a tiny budget):
 
 # %%
 red_cfg = ac.checkpoint_config("redundancy")
 if quick:
-    red_cfg.update(p=23, max_steps=150, seeds=[seed], ms=[1, 2, 4])
+    red_cfg.update(p=23, d=32, mem_steps=400, max_steps=100, seeds=[seed], ms=[1, 2, 4])
 
 
-def red_run(s, m, scale=1.0) -> dict:
-    """One frozen-Fourier run to generalisation (the checkpoint script's procedure);
-    `scale` != 1 multiplies the frozen embedding (a diagnosis, not in the script)."""
+def red_seed(s) -> list[dict]:
+    """Memorise once, then one projected continuation per m (and the reference)."""
+    c = red_cfg
     tr_r, te_r = (torch.tensor(a) for a in ac.modadd_split(
-        red_cfg["p"], red_cfg["train_frac"], seed=red_cfg["split_seed"]))
-    order = np.random.default_rng(s).permutation(np.arange(1, red_cfg["p"] // 2 + 1))
-    freqs = [int(k) for k in order[:m]]
+        c["p"], c["train_frac"], seed=c["split_seed"]))
+    kw = dict(lr=c["lr"], wd=c["wd"], betas=c["betas"], eval_every=c["eval_every"],
+              clip=c["clip"])
     with repro.seeded(s):
-        m_ = ac.modadd_model(red_cfg["p"], red_cfg["d"], red_cfg["n_head"],
-                             freqs=freqs, embed_seed=s)
-        if scale != 1.0:
-            with torch.no_grad():
-                m_.tok.weight.copy_(torch.as_tensor(ac.fourier_embedding(
-                    red_cfg["p"], freqs, red_cfg["d"], seed=s, scale=scale)))
-        log = ac.train_modadd(m_, tr_r, te_r, red_cfg["max_steps"], lr=red_cfg["lr"],
-                              wd=red_cfg["wd"], betas=red_cfg["betas"],
-                              eval_every=red_cfg["eval_every"],
-                              stop_at=red_cfg["gen_acc"], warmup=red_cfg["warmup"],
-                              clip=red_cfg["clip"])
-    t_mem, t_gen = ac.memorise_generalise(log["step"], log["train_acc"],
-                                          log["test_acc"], red_cfg["mem_acc"],
-                                          red_cfg["gen_acc"])
-    ok = t_mem is not None and t_gen is not None and t_gen >= t_mem
-    return dict(seed=s, m=m, freqs=freqs, t_mem=t_mem, t_gen=t_gen,
-                tau=t_gen - t_mem if ok else None,
-                modes_in=ac.embedding_modes(m_.tok.weight.detach().numpy(),
-                                            red_cfg["p"]))
+        m0 = ac.modadd_model(c["p"], c["d"], c["n_head"])
+        opt = torch.optim.AdamW(m0.parameters(), lr=c["lr"], weight_decay=c["wd"],
+                                betas=tuple(c["betas"]))
+        log0 = ac.train_modadd(m0, tr_r, te_r, c["mem_steps"], warmup=c["warmup"],
+                               optimizer=opt, stop_at_train=c["mem_acc"], **kw)
+    t_mem = ac.grok_step(log0["step"], log0["train_acc"], c["mem_acc"])
+    E = m0.tok.weight.detach().numpy().astype("float64")
+    order = ac.dominant_frequencies(E, c["p"] // 2)  # its own modes, strongest first
+    out = []
+    for m in [*c["ms"], c["p"] // 2] if t_mem is not None else []:
+        mm, om = copy.deepcopy((m0, opt))  # same weights, same optimizer state
+        E_m = ac.project_embedding(E, order[:m], c["keep_norm"])
+        with torch.no_grad():
+            mm.tok.weight.copy_(torch.as_tensor(E_m, dtype=torch.float32))
+        r = dict(seed=s, m=m, reference=m == c["p"] // 2, freqs=order[:m], t_mem=t_mem,
+                 proj_train=ac.modadd_accuracy(mm, tr_r))
+        log = ac.train_modadd(mm, tr_r, te_r, c["max_steps"], warmup=0, optimizer=om,
+                              stop_at=c["gen_acc"],
+                              after_step=ac.keep_modes(c["p"], order[:m]), **kw)
+        r["t_gen"] = r["tau"] = ac.grok_step(log["step"], log["test_acc"], c["gen_acc"])
+        r["t_remem"] = ac.grok_step(log["step"], log["train_acc"], c["mem_acc"])
+        r["modes_in"] = ac.embedding_modes(mm.tok.weight.detach().numpy(), c["p"])
+        out.append(r)
+    return out
 
-
-if quick:
-    red_runs = [red_run(s, m) for s in red_cfg["seeds"] for m in tqdm(red_cfg["ms"])]
-else:
-    red_cfg = scripts.with_seeds(red_cfg, SEEDS)
-    red_runs = checkpoints.load(ac.CHECKPOINT_SLUG, "redundancy",
-                                config=red_cfg).manifest["extra"]["runs"]
-rec.check("frozen_embedding_modes", max(abs(r["modes_in"] - r["m"]) for r in red_runs),
-          0, op="<=", note="Fourier modes carrying 99% of each frozen embedding vs m")
-print(f"{'seed':>4} {'m':>2} {'t_mem':>6} {'t_gen':>6} {'tau':>6}  frequencies")
-for r in red_runs:
-    print(f"{r['seed']:>4} {r['m']:>2} {str(r['t_mem']):>6} {str(r['t_gen']):>6} "
-          f"{str(r['tau']):>6}  {r['freqs']}")
 
 # %% [markdown]
-# Per seed, the log-log slope of tau against m over the runs that give a tau (at least two), and the figure.
+# At default parameters the script's runs are loaded. Every kept embedding must hold exactly its m modes at the
+# end of training (`projected_embedding_modes`).
 
 # %%
+if quick:
+    red_all = [r for s in red_cfg["seeds"] for r in red_seed(s)]
+else:
+    red_cfg = scripts.with_seeds(red_cfg, SEEDS)
+    red_all = checkpoints.load(ac.CHECKPOINT_SLUG, "redundancy",
+                               config=red_cfg).manifest["extra"]["runs"]
+red_runs = [r for r in red_all if not r["reference"] and r["t_mem"] is not None]
+red_ref = {r["seed"]: r for r in red_all if r["reference"] and r["t_mem"] is not None}
+rec.check("projected_embedding_modes",
+          max([abs(r["modes_in"] - r["m"]) for r in red_runs] or [0]), 0, op="<=",
+          note="Fourier modes carrying 99% of each kept embedding after training vs m")
+print(f"{'seed':>4} {'m':>3} {'t_mem':>6} {'train after proj.':>17} {'re-mem.':>7} "
+      f"{'tau':>6}  frequencies")
+for r in red_all:
+    print(f"{r['seed']:>4} {r['m']:>3} {str(r['t_mem']):>6} "
+          f"{str(r['proj_train'] and round(r['proj_train'], 3)):>17} "
+          f"{str(r['t_remem']):>7} {str(r['tau']):>6}  {r['freqs']}")
+
+# %% [markdown]
+# Per seed: the spread of the training accuracy right after the projection (the condition), and the log-log slope
+# of tau against m over the runs that give a tau (at least two m), with the figure.
+
+# %%
+RES = red_cfg["eval_every"]
+
+
 def red_tau(r):
-    """tau of a run, 0 if it generalised without a delay, the budget's lower bound
-    if it memorised but never generalised, None if it did neither."""
-    if r["t_gen"] is not None:
-        t_mem = r["t_mem"] if r["t_mem"] is not None else r["t_gen"]
-        return max(r["t_gen"] - t_mem, 0)
-    return None if r["t_mem"] is None else red_cfg["max_steps"] - r["t_mem"]
+    """tau of a run; the budget (a lower bound) if it never generalised."""
+    return max(r["tau"], RES) if r["tau"] is not None else red_cfg["max_steps"]
 
 
-red_slopes, red_ok, red_censored, RES = [], [], [], red_cfg["eval_every"]
+red_slopes, red_ok, red_iso, red_censored = [], [], [], []
 for s in red_cfg["seeds"]:
-    rs = [r for r in red_runs if r["seed"] == s and red_tau(r) is not None]
-    red_ok.append(len(rs) / sum(r["seed"] == s for r in red_runs))
-    red_slopes.append(  # tau below the 10-step resolution enters at 10
-        ac.loglog_slope([r["m"] for r in rs], [max(red_tau(r), RES) for r in rs])
-        if len({r["m"] for r in rs}) >= 2 else float("nan"))
+    rs = [r for r in red_runs if r["seed"] == s]
+    red_ok.append(len(rs) / len(red_cfg["ms"]))
+    red_iso.append(ac.spread([r["proj_train"] for r in rs]) if rs else float("nan"))
+    red_slopes.append(ac.loglog_slope([r["m"] for r in rs], [red_tau(r) for r in rs])
+                      if len(rs) >= 2 else float("nan"))
     mean_lm = np.mean(np.log([r["m"] for r in rs])) if rs else 0.0
-    cens = [r for r in rs if r["t_gen"] is None]
+    cens = [r for r in rs if r["tau"] is None]
     red_censored.append("none" if not cens else "all right of mean log m (slope is a "
                         "lower bound)" if all(np.log(r["m"]) > mean_lm for r in cens)
                         else "not all right of mean log m (no bound)")
+print("spread of train accuracy after projection, per seed:", np.round(red_iso, 3))
 print("log-log slope of tau vs m, per seed:", np.round(red_slopes, 2))
 fig, ax = plt.subplots(figsize=(4.8, 3.6))
 for k, s in enumerate(red_cfg["seeds"]):
-    rs = [r for r in red_runs if r["seed"] == s and red_tau(r) is not None]
-    ax.loglog([r["m"] for r in rs], [max(red_tau(r), RES) for r in rs], "o-",
-              color=f"C{k}", label=f"seed {s} (slope {red_slopes[k]:.2f})")
-    cens = [r for r in rs if r["t_gen"] is None]
-    ax.scatter([r["m"] for r in cens], [red_tau(r) for r in cens], marker="^",
-               color=f"C{k}", s=40)
-ax.set(xlabel="Fourier modes available (m)", ylabel="tau (steps; ^: budget bound)",
-       title="tau vs redundancy set by design")
+    rs = [r for r in red_runs if r["seed"] == s]
+    ax.loglog([r["m"] for r in rs], [red_tau(r) for r in rs], "o-", color=f"C{k}",
+              label=f"seed {s} (slope {red_slopes[k]:.2f})")
+    ax.scatter([r["m"] for r in rs if r["tau"] is None],
+               [red_tau(r) for r in rs if r["tau"] is None], marker="^", color=f"C{k}",
+               s=40)
+    if s in red_ref:
+        ax.axhline(red_tau(red_ref[s]), color=f"C{k}", ls=":", lw=1)
+ax.set(xlabel="Fourier modes kept after memorisation (m)",
+       ylabel="tau (steps; ^: budget bound)",
+       title="tau vs redundancy set by design\n(dotted: every mode kept)")
 ax.legend(fontsize=7)
 plt.tight_layout()
 plt.show()
 
-# %% [markdown]
-# **Is the design a fair test?** Freezing the embedding to m frequencies changes two more things than the number of
-# usable modes. (1) Each row has norm 1, so each mode's amplitude is `1/sqrt(m)`: more modes, weaker modes. (2) The
-# more frequencies, the more distinct the 31 token vectors (with all 15 they form a simplex, a one-hot code up to
-# rotation), and a distinct code is what a lookup-table (memorising) solution needs; with m = 1 neighbouring
-# residues are nearly parallel. We measure (2) as the largest cosine between two different tokens' embeddings, and
-# test (1) with one run, trained here: the largest m of this seed with the embedding scaled by `sqrt(m)`, so each
-# mode has the amplitude it has at m = 1. If weak modes were why large m does not generalise, this run should.
-
-# %%
-red_cos = {}
-for r in red_runs:
-    if r["seed"] == red_cfg["seeds"][0]:
-        E_ = ac.fourier_embedding(red_cfg["p"], r["freqs"], red_cfg["d"],
-                                  seed=r["seed"])
-        G_ = E_ @ E_.T
-        red_cos[r["m"]] = float(np.max(G_[~np.eye(len(G_), dtype=bool)]))
-m_top = max(red_cfg["ms"])
-amp_probe = red_run(red_cfg["seeds"][0], m_top, scale=float(np.sqrt(m_top)))
-base_top = next(r for r in red_runs
-                if r["seed"] == red_cfg["seeds"][0] and r["m"] == m_top)
-print("largest cosine between two tokens' embeddings, per m:",
-      {m: round(c, 3) for m, c in red_cos.items()})
-print(f"m = {m_top}, seed {red_cfg['seeds'][0]}: embedding x sqrt(m): t_mem "
-    f"{amp_probe['t_mem']}, "
-      f"t_gen {amp_probe['t_gen']}; as stored (x 1): t_mem {base_top['t_mem']}, t_gen "
-      f"{base_top['t_gen']}")
-
 # %% tags=["remove-input"]
-red_fast = [r for r in red_runs if r["t_gen"] is not None and red_tau(r) <= RES]
+iso_ok = [s for s, v in zip(red_cfg["seeds"], red_iso) if v <= red_cfg["isolate_tol"]]
+red_with_ref = [r for r in red_runs if r["seed"] in red_ref]
 display(Markdown(
-    f"**Reading it.** Scaling the m = {m_top} embedding so that every mode has the "
-    f"m = 1 "
-    "amplitude " + ("does not make it generalise" if amp_probe["t_gen"] is None else
-                    f"makes it generalise (tau "
-                    f"{amp_probe['t_gen'] - (amp_probe['t_mem'] or 0)})")
-    + f" in the {red_cfg['max_steps']}-step budget" + (
-        ", so weak modes are not why it fails." if amp_probe["t_gen"] is None else
-        ", so part of the failure is the weaker modes.")
-    + " What m does change is how distinct the tokens are: the largest cosine "
-      "between two "
-    "tokens falls from " + f"{red_cos[min(red_cos)]:.2f} at m = {min(red_cos)} to "
-    f"{red_cos[max(red_cos)]:.2f} at m = {max(red_cos)}; "
-    + (f"{len(red_fast)} run(s) generalise within one 10-step log of memorising "
-       "(m = " + ", ".join(sorted({str(r['m']) for r in red_fast})) + "); "
-       if red_fast else "")
-    + "runs memorise at steps " + _span([r["t_mem"] for r in red_runs if r["m"] == 1])
-    + " at m = 1 and " + _span([r["t_mem"] for r in red_runs if r["m"] > 1])
-    + " at larger m. So m sets the input's capacity for memorisation as much as the "
-    "redundancy of the generalising circuit, and these runs are consistent with a "
-    "larger "
-    "m making memorising easier and generalising relatively harder, the opposite "
-    "direction to the law. `redundancy_law_slope` is therefore not a clean test of the "
-    "paper's tau ~ 1/redundancy at our scale; a design that holds memorisation fixed "
-    "(for instance a learned embedding with a keep-projection onto m modes after "
-    "memorisation) would be needed."))
+    "**Reading it.** Right after the projection the training accuracy per seed runs "
+    + "; ".join(f"seed {s}: " + ", ".join(
+        f"{r['proj_train']:.2f} at m = {r['m']}" for r in red_runs if r["seed"] == s)
+        for s in red_cfg["seeds"])
+    + f". The condition `redundancy_isolated` (spread `<= {red_cfg['isolate_tol']}`) "
+    + (f"holds at seed(s) {', '.join(map(str, iso_ok))}" if iso_ok
+       else "holds at no seed")
+    + (": the projection removes about as much of the memorised solution at every m "
+       "there, so tau compares the modes, not the damage."
+       if iso_ok else ": the fewer modes kept, the more of the memorised solution the "
+       "projection removes, so m still moves the starting point and "
+       "`redundancy_law_slope` is inconclusive at our scale (its numbers stay in the "
+       "record).")
+    + " tau per m runs " + "; ".join(
+        f"seed {s}: " + ", ".join(f"{red_tau(r)} at m = {r['m']}"
+                                  for r in red_runs if r["seed"] == s)
+        for s in red_cfg["seeds"])
+    + "; with every mode kept it is "
+    + ", ".join(f"{red_tau(r)} (seed {s})" for s, r in red_ref.items()) + ". "
+    + f"{sum(red_tau(r) < red_tau(red_ref[r['seed']]) for r in red_with_ref)} of the "
+    f"{len(red_with_ref)} projected runs generalise sooner than the unconstrained "
+    "copy of their seed. Removing modes at memorisation also removes part of the "
+    "memorised solution, so in these taus the damage of the projection and the "
+    "number of modes are not separated."))
 
 # %% [markdown]
 # ## 5. Subject-verb agreement: one axis per slot, necessary and flippable
@@ -1903,17 +1913,18 @@ plotting.live_controls(
 # * **Cached runs are exact on their own machine only.** The grokking-time re-run is checked for the same outcome,
 #   not the same step (see section 4).
 # * **Training length and stability.** The main grokking run is 4000 minibatch steps of 512 (~1,460 epochs) per
-#   seed, the paper's ~2000 epochs being ~5,500 steps; it groks within a few hundred steps, so the trajectory after
-#   grokking is several thousand steps long. The warmup, the clipping and AdamW's default `betas` are our choices
-#   against the collapses of the previous full-batch run (issue #71); collapses that remain are marked and the
+#   seed at lr 5e-4, the paper's ~2000 epochs at lr 1e-3 being ~5,500 steps; at half the paper's rate the same
+#   steps carry half the weight-decay pull, so our trajectory after grokking is a shorter stretch of "continued
+#   regularization" than the paper's. The warmup, the clipping, AdamW's default `betas` and the halved learning
+#   rate are our choices against the collapses of earlier runs (issue #71); collapses that remain are marked and the
 #   claims that read the trajectory rest on `no_collapse`. The causal rank scans stop at rank 64 of 128 and run at
 #   the named checkpoints only; the trajectory every 100 steps is read by the energy rank alone.
-# * **Grokking-time study.** Run at p = 31, lr 3e-3 and width 32 (the main run's p = 53, d = 128, lr 1e-3 would
-#   take hours on a CPU); tau is measured at 10-step resolution. Redundancy is set by design by freezing the token
-#   embedding to m Fourier frequencies; the paper's redundancy grows inside a trained network, so ours tests the
-#   law's form (tau against the number of usable modes), not the paper's mechanism for growing them. The design
-#   also changes how distinct the input tokens are, hence how easily a run memorises (section 4's diagnosis), so
-#   `redundancy_law_slope` does not isolate redundancy; a design that holds memorisation fixed needs new training.
+# * **Grokking-time study.** Run at p = 31, lr 3e-3 and width 32 (the main run's p = 53, d = 128, lr 5e-4 would
+#   take hours on a CPU); tau is measured at 10-step resolution. Redundancy is set by design: at memorisation the
+#   embedding is projected onto m of its own Fourier modes and kept there; the paper's redundancy grows inside a
+#   trained network, so ours tests the law's form (tau against the number of usable modes), not the paper's
+#   mechanism for growing them. The projection can remove more of the memorised solution at small m; the
+#   condition `redundancy_isolated` says at which seeds it did not.
 # * **The live grokking-time re-run covers one run.** It re-trains the cheapest run of the seed that generalised
 #   (until 2026-12-04 it was a width-16 run that never generalises, so the check compared two non-events) and
 #   asks for its tau within 25% of the cached one; the other cached runs are trusted from the build.
@@ -1952,7 +1963,7 @@ def known_limits() -> str:
     red_cens = [r for r in red_runs if r["t_gen"] is None]
     out.append(
         f"* **Redundancy by design.** {len(red_cens)} of the {len(red_runs)} "
-        "frozen-Fourier runs never generalised in the budget (their tau is a lower "
+        "projected runs never generalised in the budget (their tau is a lower "
         "bound)"
         + (": " + "; ".join(f"seed {r['seed']}, m {r['m']} (t_mem {r['t_mem']}, "
                             f"t_gen {r['t_gen']})" for r in red_cens) + "."
@@ -2060,7 +2071,9 @@ display(Markdown(known_limits()))
 # (`train.plateau <= 0.05`, the book-wide rule; for a pair of Markov models, both); the agreement LMs get agreement <!-- paper -->
 # right on held-out prompts of their grammar (`>= 0.95`, the book-wide fit bar); every grokking-time run memorises <!-- paper -->
 # its training set (a tau needs a memorisation step); every redundancy run of a seed gives a tau
-# (`redundancy_measured`: it memorises first, then generalises within the budget); and the modular-addition
+# (`redundancy_measured`: the seed memorises, then each projected run generalises or reaches the budget) and the
+# projection onto m modes leaves the runs of a seed at the same training accuracy within `0.1`
+# (`redundancy_isolated`: m changes the modes, not the starting point); and the modular-addition
 # trajectory is stable after grokking: its training accuracy never falls by more than `0.05` below its running
 # maximum (`no_collapse`, issue #71: a collapse, and the recovery after it, confounds reading a core at a
 # checkpoint; the smoothed trend and the stable checkpoints reduce that, the condition says where it remains).
@@ -2118,8 +2131,12 @@ condition("groktime_memorised",
            for s in gt_cfg["seeds"]], ">=", 1.0,
           "every run of the seed's sweep memorises its training set", "share of runs")
 condition("redundancy_measured", red_ok, ">=", 1.0,
-          "every frozen-Fourier run of the seed gives a tau or, memorised but not "
+          "the seed memorises and every projected run of it gives a tau or, not "
           "generalised in the budget, its lower bound", "share of runs")
+condition("redundancy_isolated", red_iso, "<=", red_cfg["isolate_tol"],
+          "the projection onto m modes leaves the seed's runs at the same training "
+          "accuracy within the tolerance (m changes the modes, not the starting point)",
+          "spread over m of the train accuracy right after projection")
 condition("sva_converged",
           [max(train.plateau(sv_losses[s, nm]) for nm in SV_ARCH) for s in SEEDS],
           "<=", 0.05, "both agreement LMs of the seed are at their plateau", PLATEAU)
@@ -2154,7 +2171,7 @@ GIVEN = {"markov_spectra_match": ("markov_converged",),
          "modadd_core_cyclic": ("no_collapse",),
          "modadd_core_inflates": ("no_collapse",),
          "grok_time_slope": ("groktime_memorised",),
-         "redundancy_law_slope": ("redundancy_measured",),
+         "redundancy_law_slope": ("redundancy_measured", "redundancy_isolated"),
          **{c: ("sva_converged", "sva_fits") for c in (
              "sva_single_axis", "sva_flip_inverts", "sva_axis_necessary",
              "sva_axes_align")}}
@@ -2287,7 +2304,7 @@ claim_per_seed(
     [trend[s] for s in seeds_m],
     paper="~15 -> ~60 at p=53",
     op=">",
-    target=1.3,
+    target=INFLATE_BAR,
     unit="rank ratio",
     baseline=[trend_nowd[s] for s in seeds_m]
     if all(trend_nowd[s] is not None for s in seeds_m) else None,
@@ -2318,10 +2335,11 @@ claim_per_seed(
 )
 claim_per_seed(
     "redundancy_law_slope",
-    "Redundancy speeds grokking as tau ~ 1/m: log-log slope of tau against the "
-    "number m of Fourier modes the network can use (set by design: embeddings "
-    "frozen to m frequencies), per seed; held in the band [-1.5, -0.5], recorded "
-    "as the distance |slope + 1|",
+    "Redundancy speeds grokking as tau ~ 1/m: log-log slope of tau (steps from the "
+    "projection to generalisation) against the number m of Fourier modes the network "
+    "keeps (set by design at memorisation: the embedding projected onto m of its own "
+    "dominant modes), per seed; held in the band [-1.5, -0.5], recorded as the "
+    "distance |slope + 1|",
     [abs(v + 1) for v in red_slopes],
     paper="tau ~ 1/p, slope -1 at high redundancy",
     op="<=",
@@ -2330,13 +2348,15 @@ claim_per_seed(
     note="slopes " + ", ".join(f"{v:.2f}" for v in red_slopes)
     + "; tau per m (m: tau, >= a budget bound), per seed: " + "; ".join(
         f"seed {s}: " + ", ".join(
-            f"{r['m']}: {'>=' if r['t_gen'] is None else ''}{red_tau(r)}"
+            f"{r['m']}: {'>=' if r['tau'] is None else ''}{red_tau(r)}"
             for r in red_runs if r["seed"] == s) for s in red_cfg["seeds"])
+    + "; every mode kept (reference): " + ", ".join(
+        f"seed {s}: {red_tau(r)}" for s, r in red_ref.items())
+    + "; train accuracy right after projection per m: " + "; ".join(
+        f"seed {s}: " + ", ".join(f"{r['m']}: {r['proj_train']:.2f}"
+                                  for r in red_runs if r["seed"] == s)
+        for s in red_cfg["seeds"])
     + "; censored runs: " + ", ".join(red_censored)
-    + f"; diagnosis (seed {red_cfg['seeds'][0]}): m = {m_top} with each mode at the "
-      f"m = 1 "
-    f"amplitude: t_gen {amp_probe['t_gen']}; largest token-token cosine per m "
-    + ", ".join(f"{m}: {c:.2f}" for m, c in red_cos.items())
     + "; the width-axis proxy (Fourier modes counted at memorisation), Spearman of "
     "tau vs modes per seed: " + ", ".join(f"{v:.2f}" for v in rhos),
 )

@@ -500,3 +500,48 @@ def test_sva_grammar_and_lm_helpers():
         ac.lm_loss(model, b[:, :1])
     with pytest.raises(ValueError, match="name"):
         ac.lm_config("nope")
+
+
+def test_dominant_frequencies_and_projection_keep_the_modes():
+    p = 31
+    E = ac.fourier_embedding(p, [3, 7], 16, seed=1) * 1.0
+    E[:, :] += 0.05 * ac.fourier_embedding(p, [11], 16, seed=2)  # a weak third mode
+    assert ac.dominant_frequencies(E, 3)[:2] in ([3, 7], [7, 3]) and ac.dominant_frequencies(E, 3)[2] == 11
+    P = ac.fourier_projector(p, [3, 7])
+    assert np.allclose(P @ P, P) and np.allclose(P, P.T) and np.isclose(np.trace(P), 5)  # constant + 2 planes
+    F_ = ac.project_embedding(E + 2.0, [3, 7])
+    assert np.allclose(F_.mean(0), (E + 2.0).mean(0))  # the mean row is kept
+    assert np.isclose(np.linalg.norm(F_ - F_.mean(0)), np.linalg.norm(E - E.mean(0)))  # keep_norm
+    assert ac.embedding_modes(F_, p) == 2
+    assert np.allclose(ac.project_embedding(E, list(range(1, 16)), keep_norm=False), E)  # every mode: identity
+    with pytest.raises(ValueError, match="freqs"):
+        ac.fourier_projector(p, [3, 3])
+    with pytest.raises(ValueError, match="m"):
+        ac.dominant_frequencies(E, 16)
+    with pytest.raises(ValueError, match="no power"):
+        ac.project_embedding(ac.fourier_embedding(p, [3], 16), [5])
+    with pytest.raises(ValueError, match="values"):
+        ac.spread([])
+    assert ac.spread([0.2, 0.9, 0.5]) == pytest.approx(0.7)
+
+
+def test_keep_modes_during_training_and_continuation():
+    p = 11
+    tr, te = (torch.tensor(a) for a in ac.modadd_split(p, 0.5, seed=42))
+    torch.manual_seed(0)
+    model = ac.modadd_model(p, 16)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=1.0)
+    log = ac.train_modadd(model, tr, te, 400, lr=3e-3, wd=1.0, eval_every=10, optimizer=opt, stop_at_train=0.5)
+    assert log["train_acc"][-1] >= 0.5 and all(a < 0.5 for a in log["train_acc"][:-1])  # stopped at memorising
+    hook = ac.keep_modes(p, [2])
+    ac.train_modadd(model, tr, te, 20, lr=3e-3, wd=1.0, eval_every=10, optimizer=opt, after_step=hook)
+    assert ac.embedding_modes(model.tok.weight.detach().numpy(), p) == 1  # kept in one mode while training
+    with pytest.raises(TypeError, match="optimizer"):
+        ac.train_modadd(model, tr, te, 5, lr=1e-3, wd=1.0, optimizer="adam")
+    with pytest.raises(TypeError, match="after_step"):
+        ac.train_modadd(model, tr, te, 5, lr=1e-3, wd=1.0, after_step=3)
+    with pytest.raises(ValueError, match="tok.weight"):
+        ac.keep_modes(7, [2])(model)
+    assert 0.0 <= ac.modadd_accuracy(model, te) <= 1.0
+    with pytest.raises(TypeError, match="model"):
+        ac.modadd_accuracy("model", te)

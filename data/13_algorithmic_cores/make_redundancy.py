@@ -2,28 +2,34 @@
 run) and write its results with :mod:`helpers.checkpoints`:
 
 * ``redundancy``: modular addition (p = 31, two layers, d = 64, 4 heads, full batch, AdamW lr 1e-3 with the main
-  run's betas, warmup and clipping, weight decay 1) with the token embedding **frozen** to m in {1, 2, 4, 8} Fourier frequencies (``ac.fourier_embedding``): the
-  number of modes the network can use is set by design, not measured after the fact. Per seed the frequencies
-  are the first m of a random order of 1..15 (nested: the m = 2 set contains the m = 1 frequency), and the
-  embedding's random rotation into d dimensions is the seed's. Each run is logged every 10 steps and stops at
-  generalisation (test accuracy >= 0.95) or after 3000 steps; the grokking time is tau = generalisation step -
-  memorisation step (train accuracy >= 0.99). Only numbers are stored (the tensor file holds the tau table, -1
-  where a run did not generalise or did not memorise first).
+  run's betas, warmup and clipping, weight decay 1). Per seed one model with a learned embedding trains to
+  **memorisation** (train accuracy >= 0.99, logged every 10 steps); there it is copied, with its optimizer state,
+  once per m in {1, 2, 4, 8}: the copy's token embedding is projected onto the m Fourier frequencies that carry
+  most of its own power (``ac.dominant_frequencies``, nested in m; the centred part rescaled to its norm before the
+  projection, ``ac.project_embedding``) and kept there after every step (``ac.keep_modes``) while training goes on
+  until generalisation (test accuracy >= 0.95) or 3000 steps. The number of modes the network can use is set by
+  design *after* memorisation, so m cannot change how fast the network memorises. A copy at m = p // 2 (every
+  mode: no projection) is the unconstrained reference. The grokking time is tau = the generalisation step counted
+  from the projection. Per run, the train and test accuracy right after the projection say how much of the
+  memorised solution m removed (the chapter's condition ``redundancy_isolated`` reads their spread over m).
+  Only numbers are stored (the tensor file holds the tau table, -1 where a run did not generalise).
 
 Run from the repository root: ``.venv/bin/python data/13_algorithmic_cores/make_redundancy.py`` (or ``make data
 NB=13_algorithmic_cores``). ``--tiny`` runs a tiny config into a temporary folder (seconds; what the tests run);
-``--seeds``/``--out``: other seeds into another data root; ``--jobs`` runs in parallel processes, one thread each.
+``--seeds``/``--out``: other seeds into another data root; ``--jobs`` runs seeds in parallel processes, one thread
+each; ``--cache DIR`` keeps each seed's result in ``DIR/redundancy_s<seed>.json`` and reuses it (one seed per job,
+then one run that assembles the checkpoint; the same seed gives the same numbers).
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import json
 import multiprocessing as mp
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from helpers import algorithmic_cores as ac
@@ -36,51 +42,87 @@ SOURCES = [HERE, Path(ac.__file__).resolve(), Path(repro.__file__).resolve()]
 
 def tiny(name: str = "redundancy") -> dict:
     cfg = copy.deepcopy(ac.checkpoint_config("redundancy"))
-    cfg.update(p=11, d=16, max_steps=20, seeds=[0], ms=[1, 2])
+    cfg.update(p=11, d=16, mem_steps=200, max_steps=20, seeds=[0], ms=[1, 2], lr=3e-3)
     return cfg
 
 
-def frequencies(p: int, m: int, seed: int) -> list[int]:
-    """The first m of the seed's random order of the frequencies 1..p//2 (nested in m)."""
-    return [int(k) for k in np.random.default_rng(seed).permutation(np.arange(1, p // 2 + 1))[:m]]
+def accuracy(model: torch.nn.Module, rows: torch.Tensor) -> float:
+    model.eval()
+    with torch.no_grad():
+        return float((model(rows[:, :2])[:, -1].argmax(-1) == rows[:, 2]).float().mean())
 
 
-def one_run(args: tuple[dict, tuple[int, int]]) -> dict:
-    """Train one frozen-Fourier run to generalisation (or the budget)."""
-    cfg, (s, m) = args
+def one_seed(cfg: dict, s: int) -> list[dict]:
+    """Memorise once, then one projected continuation per m (and the unconstrained reference)."""
     torch.set_num_threads(1)
     t0 = time.time()
     p = cfg["p"]
     tr, te = (torch.tensor(a) for a in ac.modadd_split(p, cfg["train_frac"], seed=cfg["split_seed"]))
-    freqs = frequencies(p, m, s)
+    opt_kw = dict(lr=cfg["lr"], wd=cfg["wd"], betas=cfg["betas"], eval_every=cfg["eval_every"], clip=cfg["clip"])
     with repro.seeded(s):
-        model = ac.modadd_model(p, cfg["d"], cfg["n_head"], freqs=freqs, embed_seed=s)
-        log = ac.train_modadd(model, tr, te, cfg["max_steps"], lr=cfg["lr"], wd=cfg["wd"], betas=cfg["betas"],
-                              eval_every=cfg["eval_every"], stop_at=cfg["gen_acc"], warmup=cfg["warmup"],
-                              clip=cfg["clip"])
-    t_mem, t_gen = ac.memorise_generalise(log["step"], log["train_acc"], log["test_acc"], cfg["mem_acc"],
-                                          cfg["gen_acc"])
-    tau = None if t_mem is None or t_gen is None or t_gen < t_mem else t_gen - t_mem
-    res = dict(seed=s, m=m, freqs=freqs, modes_in=ac.embedding_modes(model.tok.weight.detach().numpy(), p),
-               t_mem=t_mem, t_gen=t_gen, tau=tau, final_test=log["test_acc"][-1],
-               final_train=log["train_acc"][-1], last_step=log["step"][-1], seconds=round(time.time() - t0, 1),
-               curve=list(zip(log["step"], log["test_acc"])), train_curve=list(zip(log["step"], log["train_acc"])))
-    print(f"seed {s} m {m} freqs {freqs}: t_mem {t_mem} t_gen {t_gen} tau {tau} ({res['seconds']} s)", flush=True)
-    return res
+        model = ac.modadd_model(p, cfg["d"], cfg["n_head"])
+        opt = torch.optim.AdamW([q for q in model.parameters() if q.requires_grad], lr=cfg["lr"],
+                                weight_decay=cfg["wd"], betas=tuple(cfg["betas"]))
+        log0 = ac.train_modadd(model, tr, te, cfg["mem_steps"], warmup=cfg["warmup"], optimizer=opt,
+                               stop_at_train=cfg["mem_acc"], **opt_kw)
+    t_mem = ac.grok_step(log0["step"], log0["train_acc"], cfg["mem_acc"])
+    E = model.tok.weight.detach().numpy().astype("float64")
+    order = ac.dominant_frequencies(E, p // 2)
+    base = dict(seed=s, t_mem=t_mem, mem_test=log0["test_acc"][-1], spectrum=ac.folded_spectrum(E).tolist())
+    runs = []
+    for m in [*cfg["ms"], p // 2]:
+        res = dict(base, m=m, reference=m == p // 2, freqs=order[:m])
+        if t_mem is None:  # never memorised: nothing to project
+            runs.append(dict(res, t_gen=None, tau=None, t_remem=None, modes_in=None, proj_train=None,
+                             proj_test=None, final_test=None, curve=[], train_curve=[]))
+            continue
+        m_model, m_opt = copy.deepcopy((model, opt))  # the same weights and optimizer state for every m
+        with torch.no_grad():
+            m_model.tok.weight.copy_(torch.as_tensor(ac.project_embedding(E, order[:m], cfg["keep_norm"]),
+                                                     dtype=torch.float32))
+        res.update(proj_train=accuracy(m_model, tr), proj_test=accuracy(m_model, te))
+        log = ac.train_modadd(m_model, tr, te, cfg["max_steps"], warmup=0, optimizer=m_opt,
+                              stop_at=cfg["gen_acc"], after_step=ac.keep_modes(p, order[:m]), **opt_kw)
+        t_gen = ac.grok_step(log["step"], log["test_acc"], cfg["gen_acc"])
+        res.update(t_gen=t_gen, tau=t_gen, t_remem=ac.grok_step(log["step"], log["train_acc"], cfg["mem_acc"]),
+                   modes_in=ac.embedding_modes(m_model.tok.weight.detach().numpy(), p),
+                   final_test=log["test_acc"][-1], curve=list(zip(log["step"], log["test_acc"])),
+                   train_curve=list(zip(log["step"], log["train_acc"])))
+        runs.append(res)
+        print(f"seed {s} m {m:>2} freqs {order[:m]}: t_mem {t_mem}, after projection train "
+              f"{res['proj_train']:.3f} test {res['proj_test']:.3f}; re-memorised {res['t_remem']}, tau {t_gen} "
+              f"({time.time() - t0:.0f} s)", flush=True)
+    return runs
 
 
-def make_redundancy(cfg: dict, out: Path | None, jobs: int = 1) -> Path:
+def seed_runs(args: tuple[dict, int, str | None]) -> list[dict]:
+    cfg, s, cache = args
+    path = None if cache is None else Path(cache) / f"redundancy_s{s}.json"
+    if path is not None and path.is_file():
+        stored = json.loads(path.read_text())
+        if stored["config"] == cfg:  # the same config: the same numbers (deterministic)
+            print(f"seed {s}: reused {path}", flush=True)
+            return stored["runs"]
+    runs = one_seed(cfg, s)
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(dict(config=cfg, runs=runs)))
+    return runs
+
+
+def make_redundancy(cfg: dict, out: Path | None, jobs: int = 1, cache: str | None = None) -> Path:
     t0 = time.time()
-    work = [(cfg, (s, m)) for s in cfg["seeds"] for m in cfg["ms"]]
+    one = [dict(cfg, seeds=[s]) for s in cfg["seeds"]]  # a seed's result does not depend on the others
+    work = [(c, s, cache) for c, s in zip(one, cfg["seeds"])]
     if jobs > 1:
         with mp.get_context("spawn").Pool(min(jobs, len(work))) as pool:
-            results = pool.map(one_run, work, chunksize=1)
+            results = [r for rs in pool.map(seed_runs, work, chunksize=1) for r in rs]
     else:
-        results = [one_run(w) for w in work]
+        results = [r for w in work for r in seed_runs(w)]
     history = {}
     for r in results:
-        history[f"test_acc/s{r['seed']}_m{r['m']}"] = r.pop("curve")
-        history[f"train_acc/s{r['seed']}_m{r['m']}"] = r.pop("train_curve")
+        history[f"test_acc/s{r['seed']}_m{r['m']}"] = r.pop("curve") or [(0, 0.0)]
+        history[f"train_acc/s{r['seed']}_m{r['m']}"] = r.pop("train_curve") or [(0, 0.0)]
     tau = torch.tensor([[r["seed"], r["m"], -1 if r["tau"] is None else r["tau"]] for r in results],
                        dtype=torch.float32)
     metrics = {f"tau/s{r['seed']}_m{r['m']}": r["tau"] for r in results}
@@ -91,9 +133,10 @@ def make_redundancy(cfg: dict, out: Path | None, jobs: int = 1) -> Path:
 
 def main(argv: list[str] | None = None) -> list[Path]:
     def options(ap: argparse.ArgumentParser) -> None:
-        ap.add_argument("--jobs", type=int, default=1, help="runs trained in parallel processes")
+        ap.add_argument("--jobs", type=int, default=1, help="seeds run in parallel processes")
+        ap.add_argument("--cache", default=None, help="folder for per-seed results, reused when present")
 
-    return scripts.script_main(lambda cfg, out, args: make_redundancy(cfg, out, args.jobs),
+    return scripts.script_main(lambda cfg, out, args: make_redundancy(cfg, out, args.jobs, args.cache),
                                config=ac.checkpoint_config, tiny=tiny, names=["redundancy"], options=options,
                                doc=__doc__, argv=argv)
 
