@@ -25,6 +25,7 @@ __all__ = [
     "iou", "evaluate", "preference_ok", "route_minutes", "route_diversity", "Tokenizer", "sample_od", "nearest_station",
     "planned_city", "zone", "heldout_pairs", "shortest_path", "expert_score", "first_station", "checkpoint_config",
     "Data", "make_data", "corpora", "make_model", "train_lm", "generate", "decode", "lookup",
+    "BREAKS", "first_break", "leg_hazard", "city_from_texts", "last_station", "splice", "splice_lookup",
 ]
 
 TRANSFER = "【换乘】"
@@ -975,6 +976,102 @@ def splice_lookup(city: City, train: list, ods: list, k: int = 20) -> list[dict]
     return out
 
 
+BREAKS = ("malformed", "start", "jump", "off_line", "transfer", "end", "none")
+
+
+def first_break(city: City, r: Any, o: tuple[float, float], d: tuple[float, float]) -> dict[str, Any]:
+    """Where a route first breaks, read along the trip: ``where`` is ``"malformed"`` (no record, an unknown
+    station, fewer than two stations, or legs and lines that do not pair up), ``"start"`` (first station beyond
+    the R2 threshold of the origin for the record's access mode), ``"jump"`` (two consecutive stations of a leg
+    are not neighbours in the next-hop table: an R1 break), ``"off_line"`` (neighbours, but not along the leg's
+    own line), ``"transfer"`` (a leg does not begin where the previous one ended, nor next to it), ``"end"`` (last
+    station beyond the threshold of the destination) or ``"none"``; ``leg`` is the 0-based leg of a jump or
+    off-line break, the leg before a transfer break, else -1."""
+    _city(city)
+    o, d = _point("o", o), _point("d", d)
+    out: dict[str, Any] = {"where": "malformed", "leg": -1}
+    if not _well_formed(r):
+        return out
+    seq = [s for s in r["station_sequence"] if s != TRANSFER]
+    if len(seq) < 2 or any(s not in city.stations for s in seq) or any(ln not in city.lines
+                                                                        for ln in r["line_sequence"]):
+        return out
+    try:
+        legs = _legs(r)
+    except ValueError:
+        return out
+    if haversine(o, city.stations[seq[0]]) > GROUND_MAX.get(r["start_transfer_mode"], 10.0):
+        return {"where": "start", "leg": -1}
+    for k, (line, st) in enumerate(legs):
+        if k and (not legs[k - 1][1] or not st or st[0] not in city.next_hop[legs[k - 1][1][-1]]):
+            return {"where": "transfer", "leg": k - 1}
+        stops = city.lines[line]
+        on_line = {(a, b) for a, b in itertools.pairwise(stops)} | {(b, a) for a, b in itertools.pairwise(stops)}
+        for a, b in itertools.pairwise(st):
+            if b not in city.next_hop[a]:
+                return {"where": "jump", "leg": k}
+            if (a, b) not in on_line:
+                return {"where": "off_line", "leg": k}
+    if haversine(d, city.stations[seq[-1]]) > GROUND_MAX.get(r["end_transfer_mode"], 10.0):
+        return {"where": "end", "leg": -1}
+    return {"where": "none", "leg": -1}
+
+
+def leg_hazard(breaks: Any, n_legs: Any, leg: int) -> tuple[int, int]:
+    """Per-leg break count from :func:`first_break` results and each route's number of legs: (reached, broke),
+    the routes that reached leg ``leg`` (0-based) intact (parsed, grounded at the start, at least ``leg + 1`` legs,
+    no break in an earlier leg or transfer) and those of them whose first break lies in that leg or at the
+    transfer after it."""
+    breaks, n_legs = V.sequence("breaks", breaks), V.sequence("n_legs", n_legs, of=V.integer)
+    leg = V.integer("leg", leg, min=0)
+    if len(breaks) != len(n_legs):
+        raise ValueError(f"n_legs must give one count per break ({len(breaks)}), got {len(n_legs)}")
+    reached = broke = 0
+    for b, n in zip(breaks, n_legs, strict=True):
+        if not isinstance(b, dict) or b.get("where") not in BREAKS:
+            raise TypeError(f"breaks must hold first_break results, got {V.describe(b)}")
+        if b["where"] in ("malformed", "start") or n <= leg or 0 <= b["leg"] < leg:
+            continue
+        reached += 1
+        broke += b["leg"] == leg
+    return reached, broke
+
+
+def city_from_texts(tok: Tokenizer, texts: Any) -> City:
+    """The map a reader of the CPT corpus could rebuild: stations at the grid coordinates of the station texts
+    (``<at> xxx yyy S037``, either order; 100 m resolution, in the tokenizer's frame) and lines from the itinerary
+    texts (``<line> NAME s1 s2 ...``; a line read in both directions is kept once, as first read). A line's kind
+    comes from its name (``M...`` metro, otherwise bus), as in the records. ``texts`` are token-id sequences; other
+    texts are skipped. ValueError if a line names a station no station text placed."""
+    V.instance("tok", tok, Tokenizer)
+    texts = V.sequence("texts", texts)
+    frame = tok.city
+    stations: dict[str, tuple[float, float]] = {}
+    lines: dict[str, list[str]] = {}
+    digits = set("0123456789")
+    for ids in texts:
+        t = [tok.itos[i] for i in ids if 0 <= int(i) < len(tok.itos)]
+        t = [x for x in t if x not in (tok.BOS, tok.EOS, tok.PAD)]
+        if len(t) >= 3 and t[0] == "<line>" and t[1] in frame.lines:
+            if t[1] not in lines:
+                lines[t[1]] = t[2:]
+        elif len(t) == 8 and "<at>" in t:
+            at = t.index("<at>")
+            sid = t[0] if at == 1 else t[7]
+            num = t[at + 1: at + 7]
+            if sid in frame.stations and all(c in digits for c in num):
+                gx, gy = int("".join(num[:3])), int("".join(num[3:]))
+                stations.setdefault(sid, frame.from_xy(gx / 10, gy / 10))
+    missing = sorted({s for stops in lines.values() for s in stops} - set(stations))
+    if missing:
+        raise ValueError(f"texts must place every station a line names, {len(missing)} are not placed "
+                         f"(e.g. {missing[:3]})")
+    if not lines:
+        raise ValueError("texts must hold at least one line itinerary")
+    kind = {ln: "metro" if ln.startswith("M") else "bus" for ln in lines}
+    return City(stations, lines, kind, frame.size_km)
+
+
 # --------------------------------------------------------------------------------------------- data and model
 def checkpoint_config(name: str = "models") -> dict:
     """The config of the chapter's checkpoint ``models`` (what the default run asks for): city, split, corpora,
@@ -1001,11 +1098,14 @@ class Data:
     test_pref: list = field(default_factory=list)
 
 
-def make_data(cfg: dict, n_test: int = 0) -> Data:
-    """The records of a config: SFT and CPT routes and an in-distribution test set from the training zone pairs,
-    and a held-out test set whose (origin zone, destination zone) pairs never occur in SFT or CPT."""
+def make_data(cfg: dict, n_test: int = 0, n_heldout: int | None = None) -> Data:
+    """The records of a config: SFT and CPT routes and an in-distribution test set (``n_test`` requests) from the
+    training zone pairs, and a held-out test set (``n_heldout``, default ``n_test``) whose (origin zone,
+    destination zone) pairs never occur in SFT or CPT. A larger test set extends a smaller one (same first
+    requests)."""
     V.instance("cfg", cfg, dict)
     n_test = V.integer("n_test", n_test, min=0)
+    n_heldout = n_test if n_heldout is None else V.integer("n_heldout", n_heldout, min=0)
     city = planned_city(cfg["city_seed"])
     held = heldout_pairs(cfg["zones"], cfg["heldout_pairs"], cfg["split_seed"])
     base = cfg["data_seed"] * 1000
@@ -1027,7 +1127,7 @@ def make_data(cfg: dict, n_test: int = 0) -> Data:
 
     n_pref = int(cfg.get("n_pref", 0))
     return Data(city, Tokenizer(city), held, records(cfg["n_sft"], 1, True), records(cfg["n_cpt_routes"], 2, True),
-                records(n_test, 3, True), records(n_test, 4, False),
+                records(n_test, 3, True), records(n_heldout, 4, False),
                 prefs(n_pref, 5) if n_pref else [], prefs(n_test, 6) if n_pref and n_test else [])
 
 

@@ -221,6 +221,11 @@ def test_make_data_keeps_heldout_pairs_out_of_training():
     assert ten["cpt"][0].shape[0] == 2 * len(data.city.lines) + 2 * len(data.city.stations) + len(data.cpt)
     with pytest.raises(ValueError, match="max_len"):
         T.corpora(data, dict(TINY_CFG, max_len=20))
+    more = T.make_data(TINY_CFG, n_test=10, n_heldout=15)  # a larger held-out set extends the smaller one
+    assert more.test_heldout[:10] == data.test_heldout and len(more.test_heldout) == 15
+    assert more.test_id == data.test_id
+    with pytest.raises(ValueError, match="n_heldout"):
+        T.make_data(TINY_CFG, n_test=10, n_heldout=-1)
 
 
 def test_kv_cache_generate_equals_full_forward():
@@ -354,3 +359,72 @@ def test_last_station_grounds_the_destination():
     g = T.last_station(CITY, lab, d, lab)
     assert g["ok"] == 1.0 and g["to_engine"] == 0.0 and g["km"] <= T.GROUND_MAX[lab["end_transfer_mode"]]
     assert math.isnan(T.last_station(CITY, None, d)["km"])
+
+
+def test_first_break_finds_where_a_route_breaks():
+    for lab, (o, d) in zip(LABELS, OD, strict=True):
+        assert T.first_break(CITY, lab, o, d) == {"where": "none", "leg": -1}
+    lab = next(lab for lab in LABELS if len(lab["line_sequence"]) >= 2)
+    o, d = OD[LABELS.index(lab)]
+    seq = lab["station_sequence"]
+    assert T.first_break(CITY, None, o, d)["where"] == "malformed"
+    assert T.first_break(CITY, dict(lab, line_sequence=lab["line_sequence"][:1]), o, d)["where"] == "malformed"
+    far = max(CITY.stations, key=lambda s: T.haversine(o, CITY.stations[s]))
+    assert T.first_break(CITY, dict(lab, station_sequence=[far] + seq[1:]), o, d)["where"] == "start"
+    far_d = max(CITY.stations, key=lambda s: T.haversine(d, CITY.stations[s]))
+    assert T.first_break(CITY, dict(lab, station_sequence=seq[:-1] + [far_d]), o, d)["where"] in ("end", "jump")
+    # a jump inside the first leg: a station that is no neighbour of the one before it
+    i = seq.index(T.TRANSFER)
+    a = seq[i - 1]
+    stranger = next(s for s in CITY.stations if s not in CITY.next_hop[seq[i - 2]] and s != a) if i >= 2 else None
+    if stranger is not None:
+        broken = dict(lab, station_sequence=seq[: i - 1] + [stranger] + seq[i:])
+        assert T.first_break(CITY, broken, o, d) in ({"where": "jump", "leg": 0}, {"where": "start", "leg": -1})
+    # a transfer break: the second leg starts at a station that is no neighbour of the first leg's end
+    nxt = next(s for s in CITY.stations if s not in CITY.next_hop[a])
+    broken = dict(lab, station_sequence=seq[: i + 1] + [nxt] + seq[i + 2:])
+    assert T.first_break(CITY, broken, o, d) == {"where": "transfer", "leg": 0}
+    # off line: two neighbours along some line, but not along the leg's own line
+    for line, stops in CITY.lines.items():
+        other = next((ln for ln in CITY.lines if ln != line), None)
+        if other and not any({x, y} <= set(CITY.lines[other]) for x, y in zip(stops, stops[1:], strict=False)):
+            rec = dict(lab, line_sequence=[other], station_sequence=stops[:2])
+            oo, dd = CITY.stations[stops[0]], CITY.stations[stops[1]]
+            assert T.first_break(CITY, rec, oo, dd) == {"where": "off_line", "leg": 0}
+            break
+    else:
+        pytest.fail("no line pair to test an off-line break on")
+    with pytest.raises(TypeError):
+        T.first_break(CITY, lab, "origin", d)
+
+
+def test_city_from_texts_rebuilds_the_map_of_the_cpt_corpus():
+    tok = T.Tokenizer(CITY)
+    texts = [tok.encode_line(ln, rev) for ln in CITY.lines for rev in (False, True)]
+    texts += [tok.encode_station(s, first) for s in CITY.stations for first in (True, False)]
+    rb = T.city_from_texts(tok, texts + [tok.prompt(*OD[0])])  # a prompt is skipped
+    assert rb.lines == CITY.lines and rb.next_hop == CITY.next_hop
+    assert rb.kind == {ln: "metro" if ln.startswith("M") else "bus" for ln in CITY.lines}
+    assert max(T.haversine(rb.stations[s], CITY.stations[s]) for s in CITY.stations) < 0.08  # 100 m grid
+    o, d = OD[0]
+    assert T.reachable(CITY, T.route(rb, o, d))
+    with pytest.raises(ValueError, match="place every station"):
+        T.city_from_texts(tok, texts[: 2 * len(CITY.lines)])
+    with pytest.raises(ValueError, match="at least one line"):
+        T.city_from_texts(tok, texts[2 * len(CITY.lines):])
+    with pytest.raises(TypeError):
+        T.city_from_texts("tok", texts)
+
+
+def test_leg_hazard_counts_routes_reaching_and_breaking_in_a_leg():
+    b = [{"where": "none", "leg": -1}, {"where": "jump", "leg": 0}, {"where": "transfer", "leg": 1},
+         {"where": "start", "leg": -1}, {"where": "off_line", "leg": 2}, {"where": "end", "leg": -1}]
+    n = [2, 3, 3, 3, 3, 1]
+    assert T.leg_hazard(b, n, 0) == (5, 1)  # all but the start break; one jump in leg 0
+    assert T.leg_hazard(b, n, 1) == (3, 1)  # the 1-leg route and the leg-0 jump drop out
+    assert T.leg_hazard(b, n, 2) == (1, 1)
+    assert T.leg_hazard(b, n, 3) == (0, 0)
+    with pytest.raises(ValueError, match="one count per break"):
+        T.leg_hazard(b, n[:-1], 0)
+    with pytest.raises(TypeError, match="first_break"):
+        T.leg_hazard([{"where": "nowhere"}], [1], 0)
