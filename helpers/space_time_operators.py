@@ -44,7 +44,7 @@ __all__ = [
     "LocalTransfer", "RoutingOperator", "river_inputs", "river_data", "train_router", "predict_router",
     "train_recurrent", "recurrent_inputs", "predict_recurrent", "checkpoint_config", "potential_flow",
     "geometry_data", "geometry_model", "train_geometry", "geometry_error", "advection_diffusion_operator", "simulate_implicit",
-    "river_data_from_config",
+    "river_data_from_config", "causal_sweep", "geometry_leak", "GEO_LEAKS", "causality_violation", "negative_share",
 ]
 
 
@@ -411,21 +411,32 @@ class PhysicsAttentionMixer(nn.Module):
     the tokens attend to each other, and each node reads back its slices' tokens. No parameter depends on ``N``.
     """
 
-    def __init__(self, channels: int, slices: int = 8, tau: float = 1.0) -> None:
+    def __init__(self, channels: int, slices: int = 8, tau: float = 1.0, n_ops: int = 0) -> None:
         super().__init__()
         channels, slices = V.integer("channels", channels, min=1), V.integer("slices", slices, min=1)
         tau = V.positive("tau", tau)
+        self.n_ops = V.integer("n_ops", n_ops, min=0)
+        self.local = nn.Linear((1 + n_ops) * channels, channels) if n_ops else None
         self.slice = nn.Linear(channels, slices)
         self.qkv = nn.Linear(channels, 3 * channels)
         self.out = nn.Linear(channels, channels)
         self.tau = tau
 
-    def forward(self, h: Tensor, op: Tensor | None = None) -> Tensor:  # h: (N, B, T, C)
+    def forward(self, h: Tensor, op: Tensor | list[Tensor] | None = None) -> Tensor:  # h: (N, B, T, C)
+        local = None
+        if self.local is not None:  # graph-aware input: each node with its one-hop aggregates under the ops
+            ops = list(op) if isinstance(op, (list, tuple)) else [op]
+            if len(ops) != self.n_ops or any(o is None for o in ops):
+                raise ValueError(f"op must be {self.n_ops} operator(s) for a graph-aware attention mixer, got "
+                                 f"{V.describe(op)}")
+            local = self.local(torch.cat([h] + [_spmm(o, h) for o in ops], -1))
+            h = local
         w = torch.softmax(self.slice(h) / self.tau, dim=-1)  # (N, B, T, M)
         z = torch.einsum("nbtm,nbtc->btmc", w, h) / (w.sum(0)[..., None] + 1e-6)
         q, k, v = self.qkv(z).chunk(3, dim=-1)
         z = torch.nn.functional.scaled_dot_product_attention(q, k, v)
-        return self.out(torch.einsum("nbtm,btmc->nbtc", w, z))
+        out = self.out(torch.einsum("nbtm,btmc->nbtc", w, z))
+        return out if local is None else out + local
 
 
 class SepOperator(nn.Module):
@@ -437,24 +448,38 @@ class SepOperator(nn.Module):
     """
 
     def __init__(self, c_in: int, c_out: int = 1, width: int = 16, blocks: int = 4, modes: int = 12,
-                 order: int = 4, mixer: str = "cheb", slices: int = 8, n_ops: int = 1) -> None:
+                 order: int = 4, mixer: str = "cheb", slices: int = 8, n_ops: int = 1,
+                 graph_aware: bool = False, embed_nodes: int = 0, embed_dim: int = 4) -> None:
         super().__init__()
+        V.boolean("graph_aware", graph_aware)
+        embed_nodes, embed_dim = V.integer("embed_nodes", embed_nodes, min=0), V.integer("embed_dim", embed_dim, min=1)
+        self.embed = nn.Embedding(embed_nodes, embed_dim) if embed_nodes else None
         V.one_of("mixer", mixer, ("cheb", "attention"))
         c_in, c_out, width = V.integer("c_in", c_in, min=1), V.integer("c_out", c_out, min=1), V.integer("width", width, min=1)
         blocks, modes = V.integer("blocks", blocks, min=1), V.integer("modes", modes, min=1)
         order, slices = V.integer("order", order, min=0), V.integer("slices", slices, min=1)
-        self.lift = nn.Linear(c_in, width)
+        self.lift = nn.Linear(c_in + (embed_dim if embed_nodes else 0), width)
         self.temporal = nn.ModuleList(SpectralConv1d(width, modes) for _ in range(blocks))
         self.spatial = nn.ModuleList(
-            (ChebMixer(width, order, n_ops) if mixer == "cheb" else PhysicsAttentionMixer(width, slices))
+            (ChebMixer(width, order, n_ops) if mixer == "cheb"
+             else PhysicsAttentionMixer(width, slices, n_ops=n_ops if graph_aware else 0))
             for _ in range(blocks))
         self.pointwise = nn.ModuleList(nn.Linear(width, width) for _ in range(blocks))
         self.proj = nn.Sequential(nn.Linear(width, width), nn.GELU(), nn.Linear(width, c_out))
 
-    def forward(self, x: Tensor, op: Tensor | None) -> Tensor:
+    def forward(self, x: Tensor, op: Tensor | None, ids: Tensor | None = None) -> Tensor:
         V.tensor("x", x, ndim=4, dtype="float")
-        if x.shape[-1] != self.lift.in_features:
-            raise ValueError(f"x must have c_in={self.lift.in_features} channels last, got shape {tuple(x.shape)}")
+        c_in = self.lift.in_features - (self.embed.embedding_dim if self.embed is not None else 0)
+        if x.shape[-1] != c_in:
+            raise ValueError(f"x must have c_in={c_in} channels last, got shape {tuple(x.shape)}")
+        if self.embed is not None:
+            ids = torch.arange(x.shape[0]) % self.embed.num_embeddings if ids is None else ids
+            V.tensor("ids", ids, ndim=1)
+            if ids.shape[0] != x.shape[0] or ids.is_floating_point() or int(ids.min()) < 0 \
+                    or int(ids.max()) >= self.embed.num_embeddings:
+                raise ValueError(f"ids must be N={x.shape[0]} integer ids in [0, {self.embed.num_embeddings}), "
+                                 f"got {V.describe(ids)}")
+            x = torch.cat([x, self.embed(ids.long())[:, None, None].expand(*x.shape[:3], -1)], -1)
         h = self.lift(x)
         for temporal, spatial, w in zip(self.temporal, self.spatial, self.pointwise, strict=True):
             h = torch.nn.functional.gelu(temporal(h) + spatial(h, op) + w(h))
@@ -642,6 +667,73 @@ def upstream_sweep(g: RiverGraph, H: Tensor, s: Tensor) -> Tensor:
     return torch.cat(ys[::-1])[g.inverse]
 
 
+def causal_sweep(g: RiverGraph, taps_hat: Tensor, s: Tensor, n_fft: int) -> Tensor:
+    """Route sources ``s`` ``(N, B, T, C)`` (time domain) through the tree with causal FIR filters, exactly.
+
+    ``taps_hat`` ``(N, 1 or B, n_fft // 2 + 1, C)`` is the FFT (length ``n_fft >= 2T``) of each reach's impulse
+    response truncated to ``T`` taps (:meth:`LocalTransfer.taps`). Level by level from the headwaters, a reach's
+    inflow (its sources plus ``P_ij y_j`` of its tributaries, in the time domain) is convolved with its taps by
+    one FFT product and cut back to the window: a linear (not circular) convolution, because taps and inflow are
+    both ``T`` long and ``n_fft >= 2T``. So the output at hour ``t`` depends on inputs up to hour ``t`` only,
+    whatever the travel times and however deep the basin (no padding to tune); cutting each reach's output at
+    ``T`` hours changes nothing inside the window. Costs ``depth`` sequential levels, each parallel over time.
+    """
+    V.instance("g", g, RiverGraph)
+    V.tensor("s", s, ndim=4)
+    V.tensor("taps_hat", taps_hat, ndim=4)
+    T = s.shape[2]
+    n_fft = V.integer("n_fft", n_fft, min=2 * T)
+    if s.shape[0] != g.n or taps_hat.shape[0] != g.n or taps_hat.shape[2] != n_fft // 2 + 1:
+        raise ValueError(f"s must be (N={g.n}, B, T, C) and taps_hat (N, B, n_fft // 2 + 1 = {n_fft // 2 + 1}, C), "
+                         f"got {tuple(s.shape)} and {tuple(taps_hat.shape)}")
+    ys: list[Tensor] = []
+    y = None
+    for d in range(g.depth, -1, -1):  # deepest level first
+        nodes = g.levels[d]
+        inflow = s[nodes]
+        if y is not None:
+            w = g.child_w[d].reshape(-1, 1, 1, 1).to(y.dtype)
+            inflow = inflow.index_add(0, g.child_pos[d], w * y)
+        Y = taps_hat[nodes] * torch.fft.rfft(inflow, n=n_fft, dim=2)
+        y = torch.fft.irfft(Y, n=n_fft, dim=2)[:, :, :T]
+        ys.append(y)
+    return torch.cat(ys[::-1])[g.inverse]
+
+
+def causality_violation(fn: Any, x: Tensor, t_cut: int, seed: int = 0) -> float:
+    """How much inputs from hour ``t_cut`` on change outputs before it: ``max |dy[:, :, :t_cut]| / max |y|``.
+
+    ``fn`` maps node-first inputs ``(N, B, T, C)`` to outputs ``(N, B, T, ...)``; the inputs at hours
+    ``>= t_cut`` get random non-negative additions of the inputs' own scale. 0 (up to rounding) for a causal
+    operator; a window mean, a circular convolution with a long tail or anything else reading the future gives
+    a clearly positive value.
+    """
+    V.function("fn", fn)
+    V.tensor("x", x, ndim=4, dtype="float")
+    t_cut = V.integer("t_cut", t_cut, min=1)
+    if t_cut >= x.shape[2]:
+        raise ValueError(f"t_cut must lie inside the window (1 <= t_cut < T={x.shape[2]}), got {t_cut}")
+    seed = V.seed("seed", seed)
+    gen = torch.Generator().manual_seed(seed)
+    bump = torch.zeros_like(x)
+    bump[:, :, t_cut:] = torch.rand(bump[:, :, t_cut:].shape, generator=gen) * (x.abs().max() + 1)
+    with torch.no_grad():
+        y, y2 = fn(x), fn(x + bump)
+    V.tensor("fn(x)", y)
+    if y.shape[:3] != x.shape[:3]:
+        raise ValueError(f"fn must return node-first outputs (N, B, T, ...), got {tuple(y.shape)} for x "
+                         f"{tuple(x.shape)}")
+    return float((y2 - y)[:, :, :t_cut].abs().max() / y.abs().max().clamp_min(1e-30))
+
+
+def negative_share(pred: Any) -> float:
+    """The share of predicted discharges below zero (a discharge is never negative)."""
+    pred = V.array("pred", pred, dtype="float", nonempty=True)
+    if not np.isfinite(pred).all():
+        raise ValueError("pred must be finite")
+    return float(np.mean(pred < 0))
+
+
 RHO_MAX = 1.02  # the largest gain a learned reach can have (slightly above a lossless reach)
 
 
@@ -674,39 +766,73 @@ class LocalTransfer(nn.Module):
         c, alpha, rho = (v.unsqueeze(-2).to(torch.complex64) for v in (c, alpha, rho))
         return rho * (1 - c) * (alpha + (1 - alpha) * z) / (1 - c * z)
 
+    def taps(self, features: Tensor, T: int) -> Tensor:
+        """The first ``T`` taps ``(..., T, C)`` of each channel's causal impulse response, for features ``(..., n)``.
+
+        ``h_0 = rho (1 - c) alpha`` and ``h_k = rho (1 - c) c^(k-1) (alpha c + 1 - alpha)`` for ``k >= 1``: the
+        series of :meth:`forward`'s ``H`` in powers of ``e^{-iw}``. Only these taps act on a window of ``T`` hours
+        that starts from rest, so a filter truncated to them is exact there and has no tail to wrap around.
+        """
+        T = V.integer("T", T, min=1)
+        c, alpha, rho = torch.sigmoid(self.net(features)).chunk(3, dim=-1)  # (..., C) each
+        rho = RHO_MAX * rho
+        k = torch.arange(T, dtype=features.dtype)[:, None]  # (T, 1)
+        c, alpha, rho = (v.unsqueeze(-2) for v in (c, alpha, rho))  # (..., 1, C)
+        later = c.clamp_min(1e-12) ** (k - 1).clamp_min(0) * (alpha * c + 1 - alpha)
+        return rho * (1 - c) * torch.where(k == 0, alpha, later)
+
 
 class RoutingOperator(nn.Module):
-    """Factorized river operator whose spatial mixer has unbounded reach and mirrors the exact linear solution.
+    """Causal factorized river operator whose spatial mixer has unbounded reach and mirrors the exact solution.
 
-    Per block: sources ``s = W_s h`` (per node and hour), then in the frequency domain (zero-padded to ``pad * T``)
-    ``Y(w) = (I - diag H(w) P)^-1 diag H(w) S(w)`` by :func:`upstream_sweep`, with ``H`` from :class:`LocalTransfer`
-    (graph-free; it sees the node's static features and the event's mean hidden state at the node, so a reach can
-    be faster in a big flood, as in variable-parameter routing) and ``P`` the area-weighted upstream operator
-    (topology only); then a pointwise residual update
-    ``h <- h + MLP([h, y])``. The whole window comes out of one pass. ``embed_nodes > 0`` adds a learned embedding
-    per node id (a deliberate leak for the ablation: ids mean nothing on another basin). ``forward`` takes the ids
-    (``ids``, one per node); by default node ``i`` has id ``i mod embed_nodes``.
+    Per block: sources ``s = W_s h`` (per node and hour), routed by :func:`causal_sweep`:
+    ``y = (I - diag H P)^-1 diag H s`` with each reach's causal filter ``H`` from :class:`LocalTransfer` (graph-free;
+    it sees the node's static features only) truncated to the window's ``T`` taps, and ``P`` the area-weighted
+    upstream operator (topology only); then a pointwise residual update ``h <- h + MLP([h, y, W_r r])`` where
+    ``r_t`` is the running mean of ``h`` over hours ``0..t`` (a causal event state: the flood so far). Every
+    part is causal, so the discharge at hour ``t`` never depends on inflow after ``t``; the FFT length ``pad * T``
+    (``pad >= 2``) does not change the result. The head is a softplus: discharge is never negative
+    (``positive=False``: a signed head, for tests). The whole window comes out of one pass. ``embed_nodes > 0``
+    adds a learned embedding per node id (a deliberate leak for the ablation: ids mean nothing on another basin).
+    ``forward`` takes the ids (``ids``, one per node); by default node ``i`` has id ``i mod embed_nodes``.
     """
 
     def __init__(self, c_in: int, n_static: int, width: int = 16, channels: int = 8, blocks: int = 3,
-                 pad: int = 2, embed_nodes: int = 0, embed_dim: int = 4, state_dim: int = 4) -> None:
+                 pad: int = 2, embed_nodes: int = 0, embed_dim: int = 4, state_dim: int = 4,
+                 positive: bool = True) -> None:
         super().__init__()
         c_in, n_static = V.integer("c_in", c_in, min=1), V.integer("n_static", n_static, min=1)
         width, channels = V.integer("width", width, min=1), V.integer("channels", channels, min=1)
-        blocks, pad = V.integer("blocks", blocks, min=1), V.integer("pad", pad, min=1)
+        blocks, pad = V.integer("blocks", blocks, min=1), V.integer("pad", pad, min=2)
         embed_nodes, embed_dim = V.integer("embed_nodes", embed_nodes, min=0), V.integer("embed_dim", embed_dim, min=1)
         state_dim = V.integer("state_dim", state_dim, min=1)
+        self.positive = V.boolean("positive", positive)
         self.embed = nn.Embedding(embed_nodes, embed_dim) if embed_nodes else None
         n_feat = n_static + (embed_dim if embed_nodes else 0)
         self.c_in, self.n_static, self.pad = c_in, n_static, pad
         self.lift = nn.Linear(c_in + n_feat, width)
         self.src = nn.ModuleList(nn.Linear(width, channels) for _ in range(blocks))
         self.state = nn.ModuleList(nn.Linear(width, state_dim) for _ in range(blocks))
-        self.filters = nn.ModuleList(LocalTransfer(n_feat + state_dim, channels) for _ in range(blocks))
+        self.filters = nn.ModuleList(LocalTransfer(n_feat, channels) for _ in range(blocks))
         self.mix = nn.ModuleList(
-            nn.Sequential(nn.Linear(width + channels, width), nn.GELU(), nn.Linear(width, width))
+            nn.Sequential(nn.Linear(width + channels + state_dim, width), nn.GELU(), nn.Linear(width, width))
             for _ in range(blocks))
         self.head = nn.Linear(width, 1)
+
+    def features(self, static: Tensor, ids: Tensor | None = None) -> Tensor:
+        """Per-node features the filters see: the static features (and the embedding of ``ids`` if leaking)."""
+        N = static.shape[0]
+        if ids is not None:
+            V.tensor("ids", ids, ndim=1)
+            if ids.shape[0] != N or ids.is_floating_point() or ids.is_complex():
+                raise ValueError(f"ids must be N={N} integer node ids, got {V.describe(ids)}")
+            if self.embed is not None and (ids.min() < 0 or ids.max() >= self.embed.num_embeddings):
+                raise ValueError(f"ids must lie in [0, {self.embed.num_embeddings}), got [{int(ids.min())}, "
+                                 f"{int(ids.max())}]")
+        if self.embed is None:
+            return static
+        return torch.cat([static, self.embed(torch.arange(N) % self.embed.num_embeddings if ids is None
+                                             else ids.long())], -1)
 
     def forward(self, x: Tensor, static: Tensor, g: RiverGraph, ids: Tensor | None = None) -> Tensor:
         V.tensor("x", x, ndim=4, dtype="float")
@@ -716,27 +842,17 @@ class RoutingOperator(nn.Module):
         if C != self.c_in or static.shape != (N, self.n_static) or g.n != N:
             raise ValueError(f"x must be (N, B, T, {self.c_in}) and static (N, {self.n_static}) on a graph of N "
                              f"nodes, got {tuple(x.shape)}, {tuple(static.shape)}, N={g.n}")
-        feat = static
-        if ids is not None:
-            V.tensor("ids", ids, ndim=1)
-            if ids.shape[0] != N or ids.is_floating_point() or ids.is_complex():
-                raise ValueError(f"ids must be N={N} integer node ids, got {V.describe(ids)}")
-            if self.embed is not None and (ids.min() < 0 or ids.max() >= self.embed.num_embeddings):
-                raise ValueError(f"ids must lie in [0, {self.embed.num_embeddings}), got [{int(ids.min())}, "
-                                 f"{int(ids.max())}]")
-        if self.embed is not None:
-            feat = torch.cat([feat, self.embed(torch.arange(N) % self.embed.num_embeddings if ids is None
-                                               else ids.long())], -1)
+        feat = self.features(static, ids)
         h = self.lift(torch.cat([x, feat[:, None, None].expand(N, B, T, -1)], -1))
         M = self.pad * T
+        hours = torch.arange(1, T + 1, dtype=h.dtype)[:, None]
         for src, state, filt, mix in zip(self.src, self.state, self.filters, self.mix, strict=True):
-            S = torch.fft.rfft(src(h), n=M, dim=2)  # (N, B, F, C)
-            # the filter sees the node's features and the event's mean state there (flow level sets celerity)
-            f = torch.cat([feat[:, None].expand(N, B, -1), state(h.mean(2))], -1)  # (N, B, n)
-            Y = upstream_sweep(g, filt(f, S.shape[2], M), S)
-            y = torch.fft.irfft(Y, n=M, dim=2)[:, :, :T]
-            h = h + mix(torch.cat([h, y], -1))
-        return self.head(h)
+            taps_hat = torch.fft.rfft(filt.taps(feat, T), n=M, dim=1)[:, None]  # (N, 1, F, C)
+            y = causal_sweep(g, taps_hat, src(h), M)
+            running = torch.cumsum(h, dim=2) / hours  # the event so far, hour by hour
+            h = h + mix(torch.cat([h, y, state(running)], -1))
+        out = self.head(h)
+        return nn.functional.softplus(out) if self.positive else out
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -998,7 +1114,7 @@ def predict_router(model: RoutingOperator, d: dict[str, Any], leak: str = "none"
     x, static, g = river_inputs(d["parents"], d["K"], q, "area" if leak == "area" else "none")
     ids = _ids(d, model)
     ys = [model(x[:, i:i + chunk], static, g, ids) for i in range(0, x.shape[1], chunk)]
-    return (torch.cat(ys, 1)[..., 0] * g.area[:, None, None] * Q0).permute(1, 0, 2).numpy()
+    return (torch.cat(ys, 1)[..., 0] * g.area[:, None, None] * Q0).permute(1, 0, 2).double().numpy()
 
 
 def geometry_data(seed: int, n_geos: int, size: int = 10, T: int = 24, n_events: int = 6, n_test: int = 3,
@@ -1032,12 +1148,52 @@ def geometry_data(seed: int, n_geos: int, size: int = 10, T: int = 24, n_events:
     return out
 
 
-def geometry_model(order: int = 3, seed: int = 0) -> SepOperator:
+def geometry_model(order: int = 3, seed: int = 0, mixer: str = "cheb", c_in: int = 2,
+                   embed_nodes: int = 0) -> SepOperator:
     """The cross-geometry model: a :class:`SepOperator` with two fixed operators per geometry (``order=0``: no
-    spatial mixing at all, the no-mixer ablation)."""
+    spatial mixing at all, the no-mixer ablation). ``mixer="attention"``: Physics-Attention with a graph-aware
+    input (each node's features with their aggregates under the two operators). ``c_in`` and ``embed_nodes``
+    serve the leak ablations (:func:`geometry_leak`)."""
     order, seed = V.integer("order", order, min=0), V.seed("seed", seed)
+    V.one_of("mixer", mixer, ("cheb", "attention"))
     torch.manual_seed(seed)
-    return SepOperator(2, width=16, blocks=3, modes=8, order=order, mixer="cheb", n_ops=2)
+    return SepOperator(c_in, width=16, blocks=3, modes=8, order=order, mixer=mixer, n_ops=2,
+                       graph_aware=mixer == "attention", embed_nodes=embed_nodes)
+
+
+GEO_LEAKS = ("none", "embed", "feature", "shift")
+
+
+def geometry_leak(geos: list[dict[str, Any]], n_train: int, leak: str, seed: int = 0) -> list[dict[str, Any]]:
+    """Copies of ``geos`` (the first ``n_train`` train, the rest test) with one leak opened.
+
+    ``embed``: every training cell gets its own id (geometry ``k``'s cells ``k * 100 + i``), a test cell a random
+    id from the table (what per-node embeddings look up; the model needs ``embed_nodes = n_train * 100``);
+    ``feature``: a third input channel, the cell's index divided by its geometry's number of cells (a
+    graph-normalised node id); ``shift``: the training geometries' sources (and so their fields: the PDE is
+    linear) scaled by ``0.3 ... 1.7`` in their order, the test geometries left at scale 1. ``none``: unchanged.
+    """
+    geos = V.sequence("geos", geos, of=lambda k, g: _keys(k, g, _GEO_KEYS))
+    n_train = V.integer("n_train", n_train, min=1, max=len(geos))
+    V.one_of("leak", leak, GEO_LEAKS)
+    seed = V.seed("seed", seed)
+    gen = torch.Generator().manual_seed(1616 + seed)
+    out = []
+    for k, g in enumerate(geos):
+        g = dict(g)
+        n = g["x"].shape[0]
+        if leak == "embed":
+            g["ids"] = (torch.arange(n) + 100 * k if k < n_train
+                        else torch.randint(0, 100 * n_train, (n,), generator=gen))
+        elif leak == "feature":
+            col = (torch.arange(n, dtype=torch.float32) / n)[:, None, None, None].expand(*g["x"].shape[:3], 1)
+            g["x"] = torch.cat([g["x"], col], -1)
+        elif leak == "shift" and k < n_train:
+            scale = 0.3 + 1.4 * k / max(n_train - 1, 1)
+            g["x"] = torch.cat([g["x"][..., :1] * scale, g["x"][..., 1:]], -1)
+            g["y"] = g["y"] * scale
+        out.append(g)
+    return out
 
 
 def train_geometry(model: SepOperator, geos: list[dict[str, Any]], epochs: int, seed: int, lr: float = 3e-3,
@@ -1070,7 +1226,7 @@ def train_geometry(model: SepOperator, geos: list[dict[str, Any]], epochs: int, 
 
     def loss_fn(m: nn.Module, g: dict[str, Any]) -> Tensor:
         k = g["n_events"] - val_events
-        return nn.functional.mse_loss(m(g["x"][:, :k], g["ops"]), g["y"][:, :k])
+        return nn.functional.mse_loss(m(g["x"][:, :k], g["ops"], g.get("ids")), g["y"][:, :k])
 
     best: dict[str, Any] = {"err": float("inf"), "state": None}
 
@@ -1083,7 +1239,7 @@ def train_geometry(model: SepOperator, geos: list[dict[str, Any]], epochs: int, 
             errs = []
             for g in geos:
                 k = g["n_events"]
-                pred, y = m(g["x"][:, k - val_events:k], g["ops"]), g["y"][:, k - val_events:k]
+                pred, y = m(g["x"][:, k - val_events:k], g["ops"], g.get("ids")), g["y"][:, k - val_events:k]
                 errs.append(((pred - y).norm() / y.norm()).item())
             out["val"] = float(np.mean(errs))
             if out["val"] < best["err"]:
@@ -1107,7 +1263,7 @@ def geometry_error(model: SepOperator, geos: list[dict[str, Any]]) -> float:
     errs = []
     for g in V.sequence("geos", geos, of=lambda k, g: _keys(k, g, _GEO_KEYS)):
         k = g["n_events"]
-        pred, y = model(g["x"][:, k:], g["ops"]), g["y"][:, k:]
+        pred, y = model(g["x"][:, k:], g["ops"], g.get("ids")), g["y"][:, k:]
         errs.append(((pred - y).norm() / y.norm()).item())
     return float(np.mean(errs))
 
@@ -1164,7 +1320,7 @@ def predict_recurrent(model: RecurrentMP, d: dict[str, Any], chunk: int = 4) -> 
     x, static, g = river_inputs(d["parents"], d["K"], q)
     x, P = recurrent_inputs(x, static), to_torch_sparse(area_weighted_operator(d["parents"]))
     ys = [model(x[:, i:i + chunk], P) for i in range(0, x.shape[1], chunk)]
-    return (torch.cat(ys, 1)[..., 0] * g.area[:, None, None] * Q0).permute(1, 0, 2).numpy()
+    return (torch.cat(ys, 1)[..., 0] * g.area[:, None, None] * Q0).permute(1, 0, 2).double().numpy()
 
 
 def river_data_from_config(seed: int, river: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -1178,10 +1334,10 @@ def checkpoint_config(name: str = "models") -> dict[str, Any]:
     """The configuration the default run asks of checkpoint ``name`` (``data/16_space_time_operators/``)."""
     V.one_of("name", name, ("models",))
     return dict(
-        seeds=[0, 1, 2], baseline_seeds=[0], baseline_hidden=32,
-        river=dict(n=80, T=64, n_events=24, n_test=6, steps=400, val_every=40,
+        seeds=[0, 1, 2], baseline_seeds=[0, 1, 2], geometry_seeds=[0, 1, 2], baseline_hidden=32,
+        river=dict(n=80, T=64, n_events=24, n_test=6, steps=500, val_every=50,
                    biases=[0.0, 0.3, 0.5, 0.9], zero_shot_bias=0.6, deep_bias=0.95,
                    model=dict(width=16, channels=8, blocks=3)),
-        geometry=dict(n_train=15, n_test=4, counts=[1, 3, 7, 15], epochs=12, order=3, T=24,
-                      sweep_epochs=24, sweep_every=6, val_events=1),
+        geometry=dict(n_train=15, n_test=3, counts=[1, 15], steps=600, val_every=60, order=3, T=24,
+                      val_events=1, leaks=[]),
     )

@@ -396,3 +396,130 @@ def test_config_dicts_name_the_missing_key():
         st.train_geometry(st.geometry_model(1, 0), bad, 1, 0)
     with pytest.raises(ValueError, match=r"eval_geos\[0\] must have the keys"):
         st.train_geometry(st.geometry_model(1, 0), geos, 1, 0, eval_geos=bad, eval_every=1)
+
+
+# --------------------------------------------------------------------------------------- causal router (round 3)
+def _deep_case(T=32):
+    p, K, rng = _basin(60, seed=4, bias=0.9)
+    q = st.lateral_inflow(60, T, 2, rng)
+    return p, K, q
+
+
+def test_router_is_causal_and_the_check_catches_acausal_operators():
+    torch.manual_seed(0)
+    model = st.RoutingOperator(2, 2, width=8, channels=4, blocks=2).eval()
+    p, K, q = _deep_case()
+    x, s, g = st.river_inputs(p, K, q)
+    assert st.causality_violation(lambda xx: model(xx, s, g), x, 20) <= 1e-5
+    # a window mean reads the future: caught
+    assert st.causality_violation(lambda xx: xx.mean(2, keepdim=True).expand_as(xx), x, 20) > 1e-2
+    # an IIR filter applied by a circular FFT of length 2T (the previous router's sweep): its slow tail wraps
+    # future inflow into the past, caught
+    lt = st.LocalTransfer(2, 4)
+    with torch.no_grad():
+        lt.net[-1].bias.view(3, 4)[0].fill_(4.0)  # c near 1: a slow reach
+
+    def circular(xx):
+        T = xx.shape[2]
+        H = lt(s, T + 1, 2 * T)[:, None]  # (N, 1, F, C)
+        S = torch.fft.rfft(xx[..., :1].expand(-1, -1, -1, 4), n=2 * T, dim=2)
+        return torch.fft.irfft(st.upstream_sweep(g, H, S), n=2 * T, dim=2)[:, :, :T]
+
+    assert st.causality_violation(circular, x, 20) > 1e-3
+    with pytest.raises(ValueError):
+        st.causality_violation(lambda xx: xx, x, 32)
+    with pytest.raises(ValueError):
+        st.causality_violation(lambda xx: xx[:, :, :3], x, 10)
+    with pytest.raises(ValueError):
+        st.RoutingOperator(2, 2, pad=1)
+
+
+def test_causal_sweep_equals_the_exact_iir_solution_and_is_padding_safe():
+    p, K, q = _deep_case(T=24)
+    g = st.RiverGraph(p)
+    lt = st.LocalTransfer(2, 3)
+    feat = torch.rand(p.size, 2)
+    s = torch.randn(p.size, 2, 24, 3, dtype=torch.float32)
+    with torch.no_grad():
+        taps = lt.taps(feat, 24)
+        y2 = st.causal_sweep(g, torch.fft.rfft(taps, n=48, dim=1)[:, None], s, 48)
+        y8 = st.causal_sweep(g, torch.fft.rfft(taps, n=192, dim=1)[:, None], s, 192)
+        M = 4096  # IIR filters, padded far beyond their tails: the exact causal solution
+        H = lt(feat, M // 2 + 1, M)[:, None]
+        ref = torch.fft.irfft(st.upstream_sweep(g, H, torch.fft.rfft(s, n=M, dim=2)), n=M, dim=2)[:, :, :24]
+    assert (y2 - ref).abs().max() <= 1e-4 * ref.abs().max()
+    assert (y2 - y8).abs().max() <= 1e-5 * ref.abs().max()
+    with pytest.raises(ValueError):
+        st.causal_sweep(g, torch.fft.rfft(taps, n=40, dim=1)[:, None], s, 40)  # n_fft < 2T: circular
+
+
+def test_router_is_padding_safe():
+    torch.manual_seed(1)
+    a = st.RoutingOperator(2, 2, width=8, channels=4, blocks=2, pad=2).eval()
+    b = st.RoutingOperator(2, 2, width=8, channels=4, blocks=2, pad=8).eval()
+    b.load_state_dict(a.state_dict())
+    p, K, q = _deep_case()
+    x, s, g = st.river_inputs(p, K, q)
+    with torch.no_grad():
+        ya, yb = a(x, s, g), b(x, s, g)
+    assert (ya - yb).abs().max() <= 1e-5 * ya.abs().max()
+
+
+def test_router_discharge_is_non_negative_and_the_check_catches_a_signed_head():
+    p, K, q = _deep_case()
+    x, s, g = st.river_inputs(p, K, q)
+    shares = []
+    for positive in (True, False):
+        torch.manual_seed(2)
+        model = st.RoutingOperator(2, 2, width=8, channels=4, blocks=2, positive=positive).eval()
+        with torch.no_grad():
+            model.head.bias.fill_(-0.5)  # push outputs down
+            shares.append(st.negative_share(model(-5 * x, s, g).numpy()))
+    assert shares[0] == 0 and shares[1] > 0
+    assert st.negative_share(np.array([1.0, -1.0])) == 0.5
+    with pytest.raises(ValueError):
+        st.negative_share(np.array([np.nan]))
+    with pytest.raises((TypeError, ValueError)):
+        st.negative_share("x")
+
+
+def test_taps_are_the_series_of_the_transfer_function():
+    lt = st.LocalTransfer(2, 3)
+    feat = torch.rand(4, 2)
+    with torch.no_grad():
+        taps = lt.taps(feat, 400)
+        H = lt(feat, 5, 400)
+    assert torch.allclose(torch.fft.rfft(taps.double(), n=400, dim=1)[:, :5].to(H.dtype), H, atol=1e-4)
+    with pytest.raises(ValueError):
+        lt.taps(feat, 0)
+
+
+# --------------------------------------------------------------------------------------- cross-geometry (round 3)
+def test_geometry_leaks_and_graph_aware_attention():
+    geos = st.geometry_data(0, 3, size=6, T=6, n_events=2, n_test=1)
+    emb = st.geometry_leak(geos, 2, "embed", 0)
+    assert torch.equal(emb[1]["ids"], torch.arange(geos[1]["x"].shape[0]) + 100)
+    assert int(emb[2]["ids"].max()) < 200 and "ids" not in geos[0]
+    feat = st.geometry_leak(geos, 2, "feature")
+    assert feat[0]["x"].shape[-1] == 3 and float(feat[0]["x"][..., 2].max()) < 1
+    sh = st.geometry_leak(geos, 2, "shift")
+    assert torch.allclose(sh[0]["y"], 0.3 * geos[0]["y"]) and torch.allclose(sh[1]["y"], 1.7 * geos[1]["y"])
+    assert torch.equal(sh[2]["y"], geos[2]["y"])
+    for leak, kw in (("embed", dict(embed_nodes=200)), ("feature", dict(c_in=3)), ("shift", {})):
+        m = st.geometry_model(1, 0, **kw)
+        st.train_geometry(m, st.geometry_leak(geos, 2, leak)[:2], 1, 0)
+        assert np.isfinite(st.geometry_error(m, st.geometry_leak(geos, 2, leak)[2:]))
+    with pytest.raises(ValueError):
+        st.geometry_leak(geos, 2, "ids")
+    # the attention mixer reads the geometry's operators (graph-aware) and stays permutation-equivariant
+    m = st.geometry_model(1, 0, mixer="attention").eval()
+    g = geos[0]
+    n = g["x"].shape[0]
+    perm = torch.randperm(n)
+    ops_p = [o.to_dense()[perm][:, perm] for o in g["ops"]]
+    with torch.no_grad():
+        y = m(g["x"], g["ops"])
+        assert (m(g["x"][perm], ops_p) - y[perm]).abs().max() < 1e-5
+        assert (m(g["x"], [torch.zeros(n, n)] * 2) - y).abs().max() > 1e-5  # it does read the graph
+    with pytest.raises(ValueError):
+        m(g["x"], g["ops"][0])

@@ -1,27 +1,32 @@
 """Train the models of chapter 16_space_time_operators that do not fit its 5-minute default run, and write them with
 :mod:`helpers.checkpoints`:
 
-* ``models``: per seed (0, 1, 2) the river routing operator (:class:`RoutingOperator`) trained on four basins with
-  every leak closed and once with each leak open (per-node embeddings with ids distinct across training basins,
-  un-normalised area, shifted forcing), each with its validation curve (held-out events of the training basins);
-  the recurrent message-passing baseline; and the cross-geometry models (advection-diffusion in a potential flow):
-  the Chebyshev model trained on G = 1, 3, 7, 15 geometries for the same number of epochs per geometry, the
-  no-mixer ablation on 15 geometries, one locally trained oracle per test geometry, and (the diagnosis of the
-  oracle ratio) the G = 15 model and the oracles trained 2x longer with their held-out learning curves. Every
-  geometry model keeps its last training event per geometry for validation and ends with its best-validation
-  weights (early stopping). Stored in float16.
+* ``models``: per seed (0, 1, 2) the causal river routing operator (:class:`RoutingOperator`) trained on four
+  basins with every leak closed and once with each leak open (per-node embeddings with ids distinct across
+  training basins, un-normalised area, shifted forcing), each with its validation curve (held-out events of the
+  training basins); the recurrent message-passing baseline; and the cross-geometry models (advection-diffusion in
+  a potential flow), every one trained for the same number of optimizer steps: the Chebyshev model on G = 1 and
+  G = 15 geometries, one locally trained oracle per test geometry, the attention mixer (graph-aware input) on 15
+  geometries, and (with ``geometry.leaks`` in the config; none in the committed one) the Chebyshev model on 15
+  geometries with each of those leaks open. Every
+  geometry model keeps its last training event per geometry for validation (its curve is stored: the
+  convergence conditions read it) and ends with its best-validation weights (early stopping). Stored as int8.
 
 Run from the repository root: ``.venv/bin/python data/16_space_time_operators/make_models.py`` (or
 ``make data NB=16_space_time_operators``). ``--tiny`` trains a tiny config into a temporary folder (what a test can
-run); ``--seeds``/``--out``: other seeds into another data root. One torch thread per process; ``--workers`` processes (default 1, what the shared 2-core build machine
-affords): the same seed writes the same weights whatever the number of workers.
+run); ``--seeds``/``--out``: other seeds into another data root. One torch thread. On the shared build machine the
+work is split into one job per seed and part, each saved to ``--parts DIR``, then assembled::
+
+    make_models.py --part river --seeds 0 --parts /tmp/st16     # and geometry; seeds 1, 2
+    make_models.py --part assemble --parts /tmp/st16
+
+The same seed writes the same weights whichever way the work is split.
 """
 
 from __future__ import annotations
 
 import argparse
 import time
-from multiprocessing import get_context
 from pathlib import Path
 
 import numpy as np
@@ -35,70 +40,72 @@ HERE = Path(__file__).resolve()
 SOURCES = [HERE, Path(st.__file__).resolve(), Path(repro.__file__).resolve()]
 
 
-def run_job(args: tuple[dict, int, str]) -> tuple[dict, dict, dict]:
-    """One unit of work: a router with one leak (``router.<leak>``), the baseline, or a seed's geometry models."""
-    cfg, seed, what = args
+def river_job(cfg: dict, seed: int) -> tuple[dict, dict, dict]:
+    """A seed's routers (one per leak) and its recurrent baseline."""
     repro.set_threads(1)
     r = cfg["river"]
     states, hist, metrics = {}, {}, {}
-    if what.startswith("router.") or what == "recurrent":
-        data = st.river_data_from_config(seed, r)
-        if what == "recurrent":
-            model, h = st.train_recurrent(data, r["steps"], seed, r["n_events"], hidden=cfg["baseline_hidden"])
-        else:
-            model, h = st.train_router(data, what.split(".")[1], r["steps"], seed, r["n_events"],
-                                       val_every=r["val_every"], **r["model"])
-            hist[f"s{seed}.{what}.val"] = h.evals["val"]
-            metrics[f"s{seed}.{what}.final_val"] = h.evals["val"][-1][1]
-        states[f"s{seed}.{what}"] = model.state_dict()
-        hist[f"s{seed}.{what}"] = h.loss
-        metrics[f"s{seed}.{what}.final_loss"] = float(np.mean(h.loss[-20:]))
-    else:
-        gcfg = cfg["geometry"]
-        geos = st.geometry_data(seed, gcfg["n_train"] + gcfg["n_test"], T=gcfg["T"])
-        train_g, test_g = geos[: gcfg["n_train"]], geos[gcfg["n_train"]:]
-        E, ve = gcfg["epochs"], gcfg["val_events"]
-        for G in gcfg["counts"]:
-            model = st.geometry_model(gcfg["order"], seed)
-            h = st.train_geometry(model, train_g[:G], E, seed, val_events=ve)
-            states[f"s{seed}.geo.G{G}"] = model.state_dict()
-            hist[f"s{seed}.geo.G{G}"] = h.loss
-        model = st.geometry_model(0, seed)
-        st.train_geometry(model, train_g, E, seed, val_events=ve)
-        states[f"s{seed}.geo.nomix"] = model.state_dict()
-        for k, g in enumerate(test_g):
-            model = st.geometry_model(gcfg["order"], seed)
-            st.train_geometry(model, [g], E, seed, steps=E * gcfg["n_train"], val_events=ve,
-                              val_every=gcfg["n_train"])
-            states[f"s{seed}.geo.oracle{k}"] = model.state_dict()
-        # diagnosis of the oracle ratio: the G = n_train model and each oracle trained sweep_epochs per geometry
-        # (the same number of steps for both), with the held-out error recorded along the way
-        Es, every = gcfg["sweep_epochs"], gcfg["sweep_every"] * gcfg["n_train"]
-        model = st.geometry_model(gcfg["order"], seed)
-        h = st.train_geometry(model, train_g, Es, seed, eval_geos=test_g, eval_every=every, val_events=ve,
-                              val_every=every)
-        states[f"s{seed}.geo.long"] = model.state_dict()
-        hist[f"s{seed}.geo.long.heldout"] = h.evals["heldout"]
-        for k, g in enumerate(test_g):
-            model = st.geometry_model(gcfg["order"], seed)
-            h = st.train_geometry(model, [g], Es, seed, steps=Es * gcfg["n_train"], eval_geos=[g],
-                                  eval_every=every, val_events=ve, val_every=every)
-            states[f"s{seed}.geo.long_oracle{k}"] = model.state_dict()
-            hist[f"s{seed}.geo.long_oracle{k}.heldout"] = h.evals["heldout"]
-    print(f"seed {seed} {what} done", flush=True)
+    data = st.river_data_from_config(seed, r)
+    for leak in st.LEAKS:
+        t0 = time.time()
+        model, h = st.train_router(data, leak, r["steps"], seed, r["n_events"], val_every=r["val_every"],
+                                   **r["model"])
+        tag = f"s{seed}.router.{leak}"
+        states[tag], hist[tag], hist[f"{tag}.val"] = model.state_dict(), h.loss, h.evals["val"]
+        metrics[f"{tag}.final_val"] = h.evals["val"][-1][1]
+        metrics[f"{tag}.final_loss"] = float(np.mean(h.loss[-20:]))
+        print(f"seed {seed} router.{leak} {time.time() - t0:.0f} s", flush=True)
+    if seed in cfg["baseline_seeds"]:
+        model, h = st.train_recurrent(data, r["steps"], seed, r["n_events"], hidden=cfg["baseline_hidden"])
+        states[f"s{seed}.recurrent"], hist[f"s{seed}.recurrent"] = model.state_dict(), h.loss
+        metrics[f"s{seed}.recurrent.final_loss"] = float(np.mean(h.loss[-20:]))
     return states, hist, metrics
 
 
-def make_models(cfg: dict, root: Path | None, workers: int = 1) -> Path:
-    t0 = time.time()
-    jobs = [(cfg, s, f"router.{leak}") for s in cfg["seeds"] for leak in st.LEAKS]
-    jobs += [(cfg, s, "geometry") for s in cfg["seeds"]]
-    jobs += [(cfg, s, "recurrent") for s in cfg["baseline_seeds"]]
-    if workers > 1:
-        with get_context("fork").Pool(min(workers, len(jobs))) as pool:
-            results = pool.map(run_job, jobs, chunksize=1)
-    else:
-        results = [run_job(j) for j in jobs]
+def geometry_job(cfg: dict, seed: int) -> tuple[dict, dict, dict]:
+    """A seed's cross-geometry models, all trained for ``steps`` optimizer steps."""
+    repro.set_threads(1)
+    gc = cfg["geometry"]
+    states, hist, metrics = {}, {}, {}
+    geos = st.geometry_data(seed, gc["n_train"] + gc["n_test"], T=gc["T"])
+    train_g, test_g = geos[: gc["n_train"]], geos[gc["n_train"]:]
+    S, ve, every = gc["steps"], gc["val_events"], gc["val_every"]
+
+    def fit(tag: str, model: st.SepOperator, on: list) -> None:
+        t0 = time.time()
+        h = st.train_geometry(model, on, 1, seed, steps=S, val_events=ve, val_every=every)
+        states[f"s{seed}.geo.{tag}"] = model.state_dict()
+        hist[f"s{seed}.geo.{tag}.val"] = h.evals["val"]
+        metrics[f"s{seed}.geo.{tag}.best_val"] = min(v for _, v in h.evals["val"])
+        print(f"seed {seed} geo.{tag} {time.time() - t0:.0f} s", flush=True)
+
+    for G in gc["counts"]:
+        fit(f"G{G}", st.geometry_model(gc["order"], seed), train_g[:G])
+    for k, g in enumerate(test_g):
+        fit(f"oracle{k}", st.geometry_model(gc["order"], seed), [g])
+    fit("attention", st.geometry_model(gc["order"], seed, mixer="attention"), train_g)
+    for leak in gc["leaks"]:
+        leaky = st.geometry_leak(geos, gc["n_train"], leak, seed)
+        model = st.geometry_model(gc["order"], seed, c_in=3 if leak == "feature" else 2,
+                                  embed_nodes=100 * gc["n_train"] if leak == "embed" else 0)
+        fit(f"leak_{leak}", model, leaky[: gc["n_train"]])
+    return states, hist, metrics
+
+
+def save_parts(cfg: dict, part: str, parts: Path) -> list[Path]:
+    """Run one part (``river`` or ``geometry``) for each seed of ``cfg`` and save it under ``parts``."""
+    parts.mkdir(parents=True, exist_ok=True)
+    out = []
+    for seed in cfg["seeds"]:
+        t0 = time.time()
+        res = (river_job if part == "river" else geometry_job)(cfg, seed)
+        path = parts / f"{part}_s{seed}.pt"
+        torch.save(dict(result=res, wall=time.time() - t0, config=cfg), path)
+        out.append(path)
+    return out
+
+
+def assemble(cfg: dict, results: list[tuple[dict, dict, dict]], wall: float, root: Path | None) -> Path:
     flat, hist, metrics = {}, {}, {}
     for states, h, m in results:
         for tag, sd in states.items():
@@ -106,25 +113,53 @@ def make_models(cfg: dict, root: Path | None, workers: int = 1) -> Path:
         hist.update(h)
         metrics.update(m)
     return checkpoints.save(SLUG, "models", flat, config=cfg, metrics=metrics, history=hist,
-                            seed=list(cfg["seeds"]), steps=cfg["river"]["steps"], wall_seconds=time.time() - t0,
-                            sources=SOURCES, module="helpers.space_time_operators", dtype=torch.float16, root=root)
+                            seed=list(cfg["seeds"]), steps=cfg["river"]["steps"], wall_seconds=wall,
+                            sources=SOURCES, module="helpers.space_time_operators", quantize="int8", root=root)
+
+
+def make_models(cfg: dict, root: Path | None, part: str = "all", parts: Path | None = None) -> list[Path] | Path:
+    if part in ("river", "geometry"):
+        return save_parts(cfg, part, Path(parts))
+    if part == "both":  # one job per seed: its river models, then its geometry models
+        return save_parts(cfg, "river", Path(parts)) + save_parts(cfg, "geometry", Path(parts))
+    t0 = time.time()
+    if part == "assemble":
+        results, wall = [], 0.0
+        for kind in ("river", "geometry"):
+            for seed in cfg["seeds"] if kind == "river" else cfg.get("geometry_seeds", cfg["seeds"]):
+                got = torch.load(Path(parts) / f"{kind}_s{seed}.pt", weights_only=False)
+                saved = dict(got["config"])
+                if saved[kind] != cfg[kind]:
+                    raise ValueError(f"part {kind}_s{seed} was trained with another {kind} config")
+                results.append(got["result"])
+                wall += got["wall"]
+        return assemble(cfg, results, wall, root)
+    results = [river_job(cfg, s) for s in cfg["seeds"]]
+    results += [geometry_job(cfg, s) for s in cfg.get("geometry_seeds", cfg["seeds"])]
+    return assemble(cfg, results, time.time() - t0, root)
 
 
 def tiny(name: str) -> dict:
     cfg = st.checkpoint_config(name)
     cfg["seeds"], cfg["baseline_seeds"] = [0], [0]
     cfg["river"].update(n=12, T=16, n_events=4, n_test=2, steps=2, val_every=1)
-    cfg["geometry"].update(n_train=3, n_test=1, counts=[1, 3], epochs=1, T=8, sweep_epochs=2, sweep_every=1)
+    cfg["geometry"].update(n_train=3, n_test=1, counts=[1, 3], steps=3, val_every=1, T=8)
     return cfg
 
 
 def main(argv: list[str] | None = None) -> list[Path]:
     def options(ap: argparse.ArgumentParser) -> None:
-        ap.add_argument("--workers", type=int, default=1, help="processes (one torch thread each)")
+        ap.add_argument("--part", choices=("all", "river", "geometry", "both", "assemble"), default="all",
+                        help="one part per job (river / geometry / both, for --seeds), then assemble")
+        ap.add_argument("--parts", type=Path, default=None, help="folder of the parts (with --part)")
 
-    return scripts.script_main(lambda cfg, out, args: make_models(cfg, out, workers=1 if args.tiny else args.workers),
-                               config=st.checkpoint_config, tiny=tiny, names=["models"], options=options,
-                               doc=__doc__, argv=argv)
+    def build(cfg: dict, out: Path | None, args: argparse.Namespace) -> list[Path] | Path:
+        if args.part != "all" and args.parts is None:
+            raise SystemExit("--part needs --parts DIR")
+        return make_models(cfg, out, args.part, args.parts)
+
+    return scripts.script_main(build, config=st.checkpoint_config, tiny=tiny, names=["models"],
+                               options=options, doc=__doc__, argv=argv)
 
 
 if __name__ == "__main__":
