@@ -141,7 +141,7 @@ def make_models(cfg: dict, root: Path | None, part: str = "all", parts: Path | N
 
 def tiny(name: str) -> dict:
     cfg = st.checkpoint_config(name)
-    cfg["seeds"], cfg["baseline_seeds"] = [0], [0]
+    cfg["seeds"], cfg["baseline_seeds"], cfg["geometry_seeds"] = [0], [0], [0]
     cfg["river"].update(n=12, T=16, n_events=4, n_test=2, steps=2, val_every=1)
     cfg["geometry"].update(n_train=3, n_test=1, counts=[1, 3], steps=3, val_every=1, T=8)
     return cfg
