@@ -976,16 +976,18 @@ def splice_lookup(city: City, train: list, ods: list, k: int = 20) -> list[dict]
     return out
 
 
-BREAKS = ("malformed", "start", "jump", "off_line", "transfer", "end", "none")
+BREAKS = ("malformed", "start", "start_km", "jump", "off_line", "transfer", "end", "end_km", "none")
 
 
 def first_break(city: City, r: Any, o: tuple[float, float], d: tuple[float, float]) -> dict[str, Any]:
     """Where a route first breaks, read along the trip: ``where`` is ``"malformed"`` (no record, an unknown
     station, fewer than two stations, or legs and lines that do not pair up), ``"start"`` (first station beyond
-    the R2 threshold of the origin for the record's access mode), ``"jump"`` (two consecutive stations of a leg
+    the R2 threshold of the origin for the record's access mode), ``"start_km"`` (the stated access distance fails
+    R2's plausibility rule for that station), ``"jump"`` (two consecutive stations of a leg
     are not neighbours in the next-hop table: an R1 break), ``"off_line"`` (neighbours, but not along the leg's
     own line), ``"transfer"`` (a leg does not begin where the previous one ended, nor next to it), ``"end"`` (last
-    station beyond the threshold of the destination) or ``"none"``; ``leg`` is the 0-based leg of a jump or
+    station beyond the threshold of the destination), ``"end_km"`` (the stated egress distance is implausible) or
+    ``"none"`` (R1 and R2 both pass); ``leg`` is the 0-based leg of a jump or
     off-line break, the leg before a transfer break, else -1."""
     _city(city)
     o, d = _point("o", o), _point("d", d)
@@ -1000,8 +1002,11 @@ def first_break(city: City, r: Any, o: tuple[float, float], d: tuple[float, floa
         legs = _legs(r)
     except ValueError:
         return out
-    if haversine(o, city.stations[seq[0]]) > GROUND_MAX.get(r["start_transfer_mode"], 10.0):
+    geo = haversine(o, city.stations[seq[0]])
+    if geo > GROUND_MAX.get(r["start_transfer_mode"], 10.0):
         return {"where": "start", "leg": -1}
+    if not _plausible(r["start_transfer_distance"], geo):
+        return {"where": "start_km", "leg": -1}
     for k, (line, st) in enumerate(legs):
         if k and (not legs[k - 1][1] or not st or st[0] not in city.next_hop[legs[k - 1][1][-1]]):
             return {"where": "transfer", "leg": k - 1}
@@ -1012,14 +1017,17 @@ def first_break(city: City, r: Any, o: tuple[float, float], d: tuple[float, floa
                 return {"where": "jump", "leg": k}
             if (a, b) not in on_line:
                 return {"where": "off_line", "leg": k}
-    if haversine(d, city.stations[seq[-1]]) > GROUND_MAX.get(r["end_transfer_mode"], 10.0):
+    geo = haversine(d, city.stations[seq[-1]])
+    if geo > GROUND_MAX.get(r["end_transfer_mode"], 10.0):
         return {"where": "end", "leg": -1}
+    if not _plausible(r["end_transfer_distance"], geo):
+        return {"where": "end_km", "leg": -1}
     return {"where": "none", "leg": -1}
 
 
 def leg_hazard(breaks: Any, n_legs: Any, leg: int) -> tuple[int, int]:
     """Per-leg break count from :func:`first_break` results and each route's number of legs: (reached, broke),
-    the routes that reached leg ``leg`` (0-based) intact (parsed, grounded at the start, at least ``leg + 1`` legs,
+    the routes that reached leg ``leg`` (0-based) intact (parsed, grounded at the start (R2), ``leg + 1`` legs or more,
     no break in an earlier leg or transfer) and those of them whose first break lies in that leg or at the
     transfer after it."""
     breaks, n_legs = V.sequence("breaks", breaks), V.sequence("n_legs", n_legs, of=V.integer)
@@ -1030,7 +1038,7 @@ def leg_hazard(breaks: Any, n_legs: Any, leg: int) -> tuple[int, int]:
     for b, n in zip(breaks, n_legs, strict=True):
         if not isinstance(b, dict) or b.get("where") not in BREAKS:
             raise TypeError(f"breaks must hold first_break results, got {V.describe(b)}")
-        if b["where"] in ("malformed", "start") or n <= leg or 0 <= b["leg"] < leg:
+        if b["where"] in ("malformed", "start", "start_km") or n <= leg or 0 <= b["leg"] < leg:
             continue
         reached += 1
         broke += b["leg"] == leg

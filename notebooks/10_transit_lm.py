@@ -571,10 +571,12 @@ plt.show()
 # %% [markdown]
 # **Where along the trip does a route break?** For every generated route we walk along the trip and name its first
 # failure (`T.first_break`): a **malformed** record; a first station beyond the R2 threshold of the origin
-# (**start**); two consecutive stations of a leg that are not neighbours (a **jump**, an R1 break); neighbours that
-# are not along the leg's own line (**off line**); a leg that does not begin where the previous one ended
-# (**transfer**); a last station beyond the threshold of the destination (**end**); or **none**: connected and
-# grounded at both ends, though not necessarily the planner's route. Reading the legs in order also gives a per-leg
+# (**start**), or a stated access distance that fails R2's plausibility rule for it (**start km**); two
+# consecutive stations of a leg that are not neighbours (a **jump**, an R1 break); neighbours that are not along
+# the leg's own line (**off line**); a leg that does not begin where the previous one ended (**transfer**); a last
+# station beyond the threshold of the destination (**end**) or an implausible stated egress distance (**end km**);
+# or **none**: R1 and R2 both pass, though the route need not be the planner's. Reading the legs in order gives a
+# per-leg
 # **hazard**: of the routes that reached leg k intact, the share that breaks inside it or at the transfer after it.
 # If breaks pile up at the ends, grounding is the weak part; if they pile up in later legs, composition is.
 
@@ -583,7 +585,8 @@ breaks = {
     key: [T.first_break(city, p, o, d) for p, (o, d, _) in zip(pr, splits[key[2]])]
     for key, pr in preds.items()
 }  # fmt: skip
-short = {"malformed": "malf.", "off_line": "off line"}
+short = {"malformed": "malf.", "off_line": "off line", "start_km": "start km",
+         "end_km": "end km"}  # fmt: skip
 break_arms = ("cpt", "sft", "lookup", "splice", "rebuilt")
 
 
@@ -632,13 +635,20 @@ plt.show()
 # %% tags=["remove-input"]
 ends = {w: break_share("cpt", "held-out", w) for w in T.BREAKS}
 inside = ends["jump"] + ends["off_line"]
+r2_why = (
+    "the stated access distances, not the stations"
+    if ends["start_km"] + ends["end_km"] > ends["start"] + ends["end"]
+    else "stations too far from the endpoints"
+)
 display(
     Markdown(f"""
 On the held-out requests the CPT+SFT routes (mean over seeds) break first at the start
-in {ends["start"]:.3f} of the requests, inside a leg (jump or off its line) in
-{inside:.3f}, at a transfer in {ends["transfer"]:.3f} and at the end in
-{ends["end"]:.3f}; {ends["malformed"]:.3f} are malformed and {ends["none"]:.3f} are
-connected and grounded at both ends. The per-leg hazard of CPT+SFT for legs 1 to 4 is
+in {ends["start"]:.3f} of the requests (first station too far) and
+{ends["start_km"]:.3f} (stated access distance implausible), inside a leg (jump or off
+its line) in {inside:.3f}, at a transfer in {ends["transfer"]:.3f}, at the end in
+{ends["end"]:.3f} (last station too far) and {ends["end_km"]:.3f} (stated egress
+distance implausible); {ends["malformed"]:.3f} are malformed and {ends["none"]:.3f}
+pass R1 and R2. What fails R2 is chiefly {r2_why}. The per-leg hazard of CPT+SFT for legs 1 to 4 is
 {", ".join(f"{hazard('cpt', 'held-out', k):.2f}" for k in range(4))} (NaN: fewer than
 10 routes reached that leg).
 """)
@@ -1419,7 +1429,10 @@ TEXT = {
         "only "
         f"{np.mean(mean_over_seeds('sft', held, 'r2')):.3f}; nearest record "
         f"{lk['r2']:.3f} (a copied neighbour's "
-        "route starts and ends near a neighbour's endpoints).",
+        "route starts and ends near a neighbour's endpoints). CPT+SFT's first breaks "
+        "(section 4): a stated access or egress distance implausible in "
+        f"{ends['start_km'] + ends['end_km']:.3f}, a first or last station too far in "
+        f"{ends['start'] + ends['end']:.3f}.",
     ),
     "grounding_sharp": (
         "The model's first station lies closer to the planner's first station than the "

@@ -371,6 +371,8 @@ def test_first_break_finds_where_a_route_breaks():
     assert T.first_break(CITY, dict(lab, line_sequence=lab["line_sequence"][:1]), o, d)["where"] == "malformed"
     far = max(CITY.stations, key=lambda s: T.haversine(o, CITY.stations[s]))
     assert T.first_break(CITY, dict(lab, station_sequence=[far] + seq[1:]), o, d)["where"] == "start"
+    assert T.first_break(CITY, dict(lab, start_transfer_distance="40公里"), o, d)["where"] == "start_km"
+    assert T.first_break(CITY, dict(lab, end_transfer_distance="40公里"), o, d)["where"] == "end_km"
     far_d = max(CITY.stations, key=lambda s: T.haversine(d, CITY.stations[s]))
     assert T.first_break(CITY, dict(lab, station_sequence=seq[:-1] + [far_d]), o, d)["where"] in ("end", "jump")
     # a jump inside the first leg: a station that is no neighbour of the one before it
@@ -388,7 +390,8 @@ def test_first_break_finds_where_a_route_breaks():
     for line, stops in CITY.lines.items():
         other = next((ln for ln in CITY.lines if ln != line), None)
         if other and not any({x, y} <= set(CITY.lines[other]) for x, y in zip(stops, stops[1:], strict=False)):
-            rec = dict(lab, line_sequence=[other], station_sequence=stops[:2])
+            rec = dict(lab, line_sequence=[other], station_sequence=stops[:2],
+                       start_transfer_distance="0米", end_transfer_distance="0米")
             oo, dd = CITY.stations[stops[0]], CITY.stations[stops[1]]
             assert T.first_break(CITY, rec, oo, dd) == {"where": "off_line", "leg": 0}
             break
@@ -418,9 +421,10 @@ def test_city_from_texts_rebuilds_the_map_of_the_cpt_corpus():
 
 def test_leg_hazard_counts_routes_reaching_and_breaking_in_a_leg():
     b = [{"where": "none", "leg": -1}, {"where": "jump", "leg": 0}, {"where": "transfer", "leg": 1},
-         {"where": "start", "leg": -1}, {"where": "off_line", "leg": 2}, {"where": "end", "leg": -1}]
-    n = [2, 3, 3, 3, 3, 1]
-    assert T.leg_hazard(b, n, 0) == (5, 1)  # all but the start break; one jump in leg 0
+         {"where": "start", "leg": -1}, {"where": "off_line", "leg": 2}, {"where": "end", "leg": -1},
+         {"where": "start_km", "leg": -1}]
+    n = [2, 3, 3, 3, 3, 1, 3]
+    assert T.leg_hazard(b, n, 0) == (5, 1)  # all but the two start breaks; one jump in leg 0
     assert T.leg_hazard(b, n, 1) == (3, 1)  # the 1-leg route and the leg-0 jump drop out
     assert T.leg_hazard(b, n, 2) == (1, 1)
     assert T.leg_hazard(b, n, 3) == (0, 0)
