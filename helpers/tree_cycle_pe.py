@@ -48,7 +48,8 @@ __all__ = [
     "alignment_at_k", "centred_cosine", "SEQ_KINDS", "GRAPH_KINDS", "make_model", "is_graph_model", "model_batch",
     "task_loss", "fit_model", "predict", "pooled", "integrated_gradients", "synthetic_set", "property_set",
     "featurize_set", "vocab_for", "checkpoint_config", "prepare", "tag_of", "build_model", "train_all",
-    "dropped_atoms", "jobs_of",
+    "dropped_atoms", "jobs_of", "MODEL_NAMES", "canonical_tree_paths", "pe_token_ratio", "pe_scale_matched",
+    "PE_GAIN", "val_split",
 ]
 
 RDLogger.DisableLog("rdApp.*")
@@ -69,6 +70,10 @@ STRUCT_TOKENS = ("(", ")", ".", "-", "=", "#", ":", "/", "\\", "~", RING_TOKEN)
 # embeddings (std 0.02, helpers.nn's init), so at the start neither term swamps the other (unscaled, the table's
 # norm is ~35x the tokens'). The same role as Vaswani et al.'s x sqrt(d) on unit-scale embeddings.
 SIN_SCALE = 0.02 * math.sqrt(2)
+# The tree+cycle term gets the same treatment: W_t tree(v) + W_c cycle(v) goes through a LayerNorm whose gain
+# starts at the token embeddings' std, so at initialisation its entries have RMS 0.02 (unnormalised, the term
+# was ~7.6x the tokens' norm and its string-dependent tree part dominated). The gain is learned.
+PE_GAIN = 0.02
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -220,21 +225,9 @@ def serialize(smiles: str) -> Serialization:
 # --------------------------------------------------------------------------------------------------------------
 # Tree PE: canonical root, canonical sibling order
 # --------------------------------------------------------------------------------------------------------------
-def tree_paths(ser: Serialization, n_child: int = N_CHILD, depth: int = DEPTH) -> np.ndarray:
-    """Child-index paths of every atom in the string's spanning tree, re-rooted at the canonical root.
-
-    Returns an int array (N, depth): entry ``j`` is the child index of the ``j``-th most recent step of the root
-    path (siblings ordered by canonical rank, clipped to ``n_child - 1``), ``-1`` where the path is shorter.
-    """
-    if not isinstance(ser, Serialization):
-        raise TypeError(f"ser must be a Serialization, got {type(ser).__name__}")
-    n_child, depth = V.integer("n_child", n_child, min=1), V.integer("depth", depth, min=1)
-    N, ranks = ser.n_atoms, ser.ranks
-    adj: list[list[int]] = [[] for _ in range(N)]
-    for v, p in enumerate(ser.tree_parent):
-        if p >= 0:
-            adj[v].append(int(p))
-            adj[int(p)].append(v)
+def _paths(adj: list[list[int]], ranks: np.ndarray, n_child: int, depth: int) -> np.ndarray:
+    """Child-index paths (N, depth) of the spanning forest found from each component's lowest-rank atom."""
+    N = len(adj)
     paths: list[list[int] | None] = [None] * N
     for root in sorted(range(N), key=lambda a: ranks[a]):  # canonical root of each component: its lowest rank
         if paths[root] is not None:
@@ -252,6 +245,42 @@ def tree_paths(ser: Serialization, n_child: int = N_CHILD, depth: int = DEPTH) -
         recent = path[::-1][:depth]
         out[v, : len(recent)] = recent
     return out
+
+
+def tree_paths(ser: Serialization, n_child: int = N_CHILD, depth: int = DEPTH) -> np.ndarray:
+    """Child-index paths of every atom in the string's spanning tree, re-rooted at the canonical root.
+
+    Returns an int array (N, depth): entry ``j`` is the child index of the ``j``-th most recent step of the root
+    path (siblings ordered by canonical rank, clipped to ``n_child - 1``), ``-1`` where the path is shorter.
+    """
+    if not isinstance(ser, Serialization):
+        raise TypeError(f"ser must be a Serialization, got {type(ser).__name__}")
+    n_child, depth = V.integer("n_child", n_child, min=1), V.integer("depth", depth, min=1)
+    adj: list[list[int]] = [[] for _ in range(ser.n_atoms)]
+    for v, p in enumerate(ser.tree_parent):
+        if p >= 0:
+            adj[v].append(int(p))
+            adj[int(p)].append(v)
+    return _paths(adj, ser.ranks, n_child, depth)
+
+
+def canonical_tree_paths(mol: Chem.Mol, ranks: np.ndarray | None = None, n_child: int = N_CHILD,
+                         depth: int = DEPTH) -> np.ndarray:
+    """Child-index paths (N, depth) in a *canonical* spanning tree of the whole graph, not the string's.
+
+    The tree is grown over every bond from the canonical root, children taken in canonical-rank order (the
+    first discovery of an atom fixes its parent). It depends on the graph and its canonical ranks only, so
+    unlike :func:`tree_paths` it is the same for every SMILES of a ring molecule (up to automorphisms).
+    """
+    _mol(mol)
+    ranks = canonical_ranks(mol) if ranks is None else _ranks(ranks, mol)
+    n_child, depth = V.integer("n_child", n_child, min=1), V.integer("depth", depth, min=1)
+    adj: list[list[int]] = [[] for _ in range(mol.GetNumAtoms())]
+    for b in mol.GetBonds():
+        i, j = b.GetBeginAtomIdx(), b.GetEndAtomIdx()
+        adj[i].append(j)
+        adj[j].append(i)
+    return _paths(adj, ranks, n_child, depth)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -421,6 +450,7 @@ class Featurized:
     in_ring: np.ndarray  # (N,) bool
     ranks: np.ndarray
     ring_id: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # (T,) 0, or 1..N_RING_IDS
+    ctree: np.ndarray = field(default_factory=lambda: np.zeros((0, DEPTH), np.int64))  # (N, DEPTH) canonical tree
     extra: dict = field(default_factory=dict)
 
 
@@ -445,7 +475,7 @@ def featurize(smiles: str, vocab: Vocab | None = None) -> Featurized:
         atom_keys=keys, tree=tree_paths(ser), cycle=cycle_features(mol, ser.ranks), edges=edges,
         degree=np.array([a.GetDegree() for a in mol.GetAtoms()], dtype=np.int64), spd=spd,
         in_ring=np.array([a.IsInRing() for a in mol.GetAtoms()]), ranks=ser.ranks,
-        ring_id=ring_ids(ser),
+        ring_id=ring_ids(ser), ctree=canonical_tree_paths(mol, ser.ranks),
     )
 
 
@@ -472,7 +502,7 @@ def collate(items: Sequence[Featurized], atoms_only: bool = False, max_len: int 
     ``atoms_only`` keeps only atom tokens (drops parentheses, ring digits, bond symbols). Tokens past ``max_len``
     are cut (their atoms keep no token). Returns ``ids``, ``pad`` (True = real token), ``pos`` (string position),
     ``tree`` (B, T, DEPTH), ``cycle`` (B, T, CYCLE_DIM), ``atom`` (aligned atom, -1 for [CLS]/padding),
-    ``ring`` (ring-id of ``<ring>`` tokens, 0 elsewhere) and ``is_atom``.
+    ``ring`` (ring-id of ``<ring>`` tokens, 0 elsewhere), ``is_atom`` and ``ctree`` (canonical-tree paths).
     """
     items = V.sequence("items", items, min_len=1, of=lambda k, x: V.instance(k, x, Featurized))
     atoms_only = V.boolean("atoms_only", atoms_only)
@@ -488,6 +518,7 @@ def collate(items: Sequence[Featurized], atoms_only: bool = False, max_len: int 
     is_atom = torch.zeros(B, T, dtype=torch.bool)
     ring = torch.zeros(B, T, dtype=torch.long)
     tree = torch.full((B, T, DEPTH), -1, dtype=torch.long)
+    ctree = torch.full((B, T, DEPTH), -1, dtype=torch.long)
     cyc = torch.zeros(B, T, CYCLE_DIM, dtype=torch.float32)
     ids[:, 0] = Vocab.CLS
     for b, (f, s) in enumerate(zip(items, sel)):
@@ -500,9 +531,11 @@ def collate(items: Sequence[Featurized], atoms_only: bool = False, max_len: int 
         if len(f.ring_id) == len(f.tokens):
             ring[b, 1: n + 1] = torch.from_numpy(f.ring_id[s])
         tree[b, 1: n + 1] = torch.from_numpy(f.tree[a])
+        if len(f.ctree) == len(f.atom_keys):
+            ctree[b, 1: n + 1] = torch.from_numpy(f.ctree[a])
         cyc[b, 1: n + 1] = torch.from_numpy(f.cycle[a]).float()
     return {"ids": ids, "pad": ids != Vocab.PAD, "pos": pos, "tree": tree, "cycle": cyc, "atom": atom,
-            "is_atom": is_atom, "ring": ring}
+            "is_atom": is_atom, "ring": ring, "ctree": ctree}
 
 
 @dataclass
@@ -517,6 +550,7 @@ class GraphBatch:
     dense_deg: Tensor  # (B, 1 + N_max)
     dense_spd: Tensor  # (B, 1 + N_max, 1 + N_max); 0 = [CLS] link, d + 1 = distance d, -1 = padding
     cycle: Tensor | None = None  # (N_total, CYCLE_DIM) ring features of every node
+    dense_cycle: Tensor | None = None  # (B, 1 + N_max, CYCLE_DIM) the same, padded ([CLS] row zero)
 
 
 def graph_batch(items: Sequence[Featurized], vocab: Vocab) -> GraphBatch:
@@ -530,6 +564,7 @@ def graph_batch(items: Sequence[Featurized], vocab: Vocab) -> GraphBatch:
     d_ids = torch.zeros(B, 1 + n_max, dtype=torch.long)
     d_deg = torch.zeros(B, 1 + n_max, dtype=torch.long)
     d_spd = torch.full((B, 1 + n_max, 1 + n_max), -1, dtype=torch.long)
+    d_cyc = torch.zeros(B, 1 + n_max, CYCLE_DIM)
     for b, f in enumerate(items):
         n = len(f.atom_keys)
         ids = torch.tensor([vocab.id(k) for k in f.atom_keys], dtype=torch.long)
@@ -538,12 +573,13 @@ def graph_batch(items: Sequence[Featurized], vocab: Vocab) -> GraphBatch:
         gs.append(torch.full((n,), b, dtype=torch.long))
         off += n
         d_ids[b, 0], d_ids[b, 1: n + 1] = Vocab.CLS, ids
+        d_cyc[b, 1: n + 1] = torch.from_numpy(f.cycle).float()
         d_deg[b, 1: n + 1] = torch.from_numpy(np.minimum(f.degree, 5))
         d_spd[b, : n + 1, : n + 1] = 0
         spd = torch.from_numpy(np.minimum(f.spd, 9))
         d_spd[b, 1: n + 1, 1: n + 1] = torch.where(spd < 0, torch.full_like(spd, 10), spd) + 1
     cyc = torch.from_numpy(np.concatenate([f.cycle for f in items])).float()
-    return GraphBatch(torch.cat(xs), torch.cat(es, dim=1), torch.cat(gs), B, d_ids, d_deg, d_spd, cyc)
+    return GraphBatch(torch.cat(xs), torch.cat(es, dim=1), torch.cat(gs), B, d_ids, d_deg, d_spd, cyc, d_cyc)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -564,20 +600,33 @@ def _tree_cycle(tree: object, cycle: object) -> None:
 
 
 class TreeCyclePE(nn.Module):
-    """``PE(token) = W_t tree(v) + W_c cycle(v)`` for the atom ``v`` a token is aligned to (zero for [CLS]).
+    """``PE(token) = LN(W_t tree(v) + W_c cycle(v))`` for the atom ``v`` a token is aligned to (zero for [CLS]).
 
     ``tree(v)``: for each of ``h`` copies with a learnable decay ``p_c`` in (0, 1), the stacked child-index
     one-hots, level ``j`` scaled by ``p_c**j`` and the copy by ``sqrt((1 - p_c**2) * d_model / 2)`` (Shiv & Quirk).
+    ``LN`` is a LayerNorm whose gain starts at ``gain`` (:data:`PE_GAIN`, the token embeddings' std): the term
+    starts at token scale, as the scaled sinusoidal table does; ``norm=False`` leaves it unnormalised.
     """
 
-    def __init__(self, d_model: int, parts: Sequence[str] = ("tree", "cycle"), copies: int = 2) -> None:
+    def __init__(self, d_model: int, parts: Sequence[str] = ("tree", "cycle"), copies: int = 2,
+                 norm: bool = True, gain: float = PE_GAIN) -> None:
         d_model, copies = V.integer("d_model", d_model, min=1), V.integer("copies", copies, min=1)
         parts = _parts(parts)
+        norm, gain = V.boolean("norm", norm), V.positive("gain", gain)
         super().__init__()
-        self.parts, self.d_model = tuple(parts), d_model
+        self.parts, self.d_model, self.gain = tuple(parts), d_model, gain
         self.raw_p = nn.Parameter(torch.linspace(0.0, 2.0, copies))  # p = sigmoid(raw): decays 0.5 .. 0.88
         self.W_t = nn.Linear(copies * DEPTH * N_CHILD, d_model, bias=False)
         self.W_c = nn.Linear(CYCLE_DIM, d_model, bias=False)
+        self.norm = nn.LayerNorm(d_model) if norm else None
+        self.reset_gain()
+
+    def reset_gain(self) -> None:
+        """Set the LayerNorm gain to ``gain`` and its bias to 0 (after any re-initialisation of the module)."""
+        if self.norm is not None:
+            with torch.no_grad():
+                self.norm.weight.fill_(self.gain)
+                self.norm.bias.zero_()
 
     def tree_vector(self, tree: Tensor) -> Tensor:
         """(..., DEPTH) child-index paths -> (..., copies * DEPTH * N_CHILD) decayed one-hot stacks."""
@@ -595,25 +644,27 @@ class TreeCyclePE(nn.Module):
         """The positional encoding (..., d_model) of tokens with tree paths (..., DEPTH) and ring features."""
         _tree_cycle(tree, cycle)
         parts = self.parts if parts is None else _parts(parts)
-        out = 0.0
+        out = torch.zeros((*tree.shape[:-1], self.d_model))
         if "tree" in parts:
             out = out + self.W_t(self.tree_vector(tree))
         if "cycle" in parts:
             out = out + self.W_c(cycle)
-        return out
+        return out if self.norm is None else self.norm(out)
 
 
 class SeqEncoder(nn.Module):
     """A bidirectional sequence Transformer over SMILES tokens with a swappable positional encoding.
 
-    ``pe`` is ``"sinusoidal"`` (string positions), ``"tree"``, ``"cycle"`` or ``"tree_cycle"``; everything else
+    ``pe`` is ``"sinusoidal"`` (string positions), ``"tree"``, ``"cycle"``, ``"tree_cycle"`` or ``"ctree_cycle"``
+    (the tree part read from a canonical spanning tree of the graph, :func:`canonical_tree_paths`, instead of the
+    tree the string wrote); everything else
     (embedding, :class:`helpers.nn.Block` stack, [CLS] pooling, heads) is the same. ``n_out`` graph-level outputs
     from [CLS], ``n_node`` per-token outputs.
     """
 
     def __init__(self, vocab_size: int, pe: str = "tree_cycle", d_model: int = 64, n_layer: int = 3,
                  n_head: int = 4, d_ff: int = 128, n_out: int = 1, n_node: int = 0) -> None:
-        V.one_of("pe", pe, ("sinusoidal", "tree", "cycle", "tree_cycle"))
+        V.one_of("pe", pe, SEQ_KINDS)
         for name, v in dict(vocab_size=vocab_size, d_model=d_model, n_layer=n_layer, n_head=n_head, d_ff=d_ff,
                             n_out=n_out).items():
             V.integer(name, v, min=1)
@@ -625,17 +676,21 @@ class SeqEncoder(nn.Module):
         self.tok = nn.Embedding(vocab_size, d_model)
         self.ring = nn.Embedding(N_RING_IDS + 1, d_model)  # which closure bond a <ring> token belongs to
         self.pe = None if pe == "sinusoidal" else TreeCyclePE(
-            d_model, {"tree": ("tree",), "cycle": ("cycle",), "tree_cycle": ("tree", "cycle")}[pe])
+            d_model, {"tree": ("tree",), "cycle": ("cycle",), "tree_cycle": ("tree", "cycle"),
+                      "ctree_cycle": ("tree", "cycle")}[pe])
+        self.canonical_tree = pe == "ctree_cycle"
         self.blocks = nn.ModuleList([hnn.Block(cfg) for _ in range(n_layer)])
         self.ln_f = nn.LayerNorm(d_model)
         self.head = nn.Linear(d_model, n_out)
         self.node_head = nn.Linear(d_model, n_node) if n_node else None
         self.apply(hnn.Transformer._init)
+        if self.pe is not None:
+            self.pe.reset_gain()
 
     def _batch(self, batch: object) -> dict[str, Tensor]:
         """A batch from :func:`collate`: the keys, shapes and token ids the encoder reads."""
         V.instance("batch", batch, dict)
-        missing = {"ids", "pad", "pos", "tree", "cycle", "atom", "ring"} - set(batch)
+        missing = {"ids", "pad", "pos", "tree", "cycle", "atom", "ring", "ctree"} - set(batch)
         if missing:
             raise ValueError(f"batch must come from collate(); it lacks {sorted(missing)}")
         ids = V.token_ids("batch['ids']", batch["ids"], self.tok.num_embeddings)
@@ -647,18 +702,20 @@ class SeqEncoder(nn.Module):
         V.tensor("batch['atom']", batch["atom"], shape=(B, T), dtype="int", min=-1)
         V.tensor("batch['ring']", batch["ring"], shape=(B, T), dtype="int", min=0, max=N_RING_IDS)
         _tree_cycle(batch["tree"], batch["cycle"])
-        if batch["tree"].shape[:2] != (B, T):
-            raise ValueError(f"batch['tree'] must have shape ({B}, {T}, {DEPTH}), got {tuple(batch['tree'].shape)}")
+        for key in ("tree", "ctree"):
+            if batch[key].shape != (B, T, DEPTH):
+                raise ValueError(f"batch[{key!r}] must have shape ({B}, {T}, {DEPTH}), got {tuple(batch[key].shape)}")
         return batch
 
     def positional(self, batch: dict[str, Tensor], parts: Sequence[str] | None = None) -> Tensor:
         """The positional encoding of a batch (B, T, d_model); the sinusoidal table is scaled by ``SIN_SCALE``
-        to the size of the initial token embeddings."""
+        to the size of the initial token embeddings (the tree+cycle term by its LayerNorm gain)."""
         batch = self._batch(batch)
         if self.pe is None:
             table = hnn.sinusoidal_table(batch["pos"], self.d_model)
             return SIN_SCALE * table * batch["pad"][..., None]
-        return self.pe(batch["tree"], batch["cycle"], parts) * (batch["atom"] >= 0)[..., None]
+        tree = batch["ctree"] if self.canonical_tree else batch["tree"]
+        return self.pe(tree, batch["cycle"], parts) * (batch["atom"] >= 0)[..., None]
 
     def encode(self, batch: dict[str, Tensor], parts: Sequence[str] | None = None,
                inputs_embeds: Tensor | None = None) -> Tensor:
@@ -741,11 +798,12 @@ class GIN(nn.Module):
 class GraphormerLite(nn.Module):
     """A graph-native Transformer over atoms (Ying et al. 2021): degree (centrality) embeddings and a learned
     shortest-path-distance attention bias per head, with the same :class:`helpers.nn.Block` stack as
-    :class:`SeqEncoder`. The bias is passed to the blocks as an additive float mask.
+    :class:`SeqEncoder`. The bias is passed to the blocks as an additive float mask. ``cycle=True`` adds a linear
+    map of each atom's ring features (:func:`cycle_features`) to its input, as ``GIN(cycle=True)`` does.
     """
 
     def __init__(self, vocab_size: int, d_model: int = 64, n_layer: int = 3, n_head: int = 4, d_ff: int = 128,
-                 n_out: int = 1, n_node: int = 0) -> None:
+                 n_out: int = 1, n_node: int = 0, cycle: bool = False) -> None:
         for name, v in dict(vocab_size=vocab_size, d_model=d_model, n_layer=n_layer, n_head=n_head, d_ff=d_ff,
                             n_out=n_out).items():
             V.integer(name, v, min=1)
@@ -757,6 +815,7 @@ class GraphormerLite(nn.Module):
         self.tok = nn.Embedding(vocab_size, d_model)
         self.deg = nn.Embedding(6, d_model)
         self.spd_bias = nn.Embedding(12, n_head)  # 0: [CLS] link, 1..10: distance 0..9, 11: other component
+        self.cyc = nn.Linear(CYCLE_DIM, d_model, bias=False) if V.boolean("cycle", cycle) else None
         self.blocks = nn.ModuleList([hnn.Block(cfg) for _ in range(n_layer)])
         self.ln_f = nn.LayerNorm(d_model)
         self.head = nn.Linear(d_model, n_out)
@@ -767,6 +826,10 @@ class GraphormerLite(nn.Module):
         """Graph-level outputs (B, n_out) (and per-atom outputs when ``n_node``)."""
         _graph_batch(g, self.tok.num_embeddings)
         x = self.tok(g.dense_ids) + self.deg(g.dense_deg)
+        if self.cyc is not None:
+            if g.dense_cycle is None or g.dense_cycle.shape != (*g.dense_ids.shape, CYCLE_DIM):
+                raise ValueError("g.dense_cycle must hold (B, 1 + N_max, CYCLE_DIM) ring features (see graph_batch)")
+            x = x + self.cyc(g.dense_cycle)
         spd = g.dense_spd
         bias = self.spd_bias(spd.clamp(min=0)).permute(0, 3, 1, 2)  # (B, H, T, T)
         bias = bias.masked_fill((spd < 0)[:, None], float("-inf"))
@@ -777,6 +840,32 @@ class GraphormerLite(nn.Module):
         if self.node_head is None:
             return out
         return out, self.node_head(h[:, 1:])
+
+
+def pe_token_ratio(model: SeqEncoder, batch: dict[str, Tensor]) -> float:
+    """Mean norm of the positional term over the mean norm of the token embeddings, on real atom-aligned tokens.
+
+    About 1 means the two terms enter the encoder at the same scale; far above 1, positions swamp what the tokens
+    say (an unscaled sinusoidal table is ~35x; an unnormalised tree+cycle term ~7.6x at width 64).
+    """
+    V.instance("model", model, SeqEncoder)
+    batch = model._batch(batch)
+    real = batch["pad"] & (batch["atom"] >= 0)
+    if not real.any():
+        raise ValueError("batch must hold at least one real token aligned to an atom")
+    with torch.no_grad():
+        pe = model.positional(batch).norm(dim=-1)[real].mean()
+        tok = model.tok(batch["ids"]).norm(dim=-1)[real].mean()
+    return float(pe / tok)
+
+
+def pe_scale_matched(ratios: dict[str, float] | Sequence[float], bound: float = 3.0) -> bool:
+    """Whether every ratio (:func:`pe_token_ratio`) lies in ``[1 / bound, bound]``: no positional term swamps the
+    token embeddings, and none is negligible next to them."""
+    bound = V.number("bound", bound, min=1, strict_min=True)
+    vals = list(ratios.values()) if isinstance(ratios, dict) else ratios
+    vals = V.sequence("ratios", vals, min_len=1, of=lambda k, x: V.positive(k, x))
+    return all(1 / bound <= float(r) <= bound for r in vals)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -1019,21 +1108,22 @@ def centred_cosine(a: np.ndarray, b: np.ndarray, centre: np.ndarray) -> np.ndarr
 # --------------------------------------------------------------------------------------------------------------
 # Models, batches, training, prediction, attributions (shared by the notebook and data/07_tree_cycle_pe)
 # --------------------------------------------------------------------------------------------------------------
-SEQ_KINDS = ("sinusoidal", "tree", "cycle", "tree_cycle")
-GRAPH_KINDS = ("graphormer", "gin", "gin_cycle")
+SEQ_KINDS = ("sinusoidal", "tree", "cycle", "tree_cycle", "ctree_cycle")
+GRAPH_KINDS = ("graphormer", "graphormer_cycle", "gin", "gin_cycle")
 
 
 def make_model(kind: str, vocab_size: int, n_out: int = 1, n_node: int = 0, seed: int = 0,
                width: int = 64) -> nn.Module:
     """A fresh model, initialised from ``seed``: a :class:`SeqEncoder` (``pe = kind``), :class:`GraphormerLite`,
-    :class:`GIN` or GIN with ring features (``gin_cycle``). Transformers: 3 layers, 4 heads, FF ``2 * width``."""
+    :class:`GIN`, or either with ring features (``graphormer_cycle``, ``gin_cycle``). Transformers: 3 layers, 4 heads, FF ``2 * width``."""
     V.one_of("kind", kind, SEQ_KINDS + GRAPH_KINDS)
     seed, width = V.integer("seed", seed, min=0), V.integer("width", width, min=4)
     torch.manual_seed(seed)
     if kind in ("gin", "gin_cycle"):
         return GIN(vocab_size, d=width, n_out=n_out, n_node=n_node, cycle=kind == "gin_cycle")
-    if kind == "graphormer":
-        return GraphormerLite(vocab_size, d_model=width, d_ff=2 * width, n_out=n_out, n_node=n_node)
+    if kind in ("graphormer", "graphormer_cycle"):
+        return GraphormerLite(vocab_size, d_model=width, d_ff=2 * width, n_out=n_out, n_node=n_node,
+                              cycle=kind == "graphormer_cycle")
     return SeqEncoder(vocab_size, pe=kind, d_model=width, d_ff=2 * width, n_out=n_out, n_node=n_node)
 
 
@@ -1080,11 +1170,15 @@ def task_loss(model: nn.Module, items: Sequence[Featurized], target: Tensor, voc
 
 def fit_model(kind: str, feats: Sequence[Sequence[Featurized]], idx: np.ndarray, targets: Tensor, vocab: Vocab,
               *, steps: int, seed: int, n_node: int = 0, batch_size: int = 32, lr: float = 1e-3,
-              width: int = 64, weight_decay: float = 0.01, progress: bool = True, desc: str = ""):
+              width: int = 64, weight_decay: float = 0.01, progress: bool = True, desc: str = "",
+              val_idx: np.ndarray | None = None, eval_every: int = 0):
     """Train one model; returns ``(model, history)``. Sequence models draw one of each molecule's strings
-    (canonical + randomized) per visit; graph models read the graph. Same seed -> same weights."""
+    (canonical + randomized) per visit; graph models read the graph. Same seed -> same weights.
+    ``val_idx``/``eval_every``: the task loss on those molecules' canonical strings every ``eval_every`` steps
+    (``history.evals["val_loss"]``), for the validation-plateau condition."""
     V.one_of("kind", kind, SEQ_KINDS + GRAPH_KINDS)
     steps, seed = V.integer("steps", steps, min=1), V.integer("seed", seed, min=0)
+    eval_every = V.integer("eval_every", eval_every, min=0)
     idx = np.asarray(idx)
     targets = V.tensor("targets", targets, finite=True)
     if len(targets) != len(feats):
@@ -1105,8 +1199,19 @@ def fit_model(kind: str, feats: Sequence[Sequence[Featurized]], idx: np.ndarray,
         mols, items = batch
         return task_loss(model, items, targets[torch.as_tensor(mols)], vocab)
 
+    eval_fn = None
+    if val_idx is not None and eval_every:
+        val_idx = np.asarray(val_idx)
+        if val_idx.ndim != 1 or not len(val_idx) or np.isin(val_idx, idx).any():
+            raise ValueError("val_idx must be a non-empty 1-d index array disjoint from idx")
+        val_items = [feats[m][0] for m in val_idx]
+        val_y = targets[torch.as_tensor(val_idx)]
+
+        def eval_fn(model: nn.Module) -> dict[str, float]:
+            return {"val_loss": float(task_loss(model, val_items, val_y, vocab))}
+
     hist = train.fit(model, loss, get, steps, lr=lr, warmup=steps // 10, seed=seed, weight_decay=weight_decay,
-                     progress=progress, desc=desc or kind)
+                     progress=progress, desc=desc or kind, eval_fn=eval_fn, eval_every=eval_every)
     model.eval()
     return model, hist
 
@@ -1229,40 +1334,68 @@ def featurize_set(smiles: Sequence[str], vocab: Vocab, n_aug: int = 0, seed: int
     return out
 
 
-def checkpoint_config(name: str = "models", *, quick: bool = False, seed: int = 0) -> dict:
-    """The training configuration of the chapter's stored ``models`` (``quick``: a tiny one, one seed, trained
-    live). ``name`` is the checkpoint's name, as every chapter's ``checkpoint_config`` takes it."""
-    V.one_of("name", name, ("models",))
+MODEL_NAMES = ("models_s0", "models_s1", "models_s2")  # one checkpoint per model seed (one training job each)
+
+
+def checkpoint_config(name: str = "models_s0", *, quick: bool = False, seed: int = 0) -> dict:
+    """The training configuration of the chapter's stored checkpoint ``models_s<k>`` (the models of seed ``k``;
+    ``quick``: a tiny one, seed ``seed``, trained live). Each seed's randomized training strings are drawn from
+    that seed (:func:`prepare`); the data split is the same for every seed."""
+    V.instance("name", name, str)
+    m = re.fullmatch(r"models_s(\d+)", name)
+    if m is None:
+        raise ValueError(f"name must be a checkpoint name such as 'models_s0' (one per seed), got {name!r}")
     quick, seed = V.boolean("quick", quick), V.integer("seed", seed, min=0)
-    cfg = dict(n_synth=1200, dataset="CHEMBL204_Ki", n_prop=2754, n_aug=5, steps_synth=300, steps_prop=300,
-               batch_size=32, width_synth=32, width=64, lr=1e-3, alert="imine_1", seeds=[0, 1, 2],
+    cfg = dict(n_synth=1200, dataset="CHEMBL204_Ki", n_prop=2754, n_aug=5, val_frac=0.1, steps_synth=500,
+               steps_prop=800, steps_alert=300, eval_every=40, batch_size=32, width_synth=32, width=64, lr=1e-3,
+               alert="imine_1", seeds=[int(m.group(1))],
                synth_kinds=["sinusoidal", "cycle", "tree_cycle", "gin", "gin_cycle"],
-               prop_kinds=["sinusoidal", "tree_cycle", "graphormer", "gin"],
-               alert_kinds=["sinusoidal", "tree_cycle"], sin_scale=round(SIN_SCALE, 6))
+               prop_kinds=["sinusoidal", "tree_cycle", "cycle", "ctree_cycle", "graphormer", "graphormer_cycle",
+                           "gin"],
+               alert_kinds=["sinusoidal", "tree_cycle", "cycle"], sin_scale=round(SIN_SCALE, 6), pe_gain=PE_GAIN)
     if quick:
-        cfg.update(n_synth=120, n_prop=160, steps_synth=12, steps_prop=12, batch_size=16, width=32, seeds=[seed])
+        cfg.update(n_synth=120, n_prop=160, steps_synth=12, steps_prop=12, steps_alert=12, eval_every=4,
+                   batch_size=16, width=32, seeds=[seed])
     return cfg
 
 
+def val_split(idx: np.ndarray, frac: float, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Split training indices ``idx`` into (train, validation), the validation part a seeded ``frac`` of them."""
+    idx = V.array("idx", idx, ndim=1, dtype="int")
+    frac = V.probability("frac", frac)
+    seed = V.integer("seed", seed, min=0)
+    if not 0 < frac < 1 or len(idx) < 2:
+        raise ValueError(f"frac must be in (0, 1) and idx hold >= 2 indices, got frac={frac}, {len(idx)} indices")
+    from helpers import repro
+
+    perm = repro.rng(seed, 9).permutation(len(idx))
+    n_val = max(1, int(round(frac * len(idx))))
+    return np.sort(idx[perm[n_val:]]), np.sort(idx[perm[:n_val]])
+
+
 def prepare(cfg: dict, augment: bool = True, progress: bool = False) -> dict:
-    """Data for every task: SMILES, targets, splits, vocabulary and featurized strings (training molecules with
-    ``n_aug`` randomized strings each when ``augment``, test molecules with their canonical string)."""
+    """Data for every task: SMILES, targets, splits (train / validation / test), vocabulary and featurized
+    strings (training molecules with ``n_aug`` randomized strings each when ``augment``, drawn from the first
+    model seed of ``cfg``; validation and test molecules with their canonical string)."""
     V.instance("cfg", cfg, dict)
     augment = V.boolean("augment", augment)
     n_aug = cfg["n_aug"] if augment else 0
+    string_seed = int(cfg["seeds"][0])
     syn = synthetic_set(cfg["n_synth"])
     ps, py, ptest, source = property_set(cfg["dataset"], cfg["n_prop"])
     vocab = vocab_for(syn, ps)
     n_tr = int(0.8 * len(syn))
-    syn_tr, syn_te = np.arange(n_tr), np.arange(n_tr, len(syn))
-    p_tr, p_te = np.flatnonzero(~ptest), np.flatnonzero(ptest)
+    syn_tr, syn_val = val_split(np.arange(n_tr), cfg["val_frac"])
+    syn_te = np.arange(n_tr, len(syn))
+    p_tr, p_val = val_split(np.flatnonzero(~ptest), cfg["val_frac"])
+    p_te = np.flatnonzero(ptest)
     alert_sets = [alert_match(s, cfg["alert"]) for s in ps]
     return dict(
-        synth_smiles=syn, synth_tr=syn_tr, synth_te=syn_te,
+        synth_smiles=syn, synth_tr=syn_tr, synth_val=syn_val, synth_te=syn_te,
         synth_counts=torch.tensor(np.array([ring_count_targets(s) for s in syn]), dtype=torch.float32),
-        synth_feats=featurize_set(syn, vocab, n_aug, only=syn_tr, progress=progress),
-        prop_smiles=ps, prop_y=torch.tensor(py, dtype=torch.float32), prop_tr=p_tr, prop_te=p_te, source=source,
-        prop_feats=featurize_set(ps, vocab, n_aug, only=p_tr, progress=progress),
+        synth_feats=featurize_set(syn, vocab, n_aug, seed=string_seed, only=syn_tr, progress=progress),
+        prop_smiles=ps, prop_y=torch.tensor(py, dtype=torch.float32), prop_tr=p_tr, prop_val=p_val, prop_te=p_te,
+        source=source, prop_feats=featurize_set(ps, vocab, n_aug, seed=string_seed, only=p_tr, progress=progress),
         alert_sets=alert_sets, alert_y=torch.tensor([float(bool(a)) for a in alert_sets]), vocab=vocab,
     )
 
@@ -1294,14 +1427,15 @@ def _train_job(job: tuple[str, str, int]):
     task, kind, seed = job
     cfg, d = _DATA["cfg"], _DATA["data"]
     torch.set_num_threads(1)
-    feats, idx, y = {"synth": (d["synth_feats"], d["synth_tr"], d["synth_counts"]),
-                     "prop": (d["prop_feats"], d["prop_tr"], d["prop_y"]),
-                     "alert": (d["prop_feats"], d["prop_tr"], d["alert_y"])}[task]
+    feats, idx, val, y = {"synth": (d["synth_feats"], d["synth_tr"], d["synth_val"], d["synth_counts"]),
+                          "prop": (d["prop_feats"], d["prop_tr"], d["prop_val"], d["prop_y"]),
+                          "alert": (d["prop_feats"], d["prop_tr"], d["prop_val"], d["alert_y"])}[task]
     t0 = time.process_time()
-    model, hist = fit_model(kind, feats, idx, y, d["vocab"], steps=cfg[f"steps_{'synth' if task == 'synth' else 'prop'}"],
-                            seed=seed, n_node=1 if task == "synth" else 0, batch_size=cfg["batch_size"], lr=cfg["lr"],
+    model, hist = fit_model(kind, feats, idx, y, d["vocab"], steps=cfg[f"steps_{task}"], seed=seed,
+                            n_node=1 if task == "synth" else 0, batch_size=cfg["batch_size"], lr=cfg["lr"],
                             width=cfg["width_synth" if task == "synth" else "width"],
-                            progress=_DATA.get("progress", False), desc=tag_of(*job))
+                            progress=_DATA.get("progress", False), desc=tag_of(*job), val_idx=val,
+                            eval_every=cfg["eval_every"])
     return tag_of(*job), model.state_dict(), hist, time.process_time() - t0
 
 

@@ -90,6 +90,22 @@ def test_tree_pe_not_invariant_on_a_ring():
     assert spread("Cc1ccccc1", "tree") > 0  # which ring bond is opened changes the spanning tree
 
 
+@pytest.mark.parametrize("smi", RING_MOLS + ACYCLIC_MOLS)
+def test_canonical_tree_pe_invariant_for_every_rooting(smi):
+    assert spread(smi, "ctree") == 0.0  # the canonical spanning tree does not depend on the string
+
+
+def test_canonical_tree_is_a_spanning_tree_and_equals_tree_on_acyclic():
+    f = tc.featurize("CC(C)CC(N)C(=O)O")
+    assert (f.ctree == f.tree).all()  # on a tree, the string's tree is the graph: both encodings agree
+    g = tc.featurize("C1CCC2CCCCC2C1")
+    assert ((g.ctree >= 0).sum(1) == 0).sum() == 1  # exactly one root
+    with pytest.raises(TypeError):
+        tc.canonical_tree_paths("C1CC1")
+    with pytest.raises(ValueError):
+        tc.canonical_tree_paths(tc.parse_smiles("C1CC1"), np.array([0, 0, 1]))
+
+
 def test_tree_paths_of_a_chain():
     # propane written from an end: canonical root is a terminal carbon (rank 0); path lengths 0, 1, 2
     f = tc.featurize("CCC")
@@ -165,11 +181,12 @@ def test_sinusoidal_is_not_invariant():
 
 def _pe_token_ratio(model, batch, table=None):
     """Mean norm of the positional term over the mean norm of the token embeddings, real tokens only."""
+    if table is None:
+        return tc.pe_token_ratio(model, batch)
     with torch.no_grad():
-        pe = model.positional(batch) if table is None else table
         tok = model.tok(batch["ids"])
     real = batch["pad"] & (batch["atom"] >= 0)
-    return (pe.norm(dim=-1)[real].mean() / tok.norm(dim=-1)[real].mean()).item()
+    return (table.norm(dim=-1)[real].mean() / tok.norm(dim=-1)[real].mean()).item()
 
 
 @pytest.mark.parametrize("width", [32, 64, 128])
@@ -183,9 +200,44 @@ def test_positional_term_does_not_swamp_token_embeddings(width):
     # the unscaled table (what the first checkpoint used) fails the same bound by far
     raw = tc.hnn.sinusoidal_table(batch["pos"], width) * batch["pad"][..., None]
     assert _pe_token_ratio(sin, batch, raw) > 10 * 3.0
-    for kind in ("tree", "cycle", "tree_cycle"):
+    ratios = {"sinusoidal": _pe_token_ratio(sin, batch)}
+    for kind in ("tree", "cycle", "tree_cycle", "ctree_cycle"):
         torch.manual_seed(0)
-        assert _pe_token_ratio(tc.SeqEncoder(len(vocab), pe=kind, d_model=width), batch) <= 10.0
+        ratios[kind] = _pe_token_ratio(tc.SeqEncoder(len(vocab), pe=kind, d_model=width), batch)
+    assert tc.pe_scale_matched(ratios), ratios  # every encoding starts at token scale
+
+
+def test_pe_scale_matched_fails_on_a_mis_scaled_encoding():
+    vocab = _vocab()
+    batch = tc.collate([tc.featurize(s, vocab) for s in RING_MOLS + ACYCLIC_MOLS])
+    torch.manual_seed(0)
+    model = tc.SeqEncoder(len(vocab), pe="tree_cycle")
+    ok = tc.pe_token_ratio(model, batch)
+    model.pe.norm = None  # the unnormalised term (what the round-2 checkpoint used)
+    raw = tc.pe_token_ratio(model, batch)
+    assert tc.pe_scale_matched({"tree_cycle": ok}) and raw > 3.0
+    assert not tc.pe_scale_matched({"tree_cycle": raw})
+    with torch.no_grad():  # a gain far below token scale: positions negligible, fails too
+        model.pe.norm = torch.nn.LayerNorm(64)
+        model.pe.norm.weight.fill_(1e-4)
+    assert not tc.pe_scale_matched([tc.pe_token_ratio(model, batch)])
+    with pytest.raises(ValueError):
+        tc.pe_scale_matched([])
+    with pytest.raises(ValueError):
+        tc.pe_scale_matched([1.0], bound=0.5)
+    with pytest.raises(TypeError):
+        tc.pe_token_ratio(tc.GIN(len(vocab)), batch)
+
+
+def test_val_split_and_checkpoint_names():
+    tr, val = tc.val_split(np.arange(10, 30), 0.2)
+    assert len(val) == 4 and not set(tr) & set(val) and set(tr) | set(val) == set(range(10, 30))
+    assert (tc.val_split(np.arange(10, 30), 0.2)[1] == val).all()  # seeded: the same split every time
+    with pytest.raises(ValueError):
+        tc.val_split(np.arange(5), 1.0)
+    assert tc.checkpoint_config("models_s2")["seeds"] == [2]
+    with pytest.raises(ValueError):
+        tc.checkpoint_config("models")
 
 
 def test_gin_cannot_separate_1wl_pair_but_cycle_pe_can():
@@ -212,6 +264,16 @@ def test_models_shapes_and_graphormer_bias():
     assert gf(g).shape == (3, 2) and torch.isfinite(gf(g)).all()
     assert tc.GIN(len(vocab), n_out=2)(g).shape == (3, 2)
     assert g.dense_spd[0, 1, 1] == 1 and g.dense_spd[0, 0, 1] == 0  # self distance 0 -> bucket 1; [CLS] -> 0
+    gc = tc.make_model("graphormer_cycle", len(vocab), n_out=2).eval()
+    assert g.dense_cycle.shape == (3, g.dense_ids.shape[1], tc.CYCLE_DIM)
+    assert (g.dense_cycle[:, 0] == 0).all()  # [CLS] has no ring features
+    with torch.no_grad():
+        before = gc(g)
+        g.dense_cycle = g.dense_cycle + 1.0
+        assert (gc(g) - before).abs().max().item() > 1e-4  # the ring features reach the output
+        g.dense_cycle = None
+    with pytest.raises(ValueError):
+        gc(g)
 
 
 def test_alert_atoms():
@@ -314,6 +376,12 @@ def test_fit_model_is_deterministic_and_predicts_every_rooting():
         assert torch.equal(p, q)
     out, _ = tc.predict(runs[0], [f[0] for f in feats], vocab)
     assert out.shape == (len(feats), 1)
+    _, hist = tc.fit_model("cycle", feats, idx[:-3], y, vocab, steps=4, seed=0, batch_size=4, width=16,
+                           progress=False, val_idx=idx[-3:], eval_every=2)
+    assert [s for s, _ in hist.evals["val_loss"]] == [2, 4]
+    with pytest.raises(ValueError):  # validation molecules must not be trained on
+        tc.fit_model("cycle", feats, idx, y, vocab, steps=2, seed=0, batch_size=4, width=16, progress=False,
+                     val_idx=idx[-3:], eval_every=1)
     gin = tc.fit_model("gin_cycle", feats, idx, y, vocab, steps=2, seed=0, batch_size=4, width=8,
                        progress=False)[0]
     rooted = [tc.featurize(tc.rooted_smiles(RING_MOLS[0], r), vocab) for r in range(5)]
