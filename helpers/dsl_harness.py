@@ -17,9 +17,14 @@ the chapter measures; the case studies themselves are ours.
 * **Case 4, a learned agent.** A small transformer from request to DSL or SQL (:func:`make_agent`,
   :func:`train_agent`), greedy or constrained decoding (:func:`decode`), verifier- or SQLite-guided repair
   (:func:`agent_answer`), bits per intent (:func:`bits_per_intent`).
-* **Case 5, structured credit.** REINFORCE for a request-conditioned policy with sparse reward, prefix reward,
-  filtering, or per-token credit from the verifier's error position (:func:`token_advantages`,
-  :func:`reinforce_agent`).
+* **Case 5, structured credit.** RL for a request-conditioned policy with several samples per request, a
+  leave-one-out baseline and a KL anchor to its warm start, with a sparse reward or blame-conserving per-token
+  credit at the verifier's error position (:func:`group_advantages`, :func:`group_reinforce`), scored by the
+  area under its held-out greedy success curve (:func:`greedy_outcomes`, :func:`curve_auc`). The earlier,
+  unanchored REINFORCE (:func:`token_advantages`, :func:`reinforce_agent`) is kept for reference.
+* **Case 1 at measured rates.** A learned agent's per-token error rates by token class
+  (:func:`token_error_profile`) drive the noisy policy (:func:`corrupt` with a profile), with token-level SQL
+  repair (:func:`agent_episode` with ``sql_repair``).
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from __future__ import annotations
 import math
 import sqlite3
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 
@@ -47,7 +52,7 @@ __all__ = [
     "bw_graph", "COVERAGE_GROUPS", "AGENT_INTERFACES", "request_tokens", "agent_vocab", "encode", "make_agent",
     "train_agent", "decode", "sqlite_error_position", "AgentResult", "agent_answer", "bits_per_intent",
     "checkpoint_config", "CREDIT_ARMS", "token_advantages", "reinforce_agent", "sample_programs",
-    "greedy_success",
+    "greedy_success", "token_class", "token_error_profile", "GROUP_ARMS", "group_advantages", "greedy_outcomes", "group_reinforce", "curve_auc",
 ]
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -675,20 +680,42 @@ def _wrong(rng: np.random.Generator, gold: str, near: Sequence[str], halluc: Seq
     return str(rng.choice(pool))
 
 
-def corrupt(tokens: Sequence[str], eps: float, rng: np.random.Generator, interface: str,
+def _eps_rates(eps: object) -> tuple[float, dict[str, float] | None]:
+    """``eps`` as (a number, per-class rates or None): a probability, or a mapping token class -> probability."""
+    if isinstance(eps, Mapping):
+        rates = {}
+        for k, v in eps.items():
+            V.instance("eps key", k, str)
+            rates[k] = V.probability(f"eps[{k!r}]", v)
+        return 0.0, rates
+    return V.probability("eps", eps), None
+
+
+def corrupt(tokens: Sequence[str], eps: float | Mapping[str, float], rng: np.random.Generator, interface: str,
             destructive_rate: float | None = None) -> tuple[list[str], int]:
     """The noisy policy: each decision of the gold action ``tokens`` is wrong with probability ``eps``.
+
+    ``eps`` may instead map token classes to rates (an error *profile*, e.g. measured on a learned agent,
+    :func:`token_error_profile`): a token of class ``c`` (:func:`token_class`) is wrong with ``eps.get(c, 0)``;
+    the destructive rate then defaults to 0.
 
     ``interface``: ``"sql"`` (free SQL text; a whole program is replaced by a destructive statement with
     probability ``destructive_rate``, default ``eps / 10``), ``"dsl"`` (DSL tokens; a destructive intent becomes a
     ``drop`` token) or ``"constrained"`` (DSL with constrained decoding: a wrong decision is drawn among the
     verifier-valid alternatives only, and writes are not expressible). Returns ``(action, n_wrong_decisions)``.
     """
-    eps = V.probability("eps", eps)
+    eps, rates = _eps_rates(eps)
     V.one_of("interface", interface, ("sql", "dsl", "constrained"))
     tokens = _check_tokens(tokens)
     V.instance("rng", rng, np.random.Generator)
-    delta = eps / 10 if destructive_rate is None else V.probability("destructive_rate", destructive_rate)
+    if destructive_rate is not None:
+        delta = V.probability("destructive_rate", destructive_rate)
+    else:
+        delta = 0.0 if rates is not None else eps / 10
+
+    def rate(tok: str) -> float:
+        return eps if rates is None else rates.get(token_class(tok, "sql" if interface == "sql" else "dsl"), 0.0)
+
     if interface == "constrained":
         gold, out, n, state = [*tokens, END], [], 0, _START
         while True:
@@ -700,7 +727,7 @@ def corrupt(tokens: Sequence[str], eps: float, rng: np.random.Generator, interfa
                 intended = END if END in allowed else allowed[0]
             alts = [t for t in allowed if t != intended]
             tok = intended
-            if alts and rng.random() < eps:
+            if alts and rng.random() < rate(intended):
                 tok, n = str(rng.choice(alts)), n + 1
             if tok == END:
                 return out, n
@@ -711,7 +738,7 @@ def corrupt(tokens: Sequence[str], eps: float, rng: np.random.Generator, interfa
                 else ["drop", str(tokens[1]) if len(tokens) > 1 else "orders"]), 1
     out, n = [], 0
     for tok in tokens:
-        if rng.random() < eps:
+        if rng.random() < rate(tok):
             n += 1
             if interface == "sql":
                 c = _sql_class(tok)
@@ -1059,8 +1086,9 @@ def _cached_execute(con, sql: list[str], cache: dict | None):
     return out
 
 
-def agent_episode(con: sqlite3.Connection, intent: Intent, interface: str, eps: float, rng: np.random.Generator,
-                  retries: int = 0, cache: dict | None = None) -> Episode:
+def agent_episode(con: sqlite3.Connection, intent: Intent, interface: str, eps: float | Mapping[str, float],
+                  rng: np.random.Generator, retries: int = 0, cache: dict | None = None,
+                  sql_repair: bool = False) -> Episode:
     """The noisy agent answers ``intent`` through ``interface`` with up to ``retries`` retries.
 
     * ``"sql"``: the SQL text goes straight to the database; an execution error comes back as an unstructured
@@ -1068,11 +1096,16 @@ def agent_episode(con: sqlite3.Connection, intent: Intent, interface: str, eps: 
     * ``"dsl"``: the verifier runs first; an invalid program never executes, and its structured errors name the
       token positions, so the agent redraws only those tokens (the whole program for a missing clause or write).
     * ``"constrained"``: the decoder only emits verifier-valid tokens, so there is nothing to catch or retry.
+
+    ``eps``: a per-decision error rate or a per-class error profile (see :func:`corrupt`). ``sql_repair``: SQL
+    retries redraw only the token SQLite's message names (:func:`sqlite_error_position`) when it names one,
+    instead of rewriting the whole query.
     """
     V.instance("con", con, sqlite3.Connection)
     V.instance("intent", intent, Intent)
     V.one_of("interface", interface, ("sql", "dsl", "constrained"))
-    eps = V.probability("eps", eps)
+    _eps_rates(eps)
+    sql_repair = V.boolean("sql_repair", sql_repair)
     V.instance("rng", rng, np.random.Generator)
     retries = V.integer("retries", retries, min=0)
     V.optional(V.instance, "cache", cache, dict)
@@ -1088,7 +1121,11 @@ def agent_episode(con: sqlite3.Connection, intent: Intent, interface: str, eps: 
                 return ep
             if status == "error":
                 ep.invalid_executed += 1
-                prog, _ = corrupt(gold, eps, rng, "sql")
+                pos = sqlite_error_position(prog, out) if sql_repair else None
+                if pos is not None and len(prog) == len(gold) and pos < len(gold):
+                    prog[pos] = corrupt([gold[pos]], eps, rng, "sql", destructive_rate=0.0)[0][0]
+                else:
+                    prog, _ = corrupt(gold, eps, rng, "sql")
                 continue
         else:
             v = verify(prog)
@@ -1434,16 +1471,47 @@ def bits_per_intent(model: torch.nn.Module, intents: Sequence[Intent], interface
     return (-tok_lp.sum(1) / math.log(2)).numpy()
 
 
+def token_class(tok: str, interface: str) -> str:
+    """The class of an output token for error profiles: for ``"sql"`` keyword, punct, table, col, op, text, int;
+    for ``"dsl"`` kw, table, func, col, op, text, int, dir (the classes :func:`corrupt` confuses within)."""
+    V.instance("tok", tok, str)
+    V.one_of("interface", interface, AGENT_INTERFACES)
+    if not tok:
+        raise ValueError("tok must be a non-empty token")
+    return _sql_class(tok) if interface == "sql" else _lex(tok)
+
+
+@torch.no_grad()
+def token_error_profile(model: torch.nn.Module, intents: Sequence[Intent], interface: str) -> dict[str, list[int]]:
+    """A learned agent's per-token errors by token class (teacher forcing on the gold outputs of ``intents``):
+    ``class -> [wrong argmax predictions, gold tokens]`` (END not counted)."""
+    V.instance("model", model, torch.nn.Module)
+    intents = V.sequence("intents", intents, of=lambda k, x: V.instance(k, x, Intent), min_len=1)
+    ids, loss_at = encode(intents, interface)
+    if getattr(getattr(model, "cfg", None), "vocab_size", None) != len(agent_vocab(interface)):
+        raise ValueError(f"model must be a {interface.upper()} agent (make_agent({interface!r}, ...))")
+    pred = model(ids[:, :-1]).argmax(-1)
+    prof: dict[str, list[int]] = {}
+    for b, it in enumerate(intents):
+        start = int(loss_at[b].nonzero()[0, 0])
+        for j, tok in enumerate(_gold(it, interface)):
+            c = prof.setdefault(token_class(tok, interface), [0, 0])
+            c[0] += int(pred[b, start + j] != ids[b, start + j + 1])
+            c[1] += 1
+    return prof
+
+
 def checkpoint_config(name: str = "agents") -> dict:
     """The config of the chapter's checkpoint ``agents`` or ``credit`` (what the default run asks for)."""
     V.one_of("name", name, ("agents", "credit"))
-    if name == "credit":  # case 5: a weakly supervised warm start, then REINFORCE on unlabelled requests
-        # n_sft 200 and rl_steps 600 (first build: 100 and 300, every run censored): the setting of the
-        # diagnosis sweep (data/05_dsl_harness/sweep_credit.py) where the sparse baseline reaches 50 %
-        return {"db_seed": 0, "intent_seed": 0, "n_train": 300, "n_test": 60, "seeds": [0, 1, 2],
-                "arms": list(CREDIT_ARMS), "d_model": 32, "n_layer": 2, "n_head": 4, "n_sft": 200,
-                "sft_steps": 1000, "sft_batch": 32, "sft_lr": 3e-3, "rl_steps": 600, "rl_batch": 32,
-                "rl_lr": 1e-3, "penalty": 1.0}
+    if name == "credit":  # case 5: a weakly supervised warm start, then RL on unlabelled requests
+        # round 3: a credit experiment, not drift (round 2, lr 1e-3 with no anchor, lost held-out success):
+        # k samples per request with a leave-one-out baseline, a KL anchor to the warm start, lr 1e-4,
+        # held-out greedy success measured every eval_every steps on 300 held-out requests
+        return {"db_seed": 0, "intent_seed": 0, "n_train": 300, "n_test": 300, "seeds": [0, 1, 2],
+                "arms": list(GROUP_ARMS), "d_model": 32, "n_layer": 2, "n_head": 4, "n_sft": 200,
+                "sft_steps": 1000, "sft_batch": 32, "sft_lr": 3e-3, "rl_steps": 600, "n_requests": 8, "k": 4,
+                "rl_lr": 1e-4, "beta": 0.05, "eval_every": 25}
     return {"db_seed": 0, "intent_seed": 0, "n_train": 300, "n_test": 60, "seeds": [0, 1, 2],
             "interfaces": list(AGENT_INTERFACES), "d_model": 64, "n_layer": 2, "n_head": 4,
             "steps": 1000, "batch": 32, "lr": 3e-3}
@@ -1658,3 +1726,198 @@ def greedy_success(model: torch.nn.Module, con: sqlite3.Connection, intents: Seq
     V.instance("con", con, sqlite3.Connection)
     V.sequence("intents", intents, min_len=1)
     return float(np.mean([agent_answer(model, con, it, interface).success for it in intents]))
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Case 5 (round 3): a credit experiment. Several samples per request with a leave-one-out baseline (RLOO), a KL
+# anchor to the warm start, a small learning rate, and held-out greedy success measured along the run.
+# ----------------------------------------------------------------------------------------------------------------
+GROUP_ARMS = ("sparse", "token_credit")
+
+
+def group_advantages(programs: Sequence[Sequence[str]], success: Sequence[float], k: int, arm: str,
+                     ended: Sequence[bool] | None = None) -> list[np.ndarray]:
+    """Per-token advantages with a per-request leave-one-out baseline (RLOO).
+
+    ``programs`` come in consecutive groups of ``k`` samples of the same request. Sample ``i`` of a group gets
+    ``A_i = R_i - mean(R_j, j != i)``. ``sparse``: every token of the program (END included when it was sampled,
+    ``ended[i]``, default True) gets ``A_i``. ``token_credit`` (blame-conserving): a program the verifier accepts
+    is scored as in ``sparse``; in a rejected program the whole blame ``A_i * n_tokens`` (the sum ``sparse``
+    spreads over its tokens) goes to the token at the verifier's first error position, the rest get 0. Both arms
+    give every program the same total advantage; they differ only in where a rejected program's blame lands.
+    """
+    progs = [_check_tokens(p, f"programs[{i}]") for i, p in enumerate(V.sequence("programs", programs, min_len=1))]
+    R = V.array("success", success, ndim=1, dtype="float").astype(float)
+    if len(R) != len(progs):
+        raise ValueError(f"success must have one entry per program ({len(progs)}), got {len(R)}")
+    k = V.integer("k", k, min=2)
+    if len(progs) % k:
+        raise ValueError(f"the number of programs ({len(progs)}) must be a multiple of the group size k={k}")
+    V.one_of("arm", arm, GROUP_ARMS)
+    ended = [True] * len(progs) if ended is None else [V.boolean(f"ended[{i}]", e) for i, e in
+                                                       enumerate(V.sequence("ended", ended))]
+    if len(ended) != len(progs):
+        raise ValueError(f"ended must have one entry per program ({len(progs)}), got {len(ended)}")
+    G = R.reshape(-1, k)
+    adv = (G - (G.sum(1, keepdims=True) - G) / (k - 1)).ravel()
+    out = []
+    for p, e, a in zip(progs, ended, adv):
+        n = len(p) + int(e)
+        if arm == "token_credit" and a != 0 and not verify(p).ok:
+            g = np.zeros(n)
+            g[min(valid_prefix_length(p), n - 1)] = a * n
+            out.append(g)
+        else:
+            out.append(np.full(n, a))
+    return out
+
+
+def _dsl_policy_parts(model: torch.nn.Module) -> tuple[tuple[str, ...], dict, torch.Tensor]:
+    vocab = agent_vocab("dsl")
+    if getattr(getattr(model, "cfg", None), "vocab_size", None) != len(vocab):
+        raise ValueError("model must be a DSL agent (make_agent('dsl', ...))")
+    index = {t: i for i, t in enumerate(vocab)}
+    out_ok = torch.zeros(len(vocab), dtype=torch.bool)
+    out_ok[index[SEP] + 1:index[END] + 1] = True  # output tokens and END, never a request word, <sep> or <pad>
+    return vocab, index, out_ok
+
+
+@torch.no_grad()
+def _roll_out(model, intents, vocab, index, out_ok, gen: torch.Generator | None):
+    """Sample (``gen``) or greedy-decode (``gen=None``) one program per intent, batched; returns the token ids
+    (request + outputs), positions, real-token mask, request width, outputs and whether END was produced."""
+    ids, P, real = _left_pad(intents, index)
+    W, B = ids.shape[1], len(intents)
+    done = np.zeros(B, dtype=bool)
+    outs: list[list[str]] = [[] for _ in range(B)]
+    ended = [False] * B
+    model.eval()
+    for _ in range(MAX_PROGRAM_LEN + 1):
+        logits = model(ids, mask=_attn_mask(real), pos=P)[:, -1].masked_fill(~out_ok, -math.inf)
+        nxt = logits.argmax(-1) if gen is None else torch.multinomial(logits.softmax(-1), 1, generator=gen)[:, 0]
+        for b in range(B):
+            if done[b]:
+                continue
+            tok = vocab[int(nxt[b])]
+            if tok == END:
+                done[b] = ended[b] = True
+            else:
+                outs[b].append(tok)
+        ids = torch.cat([ids, nxt[:, None]], 1)
+        P = torch.cat([P, P[:, -1:] + 1], 1)
+        real = torch.cat([real, torch.ones((B, 1), dtype=torch.bool)], 1)
+        if done.all():
+            break
+    return ids, P, real, W, outs, ended
+
+
+def _score(con, outs, intents, cache) -> tuple[np.ndarray, np.ndarray]:
+    ok = np.array([verify(o).ok for o in outs])
+    R = np.array([bool(v) and results_equal(_cached_execute(con, compile_sql(o), cache)[1], it.result)
+                  for o, v, it in zip(outs, ok, intents)], dtype=float)
+    return R, ok
+
+
+def greedy_outcomes(model: torch.nn.Module, con: sqlite3.Connection, intents: Sequence[Intent],
+                    cache: dict | None = None, chunk: int = 256) -> np.ndarray:
+    """Per intent, whether a DSL policy's greedy program (free decoding, no repair; batched) returns the requested
+    rows: a boolean array. The batched twin of ``agent_answer(model, con, it, "dsl").success``."""
+    V.instance("model", model, torch.nn.Module)
+    V.instance("con", con, sqlite3.Connection)
+    intents = V.sequence("intents", intents, of=lambda k, x: V.instance(k, x, Intent), min_len=1)
+    V.optional(V.instance, "cache", cache, dict)
+    chunk = V.integer("chunk", chunk, min=1)
+    vocab, index, out_ok = _dsl_policy_parts(model)
+    res = []
+    for i in range(0, len(intents), chunk):
+        part = list(intents[i:i + chunk])
+        outs = _roll_out(model, part, vocab, index, out_ok, None)[4]
+        res.append(_score(con, outs, part, cache)[0] > 0)
+    return np.concatenate(res)
+
+
+def group_reinforce(model: torch.nn.Module, ref: torch.nn.Module, con: sqlite3.Connection,
+                    intents: Sequence[Intent], arm: str, steps: int, n_requests: int = 8, k: int = 4,
+                    lr: float = 1e-4, beta: float = 0.05, seed: int = 0, eval_sets: dict | None = None,
+                    eval_every: int = 25, cache: dict | None = None) -> dict[str, np.ndarray]:
+    """RL with a per-request baseline and a KL anchor for a DSL policy (a :func:`make_agent` model, trained in place).
+
+    Each step draws ``n_requests`` requests from ``intents``, samples ``k`` programs for each (temperature 1),
+    scores them (correct executed rows = 1) and takes one Adam step on
+    ``(-sum_t A_t log p(a_t) + beta * sum_t KL(p(.|prefix) || ref(.|prefix))) / n_samples`` with the advantages of
+    :func:`group_advantages` and the exact KL to the frozen policy ``ref`` (the warm start) at every sampled
+    output position. Every ``eval_every`` steps (and at steps 0 and ``steps``) each of ``eval_sets`` (name ->
+    intents) is greedy-decoded (:func:`greedy_outcomes`). Returns per-step ``success``, ``valid`` and ``kl``
+    (mean per sample), ``eval_steps`` and ``eval/<name>``: booleans of shape ``(n_evals, n_intents)``.
+    """
+    V.instance("model", model, torch.nn.Module)
+    V.instance("ref", ref, torch.nn.Module)
+    V.instance("con", con, sqlite3.Connection)
+    intents = V.sequence("intents", intents, of=lambda n, x: V.instance(n, x, Intent), min_len=1)
+    V.one_of("arm", arm, GROUP_ARMS)
+    steps, n_requests = V.integer("steps", steps, min=1), V.integer("n_requests", n_requests, min=1)
+    k, eval_every = V.integer("k", k, min=2), V.integer("eval_every", eval_every, min=1)
+    lr, beta, seed = V.positive("lr", lr), V.nonnegative("beta", beta), V.seed("seed", seed)
+    eval_sets = {} if eval_sets is None else dict(V.instance("eval_sets", eval_sets, dict))
+    V.optional(V.instance, "cache", cache, dict)
+    vocab, index, out_ok = _dsl_policy_parts(model)
+    _dsl_policy_parts(ref)
+    ref.eval()
+    rng = np.random.default_rng([seed, 55])
+    gen = torch.Generator().manual_seed(seed)
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    n = n_requests * k
+    succ, valid_rate, kl_curve = np.zeros(steps), np.zeros(steps), np.zeros(steps)
+    ev_steps: list[int] = []
+    ev: dict[str, list[np.ndarray]] = {name: [] for name in eval_sets}
+
+    def evaluate(step: int) -> None:
+        ev_steps.append(step)
+        for name, its in eval_sets.items():
+            ev[name].append(greedy_outcomes(model, con, its, cache))
+
+    evaluate(0)
+    for step in range(steps):
+        pick = [intents[i] for i in rng.integers(len(intents), size=n_requests) for _ in range(k)]
+        ids, P, real, W, outs, ended = _roll_out(model, pick, vocab, index, out_ok, gen)
+        R, ok = _score(con, outs, pick, cache)
+        succ[step], valid_rate[step] = R.mean(), ok.mean()
+        adv = group_advantages(outs, R, k, arm, ended)
+        T_out = ids.shape[1] - W
+        A = torch.zeros((n, T_out))
+        at = torch.zeros((n, T_out), dtype=torch.bool)  # the sampled output positions
+        for b, a in enumerate(adv):
+            A[b, :len(a)] = torch.as_tensor(a, dtype=torch.float32)
+            at[b, :len(a)] = True
+        model.train()
+        mask = _attn_mask(real[:, :-1])
+        lo, hi = index[SEP] + 1, index[END] + 1  # the output tokens and END: the policy's action space
+        logp_all = torch.log_softmax(model(ids[:, :-1], mask=mask, pos=P[:, :-1])[:, W - 1:, lo:hi], -1)
+        with torch.no_grad():
+            ref_lp = torch.log_softmax(ref(ids[:, :-1], mask=mask, pos=P[:, :-1])[:, W - 1:, lo:hi], -1)
+        logp = logp_all.gather(-1, (ids[:, W:, None] - lo).clamp(0, hi - lo - 1))[..., 0]
+        kl = (logp_all.exp() * (logp_all - ref_lp)).sum(-1)
+        kl = (kl * at).sum() / n
+        loss = -(A * torch.where(at, logp, torch.zeros_like(logp))).sum() / n + beta * kl
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        kl_curve[step] = kl.item()
+        if (step + 1) % eval_every == 0 or step + 1 == steps:
+            evaluate(step + 1)
+    model.eval()
+    out = {"success": succ, "valid": valid_rate, "kl": kl_curve, "eval_steps": np.array(ev_steps)}
+    out.update({f"eval/{name}": np.array(v, dtype=bool) for name, v in ev.items()})
+    return out
+
+
+def curve_auc(steps: Sequence[float], values: Sequence[float]) -> float:
+    """Area under a curve measured at ``steps`` (trapezoid rule), divided by the span of ``steps``: the curve's
+    mean height over the run (for a success curve, a number in [0, 1] that needs no censoring)."""
+    x = V.array("steps", steps, ndim=1, dtype="float").astype(float)
+    y = V.array("values", values, ndim=1, dtype="float").astype(float)
+    if len(x) != len(y) or len(x) < 2:
+        raise ValueError(f"steps and values must have the same length >= 2, got {len(x)} and {len(y)}")
+    if np.any(np.diff(x) <= 0):
+        raise ValueError("steps must be strictly increasing")
+    return float(np.sum((y[1:] + y[:-1]) / 2 * np.diff(x)) / (x[-1] - x[0]))

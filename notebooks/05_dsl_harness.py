@@ -32,7 +32,7 @@
 #
 # | | the paper | this notebook |
 # |---|---|---|
-# | agent | LLM agents (discussed, not run) | a **noisy policy**: the gold action with each decision wrong with probability ε (its success has a closed form), a tabular REINFORCE policy, and a **learned agent**: a 2-layer transformer (≈0.1 M parameters) trained on 300 request → program pairs, tested on 300 held-out requests; a smaller one trained by REINFORCE on 100 unlabelled requests with four kinds of credit |
+# | agent | LLM agents (discussed, not run) | a **noisy policy**: the gold action with each decision wrong with probability ε (its success has a closed form), a tabular REINFORCE policy, and a **learned agent**: a 2-layer transformer (≈0.1 M parameters) trained on 300 request → program pairs, tested on 300 held-out requests; a smaller one trained by RL (4 samples per request, a KL anchor to its warm start) on 100 unlabelled requests with sparse or per-token credit |
 # | domains | a lifecycle × domain analysis (SQL, planning, proofs, infrastructure, …) | SQLite queries (300 intents), Blocksworld with 5 blocks, learning to write one query |
 # | evidence | argument and targeted case studies | measured success rates, invalid actions reaching execution, retries, learning curves |
 # | hardware | none | 2 CPU cores, a few minutes |
@@ -46,7 +46,7 @@
 # we set, so those numbers measure the *interfaces* under our error model. Case 4 replaces the stand-in by a small
 # transformer trained on templated requests (our own), so its errors are a learner's, not ours; it is still far
 # smaller than an LLM and its requests are far more regular than a user's. Case 5's warm start (supervision on
-# 200 intents), its credit rules and its budget are our choices too (size and budget after a diagnosis).
+# 200 intents), its credit rules, its anchor and its budget are our choices too.
 # :::
 
 # %% tags=["hide-input"]
@@ -854,7 +854,6 @@ agent_intents = dsl.make_intents(  # one stream: the checkpoint's intents come f
 )
 a_train = agent_intents[: agent_cfg["n_train"]]
 a_test = agent_intents[agent_cfg["n_train"] :]  # case 4: every held-out request
-a_test5 = a_test[: agent_cfg["n_test"]]  # case 5: the checkpoint's own held-out set
 assert not {it.program for it in a_train} & {it.program for it in a_test}
 agent_seeds = agent_cfg["seeds"]
 agents, agent_loss = {}, {}
@@ -1139,670 +1138,249 @@ cov_table = pd.DataFrame(
 display(cov_table)
 
 # %% [markdown]
+# ### Case 1 again, with the learned agents' own errors
+#
+# Case 1's noisy agent erred at one hand-set rate on every token, SQL boilerplate included, and its free-SQL
+# retries rewrote the whole query. Here the error rates come from the trained agents: by teacher forcing on the
+# held-out requests we count, per token class, how often an agent's most likely next token is wrong after a
+# correct prefix (`token_error_profile`), and rerun case 1's episodes with those rates on the held-out requests:
+#
+# * **free SQL** with the SQL agent's profile, with **token-level repair** (when SQLite's message names a token,
+#   `near "X"`, `no such column: X`, only that token is redrawn, otherwise the query is written again) or by
+#   rewriting the whole query; the baseline is whichever of the two succeeds more often (mean over seeds);
+# * **DSL + verifier** with the DSL agent's profile and the verifier's structured repair;
+#
+# both with `retries` retries and no destructive statements (the learned agents never wrote one),
+# `samples_per_intent` episodes per held-out request and seed. This is still the noisy policy of case 1 (errors
+# independent across tokens), but its rates are the learners', not ours.
+
+# %%
+profiles = {(i, s): dsl.token_error_profile(agents[i, s], a_test, i)
+            for i in dsl.AGENT_INTERFACES for s in agent_seeds}
+rates = {k: {c: e / n for c, (e, n) in p.items()} for k, p in profiles.items()}
+mean_rate = {k: sum(e for e, _ in p.values()) / sum(n for _, n in p.values())
+             for k, p in profiles.items()}
+prof_tab = pd.DataFrame(rates).T.rename_axis(["agent", "seed"])
+prof_tab["all tokens"] = pd.Series(mean_rate)
+display(prof_tab.round(4).rename_axis("per-token error rate, teacher forcing", axis=1))
+
+prof_rows, prof_cache = [], {}
+for s in agent_seeds:
+    for iface, repair in (("sql", False), ("sql", True), ("dsl", False)):
+        rng = repro.rng(seed, 7, s, ("sql", "dsl").index(iface), int(repair))
+        eps_ = [dsl.agent_episode(agent_con, it, iface, rates[iface, s], rng,
+                                  retries=retries, cache=prof_cache, sql_repair=repair)
+                for it in a_test for _ in range(samples_per_intent)]
+        prof_rows.append(dict(
+            seed=s, arm={"dsl": "DSL + verifier"}.get(iface, "free SQL, " + (
+                "token repair" if repair else "rewrite")),
+            success_K0=np.mean([e.success_at == 0 for e in eps_]),
+            success_K=np.mean([e.success_at is not None for e in eps_]),
+            invalid_executed=np.mean([e.invalid_executed for e in eps_])))
+prof_res = pd.DataFrame(prof_rows).set_index(["arm", "seed"])
+display(prof_res.round(4))
+# the baseline is the better SQL repair (mean over seeds): the strongest one
+sql_best = max(("free SQL, token repair", "free SQL, rewrite"),
+               key=lambda a: prof_res.xs(a)["success_K"].mean())
+prof_sql = prof_res.xs(sql_best)["success_K"].to_numpy()
+prof_dsl = prof_res.xs("DSL + verifier")["success_K"].to_numpy()
+prof_gain = prof_dsl - prof_sql
+
+# %% [markdown]
 # ## Case 5: structured credit for a request-conditioned policy
 #
 # Case 3 learned one program at a time with a tabular policy. Here the learner is the case-4 architecture (a
 # smaller transformer, width 32), which reads the request and writes the program token by token, and the
 # question is the paper's third mechanism: does the verifier's *structured* error, which names the token where
-# a program went wrong, make reinforcement learning faster than a bare success signal?
+# a program went wrong, teach a policy more than a bare success signal?
 #
-# Setting (ours). A policy is first trained by supervision on only `n_sft` = 200 labelled intents (1000 steps),
-# enough to write the DSL's shape but not reliably: sampled at temperature 1 on new requests, many of its
-# programs are rejected by the verifier or wrong. It is then trained by REINFORCE on the **other 100 training
-# requests**, with no gold program, only the outcome (the executed rows equal the requested rows). Four
-# arms start from the same warm start, see the same requests in the same order, and have the same budget
-# (`rl_steps` steps of 32 sampled programs, Adam, learning rate 1e-3):
+# Setting (ours). A policy is first trained by supervision on `n_sft` = 200 labelled intents (1000 steps). It
+# is then trained by reinforcement on the **other 100 training requests** with no gold program, only the
+# outcome (the executed rows equal the requested rows). We measure what the practitioner cares about: its
+# **greedy success on 300 held-out requests**, every 25 steps along the run.
 #
-# * **sparse**: every token of a program gets the advantage `R − mean(R)` (R = 1 for a correct result);
-# * **prefix reward**: the same with `R + 0.5 × (valid prefix) / (length + 1)`, one number for the program (the <!-- paper -->
-#   verifier's feedback as a dense reward, as in case 3);
-# * **filter**: the sparse reward, but tokens are sampled only among verifier-valid continuations (constrained
-#   decoding during training);
-# * **per-token credit**: a verified program is scored as in sparse; in a rejected program **only the token at
-#   the verifier's error position** gets credit, `−1`; the valid prefix before it is not blamed and the tokens
-#   after it, which followed a broken prefix, get nothing.
+# An earlier version of this case trained without an anchor at a learning rate of 1e-3 and one sample per <!-- paper -->
+# request: every arm *lost* held-out success and forgot its supervised requests, so the comparison measured
+# drift, not credit (numbers below, from its diagnosis). The experiment is now set up as RL fine-tuning is
+# done in practice, fixed before any of its runs was read:
 #
-# The measured quantity is the number of steps until the sampled success rate (mean over the last 20 full
-# steps, 640 samples) reaches 50 %. The window must be full: with the warm start above, a run starts not far
-# below the level, and a mean over its first one or two batches (64 samples) can cross 50 % by chance, so
-# `steps_to_level` counts full windows only (as in case 3). A run that never gets
-# there within the budget is **censored**: we count it as the full budget and say so. The warm start and the
-# budget come from a diagnosis (below): a first build with 100 labelled intents and 300 steps censored every
-# run, so we measured why before changing anything. The weights (float16) and learning curves come from
-# `data/05_dsl_harness/make_credit.py` (30–40 minutes on one core); quick mode trains a tiny version live.
+# * **several samples per request with a per-request baseline** (RLOO): each step draws 8 requests and samples
+#   4 programs for each; sample `i` gets the advantage `A_i = R_i − mean(R_j, j ≠ i)` over its own request's
+#   other samples, so an easy request does not reward every program written for it;
+# * **a KL anchor to the warm start**: the loss adds `β · KL(π ‖ π_warm)` (β = 0.05, exact over the output <!-- paper -->
+#   vocabulary at every sampled position), and Adam runs at a learning rate of 1e-4, for 600 steps; <!-- paper -->
+# * two arms from the same warm start, with the same requests, samples and budget:
+#   **sparse** (every token of program `i` gets `A_i`) and **per-token credit**, which is *blame-conserving*:
+#   a program the verifier accepts is scored as in sparse; a rejected one keeps the same total blame
+#   `A_i × (tokens)`, all of it put on **the token the verifier names**, none on the valid prefix before it
+#   or on the tokens that followed a broken prefix. The two arms differ only in *where* a rejected program's
+#   blame lands.
 #
-# The per-token advantages, as the learner uses them (`token_advantages`):
+# The measured quantity is the **area under the held-out success curve** (trapezoid over the evaluations,
+# divided by the budget: the mean held-out success over the run), which needs no censoring. Its condition,
+# `no_drift`, is fixed in advance: at every evaluation, both arms still answer their supervised requests
+# correctly at least 90 % of the time. The numbers come from `data/05_dsl_harness/make_credit.py` (about
+# 6 minutes per seed on one core), which stores the curves and the per-request outcomes, not the weights;
+# quick mode trains a tiny version live. The advantages, as the learner uses them (`group_advantages`):
 
 # %%
-src = inspect.getsource(dsl.token_advantages)
-print(src[src.index("    n_tok = ") :])
+src = inspect.getsource(dsl.group_advantages)
+print(src[src.index("    G = R.reshape") :])
+
+# %% [markdown]
+# and the loss of one step (`group_reinforce`), with the anchor:
+
+# %%
+src = inspect.getsource(dsl.group_reinforce)
+print(src[src.index("        lo, hi = ") : src.index("        opt.zero_grad()")])
 
 # %%
 credit_cfg = dsl.checkpoint_config("credit")
 if quick:
-    credit_cfg.update(
-        seeds=[0],
-        n_sft=40,
-        sft_steps=60,
-        rl_steps=20,
-        rl_batch=8,
-        d_model=16,
-        n_layer=1,
-    )
-for k in ("db_seed", "intent_seed", "n_train", "n_test"):
+    credit_cfg.update(seeds=[0], n_sft=40, sft_steps=60, rl_steps=12, n_requests=4,
+                      k=2, eval_every=4, d_model=16, n_layer=1)
+for k in ("db_seed", "intent_seed", "n_train"):
     credit_cfg[k] = agent_cfg[k]  # the same requests as case 4
+credit_cfg["n_test"] = len(a_test)
 credit_sft = a_train[: credit_cfg["n_sft"]]
 credit_pool = a_train[credit_cfg["n_sft"] :]
-credit_seeds = credit_cfg["seeds"]
-credit_models, credit_curves = {}, {}
-
-
-def credit_policy():
-    return dsl.make_agent(
-        "dsl", credit_cfg["d_model"], credit_cfg["n_layer"], credit_cfg["n_head"]
-    )
-
-
-# %%
+credit_sets = {"heldout": a_test, "supervised": credit_sft, "rl": credit_pool}
+credit_arms = credit_cfg["arms"]
+credit_curves, credit_eval = {}, {}  # (arm, seed) -> curves / eval set -> outcomes
 if quick:  # tiny policies trained live: the pipeline runs, the numbers mean nothing
-    credit_cache: dict = {}
+    credit_seeds, credit_cache = credit_cfg["seeds"], {}
     for s in credit_seeds:
         with repro.seeded(s):
-            warm = credit_policy()
-            dsl.train_agent(
-                warm,
-                credit_sft,
-                "dsl",
-                credit_cfg["sft_steps"],
-                credit_cfg["sft_batch"],
-                credit_cfg["sft_lr"],
-                seed=s,
-            )
-        credit_models["warm", s] = warm
-        for arm in dsl.CREDIT_ARMS:
-            m = credit_policy()
+            warm = dsl.make_agent("dsl", credit_cfg["d_model"], credit_cfg["n_layer"],
+                                  credit_cfg["n_head"])
+            dsl.train_agent(warm, credit_sft, "dsl", credit_cfg["sft_steps"],
+                            credit_cfg["sft_batch"], credit_cfg["sft_lr"], seed=s)
+        for arm in credit_arms:
+            m = dsl.make_agent("dsl", credit_cfg["d_model"], credit_cfg["n_layer"],
+                               credit_cfg["n_head"])
             m.load_state_dict(warm.state_dict())
-            credit_curves[arm, s] = dsl.reinforce_agent(
-                m,
-                agent_con,
-                credit_pool,
-                arm,
-                credit_cfg["rl_steps"],
-                credit_cfg["rl_batch"],
-                credit_cfg["rl_lr"],
-                seed=s,
-                penalty=credit_cfg["penalty"],
-                cache=credit_cache,
-            )
-            credit_models[arm, s] = m
-
-# %%
-if not quick:  # the default run: the policies and curves of make_credit.py
+            cur = dsl.group_reinforce(
+                m, warm, agent_con, credit_pool, arm, credit_cfg["rl_steps"],
+                credit_cfg["n_requests"], credit_cfg["k"], credit_cfg["rl_lr"],
+                credit_cfg["beta"], seed=s, eval_sets=credit_sets,
+                eval_every=credit_cfg["eval_every"], cache=credit_cache)
+            credit_curves[arm, s] = {q: cur[q] for q in ("success", "valid", "kl")}
+            credit_eval[arm, s] = {n: cur[f"eval/{n}"] for n in credit_sets}
+            credit_steps = cur["eval_steps"]
+else:  # the default run: the measurements of make_credit.py
     credit_cfg = scripts.with_seeds(credit_cfg, scripts.model_seeds(seed))
     credit_seeds = credit_cfg["seeds"]
     ck5 = checkpoints.load("05_dsl_harness", "credit", config=credit_cfg)
-    hist5 = ck5.manifest["history"]
-    for s in credit_seeds:
-        for arm in ("warm", *dsl.CREDIT_ARMS):
-            m = credit_policy()
-            pre = f"{arm}/{s}."
-            m.load_state_dict(
-                {
-                    k[len(pre) :]: v.float()
-                    for k, v in ck5.tensors.items()
-                    if k.startswith(pre)
-                }
-            )
-            m.eval()
-            credit_models[arm, s] = m
-            if arm != "warm":
-                # a manifest keeps at most 500 points per curve: a point is the mean
-                # of the steps since the previous one, so spread it back over them
-                credit_curves[arm, s] = {
-                    q: np.repeat(
-                        hist5[f"{q}/{arm}/{s}"]["value"],
-                        np.diff([0, *hist5[f"{q}/{arm}/{s}"]["step"]]),
-                    )
-                    for q in ("success", "valid")
-                }
+    credit_steps = np.array(ck5.manifest["extra"]["eval_steps"])
+    for arm in credit_arms:
+        for s in credit_seeds:
+            credit_curves[arm, s] = {q: ck5.tensors[f"curve/{q}/{arm}/{s}"].numpy()
+                                     for q in ("success", "valid", "kl")}
+            credit_eval[arm, s] = {n: ck5.tensors[f"eval/{n}/{arm}/{s}"].numpy() > 0
+                                   for n in credit_sets}
+
+# %% [markdown]
+# Per seed: held-out greedy success at the start (the warm start, shared by both arms) and at the end, the
+# area under the held-out curve, the lowest supervised-request success along the run (the `no_drift`
+# condition), the sampled success and valid rate over the last 50 steps, and the KL to the warm start there:
 
 # %%
-credit_budget = credit_cfg["rl_steps"]
+def credit_row(arm, s):
+    ev, cu = credit_eval[arm, s], credit_curves[arm, s]
+    ho = ev["heldout"].mean(1)
+    return {"held-out, start": ho[0], "held-out, end": ho[-1],
+            "held-out AUC": dsl.curve_auc(credit_steps, ho),
+            "RL requests, end": ev["rl"].mean(1)[-1],
+            "supervised, lowest": ev["supervised"].mean(1).min(),
+            "sampled success, last 50": cu["success"][-50:].mean(),
+            "sampled valid, last 50": cu["valid"][-50:].mean(),
+            "KL to warm start, last 50": cu["kl"][-50:].mean()}
 
 
-def full_reach(curve, level=0.5, window=20):
-    """First step whose mean over the last `window` steps reaches `level` (full
-    windows only; None: never)."""
-    return dsl.steps_to_level(curve, level, window)
-
-
-credit_reach = {
-    arm: [full_reach(credit_curves[arm, s]["success"]) for s in credit_seeds]
-    for arm in dsl.CREDIT_ARMS
-}
-display(
-    pd.DataFrame(
-        {
-            arm: ["censored" if r is None else r for r in credit_reach[arm]]
-            for arm in dsl.CREDIT_ARMS
-        },
-        index=pd.Index(credit_seeds, name="seed"),
-    ).T.rename_axis(f"steps to 50 % success (budget {credit_budget})")
-)
+credit_tab = pd.DataFrame({(arm, s): credit_row(arm, s) for arm in credit_arms
+                           for s in credit_seeds}).T.rename_axis(["arm", "seed"])
+credit_auc = {arm: np.array([credit_tab.loc[(arm, s), "held-out AUC"]
+                             for s in credit_seeds]) for arm in credit_arms}
+auc_gain = credit_auc["token_credit"] - credit_auc["sparse"]
+display(credit_tab.round(3))
 
 # %%
-fig, ax = plt.subplots(1, 2, figsize=(11, 3.4), layout="constrained")
-w5 = min(20, credit_budget)
-for c, arm in zip(plotting.PALETTE, dsl.CREDIT_ARMS):
+fig, ax = plt.subplots(1, 3, figsize=(13, 3.4), layout="constrained")
+w5 = min(25, credit_cfg["rl_steps"])
+for c, arm in zip(plotting.PALETTE, credit_arms):
     for j, s in enumerate(credit_seeds):
-        for a_, q in zip(ax, ("success", "valid")):
-            y = np.convolve(credit_curves[arm, s][q], np.ones(w5) / w5, mode="valid")
-            a_.plot(
-                np.arange(w5, credit_budget + 1),
-                y,
-                color=c,
-                lw=1,
-                alpha=0.8,
-                label=arm.replace("_", " ") if j == 0 else None,
-            )
-ax[0].axhline(0.5, color="grey", lw=0.8)
-ax[0].set(
-    xlabel="REINFORCE step",
-    ylabel="sampled success (running mean)",
-    title="correct result",
-)
-ax[1].set(
-    xlabel="REINFORCE step",
-    ylabel="sampled valid rate (running mean)",
-    title="program verifies",
-)
+        lab = arm.replace("_", "-") if j == 0 else None
+        ax[0].plot(credit_steps, credit_eval[arm, s]["heldout"].mean(1), color=c,
+                   marker="o", ms=2, lw=1, label=lab)
+        sup = credit_eval[arm, s]["supervised"].mean(1)
+        ax[1].plot(credit_steps, sup, color=c, lw=1)
+        y = np.convolve(credit_curves[arm, s]["success"], np.ones(w5) / w5, "valid")
+        ax[2].plot(np.arange(w5, len(y) + w5), y, color=c, lw=1)
+ax[1].axhline(0.9, color="grey", lw=0.8, ls=":")
+ax[0].set(xlabel="RL step", ylabel="greedy success", title="held-out requests")
+ax[1].set(xlabel="RL step", title="supervised requests (no_drift: ≥ 0.9)")
+ax[2].set(xlabel="RL step", ylabel="sampled success (running mean)",
+          title="RL requests, sampled")
 ax[0].legend()
 plt.show()
 
-# %% [markdown]
-# Held-out success of the trained policies (greedy, free decoding, no repair) on the checkpoint's own held-out
-# requests (the first of case 4's), next to the warm start they all began from:
-
-# %%
-credit_answers = {
-    (arm, s): [
-        dsl.agent_answer(credit_models[arm, s], agent_con, it, "dsl") for it in a_test5
-    ]
-    for arm in ("warm", *dsl.CREDIT_ARMS)
-    for s in credit_seeds
-}
-credit_test = {
-    arm: [np.mean([r.success for r in credit_answers[arm, s]]) for s in credit_seeds]
-    for arm in ("warm", *dsl.CREDIT_ARMS)
-}
-credit_final = {
-    arm: [credit_curves[arm, s]["success"][-w5:].mean() for s in credit_seeds]
-    for arm in dsl.CREDIT_ARMS
-}
-credit_valid = {
-    arm: [credit_curves[arm, s]["valid"][-w5:].mean() for s in credit_seeds]
-    for arm in dsl.CREDIT_ARMS
-}
-display(
-    pd.DataFrame(
-        {
-            "sampled success, last 20 steps": {
-                a: np.mean(v) for a, v in credit_final.items()
-            },
-            "sampled valid, last 20 steps": {
-                a: np.mean(v) for a, v in credit_valid.items()
-            },
-            "held-out success (greedy)": {
-                a: np.mean(v) for a, v in credit_test.items()
-            },
-        }
-    ).round(3)
-)
-
 # %% tags=["remove-input"]
-# Diagnosis: of the failed samples of the last 20 steps, the share that verified (valid
-# but wrong), which no error position can point at.
-fail_valid = {
-    a: np.mean(
-        [(v - f) / max(1 - f, 1e-9) for v, f in zip(credit_valid[a], credit_final[a])]
-    )
-    for a in dsl.CREDIT_ARMS
-}
-n_cens = {a: sum(r is None for r in credit_reach[a]) for a in dsl.CREDIT_ARMS}
-tc, sp = "token_credit", "sparse"
-display(
-    Markdown(
-        "**Reading the curves.** Runs that never reached 50 % within the "
-        f"{credit_budget} steps: "
-        + ", ".join(
-            f"{a.replace('_', ' ')} {n_cens[a]}/{len(credit_seeds)}"
-            for a in dsl.CREDIT_ARMS
-        )
-        + ". Over the last 20 steps the share of failed samples that *verified* "
-        "(valid but wrong, where the verifier names no position) is "
-        + ", ".join(
-            f"{a.replace('_', ' ')} {fail_valid[a]:.0%}" for a in dsl.CREDIT_ARMS
-        )
-        + ". "
-        + (
-            "Per-token credit raises the valid rate faster than the sparse reward "
-            f"({np.mean(credit_valid[tc]):.2f} vs {np.mean(credit_valid[sp]):.2f}) "
-            "but not the success rate "
-            f"({np.mean(credit_final[tc]):.2f} vs {np.mean(credit_final[sp]):.2f}): "
-            "once programs verify, what is left is choosing the right columns and "
-            "values, and the error position says nothing about that."
-            if np.mean(credit_valid[tc]) > np.mean(credit_valid[sp])
-            and np.mean(credit_final[tc]) <= np.mean(credit_final[sp])
-            else "Per-token credit ends at a success rate of "
-            f"{np.mean(credit_final[tc]):.2f} and a valid rate of "
-            f"{np.mean(credit_valid[tc]):.2f}, the sparse reward at "
-            f"{np.mean(credit_final[sp]):.2f} and {np.mean(credit_valid[sp]):.2f}."
-        )
-        + " Valid rate, first → last 100 steps, per seed: "
-        + "; ".join(
-            f"{a.replace('_', ' ')} "
-            + ", ".join(
-                f"{credit_curves[a, q]['valid'][:100].mean():.2f} → "
-                f"{credit_curves[a, q]['valid'][-100:].mean():.2f}"
-                for q in credit_seeds
-            )
-            for a in (sp, tc)
-        )
-        + ". The rule's arithmetic explains a slow valid rate: in a rejected program "
-        "per-token credit puts −1 on one token, where the sparse reward puts "
-        "−mean(R) on every token (about −mean(R) × length in all), while a valid but "
-        "wrong program is still pushed down on every token in both; relative to the "
-        "sparse reward it blames invalid programs less than valid wrong ones."
-    )
-)
+# Paired over held-out requests: per seed, the per-request mean over the run's
+# evaluations (AUC per request), token credit minus sparse, with a 95 % interval.
+kl_end = credit_tab["KL to warm start, last 50"].groupby(level="arm").mean()
+per_req = {s: (credit_eval["token_credit", s]["heldout"].mean(0)
+               - credit_eval["sparse", s]["heldout"].mean(0)) for s in credit_seeds}
+pr_ci = {s: 1.96 * v.std(ddof=1) / np.sqrt(len(v)) for s, v in per_req.items()}
+moved = {arm: np.mean([credit_eval[arm, s]["heldout"].mean(1)[-1]
+                       - credit_eval[arm, s]["heldout"].mean(1)[0]
+                       for s in credit_seeds]) for arm in credit_arms}
+def share_valid_failed(cu):
+    v, f = cu["valid"][-50:].mean(), cu["success"][-50:].mean()
+    return (v - f) / max(1e-9, 1 - f)
 
-# %%
-rec.check(
-    "credit_filter_samples_valid",
-    float(min(credit_curves["filter", s]["valid"].min() for s in credit_seeds)),
-    1.0,
-    note="the filter arm's sampled valid rate at every step (constrained sampling)",
-)
+
+fail_valid = {arm: np.mean([share_valid_failed(credit_curves[arm, s])
+                            for s in credit_seeds]) for arm in credit_arms}
+display(Markdown(
+    "**Reading.** Held-out greedy success moves by "
+    + ", ".join(f"{moved[a]:+.3f} ({a.replace('_', '-')})" for a in credit_arms)
+    + " from the warm start to the end of the run (mean over seeds); the KL to the "
+    "warm start over the last 50 steps is "
+    + ", ".join(f"{kl_end[a]:.2f} ({a.replace('_', '-')})" for a in credit_arms)
+    + " nats per program. Area under the held-out curve, "
+    "per-token minus sparse, per seed: "
+    + ", ".join(f"{g:+.4f}" for g in auc_gain)
+    + "; paired over the held-out requests, the per-seed 95 % intervals are "
+    + ", ".join(f"{per_req[s].mean():+.4f} ± {pr_ci[s]:.4f}" for s in credit_seeds)
+    + ". Of the failed samples of the last 50 steps, "
+    + ", ".join(f"{fail_valid[a]:.0%} ({a.replace('_', '-')})" for a in credit_arms)
+    + " verify (valid but wrong): in those the verifier names no token, and the "
+    "two arms give the same advantages; per-token credit can only act on the rest."))
 
 # %% [markdown]
-# ### Diagnosis: censored runs, and why RL lowers held-out success
+# ### The earlier, unanchored version (why the setting changed)
 #
-# The first build of this checkpoint (100 labelled intents, 300 steps) censored every run, and every arm
-# ended *below* its warm start's held-out greedy success. Before changing anything we measured why, with
-# `data/05_dsl_harness/sweep_credit.py`, whose grid was fixed before any of its outcomes were seen (it writes
-# `credit_sweep.json`: numbers and curves, no weights; about 20 CPU minutes):
-#
-# * **A, the checkpoint's policies**, no training: greedy success on the supervised intents, on the RL requests
-#   and on the held-out requests (free and constrained decoding), the bits a policy needs to write the gold
-#   program of a held-out request, and its per-token entropy there; for the first build and the current one;
-# * **B, a small sweep** (seed 0, 600 steps, the rest as the first build): the warm start's strength (100
-#   or 200 labelled intents; the RL requests are the rest of the 300), the invalid-program penalty of
-#   per-token credit (1 or 0.25), and a **gold-departure oracle**: a failed sample gets `−1` at the *first <!-- paper -->
-#   token where it leaves the gold program*, valid or not, and nothing elsewhere. No learner has the gold
-#   program; the oracle is an upper bound on what credit at one position can give, so if it does not reach
-#   50 % no error position will. Every run also counts
-#   the rewarded samples that are **not** the gold program (a correct result reached by another program).
-#
-# Next to them, from the held-out decodes above: how many different programs a policy writes for the 60
-# different requests, and how many of its correct answers are the gold program.
-
-# %%
-sweep_path = checkpoints.fetch("05_dsl_harness", "credit_sweep.json")
-sweep = json.loads(sweep_path.read_text())
-A_COLS = [
-    "greedy: supervised intents",
-    "greedy: RL requests",
-    "greedy: held-out",
-    "greedy: held-out, constrained",
-    "gold bits: held-out",
-    "gold bits: RL requests",
-    "entropy (nats/token)",
-]
-
-
-def build_table(evals):
-    t = pd.DataFrame(
-        {
-            arm: pd.DataFrame([evals[f"{arm}/{q}"] for q in (0, 1, 2)]).mean()
-            for arm in ("warm", *dsl.CREDIT_ARMS)
-        }
-    ).T
-    t.columns = A_COLS
-    return t
-
-
-def build_name(c):
-    return f"{c['n_sft']} labelled intents, {c['rl_steps']} steps"
-
-
-builds = {}
-if "checkpoint_first" in sweep:
-    builds[build_name(sweep["checkpoint_first_config"])] = build_table(
-        sweep["checkpoint_first"]
-    )
-cur_cfg = sweep.get("checkpoint_config", {"n_sft": 100, "rl_steps": 300})
-sw_a = builds[build_name(cur_cfg)] = build_table(sweep["checkpoint"])
-
-# %%
-collapse = pd.DataFrame(
-    {
-        "distinct held-out programs (of 60)": {
-            a: np.mean(
-                [
-                    len({" ".join(r.output) for r in credit_answers[a, q]})
-                    for q in credit_seeds
-                ]
-            )
-            for a in ("warm", *dsl.CREDIT_ARMS)
-        },
-        "correct answers that are the gold program": {
-            a: np.sum(
-                [
-                    r.success and tuple(r.output) == it.program
-                    for q in credit_seeds
-                    for r, it in zip(credit_answers[a, q], a_test5)
-                ]
-            )
-            / max(1, sum(r.success for q in credit_seeds for r in credit_answers[a, q]))
-            for a in ("warm", *dsl.CREDIT_ARMS)
-        },
-    }
-)
-display(
-    pd.concat(builds, names=["build", "policy"])
-    .round(3)
-    .T.rename_axis("A: checkpoint policies, mean of seeds 0–2")
-)
-display(collapse.round(3).rename_axis("held-out decodes above").T)
-
-# %%
-# Hack or equivalent program? A correct held-out answer that is not the gold program
-# is run, with the gold SQL, on two more databases (seeds +1, +2: a small test suite).
-# A program that only matches by accident fails there; an equivalent one does not.
-suite_dbs = [dsl.make_database(agent_cfg["db_seed"] + k) for k in (1, 2)]
-suite_gold = [[dsl.execute(db, it.sql)[1] for db in suite_dbs] for it in a_test5]
-
-
-def passes_suite(out, gold_rows):
-    sql = dsl.compile_sql(out)
-    return all(
-        dsl.results_equal(dsl.execute(db, sql)[1], g)
-        for db, g in zip(suite_dbs, gold_rows)
-    )
-
-
-suite = {}
-for a in ("warm", *dsl.CREDIT_ARMS):
-    alt = [
-        passes_suite(r.output, g)
-        for q in credit_seeds
-        for r, it, g in zip(credit_answers[a, q], a_test5, suite_gold)
-        if r.success and tuple(r.output) != it.program
-    ]
-    suite[a] = (len(alt), sum(alt))
-n_alt = sum(v[0] for k, v in suite.items() if k != "warm")
-n_alt_ok = sum(v[1] for k, v in suite.items() if k != "warm")
-
-# %%
-# The same test on what the policies write while training: two programs per RL request
-# sampled at temperature 1 (the filter arm among valid continuations, as it trained).
-pool_gold = [[dsl.execute(db, it.sql)[1] for db in suite_dbs] for it in credit_pool]
-samp = {}  # arm: (rewarded, rewarded but not gold, of those passing the suite)
-for a in ("warm", *dsl.CREDIT_ARMS):
-    n_r = n_ng = n_ok = 0
-    for q in credit_seeds:
-        outs = dsl.sample_programs(
-            credit_models[a, q], credit_pool * 2, seed=q, constrained=a == "filter"
-        )
-        for o, it, g in zip(outs, credit_pool * 2, pool_gold * 2):
-            if not dsl.verify(o).ok:
-                continue
-            rows = dsl.execute(agent_con, dsl.compile_sql(o))[1]
-            if dsl.results_equal(rows, it.result):
-                n_r += 1
-                if tuple(o) != it.program:
-                    n_ng += 1
-                    n_ok += passes_suite(o, g)
-    samp[a] = (n_r, n_ng, n_ok)
-s_r, s_ng, s_ok = (sum(samp[a][i] for a in dsl.CREDIT_ARMS) for i in range(3))
-display(
-    pd.DataFrame(
-        {
-            "correct non-gold held-out answers (greedy)": {
-                a: suite[a][0] for a in suite
-            },
-            "… that pass the 2-database suite": {a: suite[a][1] for a in suite},
-            "rewarded RL-request samples": {a: samp[a][0] for a in samp},
-            "… not the gold program": {a: samp[a][1] for a in samp},
-            "… of those passing the suite": {a: samp[a][2] for a in samp},
-        }
-    ).T.rename_axis("test suite, all seeds")
-)
-
-# %%
-# What the RL policies get wrong that the warm start got right: the first gold token
-# they depart from, by kind (miss_kind of case 4).
-lost = pd.DataFrame(
-    [
-        dict(arm=a, kind=miss_kind(r.output, list(it.program), "dsl"))
-        for a in dsl.CREDIT_ARMS
-        for q in credit_seeds
-        for w, r, it in zip(credit_answers["warm", q], credit_answers[a, q], a_test5)
-        if w.success and not r.success
-    ],
-    columns=["arm", "kind"],
-)
-lost_table = (
-    pd.crosstab(lost.arm, lost.kind) / len(credit_seeds)
-    if len(lost)
-    else pd.DataFrame()
-)
-display(
-    Markdown(
-        "Held-out requests the warm start answered and the RL policy no longer does, "
-        "per seed, by the first gold token the policy departs from:"
-    )
-)
-display(lost_table.round(1))
-understand = ("column", "text value", "number", "function", "operator", "table")
-lost_understand = float(lost.kind.isin(understand).mean()) if len(lost) else 0.0
-# How often a request-independent program is right: the RL requests' most common result.
-pool_res = pd.Series([repr(it.result) for it in credit_pool]).value_counts()
-top_res_share = pool_res.iloc[0] / len(credit_pool)
-shared_res = pool_res[pool_res > 1].sum() / len(credit_pool)
-
-# %%
-sw_rows = {}
-for ws, arm, pen in sweep["grid"]:
-    runs = [sweep["runs"].get(f"{ws}/{arm}/{pen:g}/{q}") for q in sweep["seeds"]]
-    runs = [r for r in runs if r is not None]
-    if not runs:
-        continue
-    sw_rows[ws, arm, pen] = {
-        "seeds": len(runs),
-        "reach 50 % by 300": sum(
-            full_reach(r["success"][:300]) is not None for r in runs
-        ),
-        "reach 50 % by 600": sum(full_reach(r["success"]) is not None for r in runs),
-        "steps to 50 %": ", ".join(
-            "censored"
-            if full_reach(r["success"]) is None
-            else str(full_reach(r["success"]))
-            for r in runs
-        ),
-        "best running-mean success": np.mean(
-            [np.convolve(r["success"], np.ones(20) / 20, "valid").max() for r in runs]
-        ),
-        "sampled success, last 20": np.mean(
-            [np.mean(r["success"][-20:]) for r in runs]
-        ),
-        "rewarded samples not gold": np.mean(
-            [r["spurious"] / r["rewarded"] for r in runs]
-        ),
-        "greedy: held-out": np.mean([r["greedy_test"] for r in runs]),
-        "greedy: supervised": np.mean([r["greedy_sft"] for r in runs]),
-        "warm start greedy: held-out": np.mean(
-            [sweep["runs"][f"{ws}/warm/{q}"]["greedy_test"] for q in sweep["seeds"]]
-        ),
-    }
-sw_b = pd.DataFrame(sw_rows).T.rename_axis(["warm start", "arm", "penalty"])
-display(sw_b.round(3))
-
-# %%
-fig, ax = plt.subplots(1, 2, figsize=(11, 3.4), layout="constrained", sharey=True)
-for a_, ws in zip(ax, ("w100", "w200")):
-    for c, (arm, pen) in zip(
-        plotting.PALETTE,
-        [
-            ("sparse", 1.0),
-            ("token_credit", 1.0),
-            ("token_credit", 0.25),
-            ("oracle", 1.0),
-        ],
-    ):
-        for j, q in enumerate(sweep["seeds"]):
-            r = sweep["runs"].get(f"{ws}/{arm}/{pen:g}/{q}")
-            if r is None:
-                continue
-            y = np.convolve(r["success"], np.ones(20) / 20, "valid")
-            a_.plot(
-                np.arange(20, len(r["success"]) + 1),
-                y,
-                color=c,
-                lw=1,
-                label=f"{arm.replace('_', ' ')} (penalty {pen:g})" if j == 0 else None,
-            )
-    a_.axhline(0.5, color="grey", lw=0.8)
-    a_.axvline(300, color="grey", lw=0.8, ls=":")
-    a_.set(
-        xlabel="REINFORCE step",
-        title=f"warm start on {ws[1:]} labelled intents",
-    )
-ax[0].set_ylabel("sampled success (running mean)")
-ax[0].legend(fontsize=8)
-plt.show()
+# The diagnosis of the earlier version (`credit_sweep.json`, from a script that has since been replaced; it
+# evaluated that version's policies, trained by REINFORCE with one sample per request, lr 1e-3 and no anchor,
+# on 60 held-out requests):
 
 # %% tags=["remove-input"]
-rl_arms = list(dsl.CREDIT_ARMS)
-cens_now = {a: [r is None for r in credit_reach[a]] for a in rl_arms}
-spur = sw_b["rewarded samples not gold"]
-a_rl, a_w = sw_a.loc[rl_arms], sw_a.loc["warm"]
-n_prog = collapse["distinct held-out programs (of 60)"]
-g_share = collapse["correct answers that are the gold program"]
-
-
-def sweep_line(ws):
-    t = sw_b.xs(ws, level="warm start")
-    return "; ".join(
-        f"{arm.replace('_', ' ')}{'' if pen == 1 else f' (penalty {pen:g})'} "
-        f"{r['steps to 50 %']} (best {r['best running-mean success']:.2f})"
-        for (arm, pen), r in t.iterrows()
-    )
-
-
-orc = (
-    sw_b.xs("oracle", level="arm")
-    if "oracle" in sw_b.index.get_level_values(1)
-    else None
-)
-orc100 = None if orc is None or "w100" not in orc.index else orc.loc["w100"]
-txt = (
-    "**Diagnosis.** *Censoring.* Steps to 50 % in the sweep (seed "
-    + ", ".join(map(str, sweep["seeds"]))
-    + f", {sweep['steps']} steps; best running mean in brackets). Warm start on 100 "
-    f"intents: {sweep_line('w100')}. On 200 intents: "
-    + (sweep_line("w200") if "w200" in sw_b.index.get_level_values(0) else "not run")
-    + ". "
-)
-if orc100 is not None and (orc100["reach 50 % by 600"] == 0).all():
-    txt += (
-        "With the first build's warm start even credit at the exact token where a "
-        "sample leaves the gold program stays below the level in twice the budget, so "
-        "no *error position* could reach it there: the censoring was a property of the "
-        "setting, not of the credit rule or a few missing steps. "
-    )
-txt += (
-    "The verifier's position is a much weaker signal than the oracle's because most "
-    "failures verify (valid but wrong), and it names no token in them.\n\n"
-    "*Why RL lowers held-out success* (table A, current build). (i) Greedy success on "
-    f"the RL requests goes from {a_w['greedy: RL requests']:.2f} to "
-    f"{a_rl['greedy: RL requests'].min():.2f}–{a_rl['greedy: RL requests'].max():.2f}, "
-    f"on held-out requests from {a_w['greedy: held-out']:.2f} to "
-    f"{a_rl['greedy: held-out'].min():.2f}–{a_rl['greedy: held-out'].max():.2f}, and "
-    "the gold program's bits rise on both (RL requests "
-    f"{a_w['gold bits: RL requests']:.0f} → {a_rl['gold bits: RL requests'].min():.0f}–"
-    f"{a_rl['gold bits: RL requests'].max():.0f}, held-out "
-    f"{a_w['gold bits: held-out']:.0f} → {a_rl['gold bits: held-out'].min():.0f}–"
-    f"{a_rl['gold bits: held-out'].max():.0f}): "
-    + (
-        "the policy does not learn its own training requests' programs either, so "
-        "this is not overfitting to them. "
-        if a_rl["greedy: RL requests"].max() <= a_w["greedy: RL requests"] + 0.05
-        else "part of the held-out loss is overfitting to the RL requests. "
-    )
-    + "(ii) Per-token entropy goes from "
-    f"{a_w['entropy (nats/token)']:.2f} to {a_rl['entropy (nats/token)'].min():.2f}–"
-    f"{a_rl['entropy (nats/token)'].max():.2f} nats"
-    + (
-        ": no entropy collapse. "
-        if a_rl["entropy (nats/token)"].min() >= 0.5 * a_w["entropy (nats/token)"]
-        else ": the policies sharpen, which greedy decoding does not need. "
-    )
-    + "(iii) *Loose check or hacked check?* "
-    f"{spur.min():.0%}–{spur.max():.0%} of the rewarded samples in the sweep are not "
-    f"the gold program, and only {g_share[rl_arms].min():.0%}–"
-    f"{g_share[rl_arms].max():.0%} of the trained policies' correct held-out answers "
-    f"are the gold program (warm start {g_share['warm']:.0%}). But run on two more "
-    f"databases with the gold SQL, {n_alt_ok} of the {n_alt} correct non-gold answers "
-    "of the RL policies give the gold rows there too"
-    + (
-        ": they are *equivalent* programs (e.g. an `order` the multiset comparison "
-        "ignores, a `limit` above the row count, an order or limit on a one-row "
-        "aggregate), not request-independent ones"
-        if n_alt_ok + s_ok >= 0.9 * (n_alt + s_ng)
-        else ": part of them match the gold rows by accident on this database"
-    )
-    + f". Sampled on the RL requests as in training, {s_ng} of the {s_r} rewarded "
-    f"samples of the RL policies are not the gold program and {s_ok} of those pass "
-    f"the suite too; a single result answers {top_res_share:.0%} of the RL requests. "
-    "Of the held-out "
-    "requests the RL policies lose against the warm start, "
-    f"{lost_understand:.0%} depart from the gold program first at a table, function, "
-    "column, operator or value, i.e. the policy reads the request less "
-    f"(table above); they write {n_prog[rl_arms].min():.0f}–"
-    f"{n_prog[rl_arms].max():.0f} different programs for 60 requests (warm start "
-    f"{n_prog['warm']:.0f}), and what the supervision taught is overwritten (greedy "
-    "success on the supervised intents "
-    f"{a_w['greedy: supervised intents']:.2f} → "
-    f"{a_rl['greedy: supervised intents'].min():.2f}–"
-    f"{a_rl['greedy: supervised intents'].max():.2f}). "
-    + (
-        "So the loss is drift of an unanchored policy (no KL term, no supervised "
-        "replay) trained on 100 requests, not exploitation of a hole in the check; "
-        "the gold program's bits overstate it, since equivalent programs share its "
-        "probability. "
-        if n_alt_ok + s_ok >= 0.9 * (n_alt + s_ng)
-        else "Both drift and accidental matches contribute. "
-    )
-    + "In the sweep the oracle, whose credit points at the gold program, drifts "
-    "least. The "
-    "filter arm's free greedy decoding suffers most because it was trained only on "
-    "the masked distribution; constrained decoding gives it "
-    f"{sw_a.loc['filter', 'greedy: held-out, constrained']:.2f}.\n\n"
-    "*Decision.* We rebuilt the checkpoint in the sweep's setting where the **sparse "
-    "baseline** reaches 50 % within the budget (200 labelled intents, 600 steps), "
-    "chosen from the sparse run alone, before the other runs of that setting were "
-    f"read; the checkpoint now uses {credit_cfg['n_sft']} intents and "
-    f"{credit_cfg['rl_steps']} steps. With three seeds it still censors "
-    f"{sum(map(sum, cens_now.values()))} of {len(credit_seeds) * len(cens_now)} runs "
-    f"(sparse {sum(cens_now['sparse'])}/{len(credit_seeds)}, per-token credit "
-    f"{sum(cens_now['token_credit'])}/{len(credit_seeds)}), so the sweep's single seed "
-    "was "
-    + ("not " if sum(cens_now["sparse"]) > 0 else "")
-    + "representative of the sparse baseline. A KL anchor to the supervised policy "
-    "(or supervised replay), and an order-sensitive outcome check, were not tested."
-)
-display(Markdown(txt))
+old_path = checkpoints.fetch("05_dsl_harness", "credit_sweep.json")
+old_sweep = json.loads(old_path.read_text())
+old_t = pd.DataFrame([dict(policy=k.split("/")[0], seed=k.split("/")[1], **v)
+                      for k, v in old_sweep["checkpoint"].items()])
+old_t = old_t.groupby("policy")[["greedy_sft", "greedy_test"]].mean()
+old_rl = old_t.drop("warm")
+display(Markdown(
+    f"Warm start: held-out greedy success {old_t.loc['warm', 'greedy_test']:.2f}, "
+    f"supervised {old_t.loc['warm', 'greedy_sft']:.2f}; after RL, across its four "
+    f"arms, held-out {old_rl.greedy_test.min():.2f}–"
+    f"{old_rl.greedy_test.max():.2f} and supervised {old_rl.greedy_sft.min():.2f}–"
+    f"{old_rl.greedy_sft.max():.2f} (mean over three seeds). "
+    + ("Every arm lost held-out success and forgot its supervised requests: it "
+       "drifted away from reading the request, which the anchor, the smaller step and "
+       "the `no_drift` condition now guard against."
+       if (old_rl.max() < old_t.loc["warm"]).all() else "")))
 
 
 # %% [markdown]
@@ -1891,17 +1469,22 @@ display(lifecycle)
 #
 # Two former claims are now **checks**, because they hold by construction: `action_space_compression` (any
 # string over the SQL vocabulary vs verified DSL programs) and `invalid_actions_pruned` (the DSL path executes
-# only verified programs). Claims from the hand-set error model (cases 1 and 3):
+# only verified programs). Case 1 at the learned agents' error rates:
 #
-# * `success_gain_dsl`: DSL + verifier minus free-SQL task success at ε = 0.1 with `retries` retries. It follows <!-- paper -->
-#   largely from our error model (every SQL token, boilerplate included, errs at the same rate), which is why
-#   case 4 tests the same comparison with a learned agent;
-# * `learning_signal_gain`: REINFORCE steps to a 50 % success rate, sparse ÷ verifier feedback, median over the
-#   learned programs; a run that never reaches the level counts as the full budget, so the ratio is then a lower
-#   bound. The issue names the verifier's feedback "as reward/filters"; the claim's number is the **filter** arm,
-#   and the note gives the dense-reward arm, which behaves differently (see case 3);
-# * `filter_reaches_level`: the share of learned programs whose filter arm reaches the level at all (a ratio of
-#   a censored count is not a speedup, so both must hold).
+# * `success_gain_dsl`: DSL + verifier minus free SQL with its better repair, task success with `retries`
+#   retries, with each interface's per-token error rates measured on the case-4 agent of the same seed (one
+#   value per seed). The hand-set sweep's gain at one ε (every token errs at the same rate, SQL retries rewrite
+#   the query) is in its note, as an illustration of the error model only.
+#
+# From case 3:
+#
+# * `filter_reaches_level`: the share of learned programs whose filter arm reaches the level at all within the
+#   budget.
+#
+# `learning_signal_gain` (REINFORCE steps to a 50 % success rate, sparse ÷ verifier filter, median over the
+# learned programs; a censored run counts as the full budget) is now a **check** that the filter is never
+# slower: it is close to true by construction, since the sparse arm cannot move before it samples a success,
+# which it rarely does in case 3's action space.
 #
 # Claims from the learned agent (case 4; three seeds each, on the held-out intents):
 #
@@ -1914,12 +1497,10 @@ display(lifecycle)
 #   after the fact (reject, ban the named token, decode again); the no-repair gap is in the note;
 # * `coverage_matters`: success drop of the full DSL harness when its type checks are switched off;
 # * `bits_per_intent_ratio`: bits the trained model needs for the gold SQL ÷ for the gold DSL program;
-# * `structured_credit_speedup`: case 5, steps to 50 % sampled success of a sparse reward ÷ of per-token credit
-#   from the verifier's error position, per seed (censored runs count as the full budget; the note says which).
-#   Where runs are censored, or the policies drift away from reading the request (RL without an anchor; the
-#   `no_drift_*` conditions below), the number says little about per-token credit itself; the diagnosis above
-#   shows why (with the first build's warm start even a gold-departure oracle stays below 50 %; most failures
-#   verify, so the error position names nothing in them).
+# * `structured_credit_auc_gain`: case 5, area under the held-out greedy success curve of RL with
+#   blame-conserving per-token credit from the verifier's error position minus that of the sparse reward (same
+#   warm start, per-request baseline, KL anchor, requests and samples), per seed; the note gives the paired
+#   per-request intervals.
 
 # %% [markdown]
 # ### Conditions
@@ -1927,18 +1508,18 @@ display(lifecycle)
 # Each claim about a sampled or learned agent names the conditions that put it in the regime it speaks of, fixed
 # before its numbers are read; a claim whose conditions fail at every seed is *inconclusive*, not "not held":
 #
-# * case 1 (`baseline_room`): the free-SQL baseline does not already succeed always at the reference error rate,
-#   so a gain is possible;
+# * case 1 (`baseline_room`): at the SQL agent's measured error rates, free SQL with its better repair does not
+#   already succeed always, so a gain is possible;
 # * case 3 (`task_needs_learning`, `sparse_gets_signal`): the policies do not already reach the level at their
-#   first step, and on at least half of the programs (the median the ratio reads) the sparse learner samples a
-#   correct program at least once, without which its advantages are all zero and the ratio holds by
-#   construction;
+#   first step (for `filter_reaches_level`); `sparse_gets_signal` (on at least half of the programs the sparse
+#   learner samples a correct program at least once) is kept on record as the reason `learning_signal_gain` is
+#   a check: where it fails, the sparse advantages are all zero and the ratio holds by construction;
 # * case 4 (`agents_fit_*`, `agents_plateau`): each learned agent answers its own training requests (the first
 #   60) correctly by greedy decoding at least 95 % of the time, and its training loss is flat at the end (the
 #   book-wide plateau rule: the last fifth improved by at most 5 % of the whole improvement);
-# * case 5 (`no_drift_*`): after RL, each policy the speed-up compares still answers its supervised requests
-#   (the first 60) correctly at least 90 % of the time; a policy that has drifted away from reading the request
-#   measures drift, not credit.
+# * case 5 (`no_drift`): at every evaluation along the run, both RL policies still answer their supervised
+#   requests correctly at least 90 % of the time (the lower of the two is recorded per seed); a policy that
+#   has drifted away from reading the request measures drift, not credit.
 
 # %%
 r01 = res.set_index(["interface", "eps"])
@@ -1947,11 +1528,12 @@ hist4 = {  # the agents' training loss curves (default: from the manifest)
     k: agent_loss[k] if quick else ck.manifest["history"]["loss/{}/{}".format(*k)]
     for k in agents
 }
-fit_set, sft_set = a_train[:60], credit_sft[:60]
+fit_set = a_train[:60]
 first = {a: np.mean([c["success"][0] for c in curves[a]]) for a in dsl.ARMS}
 cond = {
-    "baseline_room": (r01.loc[("free SQL", eps_ref), "success_K"], "<", 1.0,
-                      "the free-SQL baseline leaves room for a gain", "success"),
+    "baseline_room": (list(prof_sql), "<", 1.0,
+                      "the free-SQL baseline leaves room for a gain",
+                      "success at the SQL agent's error rates, better repair"),
     "task_needs_learning": (max(first.values()), "<", level,
                             "no case-3 policy reaches the level at its first step",
                             "first-step sampled success, best arm"),
@@ -1968,12 +1550,11 @@ for iface in dsl.AGENT_INTERFACES:
         [dsl.greedy_success(agents[iface, s], agent_con, fit_set, iface)
          for s in agent_seeds], ">=", 0.95,
         f"the {iface.upper()} agent fits its training requests", "greedy success")
-for arm in ("sparse", "token_credit"):
-    cond[f"no_drift_{arm}"] = (
-        [dsl.greedy_success(credit_models[arm, s], agent_con, sft_set, "dsl")
-         for s in credit_seeds], ">=", 0.9,
-        f"after RL the {arm.replace('_', '-')} policy still reads its supervised "
-        "requests", "greedy success, supervised requests")
+cond["no_drift"] = (
+    [min(credit_eval[a, s]["supervised"].mean(1).min() for a in credit_arms)
+     for s in credit_seeds], ">=", 0.9,
+    "along RL both policies still read their supervised requests",
+    "lowest greedy success on the supervised requests, both arms, every evaluation")
 cond_verdict = {
     k: rec.condition(k, m, op, t, statement=st, unit=u)
     for k, (m, op, t, st, u) in cond.items()
@@ -2023,22 +1604,18 @@ for s in agent_seeds:
         pair_l += rs.success and not rd.success
 pair_p = stats.binomtest(pair_w, pair_w + pair_l).pvalue if pair_w + pair_l else 1.0
 cov_full, cov_type = cov_res["full verifier"], cov_res["type checks off"]
-credit_steps = {
-    arm: np.array([credit_budget if r is None else r for r in credit_reach[arm]], float)
-    for arm in dsl.CREDIT_ARMS
-}
-credit_auc = {
-    a: np.mean([credit_curves[a, q]["success"].mean() for q in credit_seeds])
-    for a in dsl.CREDIT_ARMS
-}
-speedup = credit_steps["sparse"] / credit_steps["token_credit"]
-cens = {arm: [r is None for r in credit_reach[arm]] for arm in dsl.CREDIT_ARMS}
-best_base = min(("prefix_reward", "filter"), key=lambda a: credit_steps[a].mean())
 NOTES = {
-    "success_gain_dsl": f"with {retries} verifier-guided retries; with no retry the "
-    f"gain is {gain0:+.3f}. Constrained decoding: "
-    f"{sk('DSL + constrained decoding', 'success_K'):.3f} (nothing to retry; its "
-    "errors are all valid but wrong).",
+    "success_gain_dsl": f"with {retries} retries, per seed; DSL + verifier "
+    + ", ".join(f"{x:.4f}" for x in prof_dsl) + ", free SQL with token repair "
+    + ", ".join(f"{x:.4f}" for x in prof_res.xs("free SQL, token repair")["success_K"])
+    + ", free SQL rewriting the query "
+    + ", ".join(f"{x:.4f}" for x in prof_res.xs("free SQL, rewrite")["success_K"])
+    + f" (baseline: {sql_best})"
+    + ". Per-token error rate (all tokens, mean over seeds): DSL agent "
+    f"{np.mean([mean_rate['dsl', q] for q in agent_seeds]):.4f}, SQL agent "
+    f"{np.mean([mean_rate['sql', q] for q in agent_seeds]):.4f}. Hand-set sweep "
+    f"(illustration, ε = {eps_ref}, same rate on every token, SQL retries rewrite): "
+    f"gain {gain:+.3f} with {retries} retries, {gain0:+.3f} without.",
     "learning_signal_gain": f"steps to {level:.0%} success: sparse {reach['sparse']}, "
     f"verifier filter {reach['verifier_filter']}, verifier as dense reward "
     f"{reach['verifier_reward']} (None: not within {rl_steps} steps). The dense "
@@ -2074,30 +1651,14 @@ NOTES = {
     + "); the drop cannot exceed how often the agent writes a type error.",
     "bits_per_intent_ratio": f"DSL {bits['dsl'].mean():.2f} bits, SQL "
     f"{bits['sql'].mean():.2f} bits per held-out intent (mean over seeds).",
-    "structured_credit_speedup": "steps per seed (censored runs, which never reached "
-    f"50 % within {credit_budget} steps, count as {credit_budget}): "
-    + "; ".join(
-        f"{arm} " + ", ".join("censored" if c else f"{int(x)}"
-                              for x, c in zip(credit_steps[arm], cens[arm]))
-        for arm in dsl.CREDIT_ARMS
-    )
-    + ". A censored sparse run makes the ratio a lower bound, a censored per-token "
-    f"run an upper bound. Strongest other baseline: {best_base} (ratio {best_base} ÷ "
-    f"per-token {np.mean(credit_steps[best_base] / credit_steps['token_credit']):.2f})"
-    ". Mean sampled success over the whole budget (uncensored): "
-    + ", ".join(f"{a} {credit_auc[a]:.3f}" for a in dsl.CREDIT_ARMS)
-    + ". Held-out greedy success: "
-    + ", ".join(f"{a} {np.mean(v):.3f}" for a, v in credit_test.items())
-    + ". Diagnosis (sweep, seed " + ", ".join(map(str, sweep["seeds"]))
-    + f", {sweep['steps']} steps), steps to 50 % with a warm start on 100 intents: "
-    + sweep_line("w100") + "; on 200: "
-    + (sweep_line("w200") if "w200" in sw_b.index.get_level_values(0) else "not run")
-    + f"; {spur.min():.0%}–{spur.max():.0%} of rewarded samples are not the gold "
-    f"program; {n_alt_ok} of the {n_alt} correct non-gold held-out answers of the "
-    f"RL policies pass a two-database test suite ({s_ok} of {s_ng} non-gold rewarded "
-    "samples on the RL requests); of the held-out requests RL loses against the warm "
-    f"start, {lost_understand:.0%} depart from the gold program at a table, function, "
-    "column, operator or value (the policy reads the request less).",
+    "structured_credit_auc_gain": "AUC of held-out greedy success per seed: "
+    + "; ".join(f"{a.replace('_', '-')} " + ", ".join(f"{x:.3f}" for x in credit_auc[a])
+                for a in credit_arms)
+    + ". Paired over the held-out requests (per-request mean over the evaluations), "
+    "per seed: " + ", ".join(f"{per_req[q].mean():+.4f} ± {pr_ci[q]:.4f}"
+                             for q in credit_seeds)
+    + f" (95 %). Held-out success, warm start → end: sparse {moved['sparse']:+.3f}, "
+    f"per-token {moved['token_credit']:+.3f} (mean over seeds).",
 }
 
 
@@ -2109,19 +1670,26 @@ def record(rows):
 
 
 # %%
+# close to true by construction (the sparse arm rarely samples a success, and
+# without one it cannot move), so a check: the filter is never slower than sparse
+rec.check(
+    "learning_signal_gain",
+    ratio,
+    1.0,
+    op=">=",
+    note="steps to the level, sparse ÷ verifier filter"
+    + (" (a lower bound: sparse censored)" if censored else "")
+    + ". " + NOTES["learning_signal_gain"],
+)
 AGENTS4 = ("agents_fit_dsl", "agents_fit_sql", "agents_plateau")
 DSL4 = ("agents_fit_dsl", "agents_plateau")
 NO_NUMBER = "(no number)"
 record([  # id, statement, paper, measured, op, target, unit, baseline, given
-    ("success_gain_dsl", "DSL + verifier succeeds more often than free SQL at the "
-     f"same error rate (ε = {eps_ref})", f"higher success {NO_NUMBER}", gain, ">", 0.0,
-     "success difference (DSL + verifier − free SQL)", sk("free SQL", "success_K"),
-     ("baseline_room",)),
-    ("learning_signal_gain", "Verifier feedback makes learning faster than a sparse "
-     "success reward", f"denser learning signal {NO_NUMBER}", ratio, ">", 1.0,
-     "steps sparse ÷ steps with the verifier as filter"
-     + (" (lower bound)" if censored else ""), steps_of("sparse"),
-     ("task_needs_learning", "sparse_gets_signal")),
+    ("success_gain_dsl", "At the learned agents' own per-token error rates, DSL + "
+     "verifier succeeds more often than free SQL with its better repair",
+     f"higher success {NO_NUMBER}", list(prof_gain), ">", 0.0,
+     "success difference (DSL + verifier − free SQL)", list(prof_sql),
+     ("baseline_room", *AGENTS4)),
     ("filter_reaches_level", f"With the verifier as filter, every learned program "
      f"reaches {level:.0%} success within {rl_steps} steps",
      f"denser learning signal {NO_NUMBER}", filter_reached, ">=", 1.0,
@@ -2146,11 +1714,12 @@ record([  # id, statement, paper, measured, op, target, unit, baseline, given
      "held-out intent than its DSL program",
      f"the DSL compresses the intent-to-action path {NO_NUMBER}", list(bits_ratio),
      ">", 1.0, "bits per intent, SQL ÷ DSL", list(bits["dsl"]), AGENTS4),
-    ("structured_credit_speedup", "Per-token credit from the verifier's error "
-     "position trains a request-conditioned policy over twice as fast as a sparse "
-     "reward (steps to 50 % sampled success)", f"denser learning signal {NO_NUMBER}",
-     list(speedup), ">", 2.0, "steps to 50 % success, sparse ÷ per-token credit",
-     list(credit_steps["sparse"]), ("no_drift_sparse", "no_drift_token_credit")),
+    ("structured_credit_auc_gain", "Blame-conserving per-token credit from the "
+     "verifier's error position raises a request-conditioned policy's held-out "
+     "success over the run more than a sparse reward (anchored RL with a per-request "
+     "baseline)", f"denser learning signal {NO_NUMBER}", list(auc_gain), ">", 0.0,
+     "area under the held-out greedy success curve, per-token − sparse",
+     list(credit_auc["sparse"]), ("no_drift",)),
 ])
 rec.save()
 
@@ -2158,24 +1727,16 @@ rec.save()
 # ## Known limits
 #
 # * Cases 1–3 measure interfaces under **our** error model (every SQL token errs at the same rate; retries
-#   rewrite the query), so their gains follow largely from that model; cases 4 and 5 replace it by learners,
-#   which are small and read templated requests.
+#   rewrite the query), so their gains follow largely from that model. `success_gain_dsl` takes its per-token
+#   rates from the case-4 agents (teacher forcing) and repairs SQL token by token, but keeps case 1's
+#   assumption that errors are independent across tokens; cases 4 and 5 replace the model by learners, which
+#   are small and read templated requests.
 # * Case 5's outcome check compares rows as multisets, so it rewards programs that differ from the gold one in
-#   clauses without effect on the rows (an `order` without a `limit`, a `limit` above the row count); the
-#   diagnosis tests the policies' correct non-gold held-out answers on two more databases, and measures how far
-#   RL moves held-out greedy success and whether the policy then reads the request less (`no_drift_*`); a KL
-#   anchor to the supervised policy (or supervised replay) and an order-sensitive check were not tried (each
-#   needs a rebuild of the credit checkpoint, about 20 minutes of one core).
+#   clauses without effect on the rows (an `order` without a `limit`, a `limit` above the row count); both arms
+#   see the same check, so it does not favour either.
+# * Case 5 has one warm start size (200 labelled intents), one anchor strength (β = 0.05), one learning rate <!-- paper -->
+#   and one budget (600 steps), all fixed before the runs; the anchor keeps the policies near their warm start
+#   by design, so the claim compares two bounded moves. Supervised replay instead of the anchor was not tried.
 # * The SQL agent of case 4 repairs from SQLite's messages but has no grammar-constrained SQL decoder (an
 #   incremental SQL parser masking the logits, as practitioners use); `learned_success_gain` compares the DSL's
 #   constraints with SQL repair, not with constrained SQL, and its note counts the intents behind each gap.
-# * Case 5's per-token credit blames one token of a rejected program where the sparse reward blames all of
-#   them, with the same baseline for both; a rule that keeps the sparse reward's total blame and only moves it
-#   onto the error position, or a baseline per request, was not tried.
-# * Case 5's warm start (200 labelled intents) and budget (600 steps) were chosen from the diagnosis sweep, in
-#   which the sparse baseline reaches 50 %; the sweep itself has one seed (seed 1 was dropped for time). With
-#   this warm start the curves start not far below the level, so "steps to 50 %" measures a small move and
-#   is sensitive to noise; the first build (100 intents, 300 steps) censored every run.
-# * The credit manifest's `steps_to_50` metrics were written when the helper still averaged partial windows (a
-#   run could "reach" 50 % at step 1 or 2 by chance); the helper now counts full windows only, and the notebook
-#   recomputes every step count from the stored curves.

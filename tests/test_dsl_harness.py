@@ -412,6 +412,139 @@ def test_sample_programs_constrained_valid_deterministic_and_untrained(small_wor
 
 
 def test_checkpoint_config_names():
-    assert d.checkpoint_config("credit")["arms"] == list(d.CREDIT_ARMS)
+    assert d.checkpoint_config("credit")["arms"] == list(d.GROUP_ARMS)
     with pytest.raises(ValueError):
         d.checkpoint_config("weights")
+
+
+# ---------------------------------------------------------------- case 5, round 3: RLOO, KL anchor, held-out AUC
+def test_group_advantages_leave_one_out_and_blame_conserving():
+    good = "from orders select count orders.year".split()
+    bad = "from orders select sum orders.amount".split()  # unknown column at token 4
+    wrong = "from orders select count orders.total".split()  # verifies, wrong rows
+    progs, R = [good, bad, wrong, good, good, bad], [1.0, 0.0, 0.0, 1.0, 1.0, 0.0]
+    sp = d.group_advantages(progs, R, 3, "sparse")
+    # group 1: R = (1, 0, 0): A = 1 - 0, 0 - 0.5, 0 - 0.5; group 2: (1, 1, 0): 0.5, 0.5, -1
+    assert np.allclose([a[0] for a in sp], [1.0, -0.5, -0.5, 0.5, 0.5, -1.0])
+    assert all(np.allclose(a, a[0]) for a in sp)
+    tc = d.group_advantages(progs, R, 3, "token_credit")
+    for a, b, p in zip(sp, tc, progs):
+        assert len(a) == len(b) == len(p) + 1 and np.isclose(a.sum(), b.sum())  # same total blame
+        if d.verify(p).ok:
+            assert np.allclose(a, b)
+        else:  # all of it on the token the verifier names
+            assert np.count_nonzero(b) == 1 and b[4] == a.sum()
+    # a group where every sample fails: no signal in either arm
+    assert all(not a.any() for a in d.group_advantages([bad, wrong], [0.0, 0.0], 2, "token_credit"))
+    with pytest.raises(ValueError, match="multiple of the group size"):
+        d.group_advantages(progs[:5], R[:5], 3, "sparse")
+    with pytest.raises(ValueError):
+        d.group_advantages(progs, R, 1, "sparse")
+    with pytest.raises(ValueError):
+        d.group_advantages(progs, R, 3, "filter")
+    with pytest.raises(ValueError, match="one entry per program"):
+        d.group_advantages(progs, R[:4], 3, "sparse")
+
+
+def test_greedy_outcomes_match_agent_answer(small_world):
+    con, its = small_world
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        m = d.make_agent("dsl", d_model=16, n_layer=1, n_head=2)
+    d.train_agent(m, its, "dsl", steps=150, batch=12, lr=1e-2, seed=0)
+    single = np.array([d.agent_answer(m, con, it, "dsl").success for it in its])
+    assert single.any()
+    assert np.array_equal(d.greedy_outcomes(m, con, its, cache={}), single)
+    assert np.array_equal(d.greedy_outcomes(m, con, its, chunk=5), single)
+    with pytest.raises(ValueError, match="DSL agent"):
+        d.greedy_outcomes(d.make_agent("sql", 16, 1, 2), con, its)
+    with pytest.raises(ValueError):
+        d.greedy_outcomes(m, con, [])
+
+
+def test_group_reinforce_anchor_eval_and_determinism(small_world):
+    con, its = small_world
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        warm = d.make_agent("dsl", d_model=16, n_layer=1, n_head=2)
+    d.train_agent(warm, its, "dsl", steps=60, batch=12, lr=1e-2, seed=0)
+    runs = []
+    for arm in ("token_credit", "token_credit", "sparse"):
+        m = d.make_agent("dsl", 16, 1, 2)
+        m.load_state_dict(warm.state_dict())
+        cur = d.group_reinforce(m, warm, con, its, arm, steps=5, n_requests=2, k=3, lr=1e-3, beta=0.1,
+                                seed=0, eval_sets={"a": its[:4]}, eval_every=2, cache={})
+        runs.append((cur, m))
+    cur = runs[0][0]
+    assert cur["success"].shape == cur["kl"].shape == (5,)
+    assert list(cur["eval_steps"]) == [0, 2, 4, 5] and cur["eval/a"].shape == (4, 4)
+    assert cur["kl"][0] == 0 and (cur["kl"] >= -1e-6).all()  # the first step starts at the anchor
+    a, b = runs[0][0], runs[1][0]
+    assert all(np.array_equal(a[q], b[q]) for q in a)
+    assert all(torch.equal(x, y) for x, y in zip(runs[0][1].parameters(), runs[1][1].parameters()))
+    with pytest.raises(ValueError, match="DSL agent"):
+        d.group_reinforce(d.make_agent("sql", 16, 1, 2), warm, con, its, "sparse", steps=1)
+    with pytest.raises(ValueError):
+        d.group_reinforce(m, warm, con, its, "filter", steps=1)
+    with pytest.raises(ValueError):
+        d.group_reinforce(m, warm, con, its, "sparse", steps=1, k=1)
+    with pytest.raises(ValueError):
+        d.group_reinforce(m, warm, con, its, "sparse", steps=1, beta=-1.0)
+
+
+def test_curve_auc():
+    assert d.curve_auc([0, 1, 2], [0.0, 1.0, 1.0]) == pytest.approx(0.75)
+    assert d.curve_auc([0, 10], [0.4, 0.4]) == pytest.approx(0.4)
+    with pytest.raises(ValueError, match="increasing"):
+        d.curve_auc([0, 0, 1], [0.0, 1.0, 1.0])
+    with pytest.raises(ValueError, match="same length"):
+        d.curve_auc([0, 1], [0.0])
+
+
+# ---------------------------------------------------------------- case 1 from a measured error profile
+def test_corrupt_with_an_error_profile(intents):
+    rng = np.random.default_rng(0)
+    for it in intents[:10]:
+        out, n = d.corrupt(it.program, {"col": 1.0}, rng, "dsl")
+        assert len(out) == len(it.program)
+        for a, b in zip(out, it.program):
+            assert (a != b) == (d.token_class(b, "dsl") == "col")
+        assert n == sum(d.token_class(b, "dsl") == "col" for b in it.program)
+        assert d.corrupt(it.sql, {}, rng, "sql") == (list(it.sql), 0)  # no rate: no error, no DROP
+    with pytest.raises(ValueError, match="eps"):
+        d.corrupt(intents[0].program, {"col": 1.5}, rng, "dsl")
+    with pytest.raises(TypeError):
+        d.corrupt(intents[0].program, {3: 0.1}, rng, "dsl")
+
+
+def test_sql_token_repair_beats_rewriting(con, intents):
+    prof = {"kw": 0.3, "punct": 0.3}  # slips SQLite names in its message
+    succ = {}
+    for repair in (False, True):
+        rng = np.random.default_rng(1)
+        eps_ = [d.agent_episode(con, it, "sql", prof, rng, retries=3, sql_repair=repair)
+                for it in intents for _ in range(5)]
+        succ[repair] = np.mean([e.success_at is not None for e in eps_])
+    assert succ[True] > succ[False]
+    with pytest.raises(TypeError):
+        d.agent_episode(con, intents[0], "sql", prof, np.random.default_rng(0), sql_repair="yes")
+
+
+def test_token_error_profile_counts_every_gold_token(small_world):
+    con, its = small_world
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        m = d.make_agent("sql", d_model=16, n_layer=1, n_head=2)
+    before = d.token_error_profile(m, its, "sql")
+    assert sum(n for _, n in before.values()) == sum(len(it.sql) for it in its)
+    assert set(before) <= {"kw", "punct", "table", "col", "op", "text", "int"}
+    d.train_agent(m, its, "sql", steps=150, batch=12, lr=1e-2, seed=0)
+    after = d.token_error_profile(m, its, "sql")
+    assert sum(e for e, _ in after.values()) < sum(e for e, _ in before.values())
+    assert d.token_class("from", "dsl") == "kw" and d.token_class("SELECT", "sql") == "kw"
+    with pytest.raises(ValueError, match="SQL agent"):
+        d.token_error_profile(d.make_agent("dsl", 16, 1, 2), its, "sql")
+    with pytest.raises(ValueError):
+        d.token_class("", "sql")
+    with pytest.raises(ValueError):
+        d.token_class("from", "python")
