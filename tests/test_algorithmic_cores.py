@@ -545,3 +545,29 @@ def test_keep_modes_during_training_and_continuation():
     assert 0.0 <= ac.modadd_accuracy(model, te) <= 1.0
     with pytest.raises(TypeError, match="model"):
         ac.modadd_accuracy("model", te)
+
+
+class _SumOracle(torch.nn.Module):
+    """Logits that put all mass on (a + b + shift) mod p at the last position."""
+
+    def __init__(self, p: int, shift: int = 0):
+        super().__init__()
+        self.p, self.shift = p, shift
+
+    def forward(self, x):
+        y = (x[:, 0] + x[:, 1] + self.shift) % self.p
+        out = torch.zeros(x.shape[0], x.shape[1], self.p)
+        out[torch.arange(x.shape[0]), -1, y] = 1.0
+        return out
+
+
+def test_modadd_accuracy_is_exact_and_spread_rejects_nan():
+    p = 7
+    tr, _ = (torch.tensor(a) for a in ac.modadd_split(p, 0.5, seed=42))
+    assert ac.modadd_accuracy(_SumOracle(p), tr) == 1.0  # the right sum everywhere
+    assert ac.modadd_accuracy(_SumOracle(p, shift=1), tr) == 0.0  # off by one everywhere
+    with pytest.raises(ValueError, match="rows"):
+        ac.modadd_accuracy(_SumOracle(p), tr[:, 0])
+    with pytest.raises(ValueError, match="finite"):
+        ac.spread([0.1, float("nan")])
+    assert ac.spread([0.4]) == 0.0
