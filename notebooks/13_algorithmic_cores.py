@@ -1559,7 +1559,7 @@ display(Markdown(
     "number of modes are not separated." + red_direction()))
 
 # %% [markdown]
-# ## 5. Subject-verb agreement: one axis per slot, necessary and flippable
+# ## 5. Subject-verb agreement: is there one necessary, flippable axis?
 #
 # The paper finds, in six pretrained LMs, a rank-1 core for grammatical number that, when reflected, makes the
 # model write the wrong number for the rest of the generation. Without pretrained weights we build the setting:
@@ -1835,6 +1835,34 @@ for (s, name), v in sva.items():
         f"{v['remove_core']:.3f}, random flip {v['flip_random']:.3f}, random remove "
         f"{v['remove_random']:.3f}"
     )
+
+# %% tags=["remove-input"]
+sv_v = list(sva.values())
+
+
+def rng_of(k, fmt="{:.2f}"):
+    """min-max of a per-LM number over the LMs."""
+    lo, hi = min(v[k] for v in sv_v), max(v[k] for v in sv_v)
+    return fmt.format(lo) if lo == hi else fmt.format(lo) + "-" + fmt.format(hi)
+
+
+wide = sorted({sl for v in sv_v for sl, r in v["per_slot"].items() if r > 1})
+needed = all(v["remove"] <= 0.6 for v in sv_v)  # the bar of sva_axis_necessary
+display(Markdown(
+    f"**Reading it.** Over the {len(sv_v)} LMs, flipping the axis takes agreement from "
+    f"{rng_of('base')} to {rng_of('flip')} (a random flip: {rng_of('flip_random')}). "
+    f"Removing it leaves agreement at {rng_of('remove')} (a random removal: "
+    f"{rng_of('remove_random')}), "
+    + ("so the one axis is necessary. " if needed else
+       "so one axis is **not** necessary here: the models still read number from the "
+       "rest of the pooled core. ")
+    + f"Removing the whole pooled core (rank {rng_of('rank', '{}')}) brings agreement "
+    f"to {rng_of('remove_core')} (chance: one half). The largest per-slot energy rank "
+    f"is {max(max(v['per_slot'].values()) for v in sv_v)}"
+    + (f" (slot(s) with more than one axis: {', '.join(wide)})" if wide else "")
+    + ". "
+    + ("In these small LMs number is steerable along one axis but carried by "
+       "several." if wide or not needed else "")))
 
 # %% [markdown]
 # **Across models.** On the same prompts and slots, the two architectures' axis coordinates should be correlated if
