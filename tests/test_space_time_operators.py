@@ -523,3 +523,12 @@ def test_geometry_leaks_and_graph_aware_attention():
         assert (m(g["x"], [torch.zeros(n, n)] * 2) - y).abs().max() > 1e-5  # it does read the graph
     with pytest.raises(ValueError):
         m(g["x"], g["ops"][0])
+
+
+def test_the_cross_geometry_time_block_is_not_causal():
+    # the notebook says the stand-in's FNO-1D time block reads the future (unlike the river router): the check
+    # that guards the router must see it
+    g = st.geometry_data(0, 1, size=6, T=12, n_events=2, n_test=1)[0]
+    for mixer in ("cheb", "attention"):
+        model = st.geometry_model(order=2, seed=0, mixer=mixer).eval()
+        assert st.causality_violation(lambda xx, m=model: m(xx, g["ops"]), g["x"], 9) > 1e-2
