@@ -672,10 +672,12 @@ _DSL_NEAR = {"kw": KEYWORDS, "table": TABLES, "func": FUNCS, "col": tuple(SCHEMA
              "text": TEXT_LITERALS, "int": INT_LITERALS, "dir": DIRS}
 
 
-def _wrong(rng: np.random.Generator, gold: str, near: Sequence[str], halluc: Sequence[str]) -> str:
-    """A wrong token: half the time a confusion inside the vocabulary, else a hallucination or slip."""
+def _wrong(rng: np.random.Generator, gold: str, near: Sequence[str], halluc: Sequence[str],
+           oov_share: float = 0.5) -> str:
+    """A wrong token: with probability ``oov_share`` a hallucination or slip (outside the vocabulary), else a
+    confusion inside the vocabulary (the default, 0.5: half and half)."""
     pool = [t for t in near if t != gold]
-    if halluc and (not pool or rng.random() < 0.5):
+    if halluc and (not pool or rng.random() < oov_share):
         return str(rng.choice(halluc))
     return str(rng.choice(pool))
 
@@ -692,7 +694,7 @@ def _eps_rates(eps: object) -> tuple[float, dict[str, float] | None]:
 
 
 def corrupt(tokens: Sequence[str], eps: float | Mapping[str, float], rng: np.random.Generator, interface: str,
-            destructive_rate: float | None = None) -> tuple[list[str], int]:
+            destructive_rate: float | None = None, oov_share: float = 0.5) -> tuple[list[str], int]:
     """The noisy policy: each decision of the gold action ``tokens`` is wrong with probability ``eps``.
 
     ``eps`` may instead map token classes to rates (an error *profile*, e.g. measured on a learned agent,
@@ -702,9 +704,13 @@ def corrupt(tokens: Sequence[str], eps: float | Mapping[str, float], rng: np.ran
     ``interface``: ``"sql"`` (free SQL text; a whole program is replaced by a destructive statement with
     probability ``destructive_rate``, default ``eps / 10``), ``"dsl"`` (DSL tokens; a destructive intent becomes a
     ``drop`` token) or ``"constrained"`` (DSL with constrained decoding: a wrong decision is drawn among the
-    verifier-valid alternatives only, and writes are not expressible). Returns ``(action, n_wrong_decisions)``.
+    verifier-valid alternatives only, and writes are not expressible). ``oov_share``: the probability that a
+    wrong token of the ``"sql"``/``"dsl"`` interfaces is a hallucination or slip outside the vocabulary rather
+    than a confusion inside it (0: only in-vocabulary confusions, as a model with a closed output vocabulary
+    makes). Returns ``(action, n_wrong_decisions)``.
     """
     eps, rates = _eps_rates(eps)
+    oov_share = V.probability("oov_share", oov_share)
     V.one_of("interface", interface, ("sql", "dsl", "constrained"))
     tokens = _check_tokens(tokens)
     V.instance("rng", rng, np.random.Generator)
@@ -743,10 +749,10 @@ def corrupt(tokens: Sequence[str], eps: float | Mapping[str, float], rng: np.ran
             if interface == "sql":
                 c = _sql_class(tok)
                 halluc = [_SQL_SLIPS[tok]] if tok in _SQL_SLIPS else _SQL_HALLUC.get(c, [])
-                tok = _wrong(rng, tok, _SQL_NEAR[c], halluc)
+                tok = _wrong(rng, tok, _SQL_NEAR[c], halluc, oov_share)
             else:
                 c = _lex(tok)
-                tok = _wrong(rng, tok, _DSL_NEAR[c], _DSL_HALLUC[c])
+                tok = _wrong(rng, tok, _DSL_NEAR[c], _DSL_HALLUC[c], oov_share)
         out.append(tok)
     return out, n
 
@@ -1088,7 +1094,7 @@ def _cached_execute(con, sql: list[str], cache: dict | None):
 
 def agent_episode(con: sqlite3.Connection, intent: Intent, interface: str, eps: float | Mapping[str, float],
                   rng: np.random.Generator, retries: int = 0, cache: dict | None = None,
-                  sql_repair: bool = False) -> Episode:
+                  sql_repair: bool = False, oov_share: float = 0.5) -> Episode:
     """The noisy agent answers ``intent`` through ``interface`` with up to ``retries`` retries.
 
     * ``"sql"``: the SQL text goes straight to the database; an execution error comes back as an unstructured
@@ -1099,7 +1105,7 @@ def agent_episode(con: sqlite3.Connection, intent: Intent, interface: str, eps: 
 
     ``eps``: a per-decision error rate or a per-class error profile (see :func:`corrupt`). ``sql_repair``: SQL
     retries redraw only the token SQLite's message names (:func:`sqlite_error_position`) when it names one,
-    instead of rewriting the whole query.
+    instead of rewriting the whole query. ``oov_share``: see :func:`corrupt` (every draw of the episode uses it).
     """
     V.instance("con", con, sqlite3.Connection)
     V.instance("intent", intent, Intent)
@@ -1110,7 +1116,7 @@ def agent_episode(con: sqlite3.Connection, intent: Intent, interface: str, eps: 
     retries = V.integer("retries", retries, min=0)
     V.optional(V.instance, "cache", cache, dict)
     gold = list(intent.sql if interface == "sql" else intent.program)
-    prog, _ = corrupt(gold, eps, rng, interface)
+    prog, _ = corrupt(gold, eps, rng, interface, oov_share=oov_share)
     ep = Episode(success_at=None, exact=prog == gold)
     for attempt in range(retries + 1):
         if interface == "sql":
@@ -1123,9 +1129,9 @@ def agent_episode(con: sqlite3.Connection, intent: Intent, interface: str, eps: 
                 ep.invalid_executed += 1
                 pos = sqlite_error_position(prog, out) if sql_repair else None
                 if pos is not None and len(prog) == len(gold) and pos < len(gold):
-                    prog[pos] = corrupt([gold[pos]], eps, rng, "sql", destructive_rate=0.0)[0][0]
+                    prog[pos] = corrupt([gold[pos]], eps, rng, "sql", destructive_rate=0.0, oov_share=oov_share)[0][0]
                 else:
-                    prog, _ = corrupt(gold, eps, rng, "sql")
+                    prog, _ = corrupt(gold, eps, rng, "sql", oov_share=oov_share)
                 continue
         else:
             v = verify(prog)
@@ -1133,11 +1139,12 @@ def agent_episode(con: sqlite3.Connection, intent: Intent, interface: str, eps: 
                 ep.caught += 1
                 fatal = {"write_forbidden", "missing_clause"} & {e.kind for e in v.errors}
                 if fatal or len(prog) != len(gold):
-                    prog, _ = corrupt(gold, eps, rng, interface)
+                    prog, _ = corrupt(gold, eps, rng, interface, oov_share=oov_share)
                 else:  # structured feedback: redraw only the flagged tokens
                     for e in v.errors:
                         i = min(e.position, len(gold) - 1)
-                        prog[i] = corrupt([gold[i]], eps, rng, "dsl", destructive_rate=0.0)[0][0]
+                        prog[i] = corrupt([gold[i]], eps, rng, "dsl", destructive_rate=0.0,
+                                      oov_share=oov_share)[0][0]
                 continue
             status, out = _cached_execute(con, compile_sql(prog), cache)
             if status != "ok":

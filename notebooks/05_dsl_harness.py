@@ -826,7 +826,7 @@ rec.check(
 # 64) reads the request's words and writes the action token by token. One model per interface and seed learns
 # request → DSL program, another request → SQL, on the same **300 training intents**; we score them on
 # `agent_heldout` **held-out intents** (the checkpoint's own held-out set first, then more drawn from the same
-# stream, enough to resolve a gap of a few points) whose programs never appear in training (held-out success = the
+# stream) whose programs never appear in training (held-out success = the
 # executed rows equal the gold rows). Nothing about the interfaces is built into the learner: both see the same requests and the same
 # training budget (1000 AdamW steps of 32 examples); the SQL model has more tokens to write, the DSL model fewer.
 #
@@ -1152,7 +1152,12 @@ display(cov_table)
 #
 # both with `retries` retries and no destructive statements (the learned agents never wrote one),
 # `samples_per_intent` episodes per held-out request and seed. This is still the noisy policy of case 1 (errors
-# independent across tokens), but its rates are the learners', not ours.
+# independent across tokens): its error *rates* are the learners', but its error *kinds* are case 1's, where
+# half of the wrong tokens are hallucinations or slips outside the vocabulary (`'Pariss'`, `orders.amount`,
+# `SELCT`). The verifier catches a hallucinated value or column; SQLite accepts a wrong string literal silently.
+# A trained agent with a closed output vocabulary cannot write any of them, so every arm also runs with
+# in-vocabulary confusions only (`oov_share = 0`), the kind of error the case-4 agents make; the claim keeps case
+# 1's mix, and this second run says how much of its gain comes from that mix.
 
 # %%
 profiles = {(i, s): dsl.token_error_profile(agents[i, s], a_test, i)
@@ -1165,26 +1170,52 @@ prof_tab["all tokens"] = pd.Series(mean_rate)
 display(prof_tab.round(4).rename_axis("per-token error rate, teacher forcing", axis=1))
 
 prof_rows, prof_cache = [], {}
-for s in agent_seeds:
-    for iface, repair in (("sql", False), ("sql", True), ("dsl", False)):
-        rng = repro.rng(seed, 7, s, ("sql", "dsl").index(iface), int(repair))
-        eps_ = [dsl.agent_episode(agent_con, it, iface, rates[iface, s], rng,
-                                  retries=retries, cache=prof_cache, sql_repair=repair)
-                for it in a_test for _ in range(samples_per_intent)]
-        prof_rows.append(dict(
-            seed=s, arm={"dsl": "DSL + verifier"}.get(iface, "free SQL, " + (
-                "token repair" if repair else "rewrite")),
-            success_K0=np.mean([e.success_at == 0 for e in eps_]),
-            success_K=np.mean([e.success_at is not None for e in eps_]),
-            invalid_executed=np.mean([e.invalid_executed for e in eps_])))
-prof_res = pd.DataFrame(prof_rows).set_index(["arm", "seed"])
-display(prof_res.round(4))
-# the baseline is the better SQL repair (mean over seeds): the strongest one
-sql_best = max(("free SQL, token repair", "free SQL, rewrite"),
-               key=lambda a: prof_res.xs(a)["success_K"].mean())
-prof_sql = prof_res.xs(sql_best)["success_K"].to_numpy()
+for oov in (0.5, 0.0):  # case 1's mix of error kinds; in-vocabulary confusions only
+    for s in agent_seeds:
+        for iface, repair in (("sql", False), ("sql", True), ("dsl", False)):
+            key = (seed, 7, s, ("sql", "dsl").index(iface), int(repair))
+            rng = repro.rng(*key) if oov == 0.5 else repro.rng(*key, 1)
+            eps_ = [dsl.agent_episode(agent_con, it, iface, rates[iface, s], rng,
+                                      retries=retries, cache=prof_cache,
+                                      sql_repair=repair, oov_share=oov)
+                    for it in a_test for _ in range(samples_per_intent)]
+            prof_rows.append(dict(
+                errors="case 1 mix" if oov else "in-vocabulary", seed=s,
+                arm={"dsl": "DSL + verifier"}.get(iface, "free SQL, " + (
+                    "token repair" if repair else "rewrite")),
+                success_K0=np.mean([e.success_at == 0 for e in eps_]),
+                success_K=np.mean([e.success_at is not None for e in eps_]),
+                invalid_executed=np.mean([e.invalid_executed for e in eps_])))
+prof_all = pd.DataFrame(prof_rows).set_index(["errors", "arm", "seed"])
+display(prof_all.round(4).unstack("errors"))
+
+
+def profile_gain(errors):
+    """DSL + verifier minus the better SQL repair (chosen by the mean over seeds)."""
+    r = prof_all.xs(errors)
+    best = max(("free SQL, token repair", "free SQL, rewrite"),
+               key=lambda a: r.xs(a)["success_K"].mean())
+    base = r.xs(best)["success_K"].to_numpy()
+    return r.xs("DSL + verifier")["success_K"].to_numpy() - base, base, best, r
+
+
+prof_gain, prof_sql, sql_best, prof_res = profile_gain("case 1 mix")
 prof_dsl = prof_res.xs("DSL + verifier")["success_K"].to_numpy()
-prof_gain = prof_dsl - prof_sql
+prof_gain_iv, prof_sql_iv, sql_best_iv, _ = profile_gain("in-vocabulary")
+n_ep = len(a_test) * samples_per_intent  # episodes per arm and seed
+# a binomial 95 % interval of the per-seed gain
+prof_ci = 1.96 * np.sqrt((prof_dsl * (1 - prof_dsl) + prof_sql * (1 - prof_sql)) / n_ep)
+
+# %% tags=["remove-input"]
+display(Markdown(
+    "**Reading.** With case 1's error kinds, DSL + verifier minus the better SQL repair "
+    f"({sql_best}) is " + ", ".join(f"{g:+.3f} ± {c:.3f}" for g, c in zip(prof_gain, prof_ci))
+    + " per seed (95 % binomial interval of the difference"
+    + (f"; at {int((np.abs(prof_gain) <= prof_ci).sum())} of {len(prof_gain)} seeds it "
+       "covers 0" if (np.abs(prof_gain) <= prof_ci).any() else "") + "). With in-vocabulary "
+    f"confusions only (better SQL repair: {sql_best_iv}) it is "
+    + ", ".join(f"{g:+.3f}" for g in prof_gain_iv)
+    + ": the part of the gain that does not come from hallucinated names and values."))
 
 # %% [markdown]
 # ## Case 5: structured credit for a request-conditioned policy
@@ -1331,6 +1362,21 @@ kl_end = credit_tab["KL to warm start, last 50"].groupby(level="arm").mean()
 per_req = {s: (credit_eval["token_credit", s]["heldout"].mean(0)
                - credit_eval["sparse", s]["heldout"].mean(0)) for s in credit_seeds}
 pr_ci = {s: 1.96 * v.std(ddof=1) / np.sqrt(len(v)) for s, v in per_req.items()}
+
+
+def paired(d):
+    """Mean and 95 % half-width of per-request differences."""
+    return d.mean(), 1.96 * d.std(ddof=1) / np.sqrt(len(d))
+
+
+# the requests RL trains on: the same paired comparison (where the learning signal acts)
+rl_pair = {s: paired(credit_eval["token_credit", s]["rl"].mean(0)
+                     - credit_eval["sparse", s]["rl"].mean(0)) for s in credit_seeds}
+# how far RL moves held-out success: the sparse arm's per-request AUC minus its warm start
+ho_move = {s: paired(credit_eval["sparse", s]["heldout"].mean(0)
+                     - credit_eval["sparse", s]["heldout"][0]) for s in credit_seeds}
+rl_sign = ("below" if all(m + c < 0 for m, c in rl_pair.values()) else "above"
+           if all(m - c > 0 for m, c in rl_pair.values()) else None)
 moved = {arm: np.mean([credit_eval[arm, s]["heldout"].mean(1)[-1]
                        - credit_eval[arm, s]["heldout"].mean(1)[0]
                        for s in credit_seeds]) for arm in credit_arms}
@@ -1355,7 +1401,15 @@ display(Markdown(
     + ". Of the failed samples of the last 50 steps, "
     + ", ".join(f"{fail_valid[a]:.0%} ({a.replace('_', '-')})" for a in credit_arms)
     + " verify (valid but wrong): in those the verifier names no token, and the "
-    "two arms give the same advantages; per-token credit can only act on the rest."))
+    "two arms give the same advantages; per-token credit can only act on the rest."
+    + " On the requests RL trains on, where the learning signal acts, the same paired "
+    "per-request AUC difference (per-token − sparse) is "
+    + ", ".join(f"{m:+.3f} ± {c:.3f}" for m, c in rl_pair.values())
+    + (f": per-token credit is {rl_sign} sparse there at every seed, with intervals that "
+       "exclude 0" if rl_sign else "") + ". The sparse arm's held-out AUC exceeds its warm "
+    "start by " + ", ".join(f"{m:+.3f} ± {c:.3f}" for m, c in ho_move.values())
+    + ": RL moves held-out success little, so the held-out claim can only resolve "
+    "differences of about the paired intervals' width."))
 
 # %% [markdown]
 # ### The earlier, unanchored version (why the setting changed)
@@ -1473,8 +1527,10 @@ display(lifecycle)
 #
 # * `success_gain_dsl`: DSL + verifier minus free SQL with its better repair, task success with `retries`
 #   retries, with each interface's per-token error rates measured on the case-4 agent of the same seed (one
-#   value per seed). The hand-set sweep's gain at one ε (every token errs at the same rate, SQL retries rewrite
-#   the query) is in its note, as an illustration of the error model only.
+#   value per seed). Its error *kinds* stay case 1's (half of the wrong tokens outside the vocabulary); the
+#   note gives the gain with in-vocabulary confusions only and the per-seed binomial intervals. The hand-set
+#   sweep's gain at one ε (every token errs at the same rate, SQL retries rewrite the query) is in its note, as
+#   an illustration of the error model only.
 #
 # From case 3:
 #
@@ -1615,7 +1671,12 @@ NOTES = {
     f"{np.mean([mean_rate['dsl', q] for q in agent_seeds]):.4f}, SQL agent "
     f"{np.mean([mean_rate['sql', q] for q in agent_seeds]):.4f}. Hand-set sweep "
     f"(illustration, ε = {eps_ref}, same rate on every token, SQL retries rewrite): "
-    f"gain {gain:+.3f} with {retries} retries, {gain0:+.3f} without.",
+    f"gain {gain:+.3f} with {retries} retries, {gain0:+.3f} without. 95 % binomial "
+    "intervals of the per-seed gain: ± " + ", ".join(f"{c:.3f}" for c in prof_ci)
+    + ". Error kinds are case 1's (half of the wrong tokens outside the vocabulary, "
+    "which a closed-vocabulary agent cannot write); with in-vocabulary confusions only "
+    "the gain is " + ", ".join(f"{g:+.3f}" for g in prof_gain_iv)
+    + f" (baseline: {sql_best_iv}).",
     "learning_signal_gain": f"steps to {level:.0%} success: sparse {reach['sparse']}, "
     f"verifier filter {reach['verifier_filter']}, verifier as dense reward "
     f"{reach['verifier_reward']} (None: not within {rl_steps} steps). The dense "
@@ -1658,7 +1719,9 @@ NOTES = {
     "per seed: " + ", ".join(f"{per_req[q].mean():+.4f} ± {pr_ci[q]:.4f}"
                              for q in credit_seeds)
     + f" (95 %). Held-out success, warm start → end: sparse {moved['sparse']:+.3f}, "
-    f"per-token {moved['token_credit']:+.3f} (mean over seeds).",
+    f"per-token {moved['token_credit']:+.3f} (mean over seeds). On the requests RL "
+    "trains on, paired per-request AUC, per-token − sparse: "
+    + ", ".join(f"{m:+.3f} ± {c:.3f}" for m, c in rl_pair.values()) + " (95 %).",
 }
 
 
@@ -1685,8 +1748,9 @@ AGENTS4 = ("agents_fit_dsl", "agents_fit_sql", "agents_plateau")
 DSL4 = ("agents_fit_dsl", "agents_plateau")
 NO_NUMBER = "(no number)"
 record([  # id, statement, paper, measured, op, target, unit, baseline, given
-    ("success_gain_dsl", "At the learned agents' own per-token error rates, DSL + "
-     "verifier succeeds more often than free SQL with its better repair",
+    ("success_gain_dsl", "At the learned agents' own per-token error rates (with case "
+     "1's error kinds), DSL + verifier succeeds more often than free SQL with its "
+     "better repair",
      f"higher success {NO_NUMBER}", list(prof_gain), ">", 0.0,
      "success difference (DSL + verifier − free SQL)", list(prof_sql),
      ("baseline_room", *AGENTS4)),
@@ -1729,8 +1793,16 @@ rec.save()
 # * Cases 1–3 measure interfaces under **our** error model (every SQL token errs at the same rate; retries
 #   rewrite the query), so their gains follow largely from that model. `success_gain_dsl` takes its per-token
 #   rates from the case-4 agents (teacher forcing) and repairs SQL token by token, but keeps case 1's
-#   assumption that errors are independent across tokens; cases 4 and 5 replace the model by learners, which
-#   are small and read templated requests.
+#   assumption that errors are independent across tokens and case 1's error kinds (half hallucinations, which
+#   the verifier catches and SQLite often accepts); its in-vocabulary run shows how much of the gain rests on
+#   them. Cases 4 and 5 replace the model by learners, which are small and read templated requests.
+# * Not done from the issue's plan: paraphrased requests (held-out templates and wording), a sample-efficiency
+#   curve over training-set sizes, a grammar-constrained SQL decoder. `learned_success_gain` is measured on one
+#   training size (300 intents) of templated requests; with 300 held-out requests a per-seed gap of a few
+#   points is within its paired noise, which is why its note pools the seeds in a sign test.
+# * Case 5's claim is about held-out requests; the case's reading also says how far RL moves them from the warm
+#   start and compares the arms on the requests RL trains on, with paired intervals. Those two measurements
+#   were added at review, after the claim's numbers were read, and are kept out of its verdict.
 # * Case 5's outcome check compares rows as multisets, so it rewards programs that differ from the gold one in
 #   clauses without effect on the rows (an `order` without a `limit`, a `limit` above the row count); both arms
 #   see the same check, so it does not favour either.

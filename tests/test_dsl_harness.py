@@ -548,3 +548,29 @@ def test_token_error_profile_counts_every_gold_token(small_world):
         d.token_class("", "sql")
     with pytest.raises(ValueError):
         d.token_class("from", "python")
+
+
+def test_corrupt_oov_share_sets_the_error_kinds(con, intents):
+    # oov_share=0: every wrong token is a confusion inside the vocabulary (what a closed-vocabulary model makes);
+    # 1: every wrong token with a hallucination or slip available is outside it; the default is 0.5 and keeps
+    # the random stream of the earlier half-and-half rule
+    dsl_vocab, sql_vocab = set(d.DSL_VOCAB), set(d.sql_vocab())
+    for oov, inside in ((0.0, True), (1.0, False)):
+        rng = np.random.default_rng(0)
+        for it in intents[:20]:
+            for iface, gold, vocab in (("dsl", it.program, dsl_vocab), ("sql", it.sql, sql_vocab)):
+                out, n = d.corrupt(list(gold), 0.5, rng, iface, destructive_rate=0.0, oov_share=oov)
+                wrong = [t for t, g in zip(out, gold) if t != g]
+                assert len(out) == len(gold) and len(wrong) <= n
+                if inside:
+                    assert all(t in vocab for t in wrong)
+                else:  # every class of these programs has a hallucination or slip to draw
+                    assert all(t not in vocab for t in wrong)
+    a = d.corrupt(list(intents[0].sql), 0.3, np.random.default_rng(3), "sql")
+    b = d.corrupt(list(intents[0].sql), 0.3, np.random.default_rng(3), "sql", oov_share=0.5)
+    assert a == b
+    with pytest.raises(ValueError):
+        d.corrupt(list(intents[0].program), 0.1, np.random.default_rng(0), "dsl", oov_share=1.5)
+    ep = d.agent_episode(con, intents[0], "sql", 0.3, np.random.default_rng(0), retries=2,
+                         oov_share=0.0)
+    assert ep.harmful == 0
