@@ -571,3 +571,40 @@ def test_modadd_accuracy_is_exact_and_spread_rejects_nan():
     with pytest.raises(ValueError, match="finite"):
         ac.spread([0.1, float("nan")])
     assert ac.spread([0.4]) == 0.0
+
+
+def test_modadd_loss_is_exact_and_refit_stops_at_the_loss():
+    p = 7
+    tr, te = (torch.tensor(a) for a in ac.modadd_split(p, 0.5, seed=42))
+    # one-hot logits of height 1: the right answer has probability e / (e + p - 1)
+    assert ac.modadd_loss(_SumOracle(p), tr) == pytest.approx(-np.log(np.e / (np.e + p - 1)), rel=1e-6)
+    assert ac.modadd_loss(_SumOracle(p, shift=1), tr) == pytest.approx(-np.log(1 / (np.e + p - 1)), rel=1e-6)
+    with pytest.raises(TypeError, match="model"):
+        ac.modadd_loss("model", tr)
+    with pytest.raises(ValueError, match="rows"):
+        ac.modadd_loss(_SumOracle(p), tr[:, 0])
+    torch.manual_seed(0)
+    model = ac.modadd_model(11, 16)
+    tr, te = (torch.tensor(a) for a in ac.modadd_split(11, 0.5, seed=42))
+    start = ac.modadd_loss(model, tr)
+    log = ac.train_modadd(model, tr, te, 500, lr=3e-3, wd=0.0, eval_every=10, stop_below_loss=0.5 * start)
+    assert log["train_loss"][-1] <= 0.5 * start < min(log["train_loss"][:-1])  # stopped at the first step below
+    assert ac.modadd_loss(model, tr) == pytest.approx(log["train_loss"][-1])
+    with pytest.raises(ValueError, match="stop_below_loss"):
+        ac.train_modadd(model, tr, te, 5, lr=1e-3, wd=0.0, stop_below_loss=-1.0)
+
+
+def test_isolation_gap():
+    assert ac.isolation_gap([1.0, 0.99], [0.05, 0.2], [True, True]) == pytest.approx(0.15)
+    assert ac.isolation_gap([1.0, 0.9], [0.05, 0.06], [True, True]) == pytest.approx(0.1)
+    assert ac.isolation_gap([1.0, 1.0], [0.05, 0.06], [True, False]) == 1.0  # a run not re-fitted
+    assert ac.isolation_gap([1.0, 1.0], [0.05, 0.96], [True, True]) == 1.0  # a run already generalised
+    assert ac.isolation_gap([1.0, 1.0], [0.05, 0.96], [True, True], gen_acc=0.99) == pytest.approx(0.91)
+    with pytest.raises(ValueError, match="one entry per run"):
+        ac.isolation_gap([1.0], [0.1, 0.2], [True, True])
+    with pytest.raises(TypeError, match="restored"):
+        ac.isolation_gap([1.0], [0.1], [1])
+    with pytest.raises(ValueError, match="train_acc"):
+        ac.isolation_gap([1.5], [0.1], [True])
+    with pytest.raises(ValueError, match="train_acc"):
+        ac.isolation_gap([], [], [])

@@ -6,13 +6,17 @@ run) and write its results with :mod:`helpers.checkpoints`:
   **memorisation** (train accuracy >= 0.99, logged every 10 steps); there it is copied, with its optimizer state,
   once per m in {1, 2, 4, 8}: the copy's token embedding is projected onto the m Fourier frequencies that carry
   most of its own power (``ac.dominant_frequencies``, nested in m; the centred part rescaled to its norm before the
-  projection, ``ac.project_embedding``) and kept there after every step (``ac.keep_modes``) while training goes on
-  until generalisation (test accuracy >= 0.95) or 3000 steps. The number of modes the network can use is set by
-  design *after* memorisation, so m cannot change how fast the network memorises. A copy at m = p // 2 (every
-  mode: no projection) is the unconstrained reference. The grokking time is tau = the generalisation step counted
-  from the projection. Per run, the train and test accuracy right after the projection say how much of the
-  memorised solution m removed (the chapter's condition ``redundancy_isolated`` reads their spread over m).
-  Only numbers are stored (the tensor file holds the tau table, -1 where a run did not generalise).
+  projection, ``ac.project_embedding``) and kept there after every step (``ac.keep_modes``). The projection
+  removes part of the memorised solution, more at small m; so the copy is first **re-fitted** at weight decay 0
+  (no clean-up pull) until its full training loss is back at the memorised model's (at most 1000 steps), and only
+  then does the grokking clock start: training goes on at weight decay 1 until generalisation (test accuracy
+  >= 0.95) or 3000 steps. The number of modes the network can use is set by design *after* memorisation, and
+  every copy starts the clock at the same training loss. A copy at m = p // 2 (every mode: no projection, no
+  re-fit) is the unconstrained reference. The grokking time is tau = the generalisation step counted from the
+  start of the clock. Per run the train and test accuracy right after the projection and at the start of the
+  clock are stored (the chapter's condition ``redundancy_isolated`` reads ``ac.isolation_gap`` over m at the
+  start of the clock). Only numbers are stored (the tensor file holds the tau table, -1 where a run did not
+  generalise).
 
 Run from the repository root: ``.venv/bin/python data/13_algorithmic_cores/make_redundancy.py`` (or ``make data
 NB=13_algorithmic_cores``). ``--tiny`` runs a tiny config into a temporary folder (seconds; what the tests run);
@@ -68,30 +72,50 @@ def one_seed(cfg: dict, s: int) -> list[dict]:
     t_mem = ac.grok_step(log0["step"], log0["train_acc"], cfg["mem_acc"])
     E = model.tok.weight.detach().numpy().astype("float64")
     order = ac.dominant_frequencies(E, p // 2)
-    base = dict(seed=s, t_mem=t_mem, mem_test=log0["test_acc"][-1], spectrum=ac.folded_spectrum(E).tolist())
+    loss_mem = ac.modadd_loss(model, tr)  # the memorised model's full training loss: the re-fit's target
+    base = dict(seed=s, t_mem=t_mem, mem_test=log0["test_acc"][-1], mem_loss=loss_mem,
+                spectrum=ac.folded_spectrum(E).tolist())
     runs = []
     for m in [*cfg["ms"], p // 2]:
         res = dict(base, m=m, reference=m == p // 2, freqs=order[:m])
         if t_mem is None:  # never memorised: nothing to project
             runs.append(dict(res, t_gen=None, tau=None, t_remem=None, modes_in=None, proj_train=None,
-                             proj_test=None, final_test=None, curve=[], train_curve=[]))
+                             proj_test=None, proj_loss=None, refit_steps=None, restored=False, start_train=None,
+                             start_test=None, start_loss=None, final_test=None, curve=[], train_curve=[]))
             continue
         m_model, m_opt = copy.deepcopy((model, opt))  # the same weights and optimizer state for every m
+        keep = ac.keep_modes(p, order[:m])
         with torch.no_grad():
             m_model.tok.weight.copy_(torch.as_tensor(ac.project_embedding(E, order[:m], cfg["keep_norm"]),
                                                      dtype=torch.float32))
-        res.update(proj_train=accuracy(m_model, tr), proj_test=accuracy(m_model, te))
+        res.update(proj_train=accuracy(m_model, tr), proj_test=accuracy(m_model, te),
+                   proj_loss=ac.modadd_loss(m_model, tr))
+        n_refit = 0
+        if res["proj_loss"] > loss_mem:  # re-fit, weight decay off, to the memorised loss (the projection kept)
+            for g in m_opt.param_groups:
+                g["weight_decay"] = cfg["refit_wd"]
+            log_r = ac.train_modadd(m_model, tr, te, cfg["refit_steps"], warmup=0, optimizer=m_opt,
+                                    after_step=keep, stop_below_loss=loss_mem, **opt_kw)
+            n_refit = log_r["step"][-1]
+            for g in m_opt.param_groups:
+                g["weight_decay"] = cfg["wd"]
+        res.update(refit_steps=n_refit, start_train=accuracy(m_model, tr), start_test=accuracy(m_model, te),
+                   start_loss=ac.modadd_loss(m_model, tr))
+        res["restored"] = res["start_loss"] <= loss_mem
         log = ac.train_modadd(m_model, tr, te, cfg["max_steps"], warmup=0, optimizer=m_opt,
-                              stop_at=cfg["gen_acc"], after_step=ac.keep_modes(p, order[:m]), **opt_kw)
+                              stop_at=cfg["gen_acc"], after_step=keep, **opt_kw)
         t_gen = ac.grok_step(log["step"], log["test_acc"], cfg["gen_acc"])
+        if res["start_test"] >= cfg["gen_acc"]:
+            t_gen = 0  # generalised during the re-fit: the clock starts generalised
         res.update(t_gen=t_gen, tau=t_gen, t_remem=ac.grok_step(log["step"], log["train_acc"], cfg["mem_acc"]),
                    modes_in=ac.embedding_modes(m_model.tok.weight.detach().numpy(), p),
                    final_test=log["test_acc"][-1], curve=list(zip(log["step"], log["test_acc"])),
                    train_curve=list(zip(log["step"], log["train_acc"])))
         runs.append(res)
-        print(f"seed {s} m {m:>2} freqs {order[:m]}: t_mem {t_mem}, after projection train "
-              f"{res['proj_train']:.3f} test {res['proj_test']:.3f}; re-memorised {res['t_remem']}, tau {t_gen} "
-              f"({time.time() - t0:.0f} s)", flush=True)
+        print(f"seed {s} m {m:>2} freqs {order[:m]}: t_mem {t_mem} (loss {loss_mem:.4f}); after projection "
+              f"train {res['proj_train']:.3f} test {res['proj_test']:.3f} loss {res['proj_loss']:.4f}; re-fit "
+              f"{n_refit} steps -> train {res['start_train']:.3f} test {res['start_test']:.3f} loss "
+              f"{res['start_loss']:.4f}; tau {t_gen} ({time.time() - t0:.0f} s)", flush=True)
     return runs
 
 
