@@ -44,7 +44,7 @@ __all__ = [
     "LocalTransfer", "RoutingOperator", "river_inputs", "river_data", "train_router", "predict_router",
     "train_recurrent", "recurrent_inputs", "predict_recurrent", "checkpoint_config", "potential_flow",
     "geometry_data", "geometry_model", "train_geometry", "geometry_error", "advection_diffusion_operator", "simulate_implicit",
-    "river_data_from_config", "causal_sweep", "geometry_leak", "GEO_LEAKS", "causality_violation", "negative_share",
+    "river_data_from_config", "travel_time_to_outlet", "causal_sweep", "geometry_leak", "GEO_LEAKS", "causality_violation", "negative_share",
 ]
 
 
@@ -139,6 +139,17 @@ def upstream_area(parents: np.ndarray) -> np.ndarray:
         if p[i] >= 0:
             a[p[i]] += a[i]
     return a
+
+
+def travel_time_to_outlet(parents: np.ndarray, K: Any) -> np.ndarray:
+    """Linear travel time (hours) from each reach to the basin's outlet: the sum of ``K`` over the reach and every
+    reach below it (a Muskingum reach delays a wave by about ``K``). ``K``: a scalar or one value per reach."""
+    p = validate_tree(parents)
+    K = _reach_K(K, p.size)
+    t = np.zeros(p.size)
+    for i in _topo(p)[::-1]:  # downstream first
+        t[i] = K[i] + (t[p[i]] if p[i] >= 0 else 0.0)
+    return t
 
 
 def upstream_adjacency(parents: np.ndarray) -> sp.csr_matrix:
@@ -1338,6 +1349,7 @@ def checkpoint_config(name: str = "models") -> dict[str, Any]:
         river=dict(n=80, T=64, n_events=24, n_test=6, steps=500, val_every=50,
                    biases=[0.0, 0.3, 0.5, 0.9], zero_shot_bias=0.6, deep_bias=0.95,
                    model=dict(width=16, channels=8, blocks=3)),
-        geometry=dict(n_train=15, n_test=3, counts=[1, 15], steps=600, val_every=60, order=3, T=24,
-                      val_events=1, leaks=[]),
+        geometry=dict(n_train=15, n_test=3, counts=[1, 15], steps=1800, val_every=60, order=3, T=24,
+                      val_events=1, leaks=["embed", "feature", "shift"]),
+        geometry_leak_seeds=[],  # the seeds whose cross-geometry leak models are trained (none: build time)
     )

@@ -532,3 +532,23 @@ def test_the_cross_geometry_time_block_is_not_causal():
     for mixer in ("cheb", "attention"):
         model = st.geometry_model(order=2, seed=0, mixer=mixer).eval()
         assert st.causality_violation(lambda xx, m=model: m(xx, g["ops"]), g["x"], 9) > 1e-2
+
+
+def test_travel_time_to_outlet_is_the_muskingum_lag():
+    """On a chain, a pulse entering the top reach reaches the outlet with its centroid delayed by the sum of the
+    reaches' K (linear Muskingum delays a wave's centroid by K per reach): the travel time the helper returns."""
+    p = np.array([-1, 0, 1, 2])
+    K = np.array([1.5, 2.0, 3.0, 2.5])
+    t = st.travel_time_to_outlet(p, K)
+    assert np.allclose(t, np.cumsum(K))
+    q = np.zeros((1, 4, 200))
+    q[0, 3, 0] = 1.0
+    out = st.route_sequential(p, K, q)[0, 0]
+    assert abs((np.arange(200) * out).sum() / out.sum() - t[3]) < 1e-6
+    assert np.allclose(st.travel_time_to_outlet(p, 2.0), [2, 4, 6, 8])
+    with pytest.raises(ValueError):
+        st.travel_time_to_outlet(p, np.array([1.0, 2.0]))  # not one K per reach
+    with pytest.raises(ValueError):
+        st.travel_time_to_outlet(p, -1.0)
+    with pytest.raises(ValueError):
+        st.travel_time_to_outlet(np.array([1, 0]), 1.0)  # a cycle, no outlet

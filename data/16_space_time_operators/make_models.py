@@ -7,8 +7,8 @@
   training basins); the recurrent message-passing baseline; and the cross-geometry models (advection-diffusion in
   a potential flow), every one trained for the same number of optimizer steps: the Chebyshev model on G = 1 and
   G = 15 geometries, one locally trained oracle per test geometry, the attention mixer (graph-aware input) on 15
-  geometries, and (with ``geometry.leaks`` in the config; none in the committed one) the Chebyshev model on 15
-  geometries with each of those leaks open. Every
+  geometries, and, for the seeds in ``geometry_leak_seeds``, the Chebyshev model on 15 geometries with each leak
+  of ``geometry.leaks`` open (per-node embeddings, a graph-normalised node id, per-geometry source scales). Every
   geometry model keeps its last training event per geometry for validation (its curve is stored: the
   convergence conditions read it) and ends with its best-validation weights (early stopping). Stored as int8.
 
@@ -17,10 +17,12 @@ Run from the repository root: ``.venv/bin/python data/16_space_time_operators/ma
 run); ``--seeds``/``--out``: other seeds into another data root. One torch thread. On the shared build machine the
 work is split into one job per seed and part, each saved to ``--parts DIR``, then assembled::
 
-    make_models.py --part river --seeds 0 --parts /tmp/st16     # and geometry; seeds 1, 2
+    make_models.py --part river --seeds 0 --parts /tmp/st16     # and geometry, geoleaks; seeds 1, 2
     make_models.py --part assemble --parts /tmp/st16
 
-The same seed writes the same weights whichever way the work is split.
+The same seed writes the same weights whichever way the work is split, and assembling again from the same parts
+writes the same tensors (tests/test_space_time_operators_data.py): a part retrained leaves the others' stored
+tensors bit-identical.
 """
 
 from __future__ import annotations
@@ -62,8 +64,9 @@ def river_job(cfg: dict, seed: int) -> tuple[dict, dict, dict]:
     return states, hist, metrics
 
 
-def geometry_job(cfg: dict, seed: int) -> tuple[dict, dict, dict]:
-    """A seed's cross-geometry models, all trained for ``steps`` optimizer steps."""
+def geometry_job(cfg: dict, seed: int, leaks: bool = False) -> tuple[dict, dict, dict]:
+    """A seed's cross-geometry models, all trained for ``steps`` optimizer steps: the G-count models, the
+    oracles and the attention model, or (``leaks``) the Chebyshev models with one leak open each."""
     repro.set_threads(1)
     gc = cfg["geometry"]
     states, hist, metrics = {}, {}, {}
@@ -79,12 +82,13 @@ def geometry_job(cfg: dict, seed: int) -> tuple[dict, dict, dict]:
         metrics[f"s{seed}.geo.{tag}.best_val"] = min(v for _, v in h.evals["val"])
         print(f"seed {seed} geo.{tag} {time.time() - t0:.0f} s", flush=True)
 
-    for G in gc["counts"]:
+    for G in gc["counts"] if not leaks else []:
         fit(f"G{G}", st.geometry_model(gc["order"], seed), train_g[:G])
-    for k, g in enumerate(test_g):
+    for k, g in enumerate(test_g if not leaks else []):
         fit(f"oracle{k}", st.geometry_model(gc["order"], seed), [g])
-    fit("attention", st.geometry_model(gc["order"], seed, mixer="attention"), train_g)
-    for leak in gc["leaks"]:
+    if not leaks:
+        fit("attention", st.geometry_model(gc["order"], seed, mixer="attention"), train_g)
+    for leak in gc["leaks"] if leaks else []:
         leaky = st.geometry_leak(geos, gc["n_train"], leak, seed)
         model = st.geometry_model(gc["order"], seed, c_in=3 if leak == "feature" else 2,
                                   embed_nodes=100 * gc["n_train"] if leak == "embed" else 0)
@@ -92,13 +96,27 @@ def geometry_job(cfg: dict, seed: int) -> tuple[dict, dict, dict]:
     return states, hist, metrics
 
 
+JOBS = {"river": river_job, "geometry": geometry_job,
+        "geoleaks": lambda cfg, seed: geometry_job(cfg, seed, leaks=True)}
+PART_CONFIG = {"river": "river", "geometry": "geometry", "geoleaks": "geometry"}  # what a part must match
+
+
+def part_seeds(cfg: dict, part: str) -> list[int]:
+    """The seeds a part is trained for (river: ``seeds``; geometry: ``geometry_seeds``; geoleaks:
+    ``geometry_leak_seeds``, none when the config has no ``geometry.leaks``)."""
+    if part == "geoleaks":
+        return list(cfg.get("geometry_leak_seeds", [])) if cfg["geometry"]["leaks"] else []
+    return list(cfg["seeds"] if part == "river" else cfg.get("geometry_seeds", cfg["seeds"]))
+
+
 def save_parts(cfg: dict, part: str, parts: Path) -> list[Path]:
-    """Run one part (``river`` or ``geometry``) for each seed of ``cfg`` and save it under ``parts``."""
+    """Run one part (``river``, ``geometry`` or ``geoleaks``) for each seed of ``cfg`` (``--seeds``) and save
+    it under ``parts``."""
     parts.mkdir(parents=True, exist_ok=True)
     out = []
     for seed in cfg["seeds"]:
         t0 = time.time()
-        res = (river_job if part == "river" else geometry_job)(cfg, seed)
+        res = JOBS[part](cfg, seed)
         path = parts / f"{part}_s{seed}.pt"
         torch.save(dict(result=res, wall=time.time() - t0, config=cfg), path)
         out.append(path)
@@ -118,30 +136,30 @@ def assemble(cfg: dict, results: list[tuple[dict, dict, dict]], wall: float, roo
 
 
 def make_models(cfg: dict, root: Path | None, part: str = "all", parts: Path | None = None) -> list[Path] | Path:
-    if part in ("river", "geometry"):
+    if part in JOBS:
         return save_parts(cfg, part, Path(parts))
     if part == "both":  # one job per seed: its river models, then its geometry models
         return save_parts(cfg, "river", Path(parts)) + save_parts(cfg, "geometry", Path(parts))
     t0 = time.time()
     if part == "assemble":
         results, wall = [], 0.0
-        for kind in ("river", "geometry"):
-            for seed in cfg["seeds"] if kind == "river" else cfg.get("geometry_seeds", cfg["seeds"]):
+        for kind in JOBS:
+            for seed in part_seeds(cfg, kind):
                 got = torch.load(Path(parts) / f"{kind}_s{seed}.pt", weights_only=False)
-                saved = dict(got["config"])
-                if saved[kind] != cfg[kind]:
-                    raise ValueError(f"part {kind}_s{seed} was trained with another {kind} config")
+                key = PART_CONFIG[kind]
+                if dict(got["config"])[key] != cfg[key]:
+                    raise ValueError(f"part {kind}_s{seed} was trained with another {key} config")
                 results.append(got["result"])
                 wall += got["wall"]
         return assemble(cfg, results, wall, root)
-    results = [river_job(cfg, s) for s in cfg["seeds"]]
-    results += [geometry_job(cfg, s) for s in cfg.get("geometry_seeds", cfg["seeds"])]
+    results = [JOBS[kind](cfg, s) for kind in JOBS for s in part_seeds(cfg, kind)]
     return assemble(cfg, results, time.time() - t0, root)
 
 
 def tiny(name: str) -> dict:
     cfg = st.checkpoint_config(name)
     cfg["seeds"], cfg["baseline_seeds"], cfg["geometry_seeds"] = [0], [0], [0]
+    cfg["geometry_leak_seeds"] = [0]
     cfg["river"].update(n=12, T=16, n_events=4, n_test=2, steps=2, val_every=1)
     cfg["geometry"].update(n_train=3, n_test=1, counts=[1, 3], steps=3, val_every=1, T=8)
     return cfg
@@ -149,8 +167,9 @@ def tiny(name: str) -> dict:
 
 def main(argv: list[str] | None = None) -> list[Path]:
     def options(ap: argparse.ArgumentParser) -> None:
-        ap.add_argument("--part", choices=("all", "river", "geometry", "both", "assemble"), default="all",
-                        help="one part per job (river / geometry / both, for --seeds), then assemble")
+        ap.add_argument("--part", choices=("all", *JOBS, "both", "assemble"), default="all",
+                        help="one part per job (river / geometry / geoleaks / both, for --seeds), "
+                        "then assemble")
         ap.add_argument("--parts", type=Path, default=None, help="folder of the parts (with --part)")
 
     def build(cfg: dict, out: Path | None, args: argparse.Namespace) -> list[Path] | Path:
