@@ -169,18 +169,95 @@ def test_sparse_eigensolvers_match_evr(idx):
     assert np.allclose(lam2, lam, rtol=1e-6, atol=1e-8 * lam.max())
 
 
-def test_pure_training_on_node_subsets_and_held_out_error():
-    cfg = dict(tg.checkpoint_config("pure"), n_fine=16, dim=8, layers=1, heads=2, slices=2, steps=4,
-               batch=2, points=50)
-    X, Y = tg.pure_dataset(cfg, 3)
+def test_pure_unet_training_and_held_out_error():
+    cfg = dict(tg.checkpoint_config("pure_s0"), n_fine=16, widths=[4, 8], steps=4, batch=2)
+    X, Y = tg.grid_dataset(cfg, 3)
+    assert X.shape == (3, 4, 17, 17) and Y.shape == (3, 17, 17)
+    assert float(Y[:, 0].abs().max()) == 0 and float(Y[:, -1].abs().max()) == 0  # u = 0 on the boundary
     model, hist = tg.train_pure(cfg, X, Y, 0, progress=False, test=(X[:2], Y[:2]))
     assert [e[0] for e in hist.evals["test_rel_l2"]][-1] == 4
     err = tg.pure_rel_l2(model, X[:2], Y[:2])
     assert err.shape == (2,) and abs(hist.evals["test_rel_l2"][-1][1] - float(err.mean())) < 1e-6
-    again, _ = tg.train_pure(dict(cfg, points=10_000), X, Y, 0, progress=False)  # more than the grid: all nodes
-    assert sum(p.numel() for p in again.parameters()) == sum(p.numel() for p in model.parameters())
+    again, _ = tg.train_pure(cfg, X, Y, 0, progress=False)  # deterministic under its seed
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), again.state_dict().values()))
+    out = tg.pure_forward(model, X)
+    assert float(out[:, 0].abs().max()) == 0 and float(out[:, :, -1].abs().max()) == 0
     with pytest.raises(ValueError):
         tg.pure_rel_l2(model, X[:2], Y[:1])
+    with pytest.raises(ValueError):
+        model(X[:, :3])  # 3 channels, the net takes 4
+    with pytest.raises(ValueError):
+        tg.checkpoint_config("pure_sx")
+
+
+@pytest.mark.parametrize("n", [16, 17, 33])
+def test_unet_any_grid_size_and_grid_features(n):
+    net = tg.UNet(2, 1, (4, 8, 8))
+    assert net(torch.zeros(1, 2, n, n)).shape == (1, 1, n, n)
+    mesh = tg.structured_mesh(4)
+    f = np.arange(mesh.n, dtype=float)
+    img = tg.grid_features(tg.pure_features(mesh, mesh.node_log_kappa(), f))
+    assert img.shape == (4, 5, 5)
+    assert float(img[3, 1, 2]) == f[1 * 5 + 2]  # row = y (j), column = x (i)
+    assert np.allclose(img[0, 1].numpy(), np.linspace(0, 1, 5)) and np.allclose(img[1, :, 0].numpy(),
+                                                                                np.linspace(0, 1, 5))
+    with pytest.raises(ValueError):
+        tg.grid_features(np.zeros((10, 4)))  # 10 nodes: not a square grid
+    with pytest.raises(ValueError):
+        tg.UNet(2, 1, ())
+
+
+def test_dihedral_grid_matches_the_symmetric_fem_solution():
+    n = 16
+    mesh = tg.structured_mesh(n)
+    pix = tg.kappa_field(3, n_pix=n)
+    f = tg.forcing(mesh.points, "smooth", seed=3)
+    u = tg.solve_fine(mesh.with_kappa(pix), f).reshape(n + 1, n + 1)
+    F = torch.tensor(f.reshape(n + 1, n + 1))
+    for g in range(8):
+        # the transformed coefficient (cells) and forcing (nodes) give the transformed solution
+        pix_g = tg.dihedral_grid(torch.tensor(pix), g).numpy()
+        u_g = tg.solve_fine(mesh.with_kappa(pix_g), tg.dihedral_grid(F, g).numpy().ravel())
+        assert np.allclose(u_g.reshape(n + 1, n + 1), tg.dihedral_grid(torch.tensor(u), g).numpy(), atol=1e-10)
+    assert len({tuple(tg.dihedral_grid(torch.arange(4.0).view(2, 2), g).ravel().tolist()) for g in range(8)}) == 8
+    with pytest.raises(ValueError):
+        tg.dihedral_grid(torch.zeros(2, 3), 1)
+    with pytest.raises(ValueError):
+        tg.dihedral_grid(torch.zeros(2, 2), 8)
+
+
+def test_grid_to_points_is_exact_for_bilinear_functions():
+    n = 8
+    x = np.linspace(0, 1, n + 1)
+    X, Y = np.meshgrid(x, x)
+    u = 1 + 2 * X - 3 * Y + 4 * X * Y
+    pts = np.random.default_rng(0).uniform(0, 1, (50, 2))
+    pts[:2] = [[1.0, 1.0], [0.0, 1.0]]
+    want = 1 + 2 * pts[:, 0] - 3 * pts[:, 1] + 4 * pts[:, 0] * pts[:, 1]
+    assert np.allclose(tg.grid_to_points(u, pts), want)
+    with pytest.raises(ValueError):
+        tg.grid_to_points(u, pts + 1.5)  # outside the unit square
+    with pytest.raises(ValueError):
+        tg.grid_to_points(u[:, :-1], pts)
+
+
+def test_relative_fall():
+    assert tg.relative_fall([500, 1000, 2000, 3000, 4000], [1, 0.5, 0.3, 0.25, 0.2]) == pytest.approx(0.04 / 0.24)
+    assert tg.relative_fall([1, 2, 3, 4, 5], [3, 2, 1, 1, 1]) == pytest.approx(0.0)
+    assert tg.relative_fall([1, 2, 3, 4, 5], [3, 2, 1, 1, 1.1]) < 0  # rose at the end
+    with pytest.raises(ValueError):
+        tg.relative_fall([1, 1, 2], [1, 1, 1])  # steps not increasing
+    with pytest.raises(ValueError):
+        tg.relative_fall([9, 10], [1, 1])  # the curve starts after 80% of training
+    with pytest.raises(ValueError):
+        tg.relative_fall([1, 2], [1, 1], frac=1.0)
+
+
+def test_basis_test_losses_and_long_config():
+    cfg = tg.checkpoint_config("basis_long")
+    assert cfg["steps"] == 2 * tg.checkpoint_config("basis")["steps"] and cfg["seeds"] == [0]
+    with pytest.raises(TypeError):
+        tg.basis_test_losses(torch.nn.Linear(2, 2), [])
 
 
 def test_inverse_iteration_fixes_contamination_and_keeps_exact_basis():

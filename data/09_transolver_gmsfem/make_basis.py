@@ -6,8 +6,11 @@ them with :mod:`helpers.checkpoints`:
   (:func:`helpers.transolver_gmsfem.basis_loss`) on every neighbourhood of 100 training coefficient fields, with
   8-fold symmetry augmentation; tensors ``basis/<seed>.<param>``. The manifest stores the loss curves and the test
   losses on the chapter's three in-distribution test fields (seeds 0, 1, 2 of ``kappa_field``).
+* ``basis_long``: seed 0's network trained the same way for twice the steps (8 000, the cosine schedule
+  re-fitted to that length, test losses 20 times), to see whether the test curves reach a plateau; stored as
+  int8.
 
-Run from the repository root: ``.venv/bin/python data/09_transolver_gmsfem/make_basis.py`` (or
+Run from the repository root: ``.venv/bin/python data/09_transolver_gmsfem/make_basis.py --name basis_long`` (or
 ``make data NB=09_transolver_gmsfem``). ``--tiny`` trains a tiny config for a few steps into a temporary folder
 (seconds; what the tests run); ``--seeds``/``--out``: other seeds into another data root.
 One torch thread: the same seed on the same machine writes byte-identical weights.
@@ -30,7 +33,7 @@ SOURCES = [HERE, Path(tg.__file__).resolve()]
 
 
 def tiny(name: str = "basis") -> dict:
-    cfg = copy.deepcopy(tg.checkpoint_config("basis"))
+    cfg = copy.deepcopy(tg.checkpoint_config(name))
     cfg.update(n_fine=16, n_coarse=4, n_bf=2, fields=1, dim=16, layers=1, slices=4, steps=3, batch=4, seeds=[0])
     return cfg
 
@@ -61,13 +64,27 @@ def make_basis(cfg: dict, out: Path | None, args: object = None) -> Path:
         metrics[f"params/{s}"] = sum(p.numel() for p in model.parameters())
         print(f"seed {s}: loss {hist.loss[-1]:.3f}, test sin^2 {metrics[f'test_sal/{s}']:.3f}, "
               f"test energy {metrics[f'test_energy/{s}']:.3f} ({time.time() - t0:.0f} s)", flush=True)
-    return checkpoints.save(SLUG, "basis", tensors, config=cfg, metrics=metrics, history=history,
-                            seed=cfg["seeds"], steps=cfg["steps"], wall_seconds=time.time() - t0, sources=SOURCES,
-                            module="helpers.transolver_gmsfem", root=out)
+    name = getattr(args, "name", "basis")
+
+    def save() -> Path:
+        return checkpoints.save(SLUG, name, tensors, config=cfg, metrics=metrics, history=history,
+                                seed=cfg["seeds"], steps=cfg["steps"], wall_seconds=time.time() - t0,
+                                sources=SOURCES, module="helpers.transolver_gmsfem", root=out,
+                                quantize="int8" if name == "basis_long" else None)
+
+    if name != "basis_long":
+        return save()
+    save()  # then the test losses of the weights as stored (int8), what the chapter loads
+    ckpt = checkpoints.load(SLUG, name, config=cfg, root=out)
+    for s in cfg["seeds"]:
+        net = ckpt.load_into(tg.make_basis_net(cfg), prefix=f"basis/{s}.")
+        metrics.update({f"{k}_int8/{s}": v for k, v in tg.basis_test_losses(net, test_set).items()})
+    print("int8 weights:", {k: round(v, 4) for k, v in metrics.items() if "int8" in k}, flush=True)
+    return save()
 
 
 def main(argv: list[str] | None = None) -> list[Path]:
-    return scripts.script_main(make_basis, config=tg.checkpoint_config, tiny=tiny, names=["basis"], doc=__doc__,
+    return scripts.script_main(make_basis, config=tg.checkpoint_config, tiny=tiny, names=["basis", "basis_long"], doc=__doc__,
                                argv=argv)
 
 
