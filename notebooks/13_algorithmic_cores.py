@@ -981,7 +981,11 @@ else:
     n_ctl = nowd["config"]["steps"] if nowd is not None else None
     reading = (
         f"**Reading it.** The trajectories have {_listed(n_col)} collapse(s) after "
-        f"memorisation per seed. The core's energy rank is {_span(r_g)} (layer width "
+        "memorisation per seed"
+        + (" (the first at step "
+           + _listed(collapses[s][0] if collapses[s] else "-" for s in grokked) + ")"
+           if any(collapses[s] for s in grokked) else "")
+        + f". The core's energy rank is {_span(r_g)} (layer width "
         f"{mod_cfg['d']}) at grokking and {_span(r_e)} at the last stable checkpoint; "
         f"the smoothed trend (last over first five stable checkpoints after grokking) "
         f"is {_listed(f'{v:.2f}' for v in tr_v) or 'not measurable'}, so the energy "
