@@ -9,6 +9,11 @@ The pieces, at RHF level (the paper uses Kohn-Sham DFT):
   or the virtual block do not blow up the gradient.
 * :func:`scf_unrolled`: a differentiable RHF SCF (Fock build, Löwdin orthogonalization, DIIS, aufbau) returning the
   trajectory of densities, energies and orbital-gradient norms ``||X^T (F P S - S P F) X||``.
+* :class:`JKEngine` / :func:`coulomb_exchange`: the Fock build through PySCF's own J/K routine as an autograd
+  function (J and K are linear and self-adjoint in the density: the backward is one more J/K build), so the
+  unrolled SCF needs no four-index tensor (``integrals(mol, eri="jk")``).
+* :func:`random_smiles` / :func:`ft_molecules`: a few hundred random small closed-shell molecules (RDKit) for the
+  ``sail_ft_<seed>`` checkpoints (SAIL started from the surrogate, :func:`train_guess` with ``init``).
 * :class:`GuessModel`: a residual guess on a prior, rotation-equivariant by construction: a Hamiltonian head
   (``H_SAP + dH``, aufbau) or a density head (``purify(P_MINAO + dP)``); ``dM`` is built from overlap blocks with
   separate sigma and pi p-p channels and on-site shifts, hybridization and anisotropy, each times a scalar from
@@ -40,7 +45,8 @@ __all__ = [
     "ScfTrace", "GuessModel", "HEADS", "Features", "features", "Inputs", "inputs", "sap_hamiltonian", "purify",
     "pyscf_guess", "run_pyscf", "ScfRun", "rotate", "g2_split", "perturbed", "Sample", "sample", "target_error",
     "surrogate_loss", "sail_loss", "OBJECTIVES", "checkpoint_config", "training_samples", "train_guess",
-    "ratio_of_sums", "bootstrap_ratio", "OOD_SMILES", "dft_solver", "project_density",
+    "ratio_of_sums", "bootstrap_ratio", "OOD_SMILES", "dft_solver", "project_density", "JKEngine",
+    "coulomb_exchange", "random_smiles", "FT_NAMES", "ft_molecules",
 ]
 
 ELEMENTS = ("H", "C", "N", "O", "F")
@@ -160,6 +166,7 @@ class Integrals:
     X: Tensor  # S^{-1/2} (Löwdin)
     n_occ: int
     e_nuc: float
+    jk: JKEngine | None = None  # PySCF's J/K builder (``integrals(mol, eri="jk")``), used instead of ``eri``
 
     def __post_init__(self) -> None:
         V.tensor("S", self.S, ndim=2, dtype="float", nonempty=True)
@@ -170,28 +177,94 @@ class Integrals:
             V.tensor("eri", self.eri, shape=(n, n, n, n), dtype="float")
         self.n_occ = V.integer("n_occ", self.n_occ, min=1, max=max(n - 1, 1))
         self.e_nuc = V.number("e_nuc", self.e_nuc)
+        V.optional(V.instance, "jk", self.jk, JKEngine)
+        if self.jk is not None and self.jk.n_ao != n:
+            raise ValueError(f"jk must build {n}x{n} matrices, got an engine for {self.jk.n_ao} AOs")
 
     @property
     def n_ao(self) -> int:
         return self.S.shape[0]
 
+    @property
+    def has_two_electron(self) -> bool:
+        return self.jk is not None or self.eri.numel() > 0
 
-def integrals(mol: gto.Mole, eri: bool = True) -> Integrals:
+
+class JKEngine:
+    """PySCF's Coulomb and exchange builds for one molecule, from its 8-fold symmetric ERIs held in memory
+    (``n^4 / 8`` numbers instead of the ``n^4`` of a full tensor): ``engine(D) -> (J, K)`` with
+    ``J_ij = sum_kl (ij|kl) D_kl`` and ``K_ij = sum_kl (ik|jl) D_kl`` for any real ``D`` (symmetric or not), or a
+    stack of them. This is the call PySCF's solver makes (``scf.hf.dot_eri_dm``)."""
+
+    def __init__(self, mol: gto.Mole) -> None:
+        _mol(mol)
+        self.n_ao = int(mol.nao)
+        self._eri = mol.intor("int2e", aosym="s8")
+        self.calls = 0
+
+    def __call__(self, D: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        D = np.asarray(D, dtype=np.float64)
+        if D.shape[-2:] != (self.n_ao, self.n_ao) or D.ndim not in (2, 3):
+            raise ValueError(f"D must have shape ({self.n_ao}, {self.n_ao}) or (m, {self.n_ao}, {self.n_ao}), "
+                             f"got {D.shape}")
+        self.calls += 1
+        hermi = 1 if np.array_equal(D, np.swapaxes(D, -1, -2)) else 0
+        J, K = scf.hf.dot_eri_dm(self._eri, D, hermi=hermi)
+        return np.asarray(J), np.asarray(K)
+
+
+class _JK(torch.autograd.Function):
+    """(J(P), K(P)) through PySCF; J and K are linear in P and self-adjoint: the backward is one more build."""
+
+    @staticmethod
+    def forward(ctx, P: Tensor, engine: JKEngine) -> tuple[Tensor, Tensor]:
+        ctx.engine = engine
+        J, K = engine(P.detach().numpy())
+        return torch.from_numpy(J), torch.from_numpy(K)
+
+    @staticmethod
+    def backward(ctx, gJ: Tensor | None, gK: Tensor | None):
+        # dL/dP_kl = sum_ij gJ_ij (ij|kl) + gK_ij (ik|jl) = J(gJ)_kl + K(gK)_kl  (real orbitals)
+        n = ctx.engine.n_ao
+        gJ = torch.zeros(n, n, dtype=torch.float64) if gJ is None else gJ
+        gK = torch.zeros(n, n, dtype=torch.float64) if gK is None else gK
+        J, K = ctx.engine(np.stack([gJ.detach().numpy(), gK.detach().numpy()]))
+        return torch.from_numpy(J[0] + K[1]), None
+
+
+def coulomb_exchange(P: Tensor, ints: Integrals) -> tuple[Tensor, Tensor]:
+    """``(J(P), K(P))``, differentiable in ``P``: through PySCF's J/K build when ``ints`` carries one (backward =
+    one more build on the incoming gradient), else through the four-index tensor (``einsum``)."""
+    _matrix("P", P, _ints(ints))
+    if not ints.has_two_electron:
+        raise ValueError("ints must carry the two-electron integrals (integrals(mol, eri=True) or eri='jk')")
+    return _coulomb_exchange(P, ints)
+
+
+def _coulomb_exchange(P: Tensor, ints: Integrals) -> tuple[Tensor, Tensor]:
+    if ints.jk is not None:
+        return _JK.apply(P, ints.jk)
+    return torch.einsum("ijkl,kl->ij", ints.eri, P), torch.einsum("ikjl,kl->ij", ints.eri, P)
+
+
+def integrals(mol: gto.Mole, eri: bool | str = True) -> Integrals:
     """PySCF's one- and two-electron integrals as float64 torch tensors (``eri=False``: skip the 4-index tensor,
-    enough for making a guess)."""
+    enough for making a guess; ``eri="jk"``: no 4-index tensor but a :class:`JKEngine`, PySCF's own J/K build)."""
     _mol(mol)
-    V.boolean("eri", eri)
+    if eri not in (True, False, "jk"):
+        raise ValueError(f"eri must be True, False or 'jk', got {eri!r}")
     if mol.nelectron % 2:
         raise ValueError(f"RHF needs an even number of electrons, got {mol.nelectron}")
     S = torch.from_numpy(mol.intor("int1e_ovlp"))
     H = torch.from_numpy(mol.intor("int1e_kin") + mol.intor("int1e_nuc"))
-    if eri:
+    jk = JKEngine(mol) if eri == "jk" else None
+    if eri is True:
         eri = torch.from_numpy(ao2mo.restore(1, mol.intor("int2e", aosym="s8"), mol.nao))
     else:
         eri = torch.zeros((0,) * 4, dtype=torch.float64)
     w, U = torch.linalg.eigh(S)
     X = U @ torch.diag(w.rsqrt()) @ U.T
-    return Integrals(S, H, eri, X, mol.nelectron // 2, float(mol.energy_nuc()))
+    return Integrals(S, H, eri, X, mol.nelectron // 2, float(mol.energy_nuc()), jk)
 
 
 MIN_GAP = 1e-3  # Hartree: occupied-virtual gaps below this are clamped in the backward pass (a closing gap)
@@ -253,14 +326,13 @@ def _density(H: Tensor, ints: Integrals) -> Tensor:
 def fock(P: Tensor, ints: Integrals) -> Tensor:
     """``F = H + J(P) - K(P) / 2``."""
     _matrix("P", P, _ints(ints))
-    if ints.eri.numel() == 0:
-        raise ValueError("ints must carry the two-electron integrals (built with integrals(mol, eri=True))")
+    if not ints.has_two_electron:
+        raise ValueError("ints must carry the two-electron integrals (integrals(mol, eri=True) or eri='jk')")
     return _fock(P, ints)
 
 
 def _fock(P: Tensor, ints: Integrals) -> Tensor:
-    J = torch.einsum("ijkl,kl->ij", ints.eri, P)
-    K = torch.einsum("ikjl,kl->ij", ints.eri, P)
+    J, K = _coulomb_exchange(P, ints)
     return ints.H + J - 0.5 * K
 
 
@@ -306,8 +378,8 @@ def scf_unrolled(P0: Tensor, ints: Integrals, n_cycles: int, diis: int = 8, tol:
     and enters no DIIS history (``diis_start=1``): from the same ``P0``, the trajectory is PySCF's.
     """
     _matrix("P0", P0, _ints(ints))
-    if ints.eri.numel() == 0:
-        raise ValueError("ints must carry the two-electron integrals (built with integrals(mol, eri=True))")
+    if not ints.has_two_electron:
+        raise ValueError("ints must carry the two-electron integrals (integrals(mol, eri=True) or eri='jk')")
     n_cycles = V.integer("n_cycles", n_cycles, min=1)
     diis = V.integer("diis", diis, min=1)
     tol = V.optional(V.positive, "tol", tol)
@@ -443,7 +515,7 @@ class Inputs:
         _matrix("P_minao", self.P_minao, self.ints)
 
 
-def inputs(mol: gto.Mole, eri: bool = True, head: str | None = None) -> Inputs:
+def inputs(mol: gto.Mole, eri: bool | str = True, head: str | None = None) -> Inputs:
     """Features, integrals (``eri=False``: no four-index tensor) and the priors of ``mol``. ``head`` computes only
     the prior that head reads (the other is left as ``H_core`` or MINAO's density's shape-compatible zero), so
     timing a guess counts no work it does not need; ``None`` computes both."""
@@ -676,16 +748,19 @@ class Sample:
     P_star: Tensor  # converged density
 
 
-def sample(mol: gto.Mole, conv_tol: float = 1e-10) -> Sample:
-    """Inputs (with ERIs, for the unrolled SCF) and PySCF's converged Fock matrix and density."""
+def sample(mol: gto.Mole, conv_tol: float = 1e-10, eri: bool | str = True) -> Sample:
+    """Inputs (with ERIs, for the unrolled SCF; ``eri="jk"``: PySCF's J/K build instead of the four-index tensor)
+    and PySCF's converged Fock matrix and density."""
     _mol(mol)
     conv_tol = V.positive("conv_tol", conv_tol)
+    if eri not in (True, "jk"):
+        raise ValueError(f"eri must be True or 'jk' (the unrolled SCF needs two-electron integrals), got {eri!r}")
     mf = scf.RHF(mol)
     mf.conv_tol = conv_tol
     mf.kernel()
     if not mf.converged:
         raise ValueError(f"mol: the reference RHF did not converge ({mol.atom})")
-    return Sample(inputs(mol), torch.from_numpy(mf.get_fock()), torch.from_numpy(mf.make_rdm1()))
+    return Sample(inputs(mol, eri=eri), torch.from_numpy(mf.get_fock()), torch.from_numpy(mf.make_rdm1()))
 
 
 def target_error(model: GuessModel, s: Sample) -> Tensor:
@@ -723,13 +798,44 @@ def sail_loss(model: GuessModel, batch: Sequence[Sample], unroll: int = 6) -> Te
 OBJECTIVES = ("surrogate", "sail")
 
 
+FT_NAMES = ("sail_ft_0", "sail_ft_1", "sail_ft_2")
+
+
 def checkpoint_config(name: str = "guesses") -> dict:
-    """The config of the chapter's checkpoint ``guesses``: both heads trained with both objectives, three seeds."""
-    if name != "guesses":
-        raise ValueError(f"name must be 'guesses', got {name!r}")
-    return dict(max_heavy=4, n_test=12, split_seed=0, n_perturb=2, sigma=0.03, hidden=32, heads=list(HEADS),
-                objectives=list(OBJECTIVES), seeds=[0, 1, 2], steps_surrogate=600, steps_sail=600, batch=4,
-                unroll=6, lr_surrogate=1e-2, lr_sail=3e-3, warmup=20, basis="sto-3g")
+    """The config of a checkpoint of the chapter. ``guesses``: both heads trained with both objectives, three
+    seeds, on G2 molecules. ``sail_ft_<seed>``: the Hamiltonian head of ``guesses``' surrogate of that seed,
+    fine-tuned (ground-state supervision) on random RDKit molecules with at most 6 heavy atoms, then SAIL started
+    from it on the same molecules, trained through PySCF's J/K build."""
+    if name == "guesses":
+        return dict(max_heavy=4, n_test=12, split_seed=0, n_perturb=2, sigma=0.03, hidden=32, heads=list(HEADS),
+                    objectives=list(OBJECTIVES), seeds=[0, 1, 2], steps_surrogate=600, steps_sail=600, batch=4,
+                    unroll=6, lr_surrogate=1e-2, lr_sail=3e-3, warmup=20, basis="sto-3g")
+    if name in FT_NAMES:
+        return dict(n_mols=500, n_held=40, max_heavy=6, smiles_seed=0, embed_seed=0, hidden=32,
+                    head="hamiltonian", seeds=[int(name[-1])], init="guesses", steps_surrogate=600,
+                    steps_sail=4000, batch=4, unroll=6, lr_surrogate=1e-3, lr_sail=1e-3, warmup=100,
+                    basis="sto-3g")
+    raise ValueError(f"name must be 'guesses' or one of {FT_NAMES}, got {name!r}")
+
+
+def ft_molecules(cfg: dict) -> tuple[dict[str, gto.Mole], list[str], list[str]]:
+    """The molecules of a ``sail_ft_*`` config: ``{smiles: molecule}`` (RDKit ETKDG + MMFF, seed
+    ``embed_seed``), the training SMILES and the held-out ones (the first ``n_held`` of a seeded shuffle). None
+    of them is one of the chapter's OOD molecules; SMILES RDKit cannot embed are skipped."""
+    V.instance("cfg", cfg, dict)
+    for key in ("n_mols", "n_held", "max_heavy", "smiles_seed", "embed_seed"):
+        if key not in cfg:
+            raise ValueError(f"cfg must have key {key!r}; got keys {sorted(cfg)}")
+    smiles = random_smiles(cfg["n_mols"], cfg["max_heavy"], cfg["smiles_seed"], exclude=list(OOD_SMILES.values()))
+    mols = {}
+    for smi in smiles:
+        try:
+            mols[smi] = rdkit_molecule(smi, seed=cfg["embed_seed"])
+        except ValueError:
+            continue
+    names = list(mols)
+    np.random.default_rng([cfg["smiles_seed"], 2]).shuffle(names)
+    return mols, names[cfg["n_held"]:], names[: cfg["n_held"]]
 
 
 def training_samples(cfg: dict, progress: bool = False) -> tuple[list[Sample], list[str], list[str]]:
@@ -753,9 +859,10 @@ def training_samples(cfg: dict, progress: bool = False) -> tuple[list[Sample], l
 
 
 def train_guess(head: str, objective: str, samples: Sequence[Sample], cfg: dict, seed: int,
-                steps: int | None = None, progress: bool = True):
+                steps: int | None = None, progress: bool = True, init: GuessModel | None = None):
     """Train one :class:`GuessModel` (``head``) with ``objective`` (``surrogate`` or ``sail``) under ``seed``;
-    returns ``(model, history)``. Batches of ``cfg['batch']`` samples, AdamW, warm-up, cosine decay."""
+    returns ``(model, history)``. Batches of ``cfg['batch']`` samples, AdamW, warm-up, cosine decay. ``init``: start
+    from a copy of this model's weights (same head and width) instead of the prior."""
     from helpers import repro, train
 
     head = V.one_of("head", head, HEADS)
@@ -772,8 +879,14 @@ def train_guess(head: str, objective: str, samples: Sequence[Sample], cfg: dict,
     def loss(model: GuessModel, b: list[Sample]) -> Tensor:
         return surrogate_loss(model, b) if objective == "surrogate" else sail_loss(model, b, int(cfg["unroll"]))
 
+    V.optional(V.instance, "init", init, GuessModel)
+    if init is not None and (init.head != head or init.onsite[0].out_features != int(cfg["hidden"])):
+        raise ValueError(f"init must be a {head} model of width {cfg['hidden']}, got a {init.head} model of width "
+                         f"{init.onsite[0].out_features}")
     with repro.seeded(seed):
         model = GuessModel(head, hidden=int(cfg["hidden"]))
+        if init is not None:
+            model.load_state_dict(init.state_dict())
         hist = train.fit(model, loss, batches, steps, lr=float(cfg[f"lr_{objective}"]),
                          warmup=min(int(cfg["warmup"]), steps), seed=seed, progress=progress,
                          desc=f"{head} / {objective} / seed {seed}")
@@ -800,3 +913,116 @@ def bootstrap_ratio(num: Sequence[float], den: Sequence[float], n_boot: int = 20
     idx = rng.integers(0, len(num), size=(n_boot, len(num)))
     r = num[idx].sum(1) / np.maximum(den[idx].sum(1), 1e-300)
     return float(np.quantile(r, (1 - level) / 2)), float(np.quantile(r, (1 + level) / 2))
+
+
+# --------------------------------------------------------------------------------------------------------------
+# A larger training set: random small closed-shell molecules, embedded by RDKit
+# --------------------------------------------------------------------------------------------------------------
+_VALENCE = {"C": 4, "N": 3, "O": 2, "F": 1}
+_ELEMENT_P = {"C": 0.6, "N": 0.15, "O": 0.17, "F": 0.08}
+
+
+def _aromatic_core(rng: np.random.Generator) -> tuple[list[str], dict[tuple[int, int], int]]:
+    """A Kekulé 5- or 6-ring: benzene with some N, or a 5-ring with one O/N(H) and C=C-C=C (some C -> N)."""
+    if rng.random() < 0.5:
+        sym = ["N" if rng.random() < 0.2 else "C" for _ in range(6)]
+        bonds = {(i, (i + 1) % 6): 2 if i % 2 == 0 else 1 for i in range(6)}
+    else:
+        sym = [str(rng.choice(["O", "N"])), "C", "C", "C", "C"]
+        for i in (2, 3):
+            if rng.random() < 0.25:
+                sym[i] = "N"
+        bonds = {(0, 1): 1, (1, 2): 2, (2, 3): 1, (3, 4): 2, (0, 4): 1}
+    return sym, {tuple(sorted(k)): v for k, v in bonds.items()}
+
+
+def _random_graph(rng: np.random.Generator, n_heavy: int) -> str | None:
+    """One random heavy-atom graph as SMILES (an aromatic core or a tree with at most one ring closure, some double
+    bonds), or None when the draw is not a valid molecule."""
+    from rdkit import Chem
+
+    el = list(_ELEMENT_P)
+    sym: list[str] = []
+    bonds: dict[tuple[int, int], int] = {}
+    if n_heavy >= 5 and rng.random() < 0.3:
+        sym, bonds = _aromatic_core(rng)
+    n_core = len(sym)
+    sym += [str(rng.choice(el, p=list(_ELEMENT_P.values()))) for _ in range(max(n_heavy - n_core, 0))]
+    if "C" not in sym:
+        sym[0] = "C"
+    free = [_VALENCE[a] for a in sym]
+    for (a, b), o in bonds.items():
+        free[a] -= o
+        free[b] -= o
+
+    def hetero_pair(a: int, b: int) -> bool:  # no O-O, O-F, N-F, F-F (or O-N outside a ring)
+        return (sym[a] in "OF" and sym[b] in "NOF") or (sym[b] in "OF" and sym[a] in "NOF")
+
+    for i in range(max(n_core, 1), len(sym)):
+        cand = [j for j in range(i) if free[j] > 0 and not hetero_pair(i, j)]
+        if not cand or free[i] == 0:
+            return None
+        j = int(rng.choice(cand))
+        bonds[(j, i)] = 1
+        free[i] -= 1
+        free[j] -= 1
+    rw = Chem.RWMol()
+    for a in sym:
+        rw.AddAtom(Chem.Atom(a))
+    for (a, b), o in bonds.items():
+        rw.AddBond(a, b, Chem.BondType.DOUBLE if o == 2 else Chem.BondType.SINGLE)
+    if n_core == 0 and len(sym) >= 5 and rng.random() < 0.4:  # one ring closure into a 5- or 6-ring
+        dist = Chem.GetDistanceMatrix(rw)
+        pairs = [(a, b) for a in range(len(sym)) for b in range(a + 1, len(sym))
+                 if 4 <= dist[a, b] <= 5 and free[a] > 0 and free[b] > 0 and not hetero_pair(a, b)]
+        if pairs:
+            a, b = pairs[int(rng.integers(len(pairs)))]
+            rw.AddBond(a, b, Chem.BondType.SINGLE)
+            bonds[(a, b)] = 1
+            free[a] -= 1
+            free[b] -= 1
+    for (a, b), o in list(bonds.items()):  # promote some single bonds to double where both atoms have room
+        if o == 1 and free[a] > 0 and free[b] > 0 and rng.random() < 0.3 and not hetero_pair(a, b):
+            rw.GetBondBetweenAtoms(a, b).SetBondType(Chem.BondType.DOUBLE)
+            free[a] -= 1
+            free[b] -= 1
+    try:
+        mol = rw.GetMol()
+        Chem.SanitizeMol(mol)
+    except Exception:  # noqa: BLE001 - RDKit raises several kinds for invalid graphs
+        return None
+    return Chem.MolToSmiles(mol)
+
+
+def random_smiles(n: int, max_heavy: int = 6, seed: int = 0, min_heavy: int = 2,
+                  exclude: Sequence[str] = ()) -> list[str]:
+    """``n`` distinct canonical SMILES of random neutral closed-shell molecules of H, C, N, O, F with
+    ``min_heavy``-``max_heavy`` heavy atoms (a Kekulé 5- or 6-ring with substituents in about a third of the
+    draws with 5 or more heavy atoms, else a random tree with at most one 5- or 6-ring; some double bonds; no O-O,
+    O-F, N-F or F-F bonds), none of them in ``exclude`` (compared as canonical SMILES); deterministic in ``seed``.
+    Raises ``ValueError`` when ``n`` distinct molecules are not found in ``200 n`` draws."""
+    n = V.integer("n", n, min=1)
+    max_heavy = V.integer("max_heavy", max_heavy, min=1)
+    min_heavy = V.integer("min_heavy", min_heavy, min=1, max=max_heavy)
+    seed = V.seed("seed", seed)
+    exclude = V.sequence("exclude", exclude, of=lambda k, x: V.instance(k, x, str))
+    from rdkit import Chem
+
+    banned = set()
+    for smi in exclude:
+        m = Chem.MolFromSmiles(smi)
+        if m is None:
+            raise ValueError(f"exclude must hold valid SMILES, got {smi!r}")
+        banned.add(Chem.MolToSmiles(m))
+    rng = np.random.default_rng([seed, 17])
+    out: list[str] = []
+    seen = set(banned)
+    for _ in range(200 * n):
+        smi = _random_graph(rng, int(rng.integers(min_heavy, max_heavy + 1)))
+        if smi is None or smi in seen:
+            continue
+        seen.add(smi)
+        out.append(smi)
+        if len(out) == n:
+            return out
+    raise ValueError(f"n={n}: only {len(out)} distinct molecules with {min_heavy}-{max_heavy} heavy atoms found")

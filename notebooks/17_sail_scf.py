@@ -28,10 +28,10 @@
 # |---|---|---|
 # | level of theory | Kohn-Sham DFT (PBE, SCAN, B3LYP), def2-SVP | **RHF / STO-3G** (PySCF) for training and most evaluation; the same guesses re-counted under **PBE / STO-3G** (section 9) |
 # | model | SE(3)-equivariant GNN, Hamiltonian or density head | a residual model on a prior (SAP Hamiltonian or MINAO density) built from rotation-covariant σ/π blocks (~6k parameters) |
-# | training data | QM9 molecules with ≤ 20 atoms | ASE's G2 molecules with ≤ 4 heavy atoms (H, C, N, O, F), with perturbed geometries |
-# | training | GPU, long | 600 steps per model, 4 models × 3 seeds, in a checkpoint script (20 min on one shared, loaded core) |
+# | training data | QM9 molecules with ≤ 20 atoms | ASE's G2 molecules with ≤ 4 heavy atoms (H, C, N, O, F), with perturbed geometries; then (section 10) a few hundred random RDKit/MMFF molecules with ≤ 6 heavy atoms |
+# | training | GPU, long | 600 steps per model, 4 models × 3 seeds, in a checkpoint script (20 min on one shared, loaded core); section 10: the Hamiltonian surrogate fine-tuned, then SAIL started from it, one checkpoint script job per seed |
 # | out of distribution | QM40 (≤ 4× larger), QMugs (10× larger) | 26 RDKit-embedded molecules with 5-14 heavy atoms (1.25-3.5× larger) |
-# | unroll | T SCF cycles, DIIS | T = 6 cycles, DIIS exactly as PySCF's, in torch float64 on PySCF's integrals |
+# | unroll | T SCF cycles, DIIS | T = 6 cycles, DIIS exactly as PySCF's, in torch float64 on PySCF's integrals (section 10: Fock builds by PySCF's own J/K routine, as an autograd function) |
 # | hardware | GPU | 2 CPU cores |
 #
 # :::{note}
@@ -76,8 +76,6 @@ quick = False
 seed = 0
 n_timing = 5  # interleaved rounds of the wall-time benchmark (after one warm-up)
 n_align = 45  # solver-alignment check: molecules with at most this many AOs
-ft_steps = 40  # live SAIL fine-tune of one checkpoint model (default run)
-ft_molecules = 16  # training molecules it uses
 n_oracle = 8  # PBE oracle (converged RHF density as the guess): smallest OOD molecules
 ood_names = [
     "furan",
@@ -134,8 +132,8 @@ if quick:
     cfg.update(
         n_train=8, n_perturb=0, steps_surrogate=15, steps_sail=10, unroll=4, warmup=2
     )
-    ood_names, seeds, n_timing, n_align = ["benzene", "pyridine"], [seed], 2, 36
-    ft_steps, ft_molecules, n_oracle = 3, 4, 1
+    ood_names, seeds, n_timing, n_align = ["pyridine", "toluene"], [seed], 2, 36
+    n_oracle = 1
 
 # these matrices are small: one intra-op thread is fastest
 env = repro.setup(seed, threads=1)
@@ -361,73 +359,6 @@ else:
     fig.tight_layout()
     plt.show()
 
-# %% [markdown]
-# **A short live fine-tune.** Is 600 steps the end of what SAIL gets from this model? We continue the first
-# seed's Hamiltonian-SAIL model for `ft_steps` more SAIL steps (the same loss and unroll, batches of 4 drawn
-# from `ft_molecules` training molecules, AdamW at a tenth of the checkpoint's peak learning rate, constant) and
-# measure the SAIL loss on the held-out G2 molecules before and after. The fine-tuned copy is shown only here;
-# every number below uses the checkpoint's models. (Quick mode runs the same code on its tiny model.)
-
-# %%
-ft_samples = [ss.sample(g2[n]) for n in train_names[:ft_molecules]]
-held = [ss.sample(g2[n]) for n in test_names]
-
-
-def held_loss(model):
-    with torch.no_grad():
-        return ss.sail_loss(model, held, cfg["unroll"]).item()
-
-
-ft_model = copy.deepcopy(models["hamiltonian", "sail", seeds[0]]).train()
-ft_before = held_loss(ft_model)
-ft_hist = train.fit(
-    ft_model,
-    lambda m, b: ss.sail_loss(m, b, cfg["unroll"]),
-    lambda step: [
-        ft_samples[i]
-        for i in repro.rng(seed, 7, step).choice(len(ft_samples), 4, replace=False)
-    ],
-    ft_steps,
-    lr=0.1 * cfg["lr_sail"],
-    schedule="constant",
-    seed=seed,
-    desc="SAIL fine-tune",
-)
-ft_after = held_loss(ft_model)
-print(
-    f"held-out G2 SAIL loss: checkpoint {ft_before:.5f} -> after {ft_steps} more "
-    f"steps {ft_after:.5f} ({ft_after / ft_before - 1:+.1%})"
-)
-if not quick:
-    key = f"loss/hamiltonian/sail/{seeds[0]}"
-    hist_ck = ckpt.manifest["history"][key]  # subsampled: {"step": .., "value": ..}
-    steps_ck = np.asarray(hist_ck["step"], float)
-    curve = np.asarray(hist_ck["value"], float)
-    w = 20
-    smooth = np.convolve(curve, np.ones(w) / w, mode="valid")
-    fig, ax = plt.subplots(figsize=(6, 3))
-    ax.plot(steps_ck, curve, color="0.75", lw=0.8, label="checkpoint")
-    ax.plot(steps_ck[w - 1 :], smooth, color="k", lw=1.5, label="(20-point mean)")
-    ax.plot(
-        cfg["steps_sail"] + 1 + np.arange(len(ft_hist.loss)),
-        ft_hist.loss,
-        color=plotting.PALETTE[1],
-        lw=1,
-        label="live fine-tune",
-    )
-    ax.set(
-        yscale="log",
-        xlabel="step",
-        ylabel="SAIL loss (batch)",
-        title=f"H SAIL, seed {seeds[0]}: the loss continues",
-    )
-    ax.legend(fontsize=8)
-    plt.show()
-    print(
-        f"last 20 stored checkpoint steps: mean loss {curve[-20:].mean():.5f}; "
-        f"live steps: mean {np.mean(ft_hist.loss):.5f}"
-    )
-
 # %%
 KINDS = [(h, o) for h in ss.HEADS for o in ss.OBJECTIVES]
 LABEL = {
@@ -439,8 +370,12 @@ LABEL = {
 
 # %% [markdown]
 # **Check `rotation_invariance`**: rotating a molecule changes nothing the solver sees: the guess energy and the
-# number of Fock builds (two OOD molecules, a random rotation, every model of the first seed). The check fails if
-# the energy moves by more than 10⁻⁸ Ha or any build count changes.
+# solver's whole trajectory (two OOD molecules, a random rotation, every model of the first seed). The check fails
+# if the energy moves by more than 10⁻⁸ Ha, if the orbital-gradient norms of any cycle differ by more than 10⁻⁴
+# relative (cycles with `|g|` > 10⁻⁶), or if a build count changes by more than one. One build either way is
+# allowed: rotation changes the round-off, and a run whose last energy change lands at PySCF's threshold
+# (`conv_tol = 1e-9`) can stop one cycle earlier or later on an identical trajectory; how often that happened
+# is printed and kept in the check's note.
 
 
 # %%
@@ -454,7 +389,15 @@ def guess_density(model, x):
         return model.density(x).numpy()
 
 
-rot_gap, rot_builds, rr = 0.0, 0, repro.rng(seed, 4)
+def trace_gap(a, b):
+    """Largest relative difference of two |g| traces over their common cycles."""
+    a, b = np.asarray(a[: len(b)]), np.asarray(b[: len(a)])
+    big = np.maximum(a, b) > 1e-6
+    d = np.abs(a[big] - b[big]) / np.maximum(a[big], b[big])
+    return float(np.max(d, initial=0))
+
+
+rot_gap, rot_trace, rot_count, rot_flips, rr = 0.0, 0.0, 0, 0, repro.rng(seed, 4)
 for name in ood_names[:2]:
     m = ood[name]
     out = []
@@ -463,21 +406,27 @@ for name in ood_names[:2]:
         res = []
         for kind in KINDS:
             P0 = guess_density(models[(*kind, seeds[0])], x)
-            res.append((mf.energy_tot(dm=P0), ss.run_pyscf(mf, P0).fock_builds))
+            r = ss.run_pyscf(mf, P0)
+            res.append((mf.energy_tot(dm=P0), r.fock_builds, r.grad_norms))
         out.append(res)
-    rot_gap = max([rot_gap] + [abs(a[0] - b[0]) for a, b in zip(*out)])
-    rot_builds += sum(a[1] != b[1] for a, b in zip(*out))
+    for a, b in zip(*out):
+        rot_gap = max(rot_gap, abs(a[0] - b[0]))
+        rot_trace = max(rot_trace, trace_gap(a[2], b[2]))
+        rot_count = max(rot_count, abs(a[1] - b[1]))
+        rot_flips += a[1] != b[1]
 print(
-    f"largest guess-energy change under rotation {rot_gap:.1e} Ha; build counts "
-    f"changed: {rot_builds}"
+    f"largest guess-energy change under rotation {rot_gap:.1e} Ha; largest relative "
+    f"|g| change {rot_trace:.1e}; build counts changed: {rot_flips} (by at most "
+    f"{rot_count})"
 )
-# a changed build count fails the check as surely as a changed energy
 rec.check(
     "rotation_invariance",
-    rot_gap if rot_builds == 0 else float("inf"),
-    1e-8,
+    max(rot_gap / 1e-8, rot_trace / 1e-4, rot_count / 1.0),
+    1.0,
     "<=",
-    note=f"guess-energy change {rot_gap:.1e} Ha; build counts changed: {rot_builds}",
+    note=f"guess-energy change {rot_gap:.1e} Ha (bound 1e-8), |g| traces within "
+    f"{rot_trace:.1e} relative (bound 1e-4), {rot_flips} of "
+    f"{2 * len(KINDS)} build counts changed, by at most {rot_count} (bound 1)",
 )
 
 # %% [markdown]
@@ -509,6 +458,7 @@ PYSCF_GUESSES = ("minao", "atom", "sap", "huckel")
 builds, cycles, hidden, fit_err, traces, conv = {}, {}, {}, {}, {}, {}
 # per molecule and model: occupied-virtual block / whole-matrix density error
 ov_err, full_err = {}, {}
+prior_fit = {}  # the untrained Hamiltonian head (the SAP prior) on its target
 minao_gap, e_count_gap = 0, 0.0
 for name, m in tqdm(eval_mols.items(), desc="PySCF runs"):
     mf = scf.RHF(m)
@@ -532,6 +482,9 @@ for name, m in tqdm(eval_mols.items(), desc="PySCF runs"):
     x = ss.inputs(m, eri=False)
     runs["purified MINAO"] = ss.run_pyscf(mf, ss.purify(x.P_minao, x.ints).numpy())
     sample = ss.Sample(x, torch.from_numpy(F_star), torch.from_numpy(P_star))
+    prior_fit[name] = float(
+        np.linalg.norm(x.H_sap.numpy() - F_star) / np.linalg.norm(F_star)
+    )
     errs = {}
     for key, model in models.items():
         P0 = guess_density(model, x)
@@ -1011,24 +964,179 @@ else:
     print("pbe_6-31g.json not present (not counted)")
 
 # %% [markdown]
-# ## 10. The claims record
+# ## 10. SAIL from the surrogate, on a few hundred molecules, through PySCF's J/K build
 #
-# Every claim is measured per seed on the OOD set as a ratio of sums. The ERIC claims use the paper's bar loosely
+# Three changes to the training, together. **The solver**: the unrolled SCF above contracts the full four-index
+# tensor with `einsum`; here each Fock build is PySCF's own J/K routine (`scf.hf.dot_eri_dm` on the 8-fold
+# symmetric integrals, the call PySCF's solver makes), wrapped as an autograd function. `J` and `K` are linear in
+# the density and self-adjoint (`∂L/∂P = J(Ḡ_J) + K(Ḡ_K)` for incoming gradients `Ḡ_J`, `Ḡ_K`), so the backward
+# pass is one more J/K build. **The data**: random closed-shell molecules with 2-6 heavy atoms (chains, rings,
+# Kekulé heteroaromatics; `ss.random_smiles`, none of them an OOD molecule), embedded by RDKit ETKDG + MMFF like
+# the OOD molecules, so training and test geometries come from the same force field. **The start**: each seed's
+# Hamiltonian surrogate from section 5 is first fine-tuned on these molecules with its own loss (so the surrogate
+# it is compared with has seen the same molecules), and SAIL starts from those weights. The OOD set for these
+# models is the OOD molecules with more heavy atoms than any training molecule. The training
+# (`data/17_sail_scf/make_sail_ft.py`, one checkpoint per seed) does not fit the default run; quick mode trains a
+# tiny version live.
+
+# %%
+print(inspect.getsource(ss._JK))
+
+# %% [markdown]
+# **Check `jk_autograd`**: on formaldehyde, the J/K path's SAIL loss (8 unrolled cycles) and its gradient with
+# respect to every model parameter equal the `einsum` path's, and `gradcheck` (finite differences) passes on the
+# J/K function itself with a non-symmetric density.
+
+# %%
+form = ss.rdkit_molecule("C=O")
+x_e, x_j = ss.inputs(form), ss.inputs(form, eri="jk")
+probe = copy.deepcopy(models["hamiltonian", "sail", seeds[0]])
+jk_l, jk_g = [], []
+for x in (x_e, x_j):
+    probe.zero_grad()
+    loss = torch.stack(ss.scf_unrolled(probe.density(x), x.ints, 8).grad_norms).sum()
+    loss.backward()
+    jk_l.append(loss.item())
+    jk_g.append(torch.cat([p.grad.flatten() for p in probe.parameters()]))
+D = torch.from_numpy(repro.rng(seed, 8).normal(size=(x_j.ints.n_ao,) * 2))
+jk_fd = torch.autograd.gradcheck(
+    lambda P: ss.coulomb_exchange(P, x_j.ints), (D.requires_grad_(True),)
+)
+jk_gap = max(abs(jk_l[0] - jk_l[1]), (jk_g[0] - jk_g[1]).abs().max().item())
+print(f"loss and gradient gap, J/K vs einsum: {jk_gap:.1e}; gradcheck: {jk_fd}")
+rec.check("jk_autograd", jk_gap if jk_fd else float("inf"), 1e-9, "<=",
+          note=f"max |loss or gradient difference| {jk_gap:.1e}; gradcheck {jk_fd}")
+
+# %%
+ft_cfg = {s: ss.checkpoint_config(f"sail_ft_{s}") for s in seeds}
+if quick:  # a tiny version, trained live from this run's surrogates
+    for c in ft_cfg.values():
+        c.update(n_mols=10, n_held=4, steps_surrogate=4, steps_sail=4, unroll=4,
+                 warmup=0)
+ft_mols, ft_train, ft_held = ss.ft_molecules(ft_cfg[seeds[0]])
+
+
+def try_sample(smi):
+    """The training sample of a molecule, or None where its reference RHF does not
+    converge (the data script drops those molecules too)."""
+    try:
+        return ss.sample(ft_mols[smi], eri="jk")
+    except ValueError:
+        return None
+
+
+ft_curves, ft_models = {}, {}  # (head, objective, seed) -> fine-tuned model
+for s in seeds:
+    c = ft_cfg[s]
+    if quick:
+        smp = [x for x in map(try_sample, ft_train) if x is not None]
+        init = models["hamiltonian", "surrogate", s]
+        sur, h1 = ss.train_guess("hamiltonian", "surrogate", smp, c, s, init=init)
+        sail, h2 = ss.train_guess("hamiltonian", "sail", smp, c, s, init=sur)
+        ft_models["hamiltonian", "surrogate_ft", s] = sur
+        ft_models["hamiltonian", "sail_ft", s] = sail
+        ft_curves[s] = {"surrogate_ft": h1.loss, "sail_ft": h2.loss}
+        continue
+    ck_ft = checkpoints.load("17_sail_scf", f"sail_ft_{s}", config=c)
+    # the molecules the script kept (its reference RHF converged)
+    ft_train = ck_ft.manifest["extra"]["train_smiles"]
+    ft_held = ck_ft.manifest["extra"]["held_smiles"]
+    ft_curves[s] = {}
+    for obj in ("surrogate_ft", "sail_ft"):
+        mdl = ss.GuessModel("hamiltonian", hidden=c["hidden"])
+        ck_ft.load_into(mdl, prefix=f"hamiltonian/{obj}/{s}.")
+        ft_models["hamiltonian", obj, s] = mdl.double().eval()
+        ft_curves[s][obj] = ck_ft.manifest["history"][f"loss/hamiltonian/{obj}/{s}"]
+ft_ood = [n for n in ood_names if heavy(ood[n]) > ft_cfg[seeds[0]]["max_heavy"]]
+print(f"{len(ft_train)} training / {len(ft_held)} held-out molecules; OOD for these "
+      f"models: {len(ft_ood)} molecules with {min(heavy(ood[n]) for n in ft_ood)}-"
+      f"{max(heavy(ood[n]) for n in ft_ood)} heavy atoms")
+fig, ax = plt.subplots(1, 2, figsize=(11, 3.2))
+for i, obj in enumerate(("surrogate_ft", "sail_ft")):
+    for s in seeds:
+        cv = ft_curves[s][obj]
+        v = np.asarray(cv["value"] if isinstance(cv, dict) else cv, float)
+        st = np.asarray(cv["step"]) if isinstance(cv, dict) else np.arange(len(v)) + 1
+        ax[i].plot(st, v, lw=0.8, label=f"seed {s}")
+    ax[i].set(yscale="log", xlabel="step", title=f"{obj} loss", ylabel="batch loss")
+    ax[i].legend(fontsize=8)
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# Every guess is counted as in section 6: the fine-tuned surrogate and SAIL-from-surrogate models of each seed
+# on the larger OOD molecules (MINAO and the references were counted there already) and, in distribution, on the
+# held-out random molecules, with MINAO. The table adds the G2-trained models of section 5 on the OOD molecules
+# and the SAIL loss on the held-out molecules.
+
+# %%
+FT_KINDS = [("hamiltonian", "surrogate_ft"), ("hamiltonian", "sail_ft")]
+ft_keys = [(*k, s) for k in FT_KINDS for s in seeds]
+for k in ft_keys:
+    hidden[k] = 0
+for name in tqdm(ft_ood, desc="fine-tuned models, OOD"):
+    m = ood[name]
+    mf, x = scf.RHF(m), ss.inputs(m, eri=False)
+    for k in ft_keys:
+        r = ss.run_pyscf(mf, guess_density(ft_models[k], x))
+        builds[name][k], cycles[name][k] = r.fock_builds, r.cycles
+        conv[name][k] = r.converged
+h_samples = {n: try_sample(n) for n in ft_held}
+ft_held = [n for n in ft_held if h_samples[n] is not None]  # (all, in the default run)
+h_samples = [h_samples[n] for n in ft_held]
+h_builds = {}  # held-out random molecules: guess -> builds
+for smi in tqdm(ft_held, desc="fine-tuned models, held-out"):
+    m = ft_mols[smi]
+    mf, x = scf.RHF(m), ss.inputs(m, eri=False)
+    h_builds[smi] = {"minao": ss.run_pyscf(mf, ss.pyscf_guess(m, "minao")).fock_builds}
+    for k in ft_keys:
+        h_builds[smi][k] = ss.run_pyscf(mf, guess_density(ft_models[k], x)).fock_builds
+
+
+def h_loss(mdl):
+    with torch.no_grad():
+        return ss.sail_loss(mdl, h_samples, ft_cfg[seeds[0]]["unroll"]).item()
+
+
+h_sail_loss = {k: h_loss(ft_models[k] if k in ft_models else models[k])
+               for k in [("hamiltonian", o, s) for o in ("surrogate", "surrogate_ft",
+                                                          "sail_ft") for s in seeds]}
+
+
+def h_eric(k):
+    return ss.ratio_of_sums([h_builds[n][k] for n in ft_held],
+                            [h_builds[n]["minao"] for n in ft_held])
+
+
+print(f"{'model':>22}  {'ERIC held-out':>13}  {'ERIC OOD':>8}  "
+      f"{'SAIL loss held-out':>18}")
+for o in ("surrogate", "sail", "surrogate_ft", "sail_ft"):
+    for s in seeds:
+        k = ("hamiltonian", o, s)
+        hl = f"{h_sail_loss[k]:18.5f}" if k in h_sail_loss else ""
+        he = f"{h_eric(k):13.3f}" if k in h_builds[ft_held[0]] else " " * 13
+        print(f"{'H ' + o + ' s' + str(s):>22}  {he}  {eric(ft_ood, k):8.3f}  {hl}")
+
+# %% [markdown]
+# ## 11. The claims record
+#
+# Every claim is measured per seed on the OOD set as a ratio of sums: `eric_sail_ood` and `sail_beats_surrogate`
+# with the models of section 10 on the OOD molecules larger than their training molecules, the others with the
+# G2 models of section 5 on all OOD molecules. The ERIC claims use the paper's bar loosely
 # (`≤ 0.9`, a 10% reduction; the paper reports 28-37%) and record as baseline the best guess a practitioner has <!-- paper -->
 # without a model: the lowest OOD ERIC among PySCF's guesses, the purified MINAO density and MINAO + 1 step.
 # A reference that does not converge on some molecule (PySCF's `sap` guess on benzoic acid runs into the
 # 100-cycle cap) is scored on the molecules where it converged, not charged 100 cycles: this can only make the
 # baseline stronger. (The table in section 6 counts such runs at 100 cycles.)
-# `surrogate_fits_but_slows` is two numbers per seed (Hamiltonian head): the surrogate's target-fit error must be
-# lower than SAIL's **and** its ERIC higher; we record the smaller of the two ratios `fit(SAIL)/fit(surrogate)` and
-# `ERIC(surrogate)/ERIC(SAIL)`, which exceeds 1 exactly when both hold. This is the issue's relative form (slower
-# than SAIL); the paper's own wording, that the surrogate's guesses slow the solver down, i.e. its ERIC exceeds 1
-# (slower than MINAO), is tested separately as `surrogate_slows_solver`.
+# The paper's diagnosis has two halves, measured apart: `surrogate_fits_but_slows` asks whether the surrogate fits
+# its own target out of distribution about as well as in it (its OOD error at most twice its held-out G2 error;
+# the untrained SAP prior's ratio is the baseline), and `surrogate_slows_solver` whether its guesses then need
+# more builds than MINAO (ERIC > 1). Neither is the ERIC ratio against SAIL, which is `sail_beats_surrogate`.
 #
 # **Conditions.** Every claim names what it rests on: each guess model's training loss is flat at the end
 # (`train.plateau` ≤ 0.05, the book-wide rule, from the checkpoint's curves), a SAIL model saves builds on held-out <!-- paper -->
-# molecules like its training ones (in-distribution ERIC below 1), and the speed claim's timing spread is below
-# the speedup it measures. At a seed where one fails the claim is left out; with none left it is *inconclusive*.
+# molecules like its training ones (in-distribution ERIC below 1; for the models of section 10, on their held-out
+# random molecules), and the speed claim's timing spread is below the speedup it measures. At a seed where one fails the claim is left out; with none left it is *inconclusive*.
 
 # %% tags=["hide-input"]
 # the references, the per-seed helpers and the notes the claims carry (numbers beside
@@ -1096,16 +1204,37 @@ fit_ratio, eric_ratio = diagnosis("hamiltonian")
 d_fit, d_eric = diagnosis("density")
 
 
+def fit_shifts(head):
+    """Per seed: the surrogate's OOD target-fit error ÷ its held-out G2 one."""
+    return [mean_fit(ood_names, (head, "surrogate", s))
+            / mean_fit(test_names, (head, "surrogate", s)) for s in seeds]
+
+
+fit_shift, d_shift = fit_shifts("hamiltonian"), fit_shifts("density")
+prior_shift = (np.mean([prior_fit[n] for n in ood_names])
+               / np.mean([prior_fit[n] for n in test_names]))
+
+
 notes = {}  # the numbers each claim carries beside its verdict
+def ft_pair(s):
+    return ("hamiltonian", "sail_ft", s), ("hamiltonian", "surrogate_ft", s)
+
+
+ref_eric_ft = {k: eric(ok(ft_ood, k), k) for k in references}
+best_ref_ft = min(references, key=ref_eric_ft.get)
+e_best_ft = ref_eric_ft[best_ref_ft]
 notes["eric_sail_ood"] = (
-    f"baseline: the best reference guess ({best_ref}); references: {refs_note}. "
-    "RIC per seed "
-    f"{[round(ric(ood_names, ('hamiltonian', 'sail', s)), 3) for s in seeds]}. "
-    "RHF/STO-3G, "
-    f"{len(ood_names)} molecules 1.25-3.5x larger than training; 90% bootstrap "
-    "intervals over "
-    f"molecules per seed: {cis(('hamiltonian', 'sail'))}. OOD molecules where a "
-    f"model guess did not converge (counted at 100): {models_failed or 'none'}."
+    f"baseline: the best reference guess on these molecules ({best_ref_ft}); "
+    "references: " + ", ".join(f"{k} {v:.3f}" for k, v in ref_eric_ft.items())
+    + f". {len(ft_ood)} OOD molecules with more heavy atoms than any training molecule;"
+    " RHF/STO-3G; 90% bootstrap intervals per seed: "
+    f"{[tuple(np.round(eric_ci(ft_ood, ft_pair(s)[0]), 3)) for s in seeds]}"
+    ". The G2-trained SAIL model of section 5 (600 steps from the prior): "
+    f"{np.round([eric(ft_ood, ('hamiltonian', 'sail', s)) for s in seeds], 3).tolist()}"
+    f" on these molecules, {np.round(per_seed(('hamiltonian', 'sail')), 3).tolist()} "
+    f"on all {len(ood_names)} OOD molecules (bootstrap {cis(('hamiltonian', 'sail'))})."
+    f" OOD molecules where a model guess did not converge (counted at 100): "
+    f"{models_failed or 'none'}."
 )
 notes["density_head_ood"] = (
     "surrogate density head per seed: "
@@ -1115,27 +1244,27 @@ notes["density_head_ood"] = (
     f"intervals per seed: {cis(('density', 'sail'))}."
 )
 notes["surrogate_fits_but_slows"] = (
-    "the fit half is expected by construction (the surrogate is trained on "
-    "this target, SAIL is not); the informative half is the ERIC ratio. "
-    f"Fit-error ratio per seed {np.round(fit_ratio, 3).tolist()}, ERIC ratio per "
-    "seed "
-    f"{np.round(eric_ratio, 3).tolist()}; density head: fit ratio "
-    f"{np.round(d_fit, 3).tolist()}, ERIC "
-    f"ratio {np.round(d_eric, 3).tolist()}. Baseline: the surrogate's OOD ERIC; "
-    "below 1 the surrogate too saves builds against MINAO (the paper's strong form, "
-    "surrogate ERIC > 1, is the claim surrogate_slows_solver; it holds at "
-    f"{sum(e > 1 for e in per_seed(('hamiltonian', 'surrogate')))} of "
-    f"{len(seeds)} seeds here)."
+    "the fit half of the paper's diagnosis, measured apart from ERIC (the 'but slows' "
+    "half is surrogate_slows_solver). Baseline: the same ratio for the untrained head "
+    "(the SAP prior), whose error is "
+    f"{np.mean([prior_fit[n] for n in ood_names]):.3f} OOD and "
+    f"{np.mean([prior_fit[n] for n in test_names]):.3f} on held-out G2; the "
+    "surrogate's own OOD error per seed "
+    f"{[round(mean_fit(ood_names, ('hamiltonian', 'surrogate', s)), 4) for s in seeds]}"
+    f"; density head's ratio per seed {np.round(d_shift, 3).tolist()}."
 )
 notes["surrogate_slows_solver"] = (
     "baseline: MINAO (ERIC 1 by definition); density-head surrogate per seed: "
     f"{np.round(per_seed(('density', 'surrogate')), 3).tolist()}"
 )
 notes["sail_beats_surrogate"] = (
-    "paired sign test over the OOD molecules (SAIL vs surrogate, ties dropped), "
-    f"two-sided p per seed: {sign_ps('hamiltonian')}; density head, SAIL / "
-    f"surrogate per seed: {np.round([1 / r for r in d_eric], 3).tolist()}, sign-test "
-    f"p {sign_ps('density')}"
+    "paired sign test over these OOD molecules (SAIL vs surrogate, ties dropped), "
+    "two-sided p per seed: "
+    f"{[round(sign_p(*ft_pair(s), ft_ood), 3) for s in seeds]}"
+    "; the G2-trained pair of section 5 on all OOD molecules: SAIL / surrogate "
+    f"{np.round([1 / r for r in eric_ratio], 3).tolist()} (sign-test p "
+    f"{sign_ps('hamiltonian')}); density head "
+    f"{np.round([1 / r for r in d_eric], 3).tolist()} (p {sign_ps('density')})"
 )
 notes["wall_time_speedup"] = (
     f"{', '.join(biggest)}; density head; {n_timing} interleaved rounds after a "
@@ -1188,6 +1317,16 @@ rec.condition("timing_above_noise",
               statement="the timing spread of MINAO and of the SAIL side is smaller "
               "than the speedup's distance from the claim's bar")
 H_SAIL = ("models_converged", "hamiltonian_sail_fits")
+ft_plateau = [max(train.plateau(ft_curves[s][o]) for o in ("surrogate_ft", "sail_ft"))
+              for s in seeds]
+rec.condition("sail_ft_converged", ft_plateau,
+              "<=", 0.05, unit="plateau (last fifth), worse of the two models",
+              statement="the fine-tuned surrogate and SAIL-from-surrogate of the "
+              "seed are trained to a flat loss")
+rec.condition("sail_ft_fits", [h_eric(("hamiltonian", "sail_ft", s)) for s in seeds],
+              "<", 1.0, unit="ERIC, held-out random molecules (<= 6 heavy atoms)",
+              statement="SAIL from the surrogate saves Fock builds in distribution")
+FT = ("sail_ft_converged", "sail_ft_fits")
 # the PBE counts were made with the checkpoint's models (seeds p_seeds): their curves
 # come from its manifest; the in-distribution ERIC is this run's, so it applies only
 # where this run's models are the checkpoint's
@@ -1204,14 +1343,16 @@ PBE = (("pbe_models_converged",)
 # %%
 rec.claim(
     "eric_sail_ood",
-    "SAIL (Hamiltonian head) needs fewer Fock builds than MINAO on larger molecules",
+    "SAIL (Hamiltonian head, started from the surrogate, trained through PySCF's J/K "
+    "on random molecules with <= 6 heavy atoms) needs fewer Fock builds than MINAO on "
+    "larger molecules",
     paper="-28% to -37% (ERIC 0.63-0.72)",
-    measured=per_seed(("hamiltonian", "sail")),
+    measured=[eric(ft_ood, ("hamiltonian", "sail_ft", s)) for s in seeds],
     op="<=", target=0.9,
-    unit="ERIC, OOD, ratio of sums",
-    baseline=e_best,
+    unit="ERIC, OOD (> 6 heavy atoms), ratio of sums",
+    baseline=e_best_ft,
     note=notes["eric_sail_ood"],
-    given=H_SAIL,
+    given=FT,
 )
 rec.claim(
     "density_head_ood",
@@ -1225,15 +1366,18 @@ rec.claim(
     note=notes["density_head_ood"],
     given=("models_converged", "density_sail_fits"),
 )
+
+# %%
 rec.claim(
     "surrogate_fits_but_slows",
-    "Out of distribution, the ground-state surrogate fits its target better than "
-    "SAIL yet its guesses need more Fock builds than SAIL's (Hamiltonian head)",
-    paper="surrogates fit targets well OOD yet slow convergence",
-    measured=[min(a, b) for a, b in zip(fit_ratio, eric_ratio)],
-    op=">", target=1.0,
-    unit="min(fit SAIL / fit surrogate, ERIC surrogate / ERIC SAIL)",
-    baseline=per_seed(("hamiltonian", "surrogate")),
+    "The ground-state surrogate fits its target about as well out of distribution as "
+    "in it (Hamiltonian head: OOD target-fit error at most twice the held-out G2 one)",
+    paper="models trained on ground-state targets fit those targets well out of "
+    "distribution",
+    measured=fit_shift,
+    op="<=", target=2.0,
+    unit="target-fit error, OOD ÷ held-out G2 (mean relative ‖H − F*‖/‖F*‖)",
+    baseline=prior_shift,
     note=notes["surrogate_fits_but_slows"],
     given=("models_converged",),
 )
@@ -1251,15 +1395,16 @@ rec.claim(
 )
 rec.claim(
     "sail_beats_surrogate",
-    "SAIL needs fewer Fock builds than the ground-state surrogate on larger "
-    "molecules (Hamiltonian head)",
+    "SAIL started from the surrogate needs fewer Fock builds than the surrogate on "
+    "larger molecules (Hamiltonian head, both fine-tuned on the same molecules)",
     paper="SAIL < surrogate",
-    measured=[1 / r for r in eric_ratio],
+    measured=[eric(ft_ood, ("hamiltonian", "sail_ft", s))
+              / eric(ft_ood, ("hamiltonian", "surrogate_ft", s)) for s in seeds],
     op="<", target=1.0,
-    unit="ERIC OOD, SAIL / surrogate",
-    baseline=per_seed(("hamiltonian", "surrogate")),
+    unit="ERIC OOD (> 6 heavy atoms), SAIL / surrogate",
+    baseline=[eric(ft_ood, ("hamiltonian", "surrogate_ft", s)) for s in seeds],
     note=notes["sail_beats_surrogate"],
-    given=H_SAIL,
+    given=FT,
 )
 
 
@@ -1342,54 +1487,82 @@ rec.save()
 verdict = {c.id: c.verdict for c in rec.claims}
 cond = {c.id: c.verdict for c in rec.conditions}
 _l = lambda v, f=".3f": ", ".join(format(float(x), f) for x in v)
-_saved = [np.mean([builds[n][("hamiltonian", "surrogate", s)] - builds[n][("hamiltonian", "sail", s)]
-                   for n in ood_names]) for s in seeds]
-_ps = sign_ps("hamiltonian")
+_ft = [eric(ft_ood, ("hamiltonian", "sail_ft", s)) for s in seeds]
+_ft_sur = [eric(ft_ood, ("hamiltonian", "surrogate_ft", s)) for s in seeds]
+_g2_on_ft = [eric(ft_ood, ("hamiltonian", "sail", s)) for s in seeds]
 _sur = per_seed(("hamiltonian", "surrogate"))
 _h_pbe = [p_eric(p_names, f"hamiltonian/sail/{s}") for s in p_seeds]
 _d_pbe = [p_eric(p_names, f"density/sail/{s}") for s in p_seeds]
 _early, _tail = phase_mean["minao"], phase_mean[("hamiltonian", "sail")]
-display(Markdown("\n".join([
-    "* **The solver is PySCF's.** Along every checked trajectory the torch SCF's energies agree with PySCF's to "
-    "round-off (`solver_alignment`), so SAIL optimizes the very solver its guesses are judged by.",
-    f"* **Conditions.** Models trained to a flat loss: **{cond['models_converged']}**; SAIL saves builds in "
-    f"distribution: Hamiltonian head **{cond['hamiltonian_sail_fits']}**, density head "
-    f"**{cond['density_sail_fits']}**; timing spread below the effect: **{cond['timing_above_noise']}**.",
-    f"* **How much SAIL saves.** Out of distribution the Hamiltonian SAIL head's ERIC is {_l(per_seed(('hamiltonian', 'sail')))} "
-    f"per seed and the density head's {_l(per_seed(('density', 'sail')))}, against {e_best:.3f} for the best "
-    f"reference guess ({best_ref}), our bar 0.9 and the paper's 0.63-0.72 (`eric_sail_ood`: "
-    f"{verdict['eric_sail_ood']}; `density_head_ood`: {verdict['density_head_ood']}). Against its ground-state "
-    f"surrogate the Hamiltonian head saves {_l(_saved, '.2f')} builds per molecule (ERIC ratio SAIL ÷ surrogate "
-    f"{_l([1 / r for r in eric_ratio])}; paired sign test p = {_l(_ps)}; `sail_beats_surrogate`: "
-    f"{verdict['sail_beats_surrogate']}).",
-    f"* **The diagnosis, measured.** The Hamiltonian surrogate's target-fit error is {_l(fit_ratio, '.1f')}× "
-    "smaller than SAIL's (expected by construction: only the surrogate is trained on that target); its ERIC is "
-    f"{_l(_sur)} per seed, "
+_hl = {o: [h_sail_loss[("hamiltonian", o, s)] for s in seeds]
+       for o in ("surrogate", "surrogate_ft", "sail_ft")}
+_rho_ov = [ov_rho(s, ov_err) for s in seeds]
+_rho_full = [ov_rho(s, full_err) for s in seeds]
+_cmp = "not always above"
+if all(a > b for a, b in zip(_rho_ov, _rho_full)):
+    _cmp = "above"
+V, C = verdict, cond
+_txt = [
+    "* **The solver is PySCF's.** Along every checked trajectory the torch SCF's "
+    "energies agree with PySCF's to round-off (`solver_alignment`), and the J/K path "
+    "used for the larger training set gives the einsum path's loss and gradient "
+    "(`jk_autograd`): SAIL optimizes the very solver its guesses are judged by (RHF).",
+    f"* **Conditions.** G2 models trained to a flat loss: **{C['models_converged']}**; "
+    "their SAIL saves builds in distribution: Hamiltonian head "
+    f"**{C['hamiltonian_sail_fits']}**, density head **{C['density_sail_fits']}**; "
+    f"fine-tuned models flat: **{C['sail_ft_converged']}**; SAIL from the surrogate "
+    f"saves builds in distribution: **{C['sail_ft_fits']}**; timing spread below the "
+    f"effect: **{C['timing_above_noise']}**.",
+    f"* **How much SAIL saves.** On the {len(ft_ood)} OOD molecules larger than every "
+    "training molecule, SAIL started from the surrogate and trained on "
+    f"{len(ft_train)} random molecules has ERIC {_l(_ft)} per seed, against "
+    f"{e_best_ft:.3f} for the best reference ({best_ref_ft}), our bar 0.9 and the paper's 0.63-0.72 "
+    f"(`eric_sail_ood`: {V['eric_sail_ood']}); the G2-trained SAIL model of section 5 "
+    f"has {_l(_g2_on_ft)} there and {_l(per_seed(('hamiltonian', 'sail')))} on all "
+    f"{len(ood_names)} OOD molecules. The surrogate it started from, fine-tuned on the "
+    f"same molecules, has {_l(_ft_sur)} (SAIL ÷ surrogate "
+    f"{_l([a / b for a, b in zip(_ft, _ft_sur)])}; `sail_beats_surrogate`: "
+    f"{V['sail_beats_surrogate']}). Both verdicts rest on the seeds whose two "
+    f"fine-tuned curves are flat: {[s for s, v in zip(seeds, ft_plateau) if v <= 0.05]} (plateau "
+    f"{_l(ft_plateau)}; SAIL's loss was still falling at the end of the others). "
+    "The density head (G2-trained) has "
+    f"{_l(per_seed(('density', 'sail')))} on all OOD molecules (`density_head_ood`: "
+    f"{V['density_head_ood']}).",
+    f"* **Held-out SAIL loss.** On the {len(ft_held)} held-out random molecules the "
+    f"SAIL loss is {_l(_hl['surrogate'], '.5f')} for the G2 surrogates, "
+    f"{_l(_hl['surrogate_ft'], '.5f')} after their fine-tune and "
+    f"{_l(_hl['sail_ft'], '.5f')} after SAIL (per seed).",
+    "* **The diagnosis, measured.** The Hamiltonian surrogate's OOD target-fit error "
+    f"is {_l(fit_shift, '.2f')}× its held-out G2 error per seed (the SAP prior's: "
+    f"{prior_shift:.2f}; `surrogate_fits_but_slows`: {V['surrogate_fits_but_slows']});"
+    f" its ERIC is {_l(_sur)} per seed, "
     + ("above" if min(_sur) > 1 else "below" if max(_sur) < 1 else "around")
-    + f" MINAO's 1 (`surrogate_slows_solver`: {verdict['surrogate_slows_solver']}). For the density head the "
-    f"fit ratio is {_l(d_fit, '.2f')} and the ERIC ratio surrogate ÷ SAIL {_l(d_eric)}.",
-    "* **What the build count follows.** Across OOD molecules and the four models, the Spearman of builds ÷ "
-    f"MINAO's with the occupied-virtual block error of the guess is {_l([ov_rho(s, ov_err) for s in seeds], '.2f')} "
-    f"per seed, with the whole-matrix error {_l([ov_rho(s, full_err) for s in seeds], '.2f')} "
-    f"(`ov_block_predicts_builds`: {verdict['ov_block_predicts_builds']}).",
-    f"* **Where the saved cycles fall.** From MINAO a run spends {_early[0]:.1f} cycles in the early phase and "
-    f"{_early[1]:.1f} in the tail; from Hamiltonian SAIL {_tail[0]:.1f} and {_tail[1]:.1f} (means). SAIL's "
-    f"{cfg['unroll']}-cycle unroll sees mostly the early phase. The tail is not a bound on what a guess can save: "
-    f"under PBE a converged density restarts in {np.mean(o_pbe):.1f} builds, against "
-    f"{np.mean(p_builds(o_names, 'minao')):.1f} from MINAO on the same molecules.",
-    f"* **CPU time.** SAIL's speedup over MINAO, model included, is {_l(speedup)} per seed on {', '.join(biggest)} "
-    f"(purified MINAO, no model: {t_minao / t_purified:.3f}; `wall_time_speedup`: {verdict['wall_time_speedup']}).",
-    f"* **Under PBE.** Handed to PySCF's PBE solver in the same basis, the Hamiltonian SAIL guesses have ERIC "
-    f"{_l(_h_pbe)} and the density ones {_l(_d_pbe)}, against {p_ref_eric[p_best]:.3f} for the best reference "
-    f"({p_best}) (`paper_level_of_theory`: {verdict['paper_level_of_theory']}). The oracle, the converged RHF "
-    f"density SAIL trains toward, has ERIC {o_eric:.3f} under PBE on the {len(o_names)} smallest molecules "
-    f"(Hamiltonian SAIL there: {_l(o_sail)}): a guess aligned with one solver is not aligned with another; the "
-    "paper trains through the solver it evaluates with.",
-    f"* **Training length.** The live fine-tune ({ft_steps} SAIL steps on {ft_molecules} training molecules at a "
-    f"tenth of the peak learning rate) moves the held-out G2 SAIL loss from {ft_before:.5f} to {ft_after:.5f} "
-    f"({ft_after / ft_before - 1:+.1%}); the condition `models_converged` reads the checkpoint's own curves. "
-    "Whether a much longer run on all training molecules would lower the OOD ERIC was not tested.",
-])))
+    + f" MINAO's 1 (`surrogate_slows_solver`: {V['surrogate_slows_solver']}).",
+    "* **What the build count follows.** Across OOD molecules and the four G2 models, "
+    "the Spearman of builds ÷ MINAO's with the occupied-virtual block error of the "
+    f"guess is {_l(_rho_ov, '.2f')} per seed, {_cmp} the one with the whole-matrix "
+    f"error, {_l(_rho_full, '.2f')} (`ov_block_predicts_builds`: "
+    f"{V['ov_block_predicts_builds']}).",
+    "* **Where the saved cycles fall.** From MINAO a run spends "
+    f"{_early[0]:.1f} cycles in the early phase and {_early[1]:.1f} in the tail; from "
+    f"Hamiltonian SAIL {_tail[0]:.1f} and {_tail[1]:.1f} (means). SAIL's "
+    f"{cfg['unroll']}-cycle unroll sees mostly the early phase. The tail is not a "
+    "bound on what a guess can save: under PBE a converged density restarts in "
+    f"{np.mean(o_pbe):.1f} builds, against {np.mean(p_builds(o_names, 'minao')):.1f} "
+    "from MINAO on the same molecules.",
+    "* **CPU time.** SAIL's speedup over MINAO, model included, is "
+    f"{_l(speedup)} per seed on {', '.join(biggest)} (purified MINAO, no model: "
+    f"{t_minao / t_purified:.3f}; `wall_time_speedup`: {V['wall_time_speedup']}).",
+    "* **Under PBE.** Handed to PySCF's PBE solver in the same basis, the G2-trained "
+    f"Hamiltonian SAIL guesses have ERIC {_l(_h_pbe)} and the density ones "
+    f"{_l(_d_pbe)}, against {p_ref_eric[p_best]:.3f} for the best reference "
+    f"({p_best}) (`paper_level_of_theory`: {V['paper_level_of_theory']}). The oracle, "
+    f"the converged RHF density SAIL trains toward, has ERIC {o_eric:.3f} under PBE on "
+    f"the {len(o_names)} smallest molecules (Hamiltonian SAIL there: {_l(o_sail)}): a "
+    "guess aligned with one solver is not aligned with another; the paper trains "
+    "through the solver it evaluates with, which here is RHF only.",
+]
+display(Markdown("\n".join(_txt)))
 
 # %% [markdown]
 # ## Known limits
@@ -1402,18 +1575,20 @@ display(Markdown("\n".join([
 #   6-31g`, STO-3G guesses projected with `ss.project_density`) is implemented but was not run: about twice the
 #   27-minute STO-3G count (`paper_level_of_theory_631g` is untested). The model itself is written for a minimal
 #   basis (1s, 2s, 2p slots).
-# * **The live fine-tune** is a few SAIL steps on one seed's Hamiltonian model with 16 training molecules; it
-#   shows where the loss stands after the checkpoint's 600 steps, and the fine-tuned copy is not evaluated
-#   further.
-# * **Scale.** Training molecules have at most 4 heavy atoms and OOD molecules 5-14 (up to 3.5× larger, not 10×); <!-- paper -->
-#   the model is a small residual on a prior, not the paper's equivariant GNN. The shift is not size alone: the
-#   training geometries are G2's reference geometries (plus 0.03 Å noise), the OOD ones come from RDKit's MMFF <!-- paper -->
-#   force field, so bond lengths differ systematically between the two sets.
+# * **Training length.** SAIL from the surrogate (section 10) runs the steps its checkpoint records, fewer than
+#   the 3-5 thousand a longer budget would allow: each seed's job had to fit about 20 minutes on one shared core.
+#   The unroll stays at T = 6; a T = 12-16 unroll for the DIIS tail was not trained.
+# * **Scale.** The G2 models' training molecules have at most 4 heavy atoms and OOD molecules 5-14 (up to 3.5× <!-- paper -->
+#   larger, not 10×); for them the shift is not size alone: G2's reference geometries (plus 0.03 Å noise) against <!-- paper -->
+#   RDKit's MMFF force field. The models of section 10 are trained on MMFF geometries with at most 6 heavy atoms
+#   and judged on the OOD molecules with 7-14 (up to 14 heavy atoms against 6), so their shift is size and
+#   chemistry only; that OOD set is smaller (16 molecules), so its ratios move more with one build. The model is a small
+#   residual on a prior, not the paper's equivariant GNN.
 # * **The phase split is a description, not an ablation.** It shows where the saved cycles fall (section 7), but
 #   no longer SAIL unroll was trained to test how much of the tail a guess trained on it could remove (a model
 #   trained with T = 12-20 unrolled cycles and the same phase split would be that test; not run for time). Times
 #   are medians of CPU time over `n_timing` interleaved rounds on a shared machine.
-# * **Statistics.** Ratios of sums over 26 OOD molecules with per-molecule build counts around 8-20; the bootstrap
+# * **Statistics.** Ratios of sums over 26 (section 10: 16) OOD molecules with per-molecule build counts around 8-20; the bootstrap
 #   intervals above resample molecules and say how much one more or one fewer build on a few molecules moves the
 #   ratio. The counts also depend on the convergence threshold, which is PySCF's default (`conv_tol = 1e-9`) for
 #   every guess. Measured once during review, outside this notebook (seed 0, the 26 OOD molecules): a looser

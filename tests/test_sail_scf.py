@@ -292,3 +292,97 @@ def test_ood_smiles_embed():
     assert len(ss.OOD_SMILES) == 26
     m = ss.rdkit_molecule(ss.OOD_SMILES["furan"], seed=0)
     assert m.natm == 9
+
+
+# --- the J/K build through PySCF (autograd) ---------------------------------------------------------------------
+def test_jk_engine_matches_the_einsum_and_refuses_bad_shapes(formaldehyde):
+    full, jk = ss.integrals(formaldehyde), ss.integrals(formaldehyde, eri="jk")
+    assert jk.eri.numel() == 0 and jk.jk is not None
+    D = torch.from_numpy(np.random.default_rng(0).normal(size=(full.n_ao,) * 2))  # not symmetric
+    for P in (D, D + D.T):
+        J1, K1 = ss.coulomb_exchange(P, full)
+        J2, K2 = ss.coulomb_exchange(P, jk)
+        assert torch.allclose(J1, J2, atol=1e-12) and torch.allclose(K1, K2, atol=1e-12)
+    with pytest.raises(ValueError, match="D must have shape"):
+        jk.jk(np.zeros((2, 2)))
+    with pytest.raises(ValueError, match="eri must be"):
+        ss.integrals(formaldehyde, eri="direct")
+    with pytest.raises(ValueError, match="two-electron"):
+        ss.coulomb_exchange(D, ss.integrals(formaldehyde, eri=False))
+    with pytest.raises(ValueError, match="jk must build"):
+        ss.Integrals(full.S, full.H, full.eri, full.X, full.n_occ, full.e_nuc, ss.JKEngine(ss.build_molecule(*WATER)))
+
+
+def test_jk_backward_against_finite_differences_and_the_einsum(water):
+    full, jk = ss.integrals(water), ss.integrals(water, eri="jk")
+    D = torch.from_numpy(np.random.default_rng(1).normal(size=(full.n_ao,) * 2)).requires_grad_(True)
+    assert torch.autograd.gradcheck(lambda P: ss.coulomb_exchange(P, jk), (D,))  # finite differences
+    W = torch.from_numpy(np.random.default_rng(2).normal(size=(2, full.n_ao, full.n_ao)))
+    grads = []
+    for ints in (full, jk):
+        J, K = ss.coulomb_exchange(D, ints)
+        (g,) = torch.autograd.grad((W[0] * J).sum() + (W[1] * K).sum(), D)
+        grads.append(g)
+    assert torch.allclose(*grads, atol=1e-12)
+    # a broken backward (K's adjoint replaced by J's) is seen
+    J, K = ss.coulomb_exchange(D, full)
+    (g_wrong,) = torch.autograd.grad((W[0] * J).sum() + (W[1] * J).sum(), D)
+    assert not torch.allclose(grads[1], g_wrong, atol=1e-6)
+
+
+def test_unrolled_scf_and_sail_loss_through_the_jk_build(formaldehyde):
+    full, jk = ss.inputs(formaldehyde), ss.inputs(formaldehyde, eri="jk")
+    model = ss.GuessModel("hamiltonian", hidden=4)
+    losses, grads = [], []
+    for x in (full, jk):
+        model.zero_grad()
+        tr = ss.scf_unrolled(model.density(x), x.ints, 8)
+        loss = torch.stack(tr.grad_norms).sum()
+        loss.backward()
+        losses.append(loss.item())
+        grads.append(torch.cat([p.grad.flatten() for p in model.parameters()]))
+    assert abs(losses[0] - losses[1]) < 1e-12
+    assert torch.allclose(*grads, atol=1e-10)
+    calls = jk.ints.jk.calls
+    ss.scf_unrolled(model.density(jk).detach(), jk.ints, 3)
+    assert jk.ints.jk.calls == calls + 3  # one PySCF J/K build per cycle
+
+
+def test_random_smiles_are_distinct_valid_and_deterministic():
+    from rdkit import Chem
+
+    a = ss.random_smiles(40, 6, seed=3, exclude=["c1ccoc1"])
+    assert a == ss.random_smiles(40, 6, seed=3, exclude=["c1ccoc1"])
+    assert a != ss.random_smiles(40, 6, seed=4)
+    assert len(set(a)) == 40 and "c1ccoc1" not in a
+    for smi in a:
+        m = Chem.MolFromSmiles(smi)
+        assert m is not None and 2 <= m.GetNumAtoms() <= 6
+        assert {at.GetSymbol() for at in m.GetAtoms()} <= set("CNOF")
+    with pytest.raises(ValueError, match="n=.*distinct"):
+        ss.random_smiles(50, max_heavy=1, min_heavy=1)  # only CH4 exists
+    with pytest.raises(ValueError, match="exclude"):
+        ss.random_smiles(2, exclude=["not a smiles ("])
+    with pytest.raises(ValueError, match="min_heavy"):
+        ss.random_smiles(2, max_heavy=2, min_heavy=3)
+
+
+def test_ft_molecules_split_and_train_guess_init(water):
+    cfg = ss.checkpoint_config("sail_ft_1")
+    assert cfg["seeds"] == [1]
+    cfg.update(n_mols=6, n_held=2)
+    mols, tr, held = ss.ft_molecules(cfg)
+    assert len(tr) + len(held) == len(mols) and not set(tr) & set(held) and len(held) == 2
+    assert not set(mols) & set(ss.OOD_SMILES.values())
+    with pytest.raises(ValueError, match="n_held"):
+        ss.ft_molecules({k: v for k, v in cfg.items() if k != "n_held"})
+    s = ss.sample(water, eri="jk")
+    init = ss.GuessModel("hamiltonian", hidden=cfg["hidden"])
+    with torch.no_grad():
+        init.coupling[-1].bias.fill_(0.01)
+    model, _ = ss.train_guess("hamiltonian", "sail", [s], cfg, 0, steps=0, progress=False, init=init)
+    assert all(torch.equal(p, q) for p, q in zip(model.parameters(), init.parameters()))
+    with pytest.raises(ValueError, match="init must be"):
+        ss.train_guess("density", "sail", [s], cfg, 0, steps=0, progress=False, init=init)
+    with pytest.raises(ValueError, match="eri must be"):
+        ss.sample(water, eri=False)
