@@ -405,7 +405,12 @@ for i, (core, H) in enumerate(cores):
     )
 
 # %% [markdown]
-# The fitted spectra per model, beside the PCA-3 baseline and the token-averaged core:
+# The fitted spectra per model, beside the PCA-3 baseline and the token-averaged core. The printed R^2 of the
+# core fit is pooled over its three coordinates; the oracle `ac.markov_oracle_r2` weights the four one-hot
+# coordinates equally. They are different averages of the same per-direction limits: along an eigen-direction of
+# `T` with eigenvalue `lambda` the best one-step prediction explains `|lambda|^2` of the variance (printed below
+# from `T`), so a pooled R^2 above the equal-weight oracle means the core's variance sits mostly in the rotating
+# plane, not that the fit beats the Bayes limit.
 
 # %%
 for i, f in enumerate(fits):
@@ -413,8 +418,9 @@ for i, f in enumerate(fits):
         f"model {i}: eigenvalues {np.round(np.sort_complex(f['eig']), 4)}  max "
         "relative error "
         f"{f['err']:.4f} (bootstrap 95% [{f['lo']:.4f}, {f['hi']:.4f}]); PCA-3 "
-        f"baseline {f['err_pca']:.4f}; R^2 {f['r2']:.3f} (oracle "
-        f"{ac.markov_oracle_r2(T_markov):.3f})"
+        f"baseline {f['err_pca']:.4f}; R^2 {f['r2']:.3f} (equal-weight oracle "
+        f"{ac.markov_oracle_r2(T_markov):.3f}; per eigen-direction |lambda|^2: "
+        + ", ".join(f"{x:.3f}" for x in np.abs(true_eigs[1:]) ** 2) + ")"
         f"\n  token-averaged core: error {f['err_tok']:.4f}; the current token "
         f"explains {f['r2_tok']:.3f} of the core's variance"
     )
@@ -979,6 +985,12 @@ else:
     beyond = [s for s in grokked if trend_same.get(s) is not None and trend_nowd.get(s)
               is not None and trend_same[s] - 1 > 2 * max(trend_nowd[s] - 1, 0)]
     n_ctl = nowd["config"]["steps"] if nowd is not None else None
+    med_ends = {}  # seed -> medians of the first and last TREND_W stable ranks
+    for s in grokked:
+        r_s = stable_ranks(traj[s], grokked[s]["grokking"]["step"])[1]
+        if len(r_s) >= 2 * TREND_W:
+            med_ends[s] = (float(np.median(r_s[:TREND_W])),
+                           float(np.median(r_s[-TREND_W:])))
     reading = (
         f"**Reading it.** The trajectories have {_listed(n_col)} collapse(s) after "
         "memorisation per seed"
@@ -994,6 +1006,11 @@ else:
            else "moves in no single direction")
         + " after grokking"
         + (" at every seed" if tr_v and up in (0, len(tr_v)) else "")
+        + (" (median rank of the first / last five stable checkpoints: "
+           + "; ".join(f"{a:g} -> {b:g}" for a, b in med_ends.values())
+           + ", a rise of " + _span([int(b - a) for a, b in med_ends.values()])
+           + f" of the layer's {mod_cfg['d']} dimensions; the paper's ~15 -> ~60 is "
+           "a factor of about 4)" if med_ends else "")
         + (f". Over the control's {n_ctl} steps the run's trend is "
            f"{_listed(f'{trend_same[s]:.2f}' for s in grokked if trend_same.get(s))}"
            f" and the weight-decay-0 control's "
@@ -1048,6 +1065,32 @@ for s, an in grokked.items():
     r0[s] = next((t["r_energy"] for t in traj[s] if t["step"] == 0), None)
     if nowd is not None and s in nowd["extra"]["trajectory"]:
         nowd_end[s] = nowd["extra"]["trajectory"][s][-1]["base"]
+ctl = [v for v in trend_nowd.values() if v is not None]
+
+
+def vs_control(vals: dict) -> str:
+    """How trends compare with the bar and with the weight-decay-0 control's drift."""
+    v = [x for x in vals.values() if x is not None]
+    if not v:
+        return ""
+    out = f": {sum(x > INFLATE_BAR for x in v)} of {len(v)} above the `{INFLATE_BAR}` bar"
+    if ctl:
+        n_in = sum(x <= max(ctl) for x in v)
+        out += (f", {n_in} of {len(v)} no larger than the drift of the weight-decay-0 "
+                f"control over its {nowd['config']['steps']} steps ("
+                + _listed(f"{x:.2f}" for x in ctl) + ")")
+    return out
+
+
+def late_reading() -> str:
+    """Was the rank still moving over the second half of the stable checkpoints?"""
+    v = {s: x for s, x in late.items() if x is not None}
+    n_up = sum(x > 1.0 + 1e-9 for x in v.values())
+    return (f"; the rank still rose over the second half at {n_up} of {len(v)} seeds"
+            + (f", by a factor of at most {max(v.values()):.2f}" if n_up else "")
+            + vs_control(v).replace(":", ";", 1) + ". ")
+
+
 if grokked:
     display(Markdown(
         f"**Reading it.** This run applies `lr * wd * steps` = {expo:.1f} e-folds of "
@@ -1059,15 +1102,12 @@ if grokked:
         "post-grokking pull. "
         + ("Read where the pull after grokking equals the paper's, the smoothed rank "
            "trend is " + _listed(f"{v:.2f}" for v in at_paper.values())
-           + f" (seeds {_listed(at_paper)}). " if at_paper else "")
+           + f" (seeds {_listed(at_paper)})" + vs_control(at_paper) + ". "
+           if at_paper else "")
         + ("Over the second half of the stable checkpoints after grokking the "
            "smoothed rank trend is "
            + _listed(f"{v:.2f}" for v in late.values() if v is not None)
-           + ", so the rank had "
-           + ("stopped rising" if all(v <= 1.0 + 1e-9 for v in late.values()
-                                      if v is not None)
-              else "not stopped rising at every seed")
-           + " before the run ended. " if any(v is not None for v in late.values())
+           + late_reading() if any(v is not None for v in late.values())
            else "")
         + ("The untrained network at step 0 already has an energy rank of "
            + _listed(r0.values()) + " (the last stable checkpoint: "
@@ -1916,7 +1956,13 @@ wide = sorted({sl for v in sv_v for sl, r in v["per_slot"].items() if r > 1})
 needed = all(v["remove"] <= 0.6 for v in sv_v)  # the bar of sva_axis_necessary
 display(Markdown(
     f"**Reading it.** Over the {len(sv_v)} LMs, flipping the axis takes agreement from "
-    f"{rng_of('base')} to {rng_of('flip')} (a random flip: {rng_of('flip_random')}). "
+    f"{rng_of('base')} to {rng_of('flip')} (a random flip: {rng_of('flip_random')}): "
+    f"below one half, number written the wrong way more often than the right one, in "
+    f"{sum(v['flip'] < 0.5 for v in sv_v)} of {len(sv_v)} LMs, and at most "
+    f"{max(0.5 - v['flip'] for v in sv_v):.2f} below it; "
+    f"{sum(v['flip'] <= 0.1 for v in sv_v)} of {len(sv_v)} are inverted almost fully "
+    "(agreement <= 0.1). `sva_flip_inverts` asks for a drop of 0.5, which a model "
+    "pushed only to chance already meets. "
     f"Removing it leaves agreement at {rng_of('remove')} (a random removal: "
     f"{rng_of('remove_random')}), "
     + ("so the one axis is necessary. " if needed else
@@ -2342,6 +2388,14 @@ nc = COND["no_collapse"]
 nc_ok = [s_ for s_, v in zip(analysis, nc["measured"]) if v <= nc["target"]]
 nc_bad = [f"seed {s_} ({v:.3f})" for s_, v in zip(analysis, nc["measured"])
           if v > nc["target"]]
+
+
+def g_margin(s_):
+    """Ring fraction at grokking minus the stronger null's 95th percentile."""
+    g = nulls[s_]["grokking"]
+    return g["ring"] - max(g["order_q95"], g["sub_q95"])
+
+
 display(Markdown(
     "**Where the mod-add claims rest.** `no_collapse` holds at "
     + (("seed(s) " + ", ".join(nc_ok)) if nc_ok else "no seed")
@@ -2354,10 +2408,27 @@ display(Markdown(
        + ("one run" if len(nc_ok) == 1 else f"{len(nc_ok)} runs")
        + ", and the other seeds' numbers stay in the record, marked inconclusive. "
        if nc_ok and nc_bad else ". ")
-    + "The condition is stricter than `modadd_core_cyclic` needs (its grokking "
-      "checkpoint "
-    "is a stable one at every seed, by `ac.stable_checkpoints`); it was fixed for both "
-    "before the numbers were read and is kept."))
+    + "The two claims rest on different parts of the run. `modadd_core_cyclic` reads "
+      "one checkpoint, at grokking (step "
+    + _listed(at(s_, "grokking", "step") for s_ in analysis)
+    + "), and the first collapse comes "
+    + ("later at every seed" if all(not collapses[s_] or collapses[s_][0]
+                                    > (at(s_, "grokking", "step") or 0)
+                                    for s_ in analysis)
+       else "before it at some seed")
+    + " (step "
+    + _listed(collapses[s_][0] if collapses[s_] else "none" for s_ in analysis)
+    + "): the condition spans the whole trajectory after grokking, more than this "
+      "claim reads. Its unjudged margins over the stronger null at "
+      "grokking are "
+    + _listed(f"{g_margin(s_):+.3f}" for s_ in analysis
+              if "grokking" in nulls.get(s_, {}))
+    + " (positive: above the null), kept in the record, not a verdict. "
+      "`modadd_core_inflates` reads the stable checkpoints of the whole trajectory, "
+      "between and after the collapses, so the condition's scope is its own. The "
+      "gating of both claims on `no_collapse` dates from the chapter's first "
+      "conditions, before this build's runs were trained or read, and is kept as it "
+      "was fixed rather than narrowed after the numbers."))
 
 # %%
 GIVEN = {"markov_spectra_match": ("markov_converged",),
