@@ -577,8 +577,11 @@ display(Markdown(
     f"(training basins {rng_([transit[s, n][1] for s in seeds for n in _tr])}), and "
     f"{rng_([transit[s, 'deep'][2] for s in seeds])} of the window's inflow leaves through its outlet in the "
     f"window (training basins {rng_([transit[s, n][2] for s in seeds for n in _tr])}). The deep basin's outlet "
-    "hydrograph is the rising front of a flood that is mostly still upstream, a regime no training basin shows. "
-    "Outlet peak over the true one, per seed: "
+    "hydrograph is the rising front of a flood that is mostly still upstream, "
+    + ("further into that regime than any training basin of the same seed. "
+       if all(transit[s, "deep"][2] < min(transit[s, n][2] for n in _tr) for s in seeds) else
+       "a regime the deepest training basins show in part. ")
+    + "Outlet peak over the true one, per seed: "
     + "; ".join(f"{_lab[k]} " + _lst([deep_peak[s, k] for s in seeds if (s, k) in deep_peak])
                 for k in ("none", "recurrent", "linear", "linear_cal"))
     + ". "
@@ -957,7 +960,8 @@ display(Markdown(
 # (the Chebyshev model trained on that geometry's own training events). Each keeps the last of its six training
 # events per geometry for validation, records its validation curve, and ends with the weights that scored best
 # there (early stopping); the held-out test events never choose anything. The convergence conditions read the
-# validation curves (the book's plateau rule), fixed before the errors are read.
+# validation curves (the book's plateau rule), fixed before the errors are read; one more condition, that the
+# oracle is a ceiling, was added at review (below).
 
 # %%
 GEO_KEYS = [f"G{G}" for G in gc["counts"]] + ["attention"]
@@ -1040,6 +1044,34 @@ ax[1].set(yscale="log", xlabel="optimizer step", ylabel="validation relative L2"
 ax[1].legend(fontsize=6, ncol=3)
 plt.show()
 
+# %% [markdown]
+# Is the oracle a ceiling, and does the task need the graph? Two measurements (both added at review, on the same
+# weights). An oracle is only a fair reference if it is at least as good on its own geometry as the pooled model
+# is on geometries *it* trained on; each oracle, like the G = 1 control, trains on one geometry's events, the
+# pooled model on fifteen geometries' worth. So we score the G = 15 model (and the G = 1 control) on the held-out
+# events of their own training geometries, next to the oracles on theirs. Then we relabel each test geometry's
+# fixed operators by a random permutation (`helpers`: `scramble_operators`, the same operators on cells that no
+# longer match the sources): if the error stays put, the model ignores the geometry and the transfer test is empty.
+
+# %%
+own = {}  # (seed, model) -> error on its own training geometries' held-out events
+scrambled = {}  # (seed, model) -> test error with the operators relabelled
+for s in geo_seeds:
+    own[s, Gmax] = geo_in[s, Gmax]
+    own[s, G1] = st.geometry_error(geo_models[s, G1], geo_all[s][: int(G1[1:])])
+    for key in (Gmax, "attention"):
+        with torch.no_grad():
+            scrambled[s, key] = st.geometry_error(
+                geo_models[s, key], [st.scramble_operators(g, s) for g in geo_test[s]])
+ceiling = [oracle_err[s] / own[s, Gmax] for s in geo_seeds]  # <= 1: a ceiling
+transfer_gap = [geo_err[s, Gmax] / own[s, Gmax] for s in geo_seeds]  # same model
+for s, c_, t_ in zip(geo_seeds, ceiling, transfer_gap, strict=True):
+    print(f"seed {s}: error on own training geometries: {Gmax} {own[s, Gmax]:.3f}, "
+          f"{G1} {own[s, G1]:.3f} | oracles on theirs {oracle_err[s]:.3f} "
+          f"(x{c_:.2f} the {Gmax} model's) | {Gmax} test / own {t_:.2f} | "
+          f"operators scrambled: {Gmax} {scrambled[s, Gmax]:.3f}, "
+          f"attention {scrambled[s, 'attention']:.3f}")
+
 # %% tags=["remove-input"]
 _orc = [max(geo_plateau[s, f"oracle{k}"] for k in range(gc["n_test"])) for s in geo_seeds]
 _ovf = [max((geo_curves[s, f"oracle{k}"][-1] - min(geo_curves[s, f"oracle{k}"]))
@@ -1064,12 +1096,29 @@ display(Markdown(
     "in this comparison (G = 1, G = 15, attention, oracles) has the same time block and sees the whole "
     "window of sources, so the ratios compare like with like; they test transfer of a whole-window "
     "surrogate, not of a causal forecaster. "
-    f"Each oracle trains on {_n_fit} events of its own geometry; its validation error ends "
+    f"Each oracle trains on {_n_fit} events of its own geometry, the {Gmax[1:]}-geometry model on "
+    f"{int(Gmax[1:]) * _n_fit}; the oracle's validation error ends "
     f"{rng_(_ovf)} (worst oracle per seed, relative) above its best, which early stopping keeps: at these "
-    "steps the oracle is limited by its data, not by its training"
-    + (f", and the {Gmax[1:]}-geometry model, with {Gmax[1:]} times the data, beats it at every seed: "
-       "`within_oracle` holds against an oracle with one geometry's training events, not against one with "
-       "as much data as the pooled model." if max(ratio) < 1 else ".")
+    "steps the oracle is limited by its data, not by its training. It is not a ceiling: on its own geometry "
+    f"it errs {rng_(ceiling)} times as much as the {Gmax[1:]}-geometry model does on geometries it trained "
+    f"on ({rng_([own[s, Gmax] for s in geo_seeds], '.3f')}), and about as much as the G = {G1[1:]} control on "
+    f"its own training geometry ({rng_([own[s, G1] for s in geo_seeds], '.3f')}): a one-geometry model with "
+    f"{_n_fit} events is what the oracle measures. The condition `oracle_is_ceiling` (added at review) asks "
+    f"the oracle to be at least as good as that; it fails at {sum(v > 1 for v in ceiling)} of "
+    f"{len(ceiling)} seeds, which `within_oracle` and `attention_mixer_transfer` leave out. The "
+    "data-matched comparison is the same "
+    f"{Gmax[1:]}-geometry model on new geometries against geometries it trained on: "
+    f"{_lst(transfer_gap)} (error ratio per seed; below 1, the test geometries scored better), "
+    + ("so at this scale transfer to a new geometry costs the pooled model nothing measurable. "
+       if max(transfer_gap) <= 1.1 else
+       f"so transfer to a new geometry costs the pooled model up to {max(transfer_gap) - 1:.0%} of error. ")
+    + ("It does read the geometry: " if min(scrambled[s, Gmax] / geo_err[s, Gmax] for s in geo_seeds) > 1.5
+       else "It reads the geometry little: ")
+    + "with each test geometry's operators relabelled at random its error goes from "
+    + ", ".join(f"{geo_err[s, Gmax]:.3f}" for s in geo_seeds) + " to "
+    + ", ".join(f"{scrambled[s, Gmax]:.3f}" for s in geo_seeds) + " per seed (attention "
+    + ", ".join(f"{geo_err[s, 'attention']:.3f}" for s in geo_seeds) + " to "
+    + ", ".join(f"{scrambled[s, 'attention']:.3f}" for s in geo_seeds) + ")."
 ))
 
 # %% [markdown]
@@ -1145,7 +1194,18 @@ display(Markdown(
        + _lst(geo_emb_gap.values()) if geo_emb_gap else "")
     + ". A leak that helps on the training geometries and hurts on new ones is one the model learned to "
     "rely on; `leaks_break_transfer` (section 9) asks every leak to raise the transfer error by more than "
-    "the bar stated there."
+    "the bar stated there. "
+    + (f"The leak models' error on the training geometries also lies at "
+       f"{rng_([x for vals in _lk_in.values() for x in vals])} times the closed model's (one training run each): "
+       "a ratio on new geometries inside that spread is not a leak breaking transfer. Leaks whose "
+       "test-geometry ratio exceeds every training-geometry ratio at every seed: "
+       + (", ".join(f"`{k[5:]}`" for k in LEAK_KEYS
+                    if min(_lk[k]) > max(x for vals in _lk_in.values() for x in vals)) or "none")
+       + ". Validation plateaus (condition `leak_models_converged`, at most 0.05), per seed: "
+       + "; ".join(f"`{k[5:]}` " + ", ".join(f"{geo_plateau[s, k]:.3f}" for s in leak_seeds)
+                   for k in LEAK_KEYS)
+       + f"; closed {Gmax} " + ", ".join(f"{geo_plateau[s, Gmax]:.3f}" for s in leak_seeds)
+       + "." if leak_seeds else "")
 ))
 
 # %% [markdown]
@@ -1209,8 +1269,11 @@ plotting.live_controls(show, basin=names, model=[*st.LEAKS, "recurrent"],
 # book-wide `train.plateau` rule) and fitting its own basins (R² on their held-out events above the bar the
 # condition states); the cross-geometry claims on the models involved being converged (their validation curves
 # flat by the same rule: the G = 15 model, the G = 1 control, the attention model, every oracle, every leak
-# model); the speed claim on each side's timing spread being below the measured effect. At a seed where a
-# condition fails the claim is left out; with none left it is *inconclusive*.
+# model), and the two oracle claims also on the oracle being a ceiling (`oracle_is_ceiling`: the oracle on its
+# own geometry at least as good as the G = 15 model on geometries it trained on; added at review, after the
+# run showed the oracles are data-limited, section 7); the speed claim on each side's timing spread being below
+# the measured effect. At a seed where a condition fails the claim is left out; with none left it is
+# *inconclusive*.
 
 # %% tags=["hide-input"]
 # baselines and the notes the claims carry (numbers beside each verdict, for the reader)
@@ -1285,7 +1348,14 @@ notes["within_oracle"] = (
     + ". The time block (FNO-1D) is not causal: sources added from hour "
     f"{t_geo} on change the earlier field by "
     + ", ".join(f"{geo_viol[s, Gmax]:.2f}" for s in geo_seeds)
-    + " of its largest value (per seed); every model compared shares it."
+    + " of its largest value (per seed); every model compared shares it. Training "
+    f"events: each oracle {_n_fit} of one geometry, G={Gmax[1:]} "
+    f"{int(Gmax[1:]) * _n_fit}. "
+    f"G={Gmax[1:]} error on its own training geometries' held-out events "
+    + ", ".join(f"{own[s, Gmax]:.3f}" for s in geo_seeds)
+    + " (oracle / that: " + _lst(ceiling) + "; G=" + Gmax[1:] + " test / that: "
+    + _lst(transfer_gap) + "). Test error with the operators relabelled at random: "
+    + ", ".join(f"{scrambled[s, Gmax]:.3f}" for s in geo_seeds) + "."
 )
 notes["attention_mixer_transfer"] = (
     "Physics-Attention mixer with a graph-aware input (cell features with their "
@@ -1298,7 +1368,13 @@ notes["geometry_accumulation"] = (
     f"Equal optimizer steps ({gc['steps']}) for G={G1[1:]} and G={Gmax[1:]}. "
     "Errors per "
     f"seed: G={G1[1:]} " + ", ".join(f"{geo_err[s, G1]:.3f}" for s in geo_seeds)
-    + f", G={Gmax[1:]} " + ", ".join(f"{geo_err[s, Gmax]:.3f}" for s in geo_seeds) + "."
+    + f", G={Gmax[1:]} " + ", ".join(f"{geo_err[s, Gmax]:.3f}" for s in geo_seeds)
+    + f". More geometries also means more data ({int(G1[1:]) * _n_fit} vs "
+    f"{int(Gmax[1:]) * _n_fit} training events); a G={G1[1:]} model with as many "
+    "events "
+    "of one geometry was not trained. G=" + G1[1:] + " error on its own training "
+    "geometry's held-out events "
+    + ", ".join(f"{own[s, G1]:.3f}" for s in geo_seeds) + "."
 )
 notes["leaks_break_transfer_river"] = (
     "River model, R² with leaks closed minus R² with one leak open, mean over the "
@@ -1355,6 +1431,12 @@ for cid, key, what in (
 rec.condition("oracle_converged", _orc, "<=", 0.05,
               unit="plateau of the validation error, worst oracle",
               statement="every locally trained oracle is trained to its plateau")
+# added at review: an oracle is a reference only if it is at least as good on its own
+# geometry as the pooled model is on geometries it trained on (held-out events both)
+rec.condition("oracle_is_ceiling", ceiling, "<=", 1.0,
+              unit=f"oracle error / {Gmax} error on its own training geometries",
+              statement="the locally trained oracle is at least as good as the "
+              f"{Gmax} model on geometries that model trained on (added at review)")
 if leak_seeds:
     rec.condition(
         "leak_models_converged",
@@ -1386,20 +1468,21 @@ for basin, cid, paper in (("zero-shot", "zero_shot_margin", "R² = 0.998 zero-sh
     )
 rec.claim(
     "within_oracle",
-    "Trained on 15 geometries, the cross-geometry model is within ~10% of an oracle "
-    "trained on the test geometry",
+    f"Trained on {Gmax[1:]} geometries, the cross-geometry model is within ~10% of an "
+    "oracle trained on the test geometry",
     paper="within ~10% relative L2 of a locally trained oracle",
     measured=ratio, op="<=", target=1.1, unit="error / oracle error",
     note=notes["within_oracle"],
-    given=("geometry_converged", "oracle_converged"),
+    given=("geometry_converged", "oracle_converged", "oracle_is_ceiling"),
 )
 rec.claim(
     "attention_mixer_transfer",
-    "The attention mixer, trained on 15 geometries, is also within ~10% of the oracle",
+    f"The attention mixer, trained on {Gmax[1:]} geometries, is also within ~10% of "
+    "the oracle",
     paper="SepTransolver within ~10% relative L2 of a locally trained oracle",
     measured=ratio_attn, op="<=", target=1.1, unit="error / oracle error",
     baseline=ratio, note=notes["attention_mixer_transfer"],
-    given=("attention_converged", "oracle_converged"),
+    given=("attention_converged", "oracle_converged", "oracle_is_ceiling"),
 )
 rec.claim(
     "geometry_accumulation",
@@ -1503,12 +1586,23 @@ display(Markdown(
     "* **Leaks.** One run per leak and seed. On the river the leaked inputs are open but barely read "
     "(section 3), and the dynamic input `q / (a Q0)` carries the area whatever the leak; a river model without "
     "that area-carrying input, where the area leak could bite, was not trained (time). On the cross-geometry "
-    + (f"model the leak variants are trained for seed(s) {', '.join(map(str, leak_seeds))} (section 7).\n"
+    + (f"model the leak variants are trained for seed(s) {', '.join(map(str, leak_seeds))} (section 7)"
+       + (f"; not for seed(s) {', '.join(str(s) for s in geo_seeds if s not in leak_seeds)} (the data "
+          "budget; chosen before the leak results were read"
+          + (", because there the closed model fails `geometry_converged`, which makes the claim "
+             "inconclusive at that seed anyway)"
+             if all(geo_plateau[s, Gmax] > 0.05 for s in geo_seeds if s not in leak_seeds) else ")")
+          if set(geo_seeds) - set(leak_seeds) else "") + ".\n"
        if leak_seeds else "model the leak variants (`geometry_leak`) were not trained in this build "
        "(time), so `leaks_break_transfer` is untested.\n")
     + f"* **Cross-geometry.** {gc['n_test']} test geometries per seed, {gc['steps']} steps per model, one oracle "
     f"per test geometry; the accumulation claim compares G = {G1[1:]} with G = {Gmax[1:]} only (no "
-    "intermediate counts), at equal steps. The attention mixer's graph-aware input is our reconstruction. "
+    "intermediate counts), at equal steps, and more geometries also means more training events. Each oracle "
+    f"trains on {_n_fit} events of one geometry"
+    + (f" and is not a ceiling at {sum(v > 1 for v in ceiling)} of {len(ceiling)} seeds "
+       "(`oracle_is_ceiling`); an oracle with as many events as the pooled model was not trained, so there "
+       "the paper's ~10% comparison is not tested. " if max(ceiling) > 1 else ". ")
+    + "The attention mixer's graph-aware input is our reconstruction. "
     "Its time block (FNO-1D, as in the paper's SepFNO) is not causal (section 7), unlike the river router.\n"
     f"* **Speed.** CPU time on one thread: the recurrent step costs "
     f"{bench[bench_T[0]].ratio('recurrent', 'factorized'):.2f}× the factorized one at T = {bench_T[0]} and "

@@ -552,3 +552,21 @@ def test_travel_time_to_outlet_is_the_muskingum_lag():
         st.travel_time_to_outlet(p, -1.0)
     with pytest.raises(ValueError):
         st.travel_time_to_outlet(np.array([1, 0]), 1.0)  # a cycle, no outlet
+
+
+def test_scramble_operators_relabels_the_graph_and_the_model_notices():
+    g = st.geometry_data(0, 1, size=6, T=6, n_events=2, n_test=1)[0]
+    sc = st.scramble_operators(g, 3)
+    n = g["x"].shape[0]
+    perm = torch.as_tensor(np.random.default_rng([3, 1617]).permutation(n))
+    for a, b in zip(g["ops"], sc["ops"], strict=True):
+        d, e = a.to_dense(), b.to_dense()
+        assert torch.equal(e, d[perm][:, perm])  # P op P^T: same operator, cells relabelled
+        assert not torch.equal(e, d)
+    assert sc["x"] is g["x"] and sc["y"] is g["y"] and len(g["ops"]) == 2  # the input is left as it is
+    assert torch.equal(st.scramble_operators(g, 3)["ops"][0].to_dense(), sc["ops"][0].to_dense())
+    m = st.geometry_model(1, 0).eval()
+    with torch.no_grad():
+        assert (m(g["x"], sc["ops"]) - m(g["x"], g["ops"])).abs().max() > 1e-5  # the Chebyshev mixer reads it
+    with pytest.raises(ValueError):
+        st.scramble_operators({"x": g["x"]})
