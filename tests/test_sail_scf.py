@@ -386,3 +386,20 @@ def test_ft_molecules_split_and_train_guess_init(water):
         ss.train_guess("density", "sail", [s], cfg, 0, steps=0, progress=False, init=init)
     with pytest.raises(ValueError, match="eri must be"):
         ss.sample(water, eri=False)
+
+
+def test_target_error_is_the_relative_frobenius_error_and_the_prior_baseline(water):
+    """`surrogate_fits_but_slows` compares the surrogate's target-fit error with the SAP prior's, computed in the
+    notebook as ||H_SAP - F*|| / ||F*||: that is exactly target_error of the untrained Hamiltonian head, and a
+    model that predicts F* itself has error 0."""
+    s = ss.sample(water)
+    prior = (s.x.H_sap - s.F_star).norm() / s.F_star.norm()
+    with torch.no_grad():
+        assert ss.target_error(ss.GuessModel("hamiltonian"), s).item() == pytest.approx(prior.item(), rel=1e-12)
+        assert prior.item() > 1e-3  # the prior is not the converged Fock matrix
+
+        class Exact(ss.GuessModel):
+            def forward(self, x):
+                return s.F_star
+
+        assert ss.target_error(Exact("hamiltonian"), s).item() == 0.0
