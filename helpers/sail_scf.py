@@ -251,7 +251,9 @@ def integrals(mol: gto.Mole, eri: bool | str = True) -> Integrals:
     """PySCF's one- and two-electron integrals as float64 torch tensors (``eri=False``: skip the 4-index tensor,
     enough for making a guess; ``eri="jk"``: no 4-index tensor but a :class:`JKEngine`, PySCF's own J/K build)."""
     _mol(mol)
-    if eri not in (True, False, "jk"):
+    if not isinstance(eri, (bool, str)):  # 1 == True: a bare membership test would accept 1 and 0
+        raise TypeError(f"eri must be True, False or 'jk', got {type(eri).__name__} {eri!r}")
+    if isinstance(eri, str) and eri != "jk":
         raise ValueError(f"eri must be True, False or 'jk', got {eri!r}")
     if mol.nelectron % 2:
         raise ValueError(f"RHF needs an even number of electrons, got {mol.nelectron}")
