@@ -1258,6 +1258,13 @@ case("algorithmic_cores.cca", acx.cca, lambda: dict(X=_H, Y=_H[:, :2], reg=1e-9)
      more={"Y": [_H[:3]], "reg": ["neg"]})
 case("algorithmic_cores.cyclic_transition", acx.cyclic_transition, lambda: dict(V=4, stay=0.5),
      more={"V": [1], "stay": [1.5, "neg"]})
+_MODADD = acx.modadd_model(p=5, d=8, n_head=2)
+_ROWS = torch.tensor([[a, b, (a + b) % 5] for a in range(5) for b in range(5)])
+case("algorithmic_cores.modadd_loss", acx.modadd_loss, lambda: dict(model=_MODADD, rows=_ROWS),
+     more={"model": [3], "rows": [_ROWS.float()]})
+case("algorithmic_cores.isolation_gap", acx.isolation_gap,
+     lambda: dict(train_acc=[1.0, 0.9], test_acc=[0.1, 0.2], restored=[True, True], gen_acc=0.95),
+     more={"restored": [[1, 0], [True]], "train_acc": [[1.5, 0.9]], "test_acc": [[0.1]], "gen_acc": [1.5]})
 case("algorithmic_cores.markov_sequences", acx.markov_sequences, lambda: dict(T=_TC, n=2, length=3, seed=0),
      more={"n": ["zero"], "length": [1], "T": [np.ones((2, 2))]})
 case("algorithmic_cores.modadd_split", acx.modadd_split, lambda: dict(p=5, train_frac=0.5, seed=0),
