@@ -336,15 +336,20 @@ def source_hash(files: Sequence[str | os.PathLike]) -> dict[str, Any]:
 
 def subsample(values: Sequence[float], max_points: int = MAX_POINTS) -> dict[str, list[float]]:
     """A per-step curve as at most ``max_points`` points ``{"step": [...], "value": [...]}``: the mean over equal
-    bins of steps, at each bin's last step (a curve that already fits is kept as it is, steps ``1..n``)."""
+    bins of steps, at each bin's last step (a curve that already fits is kept as it is, steps ``1..n``). A binned
+    curve also keeps each bin's ``"min"`` and ``"max"``, so a short spike (a loss collapse) the mean would smooth
+    away stays visible in the manifest and in :func:`plot_history`."""
     max_points = V.integer("max_points", max_points, min=1)
     v = np.asarray(values, dtype=np.float64).ravel()
     n = len(v)
     if n <= max_points:
         return {"step": list(range(1, n + 1)), "value": [float(x) for x in v]}
     edges = np.linspace(0, n, max_points + 1).round().astype(int)
+    bins = [v[a:b] for a, b in zip(edges[:-1], edges[1:])]
     return {"step": [int(e) for e in edges[1:]],
-            "value": [float(v[a:b].mean()) for a, b in zip(edges[:-1], edges[1:])]}
+            "value": [float(b.mean()) for b in bins],
+            "min": [float(b.min()) for b in bins],
+            "max": [float(b.max()) for b in bins]}
 
 
 def _curves(history: Any) -> dict[str, dict[str, list[float]]]:
@@ -774,7 +779,9 @@ def plot_history(
     for k in chosen:
         c = hist[k]
         y = np.asarray(c["value"], dtype=float)
-        ax.plot(c["step"], y, label=k, lw=1)
+        (line,) = ax.plot(c["step"], y, label=k, lw=1)
+        if "min" in c and "max" in c:  # a binned curve: shade each bin's range (spikes stay visible)
+            ax.fill_between(c["step"], c["min"], c["max"], color=line.get_color(), alpha=0.2, lw=0)
     if logy:
         ax.set_yscale("log")
     ax.set(xlabel="step", ylabel="value",

@@ -8,6 +8,7 @@ from fractions import Fraction
 from pathlib import Path
 
 import matplotlib
+import numpy as np
 
 matplotlib.use("Agg")
 import pytest
@@ -175,6 +176,7 @@ def test_history_subsampled_and_plotted(tmp_path):
     c = man["history"]["arm/loss"]
     assert len(c["step"]) == ck.MAX_POINTS and c["step"][-1] == 2000
     assert abs(c["value"][0] - 1.5) < 1e-9  # mean of the first bin (steps 0..3)
+    assert c["min"][0] == 0.0 and c["max"][0] == 3.0  # the bin's range is kept beside its mean
     assert len(man["history"]["arm/val"]["step"]) <= ck.MAX_POINTS
     assert man["history"]["plain"]["value"] == list(range(10))
     ax = ck.plot_history(man, keys=["arm/"])
@@ -563,3 +565,14 @@ def test_manifest_text_is_the_same_json_with_number_lists_inline():
     assert json.loads(text) == m
     assert "[1, 2.5, -3e-05]" in text and "[7]" in text
     assert text.endswith("\n")
+
+
+def test_subsample_keeps_a_spike_the_mean_smooths():
+    v = np.ones(10_000)
+    v[5_003] = 50.0  # one-step collapse
+    c = ck.subsample(v, max_points=100)
+    assert max(c["value"]) < 1.5  # the bin mean hides it ...
+    assert max(c["max"]) == 50.0 and min(c["min"]) == 1.0  # ... the bin's range does not
+    assert len(c["min"]) == len(c["max"]) == len(c["step"]) == 100
+    short = ck.subsample([1.0, 2.0])
+    assert set(short) == {"step", "value"}  # an unbinned curve is kept as it is
