@@ -50,13 +50,68 @@ def _milp(c, *, integrality, bounds, constraints, options):
         return milp(c, integrality=integrality, bounds=bounds, constraints=constraints,
                     options={**options, **HIGHS_OPTIONS})
 
+def _milp_warm(c, *, integrality, bounds, constraints, options, x0=None):
+    """The same solve as :func:`_milp`, through HiGHS's own interface so that a feasible point ``x0`` can be handed
+    to it as the first incumbent (``setSolution``; :func:`scipy.optimize.milp` takes no starting point). Uses the
+    ``highspy`` package if it is installed, else the same bindings bundled inside SciPy. Returns an object with
+    :func:`scipy.optimize.milp`'s fields (``x``, ``status``, ``message``, ``fun``, ``mip_gap``,
+    ``mip_node_count``) and status codes."""
+    from types import SimpleNamespace
+
+    from scipy.optimize._linprog_highs import _highs_to_scipy_status_message
+
+    try:  # pragma: no cover - highspy is optional
+        import highspy as h
+        Highs = h.Highs
+    except ImportError:
+        from scipy.optimize._highspy import _core as h
+        Highs = h._Highs
+    A = sp.csc_matrix(constraints.A)
+    n, m = len(c), A.shape[0]
+    lp = h.HighsLp()
+    lp.num_col_, lp.num_row_ = n, m
+    lp.a_matrix_.num_col_, lp.a_matrix_.num_row_ = n, m
+    lp.a_matrix_.format_ = h.MatrixFormat.kColwise
+    lp.col_cost_, lp.col_lower_, lp.col_upper_ = np.asarray(c, float), bounds.lb, bounds.ub
+    lp.row_lower_, lp.row_upper_ = np.asarray(constraints.lb, float), np.asarray(constraints.ub, float)
+    lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_ = A.indptr, A.indices, A.data
+    lp.integrality_ = [h.HighsVarType(int(i)) for i in integrality]
+    opts = h.HighsOptions()
+    opts.output_flag = False
+    opts.threads = int(HIGHS_OPTIONS["threads"])
+    opts.time_limit = float(options["time_limit"])
+    opts.mip_rel_gap = float(options["mip_rel_gap"])
+    if options.get("node_limit") is not None:
+        opts.mip_max_nodes = int(options["node_limit"])
+    highs = Highs()
+    highs.passOptions(opts)
+    highs.passModel(lp)
+    if x0 is not None:
+        sol = h.HighsSolution()
+        sol.col_value = np.asarray(x0, float)
+        sol.value_valid = True
+        highs.setSolution(sol)
+    highs.run()
+    ms = highs.getModelStatus()
+    info = highs.getInfo()
+    status, message = _highs_to_scipy_status_message(ms, highs.modelStatusToString(ms))
+    has_x = info.objective_function_value != h.kHighsInf and ms in (
+        h.HighsModelStatus.kOptimal, h.HighsModelStatus.kTimeLimit, h.HighsModelStatus.kIterationLimit,
+        h.HighsModelStatus.kSolutionLimit)
+    x = np.array(highs.getSolution().col_value) if has_x else None
+    return SimpleNamespace(x=x, status=status, message=message,
+                           fun=float(info.objective_function_value) if has_x else None,
+                           mip_gap=float(info.mip_gap), mip_node_count=int(info.mip_node_count))
+
+
 __all__ = [
     "Tree", "TreeEnsemble", "from_sklearn", "reference_scores", "to_sklearn",
     "FairPair", "SafeState", "VerifyResult", "verify_fairness", "verify_box", "fairness_cells_bruteforce",
     "box_bruteforce", "flip_rate", "safety_counterexamples",
     "RepairResult", "repair", "check_repair", "fixed_fraction", "GridWorld", "make_gridworld", "load_german_credit",
     "bias_labels", "data_counterexamples", "evaluate_policy", "reach_avoid_counterexamples", "support_boxes",
-    "in_support", "AnyOf", "loop_counterexamples",
+    "in_support", "AnyOf", "loop_counterexamples", "slots_reached", "trivial_fair_values", "sample_near",
+    "paired_difference",
 ]
 
 
@@ -666,7 +721,11 @@ def in_support(X: np.ndarray, support) -> np.ndarray:
     U = V.array("support U", support[1], shape=L.shape, dtype="float", finite=False)
     if L.shape[1] != X.shape[1]:
         raise ValueError(f"support boxes must have {X.shape[1]} columns, got {L.shape[1]}")
-    return ((X[:, None, :] >= L[None]) & (X[:, None, :] <= U[None])).all(axis=2).any(axis=1)
+    out = np.zeros(len(X), bool)
+    for i in range(0, len(X), 1000):  # in chunks: (rows x boxes x features) booleans at a time
+        Xc = X[i:i + 1000, None, :]
+        out[i:i + 1000] = ((Xc >= L[None]) & (Xc <= U[None])).all(axis=2).any(axis=1)
+    return out
 
 
 def verify_fairness(ens: TreeEnsemble, protected: int, values: tuple[float, float] = (0.0, 1.0), *,
@@ -913,6 +972,8 @@ class RepairResult:
     n_keep_vars: int = 0  # preservation binaries after merging rows with identical leaf patterns
     n_pair_vars: int = 0  # pair binaries after merging pairs with identical leaf patterns
     any_of_choice: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), int))  # per AnyOf: (state, action)
+    warm_start_used: bool = False  # a feasible warm start was handed to HiGHS as its first incumbent
+    n_frozen: int = 0  # leaf values fixed at their original value (``freeze``)
 
     @property
     def hit_time_limit(self) -> bool:
@@ -995,10 +1056,47 @@ def _margin_rows(ens: TreeEnsemble, X: np.ndarray, target: np.ndarray) -> tuple[
     return R, np.array(const), np.array(owner, dtype=int)
 
 
+def _complete(v, ens, v0, n_vars, at, R, const, owner, pairs_u, unsafe, U_index, any_of, G_index, eps):
+    """A full MILP point from leaf values ``v``: ``w = |v - v0|``, each preservation binary 1 where its margin
+    holds, each pair's class read off its scores, for each unsafe state its first safe action that wins and for
+    each group every (state, action) that wins. None when a pair or a state is not fixed by ``v``."""
+    x = np.zeros(n_vars)
+    S = len(v0)
+    x[:S], x[at["iw"]:at["iw"] + S] = v, np.abs(v - v0)
+    if len(owner):
+        ok = np.asarray(R @ v).ravel() + const >= eps - 1e-12
+        keep = np.ones(int(owner.max()) + 1, bool)
+        np.logical_and.at(keep, owner, ok)
+        x[at["ic"]:at["ic"] + len(keep)] = keep
+    if pairs_u:
+        F = ens.decision(np.array([p.x for p in pairs_u] + [p.x_prime for p in pairs_u]), v)
+        J = len(pairs_u)
+        up, down = (F[:J] >= eps) & (F[J:] >= eps), (F[:J] <= -eps) & (F[J:] <= -eps)
+        if not np.all(up | down):
+            return None
+        x[at["iz"]:at["iz"] + J] = up
+
+    def wins(state_x, a):
+        F = ens.decision(state_x[None], v)[0]
+        return F[a] - np.max(np.delete(F, a)) >= eps
+
+    for s, st in enumerate(unsafe):
+        idx = [u for u, (s2, a) in enumerate(U_index) if s2 == s and wins(st.x, a)]
+        if not idx:
+            return None
+        x[at["iu"] + idx[0]] = 1.0
+    hit = np.zeros(len(any_of), bool)
+    for i, (g, m, a) in enumerate(G_index):
+        if wins(any_of[g].states[m].x, a):
+            x[at["ig"] + i], hit[g] = 1.0, True
+    return x if hit.all() else None
+
+
 def repair(ens: TreeEnsemble, X_keep: np.ndarray, y_keep=None, *, pairs: Sequence[FairPair] = (),
            unsafe: Sequence[SafeState] = (), any_of: Sequence[AnyOf] = (), delta: float = 1.0, mu: float = 1e-3,
            eps: float = 1e-3, relax: bool = False, pair_class=None, time_limit: float = 20.0,
-           mip_rel_gap: float = 1e-2, node_limit: int | None = None) -> RepairResult:
+           mip_rel_gap: float = 1e-2, node_limit: int | None = None, warm_start: np.ndarray | None = None,
+           freeze: np.ndarray | None = None) -> RepairResult:
     """Repair the leaf values so that every counterexample is fixed, keeping as many preservation points as
     possible.
 
@@ -1019,6 +1117,11 @@ def repair(ens: TreeEnsemble, X_keep: np.ndarray, y_keep=None, *, pairs: Sequenc
     (state, action) with the highest original margin).
     ``node_limit`` caps HiGHS's branch-and-bound nodes (unlike the wall-clock ``time_limit``, it gives the same
     incumbent on a busy machine).
+    A stronger formulation for large instances: ``freeze`` (a boolean mask over the leaf values, e.g.
+    ``~slots_reached(ens, pair inputs)``) fixes those values at ``v0`` (a restriction: fewer variables, possibly a
+    worse optimum); ``warm_start`` (leaf values, e.g. :func:`trivial_fair_values`) is completed to a full point
+    (the binaries read off its scores) and, if it satisfies every row, handed to HiGHS as its first incumbent
+    (``result.warm_start_used``), so a solve stopped by a limit is never worse than it.
     """
     _check_ens(ens)
     X_keep = ens._check_X(X_keep, "X_keep")
@@ -1035,6 +1138,12 @@ def repair(ens: TreeEnsemble, X_keep: np.ndarray, y_keep=None, *, pairs: Sequenc
         pair_class = V.array("pair_class", pair_class, shape=(len(pairs),), dtype="int", min=0, max=1).astype(int)
     if any_of and ens.n_outputs < 2:
         raise ValueError("any_of: disjunctive state constraints need a multiclass ensemble")
+    if warm_start is not None:
+        if relax:
+            raise ValueError("warm_start is for the MILP; the LP (relax=True) needs none")
+        warm_start = ens._check_values(warm_start, "warm_start")
+    if freeze is not None:
+        freeze = V.array("freeze", freeze, shape=ens.values.shape, dtype="bool")
     for g in any_of:
         for st in g.states:
             if st.x.shape != (ens.n_features,) or not all(0 <= a < ens.n_outputs for a in st.safe):
@@ -1183,17 +1292,32 @@ def repair(ens: TreeEnsemble, X_keep: np.ndarray, y_keep=None, *, pairs: Sequenc
     else:
         cvec[ic:ic + P] = -keep_count
         integrality[ic:] = 1
+    if freeze is not None:
+        lb[:S][freeze] = ub[:S][freeze] = v0[freeze]
     options = {"time_limit": float(time_limit), "mip_rel_gap": float(mip_rel_gap), "disp": False}
     if node_limit is not None:
         options["node_limit"] = int(node_limit)
-    res = _milp(cvec, integrality=integrality, bounds=Bounds(lb, ub), constraints=LinearConstraint(A, lo, hi),
-               options=options)
+    x0 = None
+    if warm_start is not None:
+        x0 = _complete(warm_start, ens, v0, n_vars, dict(iw=iw, ic=ic, iz=iz, iu=iu, ig=ig), R, const, owner,
+                       pairs_u, unsafe, U_index, any_of, G_index, eps)
+        ok = x0 is not None and np.all(x0 >= lb - 1e-9) and np.all(x0 <= ub + 1e-9)
+        if ok:
+            Ax0 = A @ x0
+            ok = bool(np.all(Ax0 >= lo - 1e-9) and np.all(Ax0 <= hi + 1e-9))
+        x0 = x0 if ok else None
+        res = _milp_warm(cvec, integrality=integrality, bounds=Bounds(lb, ub),
+                         constraints=LinearConstraint(A, lo, hi), options=options, x0=x0)
+    else:
+        res = _milp(cvec, integrality=integrality, bounds=Bounds(lb, ub), constraints=LinearConstraint(A, lo, hi),
+                    options=options)
     seconds = time.perf_counter() - t0
     problem = dict(X_keep=X_keep, target=target, pairs=list(pairs), unsafe=list(unsafe), any_of=list(any_of),
                    delta=delta, eps=eps, relax=relax, A=A, lo=lo, hi=hi, lb=lb, ub=ub, integrality=integrality)
     gap = getattr(res, "mip_gap", None)
     stats = dict(mip_gap=0.0 if relax else (float(gap) if gap is not None else float("nan")),
-                 nodes=int(getattr(res, "mip_node_count", 0) or 0), n_keep_vars=P, n_pair_vars=J)
+                 nodes=int(getattr(res, "mip_node_count", 0) or 0), n_keep_vars=P, n_pair_vars=J,
+                 warm_start_used=x0 is not None, n_frozen=int(freeze.sum()) if freeze is not None else 0)
     if res.x is None:
         return RepairResult(None, int(res.status), str(res.message), seconds, np.zeros(n_keep_all, int),
                             np.zeros(n_pairs_all, int), np.zeros(len(unsafe), int), float("nan"), problem,
@@ -1584,3 +1708,89 @@ def loop_counterexamples(world: GridWorld, policy: np.ndarray) -> tuple[list[Any
         if states:
             groups.append(AnyOf(states))
     return groups, cycles
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# A stronger repair formulation for large instances, and evaluation on many applicants
+# ---------------------------------------------------------------------------------------------------------------
+def slots_reached(ens: TreeEnsemble, X: np.ndarray) -> np.ndarray:
+    """Boolean mask over the leaf values: True where some row of ``X`` reaches that leaf. Its complement, for the
+    inputs of the counterexamples, is what ``repair(..., freeze=...)`` may fix (no counterexample sees them)."""
+    _check_ens(ens)
+    X = ens._check_X(X)
+    hit = np.asarray(ens.incidence(X).sum(axis=0)).ravel() > 0
+    return hit[ens.slot_leaf]
+
+
+def trivial_fair_values(ens: TreeEnsemble, pairs: Sequence[FairPair], X_keep: np.ndarray, *, delta: float,
+                        eps: float = 1e-3, y_keep=None, freeze: np.ndarray | None = None) -> np.ndarray | None:
+    """The trivial fair repair of a binary ensemble, as leaf values: every (unfrozen) leaf moved by ``+delta`` or
+    by ``-delta``. Each input reaches one leaf per tree, so every pair input's score moves by ``delta`` times the
+    number of trees (its leaves are never frozen by ``~slots_reached`` of the pair inputs): for a large enough
+    trust region every pair gets one class. Of the two directions, the one that fixes every pair (margin ``eps``)
+    and keeps more preservation points (original predictions, or ``y_keep``); None if neither fixes every pair.
+    A feasible warm start for :func:`repair`, not a repair anyone would want."""
+    _check_ens(ens)
+    if ens.n_outputs != 1:
+        raise ValueError("trivial_fair_values needs a binary ensemble (one output)")
+    pairs = V.sequence("pairs", pairs, of=lambda k, x: V.instance(k, x, FairPair))
+    X_keep = ens._check_X(X_keep, "X_keep")
+    delta, eps = V.positive("delta", delta), V.positive("eps", eps)
+    mask = np.ones(ens.n_slots, bool) if freeze is None else ~V.array("freeze", freeze, shape=ens.values.shape,
+                                                                      dtype="bool")
+    target = ens.predict_index(X_keep) if y_keep is None else _targets_index(ens, y_keep)
+    if target.shape != (len(X_keep),):
+        raise ValueError(f"y_keep must hold one label per row of X_keep ({len(X_keep)}), got {target.shape}")
+    best, best_kept = None, -1
+    for sign in (1.0, -1.0):
+        v = ens.values + sign * delta * mask
+        if pairs:
+            F = ens.decision(np.array([p.x for p in pairs] + [p.x_prime for p in pairs]), v)
+            J = len(pairs)
+            if not np.all(((F[:J] >= eps) & (F[J:] >= eps)) | ((F[:J] <= -eps) & (F[J:] <= -eps))):
+                continue
+        Fk = ens.decision(X_keep, v)
+        kept = int(np.sum((2 * target - 1) * Fk >= eps))
+        if kept > best_kept:
+            best, best_kept = v, kept
+    return best
+
+
+def sample_near(X: np.ndarray, radius, lo, hi, n: int, rng: np.random.Generator, integer=None) -> np.ndarray:
+    """``n`` points drawn around the rows of ``X``: a row chosen uniformly, then each feature moved uniformly within
+    ``± radius`` (per feature; whole steps where ``integer``), clipped to ``[lo, hi]``. With ``X`` held-out
+    applicants and ``radius`` the support radius: many applicants like the unseen ones."""
+    X = V.array("X", X, ndim=2, dtype="float", nonempty=True).astype(float)
+    d = X.shape[1]
+    r = V.array("radius", np.broadcast_to(radius, (d,)) if np.ndim(radius) == 0 else radius, shape=(d,),
+                dtype="float", min=0).astype(float)
+    lo = V.array("lo", lo, shape=(d,), dtype="float").astype(float)
+    hi = V.array("hi", hi, shape=(d,), dtype="float").astype(float)
+    if not np.all(lo <= hi):
+        raise ValueError("lo must be <= hi in every feature")
+    n = V.integer("n", n, min=1)
+    V.instance("rng", rng, np.random.Generator)
+    integer = np.zeros(d, bool) if integer is None else V.array("integer", integer, shape=(d,), dtype="bool")
+    base = X[rng.integers(0, len(X), n)]
+    step = rng.uniform(-1.0, 1.0, (n, d)) * r
+    whole = rng.integers(-np.floor(r).astype(int), np.floor(r).astype(int) + 1, (n, d))
+    out = base + np.where(integer, whole, step)
+    return np.clip(out, lo, hi)
+
+
+def paired_difference(a, b, z: float = 1.96) -> tuple[float, float, float]:
+    """Mean of ``a - b`` over paired observations (the same applicants under two models) and its normal-approximation
+    interval ``mean ± z * sd / sqrt(n)``: ``(mean, low, high)``."""
+    a, b = V.array("a", a, ndim=1, nonempty=True), V.array("b", b, ndim=1)
+    for name, x in (("a", a), ("b", b)):
+        if x.dtype.kind not in "biuf":
+            raise TypeError(f"{name} must be a numeric or boolean array, got dtype {x.dtype}")
+    if b.shape != a.shape:
+        raise ValueError(f"b must pair with a: shape {a.shape}, got {b.shape}")
+    a, b = a.astype(float), b.astype(float)
+    z = V.positive("z", z)
+    if len(a) < 2:
+        raise ValueError(f"a and b need at least 2 paired observations, got {len(a)}")
+    d = a - b
+    m, se = float(d.mean()), float(d.std(ddof=1) / np.sqrt(len(d)))
+    return m, m - z * se, m + z * se

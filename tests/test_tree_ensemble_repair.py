@@ -453,3 +453,85 @@ def test_node_limit_is_reproducible_and_not_a_time_limit_hit():
     # a verifier search that runs out of its wall-clock budget records status 1
     ver = ter.verify_fairness(ens, 0, max_count=50, time_limit=1e-9)
     assert 1 in ver.statuses and not ver.verified
+
+
+def test_warm_start_and_freeze():
+    X, y, m, ens, pairs = _repair_setup()
+    inputs = np.array([p.x for p in pairs] + [p.x_prime for p in pairs])
+    reached = ter.slots_reached(ens, inputs)
+    assert reached.dtype == bool and reached.shape == ens.values.shape and 0 < reached.sum() < ens.n_slots
+    # every input reaches exactly one leaf per tree, all of them marked
+    assert np.all(reached[ens.design(inputs)[0].indices])
+    warm = ter.trivial_fair_values(ens, pairs, X[:80], delta=2.0, freeze=~reached)
+    assert warm is not None and np.array_equal(warm[~reached], ens.values[~reached])
+    assert ter.fixed_fraction(ens, warm, pairs) == 1.0
+    F = ens.decision(inputs, warm)
+    assert np.all(np.abs(F) >= 1e-3)
+    plain = ter.repair(ens, X[:80], None, pairs=pairs, delta=2.0)
+    strong = ter.repair(ens, X[:80], None, pairs=pairs, delta=2.0, warm_start=warm, freeze=~reached)
+    assert strong.ok and strong.warm_start_used and strong.n_frozen == int((~reached).sum())
+    assert np.array_equal(strong.values[~reached], ens.values[~reached])
+    assert ter.check_repair(ens, strong) <= 1e-6
+    assert ter.fixed_fraction(ens, strong.values, pairs) == 1.0
+    assert strong.kept.sum() <= plain.kept.sum()  # freezing restricts: never better than the full MILP
+    # stopped at once (one node), the solve is still at least as good as its warm start
+    kept_warm = int(np.sum((2 * ens.predict_index(X[:80]) - 1) * ens.decision(X[:80], warm) >= 1e-3))
+    early = ter.repair(ens, X[:80], None, pairs=pairs, delta=2.0, warm_start=warm, node_limit=1,
+                       mip_rel_gap=0.0)
+    assert early.ok and early.kept.sum() >= kept_warm
+    # a warm start that does not fix the pairs is not used, and the solve goes on without it
+    cold = ter.repair(ens, X[:80], None, pairs=pairs, delta=2.0, warm_start=ens.values)
+    assert cold.ok and not cold.warm_start_used
+    # a trust region too small for the trivial repair: None
+    assert ter.trivial_fair_values(ens, pairs, X[:80], delta=1e-9) is None
+    with pytest.raises(ValueError, match="warm_start"):
+        ter.repair(ens, X[:80], None, pairs=pairs, relax=True, warm_start=warm)
+    with pytest.raises(ValueError, match="warm_start"):
+        ter.repair(ens, X[:80], None, pairs=pairs, warm_start=warm[:-1])
+    with pytest.raises(TypeError, match="freeze"):
+        ter.repair(ens, X[:80], None, pairs=pairs, freeze=np.zeros(ens.n_slots))
+    with pytest.raises(ValueError, match="binary"):
+        Xm, ym = _data(1, k=3)
+        mm = GradientBoostingClassifier(n_estimators=2, max_depth=2).fit(Xm, ym)
+        ter.trivial_fair_values(ter.from_sklearn(mm), [], Xm[:5], delta=1.0)
+    with pytest.raises(ValueError, match="delta"):
+        ter.trivial_fair_values(ens, pairs, X[:80], delta=0.0)
+    with pytest.raises(ValueError, match="X"):
+        ter.slots_reached(ens, X[:, :2])
+
+
+def test_sample_near_and_paired_difference():
+    rng = np.random.default_rng(0)
+    X = np.array([[0.0, 10.0, 5.0], [3.0, 20.0, 5.0]])
+    lo, hi = np.array([0.0, 0.0, 0.0]), np.array([3.0, 25.0, 9.0])
+    Z = ter.sample_near(X, [0, 2, 1.5], lo, hi, 5000, rng, integer=np.array([True, True, False]))
+    assert Z.shape == (5000, 3) and np.all(Z >= lo) and np.all(Z <= hi)
+    assert set(np.unique(Z[:, 0])) == {0.0, 3.0}  # radius 0: the code stays put
+    assert np.all(Z[:, 1] == np.round(Z[:, 1]))  # integer feature: whole steps
+    near = np.abs(Z[:, 1][:, None] - X[:, 1][None]).min(axis=1)
+    assert near.max() <= 2 and set(np.unique(near)) == {0, 1, 2}
+    assert np.abs(Z[:, 2] - 5.0).max() <= 1.5 and len(np.unique(Z[:, 2])) > 100
+    again = ter.sample_near(X, [0, 2, 1.5], lo, hi, 5000, np.random.default_rng(0), integer=[True, True, False])
+    assert np.array_equal(Z, again)
+    # paired interval: the mean difference and a normal interval around it
+    a = np.array([1, 0, 1, 1, 0, 1, 0, 0], bool)
+    b = np.array([0, 0, 1, 0, 0, 0, 0, 0], bool)
+    m, lo_, hi_ = ter.paired_difference(a, b)
+    d = a.astype(float) - b
+    se = d.std(ddof=1) / np.sqrt(len(d))
+    assert m == d.mean() and np.isclose(lo_, m - 1.96 * se) and np.isclose(hi_, m + 1.96 * se)
+    assert ter.paired_difference(a, a) == (0.0, 0.0, 0.0)
+    with pytest.raises(ValueError, match="pair"):
+        ter.paired_difference(a, b[:-1])
+    with pytest.raises(ValueError, match="at least 2"):
+        ter.paired_difference([1.0], [0.0])
+    with pytest.raises(TypeError, match="numeric"):
+        ter.paired_difference(np.array(["a", "b"], object), b[:2])
+    with pytest.raises(ValueError, match="radius"):
+        ter.sample_near(X, -1.0, lo, hi, 10, rng)
+    with pytest.raises(ValueError, match="lo must be"):
+        ter.sample_near(X, 1.0, hi, lo, 10, rng)
+    with pytest.raises(TypeError, match="rng"):
+        ter.sample_near(X, 1.0, lo, hi, 10, 0)
+    with pytest.raises(ValueError, match="n"):
+        ter.sample_near(X, 1.0, lo, hi, 0, rng)
