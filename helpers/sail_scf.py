@@ -13,7 +13,8 @@ The pieces, at RHF level (the paper uses Kohn-Sham DFT):
   function (J and K are linear and self-adjoint in the density: the backward is one more J/K build), so the
   unrolled SCF needs no four-index tensor (``integrals(mol, eri="jk")``).
 * :func:`random_smiles` / :func:`ft_molecules`: a few hundred random small closed-shell molecules (RDKit) for the
-  ``sail_ft_<seed>`` checkpoints (SAIL started from the surrogate, :func:`train_guess` with ``init``).
+  ``sail_ft_<seed>`` checkpoints (SAIL started from the surrogate, :func:`train_guess` with ``init``, continued
+  at the schedule's floor by :func:`sail_tail`; :func:`join_curves` joins the two loss curves).
 * :class:`GuessModel`: a residual guess on a prior, rotation-equivariant by construction: a Hamiltonian head
   (``H_SAP + dH``, aufbau) or a density head (``purify(P_MINAO + dP)``); ``dM`` is built from overlap blocks with
   separate sigma and pi p-p channels and on-site shifts, hybridization and anisotropy, each times a scalar from
@@ -28,6 +29,7 @@ The pieces, at RHF level (the paper uses Kohn-Sham DFT):
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -46,7 +48,7 @@ __all__ = [
     "pyscf_guess", "run_pyscf", "ScfRun", "rotate", "g2_split", "perturbed", "Sample", "sample", "target_error",
     "surrogate_loss", "sail_loss", "OBJECTIVES", "checkpoint_config", "training_samples", "train_guess",
     "ratio_of_sums", "bootstrap_ratio", "OOD_SMILES", "dft_solver", "project_density", "JKEngine",
-    "coulomb_exchange", "random_smiles", "FT_NAMES", "ft_molecules",
+    "coulomb_exchange", "random_smiles", "FT_NAMES", "ft_molecules", "sail_tail", "join_curves",
 ]
 
 ELEMENTS = ("H", "C", "N", "O", "F")
@@ -807,7 +809,9 @@ def checkpoint_config(name: str = "guesses") -> dict:
     """The config of a checkpoint of the chapter. ``guesses``: both heads trained with both objectives, three
     seeds, on G2 molecules. ``sail_ft_<seed>``: the Hamiltonian head of ``guesses``' surrogate of that seed,
     fine-tuned (ground-state supervision) on random RDKit molecules with at most 6 heavy atoms, then SAIL started
-    from it on the same molecules, trained through PySCF's J/K build."""
+    from it on the same molecules, trained through PySCF's J/K build: ``steps_sail`` steps of warm-up and cosine
+    decay to the schedule's floor (a tenth of ``lr_sail``), then ``steps_sail_tail`` more at that floor
+    (:func:`sail_tail`)."""
     if name == "guesses":
         return dict(max_heavy=4, n_test=12, split_seed=0, n_perturb=2, sigma=0.03, hidden=32, heads=list(HEADS),
                     objectives=list(OBJECTIVES), seeds=[0, 1, 2], steps_surrogate=600, steps_sail=600, batch=4,
@@ -816,7 +820,7 @@ def checkpoint_config(name: str = "guesses") -> dict:
         return dict(n_mols=500, n_held=40, max_heavy=6, smiles_seed=0, embed_seed=0, hidden=32,
                     head="hamiltonian", seeds=[int(name[-1])], init="guesses", steps_surrogate=600,
                     steps_sail=4000, batch=4, unroll=6, lr_surrogate=1e-3, lr_sail=1e-3, warmup=100,
-                    basis="sto-3g")
+                    steps_sail_tail=4000, lr_sail_tail=1e-4, warmup_tail=100, basis="sto-3g")
     raise ValueError(f"name must be 'guesses' or one of {FT_NAMES}, got {name!r}")
 
 
@@ -861,10 +865,14 @@ def training_samples(cfg: dict, progress: bool = False) -> tuple[list[Sample], l
 
 
 def train_guess(head: str, objective: str, samples: Sequence[Sample], cfg: dict, seed: int,
-                steps: int | None = None, progress: bool = True, init: GuessModel | None = None):
+                steps: int | None = None, progress: bool = True, init: GuessModel | None = None, *,
+                lr: float | None = None, warmup: int | None = None, schedule: str = "cosine",
+                step_offset: int = 0):
     """Train one :class:`GuessModel` (``head``) with ``objective`` (``surrogate`` or ``sail``) under ``seed``;
     returns ``(model, history)``. Batches of ``cfg['batch']`` samples, AdamW, warm-up, cosine decay. ``init``: start
-    from a copy of this model's weights (same head and width) instead of the prior."""
+    from a copy of this model's weights (same head and width) instead of the prior. ``lr``, ``warmup`` and
+    ``schedule`` (``cosine`` or ``constant``) override the config's; ``step_offset`` shifts the batch draws (a
+    continued run draws the batches of steps ``step_offset, step_offset + 1, ...``)."""
     from helpers import repro, train
 
     head = V.one_of("head", head, HEADS)
@@ -872,10 +880,15 @@ def train_guess(head: str, objective: str, samples: Sequence[Sample], cfg: dict,
     samples = V.sequence("samples", samples, min_len=1, of=lambda n, x: V.instance(n, x, Sample))
     seed = V.seed("seed", seed)
     steps = V.integer("steps", cfg[f"steps_{objective}"] if steps is None else steps, min=0)
+    lr = V.positive("lr", float(cfg[f"lr_{objective}"]) if lr is None else lr)
+    warmup = V.integer("warmup", int(cfg["warmup"]) if warmup is None else warmup, min=0)
+    schedule = V.one_of("schedule", schedule, ("cosine", "constant"))
+    step_offset = V.integer("step_offset", step_offset, min=0)
     batch = min(int(cfg["batch"]), len(samples))
 
     def batches(step: int) -> list[Sample]:
-        idx = np.random.default_rng([seed, 3, step]).choice(len(samples), size=batch, replace=False)
+        idx = np.random.default_rng([seed, 3, step + step_offset]).choice(len(samples), size=batch,
+                                                                          replace=False)
         return [samples[i] for i in idx]
 
     def loss(model: GuessModel, b: list[Sample]) -> Tensor:
@@ -889,10 +902,56 @@ def train_guess(head: str, objective: str, samples: Sequence[Sample], cfg: dict,
         model = GuessModel(head, hidden=int(cfg["hidden"]))
         if init is not None:
             model.load_state_dict(init.state_dict())
-        hist = train.fit(model, loss, batches, steps, lr=float(cfg[f"lr_{objective}"]),
-                         warmup=min(int(cfg["warmup"]), steps), seed=seed, progress=progress,
-                         desc=f"{head} / {objective} / seed {seed}")
+        hist = train.fit(model, loss, batches, steps, lr=lr, warmup=min(warmup, steps), schedule=schedule,
+                         seed=seed, progress=progress, desc=f"{head} / {objective} / seed {seed}")
     return model, hist
+
+
+def sail_tail(model: GuessModel, samples: Sequence[Sample], cfg: dict, seed: int, progress: bool = True):
+    """Continue a SAIL model of a ``sail_ft_*`` config past its cosine schedule: ``cfg['steps_sail_tail']``
+    more steps at the schedule's floor, the constant ``cfg['lr_sail_tail']`` (fresh AdamW moments, a warm-up of
+    ``cfg['warmup_tail']`` steps), drawing the batches of steps ``steps_sail, steps_sail + 1, ...``. The model's
+    weights are first rounded to float32, as a checkpoint stores them, so continuing a stored checkpoint and
+    continuing in the same process give the same model. Returns ``(model, history)``."""
+    V.instance("model", model, GuessModel)
+    V.instance("cfg", cfg, dict)
+    for key in ("steps_sail", "steps_sail_tail", "lr_sail_tail", "warmup_tail"):
+        if key not in cfg:
+            raise ValueError(f"cfg must have key {key!r} (a sail_ft config); got keys {sorted(cfg)}")
+    start = copy.deepcopy(model)
+    with torch.no_grad():
+        for p in start.parameters():
+            p.copy_(p.float().double())
+    return train_guess(model.head, "sail", samples, cfg, seed, steps=int(cfg["steps_sail_tail"]),
+                       progress=progress, init=start, lr=float(cfg["lr_sail_tail"]),
+                       warmup=int(cfg["warmup_tail"]), schedule="constant", step_offset=int(cfg["steps_sail"]))
+
+
+def join_curves(first, second) -> dict[str, list[float]]:
+    """Two training curves of consecutive runs as one, at most 500 points, binned by steps: each is a list of
+    per-step values or a checkpoint manifest's curve ``{"step": [...], "value": [...]}`` (bin means at each
+    bin's last step, steps from 1). Bins are spread back over their steps before the joined curve is binned
+    again, so a mean over any window of whole bins is the mean over its steps."""
+    from helpers import checkpoints
+
+    parts = []
+    for what, c in (("first", first), ("second", second)):
+        if isinstance(c, dict):
+            if not {"step", "value"} <= set(c):
+                raise ValueError(f"{what} must be a list of values or a curve with 'step' and 'value', got "
+                                 f"keys {sorted(c)}")
+            st = np.asarray(c["step"], dtype=np.int64)
+            val = np.asarray(c["value"], dtype=np.float64)
+            if st.ndim != 1 or st.shape != val.shape or not len(st) or st[0] < 1 or np.any(np.diff(st) < 1):
+                raise ValueError(f"{what}: 'step' must rise from >= 1 and match 'value' in length, got "
+                                 f"{len(st)} steps for {len(val)} values")
+            parts.append(np.repeat(val, np.diff(np.concatenate([[0], st]))))
+        else:
+            parts.append(V.array(what, c, ndim=1, dtype="float").astype(np.float64))
+        if not len(parts[-1]) or not np.all(np.isfinite(parts[-1])):
+            raise ValueError(f"{what} must be a non-empty curve of finite values")
+    out = checkpoints.subsample(np.concatenate(parts))
+    return {"step": out["step"], "value": out["value"]}
 
 
 def ratio_of_sums(num: Sequence[float], den: Sequence[float]) -> float:

@@ -29,7 +29,7 @@
 # | level of theory | Kohn-Sham DFT (PBE, SCAN, B3LYP), def2-SVP | **RHF / STO-3G** (PySCF) for training and most evaluation; the same guesses re-counted under **PBE / STO-3G** (section 9) |
 # | model | SE(3)-equivariant GNN, Hamiltonian or density head | a residual model on a prior (SAP Hamiltonian or MINAO density) built from rotation-covariant σ/π blocks (~6k parameters) |
 # | training data | QM9 molecules with ≤ 20 atoms | ASE's G2 molecules with ≤ 4 heavy atoms (H, C, N, O, F), with perturbed geometries; then (section 10) a few hundred random RDKit/MMFF molecules with ≤ 6 heavy atoms |
-# | training | GPU, long | 600 steps per model, 4 models × 3 seeds, in a checkpoint script (20 min on one shared, loaded core); section 10: the Hamiltonian surrogate fine-tuned, then SAIL started from it, one checkpoint script job per seed |
+# | training | GPU, long | 600 steps per model, 4 models × 3 seeds, in a checkpoint script (20 min on one shared, loaded core); section 10: the Hamiltonian surrogate fine-tuned, then SAIL started from it for 8,000 steps, one checkpoint script job per seed |
 # | out of distribution | QM40 (≤ 4× larger), QMugs (10× larger) | 26 RDKit-embedded molecules with 5-14 heavy atoms (1.25-3.5× larger) |
 # | unroll | T SCF cycles, DIIS | T = 6 cycles, DIIS exactly as PySCF's, in torch float64 on PySCF's integrals (section 10: Fock builds by PySCF's own J/K routine, as an autograd function) |
 # | hardware | GPU | 2 CPU cores |
@@ -977,10 +977,15 @@ else:
 # Kekulé heteroaromatics; `ss.random_smiles`, none of them an OOD molecule), embedded by RDKit ETKDG + MMFF like
 # the OOD molecules, so training and test geometries come from the same force field. **The start**: each seed's
 # Hamiltonian surrogate from section 5 is first fine-tuned on these molecules with its own loss (so the surrogate
-# it is compared with has seen the same molecules), and SAIL starts from those weights. The OOD set for these
-# models is the OOD molecules with more heavy atoms than any training molecule. The training
-# (`data/17_sail_scf/make_sail_ft.py`, one checkpoint per seed) does not fit the default run; quick mode trains a
-# tiny version live.
+# it is compared with has seen the same molecules), and SAIL starts from those weights. **The budget**, the same
+# for every seed: 4,000 SAIL steps of warm-up and cosine decay to a tenth of the learning rate, then 4,000 more at
+# that floor (`ss.sail_tail`; fresh AdamW moments, batches continuing the same seeded draw). The previous round
+# stopped at the end of the cosine, where two seeds' losses were still falling by more than the plateau rule
+# allows; the continuation was fixed from those training curves alone, before any claim was read again, and
+# `sail_ft_converged` below is the same rule as before. The OOD set for these models is the OOD molecules with
+# more heavy atoms than any training molecule. The training (`data/17_sail_scf/make_sail_ft.py`, one checkpoint
+# per seed, about 20 minutes each on one shared core; `--resume` continues a checkpoint of the first 4,000 steps)
+# does not fit the default run; quick mode trains a tiny version live.
 
 # %%
 print(inspect.getsource(ss._JK))
@@ -1015,7 +1020,7 @@ ft_cfg = {s: ss.checkpoint_config(f"sail_ft_{s}") for s in seeds}
 if quick:  # a tiny version, trained live from this run's surrogates
     for c in ft_cfg.values():
         c.update(n_mols=10, n_held=4, steps_surrogate=4, steps_sail=4, unroll=4,
-                 warmup=0)
+                 warmup=0, steps_sail_tail=4, warmup_tail=0)
 ft_mols, ft_train, ft_held = ss.ft_molecules(ft_cfg[seeds[0]])
 
 
@@ -1036,9 +1041,11 @@ for s in seeds:
         init = models["hamiltonian", "surrogate", s]
         sur, h1 = ss.train_guess("hamiltonian", "surrogate", smp, c, s, init=init)
         sail, h2 = ss.train_guess("hamiltonian", "sail", smp, c, s, init=sur)
+        sail, h3 = ss.sail_tail(sail, smp, c, s)  # continued at the schedule's floor
         ft_models["hamiltonian", "surrogate_ft", s] = sur
         ft_models["hamiltonian", "sail_ft", s] = sail
-        ft_curves[s] = {"surrogate_ft": h1.loss, "sail_ft": h2.loss}
+        ft_curves[s] = {"surrogate_ft": h1.loss,
+                        "sail_ft": ss.join_curves(h2.loss, h3.loss)}
         continue
     ck_ft = checkpoints.load("17_sail_scf", f"sail_ft_{s}", config=c)
     # the molecules the script kept (its reference RHF converged)
@@ -1054,6 +1061,8 @@ ft_ood = [n for n in ood_names if heavy(ood[n]) > ft_cfg[seeds[0]]["max_heavy"]]
 print(f"{len(ft_train)} training / {len(ft_held)} held-out molecules; OOD for these "
       f"models: {len(ft_ood)} molecules with {min(heavy(ood[n]) for n in ft_ood)}-"
       f"{max(heavy(ood[n]) for n in ft_ood)} heavy atoms")
+
+# %%
 fig, ax = plt.subplots(1, 2, figsize=(11, 3.2))
 for i, obj in enumerate(("surrogate_ft", "sail_ft")):
     for s in seeds:
@@ -1063,14 +1072,20 @@ for i, obj in enumerate(("surrogate_ft", "sail_ft")):
         ax[i].plot(st, v, lw=0.8, label=f"seed {s}")
     ax[i].set(yscale="log", xlabel="step", title=f"{obj} loss", ylabel="batch loss")
     ax[i].legend(fontsize=8)
+# dotted: the end of the cosine schedule; shaded: the fifths the plateau rule compares
+n_cos = ft_cfg[seeds[0]]["steps_sail"]
+n_all = n_cos + ft_cfg[seeds[0]]["steps_sail_tail"]
+ax[1].axvline(n_cos, color="grey", lw=1, ls=":")
+ax[1].axvspan(0.6 * n_all, n_all, color="grey", alpha=0.1, lw=0)
 fig.tight_layout()
 plt.show()
 
 # %% [markdown]
-# Every guess is counted as in section 6: the fine-tuned surrogate and SAIL-from-surrogate models of each seed
-# on the larger OOD molecules (MINAO and the references were counted there already) and, in distribution, on the
-# held-out random molecules, with MINAO. The table adds the G2-trained models of section 5 on the OOD molecules
-# and the SAIL loss on the held-out molecules.
+# In the SAIL curves above the dotted line marks the end of the cosine schedule and the shaded band the last two
+# fifths of the run, which the plateau rule compares. Every guess is counted as in section 6: the fine-tuned
+# surrogate and SAIL-from-surrogate models of each seed on the larger OOD molecules (MINAO and the references
+# were counted there already) and, in distribution, on the held-out random molecules, with MINAO. The table adds
+# the G2-trained models of section 5 on the OOD molecules and the SAIL loss on the held-out molecules.
 
 # %%
 FT_KINDS = [("hamiltonian", "surrogate_ft"), ("hamiltonian", "sail_ft")]
@@ -1131,10 +1146,13 @@ for o in ("surrogate", "sail", "surrogate_ft", "sail_ft"):
 # A reference that does not converge on some molecule (PySCF's `sap` guess on benzoic acid runs into the
 # 100-cycle cap) is scored on the molecules where it converged, not charged 100 cycles: this can only make the
 # baseline stronger. (The table in section 6 counts such runs at 100 cycles.)
-# The paper's diagnosis has two halves, measured apart: `surrogate_fits_but_slows` asks whether the surrogate fits
-# its own target out of distribution about as well as in it (its OOD error at most twice its held-out G2 error;
-# the untrained SAP prior's ratio is the baseline), and `surrogate_slows_solver` whether its guesses then need
-# more builds than MINAO (ERIC > 1). Neither is the ERIC ratio against SAIL, which is `sail_beats_surrogate`.
+# The paper's diagnosis has two halves. The *fit* half (the surrogate fits its own target out of distribution
+# about as well as in it) is shown as an **illustration, without a verdict**: the paper puts no number on "fits
+# well", and the bar an earlier round used (OOD error at most twice the held-out error) was chosen after these
+# errors had been printed, so a verdict against it could not honestly fail; we found no bar that rests on
+# anything but these numbers. The reading below gives the ratios per seed next to the untrained SAP prior's. The
+# *slows* half is the claim `surrogate_slows_solver` (do its guesses need more builds than MINAO, ERIC > 1);
+# neither is the ERIC ratio against SAIL, which is `sail_beats_surrogate`.
 #
 # **Conditions.** Every claim names what it rests on: each guess model's training loss is flat at the end
 # (`train.plateau` ≤ 0.05, the book-wide rule, from the checkpoint's curves), a SAIL model saves builds on held-out <!-- paper -->
@@ -1245,18 +1263,6 @@ notes["density_head_ood"] = (
     f"untrained head (purified MINAO): {eric(ood_names, 'purified MINAO'):.3f}; 90% "
     "bootstrap "
     f"intervals per seed: {cis(('density', 'sail'))}."
-)
-notes["surrogate_fits_but_slows"] = (
-    "the fit half of the paper's diagnosis, measured apart from ERIC (the 'but slows' "
-    "half is surrogate_slows_solver). The bar (2) is ours, chosen after earlier runs "
-    "of this checkpoint had printed these fit errors. Baseline: the same ratio for "
-    "the untrained head "
-    "(the SAP prior), whose error is "
-    f"{np.mean([prior_fit[n] for n in ood_names]):.3f} OOD and "
-    f"{np.mean([prior_fit[n] for n in test_names]):.3f} on held-out G2; the "
-    "surrogate's own OOD error per seed "
-    f"{[round(mean_fit(ood_names, ('hamiltonian', 'surrogate', s)), 4) for s in seeds]}"
-    f"; density head's ratio per seed {np.round(d_shift, 3).tolist()}."
 )
 notes["surrogate_slows_solver"] = (
     "baseline: MINAO (ERIC 1 by definition); density-head surrogate per seed: "
@@ -1373,19 +1379,6 @@ rec.claim(
 )
 
 # %%
-rec.claim(
-    "surrogate_fits_but_slows",
-    "The ground-state surrogate fits its target about as well out of distribution as "
-    "in it (Hamiltonian head: OOD target-fit error at most twice the held-out G2 one)",
-    paper="models trained on ground-state targets fit those targets well out of "
-    "distribution",
-    measured=fit_shift,
-    op="<=", target=2.0,
-    unit="target-fit error, OOD ÷ held-out G2 (mean relative ‖H − F*‖/‖F*‖)",
-    baseline=prior_shift,
-    note=notes["surrogate_fits_but_slows"],
-    given=("models_converged",),
-)
 rec.claim(
     "surrogate_slows_solver",
     "Out of distribution, the ground-state surrogate's guesses need more Fock builds "
@@ -1558,14 +1551,12 @@ _txt = [
     f"SAIL loss is {_l(_hl['surrogate'], '.5f')} for the G2 surrogates, "
     f"{_l(_hl['surrogate_ft'], '.5f')} after their fine-tune and "
     f"{_l(_hl['sail_ft'], '.5f')} after SAIL (per seed).",
-    "* **The diagnosis, measured.** The Hamiltonian surrogate's OOD target-fit error "
-    f"is {_l(fit_shift, '.2f')}× its held-out G2 error per seed (the SAP prior's: "
-    f"{prior_shift:.2f}; `surrogate_fits_but_slows`: {V['surrogate_fits_but_slows']})."
-    " The bar of 2 is ours, not the paper's, and was set with these errors already "
-    "printed by earlier runs of the same checkpoint; the largest ratio is "
-    + (f"{100 * (1 - max(fit_shift) / 2):.0f}% under it" if max(fit_shift) <= 2
-       else "above it")
-    + ", and the untrained prior's error grows "
+    "* **The diagnosis, measured (fit half: an illustration, no verdict).** The "
+    "Hamiltonian surrogate's OOD target-fit error is "
+    f"{_l(fit_shift, '.2f')}× its held-out G2 error per seed (the SAP prior's: "
+    f"{prior_shift:.2f}; density head: {_l(d_shift, '.2f')}). The paper gives no bar "
+    "for fitting 'well', and any bar we set now would be set with these ratios known, "
+    "so they carry no verdict; the untrained prior's error grows "
     + ("less" if prior_shift < min(fit_shift) else "not always less")
     + " out of distribution than the surrogate's; the surrogate's OOD error "
     f"({_l(_sur_fit, '.4f')}) is "
@@ -1598,6 +1589,18 @@ _txt = [
     "guess aligned with one solver is not aligned with another; the paper trains "
     "through the solver it evaluates with, which here is RHF only.",
 ]
+if p631 is not None:
+    _q_heavy = [q_mol[n]["heavy"] for n in q_names]
+    _txt.append(
+        f"* **In 6-31G.** On the {len(q_names)} OOD molecules the 6-31G count covers "
+        f"({min(_q_heavy)}-{max(_q_heavy)} heavy atoms; "
+        f"{p631['wall_seconds'] / 60:.0f} minutes of one core), the projected "
+        "Hamiltonian SAIL guesses have ERIC "
+        f"{_l([q_eric(q_names, f'hamiltonian/sail/{s}') for s in p_seeds])} under "
+        f"PBE/6-31G, against {q_ref_eric[q_best]:.3f} for the best reference ({q_best}; "
+        "the projected STO-3G MINAO density: "
+        f"{q_ref_eric.get('projected STO-3G MINAO', float('nan')):.3f}) "
+        f"(`paper_level_of_theory_631g`: {V['paper_level_of_theory_631g']}).")
 display(Markdown("\n".join(_txt)))
 
 # %% [markdown]
@@ -1611,11 +1614,12 @@ display(Markdown("\n".join(_txt)))
 #   6-31g`, STO-3G guesses projected with `ss.project_density`) is implemented but was not run: about twice the
 #   27-minute STO-3G count (`paper_level_of_theory_631g` is untested). The model itself is written for a minimal
 #   basis (1s, 2s, 2p slots).
-# * **Training length.** SAIL from the surrogate (section 10) runs the 4,000 steps its checkpoints record (about
-#   10-11 minutes per seed on one shared core). At a seed where its loss was still falling over the last fifth
-#   (`sail_ft_converged`, per seed in the reading above) the claims that rest on it are inconclusive, so
-#   `eric_sail_ood` and `sail_beats_surrogate` may rest on fewer than three seeds; a longer run was not made.
-#   The unroll stays at T = 6; a T = 12-16 unroll for the DIIS tail was not trained.
+# * **Training length.** SAIL from the surrogate (section 10) runs 4,000 cosine steps and 4,000 at the floor
+#   learning rate, the same for every seed (about 20 minutes per seed on one shared core). At a seed where its
+#   loss is still falling over the last fifth (`sail_ft_converged`, per seed in the reading above) the claims
+#   that rest on it are inconclusive there. The continuation restarts AdamW's moments (the first 4,000 steps'
+#   optimizer state was not stored); the run from scratch in the data script does the same, so both give one
+#   model. The unroll stays at T = 6; a T = 12-16 unroll for the DIIS tail was not trained.
 # * **Scale.** The G2 models' training molecules have at most 4 heavy atoms and OOD molecules 5-14 (up to 3.5× <!-- paper -->
 #   larger, not 10×); for them the shift is not size alone: G2's reference geometries (plus 0.03 Å noise) against <!-- paper -->
 #   RDKit's MMFF force field. The models of section 10 are trained on MMFF geometries with at most 6 heavy atoms

@@ -403,3 +403,44 @@ def test_target_error_is_the_relative_frobenius_error_and_the_prior_baseline(wat
                 return s.F_star
 
         assert ss.target_error(Exact("hamiltonian"), s).item() == 0.0
+
+
+def test_train_guess_overrides_and_sail_tail(water):
+    """A continued run draws the batches after the first run's and starts from float32-rounded weights; broken
+    overrides and a config without the continuation's keys are refused."""
+    cfg = ss.checkpoint_config("sail_ft_0")
+    assert cfg["lr_sail_tail"] == pytest.approx(0.1 * cfg["lr_sail"])  # the cosine schedule's floor
+    s = ss.sample(water, eri="jk")
+    model = ss.GuessModel("hamiltonian", hidden=cfg["hidden"])
+    with torch.no_grad():
+        model.coupling[-1].bias.fill_(0.0123456789012345)  # not a float32 number
+    tail, hist = ss.sail_tail(model, [s], dict(cfg, steps_sail_tail=0), 0, progress=False)
+    assert hist.loss == [] and tail.coupling[-1].bias[0].item() == pytest.approx(0.0123456789012345, rel=1e-7)
+    assert tail.coupling[-1].bias[0].item() == float(torch.tensor(0.0123456789012345, dtype=torch.float32))
+    _, h = ss.sail_tail(model, [s], dict(cfg, steps_sail_tail=2, warmup_tail=0, unroll=2), 0, progress=False)
+    assert len(h.loss) == 2 and h.lr == [cfg["lr_sail_tail"]] * 2  # constant at the floor
+    with pytest.raises(ValueError, match="steps_sail_tail"):
+        ss.sail_tail(model, [s], {k: v for k, v in cfg.items() if k != "steps_sail_tail"}, 0)
+    with pytest.raises(TypeError):
+        ss.sail_tail("model", [s], cfg, 0)
+    for bad, match in ((dict(step_offset=-1), "step_offset"), (dict(schedule="linear"), "schedule"),
+                       (dict(lr=0.0), "lr"), (dict(warmup=-2), "warmup")):
+        with pytest.raises(ValueError, match=match):
+            ss.train_guess("hamiltonian", "sail", [s], cfg, 0, steps=0, progress=False, **bad)
+
+
+def test_join_curves_keeps_window_means():
+    a = list(np.arange(1.0, 4001.0))
+    binned = {"step": list(range(8, 4001, 8)), "value": [float(np.mean(a[i:i + 8])) for i in range(0, 4000, 8)]}
+    b = list(np.arange(4001.0, 8001.0))
+    c = ss.join_curves(binned, b)
+    assert len(c["value"]) == 500 and c["step"][-1] == 8000
+    # every bin of 16 steps holds two whole stored bins of 8 or 16 raw steps: exact means
+    assert np.allclose(c["value"], np.arange(1.0, 8001.0).reshape(500, 16).mean(1))
+    assert ss.join_curves([1.0, 2.0], [3.0])["value"] == [1.0, 2.0, 3.0]
+    with pytest.raises(ValueError, match="first"):
+        ss.join_curves({"step": [2, 1], "value": [1.0, 2.0]}, [1.0])
+    with pytest.raises(ValueError, match="second"):
+        ss.join_curves([1.0], {"value": [1.0]})
+    with pytest.raises(ValueError, match="second"):
+        ss.join_curves([1.0], [float("nan")])
