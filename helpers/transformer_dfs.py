@@ -41,7 +41,8 @@ __all__ = [
     "TokenCodec", "make_state_pool", "collate",
     "STATE_DATA", "structured_states", "structured_batch", "StructuredDFS", "StructuredOneLayer", "matrix_cosine",
     "move_accuracy", "gradient_flow", "CHECKPOINT_SLUG", "CHECKPOINT_NAMES", "checkpoint_config", "width_limited_data", "generic_valid",
-    "make_structured",
+    "make_structured", "valid_set", "valid_set_loss", "ReducedDFS", "train_reduced", "reduced_data",
+    "doubling_grid_run", "reduced_diagnostics",
 ]
 
 
@@ -1606,7 +1607,8 @@ class StructuredOneLayer(torch.nn.Module):
 CHECKPOINT_SLUG = "12_transformer_dfs"
 
 
-CHECKPOINT_NAMES = ("width_limited", "width_scaling")
+CHECKPOINT_NAMES = ("width_limited", "width_scaling", "width_wide_0", "width_wide_1", "width_wide_2",
+                    "reduced_0", "reduced_1", "reduced_2", "lookahead_0", "lookahead_1", "lookahead_2")
 
 
 def checkpoint_config(name: str = "width_limited") -> dict:
@@ -1617,8 +1619,26 @@ def checkpoint_config(name: str = "width_limited") -> dict:
       one run per seed.
     * ``width_scaling``: the same pair at every width ``d`` in ``dims`` and graph size ``N`` in ``Ns``, one run
       per (N, d, model, seed); the data of a (N, seed) is shared by all widths (:func:`width_scaling_data`).
+    * ``lookahead_<seed>``: measurements only (:func:`doubling_grid_run`): the doubling networks' trace lengths
+      on ``side x side`` grids, ``pairs`` (s, t) pairs at least ``min_dist`` edges apart, one seed.
+    * ``reduced_<seed>``: :class:`ReducedDFS` (reduced scaffold) with sign embeddings of width ``d < V`` on
+      curated states of ``n_range``-node graphs, tested on unseen ``V``-node graphs (:func:`reduced_data`).
+    * ``width_wide_<seed>``: ``width_scaling`` at ``N = 32`` extended to the widths ``train_dims`` (32, 48), the
+      one-layer model only (the two-layer model reaches the bar within the old grid), one seed per checkpoint.
     """
     V.one_of("name", name, CHECKPOINT_NAMES)
+    if name.startswith("lookahead_"):
+        return dict(side=20, pairs=8, min_dist=16, horizons=[1, 2, 4, 8, 16], seeds=[int(name[-1])], stream=17)
+    if name.startswith("reduced_"):
+        return dict(V=16, d=12, n_range=[6, 12], p=0.3, n_train=4000, n_test=600, steps=1500, lr=0.05,
+                    method="adam", seeds=[int(name[-1])], stream=16, eval_every=50)
+    if name.startswith("width_wide_"):
+        # the width_scaling run at N = 32 (same states: same stream and seed; the embeddings of the old widths
+        # drawn first, so they are the same too), trained at the wider widths ``train_dims`` only, one seed
+        cfg = checkpoint_config("width_scaling")
+        cfg.update(Ns=[32], dims=cfg["dims"] + [32, 48], train_dims=[32, 48], seeds=[int(name[-1])],
+                   models=["one"])
+        return cfg
     if name == "width_scaling":
         return dict(Ns=[16, 32], dims=[4, 6, 8, 12, 16, 24], p=0.3, n_train=800, n_test=600, steps=600, lr=0.1,
                     method="adam", tau=1.0, rho=10.0, seeds=[0, 1, 2], models=["two", "one"], stream=12,
@@ -1727,3 +1747,259 @@ def generic_valid(model: torch.nn.Module, pool: Sequence[dict], codec: TokenCode
     return {"all": ok_t.mean().item(),
             "child": ok_t[child].mean().item() if child.any() else float("nan"),
             "backtrack": ok_t[~child].mean().item() if (~child).any() else float("nan")}
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Gradient flow with a reduced scaffold (value/readout maps and the parent head learned, sign embeddings)
+# --------------------------------------------------------------------------------------------------------------
+def valid_set(b: dict[str, Tensor], n: int) -> Tensor:
+    """(B, n) bool: the valid next moves of each state of ``b`` (from :func:`structured_batch`): the unvisited
+    children of the current node when there are any, else its DFS parent (the label of :func:`valid_moves`)."""
+    n = V.integer("n", n, min=1)
+    b = _structured_batch_arg(b, n)
+    visited = (torch.nn.functional.one_hot(b["trace"], n).bool() & b["trace_mask"][:, :, None]).any(1)
+    fresh = (b["src"] == b["current"][:, None]) & b["edge_mask"] & ~visited.gather(1, b["dst"])
+    child = (torch.nn.functional.one_hot(b["dst"], n).bool() & fresh[:, :, None]).any(1)
+    parent = torch.nn.functional.one_hot(b["parent"].clamp(min=0), n).bool() & (b["parent"] >= 0)[:, None]
+    return torch.where(fresh.any(1, keepdim=True), child, parent)
+
+
+def valid_set_loss(logits: Tensor, valid: Tensor) -> Tensor:
+    """``-log`` of the probability the model puts on the set of valid moves, averaged over states (the model may
+    pick any valid move: no tie-break is imposed through the loss)."""
+    V.tensor("logits", logits, ndim=2, dtype="float", finite=False)
+    V.tensor("valid", valid, shape=tuple(logits.shape), dtype="bool")
+    if not bool(valid.any(1).all()):
+        raise ValueError("every state needs at least one valid move (a row of valid is all False)")
+    return (logits.logsumexp(1) - logits.masked_fill(~valid, -torch.inf).logsumexp(1)).mean()
+
+
+class ReducedDFS(torch.nn.Module):
+    """The two-layer DFS architecture with a reduced scaffold: the maps of section 2's construction are learned.
+
+    Fixed: the node embeddings ``E`` (V, d) (random signs, ``d < V`` allowed; readout through ``E``, tied), and
+    the routing (which tokens each head reads: edge tokens read the trace, trace tokens read earlier trace
+    tokens, the current node reads the edges and the trace). Learned, all from a small random start
+    (``init_std`` times a standard normal; exactly zero is a saddle: the flag ``f = 0`` and its weight ``gamma
+    = 0`` keep each other's gradient at zero):
+
+    * layer 1, *visited* head at edge ``(a, b)``: scores ``e_bᵀ W1 e_v`` over the trace and ``s1`` for a sink; the
+      value map of a trace token is ``w_vᵀ e_v + c_v`` (the sink's is 0): the flag ``f_ab``, one coordinate;
+    * layer 1, *previous-token* head at trace position ``j``: a score ``theta[j - i]`` per offset to each earlier
+      position ``i`` (and ``theta[0]`` for a sink), value ``e_{v_i}``: the stored predecessor ``p_j``;
+    * layer 2, *child* head at the current node ``u``: scores ``e_uᵀ W2 e_a − gamma f_ab + w_tᵀ e_b`` over the
+      edges (``w_t``: a learned preference, in place of the hard-wired largest-index tie-break) and ``s2`` for a
+      sink (value 0); value ``e_b``, output map ``O_c``;
+    * layer 2, *parent* head at ``u``: scores ``e_uᵀ W3 e_{v_j} − lam·j`` over trace positions ``j`` (the first
+      occurrence of ``u`` when ``lam > 0``), value ``p_j``, output map ``O_p``;
+    * readout ``logits = E (O_c child + O_p parent)``.
+
+    Against :class:`StructuredDFS` (the full scaffold): the parent is found by the model instead of given, the
+    value and output maps are learned instead of fixed, and there is no hard-wired tie-break.
+    """
+
+    def __init__(self, emb: np.ndarray, max_offset: int = 64, init_std: float = 0.1) -> None:
+        emb = _emb(emb)
+        max_offset = V.integer("max_offset", max_offset, min=1)
+        init_std = V.nonnegative("init_std", init_std)
+        super().__init__()
+        self.register_buffer("E", torch.as_tensor(emb, dtype=torch.float32))
+        d = emb.shape[1]
+
+        def par(*shape: int) -> torch.nn.Parameter:  # small random start (torch's global generator)
+            return torch.nn.Parameter(init_std * torch.randn(shape))
+
+        self.W1, self.W2, self.W3, self.O_c, self.O_p = (par(d, d) for _ in range(5))
+        self.w_v, self.w_t = par(d), par(d)
+        self.c_v, self.s1, self.s2, self.gamma, self.lam = (par() for _ in range(5))
+        self.theta = par(max_offset + 1)
+
+    def set_construction(self, beta: float = 30.0, rho: float = 10.0) -> ReducedDFS:
+        """Set the hand-built point of section 2 (exact with one-hot embeddings): sharp visited flag (``W1 = βI``,
+        sink ``β/2``, value 1), previous-token offset 1, child head as :class:`StructuredDFS`, parent head on the
+        first occurrence, ``O_c = ρI`` and a parent output small enough (``ρ/(2V)``) to win only when no child
+        is left."""
+        beta, rho = V.positive("beta", beta), V.positive("rho", rho)
+        d, n = self.W1.shape[0], self.E.shape[0]
+        K = self.theta.shape[0]
+        with torch.no_grad():
+            for p in self.parameters():
+                p.zero_()
+            eye = torch.eye(d)
+            self.W1.copy_(beta * eye)
+            self.s1.fill_(beta / 2)
+            self.c_v.fill_(1.0)
+            self.theta[1] = beta
+            self.W2.copy_(beta * eye)
+            self.gamma.fill_(2 * beta)
+            self.s2.fill_(0.75 * beta)
+            self.lam.fill_(10.0)  # occurrences 2+ positions apart differ by 20 in score
+            self.W3.copy_(2.0 * 10.0 * K * eye)  # beats the position penalty at any position < K
+            self.O_c.copy_(rho * eye)
+            self.O_p.copy_(rho / (2 * n) * eye)
+        return self
+
+    def forward(self, b: dict[str, Tensor], record: bool = False):
+        """Logits (B, V) over the next node (and, with ``record``, the flags and the heads' attention)."""
+        _structured_batch_arg(b, self.E.shape[0])
+        record = V.boolean("record", record)
+        E = self.E
+        eb, ev, ea, eu = E[b["dst"]], E[b["trace"]], E[b["src"]], E[b["current"]]
+        tm = b["trace_mask"]
+        B, K = tm.shape
+        # layer 1, visited head (per node b, gathered for the edges): trace tokens vs a sink
+        s1 = ((E @ self.W1) @ ev.transpose(1, 2)).masked_fill(~tm[:, None, :], -1e9)  # (B, V, K)
+        att1 = torch.cat([s1, self.s1.expand(B, E.shape[0], 1)], -1).softmax(-1)[..., :-1]
+        flag = (att1 * (ev @ self.w_v + self.c_v)[:, None, :]).sum(-1).gather(1, b["dst"])
+        # layer 1, previous-token head: position j reads earlier positions i by offset j - i
+        pos = torch.arange(K)
+        off = (pos[:, None] - pos[None, :]).clamp(min=0, max=self.theta.shape[0] - 1)
+        s_prev = self.theta[off].masked_fill(pos[None, :] >= pos[:, None], -1e9)  # (K, K), i < j only
+        s_prev = s_prev[None].masked_fill(~tm[:, None, :], -1e9)  # (B, K, K)
+        att_p = torch.cat([s_prev, self.theta[0].expand(B, K, 1)], -1).softmax(-1)[..., :-1]
+        prev = att_p @ ev  # (B, K, d)
+        # layer 2, child head over the edges (sink: value 0)
+        s2 = ((eu @ self.W2)[:, None, :] * ea).sum(-1) - self.gamma * flag + eb @ self.w_t
+        s2 = s2.masked_fill(~b["edge_mask"], -1e9)
+        att2 = torch.cat([s2, self.s2.expand(B, 1)], 1).softmax(-1)
+        child = (att2[:, :-1, None] * eb).sum(1)
+        # layer 2, parent head over the trace (value: the stored predecessor)
+        s3 = ((eu @ self.W3)[:, None, :] * ev).sum(-1) - self.lam * pos[None, :].float()
+        att3 = s3.masked_fill(~tm, -1e9).softmax(-1)
+        parent = (att3[:, :, None] * prev).sum(1)
+        logits = (child @ self.O_c.T + parent @ self.O_p.T) @ E.T
+        if record:
+            return logits, {"flag": flag.detach(), "child": att2.detach(), "parent": att3.detach(),
+                            "prev": att_p.detach()}
+        return logits
+
+
+def train_reduced(model: ReducedDFS, batch: dict[str, Tensor], steps: int, lr: float,
+                  evals: dict[str, dict[str, Tensor]] | None = None, eval_every: int = 25,
+                  method: str = "gd", progress: bool = False) -> dict[str, list]:
+    """Full-batch training of :class:`ReducedDFS` on :func:`valid_set_loss` (``method="gd"``: gradient descent,
+    Euler steps of gradient flow; ``"adam"``: full-batch Adam). History: ``step``, ``loss`` and, for each named
+    eval batch, ``<name>/valid`` (valid-move accuracy) and ``<name>/exact`` (the reference move)."""
+    V.instance("model", model, ReducedDFS)
+    V.instance("batch", batch, dict)
+    steps, lr = V.integer("steps", steps, min=0), V.positive("lr", lr)
+    eval_every = V.integer("eval_every", eval_every, min=1)
+    V.one_of("method", method, ("gd", "adam"))
+    V.boolean("progress", progress)
+    evals = {} if evals is None else V.instance("evals", evals, dict)
+    n = model.E.shape[0]
+    valid = valid_set(batch, n)
+    labels = {k: valid_set(eb, n) for k, eb in evals.items()}
+    opt = (torch.optim.SGD if method == "gd" else torch.optim.Adam)(model.parameters(), lr=lr)
+    hist: dict[str, list] = {"step": [], "loss": []}
+    it = range(steps + 1)
+    if progress:
+        from tqdm.auto import tqdm
+        it = tqdm(it, desc="reduced scaffold", leave=False)
+    for step in it:
+        loss = valid_set_loss(model(batch), valid)
+        if step % eval_every == 0 or step == steps:
+            hist["step"].append(step)
+            hist["loss"].append(float(loss.detach()))
+            with torch.no_grad():
+                for k, eb in evals.items():
+                    lg = model(eb)
+                    hist.setdefault(f"{k}/valid", []).append(
+                        float(labels[k].gather(1, lg.argmax(-1, keepdim=True)).float().mean()))
+                    hist.setdefault(f"{k}/exact", []).append(move_accuracy(lg, eb)["all"])
+        if step == steps:
+            break
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return hist
+
+
+def reduced_data(cfg: dict, seed: int) -> tuple[list[dict], list[dict], np.ndarray]:
+    """(curated training states on ``n_range``-node graphs, every state of full searches on unseen ``V``-node
+    graphs, sign embeddings ``(V, d)``) of one seed of the ``reduced_<seed>`` run."""
+    V.instance("cfg", cfg, dict)
+    for key in ("V", "d", "n_range", "p", "n_train", "n_test", "stream"):
+        if key not in cfg:
+            raise ValueError(f"cfg must have key {key!r}; got keys {sorted(cfg)}")
+    seed = V.seed("seed", seed)
+    rng = np.random.default_rng([int(seed), int(cfg["stream"])])
+    n, (lo, hi) = int(cfg["V"]), (int(x) for x in cfg["n_range"])
+    train_items = structured_states(int(cfg["n_train"]), n, (lo, hi), float(cfg["p"]), rng, "curated")
+    test_items = structured_states(int(cfg["n_test"]), n, (n, n), float(cfg["p"]), rng, "full",
+                                   exclude={it["key"] for it in train_items})
+    return train_items, test_items, sign_embeddings(n, int(cfg["d"]), rng)
+
+
+def doubling_grid_run(cfg: dict, seed: int, progress: bool = False) -> dict[str, np.ndarray]:
+    """The doubling networks (:class:`DoublingDFS`, one per horizon in ``cfg["horizons"]``) rolled out on
+    ``cfg["pairs"]`` shuffled ``side x side`` grids (:func:`grid_digraph`), each with an ``(s, t)`` pair at least
+    ``min_dist`` edges apart (:func:`far_pair`), drawn from ``repro.rng(seed, stream)``.
+
+    Returns ``length`` (pairs, horizons): the networks' steps until ``t`` (closed-form forward pass,
+    :meth:`DoublingDFS.fast_step`); ``dist`` (pairs,): the shortest ``s -> t`` path; ``same`` (pairs, horizons):
+    whether the network's trace equals the rule's (:func:`lookahead_trace`).
+    """
+    from helpers import repro
+
+    V.instance("cfg", cfg, dict)
+    for key in ("side", "pairs", "min_dist", "horizons", "stream"):
+        if key not in cfg:
+            raise ValueError(f"cfg must have key {key!r}; got keys {sorted(cfg)}")
+    seed = V.seed("seed", seed)
+    side, pairs = V.integer("side", cfg["side"], min=2), V.integer("pairs", cfg["pairs"], min=1)
+    hs = [V.integer("horizon", h, min=1) for h in cfg["horizons"]]
+    n = side * side
+    nets = {h: DoublingDFS(n, h) for h in hs}
+    g = repro.rng(seed, int(cfg["stream"]))
+    length = np.zeros((pairs, len(hs)), dtype=np.int64)
+    same = np.zeros((pairs, len(hs)), dtype=bool)
+    dist = np.zeros(pairs, dtype=np.int64)
+    it = range(pairs)
+    if progress:
+        from tqdm.auto import tqdm
+        it = tqdm(it, desc=f"doubling networks on {side}x{side} grids, seed {seed}")
+    for i in it:
+        a = grid_digraph(side, side, g)
+        src, tgt, dist[i] = far_pair(a, g, int(cfg["min_dist"]))
+        for j, h in enumerate(hs):
+            tr = rollout(nets[h], n, edge_list(a), src, tgt, fast=True, max_steps=4 * n)
+            length[i, j] = len(tr) - 1
+            same[i, j] = tr == lookahead_trace(a, src, tgt, h)
+    return {"length": length, "dist": dist, "same": same}
+
+
+def reduced_diagnostics(model: ReducedDFS, b: dict[str, Tensor], record: dict[str, Tensor] | None = None
+                        ) -> dict[str, float]:
+    """What a :class:`ReducedDFS` learned, against the construction, on the states of ``b``:
+
+    * ``prev_offset1``: the previous-token head's mean weight on the token just before (offset 1);
+    * ``parent_first``: on backtrack states, the parent head's weight on the first occurrence of ``u``;
+    * ``flag_visited`` / ``flag_fresh``: the mean flag of the current node's edges to visited / unvisited nodes.
+
+    ``record``: the second output of ``model(b, record=True)`` (computed here when omitted)."""
+    V.instance("model", model, ReducedDFS)
+    b = _structured_batch_arg(b, model.E.shape[0])
+    if record is None:
+        with torch.no_grad():
+            record = model(b, record=True)[1]
+    V.instance("record", record, dict)
+    tm, tr = b["trace_mask"], b["trace"]
+    K = tm.shape[1]
+    j = torch.arange(1, K)
+    diag = record["prev"][:, j, j - 1]  # (B, K-1): weight of position j on j - 1
+    prev1 = float(diag[tm[:, 1:]].mean()) if bool(tm[:, 1:].any()) else float("nan")
+    bt = b["is_backtrack"]
+    first = ((tr == b["current"][:, None]) & tm).float().argmax(1)  # first occurrence of u
+    par = record["parent"].gather(1, first[:, None])[:, 0]
+    n = model.E.shape[0]
+    visited = (torch.nn.functional.one_hot(tr, n).bool() & tm[:, :, None]).any(1)
+    from_u = (b["src"] == b["current"][:, None]) & b["edge_mask"]
+    vis_e = visited.gather(1, b["dst"])
+    f = record["flag"]
+
+    def mean(x: Tensor) -> float:
+        return float(x.mean()) if x.numel() else float("nan")
+
+    return {"prev_offset1": prev1, "parent_first": mean(par[bt]), "flag_visited": mean(f[from_u & vis_e]),
+            "flag_fresh": mean(f[from_u & ~vis_e])}

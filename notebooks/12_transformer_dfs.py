@@ -24,9 +24,9 @@
 # | | paper | this notebook |
 # |---|---|---|
 # | one- vs two-layer size | proofs (Ω(N²) vs O(N log N)) | hand-built models; width needed for 95 % child-selection accuracy, N = 8 … 64 (one layer), 8 … 256 with 5 embedding draws (two layers) |
-# | L-layer look-ahead | a construction with horizon 2^(L−3) | hand-built doubling networks (horizon 2^J in J + 2 layers, J = 0 … 4), checked token for token against a look-ahead rule; search length on sparse random graphs, N = 64, 3 seeds |
-# | learning | gradient-flow analysis, two-layer model | full-batch gradient descent on the construction's architecture (learnable `W1, W2`), graphs of 6–12 nodes, tested on 16; 3 seeds |
-# | one vs two layers, trained | — | the same architecture vs its one-layer counterpart, equal parameters, N = 16, width 8; checkpoint, 3 seeds; plus generic transformers (~28 k parameters) as an illustration |
+# | L-layer look-ahead | a construction with horizon 2^(L−3) | hand-built doubling networks (horizon 2^J in J + 2 layers, J = 0 … 4), checked token for token against a look-ahead rule; search length on sparse random graphs (N = 64) and on 20 × 20 grids (measured by a data script), 3 seeds |
+# | learning | gradient-flow analysis, two-layer model | full-batch gradient descent on the construction's architecture (learnable `W1, W2`), graphs of 6–12 nodes, tested on 16; and a reduced scaffold (value/output maps, previous-token and parent heads learned, sign embeddings of width 12 < 16; checkpoint); 3 seeds |
+# | one vs two layers, trained | — | the same architecture vs its one-layer counterpart, equal parameters, N = 16, width 8, and widths 4 … 24 at N = 16, 4 … 48 at N = 32 (one layer); checkpoints, 3 seeds; plus generic transformers (~28 k parameters) as an illustration |
 # | data | synthetic graphs | synthetic graphs (G(N, p) and fixed out-degree), generated here |
 # | hardware | not stated | 2 CPU cores, ≤ 5 min |
 #
@@ -67,8 +67,10 @@ n_states = 100  # DFS states per (N, width)
 dims_two = [4, 8, 12, 16, 24, 32, 48, 64]  # widths tried for the two-layer construction
 dims_one = [8, 16, 32, 64, 128, 256, 512]  # widths tried for the one-layer construction
 N_look, look_pairs = 64, 60  # look-ahead networks: graph size, (s, t) pairs per seed
-# doubling on long distances: grid side, (s, t) pairs per seed, least s -> t distance
-grid_side, grid_pairs, grid_min_dist = 12, 6, 16
+# doubling on long distances (quick mode only: the default run loads the measurements
+# of data/12_transformer_dfs/make_lookahead.py): grid side, pairs per seed, least s -> t
+# distance
+grid_side, grid_pairs, grid_min_dist = 8, 2, 8
 # trained models: node vocabulary (graphs of 4-6 nodes for training, 8 for the larger
 # test)
 V = 8
@@ -100,7 +102,6 @@ from helpers import transformer_dfs as dfs
 if quick:
     Ns, n_states, dims_one = [8, 16], 30, [8, 16, 32, 64, 128]
     N_look, look_pairs, train_graphs, steps = 24, 10, 200, 60
-    grid_side, grid_pairs, grid_min_dist = 8, 2, 8
     Ns_scale, n_draws, scale_states = [8, 16, 32], 2, 20
     gf_V, gf_states, gf_test, gf_steps, n_seeds = 10, 200, 200, 40, 1
     gf_range = (5, 8)
@@ -545,36 +546,48 @@ print(f"full forward: {la_same}/{la_total} traces identical to the rule")
 # **Long distances: grids.** On the sparse random graphs above the shortest `s → t` path is short, so the larger
 # horizons already see `t` from `s` and the last layers cannot change the trace: there, `L` and `L + 1` layers
 # cannot be told apart. For the per-layer doubling we therefore run the same networks on a family with long
-# distances and many dead ends: a `grid_side × grid_side` grid, edges both ways between neighbours, node labels
-# shuffled (`dfs.grid_digraph`), with `s` and `t` at least `grid_min_dist` edges apart (`dfs.far_pair`, a
-# uniform draw among such pairs). A search that guesses wanders into the grid; a horizon-`h` network goes straight
-# once `t` is within `h` edges through unvisited nodes.
+# distances and many dead ends: a square grid, edges both ways between neighbours, node labels shuffled
+# (`dfs.grid_digraph`), with `s` and `t` a uniform draw among the pairs at least `min_dist` edges apart
+# (`dfs.far_pair`). A search that guesses wanders into the grid; a horizon-`h` network goes straight once `t` is
+# within `h` edges through unvisited nodes. The grid must be large: the trace at `h = 1` has to be at least
+# `1.8⁴ ≈ 10` times the shortest path before four halvings are even possible (the condition `lookahead_room` in <!-- paper -->
+# section 9). A 12 × 12 grid left too little room; we chose 20 × 20 (400 nodes) with 8 pairs per seed from a
+# pilot that drew other grids and looked only at that room (the `h = 1` rule's trace against the shortest path),
+# before any network ran on the claim's grids. Rolling out five networks with 400-node reach sets takes minutes
+# per seed, so `data/12_transformer_dfs/make_lookahead.py` (`dfs.doubling_grid_run`) measured them, one seed per
+# job, and the default run loads the measurements: the networks' trace lengths, the shortest paths and whether
+# each trace equals the rule's. Quick mode runs `dfs.doubling_grid_run` live on a small grid.
 
 # %%
-n_grid = grid_side**2
 horizons_g = horizons[1:]  # h = 1 ... the largest: one squaring layer per doubling
-nets_g = {h: dfs.DoublingDFS(n_grid, h) for h in horizons_g}
-grid_len = {(s_, h): [] for s_ in seeds for h in horizons_g}
-grid_dist = {s_: [] for s_ in seeds}
-for s_ in seeds:
-    g = repro.rng(s_, 15)
-    for _ in tqdm(range(grid_pairs), desc=f"doubling networks on grids, seed {s_}"):
-        a = dfs.grid_digraph(grid_side, grid_side, g)
-        src, tgt, d_ = dfs.far_pair(a, g, grid_min_dist)
-        grid_dist[s_].append(float(d_))
-        for h in horizons_g:
-            tr = dfs.rollout(nets_g[h], n_grid, dfs.edge_list(a), src, tgt, fast=True,
-                             max_steps=4 * n_grid)
-            grid_len[s_, h].append(len(tr) - 1)
-            look_total += 1
-            look_same += tr == dfs.lookahead_trace(a, src, tgt, h)
+grid_len, grid_dist, grid_same = {}, {}, 0
+for i, s_ in enumerate(seeds):
+    la_cfg = scripts.with_seeds(dfs.checkpoint_config(f"lookahead_{i}"), [s_])
+    if quick:
+        la_cfg.update(side=grid_side, pairs=grid_pairs, min_dist=grid_min_dist,
+                      horizons=horizons_g)
+        r_ = dfs.doubling_grid_run(la_cfg, s_, progress=True)
+    else:
+        la_ck = checkpoints.load(dfs.CHECKPOINT_SLUG, f"lookahead_{i}", config=la_cfg)
+        r_ = {k: la_ck.tensors[k].numpy() for k in ("length", "dist", "same")}
+    assert la_cfg["horizons"] == horizons_g, "the grid run must use these horizons"
+    for j, h in enumerate(horizons_g):
+        grid_len[s_, h] = r_["length"][:, j].tolist()
+    grid_dist[s_] = r_["dist"].astype(float).tolist()
+    grid_same += int(r_["same"].sum())
+    look_total += r_["same"].size
+    look_same += int(r_["same"].sum())
+grid_side, grid_pairs = la_cfg["side"], la_cfg["pairs"]
+grid_min_dist = la_cfg["min_dist"]
+n_grid = grid_side**2
 grid_mean = {s_: [float(np.mean(grid_len[s_, h])) for h in horizons_g] for s_ in seeds}
 for s_ in seeds:
     print(f"seed {s_}: mean shortest path {np.mean(grid_dist[s_]):.1f}; "
           "mean steps until t " + ", ".join(f"h={h} (L={n_layers[h]}) {m_:.1f}"
                           for h, m_ in zip(horizons_g, grid_mean[s_])))
-print(f"network traces equal to the rule's (random graphs and grids): "
-      f"{look_same}/{look_total}")
+print(f"{grid_side}×{grid_side} grids: network traces equal to the rule's "
+      f"{grid_same}/{len(seeds) * grid_pairs * len(horizons_g)}; all rollouts (random "
+      f"graphs and grids) {look_same}/{look_total}")
 fig, ax = plt.subplots(figsize=(5.5, 3.2))
 for i, s_ in enumerate(seeds):
     ax.plot(range(len(horizons_g)), grid_mean[s_], marker="o",
@@ -739,6 +752,90 @@ for data in ("curated", "naive"):
     )
 
 # %% [markdown]
+# **A reduced scaffold.** The model above is told a lot: one-hot embeddings make the visited flag exact, the
+# parent arrives through the sink, the tie-break and the readout are fixed, and only `W1`, `W2`, `γ`, `σ` move.
+# `dfs.ReducedDFS` keeps the two-layer routing (which token reads which) and learns the rest, from a small
+# random start (exactly zero is a saddle: a zero flag and a zero flag weight `γ` keep each other still):
+#
+# * layer 1, *visited* head at edge `(a, b)`: scores `e_bᵀ W1 e_v` over the trace and a learned sink score; the
+#   **value map** `w_vᵀ e_v + c_v` of each trace token is learned, the flag `f_ab` is what it returns;
+# * layer 1, *previous-token* head: trace position `j` reads earlier positions with a learned score `θ[j − i]`
+#   per offset (the construction puts all weight on offset 1);
+# * layer 2, *child* head at `u`: scores `e_uᵀ W2 e_a − γ f_ab + w_tᵀ e_b` and a learned sink; `w_t` is a
+#   learned preference in place of the hard-wired largest-index tie-break; **output map** `O_c`;
+# * layer 2, **parent head** at `u`: scores `e_uᵀ W3 e_v − λ·j` over the trace positions `j`, value the stored
+#   predecessor; **output map** `O_p`; readout `logits = E (O_c·child + O_p·parent)`.
+#
+# Node embeddings are random signs of width `d < V`, fixed. With no tie-break imposed, any valid move is right:
+# the loss is `−log` of the probability on the set of valid moves (every unvisited child of `u`, else its
+# parent), and we measure **valid-move** accuracy (exact-move accuracy, against the largest-index reference,
+# is reported too). Same data recipe as above: curated states of small graphs, tested on every state of full
+# searches on unseen `V`-node graphs.
+#
+# Two design steps were taken on one-seed probes (seed 0) before the three seeds were trained, and are part of
+# the result: plain gradient descent moved far too slowly at any step size we could afford, so the model is
+# trained by **full-batch Adam** (not gradient flow); and with the full-scaffold experiment's 800 training states
+# the model memorised its training graphs (high training, low unseen accuracy), so the training set has 4,000
+# curated states. `data/12_transformer_dfs/make_reduced.py` trains one seed per job (minutes each, too long for
+# the default run); quick mode trains a small model live. The conditions are the same book-wide rules as above,
+# fixed before the seeds were trained: flat loss at the end (`reduced_converged`) and a fit of its own training
+# states (`reduced_fits`, valid-move accuracy ≥ 0.95). <!-- paper -->
+
+# %%
+red_hist, red_loss, red_res, red_models = {}, {}, {}, {}
+for i, s_ in enumerate(seeds):
+    red_cfg = scripts.with_seeds(dfs.checkpoint_config(f"reduced_{i}"), [s_])
+    if quick:
+        red_cfg.update(V=10, d=8, n_range=[5, 8], n_train=300, n_test=200, steps=150)
+    tr_items, te_items, emb = dfs.reduced_data(red_cfg, s_)
+    b, tb = dfs.structured_batch(tr_items), dfs.structured_batch(te_items)
+    with repro.seeded(s_):
+        model = dfs.ReducedDFS(emb)  # a small random start (zero is a saddle)
+    if quick:
+        with repro.seeded(s_):
+            h = dfs.train_reduced(model, b, red_cfg["steps"], red_cfg["lr"],
+                                  {"train": b, "test": tb},
+                                  eval_every=red_cfg["eval_every"],
+                                  method=red_cfg["method"])
+    else:
+        red_ck = checkpoints.load(dfs.CHECKPOINT_SLUG, f"reduced_{i}", config=red_cfg)
+        model.load_state_dict({**red_ck.state_dict("reduced."), "E": model.E})
+        h = {k: v["value"] for k, v in red_ck.manifest["history"].items()}
+        h["step"] = red_ck.manifest["history"]["loss"]["step"]
+        rec.check(f"reduced_data_{s_}",
+                  float((red_ck.tensors["emb"] - model.E).abs().max()), 0.0, op="==",
+                  note="the regenerated embeddings equal the checkpoint's")
+    red_hist[s_], red_loss[s_], red_models[s_] = h, h["loss"], model
+    with torch.no_grad():
+        lg, rr = model(tb, record=True)
+        red_res[s_] = dict(valid=float(dfs.valid_moves(lg, tb).float().mean()),
+                           exact=dfs.move_accuracy(lg, tb)["all"],
+                           train=float(dfs.valid_moves(model(b), b).float().mean()),
+                           **dfs.reduced_diagnostics(model, tb, rr))
+    print(f"seed {s_}: unseen {red_cfg['V']}-node graphs valid "
+          f"{red_res[s_]['valid']:.3f}"
+          f" (exact {red_res[s_]['exact']:.3f}), training states valid "
+          f"{red_res[s_]['train']:.3f}; learned previous-token weight on offset 1 "
+          f"{red_res[s_]['prev_offset1']:.2f}, parent head on u's first occurrence "
+          f"{red_res[s_]['parent_first']:.2f}, flag visited vs unvisited child "
+          f"{red_res[s_]['flag_visited']:.2f} vs {red_res[s_]['flag_fresh']:.2f}")
+red_opt = {"gd": "gradient-descent", "adam": "Adam"}[red_cfg["method"]]
+fig, ax = plt.subplots(1, 2, figsize=(10, 3.2))
+for i, s_ in enumerate(seeds):
+    ax[0].plot(red_hist[s_]["step"], red_hist[s_]["loss"], color=plotting.PALETTE[i],
+               label=f"seed {s_}")
+    ax[1].plot(red_hist[s_]["step"], red_hist[s_]["test/valid"],
+               color=plotting.PALETTE[i])
+    ax[1].plot(red_hist[s_]["step"], red_hist[s_]["train/valid"], ls=":",
+               color=plotting.PALETTE[i])
+ax[0].set(xlabel=f"{red_opt} step", ylabel="loss (valid-move set)", yscale="log")
+ax[1].set(xlabel=f"{red_opt} step", ylabel="valid-move accuracy",
+          title="unseen graphs (solid), training states (dotted)")
+ax[0].legend(fontsize=8)
+plt.tight_layout()
+plt.show()
+
+# %% [markdown]
 # ## 6. A width-limited trained comparison: one layer vs two layers
 #
 # The separation is about width: a single layer can only cancel visited children in the residual stream, which
@@ -875,20 +972,66 @@ for s_ in tqdm(ws_cfg["seeds"], desc="width scaling"):
                         train=dfs.move_accuracy(model(b), b)["all"],
                         plateau=train.plateau(loss),
                     )
-dims_ws, Ns_ws = ws_cfg["dims"], ws_cfg["Ns"]
+Ns_ws = ws_cfg["Ns"]
+dims_of = {(k, N): list(ws_cfg["dims"]) for k in ws_cfg["models"] for N in Ns_ws}
 if ws_ck is not None:
     rec.check("width_scaling_data", emb_diff, 0.0, op="==",
               note="the regenerated embeddings equal the checkpoint's at every (N, d, "
               "seed) (same data, same seed)")
-need = {(k, N, s_): dfs.width_needed(
-            dims_ws, [ws[k, N, d, s_]["valid"] for d in dims_ws], target=scale_bar)
+
+# %% [markdown]
+# **Wider one-layer models.** At `N = 32` the one-layer model stayed below the bar up to `d = 24`, so its
+# width was only a lower bound. `make_width_scaling.py` trained the one-layer model further at `d = 32` and
+# `d = 48` (`width_wide_<seed>`: the same training and test states, the same embeddings for the old widths, one
+# seed per job; the two-layer model already reaches the bar inside the old grid). A one-layer model that still
+# misses the bar at `d = 48` leaves the ratio a lower bound, now at 48.
+
+# %%
+if not quick:
+    wide_gap = 0.0
+    for i, s_ in enumerate(ws_cfg["seeds"]):
+        wd_cfg = scripts.with_seeds(dfs.checkpoint_config(f"width_wide_{i}"), [s_])
+        wd_ck = checkpoints.load(dfs.CHECKPOINT_SLUG, f"width_wide_{i}", config=wd_cfg)
+        N = wd_cfg["Ns"][0]
+        train_items, test_items, embs = dfs.width_scaling_data(wd_cfg, N, s_)
+        b, tb = dfs.structured_batch(train_items), dfs.structured_batch(test_items)
+        for d in wd_cfg["train_dims"]:
+            for kind in wd_cfg["models"]:
+                key = f"{kind}/N{N}/d{d}/{s_}"
+                model = dfs.make_structured(kind, embs[d], wd_cfg)
+                model.load_state_dict({**wd_ck.state_dict(key + "."), "E": model.E})
+                emb_diff = max(emb_diff, float(
+                    (wd_ck.tensors[f"emb/N{N}/d{d}/{s_}"] - model.E).abs().max()))
+                with torch.no_grad():
+                    logits = model(tb)
+                    ws[kind, N, d, s_] = dict(
+                        valid=float(dfs.valid_moves(logits, tb).float().mean()),
+                        exact=dfs.move_accuracy(logits, tb)["all"],
+                        train=dfs.move_accuracy(model(b), b)["all"],
+                        plateau=train.plateau(wd_ck.manifest["history"][f"loss/{key}"]),
+                    )
+                stored = wd_ck.manifest["metrics"][f"test_valid/{key}"]
+                wide_gap = max(wide_gap, abs(ws[kind, N, d, s_]["valid"] - stored))
+            for kind in wd_cfg["models"]:
+                dims_of[kind, N] = sorted(set(dims_of[kind, N]) | {d})
+    rec.check("width_wide_data", emb_diff, 0.0, op="==",
+              note="the regenerated embeddings of the wider widths equal the "
+              "checkpoints'")
+    rec.check("width_wide_eval", wide_gap, 1e-6, op="<=",
+              note="largest difference of a wide model's unseen-graph valid-move "
+              "accuracy between this run and the training script's (stored weights, "
+              "same data)")
+dims_ws = dims_of["one", max(Ns_ws)]  # the widest grid: the one-layer model's at N = 32
+need = {(k, N, s_): dfs.width_needed(dims_of[k, N], [ws[k, N, d, s_]["valid"]
+                                                     for d in dims_of[k, N]],
+                                     target=scale_bar)
         for k in ws_cfg["models"] for N in Ns_ws for s_ in ws_cfg["seeds"]}
 for N in Ns_ws:
     for k in ws_cfg["models"]:
         for q in ("valid", "exact"):
             row = [np.mean([ws[k, N, d, s_][q] for s_ in ws_cfg["seeds"]])
-                   for d in dims_ws]
-            print(f"N={N:2d} {k}-layer {q:5s} (mean over seeds) by d {dims_ws}: "
+                   for d in dims_of[k, N]]
+            print(f"N={N:2d} {k}-layer {q:5s} (mean over seeds) by d {dims_of[k, N]}: "
                   f"{np.round(row, 3).tolist()}")
         print(f"      {k}-layer width needed per seed: "
               f"{[need[k, N, s_] for s_ in ws_cfg['seeds']]}")
@@ -898,11 +1041,13 @@ fig, ax = plt.subplots(1, len(Ns_ws), figsize=(5 * len(Ns_ws), 3.4), squeeze=Fal
 for a_, N in zip(ax[0], Ns_ws):
     for i, k in enumerate(ws_cfg["models"]):
         for q, ls in (("valid", "-"), ("exact", "--")):
-            v = np.array([[ws[k, N, d, s_][q] for d in dims_ws]
+            v = np.array([[ws[k, N, d, s_][q] for d in dims_of[k, N]]
                           for s_ in ws_cfg["seeds"]])
-            a_.plot(dims_ws, v.mean(0), ls=ls, marker="o", color=plotting.PALETTE[i],
+            a_.plot(dims_of[k, N], v.mean(0), ls=ls, marker="o",
+                    color=plotting.PALETTE[i],
                     label=f"{k} layer{'s' if k == 'two' else ''}, {q} move")
-            a_.fill_between(dims_ws, v.min(0), v.max(0), color=plotting.PALETTE[i],
+            a_.fill_between(dims_of[k, N], v.min(0), v.max(0),
+                            color=plotting.PALETTE[i],
                             alpha=0.12)
     a_.axhline(scale_bar, color="k", lw=0.8)
     a_.set(title=f"N = {N}", xlabel="width d", ylabel="accuracy, unseen graphs",
@@ -1241,22 +1386,27 @@ plotting.live_controls(
 # not "not held". The paper's statement itself, horizon `2^J` from `J` squaring layers, is what the checks
 # `lookahead_construction_exact` and `lookahead_networks_equal_rule` verify; search length is our
 # operationalization of its "exponential gain in search efficiency". The doubling is measured on grids whose
-# `s → t` pairs are at least `grid_min_dist` edges apart (section 4), chosen (family, size, distance, pairs) before
-# their numbers were read, because on the sparse random graphs the floor left no room at all; the condition and
-# the bar are unchanged.
+# `s → t` pairs are at least `grid_min_dist` edges apart (section 4), because on the sparse random graphs the
+# floor left no room at all. An earlier build used 12 × 12 grids, where the room stayed below the bar at every
+# seed; the grid was then enlarged to 20 × 20 with 8 pairs per seed, a choice made from a pilot on other draws that
+# computed only the room (the rule's `h = 1` trace against the shortest path), not the claim's ratio. The
+# condition and the bar are unchanged.
 #
-# **Not built.** The issue asked for `gradient_flow_learns` with a reduced scaffold (learned value/readout maps
-# and parent head, sign embeddings with `d < N`); it was not built, so it is recorded as untested next to
-# `gradient_flow_learns_curated`, which keeps the full scaffold.
+# **The reduced scaffold** (`gradient_flow_learns`): the bar (95 % on unseen graphs) and the conditions are <!-- paper -->
+# those of the full-scaffold claim; the measure is the valid-move accuracy, because no tie-break is imposed.
+# What stays given is said in section 5 and in the claim's note.
 #
 # **Known limits.** The doubling networks use one-hot node embeddings: a reach set is an arbitrary subset of
 # nodes and takes width `N` per level, so their size is `O(N² log h)`, not the paper's (unknown) budget; their
 # rollouts use the closed-form forward pass, checked equal to the token-by-token one on small graphs. The
-# constructed width scalings use one graph per `N` (the embedding draws are the replication). The gradient-flow
-# experiment is heavily scaffolded: one-hot embeddings make the visited flag exact, the parent enters through
-# the sink, the tie-break and the readout are fixed, and only `W1`, `W2` and two scalars are learned; the trained
-# width comparisons share that scaffold with sign embeddings. Everything about the paper's architecture, data
-# curation and trace format is reconstructed from its abstract.
+# constructed width scalings use one graph per `N` (the embedding draws are the replication). The first
+# gradient-flow experiment is heavily scaffolded: one-hot embeddings make the visited flag exact, the parent
+# enters through the sink, the tie-break and the readout are fixed, and only `W1`, `W2` and two scalars are
+# learned; the trained width comparisons share that scaffold with sign embeddings. The reduced-scaffold model
+# learns its value and output maps, the previous-token and parent heads and a child preference, but its routing
+# (which token attends to which), its fixed sign embeddings and the readout through them are still given, it has
+# no MLP, and it is trained on the set of valid moves rather than on one reference trace. Everything about the
+# paper's architecture, data curation and trace format is reconstructed from its abstract.
 
 # %%
 rec.check(
@@ -1302,8 +1452,11 @@ rec.check(
     look_same / look_total,
     1.0,
     op="==",
-    note=f"every rollout of the look-ahead experiment ({look_total}, N = {N_look}, "
-    f"horizons {horizons}) equals the rule's trace",
+    note=f"every rollout of the look-ahead experiment ({look_total}: random graphs, "
+    f"N = {N_look}, horizons {horizons}, run here; {grid_side}×{grid_side} grids, "
+    "horizons "
+    f"{horizons_g}, {'run here' if quick else 'measured by make_lookahead.py'}) equals "
+    "the rule's trace",
 )
 rec.check(
     "structured_construction_exact",
@@ -1448,15 +1601,33 @@ rec.claim(
     f"final cos(W1, I) {cos['W1']}, cos(W2, I) {cos['W2']}; reconstructed "
     "architecture (one-hot embeddings, exact parent head given)",
 )
-rec.untested(
+# %%
+for cid, vals, op_, bar, what in (
+    ("reduced_converged", [train.plateau(red_loss[s_]) for s_ in seeds], flat, 0.05,
+     "loss flat at the end"),
+    ("reduced_fits", [train.tail_mean(red_hist[s_]["train/valid"]) for s_ in seeds],
+     fits, 0.95, "fits its training states (valid moves)"),
+):
+    rec.condition(cid, vals, op_, bar, statement=f"reduced-scaffold model: {what}",
+                  unit="share of the loss drop in the last fifth" if op_ == flat
+                  else "training valid-move accuracy (last tenth of the curve)")
+rec.claim(
     "gradient_flow_learns",
     "Gradient flow with a reduced scaffold (learned value/readout maps and parent "
     "head, sign embeddings with d < N) learns DFS that generalises to unseen graphs",
     paper="two-layer transformers provably learn DFS via gradient flow with "
     "curated data",
-    reason="not built: the reduced-scaffold model asked for in #70 does not exist yet; "
-    "gradient_flow_learns_curated keeps the full scaffold (one-hot embeddings, exact "
-    "parent head, fixed tie-break and readout)",
+    measured=[red_res[s_]["valid"] for s_ in seeds], op=">=", target=0.95,
+    unit=f"valid-move accuracy, unseen {red_cfg['V']}-node graphs",
+    given=("reduced_converged", "reduced_fits"),
+    note=f"ReducedDFS, sign embeddings d = {red_cfg['d']} < V = {red_cfg['V']}, "
+    f"{red_cfg['steps']} full-batch {red_opt} steps (lr {red_cfg['lr']}) from a small "
+    "random start "
+    f"on {red_cfg['n_train']} curated states of {red_cfg['n_range'][0]}–"
+    f"{red_cfg['n_range'][1]}-node graphs, loss on the set of valid moves; exact-move "
+    f"accuracy {[round(red_res[s_]['exact'], 3) for s_ in seeds]}; training "
+    f"valid-move {[round(red_res[s_]['train'], 3) for s_ in seeds]}; still given: "
+    "the embeddings (fixed), the routing of each head, the readout through E",
 )
 naive_last = {k: [round(gf_hist["naive", s_][k][-1], 3) for s_ in seeds]
               for k in ("test/backtrack", "test/child", "train/all")}
@@ -1499,7 +1670,8 @@ rec.claim(
 N_c, ws_seeds = max(Ns_ws), ws_cfg["seeds"]
 rec.condition(
     "scaling_converged",
-    [max(ws[k, N_c, d, s_]["plateau"] for k in ws_cfg["models"] for d in dims_ws)
+    [max(ws[k, N_c, d, s_]["plateau"] for k in ws_cfg["models"]
+         for d in dims_of[k, N_c])
      for s_ in ws_seeds],
     flat, 0.05,
     statement=f"width scaling at N = {N_c}: every model's loss flat at the end",
@@ -1507,7 +1679,8 @@ rec.condition(
 )
 rec.condition(
     "scaling_two_reaches",
-    [max(ws["two", N_c, d, s_]["valid"] for d in dims_ws) for s_ in ws_seeds],
+    [max(ws["two", N_c, d, s_]["valid"] for d in dims_of["two", N_c])
+     for s_ in ws_seeds],
     fits, scale_bar,
     statement=f"the two-layer model reaches the bar within the width grid at N = {N_c}",
     unit="best valid-move accuracy over the grid, unseen graphs",
@@ -1517,9 +1690,10 @@ w_of = {k: [need[k, N_c, s_] if np.isfinite(need[k, N_c, s_]) else float(dims_ws
             for s_ in ws_seeds] for k in ("one", "two")}
 ratio_16 = {s_: (need["one", min(Ns_ws), s_], need["two", min(Ns_ws), s_])
             for s_ in ws_seeds}
-best = {k: [round(max(ws[k, N_c, d, s_]["valid"] for d in dims_ws), 3)
+best = {k: [round(max(ws[k, N_c, d, s_]["valid"] for d in dims_of[k, N_c]), 3)
             for s_ in ws_seeds] for k in ("one", "two")}
-best_small = [round(max(ws["one", min(Ns_ws), d, s_]["valid"] for d in dims_ws), 3)
+dims_small = dims_of["one", min(Ns_ws)]
+best_small = [round(max(ws["one", min(Ns_ws), d, s_]["valid"] for d in dims_small), 3)
               for s_ in ws_seeds]
 rec.claim(
     "trained_separation_scaling",
@@ -1585,8 +1759,9 @@ display(Markdown("\n".join([
     f"steps; share of traces that are shortest paths "
     f"{[round(at_floor[h], 2) for h in horizons]}). On {grid_side}×{grid_side} grids "
     f"(s → t at least {grid_min_dist} edges, mean "
-    f"{np.mean([np.mean(v) for v in grid_dist.values()]):.1f}) every layer counts: the "
-    f"pooled mean lengths are {[round(x, 1) for x in _gm]} for horizons {horizons_g}, "
+    f"{np.mean([np.mean(v) for v in grid_dist.values()]):.1f}) "
+    + ("every layer shortens the search: " if min(_drops) > 1 else "")
+    + f"the pooled mean lengths are {[round(x, 1) for x in _gm]} for horizons {horizons_g}, "
     f"largest drop between horizons {horizons_g[_big]} and {horizons_g[_big + 1]} "
     f"(×{_drops[_big]:.2f}), and per extra layer the trace shrinks by "
     f"{_m('lookahead_doubling')} (geometric mean). The shortest path caps that mean at "
@@ -1594,7 +1769,12 @@ display(Markdown("\n".join([
     f"**{K['lookahead_room']}**)"
     + (f", below the bar {doubling_bar}: even on the grids no network could halve the "
        "search per layer, so the claim could not be tested at our scale; the networks' "
-       f"shrink is {_of_cap:.0%} of that cap." if K["lookahead_room"] != "met" else "."),
+       f"shrink is {_of_cap:.0%} of that cap." if K["lookahead_room"] == "not met" else
+       f"; where the cap is at least {doubling_bar} the claim is tested, and the "
+       f"networks' shrink is {_of_cap:.0%} of the cap: "
+       + ("each extra layer shortens the search, but by less than half."
+          if C["lookahead_doubling"].verdict == "not held" else
+          f"the verdict is **{C['lookahead_doubling'].verdict}**.")),
     f"* **Trained, width-limited.** At N = {wl_cfg['N']}, d = {wl_cfg['d']} the two-layer "
     f"model beats the one-layer model by {_m('trained_two_vs_one')} in next-move "
     f"accuracy. Across widths, the one-layer model needs {_m('trained_separation_scaling')} "
@@ -1608,18 +1788,38 @@ display(Markdown("\n".join([
        "the grid, not a measured width. Failing at every width up to "
        f"{dims_ws[-1]}, its needed width is larger, so the ratio exceeds what is "
        f"recorded; but at N = {min(Ns_ws)} it also stays below the bar up to d = "
-       f"{dims_ws[-1]} (best valid-move accuracy {best_small} per seed), so the grid "
+       f"{dims_small[-1]} (best valid-move accuracy {best_small} per seed), so the grid "
        "shows a separation, not how the one-layer width grows with N. Between d = "
        f"{dims_ws[-2]} and d = {dims_ws[-1]} its valid-move accuracy at N = {N_c} "
        "changes by "
        + ", ".join(f"{x:+.3f}" for x in _last_step)
-       + " per seed: on that trend a wider grid would not reach the bar either, and "
-       "widths beyond the grid were not trained (see the issue's open items)."
+       + " per seed"
+       + (": flat, so on this trend no width we could train reaches the bar."
+          if max(abs(x) for x in _last_step) < 0.02 else
+          ": still moving, so a wider grid might reach the bar.")
        if any(censored) else "."),
     f"* **Gradient flow (scaffolded).** With curated data the architecture learns DFS on "
     f"unseen larger graphs at {_m('gradient_flow_learns_curated', '.3f')}; curated minus "
     f"naive {_m('naive_data_fails', '.3f')}. Only `W1`, `W2` and two scalars are learned "
-    "here (see Known limits).",
+    "there (see Known limits).",
+    f"* **Gradient flow, reduced scaffold.** With learned value/output maps, learned "
+    f"previous-token and parent heads and sign embeddings of width {red_cfg['d']} < "
+    f"{red_cfg['V']}, the valid-move accuracy on unseen graphs is "
+    f"{_m('gradient_flow_learns', '.3f')} (conditions: flat loss "
+    f"**{K['reduced_converged']}**, fits its training states **{K['reduced_fits']}**: "
+    f"training valid-move accuracy {[round(red_res[s_]['train'], 3) for s_ in seeds]} "
+    "at the end); "
+    + ("its loss is flat, so the shortfall is the model's (at this width, data and "
+       "optimizer), not a run cut short; "
+       if K["reduced_converged"] == "met" and K["reduced_fits"] != "met" else "")
+    + f"exact-move accuracy {[round(red_res[s_]['exact'], 3) for s_ in seeds]}. Against "
+    "the construction, per seed: the previous-token head puts "
+    f"{[round(red_res[s_]['prev_offset1'], 2) for s_ in seeds]} of its weight on the "
+    "token just before (construction: 1), the parent head "
+    f"{[round(red_res[s_]['parent_first'], 2) for s_ in seeds]} on the first "
+    "occurrence of the current node, and the flag of an edge to a visited child is "
+    f"{[round(red_res[s_]['flag_visited'], 2) for s_ in seeds]} against "
+    f"{[round(red_res[s_]['flag_fresh'], 2) for s_ in seeds]} for an unvisited one.",
     f"* **Generic transformers.** Exact-move accuracy on unseen graphs: two-layer "
     f"{res['two-layer']['unseen']['all']:.2f}, one-layer "
     f"{res['one-layer']['unseen']['all']:.2f}; valid-move accuracy "

@@ -520,3 +520,80 @@ def test_grid_digraph_and_far_pair():
         T.grid_digraph(1, 1, rng)
     with pytest.raises(TypeError):
         T.grid_digraph(3, 4, 0)
+
+
+def test_valid_set_and_loss():
+    rng = np.random.default_rng(3)
+    items = T.structured_states(60, 10, (6, 10), 0.3, rng, "full")
+    b = T.structured_batch(items)
+    vs = T.valid_set(b, 10)
+    assert vs.gather(1, b["target"][:, None]).all()  # the reference move is always valid
+    assert vs.any(1).all() and not vs.gather(1, b["current"][:, None]).any()
+    # argmax inside the set <=> valid_moves
+    logits = torch.randn(len(items), 10, generator=torch.Generator().manual_seed(0))
+    inside = vs.gather(1, logits.argmax(-1, keepdim=True))[:, 0]
+    assert torch.equal(inside, T.valid_moves(logits, b))
+    # the loss is 0 when all mass is on valid moves, log(2) when half of it is
+    big = torch.where(vs, 0.0, -1e4)
+    assert float(T.valid_set_loss(big, vs)) < 1e-6
+    one = torch.zeros(1, 2)
+    assert abs(float(T.valid_set_loss(one, torch.tensor([[True, False]]))) - np.log(2)) < 1e-6
+    with pytest.raises(ValueError, match="at least one valid"):
+        T.valid_set_loss(one, torch.tensor([[False, False]]))
+    with pytest.raises(ValueError):
+        T.valid_set_loss(one, vs)
+    with pytest.raises(ValueError):
+        T.valid_set(b, 5)  # node ids beyond n
+
+
+def test_reduced_dfs_construction_and_training():
+    rng = np.random.default_rng(4)
+    items = T.structured_states(200, 12, (12, 12), 0.3, rng, "full")
+    b = T.structured_batch(items)
+    m = T.ReducedDFS(T.one_hot_embeddings(12)).set_construction()
+    assert bool(T.valid_moves(m(b), b).all())  # the hand-built point is exact with one-hot embeddings
+    # no parameter is given the answer: zeroing the parent head's output map breaks backtracking
+    with torch.no_grad():
+        m.O_p.zero_()
+    assert not bool(T.valid_moves(m(b), b)[b["is_backtrack"]].all())
+    # training from a small random start moves every parameter and lowers the loss
+    cfg = dict(T.checkpoint_config("reduced_0"), V=8, d=6, n_range=[4, 6], n_train=60, n_test=30)
+    tr, te, emb = T.reduced_data(cfg, 0)
+    assert emb.shape == (8, 6) and not {it["key"] for it in tr} & {it["key"] for it in te}
+    torch.manual_seed(0)
+    model = T.ReducedDFS(emb)
+    start = {k: p.detach().clone() for k, p in model.named_parameters()}
+    h = T.train_reduced(model, T.structured_batch(tr), 30, 0.05, {"test": T.structured_batch(te)},
+                        eval_every=10, method="adam")
+    assert h["loss"][-1] < h["loss"][0] and len(h["test/valid"]) == len(h["step"]) == 4
+    assert all(not torch.equal(p.detach(), start[k]) for k, p in model.named_parameters())
+    with pytest.raises(ValueError):
+        T.ReducedDFS(emb, init_std=-1.0)
+    with pytest.raises(TypeError):
+        T.train_reduced(torch.nn.Linear(2, 2), T.structured_batch(tr), 1, 0.1)
+    with pytest.raises(ValueError, match="must have key 'd'"):
+        T.reduced_data({"V": 8}, 0)
+
+
+def test_doubling_grid_run_measures_networks():
+    cfg = dict(T.checkpoint_config("lookahead_0"), side=5, pairs=2, min_dist=4, horizons=[1, 2, 4])
+    r = T.doubling_grid_run(cfg, 0)
+    assert r["length"].shape == (2, 3) and r["same"].all()
+    assert (r["length"] >= r["dist"][:, None]).all()  # no trace beats the shortest path
+    r2 = T.doubling_grid_run(cfg, 0)
+    assert np.array_equal(r["length"], r2["length"])
+    with pytest.raises(ValueError, match="side"):
+        T.doubling_grid_run({"pairs": 2}, 0)
+
+
+def test_reduced_diagnostics_at_the_construction():
+    rng = np.random.default_rng(5)
+    b = T.structured_batch(T.structured_states(120, 10, (10, 10), 0.3, rng, "full"))
+    m = T.ReducedDFS(T.one_hot_embeddings(10)).set_construction()
+    d = T.reduced_diagnostics(m, b)
+    assert d["prev_offset1"] > 0.99 and d["parent_first"] > 0.99
+    assert d["flag_visited"] > 0.99 and d["flag_fresh"] < 0.01
+    z = T.reduced_diagnostics(T.ReducedDFS(T.one_hot_embeddings(10)), b)  # from zero: uniform
+    assert z["prev_offset1"] < 0.9
+    with pytest.raises(TypeError):
+        T.reduced_diagnostics(T.StructuredDFS(T.one_hot_embeddings(10)), b)

@@ -7,6 +7,10 @@ it with :mod:`helpers.checkpoints`:
   trained by full-batch Adam on curated DFS states, one run per (N, d, model, seed); every width of a (N, seed)
   sees the same states (:func:`~helpers.transformer_dfs.width_scaling_data`). Tensors
   ``<model>/N<N>/d<d>/<seed>.<param>`` and ``emb/N<N>/d<d>/<seed>``.
+* ``width_wide_<seed>``: the same run at N = 32 extended to the widths ``train_dims`` (32 and 48; same states and,
+  for the old widths, the same embeddings), the one-layer model only, one seed per checkpoint so that each is
+  one training job. Saved with ``quantize="int8"``, which applies only to tensors of at least
+  ``helpers.checkpoints.QUANTIZE_MIN_NUMEL`` values: none at widths 32 and 48, so the weights are float32.
 
 Run from the repository root: ``.venv/bin/python data/12_transformer_dfs/make_width_scaling.py`` (or
 ``make data NB=12_transformer_dfs``). ``--tiny`` trains a tiny config for a few steps into a temporary folder
@@ -31,8 +35,12 @@ SOURCES = [HERE, Path(dfs.__file__).resolve(), Path(repro.__file__).resolve()]
 
 
 def tiny(name: str = "width_scaling") -> dict:
-    cfg = copy.deepcopy(dfs.checkpoint_config("width_scaling"))
-    cfg.update(Ns=[8], dims=[4, 8], n_train=40, n_test=30, steps=4, seeds=[0], eval_every=2)
+    cfg = copy.deepcopy(dfs.checkpoint_config(name))
+    cfg.update(Ns=[8], dims=[4, 8], n_train=40, n_test=30, steps=4, eval_every=2)
+    if "train_dims" in cfg:
+        cfg["train_dims"] = [8]
+    else:
+        cfg["seeds"] = [0]
     return cfg
 
 
@@ -44,6 +52,8 @@ def make_width_scaling(cfg: dict, out: Path | None, args: object = None) -> Path
             train_items, test_items, embs = dfs.width_scaling_data(cfg, N, s)
             tb, b = dfs.structured_batch(test_items), dfs.structured_batch(train_items)
             for d, emb in embs.items():
+                if d not in cfg.get("train_dims", cfg["dims"]):
+                    continue
                 tensors[f"emb/N{N}/d{d}/{s}"] = torch.tensor(emb, dtype=torch.float32)
                 for kind in cfg["models"]:
                     key = f"{kind}/N{N}/d{d}/{s}"
@@ -65,14 +75,17 @@ def make_width_scaling(cfg: dict, out: Path | None, args: object = None) -> Path
                     print(f"seed {s} N={N} d={d} {kind}-layer: train {hist['train/all'][-1]:.3f}, unseen graphs "
                           f"exact {exact:.3f}, valid {valid:.3f}, loss {hist['loss'][-1]:.3f} "
                           f"({time.time() - t0:.0f} s)", flush=True)
-    return checkpoints.save(SLUG, "width_scaling", tensors, config=cfg, metrics=metrics, history=history,
+    name = getattr(args, "name", "width_scaling")
+    return checkpoints.save(SLUG, name, tensors, config=cfg, metrics=metrics, history=history,
                             seed=cfg["seeds"], steps=cfg["steps"], wall_seconds=time.time() - t0, sources=SOURCES,
-                            module="helpers.transformer_dfs", root=out)
+                            module="helpers.transformer_dfs", root=out,
+                            quantize="int8" if name.startswith("width_wide_") else None)
 
 
 def main(argv: list[str] | None = None) -> list[Path]:
     return scripts.script_main(make_width_scaling, config=dfs.checkpoint_config, tiny=tiny,
-                               names=["width_scaling"], doc=__doc__, argv=argv)
+                               names=["width_scaling", "width_wide_0", "width_wide_1", "width_wide_2"],
+                               doc=__doc__, argv=argv)
 
 
 if __name__ == "__main__":

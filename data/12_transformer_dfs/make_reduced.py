@@ -1,0 +1,68 @@
+"""Train the reduced-scaffold gradient-flow model of chapter 12_transformer_dfs, which does not fit its 5-minute
+default run, and write it with :mod:`helpers.checkpoints`:
+
+* ``reduced_<seed>``: :class:`~helpers.transformer_dfs.ReducedDFS` (the two-layer DFS architecture with its
+  value/readout maps, its previous-token and parent heads and its child preference learned; sign embeddings of
+  width ``d < V``), trained from a small random start on the set of valid moves of curated DFS states of small
+  graphs (:func:`~helpers.transformer_dfs.reduced_data`), one seed per checkpoint (one training job each). Tensors
+  ``reduced.<param>`` and ``emb``; the training curve and the unseen-graph accuracy curves in the history.
+
+Run from the repository root: ``.venv/bin/python data/12_transformer_dfs/make_reduced.py --name reduced_0`` (or
+``make data NB=12_transformer_dfs``). ``--tiny`` trains a tiny config for a few steps into a temporary folder
+(seconds; what the tests run); ``--seeds``/``--out``: other seeds into another data root.
+One torch thread: the same seed on the same machine writes byte-identical weights.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from pathlib import Path
+
+import torch
+
+from helpers import checkpoints, repro, scripts
+from helpers import transformer_dfs as dfs
+
+SLUG = dfs.CHECKPOINT_SLUG
+HERE = Path(__file__).resolve()
+SOURCES = [HERE, Path(dfs.__file__).resolve(), Path(repro.__file__).resolve()]
+NAMES = ["reduced_0", "reduced_1", "reduced_2"]
+
+
+def tiny(name: str = "reduced_0") -> dict:
+    cfg = copy.deepcopy(dfs.checkpoint_config(name))
+    cfg.update(V=8, d=6, n_range=[4, 6], n_train=40, n_test=30, steps=4, eval_every=2)
+    return cfg
+
+
+def make_reduced(cfg: dict, out: Path | None, args: object = None) -> Path:
+    t0 = time.time()
+    (s,) = cfg["seeds"]
+    train_items, test_items, emb = dfs.reduced_data(cfg, s)
+    b, tb = dfs.structured_batch(train_items), dfs.structured_batch(test_items)
+    with repro.seeded(s):
+        model = dfs.ReducedDFS(emb)
+        hist = dfs.train_reduced(model, b, cfg["steps"], cfg["lr"], {"train": b, "test": tb},
+                                 eval_every=cfg["eval_every"], method=cfg["method"])
+    tensors = {f"reduced.{k}": v.detach().clone() for k, v in model.state_dict().items() if k != "E"}
+    tensors["emb"] = torch.tensor(emb, dtype=torch.float32)
+    metrics = {k: v[-1] for k, v in hist.items() if "/" in k}
+    metrics["final_loss"] = hist["loss"][-1]
+    history = {k: list(zip(hist["step"], v)) for k, v in hist.items() if k != "step"}
+    print(f"seed {s}: loss {hist['loss'][-1]:.4f}, train valid {hist['train/valid'][-1]:.3f}, unseen graphs "
+          f"valid {hist['test/valid'][-1]:.3f}, exact {hist['test/exact'][-1]:.3f} ({time.time() - t0:.0f} s)",
+          flush=True)
+    name = getattr(args, "name", f"reduced_{s}")
+    return checkpoints.save(SLUG, name, tensors, config=cfg, metrics=metrics, history=history, seed=cfg["seeds"],
+                            steps=cfg["steps"], wall_seconds=time.time() - t0, sources=SOURCES,
+                            module="helpers.transformer_dfs", root=out)
+
+
+def main(argv: list[str] | None = None) -> list[Path]:
+    return scripts.script_main(make_reduced, config=dfs.checkpoint_config, tiny=tiny, names=NAMES, doc=__doc__,
+                               argv=argv)
+
+
+if __name__ == "__main__":
+    main()
