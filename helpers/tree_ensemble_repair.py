@@ -1756,10 +1756,12 @@ def trivial_fair_values(ens: TreeEnsemble, pairs: Sequence[FairPair], X_keep: np
     return best
 
 
-def sample_near(X: np.ndarray, radius, lo, hi, n: int, rng: np.random.Generator, integer=None) -> np.ndarray:
+def sample_near(X: np.ndarray, radius, lo, hi, n: int, rng: np.random.Generator, integer=None,
+                return_index: bool = False):
     """``n`` points drawn around the rows of ``X``: a row chosen uniformly, then each feature moved uniformly within
     ``± radius`` (per feature; whole steps where ``integer``), clipped to ``[lo, hi]``. With ``X`` held-out
-    applicants and ``radius`` the support radius: many applicants like the unseen ones."""
+    applicants and ``radius`` the support radius: many applicants like the unseen ones. With ``return_index``
+    also the row of ``X`` each point was drawn around (the cluster it belongs to; same points either way)."""
     X = V.array("X", X, ndim=2, dtype="float", nonempty=True).astype(float)
     d = X.shape[1]
     r = V.array("radius", np.broadcast_to(radius, (d,)) if np.ndim(radius) == 0 else radius, shape=(d,),
@@ -1771,16 +1773,22 @@ def sample_near(X: np.ndarray, radius, lo, hi, n: int, rng: np.random.Generator,
     n = V.integer("n", n, min=1)
     V.instance("rng", rng, np.random.Generator)
     integer = np.zeros(d, bool) if integer is None else V.array("integer", integer, shape=(d,), dtype="bool")
-    base = X[rng.integers(0, len(X), n)]
+    if not isinstance(return_index, (bool, np.bool_)):
+        raise TypeError(f"return_index must be a bool, got {type(return_index).__name__}")
+    origin = rng.integers(0, len(X), n)
+    base = X[origin]
     step = rng.uniform(-1.0, 1.0, (n, d)) * r
     whole = rng.integers(-np.floor(r).astype(int), np.floor(r).astype(int) + 1, (n, d))
-    out = base + np.where(integer, whole, step)
-    return np.clip(out, lo, hi)
+    out = np.clip(base + np.where(integer, whole, step), lo, hi)
+    return (out, origin) if return_index else out
 
 
-def paired_difference(a, b, z: float = 1.96) -> tuple[float, float, float]:
+def paired_difference(a, b, z: float = 1.96, groups=None) -> tuple[float, float, float]:
     """Mean of ``a - b`` over paired observations (the same applicants under two models) and its normal-approximation
-    interval ``mean ± z * sd / sqrt(n)``: ``(mean, low, high)``."""
+    interval ``mean ± z * se``: ``(mean, low, high)``. Without ``groups`` the observations are independent,
+    ``se = sd / sqrt(n)``. With ``groups`` (one label per observation, e.g. the held-out row a point was drawn
+    around by :func:`sample_near`) the points of a group are not independent, and ``se`` is the cluster-robust
+    standard error ``sqrt(G / (G - 1) * Σ_g (Σ_{i∈g} (d_i - mean))²) / n`` over the ``G`` groups."""
     a, b = V.array("a", a, ndim=1, nonempty=True), V.array("b", b, ndim=1)
     for name, x in (("a", a), ("b", b)):
         if x.dtype.kind not in "biuf":
@@ -1792,5 +1800,17 @@ def paired_difference(a, b, z: float = 1.96) -> tuple[float, float, float]:
     if len(a) < 2:
         raise ValueError(f"a and b need at least 2 paired observations, got {len(a)}")
     d = a - b
-    m, se = float(d.mean()), float(d.std(ddof=1) / np.sqrt(len(d)))
+    if groups is None:
+        m, se = float(d.mean()), float(d.std(ddof=1) / np.sqrt(len(d)))
+        return m, m - z * se, m + z * se
+    g = np.asarray(groups)
+    if g.shape != a.shape:
+        raise ValueError(f"groups must hold one label per observation {a.shape}, got {g.shape}")
+    _, inv = np.unique(g, return_inverse=True)
+    G = int(inv.max()) + 1
+    if G < 2:
+        raise ValueError(f"groups needs at least 2 distinct groups, got {G}")
+    m = float(d.mean())
+    sums = np.bincount(np.ravel(inv), weights=d - m, minlength=G)
+    se = float(np.sqrt(G / (G - 1) * np.sum(sums**2)) / len(d))
     return m, m - z * se, m + z * se

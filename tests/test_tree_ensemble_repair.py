@@ -527,6 +527,30 @@ def test_sample_near_and_paired_difference():
         ter.paired_difference([1.0], [0.0])
     with pytest.raises(TypeError, match="numeric"):
         ter.paired_difference(np.array(["a", "b"], object), b[:2])
+    # the draws' origins: the same points, each near the row it came from
+    Z2, origin = ter.sample_near(X, [0, 2, 1.5], lo, hi, 5000, np.random.default_rng(0),
+                                 integer=[True, True, False], return_index=True)
+    assert np.array_equal(Z2, Z) and origin.shape == (5000,) and set(np.unique(origin)) == {0, 1}
+    assert np.all(Z2[:, 0] == X[origin, 0]) and np.all(np.abs(Z2[:, 2] - X[origin, 2]) <= 1.5)
+    with pytest.raises(TypeError, match="return_index"):
+        ter.sample_near(X, 1.0, lo, hi, 10, rng, return_index=1)
+    # clustered interval: one observation per group equals the independent one; whole groups that agree
+    # (perfectly correlated copies) widen it by sqrt(copies) against the naive interval
+    groups = np.arange(len(a))
+    m1, lo1, hi1 = ter.paired_difference(a, b, groups=groups)
+    n = len(d)
+    se_c = np.sqrt(n / (n - 1) * np.sum((d - d.mean()) ** 2)) / n
+    assert m1 == m and np.isclose(hi1 - m1, 1.96 * se_c) and np.isclose(se_c, se)  # sd with ddof=1
+    k = 50
+    aa, bb, gg = np.repeat(a, k), np.repeat(b, k), np.repeat(groups, k)
+    _, lo_n, _ = ter.paired_difference(aa, bb)
+    mc, lo_c, _ = ter.paired_difference(aa, bb, groups=gg)
+    assert np.isclose(mc, m) and np.isclose(mc - lo_c, m - lo1)  # copies add no information
+    assert (mc - lo_n) < (mc - lo_c) / 5  # the naive interval is ~sqrt(50) times too narrow
+    with pytest.raises(ValueError, match="groups must hold"):
+        ter.paired_difference(a, b, groups=groups[:-1])
+    with pytest.raises(ValueError, match="2 distinct groups"):
+        ter.paired_difference(a, b, groups=np.zeros(len(a)))
     with pytest.raises(ValueError, match="radius"):
         ter.sample_near(X, -1.0, lo, hi, 10, rng)
     with pytest.raises(ValueError, match="lo must be"):
