@@ -933,7 +933,8 @@ print(
 )
 
 # %% [markdown]
-# **A larger basis.** The paper's basis is not minimal. Where `count_pbe.py --basis 6-31g` has been run, the same
+# **A larger basis.** The paper's basis is not minimal. Where `count_pbe.py --basis 6-31g` has been run (here on
+# the OOD molecules with at most 8 heavy atoms only, a size set by run time; see Known limits), the same
 # STO-3G guesses are carried into 6-31G (`ss.project_density`, `P' = T P Tᵀ` with `T = S₆₋₃₁G⁻¹ S₆₋₃₁G,STO-3G`)
 # and compared with PySCF's own guesses made in 6-31G, including its MINAO; the projected STO-3G MINAO density
 # shows what the projection alone costs.
@@ -977,7 +978,10 @@ else:
 # Kekulé heteroaromatics; `ss.random_smiles`, none of them an OOD molecule), embedded by RDKit ETKDG + MMFF like
 # the OOD molecules, so training and test geometries come from the same force field. **The start**: each seed's
 # Hamiltonian surrogate from section 5 is first fine-tuned on these molecules with its own loss (so the surrogate
-# it is compared with has seen the same molecules), and SAIL starts from those weights. **The budget**, the same
+# it is compared with has seen the same molecules), and SAIL starts from those weights. The surrogate's fine-tune
+# is far shorter than SAIL's training (`steps_surrogate` steps against SAIL's 8,000, the reading gives both); the
+# comparison leans on the surrogate's own curve being flat as well (`sail_ft_converged` takes the worse of the
+# two curves), not on equal step counts. **The budget**, the same
 # for every seed: 4,000 SAIL steps of warm-up and cosine decay to a tenth of the learning rate, then 4,000 more at
 # that floor (`ss.sail_tail`; fresh AdamW moments, batches continuing the same seeded draw). The previous round
 # stopped at the end of the cosine, where two seeds' losses were still falling by more than the plateau rule
@@ -1138,9 +1142,10 @@ for o in ("surrogate", "sail", "surrogate_ft", "sail_ft"):
 # %% [markdown]
 # ## 11. The claims record
 #
-# Every claim is measured per seed on the OOD set as a ratio of sums: `eric_sail_ood` and `sail_beats_surrogate`
-# with the models of section 10 on the OOD molecules larger than their training molecules, the others with the
-# G2 models of section 5 on all OOD molecules. The ERIC claims use the paper's bar loosely
+# Every claim is measured per seed on OOD molecules (the ERIC claims as ratios of sums, `ov_block_predicts_builds`
+# as a rank correlation, `wall_time_speedup` as a time ratio): `eric_sail_ood` and `sail_beats_surrogate` with the
+# models of section 10 on the OOD molecules larger than their training molecules, the others with the G2 models
+# of section 5 (on all OOD molecules, or on those counted under PBE). The ERIC claims use the paper's bar loosely
 # (`≤ 0.9`, a 10% reduction; the paper reports 28-37%) and record as baseline the best guess a practitioner has <!-- paper -->
 # without a model: the lowest OOD ERIC among PySCF's guesses, the purified MINAO density and MINAO + 1 step.
 # A reference that does not converge on some molecule (PySCF's `sap` guess on benzoic acid runs into the
@@ -1525,6 +1530,54 @@ elif _ft_x:
         + ("that one seed's" if len(_ft_q) == 1 else "those seeds'") + " alone.")
 else:
     _ft_basis = "Both fine-tuned curves are flat at every seed."
+# how far eric_sail_ood's per-seed values sit from its bar, in builds, and the surrogate's
+# fine-tune budget next to SAIL's (the fairness of sail_beats_surrogate rests on its flat curve)
+_b_minao = sum(builds[n]["minao"] for n in ft_ood)
+_b_sail = [sum(builds[n][("hamiltonian", "sail_ft", s)] for n in ft_ood) for s in seeds]
+_ci_ft = [eric_ci(ft_ood, ("hamiltonian", "sail_ft", s)) for s in seeds]
+_ci_over = [s for s, (lo, hi) in zip(seeds, _ci_ft) if hi > 0.9]
+_c0 = ft_cfg[seeds[0]]
+_sur_plateau = [_ft_obj[s]["surrogate_ft"] for s in seeds]
+_margin = (
+    f" In builds: MINAO needs {_b_minao} on these {len(ft_ood)} molecules, the bar 0.9 "
+    f"allows {0.9 * _b_minao:.1f}, SAIL needs {', '.join(map(str, _b_sail))} per seed "
+    f"(seed-to-seed spread of the ratio {max(_ft) - min(_ft):.3f}); the 90% bootstrap "
+    "intervals over molecules are "
+    + ", ".join(f"[{lo:.3f}, {hi:.3f}]" for lo, hi in _ci_ft)
+    + (f", whose upper end crosses 0.9 at seed{'s' if len(_ci_over) > 1 else ''} "
+       f"{', '.join(map(str, _ci_over))}: the bar is met, not cleared by a wide margin."
+       if _ci_over else ", all below 0.9.")
+    + f" The two sides of `sail_beats_surrogate` are not trained equally long: the "
+    f"surrogate's fine-tune ran {_c0['steps_surrogate']} steps, SAIL then "
+    f"{_c0['steps_sail']} + {_c0['steps_sail_tail']} more from it; the comparison rests "
+    "on the surrogate's own curve being flat (plateau "
+    f"{_l(_sur_plateau)} per seed, bar 0.05), and a longer-trained surrogate was not "
+    "tested. Paired sign test over the molecules, SAIL vs surrogate, two-sided p per "
+    f"seed: {_l([sign_p(*ft_pair(s), ft_ood) for s in seeds], '.2g')}."
+)
+# claims left inconclusive at some seeds by a failed condition: which seeds, which
+# condition, by how much
+_cval = {c.id: c for c in rec.conditions}
+_groups = {}
+for c in rec.claims:
+    if not c.inconclusive_seeds or c.verdict == "untested":
+        continue
+    sd = p_seeds if c.id.startswith("paper_level") else seeds
+    fails = sorted({f for v in c.failed_conditions.values() for f in v})
+    key = (tuple(sd[i] for i in c.inconclusive_seeds), tuple(fails),
+           tuple(s for i, s in enumerate(sd) if i not in c.inconclusive_seeds))
+    _groups.setdefault(key, []).append(c.id)
+_inc = " ".join(
+    f"`{'`, `'.join(ids)}` {'are' if len(ids) > 1 else 'is'} inconclusive at seed"
+    f"{'s' if len(bad) > 1 else ''} {', '.join(map(str, bad))} ("
+    + "; ".join(
+        f"`{f}` fails there: "
+        + ", ".join(f"{v:.4f}" for v, h in zip(np.atleast_1d(_cval[f].measured),
+                                               _cval[f].holds_per_seed) if not h)
+        + f" against the bar {_cval[f].op} {_cval[f].target:g}" for f in fails)
+    + f"), so {'their verdicts rest' if len(ids) > 1 else 'its verdict rests'} on seed"
+    f"{'s' if len(good) > 1 else ''} {', '.join(map(str, good)) or 'none'} alone."
+    for (bad, fails, good), ids in _groups.items())
 _txt = [
     "* **The solver is PySCF's.** Along every checked trajectory the torch SCF's "
     "energies agree with PySCF's to round-off (`solver_alignment`), and the J/K path "
@@ -1535,7 +1588,7 @@ _txt = [
     f"**{C['hamiltonian_sail_fits']}**, density head **{C['density_sail_fits']}**; "
     f"fine-tuned models flat: **{C['sail_ft_converged']}**; SAIL from the surrogate "
     f"saves builds in distribution: **{C['sail_ft_fits']}**; timing spread below the "
-    f"effect: **{C['timing_above_noise']}**.",
+    f"effect: **{C['timing_above_noise']}**. " + _inc,
     f"* **How much SAIL saves.** On the {len(ft_ood)} OOD molecules larger than every "
     "training molecule, SAIL started from the surrogate and trained on "
     f"{len(ft_train)} random molecules has ERIC {_l(_ft)} per seed, against "
@@ -1546,7 +1599,7 @@ _txt = [
     f"{len(ood_names)} OOD molecules. The surrogate it started from, fine-tuned on the "
     f"same molecules, has {_l(_ft_sur)} (SAIL ÷ surrogate "
     f"{_l([a / b for a, b in zip(_ft, _ft_sur)])}; `sail_beats_surrogate`: "
-    f"{V['sail_beats_surrogate']}). " + _ft_basis + " "
+    f"{V['sail_beats_surrogate']}). " + _ft_basis + _margin + " "
     "The density head (G2-trained) has "
     f"{_l(per_seed(('density', 'sail')))} on all OOD molecules (`density_head_ood`: "
     f"{V['density_head_ood']}).",

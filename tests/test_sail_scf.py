@@ -389,9 +389,9 @@ def test_ft_molecules_split_and_train_guess_init(water):
 
 
 def test_target_error_is_the_relative_frobenius_error_and_the_prior_baseline(water):
-    """`surrogate_fits_but_slows` compares the surrogate's target-fit error with the SAP prior's, computed in the
-    notebook as ||H_SAP - F*|| / ||F*||: that is exactly target_error of the untrained Hamiltonian head, and a
-    model that predicts F* itself has error 0."""
+    """The fit-half illustration (no verdict) compares the surrogate's target-fit error with the SAP prior's,
+    computed in the notebook as ||H_SAP - F*|| / ||F*||: that is exactly target_error of the untrained Hamiltonian
+    head, and a model that predicts F* itself has error 0."""
     s = ss.sample(water)
     prior = (s.x.H_sap - s.F_star).norm() / s.F_star.norm()
     with torch.no_grad():
