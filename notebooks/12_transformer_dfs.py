@@ -782,7 +782,7 @@ for data in ("curated", "naive"):
 # states (`reduced_fits`, valid-move accuracy ≥ 0.95). <!-- paper -->
 
 # %%
-red_hist, red_loss, red_res, red_models = {}, {}, {}, {}
+red_hist, red_loss, red_res, red_models, red_tb = {}, {}, {}, {}, {}
 for i, s_ in enumerate(seeds):
     red_cfg = scripts.with_seeds(dfs.checkpoint_config(f"reduced_{i}"), [s_])
     if quick:
@@ -805,7 +805,7 @@ for i, s_ in enumerate(seeds):
         rec.check(f"reduced_data_{s_}",
                   float((red_ck.tensors["emb"] - model.E).abs().max()), 0.0, op="==",
                   note="the regenerated embeddings equal the checkpoint's")
-    red_hist[s_], red_loss[s_], red_models[s_] = h, h["loss"], model
+    red_hist[s_], red_loss[s_], red_models[s_], red_tb[s_] = h, h["loss"], model, tb
     with torch.no_grad():
         lg, rr = model(tb, record=True)
         red_res[s_] = dict(valid=float(dfs.valid_moves(lg, tb).float().mean()),
@@ -834,6 +834,34 @@ ax[1].set(xlabel=f"{red_opt} step", ylabel="valid-move accuracy",
 ax[0].legend(fontsize=8)
 plt.tight_layout()
 plt.show()
+
+# %% [markdown]
+# **What a rule with no learning scores** (added at review, for scale; no bar depends on it). About half of the
+# test states are backtracks, so *always return to the parent* is right on those; a rule that is **told** when
+# to backtrack and otherwise picks a uniformly random child of `u`, visited or not, isolates the part the
+# visited flag has to learn. The learned model should beat both by a clear margin.
+
+# %%
+red_base = {}
+for s_ in seeds:
+    tb_ = red_tb[s_]
+    n_ = red_models[s_].E.shape[0]
+    child_ = (tb_["src"] == tb_["current"][:, None]) & tb_["edge_mask"]
+    vis_ = (F.one_hot(tb_["trace"], n_).bool() & tb_["trace_mask"][:, :, None]).any(1)
+    fresh_ = child_ & ~vis_.gather(1, tb_["dst"])
+    r_ = torch.rand(child_.shape, generator=torch.Generator().manual_seed(s_))
+    pick_ = r_.masked_fill(~child_, -1).argmax(1, keepdim=True)
+    pick_ = tb_["dst"].gather(1, pick_)[:, 0]  # a uniformly random child of u
+    for name_, mv_ in (("always parent", tb_["parent"]),
+                       ("told when to backtrack, random child",
+                        torch.where(fresh_.any(1), pick_, tb_["parent"]))):
+        lg_ = F.one_hot(mv_.clamp(min=0), n_).float()
+        red_base[name_, s_] = float(dfs.valid_moves(lg_, tb_).float().mean())
+for name_ in ("always parent", "told when to backtrack, random child"):
+    print(f"{name_:38s} valid-move accuracy per seed "
+          f"{[round(red_base[name_, s_], 3) for s_ in seeds]}")
+print(f"{'ReducedDFS (learned)':38s} valid-move accuracy per seed "
+      f"{[round(red_res[s_]['valid'], 3) for s_ in seeds]}")
 
 # %% [markdown]
 # ## 6. A width-limited trained comparison: one layer vs two layers
@@ -946,6 +974,18 @@ else:
     ws_ck = checkpoints.load(dfs.CHECKPOINT_SLUG, "width_scaling", config=ws_cfg)
     ws_cfg["seeds"] = checkpoints.require_seeds(ws_ck, seeds)
 ws, emb_diff = {}, 0.0
+
+
+def width_eval(model, b, tb, loss):
+    """One model of the sweep: unseen valid/exact accuracy, training exact, plateau."""
+    with torch.no_grad():
+        logits = model(tb)
+        return dict(valid=float(dfs.valid_moves(logits, tb).float().mean()),
+                    exact=dfs.move_accuracy(logits, tb)["all"],
+                    train=dfs.move_accuracy(model(b), b)["all"],
+                    plateau=train.plateau(loss))
+
+
 for s_ in tqdm(ws_cfg["seeds"], desc="width scaling"):
     for N in ws_cfg["Ns"]:
         train_items, test_items, embs = dfs.width_scaling_data(ws_cfg, N, s_)
@@ -964,14 +1004,7 @@ for s_ in tqdm(ws_cfg["seeds"], desc="width scaling"):
                     model.load_state_dict({**ws_ck.state_dict(key + "."), "E": model.E})
                     stored = ws_ck.tensors[f"emb/N{N}/d{d}/{s_}"]
                     emb_diff = max(emb_diff, float((stored - model.E).abs().max()))
-                with torch.no_grad():
-                    logits = model(tb)
-                    ws[kind, N, d, s_] = dict(
-                        valid=float(dfs.valid_moves(logits, tb).float().mean()),
-                        exact=dfs.move_accuracy(logits, tb)["all"],
-                        train=dfs.move_accuracy(model(b), b)["all"],
-                        plateau=train.plateau(loss),
-                    )
+                ws[kind, N, d, s_] = width_eval(model, b, tb, loss)
 Ns_ws = ws_cfg["Ns"]
 dims_of = {(k, N): list(ws_cfg["dims"]) for k in ws_cfg["models"] for N in Ns_ws}
 if ws_ck is not None:
@@ -1002,14 +1035,8 @@ if not quick:
                 model.load_state_dict({**wd_ck.state_dict(key + "."), "E": model.E})
                 emb_diff = max(emb_diff, float(
                     (wd_ck.tensors[f"emb/N{N}/d{d}/{s_}"] - model.E).abs().max()))
-                with torch.no_grad():
-                    logits = model(tb)
-                    ws[kind, N, d, s_] = dict(
-                        valid=float(dfs.valid_moves(logits, tb).float().mean()),
-                        exact=dfs.move_accuracy(logits, tb)["all"],
-                        train=dfs.move_accuracy(model(b), b)["all"],
-                        plateau=train.plateau(wd_ck.manifest["history"][f"loss/{key}"]),
-                    )
+                ws[kind, N, d, s_] = width_eval(
+                    model, b, tb, wd_ck.manifest["history"][f"loss/{key}"])
                 stored = wd_ck.manifest["metrics"][f"test_valid/{key}"]
                 wide_gap = max(wide_gap, abs(ws[kind, N, d, s_]["valid"] - stored))
             for kind in wd_cfg["models"]:
@@ -1390,7 +1417,8 @@ plotting.live_controls(
 # floor left no room at all. An earlier build used 12 × 12 grids, where the room stayed below the bar at every
 # seed; the grid was then enlarged to 20 × 20 with 8 pairs per seed, a choice made from a pilot on other draws that
 # computed only the room (the rule's `h = 1` trace against the shortest path), not the claim's ratio. The
-# condition and the bar are unchanged.
+# condition and the bar are unchanged. (Read at review: the `h = 1` length is also the numerator of the
+# telescoped claim, so a grid picked for a long `h = 1` trace can only have helped the claim, not hurt it.)
 #
 # **The reduced scaffold** (`gradient_flow_learns`): the bar (95 % on unseen graphs) and the conditions are <!-- paper -->
 # those of the full-scaffold claim; the measure is the valid-move accuracy, because no tie-break is imposed.
@@ -1741,6 +1769,8 @@ _last_step = [ws["one", N_c, dims_ws[-1], s_]["valid"]
 _gm = [float(np.mean([grid_mean[s_][i] for s_ in seeds])) for i in range(len(horizons_g))]
 _drops = [_gm[i] / _gm[i + 1] for i in range(len(_gm) - 1)]
 _big = int(np.argmax(_drops))
+_fit = {c.id: c for c in rec.conditions}["reduced_fits"]
+_near = int(np.argmax(_fit.measured))
 _of_cap = np.mean([m_ / c_
                    for m_, c_ in zip(C["lookahead_doubling"].measured, ceiling)])
 display(Markdown("\n".join([
@@ -1797,6 +1827,14 @@ display(Markdown("\n".join([
        + (": flat, so on this trend no width we could train reaches the bar."
           if max(abs(x) for x in _last_step) < 0.02 else
           ": still moving, so a wider grid might reach the bar.")
+       + " The claim could have failed only if the one-layer model had reached the bar "
+       f"at a width up to {C['trained_separation_scaling'].target:g}× the two-layer's "
+       f"(d ≤ {max(w_of['two']) * C['trained_separation_scaling'].target:g}); its flat "
+       "accuracy shows that this scaffolded one-layer model gains little from extra width, "
+       "which is a weaker statement than a measured Ω(N²) width"
+       + (f" (the hand-built one-layer model needs d = {min(one_draws[N_c]):g}–"
+          f"{max(one_draws[N_c]):g} for 95 % child selection at N = {N_c}, beyond this "
+          "grid)." if N_c in one_draws else ".")
        if any(censored) else "."),
     f"* **Gradient flow (scaffolded).** With curated data the architecture learns DFS on "
     f"unseen larger graphs at {_m('gradient_flow_learns_curated', '.3f')}; curated minus "
@@ -1811,12 +1849,28 @@ display(Markdown("\n".join([
        else "")
     + " (conditions: flat loss "
     f"**{K['reduced_converged']}**, fits its training states **{K['reduced_fits']}**: "
-    f"training valid-move accuracy {[round(red_res[s_]['train'], 3) for s_ in seeds]} "
-    "at the end); "
-    + ("its loss is flat, so the shortfall is the model's (at this width, data and "
-       "optimizer), not a run cut short; "
-       if K["reduced_converged"] == "met" and K["reduced_fits"] != "met" else "")
-    + f"exact-move accuracy {[round(red_res[s_]['exact'], 3) for s_ in seeds]}. Against "
+    "training valid-move accuracy, mean of the last tenth of the curve, "
+    + ", ".join(f"{x:.4f}" for x in _fit.measured) + f" against {_fit.target}"
+    + (f"; seed {seeds[_near]} misses by {_fit.target - _fit.measured[_near]:.4f}"
+       if _fit.measured[_near] < _fit.target else "")
+    + "). "
+    + ("Its loss is flat, so the shortfall is the model's (at this width, data and "
+       "optimizer), not a run cut short. The verdict is *inconclusive* by the book's "
+       "rule, but at a seed where the fit had been met the claim would read **not "
+       "held** there, since the unseen accuracy is below the bar at every seed: this "
+       "reduced model, trained to its plateau, did not learn DFS to the bar even on its "
+       "training states. That says nothing against the paper's gradient-flow result, "
+       "whose architecture, embeddings and data we only reconstruct. "
+       if K["reduced_converged"] == "met" and K["reduced_fits"] != "met"
+       and max(red_res[s_]["valid"] for s_ in seeds) < C["gradient_flow_learns"].target
+       else "")
+    + "For scale, rules with no learning: always backtracking scores "
+    f"{[round(red_base['always parent', s_], 3) for s_ in seeds]}, a rule told when to "
+    "backtrack that picks a random child "
+    f"{[round(red_base['told when to backtrack, random child', s_], 3) for s_ in seeds]}"
+    " per seed. "
+    + f"Exact-move accuracy {[round(red_res[s_]['exact'], 3) for s_ in seeds]} (the "
+    "loss does not ask for the reference order). Against "
     "the construction, per seed: the previous-token head puts "
     f"{[round(red_res[s_]['prev_offset1'], 2) for s_ in seeds]} of its weight on the "
     "token just before (construction: 1), the parent head "
