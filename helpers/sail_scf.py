@@ -49,6 +49,7 @@ __all__ = [
     "surrogate_loss", "sail_loss", "OBJECTIVES", "checkpoint_config", "training_samples", "train_guess",
     "ratio_of_sums", "bootstrap_ratio", "OOD_SMILES", "dft_solver", "project_density", "JKEngine",
     "coulomb_exchange", "random_smiles", "FT_NAMES", "ft_molecules", "sail_tail", "join_curves",
+    "LONG_NAMES", "sail_continue",
 ]
 
 ELEMENTS = ("H", "C", "N", "O", "F")
@@ -803,6 +804,10 @@ OBJECTIVES = ("surrogate", "sail")
 
 
 FT_NAMES = ("sail_ft_0", "sail_ft_1", "sail_ft_2")
+# continuations of each seed's sail_ft model: unrolled 12 cycles (sail_t12_<seed>) and, as the control
+# for "more steps", the same steps at the same 6 cycles (sail_t6c_<seed>)
+LONG_NAMES = tuple(f"sail_{k}_{s}" for k in ("t12", "t6c") for s in (0, 1, 2))
+LONG_STEPS = 1500  # the same for every seed and both unrolls, sized from a timing probe alone
 
 
 def checkpoint_config(name: str = "guesses") -> dict:
@@ -811,7 +816,8 @@ def checkpoint_config(name: str = "guesses") -> dict:
     fine-tuned (ground-state supervision) on random RDKit molecules with at most 6 heavy atoms, then SAIL started
     from it on the same molecules, trained through PySCF's J/K build: ``steps_sail`` steps of warm-up and cosine
     decay to the schedule's floor (a tenth of ``lr_sail``), then ``steps_sail_tail`` more at that floor
-    (:func:`sail_tail`)."""
+    (:func:`sail_tail`). ``sail_t12_<seed>`` / ``sail_t6c_<seed>``: that seed's ``sail_ft`` model continued
+    ``steps`` steps at the floor learning rate with 12 / 6 unrolled cycles (:func:`sail_continue`)."""
     if name == "guesses":
         return dict(max_heavy=4, n_test=12, split_seed=0, n_perturb=2, sigma=0.03, hidden=32, heads=list(HEADS),
                     objectives=list(OBJECTIVES), seeds=[0, 1, 2], steps_surrogate=600, steps_sail=600, batch=4,
@@ -821,7 +827,13 @@ def checkpoint_config(name: str = "guesses") -> dict:
                     head="hamiltonian", seeds=[int(name[-1])], init="guesses", steps_surrogate=600,
                     steps_sail=4000, batch=4, unroll=6, lr_surrogate=1e-3, lr_sail=1e-3, warmup=100,
                     steps_sail_tail=4000, lr_sail_tail=1e-4, warmup_tail=100, basis="sto-3g")
-    raise ValueError(f"name must be 'guesses' or one of {FT_NAMES}, got {name!r}")
+    if name in LONG_NAMES:
+        start = checkpoint_config(f"sail_ft_{name[-1]}")
+        return dict(start=f"sail_ft_{name[-1]}", seeds=start["seeds"], head=start["head"],
+                    hidden=start["hidden"], batch=start["batch"], unroll=12 if "_t12_" in name else 6,
+                    steps=LONG_STEPS, lr=start["lr_sail_tail"], warmup=start["warmup_tail"],
+                    step_offset=start["steps_sail"] + start["steps_sail_tail"], basis=start["basis"])
+    raise ValueError(f"name must be 'guesses' or one of {FT_NAMES + LONG_NAMES}, got {name!r}")
 
 
 def ft_molecules(cfg: dict) -> tuple[dict[str, gto.Mole], list[str], list[str]]:
@@ -925,6 +937,27 @@ def sail_tail(model: GuessModel, samples: Sequence[Sample], cfg: dict, seed: int
     return train_guess(model.head, "sail", samples, cfg, seed, steps=int(cfg["steps_sail_tail"]),
                        progress=progress, init=start, lr=float(cfg["lr_sail_tail"]),
                        warmup=int(cfg["warmup_tail"]), schedule="constant", step_offset=int(cfg["steps_sail"]))
+
+
+def sail_continue(model: GuessModel, samples: Sequence[Sample], cfg: dict, seed: int, progress: bool = True):
+    """Continue a stored SAIL model (config of a ``sail_t12_*`` / ``sail_t6c_*`` checkpoint) for ``cfg['steps']``
+    steps at the constant ``cfg['lr']`` (fresh AdamW moments, ``cfg['warmup']`` warm-up steps) with
+    ``cfg['unroll']`` unrolled SCF cycles in the loss, drawing the batches of steps ``step_offset, ...`` (both
+    unrolls of a seed see the same batches). Weights are rounded to float32 first, as a checkpoint stores them.
+    Returns ``(model, history)``."""
+    V.instance("model", model, GuessModel)
+    V.instance("cfg", cfg, dict)
+    for key in ("unroll", "steps", "lr", "warmup", "step_offset", "batch", "hidden"):
+        if key not in cfg:
+            raise ValueError(f"cfg must have key {key!r} (a sail_t12 / sail_t6c config); got keys {sorted(cfg)}")
+    start = copy.deepcopy(model)
+    with torch.no_grad():
+        for p in start.parameters():
+            p.copy_(p.float().double())
+    tcfg = dict(hidden=cfg["hidden"], batch=cfg["batch"], unroll=V.integer("unroll", cfg["unroll"], min=1),
+                steps_sail=cfg["steps"], lr_sail=cfg["lr"], warmup=cfg["warmup"])
+    return train_guess(model.head, "sail", samples, tcfg, seed, progress=progress, init=start,
+                       schedule="constant", step_offset=int(cfg["step_offset"]))
 
 
 def join_curves(first, second) -> dict[str, list[float]]:

@@ -429,6 +429,36 @@ def test_train_guess_overrides_and_sail_tail(water):
             ss.train_guess("hamiltonian", "sail", [s], cfg, 0, steps=0, progress=False, **bad)
 
 
+def test_sail_continue_configs_and_unroll(water):
+    """The two continuations of a seed differ only in the unroll, start where sail_ft ended (steps, floor lr) and
+    draw the same batches; the unroll reaches the loss; broken configs are refused."""
+    c12, c6 = ss.checkpoint_config("sail_t12_1"), ss.checkpoint_config("sail_t6c_1")
+    ft = ss.checkpoint_config("sail_ft_1")
+    assert {k for k in c12 if c12[k] != c6[k]} == {"unroll"} and (c12["unroll"], c6["unroll"]) == (12, 6)
+    assert c12["start"] == "sail_ft_1" and c12["seeds"] == [1] and c12["lr"] == ft["lr_sail_tail"]
+    assert c12["step_offset"] == ft["steps_sail"] + ft["steps_sail_tail"]
+    with pytest.raises(ValueError, match="sail_t12_0"):
+        ss.checkpoint_config("sail_t16_0")
+    s = ss.sample(water, eri="jk")
+    model = ss.GuessModel("hamiltonian", hidden=c12["hidden"])
+    with torch.no_grad():
+        model.coupling[-1].bias.fill_(0.0123456789012345)  # not a float32 number
+    same, hist = ss.sail_continue(model, [s], dict(c12, steps=0), 0, progress=False)
+    assert hist.loss == [] and same.coupling[-1].bias[0].item() == float(
+        torch.tensor(0.0123456789012345, dtype=torch.float32))
+    h = {t: ss.sail_continue(model, [s], dict(c12, steps=2, warmup=0, unroll=t), 0, progress=False)[1]
+         for t in (1, 3)}
+    assert h[1].lr == [c12["lr"]] * 2
+    assert h[3].loss[0] > h[1].loss[0]  # three cycles' gradient norms summed, not one
+    for bad, err, match in (("unroll", ValueError, "unroll"), ("steps", ValueError, "steps")):
+        with pytest.raises(err, match=match):
+            ss.sail_continue(model, [s], {k: v for k, v in c12.items() if k != bad}, 0, progress=False)
+    with pytest.raises(ValueError, match="unroll"):
+        ss.sail_continue(model, [s], dict(c12, unroll=0, steps=1), 0, progress=False)
+    with pytest.raises(TypeError):
+        ss.sail_continue("model", [s], c12, 0)
+
+
 def test_join_curves_keeps_window_means():
     a = list(np.arange(1.0, 4001.0))
     binned = {"step": list(range(8, 4001, 8)), "value": [float(np.mean(a[i:i + 8])) for i in range(0, 4000, 8)]}
