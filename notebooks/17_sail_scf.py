@@ -1234,6 +1234,16 @@ def long_phase(k):
 
 share = {("hamiltonian", o, s): tail_share(ft_models["hamiltonian", o, s])
          for o, _ in LONG_ROWS for s in seeds}
+
+
+def theta(o, s):
+    return torch.cat([p.detach().flatten() for p in
+                      ft_models["hamiltonian", o, s].parameters()])
+
+
+# how far T = 12 ended from the control, as a share of how far the control moved
+drift = [float((theta("sail_t12", s) - theta("sail_t6c", s)).norm()
+               / (theta("sail_t6c", s) - theta("sail_ft", s)).norm()) for s in seeds]
 print(f"{'model':>20}  {'ERIC OOD':>8}  {'ERIC held-out':>13}  {'early':>5}  "
       f"{'tail':>5}  {'loss share 7-12':>15}")
 for o, label in LONG_ROWS:
@@ -1796,8 +1806,13 @@ _txt.append(
     f"{_l(_lr)} (`longer_unroll_helps`: {V['longer_unroll_helps']}; continuations flat: "
     f"**{C['sail_long_converged']}**, plateau {_l(long_plateau)} per seed; both save "
     f"builds in distribution: **{C['sail_long_fits']}**). "
-    + f"Lower at {sum(r < 1 for r in _lr)}, equal at {sum(r == 1 for r in _lr)} and "
-    f"higher at {sum(r > 1 for r in _lr)} of {len(seeds)} seeds, by at most {max(abs(1 - r) for r in _lr):.3f} of the control's builds; "
+    + ("The build totals are equal at every seed"
+       if all(r == 1 for r in _lr) else
+       f"Lower at {sum(r < 1 for r in _lr)}, equal at {sum(r == 1 for r in _lr)} "
+       f"and higher at {sum(r > 1 for r in _lr)} of {len(seeds)} seeds")
+    + f": the T = 12 weights end {_l(drift, '.3f')} (per seed) of the control's own "
+    "distance from the start away from the control's. T = 12 ÷ control differs from 1 "
+    f"by at most {max(abs(1 - r) for r in _lr):.3f}; "
     f"the seed-to-seed spread of the control itself is "
     f"{max(_lg['sail_t6c']) - min(_lg['sail_t6c']):.3f}. The DIIS tail (section 7's "
     f"split, mean cycles over OOD molecules and seeds) is {_lph['sail_ft']:.2f} from "
