@@ -1630,7 +1630,8 @@ def checkpoint_config(name: str = "width_limited") -> dict:
     if name.startswith("lookahead_"):
         return dict(side=20, pairs=8, min_dist=16, horizons=[1, 2, 4, 8, 16], seeds=[int(name[-1])], stream=17)
     if name.startswith("reduced_"):
-        return dict(V=16, d=12, n_range=[6, 12], p=0.3, n_train=4000, n_test=600, steps=1500, lr=0.05,
+        # steps 1500 -> 3000 (issue #70): chosen on seed 0's training fit alone (make_reduced.py)
+        return dict(V=16, d=12, n_range=[6, 12], p=0.3, n_train=4000, n_test=600, steps=3000, lr=0.05,
                     method="adam", seeds=[int(name[-1])], stream=16, eval_every=50)
     if name.startswith("width_wide_"):
         # the width_scaling run at N = 32 (same states: same stream and seed; the embeddings of the old widths

@@ -780,9 +780,18 @@ for data in ("curated", "naive"):
 # the default run); quick mode trains a small model live. The conditions are the same book-wide rules as above,
 # fixed before the seeds were trained: flat loss at the end (`reduced_converged`) and a fit of its own training
 # states (`reduced_fits`, valid-move accuracy ≥ 0.95). <!-- paper -->
+#
+# **A second attempt, for the fit.** The first attempt trained 1,500 steps and missed `reduced_fits` at every
+# seed with a flat loss, so it could not test the claim; the book's rule then asks for more training or more
+# capacity, not a smaller claim. The new configuration was chosen on seed 0 alone, by the fit condition alone
+# (training states only; the probes did not evaluate unseen graphs): the first probe whose training accuracy at
+# its plateau reached the bar with a flat loss. Wider embeddings (`d = 15 < 16`) plateaued below it; twice the
+# steps (3,000, everything else unchanged) reached it, and were taken. Adam with a constant step size is
+# deterministic, so the first 1,500 steps of each new run *are* the first attempt: its numbers are read off the
+# same curves below. The probes' numbers are in the data script's docstring.
 
 # %%
-red_hist, red_loss, red_res, red_models, red_tb = {}, {}, {}, {}, {}
+red_hist, red_loss, red_res, red_models, red_tb, red_b = {}, {}, {}, {}, {}, {}
 for i, s_ in enumerate(seeds):
     red_cfg = scripts.with_seeds(dfs.checkpoint_config(f"reduced_{i}"), [s_])
     if quick:
@@ -806,6 +815,7 @@ for i, s_ in enumerate(seeds):
                   float((red_ck.tensors["emb"] - model.E).abs().max()), 0.0, op="==",
                   note="the regenerated embeddings equal the checkpoint's")
     red_hist[s_], red_loss[s_], red_models[s_], red_tb[s_] = h, h["loss"], model, tb
+    red_b[s_] = b
     with torch.no_grad():
         lg, rr = model(tb, record=True)
         red_res[s_] = dict(valid=float(dfs.valid_moves(lg, tb).float().mean()),
@@ -834,6 +844,51 @@ ax[1].set(xlabel=f"{red_opt} step", ylabel="valid-move accuracy",
 ax[0].legend(fontsize=8)
 plt.tight_layout()
 plt.show()
+
+# %% [markdown]
+# **Where the model errs on its training states.** The visited flag is the hard part: on child steps where some
+# child of `u` is already visited, the flag must tell that child from the unvisited ones, and a sign embedding
+# of width `d < V` overlaps with the others, so the flag of an unvisited node picks up visited look-alikes. Two
+# measurements per seed: the trained model's training accuracy on those steps against all other steps, and the
+# hand-built construction (section 2's weights, no training) with the *same* sign embeddings, against one-hot
+# embeddings, on the same training states. The first attempt's numbers (its curve cut at its last step) follow.
+
+# %%
+red_first, red_diag = 1500, {}  # the first attempt's length (issue #70)
+for s_ in seeds:
+    b_, m_, h_ = red_b[s_], red_models[s_], red_hist[s_]
+    k_ = max(i for i, st in enumerate(h_["step"]) if st <= red_first)
+    child_ = (b_["src"] == b_["current"][:, None]) & b_["edge_mask"]
+    vis_ = (F.one_hot(b_["trace"], m_.E.shape[0]).bool()
+            & b_["trace_mask"][:, :, None]).any(1)
+    flagged_ = ~b_["is_backtrack"] & (child_ & vis_.gather(1, b_["dst"])).any(1)
+    with torch.no_grad(), repro.seeded(s_):
+        ok_ = dfs.valid_moves(m_(b_), b_)
+        con_ = {e_: float(dfs.valid_moves(dfs.ReducedDFS(emb_).set_construction()(b_),
+                                          b_).float().mean())
+                for e_, emb_ in (("sign", m_.E.numpy()),
+                                 ("one-hot", np.eye(len(m_.E))))}
+    gram_ = (m_.E @ m_.E.T).fill_diagonal_(0).abs()
+    red_diag[s_] = dict(flagged=float(ok_[flagged_].float().mean()),
+                        rest=float(ok_[~flagged_].float().mean()),
+                        cos=float(gram_.max()),
+                        con_sign=con_["sign"], con_onehot=con_["one-hot"],
+                        first_fit=train.tail_mean(h_["train/valid"][:k_ + 1]),
+                        first_flat=train.plateau(h_["loss"][:k_ + 1]),
+                        first_valid=h_["test/valid"][k_], first_steps=h_["step"][k_])
+_rd = {k: [round(red_diag[s_][k], 4 if k == "first_fit" else 3) for s_ in seeds]
+       for k in red_diag[seeds[0]]}
+display(Markdown(
+    f"Training valid-move accuracy on child steps with a visited child {_rd['flagged']}"
+    f" per seed, on all other training states {_rd['rest']}. The hand-built "
+    f"construction scores {_rd['con_sign']} on the training states with the seeds' "
+    f"sign embeddings (largest |cosine| between two nodes {_rd['cos']}) and "
+    f"{_rd['con_onehot']} with one-hot embeddings. "
+    + (f"**Earlier attempt** (the same runs at step {red_first}): training fit "
+       f"{_rd['first_fit']} (bar 0.95), loss plateau {_rd['first_flat']}, valid-move "
+       f"accuracy on unseen graphs {_rd['first_valid']}."
+       if red_cfg["steps"] > red_first else
+       "(Quick mode: the run is shorter than the earlier attempt.)")))
 
 # %% [markdown]
 # **What a rule with no learning scores** (added at review, for scale; no bar depends on it). About half of the
@@ -1771,6 +1826,7 @@ _drops = [_gm[i] / _gm[i + 1] for i in range(len(_gm) - 1)]
 _big = int(np.argmax(_drops))
 _fit = {c.id: c for c in rec.conditions}["reduced_fits"]
 _near = int(np.argmax(_fit.measured))
+_fit_seeds = [s_ for s_, x in zip(seeds, _fit.measured) if x >= _fit.target]
 _of_cap = np.mean([m_ / c_
                    for m_, c_ in zip(C["lookahead_doubling"].measured, ceiling)])
 display(Markdown("\n".join([
@@ -1854,6 +1910,21 @@ display(Markdown("\n".join([
     + (f"; seed {seeds[_near]} misses by {_fit.target - _fit.measured[_near]:.4f}"
        if _fit.measured[_near] < _fit.target else "")
     + "). "
+    + (f"This is the second attempt: the first ({red_first} steps, the same runs cut "
+       f"there) fit its training states at {_rd['first_fit']} per seed and reached "
+       f"{_rd['first_valid']} on unseen graphs; the step count was doubled on seed 0's "
+       "training fit alone. " if red_cfg["steps"] > red_first else "")
+    + (f"Where the fit is met (seeds {_fit_seeds}) the claim is tested, and it reads "
+       f"**{C['gradient_flow_learns'].verdict}**: "
+       + ("the model fits its training states but not unseen graphs to the bar. "
+          if C["gradient_flow_learns"].verdict != "held" else "it generalises. ")
+       if _fit_seeds else "")
+    + "The errors sit on the visited flag (training accuracy on child steps with a "
+    f"visited child {_rd['flagged']}, elsewhere {_rd['rest']}); the hand-built "
+    f"construction with the same sign embeddings scores {_rd['con_sign']} on the "
+    f"training states, {_rd['con_onehot']} with one-hot ones: at d = {red_cfg['d']} the "
+    "overlap of the embeddings costs even the hand-built weights accuracy, more at some "
+    "draws than at others, and the trained model errs mostly where the flag decides. "
     + ("Its loss is flat, so the shortfall is the model's (at this width, data and "
        "optimizer), not a run cut short. The verdict is *inconclusive* by the book's "
        "rule, but at a seed where the fit had been met the claim would read **not "
@@ -1861,7 +1932,7 @@ display(Markdown("\n".join([
        "reduced model, trained to its plateau, did not learn DFS to the bar even on its "
        "training states. That says nothing against the paper's gradient-flow result, "
        "whose architecture, embeddings and data we only reconstruct. "
-       if K["reduced_converged"] == "met" and K["reduced_fits"] != "met"
+       if K["reduced_converged"] == "met" and not _fit_seeds
        and max(red_res[s_]["valid"] for s_ in seeds) < C["gradient_flow_learns"].target
        else "")
     + "For scale, rules with no learning: always backtracking scores "
