@@ -1242,9 +1242,14 @@ for o, _ in LONG_ROWS:
         k = ("hamiltonian", o, s)
         share[k], loss12[k] = tail_share(ft_models[k])
 # OOD molecules whose build count differs: T = 12 vs control, control vs start
-n_moved = {(a, b): [int(sum(builds[n]["hamiltonian", a, s]
-                            != builds[n]["hamiltonian", b, s] for n in ft_ood))
-                    for s in seeds]
+def n_differ(a: str, b: str, s: int) -> int:
+    """OOD molecules whose build count differs between models a and b (seed s)."""
+    return int(sum(
+        builds[n]["hamiltonian", a, s] != builds[n]["hamiltonian", b, s] for n in ft_ood
+    ))
+
+
+n_moved = {(a, b): [n_differ(a, b, s) for s in seeds]
            for a, b in (("sail_t12", "sail_t6c"), ("sail_t6c", "sail_ft"))}
 
 
