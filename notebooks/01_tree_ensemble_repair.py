@@ -1218,7 +1218,8 @@ if live_sweep:  # the same calls as make_scale.py, at a tiny size
                     dict(seed=seed, trees=trees_, depth=depth_, leaves=e.n_slots,
                          cex=min(n_, len(pool)), formulation=form, status=res.status,
                          wall_s=res.seconds, cpu_s=time.process_time() - c0,
-                         mip_gap=res.mip_gap, kept=int(res.kept.sum()),
+                         mip_gap=res.mip_gap if np.isfinite(res.mip_gap) else None,
+                         nodes=res.nodes, kept=int(res.kept.sum()),
                          frozen=res.n_frozen, warm_start=res.warm_start_used,
                          load=os.getloadavg()[0])
                 )
