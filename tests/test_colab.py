@@ -67,14 +67,27 @@ FORBIDDEN_FLAGS = {"-U", "--upgrade", "--force-reinstall", "-I", "--ignore-insta
 
 # ---- reading a notebook ------------------------------------------------------------------------------------------
 def _code_cells(nb_path: Path) -> list[str]:
-    """Code cells as Python (IPython magics and shell escapes dropped, as IPython would transform them away)."""
+    """Code cells as plain Python, transformed by IPython itself (magics and shell escapes become
+    ``get_ipython()`` calls), so a continuation line such as ``!= x`` is kept, not mistaken for an escape."""
     nb = nbformat.read(nb_path, as_version=4)
-    cells = []
-    for c in nb.cells:
-        if c.cell_type == "code":
-            lines = [ln for ln in c.source.splitlines() if not ln.lstrip().startswith(("%", "!"))]
-            cells.append("\n".join(lines))
-    return cells
+    return [_as_python(c.source) for c in nb.cells if c.cell_type == "code"]
+
+
+def _as_python(source: str) -> str:
+    """One cell's source as IPython would run it."""
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    return TransformerManager().transform_cell(source)
+
+
+def test_cells_are_read_as_ipython_reads_them():
+    cell = "%matplotlib inline\n!pip -q install x\nok = (1\n      != 2)\nimport numpy"
+    code = _as_python(cell)
+    tree = ast.parse(code)  # valid Python after the transform
+    assert "!= 2" in code and "import numpy" in code
+    assert "get_ipython().system" in code and "run_line_magic" in code
+    assert any(isinstance(n, ast.Compare) for n in ast.walk(tree))
+    assert "numpy" in imports(code)[0]
 
 
 def _guarded_imports(tree: ast.AST) -> set[int]:
