@@ -35,7 +35,7 @@ from helpers import validate as V
 
 __all__ = [
     "check_graph", "random_digraph", "grid_digraph", "far_pair", "edge_list", "dfs_trace", "networkx_dfs_walk", "dfs_state", "next_step",
-    "is_valid_step", "sample_states", "lookahead_trace", "sign_embeddings", "one_hot_embeddings",
+    "is_valid_step", "sample_states", "lookahead_trace", "sign_embeddings", "low_coherence_signs", "one_hot_embeddings",
     "TwoLayerDFS", "LookaheadDFS", "DoublingDFS", "valid_moves", "width_scaling_data", "OneLayerDFS", "full_attention", "rollout", "child_accuracy", "width_needed", "fit_exponent",
     "width_bisect",
     "TokenCodec", "make_state_pool", "collate",
@@ -341,6 +341,30 @@ def sign_embeddings(n: int, d: int, rng: np.random.Generator) -> np.ndarray:
     n, d = V.integer("n", n, min=1), V.integer("d", d, min=1)
     V.instance("rng", rng, np.random.Generator)
     return rng.choice([-1.0, 1.0], size=(n, d)) / math.sqrt(d)
+
+
+def low_coherence_signs(n: int, d: int, rng: np.random.Generator, max_flips: int | None = None) -> np.ndarray:
+    """Sign embeddings ``{+-1/sqrt(d)}^d`` chosen for a low overlap: a random sign draw (as
+    :func:`sign_embeddings`), then single-sign flips, each the one that lowers ``sum_{i<j} <x_i, x_j>^4`` the
+    most (first on ties), until no flip lowers it or after ``max_flips`` flips (default ``4 n d``).
+
+    Deterministic given ``rng``; still random signs of width ``d`` (``d < n`` allowed), only better conditioned:
+    the largest ``|cos|`` between two nodes falls (at ``n = 16, d = 12``: from about 0.7 to 1/3)."""
+    n, d = V.integer("n", n, min=1), V.integer("d", d, min=1)
+    V.instance("rng", rng, np.random.Generator)
+    max_flips = 4 * n * d if max_flips is None else V.integer("max_flips", max_flips, min=0)
+    X = rng.choice([-1, 1], size=(n, d)).astype(np.int64)
+    off = ~np.eye(n, dtype=bool)
+    for _ in range(max_flips):
+        G = X @ X.T
+        # flipping X[i, k] changes <x_i, x_j> by -2 X[i, k] X[j, k] for every j != i
+        new = G[:, None, :] - 2 * X[:, :, None] * X.T[None, :, :]  # (i, k, j)
+        delta = ((new.astype(np.float64) ** 4 - G[:, None, :].astype(np.float64) ** 4) * off[:, None, :]).sum(-1)
+        i, k = np.unravel_index(int(np.argmin(delta)), delta.shape)
+        if delta[i, k] >= 0:
+            break
+        X[i, k] = -X[i, k]
+    return X.astype(np.float64) / math.sqrt(d)
 
 
 def one_hot_embeddings(n: int) -> np.ndarray:
@@ -1608,7 +1632,8 @@ CHECKPOINT_SLUG = "12_transformer_dfs"
 
 
 CHECKPOINT_NAMES = ("width_limited", "width_scaling", "width_wide_0", "width_wide_1", "width_wide_2",
-                    "reduced_0", "reduced_1", "reduced_2", "lookahead_0", "lookahead_1", "lookahead_2")
+                    "reduced_0", "reduced_1", "reduced_2", "reduced_lc_0", "reduced_lc_1", "reduced_lc_2",
+                    "lookahead_0", "lookahead_1", "lookahead_2")
 
 
 def checkpoint_config(name: str = "width_limited") -> dict:
@@ -1622,7 +1647,10 @@ def checkpoint_config(name: str = "width_limited") -> dict:
     * ``lookahead_<seed>``: measurements only (:func:`doubling_grid_run`): the doubling networks' trace lengths
       on ``side x side`` grids, ``pairs`` (s, t) pairs at least ``min_dist`` edges apart, one seed.
     * ``reduced_<seed>``: :class:`ReducedDFS` (reduced scaffold) with sign embeddings of width ``d < V`` on
-      curated states of ``n_range``-node graphs, tested on unseen ``V``-node graphs (:func:`reduced_data`).
+      curated states of ``n_range``-node graphs, tested on unseen ``V``-node graphs (:func:`reduced_data`); the
+      earlier attempts (random sign draws), kept for the record.
+    * ``reduced_lc_<seed>``: the same with low-coherence sign embeddings (``emb="low_coherence"``,
+      :func:`low_coherence_signs`), chosen by the probes in ``make_reduced.py`` (issue #70): the claim's model.
     * ``width_wide_<seed>``: ``width_scaling`` at ``N = 32`` extended to the widths ``train_dims`` (32, 48), the
       one-layer model only (the two-layer model reaches the bar within the old grid), one seed per checkpoint.
     """
@@ -1631,8 +1659,11 @@ def checkpoint_config(name: str = "width_limited") -> dict:
         return dict(side=20, pairs=8, min_dist=16, horizons=[1, 2, 4, 8, 16], seeds=[int(name[-1])], stream=17)
     if name.startswith("reduced_"):
         # steps 1500 -> 3000 (issue #70): chosen on seed 0's training fit alone (make_reduced.py)
-        return dict(V=16, d=12, n_range=[6, 12], p=0.3, n_train=4000, n_test=600, steps=3000, lr=0.05,
-                    method="adam", seeds=[int(name[-1])], stream=16, eval_every=50)
+        cfg = dict(V=16, d=12, n_range=[6, 12], p=0.3, n_train=4000, n_test=600, steps=3000, lr=0.05,
+                   method="adam", seeds=[int(name[-1])], stream=16, eval_every=50)
+        if name.startswith("reduced_lc_"):  # probe P1 of make_reduced.py (issue #70)
+            cfg["emb"] = "low_coherence"
+        return cfg
     if name.startswith("width_wide_"):
         # the width_scaling run at N = 32 (same states: same stream and seed; the embeddings of the old widths
         # drawn first, so they are the same too), trained at the wider widths ``train_dims`` only, one seed
@@ -1918,18 +1949,21 @@ def train_reduced(model: ReducedDFS, batch: dict[str, Tensor], steps: int, lr: f
 
 def reduced_data(cfg: dict, seed: int) -> tuple[list[dict], list[dict], np.ndarray]:
     """(curated training states on ``n_range``-node graphs, every state of full searches on unseen ``V``-node
-    graphs, sign embeddings ``(V, d)``) of one seed of the ``reduced_<seed>`` run."""
+    graphs, sign embeddings ``(V, d)``) of one seed of the ``reduced_<seed>`` run. ``cfg["emb"]``: ``"sign"``
+    (default: :func:`sign_embeddings`) or ``"low_coherence"`` (:func:`low_coherence_signs`, from the same draw)."""
     V.instance("cfg", cfg, dict)
     for key in ("V", "d", "n_range", "p", "n_train", "n_test", "stream"):
         if key not in cfg:
             raise ValueError(f"cfg must have key {key!r}; got keys {sorted(cfg)}")
+    kind = V.one_of("cfg['emb']", cfg.get("emb", "sign"), ("sign", "low_coherence"))
     seed = V.seed("seed", seed)
     rng = np.random.default_rng([int(seed), int(cfg["stream"])])
     n, (lo, hi) = int(cfg["V"]), (int(x) for x in cfg["n_range"])
     train_items = structured_states(int(cfg["n_train"]), n, (lo, hi), float(cfg["p"]), rng, "curated")
     test_items = structured_states(int(cfg["n_test"]), n, (n, n), float(cfg["p"]), rng, "full",
                                    exclude={it["key"] for it in train_items})
-    return train_items, test_items, sign_embeddings(n, int(cfg["d"]), rng)
+    emb = (sign_embeddings if kind == "sign" else low_coherence_signs)(n, int(cfg["d"]), rng)
+    return train_items, test_items, emb
 
 
 def doubling_grid_run(cfg: dict, seed: int, progress: bool = False) -> dict[str, np.ndarray]:

@@ -18,6 +18,23 @@ already visited (the visited flag; 0.90 there against 0.98-0.99 elsewhere), and 
 with the same d = 12 sign embeddings scores 0.89 on these training states (1.00 with one-hot embeddings): the
 sign embeddings' overlap (cosine up to 0.83 at d = 12) blurs the flag.
 
+Third attempt, for the fit at every seed (issue #70). The second attempt met ``reduced_fits`` at seed 0 only
+(0.9533/0.9254/0.9317), so the claim rested on one seed. Probes, written down before any was run, tried in this
+order; one probe = one configuration trained at one seed (``--probe``: training states only, prints the fit and
+the plateau, computes nothing on unseen graphs, writes nothing), seeds 0, 1, 2 in turn, a configuration dropped
+at its first failing seed. Selection rule (fixed before probing): the first configuration whose training
+valid-move accuracy at its plateau (mean of the last tenth of the curve) is >= 0.95 with a flat loss
+(``train.plateau <= 0.05``) at all three seeds. The conditions ``reduced_fits`` and ``reduced_converged`` and the
+claim's bar 0.95 are unchanged.
+
+* P1 ``reduced_lc_<seed>``: low-coherence sign embeddings (:func:`~helpers.transformer_dfs.low_coherence_signs`:
+  the seed's same random sign draw, then single-sign flips lowering the summed fourth power of the overlaps;
+  largest ``|cos|`` 1/3 instead of 0.67-0.83), still fixed, still ``d = 12 < V = 16``; all else as the second
+  attempt (3,000 Adam steps, lr 0.05, 4,000 curated states). Why first: it changes only what the diagnosis
+  blames (the overlap of the embeddings), and keeps the issue's "sign embeddings with d < N".
+* P2: P1 with the embeddings learned (initialised at P1's codes; the tied readout moves with them), ``d = 12``.
+* P3: P1 with 6,000 steps.
+
 Run from the repository root: ``.venv/bin/python data/12_transformer_dfs/make_reduced.py --name reduced_0`` (or
 ``make data NB=12_transformer_dfs``). ``--tiny`` trains a tiny config for a few steps into a temporary folder
 (seconds; what the tests run); ``--seeds``/``--out``: other seeds into another data root.
@@ -38,7 +55,7 @@ from helpers import transformer_dfs as dfs
 SLUG = dfs.CHECKPOINT_SLUG
 HERE = Path(__file__).resolve()
 SOURCES = [HERE, Path(dfs.__file__).resolve(), Path(repro.__file__).resolve()]
-NAMES = ["reduced_0", "reduced_1", "reduced_2"]
+NAMES = ["reduced_0", "reduced_1", "reduced_2", "reduced_lc_0", "reduced_lc_1", "reduced_lc_2"]
 
 
 def tiny(name: str = "reduced_0") -> dict:
@@ -47,10 +64,29 @@ def tiny(name: str = "reduced_0") -> dict:
     return cfg
 
 
-def make_reduced(cfg: dict, out: Path | None, args: object = None) -> Path:
+def probe(cfg: dict, s: int, b: dict, emb, t0: float) -> list:
+    """A selection probe: train on the training states and print their fit and the loss plateau only (no
+    unseen-graph evaluation, nothing written)."""
+    from helpers import train
+
+    with repro.seeded(s):
+        model = dfs.ReducedDFS(emb)
+        hist = dfs.train_reduced(model, b, cfg["steps"], cfg["lr"], {"train": b}, eval_every=cfg["eval_every"],
+                                 method=cfg["method"])
+    fit, flat = train.tail_mean(hist["train/valid"]), train.plateau(hist["loss"])
+    print(f"PROBE {cfg.get('emb', 'sign')} d={cfg['d']} steps={cfg['steps']} seed {s}: training valid-move "
+          f"accuracy at plateau {fit:.4f} (bar 0.95), loss plateau {flat:.4f} (bar 0.05), "
+          f"{'PASS' if fit >= 0.95 and flat <= 0.05 else 'FAIL'} ({time.time() - t0:.0f} s)", flush=True)
+    return []
+
+
+def make_reduced(cfg: dict, out: Path | None, args: object = None) -> Path | list:
     t0 = time.time()
     (s,) = cfg["seeds"]
     train_items, test_items, emb = dfs.reduced_data(cfg, s)
+    if getattr(args, "probe", False):
+        del test_items  # built only so that the embeddings come from the same draws; never evaluated
+        return probe(cfg, s, dfs.structured_batch(train_items), emb, t0)
     b, tb = dfs.structured_batch(train_items), dfs.structured_batch(test_items)
     with repro.seeded(s):
         model = dfs.ReducedDFS(emb)
@@ -70,9 +106,14 @@ def make_reduced(cfg: dict, out: Path | None, args: object = None) -> Path:
                             module="helpers.transformer_dfs", root=out)
 
 
+def options(ap) -> None:
+    ap.add_argument("--probe", action="store_true",
+                    help="a selection probe: training fit and loss plateau only, nothing written")
+
+
 def main(argv: list[str] | None = None) -> list[Path]:
     return scripts.script_main(make_reduced, config=dfs.checkpoint_config, tiny=tiny, names=NAMES, doc=__doc__,
-                               argv=argv)
+                               options=options, argv=argv)
 
 
 if __name__ == "__main__":
