@@ -42,7 +42,7 @@ __all__ = [
     "STATE_DATA", "structured_states", "structured_batch", "StructuredDFS", "StructuredOneLayer", "matrix_cosine",
     "move_accuracy", "gradient_flow", "CHECKPOINT_SLUG", "CHECKPOINT_NAMES", "checkpoint_config", "width_limited_data", "generic_valid",
     "make_structured", "valid_set", "valid_set_loss", "ReducedDFS", "train_reduced", "reduced_data",
-    "doubling_grid_run", "reduced_diagnostics",
+    "doubling_grid_run", "reduced_diagnostics", "reduced_flag_split",
 ]
 
 
@@ -1661,8 +1661,8 @@ def checkpoint_config(name: str = "width_limited") -> dict:
         # steps 1500 -> 3000 (issue #70): chosen on seed 0's training fit alone (make_reduced.py)
         cfg = dict(V=16, d=12, n_range=[6, 12], p=0.3, n_train=4000, n_test=600, steps=3000, lr=0.05,
                    method="adam", seeds=[int(name[-1])], stream=16, eval_every=50)
-        if name.startswith("reduced_lc_"):  # probe P1 of make_reduced.py (issue #70)
-            cfg["emb"] = "low_coherence"
+        if name.startswith("reduced_lc_"):  # probes P1 and P2 of make_reduced.py (issue #70)
+            cfg.update(emb="low_coherence", learn_emb=True)
         return cfg
     if name.startswith("width_wide_"):
         # the width_scaling run at N = 32 (same states: same stream and seed; the embeddings of the old widths
@@ -1827,15 +1827,22 @@ class ReducedDFS(torch.nn.Module):
     * readout ``logits = E (O_c child + O_p parent)``.
 
     Against :class:`StructuredDFS` (the full scaffold): the parent is found by the model instead of given, the
-    value and output maps are learned instead of fixed, and there is no hard-wired tie-break.
+    value and output maps are learned instead of fixed, and there is no hard-wired tie-break. ``learn_emb``: the
+    embeddings are a parameter too, initialised at ``emb``.
     """
 
-    def __init__(self, emb: np.ndarray, max_offset: int = 64, init_std: float = 0.1) -> None:
+    def __init__(self, emb: np.ndarray, max_offset: int = 64, init_std: float = 0.1, learn_emb: bool = False
+                 ) -> None:
         emb = _emb(emb)
         max_offset = V.integer("max_offset", max_offset, min=1)
         init_std = V.nonnegative("init_std", init_std)
+        learn_emb = V.boolean("learn_emb", learn_emb)
         super().__init__()
-        self.register_buffer("E", torch.as_tensor(emb, dtype=torch.float32))
+        E = torch.as_tensor(emb, dtype=torch.float32)
+        if learn_emb:  # the embeddings (and the tied readout) start at ``emb`` and are trained too
+            self.E = torch.nn.Parameter(E.clone())
+        else:
+            self.register_buffer("E", E)
         d = emb.shape[1]
 
         def par(*shape: int) -> torch.nn.Parameter:  # small random start (torch's global generator)
@@ -2038,3 +2045,34 @@ def reduced_diagnostics(model: ReducedDFS, b: dict[str, Tensor], record: dict[st
 
     return {"prev_offset1": prev1, "parent_first": mean(par[bt]), "flag_visited": mean(f[from_u & vis_e]),
             "flag_fresh": mean(f[from_u & ~vis_e])}
+
+
+def reduced_flag_split(model: ReducedDFS, b: dict[str, Tensor]) -> dict[str, float]:
+    """Where a :class:`ReducedDFS` errs, on the states of ``b``, and what its fixed embeddings allow:
+
+    * ``flagged`` / ``rest``: valid-move accuracy on child steps where some child of ``u`` is already visited
+      (the visited flag decides the move) / on every other state;
+    * ``construction`` / ``construction_onehot``: the hand-built point (:meth:`ReducedDFS.set_construction`, no
+      training) with the model's embeddings / with one-hot embeddings;
+    * ``coherence``: the largest ``|cos|`` between two of the model's node embeddings."""
+    V.instance("model", model, ReducedDFS)
+    E = model.E
+    n = E.shape[0]
+    b = _structured_batch_arg(b, n)
+    child = (b["src"] == b["current"][:, None]) & b["edge_mask"]
+    vis = (torch.nn.functional.one_hot(b["trace"], n).bool() & b["trace_mask"][:, :, None]).any(1)
+    flagged = ~b["is_backtrack"] & (child & vis.gather(1, b["dst"])).any(1)
+
+    def acc(m: ReducedDFS, sel: Tensor | None = None) -> float:
+        with torch.no_grad():
+            ok = valid_moves(m(b), b)
+        ok = ok if sel is None else ok[sel]
+        return float(ok.float().mean()) if ok.numel() else float("nan")
+
+    E = E.detach()
+    En = E / E.norm(dim=1, keepdim=True).clamp(min=1e-12)
+    gram = (En @ En.T).fill_diagonal_(0).abs()
+    return {"flagged": acc(model, flagged), "rest": acc(model, ~flagged),
+            "construction": acc(ReducedDFS(E.detach().numpy()).set_construction()),
+            "construction_onehot": acc(ReducedDFS(np.eye(n)).set_construction()),
+            "coherence": float(gram.max())}

@@ -597,3 +597,44 @@ def test_reduced_diagnostics_at_the_construction():
     assert z["prev_offset1"] < 0.9
     with pytest.raises(TypeError):
         T.reduced_diagnostics(T.StructuredDFS(T.one_hot_embeddings(10)), b)
+
+
+def test_low_coherence_signs():
+    for s in range(3):
+        X = T.low_coherence_signs(16, 12, np.random.default_rng(s))
+        X0 = T.sign_embeddings(16, 12, np.random.default_rng(s))  # the same starting draw
+        assert X.shape == (16, 12) and np.allclose(np.abs(X), 1 / np.sqrt(12))
+        coh = lambda A: np.abs(A @ A.T - np.eye(len(A))).max()  # noqa: E731
+        assert coh(X) <= 1 / 3 + 1e-9 < coh(X0)
+        assert np.array_equal(X, T.low_coherence_signs(16, 12, np.random.default_rng(s)))  # deterministic
+    assert np.array_equal(T.low_coherence_signs(16, 12, np.random.default_rng(0), max_flips=0),
+                          T.sign_embeddings(16, 12, np.random.default_rng(0)))
+    with pytest.raises(ValueError):
+        T.low_coherence_signs(0, 4, np.random.default_rng(0))
+    with pytest.raises(TypeError):
+        T.low_coherence_signs(8, 4, 0)
+    with pytest.raises(ValueError):
+        T.low_coherence_signs(8, 4, np.random.default_rng(0), max_flips=-1)
+    # the reduced run's embedding choice
+    cfg = dict(T.checkpoint_config("reduced_lc_0"), V=8, d=6, n_range=[4, 6], n_train=30, n_test=20)
+    assert cfg["emb"] == "low_coherence" and "emb" not in T.checkpoint_config("reduced_0")
+    emb = T.reduced_data(cfg, 0)[2]
+    assert np.array_equal(emb, T.reduced_data(cfg, 0)[2])
+    with pytest.raises(ValueError, match="emb"):
+        T.reduced_data(dict(cfg, emb="gaussian"), 0)
+
+
+def test_reduced_flag_split():
+    rng = np.random.default_rng(6)
+    b = T.structured_batch(T.structured_states(150, 10, (6, 10), 0.3, rng, "curated"))
+    m = T.ReducedDFS(T.one_hot_embeddings(10)).set_construction()
+    r = T.reduced_flag_split(m, b)
+    assert r["flagged"] == r["rest"] == r["construction"] == r["construction_onehot"] == 1.0
+    assert r["coherence"] == 0.0
+    torch.manual_seed(0)
+    z = T.reduced_flag_split(T.ReducedDFS(T.low_coherence_signs(10, 6, rng)), b)  # untrained: guesses
+    assert z["flagged"] < 0.9 and z["construction_onehot"] == 1.0 and 0 < z["coherence"] < 1
+    with pytest.raises(TypeError):
+        T.reduced_flag_split(T.StructuredDFS(T.one_hot_embeddings(10)), b)
+    with pytest.raises(ValueError):
+        T.reduced_flag_split(m, {"src": b["src"]})
