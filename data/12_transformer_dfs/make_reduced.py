@@ -40,7 +40,11 @@ Probe results (``--probe``; ``reduced_lc_<seed>`` carried each configuration in 
 * P1, seed 0: fit 0.9807, loss plateau 0.0141 (passes); seed 1: fit 0.9229, plateau 0.0117: fails, P1 dropped.
   (Not a training probe, computed after: the hand-built construction with the P1 codes scores 0.9992/0.9975/
   0.9933 on the training states of seeds 0/1/2, so at seed 1 the architecture can fit and training does not.)
-* P2: probed at seed 1 first (the seed that stopped P1; the rule's outcome does not depend on the order).
+* P2: probed at seed 1 first (the seed that stopped P1; the rule's outcome does not depend on the order). From
+  P2 on, a probe *is* the training run: ``reduced_lc_<seed>`` evaluates nothing on unseen graphs while it
+  trains (its history holds the training curve only), it writes its checkpoint into a scratch data root
+  (``--out``), and the checkpoints of the selected configuration are copied into ``data/``; the notebook
+  evaluates unseen graphs. (P1's probes used ``--probe``: train, print, write nothing.)
 
 Run from the repository root: ``.venv/bin/python data/12_transformer_dfs/make_reduced.py --name reduced_0`` (or
 ``make data NB=12_transformer_dfs``). ``--tiny`` trains a tiny config for a few steps into a temporary folder
@@ -71,43 +75,37 @@ def tiny(name: str = "reduced_0") -> dict:
     return cfg
 
 
-def probe(cfg: dict, s: int, b: dict, emb, t0: float) -> list:
-    """A selection probe: train on the training states and print their fit and the loss plateau only (no
-    unseen-graph evaluation, nothing written)."""
+def make_reduced(cfg: dict, out: Path | None, args: object = None) -> Path | list:
     from helpers import train
 
-    with repro.seeded(s):
-        model = dfs.ReducedDFS(emb, learn_emb=bool(cfg.get("learn_emb", False)))
-        hist = dfs.train_reduced(model, b, cfg["steps"], cfg["lr"], {"train": b}, eval_every=cfg["eval_every"],
-                                 method=cfg["method"])
-    fit, flat = train.tail_mean(hist["train/valid"]), train.plateau(hist["loss"])
-    print(f"PROBE {cfg.get('emb', 'sign')} learn_emb={cfg.get('learn_emb', False)} d={cfg['d']} steps={cfg['steps']} seed {s}: training valid-move "
-          f"accuracy at plateau {fit:.4f} (bar 0.95), loss plateau {flat:.4f} (bar 0.05), "
-          f"{'PASS' if fit >= 0.95 and flat <= 0.05 else 'FAIL'} ({time.time() - t0:.0f} s)", flush=True)
-    return []
-
-
-def make_reduced(cfg: dict, out: Path | None, args: object = None) -> Path | list:
     t0 = time.time()
     (s,) = cfg["seeds"]
     train_items, test_items, emb = dfs.reduced_data(cfg, s)
-    if getattr(args, "probe", False):
-        del test_items  # built only so that the embeddings come from the same draws; never evaluated
-        return probe(cfg, s, dfs.structured_batch(train_items), emb, t0)
-    b, tb = dfs.structured_batch(train_items), dfs.structured_batch(test_items)
+    b = dfs.structured_batch(train_items)
+    evals = {"train": b}
+    if "emb" not in cfg:  # the earlier attempts tracked unseen graphs during training; the third attempt's
+        # runs (reduced_lc_*) are its selection probes and never evaluate them (the notebook does, afterwards)
+        evals["test"] = dfs.structured_batch(test_items)
     with repro.seeded(s):
         model = dfs.ReducedDFS(emb, learn_emb=bool(cfg.get("learn_emb", False)))
-        hist = dfs.train_reduced(model, b, cfg["steps"], cfg["lr"], {"train": b, "test": tb},
-                                 eval_every=cfg["eval_every"], method=cfg["method"])
+        hist = dfs.train_reduced(model, b, cfg["steps"], cfg["lr"], evals, eval_every=cfg["eval_every"],
+                                 method=cfg["method"])
+    fit, flat = train.tail_mean(hist["train/valid"]), train.plateau(hist["loss"])
+    print(f"PROBE emb={cfg.get('emb', 'sign')} learn_emb={cfg.get('learn_emb', False)} d={cfg['d']} "
+          f"steps={cfg['steps']} seed {s}: training valid-move accuracy at plateau {fit:.4f} (bar 0.95), "
+          f"loss plateau {flat:.4f} (bar 0.05), {'PASS' if fit >= 0.95 and flat <= 0.05 else 'FAIL'} "
+          f"({time.time() - t0:.0f} s)", flush=True)
+    if getattr(args, "probe", False):
+        return []
     tensors = {f"reduced.{k}": v.detach().clone() for k, v in model.state_dict().items()
                if k != "E" or cfg.get("learn_emb")}  # learned embeddings: reduced.E
     tensors["emb"] = torch.tensor(emb, dtype=torch.float32)  # the fixed (or initial) embeddings
     metrics = {k: v[-1] for k, v in hist.items() if "/" in k}
-    metrics["final_loss"] = hist["loss"][-1]
+    metrics.update(final_loss=hist["loss"][-1], train_fit=fit, loss_plateau=flat)
     history = {k: list(zip(hist["step"], v)) for k, v in hist.items() if k != "step"}
-    print(f"seed {s}: loss {hist['loss'][-1]:.4f}, train valid {hist['train/valid'][-1]:.3f}, unseen graphs "
-          f"valid {hist['test/valid'][-1]:.3f}, exact {hist['test/exact'][-1]:.3f} ({time.time() - t0:.0f} s)",
-          flush=True)
+    if "test" in evals:
+        print(f"seed {s}: unseen graphs valid {hist['test/valid'][-1]:.3f}, exact {hist['test/exact'][-1]:.3f}",
+              flush=True)
     name = getattr(args, "name", f"reduced_{s}")
     return checkpoints.save(SLUG, name, tensors, config=cfg, metrics=metrics, history=history, seed=cfg["seeds"],
                             steps=cfg["steps"], wall_seconds=time.time() - t0, sources=SOURCES,
@@ -116,7 +114,7 @@ def make_reduced(cfg: dict, out: Path | None, args: object = None) -> Path | lis
 
 def options(ap) -> None:
     ap.add_argument("--probe", action="store_true",
-                    help="a selection probe: training fit and loss plateau only, nothing written")
+                    help="train, print the training fit and loss plateau, write nothing")
 
 
 def main(argv: list[str] | None = None) -> list[Path]:
