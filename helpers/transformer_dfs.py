@@ -1648,9 +1648,10 @@ def checkpoint_config(name: str = "width_limited") -> dict:
       on ``side x side`` grids, ``pairs`` (s, t) pairs at least ``min_dist`` edges apart, one seed.
     * ``reduced_<seed>``: :class:`ReducedDFS` (reduced scaffold) with sign embeddings of width ``d < V`` on
       curated states of ``n_range``-node graphs, tested on unseen ``V``-node graphs (:func:`reduced_data`); the
-      earlier attempts (random sign draws), kept for the record.
+      claim's models (the second attempt; random sign draws).
     * ``reduced_lc_<seed>``: the same with low-coherence sign embeddings (``emb="low_coherence"``,
-      :func:`low_coherence_signs`), chosen by the probes in ``make_reduced.py`` (issue #70): the claim's model.
+      :func:`low_coherence_signs`), learned (``learn_emb``): the probes of ``make_reduced.py`` (issue #70;
+      none met the fit rule at every seed, so no such checkpoint is committed).
     * ``width_wide_<seed>``: ``width_scaling`` at ``N = 32`` extended to the widths ``train_dims`` (32, 48), the
       one-layer model only (the two-layer model reaches the bar within the old grid), one seed per checkpoint.
     """

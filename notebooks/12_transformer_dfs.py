@@ -25,7 +25,7 @@
 # |---|---|---|
 # | one- vs two-layer size | proofs (Ω(N²) vs O(N log N)) | hand-built models; width needed for 95 % child-selection accuracy, N = 8 … 64 (one layer), 8 … 256 with 5 embedding draws (two layers) |
 # | L-layer look-ahead | a construction with horizon 2^(L−3) | hand-built doubling networks (horizon 2^J in J + 2 layers, J = 0 … 4), checked token for token against a look-ahead rule; search length on sparse random graphs (N = 64) and on 20 × 20 grids (measured by a data script), 3 seeds |
-# | learning | gradient-flow analysis, two-layer model | full-batch gradient descent on the construction's architecture (learnable `W1, W2`), graphs of 6–12 nodes, tested on 16; and a reduced scaffold (value/output maps, previous-token and parent heads learned, fixed low-coherence sign codes of width 12 < 16; checkpoint); 3 seeds |
+# | learning | gradient-flow analysis, two-layer model | full-batch gradient descent on the construction's architecture (learnable `W1, W2`), graphs of 6–12 nodes, tested on 16; and a reduced scaffold (value/output maps, previous-token and parent heads learned, sign embeddings of width 12 < 16; checkpoint); 3 seeds |
 # | one vs two layers, trained | — | the same architecture vs its one-layer counterpart, equal parameters, N = 16, width 8, and widths 4 … 24 at N = 16, 4 … 48 at N = 32 (one layer); checkpoints, 3 seeds; plus generic transformers (~28 k parameters) as an illustration |
 # | data | synthetic graphs | synthetic graphs (G(N, p) and fixed out-degree), generated here |
 # | hardware | not stated | 2 CPU cores, ≤ 5 min |
@@ -790,49 +790,49 @@ for data in ("curated", "naive"):
 # deterministic, so the first 1,500 steps of each second-attempt run *are* the first attempt: its numbers are
 # read off the same curves below. The probes' numbers are in the data script's docstring.
 #
-# **A third attempt, for the fit at every seed.** The second attempt met `reduced_fits` at seed 0 only, so the
-# claim rested on one seed, and its errors sat where the visited flag decides (measured below): random sign
-# vectors of width 12 for 16 nodes overlap (the largest |cosine| between two nodes is two thirds or more), and
-# even the hand-built weights lose accuracy with them. Before any probe ran, we wrote down an order of
+# **A third attempt, for the fit at every seed (not found).** The second attempt met `reduced_fits` at seed 0
+# only, so the claim rests on one seed, and its errors sit where the visited flag decides (measured below):
+# random sign vectors of width 12 for 16 nodes overlap (the largest |cosine| between two nodes is two thirds or
+# more), and even the hand-built weights lose accuracy with them. Before any probe ran, we wrote down an order of
 # configurations and a rule (in `make_reduced.py`): **P1** low-coherence sign codes (the seed's same random sign
 # draw, then single sign flips that lower the summed fourth power of the overlaps, `dfs.low_coherence_signs`;
 # largest |cosine| 1/3), still fixed and still `d = 12 < 16`, everything else unchanged; **P2** the same codes
 # learned; **P3** P1 with twice the steps. The first configuration whose training valid-move accuracy at its
-# plateau reaches the bar with a flat loss at **all three seeds** is taken; a probe trains one seed on the
-# training states and computes nothing on unseen graphs. The conditions and the claim's bar are unchanged.
+# plateau reaches the bar with a flat loss at **all three seeds** would replace the second attempt; a probe
+# trains one seed and computes nothing on unseen graphs. The conditions and the claim's bar are unchanged.
 #
-# What stays given in the claim's model: the routing (which token each head reads), the node embeddings (fixed
-# sign codes, now picked for low overlap, and the readout through them), the sinks' values (zero), a
-# position penalty's form in the parent head, no MLP; the training set is curated and the loss is on the set of
-# valid moves. Learned: the visited head's scores and value map, the previous-token offsets, the child head's
-# scores, flag weight and preference, the parent head's scores, both output maps.
-
+# P1 met the rule at seed 0 and missed it at seed 1 (flat loss, fit below the bar, no better than the second
+# attempt there), although the hand-built weights with its codes fit seed 1's training states almost perfectly
+# (measured below): there training, not the codes, fell short. P2 missed it at seed 1 by more (learning the
+# embeddings made the fit worse). P3 was not run: at twice the cost per seed it did not fit this round's shared
+# compute, and P1's loss at seed 1 was already flat. So no configuration of the list is selected and the claim
+# below still rests on the **second attempt's** models; the probes' numbers are in the data script's docstring.
+#
 # %%
 red_hist, red_loss, red_res, red_models, red_tb, red_b = {}, {}, {}, {}, {}, {}
 for i, s_ in enumerate(seeds):
-    red_cfg = scripts.with_seeds(dfs.checkpoint_config(f"reduced_lc_{i}"), [s_])
+    red_cfg = scripts.with_seeds(dfs.checkpoint_config(f"reduced_{i}"), [s_])
     if quick:
         red_cfg.update(V=10, d=8, n_range=[5, 8], n_train=300, n_test=200, steps=150)
     tr_items, te_items, emb = dfs.reduced_data(red_cfg, s_)
     b, tb = dfs.structured_batch(tr_items), dfs.structured_batch(te_items)
     with repro.seeded(s_):
-        model = dfs.ReducedDFS(emb, learn_emb=red_cfg.get("learn_emb", False))
+        model = dfs.ReducedDFS(emb)  # a small random start (zero is a saddle)
     if quick:
         with repro.seeded(s_):
             h = dfs.train_reduced(model, b, red_cfg["steps"], red_cfg["lr"],
-                                  {"train": b, "test": tb},
+                                  {"train": b},  # unseen: after training
                                   eval_every=red_cfg["eval_every"],
                                   method=red_cfg["method"])
     else:
-        red_ck = checkpoints.load(dfs.CHECKPOINT_SLUG, f"reduced_lc_{i}",
-                                  config=red_cfg)
+        red_ck = checkpoints.load(dfs.CHECKPOINT_SLUG, f"reduced_{i}", config=red_cfg)
         model.load_state_dict({"E": model.E, **red_ck.state_dict("reduced.")})
         h = {k: v["value"] for k, v in red_ck.manifest["history"].items()}
         h["step"] = red_ck.manifest["history"]["loss"]["step"]
         rec.check(f"reduced_data_{s_}",
-                  float((red_ck.tensors["emb"] - torch.tensor(emb).float()).abs().max()),
-                  0.0, op="==",
-                  note="the regenerated (initial) embeddings equal the checkpoint's")
+                  float((red_ck.tensors["emb"] - torch.tensor(emb).float())
+                        .abs().max()), 0.0, op="==",
+                  note="the regenerated embeddings equal the checkpoint's")
     red_hist[s_], red_loss[s_], red_models[s_], red_tb[s_] = h, h["loss"], model, tb
     red_b[s_] = b
     with torch.no_grad():
@@ -849,54 +849,50 @@ for i, s_ in enumerate(seeds):
           f"{red_res[s_]['parent_first']:.2f}, flag visited vs unvisited child "
           f"{red_res[s_]['flag_visited']:.2f} vs {red_res[s_]['flag_fresh']:.2f}")
 red_opt = {"gd": "gradient-descent", "adam": "Adam"}[red_cfg["method"]]
+red_emb = "fixed random sign embeddings"
 fig, ax = plt.subplots(1, 2, figsize=(10, 3.2))
 for i, s_ in enumerate(seeds):
     ax[0].plot(red_hist[s_]["step"], red_hist[s_]["loss"], color=plotting.PALETTE[i],
                label=f"seed {s_}")
-    ax[1].plot(red_hist[s_]["step"], red_hist[s_]["test/valid"],
+    ax[1].plot(red_hist[s_]["step"], red_hist[s_]["train/valid"],
                color=plotting.PALETTE[i])
-    ax[1].plot(red_hist[s_]["step"], red_hist[s_]["train/valid"], ls=":",
-               color=plotting.PALETTE[i])
+    ax[1].scatter([red_hist[s_]["step"][-1]], [red_res[s_]["valid"]], marker="x",
+                  color=plotting.PALETTE[i])
+ax[1].axhline(0.95, color="grey", lw=0.8, ls="--")
 ax[0].set(xlabel=f"{red_opt} step", ylabel="loss (valid-move set)", yscale="log")
 ax[1].set(xlabel=f"{red_opt} step", ylabel="valid-move accuracy",
-          title="unseen graphs (solid), training states (dotted)")
+          title="training states (curve), unseen graphs after training (×)")
 ax[0].legend(fontsize=8)
 plt.tight_layout()
 plt.show()
 
 # %% [markdown]
-# **Where the model errs on its training states, and the earlier attempts.** The visited flag is the hard part:
-# on child steps where some child of `u` is already visited, the flag must tell that child from the unvisited
-# ones, and a sign embedding of width `d < V` overlaps with the others, so the flag of an unvisited node picks
-# up visited look-alikes. Two measurements per seed and attempt: the trained model's training accuracy on those
-# steps against all other steps, and the hand-built construction (section 2's weights, no training) with the
-# *same* embeddings, against one-hot embeddings, on the same training states. The earlier attempts' models
-# (random sign draws; checkpoints `reduced_<seed>`) are loaded and measured the same way; the training and test
-# states are the same for every attempt (only the embeddings differ).
+# **Where the model errs on its training states.** The visited flag is the hard part: on child steps where some
+# child of `u` is already visited, the flag must tell that child from the unvisited ones, and a sign embedding
+# of width `d < V` overlaps with the others, so the flag of an unvisited node picks up visited look-alikes. Two
+# measurements per seed: the trained model's training accuracy on those steps against all other steps, and the
+# hand-built construction (section 2's weights, no training) with the *same* sign embeddings, against one-hot
+# embeddings and against probe P1's low-coherence codes, on the same training states. The first attempt's
+# numbers (its curve cut at its last step) follow.
 
 # %%
-red_first, red_diag, red_old = 1500, {}, {}  # the first attempt's length (issue #70)
+red_first, red_diag = 1500, {}  # the first attempt's length (issue #70)
 for i, s_ in enumerate(seeds):
-    runs_ = {"third": (red_models[s_], red_hist[s_])}
-    if not quick:  # the earlier attempts: random sign draws, checkpoints reduced_<seed>
-        cfg_ = scripts.with_seeds(dfs.checkpoint_config(f"reduced_{i}"), [s_])
-        ck_ = checkpoints.load(dfs.CHECKPOINT_SLUG, f"reduced_{i}", config=cfg_)
-        m_ = dfs.ReducedDFS(ck_.tensors["emb"].numpy())  # its sign draw, stored
-        m_.load_state_dict({**ck_.state_dict("reduced."), "E": m_.E})
-        h_ = {k: v["value"] for k, v in ck_.manifest["history"].items()}
-        h_["step"] = ck_.manifest["history"]["loss"]["step"]
-        runs_["second"] = red_old[s_] = (m_, h_)
-    for run_, (m_, h_) in runs_.items():
-        red_diag[run_, s_] = dfs.reduced_flag_split(m_, red_b[s_])
-        red_diag[run_, s_].update(fit=train.tail_mean(h_["train/valid"]),
-                                  flat=train.plateau(h_["loss"]),
-                                  valid=h_["test/valid"][-1])
+    h_ = red_hist[s_]
+    red_diag["second", s_] = dfs.reduced_flag_split(red_models[s_], red_b[s_])
     red_diag["unseen", s_] = dfs.reduced_flag_split(red_models[s_], red_tb[s_])
-    if not quick:  # the first attempt: the second's runs cut at step red_first
-        k_ = max(j for j, st in enumerate(h_["step"]) if st <= red_first)
-        red_diag["first", s_] = dict(fit=train.tail_mean(h_["train/valid"][:k_ + 1]),
-                                     flat=train.plateau(h_["loss"][:k_ + 1]),
-                                     valid=h_["test/valid"][k_])
+    if quick:
+        continue
+    # the first attempt: the same runs cut at step red_first (Adam is deterministic)
+    k_ = max(j for j, st in enumerate(h_["step"]) if st <= red_first)
+    red_diag["first", s_] = dict(fit=train.tail_mean(h_["train/valid"][:k_ + 1]),
+                                 flat=train.plateau(h_["loss"][:k_ + 1]),
+                                 valid=h_["test/valid"][k_])
+    # probe P1's codes (same states, same starting draw), hand-built weights only
+    cfg_ = scripts.with_seeds(dfs.checkpoint_config(f"reduced_lc_{i}"), [s_])
+    with repro.seeded(s_):
+        m_ = dfs.ReducedDFS(dfs.reduced_data(cfg_, s_)[2])
+    red_diag["codes", s_] = dfs.reduced_flag_split(m_, red_b[s_])
 
 
 def _rd(run, key, nd=3):
@@ -904,23 +900,19 @@ def _rd(run, key, nd=3):
 
 
 display(Markdown(
-    f"**Third attempt** (low-coherence codes, the claim's model): training valid-move "
-    f"accuracy on child steps with a visited child {_rd('third', 'flagged')} per seed, "
-    f"on all other training states {_rd('third', 'rest')}; the hand-built construction "
-    f"with the same codes scores {_rd('third', 'construction')} on the training states "
-    f"(largest |cosine| between two nodes {_rd('third', 'coherence')}), with one-hot "
-    f"embeddings {_rd('third', 'construction_onehot')}. "
-    + (f"**Second attempt** (the seeds' random sign draws, same training): training "
-       f"fit "
-       f"{_rd('second', 'fit', 4)} (bar 0.95), loss plateau {_rd('second', 'flat')}, "
-       f"valid-move accuracy on unseen graphs {_rd('second', 'valid')}; on child steps "
-       f"with a visited child {_rd('second', 'flagged')}, elsewhere "
-       f"{_rd('second', 'rest')}; the construction with those draws "
-       f"{_rd('second', 'construction')} (largest |cosine| "
-       f"{_rd('second', 'coherence')}). **First attempt** (the second's runs at step "
-       f"{red_first}): training fit {_rd('first', 'fit', 4)}, loss plateau "
-       f"{_rd('first', 'flat')}, unseen {_rd('first', 'valid')}."
-       if not quick else "(Quick mode: the earlier attempts are not loaded.)")))
+    f"Training valid-move accuracy on child steps with a visited child "
+    f"{_rd('second', 'flagged')} per seed, on all other training states "
+    f"{_rd('second', 'rest')}. The hand-built construction scores "
+    f"{_rd('second', 'construction')} on the training states with the seeds' sign "
+    f"embeddings (largest |cosine| between two nodes {_rd('second', 'coherence')}) and "
+    f"{_rd('second', 'construction_onehot')} with one-hot embeddings. "
+    + (f"With probe P1's low-coherence codes (largest |cosine| "
+       f"{_rd('codes', 'coherence')}) the construction scores "
+       f"{_rd('codes', 'construction')}. **First attempt** (the same runs at step "
+       f"{red_first}): training fit {_rd('first', 'fit', 4)} (bar 0.95), loss plateau "
+       f"{_rd('first', 'flat')}, valid-move accuracy on unseen graphs "
+       f"{_rd('first', 'valid')}."
+       if not quick else "(Quick mode: the run is shorter than the earlier attempt.)")))
 
 # %% [markdown]
 # **What a rule with no learning scores** (added at review, for scale; no bar depends on it). About half of the
@@ -1519,8 +1511,7 @@ plotting.live_controls(
 # enters through the sink, the tie-break and the readout are fixed, and only `W1`, `W2` and two scalars are
 # learned; the trained width comparisons share that scaffold with sign embeddings. The reduced-scaffold model
 # learns its value and output maps, the previous-token and parent heads and a child preference, but its routing
-# (which token attends to which), its fixed sign codes (picked for low overlap) and the readout through them are
-# still given, it has
+# (which token attends to which), its fixed sign embeddings and the readout through them are still given, it has
 # no MLP, and it is trained on the set of valid moves rather than on one reference trace. Everything about the
 # paper's architecture, data curation and trace format is reconstructed from its abstract.
 
@@ -1736,7 +1727,7 @@ rec.claim(
     measured=[red_res[s_]["valid"] for s_ in seeds], op=">=", target=0.95,
     unit=f"valid-move accuracy, unseen {red_cfg['V']}-node graphs",
     given=("reduced_converged", "reduced_fits"),
-    note=f"ReducedDFS, low-coherence sign codes d = {red_cfg['d']} < "
+    note=f"ReducedDFS, {red_emb} d = {red_cfg['d']} < "
     f"V = {red_cfg['V']}, "
     f"{red_cfg['steps']} full-batch {red_opt} steps (lr {red_cfg['lr']}) from a small "
     "random start "
@@ -1744,7 +1735,7 @@ rec.claim(
     f"{red_cfg['n_range'][1]}-node graphs, loss on the set of valid moves; exact-move "
     f"accuracy {[round(red_res[s_]['exact'], 3) for s_ in seeds]}; training "
     f"valid-move {[round(red_res[s_]['train'], 3) for s_ in seeds]}; still given: "
-    "the embeddings (fixed low-coherence sign codes), the routing of each head, the "
+    f"the embeddings' width and start ({red_emb}), the routing of each head, the "
     "readout through E",
 )
 naive_last = {k: [round(gf_hist["naive", s_][k][-1], 3) for s_ in seeds]
@@ -1931,37 +1922,45 @@ display(Markdown("\n".join([
     f"naive {_m('naive_data_fails', '.3f')}. Only `W1`, `W2` and two scalars are learned "
     "there (see Known limits).",
     f"* **Gradient flow, reduced scaffold.** With learned value/output maps, learned "
-    f"previous-token and parent heads and fixed low-coherence sign codes of width "
+    f"previous-token and parent heads and {red_emb} of width "
     f"{red_cfg['d']} < {red_cfg['V']}, the valid-move accuracy on unseen graphs is "
     f"{_m('gradient_flow_learns', '.3f')} (conditions: flat loss "
     f"**{K['reduced_converged']}**, fits its training states **{K['reduced_fits']}**: "
     "training valid-move accuracy, mean of the last tenth of the curve, "
     + ", ".join(f"{x:.4f}" for x in _fit.measured) + f" against {_fit.target}). "
-    + (f"The claim is tested at seeds {_fit_seeds} and reads "
+    + (f"Where the fit is met (seeds {_fit_seeds}) the claim is tested, and it reads "
        f"**{C['gradient_flow_learns'].verdict}**"
        + (": the model fits its training states (graphs of "
           f"{red_cfg['n_range'][0]}–{red_cfg['n_range'][1]} nodes) but does not reach the "
           f"bar on unseen {red_cfg['V']}-node graphs. "
           if C["gradient_flow_learns"].verdict != "held" else ": it generalises. ")
        if _fit_seeds else "No seed fits its training states, so the claim is untested. ")
-    + (f"On unseen graphs it is right on {_rd('unseen', 'flagged')} of the child steps "
-       f"with a visited child and {_rd('unseen', 'rest')} of the others; the hand-built "
-       f"construction with the same codes scores {_rd('unseen', 'construction')} there "
-       f"(one-hot {_rd('unseen', 'construction_onehot')}). ")
-    + (f"Earlier attempts with the seeds' plain random sign draws (largest |cosine| "
-       f"{_rd('second', 'coherence', 2)}): the second ({red_old[seeds[0]][1]['step'][-1]} "
-       f"steps) fit its training states at {_rd('second', 'fit', 4)} per seed (the bar "
-       "met at "
-       f"{sum(x >= _fit.target for x in _rd('second', 'fit', 4))} of {len(seeds)}) and "
-       f"reached {_rd('second', 'valid')} on unseen graphs; the first ({red_first} steps) "
-       f"{_rd('first', 'fit', 4)} and {_rd('first', 'valid')}. The codes were changed "
-       "for the training fit alone (probe P1 of the data script met the fit rule at every "
-       "seed; no probe looked at unseen graphs). The second attempt's errors sat on the "
-       f"visited flag (training accuracy on child steps with a visited child "
-       f"{_rd('second', 'flagged')}, elsewhere {_rd('second', 'rest')}; the construction "
-       f"with its draws {_rd('second', 'construction')}); with the low-coherence codes "
-       f"{_rd('third', 'flagged')} and {_rd('third', 'rest')}, the construction "
-       f"{_rd('third', 'construction')}. " if not quick else "")
+    + (f"The claim rests on {len(_fit_seeds)} of {len(seeds)} seeds"
+       + (": a configuration that fits at every seed was looked for and not found. Of "
+          "three probes written down before any ran, P1 (low-coherence sign codes) fit "
+          "seed 0 and missed seed 1, P2 (the codes learned) missed seed 1 by more, and "
+          "P3 (P1 with twice the steps) was not run for lack of compute; the probes' "
+          "numbers are in `make_reduced.py`. "
+          if len(_fit_seeds) < len(seeds) else ". ") if not quick else "")
+    + (f"On unseen graphs the model is right on {_rd('unseen', 'flagged')} of the child "
+       f"steps with a visited child and {_rd('unseen', 'rest')} of the others; the "
+       f"hand-built construction with the same embeddings scores "
+       f"{_rd('unseen', 'construction')} there (one-hot "
+       f"{_rd('unseen', 'construction_onehot')}). ")
+    + (f"This is the second attempt: the first ({red_first} steps, the same runs cut "
+       f"there) fit its training states at {_rd('first', 'fit', 4)} per seed and reached "
+       f"{_rd('first', 'valid')} on unseen graphs. " if not quick else "")
+    + "The errors sit on the visited flag (training accuracy on child steps with a "
+    f"visited child {_rd('second', 'flagged')}, elsewhere {_rd('second', 'rest')}); the "
+    f"hand-built construction with the same sign embeddings scores "
+    f"{_rd('second', 'construction')} on the training states, "
+    f"{_rd('second', 'construction_onehot')} with one-hot ones"
+    + (f" and {_rd('codes', 'construction')} with P1's low-coherence codes (largest "
+       f"|cosine| {_rd('codes', 'coherence', 2)} against {_rd('second', 'coherence', 2)})"
+       ": the overlap of the random draws costs even the hand-built weights accuracy, "
+       "yet with codes that remove that cost training still missed the fit at seed 1, "
+       "so at this width, data and optimizer the shortfall is the training's as much as "
+       "the embeddings'. " if not quick else ". ")
     + "For scale, rules with no learning: always backtracking scores "
     f"{[round(red_base['always parent', s_], 3) for s_ in seeds]}, a rule told when to "
     "backtrack that picks a random child "

@@ -638,3 +638,16 @@ def test_reduced_flag_split():
         T.reduced_flag_split(T.StructuredDFS(T.one_hot_embeddings(10)), b)
     with pytest.raises(ValueError):
         T.reduced_flag_split(m, {"src": b["src"]})
+
+
+def test_reduced_dfs_learned_embeddings():
+    rng = np.random.default_rng(7)
+    emb = T.low_coherence_signs(8, 6, rng)
+    b = T.structured_batch(T.structured_states(40, 8, (4, 6), 0.3, rng, "curated"))
+    torch.manual_seed(0)
+    fixed, learned = T.ReducedDFS(emb), T.ReducedDFS(emb, learn_emb=True)
+    assert "E" not in dict(fixed.named_parameters()) and "E" in dict(learned.named_parameters())
+    T.train_reduced(learned, b, 3, 0.05, method="adam")
+    assert not torch.allclose(learned.E, torch.as_tensor(emb).float())  # the embeddings moved
+    with pytest.raises(TypeError):
+        T.ReducedDFS(emb, learn_emb="yes")

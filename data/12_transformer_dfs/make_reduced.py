@@ -45,6 +45,14 @@ Probe results (``--probe``; ``reduced_lc_<seed>`` carried each configuration in 
   trains (its history holds the training curve only), it writes its checkpoint into a scratch data root
   (``--out``), and the checkpoints of the selected configuration are copied into ``data/``; the notebook
   evaluates unseen graphs. (P1's probes used ``--probe``: train, print, write nothing.)
+  P2, seed 1: fit 0.8183, loss plateau 0.0472 (456 s): fails (worse than P1), P2 dropped.
+* P3 (6,000 steps, about ten minutes per seed) was not run: the round's shared compute (two CPU slots for four
+  builders) did not leave room for it and the notebook's final runs, and P1's loss at seed 1 was already flat
+  (plateau 0.0117), so twice the steps was the least likely to help.
+
+Outcome: no configuration of the list met the rule, nothing was selected, and ``reduced_<seed>`` (the second
+attempt) stay the claim's models; no ``reduced_lc_<seed>`` checkpoint is committed (the name carries the probes:
+its config is P2's; P1 is the same without ``learn_emb``).
 
 Run from the repository root: ``.venv/bin/python data/12_transformer_dfs/make_reduced.py --name reduced_0`` (or
 ``make data NB=12_transformer_dfs``). ``--tiny`` trains a tiny config for a few steps into a temporary folder
