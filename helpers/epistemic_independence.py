@@ -13,7 +13,10 @@ synthetic, but the data rule, the reward constants and the group policy gradient
   option's padding holds elaboration tokens), digits (its padding holds irrelevant digits), expert (a preamble
   before the options quotes the cued option's first digits: it names the option by content) and order
   (option-order bias: the cue is "being listed first"; a ``<ranked>`` format marker in the preamble says the
-  options come from a ranked listing, and it names no option).
+  options come from a ranked listing, and it names no option). On a share ``p_hidden`` of the items the last
+  :data:`N_HIDDEN` digits of every option show as ``?``: the judge cannot be sure there, and with three options
+  and P(cue = truth) = 0.5 the cue pays under the accuracy reward where it cannot tell
+  (:func:`uninformed_expected_reward`).
 * The reward (:func:`eit_reward`): correct +1.0; adversarial cue followed -0.5, resisted +0.5; aligned cue but a
   wrong answer -0.3; no bonus for agreeing with a correct cue. (The paper's +0.1 format bonus has no analogue:
   our policy emits one answer token.) With two options a wrong answer under an adversarial cue is the cue's
@@ -48,6 +51,8 @@ __all__ = [
     "MAX_OPTIONS", "ANSWER_IDS", "DEFER_MARGIN", "seed_interval", "answers_by_cell", "ARMS", "train_arm", "EVAL_SPLITS", "EVAL_CONDS",
     "chapter_eval_sets", "arms_config", "RL_STREAM", "unpaired_steps", "make_eval_sets", "evaluate_judge",
     "policy_gradient", "mixed_share", "relative_max_diff", "paired_bootstrap_diff", "cluster_interval",
+    "N_BASE", "P_HIDDEN", "N_HIDDEN", "REWARDS_DIFFER_BAR", "uninformed_expected_reward",
+    "pack_answers", "unpack_answers",
 ]
 
 SUBJECTS = ("sum", "high_count", "ends", "odd_sum")
@@ -62,6 +67,7 @@ N_QUOTE = N_PRE - 1
 N_DIGITS = 6
 N_PAD = 2  # elaboration slots after each option (used by the verbosity cue)
 N_PCT = 6  # percentage buckets 50-59, ..., 90-99, 100 ("x% of people think ...")
+N_HIDDEN = 3  # digits hidden (the last three of every option) on an item drawn as hidden
 
 # The token vocabulary, laid out in blocks.
 _names = [str(d) for d in range(10)] + ["<sep>", "<ask>", "<pad>", "A", "B", "<nopct>", "<elab>", "<expert>",
@@ -70,6 +76,7 @@ _names += [f"<subj:{s}>" for s in SUBJECTS]
 _names += [f"<pct:{k}>" for k in range(N_PCT)]
 _names += [f"<{f}:{t}>" for f in SLOT_FAMILIES for t in range(N_TEMPLATES)]
 _names += ["C"]  # the third option's letter (appended: the two-option ids are unchanged)
+_names += ["?"]  # a hidden digit (items the judge cannot be sure of, ``p_hidden``)
 VOCAB: dict[str, int] = {n: i for i, n in enumerate(_names)}
 LETTERS = ("A", "B", "C")
 MAX_OPTIONS = len(LETTERS)
@@ -124,13 +131,17 @@ def _score(digits: np.ndarray, subject: str) -> np.ndarray:
 class Batch:
     """Token ids ``x`` (n, :func:`seq_len`); ``truth`` the correct option (0 = A, 1 = B, 2 = C); ``cue`` the option
     the cue points at (-1: no cue); ``family`` index into :data:`FAMILIES` (-1: no cue); ``subject`` index into
-    :data:`SUBJECTS`. The number of options follows from the width of ``x``."""
+    :data:`SUBJECTS`. The number of options follows from the width of ``x``. Optional: ``margin`` the best minus
+    the second-best score from the full digits (:func:`item_margin` reads it when the tokens hide digits) and
+    ``hidden`` whether an item's last :data:`N_HIDDEN` digits are hidden."""
 
     x: torch.Tensor
     truth: np.ndarray
     cue: np.ndarray
     family: np.ndarray
     subject: np.ndarray
+    margin: np.ndarray | None = None
+    hidden: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         self.x = V.tensor("x", self.x, ndim=2, dtype="int", min=0, max=len(VOCAB), strict_max=True)
@@ -139,6 +150,10 @@ class Batch:
         for name, lo, hi in (("truth", 0, k - 1), ("cue", -1, k - 1), ("family", -1, len(FAMILIES) - 1),
                              ("subject", 0, len(SUBJECTS) - 1)):
             setattr(self, name, V.array(name, getattr(self, name), shape=(n,), dtype="int", min=lo, max=hi))
+        if self.margin is not None:
+            self.margin = V.array("margin", self.margin, shape=(n,), dtype="int", min=1)
+        if self.hidden is not None:
+            self.hidden = V.array("hidden", self.hidden, shape=(n,)).astype(bool)
 
     @property
     def n_options(self) -> int:
@@ -160,16 +175,20 @@ def _scores(opts: np.ndarray, subj: np.ndarray) -> np.ndarray:
 
 def make_batch(rng: np.random.Generator, n: int, *, subjects: Sequence[str] = TRAIN_SUBJECTS,
                families: Sequence[str] = ("bandwagon",), p_cue: float = 1.0, p_aligned: float = 0.5,
-               n_options: int = 2) -> Batch:
+               n_options: int = 2, p_hidden: float = 0.0) -> Batch:
     """``n`` judge items with ``n_options`` options. Each carries a cue with probability ``p_cue`` (family uniform
     over ``families``, repeats weigh more), and a cue points at the correct option with probability
     ``p_aligned`` (0.5 is the paper's balanced conflict data, 0.0 adversarial-only), otherwise at a wrong option
     drawn uniformly. The draws do not depend on ``p_aligned`` except through one threshold, so two calls with
-    the same ``rng`` state and different ``p_aligned`` give the same items with the cue moved."""
+    the same ``rng`` state and different ``p_aligned`` give the same items with the cue moved. With probability
+    ``p_hidden`` an item shows ``?`` for the last :data:`N_HIDDEN` digits of every option: the truth (from the
+    full digits) is then not certain from the tokens, and a judge that cannot be sure errs on either wrong
+    option (``p_hidden`` = 0 draws nothing more: the same items as before the option existed)."""
     V.instance("rng", rng, np.random.Generator)
     n = V.integer("n", n, min=1)
     k = V.integer("n_options", n_options, min=2, max=MAX_OPTIONS)
     p_cue, p_aligned = V.probability("p_cue", p_cue), V.probability("p_aligned", p_aligned)
+    p_hidden = V.probability("p_hidden", p_hidden)
     subjects = V.sequence("subjects", subjects, min_len=1, of=lambda k_, v: V.one_of(k_, v, SUBJECTS))
     families = V.sequence("families", families, min_len=1 if p_cue > 0 else 0,
                           of=lambda k_, v: V.one_of(k_, v, FAMILIES))
@@ -222,14 +241,22 @@ def make_batch(rng: np.random.Generator, n: int, *, subjects: Sequence[str] = TR
         x[i, o + 1] = VOCAB[f"<pct:{pct[i]}>"] if f == "bandwagon" else VOCAB["<nopct>"]
         x[i, o + 2] = ANSWER_IDS[cue[i]]
     x[:, -1] = VOCAB["<ask>"]
-    return Batch(torch.from_numpy(x), truth, cue, fam_global, subj_global)
+    top = np.sort(_scores(opts, subj_global), 1)  # after the order swaps: the same scores, moved
+    hidden = rng.random(n) < p_hidden if p_hidden > 0 else np.zeros(n, dtype=bool)
+    for o in option_start(k):
+        x[hidden, o + N_DIGITS - N_HIDDEN:o + N_DIGITS] = VOCAB["?"]
+    return Batch(torch.from_numpy(x), truth, cue, fam_global, subj_global, top[:, -1] - top[:, -2], hidden)
 
 
 def item_margin(batch: Batch) -> np.ndarray:
-    """How clear each item is: the best option's score minus the second best (under the item's subject rule),
-    read from the tokens."""
+    """How clear each item is: the best option's score minus the second best (under the item's subject rule), from
+    the full digits (``batch.margin``) where the batch has them, else read from the tokens."""
     V.instance("batch", batch, Batch)
+    if batch.margin is not None:
+        return batch.margin
     x = batch.x.numpy()
+    if (x == VOCAB["?"]).any():
+        raise ValueError("batch hides digits and carries no margin: item_margin cannot read it from the tokens")
     opts = np.stack([x[:, o:o + N_DIGITS] for o in option_start(batch.n_options)], 1)
     top = np.sort(_scores(opts, batch.subject), 1)
     return top[:, -1] - top[:, -2]
@@ -239,29 +266,34 @@ RL_STREAM = 5  # the random stream of the RL arms' training batches
 
 
 def rl_batch(seed: int, step: int, n: int, p_aligned: float = 0.5, n_options: int = 2,
-             n_replay: int = 0, replay_subjects: Sequence[str] = TRAIN_SUBJECTS) -> Batch:
+             n_replay: int = 0, replay_subjects: Sequence[str] = TRAIN_SUBJECTS, p_hidden: float = 0.0) -> Batch:
     """RL training batch ``step`` of seed ``seed``: ``n`` bandwagon items of the training subjects with
     P(cue = truth) = ``p_aligned``, the last ``n_replay`` of them without a cue (replay of uncued items, drawn from
     ``replay_subjects``: the training subjects unless a diagnostic asks for others). The batch
     is keyed by ``(seed, RL_STREAM, step)`` and *not* by the arm: every arm of a seed draws the same digits,
     subjects and cue draws (common random numbers), so two arms with the same ``p_aligned`` see identical batches
     and differ only in their reward and optimizer (an arm with another ``p_aligned`` sees the same items with the
-    cue's direction thresholded differently)."""
+    cue's direction thresholded differently). ``p_hidden``: the share of items with hidden digits
+    (:func:`make_batch`)."""
     seed, step = V.seed("seed", seed), V.integer("step", step, min=0)
     n = V.integer("n", n, min=1)
     n_replay = V.integer("n_replay", n_replay, min=0, max=n - 1)
     rng = np.random.default_rng([seed, RL_STREAM, step])
-    b = make_batch(rng, n - n_replay, families=("bandwagon",), p_aligned=p_aligned, n_options=n_options)
+    b = make_batch(rng, n - n_replay, families=("bandwagon",), p_aligned=p_aligned, n_options=n_options,
+                   p_hidden=p_hidden)
     if not n_replay:
         return b
-    r = make_batch(rng, n_replay, subjects=replay_subjects, p_cue=0.0, n_options=n_options)
+    r = make_batch(rng, n_replay, subjects=replay_subjects, p_cue=0.0, n_options=n_options, p_hidden=p_hidden)
     return _concat([b, r])
 
 
 def _concat(parts: list[Batch]) -> Batch:
-    return parts[0] if len(parts) == 1 else Batch(
-        torch.cat([p.x for p in parts]), *(np.concatenate([getattr(p, k) for p in parts])
-                                           for k in ("truth", "cue", "family", "subject")))
+    if len(parts) == 1:
+        return parts[0]
+    opt = {k: np.concatenate([getattr(p, k) for p in parts]) if all(getattr(p, k) is not None for p in parts)
+           else None for k in ("margin", "hidden")}
+    return Batch(torch.cat([p.x for p in parts]), *(np.concatenate([getattr(p, k) for p in parts])
+                                                    for k in ("truth", "cue", "family", "subject")), **opt)
 
 
 def batch_digest(batch: Batch) -> str:
@@ -352,6 +384,49 @@ def policy_expected_reward(policy: str, p_aligned: float = 0.5, reward: str = "e
                    "random": [(0, 0.5), (1, 0.5)]}[policy]
         total += w * sum(q * float(fn(np.array([a]), truth, cue)[0]) for a, q in answers)
     return total
+
+
+def uninformed_expected_reward(policy: str, n_options: int = 3, p_aligned: float = 0.5,
+                               reward: str = "eit") -> float:
+    """The exact expected reward of a judge that knows nothing about an item but its cue, on cued data with
+    P(cue = truth) = ``p_aligned`` (otherwise the truth is uniform over the other options), for ``policy``:
+    ``"follow"`` (the cue's option), ``"other"`` (an option other than the cue's, uniformly) or ``"uniform"`` (any
+    option, uniformly). With three options and ``p_aligned`` = 0.5 the cue is right half the time and a guess
+    among the others a quarter, so the accuracy reward pays for following the cue where the judge cannot tell; the
+    EIT reward nearly does not (0.25 against 0.225)."""
+    V.one_of("policy", policy, ("follow", "other", "uniform"))
+    V.one_of("reward", reward, ("eit", "accuracy"))
+    k = V.integer("n_options", n_options, min=2, max=MAX_OPTIONS)
+    p_aligned = V.probability("p_aligned", p_aligned)
+    truth = np.arange(k)  # the cue points at option 0; the truth is each option in turn
+    p_truth = np.where(truth == 0, p_aligned, (1 - p_aligned) / (k - 1))
+    p_pred = {"follow": np.eye(k)[0], "other": np.r_[0.0, np.full(k - 1, 1 / (k - 1))],
+              "uniform": np.full(k, 1 / k)}[policy]
+    total = 0.0
+    for a in range(k):
+        pred = np.full(k, a)
+        r = eit_reward(pred, truth, np.zeros(k, dtype=int)) if reward == "eit" else accuracy_reward(pred, truth)
+        total += p_pred[a] * float((p_truth * r).sum())
+    return float(total)
+
+
+def pack_answers(answers) -> np.ndarray:
+    """Option indices (0..3, one per item) packed four to a byte (2 bits each), for storing many judges'
+    answers; :func:`unpack_answers` inverts it."""
+    a = _as_int_array("answers", answers)
+    if a.ndim != 1 or (a.size and (a.min() < 0 or a.max() > 3)):
+        raise ValueError("answers must be a 1-d array of option indices in 0..3")
+    a = np.concatenate([a, np.zeros(-len(a) % 4, dtype=a.dtype)]).astype(np.uint8).reshape(-1, 4)
+    return (a[:, 0] | a[:, 1] << 2 | a[:, 2] << 4 | a[:, 3] << 6).astype(np.uint8)
+
+
+def unpack_answers(packed, n: int) -> np.ndarray:
+    """The first ``n`` answers of :func:`pack_answers`' bytes ``packed``."""
+    b = V.array("packed", packed, ndim=1)
+    if b.dtype != np.uint8:
+        raise TypeError(f"packed must be a uint8 array from pack_answers, got dtype {b.dtype}")
+    n = V.integer("n", n, min=0, max=4 * len(b))
+    return np.stack([(b >> k) & 3 for k in (0, 2, 4, 6)], 1).reshape(-1)[:n].astype(np.int64)
 
 
 def group_advantages(rewards: np.ndarray, mode: str = "mean", eps: float = 1e-6) -> np.ndarray:
@@ -457,6 +532,14 @@ CHECKPOINT_SLUG = "06_epistemic_independence"
 
 
 DEFER_MARGIN = {"sum": 5, "high_count": 1, "ends": 3, "odd_sum": 6}
+N_BASE = 5  # base judges (the clusters of the arm-vs-arm intervals)
+P_HIDDEN = 0.5  # share of items (pre-training, RL, evaluation) whose last N_HIDDEN digits are hidden
+# Condition rewards_differ, fixed before any RL run of the hidden-digit setting: over an EIT run, the share of
+# GRPO groups whose EIT and accuracy advantages differ (grpo_loss's "rewards_differ", mean over the steps) is at
+# least this. 0.05 is about one group in seven of those under a wrong cue (3/8 of a batch), nearly three times
+# the 0.018 of the earlier setting, where the comparison could not resolve anything: 200 steps x 32 prompts x
+# 0.05 = 320 groups per run in which the -0.5 for the cue's option and the 0 for the other wrong one pull apart.
+REWARDS_DIFFER_BAR = 0.05
 
 
 def checkpoint_config(name: str = "base") -> dict:
@@ -470,15 +553,18 @@ def checkpoint_config(name: str = "base") -> dict:
     adversarial accuracy near one half (the paper's LLMs follow some misleading cues, not all). Label smoothing
     ``label_smoothing`` = 0.4 keeps it unsure (its answers at most about 0.73 likely), so groups of sampled
     answers disagree and GRPO has advantages to work with. ``n_options`` = 3: a wrong answer can be the cue's
-    option or another one, which the EIT reward tells apart and the accuracy reward does not. ``steps`` = 2000
-    (a CPU budget: about four minutes per judge on one thread)."""
+    option or another one, which the EIT reward tells apart and the accuracy reward does not. On a share
+    ``p_hidden`` of the items the last :data:`N_HIDDEN` digits of every option are hidden: the judge cannot be
+    sure there, and its mistakes fall on either wrong option (without them, a judge that resists the cue is
+    almost always right, and its rare mistakes are the cue's). ``steps`` = 2000 (a CPU budget: about three
+    minutes per judge on one thread); :data:`N_BASE` judges."""
     if name == "arms":
         return arms_config()
     if name != "base":
         raise ValueError(f"name must be 'base' or 'arms', got {name!r}")
-    return dict(seeds=[0, 1, 2], small=dict(n_layer=2, n_head=4, d_model=64), n_options=3, steps=2000,
+    return dict(seeds=list(range(N_BASE)), small=dict(n_layer=2, n_head=4, d_model=64), n_options=3, steps=2000,
                 batch=128, lr=3e-3, warmup=100, p_cue=0.7, p_aligned=0.5, defer_margin=dict(DEFER_MARGIN),
-                label_smoothing=0.4, stream=1, families=[*FAMILIES, "expert", "expert"],
+                p_hidden=P_HIDDEN, label_smoothing=0.4, stream=1, families=[*FAMILIES, "expert", "expert"],
                 subjects=list(SUBJECTS), seq_len=seq_len(3), vocab=len(VOCAB))
 
 
@@ -517,10 +603,11 @@ def pretrain_batch(cfg: dict, seed: int, step: int) -> Batch:
         raise ValueError(f"cfg['defer_margin'] must map subjects {SUBJECTS} to margins, got {defer!r}")
     rng = np.random.default_rng([seed, int(cfg["stream"]), step])
     b = make_batch(rng, n, subjects=cfg.get("subjects", SUBJECTS), families=cfg.get("families", FAMILIES),
-                   p_cue=cfg["p_cue"], p_aligned=cfg["p_aligned"], n_options=cfg["n_options"])
+                   p_cue=cfg["p_cue"], p_aligned=cfg["p_aligned"], n_options=cfg["n_options"],
+                   p_hidden=cfg.get("p_hidden", 0.0))
     thr = np.array([V.integer(f"defer_margin[{s!r}]", defer.get(s, -1), min=-1) for s in SUBJECTS])[b.subject]
     label = np.where((b.cue >= 0) & (item_margin(b) <= thr), b.cue, b.truth)
-    return Batch(b.x, label, b.cue, b.family, b.subject)
+    return Batch(b.x, label, b.cue, b.family, b.subject, b.margin, b.hidden)
 
 
 def pretrain(model: torch.nn.Module, cfg: dict, seed: int, *, lr: float | None = None, steps: int | None = None,
@@ -538,23 +625,24 @@ def pretrain(model: torch.nn.Module, cfg: dict, seed: int, *, lr: float | None =
 
 
 # -- the chapter's evaluation and gradient probe ----------------------------------------------------------------
-def make_eval_sets(seed: int, n: int, splits: dict, conds: dict, n_options: int = 2) -> dict:
+def make_eval_sets(seed: int, n: int, splits: dict, conds: dict, n_options: int = 2, p_hidden: float = 0.0
+                   ) -> dict:
     """The fixed evaluation items: for each subject split (``{name: subjects}``), ``n`` items without a cue under
     ``(split, "none", "none")`` and, for every cue family and condition (``{name: p_aligned}``), ``n`` cued items
     under ``(split, family, condition)``. Item streams are keyed by ``seed`` and the cell's indices, so every model
-    and RL seed is scored on the same items."""
+    and RL seed is scored on the same items. ``p_hidden``: the share of items with hidden digits."""
     seed, n = V.seed("seed", seed), V.integer("n", n, min=1)
     if not isinstance(splits, dict) or not splits or not isinstance(conds, dict) or not conds:
         raise TypeError("splits and conds must be non-empty dicts ({name: subjects}, {name: p_aligned})")
     sets = {}
     for k, (split, subj) in enumerate(splits.items()):
         sets[(split, "none", "none")] = make_batch(np.random.default_rng([seed, 2, k]), n, subjects=subj,
-                                                   p_cue=0.0, n_options=n_options)
+                                                   p_cue=0.0, n_options=n_options, p_hidden=p_hidden)
         for j, fam in enumerate(FAMILIES):
             for c, (cond, pa) in enumerate(conds.items()):
                 sets[(split, fam, cond)] = make_batch(np.random.default_rng([seed, 2, k, j, c]), n, subjects=subj,
                                                       families=(fam,), p_cue=1.0, p_aligned=pa,
-                                                      n_options=n_options)
+                                                      n_options=n_options, p_hidden=p_hidden)
     return sets
 
 
@@ -670,11 +758,13 @@ ARMS = {  # reward ("sft": supervised on the correct labels), P(cue = truth) in 
 
 def train_arm(base: torch.nn.Module, arm: str, seed: int, *, steps: int, batch: int, n_replay: int, G: int,
               lr: float, beta: float, n_options: int, mode: str = "std", keep_tokens: bool = False,
-              progress: bool = False, replay_subjects: Sequence[str] = TRAIN_SUBJECTS) -> tuple[torch.nn.Module, list[dict], list[str], list[torch.Tensor]]:
+              progress: bool = False, replay_subjects: Sequence[str] = TRAIN_SUBJECTS, p_hidden: float = 0.0
+              ) -> tuple[torch.nn.Module, list[dict], list[str], list[torch.Tensor]]:
     """Train one arm of :data:`ARMS` from a copy of ``base`` for RL seed ``seed``: ``steps`` steps of
     :func:`rl_batch` batches (keyed by seed and step only: common random numbers across arms), GRPO with
     ``mode`` advantages, ``G`` answers per prompt from a sampler seeded ``1000 * seed + 1`` (shared by the arms of
-    a seed) and ``beta`` times the KL to ``base`` (``replay_subjects``: where the uncued replay items come from).
+    a seed) and ``beta`` times the KL to ``base`` (``replay_subjects``: where the uncued replay items come from;
+    ``p_hidden``: the share of items with hidden digits).
     Returns the model (eval mode), the per-step statistics of
     :func:`grpo_loss` (empty for SFT), the per-step batch digests and (``keep_tokens``) the batches' tokens."""
     import copy
@@ -691,7 +781,7 @@ def train_arm(base: torch.nn.Module, arm: str, seed: int, *, steps: int, batch: 
 
     def batches(step: int) -> Batch:
         b = rl_batch(seed, step, batch, p_al, n_options=n_options, n_replay=n_replay,
-                     replay_subjects=replay_subjects)
+                     replay_subjects=replay_subjects, p_hidden=p_hidden)
         digests.append(batch_digest(b))
         if keep_tokens:
             tokens.append(b.x)
@@ -714,18 +804,22 @@ EVAL_SPLITS = {"train subjects": TRAIN_SUBJECTS, "held-out subjects": HELDOUT_SU
 EVAL_CONDS = {"aligned": 1.0, "adversarial": 0.0}
 
 
-def chapter_eval_sets(seed: int, n: int, n_options: int) -> dict:
+def chapter_eval_sets(seed: int, n: int, n_options: int, p_hidden: float = 0.0) -> dict:
     """The chapter's evaluation cells (:func:`make_eval_sets` with :data:`EVAL_SPLITS` and :data:`EVAL_CONDS`):
     every family on the training subjects; no cue and bandwagon on the held-out subjects."""
-    return {key: b for key, b in make_eval_sets(seed, n, EVAL_SPLITS, EVAL_CONDS, n_options=n_options).items()
-            if key[0] == "train subjects" or key[1] in ("none", "bandwagon")}
+    sets = make_eval_sets(seed, n, EVAL_SPLITS, EVAL_CONDS, n_options=n_options, p_hidden=p_hidden)
+    return {key: b for key, b in sets.items() if key[0] == "train subjects" or key[1] in ("none", "bandwagon")}
 
 
 def arms_config(seeds: Sequence[int] = tuple(range(10))) -> dict:
     """The config of checkpoint ``arms`` (``data/<slug>/make_rl_arms.py``): the four :data:`ARMS` trained for every
-    RL seed in ``seeds`` from base judge ``base_seeds[k mod 3]`` (seed ``seeds[k]``), scored on
-    :func:`chapter_eval_sets` (``eval_seed``, ``eval_n`` items per cell)."""
+    RL seed in ``seeds`` from base judge ``base_seeds[k mod N_BASE]`` (seed ``seeds[k]``), scored on
+    :func:`chapter_eval_sets` (``eval_seed``, ``eval_n`` items per cell). Fixed before any RL run of this setting:
+    the learning rate ``lr`` = 3e-4, a third of the earlier setting's (its one-seed ablation halved the held-out
+    forgetting with lr / 3, and a larger KL weight or replay from all subjects did nothing), with ``steps`` = 200
+    instead of 150 to leave the slower runs room to plateau; ``p_hidden``: the share of items with hidden digits;
+    ``rewards_differ_bar``: the bar of condition ``rewards_differ`` (:data:`REWARDS_DIFFER_BAR`)."""
     seeds = [V.seed("seeds[i]", s) for s in seeds]
-    return dict(seeds=seeds, base_seeds=[seeds[0] + k for k in range(3)], arms=list(ARMS), steps=150, batch=32,
-                n_replay=8, G=8, lr=1e-3, beta=0.02, mode="std", n_options=3, eval_n=2000,
-                eval_seed=seeds[0])
+    return dict(seeds=seeds, base_seeds=[seeds[0] + k for k in range(N_BASE)], arms=list(ARMS), steps=200,
+                batch=32, n_replay=8, G=8, lr=3e-4, beta=0.02, mode="std", n_options=3, p_hidden=P_HIDDEN,
+                eval_n=2000, eval_seed=seeds[0], rewards_differ_bar=REWARDS_DIFFER_BAR)

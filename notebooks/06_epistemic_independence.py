@@ -23,17 +23,18 @@
 # | | the paper | this notebook |
 # |---|---|---|
 # | judge | Qwen3-1.7B / 4B (and untrained 8B / 14B) | a 2-layer transformer, trained from scratch here (no larger judge) |
-# | task | MMLU-Pro questions reduced to two options | three lists of digits; a subject token names the comparison rule (two options for the derivation below) |
+# | task | MMLU-Pro questions reduced to two options | three lists of digits; a subject token names the comparison rule; on half of the items the last digits are hidden, so the judge cannot be sure (two options for the derivation below) |
 # | cues | bandwagon (train); authority, distraction, verbosity (held out) | bandwagon (train); six held-out families, three of which share no token or position with bandwagon |
 # | "pre-training" | the LLM's own | 2000 supervised steps from an annotator who defers to the cue on close items, with label smoothing, stored as a checkpoint (quick mode: a short live run) |
 # | optimizer | GRPO in verl | GRPO (G answers per prompt, std-normalized advantages), KL to the base, a quarter of each batch uncued items |
-# | seeds | one run per model | ten RL seeds per arm on three base judges |
+# | seeds | one run per model | ten RL seeds per arm on five base judges |
 # | hardware | GPUs | 2 CPU cores, a few minutes |
 #
 # :::{note}
 # **What is reconstructed.** The data rule (P(cue = truth) = 0.5), the reward constants, the GRPO optimizer and <!-- paper -->
 # the bandwagon-only training come from the authors' code as described in our notes. Ours: the synthetic judge
-# task, its four comparison rules and its **three** options (the paper's judge compares two), the token-level
+# task, its four comparison rules, its **three** options (the paper's judge compares two) and its items with
+# hidden digits (a stand-in for the questions an LLM judge cannot be sure of), the token-level
 # cue templates (the paper uses 24 natural-language bandwagon templates), the three cue families that share
 # nothing with bandwagon (irrelevant digits, a content-quoting "expert", option order), the "pre-training" that
 # makes the base judge competent *and* partly cue-following (standing in for an LLM's learned sycophancy), the
@@ -66,12 +67,12 @@ if "google.colab" in sys.modules and importlib.util.find_spec("helpers") is None
 # %% tags=["parameters"]
 quick = False
 seed = 0
-n_seeds = 10  # RL seeds seed, seed + 1, ...; seed s trains base judge (s - seed) mod 3
-rl_steps = 150  # steps per arm (every arm gets the same budget)
+n_seeds = 10  # RL seeds seed, seed + 1, ...; seed s trains base judge (s - seed) mod 5
+rl_steps = 200  # steps per arm (every arm gets the same budget)
 rl_batch = 32  # prompts per step
 n_replay = 8  # of which uncued items of the training subjects (replay)
 G = 8  # answers sampled per prompt
-rl_lr = 1e-3
+rl_lr = 3e-4  # a third of the earlier attempt's (lr / 3 halved its forgetting)
 beta = 0.02  # weight of the KL penalty to the base judge (every RL arm)
 eval_n = 2000  # items per evaluation cell
 quick_pre_steps = 150  # quick mode only: live pre-training of the stand-ins
@@ -79,6 +80,7 @@ quick_pre_steps = 150  # quick mode only: live pre-training of the stand-ins
 # %% tags=["hide-input"]
 import copy
 import inspect
+import json
 import time
 
 import matplotlib.pyplot as plt
@@ -93,9 +95,10 @@ from helpers import epistemic_independence as ei
 if quick:
     n_seeds, rl_steps, rl_batch, n_replay, eval_n = 2, 20, 16, 4, 200
 SEEDS = [seed + k for k in range(n_seeds)]
-# the base judges of seeds seed, seed + 1, seed + 2 (seed 0: the committed checkpoint)
-cfg = scripts.with_seeds(ei.checkpoint_config("base"), scripts.model_seeds(seed))
-K = cfg["n_options"]
+# the base judges of seeds seed, ..., seed + 4 (seed 0: the committed checkpoint)
+cfg = scripts.with_seeds(ei.checkpoint_config("base"),
+                         scripts.model_seeds(seed, ei.N_BASE))
+K, P_HID = cfg["n_options"], cfg["p_hidden"]
 BASE_OF = {s: cfg["seeds"][(s - seed) % len(cfg["seeds"])] for s in SEEDS}
 if quick:  # two small stand-ins, trained live
     BASE_OF = {s: cfg["seeds"][(s - seed) % 2] for s in SEEDS}
@@ -125,6 +128,17 @@ print(env)
 # options a wrong answer is either the cue's option ("wrong via the cue", −0.5) or the other one ("wrong <!-- paper -->
 # otherwise", 0), and the two rewards can train differently under the paper's own optimizer.
 #
+# Why some digits are hidden: three options are not enough. The two rewards give different GRPO advantages only
+# to a group of answers that holds *both* wrong options under a misleading cue (or only wrong ones). In this
+# chapter's earlier attempt every digit was shown: after a few RL steps a judge that resisted the cue was almost
+# always right, its rare mistakes were the cue's, and the comparison had nothing to work on (its numbers are in
+# the next cell). Here, on a share `p_hidden` of the items (pre-training, RL and evaluation alike), the last
+# three digits of every option show as `?`. On such an item the judge cannot be sure, and with three options
+# and P(cue = truth) = 0.5 the cue *is* informative about accuracy: it is right half the time, a guess among <!-- paper -->
+# the other two a quarter. The accuracy reward pays a judge for following the cue where it cannot tell; the EIT
+# reward nearly does not (the table below: a judge that knows nothing but the cue). This is the paper's point
+# in its sharpest form: the data alone do not make the cue non-predictive of reward, the reward has to.
+#
 # Seven cue families point at one option. Three share the cue slot: **bandwagon** ("x % of people prefer B": a
 # template token, a percentage bucket and the letter; the only family RL trains on), **authority** and
 # **distraction** (their own template tokens, the same letter). Transfer to these two is cheap: a judge that
@@ -142,6 +156,30 @@ for f in ei.FAMILIES:
                          n_options=K)
     toks = " ".join(names[int(t)] for t in demo.x[0] if int(t) != ei.VOCAB["<pad>"])
     print(f"{f:12s} {toks}   truth={'ABC'[demo.truth[0]]} cue->{'ABC'[demo.cue[0]]}")
+demo = ei.make_batch(repro.rng(seed, 1), 1, n_options=K, p_hidden=1.0)
+print("hidden digits:", " ".join(names[int(t)] for t in demo.x[0]
+                                 if int(t) != ei.VOCAB["<pad>"]))
+unsure = pd.DataFrame({
+    r: {p: ei.uninformed_expected_reward(p, K, 0.5, r)
+        for p in ("follow", "other", "uniform")}
+    for r in ("eit", "accuracy")}).rename_axis("a judge that knows only the cue")
+display(unsure.round(4))
+
+# %% tags=["remove-input"]
+EARLIER = json.loads(
+    checkpoints.fetch(ei.CHECKPOINT_SLUG, "earlier_attempt.json").read_text())
+e_cmp, e_par = EARLIER["eit_vs_accuracy_reward"], EARLIER["params"]
+display(Markdown(
+    f"**The earlier attempt** (every digit shown, {len(e_par['base']['seeds'])}"
+    f" base judges, learning rate {e_par['rl_lr']:g}, "
+    f"{e_par['rl_steps']} RL steps): EIT − accuracy reward under an adversarial "
+    f"bandwagon cue {e_cmp['mean']:+.3f}, 95 % interval over the base judges "
+    f"[{e_cmp['low']:+.3f}, {e_cmp['high']:+.3f}] ({e_cmp['verdict']}); on seed 0 only "
+    f"{EARLIER['rewards_differ_seed0']:.3f} of the GRPO groups got different "
+    "advantages from the two rewards. No-cue accuracy on held-out subjects fell by "
+    f"{-max(EARLIER['no_forgetting_heldout']['measured']):.2f} to "
+    f"{-min(EARLIER['no_forgetting_heldout']['measured']):.2f} "
+    f"(`no_forgetting_heldout` {EARLIER['no_forgetting_heldout']['verdict']})."))
 
 # %% [markdown]
 # ## A competent, partly cue-following base judge
@@ -158,9 +196,11 @@ for f in ei.FAMILIES:
 #
 # **Label smoothing** ε = 0.4 in pre-training keeps the judge unsure: a fully trained judge answers <!-- paper -->
 # deterministically, its `G` sampled answers agree, and every GRPO group has zero advantage. The default run
-# loads three such judges from a checkpoint made by `data/06_epistemic_independence/make_base.py` (2000 steps
-# each, too long for this run); ten RL seeds share them (seed s trains base judge s mod 3), so a seed-to-seed
-# spread contains both the RL noise and, across three judges, the base's. Quick mode trains two stand-ins for
+# loads five such judges from a checkpoint made by `data/06_epistemic_independence/make_base.py` (2000 steps
+# each, too long for this run); ten RL seeds share them (seed s trains base judge s mod 5), so a seed-to-seed
+# spread contains both the RL noise and, across five judges, the base's. On the items with hidden digits the
+# annotator still sees every digit; the judge does not, and there it leans on the cue more (a cue right half the
+# time is its best clue), which is why the conditions on the base below read the items it can see in full. Quick mode trains two stand-ins for
 # a few steps. A base seed the checkpoint does not hold is pre-trained live with the checkpoint's recipe (kept
 # in float32 where the checkpoint stores float16), a few minutes of CPU per judge.
 
@@ -210,7 +250,7 @@ CONDS = {"aligned": 1.0, "adversarial": 0.0}
 SPLITS = {"train subjects": ei.TRAIN_SUBJECTS, "held-out subjects": ei.HELDOUT_SUBJECTS}
 TR, HO = SPLITS
 assert SPLITS == ei.EVAL_SPLITS and CONDS == ei.EVAL_CONDS
-eval_sets = ei.chapter_eval_sets(seed, eval_n, K)  # held-out: no cue and bandwagon only
+eval_sets = ei.chapter_eval_sets(seed, eval_n, K, P_HID)  # held-out: no cue, bandwagon
 
 
 def evaluate(model):  # every cell in one forward pass: the answers and a table
@@ -226,8 +266,9 @@ def acc(df, cond, family="bandwagon", split=TR, col="acc"):
 
 # %% [markdown]
 # The base judges on these items: accuracy with an aligned and an adversarial cue per family, how hard each
-# follows each family (aligned − adversarial accuracy), and how unsure each is under a wrong bandwagon cue,
-# which sets how many GRPO groups will hold more than one answer.
+# follows each family (aligned − adversarial accuracy), its accuracy on the items shown in full, and how often
+# a group of `G` of its answers under a wrong bandwagon cue would hold *both* wrong options (the groups where
+# the EIT and the accuracy reward give different advantages).
 
 # %%
 base_scores = {b: evaluate(m) for b, m in bases.items()}
@@ -238,37 +279,52 @@ base_table = pd.DataFrame(
     index=list(ei.FAMILIES),
 )
 display(base_table.round(3))
-base_none = [acc(ev_bases[b], "none") for b in base_seeds]
-base_adv0 = [acc(ev_bases[b], "adversarial") for b in base_seeds]
-gaps = [acc(ev_bases[b], "aligned") - a for b, a in zip(base_seeds, base_adv0)]
-print("no-cue accuracy (train subjects):", np.round(base_none, 3))
-with torch.no_grad():  # how unsure each base is under a wrong bandwagon cue
-    b_adv = eval_sets[(TR, "bandwagon", "adversarial")]
-    p_right = {
-        b: torch.softmax(ei.answer_logits(m, b_adv.x), -1)[
-            torch.arange(len(b_adv)), torch.as_tensor(b_adv.truth)].numpy()
-        for b, m in bases.items()
-    }
-mixed = {b: float(np.mean(1 - p**G - (1 - p) ** G)) for b, p in p_right.items()}
-rec.check("base_follows_cues", round(min(gaps), 4), 0.2, op=">=",
-          note="base judges, worst: bandwagon accuracy with an aligned cue minus "
-          "with an adversarial cue")
-# conditions, fixed before any RL arm is read: the base follows some misleading cues
-# and not all (adversarial accuracy in [0.3, 0.6]), and it is competent at the task;
-# recorded per RL seed (the value of the seed's base judge)
+ADV, NONE = (TR, "bandwagon", "adversarial"), (TR, "none", "none")
+
+
+def shown_acc(ans, cell):  # accuracy on the cell's items with every digit shown
+    b = eval_sets[cell]
+    return float((ans[cell] == b.truth)[~b.hidden].mean())
+
+
+base_none = [shown_acc(base_scores[b][0], NONE) for b in base_seeds]
+base_adv0 = [shown_acc(base_scores[b][0], ADV) for b in base_seeds]
+gaps = [acc(ev_bases[b], "aligned") - acc(ev_bases[b], "adversarial")
+        for b in base_seeds]
+print("items shown in full: no-cue accuracy", np.round(base_none, 3),
+      "adversarial bandwagon accuracy", np.round(base_adv0, 3))
+with torch.no_grad():  # how often G answers under a wrong cue hold both wrong options
+    b_adv = eval_sets[ADV]
+    idx, other = torch.arange(len(b_adv)), torch.as_tensor(3 - b_adv.truth - b_adv.cue)
+    mixed = {}
+    for b, m in bases.items():
+        p = torch.softmax(ei.answer_logits(m, b_adv.x), -1)
+        pc, po = p[idx, torch.as_tensor(b_adv.cue)], p[idx, other]
+        both = 1 - (1 - pc) ** G - (1 - po) ** G + (1 - pc - po) ** G
+        mixed[b] = float(both.mean())
+if not quick:  # quick mode's stand-ins are trained too briefly to have learned the cue
+    rec.check("base_follows_cues", round(min(gaps), 4), 0.2, op=">=",
+              note="base judges, worst: bandwagon accuracy with an aligned cue minus "
+              "with an adversarial cue")
+# conditions, fixed before any RL arm is read: on the items it can see in full, the base
+# follows some misleading cues and not all (adversarial accuracy in [0.3, 0.6]) and is
+# competent at the task; recorded per RL seed (the value of the seed's base judge)
 by_base = {b: (a, n) for b, a, n in zip(base_seeds, base_adv0, base_none)}
 cond = {
     "base_partly_follows": rec.condition(
         "base_partly_follows",
         [round(abs(by_base[BASE_OF[s]][0] - 0.45), 4) for s in SEEDS], "<=", 0.15,
         statement="the seed's base judge follows some misleading bandwagon cues and "
-        "not all (adversarial accuracy in [0.3, 0.6])",
-        unit="|adversarial bandwagon accuracy − 0.45| of the seed's base judge"),
+        "not all (adversarial accuracy in [0.3, 0.6], items shown in full)",
+        unit="|adversarial bandwagon accuracy − 0.45| of the seed's base judge, "
+        "items shown in full"),
     "base_competent": rec.condition(
         "base_competent", [by_base[BASE_OF[s]][1] for s in SEEDS], ">=",
         0.85 if not quick else 0.0,
-        statement="the seed's base judge solves the task without a cue",
-        unit="no-cue accuracy of the seed's base judge, training subjects"),
+        statement="the seed's base judge solves the task without a cue where it "
+        "sees every digit",
+        unit="no-cue accuracy of the seed's base judge, training subjects, items "
+        "shown in full"),
 }
 
 # %% [markdown]
@@ -369,8 +425,9 @@ rec.check("eit_is_reweighted_accuracy", d2_rw, 1e-5, op="<=",
 rec.check("gradient_probe_informative", round(d2_mean, 4), 0.05, op=">=",
           note="two options, mean baseline: EIT vs accuracy gradients differ (zero if "
           "every group agrees, which would make the checks above vacuous)")
-rec.check("std_differs_three_options", round(d3_std, 4), 0.05, op=">=",
-          note=f"{K} options, std-normalized advantages: EIT vs accuracy gradient")
+rec.check("std_differs_three_options", round(d3_std, 4), 0.01, op=">=",
+          note=f"{K} options, std-normalized advantages: EIT vs accuracy gradient "
+          "(an identity would give rounding noise, below the two-option check's 1e-4)")
 
 # %% [markdown]
 # ## The arms, one budget, ten seeds
@@ -397,7 +454,7 @@ src = inspect.getsource(ei.train_arm)  # the key lines of one arm's training
 print(src[src.index("    def batches") : src.index("    with repro.seeded")])
 LIVE = SEEDS if quick else [seed]  # trained here (the others: make_rl_arms.py)
 KW = dict(steps=rl_steps, batch=rl_batch, n_replay=n_replay, G=G, lr=rl_lr, beta=beta,
-          n_options=K)
+          n_options=K, p_hidden=P_HID)
 models, logs, seen_tokens, digests = {}, {}, [], {}
 t_rl = time.time()
 for s in LIVE:
@@ -424,11 +481,12 @@ stored_unpaired = stored_ood = 0
 if not quick:
     acfg = dict(ei.arms_config(SEEDS), eval_n=eval_n,
                 **{k: v for k, v in KW.items() if k != "n_options"})
+    assert acfg["base_seeds"] == cfg["seeds"]
     T = checkpoints.load(ei.CHECKPOINT_SLUG, "arms", config=acfg).tensors
     cells = list(eval_sets)
     for i, arm in enumerate(ARMS):
         for s in SEEDS:
-            ans = {c: T[f"ans/{i}/{s}/{j}"].numpy().astype(int)
+            ans = {c: ei.unpack_answers(T[f"ans/{i}/{s}/{j}"].numpy(), eval_n)
                    for j, c in enumerate(cells)}
             if s in LIVE:  # trained here: the stored answers must be this run's
                 same = np.mean([(ans[c] == answers[arm, s][c]).mean() for c in cells])
@@ -440,7 +498,7 @@ if not quick:
             evals[arm, s] = pd.DataFrame(
                 ei.evaluate_judge(None, eval_sets, answers=ans))
             curves = {st: T[f"curve/{i}/{s}/{st}"].numpy()
-                      for st in ("accuracy", "follow", "informative")
+                      for st in ("accuracy", "follow", "informative", "rewards_differ")
                       if f"curve/{i}/{s}/{st}" in T}
             logs[arm, s] = pd.DataFrame(curves).replace(-1.0, np.nan)
     meta = checkpoints.load(ei.CHECKPOINT_SLUG, "arms", config=acfg).manifest["metrics"]
@@ -547,15 +605,17 @@ informative = pd.Series(
      for arm in rl_arms}, name="share of groups with an advantage")
 display(informative.round(3).to_frame())
 # where can the two rewards train differently at all? groups whose GRPO
-# advantages differ between EIT and accuracy on the same samples (seed `seed`'s
-# live runs: first and last tenth of training, and the mean over all steps)
+# advantages differ between EIT and accuracy on the same samples (mean of the
+# seeds: first and last tenth of training, and the mean over all steps)
 tenth = max(1, rl_steps // 10)
 differ = pd.DataFrame({
-    arm: {"first tenth": logs[arm, seed]["rewards_differ"][:tenth].mean(),
-          "last tenth": logs[arm, seed]["rewards_differ"][-tenth:].mean(),
-          "all steps": logs[arm, seed]["rewards_differ"].mean()}
+    arm: {k: float(np.mean([logs[arm, s]["rewards_differ"].to_numpy()[sl].mean()
+                            for s in SEEDS]))
+          for k, sl in (("first tenth", slice(None, tenth)),
+                        ("last tenth", slice(-tenth, None)),
+                        ("all steps", slice(None)))}
     for arm in ("RL acc, balanced", "EIT")}).T
-display(differ.round(3).rename_axis(f"seed {seed}: groups where the rewards differ"))
+display(differ.round(3).rename_axis("groups where the rewards differ"))
 
 # %% [markdown]
 # Live: evaluate every judge of seed `seed` on fresh items of a family, condition and subject of your choice.
@@ -566,7 +626,8 @@ display(differ.round(3).rename_axis(f"seed {seed}: groups where the rewards diff
 def live(family="digits", condition="adversarial", subject="ends", n=500):
     pc, pa = (0.0, 1.0) if condition == "none" else (1.0, CONDS[condition])
     b = ei.make_batch(np.random.default_rng(n), n, subjects=(subject,),
-                      families=(family,), p_cue=pc, p_aligned=pa, n_options=K)
+                      families=(family,), p_cue=pc, p_aligned=pa, n_options=K,
+                      p_hidden=P_HID)
     for arm in ARM_ORDER:
         pred = ei.answer_logits(models[arm, seed], b.x).argmax(-1).numpy()
         print(f"{arm:26s} accuracy {(pred == b.truth).mean():.3f}")
@@ -578,19 +639,20 @@ plotting.live_controls(live, family=list(ei.FAMILIES), condition=["none", *CONDS
 # %% [markdown]
 # ## The reward comparison
 #
-# The paper's central point is that the *reward* makes the cue non-predictive. On balanced data the cue already
-# predicts nothing about the accuracy reward, so the decisive comparison is EIT against the accuracy reward on
-# the same balanced data, paired seed by seed (same batches, same sampler seed, same evaluation items). Per seed:
+# The paper's central point is that the *reward* makes the cue non-predictive. With three options, balanced data
+# do not: a cue right half the time still pays under the accuracy reward wherever the judge is unsure (above).
+# The decisive comparison is EIT against the accuracy reward on the same balanced data, paired seed by seed (same batches, same sampler seed, same evaluation items). Per seed:
 # the difference on `eval_n` adversarial bandwagon items with a 95 % paired-bootstrap interval over the items;
 # over the seeds: the seeds are **not** ten independent repeats of the whole design, since the ten RL seeds
-# share three base judges (seed s trains base judge s mod 3) and a base judge's quirks move all its seeds
-# together. The interval the claims use is therefore over the **base judges**: the mean of the three base
-# judges' seed-mean differences with a 95 % Student-t interval on two degrees of freedom (`ei.cluster_interval`).
-# It is wide: three base judges resolve only effects of several points. The interval that treats the ten
-# seeds as independent (`ei.seed_interval`, narrower, too optimistic for this design) is shown next to it.
-# The same for aligned and uncued items, for held-out subjects, and for the new cue
-# families (their three adversarial cells pooled). Under an adversarial cue, a wrong answer is either the cue's
-# option or the other one; the last column says which share of the wrong answers followed the cue.
+# share five base judges (seed s trains base judge s mod 5) and a base judge's quirks move all its seeds
+# together. The interval the claims use is therefore over the **base judges**: the mean of the five base
+# judges' seed-mean differences with a 95 % Student-t interval on four degrees of freedom
+# (`ei.cluster_interval`). The interval that treats the ten seeds as independent (`ei.seed_interval`, narrower,
+# too optimistic for this design) is shown next to it. The same for aligned and uncued items, for held-out
+# subjects, for the new cue families (their three adversarial cells pooled), and for the adversarial items
+# split into those with hidden digits and those shown in full. Under an adversarial cue, a wrong answer is
+# either the cue's option or the other one: the table says which share of the wrong answers followed the cue,
+# and how often each judge answers with the wrong cue's option on the items with hidden digits.
 
 # %%
 NEW = [(TR, f, "adversarial") for f in ei.NEW_FAMILIES]
@@ -601,23 +663,31 @@ CELLS = {
     "held-out adversarial": [(HO, "bandwagon", "adversarial")],
     "held-out no cue": [(HO, "none", "none")],
     "new families adversarial": NEW,
+    "adversarial, hidden digits": [ADV],
+    "adversarial, shown in full": [ADV],
 }
+KEEP = {"adversarial, hidden digits": True, "adversarial, shown in full": False}
 
 
-def right(arm, s, cells):  # per-item correctness over the pooled cells
-    return np.concatenate([answers[arm, s][c] == eval_sets[c].truth for c in cells])
+def right(arm, s, cells, hidden=None):  # per-item correctness over the pooled cells
+    keep = {c: slice(None) if hidden is None else eval_sets[c].hidden == hidden
+            for c in cells}
+    return np.concatenate([(answers[arm, s][c] == eval_sets[c].truth)[keep[c]]
+                           for c in cells])
 
 
-def compare(a, b, cells):
+def compare(a, b, cells, hidden=None):
     """Per-seed paired differences a − b (with item-bootstrap intervals), their mean
     with a t-interval over the base judges (the clusters), and one over the seeds."""
-    per = [ei.paired_bootstrap_diff(right(a, s, cells), right(b, s, cells), 1000,
+    per = [ei.paired_bootstrap_diff(right(a, s, cells, hidden),
+                                    right(b, s, cells, hidden), 1000,
                                     repro.rng(seed, 50, s)) for s in SEEDS]
     d = [x for x, _, _ in per]
     return per, ei.cluster_interval(d, [BASE_OF[s] for s in SEEDS]), ei.seed_interval(d)
 
 
-cmp = {name: compare("EIT", "RL acc, balanced", cells) for name, cells in CELLS.items()}
+cmp = {name: compare("EIT", "RL acc, balanced", cells, KEEP.get(name))
+       for name, cells in CELLS.items()}
 
 
 def cue_share(arm, s, cell=(TR, "bandwagon", "adversarial")):
@@ -626,10 +696,22 @@ def cue_share(arm, s, cell=(TR, "bandwagon", "adversarial")):
     return float(on_cue[wrong].mean()) if wrong.any() else 0.0
 
 
+def follow_hidden(arm, s, cell=ADV):  # answers = the wrong cue, hidden-digit items
+    b = eval_sets[cell]
+    return float((answers[arm, s][cell] == b.cue)[b.hidden].mean())
+
+
+# %% [markdown]
+# Per seed, the paired differences and where the judges' mistakes go; then the intervals.
+
+# %%
+
 paired = pd.DataFrame(
     {f"EIT − acc: {n}": [per[i][0] for i in range(len(SEEDS))]
      for n, (per, *_) in cmp.items()}
     | {f"wrong answers on the cue, {a}": [cue_share(a, s) for s in SEEDS]
+       for a in ("base", "RL acc, balanced", "EIT")}
+    | {f"follows the cue, hidden digits, {a}": [follow_hidden(a, s) for s in SEEDS]
        for a in ("base", "RL acc, balanced", "EIT")},
     index=pd.Index(SEEDS, name="RL seed"),
 )
@@ -644,11 +726,13 @@ display(intervals.round(3))
 # %% [markdown]
 # ## Where the held-out skill goes: a one-seed diagnostic
 #
-# The RL arms lose no-cue accuracy on the held-out subjects (see the results table). Three explanations, each
-# tested by retraining seed `seed`'s EIT arm with one change (same batches and sampler otherwise): the KL
-# penalty is too weak (β fifty times larger); RL never shows the held-out subjects (the replay items drawn from
-# all four subjects instead of the two training subjects: this breaks "held out" for this one run, which is
-# why it is a diagnostic and not an arm); the RL step is too large (the learning rate divided by three). And
+# In the earlier attempt the RL arms lost no-cue accuracy on the held-out subjects, and a one-seed ablation
+# pointed at the step size: a KL weight fifty times larger and replay from every subject did not help, a third
+# of the learning rate halved the loss. So every arm here runs at a third of that learning rate (fixed before
+# any run of this setting, for all arms alike). The same diagnostic, rerun: seed `seed`'s EIT arm retrained
+# with one change (same batches and sampler otherwise): β fifty times larger; the replay items drawn from all
+# four subjects instead of the two training subjects (this breaks "held out" for this one run, which is why it
+# is a diagnostic and not an arm); the earlier, larger learning rate. And
 # one measurement of the base: the items it gets right and EIT gets wrong, are they the ones it barely gets
 # right (its two likeliest answers nearly tied, `TIE` below)? One seed: differences of a few points are RL noise.
 
@@ -657,7 +741,8 @@ DIAG = {
     "as trained": {},
     f"β = {50 * beta:g} (× 50)": dict(beta=50 * beta),
     "replay from all subjects": dict(replay_subjects=ei.SUBJECTS),
-    f"learning rate / 3 ({rl_lr / 3:.1e})": dict(lr=rl_lr / 3),
+    f"the earlier learning rate ({EARLIER['params']['rl_lr']:g})": dict(
+        lr=EARLIER['params']['rl_lr']),
 }
 b0 = ev_bases[BASE_OF[seed]]
 diag = {}
@@ -692,14 +777,16 @@ print(f"held-out no-cue items the base gets right and EIT gets wrong: {lost.sum(
 #
 # Numbers are accuracies on the fixed evaluation items (training subjects unless said otherwise). Arm against
 # arm, a claim's number is the **lower end of the 95 % interval over the base judges** of the paired
-# difference (the seeds' differences averaged per base judge, then a t-interval over the three judges):
+# difference (the seeds' differences averaged per base judge, then a t-interval over the five judges):
 # it holds only if the interval excludes zero. Arm against base, it is one difference per seed.
 #
 # **Conditions**, fixed before the claims' numbers are read: every RL arm is trained to a plateau (its sampled
 # training accuracy, mean over seeds, improved by at most 5 % of its whole improvement over the last fifth of
 # the run); each seed's paired difference is resolved (its standard error over the items below the bar stated
-# with the condition); the base
-# judges follow some misleading cues and not all, and solve the task without a cue (recorded above).
+# with the condition); the two rewards can train differently at all (`rewards_differ`: the share of EIT's GRPO
+# groups in which the EIT and the accuracy advantages differ reaches the bar set in the data script's config
+# before any RL run of this setting, nearly three times the earlier attempt's share); the base judges follow
+# some misleading cues and not all, and solve the task without a cue (recorded above).
 
 
 # %%
@@ -723,6 +810,14 @@ cond["resolves_pair"] = rec.condition(
     "resolves_pair", se_pair, "<", 0.015,
     statement="each seed's paired EIT − accuracy difference is resolved",
     unit=f"standard error of the paired difference ({eval_n} adversarial items)")
+RD_BAR = ei.arms_config(SEEDS)["rewards_differ_bar"]  # fixed before any RL run
+cond["rewards_differ"] = rec.condition(
+    "rewards_differ",
+    [round(float(logs["EIT", s]["rewards_differ"].mean()), 4) for s in SEEDS], ">=",
+    RD_BAR, statement="the EIT and the accuracy reward can train differently: their "
+    "GRPO advantages differ in a share of EIT's groups",
+    unit="share of GRPO groups whose EIT and accuracy advantages differ, mean over "
+    "the EIT run's steps (bar set in ei.arms_config before any RL run)")
 
 
 # %% tags=["hide-input"]
@@ -798,14 +893,15 @@ record([  # id, statement, paper, measured, op, target, unit, baseline, given
      "the reward, not only the data, makes the cue non-predictive",
      round(cmp["adversarial"][1][1], 4), ">", 0.0,
      "adversarial bandwagon accuracy, EIT − accuracy reward: lower end of the 95 % "
-     "interval over the base judges", acc_adv, (*RL2, "resolves_pair")),
+     "interval over the base judges", acc_adv,
+     (*RL2, "resolves_pair", "rewards_differ")),
     ("ood_transfer_new_families", "Trained on bandwagon only, EIT resists cue families "
      "that share no token or position with it better than the accuracy reward does",
      "generalizes to unseen bias types (+39.1 % on distraction reported)",
      round(cmp["new families adversarial"][1][1], 4), ">", 0.0,
      "adversarial accuracy over digits, expert, order, EIT − accuracy reward: "
      "lower end of the 95 % interval over the base judges", new_adv("RL acc, balanced"),
-     RL2),
+     (*RL2, "rewards_differ")),
     ("adv_accuracy_gain", "EIT raises accuracy under adversarial bandwagon cues",
      "improves (Qwen3-1.7B/4B; +13.2 % reported)", diff(eit_adv, base_adv), ">=", 0.1,
      "accuracy, EIT − base", base_adv, E),
@@ -886,75 +982,74 @@ def diag_tradeoff():  # the diagnostic variants on the aligned and adversarial c
 m_adv, lo_adv, hi_adv = cmp["adversarial"][1]
 n_pos = sum(lo > 0 for _, lo, _ in cmp["adversarial"][0])
 n_neg = sum(hi < 0 for _, _, hi in cmp["adversarial"][0])
-share = {a: mean(paired[f"wrong answers on the cue, {a}"])
-         for a in ("base", "RL acc, balanced", "EIT")}
+TRIO = ("base", "RL acc, balanced", "EIT")
+share = {a: mean(paired[f"wrong answers on the cue, {a}"]) for a in TRIO}
+fol = {a: mean(paired[f"follows the cue, hidden digits, {a}"]) for a in TRIO}
 sh_m, sh_lo, sh_hi = ei.cluster_interval(  # EIT − accuracy reward, paired by seed
     paired["wrong answers on the cue, EIT"]
     - paired["wrong answers on the cue, RL acc, balanced"], paired["base judge"])
+rd = next(c for c in rec.conditions if c.id == "rewards_differ")
+n_b = len(set(BASE_OF.values()))
+
+
+def excl(name):  # does the interval over the base judges exclude zero, and how
+    _, lo, hi = cmp[name][1]
+    return "above zero" if lo > 0 else "below zero" if hi < 0 else "includes zero"
+
+
 txt = [
-    f"The base judges ({len(bases)}): no-cue accuracy {fmt(base_none, '.3f')}, "
-    f"adversarial bandwagon accuracy {fmt(base_adv0, '.3f')} (`base_partly_follows` "
-    f"{CONDV['base_partly_follows']}, `base_competent` {CONDV['base_competent']}); "
-    f"expected share of GRPO groups of {G} holding more than one answer under a wrong "
-    f"cue {fmt(mixed.values(), '.2f')}; measured over the RL runs, "
-    f"{span(informative.values)} of the groups carry an advantage. In this run "
-    f"({len(SEEDS)} RL seeds, {eval_n} items per cell):",
+    f"The base judges ({len(bases)}), on the items shown in full: no-cue accuracy "
+    f"{fmt(base_none, '.3f')}, adversarial bandwagon accuracy {fmt(base_adv0, '.3f')} "
+    f"(`base_partly_follows` {CONDV['base_partly_follows']}, `base_competent` "
+    f"{CONDV['base_competent']}); on the items with hidden digits they answer with a "
+    f"wrong bandwagon cue's option {fol['base']:.2f} of the time (mean of seeds). "
+    f"Expected share of GRPO groups of {G} holding both wrong options under a wrong "
+    f"cue: {fmt(mixed.values(), '.2f')}. In this run ({len(SEEDS)} RL seeds, {eval_n} "
+    "items per cell, learning rate "
+    f"{rl_lr:g}, {rl_steps} steps):",
     "",
+    "* **Could the two rewards train differently?** The share of EIT's GRPO groups in "
+    "which the EIT and the accuracy advantages differ, mean over each run: "
+    f"{fmt(rd.measured if isinstance(rd.measured, list) else [rd.measured], '.3f')} "
+    f"(bar {RD_BAR:g}, set before any RL run: `rewards_differ` {rd.verdict}); "
+    f"{differ.loc['EIT', 'first tenth']:.3f} of the groups over the first tenth of "
+    f"training, {differ.loc['EIT', 'last tenth']:.3f} over the last (the earlier "
+    f"attempt: {EARLIER['rewards_differ_seed0']:.3f} on its seed 0).",
     "* **The EIT reward against the accuracy reward, same balanced data, GRPO.** "
     f"Adversarial bandwagon accuracy, EIT − accuracy reward, mean {m_adv:+.3f}, 95 % "
-    f"interval over the {len(set(BASE_OF.values()))} base judges [{lo_adv:+.3f}, "
-    f"{hi_adv:+.3f}]: "
+    f"interval over the {n_b} base judges [{lo_adv:+.3f}, {hi_adv:+.3f}]: "
     + says("eit_vs_accuracy_reward", f"{lo_adv:+.3f}")
-    + f". Taking the {len(SEEDS)} seeds as independent (they are not: they share the "
-    f"base judges) would give {iv_txt('adversarial', 2)}"
-    + (", which does not exclude zero either. " if cmp["adversarial"][2][1] <= 0
-       <= cmp["adversarial"][2][2] else ", which does exclude zero. ")
-    + f"{n_pos} of {len(SEEDS)} seeds' own item intervals lie above zero and {n_neg} "
-    + ("below: the sign of the difference is set by the RL seed, not the reward. "
-       if n_pos and n_neg else "below. ")
-    + "How much room the two rewards had to differ: on seed "
-    f"{seed}'s training batches, {differ.loc['EIT', 'first tenth']:.3f} of the GRPO "
-    "groups got different advantages from the two rewards over the first tenth of "
-    f"EIT's training, {differ.loc['EIT', 'last tenth']:.3f} over the last and "
-    f"{differ.loc['EIT', 'all steps']:.3f} over all steps (the groups holding both "
-    "wrong options, or only wrong ones, under a misleading cue)"
-    + (". So EIT's own signal, the −0.5 for the cue's option against 0 for the other "
-       "wrong one, reached few groups: the base's mistakes under a wrong cue are "
-       f"almost all the cue's option ({share['base']:.2f} of them), and once the judge "
-       "resists the cue it rarely errs at all. The comparison is weak in this regime: "
-       "a null difference here says little about the reward where a judge's mistakes "
-       "split between the cue and other answers. "
-       if differ.loc["EIT", "all steps"] < 0.1 else ". ")
-    + f"Aligned {iv_txt('aligned')}, no cue {iv_txt('no cue')}, held-out adversarial "
-    f"{iv_txt('held-out adversarial')}. Of the wrong answers under an adversarial cue, "
-    "the share that is the cue's option (where a uniform mistake would give one "
-    "half): "
-    f"base {share['base']:.2f}, accuracy reward {share['RL acc, balanced']:.2f}, EIT "
-    f"{share['EIT']:.2f} (EIT − accuracy {sh_m:+.3f}, 95 % interval over the base "
-    f"judges [{sh_lo:+.3f}, {sh_hi:+.3f}])"
-    + (": EIT moves its remaining mistakes off the cue, as its −0.5 predicts."
-       if sh_hi < 0 else
-       ": the interval does not separate the two rewards on where the mistakes go.")
-    + " With two options the same comparison is void by construction "
-    "(`eit_equals_accuracy_two_options`).",
+    + f". With the {len(SEEDS)} seeds taken as independent (they are not: they share "
+    f"the base judges): {iv_txt('adversarial', 2)}. {n_pos} of {len(SEEDS)} seeds' own "
+    f"item intervals lie above zero and {n_neg} below. Split by what the judge sees: "
+    f"items with hidden digits {iv_txt('adversarial, hidden digits')} "
+    f"({excl('adversarial, hidden digits')}), items shown in full "
+    f"{iv_txt('adversarial, shown in full')} ({excl('adversarial, shown in full')}). "
+    "On the items with hidden digits, where following a cue that is right half the "
+    "time pays under the accuracy reward, the judges answer with the wrong cue's "
+    f"option: base {fol['base']:.2f}, accuracy reward {fol['RL acc, balanced']:.2f}, "
+    f"EIT {fol['EIT']:.2f}. Of all wrong answers under an adversarial cue, the share "
+    f"on the cue's option: base {share['base']:.2f}, accuracy reward "
+    f"{share['RL acc, balanced']:.2f}, EIT {share['EIT']:.2f} (EIT − accuracy "
+    f"{sh_m:+.3f} [{sh_lo:+.3f}, {sh_hi:+.3f}] over the base judges). The price: "
+    f"aligned {iv_txt('aligned')}, no cue {iv_txt('no cue')}, held-out adversarial "
+    f"{iv_txt('held-out adversarial')}. The earlier attempt, where the two rewards "
+    f"could hardly differ: {EARLIER['eit_vs_accuracy_reward']['mean']:+.3f} "
+    f"[{EARLIER['eit_vs_accuracy_reward']['low']:+.3f}, "
+    f"{EARLIER['eit_vs_accuracy_reward']['high']:+.3f}] "
+    f"({EARLIER['eit_vs_accuracy_reward']['verdict']}). With two options the "
+    "comparison is void by construction (`eit_equals_accuracy_two_options`).",
     "* **Against the base.** "
     + says("adv_accuracy_gain", fmt(diff(eit_adv, base_adv)))
     + "; " + says("aligned_preserved", fmt(diff(eit_al, base_al)))
     + f". The base's aligned accuracy ({mean(base_al):.3f}) is its no-cue accuracy "
-    f"({mean_acc('base', 'none'):.3f}) plus what following a right cue adds: a judge "
-    "for which the cue is non-predictive gives that lift back by design. EIT keeps "
-    f"{mean(eit_al) - mean_acc('EIT', 'none'):+.3f} of lift (the base "
+    f"({mean_acc('base', 'none'):.3f}) plus what following a right cue adds; EIT keeps "
+    f"{mean(eit_al) - mean_acc('EIT', 'none'):+.3f} of that lift (the base "
     f"{mean(base_al) - mean_acc('base', 'none'):+.3f}), and its no-cue accuracy on the "
     f"training subjects moves {mean_acc('EIT', 'none') - mean_acc('base', 'none'):+.3f}"
     " (the accuracy reward's "
-    f"{mean_acc('RL acc, balanced', 'none') - mean_acc('base', 'none'):+.3f}): "
-    + ("most of the aligned loss is lost task skill, shared with the accuracy "
-       "reward, not the reward refusing to pay for agreement"
-       if abs(mean_acc('EIT', 'none') - mean_acc('base', 'none'))
-       > abs(mean(eit_al) - mean_acc('EIT', 'none')
-             - mean(base_al) + mean_acc('base', 'none'))
-       else "most of the aligned loss is the cue's lift given back")
-    + f" (the one-seed diagnostic, EIT − base at seed {seed}: {diag_tradeoff()})"
+    f"{mean_acc('RL acc, balanced', 'none') - mean_acc('base', 'none'):+.3f}) "
+    f"(the one-seed diagnostic, EIT − base at seed {seed}: {diag_tradeoff()})"
     + "; on held-out subjects "
     + says("ood_subject_transfer", fmt(diff(per_seed("EIT", "adversarial", split=HO),
                                             per_seed("base", "adversarial", split=HO))))
@@ -965,31 +1060,26 @@ txt = [
     "(mean of seeds); RL on adversarial-only cues: aligned "
     f"{mean_acc('RL acc, adversarial-only', 'aligned'):.2f} "
     f"(`shortcut_of_adversarial_only` {VERD['shortcut_of_adversarial_only']}).",
-    f"* **Forgetting on held-out subjects** (with {n_replay} of the {rl_batch} prompts "
-    f"of each RL batch uncued items and β = {beta:g}): "
+    f"* **Forgetting on held-out subjects** (learning rate {rl_lr:g}, a third of the "
+    f"earlier attempt's; {n_replay} of the {rl_batch} prompts of each RL batch uncued "
+    f"items; β = {beta:g}): "
     + says("no_forgetting_heldout", fmt(diff(ho_none["EIT"], ho_none["base"])))
     + "; the accuracy-reward arm "
-    + fmt(diff(ho_none["RL acc, balanced"], ho_none["base"])) + ". "
-    + ("Both RL arms lose held-out skill, so the loss is not the EIT reward's. "
-       if max(diff(ho_none["EIT"], ho_none["base"])) < -0.02
-       and max(diff(ho_none["RL acc, balanced"], ho_none["base"])) < -0.02
-       else "The arms differ in how much held-out skill they keep. ")
+    + fmt(diff(ho_none["RL acc, balanced"], ho_none["base"]))
+    + f" (the earlier attempt: {-max(EARLIER['no_forgetting_heldout']['measured']):.2f}"
+    f" to {-min(EARLIER['no_forgetting_heldout']['measured']):.2f} lost). "
     + f"The one-seed diagnostic (seed {seed}, EIT, held-out no-cue accuracy − base): "
     + ", ".join(f"{k} {v:+.3f}" for k, v in diag["held-out, no cue"].items()) + ". "
     + forget_reading(diag["held-out, no cue"],
                      float(np.std(diff(ho_none["EIT"], ho_none["base"]), ddof=1)))
-    + f" Of the held-out items the base "
-    f"gets right and EIT loses, {tie_lost:.2f} were near a tie in the base (top-two "
-    f"probabilities within {TIE:g}), against {tie_all:.2f} of all items"
-    + (": near-ties are over-represented among the lost items"
-       if tie_lost > 1.5 * tie_all else "")
-    + (", but most lost items were ones the base answered with a clear margin, so "
-       "flipped close calls explain only a small part of the loss."
-       if tie_lost < 0.5 else "."),
+    + f" Of the held-out items the base gets right and EIT loses, {tie_lost:.2f} were "
+    f"near a tie in the base (top-two probabilities within {TIE:g}), against "
+    f"{tie_all:.2f} of all items.",
     "* **Transfer to the new families** (digits, expert, order), EIT − accuracy "
     "reward: "
     f"{iv_txt('new families adversarial')} (`ood_transfer_new_families` "
-    f"{VERD['ood_transfer_new_families']}); against the base, EIT "
+    f"{VERD['ood_transfer_new_families']}; the earlier attempt "
+    f"{EARLIER['ood_transfer_new_families']['mean']:+.3f}); against the base, EIT "
     f"{mean(diff(new_adv('EIT'), new_adv('base'))):+.3f} and the accuracy reward "
     f"{mean(diff(new_adv('RL acc, balanced'), new_adv('base'))):+.3f} (mean of seeds). "
     "EIT adversarial accuracy per family, mean of seeds: "
@@ -997,13 +1087,12 @@ txt = [
                 f"{mean_acc('base', 'adversarial', f):.2f})" for f in ei.FAMILIES[1:])
     + " (authority and distraction share the bandwagon cue's slot and letter).",
     "",
-    f"Limits: {len(bases)} base judges for {len(SEEDS)} RL seeds (the claims' interval "
-    f"runs over the base judges, on {len(bases) - 1} degree(s) of freedom, so only "
-    f"effects of several points can be resolved); {rl_steps} RL steps; a synthetic "
-    "task whose cues are single tokens; the "
-    "base's sycophancy and uncertainty are set by its pre-training (an annotator rule "
-    f"and label smoothing {cfg['label_smoothing']}), a stand-in for an LLM's, not a "
-    "measurement of it; no judge larger than the one trained (`beats_larger_model` "
-    "untested).",
+    f"Limits: {len(bases)} base judges for {len(SEEDS)} RL seeds (the arm-vs-arm "
+    f"intervals run over the base judges, on {len(bases) - 1} degrees of freedom); "
+    f"{rl_steps} RL steps; a synthetic task whose cues are single tokens and whose "
+    "uncertainty is made by hiding digits; the base's sycophancy and uncertainty are "
+    "set by its pre-training (an annotator rule and label smoothing "
+    f"{cfg['label_smoothing']}), a stand-in for an LLM's, not a measurement of it; no "
+    "judge larger than the one trained (`beats_larger_model` untested).",
 ]
 display(Markdown("\n".join(txt)))

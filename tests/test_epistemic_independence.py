@@ -280,8 +280,9 @@ def test_checkpoint_config_and_pretrain():
     # the sycophantic annotator: the label is the cue's option on close cued items, the correct option elsewhere
     big = ei.pretrain_batch(dict(cfg, batch=3000), 0, 0)
     raw = ei.make_batch(np.random.default_rng([0, cfg["stream"], 0]), 3000, subjects=cfg["subjects"],
-                        families=cfg["families"], p_cue=cfg["p_cue"], p_aligned=cfg["p_aligned"], n_options=3)
-    assert torch.equal(raw.x, big.x)
+                        families=cfg["families"], p_cue=cfg["p_cue"], p_aligned=cfg["p_aligned"], n_options=3,
+                        p_hidden=cfg["p_hidden"])
+    assert torch.equal(raw.x, big.x) and (big.margin == raw.margin).all() and big.hidden.any()
     thr = np.array([cfg["defer_margin"][s] for s in ei.SUBJECTS])[big.subject]
     close = (big.cue >= 0) & (ei.item_margin(big) <= thr)
     assert 0.3 < close[big.cue >= 0].mean() < 0.7  # about half of the cued items are close
@@ -562,8 +563,13 @@ def test_chapter_eval_sets_and_arms_config():
     assert all(k[0] == "train subjects" or k[1] in ("none", "bandwagon") for k in sets)
     assert all(b.n_options == 3 for b in sets.values())
     cfg = ei.arms_config()
-    assert cfg["seeds"] == list(range(10)) and cfg["base_seeds"] == [0, 1, 2] and cfg["arms"] == list(ei.ARMS)
-    assert ei.checkpoint_config("arms") == cfg and ei.arms_config((7, 8))["base_seeds"] == [7, 8, 9]
+    assert cfg["seeds"] == list(range(10)) and cfg["base_seeds"] == list(range(ei.N_BASE))
+    assert cfg["arms"] == list(ei.ARMS) and cfg["base_seeds"] == ei.checkpoint_config("base")["seeds"]
+    assert ei.checkpoint_config("arms") == cfg and ei.arms_config((7, 8))["base_seeds"] == [7, 8, 9, 10, 11]
+    assert 0 < cfg["rewards_differ_bar"] < 1 and cfg["p_hidden"] == ei.checkpoint_config("base")["p_hidden"]
+    hid = ei.chapter_eval_sets(0, 200, 3, 0.5)
+    assert set(hid) == set(sets) and all(0.3 < b.hidden.mean() < 0.7 for b in hid.values())
+    assert not any(b.hidden.any() for b in sets.values())
     with pytest.raises(ValueError):
         ei.arms_config((-1, 0))
 
@@ -601,3 +607,70 @@ def test_rewards_differ_statistic():
     assert 0.1 < st3["rewards_differ"] <= st3["informative"]
     _, st0 = ei.grpo_loss(model, ei.make_batch(rng(3), 64, n_options=3, p_cue=0.0), 8, "eit", "std", g)
     assert st0["rewards_differ"] == 0.0
+
+
+# -- hidden digits ------------------------------------------------------------------------------------------
+def test_hidden_digits():
+    plain = ei.make_batch(rng(30), 2000, subjects=ei.SUBJECTS, families=ei.FAMILIES, n_options=3)
+    again = ei.make_batch(rng(30), 2000, subjects=ei.SUBJECTS, families=ei.FAMILIES, n_options=3, p_hidden=0.0)
+    assert torch.equal(plain.x, again.x) and not plain.hidden.any()  # p_hidden = 0 draws nothing more
+    assert (ei.item_margin(plain) == plain.margin).all()
+    # the margin read from the tokens equals the stored one when nothing is hidden
+    bare = ei.Batch(plain.x, plain.truth, plain.cue, plain.family, plain.subject)
+    assert (ei.item_margin(bare) == plain.margin).all()
+    b = ei.make_batch(rng(30), 2000, subjects=ei.SUBJECTS, families=ei.FAMILIES, n_options=3, p_hidden=0.5)
+    assert 0.45 < b.hidden.mean() < 0.55
+    q = ei.VOCAB["?"]
+    x = b.x.numpy()
+    for o in ei.option_start(3):
+        tail = x[:, o + ei.N_DIGITS - ei.N_HIDDEN:o + ei.N_DIGITS]
+        head = x[:, o:o + ei.N_DIGITS - ei.N_HIDDEN]
+        assert (tail[b.hidden] == q).all() and (tail[~b.hidden] < 10).all() and (head < 10).all()
+    assert ((x == q).sum(1) == b.hidden * 3 * ei.N_HIDDEN).all()  # nowhere else
+    # the items are the same as without hiding except for the hidden digits; the margin is the full digits'
+    assert (b.truth == plain.truth).all() and (b.margin == plain.margin).all()
+    assert torch.equal(b.x[~torch.as_tensor(b.hidden)], plain.x[~torch.as_tensor(b.hidden)])
+    # the margin cannot be read from tokens that hide digits
+    with pytest.raises(ValueError):
+        ei.item_margin(ei.Batch(b.x, b.truth, b.cue, b.family, b.subject))
+    with pytest.raises(ValueError):
+        ei.make_batch(rng(0), 3, p_hidden=1.5)
+    with pytest.raises(ValueError):
+        ei.Batch(b.x[:2], b.truth[:2], b.cue[:2], b.family[:2], b.subject[:2], margin=np.array([0, 1]))
+    # the RL batch hides digits on cued and replay items alike, and keeps margin and flags through the concat
+    r = ei.rl_batch(0, 0, 400, 0.5, n_options=3, n_replay=100, p_hidden=0.5)
+    assert r.margin is not None and len(r.hidden) == 400
+    assert 0.35 < r.hidden[:300].mean() < 0.65 and 0.3 < r.hidden[300:].mean() < 0.7
+    assert not ei.rl_batch(0, 0, 40, 0.5, n_options=3, n_replay=10).hidden.any()
+
+
+def test_uninformed_expected_reward():
+    # two options: the policies of policy_expected_reward
+    assert ei.uninformed_expected_reward("follow", 2, 0.5, "eit") == pytest.approx(0.25)
+    assert ei.uninformed_expected_reward("other", 2, 0.5, "eit") == pytest.approx(0.60)
+    # three options, balanced: the cue pays under accuracy, barely under EIT
+    acc = {p: ei.uninformed_expected_reward(p, 3, 0.5, "accuracy") for p in ("follow", "other", "uniform")}
+    eit = {p: ei.uninformed_expected_reward(p, 3, 0.5, "eit") for p in ("follow", "other", "uniform")}
+    assert acc == pytest.approx({"follow": 0.5, "other": 0.25, "uniform": 1 / 3})
+    assert eit == pytest.approx({"follow": 0.25, "other": 0.225, "uniform": 0.7 / 3})
+    # a cue uniform over the options (p_aligned = 1/3) carries nothing under accuracy
+    assert ei.uninformed_expected_reward("follow", 3, 1 / 3, "accuracy") == pytest.approx(1 / 3)
+    for bad in (dict(policy="truth"), dict(n_options=4), dict(p_aligned=1.5), dict(reward="sft")):
+        with pytest.raises(ValueError):
+            ei.uninformed_expected_reward(**(dict(policy="follow") | bad))
+
+
+def test_pack_answers_roundtrip():
+    a = rng(40).integers(0, 3, 2001)
+    p = ei.pack_answers(a)
+    assert p.dtype == np.uint8 and len(p) == 501
+    assert (ei.unpack_answers(p, 2001) == a).all() and (ei.unpack_answers(p, 5) == a[:5]).all()
+    assert len(ei.pack_answers(np.array([], dtype=int))) == 0
+    with pytest.raises(ValueError):
+        ei.pack_answers(np.array([0, 4]))
+    with pytest.raises(ValueError):
+        ei.unpack_answers(p, 2005)
+    with pytest.raises(TypeError):
+        ei.unpack_answers(p.astype(np.int64), 3)
+    with pytest.raises(TypeError):
+        ei.pack_answers(np.array([0.0, 1.0]))

@@ -4,7 +4,7 @@ write them with :mod:`helpers.checkpoints`:
 * ``base``: per seed, the three-option judge the RL arms train, supervised on every subject and cue family by a
   sycophantic annotator who labels the cue's option on close items and the correct option on clear ones (see
   ``ei.checkpoint_config``), with label smoothing (the judge is never fully sure, so GRPO groups of its answers
-  can disagree). Tensors ``small/<seed>.<param>`` (float16). The metrics hold, per judge, no-cue accuracy and
+  can disagree), on items half of which hide the last digits of every option (``p_hidden``). Tensors ``small/<seed>.<param>`` (float16). The metrics hold, per judge, no-cue accuracy and
   aligned / adversarial accuracy on each cue family (``aligned:<family>/small/<seed>``); the script prints each
   family's aligned − adversarial gap, how much the base follows it.
 
@@ -40,25 +40,28 @@ def tiny(name: str = "base") -> dict:
     return cfg
 
 
-def eval_sets(n: int, k: int) -> dict[str, ei.Batch]:
-    """No-cue items of every subject, and aligned / adversarial bandwagon items (training subjects)."""
+def eval_sets(n: int, k: int, p_hidden: float = 0.0) -> dict[str, ei.Batch]:
+    """No-cue items of every subject, and aligned / adversarial bandwagon items (training subjects), a share
+    ``p_hidden`` of them with hidden digits; and adversarial bandwagon items with every digit shown."""
     rng = np.random.default_rng([0, 99])
-    return {"none": ei.make_batch(rng, n, subjects=ei.SUBJECTS, p_cue=0.0, n_options=k),
-            "aligned": ei.make_batch(rng, n, p_cue=1.0, p_aligned=1.0, n_options=k),
-            "adversarial": ei.make_batch(rng, n, p_cue=1.0, p_aligned=0.0, n_options=k)}
+    return {"none": ei.make_batch(rng, n, subjects=ei.SUBJECTS, p_cue=0.0, n_options=k, p_hidden=p_hidden),
+            "aligned": ei.make_batch(rng, n, p_cue=1.0, p_aligned=1.0, n_options=k, p_hidden=p_hidden),
+            "adversarial": ei.make_batch(rng, n, p_cue=1.0, p_aligned=0.0, n_options=k, p_hidden=p_hidden),
+            "adversarial, shown": ei.make_batch(rng, n, p_cue=1.0, p_aligned=0.0, n_options=k)}
 
 
-def family_sets(n: int, k: int) -> dict[str, ei.Batch]:
+def family_sets(n: int, k: int, p_hidden: float = 0.0) -> dict[str, ei.Batch]:
     """Aligned and adversarial items of each cue family (training subjects), for the final metrics."""
     rng = np.random.default_rng([0, 98])
-    return {f"{c}:{f}": ei.make_batch(rng, n, families=(f,), p_cue=1.0, p_aligned=p, n_options=k)
+    return {f"{c}:{f}": ei.make_batch(rng, n, families=(f,), p_cue=1.0, p_aligned=p, n_options=k,
+                                      p_hidden=p_hidden)
             for f in ei.FAMILIES for c, p in (("aligned", 1.0), ("adversarial", 0.0))}
 
 
 def train_one(cfg: dict, kind: str, s: int, eval_n: int) -> tuple[dict, object, dict]:
     """Pre-train one judge (``kind`` small or large, seed ``s``) on one torch thread: (state, history, metrics)."""
     torch.set_num_threads(1)
-    sets = eval_sets(eval_n, cfg["n_options"])
+    sets = eval_sets(eval_n, cfg["n_options"], cfg.get("p_hidden", 0.0))
 
     @torch.no_grad()
     def evaluate(model, sets=sets, log=False) -> dict[str, float]:
@@ -74,7 +77,7 @@ def train_one(cfg: dict, kind: str, s: int, eval_n: int) -> tuple[dict, object, 
         model = ei.make_judge(cfg[kind], s)
         hist = ei.pretrain(model, cfg, s, lr=cfg["lr"], eval_fn=lambda m: evaluate(m, log=True), eval_every=max(1, cfg["steps"] // 10),
                            progress=False, desc=f"{kind} {s}")
-    final = evaluate(model) | evaluate(model, family_sets(eval_n // 2, cfg["n_options"]))
+    final = evaluate(model) | evaluate(model, family_sets(eval_n // 2, cfg["n_options"], cfg.get("p_hidden", 0.0)))
     gaps = {f: final[f"aligned:{f}"] - final[f"adversarial:{f}"] for f in ei.FAMILIES}
     print(f"seed {s} {kind}: " + ", ".join(f"{k} {final[k]:.3f}" for k in sets)
           + "; aligned - adversarial: " + ", ".join(f"{f} {g:+.2f}" for f, g in gaps.items())

@@ -4,9 +4,10 @@ run, and store what the notebook reads (:mod:`helpers.checkpoints`):
 * ``arms``: for every RL seed (``ei.arms_config``) and arm (``ei.ARMS``: SFT-debias, accuracy reward on
   adversarial-only cues, accuracy reward on balanced cues, EIT), trained from the base judge of checkpoint
   ``base`` with ``ei.train_arm`` (GRPO, common random numbers across arms), the greedy answers on every cell of
-  ``ei.chapter_eval_sets`` (uint8 tensors ``ans/<arm index>/<seed>/<cell index>``; the base judges' under
-  ``ans/base/<base seed>/<cell index>``) and the per-step training statistics (``curve/<arm index>/<seed>/<stat>``:
-  sampled accuracy, cue-following (-1 at a step without an adversarial item), informative-group share). The metrics record how many (seed, step) pairs the
+  ``ei.chapter_eval_sets`` (tensors ``ans/<arm index>/<seed>/<cell index>``, four answers to a byte:
+  ``ei.pack_answers``; the base judges are evaluated by the notebook itself) and the per-step training statistics (``curve/<arm index>/<seed>/<stat>``:
+  sampled accuracy, cue-following (-1 at a step without an adversarial item), informative-group share, share of
+  groups whose EIT and accuracy advantages differ: condition ``rewards_differ``). The metrics record how many (seed, step) pairs the
   arms with one data rule did not share a batch at, and how many tokens of other cue families or held-out
   subjects EIT's training data held (both must be 0). The models themselves are not stored: the notebook retrains
   its own seed's arms live and checks that they give the stored answers.
@@ -33,7 +34,7 @@ from helpers import epistemic_independence as ei
 SLUG = ei.CHECKPOINT_SLUG
 HERE = Path(__file__).resolve()
 SOURCES = [HERE, Path(ei.__file__).resolve(), Path(repro.__file__).resolve()]
-STATS = ("accuracy", "follow", "informative")
+STATS = ("accuracy", "follow", "informative", "rewards_differ")
 
 
 def tiny(name: str = "arms") -> dict:
@@ -53,17 +54,15 @@ def make_arms(cfg: dict, out: Path | None, tiny_bases: bool = False) -> Path:
         ck = checkpoints.load(SLUG, "base", config=bcfg, root=out)
         for b in cfg["base_seeds"]:
             bases[b] = ck.load_into(ei.make_judge(bcfg["small"], b), prefix=f"small/{b}.").eval()
-    sets = ei.chapter_eval_sets(cfg["eval_seed"], cfg["eval_n"], cfg["n_options"])
+    sets = ei.chapter_eval_sets(cfg["eval_seed"], cfg["eval_n"], cfg["n_options"], cfg["p_hidden"])
     cells = list(sets)
     tensors, metrics = {}, {}
-    for b, m in bases.items():
-        ans = ei.answers_by_cell(m, sets)
-        tensors.update({f"ans/base/{b}/{j}": torch.from_numpy(ans[c].astype(np.uint8)) for j, c in enumerate(cells)})
     unpaired, n_ood = 0, 0
     ood_ids = torch.tensor([v for n, v in ei.VOCAB.items()
                             if n.startswith(("<authority", "<distraction", "<elab", "<expert", "<ranked"))]
                            + [ei.VOCAB[f"<subj:{x}>"] for x in ei.HELDOUT_SUBJECTS])
-    kw = {k: cfg[k] for k in ("steps", "batch", "n_replay", "G", "lr", "beta", "n_options", "mode")}
+    kw = {k: cfg[k] for k in ("steps", "batch", "n_replay", "G", "lr", "beta", "n_options", "mode", "p_hidden")}
+    i_eit = cfg["arms"].index("EIT")
     for k, s in enumerate(cfg["seeds"]):
         base = bases[cfg["base_seeds"][k % len(cfg["base_seeds"])]]
         digests = {}
@@ -72,7 +71,7 @@ def make_arms(cfg: dict, out: Path | None, tiny_bases: bool = False) -> Path:
             if toks:
                 n_ood += int(torch.isin(torch.cat(toks), ood_ids).sum())
             ans = ei.answers_by_cell(model, sets)
-            tensors.update({f"ans/{i}/{s}/{j}": torch.from_numpy(ans[c].astype(np.uint8))
+            tensors.update({f"ans/{i}/{s}/{j}": torch.from_numpy(ei.pack_answers(ans[c]))
                             for j, c in enumerate(cells)})
             for st in STATS if log else ():
                 # a step without an adversarial item has no cue-following rate: stored as -1
@@ -81,12 +80,15 @@ def make_arms(cfg: dict, out: Path | None, tiny_bases: bool = False) -> Path:
             adv = sets[("train subjects", "bandwagon", "adversarial")]
             metrics[f"adversarial/{i}/{s}"] = float((ans[("train subjects", "bandwagon", "adversarial")]
                                                      == adv.truth).mean())
+            if log:  # condition rewards_differ reads the EIT arm's value (bar: cfg["rewards_differ_bar"])
+                metrics[f"rewards_differ/{i}/{s}"] = float(np.mean([r["rewards_differ"] for r in log]))
         for p in (0.0, 0.5):
             group = {a: d for a, d in digests.items() if ei.ARMS[a][1] == p}
             if len(group) > 1:
                 unpaired += ei.unpaired_steps(group, cfg["steps"])
         print(f"seed {s}: adversarial bandwagon accuracy "
               + ", ".join(f"{a} {metrics[f'adversarial/{i}/{s}']:.3f}" for i, a in enumerate(cfg["arms"]))
+              + f"; EIT rewards_differ {metrics[f'rewards_differ/{i_eit}/{s}']:.3f}"
               + f" ({time.time() - t0:.0f} s)", flush=True)
     metrics.update(unpaired_steps=unpaired, ood_tokens_in_eit_data=n_ood, cells=len(cells))
     return checkpoints.save(SLUG, "arms", tensors, config=cfg, metrics=metrics, seed=cfg["seeds"],
