@@ -608,3 +608,38 @@ def test_isolation_gap():
         ac.isolation_gap([1.5], [0.1], [True])
     with pytest.raises(ValueError, match="train_acc"):
         ac.isolation_gap([], [], [])
+
+
+def test_refit_embedding_moves_only_the_embedding():
+    p = 11
+    tr, te = (torch.tensor(a) for a in ac.modadd_split(p, 0.5, seed=42))
+    torch.manual_seed(0)
+    model = ac.modadd_model(p, 16)
+    frozen = {n: q.detach().clone() for n, q in model.named_parameters() if n != "tok.weight"}
+    E0 = model.tok.weight.detach().clone()
+    start = ac.modadd_loss(model, tr)
+    log = ac.refit_embedding(model, tr, te, 300, target_loss=0.97 * start, lr=3e-3)
+    assert log["train_loss"][-1] <= 0.97 * start  # reached the target with the embedding alone
+    assert not torch.equal(model.tok.weight, E0)
+    assert all(torch.equal(q, frozen[n]) for n, q in model.named_parameters() if n != "tok.weight")
+    assert all(q.requires_grad for q in model.parameters())  # everything trains again afterwards
+    ac.refit_embedding(model, tr, te, 3, target_loss=0.0, keep=ac.keep_modes(p, [1, 2]))
+    assert ac.embedding_modes(model.tok.weight.detach().numpy(), p) <= 2  # kept in its modes
+    with pytest.raises(TypeError, match="tok.weight"):
+        ac.refit_embedding(torch.nn.Linear(2, 2), tr, te, 5, target_loss=0.1)
+    with pytest.raises(ValueError, match="target_loss"):
+        ac.refit_embedding(model, tr, te, 5, target_loss=-1.0)
+
+
+def test_train_modadd_eps_is_adams_and_validated():
+    p = 7
+    tr, te = (torch.tensor(a) for a in ac.modadd_split(p, 0.5, seed=42))
+    outs = []
+    for eps in (1e-8, 1e-8, 1.0):
+        torch.manual_seed(0)
+        model = ac.modadd_model(p, 8)
+        ac.train_modadd(model, tr, te, 5, lr=1e-2, wd=0.0, eps=eps)
+        outs.append(model.tok.weight.detach().clone())
+    assert torch.equal(outs[0], outs[1]) and not torch.allclose(outs[0], outs[2])
+    with pytest.raises(ValueError, match="eps"):
+        ac.train_modadd(model, tr, te, 5, lr=1e-2, wd=0.0, eps=0.0)

@@ -30,12 +30,17 @@ the tests run); ``--seeds``/``--out``: other seeds into another data root; ``--n
 runs seeds in parallel processes, one torch thread each: the same seed on the same machine writes byte-identical
 weights. ``--cache DIR`` keeps each seed's result in ``DIR/<name>_s<seed>.pt`` and reuses it; ``--only SEED``
 trains that seed into the cache and writes no checkpoint (one seed per job, then one run that assembles).
+``--probe JSON`` (with ``--only``) overrides config keys (e.g. ``'{"eps": 1e-6}'``) and stops as soon as the
+condition ``no_collapse`` has failed: a one-seed probe of an optimizer setting (round 4 of issue #71 probed four,
+in an order fixed beforehand; their record is ``modadd_probes.json``; none met the condition, so the config is
+unchanged).
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import json
 import multiprocessing as mp
 import time
 from pathlib import Path
@@ -58,23 +63,40 @@ def tiny(name: str = "modadd") -> dict:
     return cfg
 
 
-def run_seed(args: tuple[dict, int]) -> dict:
+class ConditionFailed(RuntimeError):
+    """A probe's ``no_collapse`` failed during training (raised by :func:`run_seed` with ``abort``)."""
+
+
+def run_seed(args: tuple[dict, int], abort: bool = False) -> dict:
+    """Train and analyse one seed; ``abort``: stop (raise :class:`ConditionFailed`) as soon as the condition
+    ``no_collapse`` has failed (a train-accuracy drop of more than 0.05 below its running maximum from the first
+    logged test accuracy >= gen_acc on, what the notebook reads): a probe of an optimizer setting."""
     cfg, s = args
     torch.set_num_threads(1)
     t0 = time.time()
     p = cfg["p"]
     tr, te = (torch.tensor(a) for a in ac.modadd_split(p, cfg["train_frac"], seed=cfg["split_seed"]))
+    watch = {"gen": None, "max": 0.0, "drop": 0.0}
 
     def progress(step: int, row: dict) -> None:
         if step % 500 == 0:
             print(f"seed {s} wd {cfg['wd']} step {step}: train {row['train_acc']:.3f} test {row['test_acc']:.3f} "
-                  f"({time.time() - t0:.0f} s)", flush=True)
+                  f"largest drop after grokking {watch['drop']:.3f} ({time.time() - t0:.0f} s)", flush=True)
+        if watch["gen"] is None and row["test_acc"] >= cfg["gen_acc"]:
+            watch["gen"] = step
+        if watch["gen"] is not None:
+            watch["max"] = max(watch["max"], row["train_acc"])
+            watch["drop"] = max(watch["drop"], watch["max"] - row["train_acc"])
+            if abort and watch["drop"] > 0.05:
+                raise ConditionFailed(f"seed {s}: no_collapse failed at step {step} (grokking at {watch['gen']}, "
+                                      f"drop {watch['drop']:.3f}; {time.time() - t0:.0f} s)")
 
     with repro.seeded(s):
         model = ac.modadd_model(p, cfg["d"], cfg["n_head"])
         log = ac.train_modadd(model, tr, te, cfg["steps"], lr=cfg["lr"], wd=cfg["wd"], betas=cfg["betas"],
                               eval_every=cfg["eval_every"], snapshot_every=cfg["ckpt_every"], on_eval=progress,
-                              batch_size=cfg["batch_size"], warmup=cfg["warmup"], clip=cfg["clip"], batch_seed=s)
+                              batch_size=cfg["batch_size"], warmup=cfg["warmup"], clip=cfg["clip"], batch_seed=s,
+                              eps=cfg.get("eps", 1e-8))
     steps, tr_acc, te_acc = log["step"], log["train_acc"], log["test_acc"]
     t_mem, t_gen = ac.memorise_generalise(steps, tr_acc, te_acc, cfg["mem_acc"], cfg["gen_acc"])
     collapses = ac.collapse_steps(steps, tr_acc, start=t_mem or steps[-1], drop=cfg["collapse_drop"])
@@ -126,7 +148,7 @@ def run_seed(args: tuple[dict, int]) -> dict:
                 seconds=time.time() - t0)
 
 
-def cached_seed(args: tuple[dict, int, str | None, str]) -> dict:
+def cached_seed(args: tuple[dict, int, str | None, str], abort: bool = False) -> dict:
     """run_seed, its result kept in ``<cache>/<name>_s<seed>.pt`` and reused when the config is the same."""
     cfg, s, cache, name = args
     path = None if cache is None else Path(cache) / f"{name}_s{s}.pt"
@@ -135,7 +157,7 @@ def cached_seed(args: tuple[dict, int, str | None, str]) -> dict:
         if stored["config"] == cfg:  # the same config: the same numbers (deterministic)
             print(f"{name} seed {s}: reused {path}", flush=True)
             return stored["result"]
-    result = run_seed((cfg, s))
+    result = run_seed((cfg, s), abort=abort)
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         torch.save(dict(config=cfg, result=result), path)
@@ -143,12 +165,19 @@ def cached_seed(args: tuple[dict, int, str | None, str]) -> dict:
 
 
 def make_modadd(cfg: dict, out: Path | None, jobs: int = 1, name: str = "modadd", cache: str | None = None,
-                only: int | None = None) -> Path | list:
+                only: int | None = None, probe: dict | None = None) -> Path | list:
     t0 = time.time()
+    if probe:  # a probe of an optimizer setting: config keys overridden, aborted once no_collapse failed
+        if only is None:
+            raise ValueError("--probe needs --only SEED (and --cache)")
+        cfg = {**cfg, **probe}
     if only is not None:  # one seed into the cache, no checkpoint (one seed per job; assemble later)
         if cache is None or only not in cfg["seeds"]:
             raise ValueError(f"--only needs --cache and one of the config's seeds {cfg['seeds']}, got {only}")
-        cached_seed((cfg, only, cache, name))
+        try:
+            cached_seed((cfg, only, cache, name), abort=bool(probe))
+        except ConditionFailed as e:
+            print(f"probe {probe}: {e}", flush=True)
         return []
     work = [(cfg, s, cache, name) for s in cfg["seeds"]]
     if jobs > 1:
@@ -186,9 +215,12 @@ def main(argv: list[str] | None = None) -> list[Path]:
         ap.add_argument("--jobs", type=int, default=1, help="seeds trained in parallel processes")
         ap.add_argument("--cache", default=None, help="folder for per-seed results, reused when present")
         ap.add_argument("--only", type=int, default=None, help="train this seed into --cache, write no checkpoint")
+        ap.add_argument("--probe", type=json.loads, default=None,
+                        help="JSON dict of config overrides: a one-seed probe (with --only) that stops as soon as "
+                             "no_collapse has failed")
 
     return scripts.script_main(lambda cfg, out, args: make_modadd(cfg, out, args.jobs, args.name, args.cache,
-                                                                  args.only),
+                                                                  args.only, args.probe),
                                config=ac.checkpoint_config, tiny=tiny, names=NAMES, options=options, doc=__doc__,
                                argv=argv)
 

@@ -22,7 +22,11 @@ Run from the repository root: ``.venv/bin/python data/13_algorithmic_cores/make_
 NB=13_algorithmic_cores``). ``--tiny`` runs a tiny config into a temporary folder (seconds; what the tests run);
 ``--seeds``/``--out``: other seeds into another data root; ``--jobs`` runs seeds in parallel processes, one thread
 each; ``--cache DIR`` keeps each seed's result in ``DIR/redundancy_s<seed>.json`` and reuses it (one seed per job,
-then one run that assembles the checkpoint; the same seed gives the same numbers).
+then one run that assembles the checkpoint; the same seed gives the same numbers). ``--probe SEED`` runs one seed
+up to the start of the clock and prints only what the condition ``redundancy_isolated`` reads (no tau);
+``--refit embedding`` re-fits only the token embedding (inside its m modes, every other weight frozen, a fresh
+AdamW at weight decay 0: ``ac.refit_embedding``) instead of every weight: the design probed in round 4 of issue #71
+(``--probe 0 --refit embedding``; its record is ``redundancy_probes.json``).
 """
 
 from __future__ import annotations
@@ -56,8 +60,9 @@ def accuracy(model: torch.nn.Module, rows: torch.Tensor) -> float:
         return float((model(rows[:, :2])[:, -1].argmax(-1) == rows[:, 2]).float().mean())
 
 
-def one_seed(cfg: dict, s: int) -> list[dict]:
-    """Memorise once, then one projected continuation per m (and the unconstrained reference)."""
+def one_seed(cfg: dict, s: int, probe: bool = False) -> list[dict]:
+    """Memorise once, then one projected continuation per m (and the unconstrained reference); ``probe``: stop
+    each continuation at the start of the grokking clock (the inputs of redundancy_isolated, no tau)."""
     torch.set_num_threads(1)
     t0 = time.time()
     p = cfg["p"]
@@ -91,7 +96,14 @@ def one_seed(cfg: dict, s: int) -> list[dict]:
         res.update(proj_train=accuracy(m_model, tr), proj_test=accuracy(m_model, te),
                    proj_loss=ac.modadd_loss(m_model, tr))
         n_refit = 0
-        if res["proj_loss"] > loss_mem:  # re-fit, weight decay off, to the memorised loss (the projection kept)
+        if res["proj_loss"] > loss_mem and cfg.get("refit") == "embedding":
+            # re-fit the embedding alone (inside its m modes; the rest frozen, fresh AdamW, weight decay 0) to
+            # the memorised loss: the rest of the network cannot learn the algorithm while it re-fits
+            log_r = ac.refit_embedding(m_model, tr, te, cfg["refit_steps"], target_loss=loss_mem, keep=keep,
+                                       lr=cfg["lr"], betas=cfg["betas"], eval_every=cfg["eval_every"],
+                                       clip=cfg["clip"])
+            n_refit = log_r["step"][-1]
+        elif res["proj_loss"] > loss_mem:  # re-fit, weight decay off, to the memorised loss (the projection kept)
             for g in m_opt.param_groups:
                 g["weight_decay"] = cfg["refit_wd"]
             log_r = ac.train_modadd(m_model, tr, te, cfg["refit_steps"], warmup=0, optimizer=m_opt,
@@ -102,6 +114,13 @@ def one_seed(cfg: dict, s: int) -> list[dict]:
         res.update(refit_steps=n_refit, start_train=accuracy(m_model, tr), start_test=accuracy(m_model, te),
                    start_loss=ac.modadd_loss(m_model, tr))
         res["restored"] = res["start_loss"] <= loss_mem
+        if probe:  # the condition's inputs only: no grokking clock, no tau
+            print(f"probe seed {s} m {m:>2}: after projection train {res['proj_train']:.3f} test "
+                  f"{res['proj_test']:.3f}; re-fit {n_refit} steps -> train {res['start_train']:.3f} test "
+                  f"{res['start_test']:.3f} loss {res['start_loss']:.4f} (memorised {loss_mem:.4f}) restored "
+                  f"{res['restored']}", flush=True)
+            runs.append(res)
+            continue
         log = ac.train_modadd(m_model, tr, te, cfg["max_steps"], warmup=0, optimizer=m_opt,
                               stop_at=cfg["gen_acc"], after_step=keep, **opt_kw)
         t_gen = ac.grok_step(log["step"], log["test_acc"], cfg["gen_acc"])
@@ -134,8 +153,15 @@ def seed_runs(args: tuple[dict, int, str | None]) -> list[dict]:
     return runs
 
 
-def make_redundancy(cfg: dict, out: Path | None, jobs: int = 1, cache: str | None = None) -> Path:
+def make_redundancy(cfg: dict, out: Path | None, jobs: int = 1, cache: str | None = None,
+                    probe: int | None = None) -> Path | list:
     t0 = time.time()
+    if probe is not None:  # one seed up to the start of the clock: what redundancy_isolated reads
+        runs = [r for r in one_seed(cfg, probe, probe=True) if not r["reference"]]
+        gap = ac.isolation_gap([r["start_train"] for r in runs], [r["start_test"] for r in runs],
+                               [bool(r["restored"]) for r in runs], cfg["gen_acc"])
+        print(f"probe seed {probe}: isolation gap {gap:.3f} (redundancy_isolated: <= {cfg['isolate_tol']})")
+        return []
     one = [dict(cfg, seeds=[s]) for s in cfg["seeds"]]  # a seed's result does not depend on the others
     work = [(c, s, cache) for c, s in zip(one, cfg["seeds"])]
     if jobs > 1:
@@ -159,8 +185,17 @@ def main(argv: list[str] | None = None) -> list[Path]:
     def options(ap: argparse.ArgumentParser) -> None:
         ap.add_argument("--jobs", type=int, default=1, help="seeds run in parallel processes")
         ap.add_argument("--cache", default=None, help="folder for per-seed results, reused when present")
+        ap.add_argument("--probe", type=int, default=None, metavar="SEED",
+                        help="run this seed up to the start of the clock and print redundancy_isolated only")
+        ap.add_argument("--refit", choices=["embedding"], default=None,
+                        help="re-fit only the token embedding (the rest frozen) instead of every weight")
 
-    return scripts.script_main(lambda cfg, out, args: make_redundancy(cfg, out, args.jobs, args.cache),
+    def build(cfg: dict, out: Path | None, args: argparse.Namespace) -> Path | list:
+        if args.refit is not None:
+            cfg = {**cfg, "refit": args.refit}
+        return make_redundancy(cfg, out, args.jobs, args.cache, args.probe)
+
+    return scripts.script_main(build,
                                config=ac.checkpoint_config, tiny=tiny, names=["redundancy"], options=options,
                                doc=__doc__, argv=argv)
 
