@@ -1014,7 +1014,11 @@ txt = [
     f"(bar {RD_BAR:g}, set before any RL run: `rewards_differ` {rd.verdict}); "
     f"{differ.loc['EIT', 'first tenth']:.3f} of the groups over the first tenth of "
     f"training, {differ.loc['EIT', 'last tenth']:.3f} over the last (the earlier "
-    f"attempt: {EARLIER['rewards_differ_seed0']:.3f} on its seed 0).",
+    f"attempt: {EARLIER['rewards_differ_seed0']:.3f} on its seed 0)"
+    + (". Most of that room comes early: as both rewards teach the judge to resist "
+       "the cue, also where it cannot see every digit, the groups that hold both "
+       "wrong options thin out, and by the end the two arms train nearly alike."
+       if differ.loc["EIT", "last tenth"] < RD_BAR else "."),
     "* **The EIT reward against the accuracy reward, same balanced data, GRPO.** "
     f"Adversarial bandwagon accuracy, EIT − accuracy reward, mean {m_adv:+.3f}, 95 % "
     f"interval over the {n_b} base judges [{lo_adv:+.3f}, {hi_adv:+.3f}]: "
@@ -1048,8 +1052,14 @@ txt = [
     f"{mean(base_al) - mean_acc('base', 'none'):+.3f}), and its no-cue accuracy on the "
     f"training subjects moves {mean_acc('EIT', 'none') - mean_acc('base', 'none'):+.3f}"
     " (the accuracy reward's "
-    f"{mean_acc('RL acc, balanced', 'none') - mean_acc('base', 'none'):+.3f}) "
-    f"(the one-seed diagnostic, EIT − base at seed {seed}: {diag_tradeoff()})"
+    f"{mean_acc('RL acc, balanced', 'none') - mean_acc('base', 'none'):+.3f}): "
+    + ("most of the aligned loss is the cue's lift given back, which a judge for "
+       "which the cue is non-predictive gives back by design, not lost task skill"
+       if abs(mean_acc('EIT', 'none') - mean_acc('base', 'none'))
+       < abs(mean(eit_al) - mean_acc('EIT', 'none')
+             - mean(base_al) + mean_acc('base', 'none'))
+       else "most of the aligned loss is lost task skill")
+    + f" (the one-seed diagnostic, EIT − base at seed {seed}: {diag_tradeoff()})"
     + "; on held-out subjects "
     + says("ood_subject_transfer", fmt(diff(per_seed("EIT", "adversarial", split=HO),
                                             per_seed("base", "adversarial", split=HO))))
