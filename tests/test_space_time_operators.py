@@ -570,3 +570,33 @@ def test_scramble_operators_relabels_the_graph_and_the_model_notices():
         assert (m(g["x"], sc["ops"]) - m(g["x"], g["ops"])).abs().max() > 1e-5  # the Chebyshev mixer reads it
     with pytest.raises(ValueError):
         st.scramble_operators({"x": g["x"]})
+
+
+def test_geometry_matched_holds_more_events_of_the_same_geometry():
+    """The data-matched control: copy 0 is the geometry, later copies swap only its training events for fresh
+    ones simulated on the same geometry (the flow and operator rebuilt from the mask reproduce its own fields);
+    validation and test events are shared, so a model trained on the copies is scored on what the oracle is."""
+    g = st.geometry_data(0, 1, size=6, T=8, n_events=3, n_test=2)[0]
+    ch = st.geometry_matched(g, 4, val_events=1)
+    assert len(ch) == 4 and ch[0] is g and st.geometry_matched(g, 1) == [g]
+    A = st.advection_diffusion_operator(g["mask"], st.potential_flow(g["mask"]))
+    for c in ch:
+        assert c["x"].shape == g["x"].shape and c["n_events"] == 3
+        assert torch.equal(c["x"][:, 2:], g["x"][:, 2:]) and torch.equal(c["y"][:, 2:], g["y"][:, 2:])
+        assert torch.equal(c["x"][..., 1], g["x"][..., 1])  # the degree channel
+        u = st.simulate_implicit(A, c["x"][..., 0].permute(1, 0, 2).double().numpy())
+        assert np.abs(u - c["y"][..., 0].permute(1, 0, 2).numpy()).max() < 1e-4 * float(g["y"].abs().max())
+    fresh = torch.cat([c["x"][:, :2, :, 0] for c in ch[1:]], 1)
+    assert not torch.equal(ch[1]["x"][:, :2], g["x"][:, :2]) and fresh.unique(dim=1).shape[1] == 6
+    assert all(torch.equal(a["x"], b["x"]) for a, b in zip(ch, st.geometry_matched(g, 4), strict=True))
+    m = st.geometry_model(1, 0)
+    h = st.train_geometry(m, ch, 1, 0, steps=4, val_events=1, val_every=2)
+    assert len(h.evals["val"]) >= 2
+    with pytest.raises(ValueError):
+        st.geometry_matched(g, 0)
+    with pytest.raises(ValueError):
+        st.geometry_matched(g, 2, val_events=3)  # no training event left
+    with pytest.raises(ValueError):
+        st.geometry_matched({k: v for k, v in g.items() if k != "mask"}, 2)
+    with pytest.raises(ValueError):
+        st.geometry_matched(dict(g, mask=np.ones((2, 2), bool)), 2)  # mask and cells disagree

@@ -1,11 +1,14 @@
-"""data/16_space_time_operators/make_models.py: the work split into parts (river, geometry, geoleaks per seed)
+"""data/16_space_time_operators/make_models.py: the work split into parts (river, geometry, geoleaks, matched,
+geolong per seed)
 and assembled writes exactly the tensors of one uninterrupted run, and re-assembling from the same parts changes no
 stored tensor (so retraining one part leaves the others bit-identical)."""
 
 import importlib.util
+import json
 from pathlib import Path
 
 import pytest
+import torch
 from safetensors.torch import load_file
 
 REPO = Path(__file__).resolve().parents[1]
@@ -25,7 +28,7 @@ def test_parts_assemble_to_the_same_tensors(tmp_path):
     assert mm.part_seeds(cfg, "geoleaks") == [0] and cfg["geometry"]["leaks"]
     whole = mm.make_models(cfg, tmp_path / "whole")
     parts = tmp_path / "parts"
-    for part in ("river", "geometry", "geoleaks"):
+    for part in mm.JOBS:
         mm.make_models(cfg, None, part, parts)
     a = mm.make_models(cfg, tmp_path / "a", "assemble", parts)
     b = mm.make_models(cfg, tmp_path / "b", "assemble", parts)
@@ -34,6 +37,13 @@ def test_parts_assemble_to_the_same_tensors(tmp_path):
     assert ta.keys() == tb.keys() == tw.keys()
     for k in ta:
         assert ta[k].equal(tb[k]) and ta[k].equal(tw[k]), k
+    # the data-matched controls are stored as measurements; the embed leak model is geolong's (its steps)
+    man = json.loads(a.with_suffix(".json").read_text())
+    assert {"s0.geo.dm_G1.test_err", "s0.geo.dm_oracle0.own_err"} <= man["metrics"].keys()
+    assert "s0.geo.dm_G1.val" in man["history"] and not any(".dm_" in k for k in ta)
+    assert man["metrics"]["s0.geo.leak_embed.steps"] == cfg["leak_steps"]["embed"]
+    long = torch.load(parts / "geolong_s0.pt", weights_only=False)["result"][0]["s0.geo.leak_embed"]
+    assert all(ta[f"s0.geo.leak_embed.{k}"].shape == v.shape for k, v in long.items())
 
 
 def test_assemble_rejects_a_part_of_another_config(tmp_path):

@@ -11,13 +11,32 @@
   of ``geometry.leaks`` open (per-node embeddings, a graph-normalised node id, per-geometry source scales). Every
   geometry model keeps its last training event per geometry for validation (its curve is stored: the
   convergence conditions read it) and ends with its best-validation weights (early stopping). Stored as int8.
+* data-matched controls (part ``matched``, seeds ``geometry_matched_seeds``; measurements only, no weights),
+  designed before training, in answer to the review that the G = 1 control and the oracles saw 5 training
+  events of one geometry while the G = 15 model saw 75. With ``geometry_matched`` each of them trains on G_max
+  = 15 copies of its one geometry holding 15 x 5 = 75 training events (the copy's 5 fresh events, drawn from the
+  same source distribution and simulated on the same geometry), one copy per step, so it gets what the G = 15
+  model gets: the same steps (``geometry.steps``), the same 5 events per step, 75 training events in all, the
+  same validation event (early stopping on it) and the same test events. ``dm_G1``: the first training geometry
+  (the G = 1 control with as many events as the G = 15 model: ``geometry_accumulation`` then compares one
+  geometry with fifteen at equal steps and equal data); ``dm_oracle{k}``: test geometry ``k`` (the oracle with
+  as many events as the pooled model: ``within_oracle`` and ``attention_mixer_transfer`` then compare with a
+  reference that is not data-starved). Stored per model: its validation curve, its held-out test error (for
+  ``dm_G1`` on the test geometries and on its own geometry's test events). Nothing else changes: every bar and
+  condition (``oracle_converged``, ``oracle_is_ceiling``, ``control_converged``) reads these as it read the
+  5-event models.
+* leaks trained longer (part ``geolong``, seeds ``geometry_leak_seeds``): a leak named in ``leak_steps`` is
+  trained for that many steps instead of ``geometry.steps`` (the ``embed`` model was still falling at 1800
+  steps: ``leak_models_converged`` unmet), with the same early stopping and the same plateau condition as every
+  other model; assembled after ``geoleaks``, it replaces that part's model of the same leak.
 
 Run from the repository root: ``.venv/bin/python data/16_space_time_operators/make_models.py`` (or
 ``make data NB=16_space_time_operators``). ``--tiny`` trains a tiny config into a temporary folder (what a test can
 run); ``--seeds``/``--out``: other seeds into another data root. One torch thread. On the shared build machine the
 work is split into one job per seed and part, each saved to ``--parts DIR``, then assembled::
 
-    make_models.py --part river --seeds 0 --parts /tmp/st16     # and geometry, geoleaks; seeds 1, 2
+    make_models.py --part river --seeds 0 --parts /tmp/st16     # and geometry, geoleaks, matched,
+                                                                 # geolong; seeds 1, 2
     make_models.py --part assemble --parts /tmp/st16
 
 The same seed writes the same weights whichever way the work is split, and assembling again from the same parts
@@ -89,6 +108,8 @@ def geometry_job(cfg: dict, seed: int, leaks: bool = False) -> tuple[dict, dict,
     if not leaks:
         fit("attention", st.geometry_model(gc["order"], seed, mixer="attention"), train_g)
     for leak in gc["leaks"] if leaks else []:
+        if leak in cfg.get("leak_steps", {}):  # trained longer by part geolong
+            continue
         leaky = st.geometry_leak(geos, gc["n_train"], leak, seed)
         model = st.geometry_model(gc["order"], seed, c_in=3 if leak == "feature" else 2,
                                   embed_nodes=100 * gc["n_train"] if leak == "embed" else 0)
@@ -96,16 +117,68 @@ def geometry_job(cfg: dict, seed: int, leaks: bool = False) -> tuple[dict, dict,
     return states, hist, metrics
 
 
+def matched_job(cfg: dict, seed: int) -> tuple[dict, dict, dict]:
+    """A seed's data-matched controls (module docstring): measurements only."""
+    repro.set_threads(1)
+    gc = cfg["geometry"]
+    hist, metrics = {}, {}
+    geos = st.geometry_data(seed, gc["n_train"] + gc["n_test"], T=gc["T"])
+    train_g, test_g = geos[: gc["n_train"]], geos[gc["n_train"]:]
+    n_chunks, ve = gc["counts"][-1], gc["val_events"]
+    on = {"dm_G1": train_g[0], **{f"dm_oracle{k}": g for k, g in enumerate(test_g)}}
+    for tag, g in on.items():
+        t0 = time.time()
+        model = st.geometry_model(gc["order"], seed)
+        h = st.train_geometry(model, st.geometry_matched(g, n_chunks, ve), 1, seed, steps=gc["steps"],
+                              val_events=ve, val_every=gc["val_every"])
+        key = f"s{seed}.geo.{tag}"
+        hist[f"{key}.val"] = h.evals["val"]
+        metrics[f"{key}.best_val"] = min(v for _, v in h.evals["val"])
+        metrics[f"{key}.own_err"] = st.geometry_error(model.eval(), [g])
+        if tag == "dm_G1":
+            metrics[f"{key}.test_err"] = st.geometry_error(model, test_g)
+        print(f"seed {seed} geo.{tag} {time.time() - t0:.0f} s", flush=True)
+    return {}, hist, metrics
+
+
+def long_leak_job(cfg: dict, seed: int) -> tuple[dict, dict, dict]:
+    """A seed's leak models named in ``leak_steps``, each trained for its own number of steps."""
+    repro.set_threads(1)
+    gc = cfg["geometry"]
+    states, hist, metrics = {}, {}, {}
+    geos = st.geometry_data(seed, gc["n_train"] + gc["n_test"], T=gc["T"])
+    for leak, steps in cfg.get("leak_steps", {}).items():
+        t0 = time.time()
+        leaky = st.geometry_leak(geos, gc["n_train"], leak, seed)
+        model = st.geometry_model(gc["order"], seed, c_in=3 if leak == "feature" else 2,
+                                  embed_nodes=100 * gc["n_train"] if leak == "embed" else 0)
+        h = st.train_geometry(model, leaky[: gc["n_train"]], 1, seed, steps=steps, val_events=gc["val_events"],
+                              val_every=gc["val_every"])
+        tag = f"s{seed}.geo.leak_{leak}"
+        states[tag], hist[f"{tag}.val"] = model.state_dict(), h.evals["val"]
+        metrics[f"{tag}.best_val"] = min(v for _, v in h.evals["val"])
+        metrics[f"{tag}.steps"] = steps
+        print(f"seed {seed} geo.leak_{leak} ({steps} steps) {time.time() - t0:.0f} s", flush=True)
+    return states, hist, metrics
+
+
 JOBS = {"river": river_job, "geometry": geometry_job,
-        "geoleaks": lambda cfg, seed: geometry_job(cfg, seed, leaks=True)}
-PART_CONFIG = {"river": "river", "geometry": "geometry", "geoleaks": "geometry"}  # what a part must match
+        "geoleaks": lambda cfg, seed: geometry_job(cfg, seed, leaks=True),
+        "matched": matched_job, "geolong": long_leak_job}  # assembled in this order: a later part wins
+PART_CONFIG = {"river": ("river",), "geometry": ("geometry",), "geoleaks": ("geometry",),
+               "matched": ("geometry",), "geolong": ("geometry", "leak_steps")}  # what a part must match
 
 
 def part_seeds(cfg: dict, part: str) -> list[int]:
     """The seeds a part is trained for (river: ``seeds``; geometry: ``geometry_seeds``; geoleaks:
-    ``geometry_leak_seeds``, none when the config has no ``geometry.leaks``)."""
+    ``geometry_leak_seeds``, none when the config has no ``geometry.leaks``; matched:
+    ``geometry_matched_seeds``; geolong: ``geometry_leak_seeds`` when ``leak_steps`` names a leak)."""
     if part == "geoleaks":
         return list(cfg.get("geometry_leak_seeds", [])) if cfg["geometry"]["leaks"] else []
+    if part == "matched":
+        return list(cfg.get("geometry_matched_seeds", []))
+    if part == "geolong":
+        return list(cfg.get("geometry_leak_seeds", [])) if cfg.get("leak_steps") else []
     return list(cfg["seeds"] if part == "river" else cfg.get("geometry_seeds", cfg["seeds"]))
 
 
@@ -146,9 +219,9 @@ def make_models(cfg: dict, root: Path | None, part: str = "all", parts: Path | N
         for kind in JOBS:
             for seed in part_seeds(cfg, kind):
                 got = torch.load(Path(parts) / f"{kind}_s{seed}.pt", weights_only=False)
-                key = PART_CONFIG[kind]
-                if dict(got["config"])[key] != cfg[key]:
-                    raise ValueError(f"part {kind}_s{seed} was trained with another {key} config")
+                for key in PART_CONFIG[kind]:
+                    if dict(got["config"]).get(key) != cfg.get(key):
+                        raise ValueError(f"part {kind}_s{seed} was trained with another {key} config")
                 results.append(got["result"])
                 wall += got["wall"]
         return assemble(cfg, results, wall, root)
@@ -159,7 +232,8 @@ def make_models(cfg: dict, root: Path | None, part: str = "all", parts: Path | N
 def tiny(name: str) -> dict:
     cfg = st.checkpoint_config(name)
     cfg["seeds"], cfg["baseline_seeds"], cfg["geometry_seeds"] = [0], [0], [0]
-    cfg["geometry_leak_seeds"] = [0]
+    cfg["geometry_leak_seeds"], cfg["geometry_matched_seeds"] = [0], [0]
+    cfg["leak_steps"] = {k: 4 for k in cfg["leak_steps"]}
     cfg["river"].update(n=12, T=16, n_events=4, n_test=2, steps=2, val_every=1)
     cfg["geometry"].update(n_train=3, n_test=1, counts=[1, 3], steps=3, val_every=1, T=8)
     return cfg
@@ -168,7 +242,8 @@ def tiny(name: str) -> dict:
 def main(argv: list[str] | None = None) -> list[Path]:
     def options(ap: argparse.ArgumentParser) -> None:
         ap.add_argument("--part", choices=("all", *JOBS, "both", "assemble"), default="all",
-                        help="one part per job (river / geometry / geoleaks / both, for --seeds), "
+                        help="one part per job (river / geometry / geoleaks / matched / geolong / "
+                        "both, for --seeds), "
                         "then assemble")
         ap.add_argument("--parts", type=Path, default=None, help="folder of the parts (with --part)")
 
