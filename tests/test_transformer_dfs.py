@@ -651,3 +651,27 @@ def test_reduced_dfs_learned_embeddings():
     assert not torch.allclose(learned.E, torch.as_tensor(emb).float())  # the embeddings moved
     with pytest.raises(TypeError):
         T.ReducedDFS(emb, learn_emb="yes")
+
+
+def test_reduced_p3_config_and_prefix():
+    """Probe P3 (``reduced_lc_<seed>``) is P1 with twice the steps: the second attempt's config with fixed
+    low-coherence codes, and a longer constant-step Adam run's curve starts with the shorter run's (the notebook
+    reads P1 and the first attempt off the longer runs)."""
+    base, p3 = T.checkpoint_config("reduced_1"), T.checkpoint_config("reduced_lc_1")
+    assert p3 == dict(base, emb="low_coherence", steps=2 * base["steps"])
+    assert not p3.get("learn_emb", False)
+    rng = np.random.default_rng(8)
+    emb = T.low_coherence_signs(8, 6, rng)
+    b = T.structured_batch(T.structured_states(40, 8, (4, 6), 0.3, rng, "curated"))
+    hists = []
+    for steps in (4, 8):
+        torch.manual_seed(1)
+        hists.append(T.train_reduced(T.ReducedDFS(emb), b, steps, 0.05, {"train": b}, eval_every=2,
+                                     method="adam"))
+    short, long_ = hists
+    k = len(short["step"])
+    assert long_["step"][:k] == short["step"]
+    for key in ("loss", "train/valid"):
+        assert np.allclose(long_[key][:k], short[key], rtol=0, atol=1e-6)
+    with pytest.raises(ValueError):
+        T.checkpoint_config("reduced_lc_3")
