@@ -492,8 +492,8 @@ def checkpoint_config(name: str) -> dict:
         # only its trajectory (named_analysis off).
         # Round 4 (issue #71): with these settings no_collapse fails at every seed after step ~4000; an ordered list of
         # changes keeping lr * wd * steps (betas (0.9, 0.98); eps 1e-6; clip 0.1; warmup 1000; lr 2.5e-4 over 22000
-        # steps) was probed on seed 0 by no_collapse alone: the first four failed (data/13_algorithmic_cores/
-        # modadd_probes.json), the fifth was not probed in the time, so this config is unchanged.
+        # steps) was probed on seed 0 by no_collapse alone: all five failed (data/13_algorithmic_cores/
+        # modadd_probes.json), so this config is unchanged.
         return dict(p=53, d=128, n_head=4, lr=MODADD_LR, wd=1.0 if name == "modadd" else 0.0, betas=[0.9, 0.999],
                     train_frac=0.5, split_seed=42, batch_size=512, warmup=MODADD_WARMUP, clip=MODADD_CLIP,
                     steps=MODADD_STEPS if name == "modadd" else MODADD_NOWD_STEPS, eval_every=10, ckpt_every=100,

@@ -2233,9 +2233,9 @@ plotting.live_controls(
 #   control covers the first 4000 steps only (its 11000-step run did not fit the build budget). The warmup, the
 #   clipping, AdamW's default `betas` and the halved learning rate are our choices against the collapses of
 #   earlier runs (issue #71); collapses that remain are marked and the claims that read the trajectory rest on
-#   `no_collapse`. Four further optimizer changes at the same exposure (lower `beta2`, larger Adam epsilon,
-#   smaller clip, longer warmup) were probed on one seed and none met `no_collapse`; half the rate over twice the
-#   steps was not probed (section 3). The causal rank scans stop at rank 64 of 128 and run at the named
+#   `no_collapse`. Five further optimizer changes at the same exposure (lower `beta2`, larger Adam epsilon,
+#   smaller clip, longer warmup, half the rate over twice the steps) were probed on one seed and none met
+#   `no_collapse` (section 3). The causal rank scans stop at rank 64 of 128 and run at the named
 #   checkpoints only; the trajectory every 100 steps is read by the energy rank alone.
 # * **Grokking-time study.** Run at p = 31, lr 3e-3 and width 32 (the main run's p = 53, d = 128, lr 5e-4 would
 #   take hours on a CPU); tau is measured at 10-step resolution. Redundancy is set by design: at memorisation the

@@ -31,7 +31,7 @@ runs seeds in parallel processes, one torch thread each: the same seed on the sa
 weights. ``--cache DIR`` keeps each seed's result in ``DIR/<name>_s<seed>.pt`` and reuses it; ``--only SEED``
 trains that seed into the cache and writes no checkpoint (one seed per job, then one run that assembles).
 ``--probe JSON`` (with ``--only``) overrides config keys (e.g. ``'{"eps": 1e-6}'``) and stops as soon as the
-condition ``no_collapse`` has failed: a one-seed probe of an optimizer setting (round 4 of issue #71 probed four,
+condition ``no_collapse`` has failed: a one-seed probe of an optimizer setting (round 4 of issue #71 probed five,
 in an order fixed beforehand; their record is ``modadd_probes.json``; none met the condition, so the config is
 unchanged).
 """
