@@ -961,8 +961,8 @@ display(Markdown(
 # are the sources and the cell degree. **Every model trains for the same number of optimizer steps**, whatever
 # it trains on (printed below; a leak model may train longer, printed in section 7's last part): the Chebyshev model
 # on G = 1 and on G = 15 geometries, the attention model on 15, and a **locally trained oracle** per test
-# geometry (the Chebyshev model trained on that geometry's own training events), the last two also with as
-# many events as the G = 15 model (the data-matched controls, below). Each keeps the last of its six events
+# geometry (the Chebyshev model trained on that geometry's own training events); the G = 1 model and the
+# oracles are also trained with as many events as the G = 15 model (the data-matched controls, below). Each keeps the last of its six events
 # per geometry for validation, records its validation curve, and ends with the weights that scored best there
 # (early stopping); the held-out test events never choose anything. The convergence conditions read the
 # validation curves (the book's plateau rule), fixed before the errors are read; one more condition, that the
@@ -1036,8 +1036,13 @@ print(f"change of the field before hour {t_geo} / max |field|, sources added fro
 # holding 5 fresh training events drawn from the same sources and simulated on that geometry, one copy per
 # step. It gets what the G = 15 model gets, 5 events per step and 75 in all, with the same validation event
 # (early stopping) and the same test events as the 5-event model. The G = 1 control uses the first training
-# geometry, each oracle its test geometry. The default run reads their validation curves and errors from the
-# checkpoint (measurements; their weights are not stored); quick mode trains them here.
+# geometry, each oracle its test geometry. The 75 events differ from the G = 15 model's only in where they
+# fall: 75 source patterns on one geometry against 5 on each of 15. The abstract does not say whether its
+# one-geometry model had fewer events than the pooled one; we show both G = 1 controls (5 events, equal per
+# geometry; 75 events, equal in all) and the claim uses the stricter, data-matched one. Early stopping reads one
+# validation event for these models, 15 for the G = 15 model. The default run reads their validation curves
+# and errors from the checkpoint (measurements; their weights are not stored, so they are not recomputed
+# here); quick mode trains them here.
 
 # %%
 DM = ["dm_G1"] + [f"dm_oracle{k}" for k in range(gc["n_test"])]
@@ -1077,25 +1082,34 @@ ratio_attn = [geo_err[s, "attention"] / oracle_dm[s] for s in geo_seeds]
 ratio5 = [geo_err[s, Gmax] / oracle_err[s] for s in geo_seeds]  # the 5-event oracle
 
 # %%
-fig, ax = plt.subplots(1, 2, figsize=(11, 3.4))
+fig, ax = plt.subplots(1, 3, figsize=(14, 3.8))
+_n5 = geo_all[geo_seeds[0]][0]["n_events"] - gc["val_events"]  # events of one geometry
+_nm = n_copies * _n5  # the data-matched controls' events
 bars = [G1, "dm_G1", Gmax, "attention"]
 xs = np.arange(len(bars) + 2)
 for i, s in enumerate(geo_seeds):
     ax[0].bar(xs + (i - 1) * 0.25, [geo_err[s, k] for k in bars]
               + [oracle_err[s], oracle_dm[s]], 0.25, label=f"seed {s}")
-ax[0].set(xticks=xs, xticklabels=[f"Cheb. {G1}", f"Cheb. {G1}, x{n_copies} ev.",
-                                  f"Cheb. {Gmax}", f"attention {Gmax}", "oracle",
-                                  f"oracle, x{n_copies} ev."],
-          ylabel="held-out relative L2")
+ax[0].set(xticks=xs, xticklabels=[
+    f"Cheb. {G1}\n{_n5} ev.", f"Cheb. {G1}\n{_nm} ev.", f"Cheb. {Gmax}",
+    f"attention\n{Gmax}", f"oracle\n{_n5} ev.", f"oracle\n{_nm} ev."],
+    ylabel="test-geometry held-out rel. L2")
 ax[0].tick_params(axis="x", labelsize=7)
 ax[0].legend(fontsize=7)
-for s in geo_seeds:
-    for key, ls in ((Gmax, "-"), ("attention", "--"), ("dm_oracle0", ":")):
+CURVES = ((1, Gmax, "-"), (1, "attention", "--"),
+          (2, "dm_G1", "-"), (2, "dm_oracle0", ":"))
+for s in geo_seeds:  # the curves the convergence conditions read
+    for j, key, ls in CURVES:
         v = geo_curves[s, key]
-        ax[1].plot(np.linspace(0, 1, len(v)) * gc["steps"], v, ls, color=f"C{s}",
+        ax[j].plot(np.linspace(0, 1, len(v)) * gc["steps"], v, ls, color=f"C{s}",
                    label=f"seed {s}, {key}")
-ax[1].set(yscale="log", xlabel="optimizer step", ylabel="validation relative L2")
-ax[1].legend(fontsize=6, ncol=3)
+for j, title in ((1, f"pooled models ({Gmax})"),
+                 (2, f"data-matched, {_nm} events (oracle0: 1st test geometry)")):
+    ax[j].set(yscale="log", xlabel="optimizer step", ylabel="validation relative L2")
+    ax[j].set_title(title, fontsize=8)
+    ax[j].legend(fontsize=6, ncol=2)
+ax[2].sharey(ax[1])
+plt.tight_layout()
 plt.show()
 
 # %% [markdown]
@@ -1547,7 +1561,7 @@ rec.claim(
     "oracle trained on the test geometry (as many events as the pooled model)",
     paper="within ~10% relative L2 of a locally trained oracle",
     measured=ratio, op="<=", target=1.1, unit="error / oracle error",
-    note=notes["within_oracle"],
+    baseline=[oracle_dm[s] for s in geo_seeds], note=notes["within_oracle"],
     given=("geometry_converged", "oracle_converged", "oracle_is_ceiling"),
 )
 rec.claim(
@@ -1566,6 +1580,7 @@ rec.claim(
     paper="error decreases with training geometries",
     measured=_acc, op="<", target=1.0,
     unit=f"error({Gmax}) / error({G1}), same steps, same number of events",
+    baseline=[geo_err[s, "dm_G1"] for s in geo_seeds],
     note=notes["geometry_accumulation"],
     given=("geometry_converged", "control_converged"),
 )
@@ -1641,6 +1656,8 @@ display(Markdown(
 
 # %% tags=["remove-input"]
 _nparam = sum(p.numel() for p in routers[seeds[0], "none"].parameters())
+_unflat = {s: [k for k in [Gmax, "attention", *DM, *(LEAK_KEYS if s in leak_seeds else [])]
+               if geo_plateau[s, k] > 0.05] for s in geo_seeds}  # the book's plateau bar
 display(Markdown(
     f"* **Scale.** Basins of {rc['n']}-{5 * rc['n']} reaches, a {_nparam:,}-parameter model, {rc['steps']} "
     f"training steps (the validation loss fell {rng_([100 * r['val_drop'] for r in diag.values()], '.1f')}% "
@@ -1679,6 +1696,21 @@ display(Markdown(
     + (f"; even so they are not a ceiling at {sum(v > 1 for v in ceiling)} of {len(ceiling)} seeds "
        "(`oracle_is_ceiling`), so there the paper's ~10% comparison is not tested. " if max(ceiling) > 1
        else f" and are a ceiling at every seed ({_lst(ceiling)}). ")
+    + "Models whose validation curve is not flat by the plateau rule (more than 0.05), which the claims leave "
+    "out at that seed: "
+    + ("; ".join(f"seed {s} " + ", ".join(f"{k} {geo_plateau[s, k]:.3f}" for k in _unflat[s])
+                 for s in geo_seeds if _unflat[s]) or "none")
+    + ". What would close the gap: those models trained longer (more steps, the same early stopping) until "
+    "their curves pass the rule, then the claims re-read; the leak models the same"
+    + (f" (the `embed` model was still short of its plateau after {cfg['leak_steps']['embed']} steps)"
+       if "embed" in cfg["leak_steps"] else "")
+    + ". One training run per model and seed, so the run-to-run spread of the ratios is not measured, and a "
+    f"verdict resting on one qualifying seed is a lead. The G = {G1[1:]} control is the first training "
+    "geometry of each seed, one draw: its test error with "
+    f"{n_copies * _n_fit} events runs from {min(geo_err[s, 'dm_G1'] for s in geo_seeds):.2f} to "
+    f"{max(geo_err[s, 'dm_G1'] for s in geo_seeds):.2f} over the seeds (G = {Gmax[1:]}: "
+    f"{rng_([geo_err[s, Gmax] for s in geo_seeds])}), so several one-geometry controls per seed would say how "
+    "much of the accumulation ratio is the choice of geometry. "
     + "The attention mixer's graph-aware input is our reconstruction. "
     "Its time block (FNO-1D, as in the paper's SepFNO) is not causal (section 7), unlike the river router.\n"
     f"* **Speed.** CPU time on one thread: the recurrent step costs "
