@@ -72,12 +72,12 @@ from pathlib import Path
 
 import torch
 
-from helpers import checkpoints, repro, scripts
+from helpers import checkpoints, repro, scripts, train
 from helpers import transformer_dfs as dfs
 
 SLUG = dfs.CHECKPOINT_SLUG
 HERE = Path(__file__).resolve()
-SOURCES = [HERE, Path(dfs.__file__).resolve(), Path(repro.__file__).resolve()]
+SOURCES = [HERE, Path(dfs.__file__).resolve(), Path(repro.__file__).resolve(), Path(train.__file__).resolve()]
 NAMES = ["reduced_0", "reduced_1", "reduced_2", "reduced_lc_0", "reduced_lc_1", "reduced_lc_2"]
 
 
@@ -88,8 +88,6 @@ def tiny(name: str = "reduced_0") -> dict:
 
 
 def make_reduced(cfg: dict, out: Path | None, args: object = None) -> Path | list:
-    from helpers import train
-
     t0 = time.time()
     (s,) = cfg["seeds"]
     train_items, test_items, emb = dfs.reduced_data(cfg, s)
