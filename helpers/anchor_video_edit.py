@@ -32,7 +32,8 @@ __all__ = [
     "Motion", "estimate_motion", "true_motion", "chain_motion", "visibility", "ssim_outside", "uniform_keyframes",
     "motion_keyframes", "EditParams", "Editor", "apply_edit", "edit_video", "Propagator", "anchor_condition",
     "train_propagator", "propagate", "flow_warp_propagate", "TRAIN_IMAGES", "TEST_IMAGES", "checkpoint_config",
-    "training_clips",
+    "training_clips", "hole_border", "rebuild_errors", "pooled_gap_db", "edit_region", "masked_errors",
+    "psnr_from_sums", "pearson_r", "quality_correlation",
 ]
 
 IMAGES = ("astronaut", "coffee", "chelsea", "rocket", "immunohistochemistry", "motorcycle_left")
@@ -779,15 +780,37 @@ def _noisy(x1: Tensor, eps: Tensor, tau: float | Tensor) -> Tensor:
     return (1 - tau) * eps + tau * x1
 
 
+def hole_border(hole: Tensor, radius: int = 2) -> Tensor:
+    """Pixels within ``radius`` pixels (chessboard distance) of the border between a hole and the trusted pixels,
+    on either side: ``hole`` (..., H, W) bool -> a bool mask of the same shape (all False where there is no hole
+    or nothing is trusted)."""
+    V.tensor("hole", hole, dtype="bool")
+    if hole.dim() < 2:
+        raise ValueError(f"hole must have shape (..., H, W), got {tuple(hole.shape)}")
+    radius = V.integer("radius", radius, min=1)
+    return _hole_border(hole, radius)
+
+
+def _hole_border(hole: Tensor, radius: int) -> Tensor:
+    h = hole.reshape(-1, 1, *hole.shape[-2:]).float()
+    k = 2 * radius + 1
+    near_hole = F.max_pool2d(h, k, stride=1, padding=radius) > 0
+    near_trusted = F.max_pool2d(1 - h, k, stride=1, padding=radius) > 0
+    return (near_hole & near_trusted).reshape(hole.shape)
+
+
 def train_propagator(frames: list[Tensor], motions: list[Motion], steps: int, width: int = 16, seed: int = 0,
                      batch_clips: int = 2, lr: float = 2e-3, hole_weight: float = 4.0,
-                     progress: bool = True, fill_holes: bool = False) -> tuple[Propagator, object]:
+                     progress: bool = True, fill_holes: bool = False, border_weight: float = 0.0,
+                     border_radius: int = 2) -> tuple[Propagator, object]:
     """Train a :class:`Propagator` self-supervised: rebuild each *source* clip from its own keyframes (1 to 4,
     uniform or random) and its estimated motion. No editor, no edited pairs. Each step takes ``batch_clips``
     clips, one noise level τ ~ U(0, 1) per clip, and the squared error of the predicted clean non-anchor frames,
     weighted ``1 + hole_weight`` where neither anchor's warp is trusted. ``fill_holes=True`` trains on the
     conditioning of :func:`anchor_condition` with ``fill_holes=True`` (holes hold the inpainted warp); the model
-    must then be sampled with the same option. Returns the model and its history."""
+    must then be sampled with the same option. ``border_weight`` > 0 adds that weight on the pixels within
+    ``border_radius`` pixels of a hole's border (:func:`hole_border`), where the learned fill meets the warp
+    (0: the loss of the stored ``propagators``). Returns the model and its history."""
     from helpers import train
 
     V.instance("frames", frames, list)
@@ -808,6 +831,8 @@ def train_propagator(frames: list[Tensor], motions: list[Motion], steps: int, wi
     hole_weight = V.nonnegative("hole_weight", hole_weight)
     progress = V.boolean("progress", progress)
     fill_holes = V.boolean("fill_holes", fill_holes)
+    border_weight = V.nonnegative("border_weight", border_weight)
+    border_radius = V.integer("border_radius", border_radius, min=1)
     torch.manual_seed(seed)
     model = Propagator(width)
     rng = np.random.default_rng(seed)
@@ -830,7 +855,11 @@ def train_propagator(frames: list[Tensor], motions: list[Motion], steps: int, wi
             rest = [t for t in range(T) if t not in keys]
             xs.append(_inputs(x, cond, mo, tau, rest))
             ys.append(x1[rest])
-            ws.append(1 + hole_weight * (cond[rest, 6:8].sum(1, keepdim=True) == 0).float())
+            hole = cond[rest, 6:8].sum(1, keepdim=True) == 0
+            w = 1 + hole_weight * hole.float()
+            if border_weight:  # off by default: the stored propagators' loss, draws and order unchanged
+                w = w + border_weight * _hole_border(hole, border_radius).float()
+            ws.append(w)
         return torch.cat(xs), torch.cat(ys), torch.cat(ws)
 
     def loss(mdl: nn.Module, b: tuple[Tensor, Tensor, Tensor]) -> Tensor:
@@ -910,12 +939,16 @@ TEST_IMAGES = ("coffee", "chelsea")
 def checkpoint_config(name: str = "propagators") -> dict:
     """The configuration of the stored propagators (``data/11_anchor_video_edit/make_propagators.py``):
     ``propagators`` (conditioned on the raw warped anchors) or ``propagators_filled`` (the same training, but
-    the holes of the conditioning hold the inpainted warp: ``fill_holes=True``)."""
-    V.one_of("name", name, ("propagators", "propagators_filled"))
+    the holes of the conditioning hold the inpainted warp: ``fill_holes=True``); ``propagators_wide``
+    (``make_propagators_wide.py``): the raw conditioning, twice the width, 200 clips, 4,000 steps and a loss that
+    also weighs the pixels at hole borders."""
+    V.one_of("name", name, ("propagators", "propagators_filled", "propagators_wide"))
     cfg = dict(T=12, size=32, n_train_clips=48, train_images=list(TRAIN_IMAGES), clip_seed0=0, steps=1200,
                width=16, batch_clips=2, lr=2e-3, hole_weight=4.0, seeds=[0, 1, 2])
     if name == "propagators_filled":
         cfg["fill_holes"] = True
+    if name == "propagators_wide":  # data/11_anchor_video_edit/make_propagators_wide.py: issue #69's rebuild
+        cfg.update(n_train_clips=200, steps=4000, width=32, border_weight=4.0, border_radius=2)
     return cfg
 
 
@@ -956,3 +989,85 @@ def pooled_gap_db(rows: list[dict]) -> float:
         raise ValueError("rows hold no disoccluded pixel")
     se = {k: max(sum(r[k] for r in rows), 1e-12) for k in ("AVE", "inpaint")}
     return float(10 * np.log10(se["inpaint"] / se["AVE"]))
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Metrics inside a region, and the editor-quality correlation
+# ----------------------------------------------------------------------------------------------------------------
+def edit_region(clip: Clip, instruction: str) -> Tensor:
+    """(T, H, W) bool: the pixels an instruction edits (the object for ``stripe_object``, everything else for
+    ``restyle_background``)."""
+    clip = _clip(clip)
+    V.one_of("instruction", instruction, INSTRUCTIONS)
+    return clip.masks.clone() if instruction == "stripe_object" else ~clip.masks
+
+
+def masked_errors(video: Tensor, ref: Tensor, mask: Tensor) -> tuple[float, int]:
+    """The sum of squared errors (mean over channels) between ``video`` and ``ref`` (T, 3, H, W) over the pixels of
+    ``mask`` (T, H, W), and their count: sums, so that PSNRs can be pooled over clips (:func:`psnr_from_sums`)."""
+    V.tensor("video", video, ndim=4, dtype="float", nonempty=True)
+    V.tensor("ref", ref, shape=tuple(video.shape), dtype="float")
+    V.tensor("mask", mask, shape=(video.shape[0], *video.shape[2:]), dtype="bool")
+    if video.shape[1] != 3:
+        raise ValueError(f"video must have shape (T, 3, H, W), got {tuple(video.shape)}")
+    return float((video - ref).pow(2).mean(1)[mask].sum()), int(mask.sum())
+
+
+def psnr_from_sums(se: float, n: int) -> float:
+    """Pooled PSNR (dB, images in [0, 1]) from a sum of squared errors over ``n`` pixels; ``inf`` when ``se`` is 0."""
+    se = V.nonnegative("se", se)
+    n = V.integer("n", n, min=1)
+    return math.inf if se == 0 else 10 * math.log10(n / se)
+
+
+def pearson_r(x: object, y: object) -> float:
+    """Pearson's correlation of two equally long sequences of at least 3 finite numbers, neither constant."""
+    a = V.array("x", x, ndim=1, dtype="float").astype(float)
+    b = V.array("y", y, ndim=1, dtype="float").astype(float)
+    if len(a) != len(b) or len(a) < 3:
+        raise ValueError(f"x and y must have the same length >= 3, got {len(a)} and {len(b)}")
+    if not (np.isfinite(a).all() and np.isfinite(b).all()):
+        raise ValueError("x and y must be finite")
+    a, b = a - a.mean(), b - b.mean()
+    if not (a.any() and b.any()):
+        raise ValueError("x and y must not be constant (the correlation is undefined)")
+    return float((a * b).sum() / math.sqrt((a * a).sum() * (b * b).sum()))
+
+
+def quality_correlation(key_se: object, key_n: object, vid_se: object, vid_n: object, n_boot: int = 1000,
+                        seed: int = 0, level: float = 0.95) -> dict[str, float]:
+    """The editor-quality ablation's statistic. Inputs are arrays (clips, quality levels): squared-error sums and
+    pixel counts of the edited keyframes and of the propagated non-anchor frames against the intended edit. Per
+    level the PSNRs are pooled over clips; returns Pearson's ``r`` between keyframe and video PSNR over the levels,
+    a bootstrap interval (``lo``, ``hi``; clips resampled with replacement, ``level`` coverage) and the least-squares
+    ``slope`` (video dB per keyframe dB)."""
+    arrs = [V.array(k, v, ndim=2, dtype="float").astype(float) for k, v in
+            (("key_se", key_se), ("key_n", key_n), ("vid_se", vid_se), ("vid_n", vid_n))]
+    if len({a.shape for a in arrs}) != 1:
+        raise ValueError(f"key_se, key_n, vid_se and vid_n must have one shape (clips, levels), got "
+                         f"{[a.shape for a in arrs]}")
+    if arrs[0].shape[1] < 3:
+        raise ValueError(f"need at least 3 quality levels (columns), got {arrs[0].shape[1]}")
+    if any((a < 0).any() or not np.isfinite(a).all() for a in arrs) or (arrs[1] <= 0).any() or (arrs[3] <= 0).any():
+        raise ValueError("errors must be finite and >= 0 and pixel counts > 0")
+    n_boot = V.integer("n_boot", n_boot, min=10)
+    seed = V.seed("seed", seed)
+    level = V.probability("level", level)
+
+    def stats(idx: np.ndarray) -> tuple[float, float]:
+        ks, kn, vs, vn = (a[idx].sum(0) for a in arrs)
+        kp, vp = 10 * np.log10(kn / np.maximum(ks, 1e-12)), 10 * np.log10(vn / np.maximum(vs, 1e-12))
+        kc = kp - kp.mean()
+        return pearson_r(kp, vp), float((kc * (vp - vp.mean())).sum() / (kc * kc).sum())
+
+    n = arrs[0].shape[0]
+    r, slope = stats(np.arange(n))
+    rng = np.random.default_rng(seed)
+    boots = []
+    for _ in range(n_boot):
+        try:
+            boots.append(stats(rng.integers(0, n, n))[0])
+        except ValueError:  # a resample with a constant column: no correlation defined
+            continue
+    lo, hi = np.quantile(boots, [(1 - level) / 2, (1 + level) / 2]) if boots else (math.nan, math.nan)
+    return dict(r=r, lo=float(lo), hi=float(hi), slope=slope)

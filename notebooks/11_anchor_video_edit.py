@@ -67,11 +67,14 @@ quick = False
 seed = 0  # first of three seeds (model, test clips, editor draws, sampling noise)
 T = 12  # frames per clip
 size = 32  # pixels
-n_test_clips = 8
+n_test_clips = 6
+n_diag_clips = 3  # test clips per seed in the diagnosis of section 7
 n_anchors = 3
 sample_steps = 8  # Euler steps of the flow-matching sampler
 
 # %% tags=["hide-input"]
+import json
+
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
@@ -97,6 +100,7 @@ rec = claims.ClaimsRecord(
         T=T,
         size=size,
         n_test_clips=n_test_clips,
+        n_diag_clips=n_diag_clips,
         n_anchors=n_anchors,
         sample_steps=sample_steps,
     ),
@@ -242,7 +246,8 @@ plt.show()
 # (1 to 4, uniform or random) and their estimated motion; no editor, no edited pairs. Pixels no anchor covers
 # weigh 5× in the loss, because that is where warping has nothing to offer. Training three seeds took about
 # 38 min on our shared cores, so the default run loads them (`data/11_anchor_video_edit/make_propagators.py`);
-# quick mode trains a tiny one live.
+# quick mode trains a tiny one live. A wider, longer-trained version with a loss aimed at hole borders was
+# probed and did not meet the fit condition below; it is reported under *Known limits*.
 #
 # **A labelled variant, "AVE, filled cond.".** Where no anchor's warp is trusted (a *hole*), the conditioning
 # above holds warps of the wrong surfaces. The variant is trained identically (same clips, steps and seeds,
@@ -328,14 +333,11 @@ plt.show()
 
 
 # %%
-def edit_region(clip, ins):
-    return clip.masks if ins == "stripe_object" else ~clip.masks
-
-
 def score(video, clip, gt, keys, vis, ins):
     """Sums of squared errors and counts, so PSNRs can be pooled over videos."""
     rest = torch.tensor([t not in keys for t in range(T)])
-    out = ~edit_region(clip, ins)
+    inside = ave.edit_region(clip, ins)
+    out = ~inside
     d = dict(
         warp_err=ave.warp_error(video, clip),
         ssim_out=ave.ssim_outside(video, clip.frames, out),
@@ -348,6 +350,9 @@ def score(video, clip, gt, keys, vis, ins):
         d[f"{name}_se"] = (video - clip.frames).pow(2).mean(1)[m].sum().item()
         d[f"{name}_n"] = int(m.sum())
     if gt is not None:
+        # instruction following: the edited region of the non-anchor frames
+        in_mask = inside & rest[:, None, None]
+        d["in_se"], d["in_n"] = ave.masked_errors(video, gt, in_mask)
         se = (video - gt).pow(2).mean(1)
         for name, m in (
             ("vis", vis & rest[:, None, None]),
@@ -509,7 +514,7 @@ res = pd.DataFrame(rows)
 # %%
 def pooled(df):
     out = {}
-    for name in ("vis", "dis", "fid", "fidv", "fidd"):
+    for name in ("vis", "dis", "in", "fid", "fidv", "fidd"):
         if f"{name}_se" in df:
             mse = df[f"{name}_se"].sum() / max(df[f"{name}_n"].sum(), 1)
             out[f"{name}_psnr"] = 10 * np.log10(1 / max(mse, 1e-12))
@@ -531,7 +536,7 @@ METHODS = [
 ]
 per_seed = res.groupby(["method", "seed"]).apply(pooled, include_groups=False)
 summary = per_seed.groupby("method").mean().loc[METHODS]
-summary.loc[["per-frame", "AVE separate"], ["vis_psnr", "dis_psnr"]] = np.nan
+summary.loc[["per-frame", "AVE separate"], ["vis_psnr", "dis_psnr", "in_psnr"]] = np.nan
 display(summary.round(3))
 
 # %%
@@ -580,7 +585,7 @@ inp_d = dis_d["flow warp + inpaint"]
 inp_word = sign_word(
     inp_d, "the generator fills holes better than a smooth interpolation.",
     "at this scale the generator does not continue the anchors' surroundings as well as a "
-    "smooth interpolation does; section 6 measures why.", "neither is better at every seed.")
+    "smooth interpolation does; section 7 measures why.", "neither is better at every seed.")
 display(Markdown(f"""
 **Reading the table** (this run: {n_test_clips} test clips × {len(INSTR)} instructions × {len(seeds)}
 seed(s), per-seed differences; *AVE, true flow* is an oracle for diagnosis, not a method). On pixels some
@@ -729,7 +734,113 @@ warping with inpainting: {sign_word(below.values.ravel(), 'here it does at every
 
 
 # %% [markdown]
-# ## 6. Where does the generator stand against inpainting on disoccluded pixels, and why?
+# ## 6. A better image editor, a better video
+#
+# The paper's ablation: the final video's quality follows the image editor's. We emulate editors of five quality
+# levels with `Editor(quality=q)`: the same call settles on the same edit parameters at every level (same seed,
+# same draws), and a weaker editor adds a hue bias, blur and noise to its output (`Editor.degrade`). Against the
+# *intended* edit (the parameters applied to every frame, no degradation) we measure the PSNR of the edited
+# keyframes and the PSNR of the non-anchor frames the propagator makes from them, pooled over clips and both
+# instructions per level; then Pearson's r between the two over the five levels, with a bootstrap interval over
+# clips (`ave.quality_correlation`). Flow warp + inpaint from the same keyframes is the reference for how much
+# of the keyframes' quality any propagator passes on: the slope (video dB per keyframe dB) of each.
+
+# %%
+QUALITIES = (0.9, 0.7, 0.5, 0.3, 0.1)  # 1.0: a perfect keyframe (infinite PSNR)
+n_quality_clips = 2 if quick else 4
+
+
+def quality_sums(model, clip, mot, ins, s, i):
+    """Per quality level: squared-error sums and counts of the keyframes, AVE's and
+    warp + inpaint's non-anchor frames, all against the intended edit."""
+    keys = ave.uniform_keyframes(T, n_anchors)
+    rest = torch.tensor([t not in keys for t in range(T)])[:, None, None]
+    rest = rest.expand(T, size, size)
+    fr, mk, ce = clip.frames, clip.masks, clip.centers
+    out = []
+    for q in QUALITIES:
+        ed = ave.Editor(50_000 + 1000 * s + 10 * i + INSTR.index(ins), quality=q)
+        kf, p = ed.edit(fr[keys], mk[keys], ce[keys], ins)
+        gt = ave.edit_video(fr, mk, ce, p)
+        anchors = dict(zip(keys, kf))
+        vid = ave.propagate(model, anchors, mot, sample_steps, seed=s)
+        wip = ave.flow_warp_propagate(anchors, mot, inpaint=True)
+        ks_, kn_ = ave.masked_errors(kf, gt[keys], torch.ones_like(mk[keys]))
+        vs_, vn_ = ave.masked_errors(vid, gt, rest)
+        out.append(dict(q=q, key_se=ks_, key_n=kn_, vid_se=vs_, vid_n=vn_,
+                        warp_se=ave.masked_errors(wip, gt, rest)[0]))
+    return out
+
+
+q_rows = []
+for s in seeds:
+    clips = clips0 if s == seeds[0] else test_clips_for(s)
+    mots = mot0 if s == seeds[0] else [ave.estimate_motion(c_.frames) for c_ in clips]
+    for i in tqdm(range(n_quality_clips), desc=f"editor quality, seed {s}"):
+        for ins in INSTR:
+            q_rows += [dict(seed=s, clip=f"{i}/{ins}", **r)
+                       for r in quality_sums(models[s], clips[i], mots[i], ins, s, i)]
+qdf = pd.DataFrame(q_rows)
+
+# %% [markdown]
+# Per seed: the pooled PSNRs per level, r with its interval and the slope, for AVE and for warp + inpaint.
+
+
+# %%
+def q_stats(df, video_col):
+    """ave.quality_correlation over one seed's clips (rows: clip and instruction)."""
+    piv = {
+        c_: df.pivot(index="clip", columns="q", values=c_)[list(QUALITIES)].to_numpy()
+        for c_ in ("key_se", "key_n", video_col, "vid_n")
+    }
+    return ave.quality_correlation(
+        piv["key_se"], piv["key_n"], piv[video_col], piv["vid_n"], n_boot=1000, seed=0
+    )
+
+
+q_ave = pd.DataFrame({s: q_stats(qdf[qdf.seed == s], "vid_se") for s in seeds}).T
+q_warp = pd.DataFrame({s: q_stats(qdf[qdf.seed == s], "warp_se") for s in seeds}).T
+q_cols = ["key_se", "key_n", "vid_se", "vid_n", "warp_se"]
+qsum = qdf.groupby(["seed", "q"])[q_cols].sum()
+q_psnr = pd.DataFrame({
+    "keyframes": 10 * np.log10(qsum["key_n"] / qsum["key_se"]),
+    "AVE": 10 * np.log10(qsum["vid_n"] / qsum["vid_se"]),
+    "flow warp + inpaint": 10 * np.log10(qsum["vid_n"] / qsum["warp_se"]),
+})
+display(q_psnr.unstack("seed").round(2))
+display(pd.concat({"AVE": q_ave, "flow warp + inpaint": q_warp}, axis=1).round(3))
+fig, ax = plt.subplots(figsize=(4.5, 3))
+for s, col in zip(seeds, plotting.PALETTE):
+    d_ = q_psnr.xs(s, level="seed")
+    ax.plot(d_["keyframes"], d_["AVE"], marker="o", color=col, label=f"AVE, seed {s}")
+    ax.plot(d_["keyframes"], d_["flow warp + inpaint"], ls="--", color=col, lw=1)
+ax.set(xlabel="keyframe PSNR (dB)", ylabel="non-anchor frames PSNR (dB)",
+       title="dashed: flow warp + inpaint")
+ax.title.set_fontsize(9)
+ax.legend(fontsize=8)
+plt.show()
+
+# %% tags=["remove-input"]
+q_word = sign_word(
+    q_ave["slope"] - q_warp["slope"],
+    "The generator passes on more of the editor's quality than warping does.",
+    "The generator passes on less of it than warping: it absorbs part of the keyframes' "
+    "artefacts.", "Whether it passes on more than warping depends on the seed.")
+display(Markdown(f"""
+**Reading.** Over the five editor qualities the keyframes span
+{q_psnr['keyframes'].min():.1f}–{q_psnr['keyframes'].max():.1f} dB and AVE's non-anchor frames
+{q_psnr['AVE'].min():.1f}–{q_psnr['AVE'].max():.1f} dB. Pearson's r between the two is
+{span(q_ave['r'], '.3f')} per seed (bootstrap intervals over clips
+{'; '.join(f"[{lo:.2f}, {hi:.2f}]" for lo, hi in zip(q_ave['lo'], q_ave['hi']))}); the slope is
+{span(q_ave['slope'], '.2f')} dB of video per dB of keyframe, against {span(q_warp['slope'], '.2f')} for
+flow warp + inpaint from the same keyframes. {q_word} The correlation itself is
+expected of any propagator that copies its anchors: what could break it is a propagator whose own error
+swamps the keyframes' (a flat curve), not one that tracks them.
+"""))
+
+
+# %% [markdown]
+# ## 7. Where does the generator stand against inpainting on disoccluded pixels, and why?
 #
 # On pixels no anchor showed, section 4 compares the generator with biharmonic inpainting of the warped
 # anchors. Four explanations were written down **before** measuring, each with what it predicts:
@@ -750,8 +861,8 @@ warping with inpainting: {sign_word(below.values.ravel(), 'here it does at every
 #   warps of the wrong surfaces. *Prediction:* replacing the warped anchors inside the holes by the biharmonic
 #   fill (test time only, no retraining) recovers the gap.
 #
-# Everything below uses the stored propagators and fresh composed edits of the same test clips (seeds, clips
-# and instructions as above; its own editor draws). Each run of the sampler is our copy of `ave.propagate`
+# Everything below uses the stored propagators and fresh composed edits of the first `n_diag_clips` test
+# clips of each seed (both instructions; its own editor draws). Each run of the sampler is our copy of `ave.propagate`
 # that can take another conditioning; a check confirms it reproduces `ave.propagate` exactly.
 
 
@@ -868,7 +979,7 @@ for s in seeds:
     clips = clips0 if s == seeds[0] else test_clips_for(s)
     mots = mot0 if s == seeds[0] else [ave.estimate_motion(c_.frames) for c_ in clips]
     ed = ave.Editor(1000 + s)
-    for clip, mot in zip(clips, mots):
+    for clip, mot in zip(clips[:n_diag_clips], mots[:n_diag_clips]):
         ladder.append(
             rebuild_gap(models[s], clip, mot, s, "test clips, source anchors")
         )
@@ -1074,7 +1185,7 @@ display(Markdown(f"""
 
 
 # %% [markdown]
-# ## 7. The claims record
+# ## 8. The claims record
 
 # %% [markdown]
 # **Conditions** (fixed with the claims, measured per seed). A claim about the generator speaks of a model trained
@@ -1133,7 +1244,7 @@ CLAIMS = [  # id, statement, paper, measured, op, target, unit, baseline, given,
      f"AVE {S.loc['AVE', 'dis_psnr']:.2f} dB; "
      + "; ".join(f"AVE - {w}: {per(m_('AVE', 'dis_psnr') - warp_dis[w])} dB"
                  for w in WARPS)
-     + f". Diagnosis (section 6): variance share {per(tab['variance share'], '.0%')}; "
+     + f". Diagnosis (section 7): variance share {per(tab['variance share'], '.0%')}; "
      f"bias²-only limit {per(tab['bias² only (k → ∞)'], '.1f')} dB; gap to inpainting "
      f"on training clips {per(fit_gap['AVE'])} dB"),
     ("beats_flow_warping_disoccluded_filled", "The variant trained with inpainted "
@@ -1150,7 +1261,8 @@ CLAIMS = [  # id, statement, paper, measured, op, target, unit, baseline, given,
     ("visible_parity", "On pixels an anchor saw, the generator is no worse than plain "
      "warping with the same flow", "the generator propagates what the anchors show",
      vis_gain, ">=", -0.1, "dB PSNR on visible pixels, AVE - flow warp",
-     S.loc["flow warp", "vis_psnr"], ("converged",), "the issue's bar: within 0.1 dB"),
+     S.loc["flow warp", "vis_psnr"], ("converged", "fits_training_clips"),
+     "the issue's bar: within 0.1 dB"),
 ]
 
 # %%
@@ -1179,6 +1291,28 @@ CLAIMS += [
      f"{S.loc['AVE', 'fidd_psnr']:.1f} dB; true-flow oracle "
      f"{per(m_('AVE, true flow', 'fid_psnr'), '.1f')} dB"),
 ]
+in_warp = pd.DataFrame({m: m_(m, "in_psnr") for m in WARPS})
+best_in = in_warp.mean().idxmax()  # the strongest warping baseline inside the edit
+in_gain = m_("AVE", "in_psnr") - in_warp[best_in]
+CLAIMS += [
+    ("instruction_following", "Inside the edited region AVE matches the intended edit "
+     "better than the strongest flow-warping baseline", "strong instruction following",
+     in_gain, ">", 0.0, f"dB PSNR inside the edit (non-anchor frames), AVE - {best_in}",
+     S.loc[best_in, "in_psnr"], ("converged", "fits_training_clips"),
+     f"AVE {S.loc['AVE', 'in_psnr']:.2f} dB; "
+     + "; ".join(f"AVE - {w}: {per(m_('AVE', 'in_psnr') - in_warp[w])} dB"
+                 for w in WARPS)
+     + "; the keyframes are the composed edit itself, so this measures propagation"),
+    ("editor_quality_correlation", "Video quality follows image-editor quality: "
+     "Pearson r between keyframe PSNR and non-anchor-frame PSNR over five editor "
+     "quality levels", "final video quality is strongly correlated with the image "
+     "editor's quality", q_ave["r"], ">=", 0.7, "Pearson r over 5 levels",
+     q_warp["r"].mean(), ("converged",),
+     "bootstrap 95% intervals over clips "
+     + "; ".join(f"[{lo:.2f}, {hi:.2f}]" for lo, hi in zip(q_ave["lo"], q_ave["hi"]))
+     + f"; slope {per(q_ave['slope'])} dB/dB vs flow warp + inpaint "
+     f"{per(q_warp['slope'])} (baseline: warp + inpaint's r)"),
+]
 for cid, st_, paper, meas, op, tgt, unit, base, given, note in CLAIMS:
     rec.claim(cid, st_, paper=paper, measured=[float(v) for v in meas], op=op,
               target=tgt, unit=unit, baseline=float(base), given=given, note=note)
@@ -1187,16 +1321,62 @@ rec.save()
 # %% [markdown]
 # ## Known limits
 #
-# - **Disoccluded pixels.** Against warping plus biharmonic inpainting, section 6 measures where the learned fill
+# **A larger propagator was tried and did not fit either** (issue #69). Its design was fixed in
+# `data/11_anchor_video_edit/make_propagators_wide.py` before training: width 32 (four times the parameters),
+# 200 training clips instead of 48, 4,000 steps instead of 1,200, and a loss that adds weight within 2 px of
+# every hole's border, where the stored model loses most to inpainting. One seed was trained as a probe; the
+# rule fixed beforehand was to train the other two seeds and switch the chapter to it only if it met
+# `fits_training_clips`. Its measurements, beside the stored seed-0 model on the same clips and edits
+# (`probe_wide.json`, written by that script's `--summary`):
+
+# %% tags=["remove-input"]
+probe = json.loads(checkpoints.fetch("11_anchor_video_edit", "probe_wide.json").read_text())
+pm = pd.DataFrame(probe["measured"]).loc[
+    ["fit_gap_db", "test_rebuild_gap_db", "dis_gain_db", "vis_gain_db", "in_gain_db"]]
+pm.index = ["training clips rebuilt: AVE - warp + inpaint, disoccluded (the condition)",
+            "test clips rebuilt: AVE - warp + inpaint, disoccluded",
+            "test edits: AVE - warp + inpaint, disoccluded",
+            "test edits: AVE - flow warp, visible",
+            "test edits: AVE - flow warp, inside the edit"]
+pm.columns = [f"{'probe' if c_ == 'probe' else 'stored'} "
+              f"({probe['parameters'][c_]:,} parameters)" for c_ in pm.columns]
+display(pm.round(2).rename_axis("dB, seed 0"))
+pr = probe["measured"]["probe"]
+n_better = int((pm.iloc[:, 0] > pm.iloc[:, 1]).sum())
+fits_p = pr["fit_gap_db"] >= 0
+flat_p = probe["build_metrics"]["plateau/0"] <= 0.05
+display(Markdown(f"""
+The probe is better than the stored model on {n_better} of the {len(pm)} lines; on its **own training
+clips** it is {pr['fit_gap_db']:+.2f} dB against biharmonic inpainting, so it
+{'meets' if fits_p else 'does not meet'} the condition{'' if fits_p else
+', and the chapter keeps its stored propagators'} (this run's models: {span(fit_gap['AVE'], '+.2f')} dB
+per seed, the `fits_training_clips` condition). {'' if fits_p else
+'Every claim that names that condition is inconclusive where it fails: no generator we trained learned a '
+'fill that beats a smooth interpolation even where it was trained.'} The probe's loss was
+{'flat' if flat_p else 'still falling'} at the end (plateau {probe['build_metrics']['plateau/0']:.3f},
+under a cosine decay){', so more of the same steps is not the obvious fix' if flat_p else ''}. What would
+test the next explanations, untried for lack of compute (the probe took
+{probe['build_metrics']['train_seconds/0'] / 60:.0f} min on one core): the inpainted fill *and* the width
+and border loss together (the width-16 variant trained on the inpainted conditioning, the previous round's
+*filled cond.*, tied inpainting); a fill loss on the one-step (τ = 0) prediction, the conditional mean that
+a PSNR rewards; larger clips, where a hole has more context around it than at 32×32.
+"""))
+
+# %% [markdown]
+# - **Disoccluded pixels.** Against warping plus biharmonic inpainting, section 7 measures where the learned fill
 #   stands and why (sampling variance, sampling steps, the fill learned on training clips, the conditioning); the
-#   variant trained with the inpainted warp in its conditioning is compared too. A larger or longer-trained
-#   network, or a loss aimed at hole borders (issue #69), was not tried: it needs new checkpoints.
+#   variant trained with the inpainted warp in its conditioning is compared too.
+# - **Instruction following** is the PSNR inside the edited region against the intended edit, on the frames the
+#   propagator made; the keyframes are the editor's own output, so it measures how well propagation keeps the
+#   edit, not the editor. The toy editor stands in for an instruction-following image editor.
+# - **Editor quality** is emulated by degrading one toy editor's output (hue bias, blur, noise) at five levels;
+#   the paper compares different image editors. A correlation is expected of any propagator that copies its
+#   anchors; the slope beside warp + inpaint's is the informative part.
 # - **Temporal consistency.** The claim is against per-frame editing (the issue's baseline); plain warping's
 #   warping error is in the claim's note.
 # - **Content fidelity** is split by section 4's true-flow oracle into the flow's share and the invented
 #   background's.
-# - **Scale.** 12-frame 32×32 clips, a 76k-parameter U-Net trained for 1,200 steps on 48 clips, 8 test clips per
-#   seed; the toy editor stands in for an instruction-following image editor, so nothing here measures instruction
-#   following or the paper's editor-quality correlation.
+# - **Scale.** 12-frame 32×32 clips, a 76k-parameter U-Net trained for 1,200 steps on 48 clips, 6 test clips per
+#   seed (3 in the diagnosis of section 7, 4 in the editor-quality ablation).
 # - **Reconstructed method.** Only the abstract is public; the conditioning, the anchor replacement rule and the
 #   training objective are ours.

@@ -372,3 +372,88 @@ def test_rebuild_errors_and_pooled_gap():
         ave.pooled_gap_db([dict(n=0, AVE=0.0, inpaint=0.0)])
     # all frames anchors: nothing to rebuild
     assert ave.rebuild_errors(model, c, mot, list(range(8)), steps=1)["n"] == 0
+
+
+# -- issue #69: the hole-border loss, metrics inside the edit, the editor-quality statistic -------------------------
+def test_hole_border():
+    hole = torch.zeros(1, 9, 9, dtype=torch.bool)
+    hole[0, 3:6, 3:6] = True
+    b = ave.hole_border(hole, radius=1)
+    assert b.shape == hole.shape
+    assert b[0, 4, 4].item() is False  # the hole's centre is 2 px from any trusted pixel
+    assert b[0, 3, 3] and b[0, 2, 2] and b[0, 3, 6]  # both sides of the seam
+    assert not b[0, 0, 0] and not b[0, 8, 8]
+    assert ave.hole_border(hole, radius=2)[0, 4, 4]
+    assert not ave.hole_border(torch.zeros(2, 5, 5, dtype=torch.bool)).any()  # no hole: no border
+    assert not ave.hole_border(torch.ones(5, 5, dtype=torch.bool)).any()  # nothing trusted: no border
+    with pytest.raises(TypeError):
+        ave.hole_border(hole.float())
+    with pytest.raises(ValueError):
+        ave.hole_border(hole, radius=0)
+
+
+def test_border_weight_changes_training_only_when_on():
+    c = ave.make_clip("rocket", T=5, size=16, seed=0)
+    m = _true_motion(c)
+    _, h0 = ave.train_propagator([c.frames], [m], 3, width=4, seed=1, progress=False)
+    _, h1 = ave.train_propagator([c.frames], [m], 3, width=4, seed=1, progress=False, border_weight=0.0)
+    _, h2 = ave.train_propagator([c.frames], [m], 3, width=4, seed=1, progress=False, border_weight=4.0)
+    assert h0.loss == h1.loss and h2.loss != h0.loss
+    with pytest.raises(ValueError):
+        ave.train_propagator([c.frames], [m], 3, width=4, border_weight=-1.0)
+    cfg = ave.checkpoint_config("propagators_wide")
+    assert cfg["width"] == 32 and cfg["border_weight"] > 0 and "border_weight" not in ave.checkpoint_config()
+
+
+def test_edit_region_and_masked_errors(clip):
+    inside = ave.edit_region(clip, "stripe_object")
+    assert torch.equal(inside, clip.masks)
+    assert torch.equal(ave.edit_region(clip, "restyle_background"), ~clip.masks)
+    with pytest.raises(ValueError):
+        ave.edit_region(clip, "paint_it_black")
+    v = clip.frames.clone()
+    v[:, 0][clip.masks] += 0.3  # an error of 0.3 on one channel, inside the object only
+    se, n = ave.masked_errors(v, clip.frames, inside)
+    assert n == int(clip.masks.sum()) and se == pytest.approx(n * 0.09 / 3, rel=1e-5)
+    assert ave.masked_errors(v, clip.frames, ~inside) == (0.0, int((~inside).sum()))
+    assert ave.psnr_from_sums(se, n) == pytest.approx(10 * math.log10(3 / 0.09), rel=1e-5)
+    assert ave.psnr_from_sums(0.0, 5) == math.inf
+    with pytest.raises(ValueError):
+        ave.masked_errors(v, clip.frames, inside[:3])  # wrong mask shape
+    with pytest.raises(ValueError):
+        ave.psnr_from_sums(1.0, 0)
+    with pytest.raises(ValueError):
+        ave.psnr_from_sums(-1.0, 3)
+
+
+def test_pearson_r():
+    assert ave.pearson_r([1, 2, 3, 4], [2, 4, 6, 8]) == pytest.approx(1.0)
+    assert ave.pearson_r([1, 2, 3], [3, 2, 1]) == pytest.approx(-1.0)
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=50), rng.normal(size=50)
+    assert ave.pearson_r(x, y) == pytest.approx(np.corrcoef(x, y)[0, 1])
+    for bad in (([1, 2], [1, 2]), ([1, 2, 3], [1, 2]), ([1, 1, 1], [1, 2, 3]), ([1, 2, np.nan], [1, 2, 3])):
+        with pytest.raises(ValueError):
+            ave.pearson_r(*bad)
+
+
+def test_quality_correlation():
+    rng = np.random.default_rng(0)
+    n_clips, levels = 6, 5
+    kn = np.full((n_clips, levels), 100.0)
+    vn = np.full((n_clips, levels), 400.0)
+    ks = kn * 10 ** (-np.linspace(30, 10, levels) / 10) * rng.uniform(0.8, 1.2, (n_clips, levels))
+    vs = vn * 10 ** (-np.linspace(25, 12, levels) / 10) * rng.uniform(0.8, 1.2, (n_clips, levels))
+    out = ave.quality_correlation(ks, kn, vs, vn, n_boot=200, seed=1)
+    assert out["r"] > 0.95 and out["lo"] <= out["r"] <= out["hi"] + 1e-12
+    assert 0.4 < out["slope"] < 0.9  # about 13 dB of video per 20 dB of keyframes
+    assert out == ave.quality_correlation(ks, kn, vs, vn, n_boot=200, seed=1)  # deterministic
+    # video quality that ignores the keyframes: no correlation to speak of
+    flat = ave.quality_correlation(ks, kn, vs[:, ::-1].copy(), vn, n_boot=50)
+    assert flat["r"] < 0
+    with pytest.raises(ValueError):
+        ave.quality_correlation(ks[:, :2], kn[:, :2], vs[:, :2], vn[:, :2])  # fewer than 3 levels
+    with pytest.raises(ValueError):
+        ave.quality_correlation(ks, kn, vs, vn[:3])  # shapes differ
+    with pytest.raises(ValueError):
+        ave.quality_correlation(-ks, kn, vs, vn)
