@@ -38,6 +38,9 @@ __all__ = [
     "make_model",
     "train_position_ids", "batch_fn", "lm_loss", "shared_tail_windows", "token_losses", "paired_bootstrap_ratio",
     "far_attention_mass", "attention_by_distance", "tail_loss_with_keys", "same_difference_score_gap", "context_gain",
+    "RETRIEVAL_ARMS", "retrieval_task", "retrieval_vocab", "retrieval_loss", "retrieval_scores",
+    "retrieval_batch_fn", "retrieval_windows", "accuracy_by_distance", "attention_on_answer",
+    "faithful_fraction",
 ]
 
 
@@ -216,8 +219,11 @@ def checkpoint_config(name: str = "arms") -> dict:
     claims' arms, NoPE and the cross arms, the rest ablate the reconstruction's free choices (radix/levels, bases).
     The claims' arms (:data:`CLAIM_ARMS`) are trained with every seed in ``seeds``, the others (``one_seed_arms``)
     with the first seed only, to fit the CPU budget. ``"arms_long"``: the claims' arms, seed 0, 2.5x the steps
-    (does a longer training change the comparison?)."""
-    V.one_of("name", name, ("arms", "arms_long"))
+    (does a longer training change the comparison?). ``"retrieval"``: the passkey-retrieval arms
+    (:func:`retrieval_task`), see :func:`_retrieval_config`."""
+    V.one_of("name", name, ("arms", "arms_long", "retrieval"))
+    if name == "retrieval":
+        return _retrieval_config()
     B, L = 16, 3
     tpe = dict(enc="tpe", B=B, L=L, bases=None)
     arms = {
@@ -242,6 +248,45 @@ def checkpoint_config(name: str = "arms") -> dict:
         seeds=[0, 1, 2], one_seed_arms=[a for a in arms if a not in CLAIM_ARMS], arms=arms,
         corpus=dict(train_bytes=2_000_000, test_bytes=200_000, every=10),
         eval=dict(lengths=[32, 128, 512, 2048], windows=64, tail=32, stream=20),
+    )
+
+
+RETRIEVAL_ARMS = ("RoPE", "RoPE + skips", "RoPE + OPT offsets", "TPE", "TPE + OPT")  # 3 seeds each
+
+
+def _retrieval_config() -> dict:
+    """The retrieval checkpoint: passkey retrieval (one pair token among filler, the query at the end) trained at
+    length 32 and evaluated to 2048 (64x). TPE: B=8, L=4 (8**4 = 4096 >= 2048), bases 2B as in the chapter.
+    OPT here uses **2 chunks of 16 = 2B** (chosen before training, against the chunks shorter than B of the
+    stdlib arms): inside a chunk the upper digits of nearby keys are those of contiguous text, so they stay
+    informative, and the one jump between chunks shows the model large upper-digit differences. The diagnostic
+    arm ``"TPE + OPT, chunks of B/2"`` (one seed) is the old scheme. Weights are stored for the first seed
+    (``weight_seeds``); the evaluation of every seed is stored as measurements. ``claims``: the bars, fixed before
+    any number was read."""
+    B, L = 8, 4
+    tpe = dict(enc="tpe", B=B, L=L, bases=None)
+    arms = {
+        "RoPE": dict(enc="rope", ids="plain"),
+        "RoPE + skips": dict(enc="rope", ids="skips"),
+        "RoPE + OPT offsets": dict(enc="rope", ids="opt", B=B),
+        "TPE": dict(tpe, ids="plain"),
+        "TPE + OPT": dict(tpe, ids="opt"),
+        "TPE + OPT, chunks of B/2": dict(tpe, ids="opt", n_chunks=8),
+    }
+    task = dict(n_pairs=1, n_queries=1, n_filler=16, n_keys=1, n_values=16)
+    return dict(
+        d_model=32, n_layer=2, n_head=2, vocab_size=retrieval_vocab(task), train_len=32, target_len=2048,
+        n_chunks=2, batch_size=64, steps=1500, lr=2e-3, warmup=100, weight_decay=0.0, val_every=50,
+        val_windows=256, seeds=[0, 1, 2], weight_seeds=[0],
+        one_seed_arms=[a for a in arms if a not in RETRIEVAL_ARMS], arms=arms, task=task,
+        eval=dict(lengths=[32, 128, 512, 2048], windows=128, stream=21),
+        claims=dict(in_window=dict(op=">=", target=0.95, what="accuracy at the training length, every arm"),
+                    plateau=dict(op="<=", target=0.02, what="train.plateau of the held-out loss"),
+                    retrieval_at_64x=dict(op=">=", target=0.3,
+                                          what="accuracy of TPE + OPT minus RoPE's at 2048"),
+                    needs_both_parts=dict(op=">", target=0.1,
+                                          what="min of the accuracy differences at 2048: TPE + OPT - TPE, "
+                                               "TPE + OPT - RoPE + OPT offsets")),
     )
 
 
@@ -456,3 +501,157 @@ def context_gain(ppl_by_keys: Any, window: int) -> float:
     if not all(np.isfinite(v) and v > 0 for v in ppl.values()):
         raise ValueError(f"perplexities must be finite and > 0, got {ppl}")
     return ppl[window] / min(shorter)
+
+
+# ---- the retrieval task: key-value pairs spread over the window, queries at the end ---------------------------
+
+def retrieval_task(rng: np.random.Generator, n_windows: int, length: int, n_pairs: int = 4, n_queries: int = 2,
+                   n_filler: int = 16, n_keys: int = 8, n_values: int = 8) -> dict[str, Tensor]:
+    """Windows of a multi-passkey retrieval task: the answer lies anywhere in the window, only there.
+
+    Each window holds ``length + 1`` tokens: random filler (ids ``[0, n_filler)``); ``n_pairs`` **pair tokens**
+    (one token per key-value pair, id ``n_filler + key * n_values + value``, distinct keys within a window) at
+    uniformly random places; and at the end ``n_queries`` queries (a query token ``ask(key)`` followed by the
+    answer token ``value(value)``) that ask for stored pairs, distinct keys. The model reads ``tokens[:, :-1]``;
+    at input index ``query_pos[i]`` it must predict the answer ``tokens[:, query_pos[i] + 1]``, which only the
+    pair token at ``key_pos[:, i]`` tells it: the distance ``query_pos - key_pos`` spans the whole window.
+    Returns ``{"tokens": (W, length+1), "query_pos": (Q,), "key_pos": (W, Q)}`` (int64); the vocabulary size is
+    :func:`retrieval_vocab`."""
+    V.instance("rng", rng, np.random.Generator)
+    W = V.integer("n_windows", n_windows, min=1)
+    length = V.integer("length", length, min=2)
+    K = V.integer("n_pairs", n_pairs, min=1)
+    Q = V.integer("n_queries", n_queries, min=1, max=K)
+    n_filler = V.integer("n_filler", n_filler, min=1)
+    n_keys = V.integer("n_keys", n_keys, min=K)
+    n_values = V.integer("n_values", n_values, min=2)
+    S = length + 1
+    M = S - 2 * Q  # tokens before the queries, where the pairs go
+    if M < K:
+        raise ValueError(f"length {length} is too short for {K} pairs and {Q} queries: need length >= {K + 2 * Q - 1}")
+    ask0 = n_filler + n_keys * n_values  # first query token; the answer tokens follow the query tokens
+    tok = rng.integers(0, n_filler, size=(W, S))
+    keys = np.argsort(rng.random((W, n_keys)), axis=1)[:, :K]
+    vals = rng.integers(0, n_values, size=(W, K))
+    slots = np.argsort(rng.random((W, M)), axis=1)[:, :K]  # distinct places
+    rows = np.arange(W)[:, None]
+    tok[rows, slots] = n_filler + keys * n_values + vals
+    pick = np.argsort(rng.random((W, K)), axis=1)[:, :Q]  # which stored pairs are asked for
+    query_pos = M + 2 * np.arange(Q)
+    tok[:, query_pos] = ask0 + keys[rows, pick]
+    tok[:, query_pos + 1] = ask0 + n_keys + vals[rows, pick]
+    return {"tokens": torch.as_tensor(tok, dtype=torch.int64), "query_pos": torch.as_tensor(query_pos),
+            "key_pos": torch.as_tensor(slots[rows, pick], dtype=torch.int64)}
+
+
+def retrieval_vocab(task: dict) -> int:
+    """The vocabulary size of a retrieval config's ``task`` dict: filler, pair, query and answer tokens."""
+    V.instance("task", task, dict)
+    nk, nv = V.integer("n_keys", task["n_keys"], min=1), V.integer("n_values", task["n_values"], min=2)
+    return int(V.integer("n_filler", task["n_filler"], min=1) + nk * nv + nk + nv)
+
+
+def retrieval_loss(model: torch.nn.Module, batch: tuple[Tensor, Tensor, Tensor]) -> Tensor:
+    """Cross-entropy of the answers only: batch ``(tokens (W, n+1), position ids (W, n+1), query_pos (Q,))``."""
+    x, pos, qp = batch
+    logits = model(x[:, :-1], pos=pos[:, :-1])
+    return torch.nn.functional.cross_entropy(logits[:, qp].reshape(-1, logits.shape[-1]), x[:, qp + 1].reshape(-1))
+
+
+@torch.no_grad()
+def retrieval_scores(model: torch.nn.Module, task: dict, chunk: int = 8,
+                     pos: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    """Per-query ``(correct (W, Q) bool, loss (W, Q))`` of a :func:`retrieval_task` batch: the answer is correct
+    when the argmax over the whole vocabulary is the stored value. ``pos``: position ids as in the forward."""
+    V.instance("task", task, dict)
+    x, qp = task["tokens"], task["query_pos"]
+    V.tensor("task['tokens']", x, ndim=2, dtype="int")
+    chunk = V.integer("chunk", chunk, min=1)
+    was = model.training
+    model.eval()
+    hits, losses = [], []
+    for i in range(0, len(x), chunk):
+        xb = x[i: i + chunk]
+        logits = model(xb[:, :-1], pos=pos)[:, qp]  # (w, Q, vocab)
+        tgt = xb[:, qp + 1]
+        hits.append(logits.argmax(-1) == tgt)
+        losses.append(torch.nn.functional.cross_entropy(logits.transpose(1, 2), tgt, reduction="none"))
+    model.train(was)
+    return torch.cat(hits), torch.cat(losses)
+
+
+def retrieval_batch_fn(arm: dict, cfg: dict, seed: int):
+    """``step -> (tokens, position ids, query_pos)`` for the retrieval task: the same windows for every arm at a
+    seed (stream 10), arm-specific training ids (stream 11; an arm may set its own ``n_chunks``)."""
+    arm = _check_arm(arm)
+    seed = V.seed("seed", seed)
+    V.instance("cfg", cfg, dict)
+    n, bs, task = cfg["train_len"], cfg["batch_size"], cfg["task"]
+
+    def get(step: int) -> tuple[Tensor, Tensor, Tensor]:
+        t = retrieval_task(np.random.default_rng([seed, 10, step]), bs, n, **task)
+        pos = train_position_ids(arm, np.random.default_rng([seed, 11, step]), bs, n + 1, cfg["target_len"],
+                                 arm.get("n_chunks", cfg["n_chunks"]))
+        return t["tokens"], torch.as_tensor(pos), t["query_pos"]
+
+    return get
+
+
+def retrieval_windows(cfg: dict) -> tuple[dict[str, Tensor], dict[int, dict[str, Tensor]]]:
+    """The fixed held-out windows of a retrieval config: ``(validation task at the training length, {length:
+    evaluation task})``; the same windows for every arm and seed (streams ``eval.stream`` and ``+1``)."""
+    V.instance("cfg", cfg, dict)
+    ev, task = cfg["eval"], cfg["task"]
+    val = retrieval_task(np.random.default_rng([0, ev["stream"] + 1]), cfg["val_windows"], cfg["train_len"], **task)
+    tests = {int(n): retrieval_task(np.random.default_rng([0, ev["stream"], int(n)]), ev["windows"], int(n), **task)
+             for n in ev["lengths"]}
+    return val, tests
+
+
+def accuracy_by_distance(correct: Any, distance: Any, edges: Sequence[int]) -> list[tuple[int, int, float, int]]:
+    """Accuracy of retrieval answers binned by the distance between the query and the stored pair: one
+    ``(low, high, accuracy, count)`` per bin ``low <= distance < high`` of consecutive ``edges``; empty bins give
+    ``nan`` with count 0. ``correct`` and ``distance`` are same-shaped arrays (bool and int)."""
+    c = np.asarray(V.array("correct", correct, nonempty=True)).astype(bool).ravel()
+    d = np.asarray(V.array("distance", distance, dtype="int", nonempty=True, min=0)).ravel()
+    if c.shape != d.shape:
+        raise ValueError(f"correct and distance must have the same number of answers, got {c.size} and {d.size}")
+    e = V.sequence("edges", edges, min_len=2, of=lambda n, x: V.integer(n, x, min=0))
+    if any(b <= a for a, b in zip(e, e[1:])):
+        raise ValueError(f"edges must be strictly increasing, got {list(e)}")
+    out = []
+    for lo, hi in zip(e, e[1:]):
+        sel = (d >= lo) & (d < hi)
+        out.append((int(lo), int(hi), float(c[sel].mean()) if sel.any() else float("nan"), int(sel.sum())))
+    return out
+
+
+@torch.no_grad()
+def attention_on_answer(model: hnn.Transformer, task: dict) -> np.ndarray:
+    """``(windows, layers)``: the attention weight (mean over heads) that the first query of each window of a
+    :func:`retrieval_task` puts on its stored pair token, the one token that holds the answer. 1 means all of
+    the query's attention goes there; ``1 / (query_pos + 1)`` is what uniform attention would give."""
+    V.instance("model", model, hnn.Transformer)
+    V.instance("task", task, dict)
+    x, qp, kp = task["tokens"], int(task["query_pos"][0]), task["key_pos"][:, 0]
+    V.tensor("task['tokens']", x, ndim=2, dtype="int")
+    was = model.training
+    model.eval()
+    out = []
+    for w in range(len(x)):
+        _, rec = model(x[w: w + 1, :-1], record=True)
+        out.append([float(att[0, :, qp, int(kp[w])].mean()) for att in rec["attn"]])
+    model.train(was)
+    return np.asarray(out)
+
+
+def faithful_fraction(pos: Any, max_dist: int) -> float:
+    """Share of the (query, key) pairs of training windows ``pos`` (rows of position ids) at text distance
+    ``1..max_dist`` whose position difference **equals** the text distance. Contiguous ids give 1; chunked
+    offsets lower it, and where it is low the digits a model sees for nearby keys say little about how far back
+    they are (with offsets in multiples of B, only the lowest digit stays faithful)."""
+    p = np.atleast_2d(V.array("pos", pos, ndim=(1, 2), dtype="int", nonempty=True)).astype(np.int64)
+    max_dist = V.integer("max_dist", max_dist, min=1, max=p.shape[1] - 1)
+    same = [(p[:, d:] - p[:, :-d] == d).mean() for d in range(1, max_dist + 1)]
+    n = [p.shape[1] - d for d in range(1, max_dist + 1)]
+    return float(np.average(same, weights=n))

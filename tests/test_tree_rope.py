@@ -309,3 +309,106 @@ def test_context_gain():
         tr.context_gain({8: 2.0, 16: 1.0}, 32)
     with pytest.raises(ValueError):
         tr.context_gain({8: float("nan"), 32: 1.0}, 32)
+
+
+# ---- the retrieval task -----------------------------------------------------------------------------------------
+
+@SETTINGS
+@given(st.integers(0, 10**6), st.integers(8, 200), st.integers(1, 3), st.integers(1, 3))
+def test_retrieval_task_structure(seed, length, n_pairs, n_queries):
+    n_queries = min(n_queries, n_pairs)
+    task = dict(n_pairs=n_pairs, n_queries=n_queries, n_filler=5, n_keys=4, n_values=3)
+    t = tr.retrieval_task(np.random.default_rng(seed), 6, length, **task)
+    x, qp, kp = t["tokens"], t["query_pos"], t["key_pos"]
+    assert x.shape == (6, length + 1) and qp.shape == (n_queries,) and kp.shape == (6, n_queries)
+    assert int(x.min()) >= 0 and int(x.max()) < tr.retrieval_vocab(task)
+    assert int(qp[-1]) + 1 == length  # the last answer is the last token
+    pair = (x >= 5) & (x < 5 + 4 * 3)
+    assert (pair.sum(1) == n_pairs).all()  # exactly n_pairs pair tokens, all before the queries
+    assert not pair[:, int(qp[0]):].any() and (kp < qp[0]).all()
+    for w in range(6):
+        for i in range(n_queries):
+            p = int(x[w, kp[w, i]]) - 5  # key * n_values + value of the stored pair
+            assert int(x[w, qp[i]]) == 5 + 12 + p // 3  # the query asks for that key
+            assert int(x[w, qp[i] + 1]) == 5 + 12 + 4 + p % 3  # and the answer is its value
+    keys = (x[:, : int(qp[0])] - 5) // 3
+    assert all(len(set(keys[w][pair[w, : int(qp[0])]].tolist())) == n_pairs for w in range(6))  # distinct keys
+
+
+def test_retrieval_task_bad_input():
+    g = np.random.default_rng(0)
+    with pytest.raises(ValueError, match="too short"):
+        tr.retrieval_task(g, 2, 4, n_pairs=3, n_queries=2)
+    with pytest.raises(ValueError, match="n_queries"):
+        tr.retrieval_task(g, 2, 32, n_pairs=1, n_queries=2)
+    with pytest.raises(ValueError, match="n_keys"):
+        tr.retrieval_task(g, 2, 32, n_pairs=3, n_keys=2)
+    with pytest.raises(TypeError):
+        tr.retrieval_task(0, 2, 32)
+    with pytest.raises(ValueError, match="n_values"):
+        tr.retrieval_vocab(dict(n_filler=2, n_keys=1, n_values=1))
+
+
+def test_retrieval_config_batches_and_scores():
+    cfg = tr.checkpoint_config("retrieval")
+    assert cfg == tr.checkpoint_config("retrieval")
+    small = dict(cfg, batch_size=3)
+    x0 = None
+    for spec in cfg["arms"].values():
+        if spec["enc"] == "tpe":
+            assert spec["B"] ** spec["L"] >= max(cfg["eval"]["lengths"])
+        x, pos, qp = tr.retrieval_batch_fn(spec, small, 0)(5)
+        assert x.shape == pos.shape == (3, cfg["train_len"] + 1) and int(pos.max()) < cfg["target_len"]
+        if spec["ids"] == "opt":  # chunks of at least 2B (the chapter's choice) unless the arm says otherwise
+            assert ((pos - torch.arange(x.shape[1])) % spec["B"] == 0).all()
+            n_chunks = spec.get("n_chunks", cfg["n_chunks"])
+            assert (cfg["train_len"] + 1) // n_chunks >= (2 * spec["B"] if "n_chunks" not in spec else 1)
+        x0 = x if x0 is None else x0
+        assert torch.equal(x, x0)  # the same windows for every arm
+        model = tr.make_model(spec, small)
+        assert torch.isfinite(tr.retrieval_loss(model, (x, pos, qp)))
+    hit, loss = tr.retrieval_scores(model, tr.retrieval_task(np.random.default_rng(0), 5, 40, **cfg["task"]), 2)
+    assert hit.shape == loss.shape == (5, 1) and hit.dtype == torch.bool and (loss > 0).all()
+    val, tests = tr.retrieval_windows(cfg)
+    assert sorted(tests) == cfg["eval"]["lengths"] and val["tokens"].shape == (cfg["val_windows"], 33)
+    assert torch.equal(tr.retrieval_windows(cfg)[1][2048]["tokens"], tests[2048]["tokens"])
+    with pytest.raises(ValueError):
+        tr.retrieval_batch_fn({"enc": "tpe", "ids": "plain", "B": 1, "L": 2}, cfg, 0)
+
+
+def test_accuracy_by_distance():
+    rows = tr.accuracy_by_distance([1, 0, 1, 1], [1, 5, 6, 30], [0, 4, 8, 16, 64])
+    assert rows[0] == (0, 4, 1.0, 1) and rows[1] == (4, 8, 0.5, 2) and rows[3] == (16, 64, 1.0, 1)
+    assert rows[2][3] == 0 and np.isnan(rows[2][2])
+    with pytest.raises(ValueError, match="same number"):
+        tr.accuracy_by_distance([1, 0], [1], [0, 4])
+    with pytest.raises(ValueError, match="increasing"):
+        tr.accuracy_by_distance([1], [1], [4, 4])
+    with pytest.raises(ValueError):
+        tr.accuracy_by_distance([1], [-1], [0, 4])
+
+
+def test_attention_on_answer():
+    cfg = tr.checkpoint_config("retrieval")
+    torch.manual_seed(0)
+    model = tr.make_model(cfg["arms"]["TPE + OPT"], cfg)
+    task = tr.retrieval_task(np.random.default_rng(1), 3, 40, **cfg["task"])
+    att = tr.attention_on_answer(model, task)
+    assert att.shape == (3, cfg["n_layer"]) and ((att > 0) & (att < 1)).all()
+    # an untrained model attends about uniformly: near 1 / (number of visible keys)
+    assert np.allclose(att, 1 / (int(task["query_pos"][0]) + 1), rtol=0.5)
+    with pytest.raises(TypeError):
+        tr.attention_on_answer(torch.nn.Linear(2, 2), task)
+
+
+def test_faithful_fraction():
+    plain = np.tile(np.arange(33), (4, 1))
+    assert tr.faithful_fraction(plain, 16) == 1.0
+    g = np.random.default_rng(0)
+    two = tr.opt_position_ids(g, 256, 33, 8, 2048, 2)
+    eight = tr.opt_position_ids(g, 256, 33, 8, 2048, 8)
+    assert 0 < tr.faithful_fraction(eight, 16) < tr.faithful_fraction(two, 16) < 1
+    with pytest.raises(ValueError):
+        tr.faithful_fraction(plain, 33)
+    with pytest.raises(TypeError):
+        tr.faithful_fraction(plain.astype(float), 4)
