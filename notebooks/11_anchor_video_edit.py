@@ -591,7 +591,8 @@ display(Markdown(f"""
 **Reading the table** (this run: {n_test_clips} test clips × {len(INSTR)} instructions × {len(seeds)}
 seed(s), per-seed differences; *AVE, true flow* is an oracle for diagnosis, not a method). On pixels some
 anchor saw, AVE minus plain warping with the same flow is {span(vis_d, '+.2f')} dB: the generator
-{sign_word(vis_d, 'improves on', 'loses to', 'is on a par with')} the warp there. On disoccluded pixels it
+{sign_word(vis_d, 'improves on', 'loses to', 'is better at some seeds and worse at others than')} the warp
+there. On disoccluded pixels it
 is {span(dis_d['flow warp'])} dB against plain warping (whose holes can only hold a mix of the wrong
 surfaces) and {span(dis_d['flow warp + source'])} dB against warping whose holes hold the *unedited* source
 frame. Against a practitioner's cheapest fix, **biharmonic inpainting** of the holes from the warped pixels
@@ -830,8 +831,9 @@ plt.show()
 q_word = sign_word(
     q_ave["slope"] - q_warp["slope"],
     "The generator passes on more of the editor's quality than warping does.",
-    "The generator passes on less of it than warping: it absorbs part of the keyframes' "
-    "artefacts.", "Whether it passes on more than warping depends on the seed.")
+    "The generator passes on less of it than warping: its own error, or its smoothing of "
+    "the keyframes' artefacts, dilutes the editor's quality.",
+    "Whether it passes on more than warping depends on the seed.")
 display(Markdown(f"""
 **Reading.** Over the five editor qualities the keyframes span
 {q_psnr['keyframes'].min():.1f}–{q_psnr['keyframes'].max():.1f} dB and AVE's non-anchor frames
