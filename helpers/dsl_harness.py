@@ -52,7 +52,9 @@ __all__ = [
     "bw_graph", "COVERAGE_GROUPS", "AGENT_INTERFACES", "request_tokens", "agent_vocab", "encode", "make_agent",
     "train_agent", "decode", "sqlite_error_position", "AgentResult", "agent_answer", "bits_per_intent",
     "checkpoint_config", "CREDIT_ARMS", "token_advantages", "reinforce_agent", "sample_programs",
-    "greedy_success", "token_class", "token_error_profile", "GROUP_ARMS", "group_advantages", "greedy_outcomes", "group_reinforce", "curve_auc",
+    "greedy_success", "token_class", "token_error_profile", "GROUP_ARMS", "group_advantages", "greedy_outcomes",
+    "group_reinforce", "curve_auc", "PARA_TEMPLATES", "paraphrase_request", "paraphrase_intents",
+    "sql_allowed_next", "sql_grammatical", "PARA_ARMS", "paired_bootstrap", "read_n_train",
 ]
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -664,6 +666,81 @@ def _sql_class(tok: str) -> str:
     return "int"
 
 
+# A grammar for the SQL the DSL compiles to (and any query of the same shape), as a left-to-right automaton:
+#   SELECT item [, item] FROM table [JOIN table ON col = col] [WHERE cond (AND cond)*] [GROUP BY col]
+#   [ORDER BY (int | col) [ASC | DESC]] [LIMIT int]         item: col | FUNC ( col )     cond: col op literal
+# It knows the schema's names (tables, columns) but not which column belongs to which table, nor types: what a
+# grammar-constrained decoder (Synchromesh-style, without semantic checks) enforces.
+_SQL_FUNCS = ("COUNT", "SUM", "AVG", "MIN", "MAX")
+_SQL_START = ("start", 0, False)
+
+
+@cache
+def _sql_allowed(state: tuple) -> tuple[str, ...]:
+    phase, n_sel, joined = state
+    lits = INT_LITERALS + TEXT_LITERALS
+    table = {
+        "start": ("SELECT",), "sel": _SQL_COLS + _SQL_FUNCS, "fn_open": ("(",), "fn_col": _SQL_COLS,
+        "fn_close": (")",), "item": ((",",) if n_sel == 1 else ()) + ("FROM",), "from": TABLES,
+        "tables": (() if joined else ("JOIN",)) + ("WHERE", "GROUP", "ORDER", "LIMIT", END),
+        "join_t": TABLES, "on": ("ON",), "on_c1": _SQL_COLS, "on_eq": ("=",), "on_c2": _SQL_COLS,
+        "w_col": _SQL_COLS, "w_op": OPS, "w_val": lits, "w_done": ("AND", "GROUP", "ORDER", "LIMIT", END),
+        "group": ("BY",), "g_col": _SQL_COLS, "g_done": ("ORDER", "LIMIT", END), "order": ("BY",),
+        "o_key": INT_LITERALS + _SQL_COLS, "o_dir": ("ASC", "DESC", "LIMIT", END), "o_done": ("LIMIT", END),
+        "limit": INT_LITERALS, "done": (END,),
+    }
+    return table[phase]
+
+
+_SQL_NEXT = {  # phase -> {token or class: next phase}
+    "start": {"SELECT": "sel"}, "fn_open": {"(": "fn_col"}, "fn_col": {"col": "fn_close"},
+    "fn_close": {")": "item"}, "item": {",": "sel", "FROM": "from"}, "from": {"table": "tables"},
+    "tables": {"JOIN": "join_t", "WHERE": "w_col", "GROUP": "group", "ORDER": "order", "LIMIT": "limit"},
+    "join_t": {"table": "on"}, "on": {"ON": "on_c1"}, "on_c1": {"col": "on_eq"}, "on_eq": {"=": "on_c2"},
+    "on_c2": {"col": "tables"}, "w_col": {"col": "w_op"}, "w_op": {"op": "w_val"}, "w_val": {"lit": "w_done"},
+    "w_done": {"AND": "w_col", "GROUP": "group", "ORDER": "order", "LIMIT": "limit"}, "group": {"BY": "g_col"},
+    "g_col": {"col": "g_done"}, "g_done": {"ORDER": "order", "LIMIT": "limit"}, "order": {"BY": "o_key"},
+    "o_key": {"lit": "o_dir", "col": "o_dir"}, "o_dir": {"ASC": "o_done", "DESC": "o_done", "LIMIT": "limit"},
+    "o_done": {"LIMIT": "limit"}, "limit": {"lit": "done"},
+}
+
+
+def _sql_step(state: tuple | None, tok: str) -> tuple | None:
+    """The grammar automaton's next state after ``tok`` (None: the grammar forbids it here or already failed)."""
+    if state is None or tok not in _sql_allowed(state) or tok == END:
+        return None
+    phase, n_sel, joined = state
+    if phase == "sel":
+        return ("fn_open", n_sel + 1, joined) if tok in _SQL_FUNCS else ("item", n_sel + 1, joined)
+    cls = "col" if tok in _SQL_COLS else "table" if tok in TABLES else "op" if tok in OPS and phase == "w_op" \
+        else "lit" if tok in INT_LITERALS + TEXT_LITERALS else tok
+    nxt = _SQL_NEXT[phase].get(cls, _SQL_NEXT[phase].get(tok))
+    if nxt is None:
+        return None
+    return (nxt, n_sel, joined or phase == "on_c2")
+
+
+def sql_allowed_next(prefix: Sequence[str]) -> tuple[str, ...]:
+    """The tokens the SQL grammar allows after ``prefix`` (END when the query may stop): the mask of a
+    grammar-constrained SQL decoder. Raises ValueError when ``prefix`` is not a prefix of a grammatical query."""
+    state = _SQL_START
+    for i, t in enumerate(_check_tokens(prefix, "prefix")):
+        state = _sql_step(state, t)
+        if state is None:
+            raise ValueError(f"prefix is not grammatical SQL: token {i} ({t!r}) is not allowed there")
+    return _sql_allowed(state)
+
+
+def sql_grammatical(tokens: Sequence[str]) -> bool:
+    """Whether ``tokens`` is a complete query of the SQL grammar (:func:`sql_allowed_next`)."""
+    state = _SQL_START
+    for t in _check_tokens(tokens, "tokens"):
+        state = _sql_step(state, t)
+        if state is None:
+            return False
+    return END in _sql_allowed(state)
+
+
 _SQL_NEAR = {"kw": _SQL_KW, "punct": _SQL_PUNCT, "table": TABLES, "col": _SQL_COLS, "op": OPS,
              "text": TEXT_LITERALS, "int": INT_LITERALS}
 _SQL_HALLUC = {"table": ["customer", "product", "sales"], "col": _DSL_HALLUC["col"], "op": ["=>", "=<"],
@@ -1272,21 +1349,131 @@ _REQUEST_WORDS = tuple(sorted(
     | set(INT_LITERALS) | {"1", "3", "5", "10", "per", "from", "with", "where", "top", ","}))
 
 
+# Paraphrased requests (round 3): sentence frames ("templates") and wording that differ between training and
+# test. Every content word (functions, columns, operators, directions) has synonyms that occur in both splits;
+# the test split uses frames never seen in training and opens with a filler phrase whose words never occur in
+# training (an agent trained from scratch has no meaning for them: it must ignore them).
+_P_FUNC = {"val": ("list", "show"), "count": ("count of", "number of"), "sum": ("total", "sum of"),
+           "avg": ("average", "mean"), "min": ("smallest", "minimum"), "max": ("largest", "maximum")}
+_P_COL = {"customers.city": ("city",), "customers.segment": ("segment",),
+          "customers.age": ("age", "customer age"), "products.category": ("category", "product category"),
+          "products.price": ("price", "product price"), "products.rating": ("rating",),
+          "orders.quantity": ("quantity", "units"), "orders.total": ("order value", "order total"),
+          "orders.year": ("year", "order year")}
+_P_OP = {"=": ("is", "equals"), "!=": ("is not", "not"), "<": ("below", "under", "less than"),
+         "<=": ("at most", "up to"), ">": ("above", "over", "more than"), ">=": ("at least", "no less than")}
+_P_DIR = {"desc": ("highest first", "descending"), "asc": ("lowest first", "ascending")}
+_P_GROUP = ("per", "for each", "by")
+_P_JOIN = ("with", "joined with", "and")
+_P_LIMIT = ("top", "first", "only")
+_P_FILLER = {"train": ("", "please", "i need", "tell me"), "test": ("kindly", "could you", "report")}
+# templates 0-3 are the training frames, 4-5 the held-out ones (see paraphrase_request)
+PARA_TEMPLATES = {"train": (0, 1, 2, 3), "test": (4, 5)}
+
+
+def paraphrase_request(tokens: Sequence[str], template: int, rng: np.random.Generator,
+                       filler: str | None = None) -> str:
+    """An English request for a verified DSL program in sentence frame ``template`` (0-5), with synonyms drawn
+    from ``rng`` and an optional leading ``filler`` phrase. Frames (optional parts in brackets):
+
+    0. ``F [G] S [, where W and W] [, O] [, L]``        1. ``S : F [G] [, with W and W] [, O] [, L]``
+    2. ``[L] F [G] S [if W , W] [, O]``                 3. ``[for W and W ,] F [G] S [, O] [, L]``
+    4. ``S [, whose W and W] : [O ,] F [G] [, L]``      5. ``[O ,] F [G] [, if W and W] , S [, L]``
+
+    (F: function and column, G: grouping, S: tables, W: a condition, O: order, L: limit.)
+    """
+    p = parse(tokens)
+    template = V.integer("template", template, min=0, max=5)
+    V.instance("rng", rng, np.random.Generator)
+    if filler is not None and filler not in _P_FILLER["train"] + _P_FILLER["test"]:
+        raise ValueError(f"filler must be one of {_P_FILLER['train'] + _P_FILLER['test']}, got {filler!r}")
+
+    def pick(options):
+        return str(options[rng.integers(len(options))])
+
+    F = f"{pick(_P_FUNC[p.func])} {pick(_P_COL[p.col])}"
+    G = f" {pick(_P_GROUP)} {pick(_P_COL[p.by])}" if p.by else ""
+    S = f"{pick(('from', 'in'))} {p.table}" + (f" {pick(_P_JOIN)} {p.join}" if p.join else "")
+    W = [f"{pick(_P_COL[c])} {pick(_P_OP[op])} {v.strip(chr(39))}" for c, op, v in p.where]
+    Od = pick(_P_DIR[p.order]) if p.order else ""
+    L = f"{pick(_P_LIMIT)} {p.limit}" if p.limit else ""
+    and_w = " and ".join(W)
+    if template == 0:
+        parts = [F + G + " " + S, f"where {and_w}" if W else "", Od, L]
+    elif template == 1:
+        parts = [f"{S} : {F}{G}", f"with {and_w}" if W else "", Od, L]
+    elif template == 2:
+        parts = [(L + " " if L else "") + F + G + " " + S + (" if " + " , ".join(W) if W else ""), Od]
+    elif template == 3:
+        parts = [f"for {and_w}" if W else "", F + G + " " + S, Od, L]
+    elif template == 4:
+        parts = [S + (f" , whose {and_w}" if W else "") + " :", Od, F + G, L]
+        return _join_request(filler, parts[0] + " " + " , ".join(x for x in parts[1:] if x))
+    else:
+        parts = [Od, F + G, f"if {and_w}" if W else "", S, L]
+    return _join_request(filler, " , ".join(x for x in parts if x))
+
+
+def _join_request(filler: str | None, text: str) -> str:
+    return f"{filler} {text}" if filler else text
+
+
+def paraphrase_intents(intents: Sequence[Intent], split: str, seed: int = 0) -> list[Intent]:
+    """The same intents (programs, SQL, rows) with paraphrased requests: ``split="train"`` draws frames 0-3
+    and the training fillers (often none), ``"test"`` frames 4-5 and always a filler whose words never occur in
+    training (:data:`PARA_TEMPLATES`). Deterministic in ``seed``."""
+    intents = V.sequence("intents", intents, of=lambda k, x: V.instance(k, x, Intent), min_len=1)
+    V.one_of("split", split, tuple(PARA_TEMPLATES))
+    seed = V.seed("seed", seed)
+    rng = np.random.default_rng([seed, 63, ("train", "test").index(split)])
+    frames, fillers = PARA_TEMPLATES[split], _P_FILLER[split]
+    out = []
+    for it in intents:
+        t = int(frames[rng.integers(len(frames))])
+        f = str(fillers[rng.integers(len(fillers))])
+        req = paraphrase_request(it.program, t, rng, f or None)
+        out.append(Intent(req, it.program, it.sql, it.result))
+    return out
+
+
+def _para_words() -> tuple[str, ...]:
+    words = set()
+    for table in (_P_FUNC, _P_COL, _P_OP, _P_DIR):
+        for forms in table.values():
+            words |= {w for f in forms for w in f.split()}
+    for forms in (_P_GROUP, _P_JOIN, _P_LIMIT, *_P_FILLER.values()):
+        words |= {w for f in forms for w in f.split()}
+    words |= {"from", "in", "where", "with", "if", "for", "whose", "and", ":", ","}
+    return tuple(sorted(words - set(_REQUEST_WORDS)))
+
+
+_PARA_EXTRA = _para_words()
+_PARA_SET = frozenset(_PARA_EXTRA)
+
+
 def request_tokens(text: str) -> list[str]:
-    """The words of a request made by :func:`render_request` (commas are their own token)."""
+    """The words of a request made by :func:`render_request` or :func:`paraphrase_request` (commas and colons
+    are their own tokens)."""
     V.instance("text", text, str)
-    toks = text.replace(",", " ,").split()
-    bad = [t for t in toks if t not in _REQUEST_WORDS]
+    toks = text.replace(",", " ,").replace(":", " :").split()
+    bad = [t for t in toks if t not in _REQUEST_WORDS and t not in _PARA_SET]
     if bad:
         raise ValueError(f"text holds words outside the request vocabulary: {bad[:5]}")
     return toks
 
 
-def agent_vocab(interface: str) -> tuple[str, ...]:
-    """The agent's token vocabulary: request words, ``<sep>``, the interface's output tokens, END and ``<pad>``."""
+def agent_vocab(interface: str, paraphrase: bool = False) -> tuple[str, ...]:
+    """The agent's token vocabulary: request words, ``<sep>``, the interface's output tokens, END and ``<pad>``;
+    ``paraphrase``: followed by the extra words of paraphrased requests (:func:`paraphrase_request`), so every
+    shared token keeps its index."""
     V.one_of("interface", interface, AGENT_INTERFACES)
+    paraphrase = V.boolean("paraphrase", paraphrase)
     out = DSL_VOCAB if interface == "dsl" else tuple(dict.fromkeys(sql_vocab()))
-    return (*_REQUEST_WORDS, SEP, *out, END, PAD)
+    base = (*_REQUEST_WORDS, SEP, *out, END, PAD)
+    if not paraphrase:
+        return base
+    # a paraphrase word that is already a token (e.g. the DSL keyword "by") keeps that token's index
+    return (*base, *(w for w in _PARA_EXTRA if w not in set(base)))
 
 
 def _gold(intent: Intent, interface: str) -> list[str]:
@@ -1298,7 +1485,7 @@ def encode(intents: Sequence[Intent], interface: str) -> tuple[torch.Tensor, tor
     mask ``(B, T)`` of the positions whose *next* token is an output token (where the loss is taken)."""
     V.one_of("interface", interface, AGENT_INTERFACES)
     V.sequence("intents", intents, of=lambda k, x: V.instance(k, x, Intent), min_len=1)
-    vocab = {t: i for i, t in enumerate(agent_vocab(interface))}
+    vocab = {t: i for i, t in enumerate(agent_vocab(interface, True))}
     seqs, starts = [], []
     for it in intents:
         req = request_tokens(it.request)
@@ -1313,10 +1500,12 @@ def encode(intents: Sequence[Intent], interface: str) -> tuple[torch.Tensor, tor
     return ids, loss_at
 
 
-def make_agent(interface: str, d_model: int = 64, n_layer: int = 2, n_head: int = 4) -> Transformer:
-    """A small decoder-only transformer (learned positions) over :func:`agent_vocab`; build it under a seed."""
+def make_agent(interface: str, d_model: int = 64, n_layer: int = 2, n_head: int = 4,
+               paraphrase: bool = False) -> Transformer:
+    """A small decoder-only transformer (learned positions) over :func:`agent_vocab` (``paraphrase``: with the
+    words of paraphrased requests); build it under a seed."""
     V.one_of("interface", interface, AGENT_INTERFACES)
-    cfg = TransformerConfig(vocab_size=len(agent_vocab(interface)), n_layer=n_layer, n_head=n_head,
+    cfg = TransformerConfig(vocab_size=len(agent_vocab(interface, paraphrase)), n_layer=n_layer, n_head=n_head,
                             d_model=d_model, max_len=96, pos="learned")
     return Transformer(cfg)
 
@@ -1354,35 +1543,36 @@ def decode(model: torch.nn.Module, intent: Intent, interface: str, constrained: 
            max_new: int = 48) -> list[str]:
     """Greedy decoding of the output after ``intent``'s request, continuing ``prefix``.
 
-    ``constrained`` (DSL only): the logits are masked to the verifier-valid next tokens (:func:`allowed_next`,
-    with ``disabled`` checks off). ``banned[i]``: tokens not allowed at output position ``i`` (the repair loop's
+    ``constrained``: the logits are masked to the verifier-valid next tokens (DSL: :func:`allowed_next`, with
+    ``disabled`` checks off) or, for SQL, to the tokens the SQL grammar allows next (:func:`sql_allowed_next`). ``banned[i]``: tokens not allowed at output position ``i`` (the repair loop's
     memory). Returns the output tokens without END.
     """
     V.instance("model", model, torch.nn.Module)
     V.instance("intent", intent, Intent)
     V.one_of("interface", interface, AGENT_INTERFACES)
     constrained = V.boolean("constrained", constrained)
-    if constrained and interface != "dsl":
-        raise ValueError("constrained decoding needs the DSL's verifier (interface='dsl')")
     off = _check_disabled(disabled)
     banned = {} if banned is None else V.instance("banned", banned, dict)
     max_new = V.integer("max_new", max_new, min=1)
-    vocab = agent_vocab(interface)
+    vocab = agent_vocab(interface, True)
     index = {t: i for i, t in enumerate(vocab)}
     out = list(_check_tokens(prefix, "prefix"))
     ids = [index[t] for t in [*request_tokens(intent.request), SEP, *out]]
     first_out = index[SEP] + 1
-    state = _START
+    state = _START if interface == "dsl" else _SQL_START
     if constrained:
         for t in out:
-            state = _step(state, t)[0]
+            state = _step(state, t)[0] if interface == "dsl" else _sql_step(state, t)
+            if state is None:
+                raise ValueError(f"prefix is not a prefix the SQL grammar accepts: {out}")
     while len(out) < max_new:
         logits = model(torch.tensor([ids[-model.cfg.max_len:]]))[0, -1].clone()
         logits[:first_out] = -math.inf  # never a request word or <sep>
-        logits[index[PAD]] = -math.inf
+        logits[index[PAD]:] = -math.inf  # nor <pad> or a paraphrase word
         if constrained:
             keep = torch.full_like(logits, -math.inf)
-            keep[[index[t] for t in _allowed(state, off)]] = 0.0
+            allowed = _allowed(state, off) if interface == "dsl" else _sql_allowed(state)
+            keep[[index[t] for t in allowed]] = 0.0
             logits += keep
         for t in banned.get(len(out), ()):
             logits[index[t]] = -math.inf
@@ -1394,7 +1584,7 @@ def decode(model: torch.nn.Module, intent: Intent, interface: str, constrained: 
         out.append(tok)
         ids.append(index[tok])
         if constrained:
-            state = _step(state, tok)[0]
+            state = _step(state, tok)[0] if interface == "dsl" else _sql_step(state, tok)
     return out
 
 
@@ -1439,6 +1629,7 @@ def agent_answer(model: torch.nn.Module, con: sqlite3.Connection, intent: Intent
     DSL: the verifier (with ``disabled`` checks off) runs before execution; on an error the token at its
     position is banned there and decoding resumes from that position. SQL: the query runs; when SQLite's message
     names a token (:func:`sqlite_error_position`) the same repair is made there; otherwise the agent stops.
+    ``constrained``: DSL, verifier-constrained decoding; SQL, grammar-constrained decoding (:func:`decode`).
     """
     V.instance("con", con, sqlite3.Connection)
     repairs = V.integer("repairs", repairs, min=0)
@@ -1495,7 +1686,8 @@ def token_error_profile(model: torch.nn.Module, intents: Sequence[Intent], inter
     V.instance("model", model, torch.nn.Module)
     intents = V.sequence("intents", intents, of=lambda k, x: V.instance(k, x, Intent), min_len=1)
     ids, loss_at = encode(intents, interface)
-    if getattr(getattr(model, "cfg", None), "vocab_size", None) != len(agent_vocab(interface)):
+    if getattr(getattr(model, "cfg", None), "vocab_size", None) not in (len(agent_vocab(interface)),
+                                                                         len(agent_vocab(interface, True))):
         raise ValueError(f"model must be a {interface.upper()} agent (make_agent({interface!r}, ...))")
     pred = model(ids[:, :-1]).argmax(-1)
     prof: dict[str, list[int]] = {}
@@ -1508,9 +1700,55 @@ def token_error_profile(model: torch.nn.Module, intents: Sequence[Intent], inter
     return prof
 
 
+PARA_ARMS = ("dsl_constrained", "sql_free", "sql_grammar")  # the decoders of the paraphrase comparison
+
+
+def paired_bootstrap(a: Sequence[float], b: Sequence[float], n_boot: int = 2000, seed: int = 0,
+                     level: float = 0.95) -> tuple[float, float, float]:
+    """Mean of ``a - b`` over paired items (e.g. per-request success of two agents) and its percentile bootstrap
+    interval at ``level`` (items resampled with replacement): ``(mean, low, high)``."""
+    x = V.array("a", a, ndim=1, dtype="float").astype(float)
+    y = V.array("b", b, ndim=1, dtype="float").astype(float)
+    if len(x) != len(y) or len(x) < 2:
+        raise ValueError(f"a and b must be paired (same length >= 2), got {len(x)} and {len(y)}")
+    n_boot, seed = V.integer("n_boot", n_boot, min=100), V.seed("seed", seed)
+    level = V.number("level", level, min=0.5, max=0.999)
+    d = x - y
+    rng = np.random.default_rng([seed, 17])
+    means = d[rng.integers(len(d), size=(n_boot, len(d)))].mean(1)
+    lo, hi = np.quantile(means, [(1 - level) / 2, (1 + level) / 2])
+    return float(d.mean()), float(lo), float(hi)
+
+
+def read_n_train(success: Mapping[int, Sequence[float]], level: float = 0.5) -> int:
+    """The sample-efficiency reading rule: the smallest training-set size ``n`` whose ``success[n]`` (the mean
+    held-out success of each agent / decoder at that size) reaches ``level`` for at least one of them; the
+    largest size when none does."""
+    V.instance("success", success, Mapping)
+    if not success:
+        raise ValueError("success must map at least one training-set size to success rates")
+    level = V.probability("level", level)
+    sizes = sorted(V.integer("n_train", n, min=1) for n in success)
+    for n in sizes:
+        vals = V.array(f"success[{n}]", success[n], ndim=1, dtype="float", min=0, max=1)
+        if len(vals) and vals.max() >= level:
+            return n
+    return sizes[-1]
+
+
 def checkpoint_config(name: str = "agents") -> dict:
-    """The config of the chapter's checkpoint ``agents`` or ``credit`` (what the default run asks for)."""
-    V.one_of("name", name, ("agents", "credit"))
+    """The config of the chapter's checkpoint ``agents``, ``credit`` or ``paraphrase`` (what the default run asks
+    for)."""
+    V.one_of("name", name, ("agents", "credit", "paraphrase"))
+    if name == "paraphrase":  # case 4 with power: paraphrased requests, a sample-efficiency curve
+        # the programs of case 4's stream (the first max(n_trains) train, the next n_test held out), requests
+        # paraphrased (training frames / held-out frames and fillers); every decoder gets `repairs` repairs.
+        # Reading rule, fixed before any run: learned_success_gain is read at the smallest n_train at which
+        # either agent's best decoder reaches `read_level` mean held-out success (the largest if none does).
+        return {"db_seed": 0, "intent_seed": 0, "para_seed": 0, "n_trains": [25, 50, 100, 300], "n_test": 300,
+                "seeds": [0, 1, 2], "interfaces": list(AGENT_INTERFACES), "d_model": 64, "n_layer": 2,
+                "n_head": 4, "steps": 600, "batch": 32, "lr": 3e-3, "repairs": 3, "n_fit": 60,
+                "arms": list(PARA_ARMS), "read_level": 0.5}
     if name == "credit":  # case 5: a weakly supervised warm start, then RL on unlabelled requests
         # round 3: a credit experiment, not drift (round 2, lr 1e-3 with no anchor, lost held-out success):
         # k samples per request with a leave-one-out baseline, a KL anchor to the warm start, lr 1e-4,

@@ -32,7 +32,7 @@
 #
 # | | the paper | this notebook |
 # |---|---|---|
-# | agent | LLM agents (discussed, not run) | a **noisy policy**: the gold action with each decision wrong with probability ε (its success has a closed form), a tabular REINFORCE policy, and a **learned agent**: a 2-layer transformer (≈0.1 M parameters) trained on 300 request → program pairs, tested on 300 held-out requests; a smaller one trained by RL (4 samples per request, a KL anchor to its warm start) on 100 unlabelled requests with sparse or per-token credit |
+# | agent | LLM agents (discussed, not run) | a **noisy policy**: the gold action with each decision wrong with probability ε (its success has a closed form), a tabular REINFORCE policy, and a **learned agent**: a 2-layer transformer (≈0.1 M parameters) trained on 300 request → program pairs, tested on 300 held-out requests, and the same on 25–300 paraphrased requests, tested on 300 paraphrases in unseen sentence frames and wording, against SQL with free or grammar-constrained decoding; a smaller one trained by RL (4 samples per request, a KL anchor to its warm start) on 100 unlabelled requests with sparse or per-token credit |
 # | domains | a lifecycle × domain analysis (SQL, planning, proofs, infrastructure, …) | SQLite queries (300 intents), Blocksworld with 5 blocks, learning to write one query |
 # | evidence | argument and targeted case studies | measured success rates, invalid actions reaching execution, retries, learning curves |
 # | hardware | none | 2 CPU cores, a few minutes |
@@ -45,7 +45,8 @@
 # the learning task. No large language model runs here: in cases 1–3 the "agents" are stand-ins whose error rate
 # we set, so those numbers measure the *interfaces* under our error model. Case 4 replaces the stand-in by a small
 # transformer trained on templated requests (our own), so its errors are a learner's, not ours; it is still far
-# smaller than an LLM and its requests are far more regular than a user's. Case 5's warm start (supervision on
+# smaller than an LLM and its requests are far more regular than a user's (its paraphrased requests, also ours,
+# vary the sentence frame and the wording, within a small closed vocabulary). Case 5's warm start (supervision on
 # 200 intents), its credit rules, its anchor and its budget are our choices too.
 # :::
 
@@ -987,6 +988,198 @@ ax.set_title(
 plt.show()
 
 # %% [markdown]
+# ### Paraphrased requests: a sample-efficiency curve with power
+#
+# On case 4's templated requests the two agents read the same fixed phrasing, so the comparison above mostly
+# measures how well each learns a one-to-one rewrite. Here the requests are **paraphrased**, and the held-out
+# ones are phrased in ways the agents never saw:
+#
+# * **frames**: six sentence frames that order the parts of a request differently (`F [G] S, where W, O, L`,
+#   `S : F [G], with W`, …); training requests use frames 0–3, held-out requests frames 4–5 only
+#   (`paraphrase_request` lists them);
+# * **wording**: every function, column, operator, order and limit has two or three synonyms (`mean` /
+#   `average`, `over` / `more than`, …), all of which occur in training; every held-out request also opens with
+#   a filler phrase (`kindly`, `could you`, `report`) whose words **never** occur in training. A model trained
+#   from scratch has no meaning for a word it never saw, so held-out wording can only be noise it has to ignore;
+#   synonyms it must map come from training.
+#
+# The programs are case 4's (the first 300 of its stream for training, the next `n_test` held out), so only the
+# phrasing changed. Per seed and interface one agent is trained on each of **25, 50, 100 and 300** paraphrased
+# training requests (the same architecture, 600 AdamW steps of 32 examples), and scored on the held-out requests
+# by three decoders, each with up to 3 repairs: <!-- paper -->
+#
+# * **DSL, verifier-constrained** (as above): the logits masked to the verifier's valid next tokens;
+# * **SQL, free decoding** with SQLite-guided repair (as above);
+# * **SQL, grammar-constrained**: the fair constrained baseline. The logits are masked to the tokens a **SQL
+#   grammar** allows next (`sql_allowed_next`: the grammar of the queries the DSL compiles to, with the schema's
+#   table and column names, as a grammar-constrained decoder in the style of Synchromesh enforces; it does not
+#   know which column belongs to which table, nor types). Every query it writes parses; SQLite still rejects a
+#   column that is not in scope, and repair handles that as before.
+#
+# **Reading rule**, fixed in the checkpoint's config before any run: `learned_success_gain` is read at the
+# smallest training-set size at which either agent's best decoder reaches a mean held-out success of 0.5 (the <!-- paper -->
+# largest size if none does), where a gain is still possible; the SQL baseline there is the better of its two
+# decoders (mean over seeds). Per seed the gain comes with a **paired bootstrap interval** over the held-out
+# requests, and the claim holds at a seed only if the interval's lower end is above 0. With 300 held-out
+# requests the interval's half-width is a few points, so a gain of 0.05 is resolvable. <!-- paper -->
+#
+# The training and scoring (24 agents, about 25 minutes on one core) run in
+# `data/05_dsl_harness/make_paraphrase.py`, which stores the per-request outcomes, not the weights; quick mode
+# trains tiny agents live. Requests of one held-out program, before and after:
+
+# %%
+para_cfg = dsl.checkpoint_config("paraphrase")
+if quick:
+    para_cfg.update(n_trains=[20, 40], n_test=20, steps=40, d_model=32, n_layer=1,
+                    n_head=2, repairs=1, n_fit=20)
+n_pool = max(para_cfg["n_trains"])
+para_intents = dsl.make_intents(
+    agent_con, n_pool + para_cfg["n_test"], seed=para_cfg["intent_seed"]
+)
+p_train = dsl.paraphrase_intents(para_intents[:n_pool], "train", para_cfg["para_seed"])
+p_test = dsl.paraphrase_intents(para_intents[n_pool:], "test", para_cfg["para_seed"])
+seen_words = {w for it in p_train for w in dsl.request_tokens(it.request)}
+display(pd.DataFrame({
+    "DSL program": [" ".join(it.program) for it in para_intents[n_pool:][:4]],
+    "templated request (case 4)": [it.request for it in para_intents[n_pool:][:4]],
+    "held-out paraphrase": [it.request for it in p_test[:4]],
+}))
+test_words = {w for it in p_test for w in dsl.request_tokens(it.request)}
+unseen = sorted(test_words - seen_words)
+print(f"{len(p_train)} training and {len(p_test)} held-out requests; words of held-out "
+      f"requests never seen in training: {unseen}")
+prefix = list(p_test[0].sql[:6])
+print("SQL grammar after", " ".join(prefix), "→", dsl.sql_allowed_next(prefix)[:8])
+
+# %%
+PARA_DECODER = {"dsl_constrained": ("dsl", True), "sql_free": ("sql", False),
+                "sql_grammar": ("sql", True)}
+para_arms, n_trains = para_cfg["arms"], para_cfg["n_trains"]
+para_out, para_fit, para_loss = {}, {}, {}  # per (arm | interface, n_train, seed)
+if quick:  # tiny agents trained live: the pipeline runs, the numbers mean nothing
+    para_seeds = agent_seeds
+    for s in tqdm(para_seeds, desc="paraphrase agents"):
+        for n in n_trains:
+            models = {}
+            for iface in dsl.AGENT_INTERFACES:
+                with repro.seeded(s):
+                    models[iface] = dsl.make_agent(
+                        iface, para_cfg["d_model"], para_cfg["n_layer"],
+                        para_cfg["n_head"], paraphrase=True)
+                    para_loss[iface, n, s] = dsl.train_agent(
+                        models[iface], p_train[:n], iface, para_cfg["steps"],
+                        para_cfg["batch"], para_cfg["lr"], seed=s)
+                para_fit[iface, n, s] = dsl.greedy_success(
+                    models[iface], agent_con, p_train[:n][: para_cfg["n_fit"]], iface)
+            for arm in para_arms:
+                iface, constrained = PARA_DECODER[arm]
+                rs = [dsl.agent_answer(models[iface], agent_con, it, iface,
+                                       constrained, para_cfg["repairs"])
+                      for it in p_test]
+                para_out[arm, n, s] = np.array(
+                    [[r.success for r in rs],
+                     [r.success and r.repairs == 0 for r in rs],
+                     [r.executed_invalid for r in rs]], dtype=bool)
+else:  # the default run: the measurements of make_paraphrase.py
+    para_cfg = scripts.with_seeds(para_cfg, scripts.model_seeds(seed))
+    para_seeds = para_cfg["seeds"]
+    ck_p = checkpoints.load("05_dsl_harness", "paraphrase", config=para_cfg)
+    for n in n_trains:
+        for s in para_seeds:
+            for arm in para_arms:
+                para_out[arm, n, s] = ck_p.tensors[f"out/{arm}/{n}/{s}"].numpy() > 0
+            for iface in dsl.AGENT_INTERFACES:
+                para_fit[iface, n, s] = ck_p.manifest["metrics"][f"fit/{iface}/{n}/{s}"]
+                hist = ck_p.manifest["history"]
+                para_loss[iface, n, s] = hist[f"loss/{iface}/{n}/{s}"]
+
+# %% [markdown]
+# Held-out success per training-set size (mean over seeds; per seed in brackets), the share answered at the
+# first attempt, and the share of answers that executed an invalid action:
+
+# %%
+ARM_NAME = {"dsl_constrained": "DSL, verifier-constrained",
+            "sql_free": "SQL, free", "sql_grammar": "SQL, grammar-constrained"}
+para_rows = []
+for n in n_trains:
+    for arm in para_arms:
+        o = np.array([para_out[arm, n, s].mean(1) for s in para_seeds])
+        para_rows.append({"n_train": n, "decoder": ARM_NAME[arm],
+                          "success": o[:, 0].mean(),
+                          "per seed": ", ".join(f"{x:.2f}" for x in o[:, 0]),
+                          "first attempt": o[:, 1].mean(),
+                          "executed invalid": o[:, 2].mean()})
+para_tab = pd.DataFrame(para_rows).set_index(["n_train", "decoder"])
+display(para_tab.round(3))
+
+fig, ax = plt.subplots(figsize=(7, 3.4))
+for c, arm in zip(plotting.PALETTE, para_arms):
+    m = [para_tab.loc[(n, ARM_NAME[arm]), "success"] for n in n_trains]
+    ax.plot(n_trains, m, "-o", color=c, label=ARM_NAME[arm])
+    for n in n_trains:
+        y = [para_out[arm, n, s][0].mean() for s in para_seeds]
+        ax.plot([n] * len(para_seeds), y, ".", color=c, ms=4, alpha=0.6)
+ax.axhline(para_cfg["read_level"], color="grey", lw=0.8, ls=":")
+ax.set(xscale="log", xlabel="training requests (paraphrased)", ylim=(0, 1),
+       ylabel=f"held-out success ({len(p_test)} requests)",
+       title="Sample efficiency on paraphrased requests (line: mean; dots: seeds)")
+ax.set_xticks(n_trains, [str(n) for n in n_trains])
+ax.legend(loc="lower right")
+plt.show()
+
+# %% [markdown]
+# The reading rule, the baseline it picks, and the paired comparison at that size (the conditions for the
+# agents read there, fit and plateau, are recorded with the claims below):
+
+# %%
+para_mean = {n: [para_tab.loc[(n, ARM_NAME[a]), "success"] for a in para_arms]
+             for n in n_trains}
+n_read = dsl.read_n_train(para_mean, para_cfg["read_level"])
+sql_arm = max(("sql_free", "sql_grammar"),
+              key=lambda a: para_tab.loc[(n_read, ARM_NAME[a]), "success"])
+hits = {(a, s): para_out[a, n_read, s][0].astype(float)  # per-request success
+        for a in ("dsl_constrained", sql_arm) for s in para_seeds}
+para_boot = {s: dsl.paired_bootstrap(hits["dsl_constrained", s], hits[sql_arm, s],
+                                     seed=s) for s in para_seeds}
+para_gain = np.array([b[0] for b in para_boot.values()])
+
+
+def gain_at(n):
+    """Per seed: DSL minus the SQL decoder that is better on the mean at size n."""
+    best = max(("sql_free", "sql_grammar"),
+               key=lambda a: para_tab.loc[(n, ARM_NAME[a]), "success"])
+    return np.array([para_out["dsl_constrained", n, s][0].mean()
+                     - para_out[best, n, s][0].mean() for s in para_seeds])
+
+
+para_low = np.array([b[1] for b in para_boot.values()])
+para_sql = np.array([para_out[sql_arm, n_read, s][0].mean() for s in para_seeds])
+pooled = dsl.paired_bootstrap(
+    np.concatenate([hits["dsl_constrained", s] for s in para_seeds]),
+    np.concatenate([hits[sql_arm, s] for s in para_seeds]), seed=seed)
+para_cond = pd.DataFrame({
+    (n, s): {"fit DSL": para_fit["dsl", n, s], "fit SQL": para_fit["sql", n, s],
+             "plateau (worse agent)": max(train.plateau(para_loss[i, n, s])
+                                          for i in dsl.AGENT_INTERFACES)}
+    for n in n_trains for s in para_seeds}).T.rename_axis(["n_train", "seed"])
+display(para_cond.round(3).unstack("seed"))
+
+# %% tags=["remove-input"]
+display(Markdown(
+    f"**Reading.** The rule reads the comparison at **{n_read} training requests**"
+    + (f" (the first size where a decoder's mean held-out success reaches "
+       f"{para_cfg['read_level']:.1f})"
+       if max(para_mean[n_read]) >= para_cfg["read_level"]
+       else " (no size reaches the level, so the largest)")
+    + f"; the SQL baseline there is {ARM_NAME[sql_arm].lower()} decoding. "
+    "DSL minus SQL, "
+    "per seed, with the paired 95 % bootstrap interval over the held-out requests: "
+    + ", ".join(f"{g:+.3f} [{lo:+.3f}, {hi:+.3f}]" for g, lo, hi in para_boot.values())
+    + f"; pooled over the seeds {pooled[0]:+.3f} [{pooled[1]:+.3f}, {pooled[2]:+.3f}]. "
+    f"At {n_trains[-1]} training requests (same baseline rule) it is "
+    + ", ".join(f"{g:+.3f}" for g in gain_at(n_trains[-1])) + " per seed."))
+
+# %% [markdown]
 # ### Where the learned agents go wrong
 #
 # A diagnosis of the failures above: for every held-out answer that is still wrong after repair, the first token
@@ -1544,8 +1737,11 @@ display(lifecycle)
 #
 # Claims from the learned agent (case 4; three seeds each, on the held-out intents):
 #
-# * `learned_success_gain`: success of the DSL agent with constrained decoding and verifier repair minus the SQL
-#   agent with SQLite-guided repair (its strongest setting);
+# * `learned_success_gain`: on **paraphrased** held-out requests, at the training-set size the reading rule picks,
+#   success of the DSL agent with verifier-constrained decoding and repair minus the SQL agent's better decoder
+#   (free or grammar-constrained, both with SQLite-guided repair); the measured number is the lower end of the
+#   per-seed paired bootstrap interval, so it holds at a seed only when the interval excludes 0 (the note gives
+#   the gains themselves, and the templated comparison of case 4);
 # * `constrained_decoding_gain`: DSL agent, constrained minus free decoding, **both with verifier repair**.
 #   Without repair the difference cannot be negative: when free greedy decoding writes a valid program, every
 #   token it chose was allowed, so constrained decoding writes the same program; it can only change answers
@@ -1572,7 +1768,8 @@ display(lifecycle)
 #   a check: where it fails, the sparse advantages are all zero and the ratio holds by construction;
 # * case 4 (`agents_fit_*`, `agents_plateau`): each learned agent answers its own training requests (the first
 #   60) correctly by greedy decoding at least 95 % of the time, and its training loss is flat at the end (the
-#   book-wide plateau rule: the last fifth improved by at most 5 % of the whole improvement);
+#   book-wide plateau rule: the last fifth improved by at most 5 % of the whole improvement); the same two rules
+#   for the paraphrase agents at the training-set size the reading rule picks (`para_fit_*`, `para_plateau`);
 # * case 5 (`no_drift`): at every evaluation along the run, both RL policies still answer their supervised
 #   requests correctly at least 90 % of the time (the lower of the two is recorded per seed); a policy that
 #   has drifted away from reading the request measures drift, not credit.
@@ -1606,6 +1803,16 @@ for iface in dsl.AGENT_INTERFACES:
         [dsl.greedy_success(agents[iface, s], agent_con, fit_set, iface)
          for s in agent_seeds], ">=", 0.95,
         f"the {iface.upper()} agent fits its training requests", "greedy success")
+for iface in dsl.AGENT_INTERFACES:  # the paraphrase agents at the size the rule reads
+    cond[f"para_fit_{iface}"] = (
+        [para_fit[iface, n_read, s] for s in para_seeds], ">=", 0.95,
+        f"the {iface.upper()} agent trained on {n_read} paraphrased requests fits them",
+        "greedy success on its training requests")
+cond["para_plateau"] = (
+    [max(train.plateau(para_loss[i, n_read, s]) for i in dsl.AGENT_INTERFACES)
+     for s in para_seeds], "<=", 0.05,
+    f"both paraphrase agents' training loss is flat at the end (n_train = {n_read})",
+    "improvement over the last fifth / whole, worse agent")
 cond["no_drift"] = (
     [min(credit_eval[a, s]["supervised"].mean(1).min() for a in credit_arms)
      for s in credit_seeds], ">=", 0.9,
@@ -1687,12 +1894,20 @@ NOTES = {
        else "") + ".",
     "filter_reaches_level": "the other half of learning_signal_gain: an arm that "
     "never reaches the level has no step count, so its ratio is not a speedup.",
-    "learned_success_gain": f"without repair: DSL constrained "
-    f"{dsl_c.success_K0.mean():.3f}, DSL free {dsl_f.success_K0.mean():.3f}, SQL "
-    f"{sql_f.success_K0.mean():.3f}; with repair: DSL free "
-    f"{dsl_f.success_K.mean():.3f}, SQL {sql_f.success_K.mean():.3f}. Paired over "
-    f"{len(a_test)} intents × {len(agent_seeds)} seeds: DSL right and SQL wrong "
-    f"{pair_w}, the reverse {pair_l} (two-sided sign test p = {pair_p:.2f}).",
+    "learned_success_gain": f"read at n_train = {n_read} (rule: smallest size where "
+    f"a decoder's mean held-out success reaches {para_cfg['read_level']}); SQL "
+    f"baseline: {ARM_NAME[sql_arm]}. Per seed, gain [95 % paired bootstrap]: "
+    + ", ".join(f"{g:+.3f} [{lo:+.3f}, {hi:+.3f}]" for g, lo, hi in para_boot.values())
+    + f"; pooled {pooled[0]:+.3f} [{pooled[1]:+.3f}, {pooled[2]:+.3f}]. Held-out "
+    "success there: " + "; ".join(
+        f"{ARM_NAME[a]} " + ", ".join(f"{para_out[a, n_read, q][0].mean():.3f}"
+                                      for q in para_seeds) for a in para_arms)
+    + f". At n_train = {n_trains[-1]}: gain " + ", ".join(
+        f"{g:+.3f}" for g in gain_at(n_trains[-1]))
+    + ". On case 4's templated requests (300 training requests, free SQL with "
+    f"repair): gain {(dsl_c.success_K - sql_f.success_K).mean():+.3f}; DSL right and "
+    f"SQL wrong {pair_w}, the reverse {pair_l} over {len(a_test)} intents × "
+    f"{len(agent_seeds)} seeds (sign test p = {pair_p:.2f}).",
     "constrained_decoding_gain": "without repair (a gap that cannot be negative: "
     "constrained greedy decoding equals free decoding whenever the free program "
     "verifies): " + ", ".join(f"{x:+.3f}" for x in dsl_c.success_K0 - dsl_f.success_K0)
@@ -1758,12 +1973,15 @@ record([  # id, statement, paper, measured, op, target, unit, baseline, given
      f"reaches {level:.0%} success within {rl_steps} steps",
      f"denser learning signal {NO_NUMBER}", filter_reached, ">=", 1.0,
      "share of programs that reach the level", None, ("task_needs_learning",)),
-    ("learned_success_gain", "A learned agent answers held-out requests more often "
-     "through the DSL (constrained decoding + verifier repair) than through SQL (with "
-     "SQLite-guided repair)", f"higher success through a DSL + verifier {NO_NUMBER}",
-     list(dsl_c.success_K - sql_f.success_K), ">", 0.0,
-     f"held-out success difference ({len(a_test)} intents)", list(sql_f.success_K),
-     AGENTS4),
+    ("learned_success_gain", "On paraphrased held-out requests (unseen frames and "
+     "wording), a learned agent answers more often through the DSL (verifier-"
+     "constrained decoding + repair) than through SQL (its better decoder, free or "
+     "grammar-constrained, with SQLite-guided repair), at the smallest training-set "
+     "size where either reaches 0.5; held where the paired interval excludes 0",
+     f"higher success through a DSL + verifier {NO_NUMBER}", list(para_low), ">", 0.0,
+     f"lower end of the 95 % paired bootstrap interval of the held-out success gain "
+     f"({len(p_test)} requests, n_train = {n_read})", list(para_sql),
+     ("para_fit_dsl", "para_fit_sql", "para_plateau")),
     ("constrained_decoding_gain", "Constrained decoding raises the learned DSL "
      "agent's held-out success over free decoding with the same verifier's repair",
      f"a constrained decoder never emits invalid actions {NO_NUMBER}",
@@ -1796,10 +2014,11 @@ rec.save()
 #   assumption that errors are independent across tokens and case 1's error kinds (half hallucinations, which
 #   the verifier catches and SQLite often accepts); its in-vocabulary run shows how much of the gain rests on
 #   them. Cases 4 and 5 replace the model by learners, which are small and read templated requests.
-# * Not done from the issue's plan: paraphrased requests (held-out templates and wording), a sample-efficiency
-#   curve over training-set sizes, a grammar-constrained SQL decoder. `learned_success_gain` is measured on one
-#   training size (300 intents) of templated requests; with 300 held-out requests a per-seed gap of a few
-#   points is within its paired noise, which is why its note pools the seeds in a sign test.
+# * Paraphrases are ours and small: six frames, two or three synonyms per word, three filler phrases. Held-out
+#   wording can only be noise to an agent trained from scratch (it has never seen the words), so "held-out
+#   wording" here means unseen filler words plus unseen combinations of seen synonyms and frames; an LLM would
+#   bring the meaning of new words with it. The sample-efficiency curve uses one training budget (600 steps)
+#   at every size, and its agents are scored by stored per-request outcomes, not reloaded weights.
 # * Case 5's claim is about held-out requests; the case's reading also says how far RL moves them from the warm
 #   start and compares the arms on the requests RL trains on, with paired intervals. Those two measurements
 #   were added at review, after the claim's numbers were read, and are kept out of its verdict.
@@ -1809,6 +2028,6 @@ rec.save()
 # * Case 5 has one warm start size (200 labelled intents), one anchor strength (β = 0.05), one learning rate <!-- paper -->
 #   and one budget (600 steps), all fixed before the runs; the anchor keeps the policies near their warm start
 #   by design, so the claim compares two bounded moves. Supervised replay instead of the anchor was not tried.
-# * The SQL agent of case 4 repairs from SQLite's messages but has no grammar-constrained SQL decoder (an
-#   incremental SQL parser masking the logits, as practitioners use); `learned_success_gain` compares the DSL's
-#   constraints with SQL repair, not with constrained SQL, and its note counts the intents behind each gap.
+# * The grammar-constrained SQL decoder knows the SQL grammar and the schema's names, not scopes or types (a
+#   decoder that did would be a verifier for SQL, the DSL's verifier in another syntax); the templated
+#   comparison of case 4 has no grammar-constrained arm.

@@ -323,8 +323,8 @@ def test_agent_learns_and_constrained_decoding_verifies(small_world):
     assert d.greedy_success(untrained, con, its, "dsl") < fit
     with pytest.raises(ValueError):
         d.greedy_success(m, con, [], "dsl")
-    with pytest.raises(ValueError, match="constrained"):
-        d.decode(m, its[0], "sql", constrained=True)
+    with pytest.raises(ValueError, match="SQL grammar"):  # a DSL prefix is no SQL prefix
+        d.decode(m, its[0], "sql", constrained=True, prefix=["from"])
     with pytest.raises(ValueError):
         d.agent_answer(m, con, its[0], "dsl", repairs=-1)
     with pytest.raises(ValueError):

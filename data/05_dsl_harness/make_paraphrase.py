@@ -1,0 +1,124 @@
+"""Train and score the learned agents of chapter 05_dsl_harness on paraphrased requests (case 4 with power),
+which do not fit its 5-minute default run, and write their *measurements* with :mod:`helpers.checkpoints` (the
+notebook reads no weights):
+
+* ``paraphrase``: for each seed, interface (DSL, SQL) and training-set size ``n`` in ``n_trains``, a small
+  transformer trained by teacher forcing on the first ``n`` intents of case 4's stream with paraphrased requests
+  (training frames, :func:`helpers.dsl_harness.paraphrase_intents`), then scored on ``n_test`` held-out intents
+  paraphrased with the held-out frames and fillers, by each decoder of
+  :data:`helpers.dsl_harness.PARA_ARMS` with ``repairs`` repairs (DSL: verifier-constrained decoding and
+  verifier repair; SQL: free decoding and grammar-constrained decoding, both with SQLite-guided repair).
+  Stored tensors: per arm, ``n`` and seed, a uint8 array ``(3, n_test)`` of per-request success, success at
+  the first attempt and executed-invalid (``out/<arm>/<n>/<seed>``); per interface, ``n`` and seed, greedy
+  success on the first ``n_fit`` training requests (metrics ``fit/...``) and the loss curve (history).
+
+Run from the repository root: ``.venv/bin/python data/05_dsl_harness/make_paraphrase.py``. ``--tiny`` trains a
+tiny config into a temporary folder (seconds; what the tests run); ``--seeds``/``--out``: other seeds into
+another data root. ``--parts DIR`` keeps each seed's results in ``DIR`` and reuses them, so the seeds can be
+trained one process at a time (``--seeds 1 --out /tmp/x --parts DIR``) and merged at the end (``--parts DIR``).
+One torch thread: the same seed on the same machine gives the same numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from helpers import checkpoints, repro, scripts
+from helpers import dsl_harness as dsl
+
+SLUG = "05_dsl_harness"
+HERE = Path(__file__).resolve()
+SOURCES = [HERE, Path(dsl.__file__).resolve(), Path(repro.__file__).resolve()]
+HISTORY_WINDOW = 10
+ARM_DECODER = {"dsl_constrained": ("dsl", True), "sql_free": ("sql", False), "sql_grammar": ("sql", True)}
+
+
+def data(cfg: dict):
+    """The database, the paraphrased training pool and the paraphrased held-out intents."""
+    con = dsl.make_database(cfg["db_seed"])
+    pool_n = max(cfg["n_trains"])
+    intents = dsl.make_intents(con, pool_n + cfg["n_test"], seed=cfg["intent_seed"])
+    train = dsl.paraphrase_intents(intents[:pool_n], "train", cfg["para_seed"])
+    test = dsl.paraphrase_intents(intents[pool_n:], "test", cfg["para_seed"])
+    return con, train, test
+
+
+def one_seed(cfg: dict, s: int) -> dict:
+    con, pool, test = data(cfg)
+    tensors, metrics, history = {}, {}, {}
+    t0 = time.time()
+    for n in cfg["n_trains"]:
+        train = pool[:n]
+        models = {}
+        for iface in cfg["interfaces"]:
+            with repro.seeded(s):
+                m = dsl.make_agent(iface, cfg["d_model"], cfg["n_layer"], cfg["n_head"], paraphrase=True)
+                losses = dsl.train_agent(m, train, iface, cfg["steps"], cfg["batch"], cfg["lr"], seed=s)
+            models[iface] = m
+            history[f"loss/{iface}/{n}/{s}"] = losses
+            metrics[f"fit/{iface}/{n}/{s}"] = dsl.greedy_success(m, con, train[:cfg["n_fit"]], iface)
+        for arm in cfg["arms"]:
+            iface, constrained = ARM_DECODER[arm]
+            res = [dsl.agent_answer(models[iface], con, it, iface, constrained, cfg["repairs"]) for it in test]
+            out = np.array([[r.success for r in res], [r.success and r.repairs == 0 for r in res],
+                            [r.executed_invalid for r in res]], dtype=np.uint8)
+            tensors[f"out/{arm}/{n}/{s}"] = torch.from_numpy(out)
+            metrics[f"success/{arm}/{n}/{s}"] = float(out[0].mean())
+        print(f"seed {s} n_train {n}: fit " + ", ".join(
+            f"{i} {metrics[f'fit/{i}/{n}/{s}']:.2f}" for i in cfg["interfaces"]) + "; held-out " + ", ".join(
+            f"{a} {metrics[f'success/{a}/{n}/{s}']:.3f}" for a in cfg["arms"])
+            + f" ({time.time() - t0:.0f} s)", flush=True)
+    return {"tensors": tensors, "metrics": metrics, "history": history}
+
+
+def tiny(name: str) -> dict:
+    cfg = dsl.checkpoint_config(name)
+    cfg.update(n_trains=[10, 20], n_test=5, seeds=[0], steps=3, batch=4, d_model=16, n_layer=1, n_head=2,
+               repairs=1, n_fit=5)
+    return cfg
+
+
+def make_paraphrase(cfg: dict, root: Path | None, parts: Path | None = None) -> Path:
+    t0 = time.time()
+    tensors, metrics, history = {}, {}, {}
+    key = json.dumps({k: v for k, v in cfg.items() if k != "seeds"}, sort_keys=True)
+    for s in cfg["seeds"]:
+        part = None if parts is None else parts / f"seed{s}.pt"
+        if part is not None and part.exists() and torch.load(part)["key"] == key:
+            res = torch.load(part)
+            print(f"seed {s}: reused {part}", flush=True)
+        else:
+            res = one_seed(cfg, s)
+            if part is not None:
+                part.parent.mkdir(parents=True, exist_ok=True)
+                torch.save({**res, "key": key}, part)
+        tensors.update(res["tensors"])
+        metrics.update(res["metrics"])
+        history.update(res["history"])
+    # loss curves as means over windows of `window` steps, rounded (the manifest stays small; plateau() reads
+    # means of fifths of the curve, which windowing does not change)
+    w = HISTORY_WINDOW
+    history = {k: [(i + w, round(float(np.mean(v[i:i + w])), 5)) for i in range(0, len(v) - w + 1, w)]
+               for k, v in history.items()}
+    return checkpoints.save(SLUG, "paraphrase", tensors, config=cfg, metrics=metrics, history=history,
+                            seed=list(cfg["seeds"]), steps=cfg["steps"], wall_seconds=time.time() - t0,
+                            sources=SOURCES, module="helpers.dsl_harness", root=root)
+
+
+def main(argv: list[str] | None = None) -> list[Path]:
+    def options(ap: argparse.ArgumentParser) -> None:
+        ap.add_argument("--parts", type=Path, default=None, help="folder keeping (and reusing) each seed's results")
+
+    return scripts.script_main(lambda cfg, out, args: make_paraphrase(cfg, out, args.parts),
+                               config=dsl.checkpoint_config, tiny=tiny, names=["paraphrase"], options=options,
+                               doc=__doc__, argv=argv)
+
+
+if __name__ == "__main__":
+    main()

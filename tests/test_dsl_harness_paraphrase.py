@@ -1,0 +1,178 @@
+"""Tests of helpers.dsl_harness's paraphrased requests, SQL grammar mask, paired bootstrap and reading rule."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from helpers import dsl_harness as d
+
+
+@pytest.fixture(scope="module")
+def con():
+    return d.make_database(0, n_customers=60, n_products=12, n_orders=400)
+
+
+@pytest.fixture(scope="module")
+def intents(con):
+    return d.make_intents(con, 60, seed=1)
+
+
+# -- the SQL grammar -------------------------------------------------------------------------------------------
+def test_gold_sql_is_grammatical_and_every_prefix_allows_its_next_token(intents):
+    for it in intents:
+        assert d.sql_grammatical(it.sql)
+        for i, tok in enumerate(it.sql):
+            assert tok in d.sql_allowed_next(it.sql[:i])
+        assert d.END in d.sql_allowed_next(it.sql)
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT FROM orders",
+    "SELECT orders.total orders",
+    "SELECT SUM orders.total FROM orders",
+    "SELECT orders.total FROM orders WHERE",
+    "SELECT orders.total FROM orders WHERE orders.year 2021",
+    "SELECT orders.total FROM orders LIMIT 3 WHERE orders.year = 2021",
+    "SELECT orders.total FROM orders JOIN customers WHERE orders.year = 2021",
+    "SELECT orders.total FROM orders GROUP orders.year",
+    "DROP TABLE orders",
+    "SELECT , orders.total FROM orders",
+    "SELECT orders.total , orders.year , orders.id FROM orders",
+])
+def test_malformed_sql_is_rejected(sql):
+    assert not d.sql_grammatical(sql.split())
+
+
+def test_sql_allowed_next_rejects_a_non_prefix_and_bad_input():
+    with pytest.raises(ValueError, match="not grammatical"):
+        d.sql_allowed_next(["SELECT", "FROM"])
+    with pytest.raises(TypeError):
+        d.sql_allowed_next("SELECT")
+    assert d.sql_allowed_next([]) == ("SELECT",)
+
+
+def test_random_walks_under_the_grammar_parse_in_sqlite(con):
+    # soundness: whatever the mask lets through is syntactically valid SQL (SQLite may still reject a name
+    # that is not in scope, but never with a syntax error or an incomplete input)
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        out: list[str] = []
+        while True:
+            allowed = d.sql_allowed_next(out)
+            if d.END in allowed and (rng.random() < 0.3 or len(allowed) == 1):
+                break
+            out.append(str(rng.choice([t for t in allowed if t != d.END])))
+        assert d.sql_grammatical(out)
+        status, msg = d.execute(con, out)
+        assert status != "harmful"
+        if status == "error":
+            assert "syntax error" not in msg and "incomplete input" not in msg, (out, msg)
+
+
+def test_grammar_constrained_decoding_emits_grammatical_sql(intents):
+    torch.manual_seed(0)
+    m = d.make_agent("sql", d_model=16, n_layer=1, n_head=2)  # untrained: any mistake is the mask's
+    for it in intents[:5]:
+        out = d.decode(m, it, "sql", constrained=True)
+        assert d.sql_grammatical(out) or len(out) == 48
+
+
+# -- paraphrased requests --------------------------------------------------------------------------------------
+def test_paraphrases_are_deterministic_tokenizable_and_keep_the_intent(intents):
+    tr = d.paraphrase_intents(intents, "train", seed=3)
+    assert [it.request for it in tr] == [it.request for it in d.paraphrase_intents(intents, "train", seed=3)]
+    assert [it.request for it in tr] != [it.request for it in d.paraphrase_intents(intents, "train", seed=4)]
+    vocab = set(d.agent_vocab("dsl", paraphrase=True))
+    for a, b in zip(intents, tr):
+        assert a.program == b.program and a.sql == b.sql and a.result == b.result
+        words = d.request_tokens(b.request)
+        assert set(words) <= vocab
+        p = d.parse(a.program)
+        assert p.table in words and (p.join is None or p.join in words)
+        for _c, _op, v in p.where:
+            assert v.strip("'") in words
+        if p.limit:
+            assert p.limit in words
+
+
+def test_test_split_uses_held_out_frames_and_unseen_words(intents):
+    tr = d.paraphrase_intents(intents, "train")
+    te = d.paraphrase_intents(intents, "test")
+    seen = {w for it in tr for w in d.request_tokens(it.request)}
+    for it in te:
+        assert set(d.request_tokens(it.request)) - seen  # every test request has a word never trained on
+    assert not {it.request for it in tr} & {it.request for it in te}
+    assert not set(d.PARA_TEMPLATES["train"]) & set(d.PARA_TEMPLATES["test"])
+    # the held-out frames are structurally new: frame 4 opens with the tables, then a colon
+    rng = np.random.default_rng(0)
+    text = d.paraphrase_request(intents[0].program, 4, rng)
+    assert text.split()[0] in ("from", "in") and ":" in text
+
+
+def test_paraphrase_rejects_malformed_input(intents):
+    rng = np.random.default_rng(0)
+    with pytest.raises(ValueError, match="verified program"):
+        d.paraphrase_request(["from", "orders", "select"], 0, rng)
+    with pytest.raises(ValueError):
+        d.paraphrase_request(intents[0].program, 6, rng)
+    with pytest.raises(ValueError, match="filler"):
+        d.paraphrase_request(intents[0].program, 0, rng, filler="hey there")
+    with pytest.raises(TypeError):
+        d.paraphrase_request(intents[0].program, 0, 3)
+    with pytest.raises(ValueError):
+        d.paraphrase_intents(intents, "validation")
+    with pytest.raises(ValueError):
+        d.paraphrase_intents([], "train")
+
+
+def test_paraphrase_agents_share_indices_with_templated_ones():
+    for iface in d.AGENT_INTERFACES:
+        small, big = d.agent_vocab(iface), d.agent_vocab(iface, paraphrase=True)
+        assert big[:len(small)] == small and set(big[len(small):]).isdisjoint(small)
+        index = {t: i for i, t in enumerate(big)}  # encode's index: the last occurrence of a token
+        pad = index[d.PAD]
+        outputs = d.DSL_VOCAB if iface == "dsl" else d.sql_vocab()
+        assert all(index[t] < pad for t in outputs)  # no output token is masked as a paraphrase word
+        assert d.make_agent(iface, 16, 1, 2, paraphrase=True).cfg.vocab_size == len(big)
+
+
+# -- statistics and the reading rule ---------------------------------------------------------------------------
+def test_paired_bootstrap():
+    a = np.r_[np.ones(60), np.zeros(240)]
+    b = np.zeros(300)
+    m, lo, hi = d.paired_bootstrap(a, b, seed=0)
+    assert m == pytest.approx(0.2) and 0.14 < lo < 0.2 < hi < 0.26
+    m, lo, hi = d.paired_bootstrap(a, a)
+    assert m == lo == hi == 0.0
+    assert d.paired_bootstrap(a, b, seed=1) != d.paired_bootstrap(a, b, seed=2)
+    with pytest.raises(ValueError, match="paired"):
+        d.paired_bootstrap(a, b[:10])
+    with pytest.raises(ValueError):
+        d.paired_bootstrap(a, b, level=1.5)
+
+
+def test_read_n_train():
+    curve = {25: [0.2, 0.3], 50: [0.45, 0.52], 100: [0.7, 0.6], 300: [0.9, 0.9]}
+    assert d.read_n_train(curve, 0.5) == 50
+    assert d.read_n_train(curve, 0.95) == 300  # none reaches it: the largest
+    assert d.read_n_train(curve, 0.1) == 25
+    with pytest.raises(ValueError):
+        d.read_n_train({}, 0.5)
+    with pytest.raises(ValueError):
+        d.read_n_train({25: [1.2]}, 0.5)
+    with pytest.raises(ValueError):
+        d.read_n_train(curve, 2.0)
+
+
+def test_make_paraphrase_tiny(tmp_path):
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "data" / "05_dsl_harness" / "make_paraphrase.py"
+    spec = importlib.util.spec_from_file_location("make_paraphrase", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    out = mod.main(["--tiny", "--out", str(tmp_path)])
+    assert out and (tmp_path / "05_dsl_harness" / "paraphrase.json").exists()
