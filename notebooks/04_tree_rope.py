@@ -68,8 +68,9 @@ if "google.colab" in sys.modules and importlib.util.find_spec("helpers") is None
 # The default run **loads** the arms trained by `data/04_tree_rope/make_arms.py` (the model sizes, steps and arms
 # are `tr.checkpoint_config()`, the single source the script, this notebook and the tests read; loading refuses a
 # checkpoint trained with anything else and names the command that rebuilds it). The checkpoint holds three
-# training seeds (0, 1, 2) for the claims' arms; `seed` here seeds the bootstrap and the live checks. Quick mode
-# trains tiny models live instead.
+# training seeds (0, 1, 2) for the claims' arms; `seed` here seeds the bootstrap and the live checks. The
+# retrieval arms of section 7 come the same way from `data/04_tree_rope/make_retrieval.py`
+# (`tr.checkpoint_config("retrieval")`). Quick mode trains tiny models live instead.
 
 # %% tags=["parameters"]
 quick = False
@@ -1315,8 +1316,9 @@ limits = [
     " before training), with the old scheme as a one-seed diagnostic arm.",
     "* **What the retrieval task tests.** One passkey among filler, found by its"
     " content: it tests whether an encoding lets content-based attention work at"
-    " distances never seen in training, not whether a model combines many far facts;"
-    " its arms are "
+    " distances never seen in training, not whether a model combines many far facts."
+    " It needs no positional information at all, so an arm without positional encoding"
+    " would be its natural reference; we did not train one. Its arms are "
     f"{cfg_r['d_model']}-wide, {cfg_r['n_layer']}-layer models.",
 ]
 if not quick:
