@@ -756,9 +756,11 @@ def _inpaint_holes(cond: Tensor, keys: list[int]) -> tuple[Tensor, Tensor]:
     return out, hole
 
 
-def _fill_condition(cond: Tensor, keys: list[int]) -> Tensor:
-    """The conditioning with both warped anchors replaced by the inpainted blend inside the holes."""
-    fill, hole = _inpaint_holes(cond, keys)
+def _fill_condition(cond: Tensor, keys: list[int],
+                    filled: tuple[Tensor, Tensor] | None = None) -> Tensor:
+    """The conditioning with both warped anchors replaced by the inpainted blend inside the holes (``filled``:
+    :func:`_inpaint_holes` of the same ``cond`` and ``keys``, computed before)."""
+    fill, hole = _inpaint_holes(cond, keys) if filled is None else filled
     out = cond.clone()
     for j in (0, 3):
         out[:, j:j + 3] = torch.where(hole[:, None], fill, cond[:, j:j + 3])
@@ -837,6 +839,7 @@ def train_propagator(frames: list[Tensor], motions: list[Motion], steps: int, wi
     model = Propagator(width)
     rng = np.random.default_rng(seed)
     g = torch.Generator().manual_seed(seed)
+    fills: dict[tuple, tuple[Tensor, Tensor]] = {}  # (clip, keys) -> its inpainting: a pure function, computed once
 
     def batch(step: int) -> tuple[Tensor, Tensor, Tensor]:
         xs, ys, ws = [], [], []
@@ -849,7 +852,9 @@ def train_propagator(frames: list[Tensor], motions: list[Motion], steps: int, wi
                 int(k) for k in rng.choice(T, m, replace=False))
             cond = _anchor_condition({k: x1[k] for k in keys}, mo)
             if fill_holes:
-                cond = _fill_condition(cond, keys)
+                if (i, tuple(keys)) not in fills:
+                    fills[i, tuple(keys)] = _inpaint_holes(cond, keys)
+                cond = _fill_condition(cond, keys, fills[i, tuple(keys)])
             tau = torch.full((T,), float(rng.uniform(0, 1)))
             x = _noisy(x1, torch.randn(x1.shape, generator=g), tau[:, None, None, None])
             rest = [t for t in range(T) if t not in keys]
@@ -941,14 +946,17 @@ def checkpoint_config(name: str = "propagators") -> dict:
     ``propagators`` (conditioned on the raw warped anchors) or ``propagators_filled`` (the same training, but
     the holes of the conditioning hold the inpainted warp: ``fill_holes=True``); ``propagators_wide``
     (``make_propagators_wide.py``): the raw conditioning, twice the width, 200 clips, 4,000 steps and a loss that
-    also weighs the pixels at hole borders."""
-    V.one_of("name", name, ("propagators", "propagators_filled", "propagators_wide"))
+    also weighs the pixels at hole borders; ``propagators_wide_filled``: that build on the filled conditioning of
+    ``propagators_filled``."""
+    V.one_of("name", name, ("propagators", "propagators_filled", "propagators_wide", "propagators_wide_filled"))
     cfg = dict(T=12, size=32, n_train_clips=48, train_images=list(TRAIN_IMAGES), clip_seed0=0, steps=1200,
                width=16, batch_clips=2, lr=2e-3, hole_weight=4.0, seeds=[0, 1, 2])
     if name == "propagators_filled":
         cfg["fill_holes"] = True
-    if name == "propagators_wide":  # data/11_anchor_video_edit/make_propagators_wide.py: issue #69's rebuild
+    if name in ("propagators_wide", "propagators_wide_filled"):  # make_propagators_wide.py: issue #69's rebuild
         cfg.update(n_train_clips=200, steps=4000, width=32, border_weight=4.0, border_radius=2)
+    if name == "propagators_wide_filled":  # the same, on the filled conditioning of propagators_filled
+        cfg["fill_holes"] = True
     return cfg
 
 

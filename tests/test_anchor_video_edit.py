@@ -457,3 +457,28 @@ def test_quality_correlation():
         ave.quality_correlation(ks, kn, vs, vn[:3])  # shapes differ
     with pytest.raises(ValueError):
         ave.quality_correlation(-ks, kn, vs, vn)
+
+
+def test_fill_condition_reuses_a_precomputed_inpainting(clip, monkeypatch):
+    """Training computes the inpainting of a (clip, keyframes) draw once: the same conditioning, fewer calls."""
+    m = _true_motion(clip)
+    keys = [0, 7]
+    cond = ave._anchor_condition({k: clip.frames[k] for k in keys}, m)
+    pre = ave._inpaint_holes(cond, keys)
+    assert torch.equal(ave._fill_condition(cond, keys, pre), ave._fill_condition(cond, keys))
+    c = ave.make_clip("rocket", T=4, size=16, seed=0)
+    mc = _true_motion(c)
+    _, h0 = ave.train_propagator([c.frames], [mc], 12, width=4, seed=1, progress=False, fill_holes=True)
+    calls = []
+    real = ave._inpaint_holes
+    monkeypatch.setattr(ave, "_inpaint_holes", lambda co, ks: calls.append(tuple(ks)) or real(co, ks))
+    _, h1 = ave.train_propagator([c.frames], [mc], 12, width=4, seed=1, progress=False, fill_holes=True)
+    assert h1.loss == h0.loss
+    assert len(calls) == len(set(calls)) < 12 * 2  # each (clip, keys) draw inpainted once
+
+
+def test_wide_filled_config():
+    wide, wf = ave.checkpoint_config("propagators_wide"), ave.checkpoint_config("propagators_wide_filled")
+    assert wf.pop("fill_holes") is True and wf == wide
+    with pytest.raises(ValueError):
+        ave.checkpoint_config("propagators_wide_fill")

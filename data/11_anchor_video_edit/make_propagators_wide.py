@@ -25,6 +25,20 @@ wrote ``probe_wide.json`` from the probe's build in DIR (the condition's measure
 composed edits, the gaps to flow warp + inpaint on disoccluded pixels and to flow warp on visible pixels and
 inside the edit, beside the stored seed-0 ``propagators`` on the same inputs); the chapter's known limits read it.
 
+**The filled variant ``propagators_wide_filled`` (``--name propagators_wide_filled``; design and rule fixed
+before its training, issue #69's follow-up).** The stored ``propagators_filled`` (width 16, conditioning holes
+pre-filled by biharmonic inpainting, ``fill_holes=True``) nearly fit (gaps just below 0 dB at all three seeds),
+while the raw-conditioning probe above missed by more: the untried combination is the filled conditioning with
+this build's capacity, data, steps and loss. Its config is ``propagators_wide``'s with ``fill_holes=True``
+(width 32, 200 clips, 4,000 steps of 2 clips, AdamW lr 2e-3, 5% warmup, cosine decay, hole weight 4, hole-border
+weight +4 within 2 px), sampled with ``fill_holes=True``. Its inpainting of a (clip, keyframes) draw is computed
+once and reused (the same tensors, only faster). Conditions, with the existing bars: ``filled_fits_training_clips``
+(the measure above with the filled conditioning for the generator, ``>= 0`` dB) and ``plateau/<seed>``
+(``<= 0.05``). **Rule:** if seed 0 meets both, train seeds 1 and 2 and switch the chapter's filled claims to this
+checkpoint (int8); if not, store only its measurements (``--summary DIR --name propagators_wide_filled`` writes
+``probe_wide_filled.json``, beside the stored ``propagators_filled`` of the same seed) and keep the chapter as it
+is.
+
 Run from the repository root: ``.venv/bin/python data/11_anchor_video_edit/make_propagators_wide.py`` trains the
 three seeds (one worker process each) into ``data/``. One seed at a time, as the chapter's builds did on shared
 cores: ``--seeds 0 --workers 1 --out /tmp/w0`` (float32 into that root), then
@@ -49,16 +63,17 @@ from helpers import checkpoints, repro, scripts, train
 
 SLUG = "11_anchor_video_edit"
 NAME = "propagators_wide"
+NAME_FILLED = "propagators_wide_filled"  # the same build on the filled conditioning (fill_holes=True)
 HERE = Path(__file__).resolve()
 SOURCES = [HERE, Path(A.__file__).resolve(), Path(repro.__file__).resolve(), Path(train.__file__).resolve()]
 N_FIT_CLIPS = 6  # the chapter's fits_training_clips condition rebuilds the first 6 training clips
 
 
-def fit_gap(model: A.Propagator, clips: list, motions: list, seed: int) -> float:
+def fit_gap(model: A.Propagator, clips: list, motions: list, seed: int, fill: bool = False) -> float:
     """The fits_training_clips measure: generator minus flow warp + inpaint on disoccluded pixels (dB), pooled over
     the first training clips rebuilt from their own 3 uniform keyframes (as the chapter does)."""
     keys = A.uniform_keyframes(clips[0].frames.shape[0], 3)
-    rows = [A.rebuild_errors(model, c, m, keys, 8, seed=1000 * seed) for c, m in
+    rows = [A.rebuild_errors(model, c, m, keys, 8, seed=1000 * seed, fill_holes=fill) for c, m in
             zip(clips[:N_FIT_CLIPS], motions[:N_FIT_CLIPS])]
     return A.pooled_gap_db(rows)
 
@@ -70,29 +85,29 @@ def train_seed(args: tuple) -> tuple[int, dict, list, dict]:
     model, hist = A.train_propagator([c.frames for c in clips], motions, cfg["steps"], width=cfg["width"],
                                      seed=seed, batch_clips=cfg["batch_clips"], lr=cfg["lr"],
                                      hole_weight=cfg["hole_weight"], progress=False,
-                                     border_weight=cfg["border_weight"], border_radius=cfg["border_radius"])
+                                     fill_holes=cfg.get("fill_holes", False), border_weight=cfg["border_weight"], border_radius=cfg["border_radius"])
     t_train = time.time() - t0
     metrics = {f"final_loss/{seed}": float(np.mean(hist.loss[-50:])),
                f"plateau/{seed}": float(train.plateau(hist.loss)),
-               f"fit_gap_db/{seed}": fit_gap(model, clips, motions, seed),
+               f"fit_gap_db/{seed}": fit_gap(model, clips, motions, seed, cfg.get("fill_holes", False)),
                f"train_seconds/{seed}": round(t_train, 1)}
     print(f"seed {seed}: {metrics} ({time.time() - t0:.0f} s)", flush=True)
     return seed, {k: v.clone() for k, v in model.state_dict().items()}, list(hist.loss), metrics
 
 
-def _save(cfg: dict, results: list, root: Path | None, wall: float, quantize: bool) -> Path:
+def _save(cfg: dict, results: list, root: Path | None, wall: float, quantize: bool, name: str = NAME) -> Path:
     tensors, history, metrics = {}, {}, {}
     for seed, sd, loss, mets in sorted(results, key=lambda r: r[0]):
         tensors.update({f"{seed}.{k}": v for k, v in sd.items()})
         history[f"loss/{seed}"] = loss
         metrics.update(mets)
-    return checkpoints.save(SLUG, NAME, tensors, config=cfg, metrics=metrics, history=history,
+    return checkpoints.save(SLUG, name, tensors, config=cfg, metrics=metrics, history=history,
                             seed=list(cfg["seeds"]), steps=cfg["steps"], wall_seconds=wall, sources=SOURCES,
                             module="helpers.anchor_video_edit", quantize="int8" if quantize else None,
                             dtype=None, root=root)
 
 
-def make(cfg: dict, root: Path | None, workers: int) -> Path:
+def make(cfg: dict, root: Path | None, workers: int, name: str = NAME) -> Path:
     t0 = time.time()
     clips, motions = A.training_clips(cfg)
     print(f"flow for {len(clips)} clips: {time.time() - t0:.0f} s", flush=True)
@@ -104,22 +119,22 @@ def make(cfg: dict, root: Path | None, workers: int) -> Path:
         results = [train_seed(j) for j in jobs]
     # a full set of seeds goes into the committed form (int8); a partial one (a --seeds job) stays float32 for
     # --merge, which quantizes once
-    full = sorted(cfg["seeds"]) == sorted(A.checkpoint_config(NAME)["seeds"]) and root is None
-    return _save(cfg, results, root, time.time() - t0, quantize=full)
+    full = sorted(cfg["seeds"]) == sorted(A.checkpoint_config(name)["seeds"]) and root is None
+    return _save(cfg, results, root, time.time() - t0, quantize=full, name=name)
 
 
-def merge(dirs: list[str], root: Path | None) -> Path:
+def merge(dirs: list[str], root: Path | None, name: str = NAME) -> Path:
     """One int8 checkpoint from per-seed float32 builds (``--seeds s --out DIR``), with their curves and metrics."""
     from safetensors.torch import load_file
 
     results, seeds, wall = [], [], 0.0
-    base = A.checkpoint_config(NAME)
+    base = A.checkpoint_config(name)
     for d in dirs:
-        w_path, m_path = checkpoints.paths(SLUG, NAME, d)
+        w_path, m_path = checkpoints.paths(SLUG, name, d)
         man = json.loads(Path(m_path).read_text())
         cfg = man["config"]
         if {k: v for k, v in cfg.items() if k != "seeds"} != {k: v for k, v in base.items() if k != "seeds"}:
-            raise ValueError(f"{m_path} was trained with another config than checkpoint_config({NAME!r})")
+            raise ValueError(f"{m_path} was trained with another config than checkpoint_config({name!r})")
         if man["weights"].get("quantized"):
             raise ValueError(f"{w_path} is already quantized: merge the float32 per-seed builds")
         tensors = load_file(str(w_path))
@@ -131,7 +146,7 @@ def merge(dirs: list[str], root: Path | None) -> Path:
         wall += man["wall_seconds"]
     if sorted(seeds) != sorted(base["seeds"]):
         raise ValueError(f"the builds hold seeds {sorted(seeds)}, the checkpoint needs {base['seeds']}")
-    return _save(scripts.with_seeds(base, sorted(seeds)), results, root, wall, quantize=True)
+    return _save(scripts.with_seeds(base, sorted(seeds)), results, root, wall, quantize=True, name=name)
 
 
 def _model(sd: dict, width: int) -> A.Propagator:
@@ -144,8 +159,9 @@ def _db(se: float, n: int) -> float:
     return A.psnr_from_sums(max(se, 1e-12), max(n, 1))
 
 
-def measure(models: dict, cfg: dict, n_clips: int, seed: int = 0) -> dict:
-    """The probe's and the stored model's numbers on the same training and test clips and edits."""
+def measure(models: dict, cfg: dict, n_clips: int, seed: int = 0, fill: bool = False) -> dict:
+    """The probe's and the stored model's numbers on the same training and test clips and edits (``fill``: both
+    conditioned and sampled with ``fill_holes=True``)."""
     T, size, keys = cfg["T"], cfg["size"], A.uniform_keyframes(cfg["T"], 3)
     tr_clips, tr_mot = A.training_clips(dict(cfg, n_train_clips=n_clips))
     te_clips = [A.make_clip(A.TEST_IMAGES[i % 2], T, size, seed=seed * 10_000 + 5000 + i) for i in range(n_clips)]
@@ -153,7 +169,8 @@ def measure(models: dict, cfg: dict, n_clips: int, seed: int = 0) -> dict:
     out: dict = {name: {} for name in models}
     for name, model in models.items():
         for where, clips, mots in (("fit_gap_db", tr_clips, tr_mot), ("test_rebuild_gap_db", te_clips, te_mot)):
-            rows = [A.rebuild_errors(model, c, m, keys, 8, seed=1000 * seed) for c, m in zip(clips, mots)]
+            rows = [A.rebuild_errors(model, c, m, keys, 8, seed=1000 * seed, fill_holes=fill)
+                    for c, m in zip(clips, mots)]
             out[name][where] = A.pooled_gap_db(rows)
     sums = {name: {k: [0.0, 0] for k in ("dis", "dis_inp", "vis", "vis_warp", "in", "in_warp")} for name in models}
     editor = A.Editor(seed + 1)
@@ -169,7 +186,7 @@ def measure(models: dict, cfg: dict, n_clips: int, seed: int = 0) -> dict:
             inp = A.flow_warp_propagate(anchors, mo, inpaint=True)
             inside = A.edit_region(c, ins) & rest
             for name, model in models.items():
-                vid = A.propagate(model, anchors, mo, 8, seed=seed)
+                vid = A.propagate(model, anchors, mo, 8, seed=seed, fill_holes=fill)
                 for k, v, m in (("dis", vid, dis), ("dis_inp", inp, dis), ("vis", vid, vis), ("vis_warp", warp, vis),
                                 ("in", vid, inside), ("in_warp", warp, inside)):
                     se, n = A.masked_errors(v, gt, m)
@@ -182,32 +199,34 @@ def measure(models: dict, cfg: dict, n_clips: int, seed: int = 0) -> dict:
     return out
 
 
-def summarize(build_dir: str, out: Path | None, n_clips: int, with_stored: bool = True) -> Path:
+def summarize(build_dir: str, out: Path | None, n_clips: int, with_stored: bool = True, name: str = NAME) -> Path:
     """``probe_wide.json`` from a one-seed build (``--seeds s --out build_dir``): :func:`measure` on ``n_clips``
     clips of each kind, its build metrics and loss curve, beside the stored ``propagators`` of the same seed."""
     from safetensors.torch import load_file
 
     repro.set_threads(1)
     t0 = time.time()
-    w_path, m_path = checkpoints.paths(SLUG, NAME, build_dir)
+    w_path, m_path = checkpoints.paths(SLUG, name, build_dir)
     man = json.loads(Path(m_path).read_text())
     seed = int(man["config"]["seeds"][0])
+    fill = bool(man["config"].get("fill_holes", False))
     probe = {k.split(".", 1)[1]: v for k, v in load_file(str(w_path)).items() if k.startswith(f"{seed}.")}
     models = {"probe": _model(probe, man["config"]["width"])}
     if with_stored:
-        base_cfg = A.checkpoint_config("propagators")
-        ck = checkpoints.load(SLUG, "propagators", config=base_cfg)
+        stored = "propagators_filled" if fill else "propagators"
+        base_cfg = A.checkpoint_config(stored)
+        ck = checkpoints.load(SLUG, stored, config=base_cfg)
         models["stored"] = _model({k.split(".", 1)[1]: v for k, v in ck.tensors.items()
                                    if k.startswith(f"{seed}.")}, base_cfg["width"])
-    res = measure(models, man["config"], n_clips, seed)
+    res = measure(models, man["config"], n_clips, seed, fill)
     curve = man["history"][f"loss/{seed}"]
     every = max(1, len(curve["step"]) // 100)
     summary = {
-        "what": "the one-seed probe of propagators_wide (issue #69) beside the stored propagators of the same seed, "
-                "on the same clips and edits; the probe did not meet fits_training_clips (>= 0 dB), so its weights "
-                "are not stored and the chapter keeps its propagators",
-        "provenance": {"build": "make_propagators_wide.py --seeds 0 --workers 1 --out DIR",
-                       "summary": "make_propagators_wide.py --summary DIR", "date": time.strftime("%Y-%m-%d"),
+        "what": (f"the one-seed probe of {name} (issue #69) beside the stored {'propagators_filled' if fill else 'propagators'} "
+                 "of the same seed, on the same clips and edits; the probe did not meet its fit condition (>= 0 dB), "
+                 "so its weights are not stored and the chapter keeps its stored models"),
+        "provenance": {"build": f"make_propagators_wide.py --name {name} --seeds {seed} --workers 1 --out DIR",
+                       "summary": f"make_propagators_wide.py --name {name} --summary DIR", "date": time.strftime("%Y-%m-%d"),
                        "build_wall_seconds": man["wall_seconds"], "machine": man["machine"],
                        "sources_sha256": {checkpoints._rel(p): checkpoints.sha256_file(p) for p in SOURCES}},
         "config": man["config"], "seed": seed, "n_clips": n_clips,
@@ -217,7 +236,7 @@ def summarize(build_dir: str, out: Path | None, n_clips: int, with_stored: bool 
         "wall_seconds": round(time.time() - t0, 1),
     }
     root = Path(out) if out is not None else checkpoints.data_dir()
-    path = root / SLUG / "probe_wide.json"
+    path = root / SLUG / ("probe_wide_filled.json" if fill else "probe_wide.json")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")
     print(json.dumps(res, indent=1), flush=True)
@@ -234,16 +253,17 @@ def main(argv: list[str] | None = None) -> list[Path]:
     def options(ap: argparse.ArgumentParser) -> None:
         ap.add_argument("--workers", type=int, default=3, help="worker processes (one seed each)")
         ap.add_argument("--merge", nargs="+", metavar="DIR", help="merge per-seed builds into the data root")
-        ap.add_argument("--summary", metavar="DIR", help="write probe_wide.json from the one-seed build in DIR")
+        ap.add_argument("--summary", metavar="DIR",
+                        help="write probe_wide[_filled].json from the one-seed build in DIR")
 
     def build(cfg: dict, out: Path | None, args: argparse.Namespace) -> Path:
         if args.merge:
-            return merge(args.merge, out)
+            return merge(args.merge, out, args.name)
         if args.summary:
-            return summarize(args.summary, out, 2 if args.tiny else 6, with_stored=not args.tiny)
-        return make(cfg, out, 1 if args.tiny else args.workers)
+            return summarize(args.summary, out, 2 if args.tiny else 6, with_stored=not args.tiny, name=args.name)
+        return make(cfg, out, 1 if args.tiny else args.workers, args.name)
 
-    return scripts.script_main(build, config=A.checkpoint_config, tiny=tiny, names=[NAME], options=options,
+    return scripts.script_main(build, config=A.checkpoint_config, tiny=tiny, names=[NAME, NAME_FILLED], options=options,
                                doc=__doc__, argv=argv)
 
 
