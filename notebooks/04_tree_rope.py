@@ -819,6 +819,14 @@ print(
 # the window, so at 64× the training length most answers lie hundreds or thousands of positions back, and chance
 # is one in 16. The generator is `tr.retrieval_task` (tested: shapes, ranges, that the answer is the stored one).
 #
+# **What it tests, precisely.** The passkey is the only non-filler token before the query, so a model finds it by
+# its *content*; no position has to be located, counted or compared. What the test measures is whether an
+# encoding leaves that content match intact at (query, key) position differences the arm never saw in training:
+# a rotation it never saw can scramble the score of the one key that matters. So any arm whose training ids reach
+# distances as large as the test's can pass, whatever its encoding; the comparisons that isolate the
+# tree encoding are TPE + OPT against RoPE with the same offsets, and TPE + OPT against TPE alone. It is not the
+# paper's perplexity test, and it does not test whether a model combines many far facts.
+#
 # **Which OPT.** On the byte corpus OPT used chunks of 8 bytes with offsets in multiples of B = 16, so the true
 # previous byte often sat at a random upper-digit distance and the upper digits carried no distance information
 # (the aliasing of section 4). Here OPT uses **two chunks of 16 positions = 2B** with B = 8, L = 4 (8⁴ = 4096 ≥
@@ -828,7 +836,8 @@ print(
 # chunks of 4 = B/2) is trained once as a diagnostic. RoPE + OPT offsets gets the same position ids on RoPE, RoPE
 # + skips the PoSE-style arbitrary skips.
 #
-# **Conditions and bars, fixed before any number was read** (they are in the config): every claims' arm answers
+# **Conditions and bars, fixed before any number of these arms was read** (they are in the config, and in the
+# manifest the script wrote; a first, harder task is in the known limits): every claims' arm answers
 # at least 95% of the held-out queries at the training length (`retrieval_in_window`), and each arm's held-out
 # loss is flat (its last fifth of evaluations improved by at most 2% of its whole improvement, `train.plateau`).
 # `retrieval_at_64x`: TPE + OPT's accuracy at 64× minus RoPE's is at least 30 points. `needs_both_parts`: the
@@ -1214,7 +1223,10 @@ verdict["inference_cost"] = rec.claim(
 # %% [markdown]
 # The retrieval claims (section 7) read the retrieval config's bars and conditions: each names the plateau
 # conditions of the arms it compares and `retrieval_in_window`. The baseline recorded with `retrieval_at_64x` is
-# the strongest other arm at the longest length (per seed).
+# the strongest other arm at the longest length (per seed). They read plain accuracies over the held-out windows
+# of each seed, without an interval: one window moves an accuracy by one over the number of windows, so a
+# difference of a few windows is within noise. `retrieval_at_64x` compares with plain RoPE, as the paper does;
+# whether the tree encoding adds anything to the offsets is `needs_both_parts`.
 
 # %%
 cl_r, seeds_r = cfg_r["claims"], cfg_r["seeds"]
@@ -1238,6 +1250,8 @@ cond["retrieval_in_window"] = rec.condition(
     cl_r["in_window"]["op"], cl_r["in_window"]["target"],
     statement="every retrieval arm answers the queries at the training length",
     unit=f"min accuracy over the {len(RKEY)} arms at length {cfg_r['train_len']}")
+
+# %%
 far_acc = {a: acc_at(a, r_far) for a in RKEY}
 x_r = r_far // cfg_r["train_len"]
 OTHERS = ("RoPE + skips", "RoPE + OPT offsets", "TPE")
@@ -1245,17 +1259,24 @@ best_other = np.max([far_acc[a] for a in OTHERS], 0)
 verdict["retrieval_at_64x"] = rec.claim(
     "retrieval_at_64x",
     f"At {x_r}× the training length ({r_far}) TPE + OPT answers the passkey query "
-    "at least 30 points more often than RoPE",
+    "at least 30 points more often than plain RoPE (the paper's baseline; not the "
+    "strongest one: RoPE with the same offsets is compared in needs_both_parts)",
     paper="64× extrapolation, 512 → 32K (perplexity; no public retrieval numbers)",
     measured=[round(float(v), 4) for v in far_acc["TPE + OPT"] - far_acc["RoPE"]],
     op=cl_r["retrieval_at_64x"]["op"], target=cl_r["retrieval_at_64x"]["target"],
     unit="accuracy difference", baseline=[round(float(v), 4) for v in best_other],
     note="accuracy per seed: " + "; ".join(
         f"{a} {', '.join(f'{v:.3f}' for v in far_acc[a])}" for a in RKEY)
-    + "; baseline: the best of RoPE + skips, RoPE + OPT offsets and TPE",
+    + "; baseline: the best of RoPE + skips, RoPE + OPT offsets and TPE, per seed; "
+    + "TPE + OPT minus it: "
+    + ", ".join(f"{v:+.3f}" for v in far_acc["TPE + OPT"] - best_other),
     given=("retrieval_in_window", "plateau_ret_tpe_opt", "plateau_ret_rope"))
 gap_tpe = far_acc["TPE + OPT"] - far_acc["TPE"]
 gap_rope_opt = far_acc["TPE + OPT"] - far_acc["RoPE + OPT offsets"]
+ratio_min = np.minimum(  # the same comparison as ratios of accuracies
+    far_acc["TPE + OPT"] / np.maximum(far_acc["TPE"], 1e-9),
+    far_acc["TPE + OPT"] / np.maximum(far_acc["RoPE + OPT offsets"], 1e-9),
+)
 verdict["needs_both_parts"] = rec.claim(
     "needs_both_parts",
     f"At {r_far}, TPE + OPT beats both TPE alone and RoPE with OPT's offsets by more "
@@ -1269,7 +1290,12 @@ verdict["needs_both_parts"] = rec.claim(
         for v in np.maximum(far_acc["TPE"], far_acc["RoPE + OPT offsets"])
     ],
     note=f"TPE + OPT − TPE: {', '.join(f'{v:.3f}' for v in gap_tpe)}; TPE + OPT − "
-    f"RoPE + OPT offsets: {', '.join(f'{v:.3f}' for v in gap_rope_opt)}",
+    f"RoPE + OPT offsets: {', '.join(f'{v:.3f}' for v in gap_rope_opt)}; the same "
+    "comparison as the smaller of the two accuracy ratios: "
+    f"{', '.join(f'{v:.3f}' for v in ratio_min)}; RoPE + OPT offsets answers "
+    f"{', '.join(f'{v:.3f}' for v in far_acc['RoPE + OPT offsets'])}, so the bar can "
+    "only be cleared where that arm is below "
+    f"{1 - cl_r['needs_both_parts']['target']:.2f}",
     given=("retrieval_in_window", "plateau_ret_tpe_opt", "plateau_ret_tpe",
            "plateau_ret_rope_opt"))
 
@@ -1320,6 +1346,13 @@ limits = [
     " It needs no positional information at all, so an arm without positional encoding"
     " would be its natural reference; we did not train one. Its arms are "
     f"{cfg_r['d_model']}-wide, {cfg_r['n_layer']}-layer models.",
+    "* **A first, harder retrieval task was dropped.** Before the passkey task we tried"
+    " associative recall (several key–value pairs per window, queries for some of"
+    " them; `tr.retrieval_task`'s defaults). Its arms did not learn it at the training"
+    " length (short of the in-window bar), so it could not test extrapolation and was"
+    " replaced by the one-passkey task before these arms were trained; its numbers were"
+    " not kept. The passkey task is the easier one: it shows what an encoding does to"
+    " content lookup at unseen distances, not whether it supports harder far reasoning.",
 ]
 if not quick:
     limits.append(
@@ -1340,17 +1373,25 @@ def mean_ratio(k):
 
 
 lines = [
+    (
+        f"- **Byte corpus.** {n_ctx} of {n_ctx_all} arm-seeds read their whole "
+        f"{train_len}-byte window, so the ratios at {longest} below measure how much "
+        "unseen positions *distract* each arm, not extrapolation, and the claims that "
+        "read them are inconclusive (section 9)."
+        if n_ctx < n_ctx_all
+        else f"- **Byte corpus.** Every arm reads its {train_len}-byte window."
+    ),
     f"- At {x}× the training length RoPE's tail perplexity is "
     f"{mean_ratio('extrapolation_ppl_ratio'):.2f}× TPE + OPT's (mean over seeds; the "
     "paper reports about 30× for a 1.2B model at 64×).",
     f"- TPE without OPT is {mean_ratio('tpe_without_opt'):.2f}× worse than TPE + OPT:"
-    f" without the offsets the tree encoding is no help at {longest} (TPE "
+    f" without the offsets the tree encoding does not shield it at {longest} (TPE "
     f"{np.mean(ppl_of('TPE', longest)):.1f}, "
     f"RoPE {np.mean(ppl_of('RoPE', longest)):.1f}).",
     f"- RoPE + skips ÷ TPE + OPT = {mean_ratio('beats_skip_control'):.2f}: "
     + (
-        "the single-index control with PoSE-style skips extrapolates better than "
-        "the reconstructed TPE + OPT (every seed's 95% interval below 1)."
+        "the single-index control with PoSE-style skips is less hurt by unseen "
+        "positions than the reconstructed TPE + OPT (every seed's 95% interval below 1)."
         if (ratios["beats_skip_control"][:, 2] < 1).all()
         else "TPE + OPT beats the skip control (every seed's 95% interval above 1)."
         if (ratios["beats_skip_control"][:, 1] > 1).all()
@@ -1376,8 +1417,8 @@ if ("NoPE", s0) in tails:
         f"{np.exp(tails[('TPE + OPT', s0)][-1].mean()):.1f} and RoPE + skips' "
         f"{np.exp(tails[('RoPE + skips', s0)][-1].mean()):.1f}: "
         + (
-            "the reconstructed TPE + OPT extrapolates worse than no positional "
-            "encoding at all."
+            "the reconstructed TPE + OPT is hurt more at this length than a model with no "
+            "positional encoding at all."
             if nope < np.exp(tails[("TPE + OPT", s0)][-1].mean())
             else "TPE + OPT does better than no positional encoding."
         )
@@ -1456,6 +1497,30 @@ lines.append(
         "TPE + OPT is ahead of every other arm."
         if acc_mean["TPE + OPT"] > acc_mean[best_name]
         else "TPE + OPT is not ahead of it."
+    )
+)
+off_tpe = acc_mean["TPE + OPT"] - acc_mean["TPE"]
+off_rope = acc_mean["RoPE + OPT offsets"] - acc_mean["RoPE"]
+enc_opt = acc_mean["TPE + OPT"] - acc_mean["RoPE + OPT offsets"]
+lines.append(
+    f"- What does the work at {r_far} (mean over seeds): OPT's offsets add "
+    f"{off_tpe:+.2f} on TPE and {off_rope:+.2f} on RoPE; with the same offsets, the "
+    f"tree encoding adds {enc_opt:+.2f} over RoPE. "
+    + (
+        "The offsets, not the tree encoding, make retrieval extrapolate here: "
+        "`retrieval_at_64x` holds against plain RoPE (the paper's baseline), but RoPE "
+        "trained with the same offsets does as well"
+        if max(acc_mean["RoPE + OPT offsets"], acc_mean["RoPE + skips"])
+        >= acc_mean["TPE + OPT"] - cl_r["needs_both_parts"]["target"]
+        else "TPE + OPT is ahead of RoPE trained with the same offsets"
+    )
+    + (
+        f"; RoPE + OPT offsets answers {acc_mean['RoPE + OPT offsets']:.2f}, above "
+        f"{1 - cl_r['needs_both_parts']['target']:.2f}, so this task cannot show a gain "
+        "of the tree encoding over it, only that none is needed here "
+        "(`needs_both_parts`)."
+        if acc_mean["RoPE + OPT offsets"] > 1 - cl_r["needs_both_parts"]["target"]
+        else "."
     )
 )
 if ("TPE + OPT, chunks of B/2", s_r) in r_hit:
