@@ -21,9 +21,9 @@
 #
 # | | the paper | this notebook |
 # |---|---|---|
-# | pre-trained model | CLIP ViT (VLM-based), frozen text embeddings of class names | a 2-layer ViT (d = 48, conv patch stem, 36 patches, 72 k parameters) pre-trained here on every class (1200 steps); its class embeddings are learned in that pre-training and then frozen: the shared "text" space |
-# | source | ImageNet-1k with patch-level explanation supervision | 14 of the 19 classes (digits, shapes, letters) on brick/gravel, object masks per patch |
-# | targets | ten image datasets | a graded series of synthetic domains, from "new background" to "the label is a small marker beside a large decoy" |
+# | pre-trained model | CLIP ViT (VLM-based), frozen text embeddings of class names | a 2-layer ViT (d = 48, conv patch stem, 36 patches, 72 k parameters) pre-trained here on every class; its class embeddings are learned in that pre-training and then frozen: the shared "text" space |
+# | source | ImageNet-1k with patch-level explanation supervision | 14 of the 19 classes (digits, shapes, letters) on brick/gravel among distractors, the label object's box per patch |
+# | targets | ten image datasets | nine synthetic domains, from "new background" to "the label is a small marker beside a larger decoy"; fine-tuned briefly from θ₀ |
 # | explanation judged by | localisation and faithfulness | patch AUROC against the label-deciding region, and deletion/insertion on the model that produced each map |
 # | reference | Kernel SHAP, 150 inferences | Kernel SHAP over the 36 patches, 150 coalitions, on the same model |
 # | seeds | — | 3 seeds; each seed pre-trains its own θ₀ (initialization and batch order; the data are fixed), then fine-tunes its own source pair and target models from it |
@@ -93,12 +93,13 @@ if quick:  # a tiny live version of the checkpoint's training
     n_test, n_shap, n_coalitions = 80, 8, 40
     cfg.update(
         n_train=200,
+        n_pretrain=400,
         batch_size=32,
         pretrain_steps=60,
         source_steps=20,
         target_steps=15,
         seeds=[0],
-        targets=["digits on grass", "rotated small", "marker"],
+        targets=["digits on grass", "rotated", "marker"],
         model=dict(cfg["model"], d_model=24, depth=1, emb_dim=16, stem=8),
     )
 TARGETS = cfg["targets"]
@@ -125,15 +126,21 @@ rec = claims.ClaimsRecord(
 print(env)
 
 # %% [markdown]
-# ## 1. Domains: a source and a graded series of targets
+# ## 1. Domains: a source and a graded series of targets, built so that localisation needs the model
 #
-# Every image is an object pasted on a texture; the relevance mask is the region that decides the label, pooled per
-# 4×4 patch (36 patches). Pre-training sees all 19 classes on all four textures, with labels only. The source covers
-# 14 classes (digits 0–7, circle/square/triangle, A/E/H); the other five are *unseen* there. The targets form a
-# series whose **relatedness to the source was fixed before any result**: 3 = the same kind of object on a new
-# background; 2 = a new ink (inverted, coloured); 1 = a harder shift (rotated and small, or clutter beside the
-# object); 0 = the label is a small shape *marker* while a large digit or letter is a decoy. A vector that teaches
-# "highlight the object" should help most at 3 and can hurt at 0.
+# Every image holds **four objects of the same size range and ink, one per quadrant**, on a texture: the object that
+# decides the label and three distractors. The distractors are letters that are no class anywhere (C, D, F, J, …:
+# the same font, ink and strokes as the class letters); "cluttered" swaps two of them for whole shapes of classes
+# it does not use, and the marker domains one for a larger digit or letter decoy. Every object is drawn with the
+# same ink and a soft stroke, shapes as thin outlines.
+# The relevance mask is the label object's bounding box, pooled per 4×4 patch (36 patches). Pre-training sees all
+# 19 classes on all four textures in plain white ink, with labels only (the new inks and the quarter turn of the
+# targets are new to θ₀). The source covers 14 classes (digits 0–7, circle/square/triangle, A/E/H) on brick/gravel;
+# the other five are *unseen* there. The targets form a series whose **relatedness to the source was fixed before
+# any result**: 3 = the same kind of object on a new background; 2 = a new ink (inverted, coloured, striped); 1 = a
+# harder shift (a quarter turn, or whole shapes as clutter); 0 = the label is a small shape *marker* while a larger
+# digit or letter is a decoy. A vector that teaches "highlight the object" should help most at 3 and can
+# hurt at 0.
 
 # %%
 test = {name: ev.make_domain(name, n_test, 1) for name in ["source", *TARGETS]}
@@ -153,6 +160,27 @@ plt.tight_layout()
 plt.show()
 
 # %% [markdown]
+# **Does the benchmark need a model?** Maps that use no model at all (`ev.model_free_maps`): `|pixel − image
+# mean|` per patch, `|pixel − median colour|`, the pixels' standard deviation within a patch, the Sobel edge
+# magnitude, and darkness (for dark objects). Where one of them localises the label-deciding region, patch AUROC
+# cannot tell a good explanation from a salient object. The localisation claims rest on the condition
+# `needs_the_model`: the best of these maps stays at patch AUROC ≤ 0.75 on every target (fixed in advance). The <!-- paper -->
+# same images *without* the distractors (the label object alone on its texture, the chapter's first design) are
+# the negative control: there a model-free map finds the object.
+
+# %%
+free_auc = pd.DataFrame(
+    {t: ev.model_free_aurocs(test[t]) for t in TARGETS}
+).T
+free_auc["best"] = free_auc.max(axis=1)
+free_auc["best, no distractors"] = [
+    max(ev.model_free_aurocs(ev.make_domain(t, n_test, 1, distractors=False)).values())
+    for t in TARGETS
+]
+display(free_auc.round(3).style.set_caption("model-free maps, patch AUROC per target"))
+contrast_auc = free_auc["best"].to_dict()
+
+# %% [markdown]
 # ## 2. The method
 #
 # **The model.** A ViT whose head is CLIP-like: `logit_c = s · cos(W h_CLS, t_c)`, with class embeddings `t_c`
@@ -163,7 +191,11 @@ plt.show()
 # **Training.** `L = CE + β · MSE(z(e_{·,y}), z(mask))` with z a per-image standardization; β = 0 is the
 # prediction-only model. **The explainability vector** is `τ = θ_SE − θ_pred`, both fine-tuned on the source from
 # the same pre-trained θ₀ with the same batches; **transfer** is `θ_T + λτ`, with θ_T the target's prediction-only
-# model (fine-tuned from θ₀ with β = 0, no explanation labels; 1000 steps). Per seed: its own pre-trained θ₀, and
+# model, fine-tuned from θ₀ with β = 0 and no explanation labels for `cfg["target_steps"]` steps, half as many as
+# in this chapter's first version, to keep θ_T near the θ₀ that τ was computed from (the regime task arithmetic is
+# made for). Gentler still, fine-tuning only the top of the network (last block, final LayerNorm, head), left the
+# new-ink targets far below the accuracy bar in the build's seed-0 trial: a new ink needs the stem to move. Per
+# seed: its own pre-trained θ₀, and
 # from it its own source pair (so its own τ) and its own target models. The paper starts every run from one fixed
 # CLIP; here θ₀ is ours, so a seed redraws it too, and the spread over seeds includes what a different pre-training
 # run would change (the claims are about the recipe, not about one θ₀).
@@ -185,10 +217,10 @@ else:
             f"{e} (Other seeds: set them in ev.checkpoint_config and rebuild with "
             "`make data NB=15_explainability_vector`, about an hour.)"
         ) from None
-    tags = sorted({k.split(".")[0] for k in ckpt.tensors})
-    states = {
-        t: {k: v.float() for k, v in ckpt.state_dict(t + ".").items()} for t in tags
-    }
+    # θ0 is stored whole, every other model as its difference from θ0 (τ as itself)
+    states = ev.unpack_states(ckpt.tensors)
+    print("steps:", {k: cfg[k] for k in ("pretrain_steps", "source_steps",
+                                         "target_steps")})
     train_metrics, history = ckpt.manifest["metrics"], ckpt.manifest["history"]
     fig, ax = plt.subplots(1, 2, figsize=(10, 3.2))
     checkpoints.plot_history(
@@ -419,19 +451,6 @@ display(
 )
 
 # %% [markdown]
-# **Does the benchmark need a model?** A map that uses no model at all, `|pixel − image mean|` averaged per patch
-# (`ev.contrast_map`), scored against the same masks: where it localises as well as the models' maps, patch AUROC
-# cannot tell a good explanation from a salient object, and the localisation claims rest on the condition
-# `needs_the_model` (the model-free map's AUROC at most 0.75 on every target, fixed in advance). <!-- paper -->
-
-# %%
-contrast_auc = {
-    t: ev.patch_auroc(ev.contrast_map(test[t].images), test[t].mask) for t in TARGETS
-}
-print("model-free contrast map, patch AUROC:",
-      {t: round(v, 3) for t, v in contrast_auc.items()})
-
-# %% [markdown]
 # ## 4. Faithfulness, and the Kernel SHAP reference
 #
 # AUROC compares a map with the region we *know* decides the label; deletion/insertion ask the *model*: remove (or
@@ -538,7 +557,9 @@ plt.show()
 # First, against the relatedness level fixed in advance (Spearman per seed). Second, from features computed
 # **without any target explanation labels**: the cosine between τ and the target's own task vector θ_T − θ₀; the
 # norm ratio ‖θ_T − θ₀‖ / ‖τ‖; the linear CKA between θ_T's CLS features before and after adding τ; the change in
-# entropy of the predicted class's patch map; the fraction of predictions left unchanged. Each feature is validated
+# entropy of the predicted class's patch map; the fraction of predictions left unchanged; and relatedness
+# *measured* rather than assigned, the (negated) linear-kernel MMD between θ₀'s CLS features on the source and on
+# the target (`ev.feature_mmd`; the relatedness Spearman is also reported with it). Each feature is validated
 # **leave-one-target-out**: a line fitted on the other targets predicts the held-out target's gain, and we report the
 # Spearman correlation of those predictions with the real gains. With so few targets this is weak evidence.
 
@@ -556,6 +577,9 @@ gain = {
 feat = {}
 for s in seeds:
     tau_flat = ev.flat(tau[s])
+    with torch.no_grad():  # θ0's CLS features on the source: relatedness, measured
+        m_0 = model_from(theta0[s])
+        h_src = m_0.tokens(test["source"].images)[:, 0]
     for name in TARGETS:
         te_ = test[name]
         sd_T = states[f"s{s}/T/{ev.key(name)}"]
@@ -574,6 +598,8 @@ for s in seeds:
             "Δ map entropy": ev.map_entropy(p1[ar, :, pred1])
             - ev.map_entropy(p0[ar, :, pred0]),
             "unchanged predictions": float((pred0 == pred1).float().mean()),
+            "−MMD to source under θ0": -ev.feature_mmd(
+                h_src, m_0.tokens(te_.images)[:, 0].detach()),
             "relatedness": ev.RELATEDNESS[name],
             "gain": gain[(s, name)],
         }
@@ -585,6 +611,13 @@ display(feat.groupby("target").mean().reindex(TARGETS).round(3))
 rel_rho = {
     s: ev.spearman_perm(
         feat.loc[s].relatedness.values, feat.loc[s].gain.values, seed=s
+    )[0]
+    for s in seeds
+}
+# relatedness measured rather than assigned: θ0's feature distance (MMD) to the source
+rel_rho_mmd = {
+    s: ev.spearman_perm(
+        feat.loc[s]["−MMD to source under θ0"].values, feat.loc[s].gain.values, seed=s
     )[0]
     for s in seeds
 }
@@ -613,6 +646,8 @@ print(
     ", ".join(f"{v:.2f}" for v in rel_rho_no0.values()),
     "| gain over θ_T's own map only:",
     ", ".join(f"{v:.2f}" for v in rel_rho_own.values()),
+    "| relatedness measured (−MMD under θ0):",
+    ", ".join(f"{v:.2f}" for v in rel_rho_mmd.values()),
 )
 
 # %%
@@ -739,10 +774,10 @@ plotting.live_controls(live, target=TARGETS, lam_=(0.0, 2.0, 0.25), image=(0, 20
 # set by design before the runs; the level-0 marker targets are where a "highlight the object" vector is expected
 # to fail, so the Spearman claim can be carried by them: the claim's note also gives the Spearman without them.
 # The a-priori feature for the claim, cos(τ, τ_T), was chosen before the runs (the leave-one-out table shows all
-# five). Each claim has one number per seed.
+# six). Each claim has one number per seed.
 #
 # **Conditions.** The localisation claims (`targets_improved`, `relatedness_predicts_gain`, `apriori_signal`)
-# rest on a benchmark that needs a model: the model-free contrast map must stay at patch AUROC ≤ 0.75 on every <!-- paper -->
+# rest on a benchmark that needs a model: the best model-free map must stay at patch AUROC ≤ 0.75 on every <!-- paper -->
 # target. Every claim rests on the models being trained to a flat loss (`train.plateau` ≤ 0.05, the book-wide rule, <!-- paper -->
 # on every curve of the seed) and on every θ_T fitting its domain (held-out accuracy ≥ 0.8). At a seed where a <!-- paper -->
 # condition fails the claim is left out; with none left it is *inconclusive*: the experiment could not have shown
@@ -792,25 +827,27 @@ notes["relatedness_predicts_gain"] = (
     + ", ".join(f"{v:.2f}" for v in rel_rho_no0.values())
     + "; with the gain over θ_T's own map only (not gradient×input): "
     + ", ".join(f"{v:.2f}" for v in rel_rho_own.values())
+    + "; with relatedness measured (−MMD to the source under θ0) instead of assigned: "
+    + ", ".join(f"{v:.2f}" for v in rel_rho_mmd.values())
 )
 notes["apriori_signal"] = (
-    f"best of the five features afterwards: {loo['mean'].idxmax()} "
+    f"best of the six features afterwards: {loo['mean'].idxmax()} "
     f"(mean ρ {loo['mean'].max():.2f}); "
     f"{len(TARGETS)} targets per seed; no-signal null of this statistic: mean "
     f"{loo_null.mean():.2f}, 95th percentile {np.percentile(loo_null, 95):.2f}"
 )
 
 # %%
-# Conditions, fixed before reading the claims: the benchmark needs a model (the
-# model-free contrast map's patch AUROC <= 0.75 on every target; the images are shared
+# Conditions, fixed before reading the claims: the benchmark needs a model (the best
+# model-free map's patch AUROC <= 0.75 on every target; the images are shared
 # by the seeds, so one number for all), every training curve of a seed is flat at the
 # end (train.plateau <= 0.05, the book-wide rule), and every target model fits its
 # domain (held-out accuracy >= 0.8, the bar section 2 prints against).
 rec.condition("needs_the_model", max(contrast_auc.values()), "<=", 0.75,
-              unit="patch AUROC, best target",
-              statement="a model-free map (|pixel − image mean| per patch) does not "
-              "already localise the label-deciding region",
-              note="per target: " + ", ".join(
+              unit="patch AUROC, best model-free map, worst target",
+              statement="no model-free map (contrast, contrast to median, local std, "
+              "edges, darkness) already localises the label-deciding region",
+              note="best model-free map per target: " + ", ".join(
                   f"{t} {v:.3f}" for t, v in contrast_auc.items()))
 rec.condition("models_converged",
               [max(train.plateau(history[k]) for k in history
@@ -898,13 +935,29 @@ auc_tr, auc_own = sw[sw.lam == lam].auroc.mean(), sw[sw.lam == 0].auroc.mean()
 auc_grad = sweep[sweep["map"] == "gradient×input"].auroc.mean()
 auc_gmag = sweep[sweep["map"] == "|gradient|"].auroc.mean()
 seen_more = int((split["auroc seen"] > split["auroc unseen"]).sum())
+flat_fail, tiny_loss = [], True  # the curve failing the flat-loss rule at each failing seed
+for s in seeds:
+    curves = {k: history[k] for k in history if k.startswith(f"loss/s{s}/")}
+    worst = max(curves, key=lambda k: train.plateau(curves[k]))
+    if train.plateau(curves[worst]) > 0.05:
+        v = curves[worst]["value"] if isinstance(curves[worst], dict) else curves[worst]
+        tiny_loss &= max(v) < 0.05
+        flat_fail.append(f"seed {s}: {worst[5:]}, plateau {train.plateau(curves[worst]):.3f}, "
+                         f"loss never above {max(v):.3f}")
+acc_vs_lam = ", ".join(f"λ = {lm}: {(sw[sw.lam == lm].acc.mean() - sw[sw.lam == 0].acc.mean()):+.3f}"
+                       for lm in lams[1:])
 display(Markdown(
-    f"**What this run shows.** The model-free contrast map scores patch AUROC {rng_(contrast_auc.values())} "
+    f"**What this run shows.** The best model-free map scores patch AUROC {rng_(contrast_auc.values())} "
     f"over the targets, so the condition `needs_the_model` is **{cond['needs_the_model']}**: "
     + ("the localisation claims cannot tell a good explanation from a salient object here, and are "
        "inconclusive wherever it fails. " if cond["needs_the_model"] != "met" else
        "the localisation benchmark needs a model. ")
-    + f"The models trained to a flat loss: **{cond['models_converged']}**; every θ_T fits its domain: "
+    + f"The models trained to a flat loss: **{cond['models_converged']}**"
+    + (" (failing at " + "; ".join(flat_fail)
+       + (": a loss near zero from its first step, so the plateau ratio divides step noise by a tiny "
+          "drop; the claims leave that seed out all the same)" if tiny_loss else ")")
+       if flat_fail else "")
+    + f"; every θ_T fits its domain: "
     f"**{cond['targets_fit']}**. At λ = {lam} the transferred map's mean patch AUROC is {auc_tr:.2f}, against "
     f"{auc_own:.2f} for θ_T's own map, {auc_grad:.2f} for gradient × input and {auc_gmag:.2f} for |gradient| on "
     "θ_T; it beats all three on "
@@ -912,7 +965,7 @@ display(Markdown(
     f"{verdict['targets_improved']}), while gradient × input beats θ_T's own map on "
     + ", ".join(f"{round(v * nT)}" for v in grad_beats) + ". Mean accuracy changes by "
     + ", ".join(f"{v:+.3f}" for v in acc_change) + f" against θ_T's {np.mean(at0.acc):.2f} "
-    f"(`accuracy_preserved`: {verdict['accuracy_preserved']}). On the same model as Kernel SHAP, the transferred "
+    f"(`accuracy_preserved`: {verdict['accuracy_preserved']}); against λ, the mean change is {acc_vs_lam}. On the same model as Kernel SHAP, the transferred "
     f"map's AUROC is {fa.auroc['transferred']:.2f} against SHAP's {fa.auroc['Kernel SHAP']:.2f}, and its deletion "
     "AUC is " + ", ".join(f"{del_ratio[s]:.2f}" for s in seeds) + "× SHAP's per seed (insertion "
     f"{fa.insertion['transferred']:.2f} vs {fa.insertion['Kernel SHAP']:.2f}; `faithfulness_vs_kernel_shap`: "
@@ -937,13 +990,19 @@ th0_src = acc_table.loc["θ0 on the source, not fine-tuned"]
 display(Markdown(
     "**Known limits.** Each seed pre-trains its own θ₀ (initialization and batch order) on the same pre-training "
     "images, so the spread over seeds includes a fresh pre-training run but not a resampling of the data: all "
-    "seeds share the training and test images. To keep the 33 stored models under 5 MB the conv stem is 12 "
-    "channels wide rather than 16 (compared on one seed before the build, it cost θ₀ under two points of "
-    "accuracy), no oracle (a target model fine-tuned with its own masks, a ceiling) is stored, and each loss "
-    "curve keeps 100 points. The target models are fine-tuned for 1000 steps (with 150, \"rotated small\" did "
-    "not reach 0.8 in the build's trials). Kernel SHAP explains only the transferred model (not θ_T) and runs "
-    "on the first `n_shap` test images of each target. The relatedness levels are our design, not a measured "
-    f"distance between domains, and {nT} targets on {len(set(ev.RELATEDNESS[t] for t in TARGETS))} levels make "
+    "seeds share the training and test images. The stored checkpoint keeps θ₀ whole and every other model as "
+    "its difference from θ₀ (matrices int8 with one scale per row, the rest float16), no oracle (a target model fine-tuned with its own masks, "
+    "a ceiling), and each loss curve as 100 points. Two targets were changed during the build, after their "
+    "seed-0 or seed-1 model missed the accuracy bar and before any explanation was scored: \"rotated\" turned "
+    "objects by a random multiple of 90° (which makes a 6 and a 9 one class) and now turns them a quarter turn; "
+    "\"striped\" had half its ink pixels dark and now a third, lighter. Those target models were trained again "
+    "from the stored θ₀ of their seed (the manifest's `extra` lists them; a unit test checks that this gives "
+    "the model a full run makes). The relevance mask is the label object's bounding box, not "
+    "its strokes: in a scene of four equally inked objects the question is *which object*, and no map that "
+    "only sees ink can answer it (section 1). Kernel SHAP explains only the transferred model "
+    "(not θ_T) and runs "
+    "on the first `n_shap` test images of each target. The relatedness levels are our design (the Spearman with a "
+    f"measured one, θ₀'s feature MMD to the source, is in the claim's note), and {nT} targets on {len(set(ev.RELATEDNESS[t] for t in TARGETS))} levels make "
     "the Spearman claims coarse. The images are synthetic; nothing here says how the vector behaves on "
     f"ImageNet. Pre-training covers every class on every texture, so θ₀ already classifies the source "
     f"({rng_(th0_src)} over seeds) before any fine-tuning: \"new background\" is new to the source, not to θ₀. "

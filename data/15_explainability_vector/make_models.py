@@ -4,20 +4,23 @@
 * ``models``: per seed (0, 1, 2) its own pre-trained θ0 (every class, class embeddings learned and then frozen;
   initialization and batch order drawn from the seed), and from that θ0 the source's prediction-only and
   self-explaining models (same batches, β = 0 vs β > 0) and each target's prediction-only model θ_T (β = 0, no
-  explanation labels). 33 models, float16 (under 5 MB). The config can also ask for oracles (fine-tuned with a
-  target's own masks); the stored checkpoint has none, to stay under 5 MB.
+  explanation labels). θ0 is stored whole, every other model as its difference from θ0 (the self-explaining model
+  as τ), matrices int8 with one scale per row, small tensors float16 (``ev.pack_states``). The config can also
+  ask for oracles (fine-tuned with a target's own masks); the stored checkpoint has none.
 
 Run from the repository root: ``.venv/bin/python data/15_explainability_vector/make_models.py`` (or
-``make data NB=15_explainability_vector``). ``--tiny`` trains a tiny config for a few steps into a temporary folder
-(seconds; what the tests run); ``--seeds``/``--out``: other seeds into another data root. One torch thread
-per process; ``--workers`` (default 2) forked processes run the
-three pre-trainings, then the fine-tuning runs: the same seed on the same machine writes identical weights, whatever
-the number of workers.
+``make data NB=15_explainability_vector``), about 6 minutes a seed on one core. ``--tiny`` trains a tiny config for
+a few steps into a temporary folder (seconds; what the tests run); ``--seeds``/``--out``: other seeds into another
+data root. ``--parts DIR`` keeps each seed's models, so that each seed can be its own job
+(``--seeds 1 --parts DIR --out /tmp/x``) and the checkpoint is merged at the end (``--parts DIR``);
+``--redo 0:striped`` trains seed 0's striped target again from its stored θ0 (after a change to that domain). One torch thread per process: the same seed on the same
+machine writes identical weights (``--workers`` forks processes for the independent runs, same results).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import time
 from pathlib import Path
 
@@ -32,15 +35,46 @@ SOURCES = [HERE, Path(ev.__file__).resolve(), Path(repro.__file__).resolve()]
 HISTORY_POINTS = 100  # points stored per loss curve
 
 
-def make_models(cfg: dict, root: Path | None, n_eval: int = 300, workers: int = 1) -> Path:
+def make_models(cfg: dict, root: Path | None, n_eval: int = 300, workers: int = 1, parts: Path | None = None,
+                redo: list[tuple[int, str]] | None = None) -> Path:
     t0 = time.time()
-    states, history, metrics = ev.train_all(cfg, n_eval=n_eval, log=lambda m: print(m, flush=True), workers=workers)
-    flat = {f"{tag}.{k}": v for tag, sd in states.items() for k, v in sd.items()}
-    # 100 points a curve (means over equal bins of steps) keep the manifest small: the chapter stays under 5 MB
-    history = {k: checkpoints.subsample(v, max_points=HISTORY_POINTS) for k, v in history.items()}
+    states, history, metrics, redone = {}, {}, {}, {}
+    key = json.dumps({k: v for k, v in cfg.items() if k != "seeds"}, sort_keys=True)
+    for s in cfg["seeds"]:  # one seed at a time: with --parts each seed can be its own job, merged at the end
+        part = None if parts is None else parts / f"seed{s}.pt"
+        if part is not None and part.exists() and torch.load(part)["key"] == key:
+            res = torch.load(part)
+            print(f"seed {s}: reused {part}", flush=True)
+            again = [t for seed, t in redo or [] if seed == s]
+            if again:  # targets whose domain changed after this part was trained: again, from its stored theta0
+                out = ev.train_all(dict(cfg, seeds=[s], targets=again), n_eval=n_eval,
+                                   log=lambda m: print(m, flush=True), theta0={s: res["states"][f"s{s}/theta0"]})
+                for d, new in zip(("states", "history", "metrics"), out):
+                    res[d].update(new)
+                res["redone"] = sorted(set(res.get("redone", [])) | set(again))
+                torch.save(res, part)
+        else:
+            out = ev.train_all(dict(cfg, seeds=[s]), n_eval=n_eval, log=lambda m: print(m, flush=True),
+                               workers=workers)
+            res = dict(zip(("states", "history", "metrics"), out), wall=time.time() - t0)
+            if part is not None:
+                part.parent.mkdir(parents=True, exist_ok=True)
+                torch.save({**res, "key": key}, part)
+        redone.update({f"s{s}": res["redone"]} if res.get("redone") else {})
+        states.update(res["states"])
+        history.update(res["history"])
+        metrics.update(res["metrics"])
+    # theta0 whole, everything else as its (small) difference; matrices int8 with one scale per row, the other
+    # tensors float16 (the chapter stays within its data budget): see ev.pack_states
+    flat = ev.pack_states(states)
+    # 100 points a curve (means over equal bins of steps) keep the manifest small
+    curves = {k: checkpoints.subsample(v, max_points=HISTORY_POINTS) for k, v in history.items()}
+    history = {k: list(zip(c["step"], c["value"])) for k, c in curves.items()}
     return checkpoints.save(SLUG, "models", flat, config=cfg, metrics=metrics, history=history,
                             seed=list(cfg["seeds"]), steps=cfg["pretrain_steps"], wall_seconds=time.time() - t0,
-                            sources=SOURCES, module="helpers.explainability_vector", dtype=torch.float16, root=root)
+                            sources=SOURCES, module="helpers.explainability_vector", dtype=torch.float16,
+                            quantize="int8", root=root,
+                            extra={"retrained_from_stored_theta0": redone} if redone else None)
 
 
 def tiny(name: str) -> dict:
@@ -53,13 +87,27 @@ def tiny(name: str) -> dict:
 
 def build(cfg: dict, out: Path | None, args: argparse.Namespace) -> Path:
     if args.tiny:
-        return make_models(cfg, out, n_eval=8)
-    return make_models(cfg, out, workers=args.workers)
+        return make_models(cfg, out, n_eval=8, parts=args.parts)
+    return make_models(cfg, out, workers=args.workers, parts=args.parts, redo=args.redo)
+
+
+def redo_item(text: str) -> tuple[int, str]:
+    """``"0:striped"`` -> ``(0, "striped")`` (a seed and a target of ``ev.TARGETS``)."""
+    seed, _, target = text.partition(":")
+    if not seed.isdigit() or target not in ev.TARGETS:
+        raise argparse.ArgumentTypeError(f"expected SEED:TARGET with TARGET one of {ev.TARGETS}, got {text!r}")
+    return int(seed), target
 
 
 def main(argv: list[str] | None = None) -> list[Path]:
     def options(ap: argparse.ArgumentParser) -> None:
-        ap.add_argument("--workers", type=int, default=2, help="processes for the fine-tuning runs (one thread each)")
+        ap.add_argument("--workers", type=int, default=1, help="processes for the fine-tuning runs (one thread each)")
+        ap.add_argument("--parts", type=Path, default=None,
+                        help="folder keeping (and reusing) each seed's trained models: train one seed per job "
+                        "(--seeds S --parts DIR --out /tmp/x), then merge with --parts DIR")
+        ap.add_argument("--redo", nargs="+", default=None, metavar="SEED:TARGET", type=redo_item,
+                        help="with --parts: train these target models again from the stored part's theta0 (after "
+                        "a change to their domain); what a full run would train, each run being seeded on its own")
 
     return scripts.script_main(build, config=ev.checkpoint_config, tiny=tiny, names=["models"], options=options,
                                doc=__doc__, argv=argv)
