@@ -1752,11 +1752,13 @@ def checkpoint_config(name: str = "agents") -> dict:
     if name == "credit":  # case 5: a weakly supervised warm start, then RL on unlabelled requests
         # round 3: a credit experiment, not drift (round 2, lr 1e-3 with no anchor, lost held-out success):
         # k samples per request with a leave-one-out baseline, a KL anchor to the warm start, lr 1e-4,
-        # held-out greedy success measured every eval_every steps on 300 held-out requests
+        # held-out greedy success measured every eval_every steps on 300 held-out requests.
+        # beta 0.05 -> 0.2 (all arms and seeds, rebuilt): at 0.05 seed 2 drifted (supervised success 0.885 <
+        # 0.9, the no_drift bar); a one-seed probe at 0.2 kept both arms >= 0.97 with held-out AUC unchanged
         return {"db_seed": 0, "intent_seed": 0, "n_train": 300, "n_test": 300, "seeds": [0, 1, 2],
                 "arms": list(GROUP_ARMS), "d_model": 32, "n_layer": 2, "n_head": 4, "n_sft": 200,
                 "sft_steps": 1000, "sft_batch": 32, "sft_lr": 3e-3, "rl_steps": 600, "n_requests": 8, "k": 4,
-                "rl_lr": 1e-4, "beta": 0.05, "eval_every": 25}
+                "rl_lr": 1e-4, "beta": 0.2, "eval_every": 25}
     return {"db_seed": 0, "intent_seed": 0, "n_train": 300, "n_test": 60, "seeds": [0, 1, 2],
             "interfaces": list(AGENT_INTERFACES), "d_model": 64, "n_layer": 2, "n_head": 4,
             "steps": 1000, "batch": 32, "lr": 3e-3}

@@ -1165,19 +1165,45 @@ para_cond = pd.DataFrame({
 display(para_cond.round(3).unstack("seed"))
 
 # %% tags=["remove-input"]
+p_inv = {a: [para_tab.loc[(n, ARM_NAME[a]), "executed invalid"] for n in n_trains]
+       for a in para_arms}
+suc = {a: [para_tab.loc[(n, ARM_NAME[a]), "success"] for n in n_trains]
+       for a in para_arms}
+# the held-out frames: 4 has a colon after the tables, 5 has none
+frame_of = np.array([4 if " : " in it.request else 5 for it in p_test])
+by_frame = {a: {f: np.mean([para_out[a, n_read, s][0][frame_of == f].mean()
+                            for s in para_seeds]) for f in (4, 5)}
+            for a in para_arms}
 display(Markdown(
     f"**Reading.** The rule reads the comparison at **{n_read} training requests**"
     + (f" (the first size where a decoder's mean held-out success reaches "
        f"{para_cfg['read_level']:.1f})"
        if max(para_mean[n_read]) >= para_cfg["read_level"]
        else " (no size reaches the level, so the largest)")
-    + f"; the SQL baseline there is {ARM_NAME[sql_arm].lower()} decoding. "
+    + f"; the SQL baseline there is {ARM_NAME[sql_arm]} decoding. "
     "DSL minus SQL, "
     "per seed, with the paired 95 % bootstrap interval over the held-out requests: "
     + ", ".join(f"{g:+.3f} [{lo:+.3f}, {hi:+.3f}]" for g, lo, hi in para_boot.values())
     + f"; pooled over the seeds {pooled[0]:+.3f} [{pooled[1]:+.3f}, {pooled[2]:+.3f}]. "
-    f"At {n_trains[-1]} training requests (same baseline rule) it is "
-    + ", ".join(f"{g:+.3f}" for g in gain_at(n_trains[-1])) + " per seed."))
+    + (f"At {n_trains[-1]} training requests (same baseline rule) it is "
+       + ", ".join(f"{g:+.3f}" for g in gain_at(n_trains[-1])) + " per seed. "
+       if n_read != n_trains[-1] else "")
+    + "The grammar mask lowers the share of SQL answers that execute an invalid "
+    "query from " + ", ".join(f"{free:.3f}" for free in p_inv["sql_free"])
+    + " to " + ", ".join(f"{g:.3f}" for g in p_inv["sql_grammar"])
+    + f" (n_train {', '.join(map(str, n_trains))}; the DSL's verifier: "
+    + ", ".join(f"{x:.3f}" for x in p_inv["dsl_constrained"]) + "), yet its success "
+    "moves by at most "
+    + f"{max(abs(a - b) for a, b in zip(suc['sql_grammar'], suc['sql_free'])):.3f}: "
+    "a query the grammar forces into shape is rarely the right one. By held-out frame "
+    f"(at {n_read}, mean over seeds), success of the DSL agent is "
+    + ", ".join(f"{v:.3f} (frame {k})" for k, v in by_frame["dsl_constrained"].items())
+    + " and of the SQL baseline "
+    + ", ".join(f"{v:.3f} (frame {k})" for k, v in by_frame[sql_arm].items())
+    + ". For comparison, case 4's agents on templated requests (300 training "
+    "requests, 1000 steps) reach "
+    f"{agent_res['DSL, constrained decoding'].success_K.mean():.3f} (DSL, constrained) "
+    f"and {agent_res['SQL, free decoding'].success_K.mean():.3f} (SQL, free)."))
 
 # %% [markdown]
 # ### Where the learned agents go wrong
@@ -1426,13 +1452,16 @@ display(Markdown(
 # An earlier version of this case trained without an anchor at a learning rate of 1e-3 and one sample per <!-- paper -->
 # request: every arm *lost* held-out success and forgot its supervised requests, so the comparison measured
 # drift, not credit (numbers below, from its diagnosis). The experiment is now set up as RL fine-tuning is
-# done in practice, fixed before any of its runs was read:
+# done in practice, fixed before any of its runs was read (except the anchor strength, see below):
 #
 # * **several samples per request with a per-request baseline** (RLOO): each step draws 8 requests and samples
 #   4 programs for each; sample `i` gets the advantage `A_i = R_i − mean(R_j, j ≠ i)` over its own request's
 #   other samples, so an easy request does not reward every program written for it;
-# * **a KL anchor to the warm start**: the loss adds `β · KL(π ‖ π_warm)` (β = 0.05, exact over the output <!-- paper -->
+# * **a KL anchor to the warm start**: the loss adds `β · KL(π ‖ π_warm)` (β = 0.2, exact over the output <!-- paper -->
 #   vocabulary at every sampled position), and Adam runs at a learning rate of 1e-4, for 600 steps; <!-- paper -->
+#   the anchor was first set to β = 0.05; with it one seed of three drifted below the `no_drift` bar, and a <!-- paper -->
+#   one-seed probe at β = 0.2 kept both arms above it, so every arm and seed was rebuilt at β = 0.2 (the <!-- paper -->
+#   bar unchanged; the switch was decided on the condition, whatever the claim read);
 # * two arms from the same warm start, with the same requests, samples and budget:
 #   **sparse** (every token of program `i` gets `A_i`) and **per-token credit**, which is *blame-conserving*:
 #   a program the verifier accepts is scored as in sparse; a rejected one keeps the same total blame
@@ -1444,7 +1473,7 @@ display(Markdown(
 # divided by the budget: the mean held-out success over the run), which needs no censoring. Its condition,
 # `no_drift`, is fixed in advance: at every evaluation, both arms still answer their supervised requests
 # correctly at least 90 % of the time. The numbers come from `data/05_dsl_harness/make_credit.py` (about
-# 6 minutes per seed on one core), which stores the curves and the per-request outcomes, not the weights;
+# 3 minutes per seed on one core), which stores the curves and the per-request outcomes, not the weights;
 # quick mode trains a tiny version live. The advantages, as the learner uses them (`group_advantages`):
 
 # %%
@@ -2025,8 +2054,8 @@ rec.save()
 # * Case 5's outcome check compares rows as multisets, so it rewards programs that differ from the gold one in
 #   clauses without effect on the rows (an `order` without a `limit`, a `limit` above the row count); both arms
 #   see the same check, so it does not favour either.
-# * Case 5 has one warm start size (200 labelled intents), one anchor strength (β = 0.05), one learning rate <!-- paper -->
-#   and one budget (600 steps), all fixed before the runs; the anchor keeps the policies near their warm start
+# * Case 5 has one warm start size (200 labelled intents), one anchor strength (β = 0.2, raised from 0.05 <!-- paper -->
+#   after one seed drifted, see case 5), one learning rate and one budget (600 steps); the anchor keeps the policies near their warm start
 #   by design, so the claim compares two bounded moves. Supervised replay instead of the anchor was not tried.
 # * The grammar-constrained SQL decoder knows the SQL grammar and the schema's names, not scopes or types (a
 #   decoder that did would be a verifier for SQL, the DSL's verifier in another syntax); the templated
