@@ -368,14 +368,35 @@ def _curves(history: Any) -> dict[str, dict[str, list[float]]]:
         if hasattr(val, "loss") and hasattr(val, "evals"):
             for k, c in _curves(val).items():
                 out[f"{key}/{k}"] = c
-        elif isinstance(val, Mapping) and set(val) == {"step", "value"}:
-            out[key] = _points(list(zip(val["step"], val["value"])), f"history[{key!r}]")
+        elif isinstance(val, Mapping) and {"step", "value"} <= set(val) <= _CURVE_KEYS:
+            out[key] = _curve(val, f"history[{key!r}]")
         else:
             seq = list(val)
             if seq and isinstance(seq[0], (tuple, list)):
                 out[key] = _points(seq, f"history[{key!r}]")
             else:
                 out[key] = subsample([V.number(f"history[{key!r}] value", x, finite=False) for x in seq])
+    return out
+
+
+_CURVE_KEYS = {"step", "value", "min", "max"}
+
+
+def _curve(val: Mapping, what: str) -> dict[str, list[float]]:
+    """A curve given as a mapping (what :func:`subsample` returns): ``step`` and ``value``, optionally a binned
+    curve's ``min`` and ``max`` band, all of one length; kept whole (thinned to ``MAX_POINTS`` like pairs)."""
+    cols = {k: list(val[k]) for k in ("step", "value", "min", "max") if k in val}
+    n = len(cols["step"])
+    for k, c in cols.items():
+        if len(c) != n:
+            raise ValueError(f"{what}[{k!r}] must have one entry per step ({n}), got {len(c)}")
+    out = _points(list(zip(cols["step"], cols["value"])), what)
+    if len(cols) > 2:
+        idx = (np.linspace(0, n - 1, MAX_POINTS).round().astype(int) if n > MAX_POINTS
+               else np.arange(n))
+        for k in ("min", "max"):
+            if k in cols:
+                out[k] = [V.number(f"{what}[{k!r}]", cols[k][i], finite=False) for i in idx]
     return out
 
 

@@ -576,3 +576,16 @@ def test_subsample_keeps_a_spike_the_mean_smooths():
     assert len(c["min"]) == len(c["max"]) == len(c["step"]) == 100
     short = ck.subsample([1.0, 2.0])
     assert set(short) == {"step", "value"}  # an unbinned curve is kept as it is
+
+
+def test_save_accepts_a_subsampled_curve_and_keeps_its_band(tmp_path):
+    v = np.linspace(2.0, 1.0, 5_000)
+    v[2_501] = 40.0
+    c = ck.subsample(v, max_points=50)
+    curves = ck._curves({"loss/0": c})
+    assert curves["loss/0"]["step"] == c["step"] and curves["loss/0"]["value"] == c["value"]
+    assert max(curves["loss/0"]["max"]) == 40.0 and curves["loss/0"]["min"] == c["min"]
+    with pytest.raises(ValueError, match="one entry per step"):
+        ck._curves({"loss/0": {**c, "max": c["max"][:-1]}})
+    with pytest.raises((ValueError, TypeError)):
+        ck._curves({"loss/0": {**c, "extra": c["max"]}})
