@@ -35,7 +35,7 @@
 # | agent | LLM agents (discussed, not run) | a **noisy policy**: the gold action with each decision wrong with probability ε (its success has a closed form), a tabular REINFORCE policy, and a **learned agent**: a 2-layer transformer (≈0.1 M parameters) trained on 300 request → program pairs, tested on 300 held-out requests, and the same on 25–300 paraphrased requests, tested on 300 paraphrases in unseen sentence frames and wording, against SQL with free or grammar-constrained decoding; a smaller one trained by RL (4 samples per request, a KL anchor to its warm start) on 100 unlabelled requests with sparse or per-token credit |
 # | domains | a lifecycle × domain analysis (SQL, planning, proofs, infrastructure, …) | SQLite queries (300 intents), Blocksworld with 5 blocks, learning to write one query |
 # | evidence | argument and targeted case studies | measured success rates, invalid actions reaching execution, retries, learning curves |
-# | hardware | none | 2 CPU cores, a few minutes |
+# | hardware | none | 2 CPU cores, a few minutes (the stored checkpoints: `make data NB=05_dsl_harness`, about 30 minutes on one core) |
 #
 # :::{note}
 # **What is ours, not the paper's.** The paper's text and case studies were not available to us; only its
@@ -841,7 +841,7 @@ rec.check(
 #   X`), which is as much position information as SQLite gives. Both repairs do the same thing with it: ban that
 #   token at that position and let the model decode again from there.
 #
-# The default run loads the trained weights (`data/05_dsl_harness/make_agents.py`, a few minutes on one core);
+# The default run loads the trained weights (`data/05_dsl_harness/make_agents.py`, about 9 minutes on one core);
 # quick mode trains tiny models live, so its numbers say nothing.
 
 # %%
@@ -1000,8 +1000,9 @@ plt.show()
 # * **wording**: every function, column, operator, order and limit has two or three synonyms (`mean` /
 #   `average`, `over` / `more than`, …), all of which occur in training; every held-out request also opens with
 #   a filler phrase (`kindly`, `could you`, `report`) whose words **never** occur in training. A model trained
-#   from scratch has no meaning for a word it never saw, so held-out wording can only be noise it has to ignore;
-#   synonyms it must map come from training.
+#   from scratch has no meaning for a word it never saw (it enters as an embedding that training never
+#   updated), so held-out wording can only be noise it has to ignore; synonyms it must map come from training.
+#   One unseen word is not filler: frame 4 introduces its conditions with `whose`.
 #
 # The programs are case 4's (the first 300 of its stream for training, the next `n_test` held out), so only the
 # phrasing changed. Per seed and interface one agent is trained on each of **25, 50, 100 and 300** paraphrased
@@ -1016,14 +1017,17 @@ plt.show()
 #   know which column belongs to which table, nor types). Every query it writes parses; SQLite still rejects a
 #   column that is not in scope, and repair handles that as before.
 #
-# **Reading rule**, fixed in the checkpoint's config before any run: `learned_success_gain` is read at the
-# smallest training-set size at which either agent's best decoder reaches a mean held-out success of 0.5 (the <!-- paper -->
-# largest size if none does), where a gain is still possible; the SQL baseline there is the better of its two
-# decoders (mean over seeds). Per seed the gain comes with a **paired bootstrap interval** over the held-out
-# requests, and the claim holds at a seed only if the interval's lower end is above 0. With 300 held-out
-# requests the interval's half-width is a few points, so a gain of 0.05 is resolvable. <!-- paper -->
+# **Reading rule**, fixed with the checkpoint's config (`read_level`) and `read_n_train` and committed with the
+# data: `learned_success_gain` is read at the smallest training-set size at which either agent's best decoder
+# reaches a mean held-out success of 0.5, where a gain is still possible; **if no size reaches it, at the <!-- paper -->
+# largest size**. That fallback is the rule's, not the issue's: the issue asked for the reading at an agent
+# that answers at least half of the held-out requests, and the rule names no condition that would make the
+# claim inconclusive below that level. The SQL baseline there is the better of its two decoders (mean over
+# seeds). Per seed the gain comes with a **paired bootstrap interval** over the held-out requests, and the claim
+# holds at a seed only if the interval's lower end is above 0. How wide those intervals came out, and so which
+# gain one seed can resolve, is in the reading below.
 #
-# The training and scoring (24 agents, about 25 minutes on one core) run in
+# The training and scoring (24 agents, about 10 minutes on one core: about 3 minutes per seed) run in
 # `data/05_dsl_harness/make_paraphrase.py`, which stores the per-request outcomes, not the weights; quick mode
 # trains tiny agents live. Requests of one held-out program, before and after:
 
@@ -1174,17 +1178,33 @@ frame_of = np.array([4 if " : " in it.request else 5 for it in p_test])
 by_frame = {a: {f: np.mean([para_out[a, n_read, s][0][frame_of == f].mean()
                             for s in para_seeds]) for f in (4, 5)}
             for a in para_arms}
+# answers the grammar mask made executable (free SQL executed an invalid query, the
+# masked decoder of the same agent did not), all sizes and seeds, and how many are right
+resc = [(para_out["sql_free", n, s][2] & ~para_out["sql_grammar", n, s][2],
+         para_out["sql_grammar", n, s][0]) for n in n_trains for s in para_seeds]
+n_resc, n_resc_ok = sum(int(r.sum()) for r, _ in resc), sum(int((r & ok).sum())
+                                                          for r, ok in resc)
+half = np.array([(hi - lo) / 2 for _, lo, hi in para_boot.values()])
+best_read = max(para_mean[n_read])
 display(Markdown(
     f"**Reading.** The rule reads the comparison at **{n_read} training requests**"
     + (f" (the first size where a decoder's mean held-out success reaches "
        f"{para_cfg['read_level']:.1f})"
-       if max(para_mean[n_read]) >= para_cfg["read_level"]
-       else " (no size reaches the level, so the largest)")
+       if best_read >= para_cfg["read_level"]
+       else f" (no size reaches {para_cfg['read_level']:.1f}, so the rule's fallback, "
+       f"the largest; the best decoder there answers {best_read:.0%} of the held-out "
+       "requests, so both agents fail on most of them and the comparison is read below "
+       "the level the issue asked for)")
     + f"; the SQL baseline there is {ARM_NAME[sql_arm]} decoding. "
     "DSL minus SQL, "
     "per seed, with the paired 95 % bootstrap interval over the held-out requests: "
     + ", ".join(f"{g:+.3f} [{lo:+.3f}, {hi:+.3f}]" for g, lo, hi in para_boot.values())
     + f"; pooled over the seeds {pooled[0]:+.3f} [{pooled[1]:+.3f}, {pooled[2]:+.3f}]. "
+    + f"The per-seed intervals' half-widths are {', '.join(f'{h:.3f}' for h in half)}"
+    + (": a per-seed gain of 0.05 would not be resolved; " if half.min() > 0.05
+       else ": a per-seed gain of 0.05 would be resolved; " if half.max() <= 0.05
+       else ": a per-seed gain of 0.05 would be resolved at some seeds only; ")
+    + f"the pooled one's is {(pooled[2] - pooled[1]) / 2:.3f}. "
     + (f"At {n_trains[-1]} training requests (same baseline rule) it is "
        + ", ".join(f"{g:+.3f}" for g in gain_at(n_trains[-1])) + " per seed. "
        if n_read != n_trains[-1] else "")
@@ -1195,11 +1215,19 @@ display(Markdown(
     + ", ".join(f"{x:.3f}" for x in p_inv["dsl_constrained"]) + "), yet its success "
     "moves by at most "
     + f"{max(abs(a - b) for a, b in zip(suc['sql_grammar'], suc['sql_free'])):.3f}: "
-    "a query the grammar forces into shape is rarely the right one. By held-out frame "
+    f"of the {n_resc} answers (all sizes and seeds) that free decoding executed "
+    "invalid "
+    f"and the mask made executable, {n_resc_ok} "
+    + ("is" if n_resc_ok == 1 else "are")
+    + (" right, so here a query the grammar forces into shape is rarely the right "
+       "one. " if n_resc and n_resc_ok <= 0.1 * n_resc else " right. ")
+    + "By held-out frame "
     f"(at {n_read}, mean over seeds), success of the DSL agent is "
     + ", ".join(f"{v:.3f} (frame {k})" for k, v in by_frame["dsl_constrained"].items())
     + " and of the SQL baseline "
     + ", ".join(f"{v:.3f} (frame {k})" for k, v in by_frame[sql_arm].items())
+    + (" (frame 4 introduces its conditions with *whose*, a word no training request "
+       "holds)" if "whose" in unseen else "")
     + ". For comparison, case 4's agents on templated requests (300 training "
     "requests, 1000 steps) reach "
     f"{agent_res['DSL, constrained decoding'].success_K.mean():.3f} (DSL, constrained) "
@@ -1461,7 +1489,9 @@ display(Markdown(
 #   vocabulary at every sampled position), and Adam runs at a learning rate of 1e-4, for 600 steps; <!-- paper -->
 #   the anchor was first set to β = 0.05; with it one seed of three drifted below the `no_drift` bar, and a <!-- paper -->
 #   one-seed probe at β = 0.2 kept both arms above it, so every arm and seed was rebuilt at β = 0.2 (the <!-- paper -->
-#   bar unchanged; the switch was decided on the condition, whatever the claim read);
+#   bar unchanged; the switch was decided on the condition, whatever the claim read). The claim's numbers at
+#   β = 0.05 had been read before the switch: their per-seed signs were the same as below (−, +, −, the third <!-- paper -->
+#   seed then inconclusive by `no_drift`), so the switch did not turn the verdict;
 # * two arms from the same warm start, with the same requests, samples and budget:
 #   **sparse** (every token of program `i` gets `A_i`) and **per-token credit**, which is *blame-conserving*:
 #   a program the verifier accepts is scored as in sparse; a rejected one keeps the same total blame
@@ -1924,15 +1954,18 @@ NOTES = {
     "filter_reaches_level": "the other half of learning_signal_gain: an arm that "
     "never reaches the level has no step count, so its ratio is not a speedup.",
     "learned_success_gain": f"read at n_train = {n_read} (rule: smallest size where "
-    f"a decoder's mean held-out success reaches {para_cfg['read_level']}); SQL "
-    f"baseline: {ARM_NAME[sql_arm]}. Per seed, gain [95 % paired bootstrap]: "
+    f"a decoder's mean held-out success reaches {para_cfg['read_level']}, else the "
+    "largest" + ("" if best_read >= para_cfg["read_level"] else
+                 f"; no size reached it, best mean there {best_read:.3f}, so it is "
+                 "read below the level the issue asked for, by the rule's fallback")
+    + f"); SQL baseline: {ARM_NAME[sql_arm]}. Per seed, gain [95 % paired bootstrap]: "
     + ", ".join(f"{g:+.3f} [{lo:+.3f}, {hi:+.3f}]" for g, lo, hi in para_boot.values())
     + f"; pooled {pooled[0]:+.3f} [{pooled[1]:+.3f}, {pooled[2]:+.3f}]. Held-out "
     "success there: " + "; ".join(
         f"{ARM_NAME[a]} " + ", ".join(f"{para_out[a, n_read, q][0].mean():.3f}"
                                       for q in para_seeds) for a in para_arms)
-    + f". At n_train = {n_trains[-1]}: gain " + ", ".join(
-        f"{g:+.3f}" for g in gain_at(n_trains[-1]))
+    + (f". At n_train = {n_trains[-1]}: gain " + ", ".join(
+        f"{g:+.3f}" for g in gain_at(n_trains[-1])) if n_read != n_trains[-1] else "")
     + ". On case 4's templated requests (300 training requests, free SQL with "
     f"repair): gain {(dsl_c.success_K - sql_f.success_K).mean():+.3f}; DSL right and "
     f"SQL wrong {pair_w}, the reverse {pair_l} over {len(a_test)} intents × "
@@ -1953,7 +1986,11 @@ NOTES = {
     + ", ".join(f"{x:.3f}" for x in cov_type.executed_invalid)
     + " per seed (full verifier: "
     + ", ".join(f"{x:.3f}" for x in cov_full.executed_invalid)
-    + "); the drop cannot exceed how often the agent writes a type error.",
+    + "); the drop cannot exceed how often the agent writes a type error, and it is "
+    "below 0 only if a program the type checks reject returns the gold rows, so the "
+    "claim fails only by a zero drop. In requests per seed: " + ", ".join(
+        f"{round(x * len(a_test))}" for x in cov_full.success_K - cov_type.success_K)
+    + f" of {len(a_test)}.",
     "bits_per_intent_ratio": f"DSL {bits['dsl'].mean():.2f} bits, SQL "
     f"{bits['sql'].mean():.2f} bits per held-out intent (mean over seeds).",
     "structured_credit_auc_gain": "AUC of held-out greedy success per seed: "
@@ -2006,7 +2043,8 @@ record([  # id, statement, paper, measured, op, target, unit, baseline, given
      "wording), a learned agent answers more often through the DSL (verifier-"
      "constrained decoding + repair) than through SQL (its better decoder, free or "
      "grammar-constrained, with SQLite-guided repair), at the smallest training-set "
-     "size where either reaches 0.5; held where the paired interval excludes 0",
+     "size where either reaches 0.5 (the largest if none does); held where the paired "
+     "interval excludes 0",
      f"higher success through a DSL + verifier {NO_NUMBER}", list(para_low), ">", 0.0,
      f"lower end of the 95 % paired bootstrap interval of the held-out success gain "
      f"({len(p_test)} requests, n_train = {n_read})", list(para_sql),
@@ -2059,4 +2097,15 @@ rec.save()
 #   by design, so the claim compares two bounded moves. Supervised replay instead of the anchor was not tried.
 # * The grammar-constrained SQL decoder knows the SQL grammar and the schema's names, not scopes or types (a
 #   decoder that did would be a verifier for SQL, the DSL's verifier in another syntax); the templated
-#   comparison of case 4 has no grammar-constrained arm.
+#   comparison of case 4 has no grammar-constrained arm. A practitioner's strongest constrained SQL decoder
+#   (PICARD-style incremental parsing with scope checks) was not built; it would only make the SQL baseline
+#   stronger, against a DSL gain that this run does not resolve.
+# * `learned_success_gain` is read by the rule's fallback when no training-set size brings an agent to 0.5 <!-- paper -->
+#   held-out success (the reading above says whether that happened). Then both agents fail on most held-out
+#   requests, mostly because they do not carry what they learned to the two unseen sentence frames, and the
+#   claim compares two agents outside the regime the issue meant (an agent that mostly works). The rule names no
+#   condition for this case, so its verdict is recorded as measured; read it as "no resolvable gain for agents
+#   that mostly fail on unseen frames", not as "no gain for a competent agent". Larger training sets, more
+#   steps or pretrained word embeddings were not tried. Whether one seed's 300 held-out requests resolve the
+#   issue's target gain of 0.05 is read off the run (the reading gives the intervals' half-widths, per seed <!-- paper -->
+#   and pooled), not assumed.
