@@ -166,7 +166,11 @@ plt.show()
 # cannot tell a good explanation from a salient object. The localisation claims rest on the condition
 # `needs_the_model`: the best of these maps stays at patch AUROC ≤ 0.75 on every target (fixed in advance). The <!-- paper -->
 # same images *without* the distractors (the label object alone on its texture, the chapter's first design) are
-# the negative control: there a model-free map finds the object.
+# the negative control: there a model-free map finds the object. A reviewer's further try, reported beside the
+# condition but not part of it (the condition's five maps were fixed before the runs): maps that know the layout
+# (one object per quadrant) but no class, scoring each quadrant by its densest or its thinnest stroke
+# (`ev.object_stroke_maps`). With a box mask they score whole quadrants, so they test whether a class-agnostic cue
+# already says *which object*.
 
 # %%
 free_auc = pd.DataFrame(
@@ -177,8 +181,16 @@ free_auc["best, no distractors"] = [
     max(ev.model_free_aurocs(ev.make_domain(t, n_test, 1, distractors=False)).values())
     for t in TARGETS
 ]
+for t in TARGETS:  # the layout-aware, class-agnostic maps (not in the condition)
+    for k, v in ev.object_stroke_maps(test[t].images).items():
+        free_auc.loc[t, f"{k} (layout)"] = ev.patch_auroc(v, test[t].mask)
 display(free_auc.round(3).style.set_caption("model-free maps, patch AUROC per target"))
 contrast_auc = free_auc["best"].to_dict()
+stroke_auc = free_auc[
+    ["densest stroke (layout)", "thinnest stroke (layout)"]
+].max(axis=1)
+print("layout-aware stroke maps above 0.75:",
+      {t: round(v, 3) for t, v in stroke_auc[stroke_auc > 0.75].items()} or "none")
 
 # %% [markdown]
 # ## 2. The method
@@ -491,9 +503,12 @@ def faithfulness(s, name):
     }
     rows = []
     for label, (mp, m) in maps.items():
-        d, i = ev.deletion_insertion(ev.true_prob(m, te_.classes, y), x, mp)
+        prob = ev.true_prob(m, te_.classes, y)
+        d, i = ev.deletion_insertion(prob, x, mp)
+        db, ib = ev.deletion_insertion(prob, x, mp, fill="blur")
         rows.append(dict(seed=s, target=name, map=label, auroc=ev.patch_auroc(mp, msk),
-                         deletion=d, insertion=i,
+                         deletion=d, insertion=i, **{"deletion (blur)": db,
+                                                     "insertion (blur)": ib},
                          inferences=n_coalitions if label == "Kernel SHAP" else 1,
                          cpu_s=t_shap if label == "Kernel SHAP" else np.nan))
     return rows, (x, msk, {k: v[0] for k, v in maps.items()})
@@ -507,23 +522,31 @@ for s in seeds:
         if s == seeds[0]:
             shap_maps[name] = first
 faith = pd.DataFrame(faith)
-display(faith.groupby("map")[["auroc", "deletion", "insertion", "inferences"]].mean()
+display(faith.groupby("map")[["auroc", "deletion", "insertion", "deletion (blur)",
+                              "insertion (blur)", "inferences"]].mean()
         .round(3)
         .style.set_caption("mean over seeds and targets (deletion lower is better)"))
-del_ratio = {
-    s: float(
-        faith[(faith.seed == s) & (faith["map"] == "transferred")].deletion.mean()
-        / faith[(faith.seed == s) & (faith["map"] == "Kernel SHAP")].deletion.mean())
-    for s in seeds}
-grad_ratio = {
-    s: float(
-        faith[(faith.seed == s) & (faith["map"] == "gradient×input (transferred)")]
-        .deletion.mean()
-        / faith[(faith.seed == s) & (faith["map"] == "Kernel SHAP")].deletion.mean())
-    for s in seeds}
+
+
+# %%
+def shap_ratio(label, col="deletion"):
+    """Per seed: a map's mean deletion AUC over Kernel SHAP's, on the same model."""
+    def mean(s, lab):
+        return faith[(faith.seed == s) & (faith["map"] == lab)][col].mean()
+
+    return {s: float(mean(s, label) / mean(s, "Kernel SHAP")) for s in seeds}
+
+
+del_ratio = shap_ratio("transferred")
+grad_ratio = shap_ratio("gradient×input (transferred)")
+# the same ratio with a blurred fill (SHAP is still fitted to the mean fill)
+blur_ratio = {lab: shap_ratio(lab, "deletion (blur)")
+              for lab in ("transferred", "gradient×input (transferred)")}
 print("deletion AUC ratio to Kernel SHAP on θ_T + λτ, per seed: transferred map",
       {k: round(v, 3) for k, v in del_ratio.items()}, "| gradient×input",
-      {k: round(v, 3) for k, v in grad_ratio.items()})
+      {k: round(v, 3) for k, v in grad_ratio.items()},
+      "| with a blurred fill:", {k: {s: round(v, 3) for s, v in d.items()}
+                                 for k, d in blur_ratio.items()})
 
 # %% [markdown]
 # A saliency grid for three targets (seed 0): the image, the label-deciding region, and each map.
@@ -789,10 +812,20 @@ improved = [float(np.mean([gain[(s, t)] > 0 for t in TARGETS])) for s in seeds]
 grad_beats = [float(np.mean([aurocs[(s, t, "gradient×input")] > aurocs[(s, t, "λ=0.0")]
                              for t in TARGETS]))
               for s in seeds]
+gmag_beats = [float(np.mean([aurocs[(s, t, "|gradient|")] > aurocs[(s, t, "λ=0.0")]
+                             for t in TARGETS]))
+              for s in seeds]
+# the paper's comparison: the transferred map against θ_T's own map only
+beats_own = [float(np.mean([aurocs[(s, t, f"λ={lam}")] > aurocs[(s, t, "λ=0.0")]
+                            for t in TARGETS]))
+             for s in seeds]
 acc_change = [float((at.loc[s].acc - at0.loc[s].acc).mean()) for s in seeds]
 notes = {}  # the numbers each claim carries beside its verdict
 notes["targets_improved"] = (
-    "baseline: share of targets where gradient×input beats θ_T's own map; "
+    "baseline: share of targets where |gradient| (the strongest baseline) beats "
+    "θ_T's own map; the transferred map beats θ_T's own map alone (the paper's "
+    "comparison) on a share "
+    + ", ".join(f"{v:.2f}" for v in beats_own) + " per seed; "
     "mean AUROC over seeds and targets: "
     f"transferred {sw[sw.lam == lam].auroc.mean():.3f}, "
     f"θ_T's map {sw[sw.lam == 0].auroc.mean():.3f}, "
@@ -816,6 +849,10 @@ notes["faithfulness_vs_kernel_shap"] = (
     f"{faith[faith['map'] == 'Kernel SHAP'].auroc.mean():.3f}; the one-pass "
     "competitor, gradient×input on the same model, deletion ratio per seed: "
     + ", ".join(f"{grad_ratio[s]:.2f}" for s in seeds)
+    + "; with a blurred fill (2 px) instead of the mean, ratio per seed: transferred "
+    + ", ".join(f"{blur_ratio['transferred'][s]:.2f}" for s in seeds)
+    + ", gradient×input "
+    + ", ".join(f"{blur_ratio['gradient×input (transferred)'][s]:.2f}" for s in seeds)
 )
 notes["relatedness_predicts_gain"] = (
     f"{len(TARGETS)} targets on {feat.relatedness.nunique()} levels (ties); "
@@ -872,7 +909,7 @@ rec.claim(
     measured=improved,
     op=">=", target=0.6,
     unit="share of targets improved",
-    baseline=grad_beats,
+    baseline=gmag_beats,
     note=notes["targets_improved"],
     given=LOC,
 )
@@ -944,6 +981,12 @@ for s in seeds:
         tiny_loss &= max(v) < 0.05
         flat_fail.append(f"seed {s}: {worst[5:]}, plateau {train.plateau(curves[worst]):.3f}, "
                          f"loss never above {max(v):.3f}")
+out_idx = sorted({i for c in rec.claims for i in c.inconclusive_seeds})
+kept = [s for i, s in enumerate(seeds) if i not in out_idx]
+seeds_line = (f" Every verdict below rests on seed{'s' if len(kept) > 1 else ''} "
+              + ", ".join(map(str, kept)) + f" only ({len(kept)} of {len(seeds)}); "
+              "the numbers of every seed are still shown." if out_idx and kept else "")
+leaky = stroke_auc[stroke_auc > 0.75]
 acc_vs_lam = ", ".join(f"λ = {lm}: {(sw[sw.lam == lm].acc.mean() - sw[sw.lam == 0].acc.mean()):+.3f}"
                        for lm in lams[1:])
 display(Markdown(
@@ -951,33 +994,50 @@ display(Markdown(
     f"over the targets, so the condition `needs_the_model` is **{cond['needs_the_model']}**: "
     + ("the localisation claims cannot tell a good explanation from a salient object here, and are "
        "inconclusive wherever it fails. " if cond["needs_the_model"] != "met" else
-       "the localisation benchmark needs a model. ")
+       "the localisation benchmark needs a model, as far as those five maps go. ")
+    + ("A class-agnostic map that knows the one-object-per-quadrant layout, though, scores "
+       + ", ".join(f"{t} {v:.2f}" for t, v in leaky.items())
+       + " (section 1): there the label object is the thinnest- or thickest-stroked of the four, so on "
+       "those targets a box-level AUROC does not need the model either; the condition, fixed before the "
+       "runs, does not include these maps. " if len(leaky) else "")
     + f"The models trained to a flat loss: **{cond['models_converged']}**"
     + (" (failing at " + "; ".join(flat_fail)
        + (": a loss near zero from its first step, so the plateau ratio divides step noise by a tiny "
           "drop; the claims leave that seed out all the same)" if tiny_loss else ")")
        if flat_fail else "")
     + f"; every θ_T fits its domain: "
-    f"**{cond['targets_fit']}**. At λ = {lam} the transferred map's mean patch AUROC is {auc_tr:.2f}, against "
+    f"**{cond['targets_fit']}**." + seeds_line + f" At λ = {lam} the transferred map's mean patch AUROC is {auc_tr:.2f}, against "
     f"{auc_own:.2f} for θ_T's own map, {auc_grad:.2f} for gradient × input and {auc_gmag:.2f} for |gradient| on "
     "θ_T; it beats all three on "
     + ", ".join(f"{round(v * nT)}" for v in improved) + f" of {nT} targets (seeds {seeds}; `targets_improved`: "
     f"{verdict['targets_improved']}), while gradient × input beats θ_T's own map on "
-    + ", ".join(f"{round(v * nT)}" for v in grad_beats) + ". Mean accuracy changes by "
+    + ", ".join(f"{round(v * nT)}" for v in grad_beats) + "; against θ_T's own map alone, the paper's "
+    "comparison, the transferred map is better on " + ", ".join(f"{round(v * nT)}" for v in beats_own)
+    + ". Mean accuracy changes by "
     + ", ".join(f"{v:+.3f}" for v in acc_change) + f" against θ_T's {np.mean(at0.acc):.2f} "
     f"(`accuracy_preserved`: {verdict['accuracy_preserved']}); against λ, the mean change is {acc_vs_lam}. On the same model as Kernel SHAP, the transferred "
     f"map's AUROC is {fa.auroc['transferred']:.2f} against SHAP's {fa.auroc['Kernel SHAP']:.2f}, and its deletion "
     "AUC is " + ", ".join(f"{del_ratio[s]:.2f}" for s in seeds) + "× SHAP's per seed (insertion "
     f"{fa.insertion['transferred']:.2f} vs {fa.insertion['Kernel SHAP']:.2f}; `faithfulness_vs_kernel_shap`: "
     f"{verdict['faithfulness_vs_kernel_shap']}); gradient × input on that model gives "
-    + ", ".join(f"{grad_ratio[s]:.2f}" for s in seeds) + "×. Keep in mind that SHAP is fitted to the very "
+    + ", ".join(f"{grad_ratio[s]:.2f}" for s in seeds) + "×. With a blurred fill instead of the mean (a check the "
+    "issue asked for; the claim keeps the mean fill fixed before the runs) the transferred map's ratio is "
+    + ", ".join(f"{blur_ratio['transferred'][s]:.2f}" for s in seeds) + " and gradient × input's "
+    + ", ".join(f"{blur_ratio['gradient×input (transferred)'][s]:.2f}" for s in seeds)
+    + ". Keep in mind that SHAP is fitted to the very "
     f"patch-to-mean perturbation the metric applies. The gain over θ_T's own map is larger for classes the "
     f"source saw than for unseen ones on {seen_more} of {nT} targets (seen {rng_(split['auroc seen'])}, unseen "
     f"{rng_(split['auroc unseen'])}): part of what τ carries is tied to the source's classes when that count is "
     "high. The relatedness Spearman is " + ", ".join(f"{v:.2f}" for v in rel_rho.values())
     + f" (`relatedness_predicts_gain`: {verdict['relatedness_predicts_gain']}); without the level-0 marker "
     "targets " + ", ".join(f"{v:.2f}" for v in rel_rho_no0.values()) + ", and with the gain over θ_T's own map "
-    "only " + ", ".join(f"{v:.2f}" for v in rel_rho_own.values()) + ". The a-priori cosine predicts held-out "
+    "only " + ", ".join(f"{v:.2f}" for v in rel_rho_own.values()) + "; with relatedness measured (θ₀'s "
+    "feature MMD to the source, which the issue asked for) rather than the levels we assigned, "
+    + ", ".join(f"{v:.2f}" for v in rel_rho_mmd.values()) + ". The verdict uses the assigned levels, the "
+    "choice made before the runs, so the claim's outcome depends on that choice. "
+    + ("Every gain is negative, so what relatedness orders here is how much the transferred map loses to "
+       "the best baseline. " if max(gain.values()) < 0 else "")
+    + "The a-priori cosine predicts held-out "
     "gains with leave-one-target-out Spearman "
     + ", ".join(f"{v:.2f}" for v in loo.loc["cos(τ, τ_T)", [f"seed {s}" for s in seeds]])
     + f" (`apriori_signal`: {verdict['apriori_signal']}); with a random feature the same statistic has mean "
@@ -998,15 +1058,22 @@ display(Markdown(
     "\"striped\" had half its ink pixels dark and now a third, lighter. Those target models were trained again "
     "from the stored θ₀ of their seed (the manifest's `extra` lists them; a unit test checks that this gives "
     "the model a full run makes). The relevance mask is the label object's bounding box, not "
-    "its strokes: in a scene of four equally inked objects the question is *which object*, and no map that "
-    "only sees ink can answer it (section 1). Kernel SHAP explains only the transferred model "
+    "its strokes: in a scene of four equally inked objects the question is *which object*, and none of the five "
+    "per-patch ink maps of the condition answers it (section 1), but on "
+    + (f"{len(leaky)} targets a class-agnostic stroke-width cue that knows the layout does"
+       if len(leaky) else "no target does a layout-aware stroke-width cue either") + ". Kernel SHAP explains only the transferred model "
     "(not θ_T) and runs "
-    "on the first `n_shap` test images of each target. The relatedness levels are our design (the Spearman with a "
+    "on the first `n_shap` test images of each target. The claim's deletion replaces a patch by the image's "
+    "mean colour, a flat square no training image contains, so it mixes how much a patch mattered with how far "
+    "the fill pushes the model off its data (and Kernel SHAP is fitted to that same fill). The issue asked for "
+    "a blur or ROAD-style in-distribution fill as the primary metric; a blurred fill is reported beside the "
+    "claim (section 4, and the claim's note), ROAD's noisy linear imputation is not. The relatedness levels are our design (the Spearman with a "
     f"measured one, θ₀'s feature MMD to the source, is in the claim's note), and {nT} targets on {len(set(ev.RELATEDNESS[t] for t in TARGETS))} levels make "
     "the Spearman claims coarse. The images are synthetic; nothing here says how the vector behaves on "
     f"ImageNet. Pre-training covers every class on every texture, so θ₀ already classifies the source "
     f"({rng_(th0_src)} over seeds) before any fine-tuning: \"new background\" is new to the source, not to θ₀. "
     f"θ_T's own patch maps score mean AUROC {auc_own:.2f}"
     + (" (below chance: they point away from the object)" if auc_own < 0.5 else "")
-    + ", so λ = 0 is a weak baseline on its own; the claims therefore also compare with gradient × input."
+    + ", so λ = 0 is a weak baseline on its own; the claims therefore also compare with gradient × input and "
+    f"|gradient| ({auc_gmag:.2f}, the strongest), both computed on θ_T, the model a user already has."
 ))
