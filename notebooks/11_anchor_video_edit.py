@@ -614,8 +614,9 @@ per-frame editing's {S.loc['per-frame', 'warp_err']:.3f} and plain warping's
 {S.loc['flow warp', 'warp_err']:.3f}. Editing the keyframes separately changes AVE's warping error by
 {span(100 * sep_rel, '+.0f')}% compared with composing them, against
 {span(noise_d, '.4f')} from another draw of the sampling noise. That separate calls disagree is built into
-our toy editor (its choices depend on the frame it sees, plus a random draw per call), so
-`composition_helps` tests the size of the effect after propagation, not its existence.
+our toy editor (its choices depend on the frame it sees, plus a random draw per call), and any
+propagator that keeps its anchors carries it into the video: the check `composition_helps` only confirms
+that the effect is larger than the sampling noise; its size, not its existence, is the measurement.
 
 **Content fidelity and the estimated flow.** Outside the edit AVE reaches {S.loc['AVE', 'fid_psnr']:.1f} dB
 against the source (the claim's bar is 30 dB); warping with holes filled from the source reaches
@@ -704,10 +705,10 @@ plotting.live_controls(show_frame, edit=list(example), t=(0, T - 1))
 # with distance. We vary the number of composed keyframes and measure the PSNR against the ground-truth edited
 # video at the non-anchor frame farthest from any anchor.
 #
-# More anchors put every frame closer to one, so *any* propagator drifts less with more of them: the claim
-# `anchors_reduce_drift` is a bar that the geometry alone clears. What says something about the generator is
-# the comparison with the strongest warping baseline (flow warp + inpaint) from the same keyframes, drawn
-# dashed.
+# More anchors put every frame closer to one, so *any* propagator drifts less with more of them: that bar
+# is the geometry's, so `anchors_reduce_drift` is a check, not a claim. What says something about the
+# generator is the comparison with the strongest warping baseline (flow warp + inpaint) from the same
+# keyframes, drawn dashed: the claim `drift_vs_warping`.
 
 # %%
 drd = pd.DataFrame(drift_rows).groupby(["seed", "m"])[["mse", "mse_warp"]].mean()
@@ -843,8 +844,11 @@ display(Markdown(f"""
 {'; '.join(f"[{lo:.2f}, {hi:.2f}]" for lo, hi in zip(q_ave['lo'], q_ave['hi']))}); the slope is
 {span(q_ave['slope'], '.2f')} dB of video per dB of keyframe, against {span(q_warp['slope'], '.2f')} for
 flow warp + inpaint from the same keyframes. {q_word} The correlation itself is
-expected of any propagator that copies its anchors: what could break it is a propagator whose own error
-swamps the keyframes' (a flat curve), not one that tracks them.
+expected of any propagator that copies its anchors, and warp + inpaint, with no learned part, shows it as
+strongly (r {span(q_warp['r'], '.3f')} per seed): `editor_quality_correlation` holding supports the paper's
+decomposition (better keyframes, better video), not the generator. What could break it is a propagator
+whose own error swamps the keyframes' (a flat curve); five levels ordered by degradation make a Pearson r
+of 0.7 an easy bar.
 """))
 
 
@@ -1218,6 +1222,24 @@ for cid, what in (("fits_training_clips", "AVE"),
                   "at least as well as flow warp + inpaint",
                   note="training clips rebuilt from their own unedited keyframes")
 
+
+# %% tags=["remove-input"]
+def fifths(v):
+    """Mean of each fifth of a curve."""
+    v = np.asarray(v, dtype=float)
+    return [v[int(len(v) * a / 5):int(len(v) * (a + 1) / 5)].mean() for a in range(5)]
+
+
+mid_drop = [100 * (1 - f[3] / f[2]) for f in (fifths(curves[s][1]) for s in seeds)]
+lr_last = (1 + np.cos(np.pi * 0.8)) / 2  # cosine decay: learning rate left at 80% of training
+display(Markdown(f"""
+**What `converged` can and cannot say.** The propagators are trained with a cosine decay, so in the last
+fifth of training the learning rate is below {lr_last:.0%} of its peak and the loss can hardly move
+whatever the model's state: a flat end is partly the schedule's doing. One fifth earlier, at a larger learning rate, the loss was still falling
+({', '.join(f"{v:.0f}" for v in mid_drop)}% from the third to the fourth fifth, per seed). The condition is kept as fixed,
+but it does not show that longer training would not help; `fits_training_clips` is the informative one.
+"""))
+
 # %%
 ps = per_seed
 
@@ -1275,12 +1297,30 @@ CLAIMS = [  # id, statement, paper, measured, op, target, unit, baseline, given,
      "the issue's bar: within 0.1 dB"),
 ]
 
+# %% [markdown]
+# Two bars are met by construction, so they are checks, not claims: more anchors put the farthest frame closer
+# to one (any propagator gains), and our editor's separate calls disagree by design (any propagator that keeps
+# its anchors carries that disagreement into the video). What the generator adds to drift is the claim
+# `drift_vs_warping`, against flow warp + inpaint.
+
+# %%
+# per seed, averaged over the numbers of anchors
+drift_gap = (drift_psnr - drift_warp).mean(axis=1)
+rec.check("anchors_reduce_drift", float(gain_drift.min()), 0.0, op=">",
+          note="dB at the farthest frame, 5 vs 1 anchors, min over seeds")
+rec.check("composition_helps", float((comp - noise_ref).min()), 0.0, op=">",
+          note="AVE's warp error, separate - composed keyframes, minus the "
+          "sampling-noise reference; min over seeds")
+
 # %%
 CLAIMS += [
     ("temporal_consistency_vs_per_frame", "AVE is temporally more consistent than "
      "per-frame editing", "strong temporal consistency", tc, "<", 1.0,
      "warp error AVE / per-frame", S.loc["per-frame", "warp_err"], ("converged",),
-     "warp error " + ", ".join(
+     "per-frame editing is the weak baseline (our editor draws new parameters per "
+     "call, "
+     "so it flickers by design); the strongest is in temporal_consistency_vs_warping. "
+     "Warp error " + ", ".join(
          f"{k} {S.loc[k, 'warp_err']:.4f}"
          for k in ("first-frame", "flow warp", "flow warp + inpaint", "AVE"))),
     ("temporal_consistency_vs_warping", "AVE is temporally at least as consistent as "
@@ -1288,17 +1328,13 @@ CLAIMS += [
      "warp error AVE / flow warp + inpaint", S.loc["flow warp + inpaint", "warp_err"],
      ("converged",), "warping copies the anchors along one flow field, so it is "
      "consistent by construction; a generator must not add flicker on top"),
-    ("composition_helps", "Composing the keyframes into one editor call makes the "
-     "video more consistent",
-     "composed editing keeps the keyframes' edits consistent", comp,
-     ">", 0.0, "warp error, separate - composed", S.loc["AVE separate", "warp_err"],
-     ("converged",), f"relative {per(comp / m_('AVE', 'warp_err'), '.0%')}; "
-     f"sampling-noise reference {per(noise_ref, '.4f')}"),
-    ("anchors_reduce_drift", "More anchors reduce drift (5 vs 1 anchors, PSNR at the "
-     "farthest frame)", "anchors keep the video on the edit", gain_drift, ">", 0.0,
-     "dB gained at the farthest frame", gain_drift_w.mean(), ("converged",),
-     f"baseline: flow warp + inpaint's gain {per(gain_drift_w)} dB; the bar is "
-     "geometric (any propagator drifts less with more anchors)"),
+    ("drift_vs_warping", "At the frame farthest from any anchor, AVE stays closer to "
+     "the edit than flow warp + inpaint from the same keyframes (mean over 1, 2, 3, 5 "
+     "anchors)", "anchors keep the video on the edit", drift_gap, ">", 0.0,
+     "dB PSNR at the farthest frame, AVE - flow warp + inpaint",
+     drift_warp.values.mean(), ("converged", "fits_training_clips"),
+     f"from 1 to 5 anchors AVE gains {per(gain_drift)} dB, flow warp + inpaint "
+     f"{per(gain_drift_w)} dB (the geometric part, a check: anchors_reduce_drift)"),
     ("content_fidelity", "AVE leaves content outside the edit intact (PSNR vs source "
      "outside the edit)", "strong content fidelity", m_("AVE", "fid_psnr"), ">=", 30.0,
      "dB", S.loc[best_fid, "fid_psnr"], ("converged", "fits_training_clips"),
@@ -1323,7 +1359,10 @@ CLAIMS += [
      "quality levels", "final video quality is strongly correlated with the image "
      "editor's quality", q_ave["r"], ">=", 0.7, "Pearson r over 5 levels",
      q_warp["r"].mean(), ("converged",),
-     "bootstrap 95% intervals over clips "
+     "flow warp + inpaint from the same keyframes: r "
+     f"{per(q_warp['r'], '.3f')}, so the correlation is a property of "
+     "anchor-based propagation, not evidence for the generator; bootstrap 95% "
+     "intervals over clips "
      + "; ".join(f"[{lo:.2f}, {hi:.2f}]" for lo, hi in zip(q_ave["lo"], q_ave["hi"]))
      + f"; slope {per(q_ave['slope'])} dB/dB vs flow warp + inpaint "
      f"{per(q_warp['slope'])} (baseline: warp + inpaint's r)"),
@@ -1352,7 +1391,7 @@ pm.index = ["training clips rebuilt: AVE - warp + inpaint, disoccluded (the cond
             "test clips rebuilt: AVE - warp + inpaint, disoccluded",
             "test edits: AVE - warp + inpaint, disoccluded",
             "test edits: AVE - flow warp, visible",
-            "test edits: AVE - flow warp, inside the edit"]
+            "test edits: AVE - flow warp, inside the edit (the claim uses warp + inpaint)"]
 ROWS = pm.index
 pm.columns = [f"{'probe' if c_ == 'probe' else 'stored'} "
               f"({probe['parameters'][c_]:,} parameters)" for c_ in pm.columns]
@@ -1372,7 +1411,8 @@ per seed, the `fits_training_clips` condition). {'' if fits_p else
 'No generator we trained, this one, the stored ones or the filled-conditioning variant, learned a fill '
 'that beats a smooth interpolation even on the clips it was trained on.'} The probe's loss was
 {'flat' if flat_p else 'still falling'} at the end (plateau {probe['build_metrics']['plateau/0']:.3f},
-under a cosine decay){', so more of the same steps is not the obvious fix' if flat_p else ''}. What would
+under a cosine decay that brings the learning rate near zero in the last fifth, so a flat end does not
+show that more steps would not help). What would
 test the next explanations, untried for lack of compute (the probe took
 {probe['build_metrics']['train_seconds/0'] / 60:.0f} min on one core): a fill loss on the one-step (τ = 0)
 prediction, the conditional mean that a PSNR rewards; larger clips, where a hole has more context around it
@@ -1437,7 +1477,16 @@ and {probe_f['measured']['stored']['vis_gain_db']:+.2f} dB). Training took
 #   against flow warp + inpaint (consistent by construction), the bar a generator has to meet.
 # - **Content fidelity** is split by section 4's true-flow oracle into the flow's share and the invented
 #   background's.
-# - **Scale.** 12-frame 32×32 clips, a 76k-parameter U-Net trained for 1,200 steps on 48 clips, 6 test clips per
-#   seed (3 in the diagnosis of section 7, 4 in the editor-quality ablation).
 # - **Reconstructed method.** Only the abstract is public; the conditioning, the anchor replacement rule and the
 #   training objective are ours.
+
+# %% tags=["remove-input"]
+cfg_run = ave.checkpoint_config("propagators")
+if quick:
+    cfg_run.update(n_train_clips=6, steps=60)
+display(Markdown(f"""
+- **Scale** (this run). {T}-frame {size}×{size} clips, a {n_par / 1000:.0f}k-parameter U-Net trained for
+  {cfg_run['steps']:,} steps on {cfg_run['n_train_clips']} clips, {n_test_clips} test clips per seed
+  ({min(n_diag_clips, n_test_clips)} in the diagnosis of section 7, {n_quality_clips} in the editor-quality
+  ablation), {len(seeds)} seed(s).
+"""))

@@ -221,10 +221,15 @@ def summarize(build_dir: str, out: Path | None, n_clips: int, with_stored: bool 
     res = measure(models, man["config"], n_clips, seed, fill)
     curve = man["history"][f"loss/{seed}"]
     every = max(1, len(curve["step"]) // 100)
+    # the rule fixed with the design: the other seeds are trained only if this seed meets both conditions
+    fits = res["probe"]["fit_gap_db"] >= 0 and man["metrics"][f"plateau/{seed}"] <= 0.05
+    outcome = ("met its fit condition (>= 0 dB) and the plateau (<= 0.05), so by the rule its other seeds are to be "
+               "trained before the chapter switches to it" if fits else
+               "did not meet its fit condition (>= 0 dB) and the plateau (<= 0.05) together, so its weights are not "
+               "stored and the chapter keeps its stored models")
     summary = {
         "what": (f"the one-seed probe of {name} (issue #69) beside the stored {'propagators_filled' if fill else 'propagators'} "
-                 "of the same seed, on the same clips and edits; the probe did not meet its fit condition (>= 0 dB), "
-                 "so its weights are not stored and the chapter keeps its stored models"),
+                 f"of the same seed, on the same clips and edits; the probe {outcome}"),
         "provenance": {"build": f"make_propagators_wide.py --name {name} --seeds {seed} --workers 1 --out DIR",
                        "summary": f"make_propagators_wide.py --name {name} --summary DIR", "date": time.strftime("%Y-%m-%d"),
                        "build_wall_seconds": man["wall_seconds"], "machine": man["machine"],
