@@ -166,6 +166,37 @@ def test_read_n_train():
         d.read_n_train(curve, 2.0)
 
 
+def test_para_steps():
+    assert d.para_steps(300, 600, 32, 20) == 600  # small sizes keep the fixed steps
+    assert d.para_steps(960, 600, 32, 20) == 600
+    assert d.para_steps(1000, 600, 32, 20) == 625  # at least 20 passes over the data
+    assert d.para_steps(3000, 600, 32, 20) == 1875
+    assert d.para_steps(3000, 600, 32, 0) == 600
+    with pytest.raises(ValueError):
+        d.para_steps(0, 600, 32, 20)
+    with pytest.raises(ValueError):
+        d.para_steps(100, 600, 32, -1)
+    with pytest.raises(TypeError):
+        d.para_steps(100.5, 600, 32, 20)
+
+
+def test_paraphrase_split_keeps_test_and_prefix_and_is_disjoint(intents):
+    tr, te = d.paraphrase_split(intents, 10, 20, test_after=15, seed=0)
+    assert [it.program for it in te] == [it.program for it in intents[15:35]]
+    assert [it.program for it in tr] == [it.program for it in intents[:10]]
+    tr2, te2 = d.paraphrase_split(intents, 30, 20, test_after=15, seed=0)
+    assert [it.request for it in te2] == [it.request for it in te]  # held-out requests unchanged
+    assert [it.request for it in tr2[:10]] == [it.request for it in tr]  # training prefix unchanged
+    assert [it.program for it in tr2[15:]] == [it.program for it in intents[35:50]]
+    assert not {it.program for it in tr2} & {it.program for it in te2}
+    with pytest.raises(ValueError, match="at least"):
+        d.paraphrase_split(intents, 50, 20, test_after=15)
+    with pytest.raises(ValueError):
+        d.paraphrase_split(intents, 0, 20, test_after=15)
+    with pytest.raises(TypeError):
+        d.paraphrase_split(intents, 10, 20, test_after="15")
+
+
 def test_make_paraphrase_tiny(tmp_path):
     import importlib.util
     from pathlib import Path
