@@ -32,7 +32,7 @@
 #
 # | | the paper | this notebook |
 # |---|---|---|
-# | agent | LLM agents (discussed, not run) | a **noisy policy**: the gold action with each decision wrong with probability ε (its success has a closed form), a tabular REINFORCE policy, and a **learned agent**: a 2-layer transformer (≈0.1 M parameters) trained on 300 request → program pairs, tested on 300 held-out requests, and the same on 25–300 paraphrased requests, tested on 300 paraphrases in unseen sentence frames and wording, against SQL with free or grammar-constrained decoding; a smaller one trained by RL (4 samples per request, a KL anchor to its warm start) on 100 unlabelled requests with sparse or per-token credit |
+# | agent | LLM agents (discussed, not run) | a **noisy policy**: the gold action with each decision wrong with probability ε (its success has a closed form), a tabular REINFORCE policy, and a **learned agent**: a 2-layer transformer (≈0.1 M parameters) trained on 300 request → program pairs, tested on 300 held-out requests, and the same on 25–1000 paraphrased requests, tested on 300 paraphrases in unseen sentence frames and wording, against SQL with free or grammar-constrained decoding; a smaller one trained by RL (4 samples per request, a KL anchor to its warm start) on 100 unlabelled requests with sparse or per-token credit |
 # | domains | a lifecycle × domain analysis (SQL, planning, proofs, infrastructure, …) | SQLite queries (300 intents), Blocksworld with 5 blocks, learning to write one query |
 # | evidence | argument and targeted case studies | measured success rates, invalid actions reaching execution, retries, learning curves |
 # | hardware | none | 2 CPU cores, a few minutes (the stored checkpoints: `make data NB=05_dsl_harness`, about 30 minutes on one core) |
@@ -1004,10 +1004,13 @@ plt.show()
 #   updated), so held-out wording can only be noise it has to ignore; synonyms it must map come from training.
 #   One unseen word is not filler: frame 4 introduces its conditions with `whose`.
 #
-# The programs are case 4's (the first 300 of its stream for training, the next `n_test` held out), so only the
-# phrasing changed. Per seed and interface one agent is trained on each of **25, 50, 100 and 300** paraphrased
-# training requests (the same architecture, 600 AdamW steps of 32 examples), and scored on the held-out requests
-# by three decoders, each with up to 3 repairs: <!-- paper -->
+# The programs are case 4's (`paraphrase_split`: the held-out ones are programs 300–599 of its stream; training
+# uses the first 300 and, for larger training sets, programs from 600 on; all are distinct), so only the phrasing
+# changed. Per seed and interface one agent is trained on each training-set size of the config (the same
+# architecture; AdamW on batches of 32, for 600 steps or 64 passes over the data, whichever is more: one rule,
+# `para_steps`, for every size; 64 passes are what 600 steps give at 300 requests, where the agents fit; the
+# sizes and their steps are printed below the examples), and scored on the
+# held-out requests by three decoders, each with up to 3 repairs: <!-- paper -->
 #
 # * **DSL, verifier-constrained** (as above): the logits masked to the verifier's valid next tokens;
 # * **SQL, free decoding** with SQLite-guided repair (as above);
@@ -1018,16 +1021,26 @@ plt.show()
 #   column that is not in scope, and repair handles that as before.
 #
 # **Reading rule**, fixed with the checkpoint's config (`read_level`) and `read_n_train` and committed with the
-# data: `learned_success_gain` is read at the smallest training-set size at which either agent's best decoder
-# reaches a mean held-out success of 0.5, where a gain is still possible; **if no size reaches it, at the <!-- paper -->
-# largest size**. That fallback is the rule's, not the issue's: the issue asked for the reading at an agent
+# data before the first curve was trained, and kept when the curve was extended: `learned_success_gain` is
+# read at the smallest training-set size at which either agent's best decoder reaches a mean held-out success
+# of 0.5, where a gain is still possible; **if no size reaches it, at the largest size**. <!-- paper --> That fallback is the rule's, not the issue's: the issue asked for the reading at an agent
 # that answers at least half of the held-out requests, and the rule names no condition that would make the
 # claim inconclusive below that level. The SQL baseline there is the better of its two decoders (mean over
 # seeds). Per seed the gain comes with a **paired bootstrap interval** over the held-out requests, and the claim
 # holds at a seed only if the interval's lower end is above 0. How wide those intervals came out, and so which
 # gain one seed can resolve, is in the reading below.
 #
-# The training and scoring (24 agents, about 10 minutes on one core: about 3 minutes per seed) run in
+# **Extension.** The first curve (sizes 25 to 300) did not reach the reading level (the reading below gives its
+# best mean; the agents at those sizes are unchanged), so it was extended upward before any larger size was
+# trained: the added sizes and the steps rule were written into the config and `make_paraphrase.py` first,
+# with the reading rule, its level and every bar unchanged; the held-out requests and the agents at sizes 25
+# to 300 are the same as before (the rule gives them 600 steps; `make_paraphrase.py --reuse` reads them from
+# the stored outcomes, and a seed-0 rerun reproduced them exactly). The first design gave every size at least
+# 20 passes and added 1000 and 3000; at seed 0 its agents missed the unchanged fit bar at 1000 (the known
+# limits give the numbers), so before any other seed it was replaced by 64 passes, and 3000 (6000 steps per
+# agent) was dropped for time.
+#
+# The training and scoring (30 agents, about 20 minutes on one core: about 5 minutes per seed) run in
 # `data/05_dsl_harness/make_paraphrase.py`, which stores the per-request outcomes, not the weights; quick mode
 # trains tiny agents live. Requests of one held-out program, before and after:
 
@@ -1036,16 +1049,20 @@ para_cfg = dsl.checkpoint_config("paraphrase")
 if quick:
     para_cfg.update(n_trains=[20, 40], n_test=20, steps=40, d_model=32, n_layer=1,
                     n_head=2, repairs=1, n_fit=20)
+    para_cfg["test_after"] = max(para_cfg["n_trains"])
 n_pool = max(para_cfg["n_trains"])
 para_intents = dsl.make_intents(
-    agent_con, n_pool + para_cfg["n_test"], seed=para_cfg["intent_seed"]
-)
-p_train = dsl.paraphrase_intents(para_intents[:n_pool], "train", para_cfg["para_seed"])
-p_test = dsl.paraphrase_intents(para_intents[n_pool:], "test", para_cfg["para_seed"])
+    agent_con, max(n_pool, para_cfg["test_after"]) + para_cfg["n_test"],
+    seed=para_cfg["intent_seed"])
+p_train, p_test = dsl.paraphrase_split(para_intents, n_pool, para_cfg["n_test"],
+                                       para_cfg["test_after"], para_cfg["para_seed"])
+para_steps = {n: dsl.para_steps(n, para_cfg["steps"], para_cfg["batch"],
+                                para_cfg["min_epochs"]) for n in para_cfg["n_trains"]}
+gold_test = para_intents[para_cfg["test_after"]:][:4]  # the programs of p_test[:4]
 seen_words = {w for it in p_train for w in dsl.request_tokens(it.request)}
 display(pd.DataFrame({
-    "DSL program": [" ".join(it.program) for it in para_intents[n_pool:][:4]],
-    "templated request (case 4)": [it.request for it in para_intents[n_pool:][:4]],
+    "DSL program": [" ".join(it.program) for it in gold_test],
+    "templated request (case 4)": [it.request for it in gold_test],
     "held-out paraphrase": [it.request for it in p_test[:4]],
 }))
 test_words = {w for it in p_test for w in dsl.request_tokens(it.request)}
@@ -1054,6 +1071,8 @@ print(f"{len(p_train)} training and {len(p_test)} held-out requests; words of he
       f"requests never seen in training: {unseen}")
 prefix = list(p_test[0].sql[:6])
 print("SQL grammar after", " ".join(prefix), "→", dsl.sql_allowed_next(prefix)[:8])
+print("training-set sizes and steps:",
+      ", ".join(f"{n}: {k}" for n, k in para_steps.items()))
 
 # %%
 PARA_DECODER = {"dsl_constrained": ("dsl", True), "sql_free": ("sql", False),
@@ -1071,7 +1090,7 @@ if quick:  # tiny agents trained live: the pipeline runs, the numbers mean nothi
                         iface, para_cfg["d_model"], para_cfg["n_layer"],
                         para_cfg["n_head"], paraphrase=True)
                     para_loss[iface, n, s] = dsl.train_agent(
-                        models[iface], p_train[:n], iface, para_cfg["steps"],
+                        models[iface], p_train[:n], iface, para_steps[n],
                         para_cfg["batch"], para_cfg["lr"], seed=s)
                 para_fit[iface, n, s] = dsl.greedy_success(
                     models[iface], agent_con, p_train[:n][: para_cfg["n_fit"]], iface)
@@ -1186,8 +1205,14 @@ n_resc, n_resc_ok = sum(int(r.sum()) for r, _ in resc), sum(int((r & ok).sum())
                                                           for r, ok in resc)
 half = np.array([(hi - lo) / 2 for _, lo, hi in para_boot.values()])
 best_read = max(para_mean[n_read])
+first = [n for n in n_trains if n <= 300]  # the first curve's sizes
+first_best = max(max(para_mean[n]) for n in first)
 display(Markdown(
-    f"**Reading.** The rule reads the comparison at **{n_read} training requests**"
+    (f"**Extended curve.** Up to {first[-1]} training requests (the first curve) the "
+     f"best decoder's mean held-out success is {first_best:.3f}; at "
+     + ", ".join(f"{n} it is {max(para_mean[n]):.3f}" for n in n_trains if n > first[-1])
+     + ". " if n_trains[-1] > first[-1] else "")
+    + f"**Reading.** The rule reads the comparison at **{n_read} training requests**"
     + (f" (the first size where a decoder's mean held-out success reaches "
        f"{para_cfg['read_level']:.1f})"
        if best_read >= para_cfg["read_level"]
@@ -2084,8 +2109,9 @@ rec.save()
 # * Paraphrases are ours and small: six frames, two or three synonyms per word, three filler phrases. Held-out
 #   wording can only be noise to an agent trained from scratch (it has never seen the words), so "held-out
 #   wording" here means unseen filler words plus unseen combinations of seen synonyms and frames; an LLM would
-#   bring the meaning of new words with it. The sample-efficiency curve uses one training budget (600 steps)
-#   at every size, and its agents are scored by stored per-request outcomes, not reloaded weights.
+#   bring the meaning of new words with it. The sample-efficiency curve uses one steps rule at every size
+#   (600 steps or 64 passes over the data, whichever is more), and its agents are scored by stored per-request
+#   outcomes, not reloaded weights.
 # * Case 5's claim is about held-out requests; the case's reading also says how far RL moves them from the warm
 #   start and compares the arms on the requests RL trains on, with paired intervals. Those two measurements
 #   were added at review, after the claim's numbers were read, and are kept out of its verdict.
@@ -2099,13 +2125,32 @@ rec.save()
 #   decoder that did would be a verifier for SQL, the DSL's verifier in another syntax); the templated
 #   comparison of case 4 has no grammar-constrained arm. A practitioner's strongest constrained SQL decoder
 #   (PICARD-style incremental parsing with scope checks) was not built; it would only make the SQL baseline
-#   stronger, against a DSL gain that this run does not resolve.
-# * `learned_success_gain` is read by the rule's fallback when no training-set size brings an agent to 0.5 <!-- paper -->
-#   held-out success (the reading above says whether that happened). Then both agents fail on most held-out
-#   requests, mostly because they do not carry what they learned to the two unseen sentence frames, and the
-#   claim compares two agents outside the regime the issue meant (an agent that mostly works). The rule names no
-#   condition for this case, so its verdict is recorded as measured; read it as "no resolvable gain for agents
-#   that mostly fail on unseen frames", not as "no gain for a competent agent". Larger training sets, more
-#   steps or pretrained word embeddings were not tried. Whether one seed's 300 held-out requests resolve the
-#   issue's target gain of 0.05 is read off the run (the reading gives the intervals' half-widths, per seed <!-- paper -->
-#   and pooled), not assumed.
+#   stronger.
+
+# %% tags=["remove-input"]
+ext = (f" The first curve (sizes up to {first[-1]}) reached at most {first_best:.3f}; "
+       f"it was extended to {n_trains[-1]} with the rule and the bars unchanged."
+       if n_trains[-1] > first[-1] else "")
+level_txt = f"{para_cfg['read_level']:.1f}"
+if best_read >= para_cfg["read_level"]:
+    lim = (f"`learned_success_gain` is read at {n_read} training requests, the first "
+           f"size where a decoder's mean held-out success reaches {level_txt} (best "
+           f"there {best_read:.3f}).{ext} There the agents still fail on "
+           f"{1 - best_read:.0%} or more of the held-out requests, and the claim "
+           "compares agents at that one size; the curve shows how the gain moves "
+           "with size.")
+else:
+    lim = (f"`learned_success_gain` is read by the rule's fallback: no training-set "
+           f"size, up to {n_trains[-1]}, brings a decoder's mean held-out success to "
+           f"{level_txt} (best {best_read:.3f} at {n_read}).{ext} Both agents fail on "
+           "most held-out requests, mostly because they do not carry what they "
+           "learned to the two unseen sentence frames, so the claim compares agents "
+           "outside the regime the issue meant (an agent that mostly works). The "
+           "rule names no condition for this case, so its verdict is recorded as "
+           "measured; read it as \"no resolvable gain for agents that mostly fail "
+           "on unseen frames\". More steps per size or pretrained word embeddings "
+           "were not tried.")
+display(Markdown(
+    "* " + lim + " Whether one seed's held-out requests resolve the issue's target "
+    "gain of 0.05 is read off the run (the reading gives the intervals' "
+    "half-widths, per seed and pooled), not assumed."))

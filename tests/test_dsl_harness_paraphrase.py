@@ -207,3 +207,21 @@ def test_make_paraphrase_tiny(tmp_path):
     spec.loader.exec_module(mod)
     out = mod.main(["--tiny", "--out", str(tmp_path)])
     assert out and (tmp_path / "05_dsl_harness" / "paraphrase.json").exists()
+
+
+def test_make_paraphrase_reuses_only_sizes_stored_under_the_same_settings():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "data" / "05_dsl_harness" / "make_paraphrase.py"
+    spec = importlib.util.spec_from_file_location("make_paraphrase", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    cfg = d.checkpoint_config("paraphrase")
+    sizes, ck = mod.stored_sizes(cfg)
+    assert {25, 50, 100, 300} <= set(sizes) and ck is not None
+    assert mod.stored_sizes({**cfg, "lr": 1e-3}) == ([], None)  # another setting: nothing reused
+    assert mod.stored_sizes({**cfg, "test_after": 400}) == ([], None)  # other held-out programs
+    sizes, _ = mod.stored_sizes({**cfg, "min_epochs": 1000})  # more steps at every size: retrain all
+    assert sizes == []
+
