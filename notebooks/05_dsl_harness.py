@@ -1237,7 +1237,10 @@ display(Markdown(
        + ", ".join(f"{np.ptp(s_):.3f} ({ARM_NAME[a]})" for a, s_ in (
            (a, [para_out[a, n_read, q][0].mean() for q in para_seeds])
            for a in ("dsl_constrained", sql_arm)))
-       + f", against a pooled gain of {pooled[0]:+.3f}. "
+       + f", against a pooled gain of {pooled[0]:+.3f}. The pooled interval resamples "
+       "requests only, not training seeds: with three seeds whose gains differ in sign, "
+       "the verdict is unresolved by seed-to-seed variation, evidence for neither "
+       "interface (a seed-level interval needs many more seeds). "
        if (para_gain > 0).any() and (para_gain < 0).any() else "")
     + (f"At {n_trains[-1]} training requests (same baseline rule) it is "
        + ", ".join(f"{g:+.3f}" for g in gain_at(n_trains[-1])) + " per seed. "
