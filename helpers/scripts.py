@@ -44,7 +44,7 @@ from typing import Any
 
 from helpers import validate as V
 
-__all__ = ["N_SEEDS", "model_seeds", "with_seeds", "script_main", "data_root"]
+__all__ = ["N_SEEDS", "model_seeds", "with_seeds", "script_main", "data_root", "part_key", "seed_part"]
 
 N_SEEDS = 3  # a default run measures every trained model at three seeds
 
@@ -175,3 +175,43 @@ def data_root(out: str | Path | None) -> Path:
     from helpers.checkpoints import data_dir
 
     return data_dir()
+
+
+def part_key(cfg: Mapping[str, Any], **extra: Any) -> str:
+    """The key a seed's stored part is kept under: the config without its ``seeds`` (each part is one seed) plus
+    ``extra``, as sorted JSON, so a part trained under other settings is never reused."""
+    import json
+
+    V.instance("cfg", cfg, Mapping)
+    return json.dumps({**{k: v for k, v in cfg.items() if k != "seeds"}, **extra}, sort_keys=True)
+
+
+def seed_part(parts: str | Path | None, seed: int, key: str,
+              compute: Callable[[], dict[str, Any]]) -> tuple[dict[str, Any], bool]:
+    """One seed's results, so that each seed of a data script can be its own job and the checkpoint is merged at
+    the end (``--seeds S --parts DIR --out /tmp/x``, then ``--parts DIR``).
+
+    Reads ``parts/seed{seed}.pt`` when it was stored under the same ``key`` (:func:`part_key`), else calls
+    ``compute()`` and stores its dict there (nothing is stored when ``parts`` is None). Returns the results and
+    whether they were reused."""
+    import torch
+
+    seed = V.seed("seed", seed)
+    V.instance("key", key, str)
+    if not callable(compute):
+        raise TypeError(f"compute must be a callable returning a dict, got {type(compute).__name__}")
+    part = None if parts is None else Path(V.instance("parts", parts, (str, Path))) / f"seed{seed}.pt"
+    if part is not None and part.exists():
+        res = torch.load(part)
+        if not isinstance(res, dict):
+            raise ValueError(f"{part} holds {type(res).__name__}, expected a seed's results dict")
+        if res.get("key") == key:
+            print(f"seed {seed}: reused {part}", flush=True)
+            return {k: v for k, v in res.items() if k != "key"}, True
+    res = compute()
+    if not isinstance(res, dict):
+        raise TypeError(f"compute() must return a dict, got {type(res).__name__}")
+    if part is not None:
+        part.parent.mkdir(parents=True, exist_ok=True)
+        torch.save({**res, "key": key}, part)
+    return res, False

@@ -190,3 +190,35 @@ def test_a_script_at_other_seeds_is_loadable_at_those_seeds(tmp_path):
     assert ck.require_seeds(loaded, [7]) == [7]
     with pytest.raises(ck.ConfigMismatch, match="seeds"):
         ck.load("12_transformer_dfs", "width_limited", config=m.tiny(), root=tmp_path)
+
+
+def test_seed_part_stores_reuses_and_refuses(tmp_path):
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return {"x": torch.arange(3), "wall": 1.0}
+
+    key = scripts.part_key({"steps": 5, "seeds": [0, 1]})
+    assert key == scripts.part_key({"seeds": [2], "steps": 5})  # one part per seed: seeds are not in the key
+    assert key != scripts.part_key({"steps": 5}, skip=[25])
+    res, reused = scripts.seed_part(tmp_path, 1, key, compute)
+    assert not reused and (tmp_path / "seed1.pt").exists() and len(calls) == 1
+    again, reused = scripts.seed_part(tmp_path, 1, key, compute)
+    assert reused and len(calls) == 1 and "key" not in again
+    assert torch.equal(again["x"], res["x"])
+    _, reused = scripts.seed_part(tmp_path, 1, scripts.part_key({"steps": 6}), compute)
+    assert not reused and len(calls) == 2  # other settings: trained again, the part replaced
+    _, reused = scripts.seed_part(None, 1, key, compute)  # no parts folder: always computed, nothing stored
+    assert not reused and len(calls) == 3
+    with pytest.raises(TypeError, match="callable"):
+        scripts.seed_part(tmp_path, 0, key, {"x": 1})
+    with pytest.raises(TypeError, match="dict"):
+        scripts.seed_part(tmp_path, 0, key, lambda: [1, 2])
+    torch.save([1, 2], tmp_path / "seed3.pt")
+    with pytest.raises(ValueError, match="seed3.pt"):
+        scripts.seed_part(tmp_path, 3, key, compute)
+    with pytest.raises(ValueError):
+        scripts.seed_part(tmp_path, -1, key, compute)
+    with pytest.raises(TypeError):
+        scripts.part_key([1, 2])

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import json
 import time
 from pathlib import Path
 
@@ -79,17 +78,9 @@ def tiny(name: str) -> dict:
 def make_credit(cfg: dict, root: Path | None, parts: Path | None = None) -> Path:
     t0 = time.time()
     tensors, metrics, steps = {}, {}, None
-    key = json.dumps({k: v for k, v in cfg.items() if k != "seeds"}, sort_keys=True)
+    key = scripts.part_key(cfg)
     for s in cfg["seeds"]:
-        part = None if parts is None else parts / f"seed{s}.pt"
-        if part is not None and part.exists() and torch.load(part)["key"] == key:
-            res = torch.load(part)
-            print(f"seed {s}: reused {part}", flush=True)
-        else:
-            res = one_seed(cfg, s)
-            if part is not None:
-                part.parent.mkdir(parents=True, exist_ok=True)
-                torch.save({**res, "key": key}, part)
+        res, _ = scripts.seed_part(parts, s, key, lambda s=s: one_seed(cfg, s))
         tensors.update(res["tensors"])
         metrics.update(res["metrics"])
         steps = res["eval_steps"]

@@ -35,7 +35,6 @@ One torch thread: the same seed on the same machine gives the same numbers.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 
@@ -125,17 +124,9 @@ def make_paraphrase(cfg: dict, root: Path | None, parts: Path | None = None, reu
     skip, old = stored_sizes(cfg) if reuse else ([], None)
     if skip:
         print(f"sizes {skip} read from the stored checkpoint (same settings), not retrained", flush=True)
-    key = json.dumps({**{k: v for k, v in cfg.items() if k != "seeds"}, "skip": skip}, sort_keys=True)
+    key = scripts.part_key(cfg, skip=skip)
     for s in cfg["seeds"]:
-        part = None if parts is None else parts / f"seed{s}.pt"
-        if part is not None and part.exists() and torch.load(part)["key"] == key:
-            res = torch.load(part)
-            print(f"seed {s}: reused {part}", flush=True)
-        else:
-            res = one_seed(cfg, s, tuple(skip))
-            if part is not None:
-                part.parent.mkdir(parents=True, exist_ok=True)
-                torch.save({**res, "key": key}, part)
+        res, _ = scripts.seed_part(parts, s, key, lambda s=s: one_seed(cfg, s, tuple(skip)))
         tensors.update(res["tensors"])
         metrics.update(res["metrics"])
         history.update(res["history"])

@@ -20,7 +20,6 @@ machine writes identical weights (``--workers`` forks processes for the independ
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 
@@ -39,27 +38,22 @@ def make_models(cfg: dict, root: Path | None, n_eval: int = 300, workers: int = 
                 redo: list[tuple[int, str]] | None = None) -> Path:
     t0 = time.time()
     states, history, metrics, redone = {}, {}, {}, {}
-    key = json.dumps({k: v for k, v in cfg.items() if k != "seeds"}, sort_keys=True)
+    key = scripts.part_key(cfg)
     for s in cfg["seeds"]:  # one seed at a time: with --parts each seed can be its own job, merged at the end
-        part = None if parts is None else parts / f"seed{s}.pt"
-        if part is not None and part.exists() and torch.load(part)["key"] == key:
-            res = torch.load(part)
-            print(f"seed {s}: reused {part}", flush=True)
-            again = [t for seed, t in redo or [] if seed == s]
-            if again:  # targets whose domain changed after this part was trained: again, from its stored theta0
-                out = ev.train_all(dict(cfg, seeds=[s], targets=again), n_eval=n_eval,
-                                   log=lambda m: print(m, flush=True), theta0={s: res["states"][f"s{s}/theta0"]})
-                for d, new in zip(("states", "history", "metrics"), out):
-                    res[d].update(new)
-                res["redone"] = sorted(set(res.get("redone", [])) | set(again))
-                torch.save(res, part)
-        else:
+        def train(s: int = s) -> dict:
             out = ev.train_all(dict(cfg, seeds=[s]), n_eval=n_eval, log=lambda m: print(m, flush=True),
                                workers=workers)
-            res = dict(zip(("states", "history", "metrics"), out), wall=time.time() - t0)
-            if part is not None:
-                part.parent.mkdir(parents=True, exist_ok=True)
-                torch.save({**res, "key": key}, part)
+            return dict(zip(("states", "history", "metrics"), out), wall=time.time() - t0)
+
+        res, reused = scripts.seed_part(parts, s, key, train)
+        again = [t for seed, t in redo or [] if seed == s] if reused else []
+        if again:  # targets whose domain changed after this part was trained: again, from its stored theta0
+            out = ev.train_all(dict(cfg, seeds=[s], targets=again), n_eval=n_eval,
+                               log=lambda m: print(m, flush=True), theta0={s: res["states"][f"s{s}/theta0"]})
+            for d, new in zip(("states", "history", "metrics"), out):
+                res[d].update(new)
+            res["redone"] = sorted(set(res.get("redone", [])) | set(again))
+            torch.save({**res, "key": key}, parts / f"seed{s}.pt")
         redone.update({f"s{s}": res["redone"]} if res.get("redone") else {})
         states.update(res["states"])
         history.update(res["history"])
