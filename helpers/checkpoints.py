@@ -61,7 +61,7 @@ __all__ = [
     "data_dir", "paths", "rebuild_command", "normalize", "diff_config", "sha256_file", "source_hash",
     "subsample", "save", "load_manifest", "load", "require_seeds", "restamp", "compress", "plot_history",
     "QUANTIZE_MIN_NUMEL", "REGISTRY", "CACHE_ENV", "URL_ENV", "in_checkout", "cache_dir", "read_registry",
-    "data_url", "fetch",
+    "data_url", "fetch", "int8_roundtrip",
 ]
 
 MAX_POINTS = 500  # a curve in a manifest has at most this many points
@@ -473,6 +473,19 @@ def _dequantize(tensors: dict[str, torch.Tensor], where: str) -> dict[str, torch
                                   f"{tuple(scale.shape)}); the file is corrupt")
         out[k] = (q.float().reshape(q.shape[0], -1) * scale.float()[:, None]).reshape(q.shape)
     return out
+
+
+def int8_roundtrip(tensors: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The tensors as a checkpoint saved with ``quantize="int8"`` gives them back (large floating matrices through
+    int8 with a scale per row, as float32; the rest unchanged), so a data script can evaluate exactly the weights
+    it stores."""
+    if not isinstance(tensors, Mapping):
+        raise TypeError(f"tensors must be a mapping of names to tensors, got {type(tensors).__name__}")
+    for k, t in tensors.items():
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"tensor {k!r} is {type(t).__name__}, expected a torch.Tensor")
+    q, _, _ = _quantize_int8(tensors)
+    return _dequantize(q, "int8_roundtrip")
 
 
 def _weights_record(w_path: Path, tensors: Mapping[str, torch.Tensor], quantized: dict | None) -> dict[str, Any]:

@@ -363,6 +363,23 @@ def test_int8_round_trip(tmp_path):
         ck.save("99_test", "q", ts, config={"d": 1}, metrics={}, root=tmp_path, quantize="int4")
 
 
+def test_int8_roundtrip_is_what_load_returns(tmp_path):
+    ts = _big_tensors(1)
+    ck.save("99_test", "q", ts, config={"d": 1}, metrics={}, root=tmp_path, quantize="int8")
+    got = ck.load("99_test", "q", config={"d": 1}, root=tmp_path).tensors
+    rt = ck.int8_roundtrip(ts)
+    assert set(rt) == set(ts)
+    for k in ts:
+        assert torch.equal(rt[k], got[k]), k
+    assert not torch.equal(rt["w"], ts["w"])  # the large matrix did go through int8
+    with pytest.raises(TypeError, match="mapping"):
+        ck.int8_roundtrip([ts["w"]])
+    with pytest.raises(TypeError, match="torch.Tensor"):
+        ck.int8_roundtrip({"w": ts["w"].numpy()})
+    with pytest.raises(ValueError, match="reserved"):
+        ck.int8_roundtrip({"w" + ck._SCALE: ts["w"]})
+
+
 def test_int8_corrupt_scale(tmp_path):
     from safetensors.torch import load_file, save_file
 

@@ -52,8 +52,7 @@ def build(cfg: dict, out: Path | None, args) -> Path:
             stored = s in cfg["weight_seeds"]
             if stored:  # evaluate exactly the weights that are stored: float16, large matrices int8 per row
                 sd = {k: v.half() for k, v in model.state_dict().items()}
-                q, _, _ = checkpoints._quantize_int8(sd)
-                model.load_state_dict({k: v.float() for k, v in checkpoints._dequantize(q, key).items()})
+                model.load_state_dict({k: v.float() for k, v in checkpoints.int8_roundtrip(sd).items()})
                 tensors.update({f"{key}.{k}": v for k, v in sd.items()})
             acc = {}
             for n, task in tests.items():
