@@ -1041,8 +1041,8 @@ plt.show()
 # limits give the numbers), so before any other seed it was replaced by 64 passes, and 3000 (6000 steps per
 # agent) was dropped for time.
 #
-# The training and scoring (30 agents, about 20 minutes on one core: about 7 minutes per seed, 2 with
-# `--reuse`) run in
+# The training and scoring (one agent per size, interface and seed, counted below the examples; about 20
+# minutes on one core) run in
 # `data/05_dsl_harness/make_paraphrase.py`, which stores the per-request outcomes, not the weights; quick mode
 # trains tiny agents live. Requests of one held-out program, before and after:
 
@@ -1074,7 +1074,9 @@ print(f"{len(p_train)} training and {len(p_test)} held-out requests; words of he
 prefix = list(p_test[0].sql[:6])
 print("SQL grammar after", " ".join(prefix), "→", dsl.sql_allowed_next(prefix)[:8])
 print("training-set sizes and steps:",
-      ", ".join(f"{n}: {k}" for n, k in para_steps.items()))
+      ", ".join(f"{n}: {k}" for n, k in para_steps.items()),
+      f"({len(para_steps) * len(dsl.AGENT_INTERFACES) * len(para_cfg['seeds'])}"
+      " agents: sizes x interfaces x seeds)")
 
 # %%
 PARA_DECODER = {"dsl_constrained": ("dsl", True), "sql_free": ("sql", False),
@@ -2170,7 +2172,10 @@ probe_txt = (
     "1000 and 3000) was probed at seed 0 only and replaced before any other seed: at "
     f"1000 ({probe['steps']['1000']} steps) its agents missed the fit bar (greedy success "
     f"on their training requests: DSL {pm['fit/dsl/1000/0']:.2f}, SQL "
-    f"{pm['fit/sql/1000/0']:.2f}). At 3000 ({probe['steps']['3000']} steps) both fit, "
+    f"{pm['fit/sql/1000/0']:.2f}; held-out success "
+    + ", ".join(f"{ARM_NAME[a]} {pm[f'success/{a}/1000/0']:.3f}"
+                for a in para_arms)
+    + f"). At 3000 ({probe['steps']['3000']} steps) both fit, "
     "and held-out success was "
     + ", ".join(f"{ARM_NAME[a]} {pm[f'success/{a}/3000/0']:.3f}" for a in para_arms)
     + "; that size (6000 steps per agent under the replacing rule) was dropped for "
