@@ -169,8 +169,10 @@ def test_sparse_eigensolvers_match_evr(idx):
     assert np.allclose(lam2, lam, rtol=1e-6, atol=1e-8 * lam.max())
 
 
-def test_pure_unet_training_and_held_out_error():
-    cfg = dict(tg.checkpoint_config("pure_s0"), n_fine=16, widths=[4, 8], steps=4, batch=2)
+@pytest.mark.parametrize("arch", ["unet", "fno"])
+def test_pure_solver_training_and_held_out_error(arch):
+    cfg = dict(tg.checkpoint_config("pure_s0"), n_fine=16, arch=arch, widths=[4, 8], width=4, modes=3, rank=2,
+               steps=4, batch=2)
     X, Y = tg.grid_dataset(cfg, 3)
     assert X.shape == (3, 4, 17, 17) and Y.shape == (3, 17, 17)
     assert float(Y[:, 0].abs().max()) == 0 and float(Y[:, -1].abs().max()) == 0  # u = 0 on the boundary
@@ -188,6 +190,41 @@ def test_pure_unet_training_and_held_out_error():
         model(X[:, :3])  # 3 channels, the net takes 4
     with pytest.raises(ValueError):
         tg.checkpoint_config("pure_sx")
+
+
+def test_spectral_conv_is_a_fourier_multiplier_and_cp_matches_its_dense_weight():
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 12, 12)
+    dense, cp = tg.SpectralConv2d(3, 2, 4), tg.SpectralConv2d(3, 2, 4, rank=5)
+    shift = torch.roll(x, (3, 5), dims=(-2, -1))  # translation equivariant (periodic grid)
+    assert torch.allclose(dense(shift), torch.roll(dense(x), (3, 5), dims=(-2, -1)), atol=1e-5)
+    assert torch.allclose(dense(2 * x + 1) - dense(torch.ones_like(x)), 2 * dense(x), atol=1e-5)  # linear
+    c = {k: torch.view_as_complex(getattr(cp, k).detach()) for k in "abxy"}
+    w = torch.einsum("rsi,rso,rsx,rsy->sioxy", c["a"], c["b"], c["x"], c["y"])  # the CP weight, made dense
+    with torch.no_grad():
+        dense.weight.copy_(torch.view_as_real(w))
+    assert torch.allclose(dense(x), cp(x), atol=1e-5)
+    low = torch.cos(2 * torch.pi * torch.arange(12.0) * 6 / 12).expand(1, 3, 12, 12)  # above the kept modes
+    assert float(dense(low).abs().max()) < 1e-5
+    with pytest.raises(ValueError):
+        dense(torch.zeros(1, 3, 6, 6))  # 6 x 6 is too small for 4 modes
+    with pytest.raises(ValueError):
+        tg.SpectralConv2d(3, 2, 4, rank=-1)
+
+
+@pytest.mark.parametrize("n", [16, 17, 33])
+def test_fno_any_grid_size_and_make_pure_net(n):
+    net = tg.FNO(4, 1, width=6, modes=4, layers=2, pad=3, rank=3)
+    assert net(torch.zeros(2, 4, n, n)).shape == (2, 1, n, n)
+    cfg = tg.checkpoint_config("pure_s1")
+    assert isinstance(tg.make_pure_net(cfg), tg.FNO) and cfg["seeds"] == [1]
+    assert isinstance(tg.make_pure_net(dict(cfg, arch="unet", widths=[4, 8])), tg.UNet)
+    with pytest.raises(ValueError):
+        tg.make_pure_net(dict(cfg, arch="resnet"))
+    with pytest.raises(ValueError):
+        net(torch.zeros(1, 3, n, n))  # 3 channels, the net takes 4
+    with pytest.raises(ValueError):
+        tg.FNO(4, 1, width=0)
 
 
 @pytest.mark.parametrize("n", [16, 17, 33])

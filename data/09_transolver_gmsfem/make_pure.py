@@ -32,7 +32,7 @@ SOURCES = [HERE, Path(tg.__file__).resolve()]
 
 def tiny(name: str = "pure_s0") -> dict:
     cfg = copy.deepcopy(tg.checkpoint_config(name))
-    cfg.update(n_fine=16, pairs=3, test_pairs=2, widths=[4, 8], steps=3, batch=2)
+    cfg.update(n_fine=16, pairs=3, test_pairs=2, val_pairs=2, width=4, modes=3, rank=2, steps=3, batch=2)
     return cfg
 
 
@@ -42,6 +42,7 @@ def make_pure(cfg: dict, out: Path | None, args: object = None) -> Path:
         X, Y = tg.grid_dataset(cfg, cfg["pairs"])
     t_data = time.time() - t0
     Xt, Yt = tg.grid_dataset(dict(cfg, field_seed0=cfg["test_seed0"]), cfg["test_pairs"])
+    Xv, Yv = tg.grid_dataset(dict(cfg, field_seed0=cfg["val_seed0"], forcing="constant"), cfg["val_pairs"])
     print(f"{len(X)} training pairs in {t_data:.0f} s ({1e3 * t_data / len(X):.0f} ms per pair: coefficient, "
           f"assembly, fine solve), {len(Xt)} held-out pairs", flush=True)
     (s,) = cfg["seeds"]
@@ -49,9 +50,12 @@ def make_pure(cfg: dict, out: Path | None, args: object = None) -> Path:
     tensors = {f"pure/{s}.{k}": v.detach().clone() for k, v in model.state_dict().items()}
     metrics = {"final_loss": sum(hist.loss[-50:]) / len(hist.loss[-50:]),
                "test_rel_l2": hist.evals["test_rel_l2"][-1][1], "params": model.n_params,
+               "train_rel_l2": float(tg.pure_rel_l2(model, X[:64], Y[:64]).mean()),
+               "val_f1_rel_l2": float(tg.pure_rel_l2(model, Xv, Yv).mean()),
                "data_seconds": round(t_data, 1), "train_seconds": round(time.time() - t0 - t_data, 1)}
     print(f"seed {s}: loss (last 50 steps) {metrics['final_loss']:.4f}, held-out rel L2 "
-          f"{metrics['test_rel_l2']:.4f} ({time.time() - t0:.0f} s)", flush=True)
+          f"{metrics['test_rel_l2']:.4f}, first 64 training pairs {metrics['train_rel_l2']:.4f}, f = 1 "
+          f"validation {metrics['val_f1_rel_l2']:.4f} ({time.time() - t0:.0f} s)", flush=True)
     history = {"loss": hist.loss, "test_rel_l2": hist.evals["test_rel_l2"]}
 
     def save() -> Path:
@@ -63,7 +67,9 @@ def make_pure(cfg: dict, out: Path | None, args: object = None) -> Path:
     stored = checkpoints.load(SLUG, f"pure_s{s}", config=cfg, root=out).load_into(tg.make_pure_net(cfg),
                                                                                   prefix=f"pure/{s}.")
     metrics["test_rel_l2_int8"] = float(tg.pure_rel_l2(stored, Xt, Yt).mean())
-    print(f"held-out rel L2 of the int8 weights {metrics['test_rel_l2_int8']:.4f}", flush=True)
+    metrics["val_f1_rel_l2_int8"] = float(tg.pure_rel_l2(stored, Xv, Yv).mean())
+    print(f"int8 weights: held-out rel L2 {metrics['test_rel_l2_int8']:.4f}, f = 1 validation "
+          f"{metrics['val_f1_rel_l2_int8']:.4f}", flush=True)
     return save()
 
 
