@@ -26,6 +26,7 @@ __all__ = [
     "planned_city", "zone", "heldout_pairs", "shortest_path", "expert_score", "first_station", "checkpoint_config",
     "Data", "make_data", "corpora", "make_model", "train_lm", "generate", "decode", "lookup",
     "BREAKS", "first_break", "leg_hazard", "city_from_texts", "last_station", "splice", "splice_lookup",
+    "PARTS", "label_parts", "part_losses", "cell_agreement",
 ]
 
 TRANSFER = "【换乘】"
@@ -1080,15 +1081,109 @@ def city_from_texts(tok: Tokenizer, texts: Any) -> City:
     return City(stations, lines, kind, frame.size_km)
 
 
+# --------------------------------------------------------------------------------------------- fit diagnosis
+PARTS = ("fields", "start_mode", "start_dist", "first_line", "later_lines", "first_station", "inner_stations",
+         "transfer_stations", "last_station", "dist", "time", "fare", "end_mode", "end_dist")
+
+
+def label_parts(tok: Tokenizer, ids: Any) -> list[str]:
+    """The part of the record (one of :data:`PARTS`) each token of an encoded label belongs to: the field tokens
+    and <eos> are ``fields``; lines split into the first and the later ones; stations into the first, the last,
+    those next to a transfer marker (the marker itself included) and the rest; numbers and modes by field."""
+    V.instance("tok", tok, Tokenizer)
+    ids = V.sequence("ids", ids, of=V.integer)
+    toks = [tok.itos[i] if 0 <= i < len(tok.itos) else "?" for i in ids]
+    out, field_key = [], None
+    names = dict(zip(_FIELDS, ["start_mode", "start_dist", "lines", "stations", "dist", "time", "fare",
+                               "end_mode", "end_dist"], strict=True))
+    for j, t in enumerate(toks):
+        if t in names or t == tok.EOS:
+            field_key = names.get(t)
+            out.append("fields")
+        elif field_key is None:
+            raise ValueError(f"ids must start with a field token, got {t!r} first")
+        elif field_key == "lines":
+            out.append("first_line" if toks[j - 1] == "<lines>" else "later_lines")
+        elif field_key == "stations":
+            nxt = toks[j + 1] if j + 1 < len(toks) else None
+            if toks[j - 1] == "<stations>":
+                out.append("first_station")
+            elif TRANSFER in (t, nxt, toks[j - 1]):
+                out.append("transfer_stations")
+            elif nxt in tok.city.stations:
+                out.append("inner_stations")
+            else:
+                out.append("last_station")
+        else:
+            out.append(field_key)
+    return out
+
+
+def part_losses(model: Any, tok: Tokenizer, records: list, chunk: int = 128) -> dict[str, dict[str, float]]:
+    """Teacher-forced loss of ``model`` on optimal-route records (o, d, label), by record part
+    (:func:`label_parts`): per part the mean loss per token (``per_token``), its share of the summed label loss
+    (``share``) and tokens per record (``tokens``). Where the loss of a fitted model must fall is where it is."""
+    import torch
+    import torch.nn.functional as F
+
+    V.instance("tok", tok, Tokenizer)
+    records = V.sequence("records", records, min_len=1)
+    chunk = V.integer("chunk", chunk, min=1)
+    tot = {p: [0.0, 0] for p in PARTS}
+    for k in range(0, len(records), chunk):
+        rows = records[k: k + chunk]
+        seqs = [tok.prompt(o, d) + tok.encode_label(lab) for o, d, lab in rows]
+        n = max(map(len, seqs))
+        x = torch.full((len(seqs), n - 1), tok.pad_id)
+        for i, s in enumerate(seqs):
+            x[i, : len(s) - 1] = torch.tensor(s[:-1])
+        with torch.no_grad():
+            logp = F.log_softmax(model(x).float(), -1)
+        p_len = len(tok.prompt(*rows[0][:2]))
+        for i, s in enumerate(seqs):
+            lab_ids = s[p_len:]
+            nll = -logp[i, torch.arange(p_len - 1, len(s) - 1), torch.tensor(lab_ids)]
+            for part, v in zip(label_parts(tok, lab_ids), nll.tolist(), strict=True):
+                tot[part][0] += v
+                tot[part][1] += 1
+    total = sum(v[0] for v in tot.values())
+    return {p: {"per_token": v[0] / v[1], "share": v[0] / total, "tokens": v[1] / len(records)}
+            for p, v in tot.items() if v[1]}
+
+
+def cell_agreement(city: City, records: list, n: int = 20, seed: int = 0) -> np.ndarray:
+    """Per optimal-route record (o, d, label): the share of ``n`` points drawn uniformly in the 100 m cells the
+    tokenizer writes o and d as (so the same prompt) whose engine route is an exact match of the label. A model
+    that reads only the prompt and computes a route from it (rather than recalling the record) is exact on a
+    record at most this often; 1 where the whole cell has the record's route."""
+    _city(city)
+    records = V.sequence("records", records, min_len=1)
+    n, seed = V.integer("n", n, min=1), V.seed("seed", seed)
+    rng = np.random.default_rng(seed)
+    out = []
+    for o, d, lab in records:
+        cells = [round(v * 10) / 10 for v in (*city.to_xy(o), *city.to_xy(d))]
+        hit = 0
+        for _ in range(n):
+            j = rng.uniform(-0.05, 0.05, 4)
+            o2, d2 = city.from_xy(cells[0] + j[0], cells[1] + j[1]), city.from_xy(cells[2] + j[2], cells[3] + j[3])
+            r = route(city, o2, d2)
+            hit += r is not None and evaluate(city, r, lab, o, d)["exact"]
+        out.append(hit / n)
+    return np.array(out)
+
+
 # --------------------------------------------------------------------------------------------- data and model
 def checkpoint_config(name: str = "models") -> dict:
     """The config of the chapter's checkpoint ``models`` (what the default run asks for): city, split, corpora,
-    a 4-layer d=128 model, CPT and SFT steps (SFT on optimal-route and preference records), three seeds."""
+    a 4-layer d=128 model, CPT and SFT steps (SFT on optimal-route and preference records; constant rate, then a
+    cosine tail of ``sft_tail`` steps: the fit probe's recipe), two seeds (a third did not fit the session's
+    compute); ``eval_every``: how often a job logs its exact match on SFT training records."""
     V.one_of("name", name, ("models",))
     return {"city_seed": 1, "zones": 3, "heldout_pairs": 4, "split_seed": 0, "min_km": 5.0, "data_seed": 0,
             "n_sft": 6000, "n_cpt_routes": 3000, "cpt_repeat": 8, "max_len": 112,
             "n_pref": 2000, "n_layer": 4, "d_model": 128, "n_head": 4, "batch": 32, "lr": 3e-3,
-            "cpt_steps": 300, "sft_steps": 1000, "seeds": [0, 1, 2]}
+            "cpt_steps": 300, "sft_steps": 4000, "sft_tail": 800, "eval_every": 250, "seeds": [0, 1]}
 
 
 @dataclass
@@ -1186,15 +1281,22 @@ def _loss(model: Any, batch: tuple) -> Any:
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1), ignore_index=-100)
 
 
-def train_lm(cfg: dict, tensors: dict, vocab_size: int, seed: int, cpt: bool, progress: bool = True) -> tuple:
-    """One arm: ``cpt_steps`` of CPT (if ``cpt``) then ``sft_steps`` of SFT, AdamW with warm-up and cosine decay.
-    The SFT stage draws the same batches in both arms. Returns (model in eval mode, {stage: History})."""
+def train_lm(cfg: dict, tensors: dict, vocab_size: int, seed: int, cpt: bool, progress: bool = True,
+             tail: int | None = None, eval_fn: Any = None, eval_every: int = 0) -> tuple:
+    """One arm: ``cpt_steps`` of CPT (if ``cpt``) then ``sft_steps`` of SFT, AdamW with warm-up. The SFT stage
+    draws the same batches in both arms. Schedule: cosine decay over each stage, or, with ``tail`` (default
+    ``cfg["sft_tail"]``, else 0) > 0, SFT at a constant rate for ``sft_steps - tail`` steps and a cosine decay
+    over the last ``tail`` (same optimizer, fresh batches). ``eval_fn(model) -> {name: value}`` runs every
+    ``eval_every`` SFT steps and at the end (``History.evals``, by SFT step). Returns (model in eval mode,
+    {stage: History})."""
     import torch
 
     from helpers import train
 
     seed = V.seed("seed", seed)
     V.boolean("cpt", cpt)
+    tail = V.integer("tail", cfg.get("sft_tail", 0) if tail is None else tail, min=0, max=cfg["sft_steps"] - 1)
+    eval_every = V.integer("eval_every", eval_every, min=0)
     torch.manual_seed(seed)
     model = make_model(cfg, vocab_size)
 
@@ -1207,10 +1309,26 @@ def train_lm(cfg: dict, tensors: dict, vocab_size: int, seed: int, cpt: bool, pr
         return get
 
     hists = {}
-    stages = ([("cpt", cfg["cpt_steps"], 10**7)] if cpt else []) + [("sft", cfg["sft_steps"], 0)]
-    for name, steps, offset in stages:
-        hists[name] = train.fit(model, _loss, batches(*tensors[name], offset), steps, lr=cfg["lr"],
-                                warmup=max(1, steps // 10), seed=seed + offset, desc=name.upper(), progress=progress)
+    if cpt:
+        hists["cpt"] = train.fit(model, _loss, batches(*tensors["cpt"], 10**7), cfg["cpt_steps"], lr=cfg["lr"],
+                                 warmup=max(1, cfg["cpt_steps"] // 10), seed=seed + 10**7, desc="CPT",
+                                 progress=progress)
+    steps = cfg["sft_steps"]
+    ev = dict(eval_fn=eval_fn, eval_every=eval_every)
+    if not tail:
+        hists["sft"] = train.fit(model, _loss, batches(*tensors["sft"], 0), steps, lr=cfg["lr"],
+                                 warmup=max(1, steps // 10), seed=seed, desc="SFT", progress=progress, **ev)
+        return model.eval(), hists
+    flat = steps - tail
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=cfg["lr"], weight_decay=0.0)
+    h = train.fit(model, _loss, batches(*tensors["sft"], 0), flat, lr=cfg["lr"], warmup=max(1, flat // 10),
+                  schedule="constant", seed=seed, desc="SFT", progress=progress, optimizer=opt, **ev)
+    n_ev = {k: len(v) for k, v in h.evals.items()}
+    h = train.fit(model, _loss, batches(*tensors["sft"], flat), tail, lr=cfg["lr"], warmup=0, seed=seed + flat,
+                  desc="SFT tail", progress=progress, optimizer=opt, history=h, **ev)
+    for k, v in h.evals.items():  # the tail's evaluations, by SFT step
+        v[n_ev.get(k, 0):] = [(st + flat, x) for st, x in v[n_ev.get(k, 0):]]
+    hists["sft"] = h
     return model.eval(), hists
 
 

@@ -66,7 +66,8 @@ if "google.colab" in sys.modules and importlib.util.find_spec("helpers") is None
 # %% [markdown]
 # ## Parameters
 #
-# The default run loads the six trained models (two arms × three seeds) from `data/10_transit_lm/models.*` and
+# The default run loads the trained models (two arms × two seeds; a third seed did not fit this round's compute,
+# see the known limits) from `data/10_transit_lm/models.*` and
 # evaluates them; `quick = True` trains a tiny model of each arm live, on a small corpus, for one seed.
 
 # %% tags=["parameters"]
@@ -78,6 +79,7 @@ n_div = 40  # requests for which the model samples three routes (route diversity
 temperature = 0.7  # sampling temperature for the three routes
 
 # %% tags=["hide-input"]
+import json
 import warnings
 
 import matplotlib.pyplot as plt
@@ -88,7 +90,8 @@ from IPython.display import Markdown, display
 from helpers import checkpoints, claims, plotting, repro, scripts, train
 from helpers import transit_lm as T
 
-seeds = [seed, seed + 1, seed + 2]
+# the models of the stored seeds: two (a third did not fit this round's compute)
+seeds = scripts.model_seeds(seed, len(T.checkpoint_config("models")["seeds"]))
 # the checkpoint of these seeds (seed 0: the committed config)
 cfg = scripts.with_seeds(T.checkpoint_config("models"), seeds)
 if quick:
@@ -105,6 +108,7 @@ if quick:
         batch=16,
         cpt_steps=40,
         sft_steps=80,
+        sft_tail=20,
     )
 
 env = repro.setup(seed, threads=1)
@@ -344,8 +348,9 @@ plt.show()
 #   1,886 preference requests (`<req2>`, `<req5>`, `<req7>`, `<req8>`, section 7), shuffled together.
 #
 # The ablation follows the paper: the **SFT-only** arm runs `sft_steps` of SFT; the **CPT+SFT** arm runs
-# `cpt_steps` of CPT first and then the same SFT steps on the same batches. The key lines of the loss and the
-# masks:
+# `cpt_steps` of CPT first and then the same SFT steps on the same batches. SFT holds its learning rate constant
+# and decays it along a cosine over the last `sft_tail` steps (the recipe the fit probe below chose). The key lines
+# of the loss and the masks:
 
 # %%
 tensors = T.corpora(data, cfg)
@@ -415,6 +420,100 @@ for s in seeds:
 ax.set(xlabel="step", ylabel="loss", yscale="log", title="training curves, all seeds")
 ax.legend(fontsize=8)
 plt.show()
+
+# %% [markdown]
+# **Does the model fit its own records?** A model that does not reproduce the routes it was trained on cannot
+# show whether it composes new ones, so the claims about the planner's routes rest on the condition
+# `<arm>_fits_training_records`: exact match on 150 of its own SFT training records at least `FITS` (section 9).
+# The models of the previous recipe (1,000 SFT steps under a cosine schedule) fell far short of it. Before choosing
+# a new recipe we asked where their loss sits (`data/10_transit_lm/probe_fit.py diagnose`: the
+# stored SFT-only model of seed 0, its teacher-forced loss on 400 SFT training records split by record part, and
+# which part its greedy routes get wrong), then probed recipes from a list fixed before probing, choosing by the
+# training fit and the plateau only, never by a held-out number. The measurements are in `probe_fit.json`.
+
+# %%
+FLAT, FITS = 0.05, 0.8  # book-wide plateau rule; the model reproduces its own records
+arm_names = {"sft": "SFT only", "cpt": "CPT+SFT"}
+probe = json.loads(checkpoints.fetch("10_transit_lm", "probe_fit.json").read_text())
+diag = probe["diagnosis"]
+print(f"{'record part':18s}{'loss/token':>11s}{'share':>8s}{'tokens':>8s}")
+for part, v in diag["parts"].items():
+    print(f"{part:18s}{v['per_token']:11.3f}{v['share']:8.3f}{v['tokens']:8.2f}")
+wrong = {k.split("/")[1]: v for k, v in diag.items() if k.startswith("wrong/")}
+print("greedy routes on 150 training records, share wrong:")
+print(", ".join(f"{k} {v:.2f}" for k, v in wrong.items()))
+
+fig, ax = plt.subplots(figsize=(7, 3.2))
+for name, pr in probe["probes"].items():
+    st, v = zip(*pr["evals"]["train_exact"], strict=True)
+    ax.plot(st, v, "k--", marker=".", lw=1, label=f"probe {name} (seed 0, SFT only)")
+for s in seeds:
+    for arm, color in (("sft", "tab:blue"), ("cpt", "tab:orange")):
+        if f"{arm}/{s}/train_exact" in curves:
+            st, v = curves[f"{arm}/{s}/train_exact"]
+            lab = f"stored: {arm_names[arm]}" if s == seeds[0] else None
+            ax.plot(st, v, color=color, lw=0.8, alpha=0.8, label=lab)
+ax.axhline(FITS, color="tab:red", ls=":", lw=1, label="condition's bar")
+ax.set(xlabel="SFT step", ylabel="exact match", ylim=(0, 1),
+       title="exact match on 150 SFT training records during training")  # fmt: skip
+ax.legend(fontsize=7)
+plt.show()
+
+# %% tags=["remove-input"]
+pt = diag["parts"]
+numeric = ("start_dist", "dist", "time", "fare", "end_dist")
+decide = ("start_mode", "first_line", "later_lines", "first_station", "last_station",
+          "end_mode")  # fmt: skip
+chosen = probe["probes"][probe["decision"]["chosen"]]
+ex_curve = dict(chosen["evals"]["train_exact"])
+flat_end = chosen["recipe"]["sft_steps"] - chosen["recipe"]["tail"]
+stored_fit = ", ".join(
+    f"{arm_names[a]} seed {s} {curves[f'{a}/{s}/train_exact'][1][-1]:.2f}"
+    for a in ("cpt", "sft") for s in seeds if f"{a}/{s}/train_exact" in curves
+) or "(quick mode: no stored models)"  # fmt: skip
+ca = diag["cell_agreement"]
+display(
+    Markdown(f"""
+**Diagnosis.** The loss of a training record sits mostly in its numbers: the access,
+egress and total distances, the time and the fare hold
+{sum(pt[k]["share"] for k in numeric):.0%} of it. Much of that no model can remove: the
+prompt gives each endpoint to 100 m, so the last digits of a distance in metres are
+noise.
+Exact match does not read them. The tokens that decide the route cost
+{sum(pt[k]["per_token"] * pt[k]["tokens"] for k in decide):.2f} nats per record (access
+mode {pt["start_mode"]["per_token"]:.2f}, first line
+{pt["first_line"]["per_token"]:.2f},
+first station {pt["first_station"]["per_token"]:.2f}, last station
+{pt["last_station"]["per_token"]:.2f}, egress mode {pt["end_mode"]["per_token"]:.2f}),
+while a station inside a leg, once its line is chosen, costs
+{pt["inner_stations"]["per_token"]:.3f}: the model rides a line it has chosen, it does
+not
+yet choose well. Decoded greedily, the old seed-0 model is exact on
+{1 - wrong["exact"]:.2f} of its training records; it gets the first station wrong on
+{wrong["first_station"]:.2f} of them, the last on
+{wrong["last_station"]:.2f}, the lines on {wrong["lines"]:.2f} and the access mode on
+{wrong["start_mode"]:.2f}. One limit is in the task itself: a record's prompt is its
+100 m
+cells, and on {ca["mean"]:.2f} of the points of those cells the engine plans the
+record's
+route ({ca["all"]:.2f} of the records have it over the whole cells,
+{ca["majority"]:.2f} over most of them). A model that computes routes from the prompt
+rather than recalling the record can pass the bar, but no model reaches 1 on new
+requests.
+
+**Probe and recipe.** Under the probe `{probe["decision"]["chosen"]}` (seed 0, SFT only:
+{chosen["recipe"]["sft_steps"]:,} SFT steps, the same rate held constant, then a cosine
+tail over the last {chosen["recipe"]["tail"]:,}) exact match on the 150 training
+records rose to {ex_curve[1000]:.2f} at step 1,000, {ex_curve[flat_end]:.2f} when the
+constant phase ended (step {flat_end:,}) and {ex_curve[max(ex_curve)]:.2f} after the
+tail,
+{"below" if ex_curve[max(ex_curve)] < FITS else "at or above"} the bar of {FITS}; its loss had not levelled (plateau
+{chosen["plateau"]:.3f} against the rule's {FLAT}). It was taken without further probes:
+{probe["decision"]["why"]}. The stored models of this recipe end at {stored_fit} (float
+weights, as logged during training; section 4 re-measures them on the stored int8
+weights).
+""")
+)
 
 # %% [markdown]
 # ## 4. Decoding and the funnel, on both splits
@@ -1224,10 +1323,6 @@ plotting.live_controls(
 # ones; its held-out exact match measures our compute, not the method.
 
 # %%
-FLAT, FITS = (
-    0.05,
-    0.8,
-)  # book-wide plateau rule; the model reproduces its own training records
 for arm in ("cpt", "sft"):
     rec.condition(
         f"{arm}_sft_flat",
@@ -1521,24 +1616,44 @@ def cond_line(cid):
 
 
 n_params = models["cpt", seeds[0]].n_params()
+walls = [v for k, v in (ckpt.manifest["metrics"] if ckpt else {}).items()
+         if k.startswith("wall_seconds/")]  # fmt: skip
+job_wall = (
+    f", {min(walls) / 60:.0f} to {max(walls) / 60:.0f} minutes per model on one CPU core"
+    if walls
+    else ""
+)
+seeds_text = (
+    f"- **Seeds.** The models of {len(seeds)} seeds, not the book's three: the jobs of "
+    "the third did not fit this round's compute (issue #68), so every claim reads two "
+    "seeds.\n" if not quick and len(seeds) < 3 else ""
+)
+fits_all = all(train_exact[a, s] >= FITS for a in ("cpt", "sft") for s in seeds)
+fit_text = (
+    "Every model fits its records."
+    if fits_all
+    else "Where a model does not fit its own records, low exact match measures our "
+    "compute, not the method's ability to compose trips, and the claims that rest on "
+    "the fit are inconclusive there. A recipe that fits (more steps, or the probes of "
+    "section 3's list that were not run) is what remains to be found."
+)
 test_ex = [
     np.mean(mean_over_seeds(a, n, "exact")) for a in ("cpt", "sft") for n in splits
 ]
 display(
     Markdown(f"""
-- **Training budget.** `cpt_steps` and `sft_steps` (see the parameters record) are
-  small. Exact match on the
+- **Training budget.** Each model runs {cfg["sft_steps"]:,} SFT steps at a constant
+  rate with a cosine tail over the last {cfg["sft_tail"]:,} (the CPT+SFT arm
+  {cfg["cpt_steps"]} CPT steps first){job_wall}: the recipe of section 3's probe, the
+  only one of its list that was run. Exact match on the
   models' own SFT training records (section 4) is {f3(train_cpt)} for CPT+SFT and
   {f3([train_exact["sft", s] for s in seeds])} for SFT only, against {min(test_ex):.2f}
   to {max(test_ex):.2f} on
   the test splits (means over seeds). Conditions:
   {cond_line("cpt_fits_training_records")};
   {cond_line("cpt_sft_flat")}; {cond_line("sft_fits_training_records")};
-  {cond_line("sft_sft_flat")}. Where the
-  model does not fit its own records, low exact match measures our compute, not the
-  method's ability to compose
-  trips, and the claims that rest on it are inconclusive.
-- **Model size.** The checkpoint holds {len(models)} models ({n_params:,} parameters
+  {cond_line("sft_sft_flat")}. {fit_text}
+{seeds_text}- **Model size.** The checkpoint holds {len(models)} models ({n_params:,} parameters
   each: two arms × the seeds),
   stored in int8 (one float32 scale per weight row, dequantized on load); the numbers in
   this chapter are the int8

@@ -160,7 +160,7 @@ def test_property_city_network_connected(seed, grid, n_metro, n_bus):
 
 PLAN = T.planned_city()
 TINY_CFG = dict(T.checkpoint_config(), n_sft=30, n_cpt_routes=10, n_pref=0, cpt_repeat=1, d_model=16, n_layer=2, n_head=2,
-                batch=4, cpt_steps=2, sft_steps=2)
+                batch=4, cpt_steps=2, sft_steps=2, sft_tail=0)
 
 
 def test_planned_city_needs_transfers():
@@ -432,3 +432,71 @@ def test_leg_hazard_counts_routes_reaching_and_breaking_in_a_leg():
         T.leg_hazard(b, n[:-1], 0)
     with pytest.raises(TypeError, match="first_break"):
         T.leg_hazard([{"where": "nowhere"}], [1], 0)
+
+
+def test_label_parts_names_every_token_and_rejects_broken_input():
+    data = T.make_data(TINY_CFG)
+    tok = data.tok
+    lab = next(lab for *_, lab in data.sft if len(lab["line_sequence"]) >= 2)
+    ids = tok.encode_label(lab)
+    parts = T.label_parts(tok, ids)
+    assert len(parts) == len(ids) and set(parts) <= set(T.PARTS)
+    toks = [tok.itos[i] for i in ids]
+    seq = lab["station_sequence"]
+    at = toks.index("<stations>") + 1
+    assert parts[at] == "first_station" and parts[at + len(seq) - 1] == "last_station"
+    k = seq.index(T.TRANSFER)
+    assert parts[at + k - 1] == parts[at + k] == parts[at + k + 1] == "transfer_stations"
+    assert parts[toks.index("<lines>") + 1] == "first_line" and parts[toks.index("<lines>") + 2] == "later_lines"
+    assert parts[toks.index("<time>") + 1] == "time" and parts[-1] == "fields"
+    with pytest.raises(ValueError, match="field token"):
+        T.label_parts(tok, ids[1:])
+    with pytest.raises(TypeError):
+        T.label_parts("tok", ids)
+
+
+def test_part_losses_shares_sum_to_one_and_untrained_model_is_uniformish():
+    torch = pytest.importorskip("torch")
+    data = T.make_data(TINY_CFG)
+    torch.manual_seed(0)
+    model = T.make_model(TINY_CFG, len(data.tok)).eval()
+    out = T.part_losses(model, data.tok, data.sft[:6], chunk=4)
+    assert math.isclose(sum(v["share"] for v in out.values()), 1.0, rel_tol=1e-9)
+    assert all(abs(v["per_token"] - math.log(len(data.tok))) < 1.5 for v in out.values())
+    assert out["first_station"]["tokens"] == 1.0
+    with pytest.raises(ValueError):
+        T.part_losses(model, data.tok, [])
+
+
+def test_train_lm_tail_constant_then_cosine_and_evals_by_step():
+    data = T.make_data(TINY_CFG)
+    ten = T.corpora(data, TINY_CFG)
+    cfg = dict(TINY_CFG, sft_steps=6)
+    calls = []
+
+    def ev(model):
+        calls.append(1)
+        return {"x": float(len(calls))}
+
+    _, h = T.train_lm(cfg, ten, len(data.tok), 0, False, progress=False, tail=3, eval_fn=ev, eval_every=2)
+    lr = h["sft"].lr
+    assert len(h["sft"].loss) == 6 and lr[1] == lr[2] == cfg["lr"] and lr[3] == cfg["lr"] and lr[5] < lr[4] < lr[3]
+    assert [s for s, _ in h["sft"].evals["x"]] == [2, 3, 5, 6]
+    m1, _ = T.train_lm(dict(cfg, sft_tail=3), ten, len(data.tok), 0, False, progress=False)
+    m2, _ = T.train_lm(cfg, ten, len(data.tok), 0, False, progress=False, tail=3)
+    assert all((a == b).all() for a, b in zip(m1.state_dict().values(), m2.state_dict().values(), strict=True))
+    with pytest.raises(ValueError, match="tail"):
+        T.train_lm(cfg, ten, len(data.tok), 0, False, progress=False, tail=6)
+
+
+def test_cell_agreement_is_one_for_a_cell_with_one_route_and_checks_input():
+    o, d = OD[0]
+    lab = LABELS[0]
+    agree = T.cell_agreement(CITY, [(o, d, lab)], n=5)
+    assert agree.shape == (1,) and 0.0 <= agree[0] <= 1.0
+    other = LABELS[next(i for i, r in enumerate(LABELS) if r["station_sequence"] != lab["station_sequence"])]
+    assert T.cell_agreement(CITY, [(o, d, other)], n=5)[0] == 0.0  # another trip's route is never this one's
+    with pytest.raises(ValueError):
+        T.cell_agreement(CITY, [], n=5)
+    with pytest.raises(ValueError):
+        T.cell_agreement(CITY, [(o, d, lab)], n=0)
