@@ -1,12 +1,14 @@
 """Train the pure neural solvers of chapter 09_transolver_gmsfem (the baseline), which do not fit its 5-minute
 default run, and write them with :mod:`helpers.checkpoints`, one checkpoint per model seed:
 
-* ``pure_s<k>`` (k = 0, 1, 2): a U-Net (:class:`helpers.transolver_gmsfem.UNet`) on the 65 x 65 node grid
+* ``pure_s<k>`` (k = 0, 1, 2): the network of ``checkpoint_config("pure_s<k>")`` (an FNO with CP-factorised
+  spectral weights, :class:`helpers.transolver_gmsfem.FNO`, via ``make_pure_net``) on the 65 x 65 node grid
   mapping ``[x, y, log10 kappa / 4, f]`` to ``u / 0.05``, trained on the relative squared error over 2 000 fine
   FEM solutions (coefficients from the training distribution, forcing ``1`` plus random low sine modes,
   :func:`helpers.transolver_gmsfem.forcing` ``"smooth"``), each pair under a random symmetry of the square;
   tensors ``pure/<k>.<param>``, stored as int8. The manifest stores the loss curve, the relative L2 error on
-  ``test_pairs`` held-out pairs over training, and the seconds the FEM solves that made the data took.
+  ``test_pairs`` held-out pairs over training, the error on the first 64 training pairs and on ``val_pairs``
+  validation pairs with ``f = 1`` (float and int8 weights), and the seconds the FEM solves that made the data took.
 
 Run from the repository root: ``.venv/bin/python data/09_transolver_gmsfem/make_pure.py --name pure_s0`` (or
 ``make data NB=09_transolver_gmsfem``). ``--tiny`` trains a tiny config for a few steps into a temporary folder
