@@ -240,6 +240,55 @@ def test_val_split_and_checkpoint_names():
         tc.checkpoint_config("models")
 
 
+def test_fit_sample_jobs_of_and_task_regime():
+    idx = np.arange(100, 2000)
+    a = tc.fit_sample(idx)
+    assert len(a) == 600 == len(set(a)) and np.isin(a, idx).all()
+    assert (tc.fit_sample(idx) == a).all() and len(tc.fit_sample(np.arange(5))) == 5
+    for bad in (np.array([], dtype=int), np.zeros((2, 2), dtype=int)):
+        with pytest.raises(ValueError):
+            tc.fit_sample(bad)
+    cfg = tc.checkpoint_config("models_s1")
+    assert len(tc.jobs_of(cfg)) == sum(len(cfg[f"{t}_kinds"]) for t in tc.TASKS)
+    assert {t for t, _, _ in tc.jobs_of(cfg, tasks=["prop"])} == {"prop"}
+    assert [k for _, k, _ in tc.jobs_of(cfg, tasks=["prop"], kinds=["gin", "sinusoidal"])] == [
+        k for k in cfg["prop_kinds"] if k in ("gin", "sinusoidal")]
+    with pytest.raises(ValueError):
+        tc.jobs_of(cfg, tasks=["nope"])
+    with pytest.raises(ValueError):  # the synthetic task trains no Graphormer
+        tc.jobs_of(cfg, tasks=["synth"], kinds=["graphormer"])
+    prop = tc.task_regime(cfg, "prop")
+    assert (prop["steps"], prop["lr"], prop["eval_every"]) == (cfg["steps_prop"], cfg["lr_prop"],
+                                                              cfg["eval_every_prop"])
+    assert tc.task_regime(cfg, "alert")["lr"] == cfg["lr"] and tc.task_regime(cfg, "synth")["width"] == 32
+    with pytest.raises(ValueError):
+        tc.task_regime(cfg, "nope")
+
+
+def test_make_models_parts_merge_into_the_whole_checkpoint(tmp_path):
+    """A prop-only part merged with the other tasks carried from a full run is byte-identical to the full run."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    script = repo / "data" / "07_tree_cycle_pe" / "make_models.py"
+
+    def run(*args):
+        return subprocess.run([sys.executable, str(script), "--tiny", "--name", "models_s0", *args], cwd=repo,
+                              capture_output=True, text=True, timeout=300)
+
+    full, part, merged = tmp_path / "full", tmp_path / "part", tmp_path / "merged"
+    assert run("--out", str(full)).returncode == 0
+    assert run("--tasks", "prop", "--out", str(part)).returncode == 0
+    r = run("--merge", str(part), "--carry-from", str(full), "--out", str(merged))
+    assert r.returncode == 0, r.stderr[-2000:]
+    sha = [(d / "07_tree_cycle_pe" / "models_s0.safetensors").read_bytes() for d in (full, merged)]
+    assert sha[0] == sha[1]
+    r = run("--merge", str(part), "--carry-from", str(tmp_path / "none"), "--out", str(merged))
+    assert r.returncode != 0  # synth and alert models in no part and nowhere to carry them from
+
+
 def test_gin_cannot_separate_1wl_pair_but_cycle_pe_can():
     vocab = _vocab()
     pair = [tc.featurize("C1CCC2CCCCC2C1", vocab), tc.featurize("C1CCC(C1)C1CCCC1", vocab)]
@@ -379,6 +428,16 @@ def test_fit_model_is_deterministic_and_predicts_every_rooting():
     _, hist = tc.fit_model("cycle", feats, idx[:-3], y, vocab, steps=4, seed=0, batch_size=4, width=16,
                            progress=False, val_idx=idx[-3:], eval_every=2)
     assert [s for s, _ in hist.evals["val_loss"]] == [2, 4]
+    _, hist2 = tc.fit_model("cycle", feats, idx[:-3], y, vocab, steps=4, seed=0, batch_size=4, width=16,
+                            progress=False, val_idx=idx[-3:], eval_every=2, auc_idx=idx[:6])
+    assert [s for s, _ in hist2.evals["fit_auc"]] == [2, 4] and "val_auc" in hist2.evals
+    assert all(np.isnan(v) or 0 <= v <= 1 for _, v in hist2.evals["fit_auc"])
+    assert hist2.loss == hist.loss  # reading the AUC along training changes no weight
+    for bad in (dict(auc_idx=idx[-3:]), dict(auc_idx=idx[:6], val_idx=None), dict(auc_idx=idx[:0])):
+        kw = dict(val_idx=idx[-3:], eval_every=2) | bad
+        with pytest.raises(ValueError):  # training molecules only, with a validation set, non-empty
+            tc.fit_model("cycle", feats, idx[:-3], y, vocab, steps=2, seed=0, batch_size=4, width=16,
+                         progress=False, **kw)
     with pytest.raises(ValueError):  # validation molecules must not be trained on
         tc.fit_model("cycle", feats, idx, y, vocab, steps=2, seed=0, batch_size=4, width=16, progress=False,
                      val_idx=idx[-3:], eval_every=1)
