@@ -66,8 +66,7 @@ if "google.colab" in sys.modules and importlib.util.find_spec("helpers") is None
 # %% [markdown]
 # ## Parameters
 #
-# The default run loads the trained models (two arms × two seeds; a third seed did not fit this round's compute,
-# see the known limits) from `data/10_transit_lm/models.*` and
+# The default run loads the trained models (two arms × three seeds) from `data/10_transit_lm/models.*` and
 # evaluates them; `quick = True` trains a tiny model of each arm live, on a small corpus, for one seed.
 
 # %% tags=["parameters"]
@@ -90,7 +89,7 @@ from IPython.display import Markdown, display
 from helpers import checkpoints, claims, plotting, repro, scripts, train
 from helpers import transit_lm as T
 
-# the models of the stored seeds: two (a third did not fit this round's compute)
+# the models of the stored seeds (three)
 seeds = scripts.model_seeds(seed, len(T.checkpoint_config("models")["seeds"]))
 # the checkpoint of these seeds (seed 0: the committed config)
 cfg = scripts.with_seeds(T.checkpoint_config("models"), seeds)

@@ -1,7 +1,7 @@
 """Train the language models of chapter 10_transit_lm that do not fit its 5-minute default run, and write them with
 :mod:`helpers.checkpoints`:
 
-* ``models``: for each seed (0, 1; a third did not fit the compute of issue #68's round) two arms of a 4-layer, d = 128 transformer on the planned city's records
+* ``models``: for each seed (0, 1, 2) two arms of a 4-layer, d = 128 transformer on the planned city's records
   (:func:`helpers.transit_lm.checkpoint_config`): ``sft`` (SFT only) and ``cpt`` (CPT on line, station-coordinate
   and route texts, then the same SFT steps on the same batches). SFT mixes optimal-route records with preference
   records (request types 2, 5, 7, 8); it runs at a constant learning rate and ends with a cosine tail
@@ -10,9 +10,9 @@
   reads (stored as the curves ``<arm>/<seed>/train_exact``).
 
 Run from the repository root: ``.venv/bin/python data/10_transit_lm/make_models.py`` (or
-``make data NB=10_transit_lm``): four jobs (seed x arm) on ``--workers`` processes, one torch thread each; the same
+``make data NB=10_transit_lm``): six jobs (seed x arm) on ``--workers`` processes, one torch thread each; the same
 seed writes byte-identical weights. One job at a time, each its own process: ``--seeds S --arms A --parts DIR
---out /tmp/x`` trains and keeps that job in ``DIR``; ``--parts DIR`` alone then reuses the four jobs and writes the
+--out /tmp/x`` trains and keeps that job in ``DIR``; ``--parts DIR`` alone then reuses the six jobs and writes the
 checkpoint. ``--tiny`` trains a tiny config for a few steps into a temporary folder (seconds; what the tests run);
 ``--seeds``/``--out``: other seeds into another data root.
 """

@@ -50,7 +50,7 @@ DECISION = {
     "not_run": ["current", "high_lr_tail", "wide_tail", "batch64_tail"],
     "why": ("each probe costs about as much as one model job (14 min on one core); after the first probe the "
             "session's compute held the remaining jobs of one recipe, not a second probe (and in the end not all "
-            "of them: the third seed's CPT+SFT job was not run), so the first probe's recipe was taken although "
+            "of them in the builder's slot: the third seed's CPT+SFT job was trained afterwards), so the first probe's recipe was taken although "
             "its fit (below the 0.8 bar) was not the issue's; 'current' is read from the stored models of that "
             "recipe (the diagnosis) instead of a rerun"),
 }
