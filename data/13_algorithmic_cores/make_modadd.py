@@ -34,6 +34,20 @@ trains that seed into the cache and writes no checkpoint (one seed per job, then
 condition ``no_collapse`` has failed: a one-seed probe of an optimizer setting (round 4 of issue #71 probed five,
 in an order fixed beforehand; their record is ``modadd_probes.json``; none met the condition, so the config is
 unchanged).
+
+Round 5 of issue #71, written down before its first probe: **full-batch training** (all 1404 training pairs in
+every step, the untried axis: minibatch noise is a collapse source), lr * wd * steps kept at 5.5, judged on seed 0
+by the condition ``no_collapse`` alone (its bar unchanged, the claims not read), in this order, stopping at the
+first setting that meets it:
+
+1. full batch at the base optimizer (lr 5e-4, wd 1, 11000 steps, warmup 10, clip 1, betas (0.9, 0.999), eps 1e-8):
+   ``--only 0 --cache DIR --probe '{"batch_size": null}'``;
+2. full batch with clip 0.1 (the round-4 setting with the smallest drop, 0.052):
+   ``--probe '{"batch_size": null, "clip": 0.1}'``.
+
+A setting that meets it on seed 0 becomes the config, and seeds 1 and 2 are trained with it (one job each); if
+neither does, the config stays as it is and the record says so. Full batch costs ~0.10 s per step on one thread
+(minibatches of 512: ~0.05 s), ~20 minutes per seed.
 """
 
 from __future__ import annotations
