@@ -63,7 +63,8 @@ def _curve(what: str, values: Any, min_len: int) -> list[float]:
     return out
 
 
-def plateau(values: Any, frac: float = 0.2, *, higher_is_better: bool = False) -> float:
+def plateau(values: Any, frac: float = 0.2, *, higher_is_better: bool = False, until: int | None = None,
+            noise: float = 0.0, atol: float = 0.0) -> float:
     """How much a curve still improved at its end, as a share of what it had improved in all.
 
     With ``start``, ``before`` and ``last`` the means of the curve's first, second-to-last and last ``frac`` of
@@ -72,19 +73,57 @@ def plateau(values: Any, frac: float = 0.2, *, higher_is_better: bool = False) -
     (0.2% of its drop), one falling linearly to the end is not (about 20%). Dividing by ``|before|`` too keeps a
     noisy curve that never moved from reading as "still improving". A condition reads ``plateau(loss) <= 0.05``.
     Accepts a list, an array or a checkpoint manifest's curve.
+
+    Three readings, each fixed with the condition before any number is read (never switched to flip a verdict):
+
+    * ``until``: read only the points at steps ``<= until`` (a list's points are steps ``1..n``, a manifest curve
+      has its own). A schedule that ends in a learning-rate decay (``fit(schedule="wsd")``, or any cosine tail)
+      lowers the loss in its last steps by annealing alone, so the last fifth of such a curve reads as "still
+      improving" however long the model trained; the plateau of a warmup-stable-decay run is read on its stable
+      phase, ``until=steps - decay_steps``. (A pure cosine run has no stable phase: train it longer to know.)
+    * ``noise``: an improvement is counted only beyond ``noise`` standard errors of the two windows' difference,
+      the step-to-step noise estimated from the curve's own first differences over the last two windows
+      (``std(diff) / sqrt(2)`` per point, so a steady trend is not mistaken for noise). A sparse, noisy held-out
+      curve (25 evaluations) moves by more than 2% between two windows by chance; ``noise=2`` asks that the
+      improvement be resolvable before it counts.
+    * ``atol``: improvements of at most ``atol`` (in the curve's own units) count as none: a curve that starts
+      near zero would otherwise read any tiny drop as a large share of its "whole" improvement.
     """
     frac = V.probability("frac", frac)
     V.boolean("higher_is_better", higher_is_better)
+    noise = V.nonnegative("noise", noise)
+    atol = V.nonnegative("atol", atol)
     if not 0 < frac <= 0.5:
         raise ValueError(f"frac must be in (0, 0.5] (two windows of that fraction are compared), got {frac}")
     vals = _curve("values", values, min_len=2)
+    if until is not None:
+        until = V.integer("until", until, min=1)
+        steps = values.get("step") if isinstance(values, dict) else None
+        if steps is None:
+            steps = list(range(1, len(vals) + 1))
+        elif len(steps) != len(vals):
+            raise ValueError(f"values: the curve has {len(steps)} steps for {len(vals)} values")
+        vals = [v for st, v in zip(steps, vals) if st <= until]
+        if len(vals) < 2:
+            raise ValueError(f"until={until} leaves {len(vals)} point(s) of the curve; at least 2 are needed "
+                             f"(is until a step number of this curve?)")
     if higher_is_better:
         vals = [-v for v in vals]
     k = max(1, int(round(frac * len(vals))))
     start = sum(vals[:k]) / k
     last = sum(vals[-k:]) / k
     before = sum(vals[-2 * k:-k]) / k
-    return (before - last) / max(start - last, abs(before), 1e-12)
+    gain = before - last
+    if gain > 0 and noise > 0:
+        window = vals[-2 * k:]
+        diffs = [b - a for a, b in zip(window[:-1], window[1:])]
+        if len(diffs) >= 2:
+            m = sum(diffs) / len(diffs)
+            sd = math.sqrt(sum((d - m) ** 2 for d in diffs) / (len(diffs) - 1)) / math.sqrt(2)
+            gain = max(0.0, gain - noise * sd * math.sqrt(2 / k))
+    if 0 < gain <= atol:
+        gain = 0.0
+    return gain / max(start - last, abs(before), 1e-12)
 
 
 def tail_mean(values: Any, frac: float = 0.1) -> float:
@@ -100,22 +139,49 @@ def tail_mean(values: Any, frac: float = 0.1) -> float:
     return sum(vals[-k:]) / k
 
 
-def lr_at(step: int, steps: int, lr: float, warmup: int = 0, schedule: str = "cosine", min_ratio: float = 0.1) -> float:
-    """Learning rate at ``step``: linear warm-up, then constant or cosine decay to ``min_ratio * lr``."""
+SCHEDULES = ("cosine", "constant", "wsd")
+
+
+def lr_at(step: int, steps: int, lr: float, warmup: int = 0, schedule: str = "cosine", min_ratio: float = 0.1,
+          decay_steps: int = 0) -> float:
+    """Learning rate at ``step``: linear warm-up, then constant, cosine decay to ``min_ratio * lr``, or ``"wsd"``
+    (warmup-stable-decay): constant until ``steps - decay_steps``, then cosine decay to ``min_ratio * lr`` over the
+    last ``decay_steps``. A WSD run's loss can be read for a plateau on its stable phase (``plateau(until=...)``)."""
     step, steps = V.integer("step", step, min=0), V.integer("steps", steps, min=0)
     lr = V.nonnegative("lr", lr)
     warmup = V.integer("warmup", warmup, min=0)
-    V.one_of("schedule", schedule, ("cosine", "constant"))
+    V.one_of("schedule", schedule, SCHEDULES)
     min_ratio = V.probability("min_ratio", min_ratio)
-    return _lr_at(step, steps, lr, warmup, schedule, min_ratio)
+    decay_steps = _decay_steps(schedule, decay_steps, steps, warmup)
+    return _lr_at(step, steps, lr, warmup, schedule, min_ratio, decay_steps)
 
 
-def _lr_at(step: int, steps: int, lr: float, warmup: int, schedule: str, min_ratio: float = 0.1) -> float:
+def _decay_steps(schedule: str, decay_steps: int, steps: int, warmup: int) -> int:
+    decay_steps = V.integer("decay_steps", decay_steps, min=0)
+    if schedule != "wsd":
+        if decay_steps:
+            raise ValueError(f"decay_steps is for schedule='wsd' only, got decay_steps={decay_steps} with "
+                             f"schedule={schedule!r}")
+        return 0
+    if not 0 < decay_steps <= steps - warmup:
+        raise ValueError(f"schedule='wsd' needs 0 < decay_steps <= steps - warmup = {steps - warmup}, got "
+                         f"{decay_steps}")
+    return decay_steps
+
+
+def _lr_at(step: int, steps: int, lr: float, warmup: int, schedule: str, min_ratio: float = 0.1,
+           decay_steps: int = 0) -> float:
     if step < warmup:
         return lr * (step + 1) / warmup
     if schedule == "constant":
         return lr
-    t = (step - warmup) / max(1, steps - warmup)
+    if schedule == "wsd":
+        start = steps - decay_steps
+        if step < start:
+            return lr
+        t = (step - start) / decay_steps
+    else:
+        t = (step - warmup) / max(1, steps - warmup)
     return lr * (min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * min(t, 1.0))))
 
 
@@ -129,6 +195,7 @@ def fit(
     weight_decay: float = 0.0,
     warmup: int = 0,
     schedule: str = "cosine",
+    decay_steps: int = 0,
     grad_clip: float | None = 1.0,
     seed: int | None = None,
     optimizer: torch.optim.Optimizer | None = None,
@@ -142,6 +209,7 @@ def fit(
 
     ``batches`` is either a function ``step -> batch`` (deterministic given the seed) or an iterable, cycled.
     ``eval_fn(model) -> {name: value}`` runs every ``eval_every`` steps and at the end, under ``torch.no_grad``.
+    ``schedule``: ``"cosine"`` (default), ``"constant"`` or ``"wsd"`` with its ``decay_steps`` (see :func:`lr_at`).
     """
     V.instance("model", model, nn.Module)
     V.function("loss_fn", loss_fn)
@@ -149,7 +217,8 @@ def fit(
     lr = V.positive("lr", lr)
     weight_decay = V.nonnegative("weight_decay", weight_decay)
     warmup = V.integer("warmup", warmup, min=0)
-    V.one_of("schedule", schedule, ("cosine", "constant"))
+    V.one_of("schedule", schedule, SCHEDULES)
+    decay_steps = _decay_steps(schedule, decay_steps, steps, warmup)
     grad_clip = V.optional(V.positive, "grad_clip", grad_clip)
     seed = V.optional(V.seed, "seed", seed)
     V.optional(V.instance, "optimizer", optimizer, torch.optim.Optimizer)
@@ -209,7 +278,7 @@ def fit(
     model.train()
     bar = tqdm(range(steps), desc=desc, disable=not progress, mininterval=1.0)
     for step in bar:
-        cur = _lr_at(step, steps, lr, warmup, schedule)
+        cur = _lr_at(step, steps, lr, warmup, schedule, decay_steps=decay_steps)
         for g in opt.param_groups:
             g["lr"] = cur
         loss = loss_fn(model, get(step))
