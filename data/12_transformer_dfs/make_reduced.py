@@ -96,6 +96,7 @@ One torch thread: the same seed on the same machine writes byte-identical weight
 from __future__ import annotations
 
 import copy
+import json
 import time
 from pathlib import Path
 
@@ -107,7 +108,10 @@ from helpers import transformer_dfs as dfs
 SLUG = dfs.CHECKPOINT_SLUG
 HERE = Path(__file__).resolve()
 SOURCES = [HERE, Path(dfs.__file__).resolve(), Path(repro.__file__).resolve(), Path(train.__file__).resolve()]
-NAMES = ["reduced_0", "reduced_1", "reduced_2", "reduced_lc_0", "reduced_lc_1", "reduced_lc_2"]
+NAMES = ["reduced_0", "reduced_1", "reduced_2", "reduced_lc_0", "reduced_lc_1", "reduced_lc_2",
+         *(f"reduced_q{k}_{s}" for k in (1, 2, 3) for s in (0, 1, 2))]
+DEFAULT_NAMES = ["reduced_0", "reduced_1", "reduced_2"]
+PROBES = HERE.parent / "reduced_probes.json"  # the fourth attempt's probe record (one entry per probe run)
 
 
 def tiny(name: str = "reduced_0") -> dict:
@@ -127,11 +131,22 @@ def make_reduced(cfg: dict, out: Path | None, args: object = None) -> Path | lis
         evals["test"] = dfs.structured_batch(test_items)
     with repro.seeded(s):
         model = dfs.ReducedDFS(emb, learn_emb=bool(cfg.get("learn_emb", False)))
+        if cfg.get("init") == "construction":  # probe Q3: near the hand-built point (noise from the seed)
+            model.near_construction(float(cfg["init_noise"]))
         hist = dfs.train_reduced(model, b, cfg["steps"], cfg["lr"], evals, eval_every=cfg["eval_every"],
-                                 method=cfg["method"])
+                                 method=cfg["method"], loss=cfg.get("loss", "valid"))
     fit, flat = train.tail_mean(hist["train/valid"]), train.plateau(hist["loss"])
+    name = getattr(args, "name", None) or f"reduced_{s}"
+    if name.startswith("reduced_q") and not getattr(args, "tiny", False):  # the fourth attempt's record
+        rec = json.loads(PROBES.read_text()) if PROBES.exists() else []
+        rec = [r for r in rec if r["name"] != name] + [dict(
+            name=name, probe=name[8:10].upper(), seed=s, loss=cfg.get("loss", "valid"),
+            init=cfg.get("init", "random"), steps=cfg["steps"], train_fit=round(fit, 4),
+            loss_plateau=round(flat, 4), passes=bool(fit >= 0.95 and flat <= 0.05),
+            start_fit=round(hist["train/valid"][0], 4), wall_seconds=round(time.time() - t0))]
+        PROBES.write_text(json.dumps(sorted(rec, key=lambda r: r["name"]), indent=1) + "\n")
     print(f"PROBE emb={cfg.get('emb', 'sign')} learn_emb={cfg.get('learn_emb', False)} d={cfg['d']} "
-          f"steps={cfg['steps']} seed {s}: training valid-move accuracy at plateau {fit:.4f} (bar 0.95), "
+          f"loss={cfg.get('loss', 'valid')} init={cfg.get('init', 'random')} steps={cfg['steps']} seed {s}: training valid-move accuracy at plateau {fit:.4f} (bar 0.95), "
           f"loss plateau {flat:.4f} (bar 0.05), {'PASS' if fit >= 0.95 and flat <= 0.05 else 'FAIL'} "
           f"({time.time() - t0:.0f} s)", flush=True)
     if getattr(args, "probe", False):
@@ -145,7 +160,6 @@ def make_reduced(cfg: dict, out: Path | None, args: object = None) -> Path | lis
     if "test" in evals:
         print(f"seed {s}: unseen graphs valid {hist['test/valid'][-1]:.3f}, exact {hist['test/exact'][-1]:.3f}",
               flush=True)
-    name = getattr(args, "name", f"reduced_{s}")
     return checkpoints.save(SLUG, name, tensors, config=cfg, metrics=metrics, history=history, seed=cfg["seeds"],
                             steps=cfg["steps"], wall_seconds=time.time() - t0, sources=SOURCES,
                             module="helpers.transformer_dfs", root=out)
@@ -157,8 +171,8 @@ def options(ap) -> None:
 
 
 def main(argv: list[str] | None = None) -> list[Path]:
-    return scripts.script_main(make_reduced, config=dfs.checkpoint_config, tiny=tiny, names=NAMES, doc=__doc__,
-                               options=options, argv=argv)
+    return scripts.script_main(make_reduced, config=dfs.checkpoint_config, tiny=tiny, names=NAMES,
+                               default_names=DEFAULT_NAMES, doc=__doc__, options=options, argv=argv)
 
 
 if __name__ == "__main__":
