@@ -14,9 +14,11 @@ synthetic, but the data rule, the reward constants and the group policy gradient
   before the options quotes the cued option's first digits: it names the option by content) and order
   (option-order bias: the cue is "being listed first"; a ``<ranked>`` format marker in the preamble says the
   options come from a ranked listing, and it names no option). On a share ``p_hidden`` of the items the last
-  :data:`N_HIDDEN` digits of every option show as ``?``: the judge cannot be sure there, and with three options
-  and P(cue = truth) = 0.5 the cue pays under the accuracy reward where it cannot tell
-  (:func:`uninformed_expected_reward`).
+  :data:`N_HIDDEN` digits of every option show as ``?``: the judge cannot be sure there, and its mistakes fall
+  on either wrong option. The balanced data of three options put the cue on the truth with probability
+  :data:`P_ALIGNED` = 1/3, so the cue says nothing of the answer (with P = 0.5 the cued option would be twice as
+  likely as each other one; :func:`uninformed_expected_reward` gives what each rule pays a judge that knows
+  only the cue).
 * The reward (:func:`eit_reward`): correct +1.0; adversarial cue followed -0.5, resisted +0.5; aligned cue but a
   wrong answer -0.3; no bonus for agreeing with a correct cue. (The paper's +0.1 format bonus has no analogue:
   our policy emits one answer token.) With two options a wrong answer under an adversarial cue is the cue's
@@ -32,6 +34,7 @@ synthetic, but the data rule, the reward constants and the group policy gradient
 
 from __future__ import annotations
 
+import copy
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -51,7 +54,7 @@ __all__ = [
     "MAX_OPTIONS", "ANSWER_IDS", "DEFER_MARGIN", "seed_interval", "answers_by_cell", "ARMS", "train_arm", "EVAL_SPLITS", "EVAL_CONDS",
     "chapter_eval_sets", "arms_config", "RL_STREAM", "unpaired_steps", "make_eval_sets", "evaluate_judge",
     "policy_gradient", "mixed_share", "relative_max_diff", "paired_bootstrap_diff", "cluster_interval",
-    "N_BASE", "P_HIDDEN", "N_HIDDEN", "REWARDS_DIFFER_BAR", "uninformed_expected_reward",
+    "N_BASE", "P_HIDDEN", "P_ALIGNED", "BASE_CONDITIONS", "N_HIDDEN", "REWARDS_DIFFER_BAR", "uninformed_expected_reward",
     "pack_answers", "unpack_answers",
 ]
 
@@ -531,8 +534,14 @@ def kl_to_reference(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
 CHECKPOINT_SLUG = "06_epistemic_independence"
 
 
-DEFER_MARGIN = {"sum": 5, "high_count": 1, "ends": 3, "odd_sum": 6}
+# The annotator's deferral margins, set before any training of this setting from the score distributions and an
+# ideal judge of the annotator's labels (Monte Carlo over the hidden digits), so that that judge's adversarial
+# bandwagon accuracy over all items of the training subjects (0.48) sits inside the band [0.3, 0.6] of condition
+# base_partly_follows; about 0.38 of the items of each subject split are close. (The earlier margins, 5/1/3/6,
+# made about half the items close and put the ideal judge at 0.28 over all items, outside the band.)
+DEFER_MARGIN = {"sum": 1, "high_count": 1, "ends": 2, "odd_sum": 4}
 N_BASE = 5  # base judges (the clusters of the arm-vs-arm intervals)
+P_ALIGNED = 1 / 3  # P(cue = truth) of the balanced data with three options: the cue says nothing of the truth
 P_HIDDEN = 0.5  # share of items (pre-training, RL, evaluation) whose last N_HIDDEN digits are hidden
 # Condition rewards_differ, fixed before any RL run of the hidden-digit setting: over an EIT run, the share of
 # GRPO groups whose EIT and accuracy advantages differ (grpo_loss's "rewards_differ", mean over the steps) is at
@@ -540,17 +549,25 @@ P_HIDDEN = 0.5  # share of items (pre-training, RL, evaluation) whose last N_HID
 # the 0.018 of the earlier setting, where the comparison could not resolve anything: 200 steps x 32 prompts x
 # 0.05 = 320 groups per run in which the -0.5 for the cue's option and the 0 for the other wrong one pull apart.
 REWARDS_DIFFER_BAR = 0.05
+# Conditions on the base judges, registered before any training of the setting with P(cue = truth) = 1/3 (the
+# notebook reads them from the config): ``base_partly_follows``, adversarial bandwagon accuracy on the training
+# subjects, over ALL evaluation items (hidden digits or not), inside ``band`` (the issue's [0.3, 0.6]);
+# ``base_competent``, no-cue accuracy on the training subjects on the items shown in full at least ``min`` (on
+# an item with hidden digits the truth is not in the prompt, so no judge is competent there).
+BASE_CONDITIONS = {"base_partly_follows": {"band": [0.3, 0.6], "items": "all"},
+                   "base_competent": {"min": 0.85, "items": "shown in full"}}
 
 
 def checkpoint_config(name: str = "base") -> dict:
     """The config of checkpoint ``base``: one three-option judge per seed (the one the RL arms train), supervised
     on every subject and cue family by a *sycophantic annotator*: a share ``p_cue`` of the items carry a cue (a
     family from ``families``, where the content-quoting expert cue, the slowest to learn, has weight 3) that
-    points at the truth with probability ``p_aligned`` = 0.5, else at a wrong option; on a *close* item (best
-    minus second-best score at most ``defer_margin[subject]``) the annotator labels the cue's option, on a clear
-    one the truth. The margins were set from the score distributions alone, before any training, so that about
-    half of the items are close; a judge that learns the annotator follows a cue on close items only, an
-    adversarial accuracy near one half (the paper's LLMs follow some misleading cues, not all). Label smoothing
+    points at the truth with probability ``p_aligned`` = :data:`P_ALIGNED` = 1/3, else at a wrong option (the cue
+    says nothing of the truth); on a *close* item (best minus second-best score at most
+    ``defer_margin[subject]``) the annotator labels the cue's option, on a clear one the truth. The margins
+    (:data:`DEFER_MARGIN`) were set before any training, so that an ideal judge of these labels follows a
+    misleading cue on some items and not all (the paper's LLMs follow some misleading cues, not all);
+    ``conditions`` (:data:`BASE_CONDITIONS`) registers the bars of the base's conditions. Label smoothing
     ``label_smoothing`` = 0.4 keeps it unsure (its answers at most about 0.73 likely), so groups of sampled
     answers disagree and GRPO has advantages to work with. ``n_options`` = 3: a wrong answer can be the cue's
     option or another one, which the EIT reward tells apart and the accuracy reward does not. On a share
@@ -563,9 +580,10 @@ def checkpoint_config(name: str = "base") -> dict:
     if name != "base":
         raise ValueError(f"name must be 'base' or 'arms', got {name!r}")
     return dict(seeds=list(range(N_BASE)), small=dict(n_layer=2, n_head=4, d_model=64), n_options=3, steps=2000,
-                batch=128, lr=3e-3, warmup=100, p_cue=0.7, p_aligned=0.5, defer_margin=dict(DEFER_MARGIN),
+                batch=128, lr=3e-3, warmup=100, p_cue=0.7, p_aligned=P_ALIGNED, defer_margin=dict(DEFER_MARGIN),
                 p_hidden=P_HIDDEN, label_smoothing=0.4, stream=1, families=[*FAMILIES, "expert", "expert"],
-                subjects=list(SUBJECTS), seq_len=seq_len(3), vocab=len(VOCAB))
+                subjects=list(SUBJECTS), seq_len=seq_len(3), vocab=len(VOCAB),
+                conditions=copy.deepcopy(BASE_CONDITIONS))
 
 
 def make_judge(arch: dict, seed: int) -> torch.nn.Module:
@@ -751,8 +769,8 @@ def cluster_interval(diffs, clusters, level: float = 0.95) -> tuple[float, float
 ARMS = {  # reward ("sft": supervised on the correct labels), P(cue = truth) in the training data
     "SFT-debias": ("sft", 0.0),
     "RL acc, adversarial-only": ("accuracy", 0.0),
-    "RL acc, balanced": ("accuracy", 0.5),
-    "EIT": ("eit", 0.5),
+    "RL acc, balanced": ("accuracy", P_ALIGNED),
+    "EIT": ("eit", P_ALIGNED),
 }
 
 
@@ -814,12 +832,12 @@ def chapter_eval_sets(seed: int, n: int, n_options: int, p_hidden: float = 0.0) 
 def arms_config(seeds: Sequence[int] = tuple(range(10))) -> dict:
     """The config of checkpoint ``arms`` (``data/<slug>/make_rl_arms.py``): the four :data:`ARMS` trained for every
     RL seed in ``seeds`` from base judge ``base_seeds[k mod N_BASE]`` (seed ``seeds[k]``), scored on
-    :func:`chapter_eval_sets` (``eval_seed``, ``eval_n`` items per cell). Fixed before any RL run of this setting:
-    the learning rate ``lr`` = 3e-4, a third of the earlier setting's (its one-seed ablation halved the held-out
-    forgetting with lr / 3, and a larger KL weight or replay from all subjects did nothing), with ``steps`` = 200
-    instead of 150 to leave the slower runs room to plateau; ``p_hidden``: the share of items with hidden digits;
-    ``rewards_differ_bar``: the bar of condition ``rewards_differ`` (:data:`REWARDS_DIFFER_BAR`)."""
+    :func:`chapter_eval_sets` (``eval_seed``, ``eval_n`` items per cell). Fixed before any RL run of the setting
+    with P(cue = truth) = ``p_aligned`` = :data:`P_ALIGNED` = 1/3 in the balanced arms' data (the paper's
+    non-predictive cue, for three options), unchanged from the setting before it: the learning rate ``lr`` =
+    3e-4, ``steps`` = 200, ``p_hidden`` (the share of items with hidden digits) and ``rewards_differ_bar``, the
+    bar of condition ``rewards_differ`` (:data:`REWARDS_DIFFER_BAR`)."""
     seeds = [V.seed("seeds[i]", s) for s in seeds]
     return dict(seeds=seeds, base_seeds=[seeds[0] + k for k in range(N_BASE)], arms=list(ARMS), steps=200,
                 batch=32, n_replay=8, G=8, lr=3e-4, beta=0.02, mode="std", n_options=3, p_hidden=P_HIDDEN,
-                eval_n=2000, eval_seed=seeds[0], rewards_differ_bar=REWARDS_DIFFER_BAR)
+                eval_n=2000, eval_seed=seeds[0], rewards_differ_bar=REWARDS_DIFFER_BAR, p_aligned=P_ALIGNED)

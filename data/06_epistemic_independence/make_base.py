@@ -9,7 +9,8 @@ write them with :mod:`helpers.checkpoints`:
   family's aligned − adversarial gap, how much the base follows it.
 
 Run from the repository root: ``.venv/bin/python data/06_epistemic_independence/make_base.py`` (or
-``make data NB=06_epistemic_independence``). ``--tiny`` trains a tiny config for a few steps into a temporary
+``make data NB=06_epistemic_independence``). One seed per job: ``--seeds S --parts DIR --only-parts`` for each
+seed, then ``--parts DIR`` writes the checkpoint from the stored parts. ``--tiny`` trains a tiny config for a few steps into a temporary
 folder (seconds; what the tests run); ``--seeds``/``--out``: other seeds into another data root.
 One torch thread: the same seed on the same machine writes byte-identical weights.
 """
@@ -26,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from helpers import checkpoints, repro, scripts
+from helpers import checkpoints, repro, scripts, train
 from helpers import epistemic_independence as ei
 
 SLUG = ei.CHECKPOINT_SLUG
@@ -85,7 +86,15 @@ def train_one(cfg: dict, kind: str, s: int, eval_n: int) -> tuple[dict, object, 
     return {k: v.detach().clone() for k, v in model.state_dict().items()}, hist, final
 
 
-def make_base(cfg: dict, out: Path | None, eval_n: int = 1000, workers: int = 1) -> Path:
+def _as_part(state: dict, hist: train.History, final: dict) -> dict:
+    """One seed's results as plain containers (a part file loads without unpickling classes)."""
+    return dict(state=state, hist=dict(loss=hist.loss, lr=hist.lr, evals=hist.evals), final=final)
+
+
+def make_base(cfg: dict, out: Path | None, eval_n: int = 1000, workers: int = 1, parts: Path | None = None,
+              only_parts: bool = False) -> Path | None:
+    """Train (or, with ``parts``, reuse the stored part of) each seed's judge and write checkpoint ``base``;
+    ``only_parts``: store the parts and write no checkpoint (one seed per job, merged by a later run)."""
     jobs = [("small", s) for s in cfg["seeds"]]
     t0 = time.time()
     if workers > 1:  # one process per judge: each run is the same as alone (one thread, its own seed)
@@ -93,7 +102,13 @@ def make_base(cfg: dict, out: Path | None, eval_n: int = 1000, workers: int = 1)
         with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
             results = list(pool.map(train_one, *zip(*[(cfg, k, s, eval_n) for k, s in jobs])))
     else:
-        results = [train_one(cfg, k, s, eval_n) for k, s in jobs]
+        key = scripts.part_key(cfg, eval_n=eval_n)
+        results = []
+        for k, s in jobs:
+            res, _ = scripts.seed_part(parts, s, key, lambda k=k, s=s: _as_part(*train_one(cfg, k, s, eval_n)))
+            results.append((res["state"], train.History(**res["hist"]), res["final"]))
+    if only_parts:
+        return None
     tensors, history, metrics = {}, {}, {}
     for (kind, s), (state, hist, final) in zip(jobs, results):
         tensors.update({f"{kind}/{s}.{k}": v for k, v in state.items()})
@@ -107,9 +122,14 @@ def make_base(cfg: dict, out: Path | None, eval_n: int = 1000, workers: int = 1)
 def main(argv: list[str] | None = None) -> list[Path]:
     def options(ap: argparse.ArgumentParser) -> None:
         ap.add_argument("--workers", type=int, default=1, help="processes training judges side by side")
+        ap.add_argument("--parts", type=Path, default=None,
+                        help="folder of per-seed parts: a seed stored there (same config) is reused, not retrained")
+        ap.add_argument("--only-parts", action="store_true", help="store the seeds' parts, write no checkpoint")
 
-    def build(cfg: dict, out: Path | None, args: argparse.Namespace) -> Path:
-        return make_base(cfg, out, eval_n=50 if args.tiny else 1000, workers=1 if args.tiny else args.workers)
+    def build(cfg: dict, out: Path | None, args: argparse.Namespace) -> Path | list:
+        made = make_base(cfg, out, eval_n=50 if args.tiny else 1000, workers=1 if args.tiny else args.workers,
+                         parts=args.parts, only_parts=args.only_parts)
+        return [] if made is None else made
 
     return scripts.script_main(build, config=ei.checkpoint_config, tiny=tiny, names=["base"], options=options,
                                doc=__doc__, argv=argv)

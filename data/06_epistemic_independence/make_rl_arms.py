@@ -61,6 +61,8 @@ def make_arms(cfg: dict, out: Path | None, tiny_bases: bool = False) -> Path:
     ood_ids = torch.tensor([v for n, v in ei.VOCAB.items()
                             if n.startswith(("<authority", "<distraction", "<elab", "<expert", "<ranked"))]
                            + [ei.VOCAB[f"<subj:{x}>"] for x in ei.HELDOUT_SUBJECTS])
+    if cfg.get("p_aligned", ei.P_ALIGNED) != ei.ARMS["EIT"][1]:
+        raise ValueError(f"cfg['p_aligned'] {cfg.get('p_aligned')} is not the balanced arms' {ei.ARMS['EIT'][1]}")
     kw = {k: cfg[k] for k in ("steps", "batch", "n_replay", "G", "lr", "beta", "n_options", "mode", "p_hidden")}
     i_eit = cfg["arms"].index("EIT")
     for k, s in enumerate(cfg["seeds"]):
@@ -82,7 +84,7 @@ def make_arms(cfg: dict, out: Path | None, tiny_bases: bool = False) -> Path:
                                                      == adv.truth).mean())
             if log:  # condition rewards_differ reads the EIT arm's value (bar: cfg["rewards_differ_bar"])
                 metrics[f"rewards_differ/{i}/{s}"] = float(np.mean([r["rewards_differ"] for r in log]))
-        for p in (0.0, 0.5):
+        for p in sorted({v[1] for v in ei.ARMS.values()}):  # arms with one data rule share batches
             group = {a: d for a, d in digests.items() if ei.ARMS[a][1] == p}
             if len(group) > 1:
                 unpaired += ei.unpaired_steps(group, cfg["steps"])
