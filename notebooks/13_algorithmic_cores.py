@@ -23,7 +23,7 @@
 # |---|---|---|
 # | Markov chain | 4-state cyclic chain, 1-layer transformers d=64, 3000 sequences, batch 64, 40 epochs (~1,900 steps) at lr 1e-4, 3 seeds | the same: 1875 steps at lr 1e-4 (our transformer block, pre-LN, no dropout), 3 seeds, trained by `data/13_algorithmic_cores/make_lms.py` |
 # | modular addition | p=53, 2-layer d=128, lr 1e-3, wd 1.0, batch 512, ~2000 epochs | p=53, 2-layer d=128, lr 5e-4 (half the paper's, against collapses), wd 1.0, batch 512 with a 10-step warmup and gradient clipping at 1, 11000 steps (~4,000 epochs: the paper's weight-decay exposure `lr * wd * steps` at half its rate), 3 seeds, and a weight-decay-0 control over the first 4000 steps, by `make_modadd.py` |
-# | grokking-time law | sweeps of weight decay and redundancy | p=31, lr 3e-3: wd 0.25-2 at d=32, 3 seeds, by `make_groktime.py`; redundancy set by design: at memorisation the embedding is projected onto m = 1, 2, 4, 8 of its own Fourier modes and kept there, re-fitted without weight decay to the memorised training loss, then timed, 3 seeds, by `make_redundancy.py` |
+# | grokking-time law | sweeps of weight decay and redundancy | p=31, lr 3e-3: wd 0.25-2 at d=32, 3 seeds, by `make_groktime.py`; redundancy set by design: the learned embedding kept to m = 1, 2, 4, 8 Fourier modes from step 0, tau read per m, p=31, d=64, 3 seeds, by `make_redundancy.py` |
 # | subject-verb agreement | GPT-2 S/M/L, LLaMA-3.1, Gemma-2, Qwen2.5 | two small LMs (2L/d64, 3L/d96) per seed, trained on a generated agreement grammar with attractors, 3 seeds, by `make_lms.py` |
 # | hardware | GPUs | 2 CPU cores; all training runs once, in the checkpoint scripts; quick mode trains tiny models live |
 #
@@ -35,8 +35,7 @@
 # grammar in place of GPT-2 and friends; (3) the memorisation step (first logged step with train accuracy
 # `>= 0.99`) and the generalisation step (test accuracy `>= 0.95`) that define the grokking time; (4) the
 # grokking-time study runs at a higher learning rate and a smaller width than the main run, to fit its runs on a
-# CPU; (5) redundancy set by design, by projecting the embedding onto m of its own Fourier modes at
-# memorisation and re-fitting to the memorised training loss before the clock starts; (6) the warmup and gradient clipping of the main mod-add run, AdamW's default `betas` (the paper's
+# CPU; (5) redundancy set by design, by keeping the learned embedding to m Fourier modes from step 0; (6) the warmup and gradient clipping of the main mod-add run, AdamW's default `betas` (the paper's
 # code sets neither) and half the paper's learning rate, chosen because full-batch training, `beta2 = 0.98` and
 # lr 1e-3 collapsed after grokking in our probes; collapses that remain are marked in section 3.
 # :::
@@ -1484,93 +1483,69 @@ plt.tight_layout()
 plt.show()
 
 # %% [markdown]
-# ### Redundancy set by design, memorisation held fixed
+# ### Redundancy set by design, from step 0
 #
 # Counting the Fourier modes a trained network happens to hold at memorisation gave 0-2 modes at p = 31, too
-# narrow a range for a law; freezing the embedding to m frequencies from the start (the previous version) set the
-# range but also set how distinct the input tokens are, and so how fast a run memorises: m moved the start of the
-# clock as well as the redundancy. Here m is set **after** memorisation. Per seed one model with a learned
-# embedding trains to memorisation (train accuracy `>= 0.99`); at that step it is copied, with its optimizer
-# state, once per m = 1, 2, 4, 8. Each copy's token embedding is projected onto the m Fourier frequencies that
-# carry most of its *own* power (`ac.dominant_frequencies`, nested in m), its centred part rescaled to the norm it
-# had (`ac.project_embedding`), and kept there after every optimizer step (`ac.keep_modes`).
+# narrow a range for a law, so the number of modes m = 1, 2, 4, 8 is set by design. Earlier builds set it *after*
+# memorisation (a memorised network projected onto m of its own modes, then re-fitted to its memorised loss):
+# the re-fit either generalised on its own at small m or, when only the embedding could move, never got back to
+# memorisation, so the starting point moved with m at every seed (their record closes this section). Here m is
+# fixed **from step 0**. Per seed and m a fresh model, with the seed's initial weights (the same for every m),
+# has its learned token embedding projected onto its mean and m Fourier frequencies, the first m of the seed's
+# random order (`ac.mode_order`, nested in m), its centred part rescaled to the norm it had
+# (`ac.project_embedding`: every m starts with the same token spread), and kept there after every optimizer
+# step (`ac.keep_modes`). Unlike a frozen Fourier embedding (an even earlier build), the embedding still trains
+# inside its m modes, so the network sets each mode's amplitude and direction itself. Training runs to
+# generalisation (test accuracy `>= 0.95`) or a budget of 4000 steps (`data/13_algorithmic_cores/
+# make_redundancy.py`: p = 31, d = 64, full batch, the main run's optimizer settings at lr 1e-3 and wd 1; quick
+# mode: tiny runs live). tau = generalisation step - memorisation step, as on the weight-decay axis; a run at
+# m = 15 (every mode, no projection) is the unconstrained reference, outside the fit. The law predicts
+# `tau ~ 1/m`, a log-log slope near -1.
 #
-# The projection also removes part of the memorised solution, more at small m (the previous version of this
-# section measured exactly that: the fewer modes kept, the lower the training accuracy right after projecting,
-# so m moved the starting point as well as the modes). So each copy is first **re-fitted**: trained with the
-# projection kept and weight decay switched off (no clean-up pull) until its full training loss is back at the
-# memorised model's (`train_modadd(..., stop_below_loss=...)`, at most 1000 steps). Only then does the grokking
-# clock start: weight decay back on, training to generalisation (test accuracy `>= 0.95`) or a budget of 3000
-# steps (`data/13_algorithmic_cores/make_redundancy.py`: p = 31, d = 64, full batch, the main run's optimizer
-# settings at lr 1e-3 and wd 1; quick mode: tiny runs live). A copy that keeps every mode (m = 15: no projection,
-# nothing to re-fit) is the unconstrained reference, outside the fit. The grokking time tau counts the steps from
-# the start of the clock to generalisation; the law predicts `tau ~ 1/m`, a log-log slope near -1.
+# m also sets how distinct the input tokens are, so it can move when and how a run memorises, not only how fast
+# it then generalises. Two conditions, fixed in the script's config with this design before any of its runs was
+# read (one seed was probed for the conditions' inputs only), say where the taus compare the modes alone:
+# `redundancy_measured` asks that every m of the seed memorises within the budget (a run that then does not
+# generalise enters at the budget, a lower bound: the note says on which side of the fit such runs lie), and
+# `redundancy_isolated` asks that the clock starts from a comparable memorised state: at each run's memorisation
+# step none has already generalised and the train and test accuracies differ across m by at most `0.1`
+# (`ac.isolation_gap`). Where either fails at a seed, `redundancy_law_slope` is *inconclusive* there, not "not
+# held". tau below the 10-step log resolution enters at 10.
 #
-# The re-fit can fail, or do more than restore memorisation: a copy can generalise while it re-fits. So the
-# condition `redundancy_isolated`, fixed with this design before any of its runs was read, asks per seed that
-# every copy restored its memorised training loss, that none had generalised when the clock starts, and that the
-# train and test accuracies at the start of the clock differ across m by at most `0.1` (`ac.isolation_gap`):
-# where it fails, m moved the starting point as well as the modes, and the claim is *inconclusive* at that seed
-# rather than not held. `redundancy_measured` asks that every run of the seed gives a tau or its lower bound (a
-# run that never generalises enters at the budget: the note says on which side of the fit such runs lie). tau
-# below the 10-step log resolution enters at 10.
-#
-# The procedure for one seed, as the script runs it (quick mode runs it here on a tiny budget):
+# One run, as the script trains it (quick mode runs it here on a tiny budget):
 
 # %%
 red_cfg = ac.checkpoint_config("redundancy")
 if quick:
-    red_cfg.update(p=23, d=32, mem_steps=400, max_steps=100, refit_steps=100,
-                   seeds=[seed], ms=[1, 2, 4])
+    red_cfg.update(p=23, d=32, max_steps=300, lr=3e-3, seeds=[seed], ms=[1, 2, 4])
 
 
-def red_seed(s) -> list[dict]:
-    """Memorise once, then one projected continuation per m (and the reference)."""
+def red_run(s, m) -> dict:
+    """Train with m Fourier modes of the embedding kept from step 0 (p // 2: all)."""
     c = red_cfg
     tr_r, te_r = (torch.tensor(a) for a in ac.modadd_split(
         c["p"], c["train_frac"], seed=c["split_seed"]))
-    kw = dict(lr=c["lr"], wd=c["wd"], betas=c["betas"], eval_every=c["eval_every"],
-              clip=c["clip"])
+    freqs = ac.mode_order(c["p"], s)[:m]  # nested in m
+    keep = None
     with repro.seeded(s):
-        m0 = ac.modadd_model(c["p"], c["d"], c["n_head"])
-        opt = torch.optim.AdamW(m0.parameters(), lr=c["lr"], weight_decay=c["wd"],
-                                betas=tuple(c["betas"]))
-        log0 = ac.train_modadd(m0, tr_r, te_r, c["mem_steps"], warmup=c["warmup"],
-                               optimizer=opt, stop_at_train=c["mem_acc"], **kw)
-    t_mem = ac.grok_step(log0["step"], log0["train_acc"], c["mem_acc"])
-    E = m0.tok.weight.detach().numpy().astype("float64")
-    order = ac.dominant_frequencies(E, c["p"] // 2)  # its own modes, strongest first
-    loss_mem = ac.modadd_loss(m0, tr_r)  # the re-fit's target
-    out = []
-    for m in [*c["ms"], c["p"] // 2] if t_mem is not None else []:
-        mm, om = copy.deepcopy((m0, opt))  # same weights, same optimizer state
-        keep = ac.keep_modes(c["p"], order[:m])
-        E_m = ac.project_embedding(E, order[:m], c["keep_norm"])
-        with torch.no_grad():
-            mm.tok.weight.copy_(torch.as_tensor(E_m, dtype=torch.float32))
-        r = dict(seed=s, m=m, reference=m == c["p"] // 2, freqs=order[:m], t_mem=t_mem,
-                 proj_train=ac.modadd_accuracy(mm, tr_r), refit_steps=0)
-        if ac.modadd_loss(mm, tr_r) > loss_mem:  # re-fit without weight decay
-            for g in om.param_groups:
-                g["weight_decay"] = c["refit_wd"]
-            log_r = ac.train_modadd(mm, tr_r, te_r, c["refit_steps"], warmup=0,
-                                    optimizer=om, after_step=keep,
-                                    stop_below_loss=loss_mem, **kw)
-            r["refit_steps"] = log_r["step"][-1]
-            for g in om.param_groups:
-                g["weight_decay"] = c["wd"]
-        r.update(start_train=ac.modadd_accuracy(mm, tr_r),
-                 start_test=ac.modadd_accuracy(mm, te_r),
-                 restored=ac.modadd_loss(mm, tr_r) <= loss_mem)
-        log = ac.train_modadd(mm, tr_r, te_r, c["max_steps"], warmup=0, optimizer=om,
-                              stop_at=c["gen_acc"], after_step=keep, **kw)
-        r["t_gen"] = r["tau"] = (
-            0 if r["start_test"] >= c["gen_acc"]  # generalised while re-fitting
-            else ac.grok_step(log["step"], log["test_acc"], c["gen_acc"]))
-        r["t_remem"] = ac.grok_step(log["step"], log["train_acc"], c["mem_acc"])
-        r["modes_in"] = ac.embedding_modes(mm.tok.weight.detach().numpy(), c["p"])
-        out.append(r)
-    return out
+        mm = ac.modadd_model(c["p"], c["d"], c["n_head"])  # same init for every m
+        if m < c["p"] // 2:
+            E = mm.tok.weight.detach().numpy().astype("float64")
+            E_m = ac.project_embedding(E, freqs, c["keep_norm"])  # same norm
+            with torch.no_grad():
+                mm.tok.weight.copy_(torch.as_tensor(E_m, dtype=torch.float32))
+            keep = ac.keep_modes(c["p"], freqs)  # projected after every step
+        log = ac.train_modadd(mm, tr_r, te_r, c["max_steps"], lr=c["lr"], wd=c["wd"],
+                              betas=c["betas"], eval_every=c["eval_every"],
+                              warmup=c["warmup"], clip=c["clip"], after_step=keep,
+                              stop_at=c["gen_acc"])
+    t_mem, mem_train, mem_test = ac.clock_start(log["step"], log["train_acc"],
+                                                log["test_acc"], c["mem_acc"])
+    t_gen = ac.grok_step(log["step"], log["test_acc"], c["gen_acc"])
+    return dict(seed=s, m=m, reference=m == c["p"] // 2, freqs=freqs, t_mem=t_mem,
+                mem_train=mem_train, mem_test=mem_test, t_gen=t_gen,
+                tau=None if t_mem is None or t_gen is None else max(t_gen - t_mem, 0),
+                modes_in=ac.embedding_modes(mm.tok.weight.detach().numpy(), c["p"]))
 
 
 # %% [markdown]
@@ -1579,145 +1554,135 @@ def red_seed(s) -> list[dict]:
 
 # %%
 if quick:
-    red_all = [r for s in red_cfg["seeds"] for r in red_seed(s)]
+    red_all = [red_run(s, m) for s in red_cfg["seeds"]
+               for m in [*red_cfg["ms"], red_cfg["p"] // 2]]
 else:
     red_cfg = scripts.with_seeds(red_cfg, SEEDS)
     red_all = checkpoints.load(ac.CHECKPOINT_SLUG, "redundancy",
                                config=red_cfg).manifest["extra"]["runs"]
-red_runs = [r for r in red_all if not r["reference"] and r["t_mem"] is not None]
-red_ref = {r["seed"]: r for r in red_all if r["reference"] and r["t_mem"] is not None}
+red_runs = [r for r in red_all if not r["reference"]]
+red_ref = {r["seed"]: r for r in red_all if r["reference"]}
 rec.check("projected_embedding_modes",
           max([abs(r["modes_in"] - r["m"]) for r in red_runs] or [0]), 0, op="<=",
           note="Fourier modes carrying 99% of each kept embedding after training vs m")
-print(f"{'seed':>4} {'m':>3} {'t_mem':>5} {'train, projected':>16} {'re-fit':>6} "
-      f"{'train, test at start':>20} {'tau':>5}  frequencies")
+print(f"{'seed':>4} {'m':>3} {'t_mem':>5} {'train, test at t_mem':>20} {'t_gen':>5} "
+      f"{'tau':>5}  frequencies")
 for r in red_all:
-    start = ("-" if r["start_train"] is None
-             else f"{r['start_train']:.3f}, {r['start_test']:.3f}")
-    print(f"{r['seed']:>4} {r['m']:>3} {str(r['t_mem']):>5} "
-          f"{str(r['proj_train'] and round(r['proj_train'], 3)):>16} "
-          f"{str(r['refit_steps']):>6} {start:>20} {str(r['tau']):>5}  {r['freqs']}")
+    at_mem = ("-" if r["t_mem"] is None
+              else f"{r['mem_train']:.3f}, {r['mem_test']:.3f}")
+    print(f"{r['seed']:>4} {r['m']:>3} {str(r['t_mem']):>5} {at_mem:>20} "
+          f"{str(r['t_gen']):>5} {str(r['tau']):>5}  {r['freqs']}")
 
 # %% [markdown]
-# Per seed: the isolation gap at the start of the clock (the condition), and the log-log slope of tau against m
-# over the runs that give a tau (at least two m), with the figure.
+# Per seed: the two conditions, and the log-log slope of tau against m over the runs that memorised (at least
+# two m), with the figure.
 
 # %%
 RES = red_cfg["eval_every"]
 
 
 def red_tau(r):
-    """tau of a run; the budget (a lower bound) if it never generalised."""
-    return max(r["tau"], RES) if r["tau"] is not None else red_cfg["max_steps"]
+    """tau of a run; budget - t_mem (a lower bound) if memorised, not generalised."""
+    if r["tau"] is not None:
+        return max(r["tau"], RES)
+    return red_cfg["max_steps"] - r["t_mem"] if r["t_mem"] is not None else None
 
 
 red_slopes, red_ok, red_iso, red_censored = [], [], [], []
 for s in red_cfg["seeds"]:
     rs = [r for r in red_runs if r["seed"] == s]
-    red_ok.append(len(rs) / len(red_cfg["ms"]))
-    red_iso.append(ac.isolation_gap([r["start_train"] for r in rs],
-                                    [r["start_test"] for r in rs],
-                                    [bool(r["restored"]) for r in rs],
-                                    red_cfg["gen_acc"])
-                   if rs else float("nan"))
-    red_slopes.append(ac.loglog_slope([r["m"] for r in rs], [red_tau(r) for r in rs])
-                      if len(rs) >= 2 else float("nan"))
-    mean_lm = np.mean(np.log([r["m"] for r in rs])) if rs else 0.0
-    cens = [r for r in rs if r["tau"] is None]
+    mem = [r for r in rs if r["t_mem"] is not None]
+    red_ok.append(len(mem) / len(red_cfg["ms"]))
+    red_iso.append(ac.isolation_gap([r["mem_train"] or 0.0 for r in rs],
+                                    [r["mem_test"] or 0.0 for r in rs],
+                                    [r["t_mem"] is not None for r in rs],
+                                    red_cfg["gen_acc"]) if rs else float("nan"))
+    red_slopes.append(ac.loglog_slope([r["m"] for r in mem], [red_tau(r) for r in mem])
+                      if len(mem) >= 2 else float("nan"))
+    mean_lm = np.mean(np.log([r["m"] for r in mem])) if mem else 0.0
+    cens = [r for r in mem if r["tau"] is None]
     red_censored.append("none" if not cens else "all right of mean log m (slope is a "
                         "lower bound)" if all(np.log(r["m"]) > mean_lm for r in cens)
                         else "not all right of mean log m (no bound)")
-print("isolation gap at the start of the clock, per seed:", np.round(red_iso, 3))
+print("isolation gap at memorisation, per seed:", np.round(red_iso, 3))
 print("log-log slope of tau vs m, per seed:", np.round(red_slopes, 2))
 fig, ax = plt.subplots(figsize=(4.8, 3.6))
 for k, s in enumerate(red_cfg["seeds"]):
-    rs = [r for r in red_runs if r["seed"] == s]
+    rs = [r for r in red_runs if r["seed"] == s and r["t_mem"] is not None]
     ax.loglog([r["m"] for r in rs], [red_tau(r) for r in rs], "o-", color=f"C{k}",
               label=f"seed {s} (slope {red_slopes[k]:.2f})")
     ax.scatter([r["m"] for r in rs if r["tau"] is None],
                [red_tau(r) for r in rs if r["tau"] is None], marker="^", color=f"C{k}",
                s=40)
-    if s in red_ref:
+    if s in red_ref and red_tau(red_ref[s]) is not None:
         ax.axhline(red_tau(red_ref[s]), color=f"C{k}", ls=":", lw=1)
-ax.set(xlabel="Fourier modes kept after memorisation (m)",
+ax.set(xlabel="Fourier modes kept from step 0 (m)",
        ylabel="tau (steps; ^: budget bound)",
        title="tau vs redundancy set by design\n(dotted: every mode kept)")
 ax.legend(fontsize=7)
 plt.tight_layout()
 plt.show()
 
+
 # %% tags=["remove-input"]
 def red_why(s) -> str:
-    """Which part of redundancy_isolated fails at seed s (worded for any outcome)."""
+    """Which part of the conditions fails at seed s (worded for any outcome)."""
     rs = [r for r in red_runs if r["seed"] == s]
-    bad = [f"m = {r['m']} did not restore its memorised loss in "
-           f"{red_cfg['refit_steps']} steps" for r in rs if not r["restored"]]
-    bad += [f"m = {r['m']} had generalised while re-fitting (test "
-            f"{r['start_test']:.2f})" for r in rs
-            if r["restored"] and r["start_test"] >= red_cfg["gen_acc"]]
+    bad = [f"m = {r['m']} never memorised" for r in rs if r["t_mem"] is None]
+    bad += [f"m = {r['m']} had generalised by its memorisation step (test "
+            f"{r['mem_test']:.2f})" for r in rs
+            if r["t_mem"] is not None and r["mem_test"] >= red_cfg["gen_acc"]]
     if not bad and rs:
-        bad = ["train / test accuracy at the start differ across m by "
+        bad = ["train / test accuracy at memorisation differ across m by "
                f"{red_iso[red_cfg['seeds'].index(s)]:.2f}"]
     return "; ".join(bad)
 
 
+def _r(r, f):
+    return "-" if r[f] is None else f"{r[f]:.2f}"
+
+
 def red_reading() -> str:
     seeds_ = red_cfg["seeds"]
-    iso = [s for s, v in zip(seeds_, red_iso) if v <= red_cfg["isolate_tol"]]
+    tol = red_cfg["isolate_tol"]
+    ok = [s for s, a, b in zip(seeds_, red_ok, red_iso) if a >= 1.0 and b <= tol]
     per = lambda f: "; ".join(  # noqa: E731
         f"seed {s}: " + ", ".join(f(r) for r in red_runs if r["seed"] == s)
         for s in seeds_)
-    txt = ("**Reading it.** Right after the projection the training accuracy runs "
-           + per(lambda r: f"{r['proj_train']:.2f} at m = {r['m']}")
-           + ". The re-fit without weight decay took "
-           + per(lambda r: f"{r['refit_steps']} steps at m = {r['m']}")
-           + "; at the start of the clock train / test accuracy are "
-           + per(lambda r: f"{r['start_train']:.2f} / {r['start_test']:.2f}"
-                 f" at m = {r['m']}")
-           + f". The condition `redundancy_isolated` (`ac.isolation_gap <= "
-           f"{red_cfg['isolate_tol']}`) holds at "
-           + (f"seed(s) {', '.join(map(str, iso))}" if iso else "no seed"))
-    fails = [s for s in seeds_ if s not in iso]
-    txt += (". It fails at " + "; ".join(f"seed {s} ({red_why(s)})" for s in fails)
+    txt = ("**Reading it.** Memorisation steps run "
+           + per(lambda r: f"{r['t_mem']} at m = {r['m']}")
+           + "; test accuracy at memorisation "
+           + per(lambda r: f"{_r(r, 'mem_test')} at m = {r['m']}")
+           + ". Both conditions hold at "
+           + (f"seed(s) {', '.join(map(str, ok))}" if ok else "no seed"))
+    fails = [s for s in seeds_ if s not in ok]
+    txt += (". They fail at " + "; ".join(f"seed {s} ({red_why(s)})" for s in fails)
             if fails else "") + ". "
-    txt += ("tau per m runs " + per(lambda r: f"{red_tau(r)} at m = {r['m']}")
+    txt += ("tau per m runs " + per(lambda r: f"{'>= ' if r['tau'] is None else ''}"
+                                    f"{red_tau(r)} at m = {r['m']}")
             + "; with every mode kept it is "
             + ", ".join(f"{red_tau(r)} (seed {s})" for s, r in red_ref.items())
             + "; the log-log slopes of tau against m are "
             + ", ".join(f"{v:.2f}" for v in red_slopes) + " (the law: -1). ")
-    moved = [r for r in red_runs if r["start_test"] is not None and r["start_test"]
-             - red_ref[r["seed"]]["start_test"] > red_cfg["isolate_tol"]
-             and r["seed"] in red_ref]
-    if moved:
-        txt += (f"In {len(moved)} of the {len(red_runs)} projected runs the re-fit "
-                "without weight decay raised test accuracy by more than the tolerance "
-                "above the unprojected copy's (up to "
-                f"{max(r['start_test'] for r in moved):.2f}, at m = "
-                + ", ".join(sorted({str(r["m"]) for r in moved}, key=int))
-                + "): with few input modes the network gets back to its training loss "
-                "partly through the general solution, so in this form memorisation "
-                "cannot be held fixed while m varies. ")
-    if iso:
-        txt += ("At the seed(s) where the condition holds every copy starts the clock "
-                "at the memorised loss and before generalising, so those taus compare "
-                "the modes, not the damage of the projection; `redundancy_law_slope` "
-                "is judged there.")
+    if ok:
+        txt += ("Where both conditions hold every run of the seed memorised and "
+                "started its clock from a comparable memorised state, so those taus "
+                "compare the modes; `redundancy_law_slope` is judged there.")
     else:
-        txt += ("With the condition failing at every seed, m still moves the starting "
-                "point, and `redundancy_law_slope` is inconclusive at our scale (its "
-                "numbers stay in the record); nothing in this section is evidence for "
-                "or against `tau ~ 1/m`.")
+        txt += ("With a condition failing at every seed, m moves the starting point as "
+                "well as the modes, and `redundancy_law_slope` is inconclusive at our "
+                "scale (its numbers stay in the record); nothing in this section is "
+                "evidence for or against `tau ~ 1/m`.")
     return txt
 
 
 display(Markdown(red_reading()))
 
 # %% [markdown]
-# **An embedding-only re-fit, probed.** If the re-fit of every weight lets a network with few input modes learn the
-# general solution, a re-fit that can move only the tokens should not: every weight but the token embedding frozen
-# (`ac.refit_embedding`, inside the m modes, weight decay 0), the same target loss, step budget and condition,
-# fixed before the probe. It was probed on seed 0 up to the start of the clock (no tau was run,
-# `make_redundancy.py --probe 0 --refit embedding`, stored as `redundancy_probes.json`):
+# **The earlier designs, for the record.** Round 4 of issue #71 probed, on seed 0, a re-fit after memorisation
+# that could move only the token embedding (every other weight frozen, inside the m modes, weight decay 0), against
+# the same condition, up to the start of its clock (`make_redundancy.py` of that round, stored as
+# `redundancy_probes.json`):
 
 
 # %% tags=["remove-input"]
@@ -1725,22 +1690,16 @@ def red_probe_reading() -> str:
     pr = json.loads(checkpoints.fetch(ac.CHECKPOINT_SLUG,
                                       "redundancy_probes.json").read_text())
     rs = [r for r in pr["runs"] if not r["reference"]]
-    ok = pr["isolation_gap"] <= pr["isolate_tol"]
     return ("Training loss after the embedding-only re-fit (memorised: "
             f"{rs[0]['mem_loss']:.3f}): " + ", ".join(
                 f"{r['start_loss']:.3f} at m = {r['m']} ({r['refit_steps']} steps; "
                 f"train / test {r['start_train']:.2f} / {r['start_test']:.2f})"
                 for r in rs)
-            + f"; restored at {sum(r['restored'] for r in rs)} of {len(rs)} m. "
-            f"The isolation gap is {pr['isolation_gap']:.2f} (the condition asks "
-            f"`<= {pr['isolate_tol']}`): " + (
-                "the design isolates m at this seed." if ok else
-                "the frozen attention and MLP cannot re-memorise from tokens restricted "
-                "to m modes, even at m = " + str(max(r["m"] for r in rs)) + ", so this "
-                "design moves the starting point too (here by leaving the copies "
-                "unmemorised), and it was not run at more seeds. Neither re-fit holds "
-                "memorisation fixed while m varies; `redundancy_law_slope` stays "
-                "inconclusive, with the runs above."))
+            + f"; restored at {sum(r['restored'] for r in rs)} of {len(rs)} m, an "
+            f"isolation gap of {pr['isolation_gap']:.2f} (the condition asks "
+            f"`<= {pr['isolate_tol']}`). That design, and the re-fit of every weight "
+            "before it, could not hold memorisation fixed while m varied; the runs "
+            "above replace them.")
 
 
 if not quick:
@@ -2238,13 +2197,13 @@ plotting.live_controls(
 #   `no_collapse` (section 3). The causal rank scans stop at rank 64 of 128 and run at the named
 #   checkpoints only; the trajectory every 100 steps is read by the energy rank alone.
 # * **Grokking-time study.** Run at p = 31, lr 3e-3 and width 32 (the main run's p = 53, d = 128, lr 5e-4 would
-#   take hours on a CPU); tau is measured at 10-step resolution. Redundancy is set by design: at memorisation the
-#   embedding is projected onto m of its own Fourier modes and kept there, and re-fitted without weight decay to
-#   the memorised loss; the paper's redundancy grows inside a trained network, so ours tests the law's form (tau
-#   against the number of usable modes), not the paper's mechanism for growing them. The re-fit restores the
-#   training loss, not the whole state: the weights it reaches differ with m, and it may generalise on its own;
-#   the condition `redundancy_isolated` says at which seeds the starts were comparable. A re-fit of the
-#   embedding alone (the rest frozen), probed on one seed, did not restore memorisation at any m (section 4).
+#   take hours on a CPU); tau is measured at 10-step resolution. Redundancy is set by design: the learned
+#   embedding is kept to m Fourier modes from step 0; the paper's redundancy grows inside a trained network, so
+#   ours tests the law's form (tau against the number of usable modes), not the paper's mechanism for growing
+#   them. m also sets how distinct the tokens are, so it can move memorisation as well; the conditions
+#   `redundancy_measured` and `redundancy_isolated` say at which seeds the starts were comparable. Two earlier
+#   designs that set m after memorisation (a re-fit of every weight, or of the embedding alone) could not hold
+#   memorisation fixed while m varied (section 4).
 # * **The live grokking-time re-run covers one run.** It re-trains the cheapest run of the seed that generalised
 #   (until 2026-12-04 it was a width-16 run that never generalises, so the check compared two non-events) and
 #   asks for its generalisation step within 25% of the cached one; the other cached runs are trusted from the
@@ -2281,11 +2240,11 @@ def known_limits() -> str:
     else:
         txt += "."
     out.append(txt)
-    red_cens = [r for r in red_runs if r["t_gen"] is None]
+    red_cens = [r for r in red_runs if r["tau"] is None]
     out.append(
         f"* **Redundancy by design.** {len(red_cens)} of the {len(red_runs)} "
-        "projected runs never generalised in the budget (their tau is a lower "
-        "bound)"
+        f"runs with m modes kept gave no tau in the {red_cfg['max_steps']}-step budget "
+        "(a run that memorised enters at its lower bound)"
         + (": " + "; ".join(f"seed {r['seed']}, m {r['m']} (t_mem {r['t_mem']}, "
                             f"t_gen {r['t_gen']})" for r in red_cens) + "."
            if red_cens else ".")
@@ -2391,11 +2350,10 @@ display(Markdown(known_limits()))
 # **Conditions**, fixed with the claims and measured at the same seeds: every trained model's loss is flat at the end
 # (`train.plateau <= 0.05`, the book-wide rule; for a pair of Markov models, both); the agreement LMs get agreement <!-- paper -->
 # right on held-out prompts of their grammar (`>= 0.95`, the book-wide fit bar); every grokking-time run memorises <!-- paper -->
-# its training set (a tau needs a memorisation step); every redundancy run of a seed gives a tau
-# (`redundancy_measured`: the seed memorises, then each projected run generalises or reaches the budget) and,
-# after the projection onto m modes and the re-fit, every run of a seed starts the clock at its memorised
-# training loss, not yet generalised, at train and test accuracies within `0.1` of each other across m
-# (`redundancy_isolated`: m changes the modes, not the starting point); and the modular-addition
+# its training set (a tau needs a memorisation step); every redundancy run of a seed memorises in the budget
+# (`redundancy_measured`: then it gives a tau, or its lower bound if it does not generalise) and, at each run's
+# memorisation step, none has already generalised and the train and test accuracies differ across m by at most
+# `0.1` (`redundancy_isolated`: m changes the modes, not the starting point); and the modular-addition
 # trajectory is stable after grokking: its training accuracy never falls by more than `0.05` below its running
 # maximum (`no_collapse`, issue #71: a collapse, and the recovery after it, confounds reading a core at a
 # checkpoint; the smoothed trend and the stable checkpoints reduce that, the condition says where it remains).
@@ -2455,13 +2413,13 @@ condition("groktime_memorised",
            for s in gt_cfg["seeds"]], ">=", 1.0,
           "every run of the seed's sweep memorises its training set", "share of runs")
 condition("redundancy_measured", red_ok, ">=", 1.0,
-          "the seed memorises and every projected run of it gives a tau or, not "
-          "generalised in the budget, its lower bound", "share of runs")
+          "every run of the seed (m modes kept from step 0) memorises in the budget, "
+          "so it gives a tau or, not generalised, its lower bound", "share of runs")
 condition("redundancy_isolated", red_iso, "<=", red_cfg["isolate_tol"],
-          "after the projection onto m modes and the re-fit, the seed's runs start the "
-          "clock at the memorised training loss, not generalised, at the same train "
-          "and test accuracy within the tolerance (m changes the modes, not the start)",
-          "ac.isolation_gap over m at the start of the clock")
+          "at each run's memorisation step (the start of its clock) none has "
+          "generalised and the train and test accuracies agree across m within the "
+          "tolerance (m changes the modes, not the start)",
+          "ac.isolation_gap over m at memorisation")
 condition("sva_converged",
           [max(train.plateau(sv_losses[s, nm]) for nm in SV_ARCH) for s in SEEDS],
           "<=", 0.05, "both agreement LMs of the seed are at their plateau", PLATEAU)
@@ -2702,10 +2660,9 @@ claim_per_seed(
 claim_per_seed(
     "redundancy_law_slope",
     "Redundancy speeds grokking as tau ~ 1/m: log-log slope of tau (steps from the "
-    "start of the clock to generalisation) against the number m of Fourier modes the "
-    "network keeps (set by design at memorisation: the embedding projected onto m of "
-    "its own dominant modes, then re-fitted without weight decay to the memorised "
-    "loss), per seed; held in the band [-1.5, -0.5], recorded as the distance "
+    "memorisation to generalisation) against the number m of Fourier modes the "
+    "network can use (set by design: the learned embedding kept to m modes from "
+    "step 0), per seed; held in the band [-1.5, -0.5], recorded as the distance "
     "|slope + 1|",
     [abs(v + 1) for v in red_slopes],
     paper="tau ~ 1/p, slope -1 at high redundancy",
@@ -2719,11 +2676,9 @@ claim_per_seed(
             for r in red_runs if r["seed"] == s) for s in red_cfg["seeds"])
     + "; every mode kept (reference): " + ", ".join(
         f"seed {s}: {red_tau(r)}" for s, r in red_ref.items())
-    + "; train accuracy right after projection / re-fit steps / train, test "
-    "accuracy at the start of the clock, per m: " + "; ".join(
+    + "; memorisation step / train, test accuracy there, per m: " + "; ".join(
         f"seed {s}: " + ", ".join(
-            f"{r['m']}: {r['proj_train']:.2f} / {r['refit_steps']} / "
-            f"{r['start_train']:.2f}, {r['start_test']:.2f}"
+            f"{r['m']}: {r['t_mem']} / {_r(r, 'mem_train')}, {_r(r, 'mem_test')}"
             for r in red_runs if r["seed"] == s)
         for s in red_cfg["seeds"])
     + "; isolation gap per seed: " + ", ".join(f"{v:.2f}" for v in red_iso)

@@ -643,3 +643,20 @@ def test_train_modadd_eps_is_adams_and_validated():
     assert torch.equal(outs[0], outs[1]) and not torch.allclose(outs[0], outs[2])
     with pytest.raises(ValueError, match="eps"):
         ac.train_modadd(model, tr, te, 5, lr=1e-2, wd=0.0, eps=0.0)
+
+
+def test_mode_order_is_a_seeded_permutation_nested_in_m():
+    o = ac.mode_order(31, seed=3)
+    assert sorted(o) == list(range(1, 16))
+    assert o == ac.mode_order(31, seed=3) and o != ac.mode_order(31, seed=4)
+    with pytest.raises(ValueError):
+        ac.mode_order(2)
+
+
+def test_clock_start_reads_the_memorisation_step():
+    assert ac.clock_start([10, 20, 30], [0.5, 0.995, 1.0], [0.1, 0.3, 0.9]) == (20, 0.995, 0.3)
+    assert ac.clock_start([10, 20], [0.5, 0.6], [0.1, 0.2]) == (None, None, None)
+    with pytest.raises(ValueError):
+        ac.clock_start([10, 20], [0.5], [0.1, 0.2])
+    with pytest.raises(ValueError):
+        ac.clock_start([10], [1.5], [0.1])

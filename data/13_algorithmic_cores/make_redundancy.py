@@ -2,31 +2,29 @@
 run) and write its results with :mod:`helpers.checkpoints`:
 
 * ``redundancy``: modular addition (p = 31, two layers, d = 64, 4 heads, full batch, AdamW lr 1e-3 with the main
-  run's betas, warmup and clipping, weight decay 1). Per seed one model with a learned embedding trains to
-  **memorisation** (train accuracy >= 0.99, logged every 10 steps); there it is copied, with its optimizer state,
-  once per m in {1, 2, 4, 8}: the copy's token embedding is projected onto the m Fourier frequencies that carry
-  most of its own power (``ac.dominant_frequencies``, nested in m; the centred part rescaled to its norm before the
-  projection, ``ac.project_embedding``) and kept there after every step (``ac.keep_modes``). The projection
-  removes part of the memorised solution, more at small m; so the copy is first **re-fitted** at weight decay 0
-  (no clean-up pull) until its full training loss is back at the memorised model's (at most 1000 steps), and only
-  then does the grokking clock start: training goes on at weight decay 1 until generalisation (test accuracy
-  >= 0.95) or 3000 steps. The number of modes the network can use is set by design *after* memorisation, and
-  every copy starts the clock at the same training loss. A copy at m = p // 2 (every mode: no projection, no
-  re-fit) is the unconstrained reference. The grokking time is tau = the generalisation step counted from the
-  start of the clock. Per run the train and test accuracy right after the projection and at the start of the
-  clock are stored (the chapter's condition ``redundancy_isolated`` reads ``ac.isolation_gap`` over m at the
-  start of the clock). Only numbers are stored (the tensor file holds the tau table, -1 where a run did not
-  generalise).
+  run's betas, warmup and clipping, weight decay 1). Round 5 of issue #71: the number of Fourier modes m in
+  {1, 2, 4, 8} is set **from step 0**. Per seed and m a fresh model (the seed's initial weights, the same for
+  every m) has its learned token embedding projected onto its mean and the first m frequencies of the seed's
+  random order (``ac.mode_order``, nested in m), its centred part rescaled to the norm it had
+  (``ac.project_embedding``), and kept there after every optimizer step (``ac.keep_modes``): the embedding trains,
+  but only inside its m modes. Training runs to generalisation (test accuracy >= 0.95) or 4000 steps; tau =
+  generalisation step - memorisation step (train accuracy >= 0.99), logged every 10 steps. A run at m = p // 2
+  (every mode, no projection) is the unconstrained reference. Per run the train and test accuracy at the
+  memorisation step are stored (the condition ``redundancy_isolated`` reads ``ac.isolation_gap`` over m there).
+  Only numbers are stored (the tensor file holds the tau table, -1 where a run did not give a tau).
+
+  The design and both conditions (``redundancy_measured``, ``redundancy_isolated`` with its tolerance 0.1) were
+  fixed in ``ac.checkpoint_config("redundancy")`` before any run of it was read; ``--probe 0`` was run first and
+  printed only the conditions' inputs (each run stopped at memorisation). Rounds 2-4 projected a memorised network
+  onto m of its own modes and re-fitted it (every weight, or the embedding alone, ``redundancy_probes.json``):
+  the condition failed at every seed, and those runs are replaced by these.
 
 Run from the repository root: ``.venv/bin/python data/13_algorithmic_cores/make_redundancy.py`` (or ``make data
 NB=13_algorithmic_cores``). ``--tiny`` runs a tiny config into a temporary folder (seconds; what the tests run);
 ``--seeds``/``--out``: other seeds into another data root; ``--jobs`` runs seeds in parallel processes, one thread
 each; ``--cache DIR`` keeps each seed's result in ``DIR/redundancy_s<seed>.json`` and reuses it (one seed per job,
 then one run that assembles the checkpoint; the same seed gives the same numbers). ``--probe SEED`` runs one seed
-up to the start of the clock and prints only what the condition ``redundancy_isolated`` reads (no tau);
-``--refit embedding`` re-fits only the token embedding (inside its m modes, every other weight frozen, a fresh
-AdamW at weight decay 0: ``ac.refit_embedding``) instead of every weight: the design probed in round 4 of issue #71
-(``--probe 0 --refit embedding``; its record is ``redundancy_probes.json``).
+up to each run's memorisation and prints only what the condition ``redundancy_isolated`` reads (no tau).
 """
 
 from __future__ import annotations
@@ -50,91 +48,53 @@ SOURCES = [HERE, Path(ac.__file__).resolve(), Path(repro.__file__).resolve()]
 
 def tiny(name: str = "redundancy") -> dict:
     cfg = copy.deepcopy(ac.checkpoint_config("redundancy"))
-    cfg.update(p=11, d=16, mem_steps=200, max_steps=20, seeds=[0], ms=[1, 2], lr=3e-3)
+    cfg.update(p=11, d=16, max_steps=60, seeds=[0], ms=[1, 2], lr=3e-3)
     return cfg
 
 
-def accuracy(model: torch.nn.Module, rows: torch.Tensor) -> float:
-    model.eval()
-    with torch.no_grad():
-        return float((model(rows[:, :2])[:, -1].argmax(-1) == rows[:, 2]).float().mean())
+def one_run(cfg: dict, s: int, m: int, probe: bool = False) -> dict:
+    """Train one run with m modes kept from step 0 (every mode: m = p // 2, no projection) to generalisation or
+    the budget; ``probe``: stop at memorisation (the condition's inputs, no tau)."""
+    p = cfg["p"]
+    tr, te = (torch.tensor(a) for a in ac.modadd_split(p, cfg["train_frac"], seed=cfg["split_seed"]))
+    freqs = ac.mode_order(p, s)[:m]
+    reference = m == p // 2
+    with repro.seeded(s):
+        model = ac.modadd_model(p, cfg["d"], cfg["n_head"])  # the seed's initial weights, the same for every m
+        keep = None
+        if not reference:
+            with torch.no_grad():
+                E = model.tok.weight.detach().numpy().astype("float64")
+                model.tok.weight.copy_(torch.as_tensor(ac.project_embedding(E, freqs, cfg["keep_norm"]),
+                                                       dtype=torch.float32))
+            keep = ac.keep_modes(p, freqs)
+        log = ac.train_modadd(model, tr, te, cfg["max_steps"], lr=cfg["lr"], wd=cfg["wd"], betas=cfg["betas"],
+                              eval_every=cfg["eval_every"], warmup=cfg["warmup"], clip=cfg["clip"],
+                              after_step=keep, stop_at=None if probe else cfg["gen_acc"],
+                              stop_at_train=cfg["mem_acc"] if probe else None)
+    t_mem, mem_train, mem_test = ac.clock_start(log["step"], log["train_acc"], log["test_acc"], cfg["mem_acc"])
+    t_gen = ac.grok_step(log["step"], log["test_acc"], cfg["gen_acc"])
+    tau = None if probe or t_mem is None or t_gen is None else max(t_gen - t_mem, 0)
+    return dict(seed=s, m=m, reference=reference, freqs=freqs, t_mem=t_mem, mem_train=mem_train,
+                mem_test=mem_test, t_gen=None if probe else t_gen, tau=tau,
+                modes_in=ac.embedding_modes(model.tok.weight.detach().numpy(), p),
+                final_train=log["train_acc"][-1], final_test=log["test_acc"][-1], last_step=log["step"][-1],
+                curve=list(zip(log["step"], log["test_acc"])), train_curve=list(zip(log["step"], log["train_acc"])))
 
 
 def one_seed(cfg: dict, s: int, probe: bool = False) -> list[dict]:
-    """Memorise once, then one projected continuation per m (and the unconstrained reference); ``probe``: stop
-    each continuation at the start of the grokking clock (the inputs of redundancy_isolated, no tau)."""
+    """Every m of the seed (and the every-mode reference); ``probe``: each run stopped at memorisation."""
     torch.set_num_threads(1)
     t0 = time.time()
-    p = cfg["p"]
-    tr, te = (torch.tensor(a) for a in ac.modadd_split(p, cfg["train_frac"], seed=cfg["split_seed"]))
-    opt_kw = dict(lr=cfg["lr"], wd=cfg["wd"], betas=cfg["betas"], eval_every=cfg["eval_every"], clip=cfg["clip"])
-    with repro.seeded(s):
-        model = ac.modadd_model(p, cfg["d"], cfg["n_head"])
-        opt = torch.optim.AdamW([q for q in model.parameters() if q.requires_grad], lr=cfg["lr"],
-                                weight_decay=cfg["wd"], betas=tuple(cfg["betas"]))
-        log0 = ac.train_modadd(model, tr, te, cfg["mem_steps"], warmup=cfg["warmup"], optimizer=opt,
-                               stop_at_train=cfg["mem_acc"], **opt_kw)
-    t_mem = ac.grok_step(log0["step"], log0["train_acc"], cfg["mem_acc"])
-    E = model.tok.weight.detach().numpy().astype("float64")
-    order = ac.dominant_frequencies(E, p // 2)
-    loss_mem = ac.modadd_loss(model, tr)  # the memorised model's full training loss: the re-fit's target
-    base = dict(seed=s, t_mem=t_mem, mem_test=log0["test_acc"][-1], mem_loss=loss_mem,
-                spectrum=ac.folded_spectrum(E).tolist())
     runs = []
-    for m in [*cfg["ms"], p // 2]:
-        res = dict(base, m=m, reference=m == p // 2, freqs=order[:m])
-        if t_mem is None:  # never memorised: nothing to project
-            runs.append(dict(res, t_gen=None, tau=None, t_remem=None, modes_in=None, proj_train=None,
-                             proj_test=None, proj_loss=None, refit_steps=None, restored=False, start_train=None,
-                             start_test=None, start_loss=None, final_test=None, curve=[], train_curve=[]))
-            continue
-        m_model, m_opt = copy.deepcopy((model, opt))  # the same weights and optimizer state for every m
-        keep = ac.keep_modes(p, order[:m])
-        with torch.no_grad():
-            m_model.tok.weight.copy_(torch.as_tensor(ac.project_embedding(E, order[:m], cfg["keep_norm"]),
-                                                     dtype=torch.float32))
-        res.update(proj_train=accuracy(m_model, tr), proj_test=accuracy(m_model, te),
-                   proj_loss=ac.modadd_loss(m_model, tr))
-        n_refit = 0
-        if res["proj_loss"] > loss_mem and cfg.get("refit") == "embedding":
-            # re-fit the embedding alone (inside its m modes; the rest frozen, fresh AdamW, weight decay 0) to
-            # the memorised loss: the rest of the network cannot learn the algorithm while it re-fits
-            log_r = ac.refit_embedding(m_model, tr, te, cfg["refit_steps"], target_loss=loss_mem, keep=keep,
-                                       lr=cfg["lr"], betas=cfg["betas"], eval_every=cfg["eval_every"],
-                                       clip=cfg["clip"])
-            n_refit = log_r["step"][-1]
-        elif res["proj_loss"] > loss_mem:  # re-fit, weight decay off, to the memorised loss (the projection kept)
-            for g in m_opt.param_groups:
-                g["weight_decay"] = cfg["refit_wd"]
-            log_r = ac.train_modadd(m_model, tr, te, cfg["refit_steps"], warmup=0, optimizer=m_opt,
-                                    after_step=keep, stop_below_loss=loss_mem, **opt_kw)
-            n_refit = log_r["step"][-1]
-            for g in m_opt.param_groups:
-                g["weight_decay"] = cfg["wd"]
-        res.update(refit_steps=n_refit, start_train=accuracy(m_model, tr), start_test=accuracy(m_model, te),
-                   start_loss=ac.modadd_loss(m_model, tr))
-        res["restored"] = res["start_loss"] <= loss_mem
-        if probe:  # the condition's inputs only: no grokking clock, no tau
-            print(f"probe seed {s} m {m:>2}: after projection train {res['proj_train']:.3f} test "
-                  f"{res['proj_test']:.3f}; re-fit {n_refit} steps -> train {res['start_train']:.3f} test "
-                  f"{res['start_test']:.3f} loss {res['start_loss']:.4f} (memorised {loss_mem:.4f}) restored "
-                  f"{res['restored']}", flush=True)
-            runs.append(res)
-            continue
-        log = ac.train_modadd(m_model, tr, te, cfg["max_steps"], warmup=0, optimizer=m_opt,
-                              stop_at=cfg["gen_acc"], after_step=keep, **opt_kw)
-        t_gen = ac.grok_step(log["step"], log["test_acc"], cfg["gen_acc"])
-        if res["start_test"] >= cfg["gen_acc"]:
-            t_gen = 0  # generalised during the re-fit: the clock starts generalised
-        res.update(t_gen=t_gen, tau=t_gen, t_remem=ac.grok_step(log["step"], log["train_acc"], cfg["mem_acc"]),
-                   modes_in=ac.embedding_modes(m_model.tok.weight.detach().numpy(), p),
-                   final_test=log["test_acc"][-1], curve=list(zip(log["step"], log["test_acc"])),
-                   train_curve=list(zip(log["step"], log["train_acc"])))
-        runs.append(res)
-        print(f"seed {s} m {m:>2} freqs {order[:m]}: t_mem {t_mem} (loss {loss_mem:.4f}); after projection "
-              f"train {res['proj_train']:.3f} test {res['proj_test']:.3f} loss {res['proj_loss']:.4f}; re-fit "
-              f"{n_refit} steps -> train {res['start_train']:.3f} test {res['start_test']:.3f} loss "
-              f"{res['start_loss']:.4f}; tau {t_gen} ({time.time() - t0:.0f} s)", flush=True)
+    for m in [*cfg["ms"], cfg["p"] // 2]:
+        r = one_run(cfg, s, m, probe=probe)
+        runs.append(r)
+        at = ("never memorised" if r["t_mem"] is None else
+              f"memorised at {r['t_mem']} (train {r['mem_train']:.3f}, test {r['mem_test']:.3f})")
+        print(f"{'probe ' if probe else ''}seed {s} m {m:>2} freqs {r['freqs']}: {at}"
+              + ("" if probe else f"; t_gen {r['t_gen']} tau {r['tau']}") + f" ({time.time() - t0:.0f} s)",
+              flush=True)
     return runs
 
 
@@ -156,11 +116,13 @@ def seed_runs(args: tuple[dict, int, str | None]) -> list[dict]:
 def make_redundancy(cfg: dict, out: Path | None, jobs: int = 1, cache: str | None = None,
                     probe: int | None = None) -> Path | list:
     t0 = time.time()
-    if probe is not None:  # one seed up to the start of the clock: what redundancy_isolated reads
+    if probe is not None:  # one seed up to each run's memorisation: what redundancy_isolated reads
         runs = [r for r in one_seed(cfg, probe, probe=True) if not r["reference"]]
-        gap = ac.isolation_gap([r["start_train"] for r in runs], [r["start_test"] for r in runs],
-                               [bool(r["restored"]) for r in runs], cfg["gen_acc"])
-        print(f"probe seed {probe}: isolation gap {gap:.3f} (redundancy_isolated: <= {cfg['isolate_tol']})")
+        ok = [r["t_mem"] is not None for r in runs]
+        gap = ac.isolation_gap([r["mem_train"] or 0.0 for r in runs], [r["mem_test"] or 0.0 for r in runs], ok,
+                               cfg["gen_acc"])
+        print(f"probe seed {probe}: memorised at {sum(ok)} of {len(ok)} m (redundancy_measured: all); isolation "
+              f"gap {gap:.3f} (redundancy_isolated: <= {cfg['isolate_tol']})")
         return []
     one = [dict(cfg, seeds=[s]) for s in cfg["seeds"]]  # a seed's result does not depend on the others
     work = [(c, s, cache) for c, s in zip(one, cfg["seeds"])]
@@ -186,16 +148,9 @@ def main(argv: list[str] | None = None) -> list[Path]:
         ap.add_argument("--jobs", type=int, default=1, help="seeds run in parallel processes")
         ap.add_argument("--cache", default=None, help="folder for per-seed results, reused when present")
         ap.add_argument("--probe", type=int, default=None, metavar="SEED",
-                        help="run this seed up to the start of the clock and print redundancy_isolated only")
-        ap.add_argument("--refit", choices=["embedding"], default=None,
-                        help="re-fit only the token embedding (the rest frozen) instead of every weight")
+                        help="run this seed up to each run's memorisation and print redundancy_isolated only")
 
-    def build(cfg: dict, out: Path | None, args: argparse.Namespace) -> Path | list:
-        if args.refit is not None:
-            cfg = {**cfg, "refit": args.refit}
-        return make_redundancy(cfg, out, args.jobs, args.cache, args.probe)
-
-    return scripts.script_main(build,
+    return scripts.script_main(lambda cfg, out, args: make_redundancy(cfg, out, args.jobs, args.cache, args.probe),
                                config=ac.checkpoint_config, tiny=tiny, names=["redundancy"], options=options,
                                doc=__doc__, argv=argv)
 
