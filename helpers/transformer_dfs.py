@@ -42,7 +42,7 @@ __all__ = [
     "STATE_DATA", "structured_states", "structured_batch", "StructuredDFS", "StructuredOneLayer", "matrix_cosine",
     "move_accuracy", "gradient_flow", "CHECKPOINT_SLUG", "CHECKPOINT_NAMES", "checkpoint_config", "width_limited_data", "generic_valid",
     "make_structured", "valid_set", "valid_set_loss", "valid_hinge_loss", "REDUCED_LOSSES", "ReducedDFS", "train_reduced", "reduced_data",
-    "doubling_grid_run", "reduced_diagnostics", "reduced_flag_split",
+    "doubling_grid_run", "lookahead_phases", "grid_pairs", "reduced_diagnostics", "reduced_flag_split",
 ]
 
 
@@ -289,7 +289,7 @@ def sample_states(adj: np.ndarray, rng: np.random.Generator, n_states: int, kind
     return out
 
 
-def lookahead_trace(adj: np.ndarray, s: int, t: int, horizon: int) -> list[int]:
+def lookahead_trace(adj: np.ndarray, s: int, t: int, horizon: int, exact: bool = False) -> list[int]:
     """DFS with look-ahead: prefer unvisited children from which ``t`` is reachable within the horizon.
 
     The horizon counts edges from the current node: horizon ``h`` sees whether ``u -> c -> ... -> t`` exists
@@ -297,11 +297,16 @@ def lookahead_trace(adj: np.ndarray, s: int, t: int, horizon: int) -> list[int]:
     squaring of the (unvisited) reachability relation, so it holds the relations for horizons 1, 2, 4, ..., h;
     it prefers the children seen at the smallest such horizon (largest index among them), and falls back to
     plain DFS when no child reaches ``t`` within ``h``. ``h = 0`` is plain DFS. This simulates that model.
+
+    ``exact=True`` is a counterfactual, not a network: it prefers the child with the smallest *distance* to
+    ``t`` (largest index among them) instead of the smallest doubling level, i.e. look-ahead with
+    resolution one edge instead of powers of two (a diagnosis of what the levels cost).
     """
     adj = _adj(adj)
     n = adj.shape[0]
     s, t = _check_node(s, n, "s"), _check_node(t, n, "t")
     horizon = V.integer("horizon", horizon, min=0)
+    exact = V.boolean("exact", exact)
     trace = [s]
     while trace[-1] != t:
         u, visited, parent = _dfs_state(trace)
@@ -325,12 +330,43 @@ def lookahead_trace(adj: np.ndarray, s: int, t: int, horizon: int) -> list[int]:
                 frontier = adj[:, frontier].any(1) & alive & np.isinf(dist)
                 dist[frontier] = k
             # level of a child = the doubling layer that first sees t: smallest j with dist + 1 <= 2**j
-            level = {c: math.ceil(math.log2(dist[c] + 1)) for c in fresh if dist[c] + 1 <= horizon}
+            level = {c: (dist[c] if exact else math.ceil(math.log2(dist[c] + 1)))
+                     for c in fresh if dist[c] + 1 <= horizon}
             if level:
                 best = min(level.values())
                 good = [c for c, lv in level.items() if lv == best]
         trace.append(max(good))
     return trace
+
+
+def lookahead_phases(adj: np.ndarray, trace: Sequence[int], t: int, horizon: int) -> dict[str, int]:
+    """Split a look-ahead trace that ends at ``t`` into its *blind* phase (the steps before ``t`` first comes
+    within ``horizon`` edges of the current node through unvisited nodes, where the search is plain DFS) and
+    its *guided* phase (the steps after). ``sight_dist``: that distance when ``t`` is first in view;
+    ``excess``: the guided steps beyond it (0 when the search then walks a shortest path)."""
+    adj = _adj(adj)
+    n = adj.shape[0]
+    trace = _trace(trace, n)
+    t = _check_node(t, n, "t")
+    horizon = V.integer("horizon", horizon, min=1)
+    if trace[-1] != t:
+        raise ValueError(f"trace must end at t={t}, it ends at {trace[-1]}")
+    seen: set[int] = set()
+    for i, u in enumerate(trace):
+        seen.add(u)
+        alive = np.ones(n, dtype=bool)
+        alive[list(seen)] = False
+        alive[u] = alive[t] = True
+        frontier, k = np.eye(n, dtype=bool)[u], 0
+        reach = frontier.copy()
+        while k < horizon and not frontier[t] and frontier.any():
+            k += 1
+            frontier = adj[frontier].any(0) & alive & ~reach
+            reach |= frontier
+        if frontier[t]:
+            guided = len(trace) - 1 - i
+            return {"blind": i, "guided": guided, "sight_dist": k, "excess": guided - k}
+    raise AssertionError("unreachable: the last node is t")  # pragma: no cover
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -2025,6 +2061,26 @@ def reduced_data(cfg: dict, seed: int) -> tuple[list[dict], list[dict], np.ndarr
     return train_items, test_items, emb
 
 
+def grid_pairs(cfg: dict, seed: int) -> list[tuple[np.ndarray, int, int, int]]:
+    """The grids and pairs of :func:`doubling_grid_run` (the same draws): ``cfg["pairs"]`` tuples (adjacency of
+    a shuffled ``side x side`` grid, ``s``, ``t``, shortest ``s -> t`` path), ``s, t`` at least ``min_dist``
+    edges apart, from ``repro.rng(seed, stream)``."""
+    from helpers import repro
+
+    V.instance("cfg", cfg, dict)
+    for key in ("side", "pairs", "min_dist", "stream"):
+        if key not in cfg:
+            raise ValueError(f"cfg must have key {key!r}; got keys {sorted(cfg)}")
+    seed = V.seed("seed", seed)
+    side, pairs = V.integer("side", cfg["side"], min=2), V.integer("pairs", cfg["pairs"], min=1)
+    g = repro.rng(seed, int(cfg["stream"]))
+    out = []
+    for _ in range(pairs):
+        a = grid_digraph(side, side, g)
+        out.append((a, *far_pair(a, g, int(cfg["min_dist"]))))
+    return out
+
+
 def doubling_grid_run(cfg: dict, seed: int, progress: bool = False) -> dict[str, np.ndarray]:
     """The doubling networks (:class:`DoublingDFS`, one per horizon in ``cfg["horizons"]``) rolled out on
     ``cfg["pairs"]`` shuffled ``side x side`` grids (:func:`grid_digraph`), each with an ``(s, t)`` pair at least
@@ -2034,8 +2090,6 @@ def doubling_grid_run(cfg: dict, seed: int, progress: bool = False) -> dict[str,
     :meth:`DoublingDFS.fast_step`); ``dist`` (pairs,): the shortest ``s -> t`` path; ``same`` (pairs, horizons):
     whether the network's trace equals the rule's (:func:`lookahead_trace`).
     """
-    from helpers import repro
-
     V.instance("cfg", cfg, dict)
     for key in ("side", "pairs", "min_dist", "horizons", "stream"):
         if key not in cfg:
@@ -2045,17 +2099,15 @@ def doubling_grid_run(cfg: dict, seed: int, progress: bool = False) -> dict[str,
     hs = [V.integer("horizon", h, min=1) for h in cfg["horizons"]]
     n = side * side
     nets = {h: DoublingDFS(n, h) for h in hs}
-    g = repro.rng(seed, int(cfg["stream"]))
     length = np.zeros((pairs, len(hs)), dtype=np.int64)
     same = np.zeros((pairs, len(hs)), dtype=bool)
     dist = np.zeros(pairs, dtype=np.int64)
-    it = range(pairs)
+    it = enumerate(grid_pairs(cfg, seed))
     if progress:
         from tqdm.auto import tqdm
-        it = tqdm(it, desc=f"doubling networks on {side}x{side} grids, seed {seed}")
-    for i in it:
-        a = grid_digraph(side, side, g)
-        src, tgt, dist[i] = far_pair(a, g, int(cfg["min_dist"]))
+        it = tqdm(it, total=pairs, desc=f"doubling networks on {side}x{side} grids, seed {seed}")
+    for i, (a, src, tgt, d_st) in it:
+        dist[i] = d_st
         for j, h in enumerate(hs):
             tr = rollout(nets[h], n, edge_list(a), src, tgt, fast=True, max_steps=4 * n)
             length[i, j] = len(tr) - 1

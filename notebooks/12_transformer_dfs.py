@@ -601,6 +601,58 @@ ax.set(ylabel="mean steps until t (networks)", yscale="log",
 ax.legend(fontsize=8)
 plt.show()
 
+# %% [markdown]
+# **Why the search shrinks by less than half per layer: an experiment.** A horizon-`h` network acts only once
+# `t` is within `h` edges of the current node through unvisited nodes; before that moment its last layer sees
+# no child that reaches `t` and it searches like plain DFS. We split every grid trace at that moment
+# (`dfs.lookahead_phases`) into a *blind* phase (plain DFS, before `t` is in view) and a *guided* phase (after),
+# and measure how many guided steps exceed the distance left when `t` came into view (`excess`: the guided
+# steps that are not a shortest path). The traces are the networks': the rule reproduces them token for token
+# (the `same` record above), and we assert that every regenerated trace has the network's stored length. A
+# second, counterfactual measurement on the same grids and pairs (`dfs.grid_pairs` redraws them): the rule with
+# one-edge resolution (`exact=True`: prefer the child *nearest* to `t`, instead of the child at the smallest
+# doubling level `⌈log₂(dist + 1)⌉`, which is what the networks can compute). It is not a network; it tells
+# whether the power-of-two resolution of the last layer or the blind phase costs the missing shrink.
+
+# %%
+phase, exact_mean = {}, {}
+for i, s_ in enumerate(seeds):
+    cfg_ = scripts.with_seeds(dfs.checkpoint_config(f"lookahead_{i}"), [s_])
+    if quick:
+        cfg_.update(side=grid_side, pairs=grid_pairs, min_dist=grid_min_dist,
+                    horizons=horizons_g)
+    ex_len = {h: [] for h in horizons_g}
+    for k_, (a, src, tgt, _) in enumerate(dfs.grid_pairs(cfg_, s_)):
+        for h in horizons_g:
+            tr = dfs.lookahead_trace(a, src, tgt, h)
+            assert len(tr) - 1 == grid_len[s_, h][k_], "not the network's trace"
+            phase.setdefault((s_, h), []).append(dfs.lookahead_phases(a, tr, tgt, h))
+            ex_len[h].append(len(dfs.lookahead_trace(a, src, tgt, h, exact=True)) - 1)
+    exact_mean[s_] = [float(np.mean(ex_len[h])) for h in horizons_g]
+
+
+def _gm_ratio(m):  # geometric mean of the per-layer ratios (telescoped)
+    return float((m[0] / m[-1]) ** (1 / (len(m) - 1)))
+
+
+def _ph(key):
+    return {s_: [float(np.mean([p[key] for p in phase[s_, h]])) for h in horizons_g]
+            for s_ in seeds}
+
+
+blind, guided, excess = _ph("blind"), _ph("guided"), _ph("excess")
+blind_share = {s_: [b_ / m_ for b_, m_ in zip(blind[s_], grid_mean[s_])] for s_ in seeds}
+shrink_net = [_gm_ratio(grid_mean[s_]) for s_ in seeds]
+shrink_exact = [_gm_ratio(exact_mean[s_]) for s_ in seeds]
+shrink_blind_early = [_gm_ratio(blind[s_][:3]) for s_ in seeds]  # h = 1, 2, 4
+for s_ in seeds:
+    print(f"seed {s_}: blind share per horizon {np.round(blind_share[s_], 2).tolist()}, "
+          f"guided excess {np.round(excess[s_], 1).tolist()}, exact-resolution mean "
+          f"lengths {np.round(exact_mean[s_], 1).tolist()}")
+print("per-layer shrink (geometric mean): networks", np.round(shrink_net, 2).tolist(),
+      "| exact-resolution rule", np.round(shrink_exact, 2).tolist(),
+      "| blind phase, h = 1 -> 4", np.round(shrink_blind_early, 2).tolist())
+
 # %%
 pooled = {h: np.concatenate([net_len[s_, h] for s_ in seeds]) for h in horizons}
 boot = repro.rng(seed, 7)
@@ -1874,6 +1926,34 @@ _drops = [_gm[i] / _gm[i + 1] for i in range(len(_gm) - 1)]
 _big = int(np.argmax(_drops))
 _fit = {c.id: c for c in rec.conditions}["reduced_fits"]
 _fit_seeds = [s_ for s_, x in zip(seeds, _fit.measured) if x >= _fit.target]
+_zero_ex = [h for j, h in enumerate(horizons_g) if all(excess[s_][j] == 0 for s_ in seeds)]
+_pos_ex = [h for h in horizons_g if h not in _zero_ex]
+_bs = [x for s_ in seeds for x in blind_share[s_][:3]]
+_ex_mean = [round(float(np.mean([excess[s_][horizons_g.index(h)] for s_ in seeds])), 1)
+            for h in _pos_ex]
+_why_doubling = (
+    f" **Why** (the experiment in section 4): at horizons {horizons_g[:3]} the *blind* "
+    f"phase, plain DFS before `t` comes within the horizon, is {min(_bs):.0%}–"
+    f"{max(_bs):.0%} of the trace, and it shrinks by "
+    f"{', '.join(f'{x:.2f}' for x in shrink_blind_early)} per layer there. "
+    + (f"Once `t` is in view the networks walk a shortest path at horizons {_zero_ex}"
+       if _zero_ex else "Once `t` is in view the networks never walk a shortest path")
+    + (f"; at {_pos_ex} they take {_ex_mean} extra "
+       "steps on average, because the last layer ranks children by doubling level "
+       "(`⌈log₂(dist + 1)⌉`), not by distance" if _pos_ex else "")
+    + ". The counterfactual rule with one-edge resolution shrinks the search by "
+    f"{', '.join(f'{x:.2f}' for x in shrink_exact)} per layer (networks "
+    f"{', '.join(f'{x:.2f}' for x in shrink_net)}), "
+    + ("still below the bar: the level resolution costs part of the shrink, the blind "
+       "phase the rest. " if max(shrink_exact) < doubling_bar else
+       "at or above the bar at some seed: the level resolution is what costs the shrink "
+       "there. ")
+    + "For the paper's claim this means: the horizon `2^(L−3)` is built and verified token "
+    "for token, but an exponentially growing horizon is not a halving of the search per "
+    "layer; how fast the search shrinks is set by how long a blind DFS takes to come "
+    "within `h` of `t` on the graph family, which on these grids falls much more slowly "
+    "than `1/h`."
+)
 _of_cap = np.mean([m_ / c_
                    for m_, c_ in zip(C["lookahead_doubling"].measured, ceiling)])
 display(Markdown("\n".join([
@@ -1907,7 +1987,8 @@ display(Markdown("\n".join([
        f"networks' shrink is {_of_cap:.0%} of the cap: "
        + ("each extra layer shortens the search, but by less than half."
           if C["lookahead_doubling"].verdict == "not held" else
-          f"the verdict is **{C['lookahead_doubling'].verdict}**.")),
+          f"the verdict is **{C['lookahead_doubling'].verdict}**."))
+    + _why_doubling,
     f"* **Trained, width-limited.** At N = {wl_cfg['N']}, d = {wl_cfg['d']} the two-layer "
     f"model beats the one-layer model by {_m('trained_two_vs_one')} in next-move "
     f"accuracy. Across widths, the one-layer model needs {_m('trained_separation_scaling')} "

@@ -675,3 +675,83 @@ def test_reduced_p3_config_and_prefix():
         assert np.allclose(long_[key][:k], short[key], rtol=0, atol=1e-6)
     with pytest.raises(ValueError):
         T.checkpoint_config("reduced_lc_3")
+
+
+def test_lookahead_phases_and_exact_rule():
+    """The phase split of a look-ahead trace and the exact-distance counterfactual (issue #70 diagnosis)."""
+    # a path 0 -> 1 -> ... -> 5 = t with a dead-end branch 0 -> 9 -> 8 -> 7 -> 6 taken first (largest index)
+    adj = np.zeros((10, 10), dtype=bool)
+    for a, b in [(0, 1), (1, 2), (2, 3), (3, 4), (4, 5), (0, 9), (9, 8), (8, 7), (7, 6)]:
+        adj[a, b] = True
+    plain = T.lookahead_trace(adj, 0, 5, 1)  # horizon 1 only sees t from 4
+    ph = T.lookahead_phases(adj, plain, 5, 1)
+    assert plain.index(4) == ph["blind"] and ph["guided"] == 1 and ph["excess"] == 0
+    far = T.lookahead_trace(adj, 0, 5, 8)  # t in view from s: straight down the path
+    assert far == [0, 1, 2, 3, 4, 5]
+    assert T.lookahead_phases(adj, far, 5, 8) == {"blind": 0, "guided": 5, "sight_dist": 5, "excess": 0}
+    assert T.lookahead_trace(adj, 0, 5, 8, exact=True) == far
+    # levels vs exact distances: two children of 0 at distances 2 and 3 share level 2 (2^2 >= 3, 4);
+    # the level rule takes the larger index (the longer way), the exact rule the shorter
+    g2 = np.zeros((8, 8), dtype=bool)
+    for a, b in [(0, 1), (1, 2), (2, 7), (0, 6), (6, 5), (5, 4), (4, 7)]:
+        g2[a, b] = True
+    lv, ex = T.lookahead_trace(g2, 0, 7, 4), T.lookahead_trace(g2, 0, 7, 4, exact=True)
+    assert lv == [0, 6, 5, 4, 7] and ex == [0, 1, 2, 7]
+    assert T.lookahead_phases(g2, lv, 7, 4) == {"blind": 0, "guided": 4, "sight_dist": 3, "excess": 1}
+    with pytest.raises(ValueError, match="end at t"):
+        T.lookahead_phases(adj, [0, 1, 2], 5, 2)
+    with pytest.raises(ValueError):
+        T.lookahead_phases(adj, plain, 5, 0)
+    with pytest.raises(TypeError):
+        T.lookahead_trace(adj, 0, 5, 2, exact="yes")
+
+
+def test_grid_pairs_are_the_grid_runs_draws():
+    cfg = dict(side=5, pairs=3, min_dist=4, horizons=[1, 2], stream=17)
+    gp = T.grid_pairs(cfg, 0)
+    r = T.doubling_grid_run(cfg, 0)
+    assert [x[3] for x in gp] == r["dist"].tolist() and all(d >= 4 for d in r["dist"])
+    for (a, s, t, _), row in zip(gp, r["length"]):
+        assert [len(T.lookahead_trace(a, s, t, h)) - 1 for h in (1, 2)] == row.tolist()
+    with pytest.raises(ValueError, match="side"):
+        T.grid_pairs({"pairs": 2}, 0)
+
+
+def test_reduced_fourth_attempt_losses_and_start():
+    """Probes Q1-Q3 (issue #70): the hinge on the valid set, the exact-move loss, the start near the
+    construction, and their configs (P1's otherwise)."""
+    valid = torch.tensor([[True, False, False], [False, True, True]])
+    good = torch.tensor([[3.0, 0.0, 1.0], [0.0, 2.0, 0.5]])  # right by margin >= 1: zero loss
+    assert float(T.valid_hinge_loss(good, valid)) == 0.0
+    bad = torch.tensor([[0.0, 0.5, 0.0], [1.0, 0.0, 0.0]])
+    assert float(T.valid_hinge_loss(bad, valid)) == pytest.approx((1.5 + 2.0) / 2)
+    with pytest.raises(ValueError, match="invalid"):
+        T.valid_hinge_loss(good, torch.ones(2, 3, dtype=torch.bool))
+    with pytest.raises(ValueError):
+        T.valid_hinge_loss(good, valid, margin=0.0)
+    rng = np.random.default_rng(2)
+    emb = T.low_coherence_signs(8, 6, rng)
+    b = T.structured_batch(T.structured_states(40, 8, (4, 6), 0.3, rng, "curated"))
+    at = T.ReducedDFS(emb).set_construction()
+    torch.manual_seed(0)
+    near = T.ReducedDFS(emb).near_construction(0.1)
+    for (name, p0), p1 in zip(at.named_parameters(), near.parameters()):
+        rms = float(p0.detach().pow(2).mean().sqrt())
+        assert float((p1 - p0).pow(2).mean().sqrt()) < 0.3 * (rms if rms > 0 else 1.0), name
+    assert torch.equal(T.ReducedDFS(emb).near_construction(0.0).W1, at.W1)
+    with pytest.raises(ValueError):
+        T.ReducedDFS(emb).near_construction(-0.1)
+    for loss in T.REDUCED_LOSSES:
+        torch.manual_seed(0)
+        h = T.train_reduced(T.ReducedDFS(emb), b, 3, 0.05, {"train": b}, eval_every=1, method="adam",
+                            loss=loss)
+        assert len(h["loss"]) == 4 and np.isfinite(h["loss"]).all()
+    with pytest.raises(ValueError, match="loss"):
+        T.train_reduced(T.ReducedDFS(emb), b, 1, 0.05, loss="mse")
+    p1 = T.checkpoint_config("reduced_lc_1")
+    for k, (loss, init) in enumerate([("exact", None), ("hinge", None), ("valid", "construction")], 1):
+        q = T.checkpoint_config(f"reduced_q{k}_1")
+        assert q["loss"] == loss and q.get("init") == init and q["emb"] == "low_coherence"
+        assert q["steps"] == 3000 and {k_: v for k_, v in q.items()
+                                       if k_ not in ("loss", "init", "init_noise", "steps")} == {
+            k_: v for k_, v in p1.items() if k_ != "steps"}
