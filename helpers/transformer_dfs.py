@@ -42,7 +42,8 @@ __all__ = [
     "STATE_DATA", "structured_states", "structured_batch", "StructuredDFS", "StructuredOneLayer", "matrix_cosine",
     "move_accuracy", "gradient_flow", "CHECKPOINT_SLUG", "CHECKPOINT_NAMES", "checkpoint_config", "width_limited_data", "generic_valid",
     "make_structured", "valid_set", "valid_set_loss", "valid_hinge_loss", "REDUCED_LOSSES", "ReducedDFS", "train_reduced", "reduced_data",
-    "doubling_grid_run", "lookahead_phases", "grid_pairs", "reduced_diagnostics", "reduced_flag_split",
+    "doubling_grid_run", "lookahead_phases", "grid_pairs", "reduced_diagnostics", "reduced_eval",
+    "reduced_flag_split",
 ]
 
 
@@ -2149,6 +2150,19 @@ def reduced_diagnostics(model: ReducedDFS, b: dict[str, Tensor], record: dict[st
 
     return {"prev_offset1": prev1, "parent_first": mean(par[bt]), "flag_visited": mean(f[from_u & vis_e]),
             "flag_fresh": mean(f[from_u & ~vis_e])}
+
+
+def reduced_eval(model: ReducedDFS, b: dict[str, Tensor], tb: dict[str, Tensor]) -> dict[str, float]:
+    """A trained :class:`ReducedDFS` on its training states ``b`` and on unseen states ``tb``: ``valid`` and
+    ``exact`` (unseen valid-move and reference-move accuracy), ``train`` (training valid-move accuracy) and
+    :func:`reduced_diagnostics` on ``tb``."""
+    V.instance("model", model, ReducedDFS)
+    n = model.E.shape[0]
+    b, tb = _structured_batch_arg(b, n), _structured_batch_arg(tb, n)
+    with torch.no_grad():
+        lg, rr = model(tb, record=True)
+        return dict(valid=float(valid_moves(lg, tb).float().mean()), exact=move_accuracy(lg, tb)["all"],
+                    train=float(valid_moves(model(b), b).float().mean()), **reduced_diagnostics(model, tb, rr))
 
 
 def reduced_flag_split(model: ReducedDFS, b: dict[str, Tensor]) -> dict[str, float]:

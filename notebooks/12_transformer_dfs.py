@@ -86,6 +86,7 @@ gf_range = (6, 12)  # sizes of the training graphs
 n_seeds = 3  # seeds for everything trained (seed, seed+1, ...)
 
 # %% tags=["hide-input"]
+import json
 import time
 
 import matplotlib.pyplot as plt
@@ -641,12 +642,14 @@ def _ph(key):
 
 
 blind, guided, excess = _ph("blind"), _ph("guided"), _ph("excess")
-blind_share = {s_: [b_ / m_ for b_, m_ in zip(blind[s_], grid_mean[s_])] for s_ in seeds}
+blind_share = {s_: [b_ / m_ for b_, m_ in zip(blind[s_], grid_mean[s_])]
+               for s_ in seeds}
 shrink_net = [_gm_ratio(grid_mean[s_]) for s_ in seeds]
 shrink_exact = [_gm_ratio(exact_mean[s_]) for s_ in seeds]
 shrink_blind_early = [_gm_ratio(blind[s_][:3]) for s_ in seeds]  # h = 1, 2, 4
 for s_ in seeds:
-    print(f"seed {s_}: blind share per horizon {np.round(blind_share[s_], 2).tolist()}, "
+    print(f"seed {s_}: blind share per horizon "
+          f"{np.round(blind_share[s_], 2).tolist()}, "
           f"guided excess {np.round(excess[s_], 1).tolist()}, exact-resolution mean "
           f"lengths {np.round(exact_mean[s_], 1).tolist()}")
 print("per-layer shrink (geometric mean): networks", np.round(shrink_net, 2).tolist(),
@@ -859,9 +862,9 @@ for data in ("curated", "naive"):
 # embeddings made the fit worse). P3 was then run at seed 1 first (the seed that stopped P1 and P2); its run is
 # kept (`reduced_lc_1`, training curve only: the unseen graphs were not evaluated) and read below. Because
 # Adam with a constant step size is deterministic, the first 3,000 steps of that run *are* P1's run at seed 1,
-# so P1's seed-1 numbers are read off the same curve. No configuration of the list met the rule, so the claim
-# below still rests on the **second attempt's** models; P2's and P1's seed-0 numbers are in the data script's
-# docstring (those runs were not kept).
+# so P1's seed-1 numbers are read off the same curve. No configuration of that list met the rule, so after the
+# third attempt the claim still rested on the **second attempt's** models, loaded and plotted here; P2's and P1's
+# seed-0 numbers are in the data script's docstring (those runs were not kept). A fourth attempt follows below.
 #
 # %%
 red_hist, red_loss, red_res, red_models, red_tb, red_b = {}, {}, {}, {}, {}, {}
@@ -987,6 +990,112 @@ display(Markdown(
        f"{red_p3['p1_steps']} (P1): fit {red_p3['p1_fit']:.4f}, plateau "
        f"{red_p3['p1_flat']:.4f}; its loss goes from {red_p3['loss_p1']:.4f} there to "
        f"{red_p3['loss_end']:.4f} at the end." if red_p3 else "")))
+
+# %% [markdown]
+# **A fourth attempt: the objective or the start, not the bar.** The construction with P1's codes fits seed 1's
+# training states almost perfectly, yet the trained models stop lower; the valid-set loss of the construction *at
+# its hand-built scale* is higher than that of the trained plateau, which the last round read as the loss
+# preferring the trained solution (a decaying step size ended at the same fit). Before any probe ran, we wrote
+# down three more configurations in `make_reduced.py`, each changing one thing of P1 (fixed low-coherence codes,
+# 3,000 Adam steps): **Q1** the cross-entropy of the exact reference move (largest-index unvisited child, else
+# the parent) instead of the valid-set loss; **Q2** a hinge on the valid set (`relu(1 − (best valid logit − best
+# invalid logit))`), which does not pay for calibration; **Q3** the valid-set loss from a start *near the
+# construction* (each tensor plus Gaussian noise of a tenth of its root-mean-square entry). Q3 would test whether
+# training *keeps* the construction, not whether it *finds* it: a weaker claim, and the claim's text says so if Q3
+# is selected. Same rule as before (the fit bar with a flat loss at all three seeds, training states only), seed 1
+# first, one seed per job. Every probe run appends its outcome to `reduced_probes.json`, read here.
+
+# %% tags=["remove-input"]
+red_q_what = {"Q1": "exact-move cross-entropy", "Q2": "hinge on the valid set",
+              "Q3": "valid-set loss from near the construction (10 % noise)"}
+with open(checkpoints.fetch(dfs.CHECKPOINT_SLUG, "reduced_probes.json")) as f_:
+    red_probes = json.load(f_)
+red_q_pass = {q: {r["seed"]: r["passes"] for r in red_probes if r["probe"] == q}
+              for q in red_q_what}
+red_sel = next((q for q in red_q_what
+                if all(red_q_pass[q].get(s_, False) for s_ in (0, 1, 2))), None)
+display(Markdown("\n".join(
+    [f"* **{r['probe']}** ({red_q_what[r['probe']]}), seed {r['seed']}: training fit "
+     f"{r['train_fit']:.4f} (bar 0.95; {r['start_fit']:.3f} at the start), loss plateau "
+     f"{r['loss_plateau']:.4f} (bar 0.05), {r['steps']} steps, {r['wall_seconds']} s: "
+     + ("**meets** the rule" if r["passes"] else "**misses** the rule")
+     for r in sorted(red_probes, key=lambda r: (r["probe"], r["seed"] != 1, r["seed"]))]
+    + [f"\nSelected: **{red_sel}** ({red_q_what[red_sel]}); its three models carry the "
+       "claim below." if red_sel else
+       "\nNo configuration met the rule at all three seeds: nothing was selected, and the "
+       "claim below still rests on the second attempt's models."])))
+
+# %% [markdown]
+# If a configuration was selected, its three checkpoints (`reduced_<q>_<seed>`, trained by `make_reduced.py`
+# on the same training states, with P1's codes) replace the second attempt's models from here on: the cell
+# below loads them (quick mode trains the selected configuration live, small) and evaluates them on the same
+# unseen graphs. The conditions and the claim then read these models.
+
+# %%
+red_from = "a small random start"
+red_loss_what = "the set of valid moves"
+if red_sel:
+    for i, s_ in enumerate(seeds):
+        q_name = f"reduced_{red_sel.lower()}_{i}"
+        red_cfg = scripts.with_seeds(dfs.checkpoint_config(q_name), [s_])
+        if quick:
+            red_cfg.update(V=10, d=8, n_range=[5, 8], n_train=300, n_test=200,
+                           steps=150)
+        tr_items, te_items, emb = dfs.reduced_data(red_cfg, s_)
+        b, tb = dfs.structured_batch(tr_items), dfs.structured_batch(te_items)
+        with repro.seeded(s_):  # the start: as make_reduced.py draws it
+            model = dfs.ReducedDFS(emb)
+            if red_cfg.get("init") == "construction":
+                model.near_construction(float(red_cfg["init_noise"]))
+            if quick:
+                h = dfs.train_reduced(model, b, red_cfg["steps"], red_cfg["lr"],
+                                      {"train": b}, eval_every=red_cfg["eval_every"],
+                                      method=red_cfg["method"], loss=red_cfg["loss"])
+        if not quick:
+            ck_ = checkpoints.load(dfs.CHECKPOINT_SLUG, q_name, config=red_cfg)
+            model.load_state_dict({"E": model.E, **ck_.state_dict("reduced.")})
+            h = {k: v["value"] for k, v in ck_.manifest["history"].items()}
+            h["step"] = ck_.manifest["history"]["loss"]["step"]
+        red_hist[s_], red_loss[s_], red_models[s_] = h, h["loss"], model
+        red_b[s_], red_tb[s_] = b, tb
+        red_res[s_] = dfs.reduced_eval(model, b, tb)
+        print(f"{red_sel}, seed {s_}: unseen graphs valid {red_res[s_]['valid']:.3f} "
+              f"(exact {red_res[s_]['exact']:.3f}), training states valid "
+              f"{red_res[s_]['train']:.3f}")
+    red_emb = "fixed low-coherence sign embeddings"
+    if red_cfg.get("init") == "construction":
+        red_from = (f"the construction plus {red_cfg['init_noise']:.0%} noise (a test "
+                    "of stability, not of discovery)")
+    red_loss_what = {"valid": "the set of valid moves",
+                     "hinge": "a hinge on the valid set",
+                     "exact": "the exact reference move"}[red_cfg["loss"]]
+red_statement = (
+    "Gradient flow with a reduced scaffold (learned value/readout maps and parent "
+    "head, sign embeddings with d < N) learns DFS that generalises to unseen graphs")
+if red_cfg.get("init") == "construction":
+    red_statement = (
+        "Gradient training started near the construction "
+        f"({red_cfg['init_noise']:.0%} noise) keeps a DFS that generalises to "
+        "unseen graphs (stability, not discovery: a weaker claim)")
+
+# %%
+if red_sel:  # the claim's models: training curves; unseen graphs after training (×)
+    fig, ax = plt.subplots(1, 2, figsize=(10, 3.2))
+    for i, s_ in enumerate(seeds):
+        ax[0].plot(red_hist[s_]["step"], red_hist[s_]["loss"],
+                   color=plotting.PALETTE[i], label=f"seed {s_}")
+        ax[1].plot(red_hist[s_]["step"], red_hist[s_]["train/valid"],
+                   color=plotting.PALETTE[i])
+        ax[1].scatter([red_hist[s_]["step"][-1]], [red_res[s_]["valid"]],
+                      marker="x", color=plotting.PALETTE[i])
+    ax[1].axhline(0.95, color="grey", lw=0.8, ls="--")
+    ax[0].set(xlabel=f"{red_opt} step", ylabel=f"loss ({red_cfg['loss']})",
+              title=f"probe {red_sel}")
+    ax[1].set(xlabel=f"{red_opt} step", ylabel="valid-move accuracy",
+              title="training states (curve), unseen graphs after training (×)")
+    ax[0].legend(fontsize=8)
+    plt.tight_layout()
+    plt.show()
 
 # %% [markdown]
 # **What a rule with no learning scores** (added at review, for scale; no bar depends on it). About half of the
@@ -1794,8 +1903,7 @@ for cid, vals, op_, bar, what in (
                   else "training valid-move accuracy (last tenth of the curve)")
 rec.claim(
     "gradient_flow_learns",
-    "Gradient flow with a reduced scaffold (learned value/readout maps and parent "
-    "head, sign embeddings with d < N) learns DFS that generalises to unseen graphs",
+    red_statement,
     paper="two-layer transformers provably learn DFS via gradient flow with "
     "curated data",
     measured=[red_res[s_]["valid"] for s_ in seeds], op=">=", target=0.95,
@@ -1803,10 +1911,10 @@ rec.claim(
     given=("reduced_converged", "reduced_fits"),
     note=f"ReducedDFS, {red_emb} d = {red_cfg['d']} < "
     f"V = {red_cfg['V']}, "
-    f"{red_cfg['steps']} full-batch {red_opt} steps (lr {red_cfg['lr']}) from a small "
-    "random start "
-    f"on {red_cfg['n_train']} curated states of {red_cfg['n_range'][0]}–"
-    f"{red_cfg['n_range'][1]}-node graphs, loss on the set of valid moves; exact-move "
+    f"{red_cfg['steps']} full-batch {red_opt} steps (lr {red_cfg['lr']}) from "
+    f"{red_from} on {red_cfg['n_train']} curated states of {red_cfg['n_range'][0]}–"
+    f"{red_cfg['n_range'][1]}-node graphs, loss on {red_loss_what} "
+    f"({'probe ' + red_sel if red_sel else 'second attempt'}); exact-move "
     f"accuracy {[round(red_res[s_]['exact'], 3) for s_ in seeds]}; training "
     f"valid-move {[round(red_res[s_]['train'], 3) for s_ in seeds]}; still given: "
     f"the embeddings' width and start ({red_emb}), the routing of each head, the "
@@ -1925,6 +2033,18 @@ _gm = [float(np.mean([grid_mean[s_][i] for s_ in seeds])) for i in range(len(hor
 _drops = [_gm[i] / _gm[i + 1] for i in range(len(_gm) - 1)]
 _big = int(np.argmax(_drops))
 _fit = {c.id: c for c in rec.conditions}["reduced_fits"]
+_q_low = bool(red_p3) and max(red_loss[s_][-1] for s_ in seeds) < red_p3["loss_end"]
+_q_summary = (
+    "In the fourth attempt (the objective or the start changed, the bar not; written "
+    "down before probing) "
+    + "; ".join(f"{r['probe']} ({red_q_what[r['probe']]}) "
+                + ("met" if r["passes"] else "missed")
+                + f" the fit at seed {r['seed']} ({r['train_fit']:.4f})"
+                for r in sorted(red_probes, key=lambda r: (r["probe"], r["seed"] != 1,
+                                                           r["seed"])))
+    + (f", so **{red_sel}** was selected and its models carry the claim. "
+       if red_sel else ", so none was selected. ")
+)
 _fit_seeds = [s_ for s_, x in zip(seeds, _fit.measured) if x >= _fit.target]
 _zero_ex = [h for j, h in enumerate(horizons_g) if all(excess[s_][j] == 0 for s_ in seeds)]
 _pos_ex = [h for h in horizons_g if h not in _zero_ex]
@@ -2024,7 +2144,10 @@ display(Markdown("\n".join([
     f"unseen larger graphs at {_m('gradient_flow_learns_curated', '.3f')}; curated minus "
     f"naive {_m('naive_data_fails', '.3f')}. Only `W1`, `W2` and two scalars are learned "
     "there (see Known limits).",
-    f"* **Gradient flow, reduced scaffold.** With learned value/output maps, learned "
+    ("* **Gradient flow, reduced scaffold.** " if not red_sel else
+     f"* **Gradient training, reduced scaffold (probe {red_sel}: "
+     f"{red_q_what[red_sel]}).** ")
+    + f"With learned value/output maps, learned "
     f"previous-token and parent heads and {red_emb} of width "
     f"{red_cfg['d']} < {red_cfg['V']}, the valid-move accuracy on unseen graphs is "
     f"{_m('gradient_flow_learns', '.3f')} (conditions: flat loss "
@@ -2037,9 +2160,25 @@ display(Markdown("\n".join([
           f"{red_cfg['n_range'][0]}–{red_cfg['n_range'][1]} nodes) but does not reach the "
           f"bar on unseen {red_cfg['V']}-node graphs. "
           if C["gradient_flow_learns"].verdict != "held" else ": it generalises. ")
+       + (f"These runs start from {red_from}: the claim says that training stays at a "
+          "DFS solution it was started near, not that it finds one; from a small "
+          "random start no configuration fit at every seed (below). Near the "
+          "construction the valid-set loss falls from "
+          f"{[round(red_loss[s_][0], 3) for s_ in seeds]} to "
+          f"{[round(red_loss[s_][-1], 4) for s_ in seeds]} per seed"
+          + (f"; the random start with the same codes at seed {seeds[1]} ended at "
+             f"{red_p3['loss_end']:.4f} after {red_p3['steps']} steps"
+             + (": the objective does not prefer the random start's solution (the "
+                "construction was only at the wrong scale); the random starts stop "
+                "in a worse local minimum, so what is missing is the optimisation's, "
+                "not the loss's. " if _q_low else
+                ": near the construction the loss does not end lower. ")
+             if red_p3 else ". ")
+          if red_cfg.get("init") == "construction" else "")
        if _fit_seeds else "No seed fits its training states, so the claim is untested. ")
     + (f"The claim rests on {len(_fit_seeds)} of {len(seeds)} seeds"
-       + (": a configuration that fits at every seed was looked for and not found. Of "
+       + (": a configuration that fits at every seed was looked for in two rounds and "
+          "not found. Of "
           "three probes written down before any ran, P1 (low-coherence sign codes) fit "
           "seed 0 and missed seed 1, P2 (the codes learned) missed seed 1 by more"
           + (f", and P3 (P1 with twice the steps) {'met' if red_p3['pass'] else 'missed'}"
@@ -2048,7 +2187,10 @@ display(Markdown("\n".join([
              f"{red_p3['flat']:.4f})"
              if red_p3 else "")
           + "; P1's seed-0 and P2's numbers are in `make_reduced.py`. "
-          if len(_fit_seeds) < len(seeds) else ". ") if not quick else "")
+          + _q_summary
+          if len(_fit_seeds) < len(seeds) else ". " + _q_summary) if not quick else "")
+    + ("The second attempt's models (random sign draws, a small random start), "
+       "for comparison: " if red_sel else "")
     + (f"On unseen graphs the model is right on {_rd('unseen', 'flagged')} of the child "
        f"steps with a visited child and {_rd('unseen', 'rest')} of the others; the "
        f"hand-built construction with the same embeddings scores "

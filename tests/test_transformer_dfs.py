@@ -755,3 +755,14 @@ def test_reduced_fourth_attempt_losses_and_start():
         assert q["steps"] == 3000 and {k_: v for k_, v in q.items()
                                        if k_ not in ("loss", "init", "init_noise", "steps")} == {
             k_: v for k_, v in p1.items() if k_ != "steps"}
+
+
+def test_reduced_eval():
+    rng = np.random.default_rng(5)
+    b = T.structured_batch(T.structured_states(80, 10, (10, 10), 0.3, rng, "full"))
+    r = T.reduced_eval(T.ReducedDFS(T.one_hot_embeddings(10)).set_construction(), b, b)
+    assert r["valid"] == 1.0 and r["train"] == 1.0 and r["prev_offset1"] > 0.99
+    with pytest.raises(TypeError):
+        T.reduced_eval(T.StructuredDFS(T.one_hot_embeddings(10)), b, b)
+    with pytest.raises(ValueError, match="structured_batch"):
+        T.reduced_eval(T.ReducedDFS(T.one_hot_embeddings(10)), {"src": b["src"]}, b)

@@ -87,6 +87,18 @@ seed per job, into a scratch root (``--out``); a configuration is dropped at its
 selected configuration's three checkpoints are copied into ``data/`` and become the claim's models. Every
 probe's outcome is recorded in ``reduced_probes.json`` (read by the notebook).
 
+Probe results (fourth attempt; the numbers are in ``reduced_probes.json``):
+
+* Q1, seed 1: fit 0.7788, loss plateau 0.0065 (327 s): fails (below P1's 0.9229 at the same seed), Q1 dropped.
+  Measured after (its scratch checkpoint, training states): valid-move accuracy 0.87 on backtrack states, 0.70
+  on child states (0.62 where a child is visited); on 28 % of the child states it backtracks instead: asked for
+  one particular child, the model gives up child steps for backtracks.
+* Q2, seed 1: fit 0.5139, loss plateau 0.0004 (298 s): fails, Q2 dropped. Its curve reaches 0.53 within the
+  first 300 steps and stays there. Measured after (same way): 0.95 on child states but 0.07 on backtrack states
+  (half the states): it learned the child head and never the parent head, a local solution the hinge does not
+  leave (states right by the margin give no gradient).
+* Q3, seed 1: fit 1.0000 (0.9998 at the start), loss plateau 0.0016 (518 s): passes; seeds 0 and 2 next.
+
 Run from the repository root: ``.venv/bin/python data/12_transformer_dfs/make_reduced.py --name reduced_0`` (or
 ``make data NB=12_transformer_dfs``). ``--tiny`` trains a tiny config for a few steps into a temporary folder
 (seconds; what the tests run); ``--seeds``/``--out``: other seeds into another data root.
