@@ -567,6 +567,13 @@ def test_chapter_eval_sets_and_arms_config():
     assert cfg["arms"] == list(ei.ARMS) and cfg["base_seeds"] == ei.checkpoint_config("base")["seeds"]
     assert ei.checkpoint_config("arms") == cfg and ei.arms_config((7, 8))["base_seeds"] == [7, 8, 9, 10, 11]
     assert 0 < cfg["rewards_differ_bar"] < 1 and cfg["p_hidden"] == ei.checkpoint_config("base")["p_hidden"]
+    # the balanced arms' data and the base's pre-training: the cue on the truth as chance would (1/3)
+    assert cfg["p_aligned"] == ei.P_ALIGNED == pytest.approx(1 / cfg["n_options"])
+    assert ei.ARMS["EIT"][1] == ei.ARMS["RL acc, balanced"][1] == ei.checkpoint_config("base")["p_aligned"]
+    bc = ei.checkpoint_config("base")["conditions"]
+    assert bc == ei.BASE_CONDITIONS and bc["base_partly_follows"]["band"] == [0.3, 0.6]
+    bc["base_partly_follows"]["band"][0] = 0.0  # the config is a copy: the registered bars cannot be edited
+    assert ei.BASE_CONDITIONS["base_partly_follows"]["band"] == [0.3, 0.6]
     hid = ei.chapter_eval_sets(0, 200, 3, 0.5)
     assert set(hid) == set(sets) and all(0.3 < b.hidden.mean() < 0.7 for b in hid.values())
     assert not any(b.hidden.any() for b in sets.values())
@@ -655,6 +662,10 @@ def test_uninformed_expected_reward():
     assert eit == pytest.approx({"follow": 0.25, "other": 0.225, "uniform": 0.7 / 3})
     # a cue uniform over the options (p_aligned = 1/3) carries nothing under accuracy
     assert ei.uninformed_expected_reward("follow", 3, 1 / 3, "accuracy") == pytest.approx(1 / 3)
+    assert ei.uninformed_expected_reward("other", 3, 1 / 3, "accuracy") == pytest.approx(1 / 3)
+    # ... while the EIT reward pays avoiding it: 1/3 - 2/3 * 0.5 = 0 for the cue, -0.1 + 2/3 * 0.75 for the others
+    assert ei.uninformed_expected_reward("follow", 3, 1 / 3, "eit") == pytest.approx(0.0)
+    assert ei.uninformed_expected_reward("other", 3, 1 / 3, "eit") == pytest.approx(0.4)
     for bad in (dict(policy="truth"), dict(n_options=4), dict(p_aligned=1.5), dict(reward="sft")):
         with pytest.raises(ValueError):
             ei.uninformed_expected_reward(**(dict(policy="follow") | bad))
