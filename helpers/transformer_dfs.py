@@ -1693,7 +1693,9 @@ def checkpoint_config(name: str = "width_limited") -> dict:
       only ``reduced_lc_1`` exists, read for its training curve.
     * ``reduced_q<k>_<seed>``: probes Q1-Q3 of ``make_reduced.py`` (issue #70, fourth attempt): P1 (fixed
       low-coherence codes, 3,000 steps) with ``loss="exact"`` (Q1), ``loss="hinge"`` (Q2), or the valid-set
-      loss from ``init="construction"`` plus ``init_noise`` (Q3).
+      loss from ``init="construction"`` plus ``init_noise`` (Q3). Q1 and Q2 missed the fit at seed 1 (their
+      first seed; not kept); Q3 met the rule at all three seeds and was selected: ``reduced_q3_<seed>`` are the
+      claim's models (``reduced_probes.json`` records every probe run).
     * ``width_wide_<seed>``: ``width_scaling`` at ``N = 32`` extended to the widths ``train_dims`` (32, 48), the
       one-layer model only (the two-layer model reaches the bar within the old grid), one seed per checkpoint.
     """

@@ -54,7 +54,7 @@ Probe results (``--probe``; ``reduced_lc_<seed>`` carried each configuration in 
   does not move the fit. Its checkpoint ``reduced_lc_1`` is committed so that the notebook reads these numbers
   from its stored training curve (no unseen-graph evaluation anywhere; 5 kB of weights).
 
-Outcome: no configuration of the list met the rule, nothing was selected, and ``reduced_<seed>`` (the second
+Outcome of the third attempt: no configuration of the list met the rule, nothing was selected, and ``reduced_<seed>`` (the second
 attempt) stay the claim's models. Of the probes only P3's seed-1 run is committed (``reduced_lc_1``); P1's and
 P2's runs were not kept (``--probe`` / scratch root).
 
@@ -97,7 +97,16 @@ Probe results (fourth attempt; the numbers are in ``reduced_probes.json``):
   first 300 steps and stays there. Measured after (same way): 0.95 on child states but 0.07 on backtrack states
   (half the states): it learned the child head and never the parent head, a local solution the hinge does not
   leave (states right by the margin give no gradient).
-* Q3, seed 1: fit 1.0000 (0.9998 at the start), loss plateau 0.0016 (518 s): passes; seeds 0 and 2 next.
+* Q3, seed 1: fit 1.0000 (0.9998 at the start), loss plateau 0.0016 (518 s): passes; seed 0: 1.0000, 0.0016
+  (362 s): passes; seed 2: 1.0000, 0.0017 (351 s): passes. **Q3 selected**: its checkpoints
+  ``reduced_q3_<seed>`` were copied from the scratch root into ``data/`` and carry ``gradient_flow_learns``,
+  whose statement says it is the weaker claim (training keeps a DFS solution it starts near; it does not find
+  one). The valid-set loss near the construction falls to about 0.0003, far below the random starts' plateau
+  (0.21 at seed 1 with the same codes): the last round's reading that the objective prefers the trained
+  solution was wrong; the construction was at the wrong scale, and the random starts stop in a worse local
+  minimum.
+
+Outcome: Q3 selected; ``reduced_<seed>`` (second attempt) stay in ``data/`` as the comparison the notebook shows.
 
 Run from the repository root: ``.venv/bin/python data/12_transformer_dfs/make_reduced.py --name reduced_0`` (or
 ``make data NB=12_transformer_dfs``). ``--tiny`` trains a tiny config for a few steps into a temporary folder
@@ -122,7 +131,7 @@ HERE = Path(__file__).resolve()
 SOURCES = [HERE, Path(dfs.__file__).resolve(), Path(repro.__file__).resolve(), Path(train.__file__).resolve()]
 NAMES = ["reduced_0", "reduced_1", "reduced_2", "reduced_lc_0", "reduced_lc_1", "reduced_lc_2",
          *(f"reduced_q{k}_{s}" for k in (1, 2, 3) for s in (0, 1, 2))]
-DEFAULT_NAMES = ["reduced_0", "reduced_1", "reduced_2"]
+DEFAULT_NAMES = ["reduced_0", "reduced_1", "reduced_2", "reduced_q3_0", "reduced_q3_1", "reduced_q3_2"]
 PROBES = HERE.parent / "reduced_probes.json"  # the fourth attempt's probe record (one entry per probe run)
 
 
