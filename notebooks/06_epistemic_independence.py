@@ -13,9 +13,9 @@
 # better" or "an expert prefers A". Prompting and supervised fine-tuning against this change the surface
 # behaviour, but they leave the reason in place: during training, the cue was often *right*, so following it
 # paid. **Epistemic Independence Training (EIT)** changes the objective instead. It trains with reinforcement
-# learning on **balanced conflict data**, where an injected cue points at the correct answer with probability
-# exactly one half, and with a reward that **penalizes following a wrong cue but gives nothing for agreeing with
-# a right one**. Under that reward the cue predicts nothing about the reward, so the only way up is to solve the
+# learning on **balanced conflict data**, where an injected cue points at the correct answer exactly as often
+# as chance would (one half for the paper's two options), and with a reward that **penalizes following a wrong
+# cue but gives nothing for agreeing with a right one**. Under that reward the cue predicts nothing about the reward, so the only way up is to solve the
 # task. The paper trains Qwen3 judges on bandwagon cues only and reports better accuracy under misleading cues,
 # unchanged accuracy under correct cues, transfer to unseen subjects and cue types, and a small EIT model that
 # resists bias better than larger untrained ones.
@@ -24,6 +24,7 @@
 # |---|---|---|
 # | judge | Qwen3-1.7B / 4B (and untrained 8B / 14B) | a 2-layer transformer, trained from scratch here (no larger judge) |
 # | task | MMLU-Pro questions reduced to two options | three lists of digits; a subject token names the comparison rule; on half of the items the last digits are hidden, so the judge cannot be sure (two options for the derivation below) |
+# | balanced conflict data | P(cue = truth) = 0.5: two options, the cue carries no information <!-- paper --> | P(cue = truth) = 1/3: three options, the same rule <!-- paper --> |
 # | cues | bandwagon (train); authority, distraction, verbosity (held out) | bandwagon (train); six held-out families, three of which share no token or position with bandwagon |
 # | "pre-training" | the LLM's own | 2000 supervised steps from an annotator who defers to the cue on close items, with label smoothing, stored as a checkpoint (quick mode: a short live run) |
 # | optimizer | GRPO in verl | GRPO (G answers per prompt, std-normalized advantages), KL to the base, a quarter of each batch uncued items |
@@ -31,9 +32,11 @@
 # | hardware | GPUs | 2 CPU cores, a few minutes |
 #
 # :::{note}
-# **What is reconstructed.** The data rule (P(cue = truth) = 0.5), the reward constants, the GRPO optimizer and <!-- paper -->
-# the bandwagon-only training come from the authors' code as described in our notes. Ours: the synthetic judge
-# task, its four comparison rules, its **three** options (the paper's judge compares two) and its items with
+# **What is reconstructed.** The data rule (P(cue = truth) = 0.5 for two options, so the cue carries no <!-- paper -->
+# information), the reward constants, the GRPO optimizer and the bandwagon-only training come from the authors'
+# code as described in our notes. Ours: the synthetic judge task, its four comparison rules, its **three**
+# options (the paper's judge compares two; the cue then points at the truth with probability 1/3, the same "no
+# information" rule for three options) and its items with
 # hidden digits (a stand-in for the questions an LLM judge cannot be sure of), the token-level
 # cue templates (the paper uses 24 natural-language bandwagon templates), the three cue families that share
 # nothing with bandwagon (irrelevant digits, a content-quoting "expert", option order), the "pre-training" that
@@ -72,7 +75,7 @@ rl_steps = 200  # steps per arm (every arm gets the same budget)
 rl_batch = 32  # prompts per step
 n_replay = 8  # of which uncued items of the training subjects (replay)
 G = 8  # answers sampled per prompt
-rl_lr = 3e-4  # a third of the earlier attempt's (from its one-seed forgetting ablation)
+rl_lr = 3e-4  # a third of the first attempt's (from its one-seed forgetting ablation)
 beta = 0.02  # weight of the KL penalty to the base judge (every RL arm)
 eval_n = 2000  # items per evaluation cell
 quick_pre_steps = 150  # quick mode only: live pre-training of the stand-ins
@@ -130,23 +133,25 @@ print(env)
 #
 # Why some digits are hidden: three options are not enough. The two rewards give different GRPO advantages only
 # to a group of answers that holds *both* wrong options under a misleading cue (or only wrong ones). In this
-# chapter's earlier attempt every digit was shown: after a few RL steps a judge that resisted the cue was almost
+# chapter's first attempt every digit was shown: after a few RL steps a judge that resisted the cue was almost
 # always right, its rare mistakes were the cue's, and the comparison had nothing to work on (its numbers are in
 # the next cell). Here, on a share `p_hidden` of the items (pre-training, RL and evaluation alike), the last
-# three digits of every option show as `?`. On such an item the judge cannot be sure, and with three options
-# and P(cue = truth) = 0.5 the cue *is* informative about accuracy: it is right half the time, a guess among <!-- paper -->
-# the other two a quarter. The accuracy reward pays a judge for following the cue where it cannot tell; the EIT
-# reward nearly does not (the table below: a judge that knows nothing but the cue).
+# three digits of every option show as `?`. On such an item the judge cannot be sure, and its mistakes fall on
+# either wrong option: the groups where the two rewards differ. The table below gives the expected reward of a
+# judge that knows nothing but the cue, on the balanced data of three options (the cue on the truth one time in
+# three): the accuracy reward pays every rule alike, the EIT reward pays avoiding the cue.
 #
 # :::{important}
-# **This departs from the paper's data.** With the paper's two options, P(cue = truth) = 0.5 makes the cue carry <!-- paper -->
-# no information about the answer; with three options the same rule makes the cued option twice as likely as
-# each other one (the paper's principle, "the cue is non-predictive", would put P(cue = truth) at 1/3). We keep <!-- paper -->
-# the paper's constant because only an informative cue lets the two rewards disagree: the reward comparison
-# below tests EIT where the *data* leave the cue predictive of accuracy, a case the paper's balanced data are
-# built to avoid. And hidden digits make uncertainty no judge can remove (the truth is not in the prompt),
-# where an LLM judge's uncertainty is mostly its own lack of knowledge. Read the comparison as "can the reward
-# alone undo an informative cue", not as a replication of the paper's setting.
+# **The balanced data of three options.** The paper's rule is that the cue carries no information about the
+# answer: with two options, P(cue = truth) = 0.5. With three options the same constant would make the cued <!-- paper -->
+# option twice as likely as each other one, an *informative* cue (this chapter's previous attempt did that; its
+# result is stated below). Here the balanced data put the cue on the truth with probability 1/3 <!-- paper -->
+# (`ei.P_ALIGNED`), on each wrong option with 1/3 too: the cue is non-predictive of the answer, and under the
+# accuracy reward following it, avoiding it and guessing all pay the same to a judge that knows nothing else.
+# The EIT reward does not stay neutral: with 1/3 its penalty for the cue's wrong option and bonus for resisting <!-- paper -->
+# make *avoiding* the cue pay (the table). That is the paper's reward on the paper's data rule; whether it helps
+# or overshoots is what the runs measure. Hidden digits make uncertainty no judge can remove (the truth is not
+# in the prompt), where an LLM judge's uncertainty is mostly its own lack of knowledge.
 # :::
 #
 # Seven cue families point at one option. Three share the cue slot: **bandwagon** ("x % of people prefer B": a
@@ -170,7 +175,7 @@ demo = ei.make_batch(repro.rng(seed, 1), 1, n_options=K, p_hidden=1.0)
 print("hidden digits:", " ".join(names[int(t)] for t in demo.x[0]
                                  if int(t) != ei.VOCAB["<pad>"]))
 unsure = pd.DataFrame({
-    r: {p: ei.uninformed_expected_reward(p, K, 0.5, r)
+    r: {p: ei.uninformed_expected_reward(p, K, ei.P_ALIGNED, r)
         for p in ("follow", "other", "uniform")}
     for r in ("eit", "accuracy")}).rename_axis("a judge that knows only the cue")
 display(unsure.round(4))
@@ -179,8 +184,10 @@ display(unsure.round(4))
 EARLIER = json.loads(
     checkpoints.fetch(ei.CHECKPOINT_SLUG, "earlier_attempt.json").read_text())
 e_cmp, e_par = EARLIER["eit_vs_accuracy_reward"], EARLIER["params"]
+SECOND = EARLIER["second_attempt"]
+s_cmp = SECOND["eit_vs_accuracy_reward"]
 display(Markdown(
-    f"**The earlier attempt** (every digit shown, {len(e_par['base']['seeds'])}"
+    f"**The first attempt** (every digit shown, {len(e_par['base']['seeds'])}"
     f" base judges, learning rate {e_par['rl_lr']:g}, "
     f"{e_par['rl_steps']} RL steps): EIT − accuracy reward under an adversarial "
     f"bandwagon cue {e_cmp['mean']:+.3f}, 95 % interval over the base judges "
@@ -189,31 +196,43 @@ display(Markdown(
     "advantages from the two rewards. No-cue accuracy on held-out subjects fell by "
     f"{-max(EARLIER['no_forgetting_heldout']['measured']):.2f} to "
     f"{-min(EARLIER['no_forgetting_heldout']['measured']):.2f} "
-    f"(`no_forgetting_heldout` {EARLIER['no_forgetting_heldout']['verdict']})."))
+    f"(`no_forgetting_heldout` {EARLIER['no_forgetting_heldout']['verdict']})."
+    f"\n\n**The second attempt** (hidden digits as here, but P(cue = truth) = "
+    f"{SECOND['p_aligned']:g} with three options, an informative cue, and base "
+    "conditions read on the items shown in full): EIT − accuracy reward "
+    f"{s_cmp['mean']:+.3f} [{s_cmp['low']:+.3f}, {s_cmp['high']:+.3f}] over its "
+    f"base judges ({s_cmp['verdict']}); `aligned_preserved` EIT − base "
+    f"{min(SECOND['aligned_preserved']['measured']):+.2f} to "
+    f"{max(SECOND['aligned_preserved']['measured']):+.2f} "
+    f"({SECOND['aligned_preserved']['verdict']}); `no_forgetting_heldout` "
+    f"{min(SECOND['no_forgetting_heldout']['measured']):+.2f} to "
+    f"{max(SECOND['no_forgetting_heldout']['measured']):+.2f} "
+    f"({SECOND['no_forgetting_heldout']['verdict']})."))
 
 # %% [markdown]
 # ## A competent, partly cue-following base judge
 #
 # An LLM arrives at EIT already able to do the task and already sycophantic, but not on every item. Our
 # stand-in: a transformer (`helpers.nn`) trained with supervision on every subject and cue family by a
-# **sycophantic annotator**. A share of the items carries a cue (right half of the time); on a *close* item,
-# where the best option beats the second by at most a small margin per subject, the annotator labels the cue's
-# option; on a clear item, the correct one. The margins were fixed from the score distributions alone, before
-# any training, so that about half of the items are close (`ei.DEFER_MARGIN`). A judge that learns this
-# annotator follows a misleading cue on close items and resists it on clear ones: its adversarial accuracy
-# should sit near one half, with room to improve and something to lose (the paper's LLMs follow some
-# misleading cues, not all).
+# **sycophantic annotator**. A share of the items carries a cue (on the truth one time in three, as chance
+# would); on a *close* item, where the best option beats the second by at most a small margin per subject, the
+# annotator labels the cue's option; on a clear item, the correct one. So the base learns to follow cues from
+# the annotator's deference, not from the cue being right. The margins (`ei.DEFER_MARGIN`) were fixed before
+# any training from the score distributions and an ideal judge of the annotator's labels (its adversarial
+# accuracy over all items inside the band the condition below asks for). A judge that learns this annotator
+# follows a misleading cue on close items and resists it on clear ones, with room to improve and something to
+# lose (the paper's LLMs follow some misleading cues, not all).
 #
 # **Label smoothing** ε = 0.4 in pre-training keeps the judge unsure: a fully trained judge answers <!-- paper -->
 # deterministically, its `G` sampled answers agree, and every GRPO group has zero advantage. The default run
 # loads five such judges from a checkpoint made by `data/06_epistemic_independence/make_base.py` (2000 steps
 # each, too long for this run); ten RL seeds share them (seed s trains base judge s mod 5), so a seed-to-seed
 # spread contains both the RL noise and, across five judges, the base's. On the items with hidden digits the
-# annotator still sees every digit; the judge does not, and there it leans on the cue more (a cue right half the
-# time is its best clue), which is why the conditions on the base below read the items it can see in full.
-# That reading was chosen **after** a 700-step probe of the base (before any RL run) put its adversarial
-# accuracy over all items below the band the conditions ask for; the all-item values are stated with the
-# results, so the reader can see what the first reading would have said. Quick mode trains two stand-ins for
+# annotator still sees every digit; the judge does not, and there it leans on the cue more (the annotator's
+# deference makes the cue's option its likeliest label where it cannot tell). The conditions on the base are
+# registered in the checkpoint's config (`ei.BASE_CONDITIONS`) before any training: adversarial accuracy read
+# over **all** items, competence on the items shown in full (on the others the truth is not in the prompt).
+# Quick mode trains two stand-ins for
 # a few steps. A base seed the checkpoint does not hold is pre-trained live with the checkpoint's recipe (kept
 # in float32 where the checkpoint stores float16), a few minutes of CPU per judge.
 
@@ -301,10 +320,12 @@ def shown_acc(ans, cell):  # accuracy on the cell's items with every digit shown
 
 
 base_none = [shown_acc(base_scores[b][0], NONE) for b in base_seeds]
-base_adv0 = [shown_acc(base_scores[b][0], ADV) for b in base_seeds]
+base_adv0 = [shown_acc(base_scores[b][0], ADV) for b in base_seeds]  # shown in full
+base_adv_all = [acc(ev_bases[b], "adversarial") for b in base_seeds]  # all items
 gaps = [acc(ev_bases[b], "aligned") - acc(ev_bases[b], "adversarial")
         for b in base_seeds]
-print("items shown in full: no-cue accuracy", np.round(base_none, 3),
+print("all items: adversarial bandwagon accuracy", np.round(base_adv_all, 3),
+      "| items shown in full: no-cue accuracy", np.round(base_none, 3),
       "adversarial bandwagon accuracy", np.round(base_adv0, 3))
 with torch.no_grad():  # how often G answers under a wrong cue hold both wrong options
     b_adv = eval_sets[ADV]
@@ -319,21 +340,24 @@ if not quick:  # quick mode's stand-ins are trained too briefly to have learned 
     rec.check("base_follows_cues", round(min(gaps), 4), 0.2, op=">=",
               note="base judges, worst: bandwagon accuracy with an aligned cue minus "
               "with an adversarial cue")
-# conditions, fixed before any RL arm is read: on the items it can see in full, the base
-# follows some misleading cues and not all (adversarial accuracy in [0.3, 0.6]) and is
-# competent at the task; recorded per RL seed (the value of the seed's base judge)
-by_base = {b: (a, n) for b, a, n in zip(base_seeds, base_adv0, base_none)}
+# conditions registered in the config before the base was trained (ei.BASE_CONDITIONS),
+# recorded per RL seed (the value of the seed's base judge)
+BC = cfg["conditions"]
+band = BC["base_partly_follows"]["band"]
+(lo_b, hi_b), MID_B = band, float(np.mean(band))
+by_base = {b: (a, n) for b, a, n in zip(base_seeds, base_adv_all, base_none)}
 cond = {
     "base_partly_follows": rec.condition(
         "base_partly_follows",
-        [round(abs(by_base[BASE_OF[s]][0] - 0.45), 4) for s in SEEDS], "<=", 0.15,
+        [round(abs(by_base[BASE_OF[s]][0] - MID_B), 4) for s in SEEDS], "<=",
+        round((hi_b - lo_b) / 2, 4),
         statement="the seed's base judge follows some misleading bandwagon cues and "
-        "not all (adversarial accuracy in [0.3, 0.6], items shown in full)",
-        unit="|adversarial bandwagon accuracy − 0.45| of the seed's base judge, "
-        "items shown in full"),
+        f"not all (adversarial accuracy in [{lo_b:g}, {hi_b:g}], all items)",
+        unit=f"|adversarial bandwagon accuracy − {MID_B:g}| of the seed's "
+        "base judge, all items"),
     "base_competent": rec.condition(
         "base_competent", [by_base[BASE_OF[s]][1] for s in SEEDS], ">=",
-        0.85 if not quick else 0.0,
+        BC["base_competent"]["min"] if not quick else 0.0,
         statement="the seed's base judge solves the task without a cue where it "
         "sees every digit",
         unit="no-cue accuracy of the seed's base judge, training subjects, items "
@@ -343,7 +367,8 @@ cond = {
 # %% [markdown]
 # ## Balanced conflict data and the independence reward
 #
-# The training data of EIT: bandwagon cues only, each pointing at the truth with probability exactly 0.5. The <!-- paper -->
+# The training data of EIT: bandwagon cues only, each pointing at the truth with probability exactly 1/3, at
+# each wrong option with 1/3 too (the paper's 0.5 for two options). The <!-- paper -->
 # reward (`ei.eit_reward`, the paper's constants): +1.0 for a correct answer; with an adversarial cue, −0.5 for <!-- paper -->
 # following it and +0.5 for resisting it; with an aligned cue, −0.3 for a wrong answer and **no bonus** for <!-- paper -->
 # agreeing. The key lines:
@@ -353,11 +378,12 @@ src = inspect.getsource(ei.eit_reward)
 print(src[src.index("    correct = pred == truth") :])
 
 # %%
-bal = ei.make_batch(repro.rng(seed, 3), 10_000, p_aligned=0.5, n_options=K)
-p_aligned_emp = float((bal.cue == bal.truth).mean())
-rec.check("balanced_cues", round(abs(p_aligned_emp - 0.5), 4), 0.02, op="<=",
-          note="|P(cue = truth) - 0.5| on 10k balanced samples "
-          f"(P = {p_aligned_emp:.4f})")
+bal = ei.make_batch(repro.rng(seed, 3), 10_000, p_aligned=ei.P_ALIGNED, n_options=K)
+# P(cue = truth), P(cue = each wrong option)
+p_on = [float((bal.cue == (bal.truth + j) % K).mean()) for j in range(K)]
+rec.check("balanced_cues", round(max(abs(p - 1 / K) for p in p_on), 4), 0.02, op="<=",
+          note=f"|P(cue = option) - 1/{K}| on 10k balanced samples, worst of the truth "
+          "and the wrong options (P = " + ", ".join(f"{p:.4f}" for p in p_on) + ")")
 table = [  # pred, truth, cue, paper's reward
     (0, 0, 1, 1.5), (1, 0, 1, -0.5), (2, 0, 1, 0.0), (0, 0, 0, 1.0), (1, 0, 0, -0.3),
     (0, 0, -1, 1.0), (1, 0, -1, 0.0),
@@ -415,14 +441,16 @@ rec.check(
 # construction; `gradient_probe_informative` guards against that). With three options only the groups holding
 # both wrong options (or only wrong ones) under a wrong cue get different advantages (their share in the probe's
 # batch is printed), and no size of the difference is predicted. So `std_differs_three_options` asks only
-# "not an identity": a difference a hundred times the identity check's tolerance. Its bar was higher until the vocabulary gained `?`, which moved the probe's
-# initialization and its value to just below that bar; the bar was then lowered after that value was seen
-# (the check's note states both), and is now defined from the identity's tolerance instead of from the value.
+# "not an identity", with the bar the identity checks use: in float32 a gradient summed over the batch's `n · G`
+# sampled answers carries a rounding error of at most about `n · G` machine epsilons relative to its size, below
+# the identities' tolerance `ID_TOL`, so a relative difference above `ID_TOL` is not rounding. (In earlier
+# versions this bar was set, and then lowered, after its value had been seen; it is now this derivation.)
 
 # %%
 with repro.seeded(seed):
     probe = ei.make_judge(cfg["small"], seed)  # untrained: uncertain answers
-fixed = {k: ei.make_batch(repro.rng(seed, 4), rl_batch, n_options=k) for k in (2, K)}
+fixed = {k: ei.make_batch(repro.rng(seed, 4), rl_batch, n_options=k, p_aligned=1 / k)
+         for k in (2, K)}  # balanced: the cue on the truth as chance would
 g = {  # one policy-gradient step's gradient, same samples for every reward
     (k, r, m): ei.policy_gradient(probe, fixed[k], G, r, m, seed)
     for k in (2, K) for r in ("eit", "accuracy", "reweighted") for m in ("std", "mean")
@@ -436,23 +464,25 @@ print("relative max gradient difference, EIT vs accuracy: two options, "
       f"std {d2_std:.1e}, "
       f"mean {d2_mean:.2f}; {K} options, std {d3_std:.2f}. Two options, EIT vs "
       f"reweighted accuracy, mean {d2_rw:.1e}")
-rec.check("eit_equals_accuracy_two_options", d2_std, 1e-4, op="<=",
+ID_TOL = 1e-4  # the identities' tolerance: above float32 rounding over n·G terms
+ROUND = rl_batch * G * float(np.finfo(np.float32).eps)  # that rounding's bound
+assert ROUND < ID_TOL, (ROUND, ID_TOL)
+rec.check("eit_equals_accuracy_two_options", d2_std, ID_TOL, op="<=",
           note="two options, std-normalized advantages: EIT vs accuracy gradient")
 rec.check("eit_is_reweighted_accuracy", d2_rw, 1e-5, op="<=",
           note="two options, mean baseline: EIT vs accuracy reweighted 2.0 / 1.3")
 rec.check("gradient_probe_informative", round(d2_mean, 4), 0.05, op=">=",
           note="two options, mean baseline: EIT vs accuracy gradients differ (zero if "
           "every group agrees, which would make the checks above vacuous)")
-ID_TOL = 1e-4  # the identity's tolerance (two options, above); rounding gives ~1e-6
 probe_differ = ei.grpo_loss(probe, fixed[K], G, "eit", "std",
                             torch.Generator().manual_seed(seed))[1]["rewards_differ"]
 print(f"{K} options: share of the probe's groups whose two advantages differ "
       f"{probe_differ:.3f}")
-rec.check("std_differs_three_options", round(d3_std, 4), 100 * ID_TOL, op=">=",
-          note=f"{K} options, std-normalized advantages: EIT vs accuracy "
-          f"gradient, at least 100 x the identity's tolerance {ID_TOL:g} (bar "
-          "lowered from 0.05 after a value of 0.0399 was seen; "
-          f"{probe_differ:.3f} of the probe's groups differ)")
+rec.check("std_differs_three_options", round(d3_std, 6), ID_TOL, op=">",
+          note=f"{K} options, std-normalized advantages: EIT vs accuracy gradient, "
+          f"relative difference above the identities' tolerance {ID_TOL:g} (float32 "
+          f"rounding over {rl_batch} x {G} answers is at most {ROUND:.1e}); "
+          f"{probe_differ:.3f} of the probe's groups differ")
 
 # %% [markdown]
 # ## The arms, one budget, ten seeds
@@ -547,8 +577,8 @@ n_ood = int(torch.isin(seen, torch.tensor(ood_ids + heldout_ids)).sum())
 pads = [seen[:, o + ei.N_DIGITS : o + ei.N_DIGITS + ei.N_PAD]
         for o in ei.option_start(K)]
 pad_digits = int(sum((p < 10).sum() for p in pads))
-PAIRS_OF = {0.5: [a for a, v in ARMS.items() if v[1] == 0.5],
-            0.0: [a for a, v in ARMS.items() if v[1] == 0.0]}
+PAIRS_OF = {p: [a for a, v in ARMS.items() if v[1] == p]
+            for p in (ei.P_ALIGNED, 0.0)}  # arms with one data rule
 n_unpaired = stored_unpaired + sum(  # the stored seeds' count is make_rl_arms.py's
     ei.unpaired_steps({a: digests[a, s] for a in group}, rl_steps)
     for s in LIVE for group in PAIRS_OF.values())
@@ -556,7 +586,7 @@ rl_arms = [a for a, v in ARMS.items() if v[0] != "sft"]
 # the shared sampler: at step 0 the balanced arms are one judge: the same answers
 n_unshared = sum(
     len({(logs[a, s]["accuracy"][0], logs[a, s]["follow"][0])
-         for a in PAIRS_OF[0.5]}) > 1
+         for a in PAIRS_OF[ei.P_ALIGNED]}) > 1
     for s in LIVE)
 rec.check("common_batches", n_unpaired + n_unshared, 0,
           note="(seed, step) pairs at which arms with the same data rule trained on "
@@ -613,7 +643,7 @@ plotting.static_slider(list(CONDS)[::-1], draw_arm_bars, figsize=(9, 3.6),
 # %% [markdown]
 # Cue-following while training: the share of sampled answers that pick a wrong bandwagon cue's option, per RL
 # arm (mean over seeds, smoothed). The adversarial-only arm sees a wrong cue on every cued item; the balanced
-# arms on half of them.
+# arms on two in three of them.
 
 # %%
 fig, ax = plt.subplots(figsize=(6.4, 3.4))
@@ -664,9 +694,11 @@ plotting.live_controls(live, family=list(ei.FAMILIES), condition=["none", *CONDS
 # %% [markdown]
 # ## The reward comparison
 #
-# The paper's central point is that the *reward* makes the cue non-predictive. With three options, balanced data
-# do not: a cue right half the time still pays under the accuracy reward wherever the judge is unsure (above).
-# The decisive comparison is EIT against the accuracy reward on the same balanced data, paired seed by seed (same batches, same sampler seed, same evaluation items). Per seed:
+# The paper's central point is that the *reward*, not only the data, makes the cue non-predictive of reward. On
+# the balanced data the cue is right one time in three, so the accuracy reward is neutral about it where the
+# judge cannot tell, and the EIT reward pays avoiding it (above). The decisive comparison is EIT against the
+# accuracy reward on the same balanced data, paired seed by seed (same batches, same sampler seed, same
+# evaluation items). Per seed:
 # the difference on `eval_n` adversarial bandwagon items with a 95 % paired-bootstrap interval over the items;
 # over the seeds: the seeds are **not** ten independent repeats of the whole design, since the ten RL seeds
 # share five base judges (seed s trains base judge s mod 5) and a base judge's quirks move all its seeds
@@ -753,7 +785,7 @@ display(intervals.round(3))
 # %% [markdown]
 # ## Where the held-out skill goes: a one-seed diagnostic
 #
-# In the earlier attempt the RL arms lost no-cue accuracy on the held-out subjects, and a one-seed ablation
+# In the first attempt the RL arms lost no-cue accuracy on the held-out subjects, and a one-seed ablation
 # pointed at the step size: by its author's account a KL weight fifty times larger and replay from every subject
 # did not help and a third of the learning rate halved the loss (its numbers were not kept; the rerun below is
 # this setting's, and it need not agree). So every arm here runs at a third of that learning rate (fixed before
@@ -813,10 +845,10 @@ print(f"held-out no-cue items the base gets right and EIT gets wrong: {lost.sum(
 # the run); each seed's paired difference is resolved (its standard error over the items below the bar stated
 # with the condition); the two rewards can train differently at all (`rewards_differ`: the share of EIT's GRPO
 # groups in which the EIT and the accuracy advantages differ reaches the bar set in the data script's config
-# before any RL run of this setting, above the earlier attempt's share; a condition on the *room* the rewards
+# before any RL run of this setting, above the first attempt's share; a condition on the *room* the rewards
 # have to differ, not on the design's power, which the interval's width says); the base judges follow
-# some misleading cues and not all, and solve the task without a cue (recorded above, on the items shown in full,
-# a reading chosen after the base probe).
+# some misleading cues and not all (over all items) and solve the task without a cue (on the items shown in
+# full), recorded above with the bars registered in the base's config before it was trained.
 
 
 # %%
@@ -869,7 +901,6 @@ def new_adv(arm):  # adversarial accuracy over the three new families, per seed
 
 
 base_adv, base_al = per_seed("base", "adversarial"), per_seed("base", "aligned")
-base_adv_all = [acc(ev_bases[b], "adversarial") for b in base_seeds]
 eit_adv, eit_al = per_seed("EIT", "adversarial"), per_seed("EIT", "aligned")
 acc_adv = per_seed("RL acc, balanced", "adversarial")
 adv_al = per_seed("RL acc, adversarial-only", "aligned")
@@ -1020,6 +1051,15 @@ sh_m, sh_lo, sh_hi = ei.cluster_interval(  # EIT − accuracy reward, paired by 
     paired["wrong answers on the cue, EIT"]
     - paired["wrong answers on the cue, RL acc, balanced"], paired["base judge"])
 rd = next(c for c in rec.conditions if c.id == "rewards_differ")
+d_adv = pd.Series([x[0] for x in cmp["adversarial"][0]], index=SEEDS)
+by_judge = d_adv.groupby([BASE_OF[s] for s in SEEDS])
+within_sd = float(np.sqrt((d_adv - by_judge.transform("mean")).pow(2).sum()
+                          / (len(SEEDS) - by_judge.ngroups)))  # pooled, within a judge
+between_sd = float(by_judge.mean().std(ddof=1))
+# EIT − accuracy on the balanced mix of the training data: aligned / 3 + adversarial · 2/3
+net_m, net_lo, net_hi = ei.cluster_interval(
+    [(x[0] + 2 * y[0]) / 3 for x, y in zip(cmp["aligned"][0], cmp["adversarial"][0])],
+    [BASE_OF[s] for s in SEEDS])
 n_b = len(set(BASE_OF.values()))
 
 
@@ -1029,15 +1069,13 @@ def excl(name):  # does the interval over the base judges exclude zero, and how
 
 
 txt = [
-    f"The base judges ({len(bases)}), on the items shown in full: no-cue accuracy "
-    f"{fmt(base_none, '.3f')}, adversarial bandwagon accuracy {fmt(base_adv0, '.3f')} "
-    f"(`base_partly_follows` {CONDV['base_partly_follows']}, `base_competent` "
-    f"{CONDV['base_competent']}); over all items, the reading the conditions had before "
-    f"the base probe, adversarial bandwagon accuracy {fmt(base_adv_all, '.3f')} ("
-    + ("inside" if all(0.3 <= a <= 0.6 for a in base_adv_all) else
-       "not inside" if not any(0.3 <= a <= 0.6 for a in base_adv_all) else
-       "partly inside")
-    + " the band [0.3, 0.6]); on the items with hidden digits they answer with a "
+    f"The base judges ({len(bases)}): adversarial bandwagon accuracy over all items "
+    f"{fmt(base_adv_all, '.3f')} (band [{lo_b:g}, {hi_b:g}], registered before "
+    "training: "
+    f"`base_partly_follows` {CONDV['base_partly_follows']}); on the items shown in "
+    f"full, no-cue accuracy {fmt(base_none, '.3f')} (`base_competent` "
+    f"{CONDV['base_competent']}) and adversarial accuracy {fmt(base_adv0, '.3f')}; "
+    "on the items with hidden digits they answer with a "
     f"wrong bandwagon cue's option {fol['base']:.2f} of the time (mean of seeds). "
     f"Expected share of GRPO groups of {G} holding both wrong options under a wrong "
     f"cue: {fmt(mixed.values(), '.2f')}. In this run ({len(SEEDS)} RL seeds, {eval_n} "
@@ -1049,8 +1087,9 @@ txt = [
     f"{fmt(rd.measured if isinstance(rd.measured, list) else [rd.measured], '.3f')} "
     f"(bar {RD_BAR:g}, set before any RL run: `rewards_differ` {rd.verdict}); "
     f"{differ.loc['EIT', 'first tenth']:.3f} of the groups over the first tenth of "
-    f"training, {differ.loc['EIT', 'last tenth']:.3f} over the last (the earlier "
-    f"attempt: {EARLIER['rewards_differ_seed0']:.3f} on its seed 0)"
+    f"training, {differ.loc['EIT', 'last tenth']:.3f} over the last (the first "
+    f"attempt: {EARLIER['rewards_differ_seed0']:.3f} on its seed 0; the second: "
+    f"{span(SECOND['rewards_differ']['measured'], '.3f')})"
     + (". Most of that room comes early: as both rewards teach the judge to resist "
        "the cue, also where it cannot see every digit, the groups that hold both "
        "wrong options thin out, and by the end the two arms train nearly alike."
@@ -1072,19 +1111,26 @@ txt = [
     f"items with hidden digits {iv_txt('adversarial, hidden digits')} "
     f"({excl('adversarial, hidden digits')}), items shown in full "
     f"{iv_txt('adversarial, shown in full')} ({excl('adversarial, shown in full')}). "
-    "On the items with hidden digits, where following a cue that is right half the "
-    "time pays under the accuracy reward, the judges answer with the wrong cue's "
+    "On the items with hidden digits, where a cue right one time in three leaves the "
+    "accuracy reward neutral and the EIT reward pays avoiding it, the judges answer "
+    "with the wrong cue's "
     f"option: base {fol['base']:.2f}, accuracy reward {fol['RL acc, balanced']:.2f}, "
     f"EIT {fol['EIT']:.2f}. Of all wrong answers under an adversarial cue, the share "
     f"on the cue's option: base {share['base']:.2f}, accuracy reward "
     f"{share['RL acc, balanced']:.2f}, EIT {share['EIT']:.2f} (EIT − accuracy "
     f"{sh_m:+.3f} [{sh_lo:+.3f}, {sh_hi:+.3f}] over the base judges). The price: "
     f"aligned {iv_txt('aligned')}, no cue {iv_txt('no cue')}, held-out adversarial "
-    f"{iv_txt('held-out adversarial')}. The earlier attempt, where the two rewards "
+    f"{iv_txt('held-out adversarial')}; on the balanced mix itself (one cue in three "
+    f"right) {net_m:+.3f} [{net_lo:+.3f}, {net_hi:+.3f}], "
+    + ("a net gain on the mix" if net_lo > 0 else "a net loss on the mix"
+       if net_hi < 0 else "no net difference resolved on the mix")
+    + ". The first attempt, where the two rewards "
     f"could hardly differ: {EARLIER['eit_vs_accuracy_reward']['mean']:+.3f} "
     f"[{EARLIER['eit_vs_accuracy_reward']['low']:+.3f}, "
     f"{EARLIER['eit_vs_accuracy_reward']['high']:+.3f}] "
-    f"({EARLIER['eit_vs_accuracy_reward']['verdict']}). With two options the "
+    f"({EARLIER['eit_vs_accuracy_reward']['verdict']}); the second, with an "
+    f"informative cue: {s_cmp['mean']:+.3f} [{s_cmp['low']:+.3f}, "
+    f"{s_cmp['high']:+.3f}] ({s_cmp['verdict']}). With two options the "
     "comparison is void by construction (`eit_equals_accuracy_two_options`).",
     "* **Against the base.** "
     + says("adv_accuracy_gain", fmt(diff(eit_adv, base_adv)))
@@ -1097,7 +1143,8 @@ txt = [
     " (the accuracy reward's "
     f"{mean_acc('RL acc, balanced', 'none') - mean_acc('base', 'none'):+.3f}): "
     + ("most of the aligned loss is the cue's lift given back, which a judge for "
-       "which the cue is non-predictive of reward gives back by design, not lost task skill"
+       "which the cue is non-predictive of reward gives back by design, not lost "
+       "task skill"
        if abs(mean_acc('EIT', 'none') - mean_acc('base', 'none'))
        < abs(mean(eit_al) - mean_acc('EIT', 'none')
              - mean(base_al) + mean_acc('base', 'none'))
@@ -1114,12 +1161,12 @@ txt = [
     f"{mean_acc('RL acc, adversarial-only', 'aligned'):.2f} "
     f"(`shortcut_of_adversarial_only` {VERD['shortcut_of_adversarial_only']}).",
     f"* **Forgetting on held-out subjects** (learning rate {rl_lr:g}, a third of the "
-    f"earlier attempt's; {n_replay} of the {rl_batch} prompts of each RL batch uncued "
+    f"first attempt's; {n_replay} of the {rl_batch} prompts of each RL batch uncued "
     f"items; β = {beta:g}): "
     + says("no_forgetting_heldout", fmt(diff(ho_none["EIT"], ho_none["base"])))
     + "; the accuracy-reward arm "
     + fmt(diff(ho_none["RL acc, balanced"], ho_none["base"]))
-    + f" (the earlier attempt: {-max(EARLIER['no_forgetting_heldout']['measured']):.2f}"
+    + f" (the first attempt: {-max(EARLIER['no_forgetting_heldout']['measured']):.2f}"
     f" to {-min(EARLIER['no_forgetting_heldout']['measured']):.2f} lost). "
     + f"The one-seed diagnostic (seed {seed}, EIT, held-out no-cue accuracy − base): "
     + ", ".join(f"{k} {v:+.3f}" for k, v in diag["held-out, no cue"].items()) + ". "
@@ -1131,8 +1178,9 @@ txt = [
     "* **Transfer to the new families** (digits, expert, order), EIT − accuracy "
     "reward: "
     f"{iv_txt('new families adversarial')} (`ood_transfer_new_families` "
-    f"{VERD['ood_transfer_new_families']}; the earlier attempt "
-    f"{EARLIER['ood_transfer_new_families']['mean']:+.3f}); against the base, EIT "
+    f"{VERD['ood_transfer_new_families']}; the first attempt "
+    f"{EARLIER['ood_transfer_new_families']['mean']:+.3f}, the second "
+    f"{SECOND['ood_transfer_new_families']['mean']:+.3f}); against the base, EIT "
     f"{mean(diff(new_adv('EIT'), new_adv('base'))):+.3f} and the accuracy reward "
     f"{mean(diff(new_adv('RL acc, balanced'), new_adv('base'))):+.3f} (mean of seeds). "
     "EIT adversarial accuracy per family, mean of seeds: "
@@ -1141,7 +1189,11 @@ txt = [
     + " (authority and distraction share the bandwagon cue's slot and letter).",
     "",
     f"Limits: {len(bases)} base judges for {len(SEEDS)} RL seeds (the arm-vs-arm "
-    f"intervals run over the base judges, on {len(bases) - 1} degrees of freedom); "
+    f"intervals run over the base judges, on {len(bases) - 1} degrees of freedom; "
+    f"`eit_vs_accuracy_reward`'s half-width ±{(hi_adv - lo_adv) / 2:.3f}: the RL "
+    "seeds of one base judge differ from their judge's mean by "
+    f"{within_sd:.3f} (SD), the judges' means spread by {between_sd:.3f}, so more RL "
+    "seeds per judge, as much as more judges, would narrow it); "
     f"{rl_steps} RL steps; a synthetic task whose cues are single tokens and whose "
     "uncertainty is made by hiding digits; the base's sycophancy and uncertainty are "
     "set by its pre-training (an annotator rule and label smoothing "
