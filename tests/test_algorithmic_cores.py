@@ -660,3 +660,18 @@ def test_clock_start_reads_the_memorisation_step():
         ac.clock_start([10, 20], [0.5], [0.1, 0.2])
     with pytest.raises(ValueError):
         ac.clock_start([10], [1.5], [0.1])
+
+
+def test_train_modadd_stop_all_waits_for_every_criterion():
+    p = 7
+    tr, te = (torch.tensor(a) for a in ac.modadd_split(p, 0.5, seed=42))
+    torch.manual_seed(0)
+    log = ac.train_modadd(ac.modadd_model(p, 8), tr, te, 40, lr=1e-6, wd=0.0, eval_every=5,
+                          stop_at=0.0, stop_at_train=1.0, stop_all=True)
+    assert log["step"][-1] == 40  # a tiny lr never fits every pair: no early stop
+    torch.manual_seed(0)
+    log = ac.train_modadd(ac.modadd_model(p, 8), tr, te, 40, lr=1e-6, wd=0.0, eval_every=5,
+                          stop_at=0.0, stop_at_train=1.0)
+    assert log["step"][-1] == 5  # the first criterion met stops
+    with pytest.raises(TypeError, match="stop_all"):
+        ac.train_modadd(ac.modadd_model(p, 8), tr, te, 5, lr=1e-2, wd=0.0, stop_all=1)

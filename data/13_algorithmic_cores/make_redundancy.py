@@ -7,7 +7,9 @@ run) and write its results with :mod:`helpers.checkpoints`:
   every m) has its learned token embedding projected onto its mean and the first m frequencies of the seed's
   random order (``ac.mode_order``, nested in m), its centred part rescaled to the norm it had
   (``ac.project_embedding``), and kept there after every optimizer step (``ac.keep_modes``): the embedding trains,
-  but only inside its m modes. Training runs to generalisation (test accuracy >= 0.95) or 4000 steps; tau =
+  but only inside its m modes. Training runs until the run has both memorised and generalised (test accuracy
+  >= 0.95; a first version stopped at generalisation alone and so missed a memorisation that came after it,
+  fixed before any tau was read) or 4000 steps; tau =
   generalisation step - memorisation step (train accuracy >= 0.99), logged every 10 steps. A run at m = p // 2
   (every mode, no projection) is the unconstrained reference. Per run the train and test accuracy at the
   memorisation step are stored (the condition ``redundancy_isolated`` reads ``ac.isolation_gap`` over m there).
@@ -71,7 +73,7 @@ def one_run(cfg: dict, s: int, m: int, probe: bool = False) -> dict:
         log = ac.train_modadd(model, tr, te, cfg["max_steps"], lr=cfg["lr"], wd=cfg["wd"], betas=cfg["betas"],
                               eval_every=cfg["eval_every"], warmup=cfg["warmup"], clip=cfg["clip"],
                               after_step=keep, stop_at=None if probe else cfg["gen_acc"],
-                              stop_at_train=cfg["mem_acc"] if probe else None)
+                              stop_at_train=cfg["mem_acc"], stop_all=True)  # memorised and generalised
     t_mem, mem_train, mem_test = ac.clock_start(log["step"], log["train_acc"], log["test_acc"], cfg["mem_acc"])
     t_gen = ac.grok_step(log["step"], log["test_acc"], cfg["gen_acc"])
     tau = None if probe or t_mem is None or t_gen is None else max(t_gen - t_mem, 0)
