@@ -1192,8 +1192,13 @@ txt = [
     f"intervals run over the base judges, on {len(bases) - 1} degrees of freedom; "
     f"`eit_vs_accuracy_reward`'s half-width ±{(hi_adv - lo_adv) / 2:.3f}: the RL "
     "seeds of one base judge differ from their judge's mean by "
-    f"{within_sd:.3f} (SD), the judges' means spread by {between_sd:.3f}, so more RL "
-    "seeds per judge, as much as more judges, would narrow it); "
+    f"{within_sd:.3f} (SD), the judges' means spread by {between_sd:.3f}, "
+    + ("no more than that RL noise predicts for a mean of "
+       f"{len(SEEDS) // n_b} seeds, so more RL seeds per judge would narrow it as "
+       "well as more judges" if between_sd <= within_sd / np.sqrt(len(SEEDS) // n_b)
+       else "more than that RL noise predicts, so the judges differ and more judges "
+       "would narrow it most")
+    + "); "
     f"{rl_steps} RL steps; a synthetic task whose cues are single tokens and whose "
     "uncertainty is made by hiding digits; the base's sycophancy and uncertainty are "
     "set by its pre-training (an annotator rule and label smoothing "
