@@ -1520,8 +1520,8 @@ plt.show()
 # Counting the Fourier modes a trained network happens to hold at memorisation gave 0-2 modes at p = 31, too
 # narrow a range for a law, so the number of modes m = 1, 2, 4, 8 is set by design. Earlier builds set it *after*
 # memorisation (a memorised network projected onto m of its own modes, then re-fitted to its memorised loss):
-# the re-fit either generalised on its own at small m or, when only the embedding could move, never got back to
-# memorisation, so the starting point moved with m at every seed (their record closes this section). Here m is
+# the re-fit either partly generalised on its own at small m or, when only the embedding could move, never got
+# back to memorisation, so the starting point moved with m at every seed (their record closes this section). Here m is
 # fixed **from step 0**. Per seed and m a fresh model, with the seed's initial weights (the same for every m),
 # has its learned token embedding projected onto its mean and m Fourier frequencies, the first m of the seed's
 # random order (`ac.mode_order`, nested in m), its centred part rescaled to the norm it had
@@ -1541,7 +1541,9 @@ plt.show()
 # generalise enters at the budget, a lower bound: the note says on which side of the fit such runs lie), and
 # `redundancy_isolated` asks that the clock starts from a comparable memorised state: at each run's memorisation
 # step none has already generalised and the train and test accuracies differ across m by at most `0.1`
-# (`ac.isolation_gap`). Where either fails at a seed, `redundancy_law_slope` is *inconclusive* there, not "not
+# (`ac.isolation_gap`). One thing was changed after runs had printed: the stop rule (a first version stopped at
+# generalisation alone, so seed 0's m = 1 run stopped before it memorised); it changes no condition or tolerance.
+# Where either fails at a seed, `redundancy_law_slope` is *inconclusive* there, not "not
 # held". tau below the 10-step log resolution enters at 10.
 #
 # One run, as the script trains it (quick mode runs it here on a tiny budget):

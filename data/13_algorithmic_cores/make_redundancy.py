@@ -8,8 +8,9 @@ run) and write its results with :mod:`helpers.checkpoints`:
   random order (``ac.mode_order``, nested in m), its centred part rescaled to the norm it had
   (``ac.project_embedding``), and kept there after every optimizer step (``ac.keep_modes``): the embedding trains,
   but only inside its m modes. Training runs until the run has both memorised and generalised (test accuracy
-  >= 0.95; a first version stopped at generalisation alone and so missed a memorisation that came after it,
-  fixed before any tau was read) or 4000 steps; tau =
+  >= 0.95; a first version stopped at generalisation alone and so missed a memorisation that came after it: seed
+  0's m = 1 run stopped unmemorised; the stop rule was fixed after that seed's first three runs had printed, and
+  it changes no condition, tolerance, or tau of a run that memorised first) or 4000 steps; tau =
   generalisation step - memorisation step (train accuracy >= 0.99), logged every 10 steps. A run at m = p // 2
   (every mode, no projection) is the unconstrained reference. Per run the train and test accuracy at the
   memorisation step are stored (the condition ``redundancy_isolated`` reads ``ac.isolation_gap`` over m there).
