@@ -32,7 +32,7 @@ from helpers import epistemic_independence as ei
 
 SLUG = ei.CHECKPOINT_SLUG
 HERE = Path(__file__).resolve()
-SOURCES = [HERE, Path(ei.__file__).resolve(), Path(repro.__file__).resolve()]
+SOURCES = [HERE, Path(ei.__file__).resolve(), Path(repro.__file__).resolve(), Path(train.__file__).resolve()]
 
 
 def tiny(name: str = "base") -> dict:
