@@ -715,6 +715,84 @@ def trend_ratio(values: Sequence[float], window: int = 5) -> float:
     return float(np.median(vals[-window:]) / np.median(vals[:window]))
 
 
+DECAY_MODES = ("all", "matrices")
+
+
+def decay_groups(model: nn.Module, wd: float, decay: str = "all") -> list[dict]:
+    """AdamW parameter groups for the trainable parameters of ``model``: ``decay="all"`` puts weight decay
+    ``wd`` on every parameter (the paper's setting); ``"matrices"`` only on the weight matrices of the linear
+    layers (standard transformer practice), none on embeddings (``nn.Embedding``), LayerNorm gains and biases."""
+    V.instance("model", model, nn.Module)
+    wd = V.nonnegative("wd", wd)
+    V.one_of("decay", decay, DECAY_MODES)
+    params = [q for q in model.parameters() if q.requires_grad]
+    if decay == "all":
+        return [{"params": params, "weight_decay": wd}]
+    mats = {id(m.weight) for m in model.modules() if isinstance(m, nn.Linear)}
+    on = [q for q in params if id(q) in mats]
+    off = [q for q in params if id(q) not in mats]
+    return [g for g in ({"params": on, "weight_decay": wd}, {"params": off, "weight_decay": 0.0}) if g["params"]]
+
+
+def tensor_rms(t) -> float:
+    """Root-mean-square of a tensor's entries."""
+    t = V.instance("t", t, torch.Tensor)
+    if t.numel() == 0:
+        raise ValueError("t must have at least one entry")
+    return float(t.detach().float().pow(2).mean().sqrt())
+
+
+def relative_step(before, after) -> float:
+    """``|after - before| / |before|`` (Frobenius norms): the relative size of one optimizer step of a tensor."""
+    before, after = V.instance("before", before, torch.Tensor), V.instance("after", after, torch.Tensor)
+    if before.shape != after.shape:
+        raise ValueError(f"before and after must have the same shape, got {tuple(before.shape)} and "
+                         f"{tuple(after.shape)}")
+    nb = float(before.detach().float().norm())
+    if nb == 0:
+        raise ValueError("before must be nonzero (a relative step of a zero tensor is undefined)")
+    return float((after.detach().float() - before.detach().float()).norm()) / nb
+
+
+def min_logit_margin(model: nn.Module, rows) -> float:
+    """The smallest logit margin over ``rows`` (a, b, label): correct logit minus the largest other logit at the
+    last position; negative when some row is misclassified."""
+    V.instance("model", model, nn.Module)
+    rows = V.tensor("rows", rows, ndim=2, dtype="int")
+    if rows.shape[1] != 3 or len(rows) == 0:
+        raise ValueError(f"rows must be a nonempty (n, 3) array of (a, b, label), got shape {tuple(rows.shape)}")
+    with torch.no_grad():
+        logits = model(rows[:, :2])[:, -1].float()
+    right = logits.gather(1, rows[:, 2:3]).squeeze(1)
+    other = logits.scatter(1, rows[:, 2:3], float("-inf")).max(1).values
+    return float((right - other).min())
+
+
+def collapse_onsets(steps: Sequence[int], collapses: Sequence[int], gap: int = 100) -> list[int]:
+    """The first step of each collapse event: collapse steps (of :func:`collapse_steps`) more than ``gap``
+    steps after the previous collapse step start a new event."""
+    steps = [V.integer(f"steps[{i}]", x) for i, x in enumerate(V.sequence("steps", steps))]
+    col = [V.integer(f"collapses[{i}]", x) for i, x in enumerate(V.sequence("collapses", collapses))]
+    gap = V.integer("gap", gap, min=1)
+    if any(c not in set(steps) for c in col) or col != sorted(col):
+        raise ValueError("collapses must be sorted logged steps (a subset of steps)")
+    return [c for i, c in enumerate(col) if i == 0 or c - col[i - 1] > gap]
+
+
+def level_before(steps: Sequence[int], values: Sequence[float], at: int, window: int = 100) -> float:
+    """The median of ``values`` over the logged steps in ``[at - window, at)``: a series' level just before an
+    event (a collapse onset)."""
+    steps = np.asarray([V.integer(f"steps[{i}]", x) for i, x in enumerate(V.sequence("steps", steps))])
+    vals = np.asarray(V.sequence("values", values), dtype=float)
+    if len(vals) != len(steps):
+        raise ValueError(f"values must have one value per step ({len(steps)}), got {len(vals)}")
+    at, window = V.integer("at", at), V.integer("window", window, min=1)
+    sel = (steps >= at - window) & (steps < at)
+    if not sel.any():
+        raise ValueError(f"no logged step in [{at - window}, {at})")
+    return float(np.median(vals[sel]))
+
+
 def _acc(model: nn.Module, rows: torch.Tensor) -> float:
     with torch.no_grad():
         return (model(rows[:, :2])[:, -1].argmax(-1) == rows[:, 2]).float().mean().item()
@@ -764,7 +842,8 @@ def train_modadd(model: nn.Module, train_rows, test_rows, steps: int, *, lr: flo
                  batch_seed: int = 0, optimizer: torch.optim.Optimizer | None = None,
                  stop_at_train: float | None = None,
                  after_step: Callable[[nn.Module], None] | None = None,
-                 stop_below_loss: float | None = None, eps: float = 1e-8, stop_all: bool = False) -> dict:
+                 stop_below_loss: float | None = None, eps: float = 1e-8, stop_all: bool = False,
+                 decay: str = "all") -> dict:
     """AdamW on ``(a, b) -> (a + b) mod p`` (loss at the last position): full batch, or minibatches of
     ``batch_size`` rows drawn without replacement from a stream of random permutations (``batch_seed``).
 
@@ -781,7 +860,8 @@ def train_modadd(model: nn.Module, train_rows, test_rows, steps: int, *, lr: flo
     ``stop_below_loss``: stop at the first logged step whose full training loss (eval mode, logged as
     ``"train_loss"``) is ``<=`` it (a re-fit to a given loss); ``eps``: AdamW's epsilon (a fresh optimizer's);
     ``stop_all``: stop only once every given stop criterion has been met at some logged step (e.g. memorised and
-    generalised, in either order), instead of at the first one met.
+    generalised, in either order), instead of at the first one met; ``decay``: which parameters a fresh AdamW
+    decays (:func:`decay_groups`: "all", the paper's, or "matrices", the linear layers' weight matrices only).
     """
     V.instance("model", model, nn.Module)
     tr = V.tensor("train_rows", train_rows, ndim=2, dtype="int")
@@ -804,8 +884,13 @@ def train_modadd(model: nn.Module, train_rows, test_rows, steps: int, *, lr: flo
     if after_step is not None and not callable(after_step):
         raise TypeError("after_step must be a callable taking the model, or None")
     params = [q for q in model.parameters() if q.requires_grad]
-    opt = optimizer if optimizer is not None else torch.optim.AdamW(params, lr=lr, weight_decay=wd,
-                                                                    betas=tuple(betas), eps=eps)
+    V.one_of("decay", decay, DECAY_MODES)
+    if optimizer is not None:
+        opt = optimizer
+    elif decay == "all":  # the call of every earlier run (the same numbers)
+        opt = torch.optim.AdamW(params, lr=lr, weight_decay=wd, betas=tuple(betas), eps=eps)
+    else:
+        opt = torch.optim.AdamW(decay_groups(model, wd, decay), lr=lr, betas=tuple(betas), eps=eps)
     log: dict = {"step": [], "loss": [], "train_acc": [], "test_acc": [], "snapshots": {}}
     full = batch_size is None or batch_size >= len(tr)
     gen = torch.Generator().manual_seed(batch_seed)

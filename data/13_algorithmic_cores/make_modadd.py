@@ -50,6 +50,34 @@ neither does, the config stays as it is and the record says so. Full batch costs
 (minibatches of 512: ~0.05 s), ~20 minutes per seed. Outcome: both failed (1: drop 0.234 at step 4050, grokking
 at 910; 2: drop 0.058 at step 3970, grokking at 690), so the config is unchanged; the record is ``round_5`` in
 ``modadd_probes.json``. (Without ``--name modadd`` a probe goes on to ``modadd_nowd`` after the first name.)
+
+Round 6 of issue #71, written down before anything of it was run. A reading of the stored seed-0 weights
+(grokking vs end) found that under wd = 1 on every parameter the LayerNorm gains drain (blocks.0.ln1 7.5 -> 0.9,
+ln_f 10 -> 5.9) and the embeddings shrink while the matrices after them grow; Adam steps ~lr per coordinate
+whatever a weight's size, so the relative step |dw|/|w| of the shrinking tensors rises (tok's 2.7x): the periodic
+instability of normalised layers under weight decay (Lobacheva et al. 2021; Li & Arora's intrinsic learning
+rate). Two steps, in this order:
+
+A. **The mechanism, measured** (``--mechanism``): seed 0 of the current config (minibatch 512, lr 5e-4, wd 1 on
+   all parameters, warmup 10, clip 1), 6000 steps, logging every 10 steps the rms and the relative step
+   |dw|/|w| (the mean over the 10 steps before the log) of tok, pos, the four block LayerNorm gains (pooled),
+   ln_f's gain and head, the smallest logit margin over the training pairs, and the train and test accuracy,
+   into ``collapse_mechanism.json`` (measurements, no weights). Its reading, fixed here: collapse onsets are the
+   first steps of collapse events (:func:`helpers.algorithmic_cores.collapse_onsets`, train accuracy > 0.05
+   below its running maximum after grokking, events > 100 steps apart); at each onset the level of tok's and of
+   the gains' relative step over the 100 steps before it (:func:`~helpers.algorithmic_cores.level_before`). The
+   mechanism predicts that a spike starts when a relative step has risen to a level: for a series this reading
+   **supports** it when every onset's level is above the series' median over the post-grokking window and the
+   onsets' levels lie within a factor 2 of each other; otherwise the text says it does not.
+B. **One cure probe**, registered here: AdamW with weight decay only on the weight matrices of the linear layers
+   (config key ``decay: "matrices"``; no decay on the LayerNorm gains and biases, the embeddings, the biases:
+   standard transformer practice), lr * wd * steps kept at 5.5 on the matrices (lr 5e-4, wd 1, 11000 steps),
+   everything else as the config: ``--only S --cache DIR --probe '{"decay": "matrices"}'``, one seed per job,
+   seed 0 first. Judged by ``no_collapse`` alone (bar unchanged, <= 0.05 largest train-accuracy drop over the
+   fixed window from grokking to the end), at all three seeds; if seed 0 fails, stop and record. If all three
+   pass it becomes the mod-add config (a deviation from the paper, which decays all parameters) and the
+   checkpoint is assembled from the cached seeds; if the run no longer generalises, that is recorded too. The
+   outcome goes into ``modadd_probes.json`` (``round_6``).
 """
 
 from __future__ import annotations
@@ -112,7 +140,7 @@ def run_seed(args: tuple[dict, int], abort: bool = False) -> dict:
         log = ac.train_modadd(model, tr, te, cfg["steps"], lr=cfg["lr"], wd=cfg["wd"], betas=cfg["betas"],
                               eval_every=cfg["eval_every"], snapshot_every=cfg["ckpt_every"], on_eval=progress,
                               batch_size=cfg["batch_size"], warmup=cfg["warmup"], clip=cfg["clip"], batch_seed=s,
-                              eps=cfg.get("eps", 1e-8))
+                              eps=cfg.get("eps", 1e-8), decay=cfg.get("decay", "all"))
     steps, tr_acc, te_acc = log["step"], log["train_acc"], log["test_acc"]
     t_mem, t_gen = ac.memorise_generalise(steps, tr_acc, te_acc, cfg["mem_acc"], cfg["gen_acc"])
     collapses = ac.collapse_steps(steps, tr_acc, start=t_mem or steps[-1], drop=cfg["collapse_drop"])
