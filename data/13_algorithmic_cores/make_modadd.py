@@ -192,6 +192,64 @@ def run_seed(args: tuple[dict, int], abort: bool = False) -> dict:
                 seconds=time.time() - t0)
 
 
+MECHANISM_STEPS = 6000
+MECHANISM_TENSORS = {"tok": ["tok.weight"], "pos": ["pos_emb.weight"],
+                     "gains": [f"blocks.{i}.{ln}.weight" for i in (0, 1) for ln in ("ln1", "ln2")],
+                     "ln_f": ["ln_f.weight"], "head": ["head.weight"]}
+
+
+def run_mechanism(cfg: dict, seed: int = 0, steps: int = MECHANISM_STEPS) -> dict:
+    """Step A of round 6: the config's run at ``seed`` for ``steps`` steps, logging every ``eval_every`` steps
+    per tensor group (:data:`MECHANISM_TENSORS`, a group's tensors pooled) the rms and the relative step
+    |dw|/|w| (mean over the steps since the last log), the smallest logit margin over the training pairs, and
+    the train and test accuracy."""
+    torch.set_num_threads(1)
+    t0 = time.time()
+    p, every = cfg["p"], cfg["eval_every"]
+    tr, te = (torch.tensor(a) for a in ac.modadd_split(p, cfg["train_frac"], seed=cfg["split_seed"]))
+    out: dict = {"step": [], "margin": [], **{f"{k}_{g}": [] for g in MECHANISM_TENSORS for k in ("rms", "rel")}}
+    acc: dict = {g: [] for g in MECHANISM_TENSORS}
+
+    def flat(model: torch.nn.Module, g: str) -> torch.Tensor:
+        sd = dict(model.named_parameters())
+        return torch.cat([sd[n].detach().reshape(-1) for n in MECHANISM_TENSORS[g]])
+
+    with repro.seeded(seed):
+        model = ac.modadd_model(p, cfg["d"], cfg["n_head"])
+        prev = {g: flat(model, g).clone() for g in MECHANISM_TENSORS}
+
+        def after(m: torch.nn.Module) -> None:
+            for g in MECHANISM_TENSORS:
+                now = flat(m, g)
+                acc[g].append(ac.relative_step(prev[g], now))
+                prev[g] = now.clone()
+
+        def on_eval(step: int, row: dict) -> None:
+            out["step"].append(step)
+            out["margin"].append(round(ac.min_logit_margin(model, tr), 4))
+            for g in MECHANISM_TENSORS:
+                out[f"rms_{g}"].append(float(f"{ac.tensor_rms(prev[g]):.4g}"))
+                out[f"rel_{g}"].append(float(f"{sum(acc[g]) / len(acc[g]):.4g}"))
+                acc[g].clear()
+            if step % 500 == 0:
+                print(f"mechanism seed {seed} step {step}: train {row['train_acc']:.3f} test {row['test_acc']:.3f} "
+                      f"rel tok {out['rel_tok'][-1]:.2e} gains {out['rel_gains'][-1]:.2e} "
+                      f"margin {out['margin'][-1]:.2f} ({time.time() - t0:.0f} s)", flush=True)
+
+        log = ac.train_modadd(model, tr, te, steps, lr=cfg["lr"], wd=cfg["wd"], betas=cfg["betas"],
+                              eval_every=every, on_eval=on_eval, after_step=after, batch_size=cfg["batch_size"],
+                              warmup=cfg["warmup"], clip=cfg["clip"], batch_seed=seed, eps=cfg.get("eps", 1e-8),
+                              decay=cfg.get("decay", "all"))
+    out["train_acc"] = [round(x, 4) for x in log["train_acc"]]
+    out["test_acc"] = [round(x, 4) for x in log["test_acc"]]
+    return dict(what="round 6 step A of issue #71 (make_modadd.py --mechanism): the modadd config's run at one "
+                     "seed, logged every eval_every steps: per tensor group (tensors pooled) the rms and the "
+                     "relative step |dw|/|w| (mean over the steps since the previous log), the smallest logit "
+                     "margin over the training pairs, train and test accuracy; measurements only, no weights",
+                seed=seed, steps=steps, config=cfg, tensors=MECHANISM_TENSORS, seconds=round(time.time() - t0, 1),
+                log=out)
+
+
 def cached_seed(args: tuple[dict, int, str | None, str], abort: bool = False) -> dict:
     """run_seed, its result kept in ``<cache>/<name>_s<seed>.pt`` and reused when the config is the same."""
     cfg, s, cache, name = args
@@ -209,8 +267,16 @@ def cached_seed(args: tuple[dict, int, str | None, str], abort: bool = False) ->
 
 
 def make_modadd(cfg: dict, out: Path | None, jobs: int = 1, name: str = "modadd", cache: str | None = None,
-                only: int | None = None, probe: dict | None = None) -> Path | list:
+                only: int | None = None, probe: dict | None = None, mechanism: bool = False) -> Path | list:
     t0 = time.time()
+    if mechanism:  # round 6, step A: measurements into collapse_mechanism.json (no checkpoint)
+        path = (Path(out) if out is not None else checkpoints.data_dir()) / SLUG / "collapse_mechanism.json"
+        steps = min(MECHANISM_STEPS, cfg["steps"])
+        rec = run_mechanism(cfg, seed=cfg["seeds"][0], steps=steps)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(rec, separators=(",", ":")) + "\n")
+        print(f"wrote {path} ({path.stat().st_size} bytes, {rec['seconds']} s)", flush=True)
+        return [path]
     if probe:  # a probe of an optimizer setting: config keys overridden, aborted once no_collapse failed
         if only is None:
             raise ValueError("--probe needs --only SEED (and --cache)")
@@ -262,9 +328,12 @@ def main(argv: list[str] | None = None) -> list[Path]:
         ap.add_argument("--probe", type=json.loads, default=None,
                         help="JSON dict of config overrides: a one-seed probe (with --only) that stops as soon as "
                              "no_collapse has failed")
+        ap.add_argument("--mechanism", action="store_true",
+                        help="round 6 step A: log the collapse mechanism at the first seed into "
+                             "collapse_mechanism.json (no checkpoint)")
 
     return scripts.script_main(lambda cfg, out, args: make_modadd(cfg, out, args.jobs, args.name, args.cache,
-                                                                  args.only, args.probe),
+                                                                  args.only, args.probe, args.mechanism),
                                config=ac.checkpoint_config, tiny=tiny, names=NAMES, options=options, doc=__doc__,
                                argv=argv)
 
