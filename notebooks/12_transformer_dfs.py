@@ -1020,18 +1020,27 @@ display(Markdown("\n".join(
      f"{r['loss_plateau']:.4f} (bar 0.05), {r['steps']} steps, {r['wall_seconds']} s: "
      + ("**meets** the rule" if r["passes"] else "**misses** the rule")
      for r in sorted(red_probes, key=lambda r: (r["probe"], r["seed"] != 1, r["seed"]))]
-    + [f"\nSelected: **{red_sel}** ({red_q_what[red_sel]}); its three models carry the "
-       "claim below." if red_sel else
+    + [f"\nSelected by the fit rule: **{red_sel}** ({red_q_what[red_sel]}); its three "
+       "models are read below (whether they can carry the claim depends on their start)."
+       if red_sel else
        "\nNo configuration met the rule at all three seeds: nothing was selected, and the "
        "claim below still rests on the second attempt's models."])))
 
 # %% [markdown]
 # If a configuration was selected, its three checkpoints (`reduced_<q>_<seed>`, trained by `make_reduced.py`
-# on the same training states, with P1's codes) replace the second attempt's models from here on: the cell
-# below loads them (quick mode trains the selected configuration live, small) and evaluates them on the same
-# unseen graphs. The conditions and the claim then read these models.
+# on the same training states, with P1's codes) are loaded below (quick mode trains the selected configuration
+# live, small) and evaluated on the same unseen graphs, **together with their start before any training**.
+# Read at review: a start near the construction may already meet the claim's bar on unseen graphs; models
+# trained from it then cannot test whether gradient training *learns* DFS (the claim would hold by construction,
+# whatever training did). In that case the claim `gradient_flow_learns` keeps reading the models trained from a
+# small random start (the second attempt, above), and the selected probe's models are an illustration of
+# stability, reported beside it and not counted. The bar, the conditions and the measure are unchanged.
 
 # %%
+# the random-start (second attempt) models, kept before the selected probe's are loaded
+red_rand = {s_: dict(red_res[s_], fit=train.tail_mean(red_hist[s_]["train/valid"]),
+                     flat=train.plateau(red_loss[s_])) for s_ in seeds}
+red_rand_cfg, red_rand_emb = dict(red_cfg), red_emb
 red_from = "a small random start"
 red_loss_what = "the set of valid moves"
 red_start = {}  # the selected models' start, evaluated before training
@@ -1072,17 +1081,19 @@ if red_sel:
     red_loss_what = {"valid": "the set of valid moves",
                      "hinge": "a hinge on the valid set",
                      "exact": "the exact reference move"}[red_cfg["loss"]]
-red_statement = (
-    "Gradient flow with a reduced scaffold (learned value/readout maps and parent "
-    "head, sign embeddings with d < N) learns DFS that generalises to unseen graphs")
-if red_cfg.get("init") == "construction":
-    red_statement = (
-        "Gradient training started near the construction "
-        f"({red_cfg['init_noise']:.0%} noise) keeps a DFS that generalises to "
-        "unseen graphs (stability, not discovery: a weaker claim)")
+# a start that already meets the claim's bar on unseen graphs cannot test learning:
+# then the claim reads the random-start models (read at review, #70)
+red_start_passes = bool(red_start) and max(
+    v["valid"] for v in red_start.values()) >= 0.95
+red_c_rand = not red_sel or red_start_passes
+red_c = red_rand if red_c_rand else {
+    s_: dict(red_res[s_], fit=train.tail_mean(red_hist[s_]["train/valid"]),
+             flat=train.plateau(red_loss[s_])) for s_ in seeds}
+red_c_cfg, red_c_emb = ((red_rand_cfg, red_rand_emb) if red_c_rand
+                        else (red_cfg, red_emb))
 
 # %%
-if red_sel:  # the claim's models: training curves; unseen graphs after training (×)
+if red_sel:  # the selected probe's models: training curves; unseen graphs after (×)
     fig, ax = plt.subplots(1, 2, figsize=(10, 3.2))
     for i, s_ in enumerate(seeds):
         ax[0].plot(red_hist[s_]["step"], red_hist[s_]["loss"],
@@ -1099,6 +1110,20 @@ if red_sel:  # the claim's models: training curves; unseen graphs after training
     ax[0].legend(fontsize=8)
     plt.tight_layout()
     plt.show()
+red_shift = {}  # how far training moved each tensor from the noise-free construction
+if red_sel and red_cfg.get("init") == "construction":
+    for s_ in seeds:
+        with torch.random.fork_rng():  # the constructor's random draw leaves no trace
+            ref_ = dict(dfs.ReducedDFS(red_models[s_].E.detach().numpy())
+                        .set_construction().named_parameters())
+        red_shift[s_] = {n: (float(F.cosine_similarity(p.detach().flatten(),
+                                                       ref_[n].detach().flatten(), 0)),
+                             float(p.norm() / ref_[n].norm()))
+                         for n, p in red_models[s_].named_parameters()
+                         if n != "E" and float(ref_[n].norm()) > 0}
+        print(f"{red_sel}, seed {s_}, trained vs construction (cosine, norm ratio): "
+              + ", ".join(f"{n} {c:.2f}/{r:.2f}"
+                          for n, (c, r) in red_shift[s_].items()))
 
 # %% [markdown]
 # **What a rule with no learning scores** (added at review, for scale; no bar depends on it). About half of the
@@ -1687,9 +1712,11 @@ plotting.live_controls(
 #
 # **The reduced scaffold** (`gradient_flow_learns`): the bar (95 % on unseen graphs) and the conditions are <!-- paper -->
 # those of the full-scaffold claim; the measure is the valid-move accuracy, because no tie-break is imposed.
-# What stays given is said in section 5 and in the claim's note. If the selected models start near the
-# construction (probe Q3), the claim tests whether training keeps a DFS solution, not whether it finds one, and
-# its statement says so.
+# What stays given is said in section 5 and in the claim's note. A claim about *learning* must start from a point
+# that does not already pass: where the selected probe's start (Q3: the construction plus 10 % noise) already
+# meets the bar on unseen graphs, its models cannot fail the claim, so the claim reads the models trained from a
+# small random start (the second attempt) and Q3's are reported beside it as an illustration of stability
+# (read at review; the bar, the measure and the conditions are unchanged).
 #
 # **Known limits.** The doubling networks use one-hot node embeddings: a reach set is an arbitrary subset of
 # nodes and takes width `N` per level, so their size is `O(N² log h)`, not the paper's (unknown) budget; their
@@ -1897,35 +1924,41 @@ rec.claim(
     "architecture (one-hot embeddings, exact parent head given)",
 )
 # %%
-for cid, vals, op_, bar, what in (
-    ("reduced_converged", [train.plateau(red_loss[s_]) for s_ in seeds], flat, 0.05,
-     "loss flat at the end"),
-    ("reduced_fits", [train.tail_mean(red_hist[s_]["train/valid"]) for s_ in seeds],
-     fits, 0.95, "fits its training states (valid moves)"),
+for cid, key, op_, bar, what in (
+    ("reduced_converged", "flat", flat, 0.05, "loss flat at the end"),
+    ("reduced_fits", "fit", fits, 0.95, "fits its training states (valid moves)"),
 ):
-    rec.condition(cid, vals, op_, bar, statement=f"reduced-scaffold model: {what}",
+    rec.condition(cid, [red_c[s_][key] for s_ in seeds], op_, bar,
+                  statement=f"reduced-scaffold model: {what}",
                   unit="share of the loss drop in the last fifth" if op_ == flat
                   else "training valid-move accuracy (last tenth of the curve)")
+red_q_note = (  # the selected probe, when its start already meets the bar: not counted
+    f"; not counted: probe {red_sel}'s models (from {red_from}), whose start already "
+    f"scores {[round(red_start[s_]['valid'], 3) for s_ in seeds]} on unseen graphs "
+    "(a claim on them would hold by construction), reach "
+    f"{[round(red_res[s_]['valid'], 3) for s_ in seeds]} after training"
+    if red_sel and red_c_rand else "")
 rec.claim(
     "gradient_flow_learns",
-    red_statement,
+    "Gradient training from a " + ("small random start" if red_c_rand else red_from)
+    + ", with a reduced scaffold (learned value/output maps, previous-token and parent "
+    "heads; sign embeddings with d < N), learns DFS that generalises to unseen graphs",
     paper="two-layer transformers provably learn DFS via gradient flow with "
     "curated data",
-    measured=[red_res[s_]["valid"] for s_ in seeds], op=">=", target=0.95,
-    baseline=[red_start[s_]["valid"] for s_ in seeds] if red_start else None,
-    unit=f"valid-move accuracy, unseen {red_cfg['V']}-node graphs",
+    measured=[red_c[s_]["valid"] for s_ in seeds], op=">=", target=0.95,
+    unit=f"valid-move accuracy, unseen {red_c_cfg['V']}-node graphs",
     given=("reduced_converged", "reduced_fits"),
-    note=f"ReducedDFS, {red_emb} d = {red_cfg['d']} < "
-    f"V = {red_cfg['V']}, "
-    f"{red_cfg['steps']} full-batch {red_opt} steps (lr {red_cfg['lr']}) from "
-    f"{red_from} on {red_cfg['n_train']} curated states of {red_cfg['n_range'][0]}–"
-    f"{red_cfg['n_range'][1]}-node graphs, loss on {red_loss_what} "
-    f"({'probe ' + red_sel if red_sel else 'second attempt'}); exact-move "
-    f"accuracy {[round(red_res[s_]['exact'], 3) for s_ in seeds]}; training "
-    f"valid-move {[round(red_res[s_]['train'], 3) for s_ in seeds]}; still given: "
-    f"the embeddings' width and start ({red_emb}), the routing of each head, the "
-    "readout through E",
+    note=f"ReducedDFS, {red_c_emb} d = {red_c_cfg['d']} < V = {red_c_cfg['V']}, "
+    f"{red_c_cfg['steps']} full-batch {red_opt} steps (lr {red_c_cfg['lr']}) on "
+    f"{red_c_cfg['n_train']} curated states of {red_c_cfg['n_range'][0]}–"
+    f"{red_c_cfg['n_range'][1]}-node graphs, loss on "
+    + ("the set of valid moves" if red_c_rand else red_loss_what) + " ("
+    + ("second attempt" if red_c_rand else f"probe {red_sel}") + "); exact-move "
+    f"accuracy {[round(red_c[s_]['exact'], 3) for s_ in seeds]}; training valid-move "
+    f"{[round(red_c[s_]['train'], 3) for s_ in seeds]}; still given: the embeddings' "
+    "width and start, the routing of each head, the readout through E" + red_q_note,
 )
+# %%
 naive_last = {k: [round(gf_hist["naive", s_][k][-1], 3) for s_ in seeds]
               for k in ("test/backtrack", "test/child", "train/all")}
 rec.claim(
@@ -2049,10 +2082,30 @@ _q_summary = (
                 for q in red_q_what
                 for rs in [sorted((r for r in red_probes if r["probe"] == q),
                                   key=lambda r: (r["seed"] != 1, r["seed"]))] if rs)
-    + (f", so **{red_sel}** was selected and its models carry the claim. "
-       if red_sel else ", so none was selected. ")
+    + (f", so **{red_sel}** met the fit rule and was selected"
+       + (", but its start already meets the claim's bar (see above), so the claim reads "
+          "the random-start models. " if red_c_rand else " and its models carry the "
+          "claim. ") if red_sel else ", so none was selected. ")
 )
 _fit_seeds = [s_ for s_, x in zip(seeds, _fit.measured) if x >= _fit.target]
+
+
+def _span(name, k, f=".2f"):  # range over seeds of red_shift's cosine (k=0) or ratio (1)
+    v = [red_shift[s_][name][k] for s_ in seeds]
+    return f"{min(v):{f}}–{max(v):{f}}"
+
+
+_att = [n for n in ("W1", "W2", "W3", "theta") if red_shift and n in red_shift[seeds[0]]]
+_shift_text = (
+    "How far training moved from the noise-free construction (measured): the attention "
+    f"maps {', '.join(f'`{n}`' for n in _att)} keep their direction (cosine at least "
+    f"{min(red_shift[s_][n][0] for s_ in seeds for n in _att):.2f}), while the output "
+    "maps grow and turn (`O_c` norm ×" + _span("O_c", 1, ".1f") + ", cosine "
+    + _span("O_c", 0) + "; `O_p` norm ×" + _span("O_p", 1, ".0f") + ", cosine "
+    + _span("O_p", 0) + "), besides a child preference and a value map the "
+    "construction leaves at zero: the routing is kept, the hand-built output scale is "
+    "not the loss's. " if red_shift and {"O_c", "O_p"} <= set(red_shift[seeds[0]])
+    else "")
 _zero_ex = [h for j, h in enumerate(horizons_g) if all(excess[s_][j] == 0 for s_ in seeds)]
 _pos_ex = [h for h in horizons_g if h not in _zero_ex]
 _bs = [x for s_ in seeds for x in blind_share[s_][:3]]
@@ -2154,48 +2207,46 @@ display(Markdown("\n".join([
     f"unseen larger graphs at {_m('gradient_flow_learns_curated', '.3f')}; curated minus "
     f"naive {_m('naive_data_fails', '.3f')}. Only `W1`, `W2` and two scalars are learned "
     "there (see Known limits).",
-    ("* **Gradient flow, reduced scaffold.** " if not red_sel else
-     f"* **Gradient training, reduced scaffold (probe {red_sel}: "
-     f"{red_q_what[red_sel]}).** ")
-    + f"With learned value/output maps, learned "
-    f"previous-token and parent heads and {red_emb} of width "
-    f"{red_cfg['d']} < {red_cfg['V']}, the valid-move accuracy on unseen graphs is "
-    f"{_m('gradient_flow_learns', '.3f')} (conditions: flat loss "
+    "* **Gradient training, reduced scaffold.** From "
+    + ("a small random start" if red_c_rand else red_from)
+    + f", with learned value/output maps, learned previous-token and parent heads and "
+    f"{red_c_emb} of width {red_c_cfg['d']} < {red_c_cfg['V']}, the valid-move accuracy "
+    f"on unseen graphs is {_m('gradient_flow_learns', '.3f')} (conditions: flat loss "
     f"**{K['reduced_converged']}**, fits its training states **{K['reduced_fits']}**: "
     "training valid-move accuracy, mean of the last tenth of the curve, "
     + ", ".join(f"{x:.4f}" for x in _fit.measured) + f" against {_fit.target}). "
     + (f"Where the fit is met (seeds {_fit_seeds}) the claim is tested, and it reads "
        f"**{C['gradient_flow_learns'].verdict}**"
        + (": the model fits its training states (graphs of "
-          f"{red_cfg['n_range'][0]}–{red_cfg['n_range'][1]} nodes) but does not reach the "
-          f"bar on unseen {red_cfg['V']}-node graphs. "
+          f"{red_c_cfg['n_range'][0]}–{red_c_cfg['n_range'][1]} nodes) but does not "
+          f"reach the bar on unseen {red_c_cfg['V']}-node graphs. "
           if C["gradient_flow_learns"].verdict != "held" else ": it generalises. ")
-       + (f"These runs start from {red_from}: the claim says that training stays at a "
-          "DFS solution it was started near, not that it finds one; from a small "
-          "random start no configuration fit at every seed (below). On unseen graphs "
-          "the start itself (before training) scores "
-          f"{[round(red_start[s_]['valid'], 3) for s_ in seeds]}, so training changed "
-          "the unseen-graph accuracy by "
-          + ", ".join(f"{red_res[s_]['valid'] - red_start[s_]['valid']:+.3f}"
-                      for s_ in seeds)
-          + ": the verdict says only that training did not lose the construction's "
-          "generalisation. Near the "
-          "construction the valid-set loss falls from "
-          f"{[round(red_loss[s_][0], 3) for s_ in seeds]} to "
-          f"{[round(red_loss[s_][-1], 4) for s_ in seeds]} per seed"
-          + (f"; the random start with the same codes at seed {seeds[1]} ended at "
-             f"{red_p3['loss_end']:.4f} after {red_p3['steps']} steps"
-             + (": the objective does not prefer the random start's solution (the "
-                "construction was only at the wrong scale); the random starts stop "
-                "in a worse local minimum, so what is missing is the optimisation's, "
-                "not the loss's. " if _q_low else
-                ": near the construction the loss does not end lower. ")
-             if red_p3 else ". ")
-          if red_cfg.get("init") == "construction" else "")
-       if _fit_seeds else "No seed fits its training states, so the claim is untested. ")
+       if _fit_seeds else "No seed fits its training states, so the claim is "
+       "inconclusive. ")
+    + (f"**Probe {red_sel}, not counted.** Its runs start from {red_from}; on unseen "
+       "graphs that start, before any training, already scores "
+       f"{[round(red_start[s_]['valid'], 3) for s_ in seeds]} against the bar 0.95, so "
+       "a claim on these models would hold by construction whatever training did. "
+       "After training they score "
+       f"{[round(red_res[s_]['valid'], 3) for s_ in seeds]} (training moved them by "
+       + ", ".join(f"{red_res[s_]['valid'] - red_start[s_]['valid']:+.3f}"
+                   for s_ in seeds)
+       + "): training keeps the construction's generalisation, an illustration of "
+       "stability, not of learning. Their valid-set loss falls from "
+       f"{[round(red_loss[s_][0], 3) for s_ in seeds]} to "
+       f"{[round(red_loss[s_][-1], 4) for s_ in seeds]} per seed"
+       + (f"; the random start with the same codes at seed {seeds[1]} ended at "
+          f"{red_p3['loss_end']:.4f} after {red_p3['steps']} steps"
+          + (": a point of much lower loss exists near the construction, so the "
+             "random starts stop in a worse local minimum of the same objective: what "
+             "is missing is the optimisation's, not the loss's. " if _q_low else
+             ": near the construction the loss does not end lower. ")
+          if red_p3 else ". ")
+       + _shift_text
+       if red_sel and red_c_rand and red_cfg.get("init") == "construction" else "")
     + (f"The claim rests on {len(_fit_seeds)} of {len(seeds)} seeds"
-       + (": a configuration that fits at every seed was looked for in two rounds and "
-          "not found. Of "
+       + (": a configuration trained from a random start that fits at every seed was "
+          "looked for in two rounds and not found. Of "
           "three probes written down before any ran, P1 (low-coherence sign codes) fit "
           "seed 0 and missed seed 1, P2 (the codes learned) missed seed 1 by more"
           + (f", and P3 (P1 with twice the steps) {'met' if red_p3['pass'] else 'missed'}"
@@ -2206,8 +2257,9 @@ display(Markdown("\n".join([
           + "; P1's seed-0 and P2's numbers are in `make_reduced.py`. "
           + _q_summary
           if len(_fit_seeds) < len(seeds) else ". " + _q_summary) if not quick else "")
-    + ("The second attempt's models (random sign draws, a small random start), "
-       "for comparison: " if red_sel else "")
+    + ("The claim's models (the second attempt: random sign draws, a small random "
+       "start): " if red_sel and red_c_rand else
+       "The second attempt's models, for comparison: " if red_sel else "")
     + (f"On unseen graphs the model is right on {_rd('unseen', 'flagged')} of the child "
        f"steps with a visited child and {_rd('unseen', 'rest')} of the others; the "
        f"hand-built construction with the same embeddings scores "
@@ -2233,16 +2285,16 @@ display(Markdown("\n".join([
     "backtrack that picks a random child "
     f"{[round(red_base['told when to backtrack, random child', s_], 3) for s_ in seeds]}"
     " per seed. "
-    + (f"The claim's models ({red_sel}): " if red_sel else "")
-    + f"Exact-move accuracy {[round(red_res[s_]['exact'], 3) for s_ in seeds]} (the "
+    + "The claim's models: "
+    + f"Exact-move accuracy {[round(red_c[s_]['exact'], 3) for s_ in seeds]} (the "
     "loss does not ask for the reference order). Against "
     "the construction, per seed: the previous-token head puts "
-    f"{[round(red_res[s_]['prev_offset1'], 2) for s_ in seeds]} of its weight on the "
+    f"{[round(red_c[s_]['prev_offset1'], 2) for s_ in seeds]} of its weight on the "
     "token just before (construction: 1), the parent head "
-    f"{[round(red_res[s_]['parent_first'], 2) for s_ in seeds]} on the first "
+    f"{[round(red_c[s_]['parent_first'], 2) for s_ in seeds]} on the first "
     "occurrence of the current node, and the flag of an edge to a visited child is "
-    f"{[round(red_res[s_]['flag_visited'], 2) for s_ in seeds]} against "
-    f"{[round(red_res[s_]['flag_fresh'], 2) for s_ in seeds]} for an unvisited one (only "
+    f"{[round(red_c[s_]['flag_visited'], 2) for s_ in seeds]} against "
+    f"{[round(red_c[s_]['flag_fresh'], 2) for s_ in seeds]} for an unvisited one (only "
     "the difference matters: the sign of the learned flag weight `γ` absorbs the "
     "flag's).",
     f"* **Generic transformers.** Exact-move accuracy on unseen graphs: two-layer "
