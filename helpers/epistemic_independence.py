@@ -55,7 +55,7 @@ __all__ = [
     "chapter_eval_sets", "arms_config", "RL_STREAM", "unpaired_steps", "make_eval_sets", "evaluate_judge",
     "policy_gradient", "mixed_share", "relative_max_diff", "paired_bootstrap_diff", "cluster_interval",
     "N_BASE", "P_HIDDEN", "P_ALIGNED", "BASE_CONDITIONS", "N_HIDDEN", "REWARDS_DIFFER_BAR", "uninformed_expected_reward",
-    "pack_answers", "unpack_answers",
+    "pack_answers", "unpack_answers", "ideal_accuracy",
 ]
 
 SUBJECTS = ("sum", "high_count", "ends", "odd_sum")
@@ -263,6 +263,34 @@ def item_margin(batch: Batch) -> np.ndarray:
     opts = np.stack([x[:, o:o + N_DIGITS] for o in option_start(batch.n_options)], 1)
     top = np.sort(_scores(opts, batch.subject), 1)
     return top[:, -1] - top[:, -2]
+
+
+def ideal_accuracy(batch: Batch, n_draws: int = 2000, rng: np.random.Generator | None = None) -> float:
+    """Accuracy on ``batch`` of the best judge that ignores every cue: on each item it answers the option most
+    likely to be best given the digits shown (Monte Carlo over ``n_draws`` completions of the hidden digits, drawn
+    uniformly and kept where the top score does not tie, as :func:`make_batch` draws items); on an item shown in
+    full that is the truth. A judge whose answer does not depend on the cue can expect at most this (up to Monte
+    Carlo error and the items' sampling noise) on any cue condition of these items, so it bounds what such a
+    judge keeps of an aligned cue's lift."""
+    V.instance("batch", batch, Batch)
+    n_draws = V.integer("n_draws", n_draws, min=1)
+    rng = np.random.default_rng(0) if rng is None else V.instance("rng", rng, np.random.Generator)
+    x, k = batch.x.numpy(), batch.n_options
+    q, vis = VOCAB["?"], N_DIGITS - N_HIDDEN
+    starts = option_start(k)
+    right = 0
+    for i in range(len(batch)):
+        opts = np.stack([x[i, o:o + N_DIGITS] for o in starts])  # (k, N_DIGITS)
+        if not (opts == q).any():
+            right += int(_scores(opts[None], batch.subject[i:i + 1])[0].argmax() == batch.truth[i])
+            continue
+        draws = np.broadcast_to(opts, (n_draws, k, N_DIGITS)).copy()
+        draws[:, :, vis:] = rng.integers(0, 10, size=(n_draws, k, N_HIDDEN))
+        sc = _scores(draws, np.full(n_draws, batch.subject[i]))
+        top = np.sort(sc, 1)
+        wins = np.bincount(sc[top[:, -1] != top[:, -2]].argmax(1), minlength=k)
+        right += int(wins.argmax() == batch.truth[i])
+    return right / len(batch)
 
 
 RL_STREAM = 5  # the random stream of the RL arms' training batches

@@ -223,7 +223,8 @@ display(Markdown(
 # follows a misleading cue on close items and resists it on clear ones, with room to improve and something to
 # lose (the paper's LLMs follow some misleading cues, not all).
 #
-# **Label smoothing** ε = 0.4 in pre-training keeps the judge unsure: a fully trained judge answers <!-- paper -->
+# **Label smoothing** ε in pre-training (`label_smoothing` in the config, printed under "Limits" below) keeps
+# the judge unsure: a fully trained judge answers
 # deterministically, its `G` sampled answers agree, and every GRPO group has zero advantage. The default run
 # loads five such judges from a checkpoint made by `data/06_epistemic_independence/make_base.py` (2000 steps
 # each, too long for this run); ten RL seeds share them (seed s trains base judge s mod 5), so a seed-to-seed
@@ -849,6 +850,17 @@ print(f"held-out no-cue items the base gets right and EIT gets wrong: {lost.sum(
 # have to differ, not on the design's power, which the interval's width says); the base judges follow
 # some misleading cues and not all (over all items) and solve the task without a cue (on the items shown in
 # full), recorded above with the bars registered in the base's config before it was trained.
+#
+# Two conditions were **added at review, after the runs had been read**, and are marked so in the record. On
+# the items with hidden digits the truth is not in the prompt, so a judge whose answer does not depend on the
+# cue scores on the aligned cell at most what the best cue-ignoring judge scores (`ei.ideal_accuracy`: the
+# likeliest best option given the digits shown, by Monte Carlo over the hidden ones). The base's aligned
+# accuracy includes what following a right cue adds. If it exceeds that ceiling by more than
+# `aligned_preserved`'s tolerance, that claim cannot hold for any judge that has learned the cue says nothing,
+# the very judge EIT aims at (`aligned_attainable`); if it exceeds it by the shortcut claim's bar or more, every
+# such judge "loses aligned accuracy" as `shortcut_of_adversarial_only` asks, shortcut or not
+# (`shortcut_distinguishable`). Either way the claim would read our setting, not the paper's finding: it is
+# inconclusive where its condition fails.
 
 
 # %%
@@ -880,6 +892,27 @@ cond["rewards_differ"] = rec.condition(
     "GRPO advantages differ in a share of EIT's groups",
     unit="share of GRPO groups whose EIT and accuracy advantages differ, mean over "
     "the EIT run's steps (bar set in ei.arms_config before any RL run)")
+# Added at review, after the runs had been read: how much of a base judge's aligned
+# accuracy a judge that ignores the cue can reach at all. On items with hidden digits
+# the truth is not in the prompt, so such a judge scores at most ei.ideal_accuracy
+# (the best answer given the shown digits) on the aligned cell.
+IDEAL_AL = ei.ideal_accuracy(eval_sets[TR, "bandwagon", "aligned"],
+                             rng=repro.rng(seed, 60))
+lift_left = [round(acc(ev_bases[BASE_OF[s]], "aligned") - IDEAL_AL, 4) for s in SEEDS]
+REVIEW = ("added at review, after the runs were read: a claim that no judge ignoring "
+          "the cue could hold (or that every such judge holds) cannot test the paper")
+cond["aligned_attainable"] = rec.condition(
+    "aligned_attainable", lift_left, "<=", 0.02, note=REVIEW,
+    statement="a judge that ignores the cue can keep the seed's base aligned accuracy "
+    "(within aligned_preserved's tolerance 0.02)",
+    unit="base aligned bandwagon accuracy − the best cue-ignoring judge's accuracy on "
+    "the same items (ei.ideal_accuracy)")
+cond["shortcut_distinguishable"] = rec.condition(
+    "shortcut_distinguishable", lift_left, "<", 0.05, note=REVIEW,
+    statement="a judge that merely ignores the cue does not already lose the 0.05 of "
+    "aligned accuracy that shortcut_of_adversarial_only asks for",
+    unit="base aligned bandwagon accuracy − the best cue-ignoring judge's accuracy on "
+    "the same items (ei.ideal_accuracy)")
 
 
 # %% tags=["hide-input"]
@@ -970,7 +1003,7 @@ record([  # id, statement, paper, measured, op, target, unit, baseline, given
     ("aligned_preserved", "EIT keeps accuracy when the cue is right", "preserved",
      diff(eit_al, base_al), ">=", -0.02, "accuracy, EIT − base (aligned cue)",
      base_al,
-     (*E, "base_competent")),
+     (*E, "base_competent", "aligned_attainable")),
     ("no_forgetting_heldout", "EIT does not lose no-cue accuracy on subjects it was "
      "not trained on", "generalizes to held-out MMLU-Pro subjects",
      diff(ho_none["EIT"], ho_none["base"]), ">=", -0.02,
@@ -985,7 +1018,8 @@ record([  # id, statement, paper, measured, op, target, unit, baseline, given
     ("shortcut_of_adversarial_only", "RL on adversarial-only cues learns to contradict "
      "the cue and loses aligned-cue accuracy", "the motivation for balanced data",
      diff(adv_al, base_al), "<", -0.05,
-     "aligned accuracy, adversarial-only arm − base", base_al, ("plateau_adv_only",)),
+     "aligned accuracy, adversarial-only arm − base", base_al,
+     ("plateau_adv_only", "shortcut_distinguishable")),
     ("balanced_beats_adversarial_only", "Balanced EIT keeps more aligned-cue accuracy "
      "than RL on adversarial-only cues", "the motivation for balanced data",
      diff(eit_al, adv_al), ">", 0.0, "aligned accuracy, EIT − adversarial-only arm",
@@ -1061,6 +1095,8 @@ net_m, net_lo, net_hi = ei.cluster_interval(
     [(x[0] + 2 * y[0]) / 3 for x, y in zip(cmp["aligned"][0], cmp["adversarial"][0])],
     [BASE_OF[s] for s in SEEDS])
 n_b = len(set(BASE_OF.values()))
+anti_sig, eit_sig = ([acc(evals[a, s], "aligned") - acc(evals[a, s], "none")
+                      for s in SEEDS] for a in ("RL acc, adversarial-only", "EIT"))
 
 
 def excl(name):  # does the interval over the base judges exclude zero, and how
@@ -1134,6 +1170,10 @@ txt = [
     "comparison is void by construction (`eit_equals_accuracy_two_options`).",
     "* **Against the base.** "
     + says("adv_accuracy_gain", fmt(diff(eit_adv, base_adv)))
+    + f" (mean {mean(diff(eit_adv, base_adv)):+.3f}; the accuracy reward on the same "
+    f"balanced data gains {mean(diff(acc_adv, base_adv)):+.3f}: this gain is RL on "
+    "balanced data, which both arms share, and the part due to EIT's reward is "
+    "`eit_vs_accuracy_reward` above)"
     + "; " + says("aligned_preserved", fmt(diff(eit_al, base_al)))
     + f". The base's aligned accuracy ({mean(base_al):.3f}) is its no-cue accuracy "
     f"({mean_acc('base', 'none'):.3f}) plus what following a right cue adds; EIT keeps "
@@ -1149,6 +1189,13 @@ txt = [
        < abs(mean(eit_al) - mean_acc('EIT', 'none')
              - mean(base_al) + mean_acc('base', 'none'))
        else "most of the aligned loss is lost task skill")
+    + f". A judge that ignores the cue can expect at most {IDEAL_AL:.3f} on these aligned "
+    f"items (`ei.ideal_accuracy`: the truth is not in the prompt where digits are "
+    f"hidden), {mean(base_al) - IDEAL_AL:+.3f} below the base: "
+    + ("no such judge can meet `aligned_preserved`'s bar here, so the claim reads our "
+       "setting's hidden digits, not the paper's finding" if min(lift_left) > 0.02
+       else "the bar is within reach of a judge that ignores the cue")
+    + f" (`aligned_attainable` {CONDV['aligned_attainable']}, added at review)"
     + f" (the one-seed diagnostic, EIT − base at seed {seed}: {diag_tradeoff()})"
     + "; on held-out subjects "
     + says("ood_subject_transfer", fmt(diff(per_seed("EIT", "adversarial", split=HO),
@@ -1159,7 +1206,14 @@ txt = [
     f"{mean_acc('SFT-debias', 'none'):.2f} "
     "(mean of seeds); RL on adversarial-only cues: aligned "
     f"{mean_acc('RL acc, adversarial-only', 'aligned'):.2f} "
-    f"(`shortcut_of_adversarial_only` {VERD['shortcut_of_adversarial_only']}).",
+    f"(`shortcut_of_adversarial_only` {VERD['shortcut_of_adversarial_only']}, given "
+    f"`shortcut_distinguishable` {CONDV['shortcut_distinguishable']}: EIT, which does "
+    f"not contradict the cue, loses {mean(diff(eit_al, base_al)):+.3f} against the "
+    "base on the same cell). The shortcut's own signature, aligned accuracy below "
+    "the judge's no-cue accuracy (a judge that contradicts the cue does worse when the "
+    f"cue is right than with no cue): adversarial-only arm {span(anti_sig, '+.3f')} "
+    f"over the seeds ({sum(x < -0.05 for x in anti_sig)} of {len(SEEDS)} below "
+    f"−0.05), EIT {span(eit_sig, '+.3f')}.",
     f"* **Forgetting on held-out subjects** (learning rate {rl_lr:g}, a third of the "
     f"first attempt's; {n_replay} of the {rl_batch} prompts of each RL batch uncued "
     f"items; β = {beta:g}): "

@@ -685,3 +685,24 @@ def test_pack_answers_roundtrip():
         ei.unpack_answers(p.astype(np.int64), 3)
     with pytest.raises(TypeError):
         ei.pack_answers(np.array([0.0, 1.0]))
+
+
+def test_ideal_accuracy():
+    shown = ei.make_batch(rng(40), 300, n_options=3)
+    assert ei.ideal_accuracy(shown, 10) == 1.0  # every digit shown: the truth
+    hid = ei.make_batch(rng(40), 300, n_options=3, p_hidden=1.0)
+    a = ei.ideal_accuracy(hid, 500, rng(1))
+    assert 1 / 3 < a < 1.0  # the truth is not in the prompt, but the shown digits tell a lot
+    # the ideal judge beats answering the option with the best shown digits' score (it knows the prior)
+    x = hid.x.numpy()
+    vis = ei.N_DIGITS - ei.N_HIDDEN
+    head = np.stack([x[:, o:o + vis] for o in ei.option_start(3)], 1)
+    naive = (ei._scores(head, hid.subject).argmax(1) == hid.truth).mean()
+    assert a >= naive - 0.03
+    # the cue is ignored: moving it changes nothing
+    moved = ei.make_batch(rng(40), 300, n_options=3, p_hidden=1.0, p_aligned=0.0)
+    assert ei.ideal_accuracy(moved, 500, rng(1)) == a
+    with pytest.raises(TypeError):
+        ei.ideal_accuracy("items")
+    with pytest.raises(ValueError):
+        ei.ideal_accuracy(hid, 0)
