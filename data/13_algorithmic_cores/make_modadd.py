@@ -78,6 +78,19 @@ B. **One cure probe**, registered here: AdamW with weight decay only on the weig
    pass it becomes the mod-add config (a deviation from the paper, which decays all parameters) and the
    checkpoint is assembled from the cached seeds; if the run no longer generalises, that is recorded too. The
    outcome goes into ``modadd_probes.json`` (``round_6``).
+
+Outcome of round 6. A: over its 6000 steps the instrumented run has no collapse onset past the bar (largest drop
+after grokking 0.047; seed 0 of the base run first crosses it later), so the registered reading is inconclusive;
+the spikes below the bar are read in the notebook as exploratory. B: seed 0 failed (drop 0.348 at step 2520,
+grokking at 1080), so seeds 1 and 2 were not run and the config is unchanged (``round_6`` in
+``modadd_probes.json``).
+
+Round 6 addendum, written down after reading the outcome above and before running these: (A') the registered
+reading of A needs collapse onsets, so the instrumented run is repeated over the base run's whole length (11000
+steps, ``--mechanism``: the same rule, unchanged; it replaces the 6000-step record); (A'') exploratory, no
+verdict: the failed cure setting instrumented over its first 3000 steps (``--mechanism --probe '{"decay":
+"matrices"}' --mechanism-steps 3000``, into ``collapse_mechanism_matrices.json``): which tensors' relative steps
+move before its collapse at step 2520.
 """
 
 from __future__ import annotations
@@ -226,10 +239,10 @@ def run_mechanism(cfg: dict, seed: int = 0, steps: int = MECHANISM_STEPS) -> dic
 
         def on_eval(step: int, row: dict) -> None:
             out["step"].append(step)
-            out["margin"].append(round(ac.min_logit_margin(model, tr), 4))
+            out["margin"].append(round(ac.min_logit_margin(model, tr), 3))
             for g in MECHANISM_TENSORS:
-                out[f"rms_{g}"].append(float(f"{ac.tensor_rms(prev[g]):.4g}"))
-                out[f"rel_{g}"].append(float(f"{sum(acc[g]) / len(acc[g]):.4g}"))
+                out[f"rms_{g}"].append(float(f"{ac.tensor_rms(prev[g]):.3g}"))
+                out[f"rel_{g}"].append(float(f"{sum(acc[g]) / len(acc[g]):.3g}"))
                 acc[g].clear()
             if step % 500 == 0:
                 print(f"mechanism seed {seed} step {step}: train {row['train_acc']:.3f} test {row['test_acc']:.3f} "
@@ -267,18 +280,22 @@ def cached_seed(args: tuple[dict, int, str | None, str], abort: bool = False) ->
 
 
 def make_modadd(cfg: dict, out: Path | None, jobs: int = 1, name: str = "modadd", cache: str | None = None,
-                only: int | None = None, probe: dict | None = None, mechanism: bool = False) -> Path | list:
+                only: int | None = None, probe: dict | None = None, mechanism: bool = False,
+                mechanism_steps: int | None = None) -> Path | list:
     t0 = time.time()
-    if mechanism:  # round 6, step A: measurements into collapse_mechanism.json (no checkpoint)
-        path = (Path(out) if out is not None else checkpoints.data_dir()) / SLUG / "collapse_mechanism.json"
-        steps = min(MECHANISM_STEPS, cfg["steps"])
+    if mechanism:  # round 6, step A: measurements into collapse_mechanism*.json (no checkpoint)
+        if probe:
+            cfg = {**cfg, **probe}
+        fname = "collapse_mechanism" + "".join(f"_{v}" for v in (probe or {}).values()) + ".json"
+        path = (Path(out) if out is not None else checkpoints.data_dir()) / SLUG / fname
+        steps = min(mechanism_steps or cfg["steps"], cfg["steps"])
         rec = run_mechanism(cfg, seed=cfg["seeds"][0], steps=steps)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(rec, separators=(",", ":")) + "\n")
         print(f"wrote {path} ({path.stat().st_size} bytes, {rec['seconds']} s)", flush=True)
         return [path]
-    if probe:  # a probe of an optimizer setting: config keys overridden, aborted once no_collapse failed
-        if only is None:
+    if probe and not mechanism:  # a probe of an optimizer setting: config keys overridden, aborted once
+        if only is None:  # no_collapse failed
             raise ValueError("--probe needs --only SEED (and --cache)")
         cfg = {**cfg, **probe}
     if only is not None:  # one seed into the cache, no checkpoint (one seed per job; assemble later)
@@ -330,10 +347,14 @@ def main(argv: list[str] | None = None) -> list[Path]:
                              "no_collapse has failed")
         ap.add_argument("--mechanism", action="store_true",
                         help="round 6 step A: log the collapse mechanism at the first seed into "
-                             "collapse_mechanism.json (no checkpoint)")
+                             "collapse_mechanism.json (no checkpoint; with --probe: its setting, into "
+                             "collapse_mechanism_<values>.json)")
+        ap.add_argument("--mechanism-steps", type=int, default=None,
+                        help="steps of the --mechanism run (default: the config's)")
 
     return scripts.script_main(lambda cfg, out, args: make_modadd(cfg, out, args.jobs, args.name, args.cache,
-                                                                  args.only, args.probe, args.mechanism),
+                                                                  args.only, args.probe, args.mechanism,
+                                                                  args.mechanism_steps),
                                config=ac.checkpoint_config, tiny=tiny, names=NAMES, options=options, doc=__doc__,
                                argv=argv)
 
