@@ -78,7 +78,7 @@ G = 8  # answers sampled per prompt
 rl_lr = 3e-4  # a third of the first attempt's (from its one-seed forgetting ablation)
 beta = 0.02  # weight of the KL penalty to the base judge (every RL arm)
 eval_n = 2000  # items per evaluation cell
-quick_pre_steps = 150  # quick mode only: live pre-training of the stand-ins
+quick_pre_steps = 100  # quick mode only: live pre-training of the stand-ins
 
 # %% tags=["hide-input"]
 import copy
