@@ -793,6 +793,30 @@ def level_before(steps: Sequence[int], values: Sequence[float], at: int, window:
     return float(np.median(vals[sel]))
 
 
+def onset_levels(steps: Sequence[int], values: Sequence[float], onsets: Sequence[int], start: int,
+                 window: int = 100, factor: float = 2.0) -> dict:
+    """Does each event start when a series has risen to a level? ``levels``: the series' level just before each
+    onset (:func:`level_before`); ``median``: its median over the logged steps from ``start`` on; ``above``:
+    every level above that median; ``spread``: the largest level over the smallest; ``supports``: ``above`` and
+    ``spread <= factor`` (False without onsets: nothing to read)."""
+    steps_a = np.asarray([V.integer(f"steps[{i}]", x) for i, x in enumerate(V.sequence("steps", steps))])
+    vals = np.asarray(V.sequence("values", values), dtype=float)
+    if len(vals) != len(steps_a):
+        raise ValueError(f"values must have one value per step ({len(steps_a)}), got {len(vals)}")
+    start, factor = V.integer("start", start), V.positive("factor", factor)
+    if factor < 1:
+        raise ValueError(f"factor must be >= 1, got {factor}")
+    tail = vals[steps_a >= start]
+    if len(tail) == 0:
+        raise ValueError(f"no logged step at or after start = {start}")
+    levels = [level_before(steps_a.tolist(), vals, int(o), window) for o in V.sequence("onsets", onsets)]
+    med = float(np.median(tail))
+    above = bool(levels) and all(x > med for x in levels)
+    spread = float(max(levels) / min(levels)) if levels and min(levels) > 0 else float("nan")
+    return dict(levels=levels, median=med, above=above, spread=spread,
+                supports=bool(above and spread <= factor))
+
+
 def _acc(model: nn.Module, rows: torch.Tensor) -> float:
     with torch.no_grad():
         return (model(rows[:, :2])[:, -1].argmax(-1) == rows[:, 2]).float().mean().item()

@@ -675,3 +675,122 @@ def test_train_modadd_stop_all_waits_for_every_criterion():
     assert log["step"][-1] == 5  # the first criterion met stops
     with pytest.raises(TypeError, match="stop_all"):
         ac.train_modadd(ac.modadd_model(p, 8), tr, te, 5, lr=1e-2, wd=0.0, stop_all=1)
+
+
+# --- round 6 of issue #71: weight decay groups and the collapse-mechanism instrumentation ---
+
+
+def test_decay_groups_matrices_only():
+    torch.manual_seed(0)
+    m = ac.modadd_model(7, 16, 4)
+    groups = ac.decay_groups(m, 1.0, "matrices")
+    names = {id(q): n for n, q in m.named_parameters()}
+    on = {names[id(q)] for q in groups[0]["params"]}
+    off = {names[id(q)] for q in groups[1]["params"]}
+    assert groups[0]["weight_decay"] == 1.0 and groups[1]["weight_decay"] == 0.0
+    assert "head.weight" in on and "blocks.0.attn.qkv.weight" in on
+    assert {"tok.weight", "pos_emb.weight", "ln_f.weight", "blocks.0.ln1.weight", "head.weight"} - on == {
+        "tok.weight", "pos_emb.weight", "ln_f.weight", "blocks.0.ln1.weight"}
+    assert all(not n.endswith("bias") for n in on) and "tok.weight" in off
+    assert len(on) + len(off) == len(list(m.parameters()))
+    (g,) = ac.decay_groups(m, 0.5, "all")
+    assert g["weight_decay"] == 0.5 and len(g["params"]) == len(list(m.parameters()))
+    with pytest.raises(ValueError):
+        ac.decay_groups(m, 1.0, "embeddings")
+    with pytest.raises(ValueError):
+        ac.decay_groups(m, -1.0)
+
+
+def test_train_modadd_decay_matrices_keeps_gains():
+    p = 7
+    tr, te = (torch.tensor(a) for a in ac.modadd_split(p, 0.5, seed=0))
+    torch.manual_seed(0)
+    m = ac.modadd_model(p, 16, 4)
+    ln0 = m.ln_f.weight.detach().clone()
+    ac.train_modadd(m, tr, te, 5, lr=1e-3, wd=1.0, decay="matrices")
+    torch.manual_seed(0)
+    m2 = ac.modadd_model(p, 16, 4)
+    ac.train_modadd(m2, tr, te, 5, lr=1e-3, wd=1.0, decay="all")
+    # the same gradients' steps, but only "all" decays the gains: they differ
+    assert not torch.allclose(m.ln_f.weight, m2.ln_f.weight)
+    assert ln0.shape == m.ln_f.weight.shape
+    with pytest.raises(ValueError):
+        ac.train_modadd(m, tr, te, 1, lr=1e-3, wd=1.0, decay="some")
+
+
+def test_decay_matrices_no_decay_on_gains_without_gradient():
+    # a parameter group with weight_decay 0 and zero gradient does not move; with decay it shrinks
+    torch.manual_seed(0)
+    m = ac.modadd_model(7, 16, 4)
+    for decay, moved in (("matrices", False), ("all", True)):
+        mm = ac.modadd_model(7, 16, 4)
+        mm.load_state_dict(m.state_dict())
+        opt = torch.optim.AdamW(ac.decay_groups(mm, 1.0, decay), lr=0.1)
+        for q in mm.parameters():
+            q.grad = torch.zeros_like(q)
+        opt.step()
+        assert torch.equal(mm.tok.weight, m.tok.weight) != moved
+        assert not torch.equal(mm.head.weight, m.head.weight)
+
+
+def test_tensor_rms_and_relative_step():
+    t = torch.full((2, 3), 2.0)
+    assert ac.tensor_rms(t) == pytest.approx(2.0)
+    assert ac.relative_step(t, 1.1 * t) == pytest.approx(0.1)
+    assert ac.relative_step(t, t) == 0.0
+    with pytest.raises(ValueError):
+        ac.relative_step(torch.zeros(3), torch.ones(3))
+    with pytest.raises(ValueError):
+        ac.relative_step(t, torch.ones(3))
+    with pytest.raises(TypeError):
+        ac.tensor_rms([1.0, 2.0])
+    with pytest.raises(ValueError):
+        ac.tensor_rms(torch.zeros(0))
+
+
+def test_min_logit_margin():
+    class Fixed(torch.nn.Module):
+        def forward(self, x):
+            out = torch.zeros(len(x), 2, 3)
+            out[:, -1] = torch.tensor([2.0, 0.5, -1.0])
+            return out
+
+    rows = torch.tensor([[0, 0, 0], [1, 1, 0]])
+    assert ac.min_logit_margin(Fixed(), rows) == pytest.approx(1.5)
+    assert ac.min_logit_margin(Fixed(), torch.tensor([[0, 0, 0], [0, 0, 1]])) == pytest.approx(-1.5)
+    with pytest.raises(ValueError):
+        ac.min_logit_margin(Fixed(), torch.tensor([[0, 0]]))
+    with pytest.raises(TypeError):
+        ac.min_logit_margin("model", rows)
+
+
+def test_collapse_onsets_and_level_before():
+    steps = list(range(10, 310, 10))
+    assert ac.collapse_onsets(steps, [50, 60, 70, 250, 260], gap=100) == [50, 250]
+    assert ac.collapse_onsets(steps, []) == []
+    with pytest.raises(ValueError):
+        ac.collapse_onsets(steps, [55])
+    with pytest.raises(ValueError):
+        ac.collapse_onsets(steps, [60, 50])
+    vals = [float(s) for s in steps]
+    assert ac.level_before(steps, vals, 100, window=30) == pytest.approx(80.0)
+    with pytest.raises(ValueError):
+        ac.level_before(steps, vals, 5)
+    with pytest.raises(ValueError):
+        ac.level_before(steps, vals[:-1], 100)
+
+
+def test_onset_levels():
+    steps = list(range(10, 1010, 10))
+    vals = [1.0 + (s % 300) / 100 for s in steps]  # a sawtooth: rises to ~4, falls back to 1
+    r = ac.onset_levels(steps, vals, [300, 600, 900], start=0, window=50)
+    assert r["above"] and r["supports"] and r["spread"] < 1.1
+    r = ac.onset_levels(steps, vals, [150, 600], start=0, window=50)  # one onset at a low level
+    assert not r["above"] and not r["supports"]
+    assert not ac.onset_levels(steps, vals, [], start=0)["supports"]
+    with pytest.raises(ValueError):
+        ac.onset_levels(steps, vals, [300], start=2000)
+    with pytest.raises(ValueError):
+        ac.onset_levels(steps, vals, [300], start=0, factor=0.5)
+    with pytest.raises(ValueError):
+        ac.onset_levels(steps, vals[:-1], [300], start=0)

@@ -290,6 +290,9 @@ def make_modadd(cfg: dict, out: Path | None, jobs: int = 1, name: str = "modadd"
         path = (Path(out) if out is not None else checkpoints.data_dir()) / SLUG / fname
         steps = min(mechanism_steps or cfg["steps"], cfg["steps"])
         rec = run_mechanism(cfg, seed=cfg["seeds"][0], steps=steps)
+        st = rec["log"]["step"]  # the logged steps as a range (smaller file): every eval_every, and the last
+        if st == list(range(st[0], st[-1] + 1, cfg["eval_every"])):
+            rec["log"]["step"] = {"first": st[0], "last": st[-1], "every": cfg["eval_every"]}
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(rec, separators=(",", ":")) + "\n")
         print(f"wrote {path} ({path.stat().st_size} bytes, {rec['seconds']} s)", flush=True)
