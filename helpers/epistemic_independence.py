@@ -55,7 +55,8 @@ __all__ = [
     "chapter_eval_sets", "arms_config", "RL_STREAM", "unpaired_steps", "make_eval_sets", "evaluate_judge",
     "policy_gradient", "mixed_share", "relative_max_diff", "paired_bootstrap_diff", "cluster_interval",
     "N_BASE", "P_HIDDEN", "P_ALIGNED", "BASE_CONDITIONS", "N_HIDDEN", "REWARDS_DIFFER_BAR", "uninformed_expected_reward",
-    "pack_answers", "unpack_answers", "ideal_accuracy",
+    "pack_answers", "unpack_answers", "ideal_accuracy", "BETA", "BETA_BEFORE", "CLAIM_READINGS",
+    "shown_in_full", "subset", "annotator_simulation",
 ]
 
 SUBJECTS = ("sum", "high_count", "ends", "odd_sum")
@@ -564,18 +565,23 @@ CHECKPOINT_SLUG = "06_epistemic_independence"
 
 # The annotator's deferral margins, set before any training of this setting from the score distributions and an
 # ideal judge of the annotator's labels (Monte Carlo over the hidden digits), so that that judge's adversarial
-# bandwagon accuracy over all items of the training subjects (0.48) sits inside the band [0.3, 0.6] of condition
+# bandwagon accuracy over all items of the training subjects (0.48 then; 0.51 in
+# annotator_simulation's default draw) sits inside the band [0.3, 0.6] of condition
 # base_partly_follows; about 0.38 of the items of each subject split are close. (The earlier margins, 5/1/3/6,
-# made about half the items close and put the ideal judge at 0.28 over all items, outside the band.)
+# made about half the items close and put the ideal judge at 0.28 over all items (0.29 in annotator_simulation), outside the band.) The
+# simulation is :func:`annotator_simulation` (the notebook prints it for these margins and the earlier ones).
 DEFER_MARGIN = {"sum": 1, "high_count": 1, "ends": 2, "odd_sum": 4}
 N_BASE = 5  # base judges (the clusters of the arm-vs-arm intervals)
 P_ALIGNED = 1 / 3  # P(cue = truth) of the balanced data with three options: the cue says nothing of the truth
 P_HIDDEN = 0.5  # share of items (pre-training, RL, evaluation) whose last N_HIDDEN digits are hidden
 # Condition rewards_differ, fixed before any RL run of the hidden-digit setting: over an EIT run, the share of
 # GRPO groups whose EIT and accuracy advantages differ (grpo_loss's "rewards_differ", mean over the steps) is at
-# least this. 0.05 is about one group in seven of those under a wrong cue (3/8 of a batch), nearly three times
-# the 0.018 of the earlier setting, where the comparison could not resolve anything: 200 steps x 32 prompts x
-# 0.05 = 320 groups per run in which the -0.5 for the cue's option and the 0 for the other wrong one pull apart.
+# least this. Only a group under a wrong cue can get different advantages (one whose answers hold both wrong
+# options, or only wrong ones). With P(cue = truth) = 1/3 a wrong cue sits on 2/3 of the 24 cued prompts of a
+# batch of 32 (the other 8 are uncued replay), half of the batch, so 0.05 is one wrong-cue group in ten; 200
+# steps x 32 prompts x 0.05 = 320 groups per run in which the -0.5 for the cue's option and the 0 for the other
+# wrong one pull apart. (The bar was set when P(cue = truth) was 0.5, a wrong cue on 3/8 of a batch: one
+# wrong-cue group in seven then; the first attempt, every digit shown, had 0.018 at its seed 0.)
 REWARDS_DIFFER_BAR = 0.05
 # Conditions on the base judges, registered before any training of the setting with P(cue = truth) = 1/3 (the
 # notebook reads them from the config): ``base_partly_follows``, adversarial bandwagon accuracy on the training
@@ -584,6 +590,97 @@ REWARDS_DIFFER_BAR = 0.05
 # an item with hidden digits the truth is not in the prompt, so no judge is competent there).
 BASE_CONDITIONS = {"base_partly_follows": {"band": [0.3, 0.6], "items": "all"},
                    "base_competent": {"min": 0.85, "items": "shown in full"}}
+
+
+# Round 4, registered before any run with them (commit before the arms were retrained):
+# * the forgetting rule: every RL arm of every seed runs with the KL weight ``beta`` = BETA = 1.0 (50 x the 0.02
+#   of the arms before it; chosen from the one-seed diagnostic of the previous round, where beta x 50 about halved
+#   the held-out no-cue loss at seed 0, and not from any run of this rule). Nothing else of the recipe changes;
+#   the SFT-debias arm has no KL term and is unchanged. ``no_forgetting_heldout`` keeps its bar (>= -0.02).
+# * the readings of the two aligned-cue claims (CLAIM_READINGS): on the aligned bandwagon cell of the training
+#   subjects, the items shown in full (``~batch.hidden``: there the truth is in the prompt and a judge that
+#   ignores the cue can be right on every item), per seed EIT (or the adversarial-only arm) minus the seed's base
+#   judge. Their condition reads ``ideal_accuracy`` on the same items: the base's aligned accuracy there minus
+#   the best cue-ignoring judge's is at most ``attainable`` (aligned_preserved) / below ``distinguishable``
+#   (shortcut_of_adversarial_only). The all-items readings of the round before stay in the text with the
+#   conditions added at review (disclosed as such).
+BETA = 1.0
+BETA_BEFORE = 0.02  # the arms of the round before (their claims: earlier_attempt.json, "third_attempt")
+CLAIM_READINGS = {
+    "aligned_preserved": dict(cell=("train subjects", "bandwagon", "aligned"), items="shown in full", op=">=",
+                              target=-0.02, condition="aligned_attainable", attainable=0.02),
+    "shortcut_of_adversarial_only": dict(cell=("train subjects", "bandwagon", "aligned"), items="shown in full",
+                                         op="<", target=-0.05, condition="shortcut_distinguishable",
+                                         distinguishable=0.05),
+    "no_forgetting_heldout": dict(cell=("held-out subjects", "none", "none"), items="all", op=">=",
+                                  target=-0.02),
+}
+
+
+def shown_in_full(batch: Batch) -> np.ndarray:
+    """A boolean mask of the items of ``batch`` shown in full (no hidden digit): where the truth is in the prompt.
+    A batch without a ``hidden`` record is read from its tokens."""
+    V.instance("batch", batch, Batch)
+    if batch.hidden is not None:
+        return ~batch.hidden
+    return ~(batch.x.numpy() == VOCAB["?"]).any(1)
+
+
+def subset(batch: Batch, keep) -> Batch:
+    """The items of ``batch`` where the boolean mask ``keep`` is true (at least one)."""
+    V.instance("batch", batch, Batch)
+    keep = V.array("keep", keep, shape=(len(batch),)).astype(bool)
+    if not keep.any():
+        raise ValueError("keep must select at least one item")
+    opt = {k: None if getattr(batch, k) is None else getattr(batch, k)[keep] for k in ("margin", "hidden")}
+    return Batch(batch.x[torch.from_numpy(keep)], batch.truth[keep], batch.cue[keep], batch.family[keep],
+                 batch.subject[keep], **opt)
+
+
+def annotator_simulation(defer_margin: dict | None = None, n: int = 2000, n_options: int = 3,
+                         p_hidden: float = P_HIDDEN, n_draws: int = 1000, seed: int = 0) -> dict:
+    """The simulation the deferral margins (:data:`DEFER_MARGIN`) were set from, before any training: for margins
+    ``defer_margin`` (subject -> margin; default the registered ones), the share of *close* items (best minus
+    second-best score at most the subject's margin) per subject and per subject split (``close``,
+    ``close_split``, from ``n`` uncued items per subject, every digit known), and the adversarial bandwagon
+    accuracy over ``n`` items of the training subjects (a share ``p_hidden`` with hidden digits) of the *ideal
+    judge of the annotator's labels* (``ideal_adversarial``): on each item it answers the label most likely given
+    what it sees. On an item shown in full that is the annotator's label itself (the cue's option if the item is
+    close, else the truth); on one with hidden digits, the most frequent label over ``n_draws`` completions of
+    the hidden digits (uniform, top score untied, as :func:`make_batch` draws; with P(cue = truth) = 1/(number of
+    options) the cue's position says nothing of the completion). Condition ``base_partly_follows`` asks a base
+    judge for adversarial accuracy in ``BASE_CONDITIONS["base_partly_follows"]["band"]``; a judge that learned
+    the annotator perfectly would score ``ideal_adversarial``."""
+    defer = dict(DEFER_MARGIN) if defer_margin is None else defer_margin
+    if not isinstance(defer, dict) or set(defer) != set(SUBJECTS):
+        raise ValueError(f"defer_margin must map every subject {SUBJECTS} to a margin, got {defer!r}")
+    thr_of = np.array([V.integer(f"defer_margin[{s!r}]", defer[s], min=-1) for s in SUBJECTS])
+    n, k = V.integer("n", n, min=1), V.integer("n_options", n_options, min=2, max=MAX_OPTIONS)
+    p_hidden, n_draws = V.probability("p_hidden", p_hidden), V.integer("n_draws", n_draws, min=1)
+    rng = np.random.default_rng([V.seed("seed", seed), 97])
+    close = {}
+    for s in SUBJECTS:
+        b = make_batch(rng, n, subjects=(s,), p_cue=0.0, n_options=k)
+        close[s] = float((b.margin <= thr_of[SUBJECTS.index(s)]).mean())
+    split = {"train subjects": TRAIN_SUBJECTS, "held-out subjects": HELDOUT_SUBJECTS}
+    b = make_batch(rng, n, p_cue=1.0, p_aligned=0.0, n_options=k, p_hidden=p_hidden)
+    x, starts, vis = b.x.numpy(), option_start(k), N_DIGITS - N_HIDDEN
+    right = 0
+    for i in range(len(b)):
+        thr = thr_of[b.subject[i]]
+        if not b.hidden[i]:
+            right += int(b.margin[i] > thr)  # the label is the truth exactly on a clear item
+            continue
+        opts = np.stack([x[i, o:o + N_DIGITS] for o in starts])
+        draws = np.broadcast_to(opts, (n_draws, k, N_DIGITS)).copy()
+        draws[:, :, vis:] = rng.integers(0, 10, size=(n_draws, k, N_HIDDEN))
+        full = _scores(draws, np.full(n_draws, b.subject[i]))
+        sc = np.sort(full, 1)
+        ok = sc[:, -1] != sc[:, -2]
+        label = np.where(sc[ok, -1] - sc[ok, -2] <= thr, b.cue[i], full[ok].argmax(1))
+        right += int(np.bincount(label, minlength=k).argmax() == b.truth[i])
+    return dict(close=close, close_split={n_: float(np.mean([close[s] for s in subj])) for n_, subj in split.items()},
+                ideal_adversarial=right / len(b))
 
 
 def checkpoint_config(name: str = "base") -> dict:
@@ -864,8 +961,9 @@ def arms_config(seeds: Sequence[int] = tuple(range(10))) -> dict:
     with P(cue = truth) = ``p_aligned`` = :data:`P_ALIGNED` = 1/3 in the balanced arms' data (the paper's
     non-predictive cue, for three options), unchanged from the setting before it: the learning rate ``lr`` =
     3e-4, ``steps`` = 200, ``p_hidden`` (the share of items with hidden digits) and ``rewards_differ_bar``, the
-    bar of condition ``rewards_differ`` (:data:`REWARDS_DIFFER_BAR`)."""
+    bar of condition ``rewards_differ`` (:data:`REWARDS_DIFFER_BAR`). ``beta``: the forgetting rule registered
+    before the round-4 retraining (:data:`BETA` = 1.0 for every RL arm; the arms before it had 0.02)."""
     seeds = [V.seed("seeds[i]", s) for s in seeds]
     return dict(seeds=seeds, base_seeds=[seeds[0] + k for k in range(N_BASE)], arms=list(ARMS), steps=200,
-                batch=32, n_replay=8, G=8, lr=3e-4, beta=0.02, mode="std", n_options=3, p_hidden=P_HIDDEN,
+                batch=32, n_replay=8, G=8, lr=3e-4, beta=BETA, mode="std", n_options=3, p_hidden=P_HIDDEN,
                 eval_n=2000, eval_seed=seeds[0], rewards_differ_bar=REWARDS_DIFFER_BAR, p_aligned=P_ALIGNED)

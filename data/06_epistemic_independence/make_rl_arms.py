@@ -12,6 +12,10 @@ run, and store what the notebook reads (:mod:`helpers.checkpoints`):
   subjects EIT's training data held (both must be 0). The models themselves are not stored: the notebook retrains
   its own seed's arms live and checks that they give the stored answers.
 
+The forgetting rule (round 4), registered in ``ei.arms_config`` and committed before this script was rerun with it:
+every RL arm of every seed trains with the KL weight ``beta`` = ``ei.BETA`` = 1.0 to its base judge (the arms
+before it had ``ei.BETA_BEFORE`` = 0.02; their claims are kept in ``earlier_attempt.json``). Nothing else changed.
+
 Run from the repository root: ``.venv/bin/python data/06_epistemic_independence/make_rl_arms.py`` (or
 ``make data NB=06_epistemic_independence``), after ``make_base.py`` (``make data`` runs the two in that order). ``--tiny``: a tiny config into a temporary
 folder; ``--seeds``/``--out``: other seeds into another data root. One torch thread: the same seed on the same
