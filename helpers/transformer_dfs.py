@@ -1671,6 +1671,7 @@ CHECKPOINT_SLUG = "12_transformer_dfs"
 CHECKPOINT_NAMES = ("width_limited", "width_scaling", "width_wide_0", "width_wide_1", "width_wide_2",
                     "reduced_0", "reduced_1", "reduced_2", "reduced_lc_0", "reduced_lc_1", "reduced_lc_2",
                     *(f"reduced_q{k}_{s}" for k in (1, 2, 3) for s in (0, 1, 2)),
+                    *(f"reduced_r{k}_{s}" for k in (1, 2) for s in (0, 1, 2)),
                     "lookahead_0", "lookahead_1", "lookahead_2")
 
 
@@ -1696,6 +1697,10 @@ def checkpoint_config(name: str = "width_limited") -> dict:
       loss from ``init="construction"`` plus ``init_noise`` (Q3). Q1 and Q2 missed the fit at seed 1 (their
       first seed; not kept); Q3 met the rule at all three seeds and was selected: ``reduced_q3_<seed>`` are the
       claim's models (``reduced_probes.json`` records every probe run).
+    * ``reduced_r<k>_<seed>``: probes R1-R2 of ``make_reduced.py`` (issue #70, fifth attempt): P1 (fixed
+      low-coherence codes, valid-set loss, 3,000 steps) from the small random start, with learned
+      log-temperatures (``temps=True``, R1) or with the construction's output maps at the start
+      (``init="outputs"``, R2).
     * ``width_wide_<seed>``: ``width_scaling`` at ``N = 32`` extended to the widths ``train_dims`` (32, 48), the
       one-layer model only (the two-layer model reaches the bar within the old grid), one seed per checkpoint.
     """
@@ -1706,6 +1711,13 @@ def checkpoint_config(name: str = "width_limited") -> dict:
         # steps 1500 -> 3000 (issue #70): chosen on seed 0's training fit alone (make_reduced.py)
         cfg = dict(V=16, d=12, n_range=[6, 12], p=0.3, n_train=4000, n_test=600, steps=3000, lr=0.05,
                    method="adam", seeds=[int(name[-1])], stream=16, eval_every=50)
+        if name.startswith("reduced_r"):  # fifth attempt (issue #70): P1 from a random start, one change each
+            cfg.update(emb="low_coherence", loss="valid", init="random")
+            if name[9] == "1":  # R1: learned log-temperatures on every head and on the logits
+                cfg.update(temps=True)
+            else:  # R2: the construction's output maps (O_c = rho I, O_p = rho/(2V) I), random attention
+                cfg.update(init="outputs")
+            return cfg
         if name.startswith("reduced_q"):  # fourth attempt (issue #70): P1 with another loss or start
             cfg.update(emb="low_coherence", loss={"1": "exact", "2": "hinge", "3": "valid"}[name[9]])
             if name[9] == "3":
@@ -1872,6 +1884,8 @@ def valid_hinge_loss(logits: Tensor, valid: Tensor, margin: float = 1.0) -> Tens
 
 
 REDUCED_LOSSES = ("valid", "exact", "hinge")
+TEMP_NAMES = ("visited", "previous", "child", "parent", "out")  # ReducedDFS(temps=True): one log-temperature each
+REDUCED_INITS = ("random", "construction", "outputs")
 
 
 class ReducedDFS(torch.nn.Module):
@@ -1896,15 +1910,19 @@ class ReducedDFS(torch.nn.Module):
 
     Against :class:`StructuredDFS` (the full scaffold): the parent is found by the model instead of given, the
     value and output maps are learned instead of fixed, and there is no hard-wired tie-break. ``learn_emb``: the
-    embeddings are a parameter too, initialised at ``emb``.
+    embeddings are a parameter too, initialised at ``emb``. ``temps``: a learned log-temperature per head and one
+    on the logits (``log_temp``, :data:`TEMP_NAMES`, start 0): each head's scores (its sink's included) and the
+    logits are multiplied by ``exp(log_temp)``, so a sharpness can grow multiplicatively (probe R1 of
+    ``make_reduced.py``).
     """
 
-    def __init__(self, emb: np.ndarray, max_offset: int = 64, init_std: float = 0.1, learn_emb: bool = False
-                 ) -> None:
+    def __init__(self, emb: np.ndarray, max_offset: int = 64, init_std: float = 0.1, learn_emb: bool = False,
+                 temps: bool = False) -> None:
         emb = _emb(emb)
         max_offset = V.integer("max_offset", max_offset, min=1)
         init_std = V.nonnegative("init_std", init_std)
         learn_emb = V.boolean("learn_emb", learn_emb)
+        temps = V.boolean("temps", temps)
         super().__init__()
         E = torch.as_tensor(emb, dtype=torch.float32)
         if learn_emb:  # the embeddings (and the tied readout) start at ``emb`` and are trained too
@@ -1920,6 +1938,27 @@ class ReducedDFS(torch.nn.Module):
         self.w_v, self.w_t = par(d), par(d)
         self.c_v, self.s1, self.s2, self.gamma, self.lam = (par() for _ in range(5))
         self.theta = par(max_offset + 1)
+        if temps:  # learned log-temperatures (start 0: factor 1), made last: the random draws above are unchanged
+            self.log_temp = torch.nn.Parameter(torch.zeros(len(TEMP_NAMES)))
+
+    def temp(self, k: str) -> Tensor:
+        """The factor ``exp(log_temp[k])`` on head ``k``'s scores (one of :data:`TEMP_NAMES`; ``"out"``: the
+        logits); 1 for a model without learned temperatures."""
+        k = V.one_of("k", k, TEMP_NAMES)
+        if not hasattr(self, "log_temp"):
+            return torch.ones(())
+        return self.log_temp[TEMP_NAMES.index(k)].exp()
+
+    def set_construction_outputs(self, rho: float = 10.0) -> ReducedDFS:
+        """Set the output maps only to the hand-built point (``O_c = ρI``, ``O_p = ρ/(2V) I``, the scale of
+        :meth:`set_construction`); every other parameter keeps its value (probe R2 of ``make_reduced.py``: the
+        construction's output scale with a random start of the attention)."""
+        rho = V.positive("rho", rho)
+        d, n = self.W1.shape[0], self.E.shape[0]
+        with torch.no_grad():
+            self.O_c.copy_(rho * torch.eye(d))
+            self.O_p.copy_(rho / (2 * n) * torch.eye(d))
+        return self
 
     def set_construction(self, beta: float = 30.0, rho: float = 10.0) -> ReducedDFS:
         """Set the hand-built point of section 2 (exact with one-hot embeddings): sharp visited flag (``W1 = βI``,
@@ -1969,26 +2008,29 @@ class ReducedDFS(torch.nn.Module):
         tm = b["trace_mask"]
         B, K = tm.shape
         # layer 1, visited head (per node b, gathered for the edges): trace tokens vs a sink
-        s1 = ((E @ self.W1) @ ev.transpose(1, 2)).masked_fill(~tm[:, None, :], -1e9)  # (B, V, K)
-        att1 = torch.cat([s1, self.s1.expand(B, E.shape[0], 1)], -1).softmax(-1)[..., :-1]
+        t1 = self.temp("visited")
+        s1 = (t1 * ((E @ self.W1) @ ev.transpose(1, 2))).masked_fill(~tm[:, None, :], -1e9)  # (B, V, K)
+        att1 = torch.cat([s1, (t1 * self.s1).expand(B, E.shape[0], 1)], -1).softmax(-1)[..., :-1]
         flag = (att1 * (ev @ self.w_v + self.c_v)[:, None, :]).sum(-1).gather(1, b["dst"])
         # layer 1, previous-token head: position j reads earlier positions i by offset j - i
         pos = torch.arange(K)
         off = (pos[:, None] - pos[None, :]).clamp(min=0, max=self.theta.shape[0] - 1)
-        s_prev = self.theta[off].masked_fill(pos[None, :] >= pos[:, None], -1e9)  # (K, K), i < j only
+        theta = self.temp("previous") * self.theta
+        s_prev = theta[off].masked_fill(pos[None, :] >= pos[:, None], -1e9)  # (K, K), i < j only
         s_prev = s_prev[None].masked_fill(~tm[:, None, :], -1e9)  # (B, K, K)
-        att_p = torch.cat([s_prev, self.theta[0].expand(B, K, 1)], -1).softmax(-1)[..., :-1]
+        att_p = torch.cat([s_prev, theta[0].expand(B, K, 1)], -1).softmax(-1)[..., :-1]
         prev = att_p @ ev  # (B, K, d)
         # layer 2, child head over the edges (sink: value 0)
-        s2 = ((eu @ self.W2)[:, None, :] * ea).sum(-1) - self.gamma * flag + eb @ self.w_t
+        t2 = self.temp("child")
+        s2 = t2 * (((eu @ self.W2)[:, None, :] * ea).sum(-1) - self.gamma * flag + eb @ self.w_t)
         s2 = s2.masked_fill(~b["edge_mask"], -1e9)
-        att2 = torch.cat([s2, self.s2.expand(B, 1)], 1).softmax(-1)
+        att2 = torch.cat([s2, (t2 * self.s2).expand(B, 1)], 1).softmax(-1)
         child = (att2[:, :-1, None] * eb).sum(1)
         # layer 2, parent head over the trace (value: the stored predecessor)
-        s3 = ((eu @ self.W3)[:, None, :] * ev).sum(-1) - self.lam * pos[None, :].float()
+        s3 = self.temp("parent") * (((eu @ self.W3)[:, None, :] * ev).sum(-1) - self.lam * pos[None, :].float())
         att3 = s3.masked_fill(~tm, -1e9).softmax(-1)
         parent = (att3[:, :, None] * prev).sum(1)
-        logits = (child @ self.O_c.T + parent @ self.O_p.T) @ E.T
+        logits = self.temp("out") * ((child @ self.O_c.T + parent @ self.O_p.T) @ E.T)
         if record:
             return logits, {"flag": flag.detach(), "child": att2.detach(), "parent": att3.detach(),
                             "prev": att_p.detach()}
@@ -2062,6 +2104,24 @@ def reduced_data(cfg: dict, seed: int) -> tuple[list[dict], list[dict], np.ndarr
                                    exclude={it["key"] for it in train_items})
     emb = (sign_embeddings if kind == "sign" else low_coherence_signs)(n, int(cfg["d"]), rng)
     return train_items, test_items, emb
+
+
+def reduced_model(cfg: dict, emb: np.ndarray) -> ReducedDFS:
+    """The :class:`ReducedDFS` of a ``reduced_*`` config at its start, before training: ``cfg["temps"]``
+    (learned temperatures), ``cfg["learn_emb"]``, and ``cfg["init"]``: ``"random"`` (default; the small random
+    start), ``"construction"`` (:meth:`ReducedDFS.near_construction` with ``cfg["init_noise"]``) or ``"outputs"``
+    (the random start, then :meth:`ReducedDFS.set_construction_outputs`). The random draws use torch's global
+    generator: call it inside ``repro.seeded(seed)`` (as ``make_reduced.py`` does) to get the seed's start."""
+    V.instance("cfg", cfg, dict)
+    init = V.one_of("cfg['init']", cfg.get("init", "random"), REDUCED_INITS)
+    model = ReducedDFS(emb, learn_emb=bool(cfg.get("learn_emb", False)), temps=bool(cfg.get("temps", False)))
+    if init == "construction":
+        if "init_noise" not in cfg:
+            raise ValueError("cfg['init'] = 'construction' needs cfg['init_noise']")
+        model.near_construction(float(cfg["init_noise"]))
+    elif init == "outputs":
+        model.set_construction_outputs()
+    return model
 
 
 def grid_pairs(cfg: dict, seed: int) -> list[tuple[np.ndarray, int, int, int]]:
