@@ -706,3 +706,54 @@ def test_ideal_accuracy():
         ei.ideal_accuracy("items")
     with pytest.raises(ValueError):
         ei.ideal_accuracy(hid, 0)
+
+
+def test_annotator_simulation_reproduces_the_margins():
+    """The deferral margins' simulation: the registered margins put the ideal judge of the annotator inside the band
+    of base_partly_follows and about 0.38 of each subject split close; the earlier margins (5/1/3/6) fall below."""
+    band = ei.BASE_CONDITIONS["base_partly_follows"]["band"]
+    sim = ei.annotator_simulation()  # the notebook's call (deterministic: seed 0)
+    assert band[0] <= sim["ideal_adversarial"] <= band[1]
+    assert set(sim["close"]) == set(ei.SUBJECTS)
+    assert all(0.32 <= v <= 0.44 for v in sim["close_split"].values())
+    earlier = ei.annotator_simulation({"sum": 5, "high_count": 1, "ends": 3, "odd_sum": 6})
+    assert earlier["ideal_adversarial"] < band[0]  # a broken margin set fails the band
+    assert all(v > 0.5 for v in earlier["close_split"].values())
+    # no deference at all: the ideal judge is right on every item shown in full
+    none = ei.annotator_simulation({s: -1 for s in ei.SUBJECTS}, n=300, n_draws=200, p_hidden=0.0)
+    assert none["ideal_adversarial"] == 1.0 and all(v == 0.0 for v in none["close"].values())
+    assert ei.annotator_simulation(n=300, n_draws=200, seed=3) == ei.annotator_simulation(n=300, n_draws=200, seed=3)
+    with pytest.raises(ValueError):
+        ei.annotator_simulation({"sum": 1})
+    with pytest.raises(ValueError):
+        ei.annotator_simulation({"sum": 1, "high_count": 1, "ends": 2, "odd_sum": -2})
+    with pytest.raises(ValueError):
+        ei.annotator_simulation(n=0)
+
+
+def test_shown_in_full_and_subset():
+    b = ei.make_batch(rng(41), 200, n_options=3, p_hidden=0.5)
+    mask = ei.shown_in_full(b)
+    assert (mask == ~b.hidden).all() and 0 < mask.sum() < 200
+    bare = ei.Batch(b.x, b.truth, b.cue, b.family, b.subject)  # no hidden record: read from the tokens
+    assert (ei.shown_in_full(bare) == mask).all()
+    s = ei.subset(b, mask)
+    assert len(s) == mask.sum() and not s.hidden.any() and (s.truth == b.truth[mask]).all()
+    assert ei.ideal_accuracy(s, 10) == 1.0  # the aligned_preserved items: a cue-ignoring judge can be right
+    with pytest.raises(ValueError):
+        ei.subset(b, np.zeros(200, dtype=bool))
+    with pytest.raises(ValueError):
+        ei.subset(b, mask[:10])
+    with pytest.raises(TypeError):
+        ei.shown_in_full("items")
+
+
+def test_round4_registration():
+    cfg = ei.arms_config()
+    assert cfg["beta"] == ei.BETA == 1.0 and ei.BETA_BEFORE == 0.02
+    r = ei.CLAIM_READINGS
+    assert r["aligned_preserved"]["items"] == r["shortcut_of_adversarial_only"]["items"] == "shown in full"
+    assert (r["aligned_preserved"]["op"], r["aligned_preserved"]["target"]) == (">=", -0.02)
+    assert (r["shortcut_of_adversarial_only"]["op"], r["shortcut_of_adversarial_only"]["target"]) == ("<", -0.05)
+    assert r["no_forgetting_heldout"]["target"] == -0.02
+    assert all(v["cell"] in ei.chapter_eval_sets(0, 5, 3) for v in r.values())
