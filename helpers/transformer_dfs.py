@@ -145,6 +145,29 @@ def grid_digraph(rows: int, cols: int, rng: np.random.Generator) -> np.ndarray:
     return adj
 
 
+def lattice_digraph(shape: Sequence[int], rng: np.random.Generator) -> np.ndarray:
+    """A lattice of any dimension (``shape``, e.g. ``(7, 7, 8)``) with edges both ways between nearest neighbours
+    along every axis, node labels shuffled by ``rng``; ``shape = (rows, cols)`` draws the same graph as
+    :func:`grid_digraph` from the same generator state. More axes: more paths, longer blind searches for the
+    same shortest distances."""
+    if isinstance(shape, (str, bytes)) or not isinstance(shape, (tuple, list)) or not shape:
+        raise TypeError(f"shape must be a non-empty tuple or list of ints, got {V.describe(shape)}")
+    shape = tuple(V.integer("shape", k, min=1) for k in shape)
+    V.instance("rng", rng, np.random.Generator)
+    n = int(np.prod(shape))
+    if n < 2:
+        raise ValueError(f"a lattice needs at least 2 nodes, got shape={shape}")
+    label = rng.permutation(n)
+    adj = np.zeros((n, n), dtype=bool)
+    ij = np.arange(n).reshape(shape)
+    for ax in range(len(shape)):
+        a = np.take(ij, np.arange(shape[ax] - 1), axis=ax).ravel()
+        b = np.take(ij, np.arange(1, shape[ax]), axis=ax).ravel()
+        adj[label[a], label[b]] = True
+        adj[label[b], label[a]] = True
+    return adj
+
+
 def far_pair(adj: np.ndarray, rng: np.random.Generator, min_dist: int) -> tuple[int, int, int]:
     """A uniformly drawn pair ``(s, t)`` whose shortest ``s -> t`` path has at least ``min_dist`` edges, and that
     distance. ``ValueError`` when no pair is that far apart."""
@@ -1672,7 +1695,8 @@ CHECKPOINT_NAMES = ("width_limited", "width_scaling", "width_wide_0", "width_wid
                     "reduced_0", "reduced_1", "reduced_2", "reduced_lc_0", "reduced_lc_1", "reduced_lc_2",
                     *(f"reduced_q{k}_{s}" for k in (1, 2, 3) for s in (0, 1, 2)),
                     *(f"reduced_r{k}_{s}" for k in (1, 2) for s in (0, 1, 2)),
-                    "lookahead_0", "lookahead_1", "lookahead_2")
+                    "lookahead_0", "lookahead_1", "lookahead_2", "lookahead8_0", "lookahead8_1", "lookahead8_2")
+ROOM_BAR = 2.0  # lookahead8_<seed>: the networks run only where the perfect-network room is at least this
 
 
 def checkpoint_config(name: str = "width_limited") -> dict:
@@ -1685,6 +1709,8 @@ def checkpoint_config(name: str = "width_limited") -> dict:
       per (N, d, model, seed); the data of a (N, seed) is shared by all widths (:func:`width_scaling_data`).
     * ``lookahead_<seed>``: measurements only (:func:`doubling_grid_run`): the doubling networks' trace lengths
       on ``side x side`` grids, ``pairs`` (s, t) pairs at least ``min_dist`` edges apart, one seed.
+    * ``lookahead8_<seed>``: the same measurement with horizons 1-8 (three doublings), 16 pairs per seed, fresh
+      draws (stream 18); the networks run only where :func:`grid_room` is at least :data:`ROOM_BAR`.
     * ``reduced_<seed>``: :class:`ReducedDFS` (reduced scaffold) with sign embeddings of width ``d < V`` on
       curated states of ``n_range``-node graphs, tested on unseen ``V``-node graphs (:func:`reduced_data`); the
       claim's models (the second attempt; random sign draws).
@@ -1705,6 +1731,8 @@ def checkpoint_config(name: str = "width_limited") -> dict:
       one-layer model only (the two-layer model reaches the bar within the old grid), one seed per checkpoint.
     """
     V.one_of("name", name, CHECKPOINT_NAMES)
+    if name.startswith("lookahead8_"):  # round 5 (issue #70): three doublings, 16 pairs, fresh draws
+        return dict(side=20, pairs=16, min_dist=16, horizons=[1, 2, 4, 8], seeds=[int(name[-1])], stream=18)
     if name.startswith("lookahead_"):
         return dict(side=20, pairs=8, min_dist=16, horizons=[1, 2, 4, 8, 16], seeds=[int(name[-1])], stream=17)
     if name.startswith("reduced_"):
@@ -2142,6 +2170,28 @@ def grid_pairs(cfg: dict, seed: int) -> list[tuple[np.ndarray, int, int, int]]:
         a = grid_digraph(side, side, g)
         out.append((a, *far_pair(a, g, int(cfg["min_dist"]))))
     return out
+
+
+def grid_room(cfg: dict, seed: int) -> dict[str, object]:
+    """The room a perfect network has on the grids and pairs of :func:`doubling_grid_run` (the same draws), from
+    the horizon-1 rule's traces and the shortest paths only (no other horizon, no network): ``len1`` (pairs,)
+    the horizon-1 trace lengths, ``dist`` (pairs,) the shortest paths, and ``room`` = ``(mean len1 / mean
+    dist)^(1/k)`` with ``k`` the doublings in ``cfg["horizons"]``: no network's geometric-mean shrink per layer
+    (telescoped: ``(len(h_min) / len(h_max))^(1/k)``) can exceed it, since no trace is shorter than the
+    shortest path."""
+    V.instance("cfg", cfg, dict)
+    if "horizons" not in cfg:
+        raise ValueError(f"cfg must have key 'horizons'; got keys {sorted(cfg)}")
+    hs = [V.integer("horizon", h, min=1) for h in cfg["horizons"]]
+    if len(hs) < 2 or hs[0] != 1 or any(b != 2 * a for a, b in zip(hs, hs[1:])):
+        raise ValueError(f"cfg['horizons'] must be 1, 2, 4, ... (at least two), got {cfg['horizons']}")
+    len1, dist = [], []
+    for a, s, t, d in grid_pairs(cfg, seed):
+        len1.append(len(lookahead_trace(a, s, t, 1)) - 1)
+        dist.append(d)
+    len1, dist = np.asarray(len1), np.asarray(dist)
+    room = float((len1.mean() / dist.mean()) ** (1 / (len(hs) - 1)))
+    return {"len1": len1, "dist": dist, "room": room}
 
 
 def doubling_grid_run(cfg: dict, seed: int, progress: bool = False) -> dict[str, np.ndarray]:
