@@ -600,3 +600,40 @@ def test_geometry_matched_holds_more_events_of_the_same_geometry():
         st.geometry_matched({k: v for k, v in g.items() if k != "mask"}, 2)
     with pytest.raises(ValueError):
         st.geometry_matched(dict(g, mask=np.ones((2, 2), bool)), 2)  # mask and cells disagree
+
+
+def test_train_geometry_wsd_schedule_holds_then_decays():
+    geos = st.geometry_data(0, 2, size=6, T=8, n_events=3, n_test=1)
+    h = st.train_geometry(st.geometry_model(1, 0), geos, 1, 0, steps=16, val_events=1, val_every=4,
+                          schedule="wsd", decay_steps=st.wsd_decay_steps(16))
+    lr = h.lr
+    assert st.wsd_decay_steps(16) == 4 and len(lr) == 16
+    assert lr[1] == lr[11] == max(lr) and lr[-1] < lr[11]  # stable until step 12, then the decay
+    assert [s for s, _ in h.evals["val"]] == [4, 8, 12, 16]
+    with pytest.raises(ValueError, match="decay_steps"):
+        st.train_geometry(st.geometry_model(1, 0), geos, 1, 0, steps=16, schedule="wsd")
+
+
+def test_stable_plateau_reads_the_stable_phase_with_noise():
+    steps = 1800
+    stable = steps - st.wsd_decay_steps(steps)
+    xs = list(range(60, steps + 1, 60))
+    # flat but noisy during the stable phase, then a decay that lowers the curve by annealing
+    rng = np.random.default_rng(0)
+    flat = [0.2 + 0.03 * rng.standard_normal() if s <= stable else 0.12 for s in xs]
+    flat[:4] = [1.0, 0.6, 0.4, 0.3]
+    curve = {"step": xs, "value": flat}
+    from helpers import train
+    assert train.plateau(flat) > 0.05  # the plain reading sees the decay's drop as "still improving"
+    assert st.stable_plateau(curve, steps) <= 0.05
+    pairs = list(zip(xs, flat))
+    assert st.stable_plateau(pairs, steps) == st.stable_plateau(curve, steps)
+    # a curve still falling steadily through the stable phase fails the same reading (broken input)
+    falling = {"step": xs, "value": [1.0 / (1 + s / 300) + (0.0 if s <= stable else -0.05) for s in xs]}
+    assert st.stable_plateau(falling, steps) > 0.05
+    with pytest.raises(TypeError, match="manifest curve"):
+        st.stable_plateau(flat, steps)
+    with pytest.raises(ValueError, match="pairs"):
+        st.stable_plateau([(60, 0.1, 3), (120, 0.1, 3)], steps)
+    with pytest.raises(ValueError):
+        st.wsd_decay_steps(3)

@@ -56,3 +56,32 @@ def test_assemble_rejects_a_part_of_another_config(tmp_path):
     other["geometry"]["steps"] += 1
     with pytest.raises(ValueError, match="another geometry config"):
         mm.make_models(other, tmp_path / "x", "assemble", parts)
+
+
+def test_retrained_parts_assemble_to_one_run_and_record_the_registered_reading(tmp_path):
+    mm = _script()
+    cfg = mm.tiny("retrained")
+    whole = mm.make_retrained(cfg, tmp_path / "whole")
+    parts = tmp_path / "parts"
+    for key, _ in mm.retrain_list(cfg, 0):  # one job per model, as on the build machine
+        mm.make_retrained(cfg, None, "retrain", parts, only=[f"0:{key}"])
+    a = mm.make_retrained(cfg, tmp_path / "a", "assemble", parts)
+    ta, tw = (load_file(p.with_suffix(".safetensors")) for p in (a, whole))
+    assert ta.keys() == tw.keys() and all(ta[k].equal(tw[k]) for k in ta)
+    man = json.loads(a.with_suffix(".json").read_text())
+    assert not any(".dm_" in k for k in ta) and any(".geo.leak_embed." in k for k in ta)
+    for key, steps in mm.retrain_list(cfg, 0):
+        curve = man["history"][f"s0.geo.{key}.val"]
+        assert man["metrics"][f"s0.geo.{key}.steps"] == steps and curve["step"][-1] == steps
+        assert man["metrics"][f"s0.geo.{key}.stable_plateau"] == pytest.approx(
+            mm.st.stable_plateau(curve, steps))
+    assert {"s0.geo.dm_G1.test_err", "s0.geo.dm_oracle0.own_err"} <= man["metrics"].keys()
+    # a part trained under another recipe, or for other steps, is refused
+    other = mm.tiny("retrained")
+    other["recipe"]["lr"] = 1e-3
+    with pytest.raises(ValueError, match="another recipe config"):
+        mm.make_retrained(other, tmp_path / "x", "assemble", parts)
+    other = mm.tiny("retrained")
+    other["retrain"][0][0][1] += 2
+    with pytest.raises(ValueError, match="steps"):
+        mm.make_retrained(other, tmp_path / "y", "assemble", parts)
