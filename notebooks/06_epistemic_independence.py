@@ -27,7 +27,7 @@
 # | balanced conflict data | P(cue = truth) = 0.5: two options, the cue carries no information <!-- paper --> | P(cue = truth) = 1/3: three options, the same rule <!-- paper --> |
 # | cues | bandwagon (train); authority, distraction, verbosity (held out) | bandwagon (train); six held-out families, three of which share no token or position with bandwagon |
 # | "pre-training" | the LLM's own | 2000 supervised steps from an annotator who defers to the cue on close items, with label smoothing, stored as a checkpoint (quick mode: a short live run) |
-# | optimizer | GRPO in verl | GRPO (G answers per prompt, std-normalized advantages), KL to the base, a quarter of each batch uncued items |
+# | optimizer | GRPO in verl | GRPO (G answers per prompt, std-normalized advantages), KL to the base with weight β = 1.0 (registered against forgetting), a quarter of each batch uncued items |
 # | seeds | one run per model | ten RL seeds per arm on five base judges |
 # | hardware | GPUs | 2 CPU cores, a few minutes |
 #
@@ -76,7 +76,7 @@ rl_batch = 32  # prompts per step
 n_replay = 8  # of which uncued items of the training subjects (replay)
 G = 8  # answers sampled per prompt
 rl_lr = 3e-4  # a third of the first attempt's (from its one-seed forgetting ablation)
-beta = 0.02  # weight of the KL penalty to the base judge (every RL arm)
+beta = 1.0  # KL weight to the base judge, every RL arm: the forgetting rule ei.BETA (was 0.02)
 eval_n = 2000  # items per evaluation cell
 quick_pre_steps = 100  # quick mode only: live pre-training of the stand-ins
 
@@ -186,6 +186,14 @@ EARLIER = json.loads(
 e_cmp, e_par = EARLIER["eit_vs_accuracy_reward"], EARLIER["params"]
 SECOND = EARLIER["second_attempt"]
 s_cmp = SECOND["eit_vs_accuracy_reward"]
+THIRD = EARLIER["third_attempt"]  # this setting with the KL weight of the round before
+t_cmp = THIRD["eit_vs_accuracy_reward"]
+
+
+def span_of(c):  # a claim's per-seed values, lowest to highest
+    return f"{min(c['measured']):+.3f} to {max(c['measured']):+.3f}"
+
+
 display(Markdown(
     f"**The first attempt** (every digit shown, {len(e_par['base']['seeds'])}"
     f" base judges, learning rate {e_par['rl_lr']:g}, "
@@ -207,7 +215,16 @@ display(Markdown(
     f"({SECOND['aligned_preserved']['verdict']}); `no_forgetting_heldout` "
     f"{min(SECOND['no_forgetting_heldout']['measured']):+.2f} to "
     f"{max(SECOND['no_forgetting_heldout']['measured']):+.2f} "
-    f"({SECOND['no_forgetting_heldout']['verdict']})."))
+    f"({SECOND['no_forgetting_heldout']['verdict']})."
+    f"\n\n**The round before this one** (this setting, KL weight β = "
+    f"{THIRD['beta']:g}; its arms were replaced by this round's, trained with the "
+    f"forgetting rule β = {ei.BETA:g}): EIT − accuracy reward {t_cmp['mean']:+.3f} "
+    f"[{t_cmp['low']:+.3f}, {t_cmp['high']:+.3f}] ({t_cmp['verdict']}); "
+    f"`no_forgetting_heldout` EIT − base {span_of(THIRD['no_forgetting_heldout'])} "
+    f"({THIRD['no_forgetting_heldout']['verdict']}); `adv_accuracy_gain` "
+    f"{span_of(THIRD['adv_accuracy_gain'])} ({THIRD['adv_accuracy_gain']['verdict']}); "
+    f"`aligned_preserved` on all aligned items {span_of(THIRD['aligned_preserved'])} "
+    f"({THIRD['aligned_preserved']['verdict']}, through conditions added at review)."))
 
 # %% [markdown]
 # ## A competent, partly cue-following base judge
@@ -366,6 +383,33 @@ cond = {
 }
 
 # %% [markdown]
+# Where the annotator's margins come from: `ei.annotator_simulation` draws uncued items of each subject (the
+# share that is *close*, per subject and per subject split) and adversarial bandwagon items of the training
+# subjects, half with hidden digits, and scores the *ideal judge of the annotator's labels* there (on an item
+# shown in full it answers the annotator's label; on one with hidden digits, the label most frequent over
+# completions of the hidden digits). A base judge that learned the annotator perfectly would score that. The
+# registered margins put it inside the band of `base_partly_follows`; the margins before them did not (a check
+# asserts the first; the table shows both).
+
+# %%
+MARGINS = {"registered (ei.DEFER_MARGIN)": ei.DEFER_MARGIN,
+           "earlier (5/1/3/6)": dict(sum=5, high_count=1, ends=3, odd_sum=6)}
+SIM_N = dict(n=500, n_draws=200) if quick else dict(n=2000, n_draws=1000)
+sims = {k: ei.annotator_simulation(m, **SIM_N) for k, m in MARGINS.items()
+        if not quick or k.startswith("registered")}
+display(pd.DataFrame({
+    k: {**{f"close share, {s}": v for s, v in r["close"].items()},
+        **{f"close share, {sp}": v for sp, v in r["close_split"].items()},
+        "ideal judge of the labels: adversarial accuracy": r["ideal_adversarial"]}
+    for k, r in sims.items()}).round(3))
+sim_reg = sims["registered (ei.DEFER_MARGIN)"]["ideal_adversarial"]
+rec.check("defer_margins_in_band", round(abs(sim_reg - MID_B), 4),
+          round((hi_b - lo_b) / 2, 4), op="<=",
+          note=f"ideal judge of the annotator's labels with ei.DEFER_MARGIN: adversarial "
+          f"bandwagon accuracy {sim_reg:.3f}, band [{lo_b:g}, {hi_b:g}] "
+          "(|value − band middle| ≤ half-width)")
+
+# %% [markdown]
 # ## Balanced conflict data and the independence reward
 #
 # The training data of EIT: bandwagon cues only, each pointing at the truth with probability exactly 1/3, at
@@ -490,7 +534,8 @@ rec.check("std_differs_three_options", round(d3_std, 6), ID_TOL, op=">",
 #
 # Every arm starts from its seed's base judge and gets `rl_steps` steps of `rl_batch` prompts with the same
 # optimizer and learning rate (`helpers.train.fit`). Every RL arm uses GRPO as the paper does (`G` sampled
-# answers per prompt, std-normalized advantages) and the KL penalty. The training data use bandwagon cues on
+# answers per prompt, std-normalized advantages) and the KL penalty (weight `beta` = 1.0, the forgetting rule
+# registered before these arms were trained). The training data use bandwagon cues on
 # the training subjects only, and the last `n_replay` prompts of each batch are uncued items of the same
 # subjects (replay of the task itself, so that RL does not only ever see cued items). The arms use **common
 # random numbers**: a training batch is keyed by the seed and the step, not by the arm (`ei.rl_batch`), and
@@ -787,20 +832,22 @@ display(intervals.round(3))
 # ## Where the held-out skill goes: a one-seed diagnostic
 #
 # In the first attempt the RL arms lost no-cue accuracy on the held-out subjects, and a one-seed ablation
-# pointed at the step size: by its author's account a KL weight fifty times larger and replay from every subject
-# did not help and a third of the learning rate halved the loss (its numbers were not kept; the rerun below is
-# this setting's, and it need not agree). So every arm here runs at a third of that learning rate (fixed before
-# any run of this setting, for all arms alike). The same diagnostic, rerun: seed `seed`'s EIT arm retrained
-# with one change (same batches and sampler otherwise): β fifty times larger; the replay items drawn from all
-# four subjects instead of the two training subjects (this breaks "held out" for this one run, which is why it
-# is a diagnostic and not an arm); the earlier, larger learning rate. And
-# one measurement of the base: the items it gets right and EIT gets wrong, are they the ones it barely gets
-# right (its two likeliest answers nearly tied, `TIE` below)? One seed: differences of a few points are RL noise.
+# pointed at the step size, so every arm runs at a third of that learning rate. In the round before this one
+# (KL weight 0.02) the arms still lost held-out accuracy at every seed, and the same diagnostic at seed 0 found a
+# KL weight fifty times larger about halved the loss. That is the **forgetting rule** of this round, registered
+# in code (`ei.BETA` = 1.0, every RL arm, every seed) and committed before the arms were retrained with it; the
+# round before's claims are kept (`earlier_attempt.json`) and read below. The diagnostic, rerun on this round's
+# setting: seed `seed`'s EIT arm retrained with one change (same batches and sampler otherwise): the round
+# before's KL weight; the replay items drawn from all four subjects instead of the two training subjects (this
+# breaks "held out" for this one run, which is why it is a diagnostic and not an arm); the first attempt's larger
+# learning rate. And one measurement of the base: the items it gets right and EIT gets wrong, are they the ones
+# it barely gets right (its two likeliest answers nearly tied, `TIE` below)? One seed: differences of a few
+# points are RL noise.
 
 # %%
 DIAG = {
     "as trained": {},
-    f"β = {50 * beta:g} (× 50)": dict(beta=50 * beta),
+    f"β = {ei.BETA_BEFORE:g} (the round before)": dict(beta=ei.BETA_BEFORE),
     "replay from all subjects": dict(replay_subjects=ei.SUBJECTS),
     f"the earlier learning rate ({EARLIER['params']['rl_lr']:g})": dict(
         lr=EARLIER['params']['rl_lr']),
@@ -851,16 +898,17 @@ print(f"held-out no-cue items the base gets right and EIT gets wrong: {lost.sum(
 # some misleading cues and not all (over all items) and solve the task without a cue (on the items shown in
 # full), recorded above with the bars registered in the base's config before it was trained.
 #
-# Two conditions were **added at review, after the runs had been read**, and are marked so in the record. On
-# the items with hidden digits the truth is not in the prompt, so a judge whose answer does not depend on the
-# cue scores on the aligned cell at most what the best cue-ignoring judge scores (`ei.ideal_accuracy`: the
-# likeliest best option given the digits shown, by Monte Carlo over the hidden ones). The base's aligned
-# accuracy includes what following a right cue adds. If it exceeds that ceiling by more than
-# `aligned_preserved`'s tolerance, that claim cannot hold for any judge that has learned the cue says nothing,
-# the very judge EIT aims at (`aligned_attainable`); if it exceeds it by the shortcut claim's bar or more, every
-# such judge "loses aligned accuracy" as `shortcut_of_adversarial_only` asks, shortcut or not
-# (`shortcut_distinguishable`). Either way the claim would read our setting, not the paper's finding: it is
-# inconclusive where its condition fails.
+# The two aligned-cue claims (`aligned_preserved`, `shortcut_of_adversarial_only`) read the aligned bandwagon
+# items **shown in full**, a reading registered in code (`ei.CLAIM_READINGS`) before this round's arms were
+# trained. On the items with hidden digits the truth is not in the prompt: a judge whose answer does not depend
+# on the cue scores there at most what the best cue-ignoring judge scores (`ei.ideal_accuracy`: the likeliest
+# best option given the digits shown), and the base's aligned accuracy includes what following a right cue
+# adds. In the round before, the claims read all items; a review, **after those runs had been read**, added
+# the conditions below on all items and found them failed (the ceiling sat 0.10–0.13 below the base), so both
+# claims were inconclusive. Now the conditions read the same quantity on the items shown in full, where the
+# ceiling is every item: `aligned_attainable` (the base exceeds the ceiling by at most `aligned_preserved`'s
+# tolerance) and `shortcut_distinguishable` (by less than the shortcut claim's bar; else every judge that
+# ignores the cue "loses aligned accuracy", shortcut or not). The all-items numbers are still shown in the text.
 
 
 # %%
@@ -892,27 +940,30 @@ cond["rewards_differ"] = rec.condition(
     "GRPO advantages differ in a share of EIT's groups",
     unit="share of GRPO groups whose EIT and accuracy advantages differ, mean over "
     "the EIT run's steps (bar set in ei.arms_config before any RL run)")
-# Added at review, after the runs had been read: how much of a base judge's aligned
-# accuracy a judge that ignores the cue can reach at all. On items with hidden digits
-# the truth is not in the prompt, so such a judge scores at most ei.ideal_accuracy
-# (the best answer given the shown digits) on the aligned cell.
-IDEAL_AL = ei.ideal_accuracy(eval_sets[TR, "bandwagon", "aligned"],
-                             rng=repro.rng(seed, 60))
-lift_left = [round(acc(ev_bases[BASE_OF[s]], "aligned") - IDEAL_AL, 4) for s in SEEDS]
-REVIEW = ("added at review, after the runs were read: a claim that no judge ignoring "
-          "the cue could hold (or that every such judge holds) cannot test the paper")
+# The aligned-cue claims' conditions, registered before this round's runs
+# (ei.CLAIM_READINGS): on the aligned items shown in full, where the truth is in the
+# prompt, how much of the base's aligned accuracy the best cue-ignoring judge reaches.
+AL_CELL = (TR, "bandwagon", "aligned")
+AL_ITEMS = ei.subset(eval_sets[AL_CELL], ei.shown_in_full(eval_sets[AL_CELL]))
+IDEAL_SHOWN = ei.ideal_accuracy(AL_ITEMS, rng=repro.rng(seed, 61))
+RD_AL = ei.CLAIM_READINGS["aligned_preserved"]
+RD_SC = ei.CLAIM_READINGS["shortcut_of_adversarial_only"]
+assert RD_AL["cell"] == RD_SC["cell"] == AL_CELL
+lift_shown = [round(shown_acc(answers["base", s], AL_CELL) - IDEAL_SHOWN, 4)
+              for s in SEEDS]
+UNIT = ("base aligned bandwagon accuracy − the best cue-ignoring judge's "
+        "(ei.ideal_accuracy), aligned items shown in full")
 cond["aligned_attainable"] = rec.condition(
-    "aligned_attainable", lift_left, "<=", 0.02, note=REVIEW,
+    "aligned_attainable", lift_shown, "<=", RD_AL["attainable"], unit=UNIT,
     statement="a judge that ignores the cue can keep the seed's base aligned accuracy "
-    "(within aligned_preserved's tolerance 0.02)",
-    unit="base aligned bandwagon accuracy − the best cue-ignoring judge's accuracy on "
-    "the same items (ei.ideal_accuracy)")
+    "on the items shown in full (within aligned_preserved's tolerance)")
 cond["shortcut_distinguishable"] = rec.condition(
-    "shortcut_distinguishable", lift_left, "<", 0.05, note=REVIEW,
-    statement="a judge that merely ignores the cue does not already lose the 0.05 of "
-    "aligned accuracy that shortcut_of_adversarial_only asks for",
-    unit="base aligned bandwagon accuracy − the best cue-ignoring judge's accuracy on "
-    "the same items (ei.ideal_accuracy)")
+    "shortcut_distinguishable", lift_shown, "<", RD_SC["distinguishable"], unit=UNIT,
+    statement="a judge that merely ignores the cue does not already lose the aligned "
+    "accuracy shortcut_of_adversarial_only asks for (items shown in full)")
+# the round before's reading (all items) and its conditions added at review: text only
+IDEAL_AL = ei.ideal_accuracy(eval_sets[AL_CELL], rng=repro.rng(seed, 60))
+lift_left = [round(acc(ev_bases[BASE_OF[s]], "aligned") - IDEAL_AL, 4) for s in SEEDS]
 
 
 # %% tags=["hide-input"]
@@ -937,6 +988,9 @@ base_adv, base_al = per_seed("base", "adversarial"), per_seed("base", "aligned")
 eit_adv, eit_al = per_seed("EIT", "adversarial"), per_seed("EIT", "aligned")
 acc_adv = per_seed("RL acc, balanced", "adversarial")
 adv_al = per_seed("RL acc, adversarial-only", "aligned")
+# the registered reading of the aligned-cue claims: items shown in full (ei.CLAIM_READINGS)
+base_al_s, eit_al_s, adv_al_s = ([shown_acc(answers[a, s], AL_CELL) for s in SEEDS]
+                                 for a in ("base", "EIT", "RL acc, adversarial-only"))
 ho_none = {a: per_seed(a, "none", split=HO) for a in ARM_ORDER}
 NOTES = {
     "eit_vs_accuracy_reward": "per seed, EIT − accuracy reward (95 % item-bootstrap "
@@ -951,8 +1005,10 @@ NOTES = {
     f"accuracy reward {fmt(acc_adv, '.3f')}; SFT-debias "
     f"{fmt(per_seed('SFT-debias', 'adversarial'), '.3f')} (aligned "
     f"{fmt(per_seed('SFT-debias', 'aligned'), '.3f')})",
-    "aligned_preserved": f"aligned {fmt(base_al, '.3f')} → {fmt(eit_al, '.3f')}; "
-    "no cue "
+    "aligned_preserved": "aligned, items shown in full: base "
+    f"{fmt(base_al_s, '.3f')} → EIT {fmt(eit_al_s, '.3f')} (best cue-ignoring judge "
+    f"{IDEAL_SHOWN:.3f}); all items (the round before's reading): "
+    f"{fmt(base_al, '.3f')} → {fmt(eit_al, '.3f')} (ceiling {IDEAL_AL:.3f}); no cue "
     f"{fmt(per_seed('base', 'none'), '.3f')} → {fmt(per_seed('EIT', 'none'), '.3f')}",
     "ood_transfer_new_families": "per seed, EIT − accuracy reward over the "
     "adversarial cells of digits, expert and order: "
@@ -969,7 +1025,9 @@ NOTES = {
     "ood_subject_transfer": "adversarial, held-out subjects: base "
     f"{fmt(per_seed('base', 'adversarial', split=HO), '.3f')} → EIT "
     f"{fmt(per_seed('EIT', 'adversarial', split=HO), '.3f')}",
-    "shortcut_of_adversarial_only": f"EIT aligned accuracy {fmt(eit_al, '.3f')}",
+    "shortcut_of_adversarial_only": "aligned, items shown in full: adversarial-only "
+    f"arm {fmt(adv_al_s, '.3f')}, EIT {fmt(eit_al_s, '.3f')}; all items: adversarial-"
+    f"only arm − base {fmt(diff(adv_al, base_al))}",
 }
 
 
@@ -1001,8 +1059,8 @@ record([  # id, statement, paper, measured, op, target, unit, baseline, given
      "improves (Qwen3-1.7B/4B; +13.2 % reported)", diff(eit_adv, base_adv), ">=", 0.1,
      "accuracy, EIT − base", base_adv, E),
     ("aligned_preserved", "EIT keeps accuracy when the cue is right", "preserved",
-     diff(eit_al, base_al), ">=", -0.02, "accuracy, EIT − base (aligned cue)",
-     base_al,
+     diff(eit_al_s, base_al_s), RD_AL["op"], RD_AL["target"],
+     "accuracy, EIT − base (aligned cue, items shown in full)", base_al_s,
      (*E, "base_competent", "aligned_attainable")),
     ("no_forgetting_heldout", "EIT does not lose no-cue accuracy on subjects it was "
      "not trained on", "generalizes to held-out MMLU-Pro subjects",
@@ -1017,25 +1075,25 @@ record([  # id, statement, paper, measured, op, target, unit, baseline, given
      per_seed("base", "adversarial", split=HO), E),
     ("shortcut_of_adversarial_only", "RL on adversarial-only cues learns to contradict "
      "the cue and loses aligned-cue accuracy", "the motivation for balanced data",
-     diff(adv_al, base_al), "<", -0.05,
-     "aligned accuracy, adversarial-only arm − base", base_al,
+     diff(adv_al_s, base_al_s), RD_SC["op"], RD_SC["target"],
+     "aligned accuracy, adversarial-only arm − base, items shown in full", base_al_s,
      ("plateau_adv_only", "shortcut_distinguishable")),
     ("balanced_beats_adversarial_only", "Balanced EIT keeps more aligned-cue accuracy "
      "than RL on adversarial-only cues", "the motivation for balanced data",
      diff(eit_al, adv_al), ">", 0.0, "aligned accuracy, EIT − adversarial-only arm",
      adv_al, ("plateau_eit", "plateau_adv_only")),
 ])
-rec.untested(
-    "beats_larger_model", "The small judge with EIT resists bias better than a larger "
-    "judge without it", paper="EIT Qwen3-4B beats untrained 8B and 14B",
-    reason="not tested: a larger judge pre-trained by our annotator follows cues "
-    "exactly as it was taught, so the comparison would measure our pre-training "
-    "data, not how bias resistance scales (an earlier version of this chapter held "
-    "it by that construction); scale is outside this chapter",
-)
 rec.save()
 
 # %% [markdown]
+# :::{note}
+# **The paper's scale comparison is a note here, not a claim.** The paper reports that EIT-trained Qwen3-4B
+# resists bias better than untrained Qwen3-8B and 14B. This chapter does not test it: a larger judge pre-trained
+# by our annotator follows cues exactly as it was taught, so the comparison would measure our pre-training data,
+# not how bias resistance scales with model size (an earlier version of this chapter "held" it by that
+# construction).
+# :::
+#
 # ## What the runs say, and what they cannot
 #
 # Generated from this run's record and tables (no number here is typed by hand); read it with the claims above
@@ -1174,7 +1232,12 @@ txt = [
     f"balanced data gains {mean(diff(acc_adv, base_adv)):+.3f}: this gain is RL on "
     "balanced data, which both arms share, and the part due to EIT's reward is "
     "`eit_vs_accuracy_reward` above)"
-    + "; " + says("aligned_preserved", fmt(diff(eit_al, base_al)))
+    + "; " + says("aligned_preserved", fmt(diff(eit_al_s, base_al_s)))
+    + " on the aligned items shown in full (the reading registered before this "
+    f"round's runs; `aligned_attainable` {CONDV['aligned_attainable']}: the best "
+    f"cue-ignoring judge scores {IDEAL_SHOWN:.3f} there, the base judges "
+    f"{span(base_al_s, '.3f')}). On all aligned items (the round before's reading, "
+    f"exploratory now) EIT − base is {fmt(diff(eit_al, base_al))}"
     + f". The base's aligned accuracy ({mean(base_al):.3f}) is its no-cue accuracy "
     f"({mean_acc('base', 'none'):.3f}) plus what following a right cue adds; EIT keeps "
     f"{mean(eit_al) - mean_acc('EIT', 'none'):+.3f} of that lift (the base "
@@ -1189,13 +1252,13 @@ txt = [
        < abs(mean(eit_al) - mean_acc('EIT', 'none')
              - mean(base_al) + mean_acc('base', 'none'))
        else "most of the aligned loss is lost task skill")
-    + f". A judge that ignores the cue can expect at most {IDEAL_AL:.3f} on these aligned "
-    f"items (`ei.ideal_accuracy`: the truth is not in the prompt where digits are "
-    f"hidden), {mean(base_al) - IDEAL_AL:+.3f} below the base: "
-    + ("no such judge can meet `aligned_preserved`'s bar here, so the claim reads our "
-       "setting's hidden digits, not the paper's finding" if min(lift_left) > 0.02
-       else "the bar is within reach of a judge that ignores the cue")
-    + f" (`aligned_attainable` {CONDV['aligned_attainable']}, added at review)"
+    + f". On all items a judge that ignores the cue can expect at most {IDEAL_AL:.3f} "
+    f"(`ei.ideal_accuracy`: the truth is not in the prompt where digits are hidden), "
+    f"{mean(base_al) - IDEAL_AL:+.3f} below the base: "
+    + ("no such judge could keep the base's accuracy on all items, which is why the "
+       "review's conditions (added after the round before's runs had been read) made "
+       "the all-items reading inconclusive" if min(lift_left) > 0.02
+       else "within reach of a judge that ignores the cue")
     + f" (the one-seed diagnostic, EIT − base at seed {seed}: {diag_tradeoff()})"
     + "; on held-out subjects "
     + says("ood_subject_transfer", fmt(diff(per_seed("EIT", "adversarial", split=HO),
@@ -1204,24 +1267,25 @@ txt = [
     f"{mean_acc('SFT-debias', 'adversarial'):.2f}, aligned "
     f"{mean_acc('SFT-debias', 'aligned'):.2f}, no cue "
     f"{mean_acc('SFT-debias', 'none'):.2f} "
-    "(mean of seeds); RL on adversarial-only cues: aligned "
-    f"{mean_acc('RL acc, adversarial-only', 'aligned'):.2f} "
-    f"(`shortcut_of_adversarial_only` {VERD['shortcut_of_adversarial_only']}, given "
-    f"`shortcut_distinguishable` {CONDV['shortcut_distinguishable']}: EIT, which does "
-    f"not contradict the cue, loses {mean(diff(eit_al, base_al)):+.3f} against the "
-    "base on the same cell). The shortcut's own signature, aligned accuracy below "
+    "(mean of seeds); RL on adversarial-only cues: aligned, items shown in full, "
+    + says("shortcut_of_adversarial_only", fmt(diff(adv_al_s, base_al_s)))
+    + f" against the base, given `shortcut_distinguishable` "
+    f"{CONDV['shortcut_distinguishable']} (EIT, which does not contradict the cue: "
+    f"{mean(diff(eit_al_s, base_al_s)):+.3f} on the same items). The shortcut's own signature, aligned accuracy below "
     "the judge's no-cue accuracy (a judge that contradicts the cue does worse when the "
     f"cue is right than with no cue): adversarial-only arm {span(anti_sig, '+.3f')} "
     f"over the seeds ({sum(x < -0.05 for x in anti_sig)} of {len(SEEDS)} below "
     f"−0.05), EIT {span(eit_sig, '+.3f')}.",
     f"* **Forgetting on held-out subjects** (learning rate {rl_lr:g}, a third of the "
     f"first attempt's; {n_replay} of the {rl_batch} prompts of each RL batch uncued "
-    f"items; β = {beta:g}): "
+    f"items; β = {beta:g}, the forgetting rule registered before this round's runs): "
     + says("no_forgetting_heldout", fmt(diff(ho_none["EIT"], ho_none["base"])))
     + "; the accuracy-reward arm "
     + fmt(diff(ho_none["RL acc, balanced"], ho_none["base"]))
     + f" (the first attempt: {-max(EARLIER['no_forgetting_heldout']['measured']):.2f}"
-    f" to {-min(EARLIER['no_forgetting_heldout']['measured']):.2f} lost). "
+    f" to {-min(EARLIER['no_forgetting_heldout']['measured']):.2f} lost; the round "
+    f"before, β = {THIRD['beta']:g}: {span_of(THIRD['no_forgetting_heldout'])}, "
+    f"{THIRD['no_forgetting_heldout']['verdict']}). "
     + f"The one-seed diagnostic (seed {seed}, EIT, held-out no-cue accuracy − base): "
     + ", ".join(f"{k} {v:+.3f}" for k, v in diag["held-out, no cue"].items()) + ". "
     + forget_reading(diag["held-out, no cue"],
@@ -1257,6 +1321,6 @@ txt = [
     "uncertainty is made by hiding digits; the base's sycophancy and uncertainty are "
     "set by its pre-training (an annotator rule and label smoothing "
     f"{cfg['label_smoothing']}), a stand-in for an LLM's, not a measurement of it; no "
-    "judge larger than the one trained (`beats_larger_model` untested).",
+    "judge larger than the one trained (see the note on the paper's scale comparison).",
 ]
 display(Markdown("\n".join(txt)))
