@@ -1572,7 +1572,10 @@ display(
 **Known limits.** All networks are small and CPU-trained (the basis network
 {nets[seeds[0]].n_params:,} parameters, the FNO {pure[seeds[0]].n_params:,}).
 {pure_line} {long_limit} The width/locality ablation, the small-network speed-accuracy frontier and
-3-D patches asked for in issue #67 are not done. The matched classical baseline is
+3-D patches asked for in issue #67 are not done. A retraining recipe for every seed
+(basis network and FNO, warmup-stable-decay, its conditions registered before
+training) is in `data/09_transolver_gmsfem/make_wsd.py`; its models are not trained
+yet, and nothing above reads it. The matched classical baseline is
 chosen by the GMsFEM error on one field (three forcings), from a fixed menu of seven
 solver settings; LOBPCG is driven by its iteration count and breaks down now and then,
 which the matching catches as a larger error. The network was trained at 289 nodes per
