@@ -27,6 +27,8 @@ __all__ = [
     "Data", "make_data", "corpora", "make_model", "train_lm", "generate", "decode", "lookup",
     "BREAKS", "first_break", "leg_hazard", "city_from_texts", "last_station", "splice", "splice_lookup",
     "PARTS", "label_parts", "part_losses", "cell_agreement",
+    "REGISTERED", "ROUTE_PARTS", "FLAT_BAR", "FIT_BAR", "N_FIT_RECORDS", "FIT_GATED", "route_loss", "stable_end",
+    "route_flat", "fits_records", "wsd_conditions", "wsd_gates", "wsd_lrs", "train_wsd",
 ]
 
 TRANSFER = "【换乘】"
@@ -1177,8 +1179,19 @@ def cell_agreement(city: City, records: list, n: int = 20, seed: int = 0) -> np.
 def checkpoint_config(name: str = "models") -> dict:
     """The config of the chapter's checkpoint ``models`` (what the default run asks for): city, split, corpora,
     a 4-layer d=128 model, CPT and SFT steps (SFT on optimal-route and preference records; constant rate, then a
-    cosine tail of ``sft_tail`` steps: the fit probe's recipe), three seeds; ``eval_every``: how often a job logs its exact match on SFT training records."""
-    V.one_of("name", name, ("models",))
+    cosine tail of ``sft_tail`` steps: the fit probe's recipe), three seeds; ``eval_every``: how often a job logs its exact match on SFT training records.
+
+    ``models_wsd``: the retraining recipe registered on :data:`REGISTERED` (:func:`train_wsd`): the same data and
+    model, 16,000 SFT steps under warmup-stable-decay (400 warm-up steps, lr 3e-3 constant to step 11,000, cosine
+    decay over the last ``sft_decay`` = 5,000), each job split at SFT step ``split_at`` into two processes; the
+    route-token loss logged every ``eval_every`` SFT steps and the exact match on ``n_fit`` training records every
+    ``exact_every``."""
+    V.one_of("name", name, ("models", "models_wsd"))
+    if name == "models_wsd":  # the recipe registered on REGISTERED (see train_wsd), before any of its models trained
+        cfg = {k: v for k, v in checkpoint_config("models").items() if k != "sft_tail"}
+        cfg.update(sft_steps=16000, sft_decay=5000, sft_warmup=400, split_at=8000, eval_every=250,
+                   exact_every=1000, n_fit=N_FIT_RECORDS)
+        return cfg
     return {"city_seed": 1, "zones": 3, "heldout_pairs": 4, "split_seed": 0, "min_km": 5.0, "data_seed": 0,
             "n_sft": 6000, "n_cpt_routes": 3000, "cpt_repeat": 8, "max_len": 112,
             "n_pref": 2000, "n_layer": 4, "d_model": 128, "n_head": 4, "batch": 32, "lr": 3e-3,
@@ -1329,6 +1342,215 @@ def train_lm(cfg: dict, tensors: dict, vocab_size: int, seed: int, cpt: bool, pr
         v[n_ev.get(k, 0):] = [(st + flat, x) for st, x in v[n_ev.get(k, 0):]]
     hists["sft"] = h
     return model.eval(), hists
+
+
+# --------------------------------------------------------------------------------------------- registered recipe
+# Registered on 2026-12-06, before any model of the recipe ``checkpoint_config("models_wsd")`` trained (issue #68):
+# the recipe, the two conditions every claim about its models reads, their exact readings and bars, and which
+# claims each gates. The stored ``models`` (the previous recipe) are read as before; none of this applies to them.
+REGISTERED = "2026-12-06"
+ROUTE_PARTS = ("start_mode", "first_line", "later_lines", "first_station", "last_station", "end_mode")
+"""The record parts that decide the route (:data:`PARTS`): access and egress mode, the lines, the first and last
+station. Numbers (distances, time, fare) carry a noise floor no model removes; inner stations follow the lines."""
+FLAT_BAR = 0.05  # route_flat(...) <= FLAT_BAR: the book-wide plateau rule, read on the stable phase
+FIT_BAR = 0.8  # fits_records(...) >= FIT_BAR: exact match on the first N_FIT_RECORDS SFT training records
+N_FIT_RECORDS = 300
+FIT_GATED = ("exact_match", "beats_lookup_heldout", "beats_splice_baseline", "cpt_helps", "grounding_destination",
+             "full_r2")
+"""The claims that rest on the fit condition as well as on the flat one (the issue's list); ``cpt_helps`` reads
+both arms' conditions, the others the CPT+SFT arm's. Every other claim rests on the flat condition only."""
+
+
+def route_loss(parts: Any) -> float:
+    """Nats per record on the route-deciding tokens (:data:`ROUTE_PARTS`), from :func:`part_losses`' output: the
+    sum over those parts of loss per token x tokens per record. The curve the flat condition reads."""
+    V.instance("parts", parts, dict)
+    missing = [p for p in ROUTE_PARTS if p not in parts]
+    if missing:
+        raise ValueError(f"parts must hold every route-deciding part {ROUTE_PARTS} (part_losses' output); "
+                         f"missing {missing}")
+    out = 0.0
+    for p in ROUTE_PARTS:
+        v = V.instance(f"parts[{p!r}]", parts[p], dict)
+        out += V.number(f"parts[{p!r}]['per_token']", v.get("per_token"), min=0) * \
+            V.number(f"parts[{p!r}]['tokens']", v.get("tokens"), min=0)
+    return out
+
+
+def stable_end(cfg: dict) -> int:
+    """The last SFT step of a WSD recipe's stable phase: ``sft_steps - sft_decay``."""
+    V.instance("cfg", cfg, dict)
+    steps = V.integer("cfg['sft_steps']", cfg.get("sft_steps"), min=1)
+    decay = V.integer("cfg['sft_decay']", cfg.get("sft_decay"), min=1, max=steps - 1)
+    return steps - decay
+
+
+def route_flat(curve: Any, cfg: dict) -> float:
+    """The flat condition's reading, registered on :data:`REGISTERED`: ``train.plateau(curve, 0.2,
+    higher_is_better=False, until=stable_end(cfg), noise=2)`` of the route-token loss curve (:func:`route_loss`
+    logged by SFT step: a manifest curve ``{"step", "value"}`` or ``(step, value)`` pairs). Holds when
+    ``<= FLAT_BAR``. Read on the stable phase only: the decay lowers the loss by annealing alone."""
+    from helpers import train
+
+    if isinstance(curve, (list, tuple)):
+        pts = [V.sequence(f"curve[{i}]", p, min_len=2) for i, p in enumerate(curve)]
+        if any(len(p) != 2 for p in pts):
+            raise ValueError("curve must hold (step, value) pairs")
+        curve = {"step": [V.integer("step", s, min=0) for s, _ in pts], "value": [v for _, v in pts]}
+    V.instance("curve", curve, dict)
+    return train.plateau(curve, 0.2, higher_is_better=False, until=stable_end(cfg), noise=2)
+
+
+def fits_records(exact: Any) -> float:
+    """The fit condition's reading, registered on :data:`REGISTERED`: the share of the first
+    :data:`N_FIT_RECORDS` SFT training records (``data.sft[:N_FIT_RECORDS]``) whose greedy route on the stored
+    weights is an exact match (:func:`evaluate`), given as that share or as the per-record 0/1 list. Holds when
+    ``>= FIT_BAR``."""
+    if isinstance(exact, (list, tuple, np.ndarray)):
+        vals = V.sequence("exact", list(np.asarray(exact).tolist()), min_len=1)
+        if len(vals) != N_FIT_RECORDS:
+            raise ValueError(f"exact must hold one 0/1 per record of the first {N_FIT_RECORDS}, got {len(vals)}")
+        if any(v not in (0, 1) for v in vals):
+            raise ValueError("exact must hold 0/1 (or bool) per record")
+        return float(np.mean([float(v) for v in vals]))
+    return V.number("exact", exact, min=0, max=1)
+
+
+def wsd_conditions(route_curve: Any, exact: Any, cfg: dict) -> dict[str, tuple[float, str, float, bool]]:
+    """Both registered conditions of one model: ``{"route_flat": (value, "<=", FLAT_BAR, held),
+    "fits_training_records": (value, ">=", FIT_BAR, held)}``."""
+    flat, fit = route_flat(route_curve, cfg), fits_records(exact)
+    return {"route_flat": (flat, "<=", FLAT_BAR, flat <= FLAT_BAR),
+            "fits_training_records": (fit, ">=", FIT_BAR, fit >= FIT_BAR)}
+
+
+def wsd_gates(claim: str) -> tuple[str, ...]:
+    """The conditions (``<arm>_route_flat``, ``<arm>_fits_training_records``) a claim of the chapter rests on
+    under the registered recipe: :data:`FIT_GATED` claims on the fit and the flat condition (``cpt_helps`` on
+    both arms'), every other claim on the CPT+SFT arm's flat condition."""
+    V.instance("claim", claim, str)
+    if not claim:
+        raise ValueError("claim must be a claim id, got ''")
+    flat = ("cpt_route_flat",)
+    if claim == "cpt_helps":
+        return flat + ("cpt_fits_training_records", "sft_route_flat", "sft_fits_training_records")
+    return flat + ("cpt_fits_training_records",) if claim in FIT_GATED else flat
+
+
+def wsd_lrs(cfg: dict) -> list[float]:
+    """The SFT learning rate at every step of the registered recipe, as its two stages set it (stage 1: warm-up
+    then constant to ``split_at``; stage 2: ``fit(schedule="wsd", decay_steps=sft_decay)`` over the rest). Equals
+    ``train.lr_at(step, sft_steps, lr, sft_warmup, "wsd", decay_steps=sft_decay)`` at every step (a test checks)."""
+    from helpers import train
+
+    split, end = _wsd_split(cfg)
+    lr, warm, steps = cfg["lr"], cfg["sft_warmup"], cfg["sft_steps"]
+    one = [train.lr_at(i, split, lr, warm, "constant") for i in range(split)]
+    return one + [train.lr_at(i, steps - split, lr, 0, "wsd", decay_steps=steps - end) for i in range(steps - split)]
+
+
+def _wsd_split(cfg: dict) -> tuple[int, int]:
+    end = stable_end(cfg)
+    warm = V.integer("cfg['sft_warmup']", cfg.get("sft_warmup"), min=0)
+    split = V.integer("cfg['split_at']", cfg.get("split_at"), min=1)
+    if not warm <= split <= end:
+        raise ValueError(f"cfg['split_at'] must lie in the stable phase, sft_warmup={warm} <= split_at <= "
+                         f"stable end {end}; got {split}")
+    return split, end
+
+
+def _history_dict(h: Any) -> dict:
+    return {"loss": list(h.loss), "lr": list(h.lr), "evals": {k: [list(p) for p in v] for k, v in h.evals.items()}}
+
+
+def train_wsd(cfg: dict, tensors: dict, vocab_size: int, seed: int, cpt: bool, stage: int | None = None,
+              resume: dict | None = None, eval_fn: Any = None, progress: bool = False) -> dict:
+    """The registered recipe (``checkpoint_config("models_wsd")``): one arm of one seed, or one of its two stages.
+
+    ``stage=None``: the whole run in one process; ``stage=1``: ``cpt_steps`` of CPT (if ``cpt``, as
+    :func:`train_lm`), then SFT steps ``0..split_at`` (warm-up, constant rate); ``stage=2``: from ``resume`` (stage
+    1's result), SFT steps ``split_at..sft_steps`` under ``train.fit(schedule="wsd", decay_steps=sft_decay)``.
+    Same batches (:func:`train_lm`'s stream) and one AdamW throughout, so stages 1 + 2 give the weights of the
+    one-process run. ``eval_fn(model, step)`` runs every ``eval_every`` SFT steps and at the end. Returns a dict
+    of plain types: ``state`` and ``opt`` (state dicts), ``hist`` (stage -> {loss, lr, evals by SFT step}),
+    ``stage``, and ``model`` (the trained module, in eval mode; not for storing)."""
+    import torch
+
+    from helpers import train
+
+    V.instance("cfg", cfg, dict)
+    seed = V.seed("seed", seed)
+    V.boolean("cpt", cpt)
+    if stage not in (None, 1, 2):
+        raise ValueError(f"stage must be None, 1 or 2, got {stage!r}")
+    if (stage == 2) != (resume is not None):
+        raise ValueError("stage 2 needs resume (stage 1's result), and only stage 2 takes it")
+    if resume is not None and (not isinstance(resume, dict) or resume.get("stage") != 1):
+        raise ValueError("resume must be the dict train_wsd(..., stage=1) returned")
+    V.optional(V.function, "eval_fn", eval_fn)
+    split, end = _wsd_split(cfg)
+    steps = cfg["sft_steps"]
+    decay = steps - end
+    every = V.integer("cfg['eval_every']", cfg.get("eval_every"), min=1)
+    if split % every or steps % every:
+        raise ValueError(f"cfg['split_at'] ({split}) and cfg['sft_steps'] ({steps}) must be multiples of "
+                         f"cfg['eval_every'] ({every})")
+
+    def batches(x: Any, y: Any, offset: int) -> Any:  # train_lm's stream: batch i of a stage is step offset + i
+        def get(step: int) -> tuple:
+            g = torch.Generator().manual_seed(seed * 1_000_003 + offset + step)
+            i = torch.randint(0, len(x), (cfg["batch"],), generator=g)
+            n = int((y[i] != -100).any(0).nonzero().max()) + 1
+            return x[i, :n], y[i, :n]
+        return get
+
+    def ev(start: int) -> Any:
+        if eval_fn is None:
+            return None
+        calls = [0]
+
+        def run(model: Any) -> dict:
+            calls[0] += 1
+            return eval_fn(model, min(start + calls[0] * every, steps if stage != 1 else split))
+        return run
+
+    torch.manual_seed(seed)
+    model = make_model(cfg, vocab_size)
+    params = [p for p in model.parameters() if p.requires_grad]
+    hist: dict[str, Any] = {}
+    if stage == 2:
+        model.load_state_dict(resume["state"])
+        hist = {k: dict(v) for k, v in resume["hist"].items()}
+    elif cpt:
+        h = train.fit(model, _loss, batches(*tensors["cpt"], 10**7), cfg["cpt_steps"], lr=cfg["lr"],
+                      warmup=max(1, cfg["cpt_steps"] // 10), seed=seed + 10**7, desc="CPT", progress=progress)
+        hist["cpt"] = _history_dict(h)
+    opt = torch.optim.AdamW(params, lr=cfg["lr"], weight_decay=0.0)
+    if stage == 2:
+        opt.load_state_dict(resume["opt"])
+    x, y = tensors["sft"]
+    if stage is None:
+        h = train.fit(model, _loss, batches(x, y, 0), steps, lr=cfg["lr"], warmup=cfg["sft_warmup"], schedule="wsd",
+                      decay_steps=decay, seed=seed, desc="SFT", progress=progress, optimizer=opt, eval_fn=ev(0),
+                      eval_every=every)
+    elif stage == 1:
+        h = train.fit(model, _loss, batches(x, y, 0), split, lr=cfg["lr"], warmup=cfg["sft_warmup"],
+                      schedule="constant", seed=seed, desc="SFT 1/2", progress=progress, optimizer=opt,
+                      eval_fn=ev(0), eval_every=every)
+    else:
+        h = train.fit(model, _loss, batches(x, y, split), steps - split, lr=cfg["lr"], warmup=0, schedule="wsd",
+                      decay_steps=decay, seed=seed + split, desc="SFT 2/2", progress=progress, optimizer=opt,
+                      eval_fn=ev(split), eval_every=every)
+    sft = _history_dict(h)
+    if stage == 2:  # fit logs the evals by its own step: shift them to SFT steps
+        sft["evals"] = {k: [[s + split, v] for s, v in pts] for k, pts in sft["evals"].items()}
+    if stage == 2:  # append to stage 1's SFT history (the evals carry their SFT step already)
+        old = hist["sft"]
+        evals = {k: [list(p) for p in old["evals"].get(k, [])] + v for k, v in sft["evals"].items()}
+        sft = {"loss": old["loss"] + sft["loss"], "lr": old["lr"] + sft["lr"], "evals": evals}
+    hist["sft"] = {**sft, "evals": {k: [[int(s), float(v)] for s, v in pts] for k, pts in sft["evals"].items()}}
+    return {"state": {k: v.detach().clone() for k, v in model.state_dict().items()}, "opt": opt.state_dict(),
+            "hist": hist, "stage": stage, "model": model.eval()}
 
 
 def generate(model: Any, prompts: Any, n_new: int, eos_id: int, temperature: float = 0.0,

@@ -1657,6 +1657,9 @@ display(
   stored in int8 (one float32 scale per weight row, dequantized on load); the numbers in
   this chapter are the int8
   weights'.
+- **Registered retraining.** A longer recipe and its conditions are registered in
+  code before training (`data/10_transit_lm/make_wsd.py`); its models are not trained
+  yet, and nothing in this chapter reads them.
 - **Not built.** The Berlin topology from the `vbb-stations`/`vbb-lines` npm packages
   (the issue offered it as an
   alternative to the planned city; this chapter keeps the planned city); the paper's

@@ -1,6 +1,7 @@
 import math
 
 import networkx as nx
+import numpy as np
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -500,3 +501,152 @@ def test_cell_agreement_is_one_for_a_cell_with_one_route_and_checks_input():
         T.cell_agreement(CITY, [], n=5)
     with pytest.raises(ValueError):
         T.cell_agreement(CITY, [(o, d, lab)], n=0)
+
+
+# ---- the retraining recipe and its conditions, registered on 2026-12-06 before training (issue #68) -----------
+WSD = T.checkpoint_config("models_wsd")
+EVAL_STEPS = list(range(WSD["eval_every"], WSD["sft_steps"] + 1, WSD["eval_every"]))
+
+
+def _route_curve(level):
+    return {"step": EVAL_STEPS, "value": [level(s) for s in EVAL_STEPS]}
+
+
+def test_registered_recipe_is_the_issues():
+    assert T.REGISTERED == "2026-12-06"
+    assert (WSD["sft_steps"], WSD["sft_decay"], WSD["lr"], T.stable_end(WSD)) == (16000, 5000, 3e-3, 11000)
+    assert WSD["n_fit"] == T.N_FIT_RECORDS == 300 and (T.FLAT_BAR, T.FIT_BAR) == (0.05, 0.8)
+    assert set(T.ROUTE_PARTS) < set(T.PARTS)
+    base = T.checkpoint_config("models")
+    assert all(WSD[k] == base[k] for k in base if k not in ("sft_steps", "sft_tail"))  # same data and model
+
+
+def test_route_flat_fails_while_falling_and_passes_on_a_flat_stable_phase():
+    rng = np.random.default_rng(0)
+    noise = {s: 0.01 * rng.standard_normal() for s in EVAL_STEPS}
+
+    def flat(s):  # levelled off by step ~5000, then the decay anneals it lower
+        return 1.0 + 6.0 * math.exp(-s / 800) + noise[s] - (0.4 * (s - 11000) / 5000 if s > 11000 else 0.0)
+
+    def falling(s):  # still falling linearly at the end of the stable phase
+        return 8.0 - 6.0 * min(s, 11000) / 11000 + noise[s]
+
+    assert T.route_flat(_route_curve(flat), WSD) <= T.FLAT_BAR
+    assert T.route_flat(_route_curve(falling), WSD) > T.FLAT_BAR
+    # read to the end, the decay's annealing would read as "still improving": the registered reading stops at 11000
+    from helpers import train
+    assert train.plateau(_route_curve(flat), 0.2) > T.FLAT_BAR
+    # (step, value) pairs read the same as a manifest curve
+    pairs = list(zip(EVAL_STEPS, _route_curve(falling)["value"], strict=True))
+    assert T.route_flat(pairs, WSD) == T.route_flat(_route_curve(falling), WSD)
+    broken = _route_curve(flat)
+    broken["value"][3] = float("nan")
+    with pytest.raises(ValueError, match="finite"):
+        T.route_flat(broken, WSD)
+    with pytest.raises(ValueError, match="until"):  # a curve that has no point in the stable phase
+        T.route_flat({"step": [15000, 16000], "value": [1.0, 0.9]}, WSD)
+    with pytest.raises(ValueError):
+        T.route_flat([(250, 1.0, 2.0)], WSD)
+    with pytest.raises(ValueError):
+        T.route_flat(_route_curve(flat), dict(WSD, sft_decay=16000))
+
+
+def test_fit_condition_bar_and_input():
+    assert T.fits_records(0.8) >= T.FIT_BAR > T.fits_records(0.79)
+    per_record = [1] * 240 + [0] * 60
+    assert T.fits_records(per_record) == 0.8 and T.fits_records(np.array(per_record, bool)) == 0.8
+    with pytest.raises(ValueError, match="300"):
+        T.fits_records([1] * 150)  # the previous round's 150 records are not the registered reading
+    with pytest.raises(ValueError):
+        T.fits_records([2] * 300)
+    with pytest.raises(ValueError):
+        T.fits_records(1.2)
+    with pytest.raises(TypeError):
+        T.fits_records("0.9")
+
+
+def test_wsd_conditions_and_gates():
+    good = _route_curve(lambda s: 1.0 + 6.0 * math.exp(-s / 800))
+    bad = _route_curve(lambda s: 8.0 - 6.0 * min(s, 11000) / 11000)
+    c = T.wsd_conditions(good, 0.85, WSD)
+    assert c["route_flat"][1:3] == ("<=", 0.05) and c["route_flat"][3] and c["fits_training_records"][3]
+    c = T.wsd_conditions(bad, 0.5, WSD)
+    assert not c["route_flat"][3] and not c["fits_training_records"][3]
+    for claim in ("exact_match", "full_r2", "grounding_destination", "beats_splice_baseline"):
+        assert T.wsd_gates(claim) == ("cpt_route_flat", "cpt_fits_training_records")
+    assert set(T.wsd_gates("cpt_helps")) == {"cpt_route_flat", "cpt_fits_training_records", "sft_route_flat",
+                                             "sft_fits_training_records"}
+    assert T.wsd_gates("reachability") == T.wsd_gates("grounding") == ("cpt_route_flat",)
+    with pytest.raises(ValueError):
+        T.wsd_gates("")
+    with pytest.raises(TypeError):
+        T.wsd_gates(3)
+
+
+def test_route_loss_sums_the_route_deciding_parts():
+    torch = pytest.importorskip("torch")
+    data = T.make_data(TINY_CFG)
+    torch.manual_seed(0)
+    model = T.make_model(TINY_CFG, len(data.tok)).eval()
+    parts = T.part_losses(model, data.tok, data.sft[:6], chunk=4)
+    want = sum(parts[p]["per_token"] * parts[p]["tokens"] for p in T.ROUTE_PARTS)
+    assert math.isclose(T.route_loss(parts), want) and want > 0
+    with pytest.raises(ValueError, match="first_line"):
+        T.route_loss({k: v for k, v in parts.items() if k != "first_line"})
+    with pytest.raises(TypeError):
+        T.route_loss([1, 2])
+
+
+def test_wsd_stages_follow_one_wsd_schedule_and_give_the_one_process_weights():
+    from helpers import train
+
+    lrs = T.wsd_lrs(WSD)
+    assert lrs == [train.lr_at(i, 16000, 3e-3, 400, "wsd", decay_steps=5000) for i in range(16000)]
+    with pytest.raises(ValueError, match="stable"):
+        T.wsd_lrs(dict(WSD, split_at=12000))
+    cfg = dict(TINY_CFG, sft_steps=8, sft_decay=3, sft_warmup=2, split_at=4, eval_every=2)
+    data = T.make_data(cfg)
+    ten = T.corpora(data, cfg)
+    seen = []
+
+    def ev(model, step):
+        seen.append(step)
+        return {"x": float(step)}
+
+    whole = T.train_wsd(cfg, ten, len(data.tok), 0, True)
+    one = T.train_wsd(cfg, ten, len(data.tok), 0, True, stage=1, eval_fn=ev)
+    two = T.train_wsd(cfg, ten, len(data.tok), 0, True, stage=2, resume=one, eval_fn=ev)
+    assert all(torch_equal(whole["state"][k], two["state"][k]) for k in whole["state"])
+    assert two["hist"]["sft"]["lr"] == whole["hist"]["sft"]["lr"] == T.wsd_lrs(cfg)
+    assert two["hist"]["sft"]["loss"] == whole["hist"]["sft"]["loss"] and len(two["hist"]["cpt"]["loss"]) == 2
+    assert seen == [2, 4, 6, 8] and [s for s, _ in two["hist"]["sft"]["evals"]["x"]] == [2, 4, 6, 8]
+    with pytest.raises(ValueError, match="resume"):
+        T.train_wsd(cfg, ten, len(data.tok), 0, True, stage=2)
+    with pytest.raises(ValueError, match="multiples"):
+        T.train_wsd(dict(cfg, eval_every=3), ten, len(data.tok), 0, True, stage=1)
+    with pytest.raises(ValueError, match="stage"):
+        T.train_wsd(cfg, ten, len(data.tok), 0, True, stage=3)
+
+
+def torch_equal(a, b):
+    return bool((a == b).all())
+
+
+def test_make_wsd_script_runs_a_stage_job_and_assembles(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "data" / "10_transit_lm" / "make_wsd.py"
+    run = [sys.executable, str(script), "--tiny", "--parts", str(tmp_path / "p")]
+    r = subprocess.run(run + ["--seeds", "0", "--arms", "cpt", "--stage", "1", "--out", str(tmp_path)],
+                       capture_output=True, text=True, cwd=script.parents[2])
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "p" / "cpt" / "stage1" / "seed0.pt").is_file() and not (tmp_path / "10_transit_lm").exists()
+    r = subprocess.run(run + ["--out", str(tmp_path)], capture_output=True, text=True, cwd=script.parents[2])
+    assert r.returncode == 0, r.stderr
+    assert "reused" in r.stdout
+    import json
+    m = json.loads((tmp_path / "10_transit_lm" / "models_wsd.json").read_text())
+    assert m["extra"]["registered"] == T.REGISTERED
+    assert {"cpt/0/route_loss", "cpt/0/train_exact", "sft/0/route_loss", "cpt/0/cpt"} <= set(m["history"])
