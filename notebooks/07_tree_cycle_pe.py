@@ -1515,7 +1515,8 @@ display(
   learning rate {cfg["lr"]:g}){carried}: alert {cond_text(*given("alert", *cfg["alert_kinds"]))};
   synthetic {cond_text(*given("synth", "tree_cycle", "gin_cycle"))}. A claim resting on
   a failed condition is inconclusive at that seed: it says nothing for or against the
-  paper.
+  paper. A longer recipe (warmup-stable-decay) and its conditions are registered, not yet
+  run, in `data/07_tree_cycle_pe/make_wsd.py`.
 * **Every positional term starts at token scale.** The sinusoidal table is scaled, and
   the tree+cycle term passes through a LayerNorm whose gain starts at the token
   embeddings' size: fresh ratios {
