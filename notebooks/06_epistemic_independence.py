@@ -1224,8 +1224,16 @@ txt = [
     f"{EARLIER['eit_vs_accuracy_reward']['high']:+.3f}] "
     f"({EARLIER['eit_vs_accuracy_reward']['verdict']}); the second, with an "
     f"informative cue: {s_cmp['mean']:+.3f} [{s_cmp['low']:+.3f}, "
-    f"{s_cmp['high']:+.3f}] ({s_cmp['verdict']}). With two options the "
-    "comparison is void by construction (`eit_equals_accuracy_two_options`).",
+    f"{s_cmp['high']:+.3f}] ({s_cmp['verdict']}); the round before, on this setting "
+    f"with β = {THIRD['beta']:g}: {t_cmp['mean']:+.3f} [{t_cmp['low']:+.3f}, "
+    f"{t_cmp['high']:+.3f}] ({t_cmp['verdict']}). This round differs from that one "
+    f"only in β, the forgetting rule (β = {beta:g}), chosen for forgetting and not for "
+    "this comparison; its EIT runs' share of groups where the two rewards differ was "
+    f"{span(THIRD['rewards_differ']['measured'], '.3f')}, this round's "
+    f"{span(rd.measured if isinstance(rd.measured, list) else [rd.measured], '.3f')}. "
+    "Why a stronger KL penalty changes the comparison is not tested here. With two "
+    "options the comparison is void by construction "
+    "(`eit_equals_accuracy_two_options`).",
     "* **Against the base.** "
     + says("adv_accuracy_gain", fmt(diff(eit_adv, base_adv)))
     + f" (mean {mean(diff(eit_adv, base_adv)):+.3f}; the accuracy reward on the same "
