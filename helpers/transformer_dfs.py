@@ -43,7 +43,7 @@ __all__ = [
     "move_accuracy", "gradient_flow", "CHECKPOINT_SLUG", "CHECKPOINT_NAMES", "checkpoint_config", "width_limited_data", "generic_valid",
     "make_structured", "valid_set", "valid_set_loss", "valid_hinge_loss", "REDUCED_LOSSES", "ReducedDFS", "train_reduced", "reduced_data",
     "doubling_grid_run", "lookahead_phases", "grid_pairs", "reduced_diagnostics", "reduced_eval",
-    "reduced_flag_split",
+    "reduced_flag_split", "lattice_digraph", "grid_room", "ROOM_BAR", "reduced_model", "TEMP_NAMES", "REDUCED_INITS",
 ]
 
 

@@ -1,5 +1,8 @@
 """Tests for helpers.transformer_dfs: reference DFS, the hand-built transformers, look-ahead, training data."""
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -766,3 +769,100 @@ def test_reduced_eval():
         T.reduced_eval(T.StructuredDFS(T.one_hot_embeddings(10)), b, b)
     with pytest.raises(ValueError, match="structured_batch"):
         T.reduced_eval(T.ReducedDFS(T.one_hot_embeddings(10)), {"src": b["src"]}, b)
+
+
+def test_reduced_fifth_attempt_temperatures_and_outputs():
+    """Probes R1-R2 (issue #70, fifth attempt): learned log-temperatures (factor 1 at the start, the same random
+    draws as without them), the construction's output maps at the start, and their configs (P1's otherwise)."""
+    rng = np.random.default_rng(4)
+    emb = T.low_coherence_signs(8, 6, rng)
+    b = T.structured_batch(T.structured_states(40, 8, (4, 6), 0.3, rng, "curated"))
+    torch.manual_seed(0)
+    plain = T.ReducedDFS(emb)
+    torch.manual_seed(0)
+    warm = T.ReducedDFS(emb, temps=True)
+    with torch.no_grad():
+        assert torch.equal(plain(b), warm(b))  # exp(0) = 1 and the same draws
+        warm.log_temp[T.TEMP_NAMES.index("out")] = float(np.log(2.0))
+        assert torch.allclose(warm(b), 2 * plain(b), atol=1e-5)
+        warm.log_temp.zero_()
+        warm.log_temp[T.TEMP_NAMES.index("visited")] = 3.0  # sharper visited head: other logits
+        assert not torch.allclose(warm(b), plain(b))
+    assert float(plain.temp("child")) == 1.0
+    with pytest.raises(ValueError, match="k"):
+        warm.temp("value")
+    with pytest.raises(TypeError):
+        T.ReducedDFS(emb, temps="yes")
+    h = T.train_reduced(warm, b, 3, 0.05, {"train": b}, eval_every=1, method="adam")
+    assert np.isfinite(h["loss"]).all() and float(warm.log_temp.detach().abs().sum()) > 0  # the temperatures move
+    torch.manual_seed(1)
+    rand = T.ReducedDFS(emb)
+    W1 = rand.W1.detach().clone()
+    out = rand.set_construction_outputs()
+    assert out is rand and torch.equal(rand.W1, W1)  # attention untouched
+    assert torch.equal(rand.O_c, 10.0 * torch.eye(6)) and torch.allclose(rand.O_p, 10.0 / 16 * torch.eye(6))
+    with pytest.raises(ValueError):
+        rand.set_construction_outputs(0.0)
+    p1 = T.checkpoint_config("reduced_lc_1")
+    r1, r2 = T.checkpoint_config("reduced_r1_1"), T.checkpoint_config("reduced_r2_1")
+    assert r1["temps"] is True and r1["init"] == "random" and r2["init"] == "outputs" and "temps" not in r2
+    for r in (r1, r2):
+        assert r["loss"] == "valid" and r["steps"] == 3000 and {
+            k: v for k, v in r.items() if k not in ("loss", "init", "temps", "steps")} == {
+            k: v for k, v in p1.items() if k != "steps"}
+    torch.manual_seed(0)
+    m1 = T.reduced_model(r1, emb)
+    assert hasattr(m1, "log_temp") and torch.equal(m1.W1, plain.W1)  # R1: the random start
+    m2 = T.reduced_model(r2, emb)
+    assert torch.equal(m2.O_c, 10.0 * torch.eye(6))
+    with pytest.raises(ValueError, match="init_noise"):
+        T.reduced_model(dict(r1, init="construction"), emb)
+    with pytest.raises(ValueError, match="init"):
+        T.reduced_model(dict(r1, init="zeros"), emb)
+    with pytest.raises(TypeError):
+        T.reduced_model([("init", "random")], emb)
+
+
+def test_lattice_and_grid_room():
+    """lattice_digraph draws grid_digraph's graph in 2-D; grid_room is the cap on any network's shrink."""
+    a, b = T.grid_digraph(4, 5, np.random.default_rng(1)), T.lattice_digraph((4, 5), np.random.default_rng(1))
+    assert np.array_equal(a, b)
+    c = T.lattice_digraph((3, 3, 3), np.random.default_rng(0))
+    assert c.sum() == 2 * 3 * 9 * 2 and np.array_equal(c, c.T) and not c.diagonal().any()
+    for bad, err in (((), TypeError), ("33", TypeError), ((1, 1), ValueError), ((3, 0), ValueError)):
+        with pytest.raises(err):
+            T.lattice_digraph(bad, np.random.default_rng(0))
+    cfg = dict(T.checkpoint_config("lookahead8_0"), side=6, pairs=3, min_dist=5, horizons=[1, 2, 4])
+    r = T.grid_room(cfg, 0)
+    assert r["room"] == pytest.approx((r["len1"].mean() / r["dist"].mean()) ** 0.5)
+    run = T.doubling_grid_run(cfg, 0)
+    assert np.array_equal(run["length"][:, 0], r["len1"]) and np.array_equal(run["dist"], r["dist"])
+    shrink = (run["length"][:, 0].mean() / run["length"][:, -1].mean()) ** 0.5
+    assert shrink <= r["room"] + 1e-12  # no network beats the shortest path
+    for hs in ([1], [2, 4], [1, 3], [1, 2, 8]):
+        with pytest.raises(ValueError, match="horizons"):
+            T.grid_room(dict(cfg, horizons=hs), 0)
+    with pytest.raises(ValueError, match="horizons"):
+        T.grid_room({k: v for k, v in cfg.items() if k != "horizons"}, 0)
+    c8 = T.checkpoint_config("lookahead8_2")
+    assert c8["horizons"] == [1, 2, 4, 8] and c8["pairs"] == 16 and c8["stream"] == 18 and c8["seeds"] == [2]
+    assert T.ROOM_BAR == 2.0
+
+
+def test_make_lookahead_runs_networks_only_with_room(tmp_path):
+    """make_lookahead.py (lookahead8_<seed>): the room first; below ROOM_BAR no network runs and nothing is
+    written (the registered rule), the tiny run ignores the gate."""
+    import importlib.util
+    import types
+
+    path = Path(__file__).resolve().parents[1] / "data" / "12_transformer_dfs" / "make_lookahead.py"
+    spec = importlib.util.spec_from_file_location("make_lookahead_under_test", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    cfg = mod.tiny("lookahead8_0")
+    assert T.grid_room(cfg, 0)["room"] < T.ROOM_BAR
+    assert mod.make_lookahead(cfg, tmp_path, types.SimpleNamespace(name="lookahead8_0", tiny=False)) == []
+    assert not any(tmp_path.rglob("*.json"))
+    out = mod.make_lookahead(cfg, tmp_path, types.SimpleNamespace(name="lookahead8_0", tiny=True))
+    man = json.loads(Path(out).read_text())  # the manifest
+    assert man["metrics"]["room"] == pytest.approx(T.grid_room(cfg, 0)["room"])
