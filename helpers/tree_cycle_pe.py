@@ -1583,7 +1583,7 @@ def recipe_config(name: str, *, quick: bool = False, seed: int = 0) -> dict:
         if family == "ecfp":
             cfg.update(n_bits=256, rf_trees=20)
         else:
-            cfg.update(steps=12, warmup=2, decay_steps=4, eval_every=6, width=32)
+            cfg.update(steps=12, warmup=2, decay_steps=4, eval_every=4, width=32)
     return cfg
 
 

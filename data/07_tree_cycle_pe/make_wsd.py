@@ -31,12 +31,16 @@ The next session runs, per seed S in 0 1 2, eight jobs (each alone fits one core
         .venv/bin/python data/07_tree_cycle_pe/make_wsd.py --seed S --family $F
     done
 
-(``--seed S --family F`` is ``--name wsd_s0_F --seeds S``.) Expected wall per job on one otherwise idle core, from
-the CPU seconds per step measured for these very models (same code, width, batch and evaluation interval, one torch
-thread) in the stored ``models_s0..2`` manifests: sequence-model property families 0.119-0.133 s/step ->
-10,000 steps ~22 min; Graphormer-lite 0.094-0.104 s/step -> ~17 min; GIN 0.019-0.020 s/step -> ~3.5 min; alert
-0.123-0.155 s/step (plus the AUC evaluations this recipe adds) -> 3 x 1,500 steps ~14 min; ecfp ~1 min; plus
-about 1 min of data preparation per job. Every job is under 25 min, inside the 40-min target.
+(``--seed S --family F`` is ``--name wsd_s0_F --seeds S``.) Expected wall per job on one core, measured by a
+probe on 2026-12-06 (``--seed 0 --family prop_tree_cycle prop_gin ecfp --probe-steps 2500``, through the shared
+gate, another job on the second core): data preparation 38 s per job; tree+cycle 0.145 s/step wall (0.143 CPU),
+evaluations every 100 steps included -> 10,000 steps ~24 min; GIN 0.023 s/step -> ~4 min; ecfp 7 s. From the
+CPU seconds per step of the stored ``models_s0..2`` (same code, width, batch and evaluation interval), relative to
+tree+cycle: sinusoidal and cycle-only 0.93-0.97x -> ~23 min each (the canonical-only sinusoidal alike);
+Graphormer-lite 0.73-0.79x -> ~19 min; alert 1.0-1.2x per step -> 3 x 1,500 steps ~13 min plus the AUC
+evaluations every 25 steps, ~15 min. Every job is under 25 min on one core, inside the 40-min target.
+At the probe's old length the stable-phase training loss was still falling (tree+cycle: 0.408, 0.380, 0.348 over
+steps 750-1250, 1250-1750, 1750-2000 at constant 2e-3; ``flat`` 0.087, not met), which is why the recipe is longer.
 Storage: about 1.5 MB per seed (int8 weights, curves of at most 500 points); with the stored ``models_s*`` (4.4 MB)
 the chapter would pass the book's 8 MB limit, so the old property and alert models leave ``models_s*`` when the
 notebook moves to these.
