@@ -1047,7 +1047,8 @@ display(Markdown("\n".join(
      f"{r['train_fit']:.4f} (bar 0.95; {r['start_fit']:.3f} at the start), loss plateau "
      f"{r['loss_plateau']:.4f} (bar 0.05), {r['steps']} steps, {r['wall_seconds']} s: "
      + ("**meets** the rule" if r["passes"] else "**misses** the rule")
-     for r in sorted(red_probes, key=lambda r: (r["probe"], r["seed"] != 1, r["seed"]))]
+     for r in sorted(red_probes, key=lambda r: (r["probe"], r["seed"] != 1, r["seed"]))
+     if r["probe"] in red_q_what]
     + [f"\nSelected by the fit rule: **{red_sel}** ({red_q_what[red_sel]}); its three "
        "models are read below (whether they can carry the claim depends on their start)."
        if red_sel else
