@@ -1158,7 +1158,9 @@ if red_sel and red_cfg.get("init") == "construction":
 # %% [markdown]
 # **A fifth attempt: a random start that fits at every seed.** Probe Q3 showed that a point of far lower loss
 # exists near the construction; the random starts stop short of it. Before the fifth attempt's probes were
-# written down we measured, on the stored weights, what the random-start models lack (next cell): not output
+# written down we measured, on the stored weights, what the random-start models lack (next cell: the visited
+# head's `W1` diagonal, the flag weight `|γ|` and the output maps' norms, each times its learned temperature
+# where a model has one): not output
 # scale (their output maps are as large as Q3's trained ones or larger) but the sharpness of the visited head
 # and the weight of its flag, products that an additive optimiser step grows slowly. Two probes, written down in
 # `make_reduced.py` before any ran, each from the small random start with P1's codes and the valid-set loss:
@@ -1170,9 +1172,13 @@ if red_sel and red_cfg.get("init") == "construction":
 # the claim's bar on unseen graphs (evaluated below), its models carry `gradient_flow_learns`.
 
 # %%
-def _sharp(m):  # the quantities the diagnosis compares (stored weights)
-    return dict(W1=float(m.W1.diagonal().mean()), gamma=float(m.gamma),
-                O_c=float(m.O_c.norm()), O_p=float(m.O_p.norm()))
+def _sharp(m):  # the quantities the diagnosis compares (stored weights), each times its
+    # learned temperature where the model has one (R1; else 1); |γ|: its sign is the flag's
+    with torch.no_grad():
+        t = {k: float(m.temp(k)) for k in dfs.TEMP_NAMES}
+        return dict(W1=float(m.W1.diagonal().mean()) * t["visited"],
+                    gamma=abs(float(m.gamma)) * t["child"],
+                    O_c=float(m.O_c.norm()) * t["out"], O_p=float(m.O_p.norm()) * t["out"])
 
 
 red_sharp = {("random", s_): _sharp(red_rand_models[s_]) for s_ in seeds}
@@ -1224,6 +1230,8 @@ for i, s_ in enumerate(seeds if red_r_sel else []):  # the selected probe's mode
     print(f"{red_r_sel}, seed {s_}: unseen graphs valid {red_r[s_]['valid']:.3f} (at the "
           f"start {red_r_start[s_]['valid']:.3f}), training fit {red_r[s_]['fit']:.4f}; "
           + ", ".join(f"{k} {red_r[s_][k]:.1f}" for k in ("W1", "gamma", "O_c", "O_p")))
+red_sharp.update({(red_r_sel, s_): {k: red_r[s_][k] for k in ("W1", "gamma", "O_c", "O_p")}
+                  for s_ in red_r})
 # a start that already meets the claim's bar on unseen graphs cannot test learning
 red_r_start_passes = bool(red_r_start) and max(
     v["valid"] for v in red_r_start.values()) >= 0.95
@@ -2252,7 +2260,7 @@ def _sh(who, k, f=".1f"):  # a diagnosis quantity over seeds, as a range
 _r_summary = (
     "In the fifth attempt (a small random start with P1's codes, written down before "
     "probing, after measuring what the random starts lack: their visited-head `W1` "
-    f"diagonal is {_sh('random', 'W1')} and their flag weight `γ` {_sh('random', 'gamma')}"
+    f"diagonal is {_sh('random', 'W1')} and their flag weight `|γ|` {_sh('random', 'gamma')}"
     + (f" against {_sh(red_sel, 'W1')} and {_sh(red_sel, 'gamma')} in probe {red_sel}'s "
        f"trained models, while their output map `O_c` has norm {_sh('random', 'O_c')} "
        f"against {_sh(red_sel, 'O_c')}" if red_sel else "")
@@ -2265,7 +2273,9 @@ _r_summary = (
                                   key=lambda r: r["seed"])] if rs)
     + (f", so **{red_r_sel}** met the fit rule and was selected; its start scores "
        f"{[round(red_r_start[s_]['valid'], 3) for s_ in seeds]} on unseen graphs, "
-       "below the bar, so its models carry the claim. " if red_c_is_r else
+       "below the bar, so its models carry the claim; trained, their effective visited "
+       f"sharpness is {_sh(red_r_sel, 'W1')} and flag weight {_sh(red_r_sel, 'gamma')} "
+       "(times the learned temperatures). " if red_c_is_r else
        f", so **{red_r_sel}** met the fit rule, but its start already meets the bar "
        f"({[round(red_r_start[s_]['valid'], 3) for s_ in seeds]}): not counted. "
        if red_r_sel else ", so none was selected. ")

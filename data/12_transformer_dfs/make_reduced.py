@@ -130,6 +130,10 @@ small random start (``init_std`` 0.1, the seed's draw), one change each:
   ρ = 10, :meth:`~helpers.transformer_dfs.ReducedDFS.set_construction_outputs`), every attention parameter
   from the random start (the issue's other suggestion; the diagnosis above predicts it does not help).
 
+(Addendum after the runs: the diagnosis above read ``reduced_0``, ``reduced_1`` and ``reduced_lc_1``; the notebook
+also reads ``reduced_2``: ``W1`` diagonal 5.2, ``|gamma|`` 11.3, the same picture; the sign of ``gamma`` is the
+flag's. Nothing of the probes or the rule changed.)
+
 Selection rule (fixed before probing): the first configuration in this order whose training valid-move accuracy
 at its plateau (mean of the last tenth of the curve) is >= 0.95 with a flat loss (``train.plateau <= 0.05``) at
 all three seeds, judged on seed 0 first and then seeds 1 and 2 (a configuration is dropped at its first failing
