@@ -2488,7 +2488,9 @@ display(Markdown("\n".join([
        "yet with codes that remove that cost training still missed the fit at seed 1, "
        + (f"with {red_p3['p1_steps']} steps or {red_p3['steps']}, " if red_p3 else "")
        + "so at this width, data and optimizer the shortfall is the training's as much "
-       "as the embeddings'. " if not quick else ". ")
+       "as the embeddings'"
+       + (f" (with fixed temperatures; with learned ones, probe {red_r_sel}, the fit is met "
+          "at every seed). " if red_c_is_r else ". ") if not quick else ". ")
     + "For scale, rules with no learning: always backtracking scores "
     f"{[round(red_base['always parent', s_], 3) for s_ in seeds]}, a rule told when to "
     "backtrack that picks a random child "
