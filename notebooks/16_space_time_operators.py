@@ -35,7 +35,7 @@
 # | simulator | flood-wave routing | variable-parameter (nonlinear) Muskingum, travel time falling with discharge |
 # | model | ~27K-parameter factorized model | ~6K parameters: 3 blocks of learned causal local filters + exact upstream sweep, non-negative output |
 # | baseline | recurrent message passing | GRU (hidden 32) aggregating upstream messages at every step (3 seeds); linear Muskingum with the true `K` and with `K` calibrated by one factor on the training basins (no network) |
-# | training | long runs on GPUs | 500 steps per river model (24 events per training basin), validation curve recorded; 1800 steps per cross-geometry model; all trained ahead by `data/16_space_time_operators/make_models.py` |
+# | training | long runs on GPUs | 500 steps per river model (24 events per training basin), validation curve recorded; 1800 steps per cross-geometry model (those short of their plateau retrained in round 4 on a warmup-stable-decay schedule, same steps); all trained ahead by `data/16_space_time_operators/make_models.py` |
 # | cross-geometry | Navier-Stokes, 15 training geometries, Chebyshev and Physics-Attention mixers | **stand-in:** advection-diffusion in a potential flow on 10x10 grids with obstacles, 1 or 15 training geometries at equal steps and equal data, both mixer families, an oracle per test geometry with as many events as the pooled model |
 # | traffic | cross-city forecasting | not reproduced (no offline data) |
 # | hardware | GPU | 2 CPU cores, one torch thread |
@@ -107,11 +107,18 @@ geo_seeds = cfg["geometry_seeds"]  # the seeds whose cross-geometry models are t
 leak_seeds = cfg["geometry_leak_seeds"]  # ... and whose cross-geometry leak models are
 dm_seeds = cfg["geometry_matched_seeds"]  # ... and whose data-matched controls are
 rc, gc = cfg["river"], cfg["geometry"]
+# round 4: models that failed their convergence condition, retrained on the registered
+# warmup-stable-decay recipe (checkpoint "retrained"); (seed, model) -> steps
+cfg_r = st.checkpoint_config("retrained") if not quick else None
+retrained = {} if quick else {(s, k): n for s, models in zip(cfg_r["seeds"], cfg_r["retrain"])
+                              for k, n in models}
+leak_seeds = sorted(set(leak_seeds) | {s for s in geo_seeds if all(
+    (s, f"leak_{k}") in retrained for k in gc["leaks"])})  # seed 1's leak models (round 4)
 bench_T = [64, 256, 1024] if not quick else [32, 128]
 
 env = repro.setup(seed, threads=1)
 plotting.use_style()
-rec = claims.ClaimsRecord(SLUG, dict(quick=quick, seed=seed, **cfg))
+rec = claims.ClaimsRecord(SLUG, dict(quick=quick, seed=seed, **cfg, retrained=cfg_r))
 print(env)
 
 # %% [markdown]
@@ -280,7 +287,9 @@ if quick:
     ckpt = None
 else:
     ckpt = checkpoints.load(SLUG, "models", config=cfg)
-    print(f"checkpoint trained in {ckpt.manifest['wall_seconds']} s wall")
+    ckpt_r = checkpoints.load(SLUG, "retrained", config=cfg_r)
+    print(f"checkpoint trained in {ckpt.manifest['wall_seconds']} s wall; retrained models "
+          f"(round 4) in {ckpt_r.manifest['wall_seconds']} s")
     embed = rc["n"] * len(rc["biases"])  # one id per training reach
     for s in seeds:
         for leak in st.LEAKS:
@@ -973,6 +982,7 @@ GEO_KEYS = [f"G{G}" for G in gc["counts"]] + ["attention"]
 LEAK_KEYS = [f"leak_{k}" for k in gc["leaks"]]  # trained for the seeds in leak_seeds
 geo_err, oracle_err, geo_curves, geo_models, geo_test = {}, {}, {}, {}, {}
 geo_in = {}  # (seed, key) -> error on the training geometries' own held-out events
+geo_steps = {}  # (seed, key) -> the curve with its steps (the retrained models' reading needs them)
 geo_all = {}  # seed -> its geometries (training, then test)
 t0 = time.process_time()
 for s in geo_seeds:
@@ -995,10 +1005,11 @@ for s in geo_seeds:
                                   val_events=gc["val_events"],
                                   val_every=gc["val_every"])
             geo_curves[s, key] = [v for _, v in h.evals["val"]]
-        else:
-            ckpt.load_into(m, f"s{s}.geo.{key}.")
-            hist_ = ckpt.manifest["history"][f"s{s}.geo.{key}.val"]
-            geo_curves[s, key] = hist_["value"]
+        else:  # a model retrained in round 4 replaces the stored one (section 7's table)
+            ck = ckpt_r if (s, key) in retrained else ckpt
+            ck.load_into(m, f"s{s}.geo.{key}.")
+            hist_ = ck.manifest["history"][f"s{s}.geo.{key}.val"]
+            geo_curves[s, key], geo_steps[s, key] = hist_["value"], hist_
         test_on = train_on if key.startswith("oracle") else on[gc["n_train"]:]
         geo_err[s, key] = st.geometry_error(m.eval(), test_on)
         geo_models[s, key] = m
@@ -1010,7 +1021,17 @@ for s in geo_seeds:
               f" | {k} {geo_err[s, k]:.3f}" for k in LEAK_KEYS if (s, k) in geo_err))
 print(f"{gc['steps']} optimizer steps per model; {time.process_time() - t0:.1f} s CPU")
 Gmax, G1 = f"G{gc['counts'][-1]}", f"G{gc['counts'][0]}"
-geo_plateau = {(s, k): train.plateau(v) for (s, k), v in geo_curves.items()}
+
+
+def read_plateau(s, key):
+    """The registered convergence reading: the plain plateau for the stored (cosine)
+    models; for a model retrained in round 4 (WSD), the stable phase with noise = 2."""
+    if (s, key) in retrained:
+        return st.stable_plateau(geo_steps[s, key], retrained[s, key])
+    return train.plateau(geo_curves[s, key])
+
+
+geo_plateau = {(s, k): read_plateau(s, k) for (s, k) in geo_curves}
 
 # the stand-in's time block is the paper's FNO-1D (a few Fourier modes of a window
 # padded to 2T), not the river's causal filters: measure how much sources added from
@@ -1049,7 +1070,6 @@ DM = ["dm_G1"] + [f"dm_oracle{k}" for k in range(gc["n_test"])]
 n_copies = gc["counts"][-1]  # copies of one geometry: the G = 15 model's events
 dm_own = {}  # (seed, model) -> error on its own geometry's test events
 oracle_dm = {}  # seed -> mean over the data-matched oracles
-met = ckpt.manifest["metrics"] if ckpt is not None else {}
 t0 = time.process_time()
 for s in dm_seeds:
     for key in DM:
@@ -1064,12 +1084,13 @@ for s in dm_seeds:
             if key == "dm_G1":
                 geo_err[s, key] = st.geometry_error(m, geo_test[s])
         else:
-            hist_ = ckpt.manifest["history"][f"s{s}.geo.{key}.val"]
-            geo_curves[s, key] = hist_["value"]
-            dm_own[s, key] = met[f"s{s}.geo.{key}.own_err"]
+            ck = ckpt_r if (s, key) in retrained else ckpt
+            hist_ = ck.manifest["history"][f"s{s}.geo.{key}.val"]
+            geo_curves[s, key], geo_steps[s, key] = hist_["value"], hist_
+            dm_own[s, key] = ck.manifest["metrics"][f"s{s}.geo.{key}.own_err"]
             if key == "dm_G1":
-                geo_err[s, key] = met[f"s{s}.geo.{key}.test_err"]
-        geo_plateau[s, key] = train.plateau(geo_curves[s, key])
+                geo_err[s, key] = ck.manifest["metrics"][f"s{s}.geo.{key}.test_err"]
+        geo_plateau[s, key] = read_plateau(s, key)
     oracle_dm[s] = float(np.mean([dm_own[s, k] for k in DM[1:]]))
     print(f"seed {s}: G1 with {n_copies}x the events {geo_err[s, 'dm_G1']:.3f} "
           f"(5 events {geo_err[s, G1]:.3f}, {Gmax} {geo_err[s, Gmax]:.3f}) | "
@@ -1080,6 +1101,81 @@ print(f"{time.process_time() - t0:.1f} s CPU")
 ratio = [geo_err[s, Gmax] / oracle_dm[s] for s in geo_seeds]
 ratio_attn = [geo_err[s, "attention"] / oracle_dm[s] for s in geo_seeds]
 ratio5 = [geo_err[s, Gmax] / oracle_err[s] for s in geo_seeds]  # the 5-event oracle
+
+# %% [markdown]
+# **Models retrained in round 4.** The last round left some of these models short of their plateau by the
+# book's rule (the G = 15 model at seed 1, the data-matched G = 1 controls at seeds 1 and 2, the first
+# data-matched oracle at seed 2, leak models; seed 1 had no leak models). Their recipe had a cosine learning-rate
+# decay, and a decay lowers a validation curve by annealing alone, so the last fifth of such a curve reads as
+# "still improving" however long the model trained. Before training anything we registered (the data script's
+# docstring and `checkpoint_config("retrained")`, committed first) which models to retrain, with which recipe and
+# which reading: the same data, model, learning rate, warm-up, validation event and early stopping, on a
+# **warmup-stable-decay** schedule (constant learning rate, then a decay over the last quarter of the steps), for
+# the same steps as before (1800; the `embed` leak model 5400 as before), and the condition read on the **stable
+# phase** with **noise = 2** (`helpers`: `stable_plateau`; an improvement counts only beyond two standard errors
+# of the curve's own step noise), against the same bar. A retrained model replaces the stored one everywhere
+# below; every other model keeps its plain reading. The table shows both, and the stored model's test error next
+# to the retrained one's (the stored weights are still in the checkpoint). The models compared by one claim keep
+# equal steps; at a seed where only one of them was retrained they differ in schedule (stated in the table).
+
+# %%
+def retrained_row(s, key, n):
+    """One row of the round-4 table: the stored model (if any) and its retrained one."""
+    old = ckpt.manifest["history"].get(f"s{s}.geo.{key}.val")
+    old_p = f"{train.plateau(old['value']):.3f}" if old else "–"  # its own reading
+    if key.startswith("dm_"):
+        what = "test_err" if key == "dm_G1" else "own_err"
+        err_old = ckpt.manifest["metrics"].get(f"s{s}.geo.{key}.{what}")
+        err_new = geo_err[s, key] if key == "dm_G1" else dm_own[s, key]
+    else:
+        err_old, err_new = None, geo_err[s, key]
+        if old:
+            leak = key[5:] if key.startswith("leak_") else "none"
+            m = st.geometry_model(gc["order"], s, c_in=3 if leak == "feature" else 2,
+                                  embed_nodes=100 * gc["n_train"] if leak == "embed" else 0)
+            ckpt.load_into(m, f"s{s}.geo.{key}.")
+            on = st.geometry_leak(geo_all[s], gc["n_train"], leak, s)[gc["n_train"]:]
+            err_old = st.geometry_error(m.eval(), on)
+    steps_old = cfg["leak_steps"].get(key[5:], gc["steps"]) if key.startswith("leak_") else gc["steps"]
+    c = geo_steps[s, key]  # the stable phase read without the noise allowance (not the condition)
+    raw = train.plateau([v for t, v in zip(c["step"], c["value"]) if t <= n - st.wsd_decay_steps(n)])
+    raw_plateau[s, key] = raw
+    return (f"| {s} | {key} | {f'{steps_old} cosine' if old else 'not trained'} | {old_p} | "
+            f"{n} WSD (decay {st.wsd_decay_steps(n)}) | {geo_plateau[s, key]:.3f} | {raw:.3f} | "
+            f"{f'{err_old:.3f}' if err_old is not None else '–'} | {err_new:.3f} |")
+
+
+raw_plateau = {}
+if retrained:
+    _rows = [retrained_row(s, k, n) for (s, k), n in sorted(retrained.items())]
+    _by_noise = [f"seed {s} {k}" for (s, k) in retrained
+                 if geo_plateau[s, k] <= 0.05 < raw_plateau[s, k]]
+    display(Markdown(
+        "| seed | model | stored: steps | its plateau (plain) | retrained: steps | its plateau "
+        "(stable phase, noise 2) | stable phase, noise 0 | error, stored | error, retrained |\n"
+        "|---|---|---|---|---|---|---|---|---|\n"
+        + "\n".join(_rows)
+        + "\n\nError: on the test geometries (oracles: on their own geometry's test events; leak "
+        "models: with the leak open). Bar of every condition: plateau at most 0.05. The column "
+        "'noise 0' reads the same stable phase without the noise allowance; it is shown so the reader "
+        "sees how much of a 'flat' verdict is the noise allowance (registered: noise 2), and is no "
+        f"condition. Retrained models that meet their condition: "
+        f"{sum(geo_plateau[k] <= 0.05 for k in retrained)} of {len(retrained)}; of these, flat only "
+        "within the noise allowance (stable phase still falling by more than 0.05 without it): "
+        + (", ".join(_by_noise) or "none") + "."))
+    fig, axs = plt.subplots(1, len(geo_seeds), figsize=(14, 3.2), sharey=True)
+    for ax_, s in zip(axs, geo_seeds):
+        for (s_, key), n in sorted(retrained.items()):
+            if s_ == s:
+                c = geo_steps[s, key]
+                ax_.plot(c["step"], c["value"], label=key)
+                ax_.axvline(n - st.wsd_decay_steps(n), color="0.6", lw=0.6, ls=":")
+        ax_.set(yscale="log", xlabel="optimizer step", title=f"seed {s}: retrained (dotted: "
+                "end of the stable phase)")
+        ax_.title.set_fontsize(8)
+        ax_.legend(fontsize=6)
+    axs[0].set_ylabel("validation relative L2")
+    plt.show()
 
 # %%
 fig, ax = plt.subplots(1, 3, figsize=(14, 3.8))
@@ -1163,7 +1259,8 @@ display(Markdown(
     f"{_lst([geo_err[s, Gmax] for s in geo_seeds])} with {Gmax[1:]} geometries: at equal steps and equal "
     f"data, {Gmax[1:]} geometries give {_lst(_acc)} times the one-geometry error ({_lst(_acc5)} against the "
     f"5-event control). The validation curves' plateau values (share of the drop still made in the last "
-    f"fifth; the conditions ask for at most 0.05): G = {Gmax[1:]} "
+    f"fifth, a retrained model's on its stable phase with noise 2; the conditions ask for at most 0.05): "
+    f"G = {Gmax[1:]} "
     f"{_lst([geo_plateau[s, Gmax] for s in geo_seeds])}, attention "
     f"{_lst([geo_plateau[s, 'attention'] for s in geo_seeds])}, data-matched G = 1 "
     f"{_lst([geo_plateau[s, 'dm_G1'] for s in geo_seeds])}, data-matched oracles (worst per seed) "
@@ -1240,8 +1337,10 @@ for s in leak_seeds:
         geo_emb_gap[s] = st.geometry_error(m, on) / geo_in[s, "leak_embed"]
         m.embed.weight.copy_(w0)
 print("leak seeds:", leak_seeds or "none (no leak model in this build)", "| steps:",
-      ", ".join(f"{k[5:]} {cfg['leak_steps'].get(k[5:], gc['steps'])}"
-                for k in LEAK_KEYS))
+      "; ".join(f"seed {s} " + ", ".join(
+          f"{k[5:]} {retrained.get((s, k), cfg['leak_steps'].get(k[5:], gc['steps']))}"
+          + (" (WSD, round 4)" if (s, k) in retrained else "") for k in LEAK_KEYS)
+          for s in leak_seeds))
 for s in leak_seeds:
     print(f"seed {s}: error / closed error, test geometries: "
           + ", ".join(f"{k[5:]} {leak_ratio[s, k]:.2f}" for k in LEAK_KEYS)
@@ -1355,7 +1454,9 @@ plotting.live_controls(show, basin=names, model=[*st.LEAKS, "recurrent"],
 # data-matched oracle, every leak model), and the two oracle claims also on the oracle being a ceiling
 # (`oracle_is_ceiling`: the oracle on its own geometry at least as good as the G = 15 model on geometries it
 # trained on; added at review, after the run showed the 5-event oracles are data-limited, section 7; the
-# data-matched controls followed); the speed claim on each side's timing spread being below
+# data-matched controls followed). A model retrained in round 4 (section 7) is read by the reading registered
+# with its recipe (its stable phase, noise = 2), a stored model by the plain rule, the same bar for both; the
+# speed claim on each side's timing spread being below
 # the measured effect. At a seed where a condition fails the claim is left out; with none left it is
 # *inconclusive*.
 
@@ -1700,10 +1801,15 @@ display(Markdown(
     "out at that seed: "
     + ("; ".join(f"seed {s} " + ", ".join(f"{k} {geo_plateau[s, k]:.3f}" for k in _unflat[s])
                  for s in geo_seeds if _unflat[s]) or "none")
-    + ". What would close the gap: those models trained longer (more steps, the same early stopping) until "
-    "their curves pass the rule, then the claims re-read; the leak models the same"
-    + (f" (the `embed` model was still short of its plateau after {cfg['leak_steps']['embed']} steps)"
-       if "embed" in cfg["leak_steps"] else "")
+    + ". Round 4 retrained the models that failed in the round before (section 7's table: "
+    f"{len(retrained)} models, warmup-stable-decay, read on the stable phase)"
+    + ("; what would close the remaining gap: those models trained longer on the same recipe until "
+       "their stable phase passes the rule, then the claims re-read" if any(_unflat.values()) else
+       "; no model is left short of its plateau by its registered reading")
+    + (f"; {len(_by_noise)} of them ({', '.join(_by_noise)}) are flat only within the registered noise "
+       "allowance: read without it, their stable phase still falls by more than the bar, so their claims "
+       "rest on a curve whose remaining trend is within its step noise; a longer stable phase would say "
+       "whether it is" if retrained and _by_noise else "")
     + ". One training run per model and seed, so the run-to-run spread of the ratios is not measured, and a "
     f"verdict resting on one qualifying seed is a lead. The G = {G1[1:]} control is the first training "
     "geometry of each seed, one draw: its test error with "
