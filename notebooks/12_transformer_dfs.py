@@ -575,7 +575,7 @@ for i, s_ in enumerate(seeds):
     else:
         la_ck = checkpoints.load(dfs.CHECKPOINT_SLUG, f"lookahead8_{i}", config=la_cfg)
         r_ = {k: la_ck.tensors[k].numpy() for k in ("length", "dist", "same")}
-        room_pre[s_] = (la_ck.manifest["metrics"]["room"],  # computed before the networks ran
+        room_pre[s_] = (la_ck.manifest["metrics"]["room"],  # before the networks ran
                         la_ck.tensors["len1_rule"].numpy())
     assert la_cfg["horizons"] == horizons_g, "the grid run must use these horizons"
     for j, h in enumerate(horizons_g):
@@ -672,12 +672,12 @@ print("per-layer shrink (geometric mean): networks", np.round(shrink_net, 2).tol
 # %%
 old_ratio, old_ratio8, old_room = [], [], []  # the earlier build (default run only)
 for i, s_ in enumerate(seeds if not quick else []):
-    ck_ = checkpoints.load(dfs.CHECKPOINT_SLUG, f"lookahead_{i}", config=scripts.with_seeds(
-        dfs.checkpoint_config(f"lookahead_{i}"), [s_]))
+    cfg_ = scripts.with_seeds(dfs.checkpoint_config(f"lookahead_{i}"), [s_])
+    ck_ = checkpoints.load(dfs.CHECKPOINT_SLUG, f"lookahead_{i}", config=cfg_)
     L_ = ck_.tensors["length"].numpy().mean(0)
     k_ = L_.size - 1
     old_ratio.append(float((L_[0] / L_[-1]) ** (1 / k_)))
-    old_ratio8.append(float((L_[0] / L_[3]) ** (1 / 3)))  # the same runs over h = 1 ... 8
+    old_ratio8.append(float((L_[0] / L_[3]) ** (1 / 3)))  # the same runs, h = 1 ... 8
     old_room.append(float((L_[0] / ck_.tensors["dist"].numpy().mean()) ** (1 / k_)))
 if old_ratio:
     print("earlier build, horizons 1-16: networks' shrink per layer",
@@ -1172,13 +1172,15 @@ if red_sel and red_cfg.get("init") == "construction":
 # the claim's bar on unseen graphs (evaluated below), its models carry `gradient_flow_learns`.
 
 # %%
-def _sharp(m):  # the quantities the diagnosis compares (stored weights), each times its
-    # learned temperature where the model has one (R1; else 1); |γ|: its sign is the flag's
+def _sharp(m):  # the quantities the diagnosis compares (stored weights), each times
+    # its learned temperature where the model has one (R1; else 1); |γ|: the sign is
+    # the flag's
     with torch.no_grad():
         t = {k: float(m.temp(k)) for k in dfs.TEMP_NAMES}
         return dict(W1=float(m.W1.diagonal().mean()) * t["visited"],
                     gamma=abs(float(m.gamma)) * t["child"],
-                    O_c=float(m.O_c.norm()) * t["out"], O_p=float(m.O_p.norm()) * t["out"])
+                    O_c=float(m.O_c.norm()) * t["out"],
+                    O_p=float(m.O_p.norm()) * t["out"])
 
 
 red_sharp = {("random", s_): _sharp(red_rand_models[s_]) for s_ in seeds}
@@ -1186,14 +1188,16 @@ if red_sel:
     red_sharp.update({(red_sel, s_): _sharp(red_models[s_]) for s_ in seeds})
 for (who, s_), v in red_sharp.items():
     print(f"{who:>6}, seed {s_}: " + ", ".join(f"{k} {x:.1f}" for k, x in v.items()))
-red_r_what = {"R1": "learned temperatures", "R2": "construction's output maps at the start"}
+red_r_what = {"R1": "learned temperatures",
+              "R2": "construction's output maps at the start"}
 red_r_pass = {q: {r["seed"]: r["passes"] for r in red_probes if r["probe"] == q}
               for q in red_r_what}
 red_r_sel = next((q for q in red_r_what
                   if all(red_r_pass[q].get(s_, False) for s_ in (0, 1, 2))), None)
 display(Markdown("\n".join(
     [f"* **{r['probe']}** ({red_r_what[r['probe']]}), seed {r['seed']}: training fit "
-     f"{r['train_fit']:.4f} (bar 0.95; {r['start_fit']:.3f} at the start), loss plateau "
+     f"{r['train_fit']:.4f} (bar 0.95; {r['start_fit']:.3f} at the start), "
+     "loss plateau "
      f"{r['loss_plateau']:.4f} (bar 0.05), {r['steps']} steps, {r['wall_seconds']} s: "
      + ("**meets** the rule" if r["passes"] else "**misses** the rule")
      for r in sorted(red_probes, key=lambda r: (r["probe"], r["seed"]))
@@ -1225,12 +1229,15 @@ for i, s_ in enumerate(seeds if red_r_sel else []):  # the selected probe's mode
         h = {k: v["value"] for k, v in ck_.manifest["history"].items()}
         h["step"] = ck_.manifest["history"]["loss"]["step"]
     red_r_hist[s_] = h
-    red_r[s_] = dict(dfs.reduced_eval(model, b, tb), fit=train.tail_mean(h["train/valid"]),
+    red_r[s_] = dict(dfs.reduced_eval(model, b, tb),
+                     fit=train.tail_mean(h["train/valid"]),
                      flat=train.plateau(h["loss"]), **_sharp(model))
-    print(f"{red_r_sel}, seed {s_}: unseen graphs valid {red_r[s_]['valid']:.3f} (at the "
-          f"start {red_r_start[s_]['valid']:.3f}), training fit {red_r[s_]['fit']:.4f}; "
+    print(f"{red_r_sel}, seed {s_}: unseen graphs valid {red_r[s_]['valid']:.3f} "
+          f"(at the start {red_r_start[s_]['valid']:.3f}), training fit "
+          f"{red_r[s_]['fit']:.4f}; "
           + ", ".join(f"{k} {red_r[s_][k]:.1f}" for k in ("W1", "gamma", "O_c", "O_p")))
-red_sharp.update({(red_r_sel, s_): {k: red_r[s_][k] for k in ("W1", "gamma", "O_c", "O_p")}
+red_sharp.update({(red_r_sel, s_): {k: red_r[s_][k]
+                                    for k in ("W1", "gamma", "O_c", "O_p")}
                   for s_ in red_r})
 # a start that already meets the claim's bar on unseen graphs cannot test learning
 red_r_start_passes = bool(red_r_start) and max(
@@ -2028,21 +2035,21 @@ rec.claim(
     f"{[round(float(np.mean(grid_dist[s_])), 1) for s_ in seeds]}); ratios per layer "
     f"and seed {({s_: np.round(doubling[s_], 2).tolist() for s_ in seeds})} for "
     f"horizons {horizons_g} (layers {[n_layers[h] for h in horizons_g]})"
-    + (f"; earlier build (h = 1–16, other draws): {np.round(old_ratio, 2).tolist()}, room "
-       f"{np.round(old_room, 2).tolist()}" if old_ratio else ""),
+    + (f"; earlier build (h = 1–16, other draws): {np.round(old_ratio, 2).tolist()}, "
+       f"room {np.round(old_room, 2).tolist()}" if old_ratio else ""),
 )
 
 # %%
-if room_pre:  # the room make_lookahead.py computed before any network ran is the networks' own
+if room_pre:  # the room make_lookahead.py computed before the networks: their own?
     rec.check(
         "lookahead_room_before",
         max(max(abs(room_pre[s_][0] - c_) for s_, c_ in zip(seeds, ceiling)),
             max(float(np.abs(room_pre[s_][1] - np.asarray(grid_len[s_, 1])).max())
                 for s_ in seeds)),
         1e-9, op="<=",
-        note="room and h = 1 traces stored by make_lookahead.py before the networks ran "
-        "(rule only) vs the networks' h = 1 traces: the same numbers; every seed's room was "
-        f">= {dfs.ROOM_BAR} there (else no networks would have run)",
+        note="room and h = 1 traces stored by make_lookahead.py before the networks "
+        "ran (rule only) vs the networks' h = 1 traces: the same numbers; every seed's "
+        f"room was >= {dfs.ROOM_BAR} there (else no networks would have run)",
     )
 
 # %%
