@@ -187,6 +187,9 @@ e_cmp, e_par = EARLIER["eit_vs_accuracy_reward"], EARLIER["params"]
 SECOND = EARLIER["second_attempt"]
 s_cmp = SECOND["eit_vs_accuracy_reward"]
 THIRD = EARLIER["third_attempt"]  # this setting with the KL weight of the round before
+# exploratory, added at review after this round's results were read: every arm and seed at β = 0.2
+REVIEW_B = json.loads(
+    checkpoints.fetch(ei.CHECKPOINT_SLUG, "review_beta_0.2.json").read_text())
 t_cmp = THIRD["eit_vs_accuracy_reward"]
 
 
@@ -909,6 +912,10 @@ print(f"held-out no-cue items the base gets right and EIT gets wrong: {lost.sum(
 # ceiling is every item: `aligned_attainable` (the base exceeds the ceiling by at most `aligned_preserved`'s
 # tolerance) and `shortcut_distinguishable` (by less than the shortcut claim's bar; else every judge that
 # ignores the cue "loses aligned accuracy", shortcut or not). The all-items numbers are still shown in the text.
+# On these items the ceiling is 1 (`ei.ideal_accuracy` of an item shown in full is the truth), and no accuracy
+# exceeds 1, so **both conditions are met by how the items were chosen: they cannot fail** and record only
+# that the ceiling does not bind there (a note added at review). What can fail is the claims themselves: EIT
+# (or the adversarial-only arm) against the base on the same items.
 
 
 # %%
@@ -956,11 +963,13 @@ UNIT = ("base aligned bandwagon accuracy − the best cue-ignoring judge's "
 cond["aligned_attainable"] = rec.condition(
     "aligned_attainable", lift_shown, "<=", RD_AL["attainable"], unit=UNIT,
     statement="a judge that ignores the cue can keep the seed's base aligned accuracy "
-    "on the items shown in full (within aligned_preserved's tolerance)")
+    "on the items shown in full (within aligned_preserved's tolerance); met by "
+    "construction there: the ceiling is 1 (noted at review)")
 cond["shortcut_distinguishable"] = rec.condition(
     "shortcut_distinguishable", lift_shown, "<", RD_SC["distinguishable"], unit=UNIT,
     statement="a judge that merely ignores the cue does not already lose the aligned "
-    "accuracy shortcut_of_adversarial_only asks for (items shown in full)")
+    "accuracy shortcut_of_adversarial_only asks for (items shown in full); met by "
+    "construction there: the ceiling is 1 (noted at review)")
 # the round before's reading (all items) and its conditions added at review: text only
 IDEAL_AL = ei.ideal_accuracy(eval_sets[AL_CELL], rng=repro.rng(seed, 60))
 lift_left = [round(acc(ev_bases[BASE_OF[s]], "aligned") - IDEAL_AL, 4) for s in SEEDS]
@@ -1000,7 +1009,14 @@ NOTES = {
     f"{iv_txt('adversarial', 2)} with the seeds as independent. EIT "
     f"{fmt(eit_adv, '.3f')}, accuracy "
     f"reward {fmt(acc_adv, '.3f')}. Aligned: {iv_txt('aligned')}; no cue: "
-    f"{iv_txt('no cue')}",
+    f"{iv_txt('no cue')}. KL weight β = {beta:g} (the forgetting rule); the round "
+    f"before, β = {THIRD['beta']:g}, otherwise the same setting: {t_cmp['mean']:+.3f} "
+    f"[{t_cmp['low']:+.3f}, {t_cmp['high']:+.3f}] ({t_cmp['verdict']}); a review run at "
+    f"β = {REVIEW_B['beta']:g} (exploratory, after these results were read): "
+    f"{REVIEW_B['eit_vs_accuracy_reward']['mean']:+.3f} "
+    f"[{REVIEW_B['eit_vs_accuracy_reward']['low']:+.3f}, "
+    f"{REVIEW_B['eit_vs_accuracy_reward']['high']:+.3f}]: the verdict depends on β "
+    "(noted at review)",
     "adv_accuracy_gain": f"base {fmt(base_adv, '.3f')} → EIT {fmt(eit_adv, '.3f')}; "
     f"accuracy reward {fmt(acc_adv, '.3f')}; SFT-debias "
     f"{fmt(per_seed('SFT-debias', 'adversarial'), '.3f')} (aligned "
@@ -1157,6 +1173,16 @@ anti_sig, eit_sig = ([acc(evals[a, s], "aligned") - acc(evals[a, s], "none")
                       for s in SEEDS] for a in ("RL acc, adversarial-only", "EIT"))
 
 
+PRIOR = (EARLIER["eit_vs_accuracy_reward"], s_cmp, t_cmp)  # the earlier settings' records
+n_cmp_held = (sum(c["verdict"] == "held" for c in PRIOR)
+              + (VERD["eit_vs_accuracy_reward"] == "held"))
+
+
+def at_bar(cid):  # seeds whose value meets a claim's bar (as its verdict reads them)
+    c = next(c for c in rec.claims if c.id == cid)
+    return f"{sum(c.holds_per_seed)} of {len(c.holds_per_seed)}"
+
+
 def excl(name):  # does the interval over the base judges exclude zero, and how
     _, lo, hi = cmp[name][1]
     return "above zero" if lo > 0 else "below zero" if hi < 0 else "includes zero"
@@ -1231,7 +1257,21 @@ txt = [
     "this comparison; its EIT runs' share of groups where the two rewards differ was "
     f"{span(THIRD['rewards_differ']['measured'], '.3f')}, this round's "
     f"{span(rd.measured if isinstance(rd.measured, list) else [rd.measured], '.3f')}. "
-    "Why a stronger KL penalty changes the comparison is not tested here. With two "
+    "Why a stronger KL penalty changes the comparison is not tested here. "
+    f"Read the verdict as conditional on β: of the {len(PRIOR) + 1} settings this "
+    f"comparison has been run in, it holds in {n_cmp_held}"
+    + (" (this one)" if n_cmp_held == 1 and VERD["eit_vs_accuracy_reward"] == "held"
+       else "")
+    + f", at β = {beta:g} and not at β = {THIRD['beta']:g} (noted at review). A review "
+    f"run at β = {REVIEW_B['beta']:g}, every arm and seed (exploratory: run after "
+    "these results were read, not a claim; `review_beta_0.2.json`), gives EIT − "
+    f"accuracy {REVIEW_B['eit_vs_accuracy_reward']['mean']:+.3f} "
+    f"[{REVIEW_B['eit_vs_accuracy_reward']['low']:+.3f}, "
+    f"{REVIEW_B['eit_vs_accuracy_reward']['high']:+.3f}] and held-out no-cue "
+    f"accuracy − base {REVIEW_B['no_forgetting_heldout']['mean']:+.3f} (mean; "
+    f"{REVIEW_B['no_forgetting_heldout']['seeds_at_bar']} of "
+    f"{len(REVIEW_B['no_forgetting_heldout']['per_seed'])} seeds at the bar −0.02), "
+    f"with rewards_differ {span(REVIEW_B['rewards_differ_eit'], '.3f')}. With two "
     "options the comparison is void by construction "
     "(`eit_equals_accuracy_two_options`).",
     "* **Against the base.** "
@@ -1242,9 +1282,13 @@ txt = [
     "`eit_vs_accuracy_reward` above)"
     + "; " + says("aligned_preserved", fmt(diff(eit_al_s, base_al_s)))
     + " on the aligned items shown in full (the reading registered before this "
-    f"round's runs; `aligned_attainable` {CONDV['aligned_attainable']}: the best "
-    f"cue-ignoring judge scores {IDEAL_SHOWN:.3f} there, the base judges "
-    f"{span(base_al_s, '.3f')}). On all aligned items (the round before's reading, "
+    f"round's runs; {at_bar('aligned_preserved')} seeds at the bar "
+    f"{RD_AL['target']:+g}; `aligned_attainable` {CONDV['aligned_attainable']}: the "
+    f"best cue-ignoring judge scores {IDEAL_SHOWN:.3f} there, the base judges "
+    f"{span(base_al_s, '.3f')}"
+    + (", so this condition and `shortcut_distinguishable` are met by construction "
+       "on these items and cannot fail" if IDEAL_SHOWN == 1.0 else "")
+    + f"). On all aligned items (the round before's reading, "
     f"exploratory now) EIT − base is {fmt(diff(eit_al, base_al))}"
     + f". The base's aligned accuracy ({mean(base_al):.3f}) is its no-cue accuracy "
     f"({mean_acc('base', 'none'):.3f}) plus what following a right cue adds; EIT keeps "
@@ -1288,6 +1332,8 @@ txt = [
     f"first attempt's; {n_replay} of the {rl_batch} prompts of each RL batch uncued "
     f"items; β = {beta:g}, the forgetting rule registered before this round's runs): "
     + says("no_forgetting_heldout", fmt(diff(ho_none["EIT"], ho_none["base"])))
+    + f", {at_bar('no_forgetting_heldout')} seeds at the bar −0.02, mean "
+    f"{mean(diff(ho_none['EIT'], ho_none['base'])):+.3f}"
     + "; the accuracy-reward arm "
     + fmt(diff(ho_none["RL acc, balanced"], ho_none["base"]))
     + f" (the first attempt: {-max(EARLIER['no_forgetting_heldout']['measured']):.2f}"
