@@ -76,7 +76,7 @@ rl_batch = 32  # prompts per step
 n_replay = 8  # of which uncued items of the training subjects (replay)
 G = 8  # answers sampled per prompt
 rl_lr = 3e-4  # a third of the first attempt's (from its one-seed forgetting ablation)
-beta = 1.0  # KL weight to the base judge, every RL arm: the forgetting rule ei.BETA (was 0.02)
+beta = 1.0  # KL weight to the base judge, every RL arm: ei.BETA (was 0.02)
 eval_n = 2000  # items per evaluation cell
 quick_pre_steps = 100  # quick mode only: live pre-training of the stand-ins
 
@@ -408,7 +408,8 @@ display(pd.DataFrame({
 sim_reg = sims["registered (ei.DEFER_MARGIN)"]["ideal_adversarial"]
 rec.check("defer_margins_in_band", round(abs(sim_reg - MID_B), 4),
           round((hi_b - lo_b) / 2, 4), op="<=",
-          note=f"ideal judge of the annotator's labels with ei.DEFER_MARGIN: adversarial "
+          note=f"ideal judge of the annotator's labels with ei.DEFER_MARGIN: "
+          "adversarial "
           f"bandwagon accuracy {sim_reg:.3f}, band [{lo_b:g}, {hi_b:g}] "
           "(|value − band middle| ≤ half-width)")
 
@@ -537,7 +538,7 @@ rec.check("std_differs_three_options", round(d3_std, 6), ID_TOL, op=">",
 #
 # Every arm starts from its seed's base judge and gets `rl_steps` steps of `rl_batch` prompts with the same
 # optimizer and learning rate (`helpers.train.fit`). Every RL arm uses GRPO as the paper does (`G` sampled
-# answers per prompt, std-normalized advantages) and the KL penalty (weight `beta` = 1.0, the forgetting rule
+# answers per prompt, std-normalized advantages) and the KL penalty (`beta = 1.0`, the forgetting rule
 # registered before these arms were trained). The training data use bandwagon cues on
 # the training subjects only, and the last `n_replay` prompts of each batch are uncued items of the same
 # subjects (replay of the task itself, so that RL does not only ever see cued items). The arms use **common
@@ -836,9 +837,9 @@ display(intervals.round(3))
 #
 # In the first attempt the RL arms lost no-cue accuracy on the held-out subjects, and a one-seed ablation
 # pointed at the step size, so every arm runs at a third of that learning rate. In the round before this one
-# (KL weight 0.02) the arms still lost held-out accuracy at every seed, and the same diagnostic at seed 0 found a
+# (KL weight `beta = 0.02`) the arms still lost held-out accuracy at every seed, and the same diagnostic at seed 0 found a
 # KL weight fifty times larger about halved the loss. That is the **forgetting rule** of this round, registered
-# in code (`ei.BETA` = 1.0, every RL arm, every seed) and committed before the arms were retrained with it; the
+# in code (`ei.BETA = 1.0`, every RL arm, every seed) and committed before the arms were retrained with it; the
 # round before's claims are kept (`earlier_attempt.json`) and read below. The diagnostic, rerun on this round's
 # setting: seed `seed`'s EIT arm retrained with one change (same batches and sampler otherwise): the round
 # before's KL weight; the replay items drawn from all four subjects instead of the two training subjects (this
@@ -907,7 +908,7 @@ print(f"held-out no-cue items the base gets right and EIT gets wrong: {lost.sum(
 # on the cue scores there at most what the best cue-ignoring judge scores (`ei.ideal_accuracy`: the likeliest
 # best option given the digits shown), and the base's aligned accuracy includes what following a right cue
 # adds. In the round before, the claims read all items; a review, **after those runs had been read**, added
-# the conditions below on all items and found them failed (the ceiling sat 0.10–0.13 below the base), so both
+# the conditions below on all items and found them failed (the ceiling sat a tenth or more below the base at every seed), so both
 # claims were inconclusive. Now the conditions read the same quantity on the items shown in full, where the
 # ceiling is every item: `aligned_attainable` (the base exceeds the ceiling by at most `aligned_preserved`'s
 # tolerance) and `shortcut_distinguishable` (by less than the shortcut claim's bar; else every judge that
@@ -997,7 +998,8 @@ base_adv, base_al = per_seed("base", "adversarial"), per_seed("base", "aligned")
 eit_adv, eit_al = per_seed("EIT", "adversarial"), per_seed("EIT", "aligned")
 acc_adv = per_seed("RL acc, balanced", "adversarial")
 adv_al = per_seed("RL acc, adversarial-only", "aligned")
-# the registered reading of the aligned-cue claims: items shown in full (ei.CLAIM_READINGS)
+# the registered reading of the aligned-cue claims: items shown in full
+# (ei.CLAIM_READINGS)
 base_al_s, eit_al_s, adv_al_s = ([shown_acc(answers[a, s], AL_CELL) for s in SEEDS]
                                  for a in ("base", "EIT", "RL acc, adversarial-only"))
 ho_none = {a: per_seed(a, "none", split=HO) for a in ARM_ORDER}
@@ -1011,7 +1013,8 @@ NOTES = {
     f"reward {fmt(acc_adv, '.3f')}. Aligned: {iv_txt('aligned')}; no cue: "
     f"{iv_txt('no cue')}. KL weight β = {beta:g} (the forgetting rule); the round "
     f"before, β = {THIRD['beta']:g}, otherwise the same setting: {t_cmp['mean']:+.3f} "
-    f"[{t_cmp['low']:+.3f}, {t_cmp['high']:+.3f}] ({t_cmp['verdict']}); a review run at "
+    f"[{t_cmp['low']:+.3f}, {t_cmp['high']:+.3f}] ({t_cmp['verdict']}); "
+    "a review run at "
     f"β = {REVIEW_B['beta']:g} (exploratory, after these results were read): "
     f"{REVIEW_B['eit_vs_accuracy_reward']['mean']:+.3f} "
     f"[{REVIEW_B['eit_vs_accuracy_reward']['low']:+.3f}, "

@@ -110,10 +110,11 @@ rc, gc = cfg["river"], cfg["geometry"]
 # round 4: models that failed their convergence condition, retrained on the registered
 # warmup-stable-decay recipe (checkpoint "retrained"); (seed, model) -> steps
 cfg_r = st.checkpoint_config("retrained") if not quick else None
-retrained = {} if quick else {(s, k): n for s, models in zip(cfg_r["seeds"], cfg_r["retrain"])
-                              for k, n in models}
+retrained = {} if quick else {
+    (s, k): n for s, models in zip(cfg_r["seeds"], cfg_r["retrain"]) for k, n in models}
+# seed 1's leak models (round 4)
 leak_seeds = sorted(set(leak_seeds) | {s for s in geo_seeds if all(
-    (s, f"leak_{k}") in retrained for k in gc["leaks"])})  # seed 1's leak models (round 4)
+    (s, f"leak_{k}") in retrained for k in gc["leaks"])})
 bench_T = [64, 256, 1024] if not quick else [32, 128]
 
 env = repro.setup(seed, threads=1)
@@ -288,7 +289,8 @@ if quick:
 else:
     ckpt = checkpoints.load(SLUG, "models", config=cfg)
     ckpt_r = checkpoints.load(SLUG, "retrained", config=cfg_r)
-    print(f"checkpoint trained in {ckpt.manifest['wall_seconds']} s wall; retrained models "
+    print(f"checkpoint trained in {ckpt.manifest['wall_seconds']} s wall; "
+          "retrained models "
           f"(round 4) in {ckpt_r.manifest['wall_seconds']} s")
     embed = rc["n"] * len(rc["biases"])  # one id per training reach
     for s in seeds:
@@ -1007,7 +1009,8 @@ GEO_KEYS = [f"G{G}" for G in gc["counts"]] + ["attention"]
 LEAK_KEYS = [f"leak_{k}" for k in gc["leaks"]]  # trained for the seeds in leak_seeds
 geo_err, oracle_err, geo_curves, geo_models, geo_test = {}, {}, {}, {}, {}
 geo_in = {}  # (seed, key) -> error on the training geometries' own held-out events
-geo_steps = {}  # (seed, key) -> the curve with its steps (the retrained models' reading needs them)
+# (seed, key) -> the curve with its steps (the retrained models' reading needs them)
+geo_steps = {}
 geo_all = {}  # seed -> its geometries (training, then test)
 t0 = time.process_time()
 for s in geo_seeds:
@@ -1030,7 +1033,7 @@ for s in geo_seeds:
                                   val_events=gc["val_events"],
                                   val_every=gc["val_every"])
             geo_curves[s, key] = [v for _, v in h.evals["val"]]
-        else:  # a model retrained in round 4 replaces the stored one (section 7's table)
+        else:  # a model retrained in round 4 replaces the stored one (section 7)
             ck = ckpt_r if (s, key) in retrained else ckpt
             ck.load_into(m, f"s{s}.geo.{key}.")
             hist_ = ck.manifest["history"][f"s{s}.geo.{key}.val"]
@@ -1048,6 +1051,7 @@ print(f"{gc['steps']} optimizer steps per model; {time.process_time() - t0:.1f} 
 Gmax, G1 = f"G{gc['counts'][-1]}", f"G{gc['counts'][0]}"
 
 
+# %%
 def read_plateau(s, key):
     """The registered convergence reading: the plain plateau for the stored (cosine)
     models; for a model retrained in round 4 (WSD), the stable phase with noise = 2."""
@@ -1156,37 +1160,52 @@ def retrained_row(s, key, n):
         err_old, err_new = None, geo_err[s, key]
         if old:
             leak = key[5:] if key.startswith("leak_") else "none"
-            m = st.geometry_model(gc["order"], s, c_in=3 if leak == "feature" else 2,
-                                  embed_nodes=100 * gc["n_train"] if leak == "embed" else 0)
+            m = st.geometry_model(
+                gc["order"], s, c_in=3 if leak == "feature" else 2,
+                embed_nodes=100 * gc["n_train"] if leak == "embed" else 0)
             ckpt.load_into(m, f"s{s}.geo.{key}.")
             on = st.geometry_leak(geo_all[s], gc["n_train"], leak, s)[gc["n_train"]:]
             err_old = st.geometry_error(m.eval(), on)
-    steps_old = cfg["leak_steps"].get(key[5:], gc["steps"]) if key.startswith("leak_") else gc["steps"]
-    c = geo_steps[s, key]  # the stable phase read without the noise allowance (not the condition)
-    raw = train.plateau([v for t, v in zip(c["step"], c["value"]) if t <= n - st.wsd_decay_steps(n)])
+    steps_old = (cfg["leak_steps"].get(key[5:], gc["steps"]) if key.startswith("leak_")
+                 else gc["steps"])
+    # the stable phase read without the noise allowance (not the condition)
+    c = geo_steps[s, key]
+    end = n - st.wsd_decay_steps(n)
+    raw = train.plateau([v for t, v in zip(c["step"], c["value"]) if t <= end])
     raw_plateau[s, key] = raw
-    return (f"| {s} | {key} | {f'{steps_old} cosine' if old else 'not trained'} | {old_p} | "
-            f"{n} WSD (decay {st.wsd_decay_steps(n)}) | {geo_plateau[s, key]:.3f} | {raw:.3f} | "
+    stored = f"{steps_old} cosine" if old else "not trained"
+    return (f"| {s} | {key} | {stored} | {old_p} | "
+            f"{n} WSD (decay {st.wsd_decay_steps(n)}) | {geo_plateau[s, key]:.3f} | "
+            f"{raw:.3f} | "
             f"{f'{err_old:.3f}' if err_old is not None else '–'} | {err_new:.3f} |")
 
 
+# %%
 raw_plateau = {}
 if retrained:
     _rows = [retrained_row(s, k, n) for (s, k), n in sorted(retrained.items())]
     _by_noise = [f"seed {s} {k}" for (s, k) in retrained
                  if geo_plateau[s, k] <= 0.05 < raw_plateau[s, k]]
     display(Markdown(
-        "| seed | model | stored: steps | its plateau (plain) | retrained: steps | its plateau "
-        "(stable phase, noise 2) | stable phase, noise 0 | error, stored | error, retrained |\n"
+        "| seed | model | stored: steps | its plateau (plain) | retrained: steps | "
+        "its plateau "
+        "(stable phase, noise 2) | stable phase, noise 0 | error, stored | error, "
+        "retrained |\n"
         "|---|---|---|---|---|---|---|---|---|\n"
         + "\n".join(_rows)
-        + "\n\nError: on the test geometries (oracles: on their own geometry's test events; leak "
-        "models: with the leak open). Bar of every condition: plateau at most 0.05. The column "
-        "'noise 0' reads the same stable phase without the noise allowance; it is shown so the reader "
-        "sees how much of a 'flat' verdict is the noise allowance (registered: noise 2), and is no "
+        + "\n\nError: on the test geometries (oracles: on their own geometry's test "
+          "events; leak "
+        "models: with the leak open). Bar of every condition: plateau at most 0.05. "
+        "The column "
+        "'noise 0' reads the same stable phase without the noise allowance; it is "
+        "shown so the reader "
+        "sees how much of a 'flat' verdict is the noise allowance (registered: noise "
+        "2), and is no "
         f"condition. Retrained models that meet their condition: "
-        f"{sum(geo_plateau[k] <= 0.05 for k in retrained)} of {len(retrained)}; of these, flat only "
-        "within the noise allowance (stable phase still falling by more than 0.05 without it): "
+        f"{sum(geo_plateau[k] <= 0.05 for k in retrained)} of {len(retrained)}; of "
+        "these, flat only "
+        "within the noise allowance (stable phase still falling by more than 0.05 "
+        "without it): "
         + (", ".join(_by_noise) or "none") + "."))
     fig, axs = plt.subplots(1, len(geo_seeds), figsize=(14, 3.2), sharey=True)
     for ax_, s in zip(axs, geo_seeds):
@@ -1195,8 +1214,8 @@ if retrained:
                 c = geo_steps[s, key]
                 ax_.plot(c["step"], c["value"], label=key)
                 ax_.axvline(n - st.wsd_decay_steps(n), color="0.6", lw=0.6, ls=":")
-        ax_.set(yscale="log", xlabel="optimizer step", title=f"seed {s}: retrained (dotted: "
-                "end of the stable phase)")
+        ax_.set(yscale="log", xlabel="optimizer step",
+                title=f"seed {s}: retrained (dotted: end of the stable phase)")
         ax_.title.set_fontsize(8)
         ax_.legend(fontsize=6)
     axs[0].set_ylabel("validation relative L2")
