@@ -866,3 +866,31 @@ def test_make_lookahead_runs_networks_only_with_room(tmp_path):
     out = mod.make_lookahead(cfg, tmp_path, types.SimpleNamespace(name="lookahead8_0", tiny=True))
     man = json.loads(Path(out).read_text())  # the manifest
     assert man["metrics"]["room"] == pytest.approx(T.grid_room(cfg, 0)["room"])
+
+
+def test_reduced_temperatures_are_a_reparametrisation():
+    """Added at review (#70): probe R1's learned temperatures do not change the network. A model with
+    temperatures ``t`` computes exactly what the plain model computes with each head's score parameters (its
+    sink's included) and the output maps times ``exp(t)``: the same two-layer function class."""
+    rng = np.random.default_rng(5)
+    emb = T.low_coherence_signs(8, 6, rng)
+    b = T.structured_batch(T.structured_states(40, 8, (4, 6), 0.3, rng, "curated"))
+    torch.manual_seed(2)
+    warm = T.ReducedDFS(emb, temps=True, init_std=1.0)  # a start where every head matters
+    with torch.no_grad():
+        warm.log_temp.copy_(torch.tensor([0.7, -0.4, 1.1, 0.3, -0.9])[: len(T.TEMP_NAMES)])
+    plain = T.ReducedDFS(emb, init_std=1.0)
+    scaled = {"visited": ("W1", "s1"), "previous": ("theta",), "child": ("W2", "gamma", "w_t", "s2"),
+              "parent": ("W3", "lam"), "out": ("O_c", "O_p")}
+    assert set(scaled) == set(T.TEMP_NAMES)
+    with torch.no_grad():
+        for n, p in plain.named_parameters():
+            p.copy_(dict(warm.named_parameters())[n])
+        for k, names in scaled.items():
+            for n in names:
+                getattr(plain, n).mul_(warm.temp(k))
+        assert torch.allclose(warm(b), plain(b), rtol=1e-4, atol=1e-4)
+        for k in range(len(T.TEMP_NAMES)):  # and the check can fail: each temperature changes the logits
+            warm.log_temp[k] += 0.5
+            assert not torch.allclose(warm(b), plain(b), rtol=1e-4, atol=1e-4), T.TEMP_NAMES[k]
+            warm.log_temp[k] -= 0.5
