@@ -1128,14 +1128,7 @@ def train_basis(cfg: dict, data: dict[str, Tensor], seed: int, test: dict[str, T
     from helpers import repro, train
 
     seed = V.seed("seed", seed)
-    n = len(data["feats"])
-
-    def batches(step: int) -> dict[str, Tensor]:
-        g = torch.Generator().manual_seed(seed * 7919 + step)
-        idx = torch.randint(0, n, (cfg["batch"],), generator=g)
-        b = _take(data, idx)
-        b["feats"] = dihedral(b["feats"], torch.randint(0, 8, (cfg["batch"],), generator=g))
-        return b
+    batches = basis_batches(cfg, data, seed)
 
     def evals(model: nn.Module) -> dict[str, float]:
         return basis_test_losses(model, test)

@@ -1038,17 +1038,29 @@ red_q_what = {"Q1": "exact-move cross-entropy", "Q2": "hinge on the valid set",
               "Q3": "valid-set loss from near the construction (10 % noise)"}
 with open(checkpoints.fetch(dfs.CHECKPOINT_SLUG, "reduced_probes.json")) as f_:
     red_probes = json.load(f_)
-red_q_pass = {q: {r["seed"]: r["passes"] for r in red_probes if r["probe"] == q}
-              for q in red_q_what}
-red_sel = next((q for q in red_q_what
-                if all(red_q_pass[q].get(s_, False) for s_ in (0, 1, 2))), None)
+
+
+def probe_rule(what: dict, first_seed: int = 0):
+    """The probes named in `what` under the fit rule: the selected one (the first
+    that meets the rule at all three seeds, or None) and one Markdown line per run."""
+    passes = {q: {r["seed"]: r["passes"] for r in red_probes if r["probe"] == q}
+              for q in what}
+    sel = next((q for q in what
+                if all(passes[q].get(s_, False) for s_ in (0, 1, 2))), None)
+    runs = sorted((r for r in red_probes if r["probe"] in what),
+                  key=lambda r: (r["probe"], r["seed"] != first_seed, r["seed"]))
+    return sel, [
+        f"* **{r['probe']}** ({what[r['probe']]}), seed {r['seed']}: training fit "
+        f"{r['train_fit']:.4f} (bar 0.95; {r['start_fit']:.3f} at the start), loss "
+        f"plateau {r['loss_plateau']:.4f} (bar 0.05), {r['steps']} steps, "
+        f"{r['wall_seconds']} s: "
+        + ("**meets** the rule" if r["passes"] else "**misses** the rule")
+        for r in runs]
+
+
+red_sel, _lines = probe_rule(red_q_what, first_seed=1)
 display(Markdown("\n".join(
-    [f"* **{r['probe']}** ({red_q_what[r['probe']]}), seed {r['seed']}: training fit "
-     f"{r['train_fit']:.4f} (bar 0.95; {r['start_fit']:.3f} at the start), loss plateau "
-     f"{r['loss_plateau']:.4f} (bar 0.05), {r['steps']} steps, {r['wall_seconds']} s: "
-     + ("**meets** the rule" if r["passes"] else "**misses** the rule")
-     for r in sorted(red_probes, key=lambda r: (r["probe"], r["seed"] != 1, r["seed"]))
-     if r["probe"] in red_q_what]
+    _lines
     + [f"\nSelected by the fit rule: **{red_sel}** ({red_q_what[red_sel]}); its three "
        "models are read below (whether they can carry the claim depends on their start)."
        if red_sel else
@@ -1193,18 +1205,9 @@ for (who, s_), v in red_sharp.items():
     print(f"{who:>6}, seed {s_}: " + ", ".join(f"{k} {x:.1f}" for k, x in v.items()))
 red_r_what = {"R1": "learned temperatures",
               "R2": "construction's output maps at the start"}
-red_r_pass = {q: {r["seed"]: r["passes"] for r in red_probes if r["probe"] == q}
-              for q in red_r_what}
-red_r_sel = next((q for q in red_r_what
-                  if all(red_r_pass[q].get(s_, False) for s_ in (0, 1, 2))), None)
+red_r_sel, _lines = probe_rule(red_r_what)
 display(Markdown("\n".join(
-    [f"* **{r['probe']}** ({red_r_what[r['probe']]}), seed {r['seed']}: training fit "
-     f"{r['train_fit']:.4f} (bar 0.95; {r['start_fit']:.3f} at the start), "
-     "loss plateau "
-     f"{r['loss_plateau']:.4f} (bar 0.05), {r['steps']} steps, {r['wall_seconds']} s: "
-     + ("**meets** the rule" if r["passes"] else "**misses** the rule")
-     for r in sorted(red_probes, key=lambda r: (r["probe"], r["seed"]))
-     if r["probe"] in red_r_what]
+    _lines
     + [f"\nSelected by the fit rule: **{red_r_sel}** ({red_r_what[red_r_sel]})."
        if red_r_sel else "\nNo configuration of the fifth attempt met the rule at all "
        "three seeds: nothing was selected."])))

@@ -263,16 +263,8 @@ def make_retrained(cfg: dict, root: Path | None, part: str = "all", parts: Path 
                 raise ValueError(f"part retrain_s{seed}_{key} was trained for {got['steps']} steps, not {steps}")
             results.append(got["result"])
             wall += got["wall"]
-    flat, hist, metrics = {}, {}, {}
-    for states, h, m in results:
-        for tag, sd in states.items():
-            flat.update({f"{tag}.{k}": v for k, v in sd.items()})
-        hist.update(h)
-        metrics.update(m)
-    return checkpoints.save(SLUG, "retrained", flat, config=cfg, metrics=metrics, history=hist,
-                            seed=list(cfg["seeds"]), steps=cfg["geometry"]["steps"],
-                            wall_seconds=wall if part == "assemble" else time.time() - t0, sources=SOURCES,
-                            module="helpers.space_time_operators", quantize="int8", root=root)
+    return assemble(cfg, results, wall if part == "assemble" else time.time() - t0, root,
+                    name="retrained", steps=cfg["geometry"]["steps"])
 
 
 JOBS = {"river": river_job, "geometry": geometry_job,
@@ -309,15 +301,18 @@ def save_parts(cfg: dict, part: str, parts: Path) -> list[Path]:
     return out
 
 
-def assemble(cfg: dict, results: list[tuple[dict, dict, dict]], wall: float, root: Path | None) -> Path:
+def assemble(cfg: dict, results: list[tuple[dict, dict, dict]], wall: float, root: Path | None,
+             name: str = "models", steps: int | None = None) -> Path:
+    """One int8 checkpoint ``name`` from per-job ``(states, history, metrics)`` results."""
     flat, hist, metrics = {}, {}, {}
     for states, h, m in results:
         for tag, sd in states.items():
             flat.update({f"{tag}.{k}": v for k, v in sd.items()})
         hist.update(h)
         metrics.update(m)
-    return checkpoints.save(SLUG, "models", flat, config=cfg, metrics=metrics, history=hist,
-                            seed=list(cfg["seeds"]), steps=cfg["river"]["steps"], wall_seconds=wall,
+    return checkpoints.save(SLUG, name, flat, config=cfg, metrics=metrics, history=hist,
+                            seed=list(cfg["seeds"]), steps=cfg["river"]["steps"] if steps is None else steps,
+                            wall_seconds=wall,
                             sources=SOURCES, module="helpers.space_time_operators", quantize="int8", root=root)
 
 
