@@ -40,7 +40,9 @@ DATA ?=
 data: venv
 	@test -n "$(NB)" || { echo "usage: make data NB=<slug> [SEEDS=\"7 8 9\"] [DATA=dir]"; exit 2; }
 	@ls data/$(NB)/make_*.py >/dev/null 2>&1 || { echo "no script data/$(NB)/make_*.py"; exit 2; }
-	for f in data/$(NB)/make_*.py; do $(PY) "$$f" $(if $(SEEDS),--seeds $(SEEDS)) $(if $(DATA),--out "$(DATA)"); done
+	for f in data/$(NB)/make_*.py; do \
+	  case "$$f" in */make_wsd.py) test -n "$(WSD)" || { echo "skipped $$f: a registered multi-hour recipe (its docstring says how to run it; WSD=1 runs it here)"; continue; };; esac; \
+	  $(PY) "$$f" $(if $(SEEDS),--seeds $(SEEDS)) $(if $(DATA),--out "$(DATA)") || exit 1; done
 
 ## make test: lint, unit tests, notebooks in quick mode, the quick site and its checks (what CI runs)
 test: venv lint repo-check unit
