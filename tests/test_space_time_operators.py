@@ -631,6 +631,11 @@ def test_stable_plateau_reads_the_stable_phase_with_noise():
     # a curve still falling steadily through the stable phase fails the same reading (broken input)
     falling = {"step": xs, "value": [1.0 / (1 + s / 300) + (0.0 if s <= stable else -0.05) for s in xs]}
     assert st.stable_plateau(falling, steps) > 0.05
+    # and so does a noisy one, whose fall over a window is well above its step noise (every draw)
+    for seed in range(20):
+        r = np.random.default_rng(seed)
+        noisy = [(0.3 - 0.15 * s / stable if s <= stable else 0.1) + 0.002 * r.standard_normal() for s in xs]
+        assert st.stable_plateau({"step": xs, "value": noisy}, steps) > 0.05
     with pytest.raises(TypeError, match="manifest curve"):
         st.stable_plateau(flat, steps)
     with pytest.raises(ValueError, match="pairs"):
