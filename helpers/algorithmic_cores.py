@@ -17,6 +17,7 @@ and CCA compare cores across independently trained models. Everything numerical 
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
@@ -817,6 +818,35 @@ def onset_levels(steps: Sequence[int], values: Sequence[float], onsets: Sequence
                 supports=bool(above and spread <= factor))
 
 
+def post_grokking_lr_factor(step: int, grok_step: int | None, to: float = 0.1, over: int = 1000) -> float:
+    """The learning-rate factor of a run decayed after grokking (round 7 of issue #71): 1 up to ``grok_step``
+    (None: not yet grokked), then a cosine from 1 down to ``to`` over the next ``over`` steps, then ``to``."""
+    step = V.integer("step", step, min=0)
+    grok_step = V.optional(V.integer, "grok_step", grok_step, min=0)
+    to, over = V.probability("to", to), V.integer("over", over, min=1)
+    if grok_step is None or step <= grok_step:
+        return 1.0
+    t = min(1.0, (step - grok_step) / over)
+    return float(to + (1 - to) * 0.5 * (1 + math.cos(math.pi * t)))
+
+
+def kill_rank(basis, remove_acc: Callable[[np.ndarray], float], chance: float,
+              r_max: int | None = None) -> int | None:
+    """The necessity rank counted from one: the smallest r >= 1 such that removing the first r directions of
+    ``basis`` (D x D' orthonormal columns, ACE order) leaves ``remove_acc <= chance``; None if no r up to
+    ``r_max`` (default: every column) does. Unlike a scan upward from the energy rank it is not bounded below by
+    the energy rank (which an untrained network already has at ~42 of 128): a compact core gives a small value, a
+    computation spread redundantly over many directions a large one (round 7 of issue #71)."""
+    Q = _check_basis(basis)
+    V.function("remove_acc", remove_acc)
+    chance = V.number("chance", chance)
+    r_max = Q.shape[1] if r_max is None else min(V.integer("r_max", r_max, min=1), Q.shape[1])
+    for r in range(1, r_max + 1):
+        if remove_acc(Q[:, :r]) <= chance:
+            return r
+    return None
+
+
 def _acc(model: nn.Module, rows: torch.Tensor) -> float:
     with torch.no_grad():
         return (model(rows[:, :2])[:, -1].argmax(-1) == rows[:, 2]).float().mean().item()
@@ -867,7 +897,7 @@ def train_modadd(model: nn.Module, train_rows, test_rows, steps: int, *, lr: flo
                  stop_at_train: float | None = None,
                  after_step: Callable[[nn.Module], None] | None = None,
                  stop_below_loss: float | None = None, eps: float = 1e-8, stop_all: bool = False,
-                 decay: str = "all") -> dict:
+                 decay: str = "all", lr_factor: Callable[[int], float] | None = None) -> dict:
     """AdamW on ``(a, b) -> (a + b) mod p`` (loss at the last position): full batch, or minibatches of
     ``batch_size`` rows drawn without replacement from a stream of random permutations (``batch_seed``).
 
@@ -885,7 +915,9 @@ def train_modadd(model: nn.Module, train_rows, test_rows, steps: int, *, lr: flo
     ``"train_loss"``) is ``<=`` it (a re-fit to a given loss); ``eps``: AdamW's epsilon (a fresh optimizer's);
     ``stop_all``: stop only once every given stop criterion has been met at some logged step (e.g. memorised and
     generalised, in either order), instead of at the first one met; ``decay``: which parameters a fresh AdamW
-    decays (:func:`decay_groups`: "all", the paper's, or "matrices", the linear layers' weight matrices only).
+    decays (:func:`decay_groups`: "all", the paper's, or "matrices", the linear layers' weight matrices only);
+    ``lr_factor``: called with the step number before every step, multiplies the learning rate (after the warmup;
+    e.g. :func:`post_grokking_lr_factor` through a closure that knows the grokking step; None: constant).
     """
     V.instance("model", model, nn.Module)
     tr = V.tensor("train_rows", train_rows, ndim=2, dtype="int")
@@ -907,6 +939,8 @@ def train_modadd(model: nn.Module, train_rows, test_rows, steps: int, *, lr: flo
         raise TypeError(f"optimizer must be a torch.optim.Optimizer or None, got {type(optimizer).__name__}")
     if after_step is not None and not callable(after_step):
         raise TypeError("after_step must be a callable taking the model, or None")
+    if lr_factor is not None and not callable(lr_factor):
+        raise TypeError("lr_factor must be a callable taking the step, or None")
     params = [q for q in model.parameters() if q.requires_grad]
     V.one_of("decay", decay, DECAY_MODES)
     if optimizer is not None:
@@ -933,9 +967,15 @@ def train_modadd(model: nn.Module, train_rows, test_rows, steps: int, *, lr: flo
             while len(stream) < batch_size:
                 stream = torch.cat([stream, torch.randperm(len(tr), generator=gen)])
             rows, stream = tr[stream[:batch_size]], stream[batch_size:]
-        if warmup:
+        if warmup or lr_factor is not None:
+            scale = min(1.0, step / warmup) if warmup else 1.0
+            if lr_factor is not None:
+                f = lr_factor(step)
+                if not (isinstance(f, (int, float)) and 0 <= f <= 1):
+                    raise ValueError(f"lr_factor({step}) must be a number in [0, 1], got {f!r}")
+                scale *= f
             for g in opt.param_groups:
-                g["lr"] = lr * min(1.0, step / warmup)
+                g["lr"] = lr * scale
         logits = model(rows[:, :2])[:, -1]
         loss = F.cross_entropy(logits, rows[:, 2])
         opt.zero_grad(set_to_none=True)
@@ -1017,13 +1057,15 @@ def ring_fraction_null(r: int, p: int, draws: int = 50, seed: int = 0) -> float:
 
 
 def modadd_analysis(model: nn.Module, test_rows, p: int, threshold: float = 0.99, samples: int = 128,
-                    seed: int = 0, refine: bool = True, null_draws: int = 0, r_max: int | None = None) -> dict:
+                    seed: int = 0, refine: bool = True, null_draws: int = 0, r_max: int | None = None,
+                    kill: bool = False) -> dict:
     """ACE at the layer-2 output (last position) of a mod-p model, with causal rank scans and the cyclic fit.
 
     Returns the energy rank, (if ``refine``) the operational necessity / sufficiency ranks and keep / remove
     accuracy, the shift-operator eigenvalues of the class means in the sufficient core, their ring fraction and
     Fourier mode count, and (if ``null_draws``) the ring fraction of random class means of the same rank. The
-    causal scans stop at ``r_max`` (None: the width); a scan that never succeeds reports ``r_max``.
+    causal scans stop at ``r_max`` (None: the width); a scan that never succeeds reports ``r_max``. ``kill``:
+    also ``r_kill``, :func:`kill_rank` of the whole ACE basis at the bar ``2 / p`` (scanned over every direction).
     """
     V.instance("model", model, nn.Module)
     te = V.tensor("test_rows", test_rows, ndim=2, dtype="int")
@@ -1041,6 +1083,8 @@ def modadd_analysis(model: nn.Module, test_rows, p: int, threshold: float = 0.99
             return _acc(model, te)
 
     out: dict = {"base": base, "r_energy": core.rank}
+    if kill:
+        out["r_kill"] = kill_rank(core.basis, lambda Q: hooked(Q, "remove"), chance=2 / p)
     if refine:
         out.update(refine_rank(core, lambda Q: hooked(Q, "keep"), lambda Q: hooked(Q, "remove"), base=base,
                                chance=2 / p, r_max=r_max))

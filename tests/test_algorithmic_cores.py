@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from helpers import algorithmic_cores as ac
 from helpers import nn as hnn
+from helpers import repro
 
 
 def planted(seed=0, N=20000, D=24, r=3, distract=2.0, noise=0.05):
@@ -794,3 +795,64 @@ def test_onset_levels():
         ac.onset_levels(steps, vals, [300], start=0, factor=0.5)
     with pytest.raises(ValueError):
         ac.onset_levels(steps, vals[:-1], [300], start=0)
+
+
+def test_post_grokking_lr_factor_schedule_and_validation():
+    f = ac.post_grokking_lr_factor
+    assert f(500, None) == 1.0 and f(500, 600) == 1.0 and f(600, 600) == 1.0
+    assert f(1100, 600, to=0.1, over=1000) == pytest.approx(0.55)  # half-way down the cosine
+    assert f(1600, 600, to=0.1, over=1000) == pytest.approx(0.1)
+    assert f(9000, 600, to=0.1, over=1000) == pytest.approx(0.1)  # held at the floor
+    vals = [f(t, 100, to=0.2, over=50) for t in range(100, 200)]
+    assert all(a >= b for a, b in zip(vals, vals[1:]))  # never rises again
+    with pytest.raises(ValueError):
+        f(10, 5, to=1.5)
+    with pytest.raises(ValueError):
+        f(10, 5, over=0)
+    with pytest.raises(ValueError):
+        f(-1, 5)
+
+
+def test_train_modadd_lr_factor_scales_steps():
+    p = 7
+    tr, te = (torch.tensor(a) for a in ac.modadd_split(p, 0.5, seed=0))
+
+    def run(factor):
+        with repro.seeded(0):
+            m = ac.modadd_model(p, 8, 2)
+        w0 = m.head.weight.detach().clone()
+        ac.train_modadd(m, tr, te, 1, lr=1e-2, wd=0.0, betas=(0.9, 0.999), lr_factor=factor)
+        return float((m.head.weight.detach() - w0).norm())
+
+    full, tenth, zero = run(None), run(lambda st: 0.1), run(lambda st: 0.0)
+    assert zero == 0.0
+    assert tenth == pytest.approx(0.1 * full, rel=1e-4)  # Adam's first step is linear in lr
+    with pytest.raises(ValueError):
+        run(lambda st: 2.0)  # a factor above 1 is refused
+    with pytest.raises(TypeError):
+        run(0.5)
+
+
+def test_kill_rank_counts_from_one():
+    Q = np.eye(6)
+    # accuracy falls to chance once the first 3 directions are removed
+    acc = lambda B: 0.01 if B.shape[1] >= 3 else 0.9  # noqa: E731
+    assert ac.kill_rank(Q, acc, chance=0.05) == 3
+    assert ac.kill_rank(Q, lambda B: 0.9, chance=0.05) is None  # never killed
+    assert ac.kill_rank(Q, acc, chance=0.05, r_max=2) is None  # not within r_max
+    assert ac.kill_rank(Q, lambda B: 0.0, chance=0.05) == 1
+    with pytest.raises(ValueError):
+        ac.kill_rank(np.ones((2, 3)), acc, chance=0.05)  # not tall
+    with pytest.raises(TypeError):
+        ac.kill_rank(Q, 0.5, chance=0.05)
+
+
+def test_modadd_analysis_kill_rank_on_a_model():
+    p = 7
+    tr, te = (torch.tensor(a) for a in ac.modadd_split(p, 0.5, seed=0))
+    with repro.seeded(0):
+        m = ac.modadd_model(p, 8, 2)
+    ac.train_modadd(m, tr, te, 30, lr=1e-2, wd=0.0, betas=(0.9, 0.999))
+    a = ac.modadd_analysis(m, te, p, samples=8, refine=False, kill=True)
+    assert a["r_kill"] is None or 1 <= a["r_kill"] <= 8
+    assert "r_kill" not in ac.modadd_analysis(m, te, p, samples=8, refine=False)

@@ -91,6 +91,48 @@ steps, ``--mechanism``: the same rule, unchanged; it replaces the 6000-step reco
 verdict: the failed cure setting instrumented over its first 3000 steps (``--mechanism --probe '{"decay":
 "matrices"}' --mechanism-steps 3000``, into ``collapse_mechanism_matrices.json``): which tensors' relative steps
 move before its collapse at step 2520.
+
+Round 7 of issue #71, written down before anything of it was run (the reviewer's next steps 1 and 2). The
+collapses of the base run come from a large margin (~9) within ten logged steps, with no weight-norm drain (round
+6). **Step 1**, probes on seed 0 in this order, each judged by ``no_collapse`` alone (bar unchanged: largest
+train-accuracy drop <= 0.05 over the window from grokking, the first logged test accuracy >= 0.95, to the end), a
+probe stopping as soon as the condition has failed, or (registered here too) when it has not generalised by step
+5000; every other key as the base config (minibatch 512, lr 5e-4, wd 1 on all parameters, warmup 10, clip 1,
+betas (0.9, 0.999), eps 1e-8, 11000 steps):
+
+1. **a smaller learning rate late**: lr decayed after grokking, the stable phase of a warmup-stable-decay schedule
+   ending at the run's own grokking step g (its first logged test accuracy >= 0.95): a cosine from 5e-4 down to
+   5e-5 over steps g .. g + 1000, then 5e-5 to the end (config key ``late_decay: {"to": 0.1, "over": 1000}``,
+   :func:`helpers.algorithmic_cores.post_grokking_lr_factor`). Reason: the collapses come after a weight-decay
+   exposure lr * wd * t of 1.5-3.8 at every constant rate probed; this lowers the step size by 10x once the
+   algorithm is found. Cost, disclosed: the pull of weight decay after grokking falls to ~0.73 (lr * wd summed),
+   against ~5.0 in the base run and the paper's ~3.3.
+2. **Adam's epsilon** raised to 1e-4 (``{"eps": 1e-4}``) at the base learning rate: late in training the
+   per-coordinate gradients are small, and with eps above their rms Adam's normalised step m / sqrt(v) becomes a
+   gradient-proportional one, so a sudden small gradient can no longer produce a full-size step (the Adam
+   instability after a stretch of small gradients); round 4's 1e-6 changed little. (beta2 stays 0.999, the base's
+   value; round 4's 0.98 collapsed earliest.)
+
+Both are run at once (two jobs: ``--only 0 --cache DIR --probe JSON``), the order alone decides: the first in the
+list that meets the condition on seed 0 becomes the mod-add config (the change disclosed in the chapter) and is
+trained at seeds 1 and 2 (one job each); the base run's record is kept for comparison (``modadd_base.json``, its
+manifest). If neither meets it the config is unchanged and the record says so (``round_7`` in
+``modadd_probes.json``). Every probe logs the relative step |dw|/|w| of tok, pos, the block LayerNorm gains and
+the head (mean over the 10 steps before each log); at a failure the probe record reads, per group, its level over
+the 100 steps before the failing step (:func:`~helpers.algorithmic_cores.level_before`) against its median since
+grokking (exploratory: no verdict rests on it).
+
+**Step 2**, the observable for inflation (registered with the probes, read only on a trajectory that meets
+``no_collapse``): ``r_kill``, the necessity rank counted from one (:func:`~helpers.algorithmic_cores.kill_rank`):
+the smallest r such that removing the first r ACE directions (energy order) at the layer-2 output leaves test
+accuracy <= 2 / p. Reason: the energy rank cannot show 15 -> 60 at d = 128 (an untrained network already has
+~42; the grokking checkpoints had 37-39), while ``r_kill`` has the whole range 1..128, is causal (what must be
+removed to stop the computation) and grows exactly when the same computation is spread over more directions
+(redundancy: removing a few leaves other copies). Computed (config key ``kill_rank: true``) at every checkpoint
+from the grokking step on and at the named checkpoints; ``modadd_core_inflates`` then reads it as the energy rank
+was read: ``ac.trend_ratio`` (median of the last five stable checkpoints after grokking over the first five) > 1.3
+at each seed (bar unchanged), given ``no_collapse``. Its baseline stays the weight-decay-0 control's drift, in the
+energy rank (the control never generalises, so it has no ``r_kill``).
 """
 
 from __future__ import annotations
@@ -99,6 +141,7 @@ import argparse
 import copy
 import json
 import multiprocessing as mp
+import re
 import time
 from pathlib import Path
 
@@ -121,7 +164,13 @@ def tiny(name: str = "modadd") -> dict:
 
 
 class ConditionFailed(RuntimeError):
-    """A probe's ``no_collapse`` failed during training (raised by :func:`run_seed` with ``abort``)."""
+    """A probe's ``no_collapse`` failed during training (raised by :func:`run_seed` with ``abort``); ``record``:
+    what the probe record keeps (round 7), where set."""
+
+    record: dict | None = None
+
+
+PROBE_GEN_BY = 5000  # round 7: a probe that has not generalised by this step stops (registered with the probes)
 
 
 def run_seed(args: tuple[dict, int], abort: bool = False) -> dict:
@@ -134,8 +183,38 @@ def run_seed(args: tuple[dict, int], abort: bool = False) -> dict:
     p = cfg["p"]
     tr, te = (torch.tensor(a) for a in ac.modadd_split(p, cfg["train_frac"], seed=cfg["split_seed"]))
     watch = {"gen": None, "max": 0.0, "drop": 0.0}
+    late = cfg.get("late_decay")  # round 7: lr decayed after the run's own grokking step
+    lr_factor = None if not late else (
+        lambda st: ac.post_grokking_lr_factor(st, watch["gen"], to=late["to"], over=late["over"]))
+    sizes: dict = {"step": [], **{g: [] for g in MECHANISM_TENSORS if g != "ln_f"}} if abort else {}
+    pending: dict = {g: [] for g in sizes if g != "step"}
+    prev: dict = {}
+
+    def after(m: torch.nn.Module) -> None:  # a probe's update sizes (round 7)
+        sd = dict(m.named_parameters())
+        for g in pending:
+            now = torch.cat([sd[n].detach().reshape(-1) for n in MECHANISM_TENSORS[g]])
+            if g in prev:
+                pending[g].append(ac.relative_step(prev[g], now))
+            prev[g] = now.clone()
+
+    def reading(step: int) -> dict:
+        st = sizes["step"]
+        out = {}
+        for g in pending:
+            since = [v for x, v in zip(st, sizes[g]) if x >= watch["gen"]]
+            out[g] = dict(before=ac.level_before(st, sizes[g], step, 100),
+                          median_since_grokking=float(sorted(since)[len(since) // 2]))
+        return out
 
     def progress(step: int, row: dict) -> None:
+        if sizes:
+            sizes["step"].append(step)
+            for g in pending:
+                sizes[g].append(sum(pending[g]) / max(1, len(pending[g])))
+                pending[g].clear()
+        if abort and watch["gen"] is None and step >= PROBE_GEN_BY and row["test_acc"] < cfg["gen_acc"]:
+            raise ConditionFailed(f"seed {s}: not generalised by step {step} ({time.time() - t0:.0f} s)")
         if step % 500 == 0:
             print(f"seed {s} wd {cfg['wd']} step {step}: train {row['train_acc']:.3f} test {row['test_acc']:.3f} "
                   f"largest drop after grokking {watch['drop']:.3f} ({time.time() - t0:.0f} s)", flush=True)
@@ -145,15 +224,19 @@ def run_seed(args: tuple[dict, int], abort: bool = False) -> dict:
             watch["max"] = max(watch["max"], row["train_acc"])
             watch["drop"] = max(watch["drop"], watch["max"] - row["train_acc"])
             if abort and watch["drop"] > 0.05:
-                raise ConditionFailed(f"seed {s}: no_collapse failed at step {step} (grokking at {watch['gen']}, "
-                                      f"drop {watch['drop']:.3f}; {time.time() - t0:.0f} s)")
+                e = ConditionFailed(f"seed {s}: no_collapse failed at step {step} (grokking at {watch['gen']}, "
+                                    f"drop {watch['drop']:.3f}; {time.time() - t0:.0f} s)")
+                e.record = dict(stopped_at_step=step, grokking_step=watch["gen"], drop=round(watch["drop"], 4),
+                                seconds=round(time.time() - t0), update_sizes=reading(step))
+                raise e
 
     with repro.seeded(s):
         model = ac.modadd_model(p, cfg["d"], cfg["n_head"])
         log = ac.train_modadd(model, tr, te, cfg["steps"], lr=cfg["lr"], wd=cfg["wd"], betas=cfg["betas"],
                               eval_every=cfg["eval_every"], snapshot_every=cfg["ckpt_every"], on_eval=progress,
                               batch_size=cfg["batch_size"], warmup=cfg["warmup"], clip=cfg["clip"], batch_seed=s,
-                              eps=cfg.get("eps", 1e-8), decay=cfg.get("decay", "all"))
+                              eps=cfg.get("eps", 1e-8), decay=cfg.get("decay", "all"), lr_factor=lr_factor,
+                              after_step=after if sizes else None)
     steps, tr_acc, te_acc = log["step"], log["train_acc"], log["test_acc"]
     t_mem, t_gen = ac.memorise_generalise(steps, tr_acc, te_acc, cfg["mem_acc"], cfg["gen_acc"])
     collapses = ac.collapse_steps(steps, tr_acc, start=t_mem or steps[-1], drop=cfg["collapse_drop"])
@@ -167,10 +250,11 @@ def run_seed(args: tuple[dict, int], abort: bool = False) -> dict:
 
     trajectory = []
     for step in grid:  # the cheap reading at every checkpoint
+        kill = bool(cfg.get("kill_rank")) and t_gen is not None and step >= t_gen  # round 7's observable
         a = ac.modadd_analysis(model_at(step), te, p, threshold=cfg["threshold"], samples=cfg["samples"], seed=s,
-                               refine=False)
+                               refine=False, kill=kill)
         trajectory.append(dict(step=step, stable=step in stable, base=a["base"], r_energy=a["r_energy"],
-                               ring=a["ring"], modes=a["modes"]))
+                               ring=a["ring"], modes=a["modes"], **({"r_kill": a["r_kill"]} if kill else {})))
     named: dict[str, int] = {}
     if t_mem is not None:
         named["memorised"] = next((g for g in stable if g >= t_mem), None)
@@ -188,7 +272,7 @@ def run_seed(args: tuple[dict, int], abort: bool = False) -> dict:
     for name, step in sorted(named.items(), key=lambda kv: kv[1]) if cfg.get("named_analysis", True) else ():
         m = model_at(step)
         a = ac.modadd_analysis(m, te, p, threshold=cfg["threshold"], samples=cfg["samples"], seed=s,
-                               null_draws=cfg["null_draws"], r_max=cfg["r_max"])
+                               null_draws=cfg["null_draws"], r_max=cfg["r_max"], kill=bool(cfg.get("kill_rank")))
         a["eigs_re"], a["eigs_im"] = a["eigs"].real.tolist(), a["eigs"].imag.tolist()
         del a["eigs"]
         analysis[name] = dict(step=step, **a)
@@ -308,6 +392,11 @@ def make_modadd(cfg: dict, out: Path | None, jobs: int = 1, name: str = "modadd"
             cached_seed((cfg, only, cache, name), abort=bool(probe))
         except ConditionFailed as e:
             print(f"probe {probe}: {e}", flush=True)
+            if e.record is not None:  # round 7: the failure and the update sizes before it, beside the cache
+                tag = re.sub(r"[^A-Za-z0-9.]+", "-", json.dumps(probe, sort_keys=True)).strip("-")
+                side = Path(cache) / f"probe_{name}_s{only}_{tag}.json"
+                side.write_text(json.dumps(dict(setting=probe, seed=only, log=str(e), **e.record), indent=1))
+                print(f"wrote {side}", flush=True)
         return []
     work = [(cfg, s, cache, name) for s in cfg["seeds"]]
     if jobs > 1:
