@@ -804,7 +804,8 @@ def _hole_border(hole: Tensor, radius: int) -> Tensor:
 def train_propagator(frames: list[Tensor], motions: list[Motion], steps: int, width: int = 16, seed: int = 0,
                      batch_clips: int = 2, lr: float = 2e-3, hole_weight: float = 4.0,
                      progress: bool = True, fill_holes: bool = False, border_weight: float = 0.0,
-                     border_radius: int = 2) -> tuple[Propagator, object]:
+                     border_radius: int = 2, x0_weight: float = 0.0, schedule: str = "cosine",
+                     decay_steps: int = 0) -> tuple[Propagator, object]:
     """Train a :class:`Propagator` self-supervised: rebuild each *source* clip from its own keyframes (1 to 4,
     uniform or random) and its estimated motion. No editor, no edited pairs. Each step takes ``batch_clips``
     clips, one noise level τ ~ U(0, 1) per clip, and the squared error of the predicted clean non-anchor frames,
@@ -812,7 +813,12 @@ def train_propagator(frames: list[Tensor], motions: list[Motion], steps: int, wi
     conditioning of :func:`anchor_condition` with ``fill_holes=True`` (holes hold the inpainted warp); the model
     must then be sampled with the same option. ``border_weight`` > 0 adds that weight on the pixels within
     ``border_radius`` pixels of a hole's border (:func:`hole_border`), where the learned fill meets the warp
-    (0: the loss of the stored ``propagators``). Returns the model and its history."""
+    (0: the loss of the stored ``propagators``). ``x0_weight`` > 0 adds a *one-step fill loss*: each clip is also
+    given at τ = 0 (pure noise, the sampler's first step), and the squared error of that clean-frame prediction on
+    the holes and their border band (``border_radius``) is added with this weight, so that the network's
+    conditional-mean estimate is trained where the fill matters (0: off, the draws of the stored models).
+    ``schedule``/``decay_steps`` go to :func:`helpers.train.fit` (``"wsd"``: warmup-stable-decay). Returns the
+    model and its history."""
     from helpers import train
 
     V.instance("frames", frames, list)
@@ -835,14 +841,17 @@ def train_propagator(frames: list[Tensor], motions: list[Motion], steps: int, wi
     fill_holes = V.boolean("fill_holes", fill_holes)
     border_weight = V.nonnegative("border_weight", border_weight)
     border_radius = V.integer("border_radius", border_radius, min=1)
+    x0_weight = V.nonnegative("x0_weight", x0_weight)
+    V.one_of("schedule", schedule, train.SCHEDULES)
+    decay_steps = V.integer("decay_steps", decay_steps, min=0)
     torch.manual_seed(seed)
     model = Propagator(width)
     rng = np.random.default_rng(seed)
     g = torch.Generator().manual_seed(seed)
     fills: dict[tuple, tuple[Tensor, Tensor]] = {}  # (clip, keys) -> its inpainting: a pure function, computed once
 
-    def batch(step: int) -> tuple[Tensor, Tensor, Tensor]:
-        xs, ys, ws = [], [], []
+    def batch(step: int) -> tuple[Tensor, ...]:
+        xs, ys, ws, x0s, w0s = [], [], [], [], []
         for _ in range(batch_clips):
             i = int(rng.integers(len(frames)))
             x1, mo = frames[i], motions[i]
@@ -865,13 +874,22 @@ def train_propagator(frames: list[Tensor], motions: list[Motion], steps: int, wi
             if border_weight:  # off by default: the stored propagators' loss, draws and order unchanged
                 w = w + border_weight * _hole_border(hole, border_radius).float()
             ws.append(w)
+            if x0_weight:  # off by default: no extra draw, the stored models' stream unchanged
+                e0 = torch.randn(x1.shape, generator=g)
+                x0s.append(_inputs(e0, cond, mo, torch.zeros(T), rest))
+                w0s.append((hole | _hole_border(hole, border_radius)).float())
+        if x0_weight:
+            return torch.cat(xs), torch.cat(ys), torch.cat(ws), torch.cat(x0s), torch.cat(w0s)
         return torch.cat(xs), torch.cat(ys), torch.cat(ws)
 
-    def loss(mdl: nn.Module, b: tuple[Tensor, Tensor, Tensor]) -> Tensor:
-        return (b[2] * (mdl(b[0]) - b[1]).pow(2)).mean()
+    def loss(mdl: nn.Module, b: tuple[Tensor, ...]) -> Tensor:
+        out = (b[2] * (mdl(b[0]) - b[1]).pow(2)).mean()
+        if len(b) > 3:
+            out = out + x0_weight * (b[4] * (mdl(b[3]) - b[1]).pow(2)).mean()
+        return out
 
     hist = train.fit(model, loss, batch, steps, lr=lr, warmup=max(1, steps // 20), seed=seed,
-                     progress=progress, desc="propagator")
+                     progress=progress, desc="propagator", schedule=schedule, decay_steps=decay_steps)
     return model.eval(), hist
 
 
@@ -947,8 +965,11 @@ def checkpoint_config(name: str = "propagators") -> dict:
     the holes of the conditioning hold the inpainted warp: ``fill_holes=True``); ``propagators_wide``
     (``make_propagators_wide.py``): the raw conditioning, twice the width, 200 clips, 4,000 steps and a loss that
     also weighs the pixels at hole borders; ``propagators_wide_filled``: that build on the filled conditioning of
-    ``propagators_filled``."""
-    V.one_of("name", name, ("propagators", "propagators_filled", "propagators_wide", "propagators_wide_filled"))
+    ``propagators_filled``; ``propagators_onestep`` (``make_propagators_onestep.py``): ``propagators_filled``'s
+    size and conditioning with the one-step fill loss (``x0_weight``) and a warmup-stable-decay schedule over
+    3,000 steps."""
+    V.one_of("name", name, ("propagators", "propagators_filled", "propagators_wide", "propagators_wide_filled",
+                            "propagators_onestep"))
     cfg = dict(T=12, size=32, n_train_clips=48, train_images=list(TRAIN_IMAGES), clip_seed0=0, steps=1200,
                width=16, batch_clips=2, lr=2e-3, hole_weight=4.0, seeds=[0, 1, 2])
     if name == "propagators_filled":
@@ -957,6 +978,8 @@ def checkpoint_config(name: str = "propagators") -> dict:
         cfg.update(n_train_clips=200, steps=4000, width=32, border_weight=4.0, border_radius=2)
     if name == "propagators_wide_filled":  # the same, on the filled conditioning of propagators_filled
         cfg["fill_holes"] = True
+    if name == "propagators_onestep":  # make_propagators_onestep.py: issue #69, round 4
+        cfg.update(fill_holes=True, x0_weight=4.0, border_radius=2, schedule="wsd", steps=3000, decay_steps=600)
     return cfg
 
 

@@ -482,3 +482,21 @@ def test_wide_filled_config():
     assert wf.pop("fill_holes") is True and wf == wide
     with pytest.raises(ValueError):
         ave.checkpoint_config("propagators_wide_fill")
+
+
+def test_one_step_fill_loss_and_schedule_only_when_on():
+    c = ave.make_clip("rocket", T=5, size=16, seed=0)
+    m = _true_motion(c)
+    kw = dict(width=4, seed=1, progress=False, fill_holes=True)
+    _, h0 = ave.train_propagator([c.frames], [m], 4, **kw)
+    _, h1 = ave.train_propagator([c.frames], [m], 4, x0_weight=0.0, schedule="cosine", **kw)
+    _, h2 = ave.train_propagator([c.frames], [m], 4, x0_weight=4.0, **kw)
+    _, h3 = ave.train_propagator([c.frames], [m], 4, schedule="wsd", decay_steps=2, **kw)
+    assert h0.loss == h1.loss  # off: the stored models' loss and draws
+    # on: the one-step term is a non-negative addition, so the first step's loss can only grow
+    assert h2.loss != h0.loss and h2.loss[0] >= h0.loss[0]
+    assert h3.loss[:2] == h0.loss[:2] and h3.loss != h0.loss  # same warmup step, then another learning rate
+    for bad in (dict(x0_weight=-1.0), dict(schedule="linear"), dict(schedule="wsd", decay_steps=0),
+                dict(decay_steps=-1)):
+        with pytest.raises(ValueError):
+            ave.train_propagator([c.frames], [m], 4, **dict(kw, **bad))
