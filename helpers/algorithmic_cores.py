@@ -496,12 +496,20 @@ def checkpoint_config(name: str) -> dict:
         # steps) was probed on seed 0 by no_collapse alone: all five failed (data/13_algorithmic_cores/
         # modadd_probes.json), so this config is unchanged. Round 5: full batch (at this optimizer, and with clip
         # 0.1), probed the same way, failed too (drops 0.234 and 0.058 at steps 4050 and 3970): unchanged.
-        return dict(p=53, d=128, n_head=4, lr=MODADD_LR, wd=1.0 if name == "modadd" else 0.0, betas=[0.9, 0.999],
-                    train_frac=0.5, split_seed=42, batch_size=512, warmup=MODADD_WARMUP, clip=MODADD_CLIP,
-                    steps=MODADD_STEPS if name == "modadd" else MODADD_NOWD_STEPS, eval_every=10, ckpt_every=100,
-                    collapse_drop=0.05, collapse_after=150,
-                    seeds=[0, 1, 2], stored_seed=0, mem_acc=0.99, gen_acc=0.95, threshold=0.99, samples=128,
-                    null_draws=50, r_max=64, named_analysis=name == "modadd")
+        # Round 7 (issue #71, registered in make_modadd.py before its runs): the first probed setting, the rate
+        # decayed after the run's own grokking step (cosine to a tenth over 1000 steps, then held), met
+        # no_collapse at seed 0 and is the mod-add run since (a deviation from the paper's constant rate, with
+        # less weight-decay pull after grokking); kill_rank: the registered inflation observable r_kill is
+        # computed at every checkpoint from grokking on. The control (modadd_nowd) is unchanged.
+        cfg = dict(p=53, d=128, n_head=4, lr=MODADD_LR, wd=1.0 if name == "modadd" else 0.0, betas=[0.9, 0.999],
+                   train_frac=0.5, split_seed=42, batch_size=512, warmup=MODADD_WARMUP, clip=MODADD_CLIP,
+                   steps=MODADD_STEPS if name == "modadd" else MODADD_NOWD_STEPS, eval_every=10, ckpt_every=100,
+                   collapse_drop=0.05, collapse_after=150,
+                   seeds=[0, 1, 2], stored_seed=0, mem_acc=0.99, gen_acc=0.95, threshold=0.99, samples=128,
+                   null_draws=50, r_max=64, named_analysis=name == "modadd")
+        if name == "modadd":
+            cfg.update(late_decay={"to": 0.1, "over": 1000}, kill_rank=True)
+        return cfg
     if name == "redundancy":
         # redundancy set by design from step 0 (issue #71, round 5): per seed and m a fresh model (the seed's
         # initial weights, the same for every m) whose learned token embedding is projected onto its mean and m
