@@ -363,6 +363,25 @@ def cached_seed(args: tuple[dict, int, str | None, str], abort: bool = False) ->
     return result
 
 
+def keep_base_record(out: Path | None = None) -> Path:
+    """Round 7: before a new mod-add run replaces checkpoint ``modadd``, keep the base run's measurements for
+    comparison in ``modadd_base.json`` (no weights): its config, metrics, the accuracy log at every logged step,
+    the collapses, the named checkpoints, the cheap trajectory and the scalar readings of the named analysis."""
+    root = Path(out) if out is not None else checkpoints.data_dir()
+    man = json.loads((root / SLUG / "modadd.json").read_text())
+    ex = man["extra"]
+    scal = {s: {n: {k: v for k, v in a.items() if not isinstance(v, list)} for n, a in an.items()}
+            for s, an in ex["analysis"].items()}
+    rec = dict(what="round 7 of issue #71: the measurements of the base mod-add run (minibatch 512, lr 5e-4 "
+                    "constant, wd 1 on all parameters, warmup 10, clip 1, eps 1e-8, 11000 steps), kept for comparison "
+                    "when checkpoint modadd was replaced; no weights",
+               source_sha256=man["source"], config=man["config"], metrics=man["metrics"], log=ex["log"],
+               collapses=ex["collapses"], named=ex["named"], trajectory=ex["trajectory"], analysis=scal)
+    path = root / SLUG / "modadd_base.json"
+    path.write_text(json.dumps(rec, separators=(",", ":")) + "\n")
+    return path
+
+
 def make_modadd(cfg: dict, out: Path | None, jobs: int = 1, name: str = "modadd", cache: str | None = None,
                 only: int | None = None, probe: dict | None = None, mechanism: bool = False,
                 mechanism_steps: int | None = None) -> Path | list:
