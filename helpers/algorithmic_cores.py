@@ -480,7 +480,8 @@ MODADD_NOWD_STEPS = 4000  # the weight-decay-0 control: the first 4000 steps (th
 def checkpoint_config(name: str) -> dict:
     """The config the chapter's default parameters ask of checkpoint ``name`` ("modadd", "modadd_nowd",
     "groktime", "redundancy", or the language models "markov" and "sva", see :func:`lm_config`)."""
-    V.one_of("name", name, ("modadd", "modadd_nowd", "groktime", "redundancy", "markov", "sva"))
+    V.one_of("name", name, ("modadd", "modadd_nowd", "groktime", "redundancy", "redundancy_branch", "markov",
+                            "sva"))
     if name in ("markov", "sva"):
         return lm_config(name)
     if name in ("modadd", "modadd_nowd"):
@@ -510,6 +511,20 @@ def checkpoint_config(name: str) -> dict:
         if name == "modadd":
             cfg.update(late_decay={"to": 0.1, "over": 1000}, kill_rank=True)
         return cfg
+    if name == "redundancy_branch":
+        # Round 7 of issue #71 (registered in make_redundancy.py before any run of it): per seed one network is
+        # trained (the redundancy runs' optimizer, full batch) to its first logged step with train accuracy >=
+        # mem_acc, within mem_budget steps: the shared memorised checkpoint (weights and AdamW state). From it,
+        # per m in ms, training goes on with the token embedding's update (not its decay) projected onto its mean
+        # and the first m frequencies of ac.mode_order(p, seed) (ac.keep_update_modes), m = p // 2 the
+        # unprojected reference outside the fit; tau = steps from the branch to the first logged test accuracy
+        # >= gen_acc, within max_steps. Conditions: redundancy_branch_plateau (test accuracy at the branch <=
+        # branch_test_max: a plateau to time) and redundancy_generalised (every m of the seed generalises within
+        # max_steps: tau measured, not censored). Claim redundancy_law_slope unchanged (slope in [-1.5, -0.5]).
+        return dict(p=31, d=64, n_head=4, lr=1e-3, wd=1.0, betas=[0.9, 0.999], warmup=10, clip=1.0,
+                    train_frac=0.5, split_seed=42, eval_every=10, mem_budget=4000, max_steps=4000,
+                    seeds=[0, 1, 2], ms=[1, 2, 4, 8], mem_acc=0.99, gen_acc=0.95, branch_test_max=0.5,
+                    design="shared_memorised_branch")
     if name == "redundancy":
         # redundancy set by design from step 0 (issue #71, round 5): per seed and m a fresh model (the seed's
         # initial weights, the same for every m) whose learned token embedding is projected onto its mean and m
@@ -651,6 +666,36 @@ def keep_modes(p: int, freqs: Sequence[int]) -> Callable[[nn.Module], None]:
                              f"{None if W is None else tuple(W.shape)}")
         with torch.no_grad():
             W.copy_(P @ W)
+
+    return project
+
+
+def keep_update_modes(model: nn.Module, p: int, freqs: Sequence[int],
+                      optimizer: torch.optim.Optimizer) -> Callable[[nn.Module], None]:
+    """An ``after_step`` for :func:`train_modadd` that lets the token embedding (``model.tok.weight``, p x d) *change*
+    only inside its mean and the Fourier frequencies ``freqs``: after every AdamW step the embedding's update (the
+    step minus the decoupled weight decay, read from ``optimizer``'s group) is projected onto those modes, while
+    decay still shrinks every mode. Started from a memorised network, the modes it had stay (and fade under decay);
+    only m modes can grow (round 7 of issue #71: redundancy set from a shared memorised checkpoint)."""
+    V.instance("model", model, nn.Module)
+    W = getattr(getattr(model, "tok", None), "weight", None)
+    p = V.integer("p", p, min=3)
+    if not isinstance(W, torch.Tensor) or W.ndim != 2 or W.shape[0] != p:
+        raise ValueError(f"model.tok.weight must be a ({p}, d) embedding, got {None if W is None else tuple(W.shape)}")
+    V.instance("optimizer", optimizer, torch.optim.Optimizer)
+    group = next((g for g in optimizer.param_groups if any(q is W for q in g["params"])), None)
+    if group is None:
+        raise ValueError("optimizer must train model.tok.weight")
+    P = torch.as_tensor(fourier_projector(p, freqs), dtype=W.dtype)
+    prev = {"W": W.detach().clone()}
+
+    def project(m: nn.Module) -> None:
+        if m.tok.weight is not W:
+            raise ValueError("keep_update_modes: called with another model than the one it was made for")
+        with torch.no_grad():
+            kept = prev["W"] * (1.0 - group["lr"] * group["weight_decay"])
+            W.copy_(kept + P @ (W - kept))
+            prev["W"] = W.detach().clone()
 
     return project
 

@@ -856,3 +856,27 @@ def test_modadd_analysis_kill_rank_on_a_model():
     a = ac.modadd_analysis(m, te, p, samples=8, refine=False, kill=True)
     assert a["r_kill"] is None or 1 <= a["r_kill"] <= 8
     assert "r_kill" not in ac.modadd_analysis(m, te, p, samples=8, refine=False)
+
+
+def test_keep_update_modes_projects_the_update_not_the_decay():
+    p, d = 11, 6
+    with repro.seeded(0):
+        m = ac.modadd_model(p, d, 2)
+    W0 = m.tok.weight.detach().clone()
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-2, weight_decay=0.5)
+    keep = ac.keep_update_modes(m, p, [2], opt)
+    tr, te = (torch.tensor(a) for a in ac.modadd_split(p, 0.5, seed=0))
+    ac.train_modadd(m, tr, te, 5, lr=1e-2, wd=0.5, optimizer=opt, after_step=keep)
+    P = torch.as_tensor(ac.fourier_projector(p, [2]), dtype=torch.float32)
+    W = m.tok.weight.detach()
+    decayed = W0 * (1 - 1e-2 * 0.5) ** 5
+    # outside the kept modes the embedding only decays; inside, it moved
+    off = torch.eye(p) - P
+    assert torch.allclose(off @ W, off @ decayed, atol=1e-5)
+    assert not torch.allclose(P @ W, P @ decayed, atol=1e-4)
+    with pytest.raises(ValueError):
+        ac.keep_update_modes(m, p + 1, [2], opt)  # wrong vocabulary
+    with pytest.raises(ValueError):
+        ac.keep_update_modes(m, p, [2], torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))]))
+    with pytest.raises(TypeError):
+        ac.keep_update_modes(m, p, [2], "adam")

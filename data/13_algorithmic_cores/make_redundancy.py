@@ -22,6 +22,21 @@ run) and write its results with :mod:`helpers.checkpoints`:
   onto m of its own modes and re-fitted it (every weight, or the embedding alone, ``redundancy_probes.json``):
   the condition failed at every seed, and those runs are replaced by these.
 
+* ``redundancy_branch`` (round 7 of issue #71, written down before any run of it; the reviewer's step 3): the
+  redundancy set from **one shared memorised checkpoint per seed**, so that every m starts from the same memorised
+  state and has a plateau to time. Per seed a network (p = 31, d = 64, the optimizer above, full batch) is trained
+  from the seed's initial weights to its first logged step with train accuracy >= 0.99 (at most 4000 steps): the
+  branch (weights and AdamW state copied). From the branch, per m in {1, 2, 4, 8}, training goes on with the same
+  optimizer state, and after every step the token embedding's *update* (AdamW's step minus its decoupled decay)
+  is projected onto the embedding's mean and the first m frequencies of ``ac.mode_order(p, seed)``
+  (``ac.keep_update_modes``): the memorised embedding is kept (and fades under weight decay), only m modes can
+  grow. m = p // 2 (no projection) is the unconstrained reference, outside the fit. tau = steps from the branch to
+  the first logged test accuracy >= 0.95, within 4000 steps. Conditions, fixed here before any run: the seed's
+  branch has test accuracy <= 0.5 (``redundancy_branch_plateau``: a plateau to time; train accuracy >= 0.99 holds
+  by construction, a seed that never memorises fails it) and every m of the seed generalises within the budget
+  (``redundancy_generalised``: tau measured, not censored). The claim ``redundancy_law_slope`` and its band
+  [-1.5, -0.5] are unchanged; it reads this design, given both conditions. ``--name redundancy_branch``.
+
 Run from the repository root: ``.venv/bin/python data/13_algorithmic_cores/make_redundancy.py`` (or ``make data
 NB=13_algorithmic_cores``). ``--tiny`` runs a tiny config into a temporary folder (seconds; what the tests run);
 ``--seeds``/``--out``: other seeds into another data root; ``--jobs`` runs seeds in parallel processes, one thread
@@ -50,8 +65,10 @@ SOURCES = [HERE, Path(ac.__file__).resolve(), Path(repro.__file__).resolve()]
 
 
 def tiny(name: str = "redundancy") -> dict:
-    cfg = copy.deepcopy(ac.checkpoint_config("redundancy"))
+    cfg = copy.deepcopy(ac.checkpoint_config(name))
     cfg.update(p=11, d=16, max_steps=60, seeds=[0], ms=[1, 2], lr=3e-3)
+    if name == "redundancy_branch":
+        cfg.update(mem_budget=200)
     return cfg
 
 
@@ -101,15 +118,58 @@ def one_seed(cfg: dict, s: int, probe: bool = False) -> list[dict]:
     return runs
 
 
+def branch_seed(cfg: dict, s: int) -> list[dict]:
+    """Round 7: the seed's shared memorised checkpoint, then one run per m (and the reference) from it."""
+    torch.set_num_threads(1)
+    t0 = time.time()
+    p = cfg["p"]
+    tr, te = (torch.tensor(a) for a in ac.modadd_split(p, cfg["train_frac"], seed=cfg["split_seed"]))
+    with repro.seeded(s):
+        model = ac.modadd_model(p, cfg["d"], cfg["n_head"])
+        opt = torch.optim.AdamW(model.parameters(), lr=cfg["lr"], weight_decay=cfg["wd"], betas=tuple(cfg["betas"]))
+        log = ac.train_modadd(model, tr, te, cfg["mem_budget"], lr=cfg["lr"], wd=cfg["wd"], optimizer=opt,
+                              eval_every=cfg["eval_every"], warmup=cfg["warmup"], clip=cfg["clip"],
+                              stop_at_train=cfg["mem_acc"])
+    t_branch, b_train, b_test = ac.clock_start(log["step"], log["train_acc"], log["test_acc"], cfg["mem_acc"])
+    print(f"seed {s}: branch at {t_branch} (train {b_train}, test {b_test}) ({time.time() - t0:.0f} s)", flush=True)
+    runs = []
+    if t_branch is None:
+        return [dict(seed=s, m=m, reference=m == p // 2, t_branch=None, branch_train=None, branch_test=None,
+                     tau=None) for m in [*cfg["ms"], p // 2]]
+    state, opt_state = copy.deepcopy(model.state_dict()), copy.deepcopy(opt.state_dict())
+    for m in [*cfg["ms"], p // 2]:
+        reference = m == p // 2
+        freqs = ac.mode_order(p, s)[:m]
+        net = ac.modadd_model(p, cfg["d"], cfg["n_head"])
+        net.load_state_dict(state)
+        o = torch.optim.AdamW(net.parameters(), lr=cfg["lr"], weight_decay=cfg["wd"], betas=tuple(cfg["betas"]))
+        o.load_state_dict(copy.deepcopy(opt_state))
+        keep = None if reference else ac.keep_update_modes(net, p, freqs, o)
+        lg = ac.train_modadd(net, tr, te, cfg["max_steps"], lr=cfg["lr"], wd=cfg["wd"], optimizer=o,
+                             eval_every=cfg["eval_every"], clip=cfg["clip"], after_step=keep,
+                             stop_at=cfg["gen_acc"])
+        tau = ac.grok_step(lg["step"], lg["test_acc"], cfg["gen_acc"])
+        runs.append(dict(seed=s, m=m, reference=reference, freqs=freqs, t_branch=t_branch, branch_train=b_train,
+                         branch_test=b_test, tau=tau, min_train_after=min(lg["train_acc"]),
+                         final_train=lg["train_acc"][-1], final_test=lg["test_acc"][-1], last_step=lg["step"][-1],
+                         modes_in=ac.embedding_modes(net.tok.weight.detach().numpy(), p),
+                         curve=list(zip(lg["step"], lg["test_acc"])),
+                         train_curve=list(zip(lg["step"], lg["train_acc"]))))
+        print(f"seed {s} m {m:>2} freqs {freqs}: tau {tau} (min train after the branch "
+              f"{runs[-1]['min_train_after']:.3f}) ({time.time() - t0:.0f} s)", flush=True)
+    return runs
+
+
 def seed_runs(args: tuple[dict, int, str | None]) -> list[dict]:
     cfg, s, cache = args
-    path = None if cache is None else Path(cache) / f"redundancy_s{s}.json"
+    branch = cfg.get("design") == "shared_memorised_branch"
+    path = None if cache is None else Path(cache) / f"{'redundancy_branch' if branch else 'redundancy'}_s{s}.json"
     if path is not None and path.is_file():
         stored = json.loads(path.read_text())
         if stored["config"] == cfg:  # the same config: the same numbers (deterministic)
             print(f"seed {s}: reused {path}", flush=True)
             return stored["runs"]
-    runs = one_seed(cfg, s)
+    runs = branch_seed(cfg, s) if branch else one_seed(cfg, s)
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(dict(config=cfg, runs=runs)))
@@ -117,7 +177,7 @@ def seed_runs(args: tuple[dict, int, str | None]) -> list[dict]:
 
 
 def make_redundancy(cfg: dict, out: Path | None, jobs: int = 1, cache: str | None = None,
-                    probe: int | None = None) -> Path | list:
+                    probe: int | None = None, name: str = "redundancy") -> Path | list:
     t0 = time.time()
     if probe is not None:  # one seed up to each run's memorisation: what redundancy_isolated reads
         runs = [r for r in one_seed(cfg, probe, probe=True) if not r["reference"]]
@@ -136,12 +196,12 @@ def make_redundancy(cfg: dict, out: Path | None, jobs: int = 1, cache: str | Non
         results = [r for w in work for r in seed_runs(w)]
     history = {}
     for r in results:
-        history[f"test_acc/s{r['seed']}_m{r['m']}"] = r.pop("curve") or [(0, 0.0)]
-        history[f"train_acc/s{r['seed']}_m{r['m']}"] = r.pop("train_curve") or [(0, 0.0)]
+        history[f"test_acc/s{r['seed']}_m{r['m']}"] = r.pop("curve", None) or [(0, 0.0)]
+        history[f"train_acc/s{r['seed']}_m{r['m']}"] = r.pop("train_curve", None) or [(0, 0.0)]
     tau = torch.tensor([[r["seed"], r["m"], -1 if r["tau"] is None else r["tau"]] for r in results],
                        dtype=torch.float32)
     metrics = {f"tau/s{r['seed']}_m{r['m']}": r["tau"] for r in results}
-    return checkpoints.save(SLUG, "redundancy", {"tau_table": tau}, config=cfg, metrics=metrics, history=history,
+    return checkpoints.save(SLUG, name, {"tau_table": tau}, config=cfg, metrics=metrics, history=history,
                             seed=cfg["seeds"], steps=cfg["max_steps"], wall_seconds=time.time() - t0,
                             sources=SOURCES, module="helpers.algorithmic_cores", extra={"runs": results}, root=out)
 
@@ -153,8 +213,10 @@ def main(argv: list[str] | None = None) -> list[Path]:
         ap.add_argument("--probe", type=int, default=None, metavar="SEED",
                         help="run this seed up to each run's memorisation and print redundancy_isolated only")
 
-    return scripts.script_main(lambda cfg, out, args: make_redundancy(cfg, out, args.jobs, args.cache, args.probe),
-                               config=ac.checkpoint_config, tiny=tiny, names=["redundancy"], options=options,
+    return scripts.script_main(lambda cfg, out, args: make_redundancy(cfg, out, args.jobs, args.cache, args.probe,
+                                                                      args.name),
+                               config=ac.checkpoint_config, tiny=tiny, names=["redundancy", "redundancy_branch"],
+                               options=options,
                                doc=__doc__, argv=argv)
 
 
