@@ -1,12 +1,14 @@
 """An explainability vector moved across image domains by task arithmetic (chapter ``15_explainability_vector``).
 
 * Synthetic image domains with ground-truth relevance: four objects per image, one per quadrant, at the same ink
-  (sklearn digits, ``skimage.draw`` shape outlines, letters from Pillow's built-in font; three of them distractors)
-  on textures (scikit-image's bundled brick/grass/gravel or procedural noise), with the bounding box of the object
-  that decides the label pooled into a per-patch mask (:func:`make_domain`). ``TARGETS`` is a graded series of
-  target domains with an a-priori relatedness level to the source (3 = new background only ... 0 = the label is
-  decided by a small marker while a larger object is a decoy). :func:`model_free_maps` /
-  :func:`model_free_aurocs`: the maps that need no model, which must not localise the mask.
+  and stroke (sklearn digits, ``skimage.draw`` shape outlines, letters from Pillow's built-in font, each thinned to
+  its skeleton and redrawn at one stroke width; three of them distractors whose total ink is matched to the label
+  object's) on textures (scikit-image's bundled brick/grass/gravel or procedural noise), with the bounding box of
+  the object that decides the label pooled into a per-patch mask (:func:`make_domain`). ``TARGETS`` is a graded
+  series of target domains with an a-priori relatedness level to the source (3 = new background only ... 0 = the
+  label is a shape while a digit or letter of a source class is a decoy). :func:`model_free_maps` /
+  :func:`model_free_aurocs`: the maps that need no model (per-patch ink maps, and quadrant maps that know the
+  layout: stroke density and total ink), which must not localise the mask.
 * :class:`TinyViT` -- a small ViT (convolutional patch stem) with a CLIP-style head: logits are scaled cosines between
   a projection of the CLS token and class embeddings that are learned once, in pre-training over every class, and
   frozen afterwards (the shared "text" space); the same projection applied to each patch token is the patch-level
@@ -20,6 +22,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -37,11 +40,13 @@ __all__ = [
     "class_embeddings", "explanation_loss", "task_vector", "add_vector", "flat", "patch_auroc", "pointing_game",
     "true_prob", "gradient_map", "deletion_insertion", "kernel_shap", "linear_cka", "spearman_perm", "map_entropy",
     "loo_predictions", "checkpoint_config", "train_model", "evaluate", "key", "train_all", "contrast_map", "gradient_magnitude_map",
-    "model_free_maps", "model_free_aurocs", "top_params", "pack_states",
+    "model_free_maps", "model_free_aurocs", "top_params", "pack_states", "CONDITIONS", "converged",
+    "localisation_targets", "object_ink_maps",
     "unpack_states", "feature_mmd", "object_stroke_maps", "blurred",
 ]
 
 IMG, PATCH = 24, 4
+STROKE = 0.8  # half-width (px) of every object's stroke beyond its one-pixel skeleton
 N_PATCH = (IMG // PATCH) ** 2
 DIGITS = [str(i) for i in range(10)]
 SHAPES = ["circle", "square", "triangle", "cross"]
@@ -88,27 +93,81 @@ def _texture(name: str, rng: np.random.Generator) -> np.ndarray:
 
 
 def _object(kind: str, label: str, size: int, rng: np.random.Generator) -> np.ndarray:
-    """An object's alpha mask in [0, 1] of shape (size, size), with one stroke profile for every kind (the glyph
-    thresholded at half ink, then blurred by 0.6 px), so no kind has softer or crisper edges than another."""
-    from scipy.ndimage import gaussian_filter
+    """An object's alpha mask in [0, 1] of shape (size, size), drawn with one stroke for every kind: the glyph
+    thresholded at half ink (at 4 x the size), thinned to its one-pixel skeleton and redrawn at a fixed width
+    (``STROKE`` px either side of the skeleton), then averaged down. Digits, letters and shape outlines then differ
+    in their form only, not in how thick or dense their ink is (a stroke-width cue would localise a kind without a
+    model). Read-only (renders are cached)."""
+    return _stroked(kind, label, size, _digit_index(label, rng) if kind == "digit" else -1)
 
-    return np.clip(gaussian_filter(_glyph(kind, label, size, rng), 0.5) * 1.3, 0, 1)
+
+@functools.cache
+def _stroked(kind: str, label: str, size: int, idx: int) -> np.ndarray:
+    from scipy.ndimage import distance_transform_edt
+    from skimage.morphology import skeletonize
+    from skimage.transform import resize
+
+    up = 4  # thinned at 4 x the size, so that a low-resolution digit keeps its form (loops, ends)
+    g = resize(_glyph_at(kind, label, size, idx), (up * size, up * size), order=1)
+    skel = skeletonize(g > 0.5)
+    if not skel.any():  # pragma: no cover - a glyph too faint to threshold: its brightest pixels
+        skel = g >= 0.9 * g.max()
+    hi = np.clip(up * STROKE + 0.5 - distance_transform_edt(~skel), 0, 1)
+    out = np.clip(hi.reshape(size, up, size, up).mean((1, 3)) * 1.5, 0, 1).astype(np.float32)
+    out.flags.writeable = False
+    return out
+
+
+def _ink(alpha: np.ndarray) -> float:
+    return float(alpha.sum())
+
+
+def _matched(kind: str, pool: Sequence[str], ink: float, size: tuple[int, int], rng: np.random.Generator,
+             tries: int = 8) -> np.ndarray:
+    """A distractor of ``kind`` (a label drawn from ``pool``, a size in ``size``) whose total ink is the closest to
+    ``ink`` among ``tries`` draws: every object of an image carries about the same ink, so "the quadrant with the
+    most (or least) ink" does not find the label object without a model."""
+    best, gap = None, np.inf
+    for _ in range(tries):
+        a = _object(kind, pool[rng.integers(len(pool))], int(rng.integers(size[0], size[1] + 1)), rng)
+        if abs(_ink(a) - ink) < gap:
+            best, gap = a, abs(_ink(a) - ink)
+    return best
+
+
+def _digits() -> tuple[np.ndarray, np.ndarray]:
+    global _DIGITS
+    if _DIGITS is None:
+        from sklearn.datasets import load_digits
+
+        d = load_digits()
+        _DIGITS = (d.images / 16.0, d.target)
+    return _DIGITS
+
+
+def _digit_index(label: str, rng: np.random.Generator) -> int:
+    """A random sklearn digit image of class ``label`` (its index)."""
+    return int(rng.choice(np.nonzero(_digits()[1] == int(label))[0]))
 
 
 def _glyph(kind: str, label: str, size: int, rng: np.random.Generator) -> np.ndarray:
-    """An object's raw alpha mask in [0, 1] of shape (size, size)."""
-    global _DIGITS
+    """An object's raw alpha mask in [0, 1] of shape (size, size) (a random sample for a digit)."""
+    return _glyph_at(kind, label, size, _digit_index(label, rng) if kind == "digit" else -1).copy()
+
+
+@functools.cache
+def _glyph_at(kind: str, label: str, size: int, idx: int) -> np.ndarray:
+    """An object's raw alpha mask in [0, 1] of shape (size, size); ``idx``: which sklearn digit image."""
     from skimage.transform import resize
 
     if kind == "digit":
-        if _DIGITS is None:
-            from sklearn.datasets import load_digits
-
-            d = load_digits()
-            _DIGITS = (d.images / 16.0, d.target)
-        imgs, tg = _DIGITS
-        idx = rng.choice(np.nonzero(tg == int(label))[0])
-        return np.clip(resize(imgs[idx], (size, size), order=1, anti_aliasing=False) * 1.3, 0, 1)
+        a = _digits()[0][idx]
+        ys, xs = np.nonzero(a > 0.2)  # cropped to its ink, padded to a square (its aspect kept)
+        a = a[ys.min():ys.max() + 1, xs.min():xs.max() + 1]
+        h, w = a.shape
+        a = np.pad(a, (((max(h, w) - h) // 2, (max(h, w) - h + 1) // 2), ((max(h, w) - w) // 2,
+                                                                          (max(h, w) - w + 1) // 2)))
+        return np.clip(resize(a, (size, size), order=1, anti_aliasing=False) * 1.3, 0, 1)
     if kind == "shape":  # outlines: the same kind of stroke ink as a digit or letter
         from skimage import draw
 
@@ -175,10 +234,10 @@ class Domain:
 
 DOMAINS: dict[str, dict] = {
     # name: classes (label names), textures, options. Every image holds four objects, one per quadrant, in the
-    # same size range, ink and stroke: the label-deciding one and distractors (letters of no class, ``OTHER``;
-    # "cluttered" has whole shapes of classes it does not use among them, the marker domains a larger digit or
-    # letter decoy). What decides the label is not the most salient thing in the image: only a model that knows the
-    # classes can find it (``model_free_aurocs``).
+    # same size range, stroke width and (matched) total ink: the label-deciding one and distractors (letters of no
+    # class, ``OTHER``; "cluttered" has whole shapes of classes it does not use among them, the "marker" domains a
+    # digit or letter of a class as a decoy beside the label shape). What decides the label is not the most
+    # salient thing in the image: only a model that knows the classes can find it (``model_free_aurocs``).
     "pretrain": dict(classes=CLASS_NAMES, textures=TEXTURES, size=(8, 12)),
     "source": dict(classes=SEEN, textures=["brick", "gravel"]),
     # the graded target series; RELATEDNESS below is fixed by design, before any result
@@ -226,11 +285,12 @@ def _stripes(colour: np.ndarray, s: int, rng: np.random.Generator) -> np.ndarray
 
 def make_domain(name: str, n: int, seed: int, *, distractors: bool = True) -> Domain:
     """``n`` images of domain ``name`` (see ``DOMAINS``), deterministic for a seed. The mask is the bounding box
-    of what decides the label (pooled per patch): the object, or in the marker domains the small shape marker (the large object there is a decoy at the
-    same ink). Every image also holds distractors at the same ink and size range (letters of no class, and in
-    "cluttered" whole shapes of classes the domain does not use). ``distractors=False`` leaves the other quadrants
-    empty, the label object alone on its texture (the design of the chapter's first version, which a model-free
-    map localises: the negative control of :func:`model_free_aurocs`)."""
+    of what decides the label (pooled per patch): the label object (in the marker domains a shape outline, beside a
+    decoy digit or letter of a class). Every image also holds distractors in the same size range, stroke and total
+    ink (letters of no class, and in "cluttered" whole shapes of classes the domain does not use).
+    ``distractors=False`` leaves the other quadrants empty, the label object alone on its texture (the design of
+    the chapter's first version, which a model-free map localises: the negative control of
+    :func:`model_free_aurocs`)."""
     V.instance("name", name, str)
     V.boolean("distractors", distractors)
     if name not in DOMAINS:
@@ -252,20 +312,17 @@ def make_domain(name: str, n: int, seed: int, *, distractors: bool = True) -> Do
             colour[rng.integers(3)] = 1.0
 
         objs = []
-        if spec.get("marker"):  # a large decoy object at the same ink; the small shape marker decides the label
+        a = _object(_kind(lab), lab, int(rng.integers(lo, hi + 1)), rng)
+        if spec.get("rotate"):  # a quarter turn, the same for every object (random turns make 6 and 9 one)
+            a = np.rot90(a).copy()
+        objs.append((a, True))
+        if spec.get("marker"):  # a decoy digit or letter of a class (of the source), equal in size and ink
             pool = DIGITS if spec["marker"] == "digit" else LETTERS
-            objs.append((_object(spec["marker"], pool[rng.integers(len(pool))], int(rng.integers(11, 13)), rng),
-                         False))
-            objs.append((_object("shape", lab, int(rng.integers(8, 10)), rng), True))
-        else:
-            a = _object(_kind(lab), lab, int(rng.integers(lo, hi + 1)), rng)
-            if spec.get("rotate"):  # a quarter turn, the same for every object (random turns make 6 and 9 one)
-                a = np.rot90(a).copy()
-            objs.append((a, True))
-            for _ in range(spec.get("clutter", 0)):  # whole shapes of classes this domain does not use
-                objs.append((_object("shape", SHAPES[rng.integers(4)], int(rng.integers(lo, hi + 1)), rng), False))
+            objs.append((_matched(spec["marker"], pool, _ink(a), (lo, hi), rng), False))
+        for _ in range(spec.get("clutter", 0)):  # whole shapes of classes this domain does not use
+            objs.append((_matched("shape", SHAPES, _ink(a), (lo, hi), rng), False))
         while len(objs) < 4:  # glyphs of no class fill the other quadrants
-            d = _object("letter", OTHER[rng.integers(len(OTHER))], int(rng.integers(lo, hi + 1)), rng)
+            d = _matched("letter", OTHER, _ink(a), (lo, hi), rng)
             objs.append((np.rot90(d).copy() if spec.get("rotate") else d, False))
         for (a, decides), q in zip(objs, rng.permutation(4)):  # one object per quadrant, in a random quadrant
             if not (decides or distractors):
@@ -756,7 +813,10 @@ def model_free_maps(x: Tensor) -> dict[str, Tensor]:
     * ``contrast to median``: ``|pixel - the image's median colour|`` (robust to a bright background);
     * ``local std``: the standard deviation of the pixels within each patch (texture and edges);
     * ``edges``: the Sobel gradient magnitude of the image (mean over channels), per patch;
-    * ``darkness``: ``1 - brightness``, for objects darker than the background (the sign-flipped contrast).
+    * ``darkness``: ``1 - brightness``, for objects darker than the background (the sign-flipped contrast);
+    * four maps that know the layout (one object per quadrant) but no class and score whole quadrants:
+      ``densest stroke`` / ``thinnest stroke`` (:func:`object_stroke_maps`) and ``most ink`` / ``least ink``
+      (:func:`object_ink_maps`).
     """
     x = _images(x).detach().float()
     n, k = len(x), IMG // PATCH
@@ -768,7 +828,8 @@ def model_free_maps(x: Tensor) -> dict[str, Tensor]:
     edges = (gx ** 2 + gy ** 2).sqrt().view(n, 3, IMG, IMG).mean(1)
     patches = x.view(n, 3, k, PATCH, k, PATCH).permute(0, 2, 4, 1, 3, 5).reshape(n, k * k, 3, PATCH * PATCH)
     return {"contrast": contrast_map(x), "contrast to median": _pool((x - med).abs().mean(1)),
-            "local std": patches.std(-1).mean(-1), "edges": _pool(edges), "darkness": _pool(1 - gray[:, 0])}
+            "local std": patches.std(-1).mean(-1), "edges": _pool(edges), "darkness": _pool(1 - gray[:, 0]),
+            **object_stroke_maps(x), **object_ink_maps(x)}
 
 
 def object_stroke_maps(x: Tensor) -> dict[str, Tensor]:
@@ -778,13 +839,31 @@ def object_stroke_maps(x: Tensor) -> dict[str, Tensor]:
     ink, ``thinnest stroke`` (its negative) at the one with the thinnest (a shape outline among letters and
     digits). A class-agnostic cue a reviewer can try without a model; with a box mask it scores whole quadrants."""
     x = _images(x).detach().float()
-    n, h, k = len(x), IMG // 2, IMG // PATCH
+    n, h = len(x), IMG // 2
     gray = x.mean(1)
     dev = (gray - gray.flatten(1).median(1).values[:, None, None]).abs()
     dense = F.avg_pool2d(dev[:, None], 3, stride=1, padding=1, count_include_pad=False)[:, 0]
-    quad = dense.view(n, 2, h, 2, h).amax((2, 4))  # (n, 2, 2)
-    per_patch = quad.repeat_interleave(k // 2, 1).repeat_interleave(k // 2, 2).reshape(n, -1)
+    per_patch = _quadrants(dense.view(n, 2, h, 2, h).amax((2, 4)))
     return {"densest stroke": per_patch, "thinnest stroke": -per_patch}
+
+
+def _quadrants(q: Tensor) -> Tensor:
+    """(n, 2, 2) quadrant scores -> (n, P): every patch of a quadrant gets its quadrant's score."""
+    k = IMG // PATCH
+    return q.repeat_interleave(k // 2, 1).repeat_interleave(k // 2, 2).reshape(len(q), -1)
+
+
+def object_ink_maps(x: Tensor) -> dict[str, Tensor]:
+    """Model-free maps (n, P) that know the layout (one object per quadrant) but no class: each quadrant is scored
+    by its total ink, the sum over its pixels of ``|grey - the image's median grey|``, and every patch of the
+    quadrant gets that score. ``most ink`` points at the object with the most ink (the longest strokes), ``least
+    ink`` at the one with the least."""
+    x = _images(x).detach().float()
+    n, h = len(x), IMG // 2
+    gray = x.mean(1)
+    dev = (gray - gray.flatten(1).median(1).values[:, None, None]).abs()
+    ink = _quadrants(dev.view(n, 2, h, 2, h).sum((2, 4)))
+    return {"most ink": ink, "least ink": -ink}
 
 
 def model_free_aurocs(dom: Domain) -> dict[str, float]:
@@ -926,13 +1005,51 @@ def loo_predictions(features: Sequence[float], y: Sequence[float]) -> np.ndarray
 
 def checkpoint_config(name: str = "models") -> dict:
     """The config of the chapter's checkpoint ``name`` at its default parameters (what the script trains and the
-    notebook asks for)."""
+    notebook asks for), with the conditions the notebook reads (``conditions``), registered with it."""
     V.one_of("name", name, ("models",))
-    # pre-training sees 3 x n_train images (four objects each: 4000 over-fitted, 82 % held-out in a probe). The
-    # targets are fine-tuned in full for 500 steps (half the chapter's first version): the top only (last block,
-    # final LayerNorm, head; target_only="top") left inverted, coloured, striped and rotated at 0.40-0.68 held-out
-    # accuracy at seed 0, a new ink needs the stem to move
-    return dict(model=dict(d_model=48, depth=2, n_head=4, emb_dim=32, stem=12, scale=16.0), n_train=3000,
-                n_pretrain=9000, data_seed=0, batch_size=64, pretrain_steps=3000, source_steps=400,
-                target_steps=500, lr=2e-3, ft_lr=1e-3, target_lr=1e-3, target_only="all", beta=1.0,
-                seeds=[0, 1, 2], targets=list(TARGETS), oracle_seeds=[])
+    # Round 3 of #73, registered before any of its models was trained. Domains: every object drawn with one stroke
+    # width (skeleton redrawn), distractors matched in ink (_matched), all objects in one size range. Recipe: a
+    # wider and deeper theta0 pre-trained longer (d 64, 3 blocks, 5000 steps; round 2: d 48, 2 blocks, 3000
+    # steps), so that the targets sit closer to it; gentler target fine-tuning (400 steps at half the learning
+    # rate; round 2: 500 at 1e-3), the whole network (a new ink needs the stem to move: round 2's top-only trial).
+    return dict(model=dict(d_model=64, depth=3, n_head=4, emb_dim=32, stem=16, scale=16.0), n_train=3000,
+                n_pretrain=9000, data_seed=0, batch_size=64, pretrain_steps=5000, source_steps=400,
+                target_steps=400, lr=2e-3, ft_lr=1e-3, target_lr=5e-4, target_only="all", beta=1.0,
+                seeds=[0, 1, 2], targets=list(TARGETS), oracle_seeds=[], conditions=dict(CONDITIONS))
+
+
+# The conditions of the claims and their exact readings, registered before the models they read were trained
+# (round 3 of #73); the notebook reads them from here (through the config stored with the checkpoint):
+# * needs_the_model, per target: the best map of ``model_free_maps`` (the five per-patch maps and the four
+#   layout-aware quadrant maps: densest / thinnest stroke, most / least ink) scores patch AUROC
+#   <= ``free_auroc_max`` on that target's test images; a target above it leaves the localisation claims, and the
+#   condition itself asks that at least ``min_targets`` targets stay (enough for a Spearman over targets);
+# * models_converged, per seed: ``helpers.train.plateau(curve, frac=0.2, atol=plateau_atol)`` <= ``plateau_max``
+#   on every loss curve of the seed (theta0, the source pair, every target model) as stored in the manifest
+#   (100 points a curve); ``atol`` (nats) because the fine-tuning curves of easy targets start near zero;
+# * targets_fit, per seed: every target's prediction-only model reaches held-out accuracy >= ``fit_min``.
+CONDITIONS = dict(free_auroc_max=0.75, min_targets=6, plateau_frac=0.2, plateau_atol=0.02, plateau_max=0.05,
+                  fit_min=0.8)
+
+
+def converged(curves: Mapping[str, object], seed: int, conditions: Mapping | None = None) -> float:
+    """The registered reading of ``models_converged`` for one seed: the largest ``helpers.train.plateau`` (with
+    the registered ``frac`` and ``atol``) over the curves ``loss/s{seed}/...`` of ``curves`` (a manifest's
+    history, or lists of losses)."""
+    from helpers import train
+
+    V.instance("curves", curves, Mapping)
+    seed = V.seed("seed", seed)
+    c = dict(CONDITIONS, **(conditions or {}))
+    mine = [k for k in curves if k.startswith(f"loss/s{seed}/")]
+    if not mine:
+        raise ValueError(f"curves: no curve of seed {seed} (keys 'loss/s{seed}/...'); got {sorted(curves)[:4]}")
+    return max(train.plateau(curves[k], c["plateau_frac"], atol=c["plateau_atol"]) for k in mine)
+
+
+def localisation_targets(free_best: Mapping[str, float], conditions: Mapping | None = None) -> list[str]:
+    """The targets that need the model (the registered per-target reading of ``needs_the_model``): those whose
+    best model-free map scores patch AUROC at most ``free_auroc_max``, in the order given."""
+    V.instance("free_best", free_best, Mapping)
+    c = dict(CONDITIONS, **(conditions or {}))
+    return [t for t, v in free_best.items() if V.number(f"free_best[{t!r}]", v) <= c["free_auroc_max"]]

@@ -9,7 +9,7 @@
   ask for oracles (fine-tuned with a target's own masks); the stored checkpoint has none.
 
 Run from the repository root: ``.venv/bin/python data/15_explainability_vector/make_models.py`` (or
-``make data NB=15_explainability_vector``), about 6 minutes a seed on one core. ``--tiny`` trains a tiny config for
+``make data NB=15_explainability_vector``), about 15 minutes a seed on one core (round 3's recipe). ``--tiny`` trains a tiny config for
 a few steps into a temporary folder (seconds; what the tests run); ``--seeds``/``--out``: other seeds into another
 data root. ``--parts DIR`` keeps each seed's models, so that each seed can be its own job
 (``--seeds 1 --parts DIR --out /tmp/x``) and the checkpoint is merged at the end (``--parts DIR``);
