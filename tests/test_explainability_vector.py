@@ -433,3 +433,35 @@ def test_blur_fill_keeps_flat_images_and_still_ranks_maps():
     assert d_good < d_bad and i_good > i_bad
     with pytest.raises(ValueError):
         ev.deletion_insertion(f, x, good, fill="zeros")
+
+
+def test_road_fill_continues_the_surroundings():
+    keep = torch.ones(2, ev.N_PATCH, dtype=torch.bool)
+    keep[:, 14] = False  # one inner patch removed
+    flat = torch.full((2, 3, ev.IMG, ev.IMG), 0.3)
+    assert torch.allclose(ev.road_fill(flat, keep, noise=0.0), flat, atol=1e-5)
+    # a horizontal ramp: the hole is filled with the ramp (linear imputation), not the image mean
+    ramp = torch.linspace(0.1, 0.9, ev.IMG).expand(2, 3, ev.IMG, ev.IMG).clone()
+    out = ev.road_fill(ramp, keep, noise=0.0)
+    hole = (slice(None), slice(None), slice(8, 12), slice(8, 12))
+    assert float((out[hole] - ramp[hole]).abs().max()) < 0.02
+    assert float((_patch_mean_fill(ramp, keep)[hole] - ramp[hole]).abs().max()) > 0.05
+    assert torch.equal(ev.road_fill(ramp, keep)[:, :, :4], ramp[:, :, :4])  # kept pixels untouched
+    noisy = ev.road_fill(ramp, keep, noise=0.05, seed=1)
+    assert torch.equal(noisy, ev.road_fill(ramp, keep, noise=0.05, seed=1))  # seeded
+    assert 0.02 < float((noisy - out)[hole].std()) < 0.08
+    with pytest.raises(TypeError):
+        ev.road_fill(ramp, keep.float())
+    # the additive model of the mean-fill test: the right order still wins with a ROAD fill
+    w = torch.zeros(ev.N_PATCH)
+    w[:6] = 1.0
+    x = torch.zeros(4, 3, ev.IMG, ev.IMG)
+    x[:, :, :ev.PATCH, :] = 1.0
+    good = w.expand(4, -1) + 0.01 * torch.rand(4, ev.N_PATCH)
+    d_good, i_good = ev.deletion_insertion(_additive_prob(w), x, good, fill="road")
+    d_bad, i_bad = ev.deletion_insertion(_additive_prob(w), x, -good, fill="road")
+    assert d_good < d_bad and i_good > i_bad
+
+
+def _patch_mean_fill(x, keep):
+    return ev._patch_keep(x, keep, x.mean((2, 3), keepdim=True))
