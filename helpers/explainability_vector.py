@@ -42,7 +42,7 @@ __all__ = [
     "loo_predictions", "checkpoint_config", "train_model", "evaluate", "key", "train_all", "contrast_map", "gradient_magnitude_map",
     "model_free_maps", "model_free_aurocs", "top_params", "pack_states", "CONDITIONS", "FAITHFULNESS_FILL", "converged",
     "localisation_targets", "object_ink_maps",
-    "unpack_states", "feature_mmd", "object_stroke_maps", "blurred", "road_fill",
+    "unpack_states", "pack4", "unpack4", "feature_mmd", "object_stroke_maps", "blurred", "road_fill",
 ]
 
 IMG, PATCH = 24, 4
@@ -591,14 +591,49 @@ def train_all(cfg: Mapping, *, n_eval: int = 300, log: Callable[[str], None] | N
     return states, history, metrics
 
 
-def pack_states(states: Mapping[str, Mapping[str, Tensor]]) -> dict[str, Tensor]:
+_Q4, _Q4S = ".q4", ".q4scale"  # a 4-bit matrix (two values a byte) and its scale per row
+Q4_MIN_NUMEL = 4096  # the matrices packed at 4 bits (the size helpers.checkpoints quantizes to int8)
+
+
+def pack4(v: Tensor) -> tuple[Tensor, Tensor]:
+    """A matrix (rows = dim 0) as 4-bit integers in -7..7 with one scale per row (``absmax / 7``), two to a byte:
+    ``(packed uint8 (rows, ceil(cols / 2)), scale (rows,))``. The largest error is half a step, ``absmax / 14``
+    of its row. :func:`unpack4` inverts it."""
+    V.tensor("v", v, dtype="float", nonempty=True)
+    if v.ndim < 2:
+        raise ValueError(f"v must have at least 2 dims (rows, ...), got shape {tuple(v.shape)}")
+    w = v.float().reshape(v.shape[0], -1)
+    scale = w.abs().amax(1) / 7
+    scale = torch.where(scale > 0, scale, torch.ones_like(scale))
+    q = (torch.round(w / scale[:, None]).clamp(-7, 7) + 8).to(torch.uint8)
+    if q.shape[1] % 2:
+        q = F.pad(q, (0, 1), value=8)
+    return (q[:, 0::2] | (q[:, 1::2] << 4)).contiguous(), scale.contiguous()
+
+
+def unpack4(packed: Tensor, scale: Tensor, shape: Sequence[int]) -> Tensor:
+    """The float32 matrix of ``shape`` that :func:`pack4` stored as ``(packed, scale)``."""
+    V.tensor("packed", packed, ndim=2, dtype=torch.uint8)
+    shape = tuple(int(d) for d in shape)
+    cols = int(np.prod(shape[1:]))
+    V.tensor("scale", scale, shape=(packed.shape[0],), dtype="float")
+    if shape[0] != packed.shape[0] or packed.shape[1] != (cols + 1) // 2:
+        raise ValueError(f"packed {tuple(packed.shape)} does not hold a matrix of shape {shape}")
+    q = torch.stack([(packed & 15).int(), (packed >> 4).int()], 2).reshape(shape[0], -1)[:, :cols] - 8
+    return (q.float() * scale.float()[:, None]).reshape(shape)
+
+
+def pack_states(states: Mapping[str, Mapping[str, Tensor]], int4: Sequence[str] = ()) -> dict[str, Tensor]:
     """The models of :func:`train_all` as one flat dict of tensors to store, as differences where they are small:
     ``s{s}/theta0.<param>`` whole; ``s{s}/d/source_pred.<param>`` = source_pred - theta0; ``s{s}/d/tau.<param>`` =
     source_se - source_pred (the explainability vector itself); ``s{s}/d/T/<target>.<param>`` = theta_T - theta0 (and
     the same for oracles). Entries of a difference that are exactly zero everywhere (frozen parameters) are left
     out. Stored as differences, int8 quantization (one scale per row) is relative to the small change, not to the
-    weights. :func:`unpack_states` inverts it."""
+    weights. The differences whose name starts with one of ``int4`` (e.g. ``"T/"``) store their matrices of at
+    least ``Q4_MIN_NUMEL`` values at 4 bits (:func:`pack4`; ``<param>.q4`` and ``<param>.q4scale``), half the
+    bytes of int8. :func:`unpack_states` inverts it."""
     V.instance("states", states, Mapping)
+    int4 = tuple(V.sequence("int4", int4, of=lambda k, v: V.instance(k, v, str)))
     out: dict[str, Tensor] = {}
     seeds = sorted({t.split("/")[0] for t in states})
     for sd in seeds:
@@ -613,7 +648,11 @@ def pack_states(states: Mapping[str, Mapping[str, Tensor]]) -> dict[str, Tensor]
         ref = states[f"{sd}/source_pred"] if rest == "source_se" else states[f"{sd}/theta0"]
         name = "tau" if rest == "source_se" else rest
         for k, v in task_vector(st, ref).items():
-            if bool(v.ne(0).any()):
+            if not bool(v.ne(0).any()):
+                continue
+            if name.startswith(int4) and int4 and v.ndim >= 2 and v.numel() >= Q4_MIN_NUMEL:
+                out[f"{sd}/d/{name}.{k}{_Q4}"], out[f"{sd}/d/{name}.{k}{_Q4S}"] = pack4(v)
+            else:
                 out[f"{sd}/d/{name}.{k}"] = v
     return out
 
@@ -627,15 +666,20 @@ def unpack_states(tensors: Mapping[str, Tensor]) -> dict[str, dict[str, Tensor]]
         tag, _, param = k.partition(".")
         if not param or not tag:
             raise ValueError(f"tensors: key {k!r} is not '<tag>.<param>'")
-        groups.setdefault(tag, {})[param] = v.float()
+        groups.setdefault(tag, {})[param] = v if param.endswith(_Q4) else v.float()
     theta0 = {t: st for t, st in groups.items() if t.endswith("/theta0")}
     if not theta0:
         raise ValueError("tensors: no s<seed>/theta0 entries (not written by pack_states)")
     out: dict[str, dict[str, Tensor]] = dict(theta0)
-    for tag in groups:
+    for tag, g in groups.items():
         parts = tag.split("/", 2)
         if tag not in theta0 and (len(parts) < 3 or parts[1] != "d" or f"{parts[0]}/theta0" not in theta0):
             raise ValueError(f"tensors: {tag!r} is neither a theta0 nor a difference of a stored theta0")
+        for p in [p for p in g if p.endswith(_Q4)]:  # 4-bit matrices back to float32
+            base = p[:-len(_Q4)]
+            if base + _Q4S not in g or base not in theta0[f"{parts[0]}/theta0"]:
+                raise ValueError(f"tensors: {tag}.{p} has no scale or no parameter {base!r} in theta0")
+            g[base] = unpack4(g.pop(p), g.pop(base + _Q4S), theta0[f"{parts[0]}/theta0"][base].shape)
     for tag, d in sorted(groups.items()):
         if tag in theta0 or tag.split("/", 2)[2] == "tau":
             continue

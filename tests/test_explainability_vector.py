@@ -465,3 +465,32 @@ def test_road_fill_continues_the_surroundings():
 
 def _patch_mean_fill(x, keep):
     return ev._patch_keep(x, keep, x.mean((2, 3), keepdim=True))
+
+
+def test_pack4_roundtrip_and_int4_states():
+    g = torch.Generator().manual_seed(0)
+    v = torch.randn(6, 5, 3, generator=g)  # an odd number of columns per row
+    packed, scale = ev.pack4(v)
+    assert packed.dtype == torch.uint8 and packed.shape == (6, 8)
+    back = ev.unpack4(packed, scale, v.shape)
+    step = v.reshape(6, -1).abs().amax(1) / 7
+    assert bool(((back - v).reshape(6, -1).abs() <= step[:, None] / 2 + 1e-6).all())  # half a step at most
+    assert torch.equal(ev.unpack4(*ev.pack4(torch.zeros(2, 4)), (2, 4)), torch.zeros(2, 4))
+    with pytest.raises(ValueError):
+        ev.pack4(torch.ones(5))
+    with pytest.raises(ValueError, match="does not hold"):
+        ev.unpack4(packed, scale, (6, 20))
+    # a target difference stored at 4 bits, tau at full precision
+    cfg = dict(d_model=64, depth=1, n_head=2, emb_dim=8, stem=4)
+    theta0 = ev.TinyViT(**cfg).state_dict()
+    moved = {k: v + 0.01 * torch.randn(v.shape, generator=g) if v.is_floating_point() else v
+             for k, v in theta0.items()}
+    states = {"s0/theta0": theta0, "s0/source_pred": moved, "s0/source_se": theta0, "s0/T/x": moved}
+    packed = ev.pack_states(states, int4=("T/",))
+    q4 = [k for k in packed if k.endswith(".q4")]
+    assert q4 and all(k.startswith("s0/d/T/x.") for k in q4)
+    back = ev.unpack_states(packed)
+    for k, v in moved.items():
+        if v.is_floating_point():
+            assert torch.allclose(back["s0/source_pred"][k], v, atol=1e-6)
+            assert torch.allclose(back["s0/T/x"][k], v, atol=0.01 * 5 / 14 + 1e-6), k

@@ -32,6 +32,7 @@ SLUG = "15_explainability_vector"
 HERE = Path(__file__).resolve()
 SOURCES = [HERE, Path(ev.__file__).resolve(), Path(repro.__file__).resolve()]
 HISTORY_POINTS = 100  # points stored per loss curve
+INT4 = ("T/", "source_pred", "oracle/")  # differences stored at 4 bits (ev.pack4)
 
 
 def make_models(cfg: dict, root: Path | None, n_eval: int = 300, workers: int = 1, parts: Path | None = None,
@@ -59,8 +60,9 @@ def make_models(cfg: dict, root: Path | None, n_eval: int = 300, workers: int = 
         history.update(res["history"])
         metrics.update(res["metrics"])
     # theta0 whole, everything else as its (small) difference; matrices int8 with one scale per row, the other
-    # tensors float16 (the chapter stays within its data budget): see ev.pack_states
-    flat = ev.pack_states(states)
+    # tensors float16, and the target and source prediction-only models' matrices at 4 bits (the chapter stays
+    # within its data budget; tau, the vector itself, stays int8): see ev.pack_states
+    flat = ev.pack_states(states, int4=INT4)
     # 100 points a curve (means over equal bins of steps) keep the manifest small
     curves = {k: checkpoints.subsample(v, max_points=HISTORY_POINTS) for k, v in history.items()}
     history = {k: list(zip(c["step"], c["value"])) for k, c in curves.items()}
