@@ -500,3 +500,10 @@ def test_one_step_fill_loss_and_schedule_only_when_on():
                 dict(decay_steps=-1)):
         with pytest.raises(ValueError):
             ave.train_propagator([c.frames], [m], 4, **dict(kw, **bad))
+
+
+def test_onestep_config_changes_only_the_registered_recipe():
+    one, filled = ave.checkpoint_config("propagators_onestep"), ave.checkpoint_config("propagators_filled")
+    changed = {k for k in set(one) | set(filled) if one.get(k) != filled.get(k)}
+    assert changed == {"x0_weight", "border_radius", "schedule", "steps", "decay_steps"}
+    assert one["fill_holes"] is True and one["schedule"] == "wsd" and 0 < one["decay_steps"] < one["steps"]

@@ -16,11 +16,13 @@ the design of ``propagators_wsd`` (``make_propagators_wsd.py``), registered afte
 * **training-like draws:** the clean-frame prediction at fixed noise levels τ on estimated holes against
   inpainting, keyframes drawn as in training.
 
-Run: ``.venv/bin/python data/11_anchor_video_edit/diagnose_fit.py`` (about 3 minutes on one core).
+Run: ``.venv/bin/python data/11_anchor_video_edit/diagnose_fit.py`` (seconds on one core). ``--build DIR NAME``
+diagnoses a one-seed float32 build of checkpoint NAME in DIR instead (its seed only), into ``--out``.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import time
 from pathlib import Path
@@ -71,10 +73,20 @@ def oracle_cover(clip, keys, frames):
 
 
 def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", nargs=2, metavar=("DIR", "NAME"))
+    ap.add_argument("--out", default=str(HERE.with_name("diagnose_fit.json")))
+    args = ap.parse_args()
     repro.set_threads(1)
     t0 = time.time()
     cfg = A.checkpoint_config("propagators_filled")
     ck = checkpoints.load(SLUG, "propagators_filled", config=cfg)
+    if args.build:
+        from safetensors.torch import load_file
+
+        man = json.loads(checkpoints.paths(SLUG, args.build[1], args.build[0])[1].read_text())
+        cfg = dict(cfg, width=man["config"]["width"], seeds=man["config"]["seeds"])
+        ck.tensors = load_file(str(checkpoints.paths(SLUG, args.build[1], args.build[0])[0]))
     clips, mots = A.training_clips(dict(cfg, n_train_clips=N_CLIPS))
     T = cfg["T"]
     keys = A.uniform_keyframes(T, 3)
@@ -146,7 +158,8 @@ def main() -> None:
                     row[2] += int(h2.sum())
         print(f"seed {s} done ({time.time() - t0:.0f} s)", flush=True)
 
-    out: dict = {"what": __doc__.split("\n\n")[0], "n_clips": N_CLIPS, "keys": keys, "per_seed": {}}
+    out: dict = {"what": __doc__.split("\n\n")[0], "n_clips": N_CLIPS, "keys": keys, "per_seed": {},
+                 "model": f"{args.build[1]} (one-seed build)" if args.build else "propagators_filled (stored)"}
     for s, regs in acc.items():
         res = {}
         for region, meth in regs.items():
@@ -158,7 +171,7 @@ def main() -> None:
         out["per_seed"][s] = res
     out["tau_hole_mse"] = {k: {"model": v[0] / v[2], "inpaint": v[1] / v[2], "n": v[2]} for k, v in tau_rows.items()}
     out["wall_seconds"] = round(time.time() - t0, 1)
-    path = HERE.with_name("diagnose_fit.json")
+    path = Path(args.out)
     path.write_text(json.dumps(out, indent=1, sort_keys=True) + "\n")
     print(json.dumps(out, indent=1))
 
