@@ -246,7 +246,9 @@ DOMAINS: dict[str, dict] = {
     "inverted": dict(classes=DIGITS, textures=["gravel"], invert=True),
     "coloured": dict(classes=DIGITS + LETTERS, textures=["brick", "grass"], colour=True),
     "striped": dict(classes=DIGITS + SHAPES, textures=["gravel", "noise"], striped=True),
-    "rotated": dict(classes=DIGITS, textures=["grass"], rotate=True),
+    # rotated: fine-tuned three times as long (ft_steps): a quarter turn is new to theta0, and round 3's gentle
+    # 400 steps left seed 0's model at 0.69 held-out accuracy (below targets_fit), before any map was scored
+    "rotated": dict(classes=DIGITS, textures=["grass"], rotate=True, ft_steps=3),
     "cluttered": dict(classes=DIGITS, textures=["brick", "noise"], clutter=2),
     "marker": dict(classes=SHAPES, textures=["gravel"], marker="digit"),
     "marker on grass": dict(classes=SHAPES, textures=["grass"], marker="letter"),
@@ -530,10 +532,11 @@ def _job(job: tuple[int, str | None]) -> list[tuple[str, dict[str, Tensor], list
                                 lr=cfg["ft_lr"], seed=s))
         else:
             only = top_params(cfg["model"]["depth"]) if cfg.get("target_only") == "top" else None
-            out.append(_run(f"s{s}/T/{key(name)}", data[name], cfg["target_steps"], init=theta0,
+            steps = cfg["target_steps"] * DOMAINS[name].get("ft_steps", 1)  # a domain may need longer
+            out.append(_run(f"s{s}/T/{key(name)}", data[name], steps, init=theta0,
                             lr=cfg.get("target_lr", cfg["ft_lr"]), seed=s, only=only))
             if s in cfg["oracle_seeds"]:
-                out.append(_run(f"s{s}/oracle/{key(name)}", data[name], cfg["target_steps"], init=theta0,
+                out.append(_run(f"s{s}/oracle/{key(name)}", data[name], steps, init=theta0,
                                 beta=cfg["beta"], lr=cfg.get("target_lr", cfg["ft_lr"]), seed=s, only=only))
     return out
 
