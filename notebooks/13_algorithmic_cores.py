@@ -2265,8 +2265,11 @@ def rb_reading() -> str:
            + "). Steps from the branch to generalisation: " + per + ". ")
     if ok:
         txt += ("Both conditions hold at seed(s) " + _listed(ok) + ", where "
-                "`redundancy_law_slope` is judged; the slopes of log tau against "
-                "log m are " + _listed(f"{v:.2f}" for v in rb_slopes) + ".")
+                "`redundancy_law_slope` is judged: the slope of log tau against "
+                "log m is " + _listed(f"{rb_slopes[rb_cfg['seeds'].index(s)]:.2f}"
+                                      for s in ok)
+                + " there (the law: -1); at the other seeds some m did not "
+                "generalise within the budget, so they are inconclusive.")
     else:
         txt += ("At no seed does every m generalise within the budget, so "
                 "`redundancy_law_slope` is **inconclusive** (why a restricted run "
@@ -2856,8 +2859,9 @@ def known_limits() -> str:
         + "; ".join(f"seed {s}: " + ", ".join(
             f"{r['min_train_after']:.2f} (m {r['m']})" for r in rb_runs
             if r["seed"] == s) for s in rb_cfg["seeds"])
-        + " (below the memorisation bar, a run lost the memorised fit while the "
-        "embedding's old modes faded, so its tau also counts a re-fit)."
+        + " (a value below the memorisation bar means the run lost part of its "
+        "memorised fit after the branch, so its tau, where it has one, also counts a "
+        "re-fit; why is not diagnosed here)."
     )
     # Markov: ACE against PCA-3
     err = ", ".join(f"{f['err']:.4f}" for f in fits)
@@ -3077,12 +3081,13 @@ display(Markdown(
        + _listed(collapses[s_][0] if collapses[s_] else "none" for s_ in analysis)
        + ")")
     + ": the condition spans the whole trajectory after grokking, more than this "
-      "claim reads. Its unjudged margins over the stronger null at "
-      "grokking are "
+      "claim reads. Its margins over the stronger null at grokking are "
     + _listed(f"{g_margin(s_):+.3f}" for s_ in analysis
               if "grokking" in nulls.get(s_, {}))
-    + " (positive: above the null), kept in the record, not a verdict. "
-      "`modadd_core_inflates` reads the stable checkpoints of the whole trajectory, "
+    + (" (positive: above the null): the claim's values, judged at every seed. "
+       if not nc_bad else
+       " (positive: above the null), judged only where the condition holds. ")
+    + "`modadd_core_inflates` reads the stable checkpoints of the whole trajectory, "
       "away from any collapse, so the condition's scope is its own. The "
       "gating of both claims on `no_collapse` dates from the chapter's first "
       "conditions, before this build's runs were trained or read, and is kept as it "
