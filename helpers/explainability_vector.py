@@ -595,7 +595,7 @@ def train_all(cfg: Mapping, *, n_eval: int = 300, log: Callable[[str], None] | N
 
 
 _Q4, _Q4S = ".q4", ".q4scale"  # a 4-bit matrix (two values a byte) and its scale per row
-Q4_MIN_NUMEL = 4096  # the matrices packed at 4 bits (the size helpers.checkpoints quantizes to int8)
+Q4_MIN_NUMEL = 256  # the matrices packed at 4 bits (the smaller ones stay float16)
 
 
 def pack4(v: Tensor) -> tuple[Tensor, Tensor]:
