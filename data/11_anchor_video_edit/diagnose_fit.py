@@ -4,7 +4,7 @@ biharmonic inpaint on its *own training clips'* disoccluded pixels, and is that 
 Measured on the stored ``propagators_filled`` (width 16, 3 seeds) exactly as the chapter's
 ``filled_fits_training_clips`` condition rebuilds clips (first 6 training clips, 3 uniform keyframes, 8 Euler
 steps, sampler seed ``1000 * seed``), and written to ``diagnose_fit.json``. Nothing here is a claim; it informs
-the design of ``propagators_wsd`` (``make_propagators_wsd.py``), registered after it.
+the design of ``propagators_onestep`` (``make_propagators_onestep.py``), registered after it.
 
 * **regions:** disoccluded pixels (no anchor showed them, true motion) split into those in an estimated hole (no
   warp trusted; filled conditioning = inpainting there) and those the estimated flow wrongly trusts; hole pixels
