@@ -193,6 +193,43 @@ print("targets that need the model:", len(LOC_TARGETS), "of", len(TARGETS),
 EVAL_TARGETS = LOC_TARGETS if len(LOC_TARGETS) >= 3 else TARGETS
 
 # %% [markdown]
+# **Added at review, after the models were read: one more model-free cue (not part of the registered condition,
+# which is read as registered above; it moves no verdict).** A reviewer tried a few more quadrant maps that know
+# the layout but no class, and one of them localises the label object on the digit targets: score each quadrant
+# by the area of its ink's bounding box (the pixels whose grey differs from the image's median grey by more than
+# the threshold in the code), the *smallest* first. A digit is drawn with its own aspect (cropped to its ink and padded to a square),
+# while the letters and shape outlines are stretched to fill their square, so the narrowest object in a digit
+# domain is usually the label digit: the stroke and the ink are matched, the shape of the box is not.
+
+# %%
+def smallest_box_map(x, thresh=0.3):
+    """Model-free, layout-aware (review): every patch of a quadrant scores minus the
+    area of that quadrant's ink bounding box (|grey - median grey| > thresh)."""
+    g = x.mean(1)
+    ink = (g - g.flatten(1).median(1).values[:, None, None]).abs() > thresh
+    h = ev.IMG // 2
+    q = ink.view(len(x), 2, h, 2, h).permute(0, 1, 3, 2, 4)  # (n, 2, 2, h, h)
+    rows, cols = q.any(4), q.any(3)  # (n, 2, 2, h): which rows / columns hold ink
+    idx = torch.arange(h)
+
+    def extent(v):
+        hi = torch.where(v, idx, -1).amax(-1)
+        lo = torch.where(v, idx, h).amin(-1)
+        return (hi - lo + 1).clamp_min(0)
+
+    return ev._quadrants(-(extent(rows) * extent(cols)).float())
+
+
+review_box = {
+    t: ev.patch_auroc(smallest_box_map(test[t].images), test[t].mask) for t in TARGETS
+}
+bar_ = cfg["conditions"]["free_auroc_max"]
+print("review: smallest ink box per quadrant, patch AUROC per target:",
+      {t: round(v, 3) for t, v in review_box.items()})
+print(f"targets where it exceeds the registered bar {bar_}:",
+      [t for t, v in review_box.items() if v > bar_] or "none")
+
+# %% [markdown]
 # ## 2. The method
 #
 # **The model.** A ViT whose head is CLIP-like: `logit_c = s · cos(W h_CLS, t_c)`, with class embeddings `t_c`
@@ -952,7 +989,11 @@ rec.condition("needs_the_model", len(LOC_TARGETS), ">=", C["min_targets"],
               "quadrant maps) localises the label-deciding region on the targets the "
               "localisation claims use",
               note="best model-free map per target: " + ", ".join(
-                  f"{t} {v:.3f}" for t, v in contrast_auc.items()))
+                  f"{t} {v:.3f}" for t, v in contrast_auc.items())
+              + "; added at review, after the models were read, not part of this "
+              "reading: a tenth layout-aware map (the quadrant with the smallest ink "
+              "bounding box) scores "
+              + ", ".join(f"{t} {v:.3f}" for t, v in review_box.items()))
 rec.condition("models_converged", [ev.converged(history, s, C) for s in seeds],
               "<=", C["plateau_max"],
               unit=f"plateau (last fifth, atol {C['plateau_atol']}), worst curve",
@@ -1051,7 +1092,12 @@ for s in seeds:
     curves = {k: history[k] for k in history if k.startswith(f"loss/s{s}/")}
     worst = max(curves, key=lambda k: _plat(curves[k]))
     if _plat(curves[worst]) > C_["plateau_max"]:
-        flat_fail.append(f"seed {s}: {worst[5:]}, plateau {_plat(curves[worst]):.3f}")
+        v_ = curves[worst]["value"] if isinstance(curves[worst], dict) else curves[worst]
+        k_ = max(1, round(C_["plateau_frac"] * len(v_)))
+        drop = np.mean(v_[-2 * k_:-k_]) - np.mean(v_[-k_:])  # what the reading compares with atol
+        flat_fail.append(f"seed {s}: {worst[5:]}, plateau {_plat(curves[worst]):.3f}: its loss fell "
+                         f"{drop:.3f} nats between the last two fifths, to {np.mean(v_[-k_:]):.3f}, "
+                         f"against a tolerance of {C_['plateau_atol']}")
 out_idx = sorted({i for c in rec.claims for i in c.inconclusive_seeds})
 kept = [s for i, s in enumerate(seeds) if i not in out_idx]
 seeds_line = (f" Every verdict below rests on seed{'s' if len(kept) > 1 else ''} "
@@ -1060,9 +1106,22 @@ seeds_line = (f" Every verdict below rests on seed{'s' if len(kept) > 1 else ''}
 acc_vs_lam = ", ".join(f"λ = {lm}: {(sw[sw.lam == lm].acc.mean() - sw[sw.lam == 0].acc.mean()):+.3f}"
                        for lm in lams[1:])
 left_out = [t for t in TARGETS if t not in LOC_TARGETS]
+box_hi = [t for t in TARGETS if review_box[t] > C_["free_auroc_max"]]  # review's tenth map
+# review: the targets under the fit bar with a training loss near zero, scored on their
+# own training images (the script's n_train images of data_seed), to tell over-fitting
+train_acc = {}
+for t in TARGETS:
+    low = [s for s in seeds if acc_table.loc[f"θ_T {t}", f"seed {s}"] < C_["fit_min"]
+           and train.tail_mean(history[f"loss/s{s}/T/{ev.key(t)}"]) < 0.01]
+    if low:
+        tr_ = ev.make_domain(t, cfg["n_train"], cfg["data_seed"])
+        for s in low:
+            train_acc[(s, t)] = ev.evaluate(model_from(states[f"s{s}/T/{ev.key(t)}"]), tr_)[0]
 unfit = [  # the targets under the fit bar: held-out accuracy and the end of the training loss
-    f"seed {s}: {t} {acc_table.loc[f'θ_T {t}', f'seed {s}']:.2f} (training loss "
-    f"{train.tail_mean(history[f'loss/s{s}/T/{ev.key(t)}']):.3f})"
+    f"seed {s}: {t} {acc_table.loc[f'θ_T {t}', f'seed {s}']:.3f} (training loss "
+    f"{train.tail_mean(history[f'loss/s{s}/T/{ev.key(t)}']):.3f}"
+    + (f", accuracy on its own training images {train_acc[(s, t)]:.3f}" if (s, t) in train_acc
+       else "") + ")"
     for s in seeds for t in TARGETS
     if acc_table.loc[f"θ_T {t}", f"seed {s}"] < C_["fit_min"]
 ]
@@ -1075,16 +1134,28 @@ display(Markdown(
     f"targets; {len(LOC_TARGETS)} of {len(TARGETS)} stay at or below {C_['free_auroc_max']}"
     + (" (left out of the localisation claims: " + ", ".join(left_out) + ")" if left_out else "")
     + f", so `needs_the_model` is **{cond['needs_the_model']}**"
-    + (": the localisation claims cannot tell a good explanation from a salient object here. "
+    + ((f": fewer targets than the {C_['min_targets']} the condition asks for. " if not left_out else
+        ": the localisation claims cannot tell a good explanation from a salient object here. ")
        if cond["needs_the_model"] != "met" else
-       ": with one stroke width and matched ink, neither an ink map nor a stroke or ink cue that knows "
-       "the layout says which object decides the label. ")
+       ": with one stroke width and matched ink, none of the nine registered maps says which object "
+       "decides the label. ")
+    + (f"But a tenth layout-aware map, tried at review after the models were read and not part of the "
+       f"registered reading (section 1), does on {len(box_hi)} of {len(TARGETS)} targets: scoring each "
+       f"quadrant by how small its ink's bounding box is gives patch AUROC "
+       + ", ".join(f"{t} {review_box[t]:.2f}" for t in box_hi)
+       + ", because a digit keeps its aspect while the letters and shapes beside it fill their square. On "
+       "those targets the localisation numbers below cannot tell a good explanation from a narrow object. "
+       if box_hi else "")
     + f"The models trained to a flat loss: **{cond['models_converged']}**"
     + (" (failing at " + "; ".join(flat_fail) + ")" if flat_fail else "")
     + f"; every θ_T fits its domain: **{cond['targets_fit']}**"
     + (" (below the bar: " + "; ".join(unfit) + "; a training loss near zero beside a held-out "
-       "accuracy under the bar reads as over-fitting the 3000 training images, a high one as stopping "
-       "short; neither reading was tested further)" if unfit else "") + "." + seeds_line + f" At λ = {lam} the transferred map's mean patch AUROC is {auc_tr:.2f}, against "
+       "accuracy under the bar reads as over-fitting the training images, a high one as stopping "
+       "short; "
+       + ("the first reading was checked at review: the models with a near-zero loss classify their own "
+          "training images almost perfectly (the accuracies above), so they over-fit; the second was not "
+          "tested)" if train_acc and min(train_acc.values()) >= 0.95 else
+          "neither reading was tested further)") if unfit else "") + "." + seeds_line + f" At λ = {lam} the transferred map's mean patch AUROC is {auc_tr:.2f}, against "
     f"{auc_own:.2f} for θ_T's own map, {auc_grad:.2f} for gradient × input and {auc_gmag:.2f} for |gradient| on "
     "θ_T; it beats all three on "
     + ", ".join(f"{round(v * nT)}" for v in improved) + f" of {nT} targets (seeds {seeds}; `targets_improved`: "
@@ -1129,7 +1200,8 @@ display(Markdown(
 # %% tags=["remove-input"]
 th0_src = acc_table.loc["θ0 on the source, not fine-tuned"]
 rot_unfit = "rotated" in TARGETS and all(
-    acc_table.loc["θ_T rotated", f"seed {s}"] < C_["fit_min"] for s in seeds)
+    acc_table.loc["θ_T rotated", f"seed {s}"] < C_["fit_min"]
+    and train.tail_mean(history[f"loss/s{s}/T/rotated"]) < 0.01 for s in seeds)
 display(Markdown(
     "**Known limits.** Each seed pre-trains its own θ₀ (initialization and batch order) on the same pre-training "
     "images, so the spread over seeds includes a fresh pre-training run but not a resampling of the data: all "
@@ -1142,16 +1214,19 @@ display(Markdown(
     "new to θ₀), so that target is fine-tuned three times as long at every seed (seed 0's from its stored "
     "θ₀; the manifest's `extra` lists it), which moves it further from θ₀ than the others"
     + ("; it still missed the bar at every seed, with a training loss near zero, so more steps did not "
-       "help" if rot_unfit else "") + ". The relevance mask "
+       "bring it to the bar" if rot_unfit else "") + ". The relevance mask "
     "is the label object's bounding box, not its strokes: in a scene of four objects drawn with one stroke "
     "width and matched ink the question is *which object*, and none of the nine model-free maps of the "
     "condition answers it (section 1); a cue we did not think of could, and the test that guards the "
-    "design only knows these nine. Drawing every object as a skeleton at one width makes the sklearn digits "
+    "design only knows these nine (a reviewer found one after the run: the narrow box of a digit among "
+    "letters and shapes stretched to a square, section 1). Drawing every object as a skeleton at one width makes the sklearn digits "
     "harder to read than their originals (the accuracy table shows what the models make of them). Kernel "
     "SHAP explains only the transferred model (not θ_T) and runs on the first `n_shap` test images of each "
     "target; its coalitions use the mean fill, while the claim's deletion uses a ROAD-style fill (noisy "
     "linear imputation, our implementation of its idea: Jacobi sweeps over an eight-neighbour average, "
-    "noise of std 0.02), the mean and blurred fills beside it. The relatedness levels are our design (the "
+    "noise of std 0.02), the mean and blurred fills beside it. That puts SHAP on away ground under the "
+    "claim's fill, which favours the one-inference map, not SHAP (a reviewer's check on seed 0, not part "
+    "of this run, found SHAP with the ROAD fill in its coalitions lower still on deletion). The relatedness levels are our design (the "
     "Spearman with a "
     f"measured one, θ₀'s feature MMD to the source, is in the claim's note), and {nT} targets on {len(set(ev.RELATEDNESS[t] for t in TARGETS))} levels make "
     "the Spearman claims coarse. The images are synthetic; nothing here says how the vector behaves on "
