@@ -57,7 +57,7 @@ N_FIT_CLIPS = 6
 
 
 def _wide():
-    """make_propagators_wide.py as a module (its evaluation helpers: measure, _model)."""
+    """make_propagators_wide.py as a module (its helpers: measure, _model, read_builds)."""
     spec = importlib.util.spec_from_file_location("make_propagators_wide", WIDE)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
@@ -112,29 +112,10 @@ def make(cfg: dict, root: Path | None) -> Path:
 
 
 def merge(dirs: list[str], root: Path | None) -> Path:
-    """One int8 checkpoint from per-seed float32 builds (``--seeds s --out DIR``), with their curves and metrics."""
-    from safetensors.torch import load_file
-
-    results, seeds, wall = [], [], 0.0
-    base = A.checkpoint_config(NAME)
-    for d in dirs:
-        w_path, m_path = checkpoints.paths(SLUG, NAME, d)
-        man = json.loads(Path(m_path).read_text())
-        cfg = man["config"]
-        if {k: v for k, v in cfg.items() if k != "seeds"} != {k: v for k, v in base.items() if k != "seeds"}:
-            raise ValueError(f"{m_path} was trained with another config than checkpoint_config({NAME!r})")
-        if man["weights"].get("quantized"):
-            raise ValueError(f"{w_path} is already quantized: merge the float32 per-seed builds")
-        tensors = load_file(str(w_path))
-        for s in cfg["seeds"]:
-            sd = {k.split(".", 1)[1]: v for k, v in tensors.items() if k.split(".", 1)[0] == str(s)}
-            mets = {k: v for k, v in man["metrics"].items() if k.endswith(f"/{s}")}
-            results.append((s, sd, man["history"][f"loss/{s}"]["value"], mets))
-            seeds.append(s)
-        wall += man["wall_seconds"]
-    if sorted(seeds) != sorted(base["seeds"]):
-        raise ValueError(f"the builds hold seeds {sorted(seeds)}, the checkpoint needs {base['seeds']}")
-    return _save(scripts.with_seeds(base, sorted(seeds)), results, root, wall, quantize=True)
+    """One int8 checkpoint from per-seed float32 builds (``--seeds s --out DIR``), read by the wide script's
+    ``read_builds`` (config check, seeds, curves, metrics)."""
+    cfg, results, wall = _wide().read_builds(dirs, NAME)
+    return _save(cfg, results, root, wall, quantize=True)
 
 
 def summarize(build_dir: str, out: Path | None, n_clips: int, with_stored: bool = True) -> Path:

@@ -123,8 +123,9 @@ def make(cfg: dict, root: Path | None, workers: int, name: str = NAME) -> Path:
     return _save(cfg, results, root, time.time() - t0, quantize=full, name=name)
 
 
-def merge(dirs: list[str], root: Path | None, name: str = NAME) -> Path:
-    """One int8 checkpoint from per-seed float32 builds (``--seeds s --out DIR``), with their curves and metrics."""
+def read_builds(dirs: list[str], name: str = NAME) -> tuple[dict, list, float]:
+    """The per-seed float32 builds (``--seeds s --out DIR``) of checkpoint ``name``, checked against its config:
+    ``(config with the builds' seeds, [(seed, state_dict, loss, metrics)], summed wall seconds)``."""
     from safetensors.torch import load_file
 
     results, seeds, wall = [], [], 0.0
@@ -146,7 +147,13 @@ def merge(dirs: list[str], root: Path | None, name: str = NAME) -> Path:
         wall += man["wall_seconds"]
     if sorted(seeds) != sorted(base["seeds"]):
         raise ValueError(f"the builds hold seeds {sorted(seeds)}, the checkpoint needs {base['seeds']}")
-    return _save(scripts.with_seeds(base, sorted(seeds)), results, root, wall, quantize=True, name=name)
+    return scripts.with_seeds(base, sorted(seeds)), results, wall
+
+
+def merge(dirs: list[str], root: Path | None, name: str = NAME) -> Path:
+    """One int8 checkpoint from per-seed float32 builds (``--seeds s --out DIR``), with their curves and metrics."""
+    cfg, results, wall = read_builds(dirs, name)
+    return _save(cfg, results, root, wall, quantize=True, name=name)
 
 
 def _model(sd: dict, width: int) -> A.Propagator:
