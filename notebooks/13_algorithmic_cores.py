@@ -1264,12 +1264,12 @@ if grokked:
 
 # %% tags=["remove-input"]
 BASE = json.loads(checkpoints.fetch(ac.CHECKPOINT_SLUG, "modadd_base.json").read_text())
+PROBES = json.loads(checkpoints.fetch(ac.CHECKPOINT_SLUG, "modadd_probes.json").read_text())
 
 
 def probe_reading() -> str:
     """The one-seed probes of optimizer settings, read from their stored record."""
-    pr = json.loads(checkpoints.fetch(ac.CHECKPOINT_SLUG,
-                                      "modadd_probes.json").read_text())
+    pr = PROBES
     rows = [f"{q['order']}. `{q['setting']}`: " + (
         "met the condition" if q["met"] else
         f"failed at step {q['stopped_at_step']} (grokking at step "
@@ -1298,8 +1298,7 @@ def probe_reading() -> str:
 
 def probe5_reading() -> str:
     """Round 5: full-batch training, read from the same record."""
-    pr = json.loads(checkpoints.fetch(ac.CHECKPOINT_SLUG,
-                                      "modadd_probes.json").read_text())
+    pr = PROBES
     r5 = pr.get("round_5")
     if not r5:
         return ""
@@ -1498,8 +1497,7 @@ display(Markdown(mech_reading()))
 # %% tags=["remove-input"]
 def probe6_reading() -> str:
     """Round 6: the decay-on-matrices probe and its instrumented seed 0."""
-    pr = json.loads(checkpoints.fetch(ac.CHECKPOINT_SLUG,
-                                      "modadd_probes.json").read_text())
+    pr = PROBES
     r6 = pr.get("round_6")
     if not r6:
         return ""
@@ -1586,8 +1584,7 @@ def base_drops() -> dict:
 
 def probe7_reading() -> str:
     """Round 7: the step-size probes, read from their stored record."""
-    pr = json.loads(checkpoints.fetch(ac.CHECKPOINT_SLUG,
-                                      "modadd_probes.json").read_text())
+    pr = PROBES
     r7 = pr.get("round_7")
     if not r7:
         return ""
