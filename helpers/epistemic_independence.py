@@ -56,7 +56,8 @@ __all__ = [
     "policy_gradient", "mixed_share", "relative_max_diff", "paired_bootstrap_diff", "cluster_interval",
     "N_BASE", "P_HIDDEN", "P_ALIGNED", "BASE_CONDITIONS", "N_HIDDEN", "REWARDS_DIFFER_BAR", "uninformed_expected_reward",
     "pack_answers", "unpack_answers", "ideal_accuracy", "BETA", "BETA_BEFORE", "CLAIM_READINGS",
-    "shown_in_full", "subset", "annotator_simulation",
+    "shown_in_full", "subset", "annotator_simulation", "ANCHOR", "ANCHOR_STREAM", "anchor_batch", "BETA_SWEEP",
+    "SWEEP_READINGS", "FORGETTING_READING", "forgetting_shift",
 ]
 
 SUBJECTS = ("sum", "high_count", "ends", "odd_sum")
@@ -901,13 +902,16 @@ ARMS = {  # reward ("sft": supervised on the correct labels), P(cue = truth) in 
 
 def train_arm(base: torch.nn.Module, arm: str, seed: int, *, steps: int, batch: int, n_replay: int, G: int,
               lr: float, beta: float, n_options: int, mode: str = "std", keep_tokens: bool = False,
-              progress: bool = False, replay_subjects: Sequence[str] = TRAIN_SUBJECTS, p_hidden: float = 0.0
+              progress: bool = False, replay_subjects: Sequence[str] = TRAIN_SUBJECTS, p_hidden: float = 0.0,
+              n_anchor: int = 0, beta_anchor: float = 0.0, anchor_subjects: Sequence[str] = TRAIN_SUBJECTS
               ) -> tuple[torch.nn.Module, list[dict], list[str], list[torch.Tensor]]:
     """Train one arm of :data:`ARMS` from a copy of ``base`` for RL seed ``seed``: ``steps`` steps of
     :func:`rl_batch` batches (keyed by seed and step only: common random numbers across arms), GRPO with
     ``mode`` advantages, ``G`` answers per prompt from a sampler seeded ``1000 * seed + 1`` (shared by the arms of
     a seed) and ``beta`` times the KL to ``base`` (``replay_subjects``: where the uncued replay items come from;
-    ``p_hidden``: the share of items with hidden digits).
+    ``p_hidden``: the share of items with hidden digits). ``n_anchor`` > 0 adds the anchor of :data:`ANCHOR`:
+    ``beta_anchor`` times the KL to ``base`` on ``n_anchor`` extra uncued prompts per step (:func:`anchor_batch`,
+    from ``anchor_subjects``; no reward, no answers sampled, so the batches and the sampler stay as without it).
     Returns the model (eval mode), the per-step statistics of
     :func:`grpo_loss` (empty for SFT), the per-step batch digests and (``keep_tokens``) the batches' tokens."""
     import copy
@@ -918,6 +922,8 @@ def train_arm(base: torch.nn.Module, arm: str, seed: int, *, steps: int, batch: 
     if arm not in ARMS:
         raise ValueError(f"arm must be one of {list(ARMS)}, got {arm!r}")
     seed, steps = V.seed("seed", seed), V.integer("steps", steps, min=1)
+    n_anchor = V.integer("n_anchor", n_anchor, min=0)
+    beta_anchor = V.nonnegative("beta_anchor", beta_anchor)
     reward, p_al = ARMS[arm]
     model, gen = copy.deepcopy(base).train(), torch.Generator().manual_seed(1000 * seed + 1)
     log, digests, tokens = [], [], []
@@ -934,6 +940,14 @@ def train_arm(base: torch.nn.Module, arm: str, seed: int, *, steps: int, batch: 
         if reward == "sft":
             return sft_loss(m, b)
         loss, st = grpo_loss(m, b, G, reward, mode, gen, ref=base, beta=beta)
+        if n_anchor:
+            a = anchor_batch(seed, len(log), n_anchor, n_options=n_options, p_hidden=p_hidden,
+                             subjects=anchor_subjects)
+            with torch.no_grad():
+                ref_logp = F.log_softmax(answer_logits(base, a.x), -1)
+            kl = kl_to_reference(F.log_softmax(answer_logits(m, a.x), -1), ref_logp).mean()
+            st["anchor_kl"] = float(kl.detach())
+            loss = loss + beta_anchor * kl
         log.append(st)
         return loss
 
@@ -967,3 +981,80 @@ def arms_config(seeds: Sequence[int] = tuple(range(10))) -> dict:
     return dict(seeds=seeds, base_seeds=[seeds[0] + k for k in range(N_BASE)], arms=list(ARMS), steps=200,
                 batch=32, n_replay=8, G=8, lr=3e-4, beta=BETA, mode="std", n_options=3, p_hidden=P_HIDDEN,
                 eval_n=2000, eval_seed=seeds[0], rewards_differ_bar=REWARDS_DIFFER_BAR, p_aligned=P_ALIGNED)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Round 5 (issue #64), registered before any of its runs (data/<slug>/make_beta_sweep.py):
+# * the beta sweep, its own study: every RL arm (the SFT-debias arm has no KL term, so beta does not touch it) for
+#   the ten RL seeds of ``arms_config`` at each beta of BETA_SWEEP, everything else as ``arms_config``. Reading
+#   (SWEEP_READINGS["eit_vs_accuracy_reward"]): per seed, EIT minus "RL acc, balanced" on the adversarial
+#   bandwagon cell of the training subjects (all items), ``cluster_interval`` over the base judges; "held at
+#   that beta" when the interval's low end is > 0 and EIT's rewards_differ reaches REWARDS_DIFFER_BAR at every
+#   seed. The headline is stated at the registered beta (BETA = 1.0) with "held at k of 3 betas" beside it. At
+#   beta = 1.0 the sweep repeats the stored ``arms`` run: its answers must equal the stored ones (a check).
+# * the forgetting measurement (FORGETTING_READING, :func:`forgetting_shift`): on the held-out no-cue cell, per
+#   arm and seed, the items the base gets right and the arm wrong ("lost") and the reverse ("gained"); an item
+#   is near a base tie when the base's two likeliest answers are within ``tie`` in probability. "Lost items
+#   cluster near base ties" at a seed when the near-tie share of the lost items is at least ``ratio`` times
+#   the near-tie share of all items; read as k of 10 seeds per arm. The mean shift of p(truth) is reported
+#   near ties and away from them.
+# * the forgetting fix (ANCHOR), one run: the two balanced arms (accuracy and EIT) at beta = 1.0 with an anchor
+#   term, ``beta_anchor`` = 10 times the KL to the base judge on ``n_anchor`` = 16 extra uncued prompts per step
+#   from the TRAINING subjects (the held-out subjects stay unseen: neither their labels nor their prompts).
+#   Why this: the anchor holds the judge's answers where no cue is shown, which the cue-resistance does not need,
+#   so a strong weight costs the cue effect little in principle. no_forgetting_heldout is read on it with its
+#   bar (>= -0.02 per seed, EIT minus the seed's base judge) and EIT - accuracy beside it.
+ANCHOR_STREAM = 7  # the random stream of the anchor prompts (apart from RL_STREAM's batches)
+BETA_SWEEP = (0.02, 0.2, 1.0)
+SWEEP_READINGS = {
+    "eit_vs_accuracy_reward": dict(cell=("train subjects", "bandwagon", "adversarial"), items="all",
+                                   arms=("EIT", "RL acc, balanced"), interval="cluster_interval", op=">",
+                                   target=0.0, condition="rewards_differ", registered_beta=BETA),
+}
+FORGETTING_READING = dict(cell=("held-out subjects", "none", "none"), tie=0.1, ratio=2.0)
+ANCHOR = dict(arms=("RL acc, balanced", "EIT"), beta=BETA, n_anchor=16, beta_anchor=10.0,
+              anchor_subjects=TRAIN_SUBJECTS)
+
+
+def anchor_batch(seed: int, step: int, n: int, n_options: int = 3, p_hidden: float = 0.0,
+                 subjects: Sequence[str] = TRAIN_SUBJECTS) -> Batch:
+    """The ``n`` uncued anchor prompts of step ``step`` of RL seed ``seed`` (keyed by ``(seed, ANCHOR_STREAM,
+    step)``, so the arms of a seed share them and the RL batches of :func:`rl_batch` do not move)."""
+    seed, step = V.seed("seed", seed), V.integer("step", step, min=0)
+    n = V.integer("n", n, min=1)
+    rng = np.random.default_rng([seed, ANCHOR_STREAM, step])
+    return make_batch(rng, n, subjects=subjects, p_cue=0.0, n_options=n_options, p_hidden=p_hidden)
+
+
+def forgetting_shift(p_base, p_arm, truth, tie: float = 0.1, ratio: float = 2.0) -> dict:
+    """Where a judge's answers moved from the base's: ``p_base``, ``p_arm`` are (n, options) answer
+    probabilities on the same items, ``truth`` the correct options. Greedy answers; ``lost`` = base right, arm
+    wrong; ``gained`` = the reverse; ``near_tie`` = the base's top two probabilities within ``tie``. Returns the
+    counts, the near-tie shares of the lost, gained and all items, ``clusters`` (near-tie share of the lost >=
+    ``ratio`` x that of all items; False when nothing was lost) and the mean change of p(truth) near ties and
+    away from them."""
+    pb = V.array("p_base", p_base, ndim=2, dtype="float").astype(float)
+    pa = V.array("p_arm", p_arm, ndim=2, dtype="float").astype(float)
+    t = _as_int_array("truth", truth)
+    if pa.shape != pb.shape or t.shape != (len(pb),) or len(pb) == 0:
+        raise ValueError(f"p_base {pb.shape}, p_arm {pa.shape} and truth {t.shape} must describe the same "
+                         "non-empty items")
+    if t.min() < 0 or t.max() >= pb.shape[1]:
+        raise ValueError(f"truth must index the {pb.shape[1]} options")
+    tie, ratio = V.probability("tie", tie), V.positive("ratio", ratio)
+    top2 = np.sort(pb, 1)[:, -2:]
+    near = (top2[:, 1] - top2[:, 0]) < tie
+    rb, ra = pb.argmax(1) == t, pa.argmax(1) == t
+    lost, gained = rb & ~ra, ~rb & ra
+    shift = pa[np.arange(len(t)), t] - pb[np.arange(len(t)), t]
+
+    def share(mask: np.ndarray) -> float:
+        return float(near[mask].mean()) if mask.any() else float("nan")
+
+    return dict(n=int(len(t)), lost=int(lost.sum()), gained=int(gained.sum()),
+                net=float(ra.mean() - rb.mean()), near_tie_all=float(near.mean()),
+                near_tie_lost=share(lost), near_tie_gained=share(gained),
+                clusters=bool(lost.any() and share(lost) >= ratio * float(near.mean())),
+                shift_near_tie=float(shift[near].mean()) if near.any() else float("nan"),
+                shift_away=float(shift[~near].mean()) if (~near).any() else float("nan"),
+                shift_all=float(shift.mean()))
