@@ -880,3 +880,31 @@ def test_keep_update_modes_projects_the_update_not_the_decay():
         ac.keep_update_modes(m, p, [2], torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))]))
     with pytest.raises(TypeError):
         ac.keep_update_modes(m, p, [2], "adam")
+
+
+def test_class_mean_dims_counts_fourier_directions():
+    p, d = 31, 40
+    c = np.arange(p)[:, None]
+    rng = np.random.default_rng(0)
+    R = np.linalg.qr(rng.normal(size=(d, d)))[0]
+    # k frequencies of equal power, each a cos/sin pair: 2k equal directions, any rotation of the layer
+    for k in (1, 3, 7):
+        F = np.hstack([f(2 * np.pi * (j + 1) * c / p) for j in range(k) for f in (np.cos, np.sin)])
+        M = np.hstack([F, np.zeros((p, d - 2 * k))]) @ R + 5.0  # an offset (frequency 0) is ignored
+        out = ac.class_mean_dims(M)
+        assert out["pr"] == pytest.approx(2 * k, rel=1e-6)
+        assert out["n_share"] == 2 * k
+    # one strong frequency and a weak one: the ratio sees one pair, the 99% count both
+    F = np.hstack([np.cos(2 * np.pi * c / p), np.sin(2 * np.pi * c / p),
+                   0.2 * np.cos(4 * np.pi * c / p), 0.2 * np.sin(4 * np.pi * c / p)])
+    out = ac.class_mean_dims(F)
+    assert 2.0 < out["pr"] < 2.2 and out["n_share"] == 4
+    assert ac.class_mean_dims(F, share=0.9)["n_share"] == 2
+    # random means fill p - 1 directions at most
+    assert ac.class_mean_dims(rng.normal(size=(p, d)))["n_share"] <= p - 1
+    with pytest.raises(ValueError, match="not all equal"):
+        ac.class_mean_dims(np.ones((p, d)))
+    with pytest.raises(ValueError, match="3 rows"):
+        ac.class_mean_dims(np.ones((2, d)))
+    with pytest.raises(ValueError):
+        ac.class_mean_dims(F, share=0.0)
