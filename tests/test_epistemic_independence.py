@@ -757,3 +757,94 @@ def test_round4_registration():
     assert (r["shortcut_of_adversarial_only"]["op"], r["shortcut_of_adversarial_only"]["target"]) == ("<", -0.05)
     assert r["no_forgetting_heldout"]["target"] == -0.02
     assert all(v["cell"] in ei.chapter_eval_sets(0, 5, 3) for v in r.values())
+
+
+def test_round5_registration():
+    assert ei.BETA_SWEEP == (0.02, 0.2, 1.0) and ei.BETA in ei.BETA_SWEEP
+    r = ei.SWEEP_READINGS["eit_vs_accuracy_reward"]
+    assert (r["op"], r["target"], r["registered_beta"]) == (">", 0.0, ei.BETA)
+    assert r["cell"] in ei.chapter_eval_sets(0, 5, 3) and ei.FORGETTING_READING["cell"] in ei.chapter_eval_sets(0, 5, 3)
+    a = ei.ANCHOR
+    assert a["beta"] == ei.BETA and a["n_anchor"] == 16 and a["beta_anchor"] == 10.0
+    assert set(a["anchor_subjects"]).isdisjoint(ei.HELDOUT_SUBJECTS)  # held-out prompts stay unseen
+
+
+def test_anchor_batch_uncued_keyed_and_apart_from_rl_batches():
+    a = ei.anchor_batch(3, 7, 16, n_options=3, p_hidden=0.5)
+    assert (a.cue == -1).all() and len(a.truth) == 16
+    assert torch.equal(a.x, ei.anchor_batch(3, 7, 16, n_options=3, p_hidden=0.5).x)
+    assert not torch.equal(a.x, ei.anchor_batch(3, 8, 16, n_options=3, p_hidden=0.5).x)
+    subj = {ei.VOCAB[f"<subj:{s}>"] for s in ei.HELDOUT_SUBJECTS}
+    assert not torch.isin(a.x, torch.tensor(sorted(subj))).any()
+    with pytest.raises(ValueError):
+        ei.anchor_batch(3, -1, 16)
+    with pytest.raises(ValueError):
+        ei.anchor_batch(3, 0, 0)
+
+
+def test_train_arm_anchor_off_is_the_stored_recipe_and_on_pulls_to_the_base():
+    base = ei.make_judge(dict(n_layer=1, n_head=2, d_model=16), 0).eval()
+    kw = dict(steps=6, batch=8, n_replay=2, G=4, lr=3e-2, beta=0.0, n_options=3)
+    plain = ei.train_arm(base, "EIT", 5, **kw)
+    off = ei.train_arm(base, "EIT", 5, n_anchor=0, beta_anchor=10.0, **kw)
+    assert all(torch.equal(p, q) for p, q in zip(plain[0].parameters(), off[0].parameters()))
+    assert plain[2] == off[2]  # the RL batches do not move
+    on = ei.train_arm(base, "EIT", 5, n_anchor=16, beta_anchor=50.0, **kw)
+    assert on[2] == plain[2] and "anchor_kl" in on[1][0]
+    probe = ei.anchor_batch(99, 0, 256, n_options=3)
+    ref = torch.log_softmax(ei.answer_logits(base, probe.x), -1).detach()
+
+    def kl(m):
+        logp = torch.log_softmax(ei.answer_logits(m, probe.x), -1).detach()
+        return float(ei.kl_to_reference(logp, ref).mean())
+
+    assert kl(on[0]) < kl(plain[0])
+    with pytest.raises(ValueError):
+        ei.train_arm(base, "EIT", 5, n_anchor=-1, **kw)
+    with pytest.raises(ValueError):
+        ei.train_arm(base, "EIT", 5, n_anchor=4, beta_anchor=-1.0, **kw)
+
+
+def test_forgetting_shift():
+    pb = np.array([[0.52, 0.46, 0.02], [0.9, 0.05, 0.05], [0.2, 0.7, 0.1], [0.5, 0.45, 0.05]])
+    pa = np.array([[0.40, 0.58, 0.02], [0.9, 0.05, 0.05], [0.6, 0.3, 0.1], [0.6, 0.35, 0.05]])
+    truth = np.array([0, 0, 0, 0])
+    f = ei.forgetting_shift(pb, pa, truth, tie=0.1, ratio=2.0)
+    # item 0: base right near a tie, lost; item 2: base wrong, gained; items 1, 3 stay right
+    assert (f["lost"], f["gained"], f["n"]) == (1, 1, 4)
+    assert f["near_tie_all"] == 0.5 and f["near_tie_lost"] == 1.0 and f["near_tie_gained"] == 0.0
+    assert f["clusters"]  # 1.0 >= 2 x 0.5
+    assert f["net"] == 0.0 and np.isclose(f["shift_all"], np.mean([-0.12, 0, 0.4, 0.1]))
+    assert np.isclose(f["shift_near_tie"], np.mean([-0.12, 0.1]))
+    assert not ei.forgetting_shift(pb, pa, truth, tie=0.1, ratio=2.5)["clusters"]
+    assert not ei.forgetting_shift(pb, pb, truth)["clusters"]  # nothing lost: no cluster
+    with pytest.raises(ValueError):
+        ei.forgetting_shift(pb, pa[:3], truth)
+    with pytest.raises(ValueError):
+        ei.forgetting_shift(pb, pa, np.array([0, 0, 0, 3]))
+    with pytest.raises(ValueError):
+        ei.forgetting_shift(pb, pa, truth, tie=1.5)
+    with pytest.raises(TypeError):
+        ei.forgetting_shift("pb", pa, truth)
+
+
+def test_make_sweep_tiny(tmp_path):
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    p = Path(__file__).resolve().parents[1] / "data" / ei.CHECKPOINT_SLUG / "make_sweep.py"
+    spec = importlib.util.spec_from_file_location("make_sweep", p)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    out = mod.main(["--tiny", "--beta", "0.2", "--anchor", "--out", str(tmp_path)])
+    sweep, anchor = (json.loads(Path(o).read_text()) for o in out)
+    assert sweep["beta"] == 0.2 and set(sweep["arms"]) == set(mod.RL_ARMS) and not sweep["anchor"]
+    assert anchor["anchor"] and set(anchor["arms"]) == set(ei.ANCHOR["arms"])
+    assert anchor["config"]["beta_anchor"] == ei.ANCHOR["beta_anchor"]
+    e = sweep["eit_vs_accuracy_reward"]
+    assert len(e["per_seed"]) == 2 and e["low"] <= e["mean"] <= e["high"]
+    f = sweep["arms"]["EIT"]["0"]["forgetting"]
+    assert f["n"] == 20 and 0 <= f["near_tie_all"] <= 1
+    with pytest.raises(SystemExit):
+        mod.main(["--beta", "0.5"])  # not a registered beta
