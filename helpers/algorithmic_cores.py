@@ -482,7 +482,14 @@ def checkpoint_config(name: str) -> dict:
     "modadd_nowd", "groktime", "redundancy", or the language models "markov" and "sva", see
     :func:`lm_config`)."""
     V.one_of("name", name, ("modadd", "modadd_eps", "modadd_nowd", "groktime", "redundancy", "redundancy_branch",
-                            "markov", "sva"))
+                            "redundancy_cut", "markov", "sva"))
+    if name == "redundancy_cut":
+        # Round 8 of issue #71 (registered in make_redundancy.py before any run of it): redundancy_branch with the
+        # token embedding's modes outside m removed at the branch (projected onto its mean and the m frequencies,
+        # its centred part rescaled to the norm it had) and kept there after every step (ac.keep_modes); budget
+        # 10000 steps from the branch (round 7's 4000 left seeds 0 and 1 censored). Same conditions and claim.
+        return {**checkpoint_config("redundancy_branch"), "max_steps": 10000, "keep_norm": True,
+                "design": "cut_at_branch"}
     if name == "modadd_eps":
         # Round 8 of issue #71 (registered in make_modadd.py before its staged runs were read): round 7's second
         # probe setting, Adam eps 1e-4 at the constant rate 5e-4 (no late decay), which met no_collapse at seed 0

@@ -37,6 +37,25 @@ run) and write its results with :mod:`helpers.checkpoints`:
   (``redundancy_generalised``: tau measured, not censored). The claim ``redundancy_law_slope`` and its band
   [-1.5, -0.5] are unchanged; it reads this design, given both conditions. ``--name redundancy_branch``.
 
+* ``redundancy_cut`` (round 8 of issue #71, written down and committed before any run of it): the round-7 design
+  with the **modes outside m removed at the branch** (the previous reviewer's known limit: in ``redundancy_branch``
+  the memorised embedding's other modes fade slowly and still hold 2-18% of their size when a restricted run
+  generalises, so m was not the number of modes available). Per seed the same shared memorised checkpoint as
+  ``redundancy_branch`` (same seed, same optimizer, same branch step); per m in {1, 2, 4, 8}, at the branch the
+  token embedding is projected onto its mean and the first m frequencies of ``ac.mode_order(p, seed)``, its
+  centred part rescaled to the norm it had (``ac.project_embedding``, keep_norm), and after every step projected
+  back (``ac.keep_modes``): only m modes exist from the branch on. AdamW state copied from the branch as before.
+  The accuracies right after the cut are stored (``cut_train`` / ``cut_test``: the cut may undo part of the
+  memorisation; tau still counts from the branch). Budget **10000 steps** from the branch (round 7's 4000 left
+  three m of seed 0 and three of seed 1 censored; 10000 is 2.5x, chosen before any run of this design).
+  Conditions and claim unchanged: ``redundancy_branch_plateau`` (test accuracy at the branch <= 0.5, the same
+  branch) and ``redundancy_generalised`` (every m of the seed generalises within the budget); the claim
+  ``redundancy_law_slope`` (slope of log tau against log m in [-1.5, -0.5]) reads this design once it is trained at
+  all three seeds. Order, fixed here: **seed 0 first** (one job, ``--name redundancy_cut --cache DIR --seeds 0``);
+  if seed 0 meets ``redundancy_generalised``, seeds 1 and 2 are trained (one job each) and the claim reads this
+  design; if it does not, seeds 1 and 2 are not run, the budget is not changed after seeing it, seed 0's runs are
+  kept as a probe record and the claim stays on ``redundancy_branch``.
+
 Run from the repository root: ``.venv/bin/python data/13_algorithmic_cores/make_redundancy.py`` (or ``make data
 NB=13_algorithmic_cores``). ``--tiny`` runs a tiny config into a temporary folder (seconds; what the tests run);
 ``--seeds``/``--out``: other seeds into another data root; ``--jobs`` runs seeds in parallel processes, one thread
@@ -67,7 +86,7 @@ SOURCES = [HERE, Path(ac.__file__).resolve(), Path(repro.__file__).resolve()]
 def tiny(name: str = "redundancy") -> dict:
     cfg = copy.deepcopy(ac.checkpoint_config(name))
     cfg.update(p=11, d=16, max_steps=60, seeds=[0], ms=[1, 2], lr=3e-3)
-    if name == "redundancy_branch":
+    if name in ("redundancy_branch", "redundancy_cut"):
         cfg.update(mem_budget=200)
     return cfg
 
@@ -144,13 +163,20 @@ def branch_seed(cfg: dict, s: int) -> list[dict]:
         net.load_state_dict(state)
         o = torch.optim.AdamW(net.parameters(), lr=cfg["lr"], weight_decay=cfg["wd"], betas=tuple(cfg["betas"]))
         o.load_state_dict(copy.deepcopy(opt_state))
-        keep = None if reference else ac.keep_update_modes(net, p, freqs, o)
+        cut = cfg.get("design") == "cut_at_branch" and not reference  # round 8: outside modes removed
+        if cut:
+            with torch.no_grad():
+                E = net.tok.weight.detach().numpy().astype("float64")
+                net.tok.weight.copy_(torch.as_tensor(ac.project_embedding(E, freqs, cfg["keep_norm"]),
+                                                     dtype=torch.float32))
+        at_cut = dict(cut_train=ac.modadd_accuracy(net, tr), cut_test=ac.modadd_accuracy(net, te)) if cut else {}
+        keep = None if reference else ac.keep_modes(p, freqs) if cut else ac.keep_update_modes(net, p, freqs, o)
         lg = ac.train_modadd(net, tr, te, cfg["max_steps"], lr=cfg["lr"], wd=cfg["wd"], optimizer=o,
                              eval_every=cfg["eval_every"], clip=cfg["clip"], after_step=keep,
                              stop_at=cfg["gen_acc"])
         tau = ac.grok_step(lg["step"], lg["test_acc"], cfg["gen_acc"])
         runs.append(dict(seed=s, m=m, reference=reference, freqs=freqs, t_branch=t_branch, branch_train=b_train,
-                         branch_test=b_test, tau=tau, min_train_after=min(lg["train_acc"]),
+                         branch_test=b_test, tau=tau, min_train_after=min(lg["train_acc"]), **at_cut,
                          final_train=lg["train_acc"][-1], final_test=lg["test_acc"][-1], last_step=lg["step"][-1],
                          modes_in=ac.embedding_modes(net.tok.weight.detach().numpy(), p),
                          curve=list(zip(lg["step"], lg["test_acc"])),
@@ -162,8 +188,10 @@ def branch_seed(cfg: dict, s: int) -> list[dict]:
 
 def seed_runs(args: tuple[dict, int, str | None]) -> list[dict]:
     cfg, s, cache = args
-    branch = cfg.get("design") == "shared_memorised_branch"
-    path = None if cache is None else Path(cache) / f"{'redundancy_branch' if branch else 'redundancy'}_s{s}.json"
+    stem = {"shared_memorised_branch": "redundancy_branch", "cut_at_branch": "redundancy_cut"}.get(
+        cfg.get("design"), "redundancy")
+    branch = stem != "redundancy"
+    path = None if cache is None else Path(cache) / f"{stem}_s{s}.json"
     if path is not None and path.is_file():
         stored = json.loads(path.read_text())
         if stored["config"] == cfg:  # the same config: the same numbers (deterministic)
@@ -215,7 +243,7 @@ def main(argv: list[str] | None = None) -> list[Path]:
 
     return scripts.script_main(lambda cfg, out, args: make_redundancy(cfg, out, args.jobs, args.cache, args.probe,
                                                                       args.name),
-                               config=ac.checkpoint_config, tiny=tiny, names=["redundancy", "redundancy_branch"],
+                               config=ac.checkpoint_config, tiny=tiny, names=["redundancy", "redundancy_branch", "redundancy_cut"],
                                options=options,
                                doc=__doc__, argv=argv)
 
