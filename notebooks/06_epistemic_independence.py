@@ -187,10 +187,16 @@ e_cmp, e_par = EARLIER["eit_vs_accuracy_reward"], EARLIER["params"]
 SECOND = EARLIER["second_attempt"]
 s_cmp = SECOND["eit_vs_accuracy_reward"]
 THIRD = EARLIER["third_attempt"]  # this setting with the KL weight of the round before
-# exploratory, added at review after this round's results were read: every arm and seed at β = 0.2
+t_cmp = THIRD["eit_vs_accuracy_reward"]
+# exploratory, added at review of the round before (β = 0.2, every arm and seed); the
+# registered sweep below repeats it
 REVIEW_B = json.loads(
     checkpoints.fetch(ei.CHECKPOINT_SLUG, "review_beta_0.2.json").read_text())
-t_cmp = THIRD["eit_vs_accuracy_reward"]
+# round 5's registered runs (make_sweep.py): the β sweep and the forgetting fix (records)
+SWEEP = {b: json.loads(checkpoints.fetch(ei.CHECKPOINT_SLUG,
+                                         f"beta_sweep_{b:g}.json").read_text())
+         for b in ei.BETA_SWEEP}
+ANCH = json.loads(checkpoints.fetch(ei.CHECKPOINT_SLUG, "anchor_fix.json").read_text())
 
 
 def span_of(c):  # a claim's per-seed values, lowest to highest
@@ -833,6 +839,77 @@ intervals = pd.DataFrame(
 display(intervals.round(3))
 
 # %% [markdown]
+# ## The reward comparison across β: a registered sweep
+#
+# The comparison above held in the round before only after the KL weight went from `β = 0.02` to `β = 1.0`, a
+# change made for forgetting, and an exploratory review run at `β = 0.2` did not hold it. So this round runs
+# the comparison as **its own study**, registered in code (`ei.BETA_SWEEP`, `ei.SWEEP_READINGS`) and committed
+# before any of its runs: the three RL arms (SFT-debias has no KL term) for all ten RL seeds at each
+# `β` in `ei.BETA_SWEEP = (0.02, 0.2, 1.0)`, everything else unchanged, with the claim's reading (EIT − accuracy reward on the
+# adversarial bandwagon items, interval over the base judges; held at a `β` when its low end is above zero and
+# `rewards_differ` is met at every seed). `data/06_epistemic_independence/make_sweep.py` stores what it read
+# (`beta_sweep_<β>.json`, records, not models). The headline stays the claim at the registered `β = 1.0`; the
+# sweep sits beside it. At `β = 1.0` the sweep repeats the stored arms, and a check asks that it gave the same
+# answer on every evaluation item.
+
+# %%
+def ck(cell):  # a cell's key in the records
+    return " | ".join(cell)
+
+
+def rec_diff(r, a, b, cell):  # per seed, arm a − arm b (or the seed's base judge)
+    out = []
+    for s, v in r["arms"][a].items():
+        y = (r["base_acc"][str(v["base"])] if b == "base" else r["arms"][b][s]["acc"])
+        out.append(v["acc"][ck(cell)] - y[ck(cell)])
+    return out
+
+
+def rec_iv(r, d):  # mean and interval over the base judges
+    return ei.cluster_interval(d, [v["base"] for v in r["arms"]["EIT"].values()])
+
+
+def iv_str(iv):
+    return f"{iv[0]:+.3f} [{iv[1]:+.3f}, {iv[2]:+.3f}]"
+
+
+def sweep_iv(r):  # the claim's reading in a sweep record
+    e = r["eit_vs_accuracy_reward"]
+    return e["mean"], e["low"], e["high"]
+
+
+HO_NONE, HO_ADV = (HO, "none", "none"), (HO, "bandwagon", "adversarial")
+sweep_rows = {}
+for b, r in SWEEP.items():
+    e = r["eit_vs_accuracy_reward"]
+    rd_b = [v["rewards_differ"] for v in r["arms"]["EIT"].values()]
+    fg = rec_diff(r, "EIT", "base", HO_NONE)
+    sweep_rows[f"β = {b:g}"] = {
+        "EIT − acc, adversarial (the claim's reading)": iv_str(sweep_iv(r)),
+        "held at this β": e["held"],
+        "rewards_differ (EIT, lowest seed)": f"{min(rd_b):.3f}",
+        "EIT − acc, aligned": iv_str(rec_iv(r, rec_diff(r, "EIT", "RL acc, balanced",
+                                                        (TR, "bandwagon", "aligned")))),
+        "EIT − acc, held-out adversarial": iv_str(rec_iv(r, rec_diff(
+            r, "EIT", "RL acc, balanced", HO_ADV))),
+        "EIT − base, adversarial (mean)":
+            f"{np.mean(rec_diff(r, 'EIT', 'base', ADV)):+.3f}",
+        "held-out no cue, EIT − base (mean)": f"{np.mean(fg):+.3f}",
+        "seeds at −0.02": f"{sum(x >= -0.02 for x in fg)} of {len(fg)}",
+    }
+sweep_table = pd.DataFrame(sweep_rows)
+display(sweep_table)
+N_SWEEP_HELD = sum(r["eit_vs_accuracy_reward"]["held"] for r in SWEEP.values())
+rec.check("sweep_repeats_stored_arms", SWEEP[ei.BETA]["stored_answers_mismatched"], 0,
+          note=f"answers of the β = {ei.BETA:g} sweep run that differ from the stored "
+          "arms' (every arm, seed and evaluation item)")
+rec.check("sweep_is_the_registered_recipe", sum(
+    {k: v for k, v in r["config"].items() if k not in ("beta", "arms")}
+    != {k: v for k, v in checkpoints.normalize(ei.arms_config(r["seeds"])).items()
+        if k not in ("beta", "arms")} for r in SWEEP.values()), 0,
+          note="sweep runs whose config differs from ei.arms_config in more than β")
+
+# %% [markdown]
 # ## Where the held-out skill goes: a one-seed diagnostic
 #
 # In the first attempt the RL arms lost no-cue accuracy on the held-out subjects, and a one-seed ablation
@@ -885,6 +962,61 @@ print(f"held-out no-cue items the base gets right and EIT gets wrong: {lost.sum(
       f"near a tie in the base: {tie_lost:.2f} of them, {tie_all:.2f} of all items")
 
 # %% [markdown]
+# ## Forgetting across the seeds: a registered measurement and a registered fix
+#
+# The one-seed measurement above suggests the held-out items EIT loses are mostly ones the base barely got
+# right. This round measures that on every seed, arm and `β` of the sweep, with the reading registered before
+# the runs (`ei.FORGETTING_READING`, `ei.forgetting_shift`): on the held-out no-cue items, the items the base
+# gets right and the arm wrong (**lost**) and the reverse (**gained**); an item is *near a tie* when the base's
+# two likeliest answers are within `tie = 0.1` in probability; the lost items **cluster near ties** at a seed when
+# their near-tie share is at least twice that of all items. If they do, the "forgetting" is mostly small moves
+# that tip items the base was unsure of, and the mean change of p(truth) away from the ties says whether
+# anything else moved.
+#
+# And one **fix**, registered with the measurement and before either ran (`ei.ANCHOR`): the two balanced arms
+# at `β = 1.0` with an anchor, ten times the KL to the base judge on sixteen extra uncued prompts per step from
+# the *training* subjects (the held-out subjects stay unseen, prompts and labels). The reason to expect it to
+# help: it holds the judge's answers where no cue is shown, which resisting a cue does not need.
+# `no_forgetting_heldout_anchor` reads it with `no_forgetting_heldout`'s bar, and the table says what it costs
+# the reward comparison. Ten seeds, `anchor_fix.json`.
+
+# %%
+FG = ei.FORGETTING_READING
+fg_rows = {}
+runs = [(f"β = {b:g}", r) for b, r in SWEEP.items()] + [("β = 1, anchor", ANCH)]
+for name, r in runs:
+    for a, per in r["arms"].items():
+        f = pd.DataFrame([v["forgetting"] for v in per.values()])
+        fg_rows[name, a] = {
+            "held-out no cue − base": f["net"].mean(), "lost": f["lost"].mean(),
+            "gained": f["gained"].mean(), "near tie: lost": f["near_tie_lost"].mean(),
+            "near tie: gained": f["near_tie_gained"].mean(),
+            "near tie: all": f["near_tie_all"].mean(),
+            "seeds lost cluster": int(f["clusters"].sum()),
+            "Δp(truth) near tie": f["shift_near_tie"].mean(),
+            "Δp(truth) away": f["shift_away"].mean()}
+fg_table = pd.DataFrame(fg_rows).T
+fg_table.index.names = ["run", "arm"]
+display(fg_table.round(3).rename_axis(
+    index=["run", f"arm (mean of {len(ANCH['seeds'])} seeds)"]))
+anch_e = ANCH["eit_vs_accuracy_reward"]
+anch_fg = rec_diff(ANCH, "EIT", "base", HO_NONE)
+anch_acc_fg = rec_diff(ANCH, "RL acc, balanced", "base", HO_NONE)
+anch_adv = rec_diff(ANCH, "EIT", "base", ADV)
+anch_base_ho = [ANCH["base_acc"][str(v["base"])][ck(HO_NONE)]
+                for v in ANCH["arms"]["EIT"].values()]
+FGB = fg_table.loc[(f"β = {ei.BETA:g}", "EIT")]  # the registered β's EIT runs
+# the anchor against the same seeds without it (same batches, sampler and base)
+anch_gain = rec_iv(ANCH, [x - y for x, y in zip(
+    anch_fg, rec_diff(SWEEP[ei.BETA], "EIT", "base", HO_NONE))])
+anch_iv = (anch_e["mean"], anch_e["low"], anch_e["high"])
+print(f"anchor: EIT − accuracy reward, adversarial {iv_str(anch_iv)}; EIT − base, "
+      f"adversarial mean {np.mean(anch_adv):+.3f}; held-out no cue, EIT − base "
+      f"{np.mean(anch_fg):+.3f} (against the same seeds without the anchor "
+      f"{iv_str(anch_gain)}), accuracy arm − base {np.mean(anch_acc_fg):+.3f}")
+
+
+# %% [markdown]
 # ## The claims record
 #
 # Numbers are accuracies on the fixed evaluation items (training subjects unless said otherwise). Arm against
@@ -931,6 +1063,12 @@ for k, a in {"plateau_eit": "EIT", "plateau_acc_balanced": "RL acc, balanced",
                             statement=f"the {a} arm is trained to a plateau",
                             unit="sampled-accuracy gain over the last fifth / whole "
                             "gain, mean curve of the seeds")
+cond["plateau_eit_anchor"] = rec.condition(  # the fix's EIT runs, from their record
+    "plateau_eit_anchor", train.plateau(np.array(ANCH["curves"]["EIT"]),
+                                        higher_is_better=True), "<=", 0.05,
+    statement="the anchored EIT arm (the forgetting fix) is trained to a plateau",
+    unit="sampled-accuracy gain over the last fifth / whole gain, mean curve of the "
+    "seeds (anchor_fix.json)")
 se_pair = []
 for s in SEEDS:
     d = right("EIT", s, CELLS["adversarial"]).astype(float)
@@ -1003,6 +1141,7 @@ adv_al = per_seed("RL acc, adversarial-only", "aligned")
 base_al_s, eit_al_s, adv_al_s = ([shown_acc(answers[a, s], AL_CELL) for s in SEEDS]
                                  for a in ("base", "EIT", "RL acc, adversarial-only"))
 ho_none = {a: per_seed(a, "none", split=HO) for a in ARM_ORDER}
+ho_adv_base = per_seed("base", "adversarial", split=HO)
 NOTES = {
     "eit_vs_accuracy_reward": "per seed, EIT − accuracy reward (95 % item-bootstrap "
     "intervals): " + "; ".join(f"{d:+.3f} [{lo:+.3f}, {hi:+.3f}]"
@@ -1013,15 +1152,15 @@ NOTES = {
     f"reward {fmt(acc_adv, '.3f')}. Aligned: {iv_txt('aligned')}; no cue: "
     f"{iv_txt('no cue')}. KL weight β = {beta:g} (the forgetting rule); the round "
     f"before, β = {THIRD['beta']:g}, otherwise the same setting: {t_cmp['mean']:+.3f} "
-    f"[{t_cmp['low']:+.3f}, {t_cmp['high']:+.3f}] ({t_cmp['verdict']}); "
-    "a review run at "
-    f"β = {REVIEW_B['beta']:g} (exploratory, after these results were read): "
-    f"{REVIEW_B['eit_vs_accuracy_reward']['mean']:+.3f} "
-    f"[{REVIEW_B['eit_vs_accuracy_reward']['low']:+.3f}, "
-    f"{REVIEW_B['eit_vs_accuracy_reward']['high']:+.3f}]: the verdict depends on β "
-    "(noted at review)",
-    "adv_accuracy_gain": f"base {fmt(base_adv, '.3f')} → EIT {fmt(eit_adv, '.3f')}; "
-    f"accuracy reward {fmt(acc_adv, '.3f')}; SFT-debias "
+    f"[{t_cmp['low']:+.3f}, {t_cmp['high']:+.3f}] ({t_cmp['verdict']}). The registered "
+    "β sweep (make_sweep.py, ten seeds per β): "
+    + "; ".join(f"β = {b:g} {iv_str(sweep_iv(r))}"
+                for b, r in SWEEP.items())
+    + f": held at {N_SWEEP_HELD} of {len(SWEEP)} β values. Base, adversarial "
+    f"{fmt(base_adv, '.3f')}; EIT − base {fmt(diff(eit_adv, base_adv))} (the paper's "
+    "+13.2 % is against the untrained model; here the accuracy reward gains "
+    f"{np.mean(diff(acc_adv, base_adv)):+.3f} on average, so the gain over the base is "
+    "mostly RL on balanced data, not this claim); SFT-debias "
     f"{fmt(per_seed('SFT-debias', 'adversarial'), '.3f')} (aligned "
     f"{fmt(per_seed('SFT-debias', 'aligned'), '.3f')})",
     "aligned_preserved": "aligned, items shown in full: base "
@@ -1041,12 +1180,25 @@ NOTES = {
     f"{fmt(ho_none['base'], '.3f')}"
     f" → EIT {fmt(ho_none['EIT'], '.3f')}; accuracy-reward arm − base "
     f"{fmt(diff(ho_none['RL acc, balanced'], ho_none['base']))}",
-    "ood_subject_transfer": "adversarial, held-out subjects: base "
-    f"{fmt(per_seed('base', 'adversarial', split=HO), '.3f')} → EIT "
-    f"{fmt(per_seed('EIT', 'adversarial', split=HO), '.3f')}",
+    "ood_subject_transfer": "adversarial bandwagon, held-out subjects, per seed EIT "
+    "− "
+    "accuracy reward: " + fmt([d for d, _, _ in cmp["held-out adversarial"][0]])
+    + f"; mean {iv_txt('held-out adversarial')} over the base judges. Against the "
+    "base (the round before's reading, which both arms meet): EIT "
+    f"{fmt(diff(per_seed('EIT', 'adversarial', split=HO), ho_adv_base))}"
+    ". Recast as EIT − accuracy at round 5, after the round before's text had shown "
+    "this interval",
+    "no_forgetting_heldout_anchor": "held-out no cue, anchored EIT − base per seed "
+    f"{fmt(anch_fg)}; anchored accuracy arm − base {fmt(anch_acc_fg)}; the anchored "
+    "arms' EIT − accuracy on adversarial bandwagon "
+    f"{iv_str(anch_iv)} over the base judges; "
+    f"anchored EIT − base, adversarial {fmt(anch_adv)}. Registered (ei.ANCHOR) "
+    "before its run",
     "shortcut_of_adversarial_only": "aligned, items shown in full: adversarial-only "
     f"arm {fmt(adv_al_s, '.3f')}, EIT {fmt(eit_al_s, '.3f')}; all items: adversarial-"
-    f"only arm − base {fmt(diff(adv_al, base_al))}",
+    f"only arm − base {fmt(diff(adv_al, base_al))}, EIT − adversarial-only arm "
+    f"{fmt(diff(eit_al, adv_al))} (the same effect read against EIT: it was the claim "
+    "balanced_beats_adversarial_only until round 5, which counted it twice)",
 }
 
 
@@ -1074,9 +1226,6 @@ record([  # id, statement, paper, measured, op, target, unit, baseline, given
      "adversarial accuracy over digits, expert, order, EIT − accuracy reward: "
      "lower end of the 95 % interval over the base judges", new_adv("RL acc, balanced"),
      (*RL2, "rewards_differ")),
-    ("adv_accuracy_gain", "EIT raises accuracy under adversarial bandwagon cues",
-     "improves (Qwen3-1.7B/4B; +13.2 % reported)", diff(eit_adv, base_adv), ">=", 0.1,
-     "accuracy, EIT − base", base_adv, E),
     ("aligned_preserved", "EIT keeps accuracy when the cue is right", "preserved",
      diff(eit_al_s, base_al_s), RD_AL["op"], RD_AL["target"],
      "accuracy, EIT − base (aligned cue, items shown in full)", base_al_s,
@@ -1086,21 +1235,23 @@ record([  # id, statement, paper, measured, op, target, unit, baseline, given
      diff(ho_none["EIT"], ho_none["base"]), ">=", -0.02,
      "no-cue accuracy, EIT − base, held-out subjects", ho_none["base"],
      (*E, "base_competent")),
-    ("ood_subject_transfer", "EIT's gain under adversarial cues carries over to "
-     "held-out subjects", "generalizes to held-out MMLU-Pro subjects",
-     diff(per_seed("EIT", "adversarial", split=HO),
-          per_seed("base", "adversarial", split=HO)),
-     ">", 0.05, "adversarial bandwagon accuracy gain, held-out subjects",
-     per_seed("base", "adversarial", split=HO), E),
+    ("no_forgetting_heldout_anchor", "With the registered anchor (KL to the base on "
+     "uncued training-subject prompts), EIT does not lose no-cue accuracy on held-out "
+     "subjects", "generalizes to held-out MMLU-Pro subjects", anch_fg, ">=", -0.02,
+     "no-cue accuracy, anchored EIT − base, held-out subjects (anchor_fix.json)",
+     anch_base_ho, ("plateau_eit_anchor",)),
+    ("ood_subject_transfer", "On held-out subjects, the EIT reward beats the accuracy "
+     "reward under adversarial cues (same balanced data)",
+     "generalizes to held-out MMLU-Pro subjects",
+     round(cmp["held-out adversarial"][1][1], 4), ">", 0.0,
+     "adversarial bandwagon accuracy on held-out subjects, EIT − accuracy reward: "
+     "lower end of the 95 % interval over the base judges",
+     per_seed("RL acc, balanced", "adversarial", split=HO), (*RL2, "rewards_differ")),
     ("shortcut_of_adversarial_only", "RL on adversarial-only cues learns to contradict "
      "the cue and loses aligned-cue accuracy", "the motivation for balanced data",
      diff(adv_al_s, base_al_s), RD_SC["op"], RD_SC["target"],
      "aligned accuracy, adversarial-only arm − base, items shown in full", base_al_s,
      ("plateau_adv_only", "shortcut_distinguishable")),
-    ("balanced_beats_adversarial_only", "Balanced EIT keeps more aligned-cue accuracy "
-     "than RL on adversarial-only cues", "the motivation for balanced data",
-     diff(eit_al, adv_al), ">", 0.0, "aligned accuracy, EIT − adversarial-only arm",
-     adv_al, ("plateau_eit", "plateau_adv_only")),
 ])
 rec.save()
 
@@ -1176,7 +1327,7 @@ anti_sig, eit_sig = ([acc(evals[a, s], "aligned") - acc(evals[a, s], "none")
                       for s in SEEDS] for a in ("RL acc, adversarial-only", "EIT"))
 
 
-PRIOR = (EARLIER["eit_vs_accuracy_reward"], s_cmp, t_cmp)  # the earlier settings' records
+PRIOR = (EARLIER["eit_vs_accuracy_reward"], s_cmp, t_cmp)  # earlier settings' records
 n_cmp_held = (sum(c["verdict"] == "held" for c in PRIOR)
               + (VERD["eit_vs_accuracy_reward"] == "held"))
 
@@ -1189,6 +1340,16 @@ def at_bar(cid):  # seeds whose value meets a claim's bar (as its verdict reads 
 def excl(name):  # does the interval over the base judges exclude zero, and how
     _, lo, hi = cmp[name][1]
     return "above zero" if lo > 0 else "below zero" if hi < 0 else "includes zero"
+
+
+fg_eit = {b: fg_table.loc[(f"β = {b:g}", "EIT"), "held-out no cue − base"]
+          for b in SWEEP}
+review_per_seed = REVIEW_B["eit_vs_accuracy_reward"]["per_seed"]
+B_REV = REVIEW_B["beta"]
+
+
+def sweep_per_seed(b):
+    return SWEEP[b]["eit_vs_accuracy_reward"]["per_seed"]
 
 
 txt = [
@@ -1261,28 +1422,34 @@ txt = [
     f"{span(THIRD['rewards_differ']['measured'], '.3f')}, this round's "
     f"{span(rd.measured if isinstance(rd.measured, list) else [rd.measured], '.3f')}. "
     "Why a stronger KL penalty changes the comparison is not tested here. "
-    f"Read the verdict as conditional on β: of the {len(PRIOR) + 1} settings this "
-    f"comparison has been run in, it holds in {n_cmp_held}"
-    + (" (this one)" if n_cmp_held == 1 and VERD["eit_vs_accuracy_reward"] == "held"
+    f"Of the {len(PRIOR) + 1} settings this comparison has been run in, it holds in "
+    f"{n_cmp_held}. **The registered β sweep** (this round, ten seeds per β, every RL "
+    "arm, registered before its runs): "
+    + "; ".join(f"β = {b:g} {iv_str(sweep_iv(r))}"
+                f" ({'held' if r['eit_vs_accuracy_reward']['held'] else 'not held'})"
+                for b, r in SWEEP.items())
+    + f": held at {N_SWEEP_HELD} of {len(SWEEP)} β values"
+    + (", at every one" if N_SWEEP_HELD == len(SWEEP) else
+       f", only at the registered β = {ei.BETA:g}: the headline is a result at that KL "
+       "weight and not a property of the reward at any weight"
+       if N_SWEEP_HELD == 1 and SWEEP[ei.BETA]["eit_vs_accuracy_reward"]["held"]
        else "")
-    + f", at β = {beta:g} and not at β = {THIRD['beta']:g} (noted at review). A review "
-    f"run at β = {REVIEW_B['beta']:g}, every arm and seed (exploratory: run after "
-    "these results were read, not a claim; `review_beta_0.2.json`), gives EIT − "
-    f"accuracy {REVIEW_B['eit_vs_accuracy_reward']['mean']:+.3f} "
-    f"[{REVIEW_B['eit_vs_accuracy_reward']['low']:+.3f}, "
-    f"{REVIEW_B['eit_vs_accuracy_reward']['high']:+.3f}] and held-out no-cue "
-    f"accuracy − base {REVIEW_B['no_forgetting_heldout']['mean']:+.3f} (mean; "
-    f"{REVIEW_B['no_forgetting_heldout']['seeds_at_bar']} of "
-    f"{len(REVIEW_B['no_forgetting_heldout']['per_seed'])} seeds at the bar −0.02), "
-    f"with rewards_differ {span(REVIEW_B['rewards_differ_eit'], '.3f')}. With two "
-    "options the comparison is void by construction "
+    + f". The β = {ei.BETA:g} run repeats the stored arms "
+    + ("item for item" if SWEEP[ei.BETA]["stored_answers_mismatched"] == 0
+       else f"except on {SWEEP[ei.BETA]['stored_answers_mismatched']} answers")
+    + f"; the β = {REVIEW_B['beta']:g} run repeats the round before's exploratory "
+    "review run (`review_beta_0.2.json`, same recipe): per-seed differences within "
+    f"{max(abs(x - y) for x, y in zip(sweep_per_seed(B_REV), review_per_seed)):.4f}"
+    " of it. Why a stronger KL penalty changes the comparison is not tested here. "
+    "With two options the comparison is void by construction "
     "(`eit_equals_accuracy_two_options`).",
-    "* **Against the base.** "
-    + says("adv_accuracy_gain", fmt(diff(eit_adv, base_adv)))
-    + f" (mean {mean(diff(eit_adv, base_adv)):+.3f}; the accuracy reward on the same "
-    f"balanced data gains {mean(diff(acc_adv, base_adv)):+.3f}: this gain is RL on "
-    "balanced data, which both arms share, and the part due to EIT's reward is "
-    "`eit_vs_accuracy_reward` above)"
+    "* **Against the base.** Under an adversarial bandwagon cue EIT gains "
+    f"{fmt(diff(eit_adv, base_adv))} over the base (mean "
+    f"{mean(diff(eit_adv, base_adv)):+.3f}); the accuracy reward on the same balanced "
+    f"data gains {mean(diff(acc_adv, base_adv)):+.3f}: that gain is RL on balanced "
+    "data, "
+    "which both arms share, so it is reported, not claimed (it was `adv_accuracy_gain` "
+    "until round 5); the part due to EIT's reward is `eit_vs_accuracy_reward` above"
     + "; " + says("aligned_preserved", fmt(diff(eit_al_s, base_al_s)))
     + " on the aligned items shown in full (the reading registered before this "
     f"round's runs; {at_bar('aligned_preserved')} seeds at the bar "
@@ -1315,9 +1482,11 @@ txt = [
        "the all-items reading inconclusive" if min(lift_left) > 0.02
        else "within reach of a judge that ignores the cue")
     + f" (the one-seed diagnostic, EIT − base at seed {seed}: {diag_tradeoff()})"
-    + "; on held-out subjects "
-    + says("ood_subject_transfer", fmt(diff(per_seed("EIT", "adversarial", split=HO),
-                                            per_seed("base", "adversarial", split=HO))))
+    + "; on held-out subjects under an adversarial cue, EIT − accuracy reward "
+    f"{iv_txt('held-out adversarial')} over the base judges: `ood_subject_transfer` "
+    f"is {cmp['held-out adversarial'][1][1]:+.3f} ({VERD['ood_subject_transfer']}; "
+    "recast at round 5 from EIT − base, which both arms meet, after the round "
+    "before's text had shown this interval)"
     + ". The paper's SFT baseline: adversarial "
     f"{mean_acc('SFT-debias', 'adversarial'):.2f}, aligned "
     f"{mean_acc('SFT-debias', 'aligned'):.2f}, no cue "
@@ -1326,7 +1495,8 @@ txt = [
     + says("shortcut_of_adversarial_only", fmt(diff(adv_al_s, base_al_s)))
     + f" against the base, given `shortcut_distinguishable` "
     f"{CONDV['shortcut_distinguishable']} (EIT, which does not contradict the cue: "
-    f"{mean(diff(eit_al_s, base_al_s)):+.3f} on the same items). The shortcut's own signature, aligned accuracy below "
+    f"{mean(diff(eit_al_s, base_al_s)):+.3f} on the same items). The shortcut's own "
+    "signature, aligned accuracy below "
     "the judge's no-cue accuracy (a judge that contradicts the cue does worse when the "
     f"cue is right than with no cue): adversarial-only arm {span(anti_sig, '+.3f')} "
     f"over the seeds ({sum(x < -0.05 for x in anti_sig)} of {len(SEEDS)} below "
@@ -1349,7 +1519,35 @@ txt = [
                      float(np.std(diff(ho_none["EIT"], ho_none["base"]), ddof=1)))
     + f" Of the held-out items the base gets right and EIT loses, {tie_lost:.2f} were "
     f"near a tie in the base (top-two probabilities within {TIE:g}), against "
-    f"{tie_all:.2f} of all items.",
+    f"{tie_all:.2f} of all items (seed {seed}). **Across the sweep** (the registered "
+    "measurement, ten seeds per run): held-out no-cue EIT − base, mean "
+    + ", ".join(f"β = {b:g} {fg_eit[b]:+.3f}" for b in SWEEP)
+    + f"; at β = {ei.BETA:g} EIT loses {FGB['lost']:.0f} and gains {FGB['gained']:.0f}"
+    f" of {eval_n} items (mean of seeds), {FGB['near tie: lost']:.2f} of the lost and "
+    f"{FGB['near tie: gained']:.2f} of the gained near a base tie against "
+    f"{FGB['near tie: all']:.2f} of all items: the lost items cluster near ties at "
+    f"{FGB['seeds lost cluster']:.0f} of {len(ANCH['seeds'])} seeds (the registered "
+    "reading: twice the share of all items), and p(truth) moves "
+    f"{FGB['Δp(truth) near tie']:+.3f} near ties and "
+    f"{FGB['Δp(truth) away']:+.3f} away "
+    "from them (mean). " + (
+        "So most of the loss is items the base barely had right tipping over, with "
+        "little movement elsewhere. " if FGB["seeds lost cluster"] >= 8
+        and abs(FGB["Δp(truth) away"]) < 0.02 else
+        "So the loss is not only near-tie items tipping over. ")
+    + "**The registered fix** (the anchor, `ei.ANCHOR`): "
+    + says("no_forgetting_heldout_anchor", fmt(anch_fg))
+    + f", {at_bar('no_forgetting_heldout_anchor')} seeds at the bar, mean "
+    f"{np.mean(anch_fg):+.3f}; against the same seeds without the anchor, "
+    f"{iv_str(anch_gain)} over the base judges"
+    + (" (the anchor helps)" if anch_gain[1] > 0 else " (the anchor hurts)"
+       if anch_gain[2] < 0 else " (no change resolved)")
+    + f"; the anchored accuracy arm {np.mean(anch_acc_fg):+.3f}. What it costs: "
+    f"anchored EIT − accuracy reward, adversarial, "
+    f"{iv_str(anch_iv)} "
+    f"({'held' if anch_e['held'] else 'not held'} as the claim would read it), EIT − "
+    f"base, adversarial, {np.mean(anch_adv):+.3f} (without the anchor "
+    f"{mean(diff(eit_adv, base_adv)):+.3f}).",
     "* **Transfer to the new families** (digits, expert, order), EIT − accuracy "
     "reward: "
     f"{iv_txt('new families adversarial')} (`ood_transfer_new_families` "
