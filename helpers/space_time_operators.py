@@ -1434,6 +1434,234 @@ def river_data_from_config(seed: int, river: dict[str, Any]) -> dict[str, dict[s
     return river_data(seed, **{k: (tuple(river[k]) if k == "biases" else river[k]) for k in keys if k in river})
 
 
+# ---------------------------------------------------------------------------------------------------------------
+# Round 5: a rainfall-runoff benchmark that routing alone does not solve
+# ---------------------------------------------------------------------------------------------------------------
+RUNOFF = dict(s0=0.3, drain=0.02, k_fast=0.3, k_slow=0.02, base=0.05)  # the simulator's hillslope constants
+
+
+def rainfall_runoff(r: np.ndarray, smax: np.ndarray, s0: float = 0.3, drain: float = 0.02, k_fast: float = 0.3,
+                    k_slow: float = 0.02, base: float = 0.05) -> np.ndarray:
+    """Each reach's hillslope turns rainfall ``r`` ``(B, N, T)`` into lateral inflow ``(B, N, T)``, hour by hour.
+
+    A soil bucket of capacity ``smax`` (one per reach, starting at ``s0 * smax``) fills with rain; what exceeds
+    the capacity runs off (saturation excess) into a nonlinear fast reservoir ``q_f = min(k_fast F^1.5, F)``; the
+    soil drains ``drain * S`` per hour into a linear groundwater store ``q_s = k_slow G``; the inflow is
+    ``base + q_f + q_s``. Dry soils swallow small storms, wet ones pass big storms almost whole: the response
+    depends on the storm's history and on the reach's capacity, which no input of the model carries.
+    """
+    r = V.array("r", r, ndim=3, dtype="float", min=0, max=MAG).astype(float)
+    smax = V.array("smax", smax, ndim=1, dtype="float", min=0, strict_min=True, max=MAG).astype(float)
+    if smax.size != r.shape[1]:
+        raise ValueError(f"smax must have one capacity per reach ({r.shape[1]}), got {smax.size}")
+    s0, drain = V.probability("s0", s0), V.probability("drain", drain)
+    k_fast, k_slow, base = V.positive("k_fast", k_fast), V.probability("k_slow", k_slow), V.nonnegative("base", base)
+    S = np.broadcast_to(s0 * smax, r.shape[:2]).copy()
+    F, G = np.zeros(r.shape[:2]), np.zeros(r.shape[:2])
+    out = np.empty_like(r)
+    for t in range(r.shape[2]):
+        S = S + r[:, :, t]
+        excess = np.maximum(S - smax, 0.0)
+        perc = drain * (S - excess)
+        S = S - excess - perc
+        F = F + excess
+        qf = np.minimum(k_fast * F ** 1.5, F)
+        G = G + perc
+        qs = k_slow * G
+        F, G = F - qf, G - qs
+        out[:, :, t] = base + qf + qs
+    return out
+
+
+def rainfall_data(seed: int, n: int = 80, T: int = 64, n_events: int = 24, n_test: int = 6,
+                  biases: tuple[float, ...] = (0.0, 0.3, 0.5, 0.9), zero_shot_bias: float = 0.6,
+                  rain: float = 1.0, smax: float = 3.0, gamma: float = 2.0, sigma: float = 0.5,
+                  ) -> dict[str, dict[str, Any]]:
+    """Basins whose forcing is **rainfall**: hillslopes (:func:`rainfall_runoff`) then nonlinear Muskingum.
+
+    The basins, their branching and sizes follow :func:`river_data` (``train0..``, ``zero-shot`` of ``2n``
+    reaches, ``5x`` of ``5n``). Each reach has a soil capacity ``smax (K / 2.5)^gamma exp(sigma z)``,
+    ``z ~ N(0, 1)`` drawn per basin: slow reaches (large travel time ``K``, gentle slopes) hold deep soils, fast
+    ones thin soils, so the model's input ``K`` carries part of the capacity; the rest (``z``) is **unknown to
+    every model and baseline**. The capacities are kept in ``smax`` for diagnosis only. Storms are
+    :func:`lateral_inflow` shapes with no base flow, scaled by ``rain``, from one distribution for all basins.
+    ``q`` holds the rainfall (what a model is given, in place of the lateral inflow), ``lateral`` the hillslope
+    outflow (hidden) and ``O`` the discharge, so :func:`train_router` and :func:`train_recurrent` take it as is.
+    """
+    seed = V.seed("seed", seed)
+    n, T = V.integer("n", n, min=2), V.integer("T", T, min=2)
+    n_events, n_test = V.integer("n_events", n_events, min=1), V.integer("n_test", n_test, min=1)
+    biases = [V.probability(f"biases[{i}]", b) for i, b in enumerate(V.sequence("biases", biases))]
+    zero_shot_bias = V.probability("zero_shot_bias", zero_shot_bias)
+    rain, smax, sigma = V.positive("rain", rain), V.positive("smax", smax), V.nonnegative("sigma", sigma)
+    gamma = V.number("gamma", gamma, min=-4, max=4)
+    rng = np.random.default_rng([seed, 1616])
+    spec = [(f"train{k}", n, b) for k, b in enumerate(biases)] + [("zero-shot", 2 * n, zero_shot_bias),
+                                                                   ("5x", 5 * n, 0.0)]
+    out = {}
+    for name, size, bias in spec:
+        p = random_river_tree(size, rng, bias)
+        K = rng.uniform(1, 4, size)
+        cap = smax * (K / 2.5) ** gamma * np.exp(sigma * rng.standard_normal(size))
+        train = name.startswith("train")
+        r = rain * lateral_inflow(size, T, n_events + n_test if train else n_test, rng, base=0.0)
+        lat = rainfall_runoff(r, cap, **RUNOFF)
+        out[name] = dict(parents=p, K=K, q=r, lateral=lat, smax=cap, train=train, n_test=n_test,
+                         O=route_sequential(p, K, lat, nonlinear=True))
+    return out
+
+
+def linear_reservoir(r: np.ndarray, k: float) -> np.ndarray:
+    """``r`` ``(..., T)`` through a linear reservoir of residence time ``k`` hours (``k = 0``: unchanged).
+
+    ``F_t = F_{t-1} + r_t - F_{t-1} / (k + 1)`` with outflow ``F_{t-1} / (k + 1)`` ... written as the causal
+    filter ``y_t = (r_t + k y_{t-1}) / (k + 1)``: gain 1, mean delay ``k``."""
+    r = V.array("r", r, dtype="float", min=-MAG, max=MAG).astype(float)
+    k = V.nonnegative("k", k)
+    if r.ndim < 1 or r.shape[-1] == 0:
+        raise ValueError(f"r must have a time axis last, got shape {r.shape}")
+    y = np.empty_like(r)
+    prev = np.zeros(r.shape[:-1])
+    for t in range(r.shape[-1]):
+        prev = (r[..., t] + k * prev) / (k + 1)
+        y[..., t] = prev
+    return y
+
+
+def runoff_routing_fit(data: dict[str, dict[str, Any]], n_events: int, k_grid: tuple[float, ...] = (0, 3, 10, 30),
+                       route_grid: tuple[tuple[float, float], ...] = ((0.1, 1.0), (0.3, 0.8), (0.3, 1.0),
+                                                                        (0.3, 1.2), (1.0, 1.0)),
+                       ) -> dict[str, float]:
+    """The Muskingum family with a linear runoff stage, fitted on the training basins' training events.
+
+    Lateral inflow is guessed as ``b + c * linear_reservoir(r, k)``: for each ``k`` the two numbers ``(b, c)``
+    are least squares (linear Muskingum with the reaches' own ``K`` is linear in them), on every reach and hour of
+    the training events; the best ``(b, c, k)`` (outlet R², mean over training basins) is then routed by
+    variable-parameter Muskingum for each ``(Q_ref, K factor)`` of ``route_grid`` (which holds the simulator's own
+    ``(0.3, 1.0)``: the routing can be exact) and the best pair kept. Returns ``b, c, k, q_ref, k_factor``."""
+    _river(data)
+    n_events = V.integer("n_events", n_events, min=1)
+    basins = [d for d in data.values() if d["train"]]
+    if not basins:
+        raise ValueError("data must hold at least one training basin")
+
+    def outlet(params: dict[str, float]) -> float:
+        return float(np.mean([r2_score(runoff_routing_predict(params, d, d["q"][:n_events])[:, 0],
+                                       d["O"][:n_events, 0]) for d in basins]))
+
+    best: dict[str, float] = {}
+    for k in k_grid:
+        cols, ys = [], []
+        for d in basins:
+            r = d["q"][:n_events]
+            one = route_sequential(d["parents"], d["K"], np.ones_like(r))
+            lin = route_sequential(d["parents"], d["K"], linear_reservoir(r, k))
+            cols.append(np.stack([one.ravel(), lin.ravel()], 1))
+            ys.append(d["O"][:n_events].ravel())
+        (b, c), *_ = np.linalg.lstsq(np.concatenate(cols), np.concatenate(ys), rcond=None)
+        cand = dict(b=float(b), c=float(max(c, 0.0)), k=float(k), q_ref=0.0, k_factor=1.0)
+        cand["score"] = outlet(cand)
+        if not best or cand["score"] > best["score"]:
+            best = cand
+    lin_best = dict(best)
+    for q_ref, kf in route_grid:
+        cand = dict(lin_best, q_ref=float(q_ref), k_factor=float(kf))
+        cand["score"] = outlet(cand)
+        if cand["score"] > best["score"]:
+            best = cand
+    return best
+
+
+def runoff_routing_predict(params: dict[str, float], d: dict[str, Any], r: np.ndarray) -> np.ndarray:
+    """Discharge ``(B, N, T)`` of :func:`runoff_routing_fit`'s model for rainfall ``r`` on basin ``d``
+    (``q_ref = 0``: linear Muskingum; otherwise variable-parameter with that ``Q_ref`` and ``K`` factor)."""
+    V.instance("params", params, dict)
+    _keys("params", params, ("b", "c", "k", "q_ref", "k_factor"))
+    _keys("d", d, ("parents", "K"))
+    lat = params["b"] + params["c"] * linear_reservoir(r, params["k"])
+    K = params["k_factor"] * np.asarray(d["K"])
+    if params["q_ref"] > 0:
+        return route_sequential(d["parents"], K, lat, nonlinear=True, q_ref=params["q_ref"])
+    return route_sequential(d["parents"], K, lat)
+
+
+def unit_hydrograph_fit(data: dict[str, dict[str, Any]], n_events: int, lags: int | None = None,
+                        ridge: float = 1e-3) -> np.ndarray:
+    """Linear unit hydrograph at the outlet, fitted on the training basins' training events (no network).
+
+    Outlet specific discharge ``O_0 / a_0`` regressed on an intercept and the basin-mean rainfall at lags
+    ``0 .. lags - 1`` (``T`` by default), by ridge least squares pooled over the training basins: the linear
+    time-invariant input-output model (ARX with no autoregressive terms, since no observed discharge is an
+    input). Returns the weights ``(1 + lags,)``."""
+    _river(data)
+    n_events = V.integer("n_events", n_events, min=1)
+    ridge = V.nonnegative("ridge", ridge)
+    X, y = [], []
+    for d in (d for d in data.values() if d["train"]):
+        T = d["q"].shape[-1]
+        L = T if lags is None else V.integer("lags", lags, min=1)
+        X.append(_lagged(d["q"][:n_events].mean(1), L))
+        y.append((d["O"][:n_events, 0] / d["parents"].size).ravel())
+    A, b = np.concatenate(X), np.concatenate(y)
+    return np.linalg.solve(A.T @ A + ridge * len(b) * np.eye(A.shape[1]), A.T @ b)
+
+
+def _lagged(m: np.ndarray, L: int) -> np.ndarray:
+    """Rows ``[1, m_t, m_{t-1}, ..., m_{t-L+1}]`` (zeros before the start) of every event and hour of ``m (B, T)``."""
+    B, T = m.shape
+    cols = [np.ones((B, T))] + [np.pad(m, ((0, 0), (j, 0)))[:, :T] for j in range(L)]
+    return np.stack(cols, -1).reshape(B * T, L + 1)
+
+
+def unit_hydrograph_predict(w: np.ndarray, d: dict[str, Any], r: np.ndarray) -> np.ndarray:
+    """Outlet discharge ``(B, T)`` of :func:`unit_hydrograph_fit`'s weights for rainfall ``r`` on basin ``d``."""
+    w = V.array("w", w, ndim=1, dtype="float")
+    _keys("d", d, ("parents",))
+    r = V.array("r", r, ndim=3, dtype="float")
+    B, _, T = r.shape
+    return (_lagged(r.mean(1), w.size - 1) @ w).reshape(B, T) * d["parents"].size
+
+
+def rainfall_config() -> dict[str, Any]:
+    """Round 5, registered before any model of it was trained: the rainfall-runoff benchmark (checkpoint
+    ``rainfall``), its models, its baselines and the conditions of its claims.
+
+    Data: :func:`rainfall_data` with ``data``. Models per seed: the factorized router (leaks closed, the river
+    recipe of checkpoint ``models`` with ``steps``) and the recurrent message-passing baseline (same steps,
+    batches and loss). Model-free baselines, fitted on the training basins' training events only:
+    ``runoff_routing`` (:func:`runoff_routing_fit`: the Muskingum family, linear or variable-parameter with the
+    simulator's own routing values on its grid, after a linear runoff stage) and ``unit_hydrograph``
+    (:func:`unit_hydrograph_fit`). Persistence has no place here: no observed discharge is an input. The claims'
+    baseline is, per seed, the baseline (model-free or recurrent) with the best outlet R² on the validation
+    events (the training basins' held-out events, mean over the basins). Conditions (``conditions``):
+    ``converged`` (the router's validation curve, ``train.plateau <= 0.05``), ``fits`` (the router's outlet R²
+    on the validation events >= 0.9), ``needs_the_model`` (room = 1 - the best model-free baseline's outlet R²
+    on the validation events >= 0.05: with less, a learned model has nothing to show)."""
+    base = checkpoint_config("models")
+    return dict(
+        seeds=[0, 1, 2], baseline_hidden=base["baseline_hidden"],
+        data=dict(n=80, T=64, n_events=24, n_test=6, biases=[0.0, 0.3, 0.5, 0.9], zero_shot_bias=0.6,
+                  rain=1.0, smax=3.0, gamma=2.0, sigma=0.5),
+        steps=1000, val_every=50, model=base["river"]["model"],
+        baselines=["runoff_routing", "unit_hydrograph", "recurrent"],
+        selection="best outlet R² on the training basins' held-out events (mean over basins)",
+        reference=dict(capacity_grid=[0.5, 1.0, 2.0, 3.0, 4.0, 6.0],
+                       what="exploratory, not a claims baseline: the simulator's own hillslope with one "
+                       "capacity for every reach (from the grid, fitted on the training events) and its routing"),
+        conditions=dict(converged=["plateau(val)", "<=", 0.05], fits=["outlet R² validation", ">=", 0.9],
+                        needs_the_model=["1 - best model-free outlet R² validation", ">=", 0.05]),
+    )
+
+
+def rainfall_data_from_config(seed: int, cfg: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """:func:`rainfall_data` with the ``data`` entry of :func:`rainfall_config` (or a config like it)."""
+    V.instance("cfg", cfg, dict)
+    _keys("cfg", cfg, ("data",))
+    kw = dict(cfg["data"])
+    kw["biases"] = tuple(kw.get("biases", (0.0, 0.3, 0.5, 0.9)))
+    return rainfall_data(seed, **kw)
+
+
 def checkpoint_config(name: str = "models") -> dict[str, Any]:
     """The configuration the default run asks of checkpoint ``name`` (``data/16_space_time_operators/``).
 
@@ -1443,7 +1671,9 @@ def checkpoint_config(name: str = "models") -> dict[str, Any]:
     (``decay = steps // 4``). ``retrain[i]`` lists the ``(model, steps)`` of the ``i``-th seed. Their condition
     reads :func:`stable_plateau` (stable phase, ``noise = 2``) against the same bar (0.05); every model of
     ``models`` keeps its plain ``plateau`` reading."""
-    V.one_of("name", name, ("models", "retrained"))
+    V.one_of("name", name, ("models", "retrained", "rainfall"))
+    if name == "rainfall":
+        return rainfall_config()
     if name == "retrained":
         return dict(
             seeds=[0, 1, 2], geometry=checkpoint_config("models")["geometry"],

@@ -267,6 +267,57 @@ def make_retrained(cfg: dict, root: Path | None, part: str = "all", parts: Path 
                     name="retrained", steps=cfg["geometry"]["steps"])
 
 
+def rainfall_job(cfg: dict, seed: int) -> tuple[dict, dict, dict]:
+    """Checkpoint ``rainfall`` (round 5, registered before training): a seed's factorized router and recurrent
+    baseline on the rainfall-runoff benchmark (:func:`helpers.space_time_operators.rainfall_data`)."""
+    repro.set_threads(1)
+    data = st.rainfall_data_from_config(seed, cfg)
+    n_ev = cfg["data"]["n_events"]
+    t0 = time.time()
+    model, h = st.train_router(data, "none", cfg["steps"], seed, n_ev, val_every=cfg["val_every"], **cfg["model"])
+    tag = f"s{seed}.router"
+    states, hist = {tag: model.state_dict()}, {tag: h.loss, f"{tag}.val": h.evals["val"]}
+    metrics = {f"{tag}.final_val": h.evals["val"][-1][1], f"{tag}.seconds": time.time() - t0}
+    print(f"seed {seed} rainfall router {time.time() - t0:.0f} s", flush=True)
+    t0 = time.time()
+    model, h = st.train_recurrent(data, cfg["steps"], seed, n_ev, hidden=cfg["baseline_hidden"])
+    states[f"s{seed}.recurrent"], hist[f"s{seed}.recurrent"] = model.state_dict(), h.loss
+    metrics[f"s{seed}.recurrent.seconds"] = time.time() - t0
+    print(f"seed {seed} rainfall recurrent {time.time() - t0:.0f} s", flush=True)
+    return states, hist, metrics
+
+
+def make_rainfall(cfg: dict, root: Path | None, part: str = "all", parts: Path | None = None) -> list[Path] | Path:
+    """Checkpoint ``rainfall``: ``part="rainfall"`` trains each seed of ``cfg`` into ``parts``; ``"assemble"``
+    writes the checkpoint from the parts; ``"all"`` does both in turn."""
+    t0 = time.time()
+    if part == "rainfall":
+        Path(parts).mkdir(parents=True, exist_ok=True)
+        out = []
+        for seed in cfg["seeds"]:
+            t1 = time.time()
+            res = rainfall_job(cfg, seed)
+            path = Path(parts) / f"rainfall_s{seed}.pt"
+            torch.save(dict(result=res, wall=time.time() - t1, config=cfg), path)
+            out.append(path)
+        return out
+    if part not in ("all", "assemble"):
+        raise SystemExit(f"checkpoint rainfall is built with --part rainfall / assemble / all, not {part}")
+    results, wall = [], 0.0
+    for seed in cfg["seeds"]:
+        if part == "all":
+            results.append(rainfall_job(cfg, seed))
+            continue
+        got = torch.load(Path(parts) / f"rainfall_s{seed}.pt", weights_only=False)
+        cfg_part = {k: v for k, v in dict(got["config"]).items() if k != "seeds"}
+        if cfg_part != {k: v for k, v in cfg.items() if k != "seeds"}:
+            raise ValueError(f"part rainfall_s{seed} was trained with another config")
+        results.append(got["result"])
+        wall += got["wall"]
+    return assemble(cfg, results, wall if part == "assemble" else time.time() - t0, root, name="rainfall",
+                    steps=cfg["steps"])
+
+
 JOBS = {"river": river_job, "geometry": geometry_job,
         "geoleaks": lambda cfg, seed: geometry_job(cfg, seed, leaks=True),
         "matched": matched_job, "geolong": long_leak_job}  # assembled in this order: a later part wins
@@ -339,6 +390,11 @@ def make_models(cfg: dict, root: Path | None, part: str = "all", parts: Path | N
 
 def tiny(name: str) -> dict:
     cfg = st.checkpoint_config(name)
+    if name == "rainfall":
+        cfg["seeds"] = [0]
+        cfg["data"].update(n=12, T=16, n_events=4, n_test=2)
+        cfg.update(steps=2, val_every=1)
+        return cfg
     if name == "retrained":
         cfg["seeds"] = [0]
         cfg["geometry"].update(n_train=3, n_test=1, counts=[1, 3], steps=3, val_every=2, T=8)
@@ -354,7 +410,7 @@ def tiny(name: str) -> dict:
 
 def main(argv: list[str] | None = None) -> list[Path]:
     def options(ap: argparse.ArgumentParser) -> None:
-        ap.add_argument("--part", choices=("all", *JOBS, "both", "assemble", "retrain"), default="all",
+        ap.add_argument("--part", choices=("all", *JOBS, "both", "assemble", "retrain", "rainfall"), default="all",
                         help="one part per job (river / geometry / geoleaks / matched / geolong / "
                         "both, for --seeds), "
                         "then assemble")
@@ -367,11 +423,13 @@ def main(argv: list[str] | None = None) -> list[Path]:
             raise SystemExit("--part needs --parts DIR")
         if args.name == "retrained":
             return make_retrained(cfg, out, args.part, args.parts, args.only)
-        if args.part == "retrain":
-            raise SystemExit("--part retrain is for --name retrained")
+        if args.name == "rainfall":
+            return make_rainfall(cfg, out, args.part, args.parts)
+        if args.part in ("retrain", "rainfall"):
+            raise SystemExit("--part retrain / rainfall is for --name retrained / rainfall")
         return make_models(cfg, out, args.part, args.parts)
 
-    return scripts.script_main(build, config=st.checkpoint_config, tiny=tiny, names=["models", "retrained"],
+    return scripts.script_main(build, config=st.checkpoint_config, tiny=tiny, names=["models", "retrained", "rainfall"],
                                options=options, doc=__doc__, argv=argv)
 
 

@@ -1,0 +1,131 @@
+"""Round 5: the rainfall-runoff benchmark (hillslope stage, data, the model-free baselines) and its data script."""
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pytest
+from safetensors.torch import load_file
+
+from helpers import space_time_operators as st
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _rain(B=3, N=5, T=40, seed=0):
+    return st.lateral_inflow(N, T, B, np.random.default_rng(seed), base=0.0)
+
+
+def test_runoff_no_rain_is_base_flow_and_capacity_swallows_storms():
+    r = _rain()
+    dry = st.rainfall_runoff(np.zeros_like(r), np.full(5, 3.0), **st.RUNOFF)
+    assert np.allclose(dry[..., 0], st.RUNOFF["base"], atol=1e-3)  # + the first hour of drainage
+    quick = dict(st.RUNOFF, drain=0.0)  # no drainage: what comes out is saturation excess
+    small = st.rainfall_runoff(r, np.full(5, 0.5), **quick)
+    big = st.rainfall_runoff(r, np.full(5, 50.0), **quick)
+    # a deep soil swallows the storms; a thin one passes most of them
+    assert (big - st.RUNOFF["base"]).sum() < 0.2 * (small - st.RUNOFF["base"]).sum()
+    # never more water out than rain in plus base flow plus what the soil held at the start
+    out = (small - st.RUNOFF["base"]).sum((1, 2))
+    assert np.all(out <= r.sum((1, 2)) + st.RUNOFF["s0"] * 0.5 * 5 + 1e-9)
+
+
+def test_runoff_is_nonlinear_in_rain():
+    r = _rain()
+    a = st.rainfall_runoff(r, np.full(5, 2.0), **st.RUNOFF) - st.RUNOFF["base"]
+    b = st.rainfall_runoff(2 * r, np.full(5, 2.0), **st.RUNOFF) - st.RUNOFF["base"]
+    assert b.sum() > 2.5 * a.sum()  # doubling the rain more than doubles the quick flow
+
+
+def test_runoff_rejects_bad_input():
+    with pytest.raises(ValueError, match="smax"):
+        st.rainfall_runoff(_rain(), np.full(4, 1.0))
+    with pytest.raises(ValueError):
+        st.rainfall_runoff(-_rain() - 1, np.full(5, 1.0))
+    with pytest.raises(ValueError):
+        st.rainfall_runoff(_rain(), np.zeros(5))
+
+
+def test_rainfall_data_capacity_follows_K_and_is_hidden():
+    d = st.rainfall_data(0, n=12, T=16, n_events=4, n_test=2)
+    assert set(d) == {"train0", "train1", "train2", "train3", "zero-shot", "5x"}
+    tr = d["train0"]
+    assert tr["q"].shape == (6, 12, 16) and tr["O"].shape == tr["q"].shape and tr["q"].min() >= 0
+    z = np.log(tr["smax"] / (3.0 * (tr["K"] / 2.5) ** 2)) / 0.5  # the hidden part is a standard normal draw
+    assert np.abs(z).max() < 5 and z.std() > 0.3
+    x, static, _ = st.river_inputs(tr["parents"], tr["K"], tr["q"])  # the model's inputs: no capacity
+    assert static.shape == (12, 2) and x.shape[-1] == 2
+    assert d["zero-shot"]["parents"].size == 24 and d["5x"]["parents"].size == 60
+
+
+def test_linear_reservoir():
+    r = np.zeros((2, 200))
+    r[:, 3] = 1.0
+    assert np.allclose(st.linear_reservoir(r, 0), r)
+    y = st.linear_reservoir(r, 5.0)
+    assert abs(y.sum(-1)[0] - 1) < 1e-9 and y[0, 3] == pytest.approx(1 / 6)
+    assert np.isclose((np.arange(200) * y[0]).sum() - 3, 5.0)  # mean delay k
+    with pytest.raises(ValueError):
+        st.linear_reservoir(r, -1)
+
+
+def _linear_world(b=0.05, c=0.5, k=3.0):
+    rng = np.random.default_rng(1)
+    out = {}
+    for i in range(2):
+        p = st.random_river_tree(15, rng, 0.3)
+        K = rng.uniform(1, 4, 15)
+        r = st.lateral_inflow(15, 32, 6, rng, base=0.0)
+        flow = st.route_sequential(p, K, b + c * st.linear_reservoir(r, k))
+        out[f"train{i}"] = dict(parents=p, K=K, q=r, O=flow, train=True, n_test=2)
+    return out
+
+
+def test_runoff_routing_fit_recovers_a_linear_world():
+    data = _linear_world()
+    p = st.runoff_routing_fit(data, 4, k_grid=(0, 3, 10), route_grid=((0.3, 1.0),))
+    assert p["k"] == 3 and p["q_ref"] == 0 and p["score"] > 0.999
+    assert p["b"] == pytest.approx(0.05, abs=1e-6) and p["c"] == pytest.approx(0.5, abs=1e-6)
+    d = data["train0"]
+    pred = st.runoff_routing_predict(p, d, d["q"][4:])
+    assert st.r2_score(pred[:, 0], d["O"][4:, 0]) > 0.999
+    with pytest.raises(ValueError, match="training basin"):
+        st.runoff_routing_fit({k: dict(v, train=False) for k, v in data.items()}, 4)
+    with pytest.raises(ValueError, match="missing"):
+        st.runoff_routing_predict({"b": 0.0}, d, d["q"])
+
+
+def test_unit_hydrograph_fits_a_linear_outlet_and_not_a_threshold():
+    data = _linear_world()
+    w = st.unit_hydrograph_fit(data, 4)
+    d = data["train1"]
+    # one linear reservoir and a network: the outlet is close to linear in the basin-mean rain
+    assert st.r2_score(st.unit_hydrograph_predict(w, d, d["q"][4:]), d["O"][4:, 0]) > 0.5
+    rain = st.rainfall_data(0, n=12, T=32, n_events=6, n_test=2)
+    w = st.unit_hydrograph_fit(rain, 6)
+    assert w.shape == (33,)
+    with pytest.raises(ValueError):
+        st.unit_hydrograph_fit(rain, 0)
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location(
+        "make_models_16r", REPO / "data" / "16_space_time_operators" / "make_models.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_rainfall_parts_assemble_to_the_same_tensors(tmp_path):
+    mm = _script()
+    cfg = mm.tiny("rainfall")
+    whole = mm.make_rainfall(cfg, tmp_path / "whole")
+    mm.make_rainfall(cfg, None, "rainfall", tmp_path / "parts")
+    a = mm.make_rainfall(cfg, tmp_path / "a", "assemble", tmp_path / "parts")
+    ta, tw = (load_file(p.with_suffix(".safetensors")) for p in (a, whole))
+    assert ta.keys() == tw.keys() and any(".router." in k for k in ta)
+    assert all(ta[k].equal(tw[k]) for k in ta)
+    other = mm.tiny("rainfall")
+    other["steps"] += 1
+    with pytest.raises(ValueError, match="another config"):
+        mm.make_rainfall(other, tmp_path / "x", "assemble", tmp_path / "parts")
