@@ -28,7 +28,7 @@
 # | cues | bandwagon (train); authority, distraction, verbosity (held out) | bandwagon (train); six held-out families, three of which share no token or position with bandwagon |
 # | "pre-training" | the LLM's own | 2000 supervised steps from an annotator who defers to the cue on close items, with label smoothing, stored as a checkpoint (quick mode: a short live run) |
 # | optimizer | GRPO in verl | GRPO (G answers per prompt, std-normalized advantages), KL to the base with weight β = 1.0 (registered against forgetting), a quarter of each batch uncued items |
-# | seeds | one run per model | ten RL seeds per arm on five base judges |
+# | seeds | one run per model | ten RL seeds per arm on five base judges; a registered sweep of the KL weight and a registered forgetting fix, ten seeds each (stored as records) |
 # | hardware | GPUs | 2 CPU cores, a few minutes |
 #
 # :::{note}
@@ -41,7 +41,7 @@
 # cue templates (the paper uses 24 natural-language bandwagon templates), the three cue families that share
 # nothing with bandwagon (irrelevant digits, a content-quoting "expert", option order), the "pre-training" that
 # makes the base judge competent *and* partly cue-following (standing in for an LLM's learned sycophancy), the
-# replay of uncued items during RL and the KL penalty's weight. The paper's +0.1 format bonus for a `<think>` <!-- paper -->
+# replay of uncued items during RL, the KL penalty's weight and the anchor of the forgetting fix. The paper's +0.1 format bonus for a `<think>` <!-- paper -->
 # block has no analogue: our judge emits one answer token.
 # :::
 
@@ -858,10 +858,10 @@ def ck(cell):  # a cell's key in the records
 
 
 def rec_diff(r, a, b, cell):  # per seed, arm a − arm b (or the seed's base judge)
-    out = []
+    out = []  # rounded to 4 decimals as diff() below (accuracies are k / eval_n)
     for s, v in r["arms"][a].items():
         y = (r["base_acc"][str(v["base"])] if b == "base" else r["arms"][b][s]["acc"])
-        out.append(v["acc"][ck(cell)] - y[ck(cell)])
+        out.append(round(v["acc"][ck(cell)] - y[ck(cell)], 4))
     return out
 
 
@@ -908,6 +908,25 @@ rec.check("sweep_is_the_registered_recipe", sum(
     != {k: v for k, v in checkpoints.normalize(ei.arms_config(r["seeds"])).items()
         if k not in ("beta", "arms")} for r in SWEEP.values()), 0,
           note="sweep runs whose config differs from ei.arms_config in more than β")
+
+# %% [markdown]
+# The sweep in one figure: the claim's reading (left) and held-out no-cue accuracy against the base (right),
+# mean and 95 % interval over the base judges, per `β`.
+
+# %%
+fig, axes = plt.subplots(1, 2, figsize=(9, 3.2))
+xs = np.arange(len(SWEEP))
+for ax, (title, pick) in zip(axes, [
+        ("EIT − accuracy reward, adversarial", lambda r: sweep_iv(r)),
+        ("held-out no cue, EIT − base", lambda r: rec_iv(r, rec_diff(r, "EIT", "base",
+                                                                      HO_NONE)))]):
+    ivs = np.array([pick(r) for r in SWEEP.values()])
+    ax.errorbar(xs, ivs[:, 0], yerr=[ivs[:, 0] - ivs[:, 1], ivs[:, 2] - ivs[:, 0]],
+                fmt="o", capsize=4)
+    ax.axhline(0, color="grey", lw=0.8)
+    ax.set(xticks=xs, xticklabels=[f"β = {b:g}" for b in SWEEP], title=title)
+axes[1].axhline(-0.02, color="grey", ls="--", lw=0.8)  # no_forgetting_heldout's bar
+plt.show()
 
 # %% [markdown]
 # ## Where the held-out skill goes: a one-seed diagnostic
@@ -1345,11 +1364,8 @@ def excl(name):  # does the interval over the base judges exclude zero, and how
 fg_eit = {b: fg_table.loc[(f"β = {b:g}", "EIT"), "held-out no cue − base"]
           for b in SWEEP}
 review_per_seed = REVIEW_B["eit_vs_accuracy_reward"]["per_seed"]
-B_REV = REVIEW_B["beta"]
-
-
-def sweep_per_seed(b):
-    return SWEEP[b]["eit_vs_accuracy_reward"]["per_seed"]
+REV_GAP = max(abs(x - y) for x, y in zip(
+    SWEEP[REVIEW_B["beta"]]["eit_vs_accuracy_reward"]["per_seed"], review_per_seed))
 
 
 txt = [
@@ -1421,7 +1437,6 @@ txt = [
     "this comparison; its EIT runs' share of groups where the two rewards differ was "
     f"{span(THIRD['rewards_differ']['measured'], '.3f')}, this round's "
     f"{span(rd.measured if isinstance(rd.measured, list) else [rd.measured], '.3f')}. "
-    "Why a stronger KL penalty changes the comparison is not tested here. "
     f"Of the {len(PRIOR) + 1} settings this comparison has been run in, it holds in "
     f"{n_cmp_held}. **The registered β sweep** (this round, ten seeds per β, every RL "
     "arm, registered before its runs): "
@@ -1438,9 +1453,10 @@ txt = [
     + ("item for item" if SWEEP[ei.BETA]["stored_answers_mismatched"] == 0
        else f"except on {SWEEP[ei.BETA]['stored_answers_mismatched']} answers")
     + f"; the β = {REVIEW_B['beta']:g} run repeats the round before's exploratory "
-    "review run (`review_beta_0.2.json`, same recipe): per-seed differences within "
-    f"{max(abs(x - y) for x, y in zip(sweep_per_seed(B_REV), review_per_seed)):.4f}"
-    " of it. Why a stronger KL penalty changes the comparison is not tested here. "
+    "review run (`review_beta_0.2.json`, same recipe): "
+    + ("the same per-seed differences" if REV_GAP == 0 else
+       f"per-seed differences within {REV_GAP:.4f} of it")
+    + ". Why a stronger KL penalty changes the comparison is not tested here. "
     "With two options the comparison is void by construction "
     "(`eit_equals_accuracy_two_options`).",
     "* **Against the base.** Under an adversarial bandwagon cue EIT gains "
@@ -1486,7 +1502,10 @@ txt = [
     f"{iv_txt('held-out adversarial')} over the base judges: `ood_subject_transfer` "
     f"is {cmp['held-out adversarial'][1][1]:+.3f} ({VERD['ood_subject_transfer']}; "
     "recast at round 5 from EIT − base, which both arms meet, after the round "
-    "before's text had shown this interval)"
+    "before's text had shown this interval; in the sweep "
+    + ", ".join(f"β = {b:g} {sweep_table.loc['EIT − acc, held-out adversarial', f'β = {b:g}']}"
+                for b in SWEEP if b != ei.BETA)
+    + ", so it depends on β as the headline does)"
     + ". The paper's SFT baseline: adversarial "
     f"{mean_acc('SFT-debias', 'adversarial'):.2f}, aligned "
     f"{mean_acc('SFT-debias', 'aligned'):.2f}, no cue "
@@ -1527,17 +1546,23 @@ txt = [
     f"{FGB['near tie: gained']:.2f} of the gained near a base tie against "
     f"{FGB['near tie: all']:.2f} of all items: the lost items cluster near ties at "
     f"{FGB['seeds lost cluster']:.0f} of {len(ANCH['seeds'])} seeds (the registered "
-    "reading: twice the share of all items), and p(truth) moves "
+    "reading: twice the share of all items); "
+    f"{1 - FGB['near tie: lost']:.2f} of the lost items were not near a tie. The "
+    "probability EIT gives the truth, minus the base's, is "
     f"{FGB['Δp(truth) near tie']:+.3f} near ties and "
-    f"{FGB['Δp(truth) away']:+.3f} away "
-    "from them (mean). " + (
-        "So most of the loss is items the base barely had right tipping over, with "
-        "little movement elsewhere. " if FGB["seeds lost cluster"] >= 8
-        and abs(FGB["Δp(truth) away"]) < 0.02 else
-        "So the loss is not only near-tie items tipping over. ")
+    f"{FGB['Δp(truth) away']:+.3f} away from them (mean): "
+    + ("away from the ties RL makes the judge surer of the truth on average, so the "
+       "loss is not a general drift away from the truth but items tipping over, "
+       + ("most of them" if FGB["near tie: lost"] > 0.5 else "more of them than "
+          "chance would give")
+       + " ones the base was unsure of. "
+       if FGB["Δp(truth) away"] > 0 else "the judge also moves away from the truth "
+       "where the base was sure. ")
     + "**The registered fix** (the anchor, `ei.ANCHOR`): "
     + says("no_forgetting_heldout_anchor", fmt(anch_fg))
-    + f", {at_bar('no_forgetting_heldout_anchor')} seeds at the bar, mean "
+    + f", {at_bar('no_forgetting_heldout_anchor')} seeds at the bar ("
+    f"{sum(x == -0.02 for x in anch_fg)} exactly on it; per-seed differences are "
+    "rounded to 4 decimals, as every one here), mean "
     f"{np.mean(anch_fg):+.3f}; against the same seeds without the anchor, "
     f"{iv_str(anch_gain)} over the base judges"
     + (" (the anchor helps)" if anch_gain[1] > 0 else " (the anchor hurts)"
