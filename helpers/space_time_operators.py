@@ -953,15 +953,19 @@ LEAKS = ("none", "embed", "area", "shift")
 
 
 def river_inputs(parents: np.ndarray, K: np.ndarray, q: np.ndarray, leak: str = "none",
-                 ) -> tuple[Tensor, Tensor, RiverGraph]:
+                 area_input: bool = True) -> tuple[Tensor, Tensor, RiverGraph]:
     """Model inputs of one basin: ``x (N, B, T, 2)`` = ``q / Q0`` and ``q / (a Q0)``, ``static (N, 2)``, graph.
 
     ``static`` is ``K / 4`` and the capped area feature (:func:`area_feature`); with ``leak="area"`` the second
     column is the graph-normalised area ``a / max(a)`` instead (the paper's example of a graph-specific feature:
     the same reach gets a different value on a basin of another size; 1 at every outlet).
+    ``area_input=False`` (round 5, the model without its area-carrying inputs): the second dynamic channel is
+    ``q / Q0`` too and the static area column is 0, so the only area a model sees is the leaked ``a / max(a)``
+    (``leak="area"``) besides the topology's area weights inside the sweep.
     """
     p = validate_tree(parents)
     V.one_of("leak", leak, LEAKS)
+    V.boolean("area_input", area_input)
     K = _reach_K(K, p.size)
     q = V.array("q", q, ndim=3, dtype="float").astype(float)
     if q.shape[1] != p.size:
@@ -969,8 +973,8 @@ def river_inputs(parents: np.ndarray, K: np.ndarray, q: np.ndarray, leak: str = 
     a = upstream_area(p)
     qt = torch.tensor(q, dtype=torch.float32).permute(1, 0, 2)
     at = torch.tensor(a, dtype=torch.float32)[:, None, None]
-    x = torch.stack([qt / Q0, qt / (at * Q0)], -1)
-    af = a / a.max() if leak == "area" else area_feature(a)
+    x = torch.stack([qt / Q0, qt / (at * Q0) if area_input else qt / Q0], -1)
+    af = a / a.max() if leak == "area" else area_feature(a) if area_input else np.zeros(p.size)
     static = torch.tensor(np.stack([K / 4, af], -1), dtype=torch.float32)
     return x, static, RiverGraph(p)
 
@@ -1058,8 +1062,8 @@ def _ids(d: dict[str, Any], model: RoutingOperator, offset: int = 0) -> Tensor |
 
 
 def train_router(data: dict[str, dict[str, Any]], leak: str, steps: int, seed: int, n_events: int,
-                 batch: int = 4, lr: float = 3e-3, progress: bool = False, val_every: int = 0, **model_kw: Any,
-                 ) -> tuple[RoutingOperator, Any]:
+                 batch: int = 4, lr: float = 3e-3, progress: bool = False, val_every: int = 0,
+                 area_input: bool = True, **model_kw: Any) -> tuple[RoutingOperator, Any]:
     """Train a :class:`RoutingOperator` on the training basins' training events with one leak open.
 
     Step ``k`` takes ``batch`` random training events of basin ``k mod n_basins``; the loss is the MSE of specific
@@ -1091,7 +1095,8 @@ def train_router(data: dict[str, dict[str, Any]], leak: str, steps: int, seed: i
         for qq, ff, into in ((q, flow, sets), (d["q"][n_events:], d["O"][n_events:], vals)):
             if qq.shape[0] == 0:
                 continue
-            x, static, g = river_inputs(d["parents"], d["K"], qq, "area" if leak == "area" else "none")
+            x, static, g = river_inputs(d["parents"], d["K"], qq, "area" if leak == "area" else "none",
+                                        area_input)
             a = g.area[:, None, None, None]
             y = torch.tensor(ff, dtype=torch.float32).permute(1, 0, 2)[..., None] / (a * Q0)
             into.append((x, static, g, y, a / g.area.mean(), ids))
@@ -1116,14 +1121,15 @@ def train_router(data: dict[str, dict[str, Any]], leak: str, steps: int, seed: i
 
 
 @torch.no_grad()
-def predict_router(model: RoutingOperator, d: dict[str, Any], leak: str = "none", chunk: int = 4) -> np.ndarray:
+def predict_router(model: RoutingOperator, d: dict[str, Any], leak: str = "none", chunk: int = 4,
+                   area_input: bool = True) -> np.ndarray:
     """Discharge ``(B, N, T)`` predicted for the held-out events of basin ``d`` (all events of a test basin)."""
     V.instance("model", model, RoutingOperator)
     V.one_of("leak", leak, LEAKS)
     _keys("d", d, _BASIN_KEYS)
     chunk = V.integer("chunk", chunk, min=1)
     q = d["q"][-d["n_test"]:] if d["train"] else d["q"]
-    x, static, g = river_inputs(d["parents"], d["K"], q, "area" if leak == "area" else "none")
+    x, static, g = river_inputs(d["parents"], d["K"], q, "area" if leak == "area" else "none", area_input)
     ids = _ids(d, model)
     ys = [model(x[:, i:i + chunk], static, g, ids) for i in range(0, x.shape[1], chunk)]
     return (torch.cat(ys, 1)[..., 0] * g.area[:, None, None] * Q0).permute(1, 0, 2).double().numpy()
@@ -1671,9 +1677,18 @@ def checkpoint_config(name: str = "models") -> dict[str, Any]:
     (``decay = steps // 4``). ``retrain[i]`` lists the ``(model, steps)`` of the ``i``-th seed. Their condition
     reads :func:`stable_plateau` (stable phase, ``noise = 2``) against the same bar (0.05); every model of
     ``models`` keeps its plain ``plateau`` reading."""
-    V.one_of("name", name, ("models", "retrained", "rainfall"))
+    V.one_of("name", name, ("models", "retrained", "rainfall", "noarea"))
     if name == "rainfall":
         return rainfall_config()
+    if name == "noarea":  # round 5, registered before training
+        base = checkpoint_config("models")
+        return dict(
+            seeds=[0, 1, 2], river=base["river"], leaks=["none", "area"], bar=0.2,
+            what="the routers of the routing-only benchmark (river_data, checkpoint models' recipe) without "
+            "their area-carrying inputs (area_input=False), leaks closed and with the area leak open; claim "
+            "area_leak_bites_noarea: mean over the zero-shot and 5x basins of R²(none) - R²(area) > bar, "
+            "given the no-area router's validation plateau <= 0.05 and its R² on the training basins' "
+            "held-out events >= 0.9 (the conditions of the stored routers)")
     if name == "retrained":
         return dict(
             seeds=[0, 1, 2], geometry=checkpoint_config("models")["geometry"],

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from safetensors.torch import load_file
 
 from helpers import space_time_operators as st
@@ -129,3 +130,27 @@ def test_rainfall_parts_assemble_to_the_same_tensors(tmp_path):
     other["steps"] += 1
     with pytest.raises(ValueError, match="another config"):
         mm.make_rainfall(other, tmp_path / "x", "assemble", tmp_path / "parts")
+
+
+def test_river_inputs_without_area():
+    rng = np.random.default_rng(3)
+    p = st.random_river_tree(20, rng, 0.3)
+    K, q = rng.uniform(1, 4, 20), st.lateral_inflow(20, 8, 2, rng)
+    x, static, _ = st.river_inputs(p, K, q, area_input=False)
+    assert torch.equal(x[..., 0], x[..., 1]) and not static[:, 1].any()
+    x_on, static_on, _ = st.river_inputs(p, K, q)
+    assert not torch.equal(x_on[..., 0], x_on[..., 1]) and static_on[:, 1].any()
+    _, leaked, _ = st.river_inputs(p, K, q, "area", area_input=False)  # the leak is the only area
+    a = st.upstream_area(p)
+    assert np.allclose(leaked[:, 1].numpy(), a / a.max())
+
+
+def test_noarea_parts_assemble(tmp_path):
+    mm = _script()
+    cfg = mm.tiny("noarea")
+    whole = mm.make_noarea(cfg, tmp_path / "whole")
+    mm.make_noarea(cfg, None, "noarea", tmp_path / "parts")
+    a = mm.make_noarea(cfg, tmp_path / "a", "assemble", tmp_path / "parts")
+    ta, tw = (load_file(p.with_suffix(".safetensors")) for p in (a, whole))
+    assert {k.split(".")[2] for k in ta} == {"none", "area"}
+    assert all(ta[k].equal(tw[k]) for k in ta)

@@ -318,6 +318,54 @@ def make_rainfall(cfg: dict, root: Path | None, part: str = "all", parts: Path |
                     steps=cfg["steps"])
 
 
+def noarea_job(cfg: dict, seed: int) -> tuple[dict, dict, dict]:
+    """Checkpoint ``noarea`` (round 5, registered before training): a seed's routers on the routing-only
+    benchmark without their area-carrying inputs, leaks closed and with the area leak open."""
+    repro.set_threads(1)
+    r = cfg["river"]
+    data = st.river_data_from_config(seed, r)
+    states, hist, metrics = {}, {}, {}
+    for leak in cfg["leaks"]:
+        t0 = time.time()
+        model, h = st.train_router(data, leak, r["steps"], seed, r["n_events"], val_every=r["val_every"],
+                                   area_input=False, **r["model"])
+        tag = f"s{seed}.noarea.{leak}"
+        states[tag], hist[tag], hist[f"{tag}.val"] = model.state_dict(), h.loss, h.evals["val"]
+        metrics[f"{tag}.final_val"] = h.evals["val"][-1][1]
+        print(f"seed {seed} noarea.{leak} {time.time() - t0:.0f} s", flush=True)
+    return states, hist, metrics
+
+
+def make_noarea(cfg: dict, root: Path | None, part: str = "all", parts: Path | None = None) -> list[Path] | Path:
+    """Checkpoint ``noarea``: ``part="noarea"`` trains each seed of ``cfg`` into ``parts``; ``"assemble"``
+    writes the checkpoint from the parts; ``"all"`` does both in turn."""
+    t0 = time.time()
+    if part == "noarea":
+        Path(parts).mkdir(parents=True, exist_ok=True)
+        out = []
+        for seed in cfg["seeds"]:
+            t1 = time.time()
+            res = noarea_job(cfg, seed)
+            path = Path(parts) / f"noarea_s{seed}.pt"
+            torch.save(dict(result=res, wall=time.time() - t1, config=cfg), path)
+            out.append(path)
+        return out
+    if part not in ("all", "assemble"):
+        raise SystemExit(f"checkpoint noarea is built with --part noarea / assemble / all, not {part}")
+    results, wall = [], 0.0
+    for seed in cfg["seeds"]:
+        if part == "all":
+            results.append(noarea_job(cfg, seed))
+            continue
+        got = torch.load(Path(parts) / f"noarea_s{seed}.pt", weights_only=False)
+        if {k: v for k, v in dict(got["config"]).items() if k != "seeds"} != {
+                k: v for k, v in cfg.items() if k != "seeds"}:
+            raise ValueError(f"part noarea_s{seed} was trained with another config")
+        results.append(got["result"])
+        wall += got["wall"]
+    return assemble(cfg, results, wall if part == "assemble" else time.time() - t0, root, name="noarea")
+
+
 JOBS = {"river": river_job, "geometry": geometry_job,
         "geoleaks": lambda cfg, seed: geometry_job(cfg, seed, leaks=True),
         "matched": matched_job, "geolong": long_leak_job}  # assembled in this order: a later part wins
@@ -390,6 +438,10 @@ def make_models(cfg: dict, root: Path | None, part: str = "all", parts: Path | N
 
 def tiny(name: str) -> dict:
     cfg = st.checkpoint_config(name)
+    if name == "noarea":
+        cfg["seeds"] = [0]
+        cfg["river"] = dict(cfg["river"], n=12, T=16, n_events=4, n_test=2, steps=2, val_every=1)
+        return cfg
     if name == "rainfall":
         cfg["seeds"] = [0]
         cfg["data"].update(n=12, T=16, n_events=4, n_test=2)
@@ -410,7 +462,7 @@ def tiny(name: str) -> dict:
 
 def main(argv: list[str] | None = None) -> list[Path]:
     def options(ap: argparse.ArgumentParser) -> None:
-        ap.add_argument("--part", choices=("all", *JOBS, "both", "assemble", "retrain", "rainfall"), default="all",
+        ap.add_argument("--part", choices=("all", *JOBS, "both", "assemble", "retrain", "rainfall", "noarea"), default="all",
                         help="one part per job (river / geometry / geoleaks / matched / geolong / "
                         "both, for --seeds), "
                         "then assemble")
@@ -425,11 +477,13 @@ def main(argv: list[str] | None = None) -> list[Path]:
             return make_retrained(cfg, out, args.part, args.parts, args.only)
         if args.name == "rainfall":
             return make_rainfall(cfg, out, args.part, args.parts)
-        if args.part in ("retrain", "rainfall"):
-            raise SystemExit("--part retrain / rainfall is for --name retrained / rainfall")
+        if args.name == "noarea":
+            return make_noarea(cfg, out, args.part, args.parts)
+        if args.part in ("retrain", "rainfall", "noarea"):
+            raise SystemExit("--part retrain / rainfall / noarea is for --name retrained / rainfall / noarea")
         return make_models(cfg, out, args.part, args.parts)
 
-    return scripts.script_main(build, config=st.checkpoint_config, tiny=tiny, names=["models", "retrained", "rainfall"],
+    return scripts.script_main(build, config=st.checkpoint_config, tiny=tiny, names=["models", "retrained", "rainfall", "noarea"],
                                options=options, doc=__doc__, argv=argv)
 
 
