@@ -2347,8 +2347,8 @@ if not quick:
 # the reference, outside the fit. tau = steps from the branch to the first logged test accuracy `>= 0.95`, within
 # 4000 steps. Two conditions, fixed with the design: the branch has a plateau to time (test accuracy there
 # `<= 0.5`, `redundancy_branch_plateau`), and every m of the seed generalises within the budget
-# (`redundancy_generalised`: tau measured, not censored). `redundancy_law_slope` (band `[-1.5, -0.5]`) reads
-# this design, given both.
+# (`redundancy_generalised`: tau measured, not censored). `redundancy_law_slope` (band `[-1.5, -0.5]`) read
+# this design, given both, until round 8 moved it to the design after this one (same conditions).
 
 # %%
 rb_cfg = ac.checkpoint_config("redundancy_branch")
