@@ -117,19 +117,23 @@ def _script():
     return mod
 
 
-def test_rainfall_parts_assemble_to_the_same_tensors(tmp_path):
+@pytest.mark.parametrize("name", ["rainfall", "noarea"])
+def test_per_seed_parts_assemble_to_the_same_tensors(tmp_path, name):
     mm = _script()
-    cfg = mm.tiny("rainfall")
-    whole = mm.make_rainfall(cfg, tmp_path / "whole")
-    mm.make_rainfall(cfg, None, "rainfall", tmp_path / "parts")
-    a = mm.make_rainfall(cfg, tmp_path / "a", "assemble", tmp_path / "parts")
+    cfg = mm.tiny(name)
+    make = dict(rainfall=mm.make_rainfall, noarea=mm.make_noarea)[name]
+    whole = make(cfg, tmp_path / "whole")
+    make(cfg, None, name, tmp_path / "parts")
+    a = make(cfg, tmp_path / "a", "assemble", tmp_path / "parts")
     ta, tw = (load_file(p.with_suffix(".safetensors")) for p in (a, whole))
-    assert ta.keys() == tw.keys() and any(".router." in k for k in ta)
-    assert all(ta[k].equal(tw[k]) for k in ta)
-    other = mm.tiny("rainfall")
-    other["steps"] += 1
+    assert ta.keys() == tw.keys() and all(ta[k].equal(tw[k]) for k in ta)
+    kinds = {k.split(".")[1] for k in ta} | {k.split(".")[2] for k in ta}
+    assert ({"router", "recurrent"} if name == "rainfall" else {"none", "area"}) <= kinds
+    other = mm.tiny(name)
+    other["seeds"] = [0]
+    other["leaks" if name == "noarea" else "steps"] = ["none"] if name == "noarea" else 3
     with pytest.raises(ValueError, match="another config"):
-        mm.make_rainfall(other, tmp_path / "x", "assemble", tmp_path / "parts")
+        make(other, tmp_path / "x", "assemble", tmp_path / "parts")
 
 
 def test_river_inputs_without_area():
@@ -143,14 +147,3 @@ def test_river_inputs_without_area():
     _, leaked, _ = st.river_inputs(p, K, q, "area", area_input=False)  # the leak is the only area
     a = st.upstream_area(p)
     assert np.allclose(leaked[:, 1].numpy(), a / a.max())
-
-
-def test_noarea_parts_assemble(tmp_path):
-    mm = _script()
-    cfg = mm.tiny("noarea")
-    whole = mm.make_noarea(cfg, tmp_path / "whole")
-    mm.make_noarea(cfg, None, "noarea", tmp_path / "parts")
-    a = mm.make_noarea(cfg, tmp_path / "a", "assemble", tmp_path / "parts")
-    ta, tw = (load_file(p.with_suffix(".safetensors")) for p in (a, whole))
-    assert {k.split(".")[2] for k in ta} == {"none", "area"}
-    assert all(ta[k].equal(tw[k]) for k in ta)

@@ -287,35 +287,43 @@ def rainfall_job(cfg: dict, seed: int) -> tuple[dict, dict, dict]:
     return states, hist, metrics
 
 
-def make_rainfall(cfg: dict, root: Path | None, part: str = "all", parts: Path | None = None) -> list[Path] | Path:
-    """Checkpoint ``rainfall``: ``part="rainfall"`` trains each seed of ``cfg`` into ``parts``; ``"assemble"``
-    writes the checkpoint from the parts; ``"all"`` does both in turn."""
+def make_per_seed(name: str, job, cfg: dict, root: Path | None, part: str = "all",
+                  parts: Path | None = None) -> list[Path] | Path:
+    """A checkpoint of one ``job(cfg, seed)`` per seed (``rainfall``, ``noarea``): ``part=name`` trains each
+    seed of ``cfg`` into ``parts``; ``"assemble"`` writes the checkpoint from the parts (refusing a part trained
+    with another config); ``"all"`` does both in turn."""
     t0 = time.time()
-    if part == "rainfall":
+    if part == name:
         Path(parts).mkdir(parents=True, exist_ok=True)
         out = []
         for seed in cfg["seeds"]:
             t1 = time.time()
-            res = rainfall_job(cfg, seed)
-            path = Path(parts) / f"rainfall_s{seed}.pt"
+            res = job(cfg, seed)
+            path = Path(parts) / f"{name}_s{seed}.pt"
             torch.save(dict(result=res, wall=time.time() - t1, config=cfg), path)
             out.append(path)
         return out
     if part not in ("all", "assemble"):
-        raise SystemExit(f"checkpoint rainfall is built with --part rainfall / assemble / all, not {part}")
+        raise SystemExit(f"checkpoint {name} is built with --part {name} / assemble / all, not {part}")
     results, wall = [], 0.0
+    same = {k: v for k, v in cfg.items() if k != "seeds"}
     for seed in cfg["seeds"]:
         if part == "all":
-            results.append(rainfall_job(cfg, seed))
+            results.append(job(cfg, seed))
             continue
-        got = torch.load(Path(parts) / f"rainfall_s{seed}.pt", weights_only=False)
-        cfg_part = {k: v for k, v in dict(got["config"]).items() if k != "seeds"}
-        if cfg_part != {k: v for k, v in cfg.items() if k != "seeds"}:
-            raise ValueError(f"part rainfall_s{seed} was trained with another config")
+        got = torch.load(Path(parts) / f"{name}_s{seed}.pt", weights_only=False)
+        if {k: v for k, v in dict(got["config"]).items() if k != "seeds"} != same:
+            raise ValueError(f"part {name}_s{seed} was trained with another config")
         results.append(got["result"])
         wall += got["wall"]
-    return assemble(cfg, results, wall if part == "assemble" else time.time() - t0, root, name="rainfall",
-                    steps=cfg["steps"])
+    steps = cfg["steps"] if "steps" in cfg else None
+    return assemble(cfg, results, wall if part == "assemble" else time.time() - t0, root, name=name,
+                    steps=steps)
+
+
+def make_rainfall(cfg: dict, root: Path | None, part: str = "all", parts: Path | None = None) -> list[Path] | Path:
+    """Checkpoint ``rainfall`` (:func:`make_per_seed` with :func:`rainfall_job`)."""
+    return make_per_seed("rainfall", rainfall_job, cfg, root, part, parts)
 
 
 def noarea_job(cfg: dict, seed: int) -> tuple[dict, dict, dict]:
@@ -337,33 +345,8 @@ def noarea_job(cfg: dict, seed: int) -> tuple[dict, dict, dict]:
 
 
 def make_noarea(cfg: dict, root: Path | None, part: str = "all", parts: Path | None = None) -> list[Path] | Path:
-    """Checkpoint ``noarea``: ``part="noarea"`` trains each seed of ``cfg`` into ``parts``; ``"assemble"``
-    writes the checkpoint from the parts; ``"all"`` does both in turn."""
-    t0 = time.time()
-    if part == "noarea":
-        Path(parts).mkdir(parents=True, exist_ok=True)
-        out = []
-        for seed in cfg["seeds"]:
-            t1 = time.time()
-            res = noarea_job(cfg, seed)
-            path = Path(parts) / f"noarea_s{seed}.pt"
-            torch.save(dict(result=res, wall=time.time() - t1, config=cfg), path)
-            out.append(path)
-        return out
-    if part not in ("all", "assemble"):
-        raise SystemExit(f"checkpoint noarea is built with --part noarea / assemble / all, not {part}")
-    results, wall = [], 0.0
-    for seed in cfg["seeds"]:
-        if part == "all":
-            results.append(noarea_job(cfg, seed))
-            continue
-        got = torch.load(Path(parts) / f"noarea_s{seed}.pt", weights_only=False)
-        if {k: v for k, v in dict(got["config"]).items() if k != "seeds"} != {
-                k: v for k, v in cfg.items() if k != "seeds"}:
-            raise ValueError(f"part noarea_s{seed} was trained with another config")
-        results.append(got["result"])
-        wall += got["wall"]
-    return assemble(cfg, results, wall if part == "assemble" else time.time() - t0, root, name="noarea")
+    """Checkpoint ``noarea`` (:func:`make_per_seed` with :func:`noarea_job`)."""
+    return make_per_seed("noarea", noarea_job, cfg, root, part, parts)
 
 
 JOBS = {"river": river_job, "geometry": geometry_job,
