@@ -221,6 +221,10 @@ def test_train_all_one_theta0_per_seed():
         assert torch.equal(v, states[f"s1/T/{t}"][k]), k
     with pytest.raises(ValueError, match="theta0"):
         ev.train_all(cfg, n_eval=8, log=None, theta0={0: states["s0/theta0"]})
+    # round 4's per-target recipe: the target's own steps (and number of training images)
+    _, hist4, _ = ev.train_all(dict(cfg, seeds=[1], aspect="fill", target_recipe={cfg["targets"][0]: dict(
+        n_train=20, ft_steps=3)}), n_eval=8, log=None, theta0={1: states["s1/theta0"]})
+    assert len(hist4[f"loss/s1/T/{t}"]) == 3 * cfg["target_steps"]
 
 
 def test_loo_spearman_is_biased_negative_without_signal():
@@ -265,7 +269,7 @@ def test_gradient_magnitude_map_ignores_input_brightness():
         ev.gradient_magnitude_map(m, x, [0, 1], torch.tensor([0, 2]))
 
 
-def _old_object(kind, label, size, rng):
+def _old_object(kind, label, size, rng, fill=False):
     """Round 2's renderer: each kind keeps its own stroke (digits thick, shape outlines thin), only blurred."""
     from scipy.ndimage import gaussian_filter
 
@@ -273,26 +277,66 @@ def _old_object(kind, label, size, rng):
 
 
 def test_no_model_free_map_localises_any_domain(monkeypatch):
-    # the benchmark needs a model: on every domain (pre-training, source, each target) no map that uses no model
-    # (contrast, contrast to the median colour, local std, Sobel edges, darkness, and the layout-aware quadrant
-    # maps: densest / thinnest stroke, most / least ink) reaches patch AUROC 0.8
+    # the benchmark needs a model: on every domain of round 4 (digits stretched to their square like every other
+    # object) no map that uses no model (contrast, contrast to the median colour, local std, Sobel edges,
+    # darkness, and the layout-aware quadrant maps: densest / thinnest stroke, most / least ink, smallest /
+    # largest ink box) reaches patch AUROC 0.8
     worst = {}
     for name in ev.DOMAINS:
-        a = ev.model_free_aurocs(ev.make_domain(name, 150, 3))
-        assert set(a) == {"contrast", "contrast to median", "local std", "edges", "darkness", "densest stroke",
-                          "thinnest stroke", "most ink", "least ink"}
+        a = ev.model_free_aurocs(ev.make_domain(name, 150, 3, aspect="fill"))
+        assert set(a) == set(ev.FREE_MAPS_R4)
         worst[name] = max(a.values())
     assert max(worst.values()) < 0.8, worst
+    # round 3's domains (each digit keeps its aspect): its nine registered maps stay below 0.8, but the box map
+    # found after its run localises the digit among letters and shapes that fill their square, so the
+    # assertion above fails without aspect="fill"
+    keep = {name: ev.model_free_aurocs(ev.make_domain(name, 150, 3))
+            for name in ("digits on grass", "inverted", "rotated", "cluttered")}
+    assert max(a[k] for a in keep.values() for k in ev.FREE_MAPS_R3) < 0.8, keep
+    assert min(a["smallest box"] for a in keep.values()) > 0.8, keep
     # the negative control: the label object alone on its texture (the chapter's first design) is localised by a
-    # model-free map on every target, so the assertion above can fail
+    # model-free map on every target
     for name in ev.TARGETS:
-        assert max(ev.model_free_aurocs(ev.make_domain(name, 60, 3, distractors=False)).values()) > 0.85, name
-    # and so can it with distractors drawn in each kind's own stroke (round 2's domains): the stroke maps find
+        alone = ev.make_domain(name, 60, 3, distractors=False, aspect="fill")
+        assert max(ev.model_free_aurocs(alone).values()) > 0.85, name
+    # and so it is with distractors drawn in each kind's own stroke (round 2's domains): the stroke maps find
     # the shape among digits and letters, or the digit among shapes
     monkeypatch.setattr(ev, "_object", _old_object)
     old = {name: max(ev.model_free_aurocs(ev.make_domain(name, 100, 3)).values())
            for name in ("cluttered", "marker", "marker on grass")}
     assert min(old.values()) > 0.8, old
+
+
+def test_object_box_maps_score_quadrants_by_ink_box():
+    x = torch.full((2, 3, ev.IMG, ev.IMG), 0.4)
+    x[:, :, 1:11, 1:11] = 1.0  # a 10 x 10 box of ink in the top-left quadrant
+    x[:, :, 13:23, 15:17] = 1.0  # a narrow 10 x 2 one in the bottom-right
+    x[1, :, 13:23, 13:23] = 1.0  # image 1: the bottom-right one fills its square too
+    box = ev.object_box_maps(x)
+    q = box["smallest box"].view(2, 6, 6)
+    assert float(q[0, 5, 5]) == -20.0 and float(q[0, 0, 0]) == -100.0 and float(q[0, 0, 5]) == 0.0
+    assert float(q[1, 5, 5]) == -100.0
+    assert torch.equal(box["largest box"], -box["smallest box"])
+    with pytest.raises(ValueError):
+        ev.object_box_maps(x, thresh=0.0)
+    with pytest.raises(ValueError):
+        ev.model_free_aurocs(ev.make_domain("source", 8, 0), maps=["no such map"])
+    with pytest.raises(ValueError):
+        ev.make_domain("source", 4, 0, aspect="square")
+
+
+def test_round4_config_registered():
+    r3, r4 = ev.checkpoint_config("models"), ev.checkpoint_config("models_r4")
+    assert "aspect" not in r3 and "free_maps" not in r3["conditions"]  # the stored round 3 keeps its config
+    assert r4["aspect"] == "fill" and r4["conditions"]["free_maps"] == list(ev.FREE_MAPS_R4)
+    assert r4["target_recipe"] == {"rotated": ev.ROTATED_RECIPES[0]}
+    assert {k: v for k, v in r4.items() if k not in ("aspect", "target_recipe", "conditions")} == {
+        k: v for k, v in r3.items() if k != "conditions"}
+    assert {k: v for k, v in r4["conditions"].items() if k != "free_maps"} == r3["conditions"]
+    # a digit drawn with aspect="fill" about fills its square in width; with "keep" it is narrower
+    width = {fill: np.mean([(ev._object("digit", d, 12, np.random.default_rng(0), fill) > 0.3).any(0).sum()
+                            for d in ev.DIGITS]) for fill in (False, True)}
+    assert width[False] < 9 < 11 <= width[True], width
 
 
 def test_objects_share_one_stroke_and_distractors_match_the_ink():

@@ -7,6 +7,9 @@
   explanation labels). θ0 is stored whole, every other model as its difference from θ0 (the self-explaining model
   as τ), matrices int8 with one scale per row, small tensors float16 (``ev.pack_states``). The config can also
   ask for oracles (fine-tuned with a target's own masks); the stored checkpoint has none.
+* ``models_r4`` (``--name models_r4``; registered, not stored yet): round 4 of #73, the same recipe on domains
+  where every digit fills its square like the other objects, with the rotated target's own data and steps
+  (``ev.ROTATED_RECIPES``, chosen by the rule written beside it).
 
 Run from the repository root: ``.venv/bin/python data/15_explainability_vector/make_models.py`` (or
 ``make data NB=15_explainability_vector``), about 15 minutes a seed on one core (round 3's recipe). ``--tiny`` trains a tiny config for
@@ -36,7 +39,7 @@ INT4 = ("T/", "source_pred", "oracle/")  # differences stored at 4 bits (ev.pack
 
 
 def make_models(cfg: dict, root: Path | None, n_eval: int = 300, workers: int = 1, parts: Path | None = None,
-                redo: list[tuple[int, str]] | None = None) -> Path:
+                redo: list[tuple[int, str]] | None = None, name: str = "models") -> Path:
     t0 = time.time()
     states, history, metrics, redone = {}, {}, {}, {}
     key = scripts.part_key(cfg)
@@ -66,7 +69,7 @@ def make_models(cfg: dict, root: Path | None, n_eval: int = 300, workers: int = 
     # 100 points a curve (means over equal bins of steps) keep the manifest small
     curves = {k: checkpoints.subsample(v, max_points=HISTORY_POINTS) for k, v in history.items()}
     history = {k: list(zip(c["step"], c["value"])) for k, c in curves.items()}
-    return checkpoints.save(SLUG, "models", flat, config=cfg, metrics=metrics, history=history,
+    return checkpoints.save(SLUG, name, flat, config=cfg, metrics=metrics, history=history,
                             seed=list(cfg["seeds"]), steps=cfg["pretrain_steps"], wall_seconds=time.time() - t0,
                             sources=SOURCES, module="helpers.explainability_vector", dtype=torch.float16,
                             quantize="int8", root=root,
@@ -83,8 +86,8 @@ def tiny(name: str) -> dict:
 
 def build(cfg: dict, out: Path | None, args: argparse.Namespace) -> Path:
     if args.tiny:
-        return make_models(cfg, out, n_eval=8, parts=args.parts)
-    return make_models(cfg, out, workers=args.workers, parts=args.parts, redo=args.redo)
+        return make_models(cfg, out, n_eval=8, parts=args.parts, name=args.name)
+    return make_models(cfg, out, workers=args.workers, parts=args.parts, redo=args.redo, name=args.name)
 
 
 def redo_item(text: str) -> tuple[int, str]:
@@ -105,8 +108,9 @@ def main(argv: list[str] | None = None) -> list[Path]:
                         help="with --parts: train these target models again from the stored part's theta0 (after "
                         "a change to their domain); what a full run would train, each run being seeded on its own")
 
-    return scripts.script_main(build, config=ev.checkpoint_config, tiny=tiny, names=["models"], options=options,
-                               doc=__doc__, argv=argv)
+    # models_r4: round 4, registered, trained only when asked (--name models_r4) until it replaces models
+    return scripts.script_main(build, config=ev.checkpoint_config, tiny=tiny, names=["models", "models_r4"],
+                               default_names=["models"], options=options, doc=__doc__, argv=argv)
 
 
 if __name__ == "__main__":
