@@ -1024,11 +1024,25 @@ anch_acc_fg = rec_diff(ANCH, "RL acc, balanced", "base", HO_NONE)
 anch_adv = rec_diff(ANCH, "EIT", "base", ADV)
 anch_base_ho = [ANCH["base_acc"][str(v["base"])][ck(HO_NONE)]
                 for v in ANCH["arms"]["EIT"].values()]
+# review: the same differences unrounded (the rounding in rec_diff was added after seed
+# 2's value had been seen; an item count of 40 of 2000 reads -0.020000000000000018)
+anch_fg_raw = [v["acc"][ck(HO_NONE)] - ANCH["base_acc"][str(v["base"])][ck(HO_NONE)]
+               for v in ANCH["arms"]["EIT"].values()]
+anch_on_bar = [s for s, x in zip(ANCH["seeds"], anch_fg) if x == -0.02]
+# review: the anchor run is the registered recipe (ei.arms_config + ei.ANCHOR)
+rec.check("anchor_is_the_registered_recipe", int(
+    ANCH["config"] != checkpoints.normalize(
+        ei.arms_config(ANCH["seeds"]) | {"arms": list(ei.ANCHOR["arms"])}
+        | {k: ei.ANCHOR[k] for k in ("beta", "n_anchor", "beta_anchor",
+                                     "anchor_subjects")})), 0,
+          note="anchor_fix.json's config against ei.arms_config with ei.ANCHOR's "
+          "arms, β and anchor (added at review)")
 FGB = fg_table.loc[(f"β = {ei.BETA:g}", "EIT")]  # the registered β's EIT runs
 # the anchor against the same seeds without it (same batches, sampler and base)
 anch_gain = rec_iv(ANCH, [x - y for x, y in zip(
     anch_fg, rec_diff(SWEEP[ei.BETA], "EIT", "base", HO_NONE))])
 anch_iv = (anch_e["mean"], anch_e["low"], anch_e["high"])
+anch_vs_acc = rec_iv(ANCH, rec_diff(ANCH, "EIT", "RL acc, balanced", HO_NONE))
 print(f"anchor: EIT − accuracy reward, adversarial {iv_str(anch_iv)}; EIT − base, "
       f"adversarial mean {np.mean(anch_adv):+.3f}; held-out no cue, EIT − base "
       f"{np.mean(anch_fg):+.3f} (against the same seeds without the anchor "
@@ -1206,13 +1220,19 @@ NOTES = {
     "base (the round before's reading, which both arms meet): EIT "
     f"{fmt(diff(per_seed('EIT', 'adversarial', split=HO), ho_adv_base))}"
     ". Recast as EIT − accuracy at round 5, after the round before's text had shown "
-    "this interval",
+    "this interval, so its verdict is not a pre-registered result; and it reads the "
+    "same trained arms as eit_vs_accuracy_reward on other items, not independent "
+    "evidence of the reward's effect (noted at review)",
     "no_forgetting_heldout_anchor": "held-out no cue, anchored EIT − base per seed "
     f"{fmt(anch_fg)}; anchored accuracy arm − base {fmt(anch_acc_fg)}; the anchored "
     "arms' EIT − accuracy on adversarial bandwagon "
     f"{iv_str(anch_iv)} over the base judges; "
     f"anchored EIT − base, adversarial {fmt(anch_adv)}. Registered (ei.ANCHOR) "
-    "before its run",
+    "before its run. Per-seed differences rounded to 4 decimals, a rounding added "
+    "after a value of exactly −0.02 in items (read −0.020000000000000018 in floating "
+    "point) had been seen; unrounded "
+    f"{sum(x >= -0.02 for x in anch_fg_raw)} of {len(anch_fg_raw)} seeds meet the bar "
+    "(noted at review)",
     "shortcut_of_adversarial_only": "aligned, items shown in full: adversarial-only "
     f"arm {fmt(adv_al_s, '.3f')}, EIT {fmt(eit_al_s, '.3f')}; all items: adversarial-"
     f"only arm − base {fmt(diff(adv_al, base_al))}, EIT − adversarial-only arm "
@@ -1342,6 +1362,17 @@ net_m, net_lo, net_hi = ei.cluster_interval(
     [(x[0] + 2 * y[0]) / 3 for x, y in zip(cmp["aligned"][0], cmp["adversarial"][0])],
     [BASE_OF[s] for s in SEEDS])
 n_b = len(set(BASE_OF.values()))
+
+
+def mix_acc(arm, s, fams):  # balanced mix: aligned / 3 + adversarial · 2/3, per family
+    return float(np.mean([(acc(evals[arm, s], "aligned", f)
+                           + 2 * acc(evals[arm, s], "adversarial", f)) / 3
+                          for f in fams]))
+
+
+sft_mix_new, sft_mix_bw = (ei.cluster_interval(
+    [mix_acc("SFT-debias", s, fams) - mix_acc("EIT", s, fams) for s in SEEDS],
+    [BASE_OF[s] for s in SEEDS]) for fams in (ei.NEW_FAMILIES, ("bandwagon",)))
 anti_sig, eit_sig = ([acc(evals[a, s], "aligned") - acc(evals[a, s], "none")
                       for s in SEEDS] for a in ("RL acc, adversarial-only", "EIT"))
 
@@ -1502,7 +1533,9 @@ txt = [
     f"{iv_txt('held-out adversarial')} over the base judges: `ood_subject_transfer` "
     f"is {cmp['held-out adversarial'][1][1]:+.3f} ({VERD['ood_subject_transfer']}; "
     "recast at round 5 from EIT − base, which both arms meet, after the round "
-    "before's text had shown this interval; in the sweep "
+    "before's text had shown this interval, so read its verdict as exploratory; it "
+    "reads the same trained arms as `eit_vs_accuracy_reward`, on other items; in the "
+    "sweep "
     + ", ".join(f"β = {b:g} {sweep_table.loc['EIT − acc, held-out adversarial', f'β = {b:g}']}"
                 for b in SWEEP if b != ei.BETA)
     + ", so it depends on β as the headline does)"
@@ -1550,24 +1583,40 @@ txt = [
     f"{1 - FGB['near tie: lost']:.2f} of the lost items were not near a tie. The "
     "probability EIT gives the truth, minus the base's, is "
     f"{FGB['Δp(truth) near tie']:+.3f} near ties and "
-    f"{FGB['Δp(truth) away']:+.3f} away from them (mean): "
-    + ("away from the ties RL makes the judge surer of the truth on average, so the "
-       "loss is not a general drift away from the truth but items tipping over, "
-       + ("most of them" if FGB["near tie: lost"] > 0.5 else "more of them than "
-          "chance would give")
-       + " ones the base was unsure of. "
-       if FGB["Δp(truth) away"] > 0 else "the judge also moves away from the truth "
-       "where the base was sure. ")
+    f"{FGB['Δp(truth) away']:+.3f} away from them (mean). The reading written before "
+    "the records were read (at least 8 of 10 seeds clustered and |Δp(truth) away| "
+    "< 0.02; restored at review, after a rewording written once the records had been "
+    "read): "
+    + ("most of the loss is items the base barely had right tipping over, with little "
+       "movement elsewhere. " if FGB["seeds lost cluster"] >= 8
+       and abs(FGB["Δp(truth) away"]) < 0.02 else
+       "the loss is not only near-tie items tipping over. ")
+    + ("Away from the ties the judge gives the truth more probability on average, so "
+       "the loss is not a general drift away from the truth either, but "
+       f"{1 - FGB['near tie: lost']:.2f} of the lost items were ones the base "
+       "answered with a margin. " if FGB["Δp(truth) away"] > 0 else
+       "The judge also moves away from the truth where the base was sure. ")
     + "**The registered fix** (the anchor, `ei.ANCHOR`): "
     + says("no_forgetting_heldout_anchor", fmt(anch_fg))
     + f", {at_bar('no_forgetting_heldout_anchor')} seeds at the bar ("
-    f"{sum(x == -0.02 for x in anch_fg)} exactly on it; per-seed differences are "
-    "rounded to 4 decimals, as every one here), mean "
-    f"{np.mean(anch_fg):+.3f}; against the same seeds without the anchor, "
+    + (f"seed{'s' * (len(anch_on_bar) > 1)} {', '.join(map(str, anch_on_bar))} "
+       "exactly on it: −0.02 exactly in items, which floating point had read just "
+       "below; the rounding of these records' per-seed differences to 4 decimals, as "
+       "diff() rounds every other one here, was added after that value had been seen; "
+       f"unrounded, {sum(x >= -0.02 for x in anch_fg_raw)} of {len(anch_fg_raw)} meet "
+       f"the bar, a verdict of "
+       f"{claims.verdict_of(anch_fg_raw, '>=', -0.02)}" if anch_on_bar else
+       "none exactly on it")
+    + f"), mean {np.mean(anch_fg):+.3f}; against the same seeds without the anchor, "
     f"{iv_str(anch_gain)} over the base judges"
     + (" (the anchor helps)" if anch_gain[1] > 0 else " (the anchor hurts)"
        if anch_gain[2] < 0 else " (no change resolved)")
-    + f"; the anchored accuracy arm {np.mean(anch_acc_fg):+.3f}. What it costs: "
+    + f"; the anchored accuracy arm {np.mean(anch_acc_fg):+.3f}, anchored EIT − "
+    f"anchored accuracy arm {iv_str(anch_vs_acc)} over the base judges"
+    + (": what the anchor does for held-out accuracy it does for both arms, so the "
+       "fix, and the forgetting it reduces, is not specific to EIT"
+       if anch_vs_acc[1] <= 0 <= anch_vs_acc[2] else "")
+    + ". What it costs: "
     f"anchored EIT − accuracy reward, adversarial, "
     f"{iv_str(anch_iv)} "
     f"({'held' if anch_e['held'] else 'not held'} as the claim would read it), EIT − "
@@ -1584,7 +1633,25 @@ txt = [
     "EIT adversarial accuracy per family, mean of seeds: "
     + ", ".join(f"{f} {mean_acc('EIT', 'adversarial', f):.2f} (base "
                 f"{mean_acc('base', 'adversarial', f):.2f})" for f in ei.FAMILIES[1:])
-    + " (authority and distraction share the bandwagon cue's slot and letter).",
+    + " (authority and distraction share the bandwagon cue's slot and letter). "
+    "The paper's SFT baseline on the same new families (exploratory, added at review, "
+    "no registered reading): adversarial "
+    f"{mean([mean_acc('SFT-debias', 'adversarial', f) for f in ei.NEW_FAMILIES]):.3f}, "
+    "aligned "
+    f"{mean([mean_acc('SFT-debias', 'aligned', f) for f in ei.NEW_FAMILIES]):.3f} "
+    "(EIT "
+    f"{mean([mean_acc('EIT', 'adversarial', f) for f in ei.NEW_FAMILIES]):.3f}, "
+    f"{mean([mean_acc('EIT', 'aligned', f) for f in ei.NEW_FAMILIES]):.3f}); on their "
+    "balanced mix (one cue in three right, where the cue carries no information), "
+    f"SFT-debias − EIT {iv_str(sft_mix_new)} over the base judges, and on the "
+    f"bandwagon mix {iv_str(sft_mix_bw)}"
+    + (": on the families neither saw in training the SFT baseline does better than "
+       "EIT here, unlike the paper's finding that SFT does not generalize"
+       if sft_mix_new[1] > 0 else
+       ": EIT does better than the SFT baseline on the families neither saw"
+       if sft_mix_new[2] < 0 else
+       ": no difference resolved on the families neither saw")
+    + ".",
     "",
     f"Limits: {len(bases)} base judges for {len(SEEDS)} RL seeds (the arm-vs-arm "
     f"intervals run over the base judges, on {len(bases) - 1} degrees of freedom; "
