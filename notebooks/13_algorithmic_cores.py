@@ -35,7 +35,9 @@
 # grammar in place of GPT-2 and friends; (3) the memorisation step (first logged step with train accuracy
 # `>= 0.99`) and the generalisation step (test accuracy `>= 0.95`) that define the grokking time; (4) the
 # grokking-time study runs at a higher learning rate and a smaller width than the main run, to fit its runs on a
-# CPU; (5) redundancy set by design, by keeping the learned embedding to m Fourier modes from step 0; (6) the
+# CPU; (5) redundancy set by design: m Fourier modes of the learned embedding kept from step 0 (round 5), then
+# from one shared memorised checkpoint with only m modes free to grow (round 7) or with the other modes cut there
+# (round 8, the design the claim reads); (6) the
 # warmup and gradient clipping of the main mod-add run, AdamW's default `betas` (the paper's code sets neither),
 # half the paper's learning rate, and its decay to a tenth after grokking, chosen because full-batch training,
 # `beta2 = 0.98`, lr 1e-3 and a constant lr 5e-4 collapsed after grokking in our probes (section 3); (7) the
@@ -1135,8 +1137,9 @@ else:
             f"`p - 1` from where the trend starts (seeds {_listed(kill_room)}): "
             + ("above the room `r_kill` has at every seed, so on this run the trend "
                "cannot show inflation whether or not it happens (condition "
-               "`r_kill_headroom`, section 6, makes `modadd_core_inflates` "
-               "inconclusive there)." if min(kill_room.values()) > 1 else
+               "`r_kill_headroom`, section 6, made this reading of "
+               "`modadd_core_inflates`, the one before round 8, inconclusive)."
+               if min(kill_room.values()) > 1 else
                "within that room at some seed (condition `r_kill_headroom`, "
                "section 6).")
         )
@@ -1323,12 +1326,17 @@ else:
          for s in eps_named},
         {s: (v["step"], v["test_acc"], v["train_acc"]) for s, v in ex["log"].items()})
     eff_ld = d_eff_read(means_ld, curves_ld)  # the late-decay run, second reading
-eps_kill = {}  # round 7's r_kill trend on this trajectory (exploratory)
+# r_kill's trend (round 7) on this run; added at review: the ACE core's own readings
+# at grokking / end (eps_an) and its smoothed energy-rank trend (exploratory)
+eps_an, eps_kill, eps_rank = analysis if quick else ex["analysis"], {}, {}
 for s, g_step in eps_named.items():
     r_k = stable_ranks(eps_traj[s], g_step, key="r_kill")[1]
+    r_e = stable_ranks(eps_traj[s], g_step)[1]
     if len(r_k) >= 2 * TREND_W:
         eps_kill[s] = (ac.trend_ratio(r_k, TREND_W),
                        INFLATE_BAR * float(np.median(r_k[:TREND_W])) / EFF_ROOM)
+    if len(r_e) >= 2 * TREND_W:
+        eps_rank[s] = ac.trend_ratio(r_e, TREND_W)
 for run, e_ in (("eps 1e-4", eff), ("late decay", eff_ld)):
     for s, v in e_.items():
         print(f"{run:>10} seed {s}: d_eff {v['g']['pr']:.1f} -> {v['e']['pr']:.1f} "
@@ -1397,6 +1405,34 @@ if eff:
             + (": fewer directions hold 99% of the power while it spreads more "
                "evenly over the strong ones. "
                if n_dir == {"falls"} else ". "))
+    ratios = [v["ratio"] for v in vs]
+    spread = max(ratios) - min(ratios)
+    if len(ratios) > 1:  # added at review: the margin against the seeds' spread
+        top = max(r - INFLATE_BAR for r in ratios)
+        txt += ("*Added at review:* the margins over the bar are "
+                + _listed(f"{r - INFLATE_BAR:+.2f}" for r in ratios)
+                + f" and the ratio varies by {spread:.2f} across seeds"
+                + (f"; the largest margin ({top:+.2f}) is smaller than that spread, "
+                   "so which side of the bar a seed lands on is within run-to-run "
+                   "variation. " if 0 < top < spread else ". "))
+    an_e = {s: eps_an[s] for s in eff if {"grokking", "end"} <= set(eps_an.get(s, {}))}
+    if an_e:  # added at review: the paper's own core observables on the same run
+        def ge(key, fmt="{}"):
+            return (_listed(fmt.format(a["grokking"][key]) for a in an_e.values())
+                    + " -> " + _listed(fmt.format(a["end"][key]) for a in an_e.values()))
+        n_up = sum(a["end"]["modes"] > a["grokking"]["modes"] for a in an_e.values())
+        txt += ("*Added at review, exploratory:* on the same run the ACE core's energy "
+                "rank goes " + ge("r_energy")
+                + (" (smoothed trend after grokking "
+                   + _listed(f"{v:.2f}" for v in eps_rank.values()) + ")"
+                   if eps_rank else "")
+                + ", the Fourier modes of its shift operator " + ge("modes")
+                + f" of {p // 2 + 1} and its ring fraction " + ge("ring", "{:.2f}")
+                + f": the mode count rises at {n_up} of {len(an_e)} seeds (the paper: "
+                "it approaches 27 under continued decay)"
+                + (", so on the paper's own observables the core does not inflate on "
+                   "this run; `d_eff` sees the class means' power spread, not more "
+                   "cyclic modes in the core. " if n_up == 0 else ". "))
     if eps_kill:
         txt += ("Round 7's `r_kill` trend on this run is "
                 + _listed(f"{a:.2f}" for a, _ in eps_kill.values())
@@ -1416,6 +1452,19 @@ if eff:
                    "more. Which difference between the runs (the late rate, Adam's "
                    "epsilon) causes it is not tested here." if len(more) == len(vl)
                    else "."))
+    pts = [(eps_an[s]["grokking"]["base"], v["g"]["pr"]) for s, v in eff.items()
+           if s in an_e]
+    pts += [(analysis[s]["grokking"]["base"], v["g"]["pr"]) for s, v in eff_ld.items()]
+    if len(pts) >= 4:  # added at review: where the grokking checkpoint falls
+        rho_g = ac.spearman([a for a, _ in pts], [b for _, b in pts])
+        txt += (f" *Added at review, exploratory:* over the {len(pts)} runs (this run's "
+                "seeds, then the late-decay run's) the test accuracy at the grokking "
+                "checkpoint is " + _listed(f"{a:.3f}" for a, _ in pts)
+                + f" and its rank correlation with `d_eff` there is {rho_g:+.2f}"
+                + (": the earlier on the rise the 100-step checkpoint grid catches a "
+                   "run, the smaller the denominator and the larger the ratio, so part "
+                   "of the ratio's spread is where the checkpoint falls, not what "
+                   "happens after grokking." if rho_g > 0.5 else "."))
     display(Markdown(txt))
 
 # %% [markdown]
@@ -2390,6 +2439,8 @@ def rb_seed(s, c=None) -> list:
             with torch.no_grad():
                 net.tok.weight.copy_(torch.as_tensor(ac.project_embedding(
                     E, freqs, c["keep_norm"]), dtype=torch.float32))
+        at_cut = (dict(cut_train=ac.modadd_accuracy(net, tr_r),  # as the script
+                       cut_test=ac.modadd_accuracy(net, te_r)) if cut else {})
         keep = (None if m == p_ // 2 else ac.keep_modes(p_, freqs) if cut
                 else ac.keep_update_modes(net, p_, freqs, o))
         lg_m = ac.train_modadd(net, tr_r, te_r, c["max_steps"], lr=c["lr"], wd=c["wd"],
@@ -2398,7 +2449,7 @@ def rb_seed(s, c=None) -> list:
         out.append(dict(seed=s, m=m, reference=m == p_ // 2, freqs=freqs, t_branch=t_b,
                         branch_train=b_tr, branch_test=b_te,
                         tau=ac.grok_step(lg_m["step"], lg_m["test_acc"], c["gen_acc"]),
-                        min_train_after=min(lg_m["train_acc"])))
+                        min_train_after=min(lg_m["train_acc"]), **at_cut))
     return out
 
 
@@ -2524,7 +2575,8 @@ display(Markdown(rb_reading()))
 # 0 and 1 censored); seed 0 first, seeds 1 and 2 only if seed 0 met `redundancy_generalised` (it did). The
 # conditions and `redundancy_law_slope`'s band are unchanged; the claim reads this design. The cut can undo part
 # of the memorisation (the lowest training accuracy after the branch is in the table): tau still counts from the
-# shared branch.
+# shared branch. *Added at review:* a third condition, `redundancy_cut_memorised`, asks that the cut leave the
+# runs memorised (the reading below).
 
 # %%
 rc_cfg = ac.checkpoint_config("redundancy_cut")
@@ -2545,21 +2597,27 @@ rc_ok = [s for s, b, g in zip(rc_cfg["seeds"], rc_plateau, rc_gen)
          if b <= rc_cfg["branch_test_max"] and g >= 1.0]
 rc_fast = [s for s, ref in rc_ref.items() if ref["tau"] is not None and all(
     r["tau"] is not None and r["tau"] < ref["tau"] for r in rc_runs if r["seed"] == s)]
+# added at review (2026-12-06), after round 8's numbers were read: the smallest training
+# accuracy right after the cut over the seed's restricted runs (condition
+# redundancy_cut_memorised, section 6: the clock starts from a memorised state)
+rc_cut = [min([r.get("cut_train", 0.0) for r in rc_runs if r["seed"] == s] or [0.0])
+          for s in rc_cfg["seeds"]]
+rc_cut_ok = [s for s, v in zip(rc_cfg["seeds"], rc_cut) if v >= rc_cfg["mem_acc"]]
 display(Markdown(
     "**Reading it.** Steps from the branch to generalisation: "
     + tau_listing(rc_runs, rc_ref, rc_cfg)
     + ". Right after the cut the restricted runs' training accuracy is "
     + "; ".join(_span([round(r.get("cut_train", r["min_train_after"]), 2)
                        for r in rc_runs if r["seed"] == s]) for s in rc_cfg["seeds"])
-    + " per seed (" + ("the lowest logged after the branch: the live runs store "
-                       "no accuracy at the cut; " if quick else "")
-    + f"at least {rc_cfg['mem_acc']} at the branch): the cut undoes most of the "
-    "memorisation. "
-    + (f"Both conditions hold at seed(s) {_listed(rc_ok)}: the slope of log tau "
+    + f" per seed (at least {rc_cfg['mem_acc']} at the branch)"
+    + (": the cut undoes most of the memorisation. " if max(rc_cut) < 0.5 else
+       ": the cut undoes part of the memorisation. " if min(rc_cut) < rc_cfg["mem_acc"]
+       else ": the cut leaves the memorisation in place. ")
+    + (f"Both registered conditions hold at seed(s) {_listed(rc_ok)}: the slope of log tau "
        "against log m is " + _listed(
            f"{rc_slopes[rc_cfg['seeds'].index(s)]:.2f}" for s in rc_ok)
        + " (the law: -1, band [-1.5, -0.5]). " if rc_ok else
-       "At no seed do both conditions hold. ")
+       "At no seed do both registered conditions hold. ")
     + (f"At {len(rc_fast)} of {len(rc_ref)} seeds every restricted run generalises "
        "before the run with every mode free"
        + (", and at those seeds the cut drops training accuracy below "
@@ -2568,7 +2626,20 @@ display(Markdown(
           "modes, more than the wait on a memorised plateau that the law is about."
           if rc_fast and all(r["min_train_after"] < rc_cfg["mem_acc"]
                              for r in rc_runs if r["seed"] in rc_fast) else ".")
-       if rc_ref else "")))
+       if rc_ref else "")
+    + " *Added at review (2026-12-06), after these numbers were read:* the law is about "
+    "the wait from a memorised network to generalisation, and no condition registered "
+    "with this design asked that the cut leave one, so condition "
+    "`redundancy_cut_memorised` (section 6; it can only make the claim inconclusive) "
+    "asks that the clock start from a memorised state: training accuracy right after "
+    f"the cut at least {rc_cfg['mem_acc']} (the memorisation bar) in every restricted "
+    "run of the seed. It holds at "
+    + (f"seed(s) {_listed(rc_cut_ok)}" if rc_cut_ok else "no seed")
+    + " (smallest per seed: " + _listed(f"{v:.2f}" for v in rc_cut) + ")"
+    + ("; where it fails `redundancy_law_slope` is inconclusive: there this design "
+       "times learning from a damaged fit, not grokking, so its slopes describe these "
+       "runs and are not evidence for or against `tau ~ 1/m`."
+       if len(rc_cut_ok) < len(rc_cut) else ".")))
 
 # %% [markdown]
 # ## 5. Subject-verb agreement: is there one necessary, flippable axis?
@@ -3073,7 +3144,10 @@ plotting.live_controls(
 #   the eps run; it is read at two checkpoints per seed (grokking and end: the class means are stored there
 #   only), not as a smoothed trend, and `d_eff` was chosen over the reviewer's 99% count after that count had
 #   been computed on the late-decay run (it had no room for the bar there). The weight-decay-0 control stores no
-#   class means, so `d_eff` has no no-decay baseline; the late-decay run (less pull) is the comparison.
+#   class means, so `d_eff` has no no-decay baseline; the late-decay run (less pull) is the comparison. *Added
+#   at review:* the paper's own observables on the eps run (the ACE core's energy rank, its mode count and ring
+#   fraction) are reported beside `d_eff`, and the ratio's denominator depends on where the 100-step checkpoint
+#   grid falls on the grokking rise (section 3 reads both).
 # * **The collapse mechanism is read at one seed.** The instrumented runs of section 3 (the base setting over its
 #   whole length, the decay-on-matrices setting over its first 3000 steps) are seed 0 only, and their reading of
 #   the small spikes (logit margin below 0) was defined after the runs were read (exploratory).
@@ -3086,7 +3160,9 @@ plotting.live_controls(
 #   every m from one shared memorised checkpoint per seed, with only the embedding's update restricted to m modes
 #   (the memorised embedding fades under weight decay rather than being cut): our construction, not the paper's.
 #   Round 8 cuts the other modes at the branch, which removes that leak but also undoes part of the
-#   memorisation (the lowest training accuracy after the cut is in section 4), so its tau also counts a re-fit.
+#   memorisation (the lowest training accuracy after the cut is in section 4), so its tau also counts a re-fit;
+#   *added at review*, `redundancy_cut_memorised` leaves the claim inconclusive at a seed where the cut leaves a
+#   run below the memorisation bar.
 # * **The live grokking-time re-run covers one run.** It re-trains the cheapest run of the seed that generalised
 #   (until 2026-12-04 it was a width-16 run that never generalises, so the check compared two non-events) and
 #   asks for its generalisation step within 25% of the cached one; the other cached runs are trusted from the
@@ -3266,7 +3342,10 @@ display(Markdown(known_limits()))
 # right on held-out prompts of their grammar (`>= 0.95`, the book-wide fit bar); every grokking-time run memorises <!-- paper -->
 # its training set (a tau needs a memorisation step); for the redundancy design the claim reads (round 8's cut
 # at the shared branch), the seed's shared memorised checkpoint has not generalised (test accuracy `<= 0.5`,
-# `redundancy_branch_plateau`) and every m run from it generalises within the budget (`redundancy_generalised`);
+# `redundancy_branch_plateau`) and every m run from it generalises within the budget (`redundancy_generalised`),
+# and (*added at review*, after round 8's numbers were read; it can only make the claim inconclusive) the cut at the
+# branch leaves every restricted run memorised, training accuracy right after it at least the memorisation bar
+# (`redundancy_cut_memorised`: tau must time the wait from a memorised network, not a re-fit);
 # the mod-add inflation run of round 8 is stable after grokking (`eps_no_collapse`) and the bar is within the
 # room of `d_eff` (`d_eff_headroom`); the round-5 design's conditions
 # (`redundancy_measured`, `redundancy_isolated`) are still recorded for its record; and the modular-addition
@@ -3367,6 +3446,14 @@ condition("redundancy_generalised", rc_gen, ">=", 1.0,
           "every m run from the seed's branch generalises within the budget (tau "
           f"measured, not censored; round 8's design, {rc_cfg['max_steps']} steps)",
           "share of runs")
+# added at review (2026-12-06), after round 8's numbers were read; it can only make
+# redundancy_law_slope inconclusive (computed with the round-8 reading, section 4)
+condition("redundancy_cut_memorised", rc_cut, ">=", rc_cfg["mem_acc"],
+          "the clock starts from a memorised state: in every restricted run of the "
+          "seed, training accuracy right after the cut at the branch is at least the "
+          "memorisation bar (added at review after round 8's numbers were read; it can "
+          "only make redundancy_law_slope inconclusive)",
+          "smallest training accuracy right after the cut")
 condition("sva_converged",
           [max(train.plateau(sv_losses[s, nm]) for nm in SV_ARCH) for s in SEEDS],
           "<=", 0.05, "both agreement LMs of the seed are at their plateau", PLATEAU)
@@ -3443,7 +3530,8 @@ GIVEN = {"markov_spectra_match": ("markov_converged",),
          "modadd_core_inflates": ("eps_no_collapse", "d_eff_headroom"),
          "grok_time_slope": ("groktime_memorised",),
          "redundancy_law_slope": ("redundancy_branch_plateau",
-                                  "redundancy_generalised"),
+                                  "redundancy_generalised",
+                                  "redundancy_cut_memorised"),
          **{c: ("sva_converged", "sva_fits") for c in (
              "sva_single_axis", "sva_flip_inverts", "sva_axis_necessary",
              "sva_axes_align")}}
@@ -3575,6 +3663,17 @@ def eff_note(e_):
                      for s_, v in e_.items())
 
 
+def eps_core_note():
+    """The eps run's ACE core at grokking -> end, per seed (added at review)."""
+    return "; ".join(
+        f"seed {s_}: energy rank {a['grokking']['r_energy']} -> "
+        f"{a['end']['r_energy']}, modes {a['grokking']['modes']} -> "
+        f"{a['end']['modes']} of {p // 2 + 1}, ring {a['grokking']['ring']:.2f} -> "
+        f"{a['end']['ring']:.2f}"
+        for s_, a in eps_an.items() if s_ in eff and {"grokking", "end"} <= set(a))
+
+
+# %%
 claim_per_seed(
     "modadd_core_inflates",
     "Under continued weight decay the core inflates after grokking: on the eps 1e-4 "
@@ -3590,9 +3689,15 @@ claim_per_seed(
     baseline=[eff_ld[s]["ratio"] for s in seeds_m]
     if all(s in eff_ld for s in seeds_m) else None,
     note="d_eff grokking -> end (eps run): " + eff_note(eff)
+    + "; eps run, the paper's own core observables grokking -> end (added at review, "
+    "exploratory): " + eps_core_note()
     + "; baseline column: the same ratio on the late-decay run (pull after grokking "
     + ", ".join(f"{expo_post[s]:.2f}" for s in seeds_m if s in expo_post)
     + f", the paper's ~{expo_paper_post:.1f}; exploratory): " + eff_note(eff_ld)
+    + ("; it rises more than the eps run at " + str(sum(
+        s_ in eff and v["ratio"] > eff[s_]["ratio"] for s_, v in eff_ld.items()))
+       + f" of {len(eff_ld)} seeds, so "
+       "this design does not attribute a rise to weight decay" if eff_ld else "")
     + "; r_kill trend on the eps run (round 7's observable, exploratory): "
     + ", ".join(f"{eps_kill[s][0]:.2f}" for s in seeds_m if s in eps_kill)
     + ("; on the late-decay run (the reading before round 8): r_kill trend "
@@ -3600,7 +3705,7 @@ claim_per_seed(
                    for s_ in seeds_m)
        + ", r_kill_headroom (added at review) "
        + ", ".join(f"{kill_room[s_]:.2f}" for s_ in seeds_m) if KILL else "")
-    + "; energy-rank trend "
+    + "; late-decay run: energy-rank trend "
     + ", ".join("-" if trend[s_] is None else f"{trend[s_]:.2f}" for s_ in seeds_m)
     + " (weight-decay-0 control over its first "
     f"{nowd['config']['steps'] if nowd else '-'} steps: "
