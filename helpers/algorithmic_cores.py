@@ -43,7 +43,7 @@ __all__ = [
     "choose_checkpoints", "pooled_gramian", "ln_frozen_observability", "modadd_class_states",
     "fourier_embedding", "embedding_modes", "dominant_frequencies", "fourier_projector", "project_embedding",
     "keep_modes", "spread", "modadd_accuracy", "collapse_steps", "stable_checkpoints", "trend_ratio", "largest_drop",
-    "record_per_seed",
+    "record_per_seed", "modadd_class_means",
 ]
 
 
@@ -494,7 +494,9 @@ def checkpoint_config(name: str) -> dict:
         # Round 8 of issue #71 (registered in make_modadd.py before its staged runs were read): round 7's second
         # probe setting, Adam eps 1e-4 at the constant rate 5e-4 (no late decay), which met no_collapse at seed 0
         # and keeps the paper's weight-decay pull after grokking; modadd_core_inflates is read on it
-        return {**checkpoint_config("modadd"), "late_decay": None, "eps": 1e-4}
+        # Round 9 (registered in make_modadd.py before its re-run): d_eff_trajectory, the class means' d_eff
+        # (class_mean_dims) at every checkpoint, so modadd_core_inflates reads a smoothed trend of it
+        return {**checkpoint_config("modadd"), "late_decay": None, "eps": 1e-4, "d_eff_trajectory": True}
     if name in ("markov", "sva"):
         return lm_config(name)
     if name in ("modadd", "modadd_nowd"):
@@ -1187,6 +1189,25 @@ def modadd_analysis(model: nn.Module, test_rows, p: int, threshold: float = 0.99
     if null_draws:
         out["ring_null"] = ring_fraction_null(r_use, p, draws=null_draws, seed=seed)
     return out
+
+
+def modadd_class_means(model: nn.Module, test_rows, p: int) -> np.ndarray:
+    """The class means of a mod-p model's layer-2 states at the last position over ``test_rows`` (rows
+    ``[a, b, answer]``): p x D float32, row ``c`` the mean state of the items whose answer is ``c`` (what
+    :func:`class_mean_dims` reads)."""
+    V.instance("model", model, nn.Module)
+    te = V.tensor("test_rows", test_rows, ndim=2, dtype="int")
+    p = V.integer("p", p, min=3)
+    if te.shape[1] != 3:
+        raise ValueError(f"test_rows must have 3 columns [a, b, answer], got {te.shape[1]}")
+    y = te[:, 2].numpy()
+    if set(np.unique(y).tolist()) != set(range(p)):
+        raise ValueError(f"test_rows must hold every class 0..{p - 1} as an answer")
+    model.eval()
+    with torch.no_grad():
+        _, rec = model(te[:, :2], record=True)
+    H = rec["hidden"][-1][:, -1].numpy()
+    return np.stack([H[y == c].mean(0) for c in range(p)]).astype(np.float32)
 
 
 def modadd_class_states(model: nn.Module, test_rows, p: int, r: int, threshold: float = 0.99, samples: int = 128,
