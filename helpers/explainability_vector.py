@@ -1069,6 +1069,51 @@ def kernel_shap(prob_fn: Callable[[Tensor], Tensor], x: Tensor, n_coalitions: in
     return torch.as_tensor(coef[1:].T, dtype=torch.float32)
 
 
+FAITH_MAPS = ("prediction-only", "gradient×input", "transferred", "gradient×input (transferred)", "Kernel SHAP",
+              "random")
+FAITH_COLUMNS = ("auroc", "deletion", "insertion", "deletion (blur)", "insertion (blur)", "deletion (ROAD)",
+                 "insertion (ROAD)", "inferences", "cpu_s")
+
+
+def faithfulness(m_T: nn.Module, m_tr: nn.Module, dom: Domain, n_images: int = 24, n_coalitions: int = 150,
+                 seed: int = 0) -> tuple[list[dict], tuple[Tensor, Tensor, dict[str, Tensor]]]:
+    """The faithfulness table of one target (section 4 of the chapter), on the first ``n_images`` images of
+    ``dom``: each map of ``FAITH_MAPS`` with the model it is scored on (θ_T's own map and gradient x input on
+    ``m_T``; the transferred map, gradient x input on it, Kernel SHAP with ``n_coalitions`` coalitions and a
+    random map on ``m_tr``, the transferred model), and per map its patch AUROC, deletion and insertion AUC of
+    that model's true-class probability with the mean, blurred and ROAD fills, the inferences it took and (Kernel
+    SHAP) its CPU seconds. Returns ``(rows, (images, mask, first image's maps))``."""
+    from helpers import repro
+
+    V.instance("m_T", m_T, nn.Module)
+    V.instance("m_tr", m_tr, nn.Module)
+    V.instance("dom", dom, Domain)
+    n_images, seed = V.integer("n_images", n_images, min=1), V.seed("seed", seed)
+    idx = torch.arange(min(n_images, len(dom)))
+    x, y, msk = dom.images[idx], dom.labels[idx], dom.mask[idx]
+    with torch.no_grad():
+        own = {lab: m(x, dom.classes)[1][idx, :, y] for lab, m in (("prediction-only", m_T), ("transferred", m_tr))}
+    t0 = time.process_time()
+    shap = kernel_shap(true_prob(m_tr, dom.classes, y), x, n_coalitions, seed)
+    t_shap = time.process_time() - t0
+    maps = {"prediction-only": (own["prediction-only"], m_T), "gradient×input": (gradient_map(m_T, x, dom.classes, y),
+                                                                                 m_T),
+            "transferred": (own["transferred"], m_tr),
+            "gradient×input (transferred)": (gradient_map(m_tr, x, dom.classes, y), m_tr),
+            "Kernel SHAP": (shap, m_tr),
+            "random": (torch.as_tensor(repro.rng(seed, 9).random(msk.shape), dtype=torch.float32), m_tr)}
+    rows = []
+    for label, (mp, m) in maps.items():
+        prob = true_prob(m, dom.classes, y)
+        row = dict(map=label, auroc=patch_auroc(mp, msk))
+        for fill, tag in (("mean", ""), ("blur", " (blur)"), ("road", " (ROAD)")):
+            row[f"deletion{tag}"], row[f"insertion{tag}"] = deletion_insertion(prob, x, mp, fill=fill)
+        row.update(inferences=n_coalitions if label == "Kernel SHAP" else 1,
+                   cpu_s=t_shap if label == "Kernel SHAP" else float("nan"))
+        rows.append(row)
+    return rows, (x, msk, {k: v[0] for k, v in maps.items()})
+
+
 def map_entropy(maps: Tensor, temperature: float = 0.1) -> float:
     """Mean entropy (nats) of softmax(maps / temperature) over patches: how concentrated the explanations are."""
     V.tensor("maps", maps, ndim=2, dtype="float", nonempty=True)
@@ -1136,7 +1181,10 @@ def loo_predictions(features: Sequence[float], y: Sequence[float]) -> np.ndarray
 def checkpoint_config(name: str = "models") -> dict:
     """The config of the chapter's checkpoint ``name`` at its default parameters (what the script trains and the
     notebook asks for), with the conditions the notebook reads (``conditions``), registered with it."""
-    V.one_of("name", name, ("models", "models_r4"))
+    V.one_of("name", name, ("models", "models_r4", "faithfulness"))
+    if name == "faithfulness":  # the faithfulness table of the stored models (make_faithfulness.py)
+        return dict(models="models", n_test=300, test_seed=1, n_shap=24, n_coalitions=150, lam=1.0,
+                    seeds=[0, 1, 2], targets=list(TARGETS))
     # Round 3 of #73, registered before any of its models was trained. Domains: every object drawn with one stroke
     # width (skeleton redrawn), distractors matched in ink (_matched), all objects in one size range. Recipe: a
     # wider and deeper theta0 pre-trained longer (d 64, 3 blocks, 5000 steps; round 2: d 48, 2 blocks, 3000

@@ -62,7 +62,8 @@ if "google.colab" in sys.modules and importlib.util.find_spec("helpers") is None
 # ## Parameters
 #
 # The default run loads the models trained by `data/15_explainability_vector/make_models.py` (per seed 0, 1, 2:
-# pre-training, the source pair and every target model) and evaluates them; `SEED=n` must then be 0 (the stored
+# pre-training, the source pair and every target model) and evaluates them, and the faithfulness table of section 4
+# computed from them by `make_faithfulness.py` (part of it recomputed live and checked); `SEED=n` must then be 0 (the stored
 # seeds start at it). Quick mode trains a tiny version live, for any seed.
 
 # %% tags=["parameters"]
@@ -545,56 +546,59 @@ display(
 # fill are reported beside it. Deletion AUCs of maps on *different* models (θ_T vs θ_T + λτ, whose accuracies differ)
 # are not comparable, so compare rows that share a model.
 
+# %% [markdown]
+# `ev.faithfulness` scores one target's maps this way on its first `n_shap` test images. Kernel SHAP's 150
+# inferences per image over every seed and target, and each map's deletion under three fills, are the slowest part
+# of the chapter, so the default run reads the table that `data/15_explainability_vector/make_faithfulness.py`
+# computed from the stored models (with these parameters; other parameters compute it all live), **recomputes the
+# rows of three targets at the first seed live** (also the saliency grid below) and checks that they agree with the
+# stored ones. Quick mode computes everything live.
+
 # %%
-def faithfulness(s, name):
-    """One seed and target, on its first n_shap test images: every map with the model
-    it is scored on, and each map's AUROC, deletion and insertion AUC (the true-class
-    probability of that model)."""
-    te_ = test[name]
-    idx = torch.arange(min(n_shap, len(te_)))
-    x, y, msk = te_.images[idx], te_.labels[idx], te_.mask[idx]
-    m_T = model_from(states[f"s{s}/T/{ev.key(name)}"])
-    m_tr = model_from(ev.add_vector(states[f"s{s}/T/{ev.key(name)}"], tau[s], lam))
-    with torch.no_grad():
-        own = {lab: m(x, te_.classes)[1][idx, :, y]
-               for lab, m in (("prediction-only", m_T), ("transferred", m_tr))}
-    t0 = time.process_time()
-    shap = ev.kernel_shap(ev.true_prob(m_tr, te_.classes, y), x, n_coalitions, s)
-    t_shap = time.process_time() - t0
-    maps = {
-        "prediction-only": (own["prediction-only"], m_T),
-        "gradient×input": (ev.gradient_map(m_T, x, te_.classes, y), m_T),
-        "transferred": (own["transferred"], m_tr),
-        "gradient×input (transferred)": (ev.gradient_map(m_tr, x, te_.classes, y),
-                                         m_tr),
-        "Kernel SHAP": (shap, m_tr),
-        "random": (torch.as_tensor(repro.rng(s, 9).random(msk.shape),
-                                   dtype=torch.float32), m_tr),
-    }
-    rows = []
-    for label, (mp, m) in maps.items():
-        prob = ev.true_prob(m, te_.classes, y)
-        d, i = ev.deletion_insertion(prob, x, mp)
-        db, ib = ev.deletion_insertion(prob, x, mp, fill="blur")
-        dr, ir = ev.deletion_insertion(prob, x, mp, fill="road")
-        rows.append(dict(seed=s, target=name, map=label, auroc=ev.patch_auroc(mp, msk),
-                         deletion=d, insertion=i, **{"deletion (blur)": db,
-                                                     "insertion (blur)": ib,
-                                                     "deletion (ROAD)": dr,
-                                                     "insertion (ROAD)": ir},
-                         inferences=n_coalitions if label == "Kernel SHAP" else 1,
-                         cpu_s=t_shap if label == "Kernel SHAP" else np.nan))
-    return rows, (x, msk, {k: v[0] for k, v in maps.items()})
+show = [TARGETS[0], TARGETS[len(TARGETS) // 2], TARGETS[-1]]  # live, and in the grid
 
 
-faith, shap_maps = [], {}
-for s in seeds:
-    for name in TARGETS:
-        rows_, first = faithfulness(s, name)
-        faith += rows_
-        if s == seeds[0]:
-            shap_maps[name] = first
-faith = pd.DataFrame(faith)
+def faith_rows(s, name):
+    """One seed and target: every map's AUROC and deletion / insertion AUCs, each on
+    the model it comes from (θ_T, or θ_T + λτ for the transferred map and SHAP)."""
+    base = states[f"s{s}/T/{ev.key(name)}"]
+    m_T, m_tr = model_from(base), model_from(ev.add_vector(base, tau[s], lam))
+    rows_, first = ev.faithfulness(m_T, m_tr, test[name], n_shap, n_coalitions, s)
+    return [dict(seed=s, target=name, **r) for r in rows_], first
+
+
+fcfg = dict(ev.checkpoint_config("faithfulness"), n_test=n_test, n_shap=n_shap,
+            n_coalitions=n_coalitions, lam=lam, seeds=seeds, targets=TARGETS)
+stored = None
+if not quick:
+    try:
+        stored = checkpoints.load("15_explainability_vector", "faithfulness",
+                                  config=fcfg)
+    except checkpoints.ConfigMismatch:
+        print("parameters differ from the stored table's: computing it all live")
+todo = ([(s, t) for s in seeds for t in TARGETS] if stored is None
+        else [(seeds[0], t) for t in show])
+live, shap_maps = [], {}
+for s, name in todo:
+    rows_, first = faith_rows(s, name)
+    live += rows_
+    if s == seeds[0]:
+        shap_maps[name] = first
+live = pd.DataFrame(live)
+faith = live
+if stored is not None:
+    faith = pd.DataFrame(stored.tensors["table"].double().numpy(),
+                         columns=stored.manifest["extra"]["columns"])
+    faith[["seed", "target", "map"]] = stored.manifest["extra"]["index"]
+    cols = stored.manifest["extra"]["columns"]
+    both = live.merge(faith, on=["seed", "target", "map"], suffixes=("", " stored"))
+    gap = max(float((both[c] - both[f"{c} stored"]).abs().max()) for c in cols)
+    same_models = (stored.manifest["metrics"]["models_weights_sha256"]
+                   == ckpt.manifest["weights"]["sha256"])
+    rec.check("faithfulness_table_reproduces", gap if same_models else np.inf, 1e-4,
+              op="<=", note=f"{len(both)} rows recomputed live (seed {seeds[0]}, "
+              f"{', '.join(show)}) against the stored table, largest difference "
+              f"{gap:.1e}; the table was computed from these models: {same_models}")
 display(faith.groupby("map")[["auroc", "deletion (ROAD)", "insertion (ROAD)",
                               "deletion", "insertion", "deletion (blur)",
                               "insertion (blur)", "inferences"]].mean()
@@ -632,7 +636,6 @@ print("the same ratio with other fills:", {f: {k: {s: round(v, 3) for s, v in d.
 # A saliency grid for three targets (seed 0): the image, the label-deciding region, and each map.
 
 # %%
-show = [TARGETS[0], TARGETS[len(TARGETS) // 2], TARGETS[-1]]
 labels_ = ["prediction-only", "gradient×input", "transferred", "Kernel SHAP"]
 fig, ax = plt.subplots(
     len(show), 2 + len(labels_), figsize=(1.6 * (2 + len(labels_)), 1.7 * len(show))

@@ -538,3 +538,25 @@ def test_pack4_roundtrip_and_int4_states():
         if v.is_floating_point():
             assert torch.allclose(back["s0/source_pred"][k], v, atol=1e-6)
             assert torch.allclose(back["s0/T/x"][k], v, atol=0.01 * 5 / 14 + 1e-6), k
+
+
+def test_faithfulness_table_is_deterministic_and_validates():
+    dom = ev.make_domain("digits on grass", 12, 0)
+    small = dict(d_model=8, depth=1, n_head=2, emb_dim=8, stem=4)
+    with torch.no_grad():
+        m_T, m_tr = ev.TinyViT(**small).eval(), ev.TinyViT(**small).eval()
+    a, (x, msk, first) = ev.faithfulness(m_T, m_tr, dom, 4, 6, 0)
+    b, _ = ev.faithfulness(m_T, m_tr, dom, 4, 6, 0)
+    assert [r["map"] for r in a] == list(ev.FAITH_MAPS) and set(first) == set(ev.FAITH_MAPS)
+    assert all(set(r) == {"map", *ev.FAITH_COLUMNS} for r in a)
+    assert x.shape == (4, 3, ev.IMG, ev.IMG) and msk.shape == (4, ev.N_PATCH)
+    # what make_faithfulness.py stores and the notebook recomputes: the same numbers from the same models
+    for ra, rb in zip(a, b):
+        assert all(ra[c] == rb[c] for c in ev.FAITH_COLUMNS if c != "cpu_s"), ra["map"]
+    # a different seed draws other SHAP coalitions and another random map: the rows change
+    c, _ = ev.faithfulness(m_T, m_tr, dom, 4, 6, 1)
+    assert c[-1]["auroc"] != a[-1]["auroc"] or c[-1]["deletion"] != a[-1]["deletion"]
+    with pytest.raises(TypeError):
+        ev.faithfulness(m_T, "m_tr", dom, 4, 6, 0)
+    with pytest.raises(ValueError):
+        ev.faithfulness(m_T, m_tr, dom, 0, 6, 0)
