@@ -8,7 +8,8 @@
   series of target domains with an a-priori relatedness level to the source (3 = new background only ... 0 = the
   label is a shape while a digit or letter of a source class is a decoy). :func:`model_free_maps` /
   :func:`model_free_aurocs`: the maps that need no model (per-patch ink maps, and quadrant maps that know the
-  layout: stroke density and total ink), which must not localise the mask.
+  layout: stroke density, total ink and the size of the ink's box, :func:`object_box_maps`), which must not
+  localise the mask. ``make_domain(..., aspect="fill")``: round 4's domains (every digit stretched to its square).
 * :class:`TinyViT` -- a small ViT (convolutional patch stem) with a CLIP-style head: logits are scaled cosines between
   a projection of the CLS token and class embeddings that are learned once, in pre-training over every class, and
   frozen afterwards (the shared "text" space); the same projection applied to each patch token is the patch-level
@@ -16,7 +17,8 @@
 * Task arithmetic on state dicts (:func:`task_vector`, :func:`add_vector`, :func:`flat`); gentle fine-tuning of the
   top only (:func:`top_params`); storage as differences from theta0 (:func:`pack_states`, :func:`unpack_states`).
 * Explanation metrics (:func:`patch_auroc`, :func:`pointing_game`, :func:`deletion_insertion`), a gradient saliency
-  baseline (:func:`gradient_map`) and Kernel SHAP over patches (:func:`kernel_shap`) as the many-inference reference;
+  baseline (:func:`gradient_map`) and Kernel SHAP over patches (:func:`kernel_shap`) as the many-inference reference,
+  one target's table of them all (:func:`faithfulness`);
   :func:`linear_cka`, :func:`spearman_perm`, :func:`loo_predictions`.
 """
 
@@ -1182,7 +1184,7 @@ def checkpoint_config(name: str = "models") -> dict:
     """The config of the chapter's checkpoint ``name`` at its default parameters (what the script trains and the
     notebook asks for), with the conditions the notebook reads (``conditions``), registered with it."""
     V.one_of("name", name, ("models", "models_r4", "faithfulness"))
-    if name == "faithfulness":  # the faithfulness table of the stored models (make_faithfulness.py)
+    if name == "faithfulness":  # the faithfulness table of the stored models (make_shap_table.py)
         return dict(models="models", n_test=300, test_seed=1, n_shap=24, n_coalitions=150, lam=1.0,
                     seeds=[0, 1, 2], targets=list(TARGETS))
     # Round 3 of #73, registered before any of its models was trained. Domains: every object drawn with one stroke

@@ -63,7 +63,7 @@ if "google.colab" in sys.modules and importlib.util.find_spec("helpers") is None
 #
 # The default run loads the models trained by `data/15_explainability_vector/make_models.py` (per seed 0, 1, 2:
 # pre-training, the source pair and every target model) and evaluates them, and the faithfulness table of section 4
-# computed from them by `make_faithfulness.py` (part of it recomputed live and checked); `SEED=n` must then be 0 (the stored
+# computed from them by `make_shap_table.py` (part of it recomputed live and checked); `SEED=n` must then be 0 (the stored
 # seeds start at it). Quick mode trains a tiny version live, for any seed.
 
 # %% tags=["parameters"]
@@ -77,6 +77,7 @@ n_shap = (
 n_coalitions = 150
 
 # %% tags=["hide-input"]
+import json
 import time
 
 import matplotlib.pyplot as plt
@@ -549,7 +550,7 @@ display(
 # %% [markdown]
 # `ev.faithfulness` scores one target's maps this way on its first `n_shap` test images. Kernel SHAP's 150
 # inferences per image over every seed and target, and each map's deletion under three fills, are the slowest part
-# of the chapter, so the default run reads the table that `data/15_explainability_vector/make_faithfulness.py`
+# of the chapter, so the default run reads the table that `data/15_explainability_vector/make_shap_table.py`
 # computed from the stored models (with these parameters; other parameters compute it all live), **recomputes the
 # rows of three targets at the first seed live** (also the saliency grid below) and checks that they agree with the
 # stored ones. Quick mode computes everything live.
@@ -1229,4 +1230,35 @@ display(Markdown(
     + (" (below chance: they point away from the object)" if auc_own < 0.5 else "")
     + ", so λ = 0 is a weak baseline on its own; the claims therefore also compare with gradient × input and "
     f"|gradient| ({auc_gmag:.2f}, the strongest), both computed on θ_T, the model a user already has."
+))
+
+# %% [markdown]
+# ## Next round: registered, probed at one seed
+#
+# The next version of the benchmark is registered (`ev.checkpoint_config("models_r4")`, committed before any of its
+# models was trained): every digit stretched to fill its square like the other objects, `needs_the_model` reading
+# the box maps too, and the rotated target given three times the training images (`ev.ROTATED_RECIPES`, a fixed
+# order judged by its held-out accuracy alone). Its models are not stored until all three seeds are trained; what
+# the seed-0 probe showed, before any map of its models was scored, is recorded in `probe_r4.json` (written by
+# `probe_r4.py`) and read here.
+
+# %% tags=["remove-input"]
+probe = json.loads(checkpoints.fetch("15_explainability_vector", "probe_r4.json").read_text())
+p0, nm_ = probe["s0"], probe["needs_the_model"]
+best_ = [v for t, v in nm_["best"].items() if t != "source"]
+display(Markdown(
+    f"On the round-4 test images the best of the {len(probe['config']['conditions']['free_maps'])} model-free "
+    f"maps scores patch AUROC {min(best_):.2f} to {max(best_):.2f} over the targets "
+    f"({len(nm_['targets_left'])} of {len(best_)} at or below {nm_['bar']}; the box maps alone "
+    + ", ".join(f"{max(v['smallest box'], v['largest box']):.2f}" for t, v in
+                probe["model_free_auroc"].items() if t != "source")
+    + "). At seed 0 the rotated model reaches held-out accuracy "
+    f"{p0['rotated_rule']['accuracy']:.3f} with the first recipe ("
+    + ("it meets the bar, so the rule keeps it" if p0["rotated_rule"]["meets"] else
+       "below the bar: the rule moves to the second")
+    + f"); the lowest target is {p0['targets_fit']['min']:.3f} (`targets_fit` needs "
+    f"{p0['targets_fit']['bar']}"
+    + ("; below it: " + ", ".join(f"{t} {v:.3f}" for t, v in p0["targets_fit"]["below"].items())
+       if p0["targets_fit"]["below"] else "") + "), and the worst loss plateau is "
+    f"{p0['models_converged']['worst_plateau']:.3f} against {p0['models_converged']['bar']}."
 ))

@@ -550,7 +550,7 @@ def test_faithfulness_table_is_deterministic_and_validates():
     assert [r["map"] for r in a] == list(ev.FAITH_MAPS) and set(first) == set(ev.FAITH_MAPS)
     assert all(set(r) == {"map", *ev.FAITH_COLUMNS} for r in a)
     assert x.shape == (4, 3, ev.IMG, ev.IMG) and msk.shape == (4, ev.N_PATCH)
-    # what make_faithfulness.py stores and the notebook recomputes: the same numbers from the same models
+    # what make_shap_table.py stores and the notebook recomputes: the same numbers from the same models
     for ra, rb in zip(a, b):
         assert all(ra[c] == rb[c] for c in ev.FAITH_COLUMNS if c != "cpu_s"), ra["map"]
     # a different seed draws other SHAP coalitions and another random map: the rows change

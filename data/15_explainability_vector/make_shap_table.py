@@ -10,8 +10,11 @@ that does not fit its time budget, and write it with :mod:`helpers.checkpoints`:
   manifest records the sha256 of the models' weights it was computed from; the notebook reads the table, recomputes
   some of its rows live and checks they agree.
 
-Run from the repository root: ``.venv/bin/python data/15_explainability_vector/make_faithfulness.py`` (or ``make data
-NB=15_explainability_vector``, after make_models.py), about 3 minutes on one core. ``--tiny``: one seed and target,
+Run from the repository root: ``.venv/bin/python data/15_explainability_vector/make_shap_table.py`` (or ``make data
+NB=15_explainability_vector``, which runs it after make_models.py: the scripts run in the order of their names),
+about 3 minutes on one core. The models are read from the data root the table is written to (``--out``) when they
+are there (``make data DATA=dir`` trains them there first), else from the default one; ``--seeds`` reads the models
+of those seeds. ``--tiny``: one seed and target,
 a few images and coalitions, into a temporary folder (seconds).
 """
 
@@ -31,11 +34,13 @@ SOURCES = [HERE, Path(ev.__file__).resolve(), Path(repro.__file__).resolve()]
 COLUMNS = [c for c in ev.FAITH_COLUMNS if c != "cpu_s"]  # cpu_s varies by run: metrics, not the tensor
 
 
-def table(cfg: dict, log=print) -> tuple[list[list], torch.Tensor, dict[str, float], str]:
-    """The faithfulness rows of every seed and target of ``cfg``: (index [seed, target, map], table (rows,
-    columns), Kernel SHAP's CPU seconds per seed/target, the models' weights sha256)."""
+def table(cfg: dict, root: Path | None = None, log=print) -> tuple[list[list], torch.Tensor, dict[str, float], str]:
+    """The faithfulness rows of every seed and target of ``cfg`` from the models under data root ``root``: (index
+    [seed, target, map], table (rows, columns), Kernel SHAP's CPU seconds per seed/target, the models' sha256)."""
     mcfg = ev.checkpoint_config(cfg["models"])
-    ckpt = checkpoints.load(SLUG, cfg["models"], config=mcfg)
+    if cfg["seeds"] != mcfg["seeds"][:len(cfg["seeds"])]:  # --seeds: the models of those seeds
+        mcfg = scripts.with_seeds(mcfg, cfg["seeds"])
+    ckpt = checkpoints.load(SLUG, cfg["models"], config=mcfg, root=root)
     checkpoints.require_seeds(ckpt, cfg["seeds"])
     states = ev.unpack_states(ckpt.tensors)
 
@@ -63,7 +68,8 @@ def table(cfg: dict, log=print) -> tuple[list[list], torch.Tensor, dict[str, flo
 def build(cfg: dict, out: Path | None, args) -> Path:
     t0 = time.time()
     repro.set_threads(1)
-    index, tab, cpu, sha = table(cfg, log=lambda m: print(m, flush=True))
+    here = out is not None and checkpoints.paths(SLUG, cfg["models"], out)[1].is_file()
+    index, tab, cpu, sha = table(cfg, out if here else None, log=lambda m: print(m, flush=True))
     return checkpoints.save(SLUG, args.name, {"table": tab}, config=cfg,
                             metrics={"models_weights_sha256": sha, "rows": len(index), **cpu},
                             seed=list(cfg["seeds"]), wall_seconds=time.time() - t0, sources=SOURCES,
