@@ -37,7 +37,7 @@
 # | river graphs | Yangtze (train), Mississippi (zero-shot), 5x larger graphs | random binary river trees: four training basins of 80 reaches with mixed branching, a 160-reach basin with other branching statistics (zero-shot), a 400-reach bushy basin (5x), a 160-reach basin far deeper than any training basin (depth extrapolation, reported apart) |
 # | simulator | flood-wave routing | variable-parameter (nonlinear) Muskingum, travel time falling with discharge; from round 5 the transfer claims are read on **rainfall**: a soil bucket per reach (capacity partly hidden from every model), fast and slow stores, then the same routing |
 # | model | ~27K-parameter factorized model | ~6K parameters: 3 blocks of learned causal local filters + exact upstream sweep, non-negative output |
-# | baseline | recurrent message passing | GRU (hidden 32) aggregating upstream messages at every step (3 seeds); linear Muskingum with the true `K` and with `K` calibrated by one factor on the training basins (no network); on rainfall: a linear runoff stage + Muskingum (the simulator's routing values on its grid) and a linear unit hydrograph, fitted on the training basins, the claims' baseline the best by validation |
+# | baseline | recurrent message passing | GRU (hidden 32) aggregating upstream messages at every step (3 seeds); linear Muskingum with the true `K` and with `K` calibrated by one factor on the training basins (no network); on rainfall: a linear runoff stage + Muskingum (the simulator's routing values on its grid) and a linear unit hydrograph, fitted on the training basins, the claims' baseline the best by validation; a calibrated HBV-type conceptual model (added at review; it gates the transfer claims, section 9) |
 # | training | long runs on GPUs | 500 steps per river model (24 events per training basin; 1000 on rainfall), validation curve recorded; 1800 steps per cross-geometry model (those short of their plateau retrained in round 4 on a warmup-stable-decay schedule, same steps); all trained ahead by `data/16_space_time_operators/make_models.py` |
 # | cross-geometry | Navier-Stokes, 15 training geometries, Chebyshev and Physics-Attention mixers | **stand-in:** advection-diffusion in a potential flow on 10x10 grids with obstacles, 1 or 15 training geometries at equal steps and equal data, both mixer families, an oracle per test geometry with as many events as the pooled model |
 # | traffic | cross-city forecasting | not reproduced (no offline data) |
@@ -1014,6 +1014,74 @@ display(Markdown(
 ))
 
 # %% [markdown]
+# **Added at review: a generic calibrated conceptual model.** The structure reference above knows the
+# simulator's equations; a practitioner does not, but would not stop at a linear runoff stage either: the
+# standard tool for rainfall to discharge is a calibrated conceptual model (HBV, GR4J and their kin). We fit one
+# whose equations are **not** the simulator's (`st.hbv_runoff`: HBV's soil box, where each hour's rain
+# recharges the response stores in the share `(SM / FC)^beta`, an upper zone with a threshold outflow and
+# percolation, a linear lower zone; field capacity `fc (K / 2.5)^g`, regionalised by the reach's `K`, which
+# every model is given), eleven numbers calibrated by Nelder-Mead (150 iterations from the best of 40 random
+# points of the parameter box) on the first 8 of the training basins' 24 training events (the run's time budget; a
+# handicap against the learned models, which see all 24), then routed like the runoff + routing baseline
+# (its fitted routing values). It was added after the claims'
+# numbers were read, so it does not enter the claims' baseline; it gates them instead, through one review-time
+# condition (`conceptual_leaves_room`, section 9) that can only make the two transfer verdicts inconclusive.
+
+# %%
+HBV_ITERS = 40 if quick else 150  # Nelder-Mead iterations (quick: exercises the code)
+HBV_EVENTS = min(8, n_ev)  # first 8 training events per basin: time budget (a handicap)
+HBV_STARTS = 10 if quick else 40  # random points of the box tried before Nelder-Mead
+hbv_par = {}
+for s in seeds:
+    hbv_par[s] = st.hbv_fit(rain[s], HBV_EVENTS, rr_fit[s], maxiter=HBV_ITERS,
+                            n_random=HBV_STARTS, seed=s)  # training events only
+    for name, d in rain[s].items():
+        r = d["q"][-d["n_test"]:] if d["train"] else d["q"]
+        truth = (d["O"][-d["n_test"]:] if d["train"] else d["O"])[:, 0]
+        pred = st.hbv_predict(hbv_par[s], d, r)[:, 0]
+        rain_out[s, "conceptual", name] = st.r2_score(pred, truth)
+    rain_v[s, "conceptual"] = np.mean(
+        [rain_out[s, "conceptual", n] for n in train_names])
+    print(f"seed {s}: HBV-type, calibrated (training outlet R² "
+          f"{hbv_par[s]['score']:.3f}): outlet R² "
+          f"validation {rain_v[s, 'conceptual']:.3f}, " + ", ".join(
+              f"{n} {rain_out[s, 'conceptual', n]:.3f}" for n in unseen)
+          + f" | factorized {rain_v[s, 'factorized']:.3f}, " + ", ".join(
+              f"{n} {rain_out[s, 'factorized', n]:.3f}" for n in unseen))
+
+# %% tags=["remove-input"]
+_hbv_wins = [(s, n) for s in seeds for n in unseen
+             if rain_out[s, "conceptual", n] > rain_out[s, "factorized", n]]
+_hbv_stuck = [s for s in seeds if hbv_par[s]["score"] < 0.9]  # the book's fit bar
+_hbv_good = [s for s in seeds if 1 - rain_v[s, "conceptual"] < 0.05]
+display(Markdown(
+    "**Reading (this run).** The calibrated HBV-type model reaches outlet R² "
+    + _lst([rain_v[s, "conceptual"] for s in seeds]) + " on validation (room left to a learned "
+    "model " + _lst([1 - rain_v[s, "conceptual"] for s in seeds]) + ") and "
+    + "; ".join(f"{n} " + _lst([rain_out[s, "conceptual", n] for s in seeds]) for n in unseen)
+    + " on the unseen basins, above the factorized model at "
+    + f"{len(_hbv_wins)} of {len(seeds) * len(unseen)} (seed, basin) pairs. Its calibration reaches "
+    "training outlet R² " + _lst([hbv_par[s]["score"] for s in seeds])
+    + (f"; at seed(s) {', '.join(str(s) for s in _hbv_stuck)} Nelder-Mead stops short within the "
+       "budget (a local optimum of the calibration is the likely cause; more random starts were not "
+       "tried)" if _hbv_stuck else "")
+    + ". "
+    + (f"Where it leaves less than five points of R² on validation (seed(s) "
+       f"{', '.join(str(s) for s in _hbv_good)}), a generic conceptual model calibrated in well under a "
+       "minute does what the book's own `needs_the_model` bar asks a model-free baseline not to do, so the "
+       "two transfer verdicts are read as inconclusive (`conceptual_leaves_room`, added at review). There it "
+       "transfers to the unseen basins at " + "; ".join(
+           f"{n} " + _lst([rain_out[s, "conceptual", n] for s in _hbv_good]) for n in unseen)
+       + " against the factorized model's " + "; ".join(
+           f"{n} " + _lst([rain_out[s, "factorized", n] for s in _hbv_good]) for n in unseen)
+       + ": whether the learned model beats a well-calibrated conceptual model on transfer is not "
+       "settled by this run."
+       if _hbv_good else
+       "It leaves a learned model at least five points of R² at every seed, so the registered "
+       "`needs_the_model` reading stands against it too.")
+))
+
+# %% [markdown]
 # ## 4. Checks
 #
 # Mass balance of the simulator; the spectral solution equals the sequential one; the sweep with Muskingum
@@ -1788,7 +1856,10 @@ plotting.live_controls(show, basin=names, model=[*st.LEAKS, "recurrent"],
 # **Conditions.** The river claims rest on the router being trained to its plateau (validation curve flat, the
 # book-wide `train.plateau` rule) and fitting its own basins (R² on their held-out events above the bar the
 # condition states); the transfer claims also on the task needing the model (`needs_the_model`: the best
-# model-free baseline leaves room, registered before the rainfall models were trained); the cross-geometry claims on the models involved being converged (their validation curves
+# model-free baseline leaves room, registered before the rainfall models were trained; and, added at review
+# after the verdicts were read, `conceptual_leaves_room`: a calibrated HBV-type model, section 3, leaves room
+# too, one number for all seeds, so it can only make the two verdicts inconclusive); the cross-geometry
+# claims on the models involved being converged (their validation curves
 # flat by the same rule: the G = 15 model, the data-matched G = 1 control, the attention model, every
 # data-matched oracle, every leak model), and the two oracle claims also on the oracle being a ceiling
 # (`oracle_is_ceiling`: the oracle on its own geometry at least as good as the G = 15 model on geometries it
@@ -1852,13 +1923,14 @@ def rain_note(basin):
     """Rainfall benchmark numbers of a transfer claim, per seed."""
     lab = {"runoff_routing": "runoff + routing", "unit_hydrograph": "unit hydrograph",
            "recurrent": "recurrent MP",
+           "conceptual": "calibrated HBV-type (added at review, gates the claim)",
            "structure": "the simulator's hillslope with one capacity (exploratory, "
            "not a baseline)"}
     return ("Rainfall benchmark (round 5). Outlet R² per seed: factorized "
             + ", ".join(f"{rain_out[s, 'factorized', basin]:.3f}" for s in seeds) + "; "
             + "; ".join(lab[k] + " " + ", ".join(f"{rain_out[s, k, basin]:.3f}"
                                                  for s in seeds)
-                        for k in RAIN_BASES + ("structure",))
+                        for k in RAIN_BASES + ("conceptual", "structure"))
             + ". Claims' baseline by validation per seed: "
             + ", ".join(lab[best_base[s]] for s in seeds) + ". ")
 
@@ -2023,6 +2095,17 @@ rec.condition("needs_the_model", [1 - rain_v[s, best_free[s]] for s in seeds],
               unit="1 − best model-free outlet R² (validation)",
               statement="the best model-free baseline leaves room for a learned model")
 RAIN = ("rainfall_converged", "rainfall_fits", "needs_the_model")
+# added at review (after the verdicts were read): a generic calibrated conceptual
+# model (section 3) must leave the learned model room too. One number for every seed
+# (the least room over the seeds), so the condition holds at all seeds or at none: it
+# can make the two transfer verdicts inconclusive, never change which way they go.
+_room_c = min(1 - rain_v[s, "conceptual"] for s in seeds)
+rec.condition("conceptual_leaves_room", [_room_c for s in seeds], ">=", 0.05,
+              unit="1 − calibrated HBV-type outlet R² (validation), least over "
+              "the seeds",
+              statement="a generic calibrated conceptual model (not the simulator's "
+              "equations) leaves room for a learned model; added at review")
+RAIN_CLAIMS = RAIN + ("conceptual_leaves_room",)
 
 # %%
 # the two transfer claims as margins over the strongest baseline (best by validation),
@@ -2037,7 +2120,7 @@ for basin, cid, paper in (("zero-shot", "zero_shot_margin", "R² = 0.998 zero-sh
         measured=[rain_out[s, "factorized", basin] - b
                   for s, b in zip(seeds, best_out)],
         op=">", target=0.0, unit="outlet R², factorized − best baseline",
-        baseline=best_out, note=notes[cid], given=RAIN,
+        baseline=best_out, note=notes[cid], given=RAIN_CLAIMS,
     )
 rec.claim(
     "within_oracle",
@@ -2193,7 +2276,14 @@ display(Markdown(
     "reaches outlet R² " + "; ".join(f"{n} " + _lst([rain_out[s, "structure", n] for s in seeds])
                                        for n in unseen)
     + " (section 3), so a hydrologist with the right conceptual model would not need a learned one at this "
-    "outlet. Each reach's capacity is partly hidden from every model (its random lognormal factor), "
+    "outlet. Added at review: a generic HBV-type model (not the simulator's equations), calibrated on 8 "
+    "training events per basin, reaches outlet R² " + _lst([rain_v[s, "conceptual"] for s in seeds])
+    + " on validation and " + "; ".join(f"{n} " + _lst([rain_out[s, "conceptual", n] for s in seeds])
+                                       for n in unseen)
+    + " (factorized " + _lst([rain_v[s, "factorized"] for s in seeds]) + "; "
+    + "; ".join(f"{n} " + _lst([rain_out[s, "factorized", n] for s in seeds]) for n in unseen)
+    + "); the condition `conceptual_leaves_room` it feeds was added after the verdicts were read and "
+    "can only make them inconclusive. Each reach's capacity is partly hidden from every model (its random lognormal factor), "
     "which caps what any of them can reach at a headwater reach. One run per seed, "
     f"{cfg_rain['steps']} steps.\n"
     "* **Causal, but time-invariant filters.** Each reach's filter depends on its static features only: a "

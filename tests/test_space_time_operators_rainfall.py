@@ -147,3 +147,52 @@ def test_river_inputs_without_area():
     _, leaked, _ = st.river_inputs(p, K, q, "area", area_input=False)  # the leak is the only area
     a = st.upstream_area(p)
     assert np.allclose(leaked[:, 1].numpy(), a / a.max())
+
+
+# --- added at review: the generic calibrated conceptual model (HBV-type) ---------------------------------------
+def _hbv_params(**kw):
+    p = {k: (lo + hi) / 2 for k, lo, hi in zip(st.HBV_NAMES, st.HBV_LOW, st.HBV_HIGH)}
+    p.update(kw)
+    return p
+
+
+def test_hbv_conserves_water_and_is_causal():
+    rng = np.random.default_rng(3)
+    r = np.zeros((2, 4, 400))
+    r[:, :, :20] = rng.gamma(0.5, 1.0, (2, 4, 20))
+    K = np.array([1.0, 2.0, 3.0, 4.0])
+    p = _hbv_params(sm0=1.0, lz0=0.7, base=0.1, k2=0.2)  # full soil: every drop is recharge
+    out = st.hbv_runoff(r, K, p)
+    assert out.min() >= 0.1 - 1e-12
+    np.testing.assert_allclose((out - 0.1).sum(-1), r.sum(-1) + 0.7, rtol=1e-6)
+    r2 = r.copy()
+    r2[:, :, 10:] += 1.0  # rain from hour 10 on changes nothing before it
+    np.testing.assert_array_equal(st.hbv_runoff(r2, K, p)[..., :10], out[..., :10])
+    dry = st.hbv_runoff(0.01 * r, K, _hbv_params(sm0=0.0, lz0=0.0, base=0.0, beta=8.0))
+    assert dry.sum() < 1e-3 * (0.01 * r).sum()  # a dry soil box with a steep beta swallows a small storm
+
+
+def test_hbv_fit_recovers_its_own_world():
+    rng = np.random.default_rng(0)
+    parents = st.random_river_tree(12, rng, 0.3)
+    K = rng.uniform(1, 4, 12)
+    r = st.lateral_inflow(12, 30, 6, rng, base=0.0)
+    truth = _hbv_params(q_ref=0.3, k_factor=1.0)
+    out = st.hbv_predict(truth, dict(parents=parents, K=K), r)
+    data = {"train0": dict(parents=parents, K=K, q=r, O=out, train=True, n_test=1)}
+    fit = st.hbv_fit(data, 5, dict(q_ref=0.3, k_factor=1.0), maxiter=5)  # starts at the truth
+    assert fit["score"] > 0.999
+    bad = st.hbv_fit(data, 5, dict(q_ref=0.3, k_factor=3.0), maxiter=5)  # wrong routing: a worse fit
+    assert bad["score"] < fit["score"]
+
+
+def test_hbv_rejects_bad_input():
+    r, K = _rain(), np.ones(5)
+    with pytest.raises(ValueError):
+        st.hbv_runoff(r, np.ones(4), _hbv_params())
+    with pytest.raises(ValueError):
+        st.hbv_runoff(r, K, _hbv_params(beta=50.0))  # outside the calibration box
+    with pytest.raises((KeyError, ValueError)):
+        st.hbv_runoff(r, K, {k: v for k, v in _hbv_params().items() if k != "fc"})
+    with pytest.raises(ValueError):
+        st.hbv_runoff(-r - 1, K, _hbv_params())
