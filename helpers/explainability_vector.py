@@ -1116,6 +1116,35 @@ def faithfulness(m_T: nn.Module, m_tr: nn.Module, dom: Domain, n_images: int = 2
     return rows, (x, msk, {k: v[0] for k, v in maps.items()})
 
 
+def table_gap(live: Sequence[Mapping], stored: Sequence[Mapping], columns: Sequence[str],
+              key: Sequence[str] = ("seed", "target", "map")) -> float:
+    """The largest absolute difference, over ``columns``, between each row of ``live`` and the row of ``stored``
+    with the same ``key`` (the chapter's check that a precomputed faithfulness table is what the stored models
+    give). ``inf`` when a live row has no stored row, or several, with its key, or a value is not finite in one of
+    them and finite in the other: a row that cannot be compared cannot pass."""
+    V.sequence("live", live, min_len=1)
+    V.sequence("stored", stored, min_len=1)
+    V.sequence("columns", columns, min_len=1)
+    index: dict[tuple, list[Mapping]] = {}
+    for r in stored:
+        V.instance("stored row", r, Mapping)
+        index.setdefault(tuple(r[k] for k in key), []).append(r)
+    gap = 0.0
+    for r in live:
+        V.instance("live row", r, Mapping)
+        match = index.get(tuple(r[k] for k in key), [])
+        if len(match) != 1:
+            return float("inf")
+        for c in columns:
+            a, b = float(r[c]), float(match[0][c])
+            if np.isnan(a) and np.isnan(b):
+                continue
+            if not (np.isfinite(a) and np.isfinite(b)):
+                return float("inf")
+            gap = max(gap, abs(a - b))
+    return gap
+
+
 def map_entropy(maps: Tensor, temperature: float = 0.1) -> float:
     """Mean entropy (nats) of softmax(maps / temperature) over patches: how concentrated the explanations are."""
     V.tensor("maps", maps, ndim=2, dtype="float", nonempty=True)

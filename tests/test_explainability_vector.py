@@ -1,3 +1,5 @@
+import copy
+
 import numpy as np
 import pytest
 import torch
@@ -560,3 +562,33 @@ def test_faithfulness_table_is_deterministic_and_validates():
         ev.faithfulness(m_T, "m_tr", dom, 4, 6, 0)
     with pytest.raises(ValueError):
         ev.faithfulness(m_T, m_tr, dom, 0, 6, 0)
+
+
+def test_table_gap_fails_on_other_models_missing_rows_and_bad_input():
+    """The notebook's faithfulness_table_reproduces reads ev.table_gap against a 1e-4 bar: it passes only for the
+    same models' rows and fails for rows of perturbed models, a missing or duplicated row, or a NaN in one table."""
+    dom = ev.make_domain("digits on grass", 12, 0)
+    small = dict(d_model=8, depth=1, n_head=2, emb_dim=8, stem=4)
+    with torch.no_grad():
+        m_T, m_tr = ev.TinyViT(**small).eval(), ev.TinyViT(**small).eval()
+    cols = [c for c in ev.FAITH_COLUMNS if c != "cpu_s"]
+
+    def rows(a, b):
+        return [dict(seed=0, target="t", **r) for r in ev.faithfulness(a, b, dom, 4, 6, 0)[0]]
+
+    stored = rows(m_T, m_tr)
+    assert ev.table_gap(rows(m_T, m_tr), stored, cols) <= 1e-4
+    other = copy.deepcopy(m_tr)
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for p in other.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    assert ev.table_gap(rows(m_T, other), stored, cols) > 1e-4
+    assert ev.table_gap(stored, stored[1:], cols) == float("inf")  # a live row with no stored row
+    assert ev.table_gap(stored, stored + stored[:1], cols) == float("inf")  # two stored rows for one key
+    nan_row = dict(stored[0], auroc=float("nan"))
+    assert ev.table_gap([nan_row], stored, cols) == float("inf")
+    with pytest.raises(ValueError):
+        ev.table_gap([], stored, cols)
+    with pytest.raises(TypeError):
+        ev.table_gap(["row"], stored, cols)
