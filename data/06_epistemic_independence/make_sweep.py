@@ -38,6 +38,7 @@ from helpers import epistemic_independence as ei
 
 SLUG = ei.CHECKPOINT_SLUG
 HERE = Path(__file__).resolve()
+SOURCES = [HERE, Path(ei.__file__).resolve()]  # the files its records hash
 RL_ARMS = ("RL acc, adversarial-only", "RL acc, balanced", "EIT")
 
 
@@ -131,8 +132,7 @@ def run(beta: float | None, anchor: bool, seeds: list[int], out: Path | None, ti
         wall_seconds=round(time.time() - t0, 1),
         machine=dict(cores=os.cpu_count(), torch_threads=torch.get_num_threads(), torch=torch.__version__,
                      python=platform.python_version(), platform=platform.platform(terse=True)),
-        source={"files": {str(p.relative_to(checkpoints.REPO)): checkpoints.sha256_file(p)
-                          for p in (HERE, Path(ei.__file__).resolve())}},
+        source=checkpoints.source_hash(SOURCES),
     )
     root = Path(tempfile.mkdtemp()) if tiny and out is None else (out or checkpoints.data_dir())
     path = Path(root) / SLUG / ("anchor_fix.json" if anchor else f"beta_sweep_{beta:g}.json")
