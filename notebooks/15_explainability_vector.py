@@ -577,10 +577,10 @@ if not quick:
                                   config=fcfg)
     except checkpoints.ConfigMismatch:
         print("parameters differ from the stored table's: computing it all live")
-todo = ([(s, t) for s in seeds for t in TARGETS] if stored is None
-        else [(seeds[0], t) for t in show])
+live_cells = ([(s, t) for s in seeds for t in TARGETS] if stored is None
+              else [(seeds[0], t) for t in show])
 live, shap_maps = [], {}
-for s, name in todo:
+for s, name in live_cells:
     rows_, first = faith_rows(s, name)
     live += rows_
     if s == seeds[0]:

@@ -85,3 +85,22 @@ def test_retrained_parts_assemble_to_one_run_and_record_the_registered_reading(t
     other["retrain"][0][0][1] += 2
     with pytest.raises(ValueError, match="steps"):
         mm.make_retrained(other, tmp_path / "y", "assemble", parts)
+
+
+@pytest.mark.parametrize("name", ["rainfall", "noarea"])
+def test_per_seed_parts_assemble_to_the_same_tensors(tmp_path, name):
+    mm = _script()
+    cfg = mm.tiny(name)
+    make = dict(rainfall=mm.make_rainfall, noarea=mm.make_noarea)[name]
+    whole = make(cfg, tmp_path / "whole")
+    make(cfg, None, name, tmp_path / "parts")
+    a = make(cfg, tmp_path / "a", "assemble", tmp_path / "parts")
+    ta, tw = (load_file(p.with_suffix(".safetensors")) for p in (a, whole))
+    assert ta.keys() == tw.keys() and all(ta[k].equal(tw[k]) for k in ta)
+    kinds = {k.split(".")[1] for k in ta} | {k.split(".")[2] for k in ta}
+    assert ({"router", "recurrent"} if name == "rainfall" else {"none", "area"}) <= kinds
+    other = mm.tiny(name)
+    other["seeds"] = [0]
+    other["leaks" if name == "noarea" else "steps"] = ["none"] if name == "noarea" else 3
+    with pytest.raises(ValueError, match="another config"):
+        make(other, tmp_path / "x", "assemble", tmp_path / "parts")

@@ -1,16 +1,11 @@
-"""Round 5: the rainfall-runoff benchmark (hillslope stage, data, the model-free baselines) and its data script."""
-
-import importlib.util
-from pathlib import Path
+"""Round 5: the rainfall-runoff benchmark (hillslope stage, data, the model-free baselines); the data script's
+parts-assemble test is in test_space_time_operators_data.py."""
 
 import numpy as np
 import pytest
 import torch
-from safetensors.torch import load_file
 
 from helpers import space_time_operators as st
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 def _rain(B=3, N=5, T=40, seed=0):
@@ -107,33 +102,6 @@ def test_unit_hydrograph_fits_a_linear_outlet_and_not_a_threshold():
     assert w.shape == (33,)
     with pytest.raises(ValueError):
         st.unit_hydrograph_fit(rain, 0)
-
-
-def _script():
-    spec = importlib.util.spec_from_file_location(
-        "make_models_16r", REPO / "data" / "16_space_time_operators" / "make_models.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-@pytest.mark.parametrize("name", ["rainfall", "noarea"])
-def test_per_seed_parts_assemble_to_the_same_tensors(tmp_path, name):
-    mm = _script()
-    cfg = mm.tiny(name)
-    make = dict(rainfall=mm.make_rainfall, noarea=mm.make_noarea)[name]
-    whole = make(cfg, tmp_path / "whole")
-    make(cfg, None, name, tmp_path / "parts")
-    a = make(cfg, tmp_path / "a", "assemble", tmp_path / "parts")
-    ta, tw = (load_file(p.with_suffix(".safetensors")) for p in (a, whole))
-    assert ta.keys() == tw.keys() and all(ta[k].equal(tw[k]) for k in ta)
-    kinds = {k.split(".")[1] for k in ta} | {k.split(".")[2] for k in ta}
-    assert ({"router", "recurrent"} if name == "rainfall" else {"none", "area"}) <= kinds
-    other = mm.tiny(name)
-    other["seeds"] = [0]
-    other["leaks" if name == "noarea" else "steps"] = ["none"] if name == "noarea" else 3
-    with pytest.raises(ValueError, match="another config"):
-        make(other, tmp_path / "x", "assemble", tmp_path / "parts")
 
 
 def test_river_inputs_without_area():
