@@ -331,7 +331,9 @@ def test_round4_config_registered():
     r3, r4 = ev.checkpoint_config("models"), ev.checkpoint_config("models_r4")
     assert "aspect" not in r3 and "free_maps" not in r3["conditions"]  # the stored round 3 keeps its config
     assert r4["aspect"] == "fill" and r4["conditions"]["free_maps"] == list(ev.FREE_MAPS_R4)
-    assert r4["target_recipe"] == {"rotated": ev.ROTATED_RECIPES[0]}
+    assert r4["target_recipe"] == {"rotated": ev.ROTATED_RECIPES[0],
+                                   **{t: ev.INK_RECIPES[0] for t in ev.INK_TARGETS}}
+    assert set(ev.INK_TARGETS) <= set(ev.TARGETS) and "rotated" not in ev.INK_TARGETS
     assert {k: v for k, v in r4.items() if k not in ("aspect", "target_recipe", "conditions")} == {
         k: v for k, v in r3.items() if k != "conditions"}
     assert {k: v for k, v in r4["conditions"].items() if k != "free_maps"} == r3["conditions"]

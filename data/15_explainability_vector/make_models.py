@@ -9,7 +9,8 @@
   ask for oracles (fine-tuned with a target's own masks); the stored checkpoint has none.
 * ``models_r4`` (``--name models_r4``; registered, not stored yet): round 4 of #73, the same recipe on domains
   where every digit fills its square like the other objects, with the rotated target's own data and steps
-  (``ev.ROTATED_RECIPES``, chosen by the rule written beside it).
+  (``ev.ROTATED_RECIPES``, chosen by the rule written beside it) and, round 5, the new-ink targets' own data
+  (``ev.INK_RECIPES``, the same kind of rule, judged by ``probe_r5.py``).
 
 Run from the repository root: ``.venv/bin/python data/15_explainability_vector/make_models.py`` (or
 ``make data NB=15_explainability_vector``), about 15 minutes a seed on one core (round 3's recipe). ``--tiny`` trains a tiny config for
