@@ -1537,14 +1537,20 @@ def linear_reservoir(r: np.ndarray, k: float) -> np.ndarray:
 def runoff_routing_fit(data: dict[str, dict[str, Any]], n_events: int, k_grid: tuple[float, ...] = (0, 3, 10, 30),
                        route_grid: tuple[tuple[float, float], ...] = ((0.1, 1.0), (0.3, 0.8), (0.3, 1.0),
                                                                         (0.3, 1.2), (1.0, 1.0)),
-                       ) -> dict[str, float]:
+                       extend: bool = True, k_max: float = 3000.0, joint: bool = True) -> dict[str, float]:
     """The Muskingum family with a linear runoff stage, fitted on the training basins' training events.
 
     Lateral inflow is guessed as ``b + c * linear_reservoir(r, k)``: for each ``k`` the two numbers ``(b, c)``
     are least squares (linear Muskingum with the reaches' own ``K`` is linear in them), on every reach and hour of
     the training events; the best ``(b, c, k)`` (outlet R², mean over training basins) is then routed by
     variable-parameter Muskingum for each ``(Q_ref, K factor)`` of ``route_grid`` (which holds the simulator's own
-    ``(0.3, 1.0)``: the routing can be exact) and the best pair kept. Returns ``b, c, k, q_ref, k_factor``."""
+    ``(0.3, 1.0)``: the routing can be exact) and the best pair kept. Returns ``b, c, k, q_ref, k_factor``.
+
+    ``extend`` (round 6): while the best ``k`` is the largest tried (a grid edge), ``3 k`` is tried too, up to
+    ``k_max`` (as ``k`` grows the stage tends to cumulative rainfall, an integrator: its limit); ``k_edge`` in
+    the result is 1.0 when the best ``k`` is still the largest tried (0.0 otherwise). ``joint`` (round 6): every
+    ``k`` is scored with every routing of ``route_grid`` (and linear Muskingum) and the best pair kept; with
+    ``joint=False`` the routing is chosen after the best ``k`` under linear routing (rounds 1-5, greedy)."""
     _river(data)
     n_events = V.integer("n_events", n_events, min=1)
     basins = [d for d in data.values() if d["train"]]
@@ -1555,8 +1561,17 @@ def runoff_routing_fit(data: dict[str, dict[str, Any]], n_events: int, k_grid: t
         return float(np.mean([r2_score(runoff_routing_predict(params, d, d["q"][:n_events])[:, 0],
                                        d["O"][:n_events, 0]) for d in basins]))
 
+    V.boolean("extend", extend)
+    V.boolean("joint", joint)
+    k_max = V.positive("k_max", k_max)
     best: dict[str, float] = {}
-    for k in k_grid:
+    grid = [V.nonnegative(f"k_grid[{i}]", k) for i, k in enumerate(V.sequence("k_grid", k_grid))]
+    if not grid:
+        raise ValueError("k_grid must hold at least one residence time")
+    i = 0
+    while i < len(grid):
+        k = grid[i]
+        i += 1
         cols, ys = [], []
         for d in basins:
             r = d["q"][:n_events]
@@ -1565,16 +1580,22 @@ def runoff_routing_fit(data: dict[str, dict[str, Any]], n_events: int, k_grid: t
             cols.append(np.stack([one.ravel(), lin.ravel()], 1))
             ys.append(d["O"][:n_events].ravel())
         (b, c), *_ = np.linalg.lstsq(np.concatenate(cols), np.concatenate(ys), rcond=None)
-        cand = dict(b=float(b), c=float(max(c, 0.0)), k=float(k), q_ref=0.0, k_factor=1.0)
-        cand["score"] = outlet(cand)
-        if not best or cand["score"] > best["score"]:
-            best = cand
-    lin_best = dict(best)
-    for q_ref, kf in route_grid:
-        cand = dict(lin_best, q_ref=float(q_ref), k_factor=float(kf))
-        cand["score"] = outlet(cand)
-        if cand["score"] > best["score"]:
-            best = cand
+        stage = dict(b=float(b), c=float(max(c, 0.0)), k=float(k))
+        for q_ref, kf in [(0.0, 1.0)] + (list(route_grid) if joint else []):
+            cand = dict(stage, q_ref=float(q_ref), k_factor=float(kf))
+            cand["score"] = outlet(cand)
+            if not best or cand["score"] > best["score"]:
+                best = cand
+        if extend and i == len(grid) and best["k"] == max(grid) and 0 < 3 * k <= k_max:
+            grid.append(3 * k)
+    if joint is False:  # rounds 1-5: the routing chosen after the best linear k
+        lin_best = dict(best)
+        for q_ref, kf in route_grid:
+            cand = dict(lin_best, q_ref=float(q_ref), k_factor=float(kf))
+            cand["score"] = outlet(cand)
+            if cand["score"] > best["score"]:
+                best = cand
+    best["k_edge"] = float(best["k"] == max(grid))
     return best
 
 
@@ -1806,3 +1827,197 @@ def hbv_fit(data: dict[str, dict[str, Any]], n_events: int, routing: dict[str, f
     res = minimize(loss, x0, method="Nelder-Mead",
                    options=dict(maxiter=maxiter, xatol=1e-3, fatol=1e-5))
     return dict(params(res.x), score=-float(res.fun))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Round 6 (issue #74): a reliable conceptual baseline, run-to-run noise, a two-sided convergence reading
+# ---------------------------------------------------------------------------------------------------------------
+HBV_ROUTE_NAMES = ("q_ref", "k_factor")  # the routing a conceptual model calibrates with its runoff numbers
+HBV_ROUTE_LOW, HBV_ROUTE_HIGH = (0.05, 0.5), (2.0, 1.5)
+
+
+def two_sided(plateau: float) -> float:
+    """A convergence reading that fails a rising curve as well as a falling one: ``|plateau|``.
+
+    :func:`helpers.train.plateau` is negative when a validation curve **rises** at its end (a loss that grew
+    since its second-to-last window), and a one-sided bar (``plateau <= 0.05``) passes that. Read as
+    ``two_sided(p) <= 0.05``, a model is converged only where its curve neither still falls nor rises by more
+    than the bar."""
+    return abs(V.number("plateau", plateau))
+
+
+def _hbv_unit(u: np.ndarray) -> dict[str, float]:
+    """The parameters (HBV's eleven and the routing's two) at point ``u`` of the unit cube."""
+    lo = np.array(HBV_LOW + HBV_ROUTE_LOW)
+    hi = np.array(HBV_HIGH + HBV_ROUTE_HIGH)
+    v = lo + (hi - lo) * np.clip(u, 0.0, 1.0)
+    return dict(zip(HBV_NAMES + HBV_ROUTE_NAMES, map(float, v)))
+
+
+def _hbv_to_unit(params: dict[str, float]) -> np.ndarray:
+    lo = np.array(HBV_LOW + HBV_ROUTE_LOW)
+    hi = np.array(HBV_HIGH + HBV_ROUTE_HIGH)
+    x = np.array([float(params[k]) for k in HBV_NAMES + HBV_ROUTE_NAMES])
+    return np.clip((x - lo) / (hi - lo), 0.0, 1.0)
+
+
+def hbv_calibrate(targets: list[tuple[dict[str, Any], np.ndarray, np.ndarray]], popsize: int = 8,
+                  maxiter: int = 20, polish_iter: int = 500, seed: int = 0,
+                  start: dict[str, float] | None = None) -> dict[str, Any]:
+    """Calibrate :func:`hbv_runoff`'s eleven numbers **and** its routing (``q_ref``, ``k_factor``) on
+    ``targets``, a list of ``(basin, rainfall (B, N, T), outlet discharge (B, T))``, maximising the mean outlet R².
+
+    The practitioner's recipe with many starts: ``scipy.optimize.differential_evolution`` over the parameter box
+    (Latin-hypercube population of ``popsize`` x 13, ``maxiter`` generations, ``seed``), then bounded
+    Nelder-Mead from its best point (``polish_iter`` iterations). With ``start`` (a parameter set, e.g. the
+    regional calibration) the evolution is skipped and Nelder-Mead starts there (a gauged re-calibration).
+    Returns ``params`` (with the routing), ``score`` (the mean outlet R² on ``targets``), ``evals`` and
+    ``de_score`` (the evolution's best, ``None`` without it)."""
+    from scipy.optimize import differential_evolution, minimize
+
+    V.instance("targets", targets, list)
+    if not targets:
+        raise ValueError("targets must hold at least one (basin, rainfall, outlet) triple")
+    for i, t in enumerate(targets):
+        if not (isinstance(t, tuple) and len(t) == 3):
+            raise TypeError(f"targets[{i}] must be a (basin, rainfall, outlet) tuple, got {V.describe(t)}")
+        _keys(f"targets[{i}][0]", t[0], ("parents", "K"))
+        r = V.array(f"targets[{i}][1]", t[1], ndim=3, dtype="float")
+        o = V.array(f"targets[{i}][2]", t[2], ndim=2, dtype="float")
+        if o.shape != (r.shape[0], r.shape[2]) or r.shape[1] != np.asarray(t[0]["K"]).size:
+            raise ValueError(f"targets[{i}]: rainfall {r.shape} and outlet {o.shape} do not match the basin")
+    popsize, maxiter = V.integer("popsize", popsize, min=1), V.integer("maxiter", maxiter, min=0)
+    polish_iter, seed = V.integer("polish_iter", polish_iter, min=0), V.seed("seed", seed)
+    n_evals = [0]
+
+    def loss(u: np.ndarray) -> float:
+        n_evals[0] += 1
+        p = _hbv_unit(u)
+        v = np.mean([r2_score(hbv_predict(p, d, r)[:, 0], o) for d, r, o in targets])
+        return -float(v) if np.isfinite(v) else 1e6
+
+    dim = len(HBV_NAMES) + len(HBV_ROUTE_NAMES)
+    de_score = None
+    if start is not None:
+        V.instance("start", start, dict)
+        _keys("start", start, HBV_NAMES + HBV_ROUTE_NAMES)
+        u0 = _hbv_to_unit(start)
+    else:
+        res = differential_evolution(loss, [(0.0, 1.0)] * dim, popsize=popsize, maxiter=maxiter, seed=seed,
+                                     init="latinhypercube", polish=False, tol=0.0)
+        u0, de_score = res.x, -float(res.fun)
+    u = u0
+    if polish_iter:
+        res = minimize(loss, u0, method="Nelder-Mead", bounds=[(0.0, 1.0)] * dim,
+                       options=dict(maxiter=polish_iter, xatol=1e-4, fatol=1e-6, adaptive=True))
+        if res.fun <= loss(u0):
+            u = res.x
+    return dict(params=_hbv_unit(u), score=-loss(u), evals=n_evals[0], de_score=de_score)
+
+
+def round6_config() -> dict[str, Any]:
+    """Round 6 of the rainfall benchmark, registered (committed) before any of its runs.
+
+    ``conceptual`` (records ``conceptual_s{seed}.json``): the generic HBV-type model (:func:`hbv_runoff`, not the
+    simulator's equations) calibrated by :func:`hbv_calibrate` in two settings. **zero-shot**: on the training
+    basins' training events (all of them), its field capacity regionalised by each reach's ``K`` (an input every
+    model is given) and its routing calibrated with it; then applied unchanged to the held-out events and the
+    unseen basins: the only setting that can be a claims' baseline. **gauged** (an upper reference, never a
+    baseline): re-calibrated on each unseen basin's own events (all of them, so its R² there is in-sample),
+    starting from the zero-shot parameters.
+
+    ``rerun`` (records ``rerun_s{seed}.json``, no weights): a second training run per seed of the rainfall
+    router and recurrent baseline, with the recipe of checkpoint ``rainfall`` and training seed ``seed +
+    seed_offset`` on the same data (seed ``seed``): the run-to-run noise of the margins.
+
+    ``reading``: the claims' baseline per seed and run = the best by validation outlet R² among the zero-shot
+    model-free baselines (runoff + routing, unit hydrograph, the zero-shot conceptual model) and that run's
+    recurrent baseline; ``zero_shot_margin`` / ``scales_5x_margin`` measured per seed as the mean over the two
+    runs of (factorized - that run's claims' baseline) at the outlet; conditions ``rainfall_converged`` and
+    ``rainfall_fits`` read on the worse of the two runs, ``needs_the_model`` = 1 - the best zero-shot model-free
+    baseline's (conceptual included) validation outlet R² >= 0.05, and ``runs_agree_zero_shot`` /
+    ``runs_agree_5x``: |m1 - m2| / |m1 + m2| < 1 (the two runs' margins have the same sign).
+    ``control_converged`` reads :func:`two_sided` of its plateau (<= 0.05)."""
+    base = rainfall_config()
+    return dict(
+        seeds=[0, 1, 2], data=base["data"],
+        conceptual=dict(popsize=8, maxiter=20, polish_iter=500, events="all training events of the training "
+                        "basins", gauged=dict(polish_iter=300, events="all events of the unseen basin "
+                                              "(in-sample)", start="the zero-shot parameters")),
+        rerun=dict(seed_offset=100, steps=base["steps"], val_every=base["val_every"], model=base["model"],
+                   baseline_hidden=base["baseline_hidden"]),
+        reading=dict(
+            baselines=["runoff_routing", "unit_hydrograph", "conceptual", "recurrent"],
+            model_free=["runoff_routing", "unit_hydrograph", "conceptual"],
+            selection="best outlet R² on the training basins' held-out events (mean over basins), per run",
+            margin="mean over the two training runs of factorized - that run's claims' baseline",
+            conditions=dict(converged=["plateau(val), worse run", "<=", 0.05],
+                            fits=["outlet R² validation, worse run", ">=", 0.9],
+                            needs_the_model=["1 - best zero-shot model-free outlet R² validation", ">=", 0.05],
+                            runs_agree=["|m1 - m2| / |m1 + m2|", "<", 1.0],
+                            control_converged=["two_sided(plateau)", "<=", 0.05])),
+    )
+
+
+def _rain_eval(data: dict[str, dict[str, Any]]) -> dict[str, tuple[dict[str, Any], np.ndarray, np.ndarray]]:
+    """Per basin: ``(basin, rainfall, outlet)`` of the events a model is scored on (training basins: held-out)."""
+    out = {}
+    for name, d in data.items():
+        sl = slice(-d["n_test"], None) if d["train"] else slice(None)
+        out[name] = (d, d["q"][sl], d["O"][sl][:, 0])
+    return out
+
+
+def conceptual_record(seed: int, cfg: dict[str, Any]) -> dict[str, Any]:
+    """One seed's conceptual calibrations of :func:`round6_config` (``cfg``): the zero-shot parameters and their
+    outlet R² on every basin (training basins: held-out events; ``validation``: their mean), and per unseen
+    basin the gauged parameters and their in-sample outlet R²."""
+    V.instance("cfg", cfg, dict)
+    _keys("cfg", cfg, ("data", "conceptual"))
+    c = cfg["conceptual"]
+    data = rainfall_data_from_config(seed, cfg)
+    n_ev = cfg["data"]["n_events"]
+    tr = [(d, d["q"][:n_ev], d["O"][:n_ev, 0]) for d in data.values() if d["train"]]
+    zs = hbv_calibrate(tr, c["popsize"], c["maxiter"], c["polish_iter"], seed=seed)
+    ev = _rain_eval(data)
+    r2 = {n: r2_score(hbv_predict(zs["params"], d, r)[:, 0], o) for n, (d, r, o) in ev.items()}
+    train_names = [n for n in data if data[n]["train"]]
+    rec = dict(seed=seed, zero_shot=dict(params=zs["params"], train_score=zs["score"], de_score=zs["de_score"],
+                                         evals=zs["evals"], outlet_r2=r2,
+                                         validation=float(np.mean([r2[n] for n in train_names]))),
+               gauged={})
+    for n in (n for n in data if not data[n]["train"]):
+        g = hbv_calibrate([ev[n]], polish_iter=c["gauged"]["polish_iter"], seed=seed, start=zs["params"])
+        rec["gauged"][n] = dict(params=g["params"], outlet_r2=g["score"], evals=g["evals"])
+    return rec
+
+
+def rerun_record(seed: int, cfg: dict[str, Any]) -> dict[str, Any]:
+    """One seed's second training run of :func:`round6_config` (``cfg``): the rainfall router and recurrent
+    baseline trained with seed ``seed + rerun.seed_offset`` on seed ``seed``'s data; their outlet R² per basin
+    (training basins: held-out events), ``validation`` (the mean over them) and the router's validation curve."""
+    V.instance("cfg", cfg, dict)
+    _keys("cfg", cfg, ("data", "rerun"))
+    c = cfg["rerun"]
+    data = rainfall_data_from_config(seed, cfg)
+    n_ev, ts = cfg["data"]["n_events"], seed + int(c["seed_offset"])
+    router, h = train_router(data, "none", c["steps"], ts, n_ev, val_every=c["val_every"], **c["model"])
+    rec_m, _ = train_recurrent(data, c["steps"], ts, n_ev, hidden=c["baseline_hidden"])
+    router.eval(), rec_m.eval()
+    ev = _rain_eval(data)
+    train_names = [n for n in data if data[n]["train"]]
+    out: dict[str, Any] = dict(seed=seed, train_seed=ts, val_curve=[[int(a), float(b)] for a, b in h.evals["val"]])
+    for k, fn in (("factorized", lambda d: predict_router(router, d)),
+                  ("recurrent", lambda d: predict_recurrent(rec_m, d))):
+        r2 = {n: r2_score(fn(d)[:, 0], o) for n, (d, _, o) in ev.items()}  # held-out events only
+        out[k] = dict(outlet_r2=r2, validation=float(np.mean([r2[n] for n in train_names])))
+    return out
+
+
+def runs_agree(m1: float, m2: float) -> float:
+    """Round 6's noise condition on a margin measured by two training runs: ``|m1 - m2| / |m1 + m2|``, below 1
+    exactly when the two margins have the same sign (the run-to-run difference is smaller than their mean's
+    size); ``inf`` when they sum to zero."""
+    m1, m2 = V.number("m1", m1), V.number("m2", m2)
+    s = abs(m1 + m2)
+    return abs(m1 - m2) / s if s > 0 else float("inf")

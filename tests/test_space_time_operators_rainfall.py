@@ -164,3 +164,77 @@ def test_hbv_rejects_bad_input():
         st.hbv_runoff(r, K, {k: v for k, v in _hbv_params().items() if k != "fc"})
     with pytest.raises(ValueError):
         st.hbv_runoff(-r - 1, K, _hbv_params())
+
+
+# round 6 ---------------------------------------------------------------------------------------------------------
+def test_two_sided_fails_a_rising_curve():
+    from helpers import train
+
+    flat = 1.0 + 0.001 * np.random.default_rng(0).standard_normal(50)
+    falling = np.linspace(2.0, 1.0, 50)
+    rising = np.concatenate([np.linspace(2.0, 1.0, 25), np.linspace(1.0, 1.6, 25)])  # overfits at the end
+    assert train.plateau(rising) < -0.05  # the one-sided reading passes it ...
+    assert st.two_sided(train.plateau(rising)) > 0.05  # ... the two-sided one does not
+    assert st.two_sided(train.plateau(falling)) > 0.05
+    assert st.two_sided(train.plateau(flat)) <= 0.05
+    with pytest.raises((TypeError, ValueError)):
+        st.two_sided("flat")
+
+
+def test_runoff_routing_fit_leaves_no_grid_edge():
+    rng = np.random.default_rng(3)
+    parents = st.random_river_tree(10, rng, 0.3)
+    K = rng.uniform(1, 4, 10)
+    r = st.lateral_inflow(10, 40, 6, rng, base=0.0)
+    lat = 0.05 + 0.5 * st.linear_reservoir(r, 250.0)  # slow: k = 250 lies beyond the old grid
+    data = {"train0": dict(parents=parents, K=K, q=r, O=st.route_sequential(parents, K, lat), train=True,
+                           n_test=1)}
+    old = st.runoff_routing_fit(data, 5, k_grid=(0, 3, 10, 30), extend=False, joint=False)
+    assert old["k"] == 30 and old["k_edge"] == 1.0
+    new = st.runoff_routing_fit(data, 5, k_grid=(0, 3, 10, 30))
+    assert new["k"] == 270 and new["k_edge"] == 0.0 and new["score"] >= old["score"]
+    with pytest.raises(ValueError):
+        st.runoff_routing_fit(data, 5, k_grid=())
+    with pytest.raises(ValueError):
+        st.runoff_routing_fit(data, 5, k_grid=(-1, 3))
+
+
+def test_hbv_calibrate_finds_its_own_world_from_afar():
+    rng = np.random.default_rng(0)
+    parents = st.random_river_tree(8, rng, 0.3)
+    K = rng.uniform(1, 4, 8)
+    r = st.lateral_inflow(8, 24, 4, rng, base=0.0)
+    truth = st._hbv_unit(np.full(13, 0.3))
+    d = dict(parents=parents, K=K)
+    out = st.hbv_predict(truth, d, r)[:, 0]
+    got = st.hbv_calibrate([(d, r, out)], popsize=3, maxiter=8, polish_iter=150, seed=0)
+    assert got["score"] > 0.98 and got["de_score"] is not None and got["evals"] > 100
+    again = st.hbv_calibrate([(d, r, out)], polish_iter=5, start=truth)  # gauged: starts at the truth
+    assert again["score"] > 0.9999 and again["de_score"] is None
+    with pytest.raises(ValueError, match="at least one"):
+        st.hbv_calibrate([])
+    with pytest.raises(TypeError):
+        st.hbv_calibrate([(d, r)])
+    with pytest.raises(ValueError, match="do not match"):
+        st.hbv_calibrate([(d, r, out[:, :-1])])
+
+
+def test_round6_records_tiny():
+    cfg = st.round6_config()
+    cfg["data"] = dict(cfg["data"], n=6, T=10, n_events=2, n_test=1)
+    cfg["conceptual"] = dict(cfg["conceptual"], popsize=1, maxiter=0, polish_iter=2,
+                             gauged=dict(polish_iter=1))
+    cfg["rerun"] = dict(cfg["rerun"], steps=2, val_every=1)
+    c = st.conceptual_record(0, cfg)
+    assert set(c["gauged"]) == {"zero-shot", "5x"} and "validation" in c["zero_shot"]
+    r = st.rerun_record(0, cfg)
+    assert r["train_seed"] == 100 and set(r["factorized"]["outlet_r2"]) == set(c["zero_shot"]["outlet_r2"])
+    with pytest.raises(ValueError, match="missing"):
+        st.conceptual_record(0, {"data": cfg["data"]})
+
+
+def test_runs_agree_reads_the_sign():
+    assert st.runs_agree(0.02, 0.01) < 1 and st.runs_agree(-0.02, -0.03) < 1
+    assert st.runs_agree(0.02, -0.01) > 1 and st.runs_agree(0.01, -0.01) == float("inf")
+    with pytest.raises((TypeError, ValueError)):
+        st.runs_agree(None, 0.1)
