@@ -766,6 +766,27 @@ def flat(tau: Mapping[str, Tensor]) -> Tensor:
     return torch.cat([tau[k].reshape(-1).float() for k in sorted(tau)])
 
 
+def random_like(tau: Mapping[str, Tensor], seed: int = 0) -> dict[str, Tensor]:
+    """A random direction with the norm of each tensor of ``tau`` (Gaussian, rescaled per tensor; zero where
+    ``tau`` is zero): the control for adding ``tau`` to a model. If it costs as much accuracy as ``tau``, the cost
+    comes from moving that far in weight space at all (the model is not in task arithmetic's linear regime), not
+    from what ``tau`` encodes."""
+    tau = _state("tau", tau)
+    if not tau:
+        raise ValueError("tau must hold at least one entry")
+    g = torch.Generator().manual_seed(V.seed("seed", seed))
+    out = {}
+    for k in sorted(tau):
+        if not tau[k].is_floating_point():  # integer buffers are not moved
+            out[k] = torch.zeros_like(tau[k])
+            continue
+        v = tau[k].float()
+        r = torch.randn(v.shape, generator=g)
+        n = r.norm()
+        out[k] = (r * (v.norm() / n) if n > 0 else r * 0).to(tau[k].dtype)
+    return out
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # Explanation metrics
 # ----------------------------------------------------------------------------------------------------------------
@@ -852,6 +873,31 @@ def gradient_magnitude_map(model: nn.Module, x: Tensor, classes: Sequence[int], 
     s = g.abs().sum(1).detach()  # (n, IMG, IMG)
     n, k = len(x), IMG // PATCH
     return s.view(n, k, PATCH, k, PATCH).sum((2, 4)).reshape(n, -1)
+
+
+@torch.no_grad()
+def occlusion_map(model: nn.Module, x: Tensor, classes: Sequence[int], labels: Tensor, chunk: int = 64) -> Tensor:
+    """Occlusion saliency per patch (n, P): how much the true class's log-probability falls when that patch alone
+    is replaced by the blurred image (:func:`blurred`, a fill that keeps the patch's colour roughly in place), one
+    inference per patch (P + 1 per image). A post-hoc map of a prediction-only model that needs no gradient and no
+    explanation labels; ``chunk`` images go through the model at a time (the result does not depend on it)."""
+    V.instance("model", model, nn.Module)
+    _images(x)
+    classes = _classes(classes)
+    V.tensor("labels", labels, shape=(len(x),), dtype="int", min=0, max=len(classes) - 1)
+    chunk = V.integer("chunk", chunk, min=1)
+    model.eval()
+    out = []
+    eye = ~torch.eye(N_PATCH, dtype=torch.bool)  # row j: every patch kept but j
+    for i in range(0, len(x), chunk):
+        xb, yb = x[i:i + chunk].float(), labels[i:i + chunk]
+        n = len(xb)
+        base = model(xb, classes)[0].log_softmax(1)[torch.arange(n), yb]
+        xs = xb.repeat_interleave(N_PATCH, 0)
+        occ = _patch_keep(xs, eye.repeat(n, 1), blurred(xb).repeat_interleave(N_PATCH, 0))
+        logp = model(occ, classes)[0].log_softmax(1)[torch.arange(n * N_PATCH), yb.repeat_interleave(N_PATCH)]
+        out.append(base[:, None] - logp.view(n, N_PATCH))
+    return torch.cat(out)
 
 
 def contrast_map(x: Tensor) -> Tensor:
@@ -1071,8 +1117,8 @@ def kernel_shap(prob_fn: Callable[[Tensor], Tensor], x: Tensor, n_coalitions: in
     return torch.as_tensor(coef[1:].T, dtype=torch.float32)
 
 
-FAITH_MAPS = ("prediction-only", "gradient×input", "transferred", "gradient×input (transferred)", "Kernel SHAP",
-              "random")
+FAITH_MAPS = ("prediction-only", "gradient×input", "occlusion", "transferred", "gradient×input (transferred)",
+              "Kernel SHAP", "random")
 FAITH_COLUMNS = ("auroc", "deletion", "insertion", "deletion (blur)", "insertion (blur)", "deletion (ROAD)",
                  "insertion (ROAD)", "inferences", "cpu_s")
 
@@ -1080,8 +1126,8 @@ FAITH_COLUMNS = ("auroc", "deletion", "insertion", "deletion (blur)", "insertion
 def faithfulness(m_T: nn.Module, m_tr: nn.Module, dom: Domain, n_images: int = 24, n_coalitions: int = 150,
                  seed: int = 0) -> tuple[list[dict], tuple[Tensor, Tensor, dict[str, Tensor]]]:
     """The faithfulness table of one target (section 4 of the chapter), on the first ``n_images`` images of
-    ``dom``: each map of ``FAITH_MAPS`` with the model it is scored on (θ_T's own map and gradient x input on
-    ``m_T``; the transferred map, gradient x input on it, Kernel SHAP with ``n_coalitions`` coalitions and a
+    ``dom``: each map of ``FAITH_MAPS`` with the model it is scored on (θ_T's own map, gradient x input and
+    occlusion (:func:`occlusion_map`, P + 1 inferences) on ``m_T``; the transferred map, gradient x input on it, Kernel SHAP with ``n_coalitions`` coalitions and a
     random map on ``m_tr``, the transferred model), and per map its patch AUROC, deletion and insertion AUC of
     that model's true-class probability with the mean, blurred and ROAD fills, the inferences it took and (Kernel
     SHAP) its CPU seconds. Returns ``(rows, (images, mask, first image's maps))``."""
@@ -1100,6 +1146,7 @@ def faithfulness(m_T: nn.Module, m_tr: nn.Module, dom: Domain, n_images: int = 2
     t_shap = time.process_time() - t0
     maps = {"prediction-only": (own["prediction-only"], m_T), "gradient×input": (gradient_map(m_T, x, dom.classes, y),
                                                                                  m_T),
+            "occlusion": (occlusion_map(m_T, x, dom.classes, y), m_T),
             "transferred": (own["transferred"], m_tr),
             "gradient×input (transferred)": (gradient_map(m_tr, x, dom.classes, y), m_tr),
             "Kernel SHAP": (shap, m_tr),
@@ -1110,7 +1157,7 @@ def faithfulness(m_T: nn.Module, m_tr: nn.Module, dom: Domain, n_images: int = 2
         row = dict(map=label, auroc=patch_auroc(mp, msk))
         for fill, tag in (("mean", ""), ("blur", " (blur)"), ("road", " (ROAD)")):
             row[f"deletion{tag}"], row[f"insertion{tag}"] = deletion_insertion(prob, x, mp, fill=fill)
-        row.update(inferences=n_coalitions if label == "Kernel SHAP" else 1,
+        row.update(inferences=n_coalitions if label == "Kernel SHAP" else N_PATCH + 1 if label == "occlusion" else 1,
                    cpu_s=t_shap if label == "Kernel SHAP" else float("nan"))
         rows.append(row)
     return rows, (x, msk, {k: v[0] for k, v in maps.items()})
@@ -1214,7 +1261,7 @@ def checkpoint_config(name: str = "models") -> dict:
     notebook asks for), with the conditions the notebook reads (``conditions``), registered with it."""
     V.one_of("name", name, ("models", "models_r4", "faithfulness"))
     if name == "faithfulness":  # the faithfulness table of the stored models (make_shap_table.py)
-        return dict(models="models", n_test=300, test_seed=1, n_shap=24, n_coalitions=150, lam=1.0,
+        return dict(models="models_r4", n_test=300, test_seed=1, n_shap=24, n_coalitions=150, lam=1.0,
                     seeds=[0, 1, 2], targets=list(TARGETS))
     # Round 3 of #73, registered before any of its models was trained. Domains: every object drawn with one stroke
     # width (skeleton redrawn), distractors matched in ink (_matched), all objects in one size range. Recipe: a

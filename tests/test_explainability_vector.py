@@ -36,6 +36,22 @@ def test_task_arithmetic_roundtrip(seed, lam):
     assert ev.flat(tau).numel() == 10
 
 
+def test_random_like_matches_norms_not_direction():
+    tau = sd(3, {"a": (8, 5), "b": (6,), "z": (3,)})
+    tau["z"] = torch.zeros(3)
+    r = ev.random_like(tau, seed=1)
+    for k in tau:
+        assert r[k].shape == tau[k].shape and torch.isclose(r[k].norm(), tau[k].norm(), atol=1e-5)
+    assert torch.equal(r["z"], torch.zeros(3))
+    assert torch.equal(ev.random_like(tau, seed=1)["a"], r["a"])  # deterministic for a seed
+    assert not torch.equal(ev.random_like(tau, seed=2)["a"], r["a"])
+    assert abs(float(torch.nn.functional.cosine_similarity(ev.flat(r), ev.flat(tau), dim=0))) < 0.5
+    with pytest.raises(ValueError):
+        ev.random_like({})
+    with pytest.raises(TypeError):
+        ev.random_like({"a": [1.0]})
+
+
 def test_task_vector_errors():
     with pytest.raises(ValueError, match="different keys"):
         ev.task_vector(sd(0), sd(1, {"a": (3, 2)}))
@@ -253,6 +269,44 @@ def test_contrast_map_finds_a_bright_patch_and_needs_no_model():
     assert ev.patch_auroc(m, mask) == pytest.approx(1.0)
     with pytest.raises(ValueError):
         ev.contrast_map(torch.zeros(2, 3, 8, 8))
+
+
+class _OnePatchModel(torch.nn.Module):
+    """A stand-in classifier whose logits read only patch ``j``'s pixels (class 0: 10 x (their mean - 0.5), class
+    1: zero; not saturated, so occluding the patch moves p(class 0))."""
+
+    def __init__(self, j):
+        super().__init__()
+        self.r, self.c = divmod(j, ev.IMG // ev.PATCH)
+
+    def forward(self, x, classes):
+        r, c, p = self.r * ev.PATCH, self.c * ev.PATCH, ev.PATCH
+        v = 10 * (x[:, :, r:r + p, c:c + p].mean((1, 2, 3)) - 0.5)
+        logits = torch.stack([v, torch.zeros_like(v)], 1)
+        return logits, torch.zeros(len(x), ev.N_PATCH, len(classes))
+
+
+def test_occlusion_map_finds_the_only_patch_the_model_reads():
+    torch.manual_seed(0)
+    x = torch.rand(5, 3, ev.IMG, ev.IMG)
+    y = torch.zeros(5, dtype=torch.long)
+    for j in (0, 8, ev.N_PATCH - 1):  # 8: row 1, column 2 (a transposed map would put it at 13)
+        occ = ev.occlusion_map(_OnePatchModel(j), x, [0, 1], y)
+        assert occ.shape == (5, ev.N_PATCH)
+        others = torch.cat([occ[:, :j], occ[:, j + 1:]], 1)
+        assert torch.allclose(others, torch.zeros_like(others), atol=1e-5)  # no other patch moves p(true)
+        assert bool((occ[:, j].abs() > 1e-4).all())
+        assert int(occ.abs().argmax(1).unique().item()) == j
+    m = ev.TinyViT(d_model=16, depth=1, n_head=2, emb_dim=8, stem=4).eval()
+    a = ev.occlusion_map(m, x, [0, 1, 2], torch.tensor([0, 1, 2, 0, 1]))
+    b = ev.occlusion_map(m, x, [0, 1, 2], torch.tensor([0, 1, 2, 0, 1]), chunk=2)
+    assert torch.allclose(a, b, atol=1e-5)  # chunking changes nothing
+    with pytest.raises(ValueError):
+        ev.occlusion_map(m, x, [0, 1, 2], torch.tensor([0, 1, 3, 0, 1]))
+    with pytest.raises(ValueError):
+        ev.occlusion_map(m, x, [0, 1, 2], y, chunk=0)
+    with pytest.raises(TypeError):
+        ev.occlusion_map("m", x, [0, 1, 2], y)
 
 
 def test_gradient_magnitude_map_ignores_input_brightness():

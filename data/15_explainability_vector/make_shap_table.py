@@ -1,7 +1,7 @@
 """Precompute the faithfulness table of chapter 15_explainability_vector (its section 4), the part of the default run
 that does not fit its time budget, and write it with :mod:`helpers.checkpoints`:
 
-* ``faithfulness``: for each seed and target of the stored ``models`` checkpoint, :func:`ev.faithfulness` on the
+* ``faithfulness``: for each seed and target of the stored models checkpoint (``cfg['models']``), :func:`ev.faithfulness` on the
   first ``n_shap`` test images (``ev.make_domain(target, n_test, test_seed)``): every map (θ_T's own, gradient x
   input on θ_T and on θ_T + λτ, the transferred map, Kernel SHAP with ``n_coalitions`` coalitions on θ_T + λτ, a
   random map) with its patch AUROC and deletion / insertion AUCs under the mean, blurred and ROAD fills. The table
@@ -51,7 +51,7 @@ def table(cfg: dict, root: Path | None = None, log=print) -> tuple[list[list], t
 
     index, rows, cpu, t0 = [], [], {}, time.time()
     for t in cfg["targets"]:
-        dom = ev.make_domain(t, cfg["n_test"], cfg["test_seed"])
+        dom = ev.make_domain(t, cfg["n_test"], cfg["test_seed"], aspect=mcfg.get("aspect", "keep"))
         for s in cfg["seeds"]:
             sd = states[f"s{s}/T/{ev.key(t)}"]
             tau = ev.task_vector(states[f"s{s}/source_se"], states[f"s{s}/source_pred"])
