@@ -1,12 +1,12 @@
 """Tests of chapter 13's mod-add data script (data/13_algorithmic_cores/make_modadd.py) and the per-checkpoint
 class-mean reading it records (round 9 of issue #71)."""
 
-import importlib.util
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from _loader import load_module
 
 from helpers import algorithmic_cores as ac
 from helpers import repro
@@ -16,10 +16,7 @@ SCRIPT = Path(__file__).resolve().parents[1] / "data" / "13_algorithmic_cores" /
 
 @pytest.fixture(scope="module")
 def mk():
-    spec = importlib.util.spec_from_file_location("_make_modadd_13", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_module(SCRIPT, "_make_modadd_13")
 
 
 def test_same_config_none_only_for_keys_whose_default_is_none(mk):

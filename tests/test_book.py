@@ -1,6 +1,5 @@
 """Tests of the book tooling (book/build.py) and of the committed notebooks' contract."""
 
-import importlib.util
 import json
 import re
 import sys
@@ -9,12 +8,10 @@ from pathlib import Path
 import nbformat
 import pytest
 import yaml
+from _loader import load_module
 
 ROOT = Path(__file__).resolve().parent.parent
-spec = importlib.util.spec_from_file_location("book_build", ROOT / "book" / "build.py")
-build = importlib.util.module_from_spec(spec)
-sys.modules["book_build"] = build
-spec.loader.exec_module(build)
+build = load_module(ROOT / "book" / "build.py", "book_build", register=True)
 
 NOTEBOOK_PYS = sorted((ROOT / "notebooks").glob("*.py"))
 CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())

@@ -14,6 +14,7 @@ matplotlib.use("Agg")
 import pytest
 import torch
 import yaml
+from _loader import load_module
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -434,10 +435,7 @@ def test_compress(tmp_path):
 # ---- data outside a checkout: the registry and the download (issue 56) -----------------------------------------
 
 def _make_registry():
-    spec = importlib.util.spec_from_file_location("make_registry", DATA / "make_registry.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_module(DATA / "make_registry.py", "make_registry")
 
 
 def test_registry_matches_the_data_files_and_config():

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import ast
 import hashlib
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
+from _loader import load_module
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "data"
@@ -105,9 +105,7 @@ def _scripts_importing_helpers() -> list[Path]:
 
 @pytest.mark.parametrize("script", _scripts_importing_helpers(), ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_script_sources_cover_its_helpers_imports(script):
-    spec = importlib.util.spec_from_file_location(f"_data_script_{script.parent.name}_{script.stem}", script)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)  # a data script does its work under `if __name__ == "__main__"` only
+    mod = load_module(script, f"_data_script_{script.parent.name}_{script.stem}")  # runs nothing: see _loader
     assert hasattr(mod, "SOURCES"), f"{script} defines no SOURCES (the files its manifests hash)"
     listed = {Path(s).resolve() for s in mod.SOURCES}
     assert script.resolve() in listed, f"{script}: SOURCES must include the script itself"

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
+from _loader import load_module
 
 from helpers import dsl_harness as d
+
+SCRIPT = Path(__file__).resolve().parents[1] / "data" / "05_dsl_harness" / "make_paraphrase.py"
 
 
 @pytest.fixture(scope="module")
@@ -198,25 +203,13 @@ def test_paraphrase_split_keeps_test_and_prefix_and_is_disjoint(intents):
 
 
 def test_make_paraphrase_tiny(tmp_path):
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[1] / "data" / "05_dsl_harness" / "make_paraphrase.py"
-    spec = importlib.util.spec_from_file_location("make_paraphrase", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_module(SCRIPT, "make_paraphrase")
     out = mod.main(["--tiny", "--out", str(tmp_path)])
     assert out and (tmp_path / "05_dsl_harness" / "paraphrase.json").exists()
 
 
 def test_make_paraphrase_reuses_only_sizes_stored_under_the_same_settings():
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[1] / "data" / "05_dsl_harness" / "make_paraphrase.py"
-    spec = importlib.util.spec_from_file_location("make_paraphrase", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_module(SCRIPT, "make_paraphrase")
     cfg = d.checkpoint_config("paraphrase")
     sizes, ck = mod.stored_sizes(cfg)
     assert {25, 50, 100, 300} <= set(sizes) and ck is not None

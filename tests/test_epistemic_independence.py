@@ -7,6 +7,7 @@ import copy
 import numpy as np
 import pytest
 import torch
+from _loader import load_module
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
@@ -829,14 +830,11 @@ def test_forgetting_shift():
 
 
 def test_make_sweep_tiny(tmp_path):
-    import importlib.util
     import json
     from pathlib import Path
 
-    p = Path(__file__).resolve().parents[1] / "data" / ei.CHECKPOINT_SLUG / "make_sweep.py"
-    spec = importlib.util.spec_from_file_location("make_sweep", p)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_module(Path(__file__).resolve().parents[1] / "data" / ei.CHECKPOINT_SLUG / "make_sweep.py",
+                      "make_sweep")
     out = mod.main(["--tiny", "--beta", "0.2", "--anchor", "--out", str(tmp_path)])
     sweep, anchor = (json.loads(Path(o).read_text()) for o in out)
     assert sweep["beta"] == 0.2 and set(sweep["arms"]) == set(mod.RL_ARMS) and not sweep["anchor"]

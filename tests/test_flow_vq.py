@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from _loader import load_module
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import integrate, stats
@@ -450,17 +451,14 @@ def test_uniform_grid_and_fixed_data_codebooks():
 def test_make_models_partial_rebuild_keeps_other_tensors(tmp_path):
     """`make_models.py --only flow/rings` retrains the rings flows (with `flow_steps_by_set`) and keeps every other
     stored tensor, curve and metric bit-identical."""
-    import importlib.util
     from pathlib import Path
 
     from safetensors.torch import load_file
 
     from helpers import checkpoints
 
-    path = Path(__file__).resolve().parents[1] / "data" / "08_flow_vq" / "make_models.py"
-    spec = importlib.util.spec_from_file_location("make_models_08", path)
-    mm = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mm)
+    mm = load_module(Path(__file__).resolve().parents[1] / "data" / "08_flow_vq" / "make_models.py",
+                     "make_models_08")
     cfg = mm.tiny("models")
     mm.make_models(dict(cfg, flow_steps_by_set={}), tmp_path)
     w, _ = checkpoints.paths("08_flow_vq", "models", tmp_path)

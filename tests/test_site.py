@@ -14,24 +14,20 @@ from __future__ import annotations
 
 import functools
 import http.server
-import importlib.util
 import os
 import shutil
-import sys
 import threading
 from pathlib import Path
 
 import pytest
+from _loader import load_module
 
 ROOT = Path(__file__).resolve().parent.parent
 SITE = Path(os.environ.get("BOOK_SITE", ROOT / "_build" / "quick" / "html"))
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 WIDTH, HEIGHT = 1280, 900  # the window the book is read in; code cells must fit its text column
 
-_spec = importlib.util.spec_from_file_location("book_build_site", ROOT / "book" / "build.py")
-build = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = build  # dataclasses look their module up
-_spec.loader.exec_module(build)
+build = load_module(ROOT / "book" / "build.py", "book_build_site", register=True)  # dataclasses look it up
 TOC_PAGES = build.toc_entries()
 
 pytestmark = pytest.mark.browser

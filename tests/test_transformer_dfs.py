@@ -6,6 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from _loader import load_module
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -852,13 +853,10 @@ def test_lattice_and_grid_room():
 def test_make_lookahead_runs_networks_only_with_room(tmp_path):
     """make_lookahead.py (lookahead8_<seed>): the room first; below ROOM_BAR no network runs and nothing is
     written (the registered rule), the tiny run ignores the gate."""
-    import importlib.util
     import types
 
-    path = Path(__file__).resolve().parents[1] / "data" / "12_transformer_dfs" / "make_lookahead.py"
-    spec = importlib.util.spec_from_file_location("make_lookahead_under_test", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_module(Path(__file__).resolve().parents[1] / "data" / "12_transformer_dfs" / "make_lookahead.py",
+                      "make_lookahead_under_test")
     cfg = mod.tiny("lookahead8_0")
     assert T.grid_room(cfg, 0)["room"] < T.ROOM_BAR
     assert mod.make_lookahead(cfg, tmp_path, types.SimpleNamespace(name="lookahead8_0", tiny=False)) == []

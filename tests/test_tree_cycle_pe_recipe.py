@@ -1,13 +1,13 @@
 """Tests for the registered retraining recipe of chapter 07 (helpers.tree_cycle_pe.recipe_*, make_wsd.py): each
 registered condition fails on a broken or still-improving curve and passes on a flat one."""
 
-import importlib.util
 import math
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from _loader import load_module
 
 from helpers import checkpoints, train
 from helpers import tree_cycle_pe as tc
@@ -193,10 +193,7 @@ def test_ecfp_baseline():
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("_make_wsd", REPO / "data" / "07_tree_cycle_pe" / "make_wsd.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_module(REPO / "data" / "07_tree_cycle_pe" / "make_wsd.py", "_make_wsd")
 
 
 def test_make_wsd_probe_never_writes_into_data_and_scales_the_schedule():
