@@ -1,13 +1,13 @@
 """Train the models of chapter 15_explainability_vector that do not fit its 5-minute default run, and write them with
 :mod:`helpers.checkpoints`:
 
-* ``models``: per seed (0, 1, 2) its own pre-trained θ0 (every class, class embeddings learned and then frozen;
+* ``models`` (round 3 of #73; ``--name models``, no longer stored): per seed (0, 1, 2) its own pre-trained θ0 (every class, class embeddings learned and then frozen;
   initialization and batch order drawn from the seed), and from that θ0 the source's prediction-only and
   self-explaining models (same batches, β = 0 vs β > 0) and each target's prediction-only model θ_T (β = 0, no
   explanation labels). θ0 is stored whole, every other model as its difference from θ0 (the self-explaining model
   as τ), matrices int8 with one scale per row, small tensors float16 (``ev.pack_states``). The config can also
   ask for oracles (fine-tuned with a target's own masks); the stored checkpoint has none.
-* ``models_r4`` (``--name models_r4``; registered, not stored yet): round 4 of #73, the same recipe on domains
+* ``models_r4`` (the stored checkpoint, built by default): round 4 of #73, the same recipe on domains
   where every digit fills its square like the other objects, with the rotated target's own data and steps
   (``ev.ROTATED_RECIPES``, chosen by the rule written beside it) and, round 5, the new-ink targets' own data
   (``ev.INK_RECIPES``, the same kind of rule, judged by ``probe_r5.py``).
@@ -109,9 +109,9 @@ def main(argv: list[str] | None = None) -> list[Path]:
                         help="with --parts: train these target models again from the stored part's theta0 (after "
                         "a change to their domain); what a full run would train, each run being seeded on its own")
 
-    # models_r4: round 4, registered, trained only when asked (--name models_r4) until it replaces models
+    # models_r4 (rounds 4-5) replaced round 3's models, which --name models still trains
     return scripts.script_main(build, config=ev.checkpoint_config, tiny=tiny, names=["models", "models_r4"],
-                               default_names=["models"], options=options, doc=__doc__, argv=argv)
+                               default_names=["models_r4"], options=options, doc=__doc__, argv=argv)
 
 
 if __name__ == "__main__":
