@@ -2412,7 +2412,7 @@ display(Markdown(
     f"{cfg_rain['steps']} steps: enough to see the sign of a margin's noise, not its size.\n"
     "* **A longer window (the next round's design, not run).** Retraining the rainfall models on a window "
     f"of {bench_T[1]} hours, so that most events' peaks reach the outlet inside it, would "
-    "take about " + f"{_long_cost / 60:.0f}"
+    "take " + (f"about {_long_cost / 60:.0f}" if np.isfinite(_long_cost) else "(quick mode: not projected)")
     + " CPU minutes for the three seeds' router and recurrent baseline (one run each): round 5's training "
     "time per model times section 6's measured step-time ratio between "
     f"T = {bench_T[1]} and T = {bench_T[0]}, per model.\n"
