@@ -30,7 +30,10 @@
 # trained oracles on a geometry-dependent PDE. Routing a given lateral inflow turned out to be solved by the
 # simulator's own routing family without any learning, so the zero-shot and 5x claims are read on a harder
 # version of the river task (round 5): the models get the **rainfall**, and each reach's hillslope turns it into
-# runoff through a soil store whose capacity no model fully knows.
+# runoff through a soil store whose capacity no model fully knows. Round 6 added the practitioner's baseline for
+# rainfall, a calibrated conceptual (HBV-type) model applied zero-shot, and it solves the rainfall version too:
+# on both river benchmarks a model-free baseline fitted on the training basins already transfers, so the river
+# transfer claims are **untested here, not refuted** (section 9 reads them; section 10 says what would test them).
 #
 # | | paper | this notebook |
 # |---|---|---|
@@ -1026,6 +1029,11 @@ display(Markdown(
 # percolation, a linear lower zone; field capacity `fc (K / 2.5)^g`, regionalised by the reach's `K`, which
 # every model is given), its eleven numbers and its two routing numbers calibrated with many starts
 # (`st.hbv_calibrate`: differential evolution over the parameter box, then Nelder-Mead from its best point).
+# One disclosure (added at review): the *form* of that regionalisation, a power of `K`, is the form of the
+# simulator's own capacity rule (section 3's rainfall data: capacity `smax (K / 2.5)^gamma` times the hidden
+# lognormal factor), so the conceptual model is handed the rule's shape, though not its exponent, which it
+# calibrates (printed below next to the simulator's). The learned models see `K` too and may learn any
+# function of it.
 # At review in round 5 a cheaper calibration (Nelder-Mead from the best of 40 random points, 8 events) stalled
 # at two of three seeds; this one was registered (`st.round6_config`) and committed before it ran, and runs
 # ahead of the notebook (`data/16_space_time_operators/make_round6.py`, records `conceptual_s<seed>.json`).
@@ -1089,20 +1097,26 @@ _box = dict(zip(st.HBV_NAMES + st.HBV_ROUTE_NAMES, zip(st.HBV_LOW + st.HBV_ROUTE
 _edge = {s: [k for k, (lo, hi) in _box.items()
              for v in [concept[s]["zero_shot"]["params"][k]]
              if min(v - lo, hi - v) < 0.05 * (hi - lo)] for s in seeds}
+_l3 = lambda v: ", ".join(f"{x:.3f}" for x in v)  # noqa: E731  (R² near 1: three decimals)
+_gap6 = [concept[s]["gauged"][n]["outlet_r2"] - rain_out[s, "conceptual", n] for s in seeds for n in unseen]
 display(Markdown(
     "**Reading (this run).** Calibrated on the training basins, the HBV-type model fits its training "
-    "events at outlet R² " + _lst([concept[s]["zero_shot"]["train_score"] for s in seeds])
+    "events at outlet R² " + _l3([concept[s]["zero_shot"]["train_score"] for s in seeds])
     + (f" (below the book's fit bar at seed(s) {', '.join(map(str, _hbv_stuck))})"
        if _hbv_stuck else "")
-    + " and reaches " + _lst([rain_v[s, "conceptual"] for s in seeds])
-    + " on validation (room left to a learned model " + _lst([1 - rain_v[s, "conceptual"] for s in seeds])
-    + "), " + "; ".join(f"{n} " + _lst([rain_out[s, "conceptual", n] for s in seeds]) for n in unseen)
+    + " and reaches " + _l3([rain_v[s, "conceptual"] for s in seeds])
+    + " on validation (room left to a learned model " + _l3([1 - rain_v[s, "conceptual"] for s in seeds])
+    + "), " + "; ".join(f"{n} " + _l3([rain_out[s, "conceptual", n] for s in seeds]) for n in unseen)
     + " zero-shot on the unseen basins: above the factorized model at "
     f"{len(_hbv_wins)} of {len(seeds) * len(unseen)} (seed, basin) pairs. Re-calibrated on each unseen "
-    "basin's own events (gauged, in-sample) it reaches "
-    + "; ".join(f"{n} " + _lst([gauged[s, n] for s in seeds]) for n in unseen)
-    + ": the gap between the two settings is what regionalisation by `K` alone loses on a basin whose "
-    "capacities it cannot see. Zero-shot parameters within 5% of their box's edge, per seed: "
+    "basin's own events (gauged, scored in-sample, so an upper bound) it reaches "
+    + "; ".join(f"{n} " + _l3([gauged[s, n] for s in seeds]) for n in unseen)
+    + f": the zero-shot model is within {max(_gap6):.3f} of its own in-sample re-calibration on every unseen basin, "
+    "so regionalising by `K` loses almost nothing at the outlet, where the reaches' hidden capacity factors "
+    "average out over many reaches. Its calibrated exponent of `K` in the field capacity is "
+    + _lst([concept[s]["zero_shot"]["params"]["g"] for s in seeds])
+    + f" (per seed; the simulator's capacity rule has {cfg_rain['data']['gamma']:g}): it is handed the "
+    "rule's form, not its value. Zero-shot parameters within 5% of their box's edge, per seed: "
     + "; ".join(f"seed {s} " + (", ".join(_edge[s]) or "none") for s in seeds)
     + " (the box is the calibration's search space; a wider one was not tried)."
 ))
@@ -1964,7 +1978,9 @@ plotting.live_controls(show, basin=names, model=[*st.LEAKS, "recurrent"],
 # data-matched oracle, every leak model), and the two oracle claims also on the oracle being a ceiling
 # (`oracle_is_ceiling`: the oracle on its own geometry at least as good as the G = 15 model on geometries it
 # trained on; added at review, after the run showed the 5-event oracles are data-limited, section 7; the
-# data-matched controls followed). A model retrained in round 4 (section 7) is read by the reading registered
+# data-matched controls followed), and the accumulation claim also on its margin exceeding how much the geometry
+# drawn for the G = 1 control moves a one-geometry model's error (`accumulation_beyond_draw`, added at review of
+# round 6: it can only leave a seed out). A model retrained in round 4 (section 7) is read by the reading registered
 # with its recipe (its stable phase, noise = 2), a stored model by the plain rule, the same bar for both; the
 # speed claim on each side's timing spread being below
 # the measured effect. At a seed where a condition fails the claim is left out; with none left it is
@@ -2109,7 +2125,11 @@ notes["geometry_accumulation"] = (
     + ", ".join(f"{geo_err[s, G1]:.3f}" for s in geo_seeds)
     + " (ratio " + _lst(_acc5) + "). Error of the data-matched G=" + G1[1:]
     + " model on its own geometry's held-out events "
-    + ", ".join(f"{own[s, 'dm_G1']:.3f}" for s in geo_seeds) + "."
+    + ", ".join(f"{own[s, 'dm_G1']:.3f}" for s in geo_seeds)
+    + ". Spread (max / min) of "
+    "the 5-event one-geometry models' test errors per seed, read by the review-time "
+    "condition accumulation_beyond_draw: "
+    + ", ".join(f"{max(v) / min(v):.2f}" for v in g1_spread.values()) + "."
 )
 notes["leaks_break_transfer_river"] = (
     "River model, R² with leaks closed minus R² with one leak open, mean over the "
@@ -2169,6 +2189,22 @@ rec.condition("control_converged", [st.two_sided(geo_plateau[s, "dm_G1"])
               unit="|plateau| (last fifth) of the validation error (two-sided)",
               statement=f"the data-matched G={G1[1:]} control is trained to its "
               "plateau, its curve neither falling nor rising at the end")
+
+# %%
+# added at review of round 6 (it can only make the claim inconclusive at a
+# seed): the G = 1 control is one geometry drawn per seed, and the geometry
+# drawn moves a one-geometry model's test error (section 7: the 5-event
+# one-geometry models on geometries they did not train on, a proxy, since the
+# data-matched controls' weights are not stored); the accumulation ratio counts
+# only where the G = 15 model's advantage is larger than that spread
+_draw = {s: max(g1_spread[s]) / min(g1_spread[s]) for s in geo_seeds}
+rec.condition(
+    "accumulation_beyond_draw",
+    [a * _draw[s] for a, s in zip(_acc, geo_seeds, strict=True)], "<", 1.0,
+    unit="error ratio G15 / G1 x spread (max / min) of the one-geometry models' "
+    "test errors",
+    statement="the G=15 model beats the G=1 control by more than the geometry "
+    "drawn moves a one-geometry model's error (added at review)")
 rec.condition("oracle_converged", _orc, "<=", 0.05,
               unit="plateau of the validation error, worst data-matched oracle",
               statement="every locally trained (data-matched) oracle is trained to its "
@@ -2271,7 +2307,7 @@ rec.claim(
     unit=f"error({Gmax}) / error({G1}), same steps, same number of events",
     baseline=[geo_err[s, "dm_G1"] for s in geo_seeds],
     note=notes["geometry_accumulation"],
-    given=("geometry_converged", "control_converged"),
+    given=("geometry_converged", "control_converged", "accumulation_beyond_draw"),
 )
 
 # %%
@@ -2352,6 +2388,27 @@ display(Markdown(
     "**Reading the verdicts (this run).** "
     + " ".join(_txt)
     + (f" Inconclusive (no qualifying seed): {', '.join(f'`{i}`' for i in _inc)}." if _inc else "")
+    + (" **The river transfer claims are untested here, not refuted:** a model-free baseline fitted on "
+       "the training basins (per seed: " + ", ".join(best_free6[s].replace("_", " ") for s in seeds)
+       + ") leaves a learned model a validation room of "
+       + _l3([1 - rain_v[s, best_free6[s]] for s in seeds]) + " against the registered bar of "
+       f"{cfg6['reading']['conditions']['needs_the_model'][2]} (`needs_the_model`), so this benchmark "
+       "cannot show whether a "
+       "learned operator transfers better. What it does show: the factorized router's mean margin over "
+       "that baseline is negative at every seed (zero-shot "
+       + ", ".join(f"{np.mean([margin6[s, j, 'zero-shot'] for j in (1, 2)]):+.3f}" for s in seeds)
+       + "; 5x " + ", ".join(f"{np.mean([margin6[s, j, '5x'] for j in (1, 2)]):+.3f}" for s in seeds)
+       + "), and its zero-shot outlet R² ("
+       + "; ".join(f"run {j} " + _l3([runs[s, j]["factorized"]["zero-shot"] for s in seeds])
+                   for j in (1, 2))
+       + (") stays below the paper's 0.998 and below the zero-shot conceptual model's at every seed: at "
+          "this scale the learned router does not reach a calibrated conceptual model on a task that does "
+          "not need it."
+          if all(runs[s, j]["factorized"]["zero-shot"] < min(0.998, runs[s, j]["conceptual"]["zero-shot"])
+                 for s in seeds for j in (1, 2)) else
+          "; per seed and run against the conceptual model's above).")
+       if {"zero_shot_margin", "scales_5x_margin"} <= set(_inc)
+       and all(1 - rain_v[s, best_free6[s]] < 0.05 for s in seeds) else "")
     + " On the routing-only benchmark (rounds 1-4, no longer the reading of `zero_shot_margin` and "
     "`scales_5x_margin`) an event bootstrap of the outlet margin (share of resamples "
     "of the basin's events in which the factorized model still wins) gives "
@@ -2404,12 +2461,31 @@ display(Markdown(
     "calibrated capacity reaches outlet R² " + "; ".join(
         f"{n} " + _lst([rain_out[s, "structure", n] for s in seeds]) for n in unseen)
     + " and the HBV-type model re-calibrated on each unseen basin (gauged, in-sample) "
-    + "; ".join(f"{n} " + _lst([gauged[s, n] for s in seeds]) for n in unseen)
+    + "; ".join(f"{n} " + _l3([gauged[s, n] for s in seeds]) for n in unseen)
     + " (factorized: " + "; ".join(
         f"{n} " + _lst([rain_out[s, "factorized", n] for s in seeds]) for n in unseen)
-    + "). Each reach's capacity is partly hidden from every model (its random lognormal factor), which "
-    "caps what any of them can reach at a headwater reach. Two training runs per seed of "
+    + "). The benchmark does not need a learned model: the zero-shot HBV-type model reaches validation "
+    "outlet R² " + _l3([rain_v[s, "conceptual"] for s in seeds]) + ", where the router reaches "
+    + "; ".join(f"run {j} " + _l3([runs[s, j]["validation"]["factorized"] for s in seeds])
+                for j in (1, 2))
+    + " on the same held-out events of its own training basins: the router's fit bar (0.9) is well below "
+    "what a 13-number conceptual model attains there, so the router is under-fit relative to the task, "
+    "not only out-transferred. Each reach's capacity is partly hidden from every model (its random "
+    "lognormal factor), which caps what any of them can reach at a headwater reach; at the outlet those "
+    "factors average out (the gauged re-calibration gains at most "
+    f"{max(_gap6):.3f}). Two training runs per seed of "
     f"{cfg_rain['steps']} steps: enough to see the sign of a margin's noise, not its size.\n"
+    "* **What would test the river transfer claims (the next round's design, not run here).** A benchmark "
+    "on which the best zero-shot model-free baseline leaves room on the training basins' own held-out "
+    "events. Scoring the outlet of basins whose reaches are drawn from one distribution averages every "
+    "reach-level difference away (above: the gauged re-calibration gains almost nothing), so a new runoff "
+    "process alone does not create room. Basins that differ in their **mix of reaches** could: each "
+    "training basin with its own range of `K` (and the unseen basins with mixes no training basin has, "
+    "inside the training basins' joint range), and a hillslope whose capacity depends on `K` in a way no "
+    "power of `K` fits (deep soils at middle `K`, thin at both ends). One regionalised parameter set then "
+    "cannot fit every training basin, while a model that learns each reach's response from its `K` can "
+    "(a design to register, then check baseline-first with `needs_the_model` at every seed before any "
+    "model is trained on it).\n"
     "* **A longer window (the next round's design, not run).** Retraining the rainfall models on a window "
     f"of {bench_T[1]} hours, so that most events' peaks reach the outlet inside it, would "
     "take " + (f"about {_long_cost / 60:.0f}" if np.isfinite(_long_cost) else "(quick mode: not projected)")
