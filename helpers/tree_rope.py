@@ -30,6 +30,7 @@ import torch
 from torch import Tensor
 
 from helpers import nn as hnn
+from helpers import repro, train
 from helpers import validate as V
 
 __all__ = [
@@ -38,8 +39,9 @@ __all__ = [
     "make_model",
     "train_position_ids", "batch_fn", "lm_loss", "shared_tail_windows", "token_losses", "paired_bootstrap_ratio",
     "far_attention_mass", "attention_by_distance", "tail_loss_with_keys", "same_difference_score_gap", "context_gain",
-    "RETRIEVAL_ARMS", "retrieval_task", "retrieval_vocab", "retrieval_loss", "retrieval_scores",
-    "retrieval_batch_fn", "retrieval_windows", "accuracy_by_distance", "attention_on_answer",
+    "RETRIEVAL_ARMS", "retrieval_task", "offset_recall_task", "TASK_KINDS", "make_task", "retrieval_vocab",
+    "retrieval_loss", "retrieval_scores",
+    "retrieval_batch_fn", "fit_retrieval_arm", "retrieval_windows", "accuracy_by_distance", "attention_on_answer",
     "faithful_fraction",
 ]
 
@@ -544,9 +546,68 @@ def retrieval_task(rng: np.random.Generator, n_windows: int, length: int, n_pair
             "key_pos": torch.as_tensor(slots[rows, pick], dtype=torch.int64)}
 
 
-def retrieval_vocab(task: dict) -> int:
-    """The vocabulary size of a retrieval config's ``task`` dict: filler, pair, query and answer tokens."""
+def offset_recall_task(rng: np.random.Generator, n_windows: int, length: int, n_pairs: int = 2,
+                       n_queries: int = 1, n_values: int = 16, n_keys: int = 8, gap: int = 1) -> dict[str, Tensor]:
+    """Windows of an **offset-recall** task: the answer is the token ``gap`` places after a key, which only its
+    position marks.
+
+    Each window holds ``length + 1`` tokens: random value tokens (ids ``[0, n_values)``) everywhere, ``n_pairs``
+    key tokens (ids ``n_values + key``, distinct keys) at random places, and at the end ``n_queries`` queries
+    (``ask(key)`` = ``n_values + n_keys + key``, then the answer). The answer to ``ask(key)`` is the token ``gap``
+    places after that key: an ordinary value token like every other, so its content does not single it out; a
+    model must find the key (content, anywhere in the window) **and** step ``gap`` places from it (position).
+    No key lies ``gap`` places after another key. Returns ``{"tokens": (W, length+1), "query_pos": (Q,),
+    "key_pos": (W, Q)}`` (``key_pos``: the asked key; the answer sits at ``key_pos + gap``); the vocabulary size
+    is :func:`retrieval_vocab` of ``dict(kind="offset", ...)``."""
+    V.instance("rng", rng, np.random.Generator)
+    W = V.integer("n_windows", n_windows, min=1)
+    length = V.integer("length", length, min=2)
+    K = V.integer("n_pairs", n_pairs, min=1)
+    Q = V.integer("n_queries", n_queries, min=1, max=K)
+    n_values = V.integer("n_values", n_values, min=2)
+    n_keys = V.integer("n_keys", n_keys, min=K)
+    gap = V.integer("gap", gap, min=1)
+    S = length + 1
+    M = S - 2 * Q  # tokens before the queries: keys and their answers go there
+    if M - gap < 2 * K:
+        raise ValueError(f"length {length} is too short for {K} keys {gap} apart from their answers and {Q} "
+                         f"queries: need length >= {2 * K + gap + 2 * Q - 1}")
+    tok = rng.integers(0, n_values, size=(W, S))
+    keys = np.argsort(rng.random((W, n_keys)), axis=1)[:, :K]
+    slots = np.argsort(rng.random((W, M - gap)), axis=1)[:, :K]
+    for w in range(W):  # redraw the (rare) windows where a key sits on another key's answer
+        while np.isin(slots[w] + gap, slots[w]).any():
+            slots[w] = rng.permutation(M - gap)[:K]
+    rows = np.arange(W)[:, None]
+    tok[rows, slots] = n_values + keys
+    pick = np.argsort(rng.random((W, K)), axis=1)[:, :Q]
+    key_pos = slots[rows, pick]
+    query_pos = M + 2 * np.arange(Q)
+    tok[:, query_pos] = n_values + n_keys + keys[rows, pick]
+    tok[:, query_pos + 1] = tok[rows, key_pos + gap]
+    return {"tokens": torch.as_tensor(tok, dtype=torch.int64), "query_pos": torch.as_tensor(query_pos),
+            "key_pos": torch.as_tensor(key_pos, dtype=torch.int64)}
+
+
+TASK_KINDS = ("passkey", "offset")  # a retrieval config's task["kind"]; passkey when absent
+
+
+def make_task(rng: np.random.Generator, n_windows: int, length: int, task: dict) -> dict[str, Tensor]:
+    """Windows of a retrieval config's ``task`` dict: :func:`retrieval_task` (``kind`` ``"passkey"`` or absent) or
+    :func:`offset_recall_task` (``kind="offset"``); the other keys are that function's arguments."""
     V.instance("task", task, dict)
+    kw = dict(task)
+    kind = V.one_of("task['kind']", kw.pop("kind", "passkey"), TASK_KINDS)
+    return (offset_recall_task if kind == "offset" else retrieval_task)(rng, n_windows, length, **kw)
+
+
+def retrieval_vocab(task: dict) -> int:
+    """The vocabulary size of a retrieval config's ``task`` dict: filler, pair, query and answer tokens
+    (passkey); value, key and query tokens (offset recall)."""
+    V.instance("task", task, dict)
+    if V.one_of("task['kind']", task.get("kind", "passkey"), TASK_KINDS) == "offset":
+        nv, nk = V.integer("n_values", task["n_values"], min=2), V.integer("n_keys", task["n_keys"], min=1)
+        return int(nv + 2 * nk)
     nk, nv = V.integer("n_keys", task["n_keys"], min=1), V.integer("n_values", task["n_values"], min=2)
     return int(V.integer("n_filler", task["n_filler"], min=1) + nk * nv + nk + nv)
 
@@ -589,7 +650,7 @@ def retrieval_batch_fn(arm: dict, cfg: dict, seed: int):
     n, bs, task = cfg["train_len"], cfg["batch_size"], cfg["task"]
 
     def get(step: int) -> tuple[Tensor, Tensor, Tensor]:
-        t = retrieval_task(np.random.default_rng([seed, 10, step]), bs, n, **task)
+        t = make_task(np.random.default_rng([seed, 10, step]), bs, n, task)
         pos = train_position_ids(arm, np.random.default_rng([seed, 11, step]), bs, n + 1, cfg["target_len"],
                                  arm.get("n_chunks", cfg["n_chunks"]))
         return t["tokens"], torch.as_tensor(pos), t["query_pos"]
@@ -597,13 +658,34 @@ def retrieval_batch_fn(arm: dict, cfg: dict, seed: int):
     return get
 
 
+def fit_retrieval_arm(arm: dict, cfg: dict, seed: int, val: dict, desc: str = "train"):
+    """Train one arm of a retrieval config at ``seed`` (built and trained under ``repro.seeded(seed)``), scoring
+    the held-out task ``val`` every ``cfg["val_every"]`` steps. Returns ``(model, train.History)`` with evals
+    ``val_loss`` and ``val_acc``."""
+    arm = _check_arm(arm)
+    V.instance("cfg", cfg, dict)
+    seed = V.seed("seed", seed)
+    V.instance("val", val, dict)
+
+    def val_metrics(model):
+        hit, loss = retrieval_scores(model, val, chunk=64)
+        return {"val_loss": float(loss.mean()), "val_acc": float(hit.float().mean())}
+
+    with repro.seeded(seed):
+        model = make_model(arm, cfg)
+        hist = train.fit(model, retrieval_loss, retrieval_batch_fn(arm, cfg, seed), cfg["steps"], lr=cfg["lr"],
+                         warmup=cfg["warmup"], weight_decay=cfg["weight_decay"], seed=seed, eval_fn=val_metrics,
+                         eval_every=cfg["val_every"], desc=desc)
+    return model, hist
+
+
 def retrieval_windows(cfg: dict) -> tuple[dict[str, Tensor], dict[int, dict[str, Tensor]]]:
     """The fixed held-out windows of a retrieval config: ``(validation task at the training length, {length:
     evaluation task})``; the same windows for every arm and seed (streams ``eval.stream`` and ``+1``)."""
     V.instance("cfg", cfg, dict)
     ev, task = cfg["eval"], cfg["task"]
-    val = retrieval_task(np.random.default_rng([0, ev["stream"] + 1]), cfg["val_windows"], cfg["train_len"], **task)
-    tests = {int(n): retrieval_task(np.random.default_rng([0, ev["stream"], int(n)]), ev["windows"], int(n), **task)
+    val = make_task(np.random.default_rng([0, ev["stream"] + 1]), cfg["val_windows"], cfg["train_len"], task)
+    tests = {int(n): make_task(np.random.default_rng([0, ev["stream"], int(n)]), ev["windows"], int(n), task)
              for n in ev["lengths"]}
     return val, tests
 
