@@ -1721,6 +1721,20 @@ def paired_bootstrap(a: Sequence[float], b: Sequence[float], n_boot: int = 2000,
     return float(d.mean()), float(lo), float(hi)
 
 
+def seed_interval(d: Sequence[float], level: float = 0.95) -> tuple[float, float, float]:
+    """Mean of per-seed paired differences ``d`` (e.g. DSL minus SQL held-out success, one per training seed)
+    and its two-sided Student-t interval at ``level`` over seeds: ``(mean, low, high)``. Unlike
+    :func:`paired_bootstrap` over requests, it counts the spread between training seeds."""
+    from scipy import stats
+
+    x = V.array("d", d, ndim=1, dtype="float").astype(float)
+    if len(x) < 2 or not np.isfinite(x).all():
+        raise ValueError(f"d must hold at least 2 finite per-seed differences, got {x.tolist()}")
+    level = V.number("level", level, min=0.5, max=0.999)
+    half = float(stats.t.ppf((1 + level) / 2, len(x) - 1) * x.std(ddof=1) / math.sqrt(len(x)))
+    return float(x.mean()), float(x.mean()) - half, float(x.mean()) + half
+
+
 def read_n_train(success: Mapping[int, Sequence[float]], level: float = 0.5) -> int:
     """The sample-efficiency reading rule: the smallest training-set size ``n`` whose ``success[n]`` (the mean
     held-out success of each agent / decoder at that size) reaches ``level`` for at least one of them; the
@@ -1767,7 +1781,29 @@ def paraphrase_split(intents: Sequence[Intent], n_pool: int, n_test: int, test_a
 def checkpoint_config(name: str = "agents") -> dict:
     """The config of the chapter's checkpoint ``agents``, ``credit`` or ``paraphrase`` (what the default run asks
     for)."""
-    V.one_of("name", name, ("agents", "credit", "paraphrase"))
+    V.one_of("name", name, ("agents", "credit", "paraphrase", "paraphrase_seeds", "paraphrase_swap"))
+    if name in ("paraphrase_seeds", "paraphrase_swap"):  # round 4 (#63), registered before their runs
+        cfg = checkpoint_config("paraphrase")
+        # paraphrase_seeds: the seed-level reading of learned_success_gain. The paraphrase checkpoint's agents
+        # at n_train 1000 (seeds 0-2) plus seeds 3-9 trained and scored the same way (10 seeds; one seed costs
+        # about 2 x 2000 training steps and 900 scored answers), so seed_interval can read DSL - SQL over seeds.
+        # Reading, fixed now: learned_success_gain's measured number becomes the lower end of the two-sided 95 %
+        # Student-t interval over the 10 seeds (seed_interval) of d_s = DSL (verifier-constrained) minus SQL
+        # held-out success at n_train 1000, SQL = the SQL decoder with the higher mean over the 10 seeds; held
+        # only if it is above 0 (the interval excludes 0 from below), else not held; the conditions (para_fit_*,
+        # para_plateau) are measured at the 10 seeds and, the claim being one number, must hold at every seed.
+        # The first 3 seeds' per-request reading (the 3-seed contract) is reported beside it.
+        # paraphrase_swap: why SQL reached 0.707 at seed 1 (0.557 / 0.417 at seeds 0 / 2). The requests and
+        # programs do not depend on the seed; the seed sets the SQL agent's initialisation (global seed at
+        # make_agent) and its batch order (train_agent's generator); the two crossed pairs (init, order) of
+        # seeds 0 and 1, (0, 1) and (1, 0), separate them (the diagonal pairs are seeds 0 and 1 of the
+        # paraphrase checkpoint). Reading, fixed now: a factor explains seed 1's excess (its SQL success minus
+        # the mean of seeds 0 and 2) when its main effect over the 2 x 2 table is at least half that excess and
+        # the other factor's is below half; otherwise neither alone does.
+        cfg.update(n_trains=[1000], seeds=list(range(3, 10)))
+        if name == "paraphrase_swap":
+            cfg.update(seeds=[0, 1], interfaces=["sql"], arms=["sql_free", "sql_grammar"])
+        return cfg
     if name == "paraphrase":  # case 4 with power: paraphrased requests, a sample-efficiency curve
         # the programs of case 4's stream (the first max(n_trains) train, the next n_test held out), requests
         # paraphrased (training frames / held-out frames and fillers); every decoder gets `repairs` repairs.

@@ -218,3 +218,31 @@ def test_make_paraphrase_reuses_only_sizes_stored_under_the_same_settings():
     sizes, _ = mod.stored_sizes({**cfg, "min_epochs": 1000})  # more steps at every size: retrain all
     assert sizes == []
 
+
+
+# -- the seed-level interval (round 4) ---------------------------------------------------------------------------
+def test_seed_interval_is_the_t_interval_and_fails_on_a_spread_that_straddles_zero():
+    m, lo, hi = d.seed_interval([0.1, 0.2, 0.3])
+    assert m == pytest.approx(0.2) and hi - m == pytest.approx(m - lo)
+    assert m - lo == pytest.approx(4.302653 * 0.1 / np.sqrt(3), rel=1e-5)  # t(0.975, 2) * sd / sqrt(n)
+    assert d.seed_interval([0.1, 0.2, 0.3, 0.2, 0.15, 0.25])[1] > 0  # a consistent gain is resolved
+    # the 3-seed gains of round 3: a spread that straddles 0 gives an interval that does too
+    _, lo, hi = d.seed_interval([0.070, -0.210, 0.040])
+    assert lo < 0 < hi
+    # a wider level gives a wider interval
+    assert d.seed_interval([0.1, 0.2, 0.3], level=0.99)[1] < d.seed_interval([0.1, 0.2, 0.3])[1]
+
+
+@pytest.mark.parametrize("bad", [[0.1], [0.1, float("nan")], [[0.1, 0.2]]])
+def test_seed_interval_rejects_bad_input(bad):
+    with pytest.raises((ValueError, TypeError)):
+        d.seed_interval(bad)
+
+
+def test_seed_extension_and_swap_share_the_paraphrase_requests():
+    base, ext, swap = (d.checkpoint_config(n) for n in ("paraphrase", "paraphrase_seeds", "paraphrase_swap"))
+    assert ext["n_trains"] == swap["n_trains"] == [1000] and 1000 in base["n_trains"]
+    assert not set(ext["seeds"]) & set(base["seeds"]) and len(base["seeds"] + ext["seeds"]) >= 10
+    same = ("db_seed", "intent_seed", "para_seed", "n_test", "test_after", "steps", "min_epochs", "batch", "lr",
+            "d_model", "n_layer", "n_head", "repairs", "n_fit")
+    assert all(ext[k] == base[k] == swap[k] for k in same)

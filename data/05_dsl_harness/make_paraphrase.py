@@ -25,6 +25,13 @@ fit the time budget and was dropped. The fit (``n_fit`` training requests, >= 0.
 conditions, the reading rule (``read_n_train``, ``read_level`` 0.5) and every bar are unchanged. ``--reuse``
 reads the sizes the stored checkpoint holds under the same settings (same steps) instead of retraining them.
 
+Round 4 (issue #63; both registered in ``checkpoint_config`` before their runs): ``paraphrase_seeds`` trains
+and scores seeds 3-9 at n_train 1000 only, exactly as ``paraphrase`` does (with its seeds 0-2: ten seeds for a
+seed-level interval of the gain, :func:`helpers.dsl_harness.seed_interval`); ``paraphrase_swap`` trains the SQL
+agent at n_train 1000 with the initialisation of one of seeds 0/1 and the batch order of the other (results keyed
+``i<init>o<order>``), to tell which of the two made seed 1's SQL agent the best of the three. Each is its own
+``--name``; ``--parts`` keeps one part per seed (per pair for the swap).
+
 Run from the repository root: ``.venv/bin/python data/05_dsl_harness/make_paraphrase.py``. ``--tiny`` trains a
 tiny config into a temporary folder (seconds; what the tests run); ``--seeds``/``--out``: other seeds into
 another data root. ``--parts DIR`` keeps each seed's results in ``DIR`` and reuses them, so the seeds can be
@@ -82,8 +89,11 @@ def stored_sizes(cfg: dict) -> tuple[list[int], object | None]:
     return sizes, checkpoints.load(SLUG, "paraphrase", config=old, check_sources=False)
 
 
-def one_seed(cfg: dict, s: int, skip: tuple[int, ...] = ()) -> dict:
+def one_seed(cfg: dict, s: int, skip: tuple[int, ...] = (), order: int | None = None) -> dict:
+    """Train and score seed ``s``'s agents; ``order``: train with batch order ``order`` and initialisation ``s``
+    (``paraphrase_swap``; the results are keyed ``i<s>o<order>`` instead of ``s``)."""
     con, pool, test = data(cfg)
+    tag, order = (s, s) if order is None else (f"i{s}o{order}", order)
     tensors, metrics, history = {}, {}, {}
     t0 = time.time()
     for n in [n for n in cfg["n_trains"] if n not in skip]:
@@ -93,40 +103,50 @@ def one_seed(cfg: dict, s: int, skip: tuple[int, ...] = ()) -> dict:
             with repro.seeded(s):
                 m = dsl.make_agent(iface, cfg["d_model"], cfg["n_layer"], cfg["n_head"], paraphrase=True)
                 steps = dsl.para_steps(n, cfg["steps"], cfg["batch"], cfg["min_epochs"])
-                losses = dsl.train_agent(m, train, iface, steps, cfg["batch"], cfg["lr"], seed=s)
+                losses = dsl.train_agent(m, train, iface, steps, cfg["batch"], cfg["lr"], seed=order)
             models[iface] = m
-            history[f"loss/{iface}/{n}/{s}"] = losses
-            metrics[f"fit/{iface}/{n}/{s}"] = dsl.greedy_success(m, con, train[:cfg["n_fit"]], iface)
+            history[f"loss/{iface}/{n}/{tag}"] = losses
+            metrics[f"fit/{iface}/{n}/{tag}"] = dsl.greedy_success(m, con, train[:cfg["n_fit"]], iface)
         for arm in cfg["arms"]:
             iface, constrained = ARM_DECODER[arm]
             res = [dsl.agent_answer(models[iface], con, it, iface, constrained, cfg["repairs"]) for it in test]
             out = np.array([[r.success for r in res], [r.success and r.repairs == 0 for r in res],
                             [r.executed_invalid for r in res]], dtype=np.uint8)
-            tensors[f"out/{arm}/{n}/{s}"] = torch.from_numpy(out)
-            metrics[f"success/{arm}/{n}/{s}"] = float(out[0].mean())
-        print(f"seed {s} n_train {n}: fit " + ", ".join(
-            f"{i} {metrics[f'fit/{i}/{n}/{s}']:.2f}" for i in cfg["interfaces"]) + "; held-out " + ", ".join(
-            f"{a} {metrics[f'success/{a}/{n}/{s}']:.3f}" for a in cfg["arms"])
+            tensors[f"out/{arm}/{n}/{tag}"] = torch.from_numpy(out)
+            metrics[f"success/{arm}/{n}/{tag}"] = float(out[0].mean())
+        print(f"seed {tag} n_train {n}: fit " + ", ".join(
+            f"{i} {metrics[f'fit/{i}/{n}/{tag}']:.2f}" for i in cfg["interfaces"]) + "; held-out " + ", ".join(
+            f"{a} {metrics[f'success/{a}/{n}/{tag}']:.3f}" for a in cfg["arms"])
             + f" ({time.time() - t0:.0f} s)", flush=True)
     return {"tensors": tensors, "metrics": metrics, "history": history}
 
 
 def tiny(name: str) -> dict:
     cfg = dsl.checkpoint_config(name)
-    cfg.update(n_trains=[10, 20], n_test=5, test_after=10, seeds=[0], steps=3, batch=4, d_model=16, n_layer=1,
+    cfg.update(n_trains=[10, 20] if name == "paraphrase" else [20], n_test=5, test_after=10,
+               seeds=[0] if name != "paraphrase_swap" else [0, 1], steps=3, batch=4, d_model=16, n_layer=1,
                n_head=2, repairs=1, n_fit=5)
     return cfg
 
 
-def make_paraphrase(cfg: dict, root: Path | None, parts: Path | None = None, reuse: bool = False) -> Path:
+def swap_pairs(cfg: dict) -> list[tuple[int, int]]:
+    """``paraphrase_swap``'s (initialisation, batch order) pairs: the two crossed pairs of its two seeds."""
+    a, b = cfg["seeds"]
+    return [(a, b), (b, a)]
+
+
+def make_paraphrase(cfg: dict, root: Path | None, parts: Path | None = None, reuse: bool = False,
+                    name: str = "paraphrase") -> Path:
     t0 = time.time()
     tensors, metrics, history = {}, {}, {}
-    skip, old = stored_sizes(cfg) if reuse else ([], None)
+    skip, old = stored_sizes(cfg) if reuse and name == "paraphrase" else ([], None)
     if skip:
         print(f"sizes {skip} read from the stored checkpoint (same settings), not retrained", flush=True)
-    key = scripts.part_key(cfg, skip=skip)
-    for s in cfg["seeds"]:
-        res, _ = scripts.seed_part(parts, s, key, lambda s=s: one_seed(cfg, s, tuple(skip)))
+    key = scripts.part_key(cfg, skip=skip, name=name)
+    jobs = ([(s, lambda s=s: one_seed(cfg, s, tuple(skip))) for s in cfg["seeds"]] if name != "paraphrase_swap"
+            else [(k, lambda i=i, o=o: one_seed(cfg, i, (), o)) for k, (i, o) in enumerate(swap_pairs(cfg))])
+    for s, job in jobs:
+        res, _ = scripts.seed_part(parts, s, key, job)
         tensors.update(res["tensors"])
         metrics.update(res["metrics"])
         history.update(res["history"])
@@ -144,7 +164,7 @@ def make_paraphrase(cfg: dict, root: Path | None, parts: Path | None = None, reu
                 metrics[f"fit/{iface}/{n}/{s}"] = old.manifest["metrics"][f"fit/{iface}/{n}/{s}"]
                 history[f"loss/{iface}/{n}/{s}"] = old.manifest["history"][f"loss/{iface}/{n}/{s}"]
     extra = {"reused_sizes": skip, "reused_from": old.manifest["source"]} if skip else None
-    return checkpoints.save(SLUG, "paraphrase", tensors, config=cfg, metrics=metrics, history=history,
+    return checkpoints.save(SLUG, name, tensors, config=cfg, metrics=metrics, history=history,
                             seed=list(cfg["seeds"]), steps=cfg["steps"], wall_seconds=time.time() - t0,
                             sources=SOURCES, module="helpers.dsl_harness", root=root, extra=extra)
 
@@ -155,8 +175,10 @@ def main(argv: list[str] | None = None) -> list[Path]:
         ap.add_argument("--reuse", action="store_true",
                         help="read the sizes the stored checkpoint holds under the same settings, train the rest")
 
-    return scripts.script_main(lambda cfg, out, args: make_paraphrase(cfg, out, args.parts, args.reuse),
-                               config=dsl.checkpoint_config, tiny=tiny, names=["paraphrase"], options=options,
+    return scripts.script_main(lambda cfg, out, args: make_paraphrase(cfg, out, args.parts, args.reuse,
+                                                                      args.name),
+                               config=dsl.checkpoint_config, tiny=tiny,
+                               names=["paraphrase", "paraphrase_seeds", "paraphrase_swap"], options=options,
                                doc=__doc__, argv=argv)
 
 
