@@ -1788,10 +1788,10 @@ def checkpoint_config(name: str = "agents") -> dict:
         # at n_train 1000 (seeds 0-2) plus seeds 3-9 trained and scored the same way (10 seeds; one seed costs
         # about 2 x 2000 training steps and 900 scored answers), so seed_interval can read DSL - SQL over seeds.
         # Reading, fixed now: learned_success_gain's measured number becomes the lower end of the two-sided 95 %
-        # Student-t interval over the 10 seeds (seed_interval) of d_s = DSL (verifier-constrained) minus SQL
-        # held-out success at n_train 1000, SQL = the SQL decoder with the higher mean over the 10 seeds; held
+        # Student-t interval over the seeds (seed_interval) of d_s = DSL (verifier-constrained) minus SQL
+        # held-out success at n_train 1000, SQL = the SQL decoder with the higher mean over the seeds; held
         # only if it is above 0 (the interval excludes 0 from below), else not held; the conditions (para_fit_*,
-        # para_plateau) are measured at the 10 seeds and, the claim being one number, must hold at every seed.
+        # para_plateau) are measured at every seed and, the claim being one number, must hold at every seed.
         # The first 3 seeds' per-request reading (the 3-seed contract) is reported beside it.
         # paraphrase_swap: why SQL reached 0.707 at seed 1 (0.557 / 0.417 at seeds 0 / 2). The requests and
         # programs do not depend on the seed; the seed sets the SQL agent's initialisation (global seed at
@@ -1800,7 +1800,11 @@ def checkpoint_config(name: str = "agents") -> dict:
         # paraphrase checkpoint). Reading, fixed now: a factor explains seed 1's excess (its SQL success minus
         # the mean of seeds 0 and 2) when its main effect over the 2 x 2 table is at least half that excess and
         # the other factor's is below half; otherwise neither alone does.
-        cfg.update(n_trains=[1000], seeds=list(range(3, 10)))
+        # Amended before seeds 10-29 ran: seed 3 measured the cost, 99 s (estimated ~8 min when 10 was fixed),
+        # so the count was sized to the compute share: seeds 3-29, 30 in all, read as below (the interval over
+        # all 30); the first-registered 10-seed interval (seeds 0-9) is reported beside it. Decided on the cost
+        # alone; seed 3's numbers had been printed (and seen) when it was made.
+        cfg.update(n_trains=[1000], seeds=list(range(3, 30)))
         if name == "paraphrase_swap":
             cfg.update(seeds=[0, 1], interfaces=["sql"], arms=["sql_free", "sql_grammar"])
         return cfg
