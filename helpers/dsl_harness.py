@@ -1921,59 +1921,14 @@ def reinforce_agent(model: torch.nn.Module, con: sqlite3.Connection, intents: Se
     steps, batch = V.integer("steps", steps, min=1), V.integer("batch", batch, min=2)
     lr, seed, penalty = V.positive("lr", lr), V.seed("seed", seed), V.positive("penalty", penalty)
     V.optional(V.instance, "cache", cache, dict)
-    vocab = agent_vocab("dsl")
-    if getattr(getattr(model, "cfg", None), "vocab_size", None) != len(vocab):
-        raise ValueError("model must be a DSL agent (make_agent('dsl', ...))")
-    index = {t: i for i, t in enumerate(vocab)}
-    n_max = MAX_PROGRAM_LEN + 1  # every valid program and its END fit
-    out_ok = torch.zeros(len(vocab), dtype=torch.bool)
-    out_ok[index[SEP] + 1:index[END] + 1] = True  # output tokens and END, never a request word, <sep> or <pad>
-    allowed: dict[tuple, torch.Tensor] = {}
-
-    def allowed_mask(state):
-        if state not in allowed:
-            m = torch.zeros(len(vocab), dtype=torch.bool)
-            m[[index[t] for t in _allowed(state)]] = True
-            allowed[state] = m
-        return allowed[state]
-
+    vocab, index, out_ok = _dsl_policy_parts(model)
     rng = np.random.default_rng([seed, 5])
     gen = torch.Generator().manual_seed(seed)
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     succ, valid_rate = np.zeros(steps), np.zeros(steps)
     for step in range(steps):
         pick = [intents[i] for i in rng.integers(len(intents), size=batch)]
-        req, pos, real = _left_pad(pick, index)
-        W = req.shape[1]
-        ids, P, Rl = req, pos, real
-        masks = torch.zeros((batch, n_max, len(vocab)), dtype=torch.bool)
-        states = [_START] * batch
-        done = np.zeros(batch, dtype=bool)
-        outs: list[list[str]] = [[] for _ in range(batch)]
-        ended = [False] * batch
-        model.eval()
-        with torch.no_grad():
-            for t in range(n_max):
-                logits = model(ids, mask=_attn_mask(Rl), pos=P)[:, -1]
-                for b in range(batch):
-                    masks[b, t] = allowed_mask(states[b]) if arm == "filter" else out_ok
-                logits = logits.masked_fill(~masks[:, t], -math.inf)
-                nxt = torch.multinomial(logits.softmax(-1), 1, generator=gen)[:, 0]
-                for b in range(batch):
-                    if done[b]:
-                        continue
-                    tok = vocab[int(nxt[b])]
-                    if tok == END:
-                        done[b] = ended[b] = True
-                    else:
-                        outs[b].append(tok)
-                        if arm == "filter":
-                            states[b] = _step(states[b], tok)[0]
-                ids = torch.cat([ids, nxt[:, None]], 1)
-                P = torch.cat([P, P[:, -1:] + 1], 1)
-                Rl = torch.cat([Rl, torch.ones((batch, 1), dtype=torch.bool)], 1)
-                if done.all():
-                    break
+        ids, P, Rl, W, outs, ended, masks = _roll_out(model, pick, vocab, index, out_ok, gen, arm == "filter")
         R = np.zeros(batch)
         for b, (toks, it) in enumerate(zip(outs, pick)):
             ok = verify(toks).ok
@@ -2008,39 +1963,9 @@ def sample_programs(model: torch.nn.Module, intents: Sequence[Intent], seed: int
     V.instance("model", model, torch.nn.Module)
     intents = V.sequence("intents", intents, of=lambda k, x: V.instance(k, x, Intent), min_len=1)
     seed, constrained = V.seed("seed", seed), V.boolean("constrained", constrained)
-    vocab = agent_vocab("dsl")
-    if getattr(getattr(model, "cfg", None), "vocab_size", None) != len(vocab):
-        raise ValueError("model must be a DSL agent (make_agent('dsl', ...))")
-    index = {t: i for i, t in enumerate(vocab)}
-    out_ok = torch.zeros(len(vocab), dtype=torch.bool)
-    out_ok[index[SEP] + 1:index[END] + 1] = True
+    vocab, index, out_ok = _dsl_policy_parts(model)
     gen = torch.Generator().manual_seed(seed)
-    ids, P, real = _left_pad(intents, index)
-    B = len(intents)
-    states, done = [_START] * B, np.zeros(B, dtype=bool)
-    outs: list[list[str]] = [[] for _ in range(B)]
-    model.eval()
-    for _ in range(MAX_PROGRAM_LEN + 1):
-        logits = model(ids, mask=_attn_mask(real), pos=P)[:, -1]
-        m = torch.stack([out_ok if not constrained else torch.isin(
-            torch.arange(len(vocab)), torch.tensor([index[t] for t in _allowed(st)])) for st in states])
-        nxt = torch.multinomial(logits.masked_fill(~m, -math.inf).softmax(-1), 1, generator=gen)[:, 0]
-        for b in range(B):
-            if done[b]:
-                continue
-            tok = vocab[int(nxt[b])]
-            if tok == END:
-                done[b] = True
-            else:
-                outs[b].append(tok)
-                if constrained:
-                    states[b] = _step(states[b], tok)[0]
-        if done.all():
-            break
-        ids = torch.cat([ids, nxt[:, None]], 1)
-        P = torch.cat([P, P[:, -1:] + 1], 1)
-        real = torch.cat([real, torch.ones((B, 1), dtype=torch.bool)], 1)
-    return outs
+    return _roll_out(model, list(intents), vocab, index, out_ok, gen, constrained)[4]
 
 
 def greedy_success(model: torch.nn.Module, con: sqlite3.Connection, intents: Sequence[Intent],
@@ -2107,17 +2032,22 @@ def _dsl_policy_parts(model: torch.nn.Module) -> tuple[tuple[str, ...], dict, to
 
 
 @torch.no_grad()
-def _roll_out(model, intents, vocab, index, out_ok, gen: torch.Generator | None):
-    """Sample (``gen``) or greedy-decode (``gen=None``) one program per intent, batched; returns the token ids
-    (request + outputs), positions, real-token mask, request width, outputs and whether END was produced."""
+def _roll_out(model, intents, vocab, index, out_ok, gen: torch.Generator | None, constrained: bool = False):
+    """Sample (``gen``) or greedy-decode (``gen=None``) one program per intent, batched; ``constrained``: only
+    verifier-valid continuations. The one token-append loop of the RL samplers and the batched evaluator. Returns
+    the token ids (request + outputs), positions, real-token mask, request width, outputs, whether END was
+    produced and the allowed-token masks used at each output step ``(B, steps, V)``."""
     ids, P, real = _left_pad(intents, index)
     W, B = ids.shape[1], len(intents)
     done = np.zeros(B, dtype=bool)
     outs: list[list[str]] = [[] for _ in range(B)]
     ended = [False] * B
+    states, masks = [_START] * B, []
     model.eval()
     for _ in range(MAX_PROGRAM_LEN + 1):
-        logits = model(ids, mask=_attn_mask(real), pos=P)[:, -1].masked_fill(~out_ok, -math.inf)
+        m = torch.stack([_allowed_mask(st) for st in states]) if constrained else out_ok.expand(B, -1)
+        masks.append(m)
+        logits = model(ids, mask=_attn_mask(real), pos=P)[:, -1].masked_fill(~m, -math.inf)
         nxt = logits.argmax(-1) if gen is None else torch.multinomial(logits.softmax(-1), 1, generator=gen)[:, 0]
         for b in range(B):
             if done[b]:
@@ -2127,12 +2057,25 @@ def _roll_out(model, intents, vocab, index, out_ok, gen: torch.Generator | None)
                 done[b] = ended[b] = True
             else:
                 outs[b].append(tok)
+                if constrained:
+                    states[b] = _step(states[b], tok)[0]
         ids = torch.cat([ids, nxt[:, None]], 1)
         P = torch.cat([P, P[:, -1:] + 1], 1)
         real = torch.cat([real, torch.ones((B, 1), dtype=torch.bool)], 1)
         if done.all():
             break
-    return ids, P, real, W, outs, ended
+    return ids, P, real, W, outs, ended, torch.stack(masks, 1)
+
+
+@cache
+def _allowed_mask(state: tuple) -> torch.Tensor:
+    """The verifier's valid next tokens after ``state`` as a boolean mask over a DSL policy's vocabulary (shared
+    and cached: never modify it)."""
+    vocab = agent_vocab("dsl")
+    index = {t: i for i, t in enumerate(vocab)}
+    m = torch.zeros(len(vocab), dtype=torch.bool)
+    m[[index[t] for t in _allowed(state)]] = True
+    return m
 
 
 def _score(con, outs, intents, cache) -> tuple[np.ndarray, np.ndarray]:
@@ -2203,7 +2146,7 @@ def group_reinforce(model: torch.nn.Module, ref: torch.nn.Module, con: sqlite3.C
     evaluate(0)
     for step in range(steps):
         pick = [intents[i] for i in rng.integers(len(intents), size=n_requests) for _ in range(k)]
-        ids, P, real, W, outs, ended = _roll_out(model, pick, vocab, index, out_ok, gen)
+        ids, P, real, W, outs, ended, _ = _roll_out(model, pick, vocab, index, out_ok, gen)
         R, ok = _score(con, outs, pick, cache)
         succ[step], valid_rate[step] = R.mean(), ok.mean()
         adv = group_advantages(outs, R, k, arm, ended)
