@@ -20,6 +20,7 @@
 
 from __future__ import annotations
 
+import copy
 import sysconfig
 from collections.abc import Sequence
 from pathlib import Path
@@ -39,7 +40,8 @@ __all__ = [
     "make_model",
     "train_position_ids", "batch_fn", "lm_loss", "shared_tail_windows", "token_losses", "paired_bootstrap_ratio",
     "far_attention_mass", "attention_by_distance", "tail_loss_with_keys", "same_difference_score_gap", "context_gain",
-    "RETRIEVAL_ARMS", "retrieval_task", "offset_recall_task", "TASK_KINDS", "make_task", "retrieval_vocab",
+    "RETRIEVAL_ARMS", "RECALL_ARMS", "RECALL_TASK", "RECALL_RECIPE", "retrieval_task", "offset_recall_task",
+    "TASK_KINDS", "make_task", "retrieval_vocab",
     "retrieval_loss", "retrieval_scores",
     "retrieval_batch_fn", "fit_retrieval_arm", "retrieval_windows", "accuracy_by_distance", "attention_on_answer",
     "faithful_fraction",
@@ -223,9 +225,11 @@ def checkpoint_config(name: str = "arms") -> dict:
     with the first seed only, to fit the CPU budget. ``"arms_long"``: the claims' arms, seed 0, 2.5x the steps
     (does a longer training change the comparison?). ``"retrieval"``: the passkey-retrieval arms
     (:func:`retrieval_task`), see :func:`_retrieval_config`."""
-    V.one_of("name", name, ("arms", "arms_long", "retrieval"))
+    V.one_of("name", name, ("arms", "arms_long", "retrieval", "recall"))
     if name == "retrieval":
         return _retrieval_config()
+    if name == "recall":
+        return _recall_config()
     B, L = 16, 3
     tpe = dict(enc="tpe", B=B, L=L, bases=None)
     arms = {
@@ -254,6 +258,10 @@ def checkpoint_config(name: str = "arms") -> dict:
 
 
 RETRIEVAL_ARMS = ("RoPE", "RoPE + skips", "RoPE + OPT offsets", "TPE", "TPE + OPT")  # 3 seeds each
+# the task and recipe that probe_recall.py's registered rule chose (probe_recall_C.json), set before training:
+# one key ("the token right after the marker"), d = 32, 1500 steps
+RECALL_TASK = dict(kind="offset", n_pairs=1, n_queries=1, n_values=16, n_keys=8, gap=1)
+RECALL_RECIPE = dict(d_model=32, steps=1500)
 
 
 def _retrieval_config() -> dict:
@@ -290,6 +298,28 @@ def _retrieval_config() -> dict:
                                           what="min of the accuracy differences at 2048: TPE + OPT - TPE, "
                                                "TPE + OPT - RoPE + OPT offsets")),
     )
+
+
+RECALL_ARMS = ("NoPE", "RoPE", "RoPE + skips", "RoPE + OPT offsets", "TPE", "TPE + OPT")  # 3 seeds each
+
+
+def _recall_config() -> dict:
+    """The offset-recall checkpoint (:func:`offset_recall_task` with :data:`RECALL_TASK`: the answer is the token
+    right after the key, so a model must find the key by content **and** step one place from it), trained at length
+    32 and evaluated to 2048 (64x); the retrieval config's arms, OPT (2 chunks of 2B) and evaluation, plus NoPE,
+    the control that shows whether the task needs positions. Model width and steps: the recipe that round 4's
+    probe (``data/04_tree_rope/probe_recall.py``, parts B and C) chose by its registered rule. ``claims``: the bars and
+    the conditions, fixed before any arm of this checkpoint was trained."""
+    cfg = copy.deepcopy(_retrieval_config())
+    arms = {"NoPE": dict(enc="none", ids="plain")}
+    arms.update({a: cfg["arms"][a] for a in RETRIEVAL_ARMS})
+    task = dict(RECALL_TASK)
+    cfg.update(RECALL_RECIPE, arms=arms, task=task, vocab_size=retrieval_vocab(task), one_seed_arms=[],
+               weight_seeds=[0])
+    cfg["claims"] = dict(cfg["claims"], in_window=dict(op=">=", target=0.95, what="accuracy at the training "
+                                                       "length, every arm but NoPE"), needs_position=dict(
+        op=">=", target=0.3, what="RoPE's accuracy minus NoPE's at the training length, per seed"))
+    return cfg
 
 
 def _check_arm(arm: Any) -> dict:

@@ -412,3 +412,72 @@ def test_faithful_fraction():
         tr.faithful_fraction(plain, 33)
     with pytest.raises(TypeError):
         tr.faithful_fraction(plain.astype(float), 4)
+
+
+# ---- the offset-recall task ---------------------------------------------------------------------------------------
+
+@SETTINGS
+@given(st.integers(0, 10**6), st.integers(14, 200), st.integers(1, 3), st.integers(1, 3), st.integers(1, 3))
+def test_offset_recall_task_structure(seed, length, n_pairs, n_queries, gap):
+    n_queries = min(n_queries, n_pairs)
+    task = dict(kind="offset", n_pairs=n_pairs, n_queries=n_queries, n_values=5, n_keys=4, gap=gap)
+    t = tr.make_task(np.random.default_rng(seed), 6, length, task)
+    x, qp, kp = t["tokens"], t["query_pos"], t["key_pos"]
+    assert x.shape == (6, length + 1) and qp.shape == (n_queries,) and kp.shape == (6, n_queries)
+    assert int(x.min()) >= 0 and int(x.max()) < tr.retrieval_vocab(task) == 5 + 2 * 4
+    assert int(qp[-1]) + 1 == length
+    key = (x >= 5) & (x < 9)
+    assert (key.sum(1) == n_pairs).all() and not key[:, int(qp[0]):].any()
+    for w in range(6):
+        ks = x[w][key[w]].tolist()
+        assert len(set(ks)) == n_pairs  # distinct keys
+        for i in range(n_queries):
+            k = int(kp[w, i])
+            assert int(x[w, k]) in ks and int(x[w, qp[i]]) == int(x[w, k]) + 4  # asks for the key at kp
+            assert int(x[w, qp[i] + 1]) == int(x[w, k + gap]) < 5  # answer: the value token gap after it
+
+
+def test_offset_recall_needs_position():
+    """The answer is not a function of the window's content alone: shuffling the tokens before the queries keeps
+    every token (the same bag) but changes the answer in most windows."""
+    g = np.random.default_rng(0)
+    t = tr.offset_recall_task(g, 400, 32, n_pairs=2, n_queries=1, n_values=16, n_keys=8, gap=1)
+    x, qp = t["tokens"].numpy(), int(t["query_pos"][0])
+    changed = 0
+    for w in range(len(x)):
+        prefix = g.permutation(x[w, :qp])
+        k = int(np.flatnonzero(prefix == x[w, qp] - 8)[0])
+        changed += int(prefix[k + 1] != x[w, qp + 1]) if k + 1 < qp else 1
+    assert changed / len(x) > 0.8
+    # whereas a passkey's answer is its pair token's content: shuffling cannot change it
+    p = tr.retrieval_task(g, 50, 32, n_pairs=1, n_queries=1, n_filler=16, n_keys=1, n_values=16)
+    assert (p["tokens"][:, -1] - 33 == p["tokens"].gather(1, p["key_pos"])[:, 0] - 16).all()
+
+
+def test_offset_recall_bad_input():
+    g = np.random.default_rng(0)
+    with pytest.raises(ValueError, match="too short"):
+        tr.offset_recall_task(g, 2, 6, n_pairs=2, n_queries=1, gap=3)
+    with pytest.raises(ValueError, match="n_keys"):
+        tr.offset_recall_task(g, 2, 32, n_pairs=3, n_keys=2)
+    with pytest.raises(ValueError, match="gap"):
+        tr.offset_recall_task(g, 2, 32, gap=0)
+    with pytest.raises(ValueError, match="kind"):
+        tr.make_task(g, 2, 32, dict(kind="copy"))
+    with pytest.raises(TypeError):
+        tr.make_task(g, 2, 32, [1])
+
+
+def test_recall_config():
+    cfg = tr.checkpoint_config("recall")
+    assert list(cfg["arms"]) == list(tr.RECALL_ARMS) and cfg["arms"]["NoPE"]["enc"] == "none"
+    assert cfg["vocab_size"] == tr.retrieval_vocab(cfg["task"]) and cfg["task"]["kind"] == "offset"
+    assert {"in_window", "plateau", "retrieval_at_64x", "needs_both_parts", "needs_position"} <= set(cfg["claims"])
+    val, tests = tr.retrieval_windows(cfg)
+    t = tests[2048]
+    assert (t["tokens"][:, -1] == t["tokens"].gather(1, t["key_pos"] + 1)[:, 0]).all()
+    small = dict(cfg, batch_size=3, steps=2, val_every=1, d_model=16)
+    model, hist = tr.fit_retrieval_arm(cfg["arms"]["TPE + OPT"], small, 0, val, desc="t")
+    assert set(hist.evals) == {"val_loss", "val_acc"} and len(hist.evals["val_acc"]) >= 2
+    hit, loss = tr.retrieval_scores(model, t, chunk=64)
+    assert hit.shape == (len(t["tokens"]), 1) and torch.isfinite(loss).all()

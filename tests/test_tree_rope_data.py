@@ -1,0 +1,55 @@
+"""Chapter 04's data scripts: the probe's registered recipe rule and the recall script's per-seed parts."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests._loader import load_module
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "04_tree_rope"
+
+
+@pytest.fixture(scope="module")
+def probe():
+    return load_module(DATA / "probe_recall.py")
+
+
+def _rec(task, change, acc, plateau, arm="RoPE"):
+    return dict(arm=arm, task=task, change=change, final_val_acc=acc, plateau=plateau)
+
+
+def test_rule_takes_the_first_entry_that_meets_both_bars(probe):
+    order = probe.ORDER
+    fail = [_rec(t, c, 0.5, 0.01) for t, c in order[:2]]
+    assert probe.choose(fail)["met"] is None  # part C not probed yet: the rule cannot be read
+    ok = fail + [_rec(*order[2], 0.99, 0.01), _rec(*order[3], 1.0, 0.0), _rec(*order[4], 1.0, 0.0)]
+    got = probe.choose(ok)
+    assert got["met"] is True and (got["task"], got["change"]) == order[2]
+    flat_fail = fail + [_rec(*order[2], 0.99, 0.05), _rec(*order[3], 0.96, 0.0), _rec(*order[4], 1.0, 0.3)]
+    got = probe.choose(flat_fail)  # accuracy or plateau short everywhere: the last entry, marked not met
+    assert got["met"] is False and (got["task"], got["change"]) == order[-1]
+    nope = [_rec(t, c, 1.0, 0.0, arm="NoPE") for t, c in order]  # NoPE never chooses
+    assert probe.choose(fail + nope)["met"] is None
+
+
+def test_stored_probe_records_follow_the_rule(probe):
+    recs = [r for p in "BC" if (DATA / f"probe_recall_{p}.json").exists()
+            for r in json.loads((DATA / f"probe_recall_{p}.json").read_text())["records"]]
+    if not (DATA / "probe_recall_C.json").exists():
+        pytest.skip("part C not recorded")
+    stored = json.loads((DATA / "probe_recall_C.json").read_text())["chosen"]
+    assert probe.choose(recs) == stored
+
+
+def test_recall_config_is_the_chosen_recipe():
+    """The recall checkpoint's task and recipe are what the probe's registered rule chose."""
+    from helpers import tree_rope as tr
+
+    path = DATA / "probe_recall_C.json"
+    if not path.exists():
+        pytest.skip("part C not recorded")
+    chosen = json.loads(path.read_text())["chosen"]
+    cfg = tr.checkpoint_config("recall")
+    assert cfg["task"] == chosen["task"]
+    assert {k: cfg[k] for k in chosen["change"]} == chosen["change"]
