@@ -32,10 +32,10 @@
 #
 # | | the paper | this notebook |
 # |---|---|---|
-# | agent | LLM agents (discussed, not run) | a **noisy policy**: the gold action with each decision wrong with probability ε (its success has a closed form), a tabular REINFORCE policy, and a **learned agent**: a 2-layer transformer (≈0.1 M parameters) trained on 300 request → program pairs, tested on 300 held-out requests, and the same on 25–1000 paraphrased requests, tested on 300 paraphrases in unseen sentence frames and wording, against SQL with free or grammar-constrained decoding; a smaller one trained by RL (4 samples per request, a KL anchor to its warm start) on 100 unlabelled requests with sparse or per-token credit |
+# | agent | LLM agents (discussed, not run) | a **noisy policy**: the gold action with each decision wrong with probability ε (its success has a closed form), a tabular REINFORCE policy, and a **learned agent**: a 2-layer transformer (≈0.1 M parameters) trained on 300 request → program pairs, tested on 300 held-out requests, and the same on 25–1000 paraphrased requests (at 1000: 30 training seeds), tested on 300 paraphrases in unseen sentence frames and wording, against SQL with free or grammar-constrained decoding; a smaller one trained by RL (4 samples per request, a KL anchor to its warm start) on 100 unlabelled requests with sparse or per-token credit |
 # | domains | a lifecycle × domain analysis (SQL, planning, proofs, infrastructure, …) | SQLite queries (300 intents), Blocksworld with 5 blocks, learning to write one query |
 # | evidence | argument and targeted case studies | measured success rates, invalid actions reaching execution, retries, learning curves |
-# | hardware | none | 2 CPU cores, a few minutes (the stored checkpoints: `make data NB=05_dsl_harness`, about 40 minutes on one core) |
+# | hardware | none | 2 CPU cores, a few minutes (the stored checkpoints: `make data NB=05_dsl_harness`, about 90 minutes on one core) |
 #
 # :::{note}
 # **What is ours, not the paper's.** The paper's text and case studies were not available to us; only its
@@ -1027,9 +1027,10 @@ plt.show()
 # That fallback is the rule's, not the issue's: the issue asked for the reading at an agent that answers at
 # least half of the held-out requests, and the rule names no condition that would make the
 # claim inconclusive below that level. The SQL baseline there is the better of its two decoders (mean over
-# seeds). Per seed the gain comes with a **paired bootstrap interval** over the held-out requests, and the claim
-# holds at a seed only if the interval's lower end is above 0. How wide those intervals came out, and so which
-# gain one seed can resolve, is in the reading below.
+# seeds). Per seed the gain comes with a **paired bootstrap interval** over the held-out requests; up to round 3
+# the claim held at a seed only if the interval's lower end was above 0. How wide those intervals came out, and
+# so which gain one seed can resolve, is in the reading below; since round 4 the claim is read over thirty
+# training seeds at the size this rule picks (the seed-level reading after it).
 #
 # **Extension.** The first curve (sizes 25 to 300) did not reach the reading level (the reading below gives its
 # best mean; the agents at those sizes are unchanged), so it was extended upward before any larger size was
@@ -1241,8 +1242,8 @@ display(Markdown(
            for a in ("dsl_constrained", sql_arm)))
        + f", against a pooled gain of {pooled[0]:+.3f}. The pooled interval resamples "
        "requests only, not training seeds: with three seeds whose gains differ in sign, "
-       "the verdict is unresolved by seed-to-seed variation, evidence for neither "
-       "interface (a seed-level interval needs many more seeds). "
+       "they do not resolve seed-to-seed variation (the seed-level reading below "
+       "counts it). "
        if (para_gain > 0).any() and (para_gain < 0).any() else "")
     + (f"At {n_trains[-1]} training requests (same baseline rule) it is "
        + ", ".join(f"{g:+.3f}" for g in gain_at(n_trains[-1])) + " per seed. "
@@ -1271,6 +1272,158 @@ display(Markdown(
     "requests, 1000 steps) reach "
     f"{agent_res['DSL, constrained decoding'].success_K.mean():.3f} (DSL, constrained) "
     f"and {agent_res['SQL, free decoding'].success_K.mean():.3f} (SQL, free)."))
+
+# %% [markdown]
+# ### Seed-level reading: thirty training seeds at 1000 requests
+#
+# At three seeds the gain above changes sign, and the per-request intervals cannot say whether that is the
+# interfaces or the luck of training: they resample the held-out requests of one trained pair of agents, not
+# the training. Round 4 therefore **registered, before its runs**, a reading over seeds: more seeds trained
+# and scored at 1000 training requests exactly as seeds 0–2 (same requests, steps, decoders and repairs;
+# `paraphrase_seeds` in `make_paraphrase.py`). Per seed $d_s$ = DSL success − SQL success on the 300 held-out
+# requests, the SQL baseline being the decoder with the higher mean over the seeds; `learned_success_gain`'s
+# measured number is the **lower end of the two-sided 95 % Student-t interval of $d_s$ over the seeds**
+# (`seed_interval`), held only if it is above 0; the fit and plateau conditions must hold at every seed. The
+# count was first fixed at ten (seeds 3–9, on a guessed cost of about 8 minutes per seed); seed 3 then measured
+# it, about 100 s on one core, and before seeds 10–29 ran the count was raised to thirty, sized to our compute
+# share (decided on the cost alone; seed 3's own numbers had been printed and seen by then). The first-registered
+# ten-seed interval and the first three seeds' per-request reading are kept beside it. <!-- paper -->
+
+# %%
+n_seed = n_read if quick else dsl.checkpoint_config("paraphrase_seeds")["n_trains"][0]
+seeds_all = list(para_seeds)
+if not quick:  # seeds 3-29 (for SEED=s: s+3 .. s+29) from make_paraphrase.py
+    ext_cfg = dsl.checkpoint_config("paraphrase_seeds")
+    n_all = len(para_seeds) + len(ext_cfg["seeds"])
+    ext_seeds = scripts.model_seeds(seed, n_all)[len(para_seeds):]
+    ext_cfg = scripts.with_seeds(ext_cfg, ext_seeds)
+    ck_x = checkpoints.load("05_dsl_harness", "paraphrase_seeds", config=ext_cfg)
+    for s in ext_cfg["seeds"]:
+        for arm in para_arms:
+            out_x = ck_x.tensors[f"out/{arm}/{n_seed}/{s}"]
+            para_out[arm, n_seed, s] = out_x.numpy() > 0
+        for iface in dsl.AGENT_INTERFACES:
+            fit_x = ck_x.manifest["metrics"][f"fit/{iface}/{n_seed}/{s}"]
+            para_fit[iface, n_seed, s] = fit_x
+            para_loss[iface, n_seed, s] = ck_x.manifest["history"][
+                f"loss/{iface}/{n_seed}/{s}"]
+    seeds_all += ext_cfg["seeds"]
+succ_all = {a: np.array([para_out[a, n_seed, s][0].mean() for s in seeds_all])
+          for a in para_arms}
+sql_all = max(("sql_free", "sql_grammar"), key=lambda a: succ_all[a].mean())
+d_all = succ_all["dsl_constrained"] - succ_all[sql_all]  # the per-seed gains
+iv_all = dsl.seed_interval(d_all)  # (mean, low, high) over seeds
+# the first-registered ten seeds (same baseline rule over those ten)
+sql_10 = max(("sql_free", "sql_grammar"), key=lambda a: succ_all[a][:10].mean())
+iv_10 = dsl.seed_interval(succ_all["dsl_constrained"][:10] - succ_all[sql_10][:10])
+seed_tab = pd.DataFrame({ARM_NAME[a]: succ_all[a] for a in para_arms}, index=seeds_all)
+seed_tab["gain (DSL − SQL baseline)"] = d_all
+display(seed_tab.rename_axis(f"seed (n_train {n_seed})").describe().loc[
+    ["mean", "std", "min", "max"]].round(3))
+
+fig, ax = plt.subplots(figsize=(6.5, 2.6))
+ax.plot(d_all, np.random.default_rng(0).uniform(-0.3, 0.3, len(d_all)), "o",
+        color=plotting.PALETTE[0], alpha=0.6, label="one training seed (jittered)")
+ax.errorbar([iv_all[0]], [0.5], xerr=[[iv_all[0] - iv_all[1]], [iv_all[2] - iv_all[0]]],
+            fmt="s", color="k", capsize=4, label="mean, 95 % t-interval over seeds")
+ax.axvline(0, color="grey", lw=0.8, ls=":")
+ax.set(yticks=[], ylim=(-0.6, 1.1), xlabel="held-out success, DSL − SQL baseline",
+       title=f"Gain per training seed at n_train {n_seed}")
+ax.legend(loc="upper left", fontsize=8, frameon=False)
+plt.show()
+
+# %% [markdown]
+# **Why SQL did so well at seed 1.** The requests, programs and held-out set do not depend on the seed; the
+# seed sets two things of an agent: its initialisation (the global seed when it is built) and its batch order
+# (`train_agent`'s generator). Greedy decoding is deterministic. A registered experiment (`paraphrase_swap`)
+# trains the SQL agent at 1000 requests with the initialisation of seed 0 and the batch order of seed 1, and the
+# reverse; with seeds 0 and 1 themselves that is a 2 × 2 table. Its reading, fixed with it: a factor explains
+# seed 1's excess (its SQL success minus the mean of seeds 0 and 2) when its main effect is at least half that
+# excess and the other factor's is below half. The thirty seeds say where seed 1's agent falls among SQL agents.
+
+# %%
+sw = {}  # (init seed, batch-order seed) -> held-out success of the SQL baseline decoder
+for i in (0, 1):  # the diagonal: seeds 0 and 1 themselves
+    sw[i, i] = float(succ_all[sql_all][i])
+if not quick:
+    sw_cfg = scripts.with_seeds(dsl.checkpoint_config("paraphrase_swap"),
+                                para_seeds[:2])
+    ck_sw = checkpoints.load("05_dsl_harness", "paraphrase_swap", config=sw_cfg)
+    a, b = sw_cfg["seeds"]
+    for i, o in ((a, b), (b, a)):
+        key = f"out/{sql_all}/{n_seed}/i{i}o{o}"
+        sw[i - a, o - a] = float(ck_sw.tensors[key].numpy()[0].mean())
+    sw_fit = [ck_sw.manifest["metrics"][f"fit/sql/{n_seed}/i{i}o{o}"]
+              for i, o in ((a, b), (b, a))]
+    # per-request agreement: same initialisation (other order) vs other initialisation
+    hit = {(i - a, o - a): ck_sw.tensors[f"out/{sql_all}/{n_seed}/i{i}o{o}"].numpy()[0]
+           for i, o in ((a, b), (b, a))}
+    hit.update({(i, i): para_out[sql_all, n_seed, para_seeds[i]][0] for i in (0, 1)})
+    agree_same = [float((hit[i, i] == hit[i, 1 - i]).mean()) for i in (0, 1)]
+    agree_other = float((hit[0, 0] == hit[1, 1]).mean())
+    sw_tab = pd.DataFrame([[sw[i, o] for o in (0, 1)] for i in (0, 1)],
+                          index=["init of seed 0", "init of seed 1"],
+                          columns=["batch order of seed 0", "batch order of seed 1"])
+    display(sw_tab.round(3))
+
+# %% tags=["remove-input"]
+exc = succ_all[sql_all][1] - succ_all[sql_all][[0, 2]].mean()  # seed 1's excess
+rank1 = int((succ_all[sql_all] > succ_all[sql_all][1]).sum()) + 1
+others = np.delete(succ_all[sql_all], 1)
+agree1 = float((para_out["sql_free", n_seed, para_seeds[1]][0]
+                == para_out["sql_grammar", n_seed, para_seeds[1]][0]).mean())
+low3 = para_low if n_read == n_seed else None
+txt = (f"**Seed-level reading.** Over {len(seeds_all)} seeds at {n_seed} training "
+       f"requests the SQL baseline is {ARM_NAME[sql_all]} decoding "
+       f"({len(seeds_all)}-seed mean "
+       f"{succ_all[sql_all].mean():.3f}; DSL {succ_all['dsl_constrained'].mean():.3f}). "
+       "The gain per seed is " + ", ".join(f"{x:+.3f}" for x in d_all)
+       + f" ({int((d_all > 0).sum())} of {len(d_all)} positive); mean {iv_all[0]:+.3f}, "
+       f"95 % t-interval over seeds [{iv_all[1]:+.3f}, {iv_all[2]:+.3f}] (over the "
+       f"first-registered ten, SQL baseline {ARM_NAME[sql_10]}: {iv_10[0]:+.3f} "
+       f"[{iv_10[1]:+.3f}, {iv_10[2]:+.3f}]), so the claim is "
+       + ("**held** (the interval excludes 0 from below)" if iv_all[1] > 0 else
+          "**not held** (the interval " + ("lies below 0: SQL is ahead" if iv_all[2] < 0
+                                          else "includes 0: no resolvable gain either way")
+          + ")")
+       + f". The seeds' spread (sd of the gain {d_all.std(ddof=1):.3f}) is "
+       f"{d_all.std(ddof=1) / max(np.mean(half), 1e-9):.1f} times the per-request "
+       "half-width of one seed, so a verdict from one or three seeds' requests "
+       "mostly measures which agents training happened to produce. ")
+if low3 is not None:
+    txt += ("The first three seeds under the 3-seed contract (lower ends of the "
+            "per-request intervals): " + ", ".join(f"{x:+.3f}" for x in low3)
+            + f", {int((low3 > 0).sum())} of 3 above 0. ")
+z1 = (succ_all[sql_all][1] - others.mean()) / others.std(ddof=1)
+txt += (f"**Seed 1's SQL agent** ({succ_all[sql_all][1]:.3f}) ranks {rank1} of "
+        f"{len(seeds_all)} SQL agents (1 = best; the others: mean {others.mean():.3f}, "
+        f"sd {others.std(ddof=1):.3f}, so it lies {z1:.1f} sd above their mean"
+        + (": within their spread, not an outlier" if abs(z1) < 2 else ": an outlier")
+        + "); its two SQL decoders agree on "
+        f"{agree1:.1%} of the requests, so the decoder is not what differs. ")
+if not quick:
+    eff_i = (sw[1, 0] + sw[1, 1] - sw[0, 0] - sw[0, 1]) / 2
+    eff_o = (sw[0, 1] + sw[1, 1] - sw[0, 0] - sw[1, 0]) / 2
+    who = [n for n, e, f in (("the initialisation", eff_i, eff_o),
+                             ("the batch order", eff_o, eff_i))
+           if e >= exc / 2 and abs(f) < exc / 2]
+    txt += (f"Crossing seeds 0 and 1 (init, order): (0, 1) {sw[0, 1]:.3f}, (1, 0) "
+            f"{sw[1, 0]:.3f}, beside (0, 0) {sw[0, 0]:.3f} and (1, 1) {sw[1, 1]:.3f} "
+            f"(the swapped agents fit their training requests: "
+            + ", ".join(f"{x:.2f}" for x in sw_fit) + "). Main effect of the "
+            f"initialisation {eff_i:+.3f}, of the batch order {eff_o:+.3f}, against "
+            f"seed 1's excess {exc:+.3f}: by the registered rule "
+            + (f"{who[0]} explains it." if who else "neither factor alone explains it "
+               "(each seed's agent comes from both, jointly).")
+            + " Which requests an agent gets right moves with both: agents with the "
+            "same initialisation and another batch order agree on "
+            + " and ".join(f"{x:.0%}" for x in agree_same) + " of the requests "
+            f"(seeds 0 and 1 themselves on {agree_other:.0%})."
+            + " The data split cannot differ: requests and programs are built "
+            "before, and independently of, the seed.")
+else:
+    txt += "Quick mode does not run the crossed agents (the stored runs hold them)."
+display(Markdown(txt))
 
 # %% [markdown]
 # ### Where the learned agents go wrong
@@ -1833,13 +1986,15 @@ display(lifecycle)
 # slower: it is close to true by construction, since the sparse arm cannot move before it samples a success,
 # which it rarely does in case 3's action space.
 #
-# Claims from the learned agent (case 4; three seeds each, on the held-out intents):
+# Claims from the learned agent (case 4; three seeds each, thirty for `learned_success_gain`, on the held-out
+# intents):
 #
 # * `learned_success_gain`: on **paraphrased** held-out requests, at the training-set size the reading rule picks,
 #   success of the DSL agent with verifier-constrained decoding and repair minus the SQL agent's better decoder
-#   (free or grammar-constrained, both with SQLite-guided repair); the measured number is the lower end of the
-#   per-seed paired bootstrap interval, so it holds at a seed only when the interval excludes 0 (the note gives
-#   the gains themselves, and the templated comparison of case 4);
+#   (free or grammar-constrained, both with SQLite-guided repair); since round 4 the measured number is the
+#   lower end of the 95 % t-interval over thirty training seeds at 1000 requests (registered before its runs), so
+#   it holds only when that interval excludes 0 (the note gives the per-seed gains, the first three seeds'
+#   per-request intervals, and the templated comparison of case 4);
 # * `constrained_decoding_gain`: DSL agent, constrained minus free decoding, **both with verifier repair**.
 #   Without repair the difference cannot be negative: when free greedy decoding writes a valid program, every
 #   token it chose was allowed, so constrained decoding writes the same program; it can only change answers
@@ -1867,7 +2022,8 @@ display(lifecycle)
 # * case 4 (`agents_fit_*`, `agents_plateau`): each learned agent answers its own training requests (the first
 #   60) correctly by greedy decoding at least 95 % of the time, and its training loss is flat at the end (the
 #   book-wide plateau rule: the last fifth improved by at most 5 % of the whole improvement); the same two rules
-#   for the paraphrase agents at the training-set size the reading rule picks (`para_fit_*`, `para_plateau`);
+#   for the paraphrase agents at 1000 training requests, at all thirty seeds of the seed-level reading
+#   (`para_fit_*`, `para_plateau`; the claim is one number, so each must hold at every seed);
 # * case 5 (`no_drift`): at every evaluation along the run, both RL policies still answer their supervised
 #   requests correctly at least 90 % of the time (the lower of the two is recorded per seed); a policy that
 #   has drifted away from reading the request measures drift, not credit.
@@ -1901,15 +2057,16 @@ for iface in dsl.AGENT_INTERFACES:
         [dsl.greedy_success(agents[iface, s], agent_con, fit_set, iface)
          for s in agent_seeds], ">=", 0.95,
         f"the {iface.upper()} agent fits its training requests", "greedy success")
-for iface in dsl.AGENT_INTERFACES:  # the paraphrase agents at the size the rule reads
+for iface in dsl.AGENT_INTERFACES:  # the paraphrase agents of the seed-level reading
     cond[f"para_fit_{iface}"] = (
-        [para_fit[iface, n_read, s] for s in para_seeds], ">=", 0.95,
-        f"the {iface.upper()} agent trained on {n_read} paraphrased requests fits them",
-        "greedy success on its training requests")
+        [para_fit[iface, n_seed, s] for s in seeds_all], ">=", 0.95,
+        f"the {iface.upper()} agent trained on {n_seed} paraphrased requests fits them "
+        f"(all {len(seeds_all)} seeds)", "greedy success on its training requests")
 cond["para_plateau"] = (
-    [max(train.plateau(para_loss[i, n_read, s]) for i in dsl.AGENT_INTERFACES)
-     for s in para_seeds], "<=", 0.05,
-    f"both paraphrase agents' training loss is flat at the end (n_train = {n_read})",
+    [max(train.plateau(para_loss[i, n_seed, s]) for i in dsl.AGENT_INTERFACES)
+     for s in seeds_all], "<=", 0.05,
+    f"both paraphrase agents' training loss is flat at the end (n_train = {n_seed}, "
+    f"all {len(seeds_all)} seeds)",
     "improvement over the last fifth / whole, worse agent")
 cond["no_drift"] = (
     [min(credit_eval[a, s]["supervised"].mean(1).min() for a in credit_arms)
@@ -1992,7 +2149,12 @@ NOTES = {
        else "") + ".",
     "filter_reaches_level": "the other half of learning_signal_gain: an arm that "
     "never reaches the level has no step count, so its ratio is not a speedup.",
-    "learned_success_gain": f"read at n_train = {n_read} (rule: smallest size where "
+    "learned_success_gain": "seed-level (registered in round 4): gain per seed "
+    + ", ".join(f"{x:+.3f}" for x in d_all) + f", mean {iv_all[0]:+.3f} "
+    f"[{iv_all[1]:+.3f}, {iv_all[2]:+.3f}] over {len(seeds_all)} seeds; SQL "
+    "baseline "
+    f"{ARM_NAME[sql_all]}. The 3-seed reading: "
+    f"read at n_train = {n_read} (rule: smallest size where "
     f"a decoder's mean held-out success reaches {para_cfg['read_level']}, else the "
     "largest" + ("" if best_read >= para_cfg["read_level"] else
                  f"; no size reached it, best mean there {best_read:.3f}, so it is "
@@ -2081,12 +2243,12 @@ record([  # id, statement, paper, measured, op, target, unit, baseline, given
     ("learned_success_gain", "On paraphrased held-out requests (unseen frames and "
      "wording), a learned agent answers more often through the DSL (verifier-"
      "constrained decoding + repair) than through SQL (its better decoder, free or "
-     "grammar-constrained, with SQLite-guided repair), at the smallest training-set "
-     "size where either reaches 0.5 (the largest if none does); held where the paired "
-     "interval excludes 0",
-     f"higher success through a DSL + verifier {NO_NUMBER}", list(para_low), ">", 0.0,
-     f"lower end of the 95 % paired bootstrap interval of the held-out success gain "
-     f"({len(p_test)} requests, n_train = {n_read})", list(para_sql),
+     f"grammar-constrained, with SQLite-guided repair), at {n_seed} training requests; "
+     "held where the 95 % interval over training seeds excludes 0",
+     f"higher success through a DSL + verifier {NO_NUMBER}", iv_all[1], ">", 0.0,
+     f"lower end of the two-sided 95 % t-interval over {len(seeds_all)} seeds of the "
+     f"held-out success gain ({len(p_test)} requests, n_train = {n_seed})",
+     list(succ_all[sql_all]),
      ("para_fit_dsl", "para_fit_sql", "para_plateau")),
     ("constrained_decoding_gain", "Constrained decoding raises the learned DSL "
      "agent's held-out success over free decoding with the same verifier's repair",
@@ -2135,6 +2297,9 @@ rec.save()
 # * Case 5 has one warm start size (200 labelled intents), one anchor strength (β = 0.2, raised from 0.05 <!-- paper -->
 #   after one seed drifted, see case 5), one learning rate and one budget (600 steps); the anchor keeps the policies near their warm start
 #   by design, so the claim compares two bounded moves. Supervised replay instead of the anchor was not tried.
+# * The seed-level reading of `learned_success_gain` varies the training (initialisation, batch order) over thirty
+#   seeds with one fixed set of training and held-out requests, so its interval speaks for this data split and
+#   these paraphrases; a new draw of requests would add its own spread.
 # * The grammar-constrained SQL decoder knows the SQL grammar and the schema's names, not scopes or types (a
 #   decoder that did would be a verifier for SQL, the DSL's verifier in another syntax); the templated
 #   comparison of case 4 has no grammar-constrained arm. A practitioner's strongest constrained SQL decoder
