@@ -27,7 +27,7 @@
 # | training | full pretraining | 600 AdamW steps of 32 windows per arm (≈ 0.3 epoch), by `data/04_tree_rope/make_arms.py`; loaded here |
 # | seeds | one run | 3 training seeds for the four claims' arms, 1 for NoPE, the cross arms and the ablations |
 # | evaluation | PG-19-style perplexity | 64 held-out windows per length that end on the same 32 bytes; paired bootstrap intervals |
-# | a task that needs long context | passkey retrieval is a standard long-context benchmark | passkey retrieval (one passkey among filler, the query at the end), trained at 32 and tested to 2048; 5 arms × 3 seeds, by `data/04_tree_rope/make_retrieval.py` (section 7) |
+# | a task that needs long context | passkey retrieval is a standard long-context benchmark | passkey retrieval (one passkey among filler, the query at the end), trained at 32 and tested to 2048; 5 arms × 3 seeds, by `data/04_tree_rope/make_retrieval.py`; and **offset recall** (the token right after a key: needs positions), 6 arms with NoPE × 3 seeds, by `make_recall.py` (section 7) |
 # | hardware | GPUs | 2 shared CPU cores (one thread) |
 #
 # The arms are trained once by the book's own script (`make data NB=04_tree_rope` rebuilds them; the time it took
@@ -70,7 +70,8 @@ if "google.colab" in sys.modules and importlib.util.find_spec("helpers") is None
 # checkpoint trained with anything else and names the command that rebuilds it). The checkpoint holds three
 # training seeds (0, 1, 2) for the claims' arms; `seed` here seeds the bootstrap and the live checks. The
 # retrieval arms of section 7 come the same way from `data/04_tree_rope/make_retrieval.py`
-# (`tr.checkpoint_config("retrieval")`). Quick mode trains tiny models live instead.
+# (`tr.checkpoint_config("retrieval")`, the passkey) and `data/04_tree_rope/make_recall.py`
+# (`tr.checkpoint_config("recall")`, offset recall). Quick mode trains tiny models live instead.
 
 # %% tags=["parameters"]
 quick = False
@@ -80,6 +81,7 @@ live_windows = 8  # windows re-evaluated live to check the stored evaluation
 
 # %% tags=["hide-input"]
 import copy
+import json
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -809,7 +811,7 @@ print(
 )
 
 # %% [markdown]
-# ## 7. Passkey retrieval: a task where every arm must read far back
+# ## 7. Retrieval at 64×: a passkey (content) and offset recall (position)
 #
 # The byte-level corpus above cannot show what the paper shows: no arm there uses more than a few bytes of
 # context, so its longest-length test measures how much unseen positions *distract* a model, not whether a long
@@ -835,6 +837,9 @@ print(
 # *before* training, for that reason (`tr.checkpoint_config("retrieval")`'s docstring); the old variant (eight
 # chunks of 4 = B/2) is trained once as a diagnostic. RoPE + OPT offsets gets the same position ids on RoPE, RoPE
 # + skips the PoSE-style arbitrary skips.
+#
+# **Round 4:** the claims below are now read on the offset-recall task at the end of this section, which needs
+# positions; the passkey arms stay as the content-only contrast. Their conditions and bars were:
 #
 # **Conditions and bars, fixed before any number of these arms was read** (they are in the config, and in the
 # manifest the script wrote; a first, harder task is in the known limits): every claims' arm answers
@@ -872,114 +877,121 @@ print("one training window:", r_val["tokens"][0].tolist())
 # ones (a check: it must be zero).
 
 # %%
-r_models, r_hit, r_curve = {}, {}, {}
+def retrieval_arms(cfg_x, name):
+    """(models, hits, curves, manifest) of retrieval checkpoint `name`; quick: live."""
+    val_x, tests_x = tr.retrieval_windows(cfg_x)
+    one = cfg_x["one_seed_arms"]
+    runs = [(a, s) for a in cfg_x["arms"]
+            for s in cfg_x["seeds"][: 1 if a in one else None]]
+    models, hit, curve, man_x = {}, {}, {}, None
+    if not quick:
+        ck = checkpoints.load(SLUG, name, config=cfg_x)
+        man_x = ck.manifest
+    for arm, s in runs:
+        key, spec = f"{arm}/{s}", cfg_x["arms"][arm]
+        if quick:
+            m, h = tr.fit_retrieval_arm(spec, cfg_x, s, val_x, desc=f"{arm} / seed {s}")
+            models[(arm, s)] = m
+            curve[(arm, s)] = {c: dict(step=[p[0] for p in h.evals[c]],
+                                       value=[p[1] for p in h.evals[c]])
+                               for c in ("val_loss", "val_acc")}
+            hit[(arm, s)] = {n: tr.retrieval_scores(m, task)[0][:, 0].numpy()
+                             for n, task in tests_x.items()}
+            continue
+        hit[(arm, s)] = {n: ck.tensors[f"{key}.eval_correct_{n}"].bool().numpy()
+                         for n in tests_x}
+        curve[(arm, s)] = {c: man_x["history"][f"{key}/{c}"]
+                           for c in ("val_loss", "val_acc")}
+        if s in cfg_x["weight_seeds"]:
+            models[(arm, s)] = ck.load_into(tr.make_model(spec, cfg_x),
+                                            prefix=key + ".", ignore=["eval_"])
+    return models, hit, curve, man_x
 
 
-def r_val_metrics(m):
-    hit, loss = tr.retrieval_scores(m, r_val, chunk=64)
-    return {"val_loss": float(loss.mean()), "val_acc": float(hit.float().mean())}
+def recheck(cid, models, hit, task, n):
+    """Check: the stored models answer 32 windows of length n as stored."""
+    t32 = dict(task, tokens=task["tokens"][:32], key_pos=task["key_pos"][:32])
+    differ = sum(int((tr.retrieval_scores(m, t32)[0][:, 0].numpy()
+                      != hit[k][n][:32]).sum()) for k, m in models.items())
+    rec.check(cid, differ, 0, op="<=", note=f"answers that differ live vs stored, "
+              f"32 windows × {n}, {len(models)} stored models")
+    return differ
 
 
+r_models, r_hit, r_curve, man_r = retrieval_arms(cfg_r, "retrieval")
 if not quick:
-    ck_r = checkpoints.load(SLUG, "retrieval", config=cfg_r)
-    man_r = ck_r.manifest
-    for arm, s in r_runs:
-        key = f"{arm}/{s}"
-        r_hit[(arm, s)] = {
-            n: ck_r.tensors[f"{key}.eval_correct_{n}"].bool().numpy() for n in r_len
-        }
-        r_curve[(arm, s)] = {
-            c: man_r["history"][f"{key}/{c}"] for c in ("val_loss", "val_acc")
-        }
-        if s in cfg_r["weight_seeds"]:
-            model_r = tr.make_model(cfg_r["arms"][arm], cfg_r)
-            r_models[(arm, s)] = ck_r.load_into(
-                model_r, prefix=key + ".", ignore=["eval_"]
-            )
-    t32 = dict(t, tokens=t["tokens"][:32], key_pos=t["key_pos"][:32])
-    differ = 0
-    for k, m in r_models.items():
-        live = tr.retrieval_scores(m, t32)[0][:, 0].numpy()
-        differ += int((live != r_hit[k][r_far][:32]).sum())
-    rec.check("retrieval_eval_reproduces", differ, 0, op="<=",
-              note=f"answers that differ live vs stored, 32 windows × {r_far}, "
-              f"{len(r_models)} stored models")
+    differ = recheck("retrieval_eval_reproduces", r_models, r_hit, t, r_far)
     print(f"trained in {man_r['wall_seconds'] / 60:.1f} min on "
           f"{man_r['machine']['torch_threads']} thread; live re-check: {differ} "
           "answers differ")
-else:
-    for arm, s in r_runs:
-        with repro.seeded(s):
-            m = tr.make_model(cfg_r["arms"][arm], cfg_r)
-            batches = tr.retrieval_batch_fn(cfg_r["arms"][arm], cfg_r, s)
-            h = train.fit(m, tr.retrieval_loss, batches, cfg_r["steps"], lr=cfg_r["lr"],
-                          warmup=cfg_r["warmup"], seed=s,
-                          eval_fn=r_val_metrics, eval_every=cfg_r["val_every"],
-                          desc=f"{arm} / seed {s}")
-        r_models[(arm, s)] = m
-        r_curve[(arm, s)] = {
-            c: dict(step=[p[0] for p in h.evals[c]], value=[p[1] for p in h.evals[c]])
-            for c in ("val_loss", "val_acc")
-        }
-        r_hit[(arm, s)] = {
-            n: tr.retrieval_scores(m, task)[0][:, 0].numpy()
-            for n, task in r_tests.items()
-        }
 
 # %% [markdown]
 # The held-out curves at the training length (every arm and seed), and how flat each is at the end.
 
 # %%
-fig, ax = plt.subplots(1, 2, figsize=(10, 3.2))
-for i, arm in enumerate(cfg_r["arms"]):
-    for s in cfg_r["seeds"]:
-        if (arm, s) in r_curve:
+def show_curves(cfg_x, curve, what):
+    """Held-out loss and accuracy curves of every arm and seed; the plateau table."""
+    fig, ax = plt.subplots(1, 2, figsize=(10, 3.2))
+    for i, arm in enumerate(cfg_x["arms"]):
+        for s in cfg_x["seeds"]:
             for j, c in enumerate(("val_loss", "val_acc")):
-                cv = r_curve[(arm, s)][c]
-                ax[j].plot(cv["step"], cv["value"], color=plotting.PALETTE[i % 8], lw=1,
-                           label=arm if s == cfg_r["seeds"][0] else None)
-ax[0].set(yscale="log", xlabel="step", ylabel="held-out loss", title="answer loss")
-ax[1].set(xlabel="step", ylabel="held-out accuracy", title="accuracy")
-ax[0].legend(fontsize=6)
-plt.tight_layout()
-plt.show()
-r_plateau = {k: train.plateau(c["val_loss"]) for k, c in r_curve.items()}
-display(pd.Series(r_plateau).unstack().round(4).style.set_caption(
-    "plateau measure of the held-out loss (≤ 0.02: flat), arm × seed"))
+                if (arm, s) in curve:
+                    cv = curve[(arm, s)][c]
+                    ax[j].plot(cv["step"], cv["value"], lw=1,
+                               color=plotting.PALETTE[i % 8],
+                               label=arm if s == cfg_x["seeds"][0] else None)
+    ax[0].set(yscale="log", xlabel="step", ylabel="held-out loss",
+              title=f"{what}: loss")
+    ax[1].set(xlabel="step", ylabel="held-out accuracy", title=f"{what}: accuracy")
+    ax[0].legend(fontsize=6)
+    plt.tight_layout()
+    plt.show()
+    plat = {k: train.plateau(c["val_loss"]) for k, c in curve.items()}
+    display(pd.Series(plat).unstack().round(4).style.set_caption(
+        f"{what}: plateau measure of the held-out loss (≤ 0.02: flat), arm × seed"))
+    return plat
+
+
+r_plateau = show_curves(cfg_r, r_curve, "passkey")
 
 # %% [markdown]
 # **Accuracy by length.** The fraction of held-out queries answered correctly at each window length, per seed;
 # chance is 1/16.
 
 # %%
-r_acc = pd.DataFrame(
-    [dict(arm=a, seed=s, length=n, acc=float(r_hit[(a, s)][n].mean()))
-     for (a, s) in r_runs for n in r_len]
-)
-acc_tab = r_acc.pivot_table(index=["arm", "seed"], columns="length", values="acc")
-display(acc_tab.loc[list(cfg_r["arms"])].round(3).style.set_caption(
-    "retrieval accuracy (held-out windows), arm × seed"))
-fig, ax = plt.subplots(1, 2, figsize=(10, 3.4))
-for arm in cfg_r["arms"]:
-    r = r_acc[r_acc.arm == arm].groupby("length").acc.mean()
-    ls = "-" if arm in tr.RETRIEVAL_ARMS else ":"
-    ax[0].plot(r.index, r.values, marker="o", ms=3, ls=ls, label=arm)
-ax[0].axvline(cfg_r["train_len"], color="gray", ls=":", lw=1)
-ax[0].axhline(1 / cfg_r["task"]["n_values"], color="gray", lw=0.5)
-ax[0].set(xscale="log", xlabel="window length", ylabel="accuracy (mean over seeds)",
-          ylim=(0, 1.05), title="retrieval vs length (dotted: one seed)")
-ax[0].legend(fontsize=6)
-dist = (t["query_pos"][0] - t["key_pos"][:, 0]).numpy()
-edges = [1, 32, 128, 512, r_far + 1]
-for arm in tr.RETRIEVAL_ARMS:
-    hits = np.concatenate([r_hit[(arm, s)][r_far] for s in cfg_r["seeds"]])
-    rows = tr.accuracy_by_distance(hits, np.tile(dist, len(cfg_r["seeds"])), edges)
-    labels = [f"{lo}–{hi - 1}" for lo, hi, _, _ in rows]
-    ax[1].plot(labels, [a for _, _, a, _ in rows], marker="o", ms=3, label=arm)
-ax[1].set(xlabel="passkey distance (positions back)", ylabel="accuracy",
-          title=f"windows of {r_far}, pooled seeds", ylim=(0, 1.05))
-plt.tight_layout()
-plt.show()
+def show_accuracy(cfg_x, hit, main_arms, what):
+    """Accuracy table (arm × seed × length), accuracy by length and by distance."""
+    lens, far = cfg_x["eval"]["lengths"], max(cfg_x["eval"]["lengths"])
+    acc = pd.DataFrame([dict(arm=a, seed=s, length=n, acc=float(h[n].mean()))
+                        for (a, s), h in hit.items() for n in lens])
+    tab = acc.pivot_table(index=["arm", "seed"], columns="length", values="acc")
+    display(tab.loc[list(cfg_x["arms"])].round(3).style.set_caption(
+        f"{what} accuracy (held-out windows), arm × seed"))
+    fig, ax = plt.subplots(1, 2, figsize=(10, 3.4))
+    for arm in cfg_x["arms"]:
+        r = acc[acc.arm == arm].groupby("length").acc.mean()
+        ax[0].plot(r.index, r.values, marker="o", ms=3,
+                   ls="-" if arm in main_arms else ":", label=arm)
+    ax[0].axvline(cfg_x["train_len"], color="gray", ls=":", lw=1)
+    ax[0].axhline(1 / cfg_x["task"]["n_values"], color="gray", lw=0.5)
+    ax[0].set(xscale="log", xlabel="window length", ylabel="accuracy (mean over seeds)",
+              ylim=(0, 1.05), title=f"{what} vs length (dotted: one seed)")
+    ax[0].legend(fontsize=6)
+    tk = tr.retrieval_windows(cfg_x)[1][far]
+    dist = (tk["query_pos"][0] - tk["key_pos"][:, 0]).numpy()
+    for arm in main_arms:
+        hits = np.concatenate([hit[(arm, s)][far] for s in cfg_x["seeds"]])
+        rows = tr.accuracy_by_distance(hits, np.tile(dist, len(cfg_x["seeds"])),
+                                       [1, 32, 128, 512, far + 1])
+        ax[1].plot([f"{lo}–{hi - 1}" for lo, hi, _, _ in rows],
+                   [a for _, _, a, _ in rows], marker="o", ms=3, label=arm)
+    ax[1].set(xlabel="key distance (positions back)", ylabel="accuracy",
+              title=f"windows of {far}, pooled seeds", ylim=(0, 1.05))
+    plt.tight_layout()
+    plt.show()
+
+
+show_accuracy(cfg_r, r_hit, tr.RETRIEVAL_ARMS, "passkey")
 
 # %% [markdown]
 # **Where does the query look?** For the first seed's models: the attention weight that the query puts on the
@@ -1017,6 +1029,76 @@ faith = {
 display(pd.Series(faith, name="faithful share").round(3).to_frame().style.set_caption(
     "share of training (query, key) pairs up to 2B apart whose position difference "
     "is their text distance"))
+
+# %% [markdown]
+# ### Offset recall: a task that needs positions
+#
+# The passkey is found by its content, so the task cannot separate encodings that differ in how they represent
+# *position*: any arm whose training ids reach far enough passes it. The **offset-recall** task asks for a
+# position. Every token of the window is an ordinary value token (one of 16) except the key token(s) at random
+# places; the query at the end names a key, and the answer is **the token right after that key**. It is a value
+# token like all the others, so nothing in its content marks it: a model must find the key by content, anywhere
+# in the window, *and* take one positional step from it (`tr.offset_recall_task`; a unit test shuffles each
+# window and shows that the answer changes). The step is local, but it happens at every absolute position of a
+# long window. RoPE's step is the same rotation everywhere (translation invariance). TPE's step from p to p + 1
+# changes several digits at once where p + 1 is a multiple of B or B²: at training length 32 with B = 8 a carry
+# into the third digit (63 → 64) never occurs, so TPE without OPT meets digit-difference tuples it never saw at
+# long lengths, and OPT's offsets (multiples of B) are what shows it those carries. **NoPE** (no positional
+# encoding) is the control: where it answers about as well as the others, the task does not need positions and
+# the comparison says nothing about encodings.
+#
+# **The probes, registered before they ran** (`data/04_tree_rope/probe_recall.py`, seed 0, in-window accuracy
+# only). Part A asks why the associative-recall attempt of round 3 (`tr.retrieval_task`'s defaults: four pair
+# tokens, two queries) did not learn in-window (it was reported near half its queries): more steps, or a wider
+# model? Part B tried the two-key offset-recall task at growing recipes; part C, registered after B's two cheaper
+# recipes had failed, the same task with one key. The rule takes the first recipe, in order of cost, whose RoPE
+# probe answers at least 97% of the held-out queries with a flat loss.
+
+# %%
+probes = {
+    part: json.loads(checkpoints.fetch(SLUG, f"probe_recall_{part}.json").read_text())
+    for part in "ABC"
+}
+probe_tab = pd.DataFrame([
+    dict(part=part,
+         task=r["task"].get("kind", "passkey") + f", {r['task']['n_pairs']} key(s)",
+         arm=r["arm"], d_model=r["change"]["d_model"], steps=r["change"]["steps"],
+         acc=r["final_val_acc"], plateau=r["plateau"], seconds=r["seconds"])
+    for part, pr in probes.items() for r in pr["records"]
+])
+display(probe_tab.round(4).style.set_caption(
+    "seed-0 probes: held-out accuracy at the training length, plateau of the loss"))
+chosen = probes["C"]["chosen"]
+print("the rule chooses:", chosen)
+
+# %% [markdown]
+# **Conditions and bars, fixed before any arm of this checkpoint was trained** (`tr.checkpoint_config("recall")`):
+# every arm but NoPE answers at least 95% of the held-out queries at the training length
+# (`retrieval_in_window`); each arm's held-out loss is flat (`plateau_ret_*`, as for the passkey); and the task
+# needs positions: RoPE answers at least 30 points more often than NoPE at the training length
+# (`needs_position`). Where a condition fails at a seed, the claims that name it are inconclusive there. The
+# claims of issue #62 are read on this task: `retrieval_at_64x` (TPE + OPT minus plain RoPE at 64×, at least 30
+# points) and `needs_both_parts` (the smaller of TPE + OPT minus TPE and minus RoPE + OPT offsets above 10
+# points). Three training seeds, trained by `data/04_tree_rope/make_recall.py`; quick mode trains tiny arms live.
+
+# %%
+cfg_c = scripts.with_seeds(tr.checkpoint_config("recall"), scripts.model_seeds(seed))
+if quick:  # tiny arms trained live, one seed, evaluated to 16x
+    cfg_c = copy.deepcopy(cfg_c)
+    cfg_c.update(steps=150, warmup=20, val_every=30, val_windows=64)
+    cfg_c.update(seeds=[seed], weight_seeds=[seed])
+    cfg_c["eval"] = dict(cfg_c["eval"], lengths=[32, 512], windows=32)
+c_len, c_far = cfg_c["eval"]["lengths"], max(cfg_c["eval"]["lengths"])
+c_val, c_tests = tr.retrieval_windows(cfg_c)
+print(f"task {cfg_c['task']}, d = {cfg_c['d_model']}, {cfg_c['steps']} steps")
+print("one training window:", c_val["tokens"][0].tolist())
+c_models, c_hit, c_curve, man_c = retrieval_arms(cfg_c, "recall")
+if not quick:
+    differ = recheck("recall_eval_reproduces", c_models, c_hit, c_tests[c_far], c_far)
+    print(f"trained in {man_c['wall_seconds'] / 60:.1f} min; live re-check: {differ} "
+          "answers differ")
+c_plateau = show_curves(cfg_c, c_curve, "offset recall")
+show_accuracy(cfg_c, c_hit, tr.RECALL_ARMS, "offset recall")
 
 # %% [markdown]
 # ## 8. Interaction
@@ -1221,66 +1303,75 @@ verdict["inference_cost"] = rec.claim(
 )
 
 # %% [markdown]
-# The retrieval claims (section 7) read the retrieval config's bars and conditions: each names the plateau
-# conditions of the arms it compares and `retrieval_in_window`. The baseline recorded with `retrieval_at_64x` is
-# the strongest other arm at the longest length (per seed). They read plain accuracies over the held-out windows
-# of each seed, without an interval: one window moves an accuracy by one over the number of windows, so a
-# difference of a few windows is within noise. `retrieval_at_64x` compares with plain RoPE, as the paper does;
-# whether the tree encoding adds anything to the offsets is `needs_both_parts`.
+# The retrieval claims read the **offset-recall** arms (section 7) with the recall config's bars and conditions:
+# each names the plateau conditions of the arms it compares, `retrieval_in_window` and `needs_position`. The
+# baseline recorded with `retrieval_at_64x` is the strongest other arm at the longest length (per seed). They read
+# plain accuracies over the held-out windows of each seed, without an interval: one window moves an accuracy by
+# one over the number of windows. `retrieval_at_64x` compares with plain RoPE, as the paper does; whether the tree
+# encoding adds anything to the offsets is `needs_both_parts`. The passkey arms (content only) are the contrast,
+# in the notes and in section 10.
 
 # %%
-cl_r, seeds_r = cfg_r["claims"], cfg_r["seeds"]
+cl_r, seeds_r = cfg_c["claims"], cfg_c["seeds"]
 RKEY = {"RoPE": "rope", "RoPE + skips": "rope_skips", "RoPE + OPT offsets": "rope_opt"}
 RKEY.update({"TPE": "tpe", "TPE + OPT": "tpe_opt"})
 
 
-def acc_at(arm, n):
-    return np.array([float(r_hit[(arm, s)][n].mean()) for s in seeds_r])
+def acc_at(arm, n, hit=c_hit, seeds_x=seeds_r):
+    return np.array([float(hit[(arm, s)][n].mean()) for s in seeds_x])
 
 
 for arm, key in RKEY.items():
     cond[f"plateau_ret_{key}"] = rec.condition(
-        f"plateau_ret_{key}", [round(r_plateau[(arm, s)], 5) for s in seeds_r],
+        f"plateau_ret_{key}", [round(c_plateau[(arm, s)], 5) for s in seeds_r],
         cl_r["plateau"]["op"], cl_r["plateau"]["target"],
-        statement=f"retrieval: {arm}'s held-out loss is flat at the end of training",
+        statement=f"offset recall: {arm}'s held-out loss is flat at the end",
         unit="improvement over the last fifth / whole improvement")
-in_win = np.min([acc_at(a, cfg_r["train_len"]) for a in RKEY], axis=0)
+in_win = np.min([acc_at(a, cfg_c["train_len"]) for a in RKEY], axis=0)
 cond["retrieval_in_window"] = rec.condition(
     "retrieval_in_window", [round(float(v), 4) for v in in_win],
     cl_r["in_window"]["op"], cl_r["in_window"]["target"],
-    statement="every retrieval arm answers the queries at the training length",
-    unit=f"min accuracy over the {len(RKEY)} arms at length {cfg_r['train_len']}")
+    statement="every offset-recall arm but NoPE answers in-window",
+    unit=f"min accuracy over the {len(RKEY)} arms at length {cfg_c['train_len']}")
+nope_in = acc_at("NoPE", cfg_c["train_len"])
+cond["needs_position"] = rec.condition(
+    "needs_position",
+    [round(float(v), 4) for v in acc_at("RoPE", cfg_c["train_len"]) - nope_in],
+    cl_r["needs_position"]["op"], cl_r["needs_position"]["target"],
+    statement="the task needs positions: RoPE answers far more often than NoPE",
+    unit=f"RoPE accuracy − NoPE accuracy at length {cfg_c['train_len']}")
+GIVEN = ("retrieval_in_window", "needs_position")
+pk_far = {a: acc_at(a, r_far, r_hit, cfg_r["seeds"]) for a in RKEY}  # passkey contrast
 
 # %%
-far_acc = {a: acc_at(a, r_far) for a in RKEY}
-x_r = r_far // cfg_r["train_len"]
+far_acc = {a: acc_at(a, c_far) for a in RKEY}
+x_r = c_far // cfg_c["train_len"]
 OTHERS = ("RoPE + skips", "RoPE + OPT offsets", "TPE")
 best_other = np.max([far_acc[a] for a in OTHERS], 0)
 verdict["retrieval_at_64x"] = rec.claim(
     "retrieval_at_64x",
-    f"At {x_r}× the training length ({r_far}) TPE + OPT answers the passkey query "
-    "at least 30 points more often than plain RoPE (the paper's baseline; not the "
-    "strongest one: RoPE with the same offsets is compared in needs_both_parts)",
+    f"At {x_r}× the training length ({c_far}) TPE + OPT answers the offset-recall "
+    "query at least 30 points more often than plain RoPE (the paper's baseline; "
+    "RoPE with the same offsets is compared in needs_both_parts)",
     paper="64× extrapolation, 512 → 32K (perplexity; no public retrieval numbers)",
     measured=[round(float(v), 4) for v in far_acc["TPE + OPT"] - far_acc["RoPE"]],
     op=cl_r["retrieval_at_64x"]["op"], target=cl_r["retrieval_at_64x"]["target"],
     unit="accuracy difference", baseline=[round(float(v), 4) for v in best_other],
     note="accuracy per seed: " + "; ".join(
         f"{a} {', '.join(f'{v:.3f}' for v in far_acc[a])}" for a in RKEY)
+    + f"; NoPE {', '.join(f'{v:.3f}' for v in acc_at('NoPE', c_far))}"
     + "; baseline: the best of RoPE + skips, RoPE + OPT offsets and TPE, per seed; "
     + "TPE + OPT minus it: "
-    + ", ".join(f"{v:+.3f}" for v in far_acc["TPE + OPT"] - best_other),
-    given=("retrieval_in_window", "plateau_ret_tpe_opt", "plateau_ret_rope"))
+    + ", ".join(f"{v:+.3f}" for v in far_acc["TPE + OPT"] - best_other)
+    + "; passkey (content only) TPE + OPT minus RoPE: "
+    + ", ".join(f"{v:+.3f}" for v in pk_far["TPE + OPT"] - pk_far["RoPE"]),
+    given=GIVEN + ("plateau_ret_tpe_opt", "plateau_ret_rope"))
 gap_tpe = far_acc["TPE + OPT"] - far_acc["TPE"]
 gap_rope_opt = far_acc["TPE + OPT"] - far_acc["RoPE + OPT offsets"]
-ratio_min = np.minimum(  # the same comparison as ratios of accuracies
-    far_acc["TPE + OPT"] / np.maximum(far_acc["TPE"], 1e-9),
-    far_acc["TPE + OPT"] / np.maximum(far_acc["RoPE + OPT offsets"], 1e-9),
-)
 verdict["needs_both_parts"] = rec.claim(
     "needs_both_parts",
-    f"At {r_far}, TPE + OPT beats both TPE alone and RoPE with OPT's offsets by more "
-    "than 10 points of accuracy",
+    f"At {c_far}, TPE + OPT beats both TPE alone and RoPE with OPT's offsets by more "
+    "than 10 points of offset-recall accuracy",
     paper="OPT improves learning interactions across TPE components",
     measured=[round(float(v), 4) for v in np.minimum(gap_tpe, gap_rope_opt)],
     op=cl_r["needs_both_parts"]["op"], target=cl_r["needs_both_parts"]["target"],
@@ -1290,14 +1381,11 @@ verdict["needs_both_parts"] = rec.claim(
         for v in np.maximum(far_acc["TPE"], far_acc["RoPE + OPT offsets"])
     ],
     note=f"TPE + OPT − TPE: {', '.join(f'{v:.3f}' for v in gap_tpe)}; TPE + OPT − "
-    f"RoPE + OPT offsets: {', '.join(f'{v:.3f}' for v in gap_rope_opt)}; the same "
-    "comparison as the smaller of the two accuracy ratios: "
-    f"{', '.join(f'{v:.3f}' for v in ratio_min)}; RoPE + OPT offsets answers "
-    f"{', '.join(f'{v:.3f}' for v in far_acc['RoPE + OPT offsets'])}, so the bar can "
-    "only be cleared where that arm is below "
-    f"{1 - cl_r['needs_both_parts']['target']:.2f}",
-    given=("retrieval_in_window", "plateau_ret_tpe_opt", "plateau_ret_tpe",
-           "plateau_ret_rope_opt"))
+    f"RoPE + OPT offsets: {', '.join(f'{v:.3f}' for v in gap_rope_opt)}; passkey "
+    "(content only) TPE + OPT − RoPE + OPT offsets: "
+    + ", ".join(f"{v:+.3f}"
+                for v in pk_far["TPE + OPT"] - pk_far["RoPE + OPT offsets"]),
+    given=GIVEN + ("plateau_ret_tpe_opt", "plateau_ret_tpe", "plateau_ret_rope_opt"))
 
 # %% [markdown]
 # ### Known limits
@@ -1307,10 +1395,21 @@ ctx = [c for c in rec.conditions if c.id.startswith("context_")]
 n_ctx_all = sum(len(c.holds_per_seed) for c in ctx)
 n_ctx = sum(c.holds_per_seed.count(True) for c in ctx)
 best_k = {a: int(k_tab.loc[a].idxmin()) for a in k_tab.index}
+a1, a2, a3 = probes["A"]["records"]  # d32/1500, d32/4500 (steps?), d64/1500 (capacity?)
+gain_steps = a2["final_val_acc"] - a1["final_val_acc"]
+gain_width = a3["final_val_acc"] - a1["final_val_acc"]
+ar_why = [w for w, hit_ in (
+    (f"steps (the shorter curve still improves, plateau {a1['plateau']:.3f} > 0.02; "
+     f"3× the steps: {gain_steps:+.2f})", a1["plateau"] > 0.02),
+    (f"capacity (d = 64: {gain_width:+.2f} at the same steps)", gain_width > 0.1),
+) if hit_]
+ar_reading = " and ".join(ar_why) or "neither steps nor capacity (task or recipe)"
+b64 = {r["arm"]: r for r in probes["B"]["records"] if r["change"]["d_model"] == 64}
+PLAT = tuple(f"plateau_{k}" for k in KEY.values())  # the byte corpus's arms
 limits = [
     "* **Convergence.** The largest plateau measure over the claims' arms and seeds "
     "is "
-    f"{max(c.max for c in rec.conditions if c.id.startswith('plateau_')):.3f} (the rule"
+    f"{max(c.max for c in rec.conditions if c.id.startswith(PLAT)):.3f} (the rule"
     " asks ≤ 0.05)"
     + (
         f"; the longer probe (seed {s_l}, {cfg_long['steps']} instead of {cfg['steps']}"
@@ -1340,19 +1439,40 @@ limits = [
     " model then reads distance from the lowest digit alone. Those arms were not"
     " retrained. The retrieval arms of section 7 use chunks of 2B instead (chosen"
     " before training), with the old scheme as a one-seed diagnostic arm.",
-    "* **What the retrieval task tests.** One passkey among filler, found by its"
+    "* **What the passkey task tests.** One passkey among filler, found by its"
     " content: it tests whether an encoding lets content-based attention work at"
-    " distances never seen in training, not whether a model combines many far facts."
-    " It needs no positional information at all, so an arm without positional encoding"
-    " would be its natural reference; we did not train one. Its arms are "
-    f"{cfg_r['d_model']}-wide, {cfg_r['n_layer']}-layer models.",
-    "* **A first, harder retrieval task was dropped.** Before the passkey task we tried"
-    " associative recall (several key–value pairs per window, queries for some of"
-    " them; `tr.retrieval_task`'s defaults). Its arms did not learn it at the training"
-    " length (short of the in-window bar), so it could not test extrapolation and was"
-    " replaced by the one-passkey task before these arms were trained; its numbers were"
-    " not kept. The passkey task is the easier one: it shows what an encoding does to"
-    " content lookup at unseen distances, not whether it supports harder far reasoning.",
+    " distances never seen in training. It needs no positional information, so it"
+    " cannot separate encodings that represent position differently; the claims read"
+    " the offset-recall task instead, whose NoPE arm shows whether it needs positions"
+    f" (`needs_position` {cond['needs_position']}). The retrieval arms are "
+    + "-, ".join(str(d_) for d_ in sorted({cfg_r["d_model"], cfg_c["d_model"]}))
+    + f"-wide, {cfg_c['n_layer']}-layer models.",
+    "* **The associative-recall attempt of round 3** (four pair tokens, two queries)"
+    " did not learn in-window (its numbers were not kept). Round 4's seed-0 probe"
+    " (part A, the passkey arms' recipe; chance 1/8): "
+    + "; ".join(f"d = {r['change']['d_model']}, {r['change']['steps']} steps: "
+                f"{r['final_val_acc']:.2f} (plateau {r['plateau']:.3f})"
+                for r in probes["A"]["records"])
+    + f". By the registered reading: {ar_reading}. The two-key offset-recall task"
+    " reached "
+    + ", ".join(f"{r['final_val_acc']:.2f}" for r in probes["B"]["records"]
+                if r["arm"] == "RoPE" and r["change"]["d_model"] == 32)
+    + " with RoPE at d = 32 (part B), and"
+    " the recipe was chosen among the probes by the registered rule: "
+    + f"{chosen['task']['n_pairs']} key(s), d = {chosen['change']['d_model']}, "
+    + f"{chosen['change']['steps']} steps (bars met at the probe: {chosen['met']}).",
+    "* **Next round's design (registered here, not run).** The two-key task needs"
+    " positions where the one-key task may not (probe B at d = "
+    f"{b64['RoPE']['change']['d_model']}, {b64['RoPE']['change']['steps']} steps: RoPE "
+    f"{b64['RoPE']['final_val_acc']:.2f} in-window, NoPE "
+    f"{b64['NoPE']['final_val_acc']:.2f}),"
+    " but RoPE's loss was still falling there (plateau "
+    f"{b64['RoPE']['plateau']:.2f}). Next: that task at that width, trained until flat,"
+    " with the rule using NoPE too (RoPE − NoPE ≥ 0.3 at the probe); one RoPE run"
+    f" took {b64['RoPE']['seconds']:.0f} s, NoPE {b64['NoPE']['seconds']:.0f} s, so"
+    f" six arms × three seeds cost about {18 * b64['RoPE']['seconds'] / 60:.0f} CPU"
+    " minutes at those"
+    " steps.",
 ]
 if not quick:
     limits.append(
@@ -1481,46 +1601,64 @@ lines.append(
     + ": where the masked number is far below the full-context one, the damage "
     "comes from attending to far keys, not from the near keys' large positions."
 )
-acc_mean = {a: float(np.mean(far_acc[a])) for a in RKEY}
+pk_mean = {a: float(np.mean(v)) for a, v in pk_far.items()}
 lines.append(
-    f"- Passkey retrieval at {r_far} ({x_r}× the training length; chance "
-    f"{1 / cfg_r['task']['n_values']:.3f}), mean accuracy over seeds: "
-    + ", ".join(f"{a} {v:.2f}" for a, v in acc_mean.items())
-    + f"; at the training length the weakest arm answers {in_win.min():.2f}."
+    f"- Passkey retrieval (content only) at {r_far}, mean accuracy over seeds: "
+    + ", ".join(f"{a} {v:.2f}" for a, v in pk_mean.items())
+    + " (round 3's arms)."
 )
+acc_mean = {a: float(np.mean(far_acc[a])) for a in RKEY}
+nope_far = float(np.mean(acc_at("NoPE", c_far)))
+lines.append(
+    f"- Offset recall at {c_far} ({x_r}× the training length; chance "
+    f"{1 / cfg_c['task']['n_values']:.3f}), mean accuracy over seeds: "
+    + ", ".join(f"{a} {v:.2f}" for a, v in acc_mean.items())
+    + f", NoPE {nope_far:.2f}; at the training length the weakest arm but NoPE "
+    f"answers {in_win.min():.2f}, NoPE {nope_in.mean():.2f} (`needs_position` "
+    f"{cond['needs_position']})."
+)
+lines.append(
+    "- Offset recall by length (mean over seeds, "
+    + " / ".join(str(n) for n in c_len) + "): "
+    + "; ".join(f"{a} " + " / ".join(f"{acc_at(a, n).mean():.2f}" for n in c_len)
+                for a in ("NoPE",) + tuple(RKEY))
+    + (f". Already at {c_len[1]} every arm is below the weakest in-window score."
+       if max(acc_at(a, c_len[1]).mean() for a in RKEY) < in_win.min() else ".")
+)
+if not cond["needs_position"].startswith("met"):
+    lines.append(
+        f"- NoPE answers {nope_in.mean():.2f} of the offset-recall queries at the "
+        "training length: a causal model without positional encoding locates the token "
+        "after the key there (a causal mask lets a model infer order; Kazemnejad et al."
+        " 2023), so in-window the "
+        "task does not need a positional encoding and the retrieval claims are "
+        f"inconclusive where `needs_position` fails. At {c_far} NoPE answers "
+        f"{nope_far:.2f}."
+    )
 best_name = max(("RoPE",) + OTHERS, key=acc_mean.get)
 lines.append(
-    f"- The strongest arm other than TPE + OPT at {r_far} is {best_name} "
+    f"- The strongest arm other than TPE + OPT at {c_far} is {best_name} "
     f"({acc_mean[best_name]:.2f}); TPE + OPT minus it: "
     f"{acc_mean['TPE + OPT'] - acc_mean[best_name]:+.2f} (mean over seeds). "
-    + (
-        "TPE + OPT is ahead of every other arm."
-        if acc_mean["TPE + OPT"] > acc_mean[best_name]
-        else "TPE + OPT is not ahead of it."
-    )
+    + f"Every arm answers at most {max(acc_mean.values()):.2f} there (chance "
+    f"{1 / cfg_c['task']['n_values']:.3f}; one window moves a seed's accuracy by "
+    f"{1 / len(c_tests[c_far]['tokens']):.3f})."
 )
 off_tpe = acc_mean["TPE + OPT"] - acc_mean["TPE"]
 off_rope = acc_mean["RoPE + OPT offsets"] - acc_mean["RoPE"]
 enc_opt = acc_mean["TPE + OPT"] - acc_mean["RoPE + OPT offsets"]
+pk_enc = pk_mean["TPE + OPT"] - pk_mean["RoPE + OPT offsets"]
 lines.append(
-    f"- What does the work at {r_far} (mean over seeds): OPT's offsets add "
-    f"{off_tpe:+.2f} on TPE and {off_rope:+.2f} on RoPE; with the same offsets, the "
-    f"tree encoding adds {enc_opt:+.2f} over RoPE. "
+    f"- What does the work at {c_far} on offset recall (mean over seeds): OPT's "
+    f"offsets add {off_tpe:+.2f} on TPE and {off_rope:+.2f} on RoPE; with the same "
+    f"offsets, the tree encoding adds {enc_opt:+.2f} over RoPE (passkey: "
+    f"{pk_enc:+.2f}). "
     + (
-        "The offsets, not the tree encoding, make retrieval extrapolate here: "
-        "`retrieval_at_64x` holds against plain RoPE (the paper's baseline), but RoPE "
-        "trained with the same offsets does as well"
-        if max(acc_mean["RoPE + OPT offsets"], acc_mean["RoPE + skips"])
-        >= acc_mean["TPE + OPT"] - cl_r["needs_both_parts"]["target"]
-        else "TPE + OPT is ahead of RoPE trained with the same offsets"
-    )
-    + (
-        f"; RoPE + OPT offsets answers {acc_mean['RoPE + OPT offsets']:.2f}, above "
-        f"{1 - cl_r['needs_both_parts']['target']:.2f}, so this task cannot show a gain "
-        "of the tree encoding over it, only that none is needed here "
-        "(`needs_both_parts`)."
-        if acc_mean["RoPE + OPT offsets"] > 1 - cl_r["needs_both_parts"]["target"]
-        else "."
+        "The tree encoding adds more than the bar of `needs_both_parts` on top of "
+        "the offsets here."
+        if enc_opt > cl_r["needs_both_parts"]["target"]
+        else "The tree encoding does not add more than the bar of `needs_both_parts` "
+        "on top of the offsets here."
     )
 )
 if ("TPE + OPT, chunks of B/2", s_r) in r_hit:
