@@ -732,6 +732,56 @@ def restamp(slug: str, name: str, why: str, *, root: str | os.PathLike | None = 
     return m_path
 
 
+def restamp_record(path: str | os.PathLike, why: str, *, date: str | None = None,
+                   add_sources: Sequence[str | os.PathLike] = ()) -> Path:
+    """Record the current source hashes of a records-only JSON file (no weights) without re-running it.
+
+    The companion of :func:`restamp` for a data script's measurements (a probe, a sweep): the file's ``source``
+    (as :func:`source_hash` writes it) becomes the current hashes, and the file gains ``source_restamped`` (then
+    ``source_restamped_2``, ...) with the date, ``why`` and ``run_with``, the file hashes it was produced with.
+    Refuses a file that is not a JSON object with a ``source`` listing files, a missing source file, a ``why``
+    under 20 characters, or sources that did not change. Returns the path.
+    """
+    path = V.existing_file("record", path)
+    V.instance("why", why, str)
+    if len(why.strip()) < 20:
+        raise ValueError(f"why must say in at least 20 characters why the measurements still hold, got {why!r}")
+    if not isinstance(add_sources, (list, tuple)):
+        raise TypeError(f"add_sources must be a list of file paths, got {type(add_sources).__name__}")
+    try:
+        record = json.loads(path.read_text())
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise CheckpointError(f"record {path} is not valid JSON ({e}); cannot restamp") from None
+    old = record.get("source") if isinstance(record, dict) else None
+    if not isinstance(old, dict) or not isinstance(old.get("files"), dict) or not old["files"]:
+        raise CheckpointError(f"record {path} has no 'source' with files (as source_hash writes it); "
+                              f"nothing to restamp")
+    files = list(old["files"])
+    for extra_file in add_sources:
+        V.instance("add_sources[i]", extra_file, (str, os.PathLike))
+        rel = _rel(Path(extra_file).resolve())
+        if rel not in files:
+            files.append(rel)
+    resolved = [Path(f) if Path(f).is_absolute() else REPO / f for f in files]
+    missing = [f for f, p in zip(files, resolved) if not p.is_file()]
+    if missing:
+        raise CheckpointError(f"source file(s) {missing} of record {path} are missing; cannot restamp")
+    new = source_hash(resolved)
+    if new["hash"] == old.get("hash"):
+        raise ValueError(f"the sources of record {path} are unchanged; nothing to restamp")
+    key, n = "source_restamped", 1
+    while key in record:
+        n += 1
+        key = f"source_restamped_{n}"
+    import datetime
+
+    record[key] = {"date": date or datetime.date.today().isoformat(), "why": why.strip(),
+                   "run_with": dict(old["files"])}
+    record["source"] = new
+    path.write_text(json.dumps(record, indent=1, allow_nan=False) + "\n")
+    return path
+
+
 def compress(slug: str, name: str, why: str, *, quantize: str = "int8", root: str | os.PathLike | None = None,
              date: str | None = None) -> Path:
     """Re-store a committed checkpoint's weights as int8 (see :func:`save`) without retraining; returns the manifest.

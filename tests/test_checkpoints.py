@@ -617,3 +617,40 @@ def test_save_accepts_a_subsampled_curve_and_keeps_its_band(tmp_path):
         ck._curves({"loss/0": {**c, "max": c["max"][:-1]}})
     with pytest.raises((ValueError, TypeError)):
         ck._curves({"loss/0": {**c, "extra": c["max"]}})
+
+
+def test_restamp_record(tmp_path):
+    src, more = tmp_path / "make_probe.py", tmp_path / "module.py"
+    src.write_text("x = 1\n")
+    more.write_text("z = 0\n")
+    rec = tmp_path / "probe.json"
+    rec.write_text(json.dumps({"what": "a probe", "acc": 0.5, "source": ck.source_hash([src])}))
+    with pytest.raises(ValueError, match="unchanged"):
+        ck.restamp_record(rec, "an evaluation-only edit, nothing re-run")
+    with pytest.raises(ValueError, match="20 characters"):
+        ck.restamp_record(rec, "ok")
+    with pytest.raises(TypeError, match="add_sources"):
+        ck.restamp_record(rec, "the module the script imports is listed", add_sources="module.py")
+    old_files = json.loads(rec.read_text())["source"]["files"]
+    ck.restamp_record(rec, "the module the script imports is listed", add_sources=[more], date="2026-12-06")
+    r = json.loads(rec.read_text())
+    assert r["acc"] == 0.5 and len(r["source"]["files"]) == 2
+    assert r["source_restamped"] == {"date": "2026-12-06", "why": "the module the script imports is listed",
+                                     "run_with": old_files}
+    assert r["source"] == ck.source_hash([src, more])
+    src.write_text("x = 1  # a comment\n")
+    ck.restamp_record(rec, "a comment only, nothing measured changed")
+    assert "source_restamped_2" in json.loads(rec.read_text())
+    # broken inputs: no source, not JSON, a missing source file, no file at all
+    bare = tmp_path / "bare.json"
+    bare.write_text(json.dumps({"acc": 1.0}))
+    with pytest.raises(ck.CheckpointError, match="no 'source'"):
+        ck.restamp_record(bare, "records without a source list")
+    bare.write_text("{not json")
+    with pytest.raises(ck.CheckpointError, match="not valid JSON"):
+        ck.restamp_record(bare, "a corrupt record cannot be vouched for")
+    more.unlink()
+    with pytest.raises(ck.CheckpointError, match="missing"):
+        ck.restamp_record(rec, "a source file was deleted here")
+    with pytest.raises(Exception, match="existing file"):
+        ck.restamp_record(tmp_path / "none.json", "there is no such record")
