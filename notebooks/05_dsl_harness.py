@@ -1394,11 +1394,13 @@ if low3 is not None:
     txt += ("The first three seeds under the 3-seed contract (lower ends of the "
             "per-request intervals): " + ", ".join(f"{x:+.3f}" for x in low3)
             + f", {int((low3 > 0).sum())} of 3 above 0. ")
-z1 = (succ_all[sql_all][1] - others.mean()) / others.std(ddof=1)
+sd1 = others.std(ddof=1)
+z1 = (succ_all[sql_all][1] - others.mean()) / sd1 if sd1 > 0 else 0.0
 txt += (f"**Seed 1's SQL agent** ({succ_all[sql_all][1]:.3f}) ranks {rank1} of "
         f"{len(seeds_all)} SQL agents (1 = best; the others: mean {others.mean():.3f}, "
-        f"sd {others.std(ddof=1):.3f}, so it lies {z1:.1f} sd above their mean"
-        + (": within their spread, not an outlier" if abs(z1) < 2 else ": an outlier")
+        f"sd {sd1:.3f}"
+        + ("" if sd1 == 0 else f", so it lies {z1:.1f} sd above their mean"
+           + (": within their spread, not an outlier" if abs(z1) < 2 else ": an outlier"))
         + "); its two SQL decoders agree on "
         f"{agree1:.1%} of the requests, so the decoder is not what differs. ")
 if not quick:
