@@ -1735,6 +1735,26 @@ def seed_interval(d: Sequence[float], level: float = 0.95) -> tuple[float, float
     return float(x.mean()), float(x.mean()) - half, float(x.mean()) + half
 
 
+def crossed_bootstrap(d: np.ndarray, n_boot: int = 2000, seed: int = 0,
+                      level: float = 0.95) -> tuple[float, float, float]:
+    """Mean of a seeds x requests table ``d`` of paired differences (e.g. DSL minus SQL success of one request
+    at one training seed) and its percentile bootstrap interval at ``level`` with seeds **and** requests
+    resampled, independently, with replacement: ``(mean, low, high)``. Unlike :func:`seed_interval` (seeds
+    only, the requests held fixed) it also counts the draw of the held-out requests; resampling both ways
+    double-counts their interaction, so it errs wide."""
+    x = V.array("d", d, ndim=2, dtype="float").astype(float)
+    if min(x.shape) < 2 or not np.isfinite(x).all():
+        raise ValueError(f"d must be a finite seeds x requests table with >= 2 of each, got shape {x.shape}")
+    n_boot, seed = V.integer("n_boot", n_boot, min=100), V.seed("seed", seed)
+    level = V.number("level", level, min=0.5, max=0.999)
+    rng = np.random.default_rng([seed, 23])
+    n_s, n_r = x.shape
+    means = np.array([x[np.ix_(rng.integers(n_s, size=n_s), rng.integers(n_r, size=n_r))].mean()
+                      for _ in range(n_boot)])
+    lo, hi = np.quantile(means, [(1 - level) / 2, (1 + level) / 2])
+    return float(x.mean()), float(lo), float(hi)
+
+
 def read_n_train(success: Mapping[int, Sequence[float]], level: float = 0.5) -> int:
     """The sample-efficiency reading rule: the smallest training-set size ``n`` whose ``success[n]`` (the mean
     held-out success of each agent / decoder at that size) reaches ``level`` for at least one of them; the

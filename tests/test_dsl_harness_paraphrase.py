@@ -239,6 +239,28 @@ def test_seed_interval_rejects_bad_input(bad):
         d.seed_interval(bad)
 
 
+def test_crossed_bootstrap_counts_seeds_and_requests():
+    rng = np.random.default_rng(0)
+    # a seed effect only: every request of a seed has the same difference; the crossed interval ~ the t one
+    per_seed = np.array([0.1, 0.2, 0.3, 0.2, 0.15, 0.25, 0.05, 0.3])
+    m, lo, hi = d.crossed_bootstrap(np.repeat(per_seed[:, None], 50, 1), seed=0)
+    assert m == pytest.approx(per_seed.mean()) and 0 < lo < m < hi
+    # a request effect only (the seeds agree): seed_interval is 0 wide, the crossed interval is not
+    per_req = rng.choice([-1.0, 0.0, 1.0], size=100, p=[0.3, 0.4, 0.3])
+    table = np.tile(per_req, (10, 1))
+    _, slo, shi = d.seed_interval(table.mean(1))
+    _, clo, chi = d.crossed_bootstrap(table, seed=0)
+    assert slo == pytest.approx(shi) and chi - clo > 0.1 and clo < table.mean() < chi
+    # a gain that straddles 0 over requests is not resolved
+    assert d.crossed_bootstrap(table - table.mean(), seed=1)[1] < 0 < d.crossed_bootstrap(table - table.mean())[2]
+
+
+@pytest.mark.parametrize("bad", [[0.1, 0.2], [[0.1, 0.2]], [[0.1, float("nan")], [0.2, 0.3]]])
+def test_crossed_bootstrap_rejects_bad_input(bad):
+    with pytest.raises((ValueError, TypeError)):
+        d.crossed_bootstrap(bad)
+
+
 def test_seed_extension_and_swap_share_the_paraphrase_requests():
     base, ext, swap = (d.checkpoint_config(n) for n in ("paraphrase", "paraphrase_seeds", "paraphrase_swap"))
     assert ext["n_trains"] == swap["n_trains"] == [1000] and 1000 in base["n_trains"]
