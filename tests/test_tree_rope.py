@@ -437,11 +437,14 @@ def test_offset_recall_task_structure(seed, length, n_pairs, n_queries, gap):
             assert int(x[w, qp[i] + 1]) == int(x[w, k + gap]) < 5  # answer: the value token gap after it
 
 
-def test_offset_recall_needs_position():
+@pytest.mark.parametrize("n_pairs", [1, 2])  # 1: the recall checkpoint's task; 2: probe part B's
+def test_offset_recall_needs_position(n_pairs):
     """The answer is not a function of the window's content alone: shuffling the tokens before the queries keeps
-    every token (the same bag) but changes the answer in most windows."""
+    every token (the same bag) but changes the answer in most windows. This shows the task needs the tokens'
+    order, not that it needs a positional encoding (a causal model without one can infer order: the recall
+    checkpoint's NoPE arm, condition ``needs_position``)."""
     g = np.random.default_rng(0)
-    t = tr.offset_recall_task(g, 400, 32, n_pairs=2, n_queries=1, n_values=16, n_keys=8, gap=1)
+    t = tr.offset_recall_task(g, 400, 32, n_pairs=n_pairs, n_queries=1, n_values=16, n_keys=8, gap=1)
     x, qp = t["tokens"].numpy(), int(t["query_pos"][0])
     changed = 0
     for w in range(len(x)):
