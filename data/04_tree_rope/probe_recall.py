@@ -10,9 +10,10 @@ Registered before they ran; only the in-window (training-length) held-out accura
   keys, which only its position marks): plain RoPE and NoPE at seed 0 under the candidate recipes of
   ``CANDIDATES``, in order.
 * Part ``C`` (registered after part B's two d = 32 candidates had been read: 0.46 and 0.55 in-window, the second
-  flat: the model answers with the token after *a* key, about half the time the asked one; before B's d = 64
-  candidate was read): the same task with **one** key (``ONE_KEY``: "the token right after the marker"), which
-  removes the key matching and keeps the positional step, RoPE and NoPE at d = 32, 1500 and 4500 steps.
+  flat (then guessed, never measured: the model answers with the token after *a* key, half the time the asked
+  one); before B's d = 64 candidate was read): the same task with **one** key (``ONE_KEY``: "the token right
+  after the marker"), which removes the key matching and keeps the positional step, RoPE and NoPE at d = 32,
+  1500 and 4500 steps.
 
 **Rule** (as amended with part C, ordered by cost, since d = 64 x 4500 steps does not fit the chapter's remaining
 CPU share for 6 arms x 3 seeds): the recall checkpoint uses the first entry of ``ORDER`` whose RoPE probe reaches
