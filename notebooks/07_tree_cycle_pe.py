@@ -1187,9 +1187,33 @@ plotting.live_controls(explore, smiles="CC(=O)Oc1ccccc1C(=O)O", root=(0, 30))
 #
 # A comparison names the conditions of both models it compares. At a seed where one fails, the claim is
 # inconclusive there; with no seed left its verdict is **inconclusive**, not "not held".
+#
+# **How round 5 reads the registered recipe (decided before any claim was read from its records).** The
+# property and alert models of `make_wsd.py` carry the conditions registered with the recipe
+# (`tc.recipe_conditions`, bars `tc.RECIPE_BARS`, computed at training time on the whole curves and stored in
+# each manifest): `flat` (training-loss plateau on the stable phase), `val_flat` and `fits`. The **verdict** is
+# read with all three, as registered: a model that fails `flat` makes the claims that name it inconclusive at
+# that seed. Beside it, an **exploratory** reading drops the training-loss plateau and keeps `val_flat` and
+# `fits` only; it is labelled exploratory wherever it is shown and is never a verdict. Why it is shown at all:
+# at constant learning rate with randomized-SMILES augmentation, the models keep lowering their training loss
+# (memorising) while the validation curve is flat, so `flat` can fail for a model that more steps would not
+# improve on held-out molecules. This decision was committed after the integrator had seen the recipe's
+# conditions (`flat` fails for most models while `val_flat` and `fits` are met) and the seed-0/1 test ROC-AUCs
+# (ECFP4 + random forest about 0.94, sequence models 0.87-0.92, GIN 0.92-0.94); it changes no registered rule.
+# Two more readings fixed at the same time: relative claims against "the sinusoidal model" take, per seed,
+# the sinusoidal model (augmented or canonical-only) with the higher validation ROC-AUC (`tc.strongest_baseline`,
+# registered with the recipe); and a claim `property_auc_vs_strongest` compares tree+cycle with the best, at each
+# seed, of the baselines a practitioner would use on this task, GIN, ECFP4 + logistic regression and ECFP4 +
+# random forest (the maximum of their test ROC-AUCs: the direction that makes the claim harder to hold), each
+# recorded with its own number.
 
 
 # %%
+# round 5 (decided before the recipe's claims were read): the verdict reads the
+# registered recipe conditions; the exploratory reading drops the training-loss plateau
+VERDICT_CONDITIONS = ("flat", "val_flat", "fits")  # registered, the verdict
+EXPLORATORY_CONDITIONS = ("val_flat", "fits")  # shown beside it, never a verdict
+PRACTITIONER_BASELINES = ("gin", "ecfp_logreg", "ecfp_rf")  # property_auc_vs_strongest
 # book-wide: plateau(loss) <= 0.05; validation plateau < 2% (FITS: set in §7)
 FLAT, VAL_FLAT = 0.05, 0.02
 for task in ("synth", "prop", "alert"):
