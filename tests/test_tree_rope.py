@@ -484,3 +484,82 @@ def test_recall_config():
     assert set(hist.evals) == {"val_loss", "val_acc"} and len(hist.evals["val_acc"]) >= 2
     hit, loss = tr.retrieval_scores(model, t, chunk=64)
     assert hit.shape == (len(t["tokens"]), 1) and torch.isfinite(loss).all()
+
+
+# ---- round 5: two-key offset recall at d = 64 and the dilution control -----------------------------------------
+
+def test_recall2_config():
+    """Round 5's config: probe part B's two-key task at d = 64, the recall config's arms, bars and conditions."""
+    cfg, old = tr.checkpoint_config("recall2"), tr.checkpoint_config("recall")
+    assert cfg["task"] == tr.RECALL2_TASK and cfg["task"]["n_pairs"] == 2 and cfg["d_model"] == 64
+    assert cfg["steps"] == tr.RECALL2_RECIPE["steps"] and cfg["weight_seeds"] == []
+    assert list(cfg["arms"]) == list(tr.RECALL_ARMS) and cfg["claims"] == old["claims"]
+    assert cfg["vocab_size"] == tr.retrieval_vocab(cfg["task"])
+    ctl, top = cfg["eval"]["control"], max(cfg["eval"]["lengths"])
+    assert max(ctl["shifts"]) + cfg["train_len"] <= top and ctl["prefix_len"] == top
+
+
+def test_prefixed_task_keeps_the_answer():
+    g = np.random.default_rng(0)
+    t = tr.offset_recall_task(g, 20, 32, n_pairs=2)
+    p = tr.prefixed_task(t, 100, np.random.default_rng(1), 16)
+    assert p["tokens"].shape == (20, 101) and torch.equal(p["tokens"][:, -33:], t["tokens"])
+    assert (p["tokens"][:, :68] < 16).all()  # value tokens only: no key in the prefix
+    assert torch.equal(p["key_pos"], t["key_pos"] + 68) and torch.equal(p["query_pos"], t["query_pos"] + 68)
+    qp = int(p["query_pos"][0])
+    assert torch.equal(p["tokens"][:, qp + 1], p["tokens"].gather(1, p["key_pos"] + 1)[:, 0])
+    with pytest.raises(ValueError):
+        tr.prefixed_task(t, 10, np.random.default_rng(1), 16)  # shorter than the windows
+    with pytest.raises(TypeError):
+        tr.prefixed_task(t, 100, 1, 16)
+
+
+def _tiny_recall2():
+    cfg = tr.checkpoint_config("recall2")
+    cfg.update(d_model=16, n_layer=1, target_len=256, val_windows=8)
+    cfg["eval"] = dict(cfg["eval"], lengths=[32, 128], windows=6,
+                       control=dict(shifts=[48, 96], prefix_len=128, attention_windows=2))
+    return cfg
+
+
+@pytest.mark.parametrize("arm, shift, same", [("RoPE", 48, True), ("RoPE", 96, True), ("NoPE", 48, True),
+                                               ("TPE", 96, True), ("TPE", 48, False)])
+def test_dilution_control_shifts(arm, shift, same):
+    """What the shift conditions can show: RoPE (and NoPE) attend the same at any shift (relative positions only);
+    TPE (B = 8) too where the window 96..127 crosses no carry of its upper digits, not where 48..79 crosses
+    64 = 8**2."""
+    cfg = _tiny_recall2()
+    conds = tr.dilution_tasks(cfg)
+    assert set(conds) == {"shift 48", "shift 96", "prefix 128"}
+    base = tr.retrieval_windows(cfg)[1][32]
+    assert conds["prefix 128"][0]["tokens"].shape == (6, 129) and conds["shift 48"][1][0] == 48
+    torch.manual_seed(0)
+    m = tr.make_model(cfg["arms"][arm], cfg).eval()
+    with torch.no_grad():
+        _, a = m(base["tokens"][:, :-1], record=True)
+        _, b = m(base["tokens"][:, :-1], pos=conds[f"shift {shift}"][1], record=True)
+    diff = max(float((x - y).abs().max()) for x, y in zip(a["attn"], b["attn"]))
+    assert (diff < 1e-5) is same, diff
+
+
+def test_dilution_control_bad_config():
+    cfg = _tiny_recall2()
+    bad = dict(cfg, eval={k: v for k, v in cfg["eval"].items() if k != "control"})
+    with pytest.raises(ValueError, match="control"):
+        tr.dilution_tasks(bad)
+    bad = dict(cfg, eval=dict(cfg["eval"], control=dict(shifts=[250], prefix_len=128)))
+    with pytest.raises(ValueError, match="shift"):
+        tr.dilution_tasks(bad)  # ids past the model's table
+
+
+def test_query_attention():
+    cfg = _tiny_recall2()
+    t = tr.retrieval_windows(cfg)[1][128]
+    torch.manual_seed(0)
+    m = tr.make_model(cfg["arms"]["RoPE"], cfg)
+    a = tr.query_attention(m, t, gap=1, n_windows=3)
+    assert a.shape == (3, 1, 2) and (a >= 0).all() and (a.sum(-1) <= 1 + 1e-6).all()
+    with pytest.raises(ValueError):
+        tr.query_attention(m, t, n_windows=100)
+    with pytest.raises(TypeError):
+        tr.query_attention("model", t)

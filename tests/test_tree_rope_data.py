@@ -53,3 +53,19 @@ def test_recall_config_is_the_chosen_recipe():
     cfg = tr.checkpoint_config("recall")
     assert cfg["task"] == chosen["task"]
     assert {k: cfg[k] for k in chosen["change"]} == chosen["change"]
+
+
+def test_recall2_tiny_build_writes_the_control(tmp_path):
+    """make_recall.py --name recall2 (tiny): records only, with the dilution control and the attention records
+    of every arm and seed."""
+    from helpers import checkpoints
+
+    mod = load_module(DATA / "make_recall.py")
+    mod.main(["--tiny", "--name", "recall2", "--out", str(tmp_path)])
+    ck = checkpoints.load("04_tree_rope", "recall2", root=tmp_path, config=mod.tiny_config("recall2"))
+    names = set(ck.tensors)
+    assert not any(".eval_" not in k for k in names)  # no weights
+    for key in ("NoPE/0", "TPE + OPT/2"):
+        assert {f"{key}.eval_correct_{c}" for c in ("shift48", "shift96", "prefix128", "32", "128")} <= names
+        assert f"{key}.eval_att_answer_length128_l1" in names and f"{key}.eval_att_key_shift48_l1" in names
+        assert set(ck.manifest["metrics"][key]["accuracy"]) == {"32", "128", "shift 48", "shift 96", "prefix 128"}

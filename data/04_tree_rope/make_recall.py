@@ -1,7 +1,10 @@
 """Train the offset-recall arms of chapter 04_tree_rope (NoPE, RoPE, RoPE + skips, RoPE + OPT offsets, TPE, TPE +
 OPT x 3 seeds) at length 32, evaluate them to 2048 (64x) on fixed held-out windows, and write
-``data/04_tree_rope/recall.safetensors`` + ``recall.json`` with :mod:`helpers.checkpoints`
-(``tr.checkpoint_config("recall")``: the answer is the token right after a key, so the task needs positions).
+``data/04_tree_rope/<name>.safetensors`` + ``<name>.json`` with :mod:`helpers.checkpoints`
+(``tr.checkpoint_config(name)``: the answer is the token right after a key, so the task needs the order).
+``--name recall`` (default): round 4, one key, d = 32; ``--name recall2``: round 5, two keys, d = 64, records
+only (no weights), plus the dilution control of ``tr.dilution_tasks`` and the query's attention on the answer
+(``tr.query_attention``) at the training length, the longest length and each control condition.
 
 The weights of the first seed are stored (int8); every seed's evaluation is stored as measurements (per window:
 correct or not, loss). ``--parts DIR`` keeps each seed's results, so that each seed can be its own job
@@ -31,6 +34,8 @@ def tiny_config(name: str) -> dict:
     cfg = copy.deepcopy(tr.checkpoint_config(name))
     cfg.update(d_model=16, n_layer=1, batch_size=8, steps=6, warmup=2, val_every=3, val_windows=8, target_len=256)
     cfg["eval"] = dict(cfg["eval"], lengths=[32, 128], windows=4)
+    if "control" in cfg["eval"]:
+        cfg["eval"]["control"] = dict(shifts=[48, 96], prefix_len=128, attention_windows=2)
     return cfg
 
 
@@ -50,6 +55,8 @@ def train_seed(cfg: dict, s: int, val: dict, tests: dict) -> dict:
             out["tensors"][f"{key}.eval_correct_{n}"] = hit[:, 0].to(torch.uint8)  # 1-D: never quantized
             out["tensors"][f"{key}.eval_loss_{n}"] = loss[:, 0]
             acc[str(n)] = float(hit.float().mean())
+        if "control" in cfg["eval"]:
+            acc.update(control(model, cfg, tests, key, out["tensors"]))
         for c in ("val_loss", "val_acc"):
             out["history"][f"{key}/{c}"] = hist.evals[c]
         out["metrics"][key] = dict(final_val_loss=hist.evals["val_loss"][-1][1],
@@ -59,6 +66,26 @@ def train_seed(cfg: dict, s: int, val: dict, tests: dict) -> dict:
         print(f"{key}: val acc {out['metrics'][key]['final_val_acc']:.3f} plateau "
               f"{out['metrics'][key]['plateau']:.4f} acc {acc} ({out['timing'][key]} s)", flush=True)
     return out
+
+
+def control(model, cfg: dict, tests: dict, key: str, tensors: dict) -> dict:
+    """The dilution control (registered in ``tr._recall2_config``): per-window correctness of each condition, and
+    the query's attention (per layer, on the key and on the answer) on the first windows of the training
+    length, the longest length and each condition. Returns the accuracies by condition."""
+    acc, far, n = {}, max(tests), cfg["train_len"]
+    conds = dict(tr.dilution_tasks(cfg))
+    for c, (task, pos) in conds.items():
+        hit, _ = tr.retrieval_scores(model, task, chunk=8, pos=pos)
+        tensors[f"{key}.eval_correct_{c.replace(' ', '')}"] = hit[:, 0].to(torch.uint8)
+        acc[c] = float(hit.float().mean())
+    conds.update({f"length {n}": (tests[n], None), f"length {far}": (tests[far], None)})
+    for c, (task, pos) in conds.items():
+        att = tr.query_attention(model, task, gap=cfg["task"]["gap"], pos=pos,
+                                 n_windows=cfg["eval"]["control"]["attention_windows"])
+        for i in range(att.shape[1]):
+            for j, what in enumerate(("key", "answer")):  # 1-D float16: never quantized
+                tensors[f"{key}.eval_att_{what}_{c.replace(' ', '')}_l{i + 1}"] = torch.as_tensor(att[:, i, j])
+    return acc
 
 
 def check_chosen(cfg: dict) -> None:
@@ -74,7 +101,7 @@ def check_chosen(cfg: dict) -> None:
 
 def build(cfg: dict, out: Path | None, args) -> Path:
     t0 = time.time()
-    if not args.tiny:
+    if not args.tiny and args.name == "recall":
         check_chosen(cfg)
     val, tests = tr.retrieval_windows(cfg)
     key = scripts.part_key({k: v for k, v in cfg.items() if k != "weight_seeds"})
@@ -104,7 +131,7 @@ def options(ap) -> None:
 
 
 def main(argv: list[str] | None = None) -> list[Path]:
-    return scripts.script_main(build, config=tr.checkpoint_config, tiny=tiny_config, names=["recall"],
+    return scripts.script_main(build, config=tr.checkpoint_config, tiny=tiny_config, names=["recall", "recall2"],
                                doc=__doc__, options=options, argv=argv)
 
 
