@@ -39,6 +39,7 @@ parameters ask for; the script trains with exactly that config and the notebook 
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import json
 import os
@@ -688,6 +689,36 @@ def _verified(slug: str, name: str, why: Any, date: Any, root: str | os.PathLike
     return w_path, m_path, manifest
 
 
+def _new_source_hash(files: list[str], old_hash: Any, add_sources: Any, what: str) -> dict[str, Any]:
+    """Shared by :func:`restamp` and :func:`restamp_record`: ``files`` plus ``add_sources`` hashed anew; refuses
+    a bad ``add_sources``, a missing file, or sources whose combined hash is still ``old_hash``."""
+    if not isinstance(add_sources, (list, tuple)):
+        raise TypeError(f"add_sources must be a list of file paths, got {type(add_sources).__name__}")
+    files = list(files)
+    for extra_file in add_sources:
+        V.instance("add_sources[i]", extra_file, (str, os.PathLike))
+        rel = _rel(Path(extra_file).resolve())
+        if rel not in files:
+            files.append(rel)
+    resolved = [Path(f) if Path(f).is_absolute() else REPO / f for f in files]
+    missing = [f for f, p in zip(files, resolved) if not p.is_file()]
+    if missing:
+        raise CheckpointError(f"source file(s) {missing} of {what} are missing; cannot restamp")
+    new = source_hash(resolved)
+    if new["hash"] == old_hash:
+        raise ValueError(f"the sources of {what} are unchanged; nothing to restamp")
+    return new
+
+
+def _next_key(record: Mapping[str, Any], base: str) -> str:
+    """``base``, else ``base_2``, ``base_3``, ...: the first key not yet in ``record`` (restamp history)."""
+    key, n = base, 1
+    while key in record:
+        n += 1
+        key = f"{base}_{n}"
+    return key
+
+
 def restamp(slug: str, name: str, why: str, *, root: str | os.PathLike | None = None,
             date: str | None = None, add_sources: Sequence[str | os.PathLike] = ()) -> Path:
     """Record the current hashes of a checkpoint's source files without retraining; returns the manifest's path.
@@ -702,31 +733,12 @@ def restamp(slug: str, name: str, why: str, *, root: str | os.PathLike | None = 
     w_path, m_path, manifest = _verified(slug, name, why, date, root,
                                          "why the weights are still valid", "restamping cannot vouch for them")
     old = manifest.get("source") or {"files": {}, "hash": None}
-    files = list(old.get("files", {}))
-    if not isinstance(add_sources, (list, tuple)):
-        raise TypeError(f"add_sources must be a list of file paths, got {type(add_sources).__name__}")
-    for extra_file in add_sources:
-        V.instance("add_sources[i]", extra_file, (str, os.PathLike))
-        rel = _rel(Path(extra_file).resolve())
-        if rel not in files:
-            files.append(rel)
-    if not files:
+    if not old.get("files") and not add_sources:
         raise CheckpointError(f"checkpoint {slug}/{name} records no source files; nothing to restamp")
-    resolved = [Path(f) if Path(f).is_absolute() else REPO / f for f in files]
-    missing = [f for f, p in zip(files, resolved) if not p.is_file()]
-    if missing:
-        raise CheckpointError(f"source file(s) {missing} of checkpoint {slug}/{name} are missing; cannot restamp")
-    new = source_hash(resolved)
-    if new["hash"] == old.get("hash"):
-        raise ValueError(f"the sources of checkpoint {slug}/{name} are unchanged; nothing to restamp")
+    new = _new_source_hash(list(old.get("files", {})), old.get("hash"), add_sources, f"checkpoint {slug}/{name}")
     extra = manifest.setdefault("extra", {})
-    key, n = "restamped", 1
-    while key in extra:
-        n += 1
-        key = f"restamped_{n}"
-    import datetime
-
-    extra[key] = {"date": date or datetime.date.today().isoformat(), "old_source": old, "why": why.strip()}
+    extra[_next_key(extra, "restamped")] = {"date": date or datetime.date.today().isoformat(), "old_source": old,
+                                            "why": why.strip()}
     manifest["source"] = new
     m_path.write_text(_manifest_text(manifest))
     return m_path
@@ -746,8 +758,6 @@ def restamp_record(path: str | os.PathLike, why: str, *, date: str | None = None
     V.instance("why", why, str)
     if len(why.strip()) < 20:
         raise ValueError(f"why must say in at least 20 characters why the measurements still hold, got {why!r}")
-    if not isinstance(add_sources, (list, tuple)):
-        raise TypeError(f"add_sources must be a list of file paths, got {type(add_sources).__name__}")
     try:
         record = json.loads(path.read_text())
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
@@ -756,27 +766,9 @@ def restamp_record(path: str | os.PathLike, why: str, *, date: str | None = None
     if not isinstance(old, dict) or not isinstance(old.get("files"), dict) or not old["files"]:
         raise CheckpointError(f"record {path} has no 'source' with files (as source_hash writes it); "
                               f"nothing to restamp")
-    files = list(old["files"])
-    for extra_file in add_sources:
-        V.instance("add_sources[i]", extra_file, (str, os.PathLike))
-        rel = _rel(Path(extra_file).resolve())
-        if rel not in files:
-            files.append(rel)
-    resolved = [Path(f) if Path(f).is_absolute() else REPO / f for f in files]
-    missing = [f for f, p in zip(files, resolved) if not p.is_file()]
-    if missing:
-        raise CheckpointError(f"source file(s) {missing} of record {path} are missing; cannot restamp")
-    new = source_hash(resolved)
-    if new["hash"] == old.get("hash"):
-        raise ValueError(f"the sources of record {path} are unchanged; nothing to restamp")
-    key, n = "source_restamped", 1
-    while key in record:
-        n += 1
-        key = f"source_restamped_{n}"
-    import datetime
-
-    record[key] = {"date": date or datetime.date.today().isoformat(), "why": why.strip(),
-                   "run_with": dict(old["files"])}
+    new = _new_source_hash(list(old["files"]), old.get("hash"), add_sources, f"record {path}")
+    record[_next_key(record, "source_restamped")] = {"date": date or datetime.date.today().isoformat(),
+                                                     "why": why.strip(), "run_with": dict(old["files"])}
     record["source"] = new
     path.write_text(json.dumps(record, indent=1, allow_nan=False) + "\n")
     return path
@@ -806,8 +798,6 @@ def compress(slug: str, name: str, why: str, *, quantize: str = "int8", root: st
     tmp = w_path.with_suffix(".safetensors.tmp")
     save_file(tensors, str(tmp), metadata={"checkpoint": f"{slug}/{name}"})
     os.replace(tmp, w_path)
-    import datetime
-
     manifest["weights"] = _weights_record(w_path, tensors, {"scheme": _SCHEME, "tensors": count,
                                                              "max_abs_error": err})
     manifest.setdefault("extra", {})["compressed"] = {
