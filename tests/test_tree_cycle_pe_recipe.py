@@ -204,3 +204,77 @@ def test_make_wsd_probe_never_writes_into_data_and_scales_the_schedule():
     assert (p["steps"], p["warmup"], p["decay_steps"], p["probe"]) == (2500, 250, 500, 2500)
     with pytest.raises(SystemExit):
         mod.main(["--seed", "1", "--name", "wsd_s0_ecfp"])
+
+
+# -- the committed records the notebook reads (round 5) ------------------------------------------------------------
+DATA07 = REPO / "data" / "07_tree_cycle_pe"
+_OPS = {"<=": lambda v, b: v <= b, ">=": lambda v, b: v >= b}
+
+
+def _record_problems(manifest: dict) -> list[str]:
+    """What makes a stored recipe manifest unreadable by the notebook's verdict: a config other than
+    ``recipe_config(name)``, a trained model without the three registered conditions, a bar or operator other
+    than the registered one, or a ``met`` that disagrees with ``value <op> bar``."""
+    name = manifest.get("name", "?")
+    out = []
+    if checkpoints.diff_config(tc.recipe_config(name), manifest.get("config", {})):
+        out.append(f"{name}: config differs from recipe_config")
+    if manifest["config"].get("family") == "ecfp":
+        return out
+    for tag, m in manifest.get("metrics", {}).items():
+        conds = m.get("conditions", {})
+        if set(conds) != set(tc.RECIPE_BARS):
+            out.append(f"{name}/{tag}: conditions {sorted(conds)}")
+            continue
+        for c, x in conds.items():
+            op = "<=" if c in ("flat", "val_flat") else ">="
+            if x["op"] != op or x["bar"] != tc.RECIPE_BARS[c]:
+                out.append(f"{name}/{tag}/{c}: rule {x['op']} {x['bar']}")
+            elif x["met"] != bool(_OPS[op](x["value"], x["bar"])):
+                out.append(f"{name}/{tag}/{c}: met {x['met']} disagrees with {x['value']}")
+    return out
+
+
+def _records() -> list[Path]:
+    return sorted(DATA07.glob("wsd_s*_*.json"))
+
+
+@pytest.mark.parametrize("path", _records(), ids=lambda p: p.stem)
+def test_committed_recipe_records_are_read_as_registered(path):
+    import json
+
+    assert _record_problems(json.loads(path.read_text())) == []
+
+
+def test_record_problems_catch_a_broken_record():
+    import copy
+    import json
+
+    trained = [p for p in _records() if "ecfp" not in p.name]
+    if not trained:
+        pytest.skip("no trained recipe record committed")
+    good = json.loads(trained[0].read_text())
+    assert _record_problems(good) == []
+    tag = next(iter(good["metrics"]))
+    for broken in ("met", "bar", "missing", "config"):
+        m = copy.deepcopy(good)
+        conds = m["metrics"][tag]["conditions"]
+        if broken == "met":
+            conds["flat"]["met"] = not conds["flat"]["met"]
+        elif broken == "bar":
+            conds["fits"]["bar"] = 0.5
+        elif broken == "missing":
+            del conds["val_flat"]
+        else:
+            m["config"]["steps"] = 5000
+        assert _record_problems(m), broken
+
+
+def test_models_checkpoints_keep_only_the_synthetic_models():
+    import json
+
+    for k in range(3):
+        m = json.loads((DATA07 / f"models_s{k}.json").read_text())
+        assert all(c.startswith("synth-") for c in m["history"]), k
+        assert all(t.startswith("synth-") for t in m["metrics"]), k
+        assert "tensors_removed" in m["extra"]
