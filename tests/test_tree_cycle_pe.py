@@ -405,6 +405,53 @@ def test_integrated_gradients_completeness():
     assert abs(float(gxi - (out - base))) > 0.05
 
 
+def _ig_reference(model, feat, steps):
+    """integrated_gradients as it was before the review of round 5: the string collated ``steps`` times, the
+    logit through the whole encoder."""
+    b = tc.collate([feat] * steps)
+    emb = model.tok(b["ids"]).detach()
+    keep = torch.zeros_like(emb)
+    keep[:, 0] = emb[:, 0]
+    emb = emb - keep
+    alpha = ((torch.arange(steps, dtype=torch.float32) + 0.5) / steps)[:, None, None]
+    x = (keep + alpha * emb).requires_grad_(True)
+    out = model.head(model.encode(b, inputs_embeds=x)[:, 0])[:, 0]
+    (grad,) = torch.autograd.grad(out.sum(), x)
+    tok_attr = (emb[0] * grad.mean(0)).sum(-1)[1:]
+    per_atom = torch.zeros(len(feat.atom_keys)).index_add_(0, b["atom"][0][1:], tok_attr)
+    with torch.no_grad():
+        one = tc.collate([feat])
+        full = model.head(model.encode(one, inputs_embeds=keep[:1] + emb[:1])[:, 0])[0, 0]
+        base = model.head(model.encode(one, inputs_embeds=keep[:1])[:, 0])[0, 0]
+    return per_atom.detach().numpy(), float(tok_attr.sum() - (full - base))
+
+
+@pytest.mark.parametrize("pe,n_layer", [("tree_cycle", 3), ("sinusoidal", 3), ("cycle", 1)])
+def test_cls_logit_and_integrated_gradients_match_the_full_encoder(pe, n_layer):
+    vocab = _vocab()
+    torch.manual_seed(1)
+    model = tc.SeqEncoder(len(vocab), pe=pe, d_model=16, n_layer=n_layer, n_head=2, d_ff=32).eval()
+    items = [tc.featurize(s, vocab) for s in ("CC(=O)Oc1ccccc1C(=O)O", "C1CCC2CCCCC2C1", "CCO")]
+    b = tc.collate(items)  # padded: the masked path
+    x = model.tok(b["ids"]).detach() * 1.7
+    with torch.no_grad():
+        full = model.head(model.encode(b, inputs_embeds=x)[:, 0])[:, 0]
+        fast = tc._cls_logit(model, b, x)
+        # a broken shortcut (the last block's MLP left out) is told apart
+        blk = model.blocks[-1]
+        saved = blk.mlp.forward
+        blk.mlp.forward = lambda h: torch.zeros_like(h)
+        broken = tc._cls_logit(model, b, x)
+        blk.mlp.forward = saved
+    torch.testing.assert_close(fast, full, rtol=1e-5, atol=1e-6)
+    assert (broken - full).abs().max() > 1e-4  # far outside the tolerance above
+    for feat in items:
+        attr, gap = tc.integrated_gradients(model, feat, steps=8)
+        ref_attr, ref_gap = _ig_reference(model, feat, 8)
+        np.testing.assert_allclose(attr, ref_attr, rtol=1e-4, atol=1e-6)
+        assert abs(gap - ref_gap) <= 1e-5
+
+
 def test_gin_with_ring_features_separates_the_1wl_pair():
     vocab = _vocab()
     pair = [tc.featurize("C1CCC2CCCCC2C1", vocab), tc.featurize("C1CCC(C1)C1CCCC1", vocab)]
