@@ -774,35 +774,59 @@ def restamp_record(path: str | os.PathLike, why: str, *, date: str | None = None
     return path
 
 
+def _to_float16(tensors: Mapping[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], int, float]:
+    """float32/float64 tensors -> float16; returns (tensors, count, max abs change)."""
+    out: dict[str, torch.Tensor] = {}
+    count, err = 0, 0.0
+    for k, t in tensors.items():
+        if t.dtype not in (torch.float32, torch.float64):
+            out[k] = t
+            continue
+        h = t.to(torch.float16)
+        if not torch.isfinite(h[torch.isfinite(t)]).all():
+            raise ValueError(f"tensor {k!r} has values outside float16's range (|x| > 65504); keep it as it is")
+        err = max(err, float((h.double() - t.double()).abs().max())) if t.numel() else err
+        out[k] = h.contiguous()
+        count += 1
+    return out, count, err
+
+
 def compress(slug: str, name: str, why: str, *, quantize: str = "int8", root: str | os.PathLike | None = None,
              date: str | None = None) -> Path:
-    """Re-store a committed checkpoint's weights as int8 (see :func:`save`) without retraining; returns the manifest.
+    """Re-store a committed checkpoint's weights smaller without retraining; returns the manifest.
 
-    For a checkpoint over the size budget: the manifest keeps config, curves and sources, and gains
-    ``extra.compressed`` with the date, ``why``, the old sha256 and size, and the largest absolute change of any
-    weight. A chapter must re-measure its numbers afterwards (int8 rounding moves them a little). Refuses weights
-    that do not match their manifest or are already quantized.
+    ``quantize="int8"``: large floating matrices as int8 with a scale per row (see :func:`save`; about a quarter of
+    float32); ``quantize="float16"``: every float32/float64 tensor cast to float16 (half the size, a relative
+    change of at most 2^-11 per weight, far below int8's). For a checkpoint over the size budget: the manifest keeps
+    config, curves and sources, and gains ``extra.compressed`` with the date, ``why``, the scheme, the old sha256
+    and size, and the largest absolute change of any weight. A chapter must re-measure its numbers afterwards.
+    Refuses weights that do not match their manifest, are already quantized, or have nothing to convert.
     """
     from safetensors.torch import load_file, save_file
 
-    if quantize != "int8":
-        raise ValueError(f"quantize must be 'int8', got {quantize!r}")
+    if quantize not in ("int8", "float16"):
+        raise ValueError(f"quantize must be 'int8' or 'float16', got {quantize!r}")
     w_path, m_path, manifest = _verified(slug, name, why, date, root, "why the checkpoint is compressed",
                                          "they cannot be converted")
     if manifest["weights"].get("quantized"):
         raise ValueError(f"checkpoint {slug}/{name} is already quantized ({manifest['weights']['quantized']})")
     old = {"sha256": manifest["weights"]["sha256"], "bytes": manifest["weights"].get("bytes")}
-    tensors, count, err = _quantize_int8(load_file(str(w_path)))
+    if quantize == "int8":
+        tensors, count, err = _quantize_int8(load_file(str(w_path)))
+        quantized: dict | None = {"scheme": _SCHEME, "tensors": count, "max_abs_error": err}
+        scheme = _SCHEME
+    else:
+        tensors, count, err = _to_float16(load_file(str(w_path)))
+        quantized, scheme = None, "float16 (every float32/float64 tensor cast)"
     if count == 0:
-        raise ValueError(f"checkpoint {slug}/{name} has no tensor large enough to quantize")
+        raise ValueError(f"checkpoint {slug}/{name} has no tensor to convert to {quantize}")
     tmp = w_path.with_suffix(".safetensors.tmp")
     save_file(tensors, str(tmp), metadata={"checkpoint": f"{slug}/{name}"})
     os.replace(tmp, w_path)
-    manifest["weights"] = _weights_record(w_path, tensors, {"scheme": _SCHEME, "tensors": count,
-                                                             "max_abs_error": err})
+    manifest["weights"] = _weights_record(w_path, tensors, quantized)
     manifest.setdefault("extra", {})["compressed"] = {
-        "date": date or datetime.date.today().isoformat(), "why": why.strip(), "old_weights": old,
-        "max_abs_change": err}
+        "date": date or datetime.date.today().isoformat(), "why": why.strip(), "scheme": scheme,
+        "tensors": count, "old_weights": old, "max_abs_change": err}
     m_path.write_text(_manifest_text(manifest))
     return m_path
 
