@@ -20,9 +20,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import sysconfig
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,7 @@ __all__ = [
     "retrieval_loss", "retrieval_scores",
     "retrieval_batch_fn", "fit_retrieval_arm", "retrieval_windows", "accuracy_by_distance", "attention_on_answer",
     "faithful_fraction", "RECALL2_TASK", "RECALL2_RECIPE", "prefixed_task", "dilution_tasks", "query_attention",
+    "flush_denormal_on", "flush_denormal",
 ]
 
 
@@ -428,6 +430,26 @@ def query_attention(model: hnn.Transformer, task: dict, gap: int = 1, pos: Tenso
         out.append([[float(a[0, :, qp, k].mean()), float(a[0, :, qp, k + gap].mean())] for a in rec["attn"]])
     model.train(was)
     return np.asarray(out)
+
+
+def flush_denormal_on() -> bool:
+    """Whether this thread's CPU flushes subnormal floats to zero now (``torch.set_flush_denormal`` sets it but has
+    no getter): a float32 subnormal (``2**-140``) survives a multiplication by one only when it does not."""
+    return float(torch.full((1,), 2.0 ** -140) * 1.0) == 0.0
+
+
+@contextlib.contextmanager
+def flush_denormal(on: bool) -> Iterator[None]:
+    """Flush subnormal floats to zero (``on=True``) or not inside the block, and restore the state found on entry
+    when it ends, also on an error: ``torch.set_flush_denormal`` is process-wide CPU state, which a data script
+    run in-process (by a test) must not leak."""
+    V.boolean("on", on)
+    was = flush_denormal_on()
+    torch.set_flush_denormal(on)
+    try:
+        yield
+    finally:
+        torch.set_flush_denormal(was)
 
 
 def _check_arm(arm: Any) -> dict:

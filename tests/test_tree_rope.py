@@ -563,3 +563,19 @@ def test_query_attention():
         tr.query_attention(m, t, n_windows=100)
     with pytest.raises(TypeError):
         tr.query_attention("model", t)
+
+
+def test_flush_denormal_restores_the_state_it_found():
+    assert not tr.flush_denormal_on()
+    with tr.flush_denormal(True):
+        assert tr.flush_denormal_on()
+        with tr.flush_denormal(False):
+            assert not tr.flush_denormal_on()
+        assert tr.flush_denormal_on()  # the inner block restored the outer one's state
+    assert not tr.flush_denormal_on()
+    with pytest.raises(RuntimeError), tr.flush_denormal(True):
+        raise RuntimeError("boom")
+    assert not tr.flush_denormal_on()  # restored on an error too
+    with pytest.raises(TypeError):
+        with tr.flush_denormal(1):
+            pass

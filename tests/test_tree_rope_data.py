@@ -59,9 +59,12 @@ def test_recall2_tiny_build_writes_the_control(tmp_path):
     """make_recall.py --name recall2 (tiny): records only, with the dilution control and the attention records
     of every arm and seed."""
     from helpers import checkpoints
+    from helpers import tree_rope as tr
 
     mod = load_module(DATA / "make_recall.py")
+    assert not tr.flush_denormal_on()
     mod.main(["--tiny", "--name", "recall2", "--out", str(tmp_path)])
+    assert not tr.flush_denormal_on()  # the script's subnormal flush ends with its build (no leak)
     ck = checkpoints.load("04_tree_rope", "recall2", root=tmp_path, config=mod.tiny_config("recall2"))
     names = set(ck.tensors)
     assert not any(".eval_" not in k for k in names)  # no weights
@@ -69,3 +72,31 @@ def test_recall2_tiny_build_writes_the_control(tmp_path):
         assert {f"{key}.eval_correct_{c}" for c in ("shift48", "shift96", "prefix128", "32", "128")} <= names
         assert f"{key}.eval_att_answer_length128_l1" in names and f"{key}.eval_att_key_shift48_l1" in names
         assert set(ck.manifest["metrics"][key]["accuracy"]) == {"32", "128", "shift 48", "shift 96", "prefix 128"}
+
+
+def test_round6_rule_reads_rope_only_in_the_registered_order():
+    probe = load_module(DATA / "probe_recall2.py")
+
+    def rec(acc, plateau):
+        return dict(final_val_acc=acc, plateau=plateau)
+
+    ok, stuck, moving = rec(1.0, 0.0), rec(0.68, 0.003), rec(0.97, 0.05)
+    assert probe.round6({})["decided"] is False
+    assert probe.round6({"s0x1.5": ok}) == dict(decided=True, clause=1, steps=9000)
+    assert probe.round6({"s0x1.5": moving, "s1": ok})["decided"] is False  # s2 missing
+    assert probe.round6({"s0x1.5": stuck, "s1": ok, "s2": ok})["steps"] == 6000
+    assert probe.round6({"s0x1.5": stuck, "s1": ok, "s2": moving}) == dict(decided=True, clause=3, steps=None)
+    # RoPE + OPT's record decides nothing
+    assert probe.round6({"s0x1.5": stuck, "s1": ok, "s2": stuck, "opt0x1.5": ok})["steps"] is None
+
+
+def test_stored_probe_recall2_follows_its_rule():
+    path = DATA / "probe_recall2.json"
+    if not path.exists():
+        pytest.skip("probe_recall2 not recorded")
+    probe = load_module(DATA / "probe_recall2.py")
+    stored = json.loads(path.read_text())
+    assert probe.round6(stored["records"]) == stored["round6"]
+    for name, r in stored["records"].items():
+        assert (r["arm"], r["seed"], r["steps"]) == probe.RUNS[name]
+        assert r["learned"] == probe.learned(r)

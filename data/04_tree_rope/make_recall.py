@@ -100,11 +100,16 @@ def check_chosen(cfg: dict) -> None:
 
 
 def build(cfg: dict, out: Path | None, args) -> Path:
-    t0 = time.time()
     # recall2: flush subnormal floats to zero (FTZ/DAZ): once a model's attention is sharp, subnormal products make
     # the CPU's matrix kernels several times slower (round 5's seed 0 fell from ~20 to ~4 steps/s); it changes
-    # values below ~1e-38 only. recall (round 4) was trained without it and rebuilds as it was.
-    torch.set_flush_denormal(args.name == "recall2")
+    # values below ~1e-38 only. recall (round 4) was trained without it and rebuilds as it was. The state found on
+    # entry is restored when the build ends (process-wide CPU state; a test runs this script in-process).
+    with tr.flush_denormal(args.name == "recall2"):
+        return _build(cfg, out, args)
+
+
+def _build(cfg: dict, out: Path | None, args) -> Path:
+    t0 = time.time()
     if not args.tiny and args.name == "recall":
         check_chosen(cfg)
     val, tests = tr.retrieval_windows(cfg)
