@@ -489,6 +489,20 @@ def int8_roundtrip(tensors: Mapping[str, torch.Tensor]) -> dict[str, torch.Tenso
     return _dequantize(q, "int8_roundtrip")
 
 
+def _write_weights(tensors: Mapping[str, torch.Tensor], w_path: Path, label: str) -> None:
+    """Write ``tensors`` to ``w_path`` atomically, readable like any other file the umask allows (safetensors
+    creates its file with mode 600, which a shared checkout or a web server cannot read)."""
+    from safetensors.torch import save_file
+
+    tmp = w_path.with_suffix(".safetensors.tmp")
+    # one metadata key only: safetensors writes a hash map, whose order of several keys varies from run to run
+    save_file(dict(tensors), str(tmp), metadata={"checkpoint": label})
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)
+    os.replace(tmp, w_path)
+
+
 def _weights_record(w_path: Path, tensors: Mapping[str, torch.Tensor], quantized: dict | None) -> dict[str, Any]:
     """The manifest's ``weights`` entry for the file just written."""
     rec = {"file": w_path.name, "sha256": sha256_file(w_path), "bytes": w_path.stat().st_size,
@@ -528,7 +542,6 @@ def save(
     least :data:`QUANTIZE_MIN_NUMEL` values as int8 with a float32 scale per row (:func:`load` dequantizes them).
     The weights file is byte-identical for identical tensors.
     """
-    from safetensors.torch import save_file
 
     w_path, m_path = paths(slug, name, root)
     V.instance("config", config, Mapping)
@@ -572,10 +585,7 @@ def save(
         "source": source_hash(sources) if sources else {"files": {}, "hash": None},
     }
     w_path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = w_path.with_suffix(".safetensors.tmp")
-    # one metadata key only: safetensors writes a hash map, whose order of several keys varies from run to run
-    save_file(tensors, str(tmp), metadata={"checkpoint": f"{slug}/{name}"})
-    os.replace(tmp, w_path)
+    _write_weights(tensors, w_path, f"{slug}/{name}")
     manifest["weights"] = _weights_record(w_path, tensors, quantized)
     m_path.write_text(_manifest_text(manifest))
     return m_path
@@ -802,7 +812,7 @@ def compress(slug: str, name: str, why: str, *, quantize: str = "int8", root: st
     and size, and the largest absolute change of any weight. A chapter must re-measure its numbers afterwards.
     Refuses weights that do not match their manifest, are already quantized, or have nothing to convert.
     """
-    from safetensors.torch import load_file, save_file
+    from safetensors.torch import load_file
 
     if quantize not in ("int8", "float16"):
         raise ValueError(f"quantize must be 'int8' or 'float16', got {quantize!r}")
@@ -820,9 +830,7 @@ def compress(slug: str, name: str, why: str, *, quantize: str = "int8", root: st
         quantized, scheme = None, "float16 (every float32/float64 tensor cast)"
     if count == 0:
         raise ValueError(f"checkpoint {slug}/{name} has no tensor to convert to {quantize}")
-    tmp = w_path.with_suffix(".safetensors.tmp")
-    save_file(tensors, str(tmp), metadata={"checkpoint": f"{slug}/{name}"})
-    os.replace(tmp, w_path)
+    _write_weights(tensors, w_path, f"{slug}/{name}")
     manifest["weights"] = _weights_record(w_path, tensors, quantized)
     manifest.setdefault("extra", {})["compressed"] = {
         "date": date or datetime.date.today().isoformat(), "why": why.strip(), "scheme": scheme,

@@ -80,6 +80,22 @@ def test_weights_byte_identical(tmp_path):
     assert a == b
 
 
+def test_weights_file_mode_follows_the_umask(tmp_path):
+    import os
+
+    old = os.umask(0o022)
+    try:
+        _save(tmp_path)
+        w = tmp_path / "99_test" / "m.safetensors"
+        assert w.stat().st_mode & 0o777 == 0o644  # safetensors alone writes 0o600
+        os.umask(0o077)
+        ck.compress("99_test", "m", "over the chapter's size budget", quantize="float16", root=tmp_path)
+        assert w.stat().st_mode & 0o777 == 0o600
+        assert not list(w.parent.glob("*.tmp"))
+    finally:
+        os.umask(old)
+
+
 @SETTINGS
 @given(configs)
 def test_manifest_config_round_trip(cfg):
