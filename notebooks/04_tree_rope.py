@@ -1188,7 +1188,8 @@ print(
 print(
     f"RoPE in-window {rope5:.3f}: "
     + (
-        "below the bar -> by the registered rule seeds 1-2 were not run"
+        "below the bar -> round 5 stopped there by its rule "
+        "(seeds 1-2 not run in round 5)"
         if stopped5
         else "meets the bar"
     )
@@ -1797,7 +1798,7 @@ limits = [
     f"* **Rounds 5 and 6.** Round 5 (two keys, d = {cfg5['d_model']}, {cfg5['steps']} steps)"
     f" stopped at its probe seed: RoPE {rope5:.2f} in-window"
     + (" < " if stopped5 else " ≥ ") + f"{bars5['in_window']['target']} (needs_position "
-    f"{need5:.2f}); its claims were not computed and seeds 1-2 were not trained. One seed"
+    f"{need5:.2f}); its claims were not computed and its seeds 1-2 were not trained. One seed"
     f" of its six arms took {sum(man5['extra']['seconds_per_run'].values()) / 60:.0f} CPU"
     " minutes. Round 6's probe and rule: section 7; round 6 itself: "
     + ("decided, see section 7." if d6["decided"] else "not decided yet.")
