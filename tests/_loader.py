@@ -24,3 +24,23 @@ def load_module(path: str | Path, name: str | None = None, register: bool = Fals
         sys.modules[name] = mod
     spec.loader.exec_module(mod)
     return mod
+
+
+def run_papermill(src: str | Path, out: str | Path, params: dict | None = None, env: dict | None = None,
+                  cwd: str | Path | None = None, cell_timeout: int = 300, timeout: int = 900) -> None:
+    """Execute notebook ``src`` into ``out`` with papermill in its own process, with a cell timeout, as
+    book/build.py runs notebooks. Run in-process inside a pytest-xdist worker, nbclient once waited forever on an
+    idle kernel (make test, 2026-12-07); a child process with a timeout cannot hang the suite."""
+    import json
+    import os
+    import subprocess
+
+    cmd = [sys.executable, "-m", "papermill", str(src), str(out), "-k", "python3",
+           "--execution-timeout", str(cell_timeout), "--no-progress-bar"]
+    if params:
+        cmd += ["-y", json.dumps(params)]
+    if cwd is not None:
+        cmd += ["--cwd", str(cwd)]
+    done = subprocess.run(cmd, env=dict(os.environ, **(env or {})), capture_output=True, text=True,
+                          timeout=timeout)
+    assert done.returncode == 0, done.stderr[-3000:]

@@ -79,10 +79,10 @@ def test_live_controls_is_a_static_placeholder_without_a_front_end(monkeypatch):
     assert not plotting.has_front_end()
 
 
-def test_live_controls_under_papermill_creates_no_widget(tmp_path, monkeypatch):
+def test_live_controls_under_papermill_creates_no_widget(tmp_path):
     """A notebook run as the book runner runs it (env set, papermill) gets the placeholder, not a widget."""
     import nbformat
-    import papermill as pm
+    from _loader import run_papermill
 
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(
@@ -90,8 +90,7 @@ def test_live_controls_under_papermill_creates_no_widget(tmp_path, monkeypatch):
         "print(type(w).__name__)\nw")]
     src, out = tmp_path / "in.ipynb", tmp_path / "out.ipynb"
     nbformat.write(nb, src)
-    monkeypatch.setenv("HELPERS_NO_FRONTEND", "1")
-    pm.execute_notebook(str(src), str(out), kernel_name="python3", progress_bar=False, execution_timeout=60)
+    run_papermill(src, out, env={"HELPERS_NO_FRONTEND": "1"}, cell_timeout=60, timeout=300)
     text = out.read_text()
     assert "HTML" in text and "live-controls-placeholder" in text
     assert "application/vnd.jupyter.widget-view+json" not in text

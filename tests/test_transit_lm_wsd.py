@@ -103,20 +103,13 @@ def test_a_broken_manifest_fails_clearly(tiny):
 def test_notebook_reads_models_wsd_end_to_end(tiny, tmp_path):
     """The notebook's models_wsd path (loading, curves figure, registered conditions and gates) on the tiny
     checkpoint, through papermill as the book runs it, with HELPERS_DATA pointing at the tiny data root."""
-    import os
-    import subprocess
-    import sys
+    from _loader import run_papermill
 
     root, m = tiny
-    env = dict(os.environ, HELPERS_DATA=str(root), HELPERS_RESULTS_DIR=str(tmp_path), HELPERS_THREADS="1")
-    params = json.dumps(dict(quick=False, n_test=20, n_heldout=20, n_div=4, wsd_config=m["config"]))
-    # papermill in its own process, with a cell timeout (as book/build.py runs notebooks): run in-process inside
-    # a pytest-xdist worker, nbclient once waited forever on an idle kernel (make test, 2026-12-07)
-    cmd = [sys.executable, "-m", "papermill", str(ROOT / "notebooks" / "10_transit_lm.ipynb"),
-           str(tmp_path / "out.ipynb"), "-y", params, "--cwd", str(ROOT / "notebooks"), "-k", "python3",
-           "--execution-timeout", "300", "--no-progress-bar"]
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
-    assert done.returncode == 0, done.stderr[-3000:]
+    env = dict(HELPERS_DATA=str(root), HELPERS_RESULTS_DIR=str(tmp_path), HELPERS_THREADS="1")
+    params = dict(quick=False, n_test=20, n_heldout=20, n_div=4, wsd_config=m["config"])
+    run_papermill(ROOT / "notebooks" / "10_transit_lm.ipynb", tmp_path / "out.ipynb", params=params, env=env,
+                  cwd=ROOT / "notebooks")
     r = json.loads((tmp_path / "10_transit_lm.json").read_text())
     assert r["params"]["recipe"] == "models_wsd"
     cond = {c["id"]: c for c in r["conditions"]}
