@@ -100,3 +100,37 @@ def test_stored_probe_recall2_follows_its_rule():
     for name, r in stored["records"].items():
         assert (r["arm"], r["seed"], r["steps"]) == probe.RUNS[name]
         assert r["learned"] == probe.learned(r)
+
+
+def test_round7_rule_reads_training_ids_against_contiguous_ids():
+    probe = load_module(DATA / "probe_recall3.py")
+
+    def rec(acc, ids_acc):
+        return dict(final_val_acc=acc, final_train_ids_acc=ids_acc)
+
+    mism, stall, ok = rec(0.3, 0.99), rec(0.3, 0.4), rec(0.99, 0.99)
+    assert probe.reading(mism) == "mismatch" and probe.reading(stall) == "stall" and probe.reading(ok) == "learned"
+    assert probe.round7({})["decided"] is False
+    assert probe.round7({"tpe_opt_s1": stall})["decided"] is False  # one run missing
+    assert probe.round7({"tpe_opt_s1": mism})["recipe"] == "M"  # any mismatch decides M
+    assert probe.round7({"tpe_opt_s1": stall, "rope_opt_s2": mism})["recipe"] == "M"
+    assert probe.round7({"tpe_opt_s1": stall, "rope_opt_s2": stall})["recipe"] == "S"
+    assert probe.round7({"tpe_opt_s1": ok, "rope_opt_s2": stall})["recipe"] == "S"
+    assert probe.round7({"tpe_opt_s1": rec(0.94, 0.95)})["recipe"] == "M"  # bars are inclusive at 0.95
+
+
+def test_probe_recall3_runs_on_a_tiny_config(monkeypatch, tmp_path):
+    probe = load_module(DATA / "probe_recall3.py")
+    full = probe.tr.checkpoint_config
+
+    def tiny(name):
+        cfg = full(name)
+        cfg.update(d_model=16, n_layer=1, batch_size=8, steps=6, warmup=2, val_every=3, val_windows=8)
+        return cfg
+
+    monkeypatch.setattr(probe.tr, "checkpoint_config", tiny)
+    rec = probe.run("rope_opt_s2")
+    assert rec["reading"] in ("stall", "mismatch", "learned")
+    assert rec["reproduces_stored"] is False and rec["max_diff_stored"] is None  # 2 points, not the stored 120
+    assert len(rec["train_ids_acc"]) == len(rec["val_acc"]) == 2
+    assert 0.0 <= rec["final_train_ids_acc"] <= 1.0
