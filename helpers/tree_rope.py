@@ -48,7 +48,7 @@ __all__ = [
     "retrieval_loss", "retrieval_scores",
     "retrieval_batch_fn", "fit_retrieval_arm", "retrieval_windows", "accuracy_by_distance", "attention_on_answer",
     "faithful_fraction", "RECALL2_TASK", "RECALL2_RECIPE", "prefixed_task", "dilution_tasks", "query_attention",
-    "flush_denormal_on", "flush_denormal",
+    "flush_denormal_on", "flush_denormal", "RECALL3_RECIPE", "restart_seed", "meets_bars", "restart_chain",
 ]
 
 
@@ -230,7 +230,9 @@ def checkpoint_config(name: str = "arms") -> dict:
     (does a longer training change the comparison?). ``"retrieval"``: the passkey-retrieval arms
     (:func:`retrieval_task`), see :func:`_retrieval_config`; ``"recall"`` / ``"recall2"``: offset recall with one
     key (round 4) / two keys at d = 64 (round 5), see :func:`_recall_config` and :func:`_recall2_config`."""
-    V.one_of("name", name, ("arms", "arms_long", "retrieval", "recall", "recall2"))
+    V.one_of("name", name, ("arms", "arms_long", "retrieval", "recall", "recall2", "recall3"))
+    if name == "recall3":
+        return _recall3_config()
     if name == "recall2":
         return _recall2_config()
     if name == "retrieval":
@@ -385,6 +387,38 @@ def _recall2_config() -> dict:
     return cfg
 
 
+# round 7's recipe, chosen by the registered rule of data/04_tree_rope/probe_recall3.py (probe_recall3.json's
+# "round7") before any recall3 training: "M" = the jumping-id arms on a plain mix + restarts, "S" = restarts only
+RECALL3_RECIPE = "S"
+
+
+def _recall3_config() -> dict:
+    """Round 7's checkpoint ``recall3`` (``data/04_tree_rope/make_recall3.py``): :func:`_recall2_config` with the
+    recipe :data:`RECALL3_RECIPE` that round 7's probe chose by its rule (``probe_recall3.py``) and the restart rule,
+    both registered before any recall3 training.
+
+    **Recipe** ``"M"``: the three arms whose training ids jump (RoPE + skips, RoPE + OPT offsets, TPE + OPT) give
+    each training window the plain ids 0..n instead with probability ``plain_frac`` = 1/2 (the probe read
+    "mismatch": an OPT arm learned the task on its own jumping ids but not on the contiguous ids it is scored on,
+    which it never trained on); NoPE, RoPE and TPE unchanged. ``"S"``: every arm unchanged. **Restarts**
+    (``restarts``, :func:`restart_chain`, every arm but NoPE): an arm-seed whose final held-out accuracy is below
+    ``acc`` or whose plateau is above ``plateau`` (round 5's bars) is trained again from a new initialisation built
+    under ``seed_step * attempt + seed`` (:func:`restart_seed`; batches and ids stay the seed's), at most ``max``
+    times; the claims read the first attempt that meets both bars, else the last. An arm whose spec equals
+    recall2's has recall2's stored run as its attempt 0 (``first_attempt_from``; same config, code and seed).
+    **Seeds**: seed 1 first as the probe (its TPE + OPT was the weakest arm-seed of round 6, 0.25 in-window, and it
+    had the most arms below the bars); seeds 0 and 2 run only if at seed 1 every arm but NoPE meets both bars
+    after the rule. Bars, conditions and claims: recall2's, unchanged."""
+    cfg = copy.deepcopy(_recall2_config())
+    if RECALL3_RECIPE == "M":
+        for spec in cfg["arms"].values():
+            if spec["ids"] != "plain":
+                spec["plain_frac"] = 0.5
+    cfg.update(recipe=RECALL3_RECIPE, first_attempt_from="recall2", probe_seed=1,
+               restarts=dict(max=2, seed_step=1000, acc=0.95, plateau=0.02, skip=["NoPE"]))
+    return cfg
+
+
 def prefixed_task(task: dict, length: int, rng: np.random.Generator, n_values: int) -> dict[str, Tensor]:
     """The windows of a retrieval ``task`` behind random value tokens (ids ``[0, n_values)``, no key among them),
     so that each window holds ``length + 1`` tokens. Keys, answers and queries keep their distances; their
@@ -471,6 +505,8 @@ def _check_arm(arm: Any) -> dict:
         _check_radix(arm.get("B"), arm.get("L"))
     if arm["ids"] == "opt":
         V.integer("arm['B']", arm.get("B"), min=2)
+    if "plain_frac" in arm:
+        V.number("arm['plain_frac']", arm["plain_frac"], min=0.0, max=1.0)
     return arm
 
 
@@ -489,15 +525,23 @@ def make_model(arm: dict, cfg: dict) -> hnn.Transformer:
 
 def train_position_ids(arm: dict, rng: np.random.Generator, batch: int, n: int, target: int,
                        n_chunks: int) -> np.ndarray:
-    """Training position ids ``(batch, n)`` of an arm: contiguous, PoSE-style skips, or OPT (multiples of B)."""
+    """Training position ids ``(batch, n)`` of an arm: contiguous, PoSE-style skips, or OPT (multiples of B).
+    ``arm["plain_frac"]`` (round 7's mix, skips/OPT arms): each window gets the plain ids ``0..n-1`` instead with
+    that probability (drawn from ``rng`` after the jumping ids; an arm without it draws nothing more)."""
     arm = _check_arm(arm)
     V.instance("rng", rng, np.random.Generator)
     batch, n = V.integer("batch", batch, min=1), V.integer("n", n, min=1)
+    plain = np.tile(np.arange(n), (batch, 1))
+    if arm["ids"] == "plain":
+        return plain
     if arm["ids"] == "opt":
-        return opt_position_ids(rng, batch, n, arm["B"], target, n_chunks)
-    if arm["ids"] == "skips":
-        return skip_position_ids(rng, batch, n, target, n_chunks)
-    return np.tile(np.arange(n), (batch, 1))
+        pos = opt_position_ids(rng, batch, n, arm["B"], target, n_chunks)
+    else:
+        pos = skip_position_ids(rng, batch, n, target, n_chunks)
+    if "plain_frac" in arm:
+        keep = rng.random(batch) < arm["plain_frac"]
+        pos[keep] = plain[keep]
+    return pos
 
 
 def batch_fn(arm: dict, corpus: np.ndarray, cfg: dict, seed: int):
@@ -829,18 +873,26 @@ def retrieval_batch_fn(arm: dict, cfg: dict, seed: int):
     return get
 
 
-def fit_retrieval_arm(arm: dict, cfg: dict, seed: int, val: dict, desc: str = "train"):
+def fit_retrieval_arm(arm: dict, cfg: dict, seed: int, val: dict, desc: str = "train", init_seed: int | None = None):
     """Train one arm of a retrieval config at ``seed`` (built and trained under ``repro.seeded(seed)``), scoring
     the held-out task ``val`` every ``cfg["val_every"]`` steps. Returns ``(model, train.History)`` with evals
-    ``val_loss`` and ``val_acc``."""
+    ``val_loss`` and ``val_acc``. ``init_seed`` (a restart, :func:`restart_seed`): the model is built under that
+    seed instead; batches, ids and training are the seed's."""
     arm = _check_arm(arm)
     V.instance("cfg", cfg, dict)
     seed = V.seed("seed", seed)
     V.instance("val", val, dict)
+    if init_seed is not None:
+        with repro.seeded(V.seed("init_seed", init_seed)):
+            model = make_model(arm, cfg)
+        with repro.seeded(seed):
+            hist = train.fit(model, retrieval_loss, retrieval_batch_fn(arm, cfg, seed), cfg["steps"], lr=cfg["lr"],
+                             warmup=cfg["warmup"], weight_decay=cfg["weight_decay"], seed=seed,
+                             eval_fn=lambda m: _val_metrics(m, val), eval_every=cfg["val_every"], desc=desc)
+        return model, hist
 
     def val_metrics(model):
-        hit, loss = retrieval_scores(model, val, chunk=64)
-        return {"val_loss": float(loss.mean()), "val_acc": float(hit.float().mean())}
+        return _val_metrics(model, val)
 
     with repro.seeded(seed):
         model = make_model(arm, cfg)
@@ -848,6 +900,49 @@ def fit_retrieval_arm(arm: dict, cfg: dict, seed: int, val: dict, desc: str = "t
                          warmup=cfg["warmup"], weight_decay=cfg["weight_decay"], seed=seed, eval_fn=val_metrics,
                          eval_every=cfg["val_every"], desc=desc)
     return model, hist
+
+
+def _val_metrics(model: torch.nn.Module, val: dict) -> dict[str, float]:
+    hit, loss = retrieval_scores(model, val, chunk=64)
+    return {"val_loss": float(loss.mean()), "val_acc": float(hit.float().mean())}
+
+
+def restart_seed(cfg: dict, seed: int, attempt: int) -> int | None:
+    """The seed the model of restart ``attempt`` at ``seed`` is built under: None for attempt 0 (the seed itself,
+    as before round 7), else ``cfg["restarts"]["seed_step"] * attempt + seed``."""
+    V.instance("cfg", cfg, dict)
+    seed = V.seed("seed", seed)
+    attempt = V.integer("attempt", attempt, min=0, max=cfg["restarts"]["max"])
+    return None if attempt == 0 else int(cfg["restarts"]["seed_step"] * attempt + seed)
+
+
+def meets_bars(rec: dict, cfg: dict) -> bool:
+    """Round 7's restart bars on an attempt's record (``final_val_acc``, ``plateau`` of the held-out curve):
+    accuracy >= ``cfg["restarts"]["acc"]`` and plateau <= ``cfg["restarts"]["plateau"]``."""
+    V.instance("rec", rec, dict)
+    V.instance("cfg", cfg, dict)
+    bars = cfg["restarts"]
+    return bool(rec["final_val_acc"] >= bars["acc"] and rec["plateau"] <= bars["plateau"])
+
+
+def restart_chain(records: Sequence[dict], cfg: dict) -> dict:
+    """Round 7's restart rule on one arm-seed's attempts so far (records in attempt order): ``{"read": index of
+    the attempt the claims read or None, "next": the attempt to train next or None}``. The first attempt that
+    meets the bars is read; without one, another attempt is trained while fewer than ``1 + max`` exist, and then
+    the last is read. Attempts after the one read are refused."""
+    V.instance("cfg", cfg, dict)
+    recs = list(V.sequence("records", records))
+    cap = 1 + cfg["restarts"]["max"]
+    if len(recs) > cap:
+        raise ValueError(f"{len(recs)} attempts recorded, the rule allows at most {cap}")
+    for i, r in enumerate(recs):
+        if meets_bars(r, cfg):
+            if i != len(recs) - 1:
+                raise ValueError(f"attempt {i} meets the bars but {len(recs) - 1 - i} later attempt(s) were trained")
+            return dict(read=i, next=None)
+    if len(recs) < cap:
+        return dict(read=None, next=len(recs))
+    return dict(read=cap - 1, next=None)
 
 
 def retrieval_windows(cfg: dict) -> tuple[dict[str, Tensor], dict[int, dict[str, Tensor]]]:

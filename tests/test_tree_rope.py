@@ -579,3 +579,68 @@ def test_flush_denormal_restores_the_state_it_found():
     with pytest.raises(TypeError):
         with tr.flush_denormal(1):
             pass
+
+
+# ---- round 7: the plain mix of the jumping-id arms and the restart rule ---------------------------------------
+
+def test_plain_frac_mixes_plain_windows_into_jumping_ids():
+    arm = dict(enc="rope", ids="opt", B=8)
+    base = tr.train_position_ids(arm, np.random.default_rng(3), 400, 33, 2048, 2)
+    again = tr.train_position_ids(dict(arm), np.random.default_rng(3), 400, 33, 2048, 2)
+    assert np.array_equal(base, again)  # without plain_frac nothing more is drawn: recall2's ids unchanged
+    mixed = tr.train_position_ids(dict(arm, plain_frac=0.5), np.random.default_rng(3), 400, 33, 2048, 2)
+    plain = (mixed == np.arange(33)).all(1)
+    assert 0.4 < plain.mean() < 0.6  # about half the windows plain
+    assert np.array_equal(mixed[~plain], base[~plain])  # the others keep their jumping ids
+    assert (mixed % 8 == np.arange(33) % 8).all()  # OPT's lowest digit stays contiguous either way
+    assert (tr.train_position_ids(dict(arm, plain_frac=1.0), np.random.default_rng(0), 5, 33, 2048, 2)
+            == np.arange(33)).all()
+    skips = tr.train_position_ids(dict(enc="rope", ids="skips", plain_frac=0.0), np.random.default_rng(3), 50, 33,
+                                  2048, 2)
+    assert not (skips == np.arange(33)).all(1).any()
+    with pytest.raises(ValueError, match="plain_frac"):
+        tr.train_position_ids(dict(arm, plain_frac=1.5), np.random.default_rng(0), 5, 33, 2048, 2)
+
+
+def test_recall3_config_and_restart_seeds():
+    cfg, r2 = tr.checkpoint_config("recall3"), tr.checkpoint_config("recall2")
+    assert cfg["recipe"] == tr.RECALL3_RECIPE and cfg["first_attempt_from"] == "recall2"
+    assert {k: v for k, v in cfg.items() if k in r2 and k != "arms"} == {k: v for k, v in r2.items() if k != "arms"}
+    for a, spec in cfg["arms"].items():
+        jumping = r2["arms"][a]["ids"] != "plain"
+        want = dict(r2["arms"][a], plain_frac=0.5) if jumping and cfg["recipe"] == "M" else r2["arms"][a]
+        assert spec == want, a
+    assert cfg["restarts"]["skip"] == ["NoPE"] and cfg["restarts"]["max"] == 2
+    assert tr.restart_seed(cfg, 1, 0) is None and tr.restart_seed(cfg, 1, 2) == 2001
+    with pytest.raises(ValueError):
+        tr.restart_seed(cfg, 1, 3)
+
+
+def test_restart_chain_reads_the_first_attempt_at_the_bars():
+    cfg = tr.checkpoint_config("recall3")
+    ok, low, moving = (dict(final_val_acc=a, plateau=p) for a, p in ((1.0, 0.0), (0.5, 0.0), (0.97, 0.2)))
+    assert tr.meets_bars(ok, cfg) and not tr.meets_bars(low, cfg) and not tr.meets_bars(moving, cfg)
+    assert tr.meets_bars(dict(final_val_acc=0.95, plateau=0.02), cfg)  # inclusive bars
+    assert tr.restart_chain([], cfg) == dict(read=None, next=0)
+    assert tr.restart_chain([ok], cfg) == dict(read=0, next=None)
+    assert tr.restart_chain([low], cfg) == dict(read=None, next=1)
+    assert tr.restart_chain([low, moving, ok], cfg) == dict(read=2, next=None)
+    assert tr.restart_chain([low, moving, low], cfg) == dict(read=2, next=None)  # the cap: the last is read
+    with pytest.raises(ValueError, match="later attempt"):
+        tr.restart_chain([ok, low], cfg)  # no attempt after one that met the bars
+    with pytest.raises(ValueError, match="at most"):
+        tr.restart_chain([low] * 4, cfg)
+
+
+def test_restart_changes_the_init_only():
+    cfg = _tiny_recall2()
+    cfg.update(steps=4, warmup=1, val_every=2, batch_size=4)
+    val = tr.retrieval_windows(cfg)[0]
+    arm = cfg["arms"]["RoPE"]
+    m0, h0 = tr.fit_retrieval_arm(arm, cfg, 1, val)
+    m0b, h0b = tr.fit_retrieval_arm(arm, cfg, 1, val)
+    assert h0.evals == h0b.evals  # attempt 0 is the seed's run as before
+    m1, h1 = tr.fit_retrieval_arm(arm, cfg, 1, val, init_seed=1001)
+    _, h1b = tr.fit_retrieval_arm(arm, cfg, 1, val, init_seed=1001)
+    assert h1.evals == h1b.evals  # a restart is reproducible
+    assert any(not torch.equal(a, b) for a, b in zip(m0.state_dict().values(), m1.state_dict().values()))

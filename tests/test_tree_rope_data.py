@@ -134,3 +134,38 @@ def test_probe_recall3_runs_on_a_tiny_config(monkeypatch, tmp_path):
     assert rec["reproduces_stored"] is False and rec["max_diff_stored"] is None  # 2 points, not the stored 120
     assert len(rec["train_ids_acc"]) == len(rec["val_acc"]) == 2
     assert 0.0 <= rec["final_train_ids_acc"] <= 1.0
+
+
+def test_stored_probe_recall3_follows_its_rule():
+    path = DATA / "probe_recall3.json"
+    if not path.exists():
+        pytest.skip("probe_recall3 not recorded")
+    probe = load_module(DATA / "probe_recall3.py")
+    stored = json.loads(path.read_text())
+    assert probe.round7(stored["records"]) == stored["round7"]
+    for name, r in stored["records"].items():
+        assert (r["arm"], r["seed"]) == probe.RUNS[name] and r["reading"] == probe.reading(r)
+    from helpers import tree_rope as tr
+    assert stored["round7"]["decided"] and stored["round7"]["recipe"] == tr.RECALL3_RECIPE
+
+
+def test_make_recall3_tiny_chains_and_merge(tmp_path):
+    mk = load_module(DATA / "make_recall3.py")
+    parts, out = tmp_path / "parts", tmp_path / "out"
+    assert mk.main(["--tiny", "--seed", "1", "--arms", "RoPE", "NoPE", "--parts", str(parts), "--out", str(out)]) is None
+    with pytest.raises(SystemExit, match="not complete"):  # TPE's chain was not run
+        mk.main(["--tiny", "--merge", "--seeds", "1", "--parts", str(parts), "--out", str(out)])
+    mk.main(["--tiny", "--seed", "1", "--parts", str(parts), "--out", str(out)])  # the rest; RoPE's is reused
+    path = mk.main(["--tiny", "--merge", "--seeds", "1", "--parts", str(parts), "--out", str(out)])
+    man = json.loads(path.read_text())
+    chosen = man["extra"]["chosen"]
+    assert chosen["NoPE/1"]["record"] == "recall2" and len(chosen["NoPE/1"]["attempts"]) == 1  # never restarted
+    cfg = mk.tiny_config()
+    for arm in cfg["arms"]:
+        if arm == "NoPE":
+            continue
+        c = chosen[f"{arm}/1"]
+        from helpers import tree_rope as tr
+        assert tr.restart_chain(c["attempts"], cfg)["read"] == c["attempt"]  # the rule, nothing else
+        assert f"{c['key']}.eval_correct_32" in mk.checkpoints.load(
+            mk.SLUG, "recall3", config=cfg, root=out).tensors
