@@ -663,22 +663,27 @@ class Propagator(nn.Module):
     the warp is trusted), the flows to its neighbours, the time fraction between the anchors and τ.
 
     It predicts a residual on the blend of the warped anchors; the flow-matching velocity is
-    ``(x̂_1 - x_τ) / (1 - τ)``. Input channels ``IN_CH`` = 10 + 13 = 23.
+    ``(x̂_1 - x_τ) / (1 - τ)``. Input channels ``IN_CH`` = 10 + 13 = 23. ``gate=True`` (a *gated residual*):
+    the last layer also gives a per-pixel gate logit g and the prediction is ``base + sigmoid(g) * residual``,
+    so where the warped anchors (or, with filled conditioning, the inpainted fill) are already right the network
+    can return them exactly whatever its noisy inputs, by closing the gate (``False``: the stored models).
     """
 
     IN_CH = DYN_CH + COND_CH
 
-    def __init__(self, width: int = 16) -> None:
+    def __init__(self, width: int = 16, gate: bool = False) -> None:
         width = V.integer("width", width, min=4)
         if width % 4:
             raise ValueError(f"width must be a multiple of 4 (GroupNorm with 4 groups), got {width}")
+        gate = V.boolean("gate", gate)
         super().__init__()
+        self.gate = gate
         self.d1 = _conv(self.IN_CH, width)
         self.d2 = _conv(width, 2 * width)
         self.d3 = _conv(2 * width, 2 * width)
         self.u2 = _conv(4 * width, 2 * width)
         self.u1 = _conv(3 * width, width)
-        self.out = nn.Conv2d(width, 3, 1)
+        self.out = nn.Conv2d(width, 4 if gate else 3, 1)
 
     def forward(self, x: Tensor) -> Tensor:
         """Clean frames (n, 3, H, W) from inputs (n, 23, H, W), H and W divisible by 4."""
@@ -691,7 +696,10 @@ class Propagator(nn.Module):
         h3 = self.d3(F.avg_pool2d(h2, 2))
         h = self.u2(torch.cat([h2, F.interpolate(h3, scale_factor=2, mode="nearest")], 1))
         h = self.u1(torch.cat([h1, F.interpolate(h, scale_factor=2, mode="nearest")], 1))
-        return _base(x[:, DYN_CH:]) + self.out(h)
+        r = self.out(h)
+        if self.gate:
+            r = torch.sigmoid(r[:, 3:]) * r[:, :3]
+        return _base(x[:, DYN_CH:]) + r
 
 
 def _base(cond: Tensor) -> Tensor:
@@ -805,7 +813,7 @@ def train_propagator(frames: list[Tensor], motions: list[Motion], steps: int, wi
                      batch_clips: int = 2, lr: float = 2e-3, hole_weight: float = 4.0,
                      progress: bool = True, fill_holes: bool = False, border_weight: float = 0.0,
                      border_radius: int = 2, x0_weight: float = 0.0, schedule: str = "cosine",
-                     decay_steps: int = 0) -> tuple[Propagator, object]:
+                     decay_steps: int = 0, gate: bool = False) -> tuple[Propagator, object]:
     """Train a :class:`Propagator` self-supervised: rebuild each *source* clip from its own keyframes (1 to 4,
     uniform or random) and its estimated motion. No editor, no edited pairs. Each step takes ``batch_clips``
     clips, one noise level τ ~ U(0, 1) per clip, and the squared error of the predicted clean non-anchor frames,
@@ -817,8 +825,9 @@ def train_propagator(frames: list[Tensor], motions: list[Motion], steps: int, wi
     given at τ = 0 (pure noise, the sampler's first step), and the squared error of that clean-frame prediction on
     the holes and their border band (``border_radius``) is added with this weight, so that the network's
     conditional-mean estimate is trained where the fill matters (0: off, the draws of the stored models).
-    ``schedule``/``decay_steps`` go to :func:`helpers.train.fit` (``"wsd"``: warmup-stable-decay). Returns the
-    model and its history."""
+    ``schedule``/``decay_steps`` go to :func:`helpers.train.fit` (``"wsd"``: warmup-stable-decay). ``gate=True``
+    trains a :class:`Propagator` with a gated residual (off: the stored models' draws). Returns the model and its
+    history."""
     from helpers import train
 
     V.instance("frames", frames, list)
@@ -844,8 +853,9 @@ def train_propagator(frames: list[Tensor], motions: list[Motion], steps: int, wi
     x0_weight = V.nonnegative("x0_weight", x0_weight)
     V.one_of("schedule", schedule, train.SCHEDULES)
     decay_steps = V.integer("decay_steps", decay_steps, min=0)
+    gate = V.boolean("gate", gate)
     torch.manual_seed(seed)
-    model = Propagator(width)
+    model = Propagator(width, gate=gate)
     rng = np.random.default_rng(seed)
     g = torch.Generator().manual_seed(seed)
     fills: dict[tuple, tuple[Tensor, Tensor]] = {}  # (clip, keys) -> its inpainting: a pure function, computed once
@@ -967,9 +977,10 @@ def checkpoint_config(name: str = "propagators") -> dict:
     also weighs the pixels at hole borders; ``propagators_wide_filled``: that build on the filled conditioning of
     ``propagators_filled``; ``propagators_onestep`` (``make_propagators_onestep.py``): ``propagators_filled``'s
     size and conditioning with the one-step fill loss (``x0_weight``) and a warmup-stable-decay schedule over
-    3,000 steps."""
+    3,000 steps; ``propagators_gated`` (the same script, ``--name``; issue #69 round 5): that recipe with a
+    gated residual (``gate=True``)."""
     V.one_of("name", name, ("propagators", "propagators_filled", "propagators_wide", "propagators_wide_filled",
-                            "propagators_onestep"))
+                            "propagators_onestep", "propagators_gated"))
     cfg = dict(T=12, size=32, n_train_clips=48, train_images=list(TRAIN_IMAGES), clip_seed0=0, steps=1200,
                width=16, batch_clips=2, lr=2e-3, hole_weight=4.0, seeds=[0, 1, 2])
     if name == "propagators_filled":
@@ -978,8 +989,10 @@ def checkpoint_config(name: str = "propagators") -> dict:
         cfg.update(n_train_clips=200, steps=4000, width=32, border_weight=4.0, border_radius=2)
     if name == "propagators_wide_filled":  # the same, on the filled conditioning of propagators_filled
         cfg["fill_holes"] = True
-    if name == "propagators_onestep":  # make_propagators_onestep.py: issue #69, round 4
+    if name in ("propagators_onestep", "propagators_gated"):  # make_propagators_onestep.py: issue #69, round 4
         cfg.update(fill_holes=True, x0_weight=4.0, border_radius=2, schedule="wsd", steps=3000, decay_steps=600)
+    if name == "propagators_gated":  # round 5: the round-4 recipe with a gated residual
+        cfg["gate"] = True
     return cfg
 
 

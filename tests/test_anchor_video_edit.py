@@ -507,3 +507,35 @@ def test_onestep_config_changes_only_the_registered_recipe():
     changed = {k for k in set(one) | set(filled) if one.get(k) != filled.get(k)}
     assert changed == {"x0_weight", "border_radius", "schedule", "steps", "decay_steps"}
     assert one["fill_holes"] is True and one["schedule"] == "wsd" and 0 < one["decay_steps"] < one["steps"]
+
+
+def test_gated_residual_returns_its_base_when_closed_and_is_off_by_default():
+    torch.manual_seed(0)
+    plain = ave.Propagator(8)
+    assert plain.out.out_channels == 3 and not plain.gate
+    gated = ave.Propagator(8, gate=True)
+    assert gated.out.out_channels == 4
+    x = torch.randn(3, ave.Propagator.IN_CH, 16, 16)
+    with torch.no_grad():
+        gated.out.bias[3] = -1e4  # gate closed: the prediction is the blend of the warped anchors, exactly
+        assert torch.equal(gated(x), ave._base(x[:, ave.DYN_CH:]))
+        gated.out.bias[3] = 1e4  # gate open: base + residual, as the plain model computes it
+        plain_like = ave.Propagator(8)
+        plain_like.load_state_dict({k: (v[:3] if k.startswith("out.") else v) for k, v in gated.state_dict().items()})
+        assert torch.allclose(gated(x), plain_like(x), atol=1e-6)
+    with pytest.raises(TypeError):
+        ave.Propagator(8, gate="yes")
+    c = ave.make_clip("rocket", T=5, size=16, seed=0)
+    m = _true_motion(c)
+    kw = dict(width=4, seed=1, progress=False)
+    m0, h0 = ave.train_propagator([c.frames], [m], 3, **kw)
+    m1, h1 = ave.train_propagator([c.frames], [m], 3, gate=False, **kw)
+    assert h0.loss == h1.loss and not m0.gate  # off: the stored models' draws and loss
+    m2, h2 = ave.train_propagator([c.frames], [m], 3, gate=True, **kw)
+    assert m2.gate and h2.loss != h0.loss
+
+
+def test_gated_config_changes_only_the_gate():
+    gated, one = ave.checkpoint_config("propagators_gated"), ave.checkpoint_config("propagators_onestep")
+    assert gated.pop("gate") is True and gated == one
+    assert "gate" not in ave.checkpoint_config("propagators_filled")

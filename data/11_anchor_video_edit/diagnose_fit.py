@@ -85,7 +85,8 @@ def main() -> None:
         from safetensors.torch import load_file
 
         man = json.loads(checkpoints.paths(SLUG, args.build[1], args.build[0])[1].read_text())
-        cfg = dict(cfg, width=man["config"]["width"], seeds=man["config"]["seeds"])
+        cfg = dict(cfg, width=man["config"]["width"], seeds=man["config"]["seeds"],
+                   gate=man["config"].get("gate", False))
         ck.tensors = load_file(str(checkpoints.paths(SLUG, args.build[1], args.build[0])[0]))
     clips, mots = A.training_clips(dict(cfg, n_train_clips=N_CLIPS))
     T = cfg["T"]
@@ -101,7 +102,7 @@ def main() -> None:
 
     tau_rows: dict = {}
     for s in cfg["seeds"]:
-        model = A.Propagator(cfg["width"])
+        model = A.Propagator(cfg["width"], gate=cfg.get("gate", False))
         model.load_state_dict({k.split(".", 1)[1]: v for k, v in ck.tensors.items() if k.startswith(f"{s}.")})
         model.eval()
         for c, mo in zip(clips, mots):

@@ -156,8 +156,8 @@ def merge(dirs: list[str], root: Path | None, name: str = NAME) -> Path:
     return _save(cfg, results, root, wall, quantize=True, name=name)
 
 
-def _model(sd: dict, width: int) -> A.Propagator:
-    m = A.Propagator(width)
+def _model(sd: dict, width: int, gate: bool = False) -> A.Propagator:
+    m = A.Propagator(width, gate=gate)
     m.load_state_dict({k: v.float() for k, v in sd.items()})
     return m.eval()
 
