@@ -45,6 +45,8 @@ __all__ = [
     "model_free_maps", "model_free_aurocs", "top_params", "pack_states", "CONDITIONS", "FAITHFULNESS_FILL", "converged",
     "localisation_targets", "object_ink_maps",
     "unpack_states", "pack4", "unpack4", "feature_mmd", "object_stroke_maps", "blurred", "road_fill",
+    "SINGLE_FACTOR", "domain_spec", "SINGLE_FACTOR_READING", "SINGLE_FACTOR_FEATURES", "single_factor_record",
+    "spearman_one_sided", "single_factor_reading",
 ]
 
 IMG, PATCH = 24, 4
@@ -82,6 +84,8 @@ _DIGITS: tuple[np.ndarray, np.ndarray] | None = None
 
 def _texture(name: str, rng: np.random.Generator) -> np.ndarray:
     global _BANK
+    if name == "flat":  # a plain grey background (round 6's single-factor set only)
+        return np.full((IMG, IMG), 0.45, np.float32)
     if name == "noise":
         from scipy.ndimage import gaussian_filter
 
@@ -260,6 +264,49 @@ DOMAINS: dict[str, dict] = {
     "marker on grass": dict(classes=SHAPES, textures=["grass"], marker="letter"),
 }
 TARGETS = [k for k in DOMAINS if k not in ("pretrain", "source")]
+
+# Round 6 of #73 (power for relatedness), registered before any of its models was trained: targets that each change
+# ONE factor of the source (its 14 classes on brick/gravel, white ink, upright objects of size 10-12, distractors
+# letters of no class), name -> (factor, the spec entries that differ from the source's). Their relatedness to the
+# source is measured (θ0's feature MMD, ``single_factor_record``), not assigned. Options new with this set (each
+# leaves every earlier domain byte-identical): texture "flat", ``ink`` (a grey level), ``turns`` (quarter turns of
+# every object but decoys; ``rotate`` is one turn), ``flip`` (mirrored objects), ``distractors`` (the filler
+# objects' kind and labels), and image-level ``blur`` (Gaussian sigma, px), ``noise`` (std) and ``contrast`` (a
+# factor about 0.45) applied after the scene is composed (the mask is the label object's box, unchanged).
+SINGLE_FACTOR = {
+    "brick only": ("background", dict(textures=["brick"])),
+    "grass background": ("background", dict(textures=["grass"])),
+    "noise background": ("background", dict(textures=["noise"])),
+    "flat background": ("background", dict(textures=["flat"])),
+    "inverted ink": ("ink", dict(invert=True)),
+    "coloured ink": ("ink", dict(colour=True)),
+    "striped ink": ("ink", dict(striped=True)),
+    "grey ink": ("ink", dict(ink=0.8)),
+    "quarter turn": ("orientation", dict(turns=1)),
+    "half turn": ("orientation", dict(turns=2)),
+    "mirrored": ("orientation", dict(flip=True)),
+    "small objects": ("size", dict(size=(8, 10))),
+    "digit distractors": ("distractors", dict(distractors=("digit", ["8", "9"]))),
+    "letter distractors": ("distractors", dict(distractors=("letter", ["K", "T"]))),
+    "source digits": ("classes", dict(classes=DIGITS[:8])),
+    "source glyphs": ("classes", dict(classes=SHAPES[:3] + LETTERS[:3])),
+    "unseen classes": ("classes", dict(classes=DIGITS[8:] + SHAPES[3:] + LETTERS[3:])),
+    "blurred": ("image", dict(blur=0.7)),
+    "pixel noise": ("image", dict(noise=0.08)),
+    "low contrast": ("image", dict(contrast=0.5)),
+}
+_SINGLE = {k: {**DOMAINS["source"], **v} for k, (_, v) in SINGLE_FACTOR.items()}
+
+
+def domain_spec(name: str) -> dict:
+    """The spec of domain ``name``: one of ``DOMAINS`` or of the single-factor set ``SINGLE_FACTOR`` (the source's
+    spec with the one entry that differs)."""
+    V.instance("name", name, str)
+    if name in DOMAINS:
+        return DOMAINS[name]
+    if name in _SINGLE:
+        return _SINGLE[name]
+    raise ValueError(f"name: unknown domain {name!r}; expected one of {sorted(DOMAINS) + sorted(_SINGLE)}")
 RELATEDNESS = {"digits on grass": 3, "glyphs on noise": 3, "inverted": 2, "coloured": 2, "striped": 2,
                "rotated": 1, "cluttered": 1, "marker": 0, "marker on grass": 0}
 
@@ -285,6 +332,32 @@ def _paste(img: np.ndarray, alpha_small: np.ndarray, rng: np.random.Generator, c
     return alpha
 
 
+def _orient(a: np.ndarray, spec: Mapping) -> np.ndarray:
+    """An object turned and mirrored as the domain asks (``rotate``: one quarter turn, the same for every object,
+    since random turns make 6 and 9 one; ``turns``: that many; ``flip``: mirrored left-right)."""
+    turns = spec.get("turns", 1 if spec.get("rotate") else 0)
+    if turns:
+        a = np.rot90(a, turns).copy()
+    return np.fliplr(a).copy() if spec.get("flip") else a
+
+
+def _image_ops(img: np.ndarray, spec: Mapping, rng: np.random.Generator) -> np.ndarray:
+    """The image-level changes of a domain, after the scene is composed: a Gaussian ``blur`` (sigma, px, per
+    channel), ``contrast`` (a factor about 0.45), additive Gaussian ``noise`` (std; drawn from ``rng`` only when
+    asked, so other domains' draws are unchanged); clipped to [0, 1] when any is applied."""
+    if not any(k in spec for k in ("blur", "contrast", "noise")):
+        return img
+    if "blur" in spec:
+        from scipy.ndimage import gaussian_filter
+
+        img = np.stack([gaussian_filter(c, spec["blur"]) for c in img])
+    if "contrast" in spec:
+        img = 0.45 + spec["contrast"] * (img - 0.45)
+    if "noise" in spec:
+        img = img + spec["noise"] * rng.normal(size=img.shape)
+    return np.clip(img, 0, 1).astype(np.float32)
+
+
 def _stripes(colour: np.ndarray, s: int, rng: np.random.Generator) -> np.ndarray:
     """A striped ink (3, s, s): every third pixel row (or column, or diagonal; a random direction) at 0.6 x the
     colour. (Half the pixels at 0.45 x, period 2 or 3, left a target model at 0.74 held-out accuracy at seed 1.)"""
@@ -308,10 +381,8 @@ def make_domain(name: str, n: int, seed: int, *, distractors: bool = True, aspec
     V.boolean("distractors", distractors)
     V.one_of("aspect", aspect, ASPECTS)
     fill = aspect == "fill"
-    if name not in DOMAINS:
-        raise ValueError(f"name: unknown domain {name!r}; expected one of {sorted(DOMAINS)}")
+    spec = domain_spec(name)
     n, seed = V.integer("n", n, min=1), V.seed("seed", seed)
-    spec = DOMAINS[name]
     names, textures = spec["classes"], spec["textures"]
     rng = np.random.default_rng([seed, sum(map(ord, name))])
     imgs = np.zeros((n, 3, IMG, IMG), np.float32)
@@ -321,24 +392,23 @@ def make_domain(name: str, n: int, seed: int, *, distractors: bool = True, aspec
     for i in range(n):
         lab = names[labels[i]]
         img = np.repeat(_texture(textures[rng.integers(len(textures))], rng)[None], 3, 0)
-        colour = np.full(3, 0.0 if spec.get("invert") else 1.0, np.float32)
+        colour = np.full(3, 0.0 if spec.get("invert") else spec.get("ink", 1.0), np.float32)
         if spec.get("colour"):
             colour = rng.uniform(0.3, 1.0, 3).astype(np.float32)
             colour[rng.integers(3)] = 1.0
 
         objs = []
-        a = _object(_kind(lab), lab, int(rng.integers(lo, hi + 1)), rng, fill)
-        if spec.get("rotate"):  # a quarter turn, the same for every object (random turns make 6 and 9 one)
-            a = np.rot90(a).copy()
+        a = _orient(_object(_kind(lab), lab, int(rng.integers(lo, hi + 1)), rng, fill), spec)
         objs.append((a, True))
         if spec.get("marker"):  # a decoy digit or letter of a class (of the source), equal in size and ink
             pool = DIGITS if spec["marker"] == "digit" else LETTERS
             objs.append((_matched(spec["marker"], pool, _ink(a), (lo, hi), rng, fill=fill), False))
         for _ in range(spec.get("clutter", 0)):  # whole shapes of classes this domain does not use
             objs.append((_matched("shape", SHAPES, _ink(a), (lo, hi), rng, fill=fill), False))
+        kind_, pool_ = spec.get("distractors", ("letter", OTHER))
         while len(objs) < 4:  # glyphs of no class fill the other quadrants
-            d = _matched("letter", OTHER, _ink(a), (lo, hi), rng, fill=fill)
-            objs.append((np.rot90(d).copy() if spec.get("rotate") else d, False))
+            d = _matched(kind_, pool_, _ink(a), (lo, hi), rng, fill=fill)
+            objs.append((_orient(d, spec), False))
         for (a, decides), q in zip(objs, rng.permutation(4)):  # one object per quadrant, in a random quadrant
             if not (decides or distractors):
                 continue
@@ -347,7 +417,7 @@ def make_domain(name: str, n: int, seed: int, *, distractors: bool = True, aspec
             if decides:  # the relevant region: the label object's bounding box
                 rr, cc = np.nonzero(alpha > 0.3)
                 masks[i, rr.min():rr.max() + 1, cc.min():cc.max() + 1] = 1
-        imgs[i] = img
+        imgs[i] = _image_ops(img, spec, rng)
     pooled = torch.as_tensor(masks).view(n, IMG // PATCH, PATCH, IMG // PATCH, PATCH).mean((2, 4)).reshape(n, -1)
     return Domain(name, torch.as_tensor(imgs), torch.as_tensor(labels), pooled,
                   [CLASS_NAMES.index(nm) for nm in names])
@@ -546,7 +616,7 @@ def _job(job: tuple[int, str | None]) -> list[tuple[str, dict[str, Tensor], list
         else:
             only = top_params(cfg["model"]["depth"]) if cfg.get("target_only") == "top" else None
             recipe = cfg.get("target_recipe", {}).get(name, {})  # round 4: a target's own data and steps
-            steps = cfg["target_steps"] * recipe.get("ft_steps", DOMAINS[name].get("ft_steps", 1))
+            steps = cfg["target_steps"] * recipe.get("ft_steps", domain_spec(name).get("ft_steps", 1))
             out.append(_run(f"s{s}/T/{key(name)}", data[name], steps, init=theta0,
                             lr=cfg.get("target_lr", cfg["ft_lr"]), seed=s, only=only))
             if s in cfg["oracle_seeds"]:
@@ -1259,7 +1329,13 @@ def loo_predictions(features: Sequence[float], y: Sequence[float]) -> np.ndarray
 def checkpoint_config(name: str = "models") -> dict:
     """The config of the chapter's checkpoint ``name`` at its default parameters (what the script trains and the
     notebook asks for), with the conditions the notebook reads (``conditions``), registered with it."""
-    V.one_of("name", name, ("models", "models_r4", "faithfulness"))
+    V.one_of("name", name, ("models", "models_r4", "faithfulness", "relatedness"))
+    if name == "relatedness":  # round 6: the single-factor targets' records (make_relatedness.py), see below
+        r4 = checkpoint_config("models_r4")
+        return dict(models="models_r4", model=r4["model"], targets=list(SINGLE_FACTOR), n_train=9000,
+                    target_steps=400, target_lr=r4["target_lr"], batch_size=r4["batch_size"], data_seed=0,
+                    aspect="fill", n_eval=300, n_test=300, test_seed=1, lam=1.0, seeds=[0, 1, 2],
+                    conditions=dict(r4["conditions"]), reading=dict(SINGLE_FACTOR_READING))
     if name == "faithfulness":  # the faithfulness table of the stored models (make_shap_table.py)
         return dict(models="models_r4", n_test=300, test_seed=1, n_shap=24, n_coalitions=150, lam=1.0,
                     seeds=[0, 1, 2], targets=list(TARGETS))
@@ -1341,3 +1417,154 @@ def localisation_targets(free_best: Mapping[str, float], conditions: Mapping | N
     V.instance("free_best", free_best, Mapping)
     c = dict(CONDITIONS, **(conditions or {}))
     return [t for t, v in free_best.items() if V.number(f"free_best[{t!r}]", v) <= c["free_auroc_max"]]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Round 6 of #73: power for relatedness (registered before any of its models was trained)
+# ----------------------------------------------------------------------------------------------------------------
+# The design, fixed before any single-factor target model was trained or any map of one scored:
+# * targets: the twenty of ``SINGLE_FACTOR``, each the source with one factor changed (background, ink,
+#   orientation, size, distractors, class set, an image-level change); a model-free cheap check on their 300 test
+#   images was run before this was registered (no model): the best of the eleven FREE_MAPS_R4 scored 0.54-0.66 on
+#   all twenty (two first candidates were replaced for it: cross distractors 0.93, size 7-9 0.749; letters K/T as
+#   distractors 0.60 and size 8-10 0.66 took their place);
+# * per seed, from that seed's stored models_r4 θ0 and τ (as the chapter loads them): each target's θ_T with the
+#   round-5 recipe of the new-ink targets (9000 images, 400 steps at target_lr, the whole network; ``train_all``
+#   with ``theta0``), its record ``single_factor_record`` on the target's 300 test images (data seed 1): the
+#   chapter's gain (patch AUROC of θ_T + λτ at λ = 1 minus the best of θ_T's own map, gradient × input and
+#   |gradient|), the six label-free features, and relatedness MEASURED as −MMD² between θ0's CLS features on the
+#   source's and the target's test images (``feature_mmd``);
+# * a target qualifies at a seed when it needs the model (best model-free map <= free_auroc_max), its θ_T fits
+#   (test accuracy >= fit_min) and its loss curve (100 points, as a manifest stores it) is flat (plateau with the
+#   registered frac / atol <= plateau_max); a seed qualifies (condition ``single_factor_set``) when at least
+#   ``min_targets`` targets qualify and its θ0 and source pair's curves in models_r4 are flat;
+# * claims (at the qualifying seeds; they replace the nine-target readings once all three seeds' records exist,
+#   the nine-target readings then go to the notes): ``relatedness_predicts_gain`` = Spearman(measured relatedness,
+#   gain) over the qualifying targets > ``rho_min`` (at 12 targets 0.5 is about the one-sided 5 % point of the
+#   permutation null, at 20 it is stricter); the one-sided permutation p and a bootstrap interval over targets
+#   are reported beside it; ``apriori_signal`` = leave-one-target-out Spearman of cos(τ, τ_T) (the feature
+#   registered in round 3) > ``loo_min``, the no-signal null of that statistic beside it;
+# * seed 0 first as a probe (no claim is read from one seed); seeds 1-2 with the same config.
+SINGLE_FACTOR_READING = dict(min_targets=12, rho_min=0.5, loo_min=0.5, n_perm=5000, n_boot=2000)
+SINGLE_FACTOR_FEATURES = ("cos_tau_tauT", "norm_ratio", "cka", "d_entropy", "unchanged", "relatedness")
+
+
+def single_factor_record(theta0: Mapping[str, Tensor], tau: Mapping[str, Tensor], state_T: Mapping[str, Tensor],
+                         name: str, cfg: Mapping, h_src: Tensor | None = None) -> dict:
+    """The record of one single-factor target at one seed: θ_T (``state_T``, fine-tuned from ``theta0``) and
+    θ_T + λτ scored on the target's ``cfg["n_test"]`` test images (data seed ``cfg["test_seed"]``), as the
+    chapter scores its targets. Keys: ``acc_theta0``, ``acc_T``, ``acc_lam`` (accuracy of θ0, θ_T, θ_T + λτ),
+    ``auroc_own`` / ``auroc_lam`` / ``auroc_grad`` / ``auroc_gmag`` (patch AUROC of θ_T's map, the transferred
+    map, gradient × input and |gradient| on θ_T), ``gain`` (``auroc_lam`` minus the best of the other three),
+    ``gain_own`` (minus θ_T's own map only), ``free_best`` (the best model-free map of ``cfg``'s conditions), the
+    features ``SINGLE_FACTOR_FEATURES`` (``relatedness``: −``feature_mmd`` of θ0's CLS features on the source's
+    test images, ``h_src`` when given, and on the target's). Deterministic."""
+    for k, v in (("theta0", theta0), ("tau", tau), ("state_T", state_T)):
+        _state(k, v)
+    V.instance("cfg", cfg, Mapping)
+    domain_spec(name)  # validates the name
+    lam, aspect = float(cfg["lam"]), cfg.get("aspect", "keep")
+
+    def model(sd: Mapping[str, Tensor]) -> TinyViT:
+        m = TinyViT(**cfg["model"])
+        m.load_state_dict(sd)
+        return m.eval()
+
+    te = make_domain(name, cfg["n_test"], cfg["test_seed"], aspect=aspect)
+    m0, mT, ml = model(theta0), model(state_T), model(add_vector(state_T, tau, lam))
+    with torch.no_grad():
+        if h_src is None:
+            h_src = m0.tokens(make_domain("source", cfg["n_test"], cfg["test_seed"], aspect=aspect).images)[:, 0]
+        h_t = m0.tokens(te.images)[:, 0]
+        hT, hl = mT.tokens(te.images)[:, 0], ml.tokens(te.images)[:, 0]
+        l0, p0 = mT(te.images, te.classes)
+        l1, p1 = ml(te.images, te.classes)
+        acc0 = float((m0(te.images, te.classes)[0].argmax(1) == te.labels).float().mean())
+    ar = torch.arange(len(te))
+    pred0, pred1 = l0.argmax(1), l1.argmax(1)
+    au = {"own": patch_auroc(p0[ar, :, te.labels], te.mask), "lam": patch_auroc(p1[ar, :, te.labels], te.mask),
+          "grad": patch_auroc(gradient_map(mT, te.images, te.classes, te.labels), te.mask),
+          "gmag": patch_auroc(gradient_magnitude_map(mT, te.images, te.classes, te.labels), te.mask)}
+    v_tau, v_T = flat(tau), flat(task_vector(state_T, theta0))
+    free = model_free_aurocs(te, cfg["conditions"]["free_maps"])
+    return {
+        "acc_theta0": acc0, "acc_T": float((pred0 == te.labels).float().mean()),
+        "acc_lam": float((pred1 == te.labels).float().mean()),
+        **{f"auroc_{k}": v for k, v in au.items()},
+        "gain": au["lam"] - max(au["own"], au["grad"], au["gmag"]), "gain_own": au["lam"] - au["own"],
+        "free_best": max(free.values()),
+        "cos_tau_tauT": float(F.cosine_similarity(v_tau, v_T, dim=0)),
+        "norm_ratio": float(v_T.norm() / v_tau.norm()),
+        "cka": linear_cka(hT, hl),
+        "d_entropy": map_entropy(p1[ar, :, pred1]) - map_entropy(p0[ar, :, pred0]),
+        "unchanged": float((pred0 == pred1).float().mean()),
+        "relatedness": -feature_mmd(h_src, h_t),
+    }
+
+
+def spearman_one_sided(x: Sequence[float], y: Sequence[float], n_perm: int = 5000, seed: int = 0) -> tuple[float, float]:
+    """Spearman rho and its one-sided permutation p-value for a positive relation (the share of permutations,
+    with the +1 correction, whose rho is at least the observed one)."""
+    from scipy.stats import rankdata
+
+    x = V.array("x", x, ndim=1, dtype="float")
+    y = V.array("y", y, ndim=1, dtype="float")
+    n_perm, seed = V.integer("n_perm", n_perm, min=1), V.seed("seed", seed)
+    if len(x) != len(y) or len(x) < 3:
+        raise ValueError(f"x and y must be two sequences of equal length >= 3, got {len(x)} and {len(y)}")
+    rx, ry = rankdata(x), rankdata(y)
+    rho = float(np.corrcoef(rx, ry)[0, 1])
+    g = np.random.default_rng(seed)
+    null = np.array([np.corrcoef(rx, g.permutation(ry))[0, 1] for _ in range(n_perm)])
+    return rho, float((1 + np.sum(null >= rho - 1e-12)) / (n_perm + 1))
+
+
+def single_factor_reading(records: Mapping[str, Mapping], base_plateau: float, conditions: Mapping | None = None,
+                          reading: Mapping | None = None, seed: int = 0) -> dict:
+    """The registered reading of one seed's single-factor records (target -> :func:`single_factor_record` plus
+    ``plateau``, its loss curve's): which targets qualify (``left_out``: target -> why not), whether the seed
+    qualifies (``seed_ok``: at least ``min_targets`` targets and ``base_plateau``, the worst plateau of θ0 and
+    the source pair, <= ``plateau_max``), and over the qualifying targets ``rho`` = Spearman(relatedness, gain)
+    with its one-sided permutation ``p`` and a bootstrap 95 % interval over targets ``ci``, ``rho_own`` (the
+    gain over θ_T's own map only), and ``loo`` = the leave-one-target-out Spearman of each feature of
+    ``SINGLE_FACTOR_FEATURES`` with the gain."""
+    from scipy.stats import rankdata
+
+    V.instance("records", records, Mapping)
+    base_plateau = V.number("base_plateau", base_plateau)
+    c = dict(CONDITIONS, **(conditions or {}))
+    r = dict(SINGLE_FACTOR_READING, **(reading or {}))
+    seed = V.seed("seed", seed)
+    left_out, keep = {}, []
+    for t, rec in records.items():
+        V.instance(f"records[{t!r}]", rec, Mapping)
+        why = [w for w, bad in (("a model-free map localises it", rec["free_best"] > c["free_auroc_max"]),
+                                ("θ_T under the fit bar", rec["acc_T"] < c["fit_min"]),
+                                ("θ_T's loss not flat", rec["plateau"] > c["plateau_max"])) if bad]
+        if why:
+            left_out[t] = why
+        else:
+            keep.append(t)
+    out = dict(targets=keep, left_out=left_out, n=len(keep), base_plateau=base_plateau,
+               seed_ok=len(keep) >= r["min_targets"] and base_plateau <= c["plateau_max"])
+    if len(keep) < 3:
+        return dict(out, rho=float("nan"), p=float("nan"), ci=(float("nan"), float("nan")), rho_own=float("nan"),
+                    loo={f: float("nan") for f in SINGLE_FACTOR_FEATURES})
+    rel = np.array([records[t]["relatedness"] for t in keep])
+    gain = np.array([records[t]["gain"] for t in keep])
+    rho, p = spearman_one_sided(rel, gain, r["n_perm"], seed)
+    g = np.random.default_rng([seed, 17])
+    boots = []
+    for _ in range(r["n_boot"]):
+        i = g.integers(0, len(keep), len(keep))
+        a, b = rankdata(rel[i]), rankdata(gain[i])
+        if np.ptp(a) > 0 and np.ptp(b) > 0:
+            boots.append(np.corrcoef(a, b)[0, 1])
+    ci = tuple(float(v) for v in np.percentile(boots, [2.5, 97.5])) if boots else (float("nan"), float("nan"))
+    rho_own = float(np.corrcoef(rankdata(rel), rankdata([records[t]["gain_own"] for t in keep]))[0, 1])
+    loo = {}
+    for f in SINGLE_FACTOR_FEATURES:
+        x = np.array([records[t][f] for t in keep], dtype=float)
+        pred = loo_predictions(x, gain)
+        loo[f] = float(np.corrcoef(rankdata(pred), rankdata(gain))[0, 1]) if np.ptp(pred) > 0 else 0.0
+    return dict(out, rho=rho, p=p, ci=ci, rho_own=rho_own, loo=loo)

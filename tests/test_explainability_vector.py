@@ -648,3 +648,117 @@ def test_table_gap_fails_on_other_models_missing_rows_and_bad_input():
         ev.table_gap([], stored, cols)
     with pytest.raises(TypeError):
         ev.table_gap(["row"], stored, cols)
+
+
+# ---- round 6: the single-factor targets (power for relatedness) ----------------------------------------------
+
+def test_earlier_domains_are_byte_identical_after_round6_options():
+    import hashlib
+
+    h = hashlib.sha256()
+    for name in ev.DOMAINS:
+        for aspect in ("keep", "fill"):
+            d = ev.make_domain(name, 12, 2, aspect=aspect)
+            for t in (d.images, d.mask, d.labels):
+                h.update(t.numpy().tobytes())
+    # the digest of the same images made by the module before round 6's options (commit 1965158)
+    assert h.hexdigest() == "9f37d4e8a3b64c8f9f2388b6c42d0b47a3e84a107d7b44faca3c8d69ce14bcfc"
+    assert ev.TARGETS == list(ev.RELATEDNESS)  # the nine-target series did not grow
+
+
+def test_single_factor_targets_change_one_factor():
+    src = ev.DOMAINS["source"]
+    assert 16 <= len(ev.SINGLE_FACTOR) <= 24
+    for name, (factor, change) in ev.SINGLE_FACTOR.items():
+        spec = ev.domain_spec(name)
+        same = {k: v for k, v in spec.items() if k not in change} == {k: v for k, v in src.items() if k not in change}
+        assert len(change) == 1 and same and spec != src, name
+        assert factor in {"background", "ink", "orientation", "size", "distractors", "classes", "image"}
+        d = ev.make_domain(name, 6, 0, aspect="fill")
+        assert d.images.min() >= 0 and d.images.max() <= 1 and (d.mask > 0).any(1).all()
+    base = ev.make_domain("source", 6, 0, aspect="fill")
+    flipped = ev.make_domain("mirrored", 6, 0, aspect="fill")
+    assert base.classes == flipped.classes and not torch.equal(base.images, flipped.images)
+    img, rng = base.images[0].numpy(), np.random.default_rng(0)
+    assert ev._image_ops(img, ev.DOMAINS["source"], rng) is img  # no image-level change, no draw
+    assert ev._image_ops(img, ev.domain_spec("blurred"), rng).std() < img.std()
+    assert ev._image_ops(img, ev.domain_spec("low contrast"), rng).std() == pytest.approx(0.5 * img.std(), rel=1e-5)
+    assert set(ev.make_domain("unseen classes", 6, 0).classes).isdisjoint(ev.CLASS_NAMES.index(c) for c in ev.SEEN)
+    with pytest.raises(ValueError, match="unknown domain"):
+        ev.domain_spec("sideways")
+
+
+def test_no_model_free_map_localises_a_single_factor_target():
+    # the registered cheap check (no model), on the chapter's 300 test images per target
+    for name in ev.SINGLE_FACTOR:
+        best = max(ev.model_free_aurocs(ev.make_domain(name, 300, 1, aspect="fill"), ev.FREE_MAPS_R4).values())
+        assert best <= ev.CONDITIONS["free_auroc_max"] - 0.05, (name, best)
+
+
+def test_relatedness_config_registered():
+    cfg = ev.checkpoint_config("relatedness")
+    assert cfg["targets"] == list(ev.SINGLE_FACTOR) and cfg["seeds"] == [0, 1, 2] and cfg["models"] == "models_r4"
+    assert (cfg["n_train"], cfg["target_steps"], cfg["lam"]) == (9000, 400, 1.0)
+    assert cfg["reading"] == dict(min_targets=12, rho_min=0.5, loo_min=0.5, n_perm=5000, n_boot=2000)
+    assert cfg["conditions"] == ev.checkpoint_config("models_r4")["conditions"]
+
+
+def _records(gain, rel, **bad):
+    recs = {}
+    for i, (g, r) in enumerate(zip(gain, rel)):
+        recs[f"t{i}"] = dict(free_best=0.6, acc_T=0.9, plateau=0.0, relatedness=r, gain=g, gain_own=g + 0.1,
+                             cos_tau_tauT=r, norm_ratio=-r, cka=0.5, d_entropy=0.0, unchanged=1.0)
+    for key, (i, v) in bad.items():
+        recs[f"t{i}"][key] = v
+    return recs
+
+
+def test_spearman_one_sided():
+    x = np.arange(12.0)
+    rho, p = ev.spearman_one_sided(x, x, n_perm=999)
+    assert rho == pytest.approx(1.0) and p == pytest.approx(1 / 1000)
+    rho, p = ev.spearman_one_sided(x, -x, n_perm=999)
+    assert rho == pytest.approx(-1.0) and p == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="equal length"):
+        ev.spearman_one_sided([1, 2], [1, 2])
+
+
+def test_single_factor_reading():
+    rng = np.random.default_rng(0)
+    rel = np.linspace(-0.2, 0, 16)
+    strong = ev.single_factor_reading(_records(rel + 0.01 * rng.normal(size=16), rel), base_plateau=0.0,
+                                      reading=dict(n_perm=500, n_boot=200))
+    assert strong["seed_ok"] and strong["n"] == 16 and strong["rho"] > 0.9 and strong["p"] < 0.01
+    assert strong["ci"][0] > 0.5 and strong["loo"]["cos_tau_tauT"] > 0.5 and strong["loo"]["norm_ratio"] > 0.5
+    none = ev.single_factor_reading(_records(rng.permutation(rel), rel), base_plateau=0.0,
+                                    reading=dict(n_perm=500, n_boot=200))
+    assert abs(none["rho"]) < 0.5 and none["p"] > 0.05
+    # a target a model-free map localises, one under the fit bar and one not flat leave; 13 left: the seed counts
+    gated = ev.single_factor_reading(_records(rel, rel, free_best=(0, 0.8), acc_T=(1, 0.7), plateau=(2, 0.2)),
+                                     base_plateau=0.0, reading=dict(n_perm=50, n_boot=20))
+    assert gated["n"] == 13 and set(gated["left_out"]) == {"t0", "t1", "t2"} and gated["seed_ok"]
+    assert "t0" not in gated["targets"] and gated["left_out"]["t1"] == ["θ_T under the fit bar"]
+    few = ev.single_factor_reading(_records(rel[:11], rel[:11]), base_plateau=0.0, reading=dict(n_perm=50, n_boot=20))
+    assert not few["seed_ok"] and few["rho"] == pytest.approx(1.0)
+    assert not ev.single_factor_reading(_records(rel, rel), base_plateau=0.06,
+                                        reading=dict(n_perm=50, n_boot=20))["seed_ok"]
+    with pytest.raises(TypeError):
+        ev.single_factor_reading([1, 2], base_plateau=0.0)
+
+
+def test_single_factor_record_on_a_tiny_model():
+    cfg = ev.checkpoint_config("relatedness")
+    small = dict(d_model=16, depth=1, n_head=2, emb_dim=8, stem=4)
+    cfg.update(model=small, n_test=12)
+    with torch.no_grad():
+        torch.manual_seed(0)
+        theta0 = ev.TinyViT(**small).state_dict()
+    tau = {k: 0.01 * torch.randn_like(v) if v.is_floating_point() else torch.zeros_like(v) for k, v in theta0.items()}
+    state_T = ev.add_vector(theta0, tau, -2.0)
+    a = ev.single_factor_record(theta0, tau, state_T, "grey ink", cfg)
+    assert a == ev.single_factor_record(theta0, tau, state_T, "grey ink", cfg)  # deterministic
+    assert a["gain"] == pytest.approx(a["auroc_lam"] - max(a["auroc_own"], a["auroc_grad"], a["auroc_gmag"]))
+    assert a["relatedness"] <= 0 and a["cos_tau_tauT"] == pytest.approx(-1.0, abs=1e-4)
+    assert set(ev.SINGLE_FACTOR_FEATURES) <= set(a)
+    with pytest.raises(ValueError, match="unknown domain"):
+        ev.single_factor_record(theta0, tau, state_T, "nowhere", cfg)
