@@ -169,3 +169,11 @@ def test_make_recall3_tiny_chains_and_merge(tmp_path):
         assert tr.restart_chain(c["attempts"], cfg)["read"] == c["attempt"]  # the rule, nothing else
         assert f"{c['key']}.eval_correct_32" in mk.checkpoints.load(
             mk.SLUG, "recall3", config=cfg, root=out).tensors
+    # a later seed merged after seed 1's parts are gone: seed 1's attempts come from the stored checkpoint
+    import shutil
+    shutil.rmtree(parts)
+    mk.main(["--tiny", "--seed", "2", "--parts", str(parts), "--out", str(out)])
+    man2 = json.loads(mk.main(["--tiny", "--merge", "--seeds", "1", "2", "--parts", str(parts),
+                               "--out", str(out)]).read_text())
+    assert man2["extra"]["chosen"]["TPE/1"] == chosen["TPE/1"] and "TPE/2" in man2["extra"]["chosen"]
+    assert {k: v for k, v in man2["metrics"].items() if k.split("/")[1] == "1"} == man["metrics"]

@@ -90,7 +90,24 @@ def train_attempt(cfg: dict, arm: str, s: int, r: int, val: dict, tests: dict) -
     return out
 
 
-def chain(cfg: dict, arm: str, s: int, parts: Path, val: dict, tests: dict, train_more: bool = True) -> dict:
+def stored_attempt(cfg: dict, key: str, root: Path | None) -> dict | None:
+    """A trained attempt ``key`` as the stored recall3 checkpoint holds it (same config but the seeds), in the form
+    :func:`train_attempt` returns, or None: a later merge (more seeds) after the parts of earlier seeds are gone."""
+    try:
+        man = checkpoints.load_manifest(SLUG, NAME, root)
+    except (checkpoints.CheckpointError, FileNotFoundError):
+        return None
+    if key not in man["metrics"] or checkpoints.diff_config(dict(cfg, seeds=man["config"]["seeds"]), man["config"]):
+        return None
+    ck = checkpoints.load(SLUG, NAME, config=man["config"], root=root)
+    pre = key + "."
+    return dict(tensors={k: v for k, v in ck.tensors.items() if k.startswith(pre)},
+                history={k: man["history"][k] for k in (f"{key}/val_loss", f"{key}/val_acc")},
+                metrics={key: man["metrics"][key]}, timing={key: man["extra"]["seconds_per_run"][key]})
+
+
+def chain(cfg: dict, arm: str, s: int, parts: Path, val: dict, tests: dict, train_more: bool = True,
+          root: Path | None = None) -> dict:
     """The arm-seed's attempts by the restart rule: ``{"attempts": [bars record...], "read": i, "results": {r:
     trained results}}``; ``train_more=False`` only reads what ``parts`` holds (``read`` None if incomplete)."""
     key = scripts.part_key(cfg, arm=arm)
@@ -103,9 +120,13 @@ def chain(cfg: dict, arm: str, s: int, parts: Path, val: dict, tests: dict, trai
             recs.append(stored_record(cfg, arm, s))
         else:
             path = parts / f"{arm.replace(' ', '_').replace('+', 'p')}_s{s}_r{r}"
+            res = None
             if not train_more and not (path / f"seed{s}.pt").exists():
-                return dict(attempts=recs, read=None, results=results)
-            res, _ = scripts.seed_part(path, s, key, lambda r=r: train_attempt(cfg, arm, s, r, val, tests))
+                res = stored_attempt(cfg, attempt_key(arm, s, r), root)
+                if res is None:
+                    return dict(attempts=recs, read=None, results=results)
+            if res is None:
+                res, _ = scripts.seed_part(path, s, key, lambda r=r: train_attempt(cfg, arm, s, r, val, tests))
             results[r] = res
             m = res["metrics"][attempt_key(arm, s, r)]
             recs.append(dict(final_val_acc=m["final_val_acc"], plateau=m["plateau"], record=NAME,
@@ -128,7 +149,7 @@ def build(cfg: dict, args) -> Path | None:
         tensors, history, metrics, timing, chosen = {}, {}, {}, {}, {}
         for s in cfg["seeds"]:
             for arm in cfg["arms"]:
-                c = chain(cfg, arm, s, parts, val, tests, train_more=False)
+                c = chain(cfg, arm, s, parts, val, tests, train_more=False, root=args.out)
                 if c["read"] is None:
                     raise SystemExit(f"{arm}/{s}: its chain is not complete in {parts}; run it first")
                 chosen[f"{arm}/{s}"] = dict(c["attempts"][c["read"]], attempt=c["read"], attempts=c["attempts"])
