@@ -155,6 +155,10 @@ def test_make_recall3_tiny_chains_and_merge(tmp_path):
     assert mk.main(["--tiny", "--seed", "1", "--arms", "RoPE", "NoPE", "--parts", str(parts), "--out", str(out)]) is None
     with pytest.raises(SystemExit, match="not complete"):  # TPE's chain was not run
         mk.main(["--tiny", "--merge", "--seeds", "1", "--parts", str(parts), "--out", str(out)])
+    part = json.loads(mk.main(["--tiny", "--merge", "--partial", "--seeds", "1", "--parts", str(parts), "--out",
+                               str(out)]).read_text())["extra"]  # stored with the chains not run marked pending
+    assert "TPE/1" in part["pending"] and part["chosen"]["TPE/1"]["attempt"] is None
+    assert "RoPE/1" not in part["pending"] and "NoPE/1" not in part["pending"]
     mk.main(["--tiny", "--seed", "1", "--parts", str(parts), "--out", str(out)])  # the rest; RoPE's is reused
     path = mk.main(["--tiny", "--merge", "--seeds", "1", "--parts", str(parts), "--out", str(out)])
     man = json.loads(path.read_text())
@@ -177,3 +181,14 @@ def test_make_recall3_tiny_chains_and_merge(tmp_path):
                                "--out", str(out)]).read_text())
     assert man2["extra"]["chosen"]["TPE/1"] == chosen["TPE/1"] and "TPE/2" in man2["extra"]["chosen"]
     assert {k: v for k, v in man2["metrics"].items() if k.split("/")[1] == "1"} == man["metrics"]
+
+
+def test_make_recall3_reuses_recall2_runs_only_for_unchanged_arms():
+    mk = load_module(DATA / "make_recall3.py")
+    from helpers import tree_rope as tr
+    cfg = tr.checkpoint_config("recall3")
+    for seeds in ([0, 1, 2], [1]):  # chains run with every seed, a merge with the seeds it merges
+        assert all(mk.reused(dict(cfg, seeds=seeds), a) for a in cfg["arms"])
+    assert not mk.reused(dict(cfg, steps=9000), "RoPE")
+    other = dict(cfg, arms=dict(cfg["arms"], RoPE=dict(cfg["arms"]["RoPE"], plain_frac=0.5)))
+    assert not mk.reused(other, "RoPE") and mk.reused(other, "TPE")

@@ -54,7 +54,8 @@ def attempt_key(arm: str, s: int, r: int) -> str:
 def reused(cfg: dict, arm: str) -> bool:
     """Attempt 0 of ``arm`` is recall2's stored run: its spec and everything else it trained with are recall2's."""
     r2 = tr.checkpoint_config(cfg["first_attempt_from"])
-    same = {k: v for k, v in cfg.items() if k in r2 and k != "arms"} == {k: v for k, v in r2.items() if k != "arms"}
+    same = ({k: v for k, v in cfg.items() if k in r2 and k not in ("arms", "seeds")}
+            == {k: v for k, v in r2.items() if k not in ("arms", "seeds")})
     return same and r2["arms"].get(arm) == cfg["arms"][arm]
 
 
@@ -146,13 +147,18 @@ def build(cfg: dict, args) -> Path | None:
                 print(f"{arm}/{args.seed}: attempts {[(a['final_val_acc'], a['plateau']) for a in c['attempts']]}"
                       f" -> read attempt {c['read']}", flush=True)
             return None
-        tensors, history, metrics, timing, chosen = {}, {}, {}, {}, {}
+        tensors, history, metrics, timing, chosen, pending = {}, {}, {}, {}, {}, []
         for s in cfg["seeds"]:
             for arm in cfg["arms"]:
                 c = chain(cfg, arm, s, parts, val, tests, train_more=False, root=args.out)
-                if c["read"] is None:
+                if c["read"] is None and not args.partial:
                     raise SystemExit(f"{arm}/{s}: its chain is not complete in {parts}; run it first")
-                chosen[f"{arm}/{s}"] = dict(c["attempts"][c["read"]], attempt=c["read"], attempts=c["attempts"])
+                if c["read"] is None:  # --partial: the attempts so far, none read
+                    pending.append(f"{arm}/{s}")
+                    chosen[f"{arm}/{s}"] = dict(attempt=None, attempts=c["attempts"])
+                else:
+                    chosen[f"{arm}/{s}"] = dict(c["attempts"][c["read"]], attempt=c["read"],
+                                                attempts=c["attempts"])
                 for res in c["results"].values():
                     tensors.update(res["tensors"])
                     history.update(res["history"])
@@ -161,7 +167,8 @@ def build(cfg: dict, args) -> Path | None:
         path = checkpoints.save(
             SLUG, NAME, tensors, config=cfg, metrics=metrics, history=history, seed=cfg["seeds"],
             steps=cfg["steps"], wall_seconds=sum(timing.values()), sources=SOURCES, module="helpers.tree_rope",
-            extra=dict(seconds_per_run=timing, tiny=args.tiny, chosen=chosen), root=args.out, dtype=torch.float16,
+            extra=dict(seconds_per_run=timing, tiny=args.tiny, chosen=chosen, pending=pending), root=args.out,
+            dtype=torch.float16,
             quantize="int8")
         print(f"wrote {path} ({path.with_suffix('.safetensors').stat().st_size / 2**10:.0f} kB)", flush=True)
         return path
@@ -173,6 +180,8 @@ def main(argv: list[str] | None = None) -> Path | None:
     ap.add_argument("--arms", nargs="+", default=None, help="the arms whose chains to run (default: all)")
     ap.add_argument("--merge", action="store_true", help="merge the complete chains of --seeds into the checkpoint")
     ap.add_argument("--seeds", type=int, nargs="+", default=None, help="the seeds to merge")
+    ap.add_argument("--partial", action="store_true",
+                    help="merge even where a chain is incomplete: its attempts so far, none read (extra.pending)")
     ap.add_argument("--parts", type=Path, required=True)
     ap.add_argument("--out", type=Path, default=None, help="data root to write into (default: the repository's)")
     ap.add_argument("--tiny", action="store_true")
