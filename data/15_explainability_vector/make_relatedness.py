@@ -45,14 +45,21 @@ def tiny(name: str) -> dict:
     return cfg
 
 
-def base_models(cfg: dict, seed: int) -> tuple[dict, dict, float]:
-    """The seed's θ0 and τ, and the worst plateau of its θ0 and source-pair loss curves (registered reading)."""
+def base_models(cfg: dict, seed: int, root: Path | None = None) -> tuple[dict, dict, float]:
+    """The seed's θ0 and τ, and the worst plateau of its θ0 and source-pair loss curves (registered reading); the
+    models are read from data root ``root`` when they are there (``make data ... DATA=dir`` builds them there
+    first), else from the default data root."""
     c = cfg["conditions"]
     if cfg["models"] is None:  # tiny: trained live
         states, history, _ = ev.train_all(dict(cfg["base"], seeds=[seed]), n_eval=cfg["n_eval"], log=None)
         history = {k: checkpoints.subsample(v, HISTORY_POINTS) for k, v in history.items()}
     else:
-        ckpt = checkpoints.load(SLUG, cfg["models"], config=ev.checkpoint_config(cfg["models"]))
+        mcfg = ev.checkpoint_config(cfg["models"])
+        if root is not None and checkpoints.paths(SLUG, cfg["models"], root)[1].is_file():
+            mcfg = json.loads(checkpoints.paths(SLUG, cfg["models"], root)[1].read_text())["config"]
+        else:
+            root = None
+        ckpt = checkpoints.load(SLUG, cfg["models"], config=mcfg, root=root)
         checkpoints.require_seeds(ckpt, [seed])
         states, history = ev.unpack_states(ckpt.tensors), ckpt.manifest["history"]
     theta0 = states[f"s{seed}/theta0"]
@@ -67,7 +74,7 @@ def run(seed: int, cfg: dict, out: Path | None) -> Path:
     t0 = time.time()
     path = scripts.data_root(out) / SLUG / f"relatedness_s{seed}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    theta0, tau, base_plateau = base_models(cfg, seed)
+    theta0, tau, base_plateau = base_models(cfg, seed, out)
     c = cfg["conditions"]
     with torch.no_grad():
         m0 = ev.TinyViT(**cfg["model"])
