@@ -15,6 +15,8 @@ are pooled by region and written as dB against flow warp + inpaint (positive: be
 
 It informed ``propagators_gated`` (``make_propagators_onestep.py --name propagators_gated``), registered after
 it. Run: ``.venv/bin/python data/11_anchor_video_edit/diagnose_trusted.py`` (about a minute on one core).
+``--build DIR NAME`` diagnoses a one-seed float32 build of checkpoint NAME in DIR instead (its seed only), into
+``--out``.
 """
 
 from __future__ import annotations
@@ -64,6 +66,7 @@ def band_inpaint(base: torch.Tensor, hole: torch.Tensor, keys: list[int]) -> tor
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=str(HERE.with_name("diagnose_trusted.json")))
+    ap.add_argument("--build", nargs=2, metavar=("DIR", "NAME"))
     args = ap.parse_args()
     repro.set_threads(1)
     t0 = time.time()
@@ -82,10 +85,19 @@ def main() -> None:
             a[0] += (v - ref).pow(2).mean(1)[m].sum().item()
             a[1] += int(m.sum())
 
+    tensors, model_name = ck.tensors, "propagators_filled (stored)"
+    if args.build:
+        from safetensors.torch import load_file
+
+        w_path, m_path = checkpoints.paths(SLUG, args.build[1], args.build[0])
+        man = json.loads(m_path.read_text())
+        cfg = dict(cfg, width=man["config"]["width"], seeds=man["config"]["seeds"],
+                   gate=man["config"].get("gate", False))
+        tensors, model_name = load_file(str(w_path)), f"{args.build[1]} (one-seed build)"
     models = {}
     for s in cfg["seeds"]:
-        m = A.Propagator(cfg["width"])
-        m.load_state_dict({k.split(".", 1)[1]: v.float() for k, v in ck.tensors.items() if k.startswith(f"{s}.")})
+        m = A.Propagator(cfg["width"], gate=cfg.get("gate", False))
+        m.load_state_dict({k.split(".", 1)[1]: v.float() for k, v in tensors.items() if k.startswith(f"{s}.")})
         models[s] = m.eval()
     for c, mo in zip(clips, mots):
         an = {k: c.frames[k] for k in keys}
@@ -121,7 +133,7 @@ def main() -> None:
             res[key][region] = {"n": meth["inpaint"][1], "inpaint_db": round(db["inpaint"], 3),
                                 **{f"{k}_minus_inpaint_db": round(v - db["inpaint"], 3) for k, v in db.items()
                                    if k != "inpaint"}}
-    out = {"what": __doc__.split("\n\n")[0], "model": "propagators_filled (stored)", "n_clips": N_CLIPS,
+    out = {"what": __doc__.split("\n\n")[0], "model": model_name, "n_clips": N_CLIPS,
            "keys": keys, "steps": STEPS, "model_free": res.pop("model_free"), "per_seed": res,
            "wall_seconds": round(time.time() - t0, 1)}
     Path(args.out).write_text(json.dumps(out, indent=1, sort_keys=True) + "\n")
