@@ -182,7 +182,8 @@ def main(argv: list[str] | None = None) -> Path | None:
     ap.add_argument("--seeds", type=int, nargs="+", default=None, help="the seeds to merge")
     ap.add_argument("--partial", action="store_true",
                     help="merge even where a chain is incomplete: its attempts so far, none read (extra.pending)")
-    ap.add_argument("--parts", type=Path, required=True)
+    ap.add_argument("--parts", type=Path, default=None,
+                    help="the folder keeping each attempt (required; with --tiny alone: a temporary one)")
     ap.add_argument("--out", type=Path, default=None, help="data root to write into (default: the repository's)")
     ap.add_argument("--tiny", action="store_true")
     args = ap.parse_args(argv)
@@ -190,6 +191,15 @@ def main(argv: list[str] | None = None) -> Path | None:
     cfg = copy.deepcopy(tiny_config() if args.tiny else tr.checkpoint_config("recall3"))
     if args.tiny and args.out is None:
         args.out = Path(tempfile.mkdtemp())
+    if args.parts is None:
+        if not (args.tiny and args.seed is None and not args.merge):
+            ap.error("--parts is required")
+        # --tiny alone (the tests): every arm's chain of every tiny seed into a temporary folder, then the merge
+        args.parts, args.arms = Path(tempfile.mkdtemp()), list(cfg["arms"])
+        for s in cfg["seeds"]:
+            args.seed = s
+            build(cfg, args)
+        args.merge = True
     if args.merge:
         cfg["seeds"] = args.seeds or cfg["seeds"]
     else:
