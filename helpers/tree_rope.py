@@ -230,7 +230,9 @@ def checkpoint_config(name: str = "arms") -> dict:
     (does a longer training change the comparison?). ``"retrieval"``: the passkey-retrieval arms
     (:func:`retrieval_task`), see :func:`_retrieval_config`; ``"recall"`` / ``"recall2"``: offset recall with one
     key (round 4) / two keys at d = 64 (round 5), see :func:`_recall_config` and :func:`_recall2_config`."""
-    V.one_of("name", name, ("arms", "arms_long", "retrieval", "recall", "recall2", "recall3"))
+    V.one_of("name", name, ("arms", "arms_long", "retrieval", "recall", "recall2", "recall3", "recall4"))
+    if name == "recall4":
+        return _recall4_config()
     if name == "recall3":
         return _recall3_config()
     if name == "recall2":
@@ -417,6 +419,55 @@ def _recall3_config() -> dict:
     cfg.update(recipe=RECALL3_RECIPE, first_attempt_from="recall2", probe_seed=1,
                restarts=dict(max=2, seed_step=1000, acc=0.95, plateau=0.02, skip=["NoPE"]))
     return cfg
+
+
+# round 8's candidate recipe changes (data/04_tree_rope/probe_recall4.py tries each; its registered rule picks one
+# or none) and the one it picked, set from probe_recall4.json's "round8" before any recall4 training (None: not yet)
+RECALL4_CHANGES = {"H4": dict(n_head=4), "WD": dict(weight_decay=0.1)}
+RECALL4_CHANGE: str | None = None
+RECALL4_ARMS = ("NoPE", "RoPE", "RoPE + OPT offsets", "TPE", "TPE + OPT")
+
+
+def recall4_config(change: str | None) -> dict:
+    """Round 8's config with candidate ``change`` (a key of :data:`RECALL4_CHANGES`, or None: recall2's recipe):
+    :func:`_recall2_config` with that change, the arms :data:`RECALL4_ARMS` and ``restarts["max"] = 0`` (one attempt
+    per arm-seed, the one read). See :func:`_recall4_config`."""
+    if change is not None:
+        V.one_of("change", change, tuple(RECALL4_CHANGES))
+    cfg = copy.deepcopy(_recall2_config())
+    cfg.update(RECALL4_CHANGES[change] if change else {})
+    cfg["arms"] = {a: cfg["arms"][a] for a in RECALL4_ARMS}
+    cfg.update(change=change, probe_seed=1,
+               restarts=dict(max=0, seed_step=1000, acc=0.95, plateau=0.02, skip=[]),
+               in_window_arms=[a for a in RECALL4_ARMS if a != "NoPE"])
+    return cfg
+
+
+def _recall4_config() -> dict:
+    """Round 8's checkpoint ``recall4`` (``data/04_tree_rope/make_recall4.py``), registered with its probe
+    (``probe_recall4.py``) before any of either's runs.
+
+    **Why** (from the stored records, no training): at recall2's recipe (d = 64, 2 heads, 6000 cosine steps, no
+    weight decay) whether an arm learns the two-key task is a draw (rounds 6-7: 2 of the 11 attempts of round 7's
+    chains met both bars). Scored per held-out window (the stored per-window correctness at length 32), the stalls
+    are of three kinds: (carry) TPE and TPE + OPT stop at ~0.91 with every miss where the answer sits across a
+    carry of the lowest digit (key at p with p mod 8 = 7: the step +1 is the digit-difference tuple (-7, +1, 0, 0)
+    instead of (+1, 0, 0, 0), a tenth of the keys): 0.14-0.21 there, 1.00 elsewhere, at 4 of 4 such TPE
+    attempts; (first key) ~0.5 with the later key missed (0.05-0.09) and the earlier right (0.96-1.00): the query is
+    ignored; (none) at chance (0.1-0.25) for all 6000 steps. Every kind is a circuit that a 2-head layer did not
+    form, so the candidates give the optimisation more room without changing the task, the encodings or the ids:
+    ``H4`` 4 heads of 16 (same width and parameter count; TPE 2/2/2/2 rotary pairs per level), ``WD`` AdamW weight
+    decay 0.1 (shrinks the saturated attention logits that hold a stall).
+
+    **Change**: :data:`RECALL4_CHANGE`, the one ``probe_recall4.round8`` picks from the probe's records (or None:
+    no change is supported, and recall4 is not trained). **Attempts**: one per arm-seed, the one read (no
+    restarts: round 7's rule read the last of three attempts, which for TPE at seed 1 was its worst, 0.145).
+    **Arms**: NoPE, RoPE, RoPE + OPT offsets, TPE, TPE + OPT (RoPE + skips, in no claim, left out); the in-window
+    condition reads the four arms the claims compare (``in_window_arms``). **Bars** (recall2's, unchanged): final
+    held-out accuracy >= 0.95 and plateau <= 0.02 (cosine schedule unchanged). **Seeds**: seed 1 first (the
+    probe seed of round 7); seeds 0 and 2 are trained only if at seed 1 all four ``in_window_arms`` meet both bars.
+    Claims and conditions otherwise recall2's."""
+    return recall4_config(RECALL4_CHANGE)
 
 
 def prefixed_task(task: dict, length: int, rng: np.random.Generator, n_values: int) -> dict[str, Tensor]:

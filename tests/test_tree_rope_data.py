@@ -192,3 +192,57 @@ def test_make_recall3_reuses_recall2_runs_only_for_unchanged_arms():
     assert not mk.reused(dict(cfg, steps=9000), "RoPE")
     other = dict(cfg, arms=dict(cfg["arms"], RoPE=dict(cfg["arms"]["RoPE"], plain_frac=0.5)))
     assert not mk.reused(other, "RoPE") and mk.reused(other, "TPE")
+
+
+def test_round8_rule_picks_a_candidate_that_lifts_both_worst_attempts():
+    probe = load_module(DATA / "probe_recall4.py")
+
+    def recs(h4, wd, base=0.08):
+        acc = dict(H4=h4, WD=wd)
+        return {r: dict(change=c, arm=a, acc_at_probe=acc[c][i % 2], baseline=base)
+                for i, (r, (c, a)) in enumerate(probe.RUNS.items())}
+
+    assert probe.round8({})["decided"] is False
+    assert probe.round8({"h4_tpe": recs((1, 1), (1, 1))["h4_tpe"]})["decided"] is False  # runs missing
+    got = probe.round8(recs((0.9, 0.5), (0.95, 0.3)))  # WD lifts one run by 0.22 only
+    assert got["decided"] and got["change"] == "H4" and got["qualifies"] == dict(H4=True, WD=False)
+    assert probe.round8(recs((0.6, 0.6), (0.9, 0.9)))["change"] == "WD"  # the higher mean
+    assert probe.round8(recs((0.9, 0.9), (0.94, 0.94)))["change"] == "H4"  # within 0.05: the first
+    assert probe.round8(recs((0.38, 0.38), (0.2, 0.9)))["change"] == "H4"  # lift 0.30 is enough (inclusive)
+    none = probe.round8(recs((0.3, 0.9), (0.1, 0.1)))
+    assert none["decided"] and none["change"] is None  # no candidate: recall4 is not trained
+    assert probe.baseline("TPE") < 0.2 and probe.baseline("TPE + OPT") < 0.2  # round 7's attempts at chance
+
+
+def test_probe_recall4_runs_on_a_tiny_config(monkeypatch):
+    probe = load_module(DATA / "probe_recall4.py")
+    full = probe.tr.recall4_config
+
+    def tiny(change):
+        cfg = full(change)
+        cfg.update(d_model=16, n_layer=1, batch_size=8, steps=12, warmup=2, val_every=3, val_windows=16)
+        return cfg
+
+    monkeypatch.setattr(probe.tr, "recall4_config", tiny)
+    rec = probe.run("h4_tpe_opt", probe_steps=6)
+    assert rec["probe_steps"] == 6 and [s for s, _ in rec["val_acc"]] == [3, 6] and rec["baseline"] is None
+    assert 0.0 <= rec["carry"] <= 1.0 and 0.0 <= rec["later_key"] <= 1.0 and rec["n_carry"] >= 0
+
+
+def test_recall4_config_changes_one_thing_and_reads_one_attempt():
+    from helpers import tree_rope as tr
+    r2 = tr.checkpoint_config("recall2")
+    for change, diff in tr.RECALL4_CHANGES.items():
+        cfg = tr.recall4_config(change)
+        assert {k: cfg[k] for k in diff} == diff and all(r2[k] != v for k, v in diff.items())
+        same = ("arms", "change", "probe_seed", "restarts", "in_window_arms", *diff)
+        assert {k: v for k, v in cfg.items() if k not in same} == {k: v for k, v in r2.items() if k not in same}
+        assert list(cfg["arms"]) == list(tr.RECALL4_ARMS) and "RoPE + skips" not in cfg["arms"]
+        assert all(cfg["arms"][a] == r2["arms"][a] for a in cfg["arms"])
+        assert cfg["in_window_arms"] == ["RoPE", "RoPE + OPT offsets", "TPE", "TPE + OPT"]
+        assert cfg["restarts"]["max"] == 0 and tr.restart_chain([dict(final_val_acc=0.1, plateau=0.0)], cfg) == \
+            dict(read=0, next=None)  # one attempt, the one read, whatever it scored
+    assert tr.recall4_config(None)["n_head"] == r2["n_head"]
+    assert tr.checkpoint_config("recall4")["change"] == tr.RECALL4_CHANGE
+    with pytest.raises(ValueError):
+        tr.recall4_config("H8")
