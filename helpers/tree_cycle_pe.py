@@ -465,14 +465,7 @@ def featurize(smiles: str, vocab: Vocab | None = None) -> Featurized:
     ser = serialize(smiles)
     mol = ser.mol
     keys = [atom_key(a) for a in mol.GetAtoms()]
-    ring = ser.token_closure >= 0
-    ids = np.array([
-        (vocab.id(keys[ser.token_atom[t]]) if ser.is_atom[t] else vocab.id(RING_TOKEN if ring[t] else tok))
-        if vocab else 0
-        for t, tok in enumerate(ser.tokens)
-    ], dtype=np.int64)
-    e = np.array([(b.GetBeginAtomIdx(), b.GetEndAtomIdx()) for b in mol.GetBonds()], dtype=np.int64).reshape(-1, 2)
-    edges = np.concatenate([e, e[:, ::-1]]).T if len(e) else np.zeros((2, 0), dtype=np.int64)
+    ids, edges = _token_ids(ser, keys, vocab), _edges(mol)
     spd = Chem.GetDistanceMatrix(mol).astype(np.int64) if mol.GetNumAtoms() > 1 else np.zeros((1, 1), np.int64)
     spd[spd > 10**6] = -1
     return Featurized(
@@ -481,6 +474,48 @@ def featurize(smiles: str, vocab: Vocab | None = None) -> Featurized:
         degree=np.array([a.GetDegree() for a in mol.GetAtoms()], dtype=np.int64), spd=spd,
         in_ring=np.array([a.IsInRing() for a in mol.GetAtoms()]), ranks=ser.ranks,
         ring_id=ring_ids(ser), ctree=canonical_tree_paths(mol, ser.ranks),
+    )
+
+
+def _token_ids(ser: Serialization, keys: list[str], vocab: Vocab | None) -> np.ndarray:
+    ring = ser.token_closure >= 0
+    return np.array([
+        (vocab.id(keys[ser.token_atom[t]]) if ser.is_atom[t] else vocab.id(RING_TOKEN if ring[t] else tok))
+        if vocab else 0
+        for t, tok in enumerate(ser.tokens)
+    ], dtype=np.int64)
+
+
+def _edges(mol: Chem.Mol) -> np.ndarray:
+    e = np.array([(b.GetBeginAtomIdx(), b.GetEndAtomIdx()) for b in mol.GetBonds()], dtype=np.int64).reshape(-1, 2)
+    return np.concatenate([e, e[:, ::-1]]).T if len(e) else np.zeros((2, 0), dtype=np.int64)
+
+
+def refeaturize(smiles: str, base: Featurized, vocab: Vocab | None = None) -> Featurized:
+    """:func:`featurize` of another string of ``base``'s molecule, three times faster (round 7's fresh strings).
+
+    The string's own parts (tokens, alignment, the tree it writes, ring ids) are computed; the graph invariants
+    (ring features, canonical-tree paths, distances, degrees, ring membership) are taken from ``base`` atom for
+    atom through the canonical ranks (the atom of rank ``r`` here is the atom of rank ``r`` there). Raises when
+    the string is not ``base``'s molecule (atom keys or ranks disagree). Equal to ``featurize`` (tested).
+    """
+    V.instance("base", base, Featurized)
+    V.optional(V.instance, "vocab", vocab, Vocab)
+    ser = serialize(smiles)
+    keys = [atom_key(a) for a in ser.mol.GetAtoms()]
+    n = len(base.atom_keys)
+    if len(keys) != n or sorted(ser.ranks.tolist()) != list(range(n)) or sorted(base.ranks.tolist()) != list(range(n)):
+        raise ValueError(f"{smiles!r} is not a string of the molecule {base.smiles!r} (atoms or ranks differ)")
+    at_rank = np.empty(n, dtype=np.int64)
+    at_rank[base.ranks] = np.arange(n)
+    perm = at_rank[ser.ranks]  # atom i of this string is atom perm[i] of base
+    if [base.atom_keys[j] for j in perm] != keys:
+        raise ValueError(f"{smiles!r} is not a string of the molecule {base.smiles!r} (atom keys differ)")
+    return Featurized(
+        smiles=smiles, tokens=ser.tokens, token_ids=_token_ids(ser, keys, vocab), token_atom=ser.token_atom,
+        is_atom=ser.is_atom, atom_keys=keys, tree=tree_paths(ser), cycle=base.cycle[perm], edges=_edges(ser.mol),
+        degree=base.degree[perm], spd=base.spd[np.ix_(perm, perm)], in_ring=base.in_ring[perm], ranks=ser.ranks,
+        ring_id=ring_ids(ser), ctree=base.ctree[perm],
     )
 
 
@@ -665,11 +700,21 @@ class SeqEncoder(nn.Module):
     tree the string wrote); everything else
     (embedding, :class:`helpers.nn.Block` stack, [CLS] pooling, heads) is the same. ``n_out`` graph-level outputs
     from [CLS], ``n_node`` per-token outputs.
+
+    ``sin_gain`` (sinusoidal only; round 7's recipe): the table is multiplied by a learned per-dimension gain
+    (parameter ``sin_gain``, starting at :data:`SIN_SCALE`) instead of the fixed :data:`SIN_SCALE`, as the
+    tree+cycle term has its LayerNorm's learned per-dimension gain: the model can grow its positions when they
+    help. ``dropout``: the blocks' dropout (``helpers.nn.TransformerConfig.dropout``). Both off by default (the
+    stored models).
     """
 
     def __init__(self, vocab_size: int, pe: str = "tree_cycle", d_model: int = 64, n_layer: int = 3,
-                 n_head: int = 4, d_ff: int = 128, n_out: int = 1, n_node: int = 0) -> None:
+                 n_head: int = 4, d_ff: int = 128, n_out: int = 1, n_node: int = 0, sin_gain: bool = False,
+                 dropout: float = 0.0) -> None:
         V.one_of("pe", pe, SEQ_KINDS)
+        sin_gain = V.boolean("sin_gain", sin_gain)
+        if sin_gain and pe != "sinusoidal":
+            raise ValueError(f"sin_gain is a gain on the sinusoidal table; pe={pe!r} has none")
         for name, v in dict(vocab_size=vocab_size, d_model=d_model, n_layer=n_layer, n_head=n_head, d_ff=d_ff,
                             n_out=n_out).items():
             V.integer(name, v, min=1)
@@ -677,7 +722,7 @@ class SeqEncoder(nn.Module):
         super().__init__()
         self.pe_kind, self.d_model = pe, d_model
         cfg = hnn.TransformerConfig(vocab_size=vocab_size, n_layer=n_layer, n_head=n_head, d_model=d_model,
-                                    d_ff=d_ff, pos="none")
+                                    d_ff=d_ff, pos="none", dropout=dropout)
         self.tok = nn.Embedding(vocab_size, d_model)
         self.ring = nn.Embedding(N_RING_IDS + 1, d_model)  # which closure bond a <ring> token belongs to
         self.pe = None if pe == "sinusoidal" else TreeCyclePE(
@@ -691,6 +736,8 @@ class SeqEncoder(nn.Module):
         self.apply(hnn.Transformer._init)
         if self.pe is not None:
             self.pe.reset_gain()
+        # created after the initialisation, from no random draw: every other weight is that of sin_gain=False
+        self.sin_gain = nn.Parameter(torch.full((d_model,), SIN_SCALE)) if sin_gain else None
 
     def _batch(self, batch: object) -> dict[str, Tensor]:
         """A batch from :func:`collate`: the keys, shapes and token ids the encoder reads."""
@@ -714,11 +761,13 @@ class SeqEncoder(nn.Module):
 
     def positional(self, batch: dict[str, Tensor], parts: Sequence[str] | None = None) -> Tensor:
         """The positional encoding of a batch (B, T, d_model); the sinusoidal table is scaled by ``SIN_SCALE``
-        to the size of the initial token embeddings (the tree+cycle term by its LayerNorm gain)."""
+        to the size of the initial token embeddings, or by the learned gain ``sin_gain`` when the model has one
+        (the tree+cycle term by its LayerNorm gain)."""
         batch = self._batch(batch)
         if self.pe is None:
             table = hnn.sinusoidal_table(batch["pos"], self.d_model)
-            return SIN_SCALE * table * batch["pad"][..., None]
+            gain = SIN_SCALE if self.sin_gain is None else self.sin_gain
+            return gain * table * batch["pad"][..., None]
         tree = batch["ctree"] if self.canonical_tree else batch["tree"]
         return self.pe(tree, batch["cycle"], parts) * (batch["atom"] >= 0)[..., None]
 
@@ -756,14 +805,16 @@ class GIN(nn.Module):
     """Graph Isomorphism Network (Xu et al. 2019): ``h <- MLP((1 + eps) h + sum of neighbours)``, sum pooling.
 
     ``cycle=True`` adds a linear map of each atom's ring features (:func:`cycle_features`) to its input embedding.
+    ``dropout``: applied to the node states after every layer while training (off by default, the stored models).
     """
 
     def __init__(self, vocab_size: int, d: int = 64, n_layer: int = 5, n_out: int = 1, n_node: int = 0,
-                 cycle: bool = False) -> None:
+                 cycle: bool = False, dropout: float = 0.0) -> None:
         for name, v in dict(vocab_size=vocab_size, d=d, n_layer=n_layer, n_out=n_out).items():
             V.integer(name, v, min=1)
         n_node = V.integer("n_node", n_node, min=0)
         cycle = V.boolean("cycle", cycle)
+        self.dropout = V.number("dropout", dropout, min=0, max=1, strict_max=True)
         super().__init__()
         self.emb = nn.Embedding(vocab_size, d)
         # cycle=True: the ring features of the cycle encoding are node inputs too (a fair structural baseline)
@@ -789,6 +840,8 @@ class GIN(nn.Module):
         for eps, mlp in zip(self.eps, self.mlps):
             agg = torch.zeros_like(h).index_add_(0, dst, h[src])
             h = mlp((1 + eps) * h + agg)
+            if self.dropout:
+                h = F.dropout(h, self.dropout, self.training)
             pooled.append(torch.zeros(g.n_graphs, h.shape[1]).index_add_(0, g.graph, h))
         return torch.cat(pooled, dim=1), h
 
@@ -808,14 +861,14 @@ class GraphormerLite(nn.Module):
     """
 
     def __init__(self, vocab_size: int, d_model: int = 64, n_layer: int = 3, n_head: int = 4, d_ff: int = 128,
-                 n_out: int = 1, n_node: int = 0, cycle: bool = False) -> None:
+                 n_out: int = 1, n_node: int = 0, cycle: bool = False, dropout: float = 0.0) -> None:
         for name, v in dict(vocab_size=vocab_size, d_model=d_model, n_layer=n_layer, n_head=n_head, d_ff=d_ff,
                             n_out=n_out).items():
             V.integer(name, v, min=1)
         n_node = V.integer("n_node", n_node, min=0)
         super().__init__()
         cfg = hnn.TransformerConfig(vocab_size=vocab_size, n_layer=n_layer, n_head=n_head, d_model=d_model,
-                                    d_ff=d_ff, pos="none")
+                                    d_ff=d_ff, pos="none", dropout=dropout)
         self.n_head = n_head
         self.tok = nn.Embedding(vocab_size, d_model)
         self.deg = nn.Embedding(6, d_model)
@@ -1118,18 +1171,21 @@ GRAPH_KINDS = ("graphormer", "graphormer_cycle", "gin", "gin_cycle")
 
 
 def make_model(kind: str, vocab_size: int, n_out: int = 1, n_node: int = 0, seed: int = 0,
-               width: int = 64) -> nn.Module:
+               width: int = 64, sin_gain: bool = False, dropout: float = 0.0) -> nn.Module:
     """A fresh model, initialised from ``seed``: a :class:`SeqEncoder` (``pe = kind``), :class:`GraphormerLite`,
-    :class:`GIN`, or either with ring features (``graphormer_cycle``, ``gin_cycle``). Transformers: 3 layers, 4 heads, FF ``2 * width``."""
+    :class:`GIN`, or either with ring features (``graphormer_cycle``, ``gin_cycle``). Transformers: 3 layers, 4 heads, FF ``2 * width``.
+    ``sin_gain`` (the sinusoidal kind only; ignored by the others) and ``dropout``: see :class:`SeqEncoder`."""
     V.one_of("kind", kind, SEQ_KINDS + GRAPH_KINDS)
     seed, width = V.integer("seed", seed, min=0), V.integer("width", width, min=4)
+    sin_gain = V.boolean("sin_gain", sin_gain) and kind == "sinusoidal"
     torch.manual_seed(seed)
     if kind in ("gin", "gin_cycle"):
-        return GIN(vocab_size, d=width, n_out=n_out, n_node=n_node, cycle=kind == "gin_cycle")
+        return GIN(vocab_size, d=width, n_out=n_out, n_node=n_node, cycle=kind == "gin_cycle", dropout=dropout)
     if kind in ("graphormer", "graphormer_cycle"):
         return GraphormerLite(vocab_size, d_model=width, d_ff=2 * width, n_out=n_out, n_node=n_node,
-                              cycle=kind == "graphormer_cycle")
-    return SeqEncoder(vocab_size, pe=kind, d_model=width, d_ff=2 * width, n_out=n_out, n_node=n_node)
+                              cycle=kind == "graphormer_cycle", dropout=dropout)
+    return SeqEncoder(vocab_size, pe=kind, d_model=width, d_ff=2 * width, n_out=n_out, n_node=n_node,
+                      sin_gain=sin_gain, dropout=dropout)
 
 
 def is_graph_model(model: object) -> bool:
@@ -1177,10 +1233,17 @@ def fit_model(kind: str, feats: Sequence[Sequence[Featurized]], idx: np.ndarray,
               *, steps: int, seed: int, n_node: int = 0, batch_size: int = 32, lr: float = 1e-3,
               width: int = 64, weight_decay: float = 0.01, progress: bool = True, desc: str = "",
               val_idx: np.ndarray | None = None, eval_every: int = 0, auc_idx: np.ndarray | None = None,
-              schedule: str = "cosine", warmup: int | None = None, decay_steps: int = 0, augment: bool = True):
+              schedule: str = "cosine", warmup: int | None = None, decay_steps: int = 0, augment: bool = True,
+              fresh: bool = False, sin_gain: bool = False, dropout: float = 0.0, snapshot_every: int = 0,
+              snapshots: dict | None = None):
     """Train one model; returns ``(model, history)``. Sequence models draw one of each molecule's strings
     (canonical + randomized) per visit (``augment=False``: the canonical string only); graph models read the
-    graph. Same seed -> same weights. ``schedule``/``warmup``/``decay_steps`` go to :func:`helpers.train.fit`
+    graph. Same seed -> same weights. ``fresh`` (round 7): the same draws, but where a randomized string is drawn
+    a new one is written for this visit (:func:`random_smiles` of the canonical string, seeded by the step's
+    generator) instead of one of the fixed ones, so no training string is seen twice and the training loss
+    cannot fall by memorising strings; the canonical string keeps its share (one in ``len(feats[m])``).
+    ``sin_gain``/``dropout``: see :func:`make_model`. ``snapshot_every`` (a multiple of ``eval_every``): a copy
+    of the weights every that many steps and at the end goes into ``snapshots`` (``{step: state dict}``). ``schedule``/``warmup``/``decay_steps`` go to :func:`helpers.train.fit`
     (default: cosine with a warm-up of a tenth of ``steps``, the regime of the ``models_s<k>`` checkpoints).
     ``val_idx``/``eval_every``: the task loss on those molecules' canonical strings every ``eval_every`` steps
     (``history.evals["val_loss"]``), for the validation-plateau condition. ``auc_idx`` (training molecules, a
@@ -1191,7 +1254,13 @@ def fit_model(kind: str, feats: Sequence[Sequence[Featurized]], idx: np.ndarray,
     steps, seed = V.integer("steps", steps, min=1), V.integer("seed", seed, min=0)
     eval_every = V.integer("eval_every", eval_every, min=0)
     warmup = steps // 10 if warmup is None else V.integer("warmup", warmup, min=0)
-    augment = V.boolean("augment", augment)
+    augment, fresh = V.boolean("augment", augment), V.boolean("fresh", fresh)
+    snapshot_every = V.integer("snapshot_every", snapshot_every, min=0)
+    if fresh and not augment:
+        raise ValueError("fresh draws new randomized strings; it needs augment=True")
+    if snapshot_every and (snapshots is None or not eval_every or snapshot_every % eval_every):
+        raise ValueError("snapshot_every needs a dict snapshots and eval_every > 0 dividing it")
+    V.optional(V.instance, "snapshots", snapshots, dict)
     idx = np.asarray(idx)
     targets = V.tensor("targets", targets, finite=True)
     if len(targets) != len(feats):
@@ -1199,13 +1268,22 @@ def fit_model(kind: str, feats: Sequence[Sequence[Featurized]], idx: np.ndarray,
     from helpers import train
 
     n_out = 1 if targets.dim() == 1 else targets.shape[1]
-    model = make_model(kind, len(vocab), n_out=n_out, n_node=n_node, seed=seed, width=width)
+    model = make_model(kind, len(vocab), n_out=n_out, n_node=n_node, seed=seed, width=width, sin_gain=sin_gain,
+                       dropout=dropout)
     graph = kind in GRAPH_KINDS
+    done = [0]  # steps taken (the step of an evaluation)
 
     def get(step: int):
+        done[0] = step + 1
         r = np.random.default_rng([seed, 7, step])
         mols = r.choice(idx, size=min(batch_size, len(idx)), replace=False)
-        items = [feats[m][0 if graph or not augment else int(r.integers(len(feats[m])))] for m in mols]
+        js = [0 if graph or not augment else int(r.integers(len(feats[m]))) for m in mols]
+        if not fresh:
+            return mols, [feats[m][j] for m, j in zip(mols, js)]
+        string_seeds = r.integers(2**31 - 2, size=len(mols))  # drawn after js: the same js as fresh=False
+        items = [feats[m][0] if j == 0 else refeaturize(random_smiles(feats[m][0].smiles, 1, int(q))[0],
+                                                         feats[m][0], vocab)
+                 for m, j, q in zip(mols, js, string_seeds)]
         return mols, items
 
     def loss(model: nn.Module, batch) -> Tensor:
@@ -1233,6 +1311,14 @@ def fit_model(kind: str, feats: Sequence[Sequence[Featurized]], idx: np.ndarray,
                 out["fit_auc"] = roc_auc(model, auc_items, targets[torch.as_tensor(auc_idx)].numpy(), vocab)
                 out["val_auc"] = roc_auc(model, val_items, val_y.numpy(), vocab)
             return out
+
+    if snapshot_every:
+        inner = eval_fn
+
+        def eval_fn(model: nn.Module) -> dict[str, float]:
+            if done[0] % snapshot_every == 0 or done[0] == steps:
+                snapshots[done[0]] = {k: v.detach().clone() for k, v in model.state_dict().items()}
+            return inner(model) if inner is not None else {}
 
     hist = train.fit(model, loss, get, steps, lr=lr, warmup=warmup, seed=seed, weight_decay=weight_decay,
                      progress=progress, desc=desc or kind, eval_fn=eval_fn, eval_every=eval_every,
@@ -1394,6 +1480,8 @@ def checkpoint_config(name: str = "models_s0", *, quick: bool = False, seed: int
     V.instance("name", name, str)
     if name.startswith("wsd_"):  # the registered retraining recipe (make_wsd.py), one checkpoint per family x seed
         return recipe_config(name, quick=quick, seed=seed)
+    if name.startswith(tuple(f"{r}_" for r in FRESH_RECIPES)):  # round 7's recipes (make_fresh.py)
+        return fresh_config(name, quick=quick, seed=seed)
     m = re.fullmatch(r"models_s(\d+)", name)
     if m is None:
         raise ValueError(f"name must be a checkpoint name such as 'models_s0' (one per seed) or "
@@ -1743,3 +1831,91 @@ def ecfp_baseline(smiles: Sequence[str], y: Sequence[float], train_idx: np.ndarr
         auc = lambda yy, p: float(roc_auc_score(yy, p)) if 0 < yy.mean() < 1 else float("nan")  # noqa: E731
         out[name] = dict(train_prob=p_tr, test_prob=p_te, train_auc=auc(y[tr], p_tr), test_auc=auc(y[te], p_te))
     return out
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Round 7 (data/07_tree_cycle_pe/make_fresh.py): recipes A ("fresh") and B ("freshreg") and the probe's reading,
+# registered on 2026-12-07 before any of their models was trained
+# --------------------------------------------------------------------------------------------------------------
+FRESH_REGISTERED = "2026-12-07"
+# A: the wsd recipe + a fresh randomized string at every visit + a learned gain on the sinusoidal table;
+# B: A + dropout 0.1 in every trained model + AdamW weight decay 0.05 (the wsd recipe: 0.0 and 0.01)
+FRESH_RECIPES = {"fresh": dict(fresh=True, sin_gain=True, dropout=0.0, weight_decay=0.01),
+                 "freshreg": dict(fresh=True, sin_gain=True, dropout=0.1, weight_decay=0.05)}
+# A changes only what reads strings or the sinusoidal table (GIN, Graphormer-lite and ECFP keep their wsd
+# checkpoints, which A would rebuild bit for bit); B changes every trained model
+FRESH_FAMILIES = {"fresh": ("prop_sinusoidal", "prop_tree_cycle", "prop_cycle", "prop_sinusoidal_canon", "alert"),
+                  "freshreg": ("prop_gin", "prop_sinusoidal", "prop_tree_cycle", "prop_cycle",
+                               "prop_sinusoidal_canon", "prop_graphormer_cycle", "alert")}  # probe's order first
+FRESH_NAMES = tuple(f"{r}_s{s}_{f}" for r in FRESH_RECIPES for s in range(3) for f in FRESH_FAMILIES[r])
+# each recipe's probe, seed 0, in the order its arms are trained (one process; make_fresh.py); A's arms are those
+# whose training A changes and that a verdict compares (GIN is unchanged by A); B's add GIN, which B changes
+# and which fails flat at every seed under the wsd recipe, first because it is cheap (4 min)
+FRESH_PROBE = {"fresh": ("fresh_s0_prop_sinusoidal", "fresh_s0_prop_tree_cycle"),
+               "freshreg": ("freshreg_s0_prop_gin", "freshreg_s0_prop_sinusoidal", "freshreg_s0_prop_tree_cycle")}
+POSITION_USE_BAR = 0.01  # a model uses its positions when removing them costs >= 0.01 validation ROC-AUC
+
+
+def fresh_config(name: str, *, quick: bool = False, seed: int = 0) -> dict:
+    """The config of round 7's checkpoint ``<recipe>_s<k>_<family>`` (registered on 2026-12-07, before training):
+    :func:`recipe_config`'s ``wsd_s<k>_<family>`` (same data, schedule, steps, bars) plus :data:`FRESH_RECIPES`
+    [recipe]: ``fresh`` (a new randomized string at every visit; not for the canonical-only family),
+    ``sin_gain``, ``dropout``, ``weight_decay``, and ``snapshot_every`` (weights kept every 2,000 property / 300
+    alert steps and at the end)."""
+    V.instance("name", name, str)
+    m = re.fullmatch(r"(fresh|freshreg)_s(\d+)_([a-z_]+)", name)
+    if m is None or m.group(3) not in FRESH_FAMILIES[m.group(1)]:
+        raise ValueError(f"name must be a round-7 checkpoint <recipe>_s<seed>_<family> (recipe fresh: families "
+                         f"{FRESH_FAMILIES['fresh']}; freshreg: {FRESH_FAMILIES['freshreg']}), got {name!r}")
+    recipe, k, family = m.group(1), int(m.group(2)), m.group(3)
+    cfg = recipe_config(f"wsd_s{k}_{family}", quick=quick, seed=seed)
+    cfg.update(FRESH_RECIPES[recipe], recipe=recipe, registered=FRESH_REGISTERED)
+    cfg["fresh"] = cfg["fresh"] and cfg["augment"]
+    cfg["snapshot_every"] = cfg["eval_every"] * 2 if quick else (2000 if cfg["task"] == "prop" else 300)
+    return cfg
+
+
+def fresh_probe_reading(conditions: dict, recipe: str = "fresh") -> dict:
+    """Round 7's probe rule (registered on 2026-12-07, before the probe): ``conditions`` maps each probed arm
+    (family of :data:`FRESH_PROBE` [recipe]) to its :func:`recipe_conditions` at seed 0. The recipe is met when
+    every arm meets ``flat``, ``val_flat`` and ``fits`` (the registered bars, unchanged). Arms are trained in
+    order and the probe stops once an arm fails (the rule is decided; the rest would cost slot time and change
+    nothing). Returns ``{"met", "failing": {arm: [condition, ...]}, "not_trained", "next"}``: met -> train the
+    recipe's families at seeds 0-2; A (``fresh``) not met -> probe B (``freshreg``); B not met -> no further
+    retraining under these conditions (the claims stay inconclusive where a condition fails); ``met`` None
+    (undecided) while arms are ``not_trained`` and every trained one meets the bars -> train the rest."""
+    V.one_of("recipe", recipe, tuple(FRESH_RECIPES))
+    V.instance("conditions", conditions, dict)
+    arms = [n.split("_", 2)[2] for n in FRESH_PROBE[recipe]]
+    unknown = set(conditions) - set(arms)
+    if not conditions or unknown:
+        raise ValueError(f"conditions must map some of {recipe}'s probed arms {arms} to their conditions"
+                         + (f"; {sorted(unknown)} are not probed arms" if unknown else ""))
+    failing = {}
+    for arm, cond in sorted(conditions.items()):
+        V.instance(f"conditions[{arm!r}]", cond, dict)
+        missing = set(RECIPE_BARS) - set(cond)
+        if missing:
+            raise ValueError(f"conditions[{arm!r}] lacks {sorted(missing)} (recipe_conditions gives all three)")
+        bad = [k for k in RECIPE_BARS if not cond[k]["met"]]
+        if bad:
+            failing[arm] = bad
+    not_trained = [a for a in arms if a not in conditions]
+    if not_trained and not failing:
+        return dict(met=None, failing={}, not_trained=not_trained,
+                    next=f"undecided: train the probe's remaining arm(s) {', '.join(not_trained)} at seed 0")
+    met = not failing
+    if met:
+        nxt = f"train {recipe}'s families at seeds 0-2"
+    elif recipe == "fresh":
+        nxt = "probe B (freshreg: A + dropout 0.1 + weight decay 0.05) at seed 0"
+    else:
+        nxt = "no further retraining under these conditions"
+    return dict(met=met, failing=failing, not_trained=not_trained, next=nxt)
+
+
+def uses_positions(auc: float, auc_without: float) -> bool:
+    """A model uses its positional encoding when removing it at test time costs at least
+    :data:`POSITION_USE_BAR` validation ROC-AUC (registered on 2026-12-07; recorded, gates no claim)."""
+    auc, auc_without = V.number("auc", auc), V.number("auc_without", auc_without)
+    return bool(auc - auc_without >= POSITION_USE_BAR)
