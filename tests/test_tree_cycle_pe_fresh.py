@@ -77,22 +77,22 @@ def test_fresh_strings_are_new_at_every_visit_with_the_same_canonical_share(monk
     seen = []
     real = tc.refeaturize
     monkeypatch.setattr(tc, "refeaturize", lambda s, b, v=None: seen.append(s) or real(s, b, v))
-    h1 = _fit(data, fresh=True, steps=30)[1]
-    assert len(seen) > 30 and len(set(seen)) > 0.5 * len(seen)  # new strings, rarely the same twice
+    h1 = _fit(data, fresh=True, steps=16)[1]
+    assert len(seen) > 16 and len(set(seen)) > 0.5 * len(seen)  # new strings, rarely the same twice
     assert len(set(seen) - fixed) > 0.8 * len(set(seen))
     assert all(tc.parse_smiles(s) is not None for s in seen)
     n_fresh = len(seen)
-    h2 = _fit(data, fresh=True, steps=30)[1]
+    h2 = _fit(data, fresh=True, steps=16)[1]
     assert h1.loss == h2.loss and seen[:n_fresh] == seen[n_fresh:]  # seeded: the same strings and weights
     # the canonical string is drawn exactly where the fixed recipe draws it: the same count of fresh visits as
     # the fixed recipe's randomized ones (j > 0)
     js = []
-    for step in range(30):
+    for step in range(16):
         r = np.random.default_rng([0, 7, step])
         mols = r.choice(np.arange(len(SMILES)), size=3, replace=False)
         js += [int(r.integers(len(feats[m]))) for m in mols]
     assert n_fresh == sum(j > 0 for j in js)
-    assert _fit(data, fresh=False, steps=30)[1].loss != h1.loss
+    assert _fit(data, fresh=False, steps=16)[1].loss != h1.loss
     with pytest.raises(ValueError, match="augment"):
         _fit(fresh=True, augment=False)
     monkeypatch.setattr(tc, "refeaturize", real)
@@ -105,7 +105,8 @@ def test_refeaturize_equals_featurize_for_every_string_of_the_molecule():
     mols = SMILES + ["C1CC2CCC1CC2", "C1CC12CC2", "c1ccc2c(c1)[nH]c1ccccc12", "CC.O", "[NH4+].[Cl-]"]
     for smi in mols:
         base = tc.featurize(smi, vocab)
-        for s in tc.random_smiles(smi, 6, seed=11) + [tc.rooted_smiles(smi, r) for r in range(3)]:
+        n = tc.parse_smiles(smi).GetNumAtoms()
+        for s in tc.random_smiles(smi, 6, seed=11) + [tc.rooted_smiles(smi, r) for r in range(min(3, n))]:
             a, b = tc.featurize(s, vocab), tc.refeaturize(s, base, vocab)
             for key in ("tokens", "token_ids", "token_atom", "is_atom", "atom_keys", "tree", "cycle", "edges",
                         "degree", "spd", "in_ring", "ranks", "ring_id", "ctree"):
