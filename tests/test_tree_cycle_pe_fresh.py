@@ -249,3 +249,18 @@ def test_committed_probe_record_is_read_as_registered(path):
             assert x["met"] == (x["value"] <= x["bar"] if x["op"] == "<=" else x["value"] >= x["bar"])
     assert rec["reading"] == tc.fresh_probe_reading({a: v["conditions"] for a, v in rec["arms"].items()},
                                                     rec["recipe"])
+
+
+def test_sequence_reading_of_b_reads_the_sequence_arms_only():
+    mod = _script()
+    arm = lambda **kw: dict(conditions=_c(**kw))  # noqa: E731
+    rec = dict(arms={"prop_gin": arm(flat=False)})
+    assert mod.sequence_reading(rec)["met"] is None  # GIN's miss does not decide it
+    rec["arms"]["prop_sinusoidal"] = arm()
+    r = mod.sequence_reading(rec)
+    assert r["met"] is None and r["not_trained"] == ["prop_tree_cycle"] and "prop_tree_cycle" in r["next"]
+    rec["arms"]["prop_tree_cycle"] = arm()
+    assert mod.sequence_reading(rec)["met"] is True
+    rec["arms"]["prop_sinusoidal"] = arm(flat=False, fits=False)
+    r = mod.sequence_reading(rec)
+    assert r["met"] is False and r["failing"] == {"prop_sinusoidal": ["flat", "fits"]}

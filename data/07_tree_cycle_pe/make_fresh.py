@@ -56,6 +56,22 @@ from it. ``--timing N`` trains ``min(N, steps)`` steps (schedule scaled, config 
 folder (the smoke test).
 
 Cost, measured before the probe: see the registering commit.
+
+Added after the probe's first arm, BEFORE any sequence model of B was trained (disclosed: registered after GIN
+missed ``flat``, 0.127, and the rule read B not met): B's rule lumped GIN with the sequence arms, while each claim
+is gated per model (``given=``), so a claim between sequence models does not need GIN's conditions. The sinusoidal
+arm of B is trained anyway, as information for the next round; it cannot change B's registered reading (not
+met). Its own reading, :func:`sequence_reading`: if ``freshreg_s0_prop_sinusoidal`` meets ``flat``, ``val_flat``
+and ``fits``, the next step is ``freshreg_s0_prop_tree_cycle``, and if that meets them too, B's sequence families
+(``prop_sinusoidal``, ``prop_sinusoidal_canon``, ``prop_tree_cycle``, ``prop_cycle``, ``alert``) at seeds 0-2
+with GIN, Graphormer-lite and ECFP kept at wsd (the claims naming GIN stay inconclusive through its conditions);
+if a sequence arm misses a condition, B does not fit the sequence models either (no further retraining under
+these conditions). Whether the learned gain makes the comparator use its positions is recorded per snapshot::
+
+    .venv/bin/python data/07_tree_cycle_pe/make_fresh.py --name freshreg_s0_prop_sinusoidal --out /tmp/07_fresh
+    .venv/bin/python data/07_tree_cycle_pe/make_fresh.py --summary freshreg --out /tmp/07_fresh
+
+(the record then holds every trained arm; its ``reading`` stays B's, ``sequence_reading(record)`` gives this one).
 """
 
 from __future__ import annotations
@@ -249,6 +265,28 @@ def summary(recipe: str, out: Path, record: Path | None = None, config=tc.fresh_
     path.write_text(json.dumps(rec, indent=1, default=checkpoints._json_default) + "\n")
     print(f"{path}: met={reading['met']} failing={reading['failing']} -> {reading['next']}")
     return path
+
+
+SEQUENCE_ARMS = ("prop_sinusoidal", "prop_tree_cycle")
+
+
+def sequence_reading(record: dict) -> dict:
+    """The reading of B's sequence arms, registered after GIN's arm and before them (docstring): ``{"met",
+    "failing", "not_trained", "next"}``; ``met`` None while an arm is untrained and every trained one meets the
+    three conditions."""
+    arms = record["arms"]
+    failing = {a: [k for k in tc.RECIPE_BARS if not arms[a]["conditions"][k]["met"]]
+               for a in SEQUENCE_ARMS if a in arms}
+    failing = {a: v for a, v in failing.items() if v}
+    not_trained = [a for a in SEQUENCE_ARMS if a not in arms]
+    if failing:
+        return dict(met=False, failing=failing, not_trained=not_trained,
+                    next="B does not fit the sequence models either: no further retraining under these conditions")
+    if not_trained:
+        return dict(met=None, failing={}, not_trained=not_trained,
+                    next=f"train {', '.join(f'freshreg_s0_{a}' for a in not_trained)}")
+    return dict(met=True, failing={}, not_trained=[],
+                next="train B's sequence families at seeds 0-2 (GIN, Graphormer-lite, ECFP kept at wsd)")
 
 
 def main(argv: list[str] | None = None) -> list:
