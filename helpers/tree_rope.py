@@ -452,12 +452,12 @@ def _recall4_config() -> dict:
     chains met both bars). Scored per held-out window (the stored per-window correctness at length 32), the stalls
     are of three kinds: (carry) TPE and TPE + OPT stop at ~0.91 with every miss where the answer sits across a
     carry of the lowest digit (key at p with p mod 8 = 7: the step +1 is the digit-difference tuple (-7, +1, 0, 0)
-    instead of (+1, 0, 0, 0), a tenth of the keys): 0.14-0.21 there, 1.00 elsewhere, at 4 of 4 such TPE
-    attempts; (first key) ~0.5 with the later key missed (0.05-0.09) and the earlier right (0.96-1.00): the query is
-    ignored; (none) at chance (0.1-0.25) for all 6000 steps. Every kind is a circuit that a 2-head layer did not
-    form, so the candidates give the optimisation more room without changing the task, the encodings or the ids:
-    ``H4`` 4 heads of 16 (same width and parameter count; TPE 2/2/2/2 rotary pairs per level), ``WD`` AdamW weight
-    decay 0.1 (shrinks the saturated attention logits that hold a stall).
+    instead of (+1, 0, 0, 0), a tenth of the keys): 0.14-0.21 there, 1.00 elsewhere, at all 3 TPE attempts that
+    ended near 0.91; (first key) ~0.5 with the later key missed (0.05-0.09) and the earlier right (0.96-1.00): the
+    query is ignored; (none) at chance (0.1-0.25) for all 6000 steps. Every kind is a circuit that a 2-head layer
+    did not form, so the candidates give the optimisation more room without changing the task, the encodings or
+    the ids: ``H4`` 4 heads of 16 (same width and parameter count; TPE 2/2/2/2 rotary pairs per level), ``WD``
+    AdamW weight decay 0.1 (shrinks the saturated attention logits that hold a stall).
 
     **Change**: :data:`RECALL4_CHANGE`, the one ``probe_recall4.round8`` picks from the probe's records (or None:
     no change is supported, and recall4 is not trained). **Attempts**: one per arm-seed, the one read (no

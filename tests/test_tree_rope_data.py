@@ -220,7 +220,8 @@ def test_probe_recall4_runs_on_a_tiny_config(monkeypatch):
 
     def tiny(change):
         cfg = full(change)
-        cfg.update(d_model=16, n_layer=1, batch_size=8, steps=12, warmup=2, val_every=3, val_windows=16)
+        cfg.update(d_model=8 * cfg["n_head"], n_layer=1, batch_size=8, steps=12, warmup=2, val_every=3,
+                   val_windows=64)  # TPE: one rotary pair per level at least
         return cfg
 
     monkeypatch.setattr(probe.tr, "recall4_config", tiny)
@@ -246,3 +247,40 @@ def test_recall4_config_changes_one_thing_and_reads_one_attempt():
     assert tr.checkpoint_config("recall4")["change"] == tr.RECALL4_CHANGE
     with pytest.raises(ValueError):
         tr.recall4_config("H8")
+
+
+def test_make_recall4_tiny_arms_and_merge(tmp_path):
+    mk = load_module(DATA / "make_recall4.py")
+    parts, out = tmp_path / "parts", tmp_path / "out"
+    assert mk.main(["--tiny", "--seed", "1", "--arms", "RoPE", "--parts", str(parts), "--out", str(out)]) is None
+    with pytest.raises(SystemExit, match="not trained"):
+        mk.main(["--tiny", "--merge", "--seeds", "1", "--parts", str(parts), "--out", str(out)])
+    part = json.loads(mk.main(["--tiny", "--merge", "--partial", "--seeds", "1", "--parts", str(parts), "--out",
+                               str(out)]).read_text())["extra"]
+    assert "TPE/1" in part["pending"] and "RoPE/1" in part["chosen"] and "RoPE + skips/1" not in part["pending"]
+    mk.main(["--tiny", "--seed", "1", "--parts", str(parts), "--out", str(out)])  # the rest; RoPE's is reused
+    man = json.loads(mk.main(["--tiny", "--merge", "--seeds", "1", "--parts", str(parts), "--out",
+                              str(out)]).read_text())
+    cfg = mk.tiny_config()
+    assert man["extra"]["pending"] == [] and set(man["extra"]["chosen"]) == {f"{a}/1" for a in cfg["arms"]}
+    for key, c in man["extra"]["chosen"].items():
+        m = man["metrics"][key]
+        assert c["attempt"] == 0 and m["attempt"] == 0 and not m["weights_stored"]  # one attempt, records only
+        assert c["meets_bars"] == (m["final_val_acc"] >= 0.95 and m["plateau"] <= 0.02)
+    assert man["extra"]["seconds_per_run"]["RoPE/1"] == part["seconds_per_run"]["RoPE/1"]  # reused, not retrained
+    assert not [k for k in mk.checkpoints.load(mk.SLUG, "recall4", config=cfg, root=out).tensors if ".eval_" not in k]
+    assert mk.main(["--tiny"]) is not None  # the book's tiny-script test: --tiny alone
+
+
+def test_stored_probe_recall4_follows_its_rule():
+    path = DATA / "probe_recall4.json"
+    if not path.exists():
+        pytest.skip("probe_recall4 not recorded")
+    probe = load_module(DATA / "probe_recall4.py")
+    stored = json.loads(path.read_text())
+    assert probe.round8(stored["records"]) == stored["round8"] and stored["round8"]["decided"]
+    for name, r in stored["records"].items():
+        assert (r["change"], r["arm"]) == probe.RUNS[name] and r["baseline"] == probe.baseline(r["arm"])
+        assert r["probe_steps"] == probe.PROBE_STEPS and r["init_seed"] == 2001
+    from helpers import tree_rope as tr
+    assert stored["round8"]["change"] == tr.RECALL4_CHANGE
