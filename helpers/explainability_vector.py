@@ -1329,7 +1329,11 @@ def loo_predictions(features: Sequence[float], y: Sequence[float]) -> np.ndarray
 def checkpoint_config(name: str = "models") -> dict:
     """The config of the chapter's checkpoint ``name`` at its default parameters (what the script trains and the
     notebook asks for), with the conditions the notebook reads (``conditions``), registered with it."""
-    V.one_of("name", name, ("models", "models_r4", "faithfulness", "relatedness"))
+    V.one_of("name", name, ("models", "models_r4", "faithfulness", "relatedness", "oracles"))
+    if name == "oracles":  # seed 0's oracles on round 6's targets (make_oracles.py), registered near the end
+        rel = checkpoint_config("relatedness")
+        return dict(rel, seeds=[0], beta=checkpoint_config("models_r4")["beta"], n_faith=100,
+                    related="relatedness")
     if name == "relatedness":  # round 6: the single-factor targets' records (make_relatedness.py), see below
         r4 = checkpoint_config("models_r4")
         return dict(models="models_r4", model=r4["model"], targets=list(SINGLE_FACTOR), n_train=9000,
@@ -1568,3 +1572,99 @@ def single_factor_reading(records: Mapping[str, Mapping], base_plateau: float, c
         pred = loo_predictions(x, gain)
         loo[f] = float(np.corrcoef(rankdata(pred), rankdata(gain))[0, 1]) if np.ptp(pred) > 0 else 0.0
     return dict(out, rho=rho, p=p, ci=ci, rho_own=rho_own, loo=loo)
+
+
+# ---- seed 0's oracles on round 6's single-factor targets (the build item "one seed's oracles stored", #73) ----
+# Registered before any oracle was trained (this comment, checkpoint_config("oracles"), train_oracle,
+# oracle_record, oracle_gaps, data/15_explainability_vector/make_oracles.py and their tests). Descriptive, no
+# claim reads it: per single-factor target, at seed 0, the target's *oracle* is θ0 fine-tuned on the target with
+# the target's own masks (L = CE + β · explanation loss, β of models_r4), with θ_T's recipe (the relatedness
+# config's data, steps and learning rate): the model make_models.py's ``oracle_seeds`` trains, what explanation
+# supervision on the target itself reaches. Its record (records only, ``oracles_s0.json``: data/ has no room for
+# the weights): accuracy and patch AUROC on the target's 300 test images (as ``single_factor_record`` scores θ_T
+# and θ_T + λτ), deletion / insertion AUC with the ROAD fill of its own map and of a random map on the oracle
+# (first ``n_faith`` test images), its loss curve and plateau (the oracle counts as trained when plateau <=
+# plateau_max, the bar θ_T's curve meets) and cos(θ_O − θ0, τ). The gap the chapter reads is
+# ``oracle_gaps``: the oracle's AUROC minus the transferred map's (θ_T + λτ, from relatedness_s0.json), the share
+# of the way from θ_T's own map to the oracle that τ covers, and the accuracy each costs. θ_T is not stored, so
+# the transferred model's deletion AUC on these targets is not measured here (that would mean training θ_T
+# again beside each oracle, twice the cost; the deletion ratio is the oracle's alone).
+
+
+def train_oracle(theta0: Mapping[str, Tensor], name: str, cfg: Mapping, seed: int) -> tuple[dict[str, Tensor],
+                                                                                             list[float]]:
+    """Seed ``seed``'s oracle for target ``name``: ``theta0`` fine-tuned on the target's ``cfg["n_train"]``
+    training images (data seed ``cfg["data_seed"]``) for ``cfg["target_steps"]`` steps at ``cfg["target_lr"]``
+    with the explanation loss at ``cfg["beta"]``, the whole network: the same model ``train_all`` trains as
+    ``s{seed}/oracle/<target>`` for that config (its batches depend only on the seed and the step). Returns
+    ``(state dict, per-step losses)``."""
+    _state("theta0", theta0)
+    V.instance("cfg", cfg, Mapping)
+    domain_spec(name)
+    seed = V.seed("seed", seed)
+    dom = make_domain(name, cfg["n_train"], cfg["data_seed"], aspect=cfg.get("aspect", "keep"))
+    model, losses = train_model(dom, cfg["target_steps"], init=theta0, beta=V.positive("beta", cfg["beta"]),
+                                lr=cfg["target_lr"], batch_size=cfg["batch_size"], seed=seed,
+                                model_cfg=cfg["model"])
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}, losses
+
+
+def oracle_record(theta0: Mapping[str, Tensor], tau: Mapping[str, Tensor], state_O: Mapping[str, Tensor],
+                  name: str, cfg: Mapping) -> dict:
+    """The oracle's scores on target ``name`` (``cfg`` shaped like ``checkpoint_config("oracles")``), on the
+    target's ``cfg["n_test"]`` test images (data seed ``cfg["test_seed"]``, the images ``single_factor_record``
+    scores): ``acc_oracle``, ``auroc_oracle`` (its own map of the true class against the mask), ``deletion`` /
+    ``insertion`` (AUC of its true-class probability, ROAD fill, its own map, first ``cfg["n_faith"]`` images),
+    ``deletion_random`` / ``insertion_random`` (a random map, the same images and model), ``cos_tau_oracle``
+    (cosine of θ_O − θ0 with τ) and ``norm_oracle`` (‖θ_O − θ0‖ / ‖τ‖). Deterministic."""
+    from helpers import repro
+
+    for k, v in (("theta0", theta0), ("tau", tau), ("state_O", state_O)):
+        _state(k, v)
+    V.instance("cfg", cfg, Mapping)
+    domain_spec(name)
+    n_faith = V.integer("cfg['n_faith']", cfg["n_faith"], min=1)
+    te = make_domain(name, cfg["n_test"], cfg["test_seed"], aspect=cfg.get("aspect", "keep"))
+    m = TinyViT(**cfg["model"])
+    m.load_state_dict(state_O)
+    m.eval()
+    with torch.no_grad():
+        logits, patches = m(te.images, te.classes)
+    ar = torch.arange(len(te))
+    own = patches[ar, :, te.labels]
+    k = torch.arange(min(n_faith, len(te)))
+    rand = torch.as_tensor(repro.rng(cfg["test_seed"], 9).random((len(k), N_PATCH)), dtype=torch.float32)
+    prob = true_prob(m, te.classes, te.labels[k])
+    dele, ins = deletion_insertion(prob, te.images[k], own[k], fill=FAITHFULNESS_FILL)
+    dr, ir = deletion_insertion(prob, te.images[k], rand, fill=FAITHFULNESS_FILL)
+    v_tau, v_O = flat(tau), flat(task_vector(state_O, theta0))
+    return {"acc_oracle": float((logits.argmax(1) == te.labels).float().mean()),
+            "auroc_oracle": patch_auroc(own, te.mask), "deletion": dele, "insertion": ins,
+            "deletion_random": dr, "insertion_random": ir,
+            "cos_tau_oracle": float(F.cosine_similarity(v_tau, v_O, dim=0)),
+            "norm_oracle": float(v_O.norm() / v_tau.norm())}
+
+
+def oracle_gaps(related: Mapping[str, Mapping], oracles: Mapping[str, Mapping]) -> dict[str, dict]:
+    """Per target of ``oracles`` (target -> :func:`oracle_record`), with the same target's record in ``related``
+    (target -> :func:`single_factor_record`, the same seed): ``gap`` = the oracle's AUROC minus the transferred
+    map's (θ_T + λτ), ``gap_best`` = the oracle's minus the best of θ_T's map, gradient × input and |gradient|,
+    ``share`` = (transferred − θ_T's own map) / (oracle − θ_T's own map), the part of the way from θ_T's own map
+    to the oracle that τ covers (nan when the oracle is not above θ_T's own map), ``cost_lam`` / ``cost_oracle``
+    = accuracy of θ_T + λτ / of the oracle minus θ_T's, and ``ratio`` = the oracle's deletion AUC with a random
+    map over its deletion AUC with its own map (> 1: its map finds what the oracle's prediction rests on)."""
+    V.instance("related", related, Mapping)
+    V.instance("oracles", oracles, Mapping)
+    missing = [t for t in oracles if t not in related]
+    if missing:
+        raise ValueError(f"related has no record for targets {missing}; expected one per oracle (the same seed)")
+    out = {}
+    for t, o in oracles.items():
+        r = related[t]
+        best = max(r["auroc_own"], r["auroc_grad"], r["auroc_gmag"])
+        room = o["auroc_oracle"] - r["auroc_own"]
+        out[t] = dict(gap=o["auroc_oracle"] - r["auroc_lam"], gap_best=o["auroc_oracle"] - best,
+                      share=(r["auroc_lam"] - r["auroc_own"]) / room if room > 0 else float("nan"),
+                      cost_lam=r["acc_lam"] - r["acc_T"], cost_oracle=o["acc_oracle"] - r["acc_T"],
+                      ratio=o["deletion_random"] / o["deletion"] if o["deletion"] > 0 else float("nan"))
+    return out

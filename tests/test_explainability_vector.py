@@ -762,3 +762,58 @@ def test_single_factor_record_on_a_tiny_model():
     assert set(ev.SINGLE_FACTOR_FEATURES) <= set(a)
     with pytest.raises(ValueError, match="unknown domain"):
         ev.single_factor_record(theta0, tau, state_T, "nowhere", cfg)
+
+
+# ---- seed 0's oracles on the single-factor targets (registered before they were trained) ----------------------
+
+def test_oracles_config_registered():
+    cfg, rel = ev.checkpoint_config("oracles"), ev.checkpoint_config("relatedness")
+    assert cfg["seeds"] == [0] and cfg["beta"] == ev.checkpoint_config("models_r4")["beta"] == 1.0
+    assert cfg["n_faith"] == 100 and cfg["related"] == "relatedness"
+    assert {k: v for k, v in cfg.items() if k not in ("seeds", "beta", "n_faith", "related")} == \
+        {k: v for k, v in rel.items() if k != "seeds"}  # θ_T's recipe and test images, unchanged
+
+
+def _tiny_oracle_setup():
+    small = dict(d_model=16, depth=1, n_head=2, emb_dim=8, stem=4)
+    cfg = dict(ev.checkpoint_config("oracles"), model=small, n_train=16, batch_size=4, target_steps=3, n_test=12,
+               n_faith=5)
+    with torch.no_grad():
+        torch.manual_seed(0)
+        theta0 = ev.TinyViT(**small).state_dict()
+    tau = {k: 0.01 * torch.randn_like(v) if v.is_floating_point() else torch.zeros_like(v) for k, v in theta0.items()}
+    return cfg, theta0, tau
+
+
+def test_train_oracle_is_the_oracle_train_all_trains():
+    cfg, theta0, _ = _tiny_oracle_setup()
+    state, losses = ev.train_oracle(theta0, "grey ink", cfg, 0)
+    run_cfg = dict(model=cfg["model"], n_train=16, batch_size=4, target_steps=3, target_lr=cfg["target_lr"],
+                   ft_lr=cfg["target_lr"], data_seed=0, aspect="fill", seeds=[0], targets=["grey ink"],
+                   oracle_seeds=[0], target_recipe={}, target_only="all", beta=cfg["beta"])
+    states, history, _ = ev.train_all(run_cfg, theta0={0: theta0}, n_eval=8, log=None)
+    want = states["s0/oracle/grey_ink"]
+    assert all(torch.equal(state[k], want[k]) for k in want) and losses == history["loss/s0/oracle/grey_ink"]
+    assert not all(torch.equal(state[k], states["s0/T/grey_ink"][k]) for k in want)  # beta > 0 moved it elsewhere
+    with pytest.raises(ValueError):
+        ev.train_oracle(theta0, "grey ink", dict(cfg, beta=0.0), 0)  # an oracle needs its masks
+
+
+def test_oracle_record_and_gaps():
+    cfg, theta0, tau = _tiny_oracle_setup()
+    state_O = ev.add_vector(theta0, tau, 2.0)
+    a = ev.oracle_record(theta0, tau, state_O, "grey ink", cfg)
+    assert a == ev.oracle_record(theta0, tau, state_O, "grey ink", cfg)  # deterministic
+    assert a["cos_tau_oracle"] == pytest.approx(1.0, abs=1e-4) and a["norm_oracle"] == pytest.approx(2.0, rel=1e-4)
+    assert 0 <= a["auroc_oracle"] <= 1 and 0 <= a["acc_oracle"] <= 1 and a["deletion_random"] >= 0
+    related = dict(t=dict(auroc_own=0.5, auroc_grad=0.6, auroc_gmag=0.7, auroc_lam=0.8, acc_T=0.9, acc_lam=0.85))
+    g = ev.oracle_gaps(related, dict(t=dict(a, auroc_oracle=0.9, acc_oracle=0.95, deletion=0.2,
+                                            deletion_random=0.3)))["t"]
+    assert g["gap"] == pytest.approx(0.1) and g["gap_best"] == pytest.approx(0.2)
+    assert g["share"] == pytest.approx(0.75) and g["ratio"] == pytest.approx(1.5)
+    assert g["cost_lam"] == pytest.approx(-0.05) and g["cost_oracle"] == pytest.approx(0.05)
+    assert np.isnan(ev.oracle_gaps(related, dict(t=dict(a, auroc_oracle=0.4)))["t"]["share"])  # no room above θ_T
+    with pytest.raises(ValueError, match="no record for targets"):
+        ev.oracle_gaps(related, dict(u=a))
+    with pytest.raises(ValueError, match="unknown domain"):
+        ev.oracle_record(theta0, tau, state_O, "nowhere", cfg)
