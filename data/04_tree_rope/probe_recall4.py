@@ -131,8 +131,11 @@ def run(name: str, probe_steps: int = PROBE_STEPS) -> dict:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("runs", nargs="*", choices=list(RUNS), help="default: all, in turn")
+    ap.add_argument("runs", nargs="*", help=f"of {list(RUNS)}; default: all, in turn")
     args = ap.parse_args(argv)
+    unknown = [r for r in args.runs if r not in RUNS]
+    if unknown:  # not argparse's choices=, which refuses an empty list for nargs="*" (Python 3.11)
+        ap.error(f"unknown runs {unknown}; the probe's: {list(RUNS)}")
     repro.set_threads(1)
     for name in args.runs or list(RUNS):
         rec = run(name)
