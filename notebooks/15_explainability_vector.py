@@ -1033,13 +1033,15 @@ if r6:
 RO = ev.checkpoint_config("oracles")
 orc = None  # target -> seed 0's oracle record
 if quick and 0 in r6:  # the quick targets' oracles, live, with the quick recipe
-    RO.update({k: R6[k] for k in ("model", "n_train", "batch_size", "target_steps", "n_test",
-                                  "n_eval", "targets")}, n_faith=R6["n_test"])
+    RO.update({k: R6[k] for k in ("model", "n_train", "batch_size", "target_steps",
+                                  "n_test", "n_eval", "targets")}, n_faith=R6["n_test"])
     orc = {}
     for t in RO["targets"]:
         st_o, loss_o = ev.train_oracle(theta0[0], t, RO, 0)
-        orc[t] = dict(ev.oracle_record(theta0[0], tau[0], st_o, t, RO), plateau=train.plateau(
-            checkpoints.subsample(loss_o, 100), C6["plateau_frac"], atol=C6["plateau_atol"]))
+        curve_o = checkpoints.subsample(loss_o, 100)
+        orc[t] = dict(ev.oracle_record(theta0[0], tau[0], st_o, t, RO),
+                      plateau=train.plateau(curve_o, C6["plateau_frac"],
+                                            atol=C6["plateau_atol"]))
 elif 0 in r6:
     try:
         body_o = json.loads(checkpoints.fetch(
@@ -1048,10 +1050,12 @@ elif 0 in r6:
         body_o = None
     if body_o is not None:  # the registered config, complete, or nothing is read
         if body_o["config"] != checkpoints.normalize(RO) or not body_o["complete"]:
-            raise ValueError("oracles_s0.json: not a complete run of the registered config")
+            raise ValueError("oracles_s0.json: not a complete run of the registered "
+                             "config")
         orc = body_o["targets"]
 print("seed 0's oracle records:", "none for this run (they are seed 0's; seeds here: "
-      f"{seeds})" if not orc else f"{len(orc)} targets" + (" (trained live)" if quick else ""))
+      f"{seeds})" if not orc else f"{len(orc)} targets"
+      + (" (trained live)" if quick else ""))
 
 # %%
 if orc:  # the oracle beside the transferred map, per target (seed 0)
@@ -1060,24 +1064,27 @@ if orc:  # the oracle beside the transferred map, per target (seed 0)
     tabO = pd.DataFrame([dict(
         target=t, factor=ev.SINGLE_FACTOR[t][0], counted=t in read6[0]["targets"],
         relatedness=rel0[t]["relatedness"], **{"θ_T's map": rel0[t]["auroc_own"]},
-        **{"best baseline": max(rel0[t][k] for k in ("auroc_own", "auroc_grad", "auroc_gmag"))},
+        **{"best baseline": max(rel0[t][k]
+                                for k in ("auroc_own", "auroc_grad", "auroc_gmag"))},
         transferred=rel0[t]["auroc_lam"], oracle=o["auroc_oracle"], **gapsO[t],
         acc_T=rel0[t]["acc_T"], acc_lam=rel0[t]["acc_lam"], acc_oracle=o["acc_oracle"],
         oracle_plateau=o["plateau"], cos_tau_oracle=o["cos_tau_oracle"])
         for t, o in orc.items()]).set_index("target")
     display(tabO.drop(columns=["cost_lam", "cost_oracle"]).round(3).style.set_caption(
-        "seed 0: patch AUROC of θ_T's map, the best label-free baseline, the transferred map "
-        "and the oracle; gap = oracle − transferred"))
+        "seed 0: patch AUROC of θ_T's map, the best label-free baseline, the "
+        "transferred map and the oracle; gap = oracle − transferred"))
     order = tabO.sort_values("gap").index
     fig, ax = plt.subplots(figsize=(7.4, 0.26 * len(order) + 1.2))
     for col, mk in (("θ_T's map", "x"), ("best baseline", "s"), ("transferred", "o"),
                     ("oracle", "*")):
         ax.scatter(tabO.loc[order, col], range(len(order)), marker=mk, label=col, s=30)
-    ax.hlines(range(len(order)), tabO.loc[order, "transferred"], tabO.loc[order, "oracle"],
-              color="gray", lw=0.8)
-    ax.set_yticks(range(len(order)), [f"{t}{'' if tabO.counted[t] else ' (not counted)'}"
-                                      for t in order], fontsize=7)
-    ax.set(xlabel="patch AUROC (seed 0, 300 test images)", title="transferred vs oracle")
+    ax.hlines(range(len(order)), tabO.loc[order, "transferred"],
+              tabO.loc[order, "oracle"], color="gray", lw=0.8)
+    ax.set_yticks(range(len(order)),
+                  [f"{t}{'' if tabO.counted[t] else ' (not counted)'}" for t in order],
+                  fontsize=7)
+    ax.set(xlabel="patch AUROC (seed 0, 300 test images)",
+           title="transferred vs oracle")
     ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
     plt.tight_layout()
     plt.show()
@@ -1371,9 +1378,10 @@ rec.claim(
 )
 # %%
 if have_r6:  # round 6's registered reading (ev.SINGLE_FACTOR_READING), section 6
-    g6 = repro.rng(seed, 12)  # the no-signal null of the leave-one-out Spearman, per count
-    null6 = {n: float(np.percentile([ev.spearman_perm(ev.loo_predictions(*xy), xy[1], n_perm=1)[0]
-                                     for xy in g6.normal(size=(1000, 2, n))], 95))
+    g6 = repro.rng(seed, 12)  # the no-signal null of the leave-one-out Spearman,
+    null6 = {n: float(np.percentile(  # per count of targets
+        [ev.spearman_perm(ev.loo_predictions(*xy), xy[1], n_perm=1)[0]
+         for xy in g6.normal(size=(1000, 2, n))], 95))
              for n in sorted({read6[s]["n"] for s in seeds if read6[s]["n"] >= 3})}
     rec.claim(
         "relatedness_predicts_gain",
@@ -1410,10 +1418,12 @@ if have_r6:  # round 6's registered reading (ev.SINGLE_FACTOR_READING), section 
             for f in ev.SINGLE_FACTOR_FEATURES if f != "cos_tau_tauT")
         + "; the nine-target reading of section 5: " + ", ".join(
             f"{v:.2f}" for v in loo.loc["cos(τ, τ_T)", [f"seed {s}" for s in seeds]])
-        + "; no-signal null of this statistic (random feature and gain, as many targets), "
+        + "; no-signal null of this statistic (random feature and gain, as many "
+        "targets), "
         "95th percentile per seed: " + ", ".join(
             f"{null6.get(read6[s]['n'], float('nan')):.2f}" for s in seeds)
-        + "; raw Spearman of the cosine with the gain per seed (the fitted line's sign): "
+        + "; raw Spearman of the cosine with the gain per seed (the fitted line's "
+        "sign): "
         + ", ".join(f"{_sp6(s, 'cos_tau_tauT'):.2f}" for s in seeds),
         given=R6_GIVEN,
     )
