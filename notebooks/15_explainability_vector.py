@@ -1034,7 +1034,7 @@ RO = ev.checkpoint_config("oracles")
 orc = None  # target -> seed 0's oracle record
 if quick and 0 in r6:  # the quick targets' oracles, live, with the quick recipe
     RO.update({k: R6[k] for k in ("model", "n_train", "batch_size", "target_steps",
-                                  "n_test", "n_eval", "targets")}, n_faith=R6["n_test"])
+                                  "n_test", "n_eval", "targets")}, n_faith=16)
     orc = {}
     for t in RO["targets"]:
         st_o, loss_o = ev.train_oracle(theta0[0], t, RO, 0)
