@@ -222,6 +222,10 @@ def test_make_fresh_writes_weights_outside_data_only_and_records_the_probe(tmp_p
     assert man["extra"]["snapshots"]["sha256"] == checkpoints.sha256_file(snap)
     with pytest.raises(SystemExit, match="registered config"):
         mod.summary("fresh", tmp_path, tmp_path / "r.json")
+    with pytest.raises(SystemExit, match="registered config"):  # the CLI reads the skeleton's --out
+        mod.main(["--summary", "fresh", "--out", str(tmp_path)])
+    with pytest.raises(SystemExit, match="--out"):
+        mod.main(["--summary", "fresh"])
     path = mod.summary("fresh", tmp_path, tmp_path / "r.json",
                        config=lambda n: tc.fresh_config(n, quick=True, seed=0))
     rec = json.loads(path.read_text())

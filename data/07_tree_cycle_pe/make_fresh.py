@@ -293,12 +293,13 @@ def main(argv: list[str] | None = None) -> list:
     argv = list(sys.argv[1:] if argv is None else argv)
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("--summary", choices=tuple(tc.FRESH_RECIPES), default=None)
-    pre.add_argument("--out", type=Path, default=None)
     known, _ = pre.parse_known_args(argv)
-    if known.summary:
-        if known.out is None:
+    if known.summary:  # the skeleton's --out, read here without redefining the skeleton's flag
+        at = [i for i, a in enumerate(argv) if a == "--out" or a.startswith("--out=")]
+        if not at or (argv[at[-1]] == "--out" and at[-1] + 1 >= len(argv)):
             raise SystemExit("--summary reads the probe's checkpoints from --out")
-        return [summary(known.summary, known.out)]
+        out = argv[at[-1]].partition("=")[2] or argv[at[-1] + 1]
+        return [summary(known.summary, Path(out))]
 
     def options(ap: argparse.ArgumentParser) -> None:
         ap.add_argument("--timing", type=int, default=0, metavar="N",
