@@ -1968,8 +1968,8 @@ display(
 # (`data/07_tree_cycle_pe/make_fresh.py`): **A** writes a fresh randomized SMILES at every
 # visit instead of drawing one of five fixed ones, and multiplies the sinusoidal table by
 # a learned per-dimension gain (the tree+cycle term already has its LayerNorm's learned
-# gain), so the comparator can use its positions; **B** adds dropout 0.1 and weight decay
-# 0.05, aimed at memorising the molecules themselves. Which of the two to probe was
+# gain), so the comparator can use its positions; **B** adds dropout and a stronger weight
+# decay (values in the script), aimed at memorising the molecules themselves. Which of the two to probe was
 # decided by an evaluation of the stored models (no training,
 # `make_string_diagnosis.py`): their loss on training molecules through the strings they
 # trained on, through fresh strings they never saw, and on validation molecules. Then one
