@@ -93,36 +93,6 @@ def with_seeds(cfg: Mapping[str, Any], seeds: Sequence[int]) -> dict[str, Any]:
     return out
 
 
-def config_by_rule(cfg: Mapping[str, Any], manifest: Mapping[str, Any]) -> dict[str, Any]:
-    """The config a chapter loads a checkpoint with: ``cfg``, or, when a registered rule stopped before every
-    default seed, ``cfg`` on the manifest's seeds.
-
-    A manifest says a rule ran fewer seeds by recording the reason in ``extra.seeds_by_rule`` (a non-empty
-    string); its ``config["seeds"]`` must then be a proper subset of ``cfg["seeds"]``. Without that reason the
-    config is returned unchanged, so a manifest with fewer seeds still fails the config comparison (a silent
-    subset is a defect, not a rule).
-    """
-    V.instance("cfg", cfg, Mapping)
-    V.instance("manifest", manifest, Mapping)
-    extra = manifest.get("extra") or {}
-    if not isinstance(extra, Mapping):
-        raise TypeError(f"manifest['extra'] must be a mapping, got {type(extra).__name__}")
-    reason = extra.get("seeds_by_rule")
-    if reason is None:
-        return copy.deepcopy(dict(cfg))
-    if not isinstance(reason, str) or not reason.strip():
-        raise ValueError(f"extra.seeds_by_rule must name the rule and why it stopped (a non-empty string), got "
-                         f"{reason!r}")
-    seeds = (manifest.get("config") or {}).get("seeds")
-    want = cfg.get("seeds")
-    if not isinstance(seeds, Sequence) or isinstance(seeds, str) or not seeds:
-        raise ValueError(f"a manifest with extra.seeds_by_rule needs config['seeds'], got {seeds!r}")
-    if not isinstance(want, Sequence) or isinstance(want, str) or not set(seeds) < set(want):
-        raise ValueError(f"extra.seeds_by_rule: the manifest's seeds {list(seeds)} must be a proper subset of the "
-                         f"chapter's default seeds {want!r}")
-    return with_seeds(cfg, seeds)
-
-
 def _first_paragraph(doc: str | None) -> str | None:
     return doc.strip().split("\n\n")[0] if doc else None
 

@@ -14,13 +14,12 @@ matplotlib.use("Agg")
 import pytest
 import torch
 import yaml
-from _loader import load_module
+from _loader import config_by_rule, load_module
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from helpers import checkpoints as ck
 from helpers import nn as hnn
-from helpers import scripts
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "data"
@@ -282,7 +281,7 @@ def test_committed_manifest_matches_chapter_defaults(manifest):
     mod = importlib.import_module(m["module"])
     want = mod.checkpoint_config(name)
     # a registered rule that stopped before every default seed records why (extra.seeds_by_rule): its seeds' config
-    diff = ck.diff_config(scripts.config_by_rule(want, m), m["config"])
+    diff = ck.diff_config(config_by_rule(want, m), m["config"])
     assert not diff, (f"{slug}/{name}: the chapter's default config differs from the committed checkpoint's in "
                       f"{diff}; rebuild with: {ck.rebuild_command(slug, name)}")
     w = manifest.with_name(m["weights"]["file"])
@@ -698,3 +697,27 @@ def test_restamp_record(tmp_path):
         ck.restamp_record(rec, "a source file was deleted here")
     with pytest.raises(Exception, match="existing file"):
         ck.restamp_record(tmp_path / "none.json", "there is no such record")
+
+
+def test_config_by_rule_applies_only_a_recorded_rule():
+    cfg = dict(d=8, seeds=[0, 1, 2], stored_seed=0)
+    ran = dict(d=8, seeds=[1], stored_seed=1)
+    reason = {"seeds_by_rule": "round 7's rule stopped after its probe seed 1"}
+    assert config_by_rule(cfg, {"config": ran, "extra": reason}) == ran
+    # no reason recorded: the chapter's config, so a silent subset still differs from the manifest in 'seeds'
+    assert config_by_rule(cfg, {"config": ran}) == cfg
+    assert ck.diff_config(config_by_rule(cfg, {"config": ran, "extra": {}}), ran) != []
+    # a reason does not excuse any other difference
+    other = dict(ran, d=16)
+    assert ck.diff_config(config_by_rule(cfg, {"config": other, "extra": reason}), other) == ["d"]
+    for bad in ({"seeds_by_rule": ""}, {"seeds_by_rule": True}):
+        with pytest.raises(ValueError, match="non-empty string"):
+            config_by_rule(cfg, {"config": ran, "extra": bad})
+    for seeds in ([0, 1, 2], [5], []):  # not a proper subset of the default seeds
+        with pytest.raises(ValueError):
+            config_by_rule(cfg, {"config": dict(ran, seeds=seeds), "extra": reason})
+    with pytest.raises(TypeError):
+        config_by_rule(cfg, {"config": ran, "extra": ["seeds_by_rule"]})
+    with pytest.raises(TypeError):
+        config_by_rule(cfg, [("config", ran)])
+

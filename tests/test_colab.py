@@ -502,8 +502,9 @@ LOADER = textwrap.dedent("""\
         for name, module in args["checkpoints"]:  # the chapters' call: load(slug, name, config=<their config>)
             cfg = importlib.import_module(module).checkpoint_config(name)
             man = json.loads(checkpoints.fetch(args["slug"], name + ".json").read_text())
-            from helpers import scripts  # the seeds a registered rule ran (extra.seeds_by_rule), as the chapter
-            cfg = scripts.config_by_rule(cfg, man)
+            if (man.get("extra") or {}).get("seeds_by_rule"):  # the seeds a registered rule ran, as the chapter loads it
+                from helpers import scripts
+                cfg = scripts.with_seeds(cfg, man["config"]["seeds"])
             ckpt = checkpoints.load(args["slug"], name, config=cfg)
             out["loaded"][name] = sum(t.numel() for t in ckpt.tensors.values())
     for f in args["files"]:  # the other files: checkpoints.fetch(slug, filename)

@@ -44,29 +44,6 @@ def test_with_seeds_follows_the_model_seeds():
     assert short["seeds"] == [5] and short["baseline_seeds"] == [5] and short["stored_seed"] == 5
 
 
-def test_config_by_rule_applies_only_a_recorded_rule():
-    cfg = dict(d=8, seeds=[0, 1, 2], stored_seed=0)
-    ran = dict(d=8, seeds=[1], stored_seed=1)
-    reason = {"seeds_by_rule": "round 7's rule stopped after its probe seed 1"}
-    assert scripts.config_by_rule(cfg, {"config": ran, "extra": reason}) == ran
-    # no reason recorded: the chapter's config, so a silent subset still differs from the manifest in 'seeds'
-    assert scripts.config_by_rule(cfg, {"config": ran}) == cfg
-    assert ck.diff_config(scripts.config_by_rule(cfg, {"config": ran, "extra": {}}), ran) != []
-    # a reason does not excuse any other difference
-    other = dict(ran, d=16)
-    assert ck.diff_config(scripts.config_by_rule(cfg, {"config": other, "extra": reason}), other) == ["d"]
-    for bad in ({"seeds_by_rule": ""}, {"seeds_by_rule": True}):
-        with pytest.raises(ValueError, match="non-empty string"):
-            scripts.config_by_rule(cfg, {"config": ran, "extra": bad})
-    for seeds in ([0, 1, 2], [5], []):  # not a proper subset of the default seeds
-        with pytest.raises(ValueError):
-            scripts.config_by_rule(cfg, {"config": dict(ran, seeds=seeds), "extra": reason})
-    with pytest.raises(TypeError):
-        scripts.config_by_rule(cfg, {"config": ran, "extra": ["seeds_by_rule"]})
-    with pytest.raises(TypeError):
-        scripts.config_by_rule(cfg, [("config", ran)])
-
-
 def test_with_seeds_refuses():
     with pytest.raises(ValueError, match="no list 'seeds'"):
         scripts.with_seeds({"trees": ["a"]}, [1])
