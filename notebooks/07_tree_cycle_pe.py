@@ -1359,58 +1359,72 @@ plotting.live_controls(explore, smiles="CC(=O)Oc1ccccc1C(=O)O", root=(0, 30))
 # ## 11. The claims record
 #
 # Every claim here is about trained models, so each names the **conditions** that put the models it compares in
-# the regime the paper speaks of. They were fixed before the claims' numbers were read (all but
-# `synth_<kind>_fits`, added at review). The property and alert models carry the recipe's conditions, registered
-# with it (`tc.recipe_conditions`, computed by `make_wsd.py` on each model's whole curves and stored in its
-# manifest; read on the stable phase, before the learning-rate decay: the first 8,000 of 10,000 steps for the
-# property models, 1,200 of 1,500 for the alert models):
+# the regime the paper speaks of. The issue that specifies this chapter's claims names two: the fit (training
+# ROC-AUC, reported as training minus test) and a validation plateau. The property and alert models carry the
+# recipe's conditions, registered with it (`tc.recipe_conditions`, computed by `make_wsd.py` on each model's
+# whole curves and stored in its manifest; read on the stable phase, before the learning-rate decay: the first
+# 8,000 of 10,000 steps for the property models, 1,200 of 1,500 for the alert models):
 #
-# * `<task>_<kind>_flat`, `plateau(loss, 0.2, until) <= 0.05`: the last fifth of the stable phase improved
-#   the training loss by at most 5% of its whole improvement;
-# * `<task>_<kind>_val_flat`, `plateau(val_loss, 0.2, until, noise=2) <= 0.02`: the same on the validation
-#   loss, counting an improvement only beyond 2 standard errors of its step-to-step noise (a validation loss
-#   that rises, over-fitting, reads as flat: more steps would not help);
+# * `<task>_<kind>_val_flat`, `plateau(val_loss, 0.2, until, noise=2) <= 0.02`: the last fifth of the stable
+#   phase improved the validation loss by at most 2% of its whole improvement, counting an improvement only
+#   beyond 2 standard errors of its step-to-step noise (a validation loss that rises, over-fitting, reads as
+#   flat: more steps would not help; the table below shows how far each model is past its best);
 # * `<task>_<kind>_fits`, `tail_mean(fit_auc, 0.1) >= 0.95`: the mean training-sample ROC-AUC over the last
 #   tenth of its evaluations. A model whose training AUC equals its test AUC has not learned what the data
 #   allow, and a comparison between two such models measures the training budget, not the encoding. The note
-#   gives training minus test.
+#   gives training minus test;
+# * `<task>_<kind>_flat`, `plateau(loss, 0.2, until) <= 0.05`: the same on the training loss. **Reported
+#   beside each claim; since round 8 it gates nothing** (below).
 #
 # The synthetic models keep the earlier round's book-wide rules (`synth_<kind>_flat`,
-# `train.plateau(loss) <= 0.05`; `synth_<kind>_val_flat`, `train.plateau(val_loss) < 0.02`) and the fit bar
-# of §6 (`synth_<kind>_fits`).
+# `train.plateau(loss) <= 0.05`, reported like the recipe's `flat`; `synth_<kind>_val_flat`,
+# `train.plateau(val_loss) < 0.02`) and the fit bar of §6 (`synth_<kind>_fits`, added at review).
 # `prop_sinusoidal_strongest_<c>` are the conditions of whichever sinusoidal model the strongest-baseline rule
 # picks at each seed (below); since round 6 no claim names them (the re-rooting comparator is fixed, §8).
 #
 # A comparison names the conditions of both models it compares. At a seed where one fails, the claim is
 # inconclusive there; with no seed left its verdict is **inconclusive**, not "not held".
 #
-# **How round 5 reads the registered recipe (decided before any claim was read from its records).** The
-# property and alert models of `make_wsd.py` carry the conditions registered with the recipe
-# (`tc.recipe_conditions`, bars `tc.RECIPE_BARS`, computed at training time on the whole curves and stored in
-# each manifest): `flat` (training-loss plateau on the stable phase), `val_flat` and `fits`. The **verdict** is
-# read with all three, as registered: a model that fails `flat` makes the claims that name it inconclusive at
-# that seed. Beside it, an **exploratory** reading drops the training-loss plateau and keeps `val_flat` and
-# `fits` only; it is labelled exploratory wherever it is shown and is never a verdict. Why it is shown at all:
-# at constant learning rate with randomized-SMILES augmentation, the models keep lowering their training loss
-# (memorising) while the validation curve is flat, so `flat` can fail for a model that more steps would not
-# improve on held-out molecules. This decision was committed after the integrator had seen the recipe's
+# :::{important}
+# **Round 8: which conditions gate, changed after the numbers were seen (disclosed).** From round 5 to
+# round 7 every verdict was read with all three conditions, `flat` included, as registered with the recipe
+# (`make_wsd.py`). Under that rule `flat` failed for most property models at most seeds while `val_flat` and
+# `fits` were met (the tables below give every value), so almost every learned verdict was inconclusive. Since
+# round 8 the verdicts are gated by the two conditions that the chapter's specification (issue #65 of this
+# book) names, `val_flat` and `fits`; `flat` is still computed, recorded (its note says "reported, not gating
+# since round 8") and shown beside each claim. Why: the specification asks for the fit condition and a
+# validation plateau, not a training-loss plateau (our registration was stricter), and round 7 measured why
+# `flat` is out of reach here: the models memorise their training molecules (their loss on fresh strings of
+# training molecules is nearly that on the strings they saw, §12), and a recipe with dropout and stronger
+# weight decay still left GIN's training loss falling at constant learning rate while its validation loss was
+# flat and its fit above the bar (§12, the probe's table). The change was decided by the integrator after
+# every earlier round's numbers had been seen, including the claims read without `flat` (then labelled
+# exploratory). The bars, models, seeds, claims and their targets are unchanged; the table after the claims
+# shows each verdict under the round 5-7 rule beside the new one.
+# :::
+#
+# **How round 5 read the registered recipe (decided before any claim was read from its records).** Round 5
+# kept all three conditions for the verdict and showed, labelled exploratory, the reading without `flat`
+# that round 8 now takes as the verdict (above); it was committed after the integrator had seen the recipe's
 # conditions (`flat` fails for most models while `val_flat` and `fits` are met) and the seed-0/1 test ROC-AUCs
 # (the ECFP4 + random forest baseline above the sequence models, GIN near it; the commit message gives the
-# numbers seen); it changes no registered rule.
+# numbers seen).
 # Two more readings fixed at the same time: relative claims against "the sinusoidal model" take, per seed,
 # the sinusoidal model (augmented or canonical-only) with the higher validation ROC-AUC (`tc.strongest_baseline`,
 # registered with the recipe; the only such claim, `rerooting_invariance`, reads the augmented sinusoidal model
-# since round 6 instead, a change made after the reviewer saw the numbers, §8); and a claim `property_auc_vs_strongest` compares tree+cycle with the best, at each
-# seed, of the baselines a practitioner would use on this task, GIN, ECFP4 + logistic regression and ECFP4 +
-# random forest (the maximum of their test ROC-AUCs: the direction that makes the claim harder to hold), each
-# recorded with its own number.
+# since round 6 instead, a change made after the reviewer saw the numbers, §8); and a claim
+# `property_auc_vs_strongest` compares tree+cycle with the best, at each seed, of the baselines a practitioner
+# would use on this task, GIN, ECFP4 + logistic regression and ECFP4 + random forest (the maximum of their test
+# ROC-AUCs: the direction that makes the claim harder to hold), each recorded with its own number.
 
 
 # %%
-# round 5 (decided before the recipe's claims were read): the verdict reads the
-# registered recipe conditions; the exploratory reading drops the training-loss plateau
-VERDICT_CONDITIONS = ("flat", "val_flat", "fits")  # registered, the verdict
-EXPLORATORY_CONDITIONS = ("val_flat", "fits")  # shown beside it, never a verdict
+# round 8 (disclosed above): the verdict is gated by the issue's conditions; `flat` is
+# recorded and reported beside each claim, and the round 5-7 rule shown beside the verdict
+RECORDED_CONDITIONS = ("flat", "val_flat", "fits")  # every one recorded per model
+GATING_CONDITIONS = ("val_flat", "fits")  # since round 8, the verdict
+ROUND5_CONDITIONS = ("flat", "val_flat", "fits")  # rounds 5-7, shown beside it
+NOT_GATING = "reported, not gating since round 8 (§11)"
 PRACTITIONER_BASELINES = ("gin", "ecfp_logreg", "ecfp_rf")  # property_auc_vs_strongest
 # the synthetic models (models_s<k>): the earlier round's book-wide rules
 FLAT, VAL_FLAT = 0.05, 0.02
@@ -1422,6 +1436,7 @@ for kind in cfg["synth_kinds"]:
             [train.plateau(curve("synth", kind, s, what)[1]) for s in seeds],
             op, bar, unit=f"{what} drop in the last fifth / whole drop",
             statement=f"the {kind} synthetic model's {what} is flat at the end",
+            note=NOT_GATING if c not in GATING_CONDITIONS else "",
         )  # fmt: skip
 
 
@@ -1459,14 +1474,16 @@ for task, picks in (("prop", prop_pick), ("alert", alert_pick)):
         cs = [recipe_cond(task, k, s) for k, s in zip(chosen, rseeds)]
         aucs = (prop_auc if task == "prop" else alert_auc).get(name)
         note = f"per seed: {', '.join(chosen)}; " if name not in picks[name] else ""
-        for c in VERDICT_CONDITIONS:
+        for c in RECORDED_CONDITIONS:
             fit_note = (f"test ROC-AUC {', '.join(f'{x:.3f}' for x in aucs)}; training "
                         "− test " + ", ".join(f"{x[c]['value'] - t:+.3f}"
                                               for x, t in zip(cs, aucs))
                         if c == "fits" and aucs else "")  # fmt: skip
+            gate_note = NOT_GATING if c not in GATING_CONDITIONS else ""
             rec.condition(
                 f"{task}_{name}_{c}", [x[c]["value"] for x in cs], cs[0][c]["op"],
-                cs[0][c]["bar"], unit=COND_UNIT[c], note=note + fit_note,
+                cs[0][c]["bar"], unit=COND_UNIT[c],
+                note="; ".join(x for x in (note + fit_note, gate_note) if x),
                 statement=f"registered recipe condition `{c}`, {name} {task} model",
             )  # fmt: skip
             # the record's reading agrees with the stored, registered one
@@ -1488,12 +1505,24 @@ for kind, v in synth_train_mae.items():  # added at review (§6): no free parame
     )
 
 
-def given(task, *kinds):  # the conditions of every model a claim compares
-    return tuple(
+def given(task, *kinds, gating=GATING_CONDITIONS):  # the conditions of every model
+    return tuple(  # a claim compares (round 8: `val_flat` and `fits`, §11)
         f"{task}_{k}_{c}"
         for k in kinds
-        for c in ("flat", "val_flat", "fits")
+        for c in gating
         if f"{task}_{k}_{c}" in {x.id for x in rec.conditions}
+    )
+
+
+def reported_flat(cond):  # the `flat` beside a claim's gating conditions (no gate)
+    ids = [g.removesuffix("_val_flat") + "_flat" for g in cond
+           if g.endswith("_val_flat")]  # fmt: skip
+    by_id = {x.id: x for x in rec.conditions}
+    return "; ".join(
+        f"`{i}` " + ", ".join(f"{v:.3f}" for v in np.atleast_1d(by_id[i].measured))
+        + f" ({sum(by_id[i].holds_per_seed)}/{by_id[i].n} seeds {by_id[i].op} "
+        f"{by_id[i].target:g})"
+        for i in ids if i in by_id
     )
 
 
@@ -1679,35 +1708,148 @@ for cid, measured, op, target, baseline, cond in CLAIMS:
     statement, paper, note = TEXT[cid]
     claim(cid, statement, paper=paper, measured=np.asarray(measured, float).tolist(),
           op=op, target=target, unit=UNIT[cid], baseline=float(np.mean(baseline)),
-          note=note, given=cond)  # fmt: skip
+          note=note + (f" Training-loss plateau, {NOT_GATING}: {reported_flat(cond)}."
+                       if reported_flat(cond) else ""), given=cond)  # fmt: skip
 
 # %% [markdown]
-# **Exploratory reading, not a verdict.** The same claims read with the recipe models' `val_flat` and `fits`
-# only: the training-loss plateau `flat` of the property and alert models is dropped (the synthetic models'
-# conditions are kept). The rule was fixed before these claims were read (§11); the registered verdicts (the
-# table's middle column, and the claims record saved below) stand.
+# **The verdicts under round 8's gating, and under the round 5-7 rule (§11).** The middle column is the verdict
+# (gated by `val_flat` and `fits`, as saved in the record below); the next one reads the same claims with the
+# rule of rounds 5-7, which also required the training-loss plateau `flat`; the last column shows each compared
+# model's `flat` per seed (✓ met, ✗ not), reported and gating nothing.
 
 # %%
 holds = {c.id: c.holds_per_seed for c in rec.conditions}
-rows, exploratory = [], {}
+rows, previous = [], {}
 for c in rec.claims:
     if not c.holds_per_seed:
         continue
-    kept = [g for g in c.given
-            if not (g.split("_")[0] in ("prop", "alert") and g.endswith("_flat")
-                    and not g.endswith("_val_flat"))]  # fmt: skip
-    qual, _ = claims.qualifying_seeds(c.n, kept, holds)
-    exploratory[c.id] = claims.verdict_of(c.measured, c.op, c.target, qual)
+    old_rule = list(c.given) + [f for f in (g.removesuffix("_val_flat") + "_flat"
+                                            for g in c.given if g.endswith("_val_flat"))
+                                if f in holds]  # fmt: skip
+    qual, _ = claims.qualifying_seeds(c.n, old_rule, holds)
+    previous[c.id] = claims.verdict_of(c.measured, c.op, c.target, qual)
     on = seeds if c.id.startswith("cycle_count") else rseeds  # synthetic: models_s
-    reg = [i not in c.inconclusive_seeds for i in range(c.n)]
+    new_rule = [i not in c.inconclusive_seeds for i in range(c.n)]
     seeds_in = [", ".join(str(on[i]) for i, ok in enumerate(q) if ok) or "no seed"
-                for q in (reg, qual)]  # fmt: skip
+                for q in (new_rule, qual)]  # fmt: skip
+    flat = "; ".join(f"{f.split('_', 1)[1].removesuffix('_flat')} "
+                     + "".join("✓" if h else "✗" for h in holds[f])
+                     for f in old_rule if f not in c.given)  # fmt: skip
     rows.append(f"| `{c.id}` | {c.verdict} ({seeds_in[0]}) | "
-                f"{exploratory[c.id]} ({seeds_in[1]}) |")  # fmt: skip
+                f"{previous[c.id]} ({seeds_in[1]}) | {flat} |")  # fmt: skip
 display(Markdown(
-    "| claim | verdict, registered rule (qualifying seeds) | exploratory: `val_flat` "
-    "+ `fits` only (qualifying seeds) |\n|---|---|---|\n" + "\n".join(rows)
+    "| claim | verdict: `val_flat` + `fits` (qualifying seeds) | round 5-7 rule: + "
+    "`flat` (qualifying seeds) | `flat` per seed (reported) |\n|---|---|---|---|\n"
+    + "\n".join(rows)
 ))  # fmt: skip
+
+# %% [markdown]
+# **Training minus test, and are the models read past their best?** The specification asks for each learned
+# model's training minus test ROC-AUC. And since a validation loss that rises (over-fitting) reads as
+# `val_flat` met, the table also gives each model's validation ROC-AUC at its best evaluation (the step in
+# brackets) and at the end, and its validation loss at its lowest and at the end: a model whose validation
+# curve has fallen from its peak is read past its best. Per model, the seeds are separated by " / ".
+# The claims read the stored final models, as registered; the recipe kept no intermediate weights, so a claim
+# cannot be re-measured at the peak.
+
+
+# %%
+def val_curve(task, kind, s, what):  # (steps, values) or None where not recorded
+    try:
+        x, y = curve(task, kind, s, what)
+        return (x, y) if len(y) else None
+    except KeyError:
+        return None
+
+
+def slash(xs, fmt="{:.3f}"):
+    return " / ".join(fmt.format(x) if x is not None else "n/a" for x in xs)
+
+
+fit_rows, val_end = [], {}
+for task, kinds, tr, te in (
+    ("prop", PROP_KINDS, train_auc, prop_auc),
+    ("alert", ALERT_KINDS, alert_train_auc, alert_auc),
+):
+    for k in kinds:
+        peak, fin, vl = [], [], []
+        for s in rseeds:
+            va = val_curve(task, k, s, "val_auc")
+            vloss = val_curve(task, k, s, "val_loss")
+            i = None if va is None else int(np.argmax(va[1]))
+            peak.append(None if va is None else f"{va[1][i]:.3f} ({int(va[0][i])})")
+            fin.append(None if va is None else float(va[1][-1]))
+            val_end[task, k, s] = None if va is None else (float(va[1][i]), fin[-1])
+            j = None if vloss is None else int(np.argmin(vloss[1]))
+            vl.append(None if vloss is None else
+                      f"{vloss[1][j]:.3f} ({int(vloss[0][j])}) → {vloss[1][-1]:.3f}")
+        fit_rows.append(
+            f"| {task} {k} | {slash(tr[k])} | {slash(te[k])} | "
+            f"{slash([a - b for a, b in zip(tr[k], te[k])], '{:+.3f}')} | "
+            f"{slash(peak, '{}')} | {slash(fin)} | {slash(vl, '{}')} |"
+        )
+display(Markdown(
+    "| model | training ROC-AUC (end) | test ROC-AUC | training − test | validation "
+    "ROC-AUC at its peak (step) | validation ROC-AUC at the end | validation loss, "
+    "lowest (step) → end |\n|---|---|---|---|---|---|---|\n" + "\n".join(fit_rows)
+))  # fmt: skip
+
+# %% [markdown]
+# **Would a comparison read at the peak say otherwise?** For the property claims between two learned models,
+# the same difference on validation ROC-AUC, with each model at the end and at its own peak (the best of its
+# evaluations, a choice that favours the noisier curve); descriptive only: the verdicts read the test set on
+# the stored final models.
+
+# %%
+flip_lines = []
+for cid, other in (
+    ("property_auc_vs_graphormer", "graphormer_cycle"),
+    ("property_auc_vs_gin", "gin"),
+    ("cycle_only_vs_tree_cycle", "cycle"),
+):
+    c = next(x for x in rec.claims if x.id == cid)
+    ends = [(val_end.get(("prop", "tree_cycle", s)), val_end.get(("prop", other, s)))
+            for s in rseeds]  # fmt: skip
+    if not c.holds_per_seed or any(a is None or b is None for a, b in ends):
+        continue
+    cm = np.atleast_1d(c.measured).tolist()
+    d_end = [a[1] - b[1] for a, b in ends]
+    d_peak = [a[0] - b[0] for a, b in ends]
+    sides = {k: [claims.OPS[c.op](x, c.target) for x in v]  # which side of the target
+             for k, v in (("end", d_end), ("peak", d_peak), ("test", cm))}  # fmt: skip
+    ok = [f"tree+cycle ahead at {sum(sides[k])} of {len(rseeds)}" for k in ("end", "peak")]
+    flips = [s for i, s in enumerate(rseeds) if sides["end"][i] != sides["peak"][i]]
+    vs_test = [s for i, s in enumerate(rseeds) if sides["end"][i] != sides["test"][i]]
+    flip_lines.append(
+        f"* `{cid}`, tree+cycle − {other}: validation at the end {f3(d_end)} "
+        f"({ok[0]}), at each model's peak {f3(d_peak)} ({ok[1]}); test {f3(cm)}. "
+        + (f"**Peak and end disagree at seed(s) {', '.join(map(str, flips))}.** "
+           if flips else "Peak and end agree at every seed. ")
+        + (f"Validation and test disagree at seed(s) {', '.join(map(str, vs_test))}."
+           if vs_test else "Validation and test agree at every seed.")
+    )
+tc_rise = [val_end[("prop", "tree_cycle", s)] for s in rseeds
+           if val_end.get(("prop", "tree_cycle", s))]  # fmt: skip
+if tc_rise:
+    flip_lines.append(
+        "* `property_auc_vs_strongest`: the ECFP4 baselines have no training curve; "
+        "tree+cycle's validation ROC-AUC at its peak is above its end by "
+        f"{f3([a - b for a, b in tc_rise])}, its test deficit to the best baseline is "
+        f"{f3(auc['tree_cycle'] - best_base)}."
+    )
+drop = {  # peak minus end validation ROC-AUC
+    (t, k): [val_end[t, k, s][0] - val_end[t, k, s][1] for s in rseeds
+             if val_end.get((t, k, s))]
+    for t, k in (("prop", "sinusoidal"), ("alert", "tree_cycle"),
+                 ("alert", "sinusoidal"))
+}  # fmt: skip
+flip_lines.append(
+    "* The re-rooting and alert claims are measured on the final weights only. Peak "
+    "minus end validation ROC-AUC of the models they read: "
+    + "; ".join(f"{t} {k} {f3(v)}" for (t, k), v in drop.items() if v)
+    + f"; prop tree_cycle {f3([a - b for a, b in tc_rise])}."
+)
+display(Markdown("\n".join(flip_lines)))
 
 # %%
 rec.save()
@@ -1784,7 +1926,7 @@ left_out = (
     if missing and stored is not None
     else ""
 )
-changed = [c for c, v in exploratory.items() if v != verdict[c]]
+changed = [c for c, v in previous.items() if v != verdict[c]]
 gap = {k: mean(train_auc[k]) - mean(prop_auc[k]) for k in PROP_KINDS}
 best_mae = min(mean(v) for v in mae.values())
 auc_range = max(float(np.ptp(auc[k])) for k in seq_kinds)
@@ -1793,7 +1935,7 @@ n_fail = {  # model-seeds failing each recipe condition (property and alert mode
     c: sum(x.n - sum(x.holds_per_seed) for x in rec.conditions
            if x.id.split("_")[0] in ("prop", "alert") and x.id.endswith(f"_{c}")
            and "strongest" not in x.id and (c != "flat" or not x.id.endswith("val_flat")))
-    for c in VERDICT_CONDITIONS
+    for c in RECORDED_CONDITIONS
 }  # fmt: skip
 display(
     Markdown(f"""
@@ -1822,11 +1964,14 @@ display(
         ", ".join(f"{k} {b:.3f}" for k, (a, b) in losses.items())}){
         ": they memorise the training molecules"
         if all(a < b for a, b in losses.values())
-        else ""}. The registered rule counts a model failing `flat` as not in
-  its regime, so the claims naming it are inconclusive there. The exploratory reading
-  of §11, which drops `flat`, changes {
-        ", ".join(f"`{c}` ({verdict[c]} -> {exploratory[c]})" for c in changed)
-        or "no verdict"}; it is not a verdict. The synthetic models are the earlier
+        else ""}. **Since round 8 `flat` gates nothing** (a change decided after
+  the numbers were seen, disclosed in §11): the verdicts are gated by `val_flat` and
+  `fits`, the two conditions the chapter's specification names. Against the round 5-7
+  rule, which also required `flat`, this changes {
+        ", ".join(f"`{c}` ({previous[c]} -> {verdict[c]})" for c in changed)
+        or "no verdict"}. `val_flat` is met by a validation curve that rises, so §11
+  shows how far each model ended past its validation peak. The synthetic models are the
+  earlier
   round's ({cfg["steps_synth"]} steps at learning rate {cfg["lr"]:g}): {
         cond_text(*given("synth", "tree_cycle", "gin_cycle"))}.
 * **Every positional term starts at token scale.** The sinusoidal table is scaled, and
@@ -1963,7 +2108,8 @@ display(
 # %% [markdown]
 # ### Round 7: probing the next recipe (records only; no verdict above reads them)
 #
-# Most verdicts are inconclusive because the training-loss plateau `flat` fails. Round 7
+# Until round 8, most verdicts were inconclusive because the training-loss plateau `flat` failed (since
+# round 8 it is reported and gates nothing, §11). Round 7
 # registered two recipes before training any of their models
 # (`data/07_tree_cycle_pe/make_fresh.py`): **A** writes a fresh randomized SMILES at every
 # visit instead of drawing one of five fixed ones, and multiplies the sinusoidal table by
