@@ -3,6 +3,7 @@
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests._loader import load_module
@@ -284,3 +285,62 @@ def test_stored_probe_recall4_follows_its_rule():
         assert r["probe_steps"] == probe.PROBE_STEPS and r["init_seed"] == 2001
     from helpers import tree_rope as tr
     assert stored["round8"]["change"] == tr.RECALL4_CHANGE
+
+
+def test_round9_rule_reads_tpe_opt_against_its_same_ids_control():
+    probe = load_module(DATA / "probe_carry.py")
+
+    def recs(tpe_opt, ctrl=(1.0, 1.0), seeds=(0, 1, 2)):
+        out = {}
+        for s in seeds:
+            for a in probe.ARMS:
+                carry, else_ = (tpe_opt if a == "TPE + OPT" else ctrl)
+                out[f"{a}/{s}"] = dict(carry=carry, no_carry=else_)
+        return out
+
+    assert probe.round9({})["decided"] is False
+    assert probe.round9(recs((0.1, 1.0), seeds=(0,)))["decided"] is False  # seeds 1-2 still to run
+    stop = probe.round9(recs((0.1, 1.0), ctrl=(1.0, 0.98), seeds=(0,)))  # RoPE not learned at seed 0
+    assert stop["decided"] and stop["stopped"] and stop["branch"] is None
+    got = probe.round9(recs((0.2, 0.995)))
+    assert got["reading"]["TPE + OPT"] == "structural" and got["branch"] == "S"
+    assert got["reading"]["TPE"] == "trainable" and got["reading"]["RoPE"] == "trainable"
+    assert probe.round9(recs((0.9, 0.99)))["branch"] == "T"  # carry >= 0.90 and else >= 0.99: learned
+    assert probe.round9(recs((0.5, 0.9)))["branch"] is None  # not learned anywhere: unclear
+    r = recs((0.2, 1.0))
+    r["RoPE + OPT offsets/1"] = dict(carry=0.95, no_carry=1.0)  # the control misses carries at a gap seed
+    r["RoPE + OPT offsets/2"] = dict(carry=0.95, no_carry=1.0)
+    assert probe.round9(r)["reading"]["TPE + OPT"] == "unclear"
+
+
+def test_probe_carry_scoring_and_margins():
+    probe = load_module(DATA / "probe_carry.py")
+    ids = np.array([[2, 3, 4, 5], [6, 7, 24, 25]])  # the second row jumps 7 -> 24: left out
+    correct = np.array([[True, False, True], [True, False, True]])
+    got = probe.split_accuracy(correct, ids, B=4)  # carry: previous id at p mod 4 = 3
+    assert got == dict(carry=0.0, no_carry=1.0, n_carry=1, n_no_carry=4)
+    assert probe.no_carry_accuracy([1, 0, 1], [7, 15, 3]) == 1.0
+    with pytest.raises(ValueError):
+        probe.no_carry_accuracy([1, 0], [7])
+    cfg = probe.config()
+    m = probe.margins(cfg, n_opt=4, top=40)
+    assert m["window 0..31"]["RoPE"] > 0.3 and 0 < m["window 0..31"]["TPE"] < m["window 0..31, no carry"]["TPE"]
+    assert m["window 0..31"]["RoPE"] == m["window 0..31, no carry"]["RoPE"]  # RoPE has no carries
+
+
+def test_probe_carry_tiny_alone(tmp_path):
+    probe = load_module(DATA / "probe_carry.py")
+    rec = json.loads(probe.main(["--tiny", "--out", str(tmp_path)]).read_text())
+    assert rec["tiny"] and set(rec["records"]) >= {f"{a}/0" for a in probe.ARMS}
+    assert all(0 <= r["carry"] <= 1 and r["n_carry"] > 0 for r in rec["records"].values())
+    assert "own_ids_carry" in rec["records"]["TPE + OPT/0"] and "own_ids_carry" not in rec["records"]["TPE/0"]
+
+
+def test_stored_probe_carry_follows_its_rule():
+    path = DATA / "probe_carry.json"
+    if not path.exists():
+        pytest.skip("probe_carry not recorded")
+    probe = load_module(DATA / "probe_carry.py")
+    stored = json.loads(path.read_text())
+    assert not stored["tiny"] and probe.round9(stored["records"]) == stored["round9"]
+    assert all(r["steps"] == probe.STEPS for r in stored["records"].values())
