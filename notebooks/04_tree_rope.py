@@ -1752,6 +1752,134 @@ if not quick:
     )
 
 # %% [markdown]
+# ### Rounds 8 and 9: two ways a TPE arm misses the bar
+#
+# Round 7's arms that missed the in-window bar failed in two ways. **(a) No onset**: some arm-seeds stay at chance
+# until the cosine schedule has run down, and whether one starts looks like a draw per initialisation. **(b) The
+# carry gap**: TPE arms that *do* learn stop short of the bar, missing only the windows whose answer sits one
+# place after a key at p mod 8 = 7, where the step to the answer crosses a carry of the lowest digit.
+#
+# **Round 8** (registered in commit a1c0ce5 with its rule, before its runs; `data/04_tree_rope/probe_recall4.py`)
+# tried two recipe changes against (a), 4 heads of 16 (`H4`) and AdamW weight decay (`WD`), on round 7's two worst
+# attempts (TPE and TPE + OPT, seed 1, the init that stayed at chance), each cut at step 1500 of the 6000-step
+# schedule. A change qualified when it lifted both runs by at least 30 points over round 7's curve at step 1500; with
+# none qualifying, round 8's checkpoint is not trained. The table gives each run and the rule's reading.
+#
+# **Round 9** asks whether (b) belongs to the encoding or to training (`data/04_tree_rope/probe_carry.py`,
+# registered in commit 8d2d97a with its rule and both possible designs before its training). The answer token is
+# reached through a *previous-token* head: the answer's position attends to the key one place back. Under TPE a
+# score is a sum of per-level terms, and the step back is the digit tuple (+1, 0, 0, 0) everywhere except across a
+# carry, where it is (−7, +1, 0, 0). One head must rank both tuples above every other key's. **Construction (no
+# training):** a linear program finds the best margin by which a position-only score q·R(m − n)k can put the key one
+# place back above all others, at unit query-key norm. It is run over the training window's queries, over queries
+# anywhere below 2048, and over OPT's training windows, each with and without the carry queries. A margin k times
+# smaller needs k times larger query-key weights for the same sharpness of attention. **A tiny trained check:**
+# the same model and arms on a dense previous-token copy task (predict token i − 1 at every position, 1000 steps,
+# three seeds), scored at the carry positions and elsewhere. **Rule:** an arm is *structural* when it learns the
+# task everywhere but the carries (99% elsewhere, under 90% at carries) at two or more seeds while the RoPE arm
+# with the same training ids gets the carries (99%); it is *trainable* when it also gets the carries at two or
+# more seeds. TPE + OPT's reading picks round 9's design. If structural (branch S), the retrieval claims name
+# `retrieval_learned` (the in-window bar of 95%, read on the windows whose key is not at p mod 8 = 7) instead of
+# `retrieval_in_window`, with the carry windows reported beside. This redesign was written after rounds 6–8's
+# numbers had been seen, and it is disclosed as such. If trainable (branch T), nothing in the claims changes.
+
+# %%
+def probe_state(r, learned=0.99, carry=0.90):  # probe_carry.state: the registered rule
+    if r["no_carry"] < learned:
+        return "not learned"
+    return "carry gap" if r["carry"] < carry else "learned"
+
+
+p8 = json.loads(checkpoints.fetch(SLUG, "probe_recall4.json").read_text())
+display(
+    pd.DataFrame(
+        [dict(change=r["change"], arm=r["arm"], round7_at_1500=r["baseline"],
+              at_1500=r["acc_at_probe"], lift=r["acc_at_probe"] - r["baseline"],
+              carry_windows=r["carry"], other_windows=r["no_carry"])
+         for r in p8["records"].values()]
+    ).style.format(precision=3).set_caption(
+        "round 8's probe: held-out accuracy at step 1500 (seed 1, init 2001)")
+)
+print("round 8's rule reads:", p8["round8"])
+p9 = json.loads(checkpoints.fetch(SLUG, "probe_carry.json").read_text())
+mg = pd.DataFrame(p9["margins"]).T
+mg["TPE ÷ RoPE"] = mg["TPE"] / mg["RoPE"]
+display(mg.style.format(precision=3).set_caption(
+    "best previous-token margin at unit query-key norm (linear program, no training)"))
+t9 = pd.DataFrame(
+    [dict(arm=r["arm"], seed=r["seed"], carry=r["carry"], other=r["no_carry"],
+          state=probe_state(r), own_ids_carry=r.get("own_ids_carry", np.nan),
+          own_ids_other=r.get("own_ids_no_carry", np.nan))
+     for r in p9["records"].values()]
+).set_index(["arm", "seed"])
+display(t9.style.format(precision=3).set_caption(
+    f"previous-token task, {p9['config']['steps']} steps: accuracy at carry "
+    "positions and elsewhere (contiguous ids; own training ids beside)"))
+round9 = p9["round9"]
+print("round 9's rule reads:", round9)
+
+# %% [markdown]
+# **The carry gap in the runs the claims read.** Each arm-seed's in-window accuracy (length 32) on the held-out
+# windows whose key sits at p mod 8 = 7 (the answer across a carry) and on the others. Branch S's condition reads
+# the second column.
+
+# %%
+B9 = cfg_k["arms"]["TPE"]["B"]
+kp9 = k_tests[cfg_k["train_len"]]["key_pos"][:, 0].numpy()
+carry9 = kp9 % B9 == B9 - 1
+split9 = pd.DataFrame(
+    [dict(arm=a, seed=s_, carry_windows=float(h[cfg_k["train_len"]][carry9].mean()),
+          other_windows=float(h[cfg_k["train_len"]][~carry9].mean()),
+          all_windows=float(h[cfg_k["train_len"]].mean()))
+     for (a, s_), h in q_hit.items() if a != "NoPE"]
+).set_index(["arm", "seed"])
+display(split9.style.format(precision=3).set_caption(
+    f"{q_round}: in-window accuracy on the {int(carry9.sum())} carry windows and the "
+    f"{int((~carry9).sum())} others"))
+
+# %% tags=["remove-input"]
+w9 = p9["margins"]["window 0..31"]
+o9 = p9["margins"]["OPT windows"]
+w9n = p9["margins"]["window 0..31, no carry"]
+o9n = p9["margins"]["OPT windows, no carry"]
+gap9 = split9[(split9.other_windows >= 0.99) & (split9.carry_windows < 0.9)]
+first9 = next(iter(p9["records"].values()))["curve"]["acc_carry"][0][0]
+early9 = {}
+for r in p9["records"].values():
+    early9.setdefault(r["arm"], []).append(
+        (r["curve"]["acc_carry"][0][1], r["curve"]["acc_no_carry"][0][1]))
+got9 = split9[(split9.other_windows >= 0.99) & (split9.carry_windows >= 0.9)]
+display(Markdown(
+    f"**Round 8.** Qualified: {p8['round8']['qualifies']}; lift over round 7's "
+    "curve at step 1500: "
+    + "; ".join(f"{r['change']} {r['arm']} {r['acc_at_probe'] - r['baseline']:+.3f}"
+                for r in p8["records"].values())
+    + (f" (change picked: {p8['round8']['change']}). " if p8["round8"]["change"]
+       else ": no change lifts both runs, so neither makes the onset reliable on this "
+       "evidence and recall4 is not trained. ")
+    + "**Round 9, construction.** One TPE head *can* rank the key one place back "
+    "first at every query, carries included, but with a margin of "
+    f"{w9['TPE']:.3f} against {w9n['TPE']:.3f} without the carry queries and "
+    f"{w9['RoPE']:.3f} for RoPE (training window); on OPT's training windows "
+    f"{o9['TPE']:.3f} (without carries {o9n['TPE']:.3f}) against {o9['RoPE']:.3f} "
+    f"for RoPE with the same offsets, {o9['RoPE'] / o9['TPE']:.1f}× "
+    "smaller: the carry is representable at a cost in the scale of the weights, not "
+    "impossible. **Trained.** The tiny previous-token task reads "
+    + ", ".join(f"{a} {v}" for a, v in round9["reading"].items())
+    + (f" (branch {round9['branch']})." if round9["reading"] else f" ({round9}).")
+    + f" At its first evaluation (step {first9}) carry / other positions: "
+    + "; ".join(f"{a} " + ", ".join(f"{c:.2f}/{o:.2f}" for c, o in v)
+                for a, v in early9.items())
+    + " (seeds in order): the TPE arms learn the carry step later, where the margin "
+    "is smaller."
+    + " **The claims' runs** "
+    f"({q_round}): learned but for the carries at "
+    + (", ".join(f"{a} seed {s_}" for a, s_ in gap9.index) or "no arm-seed")
+    + "; learned including the carries at "
+    + (", ".join(f"{a} seed {s_}" for a, s_ in got9.index) or "no arm-seed") + "."
+))
+
+# %% [markdown]
 # ## 8. Interaction
 #
 # The slider moves over the arms and shows that arm's loss at every position of the longest windows (mean over
@@ -1964,7 +2092,9 @@ verdict["inference_cost"] = rec.claim(
 # The retrieval claims read the **two-key offset-recall** arms (section 7): round 7's attempts chosen by the
 # restart rule (registered in commit 1fd048e) at the seeds whose every chain is complete, else round 6's runs
 # (the end of section 7 says which), with the bars and conditions registered for them (round 5's `recall2`
-# config, unchanged): each names the plateau conditions of the arms it compares, `retrieval_in_window` and `needs_position`. The
+# config, unchanged): each names the plateau conditions of the arms it compares, `needs_position` and the in-window
+# condition: `retrieval_in_window`, or `retrieval_learned` where round 9's probe reads branch S (section 7; then
+# `retrieval_in_window` stays in the record beside it and names no claim). The
 # baseline recorded with `retrieval_at_64x` is the strongest other arm at the longest length (per seed). They read
 # plain accuracies over the held-out windows of each seed, without an interval: one window moves an accuracy by
 # one over the number of windows. `retrieval_at_64x` compares with plain RoPE, as the paper does; whether the tree
@@ -2001,7 +2131,20 @@ cond["needs_position"] = rec.condition(
     statement="the task needs a positional encoding: RoPE answers far more often "
     "than NoPE (order from the causal mask alone)",
     unit=f"RoPE accuracy − NoPE accuracy at length {cfg_k['train_len']}")
-GIVEN = ("retrieval_in_window", "needs_position")
+IN_WINDOW = "retrieval_in_window"
+if round9["branch"] == "S":  # round 9's redesign (8d2d97a), after rounds 6-8's numbers
+    learned9 = np.min([[q_hit[(a, s_)][cfg_k["train_len"]][~carry9].mean()
+                        for s_ in seeds_r] for a in RKEY], axis=0)
+    IN_WINDOW = "retrieval_learned"
+    cond[IN_WINDOW] = rec.condition(
+        IN_WINDOW, [round(float(v), 4) for v in learned9],
+        cl_r["in_window"]["op"], cl_r["in_window"]["target"],
+        statement="every two-key offset-recall arm but NoPE has learned the task: it "
+        "answers in-window on the windows whose answer does not cross a carry of "
+        "TPE's lowest digit (round 9; written after rounds 6-8's numbers were seen)",
+        unit=f"min accuracy over the {len(RKEY)} arms at length {cfg_k['train_len']}, "
+        "windows with the key not at p mod 8 = 7")
+GIVEN = (IN_WINDOW, "needs_position")
 pk_far = {a: acc_at(a, r_far, r_hit, cfg_r["seeds"]) for a in RKEY}  # passkey contrast
 
 # %%
@@ -2283,6 +2426,17 @@ lines.append(
         f"{in_win[i]:.2f}" for i, s_ in enumerate(seeds_r))
     + f" (`retrieval_in_window` {cond['retrieval_in_window']}); NoPE "
     f"{nope_in.mean():.2f} (`needs_position` {cond['needs_position']})."
+)
+lines.append(
+    f"- Round 9 ({q_round}): the carry gap, learned everywhere but the windows whose "
+    "answer crosses a lowest-digit carry, at "
+    + (", ".join(f"{a} seed {s_}" for a, s_ in gap9.index) or "no arm-seed")
+    + "; the tiny probe reads TPE + OPT "
+    + round9["reading"].get("TPE + OPT", "undecided")
+    + (f", so the claims read `{IN_WINDOW}` {cond[IN_WINDOW]} (in-window bar on the "
+       "windows without a carry; a change made after seeing rounds 6-8's numbers)."
+       if IN_WINDOW != "retrieval_in_window" else
+       ", so the in-window gate is unchanged.")
 )
 lines.append(
     "- Two-key offset recall by length (mean over seeds, "
