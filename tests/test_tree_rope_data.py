@@ -11,6 +11,14 @@ from tests._loader import load_module
 DATA = Path(__file__).resolve().parents[1] / "data" / "04_tree_rope"
 
 
+def _stored_probe(name):
+    """The probe script ``name``.py and its stored record ``name``.json (skips while it is not recorded)."""
+    path = DATA / f"{name}.json"
+    if not path.exists():
+        pytest.skip(f"{name} not recorded")
+    return load_module(DATA / f"{name}.py"), json.loads(path.read_text())
+
+
 @pytest.fixture(scope="module")
 def probe():
     return load_module(DATA / "probe_recall.py")
@@ -92,11 +100,7 @@ def test_round6_rule_reads_rope_only_in_the_registered_order():
 
 
 def test_stored_probe_recall2_follows_its_rule():
-    path = DATA / "probe_recall2.json"
-    if not path.exists():
-        pytest.skip("probe_recall2 not recorded")
-    probe = load_module(DATA / "probe_recall2.py")
-    stored = json.loads(path.read_text())
+    probe, stored = _stored_probe("probe_recall2")
     assert probe.round6(stored["records"]) == stored["round6"]
     for name, r in stored["records"].items():
         assert (r["arm"], r["seed"], r["steps"]) == probe.RUNS[name]
@@ -138,11 +142,7 @@ def test_probe_recall3_runs_on_a_tiny_config(monkeypatch, tmp_path):
 
 
 def test_stored_probe_recall3_follows_its_rule():
-    path = DATA / "probe_recall3.json"
-    if not path.exists():
-        pytest.skip("probe_recall3 not recorded")
-    probe = load_module(DATA / "probe_recall3.py")
-    stored = json.loads(path.read_text())
+    probe, stored = _stored_probe("probe_recall3")
     assert probe.round7(stored["records"]) == stored["round7"]
     for name, r in stored["records"].items():
         assert (r["arm"], r["seed"]) == probe.RUNS[name] and r["reading"] == probe.reading(r)
@@ -274,11 +274,7 @@ def test_make_recall4_tiny_arms_and_merge(tmp_path):
 
 
 def test_stored_probe_recall4_follows_its_rule():
-    path = DATA / "probe_recall4.json"
-    if not path.exists():
-        pytest.skip("probe_recall4 not recorded")
-    probe = load_module(DATA / "probe_recall4.py")
-    stored = json.loads(path.read_text())
+    probe, stored = _stored_probe("probe_recall4")
     assert probe.round8(stored["records"]) == stored["round8"] and stored["round8"]["decided"]
     for name, r in stored["records"].items():
         assert (r["change"], r["arm"]) == probe.RUNS[name] and r["baseline"] == probe.baseline(r["arm"])
@@ -337,10 +333,6 @@ def test_probe_carry_tiny_alone(tmp_path):
 
 
 def test_stored_probe_carry_follows_its_rule():
-    path = DATA / "probe_carry.json"
-    if not path.exists():
-        pytest.skip("probe_carry not recorded")
-    probe = load_module(DATA / "probe_carry.py")
-    stored = json.loads(path.read_text())
+    probe, stored = _stored_probe("probe_carry")
     assert not stored["tiny"] and probe.round9(stored["records"]) == stored["round9"]
     assert all(r["steps"] == probe.STEPS for r in stored["records"].values())
