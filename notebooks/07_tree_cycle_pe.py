@@ -1419,8 +1419,8 @@ plotting.live_controls(explore, smiles="CC(=O)Oc1ccccc1C(=O)O", root=(0, 30))
 
 
 # %%
-# round 8 (disclosed above): the verdict is gated by the conditions; `flat` is
-# recorded and reported beside each claim, and the round 5-7 rule shown beside the verdict
+# round 8 (disclosed above): the verdict is gated by the conditions; `flat`
+# is recorded and reported beside each claim; the round 5-7 rule is shown beside it
 RECORDED_CONDITIONS = ("flat", "val_flat", "fits")  # every one recorded per model
 GATING_CONDITIONS = ("val_flat", "fits")  # since round 8, the verdict
 ROUND5_CONDITIONS = ("flat", "val_flat", "fits")  # rounds 5-7, shown beside it
@@ -1817,7 +1817,8 @@ for cid, other in (
     d_peak = [a[0] - b[0] for a, b in ends]
     sides = {k: [claims.OPS[c.op](x, c.target) for x in v]  # which side of the target
              for k, v in (("end", d_end), ("peak", d_peak), ("test", cm))}  # fmt: skip
-    ok = [f"tree+cycle ahead at {sum(sides[k])} of {len(rseeds)}" for k in ("end", "peak")]
+    ok = [f"tree+cycle ahead at {sum(sides[k])} of {len(rseeds)}"
+          for k in ("end", "peak")]  # fmt: skip
     flips = [s for i, s in enumerate(rseeds) if sides["end"][i] != sides["peak"][i]]
     vs_test = [s for i, s in enumerate(rseeds) if sides["end"][i] != sides["test"][i]]
     flip_lines.append(
