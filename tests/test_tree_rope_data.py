@@ -336,3 +336,28 @@ def test_stored_probe_carry_follows_its_rule():
     probe, stored = _stored_probe("probe_carry")
     assert not stored["tiny"] and probe.round9(stored["records"]) == stored["round9"]
     assert all(r["steps"] == probe.STEPS for r in stored["records"].values())
+
+
+def test_round10_rule_and_aux_loss(tmp_path):
+    probe = load_module(DATA / "probe_recall5.py")
+    base = {r: dict(baseline=0.08) for r in probe.RUNS}
+    assert probe.round10({})["decided"] is False
+    recs = {r: dict(b, acc_at_probe=a) for (r, b), a in zip(base.items(), (0.38, 0.9))}
+    assert probe.round10(recs)["qualifies"] is True  # lift 0.30 is enough (inclusive), as round 8
+    recs["aux_tpe"]["acc_at_probe"] = 0.37
+    assert probe.round10(recs)["qualifies"] is False
+    import torch
+
+    from helpers import repro
+    cfg = probe.config()
+    cfg.update(d_model=16, n_layer=1)
+    spec = cfg["arms"]["TPE + OPT"]
+    with repro.seeded(0):
+        model = probe.tr.make_model(spec, cfg)
+    batch = probe.tr.retrieval_batch_fn(spec, cfg, 0)(0)
+    with torch.no_grad():
+        plain, aux0 = probe.tr.retrieval_loss(model, batch), probe.aux_loss(model, batch, weight=0.0)
+        assert torch.allclose(plain, aux0) and probe.aux_loss(model, batch) > plain
+    rec = json.loads(probe.main(["--tiny", "--out", str(tmp_path)]).read_text())
+    assert rec["tiny"] and set(rec["records"]) == set(probe.RUNS) and not rec["round10"]["decided"]
+    assert all(r["probe_steps"] == 6 and r["baseline"] is None for r in rec["records"].values())
