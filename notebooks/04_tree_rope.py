@@ -857,7 +857,7 @@ print(
 cfg_r = scripts.with_seeds(tr.checkpoint_config("retrieval"), scripts.model_seeds(seed))
 if quick:  # tiny arms trained live, one seed, evaluated to 16x
     cfg_r = copy.deepcopy(cfg_r)
-    cfg_r.update(steps=200, warmup=30, val_every=20, val_windows=64)
+    cfg_r.update(steps=120, warmup=20, val_every=40, val_windows=64)
     cfg_r.update(seeds=[seed], weight_seeds=[seed], one_seed_arms=[])
     cfg_r["arms"] = {a: cfg_r["arms"][a] for a in tr.RETRIEVAL_ARMS}
     cfg_r["eval"] = dict(cfg_r["eval"], lengths=[32, 512], windows=32)
@@ -1880,6 +1880,29 @@ display(Markdown(
 ))
 
 # %% [markdown]
+# **Round 10's probe** (`data/04_tree_rope/probe_recall5.py`, registered in commit 31ae38d with its rule, before its
+# runs). Round 9 found the carry step trainable when it is trained densely, so round 10 tries one change aimed at
+# both failure modes: recall2's recipe plus an auxiliary previous-token loss on the same windows (the query
+# positions left out), at a weight fixed before the runs. It runs on round 8's two runs, with round 8's rule: the
+# change qualifies when both runs beat round 7's curve at step 1500 by at least 30 points. If it qualifies, the
+# next round trains every arm with it (a checkpoint registered before training); the claims above do not read it.
+
+# %%
+p10 = json.loads(checkpoints.fetch(SLUG, "probe_recall5.json").read_text())
+display(
+    pd.DataFrame(
+        [dict(arm=r["arm"], round7_at_1500=r["baseline"], at_1500=r["acc_at_probe"],
+              lift=r["acc_at_probe"] - r["baseline"], carry_windows=r["carry"],
+              other_windows=r["no_carry"])
+         for r in p10["records"].values()]
+    ).style.format(precision=3).set_caption(
+        f"round 10's probe: auxiliary previous-token loss (weight "
+        f"{next(iter(p10['records'].values()))['aux_weight']}), step 1500, seed 1, "
+        "init 2001")
+)
+print("round 10's rule reads:", p10["round10"])
+
+# %% [markdown]
 # ## 8. Interaction
 #
 # The slider moves over the arms and shows that arm's loss at every position of the longest windows (mean over
@@ -2437,6 +2460,14 @@ lines.append(
        "windows without a carry; a change made after seeing rounds 6-8's numbers)."
        if IN_WINDOW != "retrieval_in_window" else
        ", so the in-window gate is unchanged.")
+)
+lines.append(
+    "- Round 10's probe (auxiliary previous-token loss, step 1500, round 8's runs): "
+    + "; ".join(f"{r['arm']} {r['acc_at_probe']:.2f} ({r['acc_at_probe'] - r['baseline']:+.2f} "
+                f"over round 7; carry windows {r['carry']:.2f})"
+                for r in p10["records"].values())
+    + (": it qualifies by round 8's rule, so the next round trains every arm with it."
+       if p10["round10"]["qualifies"] else ": it does not qualify.")
 )
 lines.append(
     "- Two-key offset recall by length (mean over seeds, "

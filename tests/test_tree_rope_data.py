@@ -361,3 +361,11 @@ def test_round10_rule_and_aux_loss(tmp_path):
     rec = json.loads(probe.main(["--tiny", "--out", str(tmp_path)]).read_text())
     assert rec["tiny"] and set(rec["records"]) == set(probe.RUNS) and not rec["round10"]["decided"]
     assert all(r["probe_steps"] == 6 and r["baseline"] is None for r in rec["records"].values())
+
+
+def test_stored_probe_recall5_follows_its_rule():
+    probe, stored = _stored_probe("probe_recall5")
+    assert not stored["tiny"] and probe.round10(stored["records"]) == stored["round10"] and stored["round10"]["decided"]
+    for name, r in stored["records"].items():
+        assert r["arm"] == probe.RUNS[name] and r["baseline"] == probe.P4.baseline(r["arm"])
+        assert r["probe_steps"] == probe.PROBE_STEPS and r["init_seed"] == 2001 and r["aux_weight"] == probe.AUX_WEIGHT
