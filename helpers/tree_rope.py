@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import sysconfig
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -230,7 +231,9 @@ def checkpoint_config(name: str = "arms") -> dict:
     (does a longer training change the comparison?). ``"retrieval"``: the passkey-retrieval arms
     (:func:`retrieval_task`), see :func:`_retrieval_config`; ``"recall"`` / ``"recall2"``: offset recall with one
     key (round 4) / two keys at d = 64 (round 5), see :func:`_recall_config` and :func:`_recall2_config`."""
-    V.one_of("name", name, ("arms", "arms_long", "retrieval", "recall", "recall2", "recall3", "recall4"))
+    V.one_of("name", name, ("arms", "arms_long", "retrieval", "recall", "recall2", "recall3", "recall4", "recall5"))
+    if name == "recall5":
+        return _recall5_config()
     if name == "recall4":
         return _recall4_config()
     if name == "recall3":
@@ -468,6 +471,29 @@ def _recall4_config() -> dict:
     probe seed of round 7); seeds 0 and 2 are trained only if at seed 1 all four ``in_window_arms`` meet both bars.
     Claims and conditions otherwise recall2's."""
     return recall4_config(RECALL4_CHANGE)
+
+
+# round 11's recipe: round 10's probe (data/04_tree_rope/probe_recall5.py, probe_recall5.json's "round10") found
+# the auxiliary dense previous-token loss at this weight qualifies by its registered rule
+RECALL5_AUX_WEIGHT = 0.25
+
+
+def _recall5_config() -> dict:
+    """Round 11's checkpoint ``recall5`` (``data/04_tree_rope/make_recall5.py``), registered before any of its
+    training as round 10's probe rule prescribed (``probe_recall5.py``: the change ``AUX`` qualified, both of round
+    7's worst runs lifted by >= 0.3 at step 1500).
+
+    :func:`recall4_config` at recall2's recipe (no round-8 change: d = 64, 2 heads of 32, no weight decay, 6000
+    cosine steps) plus ``aux_weight`` = :data:`RECALL5_AUX_WEIGHT`: every arm trains on
+    :func:`retrieval_aux_loss` (answer cross-entropy + 0.25 x the cross-entropy of token i - 1 at every position
+    1 <= i < the first query position) instead of :func:`retrieval_loss`; task, ids, evaluation unchanged.
+    **Arms**: NoPE, RoPE, RoPE + OPT offsets, TPE, TPE + OPT. **Attempts**: one per arm-seed, the one read (no
+    restarts). **Bars** (recall2's, unchanged): final held-out accuracy >= 0.95 and plateau <= 0.02; the in-window
+    condition reads the four claim arms (``in_window_arms``). **Seeds**: seed 1 first; seeds 0 and 2 are trained
+    only if at seed 1 all four ``in_window_arms`` meet both bars. Claims and conditions otherwise recall2's."""
+    cfg = recall4_config(None)
+    cfg.update(change="AUX", aux_weight=RECALL5_AUX_WEIGHT)
+    return cfg
 
 
 def prefixed_task(task: dict, length: int, rng: np.random.Generator, n_values: int) -> dict[str, Tensor]:
@@ -885,6 +911,25 @@ def retrieval_loss(model: torch.nn.Module, batch: tuple[Tensor, Tensor, Tensor])
     return torch.nn.functional.cross_entropy(logits[:, qp].reshape(-1, logits.shape[-1]), x[:, qp + 1].reshape(-1))
 
 
+def retrieval_aux_loss(model: torch.nn.Module, batch: tuple[Tensor, Tensor, Tensor], weight: float) -> Tensor:
+    """:func:`retrieval_loss` plus ``weight`` times the cross-entropy of predicting token i - 1 at every position
+    1 <= i < the first query position (round 10's ``AUX``; the query positions are left out)."""
+    x, pos, qp = batch
+    logits = model(x[:, :-1], pos=pos[:, :-1])
+    v = logits.shape[-1]
+    ans = torch.nn.functional.cross_entropy(logits[:, qp].reshape(-1, v), x[:, qp + 1].reshape(-1))
+    q0 = int(qp.min())
+    prev = torch.nn.functional.cross_entropy(logits[:, 1:q0].reshape(-1, v), x[:, : q0 - 1].reshape(-1))
+    return ans + weight * prev
+
+
+def _retrieval_train_loss(cfg: dict):
+    """The training loss of a retrieval config: :func:`retrieval_loss`, or :func:`retrieval_aux_loss` at
+    ``cfg["aux_weight"]`` when the config sets one (recall5)."""
+    w = cfg.get("aux_weight")
+    return retrieval_loss if not w else functools.partial(retrieval_aux_loss, weight=float(w))
+
+
 @torch.no_grad()
 def retrieval_scores(model: torch.nn.Module, task: dict, chunk: int = 8,
                      pos: Tensor | None = None) -> tuple[Tensor, Tensor]:
@@ -937,7 +982,7 @@ def fit_retrieval_arm(arm: dict, cfg: dict, seed: int, val: dict, desc: str = "t
         with repro.seeded(V.seed("init_seed", init_seed)):
             model = make_model(arm, cfg)
         with repro.seeded(seed):
-            hist = train.fit(model, retrieval_loss, retrieval_batch_fn(arm, cfg, seed), cfg["steps"], lr=cfg["lr"],
+            hist = train.fit(model, _retrieval_train_loss(cfg), retrieval_batch_fn(arm, cfg, seed), cfg["steps"], lr=cfg["lr"],
                              warmup=cfg["warmup"], weight_decay=cfg["weight_decay"], seed=seed,
                              eval_fn=lambda m: _val_metrics(m, val), eval_every=cfg["val_every"], desc=desc)
         return model, hist
@@ -947,7 +992,7 @@ def fit_retrieval_arm(arm: dict, cfg: dict, seed: int, val: dict, desc: str = "t
 
     with repro.seeded(seed):
         model = make_model(arm, cfg)
-        hist = train.fit(model, retrieval_loss, retrieval_batch_fn(arm, cfg, seed), cfg["steps"], lr=cfg["lr"],
+        hist = train.fit(model, _retrieval_train_loss(cfg), retrieval_batch_fn(arm, cfg, seed), cfg["steps"], lr=cfg["lr"],
                          warmup=cfg["warmup"], weight_decay=cfg["weight_decay"], seed=seed, eval_fn=val_metrics,
                          eval_every=cfg["val_every"], desc=desc)
     return model, hist

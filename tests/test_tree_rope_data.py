@@ -369,3 +369,43 @@ def test_stored_probe_recall5_follows_its_rule():
     for name, r in stored["records"].items():
         assert r["arm"] == probe.RUNS[name] and r["baseline"] == probe.P4.baseline(r["arm"])
         assert r["probe_steps"] == probe.PROBE_STEPS and r["init_seed"] == 2001 and r["aux_weight"] == probe.AUX_WEIGHT
+
+
+def test_recall5_config_is_recall2_plus_the_aux_loss():
+    import torch
+
+    from helpers import repro
+    from helpers import tree_rope as tr
+    probe = load_module(DATA / "probe_recall5.py")
+    cfg, r4 = tr.checkpoint_config("recall5"), tr.recall4_config(None)
+    assert cfg["aux_weight"] == probe.AUX_WEIGHT == 0.25 and cfg["change"] == "AUX"
+    assert {k: v for k, v in cfg.items() if k not in ("change", "aux_weight")} == \
+        {k: v for k, v in r4.items() if k != "change"}  # recall2's recipe, recall4's arms, one attempt
+    assert cfg["restarts"]["max"] == 0 and cfg["seeds"] == tr.checkpoint_config("recall2")["seeds"]
+    assert tr._retrieval_train_loss(r4) is tr.retrieval_loss  # every earlier config trains as before
+    small = dict(cfg, d_model=16, n_layer=1)
+    spec = small["arms"]["TPE"]
+    with repro.seeded(0):
+        model = tr.make_model(spec, small)
+    batch = tr.retrieval_batch_fn(spec, small, 0)(0)
+    with torch.no_grad():  # the training loss is the probe's AUX at its weight
+        assert torch.equal(tr._retrieval_train_loss(cfg)(model, batch), probe.aux_loss(model, batch))
+
+
+def test_make_recall5_tiny_arms_and_merge(tmp_path):
+    mk = load_module(DATA / "make_recall5.py")
+    parts, out = tmp_path / "parts", tmp_path / "out"
+    assert mk.main(["--tiny", "--seed", "1", "--arms", "TPE", "--parts", str(parts), "--out", str(out)]) is None
+    part = json.loads(mk.main(["--tiny", "--merge", "--partial", "--seeds", "1", "--parts", str(parts), "--out",
+                               str(out)]).read_text())
+    assert "RoPE/1" in part["extra"]["pending"] and "TPE/1" in part["extra"]["chosen"]
+    mk.main(["--tiny", "--seed", "1", "--parts", str(parts), "--out", str(out)])  # the rest; TPE's is reused
+    man = json.loads(mk.main(["--tiny", "--merge", "--seeds", "1", "--parts", str(parts), "--out",
+                              str(out)]).read_text())
+    cfg = mk.tiny_config()
+    assert man["config"]["aux_weight"] == 0.25 and man["extra"]["pending"] == []
+    assert set(man["extra"]["chosen"]) == {f"{a}/1" for a in cfg["arms"]}
+    assert all(c["record"] == "recall5" and c["attempt"] == 0 for c in man["extra"]["chosen"].values())
+    assert man["extra"]["seconds_per_run"]["TPE/1"] == part["extra"]["seconds_per_run"]["TPE/1"]  # reused
+    assert not [k for k in mk.checkpoints.load(mk.SLUG, "recall5", config=cfg, root=out).tensors if ".eval_" not in k]
+    assert mk.main(["--tiny"]) is not None  # the book's tiny-script test: --tiny alone
