@@ -11,6 +11,9 @@ One job per arm-seed: ``.venv/bin/python data/04_tree_rope/make_recall4.py --see
 DIR`` (a finished arm-seed is kept in DIR and reused); then ``--merge --seeds 1 [0 2] --parts DIR`` (``--partial``:
 arm-seeds not yet trained are marked pending). ``--tiny`` alone: every arm of a tiny config into temporary folders,
 then the merge. One torch thread. Refuses to train while the probe's rule has not picked a change.
+
+It does not call ``scripts.script_main`` itself: each arm-seed is trained by ``make_recall.py``'s ``train_seed``
+(a script built on that skeleton), with this script's own per-arm parts and merge.
 """
 
 from __future__ import annotations
