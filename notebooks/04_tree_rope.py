@@ -1903,6 +1903,50 @@ display(
 print("round 10's rule reads:", p10["round10"])
 
 # %% [markdown]
+# **Round 11** (`recall5`, `data/04_tree_rope/make_recall5.py`, registered in commit 1123aa4 before any of its
+# training, as round 10's rule prescribed): every arm trained with round 10's auxiliary previous-token loss, at
+# recall2's recipe otherwise, one attempt per arm-seed (the one read). Seed 1 first: seeds 0 and 2 are trained only
+# if the four claim arms meet both bars at seed 1 (final held-out accuracy and plateau, recall2's bars). The claims
+# above do not read it yet; the table shows each stored arm-seed against the bars, and (default mode) its in-window
+# accuracy on the carry windows and the others, as above.
+
+# %%
+man11 = json.loads(checkpoints.fetch(SLUG, "recall5.json").read_text())
+cfg11 = tr.checkpoint_config("recall5")
+bars11 = cfg11["restarts"]
+hit11 = {}
+if not quick:  # the held-out windows are recall2's (same task and evaluation)
+    ck11 = checkpoints.load(SLUG, "recall5",
+                            config=scripts.with_seeds(cfg11, man11["seed"]))
+    n11 = cfg11["train_len"]
+    hit11 = {k: ck11.tensors[f"{k}.eval_correct_{n11}"].bool().numpy()
+             for k in man11["extra"]["chosen"]}
+t11 = pd.DataFrame(
+    [dict(arm=k.split("/")[0], seed=int(k.split("/")[1]), final_acc=c["final_val_acc"],
+          plateau=c["plateau"], meets_bars=c["meets_bars"],
+          carry_windows=float(hit11[k][carry9].mean()) if k in hit11 else np.nan,
+          other_windows=float(hit11[k][~carry9].mean()) if k in hit11 else np.nan)
+     for k, c in man11["extra"]["chosen"].items()]
+).set_index(["arm", "seed"])
+display(t11.style.format(precision=3).set_caption(
+    f"round 11 (recall5): bars accuracy >= {bars11['acc']}, plateau <= "
+    f"{bars11['plateau']}; stored seeds {man11['seed']}"))
+s11 = t11.xs(1, level="seed")
+miss11 = {a: [b for b, ok in (("accuracy", s11.loc[a, "final_acc"] >= bars11["acc"]),
+                              ("plateau", s11.loc[a, "plateau"] <= bars11["plateau"]))
+              if not ok] if a in s11.index else ["not trained"]
+          for a in cfg11["in_window_arms"]}
+pass11 = not any(miss11.values())
+display(Markdown(
+    "**Round 11, seed 1, read by its registered rule.** "
+    + ("The four claim arms meet both bars, so seeds 0 and 2 are trained next."
+       if pass11 else
+       "Missing: " + "; ".join(f"{a} ({', '.join(m)})" for a, m in miss11.items() if m)
+       + ". The four claim arms do not all meet both bars, so seeds 0 and 2 are not "
+       "trained, and the claims keep reading round 6.")
+))
+
+# %% [markdown]
 # ## 8. Interaction
 #
 # The slider moves over the arms and shows that arm's loss at every position of the longest windows (mean over
