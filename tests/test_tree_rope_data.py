@@ -409,3 +409,43 @@ def test_make_recall5_tiny_arms_and_merge(tmp_path):
     assert man["extra"]["seconds_per_run"]["TPE/1"] == part["extra"]["seconds_per_run"]["TPE/1"]  # reused
     assert not [k for k in mk.checkpoints.load(mk.SLUG, "recall5", config=cfg, root=out).tensors if ".eval_" not in k]
     assert mk.main(["--tiny"]) is not None  # the book's tiny-script test: --tiny alone
+
+
+def test_recall6_config_is_recall5_with_the_schedule_its_rule_reads():
+    from helpers import tree_rope as tr
+    mk = load_module(DATA / "make_recall6.py")
+    cfg, r5 = mk.config(), tr.checkpoint_config("recall5")
+    assert {k: v for k, v in cfg.items() if k not in ("steps", "val_every", "base")} == \
+        {k: v for k, v in r5.items() if k not in ("steps", "val_every")}  # aux loss, arms, one attempt, bars, seeds
+    assert cfg["base"] == "recall5" and cfg["val_every"] * mk.N_EVALS == cfg["steps"] == mk.RECALL6_STEPS
+    assert mk._TreeRope().checkpoint_config("recall6") == cfg and mk._TreeRope().checkpoint_config("recall5") == r5
+    sched = mk.schedule()  # the registered rule on the stored recall5.json gives the registered steps
+    assert sched["steps"] == mk.RECALL6_STEPS == max(a["steps"] for a in sched["arms"].values())
+    assert set(sched["arms"]) == set(r5["in_window_arms"])
+    for a in sched["arms"].values():  # the exponential over-reads every measured plateau at 6000 (conservative)
+        assert a["exp_at_6000"] >= a["measured"] > a["power_at_6000"]
+    assert sched["seed_seconds"] == sum(sched["cost"].values()) and set(sched["cost"]) == set(r5["arms"])
+
+
+def test_recall6_schedule_rule_on_curves():
+    mk = load_module(DATA / "make_recall6.py")
+    step = list(range(50, 6001, 50))
+    flat = dict(step=step, value=[2.0 * np.exp(-t / 300) + 1e-3 for t in step])
+    slow = dict(step=step, value=[2.0 * np.exp(-t / 4000) for t in step])
+    assert mk.predicted_plateau(flat, 6000) <= 0.02 and mk._steps_needed(flat, 0.02, "exp") == 6000
+    assert mk.predicted_plateau(slow, 6000) > 0.02
+    n = mk._steps_needed(slow, 0.02, "exp")
+    assert n > 6000 and n % mk.GRID == 0 and mk.predicted_plateau(slow, n) <= 0.02 < mk.predicted_plateau(slow, n - mk.GRID)
+
+
+def test_make_recall6_tiny_alone_records_only(tmp_path, capsys):
+    mk = load_module(DATA / "make_recall6.py")
+    assert mk.main(["--schedule"]) is None and json.loads(capsys.readouterr().out)["steps"] == mk.RECALL6_STEPS
+    path = mk.main(["--tiny"])  # the book's tiny-script test: --tiny alone
+    man = json.loads(path.read_text())
+    cfg = mk.tiny_config()
+    assert man["name"] == "recall6" and man["config"]["base"] == "recall5" and man["config"]["aux_weight"] == 0.25
+    assert set(man["extra"]["chosen"]) == {f"{a}/1" for a in cfg["arms"]} and man["extra"]["pending"] == []
+    assert all(c["record"] == "recall6" and c["attempt"] == 0 for c in man["extra"]["chosen"].values())
+    assert not [k for k in mk.checkpoints.load(mk.SLUG, "recall6", config=cfg, root=path.parents[1]).tensors
+                if ".eval_" not in k]  # records only
