@@ -1396,14 +1396,14 @@ plotting.live_controls(explore, smiles="CC(=O)Oc1ccccc1C(=O)O", root=(0, 30))
 # round 7 every verdict was read with all three conditions, `flat` included, as registered with the recipe
 # (`make_wsd.py`). Under that rule `flat` failed for most property models at most seeds while `val_flat` and
 # `fits` were met (the tables below give every value), so almost every learned verdict was inconclusive. Since
-# round 8 the verdicts are gated by the two conditions that the chapter's specification (issue #65 of this
-# book) names, `val_flat` and `fits`; `flat` is still computed, recorded (its note says "reported, not gating
+# round 8 the verdicts are gated by the two conditions that the chapter's specification (its issue in this
+# book's tracker) names, `val_flat` and `fits`; `flat` is still computed, recorded (its note says "reported, not gating
 # since round 8") and shown beside each claim. Why: the specification asks for the fit condition and a
 # validation plateau, not a training-loss plateau (our registration was stricter), and round 7 measured why
 # `flat` is out of reach here: the models memorise their training molecules (their loss on fresh strings of
 # training molecules is nearly that on the strings they saw, §12), and a recipe with dropout and stronger
 # weight decay still left GIN's training loss falling at constant learning rate while its validation loss was
-# flat and its fit above the bar (§12, the probe's table). The change was decided by the integrator after
+# flat and its fit above the bar (§12, the probe's table). The change was decided after
 # every earlier round's numbers had been seen, including the claims read without `flat` (then labelled
 # exploratory). The bars, models, seeds, claims and their targets are unchanged; the table after the claims
 # shows each verdict under the round 5-7 rule beside the new one.
@@ -1411,7 +1411,7 @@ plotting.live_controls(explore, smiles="CC(=O)Oc1ccccc1C(=O)O", root=(0, 30))
 #
 # **How round 5 read the registered recipe (decided before any claim was read from its records).** Round 5
 # kept all three conditions for the verdict and showed, labelled exploratory, the reading without `flat`
-# that round 8 now takes as the verdict (above); it was committed after the integrator had seen the recipe's
+# that round 8 now takes as the verdict (above); it was committed after we had seen the recipe's
 # conditions (`flat` fails for most models while `val_flat` and `fits` are met) and the seed-0/1 test ROC-AUCs
 # (the ECFP4 + random forest baseline above the sequence models, GIN near it; the commit message gives the
 # numbers seen).
