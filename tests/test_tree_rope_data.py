@@ -449,3 +449,20 @@ def test_make_recall6_tiny_alone_records_only(tmp_path, capsys):
     assert all(c["record"] == "recall6" and c["attempt"] == 0 for c in man["extra"]["chosen"].values())
     assert not [k for k in mk.checkpoints.load(mk.SLUG, "recall6", config=cfg, root=path.parents[1]).tensors
                 if ".eval_" not in k]  # records only
+
+
+def test_recall6_bound_gates_drop_a_condition_only_where_the_bound_decides():
+    m6 = load_module(DATA / "make_recall6.py")
+    full = ("plateau_ret_tpe_opt", "plateau_ret_rope")
+    assert m6.bound_gates("retrieval_at_64x", [0.13, 0.2, 0.05], 0.3) == full[:1]
+    assert m6.bound_gates("retrieval_at_64x", [0.13, 0.3, 0.05], 0.3) == full  # reaches the target at one seed
+    assert m6.bound_gates("retrieval_at_64x", [0.9, 0.9, 0.9], 0.3) == full
+    both = ("plateau_ret_tpe_opt", "plateau_ret_tpe", "plateau_ret_rope_opt")
+    assert m6.bound_gates("needs_both_parts", [0.094, 0.1, -0.2], 0.1) == both[:2]
+    assert m6.bound_gates("needs_both_parts", [0.094, 0.11, -0.2], 0.1) == both
+    with pytest.raises(ValueError, match="claim must be"):
+        m6.bound_gates("inference_cost", [0.1], 0.3)
+    with pytest.raises(ValueError, match="bound must be"):
+        m6.bound_gates("retrieval_at_64x", [], 0.3)
+    with pytest.raises(ValueError, match="bound must be"):
+        m6.bound_gates("retrieval_at_64x", [float("nan")], 0.3)
