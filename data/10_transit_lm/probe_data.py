@@ -1,61 +1,27 @@
-"""Probe of chapter 10_transit_lm (issue #68): does eight times the SFT data make the registered recipe generalise?
-Registered on 2026-12-07 (:data:`PROBE_DESIGN`, this docstring and the tests) before any of its training ran.
-Records only (``data/10_transit_lm/probe_data.json``), no weights. Exploratory: it decides the NEXT recipe, no claim.
+"""Probe of chapter 10_transit_lm (#68), registered 2026-12-07 (PROBE_DESIGN, this docstring, the tests) before it
+trained; records only (probe_data.json). Decides the NEXT recipe, no claim.
 
-**Why.** ``models_wsd`` (the recipe registered on 2026-12-06, ``make_wsd.py``) fits its records at seed 0 (CPT+SFT
-arm: exact 0.993 on 300 SFT training records, bar 0.8) but its route loss was still falling (route_flat 0.100 >
-0.05), and an exploratory greedy evaluation gave exact match 0.312 in distribution / 0.315 on held-out zone pairs,
-below the splice baseline (0.358 / 0.358): the model memorises its 6,000 SFT + 2,000 preference records (~64
-epochs in 16,000 steps of batch 32) and generalises poorly. The lever a reader would try is more data, and the
-recipe logs no held-out curve.
+Why: models_wsd (make_wsd.py) fits its records at seed 0 (0.993, bar 0.8) but generalised poorly in an exploratory
+eval (exact 0.31 ID / held-out vs splice 0.36): it memorises ~64 epochs of 8,000 records. Lever: more data.
 
-**The variant** (:func:`config`): ``T.checkpoint_config("models_wsd")`` with ``n_sft`` and ``n_pref`` multiplied
-by :data:`SCALE` = 8 (48,000 SFT + 16,000 preference requests, ~8 epochs), everything else equal: the 4-layer
-d = 128 model, batch 32, 16,000 SFT steps under warmup-stable-decay (400 warm-up, lr 3e-3 constant to step 11,000,
-cosine decay over the last 5,000), seed 0, the SFT-only arm (no CPT). Training is ``T.train_wsd``, split into the
-same two processes as ``make_wsd.py`` (stage 1 = SFT steps 0-8,000; stage 2 resumes weights and optimizer to
-16,000); ``make_wsd.py``'s monitor is reused and extended. ``make_data`` draws the SFT and preference requests
-from the same seeded streams, so the first 6,000 / 2,000 requests are ``models_wsd``'s.
+Variant (config): models_wsd with n_sft, n_pref x8 (48,000 + 16,000; the same seeded streams, so models_wsd's
+records come first), all else equal (model, batch 32, 16,000 WSD steps, seed 0), arm sft; T.train_wsd in
+make_wsd.py's two stages. Test sets: T.make_data(cfg, 300, 300), the notebook's first 300 ID and held-out-zone-pair
+requests; each job stops unless overlap() is all 0. Logged (monitor): make_wsd's route loss (every 250 steps) and
+exact (every 1,000) on 300 SFT training records, the same on the 300 held-out and 300 ID test requests.
 
-**Test sets**: ``T.make_data(cfg, n_eval, n_eval)`` with ``n_eval`` = 300, the first 300 in-distribution and the
-first 300 held-out-zone-pair requests of the notebook's ``make_data(cfg, n_test, n_heldout)`` (a larger test set
-extends a smaller one). Each job checks (:func:`overlap`) that no test request's (origin, destination) is a
-training request's (SFT, preference or CPT) and that no training request lies in a held-out zone pair; it stops
-otherwise.
+Reading (reading()): adopt for models_wsd2 iff (i) final train exact >= T.FIT_BAR (0.8) and (ii)
+T.route_flat(held-out route-loss curve, cfg) <= T.FLAT_BAR (0.05; stable phase; a rising held-out loss reads <= 0
+and meets it). Held-out exact vs splice/lookup (same 300 + 300 requests, the variant's SFT+pref+CPT records; and
+models_wsd's records beside) is reported, decides nothing. On a failure, short_by says which and by how much;
+nothing else is tried in this probe.
 
-**Logged** (:func:`monitor`), besides ``make_wsd.py``'s route loss on the first 300 SFT training records every 250
-SFT steps (``route_loss``) and exact match on them every 1,000 (``train_exact``): the route loss
-(``T.route_loss(T.part_losses(...))``) on the 300 held-out and the 300 in-distribution test requests every 250
-steps (``route_loss_heldout``, ``route_loss_id``) and greedy exact match on the same requests every 1,000
-(``exact_heldout``, ``exact_id``).
+Expected wall (make_wsd.PROBE, one thread): per stage ~60 s data (10.4 s measured at 1x) + 8,000 x 0.231 + 32 x 3
+x 1.02 (route loss) + 8 x 3 x 3.47 (exact) ~ 2,090 s ~ 35 min; merge ~2 min. Commands (P kept between them):
 
-**Registered reading** (:func:`reading`; decides the next recipe, not a claim): the variant is adopted for a
-registered recipe ``models_wsd2`` (next session) iff (i) exact match on the 300 SFT training records at the end
-``>= T.FIT_BAR`` (0.8, ``T.fits_records``) and (ii) the held-out route-loss plateau, read as ``route_flat`` is
-(``T.route_flat(route_loss_heldout, cfg)``: ``train.plateau(frac=0.2, until=11000, noise=2)``, the stable phase)
-``<= T.FLAT_BAR`` (0.05). A held-out loss that rises over the stable phase's end (overfitting) reads <= 0 and meets
-(ii): (ii) asks that the held-out loss stopped improving, whatever it did. ``T.route_flat`` of the training curve
-is recorded beside; the held-out exact match vs the splice and lookup baselines (``T.splice_lookup``,
-``T.lookup`` on the same 300 + 300 requests, searching this variant's records as the notebook does: SFT,
-preference and CPT) is reported and decides nothing; the baselines searching ``models_wsd``'s records are
-recorded beside. If (i) or (ii) fails the record says which and by how much (``reading["short_by"]``); nothing
-else is tried in this probe.
+    .venv/bin/python data/10_transit_lm/probe_data.py --stage 1 --parts P   (then --stage 2, then --merge)
 
-**Expected wall** (from ``make_wsd.py``'s ``PROBE``, one torch thread, through ``/tmp/heavy.sh``): 0.231 s per SFT
-step, 1.02 s per route-loss evaluation of 300 records, 3.47 s per exact-match evaluation of 300; data build
-measured at 1x on the loaded builder 10.4 s for 11,900 routes (+ 1.1 s tensors), so ~60 s at 8x (68,000 routes).
-Per stage: 60 (data) + 8,000 x 0.231 (1,848) + 32 x 3 x 1.02 (98, three route-loss sets) + 8 x 3 x 3.47 (83,
-three exact sets) ~ 2,090 s ~ 35 min; stage 2 the same (~35 min); the merge ~2 min (data rebuilt, baselines).
-Each stage within the ~40 min of one ``make_wsd.py`` job; ~72 min of one core in all.
-
-Commands (one torch thread each; ``P`` kept between them, ``P/sft/stage<k>/seed0.pt``)::
-
-    .venv/bin/python data/10_transit_lm/probe_data.py --stage 1 --parts P
-    .venv/bin/python data/10_transit_lm/probe_data.py --stage 2 --parts P
-    .venv/bin/python data/10_transit_lm/probe_data.py --merge --parts P        # -> probe_data.json
-
-``--tiny`` alone: a tiny config through both stages and the merge into a temporary folder (seconds).
-``--out DIR`` writes ``DIR/probe_data.json`` instead of ``data/10_transit_lm/probe_data.json``.
+--tiny alone: both stages and the merge of a tiny config in a temporary folder; --out DIR: where the JSON goes.
 """
 
 from __future__ import annotations
@@ -241,7 +207,7 @@ def merge(cfg: dict, parts: Path, out: Path, tiny: bool = False) -> Path:
     base = T.make_data(base_cfg, cfg["n_eval"], cfg["n_eval"])
     if (base.test_id, base.test_heldout) != (data.test_id, data.test_heldout):
         raise SystemExit("the probe's test sets are not models_wsd's")
-    rec = {"name": "probe_data", "design": PROBE_DESIGN, "doc": __doc__, "config": cfg,
+    rec = {"name": "probe_data", "design": PROBE_DESIGN, "config": cfg,
            "counts": {"sft": len(data.sft), "pref": len(data.pref), "cpt": len(data.cpt),
                       "test_id": len(data.test_id), "test_heldout": len(data.test_heldout)},
            "overlap": overlap(data, cfg), "curves": curves, "finals": finals, **flats,
@@ -253,7 +219,7 @@ def merge(cfg: dict, parts: Path, out: Path, tiny: bool = False) -> Path:
            "date": time.strftime("%Y-%m-%d")}
     out.mkdir(parents=True, exist_ok=True)
     path = out / "probe_data.json"
-    path.write_text(json.dumps(rec, indent=1) + "\n")
+    path.write_text(json.dumps(rec, separators=(",", ":")) + "\n")
     r = rec["reading"]
     print(f"adopt: {r['adopt']}; " + "; ".join(f"{k} {v[0]:.3f} {v[1]} {v[2]}" for k, v in r["conditions"].items())
           + f"; held-out exact {finals['exact_heldout']:.3f} vs splice {rec['baselines']['splice_heldout']:.3f}",
