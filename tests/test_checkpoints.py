@@ -632,12 +632,15 @@ def test_root_must_be_a_path(tmp_path):  # issue 58: root=int reached pathlib
         ck.fetch("99_test", "../x")
 
 
-def test_manifest_text_is_the_same_json_with_number_lists_inline():
+def test_manifest_text_is_the_same_json_one_key_per_line():
     m = {"a": [1, 2.5, -3e-05], "b": {"c": [[1, 2], [3, 4]], "d": ["x", "y"]}, "e": [], "f": [{"g": [7]}]}
     text = ck._manifest_text(m)
     assert json.loads(text) == m
-    assert "[1, 2.5, -3e-05]" in text and "[7]" in text
-    assert text.endswith("\n")
+    assert text.splitlines()[1] == '"a":[1,2.5,-3e-05],' and '"f":[{"g":[7]}]' in text
+    assert len(text.splitlines()) == len(m) + 2 and text.endswith("\n")
+    assert json.loads(ck._manifest_text([1, {"a": 2}])) == [1, {"a": 2}]
+    with pytest.raises(ValueError):
+        ck._manifest_text({"a": float("nan")})
 
 
 def test_subsample_keeps_a_spike_the_mean_smooths():
