@@ -231,7 +231,10 @@ def checkpoint_config(name: str = "arms") -> dict:
     (does a longer training change the comparison?). ``"retrieval"``: the passkey-retrieval arms
     (:func:`retrieval_task`), see :func:`_retrieval_config`; ``"recall"`` / ``"recall2"``: offset recall with one
     key (round 4) / two keys at d = 64 (round 5), see :func:`_recall_config` and :func:`_recall2_config`."""
-    V.one_of("name", name, ("arms", "arms_long", "retrieval", "recall", "recall2", "recall3", "recall4", "recall5"))
+    V.one_of("name", name, ("arms", "arms_long", "retrieval", "recall", "recall2", "recall3", "recall4", "recall5",
+                              "recall6"))
+    if name == "recall6":
+        return _recall6_config()
     if name == "recall5":
         return _recall5_config()
     if name == "recall4":
@@ -493,6 +496,21 @@ def _recall5_config() -> dict:
     only if at seed 1 all four ``in_window_arms`` meet both bars. Claims and conditions otherwise recall2's."""
     cfg = recall4_config(None)
     cfg.update(change="AUX", aux_weight=RECALL5_AUX_WEIGHT)
+    return cfg
+
+
+# round 12's schedule: data/04_tree_rope/make_recall6.py's registered rule (schedule()) on recall5's stored curves
+RECALL6_STEPS, RECALL6_N_EVALS = 18000, 120
+
+
+def _recall6_config() -> dict:
+    """Round 12's checkpoint ``recall6`` (``data/04_tree_rope/make_recall6.py``; registered with its schedule rule
+    before any of its training, amended after seed 1 and before seeds 0 and 2: the script's docstring): recall5
+    (:func:`_recall5_config`) with ``steps`` = :data:`RECALL6_STEPS` and ``val_every`` = steps /
+    :data:`RECALL6_N_EVALS` (recall5's 120 held-out evaluations); ``base`` names recall5. Moved here unchanged from
+    the script's ``config()`` when its three seeds were merged (the chapter's default run loads it)."""
+    cfg = _recall5_config()
+    cfg.update(steps=RECALL6_STEPS, val_every=RECALL6_STEPS // RECALL6_N_EVALS, base="recall5")
     return cfg
 
 

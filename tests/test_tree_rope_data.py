@@ -419,7 +419,8 @@ def test_recall6_config_is_recall5_with_the_schedule_its_rule_reads():
         {k: v for k, v in r5.items() if k not in ("steps", "val_every")}  # aux loss, arms, one attempt, bars, seeds
     assert cfg["base"] == "recall5" and cfg["val_every"] * mk.N_EVALS == cfg["steps"] == mk.RECALL6_STEPS
     assert mk._TreeRope().checkpoint_config("recall6") == cfg and mk._TreeRope().checkpoint_config("recall5") == r5
-    sched = mk.schedule()  # the registered rule on the stored recall5.json gives the registered steps
+    assert cfg == tr.checkpoint_config("recall6")  # moved into helpers unchanged at the merge
+    sched = mk.schedule()  # the registered rule on the stored recall5 curves (recall6's extra) gives the steps
     assert sched["steps"] == mk.RECALL6_STEPS == max(a["steps"] for a in sched["arms"].values())
     assert set(sched["arms"]) == set(r5["in_window_arms"])
     for a in sched["arms"].values():  # the exponential over-reads every measured plateau at 6000 (conservative)
@@ -449,6 +450,19 @@ def test_make_recall6_tiny_alone_records_only(tmp_path, capsys):
     assert all(c["record"] == "recall6" and c["attempt"] == 0 for c in man["extra"]["chosen"].values())
     assert not [k for k in mk.checkpoints.load(mk.SLUG, "recall6", config=cfg, root=path.parents[1]).tensors
                 if ".eval_" not in k]  # records only
+
+
+def test_recall6_base_summary_keeps_what_is_read_of_recall5():
+    mk5, mk6 = load_module(DATA / "make_recall5.py"), load_module(DATA / "make_recall6.py")
+    path = mk5.main(["--tiny"])
+    summ = mk6.base_summary(root=path.parents[1])
+    man = json.loads(path.read_text())
+    assert summ["metrics"] == man["metrics"] and summ["extra"]["chosen"] == man["extra"]["chosen"]
+    assert set(summ["history"]) == {f"{a}/1/val_loss" for a in man["config"]["in_window_arms"]}
+    assert set(summ["files"]) == {"recall5.json", "recall5.safetensors"} and set(summ["windows"]) == set(man["metrics"])
+    w = next(iter(summ["windows"].values()))
+    assert set(w["correct_train"]) <= {"0", "1"} and len(w["correct_train"]) == man["config"]["eval"]["windows"]
+    assert {f"{x}_{c}_l1" for x in ("key", "answer") for c in mk6.BASE_CONDS} <= set(w)
 
 
 def test_recall6_bound_gates_drop_a_condition_only_where_the_bound_decides():
