@@ -49,7 +49,7 @@ __all__ = [
     "retrieval_loss", "retrieval_scores",
     "retrieval_batch_fn", "fit_retrieval_arm", "retrieval_windows", "accuracy_by_distance", "attention_on_answer",
     "faithful_fraction", "RECALL2_TASK", "RECALL2_RECIPE", "prefixed_task", "dilution_tasks", "query_attention",
-    "flush_denormal_on", "flush_denormal", "RECALL3_RECIPE", "restart_seed", "meets_bars", "restart_chain",
+    "flush_denormal_on", "flush_denormal", "RECALL3_RECIPE", "restart_seed", "meets_bars", "restart_chain", "bound_gates",
 ]
 
 
@@ -512,6 +512,28 @@ def _recall6_config() -> dict:
     cfg = _recall5_config()
     cfg.update(steps=RECALL6_STEPS, val_every=RECALL6_STEPS // RECALL6_N_EVALS, base="recall5")
     return cfg
+
+
+def bound_gates(claim: str, bound: list[float], target: float) -> tuple[str, ...]:
+    """The plateau conditions a verdict of ``claim`` names under round 12's 2026-12-07 amendment (registered in
+    ``data/04_tree_rope/make_recall6.py``'s docstring after seed 1's numbers, before seeds 0 and 2; moved here
+    unchanged when recall6 was merged).
+
+    ``bound``: per seed, the upper bound of the claim's measured value that needs only the converged-by-assumption
+    arms (``retrieval_at_64x``: TPE + OPT's accuracy at 64x; ``needs_both_parts``: TPE + OPT's minus TPE's);
+    ``target``: the claim's target (both claims read ``measured >= / > target``). Where the bound is below the
+    target at every seed (for ``needs_both_parts``: not above it), the unconverged baseline's condition is left
+    out: it cannot change a "not held"."""
+    gates = {"retrieval_at_64x": (("plateau_ret_tpe_opt",), "plateau_ret_rope"),
+             "needs_both_parts": (("plateau_ret_tpe_opt", "plateau_ret_tpe"), "plateau_ret_rope_opt")}
+    if claim not in gates:
+        raise ValueError(f"claim must be one of {sorted(gates)}, got {claim!r}")
+    b = np.asarray(bound, dtype=float)
+    if b.ndim != 1 or b.size == 0 or not np.all(np.isfinite(b)):
+        raise ValueError(f"bound must be a non-empty list of finite numbers (one per seed), got {bound!r}")
+    always, other = gates[claim]
+    decided = bool(np.all(b < target)) if claim == "retrieval_at_64x" else bool(np.all(b <= target))
+    return always if decided else (*always, other)
 
 
 def prefixed_task(task: dict, length: int, rng: np.random.Generator, n_values: int) -> dict[str, Tensor]:

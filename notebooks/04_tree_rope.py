@@ -27,7 +27,7 @@
 # | training | full pretraining | 600 AdamW steps of 32 windows per arm (≈ 0.3 epoch), by `data/04_tree_rope/make_arms.py`; loaded here |
 # | seeds | one run | 3 training seeds for the four claims' arms, 1 for NoPE, the cross arms and the ablations |
 # | evaluation | PG-19-style perplexity | 64 held-out windows per length that end on the same 32 bytes; paired bootstrap intervals |
-# | a task that needs long context | passkey retrieval is a standard long-context benchmark | passkey retrieval (one passkey among filler, the query at the end), trained at 32 and tested to 2048; 5 arms × 3 seeds, by `data/04_tree_rope/make_retrieval.py`; and **offset recall** (the token right after a key: needs the order of tokens; NoPE shows whether it needs a positional encoding), 6 arms with NoPE × 3 seeds, by `make_recall.py` (section 7); the two-key task at d = 64 (round 5) stopped at its probe seed; round 6's probe asked why, and round 6 trained it at 3 seeds; round 7 retrains the arm-seeds below the bars from new initialisations by a registered restart rule (`make_recall3.py`): the claims' task (section 7, records only) |
+# | a task that needs long context | passkey retrieval is a standard long-context benchmark | passkey retrieval (one passkey among filler, the query at the end), trained at 32 and tested to 2048; 5 arms × 3 seeds, by `data/04_tree_rope/make_retrieval.py`; and **offset recall** (the token right after a key: needs the order of tokens; NoPE shows whether it needs a positional encoding), 6 arms with NoPE × 3 seeds, by `make_recall.py` (section 7); the two-key task at d = 64 (round 5) stopped at its probe seed; round 6's probe asked why, and round 6 trained it at 3 seeds; round 7 retrains the arm-seeds below the bars from new initialisations by a registered restart rule (`make_recall3.py`); rounds 8–10 probe the recipe; rounds 11–12 add an auxiliary previous-token loss (`make_recall5.py`, `make_recall6.py`, 18000 steps): round 12 is what the claims read (section 7, records only) |
 # | hardware | GPUs | 2 shared CPU cores (one thread) |
 #
 # The arms are trained once by the book's own script (`make data NB=04_tree_rope` rebuilds them; the time it took
@@ -71,9 +71,9 @@ if "google.colab" in sys.modules and importlib.util.find_spec("helpers") is None
 # training seeds (0, 1, 2) for the claims' arms; `seed` here seeds the bootstrap and the live checks. The
 # retrieval arms of section 7 come the same way from `data/04_tree_rope/make_retrieval.py`
 # (`tr.checkpoint_config("retrieval")`, the passkey) and `data/04_tree_rope/make_recall.py`
-# (`tr.checkpoint_config("recall")` and `"recall2"`, offset recall with one and two keys) and
-# `data/04_tree_rope/make_recall3.py` (`"recall3"`, round 7's restarts of the two-key arms). Quick mode trains tiny
-# models live instead.
+# (`tr.checkpoint_config("recall2")`, offset recall with two keys), `data/04_tree_rope/make_recall3.py`
+# (`"recall3"`, round 7's restarts of the two-key arms) and `data/04_tree_rope/make_recall6.py` (`"recall6"`, round
+# 12, the arms the claims read). Quick mode trains tiny models live instead.
 
 # %% tags=["parameters"]
 quick = False
@@ -817,8 +817,161 @@ print(
 #
 # The byte-level corpus above cannot show what the paper shows: no arm there uses more than a few bytes of
 # context, so its longest-length test measures how much unseen positions *distract* a model, not whether a long
-# context *helps* it. This section trains the arms on a task that can only be solved by reading far back. Every
-# window is random filler tokens with one **pair token** (a passkey: one of 16 values) at a uniformly random
+# context *helps* it. This section trains the arms on tasks that can only be solved by reading far back, trained
+# at length 32 and tested at 2048 (64×). It took twelve rounds, each registered before its training; the
+# round-by-round record follows this overview and can be skipped: section 9 reads round 12.
+#
+# **The rounds at a glance.** One row per retrieval round: the task, what changed,
+# and, from each stored record (generated), how many arm-seeds of the arms other than NoPE met both registered bars
+# (held-out accuracy ≥ 0.95 at length 32 and a flat held-out loss), NoPE's accuracy at length 32 (the control:
+# a task that needs positions should defeat it), and TPE + OPT's accuracy at 2048 per seed (chance 1/16).
+
+# %%
+def fetch_json(name):
+    return json.loads(checkpoints.fetch(SLUG, f"{name}.json").read_text())
+
+
+man12 = fetch_json("recall6")
+man11 = man12["extra"]["recall5"]  # recall5's record, kept in recall6's manifest (no room for both)
+man6, man7 = fetch_json("recall2"), fetch_json("recall3")
+BARS = tr.checkpoint_config("recall6")["restarts"]  # the bars every round kept: acc 0.95, plateau 0.02
+
+
+def glance(metrics, seeds=None):
+    """Bars met (arms but NoPE), NoPE at 32 and TPE + OPT at 2048 of a record's arm-seeds."""
+    ks = [k for k in metrics if seeds is None or int(k.split("/")[1]) in seeds]
+    arm_ks = [k for k in ks if not k.startswith("NoPE")]
+    met = sum(metrics[k]["final_val_acc"] >= BARS["acc"]
+              and metrics[k]["plateau"] <= BARS["plateau"] for k in arm_ks)
+    acc = {k: metrics[k]["accuracy"] for k in ks}
+    return {"both bars met": f"{met} of {len(arm_ks)}",
+            "NoPE at 32": ", ".join(f"{acc[k]['32']:.2f}" for k in ks if k.startswith("NoPE"))
+            or "–",
+            "TPE + OPT at 2048": ", ".join(f"{acc[k]['2048']:.2f}" for k in ks
+                                           if k.startswith("TPE + OPT/")) or "–"}
+
+
+read7 = {k: (man7 if c["record"] == "recall3" else man6)["metrics"][c["key"]]
+         for k, c in man7["extra"]["chosen"].items() if c["attempt"] is not None}
+probe_reading = {8: fetch_json("probe_recall4")["round8"]["qualifies"],
+                 9: fetch_json("probe_carry")["round9"]["reading"],
+                 10: fetch_json("probe_recall5")["round10"]["qualifies"]}
+ROUNDS = [  # round, task, change, stats
+    (3, "passkey", "5 arms × 3 seeds, d = 32", glance(fetch_json("retrieval")["metrics"])),
+    (4, "offset recall, 1 key", "6 arms with NoPE; NoPE solved it (record removed)", {}),
+    (5, "offset recall, 2 keys", "d = 64, 6000 steps; seed 0 (its rule stopped)",
+     glance(man6["metrics"], [0])),
+    (6, "2 keys", "seeds 1, 2 of round 5's recipe", glance(man6["metrics"], [1, 2])),
+    (7, "2 keys", "restarts from new inits (the attempts read)", glance(read7)),
+    (8, "probe", f"4 heads / weight decay: qualifies {probe_reading[8]}", {}),
+    (9, "probe", f"the carry step: {probe_reading[9]}", {}),
+    (10, "probe", f"aux. previous-token loss: qualifies {probe_reading[10]}", {}),
+    (11, "2 keys", "+ aux. previous-token loss, 6000 steps", glance(man11["metrics"])),
+    (12, "2 keys", "+ aux. loss, 18000 steps (the claims' round)", glance(man12["metrics"])),
+]
+glance_tab = pd.DataFrame([dict(round=r, task=t, change=c, **g) for r, t, c, g in ROUNDS])
+display(glance_tab.set_index("round").fillna("–").style.set_caption(
+    "the retrieval rounds (generated from the stored records; probes: their rule's reading)"))
+
+# %% [markdown]
+# **Across rounds, with and without the auxiliary loss** (exploratory: read after the numbers, no verdict, and
+# confounded: the rounds without the auxiliary loss trained 6000 steps, round 12 18000). Every stored arm-seed of
+# the two-key task, none picked by its result at 2048: accuracy at 32 and whether it met both bars, at 2048, and
+# behind the 2048-token prefix (its key within the last 32 positions: length without distance); and where the
+# query looks, from the stored attention (mean over heads and 32 windows): on the key in layer 1 and on the answer
+# (the token after the key) in layer 2, at 32 and at 2048.
+
+# %%
+ckx = {name: checkpoints.load(SLUG, name, config=scripts.with_seeds(
+    tr.checkpoint_config(name), m_["seed"])) for name, m_ in
+    (("recall2", man6), ("recall3", man7), ("recall6", man12))}
+ATT = (("key", "train", 1), ("answer", "train", 2), ("answer", "far", 2))
+ATT_COLS = ["key l1 at 32", "answer l2 at 32", "answer l2 at 2048"]
+
+
+def att_of(name, key):
+    """The query's mean attention (ATT) of a stored arm-seed; recall5 from its summary."""
+    if name == "recall5":
+        return [man11["windows"][key][f"{w}_{c}_l{i}"] for w, c, i in ATT]
+    cond = {"train": "length32", "far": "length2048"}
+    return [float(ckx[name].tensors[f"{key}.eval_att_{w}_{cond[c]}_l{i}"].float().mean())
+            for w, c, i in ATT]
+
+
+x_rows = []
+for name, m_, aux, steps in (("recall2", man6, False, 6000), ("recall3", man7, False, 6000),
+                             ("recall5", man11, True, 6000), ("recall6", man12, True, 18000)):
+    for key, mt in m_["metrics"].items():
+        arm_, s_, *att_ = key.split("/")
+        rnd = {"recall2": 5 if s_ == "0" else 6, "recall3": 7, "recall5": 11}.get(name, 12)
+        x_rows.append(dict(
+            round=rnd, aux=aux, steps=steps, arm=arm_, seed=int(s_),
+            attempt=int(att_[0][1:]) if att_ else 0, acc_32=mt["accuracy"]["32"],
+            plateau=mt["plateau"], bars=mt["final_val_acc"] >= BARS["acc"]
+            and mt["plateau"] <= BARS["plateau"], acc_2048=mt["accuracy"]["2048"],
+            prefix_2048=mt["accuracy"]["prefix 2048"], **dict(zip(ATT_COLS, att_of(name, key)))))
+xr = pd.DataFrame(x_rows)
+display(xr.set_index(["round", "arm", "seed", "attempt"]).style.format(precision=3).set_caption(
+    "every stored two-key arm-seed (exploratory): accuracy, bars, attention of the query"))
+xg = xr[xr.bars & (xr.arm != "NoPE")].groupby(["aux", "arm"])[
+    ["acc_32", "acc_2048", "prefix_2048"] + ATT_COLS].mean()
+xg.insert(0, "n", xr[xr.bars & (xr.arm != "NoPE")].groupby(["aux", "arm"]).size())
+display(xg.style.format(precision=3).set_caption(
+    "mean over the arm-seeds that met both bars, by auxiliary loss and arm (exploratory)"))
+
+# %% tags=["remove-input"]
+JUMP = ("RoPE + skips", "RoPE + OPT offsets", "TPE + OPT")  # arms whose training ids jump
+lrn = xr[xr.bars & (xr.arm != "NoPE")]
+
+
+def mean_of(df, col):
+    return f"{df[col].mean():.2f} (n = {len(df)})" if len(df) else "– (n = 0)"
+
+
+def nope_at(rnd):
+    return ", ".join(f"{v:.2f}" for v in xr[(xr.arm == "NoPE") & xr["round"].isin(rnd)].acc_32)
+
+
+x12 = xr[(xr["round"] == 12) & (xr.arm == "TPE + OPT")].set_index("seed")
+glance_md = [
+    "**What the rounds show** (generated; exploratory where it compares rounds).",
+    "- **NoPE solves the task in-window once training is strong enough.** NoPE at 32: "
+    f"{nope_at([5, 6])} (rounds 5–6, no auxiliary loss, 6000 steps), {nope_at([11])} "
+    f"(round 11, auxiliary loss, 6000), {nope_at([12])} (round 12, auxiliary loss, 18000). "
+    "A causal mask lets a model infer order (Haviv et al. 2022; Kazemnejad et al. 2023), "
+    "and the auxiliary loss trains every arm, NoPE included, on exactly the one-step-back "
+    "lookup the task asks for. So the registered condition `needs_position` (RoPE ≥ 30 "
+    "points above NoPE at 32) fails in round 12, and the retrieval claims are inconclusive "
+    "by the registered rules (section 9).",
+    "- **Offsets and the tree** (arm-seeds that met both bars, accuracy at 2048). Without "
+    "the auxiliary loss: arms whose training ids jump "
+    f"{mean_of(lrn[~lrn.aux & lrn.arm.isin(JUMP)], 'acc_2048')} against plain ids "
+    f"{mean_of(lrn[~lrn.aux & ~lrn.arm.isin(JUMP)], 'acc_2048')}; TPE + OPT "
+    f"{mean_of(lrn[~lrn.aux & (lrn.arm == 'TPE + OPT')], 'acc_2048')} against RoPE + OPT "
+    f"offsets {mean_of(lrn[~lrn.aux & (lrn.arm == 'RoPE + OPT offsets')], 'acc_2048')}. "
+    f"With it: TPE + OPT {mean_of(lrn[lrn.aux & (lrn.arm == 'TPE + OPT')], 'acc_2048')} "
+    "against RoPE + OPT offsets "
+    f"{mean_of(lrn[lrn.aux & (lrn.arm == 'RoPE + OPT offsets')], 'acc_2048')} (one TPE + "
+    "OPT seed carries that mean, next bullet). Every arm-seed with plain training ids, "
+    "whatever its bars, answers at most "
+    f"{xr[~xr.arm.isin(JUMP) & (xr.arm != 'NoPE')].acc_2048.max():.2f} at 2048.",
+    "- **The auxiliary loss changed the circuit.** Query's attention on the key in layer 1 "
+    f"at 32: {mean_of(lrn[~lrn.aux], 'key l1 at 32')} without it, "
+    f"{mean_of(lrn[lrn.aux], 'key l1 at 32')} with it; on the answer in layer 2 at 2048: "
+    f"{mean_of(lrn[~lrn.aux], 'answer l2 at 2048')} without, "
+    f"{mean_of(lrn[lrn.aux], 'answer l2 at 2048')} with. With it, arm-seeds that met the "
+    f"bars answer {mean_of(lrn[lrn.aux], 'acc_2048')} at 2048 on average; the exception "
+    "is TPE + OPT in round 12, seed by seed "
+    + ", ".join(f"{v:.2f}" for v in x12.acc_2048)
+    + f" (seeds {', '.join(map(str, x12.index))}): the circuit extrapolates at "
+    f"{int((x12.acc_2048 > 0.5).sum())} seed(s) of {len(x12)}, and not at the others.",
+]
+display(Markdown("\n".join(glance_md)))
+
+# %% [markdown]
+# ### The passkey (round 3)
+#
+# Every window is random filler tokens with one **pair token** (a passkey: one of 16 values) at a uniformly random
 # place, and ends with a query token; the model must answer with the passkey's value. The passkey is anywhere in
 # the window, so at 64× the training length most answers lie hundreds or thousands of positions back, and chance
 # is one in 16. The generator is `tr.retrieval_task` (tested: shapes, ranges, that the answer is the stored one).
@@ -1074,7 +1227,7 @@ display(pd.Series(faith, name="faithful share").round(3).to_frame().style.set_ca
 # (table). `probe_recall_B.json` keeps a `chosen` field from the first rule (part B alone, written by the process
 # that had started before the amendment): it is superseded by part C's, printed below.
 
-# %%
+# %% tags=["hide-input"]
 probes = {
     part: json.loads(checkpoints.fetch(SLUG, f"probe_recall_{part}.json").read_text())
     for part in "ABC"
@@ -1092,60 +1245,11 @@ chosen = probes["C"]["chosen"]
 print("the rule chooses:", chosen)
 
 # %% [markdown]
-# **Conditions and bars, fixed before any arm of this checkpoint was trained** (`tr.checkpoint_config("recall")`):
-# every arm but NoPE answers at least 95% of the held-out queries at the training length
-# (`retrieval_in_window`); each arm's held-out loss is flat (`plateau_ret_*`, as for the passkey); and the task
-# needs a positional encoding: RoPE answers at least 30 points more often than NoPE, which has only the order the
-# causal mask gives, at the training length (`needs_position`). Where a condition fails at a seed, the claims that
-# name it are inconclusive there. Round 4 read the claims of issue #62 on this task: `retrieval_at_64x` (TPE + OPT
-# minus plain RoPE at 64×, at least 30 points) and `needs_both_parts` (the smaller of TPE + OPT minus TPE and minus
-# RoPE + OPT offsets above 10 points). Round 6 reads them on the two-key task below, with the same bars and
-# conditions; this checkpoint is kept as the earlier round it was (its in-window numbers are in the table below
-# and in section 10). Three training seeds, trained by `data/04_tree_rope/make_recall.py`; quick mode trains tiny
-# arms live.
-
-# %%
-cfg_c = scripts.with_seeds(tr.checkpoint_config("recall"), scripts.model_seeds(seed))
-if quick:  # tiny arms trained live, one seed, evaluated to 16x
-    cfg_c = copy.deepcopy(cfg_c)
-    cfg_c.update(steps=80, warmup=10, val_every=20, val_windows=32)
-    cfg_c.update(seeds=[seed], weight_seeds=[seed])
-    cfg_c["eval"] = dict(cfg_c["eval"], lengths=[32, 512], windows=32)
-c_len, c_far, c_tests, (c_models, c_hit, c_curve, man_c) = recall_setup(cfg_c, "recall")
-if not quick:
-    differ = recheck("recall_eval_reproduces", c_models, c_hit, c_tests[c_far], c_far)
-    print(f"trained in {man_c['wall_seconds'] / 60:.1f} min; live re-check: {differ} "
-          "answers differ")
-c_plateau = show_curves(cfg_c, c_curve, "offset recall")
-show_accuracy(cfg_c, c_hit, tr.RECALL_ARMS, "offset recall")
-
-# %% [markdown]
-# **Where does the query look?** (added at review) For the first seed's models, the attention weight (mean over
-# heads and 16 windows) that the query puts on the key and on the token right after it, the answer, per layer, at
-# the training length and the longest one. Uniform attention would give 1/(n+1).
-
-# %%
-c_att = []
-for (arm, _s), m in c_models.items():
-    m.eval()
-    for n in (cfg_c["train_len"], c_far):
-        tk, qp = c_tests[n], int(c_tests[n]["query_pos"][0])
-        on = []  # per window and layer: (on the key, on the token after it)
-        for w in range(16):
-            kp = int(tk["key_pos"][w, 0])
-            with torch.no_grad():
-                _, r_ = m(tk["tokens"][w: w + 1, :-1], record=True)
-            on.append([[float(a_[0, :, qp, kp + j].mean()) for j in (0, 1)]
-                       for a_ in r_["attn"]])
-        on = np.mean(on, axis=0)  # (layers, 2)
-        row = dict(arm=arm, length=n)
-        for j, what in enumerate(("key", "answer")):
-            row.update({f"{what}, layer {i + 1}": v for i, v in enumerate(on[:, j])})
-        c_att.append(row)
-c_att = pd.DataFrame(c_att).set_index(["arm", "length"])
-display(c_att.round(3).style.set_caption(
-    "offset recall: attention of the query on the key and on the answer token "
-    f"(seed {cfg_c['seeds'][0]})"))
+# **Round 4** trained this one-key task (`tr.checkpoint_config("recall")`: six arms with NoPE × 3 seeds, d = 32,
+# 1500 steps; the bars and conditions the later rounds kept: every arm but NoPE answers ≥ 95% in-window, a flat
+# held-out loss, RoPE ≥ 30 points above NoPE in-window). NoPE answered it too (probe C's NoPE row above), so it
+# does not need a positional encoding and round 5 moved to two keys. Its checkpoint (`recall`, with seed 0's
+# weights) was removed from `data/` in round 12 to make room for round 12's records; `make_recall.py` rebuilds it.
 
 # %% [markdown]
 # ### Round 5: two keys at d = 64, stopped at its probe seed
@@ -1160,7 +1264,7 @@ display(c_att.round(3).style.set_caption(
 # arm's accuracy at longer lengths and the dilution control; the round stopped, so the chapter does not read
 # them: no design may be chosen on them, and round 6 (below) reads them only with its other two seeds.
 
-# %%
+# %% tags=["hide-input"]
 man5 = json.loads(checkpoints.fetch(SLUG, "recall2.json").read_text())
 cfg5, bars5 = man5["config"], man5["config"]["claims"]
 arms5 = list(cfg5["arms"])
@@ -1215,7 +1319,7 @@ print(
 # of the held-out loss, which classifies the ending.
 
 
-# %%
+# %% tags=["hide-input"]
 def curve5(arm, what="val_acc"):
     c = man5["history"][f"{arm}/{s5}/{what}"]
     return np.asarray(c["step"]), np.asarray(c["value"])
@@ -1280,7 +1384,7 @@ display(
 # failing conditions make the claims naming them inconclusive there. The rule looks at RoPE only: not at NoPE,
 # not at any longer length.
 
-# %%
+# %% tags=["hide-input"]
 p6 = json.loads(checkpoints.fetch(SLUG, "probe_recall2.json").read_text())
 runs6 = p6["records"]
 fig, ax = plt.subplots(1, 2, figsize=(10, 3.2))
@@ -1458,7 +1562,7 @@ display(Markdown("\n".join(lines6)))
 # round 4's one-key checkpoint above is kept as the earlier round it was. Records only: each seed's per-window
 # results, no weights, so the default run cannot re-check them live; quick mode trains tiny arms live.
 
-# %%
+# %% tags=["hide-input"]
 cfg_k = scripts.with_seeds(tr.checkpoint_config("recall2"), scripts.model_seeds(seed))
 if quick:  # tiny arms trained live, one seed, evaluated to 16x
     cfg_k = copy.deepcopy(cfg_k)
@@ -1492,7 +1596,7 @@ show_accuracy(cfg_k, k_hit, tr.RECALL_ARMS, "two-key offset recall")
 # Per seed: an arm-seed that did not learn the task in-window says nothing about longer lengths, so section 10
 # reads the control only where the in-window accuracy meets the registered bar.
 
-# %%
+# %% tags=["hide-input"]
 ctl = cfg_k["eval"]["control"]
 k_conds = list(tr.dilution_tasks(cfg_k))  # "shift 1008", "shift 2016", "prefix 2048"
 COLS = [f"length {cfg_k['train_len']}"] + k_conds + [f"length {k_far}"]
@@ -1561,7 +1665,7 @@ display(att_tab.round(3).style.set_caption(
 # weakest arm-seed of round 6, and it had the most arms below the bars); seeds 0 and 2 only if every arm but NoPE
 # meets both bars at seed 1.
 
-# %%
+# %% tags=["hide-input"]
 man6 = json.loads(checkpoints.fetch(SLUG, "recall2.json").read_text())
 cfg7 = tr.checkpoint_config("recall3")
 jumping = [a for a, sp in cfg7["arms"].items() if sp["ids"] != "plain"]
@@ -1600,7 +1704,7 @@ print(
 # on the arm's own training ids (dashed); the table gives the final accuracies, the reading by the rule, and the
 # first step where the rerun's curve leaves round 6's (one torch thread each time, same code and seed).
 
-# %%
+# %% tags=["hide-input"]
 p7 = json.loads(checkpoints.fetch(SLUG, "probe_recall3.json").read_text())
 fig, ax = plt.subplots(1, len(p7["records"]), figsize=(10, 3.2))
 for a_, r in zip(ax, p7["records"].values()):
@@ -1651,7 +1755,7 @@ print("round 7's rule reads:", p7["round7"])
 # attempt the rule reads and whether it meets both bars, and its accuracy at the training length and at 2048 on
 # the evaluation windows; a chain not run yet is marked pending. NoPE is round 6's run. Quick mode skips this.
 
-# %%
+# %% tags=["hide-input"]
 def read_attempt(c):
     """Per-window correctness by length and plateau of the attempt chosen in ``c``."""
     tens, hist = src7[c["record"]]
@@ -1700,10 +1804,11 @@ if not quick:
     )
 
 # %% [markdown]
-# **What the claims read.** Round 7's chosen attempts at the seeds whose every chain is complete; where none is,
-# round 6's runs (quick mode: the live tiny arms).
+# **Round 7's reading** (what the claims read until round 12; the carry table of rounds 8–9 reads it): round 7's
+# chosen attempts at the seeds whose every chain is complete; where none is, round 6's runs (quick mode: the live
+# tiny arms).
 
-# %%
+# %% tags=["hide-input"]
 cfg_q, q_hit, q_plateau, q_round = cfg_k, k_hit, k_plateau, "round 6"
 if quick:
     q_round = "quick mode's tiny arms"
@@ -1713,7 +1818,7 @@ else:
         cfg_q, q_round, q_hit, q_plateau = dict(cfg_k, seeds=done7), "round 7", {}, {}
         for a, s_ in [(a, s_) for a in cfg_k["arms"] for s_ in done7]:
             q_hit[(a, s_)], q_plateau[(a, s_)] = read_attempt(chosen7[f"{a}/{s_}"])
-print(f"the retrieval claims read {q_round}, seeds {cfg_q['seeds']}")
+print(f"round 7's reading: {q_round}, seeds {cfg_q['seeds']}")
 
 
 # %% tags=["remove-input"]
@@ -1744,7 +1849,7 @@ if not quick:
                 else ""
             )
             + (f" Chains not run yet: {', '.join(pend7)}." if pend7 else "")
-            + f" The retrieval claims (section 9) read {q_round}, seeds "
+            + f" Round 7's reading: {q_round}, seeds "
             + ", ".join(map(str, cfg_q["seeds"]))
             + f". {len(sec7)} attempts trained in round 7, "
             f"{sum(sec7.values()) / 60:.0f} CPU minutes on one thread."
@@ -1783,7 +1888,7 @@ if not quick:
 # `retrieval_in_window`, with the carry windows reported beside. This redesign was written after rounds 6–8's
 # numbers had been seen, and it is disclosed as such. If trainable (branch T), nothing in the claims changes.
 
-# %%
+# %% tags=["hide-input"]
 def probe_state(r, learned=0.99, carry=0.90):  # probe_carry.state: the registered rule
     if r["no_carry"] < learned:
         return "not learned"
@@ -1823,7 +1928,7 @@ print("round 9's rule reads:", round9)
 # windows whose key sits at p mod 8 = 7 (the answer across a carry) and on the others. Branch S's condition reads
 # the second column.
 
-# %%
+# %% tags=["hide-input"]
 B9 = cfg_k["arms"]["TPE"]["B"]
 kp9 = k_tests[cfg_k["train_len"]]["key_pos"][:, 0].numpy()
 carry9 = kp9 % B9 == B9 - 1
@@ -1843,6 +1948,7 @@ o9 = p9["margins"]["OPT windows"]
 w9n = p9["margins"]["window 0..31, no carry"]
 o9n = p9["margins"]["OPT windows, no carry"]
 gap9 = split9[(split9.other_windows >= 0.99) & (split9.carry_windows < 0.9)]
+q_round9 = q_round  # the runs the carry table read (round 7's reading)
 first9 = next(iter(p9["records"].values()))["curve"]["acc_carry"][0][0]
 early9 = {}
 for r in p9["records"].values():
@@ -1887,7 +1993,7 @@ display(Markdown(
 # change qualifies when both runs beat round 7's curve at step 1500 by at least 30 points. If it qualifies, the
 # next round trains every arm with it (a checkpoint registered before training); the claims above do not read it.
 
-# %%
+# %% tags=["hide-input"]
 p10 = json.loads(checkpoints.fetch(SLUG, "probe_recall5.json").read_text())
 display(
     pd.DataFrame(
@@ -1910,17 +2016,11 @@ print("round 10's rule reads:", p10["round10"])
 # above do not read it yet; the table shows each stored arm-seed against the bars, and (default mode) its in-window
 # accuracy on the carry windows and the others, as above.
 
-# %%
-man11 = json.loads(checkpoints.fetch(SLUG, "recall5.json").read_text())
-cfg11 = tr.checkpoint_config("recall5")
+# %% tags=["hide-input"]
+cfg11 = tr.checkpoint_config("recall5")  # man11: recall5's record, kept in recall6's manifest
 bars11 = cfg11["restarts"]
-hit11 = {}
-if not quick:  # the held-out windows are recall2's (same task and evaluation)
-    ck11 = checkpoints.load(SLUG, "recall5",
-                            config=scripts.with_seeds(cfg11, man11["seed"]))
-    n11 = cfg11["train_len"]
-    hit11 = {k: ck11.tensors[f"{k}.eval_correct_{n11}"].bool().numpy()
-             for k in man11["extra"]["chosen"]}
+hit11 = {} if quick else {k: np.array([c == "1" for c in w["correct_train"]])
+                          for k, w in man11["windows"].items()}
 t11 = pd.DataFrame(
     [dict(arm=k.split("/")[0], seed=int(k.split("/")[1]), final_acc=c["final_val_acc"],
           plateau=c["plateau"], meets_bars=c["meets_bars"],
@@ -1930,7 +2030,8 @@ t11 = pd.DataFrame(
 ).set_index(["arm", "seed"])
 display(t11.style.format(precision=3).set_caption(
     f"round 11 (recall5): bars accuracy >= {bars11['acc']}, plateau <= "
-    f"{bars11['plateau']}; stored seeds {man11['seed']}"))
+    f"{bars11['plateau']}; stored seeds {man11['seed']} (recall5's record, sha256 "
+    f"{man11['files']['recall5.json'][:12]}…)"))
 s11 = t11.xs(1, level="seed")
 miss11 = {a: [b for b, ok in (("accuracy", s11.loc[a, "final_acc"] >= bars11["acc"]),
                               ("plateau", s11.loc[a, "plateau"] <= bars11["plateau"]))
@@ -1943,8 +2044,94 @@ display(Markdown(
        if pass11 else
        "Missing: " + "; ".join(f"{a} ({', '.join(m)})" for a, m in miss11.items() if m)
        + ". The four claim arms do not all meet both bars, so seeds 0 and 2 are not "
-       "trained, and the claims keep reading round 6.")
+       "trained; round 12 lengthens the schedule.")
 ))
+
+# %% [markdown]
+# ### Round 12: the auxiliary loss at 18000 steps, the round the claims read
+#
+# **Registered** (`data/04_tree_rope/make_recall6.py`, commit 41517a7, before any of its training): round 11's
+# recipe with a 3× longer cosine schedule (18000 steps, chosen by a registered rule from round 11's curves), one
+# attempt per arm-seed, the same bars; seed 1 first, seeds 0 and 2 only if the four claim arms meet both bars there.
+# **Amended after seed 1's numbers, before seeds 0 and 2 were trained** (commit a6ce875, disclosed): at seed 1
+# RoPE and RoPE + OPT offsets missed the plateau bar, so by the rule seeds 0 and 2 would not train; they trained
+# anyway because two claims can be decided without those arms, by a bound that holds whatever they would reach
+# (`tr.bound_gates`): `retrieval_at_64x`'s difference is at most TPE + OPT's own accuracy at 2048, and
+# `needs_both_parts`' minimum is at most TPE + OPT − TPE. Where that bound misses the target at every seed the
+# verdict names only the converged arms' plateau conditions; a bound never makes a claim hold. The claims read this
+# checkpoint (`recall6`, records only; RoPE + skips is not one of its arms, so the best-other baseline is the best
+# of RoPE + OPT offsets and TPE). Quick mode skips the stored records here and the claims read its tiny live arms.
+
+# %%
+cfg12 = scripts.with_seeds(tr.checkpoint_config("recall6"), man12["seed"])
+if not quick:
+    _, _, tests12, (_, hit12, curve12, _) = recall_setup(cfg12, "recall6")
+    plateau12 = show_curves(cfg12, curve12, "round 12")
+    show_accuracy(cfg12, hit12, cfg12["in_window_arms"], "round 12")
+    print(f"trained in {sum(man12['extra']['seconds_per_run'].values()) / 3600:.1f} CPU hours "
+          "on one thread")
+t12 = pd.DataFrame([dict(arm=k.split("/")[0], seed=int(k.split("/")[1]),
+                         acc_32=m_["accuracy"]["32"], plateau=m_["plateau"],
+                         meets_bars=man12["extra"]["chosen"][k]["meets_bars"],
+                         acc_2048=m_["accuracy"]["2048"],
+                         prefix_2048=m_["accuracy"]["prefix 2048"])
+                    for k, m_ in man12["metrics"].items()]).set_index(["arm", "seed"])
+display(t12.style.format(precision=3).set_caption(
+    "round 12 (recall6), every arm-seed: the bars, accuracy at 2048 and behind the prefix"))
+
+# %% [markdown]
+# **Why TPE + OPT extrapolates at one seed** (exploratory, generated from the stored attention; no verdict). Per
+# arm-seed of round 12, the query's attention (mean over heads and 32 windows) on the key and on the answer, per
+# layer, at length 32 and at 2048. The question is what differs in TPE + OPT's circuit at the seed where it still
+# answers at 2048.
+
+# %%
+A12 = [(w, c, i) for c in ("length32", "length2048") for w in ("key", "answer") for i in (1, 2)]
+a12 = pd.DataFrame({k: {f"{w} l{i} @{c[6:]}": float(ckx["recall6"].tensors[
+    f"{k}.eval_att_{w}_{c}_l{i}"].float().mean()) for w, c, i in A12}
+    for k in man12["metrics"]}).T
+a12.index = pd.MultiIndex.from_tuples([(k.split("/")[0], int(k.split("/")[1]))
+                                       for k in a12.index], names=["arm", "seed"])
+a12["acc @2048"] = t12["acc_2048"]
+display(a12.style.format(precision=3).set_caption(
+    "round 12: attention of the query on the key and on the answer (layer, length)"))
+to12 = a12.loc["TPE + OPT"]
+hi12 = to12["acc @2048"].idxmax()
+lo12 = [s_ for s_ in to12.index if s_ != hi12]
+
+
+def vs12(col):
+    return f"{to12.loc[hi12, col]:.2f} vs {', '.join(f'{to12.loc[s_, col]:.2f}' for s_ in lo12)}"
+
+
+display(Markdown(
+    f"**TPE + OPT, seed {hi12} vs seeds {', '.join(map(str, lo12))}** (exploratory): accuracy "
+    f"at 2048 {vs12('acc @2048')}; layer 1 on the key at 32 {vs12('key l1 @32')}, at 2048 "
+    f"{vs12('key l1 @2048')}; layer 2 on the answer at 32 {vs12('answer l2 @32')}, at 2048 "
+    f"{vs12('answer l2 @2048')}. Where layer 2 still finds the answer at 2048, the circuit "
+    "carried over to the long windows. Seed "
+    f"{hi12}'s layer-1 attention on the key is as low as in the rounds without the "
+    f"auxiliary loss (mean {lrn[~lrn.aux]['key l1 at 32'].mean():.2f} at 32 over their "
+    "arm-seeds that met the bars; their arms with jumping ids kept layer 2 on the answer "
+    "at 2048: "
+    f"{lrn[~lrn.aux & lrn.arm.isin(JUMP)]['answer l2 at 2048'].mean():.2f}): seed "
+    f"{hi12} formed the circuit those rounds formed (consistent with an induction-style "
+    "lookup: the answer token carries its key, and the query matches it in layer 2), "
+    "while its other seeds, like the other arm-seeds trained with the auxiliary loss, "
+    "look at the key in layer 1 and lose the answer at 2048. The other arm-seeds' layer-2 "
+    "attention on the answer "
+    "at 2048: " + ", ".join(f"{a} {v:.2f}" for a, v in a12.drop("TPE + OPT", level=0)
+                           .groupby(level=0)["answer l2 @2048"].max().items())
+    + " (the largest over seeds)."
+))
+
+# %% [markdown]
+# **What the claims read:** round 12's arm-seeds (quick mode: its live tiny arms).
+
+# %%
+if not quick:
+    cfg_q, q_hit, q_plateau, q_round = cfg12, hit12, plateau12, "round 12"
+print(f"the retrieval claims read {q_round}, seeds {cfg_q['seeds']}")
 
 # %% [markdown]
 # ## 8. Interaction
@@ -2156,22 +2343,25 @@ verdict["inference_cost"] = rec.claim(
 )
 
 # %% [markdown]
-# The retrieval claims read the **two-key offset-recall** arms (section 7): round 7's attempts chosen by the
-# restart rule (registered in commit 1fd048e) at the seeds whose every chain is complete, else round 6's runs
-# (the end of section 7 says which), with the bars and conditions registered for them (round 5's `recall2`
-# config, unchanged): each names the plateau conditions of the arms it compares, `needs_position` and the in-window
-# condition: `retrieval_in_window`, or `retrieval_learned` where round 9's probe reads branch S (section 7; then
-# `retrieval_in_window` stays in the record beside it and names no claim). The
-# baseline recorded with `retrieval_at_64x` is the strongest other arm at the longest length (per seed). They read
-# plain accuracies over the held-out windows of each seed, without an interval: one window moves an accuracy by
-# one over the number of windows. `retrieval_at_64x` compares with plain RoPE, as the paper does; whether the tree
-# encoding adds anything to the offsets is `needs_both_parts`. The passkey arms (content only) are the contrast,
-# in the notes and in section 10.
+# The retrieval claims read the **two-key offset-recall** arms of round 12 (`recall6`, section 7; quick mode: its
+# tiny live arms), with the bars and conditions registered for the task (round 5's `recall2` config, unchanged) and
+# round 12's amendment (commit a6ce875, registered after seed 1's numbers and before seeds 0 and 2, disclosed):
+# each claim names `needs_position`, the in-window condition (`retrieval_in_window`: the four claim arms answer
+# ≥ 95% at length 32) and the plateau conditions `tr.bound_gates` picks. Where a bound that needs only the
+# converged arms (TPE + OPT's own accuracy at 64× for `retrieval_at_64x`; TPE + OPT − TPE for `needs_both_parts`)
+# misses the target at every seed, the unconverged baseline's plateau condition is left out; otherwise every arm's
+# is named. The bound is printed beside each verdict (notes and section 10). `needs_position` is not amended: it
+# is measured in-window, at length 32, where NoPE can infer order from the causal mask; changing it now would be
+# a third rule change made after seeing the numbers. The baseline recorded with `retrieval_at_64x` is the stronger
+# of RoPE + OPT offsets and TPE at the longest length (per seed). They read plain accuracies over the 128 held-out
+# windows of each seed, without an interval: one window moves an accuracy by 1/128. `retrieval_at_64x` compares
+# with plain RoPE, as the paper does; whether the tree encoding adds anything to the offsets is
+# `needs_both_parts`. The passkey arms (content only) are the contrast, in the notes and in section 10.
 
 # %%
 cl_r, seeds_r = cfg_q["claims"], cfg_q["seeds"]
-RKEY = {"RoPE": "rope", "RoPE + skips": "rope_skips", "RoPE + OPT offsets": "rope_opt"}
-RKEY.update({"TPE": "tpe", "TPE + OPT": "tpe_opt"})
+RKEY = {"RoPE": "rope", "RoPE + OPT offsets": "rope_opt", "TPE": "tpe", "TPE + OPT": "tpe_opt"}
+assert list(RKEY) == tr.checkpoint_config("recall6")["in_window_arms"]  # round 12's claim arms
 
 
 def acc_at(arm, n, hit=q_hit, seeds_x=seeds_r):
@@ -2196,7 +2386,7 @@ cond["needs_position"] = rec.condition(
     [round(float(v), 4) for v in acc_at("RoPE", cfg_k["train_len"]) - nope_in],
     cl_r["needs_position"]["op"], cl_r["needs_position"]["target"],
     statement="the task needs a positional encoding: RoPE answers far more often "
-    "than NoPE (order from the causal mask alone)",
+    "than NoPE (order from the causal mask alone), measured in-window at length 32",
     unit=f"RoPE accuracy − NoPE accuracy at length {cfg_k['train_len']}")
 IN_WINDOW = "retrieval_in_window"
 if round9["branch"] == "S":  # round 9's redesign (8d2d97a), after rounds 6-8's numbers
@@ -2217,8 +2407,20 @@ pk_far = {a: acc_at(a, r_far, r_hit, cfg_r["seeds"]) for a in RKEY}  # passkey c
 # %%
 far_acc = {a: acc_at(a, k_far) for a in RKEY}
 x_r = k_far // cfg_k["train_len"]
-OTHERS = ("RoPE + skips", "RoPE + OPT offsets", "TPE")
+OTHERS = ("RoPE + OPT offsets", "TPE")  # round 12 has no RoPE + skips (amendment a6ce875)
 best_other = np.max([far_acc[a] for a in OTHERS], 0)
+# round 12's amendment (a6ce875): a bound that needs only the converged arms decides
+bound = {"retrieval_at_64x": far_acc["TPE + OPT"],  # difference <= TPE + OPT's accuracy
+         "needs_both_parts": far_acc["TPE + OPT"] - far_acc["TPE"]}  # min <= this
+gates = {c: tr.bound_gates(c, list(b), cl_r[c]["target"]) for c, b in bound.items()}
+
+
+def bound_note(c):
+    return (f"; bound (needs only the converged arms, {cl_r[c]['op']} {cl_r[c]['target']} "
+            "needed at some seed): " + ", ".join(f"{v:.3f}" for v in bound[c])
+            + f"; plateau conditions named: {', '.join(gates[c])}")
+
+
 verdict["retrieval_at_64x"] = rec.claim(
     "retrieval_at_64x",
     f"At {x_r}× the training length ({k_far}) TPE + OPT answers the offset-recall "
@@ -2231,12 +2433,13 @@ verdict["retrieval_at_64x"] = rec.claim(
     note="accuracy per seed: " + "; ".join(
         f"{a} {', '.join(f'{v:.3f}' for v in far_acc[a])}" for a in RKEY)
     + f"; NoPE {', '.join(f'{v:.3f}' for v in acc_at('NoPE', k_far))}"
-    + "; baseline: the best of RoPE + skips, RoPE + OPT offsets and TPE, per seed; "
+    + "; baseline: the best of RoPE + OPT offsets and TPE, per seed; "
     + "TPE + OPT minus it: "
     + ", ".join(f"{v:+.3f}" for v in far_acc["TPE + OPT"] - best_other)
     + "; passkey (content only) TPE + OPT minus RoPE: "
-    + ", ".join(f"{v:+.3f}" for v in pk_far["TPE + OPT"] - pk_far["RoPE"]),
-    given=GIVEN + ("plateau_ret_tpe_opt", "plateau_ret_rope"))
+    + ", ".join(f"{v:+.3f}" for v in pk_far["TPE + OPT"] - pk_far["RoPE"])
+    + bound_note("retrieval_at_64x"),
+    given=GIVEN + gates["retrieval_at_64x"])
 gap_tpe = far_acc["TPE + OPT"] - far_acc["TPE"]
 gap_rope_opt = far_acc["TPE + OPT"] - far_acc["RoPE + OPT offsets"]
 verdict["needs_both_parts"] = rec.claim(
@@ -2255,8 +2458,9 @@ verdict["needs_both_parts"] = rec.claim(
     f"RoPE + OPT offsets: {', '.join(f'{v:.3f}' for v in gap_rope_opt)}; passkey "
     "(content only) TPE + OPT − RoPE + OPT offsets: "
     + ", ".join(f"{v:+.3f}"
-                for v in pk_far["TPE + OPT"] - pk_far["RoPE + OPT offsets"]),
-    given=GIVEN + ("plateau_ret_tpe_opt", "plateau_ret_tpe", "plateau_ret_rope_opt"))
+                for v in pk_far["TPE + OPT"] - pk_far["RoPE + OPT offsets"])
+    + bound_note("needs_both_parts"),
+    given=GIVEN + gates["needs_both_parts"])
 
 # %% [markdown]
 # ### Known limits
@@ -2315,9 +2519,8 @@ limits = [
     " cannot separate encodings that represent position differently; the claims read"
     " the offset-recall task instead, whose NoPE arm shows whether it needs a positional encoding"
     f" (`needs_position` {cond['needs_position']}). The retrieval arms are "
-    + "-, ".join(str(d_) for d_ in sorted({cfg_r["d_model"], cfg_c["d_model"],
-                                           cfg_k["d_model"]}))
-    + f"-wide, {cfg_c['n_layer']}-layer models.",
+    + "-, ".join(str(d_) for d_ in sorted({cfg_r["d_model"], cfg_k["d_model"]}))
+    + f"-wide, {cfg_k['n_layer']}-layer models.",
     "* **The associative-recall attempt of round 3** (four pair tokens, two queries)"
     " did not learn in-window (its numbers were not kept). Round 4's seed-0 probe"
     " (part A, the passkey arms' recipe; chance 1/8): "
@@ -2339,9 +2542,9 @@ limits = [
     f" round 5. One seed of its six arms took {sec_seed[s5] / 60:.0f} CPU minutes."
     " Round 6 (recall2 unchanged, seeds "
     + ", ".join(str(s_) for s_ in sorted(sec_seed)) + ", no seed-0 stop; section 7)"
-    " is shown in section 7 as the previous reading; round 7 (the restart rule, section"
-    f" 7) is what the retrieval claims read, at seeds {', '.join(map(str, seeds_r))}."
-    " Round 4's one-key checkpoint (section 7) is"
+    " and round 7 (the restart rule) are shown in section 7 as earlier readings; the"
+    f" retrieval claims read {q_round}, at seeds {', '.join(map(str, seeds_r))}."
+    " Round 4's one-key checkpoint is"
     " an earlier round: its claims were read in round 4 and are not read here.",
 ]
 if not quick:
@@ -2495,7 +2698,7 @@ lines.append(
     f"{nope_in.mean():.2f} (`needs_position` {cond['needs_position']})."
 )
 lines.append(
-    f"- Round 9 ({q_round}): the carry gap, learned everywhere but the windows whose "
+    f"- Round 9 ({q_round9}): the carry gap, learned everywhere but the windows whose "
     "answer crosses a lowest-digit carry, at "
     + (", ".join(f"{a} seed {s_}" for a, s_ in gap9.index) or "no arm-seed")
     + "; the tiny probe reads TPE + OPT "
@@ -2559,41 +2762,27 @@ for cid in ("retrieval_at_64x", "needs_both_parts"):
             )
             for i, (s_, v) in enumerate(zip(seeds_r, meas))
         )
-        + f" → {cl_.verdict}."
+        + f" → {cl_.verdict}. The bound that needs only the converged arms ("
+        + ("TPE + OPT's own accuracy at 64×" if cid == "retrieval_at_64x"
+           else "TPE + OPT − TPE")
+        + f", {cl_.op} {cl_.target} needed): "
+        + ", ".join(f"{v:.3f}" for v in bound[cid])
+        + (" — below the target at every seed: the claim cannot hold at this recipe, "
+           "whatever the conditions." if all(v < cl_.target for v in bound[cid])
+           else " — it reaches the target at some seed, so the conditions decide.")
     )
 if not cond["needs_position"].startswith("met"):
     lines.append(
-        f"- NoPE answers {', '.join(f'{v:.2f}' for v in nope_in)} of the two-key "
-        "queries at the training length (per seed; a causal mask lets a model infer "
-        "order, Kazemnejad et al. 2023); where RoPE's lead over it is below the "
-        "registered bar (`needs_position`), the task does not show that it needs a "
-        f"positional encoding and the retrieval claims are inconclusive. At {k_far} "
-        f"NoPE answers {nope_far:.2f} (mean over seeds)."
+        f"- `needs_position` is measured in-window, at length {cfg_k['train_len']}: NoPE "
+        f"answers {', '.join(f'{v:.2f}' for v in nope_in)} of the two-key queries there "
+        f"(per seed), and {nope_far:.2f} at {k_far} (mean over seeds). A causal mask lets "
+        "a model infer order without a positional encoding (Haviv et al. 2022; Kazemnejad "
+        "et al. 2023), and the training recipe caused it here: NoPE at 32 was "
+        f"{nope_at([5, 6])} without the auxiliary loss (6000 steps), {nope_at([11])} with "
+        f"it (6000 steps), {nope_at([12])} with it at 18000 steps. Where RoPE's lead is "
+        "below the registered bar the retrieval claims are inconclusive; the condition is "
+        "not amended (a third change after seeing the numbers)."
     )
-ans_col = f"answer, layer {cfg_c['n_layer']}"
-in_ans = c_att.xs(cfg_c["train_len"], level="length")[ans_col]
-far_ans = c_att.xs(c_far, level="length")[ans_col]
-lines.append(
-    f"- Where the one-key query of round 4 looks (seed {cfg_c['seeds'][0]}, last layer, "
-    "attention on the token after the key): at the training length "
-    f"{in_ans.min():.2f}–{in_ans.max():.2f} over the arms, at {c_far} at most "
-    f"{far_ans.max():.2f} (RoPE + OPT offsets {far_ans['RoPE + OPT offsets']:.2f}, "
-    f"NoPE {far_ans['NoPE']:.2f}). "
-    + (
-        f"At {c_far} no arm's query finds the answer token, not even RoPE with OPT's "
-        "offsets, whose training ids span these position differences: what fails there "
-        "is not only rotations never seen in training."
-        if far_ans.max() < 0.5
-        else ""
-    )
-)
-one_nope = float(np.mean([c_hit[("NoPE", s)][cfg_c["train_len"]].mean()
-                          for s in cfg_c["seeds"]]))
-lines.append(
-    f"- Round 4's one-key task: NoPE answers {one_nope:.2f} in-window (mean over seeds); "
-    f"on the two-key task {nope_in.mean():.2f}, RoPE "
-    f"{acc_at('RoPE', cfg_k['train_len']).mean():.2f}."
-)
 in_c, pre_c = COLS[0], [c for c in k_conds if c.startswith("prefix")][0]
 far_c, sh_c = COLS[-1], [c for c in k_conds if c.startswith("shift")]
 bar_in = cl_r["in_window"]["target"]  # the registered in-window bar
@@ -2632,8 +2821,9 @@ pk_enc = pk_mean["TPE + OPT"] - pk_mean["RoPE + OPT offsets"]
 lines.append(
     f"- What does the work at {k_far} on offset recall (mean over seeds): OPT's "
     f"offsets add {off_tpe:+.2f} on TPE and {off_rope:+.2f} on RoPE; with the same "
-    f"offsets, the tree encoding adds {enc_opt:+.2f} over RoPE (passkey: "
-    f"{pk_enc:+.2f}). "
+    f"offsets, the tree encoding adds {enc_opt:+.2f} over RoPE (per seed: "
+    + ", ".join(f"{v:+.2f}" for v in far_acc["TPE + OPT"] - far_acc["RoPE + OPT offsets"])
+    + f"; passkey: {pk_enc:+.2f}). "
     + (
         "In this mean the tree encoding adds more than the bar of `needs_both_parts` "
         "on top of the offsets"

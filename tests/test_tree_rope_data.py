@@ -466,7 +466,9 @@ def test_recall6_base_summary_keeps_what_is_read_of_recall5():
 
 
 def test_recall6_bound_gates_drop_a_condition_only_where_the_bound_decides():
+    from helpers import tree_rope as tr
     m6 = load_module(DATA / "make_recall6.py")
+    assert m6.bound_gates is tr.bound_gates  # the notebook reads the registered rule itself
     full = ("plateau_ret_tpe_opt", "plateau_ret_rope")
     assert m6.bound_gates("retrieval_at_64x", [0.13, 0.2, 0.05], 0.3) == full[:1]
     assert m6.bound_gates("retrieval_at_64x", [0.13, 0.3, 0.05], 0.3) == full  # reaches the target at one seed

@@ -45,7 +45,8 @@ be decided without those two arms' convergence, by a bound that holds whatever a
 
 Otherwise (a bound that could reach the target at some seed) every condition is named as before, and a claim with
 an unmet one stays inconclusive. The in-window and needs-position conditions are named as before. A bound never
-makes a claim hold. :func:`bound_gates` is this rule. The claims read recall6 once its three seeds are merged
+makes a claim hold. :func:`bound_gates` is this rule (``tr.bound_gates``, moved unchanged into the chapter's module
+when the seeds were merged, so the notebook reads the same function). The claims read recall6 once its three seeds are merged
 (claims' ops, targets and arms otherwise unchanged; RoPE + skips is not a recall6 arm, so the best-other baseline
 of ``retrieval_at_64x`` is the best of RoPE + OPT offsets and TPE). Cost: 88 min of one core per seed.
 
@@ -120,24 +121,7 @@ def schedule(manifest: dict | None = None) -> dict:
                 three_seed_core_hours=round(3 * sum(cost.values()) / 3600, 2))
 
 
-def bound_gates(claim: str, bound: list[float], target: float) -> tuple[str, ...]:
-    """The plateau conditions a verdict of ``claim`` names under the 2026-12-07 amendment (module docstring).
-
-    ``bound``: per seed, the upper bound of the claim's measured value that needs only the converged-by-assumption
-    arms (``retrieval_at_64x``: TPE + OPT's accuracy at 64x; ``needs_both_parts``: TPE + OPT's minus TPE's);
-    ``target``: the claim's target (both claims read ``measured >= / > target``). Where the bound is below the
-    target at every seed (for ``needs_both_parts``: not above it), the unconverged baseline's condition is left
-    out: it cannot change a "not held"."""
-    gates = {"retrieval_at_64x": (("plateau_ret_tpe_opt",), "plateau_ret_rope"),
-             "needs_both_parts": (("plateau_ret_tpe_opt", "plateau_ret_tpe"), "plateau_ret_rope_opt")}
-    if claim not in gates:
-        raise ValueError(f"claim must be one of {sorted(gates)}, got {claim!r}")
-    b = np.asarray(bound, dtype=float)
-    if b.ndim != 1 or b.size == 0 or not np.all(np.isfinite(b)):
-        raise ValueError(f"bound must be a non-empty list of finite numbers (one per seed), got {bound!r}")
-    always, other = gates[claim]
-    decided = bool(np.all(b < target)) if claim == "retrieval_at_64x" else bool(np.all(b <= target))
-    return always if decided else (*always, other)
+bound_gates = tr.bound_gates  # the amendment's rule (below), moved unchanged into helpers/tree_rope.py at the merge
 
 
 def config() -> dict:
