@@ -823,55 +823,100 @@ print(
 #
 # **The rounds at a glance.** One row per retrieval round: the task, what changed,
 # and, from each stored record (generated), how many arm-seeds of the arms other than NoPE met both registered bars
-# (held-out accuracy ≥ 0.95 at length 32 and a flat held-out loss), NoPE's accuracy at length 32 (the control:
+# (held-out accuracy at length 32 and a flat held-out loss, round 5's bars), NoPE's accuracy at length 32 (the control:
 # a task that needs positions should defeat it), and TPE + OPT's accuracy at 2048 per seed (chance 1/16).
 
-# %%
+# %% tags=["hide-input"]
 def fetch_json(name):
     return json.loads(checkpoints.fetch(SLUG, f"{name}.json").read_text())
 
 
 man12 = fetch_json("recall6")
-man11 = man12["extra"]["recall5"]  # recall5's record, kept in recall6's manifest (no room for both)
+man11 = man12["extra"][
+    "recall5"
+]  # recall5's record, kept in recall6's manifest (no room for both)
 man6, man7 = fetch_json("recall2"), fetch_json("recall3")
-BARS = tr.checkpoint_config("recall6")["restarts"]  # the bars every round kept: acc 0.95, plateau 0.02
+BARS = tr.checkpoint_config("recall6")[
+    "restarts"
+]  # the bars every round kept: acc 0.95, plateau 0.02
 
 
 def glance(metrics, seeds=None):
-    """Bars met (arms but NoPE), NoPE at 32 and TPE + OPT at 2048 of a record's arm-seeds."""
+    """Bars met (arms but NoPE), NoPE at 32, TPE + OPT at 2048 of a record."""
     ks = [k for k in metrics if seeds is None or int(k.split("/")[1]) in seeds]
     arm_ks = [k for k in ks if not k.startswith("NoPE")]
-    met = sum(metrics[k]["final_val_acc"] >= BARS["acc"]
-              and metrics[k]["plateau"] <= BARS["plateau"] for k in arm_ks)
+    met = sum(
+        metrics[k]["final_val_acc"] >= BARS["acc"]
+        and metrics[k]["plateau"] <= BARS["plateau"]
+        for k in arm_ks
+    )
     acc = {k: metrics[k]["accuracy"] for k in ks}
-    return {"both bars met": f"{met} of {len(arm_ks)}",
-            "NoPE at 32": ", ".join(f"{acc[k]['32']:.2f}" for k in ks if k.startswith("NoPE"))
-            or "–",
-            "TPE + OPT at 2048": ", ".join(f"{acc[k]['2048']:.2f}" for k in ks
-                                           if k.startswith("TPE + OPT/")) or "–"}
+    return {
+        "both bars met": f"{met} of {len(arm_ks)}",
+        "NoPE at 32": ", ".join(
+            f"{acc[k]['32']:.2f}" for k in ks if k.startswith("NoPE")
+        )
+        or "–",
+        "TPE + OPT at 2048": ", ".join(
+            f"{acc[k]['2048']:.2f}" for k in ks if k.startswith("TPE + OPT/")
+        )
+        or "–",
+    }
 
 
-read7 = {k: (man7 if c["record"] == "recall3" else man6)["metrics"][c["key"]]
-         for k, c in man7["extra"]["chosen"].items() if c["attempt"] is not None}
-probe_reading = {8: fetch_json("probe_recall4")["round8"]["qualifies"],
-                 9: fetch_json("probe_carry")["round9"]["reading"],
-                 10: fetch_json("probe_recall5")["round10"]["qualifies"]}
+read7 = {
+    k: (man7 if c["record"] == "recall3" else man6)["metrics"][c["key"]]
+    for k, c in man7["extra"]["chosen"].items()
+    if c["attempt"] is not None
+}
+probe_reading = {
+    8: fetch_json("probe_recall4")["round8"]["qualifies"],
+    9: fetch_json("probe_carry")["round9"]["reading"],
+    10: fetch_json("probe_recall5")["round10"]["qualifies"],
+}
 ROUNDS = [  # round, task, change, stats
-    (3, "passkey", "5 arms × 3 seeds, d = 32", glance(fetch_json("retrieval")["metrics"])),
-    (4, "offset recall, 1 key", "6 arms with NoPE; NoPE solved it (record removed)", {}),
-    (5, "offset recall, 2 keys", "d = 64, 6000 steps; seed 0 (its rule stopped)",
-     glance(man6["metrics"], [0])),
+    (
+        3,
+        "passkey",
+        "5 arms × 3 seeds, d = 32",
+        glance(fetch_json("retrieval")["metrics"]),
+    ),
+    (
+        4,
+        "offset recall, 1 key",
+        "6 arms with NoPE; NoPE solved it (record removed)",
+        {},
+    ),
+    (
+        5,
+        "offset recall, 2 keys",
+        "d = 64, 6000 steps; seed 0 (its rule stopped)",
+        glance(man6["metrics"], [0]),
+    ),
     (6, "2 keys", "seeds 1, 2 of round 5's recipe", glance(man6["metrics"], [1, 2])),
     (7, "2 keys", "restarts from new inits (the attempts read)", glance(read7)),
     (8, "probe", f"4 heads / weight decay: qualifies {probe_reading[8]}", {}),
     (9, "probe", f"the carry step: {probe_reading[9]}", {}),
     (10, "probe", f"aux. previous-token loss: qualifies {probe_reading[10]}", {}),
     (11, "2 keys", "+ aux. previous-token loss, 6000 steps", glance(man11["metrics"])),
-    (12, "2 keys", "+ aux. loss, 18000 steps (the claims' round)", glance(man12["metrics"])),
+    (
+        12,
+        "2 keys",
+        "+ aux. loss, 18000 steps (the claims' round)",
+        glance(man12["metrics"]),
+    ),
 ]
-glance_tab = pd.DataFrame([dict(round=r, task=t, change=c, **g) for r, t, c, g in ROUNDS])
-display(glance_tab.set_index("round").fillna("–").style.set_caption(
-    "the retrieval rounds (generated from the stored records; probes: their rule's reading)"))
+glance_tab = pd.DataFrame(
+    [dict(round=r, task=t, change=c, **g) for r, t, c, g in ROUNDS]
+)
+display(
+    glance_tab.set_index("round")
+    .fillna("–")
+    .style.set_caption(
+        "the retrieval rounds (generated from the stored records; "
+        "probes: their rule's reading)"
+    )
+)
 
 # %% [markdown]
 # **Across rounds, with and without the auxiliary loss** (exploratory: read after the numbers, no verdict, and
@@ -881,43 +926,78 @@ display(glance_tab.set_index("round").fillna("–").style.set_caption(
 # query looks, from the stored attention (mean over heads and 32 windows): on the key in layer 1 and on the answer
 # (the token after the key) in layer 2, at 32 and at 2048.
 
-# %%
-ckx = {name: checkpoints.load(SLUG, name, config=scripts.with_seeds(
-    tr.checkpoint_config(name), m_["seed"])) for name, m_ in
-    (("recall2", man6), ("recall3", man7), ("recall6", man12))}
+# %% tags=["hide-input"]
+ckx = {
+    name: checkpoints.load(
+        SLUG, name, config=scripts.with_seeds(tr.checkpoint_config(name), m_["seed"])
+    )
+    for name, m_ in (("recall2", man6), ("recall3", man7), ("recall6", man12))
+}
 ATT = (("key", "train", 1), ("answer", "train", 2), ("answer", "far", 2))
 ATT_COLS = ["key l1 at 32", "answer l2 at 32", "answer l2 at 2048"]
 
 
 def att_of(name, key):
-    """The query's mean attention (ATT) of a stored arm-seed; recall5 from its summary."""
+    """The query's mean attention (ATT) of a stored arm-seed (recall5: its summary)."""
     if name == "recall5":
         return [man11["windows"][key][f"{w}_{c}_l{i}"] for w, c, i in ATT]
     cond = {"train": "length32", "far": "length2048"}
-    return [float(ckx[name].tensors[f"{key}.eval_att_{w}_{cond[c]}_l{i}"].float().mean())
-            for w, c, i in ATT]
+    return [
+        float(ckx[name].tensors[f"{key}.eval_att_{w}_{cond[c]}_l{i}"].float().mean())
+        for w, c, i in ATT
+    ]
 
 
 x_rows = []
-for name, m_, aux, steps in (("recall2", man6, False, 6000), ("recall3", man7, False, 6000),
-                             ("recall5", man11, True, 6000), ("recall6", man12, True, 18000)):
+for name, m_, aux, steps in (
+    ("recall2", man6, False, 6000),
+    ("recall3", man7, False, 6000),
+    ("recall5", man11, True, 6000),
+    ("recall6", man12, True, 18000),
+):
     for key, mt in m_["metrics"].items():
         arm_, s_, *att_ = key.split("/")
-        rnd = {"recall2": 5 if s_ == "0" else 6, "recall3": 7, "recall5": 11}.get(name, 12)
-        x_rows.append(dict(
-            round=rnd, aux=aux, steps=steps, arm=arm_, seed=int(s_),
-            attempt=int(att_[0][1:]) if att_ else 0, acc_32=mt["accuracy"]["32"],
-            plateau=mt["plateau"], bars=mt["final_val_acc"] >= BARS["acc"]
-            and mt["plateau"] <= BARS["plateau"], acc_2048=mt["accuracy"]["2048"],
-            prefix_2048=mt["accuracy"]["prefix 2048"], **dict(zip(ATT_COLS, att_of(name, key)))))
+        rnd = {"recall2": 5 if s_ == "0" else 6, "recall3": 7, "recall5": 11}.get(
+            name, 12
+        )
+        x_rows.append(
+            dict(
+                round=rnd,
+                aux=aux,
+                steps=steps,
+                arm=arm_,
+                seed=int(s_),
+                attempt=int(att_[0][1:]) if att_ else 0,
+                acc_32=mt["accuracy"]["32"],
+                plateau=mt["plateau"],
+                bars=mt["final_val_acc"] >= BARS["acc"]
+                and mt["plateau"] <= BARS["plateau"],
+                acc_2048=mt["accuracy"]["2048"],
+                prefix_2048=mt["accuracy"]["prefix 2048"],
+                **dict(zip(ATT_COLS, att_of(name, key))),
+            )
+        )
 xr = pd.DataFrame(x_rows)
-display(xr.set_index(["round", "arm", "seed", "attempt"]).style.format(precision=3).set_caption(
-    "every stored two-key arm-seed (exploratory): accuracy, bars, attention of the query"))
-xg = xr[xr.bars & (xr.arm != "NoPE")].groupby(["aux", "arm"])[
-    ["acc_32", "acc_2048", "prefix_2048"] + ATT_COLS].mean()
+display(
+    xr.set_index(["round", "arm", "seed", "attempt"])
+    .style.format(precision=3)
+    .set_caption(
+        "every stored two-key arm-seed (exploratory): accuracy, bars, "
+        "attention of the query"
+    )
+)
+xg = (
+    xr[xr.bars & (xr.arm != "NoPE")]
+    .groupby(["aux", "arm"])[["acc_32", "acc_2048", "prefix_2048"] + ATT_COLS]
+    .mean()
+)
 xg.insert(0, "n", xr[xr.bars & (xr.arm != "NoPE")].groupby(["aux", "arm"]).size())
-display(xg.style.format(precision=3).set_caption(
-    "mean over the arm-seeds that met both bars, by auxiliary loss and arm (exploratory)"))
+display(
+    xg.style.format(precision=3).set_caption(
+        "mean over the arm-seeds that met both bars, by auxiliary loss and arm "
+        "(exploratory)"
+    )
+)
 
 # %% tags=["remove-input"]
 JUMP = ("RoPE + skips", "RoPE + OPT offsets", "TPE + OPT")  # arms whose training ids jump
@@ -2017,35 +2097,68 @@ print("round 10's rule reads:", p10["round10"])
 # accuracy on the carry windows and the others, as above.
 
 # %% tags=["hide-input"]
-cfg11 = tr.checkpoint_config("recall5")  # man11: recall5's record, kept in recall6's manifest
+cfg11 = tr.checkpoint_config(
+    "recall5"
+)  # man11: recall5's record, kept in recall6's manifest
 bars11 = cfg11["restarts"]
-hit11 = {} if quick else {k: np.array([c == "1" for c in w["correct_train"]])
-                          for k, w in man11["windows"].items()}
+hit11 = (
+    {}
+    if quick
+    else {
+        k: np.array([c == "1" for c in w["correct_train"]])
+        for k, w in man11["windows"].items()
+    }
+)
 t11 = pd.DataFrame(
-    [dict(arm=k.split("/")[0], seed=int(k.split("/")[1]), final_acc=c["final_val_acc"],
-          plateau=c["plateau"], meets_bars=c["meets_bars"],
-          carry_windows=float(hit11[k][carry9].mean()) if k in hit11 else np.nan,
-          other_windows=float(hit11[k][~carry9].mean()) if k in hit11 else np.nan)
-     for k, c in man11["extra"]["chosen"].items()]
+    [
+        dict(
+            arm=k.split("/")[0],
+            seed=int(k.split("/")[1]),
+            final_acc=c["final_val_acc"],
+            plateau=c["plateau"],
+            meets_bars=c["meets_bars"],
+            carry_windows=float(hit11[k][carry9].mean()) if k in hit11 else np.nan,
+            other_windows=float(hit11[k][~carry9].mean()) if k in hit11 else np.nan,
+        )
+        for k, c in man11["extra"]["chosen"].items()
+    ]
 ).set_index(["arm", "seed"])
-display(t11.style.format(precision=3).set_caption(
-    f"round 11 (recall5): bars accuracy >= {bars11['acc']}, plateau <= "
-    f"{bars11['plateau']}; stored seeds {man11['seed']} (recall5's record, sha256 "
-    f"{man11['files']['recall5.json'][:12]}…)"))
+display(
+    t11.style.format(precision=3).set_caption(
+        f"round 11 (recall5): bars accuracy >= {bars11['acc']}, plateau <= "
+        f"{bars11['plateau']}; stored seeds {man11['seed']} (recall5's record, sha256 "
+        f"{man11['files']['recall5.json'][:12]}…)"
+    )
+)
 s11 = t11.xs(1, level="seed")
-miss11 = {a: [b for b, ok in (("accuracy", s11.loc[a, "final_acc"] >= bars11["acc"]),
-                              ("plateau", s11.loc[a, "plateau"] <= bars11["plateau"]))
-              if not ok] if a in s11.index else ["not trained"]
-          for a in cfg11["in_window_arms"]}
+miss11 = {
+    a: [
+        b
+        for b, ok in (
+            ("accuracy", s11.loc[a, "final_acc"] >= bars11["acc"]),
+            ("plateau", s11.loc[a, "plateau"] <= bars11["plateau"]),
+        )
+        if not ok
+    ]
+    if a in s11.index
+    else ["not trained"]
+    for a in cfg11["in_window_arms"]
+}
 pass11 = not any(miss11.values())
-display(Markdown(
-    "**Round 11, seed 1, read by its registered rule.** "
-    + ("The four claim arms meet both bars, so seeds 0 and 2 are trained next."
-       if pass11 else
-       "Missing: " + "; ".join(f"{a} ({', '.join(m)})" for a, m in miss11.items() if m)
-       + ". The four claim arms do not all meet both bars, so seeds 0 and 2 are not "
-       "trained; round 12 lengthens the schedule.")
-))
+display(
+    Markdown(
+        "**Round 11, seed 1, read by its registered rule.** "
+        + (
+            "The four claim arms meet both bars, so seeds 0 and 2 are trained next."
+            if pass11
+            else "Missing: "
+            + "; ".join(f"{a} ({', '.join(m)})" for a, m in miss11.items() if m)
+            + ". The four claim arms do not all meet both bars, so seeds 0 and 2 "
+            "are not "
+            "trained; round 12 lengthens the schedule."
+        )
+    )
+)
 
 # %% [markdown]
 # ### Round 12: the auxiliary loss at 18000 steps, the round the claims read
@@ -2068,16 +2181,31 @@ if not quick:
     _, _, tests12, (_, hit12, curve12, _) = recall_setup(cfg12, "recall6")
     plateau12 = show_curves(cfg12, curve12, "round 12")
     show_accuracy(cfg12, hit12, cfg12["in_window_arms"], "round 12")
-    print(f"trained in {sum(man12['extra']['seconds_per_run'].values()) / 3600:.1f} CPU hours "
-          "on one thread")
-t12 = pd.DataFrame([dict(arm=k.split("/")[0], seed=int(k.split("/")[1]),
-                         acc_32=m_["accuracy"]["32"], plateau=m_["plateau"],
-                         meets_bars=man12["extra"]["chosen"][k]["meets_bars"],
-                         acc_2048=m_["accuracy"]["2048"],
-                         prefix_2048=m_["accuracy"]["prefix 2048"])
-                    for k, m_ in man12["metrics"].items()]).set_index(["arm", "seed"])
-display(t12.style.format(precision=3).set_caption(
-    "round 12 (recall6), every arm-seed: the bars, accuracy at 2048 and behind the prefix"))
+    print(
+        f"trained in "
+        f"{sum(man12['extra']['seconds_per_run'].values()) / 3600:.1f} CPU hours "
+        "on one thread"
+    )
+t12 = pd.DataFrame(
+    [
+        dict(
+            arm=k.split("/")[0],
+            seed=int(k.split("/")[1]),
+            acc_32=m_["accuracy"]["32"],
+            plateau=m_["plateau"],
+            meets_bars=man12["extra"]["chosen"][k]["meets_bars"],
+            acc_2048=m_["accuracy"]["2048"],
+            prefix_2048=m_["accuracy"]["prefix 2048"],
+        )
+        for k, m_ in man12["metrics"].items()
+    ]
+).set_index(["arm", "seed"])
+display(
+    t12.style.format(precision=3).set_caption(
+        "round 12 (recall6), every arm-seed: the bars, accuracy at 2048 and "
+        "behind the prefix"
+    )
+)
 
 # %% [markdown]
 # **Why TPE + OPT extrapolates at one seed** (exploratory, generated from the stored attention; no verdict). Per
@@ -2086,42 +2214,62 @@ display(t12.style.format(precision=3).set_caption(
 # answers at 2048.
 
 # %%
-A12 = [(w, c, i) for c in ("length32", "length2048") for w in ("key", "answer") for i in (1, 2)]
-a12 = pd.DataFrame({k: {f"{w} l{i} @{c[6:]}": float(ckx["recall6"].tensors[
-    f"{k}.eval_att_{w}_{c}_l{i}"].float().mean()) for w, c, i in A12}
-    for k in man12["metrics"]}).T
-a12.index = pd.MultiIndex.from_tuples([(k.split("/")[0], int(k.split("/")[1]))
-                                       for k in a12.index], names=["arm", "seed"])
+A12 = [
+    (w, c, i)
+    for c in ("length32", "length2048")
+    for w in ("key", "answer")
+    for i in (1, 2)
+]
+a12 = pd.DataFrame(
+    {
+        k: {
+            f"{w} l{i} @{c[6:]}": float(
+                ckx["recall6"].tensors[f"{k}.eval_att_{w}_{c}_l{i}"].float().mean()
+            )
+            for w, c, i in A12
+        }
+        for k in man12["metrics"]
+    }
+).T
+a12.index = pd.MultiIndex.from_tuples(
+    [(k.split("/")[0], int(k.split("/")[1])) for k in a12.index], names=["arm", "seed"]
+)
 a12["acc @2048"] = t12["acc_2048"]
-display(a12.style.format(precision=3).set_caption(
-    "round 12: attention of the query on the key and on the answer (layer, length)"))
+display(
+    a12.style.format(precision=3).set_caption(
+        "round 12: attention of the query on the key and on the answer (layer, length)"
+    )
+)
+
+# %% tags=["remove-input"]
 to12 = a12.loc["TPE + OPT"]
 hi12 = to12["acc @2048"].idxmax()
 lo12 = [s_ for s_ in to12.index if s_ != hi12]
 
 
 def vs12(col):
-    return f"{to12.loc[hi12, col]:.2f} vs {', '.join(f'{to12.loc[s_, col]:.2f}' for s_ in lo12)}"
+    lo = ", ".join(f"{to12.loc[s_, col]:.2f}" for s_ in lo12)
+    return f"{to12.loc[hi12, col]:.2f} vs {lo}"
 
 
+other12 = a12.drop("TPE + OPT", level=0).groupby(level=0)["answer l2 @2048"].max()
 display(Markdown(
-    f"**TPE + OPT, seed {hi12} vs seeds {', '.join(map(str, lo12))}** (exploratory): accuracy "
-    f"at 2048 {vs12('acc @2048')}; layer 1 on the key at 32 {vs12('key l1 @32')}, at 2048 "
-    f"{vs12('key l1 @2048')}; layer 2 on the answer at 32 {vs12('answer l2 @32')}, at 2048 "
-    f"{vs12('answer l2 @2048')}. Where layer 2 still finds the answer at 2048, the circuit "
-    "carried over to the long windows. Seed "
+    f"**TPE + OPT, seed {hi12} vs seeds {', '.join(map(str, lo12))}** (exploratory): "
+    f"accuracy at 2048 {vs12('acc @2048')}; layer 1 on the key at 32 {vs12('key l1 @32')}, "
+    f"at 2048 {vs12('key l1 @2048')}; layer 2 on the answer at 32 "
+    f"{vs12('answer l2 @32')}, at 2048 {vs12('answer l2 @2048')}. Where layer 2 still "
+    "finds the answer at 2048, the circuit carried over to the long windows. Seed "
     f"{hi12}'s layer-1 attention on the key is as low as in the rounds without the "
     f"auxiliary loss (mean {lrn[~lrn.aux]['key l1 at 32'].mean():.2f} at 32 over their "
-    "arm-seeds that met the bars; their arms with jumping ids kept layer 2 on the answer "
-    "at 2048: "
+    "arm-seeds that met the bars; their arms with jumping ids kept layer 2 on the "
+    "answer at 2048: "
     f"{lrn[~lrn.aux & lrn.arm.isin(JUMP)]['answer l2 at 2048'].mean():.2f}): seed "
     f"{hi12} formed the circuit those rounds formed (consistent with an induction-style "
     "lookup: the answer token carries its key, and the query matches it in layer 2), "
     "while its other seeds, like the other arm-seeds trained with the auxiliary loss, "
-    "look at the key in layer 1 and lose the answer at 2048. The other arm-seeds' layer-2 "
-    "attention on the answer "
-    "at 2048: " + ", ".join(f"{a} {v:.2f}" for a, v in a12.drop("TPE + OPT", level=0)
-                           .groupby(level=0)["answer l2 @2048"].max().items())
+    "look at the key in layer 1 and lose the answer at 2048. The other arm-seeds' "
+    "layer-2 attention on the answer at 2048: "
+    + ", ".join(f"{a} {v:.2f}" for a, v in other12.items())
     + " (the largest over seeds)."
 ))
 
@@ -2360,65 +2508,70 @@ verdict["inference_cost"] = rec.claim(
 
 # %%
 cl_r, seeds_r = cfg_q["claims"], cfg_q["seeds"]
-RKEY = {"RoPE": "rope", "RoPE + OPT offsets": "rope_opt", "TPE": "tpe", "TPE + OPT": "tpe_opt"}
-assert list(RKEY) == tr.checkpoint_config("recall6")["in_window_arms"]  # round 12's claim arms
+RKEY = {"RoPE": "rope", "RoPE + OPT offsets": "rope_opt", "TPE": "tpe",
+        "TPE + OPT": "tpe_opt"}
+assert list(RKEY) == tr.checkpoint_config("recall6")["in_window_arms"]  # round 12's
+n_in = cfg_k["train_len"]
 
 
 def acc_at(arm, n, hit=q_hit, seeds_x=seeds_r):
     return np.array([float(hit[(arm, s)][n].mean()) for s in seeds_x])
 
 
+def ret_condition(cid, values, rule, statement, unit):
+    cond[cid] = rec.condition(cid, [round(float(v), 5) for v in values],
+                              cl_r[rule]["op"], cl_r[rule]["target"],
+                              statement=statement, unit=unit)
+
+
 for arm, key in RKEY.items():
-    cond[f"plateau_ret_{key}"] = rec.condition(
-        f"plateau_ret_{key}", [round(q_plateau[(arm, s)], 5) for s in seeds_r],
-        cl_r["plateau"]["op"], cl_r["plateau"]["target"],
-        statement=f"two-key offset recall: {arm}'s held-out loss is flat at the end",
-        unit="improvement over the last fifth / whole improvement")
-in_win = np.min([acc_at(a, cfg_k["train_len"]) for a in RKEY], axis=0)
-cond["retrieval_in_window"] = rec.condition(
-    "retrieval_in_window", [round(float(v), 4) for v in in_win],
-    cl_r["in_window"]["op"], cl_r["in_window"]["target"],
-    statement="every two-key offset-recall arm but NoPE answers in-window",
-    unit=f"min accuracy over the {len(RKEY)} arms at length {cfg_k['train_len']}")
-nope_in = acc_at("NoPE", cfg_k["train_len"])
-cond["needs_position"] = rec.condition(
-    "needs_position",
-    [round(float(v), 4) for v in acc_at("RoPE", cfg_k["train_len"]) - nope_in],
-    cl_r["needs_position"]["op"], cl_r["needs_position"]["target"],
-    statement="the task needs a positional encoding: RoPE answers far more often "
-    "than NoPE (order from the causal mask alone), measured in-window at length 32",
-    unit=f"RoPE accuracy − NoPE accuracy at length {cfg_k['train_len']}")
+    ret_condition(f"plateau_ret_{key}", [q_plateau[(arm, s)] for s in seeds_r],
+                  "plateau",
+                  f"two-key offset recall: {arm}'s held-out loss is flat at the end",
+                  "improvement over the last fifth / whole improvement")
+in_win = np.min([acc_at(a, n_in) for a in RKEY], axis=0)
+ret_condition("retrieval_in_window", in_win, "in_window",
+              "every two-key offset-recall arm but NoPE answers in-window",
+              f"min accuracy over the {len(RKEY)} arms at length {n_in}")
+nope_in = acc_at("NoPE", n_in)
+ret_condition("needs_position", acc_at("RoPE", n_in) - nope_in, "needs_position",
+              "the task needs a positional encoding: RoPE answers far more often than "
+              "NoPE (order from the causal mask alone), measured in-window at "
+              "length 32",
+              f"RoPE accuracy − NoPE accuracy at length {n_in}")
 IN_WINDOW = "retrieval_in_window"
 if round9["branch"] == "S":  # round 9's redesign (8d2d97a), after rounds 6-8's numbers
-    learned9 = np.min([[q_hit[(a, s_)][cfg_k["train_len"]][~carry9].mean()
-                        for s_ in seeds_r] for a in RKEY], axis=0)
     IN_WINDOW = "retrieval_learned"
-    cond[IN_WINDOW] = rec.condition(
-        IN_WINDOW, [round(float(v), 4) for v in learned9],
-        cl_r["in_window"]["op"], cl_r["in_window"]["target"],
-        statement="every two-key offset-recall arm but NoPE has learned the task: it "
-        "answers in-window on the windows whose answer does not cross a carry of "
-        "TPE's lowest digit (round 9; written after rounds 6-8's numbers were seen)",
-        unit=f"min accuracy over the {len(RKEY)} arms at length {cfg_k['train_len']}, "
-        "windows with the key not at p mod 8 = 7")
+    ret_condition(
+        IN_WINDOW, np.min([[q_hit[(a, s_)][n_in][~carry9].mean() for s_ in seeds_r]
+                           for a in RKEY], axis=0), "in_window",
+        "every two-key offset-recall arm but NoPE has learned the task: it answers "
+        "in-window on the windows whose answer does not cross a carry of TPE's lowest "
+        "digit (round 9; written after rounds 6-8's numbers were seen)",
+        f"min accuracy over the {len(RKEY)} arms at length {n_in}, windows with the "
+        "key not at p mod 8 = 7")
 GIVEN = (IN_WINDOW, "needs_position")
 pk_far = {a: acc_at(a, r_far, r_hit, cfg_r["seeds"]) for a in RKEY}  # passkey contrast
 
 # %%
 far_acc = {a: acc_at(a, k_far) for a in RKEY}
 x_r = k_far // cfg_k["train_len"]
-OTHERS = ("RoPE + OPT offsets", "TPE")  # round 12 has no RoPE + skips (amendment a6ce875)
+OTHERS = ("RoPE + OPT offsets", "TPE")  # round 12 has no RoPE + skips (a6ce875)
 best_other = np.max([far_acc[a] for a in OTHERS], 0)
-# round 12's amendment (a6ce875): a bound that needs only the converged arms decides
-bound = {"retrieval_at_64x": far_acc["TPE + OPT"],  # difference <= TPE + OPT's accuracy
-         "needs_both_parts": far_acc["TPE + OPT"] - far_acc["TPE"]}  # min <= this
+# round 12's amendment (a6ce875): a bound that needs only the converged arms
+bound = {"retrieval_at_64x": far_acc["TPE + OPT"],  # >= the difference
+         "needs_both_parts": far_acc["TPE + OPT"] - far_acc["TPE"]}  # >= the min
 gates = {c: tr.bound_gates(c, list(b), cl_r[c]["target"]) for c, b in bound.items()}
 
 
+def per_seed(v, f="{:.3f}"):
+    return ", ".join(f.format(x) for x in v)
+
+
 def bound_note(c):
-    return (f"; bound (needs only the converged arms, {cl_r[c]['op']} {cl_r[c]['target']} "
-            "needed at some seed): " + ", ".join(f"{v:.3f}" for v in bound[c])
-            + f"; plateau conditions named: {', '.join(gates[c])}")
+    return (f"; bound (needs only the converged arms; {cl_r[c]['op']} "
+            f"{cl_r[c]['target']} needed at some seed): {per_seed(bound[c])}; "
+            f"plateau conditions named: {', '.join(gates[c])}")
 
 
 verdict["retrieval_at_64x"] = rec.claim(
@@ -2430,14 +2583,12 @@ verdict["retrieval_at_64x"] = rec.claim(
     measured=[round(float(v), 4) for v in far_acc["TPE + OPT"] - far_acc["RoPE"]],
     op=cl_r["retrieval_at_64x"]["op"], target=cl_r["retrieval_at_64x"]["target"],
     unit="accuracy difference", baseline=[round(float(v), 4) for v in best_other],
-    note="accuracy per seed: " + "; ".join(
-        f"{a} {', '.join(f'{v:.3f}' for v in far_acc[a])}" for a in RKEY)
-    + f"; NoPE {', '.join(f'{v:.3f}' for v in acc_at('NoPE', k_far))}"
-    + "; baseline: the best of RoPE + OPT offsets and TPE, per seed; "
-    + "TPE + OPT minus it: "
-    + ", ".join(f"{v:+.3f}" for v in far_acc["TPE + OPT"] - best_other)
+    note="accuracy per seed: " + "; ".join(f"{a} {per_seed(far_acc[a])}" for a in RKEY)
+    + f"; NoPE {per_seed(acc_at('NoPE', k_far))}; baseline: the best of RoPE + OPT "
+    "offsets and TPE, per seed; TPE + OPT minus it: "
+    + per_seed(far_acc["TPE + OPT"] - best_other, "{:+.3f}")
     + "; passkey (content only) TPE + OPT minus RoPE: "
-    + ", ".join(f"{v:+.3f}" for v in pk_far["TPE + OPT"] - pk_far["RoPE"])
+    + per_seed(pk_far["TPE + OPT"] - pk_far["RoPE"], "{:+.3f}")
     + bound_note("retrieval_at_64x"),
     given=GIVEN + gates["retrieval_at_64x"])
 gap_tpe = far_acc["TPE + OPT"] - far_acc["TPE"]
@@ -2450,15 +2601,12 @@ verdict["needs_both_parts"] = rec.claim(
     measured=[round(float(v), 4) for v in np.minimum(gap_tpe, gap_rope_opt)],
     op=cl_r["needs_both_parts"]["op"], target=cl_r["needs_both_parts"]["target"],
     unit="min accuracy difference",
-    baseline=[
-        round(float(v), 4)
-        for v in np.maximum(far_acc["TPE"], far_acc["RoPE + OPT offsets"])
-    ],
-    note=f"TPE + OPT − TPE: {', '.join(f'{v:.3f}' for v in gap_tpe)}; TPE + OPT − "
-    f"RoPE + OPT offsets: {', '.join(f'{v:.3f}' for v in gap_rope_opt)}; passkey "
-    "(content only) TPE + OPT − RoPE + OPT offsets: "
-    + ", ".join(f"{v:+.3f}"
-                for v in pk_far["TPE + OPT"] - pk_far["RoPE + OPT offsets"])
+    baseline=[round(float(v), 4)
+              for v in np.maximum(far_acc["TPE"], far_acc["RoPE + OPT offsets"])],
+    note=f"TPE + OPT − TPE: {per_seed(gap_tpe)}; TPE + OPT − RoPE + OPT offsets: "
+    f"{per_seed(gap_rope_opt)}; passkey (content only) TPE + OPT − RoPE + OPT "
+    "offsets: "
+    + per_seed(pk_far["TPE + OPT"] - pk_far["RoPE + OPT offsets"], "{:+.3f}")
     + bound_note("needs_both_parts"),
     given=GIVEN + gates["needs_both_parts"])
 
