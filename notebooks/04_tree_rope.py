@@ -1628,7 +1628,7 @@ display(Markdown("\n".join(lines6)))
 
 
 # %% [markdown]
-# ### Round 6: the two-key task at three seeds, the claims' task
+# ### Round 6: the two-key task at three seeds
 #
 # Round 6 is round 5's `recall2` checkpoint unchanged (two keys, d = 64, the six arms with NoPE, 6000 cosine
 # steps, the same bars and conditions), now at seeds 0, 1 and 2 with no seed-0 stop: clause 2 of the probe's
@@ -1638,8 +1638,8 @@ display(Markdown("\n".join(lines6)))
 # conditions, per seed:** every arm but NoPE answers at least 95% of the in-window queries
 # (`retrieval_in_window`), each compared arm's held-out loss is flat (`plateau_ret_*`, round 5's bar), and
 # RoPE answers at least 30 points more often than NoPE in-window (`needs_position`). At a seed where one fails,
-# the claims that name it are inconclusive there. The claims of issue #62 (section 9) read this checkpoint;
-# round 4's one-key checkpoint above is kept as the earlier round it was. Records only: each seed's per-window
+# the claims that name it are inconclusive there. The claims of issue #62 (section 9) read this checkpoint until
+# round 12 (below) replaced it; round 4's one-key round above is the earlier round it was. Records only: each seed's per-window
 # results, no weights, so the default run cannot re-check them live; quick mode trains tiny arms live.
 
 # %% tags=["hide-input"]
@@ -2066,6 +2066,8 @@ display(Markdown(
 ))
 
 # %% [markdown]
+# ### Rounds 10 and 11: an auxiliary previous-token loss
+#
 # **Round 10's probe** (`data/04_tree_rope/probe_recall5.py`, registered in commit 31ae38d with its rule, before its
 # runs). Round 9 found the carry step trainable when it is trained densely, so round 10 tries one change aimed at
 # both failure modes: recall2's recipe plus an auxiliary previous-token loss on the same windows (the query
