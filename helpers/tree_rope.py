@@ -721,6 +721,44 @@ def token_losses(model: torch.nn.Module, windows: Tensor, chunk: int = 8) -> Ten
     return torch.cat(out)
 
 
+def ngram_token_losses(corpus: np.ndarray, windows: Tensor, order: int = 5) -> Tensor:
+    """The model-free baseline: per-token loss ``(windows, n)`` (nats) of a byte n-gram counted on ``corpus``, scored
+    like :func:`token_losses` on windows ``(windows, n + 1)``. Token j is predicted from at most ``order - 1``
+    preceding bytes **of its window** (a model sees no byte before the window either), with Witten-Bell
+    interpolation from order 0 down to the uniform distribution over 256 bytes, so every probability is > 0."""
+    data = V.array("corpus", corpus, ndim=1, dtype="int", nonempty=True, min=0, max=255).astype(np.int64)
+    V.tensor("windows", windows, ndim=2, dtype="int")
+    order = V.integer("order", order, min=1, max=7)  # contexts of <= 6 bytes fit an int64 key
+    w = windows.numpy().astype(np.int64)
+    if w.min() < 0 or w.max() > 255 or w.shape[1] < 2:
+        raise ValueError(f"windows must be bytes (0..255) with at least 2 columns, got shape {tuple(w.shape)}")
+    n_win, n = w.shape[0], w.shape[1] - 1
+    prob = np.full((n_win, n), 1 / 256)
+    for o in range(order):  # context length o: backoff chain from order 0 up
+        ctx = np.zeros(len(data) - o, dtype=np.int64)
+        for k in range(o):
+            ctx = ctx * 256 + data[k: len(data) - o + k]
+        ctx_keys, ctx_tot = np.unique(ctx, return_counts=True)
+        pair_keys, pair_cnt = np.unique(ctx * 256 + data[o:], return_counts=True)
+        ctx_types = np.unique(pair_keys // 256, return_counts=True)[1]  # same order as ctx_keys
+        j = np.arange(max(o, 1), n + 1)  # predicted columns with o bytes of history in the window
+        if not len(j):
+            continue
+        q = np.zeros((n_win, len(j)), dtype=np.int64)
+        for k in range(o):
+            q = q * 256 + w[:, j - o + k]
+        i_c = np.clip(np.searchsorted(ctx_keys, q), 0, len(ctx_keys) - 1)
+        seen = ctx_keys[i_c] == q
+        key = q * 256 + w[:, j]
+        i_p = np.clip(np.searchsorted(pair_keys, key), 0, len(pair_keys) - 1)
+        c = np.where(pair_keys[i_p] == key, pair_cnt[i_p], 0)
+        T, U = ctx_tot[i_c].astype(float), ctx_types[i_c].astype(float)
+        lam = T / (T + U)
+        upd = lam * c / np.maximum(T, 1) + (1 - lam) * prob[:, j - 1]
+        prob[:, j - 1] = np.where(seen, upd, prob[:, j - 1])
+    return torch.as_tensor(-np.log(prob), dtype=torch.float32)
+
+
 def paired_bootstrap_ratio(loss_a: np.ndarray, loss_b: np.ndarray, n_boot: int = 2000,
                            rng: np.random.Generator | None = None, level: float = 0.95) -> tuple[float, float, float]:
     """Perplexity ratio ``exp(mean(a) - mean(b))`` of two arms scored on the **same** windows (per-window mean

@@ -453,6 +453,37 @@ plt.tight_layout()
 plt.show()
 
 # %% [markdown]
+# **A model-free baseline.** A byte n-gram counted on the same training bytes (`tr.ngram_token_losses`: up to 4
+# preceding bytes of the window, Witten-Bell interpolation down to uniform), scored on the same tail bytes. It uses
+# no positions and no context beyond 4 bytes, so it cannot extrapolate badly, and an arm that had learned its
+# training data should beat it at the training length.
+
+# %%
+ng_order = 5
+ng_ppl = {}
+for n in (train_len, longest):
+    ng_loss = tr.ngram_token_losses(train_bytes, windows[n], ng_order)
+    ng_ppl[n] = float(torch.exp(ng_loss[:, -tail:].mean()))
+arm_ppl = res.groupby(["length", "arm"]).tail_ppl.mean()
+ng_tab = pd.DataFrame(
+    [
+        dict(
+            length=n,
+            ngram=ng_ppl[n],
+            best_arm=arm_ppl.loc[n].idxmin(),
+            best_arm_ppl=arm_ppl.loc[n].min(),
+        )
+        for n in ng_ppl
+    ]
+).set_index("length")
+display(
+    ng_tab.style.format(precision=2).set_caption(
+        f"tail perplexity: order-{ng_order} byte n-gram vs the best arm "
+        "(mean over seeds)"
+    )
+)
+
+# %% [markdown]
 # ### Paired bootstrap intervals
 #
 # Each comparison below is a perplexity ratio between two arms of the same seed on the same windows (the same
@@ -2745,6 +2776,19 @@ lines = [
         "read them are inconclusive (section 9)."
         if n_ctx < n_ctx_all
         else f"- **Byte corpus.** Every arm reads its {train_len}-byte window."
+    ),
+    f"- A byte {ng_order}-gram (no positions, {ng_order - 1} bytes of context) scores a"
+    f" tail perplexity of {ng_ppl[train_len]:.2f} at the training length and"
+    f" {ng_ppl[longest]:.2f} at {longest}, against the best arm's"
+    f" {ng_tab.loc[train_len, 'best_arm_ppl']:.2f} ({ng_tab.loc[train_len, 'best_arm']})"
+    f" and {ng_tab.loc[longest, 'best_arm_ppl']:.2f}"
+    f" ({ng_tab.loc[longest, 'best_arm']}): "
+    + (
+        "the model-free baseline beats every arm at both lengths: the arms are far"
+        " from what their training bytes allow, and the byte-corpus ratios compare"
+        " under-trained models."
+        if (ng_tab.ngram < ng_tab.best_arm_ppl).all()
+        else "the best arm beats the model-free baseline at some length."
     ),
     f"- At {x}× the training length RoPE's tail perplexity is "
     f"{mean_ratio('extrapolation_ppl_ratio'):.2f}× TPE + OPT's (mean over seeds; the "

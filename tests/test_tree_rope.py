@@ -644,3 +644,54 @@ def test_restart_changes_the_init_only():
     _, h1b = tr.fit_retrieval_arm(arm, cfg, 1, val, init_seed=1001)
     assert h1.evals == h1b.evals  # a restart is reproducible
     assert any(not torch.equal(a, b) for a, b in zip(m0.state_dict().values(), m1.state_dict().values()))
+
+
+def _ngram_reference(corpus, windows, order):
+    """Witten-Bell byte n-gram by dictionaries (the slow, obvious version)."""
+    from collections import defaultdict
+    data = [int(v) for v in corpus]
+    cnt = [defaultdict(lambda: defaultdict(int)) for _ in range(order)]
+    for i in range(len(data)):
+        for o in range(min(order, i + 1)):
+            cnt[o][tuple(data[i - o: i])][data[i]] += 1
+    out = []
+    for row in windows.tolist():
+        losses = []
+        for j in range(1, len(row)):
+            p = 1 / 256
+            for o in range(min(order, j + 1)):
+                d = cnt[o].get(tuple(row[j - o: j]))
+                if d:
+                    t, u = sum(d.values()), len(d)
+                    p = t / (t + u) * d.get(row[j], 0) / t + u / (t + u) * p
+            losses.append(-np.log(p))
+        out.append(losses)
+    return np.array(out)
+
+
+@pytest.mark.parametrize("order", [1, 3, 5])
+def test_ngram_token_losses_match_reference(order):
+    g = np.random.default_rng(order)
+    corpus = g.integers(0, 6, 2000)
+    w = torch.as_tensor(g.integers(0, 8, (3, 12)))  # bytes 6, 7 never seen in the corpus
+    got = tr.ngram_token_losses(corpus, w, order=order).numpy()
+    assert got.shape == (3, 11)
+    np.testing.assert_allclose(got, _ngram_reference(corpus, w, order), atol=1e-5)
+
+
+def test_ngram_token_losses_is_a_distribution():
+    g = np.random.default_rng(0)
+    corpus = g.integers(0, 256, 5000)
+    w = torch.stack([torch.tensor([int(corpus[10]), int(corpus[11]), b]) for b in range(256)])
+    p = np.exp(-tr.ngram_token_losses(corpus, w, order=3).numpy()[:, -1])
+    assert np.isclose(p.sum(), 1.0, atol=1e-5) and (p > 0).all()
+
+
+def test_ngram_token_losses_bad_input():
+    w = torch.zeros((2, 5), dtype=torch.int64)
+    with pytest.raises(ValueError, match="order"):
+        tr.ngram_token_losses(np.zeros(10, dtype=int), w, order=0)
+    with pytest.raises(ValueError, match="bytes"):
+        tr.ngram_token_losses(np.zeros(10, dtype=int), w + 300)
+    with pytest.raises(ValueError, match="corpus"):
+        tr.ngram_token_losses(np.array([1, 300]), w)
