@@ -18,7 +18,8 @@ checkpoint under DIR (a model's weights do not depend on which other models its 
 ``--merge DIR [DIR ...]`` writes the int8 checkpoint from the parts found there (into ``--out`` or ``data/``); a
 model that no part holds is carried over unchanged from the existing checkpoint (``--carry-from``, default the
 current one), provided the config keys that decide its training are the same (:data:`TASK_KEYS`); the manifest
-lists what was carried. ``--tiny`` trains the quick config into a temporary folder (what a smoke test runs).
+lists what was carried. ``--tiny`` trains a tiny config (:func:`tiny`, seconds) into a temporary folder (what a
+smoke test runs).
 One torch thread per process; ``--workers`` forks processes and does not change the weights.
 """
 
@@ -147,9 +148,17 @@ def main(argv: list[str] | None = None) -> list[Path]:
             return merge(cfg, out, args.merge, args.carry_from)
         return make_models(cfg, out, workers=args.workers, tasks=args.tasks, kinds=args.kinds)
 
-    return scripts.script_main(build, config=lambda name: tc.checkpoint_config(name),
-                               tiny=lambda name: tc.checkpoint_config(name, quick=True, seed=int(name[8:])),
+    return scripts.script_main(build, config=lambda name: tc.checkpoint_config(name), tiny=tiny,
                                names=list(tc.MODEL_NAMES), options=options, doc=__doc__, argv=argv)
+
+
+def tiny(name: str) -> dict:
+    """The script's own tiny config (seconds): the chapter's quick config (what its quick mode trains live) cut to
+    fewer molecules, 4 steps and one sequence and one graph model per task, every task kept."""
+    cfg = tc.checkpoint_config(name, quick=True, seed=int(name[8:]))
+    cfg.update(n_synth=40, n_prop=60, steps_synth=4, steps_prop=4, steps_alert=4, eval_every=2, eval_every_prop=2,
+               synth_kinds=["tree_cycle", "gin"], prop_kinds=["tree_cycle", "gin"], alert_kinds=["tree_cycle"])
+    return cfg
 
 
 if __name__ == "__main__":
