@@ -1177,3 +1177,84 @@ def faithful_fraction(pos: Any, max_dist: int) -> float:
     same = [(p[:, d:] - p[:, :-d] == d).mean() for d in range(1, max_dist + 1)]
     n = [p.shape[1] - d for d in range(1, max_dist + 1)]
     return float(np.average(same, weights=n))
+
+
+def paired_timing_ratio(num: Any, den: Any, n_boot: int = 2000, rng: np.random.Generator | None = None,
+                        level: float = 0.95) -> dict[str, float]:
+    """The cost ratio of two functions timed in the same interleaved rounds (:func:`helpers.repro.benchmark`):
+    the **median of the per-round ratio** ``num[r] / den[r]`` (paired: load that hits a round hits both sides),
+    with a bootstrap interval over rounds. Returns ``ratio``, ``low``, ``high`` and ``width`` = (high - low) /
+    ratio, the relative uncertainty of the ratio that a timing condition reads (registered in session 27, after
+    three runs of the unpaired ratio of medians; #62)."""
+    a = V.array("num", num, ndim=1, dtype="float", nonempty=True, min=0, strict_min=True)
+    b = V.array("den", den, ndim=1, dtype="float", nonempty=True, min=0, strict_min=True)
+    if a.shape != b.shape or len(a) < 3:
+        raise ValueError(f"num and den must be paired rounds (same length >= 3), got shapes {a.shape}, {b.shape}")
+    n_boot = V.integer("n_boot", n_boot, min=1)
+    level = V.number("level", level, min=0, max=1, strict_min=True, strict_max=True)
+    rng = rng if rng is not None else np.random.default_rng(0)
+    V.instance("rng", rng, np.random.Generator)
+    r = a / b
+    boots = np.median(r[rng.integers(0, len(r), size=(n_boot, len(r)))], axis=1)
+    lo, hi = np.quantile(boots, [(1 - level) / 2, (1 + level) / 2])
+    med = float(np.median(r))
+    return dict(ratio=med, low=float(lo), high=float(hi), width=float((hi - lo) / med))
+
+
+ROPE_SCALINGS = ("none", "pi", "ntk", "yarn")  # inference-time RoPE scaling: the practitioner's baselines
+
+
+class ScaledRotaryEmbedding(hnn.RotaryEmbedding):
+    """RoPE (base ``base``) scaled at inference for a context ``scale`` times the training length ``train_len``:
+
+    - ``"pi"``, position interpolation (Chen et al. 2023): angle ``(p / scale) * theta_i`` - every position of the
+      long window maps into the training range [0, train_len).
+    - ``"ntk"``, NTK-aware scaling (bloc97, 2023): the base becomes ``base * scale ** (d / (d - 2))`` (d = head_dim):
+      the highest frequency is unchanged, the lowest is interpolated by ``scale``.
+    - ``"yarn"`` (Peng et al. 2023, "NTK-by-parts" + temperature): pair i with wavelength ``2 pi / theta_i`` makes
+      ``r_i = train_len * theta_i / (2 pi)`` turns in the training window; ``gamma = clip((r_i - alpha) / (beta -
+      alpha), 0, 1)``; ``theta_i' = (1 - gamma) theta_i / scale + gamma theta_i`` (pairs that turn many times keep
+      their frequency, slow ones are interpolated); queries and keys are both multiplied by ``0.1 ln(scale) + 1``
+      (the attention temperature). alpha = 1, beta = 32 as the paper uses for LLaMA.
+    - ``"none"``: plain RoPE. ``scale = 1`` gives plain RoPE for every method.
+    """
+
+    def __init__(self, head_dim: int, method: str, scale: float, train_len: int, base: float = 10000.0,
+                 alpha: float = 1.0, beta: float = 32.0) -> None:
+        V.one_of("method", method, ROPE_SCALINGS)
+        scale = V.number("scale", scale, min=1)
+        train_len = V.integer("train_len", train_len, min=1)
+        alpha, beta = V.number("alpha", alpha, min=0), V.number("beta", beta, min=0)
+        if beta <= alpha:
+            raise ValueError(f"beta must exceed alpha, got alpha={alpha}, beta={beta}")
+        if method == "ntk":
+            hd = V.integer("head_dim", head_dim, min=4)
+            base = float(base) * scale ** (hd / (hd - 2))
+        super().__init__(head_dim, base)
+        self.method, self.scale, self.train_len = method, float(scale), train_len
+        theta = self.inv_freq.double()
+        self.mscale = 1.0
+        if method == "pi":
+            theta = theta / scale
+        elif method == "yarn":
+            r = train_len * theta / (2 * np.pi)
+            gamma = ((r - alpha) / (beta - alpha)).clamp(0.0, 1.0)
+            theta = (1 - gamma) * theta / scale + gamma * theta
+            self.mscale = 0.1 * float(np.log(scale)) + 1.0
+        self.inv_freq = theta.float()
+
+    def forward(self, q: Tensor, k: Tensor, pos: Tensor) -> tuple[Tensor, Tensor]:
+        q, k = super().forward(q, k, pos)
+        return (q * self.mscale, k * self.mscale) if self.mscale != 1.0 else (q, k)
+
+
+def with_rope_scaling(model: hnn.Transformer, method: str, scale: float, train_len: int) -> hnn.Transformer:
+    """A copy of a plain-RoPE ``model`` whose rotary part is :class:`ScaledRotaryEmbedding` (same base); the weights
+    are shared by value, nothing is trained. Refuses a model without plain RoPE (TPE, NoPE, a scaled copy)."""
+    V.instance("model", model, hnn.Transformer)
+    rot = getattr(model, "rotary", None)
+    if rot is None or type(rot) is not hnn.RotaryEmbedding:
+        raise ValueError(f"model must use plain RoPE, got rotary {type(rot).__name__}")
+    out = copy.deepcopy(model)
+    out.rotary = ScaledRotaryEmbedding(rot.head_dim, method, scale, train_len, base=rot.base)
+    return out

@@ -528,6 +528,96 @@ display(
 )
 
 # %% [markdown]
+# ### The practitioner's baseline: RoPE scaled at inference
+#
+# A RoPE model is rarely run past its training length as it is: practitioners rescale its rotary frequencies at
+# inference, without training. Three standard ways, implemented in `tr.ScaledRotaryEmbedding` (scale s = the
+# evaluation length ÷ the training length, so at the training length every one is plain RoPE):
+# **position interpolation** (PI, Chen et al. 2023) divides every angle by s, so every position of the long window
+# falls inside the training range; **NTK-aware scaling** raises the base to base · s^(d/(d−2)), which keeps the
+# fastest pair and interpolates the slowest by s; **YaRN** (Peng et al. 2023) interpolates only the pairs that
+# turn fewer than α = 1 times in the training window, keeps those that turn more than β = 32 times, ramps in
+# between, and sharpens attention by (0.1 ln s + 1)² (queries and keys each × 0.1 ln s + 1).
+#
+# How they enter the claims was registered before any of these numbers was computed (session 27): a new claim,
+# `beats_scaled_rope`, compares TPE + OPT at the longest length with the **best per seed** of RoPE, RoPE + PI,
+# RoPE + NTK and RoPE + YaRN (lowest tail perplexity at that length; the same stored RoPE weights, nothing
+# retrained), as the lower end of the 95% paired interval of best ÷ TPE + OPT, target > 1, with the conditions of
+# `extrapolation_ppl_ratio`. That claim (RoPE as trained, the paper's comparison) is kept unchanged beside it.
+
+# %%
+SCALINGS = {"RoPE + PI": "pi", "RoPE + NTK": "ntk", "RoPE + YaRN": "yarn"}
+for name, method in SCALINGS.items():
+    for s in seeds_of("RoPE"):
+        tails[(name, s)] = np.stack(
+            [tails[("RoPE", s)][0]]  # the training length: scale 1 is plain RoPE
+            + [
+                tr.token_losses(
+                    tr.with_rope_scaling(
+                        models[("RoPE", s)], method, n / train_len, train_len
+                    ),
+                    windows[n],
+                )[:, -tail:]
+                .mean(1)
+                .numpy()
+                for n in lengths[1:]
+            ]
+        )
+scal_arms = ["RoPE", *SCALINGS, "RoPE + skips", "TPE + OPT"]
+scal_ppl = pd.DataFrame(
+    {
+        a: [
+            np.mean([np.exp(tails[(a, s)][i].mean()) for s in seeds_of("RoPE")])
+            for i in range(len(lengths))
+        ]
+        for a in scal_arms
+    },
+    index=pd.Index(lengths, name="length"),
+)
+best_scaled = {  # per seed: the best of RoPE and its scaled variants at the longest
+    s: min(["RoPE", *SCALINGS], key=lambda a: tails[(a, s)][-1].mean())
+    for s in cfg["seeds"]
+}
+g_scal = repro.rng(seed, 94)  # its own stream: the other intervals keep theirs
+ratios_scaled = np.array(
+    [
+        tr.paired_bootstrap_ratio(
+            tails[(best_scaled[s], s)][-1], tails[("TPE + OPT", s)][-1], n_boot, g_scal
+        )
+        for s in cfg["seeds"]
+    ]
+)
+display(
+    scal_ppl.style.format(precision=2).set_caption("tail perplexity (mean over seeds)")
+)
+
+# %% [markdown]
+# The same numbers as a figure (dashed: the scaled variants of the stored RoPE models; the grey line is the
+# training length).
+
+# %%
+fig, ax = plt.subplots(figsize=(6.4, 3.2))
+for i, a in enumerate(scal_arms):
+    ax.plot(
+        lengths,
+        scal_ppl[a],
+        marker="o",
+        label=a,
+        color=plotting.PALETTE[i % len(plotting.PALETTE)],
+        ls="--" if a in SCALINGS else "-",
+    )
+ax.axvline(train_len, color="grey", lw=0.8)
+ax.set(
+    xscale="log",
+    yscale="log",
+    xlabel="evaluation length (bytes)",
+    ylabel="tail perplexity",
+    title="RoPE scaled at inference vs TPE + OPT",
+)
+ax.legend(fontsize=7, ncol=2)
+plt.show()
+
+# %% [markdown]
 # ### Does longer training change the comparison?
 #
 # How converged the arms are is in the table of section 3 (the held-out loss's drop over the last quarter of
@@ -813,9 +903,18 @@ plt.show()
 # ## 6. Inference cost
 #
 # Time per token of a forward pass over one window of the longest length, RoPE vs TPE (same model size), with
-# `repro.benchmark`: both sides timed in the same run in interleaved rounds after a warm-up, process CPU time, the
-# median over the rounds. The spread of each side (interquartile range over median) is kept for the claim's
-# condition: the noise must be smaller than the band the claim allows.
+# `repro.benchmark`: both sides timed in the same run in interleaved rounds after a warm-up, process CPU time. The
+# measure is the **median of the per-round ratio** TPE ÷ RoPE (paired: load that slows a round slows both of its
+# calls), with a 95% bootstrap interval over the rounds (`tr.paired_timing_ratio`); the claim's condition is that
+# this interval is narrower than the band the claim allows. This measure replaced the ratio of the two sides'
+# medians, with each side's single-round spread as the condition, in session 27, after three runs of the old
+# measure had been seen (held, held, inconclusive; ratio of medians 0.88-1.03, the per-round ratio's IQR ÷ median
+# 0.025-0.042): disclosed. It was changed for what it measures (the old condition read each side's load noise, which
+# the pairing cancels), not for a verdict.
+#
+# TPE and RoPE differ only in the cos/sin table (a digit lookup instead of one multiplication per pair); the FLOPs
+# of the forward pass are the same. So the claim below checks that *this implementation* adds no overhead more
+# than it tests the paper: it would fail only if computing the digits cost a visible share of the forward pass.
 
 # %%
 x_one = windows[longest][:1, :-1]
@@ -831,16 +930,20 @@ def forward(model):
 
 timings = repro.benchmark(
     {"RoPE": forward(models[("RoPE", s0)]), "TPE": forward(models[("TPE + OPT", s0)])},
-    repeats=3 if quick else 9,
+    repeats=5 if quick else 21,
     warmup=1,
 )
 t_rope, t_tpe = (timings.median(k) / longest for k in ("RoPE", "TPE"))
-cost_ratio = timings.ratio("TPE", "RoPE")
+cost = tr.paired_timing_ratio(
+    timings.cpu["TPE"], timings.cpu["RoPE"], rng=repro.rng(seed, 95)
+)
+cost_ratio = cost["ratio"]
 print(
-    f"per token (CPU time): RoPE {t_rope * 1e6:.1f} µs, TPE {t_tpe * 1e6:.1f} µs, "
-    "ratio "
-    f"{cost_ratio:.2f}; spread RoPE {timings.spread('RoPE'):.2f}, "
-    f"TPE {timings.spread('TPE'):.2f}"
+    f"per token (CPU time, medians): RoPE {t_rope * 1e6:.1f} µs, "
+    f"TPE {t_tpe * 1e6:.1f} µs; per-round TPE ÷ RoPE: median {cost_ratio:.3f} "
+    f"[{cost['low']:.3f}, {cost['high']:.3f}] over {len(timings.cpu['TPE'])} rounds "
+    f"(interval width ÷ median {cost['width']:.3f}); "
+    f"ratio of medians {timings.ratio('TPE', 'RoPE'):.3f}"
 )
 
 # %% [markdown]
@@ -2393,8 +2496,8 @@ plotting.live_controls(show_pairs, B_=(2, 64), L_=(1, 6))
 # of the training length is lower with all 32 keys visible than with only the last 4, 8 or 16 (the k sweep of
 # section 4 reads keys at the longest length, where TPE without OPT also meets digit differences it never saw).
 # An arm that uses no context beyond a few bytes cannot show what long context does, only how much unseen
-# positions distract it. The timing claim needs the timing noise (interquartile range over median, each side)
-# below the 25% band it allows. A claim whose conditions fail at every seed is *inconclusive*.
+# positions distract it. The timing claim needs the 95% bootstrap interval of its paired per-round ratio to be
+# narrower than the 25% band it allows. A claim whose conditions fail at every seed is *inconclusive*.
 
 # %%
 KEY = {"RoPE": "rope", "RoPE + skips": "rope_skips"}
@@ -2435,14 +2538,14 @@ for arm, key in KEY.items():
         statement=f"{arm} reads its whole {train_len}-byte training window",
         unit="ppl of bytes 24-31 with all keys / best with 4, 8 or 16",
     )
-spread = max(timings.spread("RoPE"), timings.spread("TPE"))
-cond["timing_resolved"] = rec.condition(
+cond["timing_resolved"] = rec.condition(  # the paired measure, registered in session 27
     "timing_resolved",
-    round(spread, 4),
+    round(cost["width"], 4),
     "<",
     0.25,
-    statement="the timing noise is below the band the cost claim allows",
-    unit="max IQR / median of the two sides",
+    statement="the 95% bootstrap interval of the per-round TPE ÷ RoPE ratio is narrower"
+    " than the band the cost claim allows",
+    unit="(high − low) / median of the per-round ratio",
 )
 
 
@@ -2518,9 +2621,27 @@ verdict["inference_cost"] = rec.claim(
     paper="comparable inference-time efficiency",
     measured=round(abs(cost_ratio - 1), 3), op="<=", target=0.25,
     unit="|TPE / RoPE CPU time per token − 1|", baseline=round(t_rope * 1e6, 2),
-    note=f"TPE/RoPE = {cost_ratio:.3f} (medians of interleaved rounds, CPU time); "
-    f"baseline = RoPE µs per token at {longest}",
+    note=f"TPE ÷ RoPE = {cost_ratio:.3f} [{cost['low']:.3f}, {cost['high']:.3f}] (median of"
+    f" the per-round ratio over {len(timings.cpu['TPE'])} interleaved rounds, CPU time; 95%"
+    f" bootstrap interval); baseline = RoPE µs per token at {longest}. Nearly holds by"
+    " construction: TPE only swaps the cos/sin table (same FLOPs), so this checks the"
+    " implementation's overhead more than the paper",
     given=("timing_resolved",),
+)
+verdict["beats_scaled_rope"] = rec.claim(  # registered in session 27 before its numbers
+    "beats_scaled_rope",
+    f"At {x}× the training length, TPE + OPT beats the best inference-time scaling of"
+    " RoPE (best per seed of RoPE, RoPE + PI, RoPE + NTK, RoPE + YaRN; lower end of the"
+    " 95% paired interval)",
+    paper="not in the abstract: the practitioner's baseline for length extrapolation",
+    measured=[round(float(r[1]), 4) for r in ratios_scaled], op=">", target=1.0,
+    unit="best scaled RoPE ppl / TPE + OPT ppl (lower 95% bound)",
+    baseline=[round(float(np.exp(tails[(best_scaled[s], s)][-1].mean())), 3)
+              for s in cfg["seeds"]],
+    note="best per seed: " + ", ".join(f"seed {s}: {best_scaled[s]}" for s in cfg["seeds"])
+    + "; ratio [95% interval] per seed: " + "; ".join(
+        f"{r:.3f} [{lo:.3f}, {hi:.3f}]" for r, lo, hi in ratios_scaled),
+    given=("plateau_rope", "plateau_tpe_opt", "context_rope", "context_tpe_opt"),
 )
 
 # %% [markdown]
@@ -2738,17 +2859,16 @@ limits = [
     " Round 4's one-key checkpoint is"
     " an earlier round: its claims were read in round 4 and are not read here.",
 ]
-r_round = timings.cpu["TPE"] / timings.cpu["RoPE"]  # interleaved rounds, paired
-q1, q3 = np.percentile(r_round, [25, 75])
+spread = max(timings.spread("RoPE"), timings.spread("TPE"))  # the old condition's value
 limits.append(
-    "* **Timing condition.** `timing_resolved` reads the spread of single rounds of"
-    f" each side (IQR ÷ median, {spread:.3f} in this run, bar 0.25), not the"
-    " uncertainty of the ratio of the medians, so a busy neighbour on the shared"
-    " machine can push it over its bar and make `inference_cost` inconclusive while"
-    f" the ratio ({cost_ratio:.3f} here) stays far inside its band. The per-round"
-    f" ratio TPE ÷ RoPE of the {len(r_round)} interleaved rounds spreads by"
-    f" {(q3 - q1) / np.median(r_round):.3f} (IQR ÷ median; a diagnostic, not the"
-    " registered condition)."
+    "* **Timing condition** (changed in session 27, disclosed). Until then"
+    " `timing_resolved` read the spread of single rounds of each side (IQR ÷ median;"
+    f" {spread:.3f} in this run against its bar 0.25) and the claim the ratio of the two"
+    " medians, so a busy neighbour on the shared machine could make `inference_cost`"
+    " inconclusive while the ratio stayed far inside its band. It now reads the width"
+    " of the 95% bootstrap interval of the paired per-round ratio"
+    f" ({cost['width']:.3f} ÷ median here) and the claim that ratio's median"
+    f" ({cost_ratio:.3f}; ratio of medians {timings.ratio('TPE', 'RoPE'):.3f})."
 )
 if not quick:
     limits.append(

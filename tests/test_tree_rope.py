@@ -695,3 +695,81 @@ def test_ngram_token_losses_bad_input():
         tr.ngram_token_losses(np.zeros(10, dtype=int), w + 300)
     with pytest.raises(ValueError, match="corpus"):
         tr.ngram_token_losses(np.array([1, 300]), w)
+
+
+# --- session 27: the paired timing measure and inference-time RoPE scaling (#62) ---
+
+
+def test_paired_timing_ratio_reads_the_per_round_ratio():
+    rng = np.random.default_rng(0)
+    load = rng.uniform(1.0, 3.0, 21)  # heavy load moves both sides of a round alike
+    out = tr.paired_timing_ratio(1.02 * load, load)
+    assert out["ratio"] == pytest.approx(1.02)
+    assert out["low"] <= out["ratio"] <= out["high"]
+    assert out["width"] < 0.01  # the load cancels in the paired ratio
+    # the unpaired spread of each side is large under this load: the old condition would fail
+    assert (np.subtract(*np.percentile(load, [75, 25]))) / np.median(load) > 0.25
+
+
+def test_paired_timing_ratio_broken_input_fails_the_condition():
+    rng = np.random.default_rng(1)
+    den = np.ones(21)
+    num = rng.choice([0.2, 5.0], 21)  # a broken timer: rounds unrelated to the work
+    assert tr.paired_timing_ratio(num, den)["width"] > 0.25  # timing_resolved (< 0.25) fails
+    with pytest.raises(ValueError):
+        tr.paired_timing_ratio(np.ones(5), np.ones(4))
+    with pytest.raises(ValueError):
+        tr.paired_timing_ratio(np.ones(2), np.ones(2))
+    with pytest.raises(ValueError):
+        tr.paired_timing_ratio(np.array([1.0, 0.0, 1.0]), np.ones(3))
+
+
+@pytest.mark.parametrize("method", tr.ROPE_SCALINGS)
+def test_rope_scaling_at_scale_one_is_rope(method):
+    pos = torch.arange(100)
+    rope = hnn.RotaryEmbedding(16).angles(pos)
+    s = tr.ScaledRotaryEmbedding(16, method, 1.0, 32)
+    assert torch.allclose(s.angles(pos), rope)
+    assert s.mscale == 1.0
+
+
+def test_position_interpolation_maps_into_the_training_window():
+    s = tr.ScaledRotaryEmbedding(16, "pi", 8.0, 32)
+    rope = hnn.RotaryEmbedding(16)
+    assert torch.allclose(s.angles(torch.arange(0, 256, 8)), rope.angles(torch.arange(32)), atol=1e-5)
+
+
+def test_ntk_keeps_the_highest_frequency_and_interpolates_the_lowest():
+    s, rope = tr.ScaledRotaryEmbedding(16, "ntk", 64.0, 32), hnn.RotaryEmbedding(16)
+    assert float(s.inv_freq[0]) == pytest.approx(float(rope.inv_freq[0]))
+    assert float(s.inv_freq[-1]) == pytest.approx(float(rope.inv_freq[-1]) / 64.0, rel=1e-4)
+
+
+def test_yarn_ramp_and_temperature():
+    s, rope = tr.ScaledRotaryEmbedding(16, "yarn", 64.0, 32), hnn.RotaryEmbedding(16)
+    r = 32 * rope.inv_freq.double() / (2 * np.pi)
+    slow = r < 1  # fewer than one turn in the training window: interpolated like PI
+    assert torch.allclose(s.inv_freq[slow].double(), rope.inv_freq[slow].double() / 64, rtol=1e-5)
+    fast = tr.ScaledRotaryEmbedding(16, "yarn", 64.0, 32 * 100)  # every pair turns > 32 times: kept
+    assert torch.allclose(fast.inv_freq[:2], rope.inv_freq[:2])
+    assert s.mscale == pytest.approx(0.1 * np.log(64) + 1)
+    q = torch.randn(1, 1, 5, 16)
+    q2, _ = s(q, q, torch.arange(5))
+    assert torch.allclose(q2.norm(dim=-1), q.norm(dim=-1) * s.mscale, rtol=1e-5)
+
+
+def test_with_rope_scaling_copies_and_refuses_non_rope():
+    cfg = hnn.TransformerConfig(vocab_size=11, n_layer=1, n_head=2, d_model=16, max_len=64)
+    torch.manual_seed(0)
+    m = hnn.Transformer(cfg)
+    x = torch.randint(0, 11, (2, 20))
+    same = tr.with_rope_scaling(m, "yarn", 1.0, 32)
+    assert torch.allclose(same(x), m(x))
+    pi = tr.with_rope_scaling(m, "pi", 2.0, 32)
+    assert type(m.rotary) is hnn.RotaryEmbedding and not torch.allclose(pi(x), m(x))
+    with pytest.raises(ValueError):
+        tr.with_rope_scaling(pi, "pi", 2.0, 32)
+    with pytest.raises(ValueError):
+        tr.with_rope_scaling(hnn.Transformer(cfg, rotary=tr.TreeRotaryEmbedding(8, 4, 2)), "pi", 2.0, 32)
+    with pytest.raises(ValueError):
+        tr.ScaledRotaryEmbedding(16, "bogus", 2.0, 32)
