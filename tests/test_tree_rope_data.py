@@ -482,3 +482,60 @@ def test_recall6_bound_gates_drop_a_condition_only_where_the_bound_decides():
         m6.bound_gates("retrieval_at_64x", [], 0.3)
     with pytest.raises(ValueError, match="bound must be"):
         m6.bound_gates("retrieval_at_64x", [float("nan")], 0.3)
+
+
+# --- arms2: the byte-corpus rebuild, registered in session 27 before any training (#62) ---
+
+
+def test_arms2_config_is_the_registered_design():
+    mk = load_module(DATA / "make_arms2.py")
+    from helpers import tree_rope as tr
+
+    cfg = mk.config()
+    assert list(cfg["arms"]) == list(tr.CLAIM_ARMS) and cfg["seeds"] == [0, 1, 2] and cfg["one_seed_arms"] == []
+    assert cfg["d_model"] == 64 and cfg["n_head"] == 2 and cfg["steps"] >= 3000
+    assert cfg["schedule"] == "wsd" and cfg["decay_steps"] == cfg["steps"] // 5
+    head_dim = cfg["d_model"] // cfg["n_head"]
+    assert head_dim // 2 == 16 and tr.split_pairs(head_dim // 2, cfg["arms"]["TPE + OPT"]["L"]) == [6, 5, 5]
+    model = tr.make_model(cfg["arms"]["TPE + OPT"], cfg)
+    assert model.rotary.groups == [6, 5, 5]
+    base = tr.checkpoint_config("arms")  # everything else as the arms the claims read now
+    for k in ("train_len", "target_len", "n_chunks", "batch_size", "corpus", "eval", "vocab_size", "n_layer"):
+        assert cfg[k] == base[k], k
+
+
+def test_arms2_conditions():
+    mk = load_module(DATA / "make_arms2.py")
+    cfg = mk.config()
+    stable_end = cfg["steps"] - cfg["decay_steps"]
+    steps = list(range(100, cfg["steps"] + 1, 100))
+    # flat on the stable phase, then the decay's annealing drop: reads flat (the decay is not read)
+    flat = {"step": steps, "value": [2.0 if st <= stable_end else 1.5 for st in steps]}
+    assert mk.plateau_of(flat, cfg) <= mk.PLATEAU_BAR
+    # still falling through the stable phase: not flat
+    falling = {"step": steps, "value": [3.0 - st / stable_end for st in steps]}
+    assert mk.plateau_of(falling, cfg) > mk.PLATEAU_BAR
+    a, b = np.full(64, 1.5), np.full(64, 1.7)
+    assert mk.ngram_ratio(a, b) == pytest.approx(np.exp(-0.2)) and mk.ngram_ratio(a, b) < mk.NGRAM_BAR
+    assert mk.ngram_ratio(b, a) > mk.NGRAM_BAR  # an arm the n-gram beats fails beats_ngram
+    with pytest.raises(ValueError):
+        mk.ngram_ratio(a, b[:10])
+    with pytest.raises(ValueError):
+        mk.ngram_ratio(np.full(3, np.nan), np.ones(3))
+
+
+def test_make_arms2_tiny_alone_parts_and_merge(tmp_path):
+    mk = load_module(DATA / "make_arms2.py")
+    (path,) = mk.main(["--tiny", "--out", str(tmp_path / "d"), "--parts", str(tmp_path / "p")])
+    man = json.loads(path.read_text())
+    cfg = mk.tiny_config()
+    assert man["name"] == "arms2" and man["extra"]["pending"] == [] and man["config"]["schedule"] == "wsd"
+    assert set(man["metrics"]) == {f"{a}/0" for a in cfg["arms"]}
+    assert all({"plateau_stable", "ngram_ratio_at_train_len"} <= set(m) for m in man["metrics"].values())
+    ck = mk.checkpoints.load(mk.SLUG, "arms2", config=cfg, root=tmp_path / "d")
+    assert any(k.endswith(".eval_tail") for k in ck.tensors) and any(".eval_" not in k for k in ck.tensors)
+    # a second merge reuses every part (nothing retrained) and a missing part is refused unless --partial
+    (again,) = mk.main(["--tiny", "--out", str(tmp_path / "d2"), "--parts", str(tmp_path / "p")])
+    assert json.loads(again.read_text())["metrics"] == man["metrics"]
+    with pytest.raises(SystemExit):
+        mk.main(["--merge", "--seeds", "1", "--parts", str(tmp_path / "p"), "--out", str(tmp_path / "d3")])
