@@ -218,6 +218,10 @@ def stdlib_corpus(train_bytes: int = 2_000_000, test_bytes: int = 200_000, every
 ARM_KINDS = ("none", "rope", "tpe")  # positional encodings
 ID_KINDS = ("plain", "skips", "opt")  # training position ids
 CLAIM_ARMS = ("RoPE", "RoPE + skips", "TPE", "TPE + OPT")  # the arms the claims compare: trained with 3 seeds
+# arms2's conditions as registered in make_arms2.py (9740a68): plateau of the held-out curve read on the stable phase
+# (train.plateau(curve, until=steps - decay_steps) <= 0.05) and beats_ngram (tail ppl at the training length over
+# the order-5 byte n-gram's on the same windows < 1)
+ARMS2_CONDITIONS = dict(plateau=("<=", 0.05), beats_ngram=("<", 1.0), ngram_order=5)
 
 
 def checkpoint_config(name: str = "arms") -> dict:
@@ -228,11 +232,14 @@ def checkpoint_config(name: str = "arms") -> dict:
     claims' arms, NoPE and the cross arms, the rest ablate the reconstruction's free choices (radix/levels, bases).
     The claims' arms (:data:`CLAIM_ARMS`) are trained with every seed in ``seeds``, the others (``one_seed_arms``)
     with the first seed only, to fit the CPU budget. ``"arms_long"``: the claims' arms, seed 0, 2.5x the steps
-    (does a longer training change the comparison?). ``"retrieval"``: the passkey-retrieval arms
+    (does a longer training change the comparison?). ``"arms2"``: the byte-corpus rebuild the perplexity claims read
+    since session 28 (``data/04_tree_rope/make_arms2.py``, registered in 9740a68 before its training: the claims'
+    arms x 3 seeds at d = 64, 16 rotary pairs, 6000 warmup-stable-decay steps; its conditions in
+    :data:`ARMS2_CONDITIONS`). ``"retrieval"``: the passkey-retrieval arms
     (:func:`retrieval_task`), see :func:`_retrieval_config`; ``"recall"`` / ``"recall2"``: offset recall with one
     key (round 4) / two keys at d = 64 (round 5), see :func:`_recall_config` and :func:`_recall2_config`."""
-    V.one_of("name", name, ("arms", "arms_long", "retrieval", "recall", "recall2", "recall3", "recall4", "recall5",
-                              "recall6"))
+    V.one_of("name", name, ("arms", "arms_long", "arms2", "retrieval", "recall", "recall2", "recall3", "recall4",
+                              "recall5", "recall6"))
     if name == "recall6":
         return _recall6_config()
     if name == "recall5":
@@ -261,6 +268,11 @@ def checkpoint_config(name: str = "arms") -> dict:
         "TPE + OPT, B=64 L=2": dict(enc="tpe", ids="opt", B=64, L=2, bases=None),
         "TPE + OPT, bases 10000": dict(tpe, ids="opt", bases=[10000.0] * L),
     }
+    if name == "arms2":  # the byte-corpus rebuild the perplexity claims read (make_arms2.py, registered 9740a68)
+        cfg = checkpoint_config("arms")
+        cfg.update(d_model=64, n_head=2, steps=6000, warmup=100, lr=3e-3, schedule="wsd", decay_steps=1200,
+                   val_every=100, seeds=[0, 1, 2], one_seed_arms=[], arms={a: cfg["arms"][a] for a in CLAIM_ARMS})
+        return cfg
     if name == "arms_long":  # the convergence probe: the claims' arms, one seed, 2.5x the steps
         cfg = checkpoint_config("arms")
         cfg.update(steps=1500, seeds=[0], one_seed_arms=[], arms={a: cfg["arms"][a] for a in CLAIM_ARMS})

@@ -559,7 +559,7 @@ def served(tmp_path, monkeypatch):
 def test_data_dir_checkout_env_and_cache(tmp_path, monkeypatch):
     monkeypatch.delenv("HELPERS_DATA", raising=False)
     assert ck.in_checkout() and ck.data_dir() == REPO / "data"
-    assert ck.fetch("04_tree_rope", "arms.json") == REPO / "data" / "04_tree_rope" / "arms.json"  # no download
+    assert ck.fetch("04_tree_rope", "arms2.json") == REPO / "data" / "04_tree_rope" / "arms2.json"  # no download
     monkeypatch.setenv("HELPERS_DATA", str(tmp_path))
     assert ck.data_dir() == tmp_path and ck.fetch("04_tree_rope") == tmp_path / "04_tree_rope"
     monkeypatch.delenv("HELPERS_DATA")

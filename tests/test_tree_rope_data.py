@@ -539,3 +539,55 @@ def test_make_arms2_tiny_alone_parts_and_merge(tmp_path):
     assert json.loads(again.read_text())["metrics"] == man["metrics"]
     with pytest.raises(SystemExit):
         mk.main(["--merge", "--seeds", "1", "--parts", str(tmp_path / "p"), "--out", str(tmp_path / "d3")])
+
+
+def test_arms2_config_and_conditions_in_the_chapter_module():
+    """The notebook (and Colab, without data/'s scripts) reads arms2's config and bars from helpers.tree_rope: they
+    are make_arms2.py's, as registered."""
+    mk = load_module(DATA / "make_arms2.py")
+    from helpers import tree_rope as tr
+
+    assert tr.checkpoint_config("arms2") == mk.config()
+    c = tr.ARMS2_CONDITIONS
+    assert c["plateau"] == ("<=", mk.PLATEAU_BAR) and c["beats_ngram"] == ("<", mk.NGRAM_BAR)
+    assert c["ngram_order"] == mk.NGRAM_ORDER
+
+
+# --- arms_records: the d = 32 arms' records, kept when their weights left data/ (session 28) ---
+
+
+def test_make_arms_records_tiny_alone(tmp_path):
+    mk = load_module(DATA / "make_arms_records.py")
+    from helpers import tree_rope as tr
+
+    (path,) = mk.main(["--tiny", "--out", str(tmp_path)])
+    rec = json.loads(path.read_text())
+    cfg = mk.make_arms.tiny_config("arms")
+    want = {f"{a}/{s}" for a in cfg["arms"] for s in (cfg["seeds"][:1] if a in cfg["one_seed_arms"] else cfg["seeds"])}
+    assert rec["name"] == "arms_records" and rec["tiny"] and set(rec["runs"]) == want
+    assert "weights" not in rec and rec["config"] == json.loads(json.dumps(cfg))  # records only: no manifest
+    n_len, n_win = len(cfg["eval"]["lengths"]), cfg["eval"]["windows"]
+    for key, r in rec["runs"].items():
+        assert np.asarray(r["eval_tail"]).shape == (n_len, n_win), key
+        assert set(r["window_use"]["ppl"]) == {"4", "8", "16", str(cfg["train_len"])}
+        assert r["window_use"]["gain"] == pytest.approx(
+            tr.context_gain({int(k): v for k, v in r["window_use"]["ppl"].items()}, cfg["train_len"]), rel=1e-5)
+        assert len(r["attention_last"]) == mk.MAX_DIST and len(r["far_mass"]) == cfg["n_layer"]
+        assert {"final_val_loss", "plateau", "tail_loss"} <= set(r["metrics"])
+
+
+def test_stored_arms_records_match_their_evaluation():
+    path = DATA / "arms_records.json"
+    if not path.exists():
+        pytest.skip("arms_records not recorded")
+    from helpers import tree_rope as tr
+
+    rec = json.loads(path.read_text())
+    cfg = tr.checkpoint_config("arms")
+    assert rec["config"] == json.loads(json.dumps(cfg)) and not rec["tiny"]
+    for key, r in rec["runs"].items():
+        tail = np.asarray(r["eval_tail"])
+        assert tail.shape == (len(cfg["eval"]["lengths"]), cfg["eval"]["windows"])
+        stored = [r["metrics"]["tail_loss"][str(n)] for n in cfg["eval"]["lengths"]]
+        assert np.allclose(tail.mean(1), stored, atol=2e-3), key  # float16 per window vs the float32 mean
+
