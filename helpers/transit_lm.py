@@ -960,9 +960,9 @@ def splice_lookup(city: City, train: list, ods: list, k: int = 20) -> list[dict]
     for (o, d), near in zip(ods, lookup(city, train, ods)):
         do = ((to - np.array(city.to_xy(o))) ** 2).sum(1)
         dd = ((td - np.array(city.to_xy(d))) ** 2).sum(1)
-        best = None
+        best, near_d = None, np.argsort(dd)[:k]
         for i in np.argsort(do)[:k]:
-            for j in np.argsort(dd)[:k]:
+            for j in near_d:
                 shared = sets[i] & sets[j]
                 if shared and (best is None or do[i] + dd[j] < best[0]):
                     best = (do[i] + dd[j], i, j, min(shared))
@@ -1635,5 +1635,6 @@ def lookup(city: City, train: list, ods: list) -> list[dict]:
         return []
     t = np.array([[*city.to_xy(o), *city.to_xy(d)] for o, d, *_ in train])
     q = np.array([[*city.to_xy(o), *city.to_xy(d)] for o, d, *_ in ods])
-    idx = ((q[:, None] - t[None]) ** 2).sum(-1).argmin(1)
+    # 64 requests at a time: the distance table is requests x records (x 4 coordinates)
+    idx = np.concatenate([((q[i:i + 64, None] - t[None]) ** 2).sum(-1).argmin(1) for i in range(0, len(q), 64)])
     return [train[i][-1] for i in idx]

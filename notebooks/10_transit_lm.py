@@ -27,13 +27,13 @@
 #
 # | | paper | this notebook |
 # |---|---|---|
-# | data | 13.9M records, 4 real cities, 120,845 stations, 13,666 lines | a seeded synthetic "planned" city: 105 stations, 4 metro and 18 bus lines, 6,000 SFT and 3,000 CPT records |
+# | data | 13.9M records, 4 real cities, 120,845 stations, 13,666 lines | a seeded synthetic "planned" city: 105 stations, 4 metro and 18 bus lines, 6,000 SFT and 3,000 CPT records (`models_wsd2`: 48,000 SFT) |
 # | labels | Amap's production planner | our Dijkstra on a (station, line) state graph under the paper's expert score |
 # | test | held-out requests | in-distribution requests, and requests whose (origin zone, destination zone) pair never occurs in training |
 # | model | Qwen3-4B, CPT then SFT | a 4-layer, d = 128 decoder-only transformer (`helpers.nn`, ~0.8M parameters) per arm and seed, from a checkpoint |
 # | tasks | optimal route, 4 preferences, 3 diverse routes | the optimal route and the 4 preferences, trained jointly; three sampled routes for route diversity |
 # | metrics | the paper's funnel | the same funnel and thresholds, re-implemented from the description; R1 needs at least two stations |
-# | hardware | GPUs | training: `data/10_transit_lm/make_models.py` (previous recipe) or `make_wsd.py` (registered recipe) on shared CPUs; this notebook evaluates, in about 1 to 2 minutes |
+# | hardware | GPUs | training: `data/10_transit_lm/make_models.py` (previous recipe) or `make_wsd.py` / `make_wsd2.py` (registered recipes) on shared CPUs; this notebook evaluates, in about 1 to 2 minutes |
 #
 # :::{note}
 # **What is reconstructed.** The paper's corpus, tokenizer and exact prompt text are not available offline. The
@@ -66,9 +66,10 @@ if "google.colab" in sys.modules and importlib.util.find_spec("helpers") is None
 # %% [markdown]
 # ## Parameters
 #
-# The default run loads the trained models (two arms × three seeds) and evaluates them: those of the recipe
-# registered before training (`data/10_transit_lm/models_wsd.*`, issue #68) when their files are there, else those
-# of the previous recipe (`models.*`); section 3 says which ones this run read. `quick = True` trains a tiny model
+# The default run loads the trained models (two arms × three seeds) and evaluates them: those of the newest recipe
+# registered before training whose files are there (`data/10_transit_lm/models_wsd2.*`, then `models_wsd.*`, issue
+# #68), else those of the previous recipe (`models.*`); section 3 says which ones this run read. `quick = True`
+# trains a tiny model
 # of each arm live, on a small corpus, for one seed.
 
 # %% tags=["parameters"]
@@ -78,7 +79,7 @@ n_test = 300  # in-distribution test requests
 n_heldout = 1000  # held-out test requests
 n_div = 40  # requests for which the model samples three routes (route diversity)
 temperature = 0.7  # sampling temperature for the three routes
-wsd_config = None  # tests only: the config of a `make_wsd.py --tiny` checkpoint
+wsd_config = None  # tests only: the config of a make_wsd(2).py --tiny checkpoint
 
 # %% tags=["hide-input"]
 import json
@@ -93,10 +94,11 @@ from helpers import checkpoints, claims, plotting, repro, scripts, train
 from helpers import transit_lm as T
 from helpers import transit_lm_wsd as W
 
-# which models: "live" (quick), "models_wsd" (registered recipe, if in data/), "models"
+# which models: "live" (quick), "models_wsd2" or "models_wsd" (registered recipes,
+# if in data/), "models"
 source = W.recipe(quick)
-wsd = source == W.NAME
-base = T.checkpoint_config(W.NAME if wsd else W.OLD)
+wsd = source in (W.NAME, W.NAME2)
+base = W.checkpoint_config(source if wsd else W.OLD)
 if wsd and wsd_config:  # tests: a tiny checkpoint under HELPERS_DATA
     base = wsd_config
 # the models of the stored seeds (three)
@@ -362,7 +364,9 @@ plt.show()
 # (`models`, the recipe the fit probe below chose) holds the SFT learning rate constant and decays it along a cosine
 # over the last `sft_tail` steps; the one registered before its models trained (`models_wsd`, `T.train_wsd`) runs
 # four times the SFT steps under warmup-stable-decay and logs the loss on the route-deciding tokens and the exact
-# match on training records as it trains. The text under the training curves says which recipe this run read and
+# match on training records as it trains; the next one (`models_wsd2`, registered after a data probe) runs the same
+# schedule with a longer stable phase on eight times the SFT and preference records. The text under the training
+# curves says which recipe this run read and
 # what its schedule was. The key lines of the loss and the masks:
 
 # %%
@@ -435,9 +439,10 @@ ax.legend(fontsize=8)
 plt.show()
 
 # %% tags=["remove-input"]
+registered_on = W.REGISTERED2 if source == W.NAME2 else T.REGISTERED
 if wsd:
     schedule = (
-        f"the recipe registered on {T.REGISTERED} before any of its models trained: "
+        f"the recipe registered on {registered_on} before any of its models trained: "
         f"{cfg['sft_steps']:,} SFT steps under warmup-stable-decay ({cfg['sft_warmup']:,}"
         f" warm-up steps, the rate constant to step {T.stable_end(cfg):,}, a cosine "
         f"decay over the last {cfg['sft_decay']:,})"
@@ -445,8 +450,8 @@ if wsd:
 elif not quick:
     schedule = (
         f"the previous recipe: {cfg['sft_steps']:,} SFT steps at a constant rate with a "
-        f"cosine tail over the last {cfg['sft_tail']:,}; the registered recipe's "
-        "checkpoint (`models_wsd`) is not in `data/` yet"
+        f"cosine tail over the last {cfg['sft_tail']:,}; the registered recipes' "
+        "checkpoints (`models_wsd2`, `models_wsd`) are not in `data/` yet"
     )
 else:
     schedule = (
@@ -455,7 +460,8 @@ else:
     )
 display(
     Markdown(f"""
-**This run read `{source}`**: {schedule}. The CPT+SFT arm ran {cfg["cpt_steps"]} CPT
+**This run read `{source}`**: {schedule}, on {len(data.sft):,} SFT and
+{len(data.pref):,} preference records. The CPT+SFT arm ran {cfg["cpt_steps"]} CPT
 steps first; seeds {", ".join(map(str, seeds))}.
 """)
 )
@@ -464,7 +470,7 @@ steps first; seeds {", ".join(map(str, seeds))}.
 # **Does the model fit its own records?** A model that does not reproduce the routes it was trained on cannot
 # show whether it composes new ones, so the claims about the planner's routes rest on the condition
 # `<arm>_fits_training_records`: exact match on its own SFT training records at least `FITS` (section 9; 150
-# records for `models`, the first 300 for `models_wsd`, as registered).
+# records for `models`, the first 300 for the registered recipes, as registered).
 # The models of the previous recipe (1,000 SFT steps under a cosine schedule) fell far short of it. Before choosing
 # a new recipe we asked where their loss sits (`data/10_transit_lm/probe_fit.py diagnose`: the
 # stored SFT-only model of seed 0, its teacher-forced loss on 400 SFT training records split by record part, and
@@ -558,7 +564,8 @@ weights).
 )
 
 # %% [markdown]
-# **The registered recipe's own curves.** The jobs of `models_wsd` logged, for every model, the loss on the
+# **The registered recipe's own curves.** The jobs of `models_wsd` and `models_wsd2` logged, for every model, the
+# loss on the
 # route-deciding tokens (access and egress mode, lines, first and last station: `T.route_loss` of
 # `T.part_losses`) of the first 300 SFT training records every 250 SFT steps, and the greedy exact match on the
 # same records every 1,000. The flat condition reads the first curve up to the end of the stable phase only
@@ -587,7 +594,7 @@ if wsd:
     ax[1].legend(fontsize=7)
     plt.show()
 else:
-    print(f"this run read {source}: no route-token loss curve (models_wsd logs one)")
+    print(f"this run read {source}: no route-token loss curve")
 
 # %% [markdown]
 # ## 4. Decoding and the funnel, on both splits
@@ -1395,8 +1402,9 @@ plotting.live_controls(
 # read (section 3). A model that does not reproduce the routes it was trained on cannot show whether it composes
 # new ones; its held-out exact match measures our compute, not the method.
 #
-# - The registered recipe (`models_wsd`; conditions and gates registered with the recipe, before any of its
-#   models trained: `T.route_flat`, `T.fits_records`, `T.wsd_gates`): `<arm>_route_flat`, the route-token loss is
+# - The registered recipes (`models_wsd`; conditions and gates registered with the recipe, before any of its
+#   models trained: `T.route_flat`, `T.fits_records`, `T.wsd_gates`; `models_wsd2` reads the same, unchanged):
+#   `<arm>_route_flat`, the route-token loss is
 #   flat over the last fifth of the stable phase (`<= FLAT`), and `<arm>_fits_training_records`, exact match on
 #   the first 300 SFT training records, greedy on the stored weights, at least `FITS`. `exact_match`,
 #   `beats_lookup_heldout`, `beats_splice_baseline`, `grounding_destination` and `full_r2` rest on both of the
@@ -1757,7 +1765,7 @@ flat_id = "route_flat" if wsd else "sft_flat"
 budget = (
     f"runs {cfg['sft_steps']:,} SFT steps under warmup-stable-decay (decay over the "
     f"last {cfg['sft_decay']:,}; the CPT+SFT arm {cfg['cpt_steps']} CPT steps first)"
-    f"{job_wall}: the recipe registered on {T.REGISTERED}, before its models trained"
+    f"{job_wall}: the recipe registered on {registered_on}, before its models trained"
     if wsd
     else f"runs {cfg['sft_steps']:,} SFT steps at a constant rate with a cosine tail "
     f"over the last {cfg.get('sft_tail', 0):,} (the CPT+SFT arm {cfg['cpt_steps']} "
@@ -1766,13 +1774,15 @@ budget = (
 )
 registered = (
     "- **Registered retraining.** This run read the registered recipe's models "
-    "(`models_wsd`, trained by `data/10_transit_lm/make_wsd.py`), with the conditions "
-    "and gates registered with it."
+    f"(`{source}`, trained by `data/10_transit_lm/make_"
+    f"{'wsd2' if source == W.NAME2 else 'wsd'}.py`), with the conditions and gates "
+    "registered with `models_wsd`."
     if wsd
-    else "- **Registered retraining.** A longer recipe and its conditions are "
-    "registered in code before training (`data/10_transit_lm/make_wsd.py`); its "
-    "models are not in `data/` yet, and this run did not read them (it reads them "
-    "once `models_wsd.*` is there)."
+    else "- **Registered retraining.** Longer recipes and their conditions are "
+    "registered in code before training (`data/10_transit_lm/make_wsd.py`; after the "
+    "data probe, `make_wsd2.py`: x8 records, 35,000 SFT steps, seed 0's SFT arm first "
+    "and the rest only if it fits); their models are not in `data/` yet, and this run "
+    "did not read them (it reads `models_wsd2.*` or `models_wsd.*` once there)."
 )
 display(
     Markdown(f"""
