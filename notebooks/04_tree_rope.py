@@ -241,10 +241,10 @@ rec.check(
 # | TPE + OPT, bases 10000 | RoPE's base in every level | OPT | 1 |
 #
 # The first four rows are the claims' arms (`arms2`: d = 64, 6000 steps, three seeds each). The other rows were
-# trained once, with the four claims' arms, in the chapter's first, smaller build (`arms`: d = 32, 8 rotary pairs,
-# 600 cosine steps, about 0.3 epoch); that build was superseded (section 3 says why), its weights left the
-# repository, and what the chapter still reads of it (every arm's evaluation, the diagnostics that needed the
-# weights) is kept as records. The cross arms and ablations were not rebuilt at d = 64. The training windows of a
+# trained once, with the four claims' arms, in the chapter's first, smaller build (`arms`: d = 32, 8 rotary
+# pairs, 600 cosine steps, about a third of an epoch); that build was superseded (section 3 says why), its weights
+# left the repository, and what the chapter still reads of it (every arm's evaluation, the diagnostics that
+# needed the weights) is kept as records. The cross arms and ablations were not rebuilt at d = 64. The training windows of a
 # step are the same for every arm; only the position ids differ.
 
 # %%
@@ -312,7 +312,8 @@ if not quick:
         for i, n in ((0, train_len), (-1, longest)):
             w = windows[n][:live_windows]
             live = tr.token_losses(models[(arm, s)], w)[:, -tail:].mean(1).numpy()
-            gap[(arm, n)] = abs(float(live.mean() - tails[(arm, s)][i, :live_windows].mean()))
+            stored = tails[(arm, s)][i, :live_windows]
+            gap[(arm, n)] = abs(float(live.mean() - stored.mean()))
     print("int8 weights vs the stored evaluation, |Δ mean tail loss| at", longest, ":",
           ", ".join(f"{a} {gap[(a, longest)]:.4f}" for a in tr.CLAIM_ARMS))
     rec.check(
@@ -365,7 +366,7 @@ else:
 stable_end = cfg["steps"] - cfg["decay_steps"]
 ng_order = tr.ARMS2_CONDITIONS["ngram_order"]
 ng_tail = tr.ngram_token_losses(train_bytes, windows[train_len], ng_order)
-ng_tail = ng_tail[:, -tail:].mean(1).numpy()  # per-window tail loss at the training length
+ng_tail = ng_tail[:, -tail:].mean(1).numpy()  # per-window tail loss at train_len
 
 
 def val_curve(arm, s):  # the manifest's held-out curve; quick: the live training loss
@@ -383,14 +384,15 @@ for arm, s in RUNS:
         plateau=stored.get("plateau_stable", live["plateau"]),
         ngram_ratio=stored.get("ngram_ratio_at_train_len", live["ngram_ratio"]),
         live_plateau=live["plateau"], live_ngram_ratio=live["ngram_ratio"],
-        minutes=np.nan if quick else man["extra"]["seconds_per_run"][f"{arm}/{s}"] / 60))
+        minutes=np.nan if quick else man["extra"]["seconds_per_run"][f"{arm}/{s}"] / 60,
+    ))
 fit_tab = pd.DataFrame(fit_rows).set_index(["arm", "seed"])
 fit_tab["plateau_met"] = fit_tab.plateau <= tr.ARMS2_CONDITIONS["plateau"][1]
 fit_tab["beats_ngram"] = fit_tab.ngram_ratio < tr.ARMS2_CONDITIONS["beats_ngram"][1]
-if not quick:  # the stored conditions are what this notebook computes from the stored data
-    rec.check("arms2_conditions_reproduce",
-              float(np.abs(fit_tab[["plateau", "ngram_ratio"]].to_numpy()
-                           - fit_tab[["live_plateau", "live_ngram_ratio"]].to_numpy()).max()),
+if not quick:  # the stored conditions are what this notebook computes from stored data
+    stored_c = fit_tab[["plateau", "ngram_ratio"]].to_numpy()
+    live_c = fit_tab[["live_plateau", "live_ngram_ratio"]].to_numpy()
+    rec.check("arms2_conditions_reproduce", float(np.abs(stored_c - live_c).max()),
               2e-3, op="<=", note="max |stored − recomputed| plateau and n-gram ratio "
               "(the stored evaluation is float16)")
 
@@ -407,23 +409,27 @@ ax[0].set(xlabel="step", ylabel="held-out loss (nats/byte)" if not quick else
           title="training (grey: the decay starts)")
 ax[0].legend(fontsize=7)
 lab = [f"{a}\n{s}" for a, s in fit_tab.index]
-ax[1].bar(range(len(lab)), fit_tab.ngram_ratio, color=[
-    plotting.PALETTE[list(cfg["arms"]).index(a) % len(plotting.PALETTE)] for a, _ in fit_tab.index])
+colors = [plotting.PALETTE[list(cfg["arms"]).index(a) % len(plotting.PALETTE)]
+          for a, _ in fit_tab.index]
+ax[1].bar(range(len(lab)), fit_tab.ngram_ratio, color=colors)
 ax[1].axhline(1.0, color="k", lw=1)
 ax[1].set_xticks(range(len(lab)), lab, fontsize=5, rotation=90)
-ax[1].set(ylabel=f"tail ppl ÷ {ng_order}-gram's", title=f"at the training length ({train_len})")
+ax[1].set(ylabel=f"tail ppl ÷ {ng_order}-gram's",
+          title=f"at the training length {train_len}")
 plt.tight_layout()
 plt.show()
-display(fit_tab.drop(columns=["live_plateau", "live_ngram_ratio"]).round(4).style.set_caption(
+shown = fit_tab.drop(columns=["live_plateau", "live_ngram_ratio"]).round(4)
+display(shown.style.set_caption(
     f"per arm-seed: plateau on the stable phase (steps ≤ {stable_end}; bar ≤ "
-    f"{tr.ARMS2_CONDITIONS['plateau'][1]}) and tail perplexity ÷ the byte {ng_order}-gram's"
-    " at the training length (bar < 1)"))
+    f"{tr.ARMS2_CONDITIONS['plateau'][1]}) and tail perplexity ÷ the byte"
+    f" {ng_order}-gram's at the training length (bar < 1)"))
 
 # %% [markdown]
 # What the table says (generated):
 
 # %% tags=["remove-input"]
-fails_ng = [f"{a} (seed {s}: {r:.4f})" for (a, s), r in fit_tab.ngram_ratio.items() if r >= 1]
+fails_ng = [f"{a} (seed {s}: {r:.4f})"
+            for (a, s), r in fit_tab.ngram_ratio.items() if r >= 1]
 fails_pl = [f"{a} (seed {s})" for (a, s), ok in fit_tab.plateau_met.items() if not ok]
 display(Markdown(
     f"Largest plateau measure {fit_tab.plateau.max():.4f} "
@@ -508,10 +514,9 @@ plt.show()
 # extrapolate badly, and an arm that had learned its training data should beat it at the training length.
 
 # %%
-ng_ppl = {}
-for n in (train_len, longest):
-    ng_loss = tr.ngram_token_losses(train_bytes, windows[n], ng_order)
-    ng_ppl[n] = float(torch.exp(ng_loss[:, -tail:].mean()))
+ng_ppl = {train_len: float(np.exp(ng_tail.mean()))}  # section 3's n-gram, same windows
+ng_loss = tr.ngram_token_losses(train_bytes, windows[longest], ng_order)
+ng_ppl[longest] = float(torch.exp(ng_loss[:, -tail:].mean()))
 arm_ppl = res.groupby(["length", "arm"]).tail_ppl.mean()
 ng_tab = pd.DataFrame(
     [
@@ -674,7 +679,8 @@ best_at = scal_ppl[["RoPE", *SCALINGS]].idxmin(axis=1)
 sp, past = scal_ppl, lengths[1:]
 best_long = sp.loc[longest, best_at[longest]]
 skips_best = (
-    sp.loc[past, "RoPE + skips"] < sp.loc[past, [*SCALINGS, "RoPE", "TPE + OPT"]].min(axis=1)
+    sp.loc[past, "RoPE + skips"]
+    < sp.loc[past, [*SCALINGS, "RoPE", "TPE + OPT"]].min(axis=1)
 ).all()
 display(
     Markdown(
@@ -704,9 +710,10 @@ display(
 # ### What changed from the chapter's first, smaller arms
 #
 # The perplexity claims first read the `arms` build: d = 32, 8 rotary pairs (TPE 3/3/2), 600 cosine steps, about
-# 0.3 epoch. Its plateau condition read the end of a cosine schedule, where the learning rate has run down, and the
-# byte 5-gram scored better than its arms in distribution (the last column below), so the build was replaced by
-# `arms2` (wider, ten times the steps, the conditions of section 3), registered before any of its training. The weights of the first build left the
+# a third of an epoch. Its plateau condition read the end of a cosine schedule, where the learning rate has run
+# down, and the byte 5-gram scored better than its arms in distribution (the last column below), so the build was
+# replaced by `arms2` (wider, ten times the steps, the conditions of section 3), registered before any of its
+# training. The weights of the first build left the
 # repository to make room; its evaluation is kept as records (`arms_records.json`, written from the stored
 # checkpoint by `data/04_tree_rope/make_arms_records.py`). The same paired comparisons on both builds (mean ratio
 # over the three seeds; low/high: the widest 95% interval over them), and per arm the numbers that moved:
@@ -721,9 +728,10 @@ rows_d = []
 for a, b, n in COMPARE.values():
     for build, tl, lens, seeds_b in (("d = 32, 600 steps", tails1, len1, cfg1["seeds"]),
                                      ("arms2", tails, lengths, cfg["seeds"])):
-        r = np.array([tr.paired_bootstrap_ratio(tl[(a, s)][lens.index(n)],
-                                                tl[(b, s)][lens.index(n)], n_boot, g_boot)
-                      for s in seeds_b])
+        i = lens.index(n)
+        r = np.array([
+            tr.paired_bootstrap_ratio(tl[(a, s)][i], tl[(b, s)][i], n_boot, g_boot)
+            for s in seeds_b])
         rows_d.append(dict(comparison=f"{a} ÷ {b} at {n}", build=build,
                            ratio=r[:, 0].mean(), low=r[:, 1].min(), high=r[:, 2].max()))
 changed = pd.DataFrame(rows_d).set_index(["comparison", "build"])
@@ -737,16 +745,17 @@ for arm in tr.CLAIM_ARMS:
         ppl32_arms2=np.mean([np.exp(tails[(arm, s)][0].mean()) for s in cfg["seeds"]]),
         ppl_longest_d32=np.mean([np.exp(np.mean(r["eval_tail"][len1.index(longest)]))
                                  for r in one]),
-        ppl_longest_arms2=np.mean([np.exp(tails[(arm, s)][-1].mean()) for s in cfg["seeds"]]),
+        ppl_longest_arms2=np.mean([np.exp(tails[(arm, s)][-1].mean())
+                                   for s in cfg["seeds"]]),
         window_use_d32=np.mean([r["window_use"]["gain"] for r in one]),
-        # the same windows as arms2's in the default run (same corpus and evaluation config)
+        # the same windows as arms2's in the default run (same corpus, same evaluation)
         ngram_ratio_d32=np.mean([np.exp(np.mean(r["eval_tail"][0]) - ng_tail.mean())
                                  for r in one]) if not quick else np.nan))
 arm_changed = pd.DataFrame(arm_rows).set_index("arm")
 display(arm_changed.round(3).style.set_caption(
-    f"tail perplexity at {train_len} and {longest} (mean over seeds); the d = 32 arms' window"
-    " use (ppl with all 32 keys ÷ best with 4, 8 or 16; < 1: reads its window) and tail ppl ÷"
-    f" the byte {ng_order}-gram's at {train_len} (default run)"))
+    f"tail perplexity at {train_len} and {longest} (mean over seeds); the d = 32 arms'"
+    " window use (ppl with all 32 keys ÷ best with 4, 8 or 16; < 1: reads its window)"
+    f" and tail ppl ÷ the byte {ng_order}-gram's at {train_len} (default run)"))
 
 # %% [markdown]
 # ### Cross arms and ablations (one seed, the d = 32 build)
@@ -776,8 +785,8 @@ for arm in cfg1["arms"]:
         )
     )
 display(pd.DataFrame(abl).round(3).style.set_caption(
-    f"d = 32 build, seed {s1}: tail perplexity at {len1[0]} and {len1[-1]}, and the ratio to"
-    f" TPE + OPT at {len1[-1]} (95% paired interval)"))
+    f"d = 32 build, seed {s1}: tail perplexity at {len1[0]} and {len1[-1]}, and the"
+    f" ratio to TPE + OPT at {len1[-1]} (95% paired interval)"))
 
 # %% [markdown]
 # ### Diagnosis: is it the far context or the unseen positions?
@@ -918,8 +927,9 @@ far_tab["tail ppl at longest"] = [
 ]
 nope1 = runs1.get(f"NoPE/{s1}")  # NoPE exists only in the d = 32 build (records)
 if nope1 is not None and len(nope1["far_mass"]) == far_tab.shape[1] - 1:
+    nope_tail = np.mean(nope1["eval_tail"][len1.index(longest)])
     far_tab.loc[f"NoPE (d = 32 build, seed {s1})"] = [
-        *nope1["far_mass"], float(np.exp(np.mean(nope1["eval_tail"][len1.index(longest)])))]
+        *nope1["far_mass"], float(np.exp(nope_tail))]
 display(
     far_tab.round(3).style.set_caption(
         f"attention mass on keys ≥ {train_len} back, last {tail} queries, windows of"
@@ -977,7 +987,7 @@ g = repro.rng(seed, 30)
 test_pos = np.arange(longest)[None]
 n_cov = 64 if quick else 512
 cov = {}
-for arm, spec in tr.checkpoint_config("arms")["arms"].items():  # every arm of both builds
+for arm, spec in tr.checkpoint_config("arms")["arms"].items():  # both builds' arms
     if spec["enc"] == "none" or "," in arm:
         continue
     tp = tr.train_position_ids(spec, g, n_cov, train_len, target_len, n_chunks)
@@ -2618,13 +2628,14 @@ def window_use(arm, s):
 
 
 cond = {}
-C2 = tr.ARMS2_CONDITIONS  # registered with arms2 (9740a68): read per arm-seed in section 3
+C2 = tr.ARMS2_CONDITIONS  # registered with arms2 (9740a68), read in section 3
 for arm, key in KEY.items():
     cond[f"plateau_{key}"] = rec.condition(
         f"plateau_{key}",
         [round(float(fit_tab.loc[(arm, s), "plateau"]), 5) for s in cfg["seeds"]],
         *C2["plateau"],
-        statement=f"{arm} is trained to a plateau on the stable phase (steps ≤ {stable_end})",
+        statement=f"{arm} is trained to a plateau on the stable phase"
+        f" (steps ≤ {stable_end})",
         unit="improvement over the stable phase's last fifth / whole improvement",
     )
     cond[f"beats_ngram_{key}"] = rec.condition(
