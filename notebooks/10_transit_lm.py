@@ -460,9 +460,9 @@ else:
     )
 display(
     Markdown(f"""
-**This run read `{source}`**: {schedule}, on {len(data.sft):,} SFT and
-{len(data.pref):,} preference records. The CPT+SFT arm ran {cfg["cpt_steps"]} CPT
-steps first; seeds {", ".join(map(str, seeds))}.
+**This run read `{source}`** ({len(data.sft):,} SFT and {len(data.pref):,} preference
+records): {schedule}. The CPT+SFT arm ran {cfg["cpt_steps"]} CPT steps first; seeds
+{", ".join(map(str, seeds))}.
 """)
 )
 
@@ -1780,7 +1780,8 @@ registered = (
     if wsd
     else "- **Registered retraining.** Longer recipes and their conditions are "
     "registered in code before training (`data/10_transit_lm/make_wsd.py`; after the "
-    "data probe, `make_wsd2.py`: x8 records, 35,000 SFT steps, seed 0's SFT arm first "
+    f"data probe, `make_wsd2.py`: x{W.DATA_SCALE} records, "
+    f"{W.checkpoint_config(W.NAME2)['sft_steps']:,} SFT steps, seed 0's SFT arm first "
     "and the rest only if it fits); their models are not in `data/` yet, and this run "
     "did not read them (it reads `models_wsd2.*` or `models_wsd.*` once there)."
 )
