@@ -1270,3 +1270,129 @@ def with_rope_scaling(model: hnn.Transformer, method: str, scale: float, train_l
     out = copy.deepcopy(model)
     out.rotary = ScaledRotaryEmbedding(rot.head_dim, method, scale, train_len, base=rot.base)
     return out
+
+
+# The perplexity claims on the qualifying OPT variants (optvar, data/04_tree_rope/make_opt_variants.py), registered
+# in session 28 after seed 0's conditions and aliasing reading were seen and before any seed 1-2 training and before
+# any of the variants' perplexity ratios was read (disclosed): per variant that qualifies by the record's registered
+# reading (make_opt_variants.reading), arms2's ratio claims with the same op, target and interval end, the variant
+# in TPE + OPT's place. Claim id: ``<claim>_<short>``; tuple: (numerator, denominator, length, interval end (1 low,
+# 2 high), op, target), None = the variant; "best scaled RoPE" = the notebook's best per seed of RoPE and its three
+# inference-time scalings at the longest length (``beats_scaled_rope``).
+OPTVAR_SHORT = {"TPE + OPT, whole window": "opt_whole", "TPE + OPT, mix": "opt_mix",
+                "TPE + OPT, levels": "opt_levels", "TPE + OPT, B=8 L=4, chunks of 2B": "opt_b8"}
+OPTVAR_CLAIMS = {
+    "extrapolation_ppl_ratio": ("RoPE", None, "longest", 1, ">=", 2.0),
+    "in_distribution_parity": (None, "RoPE", "train", 2, "<=", 1.05),
+    "beats_skip_control": ("RoPE + skips", None, "longest", 1, ">", 1.0),
+    "beats_scaled_rope": ("best scaled RoPE", None, "longest", 1, ">", 1.0),
+}
+OPTVAR_SEEDS = (0, 1, 2)
+_OPTVAR_BASE_KEY = {"RoPE": "rope", "RoPE + skips": "rope_skips", "best scaled RoPE": "rope"}
+
+
+def optvar_qualifying(record: dict) -> list[str]:
+    """The variants of a merged ``optvar`` record that qualify at seed 0 by its registered reading, in the record's
+    arm order. Raises where the record is not an optvar merge or its reading disagrees with its seed-0 numbers under
+    the registered rule (``alias <= alias_bar`` and arms2's plateau and beats_ngram bars)."""
+    V.instance("record", record, dict)
+    for k in ("name", "config", "records", "reading"):
+        if k not in record:
+            raise ValueError(f"record must be a merged optvar record with {k!r}")
+    if record["name"] != "optvar":
+        raise ValueError(f"record must be named 'optvar', got {record['name']!r}")
+    cfg, out = record["config"], []
+    (p_op, p_bar), (n_op, n_bar) = ARMS2_CONDITIONS["plateau"], ARMS2_CONDITIONS["beats_ngram"]
+    if (p_op, n_op) != ("<=", "<"):
+        raise ValueError(f"the registered bars changed: {ARMS2_CONDITIONS}")
+    for arm, read in record["reading"].items():
+        if arm not in cfg.get("arms", {}) or arm not in OPTVAR_SHORT:
+            raise ValueError(f"reading names {arm!r}, not a registered variant of the record's config")
+        if not isinstance(read, dict) or not isinstance(read.get("qualifies"), bool):
+            raise ValueError(f"reading of {arm!r} must hold a bool 'qualifies', got {read!r}")
+        r = record["records"].get(f"{arm}/0")
+        if r is None:
+            raise ValueError(f"reading names {arm!r} but the record has no {arm}/0")
+        rule = (r["alias"] <= cfg["alias_bar"] and r["plateau_stable"] <= p_bar and r["ngram_ratio"] < n_bar)
+        if rule != read["qualifies"]:
+            raise ValueError(f"reading of {arm!r} says qualifies={read['qualifies']}, its seed-0 numbers say {rule}")
+        if rule:
+            out.append(arm)
+    return out
+
+
+def optvar_tails(record: dict, arms: Sequence[str], seeds: Sequence[int] = OPTVAR_SEEDS) -> dict:
+    """``{(arm, seed): per-window tail losses (lengths, windows)}`` of the record's variants, as the notebook's
+    ``tails`` holds arms2's. Raises on a missing arm-seed (still pending) or ragged ``eval_tail``."""
+    out = {}
+    for arm in arms:
+        for s in seeds:
+            r = record["records"].get(f"{arm}/{s}")
+            if r is None:
+                raise ValueError(f"{arm}/{s} is not in the record (pending: {record.get('pending', [])}); merge "
+                                 "every seed of the qualifying variants first")
+            out[(arm, s)] = V.array(f"{arm}/{s} eval_tail", np.asarray(r["eval_tail"], dtype=float), ndim=2,
+                                    dtype="float", nonempty=True)
+    return out
+
+
+def optvar_claim_inputs(record: dict, tails: dict, lengths: Sequence[int], train_len: int,
+                        seeds: Sequence[int] = OPTVAR_SEEDS, n_boot: int = 2000,
+                        rng: np.random.Generator | None = None, best_scaled: dict | None = None) -> dict:
+    """The registered claims on the qualifying OPT variants (:data:`OPTVAR_CLAIMS`), read from the merged ``optvar``
+    record and arms2's evaluation ``tails`` (``{(arm, seed): (lengths, windows)}``, the notebook's, with the scaled
+    RoPE variants where ``best_scaled`` ``{seed: arm}`` is given; without it ``beats_scaled_rope_*`` is left out).
+
+    Returns ``{"claims": {id: {...}}, "conditions": {id: {...}}, "tails": {(variant, seed): ...}}``: per claim the
+    arms ``a`` / ``b``, ``length``, interval ``end``, ``op``, ``target``, ``ratios`` (seeds x (ratio, low, high),
+    :func:`paired_bootstrap_ratio` on the same windows, as the notebook's arms2 claims), ``measured`` (the
+    registered end per seed), ``baseline`` (the other arm's tail ppl per seed) and ``given`` (plateau and
+    beats_ngram of both arms, plus both arms' context at the longest length; arms2's ids for RoPE / RoPE + skips);
+    per new condition (the variant's ``plateau_/beats_ngram_/context_<short>``) its per-seed values, op and target
+    (the record's plateau_stable, ngram_ratio and window_use, arms2's bars; context ``< 1``). A variant that does not
+    qualify gets no claim and no condition."""
+    seeds = [V.seed("seed", s) for s in seeds]
+    lengths = [V.integer("length", n, min=1) for n in lengths]
+    if train_len not in lengths:
+        raise ValueError(f"train_len {train_len} must be one of lengths {lengths}")
+    rng = rng if rng is not None else np.random.default_rng(0)
+    arms = optvar_qualifying(record)
+    vt = optvar_tails(record, arms, seeds)
+    at = {"longest": max(lengths), "train": train_len}
+    claims, conds = {}, {}
+    for arm in arms:
+        short, recs = OPTVAR_SHORT[arm], [record["records"][f"{arm}/{s}"] for s in seeds]
+        conds[f"plateau_{short}"] = dict(values=[float(r["plateau_stable"]) for r in recs],
+                                         op=ARMS2_CONDITIONS["plateau"][0], target=ARMS2_CONDITIONS["plateau"][1])
+        conds[f"beats_ngram_{short}"] = dict(values=[float(r["ngram_ratio"]) for r in recs],
+                                             op=ARMS2_CONDITIONS["beats_ngram"][0],
+                                             target=ARMS2_CONDITIONS["beats_ngram"][1])
+        conds[f"context_{short}"] = dict(values=[float(r["window_use"]) for r in recs], op="<", target=1.0)
+    for cid, (num, den, where, end, op, target) in OPTVAR_CLAIMS.items():
+        if num == "best scaled RoPE" and best_scaled is None:
+            continue
+        for arm in arms:
+            short, n = OPTVAR_SHORT[arm], at[where]
+            i = lengths.index(n)
+            a, b = num or arm, den or arm
+            base = b if num is None else a
+            rows, base_ppl = [], []
+            for s in seeds:
+                key_a = (best_scaled[s], s) if a == "best scaled RoPE" else (a, s)
+                if key_a not in tails and key_a not in vt or (b, s) not in tails and (b, s) not in vt:
+                    raise ValueError(f"tails lack {key_a} or {(b, s)}")
+                ta, tb = (vt[k] if k in vt else np.asarray(tails[k]) for k in (key_a, (b, s)))
+                if ta.shape != tb.shape:
+                    raise ValueError(f"{key_a} and {(b, s)} tails differ in shape: {ta.shape} vs {tb.shape}")
+                rows.append(paired_bootstrap_ratio(ta[i], tb[i], n_boot, rng))
+                base_ppl.append(float(np.exp((ta if base == a else tb)[i].mean())))
+            bk = _OPTVAR_BASE_KEY[base]
+            given = [f"{c}_{k}" for k in (_OPTVAR_BASE_KEY[a] if num else short, _OPTVAR_BASE_KEY[b] if den else short)
+                     for c in ("plateau", "beats_ngram")]
+            if where == "longest":
+                given += [f"context_{bk}", f"context_{short}"]
+            ratios = np.array(rows)
+            claims[f"{cid}_{short}"] = dict(base=cid, variant=arm, a=a, b=b, length=n, end=end, op=op, target=target,
+                                            ratios=ratios, measured=[float(r[end]) for r in ratios],
+                                            baseline=base_ppl, given=tuple(given))
+    return dict(claims=claims, conditions=conds, tails=vt)

@@ -94,3 +94,105 @@ def test_make_opt_variants_tiny_alone(tmp_path):
     assert set(rec["records"]) == {f"{a}/0" for a in mk.VARIANTS} and set(rec["reading"]) == set(mk.VARIANTS)
     for r in rec["records"].values():
         assert len(r["attention_last"]) == 64 and {"alias", "keys", "window_use", "ngram_ratio"} <= set(r)
+
+
+def _optvar_record(mk, seeds=(0, 1, 2), n_win=12, lengths=4):
+    """A synthetic merged optvar record: mix and B=8 qualify at seed 0, levels misses the alias bar, whole window
+    misses the plateau; the reading is make_opt_variants.reading's."""
+    cfg = mk.config()
+    g = np.random.default_rng(5)
+    seed0 = {"TPE + OPT, whole window": (0.1, 0.09, 0.95), "TPE + OPT, mix": (0.12, 0.02, 0.96),
+             "TPE + OPT, levels": (0.33, 0.01, 1.03), "TPE + OPT, B=8 L=4, chunks of 2B": (0.06, 0.01, 0.94)}
+    recs = {}
+    for arm, (alias, plat, ng) in seed0.items():
+        for s in seeds:
+            recs[f"{arm}/{s}"] = dict(alias=alias, plateau_stable=plat, ngram_ratio=ng, window_use=0.97,
+                                      eval_tail=(1.5 + 0.1 * g.standard_normal((lengths, n_win))).tolist())
+    return dict(name="optvar", config=cfg, records=recs, pending=[], reading=mk.reading(recs, cfg))
+
+
+def _arms2_tails(seeds=(0, 1, 2), n_win=12, lengths=4):
+    g = np.random.default_rng(6)
+    return {(a, s): 1.6 + 0.1 * g.standard_normal((lengths, n_win))
+            for a in ("RoPE", "RoPE + skips", "TPE", "TPE + OPT", "RoPE + PI") for s in seeds}
+
+
+def test_optvar_claims_only_for_qualifying_variants():
+    mk = load_module(DATA / "make_opt_variants.py")
+    from helpers import tree_rope as tr
+
+    rec, tails, lengths = _optvar_record(mk), _arms2_tails(), [32, 128, 512, 2048]
+    assert tr.optvar_qualifying(rec) == ["TPE + OPT, mix", "TPE + OPT, B=8 L=4, chunks of 2B"]
+    best = {0: "RoPE", 1: "RoPE + PI", 2: "RoPE"}
+    out = tr.optvar_claim_inputs(rec, tails, lengths, 32, n_boot=200, rng=np.random.default_rng(1), best_scaled=best)
+    assert set(out["claims"]) == {f"{c}_{k}" for c in tr.OPTVAR_CLAIMS for k in ("opt_mix", "opt_b8")}
+    assert set(out["conditions"]) == {f"{c}_{k}" for c in ("plateau", "beats_ngram", "context")
+                                      for k in ("opt_mix", "opt_b8")}
+    assert out["conditions"]["plateau_opt_mix"] == dict(values=[0.02] * 3, op="<=", target=0.05)
+    ex = out["claims"]["extrapolation_ppl_ratio_opt_mix"]
+    assert (ex["a"], ex["b"], ex["length"], ex["end"], ex["op"], ex["target"]) == \
+        ("RoPE", "TPE + OPT, mix", 2048, 1, ">=", 2.0)
+    assert ex["given"] == ("plateau_rope", "beats_ngram_rope", "plateau_opt_mix", "beats_ngram_opt_mix",
+                           "context_rope", "context_opt_mix")
+    vt = np.asarray(rec["records"]["TPE + OPT, mix/1"]["eval_tail"])
+    assert ex["ratios"][1, 0] == pytest.approx(np.exp(tails[("RoPE", 1)][3].mean() - vt[3].mean()))
+    assert ex["measured"] == [float(r[1]) for r in ex["ratios"]] and (ex["ratios"][:, 1] <= ex["ratios"][:, 0]).all()
+    par = out["claims"]["in_distribution_parity_opt_b8"]
+    assert (par["a"], par["b"], par["length"], par["end"], par["op"], par["target"]) == \
+        ("TPE + OPT, B=8 L=4, chunks of 2B", "RoPE", 32, 2, "<=", 1.05)
+    assert par["given"] == ("plateau_opt_b8", "beats_ngram_opt_b8", "plateau_rope", "beats_ngram_rope")
+    assert par["baseline"] == pytest.approx([np.exp(tails[("RoPE", s)][0].mean()) for s in (0, 1, 2)])
+    sk = out["claims"]["beats_skip_control_opt_mix"]
+    assert sk["given"][:2] == ("plateau_rope_skips", "beats_ngram_rope_skips") and sk["given"][4] == "context_rope_skips"
+    sc = out["claims"]["beats_scaled_rope_opt_mix"]
+    assert sc["ratios"][1, 0] == pytest.approx(
+        np.exp(tails[("RoPE + PI", 1)][3].mean() - np.asarray(rec["records"]["TPE + OPT, mix/1"]["eval_tail"])[3].mean()))
+    no_scaled = tr.optvar_claim_inputs(rec, tails, lengths, 32, n_boot=50)
+    assert not any(k.startswith("beats_scaled_rope") for k in no_scaled["claims"])
+    # the arms2 claims' registered op / target / end are what the variants' claims reuse
+    assert {c: v[3:] for c, v in tr.OPTVAR_CLAIMS.items()} == {
+        "extrapolation_ppl_ratio": (1, ">=", 2.0), "in_distribution_parity": (2, "<=", 1.05),
+        "beats_skip_control": (1, ">", 1.0), "beats_scaled_rope": (1, ">", 1.0)}
+
+
+def test_optvar_claims_refuse_broken_input():
+    mk = load_module(DATA / "make_opt_variants.py")
+    from helpers import tree_rope as tr
+
+    tails, lengths = _arms2_tails(), [32, 128, 512, 2048]
+    rec = _optvar_record(mk)
+    rec["reading"]["TPE + OPT, levels"]["qualifies"] = True  # a hand-edited reading
+    with pytest.raises(ValueError, match="seed-0 numbers"):
+        tr.optvar_qualifying(rec)
+    rec = _optvar_record(mk)
+    del rec["records"]["TPE + OPT, mix/2"]  # a qualifying variant's seed still pending
+    with pytest.raises(ValueError, match="mix/2"):
+        tr.optvar_claim_inputs(rec, tails, lengths, 32, n_boot=10)
+    rec = _optvar_record(mk, seeds=(0,))  # seed 0 only: non-qualifying variants need nothing more, others do
+    with pytest.raises(ValueError, match="pending"):
+        tr.optvar_claim_inputs(rec, tails, lengths, 32, n_boot=10)
+    with pytest.raises(ValueError, match="differ in shape"):
+        tr.optvar_claim_inputs(_optvar_record(mk, n_win=7), tails, lengths, 32, n_boot=10)
+    with pytest.raises(ValueError, match="lack"):
+        tr.optvar_claim_inputs(_optvar_record(mk), {k: v for k, v in tails.items() if k[1] != 2}, lengths, 32)
+    with pytest.raises(ValueError, match="train_len"):
+        tr.optvar_claim_inputs(_optvar_record(mk), tails, lengths, 64)
+    with pytest.raises(ValueError, match="optvar"):
+        tr.optvar_qualifying(dict(_optvar_record(mk), name="arms2"))
+    with pytest.raises(ValueError, match="not a registered variant"):
+        r = _optvar_record(mk)
+        r["reading"]["TPE + OPT"] = dict(qualifies=False)
+        tr.optvar_qualifying(r)
+
+
+def test_optvar_no_variant_qualifies_gives_no_claim():
+    mk = load_module(DATA / "make_opt_variants.py")
+    from helpers import tree_rope as tr
+
+    rec = _optvar_record(mk)
+    for arm in rec["config"]["arms"]:
+        for s in (0, 1, 2):
+            rec["records"][f"{arm}/{s}"]["alias"] = 0.5
+    rec["reading"] = mk.reading(rec["records"], rec["config"])
+    out = tr.optvar_claim_inputs(rec, _arms2_tails(), [32, 128, 512, 2048], 32, n_boot=10)
+    assert out["claims"] == {} and out["conditions"] == {} and out["tails"] == {}

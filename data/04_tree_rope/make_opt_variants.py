@@ -1,6 +1,7 @@
 """OPT variants on the byte corpus, each with the aliasing diagnosis (``optvar``; registered in session 28 BEFORE any
 of its training, #62: the issue's item "OPT variants that keep the upper digits informative ... the aliasing
-diagnosis on each"). Nothing in this file has been trained yet; no claim reads it.
+diagnosis on each"). Seed 0 of the four variants trained in session 28 (after this registration); the claims on the
+qualifying variants were registered after seed 0's reading (below).
 
 **Why.** The byte-corpus OPT (4 chunks of 8 bytes, each shifted by a multiple of B = 16) keeps the lowest digit
 contiguous but makes the upper digits jump at random inside a training window, so they carry no distance
@@ -37,6 +38,33 @@ between the first build's TPE + OPT, 0.68, and its other arms, <= 0.05); ``condi
 beats_ngram are met; ``qualifies`` when both. **Seeds**: seed 0 for all four variants first; seeds 1 and 2 only
 for variants that qualify at seed 0. Whatever the reading, no perplexity claim changes: a claim on the variants
 would be registered on its own, after seed 0's reading and before seeds 1-2 train.
+
+**Claims on the qualifying variants (registered in session 28 after seed 0's conditions and alias were seen, before
+any seed 1-2 training and before any variant's perplexity ratio was read: disclosed).** For each variant that
+qualifies at seed 0 by :func:`reading` (as stored in the merged record; ``tr.optvar_qualifying`` re-applies the rule
+and refuses a reading that disagrees), arms2's perplexity claims with the same op, target and interval end, the
+variant in TPE + OPT's place (``tr.OPTVAR_CLAIMS``, ids ``<claim>_<short>``, shorts ``tr.OPTVAR_SHORT``: opt_whole,
+opt_mix, opt_levels, opt_b8), over seeds 0, 1, 2: ``extrapolation_ppl_ratio_<short>`` (RoPE / variant at 2048,
+lower 95% end >= 2), ``in_distribution_parity_<short>`` (variant / RoPE at 32, upper end <= 1.05),
+``beats_skip_control_<short>`` (RoPE + skips / variant at 2048, lower end > 1) and ``beats_scaled_rope_<short>``
+(best per seed of RoPE and its three inference-time scalings / variant at 2048, lower end > 1). Each names the
+plateau and beats_ngram conditions of both arms it reads, per seed, and at 2048 both arms' context condition
+(the variant's ``plateau_/beats_ngram_/context_<short>`` from its records: plateau_stable, ngram_ratio, window_use
+(64 held-out windows of 32 here; arms2's context reads 512 live), arms2's bars, context < 1); a seed whose
+conditions fail is inconclusive there, as for arms2's claims. A variant that does not qualify gets no claim.
+Seed-0 readings when this was registered: mix and B=8 L=4 chunks of 2B qualify, levels does not (alias 0.33),
+whole window was still training (its claims exist only if the stored reading says it qualifies).
+
+**How the notebook reads them (next session's wiring)**, default run only (quick mode has no variants: untested
+there): load ``optvar.json`` (``checkpoints`` data dir); after section 4 has built ``tails`` (arms2 + the scaled
+RoPE variants) and ``best_scaled``, call ``tr.optvar_claim_inputs(optvar, tails, lengths, train_len,
+seeds=cfg["seeds"], n_boot=n_boot, rng=repro.rng(seed, 96), best_scaled=best_scaled)`` (its own bootstrap stream:
+the arms2 intervals keep theirs); record each returned condition with ``rec.condition(id, values, op, target)``
+beside arms2's (the RoPE / RoPE + skips conditions are arms2's, already recorded) and each claim with
+``rec.claim(id, ..., measured=c["measured"], op=c["op"], target=c["target"], baseline=c["baseline"],
+given=c["given"])``, notes with ``c["ratios"]`` as ``fmt_r`` prints arms2's. The merged record must hold every seed
+of each qualifying variant (else ``optvar_claim_inputs`` raises naming the pending arm-seed): merge with
+``--merge --seeds 0 1 2 --partial`` (non-qualifying variants' seeds 1-2 are never trained and stay pending).
 
 **Jobs** (one per arm-seed, each its own resumable part; one torch thread, through the heavy-job gate):
 ``.venv/bin/python data/04_tree_rope/make_opt_variants.py --seeds 0 --arms "TPE + OPT, whole window" --parts
