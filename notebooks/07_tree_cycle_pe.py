@@ -1859,7 +1859,7 @@ flip_lines.append(
 display(Markdown("\n".join(flip_lines)))
 
 # %% [markdown]
-# **Is a property margin larger than the test set's own noise? (added at review, round 9; descriptive, no
+# **Is a property margin larger than the test set's own noise? (added at the ninth review; descriptive, no
 # verdict reads it.)** The three seeds give the run-to-run spread; the test molecules are one sample too.
 # For each property claim and seed, the difference in test ROC-AUC is recomputed on 500 resamples (quick: 100)
 # of the test molecules (paired: both models scored on the same resample, fixed stream). The table gives the measured
@@ -2185,10 +2185,10 @@ display(
   (`data/07_tree_cycle_pe/make_round9.py`, registered before any of its training, not
   yet run) trains the stored tree+cycle and sinusoidal property models again with weight
   snapshots and checks that the final weights equal the stored ones.
-* **Two more of the specification's build items are not delivered (review, round 9).**
+* **Two more of the specification's build items are not delivered (ninth review).**
   The canonical-spanning-tree variant (`ctree_cycle`) is implemented and checked
   (`canonical_tree_pe_invariant`) but not trained, so whether an *invariant* tree part
-  adds to the cycle part is not measured (round 9 registers its training). The
+  adds to the cycle part is not measured (the round-9 training recipe, `make_round9.py`, registers its training). The
   randomized training strings are not stored in the checkpoints: a rebuild redraws them
   from the seed with RDKit. {strings_text}
 * Each seed changes the initial weights, the batch order and the randomized training
