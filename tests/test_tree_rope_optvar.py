@@ -196,3 +196,29 @@ def test_optvar_no_variant_qualifies_gives_no_claim():
     rec["reading"] = mk.reading(rec["records"], rec["config"])
     out = tr.optvar_claim_inputs(rec, _arms2_tails(), [32, 128, 512, 2048], 32, n_boot=10)
     assert out["claims"] == {} and out["conditions"] == {} and out["tails"] == {}
+
+
+def test_optvar_merge_reads_every_seed_given(tmp_path):
+    """``--merge --seeds 0 1 2 --partial`` merges the parts of every seed given (it read seed 0 alone before
+    session 29), pending the missing ones; no training (the parts are written here)."""
+    mk = load_module(DATA / "make_opt_variants.py")
+    from helpers import scripts
+
+    cfg, parts = mk.config(), tmp_path / "parts"
+    arms = list(cfg["arms"])
+    for i, arm in enumerate(arms):
+        for s in ((0, 1, 2) if i != 2 else (0,)):  # the third variant: seed 0 only
+            path = parts / arm.replace(" ", "_").replace("+", "p").replace(",", "").replace("=", "")
+            rec = dict(alias=0.05 + 0.3 * (i == 2), plateau_stable=0.01, ngram_ratio=0.9, seconds=1.0,
+                       eval_tail=[[1.0 + s]])
+            scripts.seed_part(path, s, scripts.part_key(cfg, arm=arm), lambda r=rec, a=arm, s=s: {
+                "records": {f"{a}/{s}": r}})
+    (path,) = mk.main(["--merge", "--seeds", "0", "1", "2", "--partial", "--parts", str(parts),
+                       "--out", str(tmp_path)])
+    rec = json.loads(path.read_text())
+    assert rec["config"]["seeds"] == [0, 1, 2] and rec["pending"] == [f"{arms[2]}/1", f"{arms[2]}/2"]
+    assert set(rec["records"]) == {f"{a}/{s}" for i, a in enumerate(arms) for s in ((0, 1, 2) if i != 2 else (0,))}
+    assert rec["records"][f"{arms[0]}/2"]["eval_tail"] == [[3.0]] and "seconds" not in rec["records"][f"{arms[0]}/2"]
+    assert [a for a, r in rec["reading"].items() if r["qualifies"]] == [arms[0], arms[1], arms[3]]
+    (one,) = mk.main(["--merge", "--partial", "--parts", str(parts), "--out", str(tmp_path / "one")])
+    assert set(json.loads(one.read_text())["records"]) == {f"{a}/0" for a in arms}  # no --seeds: the config's

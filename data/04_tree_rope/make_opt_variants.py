@@ -74,6 +74,10 @@ Expected wall per job: ~3.5 min (arms2's measured 2.9-3.3 min per arm-seed on on
 ~20 s of diagnostics; a loaded machine up to 2x), seed 0 ~15 min for the four; seeds 1-2 of qualifying variants
 ~7 min per variant. Storage ~25 kB per arm-seed.
 
+``--merge`` reads every seed given with ``--seeds`` (fixed in session 29: it read the config's seed 0 alone, so
+485dbe2's ``optvar.json`` held seed 0 only although the seeds 1-2 parts had trained; re-merged from the same parts,
+nothing retrained).
+
 ``--tiny`` alone trains a tiny config of every variant into a temporary folder, then merges it (seconds).
 """
 
@@ -276,8 +280,9 @@ def build(cfg: dict, out: Path | None, args: argparse.Namespace) -> Path | None:
         return merge(cfg, parts, out, False, True)
     if args.parts is None:
         raise SystemExit("--parts is required (one job per arm-seed: --seeds S --arms A --parts DIR; then --merge)")
-    if args.merge:
-        return merge(cfg, args.parts, out, args.partial, False)
+    if args.merge:  # every seed named on the command line (the config holds seed 0 only, which script_main's
+        # --seeds handling would keep: a merge of --seeds 0 1 2 would read seed 0 alone, as 485dbe2's did)
+        return merge(scripts.with_seeds(cfg, args.seeds or cfg["seeds"]), args.parts, out, args.partial, False)
     for s in cfg["seeds"]:
         for arm in args.arms or list(cfg["arms"]):
             part(args.parts, cfg, arm, s)
