@@ -530,7 +530,8 @@ def scoreboard_markdown(slugs: list[str], results_dir: Path, quick: bool) -> str
               "(the *rule*: measured `op` target) and the *conditions* its verdict rests on (the model fits its "
               "training data, its curve is flat, a model-free baseline does not already solve the task). Over the "
               "seeds where its conditions hold, it is **held** if the rule holds at every such seed, **mixed** if "
-              "at some, **not held** if at none; with no such seed it is **inconclusive**: the experiment could "
+              "at some, **not held** if at none; unless such seeds are more than half (2 of 3) it is "
+              "**inconclusive**: the experiment could "
               "not have shown the effect, which says nothing for or against the paper. *Untested* claims say why. "
               "A *check* is a property asserted at any size: a notebook whose check fails does not build.", ""]
     totals = dict.fromkeys(VERDICTS, 0)

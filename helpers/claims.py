@@ -8,8 +8,9 @@
 * A **claim** is a finding of the paper measured at our scale. The chapter gives the measured number (or one number
   per seed), a comparison ``op`` and a ``target``, and the conditions its verdict rests on (``given=``); the record,
   never the caller, computes the verdict over the seeds where every given condition holds: **held** (at every such
-  seed), **mixed** (at some), **not held** (at none), or **inconclusive** when no seed qualifies ("could not be
-  tested at our scale": the experiment was not ready, which says nothing about the paper). A claim that cannot be
+  seed), **mixed** (at some), **not held** (at none), or **inconclusive** when no more than half of the seeds
+  qualify ("could not be tested at our scale": the experiment was not ready, which says nothing about the paper; a
+  verdict read at one seed of three would be one run, not a measurement over seeds). A claim that cannot be
   tested at all is recorded with :meth:`ClaimsRecord.untested` and a reason. A claim never fails the build.
 
 ``rec.save()`` writes ``<results dir>/<notebook>.json`` (the book runner sets ``HELPERS_RESULTS_DIR``) and displays
@@ -179,8 +180,8 @@ def verdict_of(measured: float | Sequence[float], op: str, target: float,
                qualifies: Sequence[bool] | None = None) -> str:
     """``"held"`` if ``measured <op> target`` at every value, ``"mixed"`` at some, ``"not held"`` at none.
 
-    ``qualifies`` (one bool per value) restricts the verdict to the seeds whose conditions hold; with none left the
-    verdict is ``"inconclusive"``. A scalar ``measured`` gives ``"held"`` or ``"not held"``. This is the only place
+    ``qualifies`` (one bool per value) restricts the verdict to the seeds whose conditions hold; unless they are
+    more than half of the values (2 of 3, 1 of 1) the verdict is ``"inconclusive"``. A scalar ``measured`` gives ``"held"`` or ``"not held"``. This is the only place
     a verdict is decided; the scoreboard calls it again on each stored record and refuses a record whose stored
     verdict differs.
     """
@@ -195,7 +196,7 @@ def verdict_of(measured: float | Sequence[float], op: str, target: float,
     if len(qualifies) != len(vals) or not all(isinstance(q, bool) for q in qualifies):
         raise ValueError(f"qualifies must hold {len(vals)} bools (one per value), got {list(qualifies)!r}")
     ok = [bool(OPS[op](v, t)) for v, q in zip(vals, qualifies) if q]
-    if not ok:
+    if 2 * len(ok) <= len(vals):  # a verdict over seeds needs most of them: 1 of 3 is one run, not three
         return "inconclusive"
     if all(ok):
         return "held"
@@ -368,7 +369,7 @@ class ClaimsRecord:
         a baseline is recorded as a number (a ratio or a difference) in ``measured``, with the baseline's own value
         (or per-seed values) in ``baseline``. ``paper`` is free text for the paper's wording or number.
         ``given`` names recorded conditions the verdict rests on: seeds where one fails are left out of the verdict,
-        and with no seed left it is ``"inconclusive"``.
+        and unless more than half of the seeds are left it is ``"inconclusive"``.
         """
         self._new_id(id, self.claims)
         statement = _text(f"claim {id!r}: statement", statement, required=True)

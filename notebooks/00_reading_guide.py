@@ -275,8 +275,8 @@ plotting.live_controls(predict, digits="31415926"[:seq_len])
 # speaks of. Those preconditions are **conditions**, measured per seed like a claim and fixed before the claim's
 # numbers are read: here, that each model's training loss is flat at the end (`train.plateau`: the loss fell by
 # less than 5% over the last fifth of training). A claim names the conditions it rests on (`given=`); at a seed
-# where one fails the claim is left out, and with no seed left its verdict is **inconclusive**: the experiment was
-# not ready, which says nothing for or against the paper.
+# where one fails the claim is left out, and unless most seeds are left (2 of 3) its verdict is **inconclusive**:
+# the experiment was not ready, which says nothing for or against the paper.
 
 # %%
 plateau = {pos: [train.plateau(h.loss) for _, h, _ in runs[pos]] for pos in runs}

@@ -1389,7 +1389,7 @@ plotting.live_controls(explore, smiles="CC(=O)Oc1ccccc1C(=O)O", root=(0, 30))
 # picks at each seed (below); since round 6 no claim names them (the re-rooting comparator is fixed, §8).
 #
 # A comparison names the conditions of both models it compares. At a seed where one fails, the claim is
-# inconclusive there; with no seed left its verdict is **inconclusive**, not "not held".
+# inconclusive there; unless most seeds are left (2 of 3) its verdict is **inconclusive**, not "not held".
 #
 # :::{important}
 # **Round 8: which conditions gate, changed after the numbers were seen (disclosed).** From round 5 to
@@ -1932,6 +1932,8 @@ def qual_text(cid):  # which seeds qualify, and what each gave
     ok = [i for i in range(len(on)) if i not in c.inconclusive_seeds]
     if not ok:
         return "no seed qualifies"
+    if 2 * len(ok) <= len(on):
+        return f"{len(ok)} of {len(on)} seed(s) qualify ({', '.join(str(on[i]) for i in ok)}): too few for a verdict"
     held = [on[i] for i in ok if c.holds_per_seed[i]]
     return (
         f"{len(ok)} of {len(on)} seed(s) qualify ("

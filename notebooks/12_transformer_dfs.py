@@ -1854,7 +1854,7 @@ plotting.live_controls(
 # model whose *generalisation* a claim speaks of fits its own training states (final training accuracy, mean of the
 # last tenth of its evaluations, `>= 0.95`). The width-limited one-layer model is not asked to fit: its failure to <!-- paper -->
 # fit at `d = N/2` is the effect the claim measures. At a seed where a condition fails, the claim is left out there;
-# with no seed left it is *inconclusive*.
+# unless most seeds are left (2 of 3) it is *inconclusive*.
 #
 # **The doubling bar and its floor** (condition `lookahead_room`, added at review after the numbers were read;
 # it is arithmetic on the claim's own definition, not a threshold). The per-layer ratios telescope: their

@@ -3447,7 +3447,8 @@ display(Markdown(known_limits()))
 # trajectory is stable after grokking: its training accuracy never falls by more than `0.05` below its running
 # maximum (`no_collapse`, issue #71: a collapse, and the recovery after it, confounds reading a core at a
 # checkpoint; the smoothed trend and the stable checkpoints reduce that, the condition says where it remains).
-# Where a condition fails at a seed the claim is left out there; with no seed left it is *inconclusive*.
+# Where a condition fails at a seed the claim is left out there; unless most seeds
+# are left (2 of 3) it is *inconclusive*.
 #
 # A claim that is not held carries a measured diagnosis in its note, not a guess:
 #

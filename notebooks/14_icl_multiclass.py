@@ -1328,7 +1328,7 @@ plotting.live_controls(play, alpha=(0.0, 4.0, 0.25), share=(0.2, 0.9, 0.05))
 # Bayes rule's accuracy above chance on fresh isotropic tasks). The stable-rank trend claims also rest on the data
 # showing the trend (`data_shows_trend`, `data_gap_shrinks`: the Bayes rule's own ρ ≥ 0.9, its own gap <!-- paper -->
 # shrinking): what they test is that the model *follows* a trend of the data. At a seed where a condition fails
-# the claim is left out; with no seed left it is *inconclusive*.
+# the claim is left out; unless most seeds are left (2 of 3) it is *inconclusive*.
 #
 # **How to read the trend claims.** Three of them the Bayes rule shows too
 # (`accuracy_increases_with_stable_rank`, `imbalance_gap_shrinks`, `softmax_transformer_agrees`; each records the

@@ -216,12 +216,24 @@ def test_claim_goes_from_not_held_to_inconclusive_and_back():
     # and held over the qualifying seeds
     rec, v = _rec_with([0.99, 0.5, 0.99], measured=(0.6, 0.1, 0.7))
     assert v == "held"
+    # one qualifying seed of three gives no verdict, even where it held there
+    rec, v = _rec_with([0.5, 0.5, 0.99], measured=(0.1, 0.1, 0.7))
+    assert v == "inconclusive" and rec.claims[0].inconclusive_seeds == [0, 1]
 
 
 def test_verdict_of_with_qualifying_seeds():
     assert verdict_of([1, 2, 3], ">", 0, [True, True, True]) == "held"
     assert verdict_of([1, 2, 3], ">", 0, [False, False, False]) == "inconclusive"
-    assert verdict_of([1, -2, 3], ">", 0, [False, True, False]) == "not held"
+    assert verdict_of([1, -2, 3], ">", 0, [True, True, False]) == "mixed"
+    assert verdict_of([1, -2, 3], ">", 0, [False, True, True]) == "mixed"
+    assert verdict_of([-1, -2, 3], ">", 0, [True, True, False]) == "not held"
+    # a verdict needs most seeds: one qualifying seed of three is one run, whatever it gives
+    assert verdict_of([1, -2, 3], ">", 0, [False, True, False]) == "inconclusive"
+    assert verdict_of([1, 2, 3], ">", 0, [False, False, True]) == "inconclusive"
+    assert verdict_of([1, 2], ">", 0, [True, False]) == "inconclusive"
+    assert verdict_of([1, 2, 3, 4, 5], ">", 0, [True, True, True, False, False]) == "held"
+    assert verdict_of([1, 2, 3, 4], ">", 0, [True, True, False, False]) == "inconclusive"
+    assert verdict_of(1.0, ">", 0, [True]) == "held"
     assert verdict_of(1.0, ">", 0, [False]) == "inconclusive"
     with pytest.raises(ValueError, match="bools"):
         verdict_of([1, 2], ">", 0, [True])
