@@ -600,6 +600,13 @@ display(
 # RoPE + NTK and RoPE + YaRN (lowest tail perplexity at that length; the same stored RoPE weights, nothing
 # retrained), as the lower end of the 95% paired interval of best ÷ TPE + OPT, target > 1, with the conditions of
 # `extrapolation_ppl_ratio`. That claim (RoPE as trained, the paper's comparison) is kept unchanged beside it.
+#
+# **A fourth candidate, added after the results were seen (session 29, disclosed).** The diagnosis below found that
+# RoPE with attention limited to its last 32 keys (a sliding window at inference, the same stored weights) beats
+# every arm at the longest length. It is the stronger baseline, so it joins the best-of set that feeds
+# `beats_scaled_rope` and the variants' `beats_scaled_rope_<variant>`: every tail byte sees exactly its last 32 keys,
+# at its true position, on all evaluation windows of every seed (at the training length it is plain RoPE). This
+# makes the claims harder to hold, never easier; their ids, ops, targets and conditions are unchanged.
 
 # %%
 SCALINGS = {"RoPE + PI": "pi", "RoPE + NTK": "ntk", "RoPE + YaRN": "yarn"}
@@ -619,7 +626,18 @@ for name, method in SCALINGS.items():
                 for n in lengths[1:]
             ]
         )
-scal_arms = ["RoPE", *SCALINGS, "RoPE + skips", "TPE + OPT"]
+WINDOWED = "RoPE + 32-key window"  # a sliding window at inference (added in session 29)
+for s in seeds_of("RoPE"):
+    rows_w = [tails[("RoPE", s)][0]]  # the training length: every key is in the window
+    for n in lengths[1:]:
+        w_n = windows[n][:, -(tail + train_len + 1) :]  # the tail and its 32 keys
+        pos_n = torch.arange(n - (w_n.shape[1] - 1), n)  # their true positions
+        m_r = models[("RoPE", s)]
+        lw = tr.tail_loss_with_keys(m_r, w_n, tail, train_len, pos=pos_n)
+        rows_w.append(lw.detach().numpy())
+    tails[(WINDOWED, s)] = np.stack(rows_w)
+BEST_OF = ["RoPE", *SCALINGS, WINDOWED]  # the candidates of beats_scaled_rope
+scal_arms = [*BEST_OF, "RoPE + skips", "TPE + OPT"]
 scal_ppl = pd.DataFrame(
     {
         a: [
@@ -630,8 +648,8 @@ scal_ppl = pd.DataFrame(
     },
     index=pd.Index(lengths, name="length"),
 )
-best_scaled = {  # per seed: the best of RoPE and its scaled variants at the longest
-    s: min(["RoPE", *SCALINGS], key=lambda a: tails[(a, s)][-1].mean())
+best_scaled = {  # per seed: the best of RoPE, scalings and window at the longest
+    s: min(BEST_OF, key=lambda a: tails[(a, s)][-1].mean())
     for s in cfg["seeds"]
 }
 g_scal = repro.rng(seed, 94)  # its own stream: the other intervals keep theirs
@@ -648,8 +666,8 @@ display(
 )
 
 # %% [markdown]
-# The same numbers as a figure (dashed: the scaled variants of the stored RoPE models; the grey line is the
-# training length).
+# The same numbers as a figure (dashed: the scaled variants and the sliding window of the stored RoPE models; the
+# grey line is the training length).
 
 # %%
 fig, ax = plt.subplots(figsize=(6.4, 3.2))
@@ -660,7 +678,7 @@ for i, a in enumerate(scal_arms):
         marker="o",
         label=a,
         color=plotting.PALETTE[i % len(plotting.PALETTE)],
-        ls="--" if a in SCALINGS else "-",
+        ls="--" if a in (*SCALINGS, WINDOWED) else "-",
     )
 ax.axvline(train_len, color="grey", lw=0.8)
 ax.set(
@@ -674,11 +692,12 @@ ax.legend(fontsize=7, ncol=2)
 plt.show()
 
 # %% [markdown]
-# What the table says, generated: the best scaling at each length, and where TPE + OPT stands against it. The
-# claim `beats_scaled_rope` (section 9) reads the longest length with its interval and its conditions.
+# What the table says, generated: the best RoPE baseline at each length (plain, scaled or windowed), and where
+# TPE + OPT stands against it. The claim `beats_scaled_rope` (section 9) reads the longest length with its interval
+# and its conditions.
 
 # %%
-best_at = scal_ppl[["RoPE", *SCALINGS]].idxmin(axis=1)
+best_at = scal_ppl[BEST_OF].idxmin(axis=1)
 sp, past = scal_ppl, lengths[1:]
 best_long = sp.loc[longest, best_at[longest]]
 skips_best = (
@@ -688,23 +707,33 @@ skips_best = (
 display(
     Markdown(
         " ".join(
-            f"At {n}: the best RoPE variant is {best_at[n]} "
+            f"At {n}: the best RoPE baseline is {best_at[n]} "
             f"({sp.loc[n, best_at[n]]:.2f}, plain RoPE {sp.loc[n, 'RoPE']:.2f}); "
             f"TPE + OPT {sp.loc[n, 'TPE + OPT']:.2f}, "
             f"RoPE + skips {sp.loc[n, 'RoPE + skips']:.2f}."
             for n in past
         )
-        + " Scaling at inference narrows RoPE's gap to TPE + OPT "
+        + " The best RoPE baseline at inference "
         + (
-            "but does not close it at the longest length;"
+            "narrows RoPE's gap to TPE + OPT but does not close it at the longest"
+            " length;"
             if best_long > sp.loc[longest, "TPE + OPT"]
-            else "and closes it at the longest length;"
+            else f"beats TPE + OPT at the longest length ({best_long:.2f} against"
+            f" {sp.loc[longest, 'TPE + OPT']:.2f});"
         )
         + " RoPE trained with PoSE-style skips stays "
         + (
-            "below every variant and TPE + OPT at every length past the training one."
+            "below every inference-time scaling, plain RoPE and TPE + OPT at every"
+            " length past the training one"
             if skips_best
-            else "below them at some lengths only."
+            else "below them at some lengths only"
+        )
+        + f"; RoPE with its last {train_len} keys only reads "
+        + f"{sp.loc[longest, WINDOWED]:.2f} at {longest}, "
+        + (
+            "below RoPE + skips."
+            if sp.loc[longest, WINDOWED] < sp.loc[longest, "RoPE + skips"]
+            else "not below RoPE + skips."
         )
     )
 )
@@ -1270,6 +1299,7 @@ def glance(metrics, seeds=None):
     }
 
 
+# %% tags=["hide-input"]
 read7 = {
     k: (man7 if c["record"] == "recall3" else man6)["metrics"][c["key"]]
     for k, c in man7["extra"]["chosen"].items()
@@ -1354,6 +1384,7 @@ def att_of(name, key):
     ]
 
 
+# %% tags=["hide-input"]
 x_rows = []
 for name, m_, aux, steps in (
     ("recall2", man6, False, 6000),
@@ -2538,6 +2569,8 @@ display(
         f"{man11['files']['recall5.json'][:12]}…)"
     )
 )
+
+# %% tags=["hide-input"]
 s11 = t11.xs(1, level="seed")
 miss11 = {
     a: [
@@ -2770,7 +2803,9 @@ plotting.live_controls(show_pairs, B_=(2, 64), L_=(1, 6))
 # section 4 reads keys at the longest length, where TPE without OPT also meets digit differences it never saw).
 # An arm that uses no context beyond a few bytes cannot show what long context does, only how much unseen
 # positions distract it. The timing claim needs the 95% bootstrap interval of its paired per-round ratio to be
-# narrower than the 25% band it allows. A claim whose conditions fail at every seed is *inconclusive*. Every
+# narrower than the 25% band it allows. A claim is *inconclusive* unless its conditions hold at most of its seeds
+# (2 of 3; the book's rule since 53671bd, applied to every chapter alike): one qualifying seed of three is one run,
+# not a measurement over seeds, whatever it shows. Every
 # perplexity claim on `arms2` reads TPE + OPT, so where TPE + OPT fails `beats_ngram` (section 3) the claim is
 # inconclusive at that seed whatever its ratio: the registered outcome of a reconstruction that a byte 5-gram beats
 # in distribution, not a verdict on the paper's encoding. The same four claims on the OPT variants of section 4
@@ -2847,6 +2882,20 @@ def ppl_of(arm, n):
 
 
 x = longest // train_len
+win_ppl = float(scal_ppl.loc[longest, WINDOWED])  # RoPE, last 32 keys (section 4)
+arm_best = min(  # arms2's arms and the qualifying variants, mean over seeds
+    [arm_ppl.loc[longest].min(), *(ov_ppl.loc[longest, ov_arms] if ov_arms else [])]
+)
+distract = (
+    f" At this scale the ratio at {longest} measures robustness to distraction by"
+    " unseen positions, not use of long context: "
+    + (f"the byte {ng_order}-gram ({ng_ppl[longest]:.2f}) and RoPE with only its last"
+       f" {train_len} keys ({win_ppl:.2f}) beat every arm there (best {arm_best:.2f})."
+       if max(ng_ppl[longest], win_ppl) < arm_best else
+       f"the byte {ng_order}-gram reads {ng_ppl[longest]:.2f} and RoPE with only its"
+       f" last {train_len} keys {win_ppl:.2f} there, against the best arm's"
+       f" {arm_best:.2f}.")
+)
 a_tpe = alias.loc["TPE + OPT"]
 why_opt = (
     f"diagnosis (section 4): TPE + OPT's last layer attends to the key {B + 1} back "
@@ -2867,13 +2916,13 @@ RATIO_CLAIMS = [  # id, statement, paper, interval end (1 low, 2 high), op, targ
     ("extrapolation_ppl_ratio", f"At {x}× the training length ({longest} bytes), "
      "RoPE's tail perplexity is at least twice TPE + OPT's",
      "4532.21 / 149.96 ≈ 30× at 64× (512 → 32K, 1.2B model)",
-     1, ">=", 2.0, why_opt),
+     1, ">=", 2.0, why_opt + "." + distract),
     ("in_distribution_parity", f"{at_train}, TPE + OPT is within 5% of RoPE",
      "(implicit: TPE does not cost in-distribution quality)", 2, "<=", 1.05,
      why_opt + parts),
     ("beats_skip_control", f"TPE + OPT beats RoPE trained with PoSE-style skips "
      f"{at_long}", "single-index offsets are not enough (the abstract's diagnosis)",
-     1, ">", 1.0, why_opt),
+     1, ">", 1.0, why_opt + "." + distract),
 ]
 verdict = {}
 for cid, statement, paper, end, op, target, note in RATIO_CLAIMS:
@@ -2918,14 +2967,17 @@ verdict["inference_cost"] = rec.claim(
 # %% [markdown]
 # The claim against RoPE scaled at inference (section 4), registered before its numbers were computed: the best
 # per seed of RoPE and its three scalings at the longest length, with the conditions of `extrapolation_ppl_ratio`
-# (the scalings rescale the stored RoPE weights, so RoPE's conditions are theirs).
+# (the scalings rescale the stored RoPE weights, so RoPE's conditions are theirs). Since session 29 the best-of set
+# also holds RoPE with only its last 32 keys visible (section 4), added after the results were seen (disclosed):
+# it makes the claim harder, its id, op, target and conditions are unchanged.
 
 # %%
 verdict["beats_scaled_rope"] = rec.claim(  # registered in session 27 before its numbers
     "beats_scaled_rope",
     f"At {x}× the training length, TPE + OPT beats the best inference-time scaling of"
-    " RoPE (best per seed of RoPE, RoPE + PI, RoPE + NTK, RoPE + YaRN; lower end of the"
-    " 95% paired interval)",
+    " RoPE (best per seed of RoPE, RoPE + PI, RoPE + NTK, RoPE + YaRN and, since"
+    f" session 29, RoPE with its last {train_len} keys only; lower end of the 95%"
+    " paired interval)",
     paper="not in the abstract: the practitioner's baseline for length extrapolation",
     measured=[round(float(r[1]), 4) for r in ratios_scaled],
     op=">",
@@ -2938,7 +2990,10 @@ verdict["beats_scaled_rope"] = rec.claim(  # registered in session 27 before its
     note="best per seed: "
     + ", ".join(f"seed {s}: {best_scaled[s]}" for s in cfg["seeds"])
     + "; ratio [95% interval] per seed: "
-    + "; ".join(f"{r:.3f} [{lo:.3f}, {hi:.3f}]" for r, lo, hi in ratios_scaled),
+    + "; ".join(f"{r:.3f} [{lo:.3f}, {hi:.3f}]" for r, lo, hi in ratios_scaled)
+    + f". Disclosed: {WINDOWED} (a sliding window at inference) joined the best-of"
+    " set in session 29, after the results were seen; it makes the claim harder."
+    + distract,
     given=("plateau_rope", "beats_ngram_rope", "plateau_tpe_opt", "beats_ngram_tpe_opt",
            "context_rope", "context_tpe_opt"),
 )
@@ -2956,7 +3011,8 @@ verdict["beats_scaled_rope"] = rec.claim(  # registered in session 27 before its
 OV_TEXT = {cid: (st, paper) for cid, st, paper, *_ in RATIO_CLAIMS}
 OV_TEXT["beats_scaled_rope"] = (
     f"At {x}× the training length, TPE + OPT beats the best inference-time scaling of"
-    " RoPE (best per seed of RoPE, RoPE + PI, RoPE + NTK, RoPE + YaRN)",
+    " RoPE (best per seed of RoPE, RoPE + PI, RoPE + NTK, RoPE + YaRN and, since"
+    f" session 29, RoPE with its last {train_len} keys only)",
     "not in the abstract: the practitioner's baseline for length extrapolation")
 OV_COND = {  # statement and unit per condition kind, as arms2's
     "plateau": (f"is trained to a plateau on the stable phase (steps ≤ {stable_end})",
@@ -2988,7 +3044,10 @@ for cid, c in (ov or {}).get("claims", {}).items():
         unit=f"{c['a']} ppl / {c['b']} ppl ({bound} 95% bound)",
         baseline=[round(v, 3) for v in c["baseline"]],
         note=f"ratio [95% interval] per seed: {fmt_r(cid)}{best}; baseline: the other"
-        f" arm's ppl; arms2's TPE + OPT in the same comparison: `{c['base']}`",
+        f" arm's ppl; arms2's TPE + OPT in the same comparison: `{c['base']}`"
+        + (f". Disclosed: {WINDOWED} joined the best-of set in session 29, after the"
+           " results were seen" if c["a"] == "best scaled RoPE" else "")
+        + (f".{distract}" if c["length"] == longest else ""),
         given=c["given"])
 
 # %% [markdown]
@@ -3016,6 +3075,25 @@ side = pd.DataFrame(
      **{a: [claim_cell(f"{k}_{ov_short[a]}") for k in PPL_CLAIMS] for a in ov_arms}},
     index=pd.Index(PPL_CLAIMS, name="claim"))
 display(Markdown(side.to_markdown()))
+if ov is not None:
+    v_ids = list(ov["claims"])
+    n_held = {v: sum(verdict[k] == "held" for k in v_ids if k.endswith("_" + v))
+              for v in (ov_short[a] for a in ov_arms)}
+    display(Markdown(
+        f"{len(ov_short)} OPT variants were trained at seed 0, {len(ov_arms)} qualified"
+        " by the registered reading and trained seeds 1-2; of their"
+        f" {len(v_ids)} claims,"
+        f" {sum(n_held.values())} held ("
+        + ", ".join(f"{v} {n}" for v, n in n_held.items()) + "), the others: "
+        + ", ".join(f"{n} {v}" for v, n in pd.Series(
+            [verdict[k] for k in v_ids if verdict[k] != "held"], dtype=object
+        ).value_counts().items()) + ". `extrapolation_ppl_ratio_<variant>` and"
+        " `beats_scaled_rope_<variant>` are one measurement, not two: both read the"
+        f" variant's same tail losses at {longest}, and plain RoPE, the first one's"
+        " numerator, is one of the candidates of the second one's best-of numerator. A"
+        " verdict needs the conditions to hold at most seeds (2 of 3); where they hold"
+        " at fewer the claim is inconclusive, whatever the ratio at the seed that"
+        " qualifies."))
 
 # %% [markdown]
 # The retrieval claims read the **two-key offset-recall** arms of round 12 (`recall6`, section 7; quick mode: its
@@ -3027,8 +3105,9 @@ display(Markdown(side.to_markdown()))
 # misses the target at every seed, the unconverged baseline's plateau condition is left out; otherwise every arm's
 # is named. The bound is printed beside each verdict (notes and section 10). `needs_position` is not amended: it
 # is measured in-window, at length 32, where NoPE can infer order from the causal mask; changing it now would be
-# a third rule change made after seeing the numbers. The baseline recorded with `retrieval_at_64x` is the stronger
-# of RoPE + OPT offsets and TPE at the longest length (per seed). They read plain accuracies over the 128 held-out
+# a third rule change made after seeing the numbers. The baseline recorded with `retrieval_at_64x` is RoPE's
+# accuracy at the longest length (per seed), what its difference subtracts; its note gives the stronger of RoPE +
+# OPT offsets and TPE and TPE + OPT's margin over it. They read plain accuracies over the 128 held-out
 # windows of each seed, without an interval: one window moves an accuracy by 1/128. `retrieval_at_64x` compares
 # with plain RoPE, as the paper does; whether the tree encoding adds anything to the offsets is
 # `needs_both_parts`. The passkey arms (content only) are the contrast, in the notes and in section 10.
@@ -3109,10 +3188,12 @@ verdict["retrieval_at_64x"] = rec.claim(
     paper="64× extrapolation, 512 → 32K (perplexity; no public retrieval numbers)",
     measured=[round(float(v), 4) for v in far_acc["TPE + OPT"] - far_acc["RoPE"]],
     op=cl_r["retrieval_at_64x"]["op"], target=cl_r["retrieval_at_64x"]["target"],
-    unit="accuracy difference", baseline=[round(float(v), 4) for v in best_other],
+    unit="accuracy difference",
+    baseline=[round(float(v), 4) for v in far_acc["RoPE"]],
     note="accuracy per seed: " + "; ".join(f"{a} {per_seed(far_acc[a])}" for a in RKEY)
-    + f"; NoPE {per_seed(acc_at('NoPE', k_far))}; baseline: the best of RoPE + OPT "
-    "offsets and TPE, per seed; TPE + OPT minus it: "
+    + f"; NoPE {per_seed(acc_at('NoPE', k_far))}; baseline: RoPE's accuracy per seed"
+    " (what the measured difference subtracts); the stronger of RoPE + OPT offsets and"
+    f" TPE per seed is {per_seed(best_other)}, TPE + OPT minus it: "
     + per_seed(far_acc["TPE + OPT"] - best_other, "{:+.3f}")
     + "; passkey (content only) TPE + OPT minus RoPE: "
     + per_seed(pk_far["TPE + OPT"] - pk_far["RoPE"], "{:+.3f}")
@@ -3305,11 +3386,16 @@ lines = [
     ),
     f"- RoPE scaled at inference (section 4), tail perplexity at {longest} (mean over"
     " seeds): "
-    + ", ".join(f"{a} {scal_ppl.loc[longest, a]:.2f}" for a in ["RoPE", *SCALINGS])
+    + ", ".join(f"{a} {scal_ppl.loc[longest, a]:.2f}" for a in BEST_OF)
     + f" against TPE + OPT's {scal_ppl.loc[longest, 'TPE + OPT']:.2f};"
     + " the best per seed "
     + ", ".join(f"{best_scaled[s_]} (seed {s_})" for s_ in cfg["seeds"])
-    + f"; best ÷ TPE + OPT {ratios_scaled[:, 0].mean():.2f} (`beats_scaled_rope`).",
+    + f"; best ÷ TPE + OPT {ratios_scaled[:, 0].mean():.2f} (`beats_scaled_rope`; the"
+    f" window of {train_len} keys joined its best-of set in session 29, after the results"
+    " were seen, disclosed).",
+    f"- **What the ratios at {longest} measure.**" + distract + " A ratio that holds there"
+    " says an arm is hurt less by positions it never saw, not that it uses the long"
+    " context.",
     "- At the training length TPE + OPT costs "
     f"{mean_ratio('in_distribution_parity'):.2f}× RoPE's perplexity"
     + (" (quick mode: barely trained models; not read as a claim)." if quick else "."),
@@ -3568,7 +3654,9 @@ far_c, sh_c = COLS[-1], [c for c in k_conds if c.startswith("shift")]
 bar_in = cl_r["in_window"]["target"]  # the registered in-window bar
 ok = ctl_tab[ctl_tab[in_c] >= bar_in]  # arm-seeds that learned the task in-window
 lines.append(
-    f"- Dilution control (round 6's runs), read only where an arm-seed answers "
+    "- Dilution control, a round-6 reading (recall2's runs"
+    + (f", not the {q_round} arms the claims read; stale for them" if q_round != "round 6"
+       else "") + "), read only where an arm-seed answers "
     f"≥ {bar_in} in-window "
     f"({len(ok)} of {len(ctl_tab)}; mean over those seeds, {in_c} / "
     + " / ".join(k_conds) + f" / {far_c}): "
@@ -3603,16 +3691,10 @@ lines.append(
     f"offsets add {off_tpe:+.2f} on TPE and {off_rope:+.2f} on RoPE; with the same "
     f"offsets, the tree encoding adds {enc_opt:+.2f} over RoPE (per seed: "
     + ", ".join(f"{v:+.2f}" for v in far_acc["TPE + OPT"] - far_acc["RoPE + OPT offsets"])
-    + f"; passkey: {pk_enc:+.2f}). "
-    + (
-        "In this mean the tree encoding adds more than the bar of `needs_both_parts` "
-        "on top of the offsets"
-        if enc_opt > cl_r["needs_both_parts"]["target"]
-        else "In this mean the tree encoding does not add more than the bar of "
-        "`needs_both_parts` on top of the offsets"
-    )
-    + " (descriptive: the mean includes seeds where the registered conditions fail; "
-    "the claim's reading is per seed, above)."
+    + ", median "
+    + f"{np.median(far_acc['TPE + OPT'] - far_acc['RoPE + OPT offsets']):+.2f}"
+    + f"; passkey: {pk_enc:+.2f}). Descriptive: these include seeds where the registered"
+    " conditions fail; the claim's reading is per seed, above."
 )
 if ("TPE + OPT, chunks of B/2", s_r) in r_hit:
     lines.append(
