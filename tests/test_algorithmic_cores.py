@@ -379,7 +379,13 @@ def test_record_per_seed_aligns_conditions():
     v = ac.record_per_seed(rec, "b", "b", [None, 2.0, 2.0], given=("stable",), conditions=cond, paper="p",
                            op=">", target=1.0, baseline=[1, 2, 3])
     assert rec.claims[-1].given == ["stable@b"] and rec.claims[-1].baseline == [2.0, 3.0]
-    assert v == "held" and rec.claims[-1].inconclusive_seeds == [0]
+    # the kept seeds' condition holds at 1 of 2: too few for a verdict (claims.verdict_of, 53671bd)
+    assert v == "inconclusive" and rec.claims[-1].inconclusive_seeds == [0]
+    cond2 = {"flat": dict(measured=[0.3, 0.0, 0.0], op="<=", target=0.05, statement="flat")}
+    rec.condition("flat", **cond2["flat"])
+    v = ac.record_per_seed(rec, "b2", "b2", [None, 2.0, 2.0], given=("flat",), conditions=cond2, paper="p",
+                           op=">", target=1.0)
+    assert rec.claims[-1].given == ["flat@b2"] and v == "held" and rec.claims[-1].inconclusive_seeds == []
     v = ac.record_per_seed(rec, "c", "c", [None, 2.0, float("nan")], given=("stable",), conditions=cond,
                            paper="p", op=">", target=1.0)
     assert v == "inconclusive"
